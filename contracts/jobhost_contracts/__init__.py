@@ -1,0 +1,47 @@
+"""The contract between jobhost and the modules whose jobs it runs.
+
+A module declares its jobs with :class:`BackgroundJobDeclaration`, runs them with an
+:class:`IJobExecutor`, and registers both through the ``jobhost_jobs`` hook::
+
+    from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, JobContext, hookimpl
+
+This package imports only the standard library, ``pluggy`` and ``returns``.
+"""
+
+from __future__ import annotations
+
+from jobhost_contracts.audit import AuditSink, RunAuditRecord
+from jobhost_contracts.cancellation import Cancellation, JobCancelled
+from jobhost_contracts.context import JobContext, JobState, StaleLeaseError, TriggerSource
+from jobhost_contracts.declaration import (
+    BackgroundJobDeclaration,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+)
+from jobhost_contracts.durations import format_duration, parse_duration
+from jobhost_contracts.executor import IJobExecutor, JobResult
+from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
+
+__all__ = [
+    "PROJECT_NAME",
+    "AuditSink",
+    "BackgroundJobDeclaration",
+    "Cancellation",
+    "IJobExecutor",
+    "JobCancelled",
+    "JobContext",
+    "JobRegistration",
+    "JobResult",
+    "JobState",
+    "MisfirePolicy",
+    "OverlapPolicy",
+    "RetryPolicy",
+    "RunAuditRecord",
+    "StaleLeaseError",
+    "TriggerSource",
+    "format_duration",
+    "hookimpl",
+    "hookspec",
+    "parse_duration",
+]

@@ -1,0 +1,86 @@
+"""What the host hands an executor for one run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from jobhost_contracts.cancellation import Cancellation
+
+__all__ = ["JobContext", "JobState", "StaleLeaseError", "TriggerSource"]
+
+
+class TriggerSource(StrEnum):
+    """Why a run started."""
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    RETRY = "retry"
+    CATCH_UP = "catch-up"
+
+
+class StaleLeaseError(Exception):
+    """A state write carried a fencing token older than the job's current lease.
+
+    The run that gets this lost its claim to another replica; its writes must stop.
+    """
+
+    def __init__(self, job: str, token: int, current: int) -> None:
+        super().__init__(
+            f"job {job!r}: state write with fencing token {token} rejected, "
+            f"the lease is now held with token {current}"
+        )
+        self.job = job
+        self.token = token
+        self.current = current
+
+
+class JobState(Protocol):
+    """Durable per-job state, kept in the host's store and fenced by the run's lease.
+
+    Every write carries the run's fencing token: once another replica holds a newer lease, the
+    write raises :class:`StaleLeaseError`, so a stale run cannot move a cursor backwards or mark
+    work done twice.
+    """
+
+    def get(self, key: str) -> str | None:
+        """The value last stored under ``key`` for this job, or None."""
+        ...
+
+    def set(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` (a cursor, a watermark)."""
+        ...
+
+    def record(self, idempotency_key: str) -> bool:
+        """Mark a unit of work done; False when it had already been recorded."""
+        ...
+
+    def seen(self, idempotency_key: str) -> bool:
+        """Whether a unit of work was recorded done by any earlier run of this job."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobContext:
+    """Everything an executor may know about the run it is executing.
+
+    ``occurrence`` is the scheduled instant in UTC (None for a manual run). ``idempotency_key`` is
+    the same for every attempt of one occurrence, so side effects outside the database can be
+    deduplicated by it. ``config`` is the module's ``[modules.NAME]`` section, read-only.
+    """
+
+    job_name: str
+    run_id: str
+    occurrence: datetime | None
+    attempt: int
+    source: TriggerSource
+    idempotency_key: str
+    fencing_token: int
+    config: Mapping[str, Any]
+    logger: logging.Logger
+    cancellation: Cancellation
+    state: JobState

@@ -1,0 +1,63 @@
+"""The ``jobhost`` plugin hooks: how a module hands its jobs to the host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import pluggy
+
+from jobhost_contracts.audit import AuditSink
+from jobhost_contracts.declaration import BackgroundJobDeclaration
+from jobhost_contracts.executor import IJobExecutor
+
+__all__ = ["PROJECT_NAME", "JobRegistration", "hookimpl", "hookspec"]
+
+PROJECT_NAME = "jobhost"
+"""The pluggy project name, the entry-point group and the hook prefix."""
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class JobRegistration(NamedTuple):
+    """A declaration and the executor that runs it. A plain 2-tuple is accepted too."""
+
+    declaration: BackgroundJobDeclaration
+    executor: IJobExecutor
+
+
+@hookspec
+def jobhost_jobs(
+    settings: Mapping[str, Mapping[str, Any]],
+) -> Iterable[JobRegistration | tuple[BackgroundJobDeclaration, IJobExecutor]]:
+    """Return the jobs this module declares, as (declaration, executor) pairs.
+
+    :param settings: every module's configuration section, keyed by module name (the
+        ``[modules.NAME]`` tables of ``jobhost.toml``), read-only. A module usually reads only its
+        own section; a module whose section is absent should declare its jobs disabled rather
+        than fail, so installing it never breaks a host that has not configured it.
+    :return: an iterable of pairs; an empty one when the module has nothing to run.
+
+    Called once at every start of ``jobhost run`` and by every command that reads the catalog
+    (``validate``, ``next``, ``report``...). It must be cheap and free of side effects: connect
+    to nothing, start nothing. Declarations are validated by the host after every plugin has
+    answered, and every problem is listed together.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def jobhost_audit_sinks(
+    settings: Mapping[str, Mapping[str, Any]],
+) -> Iterable[AuditSink]:
+    """Return audit sinks that receive a :class:`RunAuditRecord` for every finished run.
+
+    :param settings: every module's configuration section, as for :func:`jobhost_jobs`.
+    :return: an iterable of objects with a ``name`` and a ``record(entry)`` method.
+
+    Called once when a host starts. The run ledger and a structured JSON log line are built in;
+    sinks added here come after them. A sink that raises or hangs is reported and skipped for
+    that run; the run's outcome is never changed by it.
+    """
+    raise NotImplementedError

@@ -1,0 +1,152 @@
+"""Building the catalog: load the plugins, collect their jobs, validate them, apply overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from jobhost_contracts import BackgroundJobDeclaration
+
+from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
+from jobhost.catalog.overrides import (
+    declared_parts,
+    effective_parts,
+    to_trigger,
+    unknown_overrides,
+)
+from jobhost.catalog.validation import (
+    check_critical,
+    check_name,
+    check_pair,
+    check_trigger,
+    pair_problems,
+)
+from jobhost.config import Settings
+from jobhost.plugins import PluginJob, PluginProblem, collect_jobs, load_plugins, read_only
+
+__all__ = ["build_catalog"]
+
+# A job with one of these in its effective trigger has no schedule the host could follow.
+_UNSCHEDULABLE = frozenset(
+    {
+        "both-triggers",
+        "override-both-triggers",
+        "cron-syntax",
+        "cron-never-fires",
+        "unknown-timezone",
+        "non-positive-interval",
+    }
+)
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Catalog:
+    """The job catalog for ``settings``; never raises for a problem in a plugin or a job.
+
+    Every problem is listed in :attr:`Catalog.problems`, sorted by job then code (problems of
+    no particular job first). ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only (default
+    ``os.environ``).
+    """
+    plugins = load_plugins(settings, environ=environ)
+    collected, call_problems = collect_jobs(plugins, settings.modules)
+    problems = [_plugin_problem(p) for p in [*plugins.problems, *call_problems]]
+
+    modules = read_only(settings.modules)
+    first: dict[str, PluginJob] = {}
+    jobs: dict[str, JobSpec] = {}
+    for job in collected:
+        problems.extend(pair_problems(job))
+        declaration = job.declaration
+        if not isinstance(declaration, BackgroundJobDeclaration):
+            continue
+        earlier = first.setdefault(declaration.name, job)
+        duplicate = earlier is not job
+        if duplicate:
+            problems.append(_duplicate(earlier, job))
+        spec, job_problems = _validate(job, declaration, settings, modules)
+        problems.extend(job_problems)
+        if spec is not None and not duplicate:
+            jobs[spec.name] = spec
+
+    problems.extend(
+        unknown_overrides(
+            settings.jobs,
+            first.keys(),
+            plugins_failed=sum(p.code == "plugin-import" for p in plugins.problems),
+        )
+    )
+    return Catalog(
+        jobs={name: jobs[name] for name in sorted(jobs)},
+        problems=_ordered(problems),
+        plugins=tuple(plugins.names),
+    )
+
+
+def _validate(
+    job: PluginJob,
+    declaration: BackgroundJobDeclaration,
+    settings: Settings,
+    modules: Mapping[str, Mapping[str, Any]],
+) -> tuple[JobSpec | None, list[Problem]]:
+    override = settings.jobs.get(declaration.name)
+    declared = declared_parts(declaration)
+    effective = effective_parts(declaration, override)
+    # The declaration is checked on its own as well: it has to hold in every deployment, not
+    # only in this one whose override happens to replace its broken part.
+    declared_problems = check_trigger(declared)
+    effective_problems = declared_problems if effective == declared else check_trigger(effective)
+    problems = [*check_name(declaration), *declared_problems]
+    problems.extend(p for p in effective_problems if p not in problems)
+    problems.extend(check_critical(declaration, effective))
+
+    pair = check_pair(job)
+    trigger = to_trigger(effective)
+    if pair is None or trigger is None:
+        return None, problems
+    if any(p.code in _UNSCHEDULABLE for p in effective_problems):
+        return None, problems
+    executor = pair[1]
+    source = declaration.configuration_source or declaration.module
+    spec = JobSpec(
+        declaration=declaration,
+        executor=executor,
+        plugin=job.plugin,
+        trigger=trigger,
+        # None only for a declaration with both triggers, which an override replaced here.
+        declared=to_trigger(declared)
+        or EffectiveTrigger(None, None, None, declaration.timezone, "declaration"),
+        enabled=effective.enabled,
+        override=override,
+        config=modules.get(source, _EMPTY),
+    )
+    return spec, problems
+
+
+def _duplicate(earlier: PluginJob, later: PluginJob) -> Problem:
+    first = _origin(earlier)
+    second = _origin(later)
+    assert isinstance(later.declaration, BackgroundJobDeclaration)
+    name = later.declaration.name
+    return Problem(
+        name,
+        later.declaration.module,
+        "duplicate-name",
+        f"job {name!r} is declared twice, by {first} and by {second}; rename one of them, "
+        "job names are unique across all modules (the first one is kept)",
+    )
+
+
+def _origin(job: PluginJob) -> str:
+    assert isinstance(job.declaration, BackgroundJobDeclaration)
+    return f"module {job.declaration.module} (plugin {job.plugin})"
+
+
+def _plugin_problem(problem: PluginProblem) -> Problem:
+    return Problem(None, problem.plugin, problem.code, problem.message)
+
+
+def _ordered(problems: list[Problem]) -> list[Problem]:
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.job is not None, p.job or "", p.code))

@@ -1,0 +1,163 @@
+"""The validated job catalog: what each job is, when it fires, and what is wrong with the rest."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor
+
+from jobhost.config import JobOverride
+from jobhost.errors import UnknownJobError
+from jobhost.triggers import IntervalSchedule, Schedule, cron_schedule
+
+__all__ = ["Catalog", "EffectiveTrigger", "JobSpec", "Problem", "ProblemCode"]
+
+ProblemCode = Literal[
+    "duplicate-name",
+    "missing-executor",
+    "bad-executor",
+    "missing-declaration",
+    "bad-name",
+    "no-trigger",
+    "both-triggers",
+    "non-positive-interval",
+    "cron-syntax",
+    "cron-never-fires",
+    "unknown-timezone",
+    "unknown-override",
+    "override-both-triggers",
+    "critical-disabled",
+    "plugin-import",
+    "plugin-hook",
+    "plugin-unknown-hook",
+    "plugin-bad-result",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the catalog; ``message`` says what and how to fix it.
+
+    ``module`` is the declaring module; for a problem found before there is a declaration to ask
+    (a plugin that does not import, a pair without a declaration) it is the plugin's name.
+    """
+
+    job: str | None
+    module: str | None
+    code: str
+    message: str
+
+    def line(self) -> str:
+        """One line for an operator: ``job (module m) [code]: message``."""
+        if self.job is not None:
+            where = self.job if self.module is None else f"{self.job} (module {self.module})"
+        elif self.module is not None:
+            where = f"plugin {self.module}"
+        else:
+            where = "catalog"
+        return f"{where} [{self.code}]: {self.message}"
+
+
+@dataclass(frozen=True)
+class EffectiveTrigger:
+    """When a job fires: a cron expression or an interval, in a time zone.
+
+    ``kind`` is None for a job without a trigger (allowed only while it is disabled).
+    ``expression`` is the cron text, or the interval as an operator writes it (``6h``).
+    ``source`` is ``override`` when a ``[jobs."name"]`` section changed the trigger or its zone.
+    """
+
+    kind: Literal["cron", "interval"] | None
+    expression: str | None
+    interval: timedelta | None
+    timezone: str
+    source: Literal["declaration", "override"]
+
+    def describe(self) -> str:
+        """``cron '0 3 * * *' (Europe/Berlin)``, ``every 6h`` or ``no trigger``."""
+        if self.kind == "cron":
+            return f"cron {self.expression!r} ({self.timezone})"
+        if self.kind == "interval":
+            return f"every {self.expression}"
+        return "no trigger"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One runnable job: its declaration and executor as the plugin gave them, after overrides.
+
+    ``trigger`` and ``enabled`` are effective (overrides applied); ``declared`` is what the
+    declaration alone says. ``config`` is the module's read-only ``[modules.NAME]`` section.
+    """
+
+    declaration: BackgroundJobDeclaration
+    executor: IJobExecutor
+    plugin: str
+    trigger: EffectiveTrigger
+    declared: EffectiveTrigger
+    enabled: bool
+    override: JobOverride | None
+    config: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.declaration.name
+
+    @property
+    def module(self) -> str:
+        return self.declaration.module
+
+    def schedule(self, anchor: datetime) -> Schedule | None:
+        """The effective trigger as a schedule; ``anchor`` is where an interval starts counting.
+
+        None for a job without a trigger. The catalog built this trigger once already, so for a
+        job in :attr:`Catalog.jobs` this does not raise.
+        """
+        trigger = self.trigger
+        if trigger.kind == "cron" and trigger.expression is not None:
+            return cron_schedule(trigger.expression, trigger.timezone)
+        if trigger.kind == "interval" and trigger.interval is not None:
+            return IntervalSchedule(trigger.interval, anchor)
+        return None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every job the plugins declared that can be represented, and every problem found.
+
+    A job with a problem that leaves it unrunnable (no executor, a duplicate name, a trigger
+    that does not parse) is only in ``problems``; the rest are in ``jobs`` too, sorted by name.
+    ``plugins`` names the plugins that loaded, in load order.
+    """
+
+    jobs: dict[str, JobSpec]
+    problems: list[Problem]
+    plugins: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when there is nothing to fix; the host refuses to run otherwise."""
+        return not self.problems
+
+    def names(self) -> list[str]:
+        return list(self.jobs)
+
+    def get(self, name: str) -> JobSpec:
+        """The job called ``name``; :class:`UnknownJobError` with the closest names otherwise."""
+        try:
+            return self.jobs[name]
+        except KeyError:
+            raise UnknownJobError(name, suggest(name, self.jobs)) from None
+
+    def problems_for(self, name: str) -> list[Problem]:
+        """The problems naming job ``name``, in catalog order."""
+        return [problem for problem in self.problems if problem.job == name]
+
+
+def suggest(name: str, candidates: Mapping[str, object] | list[str]) -> list[str]:
+    """Up to three names close to ``name``, the closest first."""
+    return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)

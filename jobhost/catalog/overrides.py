@@ -1,0 +1,146 @@
+"""Applying ``[jobs."name"]`` overrides, remembering where each part of a trigger came from.
+
+An override's ``cron`` replaces the declared trigger (any declared interval is dropped), its
+``interval`` likewise; ``timezone`` replaces the zone and ``enabled`` the flag. Where a part came
+from decides the fix a problem suggests: the declaration, or the deployment's configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from jobhost_contracts import BackgroundJobDeclaration
+
+from jobhost.catalog.model import EffectiveTrigger, Problem, suggest
+from jobhost.config import JobOverride, format_duration
+
+__all__ = [
+    "Origin",
+    "TriggerParts",
+    "declared_parts",
+    "effective_parts",
+    "section",
+    "to_trigger",
+    "unknown_overrides",
+]
+
+Origin = Literal["declaration", "override"]
+
+
+@dataclass(frozen=True)
+class TriggerParts:
+    """A job's trigger before it is known to be valid: both, one or neither of cron and interval.
+
+    ``trigger_from`` is where cron and interval came from (an override replaces them together).
+    """
+
+    name: str
+    module: str
+    cron: str | None
+    interval: timedelta | None
+    timezone: str
+    enabled: bool
+    trigger_from: Origin
+    zone_from: Origin
+    enabled_from: Origin
+
+
+def declared_parts(declaration: BackgroundJobDeclaration) -> TriggerParts:
+    """What the declaration alone says."""
+    return TriggerParts(
+        name=declaration.name,
+        module=declaration.module,
+        cron=declaration.cron,
+        interval=declaration.interval,
+        timezone=declaration.timezone,
+        enabled=declaration.enabled,
+        trigger_from="declaration",
+        zone_from="declaration",
+        enabled_from="declaration",
+    )
+
+
+def effective_parts(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None
+) -> TriggerParts:
+    """The declaration with ``override`` applied."""
+    parts = declared_parts(declaration)
+    if override is None:
+        return parts
+    cron, interval, trigger_from = parts.cron, parts.interval, parts.trigger_from
+    if override.cron is not None or override.interval is not None:
+        # Both set is an override-both-triggers problem; keeping both lets validation say so.
+        cron, interval, trigger_from = override.cron, override.interval, "override"
+    timezone, zone_from = parts.timezone, parts.zone_from
+    if override.timezone is not None:
+        timezone, zone_from = override.timezone, "override"
+    enabled, enabled_from = parts.enabled, parts.enabled_from
+    if override.enabled is not None:
+        enabled, enabled_from = override.enabled, "override"
+    return TriggerParts(
+        name=parts.name,
+        module=parts.module,
+        cron=cron,
+        interval=interval,
+        timezone=timezone,
+        enabled=enabled,
+        trigger_from=trigger_from,
+        zone_from=zone_from,
+        enabled_from=enabled_from,
+    )
+
+
+def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:
+    """The single trigger ``parts`` describe; None when they hold both a cron and an interval."""
+    source: Origin = (
+        "override" if "override" in (parts.trigger_from, parts.zone_from) else "declaration"
+    )
+    if parts.cron is not None and parts.interval is not None:
+        return None
+    if parts.cron is not None:
+        return EffectiveTrigger("cron", parts.cron, None, parts.timezone, source)
+    if parts.interval is not None:
+        expression = format_duration(parts.interval)
+        return EffectiveTrigger("interval", expression, parts.interval, parts.timezone, source)
+    return EffectiveTrigger(None, None, None, parts.timezone, source)
+
+
+def unknown_overrides(
+    overrides: Mapping[str, JobOverride], declared: Collection[str], *, plugins_failed: int
+) -> list[Problem]:
+    """An ``unknown-override`` for every override naming a job nobody declares.
+
+    A typo in a job name would otherwise leave the job running on its declared schedule while
+    the operator believes it changed.
+    """
+    problems: list[Problem] = []
+    for name in overrides:
+        if name in declared:
+            continue
+        close = suggest(name, list(declared))
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        if not declared:
+            hint = "; no jobs are declared at all"
+        if plugins_failed:
+            hint += (
+                f" ({plugins_failed} plugin(s) failed to load and may declare it; "
+                "see the plugin problems)"
+            )
+        problems.append(
+            Problem(
+                name,
+                None,
+                "unknown-override",
+                f"{section(name)} overrides a job that no module declares{hint}; fix the "
+                "name or remove the section",
+            )
+        )
+    return problems
+
+
+def section(name: str) -> str:
+    """The configuration table that overrides job ``name``."""
+    return f'[jobs."{name}"]'

@@ -1,0 +1,249 @@
+"""The checks a job must pass before the host will run it, each returning every problem it finds.
+
+A check never stops at the first problem: the release manager wants the whole list at once.
+Every message ends with the fix, naming where it goes (the declaration or ``[jobs."name"]``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor
+
+from jobhost.catalog.model import Problem
+from jobhost.catalog.overrides import Origin, TriggerParts, section
+from jobhost.config import format_duration
+from jobhost.plugins import PluginJob
+from jobhost.triggers import (
+    CronNeverFiresError,
+    CronSyntaxError,
+    UnknownTimezoneError,
+    cron_schedule,
+    load_zone,
+)
+
+__all__ = [
+    "NAME_PATTERN",
+    "NAME_RULE",
+    "check_critical",
+    "check_name",
+    "check_pair",
+    "check_trigger",
+    "pair_problems",
+]
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
+NAME_RULE = (
+    "lower case, the module then the job separated by a dot ('files.orphan-cleanup'), "
+    "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
+)
+
+
+def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] | None:
+    """The pair, typed, when both sides are usable; None otherwise (see :func:`pair_problems`)."""
+    declaration, executor = job.declaration, job.executor
+    if isinstance(declaration, BackgroundJobDeclaration) and _is_executor(executor):
+        assert isinstance(executor, IJobExecutor)  # _is_executor is the stricter test
+        return declaration, executor
+    return None
+
+
+def pair_problems(job: PluginJob) -> list[Problem]:
+    """Why a (declaration, executor) pair is unusable: a side missing or of the wrong kind."""
+    problems: list[Problem] = []
+    declaration, executor = job.declaration, job.executor
+    if isinstance(declaration, BackgroundJobDeclaration):
+        name: str | None = declaration.name
+        module: str | None = declaration.module
+    else:
+        name, module = None, job.plugin
+        got = "None" if declaration is None else f"a {type(declaration).__name__}"
+        problems.append(
+            Problem(
+                None,
+                module,
+                "missing-declaration",
+                f"returned {got} where a BackgroundJobDeclaration belongs, paired with "
+                f"executor {_kind(executor)}; pair every executor with its declaration",
+            )
+        )
+    if executor is None:
+        problems.append(
+            Problem(
+                name,
+                module,
+                "missing-executor",
+                f"declared without an executor (plugin {job.plugin} paired it with None); pair "
+                "it with an object whose execute(context) runs the job",
+            )
+        )
+    elif not _is_executor(executor):
+        problems.append(Problem(name, module, "bad-executor", _bad_executor(executor)))
+    return problems
+
+
+def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
+    """``bad-name`` unless the name follows :data:`NAME_RULE`."""
+    if NAME_PATTERN.fullmatch(declaration.name):
+        return []
+    return [
+        Problem(
+            declaration.name,
+            declaration.module,
+            "bad-name",
+            f"job name {declaration.name!r} does not follow the naming rule: {NAME_RULE}; "
+            "rename it in the declaration",
+        )
+    ]
+
+
+def check_trigger(parts: TriggerParts) -> list[Problem]:
+    """Every problem with one set of trigger parts: presence, zone, expression, interval."""
+    problems: list[Problem] = []
+    name, module = parts.name, parts.module
+    where = section(name)
+    if parts.cron is not None and parts.interval is not None:
+        if parts.trigger_from == "override":
+            problems.append(
+                Problem(
+                    name,
+                    module,
+                    "override-both-triggers",
+                    f"{where} sets both cron and interval; keep one of them",
+                )
+            )
+        else:
+            problems.append(
+                Problem(
+                    name,
+                    module,
+                    "both-triggers",
+                    "declares both a cron expression and an interval; declare exactly one",
+                )
+            )
+    elif parts.cron is None and parts.interval is None and parts.enabled:
+        problems.append(_no_trigger(parts))
+    zone_ok = _check_zone(parts, problems)
+    if parts.cron is not None:
+        _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
+    if parts.interval is not None and parts.interval <= timedelta(0):
+        fix = (
+            f'set a positive interval in {where}, e.g. interval = "6h"'
+            if parts.trigger_from == "override"
+            else f"declare a positive interval, or set one in {where}"
+        )
+        problems.append(
+            Problem(
+                name,
+                module,
+                "non-positive-interval",
+                f"interval {format_duration(parts.interval)} is not positive; {fix}",
+            )
+        )
+    return problems
+
+
+def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerParts) -> list[Problem]:
+    """``critical-disabled`` for a critical job that is disabled once overrides apply."""
+    if not declaration.critical or effective.enabled:
+        return []
+    if effective.enabled_from == "override":
+        fix = f"remove enabled = false from {section(declaration.name)}"
+    else:
+        fix = "enable it in the declaration (or declare it not critical)"
+    return [
+        Problem(
+            declaration.name,
+            declaration.module,
+            "critical-disabled",
+            f"is critical but disabled; a critical job must run: {fix}",
+        )
+    ]
+
+
+def _no_trigger(parts: TriggerParts) -> Problem:
+    where = section(parts.name)
+    if parts.enabled_from == "override":
+        fix = f"set cron or interval in {where}, or remove enabled = true there"
+    else:
+        fix = (
+            "declare a cron expression or an interval, or declare the job disabled "
+            f"(enabled=False); {where} can also set cron or interval"
+        )
+    return Problem(
+        parts.name,
+        parts.module,
+        "no-trigger",
+        f"is enabled but has neither cron nor interval; {fix}",
+    )
+
+
+def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
+    try:
+        load_zone(parts.timezone)
+    except UnknownTimezoneError as error:
+        problems.append(
+            Problem(
+                parts.name,
+                parts.module,
+                "unknown-timezone",
+                f"{error}; {_zone_fix(parts.zone_from, parts.name)}",
+            )
+        )
+        return False
+    return True
+
+
+def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> None:
+    assert parts.cron is not None
+    fix = _cron_fix(parts.trigger_from, parts.name)
+    try:
+        cron_schedule(parts.cron, timezone)
+    except CronSyntaxError as error:
+        # The error names the expression, the field, its text and the reason already.
+        message = f"{error}; {fix}"
+        problems.append(Problem(parts.name, parts.module, "cron-syntax", message))
+    except CronNeverFiresError as error:
+        message = f"{error}; {fix}"
+        problems.append(Problem(parts.name, parts.module, "cron-never-fires", message))
+    except UnknownTimezoneError as error:
+        message = f"{error}; {_zone_fix(parts.zone_from, parts.name)}"
+        problems.append(Problem(parts.name, parts.module, "unknown-timezone", message))
+
+
+def _cron_fix(origin: Origin, name: str) -> str:
+    if origin == "override":
+        return f"fix cron in {section(name)}"
+    return f"fix the expression in the declaration or in {section(name)}"
+
+
+def _zone_fix(origin: Origin, name: str) -> str:
+    if origin == "override":
+        return f"fix timezone in {section(name)}"
+    return f"fix the time zone in the declaration or set timezone in {section(name)}"
+
+
+def _is_executor(executor: object) -> bool:
+    # A class has a callable execute too, but calling it unbound would fail at the first run.
+    return not isinstance(executor, type) and callable(getattr(executor, "execute", None))
+
+
+def _bad_executor(executor: object) -> str:
+    if isinstance(executor, type) and callable(getattr(executor, "execute", None)):
+        return (
+            f"executor is the class {executor.__name__}, not an instance; register "
+            f"{executor.__name__}() instead"
+        )
+    return (
+        f"executor {_kind(executor)} has no callable execute(context), so it does not "
+        "satisfy IJobExecutor; pair the declaration with an object that has one"
+    )
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"class {value.__name__}"
+    return f"of type {type(value).__name__}"

@@ -1,0 +1,7 @@
+"""The ``jobhost`` command: one click group, one module per command."""
+
+from __future__ import annotations
+
+from jobhost.cli._app import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,104 @@
+"""The command group, shared options, and the mapping of host errors to exit codes.
+
+Exit codes are a promise to scripts: 0 ok, 1 a run failed or a check is unhealthy, 2 usage error
+or unknown job, 3 invalid catalog or configuration, 4 timed out waiting.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+
+from jobhost.config import CONFIG_ENV, redact_text
+from jobhost.errors import JobhostError
+
+__all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "cli", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INVALID = 3
+EXIT_TIMEOUT = 4
+
+# Each command lives in its own module and registers itself on `cli` when imported.
+_COMMAND_MODULES = (
+    "validate",
+    "next",
+    "run",
+    "db",
+    "report",
+    "trigger",
+    "history",
+    "pause",
+    "health",
+    "plan",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    envvar="JOBHOST_CONFIG",
+    help="Path of jobhost.toml (environment JOBHOST_CONFIG). Without it: defaults and JOBHOST_*.",
+)
+@click.version_option(package_name="jobhost")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """Run an application's recurring background jobs, exactly once per occurrence."""
+    ctx.ensure_object(dict)
+    ctx.obj["config_path"] = config_path
+    if config_path is not None:
+        # Code that loads settings on its own (the built-in retention job) must see this file too.
+        os.environ[CONFIG_ENV] = os.path.abspath(config_path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the command, turning host errors into their exit codes."""
+    _register_commands()
+    try:
+        # Outside standalone mode click returns ctx.exit(n)'s code instead of exiting with it.
+        code = cli.main(args=argv, prog_name="jobhost", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_FAILED)
+    except JobhostError as error:
+        click.echo(f"jobhost: {redact_text(str(error))}", err=True)
+        sys.exit(error.exit_code)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def config_path(ctx: click.Context) -> str | None:
+    """The ``--config`` given to the group, for a command that loads settings."""
+    obj: dict[str, Any] = ctx.find_root().obj or {}
+    value = obj.get("config_path")
+    return value if isinstance(value, str) else None
+
+
+def configure_logging(level: str) -> None:
+    """Plain lines on stderr; the run envelope adds its own structured audit lines."""
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _register_commands() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            importlib.import_module(f"jobhost.cli.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"jobhost.cli.{name}":
+                raise

@@ -1,0 +1,44 @@
+"""What most commands need before they start: settings, the catalog, the store."""
+
+from __future__ import annotations
+
+import click
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from jobhost.catalog import Catalog, build_catalog
+from jobhost.cli._app import config_path
+from jobhost.config import Settings, load_settings, redact_text, redact_url
+from jobhost.errors import StoreUnavailableError
+from jobhost.store import create_store_engine, head_revision, is_current
+
+__all__ = ["load_catalog", "open_store", "settings_of"]
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    return load_settings(config_path(ctx))
+
+
+def load_catalog(settings: Settings) -> Catalog:
+    return build_catalog(settings)
+
+
+def open_store(settings: Settings, *, require_current: bool = True) -> Engine:
+    """An engine on the configured store; with ``require_current``, its schema must be current."""
+    engine = create_store_engine(settings.database_url)
+    if not require_current:
+        return engine
+    try:
+        current = is_current(engine)
+    except (OperationalError, DBAPIError) as error:
+        raise StoreUnavailableError(
+            f"cannot reach the store at {redact_url(settings.database_url)}: "
+            f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"
+        ) from None
+    if not current:
+        raise StoreUnavailableError(
+            f"the store at {redact_url(settings.database_url)} is not at schema revision "
+            f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
+            "migrations unless auto_migrate = false)"
+        )
+    return engine

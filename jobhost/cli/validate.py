@@ -1,0 +1,57 @@
+"""``jobhost validate``: is the job catalog complete and healthy? Exit 0 when it is, 3 when not."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from jobhost.catalog import Catalog, build_catalog
+from jobhost.cli._app import EXIT_INVALID, cli, config_path
+from jobhost.config import load_settings
+
+__all__ = ["validate"]
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of lines.")
+@click.pass_context
+def validate(ctx: click.Context, as_json: bool) -> None:
+    """Load every plugin and check every job; list every problem, not only the first.
+
+    Exit status: 0 when the catalog is clean, 3 when it has problems (or the configuration
+    is invalid). The JSON form is {"ok": ..., "jobs": N, "problems": [{"job", "module",
+    "code", "message"}, ...]}.
+    """
+    catalog = build_catalog(load_settings(config_path(ctx)))
+    if as_json:
+        click.echo(json.dumps(_as_json(catalog), indent=2))
+    else:
+        for problem in catalog.problems:
+            click.echo(problem.line())
+        click.echo(_summary(catalog))
+    if not catalog.ok:
+        # SystemExit, not ctx.exit: with standalone_mode=False click turns ctx.exit into a
+        # return value of cli.main, which jobhost.cli.main does not pass on.
+        raise SystemExit(EXIT_INVALID)
+
+
+def _as_json(catalog: Catalog) -> dict[str, object]:
+    return {
+        "ok": catalog.ok,
+        "jobs": len(catalog.jobs),
+        "problems": [
+            {"job": p.job, "module": p.module, "code": p.code, "message": p.message}
+            for p in catalog.problems
+        ],
+    }
+
+
+def _summary(catalog: Catalog) -> str:
+    jobs = len(catalog.jobs)
+    problems = len(catalog.problems)
+    return f"{jobs} {_plural(jobs, 'job')}, {problems} {_plural(problems, 'problem')}"
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"

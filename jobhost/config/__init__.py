@@ -1,0 +1,20 @@
+"""Host settings: the validated model, how it is loaded, and what never gets printed."""
+
+from __future__ import annotations
+
+from jobhost_contracts import format_duration, parse_duration
+from jobhost.config.loading import CONFIG_ENV, load_settings
+from jobhost.config.redaction import redact_text, redact_url
+from jobhost.config.settings import Duration, JobOverride, Settings
+
+__all__ = [
+    "CONFIG_ENV",
+    "Duration",
+    "JobOverride",
+    "Settings",
+    "format_duration",
+    "load_settings",
+    "parse_duration",
+    "redact_text",
+    "redact_url",
+]

@@ -1,0 +1,168 @@
+"""The host's settings: one validated model, read from ``jobhost.toml`` and ``JOBHOST_*``."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from jobhost_contracts import parse_duration
+
+__all__ = ["Duration", "JobOverride", "Settings"]
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+"""A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
+
+_LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+
+
+class JobOverride(BaseModel):
+    """A deployment's change to one job, under ``[jobs."module.job-name"]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool | None = None
+    cron: str | None = None
+    interval: Duration | None = None
+    timezone: str | None = None
+
+
+class Settings(BaseSettings):
+    """Every host setting. Environment variables ``JOBHOST_<NAME>`` win over the file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="JOBHOST_", extra="forbid", frozen=True, validate_default=True
+    )
+
+    database_url: str = Field(
+        "sqlite:///jobhost.db",
+        description="SQLAlchemy URL of the store; the default is an SQLite file in the "
+        "working directory. Several replicas need PostgreSQL (postgresql+psycopg://...).",
+    )
+    poll_interval: Duration = Field(
+        timedelta(seconds=30), description="Longest sleep between two looks at the store."
+    )
+    lease_duration: Duration = Field(
+        timedelta(seconds=60),
+        description="How long a claim on a job holds without renewal; a replica that dies "
+        "mid-run loses its runs this long after its last heartbeat.",
+    )
+    heartbeat_interval: Duration = Field(
+        timedelta(seconds=5),
+        description="How often a host renews its leases and marks itself alive.",
+    )
+    worker_pool_size: int = Field(8, ge=1, le=1024, description="Runs executed at once.")
+    host_id: str | None = Field(
+        None, description="This host's id in the store; default: hostname, pid and a suffix."
+    )
+    plugins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Extra plugins: import paths (package.module) or .py files. The "
+        "environment form is comma-separated.",
+    )
+    http_listen: str | None = Field(
+        None,
+        description="HOST:PORT for /healthz, /readyz, /metrics and /report; off when unset.",
+    )
+    shutdown_grace: Duration = Field(
+        timedelta(seconds=30),
+        description="How long shutdown waits for running executors after cancelling them.",
+    )
+    audit_sink_timeout: Duration = Field(
+        timedelta(seconds=5),
+        description="How long one audit sink may take with one run before it is given up on.",
+    )
+    auto_migrate: bool = Field(
+        True, description="Apply pending migrations when `jobhost run` starts."
+    )
+    overdue_grace: Duration = Field(
+        timedelta(minutes=30),
+        description="Default grace after a job's period before the dead-man check calls it "
+        "overdue; a declaration's overdue_after wins.",
+    )
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
+    clock_offset: Duration = Field(
+        timedelta(0),
+        description="Testing only: shifts this host's clock, to prove a wrong clock neither "
+        "runs an occurrence early nor twice.",
+    )
+    jobs: dict[str, JobOverride] = Field(
+        default_factory=dict, description='Per-job overrides: [jobs."files.orphan-cleanup"].'
+    )
+    modules: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Module sections [modules.NAME], handed to executors."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file's contents arrive as init arguments; the environment must win over them.
+        return (env_settings, init_settings)
+
+    @field_validator("plugins", mode="before")
+    @classmethod
+    def _split_plugins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator(
+        "poll_interval", "lease_duration", "heartbeat_interval", "shutdown_grace",
+        "audit_sink_timeout",
+    )
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be a positive duration, e.g. '30s'")
+        return value
+
+    @field_validator("http_listen")
+    @classmethod
+    def _listen_address(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        match = _LISTEN.match(value)
+        if not match or not 0 < int(match["port"]) < 65536:
+            raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        upper = value.upper()
+        if upper not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
+        return upper
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(value)
+        except ArgumentError:
+            raise ValueError(
+                "is not a database URL; use e.g. 'sqlite:///jobhost.db' or "
+                "'postgresql+psycopg://user@host/db'"
+            ) from None
+        if url.get_backend_name() not in {"sqlite", "postgresql"}:
+            raise ValueError("must be an SQLite or PostgreSQL URL")
+        return value
+
+    def listen_address(self) -> tuple[str, int] | None:
+        """``http_listen`` split into host and port, or None when HTTP is off."""
+        if self.http_listen is None:
+            return None
+        host, _, port = self.http_listen.rpartition(":")
+        return host.strip("[]") or "0.0.0.0", int(port)

@@ -1,0 +1,154 @@
+"""``python -m jobhost.demo DIR``: a playground for a newcomer, with both bundled modules at work.
+
+It makes, in DIR: ``files-root/`` (referenced files, old orphans, one young orphan, a symbolic
+link leading out of root), ``app.db`` (the application's table of referenced paths) and
+``jobhost.toml`` (the store, ``[modules.files]`` every minute, and an HTTP ping that fails on
+purpose). Running it again puts back what a cleanup moved away and makes the orphans old again;
+it never touches the store (``jobhost.db``) nor the quarantine, so history survives.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DemoLayout", "main", "make_demo"]
+
+REFERENCED = ("avatars/alice.png", "avatars/bob.png", "invoices/2026/inv-0001.pdf")
+"""Old files the application still references: kept."""
+ORPHANS = ("avatars/carol-old.png", "invoices/2026/draft-0002.pdf", "tmp/upload-7f3a.bin")
+"""Old files nothing references: quarantined by the first run."""
+YOUNG_ORPHAN = "tmp/upload-in-progress.bin"
+"""Unreferenced but only just written (an upload in flight): kept by ``min_age``."""
+ESCAPE_LINK = "shortcut-to-outside"
+"""A symbolic link from root to a file outside it: skipped, never followed."""
+ESCAPING_REFERENCE = "../outside-root/keep-me.txt"
+"""A reference that leads out of root: refused and counted."""
+
+_OLD_SECONDS = 2 * 24 * 3600
+_QUERY = "SELECT path FROM file_references"
+
+
+@dataclass(frozen=True)
+class DemoLayout:
+    """Where the demo put things."""
+
+    directory: Path
+    root: Path
+    app_db: Path
+    store_db: Path
+    config: Path
+
+
+def make_demo(directory: Path, *, now: float | None = None) -> DemoLayout:
+    """Create or refresh the demo in ``directory``; ``now`` is a POSIX time (default: now)."""
+    directory = directory.expanduser().resolve()
+    layout = DemoLayout(
+        directory=directory,
+        root=directory / "files-root",
+        app_db=directory / "app.db",
+        store_db=directory / "jobhost.db",
+        config=directory / "jobhost.toml",
+    )
+    moment = time.time() if now is None else now
+    old = moment - _OLD_SECONDS
+    for relative in (*REFERENCED, *ORPHANS):
+        _write(layout.root / relative, f"demo file {relative}\n", old)
+    _write(layout.root / YOUNG_ORPHAN, "half an upload\n", moment)
+    outside = directory / "outside-root" / "keep-me.txt"
+    _write(outside, "outside root: the cleanup must never touch this\n", old)
+    link = layout.root / ESCAPE_LINK
+    if not link.is_symlink():
+        link.symlink_to(os.path.relpath(outside, layout.root))
+    _write_references(layout.app_db)
+    layout.config.write_text(_config(layout), encoding="utf-8")
+    return layout
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0] in {"-h", "--help"}:
+        print("usage: python -m jobhost.demo DIR", file=sys.stderr)
+        return 2
+    layout = make_demo(Path(args[0]))
+    print(_summary(layout))
+    return 0
+
+
+def _write(path: Path, content: str, mtime: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_text(content, encoding="utf-8")
+    os.utime(path, (mtime, mtime))
+
+
+def _write_references(app_db: Path) -> None:
+    connection = sqlite3.connect(app_db)
+    try:
+        with connection:
+            connection.execute("CREATE TABLE IF NOT EXISTS file_references (path TEXT PRIMARY KEY)")
+            connection.executemany(
+                "INSERT OR IGNORE INTO file_references (path) VALUES (?)",
+                [(path,) for path in (*REFERENCED, ESCAPING_REFERENCE)],
+            )
+    finally:
+        connection.close()
+
+
+def _config(layout: DemoLayout) -> str:
+    return f"""\
+# Written by `python -m jobhost.demo`; running it again rewrites this file.
+database_url = {_toml(f"sqlite:///{layout.store_db}")}
+poll_interval = "5s"
+
+[modules.files]
+root = {_toml(str(layout.root))}
+references_url = {_toml(f"sqlite:///{layout.app_db}")}
+references_query = {_toml(_QUERY)}
+min_age = "1h"
+cron = "* * * * *"
+mode = "quarantine"
+
+# Nothing listens on port 9: every run fails, is retried once after 5s, and shows in the report.
+[[modules.http.jobs]]
+name = "demo-ping"
+interval = "20s"
+url = "http://127.0.0.1:9/health"
+max_attempts = 2
+backoff = "5s"
+"""
+
+
+def _toml(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def _summary(layout: DemoLayout) -> str:
+    quarantine = layout.root / ".jobhost-quarantine"
+    return f"""\
+jobhost demo ready in {layout.directory}
+  files-root/   {len(REFERENCED)} referenced files, {len(ORPHANS)} orphans 2 days old, \
+1 young orphan, 1 symlink leading out of root
+  app.db        table file_references ({len(REFERENCED)} paths, and 1 that leads out of root)
+  jobhost.toml  store {layout.store_db.name}; files.orphan-cleanup every minute; \
+http.demo-ping every 20s
+
+Try:
+  jobhost --config {layout.config} validate
+  jobhost --config {layout.config} run        # leave it a minute, then Ctrl-C
+  jobhost --config {layout.config} report
+
+You will see: files.orphan-cleanup succeed and move the {len(ORPHANS)} orphans to
+  {quarantine}/<today>/, keeping the referenced files and the young upload, and counting the
+  symlink and the escaping reference as skipped; http.demo-ping fail ("connection refused"),
+  retried once 5s later, then fail again, each attempt in the report.
+Run this command again to put the orphans back and replay it."""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The run envelope: outcome mapping, spans, metrics and audit around every run."""

@@ -1,0 +1,203 @@
+"""The one path every run takes, whatever started it: execute, record, retry, report.
+
+The ledger is written first and must succeed (it is retried while the store is away: an outcome
+is never dropped); the other audit sinks come after and can only warn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from jobhost_contracts import AuditSink, Cancellation, JobContext, RunAuditRecord, TriggerSource
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from sqlalchemy import select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from jobhost.catalog import JobSpec
+from jobhost.config import redact_text
+from jobhost.envelope.audit import JsonLogSink, deliver
+from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.retries import retry_delay, should_retry
+from jobhost.envelope.telemetry import Telemetry
+from jobhost.store import Clock, RunRecord, StoreJobState, database_now
+from jobhost.store.claims import Claim, new_run_id
+from jobhost.store.ledger import Finish, finish_run, queue_retry
+from jobhost.store.schema import runs
+
+__all__ = ["RunEnvelope"]
+
+_log = logging.getLogger("jobhost.envelope")
+_STORE_RETRY_SECONDS = (0.5, 1, 2, 5, 10)
+
+
+class RunEnvelope:
+    """Runs claims for one host."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        host_id: str,
+        clock: Clock,
+        grace: timedelta,
+        telemetry: Telemetry,
+        sinks: Sequence[AuditSink] = (),
+        sink_timeout: timedelta = timedelta(seconds=5),
+        stopping: Callable[[], bool] = lambda: False,
+        store_time: Callable[[Connection], datetime] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._host_id = host_id
+        self._clock = clock
+        self._grace = grace
+        self._telemetry = telemetry
+        self._sinks = [JsonLogSink(), *sinks]
+        self._sink_timeout = sink_timeout.total_seconds()
+        self._stopping = stopping
+        self._store_time = store_time or (lambda connection: database_now(connection, clock))
+
+    def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
+        """Execute the claim inside its span, then record it everywhere."""
+        attributes: dict[str, str | int] = {
+            "jobhost.job.name": claim.job_name,
+            "jobhost.job.module": spec.module,
+            "jobhost.run.id": claim.run_id,
+            "jobhost.run.attempt": claim.attempt,
+            "jobhost.run.source": claim.source,
+        }
+        if claim.occurrence is not None:
+            attributes["jobhost.run.occurrence"] = _iso(claim.occurrence)
+        with self._telemetry.tracer.start_as_current_span(
+            claim.job_name,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            span_context = span.get_span_context()
+            trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
+            outcome = self._execute(claim, spec, cancellation)
+            span.set_attribute("jobhost.run.outcome", outcome.outcome)
+            if outcome.exception is not None:
+                span.record_exception(outcome.exception)
+            if outcome.outcome == "succeeded":
+                span.set_status(Status(StatusCode.OK))
+            else:
+                span.set_status(Status(StatusCode.ERROR, outcome.error_message or outcome.outcome))
+        finished_at = self._record(claim, spec, outcome, trace_id)
+        self._report(claim, spec, outcome, finished_at, trace_id)
+        return outcome
+
+    def _report(
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        outcome: Outcome,
+        finished_at: datetime,
+        trace_id: str | None,
+    ) -> None:
+        labels = {"job": claim.job_name, "outcome": outcome.outcome}
+        duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
+        self._telemetry.runs.add(1, labels)
+        self._telemetry.duration.record(duration, labels)
+        if claim.occurrence is not None:
+            lag = (claim.started_at - claim.occurrence).total_seconds()
+            self._telemetry.lag.record(max(lag, 0.0), {"job": claim.job_name})
+        entry = RunAuditRecord(
+            job_name=claim.job_name,
+            module=spec.module,
+            run_id=claim.run_id,
+            occurrence=claim.occurrence,
+            attempt=claim.attempt,
+            source=claim.source,
+            host_id=self._host_id,
+            outcome=outcome.outcome,
+            started_at=claim.started_at,
+            finished_at=finished_at,
+            duration_ms=round(duration * 1000),
+            error_type=outcome.error_type,
+            error_message=_redacted(outcome.error_message),
+            trace_id=trace_id,
+        )
+        deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
+
+    def _execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
+        context = JobContext(
+            job_name=claim.job_name,
+            run_id=claim.run_id,
+            occurrence=claim.occurrence,
+            attempt=claim.attempt,
+            source=TriggerSource(claim.source),
+            idempotency_key=claim.idempotency_key,
+            fencing_token=claim.fencing_token,
+            config=spec.config,
+            logger=logging.getLogger(f"jobhost.job.{claim.job_name}"),
+            cancellation=cancellation,
+            state=StoreJobState(
+                self._engine, claim.job_name, claim.fencing_token, self._clock, claim.run_id
+            ),
+        )
+        timeout = spec.declaration.timeout
+        return execute_executor(
+            spec.executor,
+            context,
+            timeout=timeout.total_seconds() if timeout is not None else None,
+            grace=self._grace.total_seconds(),
+        )
+
+    def _record(
+        self, claim: Claim, spec: JobSpec, outcome: Outcome, trace_id: str | None
+    ) -> datetime:
+        """Write the outcome to the ledger, retrying while the store is away; return its time."""
+        now = self._clock()
+        for attempt, pause in enumerate((*_STORE_RETRY_SECONDS, None)):
+            try:
+                with self._engine.begin() as connection:
+                    now = self._store_time(connection)
+                    end = Finish(
+                        outcome=outcome.outcome,
+                        finished_at=now,
+                        error_type=outcome.error_type,
+                        error_message=_redacted(outcome.error_message),
+                        trace_id=trace_id,
+                    )
+                    recorded = finish_run(connection, claim.run_id, claim.job_name, self._host_id, end)
+                    if recorded and should_retry(spec.declaration.retry, outcome.outcome, claim.attempt):
+                        row = connection.execute(select(runs).where(runs.c.id == claim.run_id))
+                        failed = RunRecord.from_row(row.mappings().one())
+                        delay = retry_delay(spec.declaration.retry, claim.attempt)
+                        queue_retry(connection, failed, run_id=new_run_id(), now=now,
+                                    not_before=now + delay)
+                        _log.info("job %s: attempt %d %s; retry in %.1fs", claim.job_name,
+                                  claim.attempt, outcome.outcome, delay.total_seconds())
+                if not recorded:
+                    _log.warning(
+                        "job %s run %s finished %s, but its lease had been taken over; "
+                        "the ledger keeps the other replica's verdict",
+                        claim.job_name, claim.run_id, outcome.outcome,
+                    )
+                return now
+            except (OperationalError, DBAPIError) as error:
+                if pause is None or (self._stopping() and attempt >= 2):
+                    _log.error(
+                        "job %s run %s finished %s but the store could not record it: %s",
+                        claim.job_name, claim.run_id, outcome.outcome, redact_text(str(error)),
+                    )
+                    return now
+                _log.warning("store unreachable while recording run %s (%s); retrying in %ss",
+                             claim.run_id, type(error).__name__, pause)
+                time.sleep(pause)
+
+        return now
+
+
+def _iso(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _redacted(message: str | None) -> str | None:
+    return redact_text(message) if message else None

@@ -1,0 +1,147 @@
+"""Calling an executor and turning whatever it does into one outcome.
+
+``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
+a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
+shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
+
+The executor runs in a thread of its own, so that the supervising worker can give up on one that
+ignores cancellation: after the grace period the run is recorded and the host goes on, and the
+stuck thread (a daemon) cannot hold the process open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobhost_contracts import Cancellation, IJobExecutor, JobCancelled, JobContext
+from returns.result import Failure, Success
+
+__all__ = ["Outcome", "execute_executor"]
+
+_log = logging.getLogger("jobhost.envelope")
+
+TIMEOUT_REASON = "timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The verdict on one run, before it reaches the ledger, the span and the metrics."""
+
+    outcome: str
+    value: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+    exception: BaseException | None = None
+    stuck: bool = False
+
+
+def execute_executor(
+    executor: IJobExecutor,
+    context: JobContext,
+    *,
+    timeout: float | None,
+    grace: float,
+) -> Outcome:
+    """Run ``executor.execute(context)`` to an outcome within ``timeout`` (+ ``grace``)."""
+    box: list[Outcome] = []
+    # Copy the caller's context so the executor's spans nest under the run's span.
+    runner = contextvars.copy_context()
+    thread = threading.Thread(
+        target=runner.run,
+        args=(_call, executor, context, box.append),
+        name=f"job:{context.job_name}",
+        daemon=True,
+    )
+    thread.start()
+    cancellation = context.cancellation
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while thread.is_alive():
+        if cancellation.cancelled:
+            thread.join(grace)
+            break
+        wait = 0.2 if deadline is None else max(min(0.2, deadline - time.monotonic()), 0)
+        if deadline is not None and wait <= 0:
+            cancellation.cancel(TIMEOUT_REASON)
+            continue
+        cancellation.wait(wait)
+    if thread.is_alive():
+        _log.warning(
+            "job %s run %s ignored cancellation (%s) for %.1fs; recording it and moving on",
+            context.job_name,
+            context.run_id,
+            cancellation.reason,
+            grace,
+        )
+        return Outcome(
+            _cancel_outcome(cancellation),
+            error_type="Stuck",
+            error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
+            stuck=True,
+        )
+    result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
+    if cancellation.cancelled and result.outcome == "succeeded":
+        # Work after cancellation may be partial; the ledger must not call it a success.
+        return Outcome(_cancel_outcome(cancellation), value=result.value,
+                       error_message=f"cancelled: {cancellation.reason}")
+    return result
+
+
+def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcome], None]) -> None:
+    try:
+        value: Any = executor.execute(context)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_drive(value, context.cancellation))
+        deliver(_from_result(value, context.cancellation))
+    except (JobCancelled, asyncio.CancelledError) as error:
+        deliver(Outcome(_cancel_outcome(context.cancellation), error_type=type(error).__name__,
+                        error_message=str(error) or "cancelled", exception=error))
+    except Exception as error:
+        _log.error(
+            "job %s run %s raised %s: %s",
+            context.job_name,
+            context.run_id,
+            type(error).__name__,
+            error,
+            exc_info=error,
+        )
+        deliver(Outcome("failed", error_type=type(error).__name__, error_message=str(error),
+                        exception=error))
+
+
+async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(cancellation.wait_async())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    return await task
+
+
+def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
+    match value:
+        case Success(inner):
+            return Outcome("succeeded", value=inner)
+        case Failure(error):
+            if isinstance(error, BaseException):
+                return Outcome("failed", error_type=type(error).__name__,
+                               error_message=str(error), exception=error)
+            return Outcome("failed", error_type="Failure", error_message=str(error))
+    return Outcome(
+        "failed",
+        error_type="TypeError",
+        error_message=f"executor returned {type(value).__name__}, not a returns Result",
+    )
+
+
+def _cancel_outcome(cancellation: Cancellation) -> str:
+    return "timed_out" if cancellation.reason == TIMEOUT_REASON else "cancelled"

@@ -1,0 +1,128 @@
+"""OpenTelemetry for runs: one span per run, one ``jobhost`` meter, exporters from ``OTEL_*``.
+
+Exporters are chosen by the SDK's standard variables, not by host settings: with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the per-signal ``..._TRACES_ENDPOINT`` /
+``..._METRICS_ENDPOINT``) set, spans and metrics go out over OTLP, gRPC or HTTP as
+``OTEL_EXPORTER_OTLP_PROTOCOL`` says (HTTP/protobuf by default, as the specification has it).
+Nothing is exported otherwise. Exports happen in background threads, so an unreachable collector
+costs a warning from the SDK, never a changed outcome or a blocked run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+__all__ = ["OUTCOMES", "Telemetry", "configure_telemetry"]
+
+METER_NAME = "jobhost"
+OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
+
+
+@dataclass
+class Telemetry:
+    """The tracer and the instruments every run reports to."""
+
+    tracer_provider: trace.TracerProvider
+    meter_provider: metrics.MeterProvider
+    _owned: list[TracerProvider | MeterProvider] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tracer = self.tracer_provider.get_tracer("jobhost")
+        meter = self.meter_provider.get_meter(METER_NAME)
+        self.runs = meter.create_counter(
+            "jobhost.runs", unit="{run}", description="Finished runs and recorded occurrences, "
+            "by job and outcome"
+        )
+        self.duration = meter.create_histogram(
+            "jobhost.run.duration", unit="s", description="Run duration"
+        )
+        self.lag = meter.create_histogram(
+            "jobhost.run.lag", unit="s", description="Start minus scheduled occurrence"
+        )
+        self.sink_failures = meter.create_counter(
+            "jobhost.audit.sink_failures", unit="{failure}",
+            description="Audit sinks that raised or timed out, by sink",
+        )
+
+    def flush(self, timeout_millis: int = 5000) -> None:
+        """Push out what is buffered (a short-lived ``jobhost trigger`` calls this before exit)."""
+        for provider in self._owned:
+            provider.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        for provider in self._owned:
+            provider.shutdown()
+
+
+def configure_telemetry(
+    service_name: str = "jobhost", extra_readers: Sequence[MetricReader] = ()
+) -> Telemetry:
+    """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
+    tracer_provider = TracerProvider(resource=resource)
+    span_exporter = _span_exporter()
+    if span_exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    readers: list[MetricReader] = list(extra_readers)
+    metric_exporter = _metric_exporter()
+    if metric_exporter is not None:
+        readers.append(PeriodicExportingMetricReader(metric_exporter))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    return Telemetry(tracer_provider, meter_provider, [tracer_provider, meter_provider])
+
+
+def _protocol(signal: str) -> str:
+    return (
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip().lower()
+
+
+def _wanted(signal: str) -> bool:
+    exporter = os.environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower()
+    endpoint = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    return exporter != "none" and bool(endpoint)
+
+
+def _span_exporter() -> SpanExporter | None:
+    if not _wanted("TRACES"):
+        return None
+    if _protocol("TRACES") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    return HttpSpanExporter()
+
+
+def _metric_exporter() -> MetricExporter | None:
+    if not _wanted("METRICS"):
+        return None
+    if _protocol("METRICS") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter()

@@ -1,0 +1,60 @@
+"""Host and configuration errors: one base class, each message naming what and how to fix.
+
+Job outcomes are values (``returns.Result``) and never pass through here.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CatalogInvalidError",
+    "ConfigError",
+    "JobhostError",
+    "StoreUnavailableError",
+    "UnknownJobError",
+]
+
+
+class JobhostError(Exception):
+    """Base of every error the host raises on purpose. ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class ConfigError(JobhostError):
+    """Settings that cannot be used; the message names the field, the value and what is allowed."""
+
+    exit_code = 3
+
+    def __init__(self, problems: list[str], source: str) -> None:
+        self.problems = problems
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid configuration ({source}):\n{lines}")
+
+
+class CatalogInvalidError(JobhostError):
+    """The declared jobs have problems; the host refuses to start until they are fixed."""
+
+    exit_code = 3
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("the job catalog is invalid:\n" + "\n".join(f"  {x}" for x in lines))
+
+
+class UnknownJobError(JobhostError, LookupError):
+    """A command named a job nobody declares; the message suggests the closest names."""
+
+    exit_code = 2
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown job {name!r}{hint}")
+
+
+class StoreUnavailableError(JobhostError):
+    """The database cannot be reached or its schema is not current."""
+
+    exit_code = 1

@@ -1,0 +1,32 @@
+"""Plugin discovery: which modules offer jobs to this host, and what each of them returned.
+
+Plugins come from the ``jobhost`` entry-point group and from the ``plugins`` setting (import
+paths or ``.py`` files). Every failure is a :class:`PluginProblem` naming its plugin, never an
+exception, so the catalog can list all of them together.
+"""
+
+from __future__ import annotations
+
+from jobhost.plugins.calls import HookAnswer, PluginJob, call_each, collect_jobs, read_only
+from jobhost.plugins.discovery import (
+    ENTRY_POINT_GROUP,
+    LOAD_PLUGINS_ENV,
+    PluginProblem,
+    PluginProblemCode,
+    PluginSet,
+    load_plugins,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "LOAD_PLUGINS_ENV",
+    "HookAnswer",
+    "PluginJob",
+    "PluginProblem",
+    "PluginProblemCode",
+    "PluginSet",
+    "call_each",
+    "collect_jobs",
+    "load_plugins",
+    "read_only",
+]

@@ -1,0 +1,273 @@
+"""Finding and registering plugins: installed entry points and the ``plugins`` setting.
+
+Each plugin is loaded on its own, so one that fails to import is reported under its own name and
+the others still load. Nothing here raises for a broken plugin: every failure becomes a
+:class:`PluginProblem`, and the catalog lists them with its own problems.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Literal, Protocol
+
+import pluggy
+from jobhost_contracts import hooks as contract_hooks
+from jobhost_contracts.hooks import PROJECT_NAME
+
+from jobhost.config import Settings
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "LOAD_PLUGINS_ENV",
+    "PluginProblem",
+    "PluginProblemCode",
+    "PluginSet",
+    "load_plugins",
+]
+
+ENTRY_POINT_GROUP = PROJECT_NAME
+"""Installed distributions offer plugins under ``[project.entry-points.jobhost]``."""
+
+LOAD_PLUGINS_ENV = "JOBHOST_LOAD_PLUGINS"
+"""Comma-separated allow-list of entry-point names to load; unset loads them all, empty none.
+
+As datasette's ``DATASETTE_LOAD_PLUGINS``: it lets an operator (or a test) leave out an installed
+plugin that is broken, without uninstalling it. Plugins named in ``plugins`` always load.
+"""
+
+PluginProblemCode = Literal[
+    "plugin-import", "plugin-hook", "plugin-unknown-hook", "plugin-bad-result"
+]
+
+
+@dataclass(frozen=True)
+class PluginProblem:
+    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under."""
+
+    plugin: str
+    code: PluginProblemCode
+    message: str
+
+
+@dataclass
+class PluginSet:
+    """The registered plugins, in load order, and what went wrong while loading the others.
+
+    ``manager`` carries every hook of :mod:`jobhost_contracts.hooks`; callers reach a hook's
+    implementations one plugin at a time through :func:`jobhost.plugins.call_each`, so a failure
+    stays attributed to its plugin.
+    """
+
+    manager: pluggy.PluginManager
+    names: list[str] = field(default_factory=list)
+    problems: list[PluginProblem] = field(default_factory=list)
+
+    def order(self, plugin: str) -> int:
+        """Position of ``plugin`` in load order (unknown names last), for stable iteration."""
+        try:
+            return self.names.index(plugin)
+        except ValueError:
+            return len(self.names)
+
+
+def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None) -> PluginSet:
+    """Register every plugin: entry points of the ``jobhost`` group, then ``settings.plugins``.
+
+    ``environ`` (default ``os.environ``) is read for :data:`LOAD_PLUGINS_ENV` only. Entry points
+    load in name order and configured plugins in the order given, so "first declaration wins"
+    decisions downstream are stable from run to run.
+    """
+    manager = pluggy.PluginManager(PROJECT_NAME)
+    manager.add_hookspecs(contract_hooks)
+    plugins = PluginSet(manager)
+    allowed = _allow_list(os.environ if environ is None else environ)
+    for source in _entry_point_sources(allowed, plugins):
+        _register(plugins, source)
+    for item in settings.plugins:
+        _register(plugins, _ConfiguredSource(item))
+    plugins.problems.extend(_unknown_hooks(manager))
+    return plugins
+
+
+def _allow_list(environ: Mapping[str, str]) -> set[str] | None:
+    raw = environ.get(LOAD_PLUGINS_ENV)
+    if raw is None:
+        return None
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+class _Source(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def load(self) -> object: ...
+
+    def describe_failure(self, error: Exception) -> str: ...
+
+
+@dataclass(frozen=True)
+class _EntryPointSource:
+    name: str
+    entry_point: importlib.metadata.EntryPoint
+
+    def load(self) -> object:
+        return self.entry_point.load()
+
+    def describe_failure(self, error: Exception) -> str:
+        dist = self.entry_point.dist
+        origin = f" of {dist.name} {dist.version}" if dist is not None else ""
+        return (
+            f"entry point {self.entry_point.value!r}{origin} failed to import: "
+            f"{type(error).__name__}: {error}; fix or reinstall the package, or leave it out "
+            f"with {LOAD_PLUGINS_ENV} (a comma-separated list of the entry points to load)"
+        )
+
+
+@dataclass(frozen=True)
+class _ConfiguredSource:
+    name: str
+
+    def load(self) -> object:
+        if _is_file(self.name):
+            return _import_file(Path(self.name))
+        return importlib.import_module(self.name)
+
+    def describe_failure(self, error: Exception) -> str:
+        if isinstance(error, _PluginFileMissing):
+            return str(error)
+        return (
+            f"failed to import: {type(error).__name__}: {error}; fix the plugin, or its entry "
+            "in plugins / JOBHOST_PLUGINS"
+        )
+
+
+def _entry_point_sources(allowed: set[str] | None, plugins: PluginSet) -> Iterator[_Source]:
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        # An editable install can list one distribution twice; the first one is the one Python
+        # would import.
+        found.setdefault(entry_point.name, entry_point)
+    if allowed is not None:
+        for missing in sorted(allowed - found.keys()):
+            installed = ", ".join(sorted(found)) or "none"
+            plugins.problems.append(
+                PluginProblem(
+                    missing,
+                    "plugin-import",
+                    f"{LOAD_PLUGINS_ENV} names {missing!r}, but no installed distribution "
+                    f"offers a {ENTRY_POINT_GROUP!r} entry point of that name (installed: "
+                    f"{installed}); fix the name or install the plugin's package",
+                )
+            )
+    for name in sorted(found):
+        if allowed is None or name in allowed:
+            yield _EntryPointSource(name, found[name])
+
+
+def _register(plugins: PluginSet, source: _Source) -> None:
+    try:
+        plugin = source.load()
+    except Exception as error:  # importing runs the plugin's own code; any failure is its own
+        plugins.problems.append(
+            PluginProblem(source.name, "plugin-import", source.describe_failure(error))
+        )
+        return
+    manager = plugins.manager
+    if manager.is_registered(plugin):
+        # The same module named twice (an entry point and the setting): its jobs count once.
+        return
+    registered_name = source.name
+    suffix = 2
+    while manager.has_plugin(registered_name):
+        registered_name = f"{source.name}#{suffix}"
+        suffix += 1
+    try:
+        manager.register(plugin, name=registered_name)
+    except pluggy.PluginValidationError as error:
+        plugins.problems.append(
+            PluginProblem(
+                registered_name,
+                "plugin-hook",
+                f"a hook implementation does not match its specification: {error}; "
+                "take only the arguments the hook documents (see jobhost_contracts.hooks)",
+            )
+        )
+        return
+    plugins.names.append(registered_name)
+
+
+class _PluginFileMissing(Exception):
+    pass
+
+
+def _is_file(item: str) -> bool:
+    return item.endswith(".py") or "/" in item or os.sep in item
+
+
+def _import_file(path: Path) -> ModuleType:
+    resolved = path.expanduser().resolve()
+    if not resolved.is_file():
+        raise _PluginFileMissing(
+            f"plugin file {resolved} does not exist; fix the path in plugins / JOBHOST_PLUGINS "
+            "(a relative path counts from the working directory)"
+        )
+    # A name of its own per file, so two plugins both called plugin.py do not replace each
+    # other in sys.modules.
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    stem = "".join(c if c.isalnum() else "_" for c in resolved.stem)
+    module_name = f"_jobhost_plugin_{stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise _PluginFileMissing(f"plugin file {resolved} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before running it, as a normal import does, so dataclasses and pickling that
+    # look the module up by name work inside the plugin.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def _unknown_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
+    # pm.check_pending() stops at the first unknown hook; the same walk here lists all of them.
+    problems: list[PluginProblem] = []
+    for hook_name in sorted(vars(manager.hook)):
+        if hook_name.startswith("_"):
+            continue
+        caller = getattr(manager.hook, hook_name)
+        if caller.has_spec():
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.optionalhook:
+                continue
+            known = ", ".join(sorted(_specified_hooks(manager)))
+            problems.append(
+                PluginProblem(
+                    impl.plugin_name,
+                    "plugin-unknown-hook",
+                    f"implements {hook_name!r}, which is not a jobhost hook (known: {known}); "
+                    "fix the name, or mark it @hookimpl(optionalhook=True) if it is meant for "
+                    "a newer host",
+                )
+            )
+    return problems
+
+
+def _specified_hooks(manager: pluggy.PluginManager) -> list[str]:
+    return [
+        name
+        for name in vars(manager.hook)
+        if not name.startswith("_") and getattr(manager.hook, name).has_spec()
+    ]

@@ -1,0 +1,52 @@
+"""Small SQL building blocks that differ between SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, Table
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+__all__ = ["insert_ignoring_duplicates", "locked", "violated_constraint"]
+
+
+def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
+    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only).
+
+    SQLite needs nothing: every store transaction there holds the database write lock.
+    """
+    if connection.dialect.name == "postgresql":
+        return statement.with_for_update(skip_locked=True)
+    return statement
+
+
+def insert_ignoring_duplicates(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
+) -> int:
+    """Insert ``rows``, silently keeping the existing row where ``columns`` collide."""
+    if not rows:
+        return 0
+    module: Any = postgresql if connection.dialect.name == "postgresql" else sqlite
+    # Count the rows RETURNING hands back: drivers do not all report a rowcount for this insert.
+    statement = (
+        module.insert(table)
+        .on_conflict_do_nothing(index_elements=list(columns))
+        .returning(*table.primary_key.columns)
+    )
+    return sum(len(connection.execute(statement, dict(row)).all()) for row in rows)
+
+
+def violated_constraint(error: IntegrityError) -> str | None:
+    """The name of the unique constraint behind ``error``, or its columns on SQLite."""
+    diag = getattr(error.orig, "diag", None)
+    name = getattr(diag, "constraint_name", None)
+    if name:
+        return str(name)
+    message = str(error.orig)
+    prefix = "UNIQUE constraint failed: "
+    if prefix in message:
+        return message.split(prefix, 1)[1].strip()
+    return None

@@ -1,0 +1,16 @@
+"""Alembic environment: runs on the connection `jobhost.store.migrate` hands it."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from jobhost.store.schema import metadata
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,75 @@
+"""What operators' commands write: manual run requests, pause and resume.
+
+Each write wakes every host at once (NOTIFY on PostgreSQL, the signal counter on SQLite).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from jobhost.store.records import RequestRecord, ScheduleRecord
+from jobhost.store.schema import run_requests, schedules
+from jobhost.store.signals import notify
+
+__all__ = ["get_request", "get_schedule", "pause_job", "request_run", "resume_job"]
+
+
+def request_run(
+    connection: Connection, job_name: str, requested_by: str, reason: str | None, now: datetime
+) -> str:
+    """Queue a manual run of ``job_name``; a live host picks it up within a second."""
+    request_id = uuid.uuid4().hex
+    connection.execute(
+        run_requests.insert().values(
+            id=request_id,
+            job_name=job_name,
+            requested_by=requested_by,
+            reason=reason,
+            requested_at=now,
+            status="pending",
+        )
+    )
+    notify(connection)
+    return request_id
+
+
+def get_request(connection: Connection, request_id: str) -> RequestRecord | None:
+    row = connection.execute(
+        select(run_requests).where(run_requests.c.id == request_id)
+    ).mappings().first()
+    return RequestRecord.from_row(row) if row is not None else None
+
+
+def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
+    row = connection.execute(
+        select(schedules).where(schedules.c.job_name == job_name)
+    ).mappings().first()
+    return ScheduleRecord.from_row(row) if row is not None else None
+
+
+def pause_job(
+    connection: Connection, job_name: str, by: str, reason: str, now: datetime
+) -> bool:
+    """Pause the job for every replica; False when it was already paused."""
+    result = connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == job_name, schedules.c.paused.is_(False))
+        .values(paused=True, paused_by=by, paused_at=now, paused_reason=reason)
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+def resume_job(connection: Connection, job_name: str) -> bool:
+    """Resume the job; its misfire policy then decides what of the paused time runs."""
+    result = connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == job_name, schedules.c.paused.is_(True))
+        .values(paused=False, paused_by=None, paused_at=None, paused_reason=None)
+    )
+    notify(connection)
+    return bool(result.rowcount)

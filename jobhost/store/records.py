@@ -1,0 +1,128 @@
+"""Read models of the store's rows, so callers get typed values rather than raw rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Self
+
+from sqlalchemy.engine import RowMapping
+
+__all__ = ["HostRecord", "RequestRecord", "RunRecord", "ScheduleRecord"]
+
+RUNNING = "running"
+PENDING = "pending"
+TERMINAL_OUTCOMES = frozenset(
+    {"succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed"}
+)
+
+
+class _FromRow:
+    @classmethod
+    def from_row(cls, row: RowMapping | dict[str, Any]) -> Self:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in dict(row).items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord(_FromRow):
+    job_name: str
+    module: str
+    trigger_kind: str | None
+    trigger_expression: str | None
+    timezone: str
+    trigger_source: str
+    enabled: bool
+    orphaned: bool
+    paused: bool
+    paused_by: str | None
+    paused_at: datetime | None
+    paused_reason: str | None
+    next_occurrence: datetime | None
+    interval_anchor: datetime | None
+    missed_through: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    lease_run_id: str | None
+    fencing_token: int
+    last_run_id: str | None
+    last_outcome: str | None
+    last_started_at: datetime | None
+    last_finished_at: datetime | None
+    last_error: str | None
+    last_success_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    def lease_live(self, now: datetime) -> bool:
+        return (
+            self.lease_owner is not None
+            and self.lease_expires_at is not None
+            and self.lease_expires_at >= now
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord(_FromRow):
+    id: str
+    job_name: str
+    occurrence: datetime | None
+    attempt: int
+    source: str
+    outcome: str
+    reason: str | None
+    host_id: str | None
+    fencing_token: int | None
+    idempotency_key: str | None
+    requested_by: str | None
+    queued_at: datetime
+    not_before: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    lease_expires_at: datetime | None
+    error_type: str | None
+    error_message: str | None
+    trace_id: str | None
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return round((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class HostRecord(_FromRow):
+    id: str
+    hostname: str
+    pid: int
+    version: str
+    started_at: datetime
+    last_seen_at: datetime
+    host_clock_at: datetime
+    heartbeat_seconds: int
+    stopped_at: datetime | None
+
+    def alive(self, now: datetime) -> bool:
+        """Seen within three heartbeat intervals and not stopped."""
+        if self.stopped_at is not None:
+            return False
+        return (now - self.last_seen_at).total_seconds() <= 3 * max(self.heartbeat_seconds, 1)
+
+    @property
+    def clock_skew_seconds(self) -> float:
+        """The host's clock minus the database's, at the last heartbeat."""
+        return (self.host_clock_at - self.last_seen_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord(_FromRow):
+    id: str
+    job_name: str
+    requested_by: str
+    reason: str | None
+    requested_at: datetime
+    status: str
+    run_id: str | None
+    claimed_by: str | None
+    message: str | None

@@ -1,0 +1,202 @@
+"""Keeping the store's schedules in step with the declared catalog.
+
+Declarations are upserted by name. A changed trigger or zone recomputes the next occurrence from
+now; an unchanged row is left alone (an interval job keeps its phase across restarts); a job no
+longer declared is marked orphaned and never deleted. :func:`diff_schedules` is the pure half,
+shared with ``jobhost plan``, which shows the same changes without making them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from jobhost.store._sql import insert_ignoring_duplicates
+from jobhost.store.records import ScheduleRecord
+from jobhost.store.schema import schedules
+from jobhost.triggers import Schedule
+
+__all__ = ["DesiredSchedule", "ScheduleChange", "SyncPlan", "diff_schedules", "sync_schedules"]
+
+
+@dataclass(frozen=True)
+class DesiredSchedule:
+    """What the catalog says one job's schedule row should be.
+
+    ``schedule_for(anchor)`` builds the trigger; the anchor matters only to interval jobs.
+    """
+
+    job_name: str
+    module: str
+    trigger_kind: str | None
+    trigger_expression: str | None
+    timezone: str
+    trigger_source: str
+    enabled: bool
+    schedule_for: Callable[[datetime], Schedule | None] = field(compare=False)
+
+    def describe(self) -> str:
+        return _describe(self.trigger_kind, self.trigger_expression, self.timezone, self.enabled)
+
+
+@dataclass(frozen=True)
+class ScheduleChange:
+    job_name: str
+    before: str
+    after: str
+    trigger_changed: bool
+
+
+@dataclass
+class SyncPlan:
+    """The difference between the catalog and the store."""
+
+    added: list[DesiredSchedule] = field(default_factory=list)
+    changed: list[ScheduleChange] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.orphaned)
+
+
+def diff_schedules(rows: Sequence[ScheduleRecord], desired: Sequence[DesiredSchedule]) -> SyncPlan:
+    """What :func:`sync_schedules` would change, without changing it."""
+    plan = SyncPlan()
+    stored = {row.job_name: row for row in rows}
+    for want in desired:
+        row = stored.get(want.job_name)
+        if row is None:
+            plan.added.append(want)
+        elif _differs(row, want):
+            plan.changed.append(
+                ScheduleChange(
+                    want.job_name,
+                    before=_describe(
+                        row.trigger_kind, row.trigger_expression, row.timezone, row.enabled
+                    ),
+                    after=want.describe(),
+                    trigger_changed=_trigger_changed(row, want),
+                )
+            )
+    names = {want.job_name for want in desired}
+    plan.orphaned = sorted(r.job_name for r in rows if r.job_name not in names and not r.orphaned)
+    return plan
+
+
+def sync_schedules(
+    connection: Connection, desired: Sequence[DesiredSchedule], now: datetime
+) -> SyncPlan:
+    """Bring the schedules in line with ``desired``; return what changed.
+
+    Every update is conditional on the row still holding what was read, so replicas starting
+    together compute each new next occurrence once and never overwrite each other's progress.
+    """
+    rows = [ScheduleRecord.from_row(r) for r in connection.execute(select(schedules)).mappings()]
+    plan = diff_schedules(rows, desired)
+    stored = {row.job_name: row for row in rows}
+    for want in plan.added:
+        _insert(connection, want, now)
+    for change in plan.changed:
+        want = next(d for d in desired if d.job_name == change.job_name)
+        _update(connection, stored[change.job_name], want, now)
+    if plan.orphaned:
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name.in_(plan.orphaned), schedules.c.orphaned.is_(False))
+            .values(orphaned=True, next_occurrence=None, updated_at=now)
+        )
+    return plan
+
+
+def _insert(connection: Connection, want: DesiredSchedule, now: datetime) -> None:
+    schedule = want.schedule_for(now)
+    next_fire = schedule.next_after(now) if schedule is not None and want.enabled else None
+    insert_ignoring_duplicates(
+        connection,
+        schedules,
+        [
+            {
+                "job_name": want.job_name,
+                "module": want.module,
+                "trigger_kind": want.trigger_kind,
+                "trigger_expression": want.trigger_expression,
+                "timezone": want.timezone,
+                "trigger_source": want.trigger_source,
+                "enabled": want.enabled,
+                "orphaned": False,
+                "paused": False,
+                "next_occurrence": next_fire,
+                "interval_anchor": now,
+                "fencing_token": 0,
+                "created_at": now,
+                "updated_at": now,
+            }
+        ],
+        ["job_name"],
+    )
+
+
+def _update(
+    connection: Connection, row: ScheduleRecord, want: DesiredSchedule, now: datetime
+) -> None:
+    values: dict[str, object] = {
+        "module": want.module,
+        "trigger_kind": want.trigger_kind,
+        "trigger_expression": want.trigger_expression,
+        "timezone": want.timezone,
+        "trigger_source": want.trigger_source,
+        "enabled": want.enabled,
+        "orphaned": False,
+        "updated_at": now,
+    }
+    reschedule = _trigger_changed(row, want) or (want.enabled and not row.enabled) or row.orphaned
+    if reschedule or not want.enabled:
+        anchor = now if _trigger_changed(row, want) else row.interval_anchor or now
+        schedule = want.schedule_for(anchor)
+        enabled_next = schedule.next_after(now) if schedule is not None else None
+        values.update(
+            next_occurrence=enabled_next if want.enabled else None,
+            interval_anchor=anchor,
+            missed_through=None,
+        )
+    connection.execute(
+        update(schedules)
+        .where(
+            schedules.c.job_name == row.job_name,
+            schedules.c.updated_at == row.updated_at,
+        )
+        .values(**values)
+    )
+
+
+def _differs(row: ScheduleRecord, want: DesiredSchedule) -> bool:
+    return (
+        row.orphaned
+        or row.module != want.module
+        or row.trigger_source != want.trigger_source
+        or row.enabled != want.enabled
+        or _trigger_changed(row, want)
+    )
+
+
+def _trigger_changed(row: ScheduleRecord, want: DesiredSchedule) -> bool:
+    return (row.trigger_kind, row.trigger_expression, row.timezone) != (
+        want.trigger_kind,
+        want.trigger_expression,
+        want.timezone,
+    )
+
+
+def _describe(kind: str | None, expression: str | None, zone: str, enabled: bool) -> str:
+    if kind == "cron":
+        text = f"cron '{expression}' {zone}"
+    elif kind == "interval":
+        text = f"every {expression}"
+    else:
+        text = "no trigger"
+    return text if enabled else f"{text} (disabled)"

@@ -1,0 +1,170 @@
+"""The store's tables. Migrations create them; this module is what queries are written against.
+
+Constraint names are part of the contract: the firing loop recognises a lost race by the name
+of the unique constraint that refused its insert.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from jobhost.store.types import UTCDateTime
+
+__all__ = [
+    "RUN_OCCURRENCE_CONSTRAINT",
+    "hosts",
+    "job_idempotency",
+    "job_state",
+    "metadata",
+    "run_requests",
+    "runs",
+    "schedules",
+    "signals",
+]
+
+RUN_OCCURRENCE_CONSTRAINT = "uq_runs_job_occurrence_attempt"
+"""One row per (job, occurrence, attempt): the database's last word on "exactly once"."""
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("module", String(200), nullable=False),
+    Column("trigger_kind", String(16)),
+    Column("trigger_expression", String(200)),
+    Column("timezone", String(64), nullable=False),
+    Column("trigger_source", String(16), nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("orphaned", Boolean, nullable=False, default=False),
+    Column("paused", Boolean, nullable=False, default=False),
+    Column("paused_by", String(200)),
+    Column("paused_at", UTCDateTime()),
+    Column("paused_reason", Text),
+    Column("next_occurrence", UTCDateTime()),
+    # Interval jobs keep their phase here, so a restart does not move "every 6 hours".
+    Column("interval_anchor", UTCDateTime()),
+    # While paused, occurrences up to here have already been recorded missed.
+    Column("missed_through", UTCDateTime()),
+    Column("lease_owner", String(200)),
+    Column("lease_expires_at", UTCDateTime()),
+    Column("lease_run_id", String(64)),
+    Column("fencing_token", BigInteger, nullable=False, default=0),
+    Column("last_run_id", String(64)),
+    Column("last_outcome", String(16)),
+    Column("last_started_at", UTCDateTime()),
+    Column("last_finished_at", UTCDateTime()),
+    Column("last_error", Text),
+    Column("last_success_at", UTCDateTime()),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("job_name", String(200), nullable=False),
+    # None for a manual run, which belongs to no scheduled instant.
+    Column("occurrence", UTCDateTime()),
+    # 0 for occurrences recorded without an attempt (missed, skipped); 1 for the first attempt.
+    Column("attempt", Integer, nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", Text),
+    Column("host_id", String(200)),
+    Column("fencing_token", BigInteger),
+    Column("idempotency_key", String(300)),
+    Column("requested_by", String(200)),
+    Column("queued_at", UTCDateTime(), nullable=False),
+    # A pending retry becomes claimable from this instant.
+    Column("not_before", UTCDateTime()),
+    Column("started_at", UTCDateTime()),
+    Column("finished_at", UTCDateTime()),
+    Column("lease_expires_at", UTCDateTime()),
+    Column("error_type", String(200)),
+    Column("error_message", Text),
+    Column("trace_id", String(32)),
+    UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
+    Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
+    Index("ix_runs_outcome_not_before", "outcome", "not_before"),
+)
+
+hosts = Table(
+    "hosts",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("hostname", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("last_seen_at", UTCDateTime(), nullable=False),
+    # The host's own clock at its last heartbeat, beside the database's: their difference is skew.
+    Column("host_clock_at", UTCDateTime(), nullable=False),
+    Column("heartbeat_seconds", Integer, nullable=False),
+    Column("stopped_at", UTCDateTime()),
+)
+
+run_requests = Table(
+    "run_requests",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("job_name", String(200), nullable=False),
+    Column("requested_by", String(200), nullable=False),
+    Column("reason", Text),
+    Column("requested_at", UTCDateTime(), nullable=False),
+    # pending → started (run_id set) or refused (message says why).
+    Column("status", String(16), nullable=False),
+    Column("run_id", String(64)),
+    Column("claimed_by", String(200)),
+    Column("message", Text),
+    Index("ix_run_requests_status", "status"),
+)
+
+job_state = Table(
+    "job_state",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("fencing_token", BigInteger, nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+job_idempotency = Table(
+    "job_idempotency",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("key", String(300), primary_key=True),
+    Column("run_id", String(64)),
+    Column("fencing_token", BigInteger, nullable=False),
+    Column("recorded_at", UTCDateTime(), nullable=False),
+)
+
+# A single counter that commands bump to wake hosts at once (SQLite has no LISTEN/NOTIFY).
+signals = Table(
+    "signals",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+)

@@ -1,0 +1,77 @@
+"""Waking every host at once after a manual trigger, a pause or a resume.
+
+PostgreSQL delivers a NOTIFY on the ``jobhost`` channel to every listening host. SQLite has no
+such thing, so commands bump a counter that hosts watch cheaply (one tiny read every half
+second, and no full tick unless it moved).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import psycopg
+from sqlalchemy import select, text, update
+from sqlalchemy.engine import Connection, Engine
+
+from jobhost.store.engine import reading
+from jobhost.store.schema import signals
+
+__all__ = ["CHANNEL", "SignalWatcher", "notify"]
+
+CHANNEL = "jobhost"
+_SQLITE_POLL_SECONDS = 0.5
+_log = logging.getLogger(__name__)
+
+
+def notify(connection: Connection) -> None:
+    """Wake every host once the surrounding transaction commits."""
+    connection.execute(update(signals).values(version=signals.c.version + 1))
+    if connection.dialect.name == "postgresql":
+        connection.execute(text(f"NOTIFY {CHANNEL}"))
+
+
+class SignalWatcher:
+    """A daemon thread that calls ``wake`` whenever a command signals the hosts."""
+
+    def __init__(self, engine: Engine, wake: Callable[[], None]) -> None:
+        self._engine = engine
+        self._wake = wake
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="jobhost-signals", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _watch(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                if self._engine.dialect.name == "postgresql":
+                    self._listen()
+                else:
+                    self._poll()
+            except Exception as error:  # the store may be away; the loop's own polling goes on
+                _log.warning("signal watcher: %s; retrying in 5s", error)
+                self._stopped.wait(5)
+
+    def _listen(self) -> None:
+        url = self._engine.url.set(drivername="postgresql")
+        dsn = url.render_as_string(hide_password=False)
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute(f"LISTEN {CHANNEL}")
+            while not self._stopped.is_set():
+                for _ in connection.notifies(timeout=1.0, stop_after=1):
+                    self._wake()
+
+    def _poll(self) -> None:
+        seen: int | None = None
+        while not self._stopped.wait(_SQLITE_POLL_SECONDS):
+            with reading(self._engine) as connection:
+                version = connection.execute(select(signals.c.version)).scalar()
+            if seen is not None and version != seen:
+                self._wake()
+            seen = version

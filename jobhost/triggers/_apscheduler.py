@@ -1,0 +1,104 @@
+"""The one place that imports APScheduler: cron fields as a wall-clock calendar.
+
+APScheduler 3 is untyped and resolves daylight saving differently from Debian cron, so it only
+ever sees UTC here, used as a plain calendar: a local wall time goes in dressed as UTC and the
+matching wall time comes out the same way. ``_daylight`` maps wall times to instants.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from typing import Any
+
+from apscheduler.triggers.combining import OrTrigger
+from apscheduler.triggers.cron import CronTrigger
+
+__all__ = ["WallCalendar"]
+
+_SECOND = timedelta(seconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# APScheduler counts weekdays from Monday (0) and rejects 7; names avoid both traps.
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class WallCalendar:
+    """The wall times matched by a set of cron fields, independent of any zone.
+
+    Fields are sets of values in cron's numbering; ``day_of_week`` counts Sunday as 0.
+    ``either_day`` makes a day match when its day of month OR its day of week does.
+    """
+
+    def __init__(
+        self,
+        *,
+        second: frozenset[int],
+        minute: frozenset[int],
+        hour: frozenset[int],
+        day_of_month: frozenset[int],
+        month: frozenset[int],
+        day_of_week: frozenset[int],
+        either_day: bool,
+    ) -> None:
+        common = {
+            "second": _numbers(second, 0, 59),
+            "minute": _numbers(minute, 0, 59),
+            "hour": _numbers(hour, 0, 23),
+            "month": _numbers(month, 1, 12),
+            "timezone": UTC,
+        }
+        days = _numbers(day_of_month, 1, 31)
+        weekdays = _weekdays(day_of_week)
+        self._trigger: Any
+        if either_day:
+            self._trigger = OrTrigger(
+                [
+                    CronTrigger(day=days, day_of_week="*", **common),
+                    CronTrigger(day="*", day_of_week=weekdays, **common),
+                ]
+            )
+        else:
+            self._trigger = CronTrigger(day=days, day_of_week=weekdays, **common)
+
+    def next_at_or_after(self, wall: int) -> int | None:
+        """The first matching wall time at or after ``wall`` (seconds, as if UTC)."""
+        fire = self._trigger.get_next_fire_time(None, datetime.fromtimestamp(wall, UTC))
+        if fire is None:
+            return None
+        seconds: int = (fire - _EPOCH) // _SECOND
+        return seconds
+
+    def __repr__(self) -> str:
+        return f"WallCalendar({self._trigger})"
+
+
+def _numbers(values: frozenset[int], low: int, high: int) -> str:
+    # The shortest spelling: APScheduler evaluates every list item on every call.
+    ordered = sorted(values)
+    if len(ordered) == high - low + 1:
+        return "*"
+    if len(ordered) == 1:
+        return str(ordered[0])
+    step = ordered[1] - ordered[0]
+    if all(b - a == step for a, b in pairwise(ordered)):
+        return f"{ordered[0]}-{ordered[-1]}" + (f"/{step}" if step > 1 else "")
+    return ",".join(_runs(ordered, [str(v) for v in ordered]))
+
+
+def _weekdays(values: frozenset[int]) -> str:
+    monday_first = sorted({(day - 1) % 7 for day in values})
+    if len(monday_first) == 7:
+        return "*"
+    return ",".join(_runs(monday_first, [_WEEKDAYS[day] for day in monday_first]))
+
+
+def _runs(ordered: list[int], names: list[str]) -> list[str]:
+    """Consecutive values as ``first-last``, others alone, spelled with ``names``."""
+    parts: list[str] = []
+    start = 0
+    for index in range(1, len(ordered) + 1):
+        if index == len(ordered) or ordered[index] != ordered[index - 1] + 1:
+            first, last = names[start], names[index - 1]
+            parts.append(first if start == index - 1 else f"{first}-{last}")
+            start = index
+    return parts

@@ -1,0 +1,193 @@
+"""Local wall time to instants: IANA zones, and Debian cron's two daylight-saving rules.
+
+Instants and wall times are whole seconds since 1970-01-01T00:00 (UTC for an instant, the naive
+local clock for a wall time); offsets are seconds east of UTC. A zone's transitions are found by
+sampling its offset and kept per zone, so everything else is integer arithmetic.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+__all__ = ["Calendar", "UnknownTimezoneError", "load_zone", "next_instant"]
+
+Calendar = Callable[[int], "int | None"]
+"""The first wall time at or after the given one that the cron fields match (None: never)."""
+
+
+class UnknownTimezoneError(LookupError):
+    """A time zone name that is not an IANA zone this machine knows."""
+
+    def __init__(self, timezone: str) -> None:
+        self.timezone = timezone
+        hint = _case_hint(timezone)
+        super().__init__(
+            f"unknown time zone {timezone!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+        )
+
+    def __reduce__(self) -> tuple[type[UnknownTimezoneError], tuple[str]]:
+        return (type(self), (self.timezone,))
+
+
+def load_zone(name: str) -> ZoneInfo:
+    """The IANA zone called ``name``; raises :class:`UnknownTimezoneError` for anything else."""
+    try:
+        return ZoneInfo(name)
+    # ZoneInfo answers a bad key in several ways: not found, a key it refuses ("", "../etc",
+    # absolute paths), a directory ("Europe"), or a file that is not zone data ("zone.tab").
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise UnknownTimezoneError(name) from None
+
+
+def next_instant(zone: ZoneInfo, calendar: Calendar, *, fixed_time: bool, after: int) -> int | None:
+    """The first instant strictly after ``after`` at which a cron job in ``zone`` fires.
+
+    ``calendar`` matches wall times. A fixed-time job fires a wall time skipped by a
+    spring-forward once, at the first instant after the gap, and a wall time repeated by a
+    fall-back on its first pass only; a wildcard job fires the wall times that really happen,
+    twice in a repeated hour. Occurrences that coincide are one, because this returns an instant.
+    """
+    timeline = _timeline(zone)
+    # Outside datetime's years the zone cannot be asked; no cron job fires there anyway.
+    lowest = max(after + 1, _FIRST_INSTANT)
+    if lowest > _LAST_INSTANT:
+        return None
+    previous = timeline.last_transition(lowest - _LOOKBACK, lowest)
+    if previous is None:
+        segment_start: int | None = None
+        offset = before = timeline.offset_at(lowest)
+    else:
+        segment_start, before, offset = previous
+    # Walk the segments of constant offset from `lowest` on; usually the first one answers.
+    while True:
+        start = lowest if segment_start is None else max(lowest, segment_start)
+        if segment_start is not None and fixed_time:
+            if offset > before and segment_start >= lowest:
+                gap_match = calendar(segment_start + before)
+                if gap_match is None:
+                    return None
+                if gap_match < segment_start + offset:
+                    return segment_start
+            elif offset < before:
+                # The first pass of the repeated wall times already fired: skip the second.
+                start = max(start, segment_start + before - offset)
+        wall = calendar(start + offset)
+        if wall is None:
+            return None
+        candidate = wall - offset
+        floor = lowest if segment_start is None else max(lowest, segment_start)
+        following = timeline.first_transition(floor, candidate)
+        if following is None:
+            return candidate
+        segment_start, before, offset = following
+
+
+class _Transition(NamedTuple):
+    at: int
+    """The first instant with the new offset."""
+    before: int
+    after: int
+
+
+# The longest backward shift since 1970 is 7 hours (Antarctica/Vostok, 1994); the second pass
+# of a repeated wall time therefore starts less than this long before any instant in it.
+_LOOKBACK = 2 * 86400
+# Transitions are sampled every 6 hours and kept in buckets of 1461 samples (a Julian year).
+# Since 1970 no zone has two transitions less than a week apart, so none hides between samples.
+_SAMPLE = 6 * 3600
+_BUCKET = 1461 * _SAMPLE
+# datetime covers the years 1 to 9999; keep a margin for the largest offsets.
+_FIRST_INSTANT = -62135596800 + _LOOKBACK
+_LAST_INSTANT = 253402300799 - _LOOKBACK
+
+
+class _Timeline:
+    """One zone's offsets and transitions, computed on first use and kept.
+
+    Bucket ``k`` holds the transitions at instants in ``(k * _BUCKET, (k + 1) * _BUCKET]``.
+    """
+
+    def __init__(self, zone: ZoneInfo) -> None:
+        self._zone = zone
+        self._buckets: dict[int, tuple[list[int], list[_Transition]]] = {}
+
+    def offset_at(self, instant: int) -> int:
+        offset = datetime.fromtimestamp(instant, self._zone).utcoffset()
+        if offset is None:  # pragma: no cover - a ZoneInfo always has an offset
+            raise ValueError(f"time zone {self._zone.key!r} gives no offset")
+        return offset.days * 86400 + offset.seconds
+
+    def first_transition(self, low: int, high: int) -> _Transition | None:
+        """The first transition in ``(low, high]``."""
+        for index in range(low // _BUCKET, (high - 1) // _BUCKET + 1):
+            starts, transitions = self._bucket(index)
+            position = bisect.bisect_right(starts, low)
+            if position < len(starts):
+                found = transitions[position]
+                return found if found.at <= high else None
+        return None
+
+    def last_transition(self, low: int, high: int) -> _Transition | None:
+        """The last transition in ``(low, high]``."""
+        for index in range((high - 1) // _BUCKET, low // _BUCKET - 1, -1):
+            starts, transitions = self._bucket(index)
+            position = bisect.bisect_right(starts, high)
+            if position > 0:
+                found = transitions[position - 1]
+                return found if found.at > low else None
+        return None
+
+    def _bucket(self, index: int) -> tuple[list[int], list[_Transition]]:
+        cached = self._buckets.get(index)
+        if cached is None:
+            transitions = self._scan(index * _BUCKET, (index + 1) * _BUCKET)
+            cached = ([t.at for t in transitions], transitions)
+            self._buckets[index] = cached
+        return cached
+
+    def _scan(self, low: int, high: int) -> list[_Transition]:
+        if low < _FIRST_INSTANT or high > _LAST_INSTANT:
+            return []
+        found: list[_Transition] = []
+        offset = self.offset_at(low)
+        for sample in range(low, high, _SAMPLE):
+            following = sample + _SAMPLE
+            next_offset = self.offset_at(following)
+            if next_offset != offset:
+                found.append(self._pinpoint(sample, offset, following, next_offset))
+            offset = next_offset
+        return found
+
+    def _pinpoint(self, low: int, before: int, high: int, after: int) -> _Transition:
+        # Invariant: the offset at `low` is `before` and at `high` is not.
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.offset_at(middle) == before:
+                low = middle
+            else:
+                high = middle
+        return _Transition(high, before, after)
+
+
+_TIMELINES: dict[ZoneInfo, _Timeline] = {}
+
+
+def _timeline(zone: ZoneInfo) -> _Timeline:
+    found = _TIMELINES.get(zone)
+    if found is None:
+        found = _TIMELINES.setdefault(zone, _Timeline(zone))
+    return found
+
+
+def _case_hint(name: str) -> str | None:
+    # Only on the error path: listing the zones reads the whole zone database.
+    if not name or len(name) > 64:
+        return None
+    wanted = name.strip().lower()
+    matches = [key for key in available_timezones() if key.lower() == wanted]
+    return matches[0] if len(matches) == 1 and matches[0] != name else None

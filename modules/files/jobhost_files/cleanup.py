@@ -1,0 +1,193 @@
+"""``files.orphan-cleanup``: move or delete files under root that the application no longer
+references.
+
+One run: read the referenced set (a failure touches nothing), prove the lease with a cursor
+write, purge old quarantine, then walk the tree after the stored cursor in batches, committing
+the cursor after each batch. Every action is idempotent (a file already moved is simply gone), so
+a run that stopped between its work and its cursor commit replays that batch harmlessly.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path, PurePosixPath
+
+from jobhost_contracts import JobContext, StaleLeaseError
+from returns.result import Failure, Result, Success
+
+from jobhost_files.outcome import (
+    CleanupError,
+    CleanupReport,
+    LeaseLost,
+    NotConfigured,
+    RootUnavailable,
+)
+from jobhost_files.quarantine import UnsafePath, make_dirs, purge, quarantine_target
+from jobhost_files.references import References, load_references
+from jobhost_files.settings import CleanupMode, FilesSettings
+from jobhost_files.walk import QUARANTINE_DIR, Entry, EntryKind, is_inside, walk
+
+__all__ = ["CURSOR_KEY", "OrphanCleanup"]
+
+CURSOR_KEY = "cursor"
+"""The job-state key holding the last relative path done; empty when no walk is under way."""
+
+
+class OrphanCleanup:
+    """The executor. ``settings`` is None when ``[modules.files]`` is absent."""
+
+    def __init__(
+        self, settings: FilesSettings | None, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self._settings = settings
+        self._clock = clock or _utcnow
+
+    def execute(self, context: JobContext) -> Result[CleanupReport, CleanupError]:
+        settings = self._settings
+        if settings is None:
+            return Failure(NotConfigured())
+        unsafe = _root_problem(settings.root)
+        if unsafe is not None:
+            return Failure(RootUnavailable(settings.root, unsafe))
+        now = self._clock()
+        loaded = load_references(
+            settings.references_url, settings.references_query, PurePosixPath(settings.root)
+        )
+        match loaded:
+            case Failure(error):
+                context.logger.error("%s", error)
+                return Failure(error)
+            case Success(found):
+                references: References = found
+        report = CleanupReport(dry_run=settings.dry_run)
+        try:
+            _Run(settings, context, now, references, report).go()
+        except StaleLeaseError as error:
+            lost = LeaseLost(error, report)
+            context.logger.warning("%s", lost)
+            return Failure(lost)
+        context.logger.info(
+            "%s%s", "dry run, nothing touched: " if settings.dry_run else "", report
+        )
+        return Success(report)
+
+
+class _Run:
+    """The state of one run; its writes to ``context.state`` may raise StaleLeaseError."""
+
+    def __init__(
+        self,
+        settings: FilesSettings,
+        context: JobContext,
+        now: datetime,
+        references: References,
+        report: CleanupReport,
+    ) -> None:
+        self.settings = settings
+        self.context = context
+        self.now = now
+        self.references = references
+        self.report = report
+        report.skipped += references.refused
+
+    def go(self) -> None:
+        settings, context, report = self.settings, self.context, self.report
+        dry = settings.dry_run
+        # A dry run reports on the whole tree and leaves the real runs' cursor where it is.
+        cursor = "" if dry else (context.state.get(CURSOR_KEY) or "")
+        if not dry:
+            # Rewriting the cursor proves the lease is still ours before anything is touched.
+            context.state.set(CURSOR_KEY, cursor)
+        purged = purge(
+            settings.root,
+            self.now,
+            settings.quarantine_days,
+            dry_run=dry,
+            cancellation=context.cancellation,
+            logger=context.logger,
+        )
+        report.purged = purged.purged
+        report.skipped += purged.skipped
+        report.errors += purged.errors
+        if cursor:
+            context.logger.info("resuming the walk after %r", cursor)
+        entries = walk(settings.root, cursor)
+        while not context.cancellation.cancelled:
+            batch = list(islice(entries, settings.batch_size))
+            for entry in batch:
+                self._handle(entry)
+            if len(batch) < settings.batch_size:
+                report.complete = True
+                break
+            if not dry:
+                context.state.set(CURSOR_KEY, batch[-1].relative)
+        if report.complete and not dry:
+            context.state.set(CURSOR_KEY, "")
+        elif not report.complete:
+            context.logger.info("cancelled (%s); the next run resumes", context.cancellation.reason)
+
+    def _handle(self, entry: Entry) -> None:
+        report = self.report
+        report.scanned += 1
+        if entry.kind is not EntryKind.FILE:
+            report.skipped += 1
+            self.context.logger.info("skipped %s (%s)", entry.relative, entry.kind.value)
+            return
+        if entry.relative in self.references.paths:
+            return
+        path = self.settings.root / entry.relative
+        try:
+            info = os.lstat(path)
+            if not stat.S_ISREG(info.st_mode) or not is_inside(self.settings.root, path):
+                # Changed since it was listed (replaced by a link, or a directory on the way was).
+                report.skipped += 1
+                self.context.logger.warning("skipped %s: no longer a plain file", entry.relative)
+                return
+            age = self.now.timestamp() - info.st_mtime
+            if age < self.settings.min_age.total_seconds():
+                return
+            report.orphaned += 1
+            self._act(path, entry.relative)
+        except FileNotFoundError:
+            # Gone since it was listed: another replica, or the application, got there first.
+            return
+        except OSError as error:
+            report.errors += 1
+            self.context.logger.warning("could not clean up %s: %s", entry.relative, error)
+
+    def _act(self, path: Path, relative: str) -> None:
+        settings, report, logger = self.settings, self.report, self.context.logger
+        if settings.dry_run:
+            logger.info("would %s orphan %s", settings.mode.value, relative)
+            return
+        if settings.mode is CleanupMode.DELETE:
+            os.unlink(path)
+            report.deleted += 1
+            logger.info("deleted orphan %s", relative)
+            return
+        target = quarantine_target(settings.root, self.now.date(), relative)
+        make_dirs(settings.root, target.parent)
+        if not is_inside(settings.root, target.parent):
+            raise UnsafePath(target.parent)
+        os.rename(path, target)
+        report.moved += 1
+        logger.info("quarantined orphan %s", relative)
+
+
+def _root_problem(root: Path) -> str | None:
+    if not root.is_dir():
+        return "is not a directory (unmounted, or removed?)"
+    quarantine = root / QUARANTINE_DIR
+    if os.path.lexists(quarantine) and (
+        os.path.islink(quarantine) or not os.path.isdir(quarantine)
+    ):
+        return f"has a {QUARANTINE_DIR} that is not a plain directory"
+    return None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)

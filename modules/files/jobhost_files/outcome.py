@@ -1,0 +1,81 @@
+"""What a run of ``files.orphan-cleanup`` returns: a report on success, an error on failure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jobhost_contracts import StaleLeaseError
+
+from jobhost_files.settings import redact
+
+__all__ = [
+    "CleanupError",
+    "CleanupReport",
+    "LeaseLost",
+    "NotConfigured",
+    "ReferencesUnavailable",
+    "RootUnavailable",
+]
+
+
+@dataclass(slots=True)
+class CleanupReport:
+    """What one run did. ``complete`` is False when it stopped early (cancelled) mid-walk.
+
+    ``skipped`` counts what was refused for safety: symbolic links, special files, the
+    quarantine folder, unusable references; ``errors`` counts per-file OS errors.
+    """
+
+    scanned: int = 0
+    orphaned: int = 0
+    moved: int = 0
+    deleted: int = 0
+    purged: int = 0
+    skipped: int = 0
+    errors: int = 0
+    complete: bool = False
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{key}={value}" for key, value in self.as_dict().items())
+
+
+class CleanupError(Exception):
+    """A run that could not do its work; returned as a ``Failure``, never raised."""
+
+
+class NotConfigured(CleanupError):
+    def __init__(self) -> None:
+        super().__init__(
+            "the files module is not configured: add [modules.files] with root, "
+            "references_url and references_query to jobhost.toml"
+        )
+
+
+class RootUnavailable(CleanupError):
+    def __init__(self, root: Path, reason: str) -> None:
+        super().__init__(f"root {str(root)!r} {reason}; no file was touched")
+        self.root = root
+
+
+class ReferencesUnavailable(CleanupError):
+    """The reference query could not be answered; the run touched nothing."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = redact(reason)
+        super().__init__(f"the references query failed, so no file was touched: {self.reason}")
+
+
+class LeaseLost(CleanupError):
+    """Another replica took the job over; this run stopped at its next cursor write."""
+
+    def __init__(self, error: StaleLeaseError, report: CleanupReport) -> None:
+        super().__init__(
+            f"lease lost to another replica (fencing token {error.token} < {error.current}); "
+            f"stopped without moving the cursor, after: {report}"
+        )
+        self.report = report

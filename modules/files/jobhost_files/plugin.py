@@ -1,0 +1,54 @@
+"""The ``files`` plugin: declares ``files.orphan-cleanup`` through the ``jobhost_jobs`` hook."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+
+from jobhost_files.cleanup import OrphanCleanup
+from jobhost_files.settings import SECTION, FilesSettings, parse_settings
+
+__all__ = ["JOB_NAME", "declaration", "jobhost_jobs"]
+
+JOB_NAME = "files.orphan-cleanup"
+
+_DESCRIPTION = (
+    "Moves files under [modules.files] root that the application no longer references into a "
+    "dated quarantine (or deletes them), and purges old quarantine."
+)
+
+
+@hookimpl
+def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
+    """``files.orphan-cleanup``, disabled while ``[modules.files]`` is absent.
+
+    A present section is checked here, so a bad one stops the host at start-up (a ValueError
+    naming the field) instead of failing, or worse, at 3 a.m.
+    """
+    section = settings.get(SECTION)
+    parsed = None if section is None else parse_settings(section)
+    return [JobRegistration(declaration(parsed), OrphanCleanup(parsed))]
+
+
+def declaration(settings: FilesSettings | None) -> BackgroundJobDeclaration:
+    """The job as ``settings`` configure it; disabled on the default schedule without them."""
+    if settings is None:
+        return BackgroundJobDeclaration(
+            name=JOB_NAME,
+            module=SECTION,
+            cron=FilesSettings.cron,
+            enabled=False,
+            configuration_source=SECTION,
+            description=_DESCRIPTION + " Disabled: [modules.files] is not configured.",
+        )
+    return BackgroundJobDeclaration(
+        name=JOB_NAME,
+        module=SECTION,
+        cron=settings.cron,
+        timezone=settings.timezone,
+        enabled=settings.enabled,
+        configuration_source=SECTION,
+        description=_DESCRIPTION,
+    )

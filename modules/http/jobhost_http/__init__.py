@@ -1,0 +1,34 @@
+"""jobhost module ``http``: scheduled HTTP calls declared in configuration.
+
+Each ``[[modules.http.jobs]]`` entry of ``jobhost.toml`` becomes a job (``http.<name>``) whose run
+makes one call with the standard library, sends ``Idempotency-Key`` (job and occurrence, the same
+for every retry), and fails on a status it did not expect. Registered through the ``jobhost``
+entry point (:mod:`jobhost_http.plugin`).
+"""
+
+from __future__ import annotations
+
+from jobhost_http.call import (
+    CallFailed,
+    CallResult,
+    HttpCall,
+    HttpCallError,
+    MissingSecret,
+    UnexpectedStatus,
+)
+from jobhost_http.plugin import TIMEOUT_MARGIN, declaration
+from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, parse_jobs
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "TIMEOUT_MARGIN",
+    "CallFailed",
+    "CallResult",
+    "HttpCall",
+    "HttpCallError",
+    "HttpJobSettings",
+    "MissingSecret",
+    "UnexpectedStatus",
+    "declaration",
+    "parse_jobs",
+]

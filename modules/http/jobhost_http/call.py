@@ -1,0 +1,165 @@
+"""One scheduled HTTP call, with the standard library only.
+
+Every call carries ``Idempotency-Key: <job>:<occurrence>``, the same for each retry of one
+occurrence, so the receiving service can tell a retry from a new call. Secret header values are
+read from the environment at call time and scrubbed from anything that could be logged or stored:
+the receiving server may echo them back in an error body.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from jobhost_contracts import JobContext
+from returns.result import Failure, Result, Success
+
+from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, safe_url
+
+__all__ = [
+    "BODY_START",
+    "CallFailed",
+    "CallResult",
+    "HttpCall",
+    "HttpCallError",
+    "MissingSecret",
+    "UnexpectedStatus",
+]
+
+BODY_START = 200
+"""How much of an unexpected response's body a Failure quotes."""
+
+_READ_LIMIT = 4096
+_USER_AGENT = "jobhost-http/0.1"
+_HIDDEN = "***"
+
+
+@dataclass(frozen=True)
+class CallResult:
+    status: int
+    elapsed_ms: int
+
+
+class HttpCallError(Exception):
+    """A call that did not get an expected answer; returned as a ``Failure``, never raised."""
+
+
+class MissingSecret(HttpCallError):
+    def __init__(self, job: str, variable: str, header: str) -> None:
+        super().__init__(
+            f"{job}: environment variable {variable} (for header {header}) is not set; "
+            "no request was sent"
+        )
+        self.variable = variable
+
+
+class UnexpectedStatus(HttpCallError):
+    def __init__(self, job: str, target: str, status: int, body_start: str) -> None:
+        super().__init__(f"{job}: {target} answered {status}: {body_start!r}")
+        self.status = status
+        self.body_start = body_start
+
+
+class CallFailed(HttpCallError):
+    """No HTTP answer: timed out, refused, reset, unresolvable host, TLS failure."""
+
+    def __init__(self, job: str, target: str, reason: str) -> None:
+        super().__init__(f"{job}: {target} failed: {reason}")
+        self.reason = reason
+
+
+class HttpCall:
+    """The executor of one ``[[modules.http.jobs]]`` entry.
+
+    ``environ`` (default ``os.environ``) is where ``secret_headers`` variables are looked up,
+    read again on every call so a rotated secret is used without a restart.
+    """
+
+    def __init__(self, job: HttpJobSettings, environ: Mapping[str, str] | None = None) -> None:
+        self._job = job
+        self._environ = environ
+        # Redirects are not followed: urllib would forward our headers, secrets included, to
+        # wherever the Location points. A 3xx is an answer like any other.
+        self._opener = urllib.request.build_opener(_NoRedirects())
+
+    def __repr__(self) -> str:
+        return f"HttpCall({self._job!r})"
+
+    def execute(self, context: JobContext) -> Result[CallResult, HttpCallError]:
+        job = self._job
+        target = f"{job.method} {safe_url(job.url)}"
+        environ = os.environ if self._environ is None else self._environ
+        headers = {"User-Agent": _USER_AGENT, **job.headers}
+        secrets: list[str] = []
+        for header, variable in job.secret_headers.items():
+            value = environ.get(variable)
+            if value is None:
+                return self._failed(context, MissingSecret(job.name, variable, header))
+            headers[header] = value
+            secrets.append(value)
+        headers[IDEMPOTENCY_HEADER] = context.idempotency_key
+        request = urllib.request.Request(
+            job.url,
+            data=None if job.body is None else job.body.encode("utf-8"),
+            headers=headers,
+            method=job.method,
+        )
+        context.cancellation.raise_if_cancelled()
+        started = time.monotonic()
+        try:
+            with self._opener.open(request, timeout=job.timeout.total_seconds()) as response:
+                status = int(response.status)
+                body = response.read(_READ_LIMIT)
+        except urllib.error.HTTPError as error:
+            status, body = error.code, _read_quietly(error)
+            error.close()
+        except urllib.error.URLError as error:
+            return self._failed(context, CallFailed(job.name, target, _reason(error.reason, job)))
+        except (OSError, http.client.HTTPException) as error:
+            return self._failed(context, CallFailed(job.name, target, _reason(error, job)))
+        elapsed_ms = round((time.monotonic() - started) * 1000)
+        if not job.expects(status):
+            start = _scrub(body.decode("utf-8", "replace"), secrets)[:BODY_START]
+            return self._failed(context, UnexpectedStatus(job.name, target, status, start))
+        context.logger.info("%s answered %d in %d ms", target, status, elapsed_ms)
+        return Success(CallResult(status, elapsed_ms))
+
+    def _failed(
+        self, context: JobContext, error: HttpCallError
+    ) -> Result[CallResult, HttpCallError]:
+        context.logger.warning("%s", error)
+        return Failure(error)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def _reason(reason: object, job: HttpJobSettings) -> str:
+    if isinstance(reason, TimeoutError):
+        return f"timed out after {job.timeout.total_seconds():g}s"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is anything listening there?)"
+    text = str(reason) or type(reason).__name__
+    return f"{type(reason).__name__}: {text}" if isinstance(reason, BaseException) else text
+
+
+def _read_quietly(error: urllib.error.HTTPError) -> bytes:
+    try:
+        return error.read(_READ_LIMIT)
+    except (OSError, http.client.HTTPException):
+        return b""
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    # Longest first, so a secret that contains a shorter one is hidden whole.
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, _HIDDEN)
+    return text

@@ -1,0 +1,53 @@
+"""The ``http`` plugin: one job per ``[[modules.http.jobs]]`` entry, through ``jobhost_jobs``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+
+from jobhost_http.call import HttpCall
+from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs, safe_url
+
+__all__ = ["TIMEOUT_MARGIN", "declaration", "jobhost_jobs"]
+
+TIMEOUT_MARGIN = timedelta(seconds=5)
+"""The run's timeout is the call's plus this: the call gives up first and says why."""
+
+
+@hookimpl
+def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
+    """A job for every configured call; none without ``[modules.http]``.
+
+    Entries are checked here, so a bad one stops the host at start-up with a ValueError naming
+    the entry and the key.
+    """
+    section = settings.get(SECTION)
+    if section is None:
+        return []
+    return [JobRegistration(declaration(job), HttpCall(job)) for job in parse_jobs(section)]
+
+
+def declaration(job: HttpJobSettings) -> BackgroundJobDeclaration:
+    """The declaration of one configured call."""
+    return BackgroundJobDeclaration(
+        name=job.name,
+        module=SECTION,
+        cron=job.cron,
+        interval=job.interval,
+        timezone=job.timezone,
+        enabled=job.enabled,
+        critical=job.critical,
+        configuration_source=SECTION,
+        # The report shows the description: the URL there is the safe form, without credentials.
+        description=job.description or f"{job.method} {safe_url(job.url)}",
+        misfire=job.misfire,
+        catch_up_limit=job.catch_up_limit,
+        misfire_grace=job.misfire_grace,
+        overlap=job.overlap,
+        max_concurrent=job.max_concurrent,
+        retry=job.retry,
+        timeout=job.timeout + TIMEOUT_MARGIN,
+    )

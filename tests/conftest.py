@@ -1,0 +1,106 @@
+"""Fixtures shared by every test: a store on each backend.
+
+PostgreSQL tests read the server's URL from ``JOBHOST_TEST_POSTGRES_URL`` (README; ``.ci/run``
+sets it). Unset or unreachable, they fail rather than skip: a green run must have exercised both
+backends. Each test gets a schema of its own on that server, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from jobhost.config import Settings
+from jobhost.envelope.telemetry import Telemetry
+from tests.support import SAMPLE_PLUGIN, ManualClock
+
+POSTGRES_ENV = "JOBHOST_TEST_POSTGRES_URL"
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def postgres_base_url() -> str:
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.fail(
+            f"{POSTGRES_ENV} is not set: the PostgreSQL tests need a server, e.g. "
+            f"{POSTGRES_ENV}=postgresql+psycopg://postgres@127.0.0.1:5432/test"
+        )
+    return url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty schema on the test server, as a URL whose search_path points at it."""
+    base = make_url(postgres_base_url()).set(drivername="postgresql+psycopg")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = base.update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """The same test body against an SQLite file and a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/store.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(datetime(2026, 5, 4, 9, 59, 30, tzinfo=UTC))
+
+
+@pytest.fixture
+def run_log(tmp_path: Path) -> Path:
+    """The file the sample plugin's executors append one line per run to."""
+    return tmp_path / "runs.log"
+
+
+@pytest.fixture
+def sample_settings(store_url: str, run_log: Path) -> Callable[..., Settings]:
+    """Settings on this test's store with ``[[modules.sample.jobs]]`` entries and no other plugin."""
+
+    def make(jobs: list[dict[str, Any]], **values: Any) -> Settings:
+        return Settings(
+            database_url=store_url,
+            plugins=[SAMPLE_PLUGIN],
+            modules={"sample": {"log": str(run_log), "jobs": jobs}},
+            **values,
+        )
+
+    return make
+
+
+@pytest.fixture
+def telemetry() -> Iterator[tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]]:
+    """Telemetry recorded in memory: (telemetry, span exporter, metric reader)."""
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Telemetry(tracer_provider, meter_provider), spans, reader
+    tracer_provider.shutdown()
+    meter_provider.shutdown()

@@ -1,0 +1,121 @@
+"""A test plugin whose jobs are declared in configuration, loaded as a plain ``.py`` file.
+
+``[[modules.sample.jobs]]`` entries name a job and a behaviour; every run appends one line to
+the file ``[modules.sample] log`` (``job run_id occurrence attempt source pid``), so tests in
+other processes can count exactly what ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    JobContext,
+    JobRegistration,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    hookimpl,
+    parse_duration,
+)
+from returns.result import Failure, Result, Success
+
+
+@hookimpl
+def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
+    section = settings.get("sample", {})
+    log = section.get("log")
+    return [_registration(entry, log) for entry in section.get("jobs", [])]
+
+
+class SampleExecutor:
+    def __init__(self, behaviour: str, seconds: float, log: str | None) -> None:
+        self.behaviour = behaviour
+        self.seconds = seconds
+        self.log = log
+
+    def execute(self, context: JobContext) -> Result[str, str]:
+        self._write(context)
+        match self.behaviour:
+            case "succeed":
+                return Success("ok")
+            case "fail":
+                return Failure(f"business failure on attempt {context.attempt}")
+            case "raise":
+                raise RuntimeError(f"bug on attempt {context.attempt}")
+            case "fail-once":
+                if context.attempt == 1:
+                    return Failure("first attempt fails")
+                return Success("second attempt worked")
+            case "sleep":
+                # Honours cancellation: returns as soon as the host asks it to stop.
+                if context.cancellation.wait(self.seconds):
+                    return Failure("stopped early")
+                return Success("slept")
+            case "ignore-cancel":
+                time.sleep(self.seconds)
+                return Success("ignored cancellation")
+            case "state":
+                count = int(context.state.get("count") or 0) + 1
+                context.state.set("count", str(count))
+                return Success(str(count))
+        raise ValueError(f"unknown behaviour {self.behaviour!r}")
+
+    def _write(self, context: JobContext) -> None:
+        if not self.log:
+            return
+        occurrence = context.occurrence.isoformat() if context.occurrence else "-"
+        line = (
+            f"{context.job_name} {context.run_id} {occurrence} {context.attempt} "
+            f"{context.source.value} {os.getpid()}\n"
+        )
+        with open(self.log, "a", encoding="utf-8") as handle:
+            handle.write(line)
+
+
+class AsyncSampleExecutor(SampleExecutor):
+    async def execute(self, context: JobContext) -> Result[str, str]:  # type: ignore[override]
+        self._write(context)
+        if self.behaviour == "async-sleep":
+            await asyncio.sleep(self.seconds)
+            return Success("slept")
+        return Success("async ok")
+
+
+def _registration(entry: Mapping[str, Any], log: str | None) -> JobRegistration:
+    behaviour = str(entry.get("behaviour", "succeed"))
+    seconds = float(entry.get("seconds", 0))
+    executor_type = AsyncSampleExecutor if behaviour.startswith("async") else SampleExecutor
+    declaration = BackgroundJobDeclaration(
+        name=entry["name"],
+        module="sample",
+        cron=entry.get("cron"),
+        interval=_duration(entry.get("interval")),
+        timezone=entry.get("timezone", "UTC"),
+        enabled=entry.get("enabled", True),
+        critical=entry.get("critical", False),
+        configuration_source="sample",
+        misfire=MisfirePolicy(entry.get("misfire", "run_once")),
+        catch_up_limit=entry.get("catch_up_limit", 10),
+        misfire_grace=_duration(entry.get("misfire_grace")),
+        overlap=OverlapPolicy(entry.get("overlap", "forbid")),
+        max_concurrent=entry.get("max_concurrent", 1),
+        retry=RetryPolicy(
+            max_attempts=entry.get("max_attempts", 1),
+            backoff=_duration(entry.get("backoff")) or timedelta(seconds=30),
+            jitter=float(entry.get("jitter", 0.0)),
+        ),
+        timeout=_duration(entry.get("timeout")),
+        lease=_duration(entry.get("lease")),
+    )
+    return JobRegistration(declaration, executor_type(behaviour, seconds, log))
+
+
+def _duration(value: object) -> timedelta | None:
+    return None if value is None else parse_duration(value)

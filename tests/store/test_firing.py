@@ -1,0 +1,391 @@
+"""The firing loop against a real store, one test body per backend, time from an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobhost_contracts import Cancellation
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
+from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.telemetry import Telemetry
+from jobhost.firing.tick import Ticker
+from jobhost.store import RunRecord, ScheduleRecord, create_store_engine, reading, upgrade
+from jobhost.store.claims import Claim
+from jobhost.store.operations import pause_job, request_run, resume_job
+from jobhost.store.schema import run_requests, runs, schedules
+from tests.support import ManualClock, sample_catalog
+
+EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
+
+
+class Replica:
+    """One host's store side (ticker) and envelope, driven by hand."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        clock: ManualClock,
+        telemetry: Telemetry,
+        host_id: str,
+    ) -> None:
+        self.catalog = catalog
+        self.engine = engine
+        self.clock = clock
+        self.host_id = host_id
+        self.ticker = Ticker(
+            engine,
+            catalog.jobs,
+            host_id=host_id,
+            lease_duration=settings.lease_duration,
+            telemetry=telemetry,
+        )
+        # The test's clock stands in for the database's, on PostgreSQL too.
+        self.envelope = RunEnvelope(
+            engine,
+            host_id=host_id,
+            clock=clock,
+            grace=timedelta(seconds=1),
+            telemetry=telemetry,
+            store_time=lambda _connection: clock(),
+        )
+
+    def tick(self, slots: int = 8) -> list[Claim]:
+        return [claim for claim, _ in self.ticker.tick(self.clock(), slots).claims]
+
+    def finish(self, claim: Claim) -> str:
+        return self.envelope.run(claim, self.catalog.jobs[claim.job_name], Cancellation()).outcome
+
+
+@pytest.fixture
+def replicas(
+    sample_settings: Callable[..., Settings], clock: ManualClock, telemetry: Any
+) -> Iterator[Callable[..., list[Replica]]]:
+    engines: list[Engine] = []
+
+    def make(jobs: list[dict[str, Any]], count: int = 1, **values: Any) -> list[Replica]:
+        settings = sample_settings(jobs, **values)
+        catalog = sample_catalog(settings)
+        engine = create_store_engine(settings.database_url)
+        engines.append(engine)
+        upgrade(engine)
+        made = [
+            Replica(settings, catalog, engine, clock, telemetry[0], f"host-{i}")
+            for i in range(count)
+        ]
+        made[0].ticker.sync(clock())
+        return made
+
+    yield make
+    for engine in engines:
+        engine.dispose()
+
+
+def _runs(engine: Engine, job: str | None = None) -> list[RunRecord]:
+    query = select(runs).order_by(runs.c.occurrence, runs.c.attempt)
+    if job is not None:
+        query = query.where(runs.c.job_name == job)
+    with reading(engine) as connection:
+        return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def _schedule(engine: Engine, job: str) -> ScheduleRecord:
+    with reading(engine) as connection:
+        row = connection.execute(select(schedules).where(schedules.c.job_name == job))
+        return ScheduleRecord.from_row(row.mappings().one())
+
+
+def _at(hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 5, 4, hour, minute, second, tzinfo=UTC)
+
+
+def test_an_occurrence_runs_once_when_due_and_not_before(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    assert _schedule(host.engine, "sample.minutely").next_occurrence == _at(10, 0)
+    assert host.tick() == []
+    clock.now = _at(10, 0, 0) + timedelta(milliseconds=2)
+    (claim,) = host.tick()
+    assert claim.occurrence == _at(10, 0)
+    assert claim.source == "schedule"
+    assert claim.idempotency_key == "sample.minutely:2026-05-04T10:00:00Z"
+    assert host.tick() == []
+    assert host.finish(claim) == "succeeded"
+    (run,) = _runs(host.engine)
+    assert (run.outcome, run.attempt, run.host_id) == ("succeeded", 1, "host-0")
+    assert _schedule(host.engine, "sample.minutely").next_occurrence == _at(10, 1)
+
+
+def test_two_replicas_ticking_at_once_claim_one_run(replicas: Any, clock: ManualClock) -> None:
+    first, second = replicas([EVERY_MINUTE], count=2)
+    clock.now = _at(10, 0, 1)
+    claims = first.tick() + second.tick()
+    assert len(claims) == 1
+    assert [r.outcome for r in _runs(first.engine)] == ["running"]
+
+
+def test_the_ledger_refuses_a_second_first_attempt(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    clock.now = _at(10, 0, 1)
+    (claim,) = host.tick()
+    host.finish(claim)
+    # Someone rewinds the schedule (a restored backup, a hand edit): the run row still wins.
+    with host.engine.begin() as connection:
+        connection.execute(update(schedules).values(next_occurrence=_at(10, 0)))
+    assert host.tick() == []
+    assert [(r.occurrence, r.attempt) for r in _runs(host.engine)] == [(_at(10, 0), 1)]
+    assert _schedule(host.engine, "sample.minutely").next_occurrence == _at(10, 1)
+
+
+def test_after_downtime_run_once_runs_one_and_records_the_missed(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    clock.now = _at(10, 3, 30)
+    (claim,) = host.tick()
+    assert claim.occurrence == _at(10, 3)
+    assert claim.source == "catch-up"
+    missed = [r for r in _runs(host.engine) if r.outcome == "missed"]
+    assert [(r.occurrence, r.reason, r.attempt) for r in missed] == [
+        (_at(10, 0), "downtime", 0),
+        (_at(10, 1), "downtime", 0),
+        (_at(10, 2), "downtime", 0),
+    ]
+
+
+def test_catch_up_runs_every_missed_occurrence_in_order(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([{**EVERY_MINUTE, "misfire": "catch_up"}])
+    clock.now = _at(10, 2, 30)
+    done = []
+    for _ in range(4):
+        for claim in host.tick():
+            done.append(claim.occurrence)
+            host.finish(claim)
+    assert done == [_at(10, 0), _at(10, 1), _at(10, 2)]
+
+
+def test_an_occurrence_due_during_a_run_is_skipped_under_forbid(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([EVERY_MINUTE], lease_duration="5m")
+    clock.now = _at(10, 0, 1)
+    (claim,) = host.tick()
+    clock.now = _at(10, 1, 1)
+    assert host.tick() == []
+    skipped = [r for r in _runs(host.engine) if r.outcome == "skipped"]
+    assert [(r.occurrence, r.reason) for r in skipped] == [(_at(10, 1), "overlap")]
+    host.finish(claim)
+
+
+def test_allow_overlap_runs_side_by_side_up_to_its_bound(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas(
+        [{**EVERY_MINUTE, "overlap": "allow", "max_concurrent": 2}], lease_duration="5m"
+    )
+    clock.now = _at(10, 0, 1)
+    assert len(host.tick()) == 1
+    clock.now = _at(10, 1, 1)
+    assert len(host.tick()) == 1
+    clock.now = _at(10, 2, 1)
+    assert host.tick() == []
+    assert [r.outcome for r in _runs(host.engine)].count("skipped") == 1
+
+
+def test_a_dead_hosts_run_is_abandoned_and_the_next_occurrence_runs_elsewhere(
+    replicas: Any, clock: ManualClock
+) -> None:
+    dead, survivor = replicas([EVERY_MINUTE], count=2, lease_duration="20s")
+    clock.now = _at(10, 0, 1)
+    (lost,) = dead.tick()
+    clock.now = _at(10, 0, 30)
+    assert survivor.tick() == []
+    clock.now = _at(10, 1, 0)
+    (claim,) = survivor.tick()
+    assert claim.occurrence == _at(10, 1)
+    assert survivor.finish(claim) == "succeeded"
+    by_id = {r.id: r for r in _runs(dead.engine)}
+    assert by_id[lost.run_id].outcome == "abandoned"
+    assert "stopped renewing" in (by_id[lost.run_id].error_message or "")
+    # The dead host's late answer does not overwrite the verdict.
+    assert dead.finish(lost) == "succeeded"
+    assert {r.id: r for r in _runs(dead.engine)}[lost.run_id].outcome == "abandoned"
+
+
+def test_paused_occurrences_are_recorded_missed_and_resume_applies_the_policy(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    with host.engine.begin() as connection:
+        assert pause_job(connection, "sample.minutely", "ops", "db maintenance", clock())
+    clock.now = _at(10, 2, 10)
+    assert host.tick() == []
+    missed = [(r.occurrence, r.reason) for r in _runs(host.engine) if r.outcome == "missed"]
+    assert missed == [(_at(10, 0), "paused"), (_at(10, 1), "paused"), (_at(10, 2), "paused")]
+    assert host.tick() == []
+    assert len(_runs(host.engine)) == 3
+    with host.engine.begin() as connection:
+        assert resume_job(connection, "sample.minutely")
+    (claim,) = host.tick()
+    assert claim.occurrence == _at(10, 2)
+    assert len([r for r in _runs(host.engine) if r.outcome == "missed"]) == 3
+
+
+def test_a_far_future_next_occurrence_is_repaired(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    with host.engine.begin() as connection:
+        connection.execute(
+            update(schedules).values(next_occurrence=datetime(2999, 1, 1, tzinfo=UTC))
+        )
+    host.tick()
+    assert _schedule(host.engine, "sample.minutely").next_occurrence == _at(10, 0)
+
+
+def test_a_far_future_lease_does_not_silence_a_job(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    with host.engine.begin() as connection:
+        connection.execute(
+            update(schedules).values(
+                lease_owner="ghost", lease_expires_at=datetime(2999, 1, 1, tzinfo=UTC)
+            )
+        )
+    clock.now = _at(10, 0, 1)
+    host.tick()
+    clock.now = _at(10, 1, 1)
+    assert len(host.tick()) == 1
+
+
+def test_a_manual_request_runs_through_the_same_claim(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([{**EVERY_MINUTE, "enabled": False}])
+    with host.engine.begin() as connection:
+        request_id = request_run(connection, "sample.minutely", "alice", "rerun", clock())
+    (claim,) = host.tick()
+    assert (claim.source, claim.occurrence, claim.requested_by) == ("manual", None, "alice")
+    assert host.finish(claim) == "succeeded"
+    with reading(host.engine) as connection:
+        request = (
+            connection.execute(select(run_requests).where(run_requests.c.id == request_id))
+            .mappings()
+            .one()
+        )
+    assert (request["status"], request["run_id"]) == ("started", claim.run_id)
+
+
+def test_a_manual_request_overlapping_a_run_is_refused(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([EVERY_MINUTE], lease_duration="5m")
+    clock.now = _at(10, 0, 1)
+    (running,) = host.tick()
+    with host.engine.begin() as connection:
+        request_id = request_run(connection, "sample.minutely", "alice", None, clock())
+    assert host.tick() == []
+    with reading(host.engine) as connection:
+        request = (
+            connection.execute(select(run_requests).where(run_requests.c.id == request_id))
+            .mappings()
+            .one()
+        )
+    assert request["status"] == "refused"
+    assert "host-0" in request["message"] and running.run_id in request["message"]
+
+
+def test_a_failed_attempt_is_retried_with_the_same_idempotency_key(
+    replicas: Any, clock: ManualClock
+) -> None:
+    job = {**EVERY_MINUTE, "behaviour": "fail-once", "max_attempts": 2, "backoff": "10s"}
+    (host,) = replicas([job])
+    clock.now = _at(10, 0, 1)
+    (first,) = host.tick()
+    assert host.finish(first) == "failed"
+    clock.now = _at(10, 0, 5)
+    assert host.tick() == []
+    clock.now = _at(10, 0, 12)
+    (second,) = host.tick()
+    assert (second.attempt, second.source, second.occurrence) == (2, "retry", _at(10, 0))
+    assert second.idempotency_key == first.idempotency_key
+    assert host.finish(second) == "succeeded"
+    assert [(r.attempt, r.outcome) for r in _runs(host.engine)] == [(1, "failed"), (2, "succeeded")]
+
+
+def test_interval_jobs_keep_their_phase_across_restarts(replicas: Any, clock: ManualClock) -> None:
+    job = {"name": "sample.sixhourly", "interval": "6h"}
+    (host,) = replicas([job])
+    first = _schedule(host.engine, "sample.sixhourly").next_occurrence
+    assert first == clock() + timedelta(hours=6)
+    clock.advance(hours=2)
+    host.ticker.sync(clock())
+    assert _schedule(host.engine, "sample.sixhourly").next_occurrence == first
+
+
+def test_a_changed_trigger_recomputes_and_an_undeclared_job_is_orphaned(
+    sample_settings: Callable[..., Settings],
+    clock: ManualClock,
+    telemetry: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    settings = sample_settings([EVERY_MINUTE, {"name": "sample.gone", "cron": "0 * * * *"}])
+    engine = create_store_engine(settings.database_url)
+    request.addfinalizer(engine.dispose)
+    upgrade(engine)
+    Ticker(
+        engine,
+        sample_catalog(settings).jobs,
+        host_id="a",
+        lease_duration=timedelta(60),
+        telemetry=telemetry[0],
+    ).sync(clock())
+    changed = sample_settings([{**EVERY_MINUTE, "cron": "*/5 * * * *"}])
+    plan = Ticker(
+        engine,
+        sample_catalog(changed).jobs,
+        host_id="b",
+        lease_duration=timedelta(60),
+        telemetry=telemetry[0],
+    ).sync(clock())
+    assert [c.job_name for c in plan.changed] == ["sample.minutely"]
+    assert plan.orphaned == ["sample.gone"]
+    assert _schedule(engine, "sample.minutely").next_occurrence == _at(10, 0)
+    gone = _schedule(engine, "sample.gone")
+    assert gone.orphaned and gone.next_occurrence is None
+
+
+def test_state_writes_with_a_stale_token_are_rejected(replicas: Any, clock: ManualClock) -> None:
+    from jobhost_contracts import StaleLeaseError
+
+    from jobhost.store import StoreJobState
+
+    first, second = replicas(
+        [{**EVERY_MINUTE, "behaviour": "state"}], count=2, lease_duration="10s"
+    )
+    clock.now = _at(10, 0, 1)
+    (stale,) = first.tick()
+    clock.now = _at(10, 1, 0)
+    (fresh,) = second.tick()
+    assert fresh.fencing_token > stale.fencing_token
+    old = StoreJobState(first.engine, "sample.minutely", stale.fencing_token, clock)
+    new = StoreJobState(first.engine, "sample.minutely", fresh.fencing_token, clock)
+    new.set("cursor", "b")
+    with pytest.raises(StaleLeaseError):
+        old.set("cursor", "a")
+    with pytest.raises(StaleLeaseError):
+        old.record("batch-1")
+    assert new.get("cursor") == "b"
+    assert new.record("batch-1") and not new.record("batch-1")
+    assert new.seen("batch-1")
+
+
+def test_every_run_outcome_is_what_the_run_log_saw(
+    replicas: Any, clock: ManualClock, run_log: Path
+) -> None:
+    (host,) = replicas([{**EVERY_MINUTE, "behaviour": "raise"}])
+    clock.now = _at(10, 0, 1)
+    (claim,) = host.tick()
+    assert host.finish(claim) == "failed"
+    (run,) = _runs(host.engine)
+    assert (run.error_type, run.error_message) == ("RuntimeError", "bug on attempt 1")
+    assert run_log.read_text().split()[1] == claim.run_id

@@ -1,0 +1,32 @@
+"""Helpers shared by test modules (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from jobhost.catalog import Catalog, build_catalog
+from jobhost.config import Settings
+
+SAMPLE_PLUGIN = os.path.join(os.path.dirname(__file__), "plugins", "sample_jobs.py")
+
+
+class ManualClock:
+    """An injected clock the test moves by hand."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        self.now += timedelta(**delta)
+        return self.now
+
+
+def sample_catalog(settings: Settings) -> Catalog:
+    """The catalog of ``settings`` with installed entry-point plugins left out."""
+    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": ""})
+    assert catalog.ok, [p.line() for p in catalog.problems]
+    return catalog

@@ -1,0 +1,150 @@
+"""The firing plan: which due occurrence runs, and what is recorded for every other one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from jobhost.triggers import cron_schedule
+from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
+
+from jobhost.firing.plan import (
+    MAX_ENUMERATED,
+    FiringPlan,
+    JobPolicy,
+    NotRun,
+    due_occurrences,
+    plan_firing,
+)
+
+HOURLY = cron_schedule("0 * * * *")
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
+
+
+def _plan(
+    now: datetime,
+    *,
+    first: datetime = T0,
+    policy: JobPolicy | None = None,
+    paused: bool = False,
+    blocked: bool = False,
+    missed_through: datetime | None = None,
+) -> FiringPlan:
+    return plan_firing(
+        due_occurrences(HOURLY, first, now),
+        now=now,
+        policy=policy or JobPolicy(),
+        paused=paused,
+        blocked=blocked,
+        missed_through=missed_through,
+    )
+
+
+def _hours(*offsets: int) -> list[datetime]:
+    return [T0 + timedelta(hours=h) for h in offsets]
+
+
+def test_nothing_due_plans_nothing() -> None:
+    assert _plan(T0 - timedelta(seconds=1)) == FiringPlan()
+
+
+def test_on_time_occurrence_runs_as_scheduled_and_advances() -> None:
+    plan = _plan(T0 + timedelta(milliseconds=3))
+    assert plan.run == T0
+    assert plan.source is TriggerSource.SCHEDULE
+    assert plan.not_run == []
+    assert plan.next_occurrence == T0 + timedelta(hours=1)
+
+
+def test_run_once_after_downtime_runs_the_newest_and_records_the_rest_missed() -> None:
+    plan = _plan(T0 + timedelta(hours=3, minutes=10))
+    assert plan.run == T0 + timedelta(hours=3)
+    assert plan.source is TriggerSource.CATCH_UP
+    assert plan.not_run == [NotRun(o, "missed", "downtime") for o in _hours(0, 1, 2)]
+    assert plan.next_occurrence == T0 + timedelta(hours=4)
+
+
+def test_catch_up_runs_the_oldest_first_and_keeps_the_backlog() -> None:
+    plan = _plan(
+        T0 + timedelta(hours=2, minutes=5), policy=JobPolicy(misfire=MisfirePolicy.CATCH_UP)
+    )
+    assert plan.run == T0
+    assert plan.source is TriggerSource.CATCH_UP
+    assert plan.not_run == []
+    assert plan.next_occurrence == T0 + timedelta(hours=1)
+
+
+def test_catch_up_beyond_its_bound_records_the_oldest_missed() -> None:
+    policy = JobPolicy(misfire=MisfirePolicy.CATCH_UP, catch_up_limit=2)
+    plan = _plan(T0 + timedelta(hours=4, minutes=1), policy=policy)
+    assert plan.not_run == [NotRun(o, "missed", "catch-up bound") for o in _hours(0, 1, 2)]
+    assert plan.run == T0 + timedelta(hours=3)
+    assert plan.next_occurrence == T0 + timedelta(hours=4)
+
+
+def test_catch_up_waits_for_a_running_run_instead_of_skipping() -> None:
+    policy = JobPolicy(misfire=MisfirePolicy.CATCH_UP)
+    plan = _plan(T0 + timedelta(hours=1, minutes=1), policy=policy, blocked=True)
+    assert plan.run is None
+    assert plan.not_run == []
+    assert plan.next_occurrence is None
+
+
+def test_skip_policy_runs_only_within_grace() -> None:
+    policy = JobPolicy(misfire=MisfirePolicy.SKIP, misfire_grace=timedelta(minutes=5))
+    late = _plan(T0 + timedelta(minutes=6), policy=policy)
+    assert late.run is None
+    assert late.not_run == [NotRun(T0, "missed", "misfire grace")]
+    assert late.next_occurrence == T0 + timedelta(hours=1)
+    in_time = _plan(T0 + timedelta(minutes=4), policy=policy)
+    assert in_time.run == T0
+
+
+def test_forbidden_overlap_records_skipped_and_moves_on() -> None:
+    plan = _plan(T0 + timedelta(seconds=1), blocked=True)
+    assert plan.run is None
+    assert plan.not_run == [NotRun(T0, "skipped", "overlap")]
+    assert plan.next_occurrence == T0 + timedelta(hours=1)
+
+
+def test_paused_records_missed_once_and_keeps_its_place() -> None:
+    first = _plan(T0 + timedelta(minutes=1), paused=True)
+    assert first.not_run == [NotRun(T0, "missed", "paused")]
+    assert first.next_occurrence is None
+    assert first.missed_through == T0
+    later = _plan(T0 + timedelta(hours=1, minutes=1), paused=True, missed_through=T0)
+    assert later.not_run == [NotRun(T0 + timedelta(hours=1), "missed", "paused")]
+
+
+def test_resume_applies_the_misfire_policy_without_recording_twice() -> None:
+    through = T0 + timedelta(hours=1)
+    plan = _plan(T0 + timedelta(hours=1, minutes=30), missed_through=through)
+    assert plan.run == through
+    assert plan.not_run == []
+    assert plan.missed_through is None
+    catch_up = _plan(
+        T0 + timedelta(hours=1, minutes=30),
+        missed_through=through,
+        policy=JobPolicy(misfire=MisfirePolicy.CATCH_UP, overlap=OverlapPolicy.FORBID),
+    )
+    assert catch_up.run == T0
+
+
+def test_enumeration_is_bounded_for_a_very_long_backlog() -> None:
+    every_second = cron_schedule("* * * * * *")
+    now = T0 + timedelta(seconds=MAX_ENUMERATED + 500)
+    due = due_occurrences(every_second, T0, now)
+    assert len(due.due) == MAX_ENUMERATED
+    assert due.unlisted == 501
+    assert due.following == now + timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("policy", list(MisfirePolicy))
+def test_every_due_occurrence_is_run_or_recorded(policy: MisfirePolicy) -> None:
+    now = T0 + timedelta(hours=5, minutes=30)
+    plan = _plan(now, policy=JobPolicy(misfire=policy, catch_up_limit=3))
+    accounted = {n.occurrence for n in plan.not_run} | ({plan.run} if plan.run else set())
+    pending = {
+        o for o in _hours(0, 1, 2, 3, 4, 5) if plan.next_occurrence and o >= plan.next_occurrence
+    }
+    assert accounted | pending == set(_hours(0, 1, 2, 3, 4, 5))
