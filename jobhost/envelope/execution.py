@@ -29,6 +29,7 @@ __all__ = ["Outcome", "execute_executor"]
 _log = logging.getLogger("jobhost.envelope")
 
 TIMEOUT_REASON = "timeout"
+_SUPERVISION_STEP = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +68,15 @@ def execute_executor(
         if cancellation.cancelled:
             thread.join(grace)
             break
-        wait = 0.2 if deadline is None else max(min(0.2, deadline - time.monotonic()), 0)
-        if deadline is not None and wait <= 0:
-            cancellation.cancel(TIMEOUT_REASON)
-            continue
-        cancellation.wait(wait)
+        # join returns the moment the executor finishes; the slice bounds how late a
+        # cancellation or a deadline is noticed.
+        step = _SUPERVISION_STEP
+        if deadline is not None:
+            step = min(step, deadline - time.monotonic())
+            if step <= 0:
+                cancellation.cancel(TIMEOUT_REASON)
+                continue
+        thread.join(step)
     if thread.is_alive():
         _log.warning(
             "job %s run %s ignored cancellation (%s) for %.1fs; recording it and moving on",
@@ -87,10 +92,15 @@ def execute_executor(
             stuck=True,
         )
     result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
-    if cancellation.cancelled and result.outcome == "succeeded":
-        # Work after cancellation may be partial; the ledger must not call it a success.
-        return Outcome(_cancel_outcome(cancellation), value=result.value,
-                       error_message=f"cancelled: {cancellation.reason}")
+    if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:
+        # Whatever an executor returns after being cancelled describes a partial run.
+        return Outcome(
+            _cancel_outcome(cancellation),
+            value=result.value,
+            error_type=result.error_type,
+            error_message=result.error_message or f"cancelled: {cancellation.reason}",
+            exception=result.exception,
+        )
     return result
 
 

@@ -189,7 +189,7 @@ def _parse(expression: str) -> _Fields:
         month,
         weekday,
         # Debian cron: a day field starting with '*' takes no part in the OR; it filters.
-        either_day=False,
+        either_day=not _unrestricted(day_text) and not _unrestricted(weekday_text),
         fixed_time=not texts[1].startswith("*") and not texts[2].startswith("*"),
     )
 

@@ -9,6 +9,7 @@ a run that stopped between its work and its cursor commit replays that batch har
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Callable
@@ -135,7 +136,9 @@ class _Run:
         report.scanned += 1
         if entry.kind is not EntryKind.FILE:
             report.skipped += 1
-            self.context.logger.info("skipped %s (%s)", entry.relative, entry.kind.value)
+            # Our own quarantine is expected every run; a link or a socket is worth a look.
+            level = logging.DEBUG if entry.kind is EntryKind.QUARANTINE else logging.INFO
+            self.context.logger.log(level, "skipped %s (%s)", entry.relative, entry.kind.value)
             return
         if entry.relative in self.references.paths:
             return

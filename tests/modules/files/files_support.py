@@ -89,7 +89,7 @@ def write_file(path: Path, mtime: float, content: str = "data\n") -> Path:
     return path
 
 
-def write_references(database: Path, paths: Iterable[str]) -> None:
+def write_references(database: Path, paths: Iterable[str | None]) -> None:
     connection = sqlite3.connect(database)
     with connection:
         connection.execute("CREATE TABLE IF NOT EXISTS refs (path TEXT)")

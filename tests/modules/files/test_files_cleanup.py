@@ -199,7 +199,12 @@ def test_cancellation_stops_after_the_current_batch_and_the_next_run_resumes(
     root = Path(tree["root"])
     cancellation = Cancellation()
     state = DictState()
-    state.after_set = lambda key, value: value and cancellation.cancel("shutdown")
+
+    def shut_down_after_a_commit(key: str, value: str) -> None:
+        if value:  # not the lease proof ("") but a batch commit
+            cancellation.cancel("shutdown")
+
+    state.after_set = shut_down_after_a_commit
 
     first = run(tree, state, cancellation=cancellation).unwrap()
 

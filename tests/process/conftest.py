@@ -1,0 +1,108 @@
+"""Real ``jobhost run`` processes against one PostgreSQL schema."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.store.schema import runs
+from tests.support import SAMPLE_PLUGIN
+
+
+class HostProcess:
+    """One ``jobhost run`` child process, its log in a file."""
+
+    def __init__(self, host_id: str, config: Path, log: Path, env: dict[str, str]) -> None:
+        self.host_id = host_id
+        self.log_path = log
+        self._log = log.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jobhost", "--config", str(config), "run"],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+
+@pytest.fixture
+def cluster(postgres_url: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start hosts sharing one store: ``cluster(jobs, hosts=[{...env...}], **settings)``."""
+    started: list[HostProcess] = []
+    engines: list[Engine] = []
+
+    def start(
+        jobs: list[dict[str, Any]], hosts: list[dict[str, str]], **settings: str
+    ) -> tuple[Engine, list[HostProcess]]:
+        config = tmp_path / "jobhost.toml"
+        lines = [f'database_url = "{postgres_url}"', f'plugins = ["{SAMPLE_PLUGIN}"]']
+        lines += [f'{key} = "{value}"' for key, value in settings.items()]
+        lines += ["[modules.sample]", f'log = "{tmp_path / "runs.log"}"']
+        for job in jobs:
+            lines.append("[[modules.sample.jobs]]")
+            lines += [f"{k} = {_toml(v)}" for k, v in job.items()]
+        config.write_text("\n".join(lines) + "\n")
+        engine = create_store_engine(postgres_url)
+        engines.append(engine)
+        upgrade(engine)
+        for index, extra in enumerate(hosts):
+            host_id = extra.get("JOBHOST_HOST_ID", f"replica-{index}")
+            env = {**os.environ, "JOBHOST_LOAD_PLUGINS": "", "JOBHOST_HOST_ID": host_id, **extra}
+            started.append(HostProcess(host_id, config, tmp_path / f"{host_id}.log", env))
+        return engine, started[-len(hosts):]
+
+    yield start
+    for host in started:
+        host.stop()
+    for engine in engines:
+        engine.dispose()
+
+
+def ledger(engine: Engine) -> list[RunRecord]:
+    with reading(engine) as connection:
+        rows = connection.execute(select(runs).order_by(runs.c.queued_at)).mappings()
+        return [RunRecord.from_row(r) for r in rows]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return f'"{value}"'

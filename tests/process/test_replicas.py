@@ -1,0 +1,124 @@
+"""Several real hosts on one PostgreSQL store: exactly once, dead hosts, wrong clocks, shutdown."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from jobhost.store import HostRecord, reading
+from jobhost.store.schema import hosts
+from tests.process.conftest import ledger, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def test_three_hosts_run_every_occurrence_of_thirty_jobs_exactly_once(cluster: Any) -> None:
+    jobs = [{"name": f"sample.every-second-{i:02d}", "cron": "* * * * * *"} for i in range(30)]
+    engine, replicas = cluster(jobs, hosts=[{}, {}, {}], heartbeat_interval="1s")
+    wait_for(lambda: len({r.host_id for r in ledger(engine)}) == 3, 30, "all three hosts to run")
+    time.sleep(20)
+    for replica in replicas:
+        replica.signal(signal.SIGTERM)
+    for replica in replicas:
+        assert replica.wait(30) == 0, replica.log()
+    rows = ledger(engine)
+    first_second = min(r.occurrence for r in rows if r.occurrence) + timedelta(seconds=3)
+    last_second = max(r.occurrence for r in rows if r.occurrence) - timedelta(seconds=3)
+    window = [r for r in rows if r.occurrence and first_second <= r.occurrence <= last_second]
+    seconds = int((last_second - first_second).total_seconds()) + 1
+    assert seconds >= 15
+    per_occurrence = Counter((r.job_name, r.occurrence) for r in window)
+    assert len(per_occurrence) == 30 * seconds, "an occurrence in the window has no row"
+    assert set(per_occurrence.values()) == {1}, "an occurrence has more than one row"
+    assert {r.outcome for r in window} == {"succeeded"}
+    assert len({r.host_id for r in window}) == 3
+
+
+def test_a_killed_hosts_run_is_abandoned_and_a_survivor_runs_the_next(cluster: Any) -> None:
+    job = {"name": "sample.slow", "cron": "*/4 * * * * *", "behaviour": "sleep", "seconds": 3}
+    engine, replicas = cluster(
+        [job], hosts=[{}, {}], lease_duration="3s", heartbeat_interval="1s"
+    )
+    running = wait_for(
+        lambda: [r for r in ledger(engine) if r.outcome == "running"], 30, "a running run"
+    )[0]
+    victim = next(r for r in replicas if r.host_id == running.host_id)
+    survivor = next(r for r in replicas if r.host_id != running.host_id)
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    abandoned = wait_for(
+        lambda: [r for r in ledger(engine) if r.id == running.id and r.outcome == "abandoned"],
+        15,
+        "the killed host's run to be recorded abandoned",
+    )[0]
+    assert "stopped renewing" in (abandoned.error_message or "")
+    later = wait_for(
+        lambda: [
+            r for r in ledger(engine)
+            if r.occurrence and running.occurrence and r.occurrence > running.occurrence
+            and r.host_id == survivor.host_id and r.attempt == 1
+        ],
+        15,
+        "the survivor to run a later occurrence",
+    )
+    assert later
+
+
+def test_a_host_with_a_fast_clock_runs_nothing_early_and_nothing_twice(cluster: Any) -> None:
+    jobs = [{"name": f"sample.tick-{i}", "cron": "*/2 * * * * *"} for i in range(3)]
+    engine, replicas = cluster(
+        jobs,
+        hosts=[{"JOBHOST_CLOCK_OFFSET": "30s"}, {}],
+        heartbeat_interval="1s",
+    )
+    fast = replicas[0]
+    wait_for(
+        lambda: any(r.host_id == fast.host_id for r in ledger(engine)), 30, "the fast host to run"
+    )
+    time.sleep(8)
+    for replica in replicas:
+        replica.signal(signal.SIGTERM)
+        replica.wait(30)
+    rows = [r for r in ledger(engine) if r.attempt == 1]
+    assert all(r.started_at and r.occurrence and r.started_at >= r.occurrence for r in rows)
+    assert max(Counter((r.job_name, r.occurrence) for r in rows).values()) == 1
+    with reading(engine) as connection:
+        records = [HostRecord.from_row(h) for h in connection.execute(select(hosts)).mappings()]
+    skew = {h.id: h.clock_skew_seconds for h in records}
+    assert 29 < skew[fast.host_id] < 31
+    assert abs(skew[replicas[1].host_id]) < 1
+
+
+def test_sigterm_cancels_the_run_releases_the_lease_and_another_host_goes_on(
+    cluster: Any,
+) -> None:
+    job = {"name": "sample.long", "cron": "*/3 * * * * *", "behaviour": "sleep", "seconds": 60}
+    engine, replicas = cluster(
+        [job], hosts=[{}, {}], shutdown_grace="10s", heartbeat_interval="1s"
+    )
+    running = wait_for(
+        lambda: [r for r in ledger(engine) if r.outcome == "running"], 30, "a running run"
+    )[0]
+    stopping = next(r for r in replicas if r.host_id == running.host_id)
+    other = next(r for r in replicas if r.host_id != running.host_id)
+    began = time.monotonic()
+    stopping.signal(signal.SIGTERM)
+    assert stopping.wait(15) == 0
+    assert time.monotonic() - began < 10
+    (cancelled,) = [r for r in ledger(engine) if r.id == running.id]
+    assert cancelled.outcome == "cancelled"
+    later = wait_for(
+        lambda: [
+            r for r in ledger(engine)
+            if r.host_id == other.host_id and r.attempt == 1 and r.outcome == "running"
+        ],
+        15,
+        "the other host to run the next occurrence",
+    )
+    assert later[0].occurrence and running.occurrence and later[0].occurrence > running.occurrence
