@@ -130,6 +130,8 @@ def _toml(text: str) -> str:
 
 def _summary(layout: DemoLayout) -> str:
     quarantine = layout.root / ".jobhost-quarantine"
+    # The console script beside this interpreter: the newcomer's shell may not have it on PATH.
+    command = Path(sys.executable).parent / "jobhost"
     return f"""\
 jobhost demo ready in {layout.directory}
   files-root/   {len(REFERENCED)} referenced files, {len(ORPHANS)} orphans 2 days old, \
@@ -138,10 +140,10 @@ jobhost demo ready in {layout.directory}
   jobhost.toml  store {layout.store_db.name}; files.orphan-cleanup every minute; \
 http.demo-ping every 20s
 
-Try:
-  jobhost --config {layout.config} validate
-  jobhost --config {layout.config} run        # leave it a minute, then Ctrl-C
-  jobhost --config {layout.config} report
+The host starts now (python3 scripts/dev.py run); in another terminal, try:
+  {command} --config {layout.config} report
+  {command} --config {layout.config} history files.orphan-cleanup
+  {command} --config {layout.config} trigger files.orphan-cleanup --reason "try it"
 
 You will see: files.orphan-cleanup succeed and move the {len(ORPHANS)} orphans to
   {quarantine}/<today>/, keeping the referenced files and the young upload, and counting the

@@ -23,6 +23,8 @@ VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 PACKAGES = ["contracts", "modules/files", "modules/http", ".[test]"]
 _STAMP = VENV / ".installed"
+POSTGRES_ENV = "JOBHOST_TEST_POSTGRES_URL"
+LOCAL_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def main(argv: list[str]) -> int:
@@ -36,6 +38,9 @@ def main(argv: list[str]) -> int:
     if command == "lint":
         return _lint()
     if command == "test":
+        if not os.environ.get(POSTGRES_ENV):
+            os.environ[POSTGRES_ENV] = LOCAL_POSTGRES
+            print(f"{POSTGRES_ENV} not set; using {LOCAL_POSTGRES}", file=sys.stderr)
         return _lint() or _run([str(BIN / "pytest"), *rest])
     return _run_demo(rest)
 
@@ -75,7 +80,11 @@ def _ensure_environment() -> None:
 def _fingerprint() -> str:
     """Reinstall whenever a dependency list changes, never otherwise."""
     digest = hashlib.sha256()
-    for name in ["constraints.txt", "pyproject.toml", *(f"{p}/pyproject.toml" for p in PACKAGES[:-1])]:
+    for name in [
+        "constraints.txt",
+        "pyproject.toml",
+        *(f"{p}/pyproject.toml" for p in PACKAGES[:-1]),
+    ]:
         digest.update((ROOT / name).read_bytes())
     return digest.hexdigest()
 

@@ -80,7 +80,7 @@ def run_log(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sample_settings(store_url: str, run_log: Path) -> Callable[..., Settings]:
-    """Settings on this test's store with ``[[modules.sample.jobs]]`` entries and no other plugin."""
+    """Settings on this test's store with ``[[modules.sample.jobs]]`` entries, no other plugin."""
 
     def make(jobs: list[dict[str, Any]], **values: Any) -> Settings:
         return Settings(

@@ -142,5 +142,7 @@ def _read(section: Mapping[str, Any]) -> RetentionSettings:
         if not isinstance(values[key], str):
             raise ValueError(f"[modules.jobhost] {key} = {values[key]!r}: must be a string")
     if not isinstance(values["enabled"], bool):
-        raise ValueError(f"[modules.jobhost] enabled = {values['enabled']!r}: must be true or false")
+        raise ValueError(
+            f"[modules.jobhost] enabled = {values['enabled']!r}: must be true or false"
+        )
     return RetentionSettings(**values)

@@ -23,7 +23,14 @@ from jobhost.catalog.validation import (
     pair_problems,
 )
 from jobhost.config import Settings
-from jobhost.plugins import PluginJob, PluginProblem, collect_jobs, load_plugins, read_only
+from jobhost.plugins import (
+    PluginJob,
+    PluginProblem,
+    collect_audit_sinks,
+    collect_jobs,
+    load_plugins,
+    read_only,
+)
 
 __all__ = ["build_catalog"]
 
@@ -51,7 +58,8 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
     """
     plugins = load_plugins(settings, environ=environ)
     collected, call_problems = collect_jobs(plugins, settings.modules)
-    problems = [_plugin_problem(p) for p in [*plugins.problems, *call_problems]]
+    sinks, sink_problems = collect_audit_sinks(plugins, settings.modules)
+    problems = [_plugin_problem(p) for p in [*plugins.problems, *call_problems, *sink_problems]]
 
     modules = read_only(settings.modules)
     first: dict[str, PluginJob] = {}
@@ -81,6 +89,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         jobs={name: jobs[name] for name in sorted(jobs)},
         problems=_ordered(problems),
         plugins=tuple(plugins.names),
+        audit_sinks=tuple(sinks),
     )
 
 

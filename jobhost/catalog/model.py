@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor
+from jobhost_contracts import AuditSink, BackgroundJobDeclaration, IJobExecutor
 
 from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
@@ -137,6 +137,8 @@ class Catalog:
     jobs: dict[str, JobSpec]
     problems: list[Problem]
     plugins: tuple[str, ...] = field(default=())
+    audit_sinks: tuple[AuditSink, ...] = field(default=())
+    """Sinks the plugins added through ``jobhost_audit_sinks``, after the built-in ones."""
 
     @property
     def ok(self) -> bool:

@@ -93,6 +93,8 @@ def configure_logging(level: str) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Migration chatter is not news to an operator; the host says what the upgrade did.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 def _register_commands() -> None:

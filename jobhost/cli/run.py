@@ -9,6 +9,7 @@ import click
 from jobhost.cli._app import EXIT_INVALID, cli, configure_logging
 from jobhost.cli._context import load_catalog, open_store, settings_of
 from jobhost.config import redact_url
+from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.firing.host import Host
 from jobhost.store import upgrade
 
@@ -35,5 +36,7 @@ def run(ctx: click.Context) -> None:
         if before != after:
             click.echo(f"jobhost: schema upgraded from {before or 'empty'} to {after}", err=True)
     engine = open_store(settings)
-    host = Host(settings, catalog, engine)
+    telemetry = configure_telemetry()
+    telemetry.install_globally()
+    host = Host(settings, catalog, engine, telemetry=telemetry)
     sys.exit(host.run_forever())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobhost_contracts import format_duration, parse_duration
+
 from jobhost.config.loading import CONFIG_ENV, load_settings
 from jobhost.config.redaction import redact_text, redact_url
 from jobhost.config.settings import Duration, JobOverride, Settings

@@ -6,10 +6,9 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
+from jobhost_contracts import parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
-
-from jobhost_contracts import parse_duration
 
 __all__ = ["Duration", "JobOverride", "Settings"]
 
@@ -116,7 +115,10 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "poll_interval", "lease_duration", "heartbeat_interval", "shutdown_grace",
+        "poll_interval",
+        "lease_duration",
+        "heartbeat_interval",
+        "shutdown_grace",
         "audit_sink_timeout",
     )
     @classmethod

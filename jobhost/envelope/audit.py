@@ -48,8 +48,14 @@ def deliver(
         name = getattr(sink, "name", type(sink).__name__)
         failed.append(name)
         telemetry.sink_failures.add(1, {"sink": name, "job": entry.job_name})
-        _log.warning("audit sink %s failed for run %s of %s: %s; the outcome (%s) stands",
-                     name, entry.run_id, entry.job_name, error, entry.outcome)
+        _log.warning(
+            "audit sink %s failed for run %s of %s: %s; the outcome (%s) stands",
+            name,
+            entry.run_id,
+            entry.job_name,
+            error,
+            entry.outcome,
+        )
     return failed
 
 

@@ -165,31 +165,50 @@ class RunEnvelope:
                         error_message=_redacted(outcome.error_message),
                         trace_id=trace_id,
                     )
-                    recorded = finish_run(connection, claim.run_id, claim.job_name, self._host_id, end)
-                    if recorded and should_retry(spec.declaration.retry, outcome.outcome, claim.attempt):
+                    recorded = finish_run(
+                        connection, claim.run_id, claim.job_name, self._host_id, end
+                    )
+                    if recorded and should_retry(
+                        spec.declaration.retry, outcome.outcome, claim.attempt
+                    ):
                         row = connection.execute(select(runs).where(runs.c.id == claim.run_id))
                         failed = RunRecord.from_row(row.mappings().one())
                         delay = retry_delay(spec.declaration.retry, claim.attempt)
-                        queue_retry(connection, failed, run_id=new_run_id(), now=now,
-                                    not_before=now + delay)
-                        _log.info("job %s: attempt %d %s; retry in %.1fs", claim.job_name,
-                                  claim.attempt, outcome.outcome, delay.total_seconds())
+                        queue_retry(
+                            connection, failed, run_id=new_run_id(), now=now, not_before=now + delay
+                        )
+                        _log.info(
+                            "job %s: attempt %d %s; retry in %.1fs",
+                            claim.job_name,
+                            claim.attempt,
+                            outcome.outcome,
+                            delay.total_seconds(),
+                        )
                 if not recorded:
                     _log.warning(
                         "job %s run %s finished %s, but its lease had been taken over; "
                         "the ledger keeps the other replica's verdict",
-                        claim.job_name, claim.run_id, outcome.outcome,
+                        claim.job_name,
+                        claim.run_id,
+                        outcome.outcome,
                     )
                 return now
             except (OperationalError, DBAPIError) as error:
                 if pause is None or (self._stopping() and attempt >= 2):
                     _log.error(
                         "job %s run %s finished %s but the store could not record it: %s",
-                        claim.job_name, claim.run_id, outcome.outcome, redact_text(str(error)),
+                        claim.job_name,
+                        claim.run_id,
+                        outcome.outcome,
+                        redact_text(str(error)),
                     )
                     return now
-                _log.warning("store unreachable while recording run %s (%s); retrying in %ss",
-                             claim.run_id, type(error).__name__, pause)
+                _log.warning(
+                    "store unreachable while recording run %s (%s); retrying in %ss",
+                    claim.run_id,
+                    type(error).__name__,
+                    pause,
+                )
                 time.sleep(pause)
 
         return now

@@ -111,8 +111,14 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
             value = asyncio.run(_drive(value, context.cancellation))
         deliver(_from_result(value, context.cancellation))
     except (JobCancelled, asyncio.CancelledError) as error:
-        deliver(Outcome(_cancel_outcome(context.cancellation), error_type=type(error).__name__,
-                        error_message=str(error) or "cancelled", exception=error))
+        deliver(
+            Outcome(
+                _cancel_outcome(context.cancellation),
+                error_type=type(error).__name__,
+                error_message=str(error) or "cancelled",
+                exception=error,
+            )
+        )
     except Exception as error:
         _log.error(
             "job %s run %s raised %s: %s",
@@ -122,8 +128,11 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
             error,
             exc_info=error,
         )
-        deliver(Outcome("failed", error_type=type(error).__name__, error_message=str(error),
-                        exception=error))
+        deliver(
+            Outcome(
+                "failed", error_type=type(error).__name__, error_message=str(error), exception=error
+            )
+        )
 
 
 async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
@@ -143,8 +152,12 @@ def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
             return Outcome("succeeded", value=inner)
         case Failure(error):
             if isinstance(error, BaseException):
-                return Outcome("failed", error_type=type(error).__name__,
-                               error_message=str(error), exception=error)
+                return Outcome(
+                    "failed",
+                    error_type=type(error).__name__,
+                    error_message=str(error),
+                    exception=error,
+                )
             return Outcome("failed", error_type="Failure", error_message=str(error))
     return Outcome(
         "failed",

@@ -43,8 +43,9 @@ class Telemetry:
         self.tracer = self.tracer_provider.get_tracer("jobhost")
         meter = self.meter_provider.get_meter(METER_NAME)
         self.runs = meter.create_counter(
-            "jobhost.runs", unit="{run}", description="Finished runs and recorded occurrences, "
-            "by job and outcome"
+            "jobhost.runs",
+            unit="{run}",
+            description="Finished runs and recorded occurrences, by job and outcome",
         )
         self.duration = meter.create_histogram(
             "jobhost.run.duration", unit="s", description="Run duration"
@@ -53,9 +54,15 @@ class Telemetry:
             "jobhost.run.lag", unit="s", description="Start minus scheduled occurrence"
         )
         self.sink_failures = meter.create_counter(
-            "jobhost.audit.sink_failures", unit="{failure}",
+            "jobhost.audit.sink_failures",
+            unit="{failure}",
             description="Audit sinks that raised or timed out, by sink",
         )
+
+    def install_globally(self) -> None:
+        """Make these providers the process's, so executors' own spans nest under run spans."""
+        trace.set_tracer_provider(self.tracer_provider)
+        metrics.set_meter_provider(self.meter_provider)
 
     def flush(self, timeout_millis: int = 5000) -> None:
         """Push out what is buffered (a short-lived ``jobhost trigger`` calls this before exit)."""
@@ -86,10 +93,14 @@ def configure_telemetry(
 
 def _protocol(signal: str) -> str:
     return (
-        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    ).strip().lower()
+        (
+            os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+            or "http/protobuf"
+        )
+        .strip()
+        .lower()
+    )
 
 
 def _wanted(signal: str) -> bool:

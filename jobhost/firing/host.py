@@ -14,12 +14,12 @@ import socket
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import FrameType
 from importlib.metadata import version as package_version
+from types import FrameType
 
 from jobhost_contracts import AuditSink, Cancellation
 from sqlalchemy.engine import Engine
@@ -31,9 +31,8 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.policy import lease_for
 from jobhost.firing.tick import Ticker
-from jobhost.store import Clock, SystemClock, database_now
+from jobhost.store import Clock, SystemClock, database_now, ledger
 from jobhost.store import hosts as host_rows
-from jobhost.store import ledger
 from jobhost.store.claims import Claim
 from jobhost.store.signals import SignalWatcher
 
@@ -103,7 +102,7 @@ class Host:
             clock=self.clock,
             grace=settings.shutdown_grace,
             telemetry=self.telemetry,
-            sinks=sinks,
+            sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
         )
@@ -206,7 +205,9 @@ class Host:
             self._record_cancelled(item)
         try:
             with self.engine.begin() as connection:
-                host_rows.mark_stopped(connection, self.host_id, database_now(connection, self.clock))
+                host_rows.mark_stopped(
+                    connection, self.host_id, database_now(connection, self.clock)
+                )
         except (OperationalError, DBAPIError) as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -246,8 +247,9 @@ class Host:
             outcome = self._envelope.run(item.claim, item.spec, item.cancellation)
             _log.info("job %s: run %s %s", item.claim.job_name, item.claim.run_id, outcome.outcome)
         except Exception:
-            _log.exception("job %s: run %s could not be completed", item.claim.job_name,
-                           item.claim.run_id)
+            _log.exception(
+                "job %s: run %s could not be completed", item.claim.job_name, item.claim.run_id
+            )
         finally:
             with self._lock:
                 self._running.pop(item.claim.run_id, None)
@@ -275,8 +277,11 @@ class Host:
                 lost |= ledger.renew_leases(connection, self.host_id, run_ids, now + lease)
         for item in running:
             if item.claim.run_id in lost:
-                _log.warning("job %s run %s lost its lease; cancelling it", item.claim.job_name,
-                             item.claim.run_id)
+                _log.warning(
+                    "job %s run %s lost its lease; cancelling it",
+                    item.claim.job_name,
+                    item.claim.run_id,
+                )
                 item.cancellation.cancel("lease lost")
 
     def _record_cancelled(self, item: _Running) -> None:
@@ -297,8 +302,9 @@ class Host:
                     ),
                 )
         except (OperationalError, DBAPIError) as error:
-            _log.error("could not record run %s cancelled: %s", item.claim.run_id,
-                       redact_text(str(error)))
+            _log.error(
+                "could not record run %s cancelled: %s", item.claim.run_id, redact_text(str(error))
+            )
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1

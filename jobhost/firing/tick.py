@@ -18,13 +18,12 @@ from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.plan import NotRun, due_occurrences, plan_firing
 from jobhost.firing.policy import firing_policy, lease_for, may_start
-from jobhost.triggers import Schedule
-from jobhost.store import ScheduleRecord, reading
-from jobhost.store import claims, ledger
+from jobhost.store import ScheduleRecord, claims, ledger, reading
 from jobhost.store.claims import Claim, OccurrenceTakenError
 from jobhost.store.records import PENDING, RUNNING, RunRecord
 from jobhost.store.registry import DesiredSchedule, SyncPlan, diff_schedules, sync_schedules
 from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.triggers import Schedule
 
 __all__ = ["TickResult", "Ticker", "desired_schedules"]
 
@@ -57,7 +56,9 @@ class Ticker:
         self._lease = lease_duration
         self._desired = desired_schedules(jobs)
         # A stored lease further out than any renewal could set is corrupt or hand-edited.
-        longest = max([lease_for(s.declaration, lease_duration) for s in jobs.values()] or [lease_duration])
+        longest = max(
+            [lease_for(s.declaration, lease_duration) for s in jobs.values()] or [lease_duration]
+        )
         self._implausible_lease = 4 * max(longest, lease_duration)
 
     def sync(self, now: datetime) -> SyncPlan:
@@ -126,7 +127,8 @@ class Ticker:
                 row.next_occurrence is None or row.next_occurrence > expected
             )
             wrong_lease = (
-                row.lease_expires_at is not None and row.lease_expires_at > now + self._implausible_lease
+                row.lease_expires_at is not None
+                and row.lease_expires_at > now + self._implausible_lease
             )
             if not (wrong_next or wrong_lease):
                 continue
@@ -135,20 +137,25 @@ class Ticker:
                 _log.warning(
                     "job %s: stored next occurrence %s is not one its trigger produces "
                     "(expected %s); repaired",
-                    row.job_name, row.next_occurrence, expected,
+                    row.job_name,
+                    row.next_occurrence,
+                    expected,
                 )
                 values["next_occurrence"] = expected
             if wrong_lease:
                 _log.warning(
                     "job %s: stored lease expiry %s is implausibly far ahead; treated as expired",
-                    row.job_name, row.lease_expires_at,
+                    row.job_name,
+                    row.lease_expires_at,
                 )
                 values["lease_expires_at"] = now
             with self._engine.begin() as connection:
                 connection.execute(
                     update(schedules)
-                    .where(schedules.c.job_name == row.job_name,
-                           schedules.c.next_occurrence == row.next_occurrence)
+                    .where(
+                        schedules.c.job_name == row.job_name,
+                        schedules.c.next_occurrence == row.next_occurrence,
+                    )
                     .values(**values)
                 )
                 if wrong_lease and row.lease_run_id:
@@ -184,7 +191,8 @@ class Ticker:
                 if plan.unlisted:
                     _log.warning(
                         "job %s: %d more missed occurrences were not listed one by one",
-                        job_name, plan.unlisted,
+                        job_name,
+                        plan.unlisted,
                     )
                 recorded = claims.record_not_run(
                     connection,
@@ -194,9 +202,13 @@ class Ticker:
                     self._host_id,
                 )
                 next_occurrence = (
-                    plan.next_occurrence if plan.next_occurrence is not None else row.next_occurrence
+                    plan.next_occurrence
+                    if plan.next_occurrence is not None
+                    else row.next_occurrence
                 )
-                if not claims.advance_schedule(connection, row, next_occurrence, plan.missed_through):
+                if not claims.advance_schedule(
+                    connection, row, next_occurrence, plan.missed_through
+                ):
                     raise _MovedOnError(job_name)
                 if recorded:
                     self._count_not_run(job_name, plan.not_run)
@@ -231,8 +243,13 @@ class Ticker:
     def _count_not_run(self, job_name: str, items: list[NotRun]) -> None:
         for item in items:
             self._telemetry.runs.add(1, {"job": job_name, "outcome": item.outcome})
-            _log.info("job %s: occurrence %s %s (%s)", job_name, item.occurrence, item.outcome,
-                      item.reason)
+            _log.info(
+                "job %s: occurrence %s %s (%s)",
+                job_name,
+                item.occurrence,
+                item.outcome,
+                item.reason,
+            )
 
     def _take_requests(self, now: datetime, limit: int) -> list[tuple[Claim, JobSpec]]:
         taken: list[tuple[Claim, JobSpec]] = []
@@ -302,8 +319,12 @@ class Ticker:
                 lease = lease_for(spec.declaration, self._lease)
                 token = claims.take_lease(connection, row, self._host_id, pending.id, now + lease)
                 claim = claims.activate_retry(
-                    connection, pending, host_id=self._host_id, fencing_token=token,
-                    now=now, lease_until=now + lease,
+                    connection,
+                    pending,
+                    host_id=self._host_id,
+                    fencing_token=token,
+                    now=now,
+                    lease_until=now + lease,
                 )
                 if claim is not None:
                     taken.append((claim, spec))
@@ -314,18 +335,26 @@ class Ticker:
         with reading(self._engine) as connection:
             candidates = [
                 connection.execute(
-                    select(schedules.c.next_occurrence).where(
-                        schedules.c.enabled.is_(True), schedules.c.orphaned.is_(False),
+                    select(schedules.c.next_occurrence)
+                    .where(
+                        schedules.c.enabled.is_(True),
+                        schedules.c.orphaned.is_(False),
                         schedules.c.next_occurrence.is_not(None),
-                    ).order_by(schedules.c.next_occurrence).limit(1)
+                    )
+                    .order_by(schedules.c.next_occurrence)
+                    .limit(1)
                 ).scalar(),
                 connection.execute(
-                    select(runs.c.not_before).where(runs.c.outcome == PENDING)
-                    .order_by(runs.c.not_before).limit(1)
+                    select(runs.c.not_before)
+                    .where(runs.c.outcome == PENDING)
+                    .order_by(runs.c.not_before)
+                    .limit(1)
                 ).scalar(),
                 connection.execute(
-                    select(runs.c.lease_expires_at).where(runs.c.outcome == RUNNING)
-                    .order_by(runs.c.lease_expires_at).limit(1)
+                    select(runs.c.lease_expires_at)
+                    .where(runs.c.outcome == RUNNING)
+                    .order_by(runs.c.lease_expires_at)
+                    .limit(1)
                 ).scalar(),
             ]
         times = [c for c in candidates if isinstance(c, datetime)]
@@ -385,6 +414,4 @@ def _overlap_message(running: list[RunRecord]) -> str:
 
 
 def _summary(plan: SyncPlan) -> str:
-    return (
-        f"{len(plan.added)} added, {len(plan.changed)} changed, {len(plan.orphaned)} orphaned"
-    )
+    return f"{len(plan.added)} added, {len(plan.changed)} changed, {len(plan.orphaned)} orphaned"

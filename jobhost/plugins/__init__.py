@@ -7,7 +7,14 @@ exception, so the catalog can list all of them together.
 
 from __future__ import annotations
 
-from jobhost.plugins.calls import HookAnswer, PluginJob, call_each, collect_jobs, read_only
+from jobhost.plugins.calls import (
+    HookAnswer,
+    PluginJob,
+    call_each,
+    collect_audit_sinks,
+    collect_jobs,
+    read_only,
+)
 from jobhost.plugins.discovery import (
     ENTRY_POINT_GROUP,
     LOAD_PLUGINS_ENV,
@@ -26,6 +33,7 @@ __all__ = [
     "PluginProblemCode",
     "PluginSet",
     "call_each",
+    "collect_audit_sinks",
     "collect_jobs",
     "load_plugins",
     "read_only",

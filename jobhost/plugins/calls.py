@@ -14,9 +14,18 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from jobhost_contracts import AuditSink
+
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
-__all__ = ["HookAnswer", "PluginJob", "call_each", "collect_jobs", "read_only"]
+__all__ = [
+    "HookAnswer",
+    "PluginJob",
+    "call_each",
+    "collect_audit_sinks",
+    "collect_jobs",
+    "read_only",
+]
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,29 @@ def collect_jobs(
                     )
                 )
     return jobs, problems
+
+
+def collect_audit_sinks(
+    plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[AuditSink], list[PluginProblem]]:
+    """Ask every plugin for its audit sinks; anything that is not a sink is reported."""
+    answers, problems = call_each(plugins, "jobhost_audit_sinks", {"settings": read_only(modules)})
+    sinks: list[AuditSink] = []
+    for answer in answers:
+        items = _materialise(answer, problems)
+        for position, item in enumerate(items or []):
+            if isinstance(item, AuditSink) and callable(getattr(item, "record", None)):
+                sinks.append(item)
+                continue
+            problems.append(
+                PluginProblem(
+                    answer.plugin,
+                    "plugin-bad-result",
+                    f"jobhost_audit_sinks item {position} is {_describe(item)}, not an audit "
+                    "sink; return objects with a `name` and a `record(entry)` method",
+                )
+            )
+    return sinks, problems
 
 
 def read_only(modules: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:

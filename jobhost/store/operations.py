@@ -38,22 +38,24 @@ def request_run(
 
 
 def get_request(connection: Connection, request_id: str) -> RequestRecord | None:
-    row = connection.execute(
-        select(run_requests).where(run_requests.c.id == request_id)
-    ).mappings().first()
+    row = (
+        connection.execute(select(run_requests).where(run_requests.c.id == request_id))
+        .mappings()
+        .first()
+    )
     return RequestRecord.from_row(row) if row is not None else None
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
-    row = connection.execute(
-        select(schedules).where(schedules.c.job_name == job_name)
-    ).mappings().first()
+    row = (
+        connection.execute(select(schedules).where(schedules.c.job_name == job_name))
+        .mappings()
+        .first()
+    )
     return ScheduleRecord.from_row(row) if row is not None else None
 
 
-def pause_job(
-    connection: Connection, job_name: str, by: str, reason: str, now: datetime
-) -> bool:
+def pause_job(connection: Connection, job_name: str, by: str, reason: str, now: datetime) -> bool:
     """Pause the job for every replica; False when it was already paused."""
     result = connection.execute(
         update(schedules)

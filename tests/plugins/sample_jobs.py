@@ -15,12 +15,14 @@ from datetime import timedelta
 from typing import Any
 
 from jobhost_contracts import (
+    AuditSink,
     BackgroundJobDeclaration,
     JobContext,
     JobRegistration,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
+    RunAuditRecord,
     hookimpl,
     parse_duration,
 )
@@ -31,7 +33,30 @@ from returns.result import Failure, Result, Success
 def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
     section = settings.get("sample", {})
     log = section.get("log")
+    # A test-only knob: a settings error raised the way real modules refuse bad settings.
+    if section.get("broken"):
+        raise ValueError("[modules.sample] broken = true: this module refuses to load")
     return [_registration(entry, log) for entry in section.get("jobs", [])]
+
+
+@hookimpl
+def jobhost_audit_sinks(settings: Mapping[str, Mapping[str, Any]]) -> list[AuditSink]:
+    """``[modules.sample] sinks = ["record", "raise", "hang"]``: sinks that behave so."""
+    return [SampleSink(kind) for kind in settings.get("sample", {}).get("sinks", [])]
+
+
+class SampleSink:
+    def __init__(self, kind: str) -> None:
+        self.name = f"sample-{kind}"
+        self.kind = kind
+        self.received: list[RunAuditRecord] = []
+
+    def record(self, entry: RunAuditRecord) -> None:
+        if self.kind == "raise":
+            raise ConnectionError("audit backend refused the record")
+        if self.kind == "hang":
+            time.sleep(30)
+        self.received.append(entry)
 
 
 class SampleExecutor:
@@ -61,6 +86,11 @@ class SampleExecutor:
             case "ignore-cancel":
                 time.sleep(self.seconds)
                 return Success("ignored cancellation")
+            case "span-context":
+                # Which span is current inside the executor: the run's span, if nesting works.
+                from opentelemetry import trace
+
+                return Success(format(trace.get_current_span().get_span_context().span_id, "016x"))
             case "state":
                 count = int(context.state.get("count") or 0) + 1
                 context.state.set("count", str(count))

@@ -74,7 +74,7 @@ def cluster(postgres_url: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
             host_id = extra.get("JOBHOST_HOST_ID", f"replica-{index}")
             env = {**os.environ, "JOBHOST_LOAD_PLUGINS": "", "JOBHOST_HOST_ID": host_id, **extra}
             started.append(HostProcess(host_id, config, tmp_path / f"{host_id}.log", env))
-        return engine, started[-len(hosts):]
+        return engine, started[-len(hosts) :]
 
     yield start
     for host in started:

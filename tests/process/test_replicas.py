@@ -42,9 +42,7 @@ def test_three_hosts_run_every_occurrence_of_thirty_jobs_exactly_once(cluster: A
 
 def test_a_killed_hosts_run_is_abandoned_and_a_survivor_runs_the_next(cluster: Any) -> None:
     job = {"name": "sample.slow", "cron": "*/4 * * * * *", "behaviour": "sleep", "seconds": 3}
-    engine, replicas = cluster(
-        [job], hosts=[{}, {}], lease_duration="3s", heartbeat_interval="1s"
-    )
+    engine, replicas = cluster([job], hosts=[{}, {}], lease_duration="3s", heartbeat_interval="1s")
     running = wait_for(
         lambda: [r for r in ledger(engine) if r.outcome == "running"], 30, "a running run"
     )[0]
@@ -60,9 +58,13 @@ def test_a_killed_hosts_run_is_abandoned_and_a_survivor_runs_the_next(cluster: A
     assert "stopped renewing" in (abandoned.error_message or "")
     later = wait_for(
         lambda: [
-            r for r in ledger(engine)
-            if r.occurrence and running.occurrence and r.occurrence > running.occurrence
-            and r.host_id == survivor.host_id and r.attempt == 1
+            r
+            for r in ledger(engine)
+            if r.occurrence
+            and running.occurrence
+            and r.occurrence > running.occurrence
+            and r.host_id == survivor.host_id
+            and r.attempt == 1
         ],
         15,
         "the survivor to run a later occurrence",
@@ -99,9 +101,7 @@ def test_sigterm_cancels_the_run_releases_the_lease_and_another_host_goes_on(
     cluster: Any,
 ) -> None:
     job = {"name": "sample.long", "cron": "*/3 * * * * *", "behaviour": "sleep", "seconds": 60}
-    engine, replicas = cluster(
-        [job], hosts=[{}, {}], shutdown_grace="10s", heartbeat_interval="1s"
-    )
+    engine, replicas = cluster([job], hosts=[{}, {}], shutdown_grace="10s", heartbeat_interval="1s")
     running = wait_for(
         lambda: [r for r in ledger(engine) if r.outcome == "running"], 30, "a running run"
     )[0]
@@ -115,10 +115,34 @@ def test_sigterm_cancels_the_run_releases_the_lease_and_another_host_goes_on(
     assert cancelled.outcome == "cancelled"
     later = wait_for(
         lambda: [
-            r for r in ledger(engine)
+            r
+            for r in ledger(engine)
             if r.host_id == other.host_id and r.attempt == 1 and r.outcome == "running"
         ],
         15,
         "the other host to run the next occurrence",
     )
     assert later[0].occurrence and running.occurrence and later[0].occurrence > running.occurrence
+
+
+def test_a_pending_retry_survives_a_restart_and_any_replica_takes_it(cluster: Any) -> None:
+    job = {
+        "name": "sample.flaky",
+        "cron": "*/5 * * * * *",
+        "behaviour": "fail-once",
+        "max_attempts": 2,
+        "backoff": "4s",
+    }
+    engine, (first,) = cluster([job], hosts=[{"JOBHOST_HOST_ID": "first"}], heartbeat_interval="1s")
+    wait_for(lambda: [r for r in ledger(engine) if r.outcome == "pending"], 30, "a pending retry")
+    first.signal(signal.SIGTERM)
+    assert first.wait(15) == 0
+    _, (_second,) = cluster([job], hosts=[{"JOBHOST_HOST_ID": "second"}], heartbeat_interval="1s")
+    retried = wait_for(
+        lambda: [r for r in ledger(engine) if r.attempt == 2 and r.outcome == "succeeded"],
+        20,
+        "the retry to succeed on the second host",
+    )[0]
+    assert (retried.host_id, retried.source) == ("second", "retry")
+    (failed,) = [r for r in ledger(engine) if r.attempt == 1 and r.occurrence == retried.occurrence]
+    assert failed.outcome == "failed" and failed.idempotency_key == retried.idempotency_key

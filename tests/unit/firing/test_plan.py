@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from jobhost.triggers import cron_schedule
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
 
 from jobhost.firing.plan import (
@@ -16,6 +15,7 @@ from jobhost.firing.plan import (
     due_occurrences,
     plan_firing,
 )
+from jobhost.triggers import cron_schedule
 
 HOURLY = cron_schedule("0 * * * *")
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)

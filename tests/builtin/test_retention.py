@@ -1,0 +1,147 @@
+"""``jobhost.run-retention``: old rows go in batches, the newest of every job stay."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+
+import pytest
+from jobhost_contracts import Cancellation, JobContext, TriggerSource
+from returns.result import Success
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from jobhost.builtin.retention import JOB_NAME, RunRetention, jobhost_jobs, purge_runs
+from jobhost.store import StoreJobState, create_store_engine, upgrade
+from jobhost.store.schema import runs
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    made = create_store_engine(store_url)
+    upgrade(made)
+    yield made
+    made.dispose()
+
+
+def _fill(engine: Engine, job: str, ages_days: list[float], outcome: str = "succeeded") -> None:
+    rows = [
+        {
+            "id": uuid.uuid4().hex,
+            "job_name": job,
+            "occurrence": NOW - timedelta(days=age),
+            "attempt": 1,
+            "source": "schedule",
+            "outcome": outcome,
+            "queued_at": NOW - timedelta(days=age),
+        }
+        for age in ages_days
+    ]
+    with engine.begin() as connection:
+        connection.execute(runs.insert(), rows)
+
+
+def _ages(engine: Engine, job: str) -> list[int]:
+    with engine.connect() as connection:
+        times = connection.execute(
+            select(runs.c.queued_at).where(runs.c.job_name == job).order_by(runs.c.queued_at)
+        ).scalars()
+        return sorted(round((NOW - t).total_seconds() / 86400) for t in times)
+
+
+def test_rows_older_than_keep_days_go_except_the_newest_keep_last(engine: Engine) -> None:
+    _fill(engine, "a.busy", [1, 5, 31, 40, 50, 60])
+    _fill(engine, "a.rare", [100, 200, 300])
+    deleted = purge_runs(engine, now=NOW, keep_days=30, keep_last=2, batch_size=500)
+    assert _ages(engine, "a.busy") == [1, 5]
+    # A job that runs rarely keeps its newest rows however old they are.
+    assert _ages(engine, "a.rare") == [100, 200]
+    assert deleted == 5
+
+
+def test_running_and_pending_rows_are_never_purged(engine: Engine) -> None:
+    _fill(engine, "a.job", [90], outcome="running")
+    _fill(engine, "a.job", [91], outcome="pending")
+    _fill(engine, "a.job", [92])
+    assert purge_runs(engine, now=NOW, keep_days=30, keep_last=0, batch_size=10) == 1
+    assert _ages(engine, "a.job") == [90, 91]
+
+
+def test_a_large_ledger_goes_in_bounded_batches(engine: Engine) -> None:
+    _fill(engine, "a.big", [40 + i / 100 for i in range(1200)])
+    batches: list[int] = []
+
+    def _stop() -> bool:
+        with engine.connect() as connection:
+            batches.append(connection.execute(select(func.count()).select_from(runs)).scalar_one())
+        return False
+
+    deleted = purge_runs(
+        engine, now=NOW, keep_days=30, keep_last=50, batch_size=250, should_stop=_stop
+    )
+    assert deleted == 1150
+    assert batches == [1200, 950, 700, 450, 200, 50]
+    assert len(_ages(engine, "a.big")) == 50
+
+
+def test_cancellation_stops_between_batches(engine: Engine) -> None:
+    _fill(engine, "a.big", [40 + i / 100 for i in range(300)])
+    calls = iter([False, True])
+    deleted = purge_runs(
+        engine, now=NOW, keep_days=30, keep_last=0, batch_size=100, should_stop=lambda: next(calls)
+    )
+    assert deleted == 100
+
+
+def test_the_job_is_declared_through_the_hook_with_its_settings() -> None:
+    ((declaration, executor),) = jobhost_jobs(MappingProxyType({"jobhost": {"keep_days": 7}}))
+    assert declaration.name == JOB_NAME and declaration.module == "jobhost"
+    assert isinstance(executor, RunRetention) and executor.config.keep_days == 7
+    with pytest.raises(ValueError, match=r"keep_last = -1"):
+        jobhost_jobs(MappingProxyType({"jobhost": {"keep_last": -1}}))
+    with pytest.raises(ValueError, match=r"keep_dayz"):
+        jobhost_jobs(MappingProxyType({"jobhost": {"keep_dayz": 3}}))
+
+
+def test_the_executor_purges_the_configured_store(
+    engine: Engine, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JOBHOST_CONFIG", raising=False)
+    monkeypatch.setenv("JOBHOST_DATABASE_URL", store_url)
+    old = datetime.now(UTC) - timedelta(days=90)
+    with engine.begin() as connection:
+        connection.execute(
+            runs.insert(),
+            [
+                {
+                    "id": uuid.uuid4().hex,
+                    "job_name": "a.job",
+                    "occurrence": old + timedelta(minutes=i),
+                    "attempt": 1,
+                    "source": "schedule",
+                    "outcome": "succeeded",
+                    "queued_at": old + timedelta(minutes=i),
+                }
+                for i in range(60)
+            ],
+        )
+    ((_, executor),) = jobhost_jobs(MappingProxyType({}))
+    context = JobContext(
+        job_name=JOB_NAME,
+        run_id="r",
+        occurrence=None,
+        attempt=1,
+        source=TriggerSource.MANUAL,
+        idempotency_key="k",
+        fencing_token=1,
+        config=MappingProxyType({}),
+        logger=logging.getLogger("test"),
+        cancellation=Cancellation(),
+        state=StoreJobState(engine, JOB_NAME, 1, lambda: datetime.now(UTC)),
+    )
+    assert executor.execute(context) == Success({"deleted": 10})

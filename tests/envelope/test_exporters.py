@@ -1,0 +1,76 @@
+"""Exporters come from the standard OTEL_* variables, and a dead collector changes nothing."""
+
+from __future__ import annotations
+
+import socket
+import time
+from datetime import timedelta
+
+import pytest
+from jobhost_contracts import Cancellation
+
+from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.firing.tick import Ticker
+from jobhost.store import SystemClock, create_store_engine, upgrade
+from jobhost.store.operations import request_run
+from tests.support import sample_catalog
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_no_endpoint_means_no_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    telemetry = configure_telemetry()
+    try:
+        assert telemetry.tracer_provider._active_span_processor._span_processors == ()  # type: ignore[attr-defined]
+    finally:
+        telemetry.shutdown()
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_an_unreachable_collector_leaves_outcomes_unchanged(
+    monkeypatch: pytest.MonkeyPatch, sample_settings: object, protocol: str, tmp_path: object
+) -> None:
+    port = _closed_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    telemetry = configure_telemetry()
+    processors = telemetry.tracer_provider._active_span_processor._span_processors  # type: ignore[attr-defined]
+    assert len(processors) == 1
+    settings = sample_settings([{"name": "sample.ok", "cron": "0 3 * * *"}])  # type: ignore[operator]
+    engine = create_store_engine(settings.database_url)
+    try:
+        upgrade(engine)
+        catalog = sample_catalog(settings)
+        clock = SystemClock()
+        ticker = Ticker(
+            engine,
+            catalog.jobs,
+            host_id="h",
+            lease_duration=timedelta(minutes=1),
+            telemetry=telemetry,
+        )
+        ticker.sync(clock())
+        envelope = RunEnvelope(
+            engine, host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry
+        )
+        outcomes = []
+        began = time.monotonic()
+        for _ in range(3):
+            with engine.begin() as connection:
+                request_run(connection, "sample.ok", "tester", None, clock())
+            ((claim, spec),) = ticker.tick(clock(), 1).claims
+            outcomes.append(envelope.run(claim, spec, Cancellation()).outcome)
+        # Runs do not wait for the exporter: three runs take far less than one export timeout.
+        assert time.monotonic() - began < 1.0
+        assert outcomes == ["succeeded"] * 3
+        telemetry.flush(timeout_millis=3000)
+    finally:
+        telemetry.shutdown()
+        engine.dispose()

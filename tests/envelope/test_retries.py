@@ -1,0 +1,99 @@
+"""Retry policy: backoff arithmetic, and the pending retry in the ledger under frozen time."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+from jobhost_contracts import Cancellation, RetryPolicy
+from sqlalchemy import select
+
+from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.retries import retry_delay, should_retry
+from jobhost.firing.tick import Ticker
+from jobhost.store import RunRecord, SystemClock, create_store_engine, reading, upgrade
+from jobhost.store.operations import request_run
+from jobhost.store.schema import runs
+from tests.support import sample_catalog
+
+
+def test_backoff_doubles_and_stops_at_its_cap() -> None:
+    policy = RetryPolicy(
+        max_attempts=6, backoff=timedelta(seconds=10), backoff_max=timedelta(seconds=60), jitter=0
+    )
+    assert [retry_delay(policy, n).total_seconds() for n in range(1, 6)] == [10, 20, 40, 60, 60]
+
+
+def test_jitter_spreads_within_its_fraction() -> None:
+    policy = RetryPolicy(max_attempts=3, backoff=timedelta(seconds=100), jitter=0.2)
+    rng = random.Random(7)
+    delays = [retry_delay(policy, 1, rng).total_seconds() for _ in range(200)]
+    assert min(delays) >= 80 and max(delays) <= 120
+    assert max(delays) - min(delays) > 20
+
+
+def test_only_listed_outcomes_retry_and_only_while_attempts_remain() -> None:
+    policy = RetryPolicy(max_attempts=2)
+    assert should_retry(policy, "failed", 1)
+    assert should_retry(policy, "timed_out", 1)
+    assert not should_retry(policy, "cancelled", 1)
+    assert not should_retry(policy, "failed", 2)
+
+
+# Frozen time reaches the host's clock only: on PostgreSQL the database keeps its own.
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_failed_attempt_queues_its_retry_after_the_backoff(
+    sample_settings: Any, telemetry: Any
+) -> None:
+    job = {
+        "name": "sample.flaky",
+        "cron": "0 3 * * *",
+        "behaviour": "fail",
+        "max_attempts": 3,
+        "backoff": "10s",
+    }
+    settings = sample_settings([job])
+    engine = create_store_engine(settings.database_url)
+    try:
+        upgrade(engine)
+        catalog = sample_catalog(settings)
+        clock = SystemClock()
+        with freeze_time("2026-05-04T10:00:00Z") as frozen:
+            ticker = Ticker(
+                engine,
+                catalog.jobs,
+                host_id="h",
+                lease_duration=timedelta(minutes=1),
+                telemetry=telemetry[0],
+            )
+            ticker.sync(clock())
+            envelope = RunEnvelope(
+                engine, host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry[0]
+            )
+            with engine.begin() as connection:
+                request_run(connection, "sample.flaky", "tester", None, clock())
+            ((claim, spec),) = ticker.tick(clock(), 1).claims
+            assert envelope.run(claim, spec, Cancellation()).outcome == "failed"
+            frozen.tick(timedelta(seconds=9))
+            assert ticker.tick(clock(), 1).claims == []
+            frozen.tick(timedelta(seconds=2))
+            ((retry, spec),) = ticker.tick(clock(), 1).claims
+            assert (retry.attempt, retry.source) == (2, "retry")
+            assert retry.idempotency_key == claim.idempotency_key
+            assert envelope.run(retry, spec, Cancellation()).outcome == "failed"
+        with reading(engine) as connection:
+            rows = [
+                RunRecord.from_row(r)
+                for r in connection.execute(select(runs).order_by(runs.c.attempt)).mappings()
+            ]
+        assert [(r.attempt, r.outcome) for r in rows] == [
+            (1, "failed"),
+            (2, "failed"),
+            (3, "pending"),
+        ]
+        assert rows[2].not_before == datetime(2026, 5, 4, 10, 0, 31, tzinfo=UTC)
+    finally:
+        engine.dispose()
