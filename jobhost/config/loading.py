@@ -46,7 +46,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
 def _describe(error: ValidationError) -> list[str]:
     problems: list[str] = []
     for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"])
+        location = ".".join(_key(part) for part in item["loc"])
         field = str(item["loc"][0]) if item["loc"] else ""
         value = item.get("input")
         if field == "database_url" and isinstance(value, str):
@@ -59,3 +59,9 @@ def _describe(error: ValidationError) -> list[str]:
         env = f" (environment JOBHOST_{field.upper()})" if field and "." not in location else ""
         problems.append(f"{location}{env} = {value!r}: {message}")
     return problems
+
+
+def _key(part: object) -> str:
+    """A TOML key as it is written: quoted when it holds a dot (``jobs."files.cleanup"``)."""
+    text = str(part)
+    return f'"{text}"' if "." in text else text

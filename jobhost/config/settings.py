@@ -42,7 +42,9 @@ class Settings(BaseSettings):
         "working directory. Several replicas need PostgreSQL (postgresql+psycopg://...).",
     )
     poll_interval: Duration = Field(
-        timedelta(seconds=30), description="Longest sleep between two looks at the store."
+        timedelta(minutes=5),
+        description="Longest sleep between two looks at the store when nothing is due sooner; "
+        "manual triggers, pause and resume wake the host at once.",
     )
     lease_duration: Duration = Field(
         timedelta(seconds=60),

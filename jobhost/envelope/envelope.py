@@ -49,6 +49,7 @@ class RunEnvelope:
         sink_timeout: timedelta = timedelta(seconds=5),
         stopping: Callable[[], bool] = lambda: False,
         store_time: Callable[[Connection], datetime] | None = None,
+        store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
     ) -> None:
         self._engine = engine
         self._host_id = host_id
@@ -58,6 +59,7 @@ class RunEnvelope:
         self._sinks = [JsonLogSink(), *sinks]
         self._sink_timeout = sink_timeout.total_seconds()
         self._stopping = stopping
+        self._store_retry = tuple(store_retry)
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
@@ -154,7 +156,7 @@ class RunEnvelope:
     ) -> datetime:
         """Write the outcome to the ledger, retrying while the store is away; return its time."""
         now = self._clock()
-        for attempt, pause in enumerate((*_STORE_RETRY_SECONDS, None)):
+        for attempt, pause in enumerate((*self._store_retry, None)):
             try:
                 with self._engine.begin() as connection:
                     now = self._store_time(connection)

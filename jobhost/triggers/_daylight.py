@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 __all__ = ["Calendar", "UnknownTimezoneError", "load_zone", "next_instant"]
 
-Calendar = Callable[[int], "int | None"]
+Calendar = Callable[[int], int | None]
 """The first wall time at or after the given one that the cron fields match (None: never)."""
 
 
@@ -65,7 +65,7 @@ def next_instant(zone: ZoneInfo, calendar: Calendar, *, fixed_time: bool, after:
         segment_start, before, offset = previous
     # Walk the segments of constant offset from `lowest` on; usually the first one answers.
     while True:
-        start = lowest if segment_start is None else max(lowest, segment_start)
+        floor = start = lowest if segment_start is None else max(lowest, segment_start)
         if segment_start is not None and fixed_time:
             if offset > before and segment_start >= lowest:
                 gap_match = calendar(segment_start + before)
@@ -74,13 +74,12 @@ def next_instant(zone: ZoneInfo, calendar: Calendar, *, fixed_time: bool, after:
                 if gap_match < segment_start + offset:
                     return segment_start
             elif offset < before:
-                # The first pass of the repeated wall times already fired: skip the second.
+                # The wall times repeated here had their first pass before the transition.
                 start = max(start, segment_start + before - offset)
         wall = calendar(start + offset)
         if wall is None:
             return None
         candidate = wall - offset
-        floor = lowest if segment_start is None else max(lowest, segment_start)
         following = timeline.first_transition(floor, candidate)
         if following is None:
             return candidate
@@ -94,8 +93,8 @@ class _Transition(NamedTuple):
     after: int
 
 
-# The longest backward shift since 1970 is 7 hours (Antarctica/Vostok, 1994); the second pass
-# of a repeated wall time therefore starts less than this long before any instant in it.
+# A second pass lasts as long as its backward shift, at most 7 hours since 1970
+# (Antarctica/Vostok, 1994): the transition that began the pass an instant is in lies within this.
 _LOOKBACK = 2 * 86400
 # Transitions are sampled every 6 hours and kept in buckets of 1461 samples (a Julian year).
 # Since 1970 no zone has two transitions less than a week apart, so none hides between samples.

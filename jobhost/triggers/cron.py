@@ -23,7 +23,11 @@ __all__ = ["CronNeverFiresError", "CronSchedule", "CronSyntaxError", "cron_sched
 
 
 class CronSyntaxError(ValueError):
-    """A cron expression that does not parse; names the field, its text and the reason."""
+    """A cron expression that does not parse; names the field, its text and the reason.
+
+    ``field`` is ``second``, ``minute``, ``hour``, ``day of month``, ``month``, ``day of week``,
+    or ``expression`` when the number of fields is wrong (then ``text`` is None).
+    """
 
     def __init__(self, expression: str, field: str, reason: str, text: str | None = None) -> None:
         self.expression = expression
@@ -129,7 +133,7 @@ _MONTH = _Field(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
 )
 _WEEKDAY = _Field("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat"), True)
-_FIVE = (_MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
+_FIELDS = (_SECOND, _MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
 
 _MONTH_NAMES = (
     "January",
@@ -165,7 +169,7 @@ class _Fields(NamedTuple):
     day: frozenset[int]
     month: frozenset[int]
     weekday: frozenset[int]
-    """Sunday is 0 only."""
+    """Sunday is 0; a 7 in the expression is folded into it."""
     either_day: bool
     fixed_time: bool
 
@@ -177,10 +181,9 @@ def _parse(expression: str) -> _Fields:
     elif len(texts) != 6:
         raise CronSyntaxError(expression, "expression", _count_reason(texts))
     second, minute, hour, day, month, weekday = (
-        _parse_field(expression, spec, text)
-        for spec, text in zip((_SECOND, *_FIVE), texts, strict=True)
+        _parse_field(expression, spec, text) for spec, text in zip(_FIELDS, texts, strict=True)
     )
-    day_text, weekday_text = texts[3], texts[5]
+    _, minute_text, hour_text, day_text, _, weekday_text = texts
     return _Fields(
         second,
         minute,
@@ -190,7 +193,7 @@ def _parse(expression: str) -> _Fields:
         weekday,
         # Debian cron: a day field starting with '*' takes no part in the OR; it filters.
         either_day=not _unrestricted(day_text) and not _unrestricted(weekday_text),
-        fixed_time=not texts[1].startswith("*") and not texts[2].startswith("*"),
+        fixed_time=not minute_text.startswith("*") and not hour_text.startswith("*"),
     )
 
 
@@ -329,9 +332,11 @@ def _value(site: _Site, text: str) -> int:
 
 
 def _wrapped(spec: _Field, first_text: str, last_text: str) -> str:
-    named = not _is_number(first_text) and not _is_number(last_text)
+    # Day of week: 7 is Sunday, so a range from 7 is a range from 0 and needs no wrapping.
     top = spec.high - 1 if spec is _WEEKDAY else spec.high
-    if named:
+    if _is_number(first_text) and int(first_text) > top:
+        return f"{spec.low}-{last_text}"
+    if not _is_number(first_text) and not _is_number(last_text):
         return f"{first_text}-{spec.names[top - spec.low]},{spec.names[0]}-{last_text}"
     return f"{first_text}-{top},{spec.low}-{last_text}"
 

@@ -389,3 +389,42 @@ def test_every_run_outcome_is_what_the_run_log_saw(
     (run,) = _runs(host.engine)
     assert (run.error_type, run.error_message) == ("RuntimeError", "bug on attempt 1")
     assert run_log.read_text().split()[1] == claim.run_id
+
+
+def test_a_fixed_time_job_on_the_spring_forward_day_fires_once_after_the_gap(
+    replicas: Any, clock: ManualClock
+) -> None:
+    clock.now = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+    (host,) = replicas(
+        [{"name": "sample.nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin"}]
+    )
+    # 02:30 does not exist in Berlin on 29 March 2026: the run is due at 03:00 CEST (01:00Z).
+    assert _schedule(host.engine, "sample.nightly").next_occurrence == datetime(
+        2026, 3, 29, 1, 0, tzinfo=UTC
+    )
+    clock.now = datetime(2026, 3, 29, 0, 59, 59, tzinfo=UTC)
+    assert host.tick() == []
+    clock.now = datetime(2026, 3, 29, 1, 0, 0, 5000, tzinfo=UTC)
+    (claim,) = host.tick()
+    host.finish(claim)
+    assert _schedule(host.engine, "sample.nightly").next_occurrence == datetime(
+        2026, 3, 30, 0, 30, tzinfo=UTC
+    )
+
+
+def test_a_fixed_time_job_on_the_fall_back_day_fires_on_the_first_pass_only(
+    replicas: Any, clock: ManualClock
+) -> None:
+    clock.now = datetime(2026, 10, 24, 12, 0, tzinfo=UTC)
+    (host,) = replicas(
+        [{"name": "sample.nightly", "cron": "30 2 * * *", "timezone": "Europe/Berlin"}]
+    )
+    fired = []
+    # Walk the night of 25 October in five-minute steps: 02:30 local happens twice.
+    clock.now = datetime(2026, 10, 24, 23, 0, tzinfo=UTC)
+    while clock.now < datetime(2026, 10, 25, 4, 0, tzinfo=UTC):
+        for claim in host.tick():
+            fired.append(claim.occurrence)
+            host.finish(claim)
+        clock.advance(minutes=5)
+    assert fired == [datetime(2026, 10, 25, 0, 30, tzinfo=UTC)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from datetime import UTC, datetime
 
 import pytest
 
@@ -41,6 +42,7 @@ from jobhost.triggers import CronNeverFiresError, CronSyntaxError, cron_schedule
         ("50-10 * * * *", "minute", "write '50-59,0-10'"),
         ("0 0 * * fri-mon", "day of week", "write 'fri-sat,sun-mon'"),
         ("0 0 * * 5-1", "day of week", "write '5-6,0-1'"),
+        ("0 0 * * 7-2", "day of week", "write '0-2'"),
         ("0 0 * dec-jan *", "month", "runs backwards"),
         ("0 0 * 12-1 *", "month", "do not wrap around"),
         ("-5 * * * *", "minute", "value on both sides of '-'"),
@@ -153,7 +155,8 @@ def test_fixed_time_is_decided_by_the_minute_and_hour_fields(
 
 
 def test_whitespace_between_fields_is_free() -> None:
-    assert cron_schedule(" 0\t3  * * *\n").next_after is not None
+    after = datetime(2026, 1, 1, tzinfo=UTC)
+    assert cron_schedule(" 0\t3  * * *\n").next_after(after) == datetime(2026, 1, 1, 3, tzinfo=UTC)
 
 
 def test_schedules_compare_by_expression_and_zone() -> None:

@@ -1,0 +1,70 @@
+"""Bad settings stop the process with a message naming the field; passwords never show."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _jobhost(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobhost", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})},
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_every_bad_field_is_named_with_its_value_and_what_is_allowed(tmp_path: Path) -> None:
+    config = tmp_path / "jobhost.toml"
+    config.write_text(
+        'worker_pool_size = 0\npoll_interval = "soon"\nlease_duraton = "1m"\n'
+        '[jobs."files.orphan-cleanup"]\nintervl = "5m"\n'
+    )
+    result = _jobhost("--config", str(config), "validate")
+    assert result.returncode == 3
+    assert "worker_pool_size (environment JOBHOST_WORKER_POOL_SIZE) = 0" in result.stderr
+    assert "poll_interval (environment JOBHOST_POLL_INTERVAL) = 'soon'" in result.stderr
+    assert "'90s', '15m', '24h', '7d'" in result.stderr
+    assert "lease_duraton: is not a known setting" in result.stderr
+    assert 'jobs."files.orphan-cleanup".intervl: is not a known setting' in result.stderr
+
+
+def test_an_environment_variable_wins_and_is_named(tmp_path: Path) -> None:
+    result = _jobhost("validate", env={"JOBHOST_SHUTDOWN_GRACE": "0s"}, cwd=tmp_path)
+    assert result.returncode == 3
+    assert "shutdown_grace (environment JOBHOST_SHUTDOWN_GRACE)" in result.stderr
+    assert "positive duration" in result.stderr
+
+
+def test_a_named_config_file_that_is_missing_is_an_error(tmp_path: Path) -> None:
+    result = _jobhost("--config", str(tmp_path / "nope.toml"), "validate")
+    assert result.returncode == 3
+    assert "nope.toml does not exist" in result.stderr
+
+
+def test_a_bad_database_url_does_not_print_its_password(tmp_path: Path) -> None:
+    result = _jobhost(
+        "validate", env={"JOBHOST_DATABASE_URL": "mysql://ops:hunter2@db/app"}, cwd=tmp_path
+    )
+    assert result.returncode == 3
+    assert "database_url" in result.stderr and "SQLite or PostgreSQL" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_an_unreachable_store_is_reported_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://ops:hunter2@127.0.0.1:1/app"
+    result = _jobhost("db", "current", env={"JOBHOST_DATABASE_URL": url}, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "cannot reach the store at postgresql+psycopg://ops:***@127.0.0.1:1/app" in result.stderr
+    assert "hunter2" not in result.stdout + result.stderr
+    run = _jobhost("run", env={"JOBHOST_DATABASE_URL": url}, cwd=tmp_path)
+    assert run.returncode == 1
+    assert "hunter2" not in run.stdout + run.stderr
