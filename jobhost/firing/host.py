@@ -169,6 +169,12 @@ class Host:
             self.status.store_ok = False
             _log.warning("store unreachable: %s; retrying", redact_text(str(error).splitlines()[0]))
             return min(poll, _STORE_DOWN_BACKOFF)
+        except Exception as error:
+            # A corrupt row or a bug must not stop the host: say so loudly and try again.
+            _log.error(
+                "tick failed: %s: %s", type(error).__name__, redact_text(str(error)), exc_info=error
+            )
+            return min(poll, _STORE_DOWN_BACKOFF)
         self.status.store_ok = True
         self.status.last_tick = time.monotonic()
         self.status.ticks += 1
@@ -260,7 +266,7 @@ class Host:
         while not self._stopping.wait(interval):
             try:
                 self._heartbeat_once()
-            except (OperationalError, DBAPIError) as error:
+            except Exception as error:  # the heartbeat thread must outlive any one failure
                 _log.warning("heartbeat failed: %s", redact_text(str(error).splitlines()[0]))
 
     def _heartbeat_once(self) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import select, true, update
+from sqlalchemy.engine import Connection, Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
@@ -20,7 +20,7 @@ from jobhost.firing.plan import NotRun, due_occurrences, plan_firing
 from jobhost.firing.policy import firing_policy, lease_for, may_start
 from jobhost.store import ScheduleRecord, claims, ledger, reading
 from jobhost.store.claims import Claim, OccurrenceTakenError
-from jobhost.store.records import PENDING, RUNNING, RunRecord
+from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord
 from jobhost.store.registry import DesiredSchedule, SyncPlan, diff_schedules, sync_schedules
 from jobhost.store.schema import run_requests, runs, schedules
 from jobhost.triggers import Schedule
@@ -85,7 +85,7 @@ class Ticker:
                 result.claims.append((claim, self._jobs[claim.job_name]))
                 free_slots -= 1
         if free_slots > 0:
-            taken = self._take_requests(now, free_slots)
+            taken = self.take_requests(now, free_slots)
             result.claims.extend(taken)
             free_slots -= len(taken)
         if free_slots > 0:
@@ -150,12 +150,15 @@ class Ticker:
                 )
                 values["lease_expires_at"] = now
             with self._engine.begin() as connection:
+                # Compare-and-set on what was read, unless it was unreadable (then it is None).
+                unchanged = (
+                    schedules.c.next_occurrence == row.next_occurrence
+                    if row.next_occurrence is not None
+                    else true()
+                )
                 connection.execute(
                     update(schedules)
-                    .where(
-                        schedules.c.job_name == row.job_name,
-                        schedules.c.next_occurrence == row.next_occurrence,
-                    )
+                    .where(schedules.c.job_name == row.job_name, unchanged)
                     .values(**values)
                 )
                 if wrong_lease and row.lease_run_id:
@@ -251,57 +254,89 @@ class Ticker:
                 item.reason,
             )
 
-    def _take_requests(self, now: datetime, limit: int) -> list[tuple[Claim, JobSpec]]:
+    def take_requests(self, now: datetime, limit: int) -> list[tuple[Claim, JobSpec]]:
+        """Start up to ``limit`` pending manual run requests, oldest first, or refuse them."""
         taken: list[tuple[Claim, JobSpec]] = []
         with self._engine.begin() as connection:
             for request in claims.claim_pending_requests(connection, self._host_id, limit):
-                spec = self._jobs.get(request.job_name)
-                if spec is None:
-                    claims.refuse_request(
-                        connection,
-                        request.id,
-                        f"job {request.job_name!r} is not declared by the modules of host "
-                        f"{self._host_id}",
-                    )
-                    continue
-                row = claims.lock_schedule(connection, request.job_name)
-                live = claims.live_runs(connection, request.job_name, now)
-                lease_live = row.lease_live(now) if row is not None else False
-                if not may_start(spec.declaration, len(live), lease_live):
-                    claims.refuse_request(connection, request.id, _overlap_message(live))
-                    continue
-                if row is None:
-                    claims.refuse_request(
-                        connection,
-                        request.id,
-                        f"job {request.job_name!r} has no schedule in the store yet",
-                    )
-                    continue
-                lease = lease_for(spec.declaration, self._lease)
-                run_id = claims.new_run_id()
-                token = claims.take_lease(connection, row, self._host_id, run_id, now + lease)
-                claim = claims.start_run(
-                    connection,
-                    run_id=run_id,
-                    job_name=request.job_name,
-                    occurrence=None,
-                    attempt=1,
-                    source="manual",
-                    host_id=self._host_id,
-                    fencing_token=token,
-                    idempotency_key=f"{request.job_name}:manual:{run_id}",
-                    now=now,
-                    lease_until=now + lease,
-                    requested_by=request.requested_by,
-                    reason=request.reason,
-                )
-                connection.execute(
-                    update(run_requests)
-                    .where(run_requests.c.id == request.id)
-                    .values(status="started", run_id=run_id)
-                )
-                taken.append((claim, spec))
+                started = self._start_request(connection, request, now)
+                if started is not None:
+                    taken.append(started)
         return taken
+
+    def take_request(self, request_id: str, now: datetime) -> tuple[Claim, JobSpec] | None:
+        """Start (or refuse) the one pending request ``request_id``, as a host would.
+
+        ``jobhost trigger`` calls this to run a request in its own process when no host is
+        alive. None when the request is no longer pending (a host took it) or was refused
+        (the request's ``message`` says why).
+        """
+        with self._engine.begin() as connection:
+            query = select(run_requests).where(
+                run_requests.c.id == request_id, run_requests.c.status == PENDING
+            )
+            if connection.dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            found = connection.execute(query).mappings().first()
+            if found is None:
+                return None
+            request = RequestRecord.from_row(found)
+            connection.execute(
+                update(run_requests)
+                .where(run_requests.c.id == request_id)
+                .values(status="claimed", claimed_by=self._host_id)
+            )
+            return self._start_request(connection, request, now)
+
+    def _start_request(
+        self, connection: Connection, request: RequestRecord, now: datetime
+    ) -> tuple[Claim, JobSpec] | None:
+        """Start the claimed ``request`` under the job's lease, or record why it is refused."""
+        spec = self._jobs.get(request.job_name)
+        if spec is None:
+            claims.refuse_request(
+                connection,
+                request.id,
+                f"job {request.job_name!r} is not declared by the modules of host {self._host_id}",
+            )
+            return None
+        row = claims.lock_schedule(connection, request.job_name)
+        live = claims.live_runs(connection, request.job_name, now)
+        lease_live = row.lease_live(now) if row is not None else False
+        if not may_start(spec.declaration, len(live), lease_live):
+            claims.refuse_request(connection, request.id, _overlap_message(live))
+            return None
+        if row is None:
+            claims.refuse_request(
+                connection,
+                request.id,
+                f"job {request.job_name!r} has no schedule in the store yet",
+            )
+            return None
+        lease = lease_for(spec.declaration, self._lease)
+        run_id = claims.new_run_id()
+        token = claims.take_lease(connection, row, self._host_id, run_id, now + lease)
+        claim = claims.start_run(
+            connection,
+            run_id=run_id,
+            job_name=request.job_name,
+            occurrence=None,
+            attempt=1,
+            source="manual",
+            host_id=self._host_id,
+            fencing_token=token,
+            idempotency_key=f"{request.job_name}:manual:{run_id}",
+            now=now,
+            lease_until=now + lease,
+            requested_by=request.requested_by,
+            reason=request.reason,
+        )
+        connection.execute(
+            update(run_requests)
+            .where(run_requests.c.id == request.id)
+            .values(status="started", run_id=run_id)
+        )
+        return claim, spec
 
     def _take_retries(self, now: datetime, limit: int) -> list[tuple[Claim, JobSpec]]:
         taken: list[tuple[Claim, JobSpec]] = []

@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import DateTime, String
 from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = ["UTCDateTime"]
+
+_log = logging.getLogger("jobhost.store")
+# SQLAlchemy's own SQLite layout: fixed width, so text order is time order in comparisons.
+_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 
 
 class UTCDateTime(TypeDecorator[datetime]):
     """An instant, stored in UTC, always returned timezone-aware.
 
-    PostgreSQL keeps ``timestamptz``; SQLite has no zone type, so the value is stored as naive
-    UTC text and the zone is put back on the way out. A naive value going in is refused: every
+    PostgreSQL keeps ``timestamptz``. SQLite has no time type, so the value is naive UTC text;
+    text that is not a time (a hand edit, a broken restore) is reported and read as missing, so
+    the loop repairs the row instead of failing on it. A naive value going in is refused: every
     instant in the host is aware, and a naive one is a bug that would be off by the local offset.
     """
 
     impl = DateTime(timezone=True)
     cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(32))
+        return dialect.type_descriptor(DateTime(timezone=True))
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
@@ -30,14 +41,21 @@ class UTCDateTime(TypeDecorator[datetime]):
             raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
         value = value.astimezone(UTC)
         if dialect.name == "sqlite":
-            return value.replace(tzinfo=None)
+            return value.strftime(_SQLITE_FORMAT)
         return value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                _log.warning("stored time %r is not a time; treating it as missing", value)
+                return None
         if not isinstance(value, datetime):
-            raise ValueError(f"stored time {value!r} is not a timestamp")
+            _log.warning("stored time %r is not a time; treating it as missing", value)
+            return None
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)

@@ -428,3 +428,22 @@ def test_a_fixed_time_job_on_the_fall_back_day_fires_on_the_first_pass_only(
             host.finish(claim)
         clock.advance(minutes=5)
     assert fired == [datetime(2026, 10, 25, 0, 30, tzinfo=UTC)]
+
+
+def test_a_corrupt_stored_time_is_reported_and_repaired_and_other_jobs_go_on(
+    replicas: Any, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    (host,) = replicas([EVERY_MINUTE, {"name": "sample.other", "cron": "* * * * *"}])
+    if host.engine.dialect.name != "sqlite":
+        # PostgreSQL's timestamptz cannot hold anything but a time.
+        return
+    with host.engine.begin() as connection:
+        connection.exec_driver_sql(
+            "UPDATE schedules SET next_occurrence = 'garbage', lease_expires_at = '2026-13-45' "
+            "WHERE job_name = 'sample.minutely'"
+        )
+    clock.now = _at(10, 0, 1)
+    claims = host.tick()
+    assert [c.job_name for c in claims] == ["sample.other"]
+    assert "'garbage' is not a time" in caplog.text
+    assert _schedule(host.engine, "sample.minutely").next_occurrence == _at(10, 1)
