@@ -155,7 +155,7 @@ def _utc(instant: datetime) -> str:
 def _print_columns(instants: list[datetime], zone: tzinfo) -> None:
     rows = [(_utc(instant), _local(instant.astimezone(zone))) for instant in instants]
     width = max([len("UTC"), *(len(utc) for utc, _ in rows)]) + 3
-    click.echo(f"{'UTC':<{width}}{zone}")
+    click.echo(f"{'UTC':<{width}}local ({zone})")
     for utc, local in rows:
         click.echo(f"{utc:<{width}}{local}")
 
