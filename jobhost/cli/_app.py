@@ -99,8 +99,4 @@ def configure_logging(level: str) -> None:
 
 def _register_commands() -> None:
     for name in _COMMAND_MODULES:
-        try:
-            importlib.import_module(f"jobhost.cli.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"jobhost.cli.{name}":
-                raise
+        importlib.import_module(f"jobhost.cli.{name}")

@@ -10,9 +10,9 @@ from jobhost.catalog import Catalog, build_catalog
 from jobhost.cli._app import config_path
 from jobhost.config import Settings, load_settings, redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
-from jobhost.store import create_store_engine, head_revision, is_current
+from jobhost.store import create_store_engine, head_revision, is_current, upgrade
 
-__all__ = ["load_catalog", "open_store", "settings_of"]
+__all__ = ["load_catalog", "migrate_store", "open_store", "settings_of"]
 
 
 def settings_of(ctx: click.Context) -> Settings:
@@ -31,14 +31,30 @@ def open_store(settings: Settings, *, require_current: bool = True) -> Engine:
     try:
         current = is_current(engine)
     except (OperationalError, DBAPIError) as error:
+        engine.dispose()
         raise StoreUnavailableError(
             f"cannot reach the store at {redact_url(settings.database_url)}: "
             f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"
         ) from None
     if not current:
+        engine.dispose()
         raise StoreUnavailableError(
             f"the store at {redact_url(settings.database_url)} is not at schema revision "
             f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
             "migrations unless auto_migrate = false)"
         )
     return engine
+
+
+def migrate_store(settings: Settings) -> tuple[str | None, str]:
+    """Apply pending migrations; (revision before, revision after)."""
+    engine = open_store(settings, require_current=False)
+    try:
+        return upgrade(engine)
+    except (OperationalError, DBAPIError) as error:
+        raise StoreUnavailableError(
+            f"cannot migrate the store at {redact_url(settings.database_url)}: "
+            f"{redact_text(str(error.orig or error)).strip()}"
+        ) from None
+    finally:
+        engine.dispose()

@@ -6,10 +6,10 @@ import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.cli._app import cli
-from jobhost.cli._context import open_store, settings_of
+from jobhost.cli._context import migrate_store, open_store, settings_of
 from jobhost.config import redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
-from jobhost.store import current_revision, head_revision, upgrade
+from jobhost.store import current_revision, head_revision
 
 
 @cli.group()
@@ -21,15 +21,7 @@ def db() -> None:
 @click.pass_context
 def db_upgrade(ctx: click.Context) -> None:
     """Apply pending migrations (safe to run from several replicas at once)."""
-    settings = settings_of(ctx)
-    engine = open_store(settings, require_current=False)
-    try:
-        before, after = upgrade(engine)
-    except (OperationalError, DBAPIError) as error:
-        raise StoreUnavailableError(
-            f"cannot migrate the store at {redact_url(settings.database_url)}: "
-            f"{redact_text(str(error.orig or error)).strip()}"
-        ) from None
+    before, after = migrate_store(settings_of(ctx))
     if before == after:
         click.echo(f"schema already at revision {after}")
     else:

@@ -7,11 +7,8 @@ import sys
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, configure_logging
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
 from jobhost.config import redact_url
-from jobhost.envelope.telemetry import configure_telemetry
-from jobhost.firing.host import Host
-from jobhost.store import upgrade
 
 
 @cli.command()
@@ -22,6 +19,11 @@ def run(ctx: click.Context) -> None:
     SIGTERM or SIGINT stops claiming, cancels running jobs, waits the shutdown grace, records
     what did not finish and exits 0; a second signal exits at once.
     """
+    # Imported here, so that every other command starts without the firing loop's imports.
+    from jobhost.envelope.telemetry import configure_telemetry
+    from jobhost.firing.host import Host
+    from jobhost.operations.http import OperatorServer, host_endpoints, prometheus_reader
+
     settings = settings_of(ctx)
     configure_logging(settings.log_level)
     catalog = load_catalog(settings)
@@ -32,11 +34,24 @@ def run(ctx: click.Context) -> None:
         sys.exit(EXIT_INVALID)
     click.echo(f"jobhost: store {redact_url(settings.database_url)}", err=True)
     if settings.auto_migrate:
-        before, after = upgrade(open_store(settings, require_current=False))
+        before, after = migrate_store(settings)
         if before != after:
             click.echo(f"jobhost: schema upgraded from {before or 'empty'} to {after}", err=True)
     engine = open_store(settings)
-    telemetry = configure_telemetry()
+    address = settings.listen_address()
+    reader, render_metrics = prometheus_reader() if address is not None else (None, None)
+    telemetry = configure_telemetry(extra_readers=[reader] if reader is not None else [])
     telemetry.install_globally()
     host = Host(settings, catalog, engine, telemetry=telemetry)
-    sys.exit(host.run_forever())
+    server = None
+    if address is not None and render_metrics is not None:
+        # Probes, /metrics and /report: see jobhost.operations.http.
+        server = OperatorServer(address, host_endpoints(host, render_metrics))
+        server.start()
+        click.echo(f"jobhost: serving HTTP on {settings.http_listen}", err=True)
+    try:
+        code = host.run_forever()
+    finally:
+        if server is not None:
+            server.stop()
+    sys.exit(code)

@@ -28,6 +28,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 __all__ = ["OUTCOMES", "Telemetry", "configure_telemetry"]
 
 METER_NAME = "jobhost"
+# Runs last from milliseconds to hours; starts are late by milliseconds, or by a whole downtime.
+_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600)
+_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300, 3600)
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
 
 
@@ -48,10 +51,16 @@ class Telemetry:
             description="Finished runs and recorded occurrences, by job and outcome",
         )
         self.duration = meter.create_histogram(
-            "jobhost.run.duration", unit="s", description="Run duration"
+            "jobhost.run.duration",
+            unit="s",
+            description="Run duration",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
         )
         self.lag = meter.create_histogram(
-            "jobhost.run.lag", unit="s", description="Start minus scheduled occurrence"
+            "jobhost.run.lag",
+            unit="s",
+            description="Start minus scheduled occurrence",
+            explicit_bucket_boundaries_advisory=_LAG_BUCKETS,
         )
         self.sink_failures = meter.create_counter(
             "jobhost.audit.sink_failures",

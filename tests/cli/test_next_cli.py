@@ -90,7 +90,7 @@ def test_plain_output_is_two_aligned_columns(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["next", *BERLIN, "-n", "2"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
-        "UTC" + " " * 20 + "Europe/Berlin",
+        "UTC" + " " * 20 + "local (Europe/Berlin)",
         "2026-03-29T01:00:00Z   2026-03-29T03:00:00+02:00 CEST",
         "2026-03-30T00:30:00Z   2026-03-30T02:30:00+02:00 CEST",
     ]

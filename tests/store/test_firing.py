@@ -447,3 +447,21 @@ def test_a_corrupt_stored_time_is_reported_and_repaired_and_other_jobs_go_on(
     assert [c.job_name for c in claims] == ["sample.other"]
     assert "'garbage' is not a time" in caplog.text
     assert _schedule(host.engine, "sample.minutely").next_occurrence == _at(10, 1)
+
+
+def test_a_paused_or_blocked_job_does_not_make_the_loop_spin(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas(
+        [EVERY_MINUTE, {**EVERY_MINUTE, "name": "sample.caught", "misfire": "catch_up"}],
+        lease_duration="5m",
+    )
+    with host.engine.begin() as connection:
+        pause_job(connection, "sample.minutely", "ops", "maintenance", clock())
+    clock.now = _at(10, 0, 1)
+    (running,) = host.tick()  # sample.caught runs; sample.minutely stays due, paused
+    clock.now = _at(10, 1, 1)
+    result = host.ticker.tick(clock(), 8)
+    assert result.claims == []  # sample.caught waits behind its run, with its backlog kept
+    assert result.next_wake is not None and result.next_wake > clock()
+    assert running.job_name == "sample.caught"

@@ -1,0 +1,52 @@
+"""``jobhost history NAME``: the run ledger of one job, newest first."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from jobhost.cli._app import cli
+from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.operations.history import OUTCOMES, history_json, read_history
+
+__all__ = ["history"]
+
+
+@cli.command()
+@click.argument("name")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=20,
+    show_default=True,
+    help="How many rows to show.",
+)
+@click.option("--outcome", type=click.Choice(OUTCOMES), help="Only rows with this outcome.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.pass_context
+def history(ctx: click.Context, name: str, limit: int, outcome: str | None, as_json: bool) -> None:
+    """Show job NAME's ledger: every attempt, and every occurrence missed or skipped.
+
+    Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
+    reason an occurrence did not run) and trace id. JSON: {"job": NAME, "runs": [{"run_id",
+    "occurrence", "attempt", "source", "host", "requested_by", "queued_at", "started_at",
+    "finished_at", "duration_ms", "outcome", "reason", "error_type", "error", "trace_id"}]}.
+
+    Exit status: 0; 2 for an unknown job or a bad option.
+    """
+    from jobhost.operations.render import history_lines, stdout_style
+    from jobhost.operations.snapshot import resolve_job, stored_job_names
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    engine = open_store(settings)
+    try:
+        resolve_job(catalog, stored_job_names(engine), name)
+        rows = read_history(engine, name, limit=limit, outcome=outcome)
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(history_json(name, rows), indent=2))
+    else:
+        click.echo("\n".join(history_lines(name, rows, stdout_style())))

@@ -1,0 +1,73 @@
+"""``jobhost pause NAME --reason TEXT`` and ``jobhost resume NAME``: for every replica at once."""
+
+from __future__ import annotations
+
+import getpass
+
+import click
+
+from jobhost.cli._app import cli
+from jobhost.cli._context import load_catalog, open_store, settings_of
+
+__all__ = ["pause", "resume"]
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--reason", required=True, help="Why; shown by `jobhost report` (required).")
+@click.pass_context
+def pause(ctx: click.Context, name: str, reason: str) -> None:
+    """Pause job NAME on every replica until `jobhost resume NAME`.
+
+    It keeps its schedule: each occurrence it misses is recorded `missed` with reason
+    `paused`. The operating-system user is recorded as who paused it.
+
+    Exit status: 0 (also when it already was paused); 2 for an unknown job.
+    """
+    from jobhost.operations.pausing import pause as pause_job
+    from jobhost.operations.snapshot import resolve_job, stored_job_names
+    from jobhost.operations.timefmt import short_utc
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    engine = open_store(settings)
+    try:
+        resolve_job(catalog, stored_job_names(engine), name)
+        done = pause_job(engine, catalog, name, by=getpass.getuser(), reason=reason)
+    finally:
+        engine.dispose()
+    row = done.row
+    verb = "paused" if done.changed else "already paused"
+    click.echo(
+        f"{name} {verb} by {row.paused_by} at {short_utc(row.paused_at)}: {row.paused_reason}"
+    )
+
+
+@cli.command()
+@click.argument("name")
+@click.pass_context
+def resume(ctx: click.Context, name: str) -> None:
+    """Resume job NAME on every replica; its misfire policy decides what of the pause runs.
+
+    Exit status: 0 (also when it was not paused); 2 for an unknown job.
+    """
+    from jobhost.operations.pausing import resume as resume_job
+    from jobhost.operations.snapshot import resolve_job, stored_job_names
+    from jobhost.operations.timefmt import short_utc
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    engine = open_store(settings)
+    try:
+        resolve_job(catalog, stored_job_names(engine), name)
+        done = resume_job(engine, name)
+    finally:
+        engine.dispose()
+    if done is None or not done.changed:
+        click.echo(f"{name} was not paused")
+        return
+    row = done.row
+    click.echo(
+        f"{name} resumed at {short_utc(done.at)} by {getpass.getuser()} (paused by "
+        f"{row.paused_by} at {short_utc(row.paused_at)}: {row.paused_reason})"
+    )

@@ -1,0 +1,94 @@
+"""``jobhost trigger NAME``: a manual run through the same claim, ledger and envelope."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
+from jobhost.cli._context import load_catalog, open_store, settings_of
+
+if TYPE_CHECKING:
+    from jobhost.operations.manual import TriggerResult
+
+__all__ = ["trigger"]
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--reason", metavar="TEXT", help="Why; recorded with the run.")
+@click.option("--no-wait", is_flag=True, help="Queue the run and exit at once.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop waiting after this long (exit 4); default: wait for the outcome.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.pass_context
+def trigger(
+    ctx: click.Context,
+    *,
+    name: str,
+    reason: str | None,
+    no_wait: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Run job NAME now, as the operating-system user, and wait for its outcome.
+
+    A live host picks the request up within a second; with none alive, the job runs in this
+    process. A disabled job runs; a paused one too, with a warning. A run that would overlap
+    a running one under overlap policy forbid is refused. Progress goes to stderr.
+
+    JSON: {"request_id", "run_id", "job", "outcome", "host", "started_at", "finished_at",
+    "duration_ms", "error"}; outcome is the run's, or refused, or queued/running when not
+    waited for.
+
+    Exit status: 0 succeeded (or queued with --no-wait); 1 failed or refused; 2 unknown job;
+    3 the job's declaration is invalid; 4 --timeout passed first (a run here is cancelled, a
+    host's goes on).
+    """
+    from jobhost.operations.manual import ManualRun
+    from jobhost.operations.render import stdout_style, trigger_line
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    if name not in catalog.jobs and catalog.problems_for(name):
+        for problem in catalog.problems_for(name):
+            click.echo(problem.line(), err=True)
+        click.echo(f"job {name} cannot run until these are fixed", err=True)
+        raise SystemExit(EXIT_INVALID)
+    spec = catalog.get(name)  # an unknown name raises UnknownJobError: exit 2, with suggestions
+    if not catalog.ok:
+        click.echo(
+            f"note: the catalog has {len(catalog.problems)} problem(s); see jobhost validate",
+            err=True,
+        )
+    engine = open_store(settings)
+    try:
+        manual = ManualRun(
+            settings,
+            catalog,
+            engine,
+            progress=lambda line: click.echo(line, err=True),
+            warn=lambda line: click.echo(line, err=True),
+        )
+        result = manual.trigger(spec, reason, wait=not no_wait, timeout=timeout)
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(trigger_line(result, stdout_style()))
+    raise SystemExit(_exit_code(result))
+
+
+def _exit_code(result: TriggerResult) -> int:
+    if result.timed_out_waiting:
+        return EXIT_TIMEOUT
+    if result.outcome in {"succeeded", "queued"}:
+        return EXIT_OK
+    return EXIT_FAILED

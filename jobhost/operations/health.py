@@ -1,0 +1,196 @@
+"""The release gate: named checks, each passing or failing with the reason why.
+
+The checks, in order (``name``: what passes):
+
+- ``store``: the database answers and its schema is at this version's revision;
+- ``catalog``: every module loaded and every declaration is valid;
+- ``critical-jobs-scheduled``: every critical job is enabled, not paused, and has a next fire
+  that is not behind;
+- ``live-host``: at least one host is alive (passes as skipped with ``hosts=False``);
+- ``leases``: no job's lease, and no running run's, has expired while still held;
+- ``critical-jobs-last-run``: the last run of every critical job did not fail (``failed``,
+  ``timed_out``, ``abandoned``; a ``cancelled`` shutdown is not a failure) and the job is not
+  overdue;
+- ``clock-skew``: every live host's clock is within one second of the database's.
+
+Checks that need the store fail as "not checked" when the store check fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings, redact_text, redact_url
+from jobhost.operations.report import Report, report_from
+from jobhost.operations.snapshot import read_snapshot
+from jobhost.operations.timefmt import short_utc
+from jobhost.store import Clock, current_revision, head_revision
+
+__all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
+
+FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
+MAX_CLOCK_SKEW_SECONDS = 1.0
+_UNCHECKED = "not checked: the store is unavailable"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Health:
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [check.to_json() for check in self.checks]}
+
+
+def check_health(
+    settings: Settings,
+    catalog: Catalog,
+    engine: Engine,
+    *,
+    hosts: bool = True,
+    clock: Clock | None = None,
+) -> Health:
+    """Run every check against ``engine`` (whose schema may be missing or old)."""
+    store = _store(settings, engine)
+    checks = [store, _catalog(catalog)]
+    report: Report | None = None
+    if store.ok:
+        try:
+            report = report_from(settings, catalog, read_snapshot(engine, catalog.jobs, clock))
+        except (OperationalError, DBAPIError) as error:
+            checks[0] = Check("store", False, _unreachable(settings, error))
+    rest: list[tuple[str, Callable[[Report], Check]]] = [
+        ("critical-jobs-scheduled", _critical_scheduled),
+        ("live-host", _live_host if hosts else _skipped_hosts),
+        ("leases", _leases),
+        ("critical-jobs-last-run", _critical_last_run),
+        ("clock-skew", _clock_skew),
+    ]
+    for name, check in rest:
+        if report is not None:
+            checks.append(check(report))
+        elif not hosts and name == "live-host":
+            checks.append(_skipped_hosts(None))
+        else:
+            checks.append(Check(name, False, _UNCHECKED))
+    return Health(checks)
+
+
+def _store(settings: Settings, engine: Engine) -> Check:
+    try:
+        current = current_revision(engine)
+    except (OperationalError, DBAPIError) as error:
+        return Check("store", False, _unreachable(settings, error))
+    head = head_revision()
+    if current != head:
+        return Check(
+            "store",
+            False,
+            f"schema at revision {current or 'none'}, this version needs {head}: run "
+            "`jobhost db upgrade`",
+        )
+    return Check("store", True, f"reachable, schema at revision {head}")
+
+
+def _unreachable(settings: Settings, error: OperationalError | DBAPIError) -> str:
+    message = redact_text(str(error.orig) if error.orig else str(error)).strip()
+    return f"cannot reach {redact_url(settings.database_url)}: {message.splitlines()[0]}"
+
+
+def _catalog(catalog: Catalog) -> Check:
+    if catalog.ok:
+        return Check("catalog", True, f"{len(catalog.jobs)} jobs, no problems")
+    lines = "; ".join(problem.line() for problem in catalog.problems)
+    return Check("catalog", False, f"{len(catalog.problems)} problem(s): {lines}")
+
+
+def _critical_scheduled(report: Report) -> Check:
+    name = "critical-jobs-scheduled"
+    critical = [job for job in report.jobs if job.critical]
+    if not critical:
+        return Check(name, True, "no critical jobs are declared")
+    failures: list[str] = []
+    for job in critical:
+        if not job.enabled:
+            failures.append(f"{job.name} is disabled")
+        if (paused := job.has("paused")) is not None:
+            failures.append(f"{job.name} is paused {paused.detail}")
+        if job.enabled and job.next_fire is None:
+            failures.append(f"{job.name} has no next fire")
+        elif job.has("next-fire-past") is not None:
+            failures.append(f"{job.name}'s next fire {short_utc(job.next_fire)} is in the past")
+    if failures:
+        return Check(name, False, "; ".join(failures))
+    return Check(name, True, f"{len(critical)} critical job(s) enabled, not paused, scheduled")
+
+
+def _live_host(report: Report) -> Check:
+    if not report.hosts:
+        return Check("live-host", False, "no host is alive: nothing fires the jobs")
+    ids = ", ".join(host.id for host in report.hosts)
+    return Check("live-host", True, f"{len(report.hosts)} live: {ids}")
+
+
+def _skipped_hosts(_report: Report | None) -> Check:
+    return Check("live-host", True, "skipped (--no-hosts)")
+
+
+def _leases(report: Report) -> Check:
+    held = [f"{job.name}: {m.detail}" for job in report.jobs if (m := job.has("lease-expired"))]
+    if held:
+        return Check("leases", False, "; ".join(held))
+    return Check("leases", True, "no expired lease is held")
+
+
+def _critical_last_run(report: Report) -> Check:
+    name = "critical-jobs-last-run"
+    critical = [job for job in report.jobs if job.critical]
+    if not critical:
+        return Check(name, True, "no critical jobs are declared")
+    failures: list[str] = []
+    for job in critical:
+        last = job.last_run
+        if last is not None and last.outcome in FAILED_OUTCOMES:
+            error = f": {last.error}" if last.error else ""
+            failures.append(
+                f"{job.name}'s last run {last.run_id} {last.outcome} at "
+                f"{short_utc(last.finished_at)}{error}"
+            )
+        if (overdue := job.has("overdue")) is not None:
+            failures.append(f"{job.name} is overdue: {overdue.detail}")
+    if failures:
+        return Check(name, False, "; ".join(failures))
+    return Check(name, True, f"{len(critical)} critical job(s): last runs fine, none overdue")
+
+
+def _clock_skew(report: Report) -> Check:
+    if not report.hosts:
+        return Check("clock-skew", True, "no live host to compare")
+    off = [
+        f"host {host.id} is {host.clock_skew_seconds:+.3f}s off the database's clock"
+        for host in report.hosts
+        if abs(host.clock_skew_seconds) > MAX_CLOCK_SKEW_SECONDS
+    ]
+    if off:
+        return Check("clock-skew", False, "; ".join(off))
+    worst = max(abs(host.clock_skew_seconds) for host in report.hosts)
+    return Check("clock-skew", True, f"every live host within {worst:.3f}s of the database")

@@ -1,0 +1,70 @@
+"""The ledger of one job, newest first: every attempt, and every occurrence that did not run.
+
+Newest means by start (or, for rows that never started, by when they were recorded), then by
+occurrence, then by attempt, so a batch of occurrences recorded ``missed`` together still reads
+newest first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from jobhost.operations.snapshot import NEWEST_FIRST
+from jobhost.operations.timefmt import iso_utc
+from jobhost.store import RunRecord, reading
+from jobhost.store.schema import runs
+
+__all__ = ["OUTCOMES", "history_json", "read_history", "run_json"]
+
+OUTCOMES = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "abandoned",
+    "skipped",
+    "missed",
+    "running",
+    "pending",
+)
+"""Every outcome a ledger row can have (``pending``: a retry waiting for its backoff)."""
+
+
+def read_history(
+    engine: Engine, job: str, *, limit: int = 20, outcome: str | None = None
+) -> list[RunRecord]:
+    """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
+    query = select(runs).where(runs.c.job_name == job)
+    if outcome is not None:
+        query = query.where(runs.c.outcome == outcome)
+    query = query.order_by(*NEWEST_FIRST).limit(limit)
+    with reading(engine) as connection:
+        return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
+    """``{"job": name, "runs": [run, ...]}``, newest first."""
+    return {"job": job, "runs": [run_json(run) for run in rows]}
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "occurrence": iso_utc(run.occurrence),
+        "attempt": run.attempt,
+        "source": run.source,
+        "host": run.host_id,
+        "requested_by": run.requested_by,
+        "queued_at": iso_utc(run.queued_at),
+        "started_at": iso_utc(run.started_at),
+        "finished_at": iso_utc(run.finished_at),
+        "duration_ms": run.duration_ms,
+        "outcome": run.outcome,
+        "reason": run.reason,
+        "error_type": run.error_type,
+        "error": run.error_message,
+        "trace_id": run.trace_id,
+    }

@@ -1,0 +1,321 @@
+"""A manual run: queued as a request, claimed like any run, executed in the same envelope.
+
+With a live host, the request is left to it (it wakes within a second) and this side watches
+the request and the run rows until the outcome. With no live host, or when every host goes away
+while the request is still queued, the command claims the request itself and runs the job in
+its own process: same claim, lease and fencing token, same ledger row and span, its lease
+renewed while it runs, its telemetry flushed before it returns.
+"""
+
+from __future__ import annotations
+
+import getpass
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from jobhost_contracts import Cancellation
+from sqlalchemy import select
+from sqlalchemy.engine import Connection, Engine
+
+from jobhost.catalog import Catalog, JobSpec
+from jobhost.config import Settings
+from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.firing.host import default_host_id
+from jobhost.firing.policy import lease_for, may_start
+from jobhost.firing.tick import Ticker, desired_schedules
+from jobhost.operations.timefmt import duration_text, iso_utc, short_utc
+from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
+from jobhost.store.claims import Claim, live_runs
+from jobhost.store.hosts import list_hosts
+from jobhost.store.ledger import renew_leases
+from jobhost.store.operations import get_request, get_schedule, request_run
+from jobhost.store.records import TERMINAL_OUTCOMES
+from jobhost.store.registry import sync_schedules
+from jobhost.store.schema import runs
+
+__all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
+
+POLL_SECONDS = 0.2
+_HOST_CHECK_SECONDS = 2.0
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    """How a manual run ended, or how far it got.
+
+    ``outcome`` is a run outcome (``succeeded``, ``failed``, ``timed_out``, ``cancelled``,
+    ``abandoned``), ``refused`` (the overlap policy or the host said no), ``queued`` (with
+    ``--no-wait``, or still waiting at the timeout) or ``running`` (still running at the
+    timeout). ``timed_out_waiting`` is True when ``--timeout`` ended the wait.
+    """
+
+    request_id: str | None
+    run_id: str | None
+    job: str
+    outcome: str
+    host: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+    timed_out_waiting: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "run_id": self.run_id,
+            "job": self.job,
+            "outcome": self.outcome,
+            "host": self.host,
+            "started_at": iso_utc(self.started_at),
+            "finished_at": iso_utc(self.finished_at),
+            "duration_ms": self.duration_ms,
+            "error": self.error,
+        }
+
+
+class ManualRun:
+    """``jobhost trigger`` for one job of ``catalog``; ``progress`` receives one line per step."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        *,
+        progress: Progress,
+        warn: Progress,
+        clock: Clock | None = None,
+    ) -> None:
+        self._settings = settings
+        self._catalog = catalog
+        self._engine = engine
+        self._progress = progress
+        self._warn = warn
+        self._clock = clock or SystemClock(settings.clock_offset)
+        self._host_id = f"cli-{default_host_id()}"
+
+    def trigger(
+        self, spec: JobSpec, reason: str | None, *, wait: bool, timeout: float | None
+    ) -> TriggerResult:
+        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with reading(self._engine) as connection:
+            now = database_now(connection, self._clock)
+            row = get_schedule(connection, spec.name)
+            running = live_runs(connection, spec.name, now)
+            hosts = [h for h in list_hosts(connection) if h.alive(now)]
+        lease_live = row.lease_live(now) if row is not None else False
+        if not may_start(spec.declaration, len(running), lease_live):
+            return self._refused_overlap(spec, running, row.lease_owner if row else None)
+        if not spec.enabled:
+            self._warn(f"note: job {spec.name} is disabled; it runs only because you asked")
+        if row is not None and row.paused:
+            self._warn(
+                f"warning: job {spec.name} is paused (by {row.paused_by} at "
+                f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
+            )
+        if not hosts:
+            self._sync()
+        user = getpass.getuser()
+        with self._engine.begin() as connection:
+            request_id = request_run(connection, spec.name, user, reason, now)
+        why = f": {reason}" if reason else ""
+        self._progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
+        if not wait:
+            if not hosts:
+                self._progress("no live host: the request runs when a host starts")
+            return TriggerResult(request_id, None, spec.name, "queued")
+        if not hosts:
+            self._progress(f"no live host: running {spec.name} in this process")
+            return self._run_here(request_id, spec, deadline)
+        return self._watch(request_id, spec, deadline)
+
+    # -- waiting for a host ------------------------------------------------------------------
+
+    def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+        announced: str | None = None
+        next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+        while True:
+            with reading(self._engine) as connection:
+                request = get_request(connection, request_id)
+                run = _run(connection, request.run_id) if request and request.run_id else None
+                pending = request is not None and request.status == "pending"
+                if pending and time.monotonic() >= next_host_check:
+                    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+                    now = database_now(connection, self._clock)
+                    if not any(h.alive(now) for h in list_hosts(connection)):
+                        self._progress(
+                            f"no live host any more: running {spec.name} in this process"
+                        )
+                        return self._run_here(request_id, spec, deadline)
+            assert request is not None, f"request {request_id} disappeared"
+            if request.status == "refused":
+                return self._refused(request_id, spec, request.message, request.claimed_by)
+            if run is not None:
+                if run.outcome in TERMINAL_OUTCOMES:
+                    return self._finished(request_id, run)
+                if announced != run.id:
+                    announced = run.id
+                    self._progress(
+                        f"running on host {run.host_id} (run {run.id}, started "
+                        f"{short_utc(run.started_at)})"
+                    )
+            if deadline is not None and time.monotonic() >= deadline:
+                state = "running" if run is not None else "queued"
+                self._progress(f"timed out waiting: the request is {state} and goes on")
+                return TriggerResult(
+                    request_id,
+                    run.id if run else None,
+                    spec.name,
+                    state,
+                    host=run.host_id if run else None,
+                    started_at=run.started_at if run else None,
+                    error="timed out waiting; the request goes on",
+                    timed_out_waiting=True,
+                )
+            time.sleep(POLL_SECONDS)
+
+    # -- running here ------------------------------------------------------------------------
+
+    def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+        telemetry = configure_telemetry()
+        telemetry.install_globally()
+        try:
+            ticker = Ticker(
+                self._engine,
+                self._catalog.jobs,
+                host_id=self._host_id,
+                lease_duration=self._settings.lease_duration,
+                telemetry=telemetry,
+            )
+            with self._engine.connect() as connection:
+                now = database_now(connection, self._clock)
+            taken = ticker.take_request(request_id, now)
+            if taken is None:
+                with reading(self._engine) as connection:
+                    request = get_request(connection, request_id)
+                if request is not None and request.status == "refused":
+                    return self._refused(request_id, spec, request.message, self._host_id)
+                # A host that came back took it meanwhile: watch it there.
+                return self._watch(request_id, spec, deadline)
+            claim, _ = taken
+            self._progress(f"running here as host {self._host_id} (run {claim.run_id})")
+            envelope = RunEnvelope(
+                self._engine,
+                host_id=self._host_id,
+                clock=self._clock,
+                grace=self._settings.shutdown_grace,
+                telemetry=telemetry,
+                sinks=self._catalog.audit_sinks,
+                sink_timeout=self._settings.audit_sink_timeout,
+            )
+            cancelled = self._supervise(envelope, claim, spec, deadline)
+            with reading(self._engine) as connection:
+                run = _run(connection, claim.run_id)
+            assert run is not None
+            result = self._finished(request_id, run)
+            return replace(result, timed_out_waiting=cancelled)
+        finally:
+            telemetry.flush()
+            telemetry.shutdown()
+
+    def _supervise(
+        self, envelope: RunEnvelope, claim: Claim, spec: JobSpec, deadline: float | None
+    ) -> bool:
+        """Run the envelope in a thread, renewing the lease; True if the deadline cancelled it."""
+        cancellation = Cancellation()
+        # Wait on an event, not on Thread.join: a join interrupted by Ctrl-C can leave the
+        # thread looking finished while it still runs (CPython before 3.13).
+        finished = threading.Event()
+
+        def _target() -> None:
+            try:
+                envelope.run(claim, spec, cancellation)
+            finally:
+                finished.set()
+
+        worker = threading.Thread(target=_target, name="jobhost-manual-run")
+        worker.start()
+        lease = lease_for(spec.declaration, self._settings.lease_duration)
+        beat = self._settings.heartbeat_interval.total_seconds()
+        next_beat = time.monotonic() + beat
+        timed_out = False
+        try:
+            while not finished.wait(POLL_SECONDS):
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + beat
+                    with self._engine.begin() as connection:
+                        now = database_now(connection, self._clock)
+                        renew_leases(connection, self._host_id, [claim.run_id], now + lease)
+                if deadline is not None and time.monotonic() >= deadline and not timed_out:
+                    timed_out = True
+                    self._progress("timed out waiting: cancelling the run")
+                    cancellation.cancel("the operator's --timeout passed")
+        except KeyboardInterrupt:
+            self._progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
+            cancellation.cancel("interrupted by the operator")
+            finished.wait()
+        worker.join()
+        return timed_out
+
+    # -- results -----------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        """Make sure the job has a schedule row, as a starting host would."""
+        with self._engine.begin() as connection:
+            now = database_now(connection, self._clock)
+            sync_schedules(connection, desired_schedules(self._catalog.jobs), now)
+
+    def _finished(self, request_id: str, run: RunRecord) -> TriggerResult:
+        error = run.error_message or run.error_type
+        took = duration_text(run.duration_ms / 1000 if run.duration_ms is not None else None)
+        detail = f": {error}" if error and run.outcome != "succeeded" else ""
+        self._progress(f"{run.outcome} in {took} on host {run.host_id}{detail}")
+        return TriggerResult(
+            request_id,
+            run.id,
+            run.job_name,
+            run.outcome,
+            host=run.host_id,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            duration_ms=run.duration_ms,
+            error=error,
+        )
+
+    def _refused(
+        self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
+    ) -> TriggerResult:
+        text = message or "refused"
+        self._progress(text)
+        return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
+
+    def _refused_overlap(
+        self, spec: JobSpec, running: list[RunRecord], lease_owner: str | None
+    ) -> TriggerResult:
+        if running:
+            first = running[0]
+            message = (
+                f"refused: run {first.id} of {spec.name} is still running on host "
+                f"{first.host_id} since {short_utc(first.started_at)} (overlap policy "
+                f"{spec.declaration.overlap.value})"
+            )
+            return self._refused(None, spec, message, first.host_id)
+        message = (
+            f"refused: host {lease_owner} holds the lease of {spec.name} (overlap policy "
+            f"{spec.declaration.overlap.value})"
+        )
+        return self._refused(None, spec, message, lease_owner)
+
+
+def _run(connection: Connection, run_id: str) -> RunRecord | None:
+    row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+    return RunRecord.from_row(row) if row is not None else None

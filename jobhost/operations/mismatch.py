@@ -1,0 +1,237 @@
+"""Why what runs differs from what is declared or expected: the report's ``mismatch`` reasons.
+
+Each reason is a :class:`Mismatch` with a stable ``code`` (what scripts match on) and a detail
+for people; the report prints ``code: detail``. Pure functions of the facts and ``now``.
+
+Codes: ``override`` (a ``[jobs."name"]`` section changes the declaration), ``not-configured``
+(disabled because its module's section is absent), ``paused``, ``orphaned`` (in the store, no
+module declares it), ``invalid`` (declared, but with problems that keep it out of the catalog),
+``store-differs`` (the store's schedule is not yet the catalog's), ``no-next-fire`` (enabled,
+nothing scheduled), ``next-fire-past`` (the next fire is behind: nothing is firing it),
+``overdue`` (dead-man: no success within its period plus grace), ``lease-expired`` (a lease
+expired but is still held), ``no-live-host``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
+from jobhost.config import Settings, format_duration
+from jobhost.operations.timefmt import duration_text, short_utc
+from jobhost.store import RunRecord, ScheduleRecord
+from jobhost.store.registry import diff_schedules
+
+__all__ = [
+    "JobFacts",
+    "Mismatch",
+    "job_mismatches",
+    "late_tolerance",
+    "overdue_grace",
+    "period_of",
+]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    code: str
+    detail: str
+
+    def text(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """Everything known about one job: the catalog's view, the store's, and its ledger."""
+
+    name: str
+    spec: JobSpec | None
+    row: ScheduleRecord | None
+    problems: Sequence[Problem]
+    next_fire: datetime | None
+    last_success: datetime | None
+    expired_runs: Sequence[RunRecord]
+
+    @property
+    def declared(self) -> bool:
+        return self.spec is not None
+
+    @property
+    def enabled(self) -> bool:
+        if self.spec is not None:
+            return self.spec.enabled
+        return self.row is not None and self.row.enabled
+
+    @property
+    def paused(self) -> bool:
+        return self.row is not None and self.row.paused
+
+
+def job_mismatches(
+    facts: JobFacts, settings: Settings, now: datetime, live_hosts: int
+) -> list[Mismatch]:
+    """Every reason that applies to the job, in a fixed order (configuration first)."""
+    found: list[Mismatch | None] = []
+    spec, row = facts.spec, facts.row
+    if spec is not None:
+        found += [_override(spec), _not_configured(spec, settings), _store_differs(spec, row)]
+    elif facts.problems:
+        lines = "; ".join(problem.message for problem in facts.problems)
+        found.append(Mismatch("invalid", f"declared with problems, so no host runs it: {lines}"))
+    elif row is not None:
+        found.append(
+            Mismatch("orphaned", "in the store, but no loaded module declares it any more")
+        )
+    if row is not None and row.paused:
+        found.append(_paused(row))
+    if facts.declared and facts.enabled:
+        found += [
+            _no_next_fire(facts),
+            _next_fire_past(facts, settings, now),
+            _overdue(facts, settings, now),
+        ]
+    found.append(_lease_expired(facts, now))
+    if facts.declared and facts.enabled and live_hosts == 0:
+        found.append(Mismatch("no-live-host", "no host is alive to fire it"))
+    return [item for item in found if item is not None]
+
+
+def period_of(spec: JobSpec, now: datetime) -> timedelta | None:
+    """How often the job fires: the interval, or the gap between a cron's next two fires."""
+    trigger = spec.trigger
+    if trigger.kind == "interval":
+        return trigger.interval
+    schedule = spec.schedule(now)
+    if schedule is None:
+        return None
+    fires = schedule.iter_after(now, 2)
+    return fires[1] - fires[0] if len(fires) == 2 else None
+
+
+def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
+    """The declaration's ``overdue_after``, or the host's ``overdue_grace``."""
+    declared = spec.declaration.overdue_after
+    return declared if declared is not None else settings.overdue_grace
+
+
+def late_tolerance(settings: Settings) -> timedelta:
+    """How far behind a next fire may be before nothing is firing it: a poll and a margin."""
+    return settings.poll_interval + timedelta(seconds=5)
+
+
+def _override(spec: JobSpec) -> Mismatch | None:
+    override = spec.override
+    if override is None:
+        return None
+    changes: list[str] = []
+    if _parts(spec.trigger) != _parts(spec.declared):
+        changes.append(f"{spec.trigger.describe()} instead of {spec.declared.describe()}")
+    if override.enabled is not None and override.enabled != spec.declaration.enabled:
+        changes.append("enabled" if override.enabled else "disabled")
+    if not changes:
+        return None
+    return Mismatch("override", f'[jobs."{spec.name}"] in force: {", ".join(changes)}')
+
+
+def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:
+    return trigger.kind, trigger.expression, trigger.timezone
+
+
+def _not_configured(spec: JobSpec, settings: Settings) -> Mismatch | None:
+    source = spec.declaration.configuration_source
+    if spec.enabled or source is None or source in settings.modules:
+        return None
+    return Mismatch(
+        "not-configured",
+        f"[modules.{source}] is absent from the settings; the module keeps the job disabled",
+    )
+
+
+def _store_differs(spec: JobSpec, row: ScheduleRecord | None) -> Mismatch | None:
+    if row is None:
+        return None
+    # Imported here: the firing loop's imports are not needed for anything else in a report.
+    from jobhost.firing.tick import desired_schedules
+
+    plan = diff_schedules([row], desired_schedules({spec.name: spec}))
+    if not plan.changed:
+        return None
+    change = plan.changed[0]
+    before = "orphaned" if row.orphaned else change.before
+    return Mismatch(
+        "store-differs",
+        f"the store has {before}, the catalog {change.after}; a host started with this "
+        "catalog applies it (see `jobhost plan`)",
+    )
+
+
+def _paused(row: ScheduleRecord) -> Mismatch:
+    who = row.paused_by or "unknown"
+    reason = f": {row.paused_reason}" if row.paused_reason else ""
+    return Mismatch("paused", f"by {who} at {short_utc(row.paused_at)}{reason}")
+
+
+def _no_next_fire(facts: JobFacts) -> Mismatch | None:
+    if facts.next_fire is not None or (facts.row is not None and facts.row.orphaned):
+        return None
+    return Mismatch("no-next-fire", "enabled, but nothing schedules its next fire")
+
+
+def _next_fire_past(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | None:
+    next_fire = facts.next_fire
+    if next_fire is None or next_fire >= now - late_tolerance(settings):
+        return None
+    return Mismatch(
+        "next-fire-past",
+        f"next fire {short_utc(next_fire)} is {duration_text(now - next_fire)} in the past: "
+        "nothing is firing it",
+    )
+
+
+def _overdue(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | None:
+    spec, row = facts.spec, facts.row
+    if spec is None or row is None:
+        return None  # never scheduled: nothing was due yet
+    period = period_of(spec, now)
+    if period is None:
+        return None
+    grace = overdue_grace(spec, settings)
+    since = facts.last_success or row.created_at
+    if now - since <= period + grace:
+        return None
+    what = (
+        f"last success {short_utc(facts.last_success)}"
+        if facts.last_success is not None
+        else f"no success since it was scheduled at {short_utc(row.created_at)}"
+    )
+    return Mismatch(
+        "overdue",
+        f"{what}, longer ago than its period {format_duration(period)} plus grace "
+        f"{format_duration(grace)}",
+    )
+
+
+def _lease_expired(facts: JobFacts, now: datetime) -> Mismatch | None:
+    row = facts.row
+    if (
+        row is not None
+        and row.lease_owner is not None
+        and row.lease_expires_at is not None
+        and row.lease_expires_at < now
+    ):
+        return Mismatch(
+            "lease-expired",
+            f"host {row.lease_owner} still holds the lease (run {row.lease_run_id or '-'}) "
+            f"that expired at {short_utc(row.lease_expires_at)}",
+        )
+    if facts.expired_runs:
+        run = facts.expired_runs[0]
+        return Mismatch(
+            "lease-expired",
+            f"run {run.id} on host {run.host_id} is still running on a lease that expired "
+            f"at {short_utc(run.lease_expires_at)}",
+        )
+    return None

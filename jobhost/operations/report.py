@@ -1,0 +1,271 @@
+"""The schedule report: one row per job, then the live hosts, as typed values and as JSON.
+
+Jobs come from the catalog and from the store: a declared job that no host has synced yet is
+shown from its declaration (its next fire computed from its trigger); a stored job no module
+declares is shown from its schedule row, ``orphaned``. ``last_run`` is the last real attempt
+(``missed`` and ``skipped`` occurrences and queued retries are not attempts, they appear in
+``recent_outcomes`` and ``jobhost history``); ``recent_outcomes`` holds the last five ledger
+outcomes, newest first, ``missed`` and ``skipped`` included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
+from jobhost.config import Settings
+from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches
+from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
+from jobhost.operations.timefmt import iso_local, iso_utc
+from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord
+
+__all__ = [
+    "JobReport",
+    "LastRun",
+    "Report",
+    "State",
+    "TriggerView",
+    "build_report",
+    "host_json",
+    "report_from",
+]
+
+State = Literal["enabled", "disabled", "paused", "orphaned"]
+
+
+@dataclass(frozen=True)
+class TriggerView:
+    """A trigger as the report shows it; ``source`` only on the effective one."""
+
+    kind: str | None
+    expression: str | None
+    timezone: str
+    source: str | None = None
+
+    @classmethod
+    def of(cls, trigger: EffectiveTrigger, *, with_source: bool) -> TriggerView:
+        source = trigger.source if with_source else None
+        return cls(trigger.kind, trigger.expression, trigger.timezone, source)
+
+    def describe(self) -> str:
+        if self.kind == "cron":
+            return f"cron '{self.expression}' ({self.timezone})"
+        if self.kind == "interval":
+            return f"every {self.expression}"
+        return "no trigger"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "expression": self.expression,
+            "timezone": self.timezone,
+        }
+        if self.source is not None:
+            data["source"] = self.source
+        return data
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """The job's last real attempt."""
+
+    run_id: str
+    outcome: str
+    host: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+    error: str | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> LastRun:
+        return cls(
+            run_id=run.id,
+            outcome=run.outcome,
+            host=run.host_id,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            duration_ms=run.duration_ms,
+            error=run.error_message or run.error_type,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "started_at": iso_utc(self.started_at),
+            "finished_at": iso_utc(self.finished_at),
+            "duration_ms": self.duration_ms,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class JobReport:
+    name: str
+    module: str
+    description: str
+    critical: bool
+    enabled: bool
+    paused: bool
+    state: State
+    declared_trigger: TriggerView | None
+    """None for a job no module declares: only its stored (effective) trigger is known."""
+    effective_trigger: TriggerView
+    next_fire: datetime | None
+    last_run: LastRun | None
+    recent_outcomes: list[str]
+    mismatches: list[Mismatch]
+
+    def has(self, code: str) -> Mismatch | None:
+        """The mismatch with ``code``, if the job has it."""
+        return next((m for m in self.mismatches if m.code == code), None)
+
+    def to_json(self) -> dict[str, Any]:
+        zone = self.effective_trigger.timezone
+        return {
+            "name": self.name,
+            "module": self.module,
+            "description": self.description,
+            "critical": self.critical,
+            "enabled": self.enabled,
+            "paused": self.paused,
+            "state": self.state,
+            "declared_trigger": (
+                self.declared_trigger.to_json() if self.declared_trigger is not None else None
+            ),
+            "effective_trigger": self.effective_trigger.to_json(),
+            "next_fire_utc": iso_utc(self.next_fire),
+            "next_fire_local": iso_local(self.next_fire, zone),
+            "last_run": self.last_run.to_json() if self.last_run is not None else None,
+            "recent_outcomes": list(self.recent_outcomes),
+            "mismatch": [m.text() for m in self.mismatches],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    generated_at: datetime
+    hosts: list[HostRecord]
+    """The live hosts, oldest first."""
+    jobs: list[JobReport]
+    problems: list[Problem]
+    """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generated_at": iso_utc(self.generated_at),
+            "hosts": [host_json(host) for host in self.hosts],
+            "jobs": [job.to_json() for job in self.jobs],
+        }
+
+
+def build_report(
+    settings: Settings,
+    catalog: Catalog,
+    engine: Engine,
+    *,
+    job: str | None = None,
+    clock: Clock | None = None,
+) -> Report:
+    """Read the store and put it beside the catalog; ``job`` narrows it to one job."""
+    snapshot = read_snapshot(engine, [job] if job else catalog.jobs, clock)
+    return report_from(settings, catalog, snapshot, job=job)
+
+
+def report_from(
+    settings: Settings, catalog: Catalog, snapshot: StoreSnapshot, *, job: str | None = None
+) -> Report:
+    """The report of ``snapshot`` (pure: no store access)."""
+    now = snapshot.now
+    live = snapshot.live_hosts
+    invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
+    names = sorted({*catalog.jobs, *snapshot.schedules})
+    jobs = [
+        _job_report(name, catalog, snapshot, settings, len(live))
+        for name in names
+        if (job is None or name == job)
+        and (name in catalog.jobs or name in snapshot.schedules or name in invalid)
+    ]
+    return Report(generated_at=now, hosts=live, jobs=jobs, problems=list(catalog.problems))
+
+
+def host_json(host: HostRecord) -> dict[str, Any]:
+    """A host as the report's JSON shows it, with its clock minus the database's."""
+    return {
+        "id": host.id,
+        "hostname": host.hostname,
+        "pid": host.pid,
+        "version": host.version,
+        "started_at": iso_utc(host.started_at),
+        "last_seen_at": iso_utc(host.last_seen_at),
+        "clock_skew_seconds": round(host.clock_skew_seconds, 3),
+    }
+
+
+def _job_report(
+    name: str, catalog: Catalog, snapshot: StoreSnapshot, settings: Settings, live_hosts: int
+) -> JobReport:
+    spec = catalog.jobs.get(name)
+    row = snapshot.schedules.get(name)
+    facts = JobFacts(
+        name=name,
+        spec=spec,
+        row=row,
+        problems=catalog.problems_for(name),
+        next_fire=_next_fire(spec, row, snapshot.now),
+        last_success=snapshot.last_success.get(name),
+        expired_runs=snapshot.expired_runs.get(name, []),
+    )
+    last = snapshot.last_runs.get(name)
+    if spec is not None:
+        module, description, critical = (
+            spec.module,
+            spec.declaration.description,
+            spec.declaration.critical,
+        )
+        declared: TriggerView | None = TriggerView.of(spec.declared, with_source=False)
+        effective = TriggerView.of(spec.trigger, with_source=True)
+    else:
+        assert row is not None, "an undeclared job in the report has a schedule row"
+        module, description, critical, declared = row.module, "", False, None
+        effective = TriggerView(
+            row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
+        )
+    return JobReport(
+        name=name,
+        module=module,
+        description=description,
+        critical=critical,
+        enabled=facts.enabled,
+        paused=facts.paused,
+        state=_state(facts),
+        declared_trigger=declared,
+        effective_trigger=effective,
+        next_fire=facts.next_fire,
+        last_run=LastRun.of(last) if last is not None else None,
+        recent_outcomes=snapshot.recent_outcomes.get(name, []),
+        mismatches=job_mismatches(facts, settings, snapshot.now, live_hosts),
+    )
+
+
+def _state(facts: JobFacts) -> State:
+    if facts.spec is None and not facts.problems:
+        return "orphaned"
+    if facts.paused:
+        return "paused"
+    return "enabled" if facts.enabled else "disabled"
+
+
+def _next_fire(spec: JobSpec | None, row: ScheduleRecord | None, now: datetime) -> datetime | None:
+    """The store's next occurrence; for a job not (or no longer) scheduled, its trigger's."""
+    if row is not None and not row.orphaned:
+        return row.next_occurrence if row.enabled else None
+    if spec is None or not spec.enabled:
+        return None
+    schedule = spec.schedule(now)
+    return schedule.next_after(now) if schedule is not None else None

@@ -1,0 +1,62 @@
+"""How instants and durations are written for operators: UTC with ``Z``, local with its zone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from jobhost.triggers import UnknownTimezoneError, load_zone
+
+__all__ = ["duration_text", "iso_local", "iso_utc", "short_local", "short_utc"]
+
+
+def iso_utc(value: datetime | None) -> str | None:
+    """``2026-05-04T10:00:00Z`` (microseconds kept when present), or None."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def iso_local(value: datetime | None, zone: str) -> str | None:
+    """The instant in ``zone`` with its offset (``2026-05-04T12:00:00+02:00``), or None."""
+    if value is None:
+        return None
+    try:
+        tz = load_zone(zone)
+    except UnknownTimezoneError:
+        return iso_utc(value)
+    return value.astimezone(tz).isoformat()
+
+
+def short_local(value: datetime | None, zone: str) -> str:
+    """``2026-05-04 12:00:00 CEST`` for tables; ``-`` for nothing."""
+    if value is None:
+        return "-"
+    try:
+        tz = load_zone(zone)
+    except UnknownTimezoneError:
+        return short_utc(value)
+    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def short_utc(value: datetime | None) -> str:
+    """``2026-05-04 10:00:00Z`` for tables; ``-`` for nothing."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def duration_text(value: timedelta | float | None) -> str:
+    """``350ms``, ``12.3s``, ``4m05s``, ``2h10m``, ``3d4h``; ``-`` for nothing."""
+    if value is None:
+        return "-"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600}h"

@@ -1,0 +1,154 @@
+"""``jobhost health``: the release gate, each check passing and failing with its reason."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import update
+
+from jobhost.store.operations import pause_job
+from jobhost.store.schema import hosts, runs
+from tests.cli.operator_support import Operator, now
+
+CHECKS = [
+    "store",
+    "catalog",
+    "critical-jobs-scheduled",
+    "live-host",
+    "leases",
+    "critical-jobs-last-run",
+    "clock-skew",
+]
+JOBS = [
+    {"name": "sample.billing", "cron": "0 3 * * *", "critical": True},
+    {"name": "sample.hourly", "interval": "1h", "critical": True},
+    {"name": "sample.cleanup", "interval": "1h"},
+]
+
+
+def _healthy(operator: Operator) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    t = now()
+    operator.add_run("sample.billing", "succeeded", started=t - timedelta(hours=5))
+    operator.add_run("sample.hourly", "succeeded", started=t - timedelta(minutes=10))
+    operator.add_host("replica-0", skew=0.2)
+
+
+def _verdicts(result: dict[str, Any]) -> dict[str, bool]:
+    return {check["name"]: check["ok"] for check in result["checks"]}
+
+
+def _detail(result: dict[str, Any], name: str) -> str:
+    return str(next(c["detail"] for c in result["checks"] if c["name"] == name))
+
+
+def test_every_check_passes_on_a_healthy_store(operator: Operator) -> None:
+    _healthy(operator)
+    done, result = operator.json("health")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert result["ok"] is True
+    assert [check["name"] for check in result["checks"]] == CHECKS
+    assert all(set(check) == {"name", "ok", "detail"} for check in result["checks"])
+    assert all(_verdicts(result).values())
+    assert "replica-0" in _detail(result, "live-host")
+    text = operator.jobhost("health")
+    assert text.returncode == 0
+    assert text.stdout.splitlines()[-1] == "healthy: all 7 checks passed"
+    assert all(line.startswith("PASS  ") for line in text.stdout.splitlines()[:-1])
+
+
+def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operator) -> None:
+    _healthy(operator)
+    t = now()
+    with operator.engine.begin() as connection:
+        pause_job(connection, "sample.billing", "carol", "migration", t)
+    operator.set_schedule("sample.hourly", next_occurrence=t - timedelta(hours=3))
+    operator.add_run("sample.billing", "failed", started=t - timedelta(minutes=5), error="boom")
+    operator.set_schedule(
+        "sample.cleanup",
+        lease_owner="dead-host",
+        lease_expires_at=t - timedelta(minutes=1),
+        lease_run_id="r-1",
+    )
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(hosts).values(last_seen_at=t, host_clock_at=t + timedelta(seconds=5))
+        )
+    done, result = operator.json("health")
+    assert done.returncode == 1
+    assert result["ok"] is False
+    assert _verdicts(result) == {
+        "store": True,
+        "catalog": True,
+        "critical-jobs-scheduled": False,
+        "live-host": True,
+        "leases": False,
+        "critical-jobs-last-run": False,
+        "clock-skew": False,
+    }
+    scheduled = _detail(result, "critical-jobs-scheduled")
+    assert "sample.billing is paused by carol" in scheduled and "migration" in scheduled
+    assert "sample.hourly's next fire" in scheduled and "in the past" in scheduled
+    last_run = _detail(result, "critical-jobs-last-run")
+    assert "sample.billing's last run" in last_run and "failed" in last_run and "boom" in last_run
+    assert "sample.hourly is overdue" not in last_run
+    assert "dead-host" in _detail(result, "leases")
+    assert "host replica-0 is +5.000s off" in _detail(result, "clock-skew")
+
+    # The hourly job's only success ages past its period plus grace; the host goes silent.
+    day_ago = t - timedelta(days=1)
+    operator.set_schedule("sample.hourly", created_at=day_ago - timedelta(days=1))
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(runs)
+            .where(runs.c.job_name == "sample.hourly")
+            .values(queued_at=day_ago, started_at=day_ago, finished_at=day_ago)
+        )
+        connection.execute(update(hosts).values(last_seen_at=t - timedelta(minutes=10)))
+    text = operator.jobhost("health")
+    assert text.returncode == 1
+    assert "FAIL  live-host                no host is alive" in text.stdout
+    assert "PASS  clock-skew" in text.stdout
+    assert text.stdout.splitlines()[-1] == "unhealthy: 4 of 7 checks failed"
+    done, result = operator.json("health", "--no-hosts")
+    assert done.returncode == 1
+    assert _detail(result, "live-host") == "skipped (--no-hosts)"
+    assert _verdicts(result)["live-host"] is True
+    assert "sample.hourly is overdue" in _detail(result, "critical-jobs-last-run")
+
+
+def test_store_and_catalog_checks_fail_with_why(operator: Operator) -> None:
+    operator.configure(JOBS, migrate=False)
+    done, result = operator.json("health", "--no-hosts")
+    assert done.returncode == 1
+    assert _verdicts(result)["store"] is False
+    assert "schema at revision none" in _detail(result, "store")
+    assert "jobhost db upgrade" in _detail(result, "store")
+    assert _verdicts(result)["catalog"] is True
+    assert _detail(result, "leases") == "not checked: the store is unavailable"
+    assert _detail(result, "live-host") == "skipped (--no-hosts)"
+
+    operator.configure(JOBS, modules={"extra": {"broken": True}}, extra_plugin=True)
+    done, result = operator.json("health", "--no-hosts")
+    assert done.returncode == 1
+    assert _verdicts(result)["store"] is True
+    assert _verdicts(result)["catalog"] is False
+    assert "extra.broken (module extra) [cron-syntax]" in _detail(result, "catalog")
+
+
+def test_an_unreachable_store_fails_the_store_check(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-directory" / "store.db"
+    operator = Operator(f"sqlite:///{missing}", tmp_path)
+    try:
+        operator.configure(JOBS, migrate=False)
+        done, result = operator.json("health")
+        assert done.returncode == 1
+        assert "cannot reach sqlite:///" in _detail(result, "store")
+        assert _detail(result, "critical-jobs-scheduled") == (
+            "not checked: the store is unavailable"
+        )
+    finally:
+        operator.close()

@@ -1,0 +1,82 @@
+"""``jobhost plan``: the catalog against the store, added, changed (old -> new) and orphaned."""
+
+from __future__ import annotations
+
+from tests.cli.operator_support import Operator
+
+BEFORE = [
+    {"name": "sample.nightly", "cron": "0 3 * * *"},
+    {"name": "sample.hourly", "interval": "1h"},
+    {"name": "sample.retired", "interval": "6h"},
+]
+AFTER = [
+    {"name": "sample.nightly", "cron": "0 3 * * *"},
+    {"name": "sample.hourly", "interval": "1h", "enabled": False},
+    {"name": "sample.fresh", "cron": "15 4 * * *", "timezone": "Europe/Berlin"},
+]
+
+
+def test_plan_lists_additions_changes_and_orphans_and_strict_fails(operator: Operator) -> None:
+    operator.configure(BEFORE)
+    done, plan = operator.json("plan")
+    assert done.returncode == 0, done.stderr
+    assert plan["changes"] is True
+    assert [item["job"] for item in plan["added"]] == [
+        "sample.hourly",
+        "sample.nightly",
+        "sample.retired",
+    ]
+    operator.sync()
+    quiet = operator.jobhost("plan", "--strict")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.strip() == "no changes: the store matches the catalog"
+
+    operator.configure(AFTER, overrides={"sample.nightly": {"cron": "0 4 * * *"}})
+    done, plan = operator.json("plan", "--strict")
+    assert done.returncode == 1
+    assert plan == {
+        "changes": True,
+        "added": [
+            {
+                "job": "sample.fresh",
+                "module": "sample",
+                "after": "cron '15 4 * * *' Europe/Berlin",
+            }
+        ],
+        "changed": [
+            {
+                "job": "sample.hourly",
+                "before": "every 1h",
+                "after": "every 1h (disabled)",
+                "trigger_changed": False,
+            },
+            {
+                "job": "sample.nightly",
+                "before": "cron '0 3 * * *' UTC",
+                "after": "cron '0 4 * * *' UTC",
+                "trigger_changed": True,
+            },
+        ],
+        "orphaned": [{"job": "sample.retired", "module": "sample", "before": "every 6h"}],
+    }
+    text = operator.jobhost("plan")
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert "+ sample.fresh" in lines[0]
+    assert any(line.startswith("~ sample.nightly") for line in lines)
+    assert any(line.strip() == "-> cron '0 4 * * *' UTC" for line in lines)
+    assert any(line.startswith("- sample.retired") and "orphaned" in line for line in lines)
+    assert lines[-1] == "1 to add, 2 to change, 1 to orphan"
+    # Planning changes nothing.
+    row = operator.schedule("sample.nightly")
+    assert row is not None and row.trigger_expression == "0 3 * * *"
+    assert operator.schedule("sample.fresh") is None
+
+
+def test_an_invalid_catalog_has_no_plan(sqlite_operator: Operator) -> None:
+    operator = sqlite_operator
+    operator.configure(BEFORE, modules={"extra": {"broken": True}}, extra_plugin=True)
+    done = operator.jobhost("plan")
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert "extra.broken" in done.stderr and "no plan until it is fixed" in done.stderr

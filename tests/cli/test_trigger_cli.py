@@ -1,0 +1,188 @@
+"""``jobhost trigger``: a manual run, in this process or on a live host, and its refusals."""
+
+from __future__ import annotations
+
+import getpass
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from jobhost.store.operations import pause_job
+from tests.cli.operator_support import Operator, now
+from tests.process.conftest import HostProcess, wait_for
+
+RESULT_KEYS = {
+    "request_id",
+    "run_id",
+    "job",
+    "outcome",
+    "host",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "error",
+}
+
+JOBS = [
+    {"name": "sample.works", "cron": "0 3 * * *"},
+    {"name": "sample.breaks", "cron": "0 3 * * *", "behaviour": "fail"},
+    {"name": "sample.off", "cron": "0 3 * * *", "enabled": False},
+    {"name": "sample.held", "cron": "0 3 * * *"},
+]
+
+
+def test_with_no_live_host_the_job_runs_in_this_process(operator: Operator) -> None:
+    operator.configure(JOBS)
+    done, result = operator.json("trigger", "sample.works", "--reason", "rerun after fix")
+    assert done.returncode == 0, done.stderr
+    assert "no live host: running sample.works in this process" in done.stderr
+    assert set(result) == RESULT_KEYS
+    assert (result["job"], result["outcome"], result["error"]) == (
+        "sample.works",
+        "succeeded",
+        None,
+    )
+    (run,) = operator.runs("sample.works")
+    assert (run.id, run.source, run.outcome, run.occurrence) == (
+        result["run_id"],
+        "manual",
+        "succeeded",
+        None,
+    )
+    assert run.host_id == result["host"] and result["host"].startswith("cli-")
+    assert (run.requested_by, run.reason) == (getpass.getuser(), "rerun after fix")
+    assert run.trace_id is not None
+    assert result["duration_ms"] == run.duration_ms
+    (request,) = operator.requests()
+    assert (request.id, request.status, request.run_id) == (result["request_id"], "started", run.id)
+    assert operator.run_log.read_text().split()[:5] == ["sample.works", run.id, "-", "1", "manual"]
+
+    failed = operator.jobhost("trigger", "sample.breaks")
+    assert failed.returncode == 1
+    assert failed.stdout.startswith("failed: sample.breaks run ")
+    assert "business failure on attempt 1" in failed.stdout
+
+
+def test_an_unknown_job_exits_2_with_the_closest_names(sqlite_operator: Operator) -> None:
+    sqlite_operator.configure(JOBS)
+    unknown = sqlite_operator.jobhost("trigger", "sample.work")
+    assert unknown.returncode == 2
+    assert "unknown job 'sample.work'; did you mean sample.works" in unknown.stderr
+    assert sqlite_operator.requests() == []
+
+
+def test_disabled_and_paused_jobs_run(operator: Operator) -> None:
+    operator.configure(JOBS)
+    disabled = operator.jobhost("trigger", "sample.off")
+    assert disabled.returncode == 0, disabled.stderr
+    assert "job sample.off is disabled" in disabled.stderr
+    assert [r.outcome for r in operator.runs("sample.off")] == ["succeeded"]
+
+    with operator.engine.begin() as connection:
+        pause_job(connection, "sample.works", "bob", "noisy", now())
+    paused = operator.jobhost("trigger", "sample.works")
+    assert paused.returncode == 0, paused.stderr
+    assert "warning: job sample.works is paused (by bob" in paused.stderr
+    assert [r.outcome for r in operator.runs("sample.works")] == ["succeeded"]
+
+
+def test_a_run_that_would_overlap_a_running_one_is_refused(operator: Operator) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    started = now() - timedelta(minutes=3)
+    operator.add_run(
+        "sample.held",
+        "running",
+        started=started,
+        occurrence=started,
+        host="busy-host",
+        lease_expires_at=now() + timedelta(minutes=1),
+    )
+    done, result = operator.json("trigger", "sample.held")
+    assert done.returncode == 1
+    assert result["outcome"] == "refused"
+    assert result["host"] == "busy-host"
+    assert "still running on host busy-host since" in result["error"]
+    assert started.strftime("%Y-%m-%d %H:%M:%S") in result["error"]
+    assert operator.requests() == []
+    assert [r.outcome for r in operator.runs("sample.held")] == ["running"]
+
+
+def test_no_wait_queues_and_timeout_exits_4(operator: Operator) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    operator.add_host("idle-host")  # alive, but no process behind it takes requests
+    done, result = operator.json("trigger", "sample.works", "--no-wait")
+    assert done.returncode == 0, done.stderr
+    assert (result["outcome"], result["run_id"]) == ("queued", None)
+    assert [r.status for r in operator.requests()] == ["pending"]
+
+    waited, result = operator.json("trigger", "sample.works", "--timeout", "0.5")
+    assert waited.returncode == 4, waited.stderr
+    assert result["outcome"] == "queued"
+    assert "timed out waiting" in result["error"]
+    assert operator.runs("sample.works") == []
+
+
+@pytest.mark.slow
+def test_a_live_host_picks_the_request_up_within_a_second(operator: Operator) -> None:
+    operator.configure(JOBS, heartbeat_interval="1s")
+    host = HostProcess(
+        "live-1",
+        operator.config,
+        operator.directory / "live-1.log",
+        operator.env(JOBHOST_HOST_ID="live-1"),
+    )
+    try:
+        wait_for(lambda: operator.live_hosts() == ["live-1"], 30, "the host to start")
+        done, result = operator.json("trigger", "sample.works", "--reason", "by hand")
+        assert done.returncode == 0, done.stderr + host.log()
+        assert "no live host" not in done.stderr
+        assert (result["outcome"], result["host"]) == ("succeeded", "live-1")
+        (request,) = operator.requests()
+        (run,) = operator.runs("sample.works")
+        assert (run.id, run.host_id, run.source) == (result["run_id"], "live-1", "manual")
+        assert request.claimed_by == "live-1"
+        assert run.started_at is not None
+        assert run.started_at - request.requested_at < timedelta(seconds=1)
+    finally:
+        host.stop()
+
+
+def test_a_run_here_is_cancelled_by_the_timeout_or_ctrl_c(sqlite_operator: Operator) -> None:
+    operator = sqlite_operator
+    operator.configure(
+        [{"name": "sample.slow", "cron": "0 3 * * *", "behaviour": "sleep", "seconds": 60}]
+    )
+    done, result = operator.json("trigger", "sample.slow", "--timeout", "0.5")
+    assert done.returncode == 4, done.stderr
+    assert result["outcome"] == "cancelled"
+    assert "timed out waiting: cancelling the run" in done.stderr
+    assert [r.outcome for r in operator.runs("sample.slow")] == ["cancelled"]
+
+    command = [sys.executable, "-m", "jobhost", "--config", str(operator.config)]
+    child = subprocess.Popen(
+        [*command, "trigger", "sample.slow"],
+        env=operator.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(
+            lambda: [r for r in operator.runs("sample.slow") if r.outcome == "running"],
+            30,
+            "the run to start",
+        )
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 1, stderr
+    assert "interrupted: cancelling the run" in stderr
+    assert stdout.startswith("cancelled: sample.slow")
+    assert [r.outcome for r in operator.runs("sample.slow")] == ["cancelled", "cancelled"]

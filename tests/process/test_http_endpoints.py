@@ -1,0 +1,156 @@
+"""The HTTP surface of ``jobhost run``, over real HTTP: probes, Prometheus metrics, the report."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
+from jobhost.firing.host import HostStatus
+from jobhost.operations.http import Endpoints, OperatorServer, host_endpoints
+from jobhost.store import create_store_engine, upgrade
+from tests.cli.operator_support import Operator
+from tests.process.conftest import HostProcess, wait_for
+
+
+def get(url: str) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET, error statuses included."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
+    made = Operator(store_url, tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.mark.slow
+def test_a_running_host_serves_probes_metrics_and_the_report(operator: Operator) -> None:
+    port = free_port()
+    operator.configure(
+        [{"name": "sample.tick", "cron": "* * * * * *"}],
+        http_listen=f"127.0.0.1:{port}",
+        poll_interval="1s",
+        heartbeat_interval="1s",
+    )
+    base = f"http://127.0.0.1:{port}"
+    host = HostProcess(
+        "web-1",
+        operator.config,
+        operator.directory / "web-1.log",
+        operator.env(JOBHOST_HOST_ID="web-1"),
+    )
+    try:
+        wait_for(lambda: _answers(f"{base}/healthz"), 30, "the HTTP server")
+        wait_for(lambda: "turning" in get(f"{base}/healthz")[2], 10, "the first tick")
+        status, kind, body = get(f"{base}/healthz")
+        assert (status, kind) == (200, "application/json"), body
+        assert json.loads(body)["ok"] is True
+        status, _, body = get(f"{base}/readyz")
+        assert status == 200, body
+        assert json.loads(body) == {
+            "ok": True,
+            "detail": "store reachable at schema 0001, 1 jobs",
+        }
+
+        metrics = wait_for(
+            lambda: _metric_line(base, 'jobhost_runs_total{job="sample.tick"'), 15, "a run metric"
+        )
+        assert 'outcome="succeeded"' in metrics
+        status, kind, text = get(f"{base}/metrics")
+        assert status == 200 and kind.startswith("text/plain")
+        assert "# TYPE jobhost_run_duration_seconds histogram" in text
+        assert "jobhost_run_lag_seconds_count" in text
+
+        status, kind, body = get(f"{base}/report")
+        assert (status, kind) == (200, "application/json")
+        report = json.loads(body)
+        assert [h["id"] for h in report["hosts"]] == ["web-1"]
+        (job,) = report["jobs"]
+        assert job["name"] == "sample.tick" and job["last_run"]["outcome"] == "succeeded"
+        assert "no-live-host" not in " ".join(job["mismatch"])
+
+        status, _, body = get(f"{base}/nope")
+        assert status == 404 and "/healthz" in body
+    finally:
+        host.stop()
+
+
+def test_probes_fail_with_503_and_a_broken_endpoint_answers_500(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    engine = create_store_engine(url)
+    settings = Settings(database_url=url, poll_interval=timedelta(seconds=1))
+    status = HostStatus(catalog_ok=True)
+    fake: Any = SimpleNamespace(
+        settings=settings,
+        status=status,
+        catalog=Catalog(jobs={}, problems=[]),
+        engine=engine,
+        clock=None,
+    )
+    endpoints = host_endpoints(fake, lambda: b"")
+    broken = Endpoints(endpoints.liveness, endpoints.readiness, endpoints.metrics, _explode)
+    server = OperatorServer(("127.0.0.1", 0), broken)
+    server.start()
+    base = f"http://127.0.0.1:{server.address[1]}"
+    try:
+        # Starting: no tick yet, but within three polls plus five seconds of the start.
+        assert get(f"{base}/healthz")[0] == 200
+        status.last_tick = time.monotonic() - 9
+        code, _, body = get(f"{base}/healthz")
+        assert code == 503 and "stalled" in json.loads(body)["detail"]
+        status.last_tick = time.monotonic()
+        assert get(f"{base}/healthz")[0] == 200
+
+        code, _, body = get(f"{base}/readyz")
+        assert code == 503 and "store schema at None" in json.loads(body)["detail"]
+        upgrade(engine)
+        assert get(f"{base}/readyz")[0] == 200
+        status.catalog_ok = False
+        code, _, body = get(f"{base}/readyz")
+        assert code == 503 and json.loads(body)["detail"] == "the job catalog is invalid"
+
+        code, _, body = get(f"{base}/report")
+        assert code == 500 and "RuntimeError: report failed" in body
+    finally:
+        server.stop()
+        engine.dispose()
+
+
+def _explode() -> dict[str, Any]:
+    raise RuntimeError("report failed")
+
+
+def _answers(url: str) -> bool:
+    try:
+        return get(url)[0] in {200, 503}
+    except OSError:
+        return False
+
+
+def _metric_line(base: str, prefix: str) -> str | None:
+    text = get(f"{base}/metrics")[2]
+    return next((line for line in text.splitlines() if line.startswith(prefix)), None)
