@@ -109,6 +109,7 @@ class QueuedWork:
             lease_until=now + lease,
             requested_by=request.requested_by,
             reason=request.reason,
+            queued_at=request.requested_at,
         )
         connection.execute(
             update(run_requests)

@@ -136,8 +136,12 @@ def start_run(
     lease_until: datetime,
     requested_by: str | None = None,
     reason: str | None = None,
+    queued_at: datetime | None = None,
 ) -> Claim:
-    """Insert the run row in state ``running``; raise :class:`OccurrenceTakenError` on a race."""
+    """Insert the run row in state ``running``; raise :class:`OccurrenceTakenError` on a race.
+
+    ``queued_at`` is when the run was asked for (a manual request); by default, ``now``.
+    """
     try:
         with connection.begin_nested():
             connection.execute(
@@ -153,7 +157,7 @@ def start_run(
                     idempotency_key=idempotency_key,
                     requested_by=requested_by,
                     reason=reason,
-                    queued_at=now,
+                    queued_at=queued_at or now,
                     started_at=now,
                     lease_expires_at=lease_until,
                 )

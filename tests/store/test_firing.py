@@ -265,9 +265,13 @@ def test_a_manual_request_runs_through_the_same_claim(replicas: Any, clock: Manu
     (host,) = replicas([{**EVERY_MINUTE, "enabled": False}])
     with host.engine.begin() as connection:
         request_id = request_run(connection, "sample.minutely", "alice", "rerun", clock())
+    asked = clock()
+    clock.advance(seconds=1)
     (claim,) = host.tick()
     assert (claim.source, claim.occurrence, claim.requested_by) == ("manual", None, "alice")
     assert host.finish(claim) == "succeeded"
+    (run,) = _runs(host.engine)
+    assert (run.queued_at, run.started_at, run.reason) == (asked, clock(), "rerun")
     with reading(host.engine) as connection:
         request = (
             connection.execute(select(run_requests).where(run_requests.c.id == request_id))
