@@ -6,13 +6,13 @@ import click
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from jobhost.catalog import Catalog, build_catalog
-from jobhost.cli._app import config_path
+from jobhost.catalog import Catalog, JobSpec, build_catalog
+from jobhost.cli._app import EXIT_INVALID, config_path
 from jobhost.config import Settings, load_settings, redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
 from jobhost.store import create_store_engine, head_revision, is_current, upgrade
 
-__all__ = ["load_catalog", "migrate_store", "open_store", "settings_of"]
+__all__ = ["load_catalog", "migrate_store", "open_store", "require_job", "settings_of"]
 
 
 def settings_of(ctx: click.Context) -> Settings:
@@ -21,6 +21,23 @@ def settings_of(ctx: click.Context) -> Settings:
 
 def load_catalog(settings: Settings) -> Catalog:
     return build_catalog(settings)
+
+
+def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:
+    """Job ``name`` from the catalog, or exit: 3 when its declaration has problems, 2 when
+    nobody declares it (with the closest names), and a note when other jobs have problems."""
+    if name not in catalog.jobs and catalog.problems_for(name):
+        for problem in catalog.problems_for(name):
+            click.echo(problem.line(), err=True)
+        click.echo(f"job {name} cannot {purpose} until these are fixed", err=True)
+        raise SystemExit(EXIT_INVALID)
+    spec = catalog.get(name)  # an unknown name raises UnknownJobError: exit 2, with suggestions
+    if not catalog.ok:
+        click.echo(
+            f"note: the catalog has {len(catalog.problems)} problem(s); see jobhost validate",
+            err=True,
+        )
+    return spec
 
 
 def open_store(settings: Settings, *, require_current: bool = True) -> Engine:

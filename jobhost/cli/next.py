@@ -12,7 +12,8 @@ from datetime import UTC, datetime, tzinfo
 import click
 
 from jobhost.catalog import build_catalog
-from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli, config_path
+from jobhost.cli._app import EXIT_FAILED, cli, config_path
+from jobhost.cli._context import require_job
 from jobhost.config import load_settings
 from jobhost.triggers import (
     CronNeverFiresError,
@@ -116,19 +117,7 @@ def _from_expression(ctx: click.Context, expression: str, timezone: str) -> tupl
 
 def _from_job(ctx: click.Context, name: str, start: datetime) -> tuple[Schedule, tzinfo]:
     catalog = build_catalog(load_settings(config_path(ctx)))
-    if name not in catalog.jobs and catalog.problems_for(name):
-        for problem in catalog.problems_for(name):
-            click.echo(problem.line(), err=True)
-        click.echo(f"job {name} cannot be previewed until these are fixed", err=True)
-        # SystemExit, not ctx.exit: with standalone_mode=False click turns ctx.exit into a
-        # return value of cli.main, which jobhost.cli.main does not pass on.
-        raise SystemExit(EXIT_INVALID)
-    spec = catalog.get(name)  # an unknown name raises UnknownJobError: exit 2, with suggestions
-    if not catalog.ok:
-        click.echo(
-            f"note: the catalog has {len(catalog.problems)} problem(s); see jobhost validate",
-            err=True,
-        )
+    spec = require_job(catalog, name, "be previewed")
     schedule = spec.schedule(start)
     if schedule is None:
         state = "enabled" if spec.enabled else "disabled"

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, cli
+from jobhost.cli._context import load_catalog, open_store, require_job, settings_of
 
 if TYPE_CHECKING:
     from jobhost.operations.manual import TriggerResult
@@ -56,17 +56,7 @@ def trigger(
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
-    if name not in catalog.jobs and catalog.problems_for(name):
-        for problem in catalog.problems_for(name):
-            click.echo(problem.line(), err=True)
-        click.echo(f"job {name} cannot run until these are fixed", err=True)
-        raise SystemExit(EXIT_INVALID)
-    spec = catalog.get(name)  # an unknown name raises UnknownJobError: exit 2, with suggestions
-    if not catalog.ok:
-        click.echo(
-            f"note: the catalog has {len(catalog.problems)} problem(s); see jobhost validate",
-            err=True,
-        )
+    spec = require_job(catalog, name, "run")
     engine = open_store(settings)
     try:
         manual = ManualRun(

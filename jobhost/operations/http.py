@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -50,13 +51,18 @@ class Endpoints:
     report: Callable[[], dict[str, Any]]
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class OperatorServer:
     """A :class:`ThreadingHTTPServer` on ``address`` serving ``endpoints`` until stopped."""
 
     def __init__(self, address: tuple[str, int], endpoints: Endpoints) -> None:
         """Bind ``address`` now; :class:`ConfigError` (exit 3) when it cannot be listened on."""
+        server_class = _IPv6Server if ":" in address[0] else ThreadingHTTPServer
         try:
-            self._server = ThreadingHTTPServer(address, _handler(endpoints))
+            self._server = server_class(address, _handler(endpoints))
         except OSError as error:
             host, port = address
             raise ConfigError(

@@ -154,3 +154,16 @@ def _answers(url: str) -> bool:
 def _metric_line(base: str, prefix: str) -> str | None:
     text = get(f"{base}/metrics")[2]
     return next((line for line in text.splitlines() if line.startswith(prefix)), None)
+
+
+def test_an_ipv6_listen_address_is_served() -> None:
+    from jobhost.operations.http import Endpoints, OperatorServer
+
+    endpoints = Endpoints(lambda: (True, "turning"), lambda: (True, "ready"), lambda: b"", dict)
+    server = OperatorServer(("::1", 0), endpoints)
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://[::1]:{server.address[1]}/healthz", timeout=5) as r:
+            assert json.loads(r.read()) == {"ok": True, "detail": "turning"}
+    finally:
+        server.stop()
