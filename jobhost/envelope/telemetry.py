@@ -11,8 +11,10 @@ costs a warning from the SDK, never a changed outcome or a blocked run.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -75,12 +77,25 @@ class Telemetry:
 
     def flush(self, timeout_millis: int = 5000) -> None:
         """Push out what is buffered (a short-lived ``jobhost trigger`` calls this before exit)."""
-        for provider in self._owned:
-            provider.force_flush(timeout_millis)
+        self._bounded(lambda p: p.force_flush(timeout_millis), timeout_millis / 1000)
 
-    def shutdown(self) -> None:
-        for provider in self._owned:
-            provider.shutdown()
+    def shutdown(self, timeout_seconds: float = 5.0) -> None:
+        """Flush and stop the exporters, giving up after ``timeout_seconds``.
+
+        An unreachable collector makes the SDK retry for a long while; a stopping host must not
+        wait for it longer than this (the exporters' threads are daemons and end with the
+        process).
+        """
+        self._bounded(lambda p: p.shutdown(), timeout_seconds)
+
+    def _bounded(self, step: Callable[[Any], object], timeout_seconds: float) -> None:
+        def _run() -> None:
+            for provider in self._owned:
+                step(provider)
+
+        worker = threading.Thread(target=_run, name="jobhost-telemetry", daemon=True)
+        worker.start()
+        worker.join(timeout_seconds)
 
 
 def configure_telemetry(
@@ -88,7 +103,8 @@ def configure_telemetry(
 ) -> Telemetry:
     """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
-    tracer_provider = TracerProvider(resource=resource)
+    # Shut down by the host within a bound, not by the SDK's exit hook, which waits on retries.
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     span_exporter = _span_exporter()
     if span_exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
@@ -96,7 +112,9 @@ def configure_telemetry(
     metric_exporter = _metric_exporter()
     if metric_exporter is not None:
         readers.append(PeriodicExportingMetricReader(metric_exporter))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = MeterProvider(
+        resource=resource, metric_readers=readers, shutdown_on_exit=False
+    )
     return Telemetry(tracer_provider, meter_provider, [tracer_provider, meter_provider])
 
 

@@ -217,7 +217,7 @@ class Host:
         except (OperationalError, DBAPIError) as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self.telemetry.flush()
+        self.telemetry.shutdown(min(5.0, grace))
         _log.info("host %s stopped", self.host_id)
 
     # -- internals ---------------------------------------------------------------------------

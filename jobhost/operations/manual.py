@@ -224,7 +224,6 @@ class ManualRun:
             result = self._finished(request_id, run)
             return replace(result, timed_out_waiting=cancelled)
         finally:
-            telemetry.flush()
             telemetry.shutdown()
 
     def _supervise(
