@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings
@@ -30,3 +33,18 @@ def sample_catalog(settings: Settings) -> Catalog:
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": ""})
     assert catalog.ok, [p.line() for p in catalog.problems]
     return catalog
+
+
+def run_jobhost(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``jobhost ARGS`` as a subprocess, installed entry-point plugins left out by default."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobhost", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})},
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, cli
-from jobhost.cli._context import load_catalog, open_store, require_job, settings_of
+from jobhost.cli._context import (
+    load_catalog,
+    migrate_store,
+    open_store,
+    require_job,
+    settings_of,
+)
 
 if TYPE_CHECKING:
     from jobhost.operations.manual import TriggerResult
@@ -57,6 +63,9 @@ def trigger(
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
     spec = require_job(catalog, name, "run")
+    if settings.auto_migrate:
+        # It may run the job itself, as `jobhost run` would, on a store nothing has set up yet.
+        migrate_store(settings)
     engine = open_store(settings)
     try:
         manual = ManualRun(

@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-
-def _jobhost(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobhost", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})},
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
+from tests.support import run_jobhost
 
 
 def test_every_bad_field_is_named_with_its_value_and_what_is_allowed(tmp_path: Path) -> None:
@@ -28,7 +13,7 @@ def test_every_bad_field_is_named_with_its_value_and_what_is_allowed(tmp_path: P
         'worker_pool_size = 0\npoll_interval = "soon"\nlease_duraton = "1m"\n'
         '[jobs."files.orphan-cleanup"]\nintervl = "5m"\n'
     )
-    result = _jobhost("--config", str(config), "validate")
+    result = run_jobhost("--config", str(config), "validate")
     assert result.returncode == 3
     assert "worker_pool_size (environment JOBHOST_WORKER_POOL_SIZE) = 0" in result.stderr
     assert "poll_interval (environment JOBHOST_POLL_INTERVAL) = 'soon'" in result.stderr
@@ -38,20 +23,20 @@ def test_every_bad_field_is_named_with_its_value_and_what_is_allowed(tmp_path: P
 
 
 def test_an_environment_variable_wins_and_is_named(tmp_path: Path) -> None:
-    result = _jobhost("validate", env={"JOBHOST_SHUTDOWN_GRACE": "0s"}, cwd=tmp_path)
+    result = run_jobhost("validate", env={"JOBHOST_SHUTDOWN_GRACE": "0s"}, cwd=tmp_path)
     assert result.returncode == 3
     assert "shutdown_grace (environment JOBHOST_SHUTDOWN_GRACE)" in result.stderr
     assert "positive duration" in result.stderr
 
 
 def test_a_named_config_file_that_is_missing_is_an_error(tmp_path: Path) -> None:
-    result = _jobhost("--config", str(tmp_path / "nope.toml"), "validate")
+    result = run_jobhost("--config", str(tmp_path / "nope.toml"), "validate")
     assert result.returncode == 3
     assert "nope.toml does not exist" in result.stderr
 
 
 def test_a_bad_database_url_does_not_print_its_password(tmp_path: Path) -> None:
-    result = _jobhost(
+    result = run_jobhost(
         "validate", env={"JOBHOST_DATABASE_URL": "mysql://ops:hunter2@db/app"}, cwd=tmp_path
     )
     assert result.returncode == 3
@@ -61,10 +46,10 @@ def test_a_bad_database_url_does_not_print_its_password(tmp_path: Path) -> None:
 
 def test_an_unreachable_store_is_reported_without_its_password(tmp_path: Path) -> None:
     url = "postgresql+psycopg://ops:hunter2@127.0.0.1:1/app"
-    result = _jobhost("db", "current", env={"JOBHOST_DATABASE_URL": url}, cwd=tmp_path)
+    result = run_jobhost("db", "current", env={"JOBHOST_DATABASE_URL": url}, cwd=tmp_path)
     assert result.returncode == 1
     assert "cannot reach the store at postgresql+psycopg://ops:***@127.0.0.1:1/app" in result.stderr
     assert "hunter2" not in result.stdout + result.stderr
-    run = _jobhost("run", env={"JOBHOST_DATABASE_URL": url}, cwd=tmp_path)
+    run = run_jobhost("run", env={"JOBHOST_DATABASE_URL": url}, cwd=tmp_path)
     assert run.returncode == 1
     assert "hunter2" not in run.stdout + run.stderr
