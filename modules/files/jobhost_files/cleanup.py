@@ -24,6 +24,7 @@ from jobhost_files.outcome import (
     CleanupError,
     CleanupReport,
     LeaseLost,
+    NoReferences,
     NotConfigured,
     RootUnavailable,
 )
@@ -64,6 +65,10 @@ class OrphanCleanup:
                 return Failure(error)
             case Success(found):
                 references: References = found
+        if not references.paths and not settings.allow_empty_references:
+            empty = NoReferences()
+            context.logger.error("%s", empty)
+            return Failure(empty)
         report = CleanupReport(dry_run=settings.dry_run)
         try:
             _Run(settings, context, now, references, report).go()

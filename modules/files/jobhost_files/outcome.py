@@ -13,6 +13,7 @@ __all__ = [
     "CleanupError",
     "CleanupReport",
     "LeaseLost",
+    "NoReferences",
     "NotConfigured",
     "ReferencesUnavailable",
     "RootUnavailable",
@@ -68,6 +69,20 @@ class ReferencesUnavailable(CleanupError):
     def __init__(self, reason: str) -> None:
         self.reason = redact(reason)
         super().__init__(f"the references query failed, so no file was touched: {self.reason}")
+
+
+class NoReferences(CleanupError):
+    """The reference query answered with no rows, and an empty answer was not declared possible.
+
+    A wrong query, an empty replica or the wrong database all look like "nothing is referenced";
+    treating that as true would orphan every file.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the references query returned no rows, so no file was touched; if the application "
+            "really references nothing, set [modules.files] allow_empty_references = true"
+        )
 
 
 class LeaseLost(CleanupError):

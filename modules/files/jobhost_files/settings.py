@@ -37,6 +37,7 @@ _KNOWN = frozenset(
         "cron",
         "timezone",
         "enabled",
+        "allow_empty_references",
     }
 )
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
@@ -66,6 +67,8 @@ class FilesSettings:
     cron: str = _DEFAULT_CRON
     timezone: str = "UTC"
     enabled: bool = True
+    allow_empty_references: bool = False
+    """An empty reference list usually means a wrong query or database, not "nothing is used"."""
 
     def __repr__(self) -> str:
         return (
@@ -74,7 +77,8 @@ class FilesSettings:
             f"references_query={self.references_query!r}, min_age={self.min_age!r}, "
             f"batch_size={self.batch_size}, mode={self.mode.value!r}, "
             f"quarantine_days={self.quarantine_days}, dry_run={self.dry_run}, "
-            f"cron={self.cron!r}, timezone={self.timezone!r}, enabled={self.enabled})"
+            f"cron={self.cron!r}, timezone={self.timezone!r}, enabled={self.enabled}, "
+            f"allow_empty_references={self.allow_empty_references})"
         )
 
 
@@ -99,6 +103,7 @@ def parse_settings(section: Mapping[str, Any]) -> FilesSettings:
         cron=_text(section, "cron", _DEFAULT_CRON),
         timezone=_text(section, "timezone", "UTC"),
         enabled=_flag(section, "enabled", default=True),
+        allow_empty_references=_flag(section, "allow_empty_references", default=False),
     )
 
 

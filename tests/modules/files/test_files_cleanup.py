@@ -24,6 +24,7 @@ from jobhost_contracts import Cancellation
 from jobhost_files import (
     QUARANTINE_DIR,
     CleanupReport,
+    NoReferences,
     OrphanCleanup,
     ReferencesUnavailable,
     parse_settings,
@@ -251,6 +252,25 @@ def test_a_failing_reference_query_touches_nothing(
     assert "hunter2" not in str(error)
     assert files_under(root) == before
     assert state.writes == []
+
+
+def test_an_empty_reference_list_touches_nothing_unless_declared_possible(
+    tree: dict[str, Any],
+) -> None:
+    root = Path(tree["root"])
+    tree["references_query"] = "SELECT path FROM refs WHERE 1 = 0"
+    before = files_under(root)
+
+    result = run(tree)
+
+    assert isinstance(result, Failure)
+    assert isinstance(result.failure(), NoReferences)
+    assert "allow_empty_references = true" in str(result.failure())
+    assert files_under(root) == before
+
+    tree["allow_empty_references"] = True
+    report = run(tree).unwrap()
+    assert report.moved == len(ORPHANS) + len(REFERENCED)
 
 
 def test_a_per_file_os_error_is_counted_not_fatal(tree: dict[str, Any]) -> None:
