@@ -6,13 +6,14 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, Literal
 
 from jobhost_contracts import AuditSink, BackgroundJobDeclaration, IJobExecutor
 
 from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
-from jobhost.triggers import IntervalSchedule, Schedule, cron_schedule
+from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
 __all__ = ["Catalog", "EffectiveTrigger", "JobSpec", "Problem", "ProblemCode"]
 
@@ -117,11 +118,19 @@ class JobSpec:
         None for a job without a trigger. The catalog built this trigger once already, so for a
         job in :attr:`Catalog.jobs` this does not raise.
         """
+        if self._cron is not None:
+            return self._cron
+        trigger = self.trigger
+        if trigger.kind == "interval" and trigger.interval is not None:
+            return IntervalSchedule(trigger.interval, anchor)
+        return None
+
+    @cached_property
+    def _cron(self) -> CronSchedule | None:
+        # Parsed once: the loop asks for a job's schedule several times on every tick.
         trigger = self.trigger
         if trigger.kind == "cron" and trigger.expression is not None:
             return cron_schedule(trigger.expression, trigger.timezone)
-        if trigger.kind == "interval" and trigger.interval is not None:
-            return IntervalSchedule(trigger.interval, anchor)
         return None
 
 
