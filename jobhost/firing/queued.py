@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.firing.policy import lease_for, may_start
 from jobhost.store import claims
 from jobhost.store.claims import Claim
-from jobhost.store.records import PENDING, RequestRecord, RunRecord
+from jobhost.store.records import RequestRecord, RunRecord
 from jobhost.store.schema import run_requests
 
 __all__ = ["QueuedWork"]
@@ -51,21 +51,10 @@ class QueuedWork:
         (the request's ``message`` says why).
         """
         with self._engine.begin() as connection:
-            query = select(run_requests).where(
-                run_requests.c.id == request_id, run_requests.c.status == PENDING
+            taken = claims.claim_pending_requests(
+                connection, self._host_id, 1, request_id=request_id
             )
-            if connection.dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True)
-            found = connection.execute(query).mappings().first()
-            if found is None:
-                return None
-            request = RequestRecord.from_row(found)
-            connection.execute(
-                update(run_requests)
-                .where(run_requests.c.id == request_id)
-                .values(status="claimed", claimed_by=self._host_id)
-            )
-            return self._start_request(connection, request, now)
+            return self._start_request(connection, taken[0], now) if taken else None
 
     def _start_request(
         self, connection: Connection, request: RequestRecord, now: datetime

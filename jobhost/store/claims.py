@@ -225,15 +225,15 @@ def advance_schedule(
     return bool(result.rowcount)
 
 
-def claim_pending_requests(connection: Connection, host_id: str, limit: int) -> list[RequestRecord]:
-    """Take up to ``limit`` manual run requests; the caller starts or refuses each one."""
-    query = locked(
-        connection,
-        select(run_requests)
-        .where(run_requests.c.status == PENDING)
-        .order_by(run_requests.c.requested_at)
-        .limit(limit),
-    )
+def claim_pending_requests(
+    connection: Connection, host_id: str, limit: int, request_id: str | None = None
+) -> list[RequestRecord]:
+    """Take up to ``limit`` manual run requests (only ``request_id``, when given), oldest first;
+    the caller starts or refuses each one."""
+    query = select(run_requests).where(run_requests.c.status == PENDING)
+    if request_id is not None:
+        query = query.where(run_requests.c.id == request_id)
+    query = locked(connection, query.order_by(run_requests.c.requested_at).limit(limit))
     taken = [RequestRecord.from_row(r) for r in connection.execute(query).mappings()]
     if taken:
         connection.execute(
