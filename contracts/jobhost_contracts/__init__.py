@@ -22,6 +22,7 @@ from jobhost_contracts.declaration import (
 from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobResult
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
+from jobhost_contracts.redaction import redact_text
 
 __all__ = [
     "PROJECT_NAME",
@@ -44,4 +45,5 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "parse_duration",
+    "redact_text",
 ]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
+from jobhost_contracts import redact_text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 __all__ = ["redact_text", "redact_url"]
-
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
 
 
 def redact_url(url: str) -> str:
@@ -18,8 +15,3 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return redact_text(url)
-
-
-def redact_text(text: str) -> str:
-    """Every ``scheme://user:password@`` in free text (a driver's error message) redacted."""
-    return _USERINFO.sub(r"\g<scheme>:***@", text)

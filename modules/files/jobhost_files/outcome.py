@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobhost_contracts import StaleLeaseError
-
-from jobhost_files.settings import redact
+from jobhost_contracts import StaleLeaseError, redact_text
 
 __all__ = [
     "CleanupError",
@@ -67,7 +65,7 @@ class ReferencesUnavailable(CleanupError):
     """The reference query could not be answered; the run touched nothing."""
 
     def __init__(self, reason: str) -> None:
-        self.reason = redact(reason)
+        self.reason = redact_text(reason)
         super().__init__(f"the references query failed, so no file was touched: {self.reason}")
 
 

@@ -6,7 +6,6 @@ it as a plugin problem before it starts, so a typo never reaches a run that dele
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,11 +13,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from jobhost_contracts import parse_duration
+from jobhost_contracts import parse_duration, redact_text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["SECTION", "CleanupMode", "FilesSettings", "parse_settings", "redact"]
+__all__ = ["SECTION", "CleanupMode", "FilesSettings", "parse_settings"]
 
 SECTION = "files"
 """The module's section name: ``[modules.files]``."""
@@ -40,7 +39,6 @@ _KNOWN = frozenset(
         "allow_empty_references",
     }
 )
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
 
 
 class CleanupMode(StrEnum):
@@ -73,7 +71,7 @@ class FilesSettings:
     def __repr__(self) -> str:
         return (
             f"FilesSettings(root={str(self.root)!r}, "
-            f"references_url={redact(self.references_url)!r}, "
+            f"references_url={redact_text(self.references_url)!r}, "
             f"references_query={self.references_query!r}, min_age={self.min_age!r}, "
             f"batch_size={self.batch_size}, mode={self.mode.value!r}, "
             f"quarantine_days={self.quarantine_days}, dry_run={self.dry_run}, "
@@ -107,11 +105,6 @@ def parse_settings(section: Mapping[str, Any]) -> FilesSettings:
     )
 
 
-def redact(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@`` replaced by ``***``."""
-    return _USERINFO.sub(r"\g<scheme>:***@", text)
-
-
 def _root(section: Mapping[str, Any]) -> Path:
     value = section.get("root")
     if not isinstance(value, str) or not value.strip():
@@ -135,7 +128,7 @@ def _references_url(section: Mapping[str, Any]) -> str:
         make_url(value)
     except ArgumentError:
         raise ValueError(
-            f"[modules.files] references_url = {redact(value)!r}: is not an SQLAlchemy URL; "
+            f"[modules.files] references_url = {redact_text(value)!r}: is not an SQLAlchemy URL; "
             "write e.g. 'sqlite:////srv/app/app.db' or 'postgresql+psycopg://user@host/app'"
         ) from None
     return value
@@ -144,7 +137,7 @@ def _references_url(section: Mapping[str, Any]) -> str:
 def _required_text(section: Mapping[str, Any], name: str) -> str:
     value = section.get(name)
     if not isinstance(value, str) or not value.strip():
-        shown = redact(value) if isinstance(value, str) else value
+        shown = redact_text(value) if isinstance(value, str) else value
         raise ValueError(
             f"[modules.files] {name} = {shown!r}: required, a non-empty string (without it "
             "every file would look orphaned)"
