@@ -53,6 +53,7 @@ class ScheduleRecord(_FromRow):
     last_success_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    catalog_version: str | None = None
 
     def lease_live(self, now: datetime) -> bool:
         return (
@@ -102,6 +103,9 @@ class HostRecord(_FromRow):
     host_clock_at: datetime
     heartbeat_seconds: int
     stopped_at: datetime | None
+    catalog_version: str | None = None
+    synced_at: datetime | None = None
+    schedule_lag_seconds: float | None = None
 
     def alive(self, now: datetime) -> bool:
         """Seen within three heartbeat intervals and not stopped."""

@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -78,6 +79,9 @@ schedules = Table(
     Column("last_success_at", UTCDateTime()),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
+    # The catalog version whose trigger this row holds; the newest sync wins (semantics.md).
+    Column("catalog_version", String(64)),
+    Index("ix_schedules_next_occurrence", "next_occurrence"),
 )
 
 runs = Table(
@@ -108,6 +112,8 @@ runs = Table(
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),
+    Index("ix_runs_job_name_outcome", "job_name", "outcome"),
+    Index("ix_runs_outcome_lease_expires_at", "outcome", "lease_expires_at"),
 )
 
 hosts = Table(
@@ -123,6 +129,11 @@ hosts = Table(
     Column("host_clock_at", UTCDateTime(), nullable=False),
     Column("heartbeat_seconds", Integer, nullable=False),
     Column("stopped_at", UTCDateTime()),
+    # The catalog this host runs, when it last wrote it to the store, and how far behind the
+    # oldest due, unclaimed occurrence was at its last heartbeat.
+    Column("catalog_version", String(64)),
+    Column("synced_at", UTCDateTime()),
+    Column("schedule_lag_seconds", Float),
 )
 
 run_requests = Table(
