@@ -41,7 +41,7 @@ class OverlapPolicy(StrEnum):
     """Runs go side by side, up to the declaration's ``max_concurrent``."""
 
 
-_RETRYABLE_DEFAULT = frozenset({"failed", "timed_out"})
+_RETRYABLE_DEFAULT = frozenset({"failed", "timed_out", "abandoned"})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobhost_contracts import AuditSink, Cancellation, JobContext, RunAuditRecord, TriggerSource
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -23,12 +23,12 @@ from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.retries import retry_delay, should_retry
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.store import Clock, RunRecord, StoreJobState, database_now
+from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim, new_run_id
-from jobhost.store.ledger import Finish, finish_run, queue_retry
-from jobhost.store.schema import runs
+from jobhost.store.ledger import Finish, RetryRequest, ledger_verdicts, record_outcomes
+from jobhost.store.ledger import Outcome as LedgerOutcome
 
-__all__ = ["RunEnvelope"]
+__all__ = ["Executed", "RunEnvelope"]
 
 _log = logging.getLogger("jobhost.envelope")
 _STORE_RETRY_SECONDS = (0.5, 1, 2, 5, 10)
@@ -63,7 +63,14 @@ class RunEnvelope:
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
-        """Execute the claim inside its span, then record it everywhere."""
+        """Execute the claim inside its span, then record it everywhere (one run, in order)."""
+        executed = self.execute(claim, spec, cancellation)
+        finished_at, verdict = self._record(claim, spec, executed)
+        self.report(claim, spec, executed, finished_at, verdict)
+        return executed.outcome
+
+    def execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Executed:
+        """Run the executor inside the run's span; the span ends with the outcome."""
         attributes: dict[str, str | int] = {
             "jobhost.job.name": claim.job_name,
             "jobhost.job.module": spec.module,
@@ -90,19 +97,53 @@ class RunEnvelope:
                 span.set_status(Status(StatusCode.OK))
             else:
                 span.set_status(Status(StatusCode.ERROR, outcome.error_message or outcome.outcome))
-        finished_at = self._record(claim, spec, outcome, trace_id)
-        self._report(claim, spec, outcome, finished_at, trace_id)
-        return outcome
+        return Executed(outcome, trace_id)
 
-    def _report(
+    def ledger_outcome(
+        self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
+    ) -> LedgerOutcome:
+        """What the ledger is told about the run, with the retry its policy asks for."""
+        outcome = executed.outcome
+        retry = None
+        if should_retry(spec.declaration.retry, outcome.outcome, claim.attempt):
+            retry = RetryRequest(
+                run_id=new_run_id(),
+                job_name=claim.job_name,
+                occurrence=claim.occurrence,
+                attempt=claim.attempt + 1,
+                source="retry",
+                idempotency_key=claim.idempotency_key,
+                requested_by=claim.requested_by,
+                reason=claim.reason,
+                not_before=finished_at + retry_delay(spec.declaration.retry, claim.attempt),
+            )
+        return LedgerOutcome(
+            run_id=claim.run_id,
+            job_name=claim.job_name,
+            started_at=claim.started_at,
+            end=Finish(
+                outcome=outcome.outcome,
+                finished_at=finished_at,
+                error_type=outcome.error_type,
+                error_message=_redacted(outcome.error_message),
+                trace_id=executed.trace_id,
+            ),
+            retry=retry,
+        )
+
+    def report(
         self,
         claim: Claim,
         spec: JobSpec,
-        outcome: Outcome,
+        executed: Executed,
         finished_at: datetime,
-        trace_id: str | None,
+        verdict: str | None = None,
     ) -> None:
-        labels = {"job": claim.job_name, "outcome": outcome.outcome}
+        """Metrics and audit sinks, after the ledger; ``verdict`` is the ledger's outcome when
+        another replica's differs from this host's, so the audit never contradicts the ledger."""
+        outcome = executed.outcome
+        final = verdict or outcome.outcome
+        labels = {"job": claim.job_name, "outcome": final}
         duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
         self._telemetry.runs.add(1, labels)
         self._telemetry.duration.record(duration, labels)
@@ -117,13 +158,13 @@ class RunEnvelope:
             attempt=claim.attempt,
             source=claim.source,
             host_id=self._host_id,
-            outcome=outcome.outcome,
+            outcome=final,
             started_at=claim.started_at,
             finished_at=finished_at,
             duration_ms=round(duration * 1000),
             error_type=outcome.error_type,
             error_message=_redacted(outcome.error_message),
-            trace_id=trace_id,
+            trace_id=executed.trace_id,
         )
         deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
 
@@ -152,49 +193,42 @@ class RunEnvelope:
         )
 
     def _record(
-        self, claim: Claim, spec: JobSpec, outcome: Outcome, trace_id: str | None
-    ) -> datetime:
-        """Write the outcome to the ledger, retrying while the store is away; return its time."""
+        self, claim: Claim, spec: JobSpec, executed: Executed
+    ) -> tuple[datetime, str | None]:
+        """Write the outcome to the ledger, retrying while the store is away.
+
+        Returns when it was recorded, and the ledger's own outcome when it is not this host's
+        (another replica recorded the run abandoned after its lease expired).
+        """
         now = self._clock()
+        outcome = executed.outcome
         for attempt, pause in enumerate((*self._store_retry, None)):
             try:
                 with self._engine.begin() as connection:
                     now = self._store_time(connection)
-                    end = Finish(
-                        outcome=outcome.outcome,
-                        finished_at=now,
-                        error_type=outcome.error_type,
-                        error_message=_redacted(outcome.error_message),
-                        trace_id=trace_id,
-                    )
-                    recorded = finish_run(
-                        connection, claim.run_id, claim.job_name, self._host_id, end
-                    )
-                    if recorded and should_retry(
-                        spec.declaration.retry, outcome.outcome, claim.attempt
-                    ):
-                        row = connection.execute(select(runs).where(runs.c.id == claim.run_id))
-                        failed = RunRecord.from_row(row.mappings().one())
-                        delay = retry_delay(spec.declaration.retry, claim.attempt)
-                        queue_retry(
-                            connection, failed, run_id=new_run_id(), now=now, not_before=now + delay
-                        )
-                        _log.info(
-                            "job %s: attempt %d %s; retry in %.1fs",
-                            claim.job_name,
-                            claim.attempt,
-                            outcome.outcome,
-                            delay.total_seconds(),
-                        )
-                if not recorded:
-                    _log.warning(
-                        "job %s run %s finished %s, but its lease had been taken over; "
-                        "the ledger keeps the other replica's verdict",
+                    entry = self.ledger_outcome(claim, spec, executed, now)
+                    recorded = record_outcomes(connection, self._host_id, [entry], now)
+                    verdict = None if recorded else ledger_verdicts(connection, [claim.run_id])
+                if entry.retry is not None and recorded:
+                    _log.info(
+                        "job %s: attempt %d %s; retry in %.1fs",
                         claim.job_name,
-                        claim.run_id,
+                        claim.attempt,
                         outcome.outcome,
+                        (entry.retry.not_before - now).total_seconds(),
                     )
-                return now
+                if verdict is None:
+                    return now, None
+                final = verdict.get(claim.run_id)
+                _log.warning(
+                    "job %s run %s finished %s, but the ledger already says %s: "
+                    "its lease had been taken over",
+                    claim.job_name,
+                    claim.run_id,
+                    outcome.outcome,
+                    final,
+                )
+                return now, final
             except (OperationalError, DBAPIError) as error:
                 if pause is None or (self._stopping() and attempt >= 2):
                     _log.error(
@@ -204,7 +238,7 @@ class RunEnvelope:
                         outcome.outcome,
                         redact_text(str(error)),
                     )
-                    return now
+                    return now, None
                 _log.warning(
                     "store unreachable while recording run %s (%s); retrying in %ss",
                     claim.run_id,
@@ -213,7 +247,15 @@ class RunEnvelope:
                 )
                 time.sleep(pause)
 
-        return now
+        return now, None
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """A run that has executed: its outcome and the trace it belongs to."""
+
+    outcome: Outcome
+    trace_id: str | None
 
 
 def _iso(value: datetime) -> str:

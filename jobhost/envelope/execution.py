@@ -5,8 +5,9 @@ a quiet success); an exception is ``failed`` with its type and message; a run ca
 shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
 
 The executor runs in a thread of its own, so that the supervising worker can give up on one that
-ignores cancellation: after the grace period the run is recorded and the host goes on, and the
-stuck thread (a daemon) cannot hold the process open.
+ignores cancellation: after the grace period the outcome is known, the host keeps the run's
+slot and lease until the stuck thread ends (see ``Outcome.thread``), and the thread (a daemon)
+cannot hold the process open.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobhost_contracts import Cancellation, IJobExecutor, JobCancelled, JobContext
@@ -42,6 +43,9 @@ class Outcome:
     error_message: str | None = None
     exception: BaseException | None = None
     stuck: bool = False
+    thread: threading.Thread | None = field(default=None, compare=False, repr=False)
+    """For a stuck run, the executor's thread, still running: the host keeps the run's slot
+    and lease until it ends."""
 
 
 def execute_executor(
@@ -79,7 +83,8 @@ def execute_executor(
         thread.join(step)
     if thread.is_alive():
         _log.warning(
-            "job %s run %s ignored cancellation (%s) for %.1fs; recording it and moving on",
+            "job %s run %s ignored cancellation (%s) for %.1fs; "
+            "its slot and lease stay taken until it ends",
             context.job_name,
             context.run_id,
             cancellation.reason,
@@ -90,6 +95,7 @@ def execute_executor(
             error_type="Stuck",
             error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
             stuck=True,
+            thread=thread,
         )
     result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
     if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     MetricExporter,
@@ -69,6 +70,17 @@ class Telemetry:
             unit="{failure}",
             description="Audit sinks that raised or timed out, by sink",
         )
+        self.schedule_lag_seconds = 0.0
+        """Set by the host each turn: how long its oldest due, unclaimed occurrence waited."""
+        meter.create_observable_gauge(
+            "jobhost.schedule.lag",
+            callbacks=[self._observe_schedule_lag],
+            unit="s",
+            description="How far behind this host's oldest due, unclaimed occurrence is",
+        )
+
+    def _observe_schedule_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(self.schedule_lag_seconds)
 
     def install_globally(self) -> None:
         """Make these providers the process's, so executors' own spans nest under run spans."""

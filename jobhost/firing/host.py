@@ -1,8 +1,13 @@
 """A running host: start-up, the firing loop, heartbeats, and a clean shutdown.
 
 The loop reads the clock once per tick (the database's clock on PostgreSQL), claims what is due,
-hands each claim to a bounded pool, then sleeps until the earliest next occurrence, capped by
-the poll interval, waking at once when a worker frees a slot or a command signals the hosts.
+hands each claim to a bounded pool, then sleeps until the store next needs it, capped by the
+poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
+beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
+
+A run holds its slot and its lease until its outcome is in the ledger: a worker hands the
+outcome to the recorder and goes back to the pool, and the heartbeat renews the lease of every
+run not yet recorded, including one whose executor ignored cancellation and runs on (stuck).
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
-from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.envelope import Executed, RunEnvelope
+from jobhost.envelope.execution import Outcome
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.policy import lease_for
+from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
+from jobhost.firing.upkeep import is_store_down
 from jobhost.store import Clock, SystemClock, database_now, ledger
 from jobhost.store import hosts as host_rows
 from jobhost.store.claims import Claim
@@ -41,6 +49,7 @@ __all__ = ["Host", "HostStatus", "default_host_id"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
+_HEARTBEAT_RETRY = 1.0
 
 
 @dataclass
@@ -52,6 +61,18 @@ class HostStatus:
     store_ok: bool = False
     catalog_ok: bool = True
     ticks: int = 0
+    synced: bool = False
+    """Registered and the catalog written to the store: ready to fire."""
+    lag: float = 0.0
+    """Seconds the oldest due, unclaimed occurrence waited at the last turn."""
+    stuck: int = 0
+    """Runs whose executor ignored cancellation and whose thread still runs."""
+    stuck_limit: int = 1
+
+    @property
+    def too_many_stuck(self) -> bool:
+        """Half the pool or more held by stuck code: the host cannot do its work."""
+        return self.stuck >= self.stuck_limit
 
 
 @dataclass
@@ -60,6 +81,9 @@ class _Running:
     spec: JobSpec
     cancellation: Cancellation
     lease: timedelta
+    finished: bool = False
+    """The executor is done (or given up on); the outcome is on its way to the ledger."""
+    stuck_thread: threading.Thread | None = None
 
 
 class Host:
@@ -81,14 +105,20 @@ class Host:
         self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
         self.host_id = host_id or settings.host_id or default_host_id()
-        self.status = HostStatus(catalog_ok=catalog.ok)
+        self.status = HostStatus(
+            catalog_ok=catalog.ok, stuck_limit=max(1, (settings.worker_pool_size + 1) // 2)
+        )
         self.telemetry = telemetry or configure_telemetry()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._signals = 0
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(settings.worker_pool_size, thread_name_prefix="jobhost-run")
+        self._abandon_after = 0.0
+        # One thread beyond the pool: the slot kept for manual requests.
+        self._pool = ThreadPoolExecutor(
+            settings.worker_pool_size + 1, thread_name_prefix="jobhost-run"
+        )
         self._ticker = Ticker(
             engine,
             catalog.jobs,
@@ -106,8 +136,16 @@ class Host:
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
         )
+        self._recorder = OutcomeRecorder(
+            engine,
+            host_id=self.host_id,
+            clock=self.clock,
+            envelope=self._envelope,
+            on_recorded=self._recorded,
+        )
         self._watcher = SignalWatcher(engine, self._wake.set)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
+        self._stuck: list[tuple[_Running, Executed]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -126,18 +164,32 @@ class Host:
                 heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
             )
         plan = self._ticker.sync(self._now())
+        with self.engine.begin() as connection:
+            host_rows.mark_synced(
+                connection,
+                self.host_id,
+                catalog_version=self._ticker.catalog_version,
+                now=database_now(connection, self.clock),
+            )
         for added in plan.added:
             _log.info("plan: add %s (%s)", added.job_name, added.describe())
         for change in plan.changed:
             _log.info("plan: change %s: %s -> %s", change.job_name, change.before, change.after)
         for name in plan.orphaned:
             _log.warning("plan: %s is no longer declared; kept in the store as orphaned", name)
+        for name in plan.repaired:
+            _log.warning(
+                "job %s: stored next occurrence was not one its trigger produces; repaired", name
+            )
         self.status.store_ok = True
+        self.status.synced = True
+        self._recorder.start()
         self._watcher.start()
         self._heartbeat.start()
         _log.info(
-            "host %s started: %d jobs, pool of %d, poll every %ss",
+            "host %s started: catalog %s, %d jobs, pool of %d, poll every %ss",
             self.host_id,
+            self._ticker.catalog_version,
             len(self.catalog.jobs),
             self.settings.worker_pool_size,
             self.settings.poll_interval.total_seconds(),
@@ -164,26 +216,37 @@ class Host:
         poll = self.settings.poll_interval.total_seconds()
         try:
             now = self._now()
-            result = self._ticker.tick(now, self._free_slots())
-        except (OperationalError, DBAPIError) as error:
-            self.status.store_ok = False
-            _log.warning("store unreachable: %s; retrying", redact_text(str(error).splitlines()[0]))
-            return min(poll, _STORE_DOWN_BACKOFF)
+            self._ticker.may_abandon = time.monotonic() >= self._abandon_after
+            slots, request_slots = self._free_slots()
+            result = self._ticker.tick(now, slots, request_slots)
         except Exception as error:
-            # A corrupt row or a bug must not stop the host: say so loudly and try again.
-            _log.error(
-                "tick failed: %s: %s", type(error).__name__, redact_text(str(error)), exc_info=error
-            )
+            if is_store_down(error):
+                if self.status.store_ok:
+                    _log.warning(
+                        "store unreachable: %s; retrying",
+                        redact_text(str(error).splitlines()[0] if str(error) else ""),
+                    )
+                self._store_lost()
+            else:
+                # A bug must not stop the host: say so loudly and try again.
+                _log.error(
+                    "tick failed: %s: %s",
+                    type(error).__name__,
+                    redact_text(str(error)),
+                    exc_info=error,
+                )
             return min(poll, _STORE_DOWN_BACKOFF)
+        if not self.status.store_ok:
+            _log.info("store reachable again")
         self.status.store_ok = True
         self.status.last_tick = time.monotonic()
         self.status.ticks += 1
+        self.status.lag = result.lag
+        self.telemetry.schedule_lag_seconds = result.lag
         for claim, spec in result.claims:
             self._submit(claim, spec)
-        if result.saturated:
-            return poll  # a finishing worker sets the wake event
-        if result.next_wake is None:
-            return poll
+        if result.saturated or result.next_wake is None:
+            return poll  # a recorded run sets the wake event
         return min(max((result.next_wake - now).total_seconds(), _MIN_SLEEP), poll)
 
     def request_stop(self) -> None:
@@ -202,13 +265,19 @@ class Host:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             with self._lock:
-                if not self._running:
+                if all(
+                    item.finished and item.stuck_thread is None for item in self._running.values()
+                ):
                     break
             time.sleep(0.05)
         with self._lock:
-            leftovers = list(self._running.values())
+            leftovers = [i for i in self._running.values() if not i.finished or i.stuck_thread]
+            for item in leftovers:
+                item.finished = True
+                item.stuck_thread = None
         for item in leftovers:
-            self._record_cancelled(item)
+            self._recorder.put(self._cancelled(item))
+        self._recorder.stop(within=max(min(grace, 10.0), 1.0))
         try:
             with self.engine.begin() as connection:
                 host_rows.mark_stopped(
@@ -226,16 +295,18 @@ class Host:
         with self.engine.connect() as connection:
             return database_now(connection, self.clock)
 
-    def _free_slots(self) -> int:
+    def _free_slots(self) -> tuple[int, int]:
+        """Slots for any work, and the one more kept for manual requests."""
         if self._stopping.is_set():
-            return 0
+            return 0, 0
         with self._lock:
-            return self.settings.worker_pool_size - len(self._running)
+            running = len(self._running)
+        pool = self.settings.worker_pool_size
+        return max(pool - running, 0), 1 if running < pool + 1 else 0
 
     def _submit(self, claim: Claim, spec: JobSpec) -> None:
-        item = _Running(
-            claim, spec, Cancellation(), lease_for(spec.declaration, self.settings.lease_duration)
-        )
+        lease = lease_for(spec.declaration, self.settings.lease_duration)
+        item = _Running(claim, spec, Cancellation(), lease)
         with self._lock:
             self._running[claim.run_id] = item
         _log.info(
@@ -250,31 +321,68 @@ class Host:
 
     def _execute(self, item: _Running) -> None:
         try:
-            outcome = self._envelope.run(item.claim, item.spec, item.cancellation)
-            _log.info("job %s: run %s %s", item.claim.job_name, item.claim.run_id, outcome.outcome)
-        except Exception:
+            executed = self._envelope.execute(item.claim, item.spec, item.cancellation)
+        except Exception as error:
             _log.exception(
-                "job %s: run %s could not be completed", item.claim.job_name, item.claim.run_id
+                "job %s: run %s could not be executed", item.claim.job_name, item.claim.run_id
             )
-        finally:
-            with self._lock:
-                self._running.pop(item.claim.run_id, None)
-            self._wake.set()
+            executed = Executed(
+                Outcome("failed", error_type=type(error).__name__, error_message=str(error)),
+                None,
+            )
+        thread = executed.outcome.thread
+        with self._lock:
+            if item.finished:
+                return  # shutdown already recorded it cancelled
+            if thread is not None and thread.is_alive():
+                item.stuck_thread = thread
+                item.finished = True
+                self._stuck.append((item, executed))
+                self.status.stuck += 1
+            else:
+                item.finished = True
+        if item.stuck_thread is not None:
+            self._mark_stuck(item, executed)
+            return
+        self._recorder.put(Finished(item.claim, item.spec, executed))
+
+    def _recorded(self, finished: Finished) -> None:
+        claim = finished.claim
+        with self._lock:
+            self._running.pop(claim.run_id, None)
+        _log.info(
+            "job %s: run %s %s", claim.job_name, claim.run_id, finished.executed.outcome.outcome
+        )
+        self._wake.set()
+
+    def _store_lost(self) -> None:
+        """After an outage, live hosts get two heartbeats to renew their leases before this host
+        records anybody's run abandoned."""
+        self.status.store_ok = False
+        beat = self.settings.heartbeat_interval.total_seconds()
+        self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
         interval = self.settings.heartbeat_interval.total_seconds()
-        while not self._stopping.wait(interval):
+        wait = interval
+        while not self._stopping.wait(wait):
+            self._release_stuck()
             try:
                 self._heartbeat_once()
+                wait = interval
             except Exception as error:  # the heartbeat thread must outlive any one failure
                 _log.warning("heartbeat failed: %s", redact_text(str(error).splitlines()[0]))
+                self._store_lost()
+                wait = min(interval, _HEARTBEAT_RETRY)
 
     def _heartbeat_once(self) -> None:
         with self._lock:
             running = list(self._running.values())
         with self.engine.begin() as connection:
             now = database_now(connection, self.clock)
-            host_rows.heartbeat(connection, self.host_id, now, self.clock())
+            host_rows.heartbeat(
+                connection, self.host_id, now, self.clock(), schedule_lag=self.status.lag
+            )
             by_lease: dict[timedelta, list[str]] = {}
             for item in running:
                 by_lease.setdefault(item.lease, []).append(item.claim.run_id)
@@ -282,7 +390,8 @@ class Host:
             for lease, run_ids in by_lease.items():
                 lost |= ledger.renew_leases(connection, self.host_id, run_ids, now + lease)
         for item in running:
-            if item.claim.run_id in lost:
+            # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
+            if item.claim.run_id in lost and not item.finished:
                 _log.warning(
                     "job %s run %s lost its lease; cancelling it",
                     item.claim.job_name,
@@ -290,27 +399,47 @@ class Host:
                 )
                 item.cancellation.cancel("lease lost")
 
-    def _record_cancelled(self, item: _Running) -> None:
+    def _mark_stuck(self, item: _Running, executed: Executed) -> None:
+        message = (
+            f"stuck: {executed.outcome.error_message}; its thread still runs, so the run keeps "
+            "its slot and lease until it ends"
+        )
         try:
             with self.engine.begin() as connection:
-                now = database_now(connection, self.clock)
-                ledger.finish_run(
-                    connection,
-                    item.claim.run_id,
-                    item.claim.job_name,
-                    self.host_id,
-                    ledger.Finish(
-                        outcome="cancelled",
-                        finished_at=now,
-                        error_type="Shutdown",
-                        error_message="host shut down; the executor did not stop within "
-                        f"{self.settings.shutdown_grace.total_seconds():g}s",
-                    ),
-                )
-        except (OperationalError, DBAPIError) as error:
-            _log.error(
-                "could not record run %s cancelled: %s", item.claim.run_id, redact_text(str(error))
+                ledger.mark_stuck(connection, item.claim.run_id, self.host_id, message)
+        except Exception as error:
+            _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
+
+    def _release_stuck(self) -> None:
+        """Hand stuck runs whose thread has ended at last to the recorder."""
+        with self._lock:
+            ended = [
+                (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
+            ]
+            for item, _ in ended:
+                item.stuck_thread = None
+                self._stuck.remove((item, _))
+                self.status.stuck -= 1
+        for item, executed in ended:
+            _log.info(
+                "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
             )
+            self._recorder.put(Finished(item.claim, item.spec, executed))
+
+    def _cancelled(self, item: _Running) -> Finished:
+        grace = self.settings.shutdown_grace.total_seconds()
+        return Finished(
+            item.claim,
+            item.spec,
+            Executed(
+                Outcome(
+                    "cancelled",
+                    error_type="Shutdown",
+                    error_message=f"host shut down; the executor did not stop within {grace:g}s",
+                ),
+                None,
+            ),
+        )
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1

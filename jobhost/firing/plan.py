@@ -13,12 +13,14 @@ from datetime import datetime, timedelta
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
 
 from jobhost.triggers import Schedule
+from jobhost.triggers.search import GapCount, count_between, newest_at_or_before
 
 __all__ = [
     "DEFAULT_MISFIRE_GRACE",
-    "MAX_ENUMERATED",
+    "MAX_LISTED",
     "DueOccurrences",
     "FiringPlan",
+    "Gap",
     "JobPolicy",
     "NotRun",
     "due_occurrences",
@@ -28,8 +30,8 @@ __all__ = [
 DEFAULT_MISFIRE_GRACE = timedelta(minutes=1)
 """How late an occurrence may start under the ``skip`` policy when the job names no grace."""
 
-MAX_ENUMERATED = 10_000
-"""Most due occurrences listed one by one; beyond it, the rest are counted and logged."""
+MAX_LISTED = 100
+"""Most occurrences of one gap recorded one by one; the rest get one summary row."""
 
 # Reasons recorded on runs that never started, as the history and the report show them.
 REASON_DOWNTIME = "downtime"
@@ -49,14 +51,41 @@ class JobPolicy:
     overlap: OverlapPolicy = OverlapPolicy.FORBID
     max_concurrent: int = 1
 
+    @property
+    def keep(self) -> int:
+        """How many of the newest due occurrences the policy may still run."""
+        return max(self.catch_up_limit, 1) if self.misfire is MisfirePolicy.CATCH_UP else 1
+
 
 @dataclass(frozen=True, slots=True)
 class NotRun:
-    """An occurrence recorded without an attempt: ``missed`` or ``skipped``, and why."""
+    """An occurrence recorded without an attempt: ``missed`` or ``skipped``, and why.
+
+    A summary row stands for a whole gap: its occurrence is the gap's first one and its reason
+    says how many it covers and up to when.
+    """
 
     occurrence: datetime
     outcome: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Due occurrences not listed one by one: ``count`` of them, from ``first`` on, all before
+    ``before`` (the first listed occurrence after the gap)."""
+
+    first: datetime
+    before: datetime
+    count: GapCount
+
+    def summary(self, outcome: str, reason: str) -> NotRun:
+        return NotRun(
+            self.first,
+            outcome,
+            f"{reason}: {self.count.text()} occurrences from {_iso(self.first)} to before "
+            f"{_iso(self.before)}, recorded as this one row",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,38 +101,54 @@ class FiringPlan:
     not_run: list[NotRun] = field(default_factory=list)
     next_occurrence: datetime | None = None
     missed_through: datetime | None = None
-    unlisted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class DueOccurrences:
-    """Occurrences from the stored next one up to ``now``, and the first one after them."""
+    """Occurrences from the stored next one up to ``now``, and the first one after them.
+
+    ``due`` lists at most :data:`MAX_LISTED` of the oldest and the newest few the policy needs;
+    ``gap``, when set, stands for every occurrence between ``due[gap_at - 1]`` and
+    ``due[gap_at]``.
+    """
 
     due: list[datetime]
     following: datetime | None
-    unlisted: int = 0
+    gap: Gap | None = None
+    gap_at: int = 0
 
 
-def due_occurrences(schedule: Schedule, first: datetime, now: datetime) -> DueOccurrences:
-    """Enumerate ``first`` and every later occurrence at or before ``now``.
+def due_occurrences(
+    schedule: Schedule, first: datetime, now: datetime, *, keep: int = 1
+) -> DueOccurrences:
+    """``first`` and every later occurrence at or before ``now``, with bounded work.
 
-    Past :data:`MAX_ENUMERATED` the list stops and the remaining count is estimated, so a job
-    that was paused for a year costs a bounded amount of work.
+    The oldest :data:`MAX_LISTED` are listed; past them the newest ``keep`` are found by jumping
+    straight to ``now``, and the occurrences in between are counted, not enumerated, so a job
+    paused or down for a year costs one bounded step.
     """
-    due: list[datetime] = []
-    current: datetime | None = first
-    while current is not None and current <= now and len(due) < MAX_ENUMERATED:
-        due.append(current)
+    if first > now:
+        return DueOccurrences(due=[], following=first)
+    head: list[datetime] = [first]
+    current = schedule.next_after(first)
+    while current is not None and current <= now and len(head) < MAX_LISTED:
+        head.append(current)
         current = schedule.next_after(current)
-    unlisted = 0
-    if current is not None and current <= now:
-        # Too many to list: count the rest cheaply by stepping through them without keeping them.
-        while current is not None and current <= now and unlisted < 100 * MAX_ENUMERATED:
-            unlisted += 1
-            current = schedule.next_after(current)
-        if current is not None and current <= now:
-            current = schedule.next_after(now)
-    return DueOccurrences(due=due, following=current, unlisted=unlisted)
+    if current is None or current > now:
+        return DueOccurrences(due=head, following=current)
+    following = schedule.next_after(now)
+    tail = newest_at_or_before(schedule, now, keep=keep, not_before=current)
+    if not tail:
+        return DueOccurrences(due=head, following=following)
+    count = count_between(schedule, head[-1], tail[0])
+    if count.count == 0:
+        return DueOccurrences(due=head + tail, following=following)
+    return DueOccurrences(
+        due=head + tail,
+        following=following,
+        gap=Gap(first=current, before=tail[0], count=count),
+        gap_at=len(head),
+    )
 
 
 def plan_firing(
@@ -127,31 +172,35 @@ def plan_firing(
     def _not_run(items: list[datetime], outcome: str, reason: str) -> list[NotRun]:
         return _unrecorded(items, outcome, reason, missed_through)
 
-    if paused:
-        return FiringPlan(
-            not_run=_not_run(due, "missed", REASON_PAUSED),
-            missed_through=due[-1],
-            unlisted=occurrences.unlisted,
+    def _with_gap(outcome: str, reason: str) -> list[NotRun]:
+        return _not_run(due, outcome, reason) + _gap_row(
+            occurrences, outcome, reason, missed_through
         )
+
+    if paused:
+        return FiringPlan(not_run=_with_gap("missed", REASON_PAUSED), missed_through=due[-1])
     if policy.misfire is MisfirePolicy.CATCH_UP:
         return _catch_up(occurrences, policy, blocked, missed_through)
     if blocked:
-        return _advanced(
-            occurrences, None, _not_run(due, "skipped", REASON_OVERLAP), missed_through
-        )
+        return _advanced(occurrences, None, _with_gap("skipped", REASON_OVERLAP), missed_through)
+    gap_reason = REASON_DOWNTIME
     if policy.misfire is MisfirePolicy.SKIP:
         grace = policy.misfire_grace or DEFAULT_MISFIRE_GRACE
         too_late = [o for o in due if now - o > grace]
         in_time = [o for o in due if now - o <= grace]
+        gap = occurrences.gap
+        if gap is not None and now - gap.before > grace:
+            gap_reason = REASON_GRACE
         not_run = _not_run(too_late, "missed", REASON_GRACE)
+        not_run += _gap_row(occurrences, "missed", gap_reason, missed_through)
         if not in_time:
             return _advanced(occurrences, None, not_run, missed_through)
         not_run += _not_run(in_time[:-1], "missed", REASON_DOWNTIME)
         return _advanced(occurrences, in_time[-1], not_run, missed_through)
     # run_once: one run for everything that was missed, then on to the future.
-    return _advanced(
-        occurrences, due[-1], _not_run(due[:-1], "missed", REASON_DOWNTIME), missed_through
-    )
+    not_run = _not_run(due[:-1], "missed", REASON_DOWNTIME)
+    not_run += _gap_row(occurrences, "missed", REASON_DOWNTIME, missed_through)
+    return _advanced(occurrences, due[-1], not_run, missed_through)
 
 
 def _advanced(
@@ -164,13 +213,13 @@ def _advanced(
     keep_marker = (
         missed_through is not None and following is not None and following <= missed_through
     )
+    several = len(occurrences.due) > 1 or occurrences.gap is not None
     return FiringPlan(
         run=run,
-        source=TriggerSource.SCHEDULE if len(occurrences.due) == 1 else TriggerSource.CATCH_UP,
+        source=TriggerSource.CATCH_UP if several else TriggerSource.SCHEDULE,
         not_run=not_run,
         next_occurrence=following,
         missed_through=missed_through if keep_marker else None,
-        unlisted=occurrences.unlisted,
     )
 
 
@@ -182,6 +231,15 @@ def _unrecorded(
     ]
 
 
+def _gap_row(
+    occurrences: DueOccurrences, outcome: str, reason: str, missed_through: datetime | None
+) -> list[NotRun]:
+    gap = occurrences.gap
+    if gap is None or (missed_through is not None and gap.first <= missed_through):
+        return []
+    return [gap.summary(outcome, reason)]
+
+
 def _catch_up(
     occurrences: DueOccurrences,
     policy: JobPolicy,
@@ -189,16 +247,13 @@ def _catch_up(
     missed_through: datetime | None,
 ) -> FiringPlan:
     due = occurrences.due
-    excess = max(len(due) - max(policy.catch_up_limit, 1), 0)
+    excess = max(len(due) - policy.keep, 0)
     dropped, kept = due[:excess], due[excess:]
     missed = _unrecorded(dropped, "missed", REASON_CATCH_UP_BOUND, missed_through)
+    missed += _gap_row(occurrences, "missed", REASON_CATCH_UP_BOUND, missed_through)
     if blocked:
         # Wait for the running run: the backlog keeps its place, only its bound is enforced.
-        return FiringPlan(
-            not_run=missed,
-            next_occurrence=kept[0] if dropped else None,
-            unlisted=occurrences.unlisted,
-        )
+        return FiringPlan(not_run=missed, next_occurrence=kept[0] if dropped else None)
     run = kept[0]
     later = kept[1:]
     return FiringPlan(
@@ -206,5 +261,8 @@ def _catch_up(
         source=TriggerSource.CATCH_UP if later or dropped else TriggerSource.SCHEDULE,
         not_run=missed,
         next_occurrence=later[0] if later else occurrences.following,
-        unlisted=occurrences.unlisted,
     )
+
+
+def _iso(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")

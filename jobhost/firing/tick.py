@@ -1,35 +1,36 @@
 """One turn of the firing loop: everything it does with the store, given ``now``.
 
-Each job is claimed in a transaction of its own, so one slow or locked job never holds up the
-others, and a replica that loses a race simply moves on to the next job.
+A turn costs what is due, not what is declared: one claim transaction takes up to the free
+slots through :func:`jobhost.store.claims.claim_work` and reads, in the same transaction, when
+the store next needs this host. The catalog is written to the store once, at start-up; after
+that every replica fires by the store's schedules. A turn whose batch fails for a reason other
+than the store being away is retried one job at a time, so one bad row or one failing
+statement costs only its own job.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.firing.plan import NotRun, due_occurrences, plan_firing
-from jobhost.firing.policy import firing_policy, lease_for, may_start
-from jobhost.firing.queued import QueuedWork
-from jobhost.firing.upkeep import record_abandoned, repair_schedules
-from jobhost.store import ScheduleRecord, claims, reading
-from jobhost.store.claims import Claim, OccurrenceTakenError
-from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.registry import DesiredSchedule, SyncPlan, diff_schedules, sync_schedules
-from jobhost.store.schema import runs, schedules
-from jobhost.triggers import Schedule
+from jobhost.firing.rules import FiringRules
+from jobhost.firing.upkeep import is_store_down, record_abandoned
+from jobhost.store import reading
+from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names, occurrence_key
+from jobhost.store.registry import DesiredSchedule, SyncPlan, sync_schedules
+from jobhost.store.wakeups import Wakeups, next_wakeups
 
-__all__ = ["TickResult", "Ticker", "desired_schedules"]
+__all__ = ["TickResult", "Ticker", "catalog_version", "desired_schedules", "occurrence_key"]
 
 _log = logging.getLogger("jobhost.firing")
+_SET_ASIDE_SECONDS = 60.0
 
 
 @dataclass
@@ -37,6 +38,8 @@ class TickResult:
     claims: list[tuple[Claim, JobSpec]] = field(default_factory=list)
     next_wake: datetime | None = None
     saturated: bool = False
+    lag: float = 0.0
+    """Seconds the oldest due, unclaimed schedule is behind ``now`` after this turn."""
 
 
 class Ticker:
@@ -55,179 +58,163 @@ class Ticker:
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
-        self._lease = lease_duration
         self._desired = desired_schedules(jobs)
-        # A stored lease further out than any renewal could set is corrupt or hand-edited.
-        longest = max(
-            [lease_for(s.declaration, lease_duration) for s in jobs.values()] or [lease_duration]
-        )
-        self._implausible_lease = 4 * max(longest, lease_duration)
-        self._queued = QueuedWork(engine, jobs, host_id=host_id, lease=lease_duration)
+        self.catalog_version = catalog_version(self._desired)
+        self._rules = FiringRules(jobs, lease_duration)
+        self._unknown: set[str] = set()
+        self._set_aside: dict[str, float] = {}
+        self._wakeups = Wakeups()
+        self.may_abandon = True
+        """The host clears this for a while after the store comes back (see Host)."""
+
+    @property
+    def set_aside(self) -> dict[str, str]:
+        """Jobs this host does not touch now, with the reason (corrupt row, failing write)."""
+        return dict(self._rules.problems)
 
     def sync(self, now: datetime) -> SyncPlan:
-        """Upsert the catalog's schedules (logged by the caller at start)."""
+        """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
         with self._engine.begin() as connection:
-            return sync_schedules(connection, self._desired, now)
-
-    def tick(self, now: datetime, free_slots: int) -> TickResult:
-        result = TickResult()
-        record_abandoned(self._engine, now, self._telemetry)
-        rows = self._read_schedules()
-        if not diff_schedules(rows, self._desired).empty:
-            plan = self.sync(now)
-            _log.info("store schedules changed by another writer; resynced: %s", _summary(plan))
-            rows = self._read_schedules()
-        if repair_schedules(self._engine, self._jobs, rows, now, self._implausible_lease):
-            rows = self._read_schedules()
-        due = [r for r in rows if _due(r, now) and r.job_name in self._jobs]
-        for row in due:
-            if free_slots <= 0:
-                result.saturated = True
-                break
-            claim = self._fire(row.job_name, now)
-            if claim is not None:
-                result.claims.append((claim, self._jobs[claim.job_name]))
-                free_slots -= 1
-        if free_slots > 0:
-            taken = self.take_requests(now, free_slots)
-            result.claims.extend(taken)
-            free_slots -= len(taken)
-        if free_slots > 0:
-            taken = self._queued.take_retries(now, free_slots)
-            result.claims.extend(taken)
-            free_slots -= len(taken)
-        else:
-            result.saturated = True
-        result.next_wake = self._next_wake(now, rows)
-        return result
-
-    def take_requests(self, now: datetime, limit: int) -> list[tuple[Claim, JobSpec]]:
-        """Start up to ``limit`` pending manual run requests, oldest first, or refuse them."""
-        return self._queued.take_requests(now, limit)
-
-    def take_request(self, request_id: str, now: datetime) -> tuple[Claim, JobSpec] | None:
-        """Start (or refuse) the one pending request ``request_id``; see :class:`QueuedWork`."""
-        return self._queued.take_request(request_id, now)
-
-    def _read_schedules(self) -> list[ScheduleRecord]:
-        with reading(self._engine) as connection:
-            rows = connection.execute(select(schedules)).mappings()
-            return [ScheduleRecord.from_row(r) for r in rows]
-
-    def _fire(self, job_name: str, now: datetime) -> Claim | None:
-        spec = self._jobs[job_name]
-        declaration = spec.declaration
-        try:
-            with self._engine.begin() as connection:
-                row = claims.lock_schedule(connection, job_name)
-                if row is None or not _due(row, now):
-                    return None
-                schedule = spec.schedule(row.interval_anchor or now)
-                if schedule is None or row.next_occurrence is None:
-                    return None
-                live = claims.live_runs(connection, job_name, now)
-                blocked = not may_start(declaration, len(live), row.lease_live(now))
-                plan = plan_firing(
-                    due_occurrences(schedule, row.next_occurrence, now),
-                    now=now,
-                    policy=firing_policy(declaration),
-                    paused=row.paused,
-                    blocked=blocked,
-                    missed_through=row.missed_through,
-                )
-                if plan.unlisted:
-                    _log.warning(
-                        "job %s: %d more missed occurrences were not listed one by one",
-                        job_name,
-                        plan.unlisted,
-                    )
-                recorded = claims.record_not_run(
-                    connection,
-                    job_name,
-                    [(n.occurrence, n.outcome, n.reason) for n in plan.not_run],
-                    now,
-                    self._host_id,
-                )
-                next_occurrence = (
-                    plan.next_occurrence
-                    if plan.next_occurrence is not None
-                    else row.next_occurrence
-                )
-                if not claims.advance_schedule(
-                    connection, row, next_occurrence, plan.missed_through
-                ):
-                    raise _MovedOnError(job_name)
-                if recorded:
-                    self._count_not_run(job_name, plan.not_run)
-                if plan.run is None:
-                    return None
-                lease = lease_for(declaration, self._lease)
-                run_id = claims.new_run_id()
-                try:
-                    claim = claims.start_run(
-                        connection,
-                        run_id=run_id,
-                        job_name=job_name,
-                        occurrence=plan.run,
-                        attempt=1,
-                        source=plan.source.value,
-                        host_id=self._host_id,
-                        fencing_token=row.fencing_token + 1,
-                        idempotency_key=occurrence_key(job_name, plan.run),
-                        now=now,
-                        lease_until=now + lease,
-                    )
-                except OccurrenceTakenError as taken:
-                    # The ledger already has this occurrence: keep the schedule moving past it.
-                    _log.warning("%s; the ledger already has it, moving on", taken)
-                    return None
-                claims.take_lease(connection, row, self._host_id, run_id, now + lease)
-                return claim
-        except _MovedOnError as lost:
-            _log.info("%s; another replica runs it", lost)
-            return None
-
-    def _count_not_run(self, job_name: str, items: list[NotRun]) -> None:
-        for item in items:
-            self._telemetry.runs.add(1, {"job": job_name, "outcome": item.outcome})
-            _log.info(
-                "job %s: occurrence %s %s (%s)",
-                job_name,
-                item.occurrence,
-                item.outcome,
-                item.reason,
+            return sync_schedules(
+                connection, self._desired, now, catalog_version=self.catalog_version
             )
 
-    def _next_wake(self, now: datetime, rows: list[ScheduleRecord]) -> datetime | None:
-        """The earliest instant something in the store may need this host.
+    def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:
+        """Claim what is due now within the free slots; say when to look again."""
+        if self.may_abandon and self._wakeups.lease_expiry_passed(now):
+            record_abandoned(
+                self._engine, now, self._telemetry, self._rules, implausible=self._implausible
+            )
+        result = TickResult()
+        if free_slots <= 0 and request_slots <= 0:
+            result.saturated = True
+            self._wakeups = self._read_wakeups(now)
+            result.lag = self._wakeups.lag(now)
+            return result
+        try:
+            batch, self._wakeups = self._claim(now, free_slots, request_slots)
+            batches = [batch]
+        except Exception as error:
+            if is_store_down(error):
+                raise
+            _log.error(
+                "claiming as one batch failed (%s: %s); claiming one job at a time",
+                type(error).__name__,
+                str(error).splitlines()[0][:300],
+            )
+            batches = self._claim_one_by_one(now, free_slots)
+            self._wakeups = self._read_wakeups(now)
+        for batch in batches:
+            self._absorb(batch)
+            result.claims.extend((c, self._jobs[c.job_name]) for c in batch.claims)
+        taken = len(result.claims)
+        result.saturated = taken >= free_slots
+        result.next_wake = self._wakeups.next_wake(now, more_due=batches[-1].schedules_seen > 0)
+        result.lag = self._wakeups.lag(now)
+        return result
 
-        A job still due after the tick (paused, or waiting behind its running run) does not
-        count as due now, or the loop would spin: it counts from its trigger's next occurrence,
-        and a finishing run wakes the loop anyway.
+    def take_request(self, request_id: str, now: datetime) -> tuple[Claim, JobSpec] | None:
+        """Start (or refuse) the one pending request ``request_id``, as a host would.
+
+        ``jobhost trigger`` calls this to run a request in its own process when no host is
+        alive. None when the request is no longer pending (a host took it) or was refused
+        (the request's ``message`` says why).
         """
-        times: list[datetime] = []
-        for row in rows:
-            spec = self._jobs.get(row.job_name)
-            if spec is None or not row.enabled or row.orphaned or row.next_occurrence is None:
-                continue
-            if row.next_occurrence > now:
-                times.append(row.next_occurrence)
-                continue
-            schedule = spec.schedule(row.interval_anchor or now)
-            upcoming = schedule.next_after(now) if schedule is not None else None
-            if upcoming is not None:
-                times.append(upcoming)
+        with self._engine.begin() as connection:
+            batch = claim_work(
+                connection,
+                host_id=self._host_id,
+                now=now,
+                slots=0,
+                request_slots=1,
+                rules=self._rules,
+                request_id=request_id,
+            )
+        return (batch.claims[0], self._jobs[batch.claims[0].job_name]) if batch.claims else None
+
+    # -- internals ---------------------------------------------------------------------------
+
+    @property
+    def _implausible(self) -> timedelta:
+        return self._rules.implausible_lease
+
+    def _skip(self) -> list[str]:
+        now = time.monotonic()
+        for name, until in list(self._set_aside.items()):
+            if until <= now:
+                # Look again: an operator may have fixed the row.
+                del self._set_aside[name]
+                self._rules.problems.pop(name, None)
+        return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
+
+    def _claim(self, now: datetime, slots: int, request_slots: int) -> tuple[ClaimBatch, Wakeups]:
+        skip = self._skip()
+        with self._engine.begin() as connection:
+            batch = claim_work(
+                connection,
+                host_id=self._host_id,
+                now=now,
+                slots=slots,
+                request_slots=request_slots,
+                rules=self._rules,
+                skip=skip,
+            )
+            wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
+        return batch, wakeups
+
+    def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
+        """After a failed batch: each due job in a transaction of its own, failures set aside."""
         with reading(self._engine) as connection:
-            for column, outcome in (
-                (runs.c.not_before, PENDING),
-                (runs.c.lease_expires_at, RUNNING),
-            ):
-                first = connection.execute(
-                    select(column).where(runs.c.outcome == outcome).order_by(column).limit(1)
-                ).scalar()
-                if isinstance(first, datetime):
-                    times.append(first)
-        return min(times) if times else None
+            names = [n for n in due_job_names(connection, now, slots) if n not in self._skip()]
+        batches: list[ClaimBatch] = []
+        for name in names:
+            taken = sum(len(b.claims) for b in batches)
+            try:
+                with self._engine.begin() as connection:
+                    batches.append(
+                        claim_work(
+                            connection,
+                            host_id=self._host_id,
+                            now=now,
+                            slots=max(slots - taken, 1),
+                            rules=self._rules,
+                            skip=self._skip(),
+                            schedules_only=[name],
+                        )
+                    )
+            except Exception as error:
+                if is_store_down(error):
+                    break  # keep what was claimed; the loop backs off on the next turn
+                reason = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+                self._set_aside[name] = time.monotonic() + _SET_ASIDE_SECONDS
+                self._rules.problems[name] = f"claiming it failed: {reason}"
+                _log.error(
+                    "job %s set aside for %ds: claiming it failed: %s",
+                    name,
+                    _SET_ASIDE_SECONDS,
+                    reason,
+                )
+        return batches or [ClaimBatch()]
+
+    def _absorb(self, batch: ClaimBatch) -> None:
+        """Log and count what a batch recorded; remember jobs to leave alone."""
+        for name in batch.unknown - self._unknown:
+            _log.info("job %s has due work in the store but is not in this host's catalog", name)
+        self._unknown |= batch.unknown
+        for name, problem in batch.corrupt.items():
+            if name not in self._set_aside:
+                _log.error("job %s set aside: its schedule row is corrupt: %s", name, problem)
+            self._rules.problems[name] = f"corrupt schedule row: {problem}"
+            self._set_aside[name] = time.monotonic() + _SET_ASIDE_SECONDS
+        for name, occurrence, outcome, reason in batch.not_run:
+            self._telemetry.runs.add(1, {"job": name, "outcome": outcome})
+            _log.info("job %s: occurrence %s %s (%s)", name, occurrence, outcome, reason)
+        for request_id, message in batch.refused:
+            _log.info("manual request %s refused: %s", request_id, message)
+
+    def _read_wakeups(self, now: datetime) -> Wakeups:
+        with reading(self._engine) as connection:
+            return next_wakeups(connection, now, skip=self._skip())
 
 
 def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
@@ -240,36 +227,31 @@ def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
             timezone=spec.trigger.timezone,
             trigger_source=spec.trigger.source,
             enabled=spec.enabled,
-            schedule_for=_schedule_factory(spec),
+            schedule_for=spec.schedule,
         )
         for spec in jobs.values()
     ]
 
 
-def occurrence_key(job_name: str, occurrence: datetime) -> str:
-    """The idempotency key shared by every attempt at one occurrence."""
-    return f"{job_name}:{occurrence.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+def catalog_version(desired: list[DesiredSchedule]) -> str:
+    """A short fingerprint of what a catalog asks the store for: equal catalogs, equal version."""
+    import hashlib
 
-
-def _schedule_factory(spec: JobSpec) -> Callable[[datetime], Schedule | None]:
-    return spec.schedule
-
-
-class _MovedOnError(Exception):
-    """The schedule changed between reading and advancing it: another replica got there."""
-
-    def __init__(self, job: str) -> None:
-        super().__init__(f"job {job!r}: schedule advanced concurrently")
-
-
-def _due(row: ScheduleRecord, now: datetime) -> bool:
-    return (
-        row.enabled
-        and not row.orphaned
-        and row.next_occurrence is not None
-        and row.next_occurrence <= now
-    )
-
-
-def _summary(plan: SyncPlan) -> str:
-    return f"{len(plan.added)} added, {len(plan.changed)} changed, {len(plan.orphaned)} orphaned"
+    digest = hashlib.sha256()
+    for want in sorted(desired, key=lambda d: d.job_name):
+        digest.update(
+            "\x1f".join(
+                str(part)
+                for part in (
+                    want.job_name,
+                    want.module,
+                    want.trigger_kind,
+                    want.trigger_expression,
+                    want.timezone,
+                    want.trigger_source,
+                    want.enabled,
+                )
+            ).encode()
+        )
+        digest.update(b"\x1e")
+    return digest.hexdigest()[:12]

@@ -1,29 +1,38 @@
-"""Keeping the store honest each tick: dead hosts' runs recorded, implausible values repaired."""
+"""Keeping the store honest: runs of dead hosts recorded abandoned, and retried by policy."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import true, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from jobhost.catalog import JobSpec
+from jobhost.envelope.retries import retry_delay, should_retry
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.store import ScheduleRecord, ledger
-from jobhost.store.records import RUNNING
-from jobhost.store.schema import runs, schedules
+from jobhost.firing.rules import FiringRules
+from jobhost.store import ledger
+from jobhost.store.claims import new_run_id
 
-__all__ = ["record_abandoned", "repair_schedules"]
+__all__ = ["is_store_down", "record_abandoned"]
 
 _log = logging.getLogger("jobhost.firing")
 
 
-def record_abandoned(engine: Engine, now: datetime, telemetry: Telemetry) -> None:
-    """Record ``abandoned`` the runs whose host stopped renewing their lease, and free leases."""
+def record_abandoned(
+    engine: Engine,
+    now: datetime,
+    telemetry: Telemetry,
+    rules: FiringRules,
+    *,
+    implausible: timedelta,
+) -> None:
+    """Record ``abandoned`` the runs whose host stopped renewing their lease; queue the retries
+    their jobs' policies ask for; free leases nobody holds any more."""
     with engine.begin() as connection:
-        for run in ledger.abandon_expired_runs(connection, now):
+        gone = ledger.abandon_expired_runs(connection, now, implausible=implausible)
+        retries = []
+        for run in gone:
             telemetry.runs.add(1, {"job": run.job_name, "outcome": "abandoned"})
             _log.warning(
                 "job %s run %s abandoned: host %s stopped renewing its lease",
@@ -31,71 +40,27 @@ def record_abandoned(engine: Engine, now: datetime, telemetry: Telemetry) -> Non
                 run.id,
                 run.host_id,
             )
+            policy = rules.retry_policy(run.job_name)
+            if policy is not None and should_retry(policy, "abandoned", run.attempt):
+                retries.append(
+                    ledger.RetryRequest(
+                        run_id=new_run_id(),
+                        job_name=run.job_name,
+                        occurrence=run.occurrence,
+                        attempt=run.attempt + 1,
+                        source="retry",
+                        idempotency_key=run.idempotency_key,
+                        requested_by=run.requested_by,
+                        reason=run.reason,
+                        not_before=now + retry_delay(policy, run.attempt),
+                    )
+                )
+        ledger.queue_retries(connection, retries, now)
         ledger.release_expired_leases(connection, now)
 
 
-def repair_schedules(
-    engine: Engine,
-    jobs: Mapping[str, JobSpec],
-    rows: list[ScheduleRecord],
-    now: datetime,
-    implausible_lease: timedelta,
-) -> bool:
-    """Repair rows whose next occurrence or lease cannot be right; True when any was.
-
-    Stored values are not trusted blindly: a next occurrence the trigger would never produce,
-    or a lease further out than any renewal could set (a hand edit, a broken restore), must not
-    silence a job forever.
-    """
-    repaired = False
-    for row in rows:
-        spec = jobs.get(row.job_name)
-        if spec is None or not row.enabled or row.orphaned:
-            continue
-        schedule = spec.schedule(row.interval_anchor or now)
-        expected = schedule.next_after(now) if schedule is not None else None
-        wrong_next = expected is not None and (
-            row.next_occurrence is None or row.next_occurrence > expected
-        )
-        wrong_lease = (
-            row.lease_expires_at is not None and row.lease_expires_at > now + implausible_lease
-        )
-        if not (wrong_next or wrong_lease):
-            continue
-        values: dict[str, object] = {}
-        if wrong_next:
-            _log.warning(
-                "job %s: stored next occurrence %s is not one its trigger produces "
-                "(expected %s); repaired",
-                row.job_name,
-                row.next_occurrence,
-                expected,
-            )
-            values["next_occurrence"] = expected
-        if wrong_lease:
-            _log.warning(
-                "job %s: stored lease expiry %s is implausibly far ahead; treated as expired",
-                row.job_name,
-                row.lease_expires_at,
-            )
-            values["lease_expires_at"] = now
-        with engine.begin() as connection:
-            # Compare-and-set on what was read, unless it was unreadable (then it is None).
-            unchanged = (
-                schedules.c.next_occurrence == row.next_occurrence
-                if row.next_occurrence is not None
-                else true()
-            )
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.job_name == row.job_name, unchanged)
-                .values(**values)
-            )
-            if wrong_lease and row.lease_run_id:
-                connection.execute(
-                    update(runs)
-                    .where(runs.c.id == row.lease_run_id, runs.c.outcome == RUNNING)
-                    .values(lease_expires_at=now)
-                )
-        repaired = True
-    return repaired
+def is_store_down(error: BaseException) -> bool:
+    """Whether ``error`` says the store cannot be reached (as opposed to a bad row or statement)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, OperationalError | InterfaceError)

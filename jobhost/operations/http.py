@@ -106,6 +106,11 @@ def host_endpoints(host: Host, metrics: Callable[[], bytes]) -> Endpoints:
 
     def liveness() -> tuple[bool, str]:
         status = host.status
+        if status.too_many_stuck:
+            return False, (
+                f"{status.stuck} run(s) stuck in code that ignores cancellation "
+                f"(limit {status.stuck_limit}): restart the host"
+            )
         if status.last_tick is None:
             age = time.monotonic() - status.started
             return age <= limit, f"starting for {age:.1f}s, no tick yet"
@@ -116,6 +121,8 @@ def host_endpoints(host: Host, metrics: Callable[[], bytes]) -> Endpoints:
     def readiness() -> tuple[bool, str]:
         if not host.status.catalog_ok:
             return False, "the job catalog is invalid"
+        if not host.status.synced:
+            return False, "starting: the host has not registered and written its catalog yet"
         try:
             current = current_revision(host.engine)
         except (OperationalError, DBAPIError) as error:

@@ -10,7 +10,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-__all__ = ["insert_ignoring_duplicates", "locked", "violated_constraint"]
+__all__ = [
+    "insert_ignoring_duplicates",
+    "insert_returning_new",
+    "locked",
+    "violated_constraint",
+]
 
 
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
@@ -37,6 +42,24 @@ def insert_ignoring_duplicates(
         .returning(*table.primary_key.columns)
     )
     return sum(len(connection.execute(statement, dict(row)).all()) for row in rows)
+
+
+def insert_returning_new(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
+) -> list[Any]:
+    """Insert ``rows`` in one statement; return the primary keys of those that went in.
+
+    A row whose ``columns`` collide with an existing row is left out, not raised: the caller
+    drops what the database refused.
+    """
+    if not rows:
+        return []
+    module: Any = postgresql if connection.dialect.name == "postgresql" else sqlite
+    (key,) = table.primary_key.columns
+    statement = (
+        module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
+    )
+    return list(connection.execute(statement, [dict(row) for row in rows]).scalars())
 
 
 def violated_constraint(error: IntegrityError) -> str | None:

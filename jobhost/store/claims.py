@@ -1,53 +1,45 @@
-"""Claiming work: due occurrences, manual run requests and pending retries.
+"""Claiming work: the one path by which every run starts.
 
-A claim happens inside one transaction: lock the schedule row (skipping rows another replica
-holds on PostgreSQL; SQLite transactions hold the write lock), take the job's lease with a
-fencing token that only grows, insert the run row, and advance the schedule only if it still
-holds what was read. The run row's unique constraint on (job, occurrence, attempt) is the last
-word: if two replicas ever reach one occurrence, one insert wins and the other gets
-:class:`OccurrenceTakenError` and rolls back.
+:func:`claim_work` takes, in one transaction, up to ``slots`` runs for one host: pending manual
+run requests first (a person is waiting), then retries whose backoff has passed, then due
+schedules found through the index on ``due_at``, oldest first. It locks what it reads (``FOR
+UPDATE SKIP LOCKED`` on PostgreSQL, so replicas divide the work instead of queueing on it; on
+SQLite the transaction holds the write lock), asks the caller's :class:`ClaimRules` what each
+row means, and writes the answer for the whole batch in a handful of statements: run rows
+inserted together, each job's fencing token advanced exactly once per run it starts, schedules
+moved on. The run row's unique constraint on (job, occurrence, attempt) stays the last word: an
+insert it refuses is dropped from the batch, never run twice.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
-from jobhost.store._sql import insert_ignoring_duplicates, locked, violated_constraint
+from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
-from jobhost.store.schema import RUN_OCCURRENCE_CONSTRAINT, run_requests, runs, schedules
+from jobhost.store.schema import run_requests, runs, schedules
 
 __all__ = [
     "Claim",
-    "OccurrenceTakenError",
-    "activate_retry",
-    "advance_schedule",
-    "claim_pending_requests",
-    "claim_pending_retries",
+    "ClaimBatch",
+    "ClaimRules",
+    "SchedulePlan",
+    "claim_work",
     "due_job_names",
     "live_runs",
-    "lock_schedule",
     "new_run_id",
-    "record_not_run",
-    "refuse_request",
-    "start_run",
-    "take_lease",
+    "occurrence_key",
+    "schedule_problem",
 ]
 
 _RUN_COLUMNS = ("job_name", "occurrence", "attempt")
-
-
-class OccurrenceTakenError(Exception):
-    """Another replica already holds this occurrence's run row."""
-
-    def __init__(self, job: str, occurrence: datetime | None, attempt: int) -> None:
-        super().__init__(f"job {job!r}: occurrence {occurrence} attempt {attempt} already taken")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,27 +56,116 @@ class Claim:
     started_at: datetime
     requested_by: str | None = None
     reason: str | None = None
+    lease_until: datetime | None = None
 
 
-def due_job_names(connection: Connection, now: datetime) -> list[str]:
-    """Jobs with an occurrence at or before ``now`` (paused ones too: they record misses)."""
-    query = (
-        select(schedules.c.job_name)
-        .where(
-            schedules.c.next_occurrence <= now,
-            schedules.c.enabled.is_(True),
-            schedules.c.orphaned.is_(False),
+@dataclass(frozen=True, slots=True)
+class SchedulePlan:
+    """What the firing rules decided for one due schedule row.
+
+    ``next_occurrence`` and ``due_at`` are the values to store; ``not_run`` holds
+    (occurrence, outcome, reason) rows for occurrences recorded without an attempt.
+    """
+
+    next_occurrence: datetime | None
+    due_at: datetime | None
+    missed_through: datetime | None = None
+    run: datetime | None = None
+    source: str = "schedule"
+    not_run: Sequence[tuple[datetime, str, str]] = ()
+
+
+class ClaimRules(Protocol):
+    """The firing policy, as :func:`claim_work` asks for it; no SQL on this side."""
+
+    def knows(self, job_name: str) -> bool:
+        """Whether this host can run the job (a job it does not know is left to others)."""
+        ...
+
+    def lease(self, job_name: str) -> timedelta: ...
+
+    def counts_live_runs(self, job_name: str) -> bool:
+        """Whether deciding overlap needs the number of live runs (more than one allowed)."""
+        ...
+
+    def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool: ...
+
+    def plan(self, row: ScheduleRecord, now: datetime, blocked: bool) -> SchedulePlan | None:
+        """The plan for a due row; None leaves the row untouched (its problem is reported)."""
+        ...
+
+
+@dataclass
+class ClaimBatch:
+    """What one call of :func:`claim_work` did."""
+
+    claims: list[Claim] = field(default_factory=list)
+    not_run: list[tuple[str, datetime, str, str]] = field(default_factory=list)
+    """(job, occurrence, outcome, reason) newly recorded without an attempt."""
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    """(request id, message) for manual requests that cannot run."""
+    unknown: set[str] = field(default_factory=set)
+    """Jobs with due work this host does not know: leave them to hosts that do."""
+    corrupt: dict[str, str] = field(default_factory=dict)
+    """Job name → what is wrong with its schedule row; the row is left as it is."""
+    schedules_seen: int = 0
+    """Due schedule rows read: as many as the slots allowed means more may be due."""
+
+
+def claim_work(
+    connection: Connection,
+    *,
+    host_id: str,
+    now: datetime,
+    slots: int,
+    rules: ClaimRules,
+    request_slots: int = 0,
+    skip: Collection[str] = (),
+    request_id: str | None = None,
+    schedules_only: Collection[str] | None = None,
+) -> ClaimBatch:
+    """Claim up to ``slots`` runs (plus ``request_slots`` for manual requests only).
+
+    ``skip`` names jobs not to touch (unknown to this host, or set aside as corrupt).
+    ``request_id`` claims only that manual request; ``schedules_only`` limits the schedule part
+    to those jobs (the one-job-at-a-time fallback after a batch failed).
+    """
+    batch = ClaimBatch()
+    work = _Work(connection, host_id=host_id, now=now, rules=rules, batch=batch)
+    skipped = list(skip)
+    if schedules_only is None:
+        requests = _pending_requests(
+            connection,
+            slots + request_slots,
+            skip=skipped,
+            request_id=request_id,
+            rules=rules,
+            batch=batch,
         )
-        .order_by(schedules.c.next_occurrence)
-    )
-    return list(connection.execute(query).scalars())
-
-
-def lock_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
-    """The job's schedule row, locked for this transaction; None if another replica holds it."""
-    query = locked(connection, select(schedules).where(schedules.c.job_name == job_name))
-    row = connection.execute(query).mappings().first()
-    return ScheduleRecord.from_row(row) if row is not None else None
+        retries = (
+            _due_retries(connection, now, slots, skip=skipped, rules=rules, batch=batch)
+            if request_id is None
+            else []
+        )
+        work.lock_rows({r.job_name for r in requests} | {r.job_name for r in retries})
+        for request in requests:
+            if work.taken < slots + request_slots:
+                work.start_request(request)
+        for retry in retries:
+            if work.taken < slots:
+                work.start_retry(retry)
+    if request_id is None and work.taken < slots:
+        rows = _due_schedules(
+            connection, now, slots - work.taken, skip=skipped, only=schedules_only, batch=batch
+        )
+        batch.unknown |= {r.job_name for r in rows if not rules.knows(r.job_name)}
+        rows = [r for r in rows if rules.knows(r.job_name)]
+        work.adopt(rows)
+        for row in rows:
+            if work.taken < slots:
+                work.fire(row)
+    work.write()
+    return batch
 
 
 def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
@@ -95,211 +176,433 @@ def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunR
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
-def take_lease(
-    connection: Connection,
-    row: ScheduleRecord,
-    host_id: str,
-    run_id: str,
-    until: datetime,
-) -> int:
-    """Give the job's lease to ``run_id``; return its fencing token, one above the row's.
+def due_job_names(connection: Connection, now: datetime, limit: int) -> list[str]:
+    """Jobs whose schedule row is due at ``now``, oldest first (read without locking)."""
+    query = (
+        select(schedules.c.job_name)
+        .where(schedules.c.due_at <= now)
+        .order_by(schedules.c.due_at)
+        .limit(limit)
+    )
+    return list(connection.execute(query).scalars())
 
-    ``row`` must have been read under :func:`lock_schedule` in this transaction, so no other
-    claim can hand out the same token.
-    """
-    token = row.fencing_token + 1
-    connection.execute(
-        update(schedules)
-        .where(schedules.c.job_name == row.job_name)
-        .values(
-            fencing_token=token,
-            lease_owner=host_id,
-            lease_expires_at=until,
-            lease_run_id=run_id,
+
+def schedule_problem(row: ScheduleRecord) -> str | None:
+    """What makes a stored schedule row unusable, or None. The row is never guessed at."""
+    if isinstance(row.fencing_token, bool) or not isinstance(row.fencing_token, int):
+        return (
+            f"fencing_token is {row.fencing_token!r}, not a whole number; set it to the highest "
+            "fencing_token of the job's runs (or 0 for a job that never ran)"
         )
-    )
-    return token
-
-
-def start_run(
-    connection: Connection,
-    *,
-    run_id: str,
-    job_name: str,
-    occurrence: datetime | None,
-    attempt: int,
-    source: str,
-    host_id: str,
-    fencing_token: int,
-    idempotency_key: str,
-    now: datetime,
-    lease_until: datetime,
-    requested_by: str | None = None,
-    reason: str | None = None,
-    queued_at: datetime | None = None,
-) -> Claim:
-    """Insert the run row in state ``running``; raise :class:`OccurrenceTakenError` on a race.
-
-    ``queued_at`` is when the run was asked for (a manual request); by default, ``now``.
-    """
-    try:
-        with connection.begin_nested():
-            connection.execute(
-                runs.insert().values(
-                    id=run_id,
-                    job_name=job_name,
-                    occurrence=occurrence,
-                    attempt=attempt,
-                    source=source,
-                    outcome=RUNNING,
-                    host_id=host_id,
-                    fencing_token=fencing_token,
-                    idempotency_key=idempotency_key,
-                    requested_by=requested_by,
-                    reason=reason,
-                    queued_at=queued_at or now,
-                    started_at=now,
-                    lease_expires_at=lease_until,
-                )
-            )
-    except IntegrityError as error:
-        name = violated_constraint(error)
-        if name in {RUN_OCCURRENCE_CONSTRAINT, "runs.job_name, runs.occurrence, runs.attempt"}:
-            raise OccurrenceTakenError(job_name, occurrence, attempt) from error
-        raise
-    return Claim(
-        run_id=run_id,
-        job_name=job_name,
-        occurrence=occurrence,
-        attempt=attempt,
-        source=source,
-        fencing_token=fencing_token,
-        idempotency_key=idempotency_key,
-        started_at=now,
-        requested_by=requested_by,
-        reason=reason,
-    )
-
-
-def record_not_run(
-    connection: Connection,
-    job_name: str,
-    items: Sequence[tuple[datetime, str, str]],
-    now: datetime,
-    host_id: str,
-) -> int:
-    """Record (occurrence, outcome, reason) rows for occurrences that will not run."""
-    rows = [
-        {
-            "id": new_run_id(),
-            "job_name": job_name,
-            "occurrence": occurrence,
-            "attempt": 0,
-            "source": "schedule",
-            "outcome": outcome,
-            "reason": reason,
-            "host_id": host_id,
-            "queued_at": now,
-            "finished_at": now,
-        }
-        for occurrence, outcome, reason in items
-    ]
-    return insert_ignoring_duplicates(connection, runs, rows, _RUN_COLUMNS)
-
-
-def advance_schedule(
-    connection: Connection,
-    row: ScheduleRecord,
-    next_occurrence: datetime | None,
-    missed_through: datetime | None,
-) -> bool:
-    """Move the job's next occurrence on, if nobody moved it since ``row`` was read."""
-    result = connection.execute(
-        update(schedules)
-        .where(
-            schedules.c.job_name == row.job_name,
-            schedules.c.next_occurrence == row.next_occurrence,
+    if row.fencing_token < 0:
+        return f"fencing_token is {row.fencing_token}, below 0; set it to 0 or more"
+    if row.trigger_kind == "interval" and row.interval_anchor is None:
+        return (
+            "interval_anchor is not a time; set it to the job's last occurrence "
+            "(or restart a host to let it re-anchor the job at its next occurrence)"
         )
-        .values(next_occurrence=next_occurrence, missed_through=missed_through)
-    )
-    return bool(result.rowcount)
+    return None
 
 
-def claim_pending_requests(
-    connection: Connection, host_id: str, limit: int, request_id: str | None = None
-) -> list[RequestRecord]:
-    """Take up to ``limit`` manual run requests (only ``request_id``, when given), oldest first;
-    the caller starts or refuses each one."""
-    query = select(run_requests).where(run_requests.c.status == PENDING)
-    if request_id is not None:
-        query = query.where(run_requests.c.id == request_id)
-    query = locked(connection, query.order_by(run_requests.c.requested_at).limit(limit))
-    taken = [RequestRecord.from_row(r) for r in connection.execute(query).mappings()]
-    if taken:
-        connection.execute(
-            update(run_requests)
-            .where(run_requests.c.id.in_([r.id for r in taken]))
-            .values(status="claimed", claimed_by=host_id)
-        )
-    return taken
-
-
-def refuse_request(connection: Connection, request_id: str, message: str) -> None:
-    connection.execute(
-        update(run_requests)
-        .where(run_requests.c.id == request_id)
-        .values(status="refused", message=message)
-    )
-
-
-def claim_pending_retries(connection: Connection, now: datetime, limit: int) -> list[RunRecord]:
-    """Retries whose backoff has passed, locked for this transaction."""
-    query = locked(
-        connection,
-        select(runs)
-        .where(runs.c.outcome == PENDING, runs.c.not_before <= now)
-        .order_by(runs.c.not_before)
-        .limit(limit),
-    )
-    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
-
-
-def activate_retry(
-    connection: Connection,
-    run: RunRecord,
-    *,
-    host_id: str,
-    fencing_token: int,
-    now: datetime,
-    lease_until: datetime,
-) -> Claim | None:
-    """Turn a pending retry into this host's running run; None if another host took it."""
-    result = connection.execute(
-        update(runs)
-        .where(runs.c.id == run.id, runs.c.outcome == PENDING)
-        .values(
-            outcome=RUNNING,
-            host_id=host_id,
-            fencing_token=fencing_token,
-            started_at=now,
-            lease_expires_at=lease_until,
-        )
-    )
-    if not result.rowcount:
-        return None
-    return Claim(
-        run_id=run.id,
-        job_name=run.job_name,
-        occurrence=run.occurrence,
-        attempt=run.attempt,
-        source=run.source,
-        fencing_token=fencing_token,
-        idempotency_key=run.idempotency_key or f"{run.job_name}:{run.id}",
-        started_at=now,
-        requested_by=run.requested_by,
-        reason=run.reason,
-    )
+def occurrence_key(job_name: str, occurrence: datetime) -> str:
+    """The idempotency key shared by every attempt at one occurrence."""
+    return f"{job_name}:{occurrence.strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
+
+
+# -- the batch ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    """One job's schedule row as the batch changes it."""
+
+    row: ScheduleRecord
+    token: int
+    lease_live: bool
+    live_runs: int = 0
+    started: list[Claim] = field(default_factory=list)
+    plan: SchedulePlan | None = None
+
+
+class _Work:
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        host_id: str,
+        now: datetime,
+        rules: ClaimRules,
+        batch: ClaimBatch,
+    ) -> None:
+        self._connection = connection
+        self._host = host_id
+        self._now = now
+        self._rules = rules
+        self._batch = batch
+        self._jobs: dict[str, _Job] = {}
+        self._runs: list[dict[str, Any]] = []
+        self._retries: list[dict[str, Any]] = []
+        self._requests: list[dict[str, Any]] = []
+        self._claims: dict[str, Claim] = {}
+        self.taken = 0
+
+    def lock_rows(self, names: set[str]) -> None:
+        if not names:
+            return
+        query = locked(
+            self._connection, select(schedules).where(schedules.c.job_name.in_(sorted(names)))
+        )
+        self.adopt([ScheduleRecord.from_row(r) for r in self._connection.execute(query).mappings()])
+
+    def adopt(self, rows: list[ScheduleRecord]) -> None:
+        """Take rows read under lock into the batch, with their live-run counts."""
+        fresh = [r for r in rows if r.job_name not in self._jobs]
+        for row in fresh:
+            name = row.job_name
+            problem = schedule_problem(row)
+            if problem is not None:
+                self._batch.corrupt[row.job_name] = problem
+                continue
+            live = (
+                row.lease_owner is not None
+                and row.lease_expires_at is not None
+                # A lease further out than any renewal could set is corrupt: not live.
+                and self._now <= row.lease_expires_at <= self._now + 4 * self._rules.lease(name)
+            )
+            self._jobs[row.job_name] = _Job(row, row.fencing_token, live)
+        counted = [r.job_name for r in fresh if self._rules.counts_live_runs(r.job_name)]
+        if counted:
+            query = (
+                select(runs.c.job_name, func.count())
+                .where(
+                    runs.c.job_name.in_(counted),
+                    runs.c.outcome == RUNNING,
+                    runs.c.lease_expires_at >= self._now,
+                )
+                .group_by(runs.c.job_name)
+            )
+            for name, count in self._connection.execute(query):
+                if name in self._jobs:
+                    self._jobs[name].live_runs = int(count)
+
+    def start_request(self, request: RequestRecord) -> None:
+        job = self._jobs.get(request.job_name)
+        if job is None:
+            self._refuse(request, f"job {request.job_name!r} has no schedule in the store yet")
+            return
+        if not self._may_start(job):
+            self._refuse(request, self._overlap_message(request.job_name))
+            return
+        claim = self._start(
+            job,
+            occurrence=None,
+            attempt=1,
+            source="manual",
+            key=None,
+            requested_by=request.requested_by,
+            reason=request.reason,
+            queued_at=request.requested_at,
+        )
+        self._requests.append(
+            {"b_id": request.id, "status": "started", "run_id": claim.run_id, "message": None}
+        )
+
+    def start_retry(self, retry: RunRecord) -> None:
+        job = self._jobs.get(retry.job_name)
+        if job is None or not self._may_start(job):
+            return  # stays pending; its job is busy or not scheduled here yet
+        claim = self._start(
+            job,
+            occurrence=retry.occurrence,
+            attempt=retry.attempt,
+            source=retry.source,
+            key=retry.idempotency_key or f"{retry.job_name}:{retry.id}",
+            requested_by=retry.requested_by,
+            reason=retry.reason,
+            queued_at=retry.queued_at,
+            run_id=retry.id,
+        )
+        assert claim.lease_until is not None
+        self._retries.append(
+            {
+                "b_id": retry.id,
+                "host_id": self._host,
+                "fencing_token": claim.fencing_token,
+                "started_at": self._now,
+                "lease_expires_at": claim.lease_until,
+            }
+        )
+
+    def fire(self, row: ScheduleRecord) -> None:
+        job = self._jobs.get(row.job_name)
+        if job is None:
+            return
+        plan = self._rules.plan(job.row, self._now, blocked=not self._may_start(job))
+        if plan is None:
+            return
+        job.plan = plan
+        for occurrence, outcome, reason in plan.not_run:
+            self._batch.not_run.append((row.job_name, occurrence, outcome, reason))
+        if plan.run is not None:
+            self._start(
+                job,
+                occurrence=plan.run,
+                attempt=1,
+                source=plan.source,
+                key=occurrence_key(row.job_name, plan.run),
+            )
+
+    def write(self) -> None:
+        """Everything the batch decided, in a few statements."""
+        connection = self._connection
+        inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
+        if self._retries:
+            connection.execute(
+                update(runs)
+                .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
+                .values(
+                    outcome=RUNNING,
+                    host_id=bindparam("host_id"),
+                    fencing_token=bindparam("fencing_token"),
+                    started_at=bindparam("started_at"),
+                    lease_expires_at=bindparam("lease_expires_at"),
+                ),
+                self._retries,
+            )
+            inserted |= {r["b_id"] for r in self._retries}
+        if self._requests:
+            connection.execute(
+                update(run_requests)
+                .where(run_requests.c.id == bindparam("b_id"))
+                .values(
+                    status=bindparam("status"),
+                    run_id=bindparam("run_id"),
+                    message=bindparam("message"),
+                    claimed_by=self._host,
+                ),
+                self._requests,
+            )
+        self._write_schedules(inserted)
+        self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
+        recorded = insert_ignoring_duplicates(
+            connection,
+            runs,
+            [
+                {
+                    "id": new_run_id(),
+                    "job_name": name,
+                    "occurrence": occurrence,
+                    "attempt": 0,
+                    "source": "schedule",
+                    "outcome": outcome,
+                    "reason": reason,
+                    "host_id": self._host,
+                    "queued_at": self._now,
+                    "finished_at": self._now,
+                }
+                for name, occurrence, outcome, reason in self._batch.not_run
+            ],
+            _RUN_COLUMNS,
+        )
+        if recorded < len(self._batch.not_run):
+            # Another writer recorded some first; report only what this batch wrote.
+            self._batch.not_run = self._batch.not_run[:recorded]
+
+    def _write_schedules(self, inserted: set[str]) -> None:
+        leased: list[dict[str, Any]] = []
+        advanced: list[dict[str, Any]] = []
+        for name, job in self._jobs.items():
+            taken = [c for c in job.started if c.run_id in inserted]
+            if job.plan is None and not taken:
+                continue
+            values: dict[str, Any] = {"b_job": name}
+            if job.plan is not None:
+                values |= {
+                    "next_occurrence": job.plan.next_occurrence,
+                    "due_at": job.plan.due_at,
+                    "missed_through": job.plan.missed_through,
+                }
+            else:
+                values |= {
+                    "next_occurrence": job.row.next_occurrence,
+                    "due_at": job.row.due_at,
+                    "missed_through": job.row.missed_through,
+                }
+            if taken:
+                # The newest run holds the lease; the token is the highest handed out, so it
+                # only grows even when an insert in the middle of the batch was refused.
+                values |= {
+                    "fencing_token": job.token,
+                    "lease_owner": self._host,
+                    "lease_expires_at": taken[-1].lease_until,
+                    "lease_run_id": taken[-1].run_id,
+                }
+                leased.append(values)
+            else:
+                advanced.append(values)
+        moved: dict[str, Any] = {
+            "next_occurrence": bindparam("next_occurrence"),
+            "due_at": bindparam("due_at"),
+            "missed_through": bindparam("missed_through"),
+        }
+        by_name = schedules.c.job_name == bindparam("b_job")
+        if advanced:
+            self._connection.execute(update(schedules).where(by_name).values(**moved), advanced)
+        if leased:
+            self._connection.execute(
+                update(schedules)
+                .where(by_name)
+                .values(
+                    **moved,
+                    fencing_token=bindparam("fencing_token"),
+                    lease_owner=bindparam("lease_owner"),
+                    lease_expires_at=bindparam("lease_expires_at"),
+                    lease_run_id=bindparam("lease_run_id"),
+                ),
+                leased,
+            )
+
+    def _may_start(self, job: _Job) -> bool:
+        return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
+
+    def _start(
+        self,
+        job: _Job,
+        *,
+        occurrence: datetime | None,
+        attempt: int,
+        source: str,
+        key: str | None,
+        requested_by: str | None = None,
+        reason: str | None = None,
+        queued_at: datetime | None = None,
+        run_id: str | None = None,
+    ) -> Claim:
+        name = job.row.job_name
+        new_id = run_id or new_run_id()
+        job.token += 1
+        job.live_runs += 1
+        job.lease_live = True
+        lease_until = self._now + self._rules.lease(name)
+        claim = Claim(
+            run_id=new_id,
+            job_name=name,
+            occurrence=occurrence,
+            attempt=attempt,
+            source=source,
+            fencing_token=job.token,
+            idempotency_key=key or f"{name}:manual:{new_id}",
+            started_at=self._now,
+            requested_by=requested_by,
+            reason=reason,
+            lease_until=lease_until,
+        )
+        job.started.append(claim)
+        self._claims[new_id] = claim
+        self.taken += 1
+        if run_id is None:
+            self._runs.append(
+                {
+                    "id": new_id,
+                    "job_name": name,
+                    "occurrence": occurrence,
+                    "attempt": attempt,
+                    "source": source,
+                    "outcome": RUNNING,
+                    "host_id": self._host,
+                    "fencing_token": job.token,
+                    "idempotency_key": claim.idempotency_key,
+                    "requested_by": requested_by,
+                    "reason": reason,
+                    "queued_at": queued_at or self._now,
+                    "started_at": self._now,
+                    "lease_expires_at": lease_until,
+                }
+            )
+        return claim
+
+    def _refuse(self, request: RequestRecord, message: str) -> None:
+        self._batch.refused.append((request.id, message))
+        self._requests.append(
+            {"b_id": request.id, "status": "refused", "run_id": None, "message": message}
+        )
+
+    def _overlap_message(self, job_name: str) -> str:
+        running = live_runs(self._connection, job_name, self._now)
+        if not running:
+            return "refused: a run of this job is still running (overlap policy forbid)"
+        first = running[0]
+        started = first.started_at.strftime("%Y-%m-%dT%H:%M:%SZ") if first.started_at else "?"
+        return (
+            f"refused: run {first.id} is still running on host {first.host_id} since {started} "
+            "(overlap policy forbid)"
+        )
+
+
+# -- reading what is due ----------------------------------------------------------------------
+
+
+def _pending_requests(
+    connection: Connection,
+    limit: int,
+    *,
+    skip: list[str],
+    request_id: str | None,
+    rules: ClaimRules,
+    batch: ClaimBatch,
+) -> list[RequestRecord]:
+    if limit <= 0:
+        return []
+    query = select(run_requests).where(run_requests.c.status == PENDING)
+    if request_id is not None:
+        query = query.where(run_requests.c.id == request_id)
+    if skip:
+        query = query.where(run_requests.c.job_name.not_in(skip))
+    query = locked(connection, query.order_by(run_requests.c.requested_at).limit(limit))
+    found = [RequestRecord.from_row(r) for r in connection.execute(query).mappings()]
+    batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
+    return [r for r in found if rules.knows(r.job_name)]
+
+
+def _due_retries(
+    connection: Connection,
+    now: datetime,
+    limit: int,
+    *,
+    skip: list[str],
+    rules: ClaimRules,
+    batch: ClaimBatch,
+) -> list[RunRecord]:
+    if limit <= 0:
+        return []
+    query = select(runs).where(runs.c.outcome == PENDING, runs.c.not_before <= now)
+    if skip:
+        query = query.where(runs.c.job_name.not_in(skip))
+    query = locked(connection, query.order_by(runs.c.not_before).limit(limit))
+    found = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+    batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
+    return [r for r in found if rules.knows(r.job_name)]
+
+
+def _due_schedules(
+    connection: Connection,
+    now: datetime,
+    limit: int,
+    *,
+    skip: list[str],
+    only: Collection[str] | None,
+    batch: ClaimBatch,
+) -> list[ScheduleRecord]:
+    query = select(schedules).where(schedules.c.due_at <= now)
+    if skip:
+        query = query.where(schedules.c.job_name.not_in(skip))
+    if only is not None:
+        query = query.where(schedules.c.job_name.in_(sorted(only)))
+    query = locked(connection, query.order_by(schedules.c.due_at).limit(limit))
+    rows = [ScheduleRecord.from_row(r) for r in connection.execute(query).mappings()]
+    batch.schedules_seen = len(rows)
+    return rows

@@ -11,7 +11,7 @@ from jobhost.store._sql import insert_ignoring_duplicates
 from jobhost.store.records import HostRecord
 from jobhost.store.schema import hosts
 
-__all__ = ["heartbeat", "list_hosts", "mark_stopped", "register_host"]
+__all__ = ["heartbeat", "list_hosts", "mark_stopped", "mark_synced", "register_host"]
 
 
 def register_host(
@@ -41,11 +41,34 @@ def register_host(
         connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
 
 
-def heartbeat(connection: Connection, host_id: str, now: datetime, host_clock: datetime) -> None:
+def heartbeat(
+    connection: Connection,
+    host_id: str,
+    now: datetime,
+    host_clock: datetime,
+    *,
+    schedule_lag: float | None = None,
+) -> None:
     connection.execute(
         update(hosts)
         .where(hosts.c.id == host_id)
-        .values(last_seen_at=now, host_clock_at=host_clock, stopped_at=None)
+        .values(
+            last_seen_at=now,
+            host_clock_at=host_clock,
+            stopped_at=None,
+            schedule_lag_seconds=schedule_lag,
+        )
+    )
+
+
+def mark_synced(
+    connection: Connection, host_id: str, *, catalog_version: str, now: datetime
+) -> None:
+    """Record which catalog the host runs, and that it has written it to the store."""
+    connection.execute(
+        update(hosts)
+        .where(hosts.c.id == host_id)
+        .values(catalog_version=catalog_version, synced_at=now)
     )
 
 

@@ -1,22 +1,33 @@
-"""The run ledger after a claim: leases renewed, runs finished, retries queued, dead runs found."""
+"""The run ledger after a claim: leases renewed, outcomes recorded, retries queued, dead runs found.
+
+Outcomes are written in batches: one transaction records every run a host finished since the
+last write, in a few statements whatever their number, and never re-reads a schedule row.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, case, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING, RunRecord
-from jobhost.store.schema import runs, schedules
+from jobhost.store._sql import locked
+from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
+from jobhost.store.schema import hosts, runs, schedules
 
 __all__ = [
     "Finish",
+    "Outcome",
+    "RetryRequest",
     "abandon_expired_runs",
     "finish_run",
-    "queue_retry",
+    "ledger_verdicts",
+    "mark_stuck",
+    "queue_retries",
+    "record_outcomes",
     "release_expired_leases",
     "renew_leases",
 ]
@@ -33,8 +44,155 @@ class Finish:
     trace_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RetryRequest:
+    """The next attempt of a run that failed: any replica takes it once ``not_before`` passes."""
+
+    run_id: str
+    job_name: str
+    occurrence: datetime | None
+    attempt: int
+    source: str
+    idempotency_key: str | None
+    requested_by: str | None
+    reason: str | None
+    not_before: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One finished run to record: what ended, and the retry its policy asks for, if any."""
+
+    run_id: str
+    job_name: str
+    started_at: datetime | None
+    end: Finish
+    retry: RetryRequest | None = None
+
+
+def record_outcomes(
+    connection: Connection, host_id: str, outcomes: Sequence[Outcome], now: datetime
+) -> set[str]:
+    """Record the outcomes this host still owns; return the run ids recorded.
+
+    A run missing from the answer was no longer this host's (another replica recorded it
+    abandoned after its lease expired): the ledger keeps that verdict and its retry is not
+    queued twice.
+    """
+    if not outcomes:
+        return set()
+    ids = [o.run_id for o in outcomes]
+    mine = set(
+        connection.execute(
+            locked_for_update(
+                connection,
+                select(runs.c.id).where(
+                    runs.c.id.in_(ids), runs.c.host_id == host_id, runs.c.outcome == RUNNING
+                ),
+            )
+        ).scalars()
+    )
+    recorded = [o for o in outcomes if o.run_id in mine]
+    if not recorded:
+        return set()
+    connection.execute(
+        update(runs)
+        .where(runs.c.id == bindparam("b_id"))
+        .values(
+            outcome=bindparam("outcome"),
+            finished_at=bindparam("finished_at"),
+            lease_expires_at=None,
+            error_type=bindparam("error_type"),
+            error_message=bindparam("error_message"),
+            trace_id=bindparam("trace_id"),
+        ),
+        [
+            {
+                "b_id": o.run_id,
+                "outcome": o.end.outcome,
+                "finished_at": o.end.finished_at,
+                "error_type": o.end.error_type,
+                "error_message": o.end.error_message,
+                "trace_id": o.end.trace_id,
+            }
+            for o in recorded
+        ],
+    )
+    _summarise(
+        connection,
+        [
+            {
+                "b_job": o.job_name,
+                "b_run": o.run_id,
+                "b_outcome": o.end.outcome,
+                "b_started": o.started_at,
+                "b_finished": o.end.finished_at,
+                "b_error": o.end.error_message,
+            }
+            for o in recorded
+        ],
+    )
+    queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
+    return {o.run_id for o in recorded}
+
+
+def finish_run(
+    connection: Connection, run_id: str, job_name: str, host_id: str, end: Finish
+) -> bool:
+    """Record one outcome (see :func:`record_outcomes`); False when the run was not ours."""
+    started = connection.execute(select(runs.c.started_at).where(runs.c.id == run_id)).scalar()
+    outcome = Outcome(run_id, job_name, started, end)
+    return bool(record_outcomes(connection, host_id, [outcome], end.finished_at))
+
+
+def ledger_verdicts(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
+    """The ledger's outcome of each run, for runs another replica recorded."""
+    if not run_ids:
+        return {}
+    query = select(runs.c.id, runs.c.outcome).where(runs.c.id.in_(list(run_ids)))
+    return {str(run_id): str(outcome) for run_id, outcome in connection.execute(query)}
+
+
+def mark_stuck(connection: Connection, run_id: str, host_id: str, message: str) -> None:
+    """Say on a running run that its executor ignored cancellation and its thread runs on.
+
+    The run stays ``running`` and keeps its lease until the thread ends, so a ``forbid`` job
+    cannot start beside its own stuck code; ``report`` and ``health`` show it as stuck.
+    """
+    connection.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.host_id == host_id, runs.c.outcome == RUNNING)
+        .values(error_type="Stuck", error_message=message)
+    )
+
+
+def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: datetime) -> None:
+    """Queue the next attempts; any replica takes each once its ``not_before`` passes."""
+    if not retries:
+        return
+    connection.execute(
+        runs.insert(),
+        [
+            {
+                "id": r.run_id,
+                "job_name": r.job_name,
+                "occurrence": r.occurrence,
+                "attempt": r.attempt,
+                "source": r.source,
+                "outcome": PENDING,
+                "idempotency_key": r.idempotency_key,
+                "requested_by": r.requested_by,
+                "reason": r.reason,
+                "queued_at": now,
+                "not_before": r.not_before,
+            }
+            for r in retries
+        ],
+    )
+
+
 def renew_leases(
-    connection: Connection, host_id: str, run_ids: Sequence[str], until: datetime
+    connection: Connection, host_id: str, run_ids: Collection[str], until: datetime
 ) -> set[str]:
     """Extend the leases of this host's running runs; return the ids it no longer holds."""
     if not run_ids:
@@ -49,124 +207,75 @@ def renew_leases(
             .returning(runs.c.id)
         ).scalars()
     )
-    connection.execute(
-        update(schedules)
-        .where(schedules.c.lease_owner == host_id, schedules.c.lease_run_id.in_(list(renewed)))
-        .values(lease_expires_at=until)
-    )
+    if renewed:
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.lease_owner == host_id, schedules.c.lease_run_id.in_(list(renewed)))
+            .values(lease_expires_at=until)
+        )
     return set(run_ids) - renewed
 
 
-def finish_run(
-    connection: Connection, run_id: str, job_name: str, host_id: str, end: Finish
-) -> bool:
-    """Record the outcome and release the job's lease if this run still holds it.
+def abandon_expired_runs(
+    connection: Connection, now: datetime, *, implausible: timedelta
+) -> list[RunRecord]:
+    """Record ``abandoned`` every running run whose host stopped renewing its lease.
 
-    Returns False when the run was no longer this host's (another replica recorded it abandoned
-    after its lease expired): the ledger keeps that verdict.
+    A run counts as abandoned when its lease expired (or lies further ahead than ``implausible``,
+    which no renewal sets: a corrupt value) and its host is gone: stopped, or silent for three
+    heartbeats. A live host whose lease ran out while the store was away renews it on return,
+    so its runs are left to it. Each abandonment advances the job's fencing token, so the run
+    can no longer write state; the conditional update makes exactly one replica record it.
     """
-    result = connection.execute(
-        update(runs)
-        .where(runs.c.id == run_id, runs.c.host_id == host_id, runs.c.outcome == RUNNING)
-        .values(
-            outcome=end.outcome,
-            finished_at=end.finished_at,
-            lease_expires_at=None,
-            error_type=end.error_type,
-            error_message=end.error_message,
-            trace_id=end.trace_id,
-        )
-    )
-    if not result.rowcount:
-        return False
-    summary = {
-        "last_run_id": run_id,
-        "last_outcome": end.outcome,
-        "last_finished_at": end.finished_at,
-        "last_error": end.error_message,
-    }
-    started = connection.execute(select(runs.c.started_at).where(runs.c.id == run_id)).scalar()
-    summary["last_started_at"] = started
-    if end.outcome == "succeeded":
-        summary["last_success_at"] = end.finished_at
-    connection.execute(update(schedules).where(schedules.c.job_name == job_name).values(**summary))
-    connection.execute(
-        update(schedules)
-        .where(schedules.c.job_name == job_name, schedules.c.lease_run_id == run_id)
-        .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
-    )
-    return True
-
-
-def queue_retry(
-    connection: Connection,
-    failed: RunRecord,
-    *,
-    run_id: str,
-    now: datetime,
-    not_before: datetime,
-) -> None:
-    """Queue the next attempt of ``failed``; any replica takes it once ``not_before`` passes."""
-    connection.execute(
-        runs.insert().values(
-            id=run_id,
-            job_name=failed.job_name,
-            occurrence=failed.occurrence,
-            attempt=failed.attempt + 1,
-            source="retry",
-            outcome=PENDING,
-            idempotency_key=failed.idempotency_key,
-            requested_by=failed.requested_by,
-            reason=failed.reason,
-            queued_at=now,
-            not_before=not_before,
-        )
-    )
-
-
-def abandon_expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
-    """Record ``abandoned`` every running run whose lease expired, and free the job's lease.
-
-    Called by every replica each tick; the conditional update makes exactly one of them the one
-    that records each run.
-    """
-    expired = [
+    candidates = [
         RunRecord.from_row(r)
         for r in connection.execute(
-            select(runs).where(runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
+            locked(
+                connection,
+                select(runs).where(
+                    runs.c.outcome == RUNNING,
+                    (runs.c.lease_expires_at < now) | (runs.c.lease_expires_at > now + implausible),
+                ),
+            )
         ).mappings()
     ]
-    recorded: list[RunRecord] = []
-    for run in expired:
-        message = (
-            f"lease expired at {run.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}: "
-            f"host {run.host_id} stopped renewing it"
+    if not candidates:
+        return []
+    owners = {
+        h.id: h
+        for h in (
+            HostRecord.from_row(r)
+            for r in connection.execute(
+                select(hosts).where(hosts.c.id.in_({r.host_id for r in candidates if r.host_id}))
+            ).mappings()
         )
-        result = connection.execute(
-            update(runs)
-            .where(runs.c.id == run.id, runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
-            .values(outcome="abandoned", finished_at=now, error_message=message)
-        )
-        if not result.rowcount:
-            continue
-        recorded.append(run)
-        connection.execute(
-            update(schedules)
-            .where(schedules.c.job_name == run.job_name)
-            .values(
-                last_run_id=run.id,
-                last_outcome="abandoned",
-                last_started_at=run.started_at,
-                last_finished_at=now,
-                last_error=message,
-            )
-        )
-        connection.execute(
-            update(schedules)
-            .where(schedules.c.job_name == run.job_name, schedules.c.lease_run_id == run.id)
-            .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
-        )
-    return recorded
+    }
+    gone = [r for r in candidates if not _host_alive(owners.get(r.host_id or ""), now)]
+    if not gone:
+        return []
+    messages = {r.id: _abandoned_message(r) for r in gone}
+    connection.execute(
+        update(runs)
+        .where(runs.c.id == bindparam("b_id"), runs.c.outcome == RUNNING)
+        .values(outcome="abandoned", finished_at=now, error_message=bindparam("message")),
+        [{"b_id": r.id, "message": messages[r.id]} for r in gone],
+    )
+    _summarise(
+        connection,
+        [
+            {
+                "b_job": r.job_name,
+                "b_run": r.id,
+                "b_outcome": "abandoned",
+                "b_started": r.started_at,
+                "b_finished": now,
+                "b_error": messages[r.id],
+            }
+            for r in gone
+        ],
+        fence=True,
+    )
+    return gone
 
 
 def release_expired_leases(connection: Connection, now: datetime) -> int:
@@ -181,3 +290,59 @@ def release_expired_leases(connection: Connection, now: datetime) -> int:
         .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
     )
     return int(result.rowcount or 0)
+
+
+def locked_for_update(connection: Connection, statement: Any) -> Any:
+    """Lock rows this transaction will change (waiting for, not skipping, other holders)."""
+    if connection.dialect.name == "postgresql":
+        return statement.with_for_update()
+    return statement
+
+
+def _summarise(connection: Connection, items: list[dict[str, Any]], *, fence: bool = False) -> None:
+    """Write each job's last-run summary and free its lease when the finished run held it.
+
+    A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
+    ``fence`` advances the fencing token too, so an abandoned run can no longer write.
+    """
+    held = schedules.c.lease_run_id == bindparam("b_run")
+    values: dict[str, Any] = {
+        "last_run_id": bindparam("b_run"),
+        "last_outcome": bindparam("b_outcome"),
+        "last_started_at": bindparam("b_started"),
+        "last_finished_at": bindparam("b_finished"),
+        "last_error": bindparam("b_error"),
+        "last_success_at": case(
+            (bindparam("b_outcome") == "succeeded", bindparam("b_finished")),
+            else_=schedules.c.last_success_at,
+        ),
+        "lease_owner": case((held, None), else_=schedules.c.lease_owner),
+        "lease_expires_at": case((held, None), else_=schedules.c.lease_expires_at),
+        "lease_run_id": case((held, None), else_=schedules.c.lease_run_id),
+        "due_at": case(
+            (
+                schedules.c.paused.is_(False) & (schedules.c.next_occurrence < schedules.c.due_at),
+                schedules.c.next_occurrence,
+            ),
+            else_=schedules.c.due_at,
+        ),
+    }
+    if fence:
+        values["fencing_token"] = schedules.c.fencing_token + 1
+    connection.execute(
+        update(schedules).where(schedules.c.job_name == bindparam("b_job")).values(**values),
+        items,
+    )
+
+
+def _host_alive(host: HostRecord | None, now: datetime) -> bool:
+    return host is not None and host.alive(now)
+
+
+def _abandoned_message(run: RunRecord) -> str:
+    expiry = (
+        f"{run.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}"
+        if run.lease_expires_at is not None
+        else "an unreadable time"
+    )
+    return f"lease expired at {expiry}: host {run.host_id} stopped renewing it"

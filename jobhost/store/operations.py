@@ -71,7 +71,14 @@ def resume_job(connection: Connection, job_name: str) -> bool:
     result = connection.execute(
         update(schedules)
         .where(schedules.c.job_name == job_name, schedules.c.paused.is_(True))
-        .values(paused=False, paused_by=None, paused_at=None, paused_reason=None)
+        .values(
+            paused=False,
+            paused_by=None,
+            paused_at=None,
+            paused_reason=None,
+            # Its place: the misfire policy decides at once what runs of what it missed.
+            due_at=schedules.c.next_occurrence,
+        )
     )
     notify(connection)
     return bool(result.rowcount)

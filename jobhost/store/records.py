@@ -54,6 +54,7 @@ class ScheduleRecord(_FromRow):
     created_at: datetime
     updated_at: datetime
     catalog_version: str | None = None
+    due_at: datetime | None = None
 
     def lease_live(self, now: datetime) -> bool:
         return (

@@ -1,9 +1,13 @@
 """Keeping the store's schedules in step with the declared catalog.
 
-Declarations are upserted by name. A changed trigger or zone recomputes the next occurrence from
-now; an unchanged row is left alone (an interval job keeps its phase across restarts); a job no
-longer declared is marked orphaned and never deleted. :func:`diff_schedules` is the pure half,
-shared with ``jobhost plan``, which shows the same changes without making them.
+A host writes its catalog to the store once, when it starts (the newest start wins: see
+``docs/operations/semantics.md``); after that the store's schedules are the shared truth every
+replica fires by, and no turn of the loop compares them with the catalog again. Declarations are
+upserted by name. A changed trigger or zone recomputes the next occurrence from now; an unchanged
+row is left alone (an interval job keeps its phase across restarts) unless its stored next
+occurrence is one its trigger would never produce; a job no longer declared is marked orphaned
+and never deleted. :func:`diff_schedules` is the pure half, shared with ``jobhost plan``, which
+shows the same changes without making them.
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ class SyncPlan:
     changed: list[ScheduleChange] = field(default_factory=list)
     orphaned: list[str] = field(default_factory=list)
 
+    repaired: list[str] = field(default_factory=list)
+    """Jobs whose stored next occurrence was one the trigger never produces; recomputed."""
+
     @property
     def empty(self) -> bool:
         return not (self.added or self.changed or self.orphaned)
@@ -89,37 +96,60 @@ def diff_schedules(rows: Sequence[ScheduleRecord], desired: Sequence[DesiredSche
 
 
 def sync_schedules(
-    connection: Connection, desired: Sequence[DesiredSchedule], now: datetime
+    connection: Connection,
+    desired: Sequence[DesiredSchedule],
+    now: datetime,
+    *,
+    catalog_version: str | None = None,
 ) -> SyncPlan:
     """Bring the schedules in line with ``desired``; return what changed.
 
     Every update is conditional on the row still holding what was read, so replicas starting
     together compute each new next occurrence once and never overwrite each other's progress.
+    ``catalog_version`` is stamped on every row the catalog declares.
     """
     rows = [ScheduleRecord.from_row(r) for r in connection.execute(select(schedules)).mappings()]
     plan = diff_schedules(rows, desired)
     stored = {row.job_name: row for row in rows}
-    for want in plan.added:
-        _insert(connection, want, now)
+    wanted = {want.job_name: want for want in desired}
+    _insert(connection, plan.added, now, catalog_version)
+    changed = {change.job_name for change in plan.changed}
     for change in plan.changed:
-        want = next(d for d in desired if d.job_name == change.job_name)
-        _update(connection, stored[change.job_name], want, now)
+        _update(connection, stored[change.job_name], wanted[change.job_name], now)
+    for name, want in wanted.items():
+        row = stored.get(name)
+        if row is not None and name not in changed and _repair(connection, row, want, now):
+            plan.repaired.append(name)
     if plan.orphaned:
         connection.execute(
             update(schedules)
             .where(schedules.c.job_name.in_(plan.orphaned), schedules.c.orphaned.is_(False))
-            .values(orphaned=True, next_occurrence=None, updated_at=now)
+            .values(orphaned=True, next_occurrence=None, due_at=None, updated_at=now)
+        )
+    if catalog_version is not None and wanted:
+        connection.execute(
+            update(schedules)
+            .where(
+                schedules.c.job_name.in_(list(wanted)),
+                (schedules.c.catalog_version != catalog_version)
+                | schedules.c.catalog_version.is_(None),
+            )
+            .values(catalog_version=catalog_version)
         )
     return plan
 
 
-def _insert(connection: Connection, want: DesiredSchedule, now: datetime) -> None:
-    schedule = want.schedule_for(now)
-    next_fire = schedule.next_after(now) if schedule is not None and want.enabled else None
-    insert_ignoring_duplicates(
-        connection,
-        schedules,
-        [
+def _insert(
+    connection: Connection,
+    added: Sequence[DesiredSchedule],
+    now: datetime,
+    catalog_version: str | None,
+) -> None:
+    rows = []
+    for want in added:
+        schedule = want.schedule_for(now)
+        next_fire = schedule.next_after(now) if schedule is not None and want.enabled else None
+        rows.append(
             {
                 "job_name": want.job_name,
                 "module": want.module,
@@ -131,14 +161,49 @@ def _insert(connection: Connection, want: DesiredSchedule, now: datetime) -> Non
                 "orphaned": False,
                 "paused": False,
                 "next_occurrence": next_fire,
+                "due_at": next_fire,
                 "interval_anchor": now,
                 "fencing_token": 0,
+                "catalog_version": catalog_version,
                 "created_at": now,
                 "updated_at": now,
             }
-        ],
-        ["job_name"],
+        )
+    insert_ignoring_duplicates(connection, schedules, rows, ["job_name"])
+
+
+def _repair(
+    connection: Connection, row: ScheduleRecord, want: DesiredSchedule, now: datetime
+) -> bool:
+    """Recompute a next occurrence the trigger would never produce (a hand edit, a restore).
+
+    Compare-and-set on what was read, so a row another replica advanced meanwhile is left alone.
+    """
+    if not row.enabled or row.orphaned:
+        return False
+    schedule = want.schedule_for(row.interval_anchor or now)
+    expected = schedule.next_after(now) if schedule is not None else None
+    if expected is None:
+        return False
+    plausible = row.next_occurrence is not None and row.next_occurrence <= expected
+    if plausible and (row.due_at is not None or row.paused):
+        return False
+    unchanged = (
+        schedules.c.next_occurrence == row.next_occurrence
+        if row.next_occurrence is not None
+        else schedules.c.next_occurrence.is_(None)
     )
+    values: dict[str, object] = {"updated_at": now}
+    if row.next_occurrence is None or row.next_occurrence > expected:
+        values |= {"next_occurrence": expected, "due_at": expected}
+    else:
+        values["due_at"] = row.next_occurrence
+    if row.trigger_kind == "interval" and row.interval_anchor is None:
+        values["interval_anchor"] = expected
+    result = connection.execute(
+        update(schedules).where(schedules.c.job_name == row.job_name, unchanged).values(**values)
+    )
+    return bool(result.rowcount)
 
 
 def _update(
@@ -161,6 +226,7 @@ def _update(
         enabled_next = schedule.next_after(now) if schedule is not None else None
         values.update(
             next_occurrence=enabled_next if want.enabled else None,
+            due_at=enabled_next if want.enabled else None,
             interval_anchor=anchor,
             missed_through=None,
         )

@@ -81,7 +81,11 @@ schedules = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     # The catalog version whose trigger this row holds; the newest sync wins (semantics.md).
     Column("catalog_version", String(64)),
+    # When the row next needs a host: its next occurrence; for a paused job, the next one to
+    # record missed; None while disabled or orphaned. A turn of the loop reads only rows due.
+    Column("due_at", UTCDateTime()),
     Index("ix_schedules_next_occurrence", "next_occurrence"),
+    Index("ix_schedules_due_at", "due_at"),
 )
 
 runs = Table(

@@ -19,7 +19,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
 from jobhost.operations.http import Endpoints, OperatorServer, host_endpoints
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import create_store_engine, head_revision, upgrade
 from tests.cli.operator_support import Operator
 from tests.process.conftest import HostProcess, wait_for
 
@@ -73,7 +73,7 @@ def test_a_running_host_serves_probes_metrics_and_the_report(operator: Operator)
         assert status == 200, body
         assert json.loads(body) == {
             "ok": True,
-            "detail": "store reachable at schema 0001, 1 jobs",
+            "detail": f"store reachable at schema {head_revision()}, 1 jobs",
         }
 
         metrics = wait_for(
@@ -126,12 +126,20 @@ def test_probes_fail_with_503_and_a_broken_endpoint_answers_500(tmp_path: Path) 
         assert get(f"{base}/healthz")[0] == 200
 
         code, _, body = get(f"{base}/readyz")
+        assert code == 503 and "not registered" in json.loads(body)["detail"]
+        status.synced = True
+        code, _, body = get(f"{base}/readyz")
         assert code == 503 and "store schema at None" in json.loads(body)["detail"]
         upgrade(engine)
         assert get(f"{base}/readyz")[0] == 200
         status.catalog_ok = False
         code, _, body = get(f"{base}/readyz")
         assert code == 503 and json.loads(body)["detail"] == "the job catalog is invalid"
+
+        status.catalog_ok = True
+        status.stuck = status.stuck_limit
+        code, _, body = get(f"{base}/healthz")
+        assert code == 503 and "stuck" in json.loads(body)["detail"]
 
         code, _, body = get(f"{base}/report")
         assert code == 500 and "RuntimeError: report failed" in body

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
 
 from jobhost.firing.plan import (
-    MAX_ENUMERATED,
+    MAX_LISTED,
     FiringPlan,
     JobPolicy,
     NotRun,
     due_occurrences,
     plan_firing,
 )
-from jobhost.triggers import cron_schedule
+from jobhost.triggers import IntervalSchedule, Schedule, cron_schedule
+from jobhost.triggers.search import COUNT_STEPS
 
 HOURLY = cron_schedule("0 * * * *")
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
@@ -130,13 +132,108 @@ def test_resume_applies_the_misfire_policy_without_recording_twice() -> None:
     assert catch_up.run == T0
 
 
-def test_enumeration_is_bounded_for_a_very_long_backlog() -> None:
-    every_second = cron_schedule("* * * * * *")
-    now = T0 + timedelta(seconds=MAX_ENUMERATED + 500)
-    due = due_occurrences(every_second, T0, now)
-    assert len(due.due) == MAX_ENUMERATED
-    assert due.unlisted == 501
-    assert due.following == now + timedelta(seconds=1)
+class _CountingSchedule:
+    """A schedule that counts how often the plan asks it for the next occurrence."""
+
+    def __init__(self, inner: Schedule) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def next_after(self, after: datetime) -> datetime | None:
+        self.calls += 1
+        return self.inner.next_after(after)
+
+    def iter_after(self, after: datetime, limit: int) -> list[datetime]:
+        return self.inner.iter_after(after, limit)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+
+THREE_DAYS = 3 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class _CountingInterval(IntervalSchedule):
+    calls: list[int] = field(default_factory=list)
+
+    def next_after(self, after: datetime) -> datetime:
+        self.calls.append(1)
+        return super().next_after(after)
+
+
+def test_a_three_day_gap_of_a_per_second_interval_is_one_bounded_step() -> None:
+    counting = _CountingInterval(timedelta(seconds=1), T0)
+    now = T0 + timedelta(seconds=THREE_DAYS, milliseconds=500)
+    due = due_occurrences(counting, T0, now)
+    assert len(due.due) == MAX_LISTED + 1  # the oldest ones, and the newest that runs
+    assert due.due[-1] == T0 + timedelta(seconds=THREE_DAYS)
+    assert due.following == T0 + timedelta(seconds=THREE_DAYS + 1)
+    assert due.gap is not None
+    assert due.gap.first == T0 + timedelta(seconds=MAX_LISTED)
+    # Every occurrence is listed or counted, exactly: 3 days of seconds, plus T0 itself.
+    assert due.gap.count.exact
+    assert len(due.due) + due.gap.count.count == THREE_DAYS + 1
+    # Listing the head walks; the jump and the count are arithmetic.
+    assert len(counting.calls) <= MAX_LISTED + 5
+
+
+def test_a_three_day_gap_of_a_per_second_cron_is_bounded_and_says_when_it_estimates() -> None:
+    counting = _CountingSchedule(cron_schedule("* * * * * *"))
+    now = T0 + timedelta(seconds=THREE_DAYS, milliseconds=500)
+    due = due_occurrences(counting, T0, now)
+    assert due.due[-1] == T0 + timedelta(seconds=THREE_DAYS)
+    assert due.gap is not None
+    assert not due.gap.count.exact
+    assert due.gap.count.text().startswith("about ")
+    total = len(due.due) + due.gap.count.count
+    assert abs(total - (THREE_DAYS + 1)) <= THREE_DAYS // 1000
+    assert counting.calls <= MAX_LISTED + COUNT_STEPS + 200
+
+
+def test_a_short_cron_gap_is_counted_exactly() -> None:
+    every_minute = cron_schedule("* * * * *")
+    now = T0 + timedelta(hours=5)
+    due = due_occurrences(every_minute, T0, now)
+    assert due.gap is not None
+    assert due.gap.count.exact
+    assert len(due.due) + due.gap.count.count == 5 * 60 + 1
+
+
+def test_the_gap_is_recorded_as_one_summary_row_with_its_count_and_range() -> None:
+    every_second = IntervalSchedule(timedelta(seconds=1), T0)
+    now = T0 + timedelta(seconds=THREE_DAYS)
+    plan = plan_firing(
+        due_occurrences(every_second, T0, now),
+        now=now,
+        policy=JobPolicy(),
+        paused=False,
+        blocked=False,
+        missed_through=None,
+    )
+    assert plan.run == now
+    assert len(plan.not_run) == MAX_LISTED + 1
+    summary = plan.not_run[-1]
+    assert summary.occurrence == T0 + timedelta(seconds=MAX_LISTED)
+    assert summary.outcome == "missed"
+    count = THREE_DAYS - MAX_LISTED
+    assert summary.reason.startswith(f"downtime: {count:,} occurrences from ")
+    assert plan.next_occurrence == now + timedelta(seconds=1)
+
+
+def test_catch_up_after_a_long_gap_keeps_only_its_newest_bound() -> None:
+    every_minute = cron_schedule("* * * * *")
+    now = T0 + timedelta(days=2, seconds=30)
+    policy = JobPolicy(misfire=MisfirePolicy.CATCH_UP, catch_up_limit=3)
+    due = due_occurrences(every_minute, T0, now, keep=policy.keep)
+    plan = plan_firing(
+        due, now=now, policy=policy, paused=False, blocked=False, missed_through=None
+    )
+    newest = T0 + timedelta(days=2)
+    assert plan.run == newest - timedelta(minutes=2)
+    assert plan.next_occurrence == newest - timedelta(minutes=1)
+    assert due.gap is not None
+    assert len(due.due) + due.gap.count.count == 2 * 24 * 60 + 1
 
 
 @pytest.mark.parametrize("policy", list(MisfirePolicy))

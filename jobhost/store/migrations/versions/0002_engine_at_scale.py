@@ -1,6 +1,8 @@
 """The engine at scale: due schedules found by index, catalog versions, per-host lag.
 
-- ``schedules.next_occurrence`` is indexed, so a turn of the loop reads only the due rows;
+- ``schedules.due_at`` is when a row next needs a host (its next occurrence; for a paused job,
+  the next occurrence to record missed; empty while disabled or orphaned) and is indexed, so a
+  turn of the loop reads only the due rows; ``next_occurrence`` is indexed for the report;
 - ``schedules.catalog_version`` names the catalog whose trigger the row holds, and
   ``hosts.catalog_version`` / ``hosts.synced_at`` say which catalog each live host runs and
   when it last wrote it to the store (the newest sync wins a trigger; see semantics.md);
@@ -26,11 +28,18 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("schedules") as batch:
         batch.add_column(sa.Column("catalog_version", sa.String(length=64), nullable=True))
+        batch.add_column(sa.Column("due_at", sa.DateTime(timezone=True), nullable=True))
+    # Existing rows: due when their next occurrence is (a paused row then records its misses).
+    op.execute(
+        "UPDATE schedules SET due_at = next_occurrence "
+        "WHERE enabled AND NOT orphaned AND next_occurrence IS NOT NULL"
+    )
     with op.batch_alter_table("hosts") as batch:
         batch.add_column(sa.Column("catalog_version", sa.String(length=64), nullable=True))
         batch.add_column(sa.Column("synced_at", sa.DateTime(timezone=True), nullable=True))
         batch.add_column(sa.Column("schedule_lag_seconds", sa.Float(), nullable=True))
     op.create_index("ix_schedules_next_occurrence", "schedules", ["next_occurrence"])
+    op.create_index("ix_schedules_due_at", "schedules", ["due_at"])
     op.create_index("ix_runs_job_name_outcome", "runs", ["job_name", "outcome"])
     op.create_index("ix_runs_outcome_lease_expires_at", "runs", ["outcome", "lease_expires_at"])
 
@@ -38,10 +47,12 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_runs_outcome_lease_expires_at", table_name="runs")
     op.drop_index("ix_runs_job_name_outcome", table_name="runs")
+    op.drop_index("ix_schedules_due_at", table_name="schedules")
     op.drop_index("ix_schedules_next_occurrence", table_name="schedules")
     with op.batch_alter_table("hosts") as batch:
         batch.drop_column("schedule_lag_seconds")
         batch.drop_column("synced_at")
         batch.drop_column("catalog_version")
     with op.batch_alter_table("schedules") as batch:
+        batch.drop_column("due_at")
         batch.drop_column("catalog_version")

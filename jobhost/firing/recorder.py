@@ -1,0 +1,170 @@
+"""Writing finished runs to the ledger: in batches, from one thread, and never dropping one.
+
+Workers hand over a finished run and go back to the pool at once; the recorder writes every run
+handed over since its last write in one transaction. While the store is away it keeps the
+outcomes and tries again, however long that takes (the runs keep their leases meanwhile, as the
+host renews them until they are recorded); only a host that is shutting down gives up, after
+its grace period, and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import JobSpec
+from jobhost.config import redact_text
+from jobhost.envelope.envelope import Executed, RunEnvelope
+from jobhost.firing.upkeep import is_store_down
+from jobhost.store import Clock, database_now
+from jobhost.store.claims import Claim
+from jobhost.store.ledger import ledger_verdicts, record_outcomes
+
+__all__ = ["Finished", "OutcomeRecorder"]
+
+_log = logging.getLogger("jobhost.host")
+_BATCH = 500
+_BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A run whose executor is done, waiting for its outcome to reach the ledger."""
+
+    claim: Claim
+    spec: JobSpec
+    executed: Executed
+
+
+class OutcomeRecorder:
+    """One thread that records finished runs; ``on_recorded`` hears of each one written."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        host_id: str,
+        clock: Clock,
+        envelope: RunEnvelope,
+        on_recorded: Callable[[Finished], None],
+    ) -> None:
+        self._engine = engine
+        self._host_id = host_id
+        self._clock = clock
+        self._envelope = envelope
+        self._on_recorded = on_recorded
+        self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
+        self._give_up_at: float | None = None
+        self._thread = threading.Thread(target=self._loop, name="jobhost-recorder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, finished: Finished) -> None:
+        self._queue.put(finished)
+
+    def stop(self, within: float) -> None:
+        """Write what is left, trying for at most ``within`` seconds while the store is away."""
+        self._give_up_at = time.monotonic() + within
+        self._queue.put(None)
+        self._thread.join(within + 5)
+
+    def _loop(self) -> None:
+        pending: list[Finished] = []
+        stopping = False
+        while True:
+            if not pending:
+                first = self._queue.get()
+                if first is None:
+                    return
+                pending.append(first)
+            while len(pending) < _BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                pending.append(item)
+            pending = self._write_until_done(pending)
+            if stopping and not pending:
+                return
+            if stopping:
+                self._drop(pending)
+                return
+
+    def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
+        """Write ``batch``; on a store outage keep trying; return what could not be written."""
+        attempt = 0
+        while True:
+            try:
+                self._write(batch)
+                if attempt:
+                    _log.info("store back: recorded %d finished run(s) kept meanwhile", len(batch))
+                return []
+            except Exception as error:
+                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
+                    return batch
+                pause = _BACKOFF[min(attempt, len(_BACKOFF) - 1)]
+                if attempt == 0 or not is_store_down(error):
+                    _log.warning(
+                        "could not record %d finished run(s) (%s: %s); kept, retrying",
+                        len(batch),
+                        type(error).__name__,
+                        redact_text(str(error).splitlines()[0] if str(error) else ""),
+                    )
+                attempt += 1
+                time.sleep(pause)
+
+    def _write(self, batch: list[Finished]) -> None:
+        with self._engine.begin() as connection:
+            now = database_now(connection, self._clock)
+            entries = [
+                self._envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
+            ]
+            recorded = record_outcomes(connection, self._host_id, entries, now)
+            others = [f.claim.run_id for f in batch if f.claim.run_id not in recorded]
+            verdicts = ledger_verdicts(connection, others)
+        for finished, entry in zip(batch, entries, strict=True):
+            claim = finished.claim
+            verdict = verdicts.get(claim.run_id)
+            if claim.run_id not in recorded:
+                _log.warning(
+                    "job %s run %s finished %s, but the ledger already says %s: "
+                    "its lease had been taken over",
+                    claim.job_name,
+                    claim.run_id,
+                    finished.executed.outcome.outcome,
+                    verdict,
+                )
+            elif entry.retry is not None:
+                _log.info(
+                    "job %s: attempt %d %s; retry in %.1fs",
+                    claim.job_name,
+                    claim.attempt,
+                    finished.executed.outcome.outcome,
+                    (entry.retry.not_before - now).total_seconds(),
+                )
+            self._on_recorded(finished)
+            try:
+                self._envelope.report(claim, finished.spec, finished.executed, now, verdict)
+            except Exception:  # reporting must never undo a recorded outcome
+                _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
+
+    def _drop(self, batch: list[Finished]) -> None:
+        for finished in batch:
+            _log.error(
+                "job %s run %s finished %s but the store could not record it before shutdown; "
+                "another replica will record it abandoned",
+                finished.claim.job_name,
+                finished.claim.run_id,
+                finished.executed.outcome.outcome,
+            )
+            self._on_recorded(finished)

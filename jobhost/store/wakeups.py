@@ -1,0 +1,73 @@
+"""When the store next needs a host: the earliest due schedule, retry and lease expiry.
+
+Read in one statement at the end of each claim, through indexes, whatever the catalog's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from jobhost.store.records import PENDING, RUNNING
+from jobhost.store.schema import runs, schedules
+
+__all__ = ["Wakeups", "next_wakeups"]
+
+# A lease that expired but whose host may still be alive is looked at again this often.
+_EXPIRED_LEASE_RECHECK = timedelta(seconds=1)
+# With work still due but nothing claimable (rows another replica holds), look again soon.
+_BUSY_RECHECK = timedelta(milliseconds=20)
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeups:
+    due_at: datetime | None = None
+    """The earliest ``due_at`` among the schedules this host may claim."""
+    retry_at: datetime | None = None
+    """The earliest ``not_before`` of a pending retry."""
+    lease_expiry: datetime | None = None
+    """The earliest lease expiry of a running run (its host may have died)."""
+
+    def lease_expiry_passed(self, now: datetime) -> bool:
+        return self.lease_expiry is not None and self.lease_expiry < now
+
+    def lag(self, now: datetime) -> float:
+        """Seconds the oldest due schedule has waited; 0 when nothing is due."""
+        if self.due_at is None or self.due_at > now:
+            return 0.0
+        return (now - self.due_at).total_seconds()
+
+    def next_wake(self, now: datetime, *, more_due: bool = False) -> datetime | None:
+        times: list[datetime] = []
+        if self.due_at is not None:
+            times.append(max(self.due_at, now + _BUSY_RECHECK) if not more_due else self.due_at)
+        if self.retry_at is not None:
+            times.append(max(self.retry_at, now + _BUSY_RECHECK))
+        if self.lease_expiry is not None:
+            times.append(max(self.lease_expiry, now + _EXPIRED_LEASE_RECHECK))
+        return min(times) if times else None
+
+
+def next_wakeups(connection: Connection, now: datetime, *, skip: Sequence[str] = ()) -> Wakeups:
+    """One indexed look at what comes next; ``skip`` names jobs this host leaves alone."""
+    due = select(schedules.c.due_at).where(schedules.c.due_at.is_not(None))
+    if skip:
+        due = due.where(schedules.c.job_name.not_in(list(skip)))
+    retry = select(runs.c.not_before).where(
+        runs.c.outcome == PENDING, runs.c.not_before.is_not(None)
+    )
+    lease = select(runs.c.lease_expires_at).where(
+        runs.c.outcome == RUNNING, runs.c.lease_expires_at.is_not(None)
+    )
+    row = connection.execute(
+        select(
+            due.order_by(schedules.c.due_at).limit(1).scalar_subquery(),
+            retry.order_by(runs.c.not_before).limit(1).scalar_subquery(),
+            lease.order_by(runs.c.lease_expires_at).limit(1).scalar_subquery(),
+        )
+    ).one()
+    return Wakeups(*(value if isinstance(value, datetime) else None for value in row))
