@@ -84,6 +84,11 @@ class Settings(BaseSettings):
         description="Default grace after a job's period before the dead-man check calls it "
         "overdue; a declaration's overdue_after wins.",
     )
+    max_schedule_lag: Duration = Field(
+        timedelta(seconds=60),
+        description="How long the oldest due, unclaimed occurrence may wait before the "
+        "schedule-lag health check fails: the hosts are falling behind.",
+    )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
     clock_offset: Duration = Field(
         timedelta(0),
@@ -122,6 +127,7 @@ class Settings(BaseSettings):
         "heartbeat_interval",
         "shutdown_grace",
         "audit_sink_timeout",
+        "max_schedule_lag",
     )
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:

@@ -1,6 +1,7 @@
 """Audit sinks after the ledger: the JSON log line and whatever modules add.
 
-Each sink gets the record in a thread of its own and a bounded time. A sink that raises or hangs
+Each sink a module adds gets the record in a thread of its own and a bounded time (the built-in
+JSON line is written directly). A sink that raises or hangs
 is reported with a warning and the ``jobhost.audit.sink_failures`` metric; the run's outcome is
 already in the ledger and stays what it is.
 """
@@ -11,7 +12,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 
 from jobhost_contracts import AuditSink, RunAuditRecord
@@ -27,12 +28,14 @@ class JsonLogSink:
     """One structured JSON line per finished run on the ``jobhost.audit`` logger."""
 
     name = "json-log"
+    inline = True
+    """Built in and bounded by the logging system: called directly, not in a thread."""
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self._logger = logger or logging.getLogger("jobhost.audit")
 
     def record(self, entry: RunAuditRecord) -> None:
-        fields = {k: _plain(v) for k, v in asdict(entry).items()}
+        fields = {f.name: _plain(getattr(entry, f.name)) for f in dataclass_fields(entry)}
         self._logger.info(json.dumps({"event": "run.finished", **fields}, sort_keys=True))
 
 
@@ -60,6 +63,12 @@ def deliver(
 
 
 def _call_bounded(sink: AuditSink, entry: RunAuditRecord, timeout: float) -> str | None:
+    if getattr(sink, "inline", False):
+        try:
+            sink.record(entry)
+        except Exception as error:
+            return f"{type(error).__name__}: {error}"
+        return None
     errors: list[BaseException] = []
 
     def _target() -> None:

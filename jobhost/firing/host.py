@@ -5,9 +5,10 @@ hands each claim to a bounded pool, then sleeps until the store next needs it, c
 poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
 beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
 
-A run holds its slot and its lease until its outcome is in the ledger: a worker hands the
-outcome to the recorder and goes back to the pool, and the heartbeat renews the lease of every
-run not yet recorded, including one whose executor ignored cancellation and runs on (stuck).
+A run holds its slot while its executor holds a thread, and its lease until its outcome is in
+the ledger: a worker hands the outcome to the recorder and goes back to the pool, and the
+heartbeat renews the lease of every run not yet recorded. A run whose executor ignored
+cancellation and runs on (stuck) keeps both until its thread ends.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import signal
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,16 +35,17 @@ from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
 from jobhost.envelope.execution import Outcome
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
-from jobhost.firing.policy import lease_for
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
 from jobhost.firing.upkeep import is_store_down
+from jobhost.rules.policy import lease_for
 from jobhost.store import Clock, SystemClock, database_now, ledger
 from jobhost.store import hosts as host_rows
 from jobhost.store.claims import Claim
+from jobhost.store.hosts import default_host_id
 from jobhost.store.signals import SignalWatcher
 
-__all__ = ["Host", "HostStatus", "default_host_id"]
+__all__ = ["Host", "HostStatus"]
 
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
@@ -113,6 +114,9 @@ class Host:
         self._stopping = threading.Event()
         self._signals = 0
         self._running: dict[str, _Running] = {}
+        """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
+        self._executing = 0
+        """Runs whose executor holds a thread (stuck ones too): what the slots count."""
         self._lock = threading.Lock()
         self._abandon_after = 0.0
         # One thread beyond the pool: the slot kept for manual requests.
@@ -275,6 +279,7 @@ class Host:
             for item in leftovers:
                 item.finished = True
                 item.stuck_thread = None
+            self._executing = 0
         for item in leftovers:
             self._recorder.put(self._cancelled(item))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
@@ -300,7 +305,7 @@ class Host:
         if self._stopping.is_set():
             return 0, 0
         with self._lock:
-            running = len(self._running)
+            running = self._executing
         pool = self.settings.worker_pool_size
         return max(pool - running, 0), 1 if running < pool + 1 else 0
 
@@ -309,7 +314,9 @@ class Host:
         item = _Running(claim, spec, Cancellation(), lease)
         with self._lock:
             self._running[claim.run_id] = item
-        _log.info(
+            self._executing += 1
+        # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
+        _log.debug(
             "job %s: run %s started (%s, occurrence %s, attempt %d)",
             claim.job_name,
             claim.run_id,
@@ -341,17 +348,24 @@ class Host:
                 self.status.stuck += 1
             else:
                 item.finished = True
+                self._executing -= 1
         if item.stuck_thread is not None:
             self._mark_stuck(item, executed)
             return
+        self._wake.set()  # a slot is free; the outcome is on its way to the ledger
         self._recorder.put(Finished(item.claim, item.spec, executed))
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
         with self._lock:
             self._running.pop(claim.run_id, None)
-        _log.info(
-            "job %s: run %s %s", claim.job_name, claim.run_id, finished.executed.outcome.outcome
+        outcome = finished.executed.outcome.outcome
+        _log.log(
+            logging.DEBUG if outcome == "succeeded" else logging.INFO,
+            "job %s: run %s %s",
+            claim.job_name,
+            claim.run_id,
+            outcome,
         )
         self._wake.set()
 
@@ -448,7 +462,3 @@ class Host:
             os._exit(1)
         _log.info("signal %s: stopping (again to exit at once)", signal.Signals(signum).name)
         self.request_stop()
-
-
-def default_host_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

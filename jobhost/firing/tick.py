@@ -20,14 +20,15 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.firing.rules import FiringRules
 from jobhost.firing.upkeep import is_store_down, record_abandoned
+from jobhost.rules.claiming import FiringRules
+from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import reading
-from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names, occurrence_key
-from jobhost.store.registry import DesiredSchedule, SyncPlan, sync_schedules
+from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
+from jobhost.store.registry import SyncPlan, sync_schedules
 from jobhost.store.wakeups import Wakeups, next_wakeups
 
-__all__ = ["TickResult", "Ticker", "catalog_version", "desired_schedules", "occurrence_key"]
+__all__ = ["TickResult", "Ticker"]
 
 _log = logging.getLogger("jobhost.firing")
 _SET_ASIDE_SECONDS = 60.0
@@ -215,43 +216,3 @@ class Ticker:
     def _read_wakeups(self, now: datetime) -> Wakeups:
         with reading(self._engine) as connection:
             return next_wakeups(connection, now, skip=self._skip())
-
-
-def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
-    return [
-        DesiredSchedule(
-            job_name=spec.name,
-            module=spec.module,
-            trigger_kind=spec.trigger.kind,
-            trigger_expression=spec.trigger.expression,
-            timezone=spec.trigger.timezone,
-            trigger_source=spec.trigger.source,
-            enabled=spec.enabled,
-            schedule_for=spec.schedule,
-        )
-        for spec in jobs.values()
-    ]
-
-
-def catalog_version(desired: list[DesiredSchedule]) -> str:
-    """A short fingerprint of what a catalog asks the store for: equal catalogs, equal version."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for want in sorted(desired, key=lambda d: d.job_name):
-        digest.update(
-            "\x1f".join(
-                str(part)
-                for part in (
-                    want.job_name,
-                    want.module,
-                    want.trigger_kind,
-                    want.trigger_expression,
-                    want.timezone,
-                    want.trigger_source,
-                    want.enabled,
-                )
-            ).encode()
-        )
-        digest.update(b"\x1e")
-    return digest.hexdigest()[:12]

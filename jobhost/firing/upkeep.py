@@ -10,7 +10,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from jobhost.envelope.retries import retry_delay, should_retry
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.firing.rules import FiringRules
+from jobhost.rules.claiming import FiringRules
 from jobhost.store import ledger
 from jobhost.store.claims import new_run_id
 

@@ -11,7 +11,9 @@ The checks, in order (``name``: what passes):
 - ``critical-jobs-last-run``: the last run of every critical job did not fail (``failed``,
   ``timed_out``, ``abandoned``; a ``cancelled`` shutdown is not a failure) and the job is not
   overdue;
-- ``clock-skew``: every live host's clock is within one second of the database's.
+- ``clock-skew``: every live host's clock is within one second of the database's;
+- ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
+  (the hosts keep up with what is due).
 
 Checks that need the store fail as "not checked" when the store check fails.
 """
@@ -20,17 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog
-from jobhost.config import Settings, redact_text, redact_url
+from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.operations.report import Report, report_from
 from jobhost.operations.snapshot import read_snapshot
-from jobhost.operations.timefmt import short_utc
-from jobhost.store import Clock, current_revision, head_revision
+from jobhost.operations.timefmt import duration_text, short_utc
+from jobhost.store import Clock, SystemClock, current_revision, database_now, head_revision, reading
+from jobhost.store.hosts import list_hosts
+from jobhost.store.wakeups import oldest_due
 
 __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 
@@ -92,7 +97,39 @@ def check_health(
             checks.append(_skipped_hosts(None))
         else:
             checks.append(Check(name, False, _UNCHECKED))
+    checks.append(
+        _schedule_lag(settings, engine, clock)
+        if report is not None
+        else Check("schedule-lag", False, _UNCHECKED)
+    )
     return Health(checks)
+
+
+def _schedule_lag(settings: Settings, engine: Engine, clock: Clock | None) -> Check:
+    limit = settings.max_schedule_lag
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        oldest = oldest_due(connection)
+        hosts = [h for h in list_hosts(connection) if h.alive(now)]
+    lags = ", ".join(
+        f"{h.id} {h.schedule_lag_seconds:.1f}s" for h in hosts if h.schedule_lag_seconds is not None
+    )
+    per_host = f"; hosts: {lags}" if lags else ""
+    behind = (now - oldest) if oldest is not None and oldest <= now else timedelta(0)
+    if behind > limit:
+        return Check(
+            "schedule-lag",
+            False,
+            f"the oldest due, unclaimed occurrence is {duration_text(behind)} old (limit "
+            f"{format_duration(limit)}): the hosts are falling behind; add replicas or raise "
+            f"worker_pool_size, or start a host if none runs{per_host}",
+        )
+    return Check(
+        "schedule-lag",
+        True,
+        f"oldest due, unclaimed occurrence {duration_text(behind)} old (limit "
+        f"{format_duration(limit)}){per_host}",
+    )
 
 
 def _store(settings: Settings, engine: Engine) -> Check:

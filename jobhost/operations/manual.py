@@ -18,25 +18,23 @@ from datetime import datetime
 from typing import Any
 
 from jobhost_contracts import Cancellation
-from sqlalchemy import select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import configure_telemetry
-from jobhost.firing.host import default_host_id
-from jobhost.firing.policy import lease_for, may_start
-from jobhost.firing.tick import Ticker, desired_schedules
 from jobhost.operations.timefmt import duration_text, iso_utc, short_utc
+from jobhost.rules.claiming import FiringRules
+from jobhost.rules.desired import desired_schedules
+from jobhost.rules.policy import lease_for, may_start
 from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
-from jobhost.store.claims import Claim, live_runs
-from jobhost.store.hosts import list_hosts
+from jobhost.store.claims import Claim, claim_work, live_runs
+from jobhost.store.hosts import default_host_id, list_hosts
 from jobhost.store.ledger import renew_leases
-from jobhost.store.operations import get_request, get_schedule, request_run
+from jobhost.store.operations import get_request, get_run, get_schedule, request_run
 from jobhost.store.records import TERMINAL_OUTCOMES
 from jobhost.store.registry import sync_schedules
-from jobhost.store.schema import runs
 
 __all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
 
@@ -146,7 +144,7 @@ class ManualRun:
         while True:
             with reading(self._engine) as connection:
                 request = get_request(connection, request_id)
-                run = _run(connection, request.run_id) if request and request.run_id else None
+                run = get_run(connection, request.run_id) if request and request.run_id else None
                 pending = request is not None and request.status == "pending"
                 if pending and time.monotonic() >= next_host_check:
                     next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
@@ -189,24 +187,26 @@ class ManualRun:
         telemetry = configure_telemetry()
         telemetry.install_globally()
         try:
-            ticker = Ticker(
-                self._engine,
-                self._catalog.jobs,
-                host_id=self._host_id,
-                lease_duration=self._settings.lease_duration,
-                telemetry=telemetry,
-            )
-            with self._engine.connect() as connection:
-                now = database_now(connection, self._clock)
-            taken = ticker.take_request(request_id, now)
-            if taken is None:
+            rules = FiringRules(self._catalog.jobs, self._settings.lease_duration)
+            with self._engine.begin() as connection:
+                # The same claim a host makes, for this one request.
+                batch = claim_work(
+                    connection,
+                    host_id=self._host_id,
+                    now=database_now(connection, self._clock),
+                    slots=0,
+                    request_slots=1,
+                    rules=rules,
+                    request_id=request_id,
+                )
+            if not batch.claims:
                 with reading(self._engine) as connection:
                     request = get_request(connection, request_id)
                 if request is not None and request.status == "refused":
                     return self._refused(request_id, spec, request.message, self._host_id)
                 # A host that came back took it meanwhile: watch it there.
                 return self._watch(request_id, spec, deadline)
-            claim, _ = taken
+            (claim,) = batch.claims
             self._progress(f"running here as host {self._host_id} (run {claim.run_id})")
             envelope = RunEnvelope(
                 self._engine,
@@ -219,7 +219,7 @@ class ManualRun:
             )
             cancelled = self._supervise(envelope, claim, spec, deadline)
             with reading(self._engine) as connection:
-                run = _run(connection, claim.run_id)
+                run = get_run(connection, claim.run_id)
             assert run is not None
             result = self._finished(request_id, run)
             return replace(result, timed_out_waiting=cancelled)
@@ -313,8 +313,3 @@ class ManualRun:
             f"{spec.declaration.overlap.value})"
         )
         return self._refused(None, spec, message, lease_owner)
-
-
-def _run(connection: Connection, run_id: str) -> RunRecord | None:
-    row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None

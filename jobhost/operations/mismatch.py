@@ -154,7 +154,7 @@ def _store_differs(spec: JobSpec, row: ScheduleRecord | None) -> Mismatch | None
     if row is None:
         return None
     # Imported here: the firing loop's imports are not needed for anything else in a report.
-    from jobhost.firing.tick import desired_schedules
+    from jobhost.rules.desired import desired_schedules
 
     plan = diff_schedules([row], desired_schedules({spec.name: spec}))
     if not plan.changed:

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
-from jobhost.firing.tick import desired_schedules
+from jobhost.rules.desired import desired_schedules
 from jobhost.store import Clock, ScheduleRecord, SystemClock, database_now
 from jobhost.store.operations import get_schedule, pause_job, resume_job
 from jobhost.store.registry import sync_schedules

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
-from jobhost.firing.tick import desired_schedules
+from jobhost.rules.desired import desired_schedules
 from jobhost.store import ScheduleRecord, current_revision, reading
 from jobhost.store.registry import SyncPlan, diff_schedules
 from jobhost.store.schema import schedules

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from datetime import datetime
 
 from sqlalchemy import select, update
@@ -11,7 +14,14 @@ from jobhost.store._sql import insert_ignoring_duplicates
 from jobhost.store.records import HostRecord
 from jobhost.store.schema import hosts
 
-__all__ = ["heartbeat", "list_hosts", "mark_stopped", "mark_synced", "register_host"]
+__all__ = [
+    "default_host_id",
+    "heartbeat",
+    "list_hosts",
+    "mark_stopped",
+    "mark_synced",
+    "register_host",
+]
 
 
 def register_host(
@@ -79,3 +89,8 @@ def mark_stopped(connection: Connection, host_id: str, now: datetime) -> None:
 def list_hosts(connection: Connection) -> list[HostRecord]:
     rows = connection.execute(select(hosts).order_by(hosts.c.started_at)).mappings()
     return [HostRecord.from_row(r) for r in rows]
+
+
+def default_host_id() -> str:
+    """A host id unique across machines and restarts: hostname, pid and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

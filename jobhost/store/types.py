@@ -39,9 +39,11 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
-        value = value.astimezone(UTC)
+        if value.tzinfo is not UTC:
+            value = value.astimezone(UTC)
         if dialect.name == "sqlite":
-            return value.strftime(_SQLITE_FORMAT)
+            # The same text as _SQLITE_FORMAT gives, several times faster on the hot path.
+            return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
         return value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from jobhost.store.records import PENDING, RUNNING
 from jobhost.store.schema import runs, schedules
 
-__all__ = ["Wakeups", "next_wakeups"]
+__all__ = ["Wakeups", "next_wakeups", "oldest_due"]
 
 # A lease that expired but whose host may still be alive is looked at again this often.
 _EXPIRED_LEASE_RECHECK = timedelta(seconds=1)
@@ -71,3 +71,14 @@ def next_wakeups(connection: Connection, now: datetime, *, skip: Sequence[str] =
         )
     ).one()
     return Wakeups(*(value if isinstance(value, datetime) else None for value in row))
+
+
+def oldest_due(connection: Connection) -> datetime | None:
+    """The earliest ``due_at`` of any schedule: how far behind every host together is."""
+    value = connection.execute(
+        select(schedules.c.due_at)
+        .where(schedules.c.due_at.is_not(None))
+        .order_by(schedules.c.due_at)
+        .limit(1)
+    ).scalar()
+    return value if isinstance(value, datetime) else None

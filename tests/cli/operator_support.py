@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings, load_settings
-from jobhost.firing.tick import desired_schedules
+from jobhost.rules.desired import desired_schedules
 from jobhost.store import (
     HostRecord,
     RequestRecord,

@@ -20,6 +20,7 @@ CHECKS = [
     "leases",
     "critical-jobs-last-run",
     "clock-skew",
+    "schedule-lag",
 ]
 JOBS = [
     {"name": "sample.billing", "cron": "0 3 * * *", "critical": True},
@@ -56,8 +57,10 @@ def test_every_check_passes_on_a_healthy_store(operator: Operator) -> None:
     assert "replica-0" in _detail(result, "live-host")
     text = operator.jobhost("health")
     assert text.returncode == 0
-    assert text.stdout.splitlines()[-1] == "healthy: all 7 checks passed"
-    assert all(line.startswith("PASS  ") for line in text.stdout.splitlines()[:-1])
+    assert text.stdout.splitlines()[-1] == "healthy: all 8 checks passed"
+    verdicts = [line for line in text.stdout.splitlines()[:-1] if not line.startswith(" ")]
+    assert len(verdicts) == len(CHECKS)
+    assert all(line.startswith("PASS  ") for line in verdicts)
 
 
 def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operator) -> None:
@@ -88,6 +91,7 @@ def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operat
         "leases": False,
         "critical-jobs-last-run": False,
         "clock-skew": False,
+        "schedule-lag": True,
     }
     scheduled = _detail(result, "critical-jobs-scheduled")
     assert "sample.billing is paused by carol" in scheduled and "migration" in scheduled
@@ -112,12 +116,35 @@ def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operat
     assert text.returncode == 1
     assert "FAIL  live-host                no host is alive" in text.stdout
     assert "PASS  clock-skew" in text.stdout
-    assert text.stdout.splitlines()[-1] == "unhealthy: 4 of 7 checks failed"
+    assert text.stdout.splitlines()[-1] == "unhealthy: 4 of 8 checks failed"
     done, result = operator.json("health", "--no-hosts")
     assert done.returncode == 1
     assert _detail(result, "live-host") == "skipped (--no-hosts)"
     assert _verdicts(result)["live-host"] is True
     assert "sample.hourly is overdue" in _detail(result, "critical-jobs-last-run")
+
+
+def test_schedule_lag_fails_when_the_hosts_fall_behind(operator: Operator) -> None:
+    _healthy(operator)
+    t = now()
+    with operator.engine.begin() as connection:
+        connection.execute(update(hosts).values(schedule_lag_seconds=0.25))
+    # Due 30 s ago and not claimed yet: behind, but within the default 60 s.
+    operator.set_schedule("sample.cleanup", due_at=t - timedelta(seconds=30))
+    done, result = operator.json("health")
+    assert _verdicts(result)["schedule-lag"] is True, result
+    assert "replica-0 0.2s" in _detail(result, "schedule-lag")
+    # Two minutes: nobody keeps up.
+    operator.set_schedule("sample.cleanup", due_at=t - timedelta(minutes=2))
+    done, result = operator.json("health")
+    assert done.returncode == 1
+    assert _verdicts(result)["schedule-lag"] is False
+    detail = _detail(result, "schedule-lag")
+    assert "old (limit 1m)" in detail and "falling behind" in detail
+    # The setting moves the limit.
+    operator.configure(JOBS, max_schedule_lag="5m")
+    done, result = operator.json("health")
+    assert _verdicts(result)["schedule-lag"] is True, result
 
 
 def test_store_and_catalog_checks_fail_with_why(operator: Operator) -> None:

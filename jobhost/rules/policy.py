@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from jobhost_contracts import BackgroundJobDeclaration, OverlapPolicy
 
-from jobhost.firing.plan import JobPolicy
+from jobhost.rules.plan import JobPolicy
 
 __all__ = ["firing_policy", "lease_for", "may_start"]
 

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from jobhost_contracts import OverlapPolicy, RetryPolicy, parse_duration
 
 from jobhost.catalog import JobSpec
-from jobhost.firing.plan import due_occurrences, plan_firing
-from jobhost.firing.policy import firing_policy, lease_for, may_start
+from jobhost.rules.plan import due_occurrences, plan_firing
+from jobhost.rules.policy import firing_policy, lease_for, may_start
 from jobhost.store.claims import SchedulePlan
 from jobhost.store.records import ScheduleRecord
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
 
-from jobhost.firing.plan import (
+from jobhost.rules.plan import (
     MAX_LISTED,
     FiringPlan,
     JobPolicy,
