@@ -29,8 +29,14 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
     Exit status: 0; 1 with --strict when anything would change; 3 when the catalog is
     invalid (a plan from it would be wrong).
     """
-    from jobhost.operations.plan import plan_changes, plan_json, stored_schedules
-    from jobhost.operations.render import plan_lines, stdout_style
+    from jobhost.operations.plan import (
+        live_catalogs,
+        plan_changes,
+        plan_json,
+        stored_schedules,
+        this_catalog,
+    )
+    from jobhost.operations.render import catalog_lines, plan_lines, stdout_style
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
@@ -49,12 +55,15 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
                 err=True,
             )
         rows = stored_schedules(engine)
+        hosts = live_catalogs(engine)
     finally:
         engine.dispose()
     changes = plan_changes(catalog, rows)
+    version = this_catalog(catalog)
     if as_json:
-        click.echo(json.dumps(plan_json(changes, rows), indent=2))
+        click.echo(json.dumps(plan_json(changes, rows, version=version, hosts=hosts), indent=2))
     else:
-        click.echo("\n".join(plan_lines(changes, rows, stdout_style())))
+        lines = plan_lines(changes, rows, stdout_style())
+        click.echo("\n".join([*lines, *catalog_lines(version, hosts)]))
     if strict and not changes.empty:
         raise SystemExit(EXIT_FAILED)

@@ -2,23 +2,46 @@
 
 The same comparison the host makes at start (:func:`jobhost.store.registry.diff_schedules`),
 without writing: jobs to add, jobs whose trigger, zone or enabled state would change, and jobs
-that would be marked orphaned (never deleted).
+that would be marked orphaned (never deleted). It also names this catalog's version and the
+versions the live hosts run, so a rolling deploy shows which catalog holds the store.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
-from jobhost.rules.desired import desired_schedules
-from jobhost.store import ScheduleRecord, current_revision, reading
-from jobhost.store.registry import SyncPlan, diff_schedules
-from jobhost.store.schema import schedules
+from jobhost.operations.timefmt import iso_utc
+from jobhost.rules.desired import catalog_version, desired_schedules
+from jobhost.store import (
+    Clock,
+    HostRecord,
+    ScheduleRecord,
+    SystemClock,
+    current_revision,
+    database_now,
+    reading,
+)
+from jobhost.store.hosts import list_hosts
+from jobhost.store.registry import SyncPlan, all_schedules, diff_schedules
 
-__all__ = ["plan_changes", "plan_json", "stored_schedules"]
+__all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "this_catalog"]
+
+
+def this_catalog(catalog: Catalog) -> str:
+    """The version a host started with ``catalog`` would register."""
+    return catalog_version(desired_schedules(catalog.jobs))
+
+
+def live_catalogs(engine: Engine, clock: Clock | None = None) -> list[HostRecord]:
+    """The live hosts, each with the catalog version it runs."""
+    if current_revision(engine) is None:
+        return []
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        return [h for h in list_hosts(connection) if h.alive(now)]
 
 
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
@@ -31,15 +54,30 @@ def stored_schedules(engine: Engine) -> list[ScheduleRecord]:
     if current_revision(engine) is None:
         return []
     with reading(engine) as connection:
-        rows = connection.execute(select(schedules)).mappings()
-        return [ScheduleRecord.from_row(r) for r in rows]
+        return all_schedules(connection)
 
 
-def plan_json(plan: SyncPlan, rows: list[ScheduleRecord]) -> dict[str, Any]:
-    """``{"changes": bool, "added": [...], "changed": [...], "orphaned": [...]}``."""
+def plan_json(
+    plan: SyncPlan,
+    rows: list[ScheduleRecord],
+    *,
+    version: str | None = None,
+    hosts: list[HostRecord] | None = None,
+) -> dict[str, Any]:
+    """``{"changes": bool, "added": [...], "changed": [...], "orphaned": [...],
+    "catalog_version": str, "hosts": [{"host", "catalog_version", "synced_at"}]}``."""
     stored = {row.job_name: row for row in rows}
     return {
         "changes": not plan.empty,
+        "catalog_version": version,
+        "hosts": [
+            {
+                "host": host.id,
+                "catalog_version": host.catalog_version,
+                "synced_at": iso_utc(host.synced_at) if host.synced_at else None,
+            }
+            for host in hosts or []
+        ],
         "added": [
             {"job": item.job_name, "module": item.module, "after": item.describe()}
             for item in plan.added

@@ -148,6 +148,21 @@ def plan_lines(plan: SyncPlan, rows: list[ScheduleRecord], style: Style) -> list
     return lines
 
 
+def catalog_lines(version: str, hosts: list[HostRecord]) -> list[str]:
+    """This catalog's version and the ones the live hosts run (the newest sync holds the store)."""
+    lines = [f"this catalog: version {version}"]
+    if not hosts:
+        return [*lines, "live hosts: none"]
+    newest = max(hosts, key=lambda h: h.synced_at or h.started_at)
+    for host in hosts:
+        mark = "  (newest sync: its triggers hold the store)" if host is newest else ""
+        lines.append(
+            f"live host {host.id}: catalog {host.catalog_version or '-'}, synced "
+            f"{short_utc(host.synced_at)}{mark}"
+        )
+    return lines
+
+
 def trigger_line(result: TriggerResult, style: Style) -> str:
     if result.outcome == "refused":
         return style(result.error or "refused", fg="red")

@@ -24,7 +24,14 @@ from jobhost.store.records import ScheduleRecord
 from jobhost.store.schema import schedules
 from jobhost.triggers import Schedule
 
-__all__ = ["DesiredSchedule", "ScheduleChange", "SyncPlan", "diff_schedules", "sync_schedules"]
+__all__ = [
+    "DesiredSchedule",
+    "ScheduleChange",
+    "SyncPlan",
+    "all_schedules",
+    "diff_schedules",
+    "sync_schedules",
+]
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,11 @@ def diff_schedules(rows: Sequence[ScheduleRecord], desired: Sequence[DesiredSche
     return plan
 
 
+def all_schedules(connection: Connection) -> list[ScheduleRecord]:
+    """Every schedule row (start-up and ``jobhost plan`` only: never on a turn of the loop)."""
+    return [ScheduleRecord.from_row(r) for r in connection.execute(select(schedules)).mappings()]
+
+
 def sync_schedules(
     connection: Connection,
     desired: Sequence[DesiredSchedule],
@@ -108,7 +120,7 @@ def sync_schedules(
     together compute each new next occurrence once and never overwrite each other's progress.
     ``catalog_version`` is stamped on every row the catalog declares.
     """
-    rows = [ScheduleRecord.from_row(r) for r in connection.execute(select(schedules)).mappings()]
+    rows = all_schedules(connection)
     plan = diff_schedules(rows, desired)
     stored = {row.job_name: row for row in rows}
     wanted = {want.job_name: want for want in desired}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tests.cli.operator_support import Operator
+from datetime import timedelta
+
+from jobhost.store.hosts import mark_synced
+from tests.cli.operator_support import Operator, now
 
 BEFORE = [
     {"name": "sample.nightly", "cron": "0 3 * * *"},
@@ -29,11 +32,16 @@ def test_plan_lists_additions_changes_and_orphans_and_strict_fails(operator: Ope
     operator.sync()
     quiet = operator.jobhost("plan", "--strict")
     assert quiet.returncode == 0, quiet.stderr
-    assert quiet.stdout.strip() == "no changes: the store matches the catalog"
+    quiet_lines = quiet.stdout.splitlines()
+    assert quiet_lines[0] == "no changes: the store matches the catalog"
+    assert quiet_lines[1].startswith("this catalog: version ")
+    assert quiet_lines[2] == "live hosts: none"
 
     operator.configure(AFTER, overrides={"sample.nightly": {"cron": "0 4 * * *"}})
     done, plan = operator.json("plan", "--strict")
     assert done.returncode == 1
+    version = plan.pop("catalog_version")
+    assert len(version) == 12 and plan.pop("hosts") == []
     assert plan == {
         "changes": True,
         "added": [
@@ -66,7 +74,8 @@ def test_plan_lists_additions_changes_and_orphans_and_strict_fails(operator: Ope
     assert any(line.startswith("~ sample.nightly") for line in lines)
     assert any(line.strip() == "-> cron '0 4 * * *' UTC" for line in lines)
     assert any(line.startswith("- sample.retired") and "orphaned" in line for line in lines)
-    assert lines[-1] == "1 to add, 2 to change, 1 to orphan"
+    assert "1 to add, 2 to change, 1 to orphan" in lines
+    assert f"this catalog: version {version}" in lines
     # Planning changes nothing.
     row = operator.schedule("sample.nightly")
     assert row is not None and row.trigger_expression == "0 3 * * *"
@@ -80,3 +89,27 @@ def test_an_invalid_catalog_has_no_plan(sqlite_operator: Operator) -> None:
     assert done.returncode == 3
     assert done.stdout == ""
     assert "extra.broken" in done.stderr and "no plan until it is fixed" in done.stderr
+
+
+def test_plan_names_the_catalog_version_of_every_live_host(operator: Operator) -> None:
+    operator.configure(BEFORE)
+    operator.sync()
+    operator.add_host("old-replica")
+    operator.add_host("new-replica")
+    with operator.engine.begin() as connection:
+        mark_synced(connection, "old-replica", catalog_version="aaaaaaaaaaaa", now=now())
+        mark_synced(
+            connection,
+            "new-replica",
+            catalog_version="bbbbbbbbbbbb",
+            now=now() + timedelta(seconds=5),
+        )
+    done, plan = operator.json("plan")
+    assert done.returncode == 0, done.stderr
+    assert sorted((h["host"], h["catalog_version"]) for h in plan["hosts"]) == [
+        ("new-replica", "bbbbbbbbbbbb"),
+        ("old-replica", "aaaaaaaaaaaa"),
+    ]
+    text = operator.jobhost("plan").stdout.splitlines()
+    (newest,) = [line for line in text if "newest sync" in line]
+    assert newest.startswith("live host new-replica: catalog bbbbbbbbbbbb")
