@@ -24,19 +24,38 @@ class TriggerSource(StrEnum):
 
 
 class StaleLeaseError(Exception):
-    """A state write carried a fencing token older than the job's current lease.
+    """A state write from a run that no longer holds its lease.
 
-    The run that gets this lost its claim to another replica; its writes must stop.
+    The run that gets this lost its claim (its lease expired and it was recorded abandoned, or
+    another replica took the job over); its writes must stop. ``run_id`` and ``reason`` say
+    which run and why, when the host knows.
     """
 
-    def __init__(self, job: str, token: int, current: int) -> None:
-        super().__init__(
-            f"job {job!r}: state write with fencing token {token} rejected, "
-            f"the lease is now held with token {current}"
-        )
+    def __init__(
+        self,
+        job: str,
+        token: int,
+        current: int,
+        *,
+        run_id: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        if run_id is None:
+            message = (
+                f"job {job!r}: state write with fencing token {token} rejected, "
+                f"the lease is now held with token {current}"
+            )
+        else:
+            message = (
+                f"job {job!r}: run {run_id} no longer holds its lease "
+                f"({reason or 'lost'}); its state write with fencing token {token} was rejected"
+            )
+        super().__init__(message)
         self.job = job
         self.token = token
         self.current = current
+        self.run_id = run_id
+        self.reason = reason
 
 
 class JobState(Protocol):

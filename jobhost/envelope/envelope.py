@@ -140,7 +140,13 @@ class RunEnvelope:
             logger=logging.getLogger(f"jobhost.job.{claim.job_name}"),
             cancellation=cancellation,
             state=StoreJobState(
-                self._engine, claim.job_name, claim.fencing_token, self._clock, claim.run_id
+                self._engine,
+                claim.job_name,
+                claim.fencing_token,
+                self._clock,
+                run_id=claim.run_id,
+                host_id=self._host_id,
+                store_time=self._store_time,
             ),
         )
         timeout = spec.declaration.timeout
