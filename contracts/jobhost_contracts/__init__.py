@@ -15,6 +15,8 @@ from jobhost_contracts.cancellation import Cancellation, JobCancelled
 from jobhost_contracts.context import JobContext, JobState, StaleLeaseError, TriggerSource
 from jobhost_contracts.declaration import (
     BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
@@ -29,6 +31,8 @@ __all__ = [
     "AuditSink",
     "BackgroundJobDeclaration",
     "Cancellation",
+    "DstGap",
+    "DstRepeat",
     "IJobExecutor",
     "JobCancelled",
     "JobContext",
