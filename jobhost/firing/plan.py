@@ -7,7 +7,7 @@ is recorded with a reason, so "did it run last Tuesday?" always has an answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
@@ -37,6 +37,7 @@ REASON_PAUSED = "paused"
 REASON_OVERLAP = "overlap"
 REASON_CATCH_UP_BOUND = "catch-up bound"
 REASON_GRACE = "misfire grace"
+REASON_NONEXISTENT = "does not exist on this day"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,8 @@ class DueOccurrences:
     due: list[datetime]
     following: datetime | None
     unlisted: int = 0
+    nonexistent: list[datetime] = field(default_factory=list)
+    """Occurrences up to ``following`` that ``dst_gap = "skip"`` drops: recorded missed."""
 
 
 def due_occurrences(schedule: Schedule, first: datetime, now: datetime) -> DueOccurrences:
@@ -103,7 +106,9 @@ def due_occurrences(schedule: Schedule, first: datetime, now: datetime) -> DueOc
             current = schedule.next_after(current)
         if current is not None and current <= now:
             current = schedule.next_after(now)
-    return DueOccurrences(due=due, following=current, unlisted=unlisted)
+    # Recorded when the occurrence before them is handled: no later tick looks at this window.
+    nonexistent = schedule.skipped_between(first, current or now)
+    return DueOccurrences(due=due, following=current, unlisted=unlisted, nonexistent=nonexistent)
 
 
 def plan_firing(
@@ -123,6 +128,30 @@ def plan_firing(
     due = occurrences.due
     if not due:
         return FiringPlan()
+    plan = _plan(
+        occurrences,
+        now=now,
+        policy=policy,
+        paused=paused,
+        blocked=blocked,
+        missed_through=missed_through,
+    )
+    if not occurrences.nonexistent:
+        return plan
+    skipped = _unrecorded(occurrences.nonexistent, "missed", REASON_NONEXISTENT, missed_through)
+    return replace(plan, not_run=[*plan.not_run, *skipped])
+
+
+def _plan(
+    occurrences: DueOccurrences,
+    *,
+    now: datetime,
+    policy: JobPolicy,
+    paused: bool,
+    blocked: bool,
+    missed_through: datetime | None,
+) -> FiringPlan:
+    due = occurrences.due
 
     def _not_run(items: list[datetime], outcome: str, reason: str) -> list[NotRun]:
         return _unrecorded(items, outcome, reason, missed_through)

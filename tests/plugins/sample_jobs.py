@@ -17,6 +17,8 @@ from typing import Any
 from jobhost_contracts import (
     AuditSink,
     BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
     JobContext,
     JobRegistration,
     MisfirePolicy,
@@ -143,6 +145,8 @@ def _registration(entry: Mapping[str, Any], log: str | None) -> JobRegistration:
         ),
         timeout=_duration(entry.get("timeout")),
         lease=_duration(entry.get("lease")),
+        dst_gap=DstGap(entry.get("dst_gap", "shift")),
+        dst_repeat=DstRepeat(entry.get("dst_repeat", "once")),
     )
     return JobRegistration(declaration, executor_type(behaviour, seconds, log))
 
