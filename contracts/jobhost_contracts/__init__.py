@@ -25,6 +25,7 @@ from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobResult
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
 from jobhost_contracts.redaction import redact_text
+from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
 __all__ = [
     "PROJECT_NAME",
@@ -33,6 +34,7 @@ __all__ = [
     "Cancellation",
     "DstGap",
     "DstRepeat",
+    "FanOutFailed",
     "IJobExecutor",
     "JobCancelled",
     "JobContext",
@@ -45,6 +47,8 @@ __all__ = [
     "RunAuditRecord",
     "StaleLeaseError",
     "TriggerSource",
+    "UnitCounts",
+    "UnitFailure",
     "format_duration",
     "hookimpl",
     "hookspec",

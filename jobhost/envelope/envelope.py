@@ -11,7 +11,15 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from jobhost_contracts import AuditSink, Cancellation, JobContext, RunAuditRecord, TriggerSource
+from jobhost_contracts import (
+    AuditSink,
+    Cancellation,
+    JobContext,
+    RunAuditRecord,
+    TriggerSource,
+    UnitCounts,
+)
+from jobhost_contracts.units import UnitTally
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
@@ -27,6 +35,7 @@ from jobhost.store import Clock, RunRecord, StoreJobState, database_now
 from jobhost.store.claims import Claim, new_run_id
 from jobhost.store.ledger import Finish, finish_run, queue_retry
 from jobhost.store.schema import runs
+from jobhost.store.units import record_unit_counts
 
 __all__ = ["RunEnvelope"]
 
@@ -82,16 +91,20 @@ class RunEnvelope:
         ) as span:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
-            outcome = self._execute(claim, spec, cancellation)
+            tally = UnitTally()
+            outcome = self._execute(claim, spec, cancellation, tally)
+            units = tally.counts()
             span.set_attribute("jobhost.run.outcome", outcome.outcome)
+            if units is not None:
+                span.set_attributes(_unit_attributes(units))
             if outcome.exception is not None:
                 span.record_exception(outcome.exception)
             if outcome.outcome == "succeeded":
                 span.set_status(Status(StatusCode.OK))
             else:
                 span.set_status(Status(StatusCode.ERROR, outcome.error_message or outcome.outcome))
-        finished_at = self._record(claim, spec, outcome, trace_id)
-        self._report(claim, spec, outcome, finished_at, trace_id)
+        finished_at = self._record(claim, spec, outcome, trace_id, units=units)
+        self._report(claim, spec, outcome, finished_at, trace_id, units=units)
         return outcome
 
     def _report(
@@ -101,6 +114,8 @@ class RunEnvelope:
         outcome: Outcome,
         finished_at: datetime,
         trace_id: str | None,
+        *,
+        units: UnitCounts | None,
     ) -> None:
         labels = {"job": claim.job_name, "outcome": outcome.outcome}
         duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
@@ -124,10 +139,13 @@ class RunEnvelope:
             error_type=outcome.error_type,
             error_message=_redacted(outcome.error_message),
             trace_id=trace_id,
+            units=units,
         )
         deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
 
-    def _execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
+    def _execute(
+        self, claim: Claim, spec: JobSpec, cancellation: Cancellation, tally: UnitTally
+    ) -> Outcome:
         context = JobContext(
             job_name=claim.job_name,
             run_id=claim.run_id,
@@ -148,6 +166,7 @@ class RunEnvelope:
                 host_id=self._host_id,
                 store_time=self._store_time,
             ),
+            unit_tally=tally,
         )
         timeout = spec.declaration.timeout
         return execute_executor(
@@ -158,7 +177,13 @@ class RunEnvelope:
         )
 
     def _record(
-        self, claim: Claim, spec: JobSpec, outcome: Outcome, trace_id: str | None
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        outcome: Outcome,
+        trace_id: str | None,
+        *,
+        units: UnitCounts | None,
     ) -> datetime:
         """Write the outcome to the ledger, retrying while the store is away; return its time."""
         now = self._clock()
@@ -176,6 +201,8 @@ class RunEnvelope:
                     recorded = finish_run(
                         connection, claim.run_id, claim.job_name, self._host_id, end
                     )
+                    if recorded and units is not None:
+                        record_unit_counts(connection, claim.run_id, units)
                     if recorded and should_retry(
                         spec.declaration.retry, outcome.outcome, claim.attempt
                     ):
@@ -220,6 +247,15 @@ class RunEnvelope:
                 time.sleep(pause)
 
         return now
+
+
+def _unit_attributes(units: UnitCounts) -> dict[str, int]:
+    return {
+        "units.total": units.total,
+        "units.succeeded": units.succeeded,
+        "units.failed": units.failed,
+        "units.skipped_already_done": units.skipped_already_done,
+    }
 
 
 def _iso(value: datetime) -> str:

@@ -71,7 +71,7 @@ class Ticker:
 
     def tick(self, now: datetime, free_slots: int) -> TickResult:
         result = TickResult()
-        record_abandoned(self._engine, now, self._telemetry)
+        record_abandoned(self._engine, now, self._telemetry, self._jobs)
         rows = self._read_schedules()
         if not diff_schedules(rows, self._desired).empty:
             plan = self.sync(now)

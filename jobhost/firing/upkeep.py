@@ -10,8 +10,10 @@ from sqlalchemy import true, update
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import JobSpec
+from jobhost.envelope.retries import retry_delay, should_retry
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import ScheduleRecord, ledger
+from jobhost.store.claims import new_run_id
 from jobhost.store.records import RUNNING
 from jobhost.store.schema import runs, schedules
 
@@ -20,8 +22,17 @@ __all__ = ["record_abandoned", "repair_schedules"]
 _log = logging.getLogger("jobhost.firing")
 
 
-def record_abandoned(engine: Engine, now: datetime, telemetry: Telemetry) -> None:
-    """Record ``abandoned`` the runs whose host stopped renewing their lease, and free leases."""
+def record_abandoned(
+    engine: Engine,
+    now: datetime,
+    telemetry: Telemetry,
+    jobs: Mapping[str, JobSpec] | None = None,
+) -> None:
+    """Record ``abandoned`` the runs whose host stopped renewing their lease, and free leases.
+
+    A job whose retry policy lists ``abandoned`` in ``retry_on`` gets its next attempt queued,
+    with the occurrence's idempotency key, so the attempt continues the dead run's work.
+    """
     with engine.begin() as connection:
         for run in ledger.abandon_expired_runs(connection, now):
             telemetry.runs.add(1, {"job": run.job_name, "outcome": "abandoned"})
@@ -31,6 +42,13 @@ def record_abandoned(engine: Engine, now: datetime, telemetry: Telemetry) -> Non
                 run.id,
                 run.host_id,
             )
+            spec = (jobs or {}).get(run.job_name)
+            policy = spec.declaration.retry if spec is not None else None
+            if policy is not None and should_retry(policy, "abandoned", run.attempt):
+                delay = retry_delay(policy, run.attempt)
+                ledger.queue_retry(
+                    connection, run, run_id=new_run_id(), now=now, not_before=now + delay
+                )
         ledger.release_expired_leases(connection, now)
 
 
