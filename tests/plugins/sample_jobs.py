@@ -108,7 +108,7 @@ class SampleExecutor:
                 return self._fan_out(context)
         raise ValueError(f"unknown behaviour {self.behaviour!r}")
 
-    def _fan_out(self, context: JobContext) -> Result[str, str]:
+    def _fan_out(self, context: JobContext) -> Result[str, Any]:
         """``units`` tenants; each sleeps ``seconds``, then appends ``unit run_id attempt`` to
         ``LOG.units``; the units in ``fail_units`` fail while ``attempt <= fail_attempts``."""
         tenants = [f"tenant-{i:03d}" for i in range(int(self.entry.get("units", 10)))]
@@ -126,7 +126,7 @@ class SampleExecutor:
             return Success(None)
 
         result = context.fan_out(tenants, purge, concurrency=int(self.entry.get("concurrency", 1)))
-        return result.map(lambda counts: counts.describe()).alt(str)
+        return result.map(lambda counts: counts.describe())
 
     def _write(self, context: JobContext) -> None:
         if not self.log:
