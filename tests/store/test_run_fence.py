@@ -6,6 +6,7 @@ a run recorded abandoned (its lease expired, another replica took over) can no l
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
-from jobhost.store import StoreJobState, create_store_engine, reading, upgrade
+from jobhost.store import StoreJobState, create_store_engine, ledger, reading, upgrade
 from jobhost.store.claims import Claim
 from jobhost.store.schema import job_idempotency, runs
 from tests.support import ManualClock, sample_catalog
@@ -153,3 +154,40 @@ def test_another_hosts_state_for_the_run_is_refused(hosts: Any, clock: ManualClo
     with pytest.raises(StaleLeaseError, match="held by host host-0"):
         second.state(claim).set("cursor", "x")
     first.state(claim).set("cursor", "x")
+
+
+def test_a_write_racing_the_abandonment_waits_for_it_and_is_refused(
+    hosts: Any, clock: ManualClock
+) -> None:
+    first, second = hosts({"name": JOB, "cron": "* * * * *"}, 2, lease_duration="10s")
+    clock.now = _at(0, 1)
+    (claim,) = first.tick()
+    # The writer still believes its lease is live; the other replica has already judged it dead.
+    writer_state = StoreJobState(
+        first.engine,
+        claim.job_name,
+        claim.fencing_token,
+        clock,
+        run_id=claim.run_id,
+        host_id=first.host_id,
+        store_time=lambda _connection: _at(0, 5),
+    )
+    refused: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            writer_state.set("cursor", "racing")
+        except StaleLeaseError as error:
+            refused.append(error)
+
+    writer = threading.Thread(target=write)
+    with second.engine.begin() as connection:
+        (abandoned,) = ledger.abandon_expired_runs(connection, _at(0, 30))
+        assert abandoned.id == claim.run_id
+        writer.start()
+        writer.join(0.5)
+        # The run row is locked by the abandonment: the write waits instead of slipping in.
+        assert writer.is_alive()
+    writer.join(10)
+    assert len(refused) == 1 and "recorded abandoned" in str(refused[0])
+    assert first.state(claim).get("cursor") is None
