@@ -191,3 +191,31 @@ def test_a_write_racing_the_abandonment_waits_for_it_and_is_refused(
     writer.join(10)
     assert len(refused) == 1 and "recorded abandoned" in str(refused[0])
     assert first.state(claim).get("cursor") is None
+
+
+@pytest.mark.parametrize(("retry_on", "retried"), [("failed,abandoned", True), ("failed", False)])
+def test_an_abandoned_run_is_retried_when_its_policy_says_so(
+    hosts: Any, clock: ManualClock, retry_on: str, retried: bool
+) -> None:
+    job = {
+        "name": JOB,
+        "cron": "0 12 * * *",
+        "max_attempts": 2,
+        "retry_on": retry_on,
+        "backoff": "1s",
+        "jitter": 0,
+    }
+    first, second = hosts(job, 2, lease_duration="10s")
+    clock.now = datetime(2026, 5, 4, 12, 0, 1, tzinfo=UTC)
+    (dead,) = first.tick()
+    clock.now += timedelta(seconds=30)
+    assert second.tick() == []  # records the run abandoned; a retry waits for its backoff
+    assert _outcome(first.engine, dead.run_id) == "abandoned"
+    clock.now += timedelta(seconds=2)
+    taken = second.tick()
+    if not retried:
+        assert taken == []
+        return
+    (retry,) = taken
+    assert (retry.attempt, retry.source, retry.occurrence) == (2, "retry", dead.occurrence)
+    assert retry.idempotency_key == dead.idempotency_key
