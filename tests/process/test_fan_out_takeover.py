@@ -1,24 +1,26 @@
 """A fan-out over 200 units survives ``kill -9`` of its host: another host finishes it.
 
-Two real ``jobhost run`` processes share one PostgreSQL store. The host running the fan-out is
-killed after about half the units; the survivor records the run abandoned, retries the
-occurrence (the job retries on ``abandoned``) and does only the units not yet marked done.
+Two real ``jobhost run`` processes share one PostgreSQL store; ``jobhost trigger`` starts the
+fan-out once both are up (a schedule could pass while a loaded machine starts them). The host
+running it is killed after about half the units; the survivor records the run abandoned,
+retries it (the job retries on ``abandoned``) and does only the units not yet marked done.
 """
 
 from __future__ import annotations
 
 import signal
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.engine import Engine
 
 from jobhost.store import reading
-from jobhost.store.schema import job_idempotency
+from jobhost.store.schema import hosts, job_idempotency
 from tests.process.conftest import ledger, wait_for
+from tests.support import run_jobhost
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -27,9 +29,10 @@ UNITS = 200
 CONCURRENCY = 4
 
 
-def _once_at(moment: datetime) -> str:
-    """A six-field cron expression that fires at ``moment`` (UTC) and then a year later."""
-    return f"{moment.second} {moment.minute} {moment.hour} {moment.day} {moment.month} *"
+def _live_hosts(engine: Engine) -> list[str]:
+    with reading(engine) as connection:
+        query = select(hosts.c.id).where(hosts.c.stopped_at.is_(None))
+        return list(connection.execute(query).scalars())
 
 
 def _unit_lines(path: Path) -> list[tuple[str, str]]:
@@ -45,10 +48,9 @@ def _unit_lines(path: Path) -> list[tuple[str, str]]:
 def test_a_killed_fan_out_is_finished_by_another_host_each_unit_once(
     cluster: Any, tmp_path: Path
 ) -> None:
-    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=6)
     job = {
         "name": JOB,
-        "cron": _once_at(start),
+        "enabled": False,  # runs only when triggered
         "behaviour": "fan-out",
         "units": UNITS,
         "seconds": 0.08,
@@ -65,6 +67,9 @@ def test_a_killed_fan_out_is_finished_by_another_host_each_unit_once(
         heartbeat_interval="1s",
         poll_interval="1s",
     )
+    wait_for(lambda: len(_live_hosts(engine)) == 2, 60, "both hosts to register")
+    queued = run_jobhost("--config", str(tmp_path / "jobhost.toml"), "trigger", JOB, "--no-wait")
+    assert queued.returncode == 0, queued.stderr
     units_log = tmp_path / "runs.log.units"
     wait_for(lambda: len(_unit_lines(units_log)) >= UNITS // 2, 60, "half the units done")
     (running,) = [r for r in ledger(engine) if r.outcome == "running"]
@@ -83,11 +88,7 @@ def test_a_killed_fan_out_is_finished_by_another_host_each_unit_once(
     rows = ledger(engine)
     first = next(r for r in rows if r.id == running.id)
     assert first.outcome == "abandoned"
-    assert (retry.host_id, retry.source, retry.occurrence) == (
-        survivor.host_id,
-        "retry",
-        first.occurrence,
-    )
+    assert (first.source, retry.host_id, retry.source) == ("manual", survivor.host_id, "retry")
     assert retry.idempotency_key == first.idempotency_key
     assert [r for r in rows if r.attempt >= 1 and r.id not in {first.id, retry.id}] == []
 
@@ -104,7 +105,8 @@ def test_a_killed_fan_out_is_finished_by_another_host_each_unit_once(
     units = retry.units
     assert units is not None
     assert (units.total, units.failed) == (UNITS, 0)
-    assert units.skipped_already_done == by_run[first.id] >= UNITS // 2
+    # About half: the log line of a unit comes just before its mark, so a few may lag.
+    assert units.skipped_already_done == by_run[first.id] >= UNITS // 2 - CONCURRENCY
     assert units.succeeded == by_run[retry.id]
 
     # The work: every unit done; only a unit in flight at the kill (done, not yet marked) may
