@@ -15,6 +15,8 @@ from jobhost_contracts.cancellation import Cancellation, JobCancelled
 from jobhost_contracts.context import JobContext, JobState, StaleLeaseError, TriggerSource
 from jobhost_contracts.declaration import (
     BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
@@ -23,12 +25,16 @@ from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobResult
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
 from jobhost_contracts.redaction import redact_text
+from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
 __all__ = [
     "PROJECT_NAME",
     "AuditSink",
     "BackgroundJobDeclaration",
     "Cancellation",
+    "DstGap",
+    "DstRepeat",
+    "FanOutFailed",
     "IJobExecutor",
     "JobCancelled",
     "JobContext",
@@ -41,6 +47,8 @@ __all__ = [
     "RunAuditRecord",
     "StaleLeaseError",
     "TriggerSource",
+    "UnitCounts",
+    "UnitFailure",
     "format_duration",
     "hookimpl",
     "hookspec",

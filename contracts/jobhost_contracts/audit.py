@@ -6,12 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from jobhost_contracts.units import UnitCounts
+
 __all__ = ["AuditSink", "RunAuditRecord"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunAuditRecord:
-    """One finished run, as the ledger, the span and the metrics saw it."""
+    """One finished run, as the ledger, the span and the metrics saw it.
+
+    ``units`` holds the counts of the run's fan-outs (``context.fan_out``), None without one.
+    """
 
     job_name: str
     module: str
@@ -27,6 +32,7 @@ class RunAuditRecord:
     error_type: str | None = None
     error_message: str | None = None
     trace_id: str | None = None
+    units: UnitCounts | None = None
 
 
 @runtime_checkable

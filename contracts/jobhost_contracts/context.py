@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from returns.result import Result
 
 from jobhost_contracts.cancellation import Cancellation
+from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitTally
 
 __all__ = ["JobContext", "JobState", "StaleLeaseError", "TriggerSource"]
+
+Unit = TypeVar("Unit")
 
 
 class TriggerSource(StrEnum):
@@ -24,19 +29,38 @@ class TriggerSource(StrEnum):
 
 
 class StaleLeaseError(Exception):
-    """A state write carried a fencing token older than the job's current lease.
+    """A state write from a run that no longer holds its lease.
 
-    The run that gets this lost its claim to another replica; its writes must stop.
+    The run that gets this lost its claim (its lease expired and it was recorded abandoned, or
+    another replica took the job over); its writes must stop. ``run_id`` and ``reason`` say
+    which run and why, when the host knows.
     """
 
-    def __init__(self, job: str, token: int, current: int) -> None:
-        super().__init__(
-            f"job {job!r}: state write with fencing token {token} rejected, "
-            f"the lease is now held with token {current}"
-        )
+    def __init__(
+        self,
+        job: str,
+        token: int,
+        current: int,
+        *,
+        run_id: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        if run_id is None:
+            message = (
+                f"job {job!r}: state write with fencing token {token} rejected, "
+                f"the lease is now held with token {current}"
+            )
+        else:
+            message = (
+                f"job {job!r}: run {run_id} no longer holds its lease "
+                f"({reason or 'lost'}); its state write with fencing token {token} was rejected"
+            )
+        super().__init__(message)
         self.job = job
         self.token = token
         self.current = current
+        self.run_id = run_id
+        self.reason = reason
 
 
 class JobState(Protocol):
@@ -84,3 +108,46 @@ class JobContext:
     logger: logging.Logger
     cancellation: Cancellation
     state: JobState
+    unit_tally: UnitTally = field(default_factory=UnitTally, compare=False)
+    """Where :meth:`fan_out` adds its counts; the host reads them into the ledger and the span."""
+
+    def fan_out(
+        self,
+        units: Iterable[Unit],
+        work: Callable[[Unit], Result[Any, Any]],
+        *,
+        key: Callable[[Unit], str] = str,
+        concurrency: int = 1,
+        stop_after_failures: int | None = None,
+        report_failures: int = 10,
+    ) -> Result[UnitCounts, FanOutFailed]:
+        """Run ``work(unit)`` for each of ``units``, each unit done once per occurrence.
+
+        ``key(unit)`` names a unit (unique, stable across runs: a tenant id). A unit whose work
+        returns ``Success`` is marked done in :attr:`state` under this occurrence's
+        :attr:`idempotency_key`; a retry, or the run that takes the occurrence over after a
+        crash, skips it. ``Failure`` (or an exception, logged) fails that unit only; it is not
+        marked, so the next attempt runs it again. Up to ``concurrency`` units run at once, in
+        threads. No unit starts once the run is cancelled (then ``JobCancelled`` is raised) or
+        after ``stop_after_failures`` failures; a run that lost its lease stops at its next
+        mark with ``StaleLeaseError``.
+
+        Returns ``Success(UnitCounts)`` when no unit failed, else ``Failure(FanOutFailed)``
+        naming the first ``report_failures`` failed units and the total. Return it (or a
+        result built from it) from ``execute`` so the run is failed and retried.
+        """
+        from jobhost_contracts.fanout import run_fan_out  # fanout imports this module
+
+        return run_fan_out(
+            units,
+            work,
+            state=self.state,
+            cancellation=self.cancellation,
+            scope=self.idempotency_key,
+            tally=self.unit_tally,
+            logger=self.logger,
+            key=key,
+            concurrency=concurrency,
+            stop_after_failures=stop_after_failures,
+            report_failures=report_failures,
+        )

@@ -15,6 +15,8 @@ from typing import Any
 
 __all__ = [
     "BackgroundJobDeclaration",
+    "DstGap",
+    "DstRepeat",
     "MisfirePolicy",
     "OverlapPolicy",
     "RetryPolicy",
@@ -39,6 +41,28 @@ class OverlapPolicy(StrEnum):
     """The new occurrence is recorded ``skipped`` (default)."""
     ALLOW = "allow"
     """Runs go side by side, up to the declaration's ``max_concurrent``."""
+
+
+class DstGap(StrEnum):
+    """What a fixed-time cron job does when its local time is skipped by a spring-forward."""
+
+    SHIFT = "shift"
+    """Run once at the first instant after the gap (Debian cron's rule; default)."""
+    SKIP = "skip"
+    """Do not run that day; the occurrence is recorded ``missed``: it does not exist."""
+
+
+class DstRepeat(StrEnum):
+    """What a fixed-time cron job does when its local time occurs twice in a fall-back."""
+
+    ONCE = "once"
+    """Run once, on the first pass (Debian cron's rule; default)."""
+    FIRST = "first"
+    """Run on the first (daylight-time) pass only: the same as ``once``, said explicitly."""
+    SECOND = "second"
+    """Run on the second (standard-time) pass only."""
+    BOTH = "both"
+    """Run on both passes: two occurrences an hour (or the shift) apart."""
 
 
 _RETRYABLE_DEFAULT = frozenset({"failed", "timed_out", "abandoned"})
@@ -91,6 +115,10 @@ class BackgroundJobDeclaration:
     """How long a claim holds before another replica may take the job over; None: host default."""
     overdue_after: timedelta | None = None
     """Grace beyond the job's period before the dead-man check calls it overdue; None: default."""
+    dst_gap: DstGap = DstGap.SHIFT
+    """A fixed-time cron job's local time skipped by a spring-forward: shift or skip."""
+    dst_repeat: DstRepeat = DstRepeat.ONCE
+    """A fixed-time cron job's local time repeated by a fall-back: once, first, second, both."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -115,6 +143,8 @@ _EXPECTED: dict[str, tuple[type, ...]] = {
     "timeout": (timedelta, type(None)),
     "lease": (timedelta, type(None)),
     "overdue_after": (timedelta, type(None)),
+    "dst_gap": (DstGap,),
+    "dst_repeat": (DstRepeat,),
     "max_attempts": (int,),
     "backoff": (timedelta,),
     "backoff_max": (timedelta,),

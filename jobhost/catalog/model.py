@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
-from jobhost_contracts import AuditSink, BackgroundJobDeclaration, IJobExecutor
+from jobhost_contracts import AuditSink, BackgroundJobDeclaration, DstGap, DstRepeat, IJobExecutor
 
 from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
@@ -29,6 +29,7 @@ ProblemCode = Literal[
     "cron-syntax",
     "cron-never-fires",
     "unknown-timezone",
+    "dst-policy-unused",
     "unknown-override",
     "override-both-triggers",
     "critical-disabled",
@@ -69,7 +70,8 @@ class EffectiveTrigger:
 
     ``kind`` is None for a job without a trigger (allowed only while it is disabled).
     ``expression`` is the cron text, or the interval as an operator writes it (``6h``).
-    ``source`` is ``override`` when a ``[jobs."name"]`` section changed the trigger or its zone.
+    ``source`` is ``override`` when a ``[jobs."name"]`` section changed the trigger, its zone or
+    its daylight-saving policy (``dst_gap``, ``dst_repeat``: they matter to fixed-time cron jobs).
     """
 
     kind: Literal["cron", "interval"] | None
@@ -77,14 +79,28 @@ class EffectiveTrigger:
     interval: timedelta | None
     timezone: str
     source: Literal["declaration", "override"]
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_repeat: DstRepeat = DstRepeat.ONCE
 
     def describe(self) -> str:
-        """``cron '0 3 * * *' (Europe/Berlin)``, ``every 6h`` or ``no trigger``."""
+        """``cron '0 3 * * *' (Europe/Berlin)``, ``every 6h`` or ``no trigger``; a policy other
+        than the default is added: ``cron '30 2 * * *' (Europe/Berlin; dst_gap=skip)``."""
         if self.kind == "cron":
-            return f"cron {self.expression!r} ({self.timezone})"
+            policy = self.dst_policy()
+            zone = f"{self.timezone}; {policy}" if policy else self.timezone
+            return f"cron {self.expression!r} ({zone})"
         if self.kind == "interval":
             return f"every {self.expression}"
         return "no trigger"
+
+    def dst_policy(self) -> str | None:
+        """``dst_gap=skip, dst_repeat=both``: the parts that differ from the default, or None."""
+        parts = []
+        if self.dst_gap is not DstGap.SHIFT:
+            parts.append(f"dst_gap={self.dst_gap.value}")
+        if self.dst_repeat is not DstRepeat.ONCE:
+            parts.append(f"dst_repeat={self.dst_repeat.value}")
+        return ", ".join(parts) or None
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,12 @@ class JobSpec:
         # Parsed once: the loop asks for a job's schedule several times on every tick.
         trigger = self.trigger
         if trigger.kind == "cron" and trigger.expression is not None:
-            return cron_schedule(trigger.expression, trigger.timezone)
+            return cron_schedule(
+                trigger.expression,
+                trigger.timezone,
+                dst_gap=trigger.dst_gap,
+                dst_repeat=trigger.dst_repeat,
+            )
         return None
 
 

@@ -1,7 +1,8 @@
 """Applying ``[jobs."name"]`` overrides, remembering where each part of a trigger came from.
 
 An override's ``cron`` replaces the declared trigger (any declared interval is dropped), its
-``interval`` likewise; ``timezone`` replaces the zone and ``enabled`` the flag. Where a part came
+``interval`` likewise; ``timezone`` replaces the zone, ``enabled`` the flag, and ``dst_gap`` /
+``dst_repeat`` the daylight-saving policy. Where a part came
 from decides the fix a problem suggests: the declaration, or the deployment's configuration.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
-from jobhost_contracts import BackgroundJobDeclaration
+from jobhost_contracts import BackgroundJobDeclaration, DstGap, DstRepeat
 
 from jobhost.catalog.model import EffectiveTrigger, Problem, suggest
 from jobhost.config import JobOverride, format_duration
@@ -46,6 +47,10 @@ class TriggerParts:
     trigger_from: Origin
     zone_from: Origin
     enabled_from: Origin
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_repeat: DstRepeat = DstRepeat.ONCE
+    dst_from: Origin = "declaration"
+    """Where the daylight-saving policy came from (an override may set either part)."""
 
 
 def declared_parts(declaration: BackgroundJobDeclaration) -> TriggerParts:
@@ -60,6 +65,8 @@ def declared_parts(declaration: BackgroundJobDeclaration) -> TriggerParts:
         trigger_from="declaration",
         zone_from="declaration",
         enabled_from="declaration",
+        dst_gap=declaration.dst_gap,
+        dst_repeat=declaration.dst_repeat,
     )
 
 
@@ -80,6 +87,11 @@ def effective_parts(
     enabled, enabled_from = parts.enabled, parts.enabled_from
     if override.enabled is not None:
         enabled, enabled_from = override.enabled, "override"
+    dst_gap, dst_repeat, dst_from = parts.dst_gap, parts.dst_repeat, parts.dst_from
+    if override.dst_gap is not None or override.dst_repeat is not None:
+        dst_gap = override.dst_gap or dst_gap
+        dst_repeat = override.dst_repeat or dst_repeat
+        dst_from = "override"
     return TriggerParts(
         name=parts.name,
         module=parts.module,
@@ -90,18 +102,25 @@ def effective_parts(
         trigger_from=trigger_from,
         zone_from=zone_from,
         enabled_from=enabled_from,
+        dst_gap=dst_gap,
+        dst_repeat=dst_repeat,
+        dst_from=dst_from,
     )
 
 
 def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:
     """The single trigger ``parts`` describe; None when they hold both a cron and an interval."""
     source: Origin = (
-        "override" if "override" in (parts.trigger_from, parts.zone_from) else "declaration"
+        "override"
+        if "override" in (parts.trigger_from, parts.zone_from, parts.dst_from)
+        else "declaration"
     )
     if parts.cron is not None and parts.interval is not None:
         return None
     if parts.cron is not None:
-        return EffectiveTrigger("cron", parts.cron, None, parts.timezone, source)
+        return EffectiveTrigger(
+            "cron", parts.cron, None, parts.timezone, source, parts.dst_gap, parts.dst_repeat
+        )
     if parts.interval is not None:
         expression = format_duration(parts.interval)
         return EffectiveTrigger("interval", expression, parts.interval, parts.timezone, source)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor
+from jobhost_contracts import BackgroundJobDeclaration, DstGap, DstRepeat, IJobExecutor
 
 from jobhost.catalog.model import Problem
 from jobhost.catalog.overrides import Origin, TriggerParts, section
@@ -125,8 +125,11 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
     elif parts.cron is None and parts.interval is None and parts.enabled:
         problems.append(_no_trigger(parts))
     zone_ok = _check_zone(parts, problems)
+    fixed_time = False
     if parts.cron is not None:
-        _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
+        fixed_time = _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
+    if not fixed_time and (parts.cron is not None or parts.interval is not None):
+        problems.extend(_unused_dst_policy(parts))
     if parts.interval is not None and parts.interval <= timedelta(0):
         fix = (
             f'set a positive interval in {where}, e.g. interval = "6h"'
@@ -195,11 +198,12 @@ def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
     return True
 
 
-def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> None:
+def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> bool:
+    """Append what is wrong with the cron expression; return whether it is a fixed-time job."""
     assert parts.cron is not None
     fix = _cron_fix(parts.trigger_from, parts.name)
     try:
-        cron_schedule(parts.cron, timezone)
+        return cron_schedule(parts.cron, timezone).fixed_time
     except CronSyntaxError as error:
         # The error names the expression, the field, its text and the reason already.
         message = f"{error}; {fix}"
@@ -210,6 +214,43 @@ def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> 
     except UnknownTimezoneError as error:
         message = f"{error}; {_zone_fix(parts.zone_from, parts.name)}"
         problems.append(Problem(parts.name, parts.module, "unknown-timezone", message))
+    return False
+
+
+def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
+    """``dst-policy-unused``: a daylight-saving policy on a job it cannot affect.
+
+    Only a fixed-time cron job has local times that a transition skips or repeats; an interval
+    counts real time and a wildcard cron job follows it, so the operator's choice would be
+    silently ignored.
+    """
+    chosen = [
+        f"{name} = {value.value!r}"
+        for name, value, default in (
+            ("dst_gap", parts.dst_gap, DstGap.SHIFT),
+            ("dst_repeat", parts.dst_repeat, DstRepeat.ONCE),
+        )
+        if value is not default
+    ]
+    if not chosen:
+        return []
+    if parts.cron is not None:
+        kind = (
+            f"cron {parts.cron!r} is a wildcard job (its minute or hour field starts with '*'), "
+            "which follows real time"
+        )
+    else:
+        kind = "an interval counts real time"
+    where = section(parts.name) if parts.dst_from == "override" else "the declaration"
+    return [
+        Problem(
+            parts.name,
+            parts.module,
+            "dst-policy-unused",
+            f"{' and '.join(chosen)} has no effect: {kind}; daylight-saving policies apply to "
+            f"fixed-time cron jobs only, remove it from {where}",
+        )
+    ]
 
 
 def _cron_fix(origin: Origin, name: str) -> str:

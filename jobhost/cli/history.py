@@ -29,9 +29,10 @@ def history(ctx: click.Context, name: str, limit: int, outcome: str | None, as_j
     """Show job NAME's ledger: every attempt, and every occurrence missed or skipped.
 
     Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
-    reason an occurrence did not run) and trace id. JSON: {"job": NAME, "runs": [{"run_id",
-    "occurrence", "attempt", "source", "host", "requested_by", "queued_at", "started_at",
-    "finished_at", "duration_ms", "outcome", "reason", "error_type", "error", "trace_id"}]}.
+    reason an occurrence did not run) and trace id; for a run that fanned out over units, their
+    counts. JSON: {"job": NAME, "runs": [{"run_id", "occurrence", "attempt", "source", "host",
+    "requested_by", "queued_at", "started_at", "finished_at", "duration_ms", "outcome",
+    "reason", "error_type", "error", "trace_id", "units"}]}.
 
     Exit status: 0; 2 for an unknown job or a bad option.
     """

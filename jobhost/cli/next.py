@@ -1,15 +1,16 @@
 """``jobhost next``: when a cron expression, or a job's effective trigger, fires next.
 
 Every instant is shown in UTC and in the trigger's zone, so an operator can check daylight
-saving before a job misfires in production.
+saving before a job misfires in production; ``--dst-gap`` / ``--dst-repeat`` preview a policy.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 import click
+from jobhost_contracts import DstGap, DstRepeat
 
 from jobhost.catalog import build_catalog
 from jobhost.cli._app import EXIT_FAILED, cli, config_path
@@ -17,6 +18,7 @@ from jobhost.cli._context import require_job
 from jobhost.config import load_settings
 from jobhost.triggers import (
     CronNeverFiresError,
+    CronSchedule,
     CronSyntaxError,
     Schedule,
     UnknownTimezoneError,
@@ -69,6 +71,17 @@ class _Instant(click.ParamType[datetime]):
     show_default=True,
     help="How many instants to show.",
 )
+@click.option(
+    "--dst-gap",
+    type=click.Choice([g.value for g in DstGap]),
+    help="Preview this policy for a local time a spring-forward skips (default: the job's, "
+    "or shift).",
+)
+@click.option(
+    "--dst-repeat",
+    type=click.Choice([r.value for r in DstRepeat]),
+    help="Preview this policy for a local time a fall-back repeats (default: the job's, or once).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of {utc, local}.")
 @click.pass_context
 def next_occurrences(
@@ -79,9 +92,15 @@ def next_occurrences(
     timezone: str | None,
     after: datetime | None,
     count: int,
+    dst_gap: str | None,
+    dst_repeat: str | None,
     as_json: bool,
 ) -> None:
     """Show when job NAME (its trigger after overrides) or --cron EXPR fires next.
+
+    For a job, its daylight-saving policy is shown; --dst-gap and --dst-repeat preview another
+    one (they matter to fixed-time jobs only). Local times that do not exist under
+    dst_gap=skip are listed after the instants.
 
     Exit status: 0 ok, 1 the job has no trigger, 2 an unknown job or an invalid expression or
     zone, 3 the job's declaration has problems (see `jobhost validate`).
@@ -91,34 +110,82 @@ def next_occurrences(
     if timezone is not None and expression is None:
         raise click.UsageError("--tz goes with --cron; a job's zone comes from its trigger", ctx)
     start = after if after is not None else datetime.now(UTC).replace(microsecond=0)
+    policy = _Policy(dst_gap, dst_repeat)
     if expression is not None:
-        schedule, zone = _from_expression(ctx, expression, timezone or "UTC")
+        schedule, zone = _from_expression(ctx, expression, timezone or "UTC", policy)
     else:
         assert name is not None
-        schedule, zone = _from_job(ctx, name, start)
+        schedule, zone = _from_job(ctx, name, start, policy)
     instants = schedule.iter_after(start, count)
     if as_json:
         click.echo(json.dumps([_as_json(instant, zone) for instant in instants]))
     else:
         _print_columns(instants, zone)
+        if instants:
+            for skipped in schedule.skipped_between(start, instants[-1]):
+                click.echo(f"does not exist, recorded missed: {_skipped(skipped, zone)}")
 
 
-def _from_expression(ctx: click.Context, expression: str, timezone: str) -> tuple[Schedule, tzinfo]:
+class _Policy:
+    """The --dst-gap / --dst-repeat flags; None where the flag was not given."""
+
+    def __init__(self, gap: str | None, repeat: str | None) -> None:
+        self.gap = None if gap is None else DstGap(gap)
+        self.repeat = None if repeat is None else DstRepeat(repeat)
+
+    def given(self) -> bool:
+        return self.gap is not None or self.repeat is not None
+
+
+def _from_expression(
+    ctx: click.Context, expression: str, timezone: str, policy: _Policy
+) -> tuple[Schedule, tzinfo]:
     try:
         zone = load_zone(timezone)
     except UnknownTimezoneError as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--tz'") from None
     try:
-        schedule = cron_schedule(expression, timezone)
+        schedule = cron_schedule(
+            expression,
+            timezone,
+            dst_gap=policy.gap or DstGap.SHIFT,
+            dst_repeat=policy.repeat or DstRepeat.ONCE,
+        )
     except (CronSyntaxError, CronNeverFiresError) as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--cron'") from None
+    if policy.given() and not schedule.fixed_time:
+        click.echo(_WILDCARD_NOTE, err=True)
     return schedule, zone
 
 
-def _from_job(ctx: click.Context, name: str, start: datetime) -> tuple[Schedule, tzinfo]:
+_WILDCARD_NOTE = (
+    "note: the minute or hour field starts with '*': a wildcard job follows real time, "
+    "so --dst-gap and --dst-repeat change nothing"
+)
+
+
+def _from_job(
+    ctx: click.Context, name: str, start: datetime, policy: _Policy
+) -> tuple[Schedule, tzinfo]:
     catalog = build_catalog(load_settings(config_path(ctx)))
     spec = require_job(catalog, name, "be previewed")
     schedule = spec.schedule(start)
+    if isinstance(schedule, CronSchedule):
+        gap, repeat = policy.gap or schedule.dst_gap, policy.repeat or schedule.dst_repeat
+        click.echo(
+            f"{name}: daylight saving: dst_gap={schedule.dst_gap.value}, "
+            f"dst_repeat={schedule.dst_repeat.value}"
+            + ("" if schedule.fixed_time else " (no effect: a wildcard job follows real time)"),
+            err=True,
+        )
+        if policy.given():
+            schedule = cron_schedule(
+                schedule.expression, schedule.timezone, dst_gap=gap, dst_repeat=repeat
+            )
+            click.echo(
+                f"note: previewing dst_gap={gap.value}, dst_repeat={repeat.value} instead",
+                err=True,
+            )
     if schedule is None:
         state = "enabled" if spec.enabled else "disabled"
         click.echo(f"job {name} ({state}) has no trigger: it never fires on its own", err=True)
@@ -147,6 +214,13 @@ def _print_columns(instants: list[datetime], zone: tzinfo) -> None:
     click.echo(f"{'UTC':<{width}}local ({zone})")
     for utc, local in rows:
         click.echo(f"{utc:<{width}}{local}")
+
+
+def _skipped(instant: datetime, zone: tzinfo) -> str:
+    # The skipped local time is the instant read with the offset from before the gap.
+    before = (instant - timedelta(hours=12)).astimezone(zone).utcoffset() or timedelta(0)
+    wall = (instant + before).replace(tzinfo=None)
+    return f"{wall.isoformat()} {zone} (counted at {_utc(instant)})"
 
 
 def _local(value: datetime) -> str:

@@ -6,7 +6,7 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from jobhost_contracts import parse_duration
+from jobhost_contracts import DstGap, DstRepeat, parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -27,6 +27,8 @@ class JobOverride(BaseModel):
     cron: str | None = None
     interval: Duration | None = None
     timezone: str | None = None
+    dst_gap: DstGap | None = None
+    dst_repeat: DstRepeat | None = None
 
 
 class Settings(BaseSettings):

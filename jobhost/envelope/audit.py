@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import asdict, is_dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
 
@@ -88,6 +89,8 @@ def _call_bounded(sink: AuditSink, entry: RunAuditRecord, timeout: float) -> str
 
 
 def _plain(value: object) -> object:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
     if isinstance(value, datetime):
         return value.isoformat().replace("+00:00", "Z")
     return value

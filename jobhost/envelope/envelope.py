@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobhost_contracts import AuditSink, Cancellation, JobContext, RunAuditRecord, TriggerSource
+from jobhost_contracts import (
+    AuditSink,
+    Cancellation,
+    JobContext,
+    RunAuditRecord,
+    TriggerSource,
+    UnitCounts,
+)
+from jobhost_contracts.units import UnitTally
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -89,15 +97,19 @@ class RunEnvelope:
         ) as span:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
-            outcome = self._execute(claim, spec, cancellation)
+            tally = UnitTally()
+            outcome = self._execute(claim, spec, cancellation, tally)
+            units = tally.counts()
             span.set_attribute("jobhost.run.outcome", outcome.outcome)
+            if units is not None:
+                span.set_attributes(_unit_attributes(units))
             if outcome.exception is not None:
                 span.record_exception(outcome.exception)
             if outcome.outcome == "succeeded":
                 span.set_status(Status(StatusCode.OK))
             else:
                 span.set_status(Status(StatusCode.ERROR, outcome.error_message or outcome.outcome))
-        return Executed(outcome, trace_id)
+        return Executed(outcome, trace_id, units)
 
     def ledger_outcome(
         self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
@@ -129,6 +141,7 @@ class RunEnvelope:
                 trace_id=executed.trace_id,
             ),
             retry=retry,
+            units=executed.units,
         )
 
     def report(
@@ -165,10 +178,13 @@ class RunEnvelope:
             error_type=outcome.error_type,
             error_message=_redacted(outcome.error_message),
             trace_id=executed.trace_id,
+            units=executed.units,
         )
         deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
 
-    def _execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
+    def _execute(
+        self, claim: Claim, spec: JobSpec, cancellation: Cancellation, tally: UnitTally
+    ) -> Outcome:
         context = JobContext(
             job_name=claim.job_name,
             run_id=claim.run_id,
@@ -181,8 +197,15 @@ class RunEnvelope:
             logger=logging.getLogger(f"jobhost.job.{claim.job_name}"),
             cancellation=cancellation,
             state=StoreJobState(
-                self._engine, claim.job_name, claim.fencing_token, self._clock, claim.run_id
+                self._engine,
+                claim.job_name,
+                claim.fencing_token,
+                self._clock,
+                run_id=claim.run_id,
+                host_id=self._host_id,
+                store_time=self._store_time,
             ),
+            unit_tally=tally,
         )
         timeout = spec.declaration.timeout
         return execute_executor(
@@ -256,6 +279,17 @@ class Executed:
 
     outcome: Outcome
     trace_id: str | None
+    units: UnitCounts | None = None
+    """Counts of a run that fanned out over units (``context.fan_out``)."""
+
+
+def _unit_attributes(units: UnitCounts) -> dict[str, int]:
+    return {
+        "units.total": units.total,
+        "units.succeeded": units.succeeded,
+        "units.failed": units.failed,
+        "units.skipped_already_done": units.skipped_already_done,
+    }
 
 
 def _iso(value: datetime) -> str:

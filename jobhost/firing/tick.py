@@ -64,7 +64,8 @@ class Ticker:
         self._rules = FiringRules(jobs, lease_duration)
         self._unknown: set[str] = set()
         self._set_aside: dict[str, float] = {}
-        self._wakeups = Wakeups()
+        self._wakeups: Wakeups | None = None
+        """What the last turn read; None until then, so the first turn looks for dead runs."""
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
 
@@ -82,7 +83,7 @@ class Ticker:
 
     def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:
         """Claim what is due now within the free slots; say when to look again."""
-        if self.may_abandon and self._wakeups.lease_expiry_passed(now):
+        if self.may_abandon and (self._wakeups is None or self._wakeups.lease_expiry_passed(now)):
             record_abandoned(
                 self._engine, now, self._telemetry, self._rules, implausible=self._implausible
             )

@@ -67,4 +67,17 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "error_type": run.error_type,
         "error": run.error_message,
         "trace_id": run.trace_id,
+        "units": _units_json(run),
+    }
+
+
+def _units_json(run: RunRecord) -> dict[str, int] | None:
+    units = run.units
+    if units is None:
+        return None
+    return {
+        "total": units.total,
+        "succeeded": units.succeeded,
+        "failed": units.failed,
+        "skipped_already_done": units.skipped_already_done,
     }

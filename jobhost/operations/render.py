@@ -103,6 +103,8 @@ def history_lines(job: str, rows: list[RunRecord], style: Style) -> list[str]:
         lines += [f"    {line.strip()}" for line in "  ".join(details).splitlines()]
         if run.reason:
             lines += _wrap(f"reason: {run.reason}", 4)
+        if run.units is not None:
+            lines += _wrap(run.units.describe(), 4)
         if run.error_message or run.error_type:
             error = ": ".join(filter(None, [run.error_type, run.error_message]))
             lines += [style(line, fg="red") for line in _wrap(f"error: {error}", 4)]

@@ -45,15 +45,19 @@ class TriggerView:
     expression: str | None
     timezone: str
     source: str | None = None
+    dst_policy: str | None = None
+    """``dst_gap=skip, dst_repeat=both``: only a policy other than the default."""
 
     @classmethod
     def of(cls, trigger: EffectiveTrigger, *, with_source: bool) -> TriggerView:
         source = trigger.source if with_source else None
-        return cls(trigger.kind, trigger.expression, trigger.timezone, source)
+        policy = trigger.dst_policy()
+        return cls(trigger.kind, trigger.expression, trigger.timezone, source, policy)
 
     def describe(self) -> str:
         if self.kind == "cron":
-            return f"cron '{self.expression}' ({self.timezone})"
+            zone = f"{self.timezone}; {self.dst_policy}" if self.dst_policy else self.timezone
+            return f"cron '{self.expression}' ({zone})"
         if self.kind == "interval":
             return f"every {self.expression}"
         return "no trigger"
@@ -66,6 +70,8 @@ class TriggerView:
         }
         if self.source is not None:
             data["source"] = self.source
+        if self.dst_policy is not None:
+            data["dst_policy"] = self.dst_policy
         return data
 
 

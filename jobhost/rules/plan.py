@@ -7,7 +7,7 @@ is recorded with a reason, so "did it run last Tuesday?" always has an answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
@@ -39,6 +39,7 @@ REASON_PAUSED = "paused"
 REASON_OVERLAP = "overlap"
 REASON_CATCH_UP_BOUND = "catch-up bound"
 REASON_GRACE = "misfire grace"
+REASON_NONEXISTENT = "does not exist on this day"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,8 @@ class DueOccurrences:
     following: datetime | None
     gap: Gap | None = None
     gap_at: int = 0
+    nonexistent: list[datetime] = field(default_factory=list)
+    """Occurrences up to ``following`` that ``dst_gap = "skip"`` drops: recorded missed."""
 
 
 def due_occurrences(
@@ -135,7 +138,18 @@ def due_occurrences(
         head.append(current)
         current = schedule.next_after(current)
     if current is None or current > now:
-        return DueOccurrences(due=head, following=current)
+        found = DueOccurrences(due=head, following=current)
+    else:
+        found = _jump(schedule, head, current, now, keep)
+    # Recorded when the occurrence before them is handled: no later turn looks at this window.
+    nonexistent = schedule.skipped_between(first, found.following or now)
+    return replace(found, nonexistent=nonexistent) if nonexistent else found
+
+
+def _jump(
+    schedule: Schedule, head: list[datetime], current: datetime, now: datetime, keep: int
+) -> DueOccurrences:
+    """Past the listed head: the newest ``keep`` due occurrences, and a count of the rest."""
     following = schedule.next_after(now)
     tail = newest_at_or_before(schedule, now, keep=keep, not_before=current)
     if not tail:
@@ -165,9 +179,32 @@ def plan_firing(
     ``blocked`` says an earlier run still holds the job (overlap). ``missed_through`` is the last
     occurrence already recorded missed while the job was paused: those are not recorded twice.
     """
-    due = occurrences.due
-    if not due:
+    if not occurrences.due:
         return FiringPlan()
+    plan = _plan(
+        occurrences,
+        now=now,
+        policy=policy,
+        paused=paused,
+        blocked=blocked,
+        missed_through=missed_through,
+    )
+    if not occurrences.nonexistent:
+        return plan
+    skipped = _unrecorded(occurrences.nonexistent, "missed", REASON_NONEXISTENT, missed_through)
+    return replace(plan, not_run=[*plan.not_run, *skipped])
+
+
+def _plan(
+    occurrences: DueOccurrences,
+    *,
+    now: datetime,
+    policy: JobPolicy,
+    paused: bool,
+    blocked: bool,
+    missed_through: datetime | None,
+) -> FiringPlan:
+    due = occurrences.due
 
     def _not_run(items: list[datetime], outcome: str, reason: str) -> list[NotRun]:
         return _unrecorded(items, outcome, reason, missed_through)

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from jobhost_contracts import UnitCounts
 from sqlalchemy import bindparam, case, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import locked
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
+from jobhost.store.units import record_unit_counts
 
 __all__ = [
     "Finish",
@@ -68,6 +70,7 @@ class Outcome:
     started_at: datetime | None
     end: Finish
     retry: RetryRequest | None = None
+    units: UnitCounts | None = None
 
 
 def record_outcomes(
@@ -132,6 +135,9 @@ def record_outcomes(
             for o in recorded
         ],
     )
+    for item in recorded:
+        if item.units is not None:
+            record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
     return {o.run_id for o in recorded}
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Self
 
+from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
 
 __all__ = ["HostRecord", "RequestRecord", "RunRecord", "ScheduleRecord"]
@@ -85,6 +86,22 @@ class RunRecord(_FromRow):
     error_type: str | None
     error_message: str | None
     trace_id: str | None
+    units_total: int | None = None
+    units_succeeded: int | None = None
+    units_failed: int | None = None
+    units_skipped_already_done: int | None = None
+
+    @property
+    def units(self) -> UnitCounts | None:
+        """The counts of the run's fan-outs; None for a run without one."""
+        if self.units_total is None:
+            return None
+        return UnitCounts(
+            total=self.units_total,
+            succeeded=self.units_succeeded or 0,
+            failed=self.units_failed or 0,
+            skipped_already_done=self.units_skipped_already_done or 0,
+        )
 
     @property
     def duration_ms(self) -> int | None:

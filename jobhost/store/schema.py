@@ -113,6 +113,11 @@ runs = Table(
     Column("error_type", String(200)),
     Column("error_message", Text),
     Column("trace_id", String(32)),
+    # Counts of the run's fan-outs (context.fan_out); None for a run without one.
+    Column("units_total", Integer),
+    Column("units_succeeded", Integer),
+    Column("units_failed", Integer),
+    Column("units_skipped_already_done", Integer),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),

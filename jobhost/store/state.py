@@ -1,8 +1,13 @@
-"""Durable per-job state behind ``JobContext.state``, fenced by the run's lease token.
+"""Durable per-job state behind ``JobContext.state``, fenced by the run's own lease.
 
-A write first locks the job's schedule row and compares the run's token with the job's current
-one: a run whose lease was taken over (a newer token exists) gets ``StaleLeaseError`` and changes
-nothing, so it can neither move a cursor backwards nor mark work done twice.
+A run's state writes are fenced by its own run row: the write locks that row and goes through
+only while the run is still ``running``, owned by this host, with an unexpired lease and the
+fencing token it was claimed with. A run that was recorded abandoned (its lease expired and
+another replica took the job over) gets ``StaleLeaseError`` and changes nothing, so it can
+neither move a cursor backwards nor mark work done twice. A newer run of the same job does not
+fence an older live one: under ``overlap = "allow"`` both keep writing.
+
+A state that belongs to no run (tools, tests) is fenced by the job's schedule token instead.
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store._sql import insert_ignoring_duplicates
+from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
-from jobhost.store.schema import job_idempotency, job_state, schedules
+from jobhost.store.records import RUNNING
+from jobhost.store.schema import job_idempotency, job_state, runs, schedules
 
 __all__ = ["StoreJobState"]
 
 
 class StoreJobState:
-    """The :class:`jobhost_contracts.JobState` of one run."""
+    """The :class:`jobhost_contracts.JobState` of one run.
+
+    With ``run_id`` and ``host_id`` (what the envelope passes) every write checks that run's
+    lease, at ``store_time`` (default: the database's time on PostgreSQL, ``clock`` on SQLite);
+    without them the job's current schedule token is the fence.
+    """
 
     def __init__(
         self,
@@ -31,12 +43,18 @@ class StoreJobState:
         fencing_token: int,
         clock: Callable[[], datetime],
         run_id: str | None = None,
+        *,
+        host_id: str | None = None,
+        store_time: Callable[[Connection], datetime] | None = None,
     ) -> None:
         self._engine = engine
         self._job = job_name
         self._token = fencing_token
         self._clock = clock
         self._run_id = run_id
+        self._host_id = host_id
+        # Leases are stamped with the database's time on PostgreSQL; compare with the same.
+        self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
     def get(self, key: str) -> str | None:
         with reading(self._engine) as connection:
@@ -102,6 +120,9 @@ class StoreJobState:
         return found is not None
 
     def _check_fence(self, connection: Connection) -> None:
+        if self._run_id is not None and self._host_id is not None:
+            self._check_run_lease(connection, self._run_id, self._host_id)
+            return
         # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write.
         query = select(schedules.c.fencing_token).where(schedules.c.job_name == self._job)
         if connection.dialect.name == "postgresql":
@@ -109,3 +130,34 @@ class StoreJobState:
         current = connection.execute(query).scalar()
         if current is not None and int(current) > self._token:
             raise StaleLeaseError(self._job, self._token, int(current))
+
+    def _check_run_lease(self, connection: Connection, run_id: str, host_id: str) -> None:
+        # FOR UPDATE on the run row: recording it abandoned updates that row, so it waits for
+        # this write to commit (and then still finds the run running, with the write in before
+        # its verdict); a write that comes after the verdict sees it. SQLite's write lock,
+        # taken at BEGIN, serialises the two the same way.
+        query = select(
+            runs.c.outcome, runs.c.host_id, runs.c.lease_expires_at, runs.c.fencing_token
+        ).where(runs.c.id == run_id)
+        if connection.dialect.name == "postgresql":
+            query = query.with_for_update()
+        row = connection.execute(query).first()
+        now = self._store_time(connection)
+        if row is None:
+            reason = "the run is not in the ledger"
+        elif row.outcome != RUNNING:
+            reason = f"the run was recorded {row.outcome}"
+        elif row.host_id != host_id or row.fencing_token != self._token:
+            reason = f"the run is held by host {row.host_id} with token {row.fencing_token}"
+        elif row.lease_expires_at is None or row.lease_expires_at < now:
+            reason = "its lease expired"
+        else:
+            return
+        current = self._current_token(connection)
+        raise StaleLeaseError(self._job, self._token, current, run_id=run_id, reason=reason)
+
+    def _current_token(self, connection: Connection) -> int:
+        current = connection.execute(
+            select(schedules.c.fencing_token).where(schedules.c.job_name == self._job)
+        ).scalar()
+        return self._token if current is None else int(current)

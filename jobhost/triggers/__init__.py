@@ -38,6 +38,12 @@ class Schedule(Protocol):
         """Up to ``limit`` consecutive occurrences strictly after ``after``, increasing."""
         ...
 
+    def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
+        """Occurrences in ``(after, until]`` that do not exist because a spring-forward skipped
+        their local time and the job's ``dst_gap`` is ``skip``; the firing loop records each one
+        ``missed`` ("does not exist on this day"). Empty for every other schedule."""
+        ...
+
     def describe(self) -> str:
         """For people: ``cron '30 2 * * *' in Europe/Berlin``, ``every 6h``."""
         ...

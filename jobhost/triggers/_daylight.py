@@ -1,4 +1,4 @@
-"""Local wall time to instants: IANA zones, and Debian cron's two daylight-saving rules.
+"""Local wall time to instants: IANA zones, Debian cron's daylight-saving rules, and a job's own.
 
 Instants and wall times are whole seconds since 1970-01-01T00:00 (UTC for an instant, the naive
 local clock for a wall time); offsets are seconds east of UTC. A zone's transitions are found by
@@ -13,7 +13,15 @@ from datetime import datetime
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-__all__ = ["Calendar", "UnknownTimezoneError", "load_zone", "next_instant"]
+from jobhost_contracts import DstGap, DstRepeat
+
+__all__ = [
+    "Calendar",
+    "UnknownTimezoneError",
+    "load_zone",
+    "next_instant",
+    "skipped_wall_times",
+]
 
 Calendar = Callable[[int], int | None]
 """The first wall time at or after the given one that the cron fields match (None: never)."""
@@ -44,19 +52,31 @@ def load_zone(name: str) -> ZoneInfo:
         raise UnknownTimezoneError(name) from None
 
 
-def next_instant(zone: ZoneInfo, calendar: Calendar, *, fixed_time: bool, after: int) -> int | None:
+def next_instant(
+    zone: ZoneInfo,
+    calendar: Calendar,
+    *,
+    fixed_time: bool,
+    after: int,
+    gap: DstGap = DstGap.SHIFT,
+    repeat: DstRepeat = DstRepeat.ONCE,
+) -> int | None:
     """The first instant strictly after ``after`` at which a cron job in ``zone`` fires.
 
-    ``calendar`` matches wall times. A fixed-time job fires a wall time skipped by a
-    spring-forward once, at the first instant after the gap, and a wall time repeated by a
-    fall-back on its first pass only; a wildcard job fires the wall times that really happen,
-    twice in a repeated hour. Occurrences that coincide are one, because this returns an instant.
+    ``calendar`` matches wall times. By default (Debian cron) a fixed-time job fires a wall
+    time skipped by a spring-forward once, at the first instant after the gap, and a wall time
+    repeated by a fall-back on its first pass only; ``gap`` and ``repeat`` choose otherwise for
+    fixed-time jobs. A wildcard job fires the wall times that really happen, twice in a repeated
+    hour. Occurrences that coincide are one, because this returns an instant.
     """
     timeline = _timeline(zone)
     # Outside datetime's years the zone cannot be asked; no cron job fires there anyway.
     lowest = max(after + 1, _FIRST_INSTANT)
     if lowest > _LAST_INSTANT:
         return None
+    shift_gap = fixed_time and gap is DstGap.SHIFT
+    first_pass_only = fixed_time and repeat in {DstRepeat.ONCE, DstRepeat.FIRST}
+    second_pass_only = fixed_time and repeat is DstRepeat.SECOND
     previous = timeline.last_transition(lowest - _LOOKBACK, lowest)
     if previous is None:
         segment_start: int | None = None
@@ -66,14 +86,14 @@ def next_instant(zone: ZoneInfo, calendar: Calendar, *, fixed_time: bool, after:
     # Walk the segments of constant offset from `lowest` on; usually the first one answers.
     while True:
         floor = start = lowest if segment_start is None else max(lowest, segment_start)
-        if segment_start is not None and fixed_time:
-            if offset > before and segment_start >= lowest:
+        if segment_start is not None:
+            if shift_gap and offset > before and segment_start >= lowest:
                 gap_match = calendar(segment_start + before)
                 if gap_match is None:
                     return None
                 if gap_match < segment_start + offset:
                     return segment_start
-            elif offset < before:
+            elif first_pass_only and offset < before:
                 # The wall times repeated here had their first pass before the transition.
                 start = max(start, segment_start + before - offset)
         wall = calendar(start + offset)
@@ -82,8 +102,48 @@ def next_instant(zone: ZoneInfo, calendar: Calendar, *, fixed_time: bool, after:
         candidate = wall - offset
         following = timeline.first_transition(floor, candidate)
         if following is None:
+            if second_pass_only:
+                ahead = timeline.first_transition(candidate, candidate + _LOOKBACK)
+                if ahead is not None and _on_first_pass(candidate, ahead):
+                    # This wall time comes round again after the fall-back: fire it then.
+                    segment_start, before, offset = ahead
+                    continue
             return candidate
         segment_start, before, offset = following
+
+
+def skipped_wall_times(zone: ZoneInfo, calendar: Calendar, *, after: int, until: int) -> list[int]:
+    """The wall times ``calendar`` matches that a spring-forward skips, as instants.
+
+    A skipped wall time has no instant of its own; it is given the one Python gives it by
+    default (``fold=0``: read with the offset before the gap), which lies just after the
+    transition. Only those in ``(after, until]`` are listed, in order.
+    """
+    timeline = _timeline(zone)
+    low, high = max(after, _FIRST_INSTANT), min(until, _LAST_INSTANT)
+    found: list[int] = []
+    # A gap's instants follow its transition by less than _LOOKBACK.
+    cursor = low - _LOOKBACK
+    while cursor < high:
+        transition = timeline.first_transition(cursor, high)
+        if transition is None:
+            break
+        cursor = transition.at
+        if transition.after <= transition.before:
+            continue
+        wall = calendar(transition.at + transition.before)
+        while wall is not None and wall < transition.at + transition.after:
+            instant = wall - transition.before
+            if low < instant <= high:
+                found.append(instant)
+            wall = calendar(wall + 1)
+    return found
+
+
+def _on_first_pass(instant: int, transition: _Transition) -> bool:
+    """Whether ``instant`` is on the first pass of wall times a fall-back repeats."""
+    shift = transition.before - transition.after
+    return shift > 0 and transition.at - shift <= instant < transition.at
 
 
 class _Transition(NamedTuple):

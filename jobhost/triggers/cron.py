@@ -16,8 +16,10 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
+from jobhost_contracts import DstGap, DstRepeat
+
 from jobhost.triggers._apscheduler import WallCalendar
-from jobhost.triggers._daylight import load_zone, next_instant
+from jobhost.triggers._daylight import load_zone, next_instant, skipped_wall_times
 
 __all__ = ["CronNeverFiresError", "CronSchedule", "CronSyntaxError", "cron_schedule"]
 
@@ -53,13 +55,19 @@ class CronNeverFiresError(ValueError):
         return (type(self), (self.expression, self.reason))
 
 
-def cron_schedule(expression: str, timezone: str = "UTC") -> CronSchedule:
-    """Parse ``expression`` and bind it to an IANA ``timezone``.
+def cron_schedule(
+    expression: str,
+    timezone: str = "UTC",
+    *,
+    dst_gap: DstGap = DstGap.SHIFT,
+    dst_repeat: DstRepeat = DstRepeat.ONCE,
+) -> CronSchedule:
+    """Parse ``expression`` and bind it to an IANA ``timezone`` and a daylight-saving policy.
 
     Raises :class:`CronSyntaxError`, :class:`CronNeverFiresError` or
     :class:`~jobhost.triggers.UnknownTimezoneError`.
     """
-    return CronSchedule(expression, timezone)
+    return CronSchedule(expression, timezone, DstGap(dst_gap), DstRepeat(dst_repeat))
 
 
 @dataclass(frozen=True)
@@ -67,12 +75,15 @@ class CronSchedule:
     """A cron expression in a time zone; occurrences are UTC instants at whole seconds.
 
     ``fixed_time`` is Debian cron's split for daylight saving: neither the minute nor the hour
-    field starts with ``*``. Such a job fires a skipped local time once, just after the gap, and
-    a repeated local time once, on its first pass; any other job follows real time.
+    field starts with ``*``. By default such a job fires a skipped local time once, just after
+    the gap, and a repeated local time once, on its first pass; ``dst_gap`` and ``dst_repeat``
+    choose otherwise. Any other job follows real time, whatever the policy.
     """
 
     expression: str
     timezone: str = "UTC"
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_repeat: DstRepeat = DstRepeat.ONCE
     fixed_time: bool = field(init=False)
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
     _calendar: WallCalendar = field(init=False, repr=False, compare=False)
@@ -103,12 +114,43 @@ class CronSchedule:
             current = following
         return found
 
+    def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
+        """Occurrences that do not exist under ``dst_gap = "skip"``, in ``(after, until]``.
+
+        Each is a local time a spring-forward skipped, at the instant Python's ``fold=0``
+        reading gives it (the offset before the gap): just after the transition. Empty unless
+        this is a fixed-time job with ``dst_gap = "skip"``.
+        """
+        if not self.fixed_time or self.dst_gap is not DstGap.SKIP:
+            return []
+        found = skipped_wall_times(
+            self._zone,
+            self._calendar.next_at_or_after,
+            after=_seconds(after),
+            until=_seconds(until),
+        )
+        return [datetime.fromtimestamp(instant, UTC) for instant in found]
+
     def describe(self) -> str:
-        return f"cron {self.expression!r} in {self.timezone}"
+        return f"cron {self.expression!r} in {self.timezone}{self.policy_note()}"
+
+    def policy_note(self) -> str:
+        """``, dst_gap=skip, dst_repeat=both`` for a policy other than the default, else ``""``."""
+        parts = []
+        if self.dst_gap is not DstGap.SHIFT:
+            parts.append(f"dst_gap={self.dst_gap.value}")
+        if self.dst_repeat is not DstRepeat.ONCE:
+            parts.append(f"dst_repeat={self.dst_repeat.value}")
+        return "".join(f", {part}" for part in parts)
 
     def _next(self, after: int) -> int | None:
         return next_instant(
-            self._zone, self._calendar.next_at_or_after, fixed_time=self.fixed_time, after=after
+            self._zone,
+            self._calendar.next_at_or_after,
+            fixed_time=self.fixed_time,
+            after=after,
+            gap=self.dst_gap,
+            repeat=self.dst_repeat,
         )
 
 

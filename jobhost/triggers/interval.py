@@ -46,6 +46,10 @@ class IntervalSchedule:
         first = self.next_after(after)
         return [first + index * self.every for index in range(limit)]
 
+    def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
+        """Always empty: an interval counts real time, which daylight saving never skips."""
+        return []
+
     def describe(self) -> str:
         return f"every {format_duration(self.every)}"
 

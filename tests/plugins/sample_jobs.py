@@ -17,6 +17,8 @@ from typing import Any
 from jobhost_contracts import (
     AuditSink,
     BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
     JobContext,
     JobRegistration,
     MisfirePolicy,
@@ -60,10 +62,17 @@ class SampleSink:
 
 
 class SampleExecutor:
-    def __init__(self, behaviour: str, seconds: float, log: str | None) -> None:
+    def __init__(
+        self,
+        behaviour: str,
+        seconds: float,
+        log: str | None,
+        entry: Mapping[str, Any] | None = None,
+    ) -> None:
         self.behaviour = behaviour
         self.seconds = seconds
         self.log = log
+        self.entry = entry or {}
 
     def execute(self, context: JobContext) -> Result[str, str]:
         self._write(context)
@@ -95,7 +104,29 @@ class SampleExecutor:
                 count = int(context.state.get("count") or 0) + 1
                 context.state.set("count", str(count))
                 return Success(str(count))
+            case "fan-out":
+                return self._fan_out(context)
         raise ValueError(f"unknown behaviour {self.behaviour!r}")
+
+    def _fan_out(self, context: JobContext) -> Result[str, Any]:
+        """``units`` tenants; each sleeps ``seconds``, then appends ``unit run_id attempt`` to
+        ``LOG.units``; the units in ``fail_units`` fail while ``attempt <= fail_attempts``."""
+        tenants = [f"tenant-{i:03d}" for i in range(int(self.entry.get("units", 10)))]
+        failing = set(filter(None, str(self.entry.get("fail_units", "")).split(",")))
+        fail_attempts = int(self.entry.get("fail_attempts", 1))
+
+        def purge(tenant: str) -> Result[None, str]:
+            if tenant in failing and context.attempt <= fail_attempts:
+                return Failure(f"{tenant} refused")
+            if context.cancellation.wait(self.seconds):
+                return Failure("cancelled")
+            if self.log:
+                with open(f"{self.log}.units", "a", encoding="utf-8") as handle:
+                    handle.write(f"{tenant} {context.run_id} {context.attempt}\n")
+            return Success(None)
+
+        result = context.fan_out(tenants, purge, concurrency=int(self.entry.get("concurrency", 1)))
+        return result.map(lambda counts: counts.describe())
 
     def _write(self, context: JobContext) -> None:
         if not self.log:
@@ -140,11 +171,14 @@ def _registration(entry: Mapping[str, Any], log: str | None) -> JobRegistration:
             max_attempts=entry.get("max_attempts", 1),
             backoff=_duration(entry.get("backoff")) or timedelta(seconds=30),
             jitter=float(entry.get("jitter", 0.0)),
+            retry_on=frozenset(str(entry.get("retry_on", "failed,timed_out")).split(",")),
         ),
         timeout=_duration(entry.get("timeout")),
         lease=_duration(entry.get("lease")),
+        dst_gap=DstGap(entry.get("dst_gap", "shift")),
+        dst_repeat=DstRepeat(entry.get("dst_repeat", "once")),
     )
-    return JobRegistration(declaration, executor_type(behaviour, seconds, log))
+    return JobRegistration(declaration, executor_type(behaviour, seconds, log, entry))
 
 
 def _duration(value: object) -> timedelta | None:

@@ -146,6 +146,9 @@ class _CountingSchedule:
     def iter_after(self, after: datetime, limit: int) -> list[datetime]:
         return self.inner.iter_after(after, limit)
 
+    def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
+        return self.inner.skipped_between(after, until)
+
     def describe(self) -> str:
         return self.inner.describe()
 
