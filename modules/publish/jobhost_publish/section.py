@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from jobhost_publish._fields import safe_url
-from jobhost_publish.settings import BrokerUrls, PublishJobSettings, thawed
+from jobhost_publish.settings import BrokerUrls, PublishJobSettings, full_name, thawed
 
 __all__ = ["PublishConfig", "parse_section"]
 
@@ -64,6 +64,14 @@ def parse_section(section: Mapping[str, Any]) -> PublishConfig:
             continue
         name = entry.get("name")
         if isinstance(name, str) and name:
+            # Names are compared before anything else is checked: a clash is worth knowing
+            # even while the entries have other problems.
+            job_name = full_name(name)
+            if job_name in seen:
+                problems.append(
+                    f"{where} {name!r}: name {job_name!r} is already used by {seen[job_name]}"
+                )
+            seen.setdefault(job_name, where)
             where = f"{where} {name!r}"
         try:
             job = PublishJobSettings.model_validate(entry)
@@ -73,11 +81,6 @@ def parse_section(section: Mapping[str, Any]) -> PublishConfig:
         missing = urls.missing(job.broker)
         if missing is not None:
             problems.append(f"{where}: {missing}")
-        if job.job_name in seen:
-            problems.append(
-                f"{where}: name {job.job_name!r} is already used by {seen[job.job_name]}"
-            )
-        seen.setdefault(job.job_name, where)
         jobs.append(job)
     if problems:
         count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"

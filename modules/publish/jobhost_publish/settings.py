@@ -44,6 +44,7 @@ __all__ = [
     "BrokerUrls",
     "PublishJobSettings",
     "PublishSettings",
+    "full_name",
     "thawed",
 ]
 
@@ -195,8 +196,7 @@ class PublishJobSettings(PublishSettings):
 
     @property
     def job_name(self) -> str:
-        """``publish.NAME``, or the name as written when it already has a module part."""
-        return self.name if "." in self.name else f"{SECTION}.{self.name}"
+        return full_name(self.name)
 
     @property
     def retry(self) -> RetryPolicy:
@@ -257,6 +257,11 @@ class BrokerUrls(BaseModel):
         if broker == "nats":
             return self.nats_url, self.nats_url_env
         return None, self.rabbitmq_url_env
+
+
+def full_name(name: str) -> str:
+    """``publish.NAME``, or the name as written when it already has a module part."""
+    return name if "." in name else f"{SECTION}.{name}"
 
 
 def thawed(value: Any) -> Any:
