@@ -84,7 +84,7 @@ async def _connect(job: str, url: str, timeout: float, redactor: Redactor) -> Cl
             # server at most twice before it gives up with max_reconnect_attempts = 1.
             allow_reconnect=False,
             max_reconnect_attempts=1,
-            reconnect_time_wait=0.1,
+            reconnect_time_wait=0,
             error_cb=remember,
         )
     except (TimeoutError, nats.errors.Error, OSError) as error:
