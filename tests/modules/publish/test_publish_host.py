@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,11 +17,13 @@ from typing import Any
 import pytest
 from jobhost_contracts import Cancellation
 from publish_support import (
+    NATS_URL,
     RABBITMQ_URL,
     Proxy,
     Stream,
     delivered,
     stored_messages,
+    unique,
 )
 from sqlalchemy import select
 
@@ -32,6 +36,7 @@ from jobhost.store.schema import runs
 from tests.support import ManualClock
 
 DUE = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+MANUAL = Path(__file__).resolve().parents[3] / "docs" / "operations" / "publish.md"
 
 
 @pytest.fixture
@@ -163,20 +168,37 @@ def test_jobhost_trigger_puts_one_message_on_each_broker(
         assert done.returncode == 0, done.stdout + done.stderr
         assert json.loads(done.stdout)["outcome"] == "succeeded"
     nats_run, rabbitmq_run = json.loads(to_nats.stdout), json.loads(to_rabbitmq.stdout)
-    [on_nats] = stored_messages(stream)
-    [on_rabbitmq] = delivered(queue)
-    assert on_nats.body == {
+    # Read by the consumers the manual shows, as they are written there.
+    consumers = manual_consumers()
+    nats_key, on_nats = asyncio.run(
+        consumers["read_one"](NATS_URL, stream.subject, unique("consumer"))
+    )
+    rabbitmq_key, on_rabbitmq = asyncio.run(consumers["take_one"](RABBITMQ_URL, queue))
+    assert on_nats == {
         "kind": "close-day",
         "job": "billing.close-day",
         "occurrence": None,
         "run_id": nats_run["run_id"],
         "attempt": 1,
     }
-    assert on_nats.headers["Nats-Msg-Id"] == f"billing.close-day:manual:{nats_run['run_id']}"
-    assert on_rabbitmq.body["run_id"] == rabbitmq_run["run_id"]
-    assert on_rabbitmq.properties["message_id"] == (
-        f"billing.close-day-queue:manual:{rabbitmq_run['run_id']}"
-    )
+    assert nats_key == f"billing.close-day:manual:{nats_run['run_id']}"
+    assert on_rabbitmq == {
+        **on_nats,
+        "job": "billing.close-day-queue",
+        "run_id": rabbitmq_run["run_id"],
+    }
+    assert rabbitmq_key == f"billing.close-day-queue:manual:{rabbitmq_run['run_id']}"
+    assert stored_messages(stream)[0].headers["X-Source"] == "jobhost"
+    assert delivered(queue) == []  # the manual's consumer acknowledged it
+
+
+def manual_consumers() -> dict[str, Any]:
+    """The consumer functions of docs/operations/publish.md, defined from its code blocks."""
+    text = MANUAL.read_text(encoding="utf-8")
+    namespace: dict[str, Any] = {}
+    for block in re.findall(r"^```python\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL):
+        exec(compile(block, str(MANUAL), "exec"), namespace)
+    return namespace
 
 
 def test_jobhost_validate_lists_every_bad_entry_with_its_fix(tmp_path: Path) -> None:
