@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -27,6 +28,8 @@ from publish_support import (
     unique,
 )
 from returns.result import Failure, Result, Success
+
+from jobhost.envelope.execution import execute_executor
 
 
 def publisher(subject: str, *, url: str = NATS_URL, **entry: Any) -> tuple[str, Publisher]:
@@ -158,3 +161,17 @@ def test_a_token_in_the_url_never_shows_in_a_failure(monkeypatch: pytest.MonkeyP
     assert isinstance(result, Failure)
     shown = [str(result.failure()), repr(result.failure()), repr(executor), repr(declaration)]
     assert all("s3cr3t-t0ken" not in text for text in shown)
+
+
+def test_a_cancelled_run_stops_waiting_for_a_hung_broker() -> None:
+    with silent_server() as server:
+        job, executor = publisher(
+            "jobhost-test.hangs", url=f"nats://127.0.0.1:{server.port}", timeout="30s"
+        )
+        context = make_context(job)
+        canceller = threading.Timer(0.3, context.cancellation.cancel, args=("shutdown",))
+        canceller.start()
+        outcome = execute_executor(executor, context, timeout=None, grace=5)
+        canceller.join()
+
+    assert (outcome.outcome, outcome.stuck) == ("cancelled", False)
