@@ -60,7 +60,12 @@ async def publish_rabbitmq(  # noqa: PLR0917 (one call site, every argument name
         raise Rejected(job, destination, "negative acknowledgement (Basic.Nack)") from None
     except TimeoutError:
         raise NotAcknowledged(job, destination, timedelta(seconds=timeout)) from None
-    except (aiormq.exceptions.AMQPError, OSError) as error:
+    except (
+        aiormq.exceptions.AMQPError,
+        # A channel the dropped connection closed under us.
+        aiormq.exceptions.ChannelInvalidStateError,
+        OSError,
+    ) as error:
         raise BrokerUnavailable(job, "RabbitMQ", redactor(_reason(error))) from None
     finally:
         await _close(connection)
