@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
-PACKAGES = ["contracts", "modules/files", "modules/http", ".[test]"]
+PACKAGES = ["contracts", "modules/files", "modules/http", "modules/publish", ".[test]"]
 _STAMP = VENV / ".installed"
 POSTGRES_ENV = "JOBHOST_TEST_POSTGRES_URL"
 LOCAL_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -498,7 +498,7 @@ def test_dockerfile_installs_like_readme_but_not_editable() -> None:
     installs = [line for line in dockerfile_instruction("RUN") if "pip install" in line]
     packages = " ".join(installs)
     assert "-c constraints.txt" in packages
-    for package in ("./contracts", "./modules/files", "./modules/http", " ."):
+    for package in ("./contracts", "./modules/files", "./modules/http", "./modules/publish", " ."):
         assert package in packages
     assert " -e" not in packages
 

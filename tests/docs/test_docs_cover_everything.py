@@ -48,6 +48,7 @@ PAGES = (
     "observability.md",
     "runbook.md",
     "writing-a-module.md",
+    "publish.md",
 )
 ENVELOPE = ROOT / "jobhost" / "envelope" / "envelope.py"
 HELP_OPTIONS = frozenset({"-h", "--help"})

@@ -1,0 +1,54 @@
+"""jobhost module ``publish``: scheduled messages to NATS JetStream and RabbitMQ.
+
+Each ``[[modules.publish.jobs]]`` entry of ``jobhost.toml`` becomes a job whose run publishes one
+JSON message and waits for the broker to confirm it. Every attempt of one occurrence carries the
+same idempotency key (``Nats-Msg-Id`` on NATS, ``message_id`` on RabbitMQ), so a retry after a
+lost acknowledgement is recognised as the same message. Registered through the ``jobhost`` entry
+point (:mod:`jobhost_publish.plugin`); the message format is in docs/operations/publish.md.
+"""
+
+from __future__ import annotations
+
+from jobhost_publish._fields import IDEMPOTENCY_HEADER, RESERVED_BODY_FIELDS
+from jobhost_publish.errors import (
+    BrokerUnavailable,
+    MissingUrl,
+    NoStream,
+    NotAcknowledged,
+    PublishError,
+    Rejected,
+    Unroutable,
+)
+from jobhost_publish.executor import Publisher
+from jobhost_publish.message import CONTENT_TYPE, body, occurrence_text
+from jobhost_publish.plugin import TIMEOUT_MARGIN, build_executor, declaration
+from jobhost_publish.rabbitmq import APP_ID
+from jobhost_publish.receipt import Published
+from jobhost_publish.section import PublishConfig, parse_section
+from jobhost_publish.settings import BrokerUrls, PublishJobSettings, PublishSettings
+
+__all__ = [
+    "APP_ID",
+    "CONTENT_TYPE",
+    "IDEMPOTENCY_HEADER",
+    "RESERVED_BODY_FIELDS",
+    "TIMEOUT_MARGIN",
+    "BrokerUnavailable",
+    "BrokerUrls",
+    "MissingUrl",
+    "NoStream",
+    "NotAcknowledged",
+    "PublishConfig",
+    "PublishError",
+    "PublishJobSettings",
+    "PublishSettings",
+    "Published",
+    "Publisher",
+    "Rejected",
+    "Unroutable",
+    "body",
+    "build_executor",
+    "declaration",
+    "occurrence_text",
+    "parse_section",
+]

@@ -1,0 +1,85 @@
+"""Why a publish failed. Returned as ``Failure``, never raised to the host: each one is an
+expected outcome the run's retry policy deals with, and its message says what to do."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+__all__ = [
+    "BrokerUnavailable",
+    "MissingUrl",
+    "NoStream",
+    "NotAcknowledged",
+    "PublishError",
+    "Rejected",
+    "Unroutable",
+]
+
+
+class PublishError(Exception):
+    """The broker did not take the message; nothing was confirmed."""
+
+    def __init__(self, job: str, message: str) -> None:
+        super().__init__(f"{job}: {message}")
+        self.job = job
+
+
+class MissingUrl(PublishError):
+    def __init__(self, job: str, variable: str, setting: str) -> None:
+        super().__init__(
+            job,
+            f"environment variable {variable} (named by [modules.publish] {setting}) is not set "
+            "or empty; no message was sent",
+        )
+        self.variable = variable
+
+
+class BrokerUnavailable(PublishError):
+    """No connection: refused, unreachable, closed, credentials refused, bad URL."""
+
+    def __init__(self, job: str, broker: str, reason: str) -> None:
+        super().__init__(job, f"{broker} unavailable: {reason}; no message was confirmed")
+        self.reason = reason
+
+
+class NotAcknowledged(PublishError):
+    """The broker did not confirm in time: the message may or may not be stored, so a retry
+    sends it again with the same idempotency key."""
+
+    def __init__(self, job: str, destination: str, timeout: timedelta) -> None:
+        super().__init__(
+            job,
+            f"{destination}: no acknowledgement within {timeout.total_seconds():g}s "
+            "(the timeout setting); a retry reuses the same idempotency key",
+        )
+
+
+class NoStream(PublishError):
+    def __init__(self, job: str, subject: str) -> None:
+        super().__init__(
+            job,
+            f"no JetStream stream captures subject {subject!r}, so nothing would store the "
+            f"message; create one, e.g. `nats stream add BILLING --subjects '{subject}'`, or "
+            "add the subject to an existing stream's subjects",
+        )
+        self.subject = subject
+
+
+class Unroutable(PublishError):
+    def __init__(self, job: str, destination: str, reply: str) -> None:
+        super().__init__(
+            job,
+            f"{destination}: unroutable, RabbitMQ returned it ({reply}): no queue is bound for "
+            "this routing key; declare the queue and bind it to the exchange (with the default "
+            "exchange, name the queue as the routing key)",
+        )
+        self.reply = reply
+
+
+class Rejected(PublishError):
+    """The broker answered and refused: a negative acknowledgement, a missing exchange, a
+    JetStream API error."""
+
+    def __init__(self, job: str, destination: str, reason: str) -> None:
+        super().__init__(job, f"{destination}: refused: {reason}")
+        self.reason = reason

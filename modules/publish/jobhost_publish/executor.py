@@ -1,0 +1,129 @@
+"""The executor of one publish job: build the message, find the broker, publish, confirm.
+
+Everything the broker or the network can do wrong comes back as ``Failure`` naming the job, the
+destination and the reason; the run's retry policy decides what follows, and every attempt of
+one occurrence carries the same idempotency key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping
+
+from jobhost_contracts import JobContext
+from returns.result import Failure, Result, Success
+
+from jobhost_publish import message
+from jobhost_publish.errors import MissingUrl, NotAcknowledged, PublishError
+from jobhost_publish.jetstream import JetStreamAck, publish_jetstream
+from jobhost_publish.rabbitmq import publish_rabbitmq
+from jobhost_publish.receipt import Published
+from jobhost_publish.redaction import Redactor
+from jobhost_publish.settings import BrokerUrls, PublishSettings
+
+__all__ = ["Publisher"]
+
+
+class Publisher:
+    """Publishes one message per run as ``settings`` say, to the broker ``urls`` locate.
+
+    ``environ`` (default ``os.environ``) is where URL variables are looked up, again on every
+    run, so a rotated password is used without a restart.
+    """
+
+    def __init__(
+        self,
+        settings: PublishSettings,
+        urls: BrokerUrls,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._urls = urls
+        self._environ = environ
+
+    def __repr__(self) -> str:
+        return f"Publisher({self._settings.destination})"
+
+    async def execute(self, context: JobContext) -> Result[Published, PublishError]:
+        settings = self._settings
+        match self._url(context.job_name):
+            case Failure() as missing:
+                context.logger.warning("%s", missing.failure())
+                return missing
+            case Success(url):
+                pass
+        body = message.body(context, settings.payload)
+        context.cancellation.raise_if_cancelled()
+        started = time.monotonic()
+        try:
+            published = await self._publish(context, url, body)
+        except PublishError as error:
+            context.logger.warning("%s", error)
+            return Failure(error)
+        elapsed_ms = round((time.monotonic() - started) * 1000)
+        receipt = Published(
+            broker=settings.broker,
+            destination=settings.destination,
+            idempotency_key=context.idempotency_key,
+            elapsed_ms=elapsed_ms,
+            duplicate=published is not None and published.duplicate,
+            stream=None if published is None else published.stream,
+            sequence=None if published is None else published.sequence,
+        )
+        context.logger.info(
+            "%s: published to %s with key %s in %d ms%s",
+            context.job_name,
+            settings.destination,
+            context.idempotency_key,
+            elapsed_ms,
+            " (a duplicate of an earlier attempt: the stream kept the first)"
+            if receipt.duplicate
+            else "",
+        )
+        return Success(receipt)
+
+    async def _publish(self, context: JobContext, url: str, body: bytes) -> JetStreamAck | None:
+        """JetStream's acknowledgement; None from RabbitMQ, whose confirm carries nothing."""
+        settings = self._settings
+        job = context.job_name
+        key = context.idempotency_key
+        timeout = settings.timeout.total_seconds()
+        redactor = Redactor(url)
+        try:
+            # One deadline for connecting, publishing and the acknowledgement together.
+            async with asyncio.timeout(timeout):
+                if settings.broker == "nats":
+                    assert settings.subject is not None  # checked by the settings model
+                    return await publish_jetstream(
+                        job, url, settings.subject, body, settings.headers, key, timeout, redactor
+                    )
+                assert settings.routing_key is not None  # checked by the settings model
+                await publish_rabbitmq(
+                    job,
+                    url,
+                    settings.exchange or "",
+                    settings.routing_key,
+                    body,
+                    settings.headers,
+                    key,
+                    timeout,
+                    redactor,
+                )
+                return None
+        except TimeoutError:
+            raise NotAcknowledged(job, settings.destination, settings.timeout) from None
+
+    def _url(self, job: str) -> Result[str, MissingUrl]:
+        direct, variable = self._urls.reference(self._settings.broker)
+        if direct is not None:
+            return Success(direct)
+        # The settings model refuses a broker without a reference; the job kind's factory too.
+        assert variable is not None
+        environ = os.environ if self._environ is None else self._environ
+        value = environ.get(variable, "").strip()
+        if not value:
+            setting = "nats_url_env" if self._settings.broker == "nats" else "rabbitmq_url_env"
+            return Failure(MissingUrl(job, variable, setting))
+        return Success(value)

@@ -1,0 +1,74 @@
+"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``.
+
+:func:`build_executor` is the factory from validated :class:`PublishSettings` to an executor, the
+shape a job kind ``publish`` needs; the settings-file jobs go through it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+
+from jobhost_publish.executor import Publisher
+from jobhost_publish.section import parse_section
+from jobhost_publish.settings import SECTION, BrokerUrls, PublishJobSettings, PublishSettings
+
+__all__ = ["TIMEOUT_MARGIN", "build_executor", "declaration", "jobhost_jobs"]
+
+TIMEOUT_MARGIN = timedelta(seconds=5)
+"""The run's timeout is the publish's plus this: the publish gives up first and says why."""
+
+
+@hookimpl
+def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
+    """A job for every configured message; none without ``[modules.publish]``.
+
+    The section is checked here and connects to nothing: every bad entry is listed in one
+    ValueError, which ``jobhost validate`` reports and ``jobhost run`` refuses to start with.
+    """
+    section = settings.get(SECTION)
+    if section is None:
+        return []
+    config = parse_section(section)
+    return [
+        JobRegistration(declaration(job), build_executor(job.kind_settings(), config.urls))
+        for job in config.jobs
+    ]
+
+
+def build_executor(
+    settings: PublishSettings,
+    urls: BrokerUrls,
+    environ: Mapping[str, str] | None = None,
+) -> Publisher:
+    """The executor that publishes as ``settings`` say; ValueError when ``urls`` lack the
+    broker's address (what to add is in the message)."""
+    missing = urls.missing(settings.broker)
+    if missing is not None:
+        raise ValueError(missing)
+    return Publisher(settings, urls, environ)
+
+
+def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
+    """The declaration of one configured message."""
+    return BackgroundJobDeclaration(
+        name=job.job_name,
+        module=SECTION,
+        cron=job.cron,
+        interval=job.interval,
+        timezone=job.timezone,
+        enabled=job.enabled,
+        critical=job.critical,
+        configuration_source=SECTION,
+        description=job.description or f"publish to {job.destination}",
+        misfire=job.misfire,
+        catch_up_limit=job.catch_up_limit,
+        misfire_grace=job.misfire_grace,
+        overlap=job.overlap,
+        max_concurrent=job.max_concurrent,
+        retry=job.retry,
+        timeout=job.timeout + TIMEOUT_MARGIN,
+    )

@@ -1,0 +1,274 @@
+"""The settings of the ``publish`` module, as strict pydantic models.
+
+:class:`PublishSettings` is what one job publishes where: the settings a job kind ``publish``
+will take. :class:`PublishJobSettings` adds the schedule and the policies of a
+``[[modules.publish.jobs]]`` entry. :class:`BrokerUrls` is where the brokers are, from
+``[modules.publish]``. Every model refuses unknown fields and values of the wrong type: TOML has
+no implicit conversions, and neither have these models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from jobhost_contracts import MisfirePolicy, OverlapPolicy, RetryPolicy
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
+
+from jobhost_publish._fields import (
+    RESERVED_BODY_FIELDS,
+    duration,
+    env_name_problem,
+    exchange_problem,
+    header_problem,
+    nats_url_problem,
+    routing_key_problem,
+    subject_problem,
+)
+
+__all__ = [
+    "BROKERS",
+    "DEFAULT_TIMEOUT",
+    "SECTION",
+    "BrokerName",
+    "BrokerUrls",
+    "PublishJobSettings",
+    "PublishSettings",
+    "full_name",
+    "thawed",
+]
+
+SECTION = "publish"
+BROKERS = ("nats", "rabbitmq")
+DEFAULT_TIMEOUT = timedelta(seconds=10)
+
+BrokerName = Literal["nats", "rabbitmq"]
+Duration = Annotated[timedelta, BeforeValidator(duration)]
+AtLeastOne = Annotated[int, Field(ge=1)]
+EnvName = Annotated[str, BeforeValidator(lambda value: _checked(value, env_name_problem))]
+
+_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+def _checked(value: object, problem: Any) -> object:
+    if isinstance(value, str):
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
+    return value
+
+
+class PublishSettings(BaseModel):
+    """One message to publish: the broker, where to, what, and how long to wait for the broker.
+
+    ``payload`` is a JSON object; the host adds ``job``, ``occurrence``, ``run_id`` and
+    ``attempt`` to it, so it may not use those names. ``headers`` go with the message as they
+    are; the idempotency key is added by the host (``Nats-Msg-Id``, RabbitMQ ``message_id``).
+    """
+
+    model_config = _STRICT
+
+    broker: BrokerName
+    subject: str | None = None
+    exchange: str | None = None
+    routing_key: str | None = None
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: Duration = DEFAULT_TIMEOUT
+
+    @field_validator("broker", mode="before")
+    @classmethod
+    def _known_broker(cls, value: object) -> object:
+        if value not in BROKERS:
+            raise ValueError(
+                "must be 'nats' (JetStream) or 'rabbitmq'; Kafka is not supported yet "
+                "(see docs/operations/publish.md)"
+            )
+        return value
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, value: str | None) -> str | None:
+        return None if value is None else str(_checked(value, subject_problem))
+
+    @field_validator("exchange")
+    @classmethod
+    def _exchange(cls, value: str | None) -> str | None:
+        return None if value is None else str(_checked(value, exchange_problem))
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            problem = header_problem(name, text)
+            if problem is not None:
+                # The header's name only: a misplaced credential must not reach the log.
+                raise ValueError(f"header {name!r} {problem}")
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _payload(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        taken = [name for name in RESERVED_BODY_FIELDS if name in value]
+        if taken:
+            raise ValueError(
+                f"uses {', '.join(taken)}, which the host adds to every message "
+                f"({', '.join(RESERVED_BODY_FIELDS)}): rename it"
+            )
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise ValueError("holds inf or nan, which JSON cannot carry") from None
+        return value
+
+    @model_validator(mode="after")
+    def _destination(self) -> PublishSettings:
+        if self.broker == "nats":
+            if self.exchange is not None or self.routing_key is not None:
+                raise ValueError(
+                    "broker = 'nats' publishes to a subject: remove exchange and routing_key"
+                )
+            if self.subject is None:
+                raise ValueError(
+                    "broker = 'nats' needs subject, e.g. subject = 'billing.close-day'"
+                )
+            return self
+        if self.subject is not None:
+            raise ValueError(
+                "broker = 'rabbitmq' publishes to an exchange with a routing key: remove subject"
+            )
+        if self.routing_key is None:
+            raise ValueError(
+                "broker = 'rabbitmq' needs routing_key (the queue's name with the default exchange "
+                "'', e.g. routing_key = 'billing.commands')"
+            )
+        problem = routing_key_problem(self.routing_key, self.exchange or "")
+        if problem is not None:
+            raise ValueError(f"routing_key = {self.routing_key!r} {problem}")
+        return self
+
+    @property
+    def destination(self) -> str:
+        """Where the message goes, as messages and the report name it."""
+        if self.broker == "nats":
+            return f"NATS subject {self.subject}"
+        exchange = self.exchange or ""
+        shown = f"exchange {exchange!r}" if exchange else "the default exchange"
+        return f"RabbitMQ {shown}, routing key {self.routing_key!r}"
+
+
+class PublishJobSettings(PublishSettings):
+    """One ``[[modules.publish.jobs]]`` entry: a message, its schedule and its policies."""
+
+    name: Annotated[str, Field(min_length=1)]
+    cron: str | None = None
+    interval: Duration | None = None
+    timezone: str = "UTC"
+    enabled: bool = True
+    critical: bool = False
+    description: str = ""
+    misfire: MisfirePolicy = Field(MisfirePolicy.RUN_ONCE, strict=False)
+    catch_up_limit: AtLeastOne = 10
+    misfire_grace: Duration | None = None
+    overlap: OverlapPolicy = Field(OverlapPolicy.FORBID, strict=False)
+    max_concurrent: AtLeastOne = 1
+    max_attempts: AtLeastOne = 1
+    backoff: Duration = timedelta(seconds=30)
+    backoff_max: Duration = timedelta(hours=1)
+
+    @model_validator(mode="after")
+    def _trigger(self) -> PublishJobSettings:
+        if self.cron is not None and self.interval is not None:
+            raise ValueError("has both cron and interval; keep exactly one")
+        if self.enabled and self.cron is None and self.interval is None:
+            raise ValueError("needs cron (e.g. '0 2 * * *') or interval (e.g. '1h')")
+        return self
+
+    @property
+    def job_name(self) -> str:
+        return full_name(self.name)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts, backoff=self.backoff, backoff_max=self.backoff_max
+        )
+
+    def kind_settings(self) -> PublishSettings:
+        """Only what is published where, as a job kind ``publish`` would be given it."""
+        return PublishSettings.model_validate(
+            {name: getattr(self, name) for name in PublishSettings.model_fields}
+        )
+
+
+class BrokerUrls(BaseModel):
+    """Where the brokers are: ``[modules.publish]`` without its jobs.
+
+    URLs with credentials are given by reference only, as the name of an environment variable
+    read at every run, so a rotated password is used without a restart and never sits in the
+    settings file, the report or a log.
+    """
+
+    model_config = _STRICT
+
+    nats_url: str | None = None
+    nats_url_env: EnvName | None = None
+    rabbitmq_url_env: EnvName | None = None
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_url(cls, value: str | None) -> str | None:
+        return None if value is None else str(_checked(value, nats_url_problem))
+
+    @model_validator(mode="after")
+    def _one_nats_url(self) -> BrokerUrls:
+        if self.nats_url is not None and self.nats_url_env is not None:
+            raise ValueError("has both nats_url and nats_url_env; keep one")
+        return self
+
+    def missing(self, broker: BrokerName) -> str | None:
+        """What to add to ``[modules.publish]`` before ``broker`` can be used, or None."""
+        if broker == "nats" and self.nats_url is None and self.nats_url_env is None:
+            return (
+                "broker = 'nats' needs a NATS address: set nats_url = 'nats://HOST:4222' in "
+                "[modules.publish], or nats_url_env = 'NATS_URL' naming an environment variable "
+                "that holds it"
+            )
+        if broker == "rabbitmq" and self.rabbitmq_url_env is None:
+            return (
+                "broker = 'rabbitmq' needs rabbitmq_url_env = 'RABBITMQ_URL' in "
+                "[modules.publish], naming an environment variable that holds the "
+                "amqp://USER:PASSWORD@HOST:5672/VHOST URL"
+            )
+        return None
+
+    def reference(self, broker: BrokerName) -> tuple[str | None, str | None]:
+        """(URL given directly, environment variable that holds it) for ``broker``."""
+        if broker == "nats":
+            return self.nats_url, self.nats_url_env
+        return None, self.rabbitmq_url_env
+
+
+def full_name(name: str) -> str:
+    """``publish.NAME``, or the name as written when it already has a module part."""
+    return name if "." in name else f"{SECTION}.{name}"
+
+
+def thawed(value: Any) -> Any:
+    """The host hands sections over read-only (mapping proxies, tuples); the strict models take
+    plain dicts and lists, as TOML produces them."""
+    if isinstance(value, Mapping):
+        return {key: thawed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [thawed(item) for item in value]
+    return value
