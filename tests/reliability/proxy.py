@@ -25,7 +25,9 @@ class CutProxy:
     def __init__(self, target_host: str = "127.0.0.1", target_port: int = 5432) -> None:
         self._target = (target_host, target_port)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="cut-proxy", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="cut-proxy", daemon=True
+        )
         self._writers: set[asyncio.StreamWriter] = set()
         self._cut = False
         self._server: asyncio.Server | None = None
@@ -99,7 +101,9 @@ class CutProxy:
         self._writers |= pair
         try:
             await asyncio.gather(
-                _pump(reader, upstream_writer), _pump(upstream_reader, writer), return_exceptions=True
+                _pump(reader, upstream_writer),
+                _pump(upstream_reader, writer),
+                return_exceptions=True,
             )
         finally:
             for each in pair:

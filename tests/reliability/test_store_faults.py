@@ -62,7 +62,9 @@ def test_a_statement_failing_for_one_job_stalls_no_other_and_loses_no_claim(
         last=last,
         killed_pids=set(),
     )
-    abandoned = [f"{r.job_name} {r.occurrence}: {r.error_message}" for r in rows if r.outcome == "abandoned"]
+    abandoned = [
+        f"{r.job_name} {r.occurrence}: {r.error_message}" for r in rows if r.outcome == "abandoned"
+    ]
     report = "\n".join([*verdict.lines(), "abandoned while the host lived:", *abandoned])
     assert not verdict.unexplained, report
     assert not verdict.misses_by_reason, report  # the other jobs ran every second
@@ -88,7 +90,9 @@ def test_an_outcome_finished_during_an_outage_is_written_when_the_store_returns(
         20,
         "the run to get an outcome",
     )[0]
-    ended = [e for e in read_effects(cluster.effects) if e.run_id == running.id and e.event == "end"]
+    ended = [
+        e for e in read_effects(cluster.effects) if e.run_id == running.id and e.event == "end"
+    ]
     assert ended, "the executor did not complete"
     assert host.alive
     assert finished.outcome == "succeeded", (

@@ -161,7 +161,7 @@ def _judge_occurrence(
     if final.outcome in RAN:
         return
     if final.outcome in UNRESOLVED:
-        verdict.unexplained.append(f"{where}: still {final.outcome} after every host stopped")
+        verdict.unexplained.append(f"{where}: still {final.outcome} at the end")
         return
     reason = (final.reason or final.error_message or "").strip()
     if final.outcome not in NOT_RUN or not reason:
