@@ -56,7 +56,8 @@ class Replica:
         self._process: subprocess.Popen[bytes] | None = None
         self._log_paths: list[Path] = []
         self.started_at = 0.0
-        self.killed_pids: set[int] = set()
+        self.killed: dict[int, float] = {}
+        """pid -> when (Unix time) it was killed."""
         self.start()
 
     @property
@@ -85,8 +86,8 @@ class Replica:
     def kill(self) -> None:
         """``kill -9``: no shutdown, no lease released, nothing recorded."""
         assert self._process is not None
-        self.killed_pids.add(self._process.pid)
         self._process.kill()
+        self.killed[self._process.pid] = time.time()
         self._process.wait(10)
 
     def signal(self, signum: signal.Signals) -> None:
@@ -156,8 +157,9 @@ class Cluster:
             check=False,
         )
 
-    def killed_pids(self) -> set[int]:
-        return {pid for replica in self.replicas for pid in replica.killed_pids}
+    def killed(self) -> dict[int, float]:
+        """Every killed pid and when it was killed."""
+        return {pid: at for replica in self.replicas for pid, at in replica.killed.items()}
 
     def logs(self) -> str:
         return "".join(replica.log() for replica in self.replicas)
@@ -271,7 +273,8 @@ def run_faults(
     plan: list[tuple[float, str]] = []
     offset = 0.0
     while offset < seconds:
-        plan += [(offset + 10, "kill"), (offset + 15, "restart")]
+        if offset + 15 < seconds:
+            plan += [(offset + 10, "kill"), (offset + 15, "restart")]
         if offset + 30 + outage < seconds:
             plan += [(offset + 30, "cut"), (offset + 30 + outage, "restore")]
         offset += cycle

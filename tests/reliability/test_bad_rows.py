@@ -56,7 +56,7 @@ def test_corrupt_rows_set_their_jobs_aside_the_others_run_and_health_names_them(
         jobs=[j["name"] for j in ticks],
         first=first,
         last=last,
-        killed_pids=set(),
+        killed={},
     )
     problems: list[str] = []
     if verdict.unexplained or verdict.misses_by_reason:
@@ -119,7 +119,7 @@ def test_a_huge_failure_message_does_not_stall_the_other_jobs(
         jobs=[j["name"] for j in ticks],
         first=first,
         last=last,
-        killed_pids=set(),
+        killed={},
     )
     report = "\n".join([*verdict.lines(), "log:", _errors(host.log())])
     assert not verdict.unexplained and not verdict.misses_by_reason, report
@@ -152,6 +152,7 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     )[0]
     time.sleep(max(0.0, began.at + 3 - time.time()))
     report = cluster.jobhost("report", "--json")
+    health = cluster.jobhost("health", "--json")
     time.sleep(max(0.0, began.at + 14 - time.time()))
     host.stop(15)
     effects = [e for e in read_effects(cluster.effects) if e.job == "rel.stuck"]
@@ -169,6 +170,9 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     assert report.returncode == 0, report.stderr
     entry = next(j for j in json.loads(report.stdout)["jobs"] if j["name"] == "rel.stuck")
     assert "stuck" in json.dumps(entry), f"report does not call the job stuck: {entry}"
+    checks = json.loads(health.stdout)["checks"]
+    named = [c for c in checks if "rel.stuck" in c["detail"] and "stuck" in c["detail"]]
+    assert named, f"no health check reports rel.stuck stuck: {checks}"
 
 
 def _each_succeeded_twice(rows: list[RunRecord], host_id: str, jobs: list[dict[str, Any]]) -> bool:

@@ -60,7 +60,7 @@ def test_a_statement_failing_for_one_job_stalls_no_other_and_loses_no_claim(
         jobs=[j["name"] for j in jobs if j["name"] != "rel.poisoned"],
         first=first,
         last=last,
-        killed_pids=set(),
+        killed={},
     )
     abandoned = [
         f"{r.job_name} {r.occurrence}: {r.error_message}" for r in rows if r.outcome == "abandoned"

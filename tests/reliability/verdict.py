@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,6 +22,7 @@ __all__ = ["Effect", "Verdict", "audit_mismatches", "judge", "read_effects"]
 RAN = frozenset({"succeeded", "failed", "timed_out", "cancelled"})
 NOT_RUN = frozenset({"missed", "skipped", "abandoned"})
 UNRESOLVED = frozenset({"running", "pending"})
+KILL_EXCUSE = 10.0
 _AUDIT = re.compile(r"jobhost\.audit: (\{.*\})$", re.MULTILINE)
 _VARIABLE = re.compile(r"\b[0-9a-f]{16,}\b|\d{4}-\d\d-\d\d[T ][\d:.]+Z?|\d+(\.\d+)?")
 
@@ -93,10 +94,13 @@ def judge(
     jobs: Iterable[str],
     first: datetime,
     last: datetime,
-    killed_pids: set[int],
+    killed: Mapping[int, float],
     logs: str = "",
 ) -> Verdict:
-    """Judge every every-second occurrence of ``jobs`` from ``first`` to ``last`` inclusive."""
+    """Judge every every-second occurrence of ``jobs`` from ``first`` to ``last`` inclusive.
+
+    ``killed`` maps each pid killed with SIGKILL to when it was (Unix time).
+    """
     verdict = Verdict(executions=sum(1 for e in effects if e.event == "begin"))
     _duplicates(verdict, rows, effects)
     by_occurrence: dict[tuple[str, datetime], list[RunRecord]] = defaultdict(list)
@@ -109,7 +113,7 @@ def judge(
             occurrence = first + timedelta(seconds=step)
             verdict.occurrences += 1
             _judge_occurrence(verdict, job, occurrence, by_occurrence.get((job, occurrence), []))
-    verdict.outcomes_lost = _outcomes_lost(rows, effects, killed_pids)
+    verdict.outcomes_lost = _outcomes_lost(rows, effects, killed)
     verdict.audit_mismatches = audit_mismatches(rows, logs)
     return verdict
 
@@ -171,13 +175,19 @@ def _judge_occurrence(
 
 
 def _outcomes_lost(
-    rows: list[RunRecord], effects: list[Effect], killed_pids: set[int]
+    rows: list[RunRecord], effects: list[Effect], killed: Mapping[int, float]
 ) -> list[str]:
-    """Executions whose executor completed in a host that lived on, without their outcome."""
+    """Executions whose executor completed in a host that lived on, without their outcome.
+
+    A host killed within ``KILL_EXCUSE`` seconds of its executor completing is excused: it may
+    have died before it could write the outcome. Later than that, it had its chance.
+    """
     outcome_of = {row.id: row.outcome for row in rows}
     lost: list[str] = []
     for effect in effects:
-        if effect.event != "end" or effect.pid in killed_pids:
+        if effect.event != "end":
+            continue
+        if effect.pid in killed and killed[effect.pid] - effect.at < KILL_EXCUSE:
             continue
         outcome = outcome_of.get(effect.run_id)
         if outcome is None or outcome in UNRESOLVED or outcome == "abandoned":
