@@ -4,7 +4,8 @@
 
 Three ``jobhost run`` processes share a fresh schema on the server named by
 ``JOBHOST_TEST_POSTGRES_URL`` (or ``--database``), through a TCP proxy this script owns. Every
-second each of ``--jobs`` jobs fires once. One replica's clock runs ``--clock-ahead`` ahead (the
+second each of ``--jobs`` jobs fires once, and four more jobs run for 2 s every 3 s, so that
+runs are in flight whenever a fault hits. One replica's clock runs ``--clock-ahead`` ahead (the
 ``clock_offset`` setting). On a repeating cycle one replica is killed with ``kill -9`` and restarted
 five seconds later, and the proxy cuts the database for ``--outage`` seconds (the server itself
 is never touched). At the end every replica is stopped and the script prints: duplicates (an
@@ -39,6 +40,7 @@ from tests.reliability.harness import (  # noqa: E402
     ledger,
     private_schema,
     run_faults,
+    slow_jobs,
     through_proxy,
     wait_until,
 )
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster(
             directory,
             through_proxy(url, proxy),
-            jobs,
+            [*jobs, *slow_jobs(4)],
             heartbeat_interval="1s",
             lease_duration="5s",
             shutdown_grace="5s",

@@ -36,6 +36,7 @@ __all__ = [
     "ledger",
     "private_schema",
     "run_faults",
+    "slow_jobs",
     "through_proxy",
     "wait_until",
 ]
@@ -210,6 +211,14 @@ class Memory:
 
 def every_second_jobs(count: int, prefix: str = "rel.tick") -> list[dict[str, Any]]:
     return [{"name": f"{prefix}-{index:02d}", "cron": "* * * * * *"} for index in range(count)]
+
+
+def slow_jobs(count: int) -> list[dict[str, Any]]:
+    """Jobs that run for 2 s every 3 s, so that some run is always in flight when a fault hits."""
+    return [
+        {"name": f"rel.slow-{i:02d}", "cron": "*/3 * * * * *", "behaviour": "sleep", "seconds": 2}
+        for i in range(count)
+    ]
 
 
 def ledger(engine: Engine) -> list[RunRecord]:
