@@ -45,7 +45,7 @@ from tests.reliability.harness import (  # noqa: E402
     wait_until,
 )
 from tests.reliability.proxy import CutProxy  # noqa: E402
-from tests.reliability.verdict import judge, read_effects  # noqa: E402
+from tests.reliability.verdict import judge, log_kinds, read_effects  # noqa: E402
 
 _DEFAULT_DATABASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -113,10 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     _say("RSS per replica process (first sample 10 s after start, last before stop):")
     for line in memory.lines():
         _say(line)
-    _say(
-        f"log: {logs.count(' ERROR ')} ERROR lines, {logs.count(' WARNING ')} WARNING lines, "
-        f"{logs.count('Traceback')} tracebacks"
-    )
+    _say(f"log: {logs.count('Traceback')} tracebacks; warnings and errors by kind:")
+    for kind, count in log_kinds(logs).most_common(12):
+        _say(f"  {count:6d}  {kind}")
     bad = verdict.duplicates or verdict.unexplained or verdict.outcomes_lost
     return 1 if bad else 0
 

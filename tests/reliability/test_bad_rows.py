@@ -69,7 +69,8 @@ def test_corrupt_rows_set_their_jobs_aside_the_others_run_and_health_names_them(
     if len(false_missed) > 1:
         problems.append(f"rel.bad-anchor: {len(false_missed)} missed rows after the corruption")
     health = cluster.jobhost("health", "--json")
-    problems += _store_integrity_problems(health.returncode, health.stdout)
+    running_on = {r.job_name for r in rows if r.outcome == "succeeded" and r.queued_at > first}
+    problems += _store_integrity_problems(health.returncode, health.stdout, running_on)
 
     host.stop(15)
     restarted = cluster.add("replica-1")
@@ -214,7 +215,13 @@ def _corrupt(path: Path, now: datetime) -> None:
     connection.close()
 
 
-def _store_integrity_problems(code: int, output: str) -> list[str]:
+def _store_integrity_problems(code: int, output: str, running_on: set[str]) -> list[str]:
+    """What is wrong with ``jobhost health`` on the corrupt store.
+
+    A corrupt job must be named by the failing ``store-integrity`` check, unless the host
+    repaired it and it runs again (``running_on``): then it is neither blocked nor silent. The
+    non-numeric fencing token is never repairable and always fails the check.
+    """
     try:
         checks = {c["name"]: c for c in json.loads(output)["checks"]}
     except (ValueError, KeyError):
@@ -228,9 +235,9 @@ def _store_integrity_problems(code: int, output: str) -> list[str]:
     if check["ok"]:
         problems.append(f"store-integrity passed on corrupt rows: {check['detail']}")
     problems += [
-        f"store-integrity does not name {name}: {check['detail']}"
+        f"store-integrity does not name {name}, and {name} does not run: {check['detail']}"
         for name in CORRUPT
-        if name not in check["detail"]
+        if name not in check["detail"] and (name == "rel.bad-token" or name not in running_on)
     ]
     return problems
 

@@ -60,6 +60,8 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     )
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
     memory.sample()
+    crashed = [f"{r.host_id}:\n{r.log()[-2000:]}" for r in cluster.replicas if not r.alive]
+    assert not crashed, "a replica exited during the faults:\n" + "\n".join(crashed)
     # The runs the killed replica left behind expire and are recorded by the survivors.
     time.sleep(7)
     cluster.stop()
@@ -82,7 +84,7 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     assert not verdict.unexplained, report
     assert not verdict.outcomes_lost, report
     assert not verdict.audit_mismatches, report
-    assert len(memory.samples) == 4, report  # three replicas, one of them twice
+    assert len(memory.samples) >= 4, report  # three replicas, one of them twice
     assert not memory.grown(allowed_mb=25, share=0.25, over=30), report
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from jobhost.store import RunRecord
 
-__all__ = ["Effect", "Verdict", "audit_mismatches", "judge", "read_effects"]
+__all__ = ["Effect", "Verdict", "audit_mismatches", "judge", "log_kinds", "read_effects"]
 
 RAN = frozenset({"succeeded", "failed", "timed_out", "cancelled"})
 NOT_RUN = frozenset({"missed", "skipped", "abandoned"})
@@ -133,6 +133,16 @@ def audit_mismatches(rows: list[RunRecord], logs: str) -> list[str]:
                 f"ledger says {ledger_outcome}"
             )
     return found
+
+
+def log_kinds(logs: str, levels: tuple[str, ...] = ("WARNING", "ERROR")) -> Counter[str]:
+    """Warning and error lines counted by kind: ids, times and numbers folded away."""
+    kinds: Counter[str] = Counter()
+    for line in logs.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) == 4 and parts[2] in levels:
+            kinds[f"{parts[2]} {_VARIABLE.sub('N', parts[3])[:110]}"] += 1
+    return kinds
 
 
 def _duplicates(verdict: Verdict, rows: list[RunRecord], effects: list[Effect]) -> None:
