@@ -57,6 +57,7 @@ class Replica:
         self._process: subprocess.Popen[bytes] | None = None
         self._log_paths: list[Path] = []
         self.started_at = 0.0
+        self._terminated = 0
         self.killed: dict[int, float] = {}
         """pid -> when (Unix time) it was killed."""
         self.start()
@@ -95,11 +96,17 @@ class Replica:
         assert self._process is not None
         self._process.send_signal(signum)
 
+    def terminate(self) -> None:
+        """SIGTERM, once per process: a second one makes the host exit at once, unclean."""
+        if self._process is not None and self._terminated != self._process.pid:
+            self._terminated = self._process.pid
+            self._process.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 30) -> int | None:
         """SIGTERM and wait; SIGKILL (and None) if it does not stop within ``timeout``."""
         if self._process is None or self._process.poll() is not None:
             return None if self._process is None else self._process.returncode
-        self._process.send_signal(signal.SIGTERM)
+        self.terminate()
         try:
             return self._process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -165,12 +172,12 @@ class Cluster:
     def logs(self) -> str:
         return "".join(replica.log() for replica in self.replicas)
 
-    def stop(self) -> None:
-        for replica in self.replicas:
-            if replica.alive:
-                replica.signal(signal.SIGTERM)
-        for replica in self.replicas:
-            replica.stop(30)
+    def stop(self) -> dict[str, int | None]:
+        """SIGTERM every live replica at once; their exit codes (None: had to be killed)."""
+        live = [replica for replica in self.replicas if replica.alive]
+        for replica in live:
+            replica.terminate()
+        return {replica.host_id: replica.stop(30) for replica in live}
 
 
 class Memory:

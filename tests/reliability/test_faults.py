@@ -64,7 +64,7 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     assert not crashed, "a replica exited during the faults:\n" + "\n".join(crashed)
     # The runs the killed replica left behind expire and are recorded by the survivors.
     time.sleep(7)
-    cluster.stop()
+    exits = cluster.stop()
 
     rows = ledger(store)
     verdict = judge(
@@ -78,6 +78,7 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     )
     report = "\n".join([*verdict.lines(), "memory:", *memory.lines()])
     print(report)  # shown with -s, and by pytest on a failure
+    assert set(exits.values()) == {0}, f"exit codes after SIGTERM: {exits}"
     assert verdict.occurrences >= JOBS * (FAULT_SECONDS - 5), report
     assert verdict.executions > 0.5 * verdict.occurrences, report
     assert not verdict.duplicates, report
