@@ -9,6 +9,7 @@ cycle for as long as asked; the suite runs one cycle, ``benchmarks/soak.py`` as 
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 PLUGIN = str(Path(__file__).resolve().parent / "reliability_jobs.py")
-ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Replica:
@@ -82,7 +83,7 @@ class Replica:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._env,
-                cwd=ROOT,
+                cwd=_ROOT,
             )
 
     def kill(self) -> None:
@@ -160,7 +161,7 @@ class Cluster:
             capture_output=True,
             text=True,
             env={**os.environ, "JOBHOST_LOAD_PLUGINS": ""},
-            cwd=ROOT,
+            cwd=_ROOT,
             timeout=120,
             check=False,
         )
@@ -285,7 +286,7 @@ def run_faults(
     """For ``seconds``, repeat a ``cycle``: kill -9 a replica at 10 s and restart it at 15 s
     (each cycle the next replica), cut the database at 30 s for ``outage`` seconds."""
     began = time.monotonic()
-    victims = iter(range(1_000_000))
+    victims = itertools.count()
     plan: list[tuple[float, str]] = []
     offset = 0.0
     while offset < seconds:

@@ -140,7 +140,7 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
         "name": "rel.stuck",
         "cron": "* * * * * *",
         "behaviour": "stuck",
-        "seconds": 8,
+        "seconds": 12,
         "timeout": "1s",
     }
     cluster = make_cluster(f"sqlite:///{path}", [stuck, *every_second_jobs(2)], **FAST)
@@ -154,7 +154,7 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     time.sleep(max(0.0, began.at + 3 - time.time()))
     report = cluster.jobhost("report", "--json")
     health = cluster.jobhost("health", "--json")
-    time.sleep(max(0.0, began.at + 14 - time.time()))
+    time.sleep(max(0.0, began.at + 18 - time.time()))
     host.stop(15)
     effects = [e for e in read_effects(cluster.effects) if e.job == "rel.stuck"]
     spans: dict[str, list[float]] = {}
