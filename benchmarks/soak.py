@@ -1,0 +1,139 @@
+"""Soak: three replicas on PostgreSQL under faults for as long as asked, then the verdict.
+
+    python benchmarks/soak.py --minutes 5
+
+Three ``jobhost run`` processes share a fresh schema on the server named by
+``JOBHOST_TEST_POSTGRES_URL`` (or ``--database``), through a TCP proxy this script owns. Every
+second each of ``--jobs`` jobs fires once, and four more jobs run for 2 s every 3 s, so that
+runs are in flight whenever a fault hits. One replica's clock runs ``--clock-ahead`` ahead (the
+``clock_offset`` setting). On a repeating cycle one replica is killed with ``kill -9`` and restarted
+five seconds later, and the proxy cuts the database for ``--outage`` seconds (the server itself
+is never touched). At the end every replica is stopped and the script prints: duplicates (an
+occurrence executed twice, or recorded both run and not run), unexplained misses, misses by
+reason, outcomes lost (an executor completed in a host that lived on, and the ledger does not
+hold its outcome), audit records that disagree with the ledger, and RSS per replica process at
+start and end. The exit status is 1 when any of the first three is not zero.
+
+The harness is the reliability suite's (``tests/reliability/harness.py``): one copy of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sqlalchemy.engine import make_url  # noqa: E402
+
+from tests.reliability.harness import (  # noqa: E402
+    Cluster,
+    Memory,
+    every_second_jobs,
+    ledger,
+    private_schema,
+    run_faults,
+    slow_jobs,
+    through_proxy,
+    wait_until,
+)
+from tests.reliability.proxy import CutProxy  # noqa: E402
+from tests.reliability.verdict import judge, log_kinds, read_effects  # noqa: E402
+
+_DEFAULT_DATABASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    database = options.database or os.environ.get("JOBHOST_TEST_POSTGRES_URL", _DEFAULT_DATABASE)
+    server = make_url(database)
+    directory = Path(tempfile.mkdtemp(prefix="jobhost-soak-"))
+    seconds = options.minutes * 60
+    _say(
+        f"soak: {options.jobs} every-second jobs, 3 replicas (replica-2 clock "
+        f"+{options.clock_ahead}s), {seconds:g}s of faults, outage {options.outage:g}s "
+        f"every {options.cycle:g}s; files in {directory}"
+    )
+    with (
+        private_schema(database) as (url, engine),
+        CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy,
+    ):
+        jobs = every_second_jobs(options.jobs)
+        cluster = Cluster(
+            directory,
+            through_proxy(url, proxy),
+            [*jobs, *slow_jobs(4)],
+            heartbeat_interval="1s",
+            lease_duration="5s",
+            shutdown_grace="5s",
+        )
+        try:
+            cluster.add("replica-0")
+            cluster.add("replica-1")
+            cluster.add("replica-2", JOBHOST_CLOCK_OFFSET=f"{options.clock_ahead}s")
+            wait_until(
+                lambda: len({r.host_id for r in ledger(engine)}) == 3, 90, "all three replicas"
+            )
+            memory = Memory(cluster)
+            first = datetime.fromtimestamp(math.ceil(time.time()), UTC)
+            run_faults(
+                cluster,
+                proxy,
+                seconds,
+                outage=options.outage,
+                cycle=options.cycle,
+                say=_say,
+                every_second=memory.sample,
+            )
+            last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
+            memory.sample()
+            time.sleep(7)  # the killed replica's last runs expire and are recorded
+        finally:
+            cluster.stop()
+        verdict = judge(
+            ledger(engine),
+            read_effects(cluster.effects),
+            jobs=[job["name"] for job in jobs],
+            first=first,
+            last=last,
+            killed=cluster.killed(),
+            logs=cluster.logs(),
+        )
+    logs = cluster.logs()
+    _say(f"window {first:%H:%M:%S} .. {last:%H:%M:%S} UTC")
+    for line in verdict.lines():
+        _say(line)
+    _say("RSS per replica process (first sample 10 s after start, last before stop):")
+    for line in memory.lines():
+        _say(line)
+    _say(f"log: {logs.count('Traceback')} tracebacks; warnings and errors by kind:")
+    for kind, count in log_kinds(logs).most_common(12):
+        _say(f"  {count:6d}  {kind}")
+    bad = verdict.duplicates or verdict.unexplained or verdict.outcomes_lost
+    return 1 if bad else 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=5.0, help="how long the faults go on")
+    parser.add_argument("--jobs", type=int, default=40, help="every-second jobs (fires per second)")
+    parser.add_argument("--outage", type=float, default=20.0, help="seconds each outage lasts")
+    parser.add_argument("--cycle", type=float, default=75.0, help="seconds between fault rounds")
+    parser.add_argument("--clock-ahead", type=int, default=20, help="replica-2's clock offset")
+    parser.add_argument("--database", help="PostgreSQL URL (default: JOBHOST_TEST_POSTGRES_URL)")
+    return parser
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Faults on PostgreSQL, one at a time: a statement that fails for one job, an outcome finished
+while the database is away, a run abandoned by a dead host, a host frozen past its lease."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+from tests.reliability.harness import (
+    Cluster,
+    every_second_jobs,
+    ledger,
+    through_proxy,
+    wait_until,
+)
+from tests.reliability.proxy import CutProxy
+from tests.reliability.verdict import audit_mismatches, judge, read_effects
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+FAST = {"heartbeat_interval": "1s", "lease_duration": "3s", "shutdown_grace": "3s"}
+
+_POISON = """
+CREATE FUNCTION rel_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'rel_poison: statement refused for %', NEW.job_name;
+END $$;
+CREATE TRIGGER rel_poison BEFORE UPDATE ON schedules FOR EACH ROW
+    WHEN (NEW.job_name = 'rel.poisoned') EXECUTE FUNCTION rel_poison();
+"""
+
+
+def test_a_statement_failing_for_one_job_stalls_no_other_and_loses_no_claim(
+    postgres_url: str, store: Engine, make_cluster: Callable[..., Cluster]
+) -> None:
+    jobs = [*every_second_jobs(8), {"name": "rel.poisoned", "cron": "* * * * * *"}]
+    cluster = make_cluster(postgres_url, jobs, **FAST)
+    host = cluster.add("replica-0")
+    wait_until(
+        lambda: {r.job_name for r in ledger(store)} >= {j["name"] for j in jobs},
+        60,
+        "every job to run once",
+    )
+    with store.begin() as connection:
+        connection.execute(text(_POISON))
+    first = _second_after(datetime.now(UTC), 2)
+    time.sleep(15)
+    last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
+    assert host.alive, host.log()[-3000:]
+    rows = ledger(store)
+    verdict = judge(
+        rows,
+        read_effects(cluster.effects),
+        jobs=[j["name"] for j in jobs if j["name"] != "rel.poisoned"],
+        first=first,
+        last=last,
+        killed={},
+    )
+    abandoned = [
+        f"{r.job_name} {r.occurrence}: {r.error_message}" for r in rows if r.outcome == "abandoned"
+    ]
+    report = "\n".join([*verdict.lines(), "abandoned while the host lived:", *abandoned])
+    assert not verdict.unexplained, report
+    assert not verdict.misses_by_reason, report  # the other jobs ran every second
+    assert not abandoned, report
+    assert not verdict.outcomes_lost, report
+
+
+def test_an_outcome_finished_during_an_outage_is_written_when_the_store_returns(
+    postgres_url: str, store: Engine, proxy: CutProxy, make_cluster: Callable[..., Cluster]
+) -> None:
+    job = {"name": "rel.slow", "cron": "*/10 * * * * *", "behaviour": "sleep", "seconds": 3}
+    cluster = make_cluster(through_proxy(postgres_url, proxy), [job], **FAST)
+    host = cluster.add("replica-0")
+    running = wait_until(
+        lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
+    )[0]
+    proxy.cut()
+    # The executor finishes 3 s into the run; the outage outlasts every retry the host had.
+    time.sleep(25)
+    proxy.restore()
+    finished = wait_until(
+        lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
+        20,
+        "the run to get an outcome",
+    )[0]
+    ended = [
+        e for e in read_effects(cluster.effects) if e.run_id == running.id and e.event == "end"
+    ]
+    assert ended, "the executor did not complete"
+    assert host.alive
+    assert finished.outcome == "succeeded", (
+        f"run {running.id} completed during the outage but the ledger says {finished.outcome}: "
+        f"{finished.error_message}\n" + _lines_about(host.log(), running.id)
+    )
+
+
+def test_a_run_abandoned_by_a_dead_host_is_retried_per_its_retry_policy(
+    postgres_url: str, store: Engine, make_cluster: Callable[..., Cluster]
+) -> None:
+    job = {
+        "name": "rel.retried",
+        "cron": "*/10 * * * * *",
+        "behaviour": "sleep-first",
+        "seconds": 60,
+        "max_attempts": 2,
+        "backoff": "1s",
+    }
+    cluster = make_cluster(postgres_url, [job], **FAST)
+    replicas = [cluster.add("replica-0"), cluster.add("replica-1")]
+    running = wait_until(
+        lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
+    )[0]
+    victim = next(r for r in replicas if r.host_id == running.host_id)
+    victim.kill()
+    wait_until(
+        lambda: [r for r in ledger(store) if r.id == running.id and r.outcome == "abandoned"],
+        15,
+        "the dead host's run to be recorded abandoned",
+    )
+    deadline = time.monotonic() + 15
+    retried: list[str] = []
+    while time.monotonic() < deadline and not retried:
+        retried = [
+            r.outcome
+            for r in ledger(store)
+            if r.occurrence == running.occurrence and r.attempt == 2 and r.outcome == "succeeded"
+        ]
+        time.sleep(0.5)
+    attempts = [
+        f"attempt {r.attempt} {r.source} {r.outcome}"
+        for r in ledger(store)
+        if r.occurrence == running.occurrence
+    ]
+    assert retried, (
+        f"occurrence {running.occurrence} of a job with max_attempts=2 was abandoned and never "
+        f"retried; its rows: {attempts}"
+    )
+
+
+def test_the_audit_outcome_is_the_ledger_outcome_for_a_host_frozen_past_its_lease(
+    postgres_url: str, store: Engine, make_cluster: Callable[..., Cluster]
+) -> None:
+    job = {"name": "rel.frozen", "cron": "*/10 * * * * *", "behaviour": "sleep", "seconds": 4}
+    cluster = make_cluster(postgres_url, [job], **FAST)
+    replicas = [cluster.add("replica-0"), cluster.add("replica-1")]
+    running = wait_until(
+        lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
+    )[0]
+    frozen = next(r for r in replicas if r.host_id == running.host_id)
+    frozen.signal(signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
+            20,
+            "the other replica to record the frozen host's run",
+        )
+    finally:
+        frozen.signal(signal.SIGCONT)
+    wait_until(lambda: f'"run_id": "{running.id}"' in cluster.logs(), 20, "an audit line")
+    time.sleep(6)  # the thawed host's executor (4 s) ends and the host records what it saw
+    mismatches = audit_mismatches(ledger(store), cluster.logs())
+    assert not mismatches, "\n".join([*mismatches, _lines_about(frozen.log(), running.id)])
+
+
+def _second_after(moment: datetime, seconds: int) -> datetime:
+    return moment.replace(microsecond=0) + timedelta(seconds=seconds)
+
+
+def _lines_about(log: str, run_id: str) -> str:
+    return "\n".join(line[:300] for line in log.splitlines() if run_id in line)
