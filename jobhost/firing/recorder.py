@@ -30,6 +30,7 @@ __all__ = ["Finished", "OutcomeRecorder"]
 
 _log = logging.getLogger("jobhost.host")
 _BATCH = 500
+_LATER_SECONDS = 30
 _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -61,6 +62,8 @@ class OutcomeRecorder:
         self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
         self._give_up_at: float | None = None
+        self._later: list[tuple[float, Finished]] = []
+        """Runs whose row the database refused (a trigger, a constraint): tried again later."""
         self._thread = threading.Thread(target=self._loop, name="jobhost-recorder", daemon=True)
 
     def start(self) -> None:
@@ -79,8 +82,12 @@ class OutcomeRecorder:
         pending: list[Finished] = []
         stopping = False
         while True:
+            pending += self._due_later()
             if not pending:
-                first = self._queue.get()
+                try:
+                    first = self._queue.get(timeout=_LATER_SECONDS if self._later else None)
+                except queue.Empty:
+                    continue
                 if first is None:
                     return
                 pending.append(first)
@@ -135,6 +142,18 @@ class OutcomeRecorder:
         for finished, entry in zip(batch, entries, strict=True):
             claim = finished.claim
             verdict = verdicts.get(claim.run_id)
+            if verdict == "running":
+                # Still ours, but the database refused its row: keep it, leased, and try again.
+                _log.error(
+                    "job %s run %s finished %s, but the store refused to record it; "
+                    "trying again in %ds",
+                    claim.job_name,
+                    claim.run_id,
+                    finished.executed.outcome.outcome,
+                    _LATER_SECONDS,
+                )
+                self._later.append((time.monotonic() + _LATER_SECONDS, finished))
+                continue
             if claim.run_id not in recorded:
                 _log.warning(
                     "job %s run %s finished %s, but the ledger already says %s: "
@@ -157,6 +176,12 @@ class OutcomeRecorder:
                 self._envelope.report(claim, finished.spec, finished.executed, now, verdict)
             except Exception:  # reporting must never undo a recorded outcome
                 _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
+
+    def _due_later(self) -> list[Finished]:
+        now = time.monotonic()
+        due = [f for at, f in self._later if at <= now or self._give_up_at is not None]
+        self._later = [(at, f) for at, f in self._later if at > now and self._give_up_at is None]
+        return due
 
     def _drop(self, batch: list[Finished]) -> None:
         for finished in batch:

@@ -32,6 +32,7 @@ __all__ = ["TickResult", "Ticker"]
 
 _log = logging.getLogger("jobhost.firing")
 _SET_ASIDE_SECONDS = 60.0
+_ABANDON_PASS_SECONDS = 10.0
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Ticker:
         """What the last turn read; None until then, so the first turn looks for dead runs."""
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
+        self._last_abandon_pass = 0.0
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -83,7 +85,8 @@ class Ticker:
 
     def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:
         """Claim what is due now within the free slots; say when to look again."""
-        if self.may_abandon and (self._wakeups is None or self._wakeups.lease_expiry_passed(now)):
+        if self.may_abandon and self._abandon_due(now):
+            self._last_abandon_pass = time.monotonic()
             record_abandoned(
                 self._engine, now, self._telemetry, self._rules, implausible=self._implausible
             )
@@ -139,6 +142,13 @@ class Ticker:
     @property
     def _implausible(self) -> timedelta:
         return self._rules.implausible_lease
+
+    def _abandon_due(self, now: datetime) -> bool:
+        """Look for dead runs when a lease has expired, and now and then in any case: a corrupt
+        or implausible lease never comes first in the order of expiry."""
+        if self._wakeups is None or self._wakeups.lease_expiry_passed(now):
+            return True
+        return time.monotonic() - self._last_abandon_pass >= _ABANDON_PASS_SECONDS
 
     def _skip(self) -> list[str]:
         now = time.monotonic()

@@ -13,7 +13,10 @@ The checks, in order (``name``: what passes):
   overdue;
 - ``clock-skew``: every live host's clock is within one second of the database's;
 - ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
-  (the hosts keep up with what is due).
+  (the hosts keep up with what is due);
+- ``store-integrity``: no schedule row or running run holds a value a host cannot use (such a
+  job is set aside by the hosts; the detail names the row and the fix);
+- ``stuck-runs``: no run is held by executor code that ignored its cancellation.
 
 Checks that need the store fail as "not checked" when the store check fails.
 """
@@ -33,8 +36,10 @@ from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.operations.report import Report, report_from
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.timefmt import duration_text, short_utc
+from jobhost.rules.claiming import FiringRules
 from jobhost.store import Clock, SystemClock, current_revision, database_now, head_revision, reading
 from jobhost.store.hosts import list_hosts
+from jobhost.store.integrity import corrupt_rows, stuck_runs
 from jobhost.store.wakeups import oldest_due
 
 __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
@@ -97,15 +102,60 @@ def check_health(
             checks.append(_skipped_hosts(None))
         else:
             checks.append(Check(name, False, _UNCHECKED))
-    checks.append(
-        _schedule_lag(settings, engine, clock)
-        if report is not None
-        else Check("schedule-lag", False, _UNCHECKED)
-    )
+    for name, store_check in (
+        ("schedule-lag", _schedule_lag),
+        ("store-integrity", _store_integrity),
+        ("stuck-runs", _stuck_runs),
+    ):
+        checks.append(
+            store_check(settings, catalog, engine, clock)
+            if report is not None
+            else Check(name, False, _UNCHECKED)
+        )
     return Health(checks)
 
 
-def _schedule_lag(settings: Settings, engine: Engine, clock: Clock | None) -> Check:
+def _store_integrity(
+    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None
+) -> Check:
+    implausible = FiringRules(catalog.jobs, settings.lease_duration).implausible_lease
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        found = corrupt_rows(connection, now, implausible)
+    if not found:
+        return Check("store-integrity", True, "every schedule row and running run is readable")
+    shown = "; ".join(row.line() for row in found[:10])
+    more = f" (and {len(found) - 10} more)" if len(found) > 10 else ""
+    return Check(
+        "store-integrity",
+        False,
+        f"{len(found)} row(s) the hosts cannot use; their jobs are set aside: {shown}{more}",
+    )
+
+
+def _stuck_runs(
+    _settings: Settings, _catalog: Catalog, engine: Engine, _clock: Clock | None
+) -> Check:
+    with reading(engine) as connection:
+        stuck = stuck_runs(connection)
+    if not stuck:
+        return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
+    shown = "; ".join(
+        f"{run.job_name} run {run.id} on host {run.host_id} since {short_utc(run.started_at)} is "
+        "stuck: its executor ignored cancellation and its thread still runs"
+        for run in stuck[:10]
+    )
+    return Check(
+        "stuck-runs",
+        False,
+        f"{shown}; it keeps its slot and lease until the thread ends: fix the executor to "
+        "check context.cancellation, and restart that host to free the slot",
+    )
+
+
+def _schedule_lag(
+    settings: Settings, _catalog: Catalog, engine: Engine, clock: Clock | None
+) -> Check:
     limit = settings.max_schedule_lag
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())

@@ -8,9 +8,10 @@ from typing import Any
 from sqlalchemy import Select, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
 __all__ = [
+    "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
     "locked",
@@ -60,6 +61,40 @@ def insert_returning_new(
         module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
     )
     return list(connection.execute(statement, [dict(row) for row in rows]).scalars())
+
+
+def execute_isolating(
+    connection: Connection, statement: Any, rows: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Run ``statement`` for every row; return the rows the database refused.
+
+    The whole batch is tried once; when it is refused for a reason other than the store being
+    away (a trigger, a constraint, a corrupt row), each row is tried alone, so one bad row costs
+    only itself and the batch's other writes stand.
+    """
+    if not rows:
+        return []
+    try:
+        with connection.begin_nested():
+            connection.execute(statement, list(rows))
+        return []
+    except DBAPIError as error:
+        if _store_away(error):
+            raise
+    refused: list[dict[str, Any]] = []
+    for row in rows:
+        try:
+            with connection.begin_nested():
+                connection.execute(statement, [row])
+        except DBAPIError as error:
+            if _store_away(error):
+                raise
+            refused.append(row)
+    return refused
+
+
+def _store_away(error: DBAPIError) -> bool:
+    return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
 
 
 def violated_constraint(error: IntegrityError) -> str | None:

@@ -6,6 +6,7 @@ last write, in a few statements whatever their number, and never re-reads a sche
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,10 +16,12 @@ from jobhost_contracts import UnitCounts
 from sqlalchemy import bindparam, case, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import locked
+from jobhost.store._sql import execute_isolating, locked
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
 from jobhost.store.units import record_unit_counts
+
+_log = logging.getLogger("jobhost.store")
 
 __all__ = [
     "Finish",
@@ -98,7 +101,8 @@ def record_outcomes(
     recorded = [o for o in outcomes if o.run_id in mine]
     if not recorded:
         return set()
-    connection.execute(
+    refused = execute_isolating(
+        connection,
         update(runs)
         .where(runs.c.id == bindparam("b_id"))
         .values(
@@ -121,6 +125,10 @@ def record_outcomes(
             for o in recorded
         ],
     )
+    if refused:
+        # Left running: the database refused this run's row; the caller keeps the outcome.
+        kept = {row["b_id"] for row in refused}
+        recorded = [o for o in recorded if o.run_id not in kept]
     _summarise(
         connection,
         [
@@ -214,10 +222,16 @@ def renew_leases(
         ).scalars()
     )
     if renewed:
-        connection.execute(
+        # One job's schedule row that cannot be written must not cost every run its renewal.
+        execute_isolating(
+            connection,
             update(schedules)
-            .where(schedules.c.lease_owner == host_id, schedules.c.lease_run_id.in_(list(renewed)))
-            .values(lease_expires_at=until)
+            .where(
+                schedules.c.lease_owner == host_id,
+                schedules.c.lease_run_id == bindparam("b_run"),
+            )
+            .values(lease_expires_at=until),
+            [{"b_run": run_id} for run_id in sorted(renewed)],
         )
     return set(run_ids) - renewed
 
@@ -260,12 +274,15 @@ def abandon_expired_runs(
     if not gone:
         return []
     messages = {r.id: _abandoned_message(r) for r in gone}
-    connection.execute(
+    refused = execute_isolating(
+        connection,
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == RUNNING)
         .values(outcome="abandoned", finished_at=now, error_message=bindparam("message")),
         [{"b_id": r.id, "message": messages[r.id]} for r in gone],
     )
+    kept = {row["b_id"] for row in refused}
+    gone = [r for r in gone if r.id not in kept]
     _summarise(
         connection,
         [
@@ -335,10 +352,18 @@ def _summarise(connection: Connection, items: list[dict[str, Any]], *, fence: bo
     }
     if fence:
         values["fencing_token"] = schedules.c.fencing_token + 1
-    connection.execute(
+    refused = execute_isolating(
+        connection,
         update(schedules).where(schedules.c.job_name == bindparam("b_job")).values(**values),
         items,
     )
+    for row in refused:
+        _log.error(
+            "job %s: its schedule row refused the summary of run %s; the run is recorded, "
+            "the job's last-run columns are not",
+            row["b_job"],
+            row["b_run"],
+        )
 
 
 def _host_alive(host: HostRecord | None, now: datetime) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import update
 
 from jobhost.store.operations import pause_job
-from jobhost.store.schema import hosts, runs
+from jobhost.store.schema import hosts, runs, schedules
 from tests.cli.operator_support import Operator, now
 
 CHECKS = [
@@ -21,6 +21,8 @@ CHECKS = [
     "critical-jobs-last-run",
     "clock-skew",
     "schedule-lag",
+    "store-integrity",
+    "stuck-runs",
 ]
 JOBS = [
     {"name": "sample.billing", "cron": "0 3 * * *", "critical": True},
@@ -57,7 +59,7 @@ def test_every_check_passes_on_a_healthy_store(operator: Operator) -> None:
     assert "replica-0" in _detail(result, "live-host")
     text = operator.jobhost("health")
     assert text.returncode == 0
-    assert text.stdout.splitlines()[-1] == "healthy: all 8 checks passed"
+    assert text.stdout.splitlines()[-1] == "healthy: all 10 checks passed"
     verdicts = [line for line in text.stdout.splitlines()[:-1] if not line.startswith(" ")]
     assert len(verdicts) == len(CHECKS)
     assert all(line.startswith("PASS  ") for line in verdicts)
@@ -92,6 +94,8 @@ def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operat
         "critical-jobs-last-run": False,
         "clock-skew": False,
         "schedule-lag": True,
+        "store-integrity": True,
+        "stuck-runs": True,
     }
     scheduled = _detail(result, "critical-jobs-scheduled")
     assert "sample.billing is paused by carol" in scheduled and "migration" in scheduled
@@ -116,7 +120,7 @@ def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operat
     assert text.returncode == 1
     assert "FAIL  live-host                no host is alive" in text.stdout
     assert "PASS  clock-skew" in text.stdout
-    assert text.stdout.splitlines()[-1] == "unhealthy: 4 of 8 checks failed"
+    assert text.stdout.splitlines()[-1] == "unhealthy: 4 of 10 checks failed"
     done, result = operator.json("health", "--no-hosts")
     assert done.returncode == 1
     assert _detail(result, "live-host") == "skipped (--no-hosts)"
@@ -145,6 +149,39 @@ def test_schedule_lag_fails_when_the_hosts_fall_behind(operator: Operator) -> No
     operator.configure(JOBS, max_schedule_lag="5m")
     done, result = operator.json("health")
     assert _verdicts(result)["schedule-lag"] is True, result
+
+
+def test_store_integrity_and_stuck_runs_name_the_job_the_row_and_the_fix(
+    operator: Operator,
+) -> None:
+    _healthy(operator)
+    t = now()
+    operator.add_run("sample.cleanup", "running", started=t - timedelta(minutes=3))
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(runs)
+            .where(runs.c.job_name == "sample.cleanup")
+            .values(
+                lease_expires_at=t + timedelta(days=400),
+                error_type="Stuck",
+                error_message="stuck: executor ignored cancellation (timeout) for 30s",
+            )
+        )
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == "sample.hourly")
+            .values(fencing_token=-3)
+        )
+    done, result = operator.json("health")
+    assert done.returncode == 1
+    verdicts = _verdicts(result)
+    assert verdicts["store-integrity"] is False and verdicts["stuck-runs"] is False
+    integrity = _detail(result, "store-integrity")
+    assert "sample.hourly (schedules): fencing_token is -3" in integrity
+    assert "sample.cleanup (runs " in integrity and "further ahead" in integrity
+    stuck = _detail(result, "stuck-runs")
+    assert "sample.cleanup run" in stuck and "ignored cancellation" in stuck
+    assert "context.cancellation" in stuck
 
 
 def test_store_and_catalog_checks_fail_with_why(operator: Operator) -> None:
