@@ -10,7 +10,7 @@ from jobhost_contracts import parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["Duration", "JobOverride", "Settings"]
+__all__ = ["Duration", "JobOverride", "Settings", "split_listen_address"]
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
@@ -68,6 +68,10 @@ class Settings(BaseSettings):
         None,
         description="HOST:PORT for /healthz, /readyz, /metrics and /report; off when unset.",
     )
+    http_request_timeout: Duration = Field(
+        timedelta(seconds=30),
+        description="Longest an HTTP request may take before it is answered 504.",
+    )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
         description="How long shutdown waits for running executors after cancelling them.",
@@ -83,6 +87,11 @@ class Settings(BaseSettings):
         timedelta(minutes=30),
         description="Default grace after a job's period before the dead-man check calls it "
         "overdue; a declaration's overdue_after wins.",
+    )
+    metrics_job_label: bool = Field(
+        True,
+        description="Label run metrics with the job's name; false drops the label, so the "
+        "series stay a handful however large the catalog.",
     )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
     clock_offset: Duration = Field(
@@ -122,6 +131,7 @@ class Settings(BaseSettings):
         "heartbeat_interval",
         "shutdown_grace",
         "audit_sink_timeout",
+        "http_request_timeout",
     )
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
@@ -134,9 +144,7 @@ class Settings(BaseSettings):
     def _listen_address(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        match = _LISTEN.match(value)
-        if not match or not 0 < int(match["port"]) < 65536:
-            raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
+        split_listen_address(value)
         return value
 
     @field_validator("log_level")
@@ -168,5 +176,13 @@ class Settings(BaseSettings):
         """``http_listen`` split into host and port, or None when HTTP is off."""
         if self.http_listen is None:
             return None
-        host, _, port = self.http_listen.rpartition(":")
-        return host.strip("[]") or "0.0.0.0", int(port)
+        return split_listen_address(self.http_listen)
+
+
+def split_listen_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host is every address) as a pair;
+    :class:`ValueError` saying the expected form otherwise."""
+    match = _LISTEN.match(value)
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
+    return match["host"].strip("[]") or "0.0.0.0", int(match["port"])

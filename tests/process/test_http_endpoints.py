@@ -19,7 +19,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
 from jobhost.operations.http import Endpoints, OperatorServer, host_endpoints
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import create_store_engine, head_revision, upgrade
 from tests.cli.operator_support import Operator
 from tests.process.conftest import HostProcess, wait_for
 
@@ -73,7 +73,7 @@ def test_a_running_host_serves_probes_metrics_and_the_report(operator: Operator)
         assert status == 200, body
         assert json.loads(body) == {
             "ok": True,
-            "detail": "store reachable at schema 0001, 1 jobs",
+            "detail": f"store reachable at schema {head_revision()}, 1 jobs",
         }
 
         metrics = wait_for(
