@@ -28,7 +28,7 @@ from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.firing.host import default_host_id
 from jobhost.firing.policy import lease_for, may_start
 from jobhost.firing.tick import Ticker, desired_schedules
-from jobhost.operations.timefmt import duration_text, iso_utc, short_utc
+from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
 from jobhost.store.claims import Claim, live_runs
 from jobhost.store.hosts import list_hosts
@@ -275,9 +275,7 @@ class ManualRun:
 
     def _finished(self, request_id: str, run: RunRecord) -> TriggerResult:
         error = run.error_message or run.error_type
-        took = duration_text(run.duration_ms / 1000 if run.duration_ms is not None else None)
-        detail = f": {error}" if error and run.outcome != "succeeded" else ""
-        self._progress(f"{run.outcome} in {took} on host {run.host_id}{detail}")
+        # No progress line: the caller prints the outcome once (trigger_line or the JSON).
         return TriggerResult(
             request_id,
             run.id,
@@ -294,7 +292,6 @@ class ManualRun:
         self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
     ) -> TriggerResult:
         text = message or "refused"
-        self._progress(text)
         return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
 
     def _refused_overlap(
