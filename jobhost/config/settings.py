@@ -15,6 +15,7 @@ __all__ = ["Duration", "JobOverride", "Settings", "split_listen_address"]
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 
+_MIN_TOKEN = 16
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
 
@@ -71,6 +72,16 @@ class Settings(BaseSettings):
     http_request_timeout: Duration = Field(
         timedelta(seconds=30),
         description="Longest an HTTP request may take before it is answered 504.",
+    )
+    console_actions: bool = Field(
+        False,
+        description="Offer trigger, pause and resume on the dashboard to people signed in with "
+        "an operator token; the dashboard is read-only otherwise.",
+    )
+    operator_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="Who may act on the dashboard: operator name = secret token. The name is "
+        "what the audit records.",
     )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
@@ -145,6 +156,20 @@ class Settings(BaseSettings):
         if value is None or value == "":
             return None
         split_listen_address(value)
+        return value
+
+    @field_validator("operator_tokens")
+    @classmethod
+    def _tokens(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, token in value.items():
+            if not name.strip():
+                raise ValueError("an operator name must not be empty")
+            if len(token) < _MIN_TOKEN:
+                raise ValueError(
+                    f"the token of operator {name!r} is too short: use at least {_MIN_TOKEN} "
+                    "random characters (e.g. `python3 -c 'import secrets; "
+                    "print(secrets.token_urlsafe())'`)"
+                )
         return value
 
     @field_validator("log_level")

@@ -26,6 +26,7 @@ __all__ = [
     "NOT_ATTEMPTS",
     "RECENT",
     "LedgerSummary",
+    "attempts_of",
     "expired_runs",
     "get_run",
     "job_is_known",
@@ -33,6 +34,7 @@ __all__ = [
     "list_schedules",
     "newest_runs",
     "pending_requests",
+    "recent_failures",
     "running_runs",
     "runs_between",
     "stored_job_names",
@@ -169,6 +171,29 @@ def runs_between(
 def get_run(connection: Connection, run_id: str) -> RunRecord | None:
     row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
+
+
+def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
+    """Every attempt at ``run``'s occurrence (just ``run`` for a manual run), first first."""
+    if run.occurrence is None:
+        return [run]
+    query = (
+        select(runs)
+        .where(runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
+        .order_by(runs.c.attempt)
+    )
+    return _records(connection.execute(query).mappings())
+
+
+def recent_failures(connection: Connection, name: str, limit: int = 10) -> list[RunRecord]:
+    """The job's newest failed, timed-out or abandoned runs, newest first."""
+    query = (
+        select(runs)
+        .where(runs.c.job_name == name, runs.c.outcome.in_(("failed", "timed_out", "abandoned")))
+        .order_by(runs.c.finished_at.desc())
+        .limit(limit)
+    )
+    return _records(connection.execute(query).mappings())
 
 
 def job_is_known(connection: Connection, name: str) -> bool:
