@@ -59,7 +59,8 @@ class SessionKeeper:
     def start(self, response: Response, who: str, *, secure: bool) -> Session:
         session = Session(who, secrets.token_urlsafe(24), time.time() + _LIFETIME_SECONDS)
         payload = json.dumps({"who": who, "csrf": session.csrf, "exp": session.expires})
-        value = base64.urlsafe_b64encode(payload.encode()).decode()
+        # Unpadded, so the cookie value needs no quoting.
+        value = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
         response.set_cookie(
             COOKIE,
             f"{value}.{self._sign(value)}",
@@ -83,7 +84,7 @@ class SessionKeeper:
         if not hmac.compare_digest(signature, self._sign(value)):
             return None
         try:
-            data = json.loads(base64.urlsafe_b64decode(value.encode()))
+            data = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
             session = Session(str(data["who"]), str(data["csrf"]), float(data["exp"]))
         except (ValueError, KeyError, TypeError):
             return None
