@@ -37,6 +37,7 @@ _COMMAND_MODULES = (
     "pause",
     "health",
     "plan",
+    "serve",
 )
 
 

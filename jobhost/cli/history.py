@@ -37,13 +37,13 @@ def history(ctx: click.Context, name: str, limit: int, outcome: str | None, as_j
     Exit status: 0; 2 for an unknown job or a bad option.
     """
     from jobhost.operations.render import history_lines, stdout_style
-    from jobhost.operations.snapshot import resolve_job, stored_job_names
+    from jobhost.operations.snapshot import require_known_job
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
     engine = open_store(settings)
     try:
-        resolve_job(catalog, stored_job_names(engine), name)
+        require_known_job(catalog, engine, name)
         rows = read_history(engine, name, limit=limit, outcome=outcome)
     finally:
         engine.dispose()

@@ -25,14 +25,14 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
     Exit status: 0 (also when it already was paused); 2 for an unknown job.
     """
     from jobhost.operations.pausing import pause as pause_job
-    from jobhost.operations.snapshot import resolve_job, stored_job_names
+    from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
     engine = open_store(settings)
     try:
-        resolve_job(catalog, stored_job_names(engine), name)
+        require_known_job(catalog, engine, name)
         done = pause_job(engine, catalog, name, by=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()
@@ -52,14 +52,14 @@ def resume(ctx: click.Context, name: str) -> None:
     Exit status: 0 (also when it was not paused); 2 for an unknown job.
     """
     from jobhost.operations.pausing import resume as resume_job
-    from jobhost.operations.snapshot import resolve_job, stored_job_names
+    from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
     engine = open_store(settings)
     try:
-        resolve_job(catalog, stored_job_names(engine), name)
+        require_known_job(catalog, engine, name)
         done = resume_job(engine, name)
     finally:
         engine.dispose()

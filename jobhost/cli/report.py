@@ -8,41 +8,87 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli
 from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.operations.selection import SORTS
+from jobhost.operations.status import STATUSES
 
 __all__ = ["report"]
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-@click.option("--job", "job", metavar="NAME", help="Only this job (the hosts are still listed).")
+@click.option("--job", "job", metavar="NAME", help="Only this job, in detail (reads only it).")
+@click.option("--long", "long", is_flag=True, help="A detailed block per job, not one line.")
+@click.option("--module", "modules", metavar="M", multiple=True, help="Only jobs of module M.")
+@click.option(
+    "--state",
+    "states",
+    type=click.Choice(STATUSES),
+    multiple=True,
+    help="Only jobs with this status (repeatable).",
+)
+@click.option("--failing", is_flag=True, help="Only jobs whose last run failed or timed out.")
+@click.option(
+    "--sort", type=click.Choice(SORTS), default="name", show_default=True, help="Order of jobs."
+)
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N jobs.")
 @click.pass_context
-def report(ctx: click.Context, as_json: bool, job: str | None) -> None:
-    """The schedule report: one entry per job, then the live hosts.
+def report(
+    ctx: click.Context,
+    *,
+    as_json: bool,
+    job: str | None,
+    long: bool,
+    modules: tuple[str, ...],
+    states: tuple[str, ...],
+    failing: bool,
+    sort: str,
+    limit: int | None,
+) -> None:
+    """The schedule report: a summary by status, one line per job, then the live hosts.
 
-    Each job shows its declared and effective trigger, state (enabled, disabled, paused,
-    orphaned), next fire in UTC and local time, last run, recent outcomes, and every reason
-    what runs differs from what is declared or expected (override, paused, overdue, ...).
+    Statuses: ok, failing, overdue, behind, stuck, running, paused, disabled, orphaned,
+    invalid. Each line shows the job's status, next fire in its local time, last outcome and
+    how long ago, and flags (critical, override, ...). --long (or --job) shows each job's
+    declared and effective trigger, next fire in UTC and local time, last run, recent outcomes
+    and every reason what runs differs from what is declared or expected. Filters combine.
 
     Exit status: 0; 2 for an unknown --job; 3 when the catalog is invalid (the report is
     still printed, from what could be loaded; see `jobhost validate`).
     """
-    from jobhost.operations.render import report_lines, stdout_style
+    from jobhost.operations.render import stdout_style, terminal_width
     from jobhost.operations.report import build_report
-    from jobhost.operations.snapshot import resolve_job, stored_job_names
+    from jobhost.operations.report_text import report_lines
+    from jobhost.operations.selection import JobFilter, Sort, select_jobs
+    from jobhost.operations.snapshot import require_known_job
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
     engine = open_store(settings)
     try:
         if job is not None:
-            resolve_job(catalog, stored_job_names(engine), job)
+            require_known_job(catalog, engine, job)
         built = build_report(settings, catalog, engine, job=job)
     finally:
         engine.dispose()
+    sort_by: Sort = "name"
+    for known in SORTS:
+        if known == sort:
+            sort_by = known
+    which = JobFilter(modules=modules, statuses=states, failing=failing, sort=sort_by)
+    jobs = select_jobs(built.jobs, which)[:limit]
     if as_json:
-        click.echo(json.dumps(built.to_json(), indent=2))
+        data = built.to_json()
+        data["jobs"] = [item.to_json() for item in jobs]
+        click.echo(json.dumps(data, indent=2))
     else:
-        click.echo("\n".join(report_lines(built, stdout_style())))
+        lines = report_lines(
+            built,
+            stdout_style(),
+            width=terminal_width(),
+            long=long or job is not None,
+            jobs=jobs,
+        )
+        click.echo("\n".join(lines))
     if not catalog.ok:
         click.echo(
             f"jobhost: the catalog has {len(catalog.problems)} problem(s); see `jobhost validate`:",

@@ -17,12 +17,14 @@ def run(ctx: click.Context) -> None:
     """Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.
 
     SIGTERM or SIGINT stops claiming, cancels running jobs, waits the shutdown grace, records
-    what did not finish and exits 0; a second signal exits at once.
+    what did not finish and exits 0; a second signal exits at once. With http_listen set, the
+    probes, /metrics, /report and the dashboard are served there.
     """
     # Imported here, so that every other command starts without the firing loop's imports.
     from jobhost.envelope.telemetry import configure_telemetry
     from jobhost.firing.host import Host
-    from jobhost.operations.http import OperatorServer, host_endpoints, prometheus_reader
+    from jobhost.web import WebServer, prometheus_reader
+    from jobhost.web.surfaces import host_application
 
     settings = settings_of(ctx)
     configure_logging(settings.log_level)
@@ -40,13 +42,15 @@ def run(ctx: click.Context) -> None:
     engine = open_store(settings)
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
-    telemetry = configure_telemetry(extra_readers=[reader] if reader is not None else [])
+    telemetry = configure_telemetry(
+        extra_readers=[reader] if reader is not None else [],
+        job_label=settings.metrics_job_label,
+    )
     telemetry.install_globally()
     host = Host(settings, catalog, engine, telemetry=telemetry)
     server = None
     if address is not None and render_metrics is not None:
-        # Probes, /metrics and /report: see jobhost.operations.http.
-        server = OperatorServer(address, host_endpoints(host, render_metrics))
+        server = WebServer(address, host_application(host, render_metrics))
         server.start()
         click.echo(f"jobhost: serving HTTP on {settings.http_listen}", err=True)
     try:

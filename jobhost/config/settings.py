@@ -10,11 +10,12 @@ from jobhost_contracts import DstGap, DstRepeat, parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["Duration", "JobOverride", "Settings"]
+__all__ = ["Duration", "JobOverride", "Settings", "split_listen_address"]
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 
+_MIN_TOKEN = 16
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
 
@@ -70,6 +71,20 @@ class Settings(BaseSettings):
         None,
         description="HOST:PORT for /healthz, /readyz, /metrics and /report; off when unset.",
     )
+    http_request_timeout: Duration = Field(
+        timedelta(seconds=30),
+        description="Longest an HTTP request may take before it is answered 504.",
+    )
+    console_actions: bool = Field(
+        False,
+        description="Offer trigger, pause and resume on the dashboard to people signed in with "
+        "an operator token; the dashboard is read-only otherwise.",
+    )
+    operator_tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="Who may act on the dashboard: operator name = secret token. The name is "
+        "what the audit records.",
+    )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
         description="How long shutdown waits for running executors after cancelling them.",
@@ -90,6 +105,11 @@ class Settings(BaseSettings):
         timedelta(seconds=60),
         description="How long the oldest due, unclaimed occurrence may wait before the "
         "schedule-lag health check fails: the hosts are falling behind.",
+    )
+    metrics_job_label: bool = Field(
+        True,
+        description="Label run metrics with the job's name; false drops the label, so the "
+        "series stay a handful however large the catalog.",
     )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
     clock_offset: Duration = Field(
@@ -130,6 +150,7 @@ class Settings(BaseSettings):
         "shutdown_grace",
         "audit_sink_timeout",
         "max_schedule_lag",
+        "http_request_timeout",
     )
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
@@ -142,9 +163,21 @@ class Settings(BaseSettings):
     def _listen_address(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        match = _LISTEN.match(value)
-        if not match or not 0 < int(match["port"]) < 65536:
-            raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
+        split_listen_address(value)
+        return value
+
+    @field_validator("operator_tokens")
+    @classmethod
+    def _tokens(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, token in value.items():
+            if not name.strip():
+                raise ValueError("an operator name must not be empty")
+            if len(token) < _MIN_TOKEN:
+                raise ValueError(
+                    f"the token of operator {name!r} is too short: use at least {_MIN_TOKEN} "
+                    "random characters (e.g. `python3 -c 'import secrets; "
+                    "print(secrets.token_urlsafe())'`)"
+                )
         return value
 
     @field_validator("log_level")
@@ -176,5 +209,13 @@ class Settings(BaseSettings):
         """``http_listen`` split into host and port, or None when HTTP is off."""
         if self.http_listen is None:
             return None
-        host, _, port = self.http_listen.rpartition(":")
-        return host.strip("[]") or "0.0.0.0", int(port)
+        return split_listen_address(self.http_listen)
+
+
+def split_listen_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host is every address) as a pair;
+    :class:`ValueError` saying the expected form otherwise."""
+    match = _LISTEN.match(value)
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
+    return match["host"].strip("[]") or "0.0.0.0", int(match["port"])

@@ -51,7 +51,7 @@ def deliver(
             continue
         name = getattr(sink, "name", type(sink).__name__)
         failed.append(name)
-        telemetry.sink_failures.add(1, {"sink": name, "job": entry.job_name})
+        telemetry.sink_failures.add(1, {"sink": name})
         _log.warning(
             "audit sink %s failed for run %s of %s: %s; the outcome (%s) stands",
             name,

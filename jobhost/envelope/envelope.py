@@ -159,7 +159,8 @@ class RunEnvelope:
         labels = {"job": claim.job_name, "outcome": final}
         duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
         self._telemetry.runs.add(1, labels)
-        self._telemetry.duration.record(duration, labels)
+        # One duration histogram per job, not per outcome: it bounds the series a job costs.
+        self._telemetry.duration.record(duration, {"job": claim.job_name})
         if claim.occurrence is not None:
             lag = (claim.started_at - claim.occurrence).total_seconds()
             self._telemetry.lag.record(max(lag, 0.0), {"job": claim.job_name})

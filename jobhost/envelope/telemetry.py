@@ -6,6 +6,12 @@ Exporters are chosen by the SDK's standard variables, not by host settings: with
 ``OTEL_EXPORTER_OTLP_PROTOCOL`` says (HTTP/protobuf by default, as the specification has it).
 Nothing is exported otherwise. Exports happen in background threads, so an unreachable collector
 costs a warning from the SDK, never a changed outcome or a blocked run.
+
+Series are bounded per job: ``jobhost.runs`` has one per outcome the job has had (at most
+seven), ``jobhost.run.duration`` one histogram (:data:`DURATION_BUCKETS`: 3 buckets, so 6
+Prometheus series with ``+Inf``, ``_sum`` and ``_count``), ``jobhost.run.lag`` one histogram
+(:data:`LAG_BUCKETS`: 2 buckets, 5 series). ``metrics_job_label = false`` drops the ``job``
+label from all of them (views on the meter provider), for catalogs too large for per-job series.
 """
 
 from __future__ import annotations
@@ -24,17 +30,29 @@ from opentelemetry.sdk.metrics.export import (
     MetricReader,
     PeriodicExportingMetricReader,
 )
+from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-__all__ = ["OUTCOMES", "Telemetry", "configure_telemetry"]
+__all__ = [
+    "DURATION_BUCKETS",
+    "LAG_BUCKETS",
+    "OUTCOMES",
+    "SERIES_PER_JOB",
+    "Telemetry",
+    "configure_telemetry",
+    "metric_views",
+]
 
 METER_NAME = "jobhost"
-# Runs last from milliseconds to hours; starts are late by milliseconds, or by a whole downtime.
-_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600)
-_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300, 3600)
+# Few buckets, because every bucket is a series per job: runs take seconds, minutes or longer;
+# starts are on time (under a second), late (a minute), or late by a downtime.
+DURATION_BUCKETS = (1.0, 60.0, 600.0)
+LAG_BUCKETS = (1.0, 60.0)
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
+SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS) + 3)
+"""The most Prometheus series one job can have: one counter per outcome and two histograms."""
 
 
 @dataclass
@@ -57,13 +75,13 @@ class Telemetry:
             "jobhost.run.duration",
             unit="s",
             description="Run duration",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.lag = meter.create_histogram(
             "jobhost.run.lag",
             unit="s",
             description="Start minus scheduled occurrence",
-            explicit_bucket_boundaries_advisory=_LAG_BUCKETS,
+            explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
         self.sink_failures = meter.create_counter(
             "jobhost.audit.sink_failures",
@@ -110,8 +128,23 @@ class Telemetry:
         worker.join(timeout_seconds)
 
 
+def metric_views(job_label: bool = True) -> list[View]:
+    """Views that keep the instruments' labels to the documented ones; without ``job_label``
+    no instrument keeps the ``job`` label, so the series no longer grow with the catalog."""
+    job = {"job"} if job_label else set()
+    return [
+        View(instrument_name="jobhost.runs", attribute_keys={*job, "outcome"}),
+        View(instrument_name="jobhost.run.duration", attribute_keys=job),
+        View(instrument_name="jobhost.run.lag", attribute_keys=job),
+        View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
+    ]
+
+
 def configure_telemetry(
-    service_name: str = "jobhost", extra_readers: Sequence[MetricReader] = ()
+    service_name: str = "jobhost",
+    extra_readers: Sequence[MetricReader] = (),
+    *,
+    job_label: bool = True,
 ) -> Telemetry:
     """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
@@ -125,7 +158,10 @@ def configure_telemetry(
     if metric_exporter is not None:
         readers.append(PeriodicExportingMetricReader(metric_exporter))
     meter_provider = MeterProvider(
-        resource=resource, metric_readers=readers, shutdown_on_exit=False
+        resource=resource,
+        metric_readers=readers,
+        shutdown_on_exit=False,
+        views=metric_views(job_label),
     )
     return Telemetry(tracer_provider, meter_provider, [tracer_provider, meter_provider])
 

@@ -24,7 +24,7 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import configure_telemetry
-from jobhost.operations.timefmt import duration_text, iso_utc, short_utc
+from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import lease_for, may_start
@@ -32,9 +32,10 @@ from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
 from jobhost.store.claims import Claim, claim_work, live_runs
 from jobhost.store.hosts import default_host_id, list_hosts
 from jobhost.store.ledger import renew_leases
-from jobhost.store.operations import get_request, get_run, get_schedule, request_run
+from jobhost.store.operations import get_request, get_schedule, request_run
 from jobhost.store.records import TERMINAL_OUTCOMES
 from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_run
 
 __all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
 
@@ -275,9 +276,7 @@ class ManualRun:
 
     def _finished(self, request_id: str, run: RunRecord) -> TriggerResult:
         error = run.error_message or run.error_type
-        took = duration_text(run.duration_ms / 1000 if run.duration_ms is not None else None)
-        detail = f": {error}" if error and run.outcome != "succeeded" else ""
-        self._progress(f"{run.outcome} in {took} on host {run.host_id}{detail}")
+        # No progress line: the caller prints the outcome once (trigger_line or the JSON).
         return TriggerResult(
             request_id,
             run.id,
@@ -294,7 +293,6 @@ class ManualRun:
         self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
     ) -> TriggerResult:
         text = message or "refused"
-        self._progress(text)
         return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
 
     def _refused_overlap(

@@ -2,35 +2,38 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from jobhost.operations.timefmt import duration_text, short_local, short_utc
+from jobhost.operations.timefmt import duration_text, short_utc
 
 if TYPE_CHECKING:
     from jobhost.operations.health import Health
     from jobhost.operations.manual import TriggerResult
-    from jobhost.operations.report import JobReport, Report
     from jobhost.store import HostRecord, RunRecord, ScheduleRecord
     from jobhost.store.registry import SyncPlan
 
 __all__ = [
     "WIDTH",
     "Style",
+    "cut",
     "health_lines",
     "history_lines",
     "plan_lines",
-    "report_lines",
+    "plural",
     "stdout_style",
+    "terminal_width",
     "trigger_line",
+    "wrap_words",
 ]
 
 WIDTH = 80
 
-_STATE_COLOURS = {"enabled": "green", "disabled": None, "paused": "yellow", "orphaned": "red"}
 _OUTCOME_COLOURS = {
     "succeeded": "green",
     "failed": "red",
@@ -60,29 +63,25 @@ class Style:
 
 
 def stdout_style() -> Style:
-    """Colour when stdout is a terminal (``click.get_text_stream`` is deprecated in click 8.5)."""
+    """Colour when stdout is a terminal and ``NO_COLOR`` is not set (no-color.org)."""
     stream = sys.stdout
-    return Style(stream is not None and stream.isatty())
+    tty = stream is not None and stream.isatty()
+    return Style(tty and not os.environ.get("NO_COLOR"))
 
 
-def report_lines(report: Report, style: Style) -> list[str]:
-    hosts = len(report.hosts)
-    lines = [
-        style(f"jobhost report at {short_utc(report.generated_at)}", bold=True)
-        + f": {len(report.jobs)} {_plural(len(report.jobs), 'job')}, {hosts} live "
-        + _plural(hosts, "host"),
-    ]
-    for job in report.jobs:
-        lines += ["", *_job_lines(job, style)]
-    lines += ["", *_host_lines(report.hosts, style)]
-    return lines
+def terminal_width() -> int:
+    """The terminal's width when stdout is one (at least :data:`WIDTH`), :data:`WIDTH` otherwise."""
+    stream = sys.stdout
+    if stream is None or not stream.isatty():
+        return WIDTH
+    return max(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH)
 
 
 def history_lines(job: str, rows: list[RunRecord], style: Style) -> list[str]:
     if not rows:
         return [f"{job}: no runs recorded"]
     lines = [
-        style(f"{job}: {len(rows)} {_plural(len(rows), 'row')}, newest first", bold=True),
+        style(f"{job}: {len(rows)} {plural(len(rows), 'row')}, newest first", bold=True),
         f"{'OCCURRENCE (UTC)':<20}  {'#':>2}  {'SOURCE':<8}  {'HOST':<20}  "
         f"{'DURATION':>8}  OUTCOME",
     ]
@@ -90,7 +89,7 @@ def history_lines(job: str, rows: list[RunRecord], style: Style) -> list[str]:
         occurrence = short_utc(run.occurrence) if run.occurrence else "(manual)"
         took = duration_text(run.duration_ms / 1000 if run.duration_ms is not None else None)
         lines.append(
-            f"{occurrence:<20}  {run.attempt:>2}  {run.source:<8}  {_cut(run.host_id, 20):<20}  "
+            f"{occurrence:<20}  {run.attempt:>2}  {run.source:<8}  {cut(run.host_id, 20):<20}  "
             f"{took:>8}  {style.outcome(run.outcome)}"
         )
         details = [f"started {short_utc(run.started_at)}" if run.started_at else "not started"]
@@ -116,7 +115,7 @@ def health_lines(health: Health, style: Style) -> list[str]:
     width = max(len(check.name) for check in health.checks) + 2
     for check in health.checks:
         verdict = style("PASS", fg="green") if check.ok else style("FAIL", fg="red", bold=True)
-        wrapped = textwrap.wrap(check.detail, WIDTH - 6 - width) or [""]
+        wrapped = wrap_words(check.detail, WIDTH - 6 - width) or [""]
         lines.append(f"{verdict}  {check.name:<{width}}{wrapped[0]}")
         lines += [" " * (6 + width) + more for more in wrapped[1:]]
     failed = sum(not check.ok for check in health.checks)
@@ -180,81 +179,26 @@ def trigger_line(result: TriggerResult, style: Style) -> str:
     return f"{style.outcome(result.outcome)}: {subject}{took}{error}"
 
 
-def _job_lines(job: JobReport, style: Style) -> list[str]:
-    tags = style(job.state, fg=_STATE_COLOURS.get(job.state)) + (
-        style(" critical", bold=True) if job.critical else ""
+def wrap_words(text: str, width: int, indent: int = 0, first: int | None = None) -> list[str]:
+    """``text`` wrapped at spaces only: a long name or URL overflows rather than breaking."""
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=" " * (indent if first is None else first),
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
     )
-    plain = len(job.state) + (9 if job.critical else 0)
-    gap = max(WIDTH - len(job.name) - plain, 2)
-    lines = [style(job.name, bold=True) + " " * gap + tags]
-    if job.description:
-        lines += _wrap(job.description, 2)
-    effective = job.effective_trigger
-    origin = f", from {effective.source}" if effective.source == "override" else ""
-    lines += _field("trigger", f"{effective.describe()}{origin}")
-    if job.declared_trigger is not None and effective.source == "override":
-        lines += _wrap(f"declared {job.declared_trigger.describe()}", 11)
-    if job.next_fire is not None:
-        text = short_utc(job.next_fire)
-        if effective.timezone != "UTC":
-            local = short_local(job.next_fire, effective.timezone)
-            text += f"   {local} ({effective.timezone})"
-        lines += _field("next", text)
-    else:
-        lines += _field("next", "-")
-    last = job.last_run
-    if last is not None:
-        took = duration_text(last.duration_ms / 1000 if last.duration_ms is not None else None)
-        when = short_utc(last.started_at)
-        text = f"{last.outcome} {when} in {took} on {last.host or '-'}"
-        if last.error and last.outcome != "succeeded":
-            text += f": {last.error}"
-        last_lines = _field("last", text)
-        last_lines[0] = last_lines[0].replace(last.outcome, style.outcome(last.outcome), 1)
-        lines += last_lines
-    else:
-        lines += _field("last", "never run")
-    if job.recent_outcomes:
-        recent = " ".join(style.outcome(outcome) for outcome in job.recent_outcomes)
-        lines += _field("recent", recent, styled=True)
-    for mismatch in job.mismatches:
-        lines += [style(line, fg="yellow") for line in _field("!", mismatch.text())]
-    return lines
-
-
-def _host_lines(hosts: list[HostRecord], style: Style) -> list[str]:
-    if not hosts:
-        return [style("no live host: nothing fires the jobs", fg="red", bold=True)]
-    lines = [
-        style("live hosts", bold=True),
-        f"  {'ID':<22}  {'HOSTNAME':<16}  {'PID':>7}  {'LAST SEEN':<20}  SKEW",
-    ]
-    for host in hosts:
-        skew = host.clock_skew_seconds
-        skew_text = style(f"{skew:+.3f}s", fg="red" if abs(skew) > 1 else None)
-        lines.append(
-            f"  {_cut(host.id, 22):<22}  {_cut(host.hostname, 16):<16}  {host.pid:>7}  "
-            f"{short_utc(host.last_seen_at):<20}  {skew_text}"
-        )
-    return lines
-
-
-def _field(label: str, text: str, *, styled: bool = False) -> list[str]:
-    head = f"  {label:<8} "
-    if styled:
-        return [head + text]
-    wrapped = textwrap.wrap(text, WIDTH - len(head)) or [""]
-    return [head + wrapped[0], *(" " * len(head) + line for line in wrapped[1:])]
 
 
 def _wrap(text: str, indent: int) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * indent)
+    return wrap_words(text, WIDTH, indent)
 
 
-def _cut(text: str | None, width: int) -> str:
+def cut(text: str | None, width: int) -> str:
     value = text or "-"
     return value if len(value) <= width else value[: width - 1] + "~"
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"

@@ -20,6 +20,7 @@ from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.config import Settings
 from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches
 from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
+from jobhost.operations.status import Status, Summary, job_status, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord
 
@@ -126,6 +127,9 @@ class JobReport:
     last_run: LastRun | None
     recent_outcomes: list[str]
     mismatches: list[Mismatch]
+    status: Status = "ok"
+    running: int = 0
+    """How many of its runs are running now."""
 
     def has(self, code: str) -> Mismatch | None:
         """The mismatch with ``code``, if the job has it."""
@@ -150,6 +154,7 @@ class JobReport:
             "last_run": self.last_run.to_json() if self.last_run is not None else None,
             "recent_outcomes": list(self.recent_outcomes),
             "mismatch": [m.text() for m in self.mismatches],
+            "status": self.status,
         }
 
 
@@ -161,10 +166,14 @@ class Report:
     jobs: list[JobReport]
     problems: list[Problem]
     """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
+    summary: Summary | None = None
+    """Of every job, before any filter narrowed ``jobs``."""
 
     def to_json(self) -> dict[str, Any]:
+        summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
         return {
             "generated_at": iso_utc(self.generated_at),
+            "summary": summary.to_json(),
             "hosts": [host_json(host) for host in self.hosts],
             "jobs": [job.to_json() for job in self.jobs],
         }
@@ -178,8 +187,9 @@ def build_report(
     job: str | None = None,
     clock: Clock | None = None,
 ) -> Report:
-    """Read the store and put it beside the catalog; ``job`` narrows it to one job."""
-    snapshot = read_snapshot(engine, [job] if job else catalog.jobs, clock)
+    """Read the store and put it beside the catalog; ``job`` narrows it to one job (and reads
+    only that job's rows)."""
+    snapshot = read_snapshot(engine, catalog.jobs, clock, only=job)
     return report_from(settings, catalog, snapshot, job=job)
 
 
@@ -197,7 +207,10 @@ def report_from(
         if (job is None or name == job)
         and (name in catalog.jobs or name in snapshot.schedules or name in invalid)
     ]
-    return Report(generated_at=now, hosts=live, jobs=jobs, problems=list(catalog.problems))
+    summary = summarise([item.status for item in jobs], live)
+    return Report(
+        generated_at=now, hosts=live, jobs=jobs, problems=list(catalog.problems), summary=summary
+    )
 
 
 def host_json(host: HostRecord) -> dict[str, Any]:
@@ -210,6 +223,11 @@ def host_json(host: HostRecord) -> dict[str, Any]:
         "started_at": iso_utc(host.started_at),
         "last_seen_at": iso_utc(host.last_seen_at),
         "clock_skew_seconds": round(host.clock_skew_seconds, 3),
+        "catalog_version": host.catalog_version,
+        "synced_at": iso_utc(host.synced_at),
+        "schedule_lag_seconds": (
+            round(host.schedule_lag_seconds, 3) if host.schedule_lag_seconds is not None else None
+        ),
     }
 
 
@@ -228,6 +246,7 @@ def _job_report(
         expired_runs=snapshot.expired_runs.get(name, []),
     )
     last = snapshot.last_runs.get(name)
+    running = len(snapshot.running.get(name, []))
     if spec is not None:
         module, description, critical = (
             spec.module,
@@ -242,6 +261,9 @@ def _job_report(
         effective = TriggerView(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
+    mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts)
+    state = _state(facts)
+    codes = [m.code for m in mismatches]
     return JobReport(
         name=name,
         module=module,
@@ -249,13 +271,15 @@ def _job_report(
         critical=critical,
         enabled=facts.enabled,
         paused=facts.paused,
-        state=_state(facts),
+        state=state,
         declared_trigger=declared,
         effective_trigger=effective,
         next_fire=facts.next_fire,
         last_run=LastRun.of(last) if last is not None else None,
         recent_outcomes=snapshot.recent_outcomes.get(name, []),
-        mismatches=job_mismatches(facts, settings, snapshot.now, live_hosts),
+        mismatches=mismatches,
+        status=job_status(state, codes, last.outcome if last else None, running > 0),
+        running=running,
     )
 
 

@@ -2,6 +2,7 @@
 
 Everything is read in one read-only transaction, at the database's own time (the machine's on
 SQLite), so a host's ``last_seen_at`` and the instant it is compared with come from one clock.
+The reads are the store's (:mod:`jobhost.store.reports`), each bounded by an index.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
 from jobhost.catalog.model import suggest
 from jobhost.errors import UnknownJobError
 from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord, SystemClock, reading
+from jobhost.store import reports as store_reports
 from jobhost.store.clock import database_now
 from jobhost.store.hosts import list_hosts
-from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.schema import runs, schedules
+from jobhost.store.reports import NEWEST_FIRST, NOT_ATTEMPTS, RECENT
 
 __all__ = [
     "NEWEST_FIRST",
@@ -28,22 +28,10 @@ __all__ = [
     "RECENT",
     "StoreSnapshot",
     "read_snapshot",
+    "require_known_job",
     "resolve_job",
     "stored_job_names",
 ]
-
-NEWEST_FIRST = (
-    func.coalesce(runs.c.started_at, runs.c.queued_at).desc(),
-    runs.c.occurrence.desc().nulls_last(),
-    runs.c.attempt.desc(),
-)
-"""The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
-
-RECENT = 5
-"""How many outcomes ``recent_outcomes`` shows."""
-
-NOT_ATTEMPTS = ("missed", "skipped", PENDING)
-"""Ledger rows that are not an attempt to run: ``last_run`` passes over them."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +45,8 @@ class StoreSnapshot:
     recent_outcomes: dict[str, list[str]] = field(default_factory=dict)
     last_success: dict[str, datetime] = field(default_factory=dict)
     expired_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
+    running: dict[str, list[RunRecord]] = field(default_factory=dict)
+    """Each job's runs still running, oldest first."""
 
     @property
     def live_hosts(self) -> list[HostRecord]:
@@ -64,44 +54,47 @@ class StoreSnapshot:
 
 
 def read_snapshot(
-    engine: Engine, names: Collection[str] = (), clock: Clock | None = None
+    engine: Engine,
+    names: Collection[str] = (),
+    clock: Clock | None = None,
+    *,
+    only: str | None = None,
 ) -> StoreSnapshot:
-    """Schedules, hosts, and for every job in ``names`` or the store: its latest runs."""
+    """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
+
+    With ``only``, just that job is read (its row, its runs), whatever ``names`` says.
+    """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
-        rows = {
-            row.job_name: row
-            for row in (
-                ScheduleRecord.from_row(r) for r in connection.execute(select(schedules)).mappings()
-            )
-        }
+        if only is not None:
+            rows = store_reports.list_schedules(connection, [only])
+            summaries = store_reports.ledger_summaries(connection, [only])
+            running = store_reports.running_runs(connection, only)
+        else:
+            rows = store_reports.list_schedules(connection)
+            extra = set(names) - set(rows)
+            summaries = store_reports.ledger_summaries(connection)
+            if extra:
+                summaries.update(store_reports.ledger_summaries(connection, extra))
+            running = store_reports.running_runs(connection)
         snapshot = StoreSnapshot(now=now, schedules=rows, hosts=list_hosts(connection))
-        for name in sorted({*names, *rows}):
-            last = _last_attempt(connection, name)
-            if last is not None:
-                snapshot.last_runs[name] = last
-            snapshot.recent_outcomes[name] = _recent(connection, name)
-        success = (
-            select(runs.c.job_name, func.max(runs.c.finished_at))
-            .where(runs.c.outcome == "succeeded")
-            .group_by(runs.c.job_name)
-        )
-        for name, finished in connection.execute(success):
-            if isinstance(finished, datetime):
-                snapshot.last_success[str(name)] = finished
-        expired = select(runs).where(runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
-        for r in connection.execute(expired).mappings():
-            run = RunRecord.from_row(r)
-            snapshot.expired_runs.setdefault(run.job_name, []).append(run)
+        for name, summary in summaries.items():
+            if summary.last_attempt is not None:
+                snapshot.last_runs[name] = summary.last_attempt
+            snapshot.recent_outcomes[name] = summary.recent_outcomes
+            if summary.last_success is not None:
+                snapshot.last_success[name] = summary.last_success
+        for run in running:
+            snapshot.running.setdefault(run.job_name, []).append(run)
+            if run.lease_expires_at is not None and run.lease_expires_at < now:
+                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
     return snapshot
 
 
 def stored_job_names(engine: Engine) -> set[str]:
     """Every job name the store knows, from its schedules and its ledger."""
     with reading(engine) as connection:
-        named = set(connection.execute(select(schedules.c.job_name)).scalars())
-        named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
-    return {str(name) for name in named}
+        return store_reports.stored_job_names(connection)
 
 
 def resolve_job(catalog: Catalog, stored: Collection[str], name: str) -> str:
@@ -112,22 +105,12 @@ def resolve_job(catalog: Catalog, stored: Collection[str], name: str) -> str:
     raise UnknownJobError(name, suggest(name, known))
 
 
-def _last_attempt(connection: Connection, name: str) -> RunRecord | None:
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome.not_in(NOT_ATTEMPTS))
-        .order_by(*NEWEST_FIRST)
-        .limit(1)
-    )
-    row = connection.execute(query).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None
-
-
-def _recent(connection: Connection, name: str) -> list[str]:
-    query = (
-        select(runs.c.outcome)
-        .where(runs.c.job_name == name, runs.c.outcome != PENDING)
-        .order_by(*NEWEST_FIRST)
-        .limit(RECENT)
-    )
-    return [str(outcome) for outcome in connection.execute(query).scalars()]
+def require_known_job(catalog: Catalog, engine: Engine, name: str) -> str:
+    """:func:`resolve_job` reading only what it must: the job's own rows, and every name only
+    to suggest the closest ones when it is unknown."""
+    if name in catalog.jobs:
+        return name
+    with reading(engine) as connection:
+        if store_reports.job_is_known(connection, name):
+            return name
+    return resolve_job(catalog, stored_job_names(engine), name)

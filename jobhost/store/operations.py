@@ -11,11 +11,11 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import RequestRecord, RunRecord, ScheduleRecord
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.records import RequestRecord, ScheduleRecord
+from jobhost.store.schema import run_requests, schedules
 from jobhost.store.signals import notify
 
-__all__ = ["get_request", "get_run", "get_schedule", "pause_job", "request_run", "resume_job"]
+__all__ = ["get_request", "get_schedule", "pause_job", "request_run", "resume_job"]
 
 
 def request_run(
@@ -44,11 +44,6 @@ def get_request(connection: Connection, request_id: str) -> RequestRecord | None
         .first()
     )
     return RequestRecord.from_row(row) if row is not None else None
-
-
-def get_run(connection: Connection, run_id: str) -> RunRecord | None:
-    row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:

@@ -21,8 +21,14 @@ TERMINAL_OUTCOMES = frozenset(
 class _FromRow:
     @classmethod
     def from_row(cls, row: RowMapping | dict[str, Any]) -> Self:
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in dict(row).items() if k in names})
+        names = _FIELDS.get(cls)
+        if names is None:
+            # Computed once per class: reports build tens of thousands of records.
+            names = _FIELDS[cls] = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+_FIELDS: dict[type, frozenset[str]] = {}
 
 
 @dataclass(frozen=True, slots=True)

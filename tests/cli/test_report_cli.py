@@ -33,6 +33,7 @@ JOB_KEYS = {
     "last_run",
     "recent_outcomes",
     "mismatch",
+    "status",
 }
 
 
@@ -142,7 +143,7 @@ def test_json_report_names_every_mismatch_reason(operator: Operator) -> None:
 
 def test_text_report_fits_80_columns_without_colour_off_a_terminal(operator: Operator) -> None:
     _every_reason(operator)
-    done = operator.jobhost("report")
+    done = operator.jobhost("report", "--long")
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert "\x1b[" not in text
@@ -181,6 +182,9 @@ def test_live_hosts_with_their_clock_skew_and_one_job(operator: Operator) -> Non
         "started_at",
         "last_seen_at",
         "clock_skew_seconds",
+        "catalog_version",
+        "synced_at",
+        "schedule_lag_seconds",
     }
     assert report["hosts"][0]["clock_skew_seconds"] == 0.25
     assert [job["name"] for job in report["jobs"]] == ["sample.one"]

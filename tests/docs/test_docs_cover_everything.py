@@ -35,7 +35,7 @@ from jobhost.cli import cli
 from jobhost.cli._app import _register_commands
 from jobhost.config import Settings
 from jobhost.envelope.telemetry import OUTCOMES, Telemetry
-from jobhost.operations.http import prometheus_reader
+from jobhost.web import prometheus_reader
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "operations"
@@ -46,6 +46,7 @@ PAGES = (
     "settings.md",
     "semantics.md",
     "observability.md",
+    "dashboard.md",
     "runbook.md",
     "writing-a-module.md",
     "publish.md",

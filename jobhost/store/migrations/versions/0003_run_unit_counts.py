@@ -1,6 +1,6 @@
 """Fan-out counts on the run ledger: units total, succeeded, failed, already done.
 
-Revision ID: 0006
+Revision ID: 0003
 Revises: 0002
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
+revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None

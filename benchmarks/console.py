@@ -1,0 +1,242 @@
+"""The operator's console at scale: ``python benchmarks/console.py [sqlite|postgres ...]``.
+
+Builds a catalog of ``JOBS`` jobs and a ledger of ``ROWS`` rows (bulk-inserted: executemany in
+one transaction on SQLite, COPY on PostgreSQL; PostgreSQL from ``JOBHOST_TEST_POSTGRES_URL``,
+in a schema of its own, dropped afterwards), then prints how long each operator read takes:
+
+- ``report``, ``health`` and ``report --job``: in this process (store reads and report
+  building), and as the whole ``jobhost`` command (start-up and the 10,000-job catalog too);
+- ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
+  report exactly as ``jobhost run``'s does);
+- the dashboard's overview page and one job page with its 7-day timeline.
+
+Each figure is the best of ``REPEAT`` runs after one warm-up.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+from jobhost.catalog import build_catalog
+from jobhost.config import Settings, load_settings
+from jobhost.firing.tick import desired_schedules
+from jobhost.operations.health import check_health
+from jobhost.operations.report import build_report
+from jobhost.store import create_store_engine, upgrade
+from jobhost.store.registry import sync_schedules
+from jobhost.web import WebServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = str(ROOT / "tests" / "plugins" / "sample_jobs.py")
+JOBS = int(os.environ.get("CONSOLE_JOBS", "10000"))
+ROWS = int(os.environ.get("CONSOLE_ROWS", "1000000"))
+REPEAT = 3
+_COLUMNS = (
+    "id, job_name, occurrence, attempt, source, outcome, host_id, fencing_token, "
+    "queued_at, started_at, finished_at, error_type, error_message"
+)
+
+
+def main(backends: list[str]) -> None:
+    print(f"{JOBS} jobs, {ROWS} ledger rows; best of {REPEAT} (seconds)")
+    for backend in backends or ["sqlite", "postgres"]:
+        with tempfile.TemporaryDirectory() as directory, _store(backend, directory) as url:
+            _measure(backend, url, Path(directory))
+
+
+def _measure(backend: str, url: str, directory: Path) -> None:
+    config = _write_config(directory, url)
+    settings = load_settings(config)
+    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": ""})
+    engine = create_store_engine(url)
+    try:
+        upgrade(engine)
+        seeded = _seed(engine, catalog.jobs)
+        one = sorted(catalog.jobs)[JOBS // 2]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBHOST_", "OTEL_"))}
+        env["JOBHOST_LOAD_PLUGINS"] = ""
+        command = [sys.executable, "-m", "jobhost", "--config", str(config)]
+        figures = {
+            "report (in process)": lambda: build_report(settings, catalog, engine),
+            "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
+            "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
+            "jobhost report --json": lambda: _command([*command, "report", "--json"], env),
+            "jobhost report": lambda: _command([*command, "report"], env),
+            "jobhost health --no-hosts": lambda: _command([*command, "health", "--no-hosts"], env),
+            "jobhost report --job NAME": lambda: _command([*command, "report", "--job", one], env),
+        }
+        results = {name: _best(call) for name, call in figures.items()}
+        results |= _http(settings, catalog, engine, one)
+        print(f"\n{backend}: seeded {seeded} rows in {_seconds(engine, seeded):s}")
+        for name, seconds in results.items():
+            print(f"  {name:<34} {seconds:7.3f}")
+    finally:
+        engine.dispose()
+
+
+_SEED_TIMES: dict[int, float] = {}
+
+
+def _seconds(_engine: Engine, rows: int) -> str:
+    return f"{_SEED_TIMES.get(rows, 0.0):.1f}s"
+
+
+def _http(settings: Settings, catalog: object, engine: Engine, one: str) -> dict[str, float]:
+    from jobhost.web.surfaces import store_application
+
+    server = WebServer(("127.0.0.1", 0), store_application(settings, catalog, engine))  # type: ignore[arg-type]
+    server.start()
+    base = f"http://127.0.0.1:{server.address[1]}"
+    try:
+        pages = {"GET /report": "/report"}
+        if os.environ.get("CONSOLE_PAGES", "1") == "1":
+            pages["GET / (dashboard overview)"] = "/?state=failing&sort=state"
+            pages["GET /jobs/NAME?range=7d"] = f"/jobs/{one}?range=7d"
+        return {name: _best(lambda path=path: _get(base + path)) for name, path in pages.items()}
+    finally:
+        server.stop()
+
+
+def _get(url: str) -> None:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        assert response.status == 200, url
+        response.read()
+
+
+def _command(argv: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode in {0, 1}, done.stderr
+
+
+def _best(call: Callable[[], object]) -> float:
+    call()
+    best = float("inf")
+    for _ in range(REPEAT):
+        started = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _write_config(directory: Path, url: str) -> Path:
+    zones = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
+    lines = [f'database_url = "{url}"', f'plugins = ["{SAMPLE}"]', "[modules.sample]"]
+    for index in range(JOBS):
+        lines.append("[[modules.sample.jobs]]")
+        lines.append(f'name = "sample.job-{index:05d}"')
+        if index % 3 == 0:
+            lines.append(f'interval = "{5 + index % 55}m"')
+        else:
+            lines.append(f'cron = "{index % 60} * * * *"')
+            lines.append(f'timezone = "{zones[index % len(zones)]}"')
+        if index % 100 == 0:
+            lines.append("critical = true")
+    path = directory / "jobhost.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _seed(engine: Engine, jobs: dict[str, object]) -> int:
+    now = datetime.now(UTC)
+    with engine.begin() as connection:
+        sync_schedules(connection, desired_schedules(jobs), now)  # type: ignore[arg-type]
+    started = time.perf_counter()
+    per_job = ROWS // len(jobs)
+    rows = _rows(sorted(jobs), per_job, now)
+    if engine.dialect.name == "postgresql":
+        raw = engine.raw_connection()
+        try:
+            with raw.cursor() as cursor, cursor.copy(f"COPY runs ({_COLUMNS}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+                for row in rows:
+                    copy.write_row(row)
+            raw.commit()
+        finally:
+            raw.close()
+    else:
+        raw = engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute("BEGIN")
+            cursor.executemany(
+                f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 13)})",
+                (tuple(_sqlite(value) for value in row) for row in rows),
+            )
+            cursor.execute("COMMIT")
+        finally:
+            raw.close()
+    _SEED_TIMES[per_job * len(jobs)] = time.perf_counter() - started
+    return per_job * len(jobs)
+
+
+def _rows(names: list[str], per_job: int, now: datetime) -> Iterator[tuple[object, ...]]:
+    for number, name in enumerate(names):
+        for index in range(per_job):
+            occurrence = now - timedelta(minutes=15 * (index + 1) + number % 15)
+            kind = (number + index) % 50
+            outcome = "failed" if kind == 0 else "missed" if kind == 1 else "succeeded"
+            if number % 97 == 0 and index == 0:
+                outcome = "failed"
+            attempt = 0 if outcome == "missed" else 1
+            started = None if outcome == "missed" else occurrence + timedelta(seconds=1)
+            finished = None if started is None else started + timedelta(seconds=2 + index % 7)
+            failed = outcome == "failed"
+            error = ("RuntimeError", "disk full on /var/data") if failed else (None, None)
+            yield (
+                uuid.uuid4().hex,
+                name,
+                occurrence,
+                attempt,
+                "schedule",
+                outcome,
+                "bench-host",
+                index,
+                started or occurrence,
+                started,
+                finished,
+                *error,
+            )
+
+
+def _sqlite(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return value
+
+
+@contextmanager
+def _store(backend: str, directory: str) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{directory}/store.db"
+        return
+    base_url = os.environ.get("JOBHOST_TEST_POSTGRES_URL")
+    if not base_url:
+        raise SystemExit("set JOBHOST_TEST_POSTGRES_URL for the PostgreSQL figures")
+    base = make_url(base_url).set(drivername="postgresql+psycopg")
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = base.update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,62 @@
+"""``jobhost serve``: the HTTP surface over the store, without a host."""
+
+from __future__ import annotations
+
+import click
+
+from jobhost.cli._app import cli, configure_logging
+from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.config import Settings, redact_url
+from jobhost.config.settings import split_listen_address
+
+__all__ = ["serve"]
+
+_DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+@cli.command()
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help=f"Where to listen; default: http_listen, or {_DEFAULT_LISTEN} when that is unset.",
+)
+@click.pass_context
+def serve(ctx: click.Context, listen: str | None) -> None:
+    """Serve the report, the probes and the dashboard over the store, with no host.
+
+    Read-only: nothing fires here, the dashboard shows no actions, and /metrics (the host's
+    run metrics) is not served. /healthz answers 200 while the server runs; /readyz 200 when
+    the store is reachable at the current schema. SIGTERM or SIGINT stops it.
+
+    Exit status: 0 when stopped; 3 when the configuration is invalid or the address cannot be
+    listened on; 1 when the store is unreachable or its schema is not current; 2 for a
+    malformed --listen.
+    """
+    from jobhost.web import WebServer
+    from jobhost.web.surfaces import store_application
+
+    settings = settings_of(ctx)
+    address = _address(settings, listen)
+    configure_logging(settings.log_level)
+    catalog = load_catalog(settings)
+    engine = open_store(settings)
+    try:
+        server = WebServer(address, store_application(settings, catalog, engine))
+        host, port = server.address
+        click.echo(
+            f"jobhost: serving {redact_url(settings.database_url)} read-only on "
+            f"http://{f'[{host}]' if ':' in host else host}:{port}",
+            err=True,
+        )
+        server.serve()
+    finally:
+        engine.dispose()
+
+
+def _address(settings: Settings, listen: str | None) -> tuple[str, int]:
+    if listen is None:
+        return settings.listen_address() or split_listen_address(_DEFAULT_LISTEN)
+    try:
+        return split_listen_address(listen)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--listen") from None

@@ -1,0 +1,314 @@
+"""The reads behind the report, the health checks and the dashboard.
+
+Every read is bounded by an index, never a scan of the ledger: a job's newest rows come from
+``ix_runs_job_name_newest`` (job, start or queueing time), its last success from
+``ix_runs_job_name_outcome_finished_at``, live and expired runs from
+``ix_runs_outcome_lease_expires_at``. For the whole catalog each is one statement: a lateral
+join on PostgreSQL, a correlated subquery on SQLite.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, Table, func, select, true
+from sqlalchemy.engine import Connection, RowMapping
+
+from jobhost.store.records import PENDING, RUNNING, RunRecord, ScheduleRecord
+from jobhost.store.schema import run_requests, runs, schedules
+
+__all__ = [
+    "NEWEST_FIRST",
+    "NOT_ATTEMPTS",
+    "RECENT",
+    "LedgerSummary",
+    "attempts_of",
+    "expired_runs",
+    "get_run",
+    "job_history",
+    "job_is_known",
+    "ledger_summaries",
+    "list_schedules",
+    "newest_runs",
+    "pending_requests",
+    "recent_failures",
+    "running_runs",
+    "runs_between",
+    "stored_job_names",
+]
+
+RECENT = 5
+"""How many outcomes ``recent_outcomes`` shows."""
+
+NOT_ATTEMPTS = ("missed", "skipped", PENDING)
+"""Ledger rows that are not an attempt to run: ``last_run`` passes over them."""
+
+_CHUNK = 500
+_NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
+NEWEST_FIRST = (_NEWEST.desc(), runs.c.occurrence.desc().nulls_last(), runs.c.attempt.desc())
+"""The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """What the ledger says about one job, read by index."""
+
+    last_attempt: RunRecord | None
+    recent_outcomes: list[str]
+    """The newest :data:`RECENT` outcomes, newest first, ``missed`` and ``skipped`` included."""
+    last_success: datetime | None
+
+
+def list_schedules(
+    connection: Connection, names: Collection[str] | None = None
+) -> dict[str, ScheduleRecord]:
+    """Every schedule row, or those of ``names``."""
+    query = select(*_columns(schedules, ScheduleRecord))
+    if names is not None:
+        query = query.where(schedules.c.job_name.in_(list(names)))
+    made = (ScheduleRecord(*row) for row in connection.execute(query))
+    return {record.job_name: record for record in made}
+
+
+def ledger_summaries(
+    connection: Connection, names: Collection[str] | None = None
+) -> dict[str, LedgerSummary]:
+    """The :class:`LedgerSummary` of every scheduled job and of each of ``names``.
+
+    With ``names`` None, every job with a schedule row, in one statement per question; jobs of
+    ``names`` without a row (declared, never synced) are read one by one.
+    """
+    scheduled: set[str] = set()
+    recent: dict[str, list[str]] = defaultdict(list)
+    last_ids: dict[str, str] = {}
+    success: dict[str, datetime] = {}
+    if names is None:
+        for name, run_id, outcome in connection.execute(_newest_per_job(connection)):
+            recent[name].append(outcome)
+            if name not in last_ids and outcome not in NOT_ATTEMPTS:
+                last_ids[name] = run_id
+        last = select(func.max(runs.c.finished_at)).where(
+            runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded"
+        )
+        for name, finished in connection.execute(
+            select(schedules.c.job_name, last.scalar_subquery().label("last_success"))
+        ):
+            scheduled.add(str(name))
+            if isinstance(finished, datetime):
+                success[str(name)] = finished
+    attempts = _runs_by_id(connection, list(last_ids.values()))
+    summaries: dict[str, LedgerSummary] = {}
+    for name in sorted(scheduled if names is None else set(names)):
+        if name in scheduled:
+            outcomes = recent.get(name, [])
+            found = attempts.get(last_ids[name]) if name in last_ids else None
+            if found is None and len(outcomes) >= RECENT:
+                found = _last_attempt(connection, name)
+            summaries[name] = LedgerSummary(found, outcomes, success.get(name))
+        else:
+            rows = newest_runs(connection, name)
+            found = next((run for run in rows if run.outcome not in NOT_ATTEMPTS), None)
+            if found is None and len(rows) >= RECENT:
+                found = _last_attempt(connection, name)
+            summaries[name] = LedgerSummary(
+                found, [run.outcome for run in rows], last_success(connection, name)
+            )
+    return summaries
+
+
+def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[RunRecord]:
+    """The job's newest ledger rows (queued retries left out), newest first."""
+    query = (
+        select(runs)
+        .where(runs.c.job_name == name, runs.c.outcome != PENDING)
+        .order_by(*NEWEST_FIRST)
+        .limit(limit)
+    )
+    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+
+
+def last_success(connection: Connection, name: str) -> datetime | None:
+    query = select(func.max(runs.c.finished_at)).where(
+        runs.c.job_name == name, runs.c.outcome == "succeeded"
+    )
+    value = connection.execute(query).scalar()
+    return value if isinstance(value, datetime) else None
+
+
+def running_runs(connection: Connection, name: str | None = None) -> list[RunRecord]:
+    """Runs still running (by index on outcome), oldest first; of job ``name`` if given."""
+    query = select(runs).where(runs.c.outcome == RUNNING)
+    if name is not None:
+        query = query.where(runs.c.job_name == name)
+    return _records(connection.execute(query.order_by(runs.c.started_at)).mappings())
+
+
+def expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
+    """Running runs whose lease expired before ``now``."""
+    query = select(runs).where(runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
+    return _records(connection.execute(query).mappings())
+
+
+def runs_between(
+    connection: Connection, name: str, since: datetime, until: datetime, limit: int = 5000
+) -> list[RunRecord]:
+    """The job's ledger rows started (or queued) in [since, until], oldest first, at most
+    ``limit`` (the newest ones)."""
+    query = (
+        select(runs)
+        .where(runs.c.job_name == name, _NEWEST.between(since, until))
+        .order_by(*NEWEST_FIRST)
+        .limit(limit)
+    )
+    found = _records(connection.execute(query).mappings())
+    found.reverse()
+    return found
+
+
+def job_history(
+    connection: Connection, name: str, *, limit: int, outcome: str | None = None
+) -> list[RunRecord]:
+    """Up to ``limit`` ledger rows of job ``name``, newest first, optionally of one outcome."""
+    query = select(runs).where(runs.c.job_name == name)
+    if outcome is not None:
+        query = query.where(runs.c.outcome == outcome)
+    query = query.order_by(*NEWEST_FIRST).limit(limit)
+    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def get_run(connection: Connection, run_id: str) -> RunRecord | None:
+    row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+    return RunRecord.from_row(row) if row is not None else None
+
+
+def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
+    """Every attempt at ``run``'s occurrence (just ``run`` for a manual run), first first."""
+    if run.occurrence is None:
+        return [run]
+    query = (
+        select(runs)
+        .where(runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
+        .order_by(runs.c.attempt)
+    )
+    return _records(connection.execute(query).mappings())
+
+
+def recent_failures(connection: Connection, name: str, limit: int = 10) -> list[RunRecord]:
+    """The job's newest failed, timed-out or abandoned runs, newest first."""
+    query = (
+        select(runs)
+        .where(runs.c.job_name == name, runs.c.outcome.in_(("failed", "timed_out", "abandoned")))
+        .order_by(runs.c.finished_at.desc())
+        .limit(limit)
+    )
+    return _records(connection.execute(query).mappings())
+
+
+def job_is_known(connection: Connection, name: str) -> bool:
+    """Whether the store has a schedule row or a ledger row for ``name``."""
+    row = select(schedules.c.job_name).where(schedules.c.job_name == name)
+    if connection.execute(row).first() is not None:
+        return True
+    ledger = select(runs.c.id).where(runs.c.job_name == name).limit(1)
+    return connection.execute(ledger).first() is not None
+
+
+def stored_job_names(connection: Connection) -> set[str]:
+    """Every job name the store knows, from its schedules and its ledger (a scan of an index:
+    for suggestions after a name was not found, not for every command)."""
+    named = set(connection.execute(select(schedules.c.job_name)).scalars())
+    named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
+    return {str(name) for name in named}
+
+
+def pending_requests(connection: Connection, name: str) -> int:
+    """Manual run requests of ``name`` no host has taken yet."""
+    query = select(func.count()).where(
+        run_requests.c.job_name == name, run_requests.c.status == "pending"
+    )
+    return int(connection.execute(query).scalar() or 0)
+
+
+def _newest_per_job(connection: Connection) -> Select[Any]:
+    """(job, run id, outcome) of the newest :data:`RECENT` rows of every scheduled job, in the
+    ledger's order within each job, in one statement."""
+    if connection.dialect.name == "postgresql":
+        newest = (
+            select(
+                runs.c.id,
+                runs.c.outcome,
+                _NEWEST.label("newest_at"),
+                runs.c.occurrence,
+                runs.c.attempt,
+            )
+            .where(runs.c.job_name == schedules.c.job_name, runs.c.outcome != PENDING)
+            .order_by(*NEWEST_FIRST)
+            .limit(RECENT)
+            .lateral("newest")
+        )
+        return (
+            select(schedules.c.job_name, newest.c.id, newest.c.outcome)
+            .select_from(schedules)
+            .join(newest, true())
+            .order_by(
+                schedules.c.job_name,
+                newest.c.newest_at.desc(),
+                newest.c.occurrence.desc().nulls_last(),
+                newest.c.attempt.desc(),
+            )
+        )
+    inner = runs.alias("inner_runs")
+    ids = (
+        select(inner.c.id)
+        .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome != PENDING)
+        .order_by(
+            func.coalesce(inner.c.started_at, inner.c.queued_at).desc(),
+            inner.c.occurrence.desc().nulls_last(),
+            inner.c.attempt.desc(),
+        )
+        .limit(RECENT)
+        .correlate(schedules)
+    )
+    return (
+        select(schedules.c.job_name, runs.c.id, runs.c.outcome)
+        .select_from(schedules)
+        .join(runs, runs.c.id.in_(ids))
+        .order_by(schedules.c.job_name, *NEWEST_FIRST)
+    )
+
+
+def _last_attempt(connection: Connection, name: str) -> RunRecord | None:
+    """The newest attempt further back than the newest rows (a paused job's are all missed)."""
+    query = (
+        select(runs)
+        .where(runs.c.job_name == name, runs.c.outcome.not_in(NOT_ATTEMPTS))
+        .order_by(*NEWEST_FIRST)
+        .limit(1)
+    )
+    row = connection.execute(query).mappings().first()
+    return RunRecord.from_row(row) if row is not None else None
+
+
+def _runs_by_id(connection: Connection, ids: list[str]) -> dict[str, RunRecord]:
+    found: dict[str, RunRecord] = {}
+    columns = _columns(runs, RunRecord)
+    for start in range(0, len(ids), _CHUNK):
+        query = select(*columns).where(runs.c.id.in_(ids[start : start + _CHUNK]))
+        for row in connection.execute(query):
+            record = RunRecord(*row)
+            found[record.id] = record
+    return found
+
+
+def _columns(table: Table, record: type[Any]) -> list[ColumnElement[Any]]:
+    """The columns of ``table`` in the order of ``record``'s fields, to build it from a plain
+    row (much cheaper than from a mapping, for tens of thousands of rows)."""
+    return [table.c[field.name] for field in fields(record)]
+
+
+def _records(rows: Iterable[RowMapping]) -> list[RunRecord]:
+    return [RunRecord.from_row(row) for row in rows]

@@ -1,0 +1,121 @@
+"""The ASGI application every HTTP surface of jobhost is served by.
+
+:func:`create_app` builds a Starlette application with the operator endpoints (``/healthz``,
+``/readyz``, ``/metrics``, ``/report``) and whatever ``routes`` a caller adds (the dashboard,
+an API under a :class:`~starlette.routing.Mount`). Every ``GET`` route answers ``HEAD`` too; an
+unknown path answers 404 in JSON naming the endpoints there are; a request that takes longer
+than ``request_timeout`` answers 504. The endpoints' callables block (they read the store), so
+they run on worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from jobhost.web.endpoints import Endpoints, Probe
+from jobhost.web.timeouts import RequestTimeout
+
+__all__ = ["PrettyJSON", "blocking", "create_app"]
+
+_log = logging.getLogger("jobhost.http")
+_T = TypeVar("_T")
+
+
+class PrettyJSON(JSONResponse):
+    """JSON indented for people, as ``jobhost ... --json`` prints it."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, indent=2).encode()
+
+
+async def blocking(call: Callable[[], _T]) -> _T:
+    """Run ``call`` on a worker thread; a request timeout abandons it rather than waiting."""
+    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+
+def create_app(
+    endpoints: Endpoints,
+    *,
+    routes: Sequence[BaseRoute] = (),
+    middleware: Sequence[Middleware] = (),
+    request_timeout: float = 30.0,
+) -> Starlette:
+    """The application: the operator endpoints, then ``routes`` in their order."""
+    own = [
+        Route("/healthz", _probe(endpoints.liveness), methods=["GET"]),
+        Route("/readyz", _probe(endpoints.readiness), methods=["GET"]),
+        Route("/report", _guarded("/report", _report(endpoints)), methods=["GET"]),
+    ]
+    if endpoints.metrics is not None:
+        own.append(Route("/metrics", _guarded("/metrics", _metrics(endpoints.metrics))))
+    every = [*own, *routes]
+    paths = sorted(_path(route) for route in every)
+
+    async def not_found(request: Request, _error: Exception) -> Response:
+        if isinstance(_error, HTTPException) and _error.status_code != 404:
+            return PrettyJSON({"error": _error.detail}, _error.status_code, _error.headers)
+        path = request.url.path
+        return PrettyJSON({"error": f"no such endpoint {path}", "endpoints": paths}, 404)
+
+    return Starlette(
+        routes=every,
+        middleware=[Middleware(RequestTimeout, seconds=request_timeout), *middleware],
+        exception_handlers={HTTPException: not_found},
+    )
+
+
+Handler = Callable[[Request], Any]
+
+
+def _guarded(path: str, handler: Handler) -> Handler:
+    """A failing endpoint answers 500 with the error; the host goes on."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            response: Response = await handler(request)
+        except Exception as error:
+            _log.warning("HTTP %s failed: %s: %s", path, type(error).__name__, error)
+            return PrettyJSON({"error": f"{type(error).__name__}: {error}"}, 500)
+        return response
+
+    return endpoint
+
+
+def _probe(probe: Probe) -> Handler:
+    async def endpoint(_request: Request) -> Response:
+        ok, detail = await blocking(probe)
+        return PrettyJSON({"ok": ok, "detail": detail}, 200 if ok else 503)
+
+    return endpoint
+
+
+def _report(endpoints: Endpoints) -> Handler:
+    async def endpoint(_request: Request) -> Response:
+        return PrettyJSON(await blocking(endpoints.report))
+
+    return endpoint
+
+
+def _metrics(render: Callable[[], bytes]) -> Handler:
+    async def endpoint(_request: Request) -> Response:
+        return Response(await blocking(render), media_type=CONTENT_TYPE_LATEST)
+
+    return endpoint
+
+
+def _path(route: BaseRoute) -> str:
+    if isinstance(route, Route | Mount):
+        return route.path or "/"
+    return str(getattr(route, "path", "?"))

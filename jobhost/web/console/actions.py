@@ -1,0 +1,111 @@
+"""Trigger, pause and resume from the dashboard: refused unless every guard passes, audited.
+
+Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
+is signed in; the form's CSRF token is the session's; a reason is given; the job exists. Each
+refusal answers 403 (400 for a missing reason, 404 for an unknown job) and is logged. What is
+done is written to ``console_actions`` (who, what, which job, why, from where, and the result)
+and logged as one JSON line by the ``jobhost.audit`` logger.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from jobhost.operations.pausing import pause, resume
+from jobhost.operations.timefmt import iso_utc
+from jobhost.store import SystemClock, database_now
+from jobhost.store.console import record_action
+from jobhost.store.operations import request_run
+from jobhost.web.app import blocking
+from jobhost.web.console.auth import client_of, read_form, same_origin
+
+if TYPE_CHECKING:
+    from jobhost.web.console.pages import Console
+
+__all__ = ["ACTIONS", "ActionHandler"]
+
+ACTIONS = ("trigger", "pause", "resume")
+_audit = logging.getLogger("jobhost.audit")
+
+
+class ActionHandler:
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    async def act(self, request: Request) -> Response:
+        console = self._console
+        name = request.path_params["name"]
+        action = request.path_params["action"]
+        if action not in ACTIONS:
+            return console.refuse(request, f"no action {action!r}: use {', '.join(ACTIONS)}", 404)
+        if not same_origin(request):
+            return console.refuse(request, "a request from another site is refused")
+        if not console.actions_on:
+            return console.refuse(request, console.actions_off_reason())
+        session = console.sessions.read(request)
+        if session is None:
+            return console.refuse(request, f"sign in with an operator token to {action} a job")
+        form = await read_form(request)
+        if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
+            return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
+        reason = " ".join(form.get("reason", "").split())[:500]
+        if not reason:
+            return console.refuse(request, f"say why you {action} {name}: it is audited", 400)
+        if name not in console.catalog.jobs:
+            return console.refuse(request, f"no declared job {name}", 404)
+        client = client_of(request)
+        result = await blocking(lambda: self._do(action, name, session.who, reason, client))
+        target = f"/jobs/{quote(name, safe='')}?done={quote(result, safe='')}"
+        return RedirectResponse(target, status_code=303)
+
+    def _do(self, action: str, name: str, who: str, reason: str, client: str) -> str:
+        console = self._console
+        engine = console.engine
+        clock = console.clock or SystemClock(console.settings.clock_offset)
+        result = ""
+        if action == "pause":
+            paused = pause(engine, console.catalog, name, by=who, reason=reason, clock=clock)
+            result = "paused" if paused.changed else "already paused"
+        elif action == "resume":
+            resumed = resume(engine, name, clock=clock)
+            result = "resumed" if resumed is not None and resumed.changed else "was not paused"
+        with engine.begin() as connection:
+            now = database_now(connection, clock)
+            if action == "trigger":
+                request_id = request_run(connection, name, who, reason, now)
+                result = f"trigger queued (request {request_id})"
+            done = record_action(
+                connection,
+                at=now,
+                actor=who,
+                action=action,
+                job_name=name,
+                reason=reason,
+                client=client,
+                result=result,
+            )
+        _audit.info(
+            "%s",
+            json.dumps(
+                {
+                    "event": "console.action",
+                    "id": done.id,
+                    "at": iso_utc(done.at),
+                    "actor": who,
+                    "action": action,
+                    "job_name": name,
+                    "reason": reason,
+                    "client": client,
+                    "result": result,
+                },
+                sort_keys=True,
+            ),
+        )
+        return result

@@ -1,0 +1,119 @@
+"""Who is signed in to the dashboard, and proof that a form came from the dashboard itself.
+
+A person signs in with one of the ``operator_tokens`` from the settings; the dashboard then
+keeps a session cookie (HttpOnly, SameSite=Strict, signed with HMAC-SHA256 under a key derived
+from the configured tokens, so every replica with the same settings accepts it and changing
+the tokens signs everyone out). The session carries a random CSRF token that every form posts
+back; a POST whose ``Origin`` is another site is refused before anything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+__all__ = ["COOKIE", "Session", "SessionKeeper", "client_of", "read_form", "same_origin"]
+
+COOKIE = "jobhost_session"
+_LIFETIME_SECONDS = 8 * 3600
+_MAX_FORM = 16_384
+
+
+@dataclass(frozen=True)
+class Session:
+    who: str
+    csrf: str
+    expires: float
+
+
+class SessionKeeper:
+    """Signs, reads and checks sessions for one set of operator tokens."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._tokens = dict(tokens)
+        material = "\0".join(f"{name}={token}" for name, token in sorted(self._tokens.items()))
+        self._key = hashlib.sha256(b"jobhost-console\0" + material.encode()).digest()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._tokens)
+
+    def operator_for(self, token: str) -> str | None:
+        """The operator whose token ``token`` is (compared in constant time), or None."""
+        found = None
+        for name, expected in self._tokens.items():
+            if hmac.compare_digest(token.encode(), expected.encode()):
+                found = name
+        return found
+
+    def start(self, response: Response, who: str, *, secure: bool) -> Session:
+        session = Session(who, secrets.token_urlsafe(24), time.time() + _LIFETIME_SECONDS)
+        payload = json.dumps({"who": who, "csrf": session.csrf, "exp": session.expires})
+        # Unpadded, so the cookie value needs no quoting.
+        value = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+        response.set_cookie(
+            COOKIE,
+            f"{value}.{self._sign(value)}",
+            max_age=_LIFETIME_SECONDS,
+            httponly=True,
+            samesite="strict",
+            secure=secure,
+            path="/",
+        )
+        return session
+
+    def end(self, response: Response) -> None:
+        response.delete_cookie(COOKIE, path="/")
+
+    def read(self, request: Request) -> Session | None:
+        """The request's valid session, or None (absent, forged, expired, or tokens changed)."""
+        raw = request.cookies.get(COOKIE)
+        if not raw or "." not in raw or not self.enabled:
+            return None
+        value, _, signature = raw.rpartition(".")
+        if not hmac.compare_digest(signature, self._sign(value)):
+            return None
+        try:
+            data = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+            session = Session(str(data["who"]), str(data["csrf"]), float(data["exp"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+        if session.expires < time.time() or session.who not in self._tokens:
+            return None
+        return session
+
+    def _sign(self, value: str) -> str:
+        return hmac.new(self._key, value.encode(), hashlib.sha256).hexdigest()
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the request came from another site."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return origin.split("://", 1)[-1] == host
+
+
+def client_of(request: Request) -> str:
+    """The client's address, for the audit and the log."""
+    return request.client.host if request.client is not None else "-"
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An urlencoded form body (at most 16 KiB, else empty): the first value of each field."""
+    body = await request.body()
+    if len(body) > _MAX_FORM:
+        return {}
+    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {key: values[0] for key, values in parsed.items()}

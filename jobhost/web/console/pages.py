@@ -1,0 +1,255 @@
+"""The dashboard: server-rendered pages over the store, and the actions people may take.
+
+Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
+the server), ``/jobs/NAME`` (run timeline for 24 hours or 7 days, next ten fires, declared
+and effective trigger, recent errors, runs, audited actions), ``/runs/ID``, ``/hosts``.
+Read-only unless ``console_actions`` is on, operator tokens are configured and the application
+allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
+at ``/signin`` sees trigger, pause and resume, each audited with who and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from sqlalchemy.engine import Engine
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
+from jobhost.operations.report import build_report
+from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
+from jobhost.operations.status import STATUSES
+from jobhost.operations.timefmt import duration_text, short_local, short_utc
+from jobhost.store import Clock
+from jobhost.web.app import blocking
+from jobhost.web.console.actions import ActionHandler
+from jobhost.web.console.auth import SessionKeeper, client_of, read_form, same_origin
+from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
+from jobhost.web.console.views import hosts_view, job_view, run_view
+
+__all__ = ["PAGE_SIZE", "Console"]
+
+_log = logging.getLogger("jobhost.console")
+PAGE_SIZE = 50
+_HEADERS = {
+    # Inline style attributes place the timeline's axis labels; no inline script is allowed.
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+class Console:
+    """The dashboard's routes over one catalog and store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        *,
+        allow_actions: bool,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.engine = engine
+        self.clock = clock
+        self.sessions = SessionKeeper(settings.operator_tokens)
+        self.actions_on = allow_actions and settings.console_actions and self.sessions.enabled
+        self._templates = Environment(
+            loader=PackageLoader("jobhost.web", "templates"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._templates.filters.update(
+            quote=lambda value: quote(str(value), safe=""),
+            utc=short_utc,
+            local=short_local,
+            took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
+            ago=lambda at, now: duration_text(now - at) if at is not None else "-",
+        )
+        self._actions = ActionHandler(self)
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/", self.overview, methods=["GET"]),
+            Route("/jobs/{name}", self.job, methods=["GET"]),
+            Route("/jobs/{name}/{action}", self._actions.act, methods=["POST"]),
+            Route("/runs/{run_id}", self.run, methods=["GET"]),
+            Route("/hosts", self.hosts, methods=["GET"]),
+            Route("/signin", self.signin_form, methods=["GET"]),
+            Route("/signin", self.signin, methods=["POST"]),
+            Route("/signout", self.signout, methods=["POST"]),
+            Mount("/static", StaticFiles(packages=[("jobhost.web", "static")]), name="static"),
+        ]
+
+    # -- pages --------------------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        params = request.query_params
+        search = params.get("q", "")[:200]
+        module = params.get("module", "")
+        states = [s for s in params.getlist("state") if s in STATUSES]
+        sort = _sort(params.get("sort", "name"))
+        report = await blocking(
+            lambda: build_report(self.settings, self.catalog, self.engine, clock=self.clock)
+        )
+        which = JobFilter(
+            search=search, modules=[module] if module else (), statuses=states, sort=sort
+        )
+        jobs = select_jobs(report.jobs, which)
+        pages = max(math.ceil(len(jobs) / PAGE_SIZE), 1)
+        page = min(max(_int(params.get("page"), 1), 1), pages)
+        shown = jobs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        kept = {"q": search, "module": module, "state": states, "sort": sort}
+
+        def link(**change: Any) -> str:
+            query = {**kept, **change}
+            return "?" + urlencode({k: v for k, v in query.items() if v}, doseq=True)
+
+        return self.page(
+            request,
+            "overview.html",
+            report=report,
+            jobs=shown,
+            matched=len(jobs),
+            page=page,
+            pages=pages,
+            link=link,
+            search=search,
+            module=module,
+            states=states,
+            sort=sort,
+            sorts=SORTS,
+            statuses=STATUSES,
+            modules=sorted({job.module for job in report.jobs}),
+        )
+
+    async def job(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        span_name = request.query_params.get("range", "24h")
+        span_name = span_name if span_name in RANGES else "24h"
+        view = await blocking(
+            lambda: job_view(
+                self.settings,
+                self.catalog,
+                self.engine,
+                name,
+                span=RANGES[span_name],
+                clock=self.clock,
+            )
+        )
+        if view is None:
+            return self.page(request, "missing.html", status=404, what=f"job {name}")
+        return self.page(
+            request,
+            "job.html",
+            view=view,
+            job=view.job,
+            span=span_name,
+            ranges=list(RANGES),
+            outcomes=OUTCOME_ORDER,
+            done=request.query_params.get("done"),
+        )
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
+        if view is None:
+            return self.page(request, "missing.html", status=404, what=f"run {run_id}")
+        return self.page(request, "run.html", view=view, run=view.run)
+
+    async def hosts(self, request: Request) -> Response:
+        view = await blocking(lambda: hosts_view(self.engine, self.clock))
+        return self.page(request, "hosts.html", view=view)
+
+    # -- signing in ---------------------------------------------------------------------------
+
+    async def signin_form(self, request: Request) -> Response:
+        return self.page(request, "signin.html", error=None)
+
+    async def signin(self, request: Request) -> Response:
+        if not same_origin(request):
+            return self.refuse(request, "a sign-in from another site is refused")
+        if not self.actions_on:
+            return self.refuse(request, self.actions_off_reason())
+        form = await read_form(request)
+        who = self.sessions.operator_for(form.get("token", ""))
+        if who is None:
+            _log.warning("dashboard sign-in refused from %s: unknown token", client_of(request))
+            return self.page(
+                request, "signin.html", status=403, error="that is not an operator token"
+            )
+        response = RedirectResponse("/", status_code=303)
+        self.sessions.start(response, who, secure=request.url.scheme == "https")
+        _log.info("dashboard sign-in: %s from %s", who, client_of(request))
+        return _secured(response)
+
+    async def signout(self, request: Request) -> Response:
+        if not same_origin(request):
+            return self.refuse(request, "a sign-out from another site is refused")
+        response = RedirectResponse("/", status_code=303)
+        self.sessions.end(response)
+        return _secured(response)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def actions_off_reason(self) -> str:
+        if not self.settings.console_actions:
+            return "actions are off: this dashboard is read-only (console_actions = false)"
+        if not self.sessions.enabled:
+            return "actions are off: no operator_tokens are configured"
+        return "actions are off here: `jobhost serve` is read-only; use a host's dashboard"
+
+    def refuse(self, request: Request, why: str, status: int = 403) -> Response:
+        _log.warning(
+            "dashboard refused %s %s from %s: %s",
+            request.method,
+            request.url.path,
+            client_of(request),
+            why,
+        )
+        return self.page(request, "refused.html", status=status, why=why)
+
+    def page(self, request: Request, template: str, status: int = 200, **values: Any) -> Response:
+        session = self.sessions.read(request)
+        html = self._templates.get_template(template).render(
+            session=session,
+            actions_on=self.actions_on,
+            jobs_total=len(self.catalog.jobs),
+            **values,
+        )
+        return _secured(HTMLResponse(html, status_code=status))
+
+
+def _secured(response: Response) -> Response:
+    response.headers.update(_HEADERS)
+    return response
+
+
+def _sort(value: str) -> Sort:
+    for known in SORTS:
+        if known == value:
+            return known
+    return "name"
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default

@@ -1,0 +1,120 @@
+"""A job's runs laid out in time: where each mark goes on the dashboard's timeline, and why.
+
+Pure: the runs, the window and the zone in; marks (as percentages of the window's width) and
+axis ticks out. Each ledger row is placed at its occurrence (its start for a manual run, its
+queueing for one that never started) and is as wide as it ran, never narrower than a sliver.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobhost.operations.timefmt import duration_text, short_utc
+from jobhost.store import RunRecord
+from jobhost.triggers import UnknownTimezoneError, load_zone
+
+__all__ = ["OUTCOME_ORDER", "RANGES", "Mark", "Tick", "Timeline", "timeline"]
+
+RANGES = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+OUTCOME_ORDER = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "missed",
+    "skipped",
+    "abandoned",
+    "cancelled",
+    "running",
+)
+_MIN_WIDTH = 0.4
+
+
+@dataclass(frozen=True)
+class Mark:
+    run_id: str
+    outcome: str
+    at: datetime
+    x: float
+    width: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    start: datetime
+    end: datetime
+    marks: list[Mark]
+    ticks: list[Tick]
+    counts: dict[str, int]
+
+
+def timeline(runs: Sequence[RunRecord], *, now: datetime, span: timedelta, zone: str) -> Timeline:
+    start = now - span
+    total = span.total_seconds()
+    marks: list[Mark] = []
+    for run in sorted(runs, key=lambda r: (_placed_at(r), r.attempt)):
+        at = _placed_at(run)
+        if at < start or at > now:
+            continue
+        end = run.finished_at or (now if run.outcome == "running" else None)
+        ran = (end - run.started_at).total_seconds() if end and run.started_at else 0.0
+        x = (at - start).total_seconds() / total * 100
+        width = min(max(ran / total * 100, _MIN_WIDTH), 100.0)
+        x = min(x, 100 - width)  # a run just now stays visible at the right edge
+        marks.append(Mark(run.id, run.outcome, at, round(x, 3), round(width, 3), _label(run, at)))
+    counts = Counter(mark.outcome for mark in marks)
+    return Timeline(start, now, marks, _ticks(start, span, zone), dict(counts))
+
+
+def _placed_at(run: RunRecord) -> datetime:
+    return run.occurrence or run.started_at or run.queued_at
+
+
+def _label(run: RunRecord, at: datetime) -> str:
+    took = duration_text(run.duration_ms / 1000) if run.duration_ms is not None else None
+    parts = [f"{run.outcome} {short_utc(at)}"]
+    if run.attempt > 1:
+        parts.append(f"attempt {run.attempt}")
+    if took:
+        parts.append(f"in {took}")
+    if run.host_id:
+        parts.append(f"on {run.host_id}")
+    error = run.error_message or run.error_type
+    if error and run.outcome != "succeeded":
+        parts.append(f"- {error[:200]}")
+    return " ".join(parts)
+
+
+def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
+    try:
+        tz = load_zone(zone)
+    except UnknownTimezoneError:
+        tz = load_zone("UTC")
+    step = timedelta(hours=3) if span <= timedelta(days=1) else timedelta(days=1)
+    local = start.astimezone(tz)
+    if step == timedelta(days=1):
+        first = local.replace(hour=0, minute=0, second=0, microsecond=0) + step
+        fmt = "%a %d %b"
+    else:
+        first = local.replace(minute=0, second=0, microsecond=0)
+        first += timedelta(hours=(3 - first.hour % 3) % 3 or 3)
+        fmt = "%H:%M"
+    ticks: list[Tick] = []
+    at = first
+    while at < start + span:
+        # Wall-clock steps in the zone, placed by the real instant (daylight saving included).
+        instant = at.replace(tzinfo=None).replace(tzinfo=tz)
+        x = (instant - start).total_seconds() / span.total_seconds() * 100
+        if 0 <= x <= 100:
+            ticks.append(Tick(round(x, 3), instant.strftime(fmt)))
+        at = (at.replace(tzinfo=None) + step).replace(tzinfo=tz)
+    return ticks

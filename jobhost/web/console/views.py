@@ -1,0 +1,122 @@
+"""What each dashboard page shows, read from the store: plain data for the templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
+from jobhost.operations.report import JobReport, Report, build_report
+from jobhost.operations.timefmt import short_local, short_utc
+from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
+from jobhost.store.console import ConsoleAction, recent_actions
+from jobhost.store.hosts import list_hosts
+from jobhost.store.reports import (
+    attempts_of,
+    get_run,
+    newest_runs,
+    recent_failures,
+    runs_between,
+)
+from jobhost.web.console.timeline import Timeline, timeline
+
+__all__ = ["Fire", "HostsView", "JobView", "RunView", "hosts_view", "job_view", "run_view"]
+
+
+@dataclass(frozen=True)
+class Fire:
+    utc: str
+    local: str
+
+
+@dataclass(frozen=True)
+class JobView:
+    job: JobReport
+    report: Report
+    timeline: Timeline
+    fires: list[Fire]
+    failures: list[RunRecord]
+    runs: list[RunRecord]
+    actions: list[ConsoleAction]
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: RunRecord
+    attempts: list[RunRecord]
+    zone: str
+
+
+@dataclass(frozen=True)
+class HostsView:
+    now: datetime
+    hosts: list[tuple[HostRecord, bool]]
+    """Every host the store knows, newest first, with whether it is alive."""
+
+
+def job_view(
+    settings: Settings,
+    catalog: Catalog,
+    engine: Engine,
+    name: str,
+    *,
+    span: timedelta,
+    clock: Clock | None = None,
+) -> JobView | None:
+    report = build_report(settings, catalog, engine, job=name, clock=clock)
+    if not report.jobs:
+        return None
+    job = report.jobs[0]
+    now = report.generated_at
+    zone = job.effective_trigger.timezone
+    with reading(engine) as connection:
+        window = runs_between(connection, name, now - span, now)
+        failures = recent_failures(connection, name)
+        latest = newest_runs(connection, name, 20)
+        actions = recent_actions(connection, name)
+    return JobView(
+        job=job,
+        report=report,
+        timeline=timeline(window, now=now, span=span, zone=zone),
+        fires=_next_fires(catalog, job, now),
+        failures=failures,
+        runs=latest,
+        actions=actions,
+    )
+
+
+def run_view(engine: Engine, catalog: Catalog, run_id: str) -> RunView | None:
+    with reading(engine) as connection:
+        run = get_run(connection, run_id)
+        if run is None:
+            return None
+        attempts = attempts_of(connection, run)
+    spec = catalog.jobs.get(run.job_name)
+    return RunView(run, attempts, spec.trigger.timezone if spec is not None else "UTC")
+
+
+def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        hosts = list_hosts(connection)
+    ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
+    return HostsView(now, [(host, host.alive(now)) for host in ordered])
+
+
+def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[Fire]:
+    """The next ten fires: an interval job's from its stored next fire (its phase), a cron
+    job's from its expression."""
+    spec = catalog.jobs.get(job.name)
+    if spec is None or not spec.enabled or job.paused:
+        return []
+    zone = job.effective_trigger.timezone
+    interval = spec.trigger.interval if spec.trigger.kind == "interval" else None
+    if interval is not None and job.next_fire is not None:
+        fires = [job.next_fire + index * interval for index in range(10)]
+    else:
+        schedule = spec.schedule(now)
+        fires = schedule.iter_after(now, 10) if schedule is not None else []
+    return [Fire(short_utc(at), short_local(at, zone)) for at in fires]

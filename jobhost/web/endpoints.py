@@ -1,0 +1,145 @@
+"""What the operator endpoints answer with, for a running host or for the store alone.
+
+- ``/healthz``: 200 while the firing loop turns (its last tick within three poll intervals plus
+  five seconds; a host still starting counts from its start), 503 otherwise;
+- ``/readyz``: 200 when the store answers at the current schema and the catalog is valid;
+- ``/metrics``: the envelope's OpenTelemetry metrics in the Prometheus text format;
+- ``/report``: ``jobhost report --json``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
+from jobhost.operations.report import build_report
+from jobhost.store import Clock, current_revision, head_revision
+
+__all__ = [
+    "Endpoints",
+    "Probe",
+    "RunningHost",
+    "host_endpoints",
+    "prometheus_reader",
+    "store_endpoints",
+]
+
+Probe = Callable[[], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """What the server answers with; each callable runs on a worker thread, never the loop's.
+
+    ``metrics`` is None where no host runs in the process (``jobhost serve``): ``/metrics`` is
+    then not served.
+    """
+
+    liveness: Probe
+    readiness: Probe
+    metrics: Callable[[], bytes] | None
+    report: Callable[[], dict[str, Any]]
+
+
+class _Status(Protocol):
+    started: float
+    last_tick: float | None
+    catalog_ok: bool
+    synced: bool
+    stuck: int
+    stuck_limit: int
+
+    @property
+    def too_many_stuck(self) -> bool: ...
+
+
+class RunningHost(Protocol):
+    """What the endpoints read from a running host (``jobhost.firing.host.Host``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def clock(self) -> Clock | None: ...
+    @property
+    def status(self) -> _Status: ...
+
+
+def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
+    """A metric reader for ``configure_telemetry(extra_readers=...)`` and its text renderer.
+
+    The reader registers in a registry of its own (not the process-wide default), so nothing
+    but the envelope's metrics reach ``/metrics``.
+    """
+    registry = CollectorRegistry(auto_describe=True)
+    reader = PrometheusMetricReader(registry=registry)
+    return reader, lambda: generate_latest(registry)
+
+
+def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints:
+    """The endpoints of a running host."""
+    limit = (3 * host.settings.poll_interval + timedelta(seconds=5)).total_seconds()
+
+    def liveness() -> tuple[bool, str]:
+        status = host.status
+        if status.too_many_stuck:
+            return False, (
+                f"{status.stuck} run(s) stuck in code that ignores cancellation "
+                f"(limit {status.stuck_limit}): restart the host"
+            )
+        if status.last_tick is None:
+            age = time.monotonic() - status.started
+            return age <= limit, f"starting for {age:.1f}s, no tick yet"
+        age = time.monotonic() - status.last_tick
+        verdict = "turning" if age <= limit else "stalled"
+        return age <= limit, f"{verdict}: last tick {age:.1f}s ago (limit {limit:g}s)"
+
+    def readiness() -> tuple[bool, str]:
+        if not host.status.catalog_ok:
+            return False, "the job catalog is invalid"
+        if not host.status.synced:
+            return False, "starting: the host has not registered and written its catalog yet"
+        return _store_ready(host.engine, len(host.catalog.jobs))
+
+    def report() -> dict[str, Any]:
+        return build_report(host.settings, host.catalog, host.engine, clock=host.clock).to_json()
+
+    return Endpoints(liveness, readiness, metrics, report)
+
+
+def store_endpoints(settings: Settings, catalog: Catalog, engine: Engine) -> Endpoints:
+    """The endpoints of ``jobhost serve``: no firing loop, so liveness is the server's own."""
+
+    def liveness() -> tuple[bool, str]:
+        return True, "serving the store, no host in this process"
+
+    def readiness() -> tuple[bool, str]:
+        return _store_ready(engine, len(catalog.jobs))
+
+    def report() -> dict[str, Any]:
+        return build_report(settings, catalog, engine).to_json()
+
+    return Endpoints(liveness, readiness, None, report)
+
+
+def _store_ready(engine: Engine, jobs: int) -> tuple[bool, str]:
+    try:
+        current = current_revision(engine)
+    except (OperationalError, DBAPIError) as error:
+        return False, f"store unreachable: {type(error.orig or error).__name__}"
+    if current != head_revision():
+        return False, f"store schema at {current}, this version needs {head_revision()}"
+    return True, f"store reachable at schema {current}, {jobs} jobs"

@@ -1,0 +1,46 @@
+"""The two applications jobhost serves: beside a running host, and over the store alone.
+
+Both carry the operator endpoints, the caller's ``routes`` (an API mounted under a prefix), then
+the dashboard at ``/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.engine import Engine
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
+from jobhost.web.app import create_app
+from jobhost.web.console import Console
+from jobhost.web.endpoints import RunningHost, host_endpoints, store_endpoints
+
+__all__ = ["host_application", "store_application"]
+
+
+def host_application(
+    host: RunningHost, metrics: Callable[[], bytes], routes: Sequence[BaseRoute] = ()
+) -> Starlette:
+    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``."""
+    settings = host.settings
+    console = Console(settings, host.catalog, host.engine, allow_actions=True, clock=host.clock)
+    return create_app(
+        host_endpoints(host, metrics),
+        routes=[*routes, *console.routes()],
+        request_timeout=settings.http_request_timeout.total_seconds(),
+    )
+
+
+def store_application(
+    settings: Settings, catalog: Catalog, engine: Engine, routes: Sequence[BaseRoute] = ()
+) -> Starlette:
+    """``jobhost serve``'s application: read-only over the store, no host, no ``/metrics``."""
+    console = Console(settings, catalog, engine, allow_actions=False)
+    return create_app(
+        store_endpoints(settings, catalog, engine),
+        routes=[*routes, *console.routes()],
+        request_timeout=settings.http_request_timeout.total_seconds(),
+    )

@@ -1,0 +1,47 @@
+"""A bound on how long one request may take, as ASGI middleware."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["RequestTimeout"]
+
+_log = logging.getLogger("jobhost.http")
+
+
+class RequestTimeout:
+    """Answer 504 to a request that has not answered within ``seconds``.
+
+    Work on a worker thread is abandoned, not stopped (threads cannot be); its result is dropped.
+    A response that already started cannot be replaced, so it is cut off instead.
+    """
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            with anyio.fail_after(self.seconds):
+                await self.app(scope, receive, watched)
+        except TimeoutError:
+            _log.warning("HTTP %s timed out after %gs", scope.get("path"), self.seconds)
+            if started:
+                return
+            body = {"error": f"the request took longer than {self.seconds:g}s"}
+            await JSONResponse(body, 504)(scope, receive, send)

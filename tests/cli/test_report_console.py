@@ -1,0 +1,147 @@
+"""``jobhost report`` for people: a summary, one line per job, filters, sorting, statuses."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+
+from jobhost.operations.render import stdout_style
+from jobhost.store.operations import pause_job
+from tests.cli.operator_support import Operator, now
+
+LONG = "sample.a-job-whose-name-is-much-longer-than-any-column-of-the-report-allows"
+URL = "https://billing.example.invalid/api/v2/" + "reconciliation/" * 6 + "close-day"
+JOBS = [
+    {"name": "sample.ok", "interval": "1h"},
+    {"name": "sample.broken", "interval": "1h"},
+    {"name": "sample.slow", "interval": "1h"},
+    {"name": "sample.paused", "interval": "1h"},
+    {"name": "sample.off", "interval": "1h", "enabled": False},
+    {"name": LONG, "cron": "0 4 * * *", "timezone": "Europe/Berlin"},
+]
+
+
+def _catalog(operator: Operator) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    t = now()
+    operator.add_host("h-1", seen=t, skew=0.1)
+    operator.add_run("sample.ok", "succeeded", started=t - timedelta(minutes=10))
+    operator.add_run(
+        "sample.broken", "failed", started=t - timedelta(minutes=5), error=f"POST {URL} failed"
+    )
+    operator.add_run("sample.slow", "succeeded", started=t - timedelta(minutes=50))
+    operator.add_run(
+        "sample.slow",
+        "running",
+        started=t - timedelta(minutes=3),
+        host="h-1",
+        lease_expires_at=t + timedelta(minutes=1),
+    )
+    # Paused long ago: its stored next fire is far behind, which is no news for a paused job.
+    operator.set_schedule("sample.paused", next_occurrence=t - timedelta(hours=5))
+    with operator.engine.begin() as connection:
+        pause_job(connection, "sample.paused", "alice", "INC-9", t - timedelta(hours=6))
+
+
+def test_json_adds_a_summary_and_a_status_per_job(operator: Operator) -> None:
+    _catalog(operator)
+    done, report = operator.json("report")
+    assert done.returncode == 0, done.stderr
+    statuses = {job["name"]: job["status"] for job in report["jobs"]}
+    assert statuses == {
+        "sample.ok": "ok",
+        "sample.broken": "failing",
+        "sample.slow": "running",
+        "sample.paused": "paused",
+        "sample.off": "disabled",
+        LONG: "ok",
+    }
+    summary = report["summary"]
+    assert summary["jobs"] == 6 and summary["live_hosts"] == 1
+    assert summary["by_status"]["ok"] == 2 and summary["by_status"]["failing"] == 1
+    assert summary["max_clock_skew_seconds"] == 0.1
+    paused = next(job for job in report["jobs"] if job["name"] == "sample.paused")
+    assert [reason.split(":")[0] for reason in paused["mismatch"]] == ["paused"]
+    slow = next(job for job in report["jobs"] if job["name"] == "sample.slow")
+    assert slow["last_run"]["outcome"] == "running"
+
+    done, failing = operator.json("report", "--failing")
+    assert [job["name"] for job in failing["jobs"]] == ["sample.broken"]
+    assert failing["summary"]["jobs"] == 6
+
+
+def test_one_line_per_job_with_filters_and_sorting(sqlite_operator: Operator) -> None:
+    operator = sqlite_operator
+    _catalog(operator)
+    text = operator.jobhost("report").stdout
+    lines = text.splitlines()
+    assert lines[0].startswith("jobhost report at ") and "6 jobs, 1 live host" in lines[0]
+    assert "ok 2" in lines[1] and "failing 1" in lines[1] and "paused 1" in lines[1]
+    assert max(len(line) for line in lines) <= 80
+    assert "\x1b[" not in text
+    by_name = {line.split()[0]: line for line in lines if line.startswith("sample.")}
+    assert by_name["sample.broken"].split()[1] == "failing"
+    assert "failed" in by_name["sample.broken"] and "ago" in by_name["sample.broken"]
+    assert by_name["sample.paused"].split()[1:3] == ["paused", "paused"]
+    assert "running 3m" in by_name["sample.slow"]
+    # A name too long for its column has a line of its own, never cut.
+    assert LONG in lines
+    assert "nothing is firing it" not in text
+
+    states = operator.jobhost("report", "--state", "failing", "--state", "running").stdout
+    assert _names(states) == ["sample.broken", "sample.slow"]
+    assert "6 jobs, 1 live host, 2 shown" in states
+    assert _names(operator.jobhost("report", "--sort", "state", "--limit", "2").stdout) == [
+        "sample.broken",
+        "sample.slow",
+    ]
+    assert _names(operator.jobhost("report", "--module", "nope").stdout) == []
+    bad = operator.jobhost("report", "--state", "happy")
+    assert bad.returncode == 2 and "'happy' is not one of" in bad.stderr
+
+
+def test_long_and_job_show_the_detail_block_without_mid_word_wrapping(
+    sqlite_operator: Operator,
+) -> None:
+    operator = sqlite_operator
+    _catalog(operator)
+    slow = operator.jobhost("report", "--job", "sample.slow").stdout
+    assert "running since " in slow and "on h-1" in slow
+    assert " in - on " not in slow
+    assert "status   running" in slow
+    paused = operator.jobhost("report", "--job", "sample.paused").stdout
+    assert "next     paused" in paused
+    assert "next-fire-past" not in paused
+    long = operator.jobhost("report", "--long").stdout
+    assert any(line.startswith(LONG) for line in long.splitlines())
+    # The URL in the error is longer than a line: it overflows whole rather than breaking.
+    assert any(line.strip() == URL for line in long.splitlines())
+
+
+def _names(text: str) -> list[str]:
+    return [line.split()[0] for line in text.splitlines() if line.startswith("sample.")]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_no_color_turns_colour_off_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdout", _Terminal())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert stdout_style().colour is True
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert stdout_style().colour is False
+
+
+def test_trigger_prints_its_outcome_once(sqlite_operator: Operator) -> None:
+    operator = sqlite_operator
+    operator.configure([{"name": "sample.works", "interval": "1h"}])
+    done = operator.jobhost("trigger", "sample.works")
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout + done.stderr).count("succeeded") == 1
+    assert done.stdout.startswith("succeeded: sample.works run ")

@@ -1,0 +1,50 @@
+"""Metric series stay bounded: a handful per job, and none per job without the job label."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+
+from jobhost.envelope.telemetry import OUTCOMES, SERIES_PER_JOB, Telemetry, metric_views
+from jobhost.web import prometheus_reader
+
+
+def _exposition(job_label: bool, jobs: int) -> str:
+    reader, render = prometheus_reader()
+    provider = MeterProvider(metric_readers=[reader], views=metric_views(job_label))
+    telemetry = Telemetry(TracerProvider(), provider)
+    for index in range(jobs):
+        job = f"a.job-{index}"
+        for outcome in OUTCOMES:
+            telemetry.runs.add(1, {"job": job, "outcome": outcome})
+            telemetry.duration.record(3.0, {"job": job, "outcome": outcome})
+        telemetry.lag.record(0.2, {"job": job})
+    try:
+        return render().decode()
+    finally:
+        provider.shutdown()
+
+
+def _run_series(text: str) -> list[str]:
+    return [
+        line
+        for line in text.splitlines()
+        if re.match(r"jobhost_run(s_total|_duration_seconds|_lag_seconds)", line)
+    ]
+
+
+@pytest.mark.parametrize("jobs", [1, 5])
+def test_each_job_costs_at_most_the_documented_series(jobs: int) -> None:
+    series = _run_series(_exposition(job_label=True, jobs=jobs))
+    assert len(series) == jobs * SERIES_PER_JOB == jobs * 18
+    assert not any('outcome="' in line for line in series if "duration" in line)
+
+
+def test_without_the_job_label_the_series_do_not_grow_with_the_catalog() -> None:
+    few = _run_series(_exposition(job_label=False, jobs=1))
+    many = _run_series(_exposition(job_label=False, jobs=40))
+    assert len(few) == len(many) == SERIES_PER_JOB
+    assert not any('job="' in line for line in many)

@@ -1,0 +1,76 @@
+"""The report's reads by index give what a plain read of the ledger gives, on both stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobhost.operations.snapshot import read_snapshot
+from jobhost.store import reading
+from jobhost.store.reports import RECENT, ledger_summaries
+from tests.cli.operator_support import Operator, now
+
+
+@pytest.fixture
+def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
+    made = Operator(store_url, tmp_path)
+    yield made
+    made.close()
+
+
+def test_newest_rows_last_attempt_and_last_success_per_job(operator: Operator) -> None:
+    operator.configure(
+        [
+            {"name": "sample.busy", "interval": "1h"},
+            {"name": "sample.paused", "interval": "1h"},
+            {"name": "sample.quiet", "interval": "1h"},
+            {"name": "sample.never-synced", "interval": "1h"},
+        ]
+    )
+    operator.sync(leave_out=["sample.never-synced"])
+    t = now()
+    for hours in range(10, 0, -1):
+        outcome = "failed" if hours == 2 else "succeeded"
+        operator.add_run("sample.busy", outcome, started=t - timedelta(hours=hours))
+    operator.add_run("sample.busy", "pending", started=t)  # a queued retry is not shown
+    # Two attempts at one occurrence started at the same instant: the later attempt is newer.
+    same = t - timedelta(minutes=30)
+    operator.add_run("sample.busy", "failed", started=same, occurrence=same, attempt=1)
+    operator.add_run("sample.busy", "succeeded", started=same, occurrence=same, attempt=2)
+    operator.add_run("sample.paused", "succeeded", started=t - timedelta(days=2))
+    for hours in range(RECENT + 2, 0, -1):
+        operator.add_run(
+            "sample.paused",
+            "missed",
+            started=t - timedelta(hours=hours),
+            occurrence=t - timedelta(hours=hours),
+        )
+    operator.add_run("sample.never-synced", "failed", started=t - timedelta(minutes=5))
+
+    with reading(operator.engine) as connection:
+        every = ledger_summaries(connection)
+        one = ledger_summaries(connection, ["sample.busy", "sample.never-synced"])
+    assert set(every) == {"sample.busy", "sample.paused", "sample.quiet"}
+    busy = every["sample.busy"]
+    assert busy.recent_outcomes == ["succeeded", "failed", "succeeded", "failed", "succeeded"]
+    assert busy.last_attempt is not None and busy.last_attempt.attempt == 2
+    assert busy.last_success is not None and busy.last_success > same
+    assert one["sample.busy"] == busy
+
+    paused = every["sample.paused"]
+    assert paused.recent_outcomes == ["missed"] * RECENT
+    # Beyond the newest rows, all missed: the last attempt is found further back.
+    assert paused.last_attempt is not None and paused.last_attempt.outcome == "succeeded"
+    assert every["sample.quiet"].recent_outcomes == []
+    assert every["sample.quiet"].last_attempt is None
+    assert one["sample.never-synced"].recent_outcomes == ["failed"]
+    assert one["sample.never-synced"].last_success is None
+
+    snapshot = read_snapshot(operator.engine, ["sample.never-synced"])
+    assert snapshot.last_runs["sample.never-synced"].outcome == "failed"
+    only = read_snapshot(operator.engine, only="sample.busy")
+    assert set(only.schedules) == {"sample.busy"}
+    assert only.recent_outcomes["sample.busy"] == busy.recent_outcomes

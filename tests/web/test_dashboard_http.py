@@ -1,0 +1,172 @@
+"""The dashboard over HTTP without a browser: paging, guards on actions, headers, read-only."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from jobhost.store import reading
+from jobhost.store.console import console_actions
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.console import Console
+from jobhost.web.surfaces import store_application
+from tests.cli.operator_support import Operator
+
+TOKEN = "bob-token-0123456789"
+
+
+class Client:
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+
+    def get(self, path: str) -> tuple[int, dict[str, str], str]:
+        return self._open(urllib.request.Request(self.base + path))
+
+    def post(self, path: str, body: str) -> tuple[int, dict[str, str], str]:
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        return self._open(urllib.request.Request(self.base + path, body.encode(), headers))
+
+    def _open(self, request: urllib.request.Request) -> tuple[int, dict[str, str], str]:
+        try:
+            with self.opener.open(request, timeout=30) as response:
+                headers = {k.lower(): v for k, v in response.headers.items()}
+                return response.status, headers, response.read().decode()
+        except urllib.error.HTTPError as error:
+            with error:
+                headers = {k.lower(): v for k, v in error.headers.items()}
+                return error.code, headers, error.read().decode()
+
+
+@pytest.fixture
+def operator(tmp_path: Path) -> Iterator[Operator]:
+    made = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
+    jobs = [{"name": f"sample.job-{index:02d}", "interval": "1h"} for index in range(60)]
+    made.configure(jobs, console_actions=True)
+    with made.config.open("a") as config:
+        config.write(f'[operator_tokens]\nbob = "{TOKEN}"\n')
+    made.sync()
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def client(operator: Operator) -> Iterator[Client]:
+    settings, catalog = operator.settings, operator.catalog()
+    console = Console(settings, catalog, operator.engine, allow_actions=True)
+    app = create_app(store_endpoints(settings, catalog, operator.engine), routes=console.routes())
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        yield Client(f"http://127.0.0.1:{server.address[1]}")
+    finally:
+        server.stop()
+
+
+def _jobs(page: str) -> list[str]:
+    return re.findall(r'<tr data-job="([^"]+)"', page)
+
+
+def test_the_overview_pages_filters_and_sorts_on_the_server(client: Client) -> None:
+    status, headers, first = client.get("/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in headers["content-security-policy"]
+    assert headers["x-frame-options"] == "DENY"
+    assert _jobs(first) == [f"sample.job-{index:02d}" for index in range(50)]
+    assert "page 1 of 2" in first
+    second = client.get("/?page=2")[2]
+    assert _jobs(second) == [f"sample.job-{index:02d}" for index in range(50, 60)]
+    assert _jobs(client.get("/?q=JOB-1")[2]) == [f"sample.job-{index}" for index in range(10, 20)]
+    assert _jobs(client.get("/?state=failing")[2]) == []
+    assert client.get("/static/console.css")[0] == 200
+    assert client.get("/jobs/sample.nope")[0] == 404
+    assert client.get("/runs/nope")[0] == 404
+
+
+def _signed_in(client: Client) -> str:
+    status, _, page = client.post("/signin", f"token={TOKEN}")
+    assert status == 200 and 'id="signed-in-as">bob<' in page
+    job = client.get("/jobs/sample.job-01")[2]
+    found = re.search(r'name="csrf" value="([^"]+)"', job)
+    assert found is not None
+    return found[1]
+
+
+def test_actions_need_a_session_its_csrf_token_and_a_reason(
+    client: Client, operator: Operator
+) -> None:
+    assert client.post("/signin", "token=wrong-token-123456")[0] == 403
+    assert client.post("/jobs/sample.job-01/pause", "reason=x&csrf=x")[0] == 403
+    csrf = _signed_in(client)
+    status, _, page = client.post("/jobs/sample.job-01/pause", "reason=x&csrf=forged")
+    assert status == 403 and "CSRF" in page
+    status, _, page = client.post("/jobs/sample.job-01/pause", f"reason=+&csrf={csrf}")
+    assert status == 400 and "say why" in page
+    assert client.post("/jobs/sample.nope/pause", f"reason=x&csrf={csrf}")[0] == 404
+    assert client.post("/jobs/sample.job-01/explode", f"reason=x&csrf={csrf}")[0] == 404
+
+    status, _, page = client.post("/jobs/sample.job-01/pause", f"reason=INC-7+disk&csrf={csrf}")
+    assert status == 200 and 'id="notice">paused<' in page
+    row = operator.schedule("sample.job-01")
+    assert row is not None and (row.paused, row.paused_by, row.paused_reason) == (
+        True,
+        "bob",
+        "INC-7 disk",
+    )
+    assert "bob</b> pause: “INC-7 disk” → paused" in page
+    page = client.post("/jobs/sample.job-01/resume", f"reason=fixed&csrf={csrf}")[2]
+    assert 'id="notice">resumed<' in page
+    page = client.post("/jobs/sample.job-01/trigger", f"reason=rerun&csrf={csrf}")[2]
+    assert "trigger queued (request " in page
+    (request,) = operator.requests()
+    assert (request.job_name, request.requested_by, request.reason) == (
+        "sample.job-01",
+        "bob",
+        "rerun",
+    )
+    with reading(operator.engine) as connection:
+        audit = connection.execute(
+            select(
+                console_actions.c.actor, console_actions.c.action, console_actions.c.reason
+            ).order_by(console_actions.c.at)
+        ).all()
+    assert [tuple(row) for row in audit] == [
+        ("bob", "pause", "INC-7 disk"),
+        ("bob", "resume", "fixed"),
+        ("bob", "trigger", "rerun"),
+    ]
+    client.post("/signout", "")
+    assert 'id="trigger"' not in client.get("/jobs/sample.job-01")[2]
+
+
+def test_jobhost_serve_is_read_only_whatever_the_settings(operator: Operator) -> None:
+    settings, catalog = operator.settings, operator.catalog()
+    server = WebServer(("127.0.0.1", 0), store_application(settings, catalog, operator.engine))
+    server.start()
+    client = Client(f"http://127.0.0.1:{server.address[1]}")
+    try:
+        assert 'id="signin-link"' not in client.get("/")[2]
+        status, _, page = client.post("/signin", f"token={TOKEN}")
+        assert status == 403 and "jobhost serve" in page
+        assert client.post("/jobs/sample.job-01/trigger", "reason=x&csrf=x")[0] == 403
+        assert operator.requests() == []
+    finally:
+        server.stop()
+
+
+def test_operator_tokens_must_be_long(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from jobhost.config import Settings
+
+    with pytest.raises(ValidationError, match="too short: use at least 16"):
+        Settings.model_validate({"operator_tokens": {"carol": "short"}})
