@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _scale_system import Children, Schemas, backend_cpu, cpu_seconds, peak_rss_mb
+from _scale_system import Children, Postgres, backend_cpu, cpu_seconds, peak_rss_mb
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -35,6 +35,7 @@ __all__ = [
     "first_fire",
     "jobhost_launch",
     "measure",
+    "number",
     "percentile",
     "read_fires",
     "read_ledger",
@@ -119,7 +120,7 @@ def measure(
     jobs: int,
     *,
     ledger_url: str | None = None,
-    schemas: Schemas | None = None,
+    postgres: Postgres | None = None,
     application: str = "",
 ) -> Outcome:
     """Start ``launches``, measure one window of ``jobs`` every-second jobs, stop them."""
@@ -142,14 +143,14 @@ def measure(
         closes = opens + window.instants
         _sleep_until(opens)
         cpu_before = sum(cpu_seconds(process.pid) for process in processes)
-        backends_before = backend_cpu(schemas, application)
+        backends_before = backend_cpu(postgres, application)
         counts_before = [sql_counts(item.counts) for item in launches]
         _sleep_until(closes)
         outcome.cpu = sum(cpu_seconds(process.pid) for process in processes) - cpu_before
-        backends_after = backend_cpu(schemas, application)
+        backends_after = backend_cpu(postgres, application)
         counts_after = [sql_counts(item.counts) for item in launches]
         outcome.rss_mb = max(peak_rss_mb(process.pid) for process in processes)
-        if schemas is not None:
+        if postgres is not None:
             outcome.backend_cpu = sum(
                 cpu - backends_before.get(pid, 0.0) for pid, cpu in backends_after.items()
             )
@@ -226,6 +227,13 @@ def sql_counts(path: Path | None) -> dict[str, dict[str, int]]:
     except (OSError, ValueError):
         return {}
     return body
+
+
+def number(value: float | None, width: int, digits: int) -> str:
+    """``value`` right-aligned in ``width``; a dash when there is none (None or NaN)."""
+    if value is None or math.isnan(value):
+        return f"{'-':>{width}}"
+    return f"{value:>{width}.{digits}f}"
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from _scale_measure import (
     first_fire,
     jobhost_launch,
+    number,
     percentile,
     read_fires,
     sql_counts,
@@ -26,7 +27,7 @@ __all__ = ["idle_section", "replicas_section", "startup_section"]
 def replicas_section(bench: Bench) -> None:
     a = bench.arguments
     print(
-        f"\n== replicas: K jobhost processes on one PostgreSQL schema, {a.replica_jobs} jobs "
+        f"\n== replicas: K jobhost processes on one PostgreSQL database, {a.replica_jobs} jobs "
         f"every 1s, {a.instants} instants =="
     )
     print(
@@ -47,9 +48,9 @@ def replicas_section(bench: Bench) -> None:
         print(
             f"{replicas:>3} {outcome.fires_in_window / a.instants:>8.1f} {outcome.ran:>7} "
             f"{outcome.misses:>7} {outcome.duplicates:>5} {ledger:>10} "
-            f"{percentile(outcome.lags, 50):>8.1f} {percentile(outcome.lags, 99):>8.1f} "
-            f"{outcome.cpu_per_1k:>7.2f} {outcome.backend_cpu or 0.0:>7.2f} "
-            f"{outcome.rss_mb:>7.0f}",
+            f"{number(percentile(outcome.lags, 50), 8, 1)} "
+            f"{number(percentile(outcome.lags, 99), 8, 1)} {number(outcome.cpu_per_1k, 7, 2)} "
+            f"{number(outcome.backend_cpu, 7, 2)} {number(outcome.rss_mb, 7, 0)}",
             flush=True,
         )
 
@@ -113,7 +114,7 @@ def _startup_run(bench: Bench, store: str, phase: str, directory: Path, url: str
     due_hourly = _hourly_due(opens, int(closes), a.startup_jobs - 1)
     print(
         f"{store:<8} {phase:<11} {fired - spawned:>10.2f}s {due - spawned:>6.2f}s "
-        f"{cpu / a.startup_observe:>8.2f} {percentile(lags, 99):>9.1f} "
+        f"{cpu / a.startup_observe:>8.2f} {number(percentile(lags, 99), 9, 1)} "
         f"{int(a.startup_observe) - len(first):>7} {f'{hourly}/{due_hourly}':>14} {rss:>7.0f}",
         flush=True,
     )
@@ -145,7 +146,7 @@ def idle_section(bench: Bench) -> None:
         url, application = bench.store(store, directory, "jobhost")
         launch = jobhost_launch(directory, url, a.idle_jobs, "nightly")
         process = bench.children.start(launch.argv, launch.env, launch.output)
-        schemas = bench.schemas if application else None
+        postgres = bench.postgres if application else None
         try:
             ready = wait_for(
                 lambda counts=launch.counts: bool(sql_counts(counts).get("statements")),
@@ -158,14 +159,14 @@ def idle_section(bench: Bench) -> None:
             time.sleep(3.0)  # start-up's catalog sync and first turns are not idling
             before = (
                 cpu_seconds(process.pid),
-                backend_cpu(schemas, application),
+                backend_cpu(postgres, application),
                 sql_counts(launch.counts),
                 voluntary_switches(process.pid),
             )
             time.sleep(a.idle_seconds)
             after = (
                 cpu_seconds(process.pid),
-                backend_cpu(schemas, application),
+                backend_cpu(postgres, application),
                 sql_counts(launch.counts),
                 voluntary_switches(process.pid),
             )

@@ -1,9 +1,9 @@
-"""What ``benchmarks/scale.py`` reads from the machine: processes, /proc, PostgreSQL schemas.
+"""What ``benchmarks/scale.py`` reads from the machine: processes, /proc, PostgreSQL databases.
 
 Every child process is started through :class:`Children`, in a session of its own (so a Ctrl-C
 in the terminal reaches the benchmark, which then stops them in order), and is stopped by
-:meth:`Children.stop_all` however the benchmark ends. Private PostgreSQL schemas are dropped
-the same way by :class:`Schemas`.
+:meth:`Children.stop_all` however the benchmark ends. Private PostgreSQL databases are dropped
+the same way by :class:`Postgres`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 __all__ = [
     "Children",
-    "Schemas",
+    "Postgres",
     "backend_cpu",
     "cpu_seconds",
     "machine",
@@ -72,8 +72,12 @@ class Children:
             self.stop(process, timeout=10.0)
 
 
-class Schemas:
-    """Private schemas on the shared PostgreSQL server, one per measured run, dropped after."""
+class Postgres:
+    """Private databases on the shared PostgreSQL server, one per measured run, dropped after.
+
+    A database, not a schema: jobhost wakes its hosts with NOTIFY, whose channels belong to a
+    database, so a schema on a busy shared database would be woken by every other host there.
+    """
 
     def __init__(self, base_url: str) -> None:
         self.base = make_url(base_url)
@@ -81,20 +85,18 @@ class Schemas:
         self.made: list[str] = []
 
     def create(self, application: str) -> str:
-        """A new schema; the URL whose connections land in it, named ``application``."""
-        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        """A new database; the URL whose connections land in it, named ``application``."""
+        name = f"bench_{uuid.uuid4().hex[:10]}"
         with self.engine.connect() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-        self.made.append(schema)
-        url: URL = self.base.update_query_dict(
-            {"options": f"-csearch_path={schema}", "application_name": application}
-        )
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        self.made.append(name)
+        url: URL = self.base.set(database=name).update_query_dict({"application_name": application})
         return url.render_as_string(hide_password=False)
 
     def drop_all(self) -> None:
         with self.engine.connect() as connection:
-            for schema in self.made:
-                connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+            for name in self.made:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         self.made.clear()
 
     def version(self) -> str:
@@ -102,11 +104,11 @@ class Schemas:
             return str(connection.execute(text("SHOW server_version")).scalar())
 
 
-def backend_cpu(schemas: Schemas | None, application: str) -> dict[int, float]:
+def backend_cpu(postgres: Postgres | None, application: str) -> dict[int, float]:
     """CPU seconds so far of each PostgreSQL backend serving ``application``, by pid."""
-    if schemas is None:
+    if postgres is None:
         return {}
-    with schemas.engine.connect() as connection:
+    with postgres.engine.connect() as connection:
         pids = connection.execute(
             text("SELECT pid FROM pg_stat_activity WHERE application_name = :name"),
             {"name": application},

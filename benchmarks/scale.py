@@ -9,11 +9,11 @@ the jobs of ``_scale_plugin.py``, and APScheduler's BackgroundScheduler in a pro
   scheduling process, its PostgreSQL backends' CPU, SQL statements per fire, peak RSS, and the
   jobhost/APScheduler ratios. jobhost has no memory store: APScheduler's MemoryJobStore is
   compared with jobhost on SQLite.
-- ``replicas``: K jobhost processes on one PostgreSQL schema: fires/s together, duplicates.
+- ``replicas``: K jobhost processes on one PostgreSQL database: fires/s together, duplicates.
 - ``startup``: 10,000 declared jobs; spawn to first fire on an empty store and on restart.
 - ``idle``: one nightly job; loop turns (statement bursts per thread), statements, CPU.
 
-Everything is printed, nothing asserted. Each PostgreSQL run has a schema of its own on the
+Everything is printed, nothing asserted. Each PostgreSQL run has a database of its own on the
 server of ``--postgres-url``, dropped at the end, as are all processes, even on Ctrl-C.
 """
 
@@ -30,9 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from _scale_measure import HERE, Launch, Outcome, Window, jobhost_launch, measure, percentile
+from _scale_measure import (
+    HERE,
+    Launch,
+    Outcome,
+    Window,
+    jobhost_launch,
+    measure,
+    number,
+    percentile,
+)
 from _scale_sections import idle_section, replicas_section, startup_section
-from _scale_system import Children, Schemas, machine
+from _scale_system import Children, Postgres, machine
 
 SECTIONS = ("scale", "replicas", "startup", "idle")
 STORES = ("memory", "sqlite", "postgres")
@@ -41,12 +50,12 @@ _DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 @dataclass
 class Bench:
-    """What every section shares: its processes, schemas, scratch space and settings."""
+    """What every section shares: processes, PostgreSQL databases, scratch space, settings."""
 
     arguments: argparse.Namespace
     root: Path
     children: Children = field(default_factory=Children)
-    schemas: Schemas | None = None
+    postgres: Postgres | None = None
 
     @property
     def window(self) -> Window:
@@ -61,10 +70,10 @@ class Bench:
     def store(self, store: str, directory: Path, name: str) -> tuple[str, str]:
         """A fresh store's URL and the PostgreSQL application name of its connections."""
         if store == "postgres":
-            if self.schemas is None:
-                self.schemas = Schemas(self.arguments.postgres_url)
+            if self.postgres is None:
+                self.postgres = Postgres(self.arguments.postgres_url)
             application = f"bench-{uuid.uuid4().hex[:8]}"
-            return self.schemas.create(application), application
+            return self.postgres.create(application), application
         return f"sqlite:///{directory}/{name}.db", ""
 
     def jobhost(self, store: str, jobs: int, replicas: int = 1) -> Outcome:
@@ -102,7 +111,7 @@ class Bench:
             self.window,
             jobs,
             ledger_url=url if ledger else None,
-            schemas=self.schemas if application else None,
+            postgres=self.postgres if application else None,
             application=application,
         )
 
@@ -123,12 +132,12 @@ def main() -> None:
             if "idle" in arguments.sections:
                 idle_section(bench)
         except KeyboardInterrupt:
-            print("\ninterrupted: stopping the processes and dropping the schemas", flush=True)
+            print("\ninterrupted: stopping the processes and dropping the databases", flush=True)
         finally:
             bench.children.stop_all()
-            if bench.schemas is not None:
-                bench.schemas.drop_all()
-                bench.schemas.engine.dispose()
+            if bench.postgres is not None:
+                bench.postgres.drop_all()
+                bench.postgres.engine.dispose()
 
 
 def scale_section(bench: Bench) -> None:
@@ -161,7 +170,10 @@ def scale_section(bench: Bench) -> None:
             results[(jobs, "apscheduler", store)] = _row(
                 bench.apscheduler(store, jobs), jobs, "APScheduler", store
             )
-    print("\njobhost / APScheduler (above 1 = jobhost slower or bigger)")
+    print(
+        "\njobhost / APScheduler (above 1 = jobhost slower or bigger; lag ratios compare the "
+        "runs that happened, so a scheduler that misses occurrences looks faster than it is)"
+    )
     for jobs in a.jobs:
         for ours, theirs in (("sqlite", "memory"), ("sqlite", "sqlite"), ("postgres", "postgres")):
             mine = results.get((jobs, "jobhost", ours))
@@ -191,9 +203,9 @@ def _row(outcome: Outcome, jobs: int, scheduler: str, store: str) -> Outcome:
         f"{jobs:>5} {scheduler:<11} {store:<8} {outcome.ran:>6} {outcome.misses:>6} "
         f"{outcome.recorded_missed:>8} {_ms(percentile(lags, 50))} {_ms(percentile(lags, 95))} "
         f"{_ms(percentile(lags, 99))} {_ms(max(lags, default=math.nan))} "
-        f"{_ms(percentile(outcome.executor_lags, 99))} {_num(outcome.cpu_per_1k, 7, 2)} "
-        f"{_num(outcome.backend_cpu, 7, 2)} {statements} {_num(outcome.rss_mb, 7, 0)} "
-        f"{_num(outcome.to_first_fire, 7, 2)}s",
+        f"{_ms(percentile(outcome.executor_lags, 99))} {number(outcome.cpu_per_1k, 7, 2)} "
+        f"{number(outcome.backend_cpu, 7, 2)} {statements} {number(outcome.rss_mb, 7, 0)} "
+        f"{number(outcome.to_first_fire, 7, 2)}s",
         flush=True,
     )
     return outcome
@@ -218,21 +230,15 @@ def _divide(ours: float, theirs: float) -> str:
 
 
 def _ms(value: float) -> str:
-    return _num(value, 8, 1)
-
-
-def _num(value: float | None, width: int, digits: int) -> str:
-    if value is None or math.isnan(value):
-        return f"{'-':>{width}}"
-    return f"{value:>{width}.{digits}f}"
+    return number(value, 8, 1)
 
 
 def _print_machine(bench: Bench) -> None:
     a = bench.arguments
     version = None
     if "postgres" in a.stores or "replicas" in a.sections:
-        bench.schemas = Schemas(a.postgres_url)
-        version = bench.schemas.version()
+        bench.postgres = Postgres(a.postgres_url)
+        version = bench.postgres.version()
     for line in machine(version):
         print(line)
     print(f"sections: {', '.join(a.sections)}; command: {' '.join(sys.argv)}", flush=True)
@@ -277,11 +283,14 @@ def _arguments() -> argparse.Namespace:
         "--replicas",
         type=_ints,
         default=None,
-        help="replicas: jobhost processes on one PostgreSQL schema, each count "
+        help="replicas: jobhost processes on one PostgreSQL database, each count "
         "a run, e.g. 3 or 1,2,3 (default 1,2,3)",
     )
     parser.add_argument(
-        "--replica-jobs", type=int, default=1000, help="replicas: every-second jobs declared (1000)"
+        "--replica-jobs",
+        type=int,
+        default=3000,
+        help="replicas: every-second jobs declared (3000: room for 2,000 fires/s together)",
     )
     parser.add_argument(
         "--startup-jobs",
@@ -303,7 +312,7 @@ def _arguments() -> argparse.Namespace:
         default=os.environ.get("JOBHOST_BENCH_POSTGRES_URL")
         or os.environ.get("JOBHOST_TEST_POSTGRES_URL")
         or _DEFAULT_POSTGRES,
-        help="server for the PostgreSQL runs; each run makes and drops a schema",
+        help="server for the PostgreSQL runs; each run makes and drops a database",
     )
     arguments = parser.parse_args()
     sections = arguments.sections or ["scale"]
