@@ -1,0 +1,88 @@
+"""``jobhost`` with SQL counted: ``python benchmarks/_scale_host.py run`` is ``jobhost run``.
+
+Before handing over to the ``jobhost`` command, it listens to SQLAlchemy's own events on every
+engine of the process (statements executed, transactions begun) and writes the counts, per
+thread, to the JSON file named by ``BENCH_SQL_COUNTS`` every half second. A *burst* is a run of
+statements on one thread with less than ``_GAP`` seconds between them: on an idle host each loop
+turn and each heartbeat is one burst, whatever the engine's internals look like.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+_GAP = 0.1
+_POOL_SUFFIX = re.compile(r"[-_]\d+(_\d+)?$")
+_lock = threading.Lock()
+_statements: Counter[str] = Counter()
+_transactions: Counter[str] = Counter()
+_bursts: Counter[str] = Counter()
+_last: dict[str, float] = {}
+
+
+def _thread() -> tuple[str, str]:
+    name = threading.current_thread().name
+    # Worker threads are counted together: "ThreadPoolExecutor-0_3" -> "ThreadPoolExecutor".
+    return name, _POOL_SUFFIX.sub("", name)
+
+
+def _on_statement(*_args: Any) -> None:
+    name, group = _thread()
+    now = time.monotonic()
+    with _lock:
+        _statements[group] += 1
+        if now - _last.get(name, float("-inf")) > _GAP:
+            _bursts[group] += 1
+        _last[name] = now
+
+
+def _on_begin(*_args: Any) -> None:
+    _, group = _thread()
+    with _lock:
+        _transactions[group] += 1
+
+
+def _dump(path: str) -> None:
+    with _lock:
+        body = {
+            "statements": dict(_statements),
+            "transactions": dict(_transactions),
+            "bursts": dict(_bursts),
+        }
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(body, handle)
+    os.replace(temporary, path)
+
+
+def _dump_forever(path: str) -> None:
+    while True:
+        time.sleep(0.5)
+        _dump(path)
+
+
+def main() -> None:
+    path = os.environ["BENCH_SQL_COUNTS"]
+    event.listen(Engine, "before_cursor_execute", _on_statement)
+    event.listen(Engine, "begin", _on_begin)
+    threading.Thread(target=_dump_forever, args=(path,), daemon=True, name="bench-dump").start()
+    atexit.register(_dump, path)
+    from jobhost.cli import main as jobhost
+
+    sys.argv = ["jobhost", *sys.argv[1:]]
+    jobhost()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The replicas, start-up and idle sections of ``benchmarks/scale.py``."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from _scale_measure import (
+    first_fire,
+    jobhost_launch,
+    number,
+    percentile,
+    read_fires,
+    sql_counts,
+    wait_for,
+)
+from _scale_system import backend_cpu, cpu_seconds, peak_rss_mb, voluntary_switches
+
+if TYPE_CHECKING:
+    from scale import Bench
+
+__all__ = ["idle_section", "replicas_section", "startup_section"]
+
+
+def replicas_section(bench: Bench) -> None:
+    a = bench.arguments
+    print(
+        f"\n== replicas: K jobhost processes on one PostgreSQL database, {a.replica_jobs} jobs "
+        f"every 1s, {a.instants} instants =="
+    )
+    print(
+        "fires/s = runs observed in the window / its length; duplicates = occurrences run more "
+        "than once by the executors' own logs; ledger dup = (job, occurrence) with two rows of "
+        "attempt >= 1; CPU = all replicas together"
+    )
+    print(
+        f"{'K':>3} {'fires/s':>8} {'fires':>7} {'misses':>7} {'dups':>5} {'ledger dup':>10} "
+        f"{'p50 ms':>8} {'p99 ms':>8} {'CPU/1k':>7} {'PG CPU':>7} {'RSS MB':>7}"
+    )
+    for replicas in a.replicas:
+        outcome = bench.jobhost("postgres", a.replica_jobs, replicas=replicas)
+        if not outcome.started:
+            print(f"{replicas:>3} never fired within the start-up timeout", flush=True)
+            continue
+        ledger = "-" if outcome.ledger_duplicates is None else str(outcome.ledger_duplicates)
+        print(
+            f"{replicas:>3} {outcome.fires_in_window / a.instants:>8.1f} {outcome.ran:>7} "
+            f"{outcome.misses:>7} {outcome.duplicates:>5} {ledger:>10} "
+            f"{number(percentile(outcome.lags, 50), 8, 1)} "
+            f"{number(percentile(outcome.lags, 99), 8, 1)} {number(outcome.cpu_per_1k, 7, 2)} "
+            f"{number(outcome.backend_cpu, 7, 2)} {number(outcome.rss_mb, 7, 0)}",
+            flush=True,
+        )
+
+
+def startup_section(bench: Bench) -> None:
+    a = bench.arguments
+    print(
+        f"\n== startup: {a.startup_jobs} declared jobs (bench.first every 1s, the rest hourly "
+        f"spread over the hour), then {a.startup_observe:g}s watched =="
+    )
+    print(
+        "to 1st fire = process spawn to the executor's first run; due at = when that occurrence "
+        "was due, from spawn (negative: a catch-up of an occurrence due while the host was "
+        "down); then over the watched window: CPU s per wall second, bench.first's "
+        "lag p99 and misses, hourly runs vs due"
+    )
+    print(
+        f"{'store':<8} {'start':<11} {'to 1st fire':>11} {'due at':>7} {'CPU s/s':>8} "
+        f"{'1s p99 ms':>9} {'1s miss':>7} {'hourly ran/due':>14} {'RSS MB':>7}"
+    )
+    for store in _sql_stores(bench):
+        directory = bench.directory(f"startup-{store}")
+        url, _ = bench.store(store, directory, "jobhost")
+        for phase in ("first start", "restart"):
+            run_directory = bench.directory(f"startup-{store}-{phase.replace(' ', '-')}")
+            _startup_run(bench, store, phase, run_directory, url)
+
+
+def _startup_run(bench: Bench, store: str, phase: str, directory: Path, url: str) -> None:
+    a = bench.arguments
+    launch = jobhost_launch(directory, url, a.startup_jobs, "hourly")
+    spawned = time.time()
+    process = bench.children.start(launch.argv, launch.env, launch.output)
+    try:
+        fired = wait_for(lambda: first_fire(directory), a.start_timeout, [process])
+        if fired is None:
+            print(f"{store:<8} {phase:<11} no fire within {a.start_timeout:g}s", flush=True)
+            return
+        due = min(occ for kind, _, occ, _ in read_fires(directory) if kind == "run")
+        opens = math.ceil(time.time())
+        closes = opens + a.startup_observe
+        cpu_before = cpu_seconds(process.pid)
+        _sleep_until(closes)
+        cpu = cpu_seconds(process.pid) - cpu_before
+        rss = peak_rss_mb(process.pid)
+        time.sleep(min(a.drain, 3.0))
+    finally:
+        bench.children.stop(process)
+    fires = read_fires(directory)
+    first = {
+        round(occ, 3): observed
+        for kind, job, occ, observed in fires
+        if kind == "run" and job == "bench.first" and opens <= occ < closes
+    }
+    lags = [(observed - occ) * 1000 for occ, observed in first.items()]
+    hourly = sum(
+        1
+        for kind, job, occ, _ in fires
+        if kind == "run" and job != "bench.first" and opens <= occ < closes
+    )
+    due_hourly = _hourly_due(opens, int(closes), a.startup_jobs - 1)
+    print(
+        f"{store:<8} {phase:<11} {fired - spawned:>10.2f}s {due - spawned:>6.2f}s "
+        f"{cpu / a.startup_observe:>8.2f} {number(percentile(lags, 99), 9, 1)} "
+        f"{int(a.startup_observe) - len(first):>7} {f'{hourly}/{due_hourly}':>14} {rss:>7.0f}",
+        flush=True,
+    )
+
+
+def _hourly_due(opens: int, closes: int, count: int) -> int:
+    """Occurrences of the plugin's hourly jobs (job i at second i mod 3600) in the window."""
+    return sum(len(range(second % 3600, count, 3600)) for second in range(opens, closes))
+
+
+def idle_section(bench: Bench) -> None:
+    a = bench.arguments
+    print(
+        f"\n== idle: {a.idle_jobs} nightly job(s) (03:00 UTC), {a.idle_seconds:g}s after "
+        "start-up settled =="
+    )
+    print(
+        "counted inside the host by SQLAlchemy events: statements, transactions begun, and "
+        "bursts (statements on one thread less than 0.1s apart: one loop turn or one heartbeat "
+        "each), per thread; wake-ups = voluntary context switches of the main thread (the "
+        "loop's, in today's engine); PG CPU = the host's backends"
+    )
+    print(
+        f"{'store':<8} {'CPU s':>6} {'PG CPU':>7} {'stmts':>6} {'txns':>5} {'wake-ups':>8}  "
+        "bursts per thread"
+    )
+    for store in _sql_stores(bench):
+        directory = bench.directory(f"idle-{store}")
+        url, application = bench.store(store, directory, "jobhost")
+        launch = jobhost_launch(directory, url, a.idle_jobs, "nightly")
+        process = bench.children.start(launch.argv, launch.env, launch.output)
+        postgres = bench.postgres if application else None
+        try:
+            ready = wait_for(
+                lambda counts=launch.counts: bool(sql_counts(counts).get("statements")),
+                a.start_timeout,
+                [process],
+            )
+            if ready is None:
+                print(f"{store:<8} the host did not start; see {launch.output}", flush=True)
+                continue
+            time.sleep(3.0)  # start-up's catalog sync and first turns are not idling
+            before = (
+                cpu_seconds(process.pid),
+                backend_cpu(postgres, application),
+                sql_counts(launch.counts),
+                voluntary_switches(process.pid),
+            )
+            time.sleep(a.idle_seconds)
+            after = (
+                cpu_seconds(process.pid),
+                backend_cpu(postgres, application),
+                sql_counts(launch.counts),
+                voluntary_switches(process.pid),
+            )
+        finally:
+            bench.children.stop(process)
+        _idle_row(store, before, after, bool(application))
+
+
+def _idle_row(
+    store: str,
+    before: tuple[float, dict[int, float], dict[str, dict[str, int]], int],
+    after: tuple[float, dict[int, float], dict[str, dict[str, int]], int],
+    postgres: bool,
+) -> None:
+    def total(counts: dict[str, dict[str, int]], kind: str) -> int:
+        return sum(counts.get(kind, {}).values())
+
+    old, new = before[2], after[2]
+    bursts = {
+        thread: count - old.get("bursts", {}).get(thread, 0)
+        for thread, count in new.get("bursts", {}).items()
+    }
+    backends = (
+        f"{sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items()):>7.2f}"
+        if postgres
+        else f"{'-':>7}"
+    )
+    listed = ", ".join(f"{thread} {count}" for thread, count in sorted(bursts.items()) if count)
+    print(
+        f"{store:<8} {after[0] - before[0]:>6.2f} {backends} "
+        f"{total(new, 'statements') - total(old, 'statements'):>6} "
+        f"{total(new, 'transactions') - total(old, 'transactions'):>5} "
+        f"{after[3] - before[3]:>8}  {listed or 'none'}",
+        flush=True,
+    )
+
+
+def _sql_stores(bench: Bench) -> list[str]:
+    stores = [store for store in bench.arguments.stores if store != "memory"]
+    return stores or ["sqlite"]
+
+
+def _sleep_until(moment: float) -> None:
+    while (left := moment - time.time()) > 0:
+        time.sleep(min(left, 0.5))
