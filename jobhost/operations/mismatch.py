@@ -23,14 +23,15 @@ from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.store import RunRecord, ScheduleRecord
 from jobhost.store.registry import diff_schedules
+from jobhost.triggers.search import newest_at_or_before
 
 __all__ = [
     "JobFacts",
     "Mismatch",
     "job_mismatches",
+    "last_due",
     "late_tolerance",
     "overdue_grace",
-    "period_of",
 ]
 
 
@@ -100,29 +101,11 @@ def job_mismatches(
     return [item for item in found if item is not None]
 
 
-def period_of(spec: JobSpec, now: datetime) -> timedelta | None:
-    """How often the job fires: the interval, or the gap between a cron's next two fires."""
-    trigger = spec.trigger
-    if trigger.kind == "interval":
-        return trigger.interval
-    key = (trigger.expression, trigger.timezone, now)
-    if key in _PERIODS:
-        return _PERIODS[key]
-    schedule = spec.schedule(now)
-    if schedule is None:
-        return None
-    fires = schedule.iter_after(now, 2)
-    period = fires[1] - fires[0] if len(fires) == 2 else None
-    if len(_PERIODS) >= _PERIODS_KEPT:
-        _PERIODS.clear()
-    _PERIODS[key] = period
-    return period
-
-
-# A report asks for the period of every job at one ``now``: jobs sharing an expression and a
-# zone share the answer (cron math is the report's costliest step at 10,000 jobs).
-_PERIODS: dict[tuple[str | None, str, datetime], timedelta | None] = {}
-_PERIODS_KEPT = 20_000
+# A report asks every job at one instant: jobs sharing a cron expression and a zone share the
+# answer (cron math is the report's costliest step at 10,000 jobs).
+_LAST_DUE: dict[tuple[str | None, str, datetime], datetime | None] = {}
+_LAST_DUE_KEPT = 20_000
+_LOOK_BACK = timedelta(days=400)
 
 
 def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
@@ -206,15 +189,20 @@ def _next_fire_past(facts: JobFacts, settings: Settings, now: datetime) -> Misma
 
 
 def _overdue(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | None:
+    """Dead-man: an occurrence came due more than the grace ago and no success followed it.
+
+    Counted from the last occurrence that was due, not from the period: a weekday job is not
+    overdue on Sunday, and a monthly job not on the 20th.
+    """
     spec, row = facts.spec, facts.row
     if spec is None or row is None:
         return None  # never scheduled: nothing was due yet
     grace = overdue_grace(spec, settings)
     since = facts.last_success or row.created_at
     if now - since <= grace:
-        return None  # within grace whatever the period: no need to compute it
-    period = period_of(spec, now)
-    if period is None or now - since <= period + grace:
+        return None  # within grace whatever the trigger: no need to compute it
+    due = last_due(spec, row.interval_anchor or row.created_at, now - grace)
+    if due is None or due <= since:
         return None
     what = (
         f"last success {short_utc(facts.last_success)}"
@@ -223,9 +211,32 @@ def _overdue(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | N
     )
     return Mismatch(
         "overdue",
-        f"{what}, longer ago than its period {format_duration(period)} plus grace "
+        f"{what}; the occurrence due {short_utc(due)} has no success after it within its grace "
         f"{format_duration(grace)}",
     )
+
+
+def last_due(spec: JobSpec, anchor: datetime, at: datetime) -> datetime | None:
+    """The job's newest occurrence at or before ``at`` (within 400 days).
+
+    An interval's phase runs back from its anchor too: a job scheduled before its anchor was
+    last moved had occurrences then.
+    """
+    trigger = spec.trigger
+    if trigger.kind == "interval" and trigger.interval is not None:
+        return anchor + ((at - anchor) // trigger.interval) * trigger.interval
+    schedule = spec.schedule(anchor)
+    if schedule is None:
+        return None
+    key = (trigger.expression, trigger.timezone, at)
+    if key in _LAST_DUE:
+        return _LAST_DUE[key]
+    found = newest_at_or_before(schedule, at, keep=1, not_before=at - _LOOK_BACK)
+    value = found[-1] if found else None
+    if len(_LAST_DUE) >= _LAST_DUE_KEPT:
+        _LAST_DUE.clear()
+    _LAST_DUE[key] = value
+    return value
 
 
 def _lease_expired(facts: JobFacts, now: datetime) -> Mismatch | None:

@@ -8,7 +8,7 @@ orphaned) stays what it was. In order of precedence (a job has the first that ap
 - ``stuck``: a lease expired but is still held (``lease-expired``);
 - ``running``: a run is running now;
 - ``failing``: its last attempt failed, timed out or was abandoned;
-- ``overdue``: no success within its period plus grace (``overdue``);
+- ``overdue``: an occurrence came due more than its grace ago and no success followed it;
 - ``behind``: its next fire is in the past, or nothing schedules one (``next-fire-past``,
   ``no-next-fire``);
 - ``ok``.

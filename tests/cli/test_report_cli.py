@@ -97,7 +97,7 @@ def test_json_report_names_every_mismatch_reason(operator: Operator) -> None:
     assert "the store has every 2h, the catalog every 1h" in no_next["mismatch"][0]
     late = jobs["sample.late"]
     assert codes(late) == ["next-fire-past", "overdue", "no-live-host"]
-    assert "period 1h plus grace 30m" in late["mismatch"][1]
+    assert "has no success after it within its grace 30m" in late["mismatch"][1]
     # The missed row is the newest outcome, but not an attempt: last_run is the success.
     assert late["recent_outcomes"] == ["missed", "succeeded"]
     assert late["last_run"]["outcome"] == "succeeded"
