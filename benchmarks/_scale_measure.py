@@ -84,6 +84,7 @@ class Outcome:
     statements: int | None = None
     to_first_fire: float | None = None
     started: bool = True
+    note: str = ""
     per_thread: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
@@ -131,6 +132,7 @@ def measure(
         started = wait_for(lambda: first_fire(directory), window.start_timeout, processes)
         if started is None:
             outcome.started = False
+            outcome.note = _tail(launches[0].output)
             return outcome
         outcome.to_first_fire = started - spawned
         # Replicas: give each a chance to start firing before the window opens.
@@ -250,6 +252,15 @@ def first_fire(directory: Path) -> float | None:
         if len(first) == 4:
             return float(first[3])
     return None
+
+
+def _tail(output: Path) -> str:
+    """The last lines a process printed: why it never fired, as it said it."""
+    try:
+        lines = output.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-3:])
 
 
 def _drain(directory: Path, opens: float, closes: float, expected: int, limit: float) -> None:

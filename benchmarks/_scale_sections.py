@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,9 @@ def replicas_section(bench: Bench) -> None:
     for replicas in a.replicas:
         outcome = bench.jobhost("postgres", a.replica_jobs, replicas=replicas)
         if not outcome.started:
-            print(f"{replicas:>3} never fired within the start-up timeout", flush=True)
+            print(f"{replicas:>3} no fire before the start-up timeout or exit", flush=True)
+            if outcome.note:
+                print(f"    its last words: {outcome.note}")
             continue
         ledger = "-" if outcome.ledger_duplicates is None else str(outcome.ledger_duplicates)
         print(
@@ -89,7 +92,7 @@ def _startup_run(bench: Bench, store: str, phase: str, directory: Path, url: str
         if fired is None:
             print(f"{store:<8} {phase:<11} no fire within {a.start_timeout:g}s", flush=True)
             return
-        due = min(occ for kind, _, occ, _ in read_fires(directory) if kind == "run")
+        due = min((observed, occ) for kind, _, occ, observed in read_fires(directory))[1]
         opens = math.ceil(time.time())
         closes = opens + a.startup_observe
         cpu_before = cpu_seconds(process.pid)
@@ -148,11 +151,7 @@ def idle_section(bench: Bench) -> None:
         process = bench.children.start(launch.argv, launch.env, launch.output)
         postgres = bench.postgres if application else None
         try:
-            ready = wait_for(
-                lambda counts=launch.counts: bool(sql_counts(counts).get("statements")),
-                a.start_timeout,
-                [process],
-            )
+            ready = wait_for(partial(_has_run_sql, launch.counts), a.start_timeout, [process])
             if ready is None:
                 print(f"{store:<8} the host did not start; see {launch.output}", flush=True)
                 continue
@@ -202,6 +201,10 @@ def _idle_row(
         f"{after[3] - before[3]:>8}  {listed or 'none'}",
         flush=True,
     )
+
+
+def _has_run_sql(counts: Path | None) -> bool:
+    return bool(sql_counts(counts).get("statements"))
 
 
 def _sql_stores(bench: Bench) -> list[str]:

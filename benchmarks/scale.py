@@ -26,6 +26,7 @@ import signal
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -191,7 +192,9 @@ _HEADER = (
 
 def _row(outcome: Outcome, jobs: int, scheduler: str, store: str) -> Outcome:
     if not outcome.started:
-        print(f"{jobs:>5} {scheduler:<11} {store:<8} never fired within the start-up timeout")
+        print(f"{jobs:>5} {scheduler:<11} {store:<8} no fire before the start-up timeout or exit")
+        if outcome.note:
+            print(f"      its last words: {outcome.note}")
         return outcome
     lags = outcome.lags
     statements = (
@@ -336,7 +339,7 @@ def _ints(value: str) -> list[int]:
     return [int(part) for part in value.split(",") if part.strip()]
 
 
-def _choices(allowed: tuple[str, ...]) -> object:
+def _choices(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
     def parse(value: str) -> list[str]:
         chosen = list(allowed) if value == "all" else [p.strip() for p in value.split(",")]
         unknown = [item for item in chosen if item not in allowed]
