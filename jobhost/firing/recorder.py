@@ -110,13 +110,19 @@ class OutcomeRecorder:
     def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
         """Write ``batch``; on a store outage keep trying; return what could not be written."""
         attempt = 0
+        isolate = False
         while True:
             try:
-                self._write(batch)
+                self._write(batch, isolate=isolate)
                 if attempt:
                     _log.info("store back: recorded %d finished run(s) kept meanwhile", len(batch))
                 return []
             except Exception as error:
+                if not isolate and not is_store_down(error):
+                    # Refused as a whole: again at once, each row alone, so one bad row costs
+                    # only itself.
+                    isolate = True
+                    continue
                 if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
                     return batch
                 pause = _BACKOFF[min(attempt, len(_BACKOFF) - 1)]
@@ -130,13 +136,13 @@ class OutcomeRecorder:
                 attempt += 1
                 time.sleep(pause)
 
-    def _write(self, batch: list[Finished]) -> None:
+    def _write(self, batch: list[Finished], *, isolate: bool) -> None:
         with self._engine.begin() as connection:
             now = database_now(connection, self._clock)
             entries = [
                 self._envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
             ]
-            recorded = record_outcomes(connection, self._host_id, entries, now)
+            recorded = record_outcomes(connection, self._host_id, entries, now, isolate=isolate)
             others = [f.claim.run_id for f in batch if f.claim.run_id not in recorded]
             verdicts = ledger_verdicts(connection, others)
         for finished, entry in zip(batch, entries, strict=True):

@@ -64,15 +64,23 @@ def insert_returning_new(
 
 
 def execute_isolating(
-    connection: Connection, statement: Any, rows: Sequence[dict[str, Any]]
+    connection: Connection,
+    statement: Any,
+    rows: Sequence[dict[str, Any]],
+    *,
+    isolate: bool = True,
 ) -> list[dict[str, Any]]:
     """Run ``statement`` for every row; return the rows the database refused.
 
     The whole batch is tried once; when it is refused for a reason other than the store being
     away (a trigger, a constraint, a corrupt row), each row is tried alone, so one bad row costs
-    only itself and the batch's other writes stand.
+    only itself and the batch's other writes stand. ``isolate=False`` runs the batch plainly
+    (no savepoints) for a caller that retries the whole transaction isolated when it fails.
     """
     if not rows:
+        return []
+    if not isolate:
+        connection.execute(statement, list(rows))
         return []
     try:
         with connection.begin_nested():

@@ -134,7 +134,7 @@ def claim_work(
     work = _Work(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     skipped = list(skip)
     if schedules_only is None:
-        requests = _pending_requests(
+        asked = _pending_requests(
             connection,
             slots + request_slots,
             skip=skipped,
@@ -142,16 +142,16 @@ def claim_work(
             rules=rules,
             batch=batch,
         )
-        retries = (
+        again = (
             _due_retries(connection, now, slots, skip=skipped, rules=rules, batch=batch)
             if request_id is None
             else []
         )
-        work.lock_rows({r.job_name for r in requests} | {r.job_name for r in retries})
-        for request in requests:
+        work.lock_rows({r.job_name for r in asked} | {r.job_name for r in again})
+        for request in asked:
             if work.taken < slots + request_slots:
                 work.start_request(request)
-        for retry in retries:
+        for retry in again:
             if work.taken < slots:
                 work.start_retry(retry)
     if request_id is None and work.taken < slots:

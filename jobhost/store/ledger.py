@@ -77,13 +77,19 @@ class Outcome:
 
 
 def record_outcomes(
-    connection: Connection, host_id: str, outcomes: Sequence[Outcome], now: datetime
+    connection: Connection,
+    host_id: str,
+    outcomes: Sequence[Outcome],
+    now: datetime,
+    *,
+    isolate: bool = True,
 ) -> set[str]:
     """Record the outcomes this host still owns; return the run ids recorded.
 
     A run missing from the answer was no longer this host's (another replica recorded it
     abandoned after its lease expired): the ledger keeps that verdict and its retry is not
-    queued twice.
+    queued twice. ``isolate`` tries each row alone when the batch is refused (see
+    :func:`execute_isolating`); without it a refusal fails the whole transaction.
     """
     if not outcomes:
         return set()
@@ -113,7 +119,8 @@ def record_outcomes(
             error_message=bindparam("error_message"),
             trace_id=bindparam("trace_id"),
         ),
-        [
+        isolate=isolate,
+        rows=[
             {
                 "b_id": o.run_id,
                 "outcome": o.end.outcome,
@@ -142,6 +149,7 @@ def record_outcomes(
             }
             for o in recorded
         ],
+        isolate=isolate,
     )
     for item in recorded:
         if item.units is not None:
@@ -322,7 +330,13 @@ def locked_for_update(connection: Connection, statement: Any) -> Any:
     return statement
 
 
-def _summarise(connection: Connection, items: list[dict[str, Any]], *, fence: bool = False) -> None:
+def _summarise(
+    connection: Connection,
+    items: list[dict[str, Any]],
+    *,
+    fence: bool = False,
+    isolate: bool = True,
+) -> None:
     """Write each job's last-run summary and free its lease when the finished run held it.
 
     A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
@@ -356,6 +370,7 @@ def _summarise(connection: Connection, items: list[dict[str, Any]], *, fence: bo
         connection,
         update(schedules).where(schedules.c.job_name == bindparam("b_job")).values(**values),
         items,
+        isolate=isolate,
     )
     for row in refused:
         _log.error(

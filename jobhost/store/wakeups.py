@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.schema import runs, schedules
+from jobhost.store.schema import run_requests, runs, schedules
 
 __all__ = ["Wakeups", "next_wakeups", "oldest_due"]
 
@@ -31,6 +31,8 @@ class Wakeups:
     """The earliest ``not_before`` of a pending retry."""
     lease_expiry: datetime | None = None
     """The earliest lease expiry of a running run (its host may have died)."""
+    request_at: datetime | None = None
+    """When the oldest pending manual request this host may take was made."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -49,6 +51,8 @@ class Wakeups:
             times.append(max(self.retry_at, now + _BUSY_RECHECK))
         if self.lease_expiry is not None:
             times.append(max(self.lease_expiry, now + _EXPIRED_LEASE_RECHECK))
+        if self.request_at is not None:
+            times.append(now + _BUSY_RECHECK)
         return min(times) if times else None
 
 
@@ -63,11 +67,15 @@ def next_wakeups(connection: Connection, now: datetime, *, skip: Sequence[str] =
     lease = select(runs.c.lease_expires_at).where(
         runs.c.outcome == RUNNING, runs.c.lease_expires_at.is_not(None)
     )
+    request = select(run_requests.c.requested_at).where(run_requests.c.status == PENDING)
+    if skip:
+        request = request.where(run_requests.c.job_name.not_in(list(skip)))
     row = connection.execute(
         select(
             due.order_by(schedules.c.due_at).limit(1).scalar_subquery(),
             retry.order_by(runs.c.not_before).limit(1).scalar_subquery(),
             lease.order_by(runs.c.lease_expires_at).limit(1).scalar_subquery(),
+            request.order_by(run_requests.c.requested_at).limit(1).scalar_subquery(),
         )
     ).one()
     return Wakeups(*(value if isinstance(value, datetime) else None for value in row))
