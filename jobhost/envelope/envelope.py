@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
-from jobhost.config import redact_text
+from jobhost.config import bound_text, redact_text
 from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.retries import retry_delay, should_retry
@@ -221,4 +221,10 @@ def _iso(value: datetime) -> str:
 
 
 def _redacted(message: str | None) -> str | None:
-    return redact_text(message) if message else None
+    # Bounded as well: the ledger and every audit sink get the same cut text, length kept. NUL
+    # and lone surrogates, which PostgreSQL or the driver refuse, are spelled out: an outcome
+    # must never be lost to the characters of its own error message.
+    if not message:
+        return None
+    text = bound_text(redact_text(message))
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")

@@ -27,10 +27,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings, redact_text, redact_url
+from jobhost.errors import SchemaTooNewError
 from jobhost.operations.report import Report, report_from
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.timefmt import short_utc
 from jobhost.store import Clock, current_revision, head_revision
+from jobhost.store.engine import sqlite_path
+from jobhost.store.migrate import check_not_newer
 
 __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 
@@ -96,11 +99,23 @@ def check_health(
 
 
 def _store(settings: Settings, engine: Engine) -> Check:
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.exists():
+        return Check(
+            "store",
+            False,
+            f"no store at {path}: the file does not exist; fix database_url, or create the "
+            "store with `jobhost db upgrade`",
+        )
     try:
         current = current_revision(engine)
     except (OperationalError, DBAPIError) as error:
         return Check("store", False, _unreachable(settings, error))
     head = head_revision()
+    try:
+        check_not_newer(current)
+    except SchemaTooNewError as error:
+        return Check("store", False, str(error))
     if current != head:
         return Check(
             "store",

@@ -181,6 +181,18 @@ def _register(plugins: PluginSet, source: _Source) -> None:
             PluginProblem(source.name, "plugin-import", source.describe_failure(error))
         )
         return
+    except SystemExit as error:
+        # Left alone it would end every command with the plugin's exit status and no word.
+        plugins.problems.append(
+            PluginProblem(
+                source.name,
+                "plugin-import",
+                f"called sys.exit({error.code!r}) while being imported; a plugin must not end "
+                "the process: remove the call, or leave the plugin out (plugins / "
+                f"JOBHOST_PLUGINS, or {LOAD_PLUGINS_ENV} for an installed one)",
+            )
+        )
+        return
     manager = plugins.manager
     if manager.is_registered(plugin):
         # The same module named twice (an entry point and the setting): its jobs count once.
