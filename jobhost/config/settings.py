@@ -177,6 +177,8 @@ class Settings(BaseSettings):
     @field_validator("host_id")
     @classmethod
     def _host_id(cls, value: str | None) -> str | None:
+        if value == "":
+            return None  # JOBHOST_HOST_ID= in an environment file means "not set"
         if value is not None and (not value.strip() or len(value) > 200):
             raise ValueError("must be 1 to 200 characters, or unset for a generated id")
         return value
