@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -85,11 +86,20 @@ class RunEnvelope:
             outcome = self._execute(claim, spec, cancellation)
             span.set_attribute("jobhost.run.outcome", outcome.outcome)
             if outcome.exception is not None:
-                span.record_exception(outcome.exception)
+                # Redacted and bounded like the log: a span is exported to a collector.
+                span.record_exception(
+                    outcome.exception,
+                    attributes={
+                        "exception.message": _redacted(str(outcome.exception)) or "",
+                        "exception.stacktrace": _redacted(_stack(outcome.exception)) or "",
+                    },
+                )
             if outcome.outcome == "succeeded":
                 span.set_status(Status(StatusCode.OK))
             else:
-                span.set_status(Status(StatusCode.ERROR, outcome.error_message or outcome.outcome))
+                span.set_status(
+                    Status(StatusCode.ERROR, _redacted(outcome.error_message) or outcome.outcome)
+                )
         finished_at = self._record(claim, spec, outcome, trace_id)
         self._report(claim, spec, outcome, finished_at, trace_id)
         return outcome
@@ -228,3 +238,7 @@ def _redacted(message: str | None) -> str | None:
         return None
     text = bound_text(redact_text(message))
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _stack(error: BaseException) -> str:
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
