@@ -16,6 +16,7 @@ import os
 import weakref
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -44,7 +45,7 @@ def create_store_engine(url: str | URL, *, create: bool = True, **options: Any) 
         if read_only and path is not None:
             parsed = _read_only_url(parsed, path)
         elif not create and path is not None:
-            parsed = parsed.set(database=f"file:{path}").update_query_dict(
+            parsed = parsed.set(database=f"file:{quote(str(path))}").update_query_dict(
                 {"mode": "rw", "uri": "true"}
             )
         engine = create_engine(parsed, connect_args=connect_args, **options)
@@ -105,7 +106,7 @@ def _read_only_url(url: URL, path: Path) -> URL:
     query = {"mode": "ro", "uri": "true"}
     if not wal.exists():
         query["immutable"] = "1"
-    return url.set(database=f"file:{path}").update_query_dict(query)
+    return url.set(database=f"file:{quote(str(path))}").update_query_dict(query)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
