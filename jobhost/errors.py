@@ -8,7 +8,11 @@ from __future__ import annotations
 __all__ = [
     "CatalogInvalidError",
     "ConfigError",
+    "HostIdInUseError",
     "JobhostError",
+    "SchemaTooNewError",
+    "StoreMissingError",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "UnknownJobError",
 ]
@@ -58,3 +62,37 @@ class StoreUnavailableError(JobhostError):
     """The database cannot be reached or its schema is not current."""
 
     exit_code = 1
+
+
+class StoreMissingError(JobhostError):
+    """A command other than ``run`` or ``db upgrade`` was pointed at an SQLite file that does not
+    exist: it refuses to create a new, empty store beside the real one."""
+
+    exit_code = 3
+
+
+class StoreReadOnlyError(JobhostError):
+    """A command that writes was given a store file this process may only read."""
+
+    exit_code = 3
+
+
+class SchemaTooNewError(JobhostError):
+    """The store was migrated by a newer jobhost: this one must not read or change it."""
+
+    exit_code = 3
+
+    def __init__(self, current: str, head: str) -> None:
+        self.current = current
+        self.head = head
+        super().__init__(
+            f"store schema {current} is newer than this jobhost ({head}): upgrade jobhost "
+            "(every replica and every command must run the newer version; a schema is never "
+            "downgraded)"
+        )
+
+
+class HostIdInUseError(JobhostError):
+    """Another live host already runs under this ``host_id``."""
+
+    exit_code = 3

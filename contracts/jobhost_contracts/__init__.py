@@ -24,7 +24,7 @@ from jobhost_contracts.declaration import (
 from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobResult
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
-from jobhost_contracts.redaction import redact_text
+from jobhost_contracts.redaction import bound_text, redact_text
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "TriggerSource",
     "UnitCounts",
     "UnitFailure",
+    "bound_text",
     "format_duration",
     "hookimpl",
     "hookspec",

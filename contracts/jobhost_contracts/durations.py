@@ -1,5 +1,8 @@
 """Durations as operators write them: ``90s``, ``15m``, ``24h``, ``7d``, ``1h30m``.
 
+A leading ``-`` gives a negative duration, so that whoever reads one can say "must be positive"
+instead of "not a duration"; one too long to represent (``99999999999w``) is a ValueError too.
+
 Shared by the host's settings and by modules reading their own ``[modules.NAME]`` section, so
 that every duration in ``jobhost.toml`` is written the same way.
 """
@@ -13,7 +16,8 @@ __all__ = ["format_duration", "parse_duration"]
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_WHOLE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
+_WHOLE = re.compile(r"-?(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
+_TOO_LONG = "is too long a duration; the longest is 999999999 days"
 
 
 def parse_duration(value: object) -> timedelta:
@@ -23,7 +27,7 @@ def parse_duration(value: object) -> timedelta:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a duration; write e.g. '90s', '15m', '24h' or '7d'")
     if isinstance(value, int | float):
-        return timedelta(seconds=value)
+        return _seconds(value, value)
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a duration; write e.g. '90s', '15m', '24h' or '7d'")
     text = value.strip().lower().replace(" ", "")
@@ -33,7 +37,14 @@ def parse_duration(value: object) -> timedelta:
             "e.g. '90s', '15m', '24h', '7d' or '1h30m'"
         )
     seconds = sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(text))
-    return timedelta(seconds=seconds)
+    return _seconds(-seconds if text.startswith("-") else seconds, value)
+
+
+def _seconds(seconds: float, written: object) -> timedelta:
+    try:
+        return timedelta(seconds=seconds)
+    except (OverflowError, ValueError):  # ValueError: NaN
+        raise ValueError(f"{written!r} {_TOO_LONG}") from None
 
 
 def format_duration(value: timedelta) -> str:

@@ -1,9 +1,13 @@
 """``jobhost.run-retention``: the host's own ledger purge, declared like any module's job.
 
 It deletes run rows older than ``keep_days`` in bounded batches, always keeping the newest
-``keep_last`` rows of every job, and never touching a run that is still running or pending.
-Settings live in ``[modules.jobhost]``: ``keep_days`` (30), ``keep_last`` (50), ``batch_size``
-(500), ``cron`` (``"23 4 * * *"``), ``timezone`` (UTC).
+``keep_last`` rows of every job, and never touching a run that is still running or pending. The
+tables that would otherwise only grow go too: hosts stopped (or silent) for ``keep_hosts_days``,
+finished manual requests older than ``keep_requests_days``, idempotency records older than
+``keep_idempotency_days``. Settings live in ``[modules.jobhost]``: ``keep_days`` (30),
+``keep_last`` (50), ``keep_hosts_days`` (7), ``keep_requests_days`` (30),
+``keep_idempotency_days`` (90), ``batch_size`` (500), ``cron`` (``"23 4 * * *"``), ``timezone``
+(UTC).
 """
 
 from __future__ import annotations
@@ -23,17 +27,38 @@ from returns.result import Failure, Result, Success
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-__all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs", "purge_runs"]
+__all__ = [
+    "JOB_NAME",
+    "RetentionSettings",
+    "RunRetention",
+    "jobhost_jobs",
+    "purge_growing_tables",
+    "purge_runs",
+]
 
 JOB_NAME = "jobhost.run-retention"
 _SECTION = "jobhost"
-_KEYS = {"keep_days", "keep_last", "batch_size", "cron", "timezone", "enabled"}
+_KEYS = {
+    "keep_days",
+    "keep_last",
+    "keep_hosts_days",
+    "keep_requests_days",
+    "keep_idempotency_days",
+    "batch_size",
+    "cron",
+    "timezone",
+    "enabled",
+}
+_DAYS = ("keep_days", "keep_hosts_days", "keep_requests_days", "keep_idempotency_days")
 
 
 @dataclass(frozen=True)
 class RetentionSettings:
     keep_days: int = 30
     keep_last: int = 50
+    keep_hosts_days: int = 7
+    keep_requests_days: int = 30
+    keep_idempotency_days: int = 90
     batch_size: int = 500
     cron: str = "23 4 * * *"
     timezone: str = "UTC"
@@ -51,7 +76,9 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
         enabled=config.enabled,
         configuration_source=_SECTION,
         description=f"Delete run rows older than {config.keep_days} days, keeping the newest "
-        f"{config.keep_last} of every job.",
+        f"{config.keep_last} of every job; hosts gone {config.keep_hosts_days} days, finished "
+        f"manual requests after {config.keep_requests_days} days, idempotency records after "
+        f"{config.keep_idempotency_days} days.",
     )
     return [JobRegistration(declaration, RunRetention(config))]
 
@@ -67,21 +94,33 @@ class RunRetention:
         from jobhost.store import create_store_engine
 
         engine = create_store_engine(load_settings().database_url)
+        now = datetime.now(UTC)
+
+        def stop() -> bool:
+            return context.cancellation.cancelled
+
         try:
             deleted = purge_runs(
                 engine,
-                now=datetime.now(UTC),
+                now=now,
                 keep_days=self.config.keep_days,
                 keep_last=self.config.keep_last,
                 batch_size=self.config.batch_size,
-                should_stop=lambda: context.cancellation.cancelled,
+                should_stop=stop,
             )
+            others = purge_growing_tables(engine, now=now, config=self.config, should_stop=stop)
         except SQLAlchemyError as error:
             return Failure(f"purge failed: {redact_text(str(error).splitlines()[0])}")
         finally:
             engine.dispose()
-        context.logger.info("deleted %d run rows", deleted)
-        return Success({"deleted": deleted})
+        context.logger.info(
+            "deleted %d run rows, %d hosts, %d requests, %d idempotency records",
+            deleted,
+            others["hosts"],
+            others["requests"],
+            others["idempotency_records"],
+        )
+        return Success({"deleted": deleted, **others})
 
 
 def purge_runs(
@@ -123,6 +162,33 @@ def purge_runs(
     return total
 
 
+def purge_growing_tables(
+    engine: Any,
+    *,
+    now: datetime,
+    config: RetentionSettings,
+    should_stop: Any = lambda: False,
+) -> dict[str, int]:
+    """Purge hosts, finished requests and idempotency records by age; how many of each went."""
+    from jobhost.store.purge import purge_hosts, purge_idempotency, purge_requests
+
+    steps = {
+        "hosts": (purge_hosts, config.keep_hosts_days),
+        "requests": (purge_requests, config.keep_requests_days),
+        "idempotency_records": (purge_idempotency, config.keep_idempotency_days),
+    }
+    counts = dict.fromkeys(steps, 0)
+    for name, (purge, days) in steps.items():
+        before = now - timedelta(days=days)
+        while not should_stop():
+            with engine.begin() as connection:
+                went = purge(connection, before=before, batch_size=config.batch_size)
+            counts[name] += went
+            if went < config.batch_size:
+                break
+    return counts
+
+
 def _read(section: Mapping[str, Any]) -> RetentionSettings:
     unknown = sorted(set(section) - _KEYS)
     if unknown:
@@ -131,12 +197,15 @@ def _read(section: Mapping[str, Any]) -> RetentionSettings:
             f"allowed: {', '.join(sorted(_KEYS))}"
         )
     values = {**RetentionSettings().__dict__, **section}
-    for key in ("keep_days", "keep_last", "batch_size"):
+    for key in ("keep_last", "batch_size", *_DAYS):
         value = values[key]
         minimum = 0 if key == "keep_last" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        # Days beyond ~27 centuries would overflow the cut-off date: a typo, said as one.
+        maximum = 1_000_000 if key in {"keep_last", "batch_size"} else 36_500
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             raise ValueError(
-                f"[modules.jobhost] {key} = {value!r}: must be a whole number >= {minimum}"
+                f"[modules.jobhost] {key} = {value!r}: must be a whole number from {minimum} "
+                f"to {maximum}"
             )
     for key in ("cron", "timezone"):
         if not isinstance(values[key], str):

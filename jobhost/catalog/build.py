@@ -15,6 +15,7 @@ from jobhost.catalog.overrides import (
     to_trigger,
     unknown_overrides,
 )
+from jobhost.catalog.policies import POLICY_CODES, check_policies
 from jobhost.catalog.validation import (
     check_critical,
     check_name,
@@ -109,12 +110,16 @@ def _validate(
     problems = [*check_name(declaration), *declared_problems]
     problems.extend(p for p in effective_problems if p not in problems)
     problems.extend(check_critical(declaration, effective))
+    policy_problems = check_policies(declaration, settings)
+    problems.extend(policy_problems)
 
     pair = check_pair(job)
     trigger = to_trigger(effective)
     if pair is None or trigger is None:
         return None, problems
-    if any(p.code in _UNSCHEDULABLE for p in effective_problems):
+    if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
+        p.code in POLICY_CODES for p in policy_problems
+    ):
         return None, problems
     executor = pair[1]
     source = declaration.configuration_source or declaration.module

@@ -37,6 +37,11 @@ ProblemCode = Literal[
     "plugin-hook",
     "plugin-unknown-hook",
     "plugin-bad-result",
+    "bad-timeout",
+    "bad-lease",
+    "bad-retry",
+    "bad-misfire",
+    "bad-overlap",
 ]
 
 

@@ -13,8 +13,9 @@ import sys
 from typing import Any
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
-from jobhost.config import CONFIG_ENV, redact_text
+from jobhost.config import CONFIG_ENV, RedactingFormatter, bound_text, redact_text
 from jobhost.errors import JobhostError
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "cli", "main"]
@@ -63,6 +64,9 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the command, turning host errors into their exit codes."""
     _register_commands()
+    # Every command logs through the redacting handler: a job run in-process by `trigger` logs
+    # its exception as the host would, and Python's last-resort handler would print it raw.
+    configure_logging("WARNING")
     try:
         # Outside standalone mode click returns ctx.exit(n)'s code instead of exiting with it.
         code = cli.main(args=argv, prog_name="jobhost", standalone_mode=False)
@@ -71,12 +75,33 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)
-    except click.Abort:
-        click.echo("aborted", err=True)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("jobhost: interrupted", err=True)
         sys.exit(EXIT_FAILED)
     except JobhostError as error:
         click.echo(f"jobhost: {redact_text(str(error))}", err=True)
         sys.exit(error.exit_code)
+    except SQLAlchemyError as error:
+        # A store failure no command foresaw (a lock held too long, a disk full): one line.
+        cause = getattr(error, "orig", None) or error
+        first = redact_text(str(cause)).strip().splitlines()[0] if str(cause).strip() else ""
+        click.echo(
+            f"jobhost: the store failed: {type(cause).__name__}: {first}; check the store "
+            "(`jobhost health`) and try again",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)
+    except Exception as error:
+        # No traceback reaches an operator; the log level DEBUG of `jobhost run` still has one.
+        logging.getLogger("jobhost").debug("unexpected error", exc_info=error)
+        click.echo(
+            f"jobhost: unexpected error: {type(error).__name__}: "
+            f"{bound_text(redact_text(str(error)), 500)}; this is a bug in jobhost or in a "
+            "plugin, or a damaged row in the store: run `jobhost health` and report it with "
+            "this line",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
@@ -88,12 +113,14 @@ def config_path(ctx: click.Context) -> str | None:
 
 
 def configure_logging(level: str) -> None:
-    """Plain lines on stderr; the run envelope adds its own structured audit lines."""
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """Plain lines on stderr, passwords redacted and lines bounded; the run envelope adds its
+    own structured audit lines. Calling it again changes the level."""
+    root = logging.getLogger()
+    if not any(isinstance(h.formatter, RedactingFormatter) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(level)
     # Migration chatter is not news to an operator; the host says what the upgrade did.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 

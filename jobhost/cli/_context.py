@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog, JobSpec, build_catalog
 from jobhost.cli._app import EXIT_INVALID, config_path
-from jobhost.config import Settings, load_settings, redact_text, redact_url
-from jobhost.errors import StoreUnavailableError
+from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
+from jobhost.errors import (
+    SchemaTooNewError,
+    StoreMissingError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
 from jobhost.store import create_store_engine, head_revision, is_current, upgrade
+from jobhost.store.engine import is_read_only, sqlite_path
 
 __all__ = ["load_catalog", "migrate_store", "open_store", "require_job", "settings_of"]
 
@@ -40,9 +48,33 @@ def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:
     return spec
 
 
-def open_store(settings: Settings, *, require_current: bool = True) -> Engine:
-    """An engine on the configured store; with ``require_current``, its schema must be current."""
-    engine = create_store_engine(settings.database_url)
+def open_store(
+    settings: Settings,
+    *,
+    require_current: bool = True,
+    create: bool = False,
+    write: bool = False,
+    missing_ok: bool = False,
+) -> Engine:
+    """An engine on the configured store.
+
+    With ``require_current``, its schema must be current. Without ``create`` (only ``run`` and
+    ``db upgrade`` pass it), an SQLite file that does not exist is refused rather than made: a
+    command run in the wrong directory must not work on a new, empty store. With ``write``, a
+    store this process may only read is refused up front. With ``missing_ok`` (``health``, which
+    reports it as a failed check) only the default store is refused when it is missing.
+    """
+    if not create:
+        _refuse_missing_file(settings, configured_ok=missing_ok)
+    engine = create_store_engine(settings.database_url, create=create)
+    if write and is_read_only(engine):
+        engine.dispose()
+        raise StoreReadOnlyError(
+            f"the store file {sqlite_path(settings.database_url)} (or its directory, where SQLite "
+            "keeps its write-ahead log) is read-only for this user; this command writes to the "
+            "store: run it as the store's owner or make the file and its directory writable "
+            "(report and history work on a read-only store)"
+        )
     if not require_current:
         return engine
     try:
@@ -53,6 +85,9 @@ def open_store(settings: Settings, *, require_current: bool = True) -> Engine:
             f"cannot reach the store at {redact_url(settings.database_url)}: "
             f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"
         ) from None
+    except SchemaTooNewError:
+        engine.dispose()
+        raise
     if not current:
         engine.dispose()
         raise StoreUnavailableError(
@@ -63,9 +98,9 @@ def open_store(settings: Settings, *, require_current: bool = True) -> Engine:
     return engine
 
 
-def migrate_store(settings: Settings) -> tuple[str | None, str]:
+def migrate_store(settings: Settings, *, create: bool = False) -> tuple[str | None, str]:
     """Apply pending migrations; (revision before, revision after)."""
-    engine = open_store(settings, require_current=False)
+    engine = open_store(settings, require_current=False, create=create, write=True)
     try:
         return upgrade(engine)
     except (OperationalError, DBAPIError) as error:
@@ -75,3 +110,27 @@ def migrate_store(settings: Settings) -> tuple[str | None, str]:
         ) from None
     finally:
         engine.dispose()
+
+
+def _refuse_missing_file(settings: Settings, *, configured_ok: bool) -> None:
+    path = sqlite_path(settings.database_url)
+    if path is None or path.exists():
+        return
+    configured = [name for name in (CONFIG_ENV, "JOBHOST_DATABASE_URL") if os.environ.get(name)]
+    if configured and configured_ok:
+        return
+    if configured:
+        why = (
+            f"database_url ({', '.join(configured)} given) names a file that does not exist; "
+            "fix database_url"
+        )
+    else:
+        why = (
+            "that is the default store, used because no configuration was given (no --config, "
+            f"{CONFIG_ENV} or JOBHOST_DATABASE_URL); point this command at your store with "
+            f"--config PATH or {CONFIG_ENV}=PATH (a jobhost.toml with database_url), or "
+            "JOBHOST_DATABASE_URL=URL"
+        )
+    raise StoreMissingError(
+        f"no store at {path}: {why}. Only `jobhost run` and `jobhost db upgrade` create a new store"
+    )

@@ -10,6 +10,7 @@ from jobhost.cli._context import migrate_store, open_store, settings_of
 from jobhost.config import redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
 from jobhost.store import current_revision, head_revision
+from jobhost.store.migrate import check_not_newer
 
 
 @cli.group()
@@ -21,7 +22,7 @@ def db() -> None:
 @click.pass_context
 def db_upgrade(ctx: click.Context) -> None:
     """Apply pending migrations (safe to run from several replicas at once)."""
-    before, after = migrate_store(settings_of(ctx))
+    before, after = migrate_store(settings_of(ctx), create=True)
     if before == after:
         click.echo(f"schema already at revision {after}")
     else:
@@ -41,6 +42,7 @@ def db_current(ctx: click.Context) -> None:
             f"cannot reach the store at {redact_url(settings.database_url)}: "
             f"{redact_text(str(error.orig or error)).strip()}"
         ) from None
+    check_not_newer(current)  # a newer schema: exit 3, "upgrade jobhost"
     head = head_revision()
     state = "current" if current == head else "needs `jobhost db upgrade`"
     click.echo(f"store revision {current or 'none'}, newest {head}: {state}")

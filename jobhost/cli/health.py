@@ -35,7 +35,7 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool) -> None:
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
-    engine = open_store(settings, require_current=False)
+    engine = open_store(settings, require_current=False, missing_ok=True)
     try:
         result = check_health(settings, catalog, engine, hosts=not no_hosts)
     finally:

@@ -14,7 +14,12 @@ __all__ = ["pause", "resume"]
 
 @cli.command()
 @click.argument("name")
-@click.option("--reason", required=True, help="Why; shown by `jobhost report` (required).")
+@click.option(
+    "--reason",
+    required=True,
+    callback=lambda _ctx, _param, value: _reason(value),
+    help="Why; shown by `jobhost report` (required, not blank).",
+)
 @click.pass_context
 def pause(ctx: click.Context, name: str, reason: str) -> None:
     """Pause job NAME on every replica until `jobhost resume NAME`.
@@ -30,7 +35,7 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
-    engine = open_store(settings)
+    engine = open_store(settings, write=True)
     try:
         require_known_job(catalog, engine, name)
         done = pause_job(engine, catalog, name, by=getpass.getuser(), reason=reason)
@@ -57,7 +62,7 @@ def resume(ctx: click.Context, name: str) -> None:
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
-    engine = open_store(settings)
+    engine = open_store(settings, write=True)
     try:
         require_known_job(catalog, engine, name)
         done = resume_job(engine, name)
@@ -71,3 +76,10 @@ def resume(ctx: click.Context, name: str) -> None:
         f"{name} resumed at {short_utc(done.at)} by {getpass.getuser()} (paused by "
         f"{row.paused_by} at {short_utc(row.paused_at)}: {row.paused_reason})"
     )
+
+
+def _reason(value: str) -> str:
+    # The reason is what the next operator reads at 3 a.m.: an empty one tells them nothing.
+    if not value.strip():
+        raise click.BadParameter("must say why, e.g. --reason 'billing migration until 06:00'")
+    return value.strip()

@@ -9,7 +9,7 @@ import click
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli
 from jobhost.cli._context import load_catalog, open_store, settings_of
 from jobhost.store import head_revision
-from jobhost.store.migrate import current_revision
+from jobhost.store.migrate import check_not_newer, current_revision
 
 __all__ = ["plan"]
 
@@ -48,6 +48,7 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
     engine = open_store(settings, require_current=False)
     try:
         revision = current_revision(engine)
+        check_not_newer(revision)
         if revision != head_revision():
             click.echo(
                 f"note: the store's schema is at {revision or 'nothing yet'}; `jobhost run` "

@@ -36,10 +36,10 @@ def run(ctx: click.Context) -> None:
         sys.exit(EXIT_INVALID)
     click.echo(f"jobhost: store {redact_url(settings.database_url)}", err=True)
     if settings.auto_migrate:
-        before, after = migrate_store(settings)
+        before, after = migrate_store(settings, create=True)
         if before != after:
             click.echo(f"jobhost: schema upgraded from {before or 'empty'} to {after}", err=True)
-    engine = open_store(settings)
+    engine = open_store(settings, create=True, write=True)
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
     telemetry = configure_telemetry(

@@ -64,9 +64,10 @@ def trigger(
     catalog = load_catalog(settings)
     spec = require_job(catalog, name, "run")
     if settings.auto_migrate:
-        # It may run the job itself, as `jobhost run` would, on a store nothing has set up yet.
+        # It may run the job itself, as `jobhost run` would, on a store not yet upgraded; a
+        # store that does not exist at all is refused (see open_store).
         migrate_store(settings)
-    engine = open_store(settings)
+    engine = open_store(settings, write=True)
     try:
         manual = ManualRun(
             settings,

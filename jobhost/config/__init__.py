@@ -5,14 +5,24 @@ from __future__ import annotations
 from jobhost_contracts import format_duration, parse_duration
 
 from jobhost.config.loading import CONFIG_ENV, load_settings
-from jobhost.config.redaction import redact_text, redact_url
-from jobhost.config.settings import Duration, JobOverride, Settings
+from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text, redact_url
+from jobhost.config.settings import (
+    LEASE_HEARTBEATS,
+    MAX_DURATION,
+    Duration,
+    JobOverride,
+    Settings,
+)
 
 __all__ = [
     "CONFIG_ENV",
+    "LEASE_HEARTBEATS",
+    "MAX_DURATION",
     "Duration",
     "JobOverride",
+    "RedactingFormatter",
     "Settings",
+    "bound_text",
     "format_duration",
     "load_settings",
     "parse_duration",

@@ -1,21 +1,31 @@
-"""Reading settings: the file named by ``--config`` or ``JOBHOST_CONFIG``, then the environment."""
+"""Reading settings: the file named by ``--config`` or ``JOBHOST_CONFIG``, then the environment.
+
+Every problem names where the bad value came from: the environment variable when it came from
+the environment, the file and its key when it came from the file.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from jobhost.config.redaction import redact_url
+from jobhost.config.redaction import redact_text, redact_url
 from jobhost.config.settings import Settings
 from jobhost.errors import ConfigError
 
-__all__ = ["CONFIG_ENV", "load_settings"]
+__all__ = ["CONFIG_ENV", "load_settings", "setting_source"]
 
 CONFIG_ENV = "JOBHOST_CONFIG"
+
+# Settings whose environment form is JSON (pydantic-settings decodes them before validation).
+_JSON_FIELDS = ("jobs", "modules")
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
@@ -27,6 +37,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     named = path if path is not None else os.environ.get(CONFIG_ENV) or None
     data: dict[str, Any] = {}
     source = "defaults and environment"
+    file: Path | None = None
     if named is not None:
         file = Path(named)
         source = str(file)
@@ -34,16 +45,69 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
             with file.open("rb") as handle:
                 data = tomllib.load(handle)
         except FileNotFoundError:
-            raise ConfigError([f"configuration file {file} does not exist"], source) from None
+            raise ConfigError(
+                [
+                    f"configuration file {file} does not exist; fix the path given with "
+                    f"--config or {CONFIG_ENV}"
+                ],
+                source,
+            ) from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+            raise ConfigError([f"cannot read {file}: {error.__class__.__name__}"], source) from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError([f"{file} is not valid TOML: {error}"], source) from None
+    problems = _malformed_json(os.environ)
+    if problems:
+        raise ConfigError(problems, source)
     try:
         return Settings(**data)
     except ValidationError as error:
-        raise ConfigError(_describe(error), source) from None
+        raise ConfigError(_describe(error, data, file), source) from None
+    except SettingsError as error:  # a decoding failure _malformed_json did not foresee
+        raise ConfigError([redact_text(str(error))], source) from None
 
 
-def _describe(error: ValidationError) -> list[str]:
+def setting_source(field: str, data: Mapping[str, Any], file: Path | None) -> str:
+    """Where setting ``field`` came from: its variable, the file, or the default."""
+    variable = f"JOBHOST_{field.upper()}"
+    if any(name.upper() == variable for name in os.environ):
+        return f"environment {variable}"
+    if field in data and file is not None:
+        return f"in {file.name}"
+    return "default"
+
+
+def _malformed_json(environ: Mapping[str, str]) -> list[str]:
+    problems: list[str] = []
+    for field in _JSON_FIELDS:
+        variable = f"JOBHOST_{field.upper()}"
+        raw = next((v for k, v in environ.items() if k.upper() == variable), None)
+        if raw is None:
+            continue
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as error:
+            problems.append(
+                f"environment {variable} is not valid JSON ({error.msg} at character "
+                f"{error.pos}); write one JSON object, e.g. {variable}="
+                + (
+                    '\'{"files.orphan-cleanup": {"enabled": false}}\''
+                    if field == "jobs"
+                    else '\'{"files": {"roots": ["/srv/uploads"]}}\''
+                )
+                + f", or unset it and use the [{field}] tables of the configuration file"
+            )
+            continue
+        if not isinstance(value, dict):
+            problems.append(
+                f"environment {variable} must be a JSON object ({{...}}), not "
+                f"{type(value).__name__}; or unset it and use the [{field}] tables of the "
+                "configuration file"
+            )
+    return problems
+
+
+def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None) -> list[str]:
     problems: list[str] = []
     for item in error.errors():
         location = ".".join(_key(part) for part in item["loc"])
@@ -52,13 +116,27 @@ def _describe(error: ValidationError) -> list[str]:
         if field == "database_url" and isinstance(value, str):
             value = redact_url(value)
         message = item["msg"].removeprefix("Value error, ")
+        if not field:
+            # A rule across settings: the message names them; say where each came from.
+            where = "; ".join(
+                f"{name}: {setting_source(name, data, file)}"
+                for name in Settings.model_fields
+                if name in message
+            )
+            problems.append(f"{message} ({where})" if where else message)
+            continue
+        origin = setting_source(field, data, file)
         if item["type"] == "extra_forbidden":
             message = "is not a known setting; see docs/operations/settings.md"
-            problems.append(f"{location}: {message}")
+            problems.append(f"{location} ({origin}): {message}")
             continue
-        env = f" (environment JOBHOST_{field.upper()})" if field and "." not in location else ""
-        problems.append(f"{location}{env} = {value!r}: {message}")
+        problems.append(f"{location} ({origin}) = {_shown(value)}: {message}")
     return problems
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
 
 
 def _key(part: object) -> str:

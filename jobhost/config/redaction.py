@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from jobhost_contracts import redact_text
+import logging
+
+from jobhost_contracts import bound_text, redact_text
+from jobhost_contracts.redaction import ERROR_TEXT_LIMIT
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["redact_text", "redact_url"]
+__all__ = ["RedactingFormatter", "bound_text", "redact_text", "redact_url"]
 
 
 def redact_url(url: str) -> str:
@@ -15,3 +18,19 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return redact_text(url)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Log lines with every URL password redacted and every line bounded, tracebacks included.
+
+    A job's exception message is the executor's own text: a driver error quoting its connection
+    URL reaches the log through ``%(message)s`` and again in the traceback's last line. Each line
+    is cut at :data:`ERROR_TEXT_LIMIT` characters (saying how long it was), so a megabyte message
+    costs a bounded line, while the traceback's frames stay whole.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = redact_text(super().format(record))
+        if len(text) <= ERROR_TEXT_LIMIT:
+            return text
+        return "\n".join(bound_text(line) for line in text.split("\n"))

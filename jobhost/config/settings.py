@@ -6,16 +6,48 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from jobhost_contracts import DstGap, DstRepeat, parse_duration
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from jobhost_contracts import DstGap, DstRepeat, format_duration, parse_duration
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["Duration", "JobOverride", "Settings", "split_listen_address"]
+from jobhost.config.redaction import redact_text, redact_url
+
+__all__ = [
+    "LEASE_HEARTBEATS",
+    "MAX_DURATION",
+    "Duration",
+    "JobOverride",
+    "Settings",
+    "split_listen_address",
+]
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 
 _MIN_TOKEN = 16
+MAX_DURATION = timedelta(days=365)
+"""The longest duration a host setting takes: longer ones overflow date arithmetic (year 9999)
+long before they mean anything, and are always a typo."""
+
+LEASE_HEARTBEATS = 2
+"""A lease must span at least this many heartbeats, so one late heartbeat never loses a live
+run's lease to another replica (which would then run the job beside it)."""
+
+
+def _whole_number(value: object) -> object:
+    # pydantic takes true for 1; a flag where a count belongs is a mistake worth naming.
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
 
@@ -58,7 +90,9 @@ class Settings(BaseSettings):
         timedelta(seconds=5),
         description="How often a host renews its leases and marks itself alive.",
     )
-    worker_pool_size: int = Field(8, ge=1, le=1024, description="Runs executed at once.")
+    worker_pool_size: Annotated[int, BeforeValidator(_whole_number)] = Field(
+        8, ge=1, le=1024, description="Runs executed at once."
+    )
     host_id: str | None = Field(
         None, description="This host's id in the store; default: hostname, pid and a suffix."
     )
@@ -155,8 +189,60 @@ class Settings(BaseSettings):
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
-            raise ValueError("must be a positive duration, e.g. '30s'")
+            raise ValueError("must be positive: a duration greater than 0, e.g. '30s'")
+        if value > MAX_DURATION:
+            raise ValueError("must be at most 365d")
         return value
+
+    @field_validator("overdue_grace")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError("must not be negative, e.g. '30m' (0s: no grace)")
+        if value > MAX_DURATION:
+            raise ValueError("must be at most 365d")
+        return value
+
+    @field_validator("clock_offset")
+    @classmethod
+    def _small_offset(cls, value: timedelta) -> timedelta:
+        if abs(value) > timedelta(days=1):
+            raise ValueError("must be within one day either way, e.g. '20s' or '-20s'")
+        return value
+
+    @field_validator("host_id")
+    @classmethod
+    def _host_id(cls, value: str | None) -> str | None:
+        if value == "":
+            return None  # JOBHOST_HOST_ID= in an environment file means "not set"
+        if value is not None and (not value.strip() or len(value) > 200):
+            raise ValueError("must be 1 to 200 characters, or unset for a generated id")
+        return value
+
+    @model_validator(mode="after")
+    def _lease_outlasts_heartbeats(self) -> Settings:
+        least = self.heartbeat_interval * LEASE_HEARTBEATS
+        if self.lease_duration < least:
+            heartbeat = format_duration(self.heartbeat_interval)
+            raise ValueError(
+                f"lease_duration ({format_duration(self.lease_duration)}) must be at least "
+                f"{LEASE_HEARTBEATS}x heartbeat_interval ({heartbeat}), i.e. at least "
+                f"{format_duration(least)}: a lease renewed every heartbeat must not expire "
+                "before the next one, or another replica takes a live run's job over; "
+                f"raise lease_duration to {format_duration(least)} or more, or lower "
+                "heartbeat_interval"
+            )
+        return self
+
+    def __repr_args__(self) -> Any:
+        # The database password (and any in a module's section) never reaches a log or a repr.
+        for name, value in super().__repr_args__():
+            if name == "database_url" and isinstance(value, str):
+                yield name, redact_url(value)
+            elif name == "modules":
+                yield name, _Redacted(repr(value))
+            else:
+                yield name, value
 
     @field_validator("http_listen")
     @classmethod
@@ -219,3 +305,13 @@ def split_listen_address(value: str) -> tuple[str, int]:
     if not match or not 0 < int(match["port"]) < 65536:
         raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
     return match["host"].strip("[]") or "0.0.0.0", int(match["port"])
+
+
+class _Redacted:
+    """Text shown as it is in a repr, after redaction."""
+
+    def __init__(self, text: str) -> None:
+        self._text = redact_text(text)
+
+    def __repr__(self) -> str:
+        return self._text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,7 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
-from jobhost.config import redact_text
+from jobhost.config import bound_text, redact_text
 from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.retries import retry_delay, should_retry
@@ -104,11 +105,20 @@ class RunEnvelope:
             if units is not None:
                 span.set_attributes(_unit_attributes(units))
             if outcome.exception is not None:
-                span.record_exception(outcome.exception)
+                # Redacted and bounded like the log: a span is exported to a collector.
+                span.record_exception(
+                    outcome.exception,
+                    attributes={
+                        "exception.message": _redacted(str(outcome.exception)) or "",
+                        "exception.stacktrace": _redacted(_stack(outcome.exception)) or "",
+                    },
+                )
             if outcome.outcome == "succeeded":
                 span.set_status(Status(StatusCode.OK))
             else:
-                span.set_status(Status(StatusCode.ERROR, outcome.error_message or outcome.outcome))
+                span.set_status(
+                    Status(StatusCode.ERROR, _redacted(outcome.error_message) or outcome.outcome)
+                )
         return Executed(outcome, trace_id, units)
 
     def ledger_outcome(
@@ -298,4 +308,14 @@ def _iso(value: datetime) -> str:
 
 
 def _redacted(message: str | None) -> str | None:
-    return redact_text(message) if message else None
+    # Bounded as well: the ledger and every audit sink get the same cut text, length kept. NUL
+    # and lone surrogates, which PostgreSQL or the driver refuse, are spelled out: an outcome
+    # must never be lost to the characters of its own error message.
+    if not message:
+        return None
+    text = bound_text(redact_text(message))
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _stack(error: BaseException) -> str:
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))

@@ -139,6 +139,16 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
                 "failed", error_type=type(error).__name__, error_message=str(error), exception=error
             )
         )
+    except BaseException as error:  # in a job's thread: recorded, never re-raised
+        # SystemExit or KeyboardInterrupt would end only this thread, and the run would be
+        # recorded "Lost: no result"; the executor asked to end the process, not its call.
+        if isinstance(error, SystemExit | KeyboardInterrupt):
+            what = "tried to end the process"
+        else:
+            what = "raised a BaseException that is not an Exception"
+        message = f"{error!r}: the executor {what}; return a Failure or raise an Exception instead"
+        _log.error("job %s run %s: %s", context.job_name, context.run_id, message)
+        deliver(Outcome("failed", error_type=type(error).__name__, error_message=message))
 
 
 async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:

@@ -33,13 +33,16 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings, format_duration, redact_text, redact_url
+from jobhost.errors import SchemaTooNewError
 from jobhost.operations.report import Report, report_from
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Clock, SystemClock, current_revision, database_now, head_revision, reading
+from jobhost.store.engine import sqlite_path
 from jobhost.store.hosts import list_hosts
 from jobhost.store.integrity import corrupt_rows, stuck_runs
+from jobhost.store.migrate import check_not_newer
 from jobhost.store.wakeups import oldest_due
 
 __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
@@ -183,11 +186,23 @@ def _schedule_lag(
 
 
 def _store(settings: Settings, engine: Engine) -> Check:
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.exists():
+        return Check(
+            "store",
+            False,
+            f"no store at {path}: the file does not exist; fix database_url, or create the "
+            "store with `jobhost db upgrade`",
+        )
     try:
         current = current_revision(engine)
     except (OperationalError, DBAPIError) as error:
         return Check("store", False, _unreachable(settings, error))
     head = head_revision()
+    try:
+        check_not_newer(current)
+    except SchemaTooNewError as error:
+        return Check("store", False, str(error))
     if current != head:
         return Check(
             "store",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from jobhost_contracts import AuditSink
+from jobhost_contracts import AuditSink, bound_text, redact_text
 
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
@@ -73,7 +73,7 @@ def call_each(
             continue
         try:
             value = impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except Exception as error:  # the plugin's own code; its failure is reported, not raised
+        except (Exception, SystemExit) as error:  # the plugin's own code: reported, not raised
             problems.append(_raised(impl.plugin_name, hook_name, error))
             continue
         answers.append(HookAnswer(impl.plugin_name, value))
@@ -178,18 +178,22 @@ def _materialise(answer: HookAnswer, problems: list[PluginProblem]) -> list[obje
     try:
         # A generator runs the plugin's code while it is consumed: that is still the hook.
         items: list[object] = list(value)
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         problems.append(_raised(answer.plugin, "jobhost_jobs", error))
         return None
     return items
 
 
-def _raised(plugin: str, hook_name: str, error: Exception) -> PluginProblem:
+def _raised(plugin: str, hook_name: str, error: BaseException) -> PluginProblem:
+    if isinstance(error, SystemExit):
+        what = f"called sys.exit({error.code!r})"
+    else:
+        what = f"raised {type(error).__name__}: {bound_text(redact_text(str(error)), 500)}"
     return PluginProblem(
         plugin,
         "plugin-hook",
-        f"{hook_name} raised {type(error).__name__}: {error}; fix the plugin (the hook must "
-        "not fail: declare a job disabled when its configuration is missing)",
+        f"{hook_name} {what}; fix the plugin (the hook must not fail: declare a job disabled "
+        "when its configuration is missing)",
     )
 
 

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Literal, Protocol
 
 import pluggy
+from jobhost_contracts import bound_text, redact_text
 from jobhost_contracts import hooks as contract_hooks
 from jobhost_contracts.hooks import PROJECT_NAME
 
@@ -127,8 +128,8 @@ class _EntryPointSource:
         origin = f" of {dist.name} {dist.version}" if dist is not None else ""
         return (
             f"entry point {self.entry_point.value!r}{origin} failed to import: "
-            f"{type(error).__name__}: {error}; fix or reinstall the package, or leave it out "
-            f"with {LOAD_PLUGINS_ENV} (a comma-separated list of the entry points to load)"
+            f"{type(error).__name__}: {_shown(error)}; fix or reinstall the package, or leave it "
+            f"out with {LOAD_PLUGINS_ENV} (a comma-separated list of the entry points to load)"
         )
 
 
@@ -145,8 +146,8 @@ class _ConfiguredSource:
         if isinstance(error, _PluginFileMissing):
             return str(error)
         return (
-            f"failed to import: {type(error).__name__}: {error}; fix the plugin, or its entry "
-            "in plugins / JOBHOST_PLUGINS"
+            f"failed to import: {type(error).__name__}: {_shown(error)}; fix the plugin, or its "
+            "entry in plugins / JOBHOST_PLUGINS"
         )
 
 
@@ -179,6 +180,23 @@ def _register(plugins: PluginSet, source: _Source) -> None:
     except Exception as error:  # importing runs the plugin's own code; any failure is its own
         plugins.problems.append(
             PluginProblem(source.name, "plugin-import", source.describe_failure(error))
+        )
+        return
+    except (SystemExit, KeyboardInterrupt) as error:
+        # Left alone it would end every command with the plugin's exit status and no word.
+        what = (
+            f"called sys.exit({error.code!r})"
+            if isinstance(error, SystemExit)
+            else "raised KeyboardInterrupt"
+        )
+        plugins.problems.append(
+            PluginProblem(
+                source.name,
+                "plugin-import",
+                f"{what} while being imported; a plugin must not end the process: remove the "
+                "call, or leave the plugin out (plugins / JOBHOST_PLUGINS, or "
+                f"{LOAD_PLUGINS_ENV} for an installed one)",
+            )
         )
         return
     manager = plugins.manager
@@ -271,3 +289,8 @@ def _specified_hooks(manager: pluggy.PluginManager) -> list[str]:
         for name in vars(manager.hook)
         if not name.startswith("_") and getattr(manager.hook, name).has_spec()
     ]
+
+
+def _shown(error: BaseException) -> str:
+    # A plugin's error is its own text: redacted, and cut so one plugin cannot flood the output.
+    return bound_text(redact_text(str(error)), 500)

@@ -4,12 +4,20 @@ SQLite is the embedded default: every transaction takes the write lock at BEGIN 
 IMMEDIATE``) so that a claim is atomic across processes sharing the file, and WAL lets readers
 (``jobhost report``) proceed meanwhile. PostgreSQL is the engine for several replicas; a bare
 ``postgresql://`` URL is given the psycopg 3 driver.
+
+A store file this process may not write (the file, or its directory, where SQLite keeps the
+WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``) work,
+and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -18,23 +26,43 @@ __all__ = ["create_store_engine", "is_postgres", "normalise_url", "reading"]
 
 _SQLITE_BUSY_MS = 30_000
 _READ_ONLY = "jobhost_read_only"
+_READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _WRITE_LOCK = "jobhost_write_lock"
-_WRITE_LOCKS: dict[str, threading.RLock] = {}
+# One lock per SQLite file, shared by every engine of this process on it.
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+_ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
 
 
-def create_store_engine(url: str | URL, **options: Any) -> Engine:
-    """An engine for the store at ``url`` (SQLite or PostgreSQL)."""
+def create_store_engine(url: str | URL, *, create: bool = True, **options: Any) -> Engine:
+    """An engine for the store at ``url`` (SQLite or PostgreSQL).
+
+    Without ``create``, connecting to an SQLite file that does not exist fails instead of making
+    a new, empty one.
+    """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(
-            parsed,
-            connect_args={"timeout": _SQLITE_BUSY_MS / 1000, "check_same_thread": False},
-            **options,
-        )
+        path = sqlite_path(parsed)
+        read_only = path is not None and _not_writable(path)
+        connect_args: dict[str, Any] = {
+            "timeout": _SQLITE_BUSY_MS / 1000,
+            "check_same_thread": False,
+        }
+        if read_only and path is not None:
+            parsed = _read_only_url(parsed, path)
+        elif not create and path is not None:
+            parsed = parsed.set(database=f"file:{quote(str(path))}").update_query_dict(
+                {"mode": "rw", "uri": "true"}
+            )
+        engine = create_engine(parsed, connect_args=connect_args, **options)
+        if read_only:
+            _READ_ONLY_ENGINES.add(engine)
         # Threads of one process queue for the write lock here, woken the moment it is free,
         # instead of sleeping in SQLite's busy handler between tries.
-        _WRITE_LOCKS.setdefault(parsed.database or "", threading.RLock())
-        event.listen(engine, "connect", _sqlite_on_connect)
+        key = str(path) if path is not None else f"memory:{id(engine)}"
+        _ENGINE_LOCKS[engine] = _FILE_LOCKS.setdefault(key, threading.RLock())
+        event.listen(
+            engine, "connect", _sqlite_on_connect_read_only if read_only else _sqlite_on_connect
+        )
         event.listen(engine, "begin", _sqlite_on_begin)
         event.listen(engine, "commit", _sqlite_on_commit)
         event.listen(engine, "rollback", _sqlite_on_rollback)
@@ -61,6 +89,37 @@ def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
+def is_read_only(engine: Engine) -> bool:
+    """Whether the engine's SQLite file was opened read-only (this process may not write it)."""
+    return engine in _READ_ONLY_ENGINES
+
+
+def sqlite_path(url: str | URL) -> Path | None:
+    """The file of an SQLite URL, absolute; None for PostgreSQL or an in-memory database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if database in {"", ":memory:"} or database.startswith("file:") or "mode=memory" in database:
+        return None
+    return Path(database).expanduser().absolute()
+
+
+def _not_writable(path: Path) -> bool:
+    # SQLite in WAL mode writes beside the file (-wal, -shm): the directory counts too.
+    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _read_only_url(url: URL, path: Path) -> URL:
+    # With no WAL file beside it, nothing is pending: the file alone is the whole store, and
+    # "immutable" lets SQLite read it without creating the -shm it has no right to create.
+    wal = path.with_name(path.name + "-wal")
+    query = {"mode": "ro", "uri": "true"}
+    if not wal.exists():
+        query["immutable"] = "1"
+    return url.set(database=f"file:{quote(str(path))}").update_query_dict(query)
+
+
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Let SQLAlchemy's begin event issue BEGIN itself, instead of pysqlite's deferred BEGIN.
     dbapi_connection.isolation_level = None
@@ -71,11 +130,19 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _sqlite_on_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
+    # No journal-mode change: it would be a write.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
+    cursor.close()
+
+
 def _sqlite_on_begin(connection: Connection) -> None:
-    if connection.get_execution_options().get(_READ_ONLY):
+    if connection.get_execution_options().get(_READ_ONLY) or is_read_only(connection.engine):
         connection.exec_driver_sql("BEGIN")
         return
-    lock = _WRITE_LOCKS[connection.engine.url.database or ""]
+    lock = _ENGINE_LOCKS[connection.engine]
     lock.acquire()
     connection.info[_WRITE_LOCK] = lock
     try:

@@ -10,7 +10,8 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import insert_ignoring_duplicates
+from jobhost.errors import HostIdInUseError
+from jobhost.store._sql import insert_ignoring_duplicates, locked
 from jobhost.store.records import HostRecord
 from jobhost.store.schema import hosts
 
@@ -35,7 +36,11 @@ def register_host(
     host_clock: datetime,
     heartbeat_seconds: int,
 ) -> None:
-    """Insert this host's row, or revive it when a fixed ``host_id`` starts again."""
+    """Insert this host's row, or revive it when a fixed ``host_id`` starts again.
+
+    Raises :class:`HostIdInUseError` when the row belongs to another host that is alive: two
+    processes under one id would renew each other's leases and hide each other's death.
+    """
     values = {
         "hostname": hostname,
         "pid": pid,
@@ -48,6 +53,14 @@ def register_host(
     }
     inserted = insert_ignoring_duplicates(connection, hosts, [{"id": host_id, **values}], ["id"])
     if not inserted:
+        # Read after the insert: on PostgreSQL it waited for a concurrent start's row.
+        row = (
+            connection.execute(locked(connection, select(hosts).where(hosts.c.id == host_id)))
+            .mappings()
+            .first()
+        )
+        if row is not None:
+            _refuse_if_taken(HostRecord.from_row(row), hostname, pid, now)
         connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
 
 
@@ -94,3 +107,28 @@ def list_hosts(connection: Connection) -> list[HostRecord]:
 def default_host_id() -> str:
     """A host id unique across machines and restarts: hostname, pid and a random suffix."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _refuse_if_taken(record: HostRecord, hostname: str, pid: int, now: datetime) -> None:
+    if not record.alive(now):
+        return
+    if record.hostname == hostname and (record.pid == pid or not _process_exists(record.pid)):
+        return  # this very process, or one on this machine that is gone (kill -9, restart)
+    seen = max((now - record.last_seen_at).total_seconds(), 0.0)
+    window = 3 * max(record.heartbeat_seconds, 1)
+    raise HostIdInUseError(
+        f"host_id {record.id!r} is in use by a live host (hostname {record.hostname}, pid "
+        f"{record.pid}, last seen {seen:.0f}s ago); give every replica its own host_id, or leave "
+        "host_id unset for a generated one. If that host is gone, it stops counting as live "
+        f"{window}s after its last heartbeat: start again then"
+    )
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True

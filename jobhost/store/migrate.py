@@ -16,9 +16,17 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.engine import is_postgres
+from jobhost.errors import SchemaTooNewError
+from jobhost.store.engine import is_postgres, reading
 
-__all__ = ["current_revision", "head_revision", "is_current", "upgrade"]
+__all__ = [
+    "check_not_newer",
+    "current_revision",
+    "head_revision",
+    "is_current",
+    "known_revisions",
+    "upgrade",
+]
 
 # Any constant works, as long as every jobhost process agrees on it.
 _ADVISORY_LOCK_KEY = 0x6A6F62686F7374
@@ -30,6 +38,8 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         if is_postgres(engine):
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})
         before = _current(connection)
+        # Alembic would fail on a revision it does not ship, with a traceback and no advice.
+        check_not_newer(before)
         config = _config()
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
@@ -37,7 +47,8 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
 
 
 def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as connection:
+    # A read: on SQLite it must not wait for (or block) a writer.
+    with reading(engine) as connection:
         return _current(connection)
 
 
@@ -48,7 +59,23 @@ def head_revision() -> str:
 
 
 def is_current(engine: Engine) -> bool:
-    return current_revision(engine) == head_revision()
+    """Whether the schema is this version's newest; raises SchemaTooNewError when it is newer."""
+    current = current_revision(engine)
+    check_not_newer(current)
+    return current == head_revision()
+
+
+def known_revisions() -> frozenset[str]:
+    """Every revision this version ships."""
+    return frozenset(
+        script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()
+    )
+
+
+def check_not_newer(current: str | None) -> None:
+    """Raise :class:`SchemaTooNewError` for a revision this version does not know."""
+    if current is not None and current not in known_revisions():
+        raise SchemaTooNewError(current, head_revision())
 
 
 def _current(connection: Connection) -> str | None:

@@ -14,9 +14,16 @@ from returns.result import Success
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from jobhost.builtin.retention import JOB_NAME, RunRetention, jobhost_jobs, purge_runs
+from jobhost.builtin.retention import (
+    JOB_NAME,
+    RetentionSettings,
+    RunRetention,
+    jobhost_jobs,
+    purge_growing_tables,
+    purge_runs,
+)
 from jobhost.store import StoreJobState, create_store_engine, upgrade
-from jobhost.store.schema import runs
+from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -144,4 +151,92 @@ def test_the_executor_purges_the_configured_store(
         cancellation=Cancellation(),
         state=StoreJobState(engine, JOB_NAME, 1, lambda: datetime.now(UTC)),
     )
-    assert executor.execute(context) == Success({"deleted": 10})
+    assert executor.execute(context) == Success(
+        {"deleted": 10, "hosts": 0, "requests": 0, "idempotency_records": 0}
+    )
+
+
+def _host(host_id: str, *, seen_days: float, stopped_days: float | None) -> dict[str, object]:
+    seen = NOW - timedelta(days=seen_days)
+    return {
+        "id": host_id,
+        "hostname": "box",
+        "pid": 1,
+        "version": "0.1.0",
+        "started_at": seen - timedelta(hours=1),
+        "last_seen_at": seen,
+        "host_clock_at": seen,
+        "heartbeat_seconds": 5,
+        "stopped_at": None if stopped_days is None else NOW - timedelta(days=stopped_days),
+    }
+
+
+def _request(request_id: str, status: str, age_days: float) -> dict[str, object]:
+    return {
+        "id": request_id,
+        "job_name": "a.job",
+        "requested_by": "ops",
+        "requested_at": NOW - timedelta(days=age_days),
+        "status": status,
+    }
+
+
+def _ids(engine: Engine, column: object) -> list[str]:
+    with engine.connect() as connection:
+        return sorted(connection.execute(select(column)).scalars())  # type: ignore[call-overload]
+
+
+def test_gone_hosts_finished_requests_and_old_idempotency_records_are_purged(
+    engine: Engine,
+) -> None:
+    with engine.begin() as connection:
+        connection.execute(
+            hosts.insert(),
+            [
+                _host("alive", seen_days=0, stopped_days=None),
+                _host("stopped-yesterday", seen_days=1, stopped_days=1),
+                _host("stopped-long-ago", seen_days=30, stopped_days=30),
+                _host("killed-long-ago", seen_days=30, stopped_days=None),
+            ],
+        )
+        connection.execute(
+            run_requests.insert(),
+            [
+                _request("new-started", "started", 1),
+                _request("old-started", "started", 40),
+                _request("old-refused", "refused", 40),
+                _request("old-pending", "pending", 40),
+            ],
+        )
+        connection.execute(
+            job_idempotency.insert(),
+            [
+                {
+                    "job_name": "a.job",
+                    "key": f"k{age}",
+                    "run_id": None,
+                    "fencing_token": 1,
+                    "recorded_at": NOW - timedelta(days=age),
+                }
+                for age in (10, 100, 200)
+            ],
+        )
+    counts = purge_growing_tables(engine, now=NOW, config=RetentionSettings(batch_size=1))
+    assert counts == {"hosts": 2, "requests": 2, "idempotency_records": 2}
+    assert _ids(engine, hosts.c.id) == ["alive", "stopped-yesterday"]
+    # A pending request still waits for a host: it is never purged.
+    assert _ids(engine, run_requests.c.id) == ["new-started", "old-pending"]
+    assert _ids(engine, job_idempotency.c.key) == ["k10"]
+
+
+def test_the_ages_are_settings_of_the_retention_job() -> None:
+    section = {"keep_hosts_days": 1, "keep_requests_days": 2, "keep_idempotency_days": 3}
+    ((_, executor),) = jobhost_jobs(MappingProxyType({"jobhost": section}))
+    assert isinstance(executor, RunRetention)
+    assert (
+        executor.config.keep_hosts_days,
+        executor.config.keep_requests_days,
+        executor.config.keep_idempotency_days,
+    ) == (1, 2, 3)
+    with pytest.raises(ValueError, match=r"keep_hosts_days = 0: must be a whole number from 1"):
+        jobhost_jobs(MappingProxyType({"jobhost": {"keep_hosts_days": 0}}))

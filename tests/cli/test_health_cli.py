@@ -186,6 +186,8 @@ def test_store_integrity_and_stuck_runs_name_the_job_the_row_and_the_fix(
 
 def test_store_and_catalog_checks_fail_with_why(operator: Operator) -> None:
     operator.configure(JOBS, migrate=False)
+    with operator.engine.connect():
+        pass  # an empty store: on SQLite the file exists, with no schema in it
     done, result = operator.json("health", "--no-hosts")
     assert done.returncode == 1
     assert _verdicts(result)["store"] is False
@@ -210,7 +212,8 @@ def test_an_unreachable_store_fails_the_store_check(tmp_path: Path) -> None:
         operator.configure(JOBS, migrate=False)
         done, result = operator.json("health")
         assert done.returncode == 1
-        assert "cannot reach sqlite:///" in _detail(result, "store")
+        assert f"no store at {missing}: the file does not exist" in _detail(result, "store")
+        assert not missing.parent.exists(), "health must not create the store"
         assert _detail(result, "critical-jobs-scheduled") == (
             "not checked: the store is unavailable"
         )

@@ -15,18 +15,19 @@ def test_every_bad_field_is_named_with_its_value_and_what_is_allowed(tmp_path: P
     )
     result = run_jobhost("--config", str(config), "validate")
     assert result.returncode == 3
-    assert "worker_pool_size (environment JOBHOST_WORKER_POOL_SIZE) = 0" in result.stderr
-    assert "poll_interval (environment JOBHOST_POLL_INTERVAL) = 'soon'" in result.stderr
+    assert "worker_pool_size (in jobhost.toml) = 0" in result.stderr
+    assert "poll_interval (in jobhost.toml) = 'soon'" in result.stderr
     assert "'90s', '15m', '24h', '7d'" in result.stderr
-    assert "lease_duraton: is not a known setting" in result.stderr
-    assert 'jobs."files.orphan-cleanup".intervl: is not a known setting' in result.stderr
+    assert "lease_duraton (in jobhost.toml): is not a known setting" in result.stderr
+    assert 'jobs."files.orphan-cleanup".intervl (in jobhost.toml): is not a known' in result.stderr
+    assert "JOBHOST_" not in result.stderr, "no value here came from the environment"
 
 
 def test_an_environment_variable_wins_and_is_named(tmp_path: Path) -> None:
     result = run_jobhost("validate", env={"JOBHOST_SHUTDOWN_GRACE": "0s"}, cwd=tmp_path)
     assert result.returncode == 3
     assert "shutdown_grace (environment JOBHOST_SHUTDOWN_GRACE)" in result.stderr
-    assert "positive duration" in result.stderr
+    assert "must be positive" in result.stderr
 
 
 def test_a_named_config_file_that_is_missing_is_an_error(tmp_path: Path) -> None:

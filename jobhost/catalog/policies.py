@@ -1,0 +1,106 @@
+"""Checking a declaration's policies: values that would break a guarantee are catalog problems.
+
+A negative timeout would time every run out at once, a lease shorter than two heartbeats lets
+another replica take a live run's job over, ``max_attempts = 0`` or a negative backoff make the
+retry arithmetic lie. The declaration's constructor checks only types (see
+:mod:`jobhost_contracts.declaration`); the values are judged here, with the host's settings in
+hand, so that every job's problems are listed together.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_duration
+
+from jobhost.catalog.model import Problem
+from jobhost.config import LEASE_HEARTBEATS, MAX_DURATION, Settings
+
+__all__ = ["POLICY_CODES", "RETRYABLE_OUTCOMES", "check_policies"]
+
+POLICY_CODES = frozenset({"bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"})
+"""Problems that keep a job out of the schedule: the host cannot honour its policies."""
+
+RETRYABLE_OUTCOMES = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
+"""Outcomes a ``RetryPolicy.retry_on`` may name."""
+
+_MAX_ATTEMPTS = 100
+_MAX_CONCURRENT = 1024
+_MAX_CATCH_UP = 10_000
+
+
+def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) -> list[Problem]:
+    """Every policy value of ``declaration`` that the host cannot honour, with the fix."""
+    problems: list[Problem] = []
+
+    def add(code: str, field: str, value: object, rule: str) -> None:
+        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
+        problems.append(
+            Problem(
+                declaration.name,
+                declaration.module,
+                code,
+                f"{field} = {shown}: {rule}; fix the declaration in module {declaration.module}",
+            )
+        )
+
+    timeout = declaration.timeout
+    if timeout is not None and not timedelta(0) < timeout <= MAX_DURATION:
+        add("bad-timeout", "timeout", timeout, "must be positive and at most 365d, or None")
+    lease = declaration.lease
+    least = settings.heartbeat_interval * LEASE_HEARTBEATS
+    if lease is not None and not least <= lease <= MAX_DURATION:
+        add(
+            "bad-lease",
+            "lease",
+            lease,
+            f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
+            f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
+            f"{format_duration(least)}, and at most 365d, or None for lease_duration",
+        )
+    grace = declaration.misfire_grace
+    if grace is not None and not timedelta(0) < grace <= MAX_DURATION:
+        add("bad-misfire", "misfire_grace", grace, "must be positive and at most 365d, or None")
+    if not 1 <= declaration.catch_up_limit <= _MAX_CATCH_UP:
+        add("bad-misfire", "catch_up_limit", declaration.catch_up_limit, "must be 1 to 10000")
+    overdue = declaration.overdue_after
+    if overdue is not None and not timedelta(0) <= overdue <= MAX_DURATION:
+        add("bad-misfire", "overdue_after", overdue, "must be 0s to 365d, or None")
+    if not 1 <= declaration.max_concurrent <= _MAX_CONCURRENT:
+        add("bad-overlap", "max_concurrent", declaration.max_concurrent, "must be 1 to 1024")
+    for field, value, rule in _retry_problems(declaration.retry):
+        add("bad-retry", f"retry.{field}", value, rule)
+    return problems
+
+
+def _retry_problems(retry: RetryPolicy) -> list[tuple[str, object, str]]:
+    found: list[tuple[str, object, str]] = []
+    if not 1 <= retry.max_attempts <= _MAX_ATTEMPTS:
+        found.append(
+            ("max_attempts", retry.max_attempts, "must be 1 (no retry) to 100; it counts the first")
+        )
+    if not timedelta(0) <= retry.backoff <= MAX_DURATION:
+        found.append(("backoff", retry.backoff, "must be 0s to 365d"))
+    if not timedelta(0) <= retry.backoff_max <= MAX_DURATION:
+        found.append(("backoff_max", retry.backoff_max, "must be 0s to 365d"))
+    elif retry.backoff_max < retry.backoff:
+        found.append(
+            (
+                "backoff_max",
+                retry.backoff_max,
+                f"must not be shorter than backoff ({format_duration(retry.backoff)})",
+            )
+        )
+    if not 0 <= retry.jitter <= 1:
+        found.append(("jitter", retry.jitter, "must be 0 to 1 (a fraction of the delay)"))
+    unknown = sorted(str(o) for o in retry.retry_on if o not in RETRYABLE_OUTCOMES)
+    if unknown:
+        found.append(
+            (
+                "retry_on",
+                unknown,
+                "names no outcome a run can end with; allowed: "
+                + ", ".join(sorted(RETRYABLE_OUTCOMES)),
+            )
+        )
+    return found

@@ -1,0 +1,108 @@
+"""The rows every corpus store starts with (one or more in every table), and ways to damage them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete
+from sqlalchemy.engine import Connection
+
+from jobhost.store._sql import insert_ignoring_duplicates
+from jobhost.store.schema import hosts, job_idempotency, job_state, run_requests, runs, signals
+
+JOB = "unruly.succeed"
+OTHER = "unruly.fail-secret"
+
+
+def fill_rows(connection: Connection) -> None:
+    now = datetime.now(UTC)
+    hour = timedelta(hours=1)
+    connection.execute(
+        runs.insert(),
+        [
+            _run("run-ok", JOB, "succeeded", now - 3 * hour),
+            _run("run-failed", JOB, "failed", now - 2 * hour, error="refused by the bank"),
+            _run("run-other", OTHER, "succeeded", now - hour),
+        ],
+    )
+    connection.execute(
+        hosts.insert(),
+        [
+            {
+                "id": "replica-old",
+                "hostname": "box",
+                "pid": 4242,
+                "version": "0.1.0",
+                "started_at": now - 5 * hour,
+                "last_seen_at": now - 4 * hour,
+                "host_clock_at": now - 4 * hour,
+                "heartbeat_seconds": 5,
+                "stopped_at": now - 4 * hour,
+            }
+        ],
+    )
+    connection.execute(
+        run_requests.insert(),
+        [
+            {
+                "id": "request-1",
+                "job_name": JOB,
+                "requested_by": "ops",
+                "reason": "after the restore",
+                "requested_at": now - 3 * hour,
+                "status": "started",
+                "run_id": "run-ok",
+            }
+        ],
+    )
+    connection.execute(
+        job_state.insert(),
+        [
+            {
+                "job_name": JOB,
+                "key": "cursor",
+                "value": "42",
+                "fencing_token": 1,
+                "updated_at": now - hour,
+            }
+        ],
+    )
+    connection.execute(
+        job_idempotency.insert(),
+        [
+            {
+                "job_name": JOB,
+                "key": "occurrence-1",
+                "run_id": "run-ok",
+                "fencing_token": 1,
+                "recorded_at": now - 3 * hour,
+            }
+        ],
+    )
+    connection.execute(delete(signals))
+    insert_ignoring_duplicates(connection, signals, [{"id": 1, "version": 1}], ["id"])
+
+
+def _run(
+    run_id: str, job: str, outcome: str, at: datetime, error: str | None = None
+) -> dict[str, object]:
+    return {
+        "id": run_id,
+        "job_name": job,
+        "occurrence": at,
+        "attempt": 1,
+        "source": "schedule",
+        "outcome": outcome,
+        "host_id": "replica-old",
+        "queued_at": at,
+        "started_at": at,
+        "finished_at": at + timedelta(seconds=2),
+        "error_type": "Failure" if error else None,
+        "error_message": error,
+    }
+
+
+def set_value(table: str, column: str, value: str, where: str = "") -> str:
+    """SQL that writes a raw value (often of the wrong type) into every matching row."""
+    condition = f" WHERE {where}" if where else ""
+    return f"UPDATE {table} SET {column} = {value}{condition};"
