@@ -262,6 +262,15 @@ def _job_report(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
     mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts)
+    stuck = [r for r in snapshot.running.get(name, []) if r.error_type == "Stuck"]
+    if stuck:
+        mismatches.append(
+            Mismatch(
+                "stuck-code",
+                f"run {stuck[0].id} on host {stuck[0].host_id} is stuck: its executor ignored "
+                "cancellation and its thread still runs, holding its slot and lease",
+            )
+        )
     state = _state(facts)
     codes = [m.code for m in mismatches]
     return JobReport(

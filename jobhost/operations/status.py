@@ -5,7 +5,8 @@ orphaned) stays what it was. In order of precedence (a job has the first that ap
 
 - ``paused``, ``disabled``, ``orphaned`` (in the store, declared by no module), ``invalid``
   (declared with problems);
-- ``stuck``: a lease expired but is still held (``lease-expired``);
+- ``stuck``: a lease expired but is still held (``lease-expired``), or a run's executor ignored
+  its cancellation and its thread runs on (``stuck-code``);
 - ``running``: a run is running now;
 - ``failing``: its last attempt failed, timed out or was abandoned;
 - ``overdue``: an occurrence came due more than its grace ago and no success followed it;
@@ -61,7 +62,7 @@ def job_status(state: str, codes: Sequence[str], last_outcome: str | None, runni
         return "orphaned"
     if "invalid" in codes:
         return "invalid"
-    if "lease-expired" in codes:
+    if "lease-expired" in codes or "stuck-code" in codes:
         return "stuck"
     if running or last_outcome == "running":
         return "running"
