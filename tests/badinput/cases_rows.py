@@ -17,9 +17,7 @@ def _rows(case_id: str, sql: str) -> list[Case]:
     """The same damage seen by each command that reads it.
 
     ``report`` and ``history`` go on and show the jobs. ``health`` must fail a
-    ``store-integrity`` check naming the row: that check comes with the firing engine's handling
-    of corrupt rows (issue 11 item 2, the lead's work), so those cases are in
-    :data:`NEEDS_INTEGRITY_CHECK`.
+    ``store-integrity`` check naming the row.
     """
     return [
         Case(f"row-{case_id}-report", ("report",), 0, (JOB,), corrupt=sql),
@@ -101,4 +99,3 @@ ROW_CASES = [
 
 # A schedule row naming another module is not damage: health has nothing to say about it.
 ROW_CASES = [case for case in ROW_CASES if case.id != "row-orphan-of-another-module-health"]
-NEEDS_INTEGRITY_CHECK = {case.id for case in ROW_CASES if case.id.endswith("-health")}

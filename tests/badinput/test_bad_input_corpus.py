@@ -16,7 +16,7 @@ import pytest
 
 from tests.badinput.cases_cli import CLI_CASES
 from tests.badinput.cases_plugins import EXECUTOR_CASES, PLUGIN_CASES
-from tests.badinput.cases_rows import NEEDS_INTEGRITY_CHECK, ROW_CASES
+from tests.badinput.cases_rows import ROW_CASES
 from tests.badinput.cases_settings import ENV_CASES, FILE_CASES
 from tests.badinput.corpus_support import (
     Case,
@@ -90,21 +90,7 @@ def results(
 
 # The first case waits for the whole corpus to run (the fixture), on a loaded machine too.
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize(
-    "case_id",
-    [
-        pytest.param(
-            case_id,
-            marks=pytest.mark.xfail(
-                reason="needs the store-integrity health check (issue 11 item 2, lead's work)",
-                strict=True,
-            ),
-        )
-        if case_id in NEEDS_INTEGRITY_CHECK
-        else case_id
-        for case_id in _BY_ID
-    ],
-)
+@pytest.mark.parametrize("case_id", list(_BY_ID))
 def test_bad_input(case_id: str, results: dict[str, Result]) -> None:
     case = _BY_ID[case_id]
     result = results[case_id]

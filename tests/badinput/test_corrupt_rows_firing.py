@@ -1,9 +1,4 @@
-"""Corrupt rows seen by the firing loop of a real ``jobhost run``: one bad row sets one job aside.
-
-These depend on the firing engine's handling of corrupt rows (issue 11, item 2), which is being
-rewritten separately; until it lands they fail, and are marked so. With ``xfail_strict`` a fix
-turns them into failures that say "remove the mark".
-"""
+"""Corrupt rows seen by the firing loop of a real ``jobhost run``: one bad row sets one job aside."""
 
 from __future__ import annotations
 
@@ -17,13 +12,7 @@ import pytest
 
 from tests.cli.operator_support import Operator
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xfail(
-        reason="needs the firing engine to set a corrupt row aside (issue 11 item 2, lead's work)",
-        strict=True,
-    ),
-]
+pytestmark = [pytest.mark.slow]
 
 _JOBS = [
     {"name": "sample.damaged", "cron": "* * * * * *"},
