@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, Table
@@ -11,12 +11,29 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
 __all__ = [
+    "built",
     "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
     "locked",
     "violated_constraint",
 ]
+
+
+def built(connection: Connection, name: str, build: Callable[[str], Any]) -> Any:
+    """The statement ``name`` for this connection's dialect, built once per process.
+
+    Hot statements are built with bind parameters and kept: SQLAlchemy memoizes a statement's
+    cache key on the object, so a kept statement skips rebuilding and re-keying on every turn.
+    """
+    key = (name, connection.dialect.name)
+    statement = _BUILT.get(key)
+    if statement is None:
+        statement = _BUILT[key] = build(connection.dialect.name)
+    return statement
+
+
+_BUILT: dict[tuple[str, str], Any] = {}
 
 
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
@@ -55,11 +72,15 @@ def insert_returning_new(
     """
     if not rows:
         return []
-    module: Any = postgresql if connection.dialect.name == "postgresql" else sqlite
-    (key,) = table.primary_key.columns
-    statement = (
-        module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
-    )
+
+    def build(dialect: str) -> Any:
+        module: Any = postgresql if dialect == "postgresql" else sqlite
+        (key,) = table.primary_key.columns
+        return (
+            module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
+        )
+
+    statement = built(connection, f"insert-new:{table.name}:{','.join(columns)}", build)
     return list(connection.execute(statement, [dict(row) for row in rows]).scalars())
 
 

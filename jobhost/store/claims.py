@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store._sql import built, insert_ignoring_duplicates, insert_returning_new, locked
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
 
@@ -361,31 +361,11 @@ class _Work:
         connection = self._connection
         inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
         if self._retries:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-                .values(
-                    outcome=RUNNING,
-                    host_id=bindparam("host_id"),
-                    fencing_token=bindparam("fencing_token"),
-                    started_at=bindparam("started_at"),
-                    lease_expires_at=bindparam("lease_expires_at"),
-                ),
-                self._retries,
-            )
+            connection.execute(built(connection, "start-retries", _start_retries), self._retries)
             inserted |= {r["b_id"] for r in self._retries}
         if self._requests:
-            connection.execute(
-                update(run_requests)
-                .where(run_requests.c.id == bindparam("b_id"))
-                .values(
-                    status=bindparam("status"),
-                    run_id=bindparam("run_id"),
-                    message=bindparam("message"),
-                    claimed_by=self._host,
-                ),
-                self._requests,
-            )
+            rows = [{**row, "claimed_by": self._host} for row in self._requests]
+            connection.execute(built(connection, "settle-requests", _settle_requests), rows)
         self._write_schedules(inserted)
         self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
         recorded = insert_ignoring_duplicates(
@@ -444,26 +424,13 @@ class _Work:
                 leased.append(values)
             else:
                 advanced.append(values)
-        moved: dict[str, Any] = {
-            "next_occurrence": bindparam("next_occurrence"),
-            "due_at": bindparam("due_at"),
-            "missed_through": bindparam("missed_through"),
-        }
-        by_name = schedules.c.job_name == bindparam("b_job")
         if advanced:
-            self._connection.execute(update(schedules).where(by_name).values(**moved), advanced)
+            self._connection.execute(
+                built(self._connection, "advance-schedules", _advance_schedules), advanced
+            )
         if leased:
             self._connection.execute(
-                update(schedules)
-                .where(by_name)
-                .values(
-                    **moved,
-                    fencing_token=bindparam("fencing_token"),
-                    lease_owner=bindparam("lease_owner"),
-                    lease_expires_at=bindparam("lease_expires_at"),
-                    lease_run_id=bindparam("lease_run_id"),
-                ),
-                leased,
+                built(self._connection, "lease-schedules", _lease_schedules), leased
             )
 
     def _may_start(self, job: _Job) -> bool:
@@ -543,6 +510,56 @@ class _Work:
         )
 
 
+# -- the batch's statements, built once --------------------------------------------------------
+
+
+def _start_retries(_dialect: str) -> Any:
+    return (
+        update(runs)
+        .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
+        .values(
+            outcome=RUNNING,
+            host_id=bindparam("host_id"),
+            fencing_token=bindparam("fencing_token"),
+            started_at=bindparam("started_at"),
+            lease_expires_at=bindparam("lease_expires_at"),
+        )
+    )
+
+
+def _settle_requests(_dialect: str) -> Any:
+    return (
+        update(run_requests)
+        .where(run_requests.c.id == bindparam("b_id"))
+        .values(
+            status=bindparam("status"),
+            run_id=bindparam("run_id"),
+            message=bindparam("message"),
+            claimed_by=bindparam("claimed_by"),
+        )
+    )
+
+
+_MOVED = ("next_occurrence", "due_at", "missed_through")
+
+
+def _advance_schedules(_dialect: str) -> Any:
+    return (
+        update(schedules)
+        .where(schedules.c.job_name == bindparam("b_job"))
+        .values(**{name: bindparam(name) for name in _MOVED})
+    )
+
+
+def _lease_schedules(_dialect: str) -> Any:
+    leased = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
+    return (
+        update(schedules)
+        .where(schedules.c.job_name == bindparam("b_job"))
+        .values(**{name: bindparam(name) for name in leased})
+    )
+
+
 # -- reading what is due ----------------------------------------------------------------------
 
 
@@ -557,15 +574,33 @@ def _pending_requests(
 ) -> list[RequestRecord]:
     if limit <= 0:
         return []
-    query = select(run_requests).where(run_requests.c.status == PENDING)
     if request_id is not None:
-        query = query.where(run_requests.c.id == request_id)
-    if skip:
-        query = query.where(run_requests.c.job_name.not_in(skip))
-    query = locked(connection, query.order_by(run_requests.c.requested_at).limit(limit))
-    found = [RequestRecord.from_row(r) for r in connection.execute(query).mappings()]
+        query = locked(
+            connection,
+            select(run_requests).where(
+                run_requests.c.status == PENDING, run_requests.c.id == request_id
+            ),
+        )
+        params: dict[str, Any] = {}
+    else:
+        query = built(connection, "pending-requests", _pending_requests_query)
+        params = {"skip": skip, "limit": limit}
+    found = [RequestRecord.from_row(r) for r in connection.execute(query, params).mappings()]
     batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
     return [r for r in found if rules.knows(r.job_name)]
+
+
+def _pending_requests_query(dialect: str) -> Any:
+    query = (
+        select(run_requests)
+        .where(
+            run_requests.c.status == PENDING,
+            run_requests.c.job_name.not_in(bindparam("skip", expanding=True)),
+        )
+        .order_by(run_requests.c.requested_at)
+        .limit(bindparam("limit"))
+    )
+    return _skip_locked(query, dialect)
 
 
 def _due_retries(
@@ -579,13 +614,25 @@ def _due_retries(
 ) -> list[RunRecord]:
     if limit <= 0:
         return []
-    query = select(runs).where(runs.c.outcome == PENDING, runs.c.not_before <= now)
-    if skip:
-        query = query.where(runs.c.job_name.not_in(skip))
-    query = locked(connection, query.order_by(runs.c.not_before).limit(limit))
-    found = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+    query = built(connection, "due-retries", _due_retries_query)
+    rows = connection.execute(query, {"now": now, "skip": skip, "limit": limit}).mappings()
+    found = [RunRecord.from_row(r) for r in rows]
     batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
     return [r for r in found if rules.knows(r.job_name)]
+
+
+def _due_retries_query(dialect: str) -> Any:
+    query = (
+        select(runs)
+        .where(
+            runs.c.outcome == PENDING,
+            runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
+            runs.c.job_name.not_in(bindparam("skip", expanding=True)),
+        )
+        .order_by(runs.c.not_before)
+        .limit(bindparam("limit"))
+    )
+    return _skip_locked(query, dialect)
 
 
 def _due_schedules(
@@ -597,12 +644,36 @@ def _due_schedules(
     only: Collection[str] | None,
     batch: ClaimBatch,
 ) -> list[ScheduleRecord]:
-    query = select(schedules).where(schedules.c.due_at <= now)
-    if skip:
-        query = query.where(schedules.c.job_name.not_in(skip))
     if only is not None:
-        query = query.where(schedules.c.job_name.in_(sorted(only)))
-    query = locked(connection, query.order_by(schedules.c.due_at).limit(limit))
-    rows = [ScheduleRecord.from_row(r) for r in connection.execute(query).mappings()]
+        query = locked(
+            connection,
+            select(schedules)
+            .where(schedules.c.due_at <= now, schedules.c.job_name.in_(sorted(only)))
+            .order_by(schedules.c.due_at)
+            .limit(limit),
+        )
+        result = connection.execute(query)
+    else:
+        query = built(connection, "due-schedules", _due_schedules_query)
+        result = connection.execute(query, {"now": now, "skip": skip, "limit": limit})
+    rows = [ScheduleRecord.from_row(r) for r in result.mappings()]
     batch.schedules_seen = len(rows)
     return rows
+
+
+def _due_schedules_query(dialect: str) -> Any:
+    query = (
+        select(schedules)
+        .where(
+            schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
+            schedules.c.job_name.not_in(bindparam("skip", expanding=True)),
+        )
+        .order_by(schedules.c.due_at)
+        .limit(bindparam("limit"))
+    )
+    return _skip_locked(query, dialect)
+
+
+def _skip_locked(query: Any, dialect: str) -> Any:
+    """Skip rows another replica holds (PostgreSQL); SQLite's transaction holds the file."""
+    return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query

@@ -16,7 +16,7 @@ from jobhost_contracts import UnitCounts
 from sqlalchemy import bindparam, case, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import execute_isolating, locked
+from jobhost.store._sql import built, execute_isolating, locked
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
 from jobhost.store.units import record_unit_counts
@@ -94,31 +94,14 @@ def record_outcomes(
     if not outcomes:
         return set()
     ids = [o.run_id for o in outcomes]
-    mine = set(
-        connection.execute(
-            locked_for_update(
-                connection,
-                select(runs.c.id).where(
-                    runs.c.id.in_(ids), runs.c.host_id == host_id, runs.c.outcome == RUNNING
-                ),
-            )
-        ).scalars()
-    )
+    query = built(connection, "own-running", _own_running)
+    mine = set(connection.execute(query, {"ids": ids, "host": host_id}).scalars())
     recorded = [o for o in outcomes if o.run_id in mine]
     if not recorded:
         return set()
     refused = execute_isolating(
         connection,
-        update(runs)
-        .where(runs.c.id == bindparam("b_id"))
-        .values(
-            outcome=bindparam("outcome"),
-            finished_at=bindparam("finished_at"),
-            lease_expires_at=None,
-            error_type=bindparam("error_type"),
-            error_message=bindparam("error_message"),
-            trace_id=bindparam("trace_id"),
-        ),
+        built(connection, "finish-runs", _finish_runs),
         isolate=isolate,
         rows=[
             {
@@ -342,15 +325,54 @@ def _summarise(
     A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
     ``fence`` advances the fencing token too, so an abandoned run can no longer write.
     """
+    statement = built(connection, f"summarise:{fence}", lambda _: _summary(fence))
+    refused = execute_isolating(connection, statement, items, isolate=isolate)
+    for row in refused:
+        _log.error(
+            "job %s: its schedule row refused the summary of run %s; the run is recorded, "
+            "the job's last-run columns are not",
+            row["b_job"],
+            row["b_run"],
+        )
+
+
+def _own_running(dialect: str) -> Any:
+    query = select(runs.c.id).where(
+        runs.c.id.in_(bindparam("ids", expanding=True)),
+        runs.c.host_id == bindparam("host"),
+        runs.c.outcome == RUNNING,
+    )
+    return query.with_for_update() if dialect == "postgresql" else query
+
+
+def _finish_runs(_dialect: str) -> Any:
+    return (
+        update(runs)
+        .where(runs.c.id == bindparam("b_id"))
+        .values(
+            outcome=bindparam("outcome"),
+            finished_at=bindparam("finished_at"),
+            lease_expires_at=None,
+            error_type=bindparam("error_type"),
+            error_message=bindparam("error_message"),
+            trace_id=bindparam("trace_id"),
+        )
+    )
+
+
+def _summary(fence: bool) -> Any:
     held = schedules.c.lease_run_id == bindparam("b_run")
     values: dict[str, Any] = {
         "last_run_id": bindparam("b_run"),
         "last_outcome": bindparam("b_outcome"),
-        "last_started_at": bindparam("b_started"),
-        "last_finished_at": bindparam("b_finished"),
+        "last_started_at": bindparam("b_started", type_=schedules.c.last_started_at.type),
+        "last_finished_at": bindparam("b_finished", type_=schedules.c.last_finished_at.type),
         "last_error": bindparam("b_error"),
         "last_success_at": case(
-            (bindparam("b_outcome") == "succeeded", bindparam("b_finished")),
+            (
+                bindparam("b_outcome") == "succeeded",
+                bindparam("b_finished", type_=schedules.c.last_finished_at.type),
+            ),
             else_=schedules.c.last_success_at,
         ),
         "lease_owner": case((held, None), else_=schedules.c.lease_owner),
@@ -366,19 +388,7 @@ def _summarise(
     }
     if fence:
         values["fencing_token"] = schedules.c.fencing_token + 1
-    refused = execute_isolating(
-        connection,
-        update(schedules).where(schedules.c.job_name == bindparam("b_job")).values(**values),
-        items,
-        isolate=isolate,
-    )
-    for row in refused:
-        _log.error(
-            "job %s: its schedule row refused the summary of run %s; the run is recorded, "
-            "the job's last-run columns are not",
-            row["b_job"],
-            row["b_run"],
-        )
+    return update(schedules).where(schedules.c.job_name == bindparam("b_job")).values(**values)
 
 
 def _host_alive(host: HostRecord | None, now: datetime) -> bool:

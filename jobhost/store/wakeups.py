@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from jobhost.store._sql import built
 from jobhost.store.records import PENDING, RUNNING
 from jobhost.store.schema import run_requests, runs, schedules
 
@@ -58,27 +60,42 @@ class Wakeups:
 
 def next_wakeups(connection: Connection, now: datetime, *, skip: Sequence[str] = ()) -> Wakeups:
     """One indexed look at what comes next; ``skip`` names jobs this host leaves alone."""
-    due = select(schedules.c.due_at).where(schedules.c.due_at.is_not(None))
-    if skip:
-        due = due.where(schedules.c.job_name.not_in(list(skip)))
-    retry = select(runs.c.not_before).where(
-        runs.c.outcome == PENDING, runs.c.not_before.is_not(None)
+    row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
+    return Wakeups(*(value if isinstance(value, datetime) else None for value in row.one()))
+
+
+def _wakeups_query(_dialect: str) -> Any:
+    skip: Any = bindparam("skip", expanding=True)
+    due = (
+        select(schedules.c.due_at)
+        .where(schedules.c.due_at.is_not(None), schedules.c.job_name.not_in(skip))
+        .order_by(schedules.c.due_at)
+        .limit(1)
     )
-    lease = select(runs.c.lease_expires_at).where(
-        runs.c.outcome == RUNNING, runs.c.lease_expires_at.is_not(None)
+    retry = (
+        select(runs.c.not_before)
+        .where(runs.c.outcome == PENDING, runs.c.not_before.is_not(None))
+        .order_by(runs.c.not_before)
+        .limit(1)
     )
-    request = select(run_requests.c.requested_at).where(run_requests.c.status == PENDING)
-    if skip:
-        request = request.where(run_requests.c.job_name.not_in(list(skip)))
-    row = connection.execute(
-        select(
-            due.order_by(schedules.c.due_at).limit(1).scalar_subquery(),
-            retry.order_by(runs.c.not_before).limit(1).scalar_subquery(),
-            lease.order_by(runs.c.lease_expires_at).limit(1).scalar_subquery(),
-            request.order_by(run_requests.c.requested_at).limit(1).scalar_subquery(),
-        )
-    ).one()
-    return Wakeups(*(value if isinstance(value, datetime) else None for value in row))
+    lease = (
+        select(runs.c.lease_expires_at)
+        .where(runs.c.outcome == RUNNING, runs.c.lease_expires_at.is_not(None))
+        .order_by(runs.c.lease_expires_at)
+        .limit(1)
+    )
+    request = (
+        select(run_requests.c.requested_at)
+        .where(run_requests.c.status == PENDING, run_requests.c.job_name.not_in(skip))
+        .order_by(run_requests.c.requested_at)
+        .limit(1)
+    )
+    return select(
+        due.scalar_subquery(),
+        retry.scalar_subquery(),
+        lease.scalar_subquery(),
+        request.scalar_subquery(),
+    )
 
 
 def oldest_due(connection: Connection) -> datetime | None:
