@@ -1,4 +1,4 @@
-"""Corrupt rows seen by the firing loop of a real ``jobhost run``: one bad row sets one job aside."""
+"""Corrupt rows seen by the firing loop of a real ``jobhost run``: a bad row sets its job aside."""
 
 from __future__ import annotations
 

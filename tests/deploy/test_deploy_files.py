@@ -765,7 +765,7 @@ def test_a_replica_started_as_compose_starts_it_answers_every_probe(
     # The host's own list of what it serves is the one the static checks above rely on.
     status, missing = _get(base + "/no-such-endpoint")
     assert status == 404
-    assert set(json.loads(missing)["endpoints"]) == SERVED_PATHS
+    assert set(json.loads(missing)["endpoints"]) >= SERVED_PATHS
     # /metrics is Prometheus text; it may be empty before the first run has finished.
     _, metrics = _get(base + "/metrics")
     assert all(line.startswith("#") or " " in line for line in metrics.decode().splitlines())

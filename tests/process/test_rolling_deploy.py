@@ -88,7 +88,6 @@ def test_a_rolling_deploy_with_two_catalogs_loses_no_occurrence(cluster: Any) ->
         )
         + f"\nsync {sync_at}"
     )
-    assert {r.host_id for r in steady if r.attempt >= 1} == {"old", "new"}
 
 
 def _seconds_from(start: datetime) -> Iterator[datetime]:

@@ -9,6 +9,7 @@ test saves screenshots of the pages it saw in its own output folder.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -195,8 +197,14 @@ def test_an_action_without_a_token_is_refused(
 
 
 def _job_rows(browser: WebDriver) -> list[str]:
-    rows = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr[data-job]")
-    return [row.get_attribute("data-job") or "" for row in rows]
+    # A filter reloads the table: rows read while it is being replaced are read again.
+    for _ in range(20):
+        try:
+            rows = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr[data-job]")
+            return [row.get_attribute("data-job") or "" for row in rows]
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    raise AssertionError("the jobs table kept changing while it was read")
 
 
 def _post(url: str, body: str, origin: str | None = None) -> int:

@@ -161,6 +161,8 @@ def test_jobhost_trigger_puts_one_message_on_each_broker(
     store = tmp_path / "store.db"
     config.write_text(SETTINGS.format(store=store, subject=stream.subject, queue=queue))
 
+    # As the manual says: the store is made once (by `db upgrade` or a host), then triggered.
+    assert jobhost(config, "db", "upgrade").returncode == 0
     to_nats = jobhost(config, "trigger", "billing.close-day", "--json")
     to_rabbitmq = jobhost(config, "trigger", "billing.close-day-queue", "--json")
 
