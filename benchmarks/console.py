@@ -32,7 +32,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings, load_settings
-from jobhost.firing.tick import desired_schedules
+from jobhost.rules.desired import desired_schedules
 from jobhost.operations.health import check_health
 from jobhost.operations.report import build_report
 from jobhost.store import create_store_engine, upgrade
