@@ -103,7 +103,9 @@ def _probe(probe: Probe) -> Handler:
 
 def _report(endpoints: Endpoints) -> Handler:
     async def endpoint(_request: Request) -> Response:
-        return PrettyJSON(await blocking(endpoints.report))
+        # Compact: the report of a large catalog is megabytes, and indenting it costs more
+        # than building it (the standard library indents in pure Python).
+        return JSONResponse(await blocking(endpoints.report))
 
     return endpoint
 
