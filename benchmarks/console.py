@@ -5,7 +5,8 @@ one transaction on SQLite, COPY on PostgreSQL; PostgreSQL from ``JOBHOST_TEST_PO
 in a schema of its own, dropped afterwards), then prints how long each operator read takes:
 
 - ``report``, ``health`` and ``report --job``: in this process (store reads and report
-  building), and as the whole ``jobhost`` command (start-up and the 10,000-job catalog too);
+  building), and as the whole ``jobhost`` command (start-up and the 10,000-job catalog too;
+  ``jobhost validate``, which does only those, is printed as the baseline);
 - ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
   report exactly as ``jobhost run``'s does);
 - the dashboard's overview page and one job page with its 7-day timeline.
@@ -77,6 +78,8 @@ def _measure(backend: str, url: str, directory: Path) -> None:
             "report (in process)": lambda: build_report(settings, catalog, engine),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
+            # The floor under every command: start-up and loading the 10,000-job catalog.
+            "jobhost validate (baseline)": lambda: _command([*command, "validate"], env),
             "jobhost report --json": lambda: _command([*command, "report", "--json"], env),
             "jobhost report": lambda: _command([*command, "report"], env),
             "jobhost health --no-hosts": lambda: _command([*command, "health", "--no-hosts"], env),

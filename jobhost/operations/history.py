@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from jobhost.operations.snapshot import NEWEST_FIRST
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import RunRecord, reading
-from jobhost.store.schema import runs
+from jobhost.store.reports import ledger_page
 
 __all__ = ["OUTCOMES", "history_json", "read_history", "run_json"]
 
@@ -37,12 +35,8 @@ def read_history(
     engine: Engine, job: str, *, limit: int = 20, outcome: str | None = None
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    query = select(runs).where(runs.c.job_name == job)
-    if outcome is not None:
-        query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*NEWEST_FIRST).limit(limit)
     with reading(engine) as connection:
-        return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+        return ledger_page(connection, job, limit=limit, outcome=outcome)
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:

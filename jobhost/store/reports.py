@@ -30,6 +30,7 @@ __all__ = [
     "expired_runs",
     "get_run",
     "job_is_known",
+    "ledger_page",
     "ledger_summaries",
     "list_schedules",
     "newest_runs",
@@ -128,6 +129,18 @@ def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[
         .limit(limit)
     )
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+
+
+def ledger_page(
+    connection: Connection, name: str, *, limit: int, outcome: str | None = None
+) -> list[RunRecord]:
+    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, optionally
+    of one outcome (``jobhost history``)."""
+    query = select(runs).where(runs.c.job_name == name)
+    if outcome is not None:
+        query = query.where(runs.c.outcome == outcome)
+    query = query.order_by(*NEWEST_FIRST).limit(limit)
+    return _records(connection.execute(query).mappings())
 
 
 def last_success(connection: Connection, name: str) -> datetime | None:
