@@ -3,8 +3,9 @@
 Each module answers one question and knows nothing of click: :mod:`.report` (what runs when,
 what ran, what differs from what is declared), :mod:`.health` (the release gate),
 :mod:`.history` (the ledger of one job), :mod:`.manual` (a manual run and its outcome),
-:mod:`.pausing` (pause and resume), :mod:`.plan` (catalog against store); :mod:`.render` turns
-them into 80-column text and :mod:`.http` serves probes, metrics and the report.
+:mod:`.pausing` (pause and resume), :mod:`.plan` (catalog against store), :mod:`.status` (a
+job's status and the summary), :mod:`.selection` (filters and order); :mod:`.render` and
+:mod:`.report_text` turn them into text for a terminal. :mod:`jobhost.web` serves them over HTTP.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import RunRecord, reading
-from jobhost.store.reports import job_history
+from jobhost.store.reports import ledger_page
 
 __all__ = ["OUTCOMES", "history_json", "read_history", "run_json"]
 
@@ -36,7 +36,7 @@ def read_history(
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
     with reading(engine) as connection:
-        return job_history(connection, job, limit=limit, outcome=outcome)
+        return ledger_page(connection, job, limit=limit, outcome=outcome)
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:

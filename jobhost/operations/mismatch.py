@@ -14,7 +14,7 @@ expired but is still held), ``no-live-host``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,7 +22,7 @@ from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.store import RunRecord, ScheduleRecord
-from jobhost.store.registry import diff_schedules
+from jobhost.store.registry import ScheduleChange, diff_schedules
 from jobhost.triggers.search import newest_at_or_before
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "last_due",
     "late_tolerance",
     "overdue_grace",
+    "store_changes",
 ]
 
 
@@ -72,13 +73,25 @@ class JobFacts:
 
 
 def job_mismatches(
-    facts: JobFacts, settings: Settings, now: datetime, live_hosts: int
+    facts: JobFacts,
+    settings: Settings,
+    now: datetime,
+    live_hosts: int,
+    store_changes: Mapping[str, ScheduleChange] | None = None,
 ) -> list[Mismatch]:
-    """Every reason that applies to the job, in a fixed order (configuration first)."""
+    """Every reason that applies to the job, in a fixed order (configuration first).
+
+    ``store_changes`` is :func:`store_changes` of the whole catalog, computed once for a report
+    of many jobs; without it the job's own is computed.
+    """
     found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
     if spec is not None:
-        found += [_override(spec), _not_configured(spec, settings), _store_differs(spec, row)]
+        found += [
+            _override(spec),
+            _not_configured(spec, settings),
+            _store_differs(spec, row, store_changes),
+        ]
     elif facts.problems:
         lines = "; ".join(problem.message for problem in facts.problems)
         found.append(Mismatch("invalid", f"declared with problems, so no host runs it: {lines}"))
@@ -147,16 +160,29 @@ def _not_configured(spec: JobSpec, settings: Settings) -> Mismatch | None:
     )
 
 
-def _store_differs(spec: JobSpec, row: ScheduleRecord | None) -> Mismatch | None:
-    if row is None:
-        return None
+def store_changes(
+    specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRecord]
+) -> dict[str, ScheduleChange]:
+    """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     # Imported here: the firing loop's imports are not needed for anything else in a report.
     from jobhost.rules.desired import desired_schedules
 
-    plan = diff_schedules([row], desired_schedules({spec.name: spec}))
-    if not plan.changed:
+    stored = [rows[name] for name in specs if name in rows]
+    plan = diff_schedules(
+        stored, desired_schedules({row.job_name: specs[row.job_name] for row in stored})
+    )
+    return {change.job_name: change for change in plan.changed}
+
+
+def _store_differs(
+    spec: JobSpec, row: ScheduleRecord | None, known: Mapping[str, ScheduleChange] | None
+) -> Mismatch | None:
+    if row is None:
         return None
-    change = plan.changed[0]
+    changes = known if known is not None else store_changes({spec.name: spec}, {spec.name: row})
+    change = changes.get(spec.name)
+    if change is None:
+        return None
     before = "orphaned" if row.orphaned else change.before
     return Mismatch(
         "store-differs",

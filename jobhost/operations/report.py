@@ -10,6 +10,7 @@ outcomes, newest first, ``missed`` and ``skipped`` included.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -18,11 +19,12 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.config import Settings
-from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches
+from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches, store_changes
 from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import Status, Summary, job_status, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord
+from jobhost.store.registry import ScheduleChange
 
 __all__ = [
     "JobReport",
@@ -201,8 +203,9 @@ def report_from(
     live = snapshot.live_hosts
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     names = sorted({*catalog.jobs, *snapshot.schedules})
+    changes = store_changes(catalog.jobs, snapshot.schedules)
     jobs = [
-        _job_report(name, catalog, snapshot, settings, len(live))
+        _job_report(name, catalog, snapshot, settings, live_hosts=len(live), changes=changes)
         for name in names
         if (job is None or name == job)
         and (name in catalog.jobs or name in snapshot.schedules or name in invalid)
@@ -232,7 +235,13 @@ def host_json(host: HostRecord) -> dict[str, Any]:
 
 
 def _job_report(
-    name: str, catalog: Catalog, snapshot: StoreSnapshot, settings: Settings, live_hosts: int
+    name: str,
+    catalog: Catalog,
+    snapshot: StoreSnapshot,
+    settings: Settings,
+    *,
+    live_hosts: int,
+    changes: Mapping[str, ScheduleChange],
 ) -> JobReport:
     spec = catalog.jobs.get(name)
     row = snapshot.schedules.get(name)
@@ -261,7 +270,7 @@ def _job_report(
         effective = TriggerView(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
-    mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts)
+    mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
     stuck = [r for r in snapshot.running.get(name, []) if r.error_type == "Stuck"]
     if stuck:
         mismatches.append(

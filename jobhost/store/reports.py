@@ -29,8 +29,8 @@ __all__ = [
     "attempts_of",
     "expired_runs",
     "get_run",
-    "job_history",
     "job_is_known",
+    "ledger_page",
     "ledger_summaries",
     "list_schedules",
     "newest_runs",
@@ -131,6 +131,18 @@ def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
 
+def ledger_page(
+    connection: Connection, name: str, *, limit: int, outcome: str | None = None
+) -> list[RunRecord]:
+    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, optionally
+    of one outcome (``jobhost history``)."""
+    query = select(runs).where(runs.c.job_name == name)
+    if outcome is not None:
+        query = query.where(runs.c.outcome == outcome)
+    query = query.order_by(*NEWEST_FIRST).limit(limit)
+    return _records(connection.execute(query).mappings())
+
+
 def last_success(connection: Connection, name: str) -> datetime | None:
     query = select(func.max(runs.c.finished_at)).where(
         runs.c.job_name == name, runs.c.outcome == "succeeded"
@@ -167,17 +179,6 @@ def runs_between(
     found = _records(connection.execute(query).mappings())
     found.reverse()
     return found
-
-
-def job_history(
-    connection: Connection, name: str, *, limit: int, outcome: str | None = None
-) -> list[RunRecord]:
-    """Up to ``limit`` ledger rows of job ``name``, newest first, optionally of one outcome."""
-    query = select(runs).where(runs.c.job_name == name)
-    if outcome is not None:
-        query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*NEWEST_FIRST).limit(limit)
-    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
 def get_run(connection: Connection, run_id: str) -> RunRecord | None:

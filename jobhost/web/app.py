@@ -49,10 +49,15 @@ def create_app(
     endpoints: Endpoints,
     *,
     routes: Sequence[BaseRoute] = (),
+    pages: Sequence[BaseRoute] = (),
     middleware: Sequence[Middleware] = (),
     request_timeout: float = 30.0,
 ) -> Starlette:
-    """The application: the operator endpoints, then ``routes`` in their order."""
+    """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
+
+    The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
+    dashboard, for people) are served but not listed.
+    """
     own = [
         Route("/healthz", _probe(endpoints.liveness), methods=["GET"]),
         Route("/readyz", _probe(endpoints.readiness), methods=["GET"]),
@@ -60,8 +65,8 @@ def create_app(
     ]
     if endpoints.metrics is not None:
         own.append(Route("/metrics", _guarded("/metrics", _metrics(endpoints.metrics))))
-    every = [*own, *routes]
-    paths = sorted(_path(route) for route in every)
+    listed = [*own, *routes]
+    paths = sorted(_path(route) for route in listed)
 
     async def not_found(request: Request, _error: Exception) -> Response:
         if isinstance(_error, HTTPException) and _error.status_code != 404:
@@ -70,7 +75,7 @@ def create_app(
         return PrettyJSON({"error": f"no such endpoint {path}", "endpoints": paths}, 404)
 
     return Starlette(
-        routes=every,
+        routes=[*listed, *pages],
         middleware=[Middleware(RequestTimeout, seconds=request_timeout), *middleware],
         exception_handlers={HTTPException: not_found},
     )
@@ -103,7 +108,9 @@ def _probe(probe: Probe) -> Handler:
 
 def _report(endpoints: Endpoints) -> Handler:
     async def endpoint(_request: Request) -> Response:
-        return PrettyJSON(await blocking(endpoints.report))
+        # Compact: the report of a large catalog is megabytes, and indenting it costs more
+        # than building it (the standard library indents in pure Python).
+        return JSONResponse(await blocking(endpoints.report))
 
     return endpoint
 

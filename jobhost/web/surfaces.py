@@ -29,7 +29,8 @@ def host_application(
     console = Console(settings, host.catalog, host.engine, allow_actions=True, clock=host.clock)
     return create_app(
         host_endpoints(host, metrics),
-        routes=[*routes, *console.routes()],
+        routes=routes,
+        pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
     )
 
@@ -41,6 +42,7 @@ def store_application(
     console = Console(settings, catalog, engine, allow_actions=False)
     return create_app(
         store_endpoints(settings, catalog, engine),
-        routes=[*routes, *console.routes()],
+        routes=routes,
+        pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
     )

@@ -63,7 +63,7 @@ def operator(tmp_path: Path) -> Iterator[Operator]:
 def client(operator: Operator) -> Iterator[Client]:
     settings, catalog = operator.settings, operator.catalog()
     console = Console(settings, catalog, operator.engine, allow_actions=True)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), routes=console.routes())
+    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
     try:
