@@ -388,15 +388,23 @@ class Host:
     def _beat(self) -> None:
         interval = self.settings.heartbeat_interval.total_seconds()
         wait = interval
+        failing = False
         while not self._stopping.wait(wait):
             self._release_stuck()
             try:
                 self._heartbeat_once()
-                wait = interval
+                if failing:
+                    _log.info("heartbeat: the store answers again; leases renewed")
+                failing, wait = False, interval
             except Exception as error:  # the heartbeat thread must outlive any one failure
-                _log.warning("heartbeat failed: %s", redact_text(str(error).splitlines()[0]))
+                if not failing:  # once per outage, not once a second
+                    _log.warning(
+                        "heartbeat failed: %s; retrying every %gs",
+                        redact_text(str(error).splitlines()[0] if str(error) else ""),
+                        min(interval, _HEARTBEAT_RETRY),
+                    )
                 self._store_lost()
-                wait = min(interval, _HEARTBEAT_RETRY)
+                failing, wait = True, min(interval, _HEARTBEAT_RETRY)
 
     def _heartbeat_once(self) -> None:
         with self._lock:
