@@ -66,8 +66,22 @@ def cron_schedule(
 
     Raises :class:`CronSyntaxError`, :class:`CronNeverFiresError` or
     :class:`~jobhost.triggers.UnknownTimezoneError`.
+
+    A schedule is immutable, so one is kept per expression, zone and policy: a catalog of
+    10,000 jobs sharing a few hundred expressions parses each once (validation and the catalog
+    both ask).
     """
-    return CronSchedule(expression, timezone, DstGap(dst_gap), DstRepeat(dst_repeat))
+    key = (expression, timezone, DstGap(dst_gap), DstRepeat(dst_repeat))
+    found = _PARSED.get(key)
+    if found is None:
+        if len(_PARSED) >= _PARSED_KEPT:
+            _PARSED.clear()
+        found = _PARSED[key] = CronSchedule(*key)
+    return found
+
+
+_PARSED: dict[tuple[str, str, DstGap, DstRepeat], CronSchedule] = {}
+_PARSED_KEPT = 20_000
 
 
 @dataclass(frozen=True)
