@@ -6,10 +6,11 @@ from jobhost_contracts import format_duration, parse_duration
 
 from jobhost.config.loading import CONFIG_ENV, load_settings
 from jobhost.config.redaction import redact_text, redact_url
-from jobhost.config.settings import Duration, JobOverride, Settings
+from jobhost.config.settings import ApiToken, Duration, JobOverride, Settings
 
 __all__ = [
     "CONFIG_ENV",
+    "ApiToken",
     "Duration",
     "JobOverride",
     "Settings",

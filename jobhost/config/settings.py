@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from jobhost_contracts import DstGap, DstRepeat, parse_duration
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["Duration", "JobOverride", "Settings", "split_listen_address"]
+__all__ = ["ApiToken", "Duration", "JobOverride", "Settings", "split_listen_address"]
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 
 _MIN_TOKEN = 16
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+ApiScope = Literal["read", "write", "trigger"]
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
 
@@ -30,6 +32,27 @@ class JobOverride(BaseModel):
     timezone: str | None = None
     dst_gap: DstGap | None = None
     dst_repeat: DstRepeat | None = None
+
+
+class ApiToken(BaseModel):
+    """One ``[[api_tokens]]`` entry: who, the SHA-256 of the secret, and what it may do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200)
+    sha256: str
+    scopes: list[ApiScope] = Field(min_length=1)
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        digest = value.strip().lower()
+        if not _SHA256.fullmatch(digest):
+            raise ValueError(
+                "must be the SHA-256 of the secret as 64 hex digits, e.g. the first word of "
+                "`printf %s \"$SECRET\" | sha256sum`; never the secret itself"
+            )
+        return digest
 
 
 class Settings(BaseSettings):
@@ -84,6 +107,18 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Who may act on the dashboard: operator name = secret token. The name is "
         "what the audit records.",
+    )
+    api_tokens: list[ApiToken] = Field(
+        default_factory=list,
+        description="Who may use the HTTP API under /api/v1: [[api_tokens]] entries with name, "
+        "sha256 (of the secret) and scopes (read, write, trigger). The API is off without one. "
+        "The environment form is JSON.",
+    )
+    api_body_limit: int = Field(
+        65_536,
+        ge=1024,
+        le=16_777_216,
+        description="Largest request body the API reads, in bytes; a larger one is answered 413.",
     )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
@@ -178,6 +213,18 @@ class Settings(BaseSettings):
                     "random characters (e.g. `python3 -c 'import secrets; "
                     "print(secrets.token_urlsafe())'`)"
                 )
+        return value
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _unique_api_tokens(cls, value: list[ApiToken]) -> list[ApiToken]:
+        seen: set[str] = set()
+        for token in value:
+            if token.name in seen:
+                raise ValueError(f"two API tokens are named {token.name!r}; names are unique")
+            if token.sha256 in {t.sha256 for t in value if t is not token}:
+                raise ValueError(f"API token {token.name!r} has the same secret as another")
+            seen.add(token.name)
         return value
 
     @field_validator("log_level")

@@ -59,8 +59,16 @@ class JobService:
     """Changes to jobs for one set of settings, declared catalog and store."""
 
     def __init__(
-        self, settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        clock: Clock | None = None,
+        *,
+        trigger_wait: float = _TRIGGER_WAIT_SECONDS,
     ) -> None:
+        self.trigger_wait = trigger_wait
+        """How long :meth:`trigger` waits for a host to start the run, to answer with its id."""
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
@@ -233,7 +241,7 @@ class JobService:
                 after={"request_id": request_id},
                 reason=reason,
             )
-        deadline = time.monotonic() + _TRIGGER_WAIT_SECONDS
+        deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
         while time.monotonic() < deadline:
             with reading(self.engine) as connection:
