@@ -38,6 +38,8 @@ _COMMAND_MODULES = (
     "health",
     "plan",
     "serve",
+    "kinds",
+    "jobs",
 )
 
 

@@ -50,7 +50,7 @@ class ApiToken(BaseModel):
         if not _SHA256.fullmatch(digest):
             raise ValueError(
                 "must be the SHA-256 of the secret as 64 hex digits, e.g. the first word of "
-                "`printf %s \"$SECRET\" | sha256sum`; never the secret itself"
+                '`printf %s "$SECRET" | sha256sum`; never the secret itself'
             )
         return digest
 

@@ -18,8 +18,10 @@ class ChangeRefused(JobhostError):
         status: int,
         title: str,
         detail: str,
+        *,
         problems: Sequence[FieldProblem] = (),
         exit_code: int = 1,
+        headline: str | None = None,
     ) -> None:
         self.status = status
         self.title = title
@@ -27,13 +29,20 @@ class ChangeRefused(JobhostError):
         self.problems = list(problems)
         self.exit_code = exit_code
         lines = "".join(f"\n  {p.line()}" for p in self.problems)
-        super().__init__(f"{detail}{lines}")
+        super().__init__(f"{headline or detail}{lines}")
 
 
 def invalid(name: str, problems: Sequence[FieldProblem]) -> ChangeRefused:
     first = problems[0].line() if problems else "the definition is invalid"
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return ChangeRefused(422, "Invalid job definition", f"job {name}: {first}{more}", problems, 3)
+    return ChangeRefused(
+        422,
+        "Invalid job definition",
+        f"job {name}: {first}{more}",
+        problems=problems,
+        exit_code=3,
+        headline=f"job {name}: the definition is refused:",
+    )
 
 
 def not_found(name: str, what: str = "job") -> ChangeRefused:
