@@ -1,15 +1,18 @@
 """A host learning of runtime jobs created, changed or removed while it runs.
 
 Every such change is a row of the change log and a signal to the hosts (NOTIFY on PostgreSQL,
-the signal counter on SQLite). On a signal the host reads the newest change id, one read
-through the primary key; only when it moved does it read the runtime jobs again and swap the
-catalog's mapping and the ticker's. Nothing is compared on the turns between.
+the signal counter on SQLite). On a signal, and at the latest a second after the last look (a
+signal sent while a host was starting, or while its listener reconnected, is not lost), the host
+reads the newest change id: one read through the primary key. Only when it moved does it read
+the runtime jobs again and swap the catalog's mapping and the ticker's. The catalog itself is
+never compared on a turn.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from sqlalchemy.engine import Engine
 
@@ -23,6 +26,7 @@ from jobhost.store.runtime import latest_change_id
 __all__ = ["RuntimeReloader"]
 
 _log = logging.getLogger("jobhost.host")
+_LOOK_AT_LEAST_EVERY = 1.0
 
 
 class RuntimeReloader:
@@ -36,6 +40,7 @@ class RuntimeReloader:
         self._engine = engine
         self._ticker = ticker
         self._seen = 0
+        self._looked = 0.0
         self._pending = threading.Event()
 
     def start(self) -> None:
@@ -48,9 +53,11 @@ class RuntimeReloader:
 
     def reload_if_changed(self, *, force: bool = False) -> bool:
         """Reload when signalled and the change log moved; True when the jobs were swapped."""
-        if not self._pending.is_set():
+        due = time.monotonic() - self._looked >= _LOOK_AT_LEAST_EVERY
+        if not (self._pending.is_set() or due):
             return False
         self._pending.clear()
+        self._looked = time.monotonic()
         with reading(self._engine) as connection:
             latest = latest_change_id(connection)
             if latest == self._seen and not force:
