@@ -8,6 +8,7 @@ catalog's; the kind's ``validate`` checks its settings, and its ``factory`` make
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from types import MappingProxyType
@@ -132,6 +133,11 @@ def _declaration(
 
 def _runtime_fix(message: str) -> str:
     """The catalog's fixes point at declarations and ``[jobs."…"]``; here the fix is the body."""
-    for phrase in ("in the declaration", "the declaration"):
-        message = message.replace(phrase, "in the job's definition")
-    return message
+    message = message.replace("in the declaration", "in the job's definition")
+    message = message.replace("the declaration", "the job's definition")
+    # "..., or set timezone in [jobs."x"]" / "; [jobs."x"] can also ...": no such section here.
+    message = re.sub(r',? or (?:set [\w ]+ )?in \[jobs\."[^"]*"\]', "", message)
+    message = re.sub(r'; \[jobs\."[^"]*"\] can also[^;]*', "", message)
+    return message.replace("declare a cron expression", "give a cron expression").replace(
+        "declare the job disabled (enabled=False)", 'set "enabled": false'
+    )
