@@ -14,25 +14,9 @@ from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.history import OUTCOMES
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
-from jobhost.runtime.definition import JobDefinition
+from jobhost.web.api.schemas import STR, component_schemas, object_schema, ref
 
 __all__ = ["openapi_document"]
-
-_REF = "#/components/schemas/{model}"
-_NULL_STR = {"type": ["string", "null"]}
-_STR = {"type": "string"}
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _object(properties: dict[str, Any], *, required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties) if required is None else required,
-    }
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -41,7 +25,7 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 _PROBLEM = {
     "description": "An error: what is wrong, the field, and the fix.",
-    "content": {"application/problem+json": {"schema": _ref("Problem")}},
+    "content": {"application/problem+json": {"schema": ref("Problem")}},
 }
 _NAME = {
     "name": "name",
@@ -55,7 +39,7 @@ _IF_MATCH = {
     "in": "header",
     "required": False,
     "description": "An ETag from a GET or PUT (or *): change only if the job is still so.",
-    "schema": _STR,
+    "schema": STR,
 }
 
 
@@ -91,144 +75,16 @@ def _operation(
     return operation
 
 
-def _schemas() -> dict[str, Any]:
-    definition = JobDefinition.model_json_schema(ref_template=_REF)
-    lifted = definition.pop("$defs", {})
-    trigger = _object(
-        {
-            "kind": {"type": ["string", "null"], "enum": ["cron", "interval", None]},
-            "expression": _NULL_STR,
-            "timezone": _STR,
-            "source": {"type": "string"},
-            "dst_policy": {"type": "string"},
-        },
-        required=["kind", "expression", "timezone"],
-    )
-    runtime = _object(
-        {
-            "name": _STR,
-            "source": {"type": "string", "const": "api"},
-            "kind": _STR,
-            "definition": {"type": "object"},
-            "etag": _STR,
-            "version": {"type": "integer", "minimum": 1},
-            "created_at": _STR,
-            "created_by": _STR,
-            "updated_at": _STR,
-            "updated_by": _STR,
-        }
-    )
-    job = _object(
-        {
-            "name": _STR,
-            "module": _STR,
-            "description": _STR,
-            "critical": {"type": "boolean"},
-            "enabled": {"type": "boolean"},
-            "paused": {"type": "boolean"},
-            "state": _STR,
-            "declared_trigger": {"oneOf": [_ref("Trigger"), {"type": "null"}]},
-            "effective_trigger": _ref("Trigger"),
-            "next_fire_utc": _NULL_STR,
-            "next_fire_local": _NULL_STR,
-            "last_run": {"type": ["object", "null"]},
-            "recent_outcomes": {"type": "array", "items": _STR},
-            "mismatch": {"type": "array", "items": _STR},
-            "status": {"type": "string", "enum": list(STATUSES)},
-            "source": {"type": "string", "enum": ["api", "declaration", "override", "store"]},
-            "kind": _NULL_STR,
-            "runtime": _ref("RuntimeJob"),
-        },
-        required=["name", "module", "enabled", "paused", "status", "source", "kind"],
-    )
-    kind = _object(
-        {
-            "name": _STR,
-            "description": _STR,
-            "module": _STR,
-            "settings_schema": {"type": "object"},
-            "examples": {"type": "array", "items": {"type": "object"}},
-        }
-    )
-    run = _object(
-        {
-            "run_id": _STR,
-            "occurrence": _NULL_STR,
-            "attempt": {"type": "integer"},
-            "source": _STR,
-            "outcome": {"type": "string", "enum": list(OUTCOMES)},
-        }
-    )
-    change = _object(
-        {
-            "id": {"type": "integer"},
-            "at": _STR,
-            "actor": _STR,
-            "action": {
-                "type": "string",
-                "enum": ["create", "change", "delete", "pause", "resume", "trigger"],
-            },
-            "job": _STR,
-            "before": {"type": ["object", "null"]},
-            "after": {"type": ["object", "null"]},
-            "reason": _NULL_STR,
-        }
-    )
-    problem = _object(
-        {
-            "type": _STR,
-            "title": _STR,
-            "status": {"type": "integer"},
-            "detail": _STR,
-            "errors": {
-                "type": "array",
-                "items": _object({"field": _STR, "message": _STR}),
-            },
-        },
-        required=["type", "title", "status", "detail"],
-    )
-    reason = {
-        "type": "object",
-        "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
-        "required": ["reason"],
-        "additionalProperties": False,
-    }
-    return {
-        **lifted,
-        "JobDefinition": definition,
-        "Trigger": trigger,
-        "RuntimeJob": runtime,
-        "Job": job,
-        "Kind": kind,
-        "Run": run,
-        "Change": change,
-        "Problem": problem,
-        "Reason": reason,
-        "TriggerResult": _object(
-            {
-                "job": _STR,
-                "request_id": _STR,
-                "run_id": _NULL_STR,
-                "status": _STR,
-                "message": _NULL_STR,
-            }
-        ),
-        "PauseResult": _object(
-            {"job": _STR, "paused": {"type": "boolean"}, "changed": {"type": "boolean"}}
-        ),
-    }
-
-
 def _paths() -> dict[str, Any]:
-    etag = {"ETag": {"description": "The job's version, for If-Match.", "schema": _STR}}
+    etag = {"ETag": {"description": "The job's version, for If-Match.", "schema": STR}}
     runtime = {
         "description": "",
         "headers": etag,
-        "content": {"application/json": {"schema": _ref("RuntimeJob")}},
+        "content": {"application/json": {"schema": ref("RuntimeJob")}},
     }
     listing = [
-        _query("search", _STR, "Only jobs whose name, module or description holds this."),
-        _query("module", {"type": "array", "items": _STR}, "Only jobs of these modules."),
+        _query("search", STR, "Only jobs whose name, module or description holds this."),
+        _query("module", {"type": "array", "items": STR}, "Only jobs of these modules."),
         _query(
             "state",
             {"type": "array", "items": {"type": "string", "enum": list(STATUSES)}},
@@ -246,7 +102,7 @@ def _paths() -> dict[str, Any]:
         ),
         _query("limit", {"type": "integer", "minimum": 1, "maximum": 10_000}, "At most N jobs."),
     ]
-    reason = _ref("Reason")
+    reason = ref("Reason")
     return {
         "/openapi.json": {
             "get": {
@@ -260,7 +116,8 @@ def _paths() -> dict[str, Any]:
                 "The job kinds the modules offer, with their settings' JSON schema.",
                 {
                     "200": _json(
-                        _object({"kinds": {"type": "array", "items": _ref("Kind")}}), "The kinds."
+                        object_schema({"kinds": {"type": "array", "items": ref("Kind")}}),
+                        "The kinds.",
                     )
                 },
                 scope="read",
@@ -271,7 +128,7 @@ def _paths() -> dict[str, Any]:
                 "Every job, declared and runtime, as the report shows it.",
                 {
                     "200": _json(
-                        _object({"jobs": {"type": "array", "items": _ref("Job")}}), "The jobs."
+                        object_schema({"jobs": {"type": "array", "items": ref("Job")}}), "The jobs."
                     )
                 },
                 scope="read",
@@ -281,7 +138,7 @@ def _paths() -> dict[str, Any]:
         "/jobs/{name}": {
             "get": _operation(
                 "One job; a runtime job's answer carries its ETag.",
-                {"200": {**_json(_ref("Job"), "The job."), "headers": etag}},
+                {"200": {**_json(ref("Job"), "The job."), "headers": etag}},
                 scope="read",
                 parameters=[_NAME],
             ),
@@ -293,7 +150,7 @@ def _paths() -> dict[str, Any]:
                 },
                 scope="write",
                 parameters=[_NAME, _IF_MATCH],
-                body=_ref("JobDefinition"),
+                body=ref("JobDefinition"),
             ),
             "delete": _operation(
                 "Remove a runtime job (409 for a declared one); its history stays.",
@@ -305,7 +162,7 @@ def _paths() -> dict[str, Any]:
         "/jobs/{name}/trigger": {
             "post": _operation(
                 "Run the job now, once, audited with the reason.",
-                {"202": _json(_ref("TriggerResult"), "Queued (run_id once a host started it).")},
+                {"202": _json(ref("TriggerResult"), "Queued (run_id once a host started it).")},
                 scope="trigger",
                 parameters=[_NAME],
                 body=reason,
@@ -314,7 +171,7 @@ def _paths() -> dict[str, Any]:
         "/jobs/{name}/pause": {
             "post": _operation(
                 "Pause the job on every replica; missed occurrences are recorded.",
-                {"200": _json(_ref("PauseResult"), "Paused (changed: false if it was).")},
+                {"200": _json(ref("PauseResult"), "Paused (changed: false if it was).")},
                 scope="write",
                 parameters=[_NAME],
                 body=reason,
@@ -325,7 +182,7 @@ def _paths() -> dict[str, Any]:
                 "Resume the job; its misfire policy decides what of the pause runs.",
                 {
                     "200": _json(
-                        _ref("PauseResult"), "Resumed (changed: false if it was not paused)."
+                        ref("PauseResult"), "Resumed (changed: false if it was not paused)."
                     )
                 },
                 scope="write",
@@ -338,7 +195,7 @@ def _paths() -> dict[str, Any]:
                 "The job's history, newest first.",
                 {
                     "200": _json(
-                        _object({"job": _STR, "runs": {"type": "array", "items": _ref("Run")}}),
+                        object_schema({"job": STR, "runs": {"type": "array", "items": ref("Run")}}),
                         "The runs.",
                     )
                 },
@@ -363,9 +220,9 @@ def _paths() -> dict[str, Any]:
                 "The change log, oldest first: who changed what, when, before and after.",
                 {
                     "200": _json(
-                        _object(
+                        object_schema(
                             {
-                                "changes": {"type": "array", "items": _ref("Change")},
+                                "changes": {"type": "array", "items": ref("Change")},
                                 "next_after": {"type": "integer"},
                             }
                         ),
@@ -374,7 +231,7 @@ def _paths() -> dict[str, Any]:
                 },
                 scope="read",
                 parameters=[
-                    _query("job", _STR, "Only this job's changes."),
+                    _query("job", STR, "Only this job's changes."),
                     _query(
                         "after",
                         {"type": "integer", "minimum": 0, "maximum": 2**62},
@@ -405,7 +262,7 @@ def openapi_document() -> dict[str, Any]:
         "security": [{"bearer": []}],
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": _schemas(),
+            "schemas": component_schemas(),
         },
         "paths": _paths(),
     }

@@ -27,7 +27,7 @@ from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService
 from jobhost.store import Clock, reading
 from jobhost.store.reports import job_is_known
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import RuntimeJobRow, list_changes, list_runtime_jobs
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
@@ -174,10 +174,8 @@ class _Api:
         )
 
     async def jobs(self, request: Request, _token: ApiToken) -> Response:
-        sort_by: Sort = "name"
-        for known in SORTS:
-            if query_choice(request, "sort", SORTS)[-1:] == [known]:
-                sort_by = known
+        sorts = query_choice(request, "sort", SORTS)
+        sort_by: Sort = next((known for known in SORTS if sorts[-1:] == [known]), "name")
         which = JobFilter(
             search=request.query_params.get("search", ""),
             modules=request.query_params.getlist("module"),
@@ -282,9 +280,7 @@ class _Api:
 
         return JSONResponse(await blocking(read))
 
-    def _rows(self) -> dict[str, Any]:
-        from jobhost.store.runtime import list_runtime_jobs
-
+    def _rows(self) -> dict[str, RuntimeJobRow]:
         with reading(self.engine) as connection:
             return {row.name: row for row in list_runtime_jobs(connection)}
 
