@@ -9,17 +9,43 @@ validates (its kind's module was removed) is a problem too (``runtime-job-invali
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from jobhost.catalog import Catalog, JobSpec, Problem
-from jobhost.runtime.definition import JobDefinition, parse_definition
+from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
 from jobhost.runtime.specs import build_spec
 from jobhost.store.runtime import RuntimeJobRow, list_runtime_jobs
 
-__all__ = ["RuntimeJobs", "declared_jobs", "read_runtime_jobs", "with_runtime_jobs"]
+__all__ = [
+    "RuntimeJobs",
+    "SpecCache",
+    "declared_jobs",
+    "read_runtime_jobs",
+    "with_runtime_jobs",
+]
+
+_CACHE_LIMIT = 10_000
+
+
+class SpecCache:
+    """Checked runtime jobs by (name, version): a job is validated again only when it changed.
+
+    Bounded: past the limit it starts afresh.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[tuple[str, int], JobSpec | list[FieldProblem]] = {}
+
+    def get(self, row: RuntimeJobRow) -> JobSpec | list[FieldProblem] | None:
+        return self._specs.get((row.name, row.version))
+
+    def put(self, row: RuntimeJobRow, spec: JobSpec | list[FieldProblem]) -> None:
+        if len(self._specs) >= _CACHE_LIMIT:
+            self._specs.clear()
+        self._specs[(row.name, row.version)] = spec
 
 
 class RuntimeJobs:
@@ -40,11 +66,15 @@ def read_runtime_jobs(
     connection: Connection,
     catalog: Catalog,
     modules: Mapping[str, Mapping[str, Any]],
+    *,
+    names: Sequence[str] | None = None,
+    cache: SpecCache | None = None,
 ) -> RuntimeJobs:
-    """Every stored runtime job checked against ``catalog``'s kinds and declared names."""
+    """Every stored runtime job (or those of ``names``) checked against ``catalog``'s kinds and
+    declared names; ``cache`` keeps the checked ones of each version."""
     found = RuntimeJobs()
     declared = declared_jobs(catalog)
-    for row in list_runtime_jobs(connection):
+    for row in list_runtime_jobs(connection, names):
         found.rows[row.name] = row
         if row.name in declared:
             module = declared[row.name].module
@@ -59,12 +89,11 @@ def read_runtime_jobs(
                 )
             )
             continue
-        definition = parse_definition(row.definition)
-        spec = (
-            build_spec(row.name, definition, catalog.kinds, modules)
-            if isinstance(definition, JobDefinition)
-            else definition
-        )
+        spec = cache.get(row) if cache is not None else None
+        if spec is None:
+            spec = _check(row, catalog, modules)
+            if cache is not None:
+                cache.put(row, spec)
         if isinstance(spec, JobSpec):
             found.specs[row.name] = spec
         else:
@@ -79,6 +108,15 @@ def read_runtime_jobs(
                 )
             )
     return found
+
+
+def _check(
+    row: RuntimeJobRow, catalog: Catalog, modules: Mapping[str, Mapping[str, Any]]
+) -> JobSpec | list[FieldProblem]:
+    definition = parse_definition(row.definition)
+    if not isinstance(definition, JobDefinition):
+        return definition
+    return build_spec(row.name, definition, catalog.kinds, modules)
 
 
 def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
-from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.loading import SpecCache, read_runtime_jobs, with_runtime_jobs
 from jobhost.store import reading
 from jobhost.store.runtime import latest_change_id
 
@@ -41,6 +41,7 @@ class RuntimeReloader:
         self._ticker = ticker
         self._seen = 0
         self._looked = 0.0
+        self._cache = SpecCache()
         self._pending = threading.Event()
 
     def start(self) -> None:
@@ -62,7 +63,9 @@ class RuntimeReloader:
             latest = latest_change_id(connection)
             if latest == self._seen and not force:
                 return False
-            runtime = read_runtime_jobs(connection, self._catalog, self._settings.modules)
+            runtime = read_runtime_jobs(
+                connection, self._catalog, self._settings.modules, cache=self._cache
+            )
         merged = with_runtime_jobs(self._catalog, runtime)
         before = set(self._catalog.runtime)
         self._catalog.replace_jobs(merged.jobs, merged.runtime)

@@ -22,7 +22,12 @@ from jobhost.config import Settings
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.definition import JobDefinition, parse_definition
 from jobhost.runtime.errors import conflict, invalid, not_found, stale
-from jobhost.runtime.loading import declared_jobs, read_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.loading import (
+    SpecCache,
+    declared_jobs,
+    read_runtime_jobs,
+    with_runtime_jobs,
+)
 from jobhost.runtime.specs import build_spec
 from jobhost.store import Clock, SystemClock, database_now, reading
 from jobhost.store.operations import get_request, get_schedule, pause_job, request_run, resume_job
@@ -73,11 +78,19 @@ class JobService:
         self.catalog = catalog
         self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
+        self._cache = SpecCache()
 
-    def current(self) -> Catalog:
-        """Declared and runtime jobs as the store has them now."""
+    def current(self, only: str | None = None) -> Catalog:
+        """Declared and runtime jobs as the store has them now (of runtime jobs, only job
+        ``only`` when it is given: a request about one job checks no other)."""
         with reading(self.engine) as connection:
-            runtime = read_runtime_jobs(connection, self.catalog, self.settings.modules)
+            runtime = read_runtime_jobs(
+                connection,
+                self.catalog,
+                self.settings.modules,
+                names=None if only is None else [only],
+                cache=self._cache,
+            )
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
@@ -259,7 +272,7 @@ class JobService:
         }
 
     def _require(self, name: str) -> Catalog:
-        catalog = self.current()
+        catalog = self.current(name)
         if name not in catalog.jobs:
             raise not_found(name)
         return catalog

@@ -11,7 +11,7 @@ their runtime jobs changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -115,9 +115,15 @@ def _row(row: Any) -> RuntimeJobRow:
     )
 
 
-def list_runtime_jobs(connection: Connection) -> list[RuntimeJobRow]:
-    """Every runtime job, by name (start-up, a reload after a change, and listings)."""
-    return [_row(r) for r in connection.execute(select(runtime_jobs).order_by(runtime_jobs.c.name))]
+def list_runtime_jobs(
+    connection: Connection, names: Sequence[str] | None = None
+) -> list[RuntimeJobRow]:
+    """Every runtime job (or those of ``names``), by name: start-up, a reload after a change,
+    listings."""
+    query = select(runtime_jobs).order_by(runtime_jobs.c.name)
+    if names is not None:
+        query = query.where(runtime_jobs.c.name.in_(list(names)))
+    return [_row(r) for r in connection.execute(query)]
 
 
 def get_runtime_job(connection: Connection, name: str) -> RuntimeJobRow | None:

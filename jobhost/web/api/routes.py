@@ -201,7 +201,7 @@ class _Api:
         name = request.path_params["name"]
 
         def read() -> dict[str, Any]:
-            catalog = self.service.current()
+            catalog = self.service.current(name)
             self._require_known(catalog, name)
             report = build_report(
                 self.settings, catalog, self.engine, job=name, clock=self.service.clock
@@ -259,7 +259,7 @@ class _Api:
         outcome = outcomes[-1] if outcomes else None
 
         def read() -> dict[str, Any]:
-            self._require_known(self.service.current(), name)
+            self._require_known(self.service.current(name), name)
             rows = read_history(self.engine, name, limit=limit, outcome=outcome)
             return {"job": name, "runs": [run_json(run) for run in rows]}
 
