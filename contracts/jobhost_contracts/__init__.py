@@ -24,6 +24,7 @@ from jobhost_contracts.declaration import (
 from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobResult
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
+from jobhost_contracts.kinds import JobKind, KindSettingsError
 from jobhost_contracts.redaction import bound_text, redact_text
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
@@ -38,9 +39,11 @@ __all__ = [
     "IJobExecutor",
     "JobCancelled",
     "JobContext",
+    "JobKind",
     "JobRegistration",
     "JobResult",
     "JobState",
+    "KindSettingsError",
     "MisfirePolicy",
     "OverlapPolicy",
     "RetryPolicy",

@@ -10,6 +10,7 @@ import pluggy
 from jobhost_contracts.audit import AuditSink
 from jobhost_contracts.declaration import BackgroundJobDeclaration
 from jobhost_contracts.executor import IJobExecutor
+from jobhost_contracts.kinds import JobKind
 
 __all__ = ["PROJECT_NAME", "JobRegistration", "hookimpl", "hookspec"]
 
@@ -59,5 +60,21 @@ def jobhost_audit_sinks(
     Called once when a host starts. The run ledger and a structured JSON log line are built in;
     sinks added here come after them. A sink that raises or hangs is reported and skipped for
     that run; the run's outcome is never changed by it.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def jobhost_job_kinds(
+    settings: Mapping[str, Mapping[str, Any]],
+) -> Iterable[JobKind]:
+    """Return the kinds of job this module can run for jobs created at run time.
+
+    :param settings: every module's configuration section, as for :func:`jobhost_jobs`.
+    :return: an iterable of :class:`JobKind`; kind names are unique across modules.
+
+    Called when a host starts and by every command that validates or reads runtime jobs
+    (``jobhost kinds``, ``jobhost jobs put``, the ``/api/v1`` endpoints). Like
+    :func:`jobhost_jobs` it must be cheap and connect to nothing.
     """
     raise NotImplementedError

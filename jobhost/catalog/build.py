@@ -29,6 +29,7 @@ from jobhost.plugins import (
     PluginProblem,
     collect_audit_sinks,
     collect_jobs,
+    collect_kinds,
     load_plugins,
     read_only,
 )
@@ -60,7 +61,11 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
     plugins = load_plugins(settings, environ=environ)
     collected, call_problems = collect_jobs(plugins, settings.modules)
     sinks, sink_problems = collect_audit_sinks(plugins, settings.modules)
-    problems = [_plugin_problem(p) for p in [*plugins.problems, *call_problems, *sink_problems]]
+    kinds = collect_kinds(plugins, settings.modules)
+    problems = [
+        _plugin_problem(p)
+        for p in [*plugins.problems, *call_problems, *sink_problems, *kinds.problems]
+    ]
 
     modules = read_only(settings.modules)
     first: dict[str, PluginJob] = {}
@@ -91,6 +96,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         problems=_ordered(problems),
         plugins=tuple(plugins.names),
         audit_sinks=tuple(sinks),
+        kinds=kinds.kinds,
     )
 
 

@@ -9,7 +9,14 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal
 
-from jobhost_contracts import AuditSink, BackgroundJobDeclaration, DstGap, DstRepeat, IJobExecutor
+from jobhost_contracts import (
+    AuditSink,
+    BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
+    IJobExecutor,
+    JobKind,
+)
 
 from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
@@ -42,6 +49,8 @@ ProblemCode = Literal[
     "bad-retry",
     "bad-misfire",
     "bad-overlap",
+    "runtime-name-taken",
+    "runtime-job-invalid",
 ]
 
 
@@ -76,14 +85,15 @@ class EffectiveTrigger:
     ``kind`` is None for a job without a trigger (allowed only while it is disabled).
     ``expression`` is the cron text, or the interval as an operator writes it (``6h``).
     ``source`` is ``override`` when a ``[jobs."name"]`` section changed the trigger, its zone or
-    its daylight-saving policy (``dst_gap``, ``dst_repeat``: they matter to fixed-time cron jobs).
+    its daylight-saving policy (``dst_gap``, ``dst_repeat``: they matter to fixed-time cron jobs),
+    and ``api`` for a runtime job (created through ``/api/v1`` or ``jobhost jobs put``).
     """
 
     kind: Literal["cron", "interval"] | None
     expression: str | None
     interval: timedelta | None
     timezone: str
-    source: Literal["declaration", "override"]
+    source: Literal["declaration", "override", "api"]
     dst_gap: DstGap = DstGap.SHIFT
     dst_repeat: DstRepeat = DstRepeat.ONCE
 
@@ -174,6 +184,17 @@ class Catalog:
     plugins: tuple[str, ...] = field(default=())
     audit_sinks: tuple[AuditSink, ...] = field(default=())
     """Sinks the plugins added through ``jobhost_audit_sinks``, after the built-in ones."""
+    kinds: Mapping[str, JobKind] = field(default_factory=dict)
+    """Job kinds the plugins offer through ``jobhost_job_kinds``, by name."""
+    runtime: frozenset[str] = field(default=frozenset())
+    """Names of the jobs in ``jobs`` that are runtime jobs (source ``api``)."""
+
+    def replace_jobs(self, jobs: dict[str, JobSpec], runtime: frozenset[str]) -> None:
+        """Swap in a new job mapping: the one place a built catalog changes (runtime jobs were
+        created, changed or removed). The whole mapping is replaced in one assignment, so a
+        reader iterating the old one (a report on another thread) finishes with it."""
+        object.__setattr__(self, "jobs", jobs)
+        object.__setattr__(self, "runtime", runtime)
 
     @property
     def ok(self) -> bool:

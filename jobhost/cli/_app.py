@@ -39,6 +39,8 @@ _COMMAND_MODULES = (
     "health",
     "plan",
     "serve",
+    "kinds",
+    "jobs",
 )
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
+from sqlalchemy import inspect, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -20,7 +22,14 @@ from jobhost.errors import (
 from jobhost.store import create_store_engine, head_revision, is_current, upgrade
 from jobhost.store.engine import is_read_only, sqlite_path
 
-__all__ = ["load_catalog", "migrate_store", "open_store", "require_job", "settings_of"]
+__all__ = [
+    "load_catalog",
+    "migrate_store",
+    "open_store",
+    "require_job",
+    "settings_of",
+    "with_stored_jobs",
+]
 
 
 def settings_of(ctx: click.Context) -> Settings:
@@ -28,7 +37,31 @@ def settings_of(ctx: click.Context) -> Settings:
 
 
 def load_catalog(settings: Settings) -> Catalog:
-    return build_catalog(settings)
+    """The declared catalog joined with the store's runtime jobs (when the store has them)."""
+    return with_stored_jobs(settings, build_catalog(settings))
+
+
+def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
+    """``catalog`` with the runtime jobs of the configured store; as it is when the store is
+    unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
+    from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
+    from jobhost.store import reading
+
+    url = make_url(settings.database_url)
+    file = url.database if url.get_backend_name() == "sqlite" else None
+    if file not in (None, "", ":memory:") and not Path(str(file)).exists():
+        return catalog  # no store yet: nothing to join, and no file made by looking
+    engine = create_store_engine(settings.database_url)
+    try:
+        with reading(engine) as connection:
+            if not inspect(connection).has_table("runtime_jobs"):
+                return catalog
+            runtime = read_runtime_jobs(connection, catalog, settings.modules)
+    except (OperationalError, DBAPIError):
+        return catalog
+    finally:
+        engine.dispose()
+    return with_runtime_jobs(catalog, runtime)
 
 
 def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:

@@ -24,9 +24,10 @@ _DEFAULT_LISTEN = "127.0.0.1:8080"
 def serve(ctx: click.Context, listen: str | None) -> None:
     """Serve the report, the probes and the dashboard over the store, with no host.
 
-    Read-only: nothing fires here, the dashboard shows no actions, and /metrics (the host's
-    run metrics) is not served. /healthz answers 200 while the server runs; /readyz 200 when
-    the store is reachable at the current schema. SIGTERM or SIGINT stops it.
+    Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
+    is not served. With api_tokens set, the job API under /api/v1 is served too; its changes
+    go to the store, and the hosts pick them up. /healthz answers 200 while the server runs;
+    /readyz 200 when the store is reachable at the current schema. SIGTERM or SIGINT stops it.
 
     Exit status: 0 when stopped; 3 when the configuration is invalid or the address cannot be
     listened on; 1 when the store is unreachable or its schema is not current; 2 for a

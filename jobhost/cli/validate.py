@@ -8,6 +8,7 @@ import click
 
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.cli._app import EXIT_INVALID, cli, config_path
+from jobhost.cli._context import with_stored_jobs
 from jobhost.config import load_settings
 
 __all__ = ["validate"]
@@ -20,10 +21,13 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     """Load every plugin and check every job; list every problem, not only the first.
 
     Exit status: 0 when the catalog is clean, 3 when it has problems (or the configuration
-    is invalid). The JSON form is {"ok": ..., "jobs": N, "problems": [{"job", "module",
+    is invalid). Runtime jobs in the configured store are checked too, when it is
+    reachable. The JSON form is {"ok": ..., "jobs": N, "problems": [{"job", "module",
     "code", "message"}, ...]}.
     """
-    catalog = build_catalog(load_settings(config_path(ctx)))
+    settings = load_settings(config_path(ctx))
+    # The store's runtime jobs too: a declaration that took a runtime job's name is a problem.
+    catalog = with_stored_jobs(settings, build_catalog(settings))
     if as_json:
         click.echo(json.dumps(_as_json(catalog), indent=2))
     else:

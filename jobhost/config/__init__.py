@@ -9,6 +9,7 @@ from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text
 from jobhost.config.settings import (
     LEASE_HEARTBEATS,
     MAX_DURATION,
+    ApiToken,
     Duration,
     JobOverride,
     Settings,
@@ -18,6 +19,7 @@ __all__ = [
     "CONFIG_ENV",
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
+    "ApiToken",
     "Duration",
     "JobOverride",
     "RedactingFormatter",

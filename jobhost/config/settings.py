@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from jobhost_contracts import DstGap, DstRepeat, format_duration, parse_duration
 from pydantic import (
@@ -22,6 +22,7 @@ from jobhost.config.redaction import redact_text, redact_url
 __all__ = [
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
+    "ApiToken",
     "Duration",
     "JobOverride",
     "Settings",
@@ -48,6 +49,8 @@ def _whole_number(value: object) -> object:
     return value
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+ApiScope = Literal["read", "write", "trigger"]
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
 
@@ -62,6 +65,27 @@ class JobOverride(BaseModel):
     timezone: str | None = None
     dst_gap: DstGap | None = None
     dst_repeat: DstRepeat | None = None
+
+
+class ApiToken(BaseModel):
+    """One ``[[api_tokens]]`` entry: who, the SHA-256 of the secret, and what it may do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200)
+    sha256: str
+    scopes: list[ApiScope] = Field(min_length=1)
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        digest = value.strip().lower()
+        if not _SHA256.fullmatch(digest):
+            raise ValueError(
+                "must be the SHA-256 of the secret as 64 hex digits, e.g. the first word of "
+                '`printf %s "$SECRET" | sha256sum`; never the secret itself'
+            )
+        return digest
 
 
 class Settings(BaseSettings):
@@ -118,6 +142,18 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="Who may act on the dashboard: operator name = secret token. The name is "
         "what the audit records.",
+    )
+    api_tokens: list[ApiToken] = Field(
+        default_factory=list,
+        description="Who may use the HTTP API under /api/v1: [[api_tokens]] entries with name, "
+        "sha256 (of the secret) and scopes (read, write, trigger). The API is off without one. "
+        "The environment form is JSON.",
+    )
+    api_body_limit: int = Field(
+        65_536,
+        ge=1024,
+        le=16_777_216,
+        description="Largest request body the API reads, in bytes; a larger one is answered 413.",
     )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
@@ -264,6 +300,18 @@ class Settings(BaseSettings):
                     "random characters (e.g. `python3 -c 'import secrets; "
                     "print(secrets.token_urlsafe())'`)"
                 )
+        return value
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _unique_api_tokens(cls, value: list[ApiToken]) -> list[ApiToken]:
+        seen: set[str] = set()
+        for token in value:
+            if token.name in seen:
+                raise ValueError(f"two API tokens are named {token.name!r}; names are unique")
+            if token.sha256 in {t.sha256 for t in value if t is not token}:
+                raise ValueError(f"API token {token.name!r} has the same secret as another")
+            seen.add(token.name)
         return value
 
     @field_validator("log_level")

@@ -39,6 +39,7 @@ from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
 from jobhost.firing.upkeep import is_store_down
 from jobhost.rules.policy import lease_for
+from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, SystemClock, database_now, ledger
 from jobhost.store import hosts as host_rows
 from jobhost.store.claims import Claim
@@ -131,7 +132,9 @@ class Host:
             host_id=self.host_id,
             lease_duration=settings.lease_duration,
             telemetry=self.telemetry,
+            runtime=catalog.runtime,
         )
+        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker)
         self._envelope = RunEnvelope(
             engine,
             host_id=self.host_id,
@@ -149,7 +152,7 @@ class Host:
             envelope=self._envelope,
             on_recorded=self._recorded,
         )
-        self._watcher = SignalWatcher(engine, self._wake.set)
+        self._watcher = SignalWatcher(engine, self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._stuck: list[tuple[_Running, Executed]] = []
 
@@ -169,6 +172,7 @@ class Host:
                 host_clock=self.clock(),
                 heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
             )
+        self._runtime.start()
         plan = self._ticker.sync(self._now())
         with self.engine.begin() as connection:
             host_rows.mark_synced(
@@ -227,6 +231,7 @@ class Host:
         """One tick; return how long to sleep before the next."""
         poll = self.settings.poll_interval.total_seconds()
         try:
+            self._runtime.reload_if_changed()
             now = self._now()
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
             slots, request_slots = self._free_slots()
@@ -308,6 +313,11 @@ class Host:
     def _now(self) -> datetime:
         with self.engine.connect() as connection:
             return database_now(connection, self.clock)
+
+    def _signalled(self) -> None:
+        """A command signalled the hosts: look at the change log on this turn, then tick."""
+        self._runtime.signalled()
+        self._wake.set()
 
     def _free_slots(self) -> tuple[int, int]:
         """Slots for any work, and the one more kept for manual requests."""

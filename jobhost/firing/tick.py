@@ -55,13 +55,18 @@ class Ticker:
         host_id: str,
         lease_duration: timedelta,
         telemetry: Telemetry,
+        runtime: frozenset[str] = frozenset(),
     ) -> None:
         self._engine = engine
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
+        self._lease_duration = lease_duration
         self._desired = desired_schedules(jobs)
-        self.catalog_version = catalog_version(self._desired)
+        # The version names the declared catalog (what a deploy changes), not the runtime jobs.
+        self.catalog_version = catalog_version(
+            [want for want in self._desired if want.job_name not in runtime]
+        )
         self._rules = FiringRules(jobs, lease_duration)
         self._unknown: set[str] = set()
         self._set_aside: dict[str, float] = {}
@@ -82,6 +87,20 @@ class Ticker:
             return sync_schedules(
                 connection, self._desired, now, catalog_version=self.catalog_version
             )
+
+    def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
+        """Fire by a new job mapping from the next turn on (runtime jobs changed).
+
+        The writer of the change already wrote its schedule row; this host only learns how
+        to run the job. A job it had noted as unknown (claimed before it learnt of it) is
+        looked at again.
+        """
+        problems = self._rules.problems
+        self._rules = FiringRules(jobs, self._lease_duration)
+        self._rules.problems.update({n: p for n, p in problems.items() if n in jobs})
+        self._jobs = jobs
+        self._desired = desired_schedules(jobs)
+        self._unknown -= set(jobs)
 
     def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:
         """Claim what is due now within the free slots; say when to look again."""

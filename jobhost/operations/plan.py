@@ -31,8 +31,10 @@ __all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "th
 
 
 def this_catalog(catalog: Catalog) -> str:
-    """The version a host started with ``catalog`` would register."""
-    return catalog_version(desired_schedules(catalog.jobs))
+    """The version a host started with ``catalog`` would register: of its declared jobs (runtime
+    jobs change without a deploy, so they are not part of a catalog's version)."""
+    desired = desired_schedules(catalog.jobs)
+    return catalog_version([want for want in desired if want.job_name not in catalog.runtime])
 
 
 def live_catalogs(engine: Engine, clock: Clock | None = None) -> list[HostRecord]:

@@ -175,6 +175,8 @@ def _last_text(job: JobReport, now: datetime) -> tuple[str, str | None]:
 
 def _flags(job: JobReport) -> list[str]:
     flags = ["critical"] if job.critical else []
+    if job.effective_trigger.source == "api":
+        flags.append("api")  # a runtime job: created through /api/v1 or `jobhost jobs put`
     if job.running and job.status != "running":
         flags.append(f"{job.running} running")
     flags += [m.code for m in job.mismatches if m.code not in _IN_STATUS]
@@ -191,7 +193,7 @@ def _job_lines(job: JobReport, style: Style, width: int) -> list[str]:
     if job.description:
         lines += wrap_words(job.description, width, 2)
     effective = job.effective_trigger
-    origin = f", from {effective.source}" if effective.source == "override" else ""
+    origin = f", from {effective.source}" if effective.source in ("override", "api") else ""
     lines += _field("trigger", f"{effective.describe()}{origin}", width)
     if job.declared_trigger is not None and effective.source == "override":
         lines += wrap_words(f"declared {job.declared_trigger.describe()}", width, 11)

@@ -23,11 +23,13 @@ from jobhost.plugins.discovery import (
     PluginSet,
     load_plugins,
 )
+from jobhost.plugins.kinds import KindSet, collect_kinds
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "LOAD_PLUGINS_ENV",
     "HookAnswer",
+    "KindSet",
     "PluginJob",
     "PluginProblem",
     "PluginProblemCode",
@@ -35,6 +37,7 @@ __all__ = [
     "call_each",
     "collect_audit_sinks",
     "collect_jobs",
+    "collect_kinds",
     "load_plugins",
     "read_only",
 ]

@@ -113,15 +113,21 @@ def sync_schedules(
     now: datetime,
     *,
     catalog_version: str | None = None,
+    prune: bool = True,
 ) -> SyncPlan:
     """Bring the schedules in line with ``desired``; return what changed.
+
+    With ``prune`` false only the rows ``desired`` names are touched: a runtime job written on
+    its own (``/api/v1``, ``jobhost jobs put``) leaves every other row alone.
 
     Every update is conditional on the row still holding what was read, so replicas starting
     together compute each new next occurrence once and never overwrite each other's progress.
     ``catalog_version`` is stamped on every row the catalog declares.
     """
-    rows = all_schedules(connection)
+    rows = all_schedules(connection) if prune else _named(connection, desired)
     plan = diff_schedules(rows, desired)
+    if not prune:
+        plan.orphaned = []
     stored = {row.job_name: row for row in rows}
     wanted = {want.job_name: want for want in desired}
     _insert(connection, plan.added, now, catalog_version)
@@ -149,6 +155,12 @@ def sync_schedules(
             .values(catalog_version=catalog_version)
         )
     return plan
+
+
+def _named(connection: Connection, desired: Sequence[DesiredSchedule]) -> list[ScheduleRecord]:
+    names = [want.job_name for want in desired]
+    query = select(schedules).where(schedules.c.job_name.in_(names))
+    return [ScheduleRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
 def _insert(

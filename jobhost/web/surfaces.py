@@ -1,7 +1,7 @@
 """The two applications jobhost serves: beside a running host, and over the store alone.
 
-Both carry the operator endpoints, the caller's ``routes`` (an API mounted under a prefix), then
-the dashboard at ``/``.
+Both carry the operator endpoints, the job API under ``/api/v1`` (when ``api_tokens`` are set),
+the caller's ``routes``, then the dashboard at ``/``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.web.api import api_routes
 from jobhost.web.app import create_app
 from jobhost.web.console import Console
 from jobhost.web.endpoints import RunningHost, host_endpoints, store_endpoints
@@ -27,9 +28,10 @@ def host_application(
     """``jobhost run``'s application: the endpoints of ``host``, then ``routes``."""
     settings = host.settings
     console = Console(settings, host.catalog, host.engine, allow_actions=True, clock=host.clock)
+    api = api_routes(settings, host.catalog, host.engine, host.clock)
     return create_app(
         host_endpoints(host, metrics),
-        routes=routes,
+        routes=[*api, *routes],
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
     )
@@ -42,7 +44,7 @@ def store_application(
     console = Console(settings, catalog, engine, allow_actions=False)
     return create_app(
         store_endpoints(settings, catalog, engine),
-        routes=routes,
+        routes=[*api_routes(settings, catalog, engine), *routes],
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
     )

@@ -50,6 +50,7 @@ PAGES = (
     "runbook.md",
     "writing-a-module.md",
     "publish.md",
+    "api.md",
 )
 ENVELOPE = ROOT / "jobhost" / "envelope" / "envelope.py"
 HELP_OPTIONS = frozenset({"-h", "--help"})

@@ -6,12 +6,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+from jobhost_contracts import BackgroundJobDeclaration, JobKind, JobRegistration, hookimpl
 
 from jobhost_http.call import HttpCall
+from jobhost_http.kind import http_kind
 from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs, safe_url
 
-__all__ = ["TIMEOUT_MARGIN", "declaration", "jobhost_jobs"]
+__all__ = ["TIMEOUT_MARGIN", "declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
 TIMEOUT_MARGIN = timedelta(seconds=5)
 """The run's timeout is the call's plus this: the call gives up first and says why."""
@@ -28,6 +29,12 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
     if section is None:
         return []
     return [JobRegistration(declaration(job), HttpCall(job)) for job in parse_jobs(section)]
+
+
+@hookimpl
+def jobhost_job_kinds() -> list[JobKind]:
+    """Kind ``http``: runtime jobs making the call a ``[[modules.http.jobs]]`` entry makes."""
+    return [http_kind()]
 
 
 def declaration(job: HttpJobSettings) -> BackgroundJobDeclaration:

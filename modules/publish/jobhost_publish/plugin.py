@@ -10,13 +10,27 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+from jobhost_contracts import BackgroundJobDeclaration, JobKind, JobRegistration, hookimpl
+from pydantic import ValidationError
 
 from jobhost_publish.executor import Publisher
+from jobhost_publish.kind import publish_kind
 from jobhost_publish.section import parse_section
-from jobhost_publish.settings import SECTION, BrokerUrls, PublishJobSettings, PublishSettings
+from jobhost_publish.settings import (
+    SECTION,
+    BrokerUrls,
+    PublishJobSettings,
+    PublishSettings,
+    thawed,
+)
 
-__all__ = ["TIMEOUT_MARGIN", "build_executor", "declaration", "jobhost_jobs"]
+__all__ = [
+    "TIMEOUT_MARGIN",
+    "build_executor",
+    "declaration",
+    "jobhost_job_kinds",
+    "jobhost_jobs",
+]
 
 TIMEOUT_MARGIN = timedelta(seconds=5)
 """The run's timeout is the publish's plus this: the publish gives up first and says why."""
@@ -37,6 +51,18 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
         JobRegistration(declaration(job), build_executor(job.kind_settings(), config.urls))
         for job in config.jobs
     ]
+
+
+@hookimpl
+def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind]:
+    """Kind ``publish``, through the brokers ``[modules.publish]`` names (none without it)."""
+    section = thawed(settings.get(SECTION) or {})
+    section.pop("jobs", None)
+    try:
+        urls = BrokerUrls.model_validate(section)
+    except ValidationError:
+        urls = BrokerUrls()  # jobhost_jobs reports the section's problems
+    return [publish_kind(urls)]
 
 
 def build_executor(

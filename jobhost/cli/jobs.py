@@ -1,0 +1,246 @@
+"""``jobhost jobs list|show|put|delete``: runtime jobs from the command line.
+
+The same path as ``/api/v1``: the same validation, the same change log (the actor is the OS
+user), written to the store directly; running hosts see each change within a second.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from jobhost.cli._app import cli
+from jobhost.cli._context import load_catalog, open_store, settings_of
+
+if TYPE_CHECKING:
+    from jobhost.runtime.service import JobService
+
+__all__ = ["jobs"]
+
+
+@cli.group()
+def jobs() -> None:
+    """Create, change, show and remove runtime jobs (source api)."""
+
+
+@jobs.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option(
+    "--source",
+    type=click.Choice(["api", "declaration", "override"]),
+    multiple=True,
+    help="Only jobs from this source (repeatable).",
+)
+@click.pass_context
+def list_jobs(ctx: click.Context, as_json: bool, source: tuple[str, ...]) -> None:
+    """List declared and runtime jobs: name, source, kind and trigger.
+
+    JSON: {"jobs": [{"name", "source", "kind", "trigger", "enabled", "etag"}]}, where kind and
+    etag are null for a declared job.
+
+    Exit status: 0; 1 when the store is unreachable.
+    """
+    from jobhost.runtime.service import etag_of
+    from jobhost.store import reading
+    from jobhost.store.runtime import list_runtime_jobs
+    from jobhost.web.api.views import source_of
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    engine = open_store(settings)
+    try:
+        with reading(engine) as connection:
+            rows = {row.name: row for row in list_runtime_jobs(connection)}
+    finally:
+        engine.dispose()
+    found = []
+    for name in sorted({*catalog.jobs, *rows}):
+        spec = catalog.jobs.get(name)
+        row = rows.get(name)
+        found.append(
+            {
+                "name": name,
+                "source": "api" if row is not None else source_of(name, catalog),
+                "kind": row.kind if row is not None else None,
+                "trigger": spec.trigger.describe() if spec is not None else "invalid",
+                "enabled": spec.enabled if spec is not None else False,
+                "etag": etag_of(row) if row is not None else None,
+            }
+        )
+    found = [job for job in found if not source or job["source"] in source]
+    if as_json:
+        click.echo(json.dumps({"jobs": found}, indent=2))
+        return
+    for job in found:
+        kind = f" kind {job['kind']}" if job["kind"] else ""
+        state = "" if job["enabled"] else " (disabled)"
+        click.echo(f"{job['name']:<40} {job['source']:<11}{kind} {job['trigger']}{state}")
+
+
+@jobs.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.pass_context
+def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Show runtime job NAME: its definition, ETag, and who created and last changed it.
+
+    JSON: {"name", "source", "kind", "definition", "etag", "version", "created_at",
+    "created_by", "updated_at", "updated_by"} (what GET /api/v1/jobs/NAME has under
+    "runtime"). For a declared job, see `jobhost report --job NAME`.
+
+    Exit status: 0; 2 when there is no runtime job NAME.
+    """
+    from jobhost.runtime.errors import not_found
+    from jobhost.runtime.service import JobService
+    from jobhost.web.api.views import runtime_json
+
+    settings = settings_of(ctx)
+    engine = open_store(settings)
+    try:
+        row = JobService(settings, load_catalog(settings), engine).runtime_row(name)
+    finally:
+        engine.dispose()
+    if row is None:
+        raise not_found(name, "runtime job")
+    data = runtime_json(row)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"{name} (kind {row.kind}, ETag {data['etag']})")
+    click.echo(f"  created {data['created_at']} by {row.created_by}")
+    click.echo(f"  changed {data['updated_at']} by {row.updated_by}")
+    click.echo("  " + json.dumps(row.definition, indent=2).replace("\n", "\n  "))
+
+
+@jobs.command("put")
+@click.argument("name")
+@click.option(
+    "--file", "file", type=click.Path(dir_okay=False), help="JSON definition; - is stdin."
+)
+@click.option("--kind", help="The job's kind (see jobhost kinds).")
+@click.option("--cron", help="Cron expression, e.g. '*/5 * * * *'.")
+@click.option("--interval", help="Interval, e.g. '90s', '6h'.")
+@click.option("--timezone", help="IANA time zone of the cron expression.")
+@click.option("--enabled/--disabled", "enabled", default=None, help="Enable or disable it.")
+@click.option("--description", help="Shown by the report.")
+@click.option(
+    "--setting",
+    "settings_",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="One of the kind's settings; VALUE is JSON when it parses, text otherwise (repeatable).",
+)
+@click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored job as JSON.")
+@click.pass_context
+def put_job(
+    ctx: click.Context,
+    /,
+    name: str,
+    *,
+    file: str | None,
+    settings_: tuple[str, ...],
+    if_match: str | None,
+    as_json: bool,
+    **fields: Any,
+) -> None:
+    """Create or replace runtime job NAME, from --file and/or flags (flags win).
+
+    Without --file the flags change the stored definition (or start an empty one): `jobhost
+    jobs put hooks.ping --interval 5m` changes only the trigger. --cron or --interval replaces
+    whichever trigger the job had.
+
+    The definition is the body of PUT /api/v1/jobs/NAME: {"kind", "cron" | "interval",
+    "timezone", "enabled", "description", "settings", and the policies}. Unknown fields are
+    refused; every problem names its field.
+
+    Exit status: 0; 1 when NAME changed since --if-match or is a declared job; 3 when the
+    definition is invalid.
+    """
+    from jobhost.runtime.service import JobService
+    from jobhost.web.api.views import runtime_json
+
+    settings = settings_of(ctx)
+    engine = open_store(settings)
+    try:
+        service = JobService(settings, load_catalog(settings), engine)
+        body = _body(service, name, file, settings_, fields)
+        done = service.put(name, body, actor=getpass.getuser(), if_match=if_match)
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(runtime_json(done.row), indent=2))
+        return
+    what = "created" if done.created else "replaced" if done.changed else "unchanged"
+    click.echo(f"{name}: {what} (ETag {done.etag})")
+
+
+@jobs.command("delete")
+@click.argument("name")
+@click.option("--if-match", "if_match", metavar="ETAG", help="Remove only if still at ETAG.")
+@click.pass_context
+def delete_job(ctx: click.Context, name: str, if_match: str | None) -> None:
+    """Remove runtime job NAME; its history stays, its schedule is kept as orphaned.
+
+    Exit status: 0; 1 when NAME is a declared job or changed since --if-match; 2 when there
+    is no runtime job NAME.
+    """
+    from jobhost.runtime.service import JobService
+
+    settings = settings_of(ctx)
+    engine = open_store(settings)
+    try:
+        JobService(settings, load_catalog(settings), engine).delete(
+            name, actor=getpass.getuser(), if_match=if_match
+        )
+    finally:
+        engine.dispose()
+    click.echo(f"{name}: removed")
+
+
+def _body(
+    service: JobService, name: str, file: str | None, items: tuple[str, ...], flags: dict[str, Any]
+) -> dict[str, Any]:
+    """--file, or else the stored definition (to change a field or two); then the flags."""
+    if file is not None:
+        body = _read_file(file)
+    else:
+        row = service.runtime_row(name)
+        body = dict(row.definition) if row is not None else {}
+    given = {key: value for key, value in flags.items() if value is not None}
+    if "cron" in given or "interval" in given:
+        # A new trigger replaces the old one, whichever kind it was.
+        body.pop("cron", None)
+        body.pop("interval", None)
+    body.update(given)
+    if items:
+        settings = dict(body.get("settings") or {})
+        settings.update(_setting(item) for item in items)
+        body["settings"] = settings
+    return body
+
+
+def _read_file(file: str) -> dict[str, Any]:
+    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise click.BadParameter(f"{file} is not JSON: {error}", param_hint="--file") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(f"{file} must hold one JSON object", param_hint="--file")
+    return value
+
+
+def _setting(item: str) -> tuple[str, Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"{item!r}: write KEY=VALUE", param_hint="--setting")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw

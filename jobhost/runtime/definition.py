@@ -1,0 +1,117 @@
+"""A runtime job's definition: the body of ``PUT /api/v1/jobs/{name}`` and of ``jobs put``.
+
+Strict: unknown keys are refused, types are not coerced (``"true"`` is not a flag), durations
+are written as an operator writes them (``"90s"``, ``"6h"``). Every refusal is a
+:class:`FieldProblem` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobhost_contracts import DstGap, DstRepeat, MisfirePolicy, OverlapPolicy, parse_duration
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+__all__ = ["FieldProblem", "JobDefinition", "parse_definition"]
+
+_DESCRIPTION_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One refused field: ``field`` is its dotted path in the body (``settings.url``)."""
+
+    field: str
+    message: str
+
+    def line(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+def _duration(value: str | None) -> str | None:
+    if value is not None:
+        parse_duration(value)  # ValueError with the accepted forms
+    return value
+
+
+class JobDefinition(BaseModel):
+    """What a runtime job is: its kind and settings, its trigger, and its policies."""
+
+    # Types are not coerced (StrictStr...): "true" is not a flag. Enums take their text.
+    model_config = ConfigDict(extra="forbid", frozen=True, title="JobDefinition")
+
+    kind: StrictStr = Field(description="A kind from GET /api/v1/kinds, e.g. 'http'.", min_length=1)
+    cron: StrictStr | None = Field(
+        None, description="Cron expression (5 or 6 fields); or interval."
+    )
+    interval: StrictStr | None = Field(None, description="Interval such as '90s', '15m', '6h'.")
+    timezone: StrictStr = Field("UTC", description="IANA time zone of the cron expression.")
+    enabled: StrictBool = Field(
+        True, description="A disabled job keeps its row and runs by hand only."
+    )
+    critical: StrictBool = Field(False, description="A critical job must be enabled.")
+    description: StrictStr = Field(
+        "", description="Shown by the report.", max_length=_DESCRIPTION_LIMIT
+    )
+    settings: dict[StrictStr, Any] = Field(
+        default_factory=dict, description="The kind's settings (see the kind's schema)."
+    )
+    misfire: MisfirePolicy = Field(MisfirePolicy.RUN_ONCE, description="run_once, catch_up, skip.")
+    catch_up_limit: StrictInt = Field(
+        10, ge=1, le=10_000, description="Most occurrences caught up."
+    )
+    misfire_grace: StrictStr | None = Field(None, description="Skip occurrences older than this.")
+    overlap: OverlapPolicy = Field(OverlapPolicy.FORBID, description="forbid or allow.")
+    max_concurrent: StrictInt = Field(1, ge=1, le=1024, description="Runs side by side with allow.")
+    max_attempts: StrictInt = Field(1, ge=1, le=100, description="Attempts per occurrence.")
+    backoff: StrictStr = Field("30s", description="First wait before a retry.")
+    backoff_max: StrictStr = Field("1h", description="Longest wait before a retry.")
+    timeout: StrictStr | None = Field(None, description="Longest a run may take, e.g. '5m'.")
+    dst_gap: DstGap = Field(DstGap.SHIFT, description="shift or skip (fixed-time cron jobs).")
+    dst_repeat: DstRepeat = Field(DstRepeat.ONCE, description="once, first, second or both.")
+
+    @field_validator("interval", "misfire_grace", "backoff", "backoff_max", "timeout")
+    @classmethod
+    def _durations(cls, value: str | None) -> str | None:
+        return _duration(value)
+
+    def stored(self) -> dict[str, Any]:
+        """The definition as stored and shown: every field, in JSON types."""
+        return self.model_dump(mode="json")
+
+
+def parse_definition(body: object) -> JobDefinition | list[FieldProblem]:
+    """The checked definition, or every field problem found."""
+    if not isinstance(body, dict):
+        return [FieldProblem("", 'the body must be a JSON object such as {"kind": "http"}')]
+    try:
+        return JobDefinition.model_validate(body)
+    except ValidationError as error:
+        return [_problem(item) for item in error.errors()]
+
+
+def _problem(item: Any) -> FieldProblem:
+    field = ".".join(str(part) for part in item["loc"])
+    kind = item["type"]
+    if kind == "extra_forbidden":
+        allowed = ", ".join(JobDefinition.model_fields)
+        return FieldProblem(field, f"is not a known field; remove it (allowed: {allowed})")
+    if kind == "missing":
+        return FieldProblem(field, 'is required, e.g. "kind": "http"')
+    message = str(item["msg"]).removeprefix("Value error, ")
+    return FieldProblem(field, f"{message} (got {_shown(item.get('input'))})")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

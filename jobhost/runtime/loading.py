@@ -1,0 +1,136 @@
+"""Runtime jobs from the store, joined to the declared catalog.
+
+Every command that reads the catalog and every host (at start-up, and again whenever the change
+log moves) sees declared and runtime jobs together. A declared job that has taken a runtime
+job's name is a catalog problem (``runtime-name-taken``): the declaration wins the name, and
+``jobhost validate`` says to remove or rename one of them. A stored runtime job that no longer
+validates (its kind's module was removed) is a problem too (``runtime-job-invalid``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
+from jobhost.runtime.specs import build_spec
+from jobhost.store.runtime import RuntimeJobRow, list_runtime_jobs
+
+__all__ = [
+    "RuntimeJobs",
+    "SpecCache",
+    "declared_jobs",
+    "read_runtime_jobs",
+    "with_runtime_jobs",
+]
+
+_CACHE_LIMIT = 10_000
+
+
+class SpecCache:
+    """Checked runtime jobs by (name, version): a job is validated again only when it changed.
+
+    Bounded: past the limit it starts afresh.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[tuple[str, int], JobSpec | list[FieldProblem]] = {}
+
+    def get(self, row: RuntimeJobRow) -> JobSpec | list[FieldProblem] | None:
+        return self._specs.get((row.name, row.version))
+
+    def put(self, row: RuntimeJobRow, spec: JobSpec | list[FieldProblem]) -> None:
+        if len(self._specs) >= _CACHE_LIMIT:
+            self._specs.clear()
+        self._specs[(row.name, row.version)] = spec
+
+
+class RuntimeJobs:
+    """The runtime jobs read at one moment: the runnable ones, the rows, and the problems."""
+
+    def __init__(self) -> None:
+        self.specs: dict[str, JobSpec] = {}
+        self.rows: dict[str, RuntimeJobRow] = {}
+        self.problems: list[Problem] = []
+
+
+def declared_jobs(catalog: Catalog) -> dict[str, JobSpec]:
+    """The catalog's jobs that were declared (by a module or the settings file)."""
+    return {name: spec for name, spec in catalog.jobs.items() if name not in catalog.runtime}
+
+
+def read_runtime_jobs(
+    connection: Connection,
+    catalog: Catalog,
+    modules: Mapping[str, Mapping[str, Any]],
+    *,
+    names: Sequence[str] | None = None,
+    cache: SpecCache | None = None,
+) -> RuntimeJobs:
+    """Every stored runtime job (or those of ``names``) checked against ``catalog``'s kinds and
+    declared names; ``cache`` keeps the checked ones of each version."""
+    found = RuntimeJobs()
+    declared = declared_jobs(catalog)
+    for row in list_runtime_jobs(connection, names):
+        found.rows[row.name] = row
+        if row.name in declared:
+            module = declared[row.name].module
+            found.problems.append(
+                Problem(
+                    row.name,
+                    module,
+                    "runtime-name-taken",
+                    f"module {module} declares job {row.name!r}, which is already a runtime job "
+                    f"(created by {row.created_by}); rename the declaration, or remove the "
+                    f"runtime job with `jobhost jobs delete {row.name}`",
+                )
+            )
+            continue
+        spec = cache.get(row) if cache is not None else None
+        if spec is None:
+            spec = _check(row, catalog, modules)
+            if cache is not None:
+                cache.put(row, spec)
+        if isinstance(spec, JobSpec):
+            found.specs[row.name] = spec
+        else:
+            lines = "; ".join(problem.line() for problem in spec)
+            found.problems.append(
+                Problem(
+                    row.name,
+                    None,
+                    "runtime-job-invalid",
+                    f"runtime job of kind {row.kind!r} cannot run: {lines}; change it with "
+                    f"`jobhost jobs put {row.name}` or remove it with `jobhost jobs delete`",
+                )
+            )
+    return found
+
+
+def _check(
+    row: RuntimeJobRow, catalog: Catalog, modules: Mapping[str, Mapping[str, Any]]
+) -> JobSpec | list[FieldProblem]:
+    definition = parse_definition(row.definition)
+    if not isinstance(definition, JobDefinition):
+        return definition
+    return build_spec(row.name, definition, catalog.kinds, modules)
+
+
+def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:
+    """A catalog of ``catalog``'s declared jobs and ``runtime``'s, with both sets of problems."""
+    jobs = {**declared_jobs(catalog), **runtime.specs}
+    problems = [p for p in catalog.problems if p.code not in _RUNTIME_CODES]
+    return Catalog(
+        jobs={name: jobs[name] for name in sorted(jobs)},
+        problems=[*problems, *runtime.problems],
+        plugins=catalog.plugins,
+        audit_sinks=catalog.audit_sinks,
+        kinds=catalog.kinds,
+        runtime=frozenset(runtime.specs),
+    )
+
+
+_RUNTIME_CODES = frozenset({"runtime-name-taken", "runtime-job-invalid"})

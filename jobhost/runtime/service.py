@@ -1,0 +1,288 @@
+"""Creating, changing, removing, pausing, resuming and triggering jobs: one path for the API
+and the CLI, each change validated as a declaration is and written with its change-log row and
+its schedule row in one transaction.
+
+A runtime job's ``ETag`` is ``"<version>-<digest>"``: the version grows with every change, the
+digest is of the stored definition. ``If-Match`` takes one (or ``*``: any existing job).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from jobhost.catalog import Catalog, JobSpec
+from jobhost.config import Settings
+from jobhost.rules.desired import desired_schedules
+from jobhost.runtime.definition import JobDefinition, parse_definition
+from jobhost.runtime.errors import conflict, invalid, not_found, stale
+from jobhost.runtime.loading import (
+    SpecCache,
+    declared_jobs,
+    read_runtime_jobs,
+    with_runtime_jobs,
+)
+from jobhost.runtime.specs import build_spec
+from jobhost.store import Clock, SystemClock, database_now, reading
+from jobhost.store.operations import get_request, get_schedule, pause_job, request_run, resume_job
+from jobhost.store.registry import sync_schedules
+from jobhost.store.runtime import (
+    RuntimeJobRow,
+    delete_runtime_job,
+    get_runtime_job,
+    insert_runtime_job,
+    orphan_schedule,
+    record_change,
+    update_runtime_job,
+)
+
+__all__ = ["JobService", "PutResult", "etag_of"]
+
+_TRIGGER_WAIT_SECONDS = 2.0
+
+
+def etag_of(row: RuntimeJobRow) -> str:
+    text = json.dumps(row.definition, sort_keys=True, separators=(",", ":"))
+    return f'"{row.version}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"'
+
+
+@dataclass(frozen=True)
+class PutResult:
+    created: bool
+    changed: bool
+    row: RuntimeJobRow
+    etag: str
+
+
+class JobService:
+    """Changes to jobs for one set of settings, declared catalog and store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        clock: Clock | None = None,
+        *,
+        trigger_wait: float = _TRIGGER_WAIT_SECONDS,
+    ) -> None:
+        self.trigger_wait = trigger_wait
+        """How long :meth:`trigger` waits for a host to start the run, to answer with its id."""
+        self.settings = settings
+        self.catalog = catalog
+        self.engine = engine
+        self.clock = clock or SystemClock(settings.clock_offset)
+        self._cache = SpecCache()
+
+    def current(self, only: str | None = None) -> Catalog:
+        """Declared and runtime jobs as the store has them now (of runtime jobs, only job
+        ``only`` when it is given: a request about one job checks no other)."""
+        with reading(self.engine) as connection:
+            runtime = read_runtime_jobs(
+                connection,
+                self.catalog,
+                self.settings.modules,
+                names=None if only is None else [only],
+                cache=self._cache,
+            )
+        return with_runtime_jobs(self.catalog, runtime)
+
+    def runtime_row(self, name: str) -> RuntimeJobRow | None:
+        with reading(self.engine) as connection:
+            return get_runtime_job(connection, name)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def put(self, name: str, body: object, *, actor: str, if_match: str | None) -> PutResult:
+        """Create or replace runtime job ``name`` with ``body``."""
+        definition = parse_definition(body)
+        if not isinstance(definition, JobDefinition):
+            raise invalid(name, definition)
+        if name in declared_jobs(self.catalog):
+            raise conflict(
+                f"job {name} is declared by module {self.catalog.jobs[name].module}; a runtime "
+                "job cannot take a declared job's name: choose another name"
+            )
+        spec = build_spec(name, definition, self.catalog.kinds, self.settings.modules)
+        if not isinstance(spec, JobSpec):
+            raise invalid(name, spec)
+        stored = definition.stored()
+        try:
+            with self.engine.begin() as connection:
+                return self._put(
+                    connection, name=name, spec=spec, stored=stored, actor=actor, if_match=if_match
+                )
+        except IntegrityError:
+            # Another writer created it between our read and our insert.
+            raise conflict(
+                f"job {name} was created by someone else meanwhile; read it (its ETag) and "
+                "repeat the change with If-Match"
+            ) from None
+
+    def _put(
+        self,
+        connection: Connection,
+        *,
+        name: str,
+        spec: JobSpec,
+        stored: dict[str, Any],
+        actor: str,
+        if_match: str | None,
+    ) -> PutResult:
+        now = database_now(connection, self.clock)
+        before = get_runtime_job(connection, name)
+        _check_match(name, before, if_match)
+        kind = str(stored["kind"])
+        if before is None:
+            insert_runtime_job(
+                connection, name=name, kind=kind, definition=stored, actor=actor, now=now
+            )
+        elif before.definition == stored:
+            return PutResult(False, False, before, etag_of(before))
+        elif not update_runtime_job(
+            connection,
+            name=name,
+            kind=kind,
+            definition=stored,
+            version=before.version,
+            actor=actor,
+            now=now,
+        ):
+            raise stale(name, if_match or etag_of(before), None)
+        sync_schedules(connection, desired_schedules({name: spec}), now, prune=False)
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="create" if before is None else "change",
+            job_name=name,
+            before=before.definition if before is not None else None,
+            after=stored,
+        )
+        after = get_runtime_job(connection, name)
+        assert after is not None
+        return PutResult(before is None, True, after, etag_of(after))
+
+    def delete(self, name: str, *, actor: str, if_match: str | None) -> RuntimeJobRow:
+        """Remove runtime job ``name``; its schedule row and history stay (orphaned)."""
+        if name in declared_jobs(self.catalog):
+            raise conflict(
+                f"job {name} is declared by module {self.catalog.jobs[name].module}; only "
+                "runtime jobs can be removed here (disable a declared job in its "
+                f'[jobs."{name}"] section instead)'
+            )
+        with self.engine.begin() as connection:
+            now = database_now(connection, self.clock)
+            before = get_runtime_job(connection, name)
+            if before is None:
+                raise not_found(name, "runtime job")
+            _check_match(name, before, if_match)
+            if not delete_runtime_job(connection, name, before.version):
+                raise stale(name, if_match or etag_of(before), None)
+            orphan_schedule(connection, name, now)
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="delete",
+                job_name=name,
+                before=before.definition,
+                after=None,
+            )
+        return before
+
+    def pause(self, name: str, *, actor: str, reason: str) -> bool:
+        """Pause ``name`` for every replica; False when it already was."""
+        catalog = self._require(name)
+        with self.engine.begin() as connection:
+            now = database_now(connection, self.clock)
+            if get_schedule(connection, name) is None:
+                sync_schedules(
+                    connection, desired_schedules({name: catalog.jobs[name]}), now, prune=False
+                )
+            changed = pause_job(connection, name, actor, reason, now)
+            if changed:
+                record_change(
+                    connection,
+                    at=now,
+                    actor=actor,
+                    action="pause",
+                    job_name=name,
+                    before={"paused": False},
+                    after={"paused": True},
+                    reason=reason,
+                )
+        return changed
+
+    def resume(self, name: str, *, actor: str, reason: str) -> bool:
+        self._require(name)
+        with self.engine.begin() as connection:
+            now = database_now(connection, self.clock)
+            changed = resume_job(connection, name)
+            if changed:
+                record_change(
+                    connection,
+                    at=now,
+                    actor=actor,
+                    action="resume",
+                    job_name=name,
+                    before={"paused": True},
+                    after={"paused": False},
+                    reason=reason,
+                )
+        return changed
+
+    def trigger(self, name: str, *, actor: str, reason: str) -> dict[str, Any]:
+        """Queue a manual run; wait briefly for a host to start it, to answer with its run id."""
+        self._require(name)
+        with self.engine.begin() as connection:
+            now = database_now(connection, self.clock)
+            request_id = request_run(connection, name, actor, reason, now)
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="trigger",
+                job_name=name,
+                before=None,
+                after={"request_id": request_id},
+                reason=reason,
+            )
+        deadline = time.monotonic() + self.trigger_wait
+        status, run_id, message = "pending", None, None
+        while time.monotonic() < deadline:
+            with reading(self.engine) as connection:
+                request = get_request(connection, request_id)
+            if request is not None and request.status != "pending":
+                status, run_id, message = request.status, request.run_id, request.message
+                break
+            time.sleep(0.05)
+        return {
+            "job": name,
+            "request_id": request_id,
+            "run_id": run_id,
+            "status": status,
+            "message": message,
+        }
+
+    def _require(self, name: str) -> Catalog:
+        catalog = self.current(name)
+        if name not in catalog.jobs:
+            raise not_found(name)
+        return catalog
+
+
+def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
+    if if_match is None:
+        return
+    tags = [tag.strip().removeprefix("W/") for tag in if_match.split(",")]
+    if row is None:
+        raise stale(name, if_match, None)
+    if "*" not in tags and etag_of(row) not in tags:
+        raise stale(name, if_match, etag_of(row))

@@ -1,0 +1,143 @@
+"""From a runtime job's definition to a :class:`JobSpec`, checked as a declared job is.
+
+The name rule, the trigger checks (presence, cron syntax and firing, zone, interval, the
+daylight-saving policy), the critical rule and the declaration's own type checks are the
+catalog's; the kind's ``validate`` checks its settings, and its ``factory`` makes the executor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any
+
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    JobKind,
+    KindSettingsError,
+    RetryPolicy,
+    parse_duration,
+)
+
+from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
+from jobhost.catalog.overrides import declared_parts, to_trigger
+from jobhost.catalog.validation import check_critical, check_trigger
+from jobhost.runtime.definition import FieldProblem, JobDefinition
+
+__all__ = ["RUNTIME_MODULE", "build_spec"]
+
+RUNTIME_MODULE = "api"
+"""The module of a runtime job whose kind names none."""
+
+# Which body field a catalog problem is about.
+_FIELDS = {
+    "both-triggers": "cron",
+    "no-trigger": "cron",
+    "cron-syntax": "cron",
+    "cron-never-fires": "cron",
+    "unknown-timezone": "timezone",
+    "non-positive-interval": "interval",
+    "dst-policy-unused": "dst_gap",
+    "critical-disabled": "enabled",
+}
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def build_spec(
+    name: str,
+    definition: JobDefinition,
+    kinds: Mapping[str, JobKind],
+    modules: Mapping[str, Mapping[str, Any]],
+) -> JobSpec | list[FieldProblem]:
+    """The runnable job, or every problem found (each naming its field and the fix)."""
+    problems: list[FieldProblem] = []
+    if not NAME_PATTERN.fullmatch(name):
+        problems.append(
+            FieldProblem("name", f"job name {name!r} does not follow the rule: {NAME_RULE}")
+        )
+    kind = kinds.get(definition.kind)
+    if kind is None:
+        known = ", ".join(sorted(kinds)) or "none (no module offers a kind)"
+        problems.append(FieldProblem("kind", f"no kind {definition.kind!r}; use one of: {known}"))
+        return problems
+    validated: Any = None
+    try:
+        validated = kind.validate(definition.settings)
+    except KindSettingsError as error:
+        where = f"settings.{error.field}" if error.field else "settings"
+        problems.append(FieldProblem(where, error.reason))
+    except ValueError as error:
+        problems.append(FieldProblem("settings", str(error)))
+    module = kind.module or RUNTIME_MODULE
+    try:
+        declaration = _declaration(name, module, definition, kind)
+    except (TypeError, ValueError) as error:
+        return [*problems, FieldProblem("", str(error))]
+    parts = declared_parts(declaration)
+    for problem in [*check_trigger(parts), *check_critical(declaration, parts)]:
+        problems.append(FieldProblem(_FIELDS.get(problem.code, ""), _runtime_fix(problem.message)))
+    trigger = to_trigger(parts)
+    if problems or trigger is None:
+        return problems
+    try:
+        executor = kind.factory(name, validated)
+    except ValueError as error:
+        return [FieldProblem("settings", str(error))]
+    api_trigger = dataclasses.replace(trigger, source="api")
+    return JobSpec(
+        declaration=declaration,
+        executor=executor,
+        plugin=f"kind {kind.name}",
+        trigger=api_trigger,
+        declared=api_trigger,
+        enabled=definition.enabled,
+        override=None,
+        config=modules.get(module, _EMPTY),
+    )
+
+
+def _declaration(
+    name: str, module: str, definition: JobDefinition, kind: JobKind
+) -> BackgroundJobDeclaration:
+    def duration(text: str | None) -> timedelta | None:
+        return parse_duration(text) if text is not None else None
+
+    return BackgroundJobDeclaration(
+        name=name,
+        module=module,
+        cron=definition.cron,
+        interval=duration(definition.interval),
+        timezone=definition.timezone,
+        enabled=definition.enabled,
+        critical=definition.critical,
+        configuration_source=module,
+        description=definition.description or kind.description,
+        misfire=definition.misfire,
+        catch_up_limit=definition.catch_up_limit,
+        misfire_grace=duration(definition.misfire_grace),
+        overlap=definition.overlap,
+        max_concurrent=definition.max_concurrent,
+        retry=RetryPolicy(
+            max_attempts=definition.max_attempts,
+            backoff=parse_duration(definition.backoff),
+            backoff_max=parse_duration(definition.backoff_max),
+        ),
+        timeout=duration(definition.timeout),
+        dst_gap=definition.dst_gap,
+        dst_repeat=definition.dst_repeat,
+    )
+
+
+def _runtime_fix(message: str) -> str:
+    """The catalog's fixes point at declarations and ``[jobs."…"]``; here the fix is the body."""
+    message = message.replace("in the declaration", "in the job's definition")
+    message = message.replace("the declaration", "the job's definition")
+    # "..., or set timezone in [jobs."x"]" / "; [jobs."x"] can also ...": no such section here.
+    message = re.sub(r',? or (?:set [\w ]+ )?in \[jobs\."[^"]*"\]', "", message)
+    message = re.sub(r'; \[jobs\."[^"]*"\] can also[^;]*', "", message)
+    return message.replace("declare a cron expression", "give a cron expression").replace(
+        "declare the job disabled (enabled=False)", 'set "enabled": false'
+    )

@@ -1,0 +1,257 @@
+"""Runtime jobs (created through the API or ``jobhost jobs put``) and the change log.
+
+The tables are created by migration 0005 and declared here, beside the functions that use them,
+on the schema's metadata. A runtime job is one row holding its definition as canonical JSON and
+a version that grows with every change: the API's ``ETag`` is made from it, and every update or
+delete can be made conditional on it. Every change is a row of ``job_changes`` with who, what,
+when, and the definition before and after; its ever-growing id is what hosts watch to know
+their runtime jobs changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Column, Index, Integer, String, Table, Text, delete, func, select, update
+from sqlalchemy.engine import Connection
+
+from jobhost.store.schema import metadata, schedules
+from jobhost.store.signals import notify
+from jobhost.store.types import UTCDateTime
+
+__all__ = [
+    "JobChange",
+    "RuntimeJobRow",
+    "delete_runtime_job",
+    "get_runtime_job",
+    "insert_runtime_job",
+    "job_changes",
+    "latest_change_id",
+    "list_changes",
+    "list_runtime_jobs",
+    "orphan_schedule",
+    "record_change",
+    "runtime_jobs",
+    "update_runtime_job",
+]
+
+runtime_jobs = Table(
+    "runtime_jobs",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("kind", String(64), nullable=False),
+    Column("definition", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("updated_by", String(200), nullable=False),
+)
+
+job_changes = Table(
+    "job_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("job_name", String(200), nullable=False),
+    Column("before", Text),
+    Column("after", Text),
+    Column("reason", Text),
+    Index("ix_job_changes_job_name_id", "job_name", "id"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeJobRow:
+    name: str
+    kind: str
+    definition: dict[str, Any]
+    version: int
+    created_at: datetime
+    created_by: str
+    updated_at: datetime
+    updated_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    job_name: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    reason: str | None
+
+
+def _dumps(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _loads(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, dict) else None
+
+
+def _row(row: Any) -> RuntimeJobRow:
+    return RuntimeJobRow(
+        name=row.name,
+        kind=row.kind,
+        definition=_loads(row.definition) or {},
+        version=row.version,
+        created_at=row.created_at,
+        created_by=row.created_by,
+        updated_at=row.updated_at,
+        updated_by=row.updated_by,
+    )
+
+
+def list_runtime_jobs(
+    connection: Connection, names: Sequence[str] | None = None
+) -> list[RuntimeJobRow]:
+    """Every runtime job (or those of ``names``), by name: start-up, a reload after a change,
+    listings."""
+    query = select(runtime_jobs).order_by(runtime_jobs.c.name)
+    if names is not None:
+        query = query.where(runtime_jobs.c.name.in_(list(names)))
+    return [_row(r) for r in connection.execute(query)]
+
+
+def get_runtime_job(connection: Connection, name: str) -> RuntimeJobRow | None:
+    row = connection.execute(select(runtime_jobs).where(runtime_jobs.c.name == name)).first()
+    return _row(row) if row is not None else None
+
+
+def insert_runtime_job(
+    connection: Connection,
+    *,
+    name: str,
+    kind: str,
+    definition: Mapping[str, Any],
+    actor: str,
+    now: datetime,
+) -> None:
+    """Add a runtime job at version 1 (the primary key refuses a second one of that name)."""
+    connection.execute(
+        runtime_jobs.insert().values(
+            name=name,
+            kind=kind,
+            definition=_dumps(definition),
+            version=1,
+            created_at=now,
+            created_by=actor,
+            updated_at=now,
+            updated_by=actor,
+        )
+    )
+
+
+def update_runtime_job(
+    connection: Connection,
+    *,
+    name: str,
+    kind: str,
+    definition: Mapping[str, Any],
+    version: int,
+    actor: str,
+    now: datetime,
+) -> bool:
+    """Replace the definition if the row is still at ``version``; False when it is not."""
+    result = connection.execute(
+        update(runtime_jobs)
+        .where(runtime_jobs.c.name == name, runtime_jobs.c.version == version)
+        .values(
+            kind=kind,
+            definition=_dumps(definition),
+            version=version + 1,
+            updated_at=now,
+            updated_by=actor,
+        )
+    )
+    return bool(result.rowcount)
+
+
+def delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
+    """Remove the job if it is still at ``version``; False when it is not."""
+    result = connection.execute(
+        delete(runtime_jobs).where(runtime_jobs.c.name == name, runtime_jobs.c.version == version)
+    )
+    return bool(result.rowcount)
+
+
+def orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
+    """A removed runtime job's schedule stays, as a declared job's does, marked orphaned."""
+    connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == name, schedules.c.orphaned.is_(False))
+        .values(orphaned=True, next_occurrence=None, due_at=None, updated_at=now)
+    )
+
+
+def record_change(
+    connection: Connection,
+    *,
+    at: datetime,
+    actor: str,
+    action: str,
+    job_name: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    reason: str | None = None,
+) -> None:
+    """Log one change (in the transaction of the change itself) and wake every host."""
+    connection.execute(
+        job_changes.insert().values(
+            at=at,
+            actor=actor,
+            action=action,
+            job_name=job_name,
+            before=_dumps(before),
+            after=_dumps(after),
+            reason=reason,
+        )
+    )
+    notify(connection)
+
+
+def list_changes(
+    connection: Connection,
+    *,
+    job_name: str | None = None,
+    after_id: int | None = None,
+    limit: int = 100,
+) -> list[JobChange]:
+    """Changes oldest first, after ``after_id`` (a cursor), for one job or all."""
+    query = select(job_changes).order_by(job_changes.c.id).limit(limit)
+    if job_name is not None:
+        query = query.where(job_changes.c.job_name == job_name)
+    if after_id is not None:
+        query = query.where(job_changes.c.id > after_id)
+    return [
+        JobChange(
+            id=r.id,
+            at=r.at,
+            actor=r.actor,
+            action=r.action,
+            job_name=r.job_name,
+            before=_loads(r.before),
+            after=_loads(r.after),
+            reason=r.reason,
+        )
+        for r in connection.execute(query)
+    ]
+
+
+def latest_change_id(connection: Connection) -> int:
+    """The newest change's id (0 when none): one read through the primary key."""
+    value = connection.execute(select(func.max(job_changes.c.id))).scalar()
+    return int(value) if value is not None else 0

@@ -1,0 +1,12 @@
+"""The HTTP API under ``/api/v1``: job kinds, jobs (declared and runtime), runs and changes.
+
+Off unless ``api_tokens`` are configured. :func:`api_routes` gives the routes a web application
+adds; :mod:`.openapi` describes them; :mod:`.auth` checks tokens and scopes; :mod:`.problems`
+writes every error as ``application/problem+json``.
+"""
+
+from __future__ import annotations
+
+from jobhost.web.api.routes import API_PREFIX, api_routes
+
+__all__ = ["API_PREFIX", "api_routes"]

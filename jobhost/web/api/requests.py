@@ -1,0 +1,122 @@
+"""Reading an API request: its JSON body (size-limited, strictly parsed) and its query."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.requests import Request
+
+from jobhost.runtime.definition import FieldProblem
+
+__all__ = ["BadRequest", "query_choice", "query_flag", "query_int", "read_json", "read_reason"]
+
+_REASON_LIMIT = 500
+
+
+class BadRequest(Exception):
+    """A request the API refuses before looking at the store; ``status`` is its answer."""
+
+    def __init__(
+        self, status: int, title: str, detail: str, errors: Sequence[FieldProblem] = ()
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.errors = list(errors)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON; 413 past ``limit`` bytes (read no further), 415 for another media
+    type, 400 for malformed JSON (with the line and column)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise BadRequest(
+            415,
+            "Unsupported media type",
+            f"the body must be JSON: send Content-Type: application/json (got {media!r})",
+        )
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise _too_large(limit)
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError) as error:
+        where = ""
+        if isinstance(error, json.JSONDecodeError):
+            where = f" at line {error.lineno}, column {error.colno}"
+        raise BadRequest(
+            400,
+            "Malformed JSON",
+            f"the body is not valid JSON{where}: {error.args[0] if error.args else error}; "
+            'send one JSON object, e.g. {"kind": "http", ...}',
+        ) from None
+
+
+async def read_reason(request: Request, limit: int) -> str:
+    """The ``{"reason": "..."}`` body of trigger, pause and resume: required, audited."""
+    body = await read_json(request, limit)
+    if not isinstance(body, dict):
+        raise _invalid(FieldProblem("", 'the body must be a JSON object: {"reason": "..."}'))
+    unknown = sorted(str(key) for key in body if key != "reason")
+    if unknown:
+        raise _invalid(FieldProblem(unknown[0], 'is not a known field; the body is {"reason"}'))
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
+    return " ".join(reason.split())[:_REASON_LIMIT]
+
+
+def query_int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise _bad_query(name, raw, f"a whole number from {low} to {high}")
+    return int(raw)
+
+
+def query_flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if raw not in ("true", "false"):
+        raise _bad_query(name, raw, "true or false")
+    return raw == "true"
+
+
+def query_choice(request: Request, name: str, allowed: Sequence[str]) -> list[str]:
+    """Every value of a repeatable parameter, each one of ``allowed``."""
+    values = request.query_params.getlist(name)
+    for value in values:
+        if value not in allowed:
+            raise _bad_query(name, value, f"one of {', '.join(allowed)}")
+    return values
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _too_large(limit: int) -> BadRequest:
+    return BadRequest(
+        413,
+        "Body too large",
+        f"the body is larger than {limit} bytes (api_body_limit); send a smaller definition",
+    )
+
+
+def _invalid(problem: FieldProblem) -> BadRequest:
+    return BadRequest(422, "Invalid body", problem.line(), [problem])
+
+
+def _bad_query(name: str, value: str, allowed: str) -> BadRequest:
+    problem = FieldProblem(name, f"must be {allowed} (got {value[:60]!r})")
+    return BadRequest(400, "Invalid query parameter", problem.line(), [problem])

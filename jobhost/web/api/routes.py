@@ -1,0 +1,293 @@
+"""The ``/api/v1`` endpoints: who may call which, and what each answers.
+
+Every request but the OpenAPI document carries ``Authorization: Bearer <secret>``: none or an
+unknown one is 401, a token without the operation's scope 403. Changes are recorded with the
+token's name. Every error is ``application/problem+json``; an unknown path or method under the
+prefix too, so a client never has to guess the shape of an answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from jobhost.catalog import Catalog
+from jobhost.config import ApiToken, Settings
+from jobhost.operations.history import OUTCOMES, read_history, run_json
+from jobhost.operations.report import build_report
+from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
+from jobhost.operations.status import STATUSES
+from jobhost.runtime.errors import ChangeRefused, not_found
+from jobhost.runtime.service import JobService
+from jobhost.store import Clock, reading
+from jobhost.store.reports import job_is_known
+from jobhost.store.runtime import RuntimeJobRow, list_changes, list_runtime_jobs
+from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.openapi import openapi_document
+from jobhost.web.api.problems import problem
+from jobhost.web.api.requests import (
+    BadRequest,
+    query_choice,
+    query_flag,
+    query_int,
+    read_json,
+    read_reason,
+)
+from jobhost.web.api.views import change_json, job_json, runtime_json
+from jobhost.web.app import blocking
+
+__all__ = ["API_PREFIX", "api_routes"]
+
+API_PREFIX = "/api/v1"
+_log = logging.getLogger("jobhost.api")
+_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
+Handler = Callable[[Request, ApiToken], Awaitable[Response]]
+
+
+def api_routes(
+    settings: Settings,
+    catalog: Catalog,
+    engine: Engine,
+    clock: Clock | None = None,
+    *,
+    trigger_wait: float = 2.0,
+) -> list[BaseRoute]:
+    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured."""
+    if not settings.api_tokens:
+        return []
+    return [_Api(settings, catalog, engine, clock, trigger_wait).mount()]
+
+
+class _Api:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        clock: Clock | None,
+        trigger_wait: float,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
+        self.tokens = TokenCheck(settings.api_tokens)
+        self.limit = settings.api_body_limit
+
+    def mount(self) -> Mount:
+        table: dict[str, dict[str, tuple[str, Handler]]] = {
+            "/kinds": {"GET": ("read", self.kinds)},
+            "/jobs": {"GET": ("read", self.jobs)},
+            "/jobs/{name}": {
+                "GET": ("read", self.job),
+                "PUT": ("write", self.put),
+                "DELETE": ("write", self.delete),
+            },
+            "/jobs/{name}/trigger": {"POST": ("trigger", self.trigger)},
+            "/jobs/{name}/pause": {"POST": ("write", self.pause)},
+            "/jobs/{name}/resume": {"POST": ("write", self.resume)},
+            "/jobs/{name}/runs": {"GET": ("read", self.runs)},
+            "/changes": {"GET": ("read", self.changes)},
+        }
+        routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]
+        routes += [
+            Route(path, self._dispatch(ops), methods=_METHODS) for path, ops in table.items()
+        ]
+        routes.append(Route("/{rest:path}", self.unknown, methods=_METHODS))
+        return Mount(API_PREFIX, routes=routes)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _dispatch(self, ops: dict[str, tuple[str, Handler]]) -> Callable[[Request], Any]:
+        allowed = ", ".join(sorted(ops))
+
+        async def endpoint(request: Request) -> Response:
+            method = "GET" if request.method == "HEAD" else request.method
+            if method not in ops:
+                return problem(
+                    405,
+                    "Method not allowed",
+                    f"{request.method} is not allowed here; use {allowed}",
+                    headers={"Allow": allowed},
+                )
+            scope, handler = ops[method]
+            token = self.tokens.token_for(request)
+            if token is None:
+                return problem(
+                    401,
+                    "Unauthorized",
+                    "send Authorization: Bearer <secret> with a secret whose SHA-256 is one of "
+                    "the configured api_tokens",
+                    headers={"WWW-Authenticate": 'Bearer realm="jobhost"'},
+                )
+            if scope not in token.scopes:
+                return problem(
+                    403,
+                    "Forbidden",
+                    f"token {token.name!r} lacks scope {scope!r} (it has "
+                    f"{', '.join(token.scopes)}); add {scope!r} to its scopes in [[api_tokens]]",
+                )
+            try:
+                return await handler(request, token)
+            except BadRequest as error:
+                return problem(error.status, error.title, error.detail, errors=error.errors)
+            except ChangeRefused as error:
+                return problem(error.status, error.title, error.detail, errors=error.problems)
+            except Exception as error:  # the API must answer, and the host go on
+                _log.exception("API %s %s failed", request.method, request.url.path)
+                return problem(500, "Internal error", f"{type(error).__name__}: {error}")
+
+        return endpoint
+
+    async def unknown(self, request: Request) -> Response:
+        return problem(
+            404,
+            "Not found",
+            f"no endpoint {request.url.path}; the API is described at {API_PREFIX}/openapi.json",
+        )
+
+    async def openapi(self, _request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    # -- endpoints ---------------------------------------------------------------------------
+
+    async def kinds(self, _request: Request, _token: ApiToken) -> Response:
+        kinds = self.service.catalog.kinds
+        return JSONResponse(
+            {
+                "kinds": [
+                    {
+                        "name": kind.name,
+                        "description": kind.description,
+                        "module": kind.module,
+                        "settings_schema": dict(kind.settings_schema),
+                        "examples": [dict(example) for example in kind.examples],
+                    }
+                    for kind in sorted(kinds.values(), key=lambda k: k.name)
+                ]
+            }
+        )
+
+    async def jobs(self, request: Request, _token: ApiToken) -> Response:
+        sorts = query_choice(request, "sort", SORTS)
+        sort_by: Sort = next((known for known in SORTS if sorts[-1:] == [known]), "name")
+        which = JobFilter(
+            search=request.query_params.get("search", ""),
+            modules=request.query_params.getlist("module"),
+            statuses=query_choice(request, "state", STATUSES),
+            failing=query_flag(request, "failing"),
+            sort=sort_by,
+        )
+        limit = query_int(request, "limit", 1000, 1, 10_000)
+        sources = query_choice(request, "source", ("api", "declaration", "override", "store"))
+
+        def read() -> list[dict[str, Any]]:
+            catalog = self.service.current()
+            report = build_report(self.settings, catalog, self.engine, clock=self.service.clock)
+            rows = self._rows()
+            found = [
+                job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
+            ]
+            return [j for j in found if not sources or j["source"] in sources][:limit]
+
+        return JSONResponse({"jobs": await blocking(read)})
+
+    async def job(self, request: Request, _token: ApiToken) -> Response:
+        name = request.path_params["name"]
+
+        def read() -> dict[str, Any]:
+            catalog = self.service.current(name)
+            self._require_known(catalog, name)
+            report = build_report(
+                self.settings, catalog, self.engine, job=name, clock=self.service.clock
+            )
+            if not report.jobs:
+                raise not_found(name)
+            return job_json(report.jobs[0], catalog, self.service.runtime_row(name))
+
+        data = await blocking(read)
+        headers = {"ETag": data["runtime"]["etag"]} if "runtime" in data else None
+        return JSONResponse(data, headers=headers)
+
+    async def put(self, request: Request, token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        body = await read_json(request, self.limit)
+        if_match = request.headers.get("if-match")
+        done = await blocking(
+            lambda: self.service.put(name, body, actor=token.name, if_match=if_match)
+        )
+        return JSONResponse(
+            runtime_json(done.row),
+            status_code=201 if done.created else 200,
+            headers={"ETag": done.etag, "Location": f"{API_PREFIX}/jobs/{name}"},
+        )
+
+    async def delete(self, request: Request, token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        if_match = request.headers.get("if-match")
+        await blocking(lambda: self.service.delete(name, actor=token.name, if_match=if_match))
+        return Response(status_code=204)
+
+    async def trigger(self, request: Request, token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        reason = await read_reason(request, self.limit)
+        data = await blocking(lambda: self.service.trigger(name, actor=token.name, reason=reason))
+        return JSONResponse(data, status_code=202)
+
+    async def pause(self, request: Request, token: ApiToken) -> Response:
+        return await self._pause(request, token, paused=True)
+
+    async def resume(self, request: Request, token: ApiToken) -> Response:
+        return await self._pause(request, token, paused=False)
+
+    async def _pause(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
+        name = request.path_params["name"]
+        reason = await read_reason(request, self.limit)
+        act = self.service.pause if paused else self.service.resume
+        changed = await blocking(lambda: act(name, actor=token.name, reason=reason))
+        return JSONResponse({"job": name, "paused": paused, "changed": changed})
+
+    async def runs(self, request: Request, _token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        limit = query_int(request, "limit", 20, 1, 1000)
+        outcomes = query_choice(request, "outcome", OUTCOMES)
+        outcome = outcomes[-1] if outcomes else None
+
+        def read() -> dict[str, Any]:
+            self._require_known(self.service.current(name), name)
+            rows = read_history(self.engine, name, limit=limit, outcome=outcome)
+            return {"job": name, "runs": [run_json(run) for run in rows]}
+
+        return JSONResponse(await blocking(read))
+
+    async def changes(self, request: Request, _token: ApiToken) -> Response:
+        limit = query_int(request, "limit", 100, 1, 1000)
+        after = query_int(request, "after", 0, 0, 2**62)
+        job = request.query_params.get("job")
+
+        def read() -> dict[str, Any]:
+            with reading(self.engine) as connection:
+                found = list_changes(connection, job_name=job, after_id=after, limit=limit)
+            return {
+                "changes": [change_json(c) for c in found],
+                "next_after": found[-1].id if found else after,
+            }
+
+        return JSONResponse(await blocking(read))
+
+    def _rows(self) -> dict[str, RuntimeJobRow]:
+        with reading(self.engine) as connection:
+            return {row.name: row for row in list_runtime_jobs(connection)}
+
+    def _require_known(self, catalog: Catalog, name: str) -> None:
+        if name in catalog.jobs:
+            return
+        with reading(self.engine) as connection:
+            if job_is_known(connection, name):
+                return
+        raise not_found(name)

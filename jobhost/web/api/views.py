@@ -1,0 +1,60 @@
+"""What the API answers about jobs: the report's view of each, with its source and, for a
+runtime job, its kind, definition, ETag and who created and last changed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobhost.catalog import Catalog
+from jobhost.operations.report import JobReport
+from jobhost.operations.timefmt import iso_utc
+from jobhost.runtime.service import etag_of
+from jobhost.store.runtime import JobChange, RuntimeJobRow
+
+__all__ = ["change_json", "job_json", "runtime_json", "source_of"]
+
+
+def source_of(name: str, catalog: Catalog) -> str:
+    """``api`` for a runtime job, ``declaration`` or ``override`` for a declared one, ``store``
+    for a job only the store knows (no longer declared: orphaned)."""
+    if name in catalog.runtime:
+        return "api"
+    spec = catalog.jobs.get(name)
+    return spec.trigger.source if spec is not None else "store"
+
+
+def runtime_json(row: RuntimeJobRow) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "source": "api",
+        "kind": row.kind,
+        "definition": row.definition,
+        "etag": etag_of(row),
+        "version": row.version,
+        "created_at": iso_utc(row.created_at),
+        "created_by": row.created_by,
+        "updated_at": iso_utc(row.updated_at),
+        "updated_by": row.updated_by,
+    }
+
+
+def job_json(job: JobReport, catalog: Catalog, row: RuntimeJobRow | None) -> dict[str, Any]:
+    data = job.to_json()
+    data["source"] = "api" if row is not None else source_of(job.name, catalog)
+    data["kind"] = row.kind if row is not None else None
+    if row is not None:
+        data["runtime"] = runtime_json(row)
+    return data
+
+
+def change_json(change: JobChange) -> dict[str, Any]:
+    return {
+        "id": change.id,
+        "at": iso_utc(change.at),
+        "actor": change.actor,
+        "action": change.action,
+        "job": change.job_name,
+        "before": change.before,
+        "after": change.after,
+        "reason": change.reason,
+    }

@@ -1,0 +1,91 @@
+"""Kind ``http``: the call of one ``[[modules.http.jobs]]`` entry, for jobs created at run time.
+
+The settings are the call's keys of an entry (``method``, ``url``, ``headers``,
+``secret_headers``, ``body``, ``timeout``, ``expect_status``); the schedule and the policies
+belong to the job, not to the kind. :class:`HttpCallModel` is the published schema and refuses
+unknown keys and wrong types; the entry reader the settings file uses then checks the rest
+(URL scheme, header names, environment variable names), so a call is held to the same rules
+wherever it is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from jobhost_contracts import IJobExecutor, JobKind, KindSettingsError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobhost_http.call import HttpCall
+from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs
+
+__all__ = ["HttpCallModel", "http_kind"]
+
+_PLACEHOLDER_NAME = "http.kind-settings"
+
+
+class HttpCallModel(BaseModel):
+    """One HTTP call. Secrets go in ``secret_headers`` as environment variable names."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="http")
+
+    url: str = Field(description="http:// or https:// URL to call.", min_length=1)
+    method: str = Field("GET", description="GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Plain header name = value (no credentials here)."
+    )
+    secret_headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Header name = NAME of an environment variable holding its value, read "
+        "at call time; the value is never stored.",
+    )
+    body: str | None = Field(None, description="Request body, sent as it is.")
+    timeout: str = Field("30s", description="How long the call may take, e.g. '10s'.")
+    expect_status: list[int] | None = Field(
+        None, description="Statuses that count as success; default: any 2xx."
+    )
+
+
+def http_kind() -> JobKind:
+    return JobKind(
+        name="http",
+        description="Call an HTTP endpoint; success is a 2xx (or one of expect_status).",
+        settings_schema=HttpCallModel.model_json_schema(),
+        validate=validate_call,
+        factory=_factory,
+        module=SECTION,
+        examples=(
+            {
+                "method": "POST",
+                "url": "https://example.com/hooks/nightly",
+                "secret_headers": {"Authorization": "EXAMPLE_HOOK_AUTH"},
+            },
+        ),
+    )
+
+
+def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
+    """The checked call; :class:`KindSettingsError` naming the key otherwise."""
+    try:
+        model = HttpCallModel.model_validate(dict(settings))
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        if first["type"] == "extra_forbidden":
+            allowed = ", ".join(HttpCallModel.model_fields)
+            raise KindSettingsError(field, f"is not a known key; allowed: {allowed}") from None
+        raise KindSettingsError(field, first["msg"]) from None
+    entry: dict[str, Any] = model.model_dump(exclude_none=True)
+    entry |= {"name": _PLACEHOLDER_NAME, "interval": "1h"}
+    try:
+        (job,) = parse_jobs({"jobs": [entry]})
+    except ValueError as error:
+        text = str(error).split(": ", 1)[-1]
+        key = text.split(" ", 1)[0].split(".", 1)[0]
+        raise KindSettingsError(key if key in HttpCallModel.model_fields else "", text) from None
+    return job
+
+
+def _factory(name: str, job: HttpJobSettings) -> IJobExecutor:
+    return HttpCall(replace(job, name=name, entry=f"job {name}"))
