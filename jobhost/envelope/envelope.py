@@ -30,11 +30,11 @@ from jobhost.catalog import JobSpec
 from jobhost.config import bound_text, redact_text
 from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
-from jobhost.envelope.retries import retry_delay, should_retry
+from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
-from jobhost.store.claims import Claim, new_run_id
-from jobhost.store.ledger import Finish, RetryRequest, ledger_verdicts, record_outcomes
+from jobhost.store.claims import Claim
+from jobhost.store.ledger import Finish, ledger_verdicts, record_outcomes
 from jobhost.store.ledger import Outcome as LedgerOutcome
 
 __all__ = ["Executed", "RunEnvelope"]
@@ -126,19 +126,17 @@ class RunEnvelope:
     ) -> LedgerOutcome:
         """What the ledger is told about the run, with the retry its policy asks for."""
         outcome = executed.outcome
-        retry = None
-        if should_retry(spec.declaration.retry, outcome.outcome, claim.attempt):
-            retry = RetryRequest(
-                run_id=new_run_id(),
-                job_name=claim.job_name,
-                occurrence=claim.occurrence,
-                attempt=claim.attempt + 1,
-                source="retry",
-                idempotency_key=claim.idempotency_key,
-                requested_by=claim.requested_by,
-                reason=claim.reason,
-                not_before=finished_at + retry_delay(spec.declaration.retry, claim.attempt),
-            )
+        retry = next_attempt(
+            spec.declaration.retry,
+            outcome.outcome,
+            job_name=claim.job_name,
+            occurrence=claim.occurrence,
+            attempt=claim.attempt,
+            idempotency_key=claim.idempotency_key,
+            requested_by=claim.requested_by,
+            reason=claim.reason,
+            at=finished_at,
+        )
         return LedgerOutcome(
             run_id=claim.run_id,
             job_name=claim.job_name,

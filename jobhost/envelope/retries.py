@@ -3,15 +3,49 @@
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from jobhost_contracts import RetryPolicy
 
-__all__ = ["retry_delay", "should_retry"]
+from jobhost.store.claims import new_run_id
+from jobhost.store.ledger import RetryRequest
+
+__all__ = ["next_attempt", "retry_delay", "should_retry"]
 
 
 def should_retry(policy: RetryPolicy, outcome: str, attempt: int) -> bool:
     return outcome in policy.retry_on and attempt < policy.max_attempts
+
+
+def next_attempt(
+    policy: RetryPolicy,
+    outcome: str,
+    *,
+    job_name: str,
+    occurrence: datetime | None,
+    attempt: int,
+    idempotency_key: str | None,
+    requested_by: str | None,
+    reason: str | None,
+    at: datetime,
+) -> RetryRequest | None:
+    """The attempt after one that ended ``outcome`` at ``at``, if the policy asks for one.
+
+    It keeps the occurrence and the idempotency key, so the retry is the same piece of work.
+    """
+    if not should_retry(policy, outcome, attempt):
+        return None
+    return RetryRequest(
+        run_id=new_run_id(),
+        job_name=job_name,
+        occurrence=occurrence,
+        attempt=attempt + 1,
+        source="retry",
+        idempotency_key=idempotency_key,
+        requested_by=requested_by,
+        reason=reason,
+        not_before=at + retry_delay(policy, attempt),
+    )
 
 
 def retry_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> timedelta:

@@ -217,11 +217,9 @@ class Host:
 
     def loop(self) -> None:
         while not self._stopping.is_set():
-            claimed = self.status.ticks
             sleep = self.turn()
-            busy = self._last_claims > 0 and self.status.ticks > claimed
             self._wake.wait(sleep)
-            if busy:
+            if self._last_claims:
                 # Under load, let a few more runs finish before the next claim: one claim
                 # transaction for several free slots instead of one for each.
                 time.sleep(_COALESCE)
@@ -230,6 +228,7 @@ class Host:
     def turn(self) -> float:
         """One tick; return how long to sleep before the next."""
         poll = self.settings.poll_interval.total_seconds()
+        self._last_claims = 0
         try:
             self._runtime.reload_if_changed()
             now = self._now()
@@ -264,7 +263,7 @@ class Host:
         for claim, spec in result.claims:
             self._submit(claim, spec)
         if result.saturated or result.next_wake is None:
-            return poll  # a recorded run sets the wake event
+            return poll  # a run that finishes frees a slot and wakes the loop
         return min(max((result.next_wake - now).total_seconds(), _MIN_SLEEP), poll)
 
     def request_stop(self) -> None:

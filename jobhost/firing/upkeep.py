@@ -8,11 +8,10 @@ from datetime import datetime, timedelta
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from jobhost.envelope.retries import retry_delay, should_retry
+from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import ledger
-from jobhost.store.claims import new_run_id
 
 __all__ = ["is_store_down", "record_abandoned"]
 
@@ -41,20 +40,21 @@ def record_abandoned(
                 run.host_id,
             )
             policy = rules.retry_policy(run.job_name)
-            if policy is not None and should_retry(policy, "abandoned", run.attempt):
-                retries.append(
-                    ledger.RetryRequest(
-                        run_id=new_run_id(),
-                        job_name=run.job_name,
-                        occurrence=run.occurrence,
-                        attempt=run.attempt + 1,
-                        source="retry",
-                        idempotency_key=run.idempotency_key,
-                        requested_by=run.requested_by,
-                        reason=run.reason,
-                        not_before=now + retry_delay(policy, run.attempt),
-                    )
+            retry = None
+            if policy is not None:
+                retry = next_attempt(
+                    policy,
+                    "abandoned",
+                    job_name=run.job_name,
+                    occurrence=run.occurrence,
+                    attempt=run.attempt,
+                    idempotency_key=run.idempotency_key,
+                    requested_by=run.requested_by,
+                    reason=run.reason,
+                    at=now,
                 )
+            if retry is not None:
+                retries.append(retry)
         ledger.queue_retries(connection, retries, now)
         ledger.release_expired_leases(connection, now)
 
