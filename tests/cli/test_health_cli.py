@@ -35,7 +35,7 @@ def _healthy(operator: Operator) -> None:
     operator.configure(JOBS)
     operator.sync()
     t = now()
-    operator.add_run("sample.billing", "succeeded", started=t - timedelta(hours=5))
+    operator.add_run("sample.billing", "succeeded", started=t - timedelta(minutes=20))
     operator.add_run("sample.hourly", "succeeded", started=t - timedelta(minutes=10))
     operator.add_host("replica-0", skew=0.2)
 
