@@ -62,11 +62,10 @@ class Ticker:
         self._jobs = jobs
         self._host_id = host_id
         self._lease_duration = lease_duration
-        self._desired = desired_schedules(jobs)
+        # Runtime jobs' rows are written by their change path; a host writes the declared ones.
+        self._desired = [d for d in desired_schedules(jobs) if d.job_name not in runtime]
         # The version names the declared catalog (what a deploy changes), not the runtime jobs.
-        self.catalog_version = catalog_version(
-            [want for want in self._desired if want.job_name not in runtime]
-        )
+        self.catalog_version = catalog_version(self._desired)
         self._rules = FiringRules(jobs, lease_duration)
         self._unknown: set[str] = set()
         self._set_aside: dict[str, float] = {}
@@ -99,7 +98,6 @@ class Ticker:
         self._rules = FiringRules(jobs, self._lease_duration)
         self._rules.problems.update({n: p for n, p in problems.items() if n in jobs})
         self._jobs = jobs
-        self._desired = desired_schedules(jobs)
         self._unknown -= set(jobs)
 
     def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:

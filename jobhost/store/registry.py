@@ -98,7 +98,13 @@ def diff_schedules(rows: Sequence[ScheduleRecord], desired: Sequence[DesiredSche
                 )
             )
     names = {want.job_name for want in desired}
-    plan.orphaned = sorted(r.job_name for r in rows if r.job_name not in names and not r.orphaned)
+    # Runtime jobs' rows (source api) are written and orphaned by their own change path only:
+    # a catalog never declared them, so a catalog's sync never orphans them.
+    plan.orphaned = sorted(
+        r.job_name
+        for r in rows
+        if r.job_name not in names and not r.orphaned and r.trigger_source != "api"
+    )
     return plan
 
 

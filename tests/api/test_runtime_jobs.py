@@ -13,11 +13,13 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
+from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.errors import ChangeRefused
 from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.service import JobService
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import get_schedule
+from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import insert_runtime_job, list_changes
 from tests.support import ManualClock
 
@@ -190,3 +192,16 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
     assert "jobhost jobs delete sample.declared" in problem.message
     assert merged.jobs["sample.declared"].trigger.source == "declaration"
     assert not merged.ok
+
+
+def test_a_catalogs_sync_leaves_runtime_rows_to_their_change_path(
+    service: tuple[JobService, Engine, ManualClock],
+) -> None:
+    jobs, engine, _ = service
+    jobs.put("hooks.ping", PING, actor="x", if_match=None)
+    declared = {"sample.declared": jobs.catalog.jobs["sample.declared"]}
+    with engine.begin() as connection:
+        plan = sync_schedules(connection, desired_schedules(declared), NOW)
+        row = get_schedule(connection, "hooks.ping")
+    assert plan.orphaned == [] and [a.job_name for a in plan.added] == ["sample.declared"]
+    assert row is not None and not row.orphaned and row.next_occurrence is not None
