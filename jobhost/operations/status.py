@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from jobhost.store import HostRecord
 
@@ -37,18 +37,7 @@ Status = Literal[
     "orphaned",
     "invalid",
 ]
-STATUSES: tuple[Status, ...] = (
-    "ok",
-    "failing",
-    "overdue",
-    "behind",
-    "stuck",
-    "running",
-    "paused",
-    "disabled",
-    "orphaned",
-    "invalid",
-)
+STATUSES: tuple[Status, ...] = get_args(Status)
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 
 

@@ -28,7 +28,6 @@ __all__ = [
     "Outcome",
     "RetryRequest",
     "abandon_expired_runs",
-    "finish_run",
     "ledger_verdicts",
     "mark_stuck",
     "queue_retries",
@@ -139,15 +138,6 @@ def record_outcomes(
             record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
     return {o.run_id for o in recorded}
-
-
-def finish_run(
-    connection: Connection, run_id: str, job_name: str, host_id: str, end: Finish
-) -> bool:
-    """Record one outcome (see :func:`record_outcomes`); False when the run was not ours."""
-    started = connection.execute(select(runs.c.started_at).where(runs.c.id == run_id)).scalar()
-    outcome = Outcome(run_id, job_name, started, end)
-    return bool(record_outcomes(connection, host_id, [outcome], end.finished_at))
 
 
 def ledger_verdicts(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
@@ -304,13 +294,6 @@ def release_expired_leases(connection: Connection, now: datetime) -> int:
         .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
     )
     return int(result.rowcount or 0)
-
-
-def locked_for_update(connection: Connection, statement: Any) -> Any:
-    """Lock rows this transaction will change (waiting for, not skipping, other holders)."""
-    if connection.dialect.name == "postgresql":
-        return statement.with_for_update()
-    return statement
 
 
 def _summarise(

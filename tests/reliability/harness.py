@@ -21,11 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
-from jobhost.store.schema import runs
+from jobhost.store import create_store_engine, upgrade
+from tests.process.conftest import ledger
 from tests.reliability.proxy import CutProxy
 
 __all__ = [
@@ -227,12 +227,6 @@ def slow_jobs(count: int) -> list[dict[str, Any]]:
         {"name": f"rel.slow-{i:02d}", "cron": "*/3 * * * * *", "behaviour": "sleep", "seconds": 2}
         for i in range(count)
     ]
-
-
-def ledger(engine: Engine) -> list[RunRecord]:
-    with reading(engine) as connection:
-        rows = connection.execute(select(runs).order_by(runs.c.queued_at)).mappings()
-        return [RunRecord.from_row(row) for row in rows]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
