@@ -28,7 +28,7 @@ __all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs", "sa
 
 SECTION = "http"
 
-_SECTION_KEYS = frozenset({"jobs"})
+_SECTION_KEYS = frozenset({"jobs", "runtime_response_body"})
 _JOB_KEYS = frozenset(
     {
         "name",
@@ -114,6 +114,11 @@ def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
         raise ValueError(
             f"[modules.http] {unknown[0]!r} is not a known setting; jobs go in "
             "[[modules.http.jobs]] entries"
+        )
+    quote = section.get("runtime_response_body", False)
+    if not isinstance(quote, bool):
+        raise ValueError(
+            f"[modules.http] runtime_response_body = {quote!r}: must be true or false"
         )
     entries = section.get("jobs", ())
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, list | tuple):
