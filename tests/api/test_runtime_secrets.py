@@ -25,7 +25,7 @@ from jobhost.store.runtime import insert_runtime_job
 from tests.support import ManualClock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules" / "http"))
-from http_support import Server, make_context, serve  # noqa: E402
+from http_support import Server, make_context, serve
 
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 

@@ -117,9 +117,7 @@ def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
         )
     quote = section.get("runtime_response_body", False)
     if not isinstance(quote, bool):
-        raise ValueError(
-            f"[modules.http] runtime_response_body = {quote!r}: must be true or false"
-        )
+        raise ValueError(f"[modules.http] runtime_response_body = {quote!r}: must be true or false")
     entries = section.get("jobs", ())
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, list | tuple):
         raise ValueError(
