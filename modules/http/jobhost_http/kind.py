@@ -11,7 +11,6 @@ wherever it is written.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -94,7 +93,7 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
 
 
 def _factory(name: str, job: HttpJobSettings) -> IJobExecutor:
-    return HttpCall(replace(job, name=name, entry=f"job {name}"), quote_body=None)
+    return HttpCall(job.model_copy(update={"name": name}), quote_body=None)
 
 
 def _secret_variables(job: HttpJobSettings) -> dict[str, str]:
