@@ -172,6 +172,13 @@ class RunEnvelope:
         if claim.occurrence is not None:
             lag = (claim.started_at - claim.occurrence).total_seconds()
             self._telemetry.lag.record(max(lag, 0.0), {"job": claim.job_name})
+        if (units := executed.units) is not None:
+            for result, count in (
+                ("succeeded", units.succeeded),
+                ("failed", units.failed),
+                ("skipped_already_done", units.skipped_already_done),
+            ):
+                self._telemetry.units.add(count, {"job": claim.job_name, "result": result})
         entry = RunAuditRecord(
             job_name=claim.job_name,
             module=spec.module,
