@@ -11,7 +11,6 @@ wherever it is written.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from jobhost_contracts import IJobExecutor, JobKind, KindSettingsError
@@ -88,4 +87,4 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
 
 
 def _factory(name: str, job: HttpJobSettings) -> IJobExecutor:
-    return HttpCall(replace(job, name=name, entry=f"job {name}"))
+    return HttpCall(job.model_copy(update={"name": name}))
