@@ -87,9 +87,10 @@ class StoreFigures:
         return sum(1 for _name, critical in self.overdue if critical)
 
 
-def register_gauges(meter: Meter, host: GaugeHost) -> JobGauges:
-    """Register the gauges of ``host`` on ``meter``; return the cache they read."""
-    gauges = JobGauges(host)
+def register_gauges(meter: Meter, host: GaugeHost, gauges: JobGauges | None = None) -> JobGauges:
+    """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
+    or a new one)."""
+    gauges = gauges or JobGauges(host)
     job_label = host.settings.metrics_job_label
     meter.create_observable_gauge(
         "jobhost.live_hosts",
