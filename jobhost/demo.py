@@ -4,8 +4,9 @@ It makes, in DIR: ``files-root/`` (referenced files, old orphans, one young orph
 link leading out of root), ``app.db`` (the application's table of referenced paths) and
 ``jobhost.toml`` (the store, ``[modules.files]`` every minute, an HTTP ping that fails on
 purpose, and the dashboard and ``/metrics`` served on a loopback port: 8089 when it is free, or
-one the system picks). Running it again puts back what a cleanup moved away and makes the orphans old again;
-it never touches the store (``jobhost.db``) nor the quarantine, so history survives.
+one the system picks). Running it again puts back what a cleanup moved away and makes the
+orphans old again; it never touches the store (``jobhost.db``) nor the quarantine, so history
+survives.
 """
 
 from __future__ import annotations

@@ -101,3 +101,21 @@ def test_every_description_names_the_command_that_explains_it(rule: dict[str, An
         assert "{{ $labels.exported_job }}" in description
     assert rule["annotations"]["runbook"].startswith("docs/operations/observability.md#")
     assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda rule: str(rule["alert"]))
+def test_every_command_a_description_names_exists_with_its_flags(rule: dict[str, Any]) -> None:
+    from tests.docs.test_docs_cover_everything import commands
+
+    known = commands()
+    text = re.sub(
+        r"\{\{ \$labels\.exported_job \}\}", "billing.close-day", rule["annotations"]["description"]
+    )
+    shown = re.findall(r"`jobhost ([^`]+)`", " ".join(text.split()))
+    assert shown, rule["alert"]
+    for line in shown:
+        name, *rest = line.split()
+        assert name in known, f"{rule['alert']}: no command jobhost {name}"
+        declared = {o for p in known[name].params for o in [*p.opts, *p.secondary_opts]}
+        for flag in (token for token in rest if token.startswith("--")):
+            assert flag in declared, f"{rule['alert']}: jobhost {name} has no {flag}"
