@@ -296,6 +296,8 @@ class Host:
         for item in leftovers:
             self._recorder.put(self._cancelled(item))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
+        if not self._envelope.flush_reports(min(grace, 5.0)):
+            _log.warning("stopping with audit records still queued for a slow sink")
         try:
             with self.engine.begin() as connection:
                 host_rows.mark_stopped(

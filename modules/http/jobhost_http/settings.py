@@ -22,7 +22,7 @@ __all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs", "sa
 
 SECTION = "http"
 
-_SECTION_KEYS = frozenset({"jobs"})
+_SECTION_KEYS = frozenset({"jobs", "runtime_response_body"})
 # Plain header values whose name says they are credentials are hidden from repr all the same.
 _SENSITIVE = re.compile(r"auth|token|secret|key|cookie|password|signature", re.IGNORECASE)
 
@@ -126,6 +126,9 @@ def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
             f"[modules.http] {unknown[0]!r} is not a known setting; jobs go in "
             "[[modules.http.jobs]] entries"
         )
+    quote = section.get("runtime_response_body", False)
+    if not isinstance(quote, bool):
+        raise ValueError(f"[modules.http] runtime_response_body = {quote!r}: must be true or false")
     entries = section.get("jobs", ())
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, list | tuple):
         raise ValueError(
