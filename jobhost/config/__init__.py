@@ -9,6 +9,7 @@ from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text
 from jobhost.config.settings import (
     LEASE_HEARTBEATS,
     MAX_DURATION,
+    RUNTIME_SECRET_PREFIX,
     ApiToken,
     Duration,
     JobOverride,
@@ -19,6 +20,7 @@ __all__ = [
     "CONFIG_ENV",
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
+    "RUNTIME_SECRET_PREFIX",
     "ApiToken",
     "Duration",
     "JobOverride",
