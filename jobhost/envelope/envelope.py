@@ -1,7 +1,8 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
 The ledger is written first and must succeed (it is retried while the store is away: an outcome
-is never dropped); the other audit sinks come after and can only warn.
+is never dropped); metrics and the audit sinks come after, from queues of their own
+(:mod:`jobhost.envelope.reporting`), and can only warn.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
 from jobhost.config import bound_text, redact_text
-from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
@@ -65,8 +66,8 @@ class RunEnvelope:
         self._clock = clock
         self._grace = grace
         self._telemetry = telemetry
-        self._sinks = [JsonLogSink(), *sinks]
         self._sink_timeout = sink_timeout.total_seconds()
+        self._reporter = Reporter(sinks, telemetry, self._sink_timeout)
         self._stopping = stopping
         self._store_retry = tuple(store_retry)
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
@@ -76,7 +77,14 @@ class RunEnvelope:
         executed = self.execute(claim, spec, cancellation)
         finished_at, verdict = self._record(claim, spec, executed)
         self.report(claim, spec, executed, finished_at, verdict)
+        # A run in a command ends with its process: its reports go out before it returns.
+        self.flush_reports()
         return executed.outcome
+
+    def flush_reports(self, timeout: float | None = None) -> bool:
+        """Wait until the reports queued so far are delivered (by default, for as long as two
+        sink timeouts and a second); ``False`` when some were still on their way."""
+        return self._reporter.drain(2 * self._sink_timeout + 1 if timeout is None else timeout)
 
     def execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Executed:
         """Run the executor inside the run's span; the span ends with the outcome."""
@@ -160,18 +168,12 @@ class RunEnvelope:
         finished_at: datetime,
         verdict: str | None = None,
     ) -> None:
-        """Metrics and audit sinks, after the ledger; ``verdict`` is the ledger's outcome when
-        another replica's differs from this host's, so the audit never contradicts the ledger."""
+        """Queue the metrics and audit records of a recorded run (delivered off this thread);
+        ``verdict`` is the ledger's outcome when another replica's differs from this host's, so
+        the audit never contradicts the ledger."""
         outcome = executed.outcome
         final = verdict or outcome.outcome
-        labels = {"job": claim.job_name, "outcome": final}
         duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
-        self._telemetry.runs.add(1, labels)
-        # One duration histogram per job, not per outcome: it bounds the series a job costs.
-        self._telemetry.duration.record(duration, {"job": claim.job_name})
-        if claim.occurrence is not None:
-            lag = (claim.started_at - claim.occurrence).total_seconds()
-            self._telemetry.lag.record(max(lag, 0.0), {"job": claim.job_name})
         entry = RunAuditRecord(
             job_name=claim.job_name,
             module=spec.module,
@@ -189,7 +191,7 @@ class RunEnvelope:
             trace_id=executed.trace_id,
             units=executed.units,
         )
-        deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
+        self._reporter.submit(entry)
 
     def _execute(
         self, claim: Claim, spec: JobSpec, cancellation: Cancellation, tally: UnitTally

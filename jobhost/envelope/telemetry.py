@@ -88,6 +88,11 @@ class Telemetry:
             unit="{failure}",
             description="Audit sinks that raised or timed out, by sink",
         )
+        self.audit_dropped = meter.create_counter(
+            "jobhost.audit.dropped",
+            unit="{record}",
+            description="Audit records a sink's full queue dropped, by sink",
+        )
         self.schedule_lag_seconds = 0.0
         """Set by the host each turn: how long its oldest due, unclaimed occurrence waited."""
         meter.create_observable_gauge(
@@ -137,6 +142,7 @@ def metric_views(job_label: bool = True) -> list[View]:
         View(instrument_name="jobhost.run.duration", attribute_keys=job),
         View(instrument_name="jobhost.run.lag", attribute_keys=job),
         View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
+        View(instrument_name="jobhost.audit.dropped", attribute_keys={"sink"}),
     ]
 
 

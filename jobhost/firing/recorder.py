@@ -21,10 +21,10 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.firing.upkeep import is_store_down
 from jobhost.store import Clock, database_now
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.store.retrying import is_store_down
 
 __all__ = ["Finished", "OutcomeRecorder"]
 

@@ -6,7 +6,6 @@ import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
@@ -15,7 +14,7 @@ from jobhost.store import hosts as host_rows
 from jobhost.store import ledger
 from jobhost.store.records import RunRecord
 
-__all__ = ["is_store_down", "record_abandoned", "settle_earlier_incarnations"]
+__all__ = ["record_abandoned", "settle_earlier_incarnations"]
 
 _log = logging.getLogger("jobhost.firing")
 
@@ -47,13 +46,6 @@ def settle_earlier_incarnations(
     the retries their jobs' policies ask for (a fan-out's retry does only its units not done)."""
     gone = host_rows.settle_earlier_incarnations(connection, host_id, now)
     _retry_abandoned(connection, gone, now, telemetry, rules, why="restarted")
-
-
-def is_store_down(error: BaseException) -> bool:
-    """Whether ``error`` says the store cannot be reached (as opposed to a bad row or statement)."""
-    if isinstance(error, DBAPIError) and error.connection_invalidated:
-        return True
-    return isinstance(error, OperationalError | InterfaceError)
 
 
 def _retry_abandoned(
