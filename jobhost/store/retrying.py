@@ -69,7 +69,7 @@ class StoreRetry:
         last: list[BaseException] = []
         retrying = Retrying(
             retry=retry_if_exception(self.retry_on),
-            wait=wait_chain(*(wait_fixed(seconds) for seconds in self.waits)),
+            wait=wait_chain(*(wait_fixed(seconds) for seconds in self.waits or (0.0,))),
             stop=self._stop,
             sleep=self._sleep,
             before_sleep=lambda state: self._failed(name, state, last),
