@@ -253,6 +253,7 @@ def _job_report(
         next_fire=_next_fire(spec, row, snapshot.now),
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, []),
+        deleted=_deleted(snapshot, name) if spec is None else None,
     )
     last = snapshot.last_runs.get(name)
     running = len(snapshot.running.get(name, []))
@@ -299,6 +300,11 @@ def _job_report(
         status=job_status(state, codes, last.outcome if last else None, running > 0),
         running=running,
     )
+
+
+def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
+    change = snapshot.deleted.get(name)
+    return (change.actor, change.at) if change is not None else None
 
 
 def _state(facts: JobFacts) -> State:
