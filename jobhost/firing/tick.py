@@ -20,12 +20,13 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.firing.upkeep import is_store_down, record_abandoned
+from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import reading
 from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
 from jobhost.store.registry import SyncPlan, sync_schedules
+from jobhost.store.retrying import is_store_down
 from jobhost.store.wakeups import Wakeups, next_wakeups
 
 __all__ = ["TickResult", "Ticker"]

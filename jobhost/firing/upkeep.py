@@ -6,14 +6,13 @@ import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import ledger
 
-__all__ = ["is_store_down", "record_abandoned"]
+__all__ = ["record_abandoned"]
 
 _log = logging.getLogger("jobhost.firing")
 
@@ -57,10 +56,3 @@ def record_abandoned(
                 retries.append(retry)
         ledger.queue_retries(connection, retries, now)
         ledger.release_expired_leases(connection, now)
-
-
-def is_store_down(error: BaseException) -> bool:
-    """Whether ``error`` says the store cannot be reached (as opposed to a bad row or statement)."""
-    if isinstance(error, DBAPIError) and error.connection_invalidated:
-        return True
-    return isinstance(error, OperationalError | InterfaceError)
