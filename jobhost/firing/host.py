@@ -38,6 +38,8 @@ from jobhost.envelope.execution import Outcome
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
+from jobhost.firing.upkeep import settle_earlier_incarnations
+from jobhost.rules.claiming import FiringRules
 from jobhost.rules.policy import lease_for
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, SystemClock, database_now, ledger
@@ -135,7 +137,7 @@ class Host:
             telemetry=self.telemetry,
             runtime=catalog.runtime,
         )
-        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker)
+        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
         self._envelope = RunEnvelope(
             engine,
             host_id=self.host_id,
@@ -172,6 +174,13 @@ class Host:
                 now=now,
                 host_clock=self.clock(),
                 heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
+            )
+            settle_earlier_incarnations(
+                connection,
+                self.host_id,
+                now,
+                self.telemetry,
+                FiringRules(self.catalog.jobs, self.settings.lease_duration),
             )
         self._runtime.start()
         plan = self._ticker.sync(self._now())
