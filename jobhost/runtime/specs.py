@@ -28,8 +28,10 @@ from jobhost.catalog.validation import check_critical, check_trigger
 from jobhost.runtime.definition import FieldProblem, JobDefinition
 from jobhost.runtime.secrets import SecretRule, refused_executor
 
-__all__ = ["RUNTIME_MODULE", "build_spec"]
+__all__ = ["MAX_NAME_LENGTH", "RUNTIME_MODULE", "build_spec"]
 
+MAX_NAME_LENGTH = 200
+"""The longest job name the store holds."""
 RUNTIME_MODULE = "api"
 """The module of a runtime job whose kind names none."""
 
@@ -62,7 +64,11 @@ def build_spec(
     before the rule) still loads, with an executor whose runs fail saying why, reading nothing.
     """
     problems: list[FieldProblem] = []
-    if not NAME_PATTERN.fullmatch(name):
+    if len(name) > MAX_NAME_LENGTH:
+        problems.append(
+            FieldProblem("name", f"job name is {len(name)} characters; at most {MAX_NAME_LENGTH}")
+        )
+    elif not NAME_PATTERN.fullmatch(name):
         problems.append(
             FieldProblem("name", f"job name {name!r} does not follow the rule: {NAME_RULE}")
         )

@@ -24,6 +24,7 @@ from jobhost.store.signals import notify
 from jobhost.store.types import UTCDateTime
 
 __all__ = [
+    "MAX_CHANGE_ID",
     "JobChange",
     "RuntimeJobRow",
     "delete_runtime_job",
@@ -51,6 +52,9 @@ runtime_jobs = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("updated_by", String(200), nullable=False),
 )
+
+MAX_CHANGE_ID = 2**31 - 1
+"""The largest id the change log's column holds (a 32-bit integer on PostgreSQL)."""
 
 job_changes = Table(
     "job_changes",

@@ -27,7 +27,7 @@ from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService
 from jobhost.store import Clock, reading
 from jobhost.store.reports import job_is_known
-from jobhost.store.runtime import RuntimeJobRow, list_changes, list_runtime_jobs
+from jobhost.store.runtime import MAX_CHANGE_ID, RuntimeJobRow, list_changes, list_runtime_jobs
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
@@ -41,6 +41,7 @@ from jobhost.web.api.requests import (
 )
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
+from jobhost.web.failures import failure_body, log_unexpected
 
 __all__ = ["API_PREFIX", "api_routes"]
 
@@ -139,8 +140,9 @@ class _Api:
             except ChangeRefused as error:
                 return problem(error.status, error.title, error.detail, errors=error.problems)
             except Exception as error:  # the API must answer, and the host go on
-                _log.exception("API %s %s failed", request.method, request.url.path)
-                return problem(500, "Internal error", f"{type(error).__name__}: {error}")
+                failure_id = log_unexpected(request.method, request.url.path, error)
+                body = failure_body(failure_id)
+                return problem(500, "Internal error", str(body["detail"]), extra={"id": failure_id})
 
         return endpoint
 
@@ -267,7 +269,7 @@ class _Api:
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
         limit = query_int(request, "limit", 100, 1, 1000)
-        after = query_int(request, "after", 0, 0, 2**62)
+        after = query_int(request, "after", 0, 0, MAX_CHANGE_ID)
         job = request.query_params.get("job")
 
         def read() -> dict[str, Any]:

@@ -24,8 +24,7 @@ from jobhost.store import SystemClock, database_now
 from jobhost.store.console import record_action
 from jobhost.store.operations import request_run
 from jobhost.web.app import blocking
-from jobhost.web.bodies import BodyTooLarge
-from jobhost.web.console.auth import client_of, read_form, same_origin
+from jobhost.web.console.auth import BadForm, client_of, read_form, same_origin
 
 if TYPE_CHECKING:
     from jobhost.web.console.pages import Console
@@ -55,8 +54,8 @@ class ActionHandler:
             return console.refuse(request, f"sign in with an operator token to {action} a job")
         try:
             form = await read_form(request)
-        except BodyTooLarge as error:
-            return console.refuse(request, f"the form is larger than {error.limit} bytes", 413)
+        except BadForm as error:
+            return console.refuse(request, error.why, error.status)
         if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
             return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
         reason = " ".join(form.get("reason", "").split())[:500]
