@@ -33,7 +33,7 @@ def test_the_log_lines_the_runbook_quotes_for_an_unrecorded_outcome_are_the_code
     source = "\n".join(p.read_text() for p in (ROOT / "jobhost").rglob("*.py"))
     for quoted in re.findall(r"`([^`]+)`", " ".join(bullet.split())):
         # Each run of literal words between placeholders (N, X, ...) is in the code.
-        for words in re.split(r"\b[NX]\b|\.\.\.", quoted):
-            words = words.strip(" ;:")
+        for piece in re.split(r"\b[NX]\b|\.\.\.", quoted):
+            words = piece.strip(" ;:")
             if len(words) > 8:
                 assert words in source, f"the runbook quotes {quoted!r}; no code says {words!r}"
