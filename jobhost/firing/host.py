@@ -137,7 +137,7 @@ class Host:
             telemetry=self.telemetry,
             runtime=catalog.runtime,
         )
-        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker)
+        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
         self._envelope = RunEnvelope(
             engine,
             host_id=self.host_id,

@@ -136,25 +136,6 @@ class Ticker:
         result.lag = self._wakeups.lag(now)
         return result
 
-    def take_request(self, request_id: str, now: datetime) -> tuple[Claim, JobSpec] | None:
-        """Start (or refuse) the one pending request ``request_id``, as a host would.
-
-        ``jobhost trigger`` calls this to run a request in its own process when no host is
-        alive. None when the request is no longer pending (a host took it) or was refused
-        (the request's ``message`` says why).
-        """
-        with self._engine.begin() as connection:
-            batch = claim_work(
-                connection,
-                host_id=self._host_id,
-                now=now,
-                slots=0,
-                request_slots=1,
-                rules=self._rules,
-                request_id=request_id,
-            )
-        return (batch.claims[0], self._jobs[batch.claims[0].job_name]) if batch.claims else None
-
     # -- internals ---------------------------------------------------------------------------
 
     @property
