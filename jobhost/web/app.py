@@ -29,6 +29,7 @@ from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.timeouts import RequestTimeout
+from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]
 
@@ -66,7 +67,7 @@ def create_app(
     if access is not None and access.report_needs_token:
         report = _token_only(access, "/report", report)
     own = [
-        Route("/healthz", _probe(endpoints.liveness), methods=["GET"]),
+        Route("/healthz", _probe(endpoints.liveness, inline=True), methods=["GET"]),
         Route("/readyz", _probe(endpoints.readiness), methods=["GET"]),
         Route("/report", report, methods=["GET"]),
     ]
@@ -88,6 +89,7 @@ def create_app(
         routes=[*listed, *pages],
         middleware=[
             Middleware(CatchUnexpected),
+            Middleware(StoreUnavailable),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),
             *middleware,
@@ -106,6 +108,8 @@ def _guarded(path: str, handler: Handler) -> Handler:
         try:
             response: Response = await handler(request)
         except Exception as error:
+            if is_store_down(error):
+                raise  # answered 503 by StoreUnavailable
             failure_id = log_unexpected(request.method, path, error)
             return PrettyJSON(failure_body(failure_id), 500)
         return response
@@ -124,9 +128,12 @@ def _token_only(access: ReadAccess, path: str, handler: Handler) -> Handler:
     return endpoint
 
 
-def _probe(probe: Probe) -> Handler:
+def _probe(probe: Probe, *, inline: bool = False) -> Handler:
+    """``inline``: the probe reads only memory, so it runs on the event loop; it never waits
+    for a worker thread, which requests stuck on a hung store may all hold."""
+
     async def endpoint(_request: Request) -> Response:
-        ok, detail = await blocking(probe)
+        ok, detail = probe() if inline else await blocking(probe)
         return PrettyJSON({"ok": ok, "detail": detail}, 200 if ok else 503)
 
     return endpoint
