@@ -4,7 +4,8 @@ Builds a catalog of ``JOBS`` jobs and a ledger of ``ROWS`` rows (bulk-inserted: 
 one transaction on SQLite, COPY on PostgreSQL; PostgreSQL from ``JOBHOST_TEST_POSTGRES_URL``,
 in a schema of its own, dropped afterwards), then prints how long each operator read takes:
 
-- ``report``, ``health`` and ``report --job``: in this process (store reads and report
+- ``report``, ``health`` and ``report --job``, and one refresh of the gauges ``/metrics``
+  serves (jobs by status, overdue, live hosts, skew): in this process (store reads and report
   building), and as the whole ``jobhost`` command (start-up and the 10,000-job catalog too;
   ``jobhost validate``, which does only those, is printed as the baseline);
 - ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
@@ -41,6 +42,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings, load_settings
+from jobhost.operations.gauges import read_figures
 from jobhost.operations.health import check_health
 from jobhost.operations.report import build_report
 from jobhost.rules.desired import desired_schedules
@@ -80,6 +82,7 @@ def _measure(backend: str, url: str, directory: Path) -> None:
         command = [sys.executable, "-m", "jobhost", "--config", str(config)]
         figures = {
             "report (in process)": lambda: build_report(settings, catalog, engine),
+            "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
             # The floor under every command: start-up and loading the 10,000-job catalog.
