@@ -53,7 +53,8 @@ def test_cli_actions_are_logged_with_the_user_and_the_reason(operator: Operator)
 
     newest = operator.jobhost("changes", "--limit", "2").stdout.splitlines()
     assert newest == lines[1:]
-    assert "no change of job sample.none logged" in operator.jobhost(
-        "changes", "--job", "sample.none"
-    ).stdout
+    assert (
+        "no change of job sample.none logged"
+        in operator.jobhost("changes", "--job", "sample.none").stdout
+    )
     assert operator.jobhost("changes", "--limit", "0").returncode == 2
