@@ -17,9 +17,11 @@ from sqlalchemy import select
 
 from jobhost.store import RunRecord, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
-from tests.api.api_support import call, free_port, host_env, ready, write_config
+from tests.api.api_support import call, host_env, ready, write_config
 from tests.modules.http.http_support import serve
-from tests.process.conftest import HostProcess, wait_for
+from tests.ports import free_port
+from tests.process.conftest import HostProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

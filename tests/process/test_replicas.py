@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from jobhost.store import HostRecord, reading
 from jobhost.store.schema import hosts
-from tests.process.conftest import ledger, wait_for
+from tests.process.conftest import ledger
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -20,7 +20,8 @@ from sqlalchemy.engine import Engine
 from jobhost.store import ScheduleRecord, reading
 from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule
-from tests.process.conftest import ledger, wait_for
+from tests.process.conftest import ledger
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
