@@ -41,7 +41,15 @@ from jobhost.store import Clock, HostRecord, ScheduleRecord, SystemClock, databa
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import list_schedules
 
-__all__ = ["GAUGE_STATUSES", "GaugeHost", "JobGauges", "StoreFigures", "register_gauges"]
+__all__ = [
+    "GAUGE_STATUSES",
+    "GaugeHost",
+    "JobGauges",
+    "StoreFigures",
+    "read_figures",
+    "register_gauges",
+    "store_figures",
+]
 
 _log = logging.getLogger("jobhost.metrics")
 
@@ -195,16 +203,23 @@ class JobGauges:
         host = self._host
         self.reads += 1
         try:
-            with reading(host.engine) as connection:
-                now = database_now(connection, host.clock or SystemClock())
-                rows = list_schedules(connection)
-                hosts = list_hosts(connection)
+            return read_figures(host.settings, host.catalog, host.engine, host.clock)
         except (OperationalError, DBAPIError) as error:
             _log.warning(
                 "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
             )
             return None
-        return store_figures(host.settings, host.catalog, rows, hosts, now)
+
+
+def read_figures(
+    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+) -> StoreFigures:
+    """One read of the schedule and host tables, and the figures of what it found."""
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        rows = list_schedules(connection)
+        hosts = list_hosts(connection)
+    return store_figures(settings, catalog, rows, hosts, now)
 
 
 def store_figures(

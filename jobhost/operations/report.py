@@ -255,6 +255,7 @@ def _job_report(
         next_fire=next_fire_of(spec, row, snapshot.now),
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, []),
+        deleted=_deleted(snapshot, name) if spec is None else None,
     )
     last = snapshot.last_runs.get(name)
     running = len(snapshot.running.get(name, []))
@@ -301,6 +302,11 @@ def _job_report(
         status=job_status(state, codes, last.outcome if last else None, running > 0),
         running=running,
     )
+
+
+def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
+    change = snapshot.deleted.get(name)
+    return (change.actor, change.at) if change is not None else None
 
 
 def state_of(facts: JobFacts) -> State:

@@ -160,6 +160,7 @@ def prometheus_exposition() -> str:
     telemetry.lag.record(1.0, {"job": "a.b"})
     telemetry.sink_failures.add(1, {"sink": "s", "job": "a.b"})
     telemetry.units.add(1, {"job": "a.b", "result": "succeeded"})
+    telemetry.audit_dropped.add(1, {"sink": "s"})
     host = _GaugeHost()
     register_gauges(telemetry.meter, host, _Figures(host))
     try:

@@ -23,11 +23,19 @@ from jobhost.operations.history import OUTCOMES, read_history, run_json
 from jobhost.operations.report import build_report
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
+from jobhost.operations.timefmt import short_utc
 from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService
 from jobhost.store import Clock, reading
+from jobhost.store.operations import get_schedule
 from jobhost.store.reports import job_is_known
-from jobhost.store.runtime import MAX_CHANGE_ID, RuntimeJobRow, list_changes, list_runtime_jobs
+from jobhost.store.runtime import (
+    MAX_CHANGE_ID,
+    RuntimeJobRow,
+    deletions,
+    list_changes,
+    list_runtime_jobs,
+)
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
@@ -205,6 +213,8 @@ class _Api:
         def read() -> dict[str, Any]:
             catalog = self.service.current(name)
             self._require_known(catalog, name)
+            if name not in catalog.jobs:
+                self._refuse_deleted(name)
             report = build_report(
                 self.settings, catalog, self.engine, job=name, clock=self.service.clock
             )
@@ -285,6 +295,24 @@ class _Api:
     def _rows(self) -> dict[str, RuntimeJobRow]:
         with reading(self.engine) as connection:
             return {row.name: row for row in list_runtime_jobs(connection)}
+
+    def _refuse_deleted(self, name: str) -> None:
+        """A runtime job removed through the API is gone: 404, saying who removed it, when, and
+        where its history stays."""
+        with reading(self.engine) as connection:
+            row = get_schedule(connection, name)
+            if row is None or not row.orphaned or row.trigger_source != "api":
+                return
+            change = deletions(connection, [name]).get(name)
+        how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
+        raise ChangeRefused(
+            404,
+            "Deleted job",
+            f"job {name!r} was deleted through the API{how}; its runs stay under "
+            f"GET {API_PREFIX}/jobs/{name}/runs and its changes under "
+            f"GET {API_PREFIX}/changes?job={name}",
+            exit_code=2,
+        )
 
     def _require_known(self, catalog: Catalog, name: str) -> None:
         if name in catalog.jobs:
