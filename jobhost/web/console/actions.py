@@ -21,11 +21,10 @@ from starlette.responses import RedirectResponse, Response
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.operations.pausing import pause, resume
+from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, SystemClock, database_now
 from jobhost.store.console import record_action
-from jobhost.store.operations import request_run
 from jobhost.web.app import blocking
 from jobhost.web.console.auth import (
     BadForm,
@@ -96,16 +95,16 @@ class ActionHandler:
         clock = console.clock or SystemClock(console.settings.clock_offset)
         result = ""
         if action == "pause":
-            paused = pause(engine, console.catalog, name, by=who, reason=reason, clock=clock)
+            paused = pause(engine, console.catalog, name, actor=who, reason=reason, clock=clock)
             result = "paused" if paused.changed else "already paused"
         elif action == "resume":
-            resumed = resume(engine, name, clock=clock)
+            resumed = resume(engine, name, actor=who, reason=reason, clock=clock)
             result = "resumed" if resumed is not None and resumed.changed else "was not paused"
+        else:
+            request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
+            result = f"trigger queued (request {request_id})"
         with engine.begin() as connection:
             now = database_now(connection, clock)
-            if action == "trigger":
-                request_id = request_run(connection, name, who, reason, now)
-                result = f"trigger queued (request {request_id})"
             done = record_action(
                 connection,
                 at=now,
