@@ -70,8 +70,8 @@ class ActionHandler:
             return console.refuse(request, "a request from another site is refused")
         if not console.actions_on:
             return console.refuse(request, console.actions_off_reason())
-        session = console.sessions.read(request)
-        if session is None:
+        session = request.state.session
+        if session is None or session.role != "operator":
             return console.refuse(request, f"sign in with an operator token to {action} a job")
         try:
             form = await read_form(request)
