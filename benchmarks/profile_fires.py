@@ -60,7 +60,15 @@ def main() -> None:
                 sys.exit(f"no fire within {arguments.start_timeout:g}s: see {launch.output}")
             time.sleep(arguments.warmup)
             seconds = max(arguments.fires / arguments.jobs, 1.0)
-            _profile(py_spy, process.pid, directory, url, launch.counts, seconds, arguments)
+            _profile(
+                py_spy,
+                process.pid,
+                directory=directory,
+                url=url,
+                counts_file=launch.counts,
+                seconds=seconds,
+                arguments=arguments,
+            )
         finally:
             children.stop_all()
             if postgres is not None:
@@ -71,6 +79,7 @@ def main() -> None:
 def _profile(
     py_spy: str,
     pid: int,
+    *,
     directory: Path,
     url: str,
     counts_file: Path | None,
@@ -81,8 +90,22 @@ def _profile(
     fires_before, sql_before = _fires(url), sql_counts(counts_file)
     cpu_before = cpu_seconds(pid)
     subprocess.run(
-        [py_spy, "record", "--pid", str(pid), "--rate", str(arguments.rate), "--duration",
-         str(round(seconds)), "--format", "raw", "--output", str(raw), "--nonblocking"],
+        [
+            py_spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            str(arguments.rate),
+            "--duration",
+            str(round(seconds)),
+            "--format",
+            "raw",
+            "--output",
+            str(raw),
+            "--nonblocking",
+            *(["--gil"] if arguments.gil else []),
+        ],
         check=True,
         capture_output=True,
     )
@@ -90,7 +113,7 @@ def _profile(
     time.sleep(0.6)  # the wrapper writes its SQL counts every half second
     fires = _fires(url) - fires_before
     sql_after = sql_counts(counts_file)
-    phases = _phases(raw)
+    phases, functions = _phases(raw)
     samples = sum(phases.values())
     print(
         f"jobhost run, {arguments.jobs} jobs every second on {arguments.store}, "
@@ -101,6 +124,8 @@ def _profile(
     for phase, count in phases.most_common():
         share = count / samples if samples else 0.0
         print(f"{phase:<42} {count:>8} {share:>6.1%} {_per_1k(share * cpu, fires):>12}")
+        for function, own in functions[phase].most_common(arguments.detail):
+            print(f"    {own / samples:>6.1%}  {function}")
     print(f"\nSQL per fire, by thread ({fires} fires):")
     for kind in ("statements", "transactions"):
         after, before = sql_after.get(kind, {}), sql_before.get(kind, {})
@@ -112,15 +137,27 @@ def _profile(
         print(f"  {kind}: {total / fires if fires else 0:.2f} ({by_thread})")
 
 
-def _phases(raw: Path) -> Counter[str]:
+def _phases(raw: Path) -> tuple[Counter[str], dict[str, Counter[str]]]:
+    """Samples per phase, and per phase the samples by the innermost frame they were in."""
     phases: Counter[str] = Counter()
+    functions: dict[str, Counter[str]] = {p: Counter() for p, _ in PHASES} | {OTHER: Counter()}
     for line in raw.read_text(encoding="utf-8").splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
         phase = next((p for p, marks in PHASES if any(m in stack for m in marks)), OTHER)
         phases[phase] += int(count)
-    return phases
+        functions[phase][_leaf(stack)] += int(count)
+    return phases, functions
+
+
+def _leaf(stack: str) -> str:
+    """The innermost frame, its file shortened to the package it belongs to."""
+    frame = stack.rsplit(";", 1)[-1]
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    short = path.split("site-packages/")[-1].split("wt-engine-cost/")[-1]
+    return f"{name} ({short})"
 
 
 def _fires(url: str) -> int:
@@ -149,6 +186,10 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=200, help="samples a second (200)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds after the first fire")
     parser.add_argument("--start-timeout", type=float, default=60.0)
+    parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
+    parser.add_argument(
+        "--detail", type=int, default=0, help="also print each phase's N costliest functions"
+    )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("JOBHOST_BENCH_POSTGRES_URL")
