@@ -127,14 +127,28 @@ def _profile(
         for function, own in functions[phase].most_common(arguments.detail):
             print(f"    {own / samples:>6.1%}  {function}")
     print(f"\nSQL per fire, by thread ({fires} fires):")
-    for kind in ("statements", "transactions"):
+    for kind in ("statements", "transactions", "held_us"):
         after, before = sql_after.get(kind, {}), sql_before.get(kind, {})
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         total = sum(delta.values())
         by_thread = ", ".join(
             f"{k} {v / fires:.2f}" for k, v in sorted(delta.items(), key=lambda kv: -kv[1]) if v
         )
-        print(f"  {kind}: {total / fires if fires else 0:.2f} ({by_thread})")
+        label = "transaction time held (us)" if kind == "held_us" else kind
+        print(f"  {label}: {total / fires if fires else 0:.2f} ({by_thread})")
+    turns = _delta(sql_after, sql_before, "transactions", "MainThread")
+    held = _delta(sql_after, sql_before, "held_us", "MainThread")
+    if turns:
+        print(
+            f"  the loop's transactions (claims and their wake-up reads): {turns}, "
+            f"{fires / turns:.1f} fires and {held / turns / 1000:.2f} ms held each"
+        )
+
+
+def _delta(
+    after: dict[str, dict[str, int]], before: dict[str, dict[str, int]], kind: str, thread: str
+) -> int:
+    return after.get(kind, {}).get(thread, 0) - before.get(kind, {}).get(thread, 0)
 
 
 def _phases(raw: Path) -> tuple[Counter[str], dict[str, Counter[str]]]:
