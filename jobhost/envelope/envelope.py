@@ -8,7 +8,6 @@ is never dropped); metrics and the audit sinks come after, from queues of their 
 from __future__ import annotations
 
 import logging
-import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Finish, ledger_verdicts, record_outcomes
 from jobhost.store.ledger import Outcome as LedgerOutcome
+from jobhost.store.retrying import StoreRetry
 
 __all__ = ["Executed", "RunEnvelope"]
 
@@ -69,7 +69,15 @@ class RunEnvelope:
         self._sink_timeout = sink_timeout.total_seconds()
         self._reporter = Reporter(sinks, telemetry, self._sink_timeout)
         self._stopping = stopping
-        self._store_retry = tuple(store_retry)
+        waits = tuple(store_retry)
+        self._store_retry = StoreRetry(
+            what="recording a run",
+            waits=waits,
+            retry_on=lambda error: isinstance(error, OperationalError | DBAPIError),
+            max_attempts=len(waits) + 1,
+            # A stopping host tries a few times, not the whole list: its grace is short.
+            give_up=lambda tries: stopping() and tries >= 3,
+        )
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
@@ -218,54 +226,49 @@ class RunEnvelope:
         Returns when it was recorded, and the ledger's own outcome when it is not this host's
         (another replica recorded the run abandoned after its lease expired).
         """
-        now = self._clock()
         outcome = executed.outcome
-        for attempt, pause in enumerate((*self._store_retry, None)):
-            try:
-                with self._engine.begin() as connection:
-                    now = self._store_time(connection)
-                    entry = self.ledger_outcome(claim, spec, executed, now)
-                    recorded = record_outcomes(connection, self._host_id, [entry], now)
-                    verdict = None if recorded else ledger_verdicts(connection, [claim.run_id])
-                if entry.retry is not None and recorded:
-                    _log.info(
-                        "job %s: attempt %d %s; retry in %.1fs",
-                        claim.job_name,
-                        claim.attempt,
-                        outcome.outcome,
-                        (entry.retry.not_before - now).total_seconds(),
-                    )
-                if verdict is None:
-                    return now, None
-                final = verdict.get(claim.run_id)
-                _log.warning(
-                    "job %s run %s finished %s, but the ledger already says %s: "
-                    "its lease had been taken over",
-                    claim.job_name,
-                    claim.run_id,
-                    outcome.outcome,
-                    final,
-                )
-                return now, final
-            except (OperationalError, DBAPIError) as error:
-                if pause is None or (self._stopping() and attempt >= 2):
-                    _log.error(
-                        "job %s run %s finished %s but the store could not record it: %s",
-                        claim.job_name,
-                        claim.run_id,
-                        outcome.outcome,
-                        redact_text(str(error)),
-                    )
-                    return now, None
-                _log.warning(
-                    "store unreachable while recording run %s (%s); retrying in %ss",
-                    claim.run_id,
-                    type(error).__name__,
-                    pause,
-                )
-                time.sleep(pause)
 
-        return now, None
+        def write() -> tuple[datetime, LedgerOutcome, dict[str, str] | None]:
+            with self._engine.begin() as connection:
+                now = self._store_time(connection)
+                entry = self.ledger_outcome(claim, spec, executed, now)
+                recorded = record_outcomes(connection, self._host_id, [entry], now)
+                verdict = None if recorded else ledger_verdicts(connection, [claim.run_id])
+            return now, entry, verdict
+
+        try:
+            now, entry, verdict = self._store_retry.call(
+                write, what=f"recording run {claim.run_id}"
+            )
+        except (OperationalError, DBAPIError) as error:
+            _log.error(
+                "job %s run %s finished %s but the store could not record it: %s",
+                claim.job_name,
+                claim.run_id,
+                outcome.outcome,
+                redact_text(str(error)),
+            )
+            return self._clock(), None
+        if entry.retry is not None and verdict is None:
+            _log.info(
+                "job %s: attempt %d %s; retry in %.1fs",
+                claim.job_name,
+                claim.attempt,
+                outcome.outcome,
+                (entry.retry.not_before - now).total_seconds(),
+            )
+        if verdict is None:
+            return now, None
+        final = verdict.get(claim.run_id)
+        _log.warning(
+            "job %s run %s finished %s, but the ledger already says %s: "
+            "its lease had been taken over",
+            claim.job_name,
+            claim.run_id,
+            outcome.outcome,
+            final,
+        )
+        return now, final
 
 
 @dataclass(frozen=True, slots=True)

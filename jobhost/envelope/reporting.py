@@ -74,6 +74,13 @@ class Reporter:
         if entry.occurrence is not None:
             lag = (entry.started_at - entry.occurrence).total_seconds()
             self._telemetry.lag.record(max(lag, 0.0), {"job": entry.job_name})
+        if (units := entry.units) is not None:
+            for result, count in (
+                ("succeeded", units.succeeded),
+                ("failed", units.failed),
+                ("skipped_already_done", units.skipped_already_done),
+            ):
+                self._telemetry.units.add(count, {"job": entry.job_name, "result": result})
         for sink in self._builtin:
             try:
                 sink.record(entry)

@@ -38,9 +38,11 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 __all__ = [
     "DURATION_BUCKETS",
+    "FAN_OUT_SERIES_PER_JOB",
     "LAG_BUCKETS",
     "OUTCOMES",
     "SERIES_PER_JOB",
+    "UNIT_RESULTS",
     "Telemetry",
     "configure_telemetry",
     "metric_views",
@@ -52,8 +54,11 @@ METER_NAME = "jobhost"
 DURATION_BUCKETS = (1.0, 60.0, 600.0)
 LAG_BUCKETS = (1.0, 60.0)
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
+UNIT_RESULTS = ("succeeded", "failed", "skipped_already_done")
 SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS) + 3)
-"""The most Prometheus series one job can have: one counter per outcome and two histograms."""
+"""The Prometheus series of one job's runs: one counter per outcome and two histograms."""
+FAN_OUT_SERIES_PER_JOB = len(UNIT_RESULTS)
+"""The series a job that fans out adds: one units counter per result."""
 
 
 @dataclass
@@ -66,7 +71,7 @@ class Telemetry:
 
     def __post_init__(self) -> None:
         self.tracer = self.tracer_provider.get_tracer("jobhost")
-        meter = self.meter_provider.get_meter(METER_NAME)
+        self.meter = meter = self.meter_provider.get_meter(METER_NAME)
         self.runs = meter.create_counter(
             "jobhost.runs",
             unit="{run}",
@@ -83,6 +88,11 @@ class Telemetry:
             unit="s",
             description="Start minus scheduled occurrence",
             explicit_bucket_boundaries_advisory=LAG_BUCKETS,
+        )
+        self.units = meter.create_counter(
+            "jobhost.run.units",
+            unit="{unit}",
+            description="Fan-out units of finished runs, by job and result",
         )
         self.sink_failures = meter.create_counter(
             "jobhost.audit.sink_failures",
@@ -142,6 +152,7 @@ def metric_views(job_label: bool = True) -> list[View]:
         View(instrument_name="jobhost.runs", attribute_keys={*job, "outcome"}),
         View(instrument_name="jobhost.run.duration", attribute_keys=job),
         View(instrument_name="jobhost.run.lag", attribute_keys=job),
+        View(instrument_name="jobhost.run.units", attribute_keys={*job, "result"}),
         View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
         View(instrument_name="jobhost.audit.dropped", attribute_keys={"sink"}),
     ]
