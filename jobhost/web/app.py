@@ -28,6 +28,7 @@ from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.timeouts import RequestTimeout
+from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]
 
@@ -61,7 +62,7 @@ def create_app(
     dashboard, for people) are served but not listed.
     """
     own = [
-        Route("/healthz", _probe(endpoints.liveness), methods=["GET"]),
+        Route("/healthz", _probe(endpoints.liveness, inline=True), methods=["GET"]),
         Route("/readyz", _probe(endpoints.readiness), methods=["GET"]),
         Route("/report", _guarded("/report", _report(endpoints)), methods=["GET"]),
     ]
@@ -80,6 +81,7 @@ def create_app(
         routes=[*listed, *pages],
         middleware=[
             Middleware(CatchUnexpected),
+            Middleware(StoreUnavailable),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),
             *middleware,
@@ -98,6 +100,8 @@ def _guarded(path: str, handler: Handler) -> Handler:
         try:
             response: Response = await handler(request)
         except Exception as error:
+            if is_store_down(error):
+                raise  # answered 503 by StoreUnavailable
             failure_id = log_unexpected(request.method, path, error)
             return PrettyJSON(failure_body(failure_id), 500)
         return response
@@ -105,9 +109,12 @@ def _guarded(path: str, handler: Handler) -> Handler:
     return endpoint
 
 
-def _probe(probe: Probe) -> Handler:
+def _probe(probe: Probe, *, inline: bool = False) -> Handler:
+    """``inline``: the probe reads only memory, so it runs on the event loop; it never waits
+    for a worker thread, which requests stuck on a hung store may all hold."""
+
     async def endpoint(_request: Request) -> Response:
-        ok, detail = await blocking(probe)
+        ok, detail = probe() if inline else await blocking(probe)
         return PrettyJSON({"ok": ok, "detail": detail}, 200 if ok else 503)
 
     return endpoint

@@ -50,6 +50,7 @@ from jobhost.web.api.requests import (
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.failures import failure_body, log_unexpected
+from jobhost.web.unavailable import is_store_down
 
 __all__ = ["API_PREFIX", "api_routes"]
 
@@ -148,6 +149,8 @@ class _Api:
             except ChangeRefused as error:
                 return problem(error.status, error.title, error.detail, errors=error.problems)
             except Exception as error:  # the API must answer, and the host go on
+                if is_store_down(error):
+                    raise  # answered 503 by StoreUnavailable
                 failure_id = log_unexpected(request.method, request.url.path, error)
                 body = failure_body(failure_id)
                 return problem(500, "Internal error", str(body["detail"]), extra={"id": failure_id})
