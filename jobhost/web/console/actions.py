@@ -58,7 +58,7 @@ NOTICES = {
     "already-paused": "already paused",
     "resumed": "resumed",
     "was-not-paused": "was not paused",
-    "triggered": "trigger queued (the run and its request are in the audit below)",
+    "triggered": "trigger queued: a host starts the run within seconds (see its runs below)",
 }
 """What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 _audit = logging.getLogger("jobhost.audit")
