@@ -166,6 +166,7 @@ class RunEnvelope:
             ),
             retry=retry,
             units=executed.units,
+            awaited=claim.source == "manual",
         )
 
     def report(
