@@ -1,16 +1,20 @@
 """Waking every host at once after a manual trigger, a pause or a resume.
 
 PostgreSQL delivers a NOTIFY on the ``jobhost`` channel to every listening host. SQLite has no
-such thing, so commands bump a counter that hosts watch cheaply (one tiny read every half
-second, and no full tick unless it moved).
+such thing, so commands bump a counter that hosts watch cheaply: every half second the watcher
+looks at the store file and its write-ahead log (one ``stat`` each, no connection), and reads
+the counter only when one of them changed since it last looked; the loop turns only when the
+counter moved. An idle host's store does not change, so watching it costs nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -18,7 +22,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from jobhost.store.engine import reading
+from jobhost.store.engine import reading, sqlite_path
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
@@ -83,7 +87,14 @@ class SignalWatcher:
 
     def _poll(self) -> None:
         seen: int | None = None
+        path = sqlite_path(self._engine.url)
+        stamp: tuple[tuple[int, int, int], ...] | None = None
         while not self._stopped.wait(_SQLITE_POLL_SECONDS):
+            if path is not None:
+                looked = _stamp(path)
+                if looked == stamp:
+                    continue  # nobody wrote the store: the counter cannot have moved
+                stamp = looked
             with reading(self._engine) as connection:
                 version = connection.execute(select(signals.c.version)).scalar()
             if seen is not None and version != seen:
@@ -141,3 +152,16 @@ class ChangeSignal:
         with reading(self._engine) as connection:
             version: int | None = connection.execute(select(signals.c.version)).scalar()
         return version
+
+
+def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:
+    """Modification time, change time and size of the store file and its write-ahead log."""
+    found = []
+    for file in (path, path.with_name(f"{path.name}-wal")):
+        try:
+            status = os.stat(file)
+        except OSError:
+            found.append((0, 0, -1))
+            continue
+        found.append((status.st_mtime_ns, status.st_ctime_ns, status.st_size))
+    return tuple(found)
