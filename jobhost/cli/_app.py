@@ -38,6 +38,7 @@ _COMMAND_MODULES = (
     "pause",
     "health",
     "plan",
+    "backfill",
     "serve",
     "kinds",
     "jobs",
