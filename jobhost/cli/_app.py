@@ -42,6 +42,7 @@ _COMMAND_MODULES = (
     "serve",
     "kinds",
     "jobs",
+    "changes",
 )
 
 

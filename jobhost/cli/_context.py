@@ -52,7 +52,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     file = url.database if url.get_backend_name() == "sqlite" else None
     if file not in (None, "", ":memory:") and not Path(str(file)).exists():
         return catalog  # no store yet: nothing to join, and no file made by looking
-    engine = create_store_engine(settings.database_url)
+    engine = create_store_engine(settings.database_url, **settings.store_timeouts())
     try:
         with reading(engine) as connection:
             if not inspect(connection).has_table("runtime_jobs"):
@@ -102,7 +102,7 @@ def open_store(
     """
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
-    engine = create_store_engine(settings.database_url, create=create)
+    engine = create_store_engine(settings.database_url, create=create, **settings.store_timeouts())
     if write and is_read_only(engine):
         engine.dispose()
         raise StoreReadOnlyError(
