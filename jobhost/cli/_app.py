@@ -41,6 +41,7 @@ _COMMAND_MODULES = (
     "serve",
     "kinds",
     "jobs",
+    "changes",
 )
 
 

@@ -179,6 +179,18 @@ class Settings(BaseSettings):
         "sha256 (of the secret) and scopes (read, write, trigger). The API is off without one. "
         "The environment form is JSON.",
     )
+    web_read_access: Literal["open", "token"] = Field(
+        "open",
+        description="Who may read the dashboard, /report and the API: open (anyone who reaches "
+        "the port; the API still needs its tokens) or token (the dashboard asks for a sign-in "
+        "with an operator token or a read API token; /report needs a bearer token). /healthz "
+        "and /readyz stay open.",
+    )
+    metrics_access: Literal["open", "token"] = Field(
+        "open",
+        description="Who may read /metrics: open (a scraper without a token) or token (a "
+        "bearer API token with the read scope, or an operator token).",
+    )
     runtime_secret_env_prefix: str = Field(
         RUNTIME_SECRET_PREFIX,
         description="Environment variables runtime jobs (created through the API) may read as "
