@@ -14,6 +14,7 @@ insert it refuses is dropped from the batch, never run twice.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,6 +24,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store.groups import GroupGate
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
 
@@ -110,6 +112,8 @@ class ClaimBatch:
     """Job name → what is wrong with its schedule row; the row is left as it is."""
     schedules_seen: int = 0
     """Due schedule rows read: as many as the slots allowed means more may be due."""
+    group_waits: Counter[str] = field(default_factory=Counter)
+    """Concurrency group → occurrences and runs that began waiting for a slot in this batch."""
 
 
 def claim_work(
@@ -248,6 +252,7 @@ class _Work:
         self._retries: list[dict[str, Any]] = []
         self._requests: list[dict[str, Any]] = []
         self._claims: dict[str, Claim] = {}
+        self._groups = GroupGate(connection, now)
         self.taken = 0
 
     def lock_rows(self, names: set[str]) -> None:
@@ -297,6 +302,10 @@ class _Work:
         if not self._may_start(job):
             self._refuse(request, self._overlap_message(request.job_name))
             return
+        beside = self._groups.beside(job.row) if request.beside_limit else None
+        if not request.beside_limit and not self._groups.admit(job.row, queue_order=False):
+            self._queue_for_group(request, job)
+            return
         claim = self._start(
             job,
             occurrence=None,
@@ -304,7 +313,7 @@ class _Work:
             source="manual",
             key=None,
             requested_by=request.requested_by,
-            reason=request.reason,
+            reason="; ".join(r for r in (request.reason, beside) if r) or None,
             queued_at=request.requested_at,
         )
         self._requests.append(
@@ -315,6 +324,10 @@ class _Work:
         job = self._jobs.get(retry.job_name)
         if job is None or not self._may_start(job):
             return  # stays pending; its job is busy or not scheduled here yet
+        if not self._groups.admit(job.row, queue_order=False):
+            self._groups.park_run(retry, job.row.concurrency_group)
+            return
+        self._groups.started_run(retry)
         claim = self._start(
             job,
             occurrence=retry.occurrence,
@@ -344,6 +357,10 @@ class _Work:
         plan = self._rules.plan(job.row, self._now, blocked=not self._may_start(job))
         if plan is None:
             return
+        if plan.run is not None and not self._groups.admit(job.row, queue_order=True):
+            self._groups.park_row(job.row)  # the occurrence waits for its group: nothing recorded
+            return
+        self._groups.settled_row(job.row)
         job.plan = plan
         for occurrence, outcome, reason in plan.not_run:
             self._batch.not_run.append((row.job_name, occurrence, outcome, reason))
@@ -359,6 +376,8 @@ class _Work:
     def write(self) -> None:
         """Everything the batch decided, in a few statements."""
         connection = self._connection
+        self._groups.write()
+        self._batch.group_waits = self._groups.waits
         inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
         if self._retries:
             connection.execute(built(connection, "start-retries", _start_retries), self._retries)
@@ -491,6 +510,13 @@ class _Work:
                 }
             )
         return claim
+
+    def _queue_for_group(self, request: RequestRecord, job: _Job) -> None:
+        message = f"queued: {self._groups.waiting_message(job.row)}"
+        run_id = self._groups.queue_request(request, job.row)
+        self._requests.append(
+            {"b_id": request.id, "status": "queued", "run_id": run_id, "message": message}
+        )
 
     def _refuse(self, request: RequestRecord, message: str) -> None:
         self._batch.refused.append((request.id, message))

@@ -177,6 +177,7 @@ def _registration(entry: Mapping[str, Any], log: str | None) -> JobRegistration:
         lease=_duration(entry.get("lease")),
         dst_gap=DstGap(entry.get("dst_gap", "shift")),
         dst_repeat=DstRepeat(entry.get("dst_repeat", "once")),
+        concurrency_group=entry.get("concurrency_group"),
     )
     return JobRegistration(declaration, executor_type(behaviour, seconds, log, entry))
 
