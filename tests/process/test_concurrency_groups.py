@@ -79,7 +79,7 @@ def test_eight_jobs_in_a_group_of_two_across_three_replicas(
     engine = create_store_engine(store_url)
     try:
         spans = tmp_path / "runs.log.spans"
-        wait_for(lambda: spans.exists(), 30, "the first run of the group")
+        wait_for(spans.exists, 30, "the first run of the group")
         begun = time.time()
         time.sleep(_BEFORE_KILL)
         holding = wait_for(
