@@ -11,8 +11,11 @@ from jobhost.config import load_settings
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import create_store_engine, upgrade
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.console import Console
 from tests.cli.test_validate_cli import environment, jobhost, plugin
 from tests.support import SAMPLE_PLUGIN, run_jobhost, sample_catalog
+from tests.web.test_dashboard_http import Client
 
 _JOB = 'name="warehouse.export", module="warehouse", cron="0 3 * * *"'
 
@@ -140,3 +143,26 @@ def test_trigger_now_runs_beside_the_limit_and_the_record_says_so(tmp_path: Path
     assert reasons == [
         "month end; --now: started beside the limit of group warehouse (1 of 1 busy)"
     ]
+
+
+def test_the_dashboard_shows_the_groups_and_a_waiting_job(tmp_path: Path) -> None:
+    config, store = _full_group(tmp_path)
+    assert run_jobhost("trigger", "sample.export", env=_env(config)).returncode == 0
+    settings = load_settings(config)
+    engine = create_store_engine(store)
+    console = Console(settings, sample_catalog(settings), engine, allow_actions=False)
+    app = create_app(store_endpoints(settings, console.catalog, engine), pages=console.routes())
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        client = Client(f"http://127.0.0.1:{server.address[1]}")
+        status, _headers, page = client.get("/")
+        job = client.get("/jobs/sample.export")[2]
+    finally:
+        server.stop()
+        engine.dispose()
+    assert status == 200
+    assert "group <b>warehouse</b>: limit 1, running 1, waiting 1" in page
+    assert '<span class="flag">waiting for group warehouse, 1 of 1 busy</span>' in page
+    assert 'data-job="sample.export" data-status="waiting"' in page
+    assert "warehouse · waiting for group warehouse, 1 of 1 busy" in job

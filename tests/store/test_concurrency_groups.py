@@ -13,6 +13,7 @@ from jobhost.store.group_limits import group_summaries
 from jobhost.store.groups import RECHECK
 from jobhost.store.operations import get_request, request_run
 from jobhost.store.schema import runs, schedules
+from tests.envelope.test_envelope import _points
 from tests.support import ManualClock
 
 LIMITS = {"concurrency_limits": {"warehouse": 2}}
@@ -197,3 +198,16 @@ def test_jobs_without_a_group_are_not_held_back(replicas: Any, clock: ManualCloc
     names = sorted(c.job_name for c in host.tick())
     assert len(names) == 2
     assert "sample.free" in names
+
+
+def test_each_wait_is_counted_once_by_group(
+    replicas: Any, clock: ManualClock, telemetry: Any
+) -> None:
+    (host,) = replicas([_job(f"w{i}") for i in range(4)], **LIMITS)
+    clock.now = _at(0, 1)
+    assert len(host.tick()) == 2
+    for _ in range(3):
+        clock.now += RECHECK
+        assert host.tick() == []
+    points = _points(telemetry[2], "jobhost.concurrency_group.waits")
+    assert [(p.attributes, p.value) for p in points] == [({"group": "warehouse"}, 2)]
