@@ -22,6 +22,7 @@ from jobhost.store.clock import database_now
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import NEWEST_FIRST, NOT_ATTEMPTS, RECENT
+from jobhost.store.runtime import JobChange, deletions
 
 __all__ = [
     "NEWEST_FIRST",
@@ -50,6 +51,8 @@ class StoreSnapshot:
     """Each job's runs still running, oldest first."""
     groups: list[GroupSummary] = field(default_factory=list)
     """Every concurrency group with its limit, running runs and waiting work."""
+    deleted: dict[str, JobChange] = field(default_factory=dict)
+    """How each runtime job removed through the API was removed (by whom, when)."""
 
     @property
     def live_hosts(self) -> list[HostRecord]:
@@ -86,6 +89,10 @@ def read_snapshot(
             hosts=list_hosts(connection),
             groups=group_summaries(connection, now),
         )
+        snapshot = StoreSnapshot(now=now, schedules=rows, hosts=list_hosts(connection))
+        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
+        if removed:
+            snapshot.deleted.update(deletions(connection, removed))
         for name, summary in summaries.items():
             if summary.last_attempt is not None:
                 snapshot.last_runs[name] = summary.last_attempt
