@@ -89,7 +89,6 @@ def read_snapshot(
             hosts=list_hosts(connection),
             groups=group_summaries(connection, now),
         )
-        snapshot = StoreSnapshot(now=now, schedules=rows, hosts=list_hosts(connection))
         removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
         if removed:
             snapshot.deleted.update(deletions(connection, removed))
