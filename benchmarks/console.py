@@ -85,6 +85,11 @@ def _measure(backend: str, url: str, directory: Path) -> None:
             "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
+            "jobhost --version": lambda: _command([*command, "--version"], env),
+            "jobhost --help": lambda: _command([*command, "--help"], env),
+            "jobhost changes --job NAME": lambda: _command(
+                [*command, "changes", "--job", one], env
+            ),
             # The floor under every command: start-up and loading the 10,000-job catalog.
             "jobhost validate (baseline)": lambda: _command([*command, "validate"], env),
             "jobhost report --json": lambda: _command([*command, "report", "--json"], env),

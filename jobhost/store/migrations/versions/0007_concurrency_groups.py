@@ -7,8 +7,8 @@
   retry or a manual run first found its group full (None: not waiting);
 - ``run_requests.beside_limit``: ``jobhost trigger --now`` starts the run even in a full group.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
