@@ -31,6 +31,7 @@ from jobhost.config import bound_text, redact_text
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
+from jobhost.envelope.run_times import run_times
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim
@@ -83,8 +84,8 @@ class RunEnvelope:
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
         executed = self.execute(claim, spec, cancellation)
-        finished_at, verdict = self._record(claim, spec, executed)
-        self.report(claim, spec, executed, finished_at, verdict)
+        (started_at, finished_at), verdict = self._record(claim, spec, executed)
+        self.report(claim, spec, executed, finished_at, verdict, started_at=started_at)
         # A run in a command ends with its process: its reports go out before it returns.
         self.flush_reports()
         return executed.outcome
@@ -115,11 +116,21 @@ class RunEnvelope:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
+            began = self._clock()
             outcome = self._execute(claim, spec, cancellation, tally)
+            ended = self._clock()
             units = tally.counts()
             if span.is_recording():
                 _close_span(span, outcome, units)
-        return Executed(outcome, trace_id, units)
+        return Executed(outcome, trace_id, units, began=began, ended=ended)
+
+    def run_times(
+        self, claim: Claim, executed: Executed, written_at: datetime
+    ) -> tuple[datetime, datetime]:
+        """When the executor started and ended, on the store's clock (see :func:`run_times`)."""
+        return run_times(
+            claim.started_at, executed.began, executed.ended, written_at, self._clock()
+        )
 
     def ledger_outcome(
         self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
@@ -137,13 +148,14 @@ class RunEnvelope:
             reason=claim.reason,
             at=finished_at,
         )
+        started_at, ended_at = self.run_times(claim, executed, finished_at)
         return LedgerOutcome(
             run_id=claim.run_id,
             job_name=claim.job_name,
-            started_at=claim.started_at,
+            started_at=started_at,
             end=Finish(
                 outcome=outcome.outcome,
-                finished_at=finished_at,
+                finished_at=ended_at,
                 error_type=outcome.error_type,
                 error_message=_redacted(outcome.error_message),
                 trace_id=executed.trace_id,
@@ -159,13 +171,19 @@ class RunEnvelope:
         executed: Executed,
         finished_at: datetime,
         verdict: str | None = None,
+        *,
+        started_at: datetime | None = None,
     ) -> None:
         """Queue the metrics and audit records of a recorded run (delivered off this thread);
         ``verdict`` is the ledger's outcome when another replica's differs from this host's, so
-        the audit never contradicts the ledger."""
+        the audit never contradicts the ledger. With ``started_at``, the run's times are the
+        ledger's (``started_at``, ``finished_at``); without, ``finished_at`` is when the
+        outcome was written and the executor's times are derived from it."""
         outcome = executed.outcome
         final = verdict or outcome.outcome
-        duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
+        if started_at is None:
+            started_at, finished_at = self.run_times(claim, executed, finished_at)
+        duration = max((finished_at - started_at).total_seconds(), 0.0)
         entry = RunAuditRecord(
             job_name=claim.job_name,
             module=spec.module,
@@ -175,7 +193,7 @@ class RunEnvelope:
             source=claim.source,
             host_id=self._host_id,
             outcome=final,
-            started_at=claim.started_at,
+            started_at=started_at,
             finished_at=finished_at,
             duration_ms=round(duration * 1000),
             error_type=outcome.error_type,
@@ -220,11 +238,11 @@ class RunEnvelope:
 
     def _record(
         self, claim: Claim, spec: JobSpec, executed: Executed
-    ) -> tuple[datetime, str | None]:
+    ) -> tuple[tuple[datetime, datetime], str | None]:
         """Write the outcome to the ledger, retrying while the store is away.
 
-        Returns when it was recorded, and the ledger's own outcome when it is not this host's
-        (another replica recorded the run abandoned after its lease expired).
+        Returns the run's (start, end) as recorded, and the ledger's own outcome when it is
+        not this host's (another replica recorded the run abandoned after its lease expired).
         """
         outcome = executed.outcome
 
@@ -248,7 +266,8 @@ class RunEnvelope:
                 outcome.outcome,
                 redact_text(str(error)),
             )
-            return self._clock(), None
+            return self.run_times(claim, executed, self._clock()), None
+        times = (entry.started_at or claim.started_at, entry.end.finished_at)
         if entry.retry is not None and verdict is None:
             _log.info(
                 "job %s: attempt %d %s; retry in %.1fs",
@@ -258,7 +277,7 @@ class RunEnvelope:
                 (entry.retry.not_before - now).total_seconds(),
             )
         if verdict is None:
-            return now, None
+            return times, None
         final = verdict.get(claim.run_id)
         _log.warning(
             "job %s run %s finished %s, but the ledger already says %s: "
@@ -268,7 +287,7 @@ class RunEnvelope:
             outcome.outcome,
             final,
         )
-        return now, final
+        return times, final
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +298,9 @@ class Executed:
     trace_id: str | None
     units: UnitCounts | None = None
     """Counts of a run that fanned out over units (``context.fan_out``)."""
+    began: datetime | None = None
+    ended: datetime | None = None
+    """The executor's own start and end, on this host's clock; None when it never ran."""
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:

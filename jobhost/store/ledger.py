@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobhost_contracts import UnitCounts
-from sqlalchemy import bindparam, case, select, update
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, execute_isolating, locked
@@ -106,6 +106,7 @@ def record_outcomes(
         rows=[
             {
                 "b_id": o.run_id,
+                "started_at": o.started_at,
                 "outcome": o.end.outcome,
                 "finished_at": o.end.finished_at,
                 "error_type": o.end.error_type,
@@ -342,6 +343,9 @@ def _finish_runs(_dialect: str) -> Any:
         .where(runs.c.id == bindparam("b_id"))
         .values(
             outcome=bindparam("outcome"),
+            started_at=func.coalesce(
+                bindparam("started_at", type_=runs.c.started_at.type), runs.c.started_at
+            ),
             finished_at=bindparam("finished_at"),
             lease_expires_at=None,
             error_type=bindparam("error_type"),
