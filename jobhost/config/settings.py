@@ -216,6 +216,12 @@ class Settings(BaseSettings):
         le=16_777_216,
         description="Largest request body the API reads, in bytes; a larger one is answered 413.",
     )
+    backfill_limit: int = Field(
+        10_000,
+        ge=1,
+        description="Most occurrences one backfill may select; a larger range is refused with "
+        "its count.",
+    )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
         description="How long shutdown waits for running executors after cancelling them.",

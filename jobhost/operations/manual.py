@@ -42,6 +42,7 @@ from jobhost.store.operations import get_request, get_schedule
 from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run
+from jobhost.store.signals import ChangeSignal
 
 __all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
 
@@ -172,6 +173,15 @@ class ManualRun:
     # -- waiting for a host ------------------------------------------------------------------
 
     def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+        # Hosts signal when they claim or refuse a request and when its run is recorded: wait
+        # on that. The bounded wait re-reads now and then all the same, for what is not
+        # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
+        with ChangeSignal(self._engine) as signal:
+            return self._watch_signalled(request_id, spec, deadline, signal)
+
+    def _watch_signalled(
+        self, request_id: str, spec: JobSpec, deadline: float | None, signal: ChangeSignal
+    ) -> TriggerResult:
         announced: str | None = None
         next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
         while True:
@@ -216,7 +226,8 @@ class ManualRun:
                     error="timed out waiting; the request goes on",
                     timed_out_waiting=True,
                 )
-            time.sleep(POLL_SECONDS)
+            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+            signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
 
     # -- running here ------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from jobhost.store.runtime import (
     record_change,
     update_runtime_job,
 )
+from jobhost.store.signals import ChangeSignal
 
 __all__ = ["JobService", "PutResult", "etag_of"]
 
@@ -227,13 +228,18 @@ class JobService:
         )
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
-        while time.monotonic() < deadline:
-            with reading(self.engine) as connection:
-                request = get_request(connection, request_id)
-            if request is not None and request.status != "pending":
-                status, run_id, message = request.status, request.run_id, request.message
-                break
-            time.sleep(0.05)
+        # A host that claims or refuses the request signals it: wait on that, not on a timer.
+        with ChangeSignal(self.engine) as signal:
+            while True:
+                with reading(self.engine) as connection:
+                    request = get_request(connection, request_id)
+                if request is not None and request.status != "pending":
+                    status, run_id, message = request.status, request.run_id, request.message
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                signal.wait(left)
         return {
             "job": name,
             "request_id": request_id,

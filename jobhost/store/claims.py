@@ -27,6 +27,7 @@ from jobhost.store._sql import built, insert_ignoring_duplicates, insert_returni
 from jobhost.store.groups import GroupGate
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.signals import notify
 
 __all__ = [
     "Claim",
@@ -393,6 +394,8 @@ class _Work:
         if self._requests:
             rows = [{**row, "claimed_by": self._host} for row in self._requests]
             connection.execute(built(connection, "settle-requests", _settle_requests), rows)
+            # Whoever waits for the request's answer (the API, `jobhost trigger`) is woken.
+            notify(connection)
         self._write_schedules(inserted)
         self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
         recorded = insert_ignoring_duplicates(
