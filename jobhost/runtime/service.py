@@ -30,8 +30,9 @@ from jobhost.runtime.loading import (
     with_runtime_jobs,
 )
 from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.specs import build_spec
+from jobhost.runtime.specs import build_spec, group_problems
 from jobhost.store import Clock, SystemClock, database_now, reading
+from jobhost.store.group_limits import write_group_members
 from jobhost.store.operations import get_request
 from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import (
@@ -126,6 +127,8 @@ class JobService:
         spec = build_spec(
             name, definition, self.catalog.kinds, self.settings.modules, secrets=self._secrets
         )
+        if isinstance(spec, JobSpec):
+            spec = group_problems(definition, self.settings.concurrency_limits) or spec
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
@@ -180,6 +183,7 @@ class JobService:
         ):
             raise stale(name, if_match or etag_of(before), None)
         sync_schedules(connection, desired_schedules({name: spec}), now, prune=False)
+        write_group_members(connection, {name: spec.concurrency_group})
         record_change(
             connection,
             at=now,
