@@ -88,7 +88,7 @@ def test_one_line_per_job_with_filters_and_sorting(sqlite_operator: Operator) ->
     assert by_name["sample.paused"].split()[1:3] == ["paused", "paused"]
     assert "running 3m" in by_name["sample.slow"]
     # A name too long for its column is cut in the middle: one line per job, start and end kept.
-    cut = next(line for line in lines if line.startswith("sample.a-job"))
+    cut = next(line for line in lines if line.startswith("sample.a-j..."))
     name = cut.split()[0]
     assert name == "sample.a-j...rt-allows" and len(name) == 22
     assert cut.split()[1] == "ok" and LONG not in text
@@ -154,7 +154,7 @@ def test_trigger_prints_its_outcome_once(sqlite_operator: Operator) -> None:
 
 def test_grep_failing_finds_a_long_named_job_on_its_one_line(operator: Operator) -> None:
     failing = "billing.reconcile-every-ledger-of-every-tenant-before-close"
-    operator.configure([{"name": failing, "interval": "1h"}, {"name": "sample.ok", "interval": "1h"}])
+    operator.configure([{"name": n, "interval": "1h"} for n in (failing, "sample.ok")])
     operator.sync()
     t = now()
     operator.add_run(failing, "failed", started=t - timedelta(minutes=5), error="boom")
@@ -166,7 +166,7 @@ def test_grep_failing_finds_a_long_named_job_on_its_one_line(operator: Operator)
     grepped = [line for line in done.stdout.splitlines() if "failing" in line]
     assert len(grepped) == 2 and grepped[0].lstrip().startswith("ok 1  failing 1")
     assert grepped[1].split()[:2] == ["billing.re...ore-close", "failing"]
-    assert "failed 5m" in grepped[1]
+    assert " failed " in grepped[1] and grepped[1].endswith(" ago")
     full = operator.json("report")[1]
     assert failing in [job["name"] for job in full["jobs"]]
     detailed = operator.jobhost("report", "--long").stdout.splitlines()
