@@ -1,7 +1,8 @@
 """``jobhost.run-retention``: the host's own ledger purge, declared like any module's job.
 
-It deletes run rows older than ``keep_days`` in bounded batches, always keeping the newest
-``keep_last`` rows of every job, and never touching a run that is still running or pending. The
+It deletes run rows older than ``keep_days``, with their log lines, in bounded batches, always
+keeping the newest ``keep_last`` rows of every job, and never touching a run that is still
+running or pending. The
 tables that would otherwise only grow go too: hosts stopped (or silent) for ``keep_hosts_days``,
 finished manual requests older than ``keep_requests_days``, idempotency records older than
 ``keep_idempotency_days``. Settings live in ``[modules.jobhost]``: ``keep_days`` (30),
@@ -132,7 +133,8 @@ def purge_runs(
     batch_size: int,
     should_stop: Any = lambda: False,
 ) -> int:
-    """Delete old run rows batch by batch; return how many went."""
+    """Delete old run rows batch by batch, with their log lines; return how many runs went."""
+    from jobhost.store.runlogs import delete_run_logs
     from jobhost.store.schema import runs
 
     cutoff = now - timedelta(days=keep_days)
@@ -158,6 +160,7 @@ def purge_runs(
             if not ids:
                 break
             connection.execute(delete(runs).where(runs.c.id.in_(ids)))
+            delete_run_logs(connection, ids)
         total += len(ids)
     return total
 

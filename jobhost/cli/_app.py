@@ -41,6 +41,7 @@ _COMMAND_MODULES = (
     "serve",
     "kinds",
     "jobs",
+    "logs",
 )
 
 
@@ -114,13 +115,27 @@ def config_path(ctx: click.Context) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def configure_logging(level: str) -> None:
-    """Plain lines on stderr, passwords redacted and lines bounded; the run envelope adds its
-    own structured audit lines. Calling it again changes the level."""
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Lines on stderr, passwords redacted and lines bounded: plain text, or one JSON object a
+    line (``log_format = "json"``); the run envelope adds its own structured audit lines.
+    Calling it again changes the level and the format."""
+    from jobhost.envelope.jsonlog import JsonLogFormatter
+
     root = logging.getLogger()
-    if not any(isinstance(h.formatter, RedactingFormatter) for h in root.handlers):
+    formatter: logging.Formatter
+    if log_format == "json":
+        formatter = JsonLogFormatter()
+    else:
+        formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ours = [
+        h for h in root.handlers if isinstance(h.formatter, RedactingFormatter | JsonLogFormatter)
+    ]
+    if ours:
+        for handler in ours:
+            handler.setFormatter(formatter)
+    else:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(formatter)
         root.addHandler(handler)
     root.setLevel(level)
     # Migration chatter is not news to an operator; the host says what the upgrade did.

@@ -27,7 +27,7 @@ def run(ctx: click.Context) -> None:
     from jobhost.web.surfaces import host_application
 
     settings = settings_of(ctx)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     catalog = load_catalog(settings)
     if not catalog.ok:
         click.echo("jobhost: the job catalog is invalid; the host will not start:", err=True)

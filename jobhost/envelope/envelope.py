@@ -27,10 +27,11 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
-from jobhost.config import bound_text, redact_text
+from jobhost.config import redact_text, storable_text
 from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.retries import next_attempt
+from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim
@@ -59,6 +60,7 @@ class RunEnvelope:
         stopping: Callable[[], bool] = lambda: False,
         store_time: Callable[[Connection], datetime] | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
+        run_logs: RunLogWriter | None = None,
     ) -> None:
         self._engine = engine
         self._host_id = host_id
@@ -69,6 +71,7 @@ class RunEnvelope:
         self._sink_timeout = sink_timeout.total_seconds()
         self._stopping = stopping
         self._store_retry = tuple(store_retry)
+        self._run_logs = run_logs
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
@@ -99,7 +102,8 @@ class RunEnvelope:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
-            outcome = self._execute(claim, spec, cancellation, tally)
+            run_log = self._open_log(claim)
+            outcome = self._execute(claim, spec, cancellation, tally, run_log)
             units = tally.counts()
             span.set_attribute("jobhost.run.outcome", outcome.outcome)
             if units is not None:
@@ -119,7 +123,13 @@ class RunEnvelope:
                 span.set_status(
                     Status(StatusCode.ERROR, _redacted(outcome.error_message) or outcome.outcome)
                 )
-        return Executed(outcome, trace_id, units)
+        return Executed(outcome, trace_id, units, run_log)
+
+    def flush_logs(self, executed: Sequence[Executed]) -> None:
+        """Write the last log lines of ended runs; before their outcomes, so that whoever sees a
+        run finished sees all its lines. Raises what the store raises."""
+        if self._run_logs is not None:
+            self._run_logs.finish([e.run_log for e in executed if e.run_log is not None])
 
     def ledger_outcome(
         self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
@@ -191,8 +201,18 @@ class RunEnvelope:
         )
         deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
 
+    def _open_log(self, claim: Claim) -> RunLog | None:
+        if self._run_logs is None:
+            return None
+        return self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
+
     def _execute(
-        self, claim: Claim, spec: JobSpec, cancellation: Cancellation, tally: UnitTally
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        cancellation: Cancellation,
+        tally: UnitTally,
+        run_log: RunLog | None,
     ) -> Outcome:
         context = JobContext(
             job_name=claim.job_name,
@@ -217,12 +237,24 @@ class RunEnvelope:
             unit_tally=tally,
         )
         timeout = spec.declaration.timeout
-        return execute_executor(
-            spec.executor,
-            context,
-            timeout=timeout.total_seconds() if timeout is not None else None,
-            grace=self._grace.total_seconds(),
-        )
+        if run_log is None:
+            return execute_executor(
+                spec.executor,
+                context,
+                timeout=timeout.total_seconds() if timeout is not None else None,
+                grace=self._grace.total_seconds(),
+            )
+        with running(run_log):
+            outcome = execute_executor(
+                spec.executor,
+                context,
+                timeout=timeout.total_seconds() if timeout is not None else None,
+                grace=self._grace.total_seconds(),
+            )
+        error = outcome.exception
+        if error is not None and error.__traceback__ is not None and self._run_logs is not None:
+            self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
+        return outcome
 
     def _record(
         self, claim: Claim, spec: JobSpec, executed: Executed
@@ -236,6 +268,7 @@ class RunEnvelope:
         outcome = executed.outcome
         for attempt, pause in enumerate((*self._store_retry, None)):
             try:
+                self.flush_logs([executed])
                 with self._engine.begin() as connection:
                     now = self._store_time(connection)
                     entry = self.ledger_outcome(claim, spec, executed, now)
@@ -290,6 +323,8 @@ class Executed:
     trace_id: str | None
     units: UnitCounts | None = None
     """Counts of a run that fanned out over units (``context.fan_out``)."""
+    run_log: RunLog | None = None
+    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 def _unit_attributes(units: UnitCounts) -> dict[str, int]:
@@ -306,13 +341,8 @@ def _iso(value: datetime) -> str:
 
 
 def _redacted(message: str | None) -> str | None:
-    # Bounded as well: the ledger and every audit sink get the same cut text, length kept. NUL
-    # and lone surrogates, which PostgreSQL or the driver refuse, are spelled out: an outcome
-    # must never be lost to the characters of its own error message.
-    if not message:
-        return None
-    text = bound_text(redact_text(message))
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    # Bounded as well: the ledger and every audit sink get the same cut text, length kept.
+    return storable_text(message)
 
 
 def _stack(error: BaseException) -> str:

@@ -34,6 +34,7 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
 from jobhost.envelope.execution import Outcome
+from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
@@ -135,8 +136,12 @@ class Host:
             runtime=catalog.runtime,
         )
         self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker)
+        self._run_logs = RunLogWriter(
+            engine, max_lines=settings.run_log_lines, max_bytes=settings.run_log_bytes
+        )
         self._envelope = RunEnvelope(
             engine,
+            run_logs=self._run_logs,
             host_id=self.host_id,
             clock=self.clock,
             grace=settings.shutdown_grace,
@@ -296,6 +301,7 @@ class Host:
         for item in leftovers:
             self._recorder.put(self._cancelled(item))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
+        self._run_logs.close()
         try:
             with self.engine.begin() as connection:
                 host_rows.mark_stopped(

@@ -1,0 +1,38 @@
+"""Run logs: what a job wrote through its logger during one run, kept with the run.
+
+``run_logs`` holds one row per kept line: the run, the line's number among every line the run
+wrote (``seq``), when, the level, the (redacted, bounded) message, and where the line stood in
+the run's output in bytes (``offset``, ``size``), so a reader tells how many lines and bytes were
+dropped between two kept lines from the gap in their numbers and offsets.
+
+Revision ID: 0006
+Revises: 0005
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "run_logs",
+        sa.Column("run_id", sa.String(length=64), nullable=False),
+        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("level", sa.String(length=16), nullable=False),
+        sa.Column("message", sa.Text(), nullable=False),
+        sa.Column("offset", sa.BigInteger(), nullable=False),
+        sa.Column("size", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("run_id", "seq", name="pk_run_logs"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("run_logs")
