@@ -20,14 +20,19 @@ from jobhost.store.runlogs import Dropped, LogLine, last_lines, read_lines
 __all__ = [
     "LAST_LINES",
     "PAGE_LINES",
+    "RUN_ID_LIMIT",
     "RunLogPage",
     "dropped_text",
     "entry_json",
     "line_text",
+    "line_time",
     "page_json",
     "read_last_lines",
     "read_run_log",
 ]
+
+RUN_ID_LIMIT = 64
+"""The longest run id the ledger holds."""
 
 LAST_LINES = 10
 """Lines of each run ``jobhost history --logs`` shows."""
@@ -88,7 +93,7 @@ def line_text(entry: LogLine | Dropped) -> str:
     they are)."""
     if isinstance(entry, Dropped):
         return dropped_text(entry)
-    return f"{_stamp(entry.at)} {entry.level:<8} {entry.message}"
+    return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"
 
 
 def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
@@ -97,7 +102,7 @@ def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
         return {"dropped": {"lines": entry.lines, "bytes": entry.bytes}}
     return {
         "seq": entry.seq,
-        "time": _stamp(entry.at),
+        "time": line_time(entry.at),
         "level": entry.level,
         "message": entry.message,
     }
@@ -115,7 +120,7 @@ def page_json(page: RunLogPage) -> dict[str, Any]:
     }
 
 
-def _stamp(at: datetime) -> str:
+def line_time(at: datetime) -> str:
     """``2026-05-04T10:00:00.123Z``: lines of one second stay apart."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
