@@ -130,13 +130,13 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     ours = [
         h for h in root.handlers if isinstance(h.formatter, RedactingFormatter | JsonLogFormatter)
     ]
-    if ours:
-        for handler in ours:
-            handler.setFormatter(formatter)
-    else:
-        handler = logging.StreamHandler(sys.stderr)
+    if not ours:
+        ours = [logging.StreamHandler(sys.stderr)]
+        root.addHandler(ours[0])
+    for handler in ours:
         handler.setFormatter(formatter)
-        root.addHandler(handler)
+        # On the handler too: a job logger may pass more to its run's log than stderr shows.
+        handler.setLevel(level)
     root.setLevel(level)
     # Migration chatter is not news to an operator; the host says what the upgrade did.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -169,8 +169,11 @@ class RunLogWriter:
         *,
         max_lines: int,
         max_bytes: int,
+        level: str | int | None = None,
         flush_seconds: float = _FLUSH_SECONDS,
     ) -> None:
+        """``level``: the least a job logger passes to the run log (``log_level``), whatever
+        the level of the command's own stderr."""
         self._engine = engine
         self._max_lines = max_lines
         self._max_bytes = max_bytes
@@ -180,7 +183,7 @@ class RunLogWriter:
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        _install_capture()
+        _install_capture(level)
 
     def open(self, run_id: str, job_name: str, attempt: int) -> RunLog:
         """A buffer for a run that starts now."""
@@ -333,8 +336,10 @@ _HANDLER = _CaptureHandler()
 _installed = threading.Lock()
 
 
-def _install_capture() -> None:
+def _install_capture(level: str | int | None) -> None:
     with _installed:
         logger = logging.getLogger(_JOB_LOGGER)
         if _HANDLER not in logger.handlers:
             logger.addHandler(_HANDLER)
+        if level is not None:
+            logger.setLevel(level)

@@ -137,7 +137,10 @@ class Host:
         )
         self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker)
         self._run_logs = RunLogWriter(
-            engine, max_lines=settings.run_log_lines, max_bytes=settings.run_log_bytes
+            engine,
+            max_lines=settings.run_log_lines,
+            max_bytes=settings.run_log_bytes,
+            level=settings.log_level,
         )
         self._envelope = RunEnvelope(
             engine,

@@ -214,6 +214,7 @@ class ManualRun:
                 self._engine,
                 max_lines=self._settings.run_log_lines,
                 max_bytes=self._settings.run_log_bytes,
+                level=self._settings.log_level,
             )
             envelope = RunEnvelope(
                 self._engine,
