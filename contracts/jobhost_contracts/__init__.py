@@ -12,6 +12,11 @@ from __future__ import annotations
 
 from jobhost_contracts.audit import AuditSink, RunAuditRecord
 from jobhost_contracts.cancellation import Cancellation, JobCancelled
+from jobhost_contracts.configured import (
+    CALL_TIMEOUT_MARGIN,
+    SCHEDULE_KEYS,
+    configured_declaration,
+)
 from jobhost_contracts.context import JobContext, JobState, StaleLeaseError, TriggerSource
 from jobhost_contracts.declaration import (
     BackgroundJobDeclaration,
@@ -29,7 +34,9 @@ from jobhost_contracts.redaction import bound_text, redact_text
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
 __all__ = [
+    "CALL_TIMEOUT_MARGIN",
     "PROJECT_NAME",
+    "SCHEDULE_KEYS",
     "AuditSink",
     "BackgroundJobDeclaration",
     "Cancellation",
@@ -53,6 +60,7 @@ __all__ = [
     "UnitCounts",
     "UnitFailure",
     "bound_text",
+    "configured_declaration",
     "format_duration",
     "hookimpl",
     "hookspec",

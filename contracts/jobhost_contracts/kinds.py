@@ -47,3 +47,8 @@ class JobKind:
     module: str = ""
     examples: tuple[Mapping[str, Any], ...] = field(default=())
     """Example settings objects, shown by ``jobhost kinds`` and the API."""
+    secret_variables: Callable[[Any], Mapping[str, str]] | None = None
+    """The environment variables a job of this kind reads at run time, from its validated
+    settings, by the settings key that names each (``secret_headers.Authorization`` ->
+    ``HOOK_AUTH``). The host lets a runtime job name only the variables the operator made
+    available to runtime jobs; a kind that reads none leaves this None."""

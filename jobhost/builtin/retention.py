@@ -13,9 +13,8 @@ records older than ``keep_idempotency_days``. Settings live in ``[modules.jobhos
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 from jobhost_contracts import (
     BackgroundJobDeclaration,
@@ -23,6 +22,7 @@ from jobhost_contracts import (
     JobRegistration,
     hookimpl,
 )
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -38,31 +38,47 @@ __all__ = [
 
 JOB_NAME = "jobhost.run-retention"
 _SECTION = "jobhost"
-_KEYS = {
-    "keep_days",
-    "keep_last",
-    "keep_hosts_days",
-    "keep_requests_days",
-    "keep_idempotency_days",
-    "batch_size",
-    "cron",
-    "timezone",
-    "enabled",
-}
-_DAYS = ("keep_days", "keep_hosts_days", "keep_requests_days", "keep_idempotency_days")
+# Days beyond ~27 centuries would overflow the cut-off date: a typo, said as one.
+_MAX_DAYS = 36_500
+_MAX_COUNT = 1_000_000
 
 
-@dataclass(frozen=True)
-class RetentionSettings:
-    keep_days: int = 30
-    keep_last: int = 50
-    keep_hosts_days: int = 7
-    keep_requests_days: int = 30
-    keep_idempotency_days: int = 90
-    batch_size: int = 500
-    cron: str = "23 4 * * *"
-    timezone: str = "UTC"
-    enabled: bool = True
+def _whole(minimum: int, maximum: int) -> Any:
+    def check(value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise ValueError(f"must be a whole number from {minimum} to {maximum}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _typed(kind: type[Any], allowed: str) -> Any:
+    def check(value: object) -> object:
+        if not isinstance(value, kind):
+            raise ValueError(allowed)
+        return value
+
+    return BeforeValidator(check)
+
+
+_Days = Annotated[int, _whole(1, _MAX_DAYS)]
+_Text = Annotated[str, _typed(str, "must be a string")]
+
+
+class RetentionSettings(BaseModel):
+    """``[modules.jobhost]``, checked: unknown keys and wrong types are refused by name."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    keep_days: _Days = 30
+    keep_last: Annotated[int, _whole(0, _MAX_COUNT)] = 50
+    keep_hosts_days: _Days = 7
+    keep_requests_days: _Days = 30
+    keep_idempotency_days: _Days = 90
+    batch_size: Annotated[int, _whole(1, _MAX_COUNT)] = 500
+    cron: _Text = "23 4 * * *"
+    timezone: _Text = "UTC"
+    enabled: Annotated[bool, _typed(bool, "must be true or false")] = True
 
 
 @hookimpl
@@ -192,28 +208,18 @@ def purge_growing_tables(
 
 
 def _read(section: Mapping[str, Any]) -> RetentionSettings:
-    unknown = sorted(set(section) - _KEYS)
+    allowed = sorted(RetentionSettings.model_fields)
+    unknown = sorted(str(key) for key in section if key not in RetentionSettings.model_fields)
     if unknown:
         raise ValueError(
             f"[modules.jobhost] {unknown[0]}: not a setting of the run retention job; "
-            f"allowed: {', '.join(sorted(_KEYS))}"
+            f"allowed: {', '.join(allowed)}"
         )
-    values = {**RetentionSettings().__dict__, **section}
-    for key in ("keep_last", "batch_size", *_DAYS):
-        value = values[key]
-        minimum = 0 if key == "keep_last" else 1
-        # Days beyond ~27 centuries would overflow the cut-off date: a typo, said as one.
-        maximum = 1_000_000 if key in {"keep_last", "batch_size"} else 36_500
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            raise ValueError(
-                f"[modules.jobhost] {key} = {value!r}: must be a whole number from {minimum} "
-                f"to {maximum}"
-            )
-    for key in ("cron", "timezone"):
-        if not isinstance(values[key], str):
-            raise ValueError(f"[modules.jobhost] {key} = {values[key]!r}: must be a string")
-    if not isinstance(values["enabled"], bool):
+    try:
+        return RetentionSettings.model_validate(dict(section))
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        message = str(first["msg"]).removeprefix("Value error, ")
         raise ValueError(
-            f"[modules.jobhost] enabled = {values['enabled']!r}: must be true or false"
-        )
-    return RetentionSettings(**values)
+            f"[modules.jobhost] {first['loc'][0]} = {first['input']!r}: {message}"
+        ) from None

@@ -45,6 +45,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     """``catalog`` with the runtime jobs of the configured store; as it is when the store is
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
     from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
+    from jobhost.runtime.secrets import SecretRule
     from jobhost.store import reading
 
     url = make_url(settings.database_url)
@@ -56,7 +57,9 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
         with reading(engine) as connection:
             if not inspect(connection).has_table("runtime_jobs"):
                 return catalog
-            runtime = read_runtime_jobs(connection, catalog, settings.modules)
+            runtime = read_runtime_jobs(
+                connection, catalog, settings.modules, secrets=SecretRule.of(settings)
+            )
     except (OperationalError, DBAPIError):
         return catalog
     finally:

@@ -1,11 +1,12 @@
-"""``jobhost db upgrade`` and ``jobhost db current``: the store's schema."""
+"""``jobhost db upgrade``, ``db current`` and ``db check``: the store's schema and its rows."""
 
 from __future__ import annotations
 
 import click
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from jobhost.cli._app import cli
+from jobhost.cli._app import EXIT_FAILED, cli
 from jobhost.cli._context import migrate_store, open_store, settings_of
 from jobhost.config import redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
@@ -15,7 +16,7 @@ from jobhost.store.migrate import check_not_newer
 
 @cli.group()
 def db() -> None:
-    """The store's schema: apply migrations, show the revision."""
+    """The store's schema and rows: apply migrations, show the revision, audit the rows."""
 
 
 @db.command("upgrade")
@@ -46,3 +47,82 @@ def db_current(ctx: click.Context) -> None:
     head = head_revision()
     state = "current" if current == head else "needs `jobhost db upgrade`"
     click.echo(f"store revision {current or 'none'}, newest {head}: {state}")
+
+
+@db.command("check")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Read every row of every table (finished runs too), streaming; may take minutes.",
+)
+@click.pass_context
+def db_check(ctx: click.Context, full: bool) -> None:
+    """Find stored values a host cannot use, each with its row and the fix.
+
+    Without --full: the rows a host reads (schedules, live runs, hosts, open run requests, the
+    signal row), in SQL, bounded: the check `jobhost health` runs as store-integrity. With
+    --full: also every value of every other row, streamed in batches with bounded memory; it
+    says how far it got, also when it is interrupted.
+
+    Exit status: 0 when every checked row is readable, 1 when one is not or the audit stopped
+    early.
+    """
+    from jobhost.cli._context import load_catalog
+    from jobhost.rules.claiming import FiringRules
+    from jobhost.store import SystemClock, database_now, reading
+    from jobhost.store.integrity import check_live_rows
+
+    settings = settings_of(ctx)
+    implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)
+    engine = open_store(settings)
+    try:
+        with reading(engine) as connection:
+            now = database_now(connection, SystemClock())
+            live = check_live_rows(connection, now, implausible.implausible_lease)
+        click.echo(f"checked {live.coverage()}: {live.total} row(s) a host cannot use")
+        for row in live.found:
+            click.echo(f"  {row.line()}")
+        if live.total > len(live.found):
+            click.echo(f"  (and {live.total - len(live.found)} more)")
+        bad = live.total > 0
+        if full:
+            bad = _full_audit(engine, {row.line() for row in live.found}) or bad
+    finally:
+        engine.dispose()
+    if bad:
+        raise SystemExit(EXIT_FAILED)
+
+
+_SHOWN = 50
+
+
+def _full_audit(engine: Engine, seen: set[str]) -> bool:
+    """Stream every table; True when a problem was found or the audit did not finish."""
+    from jobhost.store import reading
+    from jobhost.store.audit import audit_rows
+
+    problems = shown = 0
+    done: list[str] = []
+    table, rows = "schedules", 0
+    try:
+        with reading(engine) as connection:
+            for step in audit_rows(connection):
+                table, rows = step.table, step.rows
+                for problem in step.problems:
+                    problems += 1
+                    if shown < _SHOWN and problem.line() not in seen:
+                        shown += 1
+                        click.echo(f"  {problem.line()}")
+                if step.finished:
+                    done.append(f"{table} {rows:,}")
+                    click.echo(f"{table}: {rows:,} row(s) read")
+    except (KeyboardInterrupt, OperationalError, DBAPIError) as error:
+        why = "interrupted" if isinstance(error, KeyboardInterrupt) else "the store failed"
+        click.echo(
+            f"full audit stopped ({why}) in {table} after {rows:,} row(s); finished: "
+            f"{', '.join(done) or 'none'}; {problems} problem(s) so far"
+        )
+        return True
+    more = f" ({problems - shown} more not shown)" if problems > shown else ""
+    click.echo(f"full audit finished: {', '.join(done)} row(s) read, {problems} problem(s){more}")
+    return problems > 0

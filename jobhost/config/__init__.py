@@ -15,6 +15,7 @@ from jobhost.config.redaction import (
 from jobhost.config.settings import (
     LEASE_HEARTBEATS,
     MAX_DURATION,
+    RUNTIME_SECRET_PREFIX,
     ApiToken,
     Duration,
     JobOverride,
@@ -25,6 +26,7 @@ __all__ = [
     "CONFIG_ENV",
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
+    "RUNTIME_SECRET_PREFIX",
     "ApiToken",
     "Duration",
     "JobOverride",

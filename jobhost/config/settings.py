@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -15,13 +16,20 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from jobhost.config.redaction import redact_text, redact_url
 
 __all__ = [
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
+    "RUNTIME_SECRET_PREFIX",
     "ApiToken",
     "Duration",
     "JobOverride",
@@ -33,6 +41,10 @@ Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 
 _MIN_TOKEN = 16
+RUNTIME_SECRET_PREFIX = "JOBHOST_RUNTIME_SECRET_"
+"""The default of ``runtime_secret_env_prefix``."""
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST_VARIABLES = ("JOBHOST_CONFIG", "JOBHOST_LOAD_PLUGINS")
 MAX_DURATION = timedelta(days=365)
 """The longest duration a host setting takes: longer ones overflow date arithmetic (year 9999)
 long before they mean anything, and are always a typo."""
@@ -149,6 +161,18 @@ class Settings(BaseSettings):
         "sha256 (of the secret) and scopes (read, write, trigger). The API is off without one. "
         "The environment form is JSON.",
     )
+    runtime_secret_env_prefix: str = Field(
+        RUNTIME_SECRET_PREFIX,
+        description="Environment variables runtime jobs (created through the API) may read as "
+        "secrets: those whose name starts with this prefix (and those in "
+        "runtime_secrets_allowed). Variables with it are never read as settings, so this one "
+        "is set in the file.",
+    )
+    runtime_secrets_allowed: list[str] = Field(
+        default_factory=list,
+        description="More environment variables runtime jobs may read as secrets, by exact "
+        "name; never a setting's variable. The environment form is JSON.",
+    )
     api_body_limit: int = Field(
         65_536,
         ge=1024,
@@ -222,7 +246,10 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The file's contents arrive as init arguments; the environment must win over them.
-        return (env_settings, init_settings)
+        # Variables under the runtime secret prefix are secrets handed to jobs, never settings.
+        chosen = getattr(init_settings, "init_kwargs", {}).get("runtime_secret_env_prefix")
+        prefixes = {RUNTIME_SECRET_PREFIX, *([chosen] if isinstance(chosen, str) else [])}
+        return (_EnvWithoutSecrets(settings_cls, prefixes), init_settings)
 
     @field_validator("plugins", mode="before")
     @classmethod
@@ -332,6 +359,36 @@ class Settings(BaseSettings):
             seen.add(token.name)
         return value
 
+    @field_validator("runtime_secret_env_prefix")
+    @classmethod
+    def _secret_prefix(cls, value: str) -> str:
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "must be the start of an environment variable name (letters, digits, _), "
+                f"e.g. {RUNTIME_SECRET_PREFIX!r}"
+            )
+        taken = [name for name in setting_variables() if name.upper().startswith(value.upper())]
+        if taken:
+            raise ValueError(
+                f"would hand setting variables to runtime jobs ({', '.join(taken[:3])}); choose "
+                f"a prefix no setting's variable starts with, e.g. {RUNTIME_SECRET_PREFIX!r}"
+            )
+        return value
+
+    @field_validator("runtime_secrets_allowed")
+    @classmethod
+    def _allowed_secrets(cls, value: list[str]) -> list[str]:
+        settings_names = {name.upper() for name in setting_variables()}
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name.upper() in settings_names or name.upper().startswith("JOBHOST_"):
+                raise ValueError(
+                    f"{name} is a jobhost variable; runtime jobs never read the host's "
+                    "settings: give the secret a variable of its own"
+                )
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, value: str) -> str:
@@ -362,6 +419,29 @@ class Settings(BaseSettings):
         if self.http_listen is None:
             return None
         return split_listen_address(self.http_listen)
+
+
+def setting_variables() -> list[str]:
+    """Every environment variable the host reads as a setting (the secret prefix's own aside:
+    it lies under the default prefix and is read from the file only)."""
+    names = [
+        f"JOBHOST_{name.upper()}"
+        for name in Settings.model_fields
+        if name != "runtime_secret_env_prefix"
+    ]
+    return [*names, *_HOST_VARIABLES]
+
+
+class _EnvWithoutSecrets(EnvSettingsSource):
+    """The ``JOBHOST_*`` environment, without the variables meant for runtime jobs."""
+
+    def __init__(self, settings_cls: type[BaseSettings], prefixes: set[str]) -> None:
+        self._prefixes = tuple(prefix.lower() for prefix in prefixes)
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        found = super()._load_env_vars()
+        return {k: v for k, v in found.items() if not k.lower().startswith(self._prefixes)}
 
 
 def split_listen_address(value: str) -> tuple[str, int]:

@@ -14,8 +14,9 @@ The checks, in order (``name``: what passes):
 - ``clock-skew``: every live host's clock is within one second of the database's;
 - ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
   (the hosts keep up with what is due);
-- ``store-integrity``: no schedule row or running run holds a value a host cannot use (such a
-  job is set aside by the hosts; the detail names the row and the fix);
+- ``store-integrity``: no row a host reads (schedules, live runs, hosts, open run requests,
+  the signal row) holds a value a host cannot use (such a job is set aside by the hosts; the
+  detail names the row and the fix, and says how many rows it checked); bounded, in SQL;
 - ``stuck-runs``: no run is held by executor code that ignored its cancellation.
 
 Checks that need the store fail as "not checked" when the store check fails.
@@ -41,7 +42,7 @@ from jobhost.rules.claiming import FiringRules
 from jobhost.store import Clock, SystemClock, current_revision, database_now, head_revision, reading
 from jobhost.store.engine import sqlite_path
 from jobhost.store.hosts import list_hosts
-from jobhost.store.integrity import corrupt_rows, stuck_runs
+from jobhost.store.integrity import check_live_rows, stuck_runs
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.wakeups import oldest_due
 
@@ -124,15 +125,23 @@ def _store_integrity(
     implausible = FiringRules(catalog.jobs, settings.lease_duration).implausible_lease
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
-        found = corrupt_rows(connection, now, implausible)
-    if not found:
-        return Check("store-integrity", True, "every schedule row and running run is readable")
-    shown = "; ".join(row.line() for row in found[:10])
-    more = f" (and {len(found) - 10} more)" if len(found) > 10 else ""
+        result = check_live_rows(connection, now, implausible)
+    covered = f"checked {result.coverage()}"
+    if not result.total:
+        return Check(
+            "store-integrity",
+            True,
+            f"{covered}: every one is readable (finished runs and the other tables: "
+            "jobhost db check --full)",
+        )
+    shown = "; ".join(row.line() for row in result.found)
+    hidden = result.total - len(result.found)
+    more = f" (and {hidden} more)" if hidden > 0 else ""
     return Check(
         "store-integrity",
         False,
-        f"{len(found)} row(s) the hosts cannot use; their jobs are set aside: {shown}{more}",
+        f"{result.total} row(s) the hosts cannot use; their jobs are set aside: {shown}{more} "
+        f"({covered})",
     )
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from jobhost.catalog import Catalog, JobSpec, Problem
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
+from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec
 from jobhost.store.runtime import RuntimeJobRow, list_runtime_jobs
 
@@ -67,6 +68,7 @@ def read_runtime_jobs(
     catalog: Catalog,
     modules: Mapping[str, Mapping[str, Any]],
     *,
+    secrets: SecretRule,
     names: Sequence[str] | None = None,
     cache: SpecCache | None = None,
 ) -> RuntimeJobs:
@@ -91,7 +93,7 @@ def read_runtime_jobs(
             continue
         spec = cache.get(row) if cache is not None else None
         if spec is None:
-            spec = _check(row, catalog, modules)
+            spec = _check(row, catalog, modules, secrets)
             if cache is not None:
                 cache.put(row, spec)
         if isinstance(spec, JobSpec):
@@ -111,12 +113,15 @@ def read_runtime_jobs(
 
 
 def _check(
-    row: RuntimeJobRow, catalog: Catalog, modules: Mapping[str, Mapping[str, Any]]
+    row: RuntimeJobRow,
+    catalog: Catalog,
+    modules: Mapping[str, Mapping[str, Any]],
+    secrets: SecretRule,
 ) -> JobSpec | list[FieldProblem]:
     definition = parse_definition(row.definition)
     if not isinstance(definition, JobDefinition):
         return definition
-    return build_spec(row.name, definition, catalog.kinds, modules)
+    return build_spec(row.name, definition, catalog.kinds, modules, secrets=secrets, stored=True)
 
 
 def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:

@@ -20,6 +20,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.loading import SpecCache, read_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.secrets import SecretRule
 from jobhost.store import reading
 from jobhost.store.runtime import latest_change_id
 
@@ -64,7 +65,11 @@ class RuntimeReloader:
             if latest == self._seen and not force:
                 return False
             runtime = read_runtime_jobs(
-                connection, self._catalog, self._settings.modules, cache=self._cache
+                connection,
+                self._catalog,
+                self._settings.modules,
+                secrets=SecretRule.of(self._settings),
+                cache=self._cache,
             )
         merged = with_runtime_jobs(self._catalog, runtime)
         before = set(self._catalog.runtime)

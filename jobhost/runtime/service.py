@@ -28,6 +28,7 @@ from jobhost.runtime.loading import (
     read_runtime_jobs,
     with_runtime_jobs,
 )
+from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec
 from jobhost.store import Clock, SystemClock, database_now, reading
 from jobhost.store.operations import get_request, get_schedule, pause_job, request_run, resume_job
@@ -79,6 +80,7 @@ class JobService:
         self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
         self._cache = SpecCache()
+        self._secrets = SecretRule.of(settings)
 
     def current(self, only: str | None = None) -> Catalog:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only job
@@ -88,6 +90,7 @@ class JobService:
                 connection,
                 self.catalog,
                 self.settings.modules,
+                secrets=self._secrets,
                 names=None if only is None else [only],
                 cache=self._cache,
             )
@@ -109,7 +112,9 @@ class JobService:
                 f"job {name} is declared by module {self.catalog.jobs[name].module}; a runtime "
                 "job cannot take a declared job's name: choose another name"
             )
-        spec = build_spec(name, definition, self.catalog.kinds, self.settings.modules)
+        spec = build_spec(
+            name, definition, self.catalog.kinds, self.settings.modules, secrets=self._secrets
+        )
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()

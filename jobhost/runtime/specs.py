@@ -26,6 +26,7 @@ from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
 from jobhost.catalog.overrides import declared_parts, to_trigger
 from jobhost.catalog.validation import check_critical, check_trigger
 from jobhost.runtime.definition import FieldProblem, JobDefinition
+from jobhost.runtime.secrets import SecretRule, refused_executor
 
 __all__ = ["RUNTIME_MODULE", "build_spec"]
 
@@ -51,8 +52,15 @@ def build_spec(
     definition: JobDefinition,
     kinds: Mapping[str, JobKind],
     modules: Mapping[str, Mapping[str, Any]],
+    *,
+    secrets: SecretRule,
+    stored: bool = False,
 ) -> JobSpec | list[FieldProblem]:
-    """The runnable job, or every problem found (each naming its field and the fix)."""
+    """The runnable job, or every problem found (each naming its field and the fix).
+
+    A variable ``secrets`` refuses is a problem for a new definition; a ``stored`` one (written
+    before the rule) still loads, with an executor whose runs fail saying why, reading nothing.
+    """
     problems: list[FieldProblem] = []
     if not NAME_PATTERN.fullmatch(name):
         problems.append(
@@ -64,13 +72,17 @@ def build_spec(
         problems.append(FieldProblem("kind", f"no kind {definition.kind!r}; use one of: {known}"))
         return problems
     validated: Any = None
+    refused: list[FieldProblem] = []
     try:
         validated = kind.validate(definition.settings)
+        refused = secrets.check(kind, validated)
     except KindSettingsError as error:
         where = f"settings.{error.field}" if error.field else "settings"
         problems.append(FieldProblem(where, error.reason))
     except ValueError as error:
         problems.append(FieldProblem("settings", str(error)))
+    if not stored:
+        problems += refused
     module = kind.module or RUNTIME_MODULE
     try:
         declaration = _declaration(name, module, definition, kind)
@@ -83,7 +95,7 @@ def build_spec(
     if problems or trigger is None:
         return problems
     try:
-        executor = kind.factory(name, validated)
+        executor = refused_executor(refused) if refused else kind.factory(name, validated)
     except ValueError as error:
         return [FieldProblem("settings", str(error))]
     api_trigger = dataclasses.replace(trigger, source="api")

@@ -1,91 +1,85 @@
 """Rows a host cannot use: found for ``jobhost health``'s ``store-integrity`` check.
 
 A host sets such a row's job aside and runs the others; this module lets an operator see them,
-each with the row and the fix. It reads every row of every table as the database holds it (a
-hand edit or a broken restore on SQLite can leave any text in any column), so it belongs to the
-health check, never to a turn of the loop.
+each with the row and the fix. The check is bounded: it covers what a host reads (every
+schedule row, the live runs, the hosts, the open run requests and the signal row), asks the
+database for the offending rows in SQL through the indexes a host uses, counts them, and reads
+at most ``limit`` of them. On PostgreSQL the column types already refuse a value of the wrong
+type, so only words and zone names are checked there. Finished runs and the other tables are
+the full audit's (:mod:`jobhost.store.audit`, ``jobhost db check --full``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Integer, Table, select
-from sqlalchemy.engine import Connection
-
-from jobhost.store.claims import schedule_problem
-from jobhost.store.records import RUNNING, TERMINAL_OUTCOMES, RunRecord, ScheduleRecord
-from jobhost.store.schema import (
-    hosts,
-    job_idempotency,
-    job_state,
-    run_requests,
-    runs,
-    schedules,
-    signals,
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    Integer,
+    Table,
+    false,
+    func,
+    or_,
+    select,
+    true,
 )
+from sqlalchemy import column as raw_column
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.expression import ColumnClause, Select
+
+from jobhost.store.records import PENDING, RUNNING, RunRecord
+from jobhost.store.row_checks import WORDS, CorruptRow, bad_zones, locate, mistyped
+from jobhost.store.schema import hosts, run_requests, runs, schedules, signals
 from jobhost.store.types import UTCDateTime
-from jobhost.triggers import load_zone
 
-__all__ = ["CorruptRow", "corrupt_rows", "stuck_runs"]
-
-
-@dataclass(frozen=True, slots=True)
-class CorruptRow:
-    job_name: str
-    where: str
-    """``schedules`` or ``runs <id>``."""
-    problem: str
-
-    def line(self) -> str:
-        return f"{self.job_name} ({self.where}): {self.problem}"
+__all__ = ["CorruptRow", "IntegrityResult", "check_live_rows", "stuck_runs"]
 
 
-def corrupt_rows(connection: Connection, now: datetime, implausible: timedelta) -> list[CorruptRow]:
-    """Every row a host would set aside or could not judge: values of the wrong type in any
-    table, and schedules and running runs that make no sense."""
-    found = [row for table in _TABLES for row in _mistyped(connection, table)]
-    broken = {row.job_name for row in found}
-    for mapping in connection.execute(select(schedules).order_by(schedules.c.job_name)).mappings():
-        row = ScheduleRecord.from_row(mapping)
-        if row.job_name in broken:
-            continue  # already named, column by column
-        problem = schedule_problem(row)
-        if problem is None and row.lease_expires_at and row.lease_expires_at > now + implausible:
-            problem = (
-                f"lease_expires_at {row.lease_expires_at:%Y-%m-%dT%H:%M:%SZ} is further ahead "
-                "than any renewal sets (the hosts treat it as expired); set it to NULL"
-            )
-        if problem is None and _needs_next(row) and row.next_occurrence is None:
-            problem = (
-                "next_occurrence is not a time; restart a host to recompute it from the trigger"
-            )
-        if problem is not None:
-            found.append(CorruptRow(row.job_name, "schedules", problem))
-    for mapping in connection.execute(select(runs).where(runs.c.outcome == RUNNING)).mappings():
-        run = RunRecord.from_row(mapping)
-        if f"runs {run.id}" in {row.where for row in found}:
-            continue
-        if run.lease_expires_at is None:
-            problem = "lease_expires_at is not a time"
-        elif run.lease_expires_at > now + implausible:
-            problem = (
-                f"lease_expires_at {run.lease_expires_at:%Y-%m-%dT%H:%M:%SZ} is further ahead "
-            )
-            problem += "than any renewal sets"
-        else:
-            continue
-        found.append(
-            CorruptRow(
-                run.job_name,
-                f"runs {run.id}",
-                f"{problem}; a host records the run abandoned once its host {run.host_id} is "
-                "gone (or set lease_expires_at to the current time)",
-            )
+@dataclass(frozen=True)
+class IntegrityResult:
+    found: list[CorruptRow]
+    """At most ``limit`` rows, each with its problem and fix."""
+    total: int
+    """How many rows have a problem (``found`` may show fewer)."""
+    covered: dict[str, int]
+    """What was checked: a kind of row and how many of them, in the order checked."""
+
+    def coverage(self) -> str:
+        return ", ".join(f"{count:,} {what}" for what, count in self.covered.items())
+
+
+def check_live_rows(
+    connection: Connection, now: datetime, implausible: timedelta, *, limit: int = 10
+) -> IntegrityResult:
+    """The rows a host reads that it would set aside or could not judge."""
+    typed = connection.dialect.name == "sqlite"
+    found: dict[tuple[str, str], CorruptRow] = {}
+    covered: dict[str, int] = {}
+    total = 0
+    for scope in _scopes(connection, now + implausible, typed):
+        covered[scope.what] = _count(connection, scope.table, scope.where)
+        total += _count(
+            connection, scope.table, scope.where & or_(*(rule.when for rule in scope.rules))
         )
-    return found
+        for rule in scope.rules:
+            if len(found) >= limit:
+                break
+            query: Select[Any] = (
+                select(*_raw(scope.table))
+                .select_from(scope.table)
+                .where(scope.where, rule.when)
+                .order_by(*scope.table.primary_key.columns)
+                .limit(limit)
+            )
+            for row in connection.execute(query).mappings():
+                for problem in rule.describe(dict(row)):
+                    found.setdefault((problem.job_name, problem.where), problem)
+    return IntegrityResult(list(found.values())[:limit], total, covered)
 
 
 def stuck_runs(connection: Connection) -> list[RunRecord]:
@@ -94,81 +88,165 @@ def stuck_runs(connection: Connection) -> list[RunRecord]:
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
-_TABLES = (schedules, runs, hosts, run_requests, job_state, job_idempotency, signals)
-# Text columns that hold one of a few words.
-_WORDS: dict[tuple[str, str], frozenset[str]] = {
-    ("schedules", "trigger_kind"): frozenset({"cron", "interval"}),
-    ("schedules", "trigger_source"): frozenset({"declaration", "override", "api"}),
-    ("schedules", "last_outcome"): TERMINAL_OUTCOMES | {RUNNING},
-    ("runs", "outcome"): TERMINAL_OUTCOMES | {RUNNING, "pending"},
-    ("runs", "source"): frozenset({"schedule", "catch-up", "manual", "retry"}),
-    ("run_requests", "status"): frozenset({"pending", "claimed", "started", "refused"}),
-}
+_Describe = Callable[[Mapping[str, Any]], list[CorruptRow]]
 
 
-def _mistyped(connection: Connection, table: Table) -> list[CorruptRow]:
-    """Values that are not of their column's type, read raw (no type conversion)."""
-    columns = list(table.columns)
-    raw = connection.exec_driver_sql(
-        f"SELECT {', '.join(c.name for c in columns)} FROM {table.name}"
-    )
-    found: list[CorruptRow] = []
-    for values in raw:
-        row = dict(zip((c.name for c in columns), values, strict=True))
-        for column in columns:
-            value = row[column.name]
-            if value is None:
-                continue
-            expected = _expected(table.name, column, value)
-            if expected is not None:
-                job, where = _locate(table.name, row)
-                found.append(
-                    CorruptRow(
-                        job,
-                        where,
-                        f"{column.name} is {str(value)[:60]!r}, not {expected}; fix or delete "
-                        "the row (the hosts set its job aside meanwhile)",
-                    )
+@dataclass(frozen=True)
+class _Rule:
+    when: ColumnElement[bool]
+    describe: _Describe
+
+
+@dataclass(frozen=True)
+class _Scope:
+    what: str
+    table: Table
+    where: ColumnElement[bool]
+    rules: list[_Rule]
+
+
+def _scopes(connection: Connection, far: datetime, typed: bool) -> list[_Scope]:
+    zones = [r[0] for r in connection.execute(select(schedules.c.timezone).distinct())]
+    unknown = bad_zones(zones)
+    zone_rule = schedules.c.timezone.in_(unknown) if unknown else false()
+    return [
+        _Scope(
+            "schedule rows",
+            schedules,
+            true(),
+            [_types(schedules, typed, zone_rule), *_schedule_rules(far)],
+        ),
+        _Scope(
+            "live runs",
+            runs,
+            runs.c.outcome.in_([RUNNING, PENDING]),
+            [_types(runs, typed), _far_run_lease(far)],
+        ),
+        _Scope("hosts", hosts, true(), [_types(hosts, typed)]),
+        _Scope(
+            "open run requests",
+            run_requests,
+            run_requests.c.status.not_in(["started", "refused"]),
+            [_types(run_requests, typed)],
+        ),
+        _Scope("signal rows", signals, true(), [_types(signals, typed)]),
+    ]
+
+
+def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
+    """Values that are not of their column's type (SQLite only: PostgreSQL's types refuse them)
+    and words that are not among a column's few."""
+    tests: list[ColumnElement[bool]] = list(extra)
+    for column in table.columns:
+        value: ColumnClause[Any] = raw_column(column.name)
+        words = WORDS.get((table.name, column.name))
+        if words is not None:
+            tests.append(value.not_in(sorted(words)))
+        if not typed:
+            continue
+        # NULL is never a wrong type; typeof() says 'null' for it.
+        present = value.is_not(None)
+        if isinstance(column.type, UTCDateTime):
+            unreadable = (func.typeof(value) != "text") | func.datetime(value).is_(None)
+            tests.append(present & unreadable)
+        elif isinstance(column.type, Boolean):
+            tests.append(value.not_in([0, 1]))
+        elif isinstance(column.type, Integer | BigInteger):
+            tests.append(present & (func.typeof(value) != "integer"))
+    when = or_(*tests) if tests else false()
+
+    def describe(row: Mapping[str, Any]) -> list[CorruptRow]:
+        found = mistyped(table, row)
+        if found:
+            return found
+        job, where = locate(table.name, row)
+        return [CorruptRow(job, where, "holds a value of the wrong type; fix or delete the row")]
+
+    return _Rule(when, describe)
+
+
+def _schedule_rules(far: datetime) -> list[_Rule]:
+    c = schedules.c
+    return [
+        _Rule(
+            c.fencing_token < 0,
+            _schedule(
+                lambda row: f"fencing_token is {row['fencing_token']}, below 0; set it to 0 or more"
+            ),
+        ),
+        _Rule(
+            (c.trigger_kind == "interval") & c.interval_anchor.is_(None),
+            _schedule(
+                lambda _row: (
+                    "interval_anchor is not a time; set it to the job's last occurrence "
+                    "(or restart a host to let it re-anchor the job at its next occurrence)"
                 )
-    return found
+            ),
+        ),
+        _Rule(
+            c.lease_expires_at > far,
+            _schedule(
+                lambda row: (
+                    f"lease_expires_at {_when(row['lease_expires_at'])} is further ahead "
+                    "than any renewal sets (the hosts treat it as expired); set it to NULL"
+                )
+            ),
+        ),
+        _Rule(
+            c.enabled.is_(True)
+            & c.orphaned.is_(False)
+            & c.paused.is_(False)
+            & c.trigger_kind.is_not(None)
+            & c.next_occurrence.is_(None),
+            _schedule(
+                lambda _row: (
+                    "next_occurrence is not a time; restart a host to recompute it from the trigger"
+                )
+            ),
+        ),
+    ]
 
 
-def _expected(table: str, column: Any, value: object) -> str | None:
-    """What ``value`` should have been, or None when it is fine."""
-    kind = column.type
-    if isinstance(kind, UTCDateTime):
-        if isinstance(value, datetime):
-            return None
+def _far_run_lease(far: datetime) -> _Rule:
+    def describe(row: Mapping[str, Any]) -> list[CorruptRow]:
+        lease = row["lease_expires_at"]
+        problem = (
+            "lease_expires_at is not a time"
+            if lease is None
+            else f"lease_expires_at {_when(lease)} is further ahead than any renewal sets"
+        )
+        return [
+            CorruptRow(
+                str(row["job_name"]),
+                f"runs {row['id']}",
+                f"{problem}; a host records the run abandoned once its host {row['host_id']} is "
+                "gone (or set lease_expires_at to the current time)",
+            )
+        ]
+
+    c = runs.c
+    when = (c.outcome == RUNNING) & (c.lease_expires_at.is_(None) | (c.lease_expires_at > far))
+    return _Rule(when, describe)
+
+
+def _schedule(problem: Callable[[Mapping[str, Any]], str]) -> _Describe:
+    return lambda row: [CorruptRow(str(row["job_name"]), "schedules", problem(row))]
+
+
+def _when(value: object) -> str:
+    if not isinstance(value, datetime):
         try:
-            datetime.fromisoformat(str(value))
+            value = datetime.fromisoformat(str(value))
         except ValueError:
-            return "a time"
-        return None
-    if isinstance(kind, Boolean):
-        return None if value in (0, 1) else "true or false"
-    if isinstance(kind, Integer | BigInteger):
-        return None if isinstance(value, int) and not isinstance(value, bool) else "a number"
-    words = _WORDS.get((table, column.name))
-    if words is not None and value not in words:
-        return f"one of {', '.join(sorted(words))}"
-    if table == "schedules" and column.name == "timezone":
-        try:
-            load_zone(str(value))
-        except LookupError:
-            return "a time zone name (e.g. Europe/Berlin)"
-    return None
+            return repr(str(value)[:40])
+    return f"{value:%Y-%m-%dT%H:%M:%SZ}"
 
 
-def _locate(table: str, row: dict[str, Any]) -> tuple[str, str]:
-    job = str(row.get("job_name") or "-")
-    if table == "schedules":
-        return job, "schedules"
-    if table in {"runs", "run_requests"}:
-        return job, f"{table} {row.get('id')}"
-    if table in {"job_state", "job_idempotency"}:
-        return job, f"{table} {row.get('key')}"
-    return f"host {row.get('id')}" if table == "hosts" else "-", table
+def _raw(table: Table) -> list[ColumnClause[Any]]:
+    """The table's columns as bare names: the driver's values, no type conversion."""
+    return [raw_column(c.name) for c in table.columns]
 
 
-def _needs_next(row: ScheduleRecord) -> bool:
-    return row.enabled and not row.orphaned and not row.paused and row.trigger_kind is not None
+def _count(connection: Connection, table: Table, where: ColumnElement[bool]) -> int:
+    query = select(func.count()).select_from(table).where(where)
+    return int(connection.execute(query).scalar_one())

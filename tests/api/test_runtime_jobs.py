@@ -16,6 +16,7 @@ from jobhost.config import Settings
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.errors import ChangeRefused
 from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.service import JobService
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import get_schedule
@@ -185,7 +186,9 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
             now=NOW,
         )
     with reading(engine) as connection:
-        runtime = read_runtime_jobs(connection, jobs.catalog, jobs.settings.modules)
+        runtime = read_runtime_jobs(
+            connection, jobs.catalog, jobs.settings.modules, secrets=SecretRule.of(jobs.settings)
+        )
     merged = with_runtime_jobs(jobs.catalog, runtime)
     (problem,) = merged.problems
     assert problem.code == "runtime-name-taken" and problem.job == "sample.declared"

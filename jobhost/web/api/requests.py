@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 from jobhost.runtime.definition import FieldProblem
+from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
 
 __all__ = ["BadRequest", "query_choice", "query_flag", "query_int", "read_json", "read_reason"]
 
@@ -31,8 +32,7 @@ class BadRequest(Exception):
 async def read_json(request: Request, limit: int) -> Any:
     """The body as JSON; 413 past ``limit`` bytes (read no further), 415 for another media
     type, 400 for malformed JSON (with the line and column)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared_too_large(request, limit):
         raise _too_large(limit)
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
@@ -41,11 +41,10 @@ async def read_json(request: Request, limit: int) -> Any:
             "Unsupported media type",
             f"the body must be JSON: send Content-Type: application/json (got {media!r})",
         )
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > limit:
-            raise _too_large(limit)
+    try:
+        body = await read_capped(request, limit)
+    except BodyTooLarge:
+        raise _too_large(limit) from None
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as error:

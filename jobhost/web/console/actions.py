@@ -24,6 +24,7 @@ from jobhost.store import SystemClock, database_now
 from jobhost.store.console import record_action
 from jobhost.store.operations import request_run
 from jobhost.web.app import blocking
+from jobhost.web.bodies import BodyTooLarge
 from jobhost.web.console.auth import client_of, read_form, same_origin
 
 if TYPE_CHECKING:
@@ -52,7 +53,10 @@ class ActionHandler:
         session = console.sessions.read(request)
         if session is None:
             return console.refuse(request, f"sign in with an operator token to {action} a job")
-        form = await read_form(request)
+        try:
+            form = await read_form(request)
+        except BodyTooLarge as error:
+            return console.refuse(request, f"the form is larger than {error.limit} bytes", 413)
         if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
             return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
         reason = " ".join(form.get("reason", "").split())[:500]

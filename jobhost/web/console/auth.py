@@ -22,11 +22,22 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["COOKIE", "Session", "SessionKeeper", "client_of", "read_form", "same_origin"]
+from jobhost.web.bodies import read_capped
+
+__all__ = [
+    "COOKIE",
+    "MAX_FORM",
+    "Session",
+    "SessionKeeper",
+    "client_of",
+    "read_form",
+    "same_origin",
+]
 
 COOKIE = "jobhost_session"
 _LIFETIME_SECONDS = 8 * 3600
-_MAX_FORM = 16_384
+MAX_FORM = 16_384
+"""The largest form the dashboard reads, in bytes."""
 
 
 @dataclass(frozen=True)
@@ -111,9 +122,8 @@ def client_of(request: Request) -> str:
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """An urlencoded form body (at most 16 KiB, else empty): the first value of each field."""
-    body = await request.body()
-    if len(body) > _MAX_FORM:
-        return {}
+    """An urlencoded form body: the first value of each field; :class:`BodyTooLarge` past
+    16 KiB, refused by its length before it is read and cut off when it grows past it."""
+    body = await read_capped(request, MAX_FORM)
     parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {key: values[0] for key, values in parsed.items()}

@@ -38,7 +38,7 @@ def declaration(settings: FilesSettings | None) -> BackgroundJobDeclaration:
         return BackgroundJobDeclaration(
             name=JOB_NAME,
             module=SECTION,
-            cron=FilesSettings.cron,
+            cron=FilesSettings.model_fields["cron"].default,
             enabled=False,
             configuration_source=SECTION,
             description=_DESCRIPTION + " Disabled: [modules.files] is not configured.",

@@ -6,14 +6,14 @@ it as a plugin problem before it starts, so a typo never reaches a run that dele
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from jobhost_contracts import parse_duration, redact_text
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -22,23 +22,8 @@ __all__ = ["SECTION", "CleanupMode", "FilesSettings", "parse_settings"]
 SECTION = "files"
 """The module's section name: ``[modules.files]``."""
 
-_DEFAULT_CRON = "17 3 * * *"
-_KNOWN = frozenset(
-    {
-        "root",
-        "references_url",
-        "references_query",
-        "min_age",
-        "batch_size",
-        "mode",
-        "quarantine_days",
-        "dry_run",
-        "cron",
-        "timezone",
-        "enabled",
-        "allow_empty_references",
-    }
-)
+# Values that may carry a credential are shown redacted in every refusal.
+_REDACTED = frozenset({"references_url", "references_query"})
 
 
 class CleanupMode(StrEnum):
@@ -50,22 +35,99 @@ class CleanupMode(StrEnum):
     """Removed at once."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class FilesSettings:
+def _checked(check: Callable[[Any], object]) -> Any:
+    return BeforeValidator(check)
+
+
+def _root(value: object) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            "required, the path of an existing directory whose files the application references"
+        )
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise ValueError(
+            "is not an existing directory; give the directory whose files the application "
+            "references"
+        )
+    # Resolved once, so that "inside root" is decided against the real directory.
+    return path.resolve()
+
+
+def _required_text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("required, a non-empty string (without it every file would look orphaned)")
+    return value
+
+
+def _references_url(value: object) -> str:
+    url = _required_text(value)
+    try:
+        make_url(url)
+    except ArgumentError:
+        raise ValueError(
+            "is not an SQLAlchemy URL; write e.g. 'sqlite:////srv/app/app.db' or "
+            "'postgresql+psycopg://user@host/app'"
+        ) from None
+    return url
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _duration(value: object) -> timedelta:
+    duration = parse_duration(value)
+    if duration < timedelta(0):
+        raise ValueError("must not be negative, e.g. '24h'")
+    return duration
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError("must be a whole number greater than 0")
+    return value
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _mode(value: object) -> CleanupMode:
+    if isinstance(value, str) and value in {mode.value for mode in CleanupMode}:
+        return CleanupMode(value)
+    allowed = " or ".join(repr(mode.value) for mode in CleanupMode)
+    raise ValueError(f"must be {allowed}")
+
+
+_Flag = Annotated[bool, _checked(_flag)]
+_Count = Annotated[int, _checked(_positive_int)]
+_Text = Annotated[str, _checked(_text)]
+
+
+class FilesSettings(BaseModel):
     """The checked section. ``repr`` hides the password of ``references_url``."""
 
-    root: Path
-    references_url: str
-    references_query: str
-    min_age: timedelta = timedelta(hours=24)
-    batch_size: int = 200
-    mode: CleanupMode = CleanupMode.QUARANTINE
-    quarantine_days: int = 7
-    dry_run: bool = False
-    cron: str = _DEFAULT_CRON
-    timezone: str = "UTC"
-    enabled: bool = True
-    allow_empty_references: bool = False
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    # Required fields default to None and validate it, so a missing one gets the same refusal
+    # (naming what to write) as an empty one.
+    root: Annotated[Path, _checked(_root)] = Field(None, validate_default=True)
+    references_url: Annotated[str, _checked(_references_url)] = Field(None, validate_default=True)
+    references_query: Annotated[str, _checked(_required_text)] = Field(None, validate_default=True)
+    min_age: Annotated[timedelta, _checked(_duration)] = timedelta(hours=24)
+    batch_size: _Count = 200
+    mode: Annotated[CleanupMode, _checked(_mode)] = CleanupMode.QUARANTINE
+    quarantine_days: _Count = 7
+    dry_run: _Flag = False
+    cron: _Text = "17 3 * * *"
+    timezone: _Text = "UTC"
+    enabled: _Flag = True
+    allow_empty_references: _Flag = False
     """An empty reference list usually means a wrong query or database, not "nothing is used"."""
 
     def __repr__(self) -> str:
@@ -79,110 +141,24 @@ class FilesSettings:
             f"allow_empty_references={self.allow_empty_references})"
         )
 
+    __str__ = __repr__
+
 
 def parse_settings(section: Mapping[str, Any]) -> FilesSettings:
     """Check ``section`` and return it typed; raise ``ValueError`` naming the first bad field."""
-    unknown = sorted(str(key) for key in section if key not in _KNOWN)
+    known = FilesSettings.model_fields
+    unknown = sorted(str(key) for key in section if key not in known)
     if unknown:
         raise ValueError(
             f"[modules.files] {unknown[0]!r} is not a known setting; allowed: "
-            f"{', '.join(sorted(_KNOWN))}"
+            f"{', '.join(sorted(known))}"
         )
-    root = _root(section)
-    return FilesSettings(
-        root=root,
-        references_url=_references_url(section),
-        references_query=_required_text(section, "references_query"),
-        min_age=_duration(section, "min_age", timedelta(hours=24)),
-        batch_size=_positive_int(section, "batch_size", 200),
-        mode=_mode(section),
-        quarantine_days=_positive_int(section, "quarantine_days", 7),
-        dry_run=_flag(section, "dry_run", default=False),
-        cron=_text(section, "cron", _DEFAULT_CRON),
-        timezone=_text(section, "timezone", "UTC"),
-        enabled=_flag(section, "enabled", default=True),
-        allow_empty_references=_flag(section, "allow_empty_references", default=False),
-    )
-
-
-def _root(section: Mapping[str, Any]) -> Path:
-    value = section.get("root")
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(
-            f"[modules.files] root = {value!r}: required, the path of an existing directory "
-            "whose files the application references"
-        )
-    path = Path(value).expanduser()
-    if not path.is_dir():
-        raise ValueError(
-            f"[modules.files] root = {value!r}: is not an existing directory; "
-            "give the directory whose files the application references"
-        )
-    # Resolved once, so that "inside root" is decided against the real directory.
-    return path.resolve()
-
-
-def _references_url(section: Mapping[str, Any]) -> str:
-    value = _required_text(section, "references_url")
     try:
-        make_url(value)
-    except ArgumentError:
-        raise ValueError(
-            f"[modules.files] references_url = {redact_text(value)!r}: is not an SQLAlchemy URL; "
-            "write e.g. 'sqlite:////srv/app/app.db' or 'postgresql+psycopg://user@host/app'"
-        ) from None
-    return value
-
-
-def _required_text(section: Mapping[str, Any], name: str) -> str:
-    value = section.get(name)
-    if not isinstance(value, str) or not value.strip():
-        shown = redact_text(value) if isinstance(value, str) else value
-        raise ValueError(
-            f"[modules.files] {name} = {shown!r}: required, a non-empty string (without it "
-            "every file would look orphaned)"
-        )
-    return value
-
-
-def _text(section: Mapping[str, Any], name: str, default: str) -> str:
-    value = section.get(name, default)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"[modules.files] {name} = {value!r}: must be a non-empty string")
-    return value
-
-
-def _duration(section: Mapping[str, Any], name: str, default: timedelta) -> timedelta:
-    value = section.get(name, default)
-    try:
-        duration = parse_duration(value)
-    except ValueError as error:
-        raise ValueError(f"[modules.files] {name} = {value!r}: {error}") from None
-    if duration < timedelta(0):
-        raise ValueError(f"[modules.files] {name} = {value!r}: must not be negative, e.g. '24h'")
-    return duration
-
-
-def _positive_int(section: Mapping[str, Any], name: str, default: int) -> int:
-    value = section.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"[modules.files] {name} = {value!r}: must be a whole number greater than 0"
-        )
-    return value
-
-
-def _flag(section: Mapping[str, Any], name: str, *, default: bool) -> bool:
-    value = section.get(name, default)
-    if not isinstance(value, bool):
-        raise ValueError(f"[modules.files] {name} = {value!r}: must be true or false")
-    return value
-
-
-def _mode(section: Mapping[str, Any]) -> CleanupMode:
-    value = section.get("mode", CleanupMode.QUARANTINE.value)
-    try:
-        return CleanupMode(value)
-    except ValueError:
-        allowed = " or ".join(repr(mode.value) for mode in CleanupMode)
-        raise ValueError(f"[modules.files] mode = {value!r}: must be {allowed}") from None
+        return FilesSettings.model_validate(dict(section))
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        field = str(first["loc"][0])
+        value = first["input"]
+        shown = redact_text(value) if field in _REDACTED and isinstance(value, str) else value
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"[modules.files] {field} = {shown!r}: {message}") from None

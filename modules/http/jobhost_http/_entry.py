@@ -1,4 +1,9 @@
-"""Typed reads of one ``[[modules.http.jobs]]`` entry, each refusal naming the entry and key."""
+"""Checks of single values of one ``[[modules.http.jobs]]`` entry, for the settings model.
+
+Each takes what the settings file holds and returns it typed, or raises ``ValueError`` saying what
+is allowed; the model names the entry, the key and the value. A refusal that must say more than
+"key = value" (a header's name, never its value) is an :func:`entry_problem`.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,37 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from jobhost_contracts import parse_duration
+from pydantic_core import PydanticCustomError
 
-__all__ = ["IDEMPOTENCY_HEADER", "EntryReader", "env_name", "given", "header_value", "safe_url"]
+__all__ = [
+    "ENTRY_PROBLEM",
+    "IDEMPOTENCY_HEADER",
+    "body",
+    "choice",
+    "count",
+    "duration",
+    "entry_problem",
+    "env_name",
+    "flag",
+    "header_value",
+    "headers",
+    "method",
+    "optional_text",
+    "safe_url",
+    "statuses",
+    "text",
+    "url",
+]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 """Set by every call from the run's idempotency key; a job may not set it itself."""
+
+ENTRY_PROBLEM = "entry_problem"
+"""The pydantic error type of a refusal written whole, after the entry's name."""
 
 _Choice = TypeVar("_Choice", bound=StrEnum)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -31,124 +58,117 @@ def safe_url(url: str) -> str:
     return f"{parts.scheme}://{user}{host}{parts.path}{query}"
 
 
-class EntryReader:
-    """Reads one entry; ``where`` names it in every refusal (``modules.http.jobs[0] 'ping'``)."""
+def entry_problem(text: str) -> PydanticCustomError:
+    # The text goes through the context: a header name may hold braces.
+    return PydanticCustomError(ENTRY_PROBLEM, "{text}", {"text": text})
 
-    def __init__(self, where: str, entry: Mapping[str, Any]) -> None:
-        self.where = where
-        self.entry = entry
 
-    def refuse(self, key: str, value: object, allowed: str) -> ValueError:
-        return ValueError(f"{self.where}: {key} = {value!r}: {allowed}")
+def text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
 
-    def text(self, key: str, default: str) -> str:
-        value = self.entry.get(key, default)
-        if not isinstance(value, str) or not value.strip():
-            raise self.refuse(key, value, "must be a non-empty string")
+
+def optional_text(value: object) -> str | None:
+    return None if value is None else text(value)
+
+
+def body(value: object) -> str | None:
+    """Like :func:`optional_text`, but an empty body is a body."""
+    if value is None or value == "":
         return value
+    return text(value)
 
-    def optional_text(self, key: str, *, allow_empty: bool = False) -> str | None:
-        value = self.entry.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or (not allow_empty and not value.strip()):
-            raise self.refuse(key, value, "must be a non-empty string")
-        return value
 
-    def flag(self, key: str, *, default: bool) -> bool:
-        value = self.entry.get(key, default)
-        if not isinstance(value, bool):
-            raise self.refuse(key, value, "must be true or false")
-        return value
+def flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
 
-    def count(self, key: str, default: int) -> int:
-        value = self.entry.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.refuse(key, value, "must be a whole number of at least 1")
-        return value
 
-    def duration(self, key: str, default: timedelta | None) -> timedelta | None:
-        value = self.entry.get(key)
-        if value is None:
-            return default
-        try:
-            duration = parse_duration(value)
-        except ValueError as error:
-            raise self.refuse(key, value, str(error)) from None
-        if duration <= timedelta(0):
-            raise self.refuse(key, value, "must be a positive duration, e.g. '30s'")
-        return duration
+def count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return value
 
-    def url(self) -> str:
-        value = self.entry.get("url")
-        allowed = "required, an http:// or https:// URL with a host"
-        if not isinstance(value, str):
-            raise self.refuse("url", value, allowed)
-        parts = urlsplit(value)
-        if parts.scheme not in {"http", "https"} or not parts.hostname:
-            raise self.refuse("url", safe_url(value), allowed)
-        try:
-            parts.port  # noqa: B018 (urllib checks the port only when it is read)
-        except ValueError:
-            raise self.refuse(
-                "url", safe_url(value), "has a port that is not a number 1-65535"
-            ) from None
-        return value
 
-    def method(self) -> str:
-        value = self.entry.get("method", "GET")
-        if not isinstance(value, str) or value.upper() not in _METHODS:
-            raise self.refuse("method", value, f"must be one of {', '.join(sorted(_METHODS))}")
-        return value.upper()
+def duration(value: object) -> timedelta | None:
+    if value is None:
+        return None
+    parsed = parse_duration(value)
+    if parsed <= timedelta(0):
+        raise ValueError("must be a positive duration, e.g. '30s'")
+    return parsed
 
-    def headers(self, key: str, check: Callable[[object], str | None]) -> dict[str, str]:
-        table = self.entry.get(key, {})
+
+def url(value: object) -> str:
+    allowed = "required, an http:// or https:// URL with a host"
+    if not isinstance(value, str):
+        raise ValueError(allowed)
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError(allowed)
+    try:
+        parts.port  # noqa: B018 (urllib checks the port only when it is read)
+    except ValueError:
+        raise ValueError("has a port that is not a number 1-65535") from None
+    return value
+
+
+def method(value: object) -> str:
+    if not isinstance(value, str) or value.upper() not in _METHODS:
+        raise ValueError(f"must be one of {', '.join(sorted(_METHODS))}")
+    return value.upper()
+
+
+def headers(key: str, check: Callable[[object], str | None]) -> Callable[[object], dict[str, str]]:
+    """The check of the header table ``key``, each value checked by ``check``."""
+
+    def checked(table: object) -> dict[str, str]:
         if not isinstance(table, Mapping):
-            raise self.refuse(key, table, "must be a table of header name = value")
+            raise ValueError("must be a table of header name = value")
         result: dict[str, str] = {}
         for name, value in table.items():
             if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-                raise self.refuse(key, name, "is not a valid HTTP header name")
+                raise entry_problem(f"{key} = {name!r}: is not a valid HTTP header name")
             if name.lower() == IDEMPOTENCY_HEADER.lower():
-                raise ValueError(
-                    f"{self.where}: {key} sets {name!r}; every call sends "
-                    f"{IDEMPOTENCY_HEADER} itself, from the run's occurrence, so that a retry "
-                    "is recognised as the same call: remove it"
+                raise entry_problem(
+                    f"{key} sets {name!r}; every call sends {IDEMPOTENCY_HEADER} itself, from "
+                    "the run's occurrence, so that a retry is recognised as the same call: "
+                    "remove it"
                 )
             problem = check(value)
             if problem is not None:
                 # The header's name only: a misplaced credential must not reach the log.
-                raise ValueError(f"{self.where}: {key}.{name}: {problem}")
+                raise entry_problem(f"{key}.{name}: {problem}")
             result[name] = value
         return result
 
-    def statuses(self) -> frozenset[int] | None:
-        value = self.entry.get("expect_status")
-        if value is None:
-            return None
-        items = list(value) if isinstance(value, list | tuple) else [value]
-        if not items or any(
-            isinstance(item, bool) or not isinstance(item, int) or not 100 <= item <= 599
-            for item in items
-        ):
-            raise self.refuse(
-                "expect_status", value, "must be an HTTP status (100-599) or a list of them"
-            )
-        return frozenset(items)
-
-    def choice(self, key: str, kind: type[_Choice], default: _Choice) -> _Choice:
-        value = self.entry.get(key, default.value)
-        try:
-            return kind(value)
-        except ValueError:
-            allowed = "|".join(member.value for member in kind)
-            raise self.refuse(key, value, f"must be one of {allowed}") from None
+    return checked
 
 
-def given(value: timedelta | None) -> timedelta:
-    # duration() returns None only when asked to default to None.
-    assert value is not None
-    return value
+def statuses(value: object) -> frozenset[int] | None:
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    found = [
+        item
+        for item in items
+        if isinstance(item, int) and not isinstance(item, bool) and 100 <= item <= 599
+    ]
+    if not items or len(found) < len(items):
+        raise ValueError("must be an HTTP status (100-599) or a list of them")
+    return frozenset(found)
+
+
+def choice(kind: type[_Choice]) -> Callable[[object], _Choice]:
+    def checked(value: object) -> _Choice:
+        for member in kind:
+            if value == member.value:
+                return member
+        raise ValueError(f"must be one of {'|'.join(member.value for member in kind)}")
+
+    return checked
 
 
 def header_value(value: object) -> str | None:

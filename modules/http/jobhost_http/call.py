@@ -59,8 +59,14 @@ class MissingSecret(HttpCallError):
 
 
 class UnexpectedStatus(HttpCallError):
-    def __init__(self, job: str, target: str, status: int, body_start: str) -> None:
-        super().__init__(f"{job}: {target} answered {status}: {body_start!r}")
+    """An answer with a status the job did not expect; ``body_start`` is None where the body
+    is not quoted (then ``size`` is its length in bytes, as read)."""
+
+    def __init__(
+        self, job: str, target: str, status: int, body_start: str | None = None, size: str = ""
+    ) -> None:
+        shown = f"{body_start!r}" if body_start is not None else f"{size} bytes (body not shown)"
+        super().__init__(f"{job}: {target} answered {status}: {shown}")
         self.status = status
         self.body_start = body_start
 
@@ -78,11 +84,23 @@ class HttpCall:
 
     ``environ`` (default ``os.environ``) is where ``secret_headers`` variables are looked up,
     read again on every call so a rotated secret is used without a restart.
+
+    ``quote_body``: whether a Failure quotes the start of an unexpected answer's body. A job
+    created at run time passes None: its failures are readable by every ``read`` token, so
+    they give the status and the length only, unless ``[modules.http]`` sets
+    ``runtime_response_body = true``.
     """
 
-    def __init__(self, job: HttpJobSettings, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        job: HttpJobSettings,
+        environ: Mapping[str, str] | None = None,
+        *,
+        quote_body: bool | None = True,
+    ) -> None:
         self._job = job
         self._environ = environ
+        self._quote_body = quote_body
         # Redirects are not followed: urllib would forward our headers, secrets included, to
         # wherever the Location points. A 3xx is an answer like any other.
         self._opener = urllib.request.build_opener(_NoRedirects())
@@ -124,6 +142,12 @@ class HttpCall:
             return self._failed(context, CallFailed(job.name, target, _reason(error, job)))
         elapsed_ms = round((time.monotonic() - started) * 1000)
         if not job.expects(status):
+            quote = self._quote_body
+            if quote is None:
+                quote = context.config.get("runtime_response_body") is True
+            if not quote:
+                size = f"{len(body)}+" if len(body) >= _READ_LIMIT else str(len(body))
+                return self._failed(context, UnexpectedStatus(job.name, target, status, size=size))
             start = _scrub(body.decode("utf-8", "replace"), secrets)[:BODY_START]
             return self._failed(context, UnexpectedStatus(job.name, target, status, start))
         context.logger.info("%s answered %d in %d ms", target, status, elapsed_ms)

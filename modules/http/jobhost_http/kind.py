@@ -11,8 +11,8 @@ wherever it is written.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from jobhost_contracts import IJobExecutor, JobKind, KindSettingsError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -20,7 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from jobhost_http.call import HttpCall
 from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs
 
-__all__ = ["HttpCallModel", "http_kind"]
+__all__ = ["CREDENTIAL_HEADERS", "HttpCallModel", "http_kind"]
+
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+"""Headers a runtime job may set only through ``secret_headers``."""
 
 _PLACEHOLDER_NAME = "http.kind-settings"
 
@@ -59,9 +62,10 @@ def http_kind() -> JobKind:
             {
                 "method": "POST",
                 "url": "https://example.com/hooks/nightly",
-                "secret_headers": {"Authorization": "EXAMPLE_HOOK_AUTH"},
+                "secret_headers": {"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"},
             },
         ),
+        secret_variables=_secret_variables,
     )
 
 
@@ -76,6 +80,7 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
             allowed = ", ".join(HttpCallModel.model_fields)
             raise KindSettingsError(field, f"is not a known key; allowed: {allowed}") from None
         raise KindSettingsError(field, first["msg"]) from None
+    _refuse_plain_credentials(model)
     entry: dict[str, Any] = model.model_dump(exclude_none=True)
     entry |= {"name": _PLACEHOLDER_NAME, "interval": "1h"}
     try:
@@ -88,4 +93,29 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
 
 
 def _factory(name: str, job: HttpJobSettings) -> IJobExecutor:
-    return HttpCall(replace(job, name=name, entry=f"job {name}"))
+    return HttpCall(job.model_copy(update={"name": name}), quote_body=None)
+
+
+def _secret_variables(job: HttpJobSettings) -> dict[str, str]:
+    return {f"secret_headers.{header}": name for header, name in job.secret_headers.items()}
+
+
+def _refuse_plain_credentials(model: HttpCallModel) -> None:
+    """A runtime job's settings are shown to every ``read`` token: credentials belong in
+    ``secret_headers``, which names a variable and never holds the value."""
+    parts = urlsplit(model.url)
+    if parts.password is not None or (parts.username and "@" in parts.netloc):
+        raise KindSettingsError(
+            "url",
+            "carries credentials (user:password@); remove them and send them in a header "
+            "named in secret_headers, e.g. secret_headers = "
+            '{"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"}',
+        )
+    for header in model.headers:
+        if header.lower() in CREDENTIAL_HEADERS:
+            raise KindSettingsError(
+                f"headers.{header}",
+                f"is a credential and would be shown to every reader; move it to "
+                f'secret_headers, naming an environment variable: {{"{header}": '
+                f'"JOBHOST_RUNTIME_SECRET_..."}}',
+            )

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, JobKind, JobRegistration, hookimpl
+from jobhost_contracts import (
+    CALL_TIMEOUT_MARGIN,
+    SCHEDULE_KEYS,
+    BackgroundJobDeclaration,
+    JobKind,
+    JobRegistration,
+    configured_declaration,
+    hookimpl,
+)
 
 from jobhost_http.call import HttpCall
 from jobhost_http.kind import http_kind
@@ -14,7 +21,7 @@ from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs, safe_url
 
 __all__ = ["TIMEOUT_MARGIN", "declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
-TIMEOUT_MARGIN = timedelta(seconds=5)
+TIMEOUT_MARGIN = CALL_TIMEOUT_MARGIN
 """The run's timeout is the call's plus this: the call gives up first and says why."""
 
 
@@ -39,22 +46,11 @@ def jobhost_job_kinds() -> list[JobKind]:
 
 def declaration(job: HttpJobSettings) -> BackgroundJobDeclaration:
     """The declaration of one configured call."""
-    return BackgroundJobDeclaration(
+    return configured_declaration(
         name=job.name,
-        module=SECTION,
-        cron=job.cron,
-        interval=job.interval,
-        timezone=job.timezone,
-        enabled=job.enabled,
-        critical=job.critical,
-        configuration_source=SECTION,
+        section=SECTION,
         # The report shows the description: the URL there is the safe form, without credentials.
         description=job.description or f"{job.method} {safe_url(job.url)}",
-        misfire=job.misfire,
-        catch_up_limit=job.catch_up_limit,
-        misfire_grace=job.misfire_grace,
-        overlap=job.overlap,
-        max_concurrent=job.max_concurrent,
-        retry=job.retry,
-        timeout=job.timeout + TIMEOUT_MARGIN,
+        call_timeout=job.timeout,
+        **job.model_dump(include=set(SCHEDULE_KEYS)),
     )

@@ -8,84 +8,87 @@ variables, read at call time, so no settings object can leak one through ``repr`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, RetryPolicy
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from jobhost_http._entry import (
-    IDEMPOTENCY_HEADER,
-    EntryReader,
-    env_name,
-    given,
-    header_value,
-    safe_url,
-)
+from jobhost_http import _entry
+from jobhost_http._entry import ENTRY_PROBLEM, IDEMPOTENCY_HEADER, safe_url
 
 __all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs", "safe_url"]
 
 SECTION = "http"
 
-_SECTION_KEYS = frozenset({"jobs"})
-_JOB_KEYS = frozenset(
-    {
-        "name",
-        "cron",
-        "interval",
-        "timezone",
-        "method",
-        "url",
-        "headers",
-        "secret_headers",
-        "body",
-        "timeout",
-        "expect_status",
-        "enabled",
-        "critical",
-        "description",
-        "misfire",
-        "catch_up_limit",
-        "misfire_grace",
-        "overlap",
-        "max_concurrent",
-        "max_attempts",
-        "backoff",
-        "backoff_max",
-    }
-)
+_SECTION_KEYS = frozenset({"jobs", "runtime_response_body"})
 # Plain header values whose name says they are credentials are hidden from repr all the same.
 _SENSITIVE = re.compile(r"auth|token|secret|key|cookie|password|signature", re.IGNORECASE)
 
 
-@dataclass(frozen=True, kw_only=True)
-class HttpJobSettings:
+def _checked(check: Callable[[Any], object]) -> Any:
+    return BeforeValidator(check)
+
+
+_Text = Annotated[str, _checked(_entry.text)]
+_Flag = Annotated[bool, _checked(_entry.flag)]
+_Count = Annotated[int, _checked(_entry.count)]
+_Duration = Annotated[timedelta, _checked(_entry.duration)]
+
+
+class HttpJobSettings(BaseModel):
     """One checked entry. ``repr`` hides credentials: URL password and query, sensitive-looking
-    header values, the body; ``secret_headers`` holds variable names, never values."""
+    header values, the body; ``secret_headers`` holds variable names, never values.
+
+    Fields are checked in the order they are declared here, and the first refusal is reported.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     name: str
-    entry: str
-    url: str
-    method: str = "GET"
-    cron: str | None = None
-    interval: timedelta | None = None
-    timezone: str = "UTC"
-    headers: Mapping[str, str] = field(default_factory=dict)
-    secret_headers: Mapping[str, str] = field(default_factory=dict)
-    body: str | None = None
-    timeout: timedelta = timedelta(seconds=30)
-    expect_status: frozenset[int] | None = None
+    cron: Annotated[str | None, _checked(_entry.optional_text)] = None
+    interval: _Duration | None = None
+    enabled: _Flag = True
+    headers: Annotated[dict[str, str], _checked(_entry.headers("headers", _entry.header_value))] = (
+        Field(default_factory=dict)
+    )
+    secret_headers: Annotated[
+        dict[str, str], _checked(_entry.headers("secret_headers", _entry.env_name))
+    ] = Field(default_factory=dict)
+    # None, checked: a missing url is refused as "required", like a wrong one.
+    url: Annotated[str, _checked(_entry.url)] = Field(None, validate_default=True)
+    method: Annotated[str, _checked(_entry.method)] = "GET"
+    timezone: _Text = "UTC"
+    body: Annotated[str | None, _checked(_entry.body)] = None
+    timeout: _Duration = timedelta(seconds=30)
+    expect_status: Annotated[frozenset[int] | None, _checked(_entry.statuses)] = None
     """None: any 2xx."""
-    enabled: bool = True
-    critical: bool = False
-    description: str = ""
-    misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
-    catch_up_limit: int = 10
-    misfire_grace: timedelta | None = None
-    overlap: OverlapPolicy = OverlapPolicy.FORBID
-    max_concurrent: int = 1
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    critical: _Flag = False
+    description: _Text = ""
+    misfire: Annotated[MisfirePolicy, _checked(_entry.choice(MisfirePolicy))] = (
+        MisfirePolicy.RUN_ONCE
+    )
+    catch_up_limit: _Count = 10
+    misfire_grace: _Duration | None = None
+    overlap: Annotated[OverlapPolicy, _checked(_entry.choice(OverlapPolicy))] = OverlapPolicy.FORBID
+    max_concurrent: _Count = 1
+    max_attempts: _Count = 1
+    backoff: _Duration = timedelta(seconds=30)
+    backoff_max: _Duration = timedelta(hours=1)
+
+    @model_validator(mode="after")
+    def _one_trigger_and_one_header_each(self) -> HttpJobSettings:
+        if self.cron is not None and self.interval is not None:
+            raise ValueError("has both cron and interval; keep exactly one")
+        if self.enabled and self.cron is None and self.interval is None:
+            raise ValueError("needs cron (e.g. '*/5 * * * *') or interval (e.g. '20s')")
+        both = sorted(
+            {key.lower() for key in self.headers} & {key.lower() for key in self.secret_headers}
+        )
+        if both:
+            raise ValueError(f"header {both[0]!r} is in both headers and secret_headers")
+        return self
 
     def __repr__(self) -> str:
         headers = {
@@ -99,6 +102,14 @@ class HttpJobSettings:
             f"secret_headers={dict(self.secret_headers)!r}, body={body}, "
             f"timeout={self.timeout!r}, expect_status={self.expect_status!r}, "
             f"enabled={self.enabled}, retry={self.retry!r})"
+        )
+
+    __str__ = __repr__
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts, backoff=self.backoff, backoff_max=self.backoff_max
         )
 
     def expects(self, status: int) -> bool:
@@ -115,6 +126,9 @@ def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
             f"[modules.http] {unknown[0]!r} is not a known setting; jobs go in "
             "[[modules.http.jobs]] entries"
         )
+    quote = section.get("runtime_response_body", False)
+    if not isinstance(quote, bool):
+        raise ValueError(f"[modules.http] runtime_response_body = {quote!r}: must be true or false")
     entries = section.get("jobs", ())
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, list | tuple):
         raise ValueError(
@@ -124,15 +138,15 @@ def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
     jobs: list[HttpJobSettings] = []
     seen: dict[str, str] = {}
     for index, entry in enumerate(entries):
-        job = _parse_job(index, entry)
+        where, job = _parse_job(index, entry)
         if job.name in seen:
-            raise ValueError(f"{job.entry}: name {job.name!r} is already used by {seen[job.name]}")
-        seen[job.name] = job.entry
+            raise ValueError(f"{where}: name {job.name!r} is already used by {seen[job.name]}")
+        seen[job.name] = where
         jobs.append(job)
     return jobs
 
 
-def _parse_job(index: int, entry: object) -> HttpJobSettings:
+def _parse_job(index: int, entry: object) -> tuple[str, HttpJobSettings]:
     where = f"modules.http.jobs[{index}]"
     if not isinstance(entry, Mapping):
         raise ValueError(f"{where} = {entry!r}: must be a table ([[modules.http.jobs]])")
@@ -140,48 +154,26 @@ def _parse_job(index: int, entry: object) -> HttpJobSettings:
     if not isinstance(raw_name, str) or not raw_name.strip():
         raise ValueError(f"{where}: name = {raw_name!r}: required, e.g. name = 'nightly-ping'")
     where = f"{where} {raw_name!r}"
-    unknown = sorted(str(key) for key in entry if key not in _JOB_KEYS)
+    known = HttpJobSettings.model_fields
+    unknown = sorted(str(key) for key in entry if key not in known)
     if unknown:
         raise ValueError(
-            f"{where}: {unknown[0]!r} is not a known key; allowed: {', '.join(sorted(_JOB_KEYS))}"
+            f"{where}: {unknown[0]!r} is not a known key; allowed: {', '.join(sorted(known))}"
         )
-    read = EntryReader(where, entry)
-    cron = read.optional_text("cron")
-    interval = read.duration("interval", None)
-    enabled = read.flag("enabled", default=True)
-    if cron is not None and interval is not None:
-        raise ValueError(f"{where}: has both cron and interval; keep exactly one")
-    if enabled and cron is None and interval is None:
-        raise ValueError(f"{where}: needs cron (e.g. '*/5 * * * *') or interval (e.g. '20s')")
-    headers = read.headers("headers", header_value)
-    secret_headers = read.headers("secret_headers", env_name)
-    both = sorted({key.lower() for key in headers} & {key.lower() for key in secret_headers})
-    if both:
-        raise ValueError(f"{where}: header {both[0]!r} is in both headers and secret_headers")
-    return HttpJobSettings(
-        name=raw_name if "." in raw_name else f"{SECTION}.{raw_name}",
-        entry=where,
-        url=read.url(),
-        method=read.method(),
-        cron=cron,
-        interval=interval,
-        timezone=read.text("timezone", "UTC"),
-        headers=headers,
-        secret_headers=secret_headers,
-        body=read.optional_text("body", allow_empty=True),
-        timeout=given(read.duration("timeout", timedelta(seconds=30))),
-        expect_status=read.statuses(),
-        enabled=enabled,
-        critical=read.flag("critical", default=False),
-        description=read.optional_text("description") or "",
-        misfire=read.choice("misfire", MisfirePolicy, MisfirePolicy.RUN_ONCE),
-        catch_up_limit=read.count("catch_up_limit", 10),
-        misfire_grace=read.duration("misfire_grace", None),
-        overlap=read.choice("overlap", OverlapPolicy, OverlapPolicy.FORBID),
-        max_concurrent=read.count("max_concurrent", 1),
-        retry=RetryPolicy(
-            max_attempts=read.count("max_attempts", 1),
-            backoff=given(read.duration("backoff", timedelta(seconds=30))),
-            backoff_max=given(read.duration("backoff_max", timedelta(hours=1))),
-        ),
-    )
+    try:
+        job = HttpJobSettings.model_validate(dict(entry))
+    except ValidationError as error:
+        raise ValueError(f"{where}: {_described(error)}") from None
+    name = raw_name if "." in raw_name else f"{SECTION}.{raw_name}"
+    return where, job.model_copy(update={"name": name})
+
+
+def _described(error: ValidationError) -> str:
+    first = error.errors(include_url=False)[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == ENTRY_PROBLEM or not first["loc"]:
+        return message
+    key = str(first["loc"][0])
+    value = first["input"]
+    shown = safe_url(value) if key == "url" and isinstance(value, str) else value
+    return f"{key} = {shown!r}: {message}"

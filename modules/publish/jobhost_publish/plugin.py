@@ -7,10 +7,17 @@ shape a job kind ``publish`` needs; the settings-file jobs go through it too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, JobKind, JobRegistration, hookimpl
+from jobhost_contracts import (
+    CALL_TIMEOUT_MARGIN,
+    SCHEDULE_KEYS,
+    BackgroundJobDeclaration,
+    JobKind,
+    JobRegistration,
+    configured_declaration,
+    hookimpl,
+)
 from pydantic import ValidationError
 
 from jobhost_publish.executor import Publisher
@@ -32,7 +39,7 @@ __all__ = [
     "jobhost_jobs",
 ]
 
-TIMEOUT_MARGIN = timedelta(seconds=5)
+TIMEOUT_MARGIN = CALL_TIMEOUT_MARGIN
 """The run's timeout is the publish's plus this: the publish gives up first and says why."""
 
 
@@ -80,21 +87,10 @@ def build_executor(
 
 def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
     """The declaration of one configured message."""
-    return BackgroundJobDeclaration(
+    return configured_declaration(
         name=job.job_name,
-        module=SECTION,
-        cron=job.cron,
-        interval=job.interval,
-        timezone=job.timezone,
-        enabled=job.enabled,
-        critical=job.critical,
-        configuration_source=SECTION,
+        section=SECTION,
         description=job.description or f"publish to {job.destination}",
-        misfire=job.misfire,
-        catch_up_limit=job.catch_up_limit,
-        misfire_grace=job.misfire_grace,
-        overlap=job.overlap,
-        max_concurrent=job.max_concurrent,
-        retry=job.retry,
-        timeout=job.timeout + TIMEOUT_MARGIN,
+        call_timeout=job.timeout,
+        **job.model_dump(include=set(SCHEDULE_KEYS)),
     )
