@@ -101,9 +101,7 @@ def host(
     for handler in captured:
         quiet.removeHandler(handler)
 
-    def make(
-        jobs: list[dict[str, Any]], flush_seconds: float = 1.0, **values: Any
-    ) -> LoggingHost:
+    def make(jobs: list[dict[str, Any]], flush_seconds: float = 1.0, **values: Any) -> LoggingHost:
         settings = sample_settings([{"cron": "0 3 * * *", **job} for job in jobs], **values)
         engine = create_store_engine(settings.database_url)
         upgrade(engine)

@@ -73,8 +73,7 @@ def test_follow_streams_the_lines_in_order_and_ends_when_the_run_ends(
     assert operator.jobhost("trigger", "sample.chatty", "--no-wait").returncode == 0
     run_id = _running_run(operator, "sample.chatty")
     follow = subprocess.run(
-        [sys.executable, "-m", "jobhost", "--config", str(operator.config), "logs", run_id]
-        + ["--follow"],
+        [sys.executable, "-m", "jobhost", "--config", str(operator.config), "logs", run_id, "-f"],
         env=operator.env(),
         capture_output=True,
         text=True,
@@ -86,7 +85,7 @@ def test_follow_streams_the_lines_in_order_and_ends_when_the_run_ends(
     assert printed == [f"line {i}" for i in range(1, 41)]
     assert f"run {run_id} (sample.chatty) ended: succeeded" in follow.stderr
     # It ended because the run did: the ledger says so.
-    done, body = operator.json("history", "sample.chatty")
+    _, body = operator.json("history", "sample.chatty")
     assert body["runs"][0]["outcome"] == "succeeded"
 
 
