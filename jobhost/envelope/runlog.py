@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from typing import NamedTuple
 
 from sqlalchemy.engine import Engine
 
@@ -172,8 +172,8 @@ class RunLogWriter:
         level: str | int | None = None,
         flush_seconds: float = _FLUSH_SECONDS,
     ) -> None:
-        """``level``: the least a job logger passes to the run log (``log_level``), whatever
-        the level of the command's own stderr."""
+        """``level``: ``log_level``; a job logger passes the run log records at this level or
+        at INFO, whichever is lower, whatever the command's stderr shows."""
         self._engine = engine
         self._max_lines = max_lines
         self._max_bytes = max_bytes
@@ -277,8 +277,8 @@ class RunLogWriter:
                 run_log.flush_lock.release()
 
 
-@dataclass(frozen=True, slots=True)
-class _Raw:
+class _Raw(NamedTuple):
+    # A tuple, not a frozen dataclass: one is made for every line a job writes.
     seq: int
     created: float
     level: str
@@ -302,7 +302,7 @@ class _Batch:
             LogLine(
                 run_id=self.run_log.run_id,
                 seq=raw.seq,
-                at=datetime.fromtimestamp(raw.created, UTC),
+                at_us=int(raw.created * 1_000_000),
                 level=raw.level,
                 message=storable_text(raw.message, limit) or "",
                 offset=raw.offset,
@@ -314,6 +314,11 @@ class _Batch:
 
 class _CaptureHandler(logging.Handler):
     """On the job loggers: hands each record to the run executing in the emitting context."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        # No handler-wide lock: each run's buffer has its own, so jobs never wait on each other.
+        self.emit(record)
+        return True
 
     def emit(self, record: logging.LogRecord) -> None:
         run_log = _current.get()
@@ -332,6 +337,7 @@ class _CaptureHandler(logging.Handler):
 
 
 _FORMATTER = logging.Formatter()
+_LEVELS = logging.getLevelNamesMapping()
 _HANDLER = _CaptureHandler()
 _installed = threading.Lock()
 
@@ -342,4 +348,7 @@ def _install_capture(level: str | int | None) -> None:
         if _HANDLER not in logger.handlers:
             logger.addHandler(_HANDLER)
         if level is not None:
-            logger.setLevel(level)
+            # INFO at least: a run's log is where a job's detail belongs, even on a host whose
+            # stderr shows only warnings (its handler still filters at log_level).
+            numeric = level if isinstance(level, int) else _LEVELS.get(str(level).upper(), 0)
+            logger.setLevel(min(logging.INFO, numeric or logging.INFO))

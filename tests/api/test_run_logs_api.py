@@ -50,7 +50,7 @@ class Api:
                     LogLine(
                         run_id,
                         seq,
-                        T0 + timedelta(milliseconds=seq),
+                        int((T0 + timedelta(milliseconds=seq)).timestamp() * 1_000_000),
                         level,
                         message,
                         offset=(seq - 1) * 10,

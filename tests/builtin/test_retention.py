@@ -253,7 +253,15 @@ def test_a_purged_run_takes_its_log_lines_with_it(engine: Engine) -> None:
             ).all()
         )
     lines = [
-        LogLine(run_id, seq, NOW, "INFO", f"line {seq}", offset=(seq - 1) * 6, size=6)
+        LogLine(
+            run_id,
+            seq,
+            int(NOW.timestamp() * 1e6),
+            "INFO",
+            f"line {seq}",
+            offset=(seq - 1) * 6,
+            size=6,
+        )
         for run_id in ids.values()
         for seq in (1, 2, 3)
     ]

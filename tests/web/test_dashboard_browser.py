@@ -255,7 +255,15 @@ def _add_lines(
     from jobhost.store.runlogs import LogLine, append_lines
 
     rows = [
-        LogLine(run_id, start + index, now(), level, message, offset=index * 100, size=100)
+        LogLine(
+            run_id,
+            start + index,
+            int(now().timestamp() * 1e6),
+            level,
+            message,
+            offset=index * 100,
+            size=100,
+        )
         for index, (level, message) in enumerate(lines)
     ]
     with operator.engine.begin() as connection:
