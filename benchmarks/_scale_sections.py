@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from _scale_measure import (
+    Outcome,
     first_fire,
     jobhost_launch,
     number,
@@ -17,15 +19,33 @@ from _scale_measure import (
     sql_counts,
     wait_for,
 )
-from _scale_system import backend_cpu, cpu_seconds, peak_rss_mb, voluntary_switches
+from _scale_system import (
+    Children,
+    Postgres,
+    backend_cpu,
+    cpu_seconds,
+    peak_rss_mb,
+    voluntary_switches,
+)
 
-if TYPE_CHECKING:
-    from scale import Bench
-
-__all__ = ["idle_section", "replicas_section", "startup_section"]
+__all__ = ["BenchSite", "idle_section", "replicas_section", "startup_section"]
 
 
-def replicas_section(bench: Bench) -> None:
+class BenchSite(Protocol):
+    """What a section uses of the bench ``scale.py`` sets up."""
+
+    arguments: argparse.Namespace
+    children: Children
+    postgres: Postgres | None
+
+    def directory(self, label: str) -> Path: ...
+
+    def store(self, store: str, directory: Path, name: str) -> tuple[str, str]: ...
+
+    def jobhost(self, store: str, jobs: int, replicas: int = 1) -> Outcome: ...
+
+
+def replicas_section(bench: BenchSite) -> None:
     a = bench.arguments
     print(
         f"\n== replicas: K jobhost processes on one PostgreSQL database, {a.replica_jobs} jobs "
@@ -58,7 +78,7 @@ def replicas_section(bench: Bench) -> None:
         )
 
 
-def startup_section(bench: Bench) -> None:
+def startup_section(bench: BenchSite) -> None:
     a = bench.arguments
     print(
         f"\n== startup: {a.startup_jobs} declared jobs (bench.first every 1s, the rest hourly "
@@ -82,7 +102,7 @@ def startup_section(bench: Bench) -> None:
             _startup_run(bench, store, phase, run_directory, url)
 
 
-def _startup_run(bench: Bench, store: str, phase: str, directory: Path, url: str) -> None:
+def _startup_run(bench: BenchSite, store: str, phase: str, directory: Path, url: str) -> None:
     a = bench.arguments
     launch = jobhost_launch(directory, url, a.startup_jobs, "hourly")
     spawned = time.time()
@@ -128,7 +148,7 @@ def _hourly_due(opens: int, closes: int, count: int) -> int:
     return sum(len(range(second % 3600, count, 3600)) for second in range(opens, closes))
 
 
-def idle_section(bench: Bench) -> None:
+def idle_section(bench: BenchSite) -> None:
     a = bench.arguments
     print(
         f"\n== idle: {a.idle_jobs} nightly job(s) (03:00 UTC), {a.idle_seconds:g}s after "
@@ -207,7 +227,7 @@ def _has_run_sql(counts: Path | None) -> bool:
     return bool(sql_counts(counts).get("statements"))
 
 
-def _sql_stores(bench: Bench) -> list[str]:
+def _sql_stores(bench: BenchSite) -> list[str]:
     stores = [store for store in bench.arguments.stores if store != "memory"]
     return stores or ["sqlite"]
 

@@ -4,12 +4,17 @@ Builds a catalog of ``JOBS`` jobs and a ledger of ``ROWS`` rows (bulk-inserted: 
 one transaction on SQLite, COPY on PostgreSQL; PostgreSQL from ``JOBHOST_TEST_POSTGRES_URL``,
 in a schema of its own, dropped afterwards), then prints how long each operator read takes:
 
-- ``report``, ``health`` and ``report --job``: in this process (store reads and report
+- ``report``, ``health`` and ``report --job``, and one refresh of the gauges ``/metrics``
+  serves (jobs by status, overdue, live hosts, skew): in this process (store reads and report
   building), and as the whole ``jobhost`` command (start-up and the 10,000-job catalog too;
   ``jobhost validate``, which does only those, is printed as the baseline);
 - ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
   report exactly as ``jobhost run``'s does);
 - the dashboard's overview page and one job page with its 7-day timeline.
+
+``CONSOLE_ONLY=health,--job`` measures only the figures whose names contain one of the words.
+Last, the wall time and peak memory of one ``jobhost health --no-hosts`` and one
+``jobhost db check --full`` (the full audit of every row).
 
 Each figure is the best of ``REPEAT`` runs after one warm-up, as wall-clock seconds and as CPU
 seconds of this process (or of the ``jobhost`` child): on a shared machine the wall clock
@@ -37,6 +42,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings, load_settings
+from jobhost.operations.gauges import read_figures
 from jobhost.operations.health import check_health
 from jobhost.operations.report import build_report
 from jobhost.rules.desired import desired_schedules
@@ -76,6 +82,7 @@ def _measure(backend: str, url: str, directory: Path) -> None:
         command = [sys.executable, "-m", "jobhost", "--config", str(config)]
         figures = {
             "report (in process)": lambda: build_report(settings, catalog, engine),
+            "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
             # The floor under every command: start-up and loading the 10,000-job catalog.
@@ -85,12 +92,24 @@ def _measure(backend: str, url: str, directory: Path) -> None:
             "jobhost health --no-hosts": lambda: _command([*command, "health", "--no-hosts"], env),
             "jobhost report --job NAME": lambda: _command([*command, "report", "--job", one], env),
         }
-        results = {name: _best(call) for name, call in figures.items()}
-        results |= _http(settings, catalog, engine, one)
+        only = [part for part in os.environ.get("CONSOLE_ONLY", "").split(",") if part]
+        chosen = {k: v for k, v in figures.items() if not only or any(p in k for p in only)}
+        results = {name: _best(call) for name, call in chosen.items()}
+        if not only:
+            results |= _http(settings, catalog, engine, one)
         print(f"\n{backend}: seeded {seeded} rows in {_seconds(engine, seeded):s}")
         print(f"  {'':<34} {'wall':>7} {'cpu':>7}")
         for name, (wall, cpu) in results.items():
             print(f"  {name:<34} {wall:7.3f} {cpu:7.3f}")
+        # Peak memory of the whole process, once each: the health check's must not follow the
+        # ledger; the full audit streams, so neither should its.
+        print(f"  {'':<34} {'wall':>7} {'peak MB':>7}")
+        for name, args in (
+            ("jobhost health --no-hosts", ["health", "--no-hosts"]),
+            ("jobhost db check --full", ["db", "check", "--full"]),
+        ):
+            wall, peak = _peak([*command, *args], env)
+            print(f"  {name:<34} {wall:7.3f} {peak:7.0f}")
     finally:
         engine.dispose()
 
@@ -124,6 +143,25 @@ def _get(url: str) -> None:
     with urllib.request.urlopen(url, timeout=60) as response:
         assert response.status == 200, url
         response.read()
+
+
+_PEAK = (
+    "import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
+    "'peak-kb %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
+    "sys.argv[0] = 'jobhost'; from jobhost.cli import main; main()"
+)
+
+
+def _peak(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of one ``jobhost`` process."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [argv[0], "-c", _PEAK, *argv[3:]], env=env, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - started
+    assert done.returncode in {0, 1}, done.stderr
+    kilobytes = int(done.stderr.rsplit("peak-kb ", 1)[1].split()[0])
+    return wall, kilobytes / 1024
 
 
 def _command(argv: list[str], env: dict[str, str]) -> None:

@@ -6,13 +6,16 @@ Three ``jobhost run`` processes share a fresh schema on the server named by
 ``JOBHOST_TEST_POSTGRES_URL`` (or ``--database``), through a TCP proxy this script owns. Every
 second each of ``--jobs`` jobs fires once, and four more jobs run for 2 s every 3 s, so that
 runs are in flight whenever a fault hits. One replica's clock runs ``--clock-ahead`` ahead (the
-``clock_offset`` setting). On a repeating cycle one replica is killed with ``kill -9`` and restarted
-five seconds later, and the proxy cuts the database for ``--outage`` seconds (the server itself
-is never touched). At the end every replica is stopped and the script prints: duplicates (an
-occurrence executed twice, or recorded both run and not run), unexplained misses, misses by
-reason, outcomes lost (an executor completed in a host that lived on, and the ledger does not
-hold its outcome), audit records that disagree with the ledger, and RSS per replica process at
-start and end. The exit status is 1 when any of the first three is not zero.
+``clock_offset`` setting). On a repeating cycle one replica is killed with ``kill -9`` and
+restarted under its old host id, alternately five seconds later and half a second later (before
+anyone can see it dead: only its new process can settle the old one's runs), and the proxy cuts
+the database for ``--outage`` seconds (the server itself is never touched). At the end every
+replica is stopped and the script prints: duplicates (an occurrence executed twice, or recorded
+both run and not run), unexplained misses, misses by reason, outcomes lost (an executor
+completed in a host that lived on, and the ledger does not hold its outcome), audit records that
+disagree with the ledger, RSS per replica process at
+start and end, and the runs left ``running`` at the end (the runs of a dead process its restart
+did not settle). The exit status is 1 when any of the first three, or the last, is not zero.
 
 The harness is the reliability suite's (``tests/reliability/harness.py``): one copy of it.
 """
@@ -91,14 +94,16 @@ def main(argv: list[str] | None = None) -> int:
                 cycle=options.cycle,
                 say=_say,
                 every_second=memory.sample,
+                restart_after=(5.0, 0.5),
             )
             last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
             memory.sample()
             time.sleep(7)  # the killed replica's last runs expire and are recorded
         finally:
             cluster.stop()
+        rows = ledger(engine)
         verdict = judge(
-            ledger(engine),
+            rows,
             read_effects(cluster.effects),
             jobs=[job["name"] for job in jobs],
             first=first,
@@ -110,13 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     _say(f"window {first:%H:%M:%S} .. {last:%H:%M:%S} UTC")
     for line in verdict.lines():
         _say(line)
+    left = [r for r in rows if r.outcome == "running"]
+    restarted = [r for r in rows if "restarted" in (r.error_message or "")]
+    _say(f"runs settled by a restart under the same host id: {len(restarted)}")
+    _say(f"runs left running after every replica stopped: {len(left)}")
     _say("RSS per replica process (first sample 10 s after start, last before stop):")
     for line in memory.lines():
         _say(line)
     _say(f"log: {logs.count('Traceback')} tracebacks; warnings and errors by kind:")
     for kind, count in log_kinds(logs).most_common(12):
         _say(f"  {count:6d}  {kind}")
-    bad = verdict.duplicates or verdict.unexplained or verdict.outcomes_lost
+    bad = verdict.duplicates or verdict.unexplained or verdict.outcomes_lost or left
     return 1 if bad else 0
 
 

@@ -2,14 +2,17 @@
 
 It makes, in DIR: ``files-root/`` (referenced files, old orphans, one young orphan, a symbolic
 link leading out of root), ``app.db`` (the application's table of referenced paths) and
-``jobhost.toml`` (the store, ``[modules.files]`` every minute, and an HTTP ping that fails on
-purpose). Running it again puts back what a cleanup moved away and makes the orphans old again;
-it never touches the store (``jobhost.db``) nor the quarantine, so history survives.
+``jobhost.toml`` (the store, ``[modules.files]`` every minute, an HTTP ping that fails on
+purpose, and the dashboard and ``/metrics`` served on a loopback port: 8089 when it is free, or
+one the system picks). Running it again puts back what a cleanup moved away and makes the
+orphans old again; it never touches the store (``jobhost.db``) nor the quarantine, so history
+survives.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import sys
 import time
@@ -30,6 +33,7 @@ ESCAPING_REFERENCE = "../outside-root/keep-me.txt"
 """A reference that leads out of root: refused and counted."""
 
 _OLD_SECONDS = 2 * 24 * 3600
+_PORT = 8089
 _QUERY = "SELECT path FROM file_references"
 
 
@@ -42,6 +46,8 @@ class DemoLayout:
     app_db: Path
     store_db: Path
     config: Path
+    address: str
+    """``127.0.0.1:PORT``, where the host serves the dashboard and ``/metrics``."""
 
 
 def make_demo(directory: Path, *, now: float | None = None) -> DemoLayout:
@@ -53,6 +59,7 @@ def make_demo(directory: Path, *, now: float | None = None) -> DemoLayout:
         app_db=directory / "app.db",
         store_db=directory / "jobhost.db",
         config=directory / "jobhost.toml",
+        address=f"127.0.0.1:{_loopback_port()}",
     )
     moment = time.time() if now is None else now
     old = moment - _OLD_SECONDS
@@ -104,6 +111,9 @@ def _config(layout: DemoLayout) -> str:
 # Written by `python -m jobhost.demo`; running it again rewrites this file.
 database_url = {_toml(f"sqlite:///{layout.store_db}")}
 poll_interval = "5s"
+# The dashboard and /metrics, on this machine only; the gauges read the store every 5s.
+http_listen = {_toml(layout.address)}
+metrics_refresh = "5s"
 
 [modules.files]
 root = {_toml(str(layout.root))}
@@ -123,6 +133,18 @@ backoff = "5s"
 """
 
 
+def _loopback_port() -> int:
+    """8089 when nothing listens there, or a free port the system picks."""
+    for wanted in (_PORT, 0):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", wanted))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise OSError("no free loopback port")
+
+
 def _toml(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
@@ -140,7 +162,12 @@ jobhost demo ready in {layout.directory}
   jobhost.toml  store {layout.store_db.name}; files.orphan-cleanup every minute; \
 http.demo-ping every 20s
 
-The host starts now (python3 scripts/dev.py run); in another terminal, try:
+The host starts now (python3 scripts/dev.py run) and serves, on this machine only:
+  dashboard     http://{layout.address}/
+  metrics       http://{layout.address}/metrics   (Prometheus: deploy/prometheus/, \
+Grafana: deploy/grafana/jobhost.json)
+
+In another terminal, try:
   {command} --config {layout.config} report
   {command} --config {layout.config} history files.orphan-cleanup
   {command} --config {layout.config} trigger files.orphan-cleanup --reason "try it"

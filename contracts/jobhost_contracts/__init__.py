@@ -17,7 +17,7 @@ from jobhost_contracts.configured import (
     SCHEDULE_KEYS,
     configured_declaration,
 )
-from jobhost_contracts.context import JobContext, JobState, StaleLeaseError, TriggerSource
+from jobhost_contracts.context import JobContext, TriggerSource
 from jobhost_contracts.declaration import (
     BackgroundJobDeclaration,
     DstGap,
@@ -31,6 +31,7 @@ from jobhost_contracts.executor import IJobExecutor, JobResult
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
 from jobhost_contracts.kinds import JobKind, KindSettingsError
 from jobhost_contracts.redaction import bound_text, redact_text
+from jobhost_contracts.state import JobState, StaleLeaseError
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
 __all__ = [

@@ -7,14 +7,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from returns.result import Result
 
 from jobhost_contracts.cancellation import Cancellation
+from jobhost_contracts.fanout import run_fan_out
+from jobhost_contracts.state import JobState
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitTally
 
-__all__ = ["JobContext", "JobState", "StaleLeaseError", "TriggerSource"]
+__all__ = ["JobContext", "TriggerSource"]
 
 Unit = TypeVar("Unit")
 
@@ -26,66 +28,6 @@ class TriggerSource(StrEnum):
     MANUAL = "manual"
     RETRY = "retry"
     CATCH_UP = "catch-up"
-
-
-class StaleLeaseError(Exception):
-    """A state write from a run that no longer holds its lease.
-
-    The run that gets this lost its claim (its lease expired and it was recorded abandoned, or
-    another replica took the job over); its writes must stop. ``run_id`` and ``reason`` say
-    which run and why, when the host knows.
-    """
-
-    def __init__(
-        self,
-        job: str,
-        token: int,
-        current: int,
-        *,
-        run_id: str | None = None,
-        reason: str | None = None,
-    ) -> None:
-        if run_id is None:
-            message = (
-                f"job {job!r}: state write with fencing token {token} rejected, "
-                f"the lease is now held with token {current}"
-            )
-        else:
-            message = (
-                f"job {job!r}: run {run_id} no longer holds its lease "
-                f"({reason or 'lost'}); its state write with fencing token {token} was rejected"
-            )
-        super().__init__(message)
-        self.job = job
-        self.token = token
-        self.current = current
-        self.run_id = run_id
-        self.reason = reason
-
-
-class JobState(Protocol):
-    """Durable per-job state, kept in the host's store and fenced by the run's lease.
-
-    Every write carries the run's fencing token: once another replica holds a newer lease, the
-    write raises :class:`StaleLeaseError`, so a stale run cannot move a cursor backwards or mark
-    work done twice.
-    """
-
-    def get(self, key: str) -> str | None:
-        """The value last stored under ``key`` for this job, or None."""
-        ...
-
-    def set(self, key: str, value: str) -> None:
-        """Store ``value`` under ``key`` (a cursor, a watermark)."""
-        ...
-
-    def record(self, idempotency_key: str) -> bool:
-        """Mark a unit of work done; False when it had already been recorded."""
-        ...
-
-    def seen(self, idempotency_key: str) -> bool:
-        """Whether a unit of work was recorded done by any earlier run of this job."""
-        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,8 +78,6 @@ class JobContext:
         naming the first ``report_failures`` failed units and the total. Return it (or a
         result built from it) from ``execute`` so the run is failed and retried.
         """
-        from jobhost_contracts.fanout import run_fan_out  # fanout imports this module
-
         return run_fan_out(
             units,
             work,

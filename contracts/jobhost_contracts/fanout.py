@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from returns.result import Failure, Result, Success
 
 from jobhost_contracts.cancellation import Cancellation, JobCancelled
-from jobhost_contracts.context import JobState, StaleLeaseError
+from jobhost_contracts.state import JobState, StaleLeaseError
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure, UnitTally, error_text
 
 __all__ = ["run_fan_out"]

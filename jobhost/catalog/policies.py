@@ -9,6 +9,7 @@ hand, so that every job's problems are listed together.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_duration
@@ -16,7 +17,13 @@ from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_dura
 from jobhost.catalog.model import Problem
 from jobhost.config import LEASE_HEARTBEATS, MAX_DURATION, Settings
 
-__all__ = ["POLICY_CODES", "RETRYABLE_OUTCOMES", "check_policies"]
+__all__ = [
+    "POLICY_CODES",
+    "RETRYABLE_OUTCOMES",
+    "PolicyProblem",
+    "check_policies",
+    "policy_problems",
+]
 
 POLICY_CODES = frozenset({"bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"})
 """Problems that keep a job out of the schedule: the host cannot honour its policies."""
@@ -31,33 +38,60 @@ _MAX_CATCH_UP = 10_000
 
 def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) -> list[Problem]:
     """Every policy value of ``declaration`` that the host cannot honour, with the fix."""
-    problems: list[Problem] = []
-
-    def add(code: str, field: str, value: object, rule: str) -> None:
-        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
-        problems.append(
-            Problem(
-                declaration.name,
-                declaration.module,
-                code,
-                f"{field} = {shown}: {rule}; fix the declaration in module {declaration.module}",
+    found = policy_problems(declaration)
+    lease = declaration.lease
+    least = settings.heartbeat_interval * LEASE_HEARTBEATS
+    if lease is not None and not least <= lease <= MAX_DURATION:
+        found.append(
+            PolicyProblem(
+                "bad-lease",
+                "lease",
+                lease,
+                f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
+                f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
+                f"{format_duration(least)}, and at most 365d, or None for lease_duration",
             )
         )
+    order = {code: i for i, code in enumerate(_ORDER)}
+    found.sort(key=lambda problem: order[problem.code])
+    return [
+        Problem(
+            declaration.name,
+            declaration.module,
+            problem.code,
+            f"{problem.text()}; fix the declaration in module {declaration.module}",
+        )
+        for problem in found
+    ]
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    """One policy value the host cannot honour: ``field`` as the declaration names it
+    (``timeout``, ``retry.backoff``)."""
+
+    code: str
+    field: str
+    value: object
+    rule: str
+
+    def text(self) -> str:
+        value = self.value
+        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
+        return f"{self.field} = {shown}: {self.rule}"
+
+
+def policy_problems(declaration: BackgroundJobDeclaration) -> list[PolicyProblem]:
+    """The policy values no host could honour whatever its settings: the one judgement of a
+    job's policies, for declared jobs (:func:`check_policies`) and runtime jobs alike."""
+    problems: list[PolicyProblem] = []
+
+    def add(code: str, field: str, value: object, rule: str) -> None:
+        problems.append(PolicyProblem(code, field, value, rule))
 
     timeout = declaration.timeout
     if timeout is not None and not timedelta(0) < timeout <= MAX_DURATION:
         add("bad-timeout", "timeout", timeout, "must be positive and at most 365d, or None")
-    lease = declaration.lease
-    least = settings.heartbeat_interval * LEASE_HEARTBEATS
-    if lease is not None and not least <= lease <= MAX_DURATION:
-        add(
-            "bad-lease",
-            "lease",
-            lease,
-            f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
-            f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
-            f"{format_duration(least)}, and at most 365d, or None for lease_duration",
-        )
     grace = declaration.misfire_grace
     if grace is not None and not timedelta(0) < grace <= MAX_DURATION:
         add("bad-misfire", "misfire_grace", grace, "must be positive and at most 365d, or None")
@@ -71,6 +105,10 @@ def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) ->
     for field, value, rule in _retry_problems(declaration.retry):
         add("bad-retry", f"retry.{field}", value, rule)
     return problems
+
+
+# The order problems are listed in, as a reader meets the fields.
+_ORDER = ("bad-timeout", "bad-lease", "bad-misfire", "bad-overlap", "bad-retry")
 
 
 def _retry_problems(retry: RetryPolicy) -> list[tuple[str, object, str]]:

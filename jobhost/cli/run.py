@@ -26,6 +26,7 @@ def run(ctx: click.Context) -> None:
     # Imported here, so that every other command starts without the firing loop's imports.
     from jobhost.envelope.telemetry import configure_telemetry
     from jobhost.firing.host import Host
+    from jobhost.operations.gauges import register_gauges
     from jobhost.web import WebServer, prometheus_reader
     from jobhost.web.surfaces import host_application
 
@@ -54,6 +55,7 @@ def run(ctx: click.Context) -> None:
     )
     telemetry.install_globally()
     host = Host(settings, catalog, engine, telemetry=telemetry)
+    register_gauges(telemetry.meter, host)
     server = None
     if address is not None and render_metrics is not None:
         server = WebServer(address, host_application(host, render_metrics))

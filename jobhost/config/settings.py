@@ -205,6 +205,11 @@ class Settings(BaseSettings):
         description="Label run metrics with the job's name; false drops the label, so the "
         "series stay a handful however large the catalog.",
     )
+    metrics_refresh: Duration = Field(
+        timedelta(seconds=15),
+        description="How long the store-wide gauges (live hosts, jobs by status, overdue, "
+        "clock skew) are kept before a collection reads the store again.",
+    )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
     log_format: Literal["text", "json"] = Field(
         "text",
@@ -266,6 +271,7 @@ class Settings(BaseSettings):
         "audit_sink_timeout",
         "max_schedule_lag",
         "http_request_timeout",
+        "metrics_refresh",
     )
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:

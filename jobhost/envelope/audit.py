@@ -1,9 +1,10 @@
 """Audit sinks after the ledger: the JSON log line and whatever modules add.
 
 Each sink a module adds gets the record in a thread of its own and a bounded time (the built-in
-JSON line is written directly). A sink that raises or hangs
-is reported with a warning and the ``jobhost.audit.sink_failures`` metric; the run's outcome is
-already in the ledger and stays what it is.
+JSON line is written directly); :mod:`jobhost.envelope.reporting` calls them off the recorder's
+thread. A sink that raises or hangs is reported with a warning and the
+``jobhost.audit.sink_failures`` metric; the run's outcome is already in the ledger and stays
+what it is.
 """
 
 from __future__ import annotations
@@ -11,18 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
 
 from jobhost_contracts import AuditSink, RunAuditRecord
 
-from jobhost.envelope.telemetry import Telemetry
-
-__all__ = ["JsonLogSink", "deliver"]
-
-_log = logging.getLogger("jobhost.envelope")
+__all__ = ["BoundedSink", "JsonLogSink", "sink_name"]
 
 
 class JsonLogSink:
@@ -40,52 +36,49 @@ class JsonLogSink:
         self._logger.info(json.dumps({"event": "run.finished", **fields}, sort_keys=True))
 
 
-def deliver(
-    sinks: Sequence[AuditSink], entry: RunAuditRecord, telemetry: Telemetry, timeout: float
-) -> list[str]:
-    """Hand ``entry`` to every sink; return the names of the sinks that failed."""
-    failed: list[str] = []
-    for sink in sinks:
-        error = _call_bounded(sink, entry, timeout)
-        if error is None:
-            continue
-        name = getattr(sink, "name", type(sink).__name__)
-        failed.append(name)
-        telemetry.sink_failures.add(1, {"sink": name})
-        _log.warning(
-            "audit sink %s failed for run %s of %s: %s; the outcome (%s) stands",
-            name,
-            entry.run_id,
-            entry.job_name,
-            error,
-            entry.outcome,
-        )
-    return failed
+def sink_name(sink: AuditSink) -> str:
+    """The name a sink reports under (``name``, else its class's)."""
+    return str(getattr(sink, "name", type(sink).__name__))
 
 
-def _call_bounded(sink: AuditSink, entry: RunAuditRecord, timeout: float) -> str | None:
-    if getattr(sink, "inline", False):
-        try:
-            sink.record(entry)
-        except Exception as error:
-            return f"{type(error).__name__}: {error}"
+class BoundedSink:
+    """A module's sink, called in a thread of its own and given ``timeout`` seconds to answer.
+
+    A call that does not answer in time keeps its thread; the next record waits for it (within
+    the same bound) before the sink is called again, so a hanging sink holds one thread, not one
+    per record.
+    """
+
+    def __init__(self, sink: AuditSink, timeout: float) -> None:
+        self.name = sink_name(sink)
+        self._sink = sink
+        self._timeout = timeout
+        self._busy: threading.Thread | None = None
+
+    def record(self, entry: RunAuditRecord) -> str | None:
+        """Hand ``entry`` to the sink; return what went wrong, or ``None``."""
+        if self._busy is not None:
+            self._busy.join(self._timeout)
+            if self._busy.is_alive():
+                return f"no answer within {self._timeout:g}s (an earlier record still holds it)"
+            self._busy = None
+        errors: list[BaseException] = []
+
+        def _target() -> None:
+            try:
+                self._sink.record(entry)
+            except BaseException as error:  # a sink must never take the host down
+                errors.append(error)
+
+        worker = threading.Thread(target=_target, name=f"jobhost-audit-{self.name}", daemon=True)
+        worker.start()
+        worker.join(self._timeout)
+        if worker.is_alive():
+            self._busy = worker
+            return f"no answer within {self._timeout:g}s"
+        if errors:
+            return f"{type(errors[0]).__name__}: {errors[0]}"
         return None
-    errors: list[BaseException] = []
-
-    def _target() -> None:
-        try:
-            sink.record(entry)
-        except BaseException as error:  # a sink must never take the host down
-            errors.append(error)
-
-    worker = threading.Thread(target=_target, name="jobhost-audit", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        return f"no answer within {timeout:g}s"
-    if errors:
-        return f"{type(errors[0]).__name__}: {errors[0]}"
-    return None
 
 
 def _plain(value: object) -> object:

@@ -1,7 +1,8 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
 The ledger is written first and must succeed (it is retried while the store is away: an outcome
-is never dropped); the other audit sinks come after and can only warn.
+is never dropped); metrics and the audit sinks come after, from queues of their own
+(:mod:`jobhost.envelope.reporting`), and can only warn.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
-from jobhost.envelope.audit import JsonLogSink, deliver
 from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
@@ -37,6 +38,7 @@ from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Finish, ledger_verdicts, record_outcomes
 from jobhost.store.ledger import Outcome as LedgerOutcome
+from jobhost.store.retrying import StoreRetry
 
 __all__ = ["Executed", "RunEnvelope"]
 
@@ -67,10 +69,18 @@ class RunEnvelope:
         self._clock = clock
         self._grace = grace
         self._telemetry = telemetry
-        self._sinks = [JsonLogSink(), *sinks]
         self._sink_timeout = sink_timeout.total_seconds()
+        self._reporter = Reporter(sinks, telemetry, self._sink_timeout)
         self._stopping = stopping
-        self._store_retry = tuple(store_retry)
+        waits = tuple(store_retry)
+        self._store_retry = StoreRetry(
+            what="recording a run",
+            waits=waits,
+            retry_on=lambda error: isinstance(error, OperationalError | DBAPIError),
+            max_attempts=len(waits) + 1,
+            # A stopping host tries a few times, not the whole list: its grace is short.
+            give_up=lambda tries: stopping() and tries >= 3,
+        )
         self._run_logs = run_logs
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
@@ -79,7 +89,14 @@ class RunEnvelope:
         executed = self.execute(claim, spec, cancellation)
         finished_at, verdict = self._record(claim, spec, executed)
         self.report(claim, spec, executed, finished_at, verdict)
+        # A run in a command ends with its process: its reports go out before it returns.
+        self.flush_reports()
         return executed.outcome
+
+    def flush_reports(self, timeout: float | None = None) -> bool:
+        """Wait until the reports queued so far are delivered (by default, for as long as two
+        sink timeouts and a second); ``False`` when some were still on their way."""
+        return self._reporter.drain(2 * self._sink_timeout + 1 if timeout is None else timeout)
 
     def execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Executed:
         """Run the executor inside the run's span; the span ends with the outcome."""
@@ -170,18 +187,12 @@ class RunEnvelope:
         finished_at: datetime,
         verdict: str | None = None,
     ) -> None:
-        """Metrics and audit sinks, after the ledger; ``verdict`` is the ledger's outcome when
-        another replica's differs from this host's, so the audit never contradicts the ledger."""
+        """Queue the metrics and audit records of a recorded run (delivered off this thread);
+        ``verdict`` is the ledger's outcome when another replica's differs from this host's, so
+        the audit never contradicts the ledger."""
         outcome = executed.outcome
         final = verdict or outcome.outcome
-        labels = {"job": claim.job_name, "outcome": final}
         duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
-        self._telemetry.runs.add(1, labels)
-        # One duration histogram per job, not per outcome: it bounds the series a job costs.
-        self._telemetry.duration.record(duration, {"job": claim.job_name})
-        if claim.occurrence is not None:
-            lag = (claim.started_at - claim.occurrence).total_seconds()
-            self._telemetry.lag.record(max(lag, 0.0), {"job": claim.job_name})
         entry = RunAuditRecord(
             job_name=claim.job_name,
             module=spec.module,
@@ -199,7 +210,7 @@ class RunEnvelope:
             trace_id=executed.trace_id,
             units=executed.units,
         )
-        deliver(self._sinks, entry, self._telemetry, self._sink_timeout)
+        self._reporter.submit(entry)
 
     def _open_log(self, claim: Claim) -> RunLog | None:
         if self._run_logs is None:
@@ -264,55 +275,50 @@ class RunEnvelope:
         Returns when it was recorded, and the ledger's own outcome when it is not this host's
         (another replica recorded the run abandoned after its lease expired).
         """
-        now = self._clock()
         outcome = executed.outcome
-        for attempt, pause in enumerate((*self._store_retry, None)):
-            try:
-                self.flush_logs([executed])
-                with self._engine.begin() as connection:
-                    now = self._store_time(connection)
-                    entry = self.ledger_outcome(claim, spec, executed, now)
-                    recorded = record_outcomes(connection, self._host_id, [entry], now)
-                    verdict = None if recorded else ledger_verdicts(connection, [claim.run_id])
-                if entry.retry is not None and recorded:
-                    _log.info(
-                        "job %s: attempt %d %s; retry in %.1fs",
-                        claim.job_name,
-                        claim.attempt,
-                        outcome.outcome,
-                        (entry.retry.not_before - now).total_seconds(),
-                    )
-                if verdict is None:
-                    return now, None
-                final = verdict.get(claim.run_id)
-                _log.warning(
-                    "job %s run %s finished %s, but the ledger already says %s: "
-                    "its lease had been taken over",
-                    claim.job_name,
-                    claim.run_id,
-                    outcome.outcome,
-                    final,
-                )
-                return now, final
-            except (OperationalError, DBAPIError) as error:
-                if pause is None or (self._stopping() and attempt >= 2):
-                    _log.error(
-                        "job %s run %s finished %s but the store could not record it: %s",
-                        claim.job_name,
-                        claim.run_id,
-                        outcome.outcome,
-                        redact_text(str(error)),
-                    )
-                    return now, None
-                _log.warning(
-                    "store unreachable while recording run %s (%s); retrying in %ss",
-                    claim.run_id,
-                    type(error).__name__,
-                    pause,
-                )
-                time.sleep(pause)
 
-        return now, None
+        def write() -> tuple[datetime, LedgerOutcome, dict[str, str] | None]:
+            self.flush_logs([executed])
+            with self._engine.begin() as connection:
+                now = self._store_time(connection)
+                entry = self.ledger_outcome(claim, spec, executed, now)
+                recorded = record_outcomes(connection, self._host_id, [entry], now)
+                verdict = None if recorded else ledger_verdicts(connection, [claim.run_id])
+            return now, entry, verdict
+
+        try:
+            now, entry, verdict = self._store_retry.call(
+                write, what=f"recording run {claim.run_id}"
+            )
+        except (OperationalError, DBAPIError) as error:
+            _log.error(
+                "job %s run %s finished %s but the store could not record it: %s",
+                claim.job_name,
+                claim.run_id,
+                outcome.outcome,
+                redact_text(str(error)),
+            )
+            return self._clock(), None
+        if entry.retry is not None and verdict is None:
+            _log.info(
+                "job %s: attempt %d %s; retry in %.1fs",
+                claim.job_name,
+                claim.attempt,
+                outcome.outcome,
+                (entry.retry.not_before - now).total_seconds(),
+            )
+        if verdict is None:
+            return now, None
+        final = verdict.get(claim.run_id)
+        _log.warning(
+            "job %s run %s finished %s, but the ledger already says %s: "
+            "its lease had been taken over",
+            claim.job_name,
+            claim.run_id,
+            outcome.outcome,
+            final,
+        )
+        return now, final
 
 
 @dataclass(frozen=True, slots=True)

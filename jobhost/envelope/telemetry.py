@@ -37,9 +37,11 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 __all__ = [
     "DURATION_BUCKETS",
+    "FAN_OUT_SERIES_PER_JOB",
     "LAG_BUCKETS",
     "OUTCOMES",
     "SERIES_PER_JOB",
+    "UNIT_RESULTS",
     "Telemetry",
     "configure_telemetry",
     "metric_views",
@@ -51,8 +53,11 @@ METER_NAME = "jobhost"
 DURATION_BUCKETS = (1.0, 60.0, 600.0)
 LAG_BUCKETS = (1.0, 60.0)
 OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
+UNIT_RESULTS = ("succeeded", "failed", "skipped_already_done")
 SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS) + 3)
-"""The most Prometheus series one job can have: one counter per outcome and two histograms."""
+"""The Prometheus series of one job's runs: one counter per outcome and two histograms."""
+FAN_OUT_SERIES_PER_JOB = len(UNIT_RESULTS)
+"""The series a job that fans out adds: one units counter per result."""
 
 
 @dataclass
@@ -65,7 +70,7 @@ class Telemetry:
 
     def __post_init__(self) -> None:
         self.tracer = self.tracer_provider.get_tracer("jobhost")
-        meter = self.meter_provider.get_meter(METER_NAME)
+        self.meter = meter = self.meter_provider.get_meter(METER_NAME)
         self.runs = meter.create_counter(
             "jobhost.runs",
             unit="{run}",
@@ -83,10 +88,20 @@ class Telemetry:
             description="Start minus scheduled occurrence",
             explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
+        self.units = meter.create_counter(
+            "jobhost.run.units",
+            unit="{unit}",
+            description="Fan-out units of finished runs, by job and result",
+        )
         self.sink_failures = meter.create_counter(
             "jobhost.audit.sink_failures",
             unit="{failure}",
             description="Audit sinks that raised or timed out, by sink",
+        )
+        self.audit_dropped = meter.create_counter(
+            "jobhost.audit.dropped",
+            unit="{record}",
+            description="Audit records a sink's full queue dropped, by sink",
         )
         self.schedule_lag_seconds = 0.0
         """Set by the host each turn: how long its oldest due, unclaimed occurrence waited."""
@@ -136,7 +151,9 @@ def metric_views(job_label: bool = True) -> list[View]:
         View(instrument_name="jobhost.runs", attribute_keys={*job, "outcome"}),
         View(instrument_name="jobhost.run.duration", attribute_keys=job),
         View(instrument_name="jobhost.run.lag", attribute_keys=job),
+        View(instrument_name="jobhost.run.units", attribute_keys={*job, "result"}),
         View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
+        View(instrument_name="jobhost.audit.dropped", attribute_keys={"sink"}),
     ]
 
 

@@ -13,6 +13,7 @@ cancellation and runs on (stuck) keeps both until its thread ends.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -38,13 +39,15 @@ from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
-from jobhost.firing.upkeep import is_store_down
+from jobhost.firing.upkeep import settle_earlier_incarnations
+from jobhost.rules.claiming import FiringRules
 from jobhost.rules.policy import lease_for
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, SystemClock, database_now, ledger
 from jobhost.store import hosts as host_rows
 from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id
+from jobhost.store.retrying import StoreRetry, is_store_down
 from jobhost.store.signals import SignalWatcher
 
 __all__ = ["Host", "HostStatus"]
@@ -135,7 +138,7 @@ class Host:
             telemetry=self.telemetry,
             runtime=catalog.runtime,
         )
-        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker)
+        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
         self._run_logs = RunLogWriter(
             engine,
             max_lines=settings.run_log_lines,
@@ -179,6 +182,13 @@ class Host:
                 now=now,
                 host_clock=self.clock(),
                 heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
+            )
+            settle_earlier_incarnations(
+                connection,
+                self.host_id,
+                now,
+                self.telemetry,
+                FiringRules(self.catalog.jobs, self.settings.lease_duration),
             )
         self._runtime.start()
         plan = self._ticker.sync(self._now())
@@ -305,6 +315,8 @@ class Host:
             self._recorder.put(self._cancelled(item))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
         self._run_logs.close()
+        if not self._envelope.flush_reports(min(grace, 5.0)):
+            _log.warning("stopping with audit records still queued for a slow sink")
         try:
             with self.engine.begin() as connection:
                 host_rows.mark_stopped(
@@ -405,24 +417,22 @@ class Host:
 
     def _beat(self) -> None:
         interval = self.settings.heartbeat_interval.total_seconds()
-        wait = interval
-        failing = False
-        while not self._stopping.wait(wait):
-            self._release_stuck()
-            try:
-                self._heartbeat_once()
-                if failing:
-                    _log.info("heartbeat: the store answers again; leases renewed")
-                failing, wait = False, interval
-            except Exception as error:  # the heartbeat thread must outlive any one failure
-                if not failing:  # once per outage, not once a second
-                    _log.warning(
-                        "heartbeat failed: %s; retrying every %gs",
-                        redact_text(str(error).splitlines()[0] if str(error) else ""),
-                        min(interval, _HEARTBEAT_RETRY),
-                    )
-                self._store_lost()
-                failing, wait = True, min(interval, _HEARTBEAT_RETRY)
+        retry = StoreRetry(
+            what="heartbeat",
+            waits=(min(interval, _HEARTBEAT_RETRY),),
+            # The heartbeat thread must outlive any one failure.
+            retry_on=lambda error: isinstance(error, Exception),
+            stopping=self._stopping,
+            on_failure=lambda error: self._store_lost(),
+        )
+        while not self._stopping.wait(interval):
+            # Raises only when stopping while the store is away: nothing is left to renew.
+            with contextlib.suppress(Exception):
+                retry.call(self._beat_once)
+
+    def _beat_once(self) -> None:
+        self._release_stuck()
+        self._heartbeat_once()
 
     def _heartbeat_once(self) -> None:
         with self._lock:

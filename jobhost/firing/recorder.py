@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import JobSpec
-from jobhost.config import redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.firing.upkeep import is_store_down
 from jobhost.store import Clock, database_now
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.store.retrying import StoreRetry, is_store_down
 
 __all__ = ["Finished", "OutcomeRecorder"]
 
@@ -32,6 +31,7 @@ _log = logging.getLogger("jobhost.host")
 _BATCH = 500
 _LATER_SECONDS = 30
 _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
+"""Pauses between tries to record while the store fails; the last repeats."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,15 @@ class OutcomeRecorder:
         self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
         self._give_up_at: float | None = None
+        self._retry = StoreRetry(
+            what="recording finished runs",
+            waits=_BACKOFF,
+            # A row refused even alone is kept and tried again, like an outage.
+            retry_on=lambda error: isinstance(error, Exception),
+            give_up=lambda _tries: (
+                self._give_up_at is not None and time.monotonic() >= self._give_up_at
+            ),
+        )
         self._later: list[tuple[float, Finished]] = []
         """Runs whose row the database refused (a trigger, a constraint): tried again later."""
         self._thread = threading.Thread(target=self._loop, name="jobhost-recorder", daemon=True)
@@ -109,32 +118,25 @@ class OutcomeRecorder:
 
     def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
         """Write ``batch``; on a store outage keep trying; return what could not be written."""
-        attempt = 0
         isolate = False
-        while True:
+
+        def write() -> None:
+            nonlocal isolate
             try:
                 self._write(batch, isolate=isolate)
-                if attempt:
-                    _log.info("store back: recorded %d finished run(s) kept meanwhile", len(batch))
-                return []
             except Exception as error:
-                if not isolate and not is_store_down(error):
-                    # Refused as a whole: again at once, each row alone, so one bad row costs
-                    # only itself.
-                    isolate = True
-                    continue
-                if self._give_up_at is not None and time.monotonic() >= self._give_up_at:
-                    return batch
-                pause = _BACKOFF[min(attempt, len(_BACKOFF) - 1)]
-                if attempt == 0 or not is_store_down(error):
-                    _log.warning(
-                        "could not record %d finished run(s) (%s: %s); kept, retrying",
-                        len(batch),
-                        type(error).__name__,
-                        redact_text(str(error).splitlines()[0] if str(error) else ""),
-                    )
-                attempt += 1
-                time.sleep(pause)
+                if isolate or is_store_down(error):
+                    raise
+                # Refused as a whole: again at once, each row alone, so one bad row costs only
+                # itself.
+                isolate = True
+                self._write(batch, isolate=True)
+
+        try:
+            self._retry.call(write, what=f"recording {len(batch)} finished run(s)")
+        except Exception:  # given up: the caller keeps what is left
+            return batch
+        return []
 
     def _write(self, batch: list[Finished], *, isolate: bool) -> None:
         self._envelope.flush_logs([f.executed for f in batch])

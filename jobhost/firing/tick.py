@@ -20,12 +20,13 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.firing.upkeep import is_store_down, record_abandoned
+from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import reading
 from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
 from jobhost.store.registry import SyncPlan, sync_schedules
+from jobhost.store.retrying import is_store_down
 from jobhost.store.wakeups import Wakeups, next_wakeups
 
 __all__ = ["TickResult", "Ticker"]
@@ -134,25 +135,6 @@ class Ticker:
         result.next_wake = self._wakeups.next_wake(now, more_due=batches[-1].schedules_seen > 0)
         result.lag = self._wakeups.lag(now)
         return result
-
-    def take_request(self, request_id: str, now: datetime) -> tuple[Claim, JobSpec] | None:
-        """Start (or refuse) the one pending request ``request_id``, as a host would.
-
-        ``jobhost trigger`` calls this to run a request in its own process when no host is
-        alive. None when the request is no longer pending (a host took it) or was refused
-        (the request's ``message`` says why).
-        """
-        with self._engine.begin() as connection:
-            batch = claim_work(
-                connection,
-                host_id=self._host_id,
-                now=now,
-                slots=0,
-                request_slots=1,
-                rules=self._rules,
-                request_id=request_id,
-            )
-        return (batch.claims[0], self._jobs[batch.claims[0].job_name]) if batch.claims else None
 
     # -- internals ---------------------------------------------------------------------------
 

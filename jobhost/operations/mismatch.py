@@ -56,6 +56,8 @@ class JobFacts:
     next_fire: datetime | None
     last_success: datetime | None
     expired_runs: Sequence[RunRecord]
+    deleted: tuple[str, datetime] | None = None
+    """(who, when) a runtime job was removed through the API; None for any other job."""
 
     @property
     def declared(self) -> bool:
@@ -95,6 +97,11 @@ def job_mismatches(
     elif facts.problems:
         lines = "; ".join(problem.message for problem in facts.problems)
         found.append(Mismatch("invalid", f"declared with problems, so no host runs it: {lines}"))
+    elif facts.deleted is not None:
+        who, when = facts.deleted
+        found.append(Mismatch("orphaned", f"deleted through the API by {who} at {short_utc(when)}"))
+    elif row is not None and row.orphaned and row.trigger_source == "api":
+        found.append(Mismatch("orphaned", "a runtime job deleted through the API"))
     elif row is not None:
         found.append(
             Mismatch("orphaned", "in the store, but no loaded module declares it any more")

@@ -34,7 +34,9 @@ __all__ = [
     "TriggerView",
     "build_report",
     "host_json",
+    "next_fire_of",
     "report_from",
+    "state_of",
 ]
 
 State = Literal["enabled", "disabled", "paused", "orphaned"]
@@ -250,9 +252,10 @@ def _job_report(
         spec=spec,
         row=row,
         problems=catalog.problems_for(name),
-        next_fire=_next_fire(spec, row, snapshot.now),
+        next_fire=next_fire_of(spec, row, snapshot.now),
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, []),
+        deleted=_deleted(snapshot, name) if spec is None else None,
     )
     last = snapshot.last_runs.get(name)
     running = len(snapshot.running.get(name, []))
@@ -280,7 +283,7 @@ def _job_report(
                 "cancellation and its thread still runs, holding its slot and lease",
             )
         )
-    state = _state(facts)
+    state = state_of(facts)
     codes = [m.code for m in mismatches]
     return JobReport(
         name=name,
@@ -301,7 +304,13 @@ def _job_report(
     )
 
 
-def _state(facts: JobFacts) -> State:
+def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
+    change = snapshot.deleted.get(name)
+    return (change.actor, change.at) if change is not None else None
+
+
+def state_of(facts: JobFacts) -> State:
+    """The report's ``state`` of a job."""
     if facts.spec is None and not facts.problems:
         return "orphaned"
     if facts.paused:
@@ -309,7 +318,9 @@ def _state(facts: JobFacts) -> State:
     return "enabled" if facts.enabled else "disabled"
 
 
-def _next_fire(spec: JobSpec | None, row: ScheduleRecord | None, now: datetime) -> datetime | None:
+def next_fire_of(
+    spec: JobSpec | None, row: ScheduleRecord | None, now: datetime
+) -> datetime | None:
     """The store's next occurrence; for a job not (or no longer) scheduled, its trigger's."""
     if row is not None and not row.orphaned:
         return row.next_occurrence if row.enabled else None

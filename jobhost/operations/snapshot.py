@@ -21,6 +21,7 @@ from jobhost.store import reports as store_reports
 from jobhost.store.clock import database_now
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import NEWEST_FIRST, NOT_ATTEMPTS, RECENT
+from jobhost.store.runtime import JobChange, deletions
 
 __all__ = [
     "NEWEST_FIRST",
@@ -47,6 +48,8 @@ class StoreSnapshot:
     expired_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
     running: dict[str, list[RunRecord]] = field(default_factory=dict)
     """Each job's runs still running, oldest first."""
+    deleted: dict[str, JobChange] = field(default_factory=dict)
+    """How each runtime job removed through the API was removed (by whom, when)."""
 
     @property
     def live_hosts(self) -> list[HostRecord]:
@@ -78,6 +81,9 @@ def read_snapshot(
                 summaries.update(store_reports.ledger_summaries(connection, extra))
             running = store_reports.running_runs(connection)
         snapshot = StoreSnapshot(now=now, schedules=rows, hosts=list_hosts(connection))
+        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
+        if removed:
+            snapshot.deleted.update(deletions(connection, removed))
         for name, summary in summaries.items():
             if summary.last_attempt is not None:
                 snapshot.last_runs[name] = summary.last_attempt

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 
 from sqlalchemy.engine import Engine
 
-from jobhost.catalog import Catalog
+from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.firing.tick import Ticker
 from jobhost.runtime.loading import SpecCache, read_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.secrets import SecretRule
 from jobhost.store import reading
@@ -34,12 +34,17 @@ class RuntimeReloader:
     """Keeps one host's catalog and ticker in step with the store's runtime jobs."""
 
     def __init__(
-        self, settings: Settings, catalog: Catalog, engine: Engine, ticker: Ticker
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        engine: Engine,
+        update_jobs: Callable[[Mapping[str, JobSpec]], None],
     ) -> None:
+        """``update_jobs`` hands the merged job mapping to the loop (the ticker's)."""
         self._settings = settings
         self._catalog = catalog
         self._engine = engine
-        self._ticker = ticker
+        self._update_jobs = update_jobs
         self._seen = 0
         self._looked = 0.0
         self._cache = SpecCache()
@@ -74,7 +79,7 @@ class RuntimeReloader:
         merged = with_runtime_jobs(self._catalog, runtime)
         before = set(self._catalog.runtime)
         self._catalog.replace_jobs(merged.jobs, merged.runtime)
-        self._ticker.update_jobs(merged.jobs)
+        self._update_jobs(merged.jobs)
         self._seen = latest
         for problem in runtime.problems:
             _log.warning("runtime job %s", problem.line())

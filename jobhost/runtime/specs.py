@@ -1,8 +1,10 @@
 """From a runtime job's definition to a :class:`JobSpec`, checked as a declared job is.
 
-The name rule, the trigger checks (presence, cron syntax and firing, zone, interval, the
-daylight-saving policy), the critical rule and the declaration's own type checks are the
-catalog's; the kind's ``validate`` checks its settings, and its ``factory`` makes the executor.
+The name rule, the policy checks (timeout, misfire grace, retries, concurrency: one function
+judges declared and runtime jobs), the trigger checks (presence, cron syntax and firing, zone,
+interval, the daylight-saving policy), the critical rule and the declaration's own type checks
+are the catalog's; the kind's ``validate`` checks its settings, and its ``factory`` makes the
+executor.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from jobhost_contracts import (
 
 from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
 from jobhost.catalog.overrides import declared_parts, to_trigger
+from jobhost.catalog.policies import policy_problems
 from jobhost.catalog.validation import check_critical, check_trigger
 from jobhost.runtime.definition import FieldProblem, JobDefinition
 from jobhost.runtime.secrets import SecretRule, refused_executor
 
-__all__ = ["RUNTIME_MODULE", "build_spec"]
+__all__ = ["MAX_NAME_LENGTH", "RUNTIME_MODULE", "build_spec"]
 
+MAX_NAME_LENGTH = 200
+"""The longest job name the store holds."""
 RUNTIME_MODULE = "api"
 """The module of a runtime job whose kind names none."""
 
@@ -43,6 +48,12 @@ _FIELDS = {
     "non-positive-interval": "interval",
     "dst-policy-unused": "dst_gap",
     "critical-disabled": "enabled",
+}
+# Which body field a policy of the declaration comes from (the body flattens ``retry``).
+_POLICY_FIELDS = {
+    "retry.max_attempts": "max_attempts",
+    "retry.backoff": "backoff",
+    "retry.backoff_max": "backoff_max",
 }
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -62,7 +73,11 @@ def build_spec(
     before the rule) still loads, with an executor whose runs fail saying why, reading nothing.
     """
     problems: list[FieldProblem] = []
-    if not NAME_PATTERN.fullmatch(name):
+    if len(name) > MAX_NAME_LENGTH:
+        problems.append(
+            FieldProblem("name", f"job name is {len(name)} characters; at most {MAX_NAME_LENGTH}")
+        )
+    elif not NAME_PATTERN.fullmatch(name):
         problems.append(
             FieldProblem("name", f"job name {name!r} does not follow the rule: {NAME_RULE}")
         )
@@ -88,6 +103,9 @@ def build_spec(
         declaration = _declaration(name, module, definition, kind)
     except (TypeError, ValueError) as error:
         return [*problems, FieldProblem("", str(error))]
+    for policy in policy_problems(declaration):
+        field = _POLICY_FIELDS.get(policy.field, policy.field)
+        problems.append(FieldProblem(field, f"{policy.text()}; fix it in the job's definition"))
     parts = declared_parts(declaration)
     for problem in [*check_trigger(parts), *check_critical(declaration, parts)]:
         problems.append(FieldProblem(_FIELDS.get(problem.code, ""), _runtime_fix(problem.message)))

@@ -12,8 +12,9 @@ from sqlalchemy.engine import Connection
 
 from jobhost.errors import HostIdInUseError
 from jobhost.store._sql import insert_ignoring_duplicates, locked
-from jobhost.store.records import HostRecord
-from jobhost.store.schema import hosts
+from jobhost.store.ledger import abandon_runs
+from jobhost.store.records import RUNNING, HostRecord, RunRecord
+from jobhost.store.schema import hosts, runs
 
 __all__ = [
     "default_host_id",
@@ -22,6 +23,7 @@ __all__ = [
     "mark_stopped",
     "mark_synced",
     "register_host",
+    "settle_earlier_incarnations",
 ]
 
 
@@ -62,6 +64,24 @@ def register_host(
         if row is not None:
             _refuse_if_taken(HostRecord.from_row(row), hostname, pid, now)
         connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
+
+
+def settle_earlier_incarnations(
+    connection: Connection, host_id: str, now: datetime
+) -> list[RunRecord]:
+    """Record ``abandoned`` every run still running under ``host_id``; return them.
+
+    Called by a process of ``host_id`` that has just registered and claimed nothing yet: every
+    such run belongs to an earlier incarnation of the id, which is dead (:func:`register_host`
+    refuses an id a live process holds). Without this, a restart under a fixed id would keep
+    the id alive and its dead runs ``running`` for ever.
+    """
+    query = locked(
+        connection, select(runs).where(runs.c.host_id == host_id, runs.c.outcome == RUNNING)
+    )
+    earlier = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+    message = f"host {host_id} restarted: the process that ran this run is gone"
+    return abandon_runs(connection, earlier, now, {r.id: message for r in earlier})
 
 
 def heartbeat(

@@ -28,6 +28,7 @@ __all__ = [
     "Outcome",
     "RetryRequest",
     "abandon_expired_runs",
+    "abandon_runs",
     "ledger_verdicts",
     "mark_stuck",
     "queue_retries",
@@ -252,9 +253,16 @@ def abandon_expired_runs(
         )
     }
     gone = [r for r in candidates if not _host_alive(owners.get(r.host_id or ""), now)]
+    return abandon_runs(connection, gone, now, {r.id: _abandoned_message(r) for r in gone})
+
+
+def abandon_runs(
+    connection: Connection, gone: list[RunRecord], now: datetime, messages: dict[str, str]
+) -> list[RunRecord]:
+    """Record ``abandoned``, with its message, each run of ``gone`` still running; return those
+    recorded. Each advances its job's fencing token, so the run can no longer write state."""
     if not gone:
         return []
-    messages = {r.id: _abandoned_message(r) for r in gone}
     refused = execute_isolating(
         connection,
         update(runs)

@@ -11,7 +11,7 @@ their runtime jobs changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,9 +24,11 @@ from jobhost.store.signals import notify
 from jobhost.store.types import UTCDateTime
 
 __all__ = [
+    "MAX_CHANGE_ID",
     "JobChange",
     "RuntimeJobRow",
     "delete_runtime_job",
+    "deletions",
     "get_runtime_job",
     "insert_runtime_job",
     "job_changes",
@@ -51,6 +53,9 @@ runtime_jobs = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("updated_by", String(200), nullable=False),
 )
+
+MAX_CHANGE_ID = 2**31 - 1
+"""The largest id the change log's column holds (a 32-bit integer on PostgreSQL)."""
 
 job_changes = Table(
     "job_changes",
@@ -249,6 +254,31 @@ def list_changes(
         )
         for r in connection.execute(query)
     ]
+
+
+def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobChange]:
+    """The newest ``delete`` change of each of ``names`` that has one (runtime jobs removed
+    through the API; read by index, for the orphaned runtime rows only)."""
+    if not names:
+        return {}
+    query = (
+        select(job_changes)
+        .where(job_changes.c.job_name.in_(sorted(names)), job_changes.c.action == "delete")
+        .order_by(job_changes.c.id)
+    )
+    found: dict[str, JobChange] = {}
+    for r in connection.execute(query):
+        found[r.job_name] = JobChange(
+            id=r.id,
+            at=r.at,
+            actor=r.actor,
+            action=r.action,
+            job_name=r.job_name,
+            before=None,
+            after=None,
+            reason=r.reason,
+        )
+    return found
 
 
 def latest_change_id(connection: Connection) -> int:

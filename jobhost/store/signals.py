@@ -7,7 +7,7 @@ second, and no full tick unless it moved).
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -16,13 +16,14 @@ from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store.engine import reading
+from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
 __all__ = ["CHANNEL", "SignalWatcher", "notify"]
 
 CHANNEL = "jobhost"
 _SQLITE_POLL_SECONDS = 0.5
-_log = logging.getLogger(__name__)
+_RETRY_SECONDS = 5.0
 
 
 def notify(connection: Connection) -> None:
@@ -48,15 +49,23 @@ class SignalWatcher:
         self._stopped.set()
 
     def _watch(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                if self._engine.dialect.name == "postgresql":
-                    self._listen()
-                else:
-                    self._poll()
-            except Exception as error:  # the store may be away; the loop's own polling goes on
-                _log.warning("signal watcher: %s; retrying in 5s", error)
-                self._stopped.wait(5)
+        # The store may be away: the loop's own polling goes on meanwhile.
+        retry = StoreRetry(
+            what="signal watcher",
+            waits=(_RETRY_SECONDS,),
+            retry_on=lambda error: isinstance(error, Exception),
+            stopping=self._stopped,
+            warn="each",
+        )
+        # Raises only when stopped while the store is away.
+        with contextlib.suppress(Exception):
+            retry.call(self._follow)
+
+    def _follow(self) -> None:
+        if self._engine.dialect.name == "postgresql":
+            self._listen()
+        else:
+            self._poll()
 
     def _listen(self) -> None:
         url = self._engine.url.set(drivername="postgresql")

@@ -25,6 +25,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.web.endpoints import Endpoints, Probe
+from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
+from jobhost.web.inputs import RefuseNul
 from jobhost.web.timeouts import RequestTimeout
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]
@@ -76,7 +78,12 @@ def create_app(
 
     return Starlette(
         routes=[*listed, *pages],
-        middleware=[Middleware(RequestTimeout, seconds=request_timeout), *middleware],
+        middleware=[
+            Middleware(CatchUnexpected),
+            Middleware(RequestTimeout, seconds=request_timeout),
+            Middleware(RefuseNul),
+            *middleware,
+        ],
         exception_handlers={HTTPException: not_found},
     )
 
@@ -85,14 +92,14 @@ Handler = Callable[[Request], Any]
 
 
 def _guarded(path: str, handler: Handler) -> Handler:
-    """A failing endpoint answers 500 with the error; the host goes on."""
+    """A failing endpoint answers a bare 500 with an id the log carries; the host goes on."""
 
     async def endpoint(request: Request) -> Response:
         try:
             response: Response = await handler(request)
         except Exception as error:
-            _log.warning("HTTP %s failed: %s: %s", path, type(error).__name__, error)
-            return PrettyJSON({"error": f"{type(error).__name__}: {error}"}, 500)
+            failure_id = log_unexpected(request.method, path, error)
+            return PrettyJSON(failure_body(failure_id), 500)
         return response
 
     return endpoint

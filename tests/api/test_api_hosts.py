@@ -189,6 +189,8 @@ def _delete(r: Replicas) -> None:
     gone = call(r.bases[1], "DELETE", f"/api/v1/jobs/{JOB}", token="deployer")
     assert gone.status == 204
     for base in r.bases:
+        gone = call(base, "GET", f"/api/v1/jobs/{JOB}", token="reader")
+        assert gone.status == 404 and "deleted through the API by deployer" in gone.body["detail"]
         assert call(base, "GET", f"/api/v1/jobs/{JOB}/runs", token="reader").status == 200
         listed = call(base, "GET", "/api/v1/jobs?source=api", token="reader").body["jobs"]
         assert JOB not in [job["name"] for job in listed]

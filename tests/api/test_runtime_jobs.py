@@ -208,3 +208,32 @@ def test_a_catalogs_sync_leaves_runtime_rows_to_their_change_path(
         row = get_schedule(connection, "hooks.ping")
     assert plan.orphaned == [] and [a.job_name for a in plan.added] == ["sample.declared"]
     assert row is not None and not row.orphaned and row.next_occurrence is not None
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"timeout": "-5s"}, "timeout", "must be positive"),
+        ({"timeout": "0s"}, "timeout", "must be positive"),
+        ({"timeout": "400d"}, "timeout", "at most 365d"),
+        ({"backoff": "-1s"}, "backoff", "must be 0s to 365d"),
+        ({"backoff_max": "-1s"}, "backoff_max", "must be 0s to 365d"),
+        ({"backoff": "10m", "backoff_max": "1m"}, "backoff_max", "not be shorter than backoff"),
+        ({"misfire_grace": "-1m"}, "misfire_grace", "must be positive"),
+        ({"misfire_grace": "0s"}, "misfire_grace", "must be positive"),
+    ],
+)
+def test_a_policy_the_catalog_refuses_is_refused_naming_its_field(
+    service: tuple[JobService, Engine, ManualClock],
+    change: dict[str, str],
+    field: str,
+    says: str,
+) -> None:
+    jobs, engine, _ = service
+    error = refused(lambda: jobs.put("hooks.bad", {**PING, **change}, actor="x", if_match=None))
+    assert error.status == 422 and error.exit_code == 3
+    assert [problem.field for problem in error.problems] == [field]
+    assert says in error.problems[0].message
+    assert "the job's definition" in error.problems[0].message
+    with reading(engine) as connection:
+        assert get_schedule(connection, "hooks.bad") is None

@@ -67,13 +67,13 @@ def serve() -> None:
         "jobhost.envelope.telemetry",
         "jobhost.firing.host",
         "jobhost.operations.health",
-        "jobhost.operations.http",
         "jobhost.operations.manual",
         "jobhost.operations.plan",
         "jobhost.operations.render",
         "jobhost.operations.report",
         "jobhost.operations.snapshot",
         "jobhost.store.migrate",
+        "jobhost.web",
     ):
         importlib.import_module(name)
     for line in sys.stdin:

@@ -308,6 +308,9 @@ def test_the_expected_files_exist() -> None:
         *(KUBERNETES / n for n in ("deployment.yaml", "configmap.yaml", "secret.example.yaml")),
         *(KUBERNETES / n for n in ("migration-job.yaml", "pdb.yaml", "kustomization.yaml")),
         KUBERNETES / "health-cronjob.yaml",
+        DEPLOY / "prometheus" / "jobhost-rules.yaml",
+        DEPLOY / "prometheus" / "jobhost-rules.test.yaml",
+        DEPLOY / "grafana" / "jobhost.json",
     ):
         assert path.is_file(), f"{path.relative_to(ROOT)} is missing"
 

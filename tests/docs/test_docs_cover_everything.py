@@ -35,6 +35,8 @@ from jobhost.cli import cli
 from jobhost.cli._app import _register_commands
 from jobhost.config import RUNTIME_SECRET_PREFIX, Settings
 from jobhost.envelope.telemetry import OUTCOMES, Telemetry
+from jobhost.firing.host import HostStatus
+from jobhost.operations.gauges import JobGauges, StoreFigures, register_gauges
 from jobhost.web import prometheus_reader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +55,8 @@ PAGES = (
     "api.md",
 )
 ENVELOPE = ROOT / "jobhost" / "envelope" / "envelope.py"
+RULES = ROOT / "deploy" / "prometheus" / "jobhost-rules.yaml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "jobhost.json"
 HELP_OPTIONS = frozenset({"-h", "--help"})
 
 
@@ -155,10 +159,35 @@ def prometheus_exposition() -> str:
     telemetry.duration.record(1.0, {"job": "a.b", "outcome": "succeeded"})
     telemetry.lag.record(1.0, {"job": "a.b"})
     telemetry.sink_failures.add(1, {"sink": "s", "job": "a.b"})
+    telemetry.units.add(1, {"job": "a.b", "result": "succeeded"})
+    telemetry.audit_dropped.add(1, {"sink": "s"})
+    host = _GaugeHost()
+    register_gauges(telemetry.meter, host, _Figures(host))
     try:
         return render().decode()
     finally:
         meter_provider.shutdown()
+
+
+class _Figures(JobGauges):
+    """The gauges over fixed figures: one overdue critical job, one live host."""
+
+    def figures(self) -> StoreFigures:
+        return StoreFigures(
+            live_hosts=1,
+            by_status={"overdue": 1},
+            overdue=[("a.b", True)],
+            skew_seconds={"host-1": 0.1},
+        )
+
+
+class _GaugeHost:
+    host_id = "host-1"
+    settings = Settings()
+    catalog = None
+    engine = None
+    clock = None
+    status = HostStatus(store_ok=True)
 
 
 def prometheus_families() -> set[str]:
@@ -391,26 +420,55 @@ def test_the_daylight_saving_examples_are_checked() -> None:
     assert len([e for e in next_examples() if e[0] == "semantics.md"]) >= 5
 
 
-def test_the_alert_rules_name_only_exported_metrics_labels_and_outcomes() -> None:
-    yaml = importlib.import_module("yaml")
-    (block,) = fenced_blocks(page("observability.md"), "yaml")
-    rules = [rule for group in yaml.safe_load(block)["groups"] for rule in group["rules"]]
-    assert len(rules) >= 5
-    alerts = " ".join(rule["alert"] for rule in rules)
-    for topic in ("Failed", "Lag", "NoLiveHost", "ClockSkew", "HealthCheck"):
-        assert topic in alerts, f"no alert rule about {topic}"
+def _promql(expression: str, where: str) -> None:
+    """Every metric ``expression`` names is exported, with the labels and outcomes it selects."""
     series = prometheus_series_names()
     exposition = prometheus_exposition()
+    for metric in re.findall(r"\bjobhost_\w+", expression):
+        assert metric in series, f"{where}: {metric} is not exported"
+    for selector in re.findall(r"\bjobhost_\w+\{([^}]*)\}", expression):
+        for label, value in re.findall(r'(\w+)=~?"([^"]*)"', selector):
+            exported = "job" if label == "exported_job" else label
+            assert f'{exported}="' in exposition, f"{where}: no label {label}"
+            if label == "outcome":
+                assert set(value.split("|")) <= set(OUTCOMES), value
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    yaml = importlib.import_module("yaml")
+    return [
+        rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]
+    ]
+
+
+def test_the_alert_rules_name_only_exported_metrics_labels_and_outcomes() -> None:
+    rules = alert_rules()
+    alerts = " ".join(rule["alert"] for rule in rules)
+    for topic in ("Failed", "Overdue", "NoLiveHost", "Behind", "ClockSkew", "Stuck", "Store"):
+        assert topic in alerts, f"no alert rule about {topic}"
     for rule in rules:
-        expression = rule["expr"]
-        for metric in re.findall(r"\bjobhost_\w+", expression):
-            assert metric in series, f"{rule['alert']}: {metric} is not exported"
-        for selector in re.findall(r"\bjobhost_\w+\{([^}]*)\}", expression):
-            for label, value in re.findall(r'(\w+)=~?"([^"]*)"', selector):
-                exported = "job" if label == "exported_job" else label
-                assert f'{exported}="' in exposition, f"{rule['alert']}: no label {label}"
-                if label == "outcome":
-                    assert set(value.split("|")) <= set(OUTCOMES), value
+        _promql(rule["expr"], rule["alert"])
+
+
+def test_the_dashboard_names_only_exported_metrics_labels_and_outcomes() -> None:
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        for target in panel.get("targets", []):
+            _promql(target["expr"], f"panel {panel['title']}")
+
+
+def test_every_alert_has_its_section_in_the_manual_and_the_manual_includes_the_files() -> None:
+    text = page("observability.md")
+    headings = set(re.findall(r"^#+ (\S+)$", text, flags=re.MULTILINE))
+    for rule in alert_rules():
+        assert rule["alert"] in headings, f"observability.md has no section {rule['alert']}"
+        anchor = rule["annotations"]["runbook"].split("#", 1)[1]
+        assert anchor == rule["alert"].lower()
+    for path in ("deploy/prometheus/jobhost-rules.yaml", "deploy/grafana/jobhost.json"):
+        assert f"({'../../' + path})" in text, f"observability.md does not link {path}"
+    # The rules live in their file: the manual links it rather than keeping a copy.
+    assert not fenced_blocks(text, "yaml") or all(
+        "groups:" not in block for block in fenced_blocks(text, "yaml")
+    )
 
 
 def test_the_settings_example_and_module_tables_parse() -> None:

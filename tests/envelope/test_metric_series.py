@@ -8,7 +8,14 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from jobhost.envelope.telemetry import OUTCOMES, SERIES_PER_JOB, Telemetry, metric_views
+from jobhost.envelope.telemetry import (
+    FAN_OUT_SERIES_PER_JOB,
+    OUTCOMES,
+    SERIES_PER_JOB,
+    UNIT_RESULTS,
+    Telemetry,
+    metric_views,
+)
 from jobhost.web import prometheus_reader
 
 
@@ -48,3 +55,22 @@ def test_without_the_job_label_the_series_do_not_grow_with_the_catalog() -> None
     many = _run_series(_exposition(job_label=False, jobs=40))
     assert len(few) == len(many) == SERIES_PER_JOB
     assert not any('job="' in line for line in many)
+
+
+@pytest.mark.parametrize("job_label", [True, False])
+def test_fan_out_units_add_a_series_per_result_and_no_more(job_label: bool) -> None:
+    reader, render = prometheus_reader()
+    provider = MeterProvider(metric_readers=[reader], views=metric_views(job_label))
+    telemetry = Telemetry(TracerProvider(), provider)
+    for index in range(4):
+        for result in UNIT_RESULTS:
+            telemetry.units.add(3, {"job": f"a.job-{index}", "result": result, "unit": "x"})
+    try:
+        text = render().decode()
+    finally:
+        provider.shutdown()
+    series = [line for line in text.splitlines() if line.startswith("jobhost_run_units_total{")]
+    jobs = 4 if job_label else 1
+    assert len(series) == jobs * FAN_OUT_SERIES_PER_JOB
+    assert not any('unit="' in line for line in series)
+    assert all(line.endswith(" 3.0") == job_label for line in series)

@@ -51,30 +51,45 @@ class HostProcess:
 
 
 @pytest.fixture
-def cluster(postgres_url: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """Start hosts sharing one store: ``cluster(jobs, hosts=[{...env...}], **settings)``."""
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start hosts sharing one store: ``cluster(jobs, hosts=[{...env...}], **settings)``.
+
+    The store is PostgreSQL unless ``store_url=`` names another; ``cluster(None, hosts=...)``
+    starts more hosts on the configuration already written (a restart under an old id: pass
+    its ``JOBHOST_HOST_ID``). Each start of an id logs to a file of its own.
+    """
     started: list[HostProcess] = []
     engines: list[Engine] = []
 
     def start(
-        jobs: list[dict[str, Any]], hosts: list[dict[str, str]], **settings: str
+        jobs: list[dict[str, Any]] | None,
+        hosts: list[dict[str, str]],
+        store_url: str | None = None,
+        **settings: str,
     ) -> tuple[Engine, list[HostProcess]]:
         config = tmp_path / "jobhost.toml"
-        lines = [f'database_url = "{postgres_url}"', f'plugins = ["{SAMPLE_PLUGIN}"]']
+        if jobs is None:
+            return engines[-1], [_launch(index, extra) for index, extra in enumerate(hosts)]
+        url = store_url or str(request.getfixturevalue("postgres_url"))
+        lines = [f'database_url = "{url}"', f'plugins = ["{SAMPLE_PLUGIN}"]']
         lines += [f'{key} = "{value}"' for key, value in settings.items()]
         lines += ["[modules.sample]", f'log = "{tmp_path / "runs.log"}"']
         for job in jobs:
             lines.append("[[modules.sample.jobs]]")
             lines += [f"{k} = {_toml(v)}" for k, v in job.items()]
         config.write_text("\n".join(lines) + "\n")
-        engine = create_store_engine(postgres_url)
+        engine = create_store_engine(url)
         engines.append(engine)
         upgrade(engine)
-        for index, extra in enumerate(hosts):
-            host_id = extra.get("JOBHOST_HOST_ID", f"replica-{index}")
-            env = {**os.environ, "JOBHOST_LOAD_PLUGINS": "", "JOBHOST_HOST_ID": host_id, **extra}
-            started.append(HostProcess(host_id, config, tmp_path / f"{host_id}.log", env))
-        return engine, started[-len(hosts) :]
+        return engine, [_launch(index, extra) for index, extra in enumerate(hosts)]
+
+    def _launch(index: int, extra: dict[str, str]) -> HostProcess:
+        host_id = extra.get("JOBHOST_HOST_ID", f"replica-{index}")
+        env = {**os.environ, "JOBHOST_LOAD_PLUGINS": "", "JOBHOST_HOST_ID": host_id, **extra}
+        starts = sum(1 for h in started if h.host_id == host_id)
+        log = tmp_path / (f"{host_id}.log" if not starts else f"{host_id}.{starts}.log")
+        started.append(HostProcess(host_id, tmp_path / "jobhost.toml", log, env))
+        return started[-1]
 
     yield start
     for host in started:

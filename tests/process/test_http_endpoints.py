@@ -18,8 +18,8 @@ import pytest
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
-from jobhost.operations.http import Endpoints, OperatorServer, host_endpoints
 from jobhost.store import create_store_engine, head_revision, upgrade
+from jobhost.web import Endpoints, WebServer, create_app, host_endpoints
 from tests.cli.operator_support import Operator
 from tests.process.conftest import HostProcess, wait_for
 
@@ -113,7 +113,7 @@ def test_probes_fail_with_503_and_a_broken_endpoint_answers_500(tmp_path: Path) 
     )
     endpoints = host_endpoints(fake, lambda: b"")
     broken = Endpoints(endpoints.liveness, endpoints.readiness, endpoints.metrics, _explode)
-    server = OperatorServer(("127.0.0.1", 0), broken)
+    server = WebServer(("127.0.0.1", 0), create_app(broken))
     server.start()
     base = f"http://127.0.0.1:{server.address[1]}"
     try:
@@ -165,10 +165,8 @@ def _metric_line(base: str, prefix: str) -> str | None:
 
 
 def test_an_ipv6_listen_address_is_served() -> None:
-    from jobhost.operations.http import Endpoints, OperatorServer
-
     endpoints = Endpoints(lambda: (True, "turning"), lambda: (True, "ready"), lambda: b"", dict)
-    server = OperatorServer(("::1", 0), endpoints)
+    server = WebServer(("::1", 0), create_app(endpoints))
     server.start()
     try:
         with urllib.request.urlopen(f"http://[::1]:{server.address[1]}/healthz", timeout=5) as r:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -276,16 +276,21 @@ def run_faults(
     cycle: float = 75.0,
     say: Callable[[str], None] = lambda _: None,
     every_second: Callable[[], None] = lambda: None,
+    restart_after: Sequence[float] = (5.0,),
 ) -> None:
-    """For ``seconds``, repeat a ``cycle``: kill -9 a replica at 10 s and restart it at 15 s
-    (each cycle the next replica), cut the database at 30 s for ``outage`` seconds."""
+    """For ``seconds``, repeat a ``cycle``: kill -9 a replica at 10 s and restart it under its
+    id ``restart_after`` seconds later (each cycle the next replica and the next delay of the
+    sequence: a short one restarts it before anyone sees it dead), cut the database at 30 s for
+    ``outage`` seconds."""
     began = time.monotonic()
     victims = itertools.count()
+    delays = itertools.cycle(restart_after)
     plan: list[tuple[float, str]] = []
     offset = 0.0
     while offset < seconds:
-        if offset + 15 < seconds:
-            plan += [(offset + 10, "kill"), (offset + 15, "restart")]
+        delay = next(delays)
+        if offset + 10 + delay < seconds:
+            plan += [(offset + 10, "kill"), (offset + 10 + delay, "restart")]
         if offset + 30 + outage < seconds:
             plan += [(offset + 30, "cut"), (offset + 30 + outage, "restore")]
         offset += cycle

@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 JOBS = 36
 FAULT_SECONDS = 75.0
 OUTAGE_SECONDS = 20.0
+CHURN_KILLS = 5
 
 
 def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
@@ -91,3 +92,58 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
 
 def _next_second(moment: datetime) -> datetime:
     return datetime.fromtimestamp(math.ceil(moment.timestamp()), UTC)
+
+
+def test_restarts_under_the_same_ids_leave_no_run_of_a_dead_process_unsettled(
+    postgres_url: str, store: Engine, make_cluster: Callable[..., Cluster]
+) -> None:
+    """Churn: every few seconds a replica is killed with kill -9 and restarted at once under its
+    own id, long before its leases expire or its host row goes silent. Only the new process of
+    that id can tell that the runs are dead: each is recorded abandoned, then retried."""
+    jobs = every_second_jobs(8)
+    slow = [{**job, "max_attempts": 2, "retry_on": "abandoned"} for job in slow_jobs(4)]
+    cluster = make_cluster(
+        postgres_url, [*jobs, *slow], heartbeat_interval="1s", lease_duration="60s"
+    )
+    for index in range(3):
+        cluster.add(f"replica-{index}")
+    wait_until(
+        lambda: len({r.host_id for r in ledger(store)}) == 3, 60, "all three replicas to run jobs"
+    )
+    first = _next_second(datetime.now(UTC))
+    for _ in range(CHURN_KILLS):
+        time.sleep(5)
+        # The victim is a replica with a slow run in flight, so each kill leaves one behind.
+        busy = wait_until(
+            lambda: {r.host_id for r in ledger(store) if r.outcome == "running"}, 30, "a run"
+        )
+        victim = next(r for r in cluster.replicas if r.host_id in busy)
+        victim.kill()
+        victim.start()
+    time.sleep(6)
+    last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
+    exits = cluster.stop()
+
+    rows = ledger(store)
+    verdict = judge(
+        rows,
+        read_effects(cluster.effects),
+        jobs=[job["name"] for job in jobs],
+        first=first,
+        last=last,
+        killed=cluster.killed(),
+        logs=cluster.logs(),
+    )
+    report = "\n".join(verdict.lines())
+    print(report)
+    assert set(exits.values()) == {0}, f"exit codes after SIGTERM: {exits}"
+    assert not [r for r in rows if r.outcome == "running"], "runs of dead processes left running"
+    abandoned = [r for r in rows if r.outcome == "abandoned"]
+    assert abandoned, "no kill caught a run in flight; the churn proves nothing"
+    assert all("restarted" in (r.error_message or "") for r in abandoned)
+    retried = {(r.job_name, r.occurrence) for r in rows if r.source == "retry"}
+    slow_names = {job["name"] for job in slow}
+    assert {(r.job_name, r.occurrence) for r in abandoned if r.job_name in slow_names} <= retried
+    assert not verdict.duplicates, report
+    assert not verdict.unexplained, report
+    assert not verdict.outcomes_lost, report

@@ -129,6 +129,19 @@ def test_a_failing_unit_fails_the_run_and_is_retried_alone(
     assert [dict(s.attributes or {}).get("units.failed") for s in spans] == [1, 0]
     assert dict(spans[1].attributes or {})["units.skipped_already_done"] == 9
 
+    # The units counter adds both attempts up, by result.
+    metrics = telemetry[2].get_metrics_data()
+    units = {
+        point.attributes["result"]: point.value
+        for resource in metrics.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "jobhost.run.units"
+        for point in metric.data.data_points
+        if point.attributes["job"] == JOB
+    }
+    assert units == {"succeeded": 10, "failed": 1, "skipped_already_done": 9}
+
     audits = [json.loads(r.getMessage()) for r in caplog.records if r.name == "jobhost.audit"]
     assert [a["units"] for a in audits] == [
         {"total": 10, "succeeded": 9, "failed": 1, "skipped_already_done": 0},

@@ -15,6 +15,7 @@ from jobhost.operations.history import OUTCOMES
 from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
+from jobhost.store.runtime import MAX_CHANGE_ID
 from jobhost.web.api.schemas import STR, component_schemas, object_schema, ref
 
 __all__ = ["openapi_document"]
@@ -293,7 +294,7 @@ def _paths() -> dict[str, Any]:
                     _query("job", STR, "Only this job's changes."),
                     _query(
                         "after",
-                        {"type": "integer", "minimum": 0, "maximum": 2**62},
+                        {"type": "integer", "minimum": 0, "maximum": MAX_CHANGE_ID},
                         "Only changes with a larger id.",
                     ),
                     _query(

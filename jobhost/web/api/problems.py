@@ -22,6 +22,7 @@ def problem(
     *,
     errors: Sequence[FieldProblem] = (),
     headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> Response:
     body: dict[str, object] = {
         "type": "about:blank",
@@ -29,6 +30,7 @@ def problem(
         "status": status,
         "detail": detail,
     }
+    body.update(extra or {})
     if errors:
         body["errors"] = [{"field": e.field, "message": e.message} for e in errors]
     return Response(

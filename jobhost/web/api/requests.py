@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,10 +11,12 @@ from starlette.requests import Request
 
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
+from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
 
 __all__ = ["BadRequest", "query_choice", "query_flag", "query_int", "read_json", "read_reason"]
 
 _REASON_LIMIT = 500
+_DIGITS = re.compile(r"[0-9]{1,19}")
 
 
 class BadRequest(Exception):
@@ -46,7 +49,13 @@ async def read_json(request: Request, limit: int) -> Any:
     except BodyTooLarge:
         raise _too_large(limit) from None
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise BadRequest(
+            400,
+            "Malformed JSON",
+            f"the body is nested deeper than {MAX_JSON_DEPTH} levels; send a flatter object",
+        ) from None
     except (UnicodeDecodeError, ValueError) as error:
         where = ""
         if isinstance(error, json.JSONDecodeError):
@@ -57,6 +66,10 @@ async def read_json(request: Request, limit: int) -> Any:
             f"the body is not valid JSON{where}: {error.args[0] if error.args else error}; "
             'send one JSON object, e.g. {"kind": "http", ...}',
         ) from None
+    problem = json_problem(value)
+    if problem is not None:
+        raise _invalid(problem)
+    return value
 
 
 async def read_reason(request: Request, limit: int) -> str:
@@ -77,7 +90,7 @@ def query_int(request: Request, name: str, default: int, low: int, high: int) ->
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
         raise _bad_query(name, raw, f"a whole number from {low} to {high}")
     return int(raw)
 

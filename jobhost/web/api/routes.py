@@ -24,11 +24,19 @@ from jobhost.operations.report import build_report
 from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT, page_json, read_run_log
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
+from jobhost.operations.timefmt import short_utc
 from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService
 from jobhost.store import Clock, reading
+from jobhost.store.operations import get_schedule
 from jobhost.store.reports import job_is_known
-from jobhost.store.runtime import RuntimeJobRow, list_changes, list_runtime_jobs
+from jobhost.store.runtime import (
+    MAX_CHANGE_ID,
+    RuntimeJobRow,
+    deletions,
+    list_changes,
+    list_runtime_jobs,
+)
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
@@ -42,6 +50,7 @@ from jobhost.web.api.requests import (
 )
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
+from jobhost.web.failures import failure_body, log_unexpected
 
 __all__ = ["API_PREFIX", "api_routes"]
 
@@ -141,8 +150,9 @@ class _Api:
             except ChangeRefused as error:
                 return problem(error.status, error.title, error.detail, errors=error.problems)
             except Exception as error:  # the API must answer, and the host go on
-                _log.exception("API %s %s failed", request.method, request.url.path)
-                return problem(500, "Internal error", f"{type(error).__name__}: {error}")
+                failure_id = log_unexpected(request.method, request.url.path, error)
+                body = failure_body(failure_id)
+                return problem(500, "Internal error", str(body["detail"]), extra={"id": failure_id})
 
         return endpoint
 
@@ -205,6 +215,8 @@ class _Api:
         def read() -> dict[str, Any]:
             catalog = self.service.current(name)
             self._require_known(catalog, name)
+            if name not in catalog.jobs:
+                self._refuse_deleted(name)
             report = build_report(
                 self.settings, catalog, self.engine, job=name, clock=self.service.clock
             )
@@ -280,7 +292,7 @@ class _Api:
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
         limit = query_int(request, "limit", 100, 1, 1000)
-        after = query_int(request, "after", 0, 0, 2**62)
+        after = query_int(request, "after", 0, 0, MAX_CHANGE_ID)
         job = request.query_params.get("job")
 
         def read() -> dict[str, Any]:
@@ -296,6 +308,24 @@ class _Api:
     def _rows(self) -> dict[str, RuntimeJobRow]:
         with reading(self.engine) as connection:
             return {row.name: row for row in list_runtime_jobs(connection)}
+
+    def _refuse_deleted(self, name: str) -> None:
+        """A runtime job removed through the API is gone: 404, saying who removed it, when, and
+        where its history stays."""
+        with reading(self.engine) as connection:
+            row = get_schedule(connection, name)
+            if row is None or not row.orphaned or row.trigger_source != "api":
+                return
+            change = deletions(connection, [name]).get(name)
+        how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
+        raise ChangeRefused(
+            404,
+            "Deleted job",
+            f"job {name!r} was deleted through the API{how}; its runs stay under "
+            f"GET {API_PREFIX}/jobs/{name}/runs and its changes under "
+            f"GET {API_PREFIX}/changes?job={name}",
+            exit_code=2,
+        )
 
     def _require_known(self, catalog: Catalog, name: str) -> None:
         if name in catalog.jobs:

@@ -119,6 +119,7 @@ def component_schemas() -> dict[str, Any]:
             "title": STR,
             "status": {"type": "integer"},
             "detail": STR,
+            "id": STR,
             "errors": {
                 "type": "array",
                 "items": object_schema({"field": STR, "message": STR}),

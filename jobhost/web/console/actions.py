@@ -12,32 +12,53 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import quote
 
+from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
 from jobhost.operations.pausing import pause, resume
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import SystemClock, database_now
+from jobhost.store import Clock, SystemClock, database_now
 from jobhost.store.console import record_action
 from jobhost.store.operations import request_run
 from jobhost.web.app import blocking
-from jobhost.web.bodies import BodyTooLarge
-from jobhost.web.console.auth import client_of, read_form, same_origin
+from jobhost.web.console.auth import (
+    BadForm,
+    SessionKeeper,
+    client_of,
+    read_form,
+    same_origin,
+)
 
-if TYPE_CHECKING:
-    from jobhost.web.console.pages import Console
 
-__all__ = ["ACTIONS", "ActionHandler"]
+class ConsoleSite(Protocol):
+    """What the actions need of the dashboard that serves them (its pages, the Console)."""
+
+    settings: Settings
+    catalog: Catalog
+    engine: Engine
+    clock: Clock | None
+    sessions: SessionKeeper
+    actions_on: bool
+
+    def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
+
+    def actions_off_reason(self) -> str: ...
+
+
+__all__ = ["ACTIONS", "ActionHandler", "ConsoleSite"]
 
 ACTIONS = ("trigger", "pause", "resume")
 _audit = logging.getLogger("jobhost.audit")
 
 
 class ActionHandler:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: ConsoleSite) -> None:
         self._console = console
 
     async def act(self, request: Request) -> Response:
@@ -55,8 +76,8 @@ class ActionHandler:
             return console.refuse(request, f"sign in with an operator token to {action} a job")
         try:
             form = await read_form(request)
-        except BodyTooLarge as error:
-            return console.refuse(request, f"the form is larger than {error.limit} bytes", 413)
+        except BadForm as error:
+            return console.refuse(request, error.why, error.status)
         if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
             return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
         reason = " ".join(form.get("reason", "").split())[:500]

@@ -22,11 +22,12 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobhost.web.bodies import read_capped
+from jobhost.web.bodies import BodyTooLarge, read_capped
 
 __all__ = [
     "COOKIE",
     "MAX_FORM",
+    "BadForm",
     "Session",
     "SessionKeeper",
     "client_of",
@@ -121,9 +122,26 @@ def client_of(request: Request) -> str:
     return request.client.host if request.client is not None else "-"
 
 
+class BadForm(Exception):
+    """A form the dashboard refuses: ``status`` is the answer, the message says why."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+        self.why = why
+
+
 async def read_form(request: Request) -> dict[str, str]:
-    """An urlencoded form body: the first value of each field; :class:`BodyTooLarge` past
-    16 KiB, refused by its length before it is read and cut off when it grows past it."""
-    body = await read_capped(request, MAX_FORM)
+    """An urlencoded form body: the first value of each field. :class:`BadForm` 413 past
+    16 KiB (refused by its length before it is read, cut off when it grows past it), 400 for a
+    field holding NUL (no store can keep it)."""
+    try:
+        body = await read_capped(request, MAX_FORM)
+    except BodyTooLarge:
+        raise BadForm(413, f"the form is larger than {MAX_FORM} bytes") from None
     parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    return {key: values[0] for key, values in parsed.items()}
+    form = {key: values[0] for key, values in parsed.items()}
+    for key, value in form.items():
+        if "\x00" in key or "\x00" in value:
+            raise BadForm(400, "a form field must not contain a NUL character (%00)")
+    return form

@@ -30,9 +30,8 @@ from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, short_local, short_utc
 from jobhost.store import Clock
 from jobhost.web.app import blocking
-from jobhost.web.bodies import BodyTooLarge
 from jobhost.web.console.actions import ActionHandler
-from jobhost.web.console.auth import SessionKeeper, client_of, read_form, same_origin
+from jobhost.web.console.auth import BadForm, SessionKeeper, client_of, read_form, same_origin
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
 from jobhost.web.console.views import hosts_view, job_view, run_view
 
@@ -190,8 +189,8 @@ class Console:
             return self.refuse(request, self.actions_off_reason())
         try:
             form = await read_form(request)
-        except BodyTooLarge as error:
-            return self.refuse(request, f"the form is larger than {error.limit} bytes", 413)
+        except BadForm as error:
+            return self.refuse(request, error.why, error.status)
         who = self.sessions.operator_for(form.get("token", ""))
         if who is None:
             _log.warning("dashboard sign-in refused from %s: unknown token", client_of(request))

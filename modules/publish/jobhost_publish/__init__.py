@@ -19,9 +19,9 @@ from jobhost_publish.errors import (
     Rejected,
     Unroutable,
 )
-from jobhost_publish.executor import Publisher
+from jobhost_publish.executor import Publisher, build_executor
 from jobhost_publish.message import CONTENT_TYPE, body, occurrence_text
-from jobhost_publish.plugin import TIMEOUT_MARGIN, build_executor, declaration
+from jobhost_publish.plugin import TIMEOUT_MARGIN, declaration
 from jobhost_publish.rabbitmq import APP_ID
 from jobhost_publish.receipt import Published
 from jobhost_publish.section import PublishConfig, parse_section

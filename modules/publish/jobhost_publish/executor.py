@@ -23,7 +23,20 @@ from jobhost_publish.receipt import Published
 from jobhost_publish.redaction import Redactor
 from jobhost_publish.settings import BrokerUrls, PublishSettings
 
-__all__ = ["Publisher"]
+__all__ = ["Publisher", "build_executor"]
+
+
+def build_executor(
+    settings: PublishSettings,
+    urls: BrokerUrls,
+    environ: Mapping[str, str] | None = None,
+) -> Publisher:
+    """The executor that publishes as ``settings`` say; ValueError when ``urls`` lack the
+    broker's address (what to add is in the message)."""
+    missing = urls.missing(settings.broker)
+    if missing is not None:
+        raise ValueError(missing)
+    return Publisher(settings, urls, environ)
 
 
 class Publisher:

@@ -13,6 +13,7 @@ from typing import Any
 from jobhost_contracts import IJobExecutor, JobKind, KindSettingsError
 from pydantic import ValidationError
 
+from jobhost_publish.executor import build_executor
 from jobhost_publish.settings import SECTION, BrokerUrls, PublishSettings
 
 __all__ = ["publish_kind"]
@@ -38,9 +39,6 @@ def publish_kind(urls: BrokerUrls) -> JobKind:
         return checked
 
     def factory(_name: str, settings: PublishSettings) -> IJobExecutor:
-        # Imported here: the broker clients load only where a publish job runs.
-        from jobhost_publish.plugin import build_executor
-
         return build_executor(settings, urls)
 
     return JobKind(

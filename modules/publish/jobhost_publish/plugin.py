@@ -1,7 +1,7 @@
 """The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``.
 
-:func:`build_executor` is the factory from validated :class:`PublishSettings` to an executor, the
-shape a job kind ``publish`` needs; the settings-file jobs go through it too.
+Settings-file jobs and the job kind ``publish`` build their executors the same way, through
+:func:`jobhost_publish.executor.build_executor`.
 """
 
 from __future__ import annotations
@@ -20,20 +20,18 @@ from jobhost_contracts import (
 )
 from pydantic import ValidationError
 
-from jobhost_publish.executor import Publisher
+from jobhost_publish.executor import build_executor
 from jobhost_publish.kind import publish_kind
 from jobhost_publish.section import parse_section
 from jobhost_publish.settings import (
     SECTION,
     BrokerUrls,
     PublishJobSettings,
-    PublishSettings,
     thawed,
 )
 
 __all__ = [
     "TIMEOUT_MARGIN",
-    "build_executor",
     "declaration",
     "jobhost_job_kinds",
     "jobhost_jobs",
@@ -70,19 +68,6 @@ def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind
     except ValidationError:
         urls = BrokerUrls()  # jobhost_jobs reports the section's problems
     return [publish_kind(urls)]
-
-
-def build_executor(
-    settings: PublishSettings,
-    urls: BrokerUrls,
-    environ: Mapping[str, str] | None = None,
-) -> Publisher:
-    """The executor that publishes as ``settings`` say; ValueError when ``urls`` lack the
-    broker's address (what to add is in the message)."""
-    missing = urls.missing(settings.broker)
-    if missing is not None:
-        raise ValueError(missing)
-    return Publisher(settings, urls, environ)
 
 
 def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:

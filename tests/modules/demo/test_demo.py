@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
 from jobhost_files import QUARANTINE_DIR, OrphanCleanup, parse_settings
 from jobhost_files.plugin import jobhost_jobs as files_jobs
@@ -149,3 +153,55 @@ def test_the_command_prints_what_it_made(tmp_path: Path) -> None:
         [sys.executable, "-m", "jobhost.demo"], capture_output=True, text=True, check=False
     )
     assert usage.returncode == 2 and "usage" in usage.stderr
+
+
+def test_the_demo_serves_on_loopback_and_says_where(tmp_path: Path) -> None:
+    layout = make_demo(tmp_path / "demo")
+    assert load_settings(layout.config).http_listen == layout.address
+    assert layout.address.startswith("127.0.0.1:")
+    summary = _summary_of(tmp_path / "demo")
+    address = load_settings(layout.config).http_listen
+    assert f"http://{address}/metrics" in summary and f"http://{address}/" in summary
+
+
+@pytest.mark.slow
+def test_the_demo_host_serves_the_dashboard_and_the_gauges(tmp_path: Path) -> None:
+    layout = make_demo(tmp_path / "demo")
+    base = f"http://{layout.address}"
+    host = subprocess.Popen(
+        [sys.executable, "-m", "jobhost", "--config", str(layout.config), "run"],
+        cwd=layout.directory,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        metrics = ""
+        while "jobhost_live_hosts" not in metrics and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+                    metrics = response.read().decode()
+            except OSError:
+                time.sleep(0.2)  # not listening yet
+        assert "jobhost_live_hosts" in metrics, "the demo host served no gauges within 60s"
+        assert re.search(r"^jobhost_live_hosts\{[^}]*\} 1\.0$", metrics, re.MULTILINE), metrics
+        assert 'jobhost_jobs{otel_scope_name="jobhost"' in metrics
+        with urllib.request.urlopen(f"{base}/", timeout=10) as response:
+            assert response.status == 200
+            assert "text/html" in response.headers["Content-Type"]
+    finally:
+        host.send_signal(signal.SIGTERM)
+        _, errors = host.communicate(timeout=60)
+    assert f"serving HTTP on {layout.address}" in errors
+
+
+def _summary_of(directory: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "jobhost.demo", str(directory)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout

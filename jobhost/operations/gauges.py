@@ -1,0 +1,284 @@
+"""Gauges for what ``jobhost health`` knows: live hosts, jobs by status, clock skew, the store.
+
+A running host registers them on its meter (:func:`register_gauges`), so ``/metrics`` and the
+OTLP export carry them beside the run counters:
+
+- ``jobhost.live_hosts``: hosts alive in the store (every replica reports the same figure);
+- ``jobhost.jobs`` by ``status``: the report's status of every job (:data:`GAUGE_STATUSES`,
+  each always present, 0 when no job has it);
+- ``jobhost.critical_jobs.overdue``: critical jobs that are overdue, a count;
+- ``jobhost.job.overdue`` by ``job`` and ``critical``: 1 for each overdue job, only with
+  ``metrics_job_label`` (a job that is not overdue has no series);
+- ``jobhost.clock.skew``: this host's clock minus the store's at its last heartbeat;
+- ``jobhost.store.up``: 1 while this host's last turn or heartbeat reached the store;
+- ``jobhost.stuck_runs``: this host's runs held by executor code that ignored cancellation.
+
+The store-wide figures come from one read of the schedule and host tables, made at most once
+per ``metrics_refresh`` however often the metrics are collected: a scrape never costs a query
+per job. While the store cannot be read they are left out (unknown is not zero).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from jobhost.catalog import Catalog, JobSpec
+from jobhost.config import Settings, redact_text
+from jobhost.operations.mismatch import JobFacts, job_mismatches
+from jobhost.operations.report import next_fire_of, state_of
+from jobhost.operations.status import STATUSES, job_status
+from jobhost.store import Clock, HostRecord, ScheduleRecord, SystemClock, database_now, reading
+from jobhost.store.hosts import list_hosts
+from jobhost.store.reports import list_schedules
+
+__all__ = [
+    "GAUGE_STATUSES",
+    "GaugeHost",
+    "JobGauges",
+    "StoreFigures",
+    "read_figures",
+    "register_gauges",
+    "store_figures",
+]
+
+_log = logging.getLogger("jobhost.metrics")
+
+GAUGE_STATUSES: tuple[str, ...] = tuple(dict.fromkeys([*STATUSES, "waiting"]))
+"""Every ``status`` value of ``jobhost_jobs``: the report's statuses, and ``waiting``."""
+
+
+class _HostStatus(Protocol):
+    store_ok: bool
+    stuck: int
+
+
+class GaugeHost(Protocol):
+    """What the gauges read from a running host (``jobhost.firing.host.Host``)."""
+
+    @property
+    def host_id(self) -> str: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def clock(self) -> Clock | None: ...
+    @property
+    def status(self) -> _HostStatus: ...
+
+
+@dataclass(frozen=True)
+class StoreFigures:
+    """The store-wide figures at one instant."""
+
+    live_hosts: int
+    by_status: dict[str, int]
+    overdue: list[tuple[str, bool]]
+    """(job, critical) of every overdue job, by name."""
+    skew_seconds: dict[str, float] = field(default_factory=dict)
+    """Each live host's clock minus the store's, by host id."""
+
+    @property
+    def critical_overdue(self) -> int:
+        return sum(1 for _name, critical in self.overdue if critical)
+
+
+def register_gauges(meter: Meter, host: GaugeHost, gauges: JobGauges | None = None) -> JobGauges:
+    """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
+    or a new one)."""
+    gauges = gauges or JobGauges(host)
+    job_label = host.settings.metrics_job_label
+    meter.create_observable_gauge(
+        "jobhost.live_hosts",
+        callbacks=[gauges.observe_live_hosts],
+        unit="{host}",
+        description="Hosts alive in the store",
+    )
+    meter.create_observable_gauge(
+        "jobhost.jobs",
+        callbacks=[gauges.observe_jobs],
+        unit="{job}",
+        description="Jobs by status, as jobhost report shows them",
+    )
+    meter.create_observable_gauge(
+        "jobhost.critical_jobs.overdue",
+        callbacks=[gauges.observe_critical_overdue],
+        unit="{job}",
+        description="Critical jobs that are overdue",
+    )
+    if job_label:
+        meter.create_observable_gauge(
+            "jobhost.job.overdue",
+            callbacks=[gauges.observe_overdue],
+            description="1 for each overdue job",
+        )
+    meter.create_observable_gauge(
+        "jobhost.clock.skew",
+        callbacks=[gauges.observe_skew],
+        unit="s",
+        description="This host's clock minus the store's, at its last heartbeat",
+    )
+    meter.create_observable_gauge(
+        "jobhost.store.up",
+        callbacks=[gauges.observe_store_up],
+        description="1 while this host reaches the store, 0 otherwise",
+    )
+    meter.create_observable_gauge(
+        "jobhost.stuck_runs",
+        callbacks=[gauges.observe_stuck],
+        unit="{run}",
+        description="This host's runs held by executor code that ignored cancellation",
+    )
+    return gauges
+
+
+class JobGauges:
+    """The gauges' callbacks, over figures read at most once per ``metrics_refresh``."""
+
+    def __init__(self, host: GaugeHost, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._host = host
+        self._monotonic = monotonic
+        self._refresh = host.settings.metrics_refresh.total_seconds()
+        self._lock = threading.Lock()
+        self._figures: StoreFigures | None = None
+        self._read_at: float | None = None
+        self.reads = 0
+        """How many times the store was read (what the cache saves is visible in tests)."""
+
+    def figures(self) -> StoreFigures | None:
+        """The store's figures, read again when older than ``metrics_refresh``; None when the
+        last read failed."""
+        with self._lock:
+            now = self._monotonic()
+            if self._read_at is None or now - self._read_at >= self._refresh:
+                self._read_at = now
+                self._figures = self._read()
+            return self._figures
+
+    def observe_live_hosts(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if (figures := self.figures()) is not None:
+            yield Observation(figures.live_hosts)
+
+    def observe_jobs(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if (figures := self.figures()) is not None:
+            for status in GAUGE_STATUSES:
+                yield Observation(figures.by_status.get(status, 0), {"status": status})
+
+    def observe_critical_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if (figures := self.figures()) is not None:
+            yield Observation(figures.critical_overdue)
+
+    def observe_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if (figures := self.figures()) is not None:
+            for name, critical in figures.overdue:
+                yield Observation(1, {"job": name, "critical": str(critical).lower()})
+
+    def observe_skew(self, _options: CallbackOptions) -> Iterable[Observation]:
+        figures = self.figures()
+        if (
+            figures is not None
+            and (skew := figures.skew_seconds.get(self._host.host_id)) is not None
+        ):
+            yield Observation(skew)
+
+    def observe_store_up(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(1 if self._host.status.store_ok else 0)
+
+    def observe_stuck(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(self._host.status.stuck)
+
+    def _read(self) -> StoreFigures | None:
+        host = self._host
+        self.reads += 1
+        try:
+            return read_figures(host.settings, host.catalog, host.engine, host.clock)
+        except (OperationalError, DBAPIError) as error:
+            _log.warning(
+                "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
+            )
+            return None
+
+
+def read_figures(
+    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+) -> StoreFigures:
+    """One read of the schedule and host tables, and the figures of what it found."""
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        rows = list_schedules(connection)
+        hosts = list_hosts(connection)
+    return store_figures(settings, catalog, rows, hosts, now)
+
+
+def store_figures(
+    settings: Settings,
+    catalog: Catalog,
+    rows: Mapping[str, ScheduleRecord],
+    hosts: Sequence[HostRecord],
+    now: datetime,
+) -> StoreFigures:
+    """The figures of the schedule rows and hosts read at ``now`` (pure)."""
+    live = [h for h in hosts if h.alive(now)]
+    invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
+    by_status = dict.fromkeys(GAUGE_STATUSES, 0)
+    overdue: list[tuple[str, bool]] = []
+    for name in sorted({*catalog.jobs, *rows, *invalid}):
+        spec, row = catalog.jobs.get(name), rows.get(name)
+        status, is_overdue = _status(
+            name,
+            spec=spec,
+            row=row,
+            catalog=catalog,
+            settings=settings,
+            now=now,
+            live_hosts=len(live),
+        )
+        by_status[status] += 1
+        if is_overdue:
+            critical = spec is not None and spec.declaration.critical
+            overdue.append((name, critical))
+    return StoreFigures(
+        live_hosts=len(live),
+        by_status=by_status,
+        overdue=overdue,
+        skew_seconds={h.id: h.clock_skew_seconds for h in live},
+    )
+
+
+def _status(
+    name: str,
+    *,
+    spec: JobSpec | None,
+    row: ScheduleRecord | None,
+    catalog: Catalog,
+    settings: Settings,
+    now: datetime,
+    live_hosts: int,
+) -> tuple[str, bool]:
+    """The job's status as the report computes it, from its schedule row alone: the row keeps
+    the last run's outcome and the last success, so no ledger read is needed."""
+    facts = JobFacts(
+        name=name,
+        spec=spec,
+        row=row,
+        problems=catalog.problems_for(name),
+        next_fire=next_fire_of(spec, row, now),
+        last_success=row.last_success_at if row is not None else None,
+        expired_runs=(),
+    )
+    # An empty map of store changes: whether the store's trigger differs is no status.
+    codes = [m.code for m in job_mismatches(facts, settings, now, live_hosts, {})]
+    last = row.last_outcome if row is not None else None
+    return job_status(state_of(facts), codes, last, running=False), "overdue" in codes

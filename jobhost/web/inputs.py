@@ -1,0 +1,91 @@
+"""Input the store cannot hold, refused at the door with 4xx naming the field.
+
+A NUL character in a path or a query parameter (``%00``) is answered 400 before any handler
+runs: PostgreSQL refuses NUL in text, so it would otherwise surface as a database error. Parsed
+JSON bodies are checked by :func:`json_problem` for NUL in any string and for nesting deeper
+than any body of the API needs.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl, unquote
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jobhost.runtime.definition import FieldProblem
+
+__all__ = ["MAX_JSON_DEPTH", "RefuseNul", "json_problem", "nul_problem"]
+
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of objects and arrays a JSON body may have."""
+_NUL = "\x00"
+
+
+class RefuseNul:
+    """ASGI middleware: a request whose path or query holds NUL is answered 400."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = nul_problem(scope)
+            if problem is not None:
+                body = {
+                    "type": "about:blank",
+                    "title": "Invalid request",
+                    "status": 400,
+                    "detail": problem.line(),
+                    "errors": [{"field": problem.field, "message": problem.message}],
+                }
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [(b"content-type", b"application/problem+json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+                return
+        await self.app(scope, receive, send)
+
+
+def nul_problem(scope: Scope) -> FieldProblem | None:
+    """The first path part or query parameter of ``scope`` that holds NUL, as a problem."""
+    message = "must not contain a NUL character (%00)"
+    path = str(scope.get("path", ""))
+    raw = scope.get("raw_path")
+    if _NUL in path or (isinstance(raw, bytes) and _NUL in unquote(raw.decode("latin-1"))):
+        return FieldProblem("path", message)
+    query = scope.get("query_string", b"")
+    text = query.decode("latin-1") if isinstance(query, bytes) else ""
+    for name, value in parse_qsl(text, keep_blank_values=True):
+        if _NUL in name or _NUL in value:
+            return FieldProblem(name.replace(_NUL, "\\0")[:60] or "query", message)
+    return None
+
+
+def json_problem(value: object) -> FieldProblem | None:
+    """The first place of a parsed JSON body that the store cannot hold: a string or a key with
+    NUL, or nesting deeper than :data:`MAX_JSON_DEPTH`."""
+    pending: list[tuple[object, str, int]] = [(value, "", 0)]
+    while pending:
+        item, where, depth = pending.pop()
+        if isinstance(item, str):
+            if _NUL in item:
+                return FieldProblem(where, "must not contain a NUL character (\\u0000)")
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            return FieldProblem(where, f"is nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                field = f"{where}.{key}" if where else str(key)
+                if _NUL in key:
+                    return FieldProblem(field.replace(_NUL, "\\0"), "a key must not contain NUL")
+                pending.append((inner, field, depth + 1))
+        else:
+            pending.extend((inner, f"{where}[{i}]", depth + 1) for i, inner in enumerate(item))
+    return None

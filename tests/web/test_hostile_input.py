@@ -1,0 +1,168 @@
+"""Input that once answered 500 (and showed SQL) is refused with 4xx problem+json naming the
+field, on both stores; an unexpected exception answers a bare 500 with an id the log carries,
+logged with its traceback once and not again within the minute."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from jobhost.catalog import build_catalog
+from jobhost.config import Settings
+from jobhost.store import create_store_engine, upgrade
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.api import api_routes
+from jobhost.web.console import Console
+from tests.api.api_support import Answer, call
+
+SECRET = "hostile-secret-0123456789abcdef"
+LEAKS = ("select", "insert", "psycopg", "sqlalchemy", "traceback", "parameters")
+
+
+@pytest.fixture
+def base(store_url: str, tmp_path: Path) -> Iterator[str]:
+    settings = Settings(
+        database_url=store_url,
+        api_tokens=[
+            {
+                "name": "all",
+                "sha256": hashlib.sha256(SECRET.encode()).hexdigest(),
+                "scopes": ["read", "write", "trigger"],
+            }
+        ],
+    )
+    engine = create_store_engine(settings.database_url)
+    upgrade(engine)
+    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
+    console = Console(settings, catalog, engine, allow_actions=False)
+    app = create_app(
+        store_endpoints(settings, catalog, engine),
+        routes=[*api_routes(settings, catalog, engine), Route("/boom", _boom(store_url))],
+        pages=console.routes(),
+    )
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.address[1]}"
+    finally:
+        server.stop()
+        engine.dispose()
+
+
+def _boom(store_url: str) -> Any:
+    # A failure of its own kind per store, so each test sees its first traceback.
+    failure = type(f"Boom{hash(store_url) & 0xFFFF}", (RuntimeError,), {})
+
+    async def endpoint(request: Request) -> Response:
+        raise failure("SELECT secret FROM somewhere WHERE password = 'hunter2'")
+
+    return endpoint
+
+
+def ask(base: str, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Answer:
+    return call(base, method, path, token=SECRET, body=body, raw=raw)
+
+
+def refused(answer: Answer, status: int, field: str) -> None:
+    assert answer.status == status, answer.body
+    assert answer.content_type == "application/problem+json"
+    assert field in [error["field"] for error in answer.body.get("errors", [])], answer.body
+    text = str(answer.body).lower()
+    assert not any(leak in text for leak in LEAKS), answer.body
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/v1/jobs/hooks.a%00b", "path"),
+        ("/api/v1/jobs?search=a%00b", "search"),
+        ("/api/v1/changes?job=a%00b", "job"),
+        ("/api/v1/jobs/hooks.a/runs?outcome=%00", "outcome"),
+        ("/jobs/hooks.a%00b", "path"),  # the dashboard, unauthenticated
+        ("/?q=%00", "q"),
+        ("/runs/%00", "path"),
+    ],
+)
+def test_a_nul_byte_in_a_path_or_query_is_refused(base: str, path: str, field: str) -> None:
+    refused(call(base, "GET", path), 400, field)
+
+
+def test_a_nul_byte_in_a_reason_or_definition_is_refused(base: str) -> None:
+    made = ask(
+        base,
+        "PUT",
+        "/api/v1/jobs/hooks.nul",
+        {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}},
+    )
+    assert made.status == 201
+    refused(ask(base, "POST", "/api/v1/jobs/hooks.nul/pause", {"reason": "a\x00b"}), 422, "reason")
+    body = {
+        "kind": "http",
+        "interval": "1h",
+        "description": "x\x00",
+        "settings": {"url": "http://127.0.0.1:9/"},
+    }
+    refused(ask(base, "PUT", "/api/v1/jobs/hooks.nul", body), 422, "description")
+
+
+def test_a_name_longer_than_the_store_holds_is_refused(base: str) -> None:
+    name = "hooks." + "a" * 250
+    body = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
+    refused(ask(base, "PUT", f"/api/v1/jobs/{name}", body), 422, "name")
+    assert ask(base, "GET", f"/api/v1/jobs/{name}").status == 404
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("after=2147483648", "after"),
+        ("after=99999999999999999999999", "after"),
+        ("limit=%C2%B2", "limit"),
+        ("limit=-1", "limit"),
+    ],
+)
+def test_a_number_out_of_range_or_not_a_number_is_refused(
+    base: str, query: str, field: str
+) -> None:
+    refused(ask(base, "GET", f"/api/v1/changes?{query}"), 400, field)
+
+
+def test_the_largest_change_id_is_accepted(base: str) -> None:
+    answer = ask(base, "GET", "/api/v1/changes?after=2147483647")
+    assert answer.status == 200 and answer.body["changes"] == []
+
+
+def test_deeply_nested_json_is_refused(base: str) -> None:
+    deep = b"[" * 30_000 + b"]" * 30_000
+    answer = ask(base, "PUT", "/api/v1/jobs/hooks.deep", raw=deep)
+    assert answer.status in (400, 413) and answer.content_type == "application/problem+json"
+    nested: Any = "x"
+    for _ in range(40):
+        nested = {"a": nested}
+    body = {"kind": "http", "interval": "1h", "settings": {"url": "http://x/", "body": nested}}
+    answer = ask(base, "PUT", "/api/v1/jobs/hooks.deep", body)
+    assert answer.status == 422 and "nested deeper" in answer.body["detail"]
+
+
+def test_an_unexpected_error_answers_a_bare_500_with_the_logs_id(
+    base: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="jobhost.http")
+    first = call(base, "GET", "/boom")
+    second = call(base, "GET", "/boom")
+    for answer in (first, second):
+        assert answer.status == 500
+        assert "hunter2" not in str(answer.body) and "SELECT" not in str(answer.body)
+        assert answer.body["id"] in answer.body["detail"]
+    records = [r for r in caplog.records if r.name == "jobhost.http"]
+    assert len(records) == 2  # once per failure: nothing else logs it again
+    assert first.body["id"] in records[0].getMessage() and records[0].exc_info is not None
+    assert second.body["id"] in records[1].getMessage() and records[1].exc_info is None
