@@ -9,18 +9,32 @@ printed; INFO prints them on stderr too). Printed per store: fires, lag p50/p99,
 
 from __future__ import annotations
 
+import argparse
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from _scale_measure import Outcome, number, percentile
-
-if TYPE_CHECKING:
-    from scale import Bench
 
 __all__ = ["runlogs_section"]
 
 
-def runlogs_section(bench: Bench) -> None:
+class _Bench(Protocol):
+    """What this section uses of the bench ``scale.py`` sets up."""
+
+    arguments: argparse.Namespace
+
+    def jobhost(
+        self,
+        store: str,
+        jobs: int,
+        replicas: int = 1,
+        *,
+        log_level: str = "WARNING",
+        log_lines: int = 0,
+    ) -> Outcome: ...
+
+
+def runlogs_section(bench: _Bench) -> None:
     a = bench.arguments
     print(
         f"\n== runlogs: {a.log_jobs} jobs every 1s writing {a.log_lines} lines each vs none, "
@@ -47,7 +61,7 @@ def runlogs_section(bench: Bench) -> None:
             )
 
 
-def _row(bench: Bench, store: str, lines: int) -> Outcome:
+def _row(bench: _Bench, store: str, lines: int) -> Outcome:
     a = bench.arguments
     outcome = bench.jobhost(store, a.log_jobs, log_level=a.log_level, log_lines=lines)
     if not outcome.started:
