@@ -4,7 +4,9 @@ Before handing over to the ``jobhost`` command, it listens to SQLAlchemy's own e
 engine of the process (statements executed, transactions begun) and writes the counts, per
 thread, to the JSON file named by ``BENCH_SQL_COUNTS`` every half second. A *burst* is a run of
 statements on one thread with less than ``_GAP`` seconds between them: on an idle host each loop
-turn and each heartbeat is one burst, whatever the engine's internals look like.
+turn and each heartbeat is one burst, whatever the engine's internals look like. ``held_us`` is
+the time from BEGIN to COMMIT or ROLLBACK, summed per thread: how long transactions (and the
+row locks they take) are held.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ _statements: Counter[str] = Counter()
 _transactions: Counter[str] = Counter()
 _bursts: Counter[str] = Counter()
 _last: dict[str, float] = {}
+_held: Counter[str] = Counter()
+"""Microseconds between BEGIN and COMMIT/ROLLBACK, per thread group: how long locks are held."""
+_began: dict[int, float] = {}
 
 
 def _thread() -> tuple[str, str]:
@@ -49,8 +54,18 @@ def _on_statement(*_args: Any) -> None:
 
 def _on_begin(*_args: Any) -> None:
     _, group = _thread()
+    _began[threading.get_ident()] = time.perf_counter()
     with _lock:
         _transactions[group] += 1
+
+
+def _on_end(*_args: Any) -> None:
+    began = _began.pop(threading.get_ident(), None)
+    if began is None:
+        return
+    _, group = _thread()
+    with _lock:
+        _held[group] += round((time.perf_counter() - began) * 1e6)
 
 
 def _dump(path: str) -> None:
@@ -59,6 +74,7 @@ def _dump(path: str) -> None:
             "statements": dict(_statements),
             "transactions": dict(_transactions),
             "bursts": dict(_bursts),
+            "held_us": dict(_held),
         }
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -76,6 +92,8 @@ def main() -> None:
     path = os.environ["BENCH_SQL_COUNTS"]
     event.listen(Engine, "before_cursor_execute", _on_statement)
     event.listen(Engine, "begin", _on_begin)
+    event.listen(Engine, "commit", _on_end)
+    event.listen(Engine, "rollback", _on_end)
     threading.Thread(target=_dump_forever, args=(path,), daemon=True, name="bench-dump").start()
     atexit.register(_dump, path)
     from jobhost.cli import main as jobhost

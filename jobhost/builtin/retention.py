@@ -109,7 +109,8 @@ class RunRetention:
         from jobhost.config import load_settings, redact_text
         from jobhost.store import create_store_engine
 
-        engine = create_store_engine(load_settings().database_url)
+        settings = load_settings()
+        engine = create_store_engine(settings.database_url, **settings.store_timeouts())
         now = datetime.now(UTC)
 
         def stop() -> bool:

@@ -42,6 +42,7 @@ _COMMAND_MODULES = (
     "kinds",
     "jobs",
     "logs",
+    "changes",
 )
 
 

@@ -52,7 +52,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     file = url.database if url.get_backend_name() == "sqlite" else None
     if file not in (None, "", ":memory:") and not Path(str(file)).exists():
         return catalog  # no store yet: nothing to join, and no file made by looking
-    engine = create_store_engine(settings.database_url)
+    engine = create_store_engine(settings.database_url, **settings.store_timeouts())
     try:
         with reading(engine) as connection:
             if not inspect(connection).has_table("runtime_jobs"):
@@ -91,6 +91,7 @@ def open_store(
     create: bool = False,
     write: bool = False,
     missing_ok: bool = False,
+    pre_ping: bool = True,
 ) -> Engine:
     """An engine on the configured store.
 
@@ -99,10 +100,16 @@ def open_store(
     command run in the wrong directory must not work on a new, empty store. With ``write``, a
     store this process may only read is refused up front. With ``missing_ok`` (``health``, which
     reports it as a failed check) only the default store is refused when it is missing.
+    Without ``pre_ping`` (the host, whose every turn would pay a round trip for it) a pooled
+    connection the server dropped fails its first statement and the pool is refilled: the host
+    retries that work as after any outage.
     """
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
-    engine = create_store_engine(settings.database_url, create=create)
+    options = {} if pre_ping else {"pool_pre_ping": False}
+    engine = create_store_engine(
+        settings.database_url, create=create, **settings.store_timeouts(), **options
+    )
     if write and is_read_only(engine):
         engine.dispose()
         raise StoreReadOnlyError(

@@ -25,11 +25,12 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
     """Pause job NAME on every replica until `jobhost resume NAME`.
 
     It keeps its schedule: each occurrence it misses is recorded `missed` with reason
-    `paused`. The operating-system user is recorded as who paused it.
+    `paused`. The operating-system user is recorded as who paused it, in the job's row and in
+    the change log (`jobhost changes`).
 
     Exit status: 0 (also when it already was paused); 2 for an unknown job.
     """
-    from jobhost.operations.pausing import pause as pause_job
+    from jobhost.operations.actions import pause as pause_job
     from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.timefmt import short_utc
 
@@ -38,7 +39,7 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
     engine = open_store(settings, write=True)
     try:
         require_known_job(catalog, engine, name)
-        done = pause_job(engine, catalog, name, by=getpass.getuser(), reason=reason)
+        done = pause_job(engine, catalog, name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()
     row = done.row
@@ -50,13 +51,14 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
 
 @cli.command()
 @click.argument("name")
+@click.option("--reason", default=None, help="Why; written to the change log (optional).")
 @click.pass_context
-def resume(ctx: click.Context, name: str) -> None:
+def resume(ctx: click.Context, name: str, reason: str | None) -> None:
     """Resume job NAME on every replica; its misfire policy decides what of the pause runs.
 
     Exit status: 0 (also when it was not paused); 2 for an unknown job.
     """
-    from jobhost.operations.pausing import resume as resume_job
+    from jobhost.operations.actions import resume as resume_job
     from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.timefmt import short_utc
 
@@ -65,7 +67,7 @@ def resume(ctx: click.Context, name: str) -> None:
     engine = open_store(settings, write=True)
     try:
         require_known_job(catalog, engine, name)
-        done = resume_job(engine, name)
+        done = resume_job(engine, name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()
     if done is None or not done.changed:

@@ -46,7 +46,7 @@ def run(ctx: click.Context) -> None:
         before, after = migrate_store(settings, create=True)
         if before != after:
             _say(settings, f"jobhost: schema upgraded from {before or 'empty'} to {after}")
-    engine = open_store(settings, create=True, write=True)
+    engine = open_store(settings, create=True, write=True, pre_ping=False)
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
     telemetry = configure_telemetry(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from jobhost_contracts import DstGap, DstRepeat, format_duration, parse_duration
 from pydantic import (
@@ -100,6 +100,13 @@ class ApiToken(BaseModel):
         return digest
 
 
+class StoreTimeouts(TypedDict):
+    """The store engine's timeouts in seconds, as ``create_store_engine`` takes them."""
+
+    connect_timeout: float
+    statement_timeout: float
+
+
 class Settings(BaseSettings):
     """Every host setting. Environment variables ``JOBHOST_<NAME>`` win over the file."""
 
@@ -111,6 +118,17 @@ class Settings(BaseSettings):
         "sqlite:///jobhost.db",
         description="SQLAlchemy URL of the store; the default is an SQLite file in the "
         "working directory. Several replicas need PostgreSQL (postgresql+psycopg://...).",
+    )
+    store_connect_timeout: Duration = Field(
+        timedelta(seconds=10),
+        description="PostgreSQL: longest wait to open a connection, for a free one in the "
+        "pool, or for the server to acknowledge data; a store that does not answer within it "
+        "is unavailable (HTTP 503). 0 turns it off.",
+    )
+    store_statement_timeout: Duration = Field(
+        timedelta(seconds=60),
+        description="PostgreSQL: longest one statement may run on the server before it is "
+        "cancelled. 0 turns it off.",
     )
     poll_interval: Duration = Field(
         timedelta(minutes=5),
@@ -160,6 +178,18 @@ class Settings(BaseSettings):
         description="Who may use the HTTP API under /api/v1: [[api_tokens]] entries with name, "
         "sha256 (of the secret) and scopes (read, write, trigger). The API is off without one. "
         "The environment form is JSON.",
+    )
+    web_read_access: Literal["open", "token"] = Field(
+        "open",
+        description="Who may read the dashboard, /report and the API: open (anyone who reaches "
+        "the port; the API still needs its tokens) or token (the dashboard asks for a sign-in "
+        "with an operator token or a read API token; /report needs a bearer token). /healthz "
+        "and /readyz stay open.",
+    )
+    metrics_access: Literal["open", "token"] = Field(
+        "open",
+        description="Who may read /metrics: open (a scraper without a token) or token (a "
+        "bearer API token with the read scope, or an operator token).",
     )
     runtime_secret_env_prefix: str = Field(
         RUNTIME_SECRET_PREFIX,
@@ -255,6 +285,20 @@ class Settings(BaseSettings):
         chosen = getattr(init_settings, "init_kwargs", {}).get("runtime_secret_env_prefix")
         prefixes = {RUNTIME_SECRET_PREFIX, *([chosen] if isinstance(chosen, str) else [])}
         return (_EnvWithoutSecrets(settings_cls, prefixes), init_settings)
+
+    @field_validator("store_connect_timeout", "store_statement_timeout")
+    @classmethod
+    def _store_timeout(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0) or value > timedelta(hours=1):
+            raise ValueError("must be between 0 (off) and 1h, e.g. '10s'")
+        return value
+
+    def store_timeouts(self) -> StoreTimeouts:
+        """The store engine's timeouts, in seconds, as :func:`create_store_engine` takes them."""
+        return {
+            "connect_timeout": self.store_connect_timeout.total_seconds(),
+            "statement_timeout": self.store_statement_timeout.total_seconds(),
+        }
 
     @field_validator("plugins", mode="before")
     @classmethod

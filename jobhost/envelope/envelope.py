@@ -23,7 +23,7 @@ from jobhost_contracts import (
     UnitCounts,
 )
 from jobhost_contracts.units import UnitTally
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -122,24 +122,8 @@ class RunEnvelope:
             run_log = self._open_log(claim)
             outcome = self._execute(claim, spec, cancellation, tally, run_log)
             units = tally.counts()
-            span.set_attribute("jobhost.run.outcome", outcome.outcome)
-            if units is not None:
-                span.set_attributes(_unit_attributes(units))
-            if outcome.exception is not None:
-                # Redacted and bounded like the log: a span is exported to a collector.
-                span.record_exception(
-                    outcome.exception,
-                    attributes={
-                        "exception.message": _redacted(str(outcome.exception)) or "",
-                        "exception.stacktrace": _redacted(_stack(outcome.exception)) or "",
-                    },
-                )
-            if outcome.outcome == "succeeded":
-                span.set_status(Status(StatusCode.OK))
-            else:
-                span.set_status(
-                    Status(StatusCode.ERROR, _redacted(outcome.error_message) or outcome.outcome)
-                )
+            if span.is_recording():
+                _close_span(span, outcome, units)
         return Executed(outcome, trace_id, units, run_log)
 
     def flush_logs(self, executed: Sequence[Executed]) -> None:
@@ -331,6 +315,28 @@ class Executed:
     """Counts of a run that fanned out over units (``context.fan_out``)."""
     run_log: RunLog | None = None
     """The run's log lines not yet written, when the host keeps run logs."""
+
+
+def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
+    """The outcome on a span that is recorded (one with somewhere to go)."""
+    span.set_attribute("jobhost.run.outcome", outcome.outcome)
+    if units is not None:
+        span.set_attributes(_unit_attributes(units))
+    if outcome.exception is not None:
+        # Redacted and bounded like the log: a span is exported to a collector.
+        span.record_exception(
+            outcome.exception,
+            attributes={
+                "exception.message": _redacted(str(outcome.exception)) or "",
+                "exception.stacktrace": _redacted(_stack(outcome.exception)) or "",
+            },
+        )
+    if outcome.outcome == "succeeded":
+        span.set_status(Status(StatusCode.OK))
+    else:
+        span.set_status(
+            Status(StatusCode.ERROR, _redacted(outcome.error_message) or outcome.outcome)
+        )
 
 
 def _unit_attributes(units: UnitCounts) -> dict[str, int]:

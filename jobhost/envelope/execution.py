@@ -4,10 +4,12 @@
 a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
 shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
 
-The executor runs in a thread of its own, so that the supervising worker can give up on one that
-ignores cancellation: after the grace period the outcome is known, the host keeps the run's
-slot and lease until the stuck thread ends (see ``Outcome.thread``), and the thread (a daemon)
-cannot hold the process open.
+The executor runs in a thread other than its supervisor's, so that the supervising worker can
+give up on one that ignores cancellation: after the grace period the outcome is known, the host
+keeps the run's slot and lease until the stuck call ends (see ``Outcome.thread``), and the
+thread (a daemon) cannot hold the process open. Executor threads are reused from call to call
+(starting a thread costs more than a short run); one held by a stuck call takes no new work
+until the call ends, and one idle for a minute ends.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -25,12 +28,13 @@ from typing import Any
 from jobhost_contracts import Cancellation, IJobExecutor, JobCancelled, JobContext
 from returns.result import Failure, Success
 
-__all__ = ["Outcome", "execute_executor"]
+__all__ = ["Outcome", "RunningCall", "execute_executor"]
 
 _log = logging.getLogger("jobhost.envelope")
 
 TIMEOUT_REASON = "timeout"
 _SUPERVISION_STEP = 0.05
+_IDLE_THREAD_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +47,8 @@ class Outcome:
     error_message: str | None = None
     exception: BaseException | None = None
     stuck: bool = False
-    thread: threading.Thread | None = field(default=None, compare=False, repr=False)
-    """For a stuck run, the executor's thread, still running: the host keeps the run's slot
+    thread: RunningCall | None = field(default=None, compare=False, repr=False)
+    """For a stuck run, the executor's call, still running: the host keeps the run's slot
     and lease until it ends."""
 
 
@@ -59,13 +63,10 @@ def execute_executor(
     box: list[Outcome] = []
     # Copy the caller's context so the executor's spans nest under the run's span.
     runner = contextvars.copy_context()
-    thread = threading.Thread(
-        target=runner.run,
-        args=(_call, executor, context, box.append),
-        name=f"job:{context.job_name}",
-        daemon=True,
+    thread = _THREADS.call(
+        f"job:{context.job_name}",
+        lambda: runner.run(_call, executor, context, box.append),
     )
-    thread.start()
     cancellation = context.cancellation
     deadline = None if timeout is None else time.monotonic() + timeout
     while thread.is_alive():
@@ -184,3 +185,61 @@ def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
 
 def _cancel_outcome(cancellation: Cancellation) -> str:
     return "timed_out" if cancellation.reason == TIMEOUT_REASON else "cancelled"
+
+
+class RunningCall:
+    """One executor call on a reused thread; alive until the call returns."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._done.wait(timeout)
+
+    def _finish(self) -> None:
+        self._done.set()
+
+
+class _Threads:
+    """Daemon threads that run executor calls one at a time, reused while they are idle."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[tuple[str, Callable[[], object], RunningCall]]] = []
+
+    def call(self, name: str, work: Callable[[], object]) -> RunningCall:
+        running = RunningCall()
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((name, work, running))
+        return running
+
+    def _serve(
+        self, inbox: queue.SimpleQueue[tuple[str, Callable[[], object], RunningCall]]
+    ) -> None:
+        current = threading.current_thread()
+        while True:
+            try:
+                name, work, running = inbox.get(timeout=_IDLE_THREAD_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # handed work just now: it is in the inbox
+            current.name = name
+            try:
+                work()
+            finally:
+                running._finish()
+                with self._lock:
+                    self._idle.append(inbox)
+
+
+_THREADS = _Threads()

@@ -34,6 +34,7 @@ from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 __all__ = [
     "DURATION_BUCKETS",
@@ -165,9 +166,15 @@ def configure_telemetry(
 ) -> Telemetry:
     """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
-    # Shut down by the host within a bound, not by the SDK's exit hook, which waits on retries.
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     span_exporter = _span_exporter()
+    # Shut down by the host within a bound, not by the SDK's exit hook, which waits on retries.
+    # With nowhere to send spans, none is recorded: a run's span still has its trace id (the
+    # ledger and the audit line keep it), but its attributes and events cost nothing.
+    tracer_provider = TracerProvider(
+        resource=resource,
+        shutdown_on_exit=False,
+        sampler=ALWAYS_OFF if span_exporter is None else None,  # None: OTEL_TRACES_SAMPLER
+    )
     if span_exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
     readers: list[MetricReader] = list(extra_readers)

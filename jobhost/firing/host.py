@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.envelope.execution import Outcome
+from jobhost.envelope.execution import Outcome, RunningCall
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.recorder import Finished, OutcomeRecorder
@@ -90,7 +90,7 @@ class _Running:
     lease: timedelta
     finished: bool = False
     """The executor is done (or given up on); the outcome is on its way to the ledger."""
-    stuck_thread: threading.Thread | None = None
+    stuck_thread: RunningCall | None = None
 
 
 class Host:
@@ -126,6 +126,11 @@ class Host:
         self._lock = threading.Lock()
         self._abandon_after = 0.0
         self._last_claims = 0
+        self._saturated = False
+        """The last turn left due work for want of a slot: a freed slot wakes the loop."""
+        self._waiting: set[str] = set()
+        """Jobs whose due work waits for a run of theirs to be recorded: its record wakes the
+        loop. Any other record or freed slot does not, as no claim could succeed sooner."""
         # One thread beyond the pool: the slot kept for manual requests.
         self._pool = ThreadPoolExecutor(
             settings.worker_pool_size + 1, thread_name_prefix="jobhost-run"
@@ -280,6 +285,15 @@ class Host:
         self._last_claims = len(result.claims)
         for claim, spec in result.claims:
             self._submit(claim, spec)
+        with self._lock:
+            self._saturated = result.saturated
+            self._waiting |= result.waiting
+            # What ended during the turn woke nobody: look at it now.
+            holding = {item.claim.job_name for item in self._running.values()}
+            ended = result.saturated and self._executing < self.settings.worker_pool_size
+            ended |= any(name not in holding for name in result.waiting)
+        if ended:
+            return _MIN_SLEEP
         if result.saturated or result.next_wake is None:
             return poll  # a run that finishes frees a slot and wakes the loop
         return min(max((result.next_wake - now).total_seconds(), _MIN_SLEEP), poll)
@@ -388,17 +402,22 @@ class Host:
             else:
                 item.finished = True
                 self._executing -= 1
+            wake = self._saturated
         if item.stuck_thread is not None:
             self._mark_stuck(item, executed)
             return
-        self._wake.set()  # a slot is free; the outcome is on its way to the ledger
+        if wake:
+            self._wake.set()  # a slot is free for due work left behind
         self._recorder.put(Finished(item.claim, item.spec, executed))
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
+        outcome = finished.executed.outcome.outcome
         with self._lock:
             self._running.pop(claim.run_id, None)
-        outcome = finished.executed.outcome.outcome
+            # A failed run may have left a retry; a waiting job may start now.
+            wake = outcome != "succeeded" or claim.job_name in self._waiting
+            self._waiting.discard(claim.job_name)
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,
             "job %s: run %s %s",
@@ -406,7 +425,8 @@ class Host:
             claim.run_id,
             outcome,
         )
-        self._wake.set()
+        if wake:
+            self._wake.set()
 
     def _store_lost(self) -> None:
         """After an outage, live hosts get two heartbeats to renew their leases before this host

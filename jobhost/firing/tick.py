@@ -43,6 +43,8 @@ class TickResult:
     saturated: bool = False
     lag: float = 0.0
     """Seconds the oldest due, unclaimed schedule is behind ``now`` after this turn."""
+    waiting: set[str] = field(default_factory=set)
+    """Jobs whose due work waits for one of their live runs to be recorded."""
 
 
 class Ticker:
@@ -129,6 +131,7 @@ class Ticker:
             self._wakeups = self._read_wakeups(now)
         for batch in batches:
             self._absorb(batch)
+            result.waiting |= batch.waiting
             result.claims.extend((c, self._jobs[c.job_name]) for c in batch.claims)
         taken = len(result.claims)
         result.saturated = taken >= free_slots

@@ -25,6 +25,7 @@ from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.operations.actions import request_trigger
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
@@ -33,7 +34,7 @@ from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
 from jobhost.store.claims import Claim, claim_work, live_runs
 from jobhost.store.hosts import default_host_id, list_hosts
 from jobhost.store.ledger import renew_leases
-from jobhost.store.operations import get_request, get_schedule, request_run
+from jobhost.store.operations import get_request, get_schedule
 from jobhost.store.records import TERMINAL_OUTCOMES
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run
@@ -125,8 +126,9 @@ class ManualRun:
         if not hosts:
             self._sync()
         user = getpass.getuser()
-        with self._engine.begin() as connection:
-            request_id = request_run(connection, spec.name, user, reason, now)
+        request_id = request_trigger(
+            self._engine, spec.name, actor=user, reason=reason, clock=self._clock
+        )
         why = f": {reason}" if reason else ""
         self._progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
         if not wait:

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
+from jobhost.operations import actions
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.definition import JobDefinition, parse_definition
 from jobhost.runtime.errors import conflict, invalid, not_found, stale
@@ -31,7 +32,7 @@ from jobhost.runtime.loading import (
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec
 from jobhost.store import Clock, SystemClock, database_now, reading
-from jobhost.store.operations import get_request, get_schedule, pause_job, request_run, resume_job
+from jobhost.store.operations import get_request
 from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import (
     RuntimeJobRow,
@@ -205,60 +206,21 @@ class JobService:
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
         """Pause ``name`` for every replica; False when it already was."""
         catalog = self._require(name)
-        with self.engine.begin() as connection:
-            now = database_now(connection, self.clock)
-            if get_schedule(connection, name) is None:
-                sync_schedules(
-                    connection, desired_schedules({name: catalog.jobs[name]}), now, prune=False
-                )
-            changed = pause_job(connection, name, actor, reason, now)
-            if changed:
-                record_change(
-                    connection,
-                    at=now,
-                    actor=actor,
-                    action="pause",
-                    job_name=name,
-                    before={"paused": False},
-                    after={"paused": True},
-                    reason=reason,
-                )
-        return changed
+        return actions.pause(
+            self.engine, catalog, name, actor=actor, reason=reason, clock=self.clock
+        ).changed
 
     def resume(self, name: str, *, actor: str, reason: str) -> bool:
         self._require(name)
-        with self.engine.begin() as connection:
-            now = database_now(connection, self.clock)
-            changed = resume_job(connection, name)
-            if changed:
-                record_change(
-                    connection,
-                    at=now,
-                    actor=actor,
-                    action="resume",
-                    job_name=name,
-                    before={"paused": True},
-                    after={"paused": False},
-                    reason=reason,
-                )
-        return changed
+        done = actions.resume(self.engine, name, actor=actor, reason=reason, clock=self.clock)
+        return done is not None and done.changed
 
     def trigger(self, name: str, *, actor: str, reason: str) -> dict[str, Any]:
         """Queue a manual run; wait briefly for a host to start it, to answer with its run id."""
         self._require(name)
-        with self.engine.begin() as connection:
-            now = database_now(connection, self.clock)
-            request_id = request_run(connection, name, actor, reason, now)
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="trigger",
-                job_name=name,
-                before=None,
-                after={"request_id": request_id},
-                reason=reason,
-            )
+        request_id = actions.request_trigger(
+            self.engine, name, actor=actor, reason=reason, clock=self.clock
+        )
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
         while time.monotonic() < deadline:

@@ -110,6 +110,8 @@ class ClaimBatch:
     """Job name → what is wrong with its schedule row; the row is left as it is."""
     schedules_seen: int = 0
     """Due schedule rows read: as many as the slots allowed means more may be due."""
+    waiting: set[str] = field(default_factory=set)
+    """Jobs whose due work waits for a live run to end: that run's record lets it start."""
 
 
 def claim_work(
@@ -314,6 +316,8 @@ class _Work:
     def start_retry(self, retry: RunRecord) -> None:
         job = self._jobs.get(retry.job_name)
         if job is None or not self._may_start(job):
+            if job is not None:
+                self._batch.waiting.add(retry.job_name)
             return  # stays pending; its job is busy or not scheduled here yet
         claim = self._start(
             job,
@@ -341,9 +345,13 @@ class _Work:
         job = self._jobs.get(row.job_name)
         if job is None:
             return
-        plan = self._rules.plan(job.row, self._now, blocked=not self._may_start(job))
+        blocked = not self._may_start(job)
+        plan = self._rules.plan(job.row, self._now, blocked=blocked)
         if plan is None:
             return
+        backlog = plan.next_occurrence is not None and plan.next_occurrence <= self._now
+        if blocked and plan.run is None and backlog:
+            self._batch.waiting.add(row.job_name)  # the live run's record makes it due
         job.plan = plan
         for occurrence, outcome, reason in plan.not_run:
             self._batch.not_run.append((row.job_name, occurrence, outcome, reason))

@@ -22,9 +22,20 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-__all__ = ["create_store_engine", "is_postgres", "normalise_url", "reading"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_STATEMENT_TIMEOUT",
+    "create_store_engine",
+    "is_postgres",
+    "normalise_url",
+    "reading",
+]
 
 _SQLITE_BUSY_MS = 30_000
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds; the ``store_connect_timeout`` setting's default."""
+DEFAULT_STATEMENT_TIMEOUT = 60.0
+"""Seconds; the ``store_statement_timeout`` setting's default."""
 _READ_ONLY = "jobhost_read_only"
 _READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _WRITE_LOCK = "jobhost_write_lock"
@@ -33,11 +44,21 @@ _FILE_LOCKS: dict[str, threading.RLock] = {}
 _ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
 
 
-def create_store_engine(url: str | URL, *, create: bool = True, **options: Any) -> Engine:
+def create_store_engine(
+    url: str | URL,
+    *,
+    create: bool = True,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
+    **options: Any,
+) -> Engine:
     """An engine for the store at ``url`` (SQLite or PostgreSQL).
 
     Without ``create``, connecting to an SQLite file that does not exist fails instead of making
-    a new, empty one.
+    a new, empty one. On PostgreSQL, ``connect_timeout`` (seconds) bounds opening a connection,
+    waiting for a free one in the pool, and data the server does not acknowledge (a network
+    that drops packets); ``statement_timeout`` bounds each statement on the server; 0 turns
+    either off. SQLite waits for its write lock up to its own busy timeout.
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -69,7 +90,31 @@ def create_store_engine(url: str | URL, *, create: bool = True, **options: Any) 
         return engine
     options.setdefault("pool_pre_ping", True)
     options.setdefault("pool_size", 10)
+    options["connect_args"] = {
+        **_postgres_timeouts(parsed, connect_timeout, statement_timeout),
+        **options.get("connect_args", {}),
+    }
+    if connect_timeout > 0:
+        options.setdefault("pool_timeout", connect_timeout)
     return create_engine(parsed, **options)
+
+
+def _postgres_timeouts(url: URL, connect: float, statement: float) -> dict[str, Any]:
+    """libpq's parameters for the timeouts; the URL's own ``options`` are kept."""
+    args: dict[str, Any] = {}
+    if connect > 0:
+        args["connect_timeout"] = max(2, round(connect))  # libpq's least
+        args["tcp_user_timeout"] = round(connect * 1000)
+        # A connection whose peer vanished is found within about ``connect`` seconds idle.
+        args["keepalives"] = 1
+        args["keepalives_idle"] = max(1, round(connect / 2))
+        args["keepalives_interval"] = max(1, round(connect / 6))
+        args["keepalives_count"] = 3
+    if statement > 0:
+        given = url.query.get("options", "")
+        given = given if isinstance(given, str) else " ".join(given)
+        args["options"] = f"{given} -c statement_timeout={round(statement * 1000)}".strip()
+    return args
 
 
 def normalise_url(url: str | URL) -> URL:

@@ -36,6 +36,8 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Bring the schema to the newest revision; return (revision before, revision after)."""
     with engine.begin() as connection:
         if is_postgres(engine):
+            # A migration of a large table may take longer than any one request's statement.
+            connection.execute(text("SET LOCAL statement_timeout = 0"))
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})
         before = _current(connection)
         # Alembic would fail on a revision it does not ship, with a traceback and no advice.

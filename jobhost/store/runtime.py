@@ -36,6 +36,7 @@ __all__ = [
     "list_changes",
     "list_runtime_jobs",
     "orphan_schedule",
+    "recent_changes",
     "record_change",
     "runtime_jobs",
     "update_runtime_job",
@@ -254,6 +255,30 @@ def list_changes(
         )
         for r in connection.execute(query)
     ]
+
+
+def recent_changes(
+    connection: Connection, *, job_name: str | None = None, limit: int = 20
+) -> list[JobChange]:
+    """The newest ``limit`` changes (of one job, or of all), oldest first."""
+    query = select(job_changes).order_by(job_changes.c.id.desc()).limit(limit)
+    if job_name is not None:
+        query = query.where(job_changes.c.job_name == job_name)
+    found = [_change(r) for r in connection.execute(query)]
+    return found[::-1]
+
+
+def _change(r: Any) -> JobChange:
+    return JobChange(
+        id=r.id,
+        at=r.at,
+        actor=r.actor,
+        action=r.action,
+        job_name=r.job_name,
+        before=_loads(r.before),
+        after=_loads(r.after),
+        reason=r.reason,
+    )
 
 
 def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobChange]:

@@ -1,21 +1,25 @@
 """Waking every host at once after a manual trigger, a pause or a resume.
 
 PostgreSQL delivers a NOTIFY on the ``jobhost`` channel to every listening host. SQLite has no
-such thing, so commands bump a counter that hosts watch cheaply (one tiny read every half
-second, and no full tick unless it moved).
+such thing, so commands bump a counter that hosts watch cheaply: every half second the watcher
+looks at the store file and its write-ahead log (one ``stat`` each, no connection), and reads
+the counter only when one of them changed since it last looked; the loop turns only when the
+counter moved. An idle host's store does not change, so watching it costs nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.engine import reading
+from jobhost.store.engine import reading, sqlite_path
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
@@ -78,9 +82,29 @@ class SignalWatcher:
 
     def _poll(self) -> None:
         seen: int | None = None
+        path = sqlite_path(self._engine.url)
+        stamp: tuple[tuple[int, int, int], ...] | None = None
         while not self._stopped.wait(_SQLITE_POLL_SECONDS):
+            if path is not None:
+                looked = _stamp(path)
+                if looked == stamp:
+                    continue  # nobody wrote the store: the counter cannot have moved
+                stamp = looked
             with reading(self._engine) as connection:
                 version = connection.execute(select(signals.c.version)).scalar()
             if seen is not None and version != seen:
                 self._wake()
             seen = version
+
+
+def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:
+    """Modification time, change time and size of the store file and its write-ahead log."""
+    found = []
+    for file in (path, path.with_name(f"{path.name}-wal")):
+        try:
+            status = os.stat(file)
+        except OSError:
+            found.append((0, 0, -1))
+            continue
+        found.append((status.st_mtime_ns, status.st_ctime_ns, status.st_size))
+    return tuple(found)

@@ -24,10 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from jobhost.web.access import ReadAccess
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.timeouts import RequestTimeout
+from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]
 
@@ -54,19 +56,26 @@ def create_app(
     pages: Sequence[BaseRoute] = (),
     middleware: Sequence[Middleware] = (),
     request_timeout: float = 30.0,
+    access: ReadAccess | None = None,
 ) -> Starlette:
     """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
 
     The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
     dashboard, for people) are served but not listed.
     """
+    report = _guarded("/report", _report(endpoints))
+    if access is not None and access.report_needs_token:
+        report = _token_only(access, "/report", report)
     own = [
-        Route("/healthz", _probe(endpoints.liveness), methods=["GET"]),
+        Route("/healthz", _probe(endpoints.liveness, inline=True), methods=["GET"]),
         Route("/readyz", _probe(endpoints.readiness), methods=["GET"]),
-        Route("/report", _guarded("/report", _report(endpoints)), methods=["GET"]),
+        Route("/report", report, methods=["GET"]),
     ]
     if endpoints.metrics is not None:
-        own.append(Route("/metrics", _guarded("/metrics", _metrics(endpoints.metrics))))
+        metrics = _guarded("/metrics", _metrics(endpoints.metrics))
+        if access is not None and access.metrics_need_token:
+            metrics = _token_only(access, "/metrics", metrics)
+        own.append(Route("/metrics", metrics))
     listed = [*own, *routes]
     paths = sorted(_path(route) for route in listed)
 
@@ -80,6 +89,7 @@ def create_app(
         routes=[*listed, *pages],
         middleware=[
             Middleware(CatchUnexpected),
+            Middleware(StoreUnavailable),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),
             *middleware,
@@ -98,6 +108,8 @@ def _guarded(path: str, handler: Handler) -> Handler:
         try:
             response: Response = await handler(request)
         except Exception as error:
+            if is_store_down(error):
+                raise  # answered 503 by StoreUnavailable
             failure_id = log_unexpected(request.method, path, error)
             return PrettyJSON(failure_body(failure_id), 500)
         return response
@@ -105,9 +117,23 @@ def _guarded(path: str, handler: Handler) -> Handler:
     return endpoint
 
 
-def _probe(probe: Probe) -> Handler:
+def _token_only(access: ReadAccess, path: str, handler: Handler) -> Handler:
+    async def endpoint(request: Request) -> Response:
+        refused = access.refusal(request, path)
+        if refused is not None:
+            return refused
+        response: Response = await handler(request)
+        return response
+
+    return endpoint
+
+
+def _probe(probe: Probe, *, inline: bool = False) -> Handler:
+    """``inline``: the probe reads only memory, so it runs on the event loop; it never waits
+    for a worker thread, which requests stuck on a hung store may all hold."""
+
     async def endpoint(_request: Request) -> Response:
-        ok, detail = await blocking(probe)
+        ok, detail = probe() if inline else await blocking(probe)
         return PrettyJSON({"ok": ok, "detail": detail}, 200 if ok else 503)
 
     return endpoint

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.api import api_routes
 from jobhost.web.app import create_app
 from jobhost.web.console import Console
@@ -27,13 +28,17 @@ def host_application(
 ) -> Starlette:
     """``jobhost run``'s application: the endpoints of ``host``, then ``routes``."""
     settings = host.settings
-    console = Console(settings, host.catalog, host.engine, allow_actions=True, clock=host.clock)
-    api = api_routes(settings, host.catalog, host.engine, host.clock)
+    brake = GuessBrake()
+    console = Console(
+        settings, host.catalog, host.engine, allow_actions=True, clock=host.clock, brake=brake
+    )
+    api = api_routes(settings, host.catalog, host.engine, host.clock, brake=brake)
     return create_app(
         host_endpoints(host, metrics),
         routes=[*api, *routes],
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
+        access=ReadAccess(settings, brake),
     )
 
 
@@ -41,10 +46,12 @@ def store_application(
     settings: Settings, catalog: Catalog, engine: Engine, routes: Sequence[BaseRoute] = ()
 ) -> Starlette:
     """``jobhost serve``'s application: read-only over the store, no host, no ``/metrics``."""
-    console = Console(settings, catalog, engine, allow_actions=False)
+    brake = GuessBrake()
+    console = Console(settings, catalog, engine, allow_actions=False, brake=brake)
     return create_app(
         store_endpoints(settings, catalog, engine),
-        routes=[*api_routes(settings, catalog, engine), *routes],
+        routes=[*api_routes(settings, catalog, engine, brake=brake), *routes],
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
+        access=ReadAccess(settings, brake),
     )

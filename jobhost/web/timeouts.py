@@ -44,4 +44,10 @@ class RequestTimeout:
             if started:
                 return
             body = {"error": f"the request took longer than {self.seconds:g}s"}
+            if scope.get("method") not in {"GET", "HEAD", "OPTIONS"}:
+                # Its work goes on in a thread that cannot be stopped, and may still commit.
+                body["error"] += (
+                    "; the change may or may not be made: read the resource (a job's ETag, its "
+                    "changes) before retrying"
+                )
             await JSONResponse(body, 504)(scope, receive, send)

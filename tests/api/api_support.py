@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -45,12 +44,6 @@ def host_env(host_id: str, port: int) -> dict[str, str]:
         "JOBHOST_HOST_ID": host_id,
         "JOBHOST_HTTP_LISTEN": f"127.0.0.1:{port}",
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.store import HostRecord, RunRecord, create_store_engine, reading, upgrade
+from jobhost.store.hosts import list_hosts
 from jobhost.store.schema import runs
-from tests.api.api_support import call, free_port, host_env, ready, write_config
+from tests.api.api_support import call, host_env, ready, write_config
 from tests.modules.http.http_support import serve
-from tests.process.conftest import HostProcess, wait_for
+from tests.ports import free_port
+from tests.process.conftest import HostProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +39,19 @@ def job_runs(url: str) -> list[RunRecord]:
                 select(runs).where(runs.c.job_name == JOB).order_by(runs.c.queued_at)
             ).mappings()
             return [RunRecord.from_row(r) for r in rows]
+    finally:
+        engine.dispose()
+
+
+def _running(url: str) -> list[RunRecord]:
+    return [x for x in job_runs(url) if x.outcome in ("running", "pending")]
+
+
+def _hosts(url: str) -> list[HostRecord]:
+    engine = create_store_engine(url)
+    try:
+        with reading(engine) as connection:
+            return [h for h in list_hosts(connection) if h.stopped_at is None]
     finally:
         engine.dispose()
 
@@ -112,7 +129,8 @@ def _pause_and_resume(r: Replicas) -> None:
     a, b = r.bases
     paused = call(b, "POST", f"/api/v1/jobs/{JOB}/pause", token="deployer", body={"reason": "m"})
     assert paused.status == 200 and paused.body["changed"] is True
-    time.sleep(1.5)  # a run claimed just before the pause may still finish
+    # A run claimed just before the pause may still finish.
+    wait_for(lambda: not _running(r.store_url), 15, "runs claimed before the pause to finish")
     before = len(succeeded(r.store_url))
     wait_for(lambda: any(x.reason == "paused" for x in job_runs(r.store_url)), 15, "missed rows")
     assert len(succeeded(r.store_url)) == before
@@ -125,6 +143,7 @@ def _change_the_trigger(r: Replicas, etag: str) -> str:
     """The next fire moves on every replica, and the runs stop; a stale If-Match is refused."""
     a, b = r.bases
     body = {**r.definition, "cron": YEARLY}
+    reloads = [host.log().count("runtime jobs reloaded") for host in r.hosts]
     changed = call(
         b, "PUT", f"/api/v1/jobs/{JOB}", token="deployer", body=body, headers={"If-Match": etag}
     )
@@ -135,9 +154,22 @@ def _change_the_trigger(r: Replicas, etag: str) -> str:
         shown = call(base, "GET", f"/api/v1/jobs/{JOB}", token="reader").body
         assert shown["next_fire_utc"] == f"{year}-01-01T00:00:00Z"
         assert shown["effective_trigger"]["expression"] == YEARLY
-    time.sleep(1.5)
+    for host, before in zip(r.hosts, reloads, strict=True):
+        wait_for(
+            lambda h=host, n=before: h.log().count("runtime jobs reloaded") > n,
+            15,
+            "every host to reload the changed job",
+        )
+    wait_for(lambda: not _running(r.store_url), 15, "runs claimed before the change to finish")
+    # Every host fires by the yearly trigger now: while each goes on for two more heartbeats,
+    # no run of the job starts.
     settled = len(job_runs(r.store_url))
-    time.sleep(2)
+    quiet_from = datetime.now(UTC) + timedelta(seconds=2)
+    wait_for(
+        lambda: all(h.last_seen_at >= quiet_from for h in _hosts(r.store_url)),
+        15,
+        "every host to go on for two more seconds",
+    )
     assert len(job_runs(r.store_url)) == settled
     stale = call(
         a,

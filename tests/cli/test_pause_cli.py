@@ -9,7 +9,8 @@ import pytest
 
 from jobhost.store import RunRecord
 from tests.cli.operator_support import Operator
-from tests.process.conftest import HostProcess, wait_for
+from tests.process.conftest import HostProcess
+from tests.waiting import wait_for
 
 
 def test_pause_and_resume_record_who_when_and_why(operator: Operator) -> None:

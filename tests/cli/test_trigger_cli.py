@@ -12,7 +12,8 @@ import pytest
 
 from jobhost.store.operations import pause_job
 from tests.cli.operator_support import Operator, now
-from tests.process.conftest import HostProcess, wait_for
+from tests.process.conftest import HostProcess
+from tests.waiting import wait_for
 
 RESULT_KEYS = {
     "request_id",

@@ -35,8 +35,10 @@ import opentelemetry.environment_variables as otel_api_variables
 import opentelemetry.sdk.environment_variables as otel_sdk_variables
 import pytest
 from jobhost_contracts import parse_duration
+from jobhost_http import plugin as http_plugin
 from sqlalchemy.engine import make_url
 
+from jobhost.builtin import retention
 from jobhost.cli import cli
 from jobhost.cli._app import _register_commands
 from jobhost.config import Settings, load_settings
@@ -325,9 +327,17 @@ def test_every_toml_configuration_parses_and_is_valid(monkeypatch: pytest.Monkey
             tomls[str(path.relative_to(DEPLOY))] = tomllib.load(handle)
     for where, data in tomls.items():
         try:
-            Settings.model_validate(data)
+            settings = Settings.model_validate(data)
+            # The modules' sections are checked by the modules, as a host would at start-up.
+            declared = [
+                registration.declaration.name
+                for plugin in (retention, http_plugin)
+                for registration in plugin.jobhost_jobs(settings=settings.modules)
+            ]
         except Exception as error:  # pragma: no cover - the message is the point
             pytest.fail(f"{where} is not a valid jobhost.toml: {error}")
+        http_entries = data.get("modules", {}).get("http", {}).get("jobs", [])
+        assert len(declared) == 1 + len(http_entries), (where, declared)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,20 @@ def test_no_endpoint_means_no_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
         telemetry.shutdown()
 
 
+def test_without_an_exporter_spans_cost_nothing_but_keep_their_trace_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    telemetry = configure_telemetry()
+    try:
+        with telemetry.tracer.start_as_current_span("sample.ok") as span:
+            assert not span.is_recording()
+            assert span.get_span_context().is_valid, "the ledger's trace_id stays"
+    finally:
+        telemetry.shutdown()
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_an_unreachable_collector_leaves_outcomes_unchanged(
     monkeypatch: pytest.MonkeyPatch, sample_settings: object, protocol: str, tmp_path: object
@@ -43,6 +57,8 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
     telemetry = configure_telemetry()
     processors = telemetry.tracer_provider._active_span_processor._span_processors  # type: ignore[attr-defined]
     assert len(processors) == 1
+    with telemetry.tracer.start_as_current_span("probe") as probe:
+        assert probe.is_recording(), "with an exporter, spans are recorded"
     settings = sample_settings([{"name": "sample.ok", "cron": "0 3 * * *"}])  # type: ignore[operator]
     engine = create_store_engine(settings.database_url)
     try:

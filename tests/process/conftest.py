@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -102,17 +101,6 @@ def ledger(engine: Engine) -> list[RunRecord]:
     with reading(engine) as connection:
         rows = connection.execute(select(runs).order_by(runs.c.queued_at)).mappings()
         return [RunRecord.from_row(r) for r in rows]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
 def _toml(value: Any) -> str:

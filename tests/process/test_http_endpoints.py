@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +20,9 @@ from jobhost.firing.host import HostStatus
 from jobhost.store import create_store_engine, head_revision, upgrade
 from jobhost.web import Endpoints, WebServer, create_app, host_endpoints
 from tests.cli.operator_support import Operator
-from tests.process.conftest import HostProcess, wait_for
+from tests.ports import free_port
+from tests.process.conftest import HostProcess
+from tests.waiting import wait_for
 
 
 def get(url: str) -> tuple[int, str, str]:
@@ -32,12 +33,6 @@ def get(url: str) -> tuple[int, str, str]:
     except urllib.error.HTTPError as error:
         with error:
             return error.code, error.headers["Content-Type"], error.read().decode()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

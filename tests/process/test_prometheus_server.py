@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from tests.cli.operator_support import Operator
+from tests.ports import free_port
 from tests.process.conftest import HostProcess
-from tests.process.test_http_endpoints import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "jobhost-rules.yaml"

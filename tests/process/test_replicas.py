@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from jobhost.store import HostRecord, reading
 from jobhost.store.schema import hosts
-from tests.process.conftest import ledger, wait_for
+from tests.process.conftest import ledger
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -22,7 +23,7 @@ def test_three_hosts_run_every_occurrence_of_thirty_jobs_exactly_once(cluster: A
     jobs = [{"name": f"sample.every-second-{i:02d}", "cron": "* * * * * *"} for i in range(30)]
     engine, replicas = cluster(jobs, hosts=[{}, {}, {}], heartbeat_interval="1s")
     wait_for(lambda: len({r.host_id for r in ledger(engine)}) == 3, 30, "all three hosts to run")
-    time.sleep(20)
+    wait_for(lambda: _span(ledger(engine)) >= 21, 60, "21 seconds of occurrences")
     for replica in replicas:
         replica.signal(signal.SIGTERM)
     for replica in replicas:
@@ -83,7 +84,11 @@ def test_a_host_with_a_fast_clock_runs_nothing_early_and_nothing_twice(cluster: 
     wait_for(
         lambda: any(r.host_id == fast.host_id for r in ledger(engine)), 30, "the fast host to run"
     )
-    time.sleep(8)
+    wait_for(
+        lambda: len({(r.job_name, r.occurrence) for r in ledger(engine) if r.attempt == 1}) >= 12,
+        30,
+        "four occurrences of each job",
+    )
     for replica in replicas:
         replica.signal(signal.SIGTERM)
         replica.wait(30)
@@ -146,3 +151,9 @@ def test_a_pending_retry_survives_a_restart_and_any_replica_takes_it(cluster: An
     assert (retried.host_id, retried.source) == ("second", "retry")
     (failed,) = [r for r in ledger(engine) if r.attempt == 1 and r.occurrence == retried.occurrence]
     assert failed.outcome == "failed" and failed.idempotency_key == retried.idempotency_key
+
+
+def _span(rows: list[Any]) -> float:
+    """Seconds between the first and the last occurrence in ``rows``."""
+    occurrences = [r.occurrence for r in rows if r.occurrence]
+    return (max(occurrences) - min(occurrences)).total_seconds() if occurrences else 0.0

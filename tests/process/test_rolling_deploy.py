@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -21,7 +20,8 @@ from sqlalchemy.engine import Engine
 from jobhost.store import ScheduleRecord, reading
 from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule
-from tests.process.conftest import ledger, wait_for
+from tests.process.conftest import ledger
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -43,7 +43,14 @@ def test_a_rolling_deploy_with_two_catalogs_loses_no_occurrence(cluster: Any) ->
     wait_for(lambda: _synced(engine, "new"), 30, "the new replica to write its catalog")
     synced = _schedule(engine, "sample.tick")
     assert synced.trigger_expression == "3s"
-    time.sleep(10)
+    wait_for(
+        lambda: (
+            _since(engine, "sample.tick", synced.updated_at) >= 4
+            and _since(engine, "sample.steady", synced.updated_at) >= 10
+        ),
+        40,
+        "four ticks and ten steady seconds after the new catalog's sync",
+    )
     for host in (old, new):
         host.signal(signal.SIGTERM)
     for host in (old, new):
@@ -92,6 +99,17 @@ def test_a_rolling_deploy_with_two_catalogs_loses_no_occurrence(cluster: Any) ->
 
 def _seconds_from(start: datetime) -> Iterator[datetime]:
     return (start + timedelta(seconds=i) for i in itertools.count())
+
+
+def _since(engine: Engine, job: str, at: datetime) -> int:
+    """Occurrences of ``job`` after ``at`` that have a row."""
+    return len(
+        {
+            r.occurrence
+            for r in ledger(engine)
+            if r.job_name == job and r.occurrence and r.occurrence > at
+        }
+    )
 
 
 def _ran(engine: Engine, job: str) -> int:

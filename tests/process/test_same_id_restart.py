@@ -19,8 +19,9 @@ from sqlalchemy import select
 
 from jobhost.store import reading
 from jobhost.store.schema import hosts, job_idempotency
-from tests.process.conftest import ledger, wait_for
+from tests.process.conftest import ledger
 from tests.support import run_jobhost
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -39,7 +39,6 @@ __all__ = [
     "run_faults",
     "slow_jobs",
     "through_proxy",
-    "wait_until",
 ]
 
 PLUGIN = str(Path(__file__).resolve().parent / "reliability_jobs.py")
@@ -227,17 +226,6 @@ def slow_jobs(count: int) -> list[dict[str, Any]]:
         {"name": f"rel.slow-{i:02d}", "cron": "*/3 * * * * *", "behaviour": "sleep", "seconds": 2}
         for i in range(count)
     ]
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``predicate`` until it returns something truthy; raise naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @contextmanager

@@ -1,8 +1,10 @@
 """A TCP proxy the test owns, between the replicas and the shared PostgreSQL server.
 
 Cutting it is a database outage as the replicas see it: every open connection is closed at once
-and every new one is accepted and closed before a byte passes, until it is restored. The shared
-server itself is never touched.
+and every new one is accepted and closed before a byte passes, until it is restored. Hanging it
+is a database that stops answering: connections stay open, new ones are accepted, and no byte
+passes either way until it is restored (then the held bytes flow on). The shared server itself
+is never touched.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class CutProxy:
         )
         self._writers: set[asyncio.StreamWriter] = set()
         self._cut = False
+        self._flowing = asyncio.Event()
         self._server: asyncio.Server | None = None
         self.port = 0
         self.cuts = 0
@@ -45,8 +48,13 @@ class CutProxy:
         self._call(self._cut_all())
         self.cuts += 1
 
+    def hang(self) -> None:
+        """Stop every byte, both ways, on every connection old and new, until :meth:`restore`."""
+        self._call(self._set_flowing(False))
+
     def restore(self) -> None:
         self._call(self._set_cut(False))
+        self._call(self._set_flowing(True))
 
     @property
     def is_cut(self) -> bool:
@@ -72,7 +80,14 @@ class CutProxy:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)
 
     async def _listen(self) -> asyncio.Server:
+        self._flowing.set()
         return await asyncio.start_server(self._accept, "127.0.0.1", 0)
+
+    async def _set_flowing(self, value: bool) -> None:
+        if value:
+            self._flowing.set()
+        else:
+            self._flowing.clear()
 
     async def _set_cut(self, value: bool) -> None:
         self._cut = value
@@ -101,8 +116,8 @@ class CutProxy:
         self._writers |= pair
         try:
             await asyncio.gather(
-                _pump(reader, upstream_writer),
-                _pump(upstream_reader, writer),
+                _pump(reader, upstream_writer, self._flowing),
+                _pump(upstream_reader, writer, self._flowing),
                 return_exceptions=True,
             )
         finally:
@@ -111,9 +126,12 @@ class CutProxy:
             self._writers -= pair
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pump(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event
+) -> None:
     try:
         while data := await reader.read(_CHUNK):
+            await flowing.wait()
             writer.write(data)
             await writer.drain()
     finally:

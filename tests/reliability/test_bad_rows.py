@@ -17,8 +17,9 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.store import RunRecord, create_store_engine, upgrade
-from tests.reliability.harness import Cluster, every_second_jobs, ledger, wait_until
-from tests.reliability.verdict import judge, read_effects
+from tests.reliability.harness import Cluster, every_second_jobs, ledger
+from tests.reliability.verdict import judge, read_effects, recorded
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -39,20 +40,25 @@ def test_corrupt_rows_set_their_jobs_aside_the_others_run_and_health_names_them(
     cluster = make_cluster(f"sqlite:///{path}", jobs, **FAST)
     engine = _migrated(path)
     host = cluster.add("replica-0")
-    wait_until(
+    wait_for(
         lambda: {r.job_name for r in ledger(engine)} >= {j["name"] for j in jobs},
         60,
         "every job to run once",
     )
     corrupted_at = datetime.now(UTC)
     _corrupt(path, corrupted_at)
-    time.sleep(10)
+    wait_for(
+        lambda: _latest_occurrence(engine) >= corrupted_at + timedelta(seconds=10),
+        40,
+        "ten seconds of occurrences after the rows were corrupted",
+    )
     first = corrupted_at.replace(microsecond=0) + timedelta(seconds=3)
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
-    rows = ledger(engine)
+    effects = read_effects(cluster.effects)
+    rows = wait_for(lambda: recorded(ledger(engine), effects), 15, "completed runs recorded")
     verdict = judge(
         rows,
-        read_effects(cluster.effects),
+        effects,
         jobs=[j["name"] for j in ticks],
         first=first,
         last=last,
@@ -75,7 +81,7 @@ def test_corrupt_rows_set_their_jobs_aside_the_others_run_and_health_names_them(
     host.stop(15)
     restarted = cluster.add("replica-1")
     try:
-        wait_until(
+        wait_for(
             lambda: _each_succeeded_twice(ledger(engine), "replica-1", ticks),
             40,
             "a host started on the corrupt store to run each healthy job twice",
@@ -108,15 +114,20 @@ def test_a_huge_failure_message_does_not_stall_the_other_jobs(
     cluster = make_cluster(f"sqlite:///{path}", [*ticks, *big], **FAST)
     engine = _migrated(path)
     host = cluster.add("replica-0")
-    wait_until(lambda: ledger(engine), 60, "the first run")
+    wait_for(lambda: ledger(engine), 60, "the first run")
     first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
-    time.sleep(16)
+    wait_for(
+        lambda: _latest_occurrence(engine) >= first + timedelta(seconds=14),
+        45,
+        "fourteen seconds of occurrences beside the big failures",
+    )
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
-    rows = ledger(engine)
+    effects = read_effects(cluster.effects)
+    rows = wait_for(lambda: recorded(ledger(engine), effects), 15, "completed runs recorded")
     engine.dispose()
     verdict = judge(
         rows,
-        read_effects(cluster.effects),
+        effects,
         jobs=[j["name"] for j in ticks],
         first=first,
         last=last,
@@ -146,7 +157,7 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     cluster = make_cluster(f"sqlite:///{path}", [stuck, *every_second_jobs(2)], **FAST)
     _migrated(path).dispose()
     host = cluster.add("replica-0")
-    began = wait_until(
+    began = wait_for(
         lambda: [e for e in read_effects(cluster.effects) if e.job == "rel.stuck"],
         60,
         "the stuck job to begin",
@@ -154,7 +165,12 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     time.sleep(max(0.0, began.at + 3 - time.time()))
     report = cluster.jobhost("report", "--json")
     health = cluster.jobhost("health", "--json")
-    time.sleep(max(0.0, began.at + 18 - time.time()))
+    # The stuck code ends after its 12 s; the next run of the job begins only then.
+    wait_for(
+        lambda: len({e.run_id for e in read_effects(cluster.effects) if e.job == "rel.stuck"}) >= 2,
+        30,
+        "the stuck run to end and the next one to begin",
+    )
     host.stop(15)
     effects = [e for e in read_effects(cluster.effects) if e.job == "rel.stuck"]
     spans: dict[str, list[float]] = {}
@@ -179,6 +195,11 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
 def _each_succeeded_twice(rows: list[RunRecord], host_id: str, jobs: list[dict[str, Any]]) -> bool:
     done = Counter(r.job_name for r in rows if r.host_id == host_id and r.outcome == "succeeded")
     return all(done[job["name"]] >= 2 for job in jobs)
+
+
+def _latest_occurrence(engine: Engine) -> datetime:
+    occurrences = [r.occurrence for r in ledger(engine) if r.occurrence]
+    return max(occurrences, default=datetime.min.replace(tzinfo=UTC))
 
 
 def _migrated(path: Path) -> Engine:

@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -20,10 +21,10 @@ from tests.reliability.harness import (
     run_faults,
     slow_jobs,
     through_proxy,
-    wait_until,
 )
 from tests.reliability.proxy import CutProxy
 from tests.reliability.verdict import judge, read_effects
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -46,7 +47,7 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     )
     for index in range(3):
         cluster.add(f"replica-{index}")
-    wait_until(
+    wait_for(
         lambda: len({r.host_id for r in ledger(store)}) == 3, 60, "all three replicas to run jobs"
     )
     memory = Memory(cluster)
@@ -64,7 +65,7 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     crashed = [f"{r.host_id}:\n{r.log()[-2000:]}" for r in cluster.replicas if not r.alive]
     assert not crashed, "a replica exited during the faults:\n" + "\n".join(crashed)
     # The runs the killed replica left behind expire and are recorded by the survivors.
-    time.sleep(7)
+    wait_for(lambda: not _left_running(store, cluster), 30, "the killed replica's runs to settle")
     exits = cluster.stop()
 
     rows = ledger(store)
@@ -90,6 +91,29 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     assert not memory.grown(allowed_mb=25, share=0.25, over=30), report
 
 
+def _left_running(store: Engine, cluster: Cluster) -> list[str]:
+    """Runs still ``running`` that started before the last kill: a dead process's, unsettled."""
+    killed = cluster.killed()
+    if not killed:
+        return []
+    last_kill = datetime.fromtimestamp(max(killed.values()), UTC)
+    return [
+        r.id
+        for r in ledger(store)
+        if r.outcome == "running" and r.started_at is not None and r.started_at < last_kill
+    ]
+
+
+def _abandoned_slow_retried(store: Engine, slow: list[dict[str, Any]]) -> bool:
+    rows = ledger(store)
+    names = {job["name"] for job in slow}
+    retried = {(r.job_name, r.occurrence) for r in rows if r.source == "retry"}
+    abandoned = {
+        (r.job_name, r.occurrence) for r in rows if r.outcome == "abandoned" and r.job_name in names
+    }
+    return abandoned <= retried
+
+
 def _next_second(moment: datetime) -> datetime:
     return datetime.fromtimestamp(math.ceil(moment.timestamp()), UTC)
 
@@ -107,20 +131,24 @@ def test_restarts_under_the_same_ids_leave_no_run_of_a_dead_process_unsettled(
     )
     for index in range(3):
         cluster.add(f"replica-{index}")
-    wait_until(
+    wait_for(
         lambda: len({r.host_id for r in ledger(store)}) == 3, 60, "all three replicas to run jobs"
     )
     first = _next_second(datetime.now(UTC))
     for _ in range(CHURN_KILLS):
         time.sleep(5)
         # The victim is a replica with a slow run in flight, so each kill leaves one behind.
-        busy = wait_until(
+        busy = wait_for(
             lambda: {r.host_id for r in ledger(store) if r.outcome == "running"}, 30, "a run"
         )
         victim = next(r for r in cluster.replicas if r.host_id in busy)
         victim.kill()
         victim.start()
-    time.sleep(6)
+    wait_for(
+        lambda: not _left_running(store, cluster) and _abandoned_slow_retried(store, slow),
+        30,
+        "every run of a dead process to be settled, and the slow ones retried",
+    )
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
     exits = cluster.stop()
 

@@ -4,7 +4,6 @@ while the database is away, a run abandoned by a dead host, a host frozen past i
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -17,10 +16,10 @@ from tests.reliability.harness import (
     every_second_jobs,
     ledger,
     through_proxy,
-    wait_until,
 )
 from tests.reliability.proxy import CutProxy
-from tests.reliability.verdict import audit_mismatches, judge, read_effects
+from tests.reliability.verdict import audit_mismatches, judge, read_effects, recorded
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -42,7 +41,7 @@ def test_a_statement_failing_for_one_job_stalls_no_other_and_loses_no_claim(
     jobs = [*every_second_jobs(8), {"name": "rel.poisoned", "cron": "* * * * * *"}]
     cluster = make_cluster(postgres_url, jobs, **FAST)
     host = cluster.add("replica-0")
-    wait_until(
+    wait_for(
         lambda: {r.job_name for r in ledger(store)} >= {j["name"] for j in jobs},
         60,
         "every job to run once",
@@ -50,13 +49,18 @@ def test_a_statement_failing_for_one_job_stalls_no_other_and_loses_no_claim(
     with store.begin() as connection:
         connection.execute(text(_POISON))
     first = _second_after(datetime.now(UTC), 2)
-    time.sleep(15)
+    wait_for(
+        lambda: _latest_occurrence(store) >= first + timedelta(seconds=15),
+        45,
+        "fifteen seconds of occurrences after the poisoned row",
+    )
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=2)
     assert host.alive, host.log()[-3000:]
-    rows = ledger(store)
+    effects = read_effects(cluster.effects)
+    rows = wait_for(lambda: recorded(ledger(store), effects), 15, "completed runs recorded")
     verdict = judge(
         rows,
-        read_effects(cluster.effects),
+        effects,
         jobs=[j["name"] for j in jobs if j["name"] != "rel.poisoned"],
         first=first,
         last=last,
@@ -78,14 +82,22 @@ def test_an_outcome_finished_during_an_outage_is_written_when_the_store_returns(
     job = {"name": "rel.slow", "cron": "*/10 * * * * *", "behaviour": "sleep", "seconds": 3}
     cluster = make_cluster(through_proxy(postgres_url, proxy), [job], **FAST)
     host = cluster.add("replica-0")
-    running = wait_until(
+    running = wait_for(
         lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
     )[0]
     proxy.cut()
-    # The executor finishes 3 s into the run; the outage outlasts every retry the host had.
-    time.sleep(25)
+    # The executor finishes 3 s into the run, while the store is away; the host tries to record
+    # it, fails, and keeps the outcome.
+    wait_for(
+        lambda: (
+            any(e.run_id == running.id and e.event == "end" for e in read_effects(cluster.effects))
+            and "finished run(s) failed" in host.log()
+        ),
+        40,
+        "the run to end and its recording to fail while the store is away",
+    )
     proxy.restore()
-    finished = wait_until(
+    finished = wait_for(
         lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
         20,
         "the run to get an outcome",
@@ -114,34 +126,29 @@ def test_a_run_abandoned_by_a_dead_host_is_retried_per_its_retry_policy(
     }
     cluster = make_cluster(postgres_url, [job], **FAST)
     replicas = [cluster.add("replica-0"), cluster.add("replica-1")]
-    running = wait_until(
+    running = wait_for(
         lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
     )[0]
     victim = next(r for r in replicas if r.host_id == running.host_id)
     victim.kill()
-    wait_until(
+    wait_for(
         lambda: [r for r in ledger(store) if r.id == running.id and r.outcome == "abandoned"],
         15,
         "the dead host's run to be recorded abandoned",
     )
-    deadline = time.monotonic() + 15
-    retried: list[str] = []
-    while time.monotonic() < deadline and not retried:
-        retried = [
-            r.outcome
+    wait_for(
+        lambda: [
+            r
             for r in ledger(store)
             if r.occurrence == running.occurrence and r.attempt == 2 and r.outcome == "succeeded"
-        ]
-        time.sleep(0.5)
-    attempts = [
-        f"attempt {r.attempt} {r.source} {r.outcome}"
-        for r in ledger(store)
-        if r.occurrence == running.occurrence
-    ]
-    assert retried, (
-        f"occurrence {running.occurrence} of a job with max_attempts=2 was abandoned and never "
-        f"retried; its rows: {attempts}"
+        ],
+        15,
+        f"a second attempt at occurrence {running.occurrence} (max_attempts=2) to succeed",
     )
+    attempts = sorted(
+        (r.attempt, r.outcome) for r in ledger(store) if r.occurrence == running.occurrence
+    )
+    assert attempts == [(1, "abandoned"), (2, "succeeded")]
 
 
 def test_the_audit_outcome_is_the_ledger_outcome_for_a_host_frozen_past_its_lease(
@@ -150,23 +157,37 @@ def test_the_audit_outcome_is_the_ledger_outcome_for_a_host_frozen_past_its_leas
     job = {"name": "rel.frozen", "cron": "*/10 * * * * *", "behaviour": "sleep", "seconds": 4}
     cluster = make_cluster(postgres_url, [job], **FAST)
     replicas = [cluster.add("replica-0"), cluster.add("replica-1")]
-    running = wait_until(
+    running = wait_for(
         lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
     )[0]
     frozen = next(r for r in replicas if r.host_id == running.host_id)
     frozen.signal(signal.SIGSTOP)
     try:
-        wait_until(
+        wait_for(
             lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
             20,
             "the other replica to record the frozen host's run",
         )
     finally:
         frozen.signal(signal.SIGCONT)
-    wait_until(lambda: f'"run_id": "{running.id}"' in cluster.logs(), 20, "an audit line")
-    time.sleep(6)  # the thawed host's executor (4 s) ends and the host records what it saw
+    wait_for(lambda: f'"run_id": "{running.id}"' in cluster.logs(), 20, "an audit line")
+    # The thawed host's executor ends, and the host records what it saw: the ledger's word.
+    wait_for(
+        lambda: f"run {running.id} finished" in frozen.log() and "already says" in frozen.log(),
+        20,
+        "the thawed host to learn its run was recorded by another",
+    )
     mismatches = audit_mismatches(ledger(store), cluster.logs())
     assert not mismatches, "\n".join([*mismatches, _lines_about(frozen.log(), running.id)])
+
+
+def _ended(cluster: Cluster, run_id: str) -> bool:
+    return any(e.run_id == run_id and e.event == "end" for e in read_effects(cluster.effects))
+
+
+def _latest_occurrence(store: Engine) -> datetime:
+    occurrences = [r.occurrence for r in ledger(store) if r.occurrence]
+    return max(occurrences, default=datetime.min.replace(tzinfo=UTC))
 
 
 def _second_after(moment: datetime, seconds: int) -> datetime:

@@ -118,6 +118,13 @@ def judge(
     return verdict
 
 
+def recorded(rows: list[RunRecord], effects: list[Effect]) -> list[RunRecord]:
+    """``rows`` once every run whose executor completed in ``effects`` has its outcome in them
+    (the host records a moment after the executor ends), else an empty list to wait on."""
+    completed = {e.run_id for e in effects if e.event == "end"}
+    return [] if any(r.id in completed and r.outcome == "running" for r in rows) else rows
+
+
 def audit_mismatches(rows: list[RunRecord], logs: str) -> list[str]:
     """Every ``run.finished`` audit line whose outcome is not the ledger's for that run."""
     outcome_of = {row.id: row.outcome for row in rows}

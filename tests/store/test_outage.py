@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from jobhost.store import RunRecord, SystemClock, create_store_engine, reading, 
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import SAMPLE_PLUGIN, sample_catalog
+from tests.waiting import wait_for
 
 
 def _settings(tmp_path: Path) -> Settings:
@@ -64,15 +64,21 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
             engine.dispose()
             assert host.turn() > 0
             assert not host.status.store_ok
-            time.sleep(1.5)  # the run finishes while the store is away
+            # The run finishes while the store is away, and its recording fails.
+            wait_for(
+                lambda: any(
+                    "finished run(s) failed" in r.getMessage() or "recording run" in r.getMessage()
+                    for r in caplog.records
+                ),
+                10,
+                "the finished run's recording to fail",
+            )
             for suffix in ("", "-wal", "-shm"):
                 if (away / f"store.db{suffix}").exists():
                     Path(f"{store}{suffix}").unlink(missing_ok=True)
                     shutil.move(away / f"store.db{suffix}", f"{store}{suffix}")
             engine.dispose()
-            deadline = time.monotonic() + 10
-            while host._running and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_for(lambda: not host._running, 10, "the run to be recorded")
         host.turn()
         assert host.status.store_ok
         with reading(engine) as connection:

@@ -23,8 +23,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.cli.operator_support import Operator, now
-from tests.process.conftest import HostProcess, wait_for
-from tests.process.test_http_endpoints import free_port, get
+from tests.ports import free_port
+from tests.process.conftest import HostProcess
+from tests.process.test_http_endpoints import get
+from tests.waiting import wait_for
 from tests.web.browser import chromium
 
 pytestmark = pytest.mark.slow

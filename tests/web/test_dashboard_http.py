@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from jobhost.store import reading
 from jobhost.store.console import console_actions
+from jobhost.store.runtime import list_changes
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from jobhost.web.surfaces import store_application
@@ -122,7 +123,7 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
         "bob",
         "INC-7 disk",
     )
-    assert "bob</b> pause: “INC-7 disk” → paused" in page
+    assert "bob</b> pause: “INC-7 disk”" in page
     page = client.post("/jobs/sample.job-01/resume", f"reason=fixed&csrf={csrf}")[2]
     assert 'id="notice">resumed<' in page
     page = client.post("/jobs/sample.job-01/trigger", f"reason=rerun&csrf={csrf}")[2]
@@ -140,6 +141,14 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
             ).order_by(console_actions.c.at)
         ).all()
     assert [tuple(row) for row in audit] == [
+        ("bob", "pause", "INC-7 disk"),
+        ("bob", "resume", "fixed"),
+        ("bob", "trigger", "rerun"),
+    ]
+    # The one change log has them too, with the operator token's name as the actor.
+    with reading(operator.engine) as connection:
+        logged = list_changes(connection, job_name="sample.job-01")
+    assert [(c.actor, c.action, c.reason) for c in logged] == [
         ("bob", "pause", "INC-7 disk"),
         ("bob", "resume", "fixed"),
         ("bob", "trigger", "rerun"),

@@ -19,8 +19,9 @@ from starlette.routing import Mount, Route
 
 from jobhost.web import Endpoints, WebServer, create_app
 from tests.cli.operator_support import Operator
-from tests.process.conftest import wait_for
-from tests.process.test_http_endpoints import free_port, get
+from tests.ports import free_port
+from tests.process.test_http_endpoints import get
+from tests.waiting import wait_for
 
 
 def request(url: str, method: str) -> tuple[int, dict[str, str], bytes]:

@@ -37,6 +37,7 @@ from jobhost.store.runtime import (
     list_changes,
     list_runtime_jobs,
 )
+from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
@@ -51,6 +52,7 @@ from jobhost.web.api.requests import (
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.failures import failure_body, log_unexpected
+from jobhost.web.unavailable import is_store_down
 
 __all__ = ["API_PREFIX", "api_routes"]
 
@@ -67,11 +69,16 @@ def api_routes(
     clock: Clock | None = None,
     *,
     trigger_wait: float = 2.0,
+    brake: GuessBrake | None = None,
 ) -> list[BaseRoute]:
-    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured."""
+    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured.
+
+    ``brake`` counts wrong tokens per client address (shared with the application's other
+    surfaces); a fresh one when not given."""
     if not settings.api_tokens:
         return []
-    return [_Api(settings, catalog, engine, clock, trigger_wait).mount()]
+    api = _Api(settings, catalog, engine, clock, trigger_wait, brake=brake or GuessBrake())
+    return [api.mount()]
 
 
 class _Api:
@@ -82,7 +89,10 @@ class _Api:
         engine: Engine,
         clock: Clock | None,
         trigger_wait: float,
+        *,
+        brake: GuessBrake,
     ) -> None:
+        self.brake = brake
         self.settings = settings
         self.engine = engine
         self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
@@ -127,8 +137,19 @@ class _Api:
                     headers={"Allow": allowed},
                 )
             scope, handler = ops[method]
+            address = client_address(request)
+            wait = self.brake.wait_for(address)
+            if wait is not None:
+                return problem(
+                    429,
+                    "Too many requests",
+                    f"too many wrong tokens from {address}; try again in {wait}s",
+                    headers={"Retry-After": str(wait)},
+                )
             token = self.tokens.token_for(request)
             if token is None:
+                if request.headers.get("authorization"):
+                    self.brake.wrong(address, "api")
                 return problem(
                     401,
                     "Unauthorized",
@@ -150,6 +171,8 @@ class _Api:
             except ChangeRefused as error:
                 return problem(error.status, error.title, error.detail, errors=error.problems)
             except Exception as error:  # the API must answer, and the host go on
+                if is_store_down(error):
+                    raise  # answered 503 by StoreUnavailable
                 failure_id = log_unexpected(request.method, request.url.path, error)
                 body = failure_body(failure_id)
                 return problem(500, "Internal error", str(body["detail"]), extra={"id": failure_id})

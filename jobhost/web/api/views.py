@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from jobhost.catalog import Catalog
+from jobhost.operations.changes import change_json
 from jobhost.operations.report import JobReport
 from jobhost.operations.timefmt import iso_utc
 from jobhost.runtime.service import etag_of
-from jobhost.store.runtime import JobChange, RuntimeJobRow
+from jobhost.store.runtime import RuntimeJobRow
 
 __all__ = ["change_json", "job_json", "runtime_json", "source_of"]
 
@@ -45,16 +46,3 @@ def job_json(job: JobReport, catalog: Catalog, row: RuntimeJobRow | None) -> dic
     if row is not None:
         data["runtime"] = runtime_json(row)
     return data
-
-
-def change_json(change: JobChange) -> dict[str, Any]:
-    return {
-        "id": change.id,
-        "at": iso_utc(change.at),
-        "actor": change.actor,
-        "action": change.action,
-        "job": change.job_name,
-        "before": change.before,
-        "after": change.after,
-        "reason": change.reason,
-    }

@@ -21,11 +21,10 @@ from starlette.responses import RedirectResponse, Response
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.operations.pausing import pause, resume
+from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, SystemClock, database_now
 from jobhost.store.console import record_action
-from jobhost.store.operations import request_run
 from jobhost.web.app import blocking
 from jobhost.web.console.auth import (
     BadForm,
@@ -71,8 +70,8 @@ class ActionHandler:
             return console.refuse(request, "a request from another site is refused")
         if not console.actions_on:
             return console.refuse(request, console.actions_off_reason())
-        session = console.sessions.read(request)
-        if session is None:
+        session = request.state.session
+        if session is None or session.role != "operator":
             return console.refuse(request, f"sign in with an operator token to {action} a job")
         try:
             form = await read_form(request)
@@ -96,16 +95,16 @@ class ActionHandler:
         clock = console.clock or SystemClock(console.settings.clock_offset)
         result = ""
         if action == "pause":
-            paused = pause(engine, console.catalog, name, by=who, reason=reason, clock=clock)
+            paused = pause(engine, console.catalog, name, actor=who, reason=reason, clock=clock)
             result = "paused" if paused.changed else "already paused"
         elif action == "resume":
-            resumed = resume(engine, name, clock=clock)
+            resumed = resume(engine, name, actor=who, reason=reason, clock=clock)
             result = "resumed" if resumed is not None and resumed.changed else "was not paused"
+        else:
+            request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
+            result = f"trigger queued (request {request_id})"
         with engine.begin() as connection:
             now = database_now(connection, clock)
-            if action == "trigger":
-                request_id = request_run(connection, name, who, reason, now)
-                result = f"trigger queued (request {request_id})"
             done = record_action(
                 connection,
                 at=now,

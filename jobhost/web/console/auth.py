@@ -46,19 +46,38 @@ class Session:
     who: str
     csrf: str
     expires: float
+    role: str = "operator"
+    """``operator`` (may act) or ``reader`` (signed in with a read API token: may look)."""
+    version: int = 0
+    """The person's session version when it started; a sign-out moves the stored one on."""
 
 
 class SessionKeeper:
-    """Signs, reads and checks sessions for one set of operator tokens."""
+    """Signs, reads and checks sessions for one set of operator tokens (and, where reading
+    needs a sign-in, the API tokens with the read scope: ``readers`` maps each one's SHA-256 to
+    its name)."""
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
+    def __init__(self, tokens: Mapping[str, str], readers: Mapping[str, str] | None = None) -> None:
         self._tokens = dict(tokens)
+        self._readers = dict(readers or {})
         material = "\0".join(f"{name}={token}" for name, token in sorted(self._tokens.items()))
+        material += "\0".join(f"{d}={name}" for d, name in sorted(self._readers.items()))
         self._key = hashlib.sha256(b"jobhost-console\0" + material.encode()).digest()
 
     @property
     def enabled(self) -> bool:
-        return bool(self._tokens)
+        return bool(self._tokens) or bool(self._readers)
+
+    def identify(self, token: str) -> tuple[str, str] | None:
+        """(who, role) for an operator token or a reader's secret, or None; every candidate is
+        compared, in constant time."""
+        found: tuple[str, str] | None = None
+        operator = self.operator_for(token)
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        for sha256, name in self._readers.items():
+            if hmac.compare_digest(digest, sha256):
+                found = (name, "reader")
+        return (operator, "operator") if operator is not None else found
 
     def operator_for(self, token: str) -> str | None:
         """The operator whose token ``token`` is (compared in constant time), or None."""
@@ -68,9 +87,20 @@ class SessionKeeper:
                 found = name
         return found
 
-    def start(self, response: Response, who: str, *, secure: bool) -> Session:
-        session = Session(who, secrets.token_urlsafe(24), time.time() + _LIFETIME_SECONDS)
-        payload = json.dumps({"who": who, "csrf": session.csrf, "exp": session.expires})
+    def start(
+        self,
+        response: Response,
+        who: str,
+        *,
+        secure: bool,
+        role: str = "operator",
+        version: int = 0,
+    ) -> Session:
+        expires = time.time() + _LIFETIME_SECONDS
+        session = Session(who, secrets.token_urlsafe(24), expires, role, version)
+        payload = json.dumps(
+            {"who": who, "csrf": session.csrf, "exp": expires, "role": role, "ver": version}
+        )
         # Unpadded, so the cookie value needs no quoting.
         value = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
         response.set_cookie(
@@ -97,12 +127,23 @@ class SessionKeeper:
             return None
         try:
             data = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-            session = Session(str(data["who"]), str(data["csrf"]), float(data["exp"]))
+            session = Session(
+                str(data["who"]),
+                str(data["csrf"]),
+                float(data["exp"]),
+                str(data.get("role", "operator")),
+                int(data.get("ver", 0)),
+            )
         except (ValueError, KeyError, TypeError):
             return None
-        if session.expires < time.time() or session.who not in self._tokens:
+        if session.expires < time.time():
             return None
-        return session
+        known = (
+            session.who in self._tokens
+            if session.role == "operator"
+            else session.role == "reader" and session.who in self._readers.values()
+        )
+        return session if known else None
 
     def _sign(self, value: str) -> str:
         return hmac.new(self._key, value.encode(), hashlib.sha256).hexdigest()

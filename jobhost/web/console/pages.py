@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -28,10 +30,19 @@ from jobhost.operations.report import build_report
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, short_local, short_utc
-from jobhost.store import Clock
+from jobhost.store import Clock, reading
+from jobhost.store.sessions import end_sessions, session_version
+from jobhost.web.access import GuessBrake
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import ActionHandler
-from jobhost.web.console.auth import BadForm, SessionKeeper, client_of, read_form, same_origin
+from jobhost.web.console.auth import (
+    BadForm,
+    Session,
+    SessionKeeper,
+    client_of,
+    read_form,
+    same_origin,
+)
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
 from jobhost.web.console.views import hosts_view, job_view, run_view
 
@@ -39,6 +50,7 @@ __all__ = ["PAGE_SIZE", "Console"]
 
 _log = logging.getLogger("jobhost.console")
 PAGE_SIZE = 50
+_Page = Callable[[Request], Awaitable[Response]]
 _HEADERS = {
     # Inline style attributes place the timeline's axis labels; no inline script is allowed.
     "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -62,13 +74,24 @@ class Console:
         *,
         allow_actions: bool,
         clock: Clock | None = None,
+        brake: GuessBrake | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
         self.clock = clock
-        self.sessions = SessionKeeper(settings.operator_tokens)
-        self.actions_on = allow_actions and settings.console_actions and self.sessions.enabled
+        self.read_needs_session = settings.web_read_access == "token"
+        readers = {
+            token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
+        }
+        self.sessions = SessionKeeper(
+            settings.operator_tokens, readers if self.read_needs_session else None
+        )
+        self.actions_on = (
+            allow_actions and settings.console_actions and bool(settings.operator_tokens)
+        )
+        self.signin_on = self.actions_on or self.read_needs_session
+        self.brake = brake or GuessBrake()
         self._templates = Environment(
             loader=PackageLoader("jobhost.web", "templates"),
             autoescape=select_autoescape(default=True),
@@ -85,15 +108,16 @@ class Console:
         self._actions = ActionHandler(self)
 
     def routes(self) -> list[BaseRoute]:
+        reading, acting = self._reading, self._acting
         return [
-            Route("/", self.overview, methods=["GET"]),
-            Route("/jobs/{name}", self.job, methods=["GET"]),
-            Route("/jobs/{name}/{action}", self._actions.act, methods=["POST"]),
-            Route("/runs/{run_id}", self.run, methods=["GET"]),
-            Route("/hosts", self.hosts, methods=["GET"]),
-            Route("/signin", self.signin_form, methods=["GET"]),
-            Route("/signin", self.signin, methods=["POST"]),
-            Route("/signout", self.signout, methods=["POST"]),
+            Route("/", reading(self.overview), methods=["GET"]),
+            Route("/jobs/{name}", reading(self.job), methods=["GET"]),
+            Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
+            Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
+            Route("/hosts", reading(self.hosts), methods=["GET"]),
+            Route("/signin", acting(self.signin_form), methods=["GET"]),
+            Route("/signin", acting(self.signin), methods=["POST"]),
+            Route("/signout", acting(self.signout), methods=["POST"]),
             Mount("/static", StaticFiles(packages=[("jobhost.web", "static")]), name="static"),
         ]
 
@@ -185,29 +209,78 @@ class Console:
     async def signin(self, request: Request) -> Response:
         if not same_origin(request):
             return self.refuse(request, "a sign-in from another site is refused")
-        if not self.actions_on:
+        if not self.signin_on:
             return self.refuse(request, self.actions_off_reason())
+        client = client_of(request)
+        wait = self.brake.wait_for(client)
+        if wait is not None:
+            refused = self.refuse(request, f"too many wrong tokens; try again in {wait}s", 429)
+            refused.headers["Retry-After"] = str(wait)
+            return refused
         try:
             form = await read_form(request)
         except BadForm as error:
             return self.refuse(request, error.why, error.status)
-        who = self.sessions.operator_for(form.get("token", ""))
-        if who is None:
-            _log.warning("dashboard sign-in refused from %s: unknown token", client_of(request))
-            return self.page(
-                request, "signin.html", status=403, error="that is not an operator token"
-            )
+        found = self.sessions.identify(form.get("token", ""))
+        if found is None:
+            self.brake.wrong(client, "signin")
+            _log.warning("dashboard sign-in refused from %s: unknown token", client)
+            return self.page(request, "signin.html", status=403, error="that token is not known")
+        who, role = found
+        version = await blocking(lambda: self._version(who))
         response = RedirectResponse("/", status_code=303)
-        self.sessions.start(response, who, secure=request.url.scheme == "https")
-        _log.info("dashboard sign-in: %s from %s", who, client_of(request))
+        secure = request.url.scheme == "https"
+        self.sessions.start(response, who, secure=secure, role=role, version=version)
+        _log.info("dashboard sign-in: %s (%s) from %s", who, role, client)
         return _secured(response)
 
     async def signout(self, request: Request) -> Response:
+        """End every session of the person signed in, on every replica, and this cookie."""
         if not same_origin(request):
             return self.refuse(request, "a sign-out from another site is refused")
+        session: Session | None = request.state.session
+        if session is not None:
+            await blocking(lambda: self._end(session.who))
+            _log.info("dashboard sign-out: %s from %s", session.who, client_of(request))
         response = RedirectResponse("/", status_code=303)
         self.sessions.end(response)
         return _secured(response)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def _reading(self, handler: _Page) -> _Page:
+        """A page: with ``web_read_access = "token"``, only for someone signed in."""
+
+        async def endpoint(request: Request) -> Response:
+            request.state.session = await self._session(request)
+            if self.read_needs_session and request.state.session is None:
+                return self.page(request, "signin.html", status=401, error=None)
+            return await handler(request)
+
+        return endpoint
+
+    def _acting(self, handler: _Page) -> _Page:
+        async def endpoint(request: Request) -> Response:
+            request.state.session = await self._session(request)
+            return await handler(request)
+
+        return endpoint
+
+    async def _session(self, request: Request) -> Session | None:
+        """The request's session, if its signature holds and its version is still current."""
+        session = self.sessions.read(request)
+        if session is None:
+            return None
+        version = await blocking(lambda: self._version(session.who))
+        return session if version == session.version else None
+
+    def _version(self, who: str) -> int:
+        with reading(self.engine) as connection:
+            return session_version(connection, who)
+
+    def _end(self, who: str) -> None:
+        with self.engine.begin() as connection:
+            end_sessions(connection, who, datetime.now(UTC))
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -229,10 +302,12 @@ class Console:
         return self.page(request, "refused.html", status=status, why=why)
 
     def page(self, request: Request, template: str, status: int = 200, **values: Any) -> Response:
-        session = self.sessions.read(request)
+        session = getattr(request.state, "session", None)
         html = self._templates.get_template(template).render(
             session=session,
             actions_on=self.actions_on,
+            signin_on=self.signin_on,
+            read_needs_session=self.read_needs_session,
             jobs_total=len(self.catalog.jobs),
             **values,
         )

@@ -13,7 +13,6 @@ from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
-from jobhost.store.console import ConsoleAction, recent_actions
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import (
     attempts_of,
@@ -23,6 +22,7 @@ from jobhost.store.reports import (
     runs_between,
 )
 from jobhost.store.runlogs import Dropped, LogLine, read_lines
+from jobhost.store.runtime import JobChange, recent_changes
 from jobhost.web.console.timeline import Timeline, timeline
 
 __all__ = [
@@ -54,7 +54,8 @@ class JobView:
     fires: list[Fire]
     failures: list[RunRecord]
     runs: list[RunRecord]
-    actions: list[ConsoleAction]
+    actions: list[JobChange]
+    """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def job_view(
         window = runs_between(connection, name, now - span, now)
         failures = recent_failures(connection, name)
         latest = newest_runs(connection, name, 20)
-        actions = recent_actions(connection, name)
+        actions = recent_changes(connection, job_name=name, limit=10)[::-1]
     return JobView(
         job=job,
         report=report,

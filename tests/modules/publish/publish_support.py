@@ -25,6 +25,8 @@ import nats
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
 from nats.js.api import StreamConfig
 
+from tests.ports import free_port
+
 NATS_URL = "nats://127.0.0.1:4222"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672/"
 OCCURRENCE = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
@@ -199,13 +201,6 @@ def delivered(queue: str) -> list[Delivered]:
 
 
 # -- failing networks ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, read, released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

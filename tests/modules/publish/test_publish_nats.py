@@ -21,7 +21,6 @@ from publish_support import (
     NATS_URL,
     OCCURRENCE,
     Stream,
-    free_port,
     make_context,
     silent_server,
     stored_messages,
@@ -30,6 +29,7 @@ from publish_support import (
 from returns.result import Failure, Result, Success
 
 from jobhost.envelope.execution import execute_executor
+from tests.ports import free_port
 
 
 def publisher(subject: str, *, url: str = NATS_URL, **entry: Any) -> tuple[str, Publisher]:

@@ -24,13 +24,14 @@ from publish_support import (
     declare_exchange,
     declare_queue,
     delivered,
-    free_port,
     make_context,
     remove,
     silent_server,
     unique,
 )
 from returns.result import Failure, Result, Success
+
+from tests.ports import free_port
 
 SECRET = "pa55-w0rd-0f-the-br0ker"
 

@@ -73,4 +73,8 @@ def test_sound_policies_are_no_problem(plugins: Plugins) -> None:
         'job("files.purge", interval=timedelta(hours=6), timeout=timedelta(minutes=5), '
         "lease=timedelta(minutes=2), max_concurrent=3, catch_up_limit=5)"
     )
-    assert plugins.catalog().ok
+
+    catalog = plugins.catalog()
+
+    assert catalog.problems == []
+    assert "files.purge" in catalog.names()

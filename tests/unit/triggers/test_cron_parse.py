@@ -121,16 +121,19 @@ def test_expressions_that_can_never_fire(expression: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "expression",
+    ("expression", "first"),
     [
-        "0 0 29 2 *",  # leap years
-        "0 0 30 2 1",  # Mondays in February: the days are ORed, so the weekdays fire
-        "0 0 31 * *",
-        "0 0 30,31 2,3 *",
+        ("0 0 29 2 *", datetime(2028, 2, 29, tzinfo=UTC)),  # the next leap year
+        # Mondays in February: the days are ORed, so the weekdays fire.
+        ("0 0 30 2 1", datetime(2027, 2, 1, tzinfo=UTC)),
+        ("0 0 31 * *", datetime(2027, 1, 31, tzinfo=UTC)),
+        ("0 0 30,31 2,3 *", datetime(2027, 3, 30, tzinfo=UTC)),
     ],
 )
-def test_rare_but_possible_dates_are_accepted(expression: str) -> None:
-    cron_schedule(expression)
+def test_rare_but_possible_dates_are_accepted(expression: str, first: datetime) -> None:
+    schedule = cron_schedule(expression)
+
+    assert schedule.next_after(datetime(2027, 1, 1, tzinfo=UTC)) == first
 
 
 @pytest.mark.parametrize(

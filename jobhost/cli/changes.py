@@ -1,0 +1,53 @@
+"""``jobhost changes``: the change log, from the store (who paused, resumed, triggered, created,
+changed or deleted which job, when and why, from any surface)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from jobhost.cli._app import cli
+from jobhost.cli._context import open_store, settings_of
+
+__all__ = ["changes"]
+
+
+@cli.command()
+@click.option("--job", "job", metavar="NAME", default=None, help="Only this job's changes.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10_000),
+    default=20,
+    show_default=True,
+    help="The newest N changes.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.pass_context
+def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> None:
+    """Show the newest changes, oldest first: pause, resume, trigger from the CLI, the dashboard
+    and the API, and runtime jobs created, changed and deleted; each with who and why.
+
+    Reads only the store. JSON: {"changes": [{"id", "at", "actor", "action", "job", "before",
+    "after", "reason"}]}, the shape of GET /api/v1/changes.
+
+    Exit status: 0 (also when there is no change to show).
+    """
+    from jobhost.operations.changes import change_json, change_line
+    from jobhost.store import reading
+    from jobhost.store.runtime import recent_changes
+
+    engine = open_store(settings_of(ctx))
+    try:
+        with reading(engine) as connection:
+            found = recent_changes(connection, job_name=job, limit=limit)
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
+        return
+    if not found:
+        click.echo(f"no change of job {job} logged" if job else "no change logged")
+        return
+    for change in found:
+        click.echo(change_line(change))

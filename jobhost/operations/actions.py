@@ -1,0 +1,134 @@
+"""Operator actions: one path from every surface, one change log.
+
+``jobhost pause|resume|trigger``, the dashboard's buttons and ``/api/v1/jobs/{name}/...`` all
+call these functions. Each changes the store and writes its entry in the change log
+(``job_changes``: when, who, what, which job, before and after, why) in one transaction, so an
+action is never done without its entry nor logged without being done. ``actor`` is whoever the
+surface vouches for: the operating-system user for the CLI, the operator token's name for the
+dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
+``GET /api/v1/changes`` and the dashboard's job page.
+
+A new action (a backfill, a retry, a cancel) is one more function here: open a transaction,
+make the change through the store's operations, and ``record_change`` what it did in the
+same transaction.
+
+A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
+reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the
+store does not know yet is scheduled first (the catalog is synced, as a starting host would),
+so it can be paused before any host has run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import Catalog
+from jobhost.rules.desired import desired_schedules
+from jobhost.store import Clock, ScheduleRecord, SystemClock, database_now
+from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
+from jobhost.store.registry import sync_schedules
+from jobhost.store.runtime import record_change
+
+__all__ = ["PauseResult", "pause", "request_trigger", "resume"]
+
+
+@dataclass(frozen=True)
+class PauseResult:
+    """What the action changed: ``changed`` is False when the job already was so."""
+
+    job: str
+    changed: bool
+    at: datetime
+    row: ScheduleRecord
+    """The schedule row after the change (before it, for a resume: who paused it, and why)."""
+
+
+def pause(
+    engine: Engine,
+    catalog: Catalog,
+    job: str,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock | None = None,
+) -> PauseResult:
+    """Pause ``job`` (a name the catalog or the store knows) for every replica."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock or SystemClock())
+        if get_schedule(connection, job) is None and job in catalog.jobs:
+            sync_schedules(
+                connection, desired_schedules({job: catalog.jobs[job]}), now, prune=False
+            )
+        changed = pause_job(connection, job, actor, reason, now)
+        if changed:
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="pause",
+                job_name=job,
+                before={"paused": False},
+                after={"paused": True},
+                reason=reason,
+            )
+        row = get_schedule(connection, job)
+    assert row is not None, f"job {job} has a schedule row once synced"
+    return PauseResult(job, changed, now, row)
+
+
+def resume(
+    engine: Engine,
+    job: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    clock: Clock | None = None,
+) -> PauseResult | None:
+    """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock or SystemClock())
+        before = get_schedule(connection, job)
+        if before is None:
+            return None
+        changed = resume_job(connection, job)
+        if changed:
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="resume",
+                job_name=job,
+                before={"paused": True},
+                after={"paused": False},
+                reason=reason,
+            )
+    return PauseResult(job, changed, now, before)
+
+
+def request_trigger(
+    engine: Engine,
+    job: str,
+    *,
+    actor: str,
+    reason: str | None,
+    clock: Clock | None = None,
+) -> str:
+    """Queue a manual run of ``job`` for the first live host (or the command's own process);
+    the request's id."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock or SystemClock())
+        request_id = request_run(connection, job, actor, reason, now)
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="trigger",
+            job_name=job,
+            before=None,
+            after={"request_id": request_id},
+            reason=reason,
+        )
+    return request_id

@@ -1,0 +1,30 @@
+"""The change log as operators read it: one JSON shape for ``jobhost changes --json`` and
+``GET /api/v1/changes``, and one line of text per change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobhost.operations.timefmt import iso_utc, short_utc
+from jobhost.store.runtime import JobChange
+
+__all__ = ["change_json", "change_line"]
+
+
+def change_json(change: JobChange) -> dict[str, Any]:
+    return {
+        "id": change.id,
+        "at": iso_utc(change.at),
+        "actor": change.actor,
+        "action": change.action,
+        "job": change.job_name,
+        "before": change.before,
+        "after": change.after,
+        "reason": change.reason,
+    }
+
+
+def change_line(change: JobChange) -> str:
+    """``2026-12-01 09:12:03Z  alice  pause  nightly.billing: disk full``."""
+    why = f": {change.reason}" if change.reason else ""
+    return f"{short_utc(change.at)}  {change.actor}  {change.action}  {change.job_name}{why}"

@@ -1,0 +1,215 @@
+"""Reading behind a credential when asked, sessions that end on sign-out on every replica, and a
+brake on guessing: on both stores (the session versions live in the store)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import http.cookiejar
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import build_catalog
+from jobhost.config import Settings
+from jobhost.store import create_store_engine, upgrade
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.access import GUESS_LIMIT, GuessBrake, ReadAccess
+from jobhost.web.api import api_routes
+from jobhost.web.console import Console
+
+OPERATOR = "bob-token-0123456789"
+READER = "reader-secret-0123456789abc"
+WRITER = "writer-secret-0123456789abc"
+
+
+def _token(name: str, secret: str, scopes: list[str]) -> dict[str, Any]:
+    return {"name": name, "sha256": hashlib.sha256(secret.encode()).hexdigest(), "scopes": scopes}
+
+
+class Client:
+    """A browser of sorts: keeps cookies, follows redirects; ``cookie`` overrides the jar."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def open(
+        self, method: str, path: str, body: str | None = None, **headers: str
+    ) -> tuple[int, dict[str, str], str]:
+        data = body.encode() if body is not None else None
+        if data is not None:
+            headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        request = urllib.request.Request(self.base + path, data, headers, method=method)
+        try:
+            with self.opener.open(request, timeout=30) as response:
+                found = {k.lower(): v for k, v in response.headers.items()}
+                return response.status, found, response.read().decode()
+        except urllib.error.HTTPError as error:
+            with error:
+                found = {k.lower(): v for k, v in error.headers.items()}
+                return error.code, found, error.read().decode()
+
+    def cookie(self) -> str:
+        return "; ".join(f"{c.name}={c.value}" for c in self.jar)
+
+
+@pytest.fixture
+def serve(store_url: str) -> Iterator[Callable[..., tuple[str, GuessBrake]]]:
+    """Start an application (a replica) over this test's store with the given settings."""
+    servers: list[WebServer] = []
+    engines: list[Engine] = []
+
+    def start(**values: Any) -> tuple[str, GuessBrake]:
+        settings = Settings(
+            database_url=store_url,
+            console_actions=True,
+            operator_tokens={"bob": OPERATOR},
+            api_tokens=[
+                _token("reader", READER, ["read"]),
+                _token("writer", WRITER, ["write"]),
+            ],
+            **values,
+        )
+        engine = create_store_engine(settings.database_url)
+        upgrade(engine)
+        engines.append(engine)
+        catalog = build_catalog(settings)
+        brake = GuessBrake(meter=METER)
+        endpoints = dataclasses.replace(
+            store_endpoints(settings, catalog, engine), metrics=lambda: b"# metrics\n"
+        )
+        app = create_app(
+            endpoints,
+            routes=api_routes(settings, catalog, engine, brake=brake),
+            pages=Console(settings, catalog, engine, allow_actions=True, brake=brake).routes(),
+            access=ReadAccess(settings, brake),
+        )
+        server = WebServer(("127.0.0.1", 0), app)
+        server.start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.address[1]}", brake
+
+    yield start
+    for server in servers:
+        server.stop()
+    for engine in engines:
+        engine.dispose()
+
+
+READER_METRICS = InMemoryMetricReader()
+METER = MeterProvider(metric_readers=[READER_METRICS]).get_meter("jobhost")
+
+
+def refused_credentials() -> int:
+    data = READER_METRICS.get_metrics_data()
+    total = 0
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "jobhost.http.refused_credentials":
+                    total += sum(int(point.value) for point in metric.data.data_points)
+    return total
+
+
+def test_reading_is_open_by_default(serve: Callable[..., tuple[str, GuessBrake]]) -> None:
+    base, _ = serve()
+    client = Client(base)
+    for path in ("/", "/hosts", "/report", "/metrics", "/healthz"):
+        assert client.open("GET", path)[0] == 200, path
+
+
+def test_with_token_reading_needs_a_credential_and_probes_stay_open(
+    serve: Callable[..., tuple[str, GuessBrake]],
+) -> None:
+    base, _ = serve(web_read_access="token")
+    client = Client(base)
+    for path in ("/", "/hosts", "/jobs/sample.x", "/runs/abc"):
+        status, _, page = client.open("GET", path)
+        assert status == 401 and 'id="signin-form"' in page, path
+    assert client.open("GET", "/report")[0] == 401
+    assert client.open("GET", "/report", Authorization=f"Bearer {WRITER}")[0] == 401
+    assert client.open("GET", "/report", Authorization=f"Bearer {READER}")[0] == 200
+    assert client.open("GET", "/report", Authorization=f"Bearer {OPERATOR}")[0] == 200
+    assert client.open("GET", "/api/v1/jobs")[0] == 401
+    assert client.open("GET", "/healthz")[0] == 200
+    assert client.open("GET", "/readyz")[0] in (200, 503)
+    assert client.open("GET", "/metrics")[0] == 200  # its own switch, open by default
+
+    closed, _ = serve(web_read_access="token", metrics_access="token")
+    metrics = Client(closed)
+    assert metrics.open("GET", "/metrics")[0] == 401
+    assert metrics.open("GET", "/metrics", Authorization=f"Bearer {READER}")[0] == 200
+
+
+def test_a_read_token_signs_in_to_look_and_only_an_operator_acts(
+    serve: Callable[..., tuple[str, GuessBrake]],
+) -> None:
+    base, _ = serve(web_read_access="token")
+    reader = Client(base)
+    status, _, page = reader.open("POST", "/signin", f"token={READER}")
+    assert status == 200 and 'id="signed-in-as">reader<' in page
+    assert reader.open("GET", "/hosts")[0] == 200
+    status, _, page = reader.open("POST", "/jobs/sample.x/pause", "reason=x&csrf=x")
+    assert status == 403 and "operator token" in page
+
+    operator = Client(base)
+    status, _, page = operator.open("POST", "/signin", f"token={OPERATOR}")
+    assert status == 200 and 'id="signed-in-as">bob<' in page
+
+
+def test_sign_out_ends_the_session_on_every_replica(
+    serve: Callable[..., tuple[str, GuessBrake]],
+) -> None:
+    first, _ = serve(web_read_access="token")
+    second, _ = serve(web_read_access="token")
+    client = Client(first)
+    assert client.open("POST", "/signin", f"token={OPERATOR}")[0] == 200
+    cookie = client.cookie()
+    assert Client(second).open("GET", "/hosts", Cookie=cookie)[0] == 200
+
+    assert client.open("POST", "/signout", "")[0] == 401  # redirected to / : signed out
+
+    for base in (first, second):
+        status, _, page = Client(base).open("GET", "/hosts", Cookie=cookie)
+        assert status == 401 and 'id="signin-form"' in page
+    # Signing in again starts a new session that holds.
+    assert client.open("POST", "/signin", f"token={OPERATOR}")[0] == 200
+    assert Client(second).open("GET", "/hosts", Cookie=client.cookie())[0] == 200
+
+
+def test_wrong_credentials_are_braked_per_address_and_counted(
+    serve: Callable[..., tuple[str, GuessBrake]],
+) -> None:
+    base, _ = serve(web_read_access="token")
+    client = Client(base)
+    before = refused_credentials()
+    for attempt in range(GUESS_LIMIT):
+        status = client.open("POST", "/signin", f"token=guess-{attempt:04d}-0123456789")[0]
+        assert status == 403
+    status, headers, _ = client.open("POST", "/signin", f"token={OPERATOR}")
+    assert status == 429 and int(headers["retry-after"]) >= 1
+    status, headers, _ = client.open("GET", "/api/v1/jobs", Authorization=f"Bearer {READER}")
+    assert status == 429 and headers["content-type"] == "application/problem+json"
+    assert client.open("GET", "/report", Authorization=f"Bearer {READER}")[0] == 429
+    assert refused_credentials() - before == GUESS_LIMIT
+
+
+def test_the_brake_lets_an_address_try_again_after_the_window() -> None:
+    now = [1000.0]
+    brake = GuessBrake(limit=3, window=60, clock=lambda: now[0], meter=METER)
+    for _ in range(3):
+        brake.wrong("10.0.0.1", "api")
+    assert brake.wait_for("10.0.0.1") == 60
+    assert brake.wait_for("10.0.0.2") is None
+    now[0] += 45
+    assert brake.wait_for("10.0.0.1") == 15
+    now[0] += 15
+    assert brake.wait_for("10.0.0.1") is None
