@@ -16,7 +16,8 @@ import pytest
 from jobhost.operations.runlogs import read_run_log
 from jobhost.store.runlogs import LogLine
 from tests.cli.operator_support import Operator
-from tests.process.conftest import HostProcess, wait_for
+from tests.process.conftest import HostProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +45,10 @@ def start_host(operator: Operator, tmp_path: Path) -> Iterator[Any]:
 
 def _running_run(operator: Operator, job: str) -> str:
     def found() -> str | None:
-        done, body = operator.json("history", job)
-        assert done.returncode == 0, done.stderr
-        running = [run["run_id"] for run in body["runs"] if run["outcome"] == "running"]
+        running = [run.id for run in operator.runs(job) if run.outcome == "running"]
         return running[0] if running else None
 
-    return str(wait_for(found, 60, f"a running run of {job}"))
+    return str(wait_for(found, 180, f"a running run of {job}"))
 
 
 def _lines(operator: Operator, run_id: str) -> list[LogLine]:
@@ -65,8 +64,8 @@ def test_follow_streams_the_lines_in_order_and_ends_when_the_run_ends(
         "name": "sample.chatty",
         "cron": "0 3 * * *",
         "behaviour": "log",
-        "lines": 40,
-        "pause": 0.1,
+        "lines": 60,
+        "pause": 0.2,
     }
     operator.configure([job], poll_interval="1s", heartbeat_interval="1s")
     start_host()
@@ -77,12 +76,12 @@ def test_follow_streams_the_lines_in_order_and_ends_when_the_run_ends(
         env=operator.env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         check=False,
     )
     assert follow.returncode == 0, follow.stderr
     printed = [line.split(maxsplit=2)[2] for line in follow.stdout.splitlines()]
-    assert printed == [f"line {i}" for i in range(1, 41)]
+    assert printed == [f"line {i}" for i in range(1, 61)]
     assert f"run {run_id} (sample.chatty) ended: succeeded" in follow.stderr
     # It ended because the run did: the ledger says so.
     _, body = operator.json("history", "sample.chatty")
@@ -103,7 +102,7 @@ def test_a_host_killed_mid_run_leaves_the_lines_it_had_written(
     host = start_host()
     assert operator.jobhost("trigger", "sample.endless", "--no-wait").returncode == 0
     run_id = _running_run(operator, "sample.endless")
-    wait_for(lambda: len(_lines(operator, run_id)) >= 20, 60, "20 lines in the store")
+    wait_for(lambda: len(_lines(operator, run_id)) >= 20, 180, "20 lines in the store")
     host.process.kill()
     host.wait(10)
     kept = _lines(operator, run_id)
