@@ -85,6 +85,11 @@ def _measure(backend: str, url: str, directory: Path) -> None:
             "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
+            "jobhost --version": lambda: _command([*command, "--version"], env),
+            "jobhost --help": lambda: _command([*command, "--help"], env),
+            "jobhost changes --job NAME": lambda: _command(
+                [*command, "changes", "--job", one], env
+            ),
             # The floor under every command: start-up and loading the 10,000-job catalog.
             "jobhost validate (baseline)": lambda: _command([*command, "validate"], env),
             "jobhost report --json": lambda: _command([*command, "report", "--json"], env),
@@ -215,6 +220,9 @@ def _seed(engine: Engine, jobs: dict[str, object]) -> int:
     if engine.dialect.name == "postgresql":
         raw = engine.raw_connection()
         try:
+            with raw.cursor() as cursor:
+                # Seeding a million rows is one statement: longer than the store's own limit.
+                cursor.execute("SET statement_timeout = 0")
             with raw.cursor() as cursor, cursor.copy(f"COPY runs ({_COLUMNS}) FROM STDIN") as copy:  # type: ignore[attr-defined]
                 for row in rows:
                     copy.write_row(row)

@@ -2,6 +2,11 @@
 
 Exit codes are a promise to scripts: 0 ok, 1 a run failed or a check is unhealthy, 2 usage error
 or unknown job, 3 invalid catalog or configuration, 4 timed out waiting.
+
+A command's module is imported when the command runs, and this module imports neither the
+store nor the settings: ``jobhost --version`` and ``jobhost --help`` answer at Python's start-up
+cost. ``--help`` lists the commands from :data:`_SHORT_HELP`, which a test keeps equal to each
+command's own first line.
 """
 
 from __future__ import annotations
@@ -10,12 +15,10 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
-from sqlalchemy.exc import SQLAlchemyError
 
-from jobhost.config import CONFIG_ENV, RedactingFormatter, bound_text, redact_text
 from jobhost.errors import JobhostError
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "cli", "main"]
@@ -26,27 +29,85 @@ EXIT_USAGE = 2
 EXIT_INVALID = 3
 EXIT_TIMEOUT = 4
 
-# Each command lives in its own module and registers itself on `cli` when imported.
-_COMMAND_MODULES = (
-    "validate",
-    "next",
-    "run",
-    "db",
-    "report",
-    "trigger",
-    "history",
-    "pause",
-    "health",
-    "plan",
-    "serve",
-    "kinds",
-    "jobs",
-    "logs",
-    "changes",
+# Each command lives in its own module and registers itself on `cli` when imported: command
+# name -> module, and the line `jobhost --help` shows for it.
+_MODULES = {
+    "backfill": "backfill",
+    "changes": "changes",
+    "db": "db",
+    "health": "health",
+    "history": "history",
+    "jobs": "jobs",
+    "kinds": "kinds",
+    "logs": "logs",
+    "next": "next",
+    "pause": "pause",
+    "plan": "plan",
+    "report": "report",
+    "resume": "pause",
+    "run": "run",
+    "serve": "serve",
+    "trigger": "trigger",
+    "validate": "validate",
+}
+_SHORT_HELP = {
+    "backfill": "Select the past occurrences of job NAME with FROM ≤ occurrence < TO.",
+    "changes": "Show the newest changes, oldest first: pause, resume, trigger from the CLI, "
+    "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
+    "and why.",
+    "db": "The store's schema and rows: apply migrations, show the revision, audit the rows.",
+    "health": "Check the store, the catalog, the critical jobs, the hosts, the leases and "
+    "the clocks.",
+    "history": "Show job NAME's ledger: every attempt, and every occurrence missed or skipped.",
+    "jobs": "Create, change, show and remove runtime jobs (source api).",
+    "kinds": "List the job kinds runtime jobs can have, with each kind's settings.",
+    "logs": "Show the lines run RUN_ID wrote through its job's logger, in order.",
+    "next": "Show when job NAME (its trigger after overrides) or --cron EXPR fires next.",
+    "pause": "Pause job NAME on every replica until `jobhost resume NAME`.",
+    "plan": "Compare the catalog the installed modules declare with the store's schedules.",
+    "report": "The schedule report: a summary by status, one line per job, then the live hosts.",
+    "resume": "Resume job NAME on every replica; its misfire policy decides what of the pause "
+    "runs.",
+    "run": "Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.",
+    "serve": "Serve the report, the probes and the dashboard over the store, with no host.",
+    "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",
+    "validate": "Load every plugin and check every job; list every problem, not only the first.",
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _MODULES:
+            importlib.import_module(f"jobhost.cli.{_MODULES[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # A stand-in command shortens the line exactly as click shortens the real one's.
+        rows = [
+            (name, click.Command(name, help=self._help(ctx, name)).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _help(self, ctx: click.Context, name: str) -> str:
+        if name in _SHORT_HELP:
+            return _SHORT_HELP[name]
+        command = self.get_command(ctx, name)
+        return command.get_short_help_str(10_000) if command is not None else ""
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--config",
     "config_path",
@@ -58,7 +119,14 @@ _COMMAND_MODULES = (
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:
     """Run an application's recurring background jobs, exactly once per occurrence."""
+    from jobhost.config import CONFIG_ENV
+
     ctx.ensure_object(dict)
+    if ctx.obj.get("console"):
+        # Every command logs through the redacting handler: a job run in-process by `trigger`
+        # logs its exception as the host would, and Python's last-resort handler would print it
+        # raw. Set here, not in main, so that --version and --help import no settings.
+        configure_logging("WARNING")
     ctx.obj["config_path"] = config_path
     if config_path is not None:
         # Code that loads settings on its own (the built-in retention job) must see this file too.
@@ -67,13 +135,11 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the command, turning host errors into their exit codes."""
-    _register_commands()
-    # Every command logs through the redacting handler: a job run in-process by `trigger` logs
-    # its exception as the host would, and Python's last-resort handler would print it raw.
-    configure_logging("WARNING")
     try:
         # Outside standalone mode click returns ctx.exit(n)'s code instead of exiting with it.
-        code = cli.main(args=argv, prog_name="jobhost", standalone_mode=False)
+        code = cli.main(
+            args=argv, prog_name="jobhost", standalone_mode=False, obj={"console": True}
+        )
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as error:
@@ -83,9 +149,23 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("jobhost: interrupted", err=True)
         sys.exit(EXIT_FAILED)
     except JobhostError as error:
+        from jobhost.config import redact_text
+
         click.echo(f"jobhost: {redact_text(str(error))}", err=True)
         sys.exit(error.exit_code)
-    except SQLAlchemyError as error:
+    except Exception as error:
+        _unexpected(error)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _unexpected(error: Exception) -> NoReturn:
+    """One line for an error no command foresaw; a store failure says so."""
+    from jobhost.config import bound_text, redact_text
+
+    # A store error can only come from an imported SQLAlchemy: a command that never opened
+    # the store does not pay for importing it here.
+    store_errors = sys.modules.get("sqlalchemy.exc")
+    if store_errors is not None and isinstance(error, store_errors.SQLAlchemyError):
         # A store failure no command foresaw (a lock held too long, a disk full): one line.
         cause = getattr(error, "orig", None) or error
         first = redact_text(str(cause)).strip().splitlines()[0] if str(cause).strip() else ""
@@ -95,18 +175,16 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         sys.exit(EXIT_FAILED)
-    except Exception as error:
-        # No traceback reaches an operator; the log level DEBUG of `jobhost run` still has one.
-        logging.getLogger("jobhost").debug("unexpected error", exc_info=error)
-        click.echo(
-            f"jobhost: unexpected error: {type(error).__name__}: "
-            f"{bound_text(redact_text(str(error)), 500)}; this is a bug in jobhost or in a "
-            "plugin, or a damaged row in the store: run `jobhost health` and report it with "
-            "this line",
-            err=True,
-        )
-        sys.exit(EXIT_FAILED)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    # No traceback reaches an operator; the log level DEBUG of `jobhost run` still has one.
+    logging.getLogger("jobhost").debug("unexpected error", exc_info=error)
+    click.echo(
+        f"jobhost: unexpected error: {type(error).__name__}: "
+        f"{bound_text(redact_text(str(error)), 500)}; this is a bug in jobhost or in a "
+        "plugin, or a damaged row in the store: run `jobhost health` and report it with "
+        "this line",
+        err=True,
+    )
+    sys.exit(EXIT_FAILED)
 
 
 def config_path(ctx: click.Context) -> str | None:
@@ -116,23 +194,27 @@ def config_path(ctx: click.Context) -> str | None:
     return value if isinstance(value, str) else None
 
 
+_STDERR_HANDLER = "jobhost-stderr"
+
+
 def configure_logging(level: str, log_format: str = "text") -> None:
     """Lines on stderr, passwords redacted and lines bounded: plain text, or one JSON object a
     line (``log_format = "json"``); the run envelope adds its own structured audit lines.
     Calling it again changes the level and the format."""
-    from jobhost.envelope.jsonlog import JsonLogFormatter
+    from jobhost.config import RedactingFormatter
 
     root = logging.getLogger()
     formatter: logging.Formatter
     if log_format == "json":
+        from jobhost.envelope.jsonlog import JsonLogFormatter
+
         formatter = JsonLogFormatter()
     else:
         formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ours = [
-        h for h in root.handlers if isinstance(h.formatter, RedactingFormatter | JsonLogFormatter)
-    ]
+    ours = [h for h in root.handlers if h.get_name() == _STDERR_HANDLER]
     if not ours:
         ours = [logging.StreamHandler(sys.stderr)]
+        ours[0].set_name(_STDERR_HANDLER)
         root.addHandler(ours[0])
     for handler in ours:
         handler.setFormatter(formatter)
@@ -144,5 +226,5 @@ def configure_logging(level: str, log_format: str = "text") -> None:
 
 
 def _register_commands() -> None:
-    for name in _COMMAND_MODULES:
-        importlib.import_module(f"jobhost.cli.{name}")
+    for module in sorted(set(_MODULES.values())):
+        importlib.import_module(f"jobhost.cli.{module}")

@@ -41,6 +41,8 @@ def run(ctx: click.Context) -> None:
             logging.ERROR,
         )
         sys.exit(EXIT_INVALID)
+    for warning in catalog.warnings:
+        _say(settings, f"jobhost: warning: {warning.line()}", logging.WARNING)
     _say(settings, f"jobhost: store {redact_url(settings.database_url)}")
     if settings.auto_migrate:
         before, after = migrate_store(settings, create=True)

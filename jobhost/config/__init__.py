@@ -13,6 +13,7 @@ from jobhost.config.redaction import (
     storable_text,
 )
 from jobhost.config.settings import (
+    GROUP_NAME,
     LEASE_HEARTBEATS,
     MAX_DURATION,
     RUNTIME_SECRET_PREFIX,
@@ -24,6 +25,7 @@ from jobhost.config.settings import (
 
 __all__ = [
     "CONFIG_ENV",
+    "GROUP_NAME",
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
     "RUNTIME_SECRET_PREFIX",

@@ -32,6 +32,7 @@ from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
+from jobhost.envelope.run_times import run_times
 from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
@@ -87,8 +88,8 @@ class RunEnvelope:
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
         executed = self.execute(claim, spec, cancellation)
-        finished_at, verdict = self._record(claim, spec, executed)
-        self.report(claim, spec, executed, finished_at, verdict)
+        (started_at, finished_at), verdict = self._record(claim, spec, executed)
+        self.report(claim, spec, executed, finished_at, verdict, started_at=started_at)
         # A run in a command ends with its process: its reports go out before it returns.
         self.flush_reports()
         return executed.outcome
@@ -120,17 +121,27 @@ class RunEnvelope:
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
             run_log = self._open_log(claim)
+            began = self._clock()
             outcome = self._execute(claim, spec, cancellation, tally, run_log)
+            ended = self._clock()
             units = tally.counts()
             if span.is_recording():
                 _close_span(span, outcome, units)
-        return Executed(outcome, trace_id, units, run_log)
+        return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
 
     def flush_logs(self, executed: Sequence[Executed]) -> None:
         """Write the last log lines of ended runs; before their outcomes, so that whoever sees a
         run finished sees all its lines. Raises what the store raises."""
         if self._run_logs is not None:
             self._run_logs.finish([e.run_log for e in executed if e.run_log is not None])
+
+    def run_times(
+        self, claim: Claim, executed: Executed, written_at: datetime
+    ) -> tuple[datetime, datetime]:
+        """When the executor started and ended, on the store's clock (see :func:`run_times`)."""
+        return run_times(
+            claim.started_at, executed.began, executed.ended, written_at, self._clock()
+        )
 
     def ledger_outcome(
         self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
@@ -148,19 +159,21 @@ class RunEnvelope:
             reason=claim.reason,
             at=finished_at,
         )
+        started_at, ended_at = self.run_times(claim, executed, finished_at)
         return LedgerOutcome(
             run_id=claim.run_id,
             job_name=claim.job_name,
-            started_at=claim.started_at,
+            started_at=started_at,
             end=Finish(
                 outcome=outcome.outcome,
-                finished_at=finished_at,
+                finished_at=ended_at,
                 error_type=outcome.error_type,
                 error_message=_redacted(outcome.error_message),
                 trace_id=executed.trace_id,
             ),
             retry=retry,
             units=executed.units,
+            awaited=claim.source == "manual",
         )
 
     def report(
@@ -170,13 +183,19 @@ class RunEnvelope:
         executed: Executed,
         finished_at: datetime,
         verdict: str | None = None,
+        *,
+        started_at: datetime | None = None,
     ) -> None:
         """Queue the metrics and audit records of a recorded run (delivered off this thread);
         ``verdict`` is the ledger's outcome when another replica's differs from this host's, so
-        the audit never contradicts the ledger."""
+        the audit never contradicts the ledger. With ``started_at``, the run's times are the
+        ledger's (``started_at``, ``finished_at``); without, ``finished_at`` is when the
+        outcome was written and the executor's times are derived from it."""
         outcome = executed.outcome
         final = verdict or outcome.outcome
-        duration = max((finished_at - claim.started_at).total_seconds(), 0.0)
+        if started_at is None:
+            started_at, finished_at = self.run_times(claim, executed, finished_at)
+        duration = max((finished_at - started_at).total_seconds(), 0.0)
         entry = RunAuditRecord(
             job_name=claim.job_name,
             module=spec.module,
@@ -186,7 +205,7 @@ class RunEnvelope:
             source=claim.source,
             host_id=self._host_id,
             outcome=final,
-            started_at=claim.started_at,
+            started_at=started_at,
             finished_at=finished_at,
             duration_ms=round(duration * 1000),
             error_type=outcome.error_type,
@@ -253,11 +272,11 @@ class RunEnvelope:
 
     def _record(
         self, claim: Claim, spec: JobSpec, executed: Executed
-    ) -> tuple[datetime, str | None]:
+    ) -> tuple[tuple[datetime, datetime], str | None]:
         """Write the outcome to the ledger, retrying while the store is away.
 
-        Returns when it was recorded, and the ledger's own outcome when it is not this host's
-        (another replica recorded the run abandoned after its lease expired).
+        Returns the run's (start, end) as recorded, and the ledger's own outcome when it is
+        not this host's (another replica recorded the run abandoned after its lease expired).
         """
         outcome = executed.outcome
 
@@ -282,7 +301,8 @@ class RunEnvelope:
                 outcome.outcome,
                 redact_text(str(error)),
             )
-            return self._clock(), None
+            return self.run_times(claim, executed, self._clock()), None
+        times = (entry.started_at or claim.started_at, entry.end.finished_at)
         if entry.retry is not None and verdict is None:
             _log.info(
                 "job %s: attempt %d %s; retry in %.1fs",
@@ -292,7 +312,7 @@ class RunEnvelope:
                 (entry.retry.not_before - now).total_seconds(),
             )
         if verdict is None:
-            return now, None
+            return times, None
         final = verdict.get(claim.run_id)
         _log.warning(
             "job %s run %s finished %s, but the ledger already says %s: "
@@ -302,7 +322,7 @@ class RunEnvelope:
             outcome.outcome,
             final,
         )
-        return now, final
+        return times, final
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +333,9 @@ class Executed:
     trace_id: str | None
     units: UnitCounts | None = None
     """Counts of a run that fanned out over units (``context.fan_out``)."""
+    began: datetime | None = None
+    ended: datetime | None = None
+    """The executor's own start and end, on this host's clock; None when it never ran."""
     run_log: RunLog | None = None
     """The run's log lines not yet written, when the host keeps run logs."""
 

@@ -182,7 +182,14 @@ class OutcomeRecorder:
                 )
             self._on_recorded(finished)
             try:
-                self._envelope.report(claim, finished.spec, finished.executed, now, verdict)
+                self._envelope.report(
+                    claim,
+                    finished.spec,
+                    finished.executed,
+                    entry.end.finished_at,
+                    verdict,
+                    started_at=entry.started_at or claim.started_at,
+                )
             except Exception:  # reporting must never undo a recorded outcome
                 _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
 

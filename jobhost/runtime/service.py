@@ -22,7 +22,7 @@ from jobhost.config import Settings
 from jobhost.operations import actions
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.definition import JobDefinition, parse_definition
-from jobhost.runtime.errors import conflict, invalid, not_found, stale
+from jobhost.runtime.errors import conflict, invalid, not_found, precondition, stale
 from jobhost.runtime.loading import (
     SpecCache,
     declared_jobs,
@@ -30,8 +30,9 @@ from jobhost.runtime.loading import (
     with_runtime_jobs,
 )
 from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.specs import build_spec
+from jobhost.runtime.specs import build_spec, group_problems
 from jobhost.store import Clock, SystemClock, database_now, reading
+from jobhost.store.group_limits import write_group_members
 from jobhost.store.operations import get_request
 from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import (
@@ -43,8 +44,9 @@ from jobhost.store.runtime import (
     record_change,
     update_runtime_job,
 )
+from jobhost.store.signals import ChangeSignal
 
-__all__ = ["JobService", "PutResult", "etag_of"]
+__all__ = ["JobService", "PutResult", "etag_matches", "etag_of"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
 
@@ -103,8 +105,17 @@ class JobService:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def put(self, name: str, body: object, *, actor: str, if_match: str | None) -> PutResult:
-        """Create or replace runtime job ``name`` with ``body``."""
+    def put(
+        self,
+        name: str,
+        body: object,
+        *,
+        actor: str,
+        if_match: str | None,
+        if_none_match: str | None = None,
+    ) -> PutResult:
+        """Create or replace runtime job ``name`` with ``body`` (``If-None-Match: *``: create
+        only)."""
         definition = parse_definition(body)
         if not isinstance(definition, JobDefinition):
             raise invalid(name, definition)
@@ -116,13 +127,21 @@ class JobService:
         spec = build_spec(
             name, definition, self.catalog.kinds, self.settings.modules, secrets=self._secrets
         )
+        if isinstance(spec, JobSpec):
+            spec = group_problems(definition, self.settings.concurrency_limits) or spec
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
         try:
             with self.engine.begin() as connection:
                 return self._put(
-                    connection, name=name, spec=spec, stored=stored, actor=actor, if_match=if_match
+                    connection,
+                    name=name,
+                    spec=spec,
+                    stored=stored,
+                    actor=actor,
+                    if_match=if_match,
+                    if_none_match=if_none_match,
                 )
         except IntegrityError:
             # Another writer created it between our read and our insert.
@@ -140,9 +159,11 @@ class JobService:
         stored: dict[str, Any],
         actor: str,
         if_match: str | None,
+        if_none_match: str | None,
     ) -> PutResult:
         now = database_now(connection, self.clock)
         before = get_runtime_job(connection, name)
+        _check_none_match(name, before, if_none_match)
         _check_match(name, before, if_match)
         kind = str(stored["kind"])
         if before is None:
@@ -162,6 +183,7 @@ class JobService:
         ):
             raise stale(name, if_match or etag_of(before), None)
         sync_schedules(connection, desired_schedules({name: spec}), now, prune=False)
+        write_group_members(connection, {name: spec.concurrency_group})
         record_change(
             connection,
             at=now,
@@ -223,13 +245,18 @@ class JobService:
         )
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
-        while time.monotonic() < deadline:
-            with reading(self.engine) as connection:
-                request = get_request(connection, request_id)
-            if request is not None and request.status != "pending":
-                status, run_id, message = request.status, request.run_id, request.message
-                break
-            time.sleep(0.05)
+        # A host that claims or refuses the request signals it: wait on that, not on a timer.
+        with ChangeSignal(self.engine) as signal:
+            while True:
+                with reading(self.engine) as connection:
+                    request = get_request(connection, request_id)
+                if request is not None and request.status != "pending":
+                    status, run_id, message = request.status, request.run_id, request.message
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                signal.wait(left)
         return {
             "job": name,
             "request_id": request_id,
@@ -245,10 +272,32 @@ class JobService:
         return catalog
 
 
+def etag_matches(etag: str, if_none_match: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (weak comparison, RFC 9110:
+    ``W/"x"`` names ``"x"`` too; ``*`` names any)."""
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag in tags
+
+
+def _check_none_match(name: str, row: RuntimeJobRow | None, if_none_match: str | None) -> None:
+    if if_none_match is not None and row is not None and etag_matches(etag_of(row), if_none_match):
+        raise precondition(
+            f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
+            "changed; to replace it, send If-Match with its ETag instead"
+        )
+
+
 def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
     if if_match is None:
         return
-    tags = [tag.strip().removeprefix("W/") for tag in if_match.split(",")]
+    tags = [tag.strip() for tag in if_match.split(",")]
+    weak = next((tag for tag in tags if tag.startswith("W/")), None)
+    if weak is not None:
+        # RFC 9110: If-Match compares strongly, and a weak tag never matches.
+        raise precondition(
+            f"If-Match {weak} is a weak ETag, which never matches: send the ETag as a GET or "
+            "PUT gave it"
+        )
     if row is None:
         raise stale(name, if_match, None)
     if "*" not in tags and etag_of(row) not in tags:

@@ -13,12 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobhost_contracts import UnitCounts
-from sqlalchemy import bindparam, case, select, update
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, execute_isolating, locked
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
+from jobhost.store.signals import notify
 from jobhost.store.units import record_unit_counts
 
 _log = logging.getLogger("jobhost.store")
@@ -74,6 +75,8 @@ class Outcome:
     end: Finish
     retry: RetryRequest | None = None
     units: UnitCounts | None = None
+    awaited: bool = False
+    """Someone waits for this run's outcome (a manual request's): signal once it is recorded."""
 
 
 def record_outcomes(
@@ -106,6 +109,7 @@ def record_outcomes(
         rows=[
             {
                 "b_id": o.run_id,
+                "started_at": o.started_at,
                 "outcome": o.end.outcome,
                 "finished_at": o.end.finished_at,
                 "error_type": o.end.error_type,
@@ -138,6 +142,8 @@ def record_outcomes(
         if item.units is not None:
             record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
+    if any(o.awaited for o in recorded):
+        notify(connection)
     return {o.run_id for o in recorded}
 
 
@@ -342,6 +348,9 @@ def _finish_runs(_dialect: str) -> Any:
         .where(runs.c.id == bindparam("b_id"))
         .values(
             outcome=bindparam("outcome"),
+            started_at=func.coalesce(
+                bindparam("started_at", type_=runs.c.started_at.type), runs.c.started_at
+            ),
             finished_at=bindparam("finished_at"),
             lease_expires_at=None,
             error_type=bindparam("error_type"),

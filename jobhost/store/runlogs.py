@@ -1,4 +1,4 @@
-"""Run logs: the lines a job wrote during a run, kept with the run (migration 0007).
+"""Run logs: the lines a job wrote during a run, kept with the run (migration 0008).
 
 A run keeps the first and the last of its lines; the ones between are not stored at all. Each
 kept line carries its number among every line the run wrote (``seq``) and where it stood in the

@@ -7,8 +7,8 @@ bounded) message, and where the line stood in the run's output in bytes (``offse
 a reader tells how many lines and bytes were dropped between two kept lines from the gap in their
 numbers and offsets.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
