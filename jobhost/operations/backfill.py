@@ -9,7 +9,7 @@ with a message that names the job, what is wrong and the fix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -17,12 +17,16 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import JobSpec
 from jobhost.operations.timefmt import iso_utc
 from jobhost.rules.backfill import MODES, select_occurrences
-from jobhost.store import reading
+from jobhost.rules.claiming import FiringRules
+from jobhost.store import ScheduleRecord, reading
 from jobhost.store.backfills import last_outcomes
 from jobhost.store.operations import get_schedule
+from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
 
 __all__ = ["BackfillInputError", "BackfillPlan", "plan_backfill"]
+
+_ANY_LEASE = timedelta(minutes=5)  # the rules need one; a schedule does not depend on it
 
 
 class BackfillInputError(ValueError):
@@ -65,7 +69,10 @@ def plan_backfill(
     ``start`` and ``end`` are as the operator wrote them (a date is midnight in the job's zone);
     ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
     """
-    name, zone = spec.name, spec.trigger.timezone
+    name = spec.name
+    with reading(engine) as connection:
+        row = get_schedule(connection, name)
+    zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
         raise BackfillInputError(
             f"job {name}: unknown --mode {mode!r}; use one of {', '.join(MODES)}"
@@ -82,24 +89,38 @@ def plan_backfill(
             f"{iso_utc(now)}); a backfill replays past occurrences: give --to {iso_utc(now)} "
             "or earlier"
         )
-    with reading(engine) as connection:
-        row = get_schedule(connection, name)
-        # An interval counts from the phase its schedule row keeps; a cron needs no anchor.
-        anchor = (row.interval_anchor or row.created_at) if row is not None else None
-        kind = spec.trigger.kind
-        schedule = spec.schedule(anchor or now) if anchor or kind == "cron" else None
-        if schedule is None:
-            raise BackfillInputError(_no_schedule(spec))
-        found = occurrences_in(schedule, first, last, limit=limit)
-        if found.over_limit:
-            raise BackfillInputError(
-                f"job {name}: the range holds {found.count_text} occurrences, more than "
-                f"backfill_limit ({limit:,}); narrow --from/--to, or raise backfill_limit in the "
-                "settings (JOBHOST_BACKFILL_LIMIT)"
-            )
-        ledger = last_outcomes(connection, name, first, last) if found.occurrences else {}
+    found = occurrences_in(_schedule(spec, row, now), first, last, limit=limit)
+    if found.over_limit:
+        raise BackfillInputError(
+            f"job {name}: the range holds {found.count_text} occurrences, more than "
+            f"backfill_limit ({limit:,}); narrow --from/--to, or raise backfill_limit in the "
+            "settings (JOBHOST_BACKFILL_LIMIT)"
+        )
+    ledger: dict[datetime, str] = {}
+    if found.occurrences:
+        with reading(engine) as connection:
+            ledger = last_outcomes(connection, name, first, last)
     chosen = select_occurrences(mode, found.occurrences, ledger)
     return BackfillPlan(name, mode, first, last, len(found.occurrences), tuple(chosen))
+
+
+def _schedule(spec: JobSpec, row: ScheduleRecord | None, now: datetime) -> Schedule:
+    schedule: Schedule | None
+    if row is not None and row.trigger_kind is not None:
+        # What the hosts fire by: the same rules, the row's trigger and interval phase.
+        try:
+            schedule = FiringRules({spec.name: spec}, _ANY_LEASE).schedule_of(row)
+        except (ValueError, LookupError) as error:
+            raise BackfillInputError(
+                f"job {spec.name}: its stored trigger cannot be used ({error}); start a host "
+                "with the current catalog, then backfill"
+            ) from None
+    else:
+        # Never scheduled: a cron needs no phase; an interval has none yet, so no past.
+        schedule = spec.schedule(now) if spec.trigger.kind == "cron" else None
+    if schedule is None:
+        raise BackfillInputError(_no_schedule(spec))
+    return schedule
 
 
 def _bound(name: str, option: str, text: str, zone: str) -> datetime:

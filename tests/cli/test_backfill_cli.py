@@ -138,3 +138,18 @@ def test_without_dry_run_nothing_runs_and_it_exits_3(ledger: Operator) -> None:
     assert done.returncode == 3
     assert "add --dry-run" in done.stderr
     assert len(ledger.runs("sample.nightly")) == 7
+
+
+def test_the_trigger_the_hosts_fire_by_wins_over_the_catalogs(operator: Operator) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    # Another catalog version wrote this row: the hosts fire at 05:00 Berlin time, so did they.
+    operator.set_schedule(
+        "sample.nightly", trigger_expression="0 5 * * *", timezone="Europe/Berlin"
+    )
+    done, result = operator.json(
+        "backfill", "sample.nightly", "--from", "2026-11-28", "--to", "2026-11-30", "--dry-run"
+    )
+    assert done.returncode == 0, done.stderr
+    assert result["from"] == "2026-11-27T23:00:00Z"
+    assert result["occurrences"] == ["2026-11-28T04:00:00Z", "2026-11-29T04:00:00Z"]
