@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from jobhost.store import create_store_engine, upgrade
-from tests.process.conftest import HostProcess, ledger, wait_for
+from tests.process.conftest import HostProcess, ledger
 from tests.support import SAMPLE_PLUGIN
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
 
