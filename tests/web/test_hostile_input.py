@@ -135,6 +135,13 @@ def test_a_number_out_of_range_or_not_a_number_is_refused(
     refused(ask(base, "GET", f"/api/v1/changes?{query}"), 400, field)
 
 
+def test_an_unknown_api_path_is_not_echoed(base: str) -> None:
+    answer = ask(base, "GET", "/api/v1/nowhere/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+    assert answer.status == 404 and answer.content_type == "application/problem+json"
+    assert "script" not in str(answer.body) and "nowhere" not in str(answer.body)
+    assert "/api/v1/openapi.json" in answer.body["detail"]
+
+
 def test_the_largest_change_id_is_accepted(base: str) -> None:
     answer = ask(base, "GET", "/api/v1/changes?after=2147483647")
     assert answer.status == 200 and answer.body["changes"] == []

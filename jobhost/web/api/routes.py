@@ -179,11 +179,12 @@ class _Api:
 
         return endpoint
 
-    async def unknown(self, request: Request) -> Response:
+    async def unknown(self, _request: Request) -> Response:
+        # The path is the caller's text: it is never echoed back.
         return problem(
             404,
             "Not found",
-            f"no endpoint {request.url.path}; the API is described at {API_PREFIX}/openapi.json",
+            f"no such endpoint; the API is described at {API_PREFIX}/openapi.json",
         )
 
     async def openapi(self, _request: Request) -> Response:
