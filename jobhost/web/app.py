@@ -50,6 +50,9 @@ async def blocking(call: Callable[[], _T]) -> _T:
     return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
 
 
+_API_PATH = "/api/v1/"
+
+
 def create_app(
     endpoints: Endpoints,
     *,
@@ -83,8 +86,20 @@ def create_app(
     async def not_found(request: Request, _error: Exception) -> Response:
         if isinstance(_error, HTTPException) and _error.status_code != 404:
             return PrettyJSON({"error": _error.detail}, _error.status_code, _error.headers)
-        path = request.url.path
-        return PrettyJSON({"error": f"no such endpoint {path}", "endpoints": paths}, 404)
+        # The path is the caller's text and never echoed. A path under the API that its own
+        # catch-all could not match (a line break in a segment) still answers as the API does.
+        if request.url.path.startswith(_API_PATH):
+            return JSONResponse(
+                {
+                    "type": "about:blank",
+                    "title": "Not found",
+                    "status": 404,
+                    "detail": f"no such endpoint; the API is described at {_API_PATH}openapi.json",
+                },
+                404,
+                media_type="application/problem+json",
+            )
+        return PrettyJSON({"error": "no such endpoint", "endpoints": paths}, 404)
 
     return Starlette(
         routes=[*listed, *pages],
