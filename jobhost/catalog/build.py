@@ -45,6 +45,7 @@ _UNSCHEDULABLE = frozenset(
         "cron-never-fires",
         "unknown-timezone",
         "non-positive-interval",
+        "interval-too-long",
     }
 )
 
