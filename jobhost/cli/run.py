@@ -36,6 +36,8 @@ def run(ctx: click.Context) -> None:
             click.echo(f"  {problem.line()}", err=True)
         sys.exit(EXIT_INVALID)
     click.echo(f"jobhost: store {redact_url(settings.database_url)}", err=True)
+    for warning in settings.warnings():
+        click.echo(f"jobhost: warning: {warning}", err=True)
     if settings.auto_migrate:
         before, after = migrate_store(settings, create=True)
         if before != after:
