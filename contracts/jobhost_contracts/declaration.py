@@ -119,6 +119,8 @@ class BackgroundJobDeclaration:
     """A fixed-time cron job's local time skipped by a spring-forward: shift or skip."""
     dst_repeat: DstRepeat = DstRepeat.ONCE
     """A fixed-time cron job's local time repeated by a fall-back: once, first, second, both."""
+    concurrency_group: str | None = None
+    """A group whose limit (``[concurrency_limits]``) holds across every replica; None: none."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -145,6 +147,7 @@ _EXPECTED: dict[str, tuple[type, ...]] = {
     "overdue_after": (timedelta, type(None)),
     "dst_gap": (DstGap,),
     "dst_repeat": (DstRepeat,),
+    "concurrency_group": (str, type(None)),
     "max_attempts": (int,),
     "backoff": (timedelta,),
     "backoff_max": (timedelta,),

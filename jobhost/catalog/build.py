@@ -8,6 +8,7 @@ from typing import Any
 
 from jobhost_contracts import BackgroundJobDeclaration
 
+from jobhost.catalog.groups import GROUP_CODES, check_group, effective_group, unused_limits
 from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.overrides import (
     declared_parts,
@@ -98,6 +99,14 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         plugins=tuple(plugins.names),
         audit_sinks=tuple(sinks),
         kinds=kinds.kinds,
+        warnings=unused_limits(
+            settings.concurrency_limits,
+            (
+                effective_group(job.declaration, settings.jobs.get(job.declaration.name))
+                for job in collected
+                if isinstance(job.declaration, BackgroundJobDeclaration)
+            ),
+        ),
     )
 
 
@@ -117,7 +126,10 @@ def _validate(
     problems = [*check_name(declaration), *declared_problems]
     problems.extend(p for p in effective_problems if p not in problems)
     problems.extend(check_critical(declaration, effective))
-    policy_problems = check_policies(declaration, settings)
+    policy_problems = [
+        *check_policies(declaration, settings),
+        *check_group(declaration, override, settings),
+    ]
     problems.extend(policy_problems)
 
     pair = check_pair(job)
@@ -125,7 +137,7 @@ def _validate(
     if pair is None or trigger is None:
         return None, problems
     if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
-        p.code in POLICY_CODES for p in policy_problems
+        p.code in POLICY_CODES | GROUP_CODES for p in policy_problems
     ):
         return None, problems
     executor = pair[1]
@@ -141,6 +153,7 @@ def _validate(
         enabled=effective.enabled,
         override=override,
         config=modules.get(source, _EMPTY),
+        concurrency_group=effective_group(declaration, override),
     )
     return spec, problems
 

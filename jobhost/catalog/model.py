@@ -135,6 +135,8 @@ class JobSpec:
     enabled: bool
     override: JobOverride | None
     config: Mapping[str, Any]
+    concurrency_group: str | None = None
+    """The effective concurrency group (an override's, else the declaration's), or None."""
 
     @property
     def name(self) -> str:
@@ -189,6 +191,8 @@ class Catalog:
     """Job kinds the plugins offer through ``jobhost_job_kinds``, by name."""
     runtime: frozenset[str] = field(default=frozenset())
     """Names of the jobs in ``jobs`` that are runtime jobs (source ``api``)."""
+    warnings: list[Problem] = field(default_factory=list)
+    """Things worth fixing that do not stop the host (a concurrency limit no job uses)."""
 
     def replace_jobs(self, jobs: dict[str, JobSpec], runtime: frozenset[str]) -> None:
         """Swap in a new job mapping: the one place a built catalog changes (runtime jobs were

@@ -32,6 +32,7 @@ EXIT_TIMEOUT = 4
 # Each command lives in its own module and registers itself on `cli` when imported: command
 # name -> module, and the line `jobhost --help` shows for it.
 _MODULES = {
+    "backfill": "backfill",
     "changes": "changes",
     "db": "db",
     "health": "health",
@@ -49,6 +50,7 @@ _MODULES = {
     "validate": "validate",
 }
 _SHORT_HELP = {
+    "backfill": "Select the past occurrences of job NAME with FROM ≤ occurrence < TO.",
     "changes": "Show the newest changes, oldest first: pause, resume, trigger from the CLI, "
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
     "and why.",

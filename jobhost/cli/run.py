@@ -35,6 +35,8 @@ def run(ctx: click.Context) -> None:
         for problem in catalog.problems:
             click.echo(f"  {problem.line()}", err=True)
         sys.exit(EXIT_INVALID)
+    for warning in catalog.warnings:
+        click.echo(f"jobhost: warning: {warning.line()}", err=True)
     click.echo(f"jobhost: store {redact_url(settings.database_url)}", err=True)
     for warning in settings.warnings():
         click.echo(f"jobhost: warning: {warning}", err=True)

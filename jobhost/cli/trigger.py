@@ -27,6 +27,13 @@ __all__ = ["trigger"]
 @click.option("--reason", metavar="TEXT", help="Why; recorded with the run.")
 @click.option("--no-wait", is_flag=True, help="Queue the run and exit at once.")
 @click.option(
+    "--now",
+    "beside_limit",
+    is_flag=True,
+    help="Start even when the job's concurrency group is full: the run goes beside the "
+    "limit, and its record says so.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
@@ -40,6 +47,7 @@ def trigger(
     name: str,
     reason: str | None,
     no_wait: bool,
+    beside_limit: bool,
     timeout: float | None,
     as_json: bool,
 ) -> None:
@@ -47,7 +55,9 @@ def trigger(
 
     A live host picks the request up within a second; with none alive, the job runs in this
     process. A disabled job runs; a paused one too, with a warning. A run that would overlap
-    a running one under overlap policy forbid is refused. Progress goes to stderr.
+    a running one under overlap policy forbid is refused. A job whose concurrency group is
+    full is queued until a slot frees (it says so), unless --now starts it beside the limit.
+    Progress goes to stderr.
 
     JSON: {"request_id", "run_id", "job", "outcome", "host", "started_at", "finished_at",
     "duration_ms", "error"}; outcome is the run's, or refused, or queued/running when not
@@ -76,7 +86,9 @@ def trigger(
             progress=lambda line: click.echo(line, err=True),
             warn=lambda line: click.echo(line, err=True),
         )
-        result = manual.trigger(spec, reason, wait=not no_wait, timeout=timeout)
+        result = manual.trigger(
+            spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
+        )
     finally:
         engine.dispose()
     if as_json:

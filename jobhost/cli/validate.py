@@ -23,7 +23,8 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     Exit status: 0 when the catalog is clean, 3 when it has problems (or the configuration
     is invalid). Runtime jobs in the configured store are checked too, when it is
     reachable. The JSON form is {"ok": ..., "jobs": N, "problems": [{"job", "module",
-    "code", "message"}, ...]}.
+    "code", "message"}, ...], "warnings": [same shape]}; warnings (a concurrency limit
+    no job uses) do not change the exit status.
     """
     settings = load_settings(config_path(ctx))
     # The store's runtime jobs too: a declaration that took a runtime job's name is a problem.
@@ -35,6 +36,8 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     else:
         for problem in catalog.problems:
             click.echo(problem.line())
+        for warning in catalog.warnings:
+            click.echo(f"warning: {warning.line()}")
         click.echo(_summary(catalog))
     if not catalog.ok:
         # SystemExit, not ctx.exit: with standalone_mode=False click turns ctx.exit into a
@@ -49,6 +52,10 @@ def _as_json(catalog: Catalog) -> dict[str, object]:
         "problems": [
             {"job": p.job, "module": p.module, "code": p.code, "message": p.message}
             for p in catalog.problems
+        ],
+        "warnings": [
+            {"job": p.job, "module": p.module, "code": p.code, "message": p.message}
+            for p in catalog.warnings
         ],
     }
 

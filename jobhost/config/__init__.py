@@ -7,6 +7,7 @@ from jobhost_contracts import format_duration, parse_duration
 from jobhost.config.loading import CONFIG_ENV, load_settings
 from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text, redact_url
 from jobhost.config.settings import (
+    GROUP_NAME,
     LEASE_HEARTBEATS,
     MAX_DURATION,
     RUNTIME_SECRET_PREFIX,
@@ -18,6 +19,7 @@ from jobhost.config.settings import (
 
 __all__ = [
     "CONFIG_ENV",
+    "GROUP_NAME",
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
     "RUNTIME_SECRET_PREFIX",

@@ -27,6 +27,7 @@ from pydantic_settings import (
 from jobhost.config.redaction import redact_text, redact_url
 
 __all__ = [
+    "GROUP_NAME",
     "LEASE_HEARTBEATS",
     "MAX_DURATION",
     "RUNTIME_SECRET_PREFIX",
@@ -61,6 +62,11 @@ def _whole_number(value: object) -> object:
     return value
 
 
+GROUP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+"""A concurrency group's name: lower case letters, digits, ``.``, ``_`` and ``-``; 1 to 100."""
+
+_Slots = Annotated[int, BeforeValidator(_whole_number), Field(ge=1, le=100_000)]
+
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 ApiScope = Literal["read", "write", "trigger"]
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
@@ -77,6 +83,7 @@ class JobOverride(BaseModel):
     timezone: str | None = None
     dst_gap: DstGap | None = None
     dst_repeat: DstRepeat | None = None
+    concurrency_group: str | None = None
 
 
 class ApiToken(BaseModel):
@@ -209,6 +216,12 @@ class Settings(BaseSettings):
         le=16_777_216,
         description="Largest request body the API reads, in bytes; a larger one is answered 413.",
     )
+    backfill_limit: int = Field(
+        10_000,
+        ge=1,
+        description="Most occurrences one backfill may select; a larger range is refused with "
+        "its count.",
+    )
     shutdown_grace: Duration = Field(
         timedelta(seconds=30),
         description="How long shutdown waits for running executors after cancelling them.",
@@ -248,6 +261,13 @@ class Settings(BaseSettings):
     )
     jobs: dict[str, JobOverride] = Field(
         default_factory=dict, description='Per-job overrides: [jobs."files.orphan-cleanup"].'
+    )
+    concurrency_limits: dict[str, _Slots] = Field(
+        default_factory=dict,
+        description="Concurrency groups and their limits: group = N runs at once across every "
+        "replica (whole numbers from 1). A job joins one by its declaration's "
+        'concurrency_group or by concurrency_group under [jobs."NAME"]. The environment '
+        "form is JSON.",
     )
     modules: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Module sections [modules.NAME], handed to executors."
@@ -400,6 +420,17 @@ class Settings(BaseSettings):
             if token.sha256 in {t.sha256 for t in value if t is not token}:
                 raise ValueError(f"API token {token.name!r} has the same secret as another")
             seen.add(token.name)
+        return value
+
+    @field_validator("concurrency_limits")
+    @classmethod
+    def _group_names(cls, value: dict[str, int]) -> dict[str, int]:
+        for name in value:
+            if not GROUP_NAME.fullmatch(name):
+                raise ValueError(
+                    f"group name {name!r} must be 1 to 100 lower-case letters, digits, '.', "
+                    "'_' or '-', starting with a letter or digit, e.g. warehouse = 2"
+                )
         return value
 
     @field_validator("runtime_secret_env_prefix")

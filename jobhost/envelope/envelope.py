@@ -162,6 +162,7 @@ class RunEnvelope:
             ),
             retry=retry,
             units=executed.units,
+            awaited=claim.source == "manual",
         )
 
     def report(

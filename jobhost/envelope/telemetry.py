@@ -113,8 +113,27 @@ class Telemetry:
             description="How far behind this host's oldest due, unclaimed occurrence is",
         )
 
+        self.group_waits = meter.create_counter(
+            "jobhost.concurrency_group.waits",
+            unit="{wait}",
+            description="Occurrences, retries and manual runs that found their concurrency "
+            "group full and waited, by group",
+        )
+        self.group_running: dict[str, int] = {}
+        """Set by the host each heartbeat: running runs per concurrency group, every replica."""
+        meter.create_observable_gauge(
+            "jobhost.concurrency_group.running",
+            callbacks=[self._observe_group_running],
+            unit="{run}",
+            description="Runs of each concurrency group running now, across every replica",
+        )
+
     def _observe_schedule_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(self.schedule_lag_seconds)
+
+    def _observe_group_running(self, _options: CallbackOptions) -> Iterable[Observation]:
+        for group, running in list(self.group_running.items()):
+            yield Observation(running, {"group": group})
 
     def install_globally(self) -> None:
         """Make these providers the process's, so executors' own spans nest under run spans."""
@@ -154,6 +173,8 @@ def metric_views(job_label: bool = True) -> list[View]:
         View(instrument_name="jobhost.run.lag", attribute_keys=job),
         View(instrument_name="jobhost.run.units", attribute_keys={*job, "result"}),
         View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
+        View(instrument_name="jobhost.concurrency_group.waits", attribute_keys={"group"}),
+        View(instrument_name="jobhost.concurrency_group.running", attribute_keys={"group"}),
         View(instrument_name="jobhost.audit.dropped", attribute_keys={"sink"}),
     ]
 

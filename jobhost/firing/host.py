@@ -45,6 +45,7 @@ from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, SystemClock, database_now, ledger
 from jobhost.store import hosts as host_rows
 from jobhost.store.claims import Claim
+from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import StoreRetry, is_store_down
 from jobhost.store.signals import SignalWatcher
@@ -141,6 +142,7 @@ class Host:
             lease_duration=settings.lease_duration,
             telemetry=self.telemetry,
             runtime=catalog.runtime,
+            concurrency_limits=settings.concurrency_limits,
         )
         self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
         self._envelope = RunEnvelope(
@@ -459,6 +461,10 @@ class Host:
             lost: set[str] = set()
             for lease, run_ids in by_lease.items():
                 lost |= ledger.renew_leases(connection, self.host_id, run_ids, now + lease)
+            if self.settings.concurrency_limits:
+                self.telemetry.group_running = {
+                    g.name: g.running for g in group_summaries(connection, now)
+                }
         for item in running:
             # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
             if item.claim.run_id in lost and not item.finished:

@@ -25,6 +25,7 @@ from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import reading
 from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
+from jobhost.store.group_limits import write_group_limits, write_group_members
 from jobhost.store.registry import SyncPlan, sync_schedules
 from jobhost.store.retrying import is_store_down
 from jobhost.store.wakeups import Wakeups, next_wakeups
@@ -59,6 +60,7 @@ class Ticker:
         lease_duration: timedelta,
         telemetry: Telemetry,
         runtime: frozenset[str] = frozenset(),
+        concurrency_limits: Mapping[str, int] | None = None,
     ) -> None:
         self._engine = engine
         self._telemetry = telemetry
@@ -67,6 +69,10 @@ class Ticker:
         self._lease_duration = lease_duration
         # Runtime jobs' rows are written by their change path; a host writes the declared ones.
         self._desired = [d for d in desired_schedules(jobs) if d.job_name not in runtime]
+        self._limits = dict(concurrency_limits or {})
+        self._groups = {
+            name: spec.concurrency_group for name, spec in jobs.items() if name not in runtime
+        }
         # The version names the declared catalog (what a deploy changes), not the runtime jobs.
         self.catalog_version = catalog_version(self._desired)
         self._rules = FiringRules(jobs, lease_duration)
@@ -86,9 +92,12 @@ class Ticker:
     def sync(self, now: datetime) -> SyncPlan:
         """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
         with self._engine.begin() as connection:
-            return sync_schedules(
+            plan = sync_schedules(
                 connection, self._desired, now, catalog_version=self.catalog_version
             )
+            write_group_limits(connection, self._limits, now)
+            write_group_members(connection, self._groups)
+            return plan
 
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
         """Fire by a new job mapping from the next turn on (runtime jobs changed).
@@ -225,6 +234,8 @@ class Ticker:
             _log.info("job %s: occurrence %s %s (%s)", name, occurrence, outcome, reason)
         for request_id, message in batch.refused:
             _log.info("manual request %s refused: %s", request_id, message)
+        for group, count in batch.group_waits.items():
+            self._telemetry.group_waits.add(count, {"group": group})
 
     def _read_wakeups(self, now: datetime) -> Wakeups:
         with reading(self._engine) as connection:

@@ -115,12 +115,14 @@ def request_trigger(
     actor: str,
     reason: str | None,
     clock: Clock | None = None,
+    beside_limit: bool = False,
 ) -> str:
     """Queue a manual run of ``job`` for the first live host (or the command's own process);
-    the request's id."""
+    the request's id. ``beside_limit`` starts it even in a full concurrency group (``--now``),
+    and the change record says so."""
     with engine.begin() as connection:
         now = database_now(connection, clock or SystemClock())
-        request_id = request_run(connection, job, actor, reason, now)
+        request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
         record_change(
             connection,
             at=now,
@@ -128,7 +130,7 @@ def request_trigger(
             action="trigger",
             job_name=job,
             before=None,
-            after={"request_id": request_id},
+            after={"request_id": request_id, **({"beside_limit": True} if beside_limit else {})},
             reason=reason,
         )
     return request_id

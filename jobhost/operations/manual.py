@@ -31,12 +31,18 @@ from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import lease_for, may_start
 from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
 from jobhost.store.claims import Claim, claim_work, live_runs
+from jobhost.store.group_limits import (
+    group_summaries,
+    write_group_limits,
+    write_group_members,
+)
 from jobhost.store.hosts import default_host_id, list_hosts
 from jobhost.store.ledger import renew_leases
 from jobhost.store.operations import get_request, get_schedule
-from jobhost.store.records import TERMINAL_OUTCOMES
+from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run
+from jobhost.store.signals import ChangeSignal
 
 __all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
 
@@ -103,15 +109,25 @@ class ManualRun:
         self._host_id = f"cli-{default_host_id()}"
 
     def trigger(
-        self, spec: JobSpec, reason: str | None, *, wait: bool, timeout: float | None
+        self,
+        spec: JobSpec,
+        reason: str | None,
+        *,
+        wait: bool,
+        timeout: float | None,
+        beside_limit: bool = False,
     ) -> TriggerResult:
-        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end."""
+        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end.
+
+        ``beside_limit`` starts it even when its concurrency group is full (``--now``).
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         with reading(self._engine) as connection:
             now = database_now(connection, self._clock)
             row = get_schedule(connection, spec.name)
             running = live_runs(connection, spec.name, now)
             hosts = [h for h in list_hosts(connection) if h.alive(now)]
+            groups = group_summaries(connection, now) if spec.concurrency_group else []
         lease_live = row.lease_live(now) if row is not None else False
         if not may_start(spec.declaration, len(running), lease_live):
             return self._refused_overlap(spec, running, row.lease_owner if row else None)
@@ -122,11 +138,26 @@ class ManualRun:
                 f"warning: job {spec.name} is paused (by {row.paused_by} at "
                 f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
             )
+        for group in groups:
+            if group.name == spec.concurrency_group and group.running >= group.limit:
+                self._progress(
+                    f"group {group.name} is full ({group.running} of {group.limit} busy): "
+                    + (
+                        "--now starts the run beside the limit"
+                        if beside_limit
+                        else "the run is queued until a slot frees (--now runs it beside the limit)"
+                    )
+                )
         if not hosts:
             self._sync()
         user = getpass.getuser()
         request_id = request_trigger(
-            self._engine, spec.name, actor=user, reason=reason, clock=self._clock
+            self._engine,
+            spec.name,
+            actor=user,
+            reason=reason,
+            clock=self._clock,
+            beside_limit=beside_limit,
         )
         why = f": {reason}" if reason else ""
         self._progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
@@ -142,6 +173,15 @@ class ManualRun:
     # -- waiting for a host ------------------------------------------------------------------
 
     def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+        # Hosts signal when they claim or refuse a request and when its run is recorded: wait
+        # on that. The bounded wait re-reads now and then all the same, for what is not
+        # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
+        with ChangeSignal(self._engine) as signal:
+            return self._watch_signalled(request_id, spec, deadline, signal)
+
+    def _watch_signalled(
+        self, request_id: str, spec: JobSpec, deadline: float | None, signal: ChangeSignal
+    ) -> TriggerResult:
         announced: str | None = None
         next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
         while True:
@@ -163,14 +203,18 @@ class ManualRun:
             if run is not None:
                 if run.outcome in TERMINAL_OUTCOMES:
                     return self._finished(request_id, run)
-                if announced != run.id:
+                if run.outcome == PENDING:
+                    if announced != request.status:
+                        announced = request.status
+                        self._progress(request.message or "queued")
+                elif announced != run.id:
                     announced = run.id
                     self._progress(
                         f"running on host {run.host_id} (run {run.id}, started "
                         f"{short_utc(run.started_at)})"
                     )
             if deadline is not None and time.monotonic() >= deadline:
-                state = "running" if run is not None else "queued"
+                state = "running" if run is not None and run.outcome != PENDING else "queued"
                 self._progress(f"timed out waiting: the request is {state} and goes on")
                 return TriggerResult(
                     request_id,
@@ -182,7 +226,8 @@ class ManualRun:
                     error="timed out waiting; the request goes on",
                     timed_out_waiting=True,
                 )
-            time.sleep(POLL_SECONDS)
+            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+            signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
 
     # -- running here ------------------------------------------------------------------------
 
@@ -207,6 +252,9 @@ class ManualRun:
                     request = get_request(connection, request_id)
                 if request is not None and request.status == "refused":
                     return self._refused(request_id, spec, request.message, self._host_id)
+                if request is not None and request.status == "queued":
+                    self._progress(f"{request.message}; it runs once a host finds a free slot")
+                    return TriggerResult(request_id, request.run_id, spec.name, "queued")
                 # A host that came back took it meanwhile: watch it there.
                 return self._watch(request_id, spec, deadline)
             (claim,) = batch.claims
@@ -275,6 +323,10 @@ class ManualRun:
         with self._engine.begin() as connection:
             now = database_now(connection, self._clock)
             sync_schedules(connection, desired_schedules(self._catalog.jobs), now)
+            write_group_limits(connection, self._settings.concurrency_limits, now)
+            write_group_members(
+                connection, {n: s.concurrency_group for n, s in self._catalog.jobs.items()}
+            )
 
     def _finished(self, request_id: str, run: RunRecord) -> TriggerResult:
         error = run.error_message or run.error_type

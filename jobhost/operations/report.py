@@ -11,7 +11,7 @@ outcomes, newest first, ``missed`` and ``skipped`` included.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import Status, Summary, job_status, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord
+from jobhost.store.group_limits import GroupSummary
 from jobhost.store.registry import ScheduleChange
 
 __all__ = [
@@ -134,6 +135,9 @@ class JobReport:
     status: Status = "ok"
     running: int = 0
     """How many of its runs are running now."""
+    concurrency_group: str | None = None
+    waiting_for: str | None = None
+    """``waiting for group warehouse, 2 of 2 busy`` while its work waits for a slot."""
 
     def has(self, code: str) -> Mismatch | None:
         """The mismatch with ``code``, if the job has it."""
@@ -159,6 +163,8 @@ class JobReport:
             "recent_outcomes": list(self.recent_outcomes),
             "mismatch": [m.text() for m in self.mismatches],
             "status": self.status,
+            "concurrency_group": self.concurrency_group,
+            "waiting_for": self.waiting_for,
         }
 
 
@@ -172,6 +178,8 @@ class Report:
     """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
     summary: Summary | None = None
     """Of every job, before any filter narrowed ``jobs``."""
+    groups: list[GroupSummary] = field(default_factory=list)
+    """Every concurrency group: its limit, running runs and waiting work."""
 
     def to_json(self) -> dict[str, Any]:
         summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
@@ -179,6 +187,7 @@ class Report:
             "generated_at": iso_utc(self.generated_at),
             "summary": summary.to_json(),
             "hosts": [host_json(host) for host in self.hosts],
+            "groups": [group.to_json() for group in self.groups],
             "jobs": [job.to_json() for job in self.jobs],
         }
 
@@ -214,7 +223,12 @@ def report_from(
     ]
     summary = summarise([item.status for item in jobs], live)
     return Report(
-        generated_at=now, hosts=live, jobs=jobs, problems=list(catalog.problems), summary=summary
+        generated_at=now,
+        hosts=live,
+        jobs=jobs,
+        problems=list(catalog.problems),
+        summary=summary,
+        groups=snapshot.groups,
     )
 
 
@@ -285,6 +299,12 @@ def _job_report(
         )
     state = state_of(facts)
     codes = [m.code for m in mismatches]
+    group = spec.concurrency_group if spec is not None else None
+    group = group or (row.concurrency_group if row is not None else None)
+    waiting_for = next(
+        (g.status() for g in snapshot.groups if g.name == group and name in g.waiting_jobs),
+        None,
+    )
     return JobReport(
         name=name,
         module=module,
@@ -299,8 +319,12 @@ def _job_report(
         last_run=LastRun.of(last) if last is not None else None,
         recent_outcomes=snapshot.recent_outcomes.get(name, []),
         mismatches=mismatches,
-        status=job_status(state, codes, last.outcome if last else None, running > 0),
+        status=job_status(
+            state, codes, last.outcome if last else None, running > 0, waiting_for is not None
+        ),
         running=running,
+        concurrency_group=group,
+        waiting_for=waiting_for,
     )
 
 

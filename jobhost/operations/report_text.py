@@ -36,6 +36,7 @@ _STATUS_COLOURS = {
     "behind": "yellow",
     "stuck": "red",
     "running": "cyan",
+    "waiting": "yellow",
     "paused": "yellow",
     "disabled": None,
     "orphaned": "red",
@@ -104,6 +105,12 @@ def _summary_lines(report: Report, style: Style, shown: int) -> list[str]:
             lag = f"worst lag {worst:.1f}s, " if worst is not None else ""
             skew = report.summary.max_clock_skew_seconds or 0.0
             lines.append(f"  hosts: {hosts} live, {lag}worst clock skew {skew:.3f}s")
+    for group in report.groups:
+        busy = style("full", fg="yellow") if group.running >= group.limit else "free"
+        lines.append(
+            f"  group {group.name}: limit {group.limit}, running {group.running}, "
+            f"waiting {group.waiting} ({busy})"
+        )
     return lines
 
 
@@ -179,6 +186,8 @@ def _flags(job: JobReport) -> list[str]:
         flags.append("api")  # a runtime job: created through /api/v1 or `jobhost jobs put`
     if job.running and job.status != "running":
         flags.append(f"{job.running} running")
+    if job.waiting_for is not None:
+        flags.append(job.waiting_for)
     flags += [m.code for m in job.mismatches if m.code not in _IN_STATUS]
     return flags
 
@@ -197,7 +206,9 @@ def _job_lines(job: JobReport, style: Style, width: int) -> list[str]:
     lines += _field("trigger", f"{effective.describe()}{origin}", width)
     if job.declared_trigger is not None and effective.source == "override":
         lines += wrap_words(f"declared {job.declared_trigger.describe()}", width, 11)
-    lines += _field("status", job.status, width)
+    lines += _field("status", job.waiting_for or job.status, width)
+    if job.concurrency_group is not None:
+        lines += _field("group", job.concurrency_group, width)
     if job.paused:
         lines += _field("next", "paused", width)
     elif job.next_fire is not None:

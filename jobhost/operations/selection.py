@@ -30,6 +30,7 @@ _URGENCY = {
             "invalid",
             "orphaned",
             "running",
+            "waiting",
             "paused",
             "disabled",
             "ok",

@@ -19,6 +19,7 @@ from jobhost.errors import UnknownJobError
 from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord, SystemClock, reading
 from jobhost.store import reports as store_reports
 from jobhost.store.clock import database_now
+from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import NEWEST_FIRST, NOT_ATTEMPTS, RECENT
 from jobhost.store.runtime import JobChange, deletions
@@ -48,6 +49,8 @@ class StoreSnapshot:
     expired_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
     running: dict[str, list[RunRecord]] = field(default_factory=dict)
     """Each job's runs still running, oldest first."""
+    groups: list[GroupSummary] = field(default_factory=list)
+    """Every concurrency group with its limit, running runs and waiting work."""
     deleted: dict[str, JobChange] = field(default_factory=dict)
     """How each runtime job removed through the API was removed (by whom, when)."""
 
@@ -80,7 +83,12 @@ def read_snapshot(
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
             running = store_reports.running_runs(connection)
-        snapshot = StoreSnapshot(now=now, schedules=rows, hosts=list_hosts(connection))
+        snapshot = StoreSnapshot(
+            now=now,
+            schedules=rows,
+            hosts=list_hosts(connection),
+            groups=group_summaries(connection, now),
+        )
         removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
         if removed:
             snapshot.deleted.update(deletions(connection, removed))

@@ -8,6 +8,7 @@ orphaned) stays what it was. In order of precedence (a job has the first that ap
 - ``stuck``: a lease expired but is still held (``lease-expired``), or a run's executor ignored
   its cancellation and its thread runs on (``stuck-code``);
 - ``running``: a run is running now;
+- ``waiting``: a due occurrence, retry or manual run waits for a slot of its concurrency group;
 - ``failing``: its last attempt failed, timed out or was abandoned;
 - ``overdue``: an occurrence came due more than its grace ago and no success followed it;
 - ``behind``: its next fire is in the past, or nothing schedules one (``next-fire-past``,
@@ -32,6 +33,7 @@ Status = Literal[
     "behind",
     "stuck",
     "running",
+    "waiting",
     "paused",
     "disabled",
     "orphaned",
@@ -41,8 +43,15 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 
 
-def job_status(state: str, codes: Sequence[str], last_outcome: str | None, running: bool) -> Status:
-    """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``."""
+def job_status(
+    state: str,
+    codes: Sequence[str],
+    last_outcome: str | None,
+    running: bool,
+    waiting: bool = False,
+) -> Status:
+    """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
+    ``waiting`` when work of the job waits for a slot of its concurrency group."""
     if state == "paused":
         return "paused"
     if state == "disabled":
@@ -55,6 +64,8 @@ def job_status(state: str, codes: Sequence[str], last_outcome: str | None, runni
         return "stuck"
     if running or last_outcome == "running":
         return "running"
+    if waiting:
+        return "waiting"
     if last_outcome in FAILED_OUTCOMES:
         return "failing"
     if "overdue" in codes:

@@ -43,6 +43,11 @@ class FiringRules:
         self._crons: dict[tuple[str, str], CronSchedule] = {}
         self._intervals: dict[str, timedelta] = {}
 
+    def schedule_of(self, row: ScheduleRecord) -> Schedule | None:
+        """The schedule hosts fire ``row`` by: the catalog's trigger where the row holds it,
+        else the row's own (another catalog version wrote it), with the row's interval phase."""
+        return self._stored_schedule(row)
+
     def knows(self, job_name: str) -> bool:
         return job_name in self._jobs
 

@@ -22,28 +22,30 @@ def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
             trigger_source=spec.trigger.source,
             enabled=spec.enabled,
             schedule_for=spec.schedule,
+            dst_policy=spec.trigger.dst_policy() if spec.trigger.kind == "cron" else None,
         )
         for spec in jobs.values()
     ]
 
 
 def catalog_version(desired: list[DesiredSchedule]) -> str:
-    """A short fingerprint of what a catalog asks the store for: equal catalogs, equal version."""
+    """A short fingerprint of what a catalog asks the store for: equal catalogs, equal version.
+
+    A daylight-saving policy other than the default is part of it; the default adds nothing, so
+    a catalog that sets none keeps the version it had before the policy counted."""
     digest = hashlib.sha256()
     for want in sorted(desired, key=lambda d: d.job_name):
-        digest.update(
-            "\x1f".join(
-                str(part)
-                for part in (
-                    want.job_name,
-                    want.module,
-                    want.trigger_kind,
-                    want.trigger_expression,
-                    want.timezone,
-                    want.trigger_source,
-                    want.enabled,
-                )
-            ).encode()
-        )
+        parts: list[object] = [
+            want.job_name,
+            want.module,
+            want.trigger_kind,
+            want.trigger_expression,
+            want.timezone,
+            want.trigger_source,
+            want.enabled,
+        ]
+        if want.dst_policy:
+            parts.append(want.dst_policy)
+        digest.update("\x1f".join(str(part) for part in parts).encode())
         digest.update(b"\x1e")
     return digest.hexdigest()[:12]

@@ -79,6 +79,11 @@ class JobDefinition(BaseModel):
     timeout: StrictStr | None = Field(None, description="Longest a run may take, e.g. '5m'.")
     dst_gap: DstGap = Field(DstGap.SHIFT, description="shift or skip (fixed-time cron jobs).")
     dst_repeat: DstRepeat = Field(DstRepeat.ONCE, description="once, first, second or both.")
+    concurrency_group: StrictStr | None = Field(
+        None,
+        description="A group named in the host's [concurrency_limits]: at most that many runs "
+        "of the group at once, across every replica.",
+    )
 
     @field_validator("interval", "misfire_grace", "backoff", "backoff_max", "timeout")
     @classmethod

@@ -135,6 +135,7 @@ def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:
         audit_sinks=catalog.audit_sinks,
         kinds=catalog.kinds,
         runtime=frozenset(runtime.specs),
+        warnings=catalog.warnings,
     )
 
 

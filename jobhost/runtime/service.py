@@ -30,8 +30,9 @@ from jobhost.runtime.loading import (
     with_runtime_jobs,
 )
 from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.specs import build_spec
+from jobhost.runtime.specs import build_spec, group_problems
 from jobhost.store import Clock, SystemClock, database_now, reading
+from jobhost.store.group_limits import write_group_members
 from jobhost.store.operations import get_request
 from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import (
@@ -43,6 +44,7 @@ from jobhost.store.runtime import (
     record_change,
     update_runtime_job,
 )
+from jobhost.store.signals import ChangeSignal
 
 __all__ = ["JobService", "PutResult", "etag_of"]
 
@@ -118,6 +120,8 @@ class JobService:
         spec = build_spec(
             name, definition, self.catalog.kinds, self.settings.modules, secrets=self._secrets
         )
+        if isinstance(spec, JobSpec):
+            spec = group_problems(definition, self.settings.concurrency_limits) or spec
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
@@ -177,6 +181,7 @@ class JobService:
                 raise _LostRace
             raise stale(name, if_match, None)
         sync_schedules(connection, desired_schedules({name: spec}), now, prune=False)
+        write_group_members(connection, {name: spec.concurrency_group})
         record_change(
             connection,
             at=now,
@@ -238,13 +243,18 @@ class JobService:
         )
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
-        while time.monotonic() < deadline:
-            with reading(self.engine) as connection:
-                request = get_request(connection, request_id)
-            if request is not None and request.status != "pending":
-                status, run_id, message = request.status, request.run_id, request.message
-                break
-            time.sleep(0.05)
+        # A host that claims or refuses the request signals it: wait on that, not on a timer.
+        with ChangeSignal(self.engine) as signal:
+            while True:
+                with reading(self.engine) as connection:
+                    request = get_request(connection, request_id)
+                if request is not None and request.status != "pending":
+                    status, run_id, message = request.status, request.run_id, request.message
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                signal.wait(left)
         return {
             "job": name,
             "request_id": request_id,

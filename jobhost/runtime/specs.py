@@ -31,7 +31,7 @@ from jobhost.catalog.validation import check_critical, check_trigger
 from jobhost.runtime.definition import FieldProblem, JobDefinition
 from jobhost.runtime.secrets import SecretRule, refused_executor
 
-__all__ = ["MAX_NAME_LENGTH", "RUNTIME_MODULE", "build_spec"]
+__all__ = ["MAX_NAME_LENGTH", "RUNTIME_MODULE", "build_spec", "group_problems"]
 
 MAX_NAME_LENGTH = 200
 """The longest job name the store holds."""
@@ -127,6 +127,7 @@ def build_spec(
         enabled=definition.enabled,
         override=None,
         config=modules.get(module, _EMPTY),
+        concurrency_group=definition.concurrency_group,
     )
 
 
@@ -159,6 +160,7 @@ def _declaration(
         timeout=duration(definition.timeout),
         dst_gap=definition.dst_gap,
         dst_repeat=definition.dst_repeat,
+        concurrency_group=definition.concurrency_group,
     )
 
 
@@ -172,3 +174,18 @@ def _runtime_fix(message: str) -> str:
     return message.replace("declare a cron expression", "give a cron expression").replace(
         "declare the job disabled (enabled=False)", 'set "enabled": false'
     )
+
+
+def group_problems(definition: JobDefinition, limits: Mapping[str, int]) -> list[FieldProblem]:
+    """A new or changed definition's group must have a limit in ``[concurrency_limits]``."""
+    group = definition.concurrency_group
+    if group is None or group in limits:
+        return []
+    known = ", ".join(sorted(limits)) or "none (the host has no [concurrency_limits])"
+    return [
+        FieldProblem(
+            "concurrency_group",
+            f"names no group of the host's [concurrency_limits] (known: {known}); use one of "
+            "them, or ask the operator to add the group with its limit",
+        )
+    ]

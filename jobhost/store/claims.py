@@ -14,6 +14,7 @@ insert it refuses is dropped from the batch, never run twice.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,8 +24,10 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store.groups import GroupGate
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.signals import notify
 
 __all__ = [
     "Claim",
@@ -110,6 +113,8 @@ class ClaimBatch:
     """Job name → what is wrong with its schedule row; the row is left as it is."""
     schedules_seen: int = 0
     """Due schedule rows read: as many as the slots allowed means more may be due."""
+    group_waits: Counter[str] = field(default_factory=Counter)
+    """Concurrency group → occurrences and runs that began waiting for a slot in this batch."""
     waiting: set[str] = field(default_factory=set)
     """Jobs whose due work waits for a live run to end: that run's record lets it start."""
 
@@ -250,6 +255,7 @@ class _Work:
         self._retries: list[dict[str, Any]] = []
         self._requests: list[dict[str, Any]] = []
         self._claims: dict[str, Claim] = {}
+        self._groups = GroupGate(connection, now)
         self.taken = 0
 
     def lock_rows(self, names: set[str]) -> None:
@@ -299,6 +305,10 @@ class _Work:
         if not self._may_start(job):
             self._refuse(request, self._overlap_message(request.job_name))
             return
+        beside = self._groups.beside(job.row) if request.beside_limit else None
+        if not request.beside_limit and not self._groups.admit(job.row, queue_order=False):
+            self._queue_for_group(request, job)
+            return
         claim = self._start(
             job,
             occurrence=None,
@@ -306,7 +316,7 @@ class _Work:
             source="manual",
             key=None,
             requested_by=request.requested_by,
-            reason=request.reason,
+            reason="; ".join(r for r in (request.reason, beside) if r) or None,
             queued_at=request.requested_at,
         )
         self._requests.append(
@@ -319,6 +329,10 @@ class _Work:
             if job is not None:
                 self._batch.waiting.add(retry.job_name)
             return  # stays pending; its job is busy or not scheduled here yet
+        if not self._groups.admit(job.row, queue_order=False):
+            self._groups.park_run(retry, job.row.concurrency_group)
+            return
+        self._groups.started_run(retry)
         claim = self._start(
             job,
             occurrence=retry.occurrence,
@@ -349,6 +363,10 @@ class _Work:
         plan = self._rules.plan(job.row, self._now, blocked=blocked)
         if plan is None:
             return
+        if plan.run is not None and not self._groups.admit(job.row, queue_order=True):
+            self._groups.park_row(job.row)  # the occurrence waits for its group: nothing recorded
+            return
+        self._groups.settled_row(job.row)
         backlog = plan.next_occurrence is not None and plan.next_occurrence <= self._now
         if blocked and plan.run is None and backlog:
             self._batch.waiting.add(row.job_name)  # the live run's record makes it due
@@ -367,6 +385,8 @@ class _Work:
     def write(self) -> None:
         """Everything the batch decided, in a few statements."""
         connection = self._connection
+        self._groups.write()
+        self._batch.group_waits = self._groups.waits
         inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
         if self._retries:
             connection.execute(built(connection, "start-retries", _start_retries), self._retries)
@@ -374,6 +394,8 @@ class _Work:
         if self._requests:
             rows = [{**row, "claimed_by": self._host} for row in self._requests]
             connection.execute(built(connection, "settle-requests", _settle_requests), rows)
+            # Whoever waits for the request's answer (the API, `jobhost trigger`) is woken.
+            notify(connection)
         self._write_schedules(inserted)
         self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
         recorded = insert_ignoring_duplicates(
@@ -499,6 +521,13 @@ class _Work:
                 }
             )
         return claim
+
+    def _queue_for_group(self, request: RequestRecord, job: _Job) -> None:
+        message = f"queued: {self._groups.waiting_message(job.row)}"
+        run_id = self._groups.queue_request(request, job.row)
+        self._requests.append(
+            {"b_id": request.id, "status": "queued", "run_id": run_id, "message": message}
+        )
 
     def _refuse(self, request: RequestRecord, message: str) -> None:
         self._batch.refused.append((request.id, message))

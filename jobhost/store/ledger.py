@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from jobhost.store._sql import built, execute_isolating, locked
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
+from jobhost.store.signals import notify
 from jobhost.store.units import record_unit_counts
 
 _log = logging.getLogger("jobhost.store")
@@ -74,6 +75,8 @@ class Outcome:
     end: Finish
     retry: RetryRequest | None = None
     units: UnitCounts | None = None
+    awaited: bool = False
+    """Someone waits for this run's outcome (a manual request's): signal once it is recorded."""
 
 
 def record_outcomes(
@@ -139,6 +142,8 @@ def record_outcomes(
         if item.units is not None:
             record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
+    if any(o.awaited for o in recorded):
+        notify(connection)
     return {o.run_id for o in recorded}
 
 

@@ -19,9 +19,18 @@ __all__ = ["get_request", "get_schedule", "pause_job", "request_run", "resume_jo
 
 
 def request_run(
-    connection: Connection, job_name: str, requested_by: str, reason: str | None, now: datetime
+    connection: Connection,
+    job_name: str,
+    requested_by: str,
+    reason: str | None,
+    now: datetime,
+    *,
+    beside_limit: bool = False,
 ) -> str:
-    """Queue a manual run of ``job_name``; a live host picks it up within a second."""
+    """Queue a manual run of ``job_name``; a live host picks it up within a second.
+
+    ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``).
+    """
     request_id = uuid.uuid4().hex
     connection.execute(
         run_requests.insert().values(
@@ -31,6 +40,7 @@ def request_run(
             reason=reason,
             requested_at=now,
             status="pending",
+            beside_limit=beside_limit,
         )
     )
     notify(connection)

@@ -62,6 +62,8 @@ class ScheduleRecord(_FromRow):
     updated_at: datetime
     catalog_version: str | None = None
     due_at: datetime | None = None
+    concurrency_group: str | None = None
+    group_waiting_since: datetime | None = None
 
     def lease_live(self, now: datetime) -> bool:
         return (
@@ -96,6 +98,7 @@ class RunRecord(_FromRow):
     units_succeeded: int | None = None
     units_failed: int | None = None
     units_skipped_already_done: int | None = None
+    group_waiting_since: datetime | None = None
 
     @property
     def units(self) -> UnitCounts | None:
@@ -154,3 +157,4 @@ class RequestRecord(_FromRow):
     run_id: str | None
     claimed_by: str | None
     message: str | None
+    beside_limit: bool = False

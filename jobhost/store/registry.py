@@ -49,6 +49,9 @@ class DesiredSchedule:
     trigger_source: str
     enabled: bool
     schedule_for: Callable[[datetime], Schedule | None] = field(compare=False)
+    dst_policy: str | None = None
+    """The daylight-saving policy where it is not the default (``dst_gap=skip``): part of the
+    catalog's version, so a replica starting with another policy is a new version."""
 
     def describe(self) -> str:
         return _describe(self.trigger_kind, self.trigger_expression, self.timezone, self.enabled)

@@ -24,6 +24,7 @@ from jobhost.store.types import UTCDateTime
 
 __all__ = [
     "RUN_OCCURRENCE_CONSTRAINT",
+    "concurrency_groups",
     "hosts",
     "job_idempotency",
     "job_state",
@@ -84,8 +85,13 @@ schedules = Table(
     # When the row next needs a host: its next occurrence; for a paused job, the next one to
     # record missed; None while disabled or orphaned. A turn of the loop reads only rows due.
     Column("due_at", UTCDateTime()),
+    # The job's concurrency group (None: none), and since when its due occurrence has waited
+    # for a free slot (None: not waiting). See jobhost/store/groups.py.
+    Column("concurrency_group", String(100)),
+    Column("group_waiting_since", UTCDateTime()),
     Index("ix_schedules_next_occurrence", "next_occurrence"),
     Index("ix_schedules_due_at", "due_at"),
+    Index("ix_schedules_concurrency_group", "concurrency_group"),
 )
 
 runs = Table(
@@ -118,6 +124,8 @@ runs = Table(
     Column("units_succeeded", Integer),
     Column("units_failed", Integer),
     Column("units_skipped_already_done", Integer),
+    # A pending retry or manual run waiting for a slot of its job's concurrency group.
+    Column("group_waiting_since", UTCDateTime()),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),
@@ -158,6 +166,8 @@ run_requests = Table(
     Column("run_id", String(64)),
     Column("claimed_by", String(200)),
     Column("message", Text),
+    # `jobhost trigger --now`: start even when the job's concurrency group is full.
+    Column("beside_limit", Boolean, nullable=False, default=False),
     Index("ix_run_requests_status", "status"),
 )
 
@@ -179,6 +189,15 @@ job_idempotency = Table(
     Column("run_id", String(64)),
     Column("fencing_token", BigInteger, nullable=False),
     Column("recorded_at", UTCDateTime(), nullable=False),
+)
+
+# One row per concurrency group: its limit. The claim locks the rows it counts slots under.
+concurrency_groups = Table(
+    "concurrency_groups",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("slots", Integer, nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
 )
 
 # A single counter that commands bump to wake hosts at once (SQLite has no LISTEN/NOTIFY).

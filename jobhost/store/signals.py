@@ -12,22 +12,27 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
 from jobhost.store.engine import reading, sqlite_path
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
-__all__ = ["CHANNEL", "SignalWatcher", "notify"]
+__all__ = ["CHANNEL", "ChangeSignal", "SignalWatcher", "notify"]
 
 CHANNEL = "jobhost"
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_SECONDS = 5.0
+_SQLITE_SIGNAL_SECONDS = 0.05
+"""How often a waiter reads the SQLite counter: one tiny read, for a short wait only."""
 
 
 def notify(connection: Connection) -> None:
@@ -95,6 +100,58 @@ class SignalWatcher:
             if seen is not None and version != seen:
                 self._wake()
             seen = version
+
+
+class ChangeSignal:
+    """One wait for the hosts' signal: a command, a pause, a request claimed or refused.
+
+    Used as a context: it starts listening on entry (PostgreSQL's ``LISTEN``; on SQLite, the
+    counter as it stands), so a signal sent between the caller's read and its :meth:`wait` is
+    not missed. Read what you wait for after entering, then wait, then read again.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._listening: psycopg.Connection[Any] | None = None
+        self._seen: int | None = None
+
+    def __enter__(self) -> ChangeSignal:
+        if self._engine.dialect.name == "postgresql":
+            url = self._engine.url.set(drivername="postgresql")
+            dsn = url.render_as_string(hide_password=False)
+            try:
+                self._listening = psycopg.connect(dsn, autocommit=True)
+                self._listening.execute(f"LISTEN {CHANNEL}")
+            except psycopg.Error as error:  # the store is away: said as every store call says it
+                raise OperationalError(f"LISTEN {CHANNEL}", None, error) from error
+        else:
+            self._seen = self._version()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._listening is not None:
+            self._listening.close()
+
+    def wait(self, timeout: float) -> bool:
+        """Until the next signal, or ``timeout`` seconds; whether a signal came."""
+        if self._listening is not None:
+            notified = self._listening.notifies(timeout=max(timeout, 0.0), stop_after=1)
+            return any(True for _ in notified)
+        deadline = time.monotonic() + timeout
+        while True:
+            version = self._version()
+            if version != self._seen:
+                self._seen = version
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(_SQLITE_SIGNAL_SECONDS, left))
+
+    def _version(self) -> int | None:
+        with reading(self._engine) as connection:
+            version: int | None = connection.execute(select(signals.c.version)).scalar()
+        return version
 
 
 def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:

@@ -34,6 +34,8 @@ JOB_KEYS = {
     "recent_outcomes",
     "mismatch",
     "status",
+    "concurrency_group",
+    "waiting_for",
 }
 
 

@@ -26,3 +26,15 @@ def test_a_non_default_policy_is_shown_and_the_default_is_not(sqlite_operator: O
     text = operator.jobhost("report", "--long").stdout
     assert "cron '30 2 * * *' (Europe/Berlin; dst_gap=skip, dst_repeat=both)" in text
     assert text.count("dst_gap") == 1
+
+
+def test_a_changed_policy_is_a_new_catalog_version(sqlite_operator: Operator) -> None:
+    operator = sqlite_operator
+    versions = []
+    for policy in ({"dst_gap": "shift"}, {"dst_gap": "skip"}, {"dst_repeat": "both"}):
+        operator.configure([NIGHTLY], overrides={"sample.nightly": policy})
+        done, plan = operator.json("plan")
+        assert done.returncode == 0, done.stderr
+        versions.append(plan["catalog_version"])
+    # The override section is the source of all three; only the policy differs.
+    assert len(set(versions)) == 3

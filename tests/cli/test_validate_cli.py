@@ -107,7 +107,7 @@ def test_problems_exit_3_with_one_line_each_then_the_summary(tmp_path: Path) -> 
     assert lines[3] == "1 job, 3 problems"
 
 
-def test_json_has_exactly_ok_jobs_and_problems(tmp_path: Path) -> None:
+def test_json_has_exactly_ok_jobs_problems_and_warnings(tmp_path: Path) -> None:
     path = plugin(
         tmp_path,
         'name="files.purge", module="files", cron="0 3 * * *"',
@@ -116,7 +116,7 @@ def test_json_has_exactly_ok_jobs_and_problems(tmp_path: Path) -> None:
     done = jobhost(environment(tmp_path, path), "validate", "--json")
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)
-    assert list(report) == ["ok", "jobs", "problems"]
+    assert list(report) == ["ok", "jobs", "problems", "warnings"]
     assert report["ok"] is False
     assert report["jobs"] == 1
     (problem,) = report["problems"]
@@ -135,7 +135,7 @@ def test_json_of_a_clean_catalog(tmp_path: Path, runner: CliRunner) -> None:
         env={"JOBHOST_PLUGINS": str(path), "JOBHOST_LOAD_PLUGINS": ""},
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"ok": True, "jobs": 1, "problems": []}
+    assert json.loads(result.output) == {"ok": True, "jobs": 1, "problems": [], "warnings": []}
 
 
 def test_plugin_problems_are_listed_by_plugin(tmp_path: Path, runner: CliRunner) -> None:

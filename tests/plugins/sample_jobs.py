@@ -75,6 +75,22 @@ class SampleExecutor:
         self.entry = entry or {}
 
     def execute(self, context: JobContext) -> Result[str, str]:
+        """``span_log = true``: also append ``start|end TIME job run_id`` around the work to
+        ``LOG.spans``, so tests in other processes can see which runs overlapped."""
+        if not self.entry.get("span_log"):
+            return self._execute(context)
+        self._span("start", context)
+        try:
+            return self._execute(context)
+        finally:
+            self._span("end", context)
+
+    def _span(self, event: str, context: JobContext) -> None:
+        if self.log:
+            with open(f"{self.log}.spans", "a", encoding="utf-8") as handle:
+                handle.write(f"{event} {time.time():.6f} {context.job_name} {context.run_id}\n")
+
+    def _execute(self, context: JobContext) -> Result[str, str]:
         self._write(context)
         match self.behaviour:
             case "succeed":
@@ -177,6 +193,7 @@ def _registration(entry: Mapping[str, Any], log: str | None) -> JobRegistration:
         lease=_duration(entry.get("lease")),
         dst_gap=DstGap(entry.get("dst_gap", "shift")),
         dst_repeat=DstRepeat(entry.get("dst_repeat", "once")),
+        concurrency_group=entry.get("concurrency_group"),
     )
     return JobRegistration(declaration, executor_type(behaviour, seconds, log, entry))
 

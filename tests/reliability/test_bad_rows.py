@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
-import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -162,7 +161,17 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
         60,
         "the stuck job to begin",
     )[0]
-    time.sleep(max(0.0, began.at + 3 - time.time()))
+    engine = create_store_engine(f"sqlite:///{path}")
+    wait_for(
+        lambda: [
+            r
+            for r in ledger(engine)
+            if r.job_name == "rel.stuck" and (r.error_message or "").startswith("stuck:")
+        ],
+        15,
+        "the run past its timeout to be marked stuck",
+    )
+    engine.dispose()
     report = cluster.jobhost("report", "--json")
     health = cluster.jobhost("health", "--json")
     # The stuck code ends after its 12 s; the next run of the job begins only then.

@@ -42,6 +42,7 @@ class Replica:
             host_id=host_id,
             lease_duration=settings.lease_duration,
             telemetry=telemetry,
+            concurrency_limits=settings.concurrency_limits,
         )
         # The test's clock stands in for the database's, on PostgreSQL too.
         self.envelope = RunEnvelope(

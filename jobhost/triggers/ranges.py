@@ -1,0 +1,91 @@
+"""A past range of a schedule: its bounds as an operator writes them, and the occurrences in it.
+
+A backfill replays ``from ≤ occurrence < to``. The occurrences come from the same schedule object
+the firing loop fires by, so a range crosses a daylight-saving change exactly as the schedule
+did: a cron time skipped by spring-forward is absent under ``dst_gap = "skip"`` and moved under
+``"shift"``; a repeated hour fires once or twice as ``dst_repeat`` says. A bound written as a
+date is midnight in the job's zone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import TYPE_CHECKING
+
+from jobhost.triggers._daylight import load_zone
+from jobhost.triggers.search import count_between
+
+if TYPE_CHECKING:
+    from jobhost.triggers import Schedule
+
+__all__ = ["BoundError", "OccurrenceRange", "occurrences_in", "parse_bound"]
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_EXAMPLES = "2026-11-28, 2026-11-28T00:00:00Z or 2026-11-28T00:00+01:00"
+
+
+class BoundError(ValueError):
+    """A range bound that is not a date or an ISO 8601 instant with a zone."""
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceRange:
+    """The occurrences of a range, oldest first, or how many there are when too many to list.
+
+    ``occurrences`` is empty and ``over_limit`` True when the range holds more than the limit;
+    ``count`` then says how many (``count_text`` says "about N" when it was estimated).
+    """
+
+    occurrences: tuple[datetime, ...]
+    over_limit: bool
+    count: int
+    count_text: str
+
+
+def parse_bound(text: str, timezone: str) -> datetime:
+    """``text`` as an aware UTC instant; a date alone is midnight of that day in ``timezone``.
+
+    Raises :class:`BoundError` naming the text and the accepted forms.
+    """
+    value = text.strip()
+    if _DATE_ONLY.fullmatch(value):
+        try:
+            day = date.fromisoformat(value)
+        except ValueError:
+            raise BoundError(f"{text!r} is not a calendar date (e.g. {_EXAMPLES})") from None
+        # Where a zone skips midnight, the earlier offset places it at the gap's start.
+        return datetime.combine(day, time(0), tzinfo=load_zone(timezone)).astimezone(UTC)
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise BoundError(f"{text!r} is not a date or an ISO 8601 time (e.g. {_EXAMPLES})") from None
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise BoundError(
+            f"{text!r} has no zone: add one, e.g. Z or +01:00 (or give a date alone, which "
+            f"means midnight in the job's zone {timezone})"
+        )
+    return instant.astimezone(UTC)
+
+
+def occurrences_in(
+    schedule: Schedule, start: datetime, end: datetime, *, limit: int
+) -> OccurrenceRange:
+    """Occurrences with ``start ≤ occurrence < end``, at most ``limit`` of them listed.
+
+    The work is bounded by ``limit``: beyond it the range is counted (exactly up to
+    :data:`~jobhost.triggers.search.COUNT_STEPS`, estimated past that), not listed.
+    """
+    if end <= start:
+        return OccurrenceRange((), False, 0, "0")
+    just_before = start - timedelta(microseconds=1)
+    found: list[datetime] = []
+    current = schedule.next_after(just_before)
+    while current is not None and current < end:
+        if len(found) == limit:
+            counted = count_between(schedule, just_before, end)
+            return OccurrenceRange((), True, counted.count, counted.text())
+        found.append(current)
+        current = schedule.next_after(current)
+    return OccurrenceRange(tuple(found), False, len(found), f"{len(found):,}")

@@ -1,0 +1,70 @@
+"""Waiting on the store's signal instead of a timer: who signals, and what a waiter sees."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from jobhost.store.operations import request_run
+from jobhost.store.signals import ChangeSignal, notify
+from tests.support import ManualClock
+
+MANUAL_ONLY = {"name": "sample.minutely", "cron": "* * * * *", "enabled": False}
+
+
+def test_a_waiter_is_woken_by_a_signal_sent_while_it_waits(replicas: Any) -> None:
+    (host,) = replicas([MANUAL_ONLY])
+    sent = threading.Event()
+
+    def signal_soon() -> None:
+        with host.engine.begin() as connection:
+            notify(connection)
+        sent.set()
+
+    with ChangeSignal(host.engine) as signal:
+        threading.Timer(0.2, signal_soon).start()
+        woken = signal.wait(30)
+
+    assert woken is True
+    assert sent.is_set()
+
+
+def test_a_wait_with_no_signal_ends_at_its_timeout(replicas: Any) -> None:
+    (host,) = replicas([MANUAL_ONLY])
+
+    with ChangeSignal(host.engine) as signal:
+        assert signal.wait(0.3) is False
+
+
+def test_a_signal_sent_before_the_wait_but_after_entering_is_not_missed(replicas: Any) -> None:
+    (host,) = replicas([MANUAL_ONLY])
+
+    with ChangeSignal(host.engine) as signal:
+        with host.engine.begin() as connection:
+            notify(connection)
+        assert signal.wait(30) is True
+
+
+def test_a_host_signals_when_it_claims_a_request_and_when_it_records_the_run(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([MANUAL_ONLY])
+    with host.engine.begin() as connection:
+        request_run(connection, "sample.minutely", "alice", "rerun", clock())
+
+    with ChangeSignal(host.engine) as claimed:
+        (claim,) = host.tick()
+        assert claimed.wait(30) is True
+    with ChangeSignal(host.engine) as recorded:
+        assert host.finish(claim) == "succeeded"
+        assert recorded.wait(30) is True
+
+
+def test_a_scheduled_run_signals_nobody(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([{**MANUAL_ONLY, "enabled": True}])
+    clock.advance(minutes=1)
+
+    with ChangeSignal(host.engine) as signal:
+        (claim,) = host.tick()
+        assert host.finish(claim) == "succeeded"
+        assert signal.wait(0.3) is False
