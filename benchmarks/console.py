@@ -220,6 +220,9 @@ def _seed(engine: Engine, jobs: dict[str, object]) -> int:
     if engine.dialect.name == "postgresql":
         raw = engine.raw_connection()
         try:
+            with raw.cursor() as cursor:
+                # Seeding a million rows is one statement: longer than the store's own limit.
+                cursor.execute("SET statement_timeout = 0")
             with raw.cursor() as cursor, cursor.copy(f"COPY runs ({_COLUMNS}) FROM STDIN") as copy:  # type: ignore[attr-defined]
                 for row in rows:
                     copy.write_row(row)

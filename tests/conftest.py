@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,14 @@ def postgres_base_url() -> str:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty schema on the test server, as a URL whose search_path points at it."""
+    with postgres_schema() as url:
+        yield url
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A fresh, empty schema on the test server while the block runs (for fixtures of a wider
+    scope than a test)."""
     base = make_url(postgres_base_url()).set(drivername="postgresql+psycopg")
     schema = f"t_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")

@@ -24,8 +24,9 @@ from jobhost_contracts import (
 )
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
-from sqlalchemy import delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
+
+from jobhost.store.purge import purge_by_age, purge_runs
 
 __all__ = [
     "JOB_NAME",
@@ -33,7 +34,6 @@ __all__ = [
     "RunRetention",
     "jobhost_jobs",
     "purge_growing_tables",
-    "purge_runs",
 ]
 
 JOB_NAME = "jobhost.run-retention"
@@ -140,45 +140,6 @@ class RunRetention:
         return Success({"deleted": deleted, **others})
 
 
-def purge_runs(
-    engine: Any,
-    *,
-    now: datetime,
-    keep_days: int,
-    keep_last: int,
-    batch_size: int,
-    should_stop: Any = lambda: False,
-) -> int:
-    """Delete old run rows batch by batch; return how many went."""
-    from jobhost.store.schema import runs
-
-    cutoff = now - timedelta(days=keep_days)
-    rank = (
-        func.row_number()
-        .over(partition_by=runs.c.job_name, order_by=(runs.c.queued_at.desc(), runs.c.id.desc()))
-        .label("rank")
-    )
-    ranked = select(runs.c.id, runs.c.queued_at, runs.c.outcome, rank).subquery()
-    doomed = (
-        select(ranked.c.id)
-        .where(
-            ranked.c.rank > keep_last,
-            ranked.c.queued_at < cutoff,
-            ranked.c.outcome.not_in(["running", "pending"]),
-        )
-        .limit(batch_size)
-    )
-    total = 0
-    while not should_stop():
-        with engine.begin() as connection:
-            ids = list(connection.execute(doomed).scalars())
-            if not ids:
-                break
-            connection.execute(delete(runs).where(runs.c.id.in_(ids)))
-        total += len(ids)
-    return total
-
-
 def purge_growing_tables(
     engine: Any,
     *,
@@ -187,23 +148,17 @@ def purge_growing_tables(
     should_stop: Any = lambda: False,
 ) -> dict[str, int]:
     """Purge hosts, finished requests and idempotency records by age; how many of each went."""
-    from jobhost.store.purge import purge_hosts, purge_idempotency, purge_requests
-
-    steps = {
-        "hosts": (purge_hosts, config.keep_hosts_days),
-        "requests": (purge_requests, config.keep_requests_days),
-        "idempotency_records": (purge_idempotency, config.keep_idempotency_days),
-    }
-    counts = dict.fromkeys(steps, 0)
-    for name, (purge, days) in steps.items():
-        before = now - timedelta(days=days)
-        while not should_stop():
-            with engine.begin() as connection:
-                went = purge(connection, before=before, batch_size=config.batch_size)
-            counts[name] += went
-            if went < config.batch_size:
-                break
-    return counts
+    return purge_by_age(
+        engine,
+        now=now,
+        ages={
+            "hosts": timedelta(days=config.keep_hosts_days),
+            "requests": timedelta(days=config.keep_requests_days),
+            "idempotency_records": timedelta(days=config.keep_idempotency_days),
+        },
+        batch_size=config.batch_size,
+        should_stop=should_stop,
+    )
 
 
 def _read(section: Mapping[str, Any]) -> RetentionSettings:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from jobhost.errors import JobhostError
 from jobhost.runtime.definition import FieldProblem
 
-__all__ = ["ChangeRefused", "conflict", "invalid", "not_found", "stale"]
+__all__ = ["ChangeRefused", "conflict", "invalid", "not_found", "precondition", "stale"]
 
 
 class ChangeRefused(JobhostError):
@@ -56,6 +56,10 @@ def not_found(name: str, what: str = "job") -> ChangeRefused:
 
 def conflict(detail: str) -> ChangeRefused:
     return ChangeRefused(409, "Conflict", detail)
+
+
+def precondition(detail: str) -> ChangeRefused:
+    return ChangeRefused(412, "Precondition failed", detail)
 
 
 def stale(name: str, given: str, current: str | None) -> ChangeRefused:

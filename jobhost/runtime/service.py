@@ -22,7 +22,7 @@ from jobhost.config import Settings
 from jobhost.operations import actions
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.definition import JobDefinition, parse_definition
-from jobhost.runtime.errors import conflict, invalid, not_found, stale
+from jobhost.runtime.errors import conflict, invalid, not_found, precondition, stale
 from jobhost.runtime.loading import (
     SpecCache,
     declared_jobs,
@@ -46,7 +46,7 @@ from jobhost.store.runtime import (
 )
 from jobhost.store.signals import ChangeSignal
 
-__all__ = ["JobService", "PutResult", "etag_of"]
+__all__ = ["JobService", "PutResult", "etag_matches", "etag_of"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
 _UNCONDITIONAL_TRIES = 10
@@ -107,8 +107,17 @@ class JobService:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def put(self, name: str, body: object, *, actor: str, if_match: str | None) -> PutResult:
-        """Create or replace runtime job ``name`` with ``body``."""
+    def put(
+        self,
+        name: str,
+        body: object,
+        *,
+        actor: str,
+        if_match: str | None,
+        if_none_match: str | None = None,
+    ) -> PutResult:
+        """Create or replace runtime job ``name`` with ``body`` (``If-None-Match: *``: create
+        only)."""
         definition = parse_definition(body)
         if not isinstance(definition, JobDefinition):
             raise invalid(name, definition)
@@ -125,9 +134,10 @@ class JobService:
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
-        # Without If-Match the last writer wins: a write that lost a race with another one
+        # Without a condition the last writer wins: a write that lost a race with another one
         # (created or changed the job between our read and our write) is made again on top.
-        tries = 1 if if_match is not None else _UNCONDITIONAL_TRIES
+        unconditional = if_match is None and if_none_match is None
+        tries = _UNCONDITIONAL_TRIES if unconditional else 1
         for attempt in range(1, tries + 1):
             try:
                 with self.engine.begin() as connection:
@@ -138,6 +148,7 @@ class JobService:
                         stored=stored,
                         actor=actor,
                         if_match=if_match,
+                        if_none_match=if_none_match,
                     )
             except (IntegrityError, _LostRace):
                 if attempt < tries:
@@ -157,9 +168,11 @@ class JobService:
         stored: dict[str, Any],
         actor: str,
         if_match: str | None,
+        if_none_match: str | None,
     ) -> PutResult:
         now = database_now(connection, self.clock)
         before = get_runtime_job(connection, name)
+        _check_none_match(name, before, if_none_match)
         _check_match(name, before, if_match)
         kind = str(stored["kind"])
         if before is None:
@@ -270,10 +283,32 @@ class JobService:
         return catalog
 
 
+def etag_matches(etag: str, if_none_match: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (weak comparison, RFC 9110:
+    ``W/"x"`` names ``"x"`` too; ``*`` names any)."""
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag in tags
+
+
+def _check_none_match(name: str, row: RuntimeJobRow | None, if_none_match: str | None) -> None:
+    if if_none_match is not None and row is not None and etag_matches(etag_of(row), if_none_match):
+        raise precondition(
+            f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
+            "changed; to replace it, send If-Match with its ETag instead"
+        )
+
+
 def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
     if if_match is None:
         return
-    tags = [tag.strip().removeprefix("W/") for tag in if_match.split(",")]
+    tags = [tag.strip() for tag in if_match.split(",")]
+    weak = next((tag for tag in tags if tag.startswith("W/")), None)
+    if weak is not None:
+        # RFC 9110: If-Match compares strongly, and a weak tag never matches.
+        raise precondition(
+            f"If-Match {weak} is a weak ETag, which never matches: send the ETag as a GET or "
+            "PUT gave it"
+        )
     if row is None:
         raise stale(name, if_match, None)
     if "*" not in tags and etag_of(row) not in tags:

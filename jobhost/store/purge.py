@@ -1,28 +1,89 @@
-"""Deleting rows nothing needs any more: gone hosts, finished manual requests, old idempotency keys.
+"""Deleting rows nothing needs any more: old runs, gone hosts, finished manual requests, old
+idempotency keys.
 
-The run ledger's own purge keeps the newest rows of every job and lives with the retention job
-(:mod:`jobhost.builtin.retention`); these tables have no such rule, only an age. Each function
-deletes at most ``batch_size`` rows in the caller's transaction and returns how many went, so the
-caller bounds its transactions and can stop between batches.
+Each operation deletes in batches of ``batch_size`` rows, one transaction a batch, so no
+transaction grows with the table and ``should_stop`` is asked between batches. The run ledger
+keeps the newest rows of every job; the other tables have only an age.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, or_, select, tuple_
-from sqlalchemy.engine import Connection
+from sqlalchemy import and_, delete, func, or_, select, tuple_
+from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.schema import hosts, job_idempotency, run_requests
+from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
 
-__all__ = ["FINISHED_REQUESTS", "purge_hosts", "purge_idempotency", "purge_requests"]
+__all__ = ["FINISHED_REQUESTS", "purge_by_age", "purge_runs"]
 
 FINISHED_REQUESTS = ("started", "refused")
 """Manual requests whose story is over: the run they started is in the ledger, or they were
 refused. A pending request is never purged: it still waits for a host."""
 
 
-def purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -> int:
+def purge_runs(
+    engine: Engine,
+    *,
+    now: datetime,
+    keep_days: int,
+    keep_last: int,
+    batch_size: int,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Delete run rows older than ``keep_days``, keeping the newest ``keep_last`` of every job
+    and every run still running or pending; return how many went."""
+    cutoff = now - timedelta(days=keep_days)
+    rank = (
+        func.row_number()
+        .over(partition_by=runs.c.job_name, order_by=(runs.c.queued_at.desc(), runs.c.id.desc()))
+        .label("rank")
+    )
+    ranked = select(runs.c.id, runs.c.queued_at, runs.c.outcome, rank).subquery()
+    doomed = (
+        select(ranked.c.id)
+        .where(
+            ranked.c.rank > keep_last,
+            ranked.c.queued_at < cutoff,
+            ranked.c.outcome.not_in(["running", "pending"]),
+        )
+        .limit(batch_size)
+    )
+    total = 0
+    while not should_stop():
+        with engine.begin() as connection:
+            ids = list(connection.execute(doomed).scalars())
+            if not ids:
+                break
+            connection.execute(delete(runs).where(runs.c.id.in_(ids)))
+        total += len(ids)
+    return total
+
+
+def purge_by_age(
+    engine: Engine,
+    *,
+    now: datetime,
+    ages: Mapping[str, timedelta],
+    batch_size: int,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> dict[str, int]:
+    """Delete what is older than its age in ``ages`` (keys ``hosts``, ``requests``,
+    ``idempotency_records``); how many rows of each went."""
+    counts = dict.fromkeys(ages, 0)
+    for name, age in ages.items():
+        purge = _BY_AGE[name]
+        while not should_stop():
+            with engine.begin() as connection:
+                went = purge(connection, before=now - age, batch_size=batch_size)
+            counts[name] += went
+            if went < batch_size:
+                break
+    return counts
+
+
+def _purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -> int:
     """Hosts stopped before ``before``, or never heard from since then (killed)."""
     gone = or_(
         hosts.c.stopped_at < before,
@@ -34,7 +95,7 @@ def purge_hosts(connection: Connection, *, before: datetime, batch_size: int) ->
     return len(ids)
 
 
-def purge_requests(connection: Connection, *, before: datetime, batch_size: int) -> int:
+def _purge_requests(connection: Connection, *, before: datetime, batch_size: int) -> int:
     """Finished manual requests made before ``before``."""
     ids = list(
         connection.execute(
@@ -51,7 +112,7 @@ def purge_requests(connection: Connection, *, before: datetime, batch_size: int)
     return len(ids)
 
 
-def purge_idempotency(connection: Connection, *, before: datetime, batch_size: int) -> int:
+def _purge_idempotency(connection: Connection, *, before: datetime, batch_size: int) -> int:
     """Idempotency records written before ``before``."""
     keys = connection.execute(
         select(job_idempotency.c.job_name, job_idempotency.c.key)
@@ -62,3 +123,10 @@ def purge_idempotency(connection: Connection, *, before: datetime, batch_size: i
         pair = tuple_(job_idempotency.c.job_name, job_idempotency.c.key)
         connection.execute(delete(job_idempotency).where(pair.in_([tuple(k) for k in keys])))
     return len(keys)
+
+
+_BY_AGE: dict[str, Callable[..., int]] = {
+    "hosts": _purge_hosts,
+    "requests": _purge_requests,
+    "idempotency_records": _purge_idempotency,
+}

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from jobhost.web.access import ReadAccess
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
+from jobhost.web.headers import SecurityHeaders
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.timeouts import RequestTimeout
 from jobhost.web.unavailable import StoreUnavailable, is_store_down
@@ -88,6 +89,7 @@ def create_app(
     return Starlette(
         routes=[*listed, *pages],
         middleware=[
+            Middleware(SecurityHeaders),
             Middleware(CatchUnexpected),
             Middleware(StoreUnavailable),
             Middleware(RequestTimeout, seconds=request_timeout),

@@ -20,6 +20,7 @@ from jobhost.runtime.service import JobService
 from jobhost.store import create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
+from tests.conftest import BACKENDS, postgres_schema
 
 SECRET = "schema-secret-0123456789abcdef"
 EXAMPLES = 12
@@ -33,11 +34,21 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def api_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    directory: Path = tmp_path_factory.mktemp("schema")
+@pytest.fixture(scope="module", params=BACKENDS)
+def api_base(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "sqlite":
+        directory: Path = tmp_path_factory.mktemp("schema")
+        yield from _serve(f"sqlite:///{directory}/store.db")
+        return
+    with postgres_schema() as url:
+        yield from _serve(url)
+
+
+def _serve(store_url: str) -> Iterator[str]:
     config = Settings(
-        database_url=f"sqlite:///{directory}/store.db",
+        database_url=store_url,
         api_tokens=[
             {
                 "name": "fuzzer",

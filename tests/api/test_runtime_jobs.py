@@ -237,3 +237,27 @@ def test_a_policy_the_catalog_refuses_is_refused_naming_its_field(
     assert "the job's definition" in error.problems[0].message
     with reading(engine) as connection:
         assert get_schedule(connection, "hooks.bad") is None
+
+
+def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
+    sample_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = sample_settings([], concurrency_limits={"warehouse": 2})
+    monkeypatch.setenv("JOBHOST_LOAD_PLUGINS", "http")
+    engine = create_store_engine(settings.database_url)
+    upgrade(engine)
+    try:
+        jobs = JobService(settings, build_catalog(settings), engine, ManualClock(NOW))
+        unknown = refused(
+            lambda: jobs.put(
+                "hooks.ping", {**PING, "concurrency_group": "warehose"}, actor="x", if_match=None
+            )
+        )
+        assert unknown.status == 422
+        assert "concurrency_group" in unknown.detail and "known: warehouse" in unknown.detail
+        jobs.put("hooks.ping", {**PING, "concurrency_group": "warehouse"}, actor="x", if_match=None)
+        with reading(engine) as connection:
+            row = get_schedule(connection, "hooks.ping")
+        assert row is not None and row.concurrency_group == "warehouse"
+    finally:
+        engine.dispose()

@@ -20,9 +20,9 @@ from jobhost.builtin.retention import (
     RunRetention,
     jobhost_jobs,
     purge_growing_tables,
-    purge_runs,
 )
 from jobhost.store import StoreJobState, create_store_engine, upgrade
+from jobhost.store.purge import purge_runs
 from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -1,8 +1,8 @@
 """SQL lives in the store: the loop and the operator commands call store functions, not tables.
 
-``jobhost/firing/`` and ``jobhost/operations/`` never import the schema or SQLAlchemy's query
-builders, and ``jobhost/operations/`` never imports the firing loop: a report or a pause must not
-drag the loop in, and a change to a table touches only ``jobhost/store/``.
+``jobhost/builtin/``, ``jobhost/firing/`` and ``jobhost/operations/`` never import the schema or
+SQLAlchemy's query builders, and ``jobhost/operations/`` never imports the firing loop: a report
+or a pause must not drag the loop in, and a change to a table touches only ``jobhost/store/``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _files(package: str) -> list[Path]:
     return sorted((PACKAGE / package).rglob("*.py"))
 
 
-@pytest.mark.parametrize("package", ["firing", "operations"])
+@pytest.mark.parametrize("package", ["builtin", "firing", "operations"])
 def test_no_tables_and_no_query_building_outside_the_store(package: str) -> None:
     offenders = []
     for path in _files(package):

@@ -127,7 +127,7 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
     page = client.post("/jobs/sample.job-01/resume", f"reason=fixed&csrf={csrf}")[2]
     assert 'id="notice">resumed<' in page
     page = client.post("/jobs/sample.job-01/trigger", f"reason=rerun&csrf={csrf}")[2]
-    assert "trigger queued (request " in page
+    assert 'id="notice">trigger queued' in page
     (request,) = operator.requests()
     assert (request.job_name, request.requested_by, request.reason) == (
         "sample.job-01",

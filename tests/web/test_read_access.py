@@ -165,6 +165,14 @@ def test_a_read_token_signs_in_to_look_and_only_an_operator_acts(
     assert status == 200 and 'id="signed-in-as">bob<' in page
 
 
+def test_a_nul_byte_in_a_form_is_refused_before_the_store(
+    serve: Callable[..., tuple[str, GuessBrake]],
+) -> None:
+    base, _ = serve(web_read_access="token")
+    status, _, page = Client(base).open("POST", "/signin", "token=a%00b")
+    assert status == 400 and "NUL" in page
+
+
 def test_sign_out_ends_the_session_on_every_replica(
     serve: Callable[..., tuple[str, GuessBrake]],
 ) -> None:

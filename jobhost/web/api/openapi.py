@@ -35,6 +35,14 @@ _NAME = {
     "description": "The job's name, module.job ('hooks.nightly-ping').",
     "schema": {"type": "string", "pattern": NAME_PATTERN.pattern, "maxLength": 200},
 }
+_IF_NONE_MATCH = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "description": "On GET, an ETag you hold: 304 while the job is still so. On PUT, *: create "
+    "only (412 if the job exists).",
+    "schema": STR,
+}
 _IF_MATCH = {
     "name": "If-Match",
     "in": "header",
@@ -139,9 +147,12 @@ def _paths() -> dict[str, Any]:
         "/jobs/{name}": {
             "get": _operation(
                 "One job; a runtime job's answer carries its ETag.",
-                {"200": {**_json(ref("Job"), "The job."), "headers": etag}},
+                {
+                    "200": {**_json(ref("Job"), "The job."), "headers": etag},
+                    "304": {"description": "Not modified: If-None-Match names its ETag."},
+                },
                 scope="read",
-                parameters=[_NAME],
+                parameters=[_NAME, _IF_NONE_MATCH],
             ),
             "put": _operation(
                 "Create (201) or replace (200) a runtime job.",
@@ -150,7 +161,7 @@ def _paths() -> dict[str, Any]:
                     "201": {**runtime, "description": "Created."},
                 },
                 scope="write",
-                parameters=[_NAME, _IF_MATCH],
+                parameters=[_NAME, _IF_MATCH, _IF_NONE_MATCH],
                 body=ref("JobDefinition"),
             ),
             "delete": _operation(

@@ -25,7 +25,7 @@ from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import short_utc
 from jobhost.runtime.errors import ChangeRefused, not_found
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import JobService, etag_matches
 from jobhost.store import Clock, reading
 from jobhost.store.operations import get_schedule
 from jobhost.store.reports import job_is_known
@@ -246,15 +246,23 @@ class _Api:
             return job_json(report.jobs[0], catalog, self.service.runtime_row(name))
 
         data = await blocking(read)
-        headers = {"ETag": data["runtime"]["etag"]} if "runtime" in data else None
-        return JSONResponse(data, headers=headers)
+        if "runtime" not in data:
+            return JSONResponse(data)
+        etag = data["runtime"]["etag"]
+        if_none_match = request.headers.get("if-none-match")
+        if if_none_match is not None and etag_matches(etag, if_none_match):
+            return Response(status_code=304, headers={"ETag": etag})
+        return JSONResponse(data, headers={"ETag": etag})
 
     async def put(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
         body = await read_json(request, self.limit)
         if_match = request.headers.get("if-match")
+        if_none_match = request.headers.get("if-none-match")
         done = await blocking(
-            lambda: self.service.put(name, body, actor=token.name, if_match=if_match)
+            lambda: self.service.put(
+                name, body, actor=token.name, if_match=if_match, if_none_match=if_none_match
+            )
         )
         return JSONResponse(
             runtime_json(done.row),
@@ -272,6 +280,10 @@ class _Api:
         name = request.path_params["name"]
         reason = await read_reason(request, self.limit)
         data = await blocking(lambda: self.service.trigger(name, actor=token.name, reason=reason))
+        if data["status"] == "refused":
+            # The host would not start it: a run still running under overlap = forbid.
+            detail = f"job {name}: {data['message'] or 'the run was refused'}"
+            return problem(409, "Conflict", detail, extra={"request_id": data["request_id"]})
         return JSONResponse(data, status_code=202)
 
     async def pause(self, request: Request, token: ApiToken) -> Response:

@@ -50,9 +50,17 @@ class ConsoleSite(Protocol):
     def actions_off_reason(self) -> str: ...
 
 
-__all__ = ["ACTIONS", "ActionHandler", "ConsoleSite"]
+__all__ = ["ACTIONS", "NOTICES", "ActionHandler", "ConsoleSite"]
 
 ACTIONS = ("trigger", "pause", "resume")
+NOTICES = {
+    "paused": "paused",
+    "already-paused": "already paused",
+    "resumed": "resumed",
+    "was-not-paused": "was not paused",
+    "triggered": "trigger queued: a host starts the run within seconds (see its runs below)",
+}
+"""What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 _audit = logging.getLogger("jobhost.audit")
 
 
@@ -86,7 +94,9 @@ class ActionHandler:
             return console.refuse(request, f"no declared job {name}", 404)
         client = client_of(request)
         result = await blocking(lambda: self._do(action, name, session.who, reason, client))
-        target = f"/jobs/{quote(name, safe='')}?done={quote(result, safe='')}"
+        # A fixed code, never the text: a link cannot make the page say what it likes.
+        code = "triggered" if action == "trigger" else result.replace(" ", "-")
+        target = f"/jobs/{quote(name, safe='')}?done={code}"
         return RedirectResponse(target, status_code=303)
 
     def _do(self, action: str, name: str, who: str, reason: str, client: str) -> str:

@@ -155,7 +155,8 @@ def same_origin(request: Request) -> bool:
     if origin is None or origin == "null":
         return origin is None
     host = request.headers.get("host", "")
-    return origin.split("://", 1)[-1] == host
+    # Scheme and host both: http://host is another origin than https://host.
+    return origin == f"{request.url.scheme}://{host}"
 
 
 def client_of(request: Request) -> str:

@@ -34,7 +34,7 @@ from jobhost.store import Clock, reading
 from jobhost.store.sessions import end_sessions, session_version
 from jobhost.web.access import GuessBrake
 from jobhost.web.app import blocking
-from jobhost.web.console.actions import ActionHandler
+from jobhost.web.console.actions import NOTICES, ActionHandler
 from jobhost.web.console.auth import (
     BadForm,
     Session,
@@ -187,7 +187,7 @@ class Console:
             span=span_name,
             ranges=list(RANGES),
             outcomes=OUTCOME_ORDER,
-            done=request.query_params.get("done"),
+            done=NOTICES.get(request.query_params.get("done", "")),
         )
 
     async def run(self, request: Request) -> Response:

@@ -75,8 +75,12 @@ def test_ticks_follow_the_zone_across_daylight_saving() -> None:
     assert len(week.ticks) == 7 and week.ticks[0].label == "Mon 23 Mar"
 
 
-def _request(cookie: str | None = None, **headers: str) -> Any:
-    return SimpleNamespace(cookies={COOKIE: cookie} if cookie else {}, headers=headers)
+def _request(cookie: str | None = None, scheme: str = "http", **headers: str) -> Any:
+    return SimpleNamespace(
+        cookies={COOKIE: cookie} if cookie else {},
+        headers=headers,
+        url=SimpleNamespace(scheme=scheme),
+    )
 
 
 def _cookie(response: Response) -> str:
@@ -108,3 +112,6 @@ def test_a_post_from_another_site_is_recognised() -> None:
     assert same_origin(_request(host="jobs:8080", origin="http://jobs:8080"))
     assert not same_origin(_request(host="jobs:8080", origin="https://evil.example"))
     assert not same_origin(_request(host="jobs:8080", origin="null"))
+    # The scheme counts: a page served over http is another origin than https on the same host.
+    assert not same_origin(_request(host="jobs:8080", origin="https://jobs:8080"))
+    assert same_origin(_request(host="jobs:8080", origin="https://jobs:8080", scheme="https"))
