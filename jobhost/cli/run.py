@@ -38,8 +38,8 @@ def run(ctx: click.Context) -> None:
     for warning in catalog.warnings:
         click.echo(f"jobhost: warning: {warning.line()}", err=True)
     click.echo(f"jobhost: store {redact_url(settings.database_url)}", err=True)
-    for warning in settings.warnings():
-        click.echo(f"jobhost: warning: {warning}", err=True)
+    for caveat in settings.warnings():
+        click.echo(f"jobhost: warning: {caveat}", err=True)
     if settings.auto_migrate:
         before, after = migrate_store(settings, create=True)
         if before != after:

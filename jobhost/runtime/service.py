@@ -171,7 +171,10 @@ class JobService:
         if_none_match: str | None,
     ) -> PutResult:
         now = database_now(connection, self.clock)
-        before = get_runtime_job(connection, name)
+        # An unconditional write waits for a concurrent one rather than losing to it.
+        before = get_runtime_job(
+            connection, name, for_update=if_match is None and if_none_match is None
+        )
         _check_none_match(name, before, if_none_match)
         _check_match(name, before, if_match)
         kind = str(stored["kind"])
