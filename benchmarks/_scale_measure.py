@@ -92,18 +92,29 @@ class Outcome:
         return self.cpu / self.fires_in_window * 1000 if self.fires_in_window else float("nan")
 
 
-def jobhost_launch(directory: Path, url: str, jobs: int, shape: str, name: str = "host") -> Launch:
-    """``jobhost --config DIR/NAME.toml run`` through the SQL-counting wrapper."""
+def jobhost_launch(
+    directory: Path,
+    url: str,
+    jobs: int,
+    shape: str,
+    name: str = "host",
+    *,
+    log_level: str = "WARNING",
+    log_lines: int = 0,
+) -> Launch:
+    """``jobhost --config DIR/NAME.toml run`` through the SQL-counting wrapper; each run writes
+    ``log_lines`` lines through its logger."""
     config = directory / f"{name}.toml"
     config.write_text(
         f"database_url = {json.dumps(url)}\n"
         f"plugins = [{json.dumps(str(_PLUGIN))}]\n"
-        'log_level = "WARNING"\n'
+        f"log_level = {json.dumps(log_level)}\n"
         'shutdown_grace = "5s"\n'
         "[modules.bench]\n"
         f"jobs = {jobs}\n"
         f"shape = {json.dumps(shape)}\n"
         f"log_dir = {json.dumps(str(directory))}\n"
+        f"log_lines = {log_lines}\n"
     )
     # The user's own JOBHOST_* settings would win over the file; only the benchmark's count.
     env = {key: value for key, value in os.environ.items() if not key.startswith("JOBHOST_")}

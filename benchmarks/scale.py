@@ -12,6 +12,9 @@ the jobs of ``_scale_plugin.py``, and APScheduler's BackgroundScheduler in a pro
 - ``replicas``: K jobhost processes on one PostgreSQL database: fires/s together, duplicates.
 - ``startup``: 10,000 declared jobs; spawn to first fire on an empty store and on restart.
 - ``idle``: one nightly job; loop turns (statement bursts per thread), statements, CPU.
+- ``runlogs``: N jobs every second writing ``--log-lines`` lines each through their logger,
+  beside the same jobs writing none (both at ``--log-level``; the lines kept as run logs):
+  CPU per 1,000 fires and lag, and their ratios.
 
 Everything is printed, nothing asserted. Each PostgreSQL run has a database of its own on the
 server of ``--postgres-url``, dropped at the end, as are all processes, even on Ctrl-C.
@@ -41,10 +44,11 @@ from _scale_measure import (
     number,
     percentile,
 )
+from _scale_runlogs import runlogs_section
 from _scale_sections import idle_section, replicas_section, startup_section
 from _scale_system import Children, Postgres, machine
 
-SECTIONS = ("scale", "replicas", "startup", "idle")
+SECTIONS = ("scale", "replicas", "startup", "idle", "runlogs")
 STORES = ("memory", "sqlite", "postgres")
 _DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -77,11 +81,27 @@ class Bench:
             return self.postgres.create(application), application
         return f"sqlite:///{directory}/{name}.db", ""
 
-    def jobhost(self, store: str, jobs: int, replicas: int = 1) -> Outcome:
+    def jobhost(
+        self,
+        store: str,
+        jobs: int,
+        replicas: int = 1,
+        *,
+        log_level: str = "WARNING",
+        log_lines: int = 0,
+    ) -> Outcome:
         directory = self.directory(f"jobhost-{store}-{jobs}")
         url, application = self.store(store, directory, "jobhost")
         launches = [
-            jobhost_launch(directory, url, jobs, "every-second", name=f"host{index}")
+            jobhost_launch(
+                directory,
+                url,
+                jobs,
+                "every-second",
+                name=f"host{index}",
+                log_level=log_level,
+                log_lines=log_lines,
+            )
             for index in range(replicas)
         ]
         return self._measure(launches, directory, jobs, url, application, ledger=True)
@@ -132,6 +152,8 @@ def main() -> None:
                 startup_section(bench)
             if "idle" in arguments.sections:
                 idle_section(bench)
+            if "runlogs" in arguments.sections:
+                runlogs_section(bench)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping the processes and dropping the databases", flush=True)
         finally:
@@ -253,7 +275,7 @@ def _arguments() -> argparse.Namespace:
         "--sections",
         type=_choices(SECTIONS),
         default=None,
-        help="comma-separated: scale,replicas,startup,idle (default: scale, "
+        help="comma-separated: scale,replicas,startup,idle,runlogs (default: scale, "
         "plus any section whose own option is given); 'all' for every one",
     )
     parser.add_argument(
@@ -311,6 +333,20 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--idle-seconds", type=float, default=None, help="idle: window (60)")
     parser.add_argument("--idle-jobs", type=int, default=1, help="idle: nightly jobs (1)")
     parser.add_argument(
+        "--log-lines",
+        type=int,
+        default=None,
+        help="runlogs: lines each run writes through its logger (20)",
+    )
+    parser.add_argument(
+        "--log-jobs", type=int, default=100, help="runlogs: every-second jobs (100)"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        help="runlogs: the hosts' log_level (WARNING: lines kept, not printed; INFO: both)",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=os.environ.get("JOBHOST_BENCH_POSTGRES_URL")
         or os.environ.get("JOBHOST_TEST_POSTGRES_URL")
@@ -324,6 +360,7 @@ def _arguments() -> argparse.Namespace:
             "replicas": arguments.replicas,
             "startup": arguments.startup_jobs,
             "idle": arguments.idle_seconds,
+            "runlogs": arguments.log_lines,
         }
         sections += [name for name, value in own.items() if value is not None]
         if any(value is not None for value in own.values()) and "--jobs" not in sys.argv:
@@ -332,6 +369,7 @@ def _arguments() -> argparse.Namespace:
     arguments.replicas = arguments.replicas or [1, 2, 3]
     arguments.startup_jobs = arguments.startup_jobs or 10_000
     arguments.idle_seconds = arguments.idle_seconds or 60.0
+    arguments.log_lines = 20 if arguments.log_lines is None else arguments.log_lines
     return arguments
 
 

@@ -1,11 +1,11 @@
 """``jobhost.run-retention``: the host's own ledger purge, declared like any module's job.
 
-It deletes run rows older than ``keep_days`` in bounded batches, always keeping the newest
-``keep_last`` rows of every job, and never touching a run that is still running or pending. The
-tables that would otherwise only grow go too: hosts stopped (or silent) for ``keep_hosts_days``,
-finished manual requests older than ``keep_requests_days``, idempotency records older than
-``keep_idempotency_days``. Settings live in ``[modules.jobhost]``: ``keep_days`` (30),
-``keep_last`` (50), ``keep_hosts_days`` (7), ``keep_requests_days`` (30),
+It deletes run rows older than ``keep_days``, with their log lines, in bounded batches, always
+keeping the newest ``keep_last`` rows of every job, and never touching a run that is still running
+or pending. The tables that would otherwise only grow go too: hosts stopped (or silent) for
+``keep_hosts_days``, finished manual requests older than ``keep_requests_days``, idempotency
+records older than ``keep_idempotency_days``. Settings live in ``[modules.jobhost]``: ``keep_days``
+(30), ``keep_last`` (50), ``keep_hosts_days`` (7), ``keep_requests_days`` (30),
 ``keep_idempotency_days`` (90), ``batch_size`` (500), ``cron`` (``"23 4 * * *"``), ``timezone``
 (UTC).
 """

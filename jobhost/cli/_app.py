@@ -39,6 +39,7 @@ _MODULES = {
     "history": "history",
     "jobs": "jobs",
     "kinds": "kinds",
+    "logs": "logs",
     "next": "next",
     "pause": "pause",
     "plan": "plan",
@@ -60,6 +61,7 @@ _SHORT_HELP = {
     "history": "Show job NAME's ledger: every attempt, and every occurrence missed or skipped.",
     "jobs": "Create, change, show and remove runtime jobs (source api).",
     "kinds": "List the job kinds runtime jobs can have, with each kind's settings.",
+    "logs": "Show the lines run RUN_ID wrote through its job's logger, in order.",
     "next": "Show when job NAME (its trigger after overrides) or --cron EXPR fires next.",
     "pause": "Pause job NAME on every replica until `jobhost resume NAME`.",
     "plan": "Compare the catalog the installed modules declare with the store's schedules.",
@@ -192,16 +194,32 @@ def config_path(ctx: click.Context) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def configure_logging(level: str) -> None:
-    """Plain lines on stderr, passwords redacted and lines bounded; the run envelope adds its
-    own structured audit lines. Calling it again changes the level."""
+_STDERR_HANDLER = "jobhost-stderr"
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Lines on stderr, passwords redacted and lines bounded: plain text, or one JSON object a
+    line (``log_format = "json"``); the run envelope adds its own structured audit lines.
+    Calling it again changes the level and the format."""
     from jobhost.config import RedactingFormatter
 
     root = logging.getLogger()
-    if not any(isinstance(h.formatter, RedactingFormatter) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
+    formatter: logging.Formatter
+    if log_format == "json":
+        from jobhost.envelope.jsonlog import JsonLogFormatter
+
+        formatter = JsonLogFormatter()
+    else:
+        formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ours = [h for h in root.handlers if h.get_name() == _STDERR_HANDLER]
+    if not ours:
+        ours = [logging.StreamHandler(sys.stderr)]
+        ours[0].set_name(_STDERR_HANDLER)
+        root.addHandler(ours[0])
+    for handler in ours:
+        handler.setFormatter(formatter)
+        # On the handler too: a job logger may pass more to its run's log than stderr shows.
+        handler.setLevel(level)
     root.setLevel(level)
     # Migration chatter is not news to an operator; the host says what the upgrade did.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(level)))

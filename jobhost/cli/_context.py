@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import click
-from sqlalchemy import inspect, make_url
+from sqlalchemy import make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -47,6 +47,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
     from jobhost.runtime.secrets import SecretRule
     from jobhost.store import reading
+    from jobhost.store.runtime import has_runtime_jobs
 
     url = make_url(settings.database_url)
     file = url.database if url.get_backend_name() == "sqlite" else None
@@ -55,7 +56,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     engine = create_store_engine(settings.database_url, **settings.store_timeouts())
     try:
         with reading(engine) as connection:
-            if not inspect(connection).has_table("runtime_jobs"):
+            if not has_runtime_jobs(connection):
                 return catalog
             runtime = read_runtime_jobs(
                 connection, catalog, settings.modules, secrets=SecretRule.of(settings)

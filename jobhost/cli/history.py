@@ -9,6 +9,7 @@ import click
 from jobhost.cli._app import cli
 from jobhost.cli._context import load_catalog, open_store, settings_of
 from jobhost.operations.history import OUTCOMES, history_json, read_history
+from jobhost.operations.runlogs import LAST_LINES, entry_json, read_last_lines
 
 __all__ = ["history"]
 
@@ -24,15 +25,30 @@ __all__ = ["history"]
 )
 @click.option("--outcome", type=click.Choice(OUTCOMES), help="Only rows with this outcome.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option(
+    "--logs",
+    "with_logs",
+    is_flag=True,
+    help=f"Under each run, the last {LAST_LINES} lines it wrote (all: jobhost logs RUN_ID).",
+)
 @click.pass_context
-def history(ctx: click.Context, name: str, limit: int, outcome: str | None, as_json: bool) -> None:
+def history(
+    ctx: click.Context,
+    name: str,
+    *,
+    limit: int,
+    outcome: str | None,
+    as_json: bool,
+    with_logs: bool,
+) -> None:
     """Show job NAME's ledger: every attempt, and every occurrence missed or skipped.
 
     Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
     reason an occurrence did not run) and trace id; for a run that fanned out over units, their
     counts. JSON: {"job": NAME, "runs": [{"run_id", "occurrence", "attempt", "source", "host",
     "requested_by", "queued_at", "started_at", "finished_at", "duration_ms", "outcome",
-    "reason", "error_type", "error", "trace_id", "units"}]}.
+    "reason", "error_type", "error", "trace_id", "units"}]}; with --logs each run also has
+    "logs": its last lines, as `jobhost logs --json` writes them.
 
     Exit status: 0; 2 for an unknown job or a bad option.
     """
@@ -45,9 +61,16 @@ def history(ctx: click.Context, name: str, limit: int, outcome: str | None, as_j
     try:
         require_known_job(catalog, engine, name)
         rows = read_history(engine, name, limit=limit, outcome=outcome)
+        logs = (
+            read_last_lines(engine, [r.id for r in rows], count=LAST_LINES) if with_logs else None
+        )
     finally:
         engine.dispose()
     if as_json:
-        click.echo(json.dumps(history_json(name, rows), indent=2))
+        document = history_json(name, rows)
+        if logs is not None:
+            for run in document["runs"]:
+                run["logs"] = [entry_json(e) for e in logs.get(run["run_id"], [])]
+        click.echo(json.dumps(document, indent=2))
     else:
-        click.echo("\n".join(history_lines(name, rows, stdout_style())))
+        click.echo("\n".join(history_lines(name, rows, stdout_style(), logs)))

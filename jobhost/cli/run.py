@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, configure_logging
 from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
-from jobhost.config import redact_url
+from jobhost.config import Settings, redact_url
+
+_log = logging.getLogger("jobhost.host")
 
 
 @cli.command()
@@ -28,22 +31,25 @@ def run(ctx: click.Context) -> None:
     from jobhost.web.surfaces import host_application
 
     settings = settings_of(ctx)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     catalog = load_catalog(settings)
     if not catalog.ok:
-        click.echo("jobhost: the job catalog is invalid; the host will not start:", err=True)
-        for problem in catalog.problems:
-            click.echo(f"  {problem.line()}", err=True)
+        lines = [f"  {problem.line()}" for problem in catalog.problems]
+        _say(
+            settings,
+            "\n".join(["jobhost: the job catalog is invalid; the host will not start:", *lines]),
+            logging.ERROR,
+        )
         sys.exit(EXIT_INVALID)
     for warning in catalog.warnings:
-        click.echo(f"jobhost: warning: {warning.line()}", err=True)
-    click.echo(f"jobhost: store {redact_url(settings.database_url)}", err=True)
+        _say(settings, f"jobhost: warning: {warning.line()}", logging.WARNING)
+    _say(settings, f"jobhost: store {redact_url(settings.database_url)}")
     for caveat in settings.warnings():
-        click.echo(f"jobhost: warning: {caveat}", err=True)
+        _say(settings, f"jobhost: warning: {caveat}", logging.WARNING)
     if settings.auto_migrate:
         before, after = migrate_store(settings, create=True)
         if before != after:
-            click.echo(f"jobhost: schema upgraded from {before or 'empty'} to {after}", err=True)
+            _say(settings, f"jobhost: schema upgraded from {before or 'empty'} to {after}")
     engine = open_store(settings, create=True, write=True, pre_ping=False)
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
@@ -58,10 +64,19 @@ def run(ctx: click.Context) -> None:
     if address is not None and render_metrics is not None:
         server = WebServer(address, host_application(host, render_metrics))
         server.start()
-        click.echo(f"jobhost: serving HTTP on {settings.http_listen}", err=True)
+        _say(settings, f"jobhost: serving HTTP on {settings.http_listen}")
     try:
         code = host.run_forever()
     finally:
         if server is not None:
             server.stop()
     sys.exit(code)
+
+
+def _say(settings: Settings, text: str, level: int = logging.INFO) -> None:
+    """A start-up line on stderr: as it is, or as one JSON object with ``log_format = "json"``,
+    so that every line a JSON host writes parses."""
+    if settings.log_format == "json":
+        _log.log(level, "%s", text.removeprefix("jobhost: "))
+    else:
+        click.echo(text, err=True)

@@ -38,7 +38,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
 
     settings = settings_of(ctx)
     address = _address(settings, listen)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     catalog = load_catalog(settings)
     engine = open_store(settings)
     try:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from jobhost_contracts import format_duration, parse_duration
 
 from jobhost.config.loading import CONFIG_ENV, load_settings
-from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text, redact_url
+from jobhost.config.redaction import (
+    RedactingFormatter,
+    bound_text,
+    redact_text,
+    redact_url,
+    storable_text,
+)
 from jobhost.config.settings import (
     GROUP_NAME,
     LEASE_HEARTBEATS,
@@ -34,4 +40,5 @@ __all__ = [
     "parse_duration",
     "redact_text",
     "redact_url",
+    "storable_text",
 ]

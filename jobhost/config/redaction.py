@@ -9,7 +9,7 @@ from jobhost_contracts.redaction import ERROR_TEXT_LIMIT
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["RedactingFormatter", "bound_text", "redact_text", "redact_url"]
+__all__ = ["RedactingFormatter", "bound_text", "redact_text", "redact_url", "storable_text"]
 
 
 def redact_url(url: str) -> str:
@@ -18,6 +18,16 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return redact_text(url)
+
+
+def storable_text(message: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | None:
+    """A job's text as the ledger and the run log keep it: passwords redacted, cut to ``limit``
+    characters (the length kept), NUL and lone surrogates spelled out, since PostgreSQL or the
+    driver refuse them and a run's record must never be lost to the characters of its text."""
+    if not message:
+        return None
+    text = bound_text(redact_text(message), limit)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 class RedactingFormatter(logging.Formatter):

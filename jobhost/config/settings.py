@@ -254,6 +254,24 @@ class Settings(BaseSettings):
         "clock skew) are kept before a collection reads the store again.",
     )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="The host's lines on stderr: text, or json (one object a line: time, "
+        "level, logger, message, and during a run job, run_id, attempt, trace_id, span_id).",
+    )
+    run_log_lines: Annotated[int, BeforeValidator(_whole_number)] = Field(
+        1000,
+        ge=2,
+        le=1_000_000,
+        description="Lines of a job's log kept with each run: the first half and the last "
+        "half; the lines between are counted, not kept.",
+    )
+    run_log_bytes: Annotated[int, BeforeValidator(_whole_number)] = Field(
+        262_144,
+        ge=1024,
+        le=1_073_741_824,
+        description="Bytes of a job's log kept with each run, split like run_log_lines.",
+    )
     clock_offset: Duration = Field(
         timedelta(0),
         description="Testing only: shifts this host's clock, to prove a wrong clock neither "

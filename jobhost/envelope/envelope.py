@@ -8,6 +8,7 @@ is never dropped); metrics and the audit sinks come after, from queues of their 
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,11 +28,12 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
-from jobhost.config import bound_text, redact_text
+from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.run_times import run_times
+from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim
@@ -61,6 +63,7 @@ class RunEnvelope:
         stopping: Callable[[], bool] = lambda: False,
         store_time: Callable[[Connection], datetime] | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
+        run_logs: RunLogWriter | None = None,
     ) -> None:
         self._engine = engine
         self._host_id = host_id
@@ -79,6 +82,7 @@ class RunEnvelope:
             # A stopping host tries a few times, not the whole list: its grace is short.
             give_up=lambda tries: stopping() and tries >= 3,
         )
+        self._run_logs = run_logs
         self._store_time = store_time or (lambda connection: database_now(connection, clock))
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
@@ -116,13 +120,20 @@ class RunEnvelope:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
+            run_log = self._open_log(claim)
             began = self._clock()
-            outcome = self._execute(claim, spec, cancellation, tally)
+            outcome = self._execute(claim, spec, cancellation, tally, run_log)
             ended = self._clock()
             units = tally.counts()
             if span.is_recording():
                 _close_span(span, outcome, units)
-        return Executed(outcome, trace_id, units, began=began, ended=ended)
+        return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
+
+    def flush_logs(self, executed: Sequence[Executed]) -> None:
+        """Write the last log lines of ended runs; before their outcomes, so that whoever sees a
+        run finished sees all its lines. Raises what the store raises."""
+        if self._run_logs is not None:
+            self._run_logs.finish([e.run_log for e in executed if e.run_log is not None])
 
     def run_times(
         self, claim: Claim, executed: Executed, written_at: datetime
@@ -204,8 +215,18 @@ class RunEnvelope:
         )
         self._reporter.submit(entry)
 
+    def _open_log(self, claim: Claim) -> RunLog | None:
+        if self._run_logs is None:
+            return None
+        return self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
+
     def _execute(
-        self, claim: Claim, spec: JobSpec, cancellation: Cancellation, tally: UnitTally
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        cancellation: Cancellation,
+        tally: UnitTally,
+        run_log: RunLog | None,
     ) -> Outcome:
         context = JobContext(
             job_name=claim.job_name,
@@ -230,12 +251,24 @@ class RunEnvelope:
             unit_tally=tally,
         )
         timeout = spec.declaration.timeout
-        return execute_executor(
-            spec.executor,
-            context,
-            timeout=timeout.total_seconds() if timeout is not None else None,
-            grace=self._grace.total_seconds(),
-        )
+        if run_log is None:
+            return execute_executor(
+                spec.executor,
+                context,
+                timeout=timeout.total_seconds() if timeout is not None else None,
+                grace=self._grace.total_seconds(),
+            )
+        with running(run_log):
+            outcome = execute_executor(
+                spec.executor,
+                context,
+                timeout=timeout.total_seconds() if timeout is not None else None,
+                grace=self._grace.total_seconds(),
+            )
+        error = outcome.exception
+        if error is not None and error.__traceback__ is not None and self._run_logs is not None:
+            self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
+        return outcome
 
     def _record(
         self, claim: Claim, spec: JobSpec, executed: Executed
@@ -248,6 +281,7 @@ class RunEnvelope:
         outcome = executed.outcome
 
         def write() -> tuple[datetime, LedgerOutcome, dict[str, str] | None]:
+            self.flush_logs([executed])
             with self._engine.begin() as connection:
                 now = self._store_time(connection)
                 entry = self.ledger_outcome(claim, spec, executed, now)
@@ -302,6 +336,8 @@ class Executed:
     began: datetime | None = None
     ended: datetime | None = None
     """The executor's own start and end, on this host's clock; None when it never ran."""
+    run_log: RunLog | None = None
+    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
@@ -340,13 +376,8 @@ def _iso(value: datetime) -> str:
 
 
 def _redacted(message: str | None) -> str | None:
-    # Bounded as well: the ledger and every audit sink get the same cut text, length kept. NUL
-    # and lone surrogates, which PostgreSQL or the driver refuse, are spelled out: an outcome
-    # must never be lost to the characters of its own error message.
-    if not message:
-        return None
-    text = bound_text(redact_text(message))
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    # Bounded as well: the ledger and every audit sink get the same cut text, length kept.
+    return storable_text(message)
 
 
 def _stack(error: BaseException) -> str:

@@ -35,6 +35,7 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
 from jobhost.envelope.execution import Outcome, RunningCall
+from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
@@ -145,8 +146,15 @@ class Host:
             concurrency_limits=settings.concurrency_limits,
         )
         self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
+        self._run_logs = RunLogWriter(
+            engine,
+            max_lines=settings.run_log_lines,
+            max_bytes=settings.run_log_bytes,
+            level=settings.log_level,
+        )
         self._envelope = RunEnvelope(
             engine,
+            run_logs=self._run_logs,
             host_id=self.host_id,
             clock=self.clock,
             grace=settings.shutdown_grace,
@@ -322,6 +330,7 @@ class Host:
         for item in leftovers:
             self._recorder.put(self._cancelled(item))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
+        self._run_logs.close()
         if not self._envelope.flush_reports(min(grace, 5.0)):
             _log.warning("stopping with audit records still queued for a slow sink")
         try:

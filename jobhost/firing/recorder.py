@@ -139,6 +139,7 @@ class OutcomeRecorder:
         return []
 
     def _write(self, batch: list[Finished], *, isolate: bool) -> None:
+        self._envelope.flush_logs([f.executed for f in batch])
         with self._engine.begin() as connection:
             now = database_now(connection, self._clock)
             entries = [

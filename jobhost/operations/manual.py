@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.operations.actions import request_trigger
 from jobhost.operations.timefmt import iso_utc, short_utc
@@ -259,8 +260,15 @@ class ManualRun:
                 return self._watch(request_id, spec, deadline)
             (claim,) = batch.claims
             self._progress(f"running here as host {self._host_id} (run {claim.run_id})")
+            run_logs = RunLogWriter(
+                self._engine,
+                max_lines=self._settings.run_log_lines,
+                max_bytes=self._settings.run_log_bytes,
+                level=self._settings.log_level,
+            )
             envelope = RunEnvelope(
                 self._engine,
+                run_logs=run_logs,
                 host_id=self._host_id,
                 clock=self._clock,
                 grace=self._settings.shutdown_grace,
@@ -268,7 +276,10 @@ class ManualRun:
                 sinks=self._catalog.audit_sinks,
                 sink_timeout=self._settings.audit_sink_timeout,
             )
-            cancelled = self._supervise(envelope, claim, spec, deadline)
+            try:
+                cancelled = self._supervise(envelope, claim, spec, deadline)
+            finally:
+                run_logs.close()
             with reading(self._engine) as connection:
                 run = get_run(connection, claim.run_id)
             assert run is not None

@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 import textwrap
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from jobhost.operations.manual import TriggerResult
     from jobhost.store import HostRecord, RunRecord, ScheduleRecord
     from jobhost.store.registry import SyncPlan
+    from jobhost.store.runlogs import Dropped, LogLine
 
 __all__ = [
     "WIDTH",
@@ -77,7 +79,13 @@ def terminal_width() -> int:
     return max(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH)
 
 
-def history_lines(job: str, rows: list[RunRecord], style: Style) -> list[str]:
+def history_lines(
+    job: str,
+    rows: list[RunRecord],
+    style: Style,
+    logs: Mapping[str, list[LogLine | Dropped]] | None = None,
+) -> list[str]:
+    """The ledger rows; with ``logs`` (``--logs``), each run's last log lines under it."""
     if not rows:
         return [f"{job}: no runs recorded"]
     lines = [
@@ -107,6 +115,25 @@ def history_lines(job: str, rows: list[RunRecord], style: Style) -> list[str]:
         if run.error_message or run.error_type:
             error = ": ".join(filter(None, [run.error_type, run.error_message]))
             lines += [style(line, fg="red") for line in _wrap(f"error: {error}", 4)]
+        if logs is not None:
+            lines += _log_lines(run, logs.get(run.id), style)
+    return lines
+
+
+def _log_lines(run: RunRecord, entries: list[LogLine | Dropped] | None, style: Style) -> list[str]:
+    from jobhost.operations.runlogs import line_text
+
+    if not entries:
+        return [f"    log of run {run.id}: no lines"] if run.started_at else []
+    lines = [f"    log of run {run.id} (last lines; all: jobhost logs {run.id}):"]
+    for entry in entries:
+        text = line_text(entry)
+        level = getattr(entry, "level", "")
+        colour = (
+            "red" if level in {"ERROR", "CRITICAL"} else "yellow" if level == "WARNING" else None
+        )
+        for part in text.split("\n"):
+            lines.append(style(f"      {part}", fg=colour) if colour else f"      {part}")
     return lines
 
 

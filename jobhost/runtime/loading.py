@@ -9,7 +9,7 @@ validates (its kind's module was removed) is a problem too (``runtime-job-invali
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -135,7 +135,16 @@ def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:
         audit_sinks=catalog.audit_sinks,
         kinds=catalog.kinds,
         runtime=frozenset(runtime.specs),
-        warnings=catalog.warnings,
+        warnings=[w for w in catalog.warnings if not _joined(w, runtime.specs.values())],
+    )
+
+
+def _joined(warning: Problem, specs: Iterable[JobSpec]) -> bool:
+    """An unused-limit warning about a group that a runtime job joins after all."""
+    return warning.code == "unused-concurrency-limit" and any(
+        s.concurrency_group is not None
+        and warning.message.startswith(f"[concurrency_limits] {s.concurrency_group} = ")
+        for s in specs
     )
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, delete, func, or_, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
+from jobhost.store.runlogs import delete_run_logs
 from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
 
 __all__ = ["FINISHED_REQUESTS", "purge_by_age", "purge_runs"]
@@ -32,8 +33,9 @@ def purge_runs(
     batch_size: int,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> int:
-    """Delete run rows older than ``keep_days``, keeping the newest ``keep_last`` of every job
-    and every run still running or pending; return how many went."""
+    """Delete run rows older than ``keep_days``, with their log lines, keeping the newest
+    ``keep_last`` of every job and every run still running or pending; return how many runs
+    went."""
     cutoff = now - timedelta(days=keep_days)
     rank = (
         func.row_number()
@@ -57,6 +59,7 @@ def purge_runs(
             if not ids:
                 break
             connection.execute(delete(runs).where(runs.c.id.in_(ids)))
+            delete_run_logs(connection, ids)
         total += len(ids)
     return total
 

@@ -16,7 +16,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Index, Integer, String, Table, Text, delete, func, select, update
+from sqlalchemy import (
+    Column,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    delete,
+    func,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from jobhost.store.schema import metadata, schedules
@@ -30,6 +42,7 @@ __all__ = [
     "delete_runtime_job",
     "deletions",
     "get_runtime_job",
+    "has_runtime_jobs",
     "insert_runtime_job",
     "job_changes",
     "latest_change_id",
@@ -317,3 +330,8 @@ def latest_change_id(connection: Connection) -> int:
     """The newest change's id (0 when none): one read through the primary key."""
     value = connection.execute(select(func.max(job_changes.c.id))).scalar()
     return int(value) if value is not None else 0
+
+
+def has_runtime_jobs(connection: Connection) -> bool:
+    """Whether the store's schema is recent enough to hold runtime jobs."""
+    return inspect(connection).has_table("runtime_jobs")

@@ -259,5 +259,13 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
         with reading(engine) as connection:
             row = get_schedule(connection, "hooks.ping")
         assert row is not None and row.concurrency_group == "warehouse"
+        # The limit is used after all: the declared catalog's warning goes once it is joined.
+        catalog = build_catalog(settings)
+        assert [w.code for w in catalog.warnings] == ["unused-concurrency-limit"]
+        with reading(engine) as connection:
+            runtime = read_runtime_jobs(
+                connection, catalog, settings.modules, secrets=SecretRule.of(settings)
+            )
+        assert with_runtime_jobs(catalog, runtime).warnings == []
     finally:
         engine.dispose()

@@ -240,3 +240,35 @@ def test_the_ages_are_settings_of_the_retention_job() -> None:
     ) == (1, 2, 3)
     with pytest.raises(ValueError, match=r"keep_hosts_days = 0: must be a whole number from 1"):
         jobhost_jobs(MappingProxyType({"jobhost": {"keep_hosts_days": 0}}))
+
+
+def test_a_purged_run_takes_its_log_lines_with_it(engine: Engine) -> None:
+    from jobhost.store.runlogs import LogLine, append_lines, run_logs
+
+    _fill(engine, "a.job", [1, 40, 50])
+    with engine.connect() as connection:
+        ids = dict(
+            connection.execute(
+                select(runs.c.queued_at, runs.c.id).where(runs.c.job_name == "a.job")
+            ).all()
+        )
+    lines = [
+        LogLine(
+            run_id,
+            seq,
+            int(NOW.timestamp() * 1e6),
+            "INFO",
+            f"line {seq}",
+            offset=(seq - 1) * 6,
+            size=6,
+        )
+        for run_id in ids.values()
+        for seq in (1, 2, 3)
+    ]
+    with engine.begin() as connection:
+        append_lines(connection, lines)
+    newest = ids[max(ids)]
+    assert purge_runs(engine, now=NOW, keep_days=30, keep_last=0, batch_size=1) == 2
+    with engine.connect() as connection:
+        kept = connection.execute(select(run_logs.c.run_id, run_logs.c.seq)).all()
+    assert sorted(kept) == [(newest, 1), (newest, 2), (newest, 3)]

@@ -35,6 +35,7 @@ from jobhost.store import upgrade as upgrade_store
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import hosts, run_requests, runs, schedules
 from tests.support import SAMPLE_PLUGIN
+from tests.toml_values import toml_value
 
 # A plugin whose job stays disabled until its module's section is configured, like the bundled
 # files module, and (with [modules.extra] broken = true) one job whose cron cannot parse.
@@ -110,18 +111,18 @@ class Operator:
             path = self.directory / "extra_plugin.py"
             path.write_text(EXTRA_PLUGIN)
             plugins.append(str(path))
-        lines = [f"database_url = {_toml(self.url)}", f"plugins = {_toml(plugins)}"]
-        lines += [f"{key} = {_toml(value)}" for key, value in settings.items()]
+        lines = [f"database_url = {toml_value(self.url)}", f"plugins = {toml_value(plugins)}"]
+        lines += [f"{key} = {toml_value(value)}" for key, value in settings.items()]
         for name, values in (overrides or {}).items():
             lines.append(f'[jobs."{name}"]')
-            lines += [f"{key} = {_toml(value)}" for key, value in values.items()]
+            lines += [f"{key} = {toml_value(value)}" for key, value in values.items()]
         for module, values in (modules or {}).items():
             lines.append(f"[modules.{module}]")
-            lines += [f"{key} = {_toml(value)}" for key, value in values.items()]
-        lines += ["[modules.sample]", f"log = {_toml(str(self.run_log))}"]
+            lines += [f"{key} = {toml_value(value)}" for key, value in values.items()]
+        lines += ["[modules.sample]", f"log = {toml_value(str(self.run_log))}"]
         for job in jobs:
             lines.append("[[modules.sample.jobs]]")
-            lines += [f"{key} = {_toml(value)}" for key, value in job.items()]
+            lines += [f"{key} = {toml_value(value)}" for key, value in job.items()]
         self.config.write_text("\n".join(lines) + "\n")
         if migrate:
             upgrade_store(self.engine)
@@ -298,13 +299,3 @@ class Operator:
 def codes(job: Mapping[str, Any]) -> list[str]:
     """The codes of a report job's ``mismatch`` reasons (``code: detail``)."""
     return [reason.split(":", 1)[0] for reason in job["mismatch"]]
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(item) for item in value) + "]"
-    return json.dumps(str(value))

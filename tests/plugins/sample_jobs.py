@@ -8,6 +8,7 @@ other processes can count exactly what ran.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -122,6 +123,8 @@ class SampleExecutor:
                 return Success(str(count))
             case "fan-out":
                 return self._fan_out(context)
+            case "log":
+                return self._log_lines(context)
         raise ValueError(f"unknown behaviour {self.behaviour!r}")
 
     def _fan_out(self, context: JobContext) -> Result[str, Any]:
@@ -143,6 +146,21 @@ class SampleExecutor:
 
         result = context.fan_out(tenants, purge, concurrency=int(self.entry.get("concurrency", 1)))
         return result.map(lambda counts: counts.describe())
+
+    def _log_lines(self, context: JobContext) -> Result[str, Any]:
+        """``lines`` lines of ``text`` (``{i}``: the line's number) padded to ``width`` through
+        the job's logger at ``level``, ``pause`` seconds apart; then raise ``raise`` if set."""
+        text = str(self.entry.get("text", "line {i}"))
+        width = int(self.entry.get("width", 0))
+        level = getattr(logging, str(self.entry.get("level", "INFO")))
+        pause = float(self.entry.get("pause", 0))
+        for i in range(1, int(self.entry.get("lines", 10)) + 1):
+            context.logger.log(level, "%s", text.format(i=i).ljust(width, "."))
+            if pause and context.cancellation.wait(pause):
+                return Failure("stopped early")
+        if self.entry.get("raise"):
+            raise RuntimeError(str(self.entry["raise"]))
+        return Success("logged")
 
     def _write(self, context: JobContext) -> None:
         if not self.log:

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from jobhost.store import RunRecord, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.support import SAMPLE_PLUGIN
+from tests.toml_values import toml_value
 
 
 class HostProcess:
@@ -75,7 +76,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
         lines += ["[modules.sample]", f'log = "{tmp_path / "runs.log"}"']
         for job in jobs:
             lines.append("[[modules.sample.jobs]]")
-            lines += [f"{k} = {_toml(v)}" for k, v in job.items()]
+            lines += [f"{k} = {toml_value(v)}" for k, v in job.items()]
         config.write_text("\n".join(lines) + "\n")
         engine = create_store_engine(url)
         engines.append(engine)
@@ -101,11 +102,3 @@ def ledger(engine: Engine) -> list[RunRecord]:
     with reading(engine) as connection:
         rows = connection.execute(select(runs).order_by(runs.c.queued_at)).mappings()
         return [RunRecord.from_row(r) for r in rows]
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return f'"{value}"'

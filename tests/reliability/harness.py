@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine, make_url
 from jobhost.store import create_store_engine, upgrade
 from tests.process.conftest import ledger
 from tests.reliability.proxy import CutProxy
+from tests.toml_values import toml_value
 
 __all__ = [
     "PLUGIN",
@@ -144,7 +145,7 @@ class Cluster:
         lines += ["[modules.rel]", f'effects = "{self.effects}"']
         for job in jobs:
             lines.append("[[modules.rel.jobs]]")
-            lines += [f"{key} = {_toml(value)}" for key, value in job.items()]
+            lines += [f"{key} = {toml_value(value)}" for key, value in job.items()]
         self.config.write_text("\n".join(lines) + "\n")
 
     def add(self, host_id: str, **env: str) -> Replica:
@@ -308,11 +309,3 @@ def _pass_time(began: float, until: float, every_second: Callable[[], None]) -> 
     while (left := until - (time.monotonic() - began)) > 0:
         time.sleep(min(1.0, left))
         every_second()
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return f'"{value}"'

@@ -38,13 +38,21 @@ JOBS = [
     {"name": "sample.reports", "interval": "12h"},
 ]
 FAILED_RGB = "rgb(198, 40, 40)"  # --failed in console.css
+ERROR_LEVEL_RGB = "rgba(255, 110, 110, 1)"  # .runlog .l-error .lv in console.css
+WARNING_LEVEL_RGB = "rgba(255, 183, 77, 1)"
+HOSTILE_LINES = [
+    ("INFO", "<img src=x onerror=\"document.title='pwned'\"> copying"),
+    ("WARNING", "<script>document.title='pwned'</script> slow"),
+    ("ERROR", "Traceback (most recent call last):\nOSError: <b>disk full</b> & gone"),
+]
 
 
 class Site:
-    def __init__(self, base: str, operator: Operator, failed_at: str) -> None:
+    def __init__(self, base: str, operator: Operator, failed_at: str, failed_run: str) -> None:
         self.base = base
         self.operator = operator
         self.failed_at = failed_at
+        self.failed_run = failed_run
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +71,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         config.write(f'[operator_tokens]\nalice = "{TOKEN}"\n')
     operator.sync()
     occurrence = now().replace(microsecond=0) - timedelta(hours=6)
-    operator.add_run(
+    failed_run = operator.add_run(
         "sample.nightly",
         "failed",
         started=occurrence + timedelta(seconds=1),
         occurrence=occurrence,
         error="disk full on /var/data",
     )
+    _add_lines(operator, failed_run, HOSTILE_LINES, start=1)
     env = operator.env(JOBHOST_HOST_ID="web-1")
     host = HostProcess("web-1", operator.config, directory / "host.log", env)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: _answers(base + "/healthz"), 60, "the host's HTTP server")
-        yield Site(base, operator, occurrence.isoformat())
+        yield Site(base, operator, occurrence.isoformat(), failed_run)
     finally:
         host.stop()
         operator.close()
@@ -196,6 +205,71 @@ def test_an_action_without_a_token_is_refused(
     # Over plain HTTP: no session is 403, and so is a cross-site post.
     assert _post(site.base + "/jobs/sample.reports/trigger", "reason=x&csrf=y") == 403
     assert _post(site.base + "/signin", f"token={TOKEN}", origin="https://evil.example") == 403
+
+
+def test_the_run_page_shows_its_log_escaped_with_levels_coloured(
+    site: Site, browser: WebDriver, tmp_path: Path
+) -> None:
+    browser.get(site.base + "/jobs/sample.nightly")
+    # The job page's recent errors lead to the run, where its log is.
+    browser.find_element(By.CSS_SELECTOR, "#errors li a").click()
+    WebDriverWait(browser, 10).until(lambda b: f"/runs/{site.failed_run}" in b.current_url)
+    (log,) = browser.find_elements(By.ID, "run-log")
+    shown = log.text
+    for _level, message in HOSTILE_LINES:
+        for part in message.splitlines():
+            assert part in shown
+    assert log.find_elements(By.TAG_NAME, "img") == []
+    assert log.find_elements(By.TAG_NAME, "script") == []
+    assert log.find_elements(By.TAG_NAME, "b") == []
+    assert browser.title != "pwned"
+    levels = {
+        line.find_element(By.CLASS_NAME, "lv").text: line.find_element(
+            By.CLASS_NAME, "lv"
+        ).value_of_css_property("color")
+        for line in log.find_elements(By.CSS_SELECTOR, "div[id^=line-]")
+    }
+    assert levels["ERROR"] == ERROR_LEVEL_RGB
+    assert levels["WARNING"] == WARNING_LEVEL_RGB
+    assert browser.find_elements(By.CSS_SELECTOR, "meta[http-equiv=refresh]") == []
+    browser.save_screenshot(str(tmp_path / "run-log.png"))
+
+
+def test_the_run_page_tails_a_running_runs_log(
+    site: Site, browser: WebDriver, tmp_path: Path
+) -> None:
+    run_id = site.operator.add_run("sample.reports", "running", source="manual")
+    _add_lines(site.operator, run_id, [("INFO", "first step")], start=1)
+    browser.get(f"{site.base}/runs/{run_id}")
+    assert "first step" in browser.find_element(By.ID, "run-log").text
+    assert browser.find_elements(By.ID, "run-log-tail")
+    _add_lines(site.operator, run_id, [("INFO", "second step")], start=2)
+    WebDriverWait(browser, 15).until(
+        lambda b: "second step" in b.find_element(By.ID, "run-log").text
+    )
+    browser.save_screenshot(str(tmp_path / "run-log-tail.png"))
+
+
+def _add_lines(
+    operator: Operator, run_id: str, lines: list[tuple[str, str]], *, start: int
+) -> None:
+    """Log lines of ``run_id`` as a host writes them, numbered from ``start``."""
+    from jobhost.store.runlogs import LogLine, append_lines
+
+    rows = [
+        LogLine(
+            run_id,
+            start + index,
+            int(now().timestamp() * 1e6),
+            level,
+            message,
+            offset=index * 100,
+            size=100,
+        )
+        for index, (level, message) in enumerate(lines)
+    ]
+    with operator.engine.begin() as connection:
+        append_lines(connection, rows)
 
 
 def _job_rows(browser: WebDriver) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.history import OUTCOMES
+from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
 from jobhost.store.runtime import MAX_CHANGE_ID
@@ -35,6 +36,44 @@ _NAME = {
     "description": "The job's name, module.job ('hooks.nightly-ping').",
     "schema": {"type": "string", "pattern": NAME_PATTERN.pattern, "maxLength": 200},
 }
+_RUN_ID = {
+    "name": "run_id",
+    "in": "path",
+    "required": True,
+    "description": "The run's id, as GET /jobs/{name}/runs lists it.",
+    "schema": {"type": "string", "maxLength": RUN_ID_LIMIT},
+}
+_RUN_LOG = object_schema(
+    {
+        "run_id": STR,
+        "job": STR,
+        "outcome": {"type": "string", "enum": list(OUTCOMES)},
+        "running": {"type": "boolean"},
+        "lines": {
+            "type": "array",
+            "items": {
+                "oneOf": [
+                    object_schema(
+                        {
+                            "seq": {"type": "integer"},
+                            "time": STR,
+                            "level": STR,
+                            "message": STR,
+                        }
+                    ),
+                    object_schema(
+                        {
+                            "dropped": object_schema(
+                                {"lines": {"type": "integer"}, "bytes": {"type": "integer"}}
+                            )
+                        }
+                    ),
+                ]
+            },
+        },
+        "next_after": {"type": "integer"},
+    }
+)
 _IF_NONE_MATCH = {
     "name": "If-None-Match",
     "in": "header",
@@ -223,6 +262,26 @@ def _paths() -> dict[str, Any]:
                         "outcome",
                         {"type": "string", "enum": list(OUTCOMES)},
                         "Only runs with this outcome.",
+                    ),
+                ],
+            )
+        },
+        "/runs/{run_id}/logs": {
+            "get": _operation(
+                "What the run wrote through its job's logger, in order; tail it with after.",
+                {"200": _json(_RUN_LOG, "Lines; pass next_after as after for the next ones.")},
+                scope="read",
+                parameters=[
+                    _RUN_ID,
+                    _query(
+                        "after",
+                        {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+                        "Only lines numbered above this (next_after of the previous answer).",
+                    ),
+                    _query(
+                        "limit",
+                        {"type": "integer", "minimum": 1, "maximum": PAGE_LINES},
+                        f"At most N lines (default {PAGE_LINES}).",
                     ),
                 ],
             )

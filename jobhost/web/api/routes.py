@@ -21,6 +21,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
 from jobhost.operations.history import OUTCOMES, read_history, run_json
 from jobhost.operations.report import build_report
+from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT, page_json, read_run_log
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import short_utc
@@ -112,6 +113,7 @@ class _Api:
             "/jobs/{name}/resume": {"POST": ("write", self.resume)},
             "/jobs/{name}/runs": {"GET": ("read", self.runs)},
             "/changes": {"GET": ("read", self.changes)},
+            "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
         }
         routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]
         routes += [
@@ -312,6 +314,17 @@ class _Api:
 
         return JSONResponse(await blocking(read))
 
+    async def run_logs(self, request: Request, _token: ApiToken) -> Response:
+        run_id = request.path_params["run_id"]
+        after = query_int(request, "after", 0, 0, 2**31 - 1)
+        limit = query_int(request, "limit", PAGE_LINES, 1, PAGE_LINES)
+        if len(run_id) > RUN_ID_LIMIT:
+            return _no_run()
+        page = await blocking(lambda: read_run_log(self.engine, run_id, after=after, limit=limit))
+        if page is None:
+            return _no_run()
+        return JSONResponse(page_json(page))
+
     async def changes(self, request: Request, _token: ApiToken) -> Response:
         limit = query_int(request, "limit", 100, 1, 1000)
         after = query_int(request, "after", 0, 0, MAX_CHANGE_ID)
@@ -356,3 +369,13 @@ class _Api:
             if job_is_known(connection, name):
                 return
         raise not_found(name)
+
+
+def _no_run() -> Response:
+    # The id is not repeated: whatever arrives in a path is never echoed.
+    return problem(
+        404,
+        "Not found",
+        "no run with this id in the ledger (a run purged by retention goes with its lines); "
+        "run ids are in GET /api/v1/jobs/{name}/runs",
+    )

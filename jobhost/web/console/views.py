@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, build_report
+from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
 from jobhost.store.hosts import list_hosts
@@ -20,10 +21,23 @@ from jobhost.store.reports import (
     recent_failures,
     runs_between,
 )
+from jobhost.store.runlogs import Dropped, LogLine, read_lines
 from jobhost.store.runtime import JobChange, recent_changes
 from jobhost.web.console.timeline import Timeline, timeline
 
-__all__ = ["Fire", "HostsView", "JobView", "RunView", "hosts_view", "job_view", "run_view"]
+__all__ = [
+    "Fire",
+    "HostsView",
+    "JobView",
+    "LogEntry",
+    "RunView",
+    "hosts_view",
+    "job_view",
+    "run_view",
+]
+
+_PAGE_LOG_LINES = 5000
+"""Lines of a run's log the page shows (the settings keep 1,000 by default)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,23 @@ class RunView:
     run: RunRecord
     attempts: list[RunRecord]
     zone: str
+    log: list[LogEntry] = field(default_factory=list)
+    """The run's log lines as the page shows them; a gap is a line of its own."""
+
+    @property
+    def running(self) -> bool:
+        """Still writing: the page reloads itself to tail the log."""
+        return self.run.outcome in {"running", "pending"}
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One line of a run's log on the page: its number, time, level and text (or a gap)."""
+
+    seq: int | None
+    time: str
+    level: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -95,8 +126,16 @@ def run_view(engine: Engine, catalog: Catalog, run_id: str) -> RunView | None:
         if run is None:
             return None
         attempts = attempts_of(connection, run)
+        lines = read_lines(connection, run_id, limit=_PAGE_LOG_LINES)
     spec = catalog.jobs.get(run.job_name)
-    return RunView(run, attempts, spec.trigger.timezone if spec is not None else "UTC")
+    zone = spec.trigger.timezone if spec is not None else "UTC"
+    return RunView(run, attempts, zone, [_log_entry(entry) for entry in lines])
+
+
+def _log_entry(entry: LogLine | Dropped) -> LogEntry:
+    if isinstance(entry, Dropped):
+        return LogEntry(None, "", "dropped", dropped_text(entry))
+    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message)
 
 
 def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:

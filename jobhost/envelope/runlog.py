@@ -1,0 +1,354 @@
+"""Run logs: every record a job writes through ``context.logger``, kept with its run.
+
+A job's thread only appends to its run's buffer (a lock and a list); a writer thread of the host
+turns the buffers into rows, redacted, about once a second, so what a run wrote survives a host
+killed mid-run up to the last flush. Each run keeps its first lines (half of ``run_log_lines``
+and of ``run_log_bytes``) as they come and a window of its last lines, rewritten while the run
+goes on; the lines between are counted, never stored, so a flood of lines costs the store at
+most the bounds. The recorder writes a run's last lines before its outcome (:meth:`finish`), so
+whoever sees the run finished sees all its lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from sqlalchemy.engine import Engine
+
+from jobhost.config import storable_text
+from jobhost.store.runlogs import LogLine, append_lines, trim_lines
+
+__all__ = ["RunLog", "RunLogWriter", "current_run", "running"]
+
+_log = logging.getLogger("jobhost.envelope")
+_JOB_LOGGER = "jobhost.job"
+_FLUSH_SECONDS = 1.0
+_WAKE_LINES = 200
+"""Head lines waiting that wake the writer before its next tick."""
+_RAW_LIMIT = 16_000
+"""Characters of one line held in memory before redaction (it is cut shorter when stored)."""
+
+_current: ContextVar[RunLog | None] = ContextVar("jobhost_run_log", default=None)
+
+
+def current_run() -> RunLog | None:
+    """The run whose job is executing in this context (its thread, its tasks), if any."""
+    return _current.get()
+
+
+@contextmanager
+def running(run_log: RunLog) -> Iterator[None]:
+    """Mark the context as executing ``run_log``'s run: the job logger's records go to it."""
+    token = _current.set(run_log)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class RunLog:
+    """One run's buffer: its identity (for the host's own log lines) and the lines not yet
+    written. Bounded: the first lines up to half the bounds, then a sliding window of the last."""
+
+    def __init__(
+        self,
+        run_id: str,
+        job_name: str,
+        attempt: int,
+        *,
+        max_lines: int,
+        max_bytes: int,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.run_id = run_id
+        self.job_name = job_name
+        self.attempt = attempt
+        self.wake = wake
+        """Called when enough lines wait that the writer should not wait for its tick."""
+        self.flush_lock = threading.Lock()
+        """Held from taking lines to committing them: batches of one run land in order."""
+        self._lock = threading.Lock()
+        self._head_lines = max_lines - max_lines // 2
+        self._head_bytes = max_bytes - max_bytes // 2
+        self._tail_lines = max_lines // 2
+        self._tail_bytes = max_bytes // 2
+        self._line_limit = max(min(4000, max_bytes // 8), 80)
+        self._seq = 0
+        self._offset = 0
+        self._head_count = 0
+        self._head_size = 0
+        self._head_last = 0
+        self._head_full = False
+        self._pending: list[_Raw] = []
+        self._tail: deque[_Raw] = deque()
+        self._tail_size = 0
+        self._tail_written = 0
+        """The newest tail line written; tail lines at or below it are in the store."""
+        self._trimmed_below = 0
+        self._closed = False
+
+    def add(self, created: float, level: str, message: str) -> bool:
+        """Keep a line (or count it); True when enough lines wait to wake the writer."""
+        size = len(message) if message.isascii() else len(message.encode("utf-8", "replace"))
+        if len(message) > _RAW_LIMIT:
+            message = message[:_RAW_LIMIT]
+        kept = min(size, self._line_limit * 4)
+        with self._lock:
+            if self._closed:
+                return False
+            self._seq += 1
+            raw = _Raw(self._seq, created, level, message, self._offset, size)
+            self._offset += size
+            if (
+                not self._head_full
+                and self._head_count < self._head_lines
+                and self._head_size + kept <= self._head_bytes
+            ):
+                self._head_count += 1
+                self._head_size += kept
+                self._head_last = raw.seq
+                self._pending.append(raw)
+                return len(self._pending) >= _WAKE_LINES
+            self._head_full = True
+            self._tail.append(raw)
+            self._tail_size += kept
+            while self._tail and (
+                len(self._tail) > self._tail_lines or self._tail_size > self._tail_bytes
+            ):
+                self._tail_size -= min(self._tail.popleft().size, self._line_limit * 4)
+            return False
+
+    def close(self) -> None:
+        """No more lines: the run has ended."""
+        with self._lock:
+            self._closed = True
+
+    def take(self) -> _Batch:
+        """The lines to write now; nothing changes until :meth:`written` says they are."""
+        with self._lock:
+            head = list(self._pending)
+            tail = [raw for raw in self._tail if raw.seq > self._tail_written]
+            trim: tuple[int, int] | None = None
+            first = self._tail[0].seq if self._tail else self._seq + 1
+            if self._tail_written > self._head_last and first > self._trimmed_below:
+                # Tail lines written earlier that later lines have pushed out.
+                trim = (self._head_last, first)
+            newest = self._tail[-1].seq if self._tail else self._tail_written
+            return _Batch(self, head, tail, trim, newest, first)
+
+    def written(self, batch: _Batch) -> None:
+        with self._lock:
+            del self._pending[: len(batch.head)]
+            self._tail_written = max(self._tail_written, batch.tail_newest)
+            if batch.trim is not None:
+                self._trimmed_below = max(self._trimmed_below, batch.trim_below)
+
+    @property
+    def empty(self) -> bool:
+        with self._lock:
+            return not self._pending and (
+                not self._tail or self._tail[-1].seq <= self._tail_written
+            )
+
+
+class RunLogWriter:
+    """The host's writer of run logs: opens a buffer per run, flushes them all about once a
+    second (sooner when a run's first lines pile up), and finishes each when its run ends."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_lines: int,
+        max_bytes: int,
+        level: str | int | None = None,
+        flush_seconds: float = _FLUSH_SECONDS,
+    ) -> None:
+        """``level``: ``log_level``; a job logger passes the run log records at this level or
+        at INFO, whichever is lower, whatever the command's stderr shows."""
+        self._engine = engine
+        self._max_lines = max_lines
+        self._max_bytes = max_bytes
+        self._flush_seconds = flush_seconds
+        self._open: dict[str, RunLog] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        _install_capture(level)
+
+    def open(self, run_id: str, job_name: str, attempt: int) -> RunLog:
+        """A buffer for a run that starts now."""
+        run_log = RunLog(
+            run_id,
+            job_name,
+            attempt,
+            max_lines=self._max_lines,
+            max_bytes=self._max_bytes,
+            wake=self._wake.set,
+        )
+        with self._lock:
+            self._open[run_id] = run_log
+            if self._thread is None and not self._stopping:
+                self._thread = threading.Thread(
+                    target=self._loop, name="jobhost-run-logs", daemon=True
+                )
+                self._thread.start()
+        return run_log
+
+    def note(self, run_log: RunLog, created: float, level: str, message: str) -> None:
+        """A line the envelope adds itself (an exception's traceback)."""
+        if run_log.add(created, level, message):
+            run_log.wake()
+
+    def finish(self, run_logs: Sequence[RunLog]) -> None:
+        """Write the last lines of runs that have ended; raises what the store raises (the
+        caller retries), and is a no-op for runs already finished."""
+        for run_log in run_logs:
+            run_log.close()
+        self._write(list(run_logs))
+        with self._lock:
+            for run_log in run_logs:
+                if run_log.empty:
+                    self._open.pop(run_log.run_id, None)
+
+    def close(self) -> None:
+        """Stop the thread after writing what every open run has kept (a host shutting down)."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join(10)
+        try:
+            self._flush_open()
+        except Exception as error:
+            _log.warning("could not write the last run log lines: %s", type(error).__name__)
+
+    def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self._flush_seconds)
+            self._wake.clear()
+            try:
+                self._flush_open()
+            except Exception as error:  # kept in the buffers (bounded); written next time
+                _log.warning(
+                    "could not write run log lines (%s); kept, retrying", type(error).__name__
+                )
+                time.sleep(self._flush_seconds)
+
+    def _flush_open(self) -> None:
+        with self._lock:
+            live = list(self._open.values())
+        self._write(live)
+
+    def _write(self, run_logs: list[RunLog]) -> None:
+        locked: list[RunLog] = []
+        try:
+            for run_log in run_logs:
+                run_log.flush_lock.acquire()
+                locked.append(run_log)
+            batches = [run_log.take() for run_log in locked]
+            batches = [b for b in batches if b.head or b.tail or b.trim]
+            if not batches:
+                return
+            with self._engine.begin() as connection:
+                for batch in batches:
+                    if batch.trim is not None:
+                        trim_lines(
+                            connection,
+                            batch.run_log.run_id,
+                            above=batch.trim[0],
+                            below=batch.trim[1],
+                        )
+                append_lines(connection, [line for b in batches for line in b.rows()])
+            for batch in batches:
+                batch.run_log.written(batch)
+        finally:
+            for run_log in locked:
+                run_log.flush_lock.release()
+
+
+class _Raw(NamedTuple):
+    # A tuple, not a frozen dataclass: one is made for every line a job writes.
+    seq: int
+    created: float
+    level: str
+    message: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    run_log: RunLog
+    head: list[_Raw]
+    tail: list[_Raw]
+    trim: tuple[int, int] | None
+    tail_newest: int
+    trim_below: int
+
+    def rows(self) -> list[LogLine]:
+        limit = self.run_log._line_limit
+        return [
+            LogLine(
+                run_id=self.run_log.run_id,
+                seq=raw.seq,
+                at_us=int(raw.created * 1_000_000),
+                level=raw.level,
+                message=storable_text(raw.message, limit) or "",
+                offset=raw.offset,
+                size=raw.size,
+            )
+            for raw in (*self.head, *self.tail)
+        ]
+
+
+class _CaptureHandler(logging.Handler):
+    """On the job loggers: hands each record to the run executing in the emitting context."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        # No handler-wide lock: each run's buffer has its own, so jobs never wait on each other.
+        self.emit(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        run_log = _current.get()
+        if run_log is None:
+            return
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message = f"{message}\n{_FORMATTER.formatException(record.exc_info)}"
+            elif record.exc_text:
+                message = f"{message}\n{record.exc_text}"
+            if run_log.add(record.created, record.levelname, message):
+                run_log.wake()
+        except Exception:
+            self.handleError(record)
+
+
+_FORMATTER = logging.Formatter()
+_LEVELS = logging.getLevelNamesMapping()
+_HANDLER = _CaptureHandler()
+_installed = threading.Lock()
+
+
+def _install_capture(level: str | int | None) -> None:
+    with _installed:
+        logger = logging.getLogger(_JOB_LOGGER)
+        if _HANDLER not in logger.handlers:
+            logger.addHandler(_HANDLER)
+        if level is not None:
+            # INFO at least: a run's log is where a job's detail belongs, even on a host whose
+            # stderr shows only warnings (its handler still filters at log_level).
+            numeric = level if isinstance(level, int) else _LEVELS.get(str(level).upper(), 0)
+            logger.setLevel(min(logging.INFO, numeric or logging.INFO))
