@@ -17,7 +17,9 @@ __all__ = ["report"]
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--job", "job", metavar="NAME", help="Only this job, in detail (reads only it).")
-@click.option("--long", "long", is_flag=True, help="A detailed block per job, not one line.")
+@click.option(
+    "--long", "long", is_flag=True, help="A detailed block per job, with its full name, not a line."
+)
 @click.option("--module", "modules", metavar="M", multiple=True, help="Only jobs of module M.")
 @click.option(
     "--state",
@@ -47,10 +49,12 @@ def report(
     """The schedule report: a summary by status, one line per job, then the live hosts.
 
     Statuses: ok, failing, overdue, behind, stuck, running, paused, disabled, orphaned,
-    invalid. Each line shows the job's status, next fire in its local time, last outcome and
-    how long ago, and flags (critical, override, ...). --long (or --job) shows each job's
-    declared and effective trigger, next fire in UTC and local time, last run, recent outcomes
-    and every reason what runs differs from what is declared or expected. Filters combine.
+    invalid. One line per job: a name longer than its column is cut in the middle with "..."
+    (--long and --json give full names). Each line shows the job's status, next fire in its
+    local time, last outcome and how long ago, and flags (critical, override, ...). --long (or
+    --job) shows each job's declared and effective trigger, next fire in UTC and local time,
+    last run, recent outcomes and every reason what runs differs from what is declared or
+    expected. Filters combine.
 
     Exit status: 0; 2 for an unknown --job; 3 when the catalog is invalid (the report is
     still printed, from what could be loaded; see `jobhost validate`).

@@ -12,6 +12,11 @@ seven), ``jobhost.run.duration`` one histogram (:data:`DURATION_BUCKETS`: 3 buck
 Prometheus series with ``+Inf``, ``_sum`` and ``_count``), ``jobhost.run.lag`` one histogram
 (:data:`LAG_BUCKETS`: 2 buckets, 5 series). ``metrics_job_label = false`` drops the ``job``
 label from all of them (views on the meter provider), for catalogs too large for per-job series.
+
+The SDK folds every label set past its cardinality limit (2,000 per instrument by default) into
+one ``otel.metric.overflow`` series, so per-job alerts would silently stop matching from about a
+thousand jobs on; the views raise the limit of each per-job instrument to fit
+:data:`JOB_CAPACITY` jobs.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 __all__ = [
     "DURATION_BUCKETS",
     "FAN_OUT_SERIES_PER_JOB",
+    "JOB_CAPACITY",
     "LAG_BUCKETS",
     "OUTCOMES",
     "SERIES_PER_JOB",
@@ -49,6 +55,7 @@ __all__ = [
 ]
 
 METER_NAME = "jobhost"
+_SDK_DEFAULT_LIMIT = 2000
 # Few buckets, because every bucket is a series per job: runs take seconds, minutes or longer;
 # starts are on time (under a second), late (a minute), or late by a downtime.
 DURATION_BUCKETS = (1.0, 60.0, 600.0)
@@ -59,6 +66,11 @@ SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS)
 """The Prometheus series of one job's runs: one counter per outcome and two histograms."""
 FAN_OUT_SERIES_PER_JOB = len(UNIT_RESULTS)
 """The series a job that fans out adds: one units counter per result."""
+JOB_CAPACITY = 100_000
+"""The jobs whose per-job series the instruments hold before the SDK folds them into overflow.
+
+A limit only caps what is recorded (nothing is allocated for unused room), and the ``job`` label
+takes only the store's job names, so the room costs nothing until a catalog uses it."""
 
 
 @dataclass
@@ -167,16 +179,43 @@ def metric_views(job_label: bool = True) -> list[View]:
     """Views that keep the instruments' labels to the documented ones; without ``job_label``
     no instrument keeps the ``job`` label, so the series no longer grow with the catalog."""
     job = {"job"} if job_label else set()
+    per_job = JOB_CAPACITY if job_label else 1
     return [
-        View(instrument_name="jobhost.runs", attribute_keys={*job, "outcome"}),
-        View(instrument_name="jobhost.run.duration", attribute_keys=job),
-        View(instrument_name="jobhost.run.lag", attribute_keys=job),
-        View(instrument_name="jobhost.run.units", attribute_keys={*job, "result"}),
+        View(
+            instrument_name="jobhost.runs",
+            attribute_keys={*job, "outcome"},
+            aggregation_cardinality_limit=_limit(per_job * len(OUTCOMES)),
+        ),
+        View(
+            instrument_name="jobhost.run.duration",
+            attribute_keys=job,
+            aggregation_cardinality_limit=_limit(per_job),
+        ),
+        View(
+            instrument_name="jobhost.run.lag",
+            attribute_keys=job,
+            aggregation_cardinality_limit=_limit(per_job),
+        ),
+        View(
+            instrument_name="jobhost.run.units",
+            attribute_keys={*job, "result"},
+            aggregation_cardinality_limit=_limit(per_job * len(UNIT_RESULTS)),
+        ),
+        View(
+            instrument_name="jobhost.job.overdue",
+            attribute_keys={"job", "critical"},
+            aggregation_cardinality_limit=_limit(JOB_CAPACITY),
+        ),
         View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
         View(instrument_name="jobhost.concurrency_group.waits", attribute_keys={"group"}),
         View(instrument_name="jobhost.concurrency_group.running", attribute_keys={"group"}),
         View(instrument_name="jobhost.audit.dropped", attribute_keys={"sink"}),
     ]
+
+
+def _limit(label_sets: int) -> int:
+    """At least the SDK's default, which also bounds the label sets of the job-less views."""
+    return max(label_sets, _SDK_DEFAULT_LIMIT)
 
 
 def configure_telemetry(

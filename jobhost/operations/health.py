@@ -19,7 +19,8 @@ The checks, in order (``name``: what passes):
   detail names the row and the fix, and says how many rows it checked); bounded, in SQL;
 - ``stuck-runs``: no run is held by executor code that ignored its cancellation.
 
-Checks that need the store fail as "not checked" when the store check fails.
+Checks that need the store fail as "not checked" when the store check fails. A failing
+detail names at most ten jobs (or hosts, or problems), then how many more there are.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "chec
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 MAX_CLOCK_SKEW_SECONDS = 1.0
 _UNCHECKED = "not checked: the store is unavailable"
+# A detail is read by a person: at ten thousand jobs a full list is a wall of text.
+_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -152,10 +155,16 @@ def _stuck_runs(
         stuck = stuck_runs(connection)
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
-    shown = "; ".join(
-        f"{run.job_name} run {run.id} on host {run.host_id} since {short_utc(run.started_at)} is "
-        "stuck: its executor ignored cancellation and its thread still runs"
-        for run in stuck[:10]
+    shown = _listed(
+        [
+            (
+                run.job_name,
+                f"{run.job_name} run {run.id} on host {run.host_id} since "
+                f"{short_utc(run.started_at)} is stuck: its executor ignored cancellation and "
+                "its thread still runs",
+            )
+            for run in stuck
+        ]
     )
     return Check(
         "stuck-runs",
@@ -230,7 +239,7 @@ def _unreachable(settings: Settings, error: OperationalError | DBAPIError) -> st
 def _catalog(catalog: Catalog) -> Check:
     if catalog.ok:
         return Check("catalog", True, f"{len(catalog.jobs)} jobs, no problems")
-    lines = "; ".join(problem.line() for problem in catalog.problems)
+    lines = _listed([(str(n), problem.line()) for n, problem in enumerate(catalog.problems)])
     return Check("catalog", False, f"{len(catalog.problems)} problem(s): {lines}")
 
 
@@ -239,18 +248,20 @@ def _critical_scheduled(report: Report) -> Check:
     critical = [job for job in report.jobs if job.critical]
     if not critical:
         return Check(name, True, "no critical jobs are declared")
-    failures: list[str] = []
+    failures: list[tuple[str, str]] = []
     for job in critical:
         if not job.enabled:
-            failures.append(f"{job.name} is disabled")
+            failures.append((job.name, f"{job.name} is disabled"))
         if (paused := job.has("paused")) is not None:
-            failures.append(f"{job.name} is paused {paused.detail}")
+            failures.append((job.name, f"{job.name} is paused {paused.detail}"))
         if job.enabled and job.next_fire is None:
-            failures.append(f"{job.name} has no next fire")
+            failures.append((job.name, f"{job.name} has no next fire"))
         elif job.has("next-fire-past") is not None:
-            failures.append(f"{job.name}'s next fire {short_utc(job.next_fire)} is in the past")
+            failures.append(
+                (job.name, f"{job.name}'s next fire {short_utc(job.next_fire)} is in the past")
+            )
     if failures:
-        return Check(name, False, "; ".join(failures))
+        return Check(name, False, _listed(failures))
     return Check(name, True, f"{len(critical)} critical job(s) enabled, not paused, scheduled")
 
 
@@ -266,9 +277,13 @@ def _skipped_hosts(_report: Report | None) -> Check:
 
 
 def _leases(report: Report) -> Check:
-    held = [f"{job.name}: {m.detail}" for job in report.jobs if (m := job.has("lease-expired"))]
+    held = [
+        (job.name, f"{job.name}: {m.detail}")
+        for job in report.jobs
+        if (m := job.has("lease-expired"))
+    ]
     if held:
-        return Check("leases", False, "; ".join(held))
+        return Check("leases", False, _listed(held))
     return Check("leases", True, "no expired lease is held")
 
 
@@ -277,19 +292,22 @@ def _critical_last_run(report: Report) -> Check:
     critical = [job for job in report.jobs if job.critical]
     if not critical:
         return Check(name, True, "no critical jobs are declared")
-    failures: list[str] = []
+    failures: list[tuple[str, str]] = []
     for job in critical:
         last = job.last_run
         if last is not None and last.outcome in FAILED_OUTCOMES:
             error = f": {last.error}" if last.error else ""
             failures.append(
-                f"{job.name}'s last run {last.run_id} {last.outcome} at "
-                f"{short_utc(last.finished_at)}{error}"
+                (
+                    job.name,
+                    f"{job.name}'s last run {last.run_id} {last.outcome} at "
+                    f"{short_utc(last.finished_at)}{error}",
+                )
             )
         if (overdue := job.has("overdue")) is not None:
-            failures.append(f"{job.name} is overdue: {overdue.detail}")
+            failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))
     if failures:
-        return Check(name, False, "; ".join(failures))
+        return Check(name, False, _listed(failures))
     return Check(name, True, f"{len(critical)} critical job(s): last runs fine, none overdue")
 
 
@@ -297,11 +315,20 @@ def _clock_skew(report: Report) -> Check:
     if not report.hosts:
         return Check("clock-skew", True, "no live host to compare")
     off = [
-        f"host {host.id} is {host.clock_skew_seconds:+.3f}s off the database's clock"
+        (host.id, f"host {host.id} is {host.clock_skew_seconds:+.3f}s off the database's clock")
         for host in report.hosts
         if abs(host.clock_skew_seconds) > MAX_CLOCK_SKEW_SECONDS
     ]
     if off:
-        return Check("clock-skew", False, "; ".join(off))
+        return Check("clock-skew", False, _listed(off))
     worst = max(abs(host.clock_skew_seconds) for host in report.hosts)
     return Check("clock-skew", True, f"every live host within {worst:.3f}s of the database")
+
+
+def _listed(failures: list[tuple[str, str]]) -> str:
+    """The failures of the first ten subjects (job, host, problem), then how many more."""
+    subjects = list(dict.fromkeys(subject for subject, _ in failures))
+    shown = set(subjects[:_SHOWN])
+    text = "; ".join(line for subject, line in failures if subject in shown)
+    hidden = len(subjects) - len(shown)
+    return f"{text}; and {hidden} more" if hidden > 0 else text

@@ -1,7 +1,8 @@
 """The report as text: a summary, one line per job sized to the terminal, then the hosts.
 
-``long`` gives each job its detailed block instead of its line (``--long``, ``--job``).
-Nothing is cut mid-word: a name longer than its column gets a line of its own.
+``long`` gives each job its detailed block, with the full name, instead of its line (``--long``,
+``--job``). The table keeps one line per job, so ``grep`` finds a job's status on its name's line:
+a name longer than its column is cut in the middle, keeping its module and its end.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ _STATUS_WIDTH = 8
 _NEXT_WIDTH = 15
 _LAST_WIDTH = 19
 _FLAGS_WIDTH = 8
+# ASCII, so the line survives any terminal encoding and pipes into grep unchanged.
+_ELLIPSIS = "..."
 
 
 def report_lines(
@@ -145,15 +148,21 @@ def _table(jobs: list[JobReport], style: Style, width: int, now: datetime) -> li
         flags = ", ".join(_flags(job))
         inline = flags if len(flags) <= room else ""
         cells = f"{status}  {_next_text(job):<{_NEXT_WIDTH}}  {last_cell}  {inline}".rstrip()
-        if len(job.name) > name_width:
-            lines.append(style(job.name, bold=True))
-            lines.append(f"{'':<{name_width}}  {cells}")
-        else:
-            lines.append(style(f"{job.name:<{name_width}}", bold=True) + f"  {cells}")
+        name = _middle_cut(job.name, name_width)
+        lines.append(style(f"{name:<{name_width}}", bold=True) + f"  {cells}")
         if flags and not inline:
             # Too long for its column: below the job, under STATUS, wrapped at spaces.
             lines += wrap_words(flags, width, name_width + 2)
     return lines
+
+
+def _middle_cut(name: str, width: int) -> str:
+    """``name`` in ``width`` characters: its start and its end around ``...``."""
+    if len(name) <= width:
+        return name
+    tail = (width - len(_ELLIPSIS)) // 2
+    head = width - len(_ELLIPSIS) - tail
+    return f"{name[:head]}{_ELLIPSIS}{name[len(name) - tail :]}"
 
 
 def _next_text(job: JobReport) -> str:

@@ -219,3 +219,21 @@ def test_an_unreachable_store_fails_the_store_check(tmp_path: Path) -> None:
         )
     finally:
         operator.close()
+
+
+def test_a_detail_names_ten_jobs_then_how_many_more(operator: Operator) -> None:
+    names = [f"sample.critical-{n:02d}" for n in range(25)]
+    operator.configure([{"name": name, "interval": "1h", "critical": True} for name in names])
+    operator.sync()
+    t = now()
+    for name in names:
+        operator.add_run(name, "failed", started=t - timedelta(minutes=5), error="boom")
+    done, result = operator.json("health", "--no-hosts")
+    assert done.returncode == 1
+    detail = _detail(result, "critical-jobs-last-run")
+    listed = [name for name in names if f"{name}'s last run" in detail]
+    assert listed == names[:10]
+    assert detail.endswith("; and 15 more")
+    text = " ".join(operator.jobhost("health", "--no-hosts").stdout.split())
+    assert [name for name in names if f"{name}'s last run" in text] == names[:10]
+    assert "; and 15 more PASS" in text

@@ -87,8 +87,12 @@ def test_one_line_per_job_with_filters_and_sorting(sqlite_operator: Operator) ->
     assert "failed" in by_name["sample.broken"] and "ago" in by_name["sample.broken"]
     assert by_name["sample.paused"].split()[1:3] == ["paused", "paused"]
     assert "running 3m" in by_name["sample.slow"]
-    # A name too long for its column has a line of its own, never cut.
-    assert LONG in lines
+    # A name too long for its column is cut in the middle: one line per job, start and end kept.
+    cut = next(line for line in lines if line.startswith("sample.a-j..."))
+    name = cut.split()[0]
+    assert name == "sample.a-j...rt-allows" and len(name) == 22
+    assert cut.split()[1] == "ok" and LONG not in text
+    assert len([line for line in lines if line.startswith("sample.")]) == len(JOBS)
     assert "nothing is firing it" not in text
 
     states = operator.jobhost("report", "--state", "failing", "--state", "running").stdout
@@ -117,6 +121,7 @@ def test_long_and_job_show_the_detail_block_without_mid_word_wrapping(
     assert "next-fire-past" not in paused
     long = operator.jobhost("report", "--long").stdout
     assert any(line.startswith(LONG) for line in long.splitlines())
+    assert "..." not in long.replace("running since ... on", "")
     # The URL in the error is longer than a line: it overflows whole rather than breaking.
     assert any(line.strip() == URL for line in long.splitlines())
 
@@ -145,3 +150,24 @@ def test_trigger_prints_its_outcome_once(sqlite_operator: Operator) -> None:
     assert done.returncode == 0, done.stderr
     assert (done.stdout + done.stderr).count("succeeded") == 1
     assert done.stdout.startswith("succeeded: sample.works run ")
+
+
+def test_grep_failing_finds_a_long_named_job_on_its_one_line(operator: Operator) -> None:
+    failing = "billing.reconcile-every-ledger-of-every-tenant-before-close"
+    operator.configure([{"name": n, "interval": "1h"} for n in (failing, "sample.ok")])
+    operator.sync()
+    t = now()
+    operator.add_run(failing, "failed", started=t - timedelta(minutes=5), error="boom")
+    operator.add_run("sample.ok", "succeeded", started=t - timedelta(minutes=5))
+    done = operator.jobhost("report")
+    assert done.returncode == 0, done.stderr
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
+    # What `jobhost report | grep failing` prints: the summary, and the job's one line.
+    grepped = [line for line in done.stdout.splitlines() if "failing" in line]
+    assert len(grepped) == 2 and grepped[0].lstrip().startswith("ok 1  failing 1")
+    assert grepped[1].split()[:2] == ["billing.re...ore-close", "failing"]
+    assert " failed " in grepped[1] and grepped[1].endswith(" ago")
+    full = operator.json("report")[1]
+    assert failing in [job["name"] for job in full["jobs"]]
+    detailed = operator.jobhost("report", "--long").stdout.splitlines()
+    assert any(line.startswith(failing + " ") for line in detailed)

@@ -19,13 +19,13 @@ from jobhost.envelope.telemetry import (
 from jobhost.web import prometheus_reader
 
 
-def _exposition(job_label: bool, jobs: int) -> str:
+def _exposition(job_label: bool, jobs: int, outcomes: tuple[str, ...] = OUTCOMES) -> str:
     reader, render = prometheus_reader()
     provider = MeterProvider(metric_readers=[reader], views=metric_views(job_label))
     telemetry = Telemetry(TracerProvider(), provider)
     for index in range(jobs):
         job = f"a.job-{index}"
-        for outcome in OUTCOMES:
+        for outcome in outcomes:
             telemetry.runs.add(1, {"job": job, "outcome": outcome})
             telemetry.duration.record(3.0, {"job": job, "outcome": outcome})
         telemetry.lag.record(0.2, {"job": job})
@@ -48,6 +48,22 @@ def test_each_job_costs_at_most_the_documented_series(jobs: int) -> None:
     series = _run_series(_exposition(job_label=True, jobs=jobs))
     assert len(series) == jobs * SERIES_PER_JOB == jobs * 18
     assert not any('outcome="' in line for line in series if "duration" in line)
+
+
+def test_past_the_sdks_default_cardinality_limit_every_job_keeps_its_series() -> None:
+    # 2,500 jobs: 5,000 label sets of jobhost.runs and 2,500 of each histogram, all past the
+    # SDK's default of 2,000 per instrument, which would fold the rest into one overflow series.
+    jobs = 2500
+    text = _exposition(job_label=True, jobs=jobs, outcomes=("succeeded", "failed"))
+    assert "overflow" not in text
+    counters = [line for line in text.splitlines() if line.startswith("jobhost_runs_total{")]
+    assert len(counters) == jobs * 2
+    lag = {
+        match.group(1)
+        for line in text.splitlines()
+        if (match := re.match(r'jobhost_run_lag_seconds_count\{.*job="([^"]+)"', line))
+    }
+    assert lag == {f"a.job-{index}" for index in range(jobs)}
 
 
 def test_without_the_job_label_the_series_do_not_grow_with_the_catalog() -> None:
