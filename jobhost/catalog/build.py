@@ -46,6 +46,7 @@ _UNSCHEDULABLE = frozenset(
         "cron-never-fires",
         "unknown-timezone",
         "non-positive-interval",
+        "interval-too-long",
     }
 )
 

@@ -33,6 +33,7 @@ ProblemCode = Literal[
     "no-trigger",
     "both-triggers",
     "non-positive-interval",
+    "interval-too-long",
     "cron-syntax",
     "cron-never-fires",
     "unknown-timezone",

@@ -24,6 +24,7 @@ from jobhost.triggers import (
 )
 
 __all__ = [
+    "MAX_INTERVAL",
     "NAME_PATTERN",
     "NAME_RULE",
     "check_critical",
@@ -33,6 +34,8 @@ __all__ = [
     "pair_problems",
 ]
 
+MAX_INTERVAL = timedelta(days=3650)
+"""The longest interval: the schedule adds it to instants, which must stay within a calendar."""
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 NAME_RULE = (
     "lower case, the module then the job separated by a dot ('files.orphan-cleanup'), "
@@ -142,6 +145,22 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
                 module,
                 "non-positive-interval",
                 f"interval {format_duration(parts.interval)} is not positive; {fix}",
+            )
+        )
+    if parts.interval is not None and parts.interval > MAX_INTERVAL:
+        fix = (
+            f"set a shorter interval in {where}"
+            if parts.trigger_from == "override"
+            else f"declare a shorter interval, or set one in {where}"
+        )
+        problems.append(
+            Problem(
+                name,
+                module,
+                "interval-too-long",
+                f"interval {format_duration(parts.interval)} is longer than the longest the "
+                f"schedule can count in ({format_duration(MAX_INTERVAL)}); {fix}, e.g. "
+                'interval = "30d", or a cron expression for a yearly job',
             )
         )
     return problems

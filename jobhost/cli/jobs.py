@@ -228,7 +228,7 @@ def _body(
 def _read_file(file: str) -> dict[str, Any]:
     text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except ValueError as error:
         raise click.BadParameter(f"{file} is not JSON: {error}", param_hint="--file") from None
     if not isinstance(value, dict):
@@ -241,6 +241,11 @@ def _setting(item: str) -> tuple[str, Any]:
     if not sep or not key:
         raise click.BadParameter(f"{item!r}: write KEY=VALUE", param_hint="--setting")
     try:
-        return key, json.loads(raw)
+        return key, json.loads(raw, parse_constant=_not_json)
     except ValueError:
         return key, raw
+
+
+def _not_json(name: str) -> None:
+    # Python's json reads NaN and Infinity, which JSON has not; the API refuses them too.
+    raise ValueError(f"{name} is not a JSON value; write a number or null")

@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 import click
+from jobhost_contracts import JobKind
 
 from jobhost.catalog import build_catalog
-from jobhost.cli._app import cli
+from jobhost.cli._app import EXIT_INVALID, cli
 from jobhost.cli._context import settings_of
 
 __all__ = ["kinds"]
@@ -24,10 +25,27 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
     description). JSON: {"kinds": [{"name", "description", "module", "settings_schema",
     "examples"}]}, where settings_schema is the JSON schema GET /api/v1/kinds publishes.
 
-    Exit status: 0; 3 when the configuration is invalid.
+    Exit status: 0; 3 when the configuration is invalid, or a plugin does not load or answers
+    a hook wrongly (each problem is printed; the kinds that did load are listed still).
     """
     catalog = build_catalog(settings_of(ctx))
     found = [catalog.kinds[name] for name in sorted(catalog.kinds)]
+    broken = [p for p in catalog.problems if p.code.startswith("plugin-")]
+    try:
+        _show(found, as_json)
+    finally:
+        for problem in broken:
+            click.echo(f"jobhost: {problem.line()}", err=True)
+    if broken:
+        click.echo(
+            f"jobhost: {len(broken)} plugin problem(s); the kinds of a broken plugin are "
+            "missing above. Fix them (jobhost validate lists every problem)",
+            err=True,
+        )
+        raise SystemExit(EXIT_INVALID)
+
+
+def _show(found: list[JobKind], as_json: bool) -> None:
     if as_json:
         data = {
             "kinds": [

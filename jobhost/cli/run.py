@@ -44,6 +44,8 @@ def run(ctx: click.Context) -> None:
     for warning in catalog.warnings:
         _say(settings, f"jobhost: warning: {warning.line()}", logging.WARNING)
     _say(settings, f"jobhost: store {redact_url(settings.database_url)}")
+    for caveat in settings.warnings():
+        _say(settings, f"jobhost: warning: {caveat}", logging.WARNING)
     if settings.auto_migrate:
         before, after = migrate_store(settings, create=True)
         if before != after:

@@ -29,6 +29,8 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     settings = load_settings(config_path(ctx))
     # The store's runtime jobs too: a declaration that took a runtime job's name is a problem.
     catalog = with_stored_jobs(settings, build_catalog(settings))
+    for caveat in settings.warnings():
+        click.echo(f"warning: {caveat}", err=True)
     if as_json:
         click.echo(json.dumps(_as_json(catalog), indent=2))
     else:

@@ -25,7 +25,13 @@ __all__ = ["CONFIG_ENV", "load_settings", "setting_source"]
 CONFIG_ENV = "JOBHOST_CONFIG"
 
 # Settings whose environment form is JSON (pydantic-settings decodes them before validation).
-_JSON_FIELDS = ("jobs", "modules")
+_JSON_FIELDS = {
+    "jobs": '\'{"files.orphan-cleanup": {"enabled": false}}\'',
+    "modules": '\'{"files": {"roots": ["/srv/uploads"]}}\'',
+    "api_tokens": '\'[{"name": "deployer", "sha256": "<64 hex digits>", "scopes": ["read"]}]\'',
+}
+# Parts of a token that may hold a secret pasted by mistake: never shown in an error.
+_SHOWN_TOKEN_PARTS = frozenset({"name", "scopes"})
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
@@ -79,7 +85,7 @@ def setting_source(field: str, data: Mapping[str, Any], file: Path | None) -> st
 
 def _malformed_json(environ: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
-    for field in _JSON_FIELDS:
+    for field, example in _JSON_FIELDS.items():
         variable = f"JOBHOST_{field.upper()}"
         raw = next((v for k, v in environ.items() if k.upper() == variable), None)
         if raw is None:
@@ -87,22 +93,21 @@ def _malformed_json(environ: Mapping[str, str]) -> list[str]:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as error:
+            shape = "list" if field == "api_tokens" else "object"
             problems.append(
                 f"environment {variable} is not valid JSON ({error.msg} at character "
-                f"{error.pos}); write one JSON object, e.g. {variable}="
-                + (
-                    '\'{"files.orphan-cleanup": {"enabled": false}}\''
-                    if field == "jobs"
-                    else '\'{"files": {"roots": ["/srv/uploads"]}}\''
-                )
-                + f", or unset it and use the [{field}] tables of the configuration file"
+                f"{error.pos}); write one JSON {shape}, e.g. {variable}={example}, or unset it "
+                f"and use the [{field}] tables of the configuration file"
             )
             continue
-        if not isinstance(value, dict):
+        wanted, shape = (
+            (list, "list ([...])") if field == "api_tokens" else (dict, "object ({...})")
+        )
+        if not isinstance(value, wanted):
             problems.append(
-                f"environment {variable} must be a JSON object ({{...}}), not "
-                f"{type(value).__name__}; or unset it and use the [{field}] tables of the "
-                "configuration file"
+                f"environment {variable} must be a JSON {shape}, not "
+                f"{type(value).__name__}, e.g. {variable}={example}; or unset it and use the "
+                f"[{field}] tables of the configuration file"
             )
     return problems
 
@@ -115,6 +120,10 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
         value = item.get("input")
         if field == "database_url" and isinstance(value, str):
             value = redact_url(value)
+        # A missing part's input is the whole token, digest included.
+        hidden = field == "api_tokens" and not (
+            item["loc"][-1] in _SHOWN_TOKEN_PARTS and not isinstance(value, dict)
+        )
         message = item["msg"].removeprefix("Value error, ")
         if not field:
             # A rule across settings: the message names them; say where each came from.
@@ -129,6 +138,10 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
         if item["type"] == "extra_forbidden":
             message = "is not a known setting; see docs/operations/settings.md"
             problems.append(f"{location} ({origin}): {message}")
+            continue
+        if hidden:
+            # A token's digest field is where a secret gets pasted by mistake: never echo it.
+            problems.append(f"{location} ({origin}) (value not shown): {message}")
             continue
         problems.append(f"{location} ({origin}) = {_shown(value)}: {message}")
     return problems

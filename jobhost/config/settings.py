@@ -313,6 +313,17 @@ class Settings(BaseSettings):
             raise ValueError("must be between 0 (off) and 1h, e.g. '10s'")
         return value
 
+    def warnings(self) -> list[str]:
+        """Settings that are valid but do not do what they seem to (``validate`` and ``run``
+        print them)."""
+        found: list[str] = []
+        if self.api_tokens and not self.http_listen:
+            found.append(
+                "api_tokens is set but http_listen is not: jobhost run serves no API for them; "
+                "set http_listen (e.g. '0.0.0.0:8080'), or serve the API with jobhost serve"
+            )
+        return found
+
     def store_timeouts(self) -> StoreTimeouts:
         """The store engine's timeouts, in seconds, as :func:`create_store_engine` takes them."""
         return {

@@ -117,7 +117,12 @@ def collect_audit_sinks(
     answers, problems = call_each(plugins, "jobhost_audit_sinks", {"settings": read_only(modules)})
     sinks: list[AuditSink] = []
     for answer in answers:
-        items = _materialise(answer, problems)
+        items = _materialise(
+            answer,
+            problems,
+            "jobhost_audit_sinks",
+            "a list of audit sinks; return [] when the module has none",
+        )
         for position, item in enumerate(items or []):
             if isinstance(item, AuditSink) and callable(getattr(item, "record", None)):
                 sinks.append(item)
@@ -150,7 +155,22 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _materialise(answer: HookAnswer, problems: list[PluginProblem]) -> list[object] | None:
+_JOBS_WANTED = (
+    "an iterable of (declaration, executor) pairs; return a list of JobRegistration, or [] when "
+    "there is nothing to run"
+)
+
+
+def _materialise(
+    answer: HookAnswer,
+    problems: list[PluginProblem],
+    hook: str = "jobhost_jobs",
+    wanted: str = _JOBS_WANTED,
+) -> list[object] | None:
+    """The items of a hook's answer; None, with the problem noted, when it is not a list.
+
+    ``hook`` and ``wanted`` name the hook and what it should return, for the message.
+    """
     value = answer.value
     if inspect.iscoroutine(value):
         # Closed so the never-awaited coroutine does not also raise a RuntimeWarning.
@@ -159,7 +179,7 @@ def _materialise(answer: HookAnswer, problems: list[PluginProblem]) -> list[obje
             PluginProblem(
                 answer.plugin,
                 "plugin-bad-result",
-                "jobhost_jobs is async and returned a coroutine; make it a plain function "
+                f"{hook} is async and returned a coroutine; make it a plain function "
                 "(it must be cheap and connect to nothing)",
             )
         )
@@ -169,9 +189,7 @@ def _materialise(answer: HookAnswer, problems: list[PluginProblem]) -> list[obje
             PluginProblem(
                 answer.plugin,
                 "plugin-bad-result",
-                f"jobhost_jobs returned {_describe(value)}, not an iterable of "
-                "(declaration, executor) pairs; return a list of JobRegistration, or [] when "
-                "there is nothing to run",
+                f"{hook} returned {_describe(value)}, not {wanted}",
             )
         )
         return None
@@ -179,7 +197,7 @@ def _materialise(answer: HookAnswer, problems: list[PluginProblem]) -> list[obje
         # A generator runs the plugin's code while it is consumed: that is still the hook.
         items: list[object] = list(value)
     except (Exception, SystemExit) as error:
-        problems.append(_raised(answer.plugin, "jobhost_jobs", error))
+        problems.append(_raised(answer.plugin, hook, error))
         return None
     return items
 

@@ -28,7 +28,13 @@ def collect_kinds(plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]) 
     answers, problems = call_each(plugins, "jobhost_job_kinds", {"settings": read_only(modules)})
     found = KindSet(problems=problems)
     for answer in answers:
-        for position, item in enumerate(_materialise(answer, problems) or []):
+        items = _materialise(
+            answer,
+            problems,
+            "jobhost_job_kinds",
+            "a list of JobKind; return [] when the module offers none",
+        )
+        for position, item in enumerate(items or []):
             if not isinstance(item, JobKind):
                 problems.append(
                     PluginProblem(

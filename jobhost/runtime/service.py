@@ -49,6 +49,8 @@ from jobhost.store.signals import ChangeSignal
 __all__ = ["JobService", "PutResult", "etag_matches", "etag_of"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
+_UNCONDITIONAL_TRIES = 10
+"""Tries of a write without If-Match that keeps losing races: then it answers 409."""
 
 
 def etag_of(row: RuntimeJobRow) -> str:
@@ -132,23 +134,30 @@ class JobService:
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
-        try:
-            with self.engine.begin() as connection:
-                return self._put(
-                    connection,
-                    name=name,
-                    spec=spec,
-                    stored=stored,
-                    actor=actor,
-                    if_match=if_match,
-                    if_none_match=if_none_match,
-                )
-        except IntegrityError:
-            # Another writer created it between our read and our insert.
-            raise conflict(
-                f"job {name} was created by someone else meanwhile; read it (its ETag) and "
-                "repeat the change with If-Match"
-            ) from None
+        # Without a condition the last writer wins: a write that lost a race with another one
+        # (created or changed the job between our read and our write) is made again on top.
+        unconditional = if_match is None and if_none_match is None
+        tries = _UNCONDITIONAL_TRIES if unconditional else 1
+        for attempt in range(1, tries + 1):
+            try:
+                with self.engine.begin() as connection:
+                    return self._put(
+                        connection,
+                        name=name,
+                        spec=spec,
+                        stored=stored,
+                        actor=actor,
+                        if_match=if_match,
+                        if_none_match=if_none_match,
+                    )
+            except (IntegrityError, _LostRace):
+                if attempt < tries:
+                    continue
+                raise conflict(
+                    f"job {name} was changed by someone else meanwhile; read it (its ETag) and "
+                    "repeat the change with If-Match"
+                ) from None
+        raise AssertionError("unreachable")
 
     def _put(
         self,
@@ -162,7 +171,10 @@ class JobService:
         if_none_match: str | None,
     ) -> PutResult:
         now = database_now(connection, self.clock)
-        before = get_runtime_job(connection, name)
+        # An unconditional write waits for a concurrent one rather than losing to it.
+        before = get_runtime_job(
+            connection, name, for_update=if_match is None and if_none_match is None
+        )
         _check_none_match(name, before, if_none_match)
         _check_match(name, before, if_match)
         kind = str(stored["kind"])
@@ -181,7 +193,9 @@ class JobService:
             actor=actor,
             now=now,
         ):
-            raise stale(name, if_match or etag_of(before), None)
+            if if_match is None:
+                raise _LostRace
+            raise stale(name, if_match, None)
         sync_schedules(connection, desired_schedules({name: spec}), now, prune=False)
         write_group_members(connection, {name: spec.concurrency_group})
         record_change(
@@ -302,3 +316,7 @@ def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> 
         raise stale(name, if_match, None)
     if "*" not in tags and etag_of(row) not in tags:
         raise stale(name, if_match, etag_of(row))
+
+
+class _LostRace(Exception):
+    """Another writer changed the job between this write's read and its update."""

@@ -46,6 +46,7 @@ _FIELDS = {
     "cron-never-fires": "cron",
     "unknown-timezone": "timezone",
     "non-positive-interval": "interval",
+    "interval-too-long": "interval",
     "dst-policy-unused": "dst_gap",
     "critical-disabled": "enabled",
 }

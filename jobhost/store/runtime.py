@@ -145,8 +145,15 @@ def list_runtime_jobs(
     return [_row(r) for r in connection.execute(query)]
 
 
-def get_runtime_job(connection: Connection, name: str) -> RuntimeJobRow | None:
-    row = connection.execute(select(runtime_jobs).where(runtime_jobs.c.name == name)).first()
+def get_runtime_job(
+    connection: Connection, name: str, *, for_update: bool = False
+) -> RuntimeJobRow | None:
+    """The job's row; ``for_update`` holds it until the transaction ends (PostgreSQL; SQLite's
+    transactions hold the whole file), so writers of one job take turns instead of racing."""
+    query = select(runtime_jobs).where(runtime_jobs.c.name == name)
+    if for_update and connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = connection.execute(query).first()
     return _row(row) if row is not None else None
 
 

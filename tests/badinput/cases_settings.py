@@ -105,6 +105,13 @@ FILE_CASES = [
     _override("timezone", 'timezone = "Mars/Base"', "[unknown-timezone]", "Mars/Base"),
     _override("both-triggers", 'cron = "0 * * * *"\ninterval = "5m"', "[override-both-triggers]"),
     _override("negative-interval", 'interval = "-5m"', "[non-positive-interval]"),
+    _override(
+        "huge-interval",
+        'interval = "100000000d"',
+        "[interval-too-long]",
+        "unruly.succeed",
+        '[jobs."unruly.succeed"]',
+    ),
     _override("enabled-word", 'enabled = "perhaps"', "valid boolean"),
     Case(
         "retention-keep-days-zero",

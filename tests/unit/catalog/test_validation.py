@@ -187,6 +187,15 @@ def test_non_positive_interval(plugins: Plugins, interval: str) -> None:
     assert catalog.jobs == {}
 
 
+def test_an_interval_longer_than_the_schedule_can_count_in_is_refused(plugins: Plugins) -> None:
+    plugins.add('job("files.purge", interval=timedelta(days=100_000_000))')
+    plugins.add('job("files.ok", interval=timedelta(days=3650))')
+    catalog = plugins.catalog()
+    assert codes(catalog) == [("files.purge", "interval-too-long")]
+    assert "3650d" in catalog.problems[0].message
+    assert set(catalog.jobs) == {"files.ok"}
+
+
 def test_cron_syntax_names_the_field_and_the_fix(plugins: Plugins) -> None:
     plugins.add('job("files.orphan-cleanup", cron="61 3 * * *")')
     catalog = plugins.catalog()
