@@ -24,7 +24,7 @@ from typing import NamedTuple
 from sqlalchemy.engine import Engine
 
 from jobhost.config import storable_text
-from jobhost.store.runlogs import LogLine, append_lines, trim_lines
+from jobhost.store.runlogs import Chunk, append_chunks, chunk, trim_lines
 
 __all__ = ["RunLog", "RunLogWriter", "current_run", "running"]
 
@@ -92,7 +92,8 @@ class RunLog:
         self._tail_size = 0
         self._tail_written = 0
         """The newest tail line written; tail lines at or below it are in the store."""
-        self._trimmed_below = 0
+        self._written_chunks: deque[tuple[int, int]] = deque()
+        """The first and last line of each stored row of the tail, oldest first."""
         self._closed = False
 
     def add(self, created: float, level: str, message: str) -> bool:
@@ -135,21 +136,31 @@ class RunLog:
         """The lines to write now; nothing changes until :meth:`written` says they are."""
         with self._lock:
             head = list(self._pending)
-            tail = [raw for raw in self._tail if raw.seq > self._tail_written]
-            trim: tuple[int, int] | None = None
             first = self._tail[0].seq if self._tail else self._seq + 1
-            if self._tail_written > self._head_last and first > self._trimmed_below:
-                # Tail lines written earlier that later lines have pushed out.
+            trim: tuple[int, int] | None = None
+            again: list[_Raw] = []
+            if self._written_chunks and self._written_chunks[0][0] < first:
+                # Tail rows written earlier that later lines have pushed out; the row that still
+                # holds kept lines goes too, and those lines are written again as a row.
                 trim = (self._head_last, first)
+                end = max(last for start, last in self._written_chunks if start < first)
+                again = [raw for raw in self._tail if raw.seq <= end]
+            tail = [raw for raw in self._tail if raw.seq > self._tail_written]
             newest = self._tail[-1].seq if self._tail else self._tail_written
-            return _Batch(self, head, tail, trim, newest, first)
+            return _Batch(self, head, again, tail, trim, newest)
 
     def written(self, batch: _Batch) -> None:
         with self._lock:
             del self._pending[: len(batch.head)]
             self._tail_written = max(self._tail_written, batch.tail_newest)
             if batch.trim is not None:
-                self._trimmed_below = max(self._trimmed_below, batch.trim_below)
+                below = batch.trim[1]
+                while self._written_chunks and self._written_chunks[0][0] < below:
+                    self._written_chunks.popleft()
+                if batch.again:
+                    self._written_chunks.appendleft((batch.again[0].seq, batch.again[-1].seq))
+            if batch.tail:
+                self._written_chunks.append((batch.tail[0].seq, batch.tail[-1].seq))
 
     @property
     def empty(self) -> bool:
@@ -269,7 +280,7 @@ class RunLogWriter:
                             above=batch.trim[0],
                             below=batch.trim[1],
                         )
-                append_lines(connection, [line for b in batches for line in b.rows()])
+                append_chunks(connection, [row for b in batches for row in b.chunks()])
             for batch in batches:
                 batch.run_log.written(batch)
         finally:
@@ -291,25 +302,29 @@ class _Raw(NamedTuple):
 class _Batch:
     run_log: RunLog
     head: list[_Raw]
+    again: list[_Raw]
+    """Kept lines of a stored row that :attr:`trim` deletes, written again."""
     tail: list[_Raw]
+    """The tail's lines not yet stored."""
     trim: tuple[int, int] | None
     tail_newest: int
-    trim_below: int
 
-    def rows(self) -> list[LogLine]:
+    def chunks(self) -> list[Chunk]:
+        """A row for each run of consecutive lines: the head's, those written again, the tail's."""
+        return [self._chunk(raws) for raws in (self.head, self.again, self.tail) if raws]
+
+    def _chunk(self, raws: list[_Raw]) -> Chunk:
         limit = self.run_log._line_limit
-        return [
-            LogLine(
-                run_id=self.run_log.run_id,
-                seq=raw.seq,
-                at_us=int(raw.created * 1_000_000),
-                level=raw.level,
-                message=storable_text(raw.message, limit) or "",
-                offset=raw.offset,
-                size=raw.size,
+        lines = [
+            (
+                int(raw.created * 1_000_000),
+                raw.level,
+                raw.size,
+                storable_text(raw.message, limit) or "",
             )
-            for raw in (*self.head, *self.tail)
+            for raw in raws
         ]
+        return chunk(self.run_log.run_id, raws[0].seq, raws[0].offset, lines)
 
 
 class _CaptureHandler(logging.Handler):

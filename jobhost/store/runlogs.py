@@ -4,23 +4,32 @@ A run keeps the first and the last of its lines; the ones between are not stored
 kept line carries its number among every line the run wrote (``seq``) and where it stood in the
 run's output in bytes (``offset``, ``size``), so a gap in the numbers says how many lines and
 bytes were dropped there, even for a run whose host was killed before it ended.
+
+Lines are stored as chunks: one row holds consecutive lines of one run (those one flush wrote),
+numbered from the row's ``seq``, ``lines`` of them, the first at byte ``offset``, each line's
+time, level, size and message in ``body`` as a compact JSON array. A busy host writes thousands
+of lines a second; a row per line cost more than the lines themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import json
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, select
+from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, func, select
 from sqlalchemy.engine import Connection
 
 from jobhost.store.schema import metadata
 
 __all__ = [
+    "Chunk",
     "Dropped",
     "LogLine",
+    "append_chunks",
     "append_lines",
+    "chunk",
     "delete_run_logs",
     "last_lines",
     "read_lines",
@@ -33,12 +42,9 @@ run_logs = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    # Microseconds since the Unix epoch (UTC): cheap to write for every line.
-    Column("at_us", BigInteger, nullable=False),
-    Column("level", String(16), nullable=False),
-    Column("message", Text, nullable=False),
+    Column("lines", Integer, nullable=False),
     Column("offset", BigInteger, nullable=False),
-    Column("size", Integer, nullable=False),
+    Column("body", Text, nullable=False),
 )
 
 
@@ -70,29 +76,53 @@ class Dropped:
     bytes: int
 
 
-def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
-    """Insert kept lines: one prepared statement for the batch, handed to the driver as plain
-    tuples (a busy host writes thousands a second; the per-row work of the generic path would
-    cost more than the lines themselves)."""
-    if not lines:
+class Chunk(tuple[str, int, int, int, str]):
+    """Consecutive lines of one run as one row: ``(run_id, seq, lines, offset, body)``, made by
+    :func:`chunk`."""
+
+    __slots__ = ()
+
+
+def chunk(run_id: str, seq: int, offset: int, lines: Sequence[tuple[int, str, int, str]]) -> Chunk:
+    """A row of ``lines`` (each ``(at_us, level, size, message)``), the first numbered ``seq``
+    and standing at byte ``offset`` of the run's output."""
+    body = json.dumps(lines, ensure_ascii=False, separators=(",", ":"))
+    return Chunk((run_id, seq, len(lines), offset, body))
+
+
+def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
+    """Insert rows of lines: one prepared statement for the batch, handed to the driver as plain
+    tuples."""
+    if not chunks:
         return
-    rows = [
-        (line.run_id, line.seq, line.at_us, line.level, line.message, line.offset, line.size)
-        for line in lines
-    ]
     sqlite = connection.dialect.name == "sqlite"
-    connection.exec_driver_sql(_INSERT_SQLITE if sqlite else _INSERT_POSTGRES, rows)
+    connection.exec_driver_sql(_INSERT_SQLITE if sqlite else _INSERT_POSTGRES, list(chunks))
+
+
+def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
+    """Insert kept lines, each run of consecutive numbers of one run as one row."""
+    chunks: list[Chunk] = []
+    group: list[LogLine] = []
+    for line in lines:
+        if group and (line.run_id != group[-1].run_id or line.seq != group[-1].seq + 1):
+            chunks.append(_chunk_of(group))
+            group = []
+        group.append(line)
+    if group:
+        chunks.append(_chunk_of(group))
+    append_chunks(connection, chunks)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_COLUMNS = 'run_logs (run_id, seq, at_us, level, message, "offset", size)'
-_INSERT_SQLITE = f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?)"
-_INSERT_POSTGRES = f"INSERT INTO {_COLUMNS} VALUES (%s, %s, %s, %s, %s, %s, %s)"
+_COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
+_INSERT_SQLITE = f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?)"
+_INSERT_POSTGRES = f"INSERT INTO {_COLUMNS} VALUES (%s, %s, %s, %s, %s)"
 
 
 def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -> None:
-    """Delete ``run_id``'s lines numbered strictly between ``above`` and ``below``: lines of the
-    kept tail that later lines pushed out."""
+    """Delete ``run_id``'s rows whose first line is numbered strictly between ``above`` and
+    ``below``: rows of the kept tail that later lines pushed out. A row that reaches ``below``
+    goes whole: the caller writes its lines from ``below`` on again."""
     connection.execute(
         delete(run_logs).where(
             run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
@@ -107,20 +137,27 @@ def read_lines(
     lines are missing (also before the first one, when lines after ``after`` were dropped)."""
     rows = connection.execute(
         select(run_logs)
-        .where(run_logs.c.run_id == run_id, run_logs.c.seq > after)
+        .where(run_logs.c.run_id == run_id, run_logs.c.seq + run_logs.c.lines - 1 > after)
         .order_by(run_logs.c.seq)
-        .limit(limit)
-    ).all()
+    )
+    lines: list[LogLine] = []
+    for row in rows:
+        lines.extend(line for line in _lines(row) if line.seq > after)
+        if len(lines) >= limit:
+            break
+    rows.close()
+    lines = lines[:limit]
     previous: LogLine | None = None
-    if rows and after > 0 and rows[0].seq > after + 1:
+    if lines and after > 0 and lines[0].seq > after + 1:
         before = connection.execute(
             select(run_logs)
             .where(run_logs.c.run_id == run_id, run_logs.c.seq <= after)
             .order_by(run_logs.c.seq.desc())
             .limit(1)
         ).first()
-        previous = _line(before) if before is not None else None
-    return _with_gaps([_line(row) for row in rows], previous, after)
+        if before is not None:
+            previous = [line for line in _lines(before) if line.seq <= after][-1]
+    return _with_gaps(lines, previous, after)
 
 
 def last_lines(
@@ -130,12 +167,15 @@ def last_lines(
     found: dict[str, list[LogLine | Dropped]] = {}
     for run_id in run_ids:
         rows = connection.execute(
-            select(run_logs)
-            .where(run_logs.c.run_id == run_id)
-            .order_by(run_logs.c.seq.desc())
-            .limit(count + 1)
-        ).all()
-        lines = [_line(row) for row in reversed(rows)]
+            select(run_logs).where(run_logs.c.run_id == run_id).order_by(run_logs.c.seq.desc())
+        )
+        newest_first: list[LogLine] = []
+        for row in rows:
+            newest_first.extend(reversed(_lines(row)))
+            if len(newest_first) > count:
+                break
+        rows.close()
+        lines = list(reversed(newest_first[: count + 1]))
         if not lines:
             continue
         if len(lines) > count:
@@ -150,8 +190,12 @@ def delete_run_logs(connection: Connection, run_ids: Collection[str]) -> int:
     """Delete every line of the given runs; how many went."""
     if not run_ids:
         return 0
-    result = connection.execute(delete(run_logs).where(run_logs.c.run_id.in_(list(run_ids))))
-    return int(result.rowcount or 0)
+    doomed = run_logs.c.run_id.in_(list(run_ids))
+    count = connection.execute(
+        select(func.coalesce(func.sum(run_logs.c.lines), 0)).where(doomed)
+    ).scalar_one()
+    connection.execute(delete(run_logs).where(doomed))
+    return int(count)
 
 
 def _with_gaps(
@@ -170,13 +214,24 @@ def _with_gaps(
     return out
 
 
-def _line(row: object) -> LogLine:
-    return LogLine(
-        run_id=row.run_id,  # type: ignore[attr-defined]
-        seq=row.seq,  # type: ignore[attr-defined]
-        at_us=row.at_us,  # type: ignore[attr-defined]
-        level=row.level,  # type: ignore[attr-defined]
-        message=row.message,  # type: ignore[attr-defined]
-        offset=row.offset,  # type: ignore[attr-defined]
-        size=row.size,  # type: ignore[attr-defined]
+def _chunk_of(group: Sequence[LogLine]) -> Chunk:
+    first = group[0]
+    return chunk(
+        first.run_id,
+        first.seq,
+        first.offset,
+        [(line.at_us, line.level, line.size, line.message) for line in group],
     )
+
+
+def _lines(row: object) -> list[LogLine]:
+    run_id: str = row.run_id  # type: ignore[attr-defined]
+    seq: int = row.seq  # type: ignore[attr-defined]
+    offset: int = row.offset  # type: ignore[attr-defined]
+    out: list[LogLine] = []
+    entries: Iterable[list[object]] = json.loads(row.body)  # type: ignore[attr-defined]
+    for at_us, level, size, message in entries:
+        out.append(LogLine(run_id, seq, at_us, level, message, offset, size))  # type: ignore[arg-type]
+        seq += 1
+        offset += size  # type: ignore[operator]
+    return out

@@ -84,8 +84,10 @@ class LoggingHost:
         return page.entries
 
     def stored_rows(self) -> int:
+        """Lines in the store (rows hold several)."""
         with reading(self.engine) as connection:
-            return int(connection.execute(select(func.count()).select_from(run_logs)).scalar_one())
+            total = select(func.coalesce(func.sum(run_logs.c.lines), 0))
+            return int(connection.execute(total).scalar_one())
 
 
 @pytest.fixture

@@ -1,11 +1,13 @@
 """Run logs: what a job wrote through its logger during one run, kept with the run.
 
-``run_logs`` holds one row per kept line: the run, the line's number among every line the run wrote
-(``seq``), when (``at_us``: microseconds since the Unix epoch, UTC; a busy host writes thousands of
-lines a second, and an integer costs a fraction of a time's conversion), the level, the (redacted,
-bounded) message, and where the line stood in the run's output in bytes (``offset``, ``size``), so
-a reader tells how many lines and bytes were dropped between two kept lines from the gap in their
-numbers and offsets.
+``run_logs`` holds a run's kept lines in chunks, one row per run per flush of the host's writer:
+the run, the number of the chunk's first line among every line the run wrote (``seq``), how many
+consecutive lines it holds (``lines``), where its first line stood in the run's output in bytes
+(``offset``), and the lines themselves (``body``: a JSON array of ``[at_us, level, size,
+message]``, the time in microseconds since the Unix epoch, UTC, the message redacted and bounded,
+the size in bytes as the job wrote it). A reader tells how many lines and bytes were dropped
+between two kept lines from the gap in their numbers and offsets. A row per chunk, not per line: a
+busy host writes thousands of lines a second.
 
 Revision ID: 0008
 Revises: 0007
@@ -27,11 +29,9 @@ def upgrade() -> None:
         "run_logs",
         sa.Column("run_id", sa.String(length=64), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
-        sa.Column("at_us", sa.BigInteger(), nullable=False),
-        sa.Column("level", sa.String(length=16), nullable=False),
-        sa.Column("message", sa.Text(), nullable=False),
+        sa.Column("lines", sa.Integer(), nullable=False),
         sa.Column("offset", sa.BigInteger(), nullable=False),
-        sa.Column("size", sa.Integer(), nullable=False),
+        sa.Column("body", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "seq", name="pk_run_logs"),
     )
 
