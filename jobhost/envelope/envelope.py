@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -129,11 +130,19 @@ class RunEnvelope:
                 _close_span(span, outcome, units)
         return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
 
-    def flush_logs(self, executed: Sequence[Executed]) -> None:
-        """Write the last log lines of ended runs; before their outcomes, so that whoever sees a
-        run finished sees all its lines. Raises what the store raises."""
-        if self._run_logs is not None:
-            self._run_logs.finish([e.run_log for e in executed if e.run_log is not None])
+    @contextmanager
+    def finishing_logs(
+        self, executed: Sequence[Executed]
+    ) -> Iterator[Callable[[Connection], None]]:
+        """The last log lines of ended runs, to write in the transaction that records their
+        outcomes (which must commit inside the block), so that whoever sees a run finished sees
+        all its lines. The writing raises what the store raises."""
+        if self._run_logs is None:
+            yield lambda connection: None
+            return
+        logs = [e.run_log for e in executed if e.run_log is not None]
+        with self._run_logs.finishing(logs) as write:
+            yield write
 
     def run_times(
         self, claim: Claim, executed: Executed, written_at: datetime
@@ -281,8 +290,8 @@ class RunEnvelope:
         outcome = executed.outcome
 
         def write() -> tuple[datetime, LedgerOutcome, dict[str, str] | None]:
-            self.flush_logs([executed])
-            with self._engine.begin() as connection:
+            with self.finishing_logs([executed]) as write_logs, self._engine.begin() as connection:
+                write_logs(connection)
                 now = self._store_time(connection)
                 entry = self.ledger_outcome(claim, spec, executed, now)
                 recorded = record_outcomes(connection, self._host_id, [entry], now)

@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from jobhost.config import storable_text
 from jobhost.store.runlogs import Chunk, append_chunks, chunk, trim_lines
@@ -223,9 +223,26 @@ class RunLogWriter:
     def finish(self, run_logs: Sequence[RunLog]) -> None:
         """Write the last lines of runs that have ended; raises what the store raises (the
         caller retries), and is a no-op for runs already finished."""
+        with self.finishing(run_logs) as write, self._engine.begin() as connection:
+            write(connection)
+
+    @contextmanager
+    def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[Callable[[Connection], None]]:
+        """The last lines of runs that have ended, to write in the caller's transaction (the one
+        recording their outcomes: a transaction less per batch of runs). The lines count as
+        written when the block ends without an error, so the transaction must commit inside it;
+        on an error they stay in the buffers for the next try."""
         for run_log in run_logs:
             run_log.close()
-        self._write(list(run_logs))
+        locked = self._lock_flushes(list(run_logs))
+        try:
+            batches = self._take(locked)
+            yield lambda connection: _write_batches(connection, batches)
+            for batch in batches:
+                batch.run_log.written(batch)
+        finally:
+            for run_log in locked:
+                run_log.flush_lock.release()
         with self._lock:
             for run_log in run_logs:
                 if run_log.empty:
@@ -262,30 +279,45 @@ class RunLogWriter:
         self._write(live)
 
     def _write(self, run_logs: list[RunLog]) -> None:
-        locked: list[RunLog] = []
+        locked = self._lock_flushes(run_logs)
         try:
-            for run_log in run_logs:
-                run_log.flush_lock.acquire()
-                locked.append(run_log)
-            batches = [run_log.take() for run_log in locked]
-            batches = [b for b in batches if b.head or b.tail or b.trim]
+            batches = self._take(locked)
             if not batches:
                 return
             with self._engine.begin() as connection:
-                for batch in batches:
-                    if batch.trim is not None:
-                        trim_lines(
-                            connection,
-                            batch.run_log.run_id,
-                            above=batch.trim[0],
-                            below=batch.trim[1],
-                        )
-                append_chunks(connection, [row for b in batches for row in b.chunks()])
+                _write_batches(connection, batches)
             for batch in batches:
                 batch.run_log.written(batch)
         finally:
             for run_log in locked:
                 run_log.flush_lock.release()
+
+    @staticmethod
+    def _lock_flushes(run_logs: list[RunLog]) -> list[RunLog]:
+        """Take each run's flush lock, before any transaction begins (the writer thread may
+        hold one while it waits for the store)."""
+        locked: list[RunLog] = []
+        try:
+            for run_log in run_logs:
+                run_log.flush_lock.acquire()
+                locked.append(run_log)
+        except BaseException:
+            for run_log in locked:
+                run_log.flush_lock.release()
+            raise
+        return locked
+
+    @staticmethod
+    def _take(run_logs: list[RunLog]) -> list[_Batch]:
+        batches = [run_log.take() for run_log in run_logs]
+        return [b for b in batches if b.head or b.tail or b.trim]
+
+
+def _write_batches(connection: Connection, batches: list[_Batch]) -> None:
+    for batch in batches:
+        if batch.trim is not None:
+            trim_lines(connection, batch.run_log.run_id, above=batch.trim[0], below=batch.trim[1])
+    append_chunks(connection, [row for b in batches for row in b.chunks()])
 
 
 class _Raw(NamedTuple):
@@ -316,15 +348,18 @@ class _Batch:
     def _chunk(self, raws: list[_Raw]) -> Chunk:
         limit = self.run_log._line_limit
         lines = [
-            (
-                int(raw.created * 1_000_000),
-                raw.level,
-                raw.size,
-                storable_text(raw.message, limit) or "",
-            )
+            (int(raw.created * 1_000_000), raw.level, raw.size, _storable(raw.message, limit))
             for raw in raws
         ]
         return chunk(self.run_log.run_id, raws[0].seq, raws[0].offset, lines)
+
+
+def _storable(message: str, limit: int) -> str:
+    # Most lines are short plain ASCII with no URL: nothing to redact, cut or spell out.
+    plain = message.isascii() and "://" not in message and "\x00" not in message
+    if plain and len(message) <= limit:
+        return message
+    return storable_text(message, limit) or ""
 
 
 class _CaptureHandler(logging.Handler):

@@ -139,8 +139,12 @@ class OutcomeRecorder:
         return []
 
     def _write(self, batch: list[Finished], *, isolate: bool) -> None:
-        self._envelope.flush_logs([f.executed for f in batch])
-        with self._engine.begin() as connection:
+        ended = [f.executed for f in batch]
+        with (
+            self._envelope.finishing_logs(ended) as write_logs,
+            self._engine.begin() as connection,
+        ):
+            write_logs(connection)
             now = database_now(connection, self._clock)
             entries = [
                 self._envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
