@@ -279,7 +279,7 @@ class RunLogWriter:
         self._write(live)
 
     def _write(self, run_logs: list[RunLog]) -> None:
-        locked = self._lock_flushes(run_logs)
+        locked = self._lock_flushes(run_logs, wait=False)
         try:
             batches = self._take(locked)
             if not batches:
@@ -293,14 +293,15 @@ class RunLogWriter:
                 run_log.flush_lock.release()
 
     @staticmethod
-    def _lock_flushes(run_logs: list[RunLog]) -> list[RunLog]:
-        """Take each run's flush lock, before any transaction begins (the writer thread may
-        hold one while it waits for the store)."""
+    def _lock_flushes(run_logs: list[RunLog], *, wait: bool = True) -> list[RunLog]:
+        """Take each run's flush lock, in the order of their ids (two callers never wait on
+        each other crosswise), before any transaction begins. Without ``wait``, a run whose lock
+        is held is skipped: its recorder is writing its last lines."""
         locked: list[RunLog] = []
         try:
-            for run_log in run_logs:
-                run_log.flush_lock.acquire()
-                locked.append(run_log)
+            for run_log in sorted(run_logs, key=lambda run_log: run_log.run_id):
+                if run_log.flush_lock.acquire(blocking=wait):
+                    locked.append(run_log)
         except BaseException:
             for run_log in locked:
                 run_log.flush_lock.release()
