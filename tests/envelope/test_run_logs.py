@@ -26,7 +26,7 @@ from jobhost.operations.runlogs import dropped_text, line_text, read_run_log
 from jobhost.store import SystemClock, create_store_engine, reading, upgrade
 from jobhost.store.claims import Claim
 from jobhost.store.operations import request_run
-from jobhost.store.runlogs import Dropped, LogLine, run_logs
+from jobhost.store.runlogs import Dropped, LogLine, read_lines, run_logs
 from tests.support import sample_catalog
 
 
@@ -278,3 +278,31 @@ def test_a_buffer_past_its_bounds_costs_no_more_memory() -> None:
     batch = run_log.take()
     assert [raw.seq for raw in batch.head] == [1, 2, 3, 4, 5]
     assert [raw.seq for raw in batch.tail] == list(range(99_996, 100_001))
+
+
+def test_a_stored_row_the_tail_slides_over_is_rewritten_with_only_its_kept_lines(
+    host: Callable[..., LoggingHost],
+) -> None:
+    engine = host([{"name": "sample.talk", "behaviour": "log", "lines": 1}]).engine
+    writer = RunLogWriter(engine, max_lines=10, max_bytes=100_000, flush_seconds=3600)
+    run_log = writer.open("slide", "sample.talk", 1)
+    try:
+        for flush in range(4):
+            for index in range(flush * 4 + 1, flush * 4 + 5):
+                writer.note(run_log, 0.0, "INFO", f"line {index}")
+            # Each flush stores the new tail lines as one row; the next slides over part of it.
+            writer._flush_open()
+            with reading(engine) as connection:
+                entries = read_lines(connection, "slide")
+            last = flush * 4 + 4
+            tail = range(max(6, last - 4), last + 1)
+            expected = [f"line {i}" for i in range(1, min(last, 5) + 1)]
+            if tail.start > 6:
+                gone = [f"line {i}" for i in range(6, tail.start)]
+                expected.append(dropped_text(Dropped(len(gone), sum(map(len, gone)))))
+            assert _messages(entries) == [*expected, *(f"line {i}" for i in tail)]
+    finally:
+        writer.close()
+    with reading(engine) as connection:
+        stored = select(func.coalesce(func.sum(run_logs.c.lines), 0))
+        assert connection.execute(stored).scalar_one() == 10
