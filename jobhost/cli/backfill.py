@@ -61,7 +61,7 @@ def backfill(
     """
     from jobhost.operations.backfill import BackfillInputError, plan_backfill
     from jobhost.operations.timefmt import iso_utc
-    from jobhost.store import SystemClock, database_now, reading
+    from jobhost.store import SystemClock, store_now
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)
@@ -75,8 +75,7 @@ def backfill(
         )
     engine = open_store(settings)
     try:
-        with reading(engine) as connection:
-            now = database_now(connection, SystemClock())
+        now = store_now(engine, SystemClock())
         plan = plan_backfill(
             spec,
             engine,

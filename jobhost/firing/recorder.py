@@ -16,13 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import JobSpec
 from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.store import Clock, database_now
+from jobhost.store import Clock, Engine
 from jobhost.store.claims import Claim
-from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.store.recording import record_finished
 from jobhost.store.retrying import StoreRetry, is_store_down
 
 __all__ = ["Finished", "OutcomeRecorder"]
@@ -140,18 +138,18 @@ class OutcomeRecorder:
 
     def _write(self, batch: list[Finished], *, isolate: bool) -> None:
         ended = [f.executed for f in batch]
-        with (
-            self._envelope.finishing_logs(ended) as write_logs,
-            self._engine.begin() as connection,
-        ):
-            write_logs(connection)
-            now = database_now(connection, self._clock)
-            entries = [
-                self._envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
-            ]
-            recorded = record_outcomes(connection, self._host_id, entries, now, isolate=isolate)
-            others = [f.claim.run_id for f in batch if f.claim.run_id not in recorded]
-            verdicts = ledger_verdicts(connection, others)
+        with self._envelope.finishing_logs(ended) as logs:
+            done = record_finished(
+                self._engine,
+                self._host_id,
+                outcomes_at=lambda now: [
+                    self._envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
+                ],
+                logs=logs,
+                clock=self._clock,
+                isolate=isolate,
+            )
+        now, entries, recorded, verdicts = done.now, done.entries, done.recorded, done.verdicts
         for finished, entry in zip(batch, entries, strict=True):
             claim = finished.claim
             verdict = verdicts.get(claim.run_id)
