@@ -48,6 +48,7 @@ from jobhost.web.api.requests import (
     read_json,
     read_reason,
 )
+from jobhost.web.api.table import ENDPOINTS
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.failures import failure_body, log_unexpected
@@ -99,22 +100,16 @@ class _Api:
         self.limit = settings.api_body_limit
 
     def mount(self) -> Mount:
-        table: dict[str, dict[str, tuple[str, Handler]]] = {
-            "/kinds": {"GET": ("read", self.kinds)},
-            "/jobs": {"GET": ("read", self.jobs)},
-            "/jobs/{name}": {
-                "GET": ("read", self.job),
-                "PUT": ("write", self.put),
-                "DELETE": ("write", self.delete),
-            },
-            "/jobs/{name}/trigger": {"POST": ("trigger", self.trigger)},
-            "/jobs/{name}/pause": {"POST": ("write", self.pause)},
-            "/jobs/{name}/resume": {"POST": ("write", self.resume)},
-            "/jobs/{name}/runs": {"GET": ("read", self.runs)},
-            "/changes": {"GET": ("read", self.changes)},
-            "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
-        }
-        routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]
+        """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
+        object's method of its ``operation`` name."""
+        table: dict[str, dict[str, tuple[str, Handler]]] = {}
+        routes: list[BaseRoute] = []
+        for endpoint in ENDPOINTS:
+            handler = getattr(self, endpoint.operation)
+            if endpoint.scope is None:  # the document: no token
+                routes.append(Route(endpoint.path, handler, methods=["GET", "HEAD"]))
+            else:
+                table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint.scope, handler)
         routes += [
             Route(path, self._dispatch(ops), methods=_METHODS) for path, ops in table.items()
         ]
