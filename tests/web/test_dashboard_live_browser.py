@@ -125,7 +125,7 @@ def test_the_zone_picked_is_applied_to_every_time_and_remembered(
     Select(browser.find_element(By.ID, "zone")).select_by_value("job")
     _until(browser, lambda b: _fire(b).endswith(("03:00:00 CET", "03:00:00 CEST")))
     label = _text(browser, "#fires th [data-zone-label]")
-    assert label == "each job's own zone"
+    assert label == "the job's zone, Europe/Berlin"
     browser.save_screenshot(str(tmp_path / "job-zone.png"))
 
     # Remembered by this browser: the next page shows the same zone from the start.

@@ -100,11 +100,15 @@
     return "UTC";
   }
 
-  function zoneLabel(mode) {
+  function zoneLabel(element, mode) {
     if (mode === "browser") {
       return "your browser's zone, " + browserZone();
     }
-    return mode === "job" ? "each job's own zone" : "UTC";
+    if (mode === "job") {
+      var owner = element.closest("[data-zone]");
+      return owner ? "the job's zone, " + owner.getAttribute("data-zone") : "each job's own zone";
+    }
+    return "UTC";
   }
 
   function showTimes(root) {
@@ -124,7 +128,7 @@
       }
     });
     root.querySelectorAll("[data-zone-label]").forEach(function (element) {
-      element.textContent = zoneLabel(mode);
+      element.textContent = zoneLabel(element, mode);
     });
   }
 
