@@ -293,8 +293,11 @@
     toggle.addEventListener("click", function () {
       store(window.sessionStorage, PAUSE_KEY, paused() ? null : "yes");
       showToggle();
-      say(paused() ? "live: paused" : "live: every " + delay + " s");
+      say(paused() ? "live: paused" : "live: catching up");
+      var wait = delay;
+      delay = 0; /* resumed: catch up at once */
       schedule();
+      delay = wait;
     });
     document.addEventListener("visibilitychange", function () {
       if (!document.hidden && !paused() && !ended) {
