@@ -44,7 +44,7 @@ from jobhost.web.console.auth import (
     same_origin,
 )
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, utc_tag
+from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.triggered import request_page
 from jobhost.web.console.views import hosts_view, job_view, run_view
 
@@ -113,6 +113,7 @@ class Console:
             local=local_tag,
             local_text=short_local,
             zoned=fixed_tag,
+            stamp=stamp_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
             ago=ago_tag,
         )
