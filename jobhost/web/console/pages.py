@@ -2,7 +2,9 @@
 
 Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
 the server), ``/jobs/NAME`` (run timeline for 24 hours or 7 days, next ten fires, declared
-and effective trigger, recent errors, runs, audited actions), ``/runs/ID``, ``/hosts``.
+and effective trigger, recent errors, runs, audited actions), ``/runs/ID`` (``?after=N``: the
+log lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
+``/hosts``. Pages that show data pass ``live`` (seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
@@ -45,7 +47,7 @@ from jobhost.web.console.auth import (
 )
 from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, utc_tag
+from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.triggered import request_page
 from jobhost.web.console.views import hosts_view, job_view, run_view
 
@@ -117,6 +119,7 @@ class Console:
             local=local_tag,
             local_text=short_local,
             zoned=fixed_tag,
+            stamp=stamp_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
             ago=ago_tag,
         )
