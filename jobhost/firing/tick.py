@@ -25,7 +25,14 @@ from jobhost.store import Engine
 from jobhost.store.claims import Claim, ClaimBatch
 from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
-from jobhost.store.turns import claim_job, claim_turn, due_jobs, look_ahead, sync_catalog
+from jobhost.store.turns import (
+    claim_job,
+    claim_turn,
+    due_jobs,
+    look_ahead,
+    settle_open_backfills,
+    sync_catalog,
+)
 from jobhost.store.wakeups import Wakeups
 
 __all__ = ["TickResult", "Ticker"]
@@ -81,6 +88,8 @@ class Ticker:
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
+        self._backfills_open = True
+        """Whether the last turn saw an unfinished backfill (the first turn looks)."""
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -118,6 +127,8 @@ class Ticker:
             record_abandoned(
                 self._engine, now, self._telemetry, self._rules, implausible=self._implausible
             )
+        if self._backfills_open:
+            settle_open_backfills(self._engine, now)
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
@@ -170,7 +181,7 @@ class Ticker:
         return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
 
     def _claim(self, now: datetime, slots: int, request_slots: int) -> tuple[ClaimBatch, Wakeups]:
-        return claim_turn(
+        batch, wakeups, self._backfills_open = claim_turn(
             self._engine,
             host_id=self._host_id,
             now=now,
@@ -179,6 +190,7 @@ class Ticker:
             rules=self._rules,
             skip=self._skip(),
         )
+        return batch, wakeups
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""

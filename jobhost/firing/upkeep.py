@@ -60,6 +60,7 @@ def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) ->
                     requested_by=run.requested_by,
                     reason=run.reason,
                     at=now,
+                    backfill_id=run.backfill_id,
                 )
             if retry is not None:
                 retries.append(retry)

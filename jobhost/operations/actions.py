@@ -8,7 +8,7 @@ surface vouches for: the operating-system user for the CLI, the operator token's
 dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
 ``GET /api/v1/changes`` and the dashboard's job page.
 
-A new action (a backfill, a retry, a cancel) is one more function here over one more store
+A new action (a retry, a cancel) is one more function here over one more store
 operation in ``jobhost.store.actions``, which makes the change and records it in the
 transaction it opens itself.
 
@@ -20,15 +20,29 @@ so it can be paused before any host has run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from jobhost.catalog import Catalog
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock
-from jobhost.store.actions import pause_logged, request_logged, resume_logged
+from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfills
+from jobhost.store.actions import (
+    backfill_logged,
+    cancel_backfill_logged,
+    pause_logged,
+    request_logged,
+    resume_logged,
+)
 
-__all__ = ["PauseResult", "pause", "request_trigger", "resume"]
+__all__ = [
+    "PauseResult",
+    "cancel_backfill",
+    "pause",
+    "request_trigger",
+    "resume",
+    "start_backfill",
+]
 
 
 @dataclass(frozen=True)
@@ -99,4 +113,48 @@ def request_trigger(
         reason=reason,
         clock=clock or SystemClock(),
         beside_limit=beside_limit,
+    )
+
+
+def start_backfill(
+    engine: Engine,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    mode: str,
+    occurrences: Sequence[datetime],
+    concurrency: int,
+    actor: str,
+    reason: str | None,
+    clock: Clock | None = None,
+) -> str:
+    """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
+    process) to run; its id. The change record names the range, the mode and the count."""
+    return backfill_logged(
+        engine,
+        job,
+        start=start,
+        end=end,
+        mode=mode,
+        occurrences=occurrences,
+        concurrency=concurrency,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+    )
+
+
+def cancel_backfill(
+    engine: Engine,
+    backfill_id: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    clock: Clock | None = None,
+) -> backfills.BackfillRecord | None:
+    """Stop a running backfill claiming new occurrences (its runs in flight finish); the
+    backfill after it (None: no such backfill). Only a change is logged."""
+    return cancel_backfill_logged(
+        engine, backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
     )

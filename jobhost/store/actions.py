@@ -14,13 +14,21 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
+from jobhost.store import backfills
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
 from jobhost.store.records import ScheduleRecord
 from jobhost.store.registry import DesiredSchedule, sync_schedules
 from jobhost.store.runtime import record_change
 
-__all__ = ["Paused", "pause_logged", "request_logged", "resume_logged"]
+__all__ = [
+    "Paused",
+    "backfill_logged",
+    "cancel_backfill_logged",
+    "pause_logged",
+    "request_logged",
+    "resume_logged",
+]
 
 
 @dataclass(frozen=True)
@@ -113,3 +121,80 @@ def request_logged(
             reason=reason,
         )
     return request_id
+
+
+def backfill_logged(
+    engine: Engine,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    mode: str,
+    occurrences: Sequence[datetime],
+    concurrency: int,
+    actor: str,
+    reason: str | None,
+    clock: Clock,
+) -> str:
+    """Record a backfill of ``occurrences`` of ``job``; its id. The change record names the
+    range, the mode and the count."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        backfill_id = backfills.create_backfill(
+            connection,
+            job=job,
+            start=start,
+            end=end,
+            mode=mode,
+            reason=reason,
+            actor=actor,
+            concurrency=concurrency,
+            occurrences=occurrences,
+            now=now,
+        )
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="backfill",
+            job_name=job,
+            before=None,
+            after={
+                "backfill_id": backfill_id,
+                "from": _iso(start),
+                "to": _iso(end),
+                "mode": mode,
+                "selected": len(occurrences),
+                "concurrency": concurrency,
+            },
+            reason=reason,
+        )
+    return backfill_id
+
+
+def cancel_backfill_logged(
+    engine: Engine, backfill_id: str, *, actor: str, reason: str | None, clock: Clock
+) -> backfills.BackfillRecord | None:
+    """Stop a running backfill claiming new occurrences; the backfill after it (None: no such
+    backfill). Only a change is logged."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        record = backfills.get_backfill(connection, backfill_id)
+        if record is None:
+            return None
+        if backfills.cancel_backfill(connection, backfill_id, now):
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="backfill-cancel",
+                job_name=record.job_name,
+                before={"backfill_id": backfill_id, "state": record.state},
+                after={"backfill_id": backfill_id, "state": "cancelled"},
+                reason=reason,
+            )
+        return backfills.get_backfill(connection, backfill_id)
+
+
+def _iso(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")

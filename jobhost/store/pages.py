@@ -51,12 +51,14 @@ def job_page(
     )
 
 
-def run_page(connection: Connection, run_id: str, *, lines: int) -> RunPage | None:
-    """The run, its attempts, and its first ``lines`` log lines; None for an unknown run."""
+def run_page(connection: Connection, run_id: str, *, after: int = 0, lines: int) -> RunPage | None:
+    """The run, its attempts, and up to ``lines`` of its log lines numbered above ``after``;
+    None for an unknown run."""
     run = get_run(connection, run_id)
     if run is None:
         return None
-    return RunPage(run, attempts_of(connection, run), read_lines(connection, run_id, limit=lines))
+    found = read_lines(connection, run_id, after=after, limit=lines)
+    return RunPage(run, attempts_of(connection, run), found)
 
 
 def api_deletion(connection: Connection, name: str) -> tuple[bool, JobChange | None]:

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store import reports as store_reports
 from jobhost.store.clock import Clock, SystemClock, database_now
@@ -21,7 +21,7 @@ from jobhost.store.hosts import list_hosts
 from jobhost.store.records import HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.runtime import JobChange, deletions
 
-__all__ = ["StoreSnapshot", "read_snapshot"]
+__all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
 
 
 @dataclass(frozen=True)
@@ -91,3 +91,22 @@ def read_snapshot(
             if run.lease_expires_at is not None and run.lease_expires_at < now:
                 snapshot.expired_runs.setdefault(run.job_name, []).append(run)
     return snapshot
+
+
+def summary_snapshot(
+    connection: Connection, now: datetime
+) -> tuple[StoreSnapshot, list[RunRecord]]:
+    """The schedule rows, hosts, groups and removals at ``now``, and the running runs (oldest
+    first): the dashboard overview's one read, without the ledger summaries."""
+    rows = store_reports.list_schedules(connection)
+    running = store_reports.running_runs(connection)
+    snapshot = StoreSnapshot(
+        now=now,
+        schedules=rows,
+        hosts=list_hosts(connection),
+        groups=group_summaries(connection, now),
+    )
+    removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
+    if removed:
+        snapshot.deleted.update(deletions(connection, removed))
+    return snapshot, running

@@ -10,13 +10,21 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
+from jobhost.store.backfill_claims import claim_backfills, open_backfills, settle_backfills
 from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, due_job_names
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import write_group_limits, write_group_members
 from jobhost.store.registry import DesiredSchedule, SyncPlan, sync_schedules
 from jobhost.store.wakeups import Wakeups, next_wakeups
 
-__all__ = ["claim_job", "claim_turn", "due_jobs", "look_ahead", "sync_catalog"]
+__all__ = [
+    "claim_job",
+    "claim_turn",
+    "due_jobs",
+    "look_ahead",
+    "settle_open_backfills",
+    "sync_catalog",
+]
 
 
 def sync_catalog(
@@ -45,9 +53,11 @@ def claim_turn(
     request_slots: int,
     rules: ClaimRules,
     skip: Collection[str],
-) -> tuple[ClaimBatch, Wakeups]:
-    """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`) and read when
-    the store next needs this host, leaving alone ``skip`` and the jobs the batch did not know."""
+) -> tuple[ClaimBatch, Wakeups, bool]:
+    """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`), then
+    backfilled occurrences in the slots nothing else took, and read when the store next needs
+    this host, leaving alone ``skip`` and the jobs the batch did not know. The last value says
+    whether a backfill is still unfinished."""
     with engine.begin() as connection:
         batch = claim_work(
             connection,
@@ -58,8 +68,17 @@ def claim_turn(
             rules=rules,
             skip=skip,
         )
+        backfilled = claim_backfills(
+            connection,
+            host_id=host_id,
+            now=now,
+            slots=slots - len(batch.claims),
+            rules=rules,
+            skip=sorted(set(skip) | batch.unknown),
+        )
+        batch.claims.extend(backfilled.claims)
         wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
-    return batch, wakeups
+    return batch, wakeups, bool(backfilled.open)
 
 
 def claim_job(
@@ -95,3 +114,10 @@ def look_ahead(engine: Engine, now: datetime, *, skip: Sequence[str] = ()) -> Wa
     """When the store next needs this host (see :func:`~jobhost.store.wakeups.next_wakeups`)."""
     with reading(engine) as connection:
         return next_wakeups(connection, now, skip=skip)
+
+
+def settle_open_backfills(engine: Engine, now: datetime) -> None:
+    """Mark finished the backfills whose every occurrence has run (see
+    :func:`~jobhost.store.backfill_claims.settle_backfills`)."""
+    with engine.begin() as connection:
+        settle_backfills(connection, now, open_backfills(connection))
