@@ -131,6 +131,7 @@ runs = Table(
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),
     Index("ix_runs_job_name_outcome", "job_name", "outcome"),
     Index("ix_runs_outcome_lease_expires_at", "outcome", "lease_expires_at"),
+    Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
 
 hosts = Table(

@@ -39,6 +39,7 @@ from jobhost.store.runtime import (
 )
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.failures import failures_endpoint
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -113,6 +114,7 @@ class _Api:
             "/jobs/{name}/resume": {"POST": ("write", self.resume)},
             "/jobs/{name}/runs": {"GET": ("read", self.runs)},
             "/changes": {"GET": ("read", self.changes)},
+            "/failures": {"GET": ("read", failures_endpoint(self.engine, self.service.clock))},
             "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
         }
         routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]

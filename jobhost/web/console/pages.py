@@ -1,8 +1,11 @@
 """The dashboard: server-rendered pages over the store, and the actions people may take.
 
 Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
-the server), ``/jobs/NAME`` (run timeline for 24 hours or 7 days, next ten fires, declared
-and effective trigger, recent errors, runs, audited actions), ``/runs/ID``, ``/hosts``.
+the server), ``/jobs/NAME`` (run timeline and runs-by-outcome chart for the last hour, 24
+hours, 7 or 30 days, next ten fires, declared and effective trigger, recent errors, its
+history paged with an outcome filter, audited actions), ``/runs/ID``, ``/failures`` (failed
+runs of every job, paged, searchable by error text, under the installation's runs-by-outcome
+chart), ``/hosts``.
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
@@ -26,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.operations.history import OUTCOMES
 from jobhost.operations.report import build_report
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
@@ -43,8 +47,10 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
-from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
-from jobhost.web.console.views import hosts_view, job_view, run_view
+from jobhost.web.console.chart import CHART_ORDER, SLICES
+from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
+from jobhost.web.console.views import HISTORY_PAGES, hosts_view, job_view, run_view
 
 __all__ = ["PAGE_SIZE", "Console"]
 
@@ -115,6 +121,7 @@ class Console:
             Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
+            Route("/failures", reading(self.failures), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
             Route("/signin", acting(self.signin), methods=["POST"]),
             Route("/signout", acting(self.signout), methods=["POST"]),
@@ -165,8 +172,12 @@ class Console:
 
     async def job(self, request: Request) -> Response:
         name = request.path_params["name"]
-        span_name = request.query_params.get("range", "24h")
+        params = request.query_params
+        span_name = params.get("range", "24h")
         span_name = span_name if span_name in RANGES else "24h"
+        outcome = params.get("outcome")
+        outcome = outcome if outcome in OUTCOMES else None
+        page = min(max(_int(params.get("page"), 1), 1), HISTORY_PAGES)
         view = await blocking(
             lambda: job_view(
                 self.settings,
@@ -174,6 +185,9 @@ class Console:
                 self.engine,
                 name,
                 span=RANGES[span_name],
+                slices=SLICES[span_name],
+                outcome=outcome,
+                page=page,
                 clock=self.clock,
             )
         )
@@ -185,8 +199,16 @@ class Console:
             view=view,
             job=view.job,
             span=span_name,
+            span_name=RANGE_NAMES[span_name],
             ranges=list(RANGES),
             outcomes=OUTCOME_ORDER,
+            chart_outcomes=CHART_ORDER,
+            ledger_outcomes=OUTCOMES,
+            outcome=outcome,
+            page_number=page,
+            history_link=lambda **change: _history_link(
+                {"range": span_name, "outcome": outcome, "page": page}, change
+            ),
             done=NOTICES.get(request.query_params.get("done", "")),
         )
 
@@ -196,6 +218,18 @@ class Console:
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
         return self.page(request, "run.html", view=view, run=view.run)
+
+    async def failures(self, request: Request) -> Response:
+        view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
+        return self.page(
+            request,
+            "failures.html",
+            status=400 if view.problem else 200,
+            view=view,
+            ranges=list(RANGES),
+            span_name=RANGE_NAMES[view.span],
+            chart_outcomes=CHART_ORDER,
+        )
 
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))
@@ -324,6 +358,16 @@ def _sort(value: str) -> Sort:
         if known == value:
             return known
     return "name"
+
+
+def _history_link(kept: dict[str, Any], change: dict[str, Any]) -> str:
+    """The job page's query with ``change``: the range, the outcome filter and the page."""
+    query = {**kept, **change}
+    if query.get("range") == "24h":
+        query["range"] = None
+    if query.get("page") == 1:
+        query["page"] = None
+    return "?" + urlencode({k: v for k, v in query.items() if v})
 
 
 def _int(value: str | None, default: int) -> int:
