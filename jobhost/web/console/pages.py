@@ -50,12 +50,20 @@ from jobhost.web.console.auth import (
 from jobhost.web.console.chart import CHART_ORDER, SLICES
 from jobhost.web.console.failures_page import failures_view
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
+from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, utc_tag
+from jobhost.web.console.triggered import request_page
 from jobhost.web.console.views import HISTORY_PAGES, hosts_view, job_view, run_view
 
 __all__ = ["PAGE_SIZE", "Console"]
 
 _log = logging.getLogger("jobhost.console")
 PAGE_SIZE = 50
+_LIVE_SECONDS = 5
+"""How often an open page asks for its data again (the script slows down when answers are
+slow, and stops while the tab is hidden or paused)."""
+_TAIL_SECONDS = 2
+"""How often a running run's page asks for its new log lines: one read by the run's index."""
+_MAX_LINE = 2**62
 _Page = Callable[[Request], Awaitable[Response]]
 _HEADERS = {
     # Inline style attributes place the timeline's axis labels; no inline script is allowed.
@@ -106,10 +114,13 @@ class Console:
         )
         self._templates.filters.update(
             quote=lambda value: quote(str(value), safe=""),
-            utc=short_utc,
-            local=short_local,
+            utc=utc_tag,
+            utc_text=short_utc,
+            local=local_tag,
+            local_text=short_local,
+            zoned=fixed_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
-            ago=lambda at, now: duration_text(now - at) if at is not None else "-",
+            ago=ago_tag,
         )
         self._actions = ActionHandler(self)
 
@@ -120,6 +131,7 @@ class Console:
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
             Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
+            Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
@@ -168,6 +180,7 @@ class Console:
             sorts=SORTS,
             statuses=STATUSES,
             modules=sorted({job.module for job in report.jobs}),
+            live=_LIVE_SECONDS,
         )
 
     async def job(self, request: Request) -> Response:
@@ -210,14 +223,28 @@ class Console:
                 {"range": span_name, "outcome": outcome, "page": page}, change
             ),
             done=NOTICES.get(request.query_params.get("done", "")),
+            page_zone=view.job.effective_trigger.timezone,
+            live=_LIVE_SECONDS,
         )
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
+        after = min(max(_int(request.query_params.get("after"), 0), 0), _MAX_LINE)
+        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id, after=after))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
-        return self.page(request, "run.html", view=view, run=view.run)
+        return self.page(
+            request,
+            "run.html",
+            view=view,
+            run=view.run,
+            page_zone=view.zone,
+            live=_TAIL_SECONDS if view.running else 0,
+        )
+
+    async def request(self, request: Request) -> Response:
+        """A trigger's request: its run once a host started it (303), or where it stands."""
+        return await request_page(self, request)
 
     async def failures(self, request: Request) -> Response:
         view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
@@ -229,11 +256,13 @@ class Console:
             ranges=list(RANGES),
             span_name=RANGE_NAMES[view.span],
             chart_outcomes=CHART_ORDER,
+            # Only the newest page changes as runs fail; an older one stays as it is.
+            live=_LIVE_SECONDS if not view.cursor else 0,
         )
 
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))
-        return self.page(request, "hosts.html", view=view)
+        return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
 
     # -- signing in ---------------------------------------------------------------------------
 
