@@ -156,6 +156,16 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
     status, _, page = client.get(f"/requests/{request.id}")
     assert status == 200 and f"Run <code>{run_id}</code>" in page
     assert client.get("/requests/not-a-request")[0] == 404
+    refused = operator.requests()[0].id
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(run_requests)
+            .where(run_requests.c.id == refused)
+            .values(status="refused", run_id=None, message="job sample.job-01 is paused")
+        )
+    page = client.get(f"/requests/{refused}")[2]
+    assert 'id="request-refused"' in page and "job sample.job-01 is paused" in page
+    assert 'data-live="0"' in page  # nothing more to wait for
     assert (request.job_name, request.requested_by, request.reason) == (
         "sample.job-01",
         "bob",

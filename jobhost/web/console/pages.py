@@ -3,9 +3,11 @@
 Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
 the server), ``/jobs/NAME`` (run timeline and runs-by-outcome chart for the last hour, 24
 hours, 7 or 30 days, next ten fires, declared and effective trigger, recent errors, its
-history paged with an outcome filter, audited actions), ``/runs/ID``, ``/failures`` (failed
-runs of every job, paged, searchable by error text, under the installation's runs-by-outcome
-chart), ``/hosts``.
+history paged with an outcome filter, audited actions), ``/runs/ID`` (``?after=N``: the log
+lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
+``/failures`` (failed runs of every job, paged, searchable by error text, under the
+installation's runs-by-outcome chart), ``/hosts``. Pages that show data pass ``live``
+(seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
@@ -50,7 +52,7 @@ from jobhost.web.console.auth import (
 from jobhost.web.console.chart import CHART_ORDER, SLICES
 from jobhost.web.console.failures_page import failures_view
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, utc_tag
+from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.triggered import request_page
 from jobhost.web.console.views import HISTORY_PAGES, hosts_view, job_view, run_view
 
@@ -119,6 +121,7 @@ class Console:
             local=local_tag,
             local_text=short_local,
             zoned=fixed_tag,
+            stamp=stamp_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
             ago=ago_tag,
         )
