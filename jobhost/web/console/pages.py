@@ -16,7 +16,6 @@ at ``/signin`` sees trigger, pause and resume, each audited with who and why.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -31,9 +30,9 @@ from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.operations.history import OUTCOMES
-from jobhost.operations.report import build_report
-from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
+from jobhost.operations.overview import Overview, overview_page, read_summary
+from jobhost.operations.report import Report
+from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, short_local, short_utc
 from jobhost.store import Clock, reading
@@ -49,17 +48,21 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
+from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import CHART_ORDER, SLICES
 from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.job_query import job_query
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
 from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.triggered import request_page
-from jobhost.web.console.views import HISTORY_PAGES, hosts_view, job_view, run_view
+from jobhost.web.console.views import hosts_view, job_view, run_view
 
-__all__ = ["PAGE_SIZE", "Console"]
+__all__ = ["OVERVIEW_SECONDS", "PAGE_SIZE", "Console"]
 
 _log = logging.getLogger("jobhost.console")
 PAGE_SIZE = 50
+OVERVIEW_SECONDS = 3.0
+"""How long the overview's summary and each filtered page are kept before a store read."""
 _LIVE_SECONDS = 5
 """How often an open page asks for its data again (the script slows down when answers are
 slow, and stops while the tab is hidden or paused)."""
@@ -91,6 +94,7 @@ class Console:
         allow_actions: bool,
         clock: Clock | None = None,
         brake: GuessBrake | None = None,
+        overview_seconds: float = OVERVIEW_SECONDS,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -126,6 +130,8 @@ class Console:
             ago=ago_tag,
         )
         self._actions = ActionHandler(self)
+        self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
+        self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
 
     def routes(self) -> list[BaseRoute]:
         reading, acting = self._reading, self._acting
@@ -148,19 +154,14 @@ class Console:
     async def overview(self, request: Request) -> Response:
         params = request.query_params
         search = params.get("q", "")[:200]
-        module = params.get("module", "")
+        module = params.get("module", "")[:200]
         states = [s for s in params.getlist("state") if s in STATUSES]
         sort = _sort(params.get("sort", "name"))
-        report = await blocking(
-            lambda: build_report(self.settings, self.catalog, self.engine, clock=self.clock)
-        )
         which = JobFilter(
             search=search, modules=[module] if module else (), statuses=states, sort=sort
         )
-        jobs = select_jobs(report.jobs, which)
-        pages = max(math.ceil(len(jobs) / PAGE_SIZE), 1)
-        page = min(max(_int(params.get("page"), 1), 1), pages)
-        shown = jobs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        wanted = max(_int(params.get("page"), 1), 1)
+        summary, shown = await blocking(lambda: self._overview(which, wanted))
         kept = {"q": search, "module": module, "state": states, "sort": sort}
 
         def link(**change: Any) -> str:
@@ -170,11 +171,11 @@ class Console:
         return self.page(
             request,
             "overview.html",
-            report=report,
-            jobs=shown,
-            matched=len(jobs),
-            page=page,
-            pages=pages,
+            report=summary,
+            jobs=shown.jobs,
+            matched=shown.matched,
+            page=shown.page,
+            pages=shown.pages,
             link=link,
             search=search,
             module=module,
@@ -182,28 +183,42 @@ class Console:
             sort=sort,
             sorts=SORTS,
             statuses=STATUSES,
-            modules=sorted({job.module for job in report.jobs}),
+            modules=sorted({job.module for job in summary.jobs}),
             live=_LIVE_SECONDS,
         )
 
+    @property
+    def overview_reads(self) -> int:
+        """How many times the overview read the store's summary (shared reads show in tests)."""
+        return self._summaries.made
+
+    def _overview(self, which: JobFilter, page: int) -> tuple[Report, Overview]:
+        """The summary of every job and the page asked for, each kept a few seconds (the page
+        under its filter and number): viewers polling the overview share one read."""
+        summary = self._summaries.get(
+            "summary",
+            lambda: read_summary(self.settings, self.catalog, self.engine, self.clock),
+        )
+        key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
+        shown = self._pages.get(
+            (summary.generated_at, key),
+            lambda: overview_page(self.engine, summary, which, page, PAGE_SIZE),
+        )
+        return summary, shown
+
     async def job(self, request: Request) -> Response:
         name = request.path_params["name"]
-        params = request.query_params
-        span_name = params.get("range", "24h")
-        span_name = span_name if span_name in RANGES else "24h"
-        outcome = params.get("outcome")
-        outcome = outcome if outcome in OUTCOMES else None
-        page = min(max(_int(params.get("page"), 1), 1), HISTORY_PAGES)
+        query = job_query(request.query_params)
         view = await blocking(
             lambda: job_view(
                 self.settings,
                 self.catalog,
                 self.engine,
                 name,
-                span=RANGES[span_name],
-                slices=SLICES[span_name],
-                outcome=outcome,
-                page=page,
+                span=RANGES[query.span],
+                slices=SLICES[query.span],
+                outcome=query.outcome,
+                page=query.page,
                 clock=self.clock,
             )
         )
@@ -214,17 +229,8 @@ class Console:
             "job.html",
             view=view,
             job=view.job,
-            span=span_name,
-            span_name=RANGE_NAMES[span_name],
-            ranges=list(RANGES),
             outcomes=OUTCOME_ORDER,
-            chart_outcomes=CHART_ORDER,
-            ledger_outcomes=OUTCOMES,
-            outcome=outcome,
-            page_number=page,
-            history_link=lambda **change: _history_link(
-                {"range": span_name, "outcome": outcome, "page": page}, change
-            ),
+            **query.template_values(),
             done=NOTICES.get(request.query_params.get("done", "")),
             page_zone=view.job.effective_trigger.timezone,
             live=_LIVE_SECONDS,
@@ -328,7 +334,12 @@ class Console:
     def _acting(self, handler: _Page) -> _Page:
         async def endpoint(request: Request) -> Response:
             request.state.session = await self._session(request)
-            return await handler(request)
+            try:
+                return await handler(request)
+            finally:
+                # What an action changed shows on the next overview, not a few seconds later.
+                self._summaries.clear()
+                self._pages.clear()
 
         return endpoint
 
@@ -390,16 +401,6 @@ def _sort(value: str) -> Sort:
         if known == value:
             return known
     return "name"
-
-
-def _history_link(kept: dict[str, Any], change: dict[str, Any]) -> str:
-    """The job page's query with ``change``: the range, the outcome filter and the page."""
-    query = {**kept, **change}
-    if query.get("range") == "24h":
-        query["range"] = None
-    if query.get("page") == 1:
-        query["page"] = None
-    return "?" + urlencode({k: v for k, v in query.items() if v})
 
 
 def _int(value: str | None, default: int) -> int:
