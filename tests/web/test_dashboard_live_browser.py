@@ -143,7 +143,17 @@ def test_the_zone_picked_is_applied_to_every_time_and_remembered(
     ago = _row(browser, "sample.reports").find_element(By.CSS_SELECTOR, "time.ago")
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", ago.get_attribute("title") or "")
 
+    # A run's log lines too, to the millisecond, in its job's zone.
+    run_id = site.operator.add_run("sample.nightly", "succeeded", source="manual")
+    _add_lines(site.operator, run_id, [("INFO", "copied")], start=1)
+    browser.get(f"{site.base}/runs/{run_id}")
+    stamp = browser.find_element(By.CSS_SELECTOR, "#line-1 time").text
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} CES?T", stamp), stamp
+
     Select(browser.find_element(By.ID, "zone")).select_by_value("utc")
+    stamp = browser.find_element(By.CSS_SELECTOR, "#line-1 time").text
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
+    browser.get(site.base + "/")
     _until(browser, lambda b: _next_fire(b, "sample.nightly").text.endswith("Z"))
     browser.get(site.base + "/jobs/sample.nightly")
     assert _fire(browser) == utc_fire

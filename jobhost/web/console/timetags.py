@@ -4,8 +4,8 @@ Every instant is written as ``<time datetime="2026-05-04T10:00:00Z">`` with a re
 page shows as it is without script (UTC, or the job's zone where the page says so). The script
 (``static/console.js``) rewrites the text in the zone the person picked (UTC, the browser's, or
 each job's own, read from ``data-zone`` on the element or an ancestor) and puts the absolute
-time on a relative one's ``title``. ``class="fixed"`` keeps a text the page labels with its
-zone (the job's local fires).
+time on a relative one's ``title``; a log line's (``class="ms"``) keeps its milliseconds.
+``class="fixed"`` keeps a text the page labels with its zone (the job's local fires).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from datetime import datetime
 
 from markupsafe import Markup, escape
 
+from jobhost.operations.runlogs import line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 
-__all__ = ["ago_tag", "fixed_tag", "local_tag", "utc_tag"]
+__all__ = ["ago_tag", "fixed_tag", "local_tag", "stamp_tag", "utc_tag"]
 
 
 def utc_tag(at: datetime | None) -> Markup:
@@ -46,6 +47,13 @@ def ago_tag(at: datetime | None, now: datetime) -> Markup:
     if at is None:
         return Markup("-")
     return _tag(at, duration_text(now - at), kind="ago", title=short_utc(at))
+
+
+def stamp_tag(at: datetime) -> Markup:
+    """A log line's time to the millisecond (``2026-05-04T10:00:00.123Z``): lines of one
+    second stay apart, in whatever zone is picked."""
+    text = line_time(at)
+    return Markup(f'<time datetime="{escape(text)}" class="ms">{escape(text)}</time>')
 
 
 def _tag(

@@ -83,6 +83,8 @@ class LogEntry:
     time: str
     level: str
     message: str
+    at: datetime | None = None
+    """When the line was written (none for a gap): the page shows it in the zone picked."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def run_view(engine: Engine, catalog: Catalog, run_id: str, *, after: int = 0) -
 def _log_entry(entry: LogLine | Dropped) -> LogEntry:
     if isinstance(entry, Dropped):
         return LogEntry(None, "", "dropped", dropped_text(entry))
-    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message)
+    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message, entry.at)
 
 
 def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:

@@ -58,6 +58,10 @@
     return (value < 10 ? "0" : "") + value;
   }
 
+  function pad3(value) {
+    return (value < 10 ? "00" : value < 100 ? "0" : "") + value;
+  }
+
   function utcText(date) {
     return date.getUTCFullYear() + "-" + pad(date.getUTCMonth() + 1) + "-" +
       pad(date.getUTCDate()) + " " + pad(date.getUTCHours()) + ":" +
@@ -119,7 +123,11 @@
         return;
       }
       var kind = element.className;
-      if (kind === "ago") {
+      if (kind === "ms") {
+        var zone = zoneFor(element, mode);
+        element.textContent = zone === "UTC" ? date.toISOString()
+          : zonedText(date, zone).replace(/ (\S+)$/, "." + pad3(date.getMilliseconds()) + " $1");
+      } else if (kind === "ago") {
         element.title = zonedText(date, zoneFor(element, mode));
       } else if (kind === "fixed") {
         element.title = utcText(date);

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, utc_tag
+from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 
 AT = datetime(2026, 12, 1, 17, 0, 5, tzinfo=UTC)
 
@@ -36,3 +36,10 @@ def test_a_relative_time_has_its_absolute_time_on_hover() -> None:
 def test_a_zone_is_escaped_in_the_markup() -> None:
     shown = local_tag(AT, '"><script>x</script>')
     assert "<script>" not in shown and "&#34;&gt;&lt;script&gt;" in shown
+
+
+def test_a_log_lines_time_keeps_its_milliseconds() -> None:
+    at = AT.replace(microsecond=961_500)
+    assert stamp_tag(at) == (
+        '<time datetime="2026-12-01T17:00:05.961Z" class="ms">2026-12-01T17:00:05.961Z</time>'
+    )
