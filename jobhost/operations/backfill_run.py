@@ -23,28 +23,30 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.operations.backfill_view import progress_line
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, Engine, SystemClock
-from jobhost.store.backfill_runs import (
-    claim_backfill,
-    ensure_scheduled,
-    renew_run_leases,
-    settled_backfill,
-)
+from jobhost.store import Clock, Engine, SystemClock, backfill_runs
+from jobhost.store.backfill_runs import claim_backfill, renew_run_leases, settled_backfill
 from jobhost.store.backfills import BackfillRecord, get_backfill
 from jobhost.store.calls import read, read_at
 from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id, live_hosts
 from jobhost.store.signals import ChangeSignal
 
-__all__ = ["BackfillFollower", "Followed"]
+__all__ = ["BackfillFollower", "Followed", "ensure_scheduled"]
 
 _POLL_SECONDS = 0.2
 _FOLLOW_SECONDS = 1.0
 _HOST_CHECK_SECONDS = 2.0
 
 Progress = Callable[[str], None]
+
+
+def ensure_scheduled(engine: Engine, spec: JobSpec, clock: Clock) -> None:
+    """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
+    claim locks it."""
+    backfill_runs.ensure_scheduled(engine, spec.name, desired_schedules({spec.name: spec}), clock)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class BackfillFollower:
 
     def ensure_scheduled(self, spec: JobSpec) -> None:
         """Give the job a schedule row if no host has yet, as a starting host would."""
-        ensure_scheduled(self._engine, spec.name, desired_schedules({spec.name: spec}), self._clock)
+        ensure_scheduled(self._engine, spec, self._clock)
 
     def follow(self, backfill_id: str, spec: JobSpec) -> Followed:
         """Watch the hosts run the backfill until it is finished; run it here if they go."""
@@ -216,13 +218,3 @@ class BackfillFollower:
         record = read(self._engine, get_backfill, backfill_id)
         assert record is not None
         return Followed(record, detached=True)
-
-
-def progress_line(record: BackfillRecord) -> str:
-    """``backfill ID: 3 of 10 done (2 succeeded, 1 failed), 1 running, state running``."""
-    counts = record.counts
-    return (
-        f"backfill {record.id}: {record.settled} of {record.selected} done "
-        f"({counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed), "
-        f"{counts.get('claimed', 0)} running, state {record.state}"
-    )

@@ -9,11 +9,12 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from jobhost.store.operations import get_schedule
+from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.records import RunRecord
 from jobhost.store.reports import (
     attempts_of,
     get_run,
-    newest_runs,
+    ledger_page,
     recent_failures,
     runs_between,
 )
@@ -28,9 +29,12 @@ class JobPage:
     window: list[RunRecord]
     """Runs between ``since`` and ``until``."""
     failures: list[RunRecord]
-    latest: list[RunRecord]
+    history: list[RunRecord]
+    """The page of the job's history asked for."""
+    counts: list[dict[str, int]]
+    """Runs finished in each slice of the window, by outcome."""
     changes: list[JobChange]
-    """The newest changes, newest first."""
+    """The newest changes, oldest first."""
 
 
 @dataclass(frozen=True)
@@ -41,12 +45,24 @@ class RunPage:
 
 
 def job_page(
-    connection: Connection, name: str, since: datetime, until: datetime, *, latest: int = 20
+    connection: Connection,
+    name: str,
+    since: datetime,
+    until: datetime,
+    *,
+    slices: int,
+    history: int,
+    outcome: str | None,
+    offset: int,
 ) -> JobPage:
+    """The job page's rows: the window's runs and outcome counts (in ``slices``), recent
+    failures, ``history`` rows of its history from ``offset`` (of ``outcome`` when given),
+    and its newest changes."""
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
-        newest_runs(connection, name, latest),
+        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
+        outcome_counts(connection, since, until, slices, job=name),
         recent_changes(connection, job_name=name, limit=10)[::-1],
     )
 

@@ -18,6 +18,8 @@ from jobhost.operations.status import STATUSES
 from jobhost.store.runtime import MAX_CHANGE_ID
 
 __all__ = [
+    "Backfill",
+    "BackfillSelection",
     "ChangeList",
     "ChangesQuery",
     "Job",
@@ -36,7 +38,17 @@ __all__ = [
 ]
 
 SOURCES = ("api", "declaration", "override", "store")
-ACTIONS = ("create", "change", "delete", "pause", "resume", "trigger")
+ACTIONS = (
+    "create",
+    "change",
+    "delete",
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "backfill-cancel",
+)
+BackfillMode = Literal["missing", "failed", "all"]
 
 
 # Strings that are one of the tuples the code checks against.
@@ -171,6 +183,39 @@ class PauseResult(BaseModel):
     job: str
     paused: bool
     changed: bool
+
+
+class BackfillSelection(BaseModel):
+    """What a backfill takes: its id (None for a dry run or nothing to do) and occurrences."""
+
+    id: str | None
+    job: str
+    mode: BackfillMode
+    from_: str = Field(alias="from")
+    to: str
+    occurrences: list[str]
+
+
+class Backfill(BaseModel):
+    """A backfill's progress; ``done`` counts the settled occurrences."""
+
+    id: str
+    job: str
+    from_: str = Field(alias="from")
+    to: str
+    mode: BackfillMode
+    state: Literal["running", "cancelled", "done"]
+    reason: str | None
+    actor: str
+    concurrency: int = Field(ge=1)
+    created_at: str
+    finished_at: str | None
+    selected: int = Field(ge=0)
+    done: int = Field(ge=0)
+    succeeded: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    running: int = Field(ge=0)
+    pending: int = Field(ge=0)
 
 
 class FieldError(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from operator import attrgetter
 from typing import Any
 
 from starlette.requests import Request
@@ -38,6 +39,7 @@ from jobhost.store.runtime import (
 )
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -98,6 +100,7 @@ class _Api:
         self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
+        self.backfills = BackfillEndpoints(settings, self.service, self.limit)
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
@@ -105,7 +108,7 @@ class _Api:
         table: dict[str, dict[str, tuple[str, Handler]]] = {}
         routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
-            handler = getattr(self, endpoint.operation)
+            handler = attrgetter(endpoint.operation)(self)
             if endpoint.scope is None:  # the document: no token
                 routes.append(Route(endpoint.path, handler, methods=["GET", "HEAD"]))
             else:

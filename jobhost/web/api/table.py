@@ -19,6 +19,7 @@ from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api import models
+from jobhost.web.api.backfills import BackfillRequest
 
 __all__ = ["ENDPOINTS", "HEADERS", "PATH_PARAMETERS", "Answer", "Endpoint", "Header"]
 
@@ -46,7 +47,8 @@ class Endpoint:
     method: Literal["GET", "PUT", "POST", "DELETE"]
     path: str
     operation: str
-    """The handler's method name, and the document's ``operationId``."""
+    """The handler's name on the API object (a dotted path for a group of handlers:
+    ``backfills.start``), and the document's ``operationId``."""
     summary: str
     scope: Scope | None
     """The token's scope it needs; None: no token at all (the document itself)."""
@@ -62,6 +64,10 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
     "name": (
         "The job's name, module.job ('hooks.nightly-ping').",
         {"type": "string", "pattern": NAME_PATTERN.pattern, "maxLength": 200},
+    ),
+    "backfill_id": (
+        "The backfill's id, as POST /jobs/{name}/backfills answers it.",
+        {"type": "string", "maxLength": 64},
     ),
     "run_id": (
         "The run's id, as GET /jobs/{name}/runs lists it.",
@@ -178,6 +184,35 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         scope="read",
         query=models.RunsQuery,
         answers={200: Answer("The runs.", models.RunList)},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs/{name}/backfills",
+        "backfills.start",
+        "Replay the job's past occurrences from ≤ occurrence < to, each once (see jobhost "
+        "backfill); dry_run only lists them.",
+        scope="trigger",
+        body=BackfillRequest,
+        answers={
+            202: Answer("Recorded: its id and occurrences.", models.BackfillSelection),
+            200: Answer("A dry run or nothing to do (id null).", models.BackfillSelection),
+        },
+    ),
+    Endpoint(
+        "GET",
+        "/backfills/{backfill_id}",
+        "backfills.show",
+        "A backfill's progress: selected, done, succeeded, failed, running.",
+        scope="read",
+        answers={200: Answer("The backfill.", models.Backfill)},
+    ),
+    Endpoint(
+        "DELETE",
+        "/backfills/{backfill_id}",
+        "backfills.cancel",
+        "Cancel a backfill: no new occurrence starts; runs in flight finish.",
+        scope="trigger",
+        answers={200: Answer("The backfill, cancelled (or already ended).", models.Backfill)},
     ),
     Endpoint(
         "GET",

@@ -16,9 +16,12 @@ from jobhost.store.hosts import all_hosts
 from jobhost.store.pages import job_page, run_page
 from jobhost.store.runlogs import Dropped, LogLine
 from jobhost.store.runtime import JobChange
+from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 
 __all__ = [
+    "HISTORY_PAGE",
+    "HISTORY_PAGES",
     "Fire",
     "HostsView",
     "JobView",
@@ -29,6 +32,10 @@ __all__ = [
     "run_view",
 ]
 
+HISTORY_PAGE = 25
+"""Runs on one page of a job's history."""
+HISTORY_PAGES = 400
+"""The deepest page of a job's history the page offers (older runs: `jobhost history`)."""
 _PAGE_LOG_LINES = 5000
 """Lines of a run's log the page shows (the settings keep 1,000 by default)."""
 
@@ -48,6 +55,10 @@ class JobView:
     fires: list[Fire]
     failures: list[RunRecord]
     runs: list[RunRecord]
+    """One page of the job's ledger, newest first, of the chosen outcome."""
+    more: bool
+    """Whether an older page follows."""
+    chart: Chart
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
 
@@ -94,22 +105,39 @@ def job_view(
     name: str,
     *,
     span: timedelta,
+    slices: int,
+    outcome: str | None = None,
+    page: int = 1,
     clock: Clock | None = None,
 ) -> JobView | None:
+    """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
+    bars), and page ``page`` of its history, of ``outcome`` when given."""
     report = build_report(settings, catalog, engine, job=name, clock=clock)
     if not report.jobs:
         return None
     job = report.jobs[0]
     now = report.generated_at
     zone = job.effective_trigger.timezone
-    rows = read(engine, job_page, name, now - span, now)
+    rows = read(
+        engine,
+        job_page,
+        name,
+        now - span,
+        now,
+        slices=slices,
+        history=HISTORY_PAGE + 1,
+        outcome=outcome,
+        offset=(page - 1) * HISTORY_PAGE,
+    )
     return JobView(
         job=job,
         report=report,
         timeline=timeline(rows.window, now=now, span=span, zone=zone),
         fires=_next_fires(catalog, job, now),
         failures=rows.failures,
-        runs=rows.latest,
+        runs=rows.history[:HISTORY_PAGE],
+        more=len(rows.history) > HISTORY_PAGE and page < HISTORY_PAGES,
+        chart=outcome_chart(rows.counts, now - span, now),
         actions=rows.changes,
     )
 
