@@ -11,17 +11,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobhost.operations.failures import SEARCH_LIMIT
 from jobhost.operations.history import OUTCOMES
 from jobhost.operations.runlogs import PAGE_LINES
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
 from jobhost.store.runtime import MAX_CHANGE_ID
+from jobhost.web.api.failures import PAGE_LIMIT
 
 __all__ = [
     "Backfill",
     "BackfillSelection",
     "ChangeList",
     "ChangesQuery",
+    "FailureList",
+    "FailuresQuery",
     "Job",
     "JobList",
     "JobsQuery",
@@ -218,6 +222,29 @@ class Backfill(BaseModel):
     pending: int = Field(ge=0)
 
 
+class Failure(BaseModel):
+    job: str
+    run_id: str
+    occurrence: str | None
+    started_at: str | None
+    finished_at: str | None
+    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    attempt: int
+    source: str
+    host: str | None
+    error_type: str | None
+    error: str | None
+    streak: int = Field(ge=0)
+
+
+class FailureList(BaseModel):
+    failures: list[Failure]
+    next_cursor: str | None
+    searched_to: str | None
+    streak_limit: int
+    generated_at: str
+
+
 class FieldError(BaseModel):
     field: str
     message: str
@@ -275,3 +302,20 @@ class ChangesQuery(BaseModel):
     job: str = Field("", description="Only this job's changes.")
     after: int = Field(0, ge=0, le=MAX_CHANGE_ID, description="Only changes with a larger id.")
     limit: int = Field(100, ge=1, le=1000, description="At most N changes (default 100).")
+
+
+class FailuresQuery(BaseModel):
+    since: str = Field(
+        "",
+        max_length=64,
+        description="Only runs that finished since then: 2h, 7d, a date (UTC) or an ISO 8601 "
+        "time with a zone.",
+    )
+    job: str = Field("", max_length=200, description="Only this job's runs.")
+    q: str = Field(
+        "",
+        max_length=SEARCH_LIMIT,
+        description="Only runs whose error type or message contains this text (any case).",
+    )
+    limit: int = Field(50, ge=1, le=PAGE_LIMIT, description="At most N runs (default 50).")
+    cursor: str = Field("", max_length=200, description="next_cursor of the previous answer.")

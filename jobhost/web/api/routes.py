@@ -40,6 +40,7 @@ from jobhost.store.runtime import (
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.backfills import BackfillEndpoints
+from jobhost.web.api.failures import failures_endpoint
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -101,6 +102,7 @@ class _Api:
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
         self.backfills = BackfillEndpoints(settings, self.service, self.limit)
+        self.failures = failures_endpoint(engine, self.service.clock)
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this

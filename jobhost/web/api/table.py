@@ -216,6 +216,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         "GET",
+        "/failures",
+        "failures",
+        "Failed, timed-out, abandoned and stuck runs of every job, newest first.",
+        scope="read",
+        query=models.FailuresQuery,
+        answers={
+            200: Answer(
+                "Failures; pass next_cursor as cursor for the next page.", models.FailureList
+            )
+        },
+    ),
+    Endpoint(
+        "GET",
         "/runs/{run_id}/logs",
         "run_logs",
         "What the run wrote through its job's logger, in order; tail it with after.",
