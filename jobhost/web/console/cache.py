@@ -32,14 +32,23 @@ class ShortCache(Generic[_V]):
         self._entries = entries
         self._monotonic = monotonic
         self._items: OrderedDict[Hashable, tuple[float, _V, float]] = OrderedDict()
-        # One maker at a time: ten viewers arriving just after an expiry cost one read, not ten.
+        # One maker at a time: ten viewers arriving just after an expiry cost one read, not ten,
+        # and while it reads they are answered the value it replaces.
         self._lock = threading.Lock()
         self.made = 0
         """How many values were made (what the cache saves is visible in tests)."""
 
     def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
-        """The value kept under ``key`` if fresh; else ``make()``'s, kept."""
-        with self._lock:
+        """The value kept under ``key`` if fresh; else ``make()``'s, kept. While another
+        thread makes a fresh one, a stale value is answered at once rather than waited for."""
+        kept = self._items.get(key)
+        if kept is not None and self._monotonic() - kept[0] < kept[2]:
+            return kept[1]
+        if kept is not None and not self._lock.acquire(blocking=False):
+            return kept[1]
+        if kept is None:
+            self._lock.acquire()
+        try:
             kept = self._items.get(key)
             if kept is not None and self._monotonic() - kept[0] < kept[2]:
                 return kept[1]
@@ -54,6 +63,8 @@ class ShortCache(Generic[_V]):
                 while len(self._items) > self._entries:
                     self._items.popitem(last=False)
             return value
+        finally:
+            self._lock.release()
 
     def clear(self) -> None:
         """Forget everything: the next read sees the store as it is (after an action)."""

@@ -3,6 +3,8 @@ a tenth of a CPU however many people look."""
 
 from __future__ import annotations
 
+import threading
+
 from jobhost.web.console.cache import ShortCache
 
 
@@ -34,3 +36,28 @@ def test_the_dashboards_cache_keeps_a_slow_value_ten_times_as_long_as_it_took() 
     assert quick.get("page", lambda: 6) == 6
     off: ShortCache[int] = ShortCache(0, monotonic=clock)
     assert (off.get("x", lambda: 1), off.get("x", lambda: 2)) == (1, 2)
+
+
+def test_while_one_viewer_reads_again_the_others_get_the_stale_value_at_once() -> None:
+    clock = Clock()
+    reading = threading.Event()
+    release = threading.Event()
+    cache: ShortCache[str] = ShortCache(3, monotonic=clock)
+    assert cache.get("summary", lambda: "old") == "old"
+    clock.now += 60
+
+    def slow() -> str:
+        reading.set()
+        assert release.wait(30)
+        return "new"
+
+    answers: list[str] = []
+    reader = threading.Thread(target=lambda: answers.append(cache.get("summary", slow)))
+    reader.start()
+    assert reading.wait(30)
+    assert cache.get("summary", lambda: "never made") == "old"
+    release.set()
+    reader.join(30)
+    assert answers == ["new"]
+    assert cache.get("summary", lambda: "never made") == "new"
+    assert cache.made == 2
