@@ -13,6 +13,7 @@ from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
+from jobhost.store.backfills import BackfillRecord, list_backfills
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import (
     attempts_of,
@@ -57,6 +58,8 @@ class JobView:
     runs: list[RunRecord]
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
+    backfills: list[BackfillRecord] = field(default_factory=list)
+    """The job's newest backfills, running ones with their progress."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ def job_view(
         failures = recent_failures(connection, name)
         latest = newest_runs(connection, name, 20)
         actions = recent_changes(connection, job_name=name, limit=10)[::-1]
+        backfills = list_backfills(connection, job=name, limit=5)
     return JobView(
         job=job,
         report=report,
@@ -122,6 +126,7 @@ def job_view(
         failures=failures,
         runs=latest,
         actions=actions,
+        backfills=backfills,
     )
 
 
