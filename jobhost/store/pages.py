@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
+from jobhost.store.backfills import BackfillRecord, list_backfills
 from jobhost.store.operations import get_schedule
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.records import RunRecord
@@ -35,6 +36,8 @@ class JobPage:
     """Runs finished in each slice of the window, by outcome."""
     changes: list[JobChange]
     """The newest changes, oldest first."""
+    backfills: list[BackfillRecord]
+    """The job's newest backfills."""
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,14 @@ def job_page(
 ) -> JobPage:
     """The job page's rows: the window's runs and outcome counts (in ``slices``), recent
     failures, ``history`` rows of its history from ``offset`` (of ``outcome`` when given),
-    and its newest changes."""
+    its newest changes and backfills."""
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
         ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
         outcome_counts(connection, since, until, slices, job=name),
         recent_changes(connection, job_name=name, limit=10)[::-1],
+        list_backfills(connection, job=name, limit=5),
     )
 
 

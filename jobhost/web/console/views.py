@@ -11,6 +11,7 @@ from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.store import Clock, Engine, HostRecord, RunRecord, SystemClock
+from jobhost.store.backfills import BackfillRecord
 from jobhost.store.calls import read, read_at
 from jobhost.store.hosts import all_hosts
 from jobhost.store.pages import job_page, run_page
@@ -61,6 +62,8 @@ class JobView:
     chart: Chart
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
+    backfills: list[BackfillRecord] = field(default_factory=list)
+    """The job's newest backfills, running ones with their progress."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,7 @@ def job_view(
         more=len(rows.history) > HISTORY_PAGE and page < HISTORY_PAGES,
         chart=outcome_chart(rows.counts, now - span, now),
         actions=rows.changes,
+        backfills=rows.backfills,
     )
 
 
