@@ -12,7 +12,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobhost_contracts import (
@@ -31,7 +30,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
-from jobhost.envelope.recording import Finished, Recorded, settle, write_outcomes
+from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.run_times import run_times
@@ -306,21 +305,6 @@ class RunEnvelope:
             self.report(claim, finished.spec, executed, finished_at, started_at=started_at)
             return
         settle(self, done)
-
-
-@dataclass(frozen=True, slots=True)
-class Executed:
-    """A run that has executed: its outcome and the trace it belongs to."""
-
-    outcome: Outcome
-    trace_id: str | None
-    units: UnitCounts | None = None
-    """Counts of a run that fanned out over units (``context.fan_out``)."""
-    began: datetime | None = None
-    ended: datetime | None = None
-    """The executor's own start and end, on this host's clock; None when it never ran."""
-    run_log: RunLog | None = None
-    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:

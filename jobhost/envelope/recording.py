@@ -12,23 +12,64 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from jobhost_contracts import UnitCounts
 
 from jobhost.catalog import JobSpec
+from jobhost.envelope.execution import Outcome
+from jobhost.envelope.runlog import RunLog
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Outcome as LedgerOutcome
 from jobhost.store.ledger import ledger_verdicts, record_outcomes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
 
     from sqlalchemy.engine import Connection, Engine
 
-    from jobhost.envelope.envelope import Executed, RunEnvelope
-
-__all__ = ["Finished", "Recorded", "settle", "write_outcomes"]
+__all__ = ["Executed", "Finished", "Recorded", "settle", "write_outcomes"]
 
 _log = logging.getLogger("jobhost.envelope")
+
+
+class _Envelope(Protocol):
+    """What recording uses of :class:`~jobhost.envelope.envelope.RunEnvelope`."""
+
+    def finishing_logs(
+        self, executed: Sequence[Executed]
+    ) -> AbstractContextManager[Callable[[Connection], None]]: ...
+
+    def ledger_outcome(
+        self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
+    ) -> LedgerOutcome: ...
+
+    def report(
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        executed: Executed,
+        finished_at: datetime,
+        verdict: str | None = None,
+        *,
+        started_at: datetime | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """A run that has executed: its outcome and the trace it belongs to."""
+
+    outcome: Outcome
+    trace_id: str | None
+    units: UnitCounts | None = None
+    """Counts of a run that fanned out over units (``context.fan_out``)."""
+    began: datetime | None = None
+    ended: datetime | None = None
+    """The executor's own start and end, on this host's clock; None when it never ran."""
+    run_log: RunLog | None = None
+    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +96,7 @@ class Recorded:
 
 
 def write_outcomes(
-    envelope: RunEnvelope,
+    envelope: _Envelope,
     engine: Engine,
     host_id: str,
     store_time: Callable[[Connection], datetime],
@@ -90,7 +131,7 @@ def write_outcomes(
     ]
 
 
-def settle(envelope: RunEnvelope, done: Recorded) -> None:
+def settle(envelope: _Envelope, done: Recorded) -> None:
     """Say what the ledger answered, and queue the run's metrics and audit record."""
     finished, entry = done.finished, done.entry
     claim = finished.claim
