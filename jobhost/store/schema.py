@@ -126,6 +126,10 @@ runs = Table(
     Column("units_skipped_already_done", Integer),
     # A pending retry or manual run waiting for a slot of its job's concurrency group.
     Column("group_waiting_since", UTCDateTime()),
+    # An operator's request to cancel the running run, and afterwards the record of it (0009).
+    Column("cancel_requested_by", String(200)),
+    Column("cancel_requested_at", UTCDateTime()),
+    Column("cancel_reason", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),

@@ -74,6 +74,39 @@ _RUN_LOG = object_schema(
         "next_after": {"type": "integer"},
     }
 )
+_NAMES = {
+    "type": "array",
+    "maxItems": 100,
+    "items": {"type": "string", "minLength": 1, "maxLength": 200},
+}
+_SELECTION = object_schema(
+    {
+        "modules": {**_NAMES, "description": "Every job of these modules."},
+        "match": {**_NAMES, "description": "Every job whose name matches, e.g. billing.*."},
+        "reason": {"type": "string", "minLength": 1, "maxLength": 500},
+    },
+    required=["reason"],
+)
+_PAUSED_MANY = object_schema({"jobs": {"type": "array", "items": ref("PauseResult")}})
+_RETRY_QUEUED = object_schema(
+    {
+        "run_id": STR,
+        "retry_of": STR,
+        "job": STR,
+        "attempt": {"type": "integer"},
+        "outcome": {"type": "string", "enum": ["pending"]},
+    }
+)
+_CANCEL_ASKED = object_schema(
+    {
+        "run_id": STR,
+        "job": STR,
+        "host": {"type": ["string", "null"]},
+        "requested": {"type": "string", "enum": ["requested", "already", "cancelled"]},
+        "cancelled_by": STR,
+        "reason": {"type": ["string", "null"]},
+    }
+)
 _IF_NONE_MATCH = {
     "name": "If-None-Match",
     "in": "header",
@@ -284,6 +317,45 @@ def _paths() -> dict[str, Any]:
                         f"At most N lines (default {PAGE_LINES}).",
                     ),
                 ],
+            )
+        },
+        "/pause": {
+            "post": _operation(
+                "Pause every job of the modules, or whose name matches a pattern, with one "
+                "reason (one change-log entry per job paused).",
+                {"200": _json(_PAUSED_MANY, "The jobs selected (changed: false if it was).")},
+                scope="write",
+                body=_SELECTION,
+            )
+        },
+        "/resume": {
+            "post": _operation(
+                "Resume every job of the modules, or whose name matches a pattern.",
+                {"200": _json(_PAUSED_MANY, "The jobs selected (changed: false if it was not).")},
+                scope="write",
+                body=_SELECTION,
+            )
+        },
+        "/runs/{run_id}/retry": {
+            "post": _operation(
+                "Queue the next attempt at a failed, timed-out, abandoned or cancelled run's "
+                "occurrence (same idempotency key); 409 for a run still running or whose work "
+                "succeeded.",
+                {"202": _json(_RETRY_QUEUED, "Queued: a host claims it as every retry.")},
+                scope="trigger",
+                parameters=[_RUN_ID],
+                body=reason,
+            )
+        },
+        "/runs/{run_id}/cancel": {
+            "post": _operation(
+                "Ask the running run's host to cancel it (recorded cancelled with the token's "
+                "name); a run not yet started is cancelled at once; 409 for a finished run or "
+                "one whose host is gone.",
+                {"202": _json(_CANCEL_ASKED, "Asked (requested), already asked, or cancelled.")},
+                scope="trigger",
+                parameters=[_RUN_ID],
+                body=reason,
             )
         },
         "/changes": {

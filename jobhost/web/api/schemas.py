@@ -105,7 +105,16 @@ def component_schemas() -> dict[str, Any]:
             "actor": STR,
             "action": {
                 "type": "string",
-                "enum": ["create", "change", "delete", "pause", "resume", "trigger"],
+                "enum": [
+                    "create",
+                    "change",
+                    "delete",
+                    "pause",
+                    "resume",
+                    "trigger",
+                    "retry",
+                    "cancel",
+                ],
             },
             "job": STR,
             "before": {"type": ["object", "null"]},

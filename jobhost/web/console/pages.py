@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.operations.actions import RETRYABLE
 from jobhost.operations.report import build_report
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
@@ -43,6 +44,7 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
+from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
 from jobhost.web.console.views import hosts_view, job_view, run_view
 
@@ -106,6 +108,7 @@ class Console:
             ago=lambda at, now: duration_text(now - at) if at is not None else "-",
         )
         self._actions = ActionHandler(self)
+        self._run_actions = RunActionHandler(self)
 
     def routes(self) -> list[BaseRoute]:
         reading, acting = self._reading, self._acting
@@ -114,6 +117,9 @@ class Console:
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
             Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
+            Route("/runs/{run_id}/cancel", reading(self.cancel_form), methods=["GET"]),
+            Route("/runs/{run_id}/{action}", acting(self._run_actions.act), methods=["POST"]),
+            Route("/modules/{module}/{action}", acting(self._run_actions.bulk), methods=["POST"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
             Route("/signin", acting(self.signin), methods=["POST"]),
@@ -161,6 +167,7 @@ class Console:
             sorts=SORTS,
             statuses=STATUSES,
             modules=sorted({job.module for job in report.jobs}),
+            bulk_done=BULK_NOTICES.get(params.get("done", "")),
         )
 
     async def job(self, request: Request) -> Response:
@@ -195,7 +202,22 @@ class Console:
         view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
-        return self.page(request, "run.html", view=view, run=view.run)
+        return self.page(
+            request,
+            "run.html",
+            view=view,
+            run=view.run,
+            retryable=RETRYABLE,
+            done=RUN_NOTICES.get(request.query_params.get("done", "")),
+        )
+
+    async def cancel_form(self, request: Request) -> Response:
+        """The confirmation step of a cancel: a page that does not reload under the form."""
+        run_id = request.path_params["run_id"]
+        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
+        if view is None:
+            return self.page(request, "missing.html", status=404, what=f"run {run_id}")
+        return self.page(request, "run_cancel.html", run=view.run)
 
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))

@@ -1,0 +1,146 @@
+"""What an operator writes about one run: a retry of it, a request to cancel it.
+
+A retry is a pending run row for the same occurrence and idempotency key at the next attempt,
+due at once: hosts (and an in-process command) claim it as they claim every retry. A cancel is
+written on the running run's row; its host sees it on its next turn, after the signal both
+writes send, and cancels the run cooperatively. Both wake every host (see :func:`notify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from jobhost.store.claims import new_run_id, occurrence_key
+from jobhost.store.records import PENDING, RUNNING, RunRecord
+from jobhost.store.schema import runs
+from jobhost.store.signals import notify
+
+__all__ = [
+    "attempts_of",
+    "cancel_requests",
+    "finish_pending",
+    "lock_run",
+    "queue_retry",
+    "request_cancel",
+]
+
+
+def lock_run(connection: Connection, run_id: str) -> RunRecord | None:
+    """The run, locked against a concurrent operator action until the transaction ends."""
+    query = select(runs).where(runs.c.id == run_id)
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = connection.execute(query).mappings().first()
+    return RunRecord.from_row(row) if row is not None else None
+
+
+def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
+    """Every attempt at ``run``'s piece of work, first attempt first: the same occurrence of
+    a scheduled job, the same idempotency key of a manual run (which has no occurrence)."""
+    query = select(runs).where(runs.c.job_name == run.job_name)
+    if run.occurrence is not None:
+        query = query.where(runs.c.occurrence == run.occurrence)
+    elif run.idempotency_key is not None:
+        query = query.where(runs.c.idempotency_key == run.idempotency_key)
+    else:
+        query = query.where(runs.c.id == run.id)
+    query = query.where(runs.c.attempt > 0).order_by(runs.c.attempt, runs.c.queued_at)
+    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def queue_retry(
+    connection: Connection,
+    run: RunRecord,
+    *,
+    attempt: int,
+    actor: str,
+    reason: str,
+    now: datetime,
+) -> str:
+    """Queue attempt ``attempt`` at ``run``'s work, due now; the new run's id."""
+    run_id = new_run_id()
+    connection.execute(
+        runs.insert().values(
+            id=run_id,
+            job_name=run.job_name,
+            occurrence=run.occurrence,
+            attempt=attempt,
+            source="retry",
+            outcome=PENDING,
+            reason=reason,
+            idempotency_key=run.idempotency_key or _key(run),
+            requested_by=actor,
+            queued_at=now,
+            not_before=now,
+        )
+    )
+    notify(connection)
+    return run_id
+
+
+def request_cancel(
+    connection: Connection, run_id: str, *, actor: str, reason: str, now: datetime
+) -> bool:
+    """Ask the host of the running run to cancel it; False when it is no longer running or
+    a cancel was asked for already (the first request stands)."""
+    result = connection.execute(
+        update(runs)
+        .where(
+            runs.c.id == run_id,
+            runs.c.outcome == RUNNING,
+            runs.c.cancel_requested_at.is_(None),
+        )
+        .values(cancel_requested_by=actor, cancel_requested_at=now, cancel_reason=reason)
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
+    """Of ``run_ids`` (the runs a host holds), those an operator asked to cancel: run id → the
+    reason the executor is given (who asked, and why)."""
+    if not run_ids:
+        return {}
+    query = select(runs.c.id, runs.c.cancel_requested_by, runs.c.cancel_reason).where(
+        runs.c.id.in_(sorted(run_ids)),
+        runs.c.cancel_requested_at.is_not(None),
+        runs.c.outcome == RUNNING,
+    )
+    return {
+        run_id: f"by {by}: {why}" if why else f"by {by}"
+        for run_id, by, why in connection.execute(query)
+    }
+
+
+def finish_pending(
+    connection: Connection, run_id: str, *, actor: str, reason: str, now: datetime
+) -> bool:
+    """Record a run that has not started (a queued retry or manual run) cancelled at once;
+    False when a host started it meanwhile."""
+    result = connection.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.outcome == PENDING)
+        .values(
+            outcome="cancelled",
+            finished_at=now,
+            error_type="Cancelled",
+            error_message=f"cancelled before it started, by {actor}: {reason}",
+            cancel_requested_by=actor,
+            cancel_requested_at=now,
+            cancel_reason=reason,
+            group_waiting_since=None,
+        )
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+def _key(run: RunRecord) -> str:
+    # A row written before keys were kept: the key the claim gives its work.
+    if run.occurrence is not None:
+        return occurrence_key(run.job_name, run.occurrence)
+    return f"{run.job_name}:manual:{run.id}"
