@@ -72,7 +72,7 @@ _SHORT_HELP = {
     "resume": "Resume job NAME on every replica; its misfire policy decides what of the pause "
     "runs.",
     "retry": "Run the work of failed run RUN_ID again: the same occurrence and idempotency "
-    "key, the next attempt.",
+    "key, the next attempt, through the claim every run goes through.",
     "run": "Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.",
     "serve": "Serve the report, the probes and the dashboard over the store, with no host.",
     "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",

@@ -19,14 +19,6 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
-from jobhost.operations.actions import (
-    ActionRefused,
-    cancel_run,
-    jobs_matching,
-    pause_jobs,
-    resume_jobs,
-    retry_run,
-)
 from jobhost.operations.history import OUTCOMES, read_history, run_json
 from jobhost.operations.report import build_report
 from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT, page_json, read_run_log
@@ -46,6 +38,7 @@ from jobhost.store.runtime import (
     list_runtime_jobs,
 )
 from jobhost.web.access import GuessBrake, client_address
+from jobhost.web.api.actions import ActionEndpoints
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
@@ -56,7 +49,6 @@ from jobhost.web.api.requests import (
     query_int,
     read_json,
     read_reason,
-    read_selection,
 )
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
@@ -106,8 +98,10 @@ class _Api:
         self.engine = engine
         self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
-        self._clock = clock or SystemClock(settings.clock_offset)
         self.limit = settings.api_body_limit
+        self.actions = ActionEndpoints(
+            engine, self.service, clock or SystemClock(settings.clock_offset), self.limit
+        )
 
     def mount(self) -> Mount:
         table: dict[str, dict[str, tuple[str, Handler]]] = {
@@ -123,11 +117,8 @@ class _Api:
             "/jobs/{name}/resume": {"POST": ("write", self.resume)},
             "/jobs/{name}/runs": {"GET": ("read", self.runs)},
             "/changes": {"GET": ("read", self.changes)},
-            "/pause": {"POST": ("write", self.pause_many)},
-            "/resume": {"POST": ("write", self.resume_many)},
             "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
-            "/runs/{run_id}/retry": {"POST": ("trigger", self.retry_run)},
-            "/runs/{run_id}/cancel": {"POST": ("trigger", self.cancel_run)},
+            **self.actions.table(),
         }
         routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]
         routes += [
@@ -339,89 +330,6 @@ class _Api:
         if page is None:
             return _no_run()
         return JSONResponse(page_json(page))
-
-    async def pause_many(self, request: Request, token: ApiToken) -> Response:
-        return await self._pause_many(request, token, paused=True)
-
-    async def resume_many(self, request: Request, token: ApiToken) -> Response:
-        return await self._pause_many(request, token, paused=False)
-
-    async def _pause_many(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
-        modules, patterns, reason = await read_selection(request, self.limit)
-
-        def act() -> list[dict[str, Any]]:
-            catalog = self.service.current()
-            jobs = jobs_matching(catalog, modules, patterns)
-            if not jobs:
-                return []
-            clock, who = self._clock, token.name
-            if paused:
-                done = pause_jobs(self.engine, catalog, jobs, actor=who, reason=reason, clock=clock)
-                changed = [d.changed for d in done]
-            else:
-                again = resume_jobs(self.engine, jobs, actor=who, reason=reason, clock=clock)
-                changed = [d is not None and d.changed for d in again]
-            return [
-                {"job": job, "paused": paused, "changed": did}
-                for job, did in zip(jobs, changed, strict=True)
-            ]
-
-        acted = await blocking(act)
-        if not acted:
-            return problem(
-                404,
-                "Not found",
-                "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
-                "the jobs and their modules",
-            )
-        return JSONResponse({"jobs": acted})
-
-    async def retry_run(self, request: Request, token: ApiToken) -> Response:
-        run_id = request.path_params["run_id"]
-        reason = await read_reason(request, self.limit)
-        if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        try:
-            queued = await blocking(
-                lambda: retry_run(
-                    self.engine, run_id, actor=token.name, reason=reason, clock=self._clock
-                )
-            )
-        except ActionRefused as refused:
-            return _no_run() if refused.unknown else problem(409, "Conflict", str(refused))
-        body = {
-            "run_id": queued.run_id,
-            "retry_of": queued.retry_of.id,
-            "job": queued.retry_of.job_name,
-            "attempt": queued.attempt,
-            "outcome": "pending",
-        }
-        return JSONResponse(body, status_code=202)
-
-    async def cancel_run(self, request: Request, token: ApiToken) -> Response:
-        run_id = request.path_params["run_id"]
-        reason = await read_reason(request, self.limit)
-        if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        try:
-            asked = await blocking(
-                lambda: cancel_run(
-                    self.engine, run_id, actor=token.name, reason=reason, clock=self._clock
-                )
-            )
-        except ActionRefused as refused:
-            return _no_run() if refused.unknown else problem(409, "Conflict", str(refused))
-        run = asked.run
-        first = asked.state != "already"
-        body = {
-            "run_id": run.id,
-            "job": run.job_name,
-            "host": run.host_id,
-            "requested": asked.state,
-            "cancelled_by": token.name if first else run.cancel_requested_by,
-            "reason": reason if first else run.cancel_reason,
-        }
-        return JSONResponse(body, status_code=202)
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
         limit = query_int(request, "limit", 100, 1, 1000)
