@@ -53,7 +53,7 @@ _MODULES = {
     "validate": "validate",
 }
 _SHORT_HELP = {
-    "backfill": "Select the past occurrences of job NAME with FROM ≤ occurrence < TO.",
+    "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
     "cancel": "Cancel running run RUN_ID through its host, and wait until it ends.",
     "changes": "Show the newest changes, oldest first: pause, resume, trigger from the CLI, "
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "

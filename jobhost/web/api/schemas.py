@@ -114,6 +114,8 @@ def component_schemas() -> dict[str, Any]:
                     "trigger",
                     "retry",
                     "cancel",
+                    "backfill",
+                    "backfill-cancel",
                 ],
             },
             "job": STR,

@@ -1,5 +1,4 @@
-"""Trigger, pause and resume a job, retry or cancel a run, pause or resume a module, from the
-dashboard: refused unless every guard passes, audited.
+"""Trigger, pause and resume from the dashboard: refused unless every guard passes, audited.
 
 Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
 is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
@@ -8,6 +7,10 @@ for a run that cannot be retried or cancelled) and is logged. What is done goes 
 one operator-action path (:mod:`jobhost.operations.actions`), so it is in the change log
 (``job_changes``) with the operator's name and the reason like any CLI or API action, and is
 logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
+
+A trigger is asked once more first: its form answers with a confirmation page (the reason to
+check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
+which leads to the run as soon as a host starts it (``triggered.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from sqlalchemy.engine import Engine
@@ -53,6 +56,10 @@ class ConsoleSite(Protocol):
 
     def actions_off_reason(self) -> str: ...
 
+    def page(
+        self, request: Request, template: str, status: int = 200, **values: Any
+    ) -> Response: ...
+
 
 __all__ = ["ACTIONS", "NOTICES", "ActionHandler", "Checked", "ConsoleSite", "audit", "guarded"]
 
@@ -84,17 +91,25 @@ class ActionHandler:
         if name not in console.catalog.jobs:
             return console.refuse(request, f"no declared job {name}", 404)
         who, reason, client = checked.who, checked.reason, checked.client
-        result = await blocking(lambda: self._do(action, name, who, reason, client))
+        if action == "trigger" and checked.form.get("confirm") != "yes":
+            # A run is not undone: the first post asks again, with the reason to check.
+            return console.page(request, "trigger.html", job=name, reason=reason)
+        result, asked = await blocking(lambda: self._do(action, name, who, reason, client))
+        if asked is not None:
+            return RedirectResponse(f"/requests/{asked}", status_code=303)
         # A fixed code, never the text: a link cannot make the page say what it likes.
-        code = "triggered" if action == "trigger" else result.replace(" ", "-")
-        target = f"/jobs/{quote(name, safe='')}?done={code}"
+        target = f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}"
         return RedirectResponse(target, status_code=303)
 
-    def _do(self, action: str, name: str, who: str, reason: str, client: str) -> str:
+    def _do(
+        self, action: str, name: str, who: str, reason: str, client: str
+    ) -> tuple[str, str | None]:
+        """What was done, and for a trigger the request a host picks up."""
         console = self._console
         engine = console.engine
         clock = console.clock or SystemClock(console.settings.clock_offset)
         result = ""
+        request_id = None
         if action == "pause":
             paused = pause(engine, console.catalog, name, actor=who, reason=reason, clock=clock)
             result = "paused" if paused.changed else "already paused"
@@ -105,7 +120,7 @@ class ActionHandler:
             request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
             result = f"trigger queued (request {request_id})"
         audit(action=action, subject=name, who=who, reason=reason, client=client, result=result)
-        return result
+        return result, request_id
 
 
 @dataclass(frozen=True)
