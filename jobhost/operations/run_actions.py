@@ -20,6 +20,7 @@ from jobhost.store.run_actions import (
     lock_run,
     queue_retry,
     request_cancel,
+    work_key,
 )
 from jobhost.store.runtime import record_change
 
@@ -163,8 +164,8 @@ def _check_retry(run: RunRecord, attempts: list[RunRecord]) -> None:
             f"{run.job_name} --from TIME --to TIME` runs it"
         )
     for other in attempts:
-        if other.id == run.id:
-            continue
+        if other.id == run.id or work_key(other) != work_key(run):
+            continue  # another piece of work at this occurrence (a backfill's, say)
         if other.outcome in {RUNNING, PENDING}:
             raise ActionRefused(
                 f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "

@@ -26,6 +26,7 @@ __all__ = [
     "lock_run",
     "queue_retry",
     "request_cancel",
+    "work_key",
 ]
 
 
@@ -39,8 +40,9 @@ def lock_run(connection: Connection, run_id: str) -> RunRecord | None:
 
 
 def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
-    """Every attempt at ``run``'s piece of work, first attempt first: the same occurrence of
-    a scheduled job, the same idempotency key of a manual run (which has no occurrence)."""
+    """Every attempt at ``run``'s occurrence (of a manual run, which has none, at its
+    idempotency key), first attempt first. Several pieces of work may share an occurrence (a
+    backfill's runs): :func:`work_key` tells them apart."""
     query = select(runs).where(runs.c.job_name == run.job_name)
     if run.occurrence is not None:
         query = query.where(runs.c.occurrence == run.occurrence)
@@ -72,10 +74,12 @@ def queue_retry(
             source="retry",
             outcome=PENDING,
             reason=reason,
-            idempotency_key=run.idempotency_key or _key(run),
+            idempotency_key=work_key(run),
             requested_by=actor,
             queued_at=now,
             not_before=now,
+            # A backfill's run stays its backfill's: the backfill counts its attempts.
+            backfill_id=run.backfill_id,
         )
     )
     notify(connection)
@@ -139,8 +143,11 @@ def finish_pending(
     return bool(result.rowcount)
 
 
-def _key(run: RunRecord) -> str:
-    # A row written before keys were kept: the key the claim gives its work.
+def work_key(run: RunRecord) -> str:
+    """The run's idempotency key; for a row written without one, the key the claim gives its
+    work (so every attempt at one piece of work has the same key)."""
+    if run.idempotency_key:
+        return run.idempotency_key
     if run.occurrence is not None:
         return occurrence_key(run.job_name, run.occurrence)
     return f"{run.job_name}:manual:{run.id}"
