@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 from sqlalchemy.engine import Engine
 
 from jobhost.cli._app import EXIT_INVALID
+from jobhost.operations.backfill_view import backfill_json
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import reading
 from jobhost.store.backfills import BackfillRecord, backfill_items_of, get_backfill, list_backfills
 
-__all__ = ["cancel_one", "list_all", "record_json", "show_one"]
+__all__ = ["cancel_one", "list_all", "show_one"]
 
 
 def list_all(engine: Engine, *, as_json: bool) -> None:
@@ -21,7 +22,7 @@ def list_all(engine: Engine, *, as_json: bool) -> None:
     with reading(engine) as connection:
         found = list_backfills(connection)
     if as_json:
-        click.echo(json.dumps([record_json(r) for r in found], indent=2))
+        click.echo(json.dumps([backfill_json(r) for r in found], indent=2))
         return
     if not found:
         click.echo("no backfills in the store", err=True)
@@ -37,7 +38,7 @@ def show_one(engine: Engine, backfill_id: str, *, as_json: bool) -> None:
     if record is None:
         _unknown(backfill_id)
     if as_json:
-        shown = record_json(record)
+        shown = backfill_json(record)
         shown["items"] = [
             {"occurrence": iso_utc(o), "state": state, "run_id": run_id}
             for o, state, run_id in items
@@ -63,29 +64,6 @@ def cancel_one(engine: Engine, backfill_id: str, *, actor: str, reason: str | No
         f"backfill {backfill_id} of {record.job_name}: {record.state}; "
         f"{record.settled} of {record.selected} done, {running} still running"
     )
-
-
-def record_json(record: BackfillRecord) -> dict[str, Any]:
-    counts = record.counts
-    return {
-        "id": record.id,
-        "job": record.job_name,
-        "from": iso_utc(record.range_from),
-        "to": iso_utc(record.range_to),
-        "mode": record.mode,
-        "state": record.state,
-        "reason": record.reason,
-        "actor": record.actor,
-        "concurrency": record.concurrency,
-        "created_at": iso_utc(record.created_at),
-        "finished_at": iso_utc(record.finished_at),
-        "selected": record.selected,
-        "done": record.settled,
-        "succeeded": counts.get("succeeded", 0),
-        "failed": counts.get("failed", 0),
-        "running": counts.get("claimed", 0),
-        "pending": counts.get("pending", 0),
-    }
 
 
 def _line(record: BackfillRecord) -> str:

@@ -219,9 +219,9 @@ def _run(
         engine.dispose()
     record = followed.record
     if as_json:
-        from jobhost.cli._backfills import record_json
+        from jobhost.operations.backfill_view import backfill_json
 
-        click.echo(json.dumps({**record_json(record), "detached": followed.detached}, indent=2))
+        click.echo(json.dumps({**backfill_json(record), "detached": followed.detached}, indent=2))
     else:
         click.echo(backfill_id)
     if followed.detached:

@@ -24,6 +24,7 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.operations.backfill_view import progress_line
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import Clock, SystemClock, database_now, reading
@@ -36,13 +37,22 @@ from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
 from jobhost.store.signals import ChangeSignal
 
-__all__ = ["BackfillFollower", "Followed"]
+__all__ = ["BackfillFollower", "Followed", "ensure_scheduled"]
 
 _POLL_SECONDS = 0.2
 _FOLLOW_SECONDS = 1.0
 _HOST_CHECK_SECONDS = 2.0
 
 Progress = Callable[[str], None]
+
+
+def ensure_scheduled(engine: Engine, spec: JobSpec, clock: Clock) -> None:
+    """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
+    claim locks it."""
+    with engine.begin() as connection:
+        if get_schedule(connection, spec.name) is None:
+            now = database_now(connection, clock)
+            sync_schedules(connection, desired_schedules({spec.name: spec}), now, prune=False)
 
 
 @dataclass(frozen=True)
@@ -80,11 +90,7 @@ class BackfillFollower:
             return any(h.alive(now) for h in list_hosts(connection))
 
     def ensure_scheduled(self, spec: JobSpec) -> None:
-        """Give the job a schedule row if no host has yet, as a starting host would."""
-        with self._engine.begin() as connection:
-            if get_schedule(connection, spec.name) is None:
-                now = database_now(connection, self._clock)
-                sync_schedules(connection, desired_schedules({spec.name: spec}), now, prune=False)
+        ensure_scheduled(self._engine, spec, self._clock)
 
     def follow(self, backfill_id: str, spec: JobSpec) -> Followed:
         """Watch the hosts run the backfill until it is finished; run it here if they go."""
@@ -225,13 +231,3 @@ class BackfillFollower:
             record = get_backfill(connection, backfill_id)
         assert record is not None
         return Followed(record, detached=True)
-
-
-def progress_line(record: BackfillRecord) -> str:
-    """``backfill ID: 3 of 10 done (2 succeeded, 1 failed), 1 running, state running``."""
-    counts = record.counts
-    return (
-        f"backfill {record.id}: {record.settled} of {record.selected} done "
-        f"({counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed), "
-        f"{counts.get('claimed', 0)} running, state {record.state}"
-    )

@@ -40,6 +40,8 @@ from jobhost.store.runtime import (
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints
 from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.backfills import BackfillEndpoints
+from jobhost.web.api.failures import failures_endpoint
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -102,6 +104,7 @@ class _Api:
         self.actions = ActionEndpoints(
             engine, self.service, clock or SystemClock(settings.clock_offset), self.limit
         )
+        self.backfills = BackfillEndpoints(settings, self.service, self.limit)
 
     def mount(self) -> Mount:
         table: dict[str, dict[str, tuple[str, Handler]]] = {
@@ -116,7 +119,13 @@ class _Api:
             "/jobs/{name}/pause": {"POST": ("write", self.pause)},
             "/jobs/{name}/resume": {"POST": ("write", self.resume)},
             "/jobs/{name}/runs": {"GET": ("read", self.runs)},
+            "/jobs/{name}/backfills": {"POST": ("trigger", self.backfills.start)},
+            "/backfills/{backfill_id}": {
+                "GET": ("read", self.backfills.show),
+                "DELETE": ("trigger", self.backfills.cancel),
+            },
             "/changes": {"GET": ("read", self.changes)},
+            "/failures": {"GET": ("read", failures_endpoint(self.engine, self.service.clock))},
             "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
             **self.actions.table(),
         }
