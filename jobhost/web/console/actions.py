@@ -8,7 +8,8 @@ one operator-action path (:mod:`jobhost.operations.actions`), so it is in the ch
 (``job_changes``) with the operator's name and the reason like any CLI or API action, and is
 logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
 
-A trigger is asked once more first: its form answers with a confirmation page (the reason to
+A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``). A
+trigger is asked once more first: its form answers with a confirmation page (the reason to
 check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
 which leads to the run as soon as a host starts it (``triggered.py``).
 """
@@ -16,10 +17,8 @@ which leads to the run as soon as a host starts it (``triggered.py``).
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -30,9 +29,9 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
-from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, SystemClock
 from jobhost.web.app import blocking
+from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import (
     BadForm,
     SessionKeeper,
@@ -40,6 +39,7 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
+from jobhost.web.console.backfilled import backfill_action
 
 
 class ConsoleSite(Protocol):
@@ -63,13 +63,14 @@ class ConsoleSite(Protocol):
 
 __all__ = ["ACTIONS", "NOTICES", "ActionHandler", "Checked", "ConsoleSite", "audit", "guarded"]
 
-ACTIONS = ("trigger", "pause", "resume")
+ACTIONS = ("trigger", "pause", "resume", "backfill")
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
     "resumed": "resumed",
     "was-not-paused": "was not paused",
     "triggered": "trigger queued: a host starts the run within seconds (see its runs below)",
+    "backfill-started": "backfill recorded: the hosts run it in free slots (progress below)",
 }
 """What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 _audit = logging.getLogger("jobhost.audit")
@@ -94,6 +95,8 @@ class ActionHandler:
         if action == "trigger" and checked.form.get("confirm") != "yes":
             # A run is not undone: the first post asks again, with the reason to check.
             return console.page(request, "trigger.html", job=name, reason=reason)
+        if action == "backfill":
+            return await backfill_action(console, request, checked.form, name, reason)
         result, asked = await blocking(lambda: self._do(action, name, who, reason, client))
         if asked is not None:
             return RedirectResponse(f"/requests/{asked}", status_code=303)
@@ -159,23 +162,3 @@ async def guarded(
     if confirm and form.get("confirm") != "yes":
         return console.refuse(request, f"tick the confirmation box to {this}", 400)
     return Checked(session.who, reason, client_of(request), form)
-
-
-def audit(*, action: str, subject: str, who: str, reason: str, client: str, result: str) -> None:
-    """One JSON line for the host's log: the change log has the action, this adds the client."""
-    _audit.info(
-        "%s",
-        json.dumps(
-            {
-                "event": "console.action",
-                "at": iso_utc(datetime.now(UTC)),
-                "actor": who,
-                "action": action,
-                "job_name": subject,
-                "reason": reason,
-                "client": client,
-                "result": result,
-            },
-            sort_keys=True,
-        ),
-    )
