@@ -100,6 +100,9 @@ class RunRecord(_FromRow):
     units_skipped_already_done: int | None = None
     group_waiting_since: datetime | None = None
     backfill_id: str | None = None
+    cancel_requested_by: str | None = None
+    cancel_requested_at: datetime | None = None
+    cancel_reason: str | None = None
 
     @property
     def units(self) -> UnitCounts | None:

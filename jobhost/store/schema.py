@@ -130,6 +130,10 @@ runs = Table(
     Column("group_waiting_since", UTCDateTime()),
     # The backfill this run (or the retry of one) replays an occurrence for; None otherwise.
     Column("backfill_id", String(64)),
+    # An operator's request to cancel the running run, and afterwards the record of it (0011).
+    Column("cancel_requested_by", String(200)),
+    Column("cancel_requested_at", UTCDateTime()),
+    Column("cancel_reason", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),
