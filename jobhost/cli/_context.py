@@ -10,7 +10,7 @@ from sqlalchemy import make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from jobhost.catalog import Catalog, JobSpec, build_catalog
+from jobhost.catalog.model import Catalog, JobSpec
 from jobhost.cli._app import EXIT_INVALID, config_path
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
 from jobhost.errors import (
@@ -25,9 +25,11 @@ from jobhost.store.engine import is_read_only, sqlite_path
 __all__ = [
     "load_catalog",
     "migrate_store",
+    "note_versions",
     "open_store",
     "require_job",
     "settings_of",
+    "store_only",
     "with_stored_jobs",
 ]
 
@@ -38,7 +40,33 @@ def settings_of(ctx: click.Context) -> Settings:
 
 def load_catalog(settings: Settings) -> Catalog:
     """The declared catalog joined with the store's runtime jobs (when the store has them)."""
+    from jobhost.catalog.build import build_catalog
+
     return with_stored_jobs(settings, build_catalog(settings))
+
+
+def store_only() -> Catalog:
+    """No catalog: a read-only command knows jobs from the store alone (loads no plugin)."""
+    return Catalog(jobs={}, problems=[])
+
+
+def note_versions(catalog: Catalog, engine: Engine) -> None:
+    """Say on stderr when this installation's catalog version is not the one the store holds
+    (one digest each: equal versions, equal declarations)."""
+    from jobhost.operations.plan import this_catalog
+    from jobhost.operations.stored import stored_version
+    from jobhost.store import reading
+    from jobhost.store.reports import list_schedules
+
+    with reading(engine) as connection:
+        held = stored_version(list_schedules(connection).values())
+    mine = this_catalog(catalog)
+    if held != mine:
+        click.echo(
+            f"note: this installation's catalog is version {mine}, the store holds "
+            f"{held or 'none'}; a host started with this catalog applies it (see `jobhost plan`)",
+            err=True,
+        )
 
 
 def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:

@@ -12,10 +12,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import click
 from jobhost_contracts import DstGap, DstRepeat
 
-from jobhost.catalog import build_catalog
-from jobhost.cli._app import EXIT_FAILED, cli, config_path
-from jobhost.cli._context import require_job
-from jobhost.config import load_settings
+from jobhost.cli._app import EXIT_FAILED, cli
+from jobhost.cli._context import open_store, require_job, settings_of, store_only
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSchedule,
@@ -167,7 +165,18 @@ _WILDCARD_NOTE = (
 def _from_job(
     ctx: click.Context, name: str, start: datetime, policy: _Policy
 ) -> tuple[Schedule, tzinfo]:
-    catalog = build_catalog(load_settings(config_path(ctx)))
+    from jobhost.operations.snapshot import require_known_job
+    from jobhost.operations.stored import stored_catalog
+
+    # The job's trigger as the store holds it: no module is loaded for a preview.
+    settings = settings_of(ctx)
+    engine = open_store(settings)
+    try:
+        catalog = stored_catalog(settings, engine, only=name)
+        if name not in catalog.jobs:
+            require_known_job(store_only(), engine, name)
+    finally:
+        engine.dispose()
     spec = require_job(catalog, name, "be previewed")
     schedule = spec.schedule(start)
     if isinstance(schedule, CronSchedule):

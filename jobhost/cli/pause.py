@@ -7,7 +7,7 @@ import getpass
 import click
 
 from jobhost.cli._app import cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import open_store, settings_of, store_only
 
 __all__ = ["pause", "resume"]
 
@@ -35,11 +35,10 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     try:
-        require_known_job(catalog, engine, name)
-        done = pause_job(engine, catalog, name, actor=getpass.getuser(), reason=reason)
+        require_known_job(store_only(), engine, name)
+        done = pause_job(engine, store_only(), name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()
     row = done.row
@@ -63,10 +62,9 @@ def resume(ctx: click.Context, name: str, reason: str | None) -> None:
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     try:
-        require_known_job(catalog, engine, name)
+        require_known_job(store_only(), engine, name)
         done = resume_job(engine, name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()

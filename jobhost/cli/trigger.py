@@ -14,9 +14,11 @@ from jobhost.cli._context import (
     open_store,
     require_job,
     settings_of,
+    store_only,
 )
 
 if TYPE_CHECKING:
+    from jobhost.config import Settings
     from jobhost.operations.manual import TriggerResult
 
 __all__ = ["trigger"]
@@ -71,6 +73,10 @@ def trigger(
     from jobhost.operations.render import stdout_style, trigger_line
 
     settings = settings_of(ctx)
+    if no_wait:
+        # Queued for a host: the job is read from the store, no module is loaded.
+        _queue(settings, name, reason, beside_limit=beside_limit, as_json=as_json)
+        return
     catalog = load_catalog(settings)
     spec = require_job(catalog, name, "run")
     if settings.auto_migrate:
@@ -89,6 +95,38 @@ def trigger(
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
         )
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(trigger_line(result, stdout_style()))
+    raise SystemExit(_exit_code(result))
+
+
+def _queue(
+    settings: Settings, name: str, reason: str | None, *, beside_limit: bool, as_json: bool
+) -> None:
+    from jobhost.operations.manual import ManualRun
+    from jobhost.operations.render import stdout_style, trigger_line
+    from jobhost.operations.snapshot import require_known_job
+    from jobhost.operations.stored import stored_catalog
+
+    engine = open_store(settings, write=True)
+    try:
+        catalog = stored_catalog(settings, engine, only=name)
+        if name not in catalog.jobs:
+            require_known_job(store_only(), engine, name)
+        spec = require_job(catalog, name, "run")
+        manual = ManualRun(
+            settings,
+            catalog,
+            engine,
+            progress=lambda line: click.echo(line, err=True),
+            warn=lambda line: click.echo(line, err=True),
+            from_store=True,
+        )
+        result = manual.trigger(spec, reason, wait=False, timeout=None, beside_limit=beside_limit)
     finally:
         engine.dispose()
     if as_json:
