@@ -51,7 +51,7 @@ _MODULES = {
     "validate": "validate",
 }
 _SHORT_HELP = {
-    "backfill": "Select the past occurrences of job NAME with FROM ≤ occurrence < TO.",
+    "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
     "changes": "Show the newest changes, oldest first: pause, resume, trigger from the CLI, "
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
     "and why.",

@@ -111,6 +111,8 @@ class RunEnvelope:
         }
         if claim.occurrence is not None:
             attributes["jobhost.run.occurrence"] = _iso(claim.occurrence)
+        if claim.backfill_id is not None:
+            attributes["jobhost.run.backfill_id"] = claim.backfill_id
         with self._telemetry.tracer.start_as_current_span(
             claim.job_name,
             kind=SpanKind.INTERNAL,
@@ -167,6 +169,7 @@ class RunEnvelope:
             requested_by=claim.requested_by,
             reason=claim.reason,
             at=finished_at,
+            backfill_id=claim.backfill_id,
         )
         started_at, ended_at = self.run_times(claim, executed, finished_at)
         return LedgerOutcome(
@@ -221,6 +224,7 @@ class RunEnvelope:
             error_message=_redacted(outcome.error_message),
             trace_id=executed.trace_id,
             units=executed.units,
+            backfill_id=claim.backfill_id,
         )
         self._reporter.submit(entry)
 

@@ -418,7 +418,9 @@ class Host:
         with self._lock:
             self._running.pop(claim.run_id, None)
             # A failed run may have left a retry; a waiting job may start now.
+            # A backfill's next occurrence may start in the slot this run freed.
             wake = outcome != "succeeded" or claim.job_name in self._waiting
+            wake |= claim.backfill_id is not None
             self._waiting.discard(claim.job_name)
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,

@@ -24,6 +24,7 @@ from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import reading
+from jobhost.store.backfill_claims import claim_backfills, open_backfills, settle_backfills
 from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
 from jobhost.store.group_limits import write_group_limits, write_group_members
 from jobhost.store.registry import SyncPlan, sync_schedules
@@ -83,6 +84,8 @@ class Ticker:
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
+        self._backfills_open = True
+        """Whether the last turn saw an unfinished backfill (the first turn looks)."""
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -119,6 +122,9 @@ class Ticker:
             record_abandoned(
                 self._engine, now, self._telemetry, self._rules, implausible=self._implausible
             )
+        if self._backfills_open:
+            with self._engine.begin() as connection:
+                settle_backfills(connection, now, open_backfills(connection))
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
@@ -182,6 +188,17 @@ class Ticker:
                 rules=self._rules,
                 skip=skip,
             )
+            # Backfills last, in the slots nothing else took.
+            backfilled = claim_backfills(
+                connection,
+                host_id=self._host_id,
+                now=now,
+                slots=slots - len(batch.claims),
+                rules=self._rules,
+                skip=sorted(set(skip) | batch.unknown),
+            )
+            batch.claims.extend(backfilled.claims)
+            self._backfills_open = bool(backfilled.open)
             wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
         return batch, wakeups
 

@@ -74,6 +74,7 @@ def _retry_abandoned(
                 requested_by=run.requested_by,
                 reason=run.reason,
                 at=now,
+                backfill_id=run.backfill_id,
             )
         if retry is not None:
             retries.append(retry)

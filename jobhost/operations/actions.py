@@ -8,7 +8,7 @@ surface vouches for: the operating-system user for the CLI, the operator token's
 dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
 ``GET /api/v1/changes`` and the dashboard's job page.
 
-A new action (a backfill, a retry, a cancel) is one more function here: open a transaction,
+A new action (a retry, a cancel) is one more function here: open a transaction,
 make the change through the store's operations, and ``record_change`` what it did in the
 same transaction.
 
@@ -20,6 +20,7 @@ so it can be paused before any host has run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,12 +28,19 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, ScheduleRecord, SystemClock, database_now
+from jobhost.store import Clock, ScheduleRecord, SystemClock, backfills, database_now
 from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
 from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import record_change
 
-__all__ = ["PauseResult", "pause", "request_trigger", "resume"]
+__all__ = [
+    "PauseResult",
+    "cancel_backfill",
+    "pause",
+    "request_trigger",
+    "resume",
+    "start_backfill",
+]
 
 
 @dataclass(frozen=True)
@@ -134,3 +142,85 @@ def request_trigger(
             reason=reason,
         )
     return request_id
+
+
+def start_backfill(
+    engine: Engine,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    mode: str,
+    occurrences: Sequence[datetime],
+    concurrency: int,
+    actor: str,
+    reason: str | None,
+    clock: Clock | None = None,
+) -> str:
+    """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
+    process) to run; its id. The change record names the range, the mode and the count."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock or SystemClock())
+        backfill_id = backfills.create_backfill(
+            connection,
+            job=job,
+            start=start,
+            end=end,
+            mode=mode,
+            reason=reason,
+            actor=actor,
+            concurrency=concurrency,
+            occurrences=occurrences,
+            now=now,
+        )
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="backfill",
+            job_name=job,
+            before=None,
+            after={
+                "backfill_id": backfill_id,
+                "from": _iso(start),
+                "to": _iso(end),
+                "mode": mode,
+                "selected": len(occurrences),
+                "concurrency": concurrency,
+            },
+            reason=reason,
+        )
+    return backfill_id
+
+
+def cancel_backfill(
+    engine: Engine,
+    backfill_id: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    clock: Clock | None = None,
+) -> backfills.BackfillRecord | None:
+    """Stop a running backfill claiming new occurrences (its runs in flight finish); the
+    backfill after it (None: no such backfill). Only a change is logged."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock or SystemClock())
+        record = backfills.get_backfill(connection, backfill_id)
+        if record is None:
+            return None
+        if backfills.cancel_backfill(connection, backfill_id, now):
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="backfill-cancel",
+                job_name=record.job_name,
+                before={"backfill_id": backfill_id, "state": record.state},
+                after={"backfill_id": backfill_id, "state": "cancelled"},
+                reason=reason,
+            )
+        return backfills.get_backfill(connection, backfill_id)
+
+
+def _iso(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -62,6 +62,7 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "error": run.error_message,
         "trace_id": run.trace_id,
         "units": _units_json(run),
+        "backfill_id": run.backfill_id,
     }
 
 

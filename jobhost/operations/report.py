@@ -93,6 +93,8 @@ class LastRun:
     finished_at: datetime | None
     duration_ms: int | None
     error: str | None
+    backfill_id: str | None = None
+    """The backfill the run replayed an occurrence for; None for any other run."""
 
     @classmethod
     def of(cls, run: RunRecord) -> LastRun:
@@ -104,6 +106,7 @@ class LastRun:
             finished_at=run.finished_at,
             duration_ms=run.duration_ms,
             error=run.error_message or run.error_type,
+            backfill_id=run.backfill_id,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -114,6 +117,7 @@ class LastRun:
             "finished_at": iso_utc(self.finished_at),
             "duration_ms": self.duration_ms,
             "error": self.error,
+            "backfill_id": self.backfill_id,
         }
 
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -24,6 +24,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import build_report
 from jobhost.store import Clock, current_revision, head_revision
+from jobhost.web.exposition import exposition
 
 __all__ = [
     "Endpoints",
@@ -86,7 +87,7 @@ def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
     """
     registry = CollectorRegistry(auto_describe=True)
     reader = PrometheusMetricReader(registry=registry)
-    return reader, lambda: generate_latest(registry)
+    return reader, lambda: exposition(registry)
 
 
 def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints:

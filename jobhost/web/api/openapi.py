@@ -43,6 +43,13 @@ _RUN_ID = {
     "description": "The run's id, as GET /jobs/{name}/runs lists it.",
     "schema": {"type": "string", "maxLength": RUN_ID_LIMIT},
 }
+_BACKFILL_ID = {
+    "name": "backfill_id",
+    "in": "path",
+    "required": True,
+    "description": "The backfill's id, as POST /jobs/{name}/backfills answers it.",
+    "schema": {"type": "string", "maxLength": 64},
+}
 _RUN_LOG = object_schema(
     {
         "run_id": STR,
@@ -265,6 +272,33 @@ def _paths() -> dict[str, Any]:
                     ),
                 ],
             )
+        },
+        "/jobs/{name}/backfills": {
+            "post": _operation(
+                "Replay the job's past occurrences from ≤ occurrence < to, each once (see "
+                "jobhost backfill); dry_run only lists them.",
+                {
+                    "202": _json(ref("BackfillSelection"), "Recorded: its id and occurrences."),
+                    "200": _json(ref("BackfillSelection"), "A dry run or nothing to do (id null)."),
+                },
+                scope="trigger",
+                parameters=[_NAME],
+                body=ref("BackfillRequest"),
+            )
+        },
+        "/backfills/{backfill_id}": {
+            "get": _operation(
+                "A backfill's progress: selected, done, succeeded, failed, running.",
+                {"200": _json(ref("Backfill"), "The backfill.")},
+                scope="read",
+                parameters=[_BACKFILL_ID],
+            ),
+            "delete": _operation(
+                "Cancel a backfill: no new occurrence starts; runs in flight finish.",
+                {"200": _json(ref("Backfill"), "The backfill, cancelled (or already ended).")},
+                scope="trigger",
+                parameters=[_BACKFILL_ID],
+            ),
         },
         "/runs/{run_id}/logs": {
             "get": _operation(

@@ -39,6 +39,7 @@ from jobhost.store.runtime import (
 )
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -98,6 +99,7 @@ class _Api:
         self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
+        self.backfills = BackfillEndpoints(settings, self.service, self.limit)
 
     def mount(self) -> Mount:
         table: dict[str, dict[str, tuple[str, Handler]]] = {
@@ -112,6 +114,11 @@ class _Api:
             "/jobs/{name}/pause": {"POST": ("write", self.pause)},
             "/jobs/{name}/resume": {"POST": ("write", self.resume)},
             "/jobs/{name}/runs": {"GET": ("read", self.runs)},
+            "/jobs/{name}/backfills": {"POST": ("trigger", self.backfills.start)},
+            "/backfills/{backfill_id}": {
+                "GET": ("read", self.backfills.show),
+                "DELETE": ("trigger", self.backfills.cancel),
+            },
             "/changes": {"GET": ("read", self.changes)},
             "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
         }

@@ -7,6 +7,7 @@ from typing import Any
 from jobhost.operations.history import OUTCOMES
 from jobhost.operations.status import STATUSES
 from jobhost.runtime.definition import JobDefinition
+from jobhost.web.api.backfills import BackfillRequest
 
 __all__ = ["NULL_STR", "STR", "component_schemas", "object_schema", "ref"]
 
@@ -105,7 +106,16 @@ def component_schemas() -> dict[str, Any]:
             "actor": STR,
             "action": {
                 "type": "string",
-                "enum": ["create", "change", "delete", "pause", "resume", "trigger"],
+                "enum": [
+                    "create",
+                    "change",
+                    "delete",
+                    "pause",
+                    "resume",
+                    "trigger",
+                    "backfill",
+                    "backfill-cancel",
+                ],
             },
             "job": STR,
             "before": {"type": ["object", "null"]},
@@ -156,4 +166,39 @@ def component_schemas() -> dict[str, Any]:
         "PauseResult": object_schema(
             {"job": STR, "paused": {"type": "boolean"}, "changed": {"type": "boolean"}}
         ),
+        "BackfillRequest": BackfillRequest.model_json_schema(by_alias=True, ref_template=_REF),
+        "BackfillSelection": object_schema(
+            {
+                "id": NULL_STR,
+                "job": STR,
+                "mode": {"type": "string", "enum": ["missing", "failed", "all"]},
+                "from": STR,
+                "to": STR,
+                "occurrences": {"type": "array", "items": STR},
+            }
+        ),
+        "Backfill": _backfill(),
     }
+
+
+def _backfill() -> dict[str, Any]:
+    count = {"type": "integer", "minimum": 0}
+    return object_schema(
+        {
+            "id": STR,
+            "job": STR,
+            "from": STR,
+            "to": STR,
+            "mode": {"type": "string", "enum": ["missing", "failed", "all"]},
+            "state": {"type": "string", "enum": ["running", "cancelled", "done"]},
+            "reason": NULL_STR,
+            "actor": STR,
+            "concurrency": {"type": "integer", "minimum": 1},
+            "created_at": STR,
+            "finished_at": NULL_STR,
+            **{
+                name: count
+                for name in ("selected", "done", "succeeded", "failed", "running", "pending")
+            },
+        }
+    )

@@ -5,6 +5,10 @@ is signed in; the form's CSRF token is the session's; a reason is given; the job
 refusal answers 403 (400 for a missing reason, 404 for an unknown job) and is logged. What is
 done is written to ``console_actions`` (who, what, which job, why, from where, and the result)
 and logged as one JSON line by the ``jobhost.audit`` logger.
+
+A trigger is asked once more first: its form answers with a confirmation page (the reason to
+check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
+which leads to the run as soon as a host starts it (``triggered.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from sqlalchemy.engine import Engine
@@ -48,6 +52,10 @@ class ConsoleSite(Protocol):
     def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
 
     def actions_off_reason(self) -> str: ...
+
+    def page(
+        self, request: Request, template: str, status: int = 200, **values: Any
+    ) -> Response: ...
 
 
 __all__ = ["ACTIONS", "NOTICES", "ActionHandler", "ConsoleSite"]
@@ -92,18 +100,26 @@ class ActionHandler:
             return console.refuse(request, f"say why you {action} {name}: it is audited", 400)
         if name not in console.catalog.jobs:
             return console.refuse(request, f"no declared job {name}", 404)
+        if action == "trigger" and form.get("confirm") != "yes":
+            # A run is not undone: the first post asks again, with the reason to check.
+            return console.page(request, "trigger.html", job=name, reason=reason)
         client = client_of(request)
-        result = await blocking(lambda: self._do(action, name, session.who, reason, client))
+        result, asked = await blocking(lambda: self._do(action, name, session.who, reason, client))
+        if asked is not None:
+            return RedirectResponse(f"/requests/{asked}", status_code=303)
         # A fixed code, never the text: a link cannot make the page say what it likes.
-        code = "triggered" if action == "trigger" else result.replace(" ", "-")
-        target = f"/jobs/{quote(name, safe='')}?done={code}"
+        target = f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}"
         return RedirectResponse(target, status_code=303)
 
-    def _do(self, action: str, name: str, who: str, reason: str, client: str) -> str:
+    def _do(
+        self, action: str, name: str, who: str, reason: str, client: str
+    ) -> tuple[str, str | None]:
+        """What was done, and for a trigger the request a host picks up."""
         console = self._console
         engine = console.engine
         clock = console.clock or SystemClock(console.settings.clock_offset)
         result = ""
+        request_id = None
         if action == "pause":
             paused = pause(engine, console.catalog, name, actor=who, reason=reason, clock=clock)
             result = "paused" if paused.changed else "already paused"
@@ -142,4 +158,4 @@ class ActionHandler:
                 sort_keys=True,
             ),
         )
-        return result
+        return result, request_id

@@ -44,6 +44,7 @@ _PAGE_LOG_LINES = 5000
 class Fire:
     utc: str
     local: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,12 @@ class RunView:
     zone: str
     log: list[LogEntry] = field(default_factory=list)
     """The run's log lines as the page shows them; a gap is a line of its own."""
+    after: int = 0
+    """The lines shown are those numbered above this (0: from the first)."""
 
     @property
     def running(self) -> bool:
-        """Still writing: the page reloads itself to tail the log."""
+        """Still writing: the page's script tails the log (without script, it reloads)."""
         return self.run.outcome in {"running", "pending"}
 
 
@@ -80,6 +83,8 @@ class LogEntry:
     time: str
     level: str
     message: str
+    at: datetime | None = None
+    """When the line was written (none for a gap): the page shows it in the zone picked."""
 
 
 @dataclass(frozen=True)
@@ -120,22 +125,24 @@ def job_view(
     )
 
 
-def run_view(engine: Engine, catalog: Catalog, run_id: str) -> RunView | None:
+def run_view(engine: Engine, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
+    """The run, its attempts and its log lines numbered above ``after`` (the page's script
+    asks for the lines after the last one it shows, to tail a running run)."""
     with reading(engine) as connection:
         run = get_run(connection, run_id)
         if run is None:
             return None
         attempts = attempts_of(connection, run)
-        lines = read_lines(connection, run_id, limit=_PAGE_LOG_LINES)
+        lines = read_lines(connection, run_id, after=after, limit=_PAGE_LOG_LINES)
     spec = catalog.jobs.get(run.job_name)
     zone = spec.trigger.timezone if spec is not None else "UTC"
-    return RunView(run, attempts, zone, [_log_entry(entry) for entry in lines])
+    return RunView(run, attempts, zone, [_log_entry(entry) for entry in lines], after)
 
 
 def _log_entry(entry: LogLine | Dropped) -> LogEntry:
     if isinstance(entry, Dropped):
         return LogEntry(None, "", "dropped", dropped_text(entry))
-    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message)
+    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message, entry.at)
 
 
 def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:
@@ -159,4 +166,4 @@ def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[Fire]:
     else:
         schedule = spec.schedule(now)
         fires = schedule.iter_after(now, 10) if schedule is not None else []
-    return [Fire(short_utc(at), short_local(at, zone)) for at in fires]
+    return [Fire(short_utc(at), short_local(at, zone), at) for at in fires]
