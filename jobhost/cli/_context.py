@@ -23,6 +23,7 @@ from jobhost.store import create_store_engine, head_revision, is_current, upgrad
 from jobhost.store.engine import is_read_only, sqlite_path
 
 __all__ = [
+    "catalog_for",
     "load_catalog",
     "migrate_store",
     "note_versions",
@@ -48,6 +49,15 @@ def load_catalog(settings: Settings) -> Catalog:
 def store_only() -> Catalog:
     """No catalog: a read-only command knows jobs from the store alone (loads no plugin)."""
     return Catalog(jobs={}, problems=[])
+
+
+def catalog_for(settings: Settings, engine: Engine, name: str) -> Catalog:
+    """The store's catalog of job ``name`` when the store holds it: no plugin is loaded. A job
+    no host has synced yet (or a name nobody knows) needs the built catalog, as before."""
+    from jobhost.operations.stored import stored_catalog
+
+    stored = stored_catalog(settings, engine, only=name)
+    return stored if name in stored.jobs else load_catalog(settings)
 
 
 def note_versions(catalog: Catalog, engine: Engine) -> None:

@@ -7,7 +7,7 @@ import getpass
 import click
 
 from jobhost.cli._app import cli
-from jobhost.cli._context import open_store, settings_of, store_only
+from jobhost.cli._context import catalog_for, open_store, settings_of
 
 __all__ = ["pause", "resume"]
 
@@ -37,8 +37,9 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
     settings = settings_of(ctx)
     engine = open_store(settings, write=True)
     try:
-        require_known_job(store_only(), engine, name)
-        done = pause_job(engine, store_only(), name, actor=getpass.getuser(), reason=reason)
+        catalog = catalog_for(settings, engine, name)
+        require_known_job(catalog, engine, name)
+        done = pause_job(engine, catalog, name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()
     row = done.row
@@ -64,7 +65,7 @@ def resume(ctx: click.Context, name: str, reason: str | None) -> None:
     settings = settings_of(ctx)
     engine = open_store(settings, write=True)
     try:
-        require_known_job(store_only(), engine, name)
+        require_known_job(catalog_for(settings, engine, name), engine, name)
         done = resume_job(engine, name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()

@@ -14,8 +14,8 @@ from jobhost.cli._context import (
     open_store,
     require_job,
     settings_of,
-    store_only,
 )
+from jobhost.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
     from jobhost.config import Settings
@@ -76,7 +76,6 @@ def trigger(
     if no_wait:
         # Queued for a host: the job is read from the store, no module is loaded.
         _queue(settings, name, reason, beside_limit=beside_limit, as_json=as_json)
-        return
     catalog = load_catalog(settings)
     spec = require_job(catalog, name, "run")
     if settings.auto_migrate:
@@ -107,17 +106,21 @@ def trigger(
 def _queue(
     settings: Settings, name: str, reason: str | None, *, beside_limit: bool, as_json: bool
 ) -> None:
+    """Queue a run of ``name`` for a host when the store holds the job: no module is loaded.
+    Returns (to the built catalog's path) when no host has synced it yet, or the store is not
+    at this version's schema (that path migrates it)."""
     from jobhost.operations.manual import ManualRun
     from jobhost.operations.render import stdout_style, trigger_line
-    from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.stored import stored_catalog
 
-    engine = open_store(settings, write=True)
+    try:
+        engine = open_store(settings, write=True)
+    except StoreUnavailableError:
+        return
     try:
         catalog = stored_catalog(settings, engine, only=name)
         if name not in catalog.jobs:
-            require_known_job(store_only(), engine, name)
-        spec = require_job(catalog, name, "run")
+            return
         manual = ManualRun(
             settings,
             catalog,
@@ -126,7 +129,9 @@ def _queue(
             warn=lambda line: click.echo(line, err=True),
             from_store=True,
         )
-        result = manual.trigger(spec, reason, wait=False, timeout=None, beside_limit=beside_limit)
+        result = manual.trigger(
+            catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit
+        )
     finally:
         engine.dispose()
     if as_json:

@@ -127,10 +127,16 @@ def test_operator_actions_and_health_need_no_plugin(operator: Operator) -> None:
     assert queued["outcome"] == "queued"
     assert [r.job_name for r in operator.requests()] == ["sample.every"]
 
-    health = _ok(operator, "health", "--no-hosts")
+    done, health = operator.json("health", "--no-hosts")
+    assert ABSENT_PLUGIN not in done.stderr
     checks = {check["name"]: check for check in health["checks"]}
     assert checks["catalog"]["ok"] is True
     assert "2 jobs" in checks["catalog"]["detail"]
+    # The critical flag comes from the store: the critical job's failed last run fails health.
+    assert done.returncode == 1
+    assert checks["critical-jobs-last-run"]["ok"] is False
+    assert "sample.nightly" in checks["critical-jobs-last-run"]["detail"]
+    assert [name for name, check in checks.items() if not check["ok"]] == ["critical-jobs-last-run"]
 
 
 def test_an_unknown_job_is_still_refused_with_suggestions(operator: Operator) -> None:
@@ -175,7 +181,8 @@ def test_a_read_imports_neither_alembic_nor_any_plugin(
         "    main(sys.argv[1:])\n"
         "finally:\n"
         "    loaded = [m for m in sys.modules if m.split('.')[0] in "
-        "('alembic', 'sample_jobs', 'jobhost_absent_application_modules', 'pluggy')]\n"
+        "('alembic', 'sample_jobs', 'jobhost_absent_application_modules') "
+        "or m.startswith('jobhost.plugins') or m == 'jobhost.catalog.build']\n"
         "    print('LOADED', sorted(loaded), file=sys.stderr)\n"
     )
     done = subprocess.run(
