@@ -5,7 +5,7 @@ Every sync writes each job's effective declaration into its schedule row (see
 :class:`Catalog` whose jobs equal the synced ones in everything but their executors. So
 ``report``, ``history``, ``next``, ``health``, ``pause``, ``resume``, ``trigger --no-wait`` and
 ``jobs list|show`` answer where the application's module packages are not installed. A row
-synced before the store held declarations (schema 0009 and older, until the next ``jobhost
+synced before the store held declarations (schema 0010 and older, until the next ``jobhost
 run``) is shown from its trigger columns with the declaration's defaults.
 """
 

@@ -92,7 +92,7 @@ schedules = Table(
     Column("concurrency_group", String(100)),
     Column("group_waiting_since", UTCDateTime()),
     # The job's effective declaration, written at every sync and by the runtime-job change
-    # path (0010): what read-only commands show without loading any plugin. NULL until the
+    # path (0011): what read-only commands show without loading any plugin. NULL until the
     # first sync after the upgrade. ``job_source``: module or runtime.
     Column("description", Text),
     Column("critical", Boolean),

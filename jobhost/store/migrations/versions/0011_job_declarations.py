@@ -9,8 +9,8 @@ lease, overdue grace; the plugin that declared it). They are written by every sy
 (``jobhost run``) and by the runtime-job change path; rows written before this revision hold
 NULL until the next sync, and a read shows such a row from its trigger columns alone.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
