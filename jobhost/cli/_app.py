@@ -35,6 +35,7 @@ _MODULES = {
     "backfill": "backfill",
     "changes": "changes",
     "db": "db",
+    "failures": "failures",
     "health": "health",
     "history": "history",
     "jobs": "jobs",
@@ -56,6 +57,7 @@ _SHORT_HELP = {
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
     "and why.",
     "db": "The store's schema and rows: apply migrations, show the revision, audit the rows.",
+    "failures": "Show failed, timed-out, abandoned and stuck runs of every job, newest first.",
     "health": "Check the store, the catalog, the critical jobs, the hosts, the leases and "
     "the clocks.",
     "history": "Show job NAME's ledger: every attempt, and every occurrence missed or skipped.",

@@ -132,14 +132,19 @@ def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[
 
 
 def ledger_page(
-    connection: Connection, name: str, *, limit: int, outcome: str | None = None
+    connection: Connection,
+    name: str,
+    *,
+    limit: int,
+    outcome: str | None = None,
+    offset: int = 0,
 ) -> list[RunRecord]:
-    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, optionally
-    of one outcome (``jobhost history``)."""
+    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
+    newest ``offset``, optionally of one outcome (``jobhost history``, the job page)."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*NEWEST_FIRST).limit(limit)
+    query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
     return _records(connection.execute(query).mappings())
 
 

@@ -144,6 +144,7 @@ runs = Table(
     Index("ix_runs_job_name_outcome", "job_name", "outcome"),
     Index("ix_runs_outcome_lease_expires_at", "outcome", "lease_expires_at"),
     Index("ix_runs_backfill_id", "backfill_id"),
+    Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
 
 hosts = Table(

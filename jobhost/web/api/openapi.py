@@ -11,12 +11,14 @@ from functools import cache
 from typing import Any
 
 from jobhost.catalog import NAME_PATTERN
+from jobhost.operations.failures import SEARCH_LIMIT
 from jobhost.operations.history import OUTCOMES
 from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
 from jobhost.store.runtime import MAX_CHANGE_ID
-from jobhost.web.api.schemas import STR, component_schemas, object_schema, ref
+from jobhost.web.api.failures import PAGE_LIMIT
+from jobhost.web.api.schemas import NULL_STR, STR, component_schemas, object_schema, ref
 
 __all__ = ["openapi_document"]
 
@@ -346,6 +348,50 @@ def _paths() -> dict[str, Any]:
                         "limit",
                         {"type": "integer", "minimum": 1, "maximum": 1000},
                         "At most N changes (default 100).",
+                    ),
+                ],
+            )
+        },
+        "/failures": {
+            "get": _operation(
+                "Failed, timed-out, abandoned and stuck runs of every job, newest first.",
+                {
+                    "200": _json(
+                        object_schema(
+                            {
+                                "failures": {"type": "array", "items": ref("Failure")},
+                                "next_cursor": NULL_STR,
+                                "searched_to": NULL_STR,
+                                "streak_limit": {"type": "integer"},
+                                "generated_at": STR,
+                            }
+                        ),
+                        "Failures; pass next_cursor as cursor for the next page.",
+                    )
+                },
+                scope="read",
+                parameters=[
+                    _query(
+                        "since",
+                        {"type": "string", "maxLength": 64},
+                        "Only runs that finished since then: 2h, 7d, a date (UTC) or an "
+                        "ISO 8601 time with a zone.",
+                    ),
+                    _query("job", {"type": "string", "maxLength": 200}, "Only this job's runs."),
+                    _query(
+                        "q",
+                        {"type": "string", "maxLength": SEARCH_LIMIT},
+                        "Only runs whose error type or message contains this text (any case).",
+                    ),
+                    _query(
+                        "limit",
+                        {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT},
+                        "At most N runs (default 50).",
+                    ),
+                    _query(
+                        "cursor",
+                        {"type": "string", "maxLength": 200},
+                        "next_cursor of the previous answer.",
                     ),
                 ],
             )

@@ -40,6 +40,7 @@ from jobhost.store.runtime import (
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.backfills import BackfillEndpoints
+from jobhost.web.api.failures import failures_endpoint
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -120,6 +121,7 @@ class _Api:
                 "DELETE": ("trigger", self.backfills.cancel),
             },
             "/changes": {"GET": ("read", self.changes)},
+            "/failures": {"GET": ("read", failures_endpoint(self.engine, self.service.clock))},
             "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
         }
         routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]

@@ -152,6 +152,25 @@ def component_schemas() -> dict[str, Any]:
         "Kind": kind,
         "Run": run,
         "Change": change,
+        "Failure": object_schema(
+            {
+                "job": STR,
+                "run_id": STR,
+                "occurrence": NULL_STR,
+                "started_at": NULL_STR,
+                "finished_at": NULL_STR,
+                "outcome": {
+                    "type": "string",
+                    "enum": ["failed", "timed_out", "abandoned", "stuck"],
+                },
+                "attempt": {"type": "integer"},
+                "source": STR,
+                "host": NULL_STR,
+                "error_type": NULL_STR,
+                "error": NULL_STR,
+                "streak": {"type": "integer", "minimum": 0},
+            }
+        ),
         "Problem": problem,
         "Reason": reason,
         "TriggerResult": object_schema(

@@ -1,10 +1,13 @@
 """The dashboard: server-rendered pages over the store, and the actions people may take.
 
 Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
-the server), ``/jobs/NAME`` (run timeline for 24 hours or 7 days, next ten fires, declared
-and effective trigger, recent errors, runs, audited actions), ``/runs/ID`` (``?after=N``: the
-log lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
-``/hosts``. Pages that show data pass ``live`` (seconds) for the page script (static/console.js).
+the server), ``/jobs/NAME`` (run timeline and runs-by-outcome chart for the last hour, 24
+hours, 7 or 30 days, next ten fires, declared and effective trigger, recent errors, its
+history paged with an outcome filter, audited actions), ``/runs/ID`` (``?after=N``: the log
+lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
+``/failures`` (failed runs of every job, paged, searchable by error text, under the
+installation's runs-by-outcome chart), ``/hosts``. Pages that show data pass ``live``
+(seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
@@ -46,7 +49,10 @@ from jobhost.web.console.auth import (
     same_origin,
 )
 from jobhost.web.console.cache import ShortCache
-from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
+from jobhost.web.console.chart import CHART_ORDER, SLICES
+from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.job_query import job_query
+from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
 from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.triggered import request_page
 from jobhost.web.console.views import hosts_view, job_view, run_view
@@ -136,6 +142,7 @@ class Console:
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
             Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
+            Route("/failures", reading(self.failures), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
             Route("/signin", acting(self.signin), methods=["POST"]),
             Route("/signout", acting(self.signout), methods=["POST"]),
@@ -201,15 +208,17 @@ class Console:
 
     async def job(self, request: Request) -> Response:
         name = request.path_params["name"]
-        span_name = request.query_params.get("range", "24h")
-        span_name = span_name if span_name in RANGES else "24h"
+        query = job_query(request.query_params)
         view = await blocking(
             lambda: job_view(
                 self.settings,
                 self.catalog,
                 self.engine,
                 name,
-                span=RANGES[span_name],
+                span=RANGES[query.span],
+                slices=SLICES[query.span],
+                outcome=query.outcome,
+                page=query.page,
                 clock=self.clock,
             )
         )
@@ -220,9 +229,8 @@ class Console:
             "job.html",
             view=view,
             job=view.job,
-            span=span_name,
-            ranges=list(RANGES),
             outcomes=OUTCOME_ORDER,
+            **query.template_values(),
             done=NOTICES.get(request.query_params.get("done", "")),
             page_zone=view.job.effective_trigger.timezone,
             live=_LIVE_SECONDS,
@@ -246,6 +254,20 @@ class Console:
     async def request(self, request: Request) -> Response:
         """A trigger's request: its run once a host started it (303), or where it stands."""
         return await request_page(self, request)
+
+    async def failures(self, request: Request) -> Response:
+        view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
+        return self.page(
+            request,
+            "failures.html",
+            status=400 if view.problem else 200,
+            view=view,
+            ranges=list(RANGES),
+            span_name=RANGE_NAMES[view.span],
+            chart_outcomes=CHART_ORDER,
+            # Only the newest page changes as runs fail; an older one stays as it is.
+            live=_LIVE_SECONDS if not view.cursor else 0,
+        )
 
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))

@@ -13,19 +13,24 @@ from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
+from jobhost.store.backfills import BackfillRecord, list_backfills
 from jobhost.store.hosts import list_hosts
+from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.reports import (
     attempts_of,
     get_run,
-    newest_runs,
+    ledger_page,
     recent_failures,
     runs_between,
 )
 from jobhost.store.runlogs import Dropped, LogLine, read_lines
 from jobhost.store.runtime import JobChange, recent_changes
+from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 
 __all__ = [
+    "HISTORY_PAGE",
+    "HISTORY_PAGES",
     "Fire",
     "HostsView",
     "JobView",
@@ -36,6 +41,10 @@ __all__ = [
     "run_view",
 ]
 
+HISTORY_PAGE = 25
+"""Runs on one page of a job's history."""
+HISTORY_PAGES = 400
+"""The deepest page of a job's history the page offers (older runs: `jobhost history`)."""
 _PAGE_LOG_LINES = 5000
 """Lines of a run's log the page shows (the settings keep 1,000 by default)."""
 
@@ -55,8 +64,14 @@ class JobView:
     fires: list[Fire]
     failures: list[RunRecord]
     runs: list[RunRecord]
+    """One page of the job's ledger, newest first, of the chosen outcome."""
+    more: bool
+    """Whether an older page follows."""
+    chart: Chart
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
+    backfills: list[BackfillRecord] = field(default_factory=list)
+    """The job's newest backfills, running ones with their progress."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +116,13 @@ def job_view(
     name: str,
     *,
     span: timedelta,
+    slices: int,
+    outcome: str | None = None,
+    page: int = 1,
     clock: Clock | None = None,
 ) -> JobView | None:
+    """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
+    bars), and page ``page`` of its history, of ``outcome`` when given."""
     report = build_report(settings, catalog, engine, job=name, clock=clock)
     if not report.jobs:
         return None
@@ -112,16 +132,27 @@ def job_view(
     with reading(engine) as connection:
         window = runs_between(connection, name, now - span, now)
         failures = recent_failures(connection, name)
-        latest = newest_runs(connection, name, 20)
+        history = ledger_page(
+            connection,
+            name,
+            limit=HISTORY_PAGE + 1,
+            outcome=outcome,
+            offset=(page - 1) * HISTORY_PAGE,
+        )
+        counts = outcome_counts(connection, now - span, now, slices, job=name)
         actions = recent_changes(connection, job_name=name, limit=10)[::-1]
+        backfills = list_backfills(connection, job=name, limit=5)
     return JobView(
         job=job,
         report=report,
         timeline=timeline(window, now=now, span=span, zone=zone),
         fires=_next_fires(catalog, job, now),
         failures=failures,
-        runs=latest,
+        runs=history[:HISTORY_PAGE],
+        more=len(history) > HISTORY_PAGE and page < HISTORY_PAGES,
+        chart=outcome_chart(counts, now - span, now),
         actions=actions,
+        backfills=backfills,
     )
 
 
