@@ -55,7 +55,7 @@ def list_jobs(
     """
     from jobhost.operations.stored import stored_catalog
     from jobhost.runtime.service import etag_of
-    from jobhost.store import reading
+    from jobhost.store.calls import read
     from jobhost.store.runtime import list_runtime_jobs
     from jobhost.web.api.views import source_of
 
@@ -65,8 +65,7 @@ def list_jobs(
     try:
         if catalog is None:
             catalog = stored_catalog(settings, engine)
-        with reading(engine) as connection:
-            rows = {row.name: row for row in list_runtime_jobs(connection)}
+        rows = {row.name: row for row in read(engine, list_runtime_jobs)}
     finally:
         engine.dispose()
     found = []
