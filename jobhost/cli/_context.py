@@ -70,11 +70,10 @@ def note_versions(catalog: Catalog, engine: Engine) -> None:
     (one digest each: equal versions, equal declarations)."""
     from jobhost.operations.plan import this_catalog
     from jobhost.operations.stored import stored_version
-    from jobhost.store import reading
+    from jobhost.store.calls import read
     from jobhost.store.reports import list_schedules
 
-    with reading(engine) as connection:
-        held = stored_version(list_schedules(connection).values())
+    held = stored_version(read(engine, list_schedules).values())
     mine = this_catalog(catalog)
     if held != mine:
         click.echo(

@@ -113,15 +113,14 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     """
     from jobhost.operations.stored import declaration_json, stored_catalog
     from jobhost.runtime.errors import not_found
-    from jobhost.store import reading
+    from jobhost.store.calls import read
     from jobhost.store.runtime import get_runtime_job
     from jobhost.web.api.views import runtime_json
 
     settings = settings_of(ctx)
     engine = open_store(settings)
     try:
-        with reading(engine) as connection:
-            row = get_runtime_job(connection, name)
+        row = read(engine, get_runtime_job, name)
         spec = stored_catalog(settings, engine, only=name).jobs.get(name)
     finally:
         engine.dispose()

@@ -16,21 +16,20 @@ from datetime import timedelta
 from typing import Any
 
 from jobhost_contracts import BackgroundJobDeclaration, format_duration, parse_duration
-from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
 from jobhost.catalog.stored import StoredExecutor, stored_spec
 from jobhost.config import Settings
-from jobhost.store import ScheduleRecord, reading
+from jobhost.store import Engine, ScheduleRecord
 from jobhost.store import reports as store_reports
+from jobhost.store.calls import read
 
 __all__ = ["catalog_of", "declaration_json", "stored_catalog", "stored_version"]
 
 
 def stored_catalog(settings: Settings, engine: Engine, *, only: str | None = None) -> Catalog:
     """The store's catalog; with ``only``, just that job (one indexed row)."""
-    with reading(engine) as connection:
-        rows = store_reports.list_schedules(connection, [only] if only is not None else None)
+    rows = read(engine, store_reports.list_schedules, [only] if only is not None else None)
     return catalog_of(settings, rows.values())
 
 
