@@ -9,7 +9,7 @@ import click
 
 from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_USAGE, cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import catalog_for, load_catalog, open_store, settings_of
 
 __all__ = ["pause", "resume"]
 
@@ -62,13 +62,14 @@ def pause(
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     try:
         if name is not None:
             _alone(name, modules, patterns)
+            catalog = catalog_for(settings, engine, name)
             jobs = [require_known_job(catalog, engine, name)]
         else:
+            catalog = load_catalog(settings)
             jobs = _selected(catalog, modules, patterns)
         done = pause_jobs(engine, catalog, jobs, actor=getpass.getuser(), reason=reason)
     finally:
@@ -110,15 +111,14 @@ def resume(
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     user = getpass.getuser()
     try:
         if name is not None:
             _alone(name, modules, patterns)
-            jobs = [require_known_job(catalog, engine, name)]
+            jobs = [require_known_job(catalog_for(settings, engine, name), engine, name)]
         else:
-            jobs = _selected(catalog, modules, patterns)
+            jobs = _selected(load_catalog(settings), modules, patterns)
         done = resume_jobs(engine, jobs, actor=user, reason=reason)
     finally:
         engine.dispose()

@@ -1,4 +1,4 @@
-"""Migration 0011 folds the dashboard's old ``console_actions`` rows into the one change log:
+"""Migration 0012 folds the dashboard's old ``console_actions`` rows into the one change log:
 each action once (a row the change log already has is not copied twice), the table dropped,
 and ``runs`` gains the cancel request's columns; on both stores."""
 

@@ -10,8 +10,8 @@
   copied twice; the others are copied with their client and result in ``after``, then the
   table is dropped.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
