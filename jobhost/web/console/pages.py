@@ -49,8 +49,8 @@ from jobhost.web.console.auth import (
     same_origin,
 )
 from jobhost.web.console.cache import ShortCache
-from jobhost.web.console.chart import CHART_ORDER, SLICES
-from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
+from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
 from jobhost.web.console.job_query import job_query
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
 from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
@@ -130,6 +130,7 @@ class Console:
             ago=ago_tag,
         )
         self._actions = ActionHandler(self)
+        self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
         self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
         self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
 
@@ -256,7 +257,9 @@ class Console:
         return await request_page(self, request)
 
     async def failures(self, request: Request) -> Response:
-        view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
+        view = await blocking(
+            lambda: failures_view(self.engine, request.query_params, self.clock, self._charts)
+        )
         return self.page(
             request,
             "failures.html",
