@@ -101,12 +101,15 @@ def jobhost_launch(
     *,
     log_level: str = "WARNING",
     log_lines: int = 0,
+    http_listen: str | None = None,
 ) -> Launch:
     """``jobhost --config DIR/NAME.toml run`` through the SQL-counting wrapper; each run writes
-    ``log_lines`` lines through its logger."""
+    ``log_lines`` lines through its logger; ``http_listen`` serves the probes there."""
     config = directory / f"{name}.toml"
+    listen = f"http_listen = {json.dumps(http_listen)}\n" if http_listen else ""
     config.write_text(
         f"database_url = {json.dumps(url)}\n"
+        f"{listen}"
         f"plugins = [{json.dumps(str(_PLUGIN))}]\n"
         f"log_level = {json.dumps(log_level)}\n"
         'shutdown_grace = "5s"\n'

@@ -268,6 +268,8 @@ def _lag(
         host.terminate()
         host.wait(60)
         log.close()
+        if os.environ.get("LAG_LOG") == "1":
+            print((directory / "host.log").read_text()[-3000:])
 
 
 def _window(engine: Engine, base: str, viewers: int) -> tuple[list[float], list[tuple[int, float]]]:

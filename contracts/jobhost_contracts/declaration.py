@@ -109,7 +109,7 @@ class BackgroundJobDeclaration:
     misfire_grace: timedelta | None = None
     overlap: OverlapPolicy = OverlapPolicy.FORBID
     max_concurrent: int = 1
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = field(default_factory=lambda: _NO_RETRY)
     timeout: timedelta | None = None
     lease: timedelta | None = None
     """How long a claim holds before another replica may take the job over; None: host default."""
@@ -157,14 +157,24 @@ _EXPECTED: dict[str, tuple[type, ...]] = {
 
 
 def _check_types(instance: Any) -> None:
-    owner = type(instance).__name__
-    for item in dataclasses.fields(instance):
-        value = getattr(instance, item.name)
-        expected = _EXPECTED[item.name]
+    kind = type(instance)
+    checks = _CHECKS.get(kind)
+    if checks is None:
+        checks = _CHECKS[kind] = tuple(
+            (f.name, _EXPECTED[f.name]) for f in dataclasses.fields(kind)
+        )
+    for name, expected in checks:
+        value = getattr(instance, name)
         # bool is an int; a flag where a count belongs is a mistake worth naming.
-        wrong_bool = isinstance(value, bool) and bool not in expected
-        if wrong_bool or not isinstance(value, expected):
+        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             names = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
             raise TypeError(
-                f"{owner}.{item.name} must be {names}, got {type(value).__name__} {value!r}"
+                f"{kind.__name__}.{name} must be {names}, got {type(value).__name__} {value!r}"
             )
+
+
+_CHECKS: dict[type, tuple[tuple[str, tuple[type, ...]], ...]] = {}
+
+
+_NO_RETRY: RetryPolicy = RetryPolicy()
+"""The default policy, shared: it is immutable, and checking a fresh one per job cost time."""

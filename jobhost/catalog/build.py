@@ -118,11 +118,15 @@ def _validate(
 ) -> tuple[JobSpec | None, list[Problem]]:
     override = settings.jobs.get(declaration.name)
     declared = declared_parts(declaration)
-    effective = effective_parts(declaration, override)
+    effective = declared if override is None else effective_parts(declaration, override)
     # The declaration is checked on its own as well: it has to hold in every deployment, not
     # only in this one whose override happens to replace its broken part.
     declared_problems = check_trigger(declared)
-    effective_problems = declared_problems if effective == declared else check_trigger(effective)
+    effective_problems = (
+        declared_problems
+        if effective is declared or effective == declared
+        else check_trigger(effective)
+    )
     problems = [*check_name(declaration), *declared_problems]
     problems.extend(p for p in effective_problems if p not in problems)
     problems.extend(check_critical(declaration, effective))
@@ -148,7 +152,7 @@ def _validate(
         plugin=job.plugin,
         trigger=trigger,
         # None only for a declaration with both triggers, which an override replaced here.
-        declared=to_trigger(declared)
+        declared=(trigger if effective is declared else to_trigger(declared))
         or EffectiveTrigger(None, None, None, declaration.timezone, "declaration"),
         enabled=effective.enabled,
         override=override,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_duration
 
@@ -52,6 +53,8 @@ def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) ->
                 f"{format_duration(least)}, and at most 365d, or None for lease_duration",
             )
         )
+    if not found:
+        return []
     order = {code: i for i, code in enumerate(_ORDER)}
     found.sort(key=lambda problem: order[problem.code])
     return [
@@ -84,27 +87,48 @@ class PolicyProblem:
 def policy_problems(declaration: BackgroundJobDeclaration) -> list[PolicyProblem]:
     """The policy values no host could honour whatever its settings: the one judgement of a
     job's policies, for declared jobs (:func:`check_policies`) and runtime jobs alike."""
+    d = declaration
+    return list(
+        _judged(
+            timeout=d.timeout,
+            grace=d.misfire_grace,
+            catch_up_limit=d.catch_up_limit,
+            overdue=d.overdue_after,
+            max_concurrent=d.max_concurrent,
+            retry=d.retry,
+        )
+    )
+
+
+@lru_cache(maxsize=4096)
+def _judged(
+    *,
+    timeout: timedelta | None,
+    grace: timedelta | None,
+    catch_up_limit: int,
+    overdue: timedelta | None,
+    max_concurrent: int,
+    retry: RetryPolicy,
+) -> tuple[PolicyProblem, ...]:
+    # Kept per distinct set of values: a catalog of 10,000 jobs has a handful of policies.
     problems: list[PolicyProblem] = []
 
     def add(code: str, field: str, value: object, rule: str) -> None:
         problems.append(PolicyProblem(code, field, value, rule))
 
-    timeout = declaration.timeout
     if timeout is not None and not timedelta(0) < timeout <= MAX_DURATION:
         add("bad-timeout", "timeout", timeout, "must be positive and at most 365d, or None")
-    grace = declaration.misfire_grace
     if grace is not None and not timedelta(0) < grace <= MAX_DURATION:
         add("bad-misfire", "misfire_grace", grace, "must be positive and at most 365d, or None")
-    if not 1 <= declaration.catch_up_limit <= _MAX_CATCH_UP:
-        add("bad-misfire", "catch_up_limit", declaration.catch_up_limit, "must be 1 to 10000")
-    overdue = declaration.overdue_after
+    if not 1 <= catch_up_limit <= _MAX_CATCH_UP:
+        add("bad-misfire", "catch_up_limit", catch_up_limit, "must be 1 to 10000")
     if overdue is not None and not timedelta(0) <= overdue <= MAX_DURATION:
         add("bad-misfire", "overdue_after", overdue, "must be 0s to 365d, or None")
-    if not 1 <= declaration.max_concurrent <= _MAX_CONCURRENT:
-        add("bad-overlap", "max_concurrent", declaration.max_concurrent, "must be 1 to 1024")
-    for field, value, rule in _retry_problems(declaration.retry):
+    if not 1 <= max_concurrent <= _MAX_CONCURRENT:
+        add("bad-overlap", "max_concurrent", max_concurrent, "must be 1 to 1024")
+    for field, value, rule in _retry_problems(retry):
         add("bad-retry", f"retry.{field}", value, rule)
-    return problems
+    return tuple(problems)
 
 
 # The order problems are listed in, as a reader meets the fields.

@@ -12,7 +12,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobhost_contracts import (
@@ -31,6 +30,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.run_times import run_times
@@ -38,7 +38,7 @@ from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, StoreJobState, database_now
 from jobhost.store.claims import Claim
-from jobhost.store.ledger import Finish, ledger_verdicts, record_outcomes
+from jobhost.store.ledger import Finish
 from jobhost.store.ledger import Outcome as LedgerOutcome
 from jobhost.store.retrying import StoreRetry
 
@@ -89,8 +89,7 @@ class RunEnvelope:
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
         executed = self.execute(claim, spec, cancellation)
-        (started_at, finished_at), verdict = self._record(claim, spec, executed)
-        self.report(claim, spec, executed, finished_at, verdict, started_at=started_at)
+        self._record(Finished(claim, spec, executed))
         # A run in a command ends with its process: its reports go out before it returns.
         self.flush_reports()
         return executed.outcome
@@ -283,74 +282,33 @@ class RunEnvelope:
             self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
         return outcome
 
-    def _record(
-        self, claim: Claim, spec: JobSpec, executed: Executed
-    ) -> tuple[tuple[datetime, datetime], str | None]:
-        """Write the outcome to the ledger, retrying while the store is away.
+    def record(self, batch: Sequence[Finished], *, isolate: bool = False) -> list[Recorded]:
+        """Write ``batch``'s outcomes in one transaction (see :func:`write_outcomes`): the one
+        write of every run, from a command or from the host's recorder; raises what the store
+        raises."""
+        return write_outcomes(
+            self, self._engine, self._host_id, self._store_time, batch, isolate=isolate
+        )
 
-        Returns the run's (start, end) as recorded, and the ledger's own outcome when it is
-        not this host's (another replica recorded the run abandoned after its lease expired).
-        """
-        outcome = executed.outcome
-
-        def write() -> tuple[datetime, LedgerOutcome, dict[str, str] | None]:
-            with self.finishing_logs([executed]) as write_logs, self._engine.begin() as connection:
-                write_logs(connection)
-                now = self._store_time(connection)
-                entry = self.ledger_outcome(claim, spec, executed, now)
-                recorded = record_outcomes(connection, self._host_id, [entry], now)
-                verdict = None if recorded else ledger_verdicts(connection, [claim.run_id])
-            return now, entry, verdict
-
+    def _record(self, finished: Finished) -> None:
+        """Record one run, retrying while the store is away, then log and report it."""
+        claim, executed = finished.claim, finished.executed
         try:
-            now, entry, verdict = self._store_retry.call(
-                write, what=f"recording run {claim.run_id}"
+            (done,) = self._store_retry.call(
+                lambda: self.record([finished]), what=f"recording run {claim.run_id}"
             )
         except (OperationalError, DBAPIError) as error:
             _log.error(
                 "job %s run %s finished %s but the store could not record it: %s",
                 claim.job_name,
                 claim.run_id,
-                outcome.outcome,
+                executed.outcome.outcome,
                 redact_text(str(error)),
             )
-            return self.run_times(claim, executed, self._clock()), None
-        times = (entry.started_at or claim.started_at, entry.end.finished_at)
-        if entry.retry is not None and verdict is None:
-            _log.info(
-                "job %s: attempt %d %s; retry in %.1fs",
-                claim.job_name,
-                claim.attempt,
-                outcome.outcome,
-                (entry.retry.not_before - now).total_seconds(),
-            )
-        if verdict is None:
-            return times, None
-        final = verdict.get(claim.run_id)
-        _log.warning(
-            "job %s run %s finished %s, but the ledger already says %s: "
-            "its lease had been taken over",
-            claim.job_name,
-            claim.run_id,
-            outcome.outcome,
-            final,
-        )
-        return times, final
-
-
-@dataclass(frozen=True, slots=True)
-class Executed:
-    """A run that has executed: its outcome and the trace it belongs to."""
-
-    outcome: Outcome
-    trace_id: str | None
-    units: UnitCounts | None = None
-    """Counts of a run that fanned out over units (``context.fan_out``)."""
-    began: datetime | None = None
-    ended: datetime | None = None
-    """The executor's own start and end, on this host's clock; None when it never ran."""
-    run_log: RunLog | None = None
-    """The run's log lines not yet written, when the host keeps run logs."""
+            started_at, finished_at = self.run_times(claim, executed, self._clock())
+            self.report(claim, finished.spec, executed, finished_at, started_at=started_at)
+            return
+        settle(self, done)
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:

@@ -164,9 +164,6 @@ class Host:
             stopping=self._stopping.is_set,
         )
         self._recorder = OutcomeRecorder(
-            engine,
-            host_id=self.host_id,
-            clock=self.clock,
             envelope=self._envelope,
             on_recorded=self._recorded,
         )

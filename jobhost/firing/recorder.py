@@ -14,15 +14,9 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from sqlalchemy.engine import Engine
-
-from jobhost.catalog import JobSpec
-from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.store import Clock, database_now
-from jobhost.store.claims import Claim
-from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.recording import Finished, settle
 from jobhost.store.retrying import StoreRetry, is_store_down
 
 __all__ = ["Finished", "OutcomeRecorder"]
@@ -34,30 +28,15 @@ _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 """Pauses between tries to record while the store fails; the last repeats."""
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """A run whose executor is done, waiting for its outcome to reach the ledger."""
-
-    claim: Claim
-    spec: JobSpec
-    executed: Executed
-
-
 class OutcomeRecorder:
     """One thread that records finished runs; ``on_recorded`` hears of each one written."""
 
     def __init__(
         self,
-        engine: Engine,
         *,
-        host_id: str,
-        clock: Clock,
         envelope: RunEnvelope,
         on_recorded: Callable[[Finished], None],
     ) -> None:
-        self._engine = engine
-        self._host_id = host_id
-        self._clock = clock
         self._envelope = envelope
         self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
@@ -139,63 +118,22 @@ class OutcomeRecorder:
         return []
 
     def _write(self, batch: list[Finished], *, isolate: bool) -> None:
-        ended = [f.executed for f in batch]
-        with (
-            self._envelope.finishing_logs(ended) as write_logs,
-            self._engine.begin() as connection,
-        ):
-            write_logs(connection)
-            now = database_now(connection, self._clock)
-            entries = [
-                self._envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
-            ]
-            recorded = record_outcomes(connection, self._host_id, entries, now, isolate=isolate)
-            others = [f.claim.run_id for f in batch if f.claim.run_id not in recorded]
-            verdicts = ledger_verdicts(connection, others)
-        for finished, entry in zip(batch, entries, strict=True):
-            claim = finished.claim
-            verdict = verdicts.get(claim.run_id)
-            if verdict == "running":
+        for done in self._envelope.record(batch, isolate=isolate):
+            finished = done.finished
+            if done.verdict == "running":
                 # Still ours, but the database refused its row: keep it, leased, and try again.
                 _log.error(
                     "job %s run %s finished %s, but the store refused to record it; "
                     "trying again in %ds",
-                    claim.job_name,
-                    claim.run_id,
+                    finished.claim.job_name,
+                    finished.claim.run_id,
                     finished.executed.outcome.outcome,
                     _LATER_SECONDS,
                 )
                 self._later.append((time.monotonic() + _LATER_SECONDS, finished))
                 continue
-            if claim.run_id not in recorded:
-                _log.warning(
-                    "job %s run %s finished %s, but the ledger already says %s: "
-                    "its lease had been taken over",
-                    claim.job_name,
-                    claim.run_id,
-                    finished.executed.outcome.outcome,
-                    verdict,
-                )
-            elif entry.retry is not None:
-                _log.info(
-                    "job %s: attempt %d %s; retry in %.1fs",
-                    claim.job_name,
-                    claim.attempt,
-                    finished.executed.outcome.outcome,
-                    (entry.retry.not_before - now).total_seconds(),
-                )
             self._on_recorded(finished)
-            try:
-                self._envelope.report(
-                    claim,
-                    finished.spec,
-                    finished.executed,
-                    entry.end.finished_at,
-                    verdict,
-                    started_at=entry.started_at or claim.started_at,
-                )
-            except Exception:  # reporting must never undo a recorded outcome
-                _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
+            settle(self._envelope, done)
 
     def _due_later(self) -> list[Finished]:
         now = time.monotonic()

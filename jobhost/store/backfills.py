@@ -154,12 +154,19 @@ def get_backfill(connection: Connection, backfill_id: str) -> BackfillRecord | N
 
 
 def list_backfills(
-    connection: Connection, *, ids: Sequence[str] | None = None, limit: int = 50
+    connection: Connection,
+    *,
+    ids: Sequence[str] | None = None,
+    job: str | None = None,
+    limit: int = 50,
 ) -> list[BackfillRecord]:
-    """Backfills, newest first (``ids``: those), with their items counted by state."""
+    """Backfills, newest first (``ids``: those; ``job``: that job's), with their items counted
+    by state."""
     query = select(backfills).order_by(backfills.c.created_at.desc()).limit(limit)
     if ids is not None:
         query = query.where(backfills.c.id.in_(list(ids)))
+    if job is not None:
+        query = query.where(backfills.c.job_name == job)
     rows = [dict(r) for r in connection.execute(query).mappings()]
     if not rows:
         return []

@@ -40,6 +40,22 @@ class WallCalendar:
         day_of_week: frozenset[int],
         either_day: bool,
     ) -> None:
+        self._fields = (second, minute, hour, day_of_month, month, day_of_week, either_day)
+        # Built at the first question: a catalog of 10,000 jobs validates every expression at
+        # start-up, but most of them are not asked for a fire time until their row is due.
+        self._built: Any = None
+
+    def next_at_or_after(self, wall: int) -> int | None:
+        """The first matching wall time at or after ``wall`` (seconds, as if UTC)."""
+        trigger = self._built if self._built is not None else self._build()
+        fire = trigger.get_next_fire_time(None, datetime.fromtimestamp(wall, UTC))
+        if fire is None:
+            return None
+        seconds: int = (fire - _EPOCH) // _SECOND
+        return seconds
+
+    def _build(self) -> Any:
+        second, minute, hour, day_of_month, month, day_of_week, either_day = self._fields
         common = {
             "second": _numbers(second, 0, 59),
             "minute": _numbers(minute, 0, 59),
@@ -49,27 +65,22 @@ class WallCalendar:
         }
         days = _numbers(day_of_month, 1, 31)
         weekdays = _weekdays(day_of_week)
-        self._trigger: Any
+        trigger: Any
         if either_day:
-            self._trigger = OrTrigger(
+            trigger = OrTrigger(
                 [
                     CronTrigger(day=days, day_of_week="*", **common),
                     CronTrigger(day="*", day_of_week=weekdays, **common),
                 ]
             )
         else:
-            self._trigger = CronTrigger(day=days, day_of_week=weekdays, **common)
-
-    def next_at_or_after(self, wall: int) -> int | None:
-        """The first matching wall time at or after ``wall`` (seconds, as if UTC)."""
-        fire = self._trigger.get_next_fire_time(None, datetime.fromtimestamp(wall, UTC))
-        if fire is None:
-            return None
-        seconds: int = (fire - _EPOCH) // _SECOND
-        return seconds
+            trigger = CronTrigger(day=days, day_of_week=weekdays, **common)
+        # Two threads may both build it; either result is the same immutable trigger.
+        self._built = trigger
+        return trigger
 
     def __repr__(self) -> str:
-        return f"WallCalendar({self._trigger})"
+        return f"WallCalendar({self._built if self._built is not None else self._build()})"
 
 
 def _numbers(values: frozenset[int], low: int, high: int) -> str:

@@ -6,7 +6,8 @@ refusal answers 403 (400 for a missing reason, 404 for an unknown job) and is lo
 done is written to ``console_actions`` (who, what, which job, why, from where, and the result)
 and logged as one JSON line by the ``jobhost.audit`` logger.
 
-A trigger is asked once more first: its form answers with a confirmation page (the reason to
+A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``). A
+trigger is asked once more first: its form answers with a confirmation page (the reason to
 check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
 which leads to the run as soon as a host starts it (``triggered.py``).
 """
@@ -37,6 +38,7 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
+from jobhost.web.console.backfilled import backfill_action
 
 
 class ConsoleSite(Protocol):
@@ -60,13 +62,14 @@ class ConsoleSite(Protocol):
 
 __all__ = ["ACTIONS", "NOTICES", "ActionHandler", "ConsoleSite"]
 
-ACTIONS = ("trigger", "pause", "resume")
+ACTIONS = ("trigger", "pause", "resume", "backfill")
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
     "resumed": "resumed",
     "was-not-paused": "was not paused",
     "triggered": "trigger queued: a host starts the run within seconds (see its runs below)",
+    "backfill-started": "backfill recorded: the hosts run it in free slots (progress below)",
 }
 """What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 _audit = logging.getLogger("jobhost.audit")
@@ -103,6 +106,8 @@ class ActionHandler:
         if action == "trigger" and form.get("confirm") != "yes":
             # A run is not undone: the first post asks again, with the reason to check.
             return console.page(request, "trigger.html", job=name, reason=reason)
+        if action == "backfill":
+            return await backfill_action(console, request, form, name, reason)
         client = client_of(request)
         result, asked = await blocking(lambda: self._do(action, name, session.who, reason, client))
         if asked is not None:

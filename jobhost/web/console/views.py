@@ -13,6 +13,7 @@ from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
+from jobhost.store.backfills import BackfillRecord, list_backfills
 from jobhost.store.hosts import list_hosts
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.reports import (
@@ -69,6 +70,8 @@ class JobView:
     chart: Chart
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
+    backfills: list[BackfillRecord] = field(default_factory=list)
+    """The job's newest backfills, running ones with their progress."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ def job_view(
         )
         counts = outcome_counts(connection, now - span, now, slices, job=name)
         actions = recent_changes(connection, job_name=name, limit=10)[::-1]
+        backfills = list_backfills(connection, job=name, limit=5)
     return JobView(
         job=job,
         report=report,
@@ -148,6 +152,7 @@ def job_view(
         more=len(history) > HISTORY_PAGE and page < HISTORY_PAGES,
         chart=outcome_chart(counts, now - span, now),
         actions=actions,
+        backfills=backfills,
     )
 
 
