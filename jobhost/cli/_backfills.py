@@ -6,21 +6,20 @@ import json
 from typing import NoReturn
 
 import click
-from sqlalchemy.engine import Engine
 
 from jobhost.cli._app import EXIT_INVALID
 from jobhost.operations.backfill_view import backfill_json
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import reading
-from jobhost.store.backfills import BackfillRecord, backfill_items_of, get_backfill, list_backfills
+from jobhost.store import Engine
+from jobhost.store.backfills import BackfillRecord, backfill_with_items, list_backfills
+from jobhost.store.calls import read
 
 __all__ = ["cancel_one", "list_all", "show_one"]
 
 
 def list_all(engine: Engine, *, as_json: bool) -> None:
     """The newest backfills first, one a line (JSON: a list of objects)."""
-    with reading(engine) as connection:
-        found = list_backfills(connection)
+    found = read(engine, list_backfills)
     if as_json:
         click.echo(json.dumps([backfill_json(r) for r in found], indent=2))
         return
@@ -32,9 +31,7 @@ def list_all(engine: Engine, *, as_json: bool) -> None:
 
 def show_one(engine: Engine, backfill_id: str, *, as_json: bool) -> None:
     """One backfill with each of its occurrences and where it stands."""
-    with reading(engine) as connection:
-        record = get_backfill(connection, backfill_id)
-        items = backfill_items_of(connection, backfill_id) if record is not None else []
+    record, items = read(engine, backfill_with_items, backfill_id)
     if record is None:
         _unknown(backfill_id)
     if as_json:

@@ -149,12 +149,11 @@ def backfill(
 
 def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
     from jobhost.operations.backfill import BackfillInputError, plan_backfill
-    from jobhost.store import SystemClock, database_now, reading
+    from jobhost.store import SystemClock, store_now
 
     engine = open_store(settings)
     try:
-        with reading(engine) as connection:
-            now = database_now(connection, SystemClock(settings.clock_offset))
+        now = store_now(engine, SystemClock(settings.clock_offset))
         return plan_backfill(
             spec, engine, start=start, end=end, mode=mode, limit=settings.backfill_limit, now=now
         )

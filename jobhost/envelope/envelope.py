@@ -24,8 +24,6 @@ from jobhost_contracts import (
 )
 from jobhost_contracts.units import UnitTally
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
@@ -36,10 +34,11 @@ from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.run_times import run_times
 from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.store import Clock, StoreJobState, database_now
+from jobhost.store import Clock, Engine, StoreError, StoreJobState
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Finish
 from jobhost.store.ledger import Outcome as LedgerOutcome
+from jobhost.store.recording import LogWrites
 from jobhost.store.retrying import StoreRetry
 
 __all__ = ["Executed", "RunEnvelope"]
@@ -62,7 +61,7 @@ class RunEnvelope:
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
         stopping: Callable[[], bool] = lambda: False,
-        store_time: Callable[[Connection], datetime] | None = None,
+        store_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
     ) -> None:
@@ -78,13 +77,14 @@ class RunEnvelope:
         self._store_retry = StoreRetry(
             what="recording a run",
             waits=waits,
-            retry_on=lambda error: isinstance(error, OperationalError | DBAPIError),
+            retry_on=lambda error: isinstance(error, StoreError),
             max_attempts=len(waits) + 1,
             # A stopping host tries a few times, not the whole list: its grace is short.
             give_up=lambda tries: stopping() and tries >= 3,
         )
         self._run_logs = run_logs
-        self._store_time = store_time or (lambda connection: database_now(connection, clock))
+        self._store_time = store_time
+        """Stands in for the store's clock (tests); None: the database's time on PostgreSQL."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
@@ -132,18 +132,16 @@ class RunEnvelope:
         return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
 
     @contextmanager
-    def finishing_logs(
-        self, executed: Sequence[Executed]
-    ) -> Iterator[Callable[[Connection], None]]:
+    def finishing_logs(self, executed: Sequence[Executed]) -> Iterator[LogWrites]:
         """The last log lines of ended runs, to write in the transaction that records their
         outcomes (which must commit inside the block), so that whoever sees a run finished sees
-        all its lines. The writing raises what the store raises."""
+        all its lines."""
         if self._run_logs is None:
-            yield lambda connection: None
+            yield LogWrites()
             return
         logs = [e.run_log for e in executed if e.run_log is not None]
-        with self._run_logs.finishing(logs) as write:
-            yield write
+        with self._run_logs.finishing(logs) as writes:
+            yield writes
 
     def run_times(
         self, claim: Claim, executed: Executed, written_at: datetime
@@ -287,7 +285,13 @@ class RunEnvelope:
         write of every run, from a command or from the host's recorder; raises what the store
         raises."""
         return write_outcomes(
-            self, self._engine, self._host_id, self._store_time, batch, isolate=isolate
+            self,
+            self._engine,
+            self._host_id,
+            batch,
+            clock=self._clock,
+            store_time=self._store_time,
+            isolate=isolate,
         )
 
     def _record(self, finished: Finished) -> None:
@@ -297,7 +301,7 @@ class RunEnvelope:
             (done,) = self._store_retry.call(
                 lambda: self.record([finished]), what=f"recording run {claim.run_id}"
             )
-        except (OperationalError, DBAPIError) as error:
+        except StoreError as error:
             _log.error(
                 "job %s run %s finished %s but the store could not record it: %s",
                 claim.job_name,

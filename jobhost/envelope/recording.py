@@ -21,13 +21,13 @@ from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLog
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Outcome as LedgerOutcome
-from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.store.recording import LogWrites, record_finished
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
     from contextlib import AbstractContextManager
 
-    from sqlalchemy.engine import Connection, Engine
+    from jobhost.store import Clock, Engine
 
 __all__ = ["Executed", "Finished", "Recorded", "settle", "write_outcomes"]
 
@@ -37,9 +37,7 @@ _log = logging.getLogger("jobhost.envelope")
 class _Envelope(Protocol):
     """What recording uses of :class:`~jobhost.envelope.envelope.RunEnvelope`."""
 
-    def finishing_logs(
-        self, executed: Sequence[Executed]
-    ) -> AbstractContextManager[Callable[[Connection], None]]: ...
+    def finishing_logs(self, executed: Sequence[Executed]) -> AbstractContextManager[LogWrites]: ...
 
     def ledger_outcome(
         self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
@@ -99,9 +97,10 @@ def write_outcomes(
     envelope: _Envelope,
     engine: Engine,
     host_id: str,
-    store_time: Callable[[Connection], datetime],
     batch: Sequence[Finished],
     *,
+    clock: Clock,
+    store_time: Clock | None,
     isolate: bool = False,
 ) -> list[Recorded]:
     """Write ``batch``'s outcomes (and their runs' last log lines) in one transaction.
@@ -109,16 +108,19 @@ def write_outcomes(
     Raises what the store raises; ``isolate`` writes each row on its own, so a row the database
     refuses costs only itself (it comes back with the verdict ``running``).
     """
-    with (
-        envelope.finishing_logs([f.executed for f in batch]) as write_logs,
-        engine.begin() as connection,
-    ):
-        write_logs(connection)
-        now = store_time(connection)
-        entries = [envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch]
-        recorded = record_outcomes(connection, host_id, entries, now, isolate=isolate)
-        others = [f.claim.run_id for f in batch if f.claim.run_id not in recorded]
-        verdicts = ledger_verdicts(connection, others) if others else {}
+    with envelope.finishing_logs([f.executed for f in batch]) as logs:
+        done = record_finished(
+            engine,
+            host_id,
+            outcomes_at=lambda now: [
+                envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
+            ],
+            logs=logs,
+            clock=clock,
+            store_time=store_time,
+            isolate=isolate,
+        )
+    entries, recorded, verdicts, now = done.entries, done.recorded, done.verdicts, done.now
     return [
         Recorded(
             finished,

@@ -1,7 +1,7 @@
 """One turn of the firing loop: everything it does with the store, given ``now``.
 
 A turn costs what is due, not what is declared: one claim transaction takes up to the free
-slots through :func:`jobhost.store.claims.claim_work` and reads, in the same transaction, when
+slots through :func:`jobhost.store.turns.claim_turn` and reads, in the same transaction, when
 the store next needs this host. The catalog is written to the store once, at start-up; after
 that every replica fires by the store's schedules. A turn whose batch fails for a reason other
 than the store being away is retried one job at a time, so one bad row or one failing
@@ -16,20 +16,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import reading
-from jobhost.store.backfill_claims import claim_backfills, open_backfills, settle_backfills
-from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
-from jobhost.store.group_limits import write_group_limits, write_group_members
-from jobhost.store.registry import SyncPlan, sync_schedules
+from jobhost.store import Engine
+from jobhost.store.claims import Claim, ClaimBatch
+from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
-from jobhost.store.wakeups import Wakeups, next_wakeups
+from jobhost.store.turns import (
+    claim_job,
+    claim_turn,
+    due_jobs,
+    look_ahead,
+    settle_open_backfills,
+    sync_catalog,
+)
+from jobhost.store.wakeups import Wakeups
 
 __all__ = ["TickResult", "Ticker"]
 
@@ -94,13 +98,14 @@ class Ticker:
 
     def sync(self, now: datetime) -> SyncPlan:
         """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
-        with self._engine.begin() as connection:
-            plan = sync_schedules(
-                connection, self._desired, now, catalog_version=self.catalog_version
-            )
-            write_group_limits(connection, self._limits, now)
-            write_group_members(connection, self._groups)
-            return plan
+        return sync_catalog(
+            self._engine,
+            self._desired,
+            now,
+            catalog_version=self.catalog_version,
+            limits=self._limits,
+            members=self._groups,
+        )
 
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
         """Fire by a new job mapping from the next turn on (runtime jobs changed).
@@ -123,8 +128,7 @@ class Ticker:
                 self._engine, now, self._telemetry, self._rules, implausible=self._implausible
             )
         if self._backfills_open:
-            with self._engine.begin() as connection:
-                settle_backfills(connection, now, open_backfills(connection))
+            settle_open_backfills(self._engine, now)
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
@@ -177,51 +181,35 @@ class Ticker:
         return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
 
     def _claim(self, now: datetime, slots: int, request_slots: int) -> tuple[ClaimBatch, Wakeups]:
-        skip = self._skip()
-        with self._engine.begin() as connection:
-            batch = claim_work(
-                connection,
-                host_id=self._host_id,
-                now=now,
-                slots=slots,
-                request_slots=request_slots,
-                rules=self._rules,
-                skip=skip,
-            )
-            # Backfills last, in the slots nothing else took.
-            backfilled = claim_backfills(
-                connection,
-                host_id=self._host_id,
-                now=now,
-                slots=slots - len(batch.claims),
-                rules=self._rules,
-                skip=sorted(set(skip) | batch.unknown),
-            )
-            batch.claims.extend(backfilled.claims)
-            self._backfills_open = bool(backfilled.open)
-            wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
+        batch, wakeups, self._backfills_open = claim_turn(
+            self._engine,
+            host_id=self._host_id,
+            now=now,
+            slots=slots,
+            request_slots=request_slots,
+            rules=self._rules,
+            skip=self._skip(),
+        )
         return batch, wakeups
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""
-        with reading(self._engine) as connection:
-            names = [n for n in due_job_names(connection, now, slots) if n not in self._skip()]
+        names = [n for n in due_jobs(self._engine, now, slots) if n not in self._skip()]
         batches: list[ClaimBatch] = []
         for name in names:
             taken = sum(len(b.claims) for b in batches)
             try:
-                with self._engine.begin() as connection:
-                    batches.append(
-                        claim_work(
-                            connection,
-                            host_id=self._host_id,
-                            now=now,
-                            slots=max(slots - taken, 1),
-                            rules=self._rules,
-                            skip=self._skip(),
-                            schedules_only=[name],
-                        )
+                batches.append(
+                    claim_job(
+                        self._engine,
+                        name,
+                        host_id=self._host_id,
+                        now=now,
+                        slots=max(slots - taken, 1),
+                        rules=self._rules,
+                        skip=self._skip(),
                     )
+                )
             except Exception as error:
                 if is_store_down(error):
                     break  # keep what was claimed; the loop backs off on the next turn
@@ -255,5 +243,4 @@ class Ticker:
             self._telemetry.group_waits.add(count, {"group": group})
 
     def _read_wakeups(self, now: datetime) -> Wakeups:
-        with reading(self._engine) as connection:
-            return next_wakeups(connection, now, skip=self._skip())
+        return look_ahead(self._engine, now, skip=self._skip())

@@ -8,9 +8,9 @@ surface vouches for: the operating-system user for the CLI, the operator token's
 dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
 ``GET /api/v1/changes`` and the dashboard's job page.
 
-A new action (a retry, a cancel) is one more function here: open a transaction,
-make the change through the store's operations, and ``record_change`` what it did in the
-same transaction.
+A new action (a retry, a cancel) is one more function here over one more store
+operation in ``jobhost.store.actions``, which makes the change and records it in the
+transaction it opens itself.
 
 A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
 reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the
@@ -24,14 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, ScheduleRecord, SystemClock, backfills, database_now
-from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
-from jobhost.store.registry import sync_schedules
-from jobhost.store.runtime import record_change
+from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfills
+from jobhost.store.actions import (
+    backfill_logged,
+    cancel_backfill_logged,
+    pause_logged,
+    request_logged,
+    resume_logged,
+)
 
 __all__ = [
     "PauseResult",
@@ -64,27 +66,17 @@ def pause(
     clock: Clock | None = None,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        if get_schedule(connection, job) is None and job in catalog.jobs:
-            sync_schedules(
-                connection, desired_schedules({job: catalog.jobs[job]}), now, prune=False
-            )
-        changed = pause_job(connection, job, actor, reason, now)
-        if changed:
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="pause",
-                job_name=job,
-                before={"paused": False},
-                after={"paused": True},
-                reason=reason,
-            )
-        row = get_schedule(connection, job)
-    assert row is not None, f"job {job} has a schedule row once synced"
-    return PauseResult(job, changed, now, row)
+    declared = desired_schedules({job: catalog.jobs[job]}) if job in catalog.jobs else []
+    done = pause_logged(
+        engine,
+        job,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+        schedule_if_unknown=declared,
+    )
+    assert done.row is not None, f"job {job} has a schedule row once synced"
+    return PauseResult(job, done.changed, done.at, done.row)
 
 
 def resume(
@@ -96,24 +88,10 @@ def resume(
     clock: Clock | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        before = get_schedule(connection, job)
-        if before is None:
-            return None
-        changed = resume_job(connection, job)
-        if changed:
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="resume",
-                job_name=job,
-                before={"paused": True},
-                after={"paused": False},
-                reason=reason,
-            )
-    return PauseResult(job, changed, now, before)
+    done = resume_logged(engine, job, actor=actor, reason=reason, clock=clock or SystemClock())
+    if done.row is None:
+        return None
+    return PauseResult(job, done.changed, done.at, done.row)
 
 
 def request_trigger(
@@ -128,20 +106,14 @@ def request_trigger(
     """Queue a manual run of ``job`` for the first live host (or the command's own process);
     the request's id. ``beside_limit`` starts it even in a full concurrency group (``--now``),
     and the change record says so."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="trigger",
-            job_name=job,
-            before=None,
-            after={"request_id": request_id, **({"beside_limit": True} if beside_limit else {})},
-            reason=reason,
-        )
-    return request_id
+    return request_logged(
+        engine,
+        job,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+        beside_limit=beside_limit,
+    )
 
 
 def start_backfill(
@@ -159,38 +131,18 @@ def start_backfill(
 ) -> str:
     """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
     process) to run; its id. The change record names the range, the mode and the count."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        backfill_id = backfills.create_backfill(
-            connection,
-            job=job,
-            start=start,
-            end=end,
-            mode=mode,
-            reason=reason,
-            actor=actor,
-            concurrency=concurrency,
-            occurrences=occurrences,
-            now=now,
-        )
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="backfill",
-            job_name=job,
-            before=None,
-            after={
-                "backfill_id": backfill_id,
-                "from": _iso(start),
-                "to": _iso(end),
-                "mode": mode,
-                "selected": len(occurrences),
-                "concurrency": concurrency,
-            },
-            reason=reason,
-        )
-    return backfill_id
+    return backfill_logged(
+        engine,
+        job,
+        start=start,
+        end=end,
+        mode=mode,
+        occurrences=occurrences,
+        concurrency=concurrency,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+    )
 
 
 def cancel_backfill(
@@ -203,24 +155,6 @@ def cancel_backfill(
 ) -> backfills.BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
     backfill after it (None: no such backfill). Only a change is logged."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        record = backfills.get_backfill(connection, backfill_id)
-        if record is None:
-            return None
-        if backfills.cancel_backfill(connection, backfill_id, now):
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="backfill-cancel",
-                job_name=record.job_name,
-                before={"backfill_id": backfill_id, "state": record.state},
-                after={"backfill_id": backfill_id, "state": "cancelled"},
-                reason=reason,
-            )
-        return backfills.get_backfill(connection, backfill_id)
-
-
-def _iso(instant: datetime) -> str:
-    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return cancel_backfill_logged(
+        engine, backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
+    )

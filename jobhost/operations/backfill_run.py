@@ -16,7 +16,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from jobhost_contracts import Cancellation
-from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
@@ -27,14 +26,12 @@ from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.operations.backfill_view import progress_line
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, SystemClock, database_now, reading
-from jobhost.store.backfill_claims import claim_backfills, settle_backfills
+from jobhost.store import Clock, Engine, SystemClock, backfill_runs
+from jobhost.store.backfill_runs import claim_backfill, renew_run_leases, settled_backfill
 from jobhost.store.backfills import BackfillRecord, get_backfill
+from jobhost.store.calls import read, read_at
 from jobhost.store.claims import Claim
-from jobhost.store.hosts import default_host_id, list_hosts
-from jobhost.store.ledger import renew_leases
-from jobhost.store.operations import get_schedule
-from jobhost.store.registry import sync_schedules
+from jobhost.store.hosts import default_host_id, live_hosts
 from jobhost.store.signals import ChangeSignal
 
 __all__ = ["BackfillFollower", "Followed", "ensure_scheduled"]
@@ -49,10 +46,7 @@ Progress = Callable[[str], None]
 def ensure_scheduled(engine: Engine, spec: JobSpec, clock: Clock) -> None:
     """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
     claim locks it."""
-    with engine.begin() as connection:
-        if get_schedule(connection, spec.name) is None:
-            now = database_now(connection, clock)
-            sync_schedules(connection, desired_schedules({spec.name: spec}), now, prune=False)
+    backfill_runs.ensure_scheduled(engine, spec.name, desired_schedules({spec.name: spec}), clock)
 
 
 @dataclass(frozen=True)
@@ -85,11 +79,10 @@ class BackfillFollower:
         self._said = ""
 
     def hosts_alive(self) -> bool:
-        with reading(self._engine) as connection:
-            now = database_now(connection, self._clock)
-            return any(h.alive(now) for h in list_hosts(connection))
+        return bool(read_at(self._engine, self._clock, live_hosts)[1])
 
     def ensure_scheduled(self, spec: JobSpec) -> None:
+        """Give the job a schedule row if no host has yet, as a starting host would."""
         ensure_scheduled(self._engine, spec, self._clock)
 
     def follow(self, backfill_id: str, spec: JobSpec) -> Followed:
@@ -188,31 +181,26 @@ class BackfillFollower:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _claim(self, backfill_id: str, rules: FiringRules, slots: int) -> list[Claim]:
-        with self._engine.begin() as connection:
-            now = database_now(connection, self._clock)
-            settle_backfills(connection, now, [backfill_id])
-        with self._engine.begin() as connection:
-            now = database_now(connection, self._clock)
-            return claim_backfills(
-                connection,
-                host_id=self._host_id,
-                now=now,
-                slots=slots,
-                rules=rules,
-                only=backfill_id,
-            ).claims
+        return claim_backfill(
+            self._engine,
+            backfill_id,
+            host_id=self._host_id,
+            rules=rules,
+            slots=slots,
+            clock=self._clock,
+        )
 
     def _renew(self, rules: FiringRules, spec: JobSpec, claims: list[Claim]) -> None:
-        with self._engine.begin() as connection:
-            now = database_now(connection, self._clock)
-            renew_leases(
-                connection, self._host_id, [c.run_id for c in claims], now + rules.lease(spec.name)
-            )
+        renew_run_leases(
+            self._engine,
+            self._host_id,
+            [c.run_id for c in claims],
+            rules.lease(spec.name),
+            self._clock,
+        )
 
     def _read(self, backfill_id: str) -> BackfillRecord:
-        with self._engine.begin() as connection:
-            settle_backfills(connection, database_now(connection, self._clock), [backfill_id])
-            record = get_backfill(connection, backfill_id)
+        record = settled_backfill(self._engine, backfill_id, self._clock)
         assert record is not None, f"backfill {backfill_id} disappeared"
         return record
 
@@ -227,7 +215,6 @@ class BackfillFollower:
             f"detached: backfill {backfill_id} goes on in the store (jobhost backfill --show "
             f"{backfill_id}; --cancel {backfill_id} stops it)"
         )
-        with reading(self._engine) as connection:
-            record = get_backfill(connection, backfill_id)
+        record = read(self._engine, get_backfill, backfill_id)
         assert record is not None
         return Followed(record, detached=True)

@@ -15,17 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
-from jobhost.store.failures import (
-    STREAK_LIMIT,
-    FailureKey,
-    failure_page,
-    failure_streaks,
-    stuck_runs,
-)
+from jobhost.store import Clock, Engine, RunRecord, SystemClock
+from jobhost.store.calls import read, read_at
+from jobhost.store.failures import STREAK_LIMIT, FailureKey, failure_rows
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -93,25 +86,18 @@ class FailureList:
 
 
 def read_failures(engine: Engine, query: FailureQuery, clock: Clock | None = None) -> FailureList:
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        stuck: list[RunRecord] = []
-        if query.cursor is None:
-            stuck = stuck_runs(connection, now, limit=query.limit, job=query.job, text=query.text)
-        page = (
-            failure_page(
-                connection,
-                limit=query.limit - len(stuck),
-                since=query.since,
-                job=query.job,
-                text=query.text,
-                after=query.cursor,
-            )
-            if len(stuck) < query.limit
-            else None
-        )
-        finished = page.runs if page is not None else []
-        streaks = failure_streaks(connection, {run.job_name for run in [*stuck, *finished]})
+    now, found = read_at(
+        engine,
+        clock or SystemClock(),
+        failure_rows,
+        limit=query.limit,
+        since=query.since,
+        job=query.job,
+        text=query.text,
+        after=query.cursor,
+    )
+    stuck, page, streaks = found.stuck, found.page, found.streaks
+    finished = page.runs if page is not None else []
     rows = [Failure(run, "stuck", streaks[run.job_name]) for run in stuck]
     rows += [Failure(run, run.outcome, streaks[run.job_name]) for run in finished]
     if page is None:
@@ -135,10 +121,9 @@ def require_stored_job(engine: Engine, name: str) -> None:
     from jobhost.errors import UnknownJobError
     from jobhost.store.reports import job_is_known, stored_job_names
 
-    with reading(engine) as connection:
-        if job_is_known(connection, name):
-            return
-        known = sorted(stored_job_names(connection))
+    if read(engine, job_is_known, name):
+        return
+    known = sorted(read(engine, stored_job_names))
     raise UnknownJobError(name, suggest(name, known))
 
 

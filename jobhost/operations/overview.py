@@ -15,20 +15,14 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
-from jobhost.operations.snapshot import StoreSnapshot
 from jobhost.operations.status import FAILED_OUTCOMES
-from jobhost.store import Clock, RunRecord, ScheduleRecord, SystemClock, reading
-from jobhost.store import reports as store_reports
-from jobhost.store.clock import database_now
-from jobhost.store.group_limits import group_summaries
-from jobhost.store.hosts import list_hosts
-from jobhost.store.runtime import deletions
+from jobhost.store import Clock, Engine, RunRecord, ScheduleRecord, SystemClock
+from jobhost.store.calls import read, read_at
+from jobhost.store.snapshot import summary_snapshot
 from jobhost.store.streaks import failure_streaks
 
 __all__ = ["ERROR_LINE", "Overview", "OverviewJob", "overview_page", "read_summary"]
@@ -62,19 +56,8 @@ def read_summary(
     settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
 ) -> Report:
     """Every job with its status, from one read of the schedule, host and running tables."""
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        rows = store_reports.list_schedules(connection)
-        running = store_reports.running_runs(connection)
-        snapshot = StoreSnapshot(
-            now=now,
-            schedules=rows,
-            hosts=list_hosts(connection),
-            groups=group_summaries(connection, now),
-        )
-        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
-        if removed:
-            snapshot.deleted.update(deletions(connection, removed))
+    now, (snapshot, running) = read_at(engine, clock or SystemClock(), summary_snapshot)
+    rows = snapshot.schedules
     for name, row in rows.items():
         last = _last_attempt(row)
         if last is not None:
@@ -101,8 +84,7 @@ def overview_page(
     failing = [job.name for job in shown if _failed(job)]
     streaks: dict[str, int] = {}
     if failing:
-        with reading(engine) as connection:
-            streaks = failure_streaks(connection, failing)
+        streaks = read(engine, failure_streaks, failing)
     rows = [
         OverviewJob(job, streaks.get(job.name, 0) if _failed(job) else 0, _first_line(job))
         for job in shown

@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.config import Settings
 from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches, store_changes
 from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import Status, Summary, job_status, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
-from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord
+from jobhost.store import Clock, Engine, HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.group_limits import GroupSummary
 from jobhost.store.registry import ScheduleChange
 

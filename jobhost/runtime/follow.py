@@ -13,11 +13,10 @@ import threading
 import time
 from collections.abc import Mapping
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.runtime.reload import RuntimeReloader
+from jobhost.store import Engine
 from jobhost.store.signals import SignalWatcher
 
 __all__ = ["RuntimeFollower"]

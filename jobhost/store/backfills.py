@@ -22,6 +22,7 @@ from jobhost.store.signals import notify
 __all__ = [
     "BackfillRecord",
     "backfill_items_of",
+    "backfill_with_items",
     "cancel_backfill",
     "create_backfill",
     "get_backfill",
@@ -190,3 +191,11 @@ def backfill_items_of(
         .order_by(backfill_items.c.occurrence)
     )
     return [(o, str(s), r) for o, s, r in rows]
+
+
+def backfill_with_items(
+    connection: Connection, backfill_id: str
+) -> tuple[BackfillRecord | None, list[tuple[datetime, str, str | None]]]:
+    """The backfill and its occurrences, read together (none for an unknown id)."""
+    record = get_backfill(connection, backfill_id)
+    return record, backfill_items_of(connection, backfill_id) if record is not None else []

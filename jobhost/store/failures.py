@@ -32,7 +32,9 @@ __all__ = [
     "STREAK_LIMIT",
     "FailureKey",
     "FailurePage",
+    "FailureRows",
     "failure_page",
+    "failure_rows",
     "failure_streaks",
     "stuck_runs",
 ]
@@ -156,6 +158,41 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
             count += 1
         streaks[name] = count
     return streaks
+
+
+@dataclass(frozen=True)
+class FailureRows:
+    """What one failures page reads together: stuck runs, the page of finished failures (None
+    when the stuck runs fill it), and each of their jobs' failure streak."""
+
+    stuck: list[RunRecord]
+    page: FailurePage | None
+    streaks: dict[str, int]
+
+
+def failure_rows(
+    connection: Connection,
+    now: datetime,
+    *,
+    limit: int,
+    since: datetime | None,
+    job: str | None,
+    text: str | None,
+    after: FailureKey | None,
+) -> FailureRows:
+    """Stuck runs first (on the first page, ``after`` None), then finished failures, up to
+    ``limit`` in all, with their jobs' streaks."""
+    stuck = stuck_runs(connection, now, limit=limit, job=job, text=text) if after is None else []
+    page = (
+        failure_page(
+            connection, limit=limit - len(stuck), since=since, job=job, text=text, after=after
+        )
+        if len(stuck) < limit
+        else None
+    )
+    finished = page.runs if page is not None else []
+    streaks = failure_streaks(connection, {run.job_name for run in [*stuck, *finished]})
+    return FailureRows(stuck, page, streaks)
 
 
 def _stream(

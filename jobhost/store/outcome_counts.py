@@ -9,14 +9,14 @@ only on how many slices there are.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
 from jobhost.store.schema import runs
 
-__all__ = ["FINISHED_OUTCOMES", "outcome_counts"]
+__all__ = ["FINISHED_OUTCOMES", "counts_before", "outcome_counts"]
 
 FINISHED_OUTCOMES = (
     "succeeded",
@@ -57,3 +57,10 @@ def outcome_counts(
     for outcome, index, count in connection.execute(query):
         counts[int(index)][str(outcome)] = int(count)
     return counts
+
+
+def counts_before(
+    connection: Connection, now: datetime, span: timedelta, slices: int
+) -> list[dict[str, int]]:
+    """:func:`outcome_counts` over the ``span`` before ``now``."""
+    return outcome_counts(connection, now - span, now, slices)

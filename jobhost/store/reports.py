@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Table, func, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
-from jobhost.store.records import PENDING, RUNNING, RunRecord, ScheduleRecord
+from jobhost.store.hosts import list_hosts
+from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "recent_failures",
     "running_runs",
     "runs_between",
+    "schedules_and_hosts",
     "stored_job_names",
 ]
 
@@ -61,6 +63,13 @@ class LedgerSummary:
     recent_outcomes: list[str]
     """The newest :data:`RECENT` outcomes, newest first, ``missed`` and ``skipped`` included."""
     last_success: datetime | None
+
+
+def schedules_and_hosts(
+    connection: Connection, _now: datetime
+) -> tuple[dict[str, ScheduleRecord], list[HostRecord]]:
+    """Every schedule row and every host, read together (the metrics' one read)."""
+    return list_schedules(connection), list_hosts(connection)
 
 
 def list_schedules(

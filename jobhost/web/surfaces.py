@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.engine import Engine
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.store import Engine
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.api import api_routes
 from jobhost.web.app import create_app

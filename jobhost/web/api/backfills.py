@@ -24,8 +24,9 @@ from jobhost.operations.backfill_view import backfill_json
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.errors import not_found
 from jobhost.runtime.service import JobService
-from jobhost.store import database_now, reading
+from jobhost.store import store_now
 from jobhost.store.backfills import get_backfill
+from jobhost.store.calls import read as read_store
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import BadRequest, read_json
 from jobhost.web.app import blocking
@@ -75,8 +76,7 @@ class BackfillEndpoints:
         engine = self._service.engine
 
         def read() -> dict[str, Any] | None:
-            with reading(engine) as connection:
-                record = get_backfill(connection, backfill_id)
+            record = read_store(engine, get_backfill, backfill_id)
             return backfill_json(record) if record is not None else None
 
         data = await blocking(read)
@@ -98,8 +98,7 @@ class BackfillEndpoints:
         if spec is None:
             raise not_found(name)
         engine, clock = self._service.engine, self._service.clock
-        with reading(engine) as connection:
-            now = database_now(connection, clock)
+        now = store_now(engine, clock)
         try:
             plan = plan_backfill(
                 spec,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -23,7 +22,7 @@ from jobhost.operations.failures import (
     require_stored_job,
 )
 from jobhost.runtime.definition import FieldProblem
-from jobhost.store import Clock, SystemClock
+from jobhost.store import Clock, Engine, SystemClock
 from jobhost.web.api.requests import BadRequest, query_int
 from jobhost.web.app import blocking
 

@@ -20,7 +20,6 @@ import logging
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -28,8 +27,8 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Clock, SystemClock, database_now
-from jobhost.store.console import record_action
+from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store.console import log_action
 from jobhost.web.app import blocking
 from jobhost.web.console.auth import (
     BadForm,
@@ -134,18 +133,16 @@ class ActionHandler:
         else:
             request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
             result = f"trigger queued (request {request_id})"
-        with engine.begin() as connection:
-            now = database_now(connection, clock)
-            done = record_action(
-                connection,
-                at=now,
-                actor=who,
-                action=action,
-                job_name=name,
-                reason=reason,
-                client=client,
-                result=result,
-            )
+        done = log_action(
+            engine,
+            clock=clock,
+            actor=who,
+            action=action,
+            job_name=name,
+            reason=reason,
+            client=client,
+            result=result,
+        )
         _audit.info(
             "%s",
             json.dumps(

@@ -13,7 +13,6 @@ import json
 import logging
 from typing import Any, Protocol
 
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -23,8 +22,8 @@ from jobhost.operations.actions import start_backfill
 from jobhost.operations.backfill import BackfillInputError, BackfillPlan, plan_backfill
 from jobhost.operations.backfill_run import ensure_scheduled
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Clock, SystemClock, database_now, reading
-from jobhost.store.console import record_action
+from jobhost.store import Clock, Engine, SystemClock, store_now
+from jobhost.store.console import log_action
 from jobhost.web.app import blocking
 from jobhost.web.console.auth import client_of
 
@@ -87,8 +86,7 @@ async def backfill_action(
 
 def _plan(console: ConsoleSite, name: str, start: str, end: str, mode: str) -> BackfillPlan:
     clock = console.clock or SystemClock(console.settings.clock_offset)
-    with reading(console.engine) as connection:
-        now = database_now(connection, clock)
+    now = store_now(console.engine, clock)
     return plan_backfill(
         console.catalog.jobs[name],
         console.engine,
@@ -125,17 +123,16 @@ def _start(
         clock=clock,
     )
     result = f"backfill {backfill_id}: {len(plan.occurrences)} occurrence(s)"
-    with engine.begin() as connection:
-        done = record_action(
-            connection,
-            at=database_now(connection, clock),
-            actor=who,
-            action="backfill",
-            job_name=plan.job,
-            reason=reason,
-            client=client,
-            result=result,
-        )
+    done = log_action(
+        engine,
+        clock=clock,
+        actor=who,
+        action="backfill",
+        job_name=plan.job,
+        reason=reason,
+        client=client,
+        result=result,
+    )
     _audit.info(
         "%s",
         json.dumps(

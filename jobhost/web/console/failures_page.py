@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
-from sqlalchemy.engine import Engine
-
 from jobhost.errors import UnknownJobError
 from jobhost.operations.failures import (
     SEARCH_LIMIT,
@@ -25,9 +23,11 @@ from jobhost.operations.failures import (
     read_failures,
     require_stored_job,
 )
-from jobhost.store import Clock, SystemClock, database_now, reading
+from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store.calls import read_at
+from jobhost.store.clock import store_now
 from jobhost.store.failures import STREAK_LIMIT
-from jobhost.store.outcome_counts import outcome_counts
+from jobhost.store.outcome_counts import counts_before
 from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import SLICES, Chart, outcome_chart
 from jobhost.web.console.timeline import RANGES
@@ -84,13 +84,13 @@ def failures_view(
         span=span,
         cursor=params.get("cursor", "")[:200],
     )
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
+    now = store_now(engine, clock or SystemClock())
 
     def count() -> Chart:
-        with reading(engine) as connection:
-            counts = outcome_counts(connection, now - RANGES[span], now, SLICES[span])
-        return outcome_chart(counts, now - RANGES[span], now)
+        at, counts = read_at(
+            engine, clock or SystemClock(), counts_before, RANGES[span], SLICES[span]
+        )
+        return outcome_chart(counts, at - RANGES[span], at)
 
     chart = charts.get(span, count) if charts is not None else count()
     try:

@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -35,7 +34,8 @@ from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, short_local, short_utc
-from jobhost.store import Clock, reading
+from jobhost.store import Clock, Engine
+from jobhost.store.calls import read, write
 from jobhost.store.sessions import end_sessions, session_version
 from jobhost.web.access import GuessBrake
 from jobhost.web.app import blocking
@@ -355,12 +355,10 @@ class Console:
         return session if version == session.version else None
 
     def _version(self, who: str) -> int:
-        with reading(self.engine) as connection:
-            return session_version(connection, who)
+        return read(self.engine, session_version, who)
 
     def _end(self, who: str) -> None:
-        with self.engine.begin() as connection:
-            end_sessions(connection, who, datetime.now(UTC))
+        write(self.engine, end_sessions, who, datetime.now(UTC))
 
     # -- helpers ------------------------------------------------------------------------------
 

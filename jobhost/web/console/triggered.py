@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from jobhost.store import RequestRecord, reading
+from jobhost.store import Engine, RequestRecord
+from jobhost.store.calls import read
 from jobhost.store.operations import get_request
 from jobhost.web.app import blocking
 
@@ -52,5 +52,4 @@ async def request_page(site: _Site, request: Request) -> Response:
 
 
 def _read(engine: Engine, request_id: str) -> RequestRecord | None:
-    with reading(engine) as connection:
-        return get_request(connection, request_id)
+    return read(engine, get_request, request_id)

@@ -5,26 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
-from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
-from jobhost.store.backfills import BackfillRecord, list_backfills
-from jobhost.store.hosts import list_hosts
-from jobhost.store.outcome_counts import outcome_counts
-from jobhost.store.reports import (
-    attempts_of,
-    get_run,
-    ledger_page,
-    recent_failures,
-    runs_between,
-)
-from jobhost.store.runlogs import Dropped, LogLine, read_lines
-from jobhost.store.runtime import JobChange, recent_changes
+from jobhost.store import Clock, Engine, HostRecord, RunRecord, SystemClock
+from jobhost.store.backfills import BackfillRecord
+from jobhost.store.calls import read, read_at
+from jobhost.store.hosts import all_hosts
+from jobhost.store.pages import job_page, run_page
+from jobhost.store.runlogs import Dropped, LogLine
+from jobhost.store.runtime import JobChange
 from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 
@@ -129,45 +121,41 @@ def job_view(
     job = report.jobs[0]
     now = report.generated_at
     zone = job.effective_trigger.timezone
-    with reading(engine) as connection:
-        window = runs_between(connection, name, now - span, now)
-        failures = recent_failures(connection, name)
-        history = ledger_page(
-            connection,
-            name,
-            limit=HISTORY_PAGE + 1,
-            outcome=outcome,
-            offset=(page - 1) * HISTORY_PAGE,
-        )
-        counts = outcome_counts(connection, now - span, now, slices, job=name)
-        actions = recent_changes(connection, job_name=name, limit=10)[::-1]
-        backfills = list_backfills(connection, job=name, limit=5)
+    rows = read(
+        engine,
+        job_page,
+        name,
+        now - span,
+        now,
+        slices=slices,
+        history=HISTORY_PAGE + 1,
+        outcome=outcome,
+        offset=(page - 1) * HISTORY_PAGE,
+    )
     return JobView(
         job=job,
         report=report,
-        timeline=timeline(window, now=now, span=span, zone=zone),
+        timeline=timeline(rows.window, now=now, span=span, zone=zone),
         fires=_next_fires(catalog, job, now),
-        failures=failures,
-        runs=history[:HISTORY_PAGE],
-        more=len(history) > HISTORY_PAGE and page < HISTORY_PAGES,
-        chart=outcome_chart(counts, now - span, now),
-        actions=actions,
-        backfills=backfills,
+        failures=rows.failures,
+        runs=rows.history[:HISTORY_PAGE],
+        more=len(rows.history) > HISTORY_PAGE and page < HISTORY_PAGES,
+        chart=outcome_chart(rows.counts, now - span, now),
+        actions=rows.changes,
+        backfills=rows.backfills,
     )
 
 
 def run_view(engine: Engine, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
     """The run, its attempts and its log lines numbered above ``after`` (the page's script
     asks for the lines after the last one it shows, to tail a running run)."""
-    with reading(engine) as connection:
-        run = get_run(connection, run_id)
-        if run is None:
-            return None
-        attempts = attempts_of(connection, run)
-        lines = read_lines(connection, run_id, after=after, limit=_PAGE_LOG_LINES)
-    spec = catalog.jobs.get(run.job_name)
+    page = read(engine, run_page, run_id, after=after, lines=_PAGE_LOG_LINES)
+    if page is None:
+        return None
+    spec = catalog.jobs.get(page.run.job_name)
     zone = spec.trigger.timezone if spec is not None else "UTC"
-    return RunView(run, attempts, zone, [_log_entry(entry) for entry in lines], after)
+    entries = [_log_entry(entry) for entry in page.lines]
+    return RunView(page.run, page.attempts, zone, entries, after)
 
 
 def _log_entry(entry: LogLine | Dropped) -> LogEntry:
@@ -177,9 +165,7 @@ def _log_entry(entry: LogLine | Dropped) -> LogEntry:
 
 
 def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        hosts = list_hosts(connection)
+    now, hosts = read_at(engine, clock or SystemClock(), all_hosts)
     ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
 
