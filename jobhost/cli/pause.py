@@ -7,7 +7,7 @@ import getpass
 import click
 
 from jobhost.cli._app import cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import catalog_for, open_store, settings_of
 
 __all__ = ["pause", "resume"]
 
@@ -35,9 +35,9 @@ def pause(ctx: click.Context, name: str, reason: str) -> None:
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     try:
+        catalog = catalog_for(settings, engine, name)
         require_known_job(catalog, engine, name)
         done = pause_job(engine, catalog, name, actor=getpass.getuser(), reason=reason)
     finally:
@@ -63,10 +63,9 @@ def resume(ctx: click.Context, name: str, reason: str | None) -> None:
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     try:
-        require_known_job(catalog, engine, name)
+        require_known_job(catalog_for(settings, engine, name), engine, name)
         done = resume_job(engine, name, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()

@@ -96,7 +96,11 @@ class ManualRun:
         progress: Progress,
         warn: Progress,
         clock: Clock | None = None,
+        from_store: bool = False,
     ) -> None:
+        # A catalog read from the store (``trigger --no-wait``) names only rows the store has:
+        # there is nothing to sync, and a sync of a partial catalog would orphan the rest.
+        self._from_store = from_store
         self._settings = settings
         self._catalog = catalog
         self._engine = engine
@@ -143,7 +147,7 @@ class ManualRun:
                         else "the run is queued until a slot frees (--now runs it beside the limit)"
                     )
                 )
-        if not hosts:
+        if not hosts and not self._from_store:
             self._sync()
         user = getpass.getuser()
         request_id = request_trigger(

@@ -64,6 +64,8 @@ class ScheduleRecord(_FromRow):
     due_at: datetime | None = None
     concurrency_group: str | None = None
     group_waiting_since: datetime | None = None
+    declaration: str | None = None
+    """The effective declaration as JSON (see :mod:`jobhost.catalog.stored`); None until synced."""
 
     def lease_live(self, now: datetime) -> bool:
         return (

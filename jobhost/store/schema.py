@@ -91,6 +91,14 @@ schedules = Table(
     # for a free slot (None: not waiting). See jobhost/store/groups.py.
     Column("concurrency_group", String(100)),
     Column("group_waiting_since", UTCDateTime()),
+    # The job's effective declaration, written at every sync and by the runtime-job change
+    # path (0011): what read-only commands show without loading any plugin. NULL until the
+    # first sync after the upgrade. ``job_source``: module or runtime.
+    Column("description", Text),
+    Column("critical", Boolean),
+    Column("dst_policy", String(64)),
+    Column("job_source", String(16)),
+    Column("declaration", Text),
     Index("ix_schedules_next_occurrence", "next_occurrence"),
     Index("ix_schedules_due_at", "due_at"),
     Index("ix_schedules_concurrency_group", "concurrency_group"),
