@@ -10,6 +10,9 @@ in a schema of its own, dropped afterwards), then prints how long each operator 
   ``jobhost validate``, which does only those, is printed as the baseline);
 - ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
   report exactly as ``jobhost run``'s does);
+- ``jobhost failures`` (in process: newest 50, a search by error text that matches nothing, so
+  it looks as far as it may, one job's) and the Failures page's chart of the whole installation
+  (runs by outcome over 24 hours and 30 days, counted by the database);
 - the dashboard's overview page (its summary read each time, no cache) and one job page with
   its 7-day timeline;
 - ``/metrics`` of a host whose every job has run (``metrics_job_label``): one render of the
@@ -57,13 +60,15 @@ from sqlalchemy.engine import Engine, make_url
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings, load_settings
 from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.operations.failures import FailureQuery, read_failures
 from jobhost.operations.gauges import read_figures, register_gauges
 from jobhost.operations.health import check_health
 from jobhost.operations.overview import overview_page, read_summary
 from jobhost.operations.report import build_report
 from jobhost.operations.selection import JobFilter
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import runs, schedules
 from jobhost.web import WebServer, create_app, store_endpoints
@@ -111,6 +116,16 @@ def _measure(backend: str, url: str, directory: Path) -> None:
                 50,
             ),
             "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
+            "failures, newest 50 (in process)": lambda: read_failures(engine, FailureQuery()),
+            "failures --grep 503 (in process)": lambda: read_failures(
+                engine, FailureQuery(text="503")
+            ),
+            "failures --job NAME (in process)": lambda: read_failures(
+                engine, FailureQuery(job=one)
+            ),
+            "failures chart, all jobs, 24h": lambda: _chart(engine, timedelta(days=1), 24),
+            "failures chart, all jobs, 30d": lambda: _chart(engine, timedelta(days=30), 30),
+            "jobhost failures": lambda: _command([*command, "failures"], env),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
             "jobhost --version": lambda: _command([*command, "--version"], env),
@@ -225,6 +240,13 @@ def seed_only(backend: str, directory: str) -> None:
 
 
 _SEED_TIMES: dict[int, float] = {}
+
+
+def _chart(engine: Engine, span: timedelta, slices: int) -> list[dict[str, int]]:
+    """The Failures page's runs-by-outcome chart of the whole installation."""
+    end = datetime.now(UTC)
+    with reading(engine) as connection:
+        return outcome_counts(connection, end - span, end, slices)
 
 
 def _seconds(_engine: Engine, rows: int) -> str:

@@ -50,8 +50,8 @@ from jobhost.web.console.auth import (
     same_origin,
 )
 from jobhost.web.console.cache import ShortCache
-from jobhost.web.console.chart import CHART_ORDER, SLICES
-from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
+from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
 from jobhost.web.console.job_query import job_query
 from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
@@ -132,6 +132,7 @@ class Console:
             ago=ago_tag,
         )
         self._actions = ActionHandler(self)
+        self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
         self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
         self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
         self._run_actions = RunActionHandler(self)
@@ -273,7 +274,9 @@ class Console:
         return self.page(request, "run_cancel.html", run=view.run)
 
     async def failures(self, request: Request) -> Response:
-        view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
+        view = await blocking(
+            lambda: failures_view(self.engine, request.query_params, self.clock, self._charts)
+        )
         return self.page(
             request,
             "failures.html",
