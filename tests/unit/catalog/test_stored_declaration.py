@@ -35,7 +35,9 @@ def _same(spec: JobSpec, back: JobSpec) -> None:
 
 
 def test_every_field_of_every_job_comes_back(tmp_path: Path) -> None:
-    for spec in _catalog(Plugins(tmp_path)).values():
+    jobs = _catalog(Plugins(tmp_path))
+    assert sorted(jobs) == ["files.night", "files.purge"]
+    for spec in jobs.values():
         _same(spec, stored_spec(spec.name, spec.module, declaration_text(spec), spec.config))
 
 
