@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import reading
+from jobhost.store import Clock, SystemClock, database_now, is_postgres, reading
 from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
 from jobhost.store.group_limits import write_group_limits, write_group_members
 from jobhost.store.registry import SyncPlan, sync_schedules
@@ -46,6 +46,8 @@ class TickResult:
     """Seconds the oldest due, unclaimed schedule is behind ``now`` after this turn."""
     waiting: set[str] = field(default_factory=set)
     """Jobs whose due work waits for one of their live runs to be recorded."""
+    now: datetime | None = None
+    """The instant this turn worked at (read inside its claim transaction when not given)."""
 
 
 class Ticker:
@@ -61,8 +63,12 @@ class Ticker:
         telemetry: Telemetry,
         runtime: frozenset[str] = frozenset(),
         concurrency_limits: Mapping[str, int] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._engine = engine
+        self._clock = clock or SystemClock()
+        self._read_at: tuple[datetime, float] | None = None
+        """The last instant read from the store, and the monotonic time it was read."""
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -83,6 +89,9 @@ class Ticker:
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
+        self._news = True
+        """Something may have queued a manual request or a retry since the last claim that the
+        last wake-up read cannot know of (a signal, a failed run): look for both."""
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -99,6 +108,10 @@ class Ticker:
             write_group_members(connection, self._groups)
             return plan
 
+    def look_everywhere(self) -> None:
+        """A manual request or a retry may have been queued: the next claim reads both."""
+        self._news = True
+
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
         """Fire by a new job mapping from the next turn on (runtime jobs changed).
 
@@ -112,23 +125,35 @@ class Ticker:
         self._jobs = jobs
         self._unknown -= set(jobs)
 
-    def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:
-        """Claim what is due now within the free slots; say when to look again."""
-        if self.may_abandon and self._abandon_due(now):
+    def tick(self, now: datetime | None, free_slots: int, request_slots: int = 0) -> TickResult:
+        """Claim what is due within the free slots; say when to look again.
+
+        With ``now`` None the turn reads the store's time inside its claim transaction (on
+        PostgreSQL, the database's clock), not through a checkout of its own: a turn is one
+        transaction. :attr:`TickResult.now` says which instant it used.
+        """
+        if self.may_abandon and self._abandon_due(now or self._estimated_now()):
             self._last_abandon_pass = time.monotonic()
             record_abandoned(
-                self._engine, now, self._telemetry, self._rules, implausible=self._implausible
+                self._engine,
+                now or self._store_now(),
+                self._telemetry,
+                self._rules,
+                implausible=self._implausible,
             )
+            self._news = True  # an abandoned run may be retried
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
-            self._wakeups = self._read_wakeups(now)
-            result.lag = self._wakeups.lag(now)
+            self._wakeups, at = self._read_wakeups(now)
+            result.lag = self._wakeups.lag(at)
+            result.now = at
             return result
         try:
-            batch, self._wakeups = self._claim(now, free_slots, request_slots)
+            batch, self._wakeups, at = self._claim(now, free_slots, request_slots)
             batches = [batch]
         except Exception as error:
+            self._news = True
             if is_store_down(error):
                 raise
             _log.error(
@@ -136,16 +161,18 @@ class Ticker:
                 type(error).__name__,
                 str(error).splitlines()[0][:300],
             )
-            batches = self._claim_one_by_one(now, free_slots)
-            self._wakeups = self._read_wakeups(now)
+            at = now or self._store_now()
+            batches = self._claim_one_by_one(at, free_slots)
+            self._wakeups, at = self._read_wakeups(at)
         for batch in batches:
             self._absorb(batch)
             result.waiting |= batch.waiting
             result.claims.extend((c, self._jobs[c.job_name]) for c in batch.claims)
         taken = len(result.claims)
         result.saturated = taken >= free_slots
-        result.next_wake = self._wakeups.next_wake(now, more_due=batches[-1].schedules_seen > 0)
-        result.lag = self._wakeups.lag(now)
+        result.next_wake = self._wakeups.next_wake(at, more_due=batches[-1].schedules_seen > 0)
+        result.lag = self._wakeups.lag(at)
+        result.now = at
         return result
 
     # -- internals ---------------------------------------------------------------------------
@@ -170,9 +197,37 @@ class Ticker:
                 self._rules.problems.pop(name, None)
         return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
 
-    def _claim(self, now: datetime, slots: int, request_slots: int) -> tuple[ClaimBatch, Wakeups]:
+    def _estimated_now(self) -> datetime:
+        """The store's time without asking it: on PostgreSQL the last reading moved on by this
+        process's monotonic clock (the first turn asks); on SQLite the host's clock, which is
+        the store's."""
+        if not is_postgres(self._engine):
+            return self._clock()
+        if self._read_at is None:
+            return self._store_now()
+        read, at = self._read_at
+        return read + timedelta(seconds=time.monotonic() - at)
+
+    def _store_now(self) -> datetime:
+        if not is_postgres(self._engine):
+            return self._clock()
+        with reading(self._engine) as connection:
+            return self._now_in(connection)
+
+    def _now_in(self, connection: Connection) -> datetime:
+        now = database_now(connection, self._clock)
+        self._read_at = (now, time.monotonic())
+        return now
+
+    def _claim(
+        self, given: datetime | None, slots: int, request_slots: int
+    ) -> tuple[ClaimBatch, Wakeups, datetime]:
         skip = self._skip()
+        # Cleared before reading: news arriving during this claim is looked at on the next.
+        news, self._news = self._news, False
+        last = self._wakeups
         with self._engine.begin() as connection:
+            now = given or self._now_in(connection)
             batch = claim_work(
                 connection,
                 host_id=self._host_id,
@@ -181,9 +236,15 @@ class Ticker:
                 request_slots=request_slots,
                 rules=self._rules,
                 skip=skip,
+                # The last turn's wake-up read saw every request and retry queued before it;
+                # whatever came since, a signal or this host's failed run announces.
+                requests=news or last is None or last.request_at is not None,
+                retries=news
+                or last is None
+                or (last.retry_at is not None and last.retry_at <= now),
             )
             wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
-        return batch, wakeups
+        return batch, wakeups, now
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""
@@ -237,6 +298,7 @@ class Ticker:
         for group, count in batch.group_waits.items():
             self._telemetry.group_waits.add(count, {"group": group})
 
-    def _read_wakeups(self, now: datetime) -> Wakeups:
+    def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
         with reading(self._engine) as connection:
-            return next_wakeups(connection, now, skip=self._skip())
+            now = given or self._now_in(connection)
+            return next_wakeups(connection, now, skip=self._skip()), now

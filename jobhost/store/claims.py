@@ -130,12 +130,16 @@ def claim_work(
     skip: Collection[str] = (),
     request_id: str | None = None,
     schedules_only: Collection[str] | None = None,
+    requests: bool = True,
+    retries: bool = True,
 ) -> ClaimBatch:
     """Claim up to ``slots`` runs (plus ``request_slots`` for manual requests only).
 
     ``skip`` names jobs not to touch (unknown to this host, or set aside as corrupt).
     ``request_id`` claims only that manual request; ``schedules_only`` limits the schedule part
-    to those jobs (the one-job-at-a-time fallback after a batch failed).
+    to those jobs (the one-job-at-a-time fallback after a batch failed). ``requests`` and
+    ``retries`` False leave out the reads of pending manual requests and due retries: the
+    caller knows there are none (a statement less each, on every turn of a busy host).
     """
     batch = ClaimBatch()
     work = _Work(connection, host_id=host_id, now=now, rules=rules, batch=batch)
@@ -143,7 +147,7 @@ def claim_work(
     if schedules_only is None:
         asked = _pending_requests(
             connection,
-            slots + request_slots,
+            slots + request_slots if requests else 0,
             skip=skipped,
             request_id=request_id,
             rules=rules,
@@ -151,7 +155,7 @@ def claim_work(
         )
         again = (
             _due_retries(connection, now, slots, skip=skipped, rules=rules, batch=batch)
-            if request_id is None
+            if request_id is None and retries
             else []
         )
         work.lock_rows({r.job_name for r in asked} | {r.job_name for r in again})
