@@ -145,6 +145,7 @@ class Host:
             runtime=catalog.runtime,
             concurrency_limits=settings.concurrency_limits,
             clock=self.clock,
+            announced=True,  # by _signalled and _recorded
         )
         self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
         self._run_logs = RunLogWriter(

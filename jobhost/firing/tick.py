@@ -64,7 +64,11 @@ class Ticker:
         runtime: frozenset[str] = frozenset(),
         concurrency_limits: Mapping[str, int] | None = None,
         clock: Clock | None = None,
+        announced: bool = False,
     ) -> None:
+        """``announced``: the caller calls :meth:`look_everywhere` whenever a manual request or
+        a retry may have been queued (a signal, a failed run), so a claim may leave out the
+        reads of both when the last turn saw none; without it every claim reads both."""
         self._engine = engine
         self._clock = clock or SystemClock()
         self._read_at: tuple[datetime, float] | None = None
@@ -89,6 +93,7 @@ class Ticker:
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
+        self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the
         last wake-up read cannot know of (a signal, a failed run): look for both."""
@@ -224,7 +229,7 @@ class Ticker:
     ) -> tuple[ClaimBatch, Wakeups, datetime]:
         skip = self._skip()
         # Cleared before reading: news arriving during this claim is looked at on the next.
-        news, self._news = self._news, False
+        news, self._news = self._news or not self._announced, False
         last = self._wakeups
         with self._engine.begin() as connection:
             now = given or self._now_in(connection)
