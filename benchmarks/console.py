@@ -10,7 +10,15 @@ in a schema of its own, dropped afterwards), then prints how long each operator 
   ``jobhost validate``, which does only those, is printed as the baseline);
 - ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
   report exactly as ``jobhost run``'s does);
-- the dashboard's overview page and one job page with its 7-day timeline.
+- the dashboard's overview page (its summary read each time, no cache) and one job page with
+  its 7-day timeline;
+- ``/metrics`` of a host whose every job has run (``metrics_job_label``): one render of the
+  exposition, as prometheus_client writes it and as jobhost does, and one scrape (which answers
+  the exposition kept from the last render);
+- with ``CONSOLE_LAG=1``: a real ``jobhost run`` with ``http_listen`` over the 10,000 jobs, its
+  p99 schedule lag (start minus occurrence of its scheduled runs, from the ledger) over
+  ``LAG_WINDOW`` seconds with nobody looking, then with 10 viewers each polling the overview
+  every second.
 
 ``CONSOLE_ONLY=health,--job`` measures only the figures whose names contain one of the words.
 Last, the wall time and peak memory of one ``jobhost health --no-hosts`` and one
@@ -26,29 +34,41 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
-from sqlalchemy import create_engine, text
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import bindparam, create_engine, select, text, update
 from sqlalchemy.engine import Engine, make_url
 
-from jobhost.catalog import build_catalog
+from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings, load_settings
-from jobhost.operations.gauges import read_figures
+from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.operations.gauges import read_figures, register_gauges
 from jobhost.operations.health import check_health
+from jobhost.operations.overview import overview_page, read_summary
 from jobhost.operations.report import build_report
+from jobhost.operations.selection import JobFilter
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import create_store_engine, upgrade
 from jobhost.store.registry import sync_schedules
-from jobhost.web import WebServer
+from jobhost.store.schema import runs, schedules
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.console import Console
+from jobhost.web.exposition import ExpositionCache, exposition
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = str(ROOT / "tests" / "plugins" / "sample_jobs.py")
@@ -82,6 +102,14 @@ def _measure(backend: str, url: str, directory: Path) -> None:
         command = [sys.executable, "-m", "jobhost", "--config", str(config)]
         figures = {
             "report (in process)": lambda: build_report(settings, catalog, engine),
+            "overview summary (in process)": lambda: read_summary(settings, catalog, engine),
+            "overview page, failing (in process)": lambda: overview_page(
+                engine,
+                read_summary(settings, catalog, engine),
+                JobFilter(statuses=["failing"], sort="state"),
+                1,
+                50,
+            ),
             "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
@@ -100,21 +128,26 @@ def _measure(backend: str, url: str, directory: Path) -> None:
         only = [part for part in os.environ.get("CONSOLE_ONLY", "").split(",") if part]
         chosen = {k: v for k, v in figures.items() if not only or any(p in k for p in only)}
         results = {name: _best(call) for name, call in chosen.items()}
-        if not only:
+        if not only or "http" in only:
             results |= _http(settings, catalog, engine, one)
+        if not only or "metrics" in only:
+            results |= _metrics(settings, catalog, engine)
         print(f"\n{backend}: seeded {seeded} rows in {_seconds(engine, seeded):s}")
         print(f"  {'':<34} {'wall':>7} {'cpu':>7}")
         for name, (wall, cpu) in results.items():
             print(f"  {name:<34} {wall:7.3f} {cpu:7.3f}")
-        # Peak memory of the whole process, once each: the health check's must not follow the
-        # ledger; the full audit streams, so neither should its.
-        print(f"  {'':<34} {'wall':>7} {'peak MB':>7}")
-        for name, args in (
-            ("jobhost health --no-hosts", ["health", "--no-hosts"]),
-            ("jobhost db check --full", ["db", "check", "--full"]),
-        ):
-            wall, peak = _peak([*command, *args], env)
-            print(f"  {name:<34} {wall:7.3f} {peak:7.0f}")
+        if not only or "peak" in only:
+            # Peak memory of the whole process, once each: the health check's must not follow the
+            # ledger; the full audit streams, so neither should its.
+            print(f"  {'':<34} {'wall':>7} {'peak MB':>7}")
+            for name, args in (
+                ("jobhost health --no-hosts", ["health", "--no-hosts"]),
+                ("jobhost db check --full", ["db", "check", "--full"]),
+            ):
+                wall, peak = _peak([*command, *args], env)
+                print(f"  {name:<34} {wall:7.3f} {peak:7.0f}")
+        if os.environ.get("CONSOLE_LAG") == "1":
+            _lag(command, env, directory, url, engine)
     finally:
         engine.dispose()
 
@@ -127,21 +160,163 @@ def _seconds(_engine: Engine, rows: int) -> str:
 
 
 def _http(
-    settings: Settings, catalog: object, engine: Engine, one: str
+    settings: Settings, catalog: Catalog, engine: Engine, one: str
 ) -> dict[str, tuple[float, float]]:
-    from jobhost.web.surfaces import store_application
-
-    server = WebServer(("127.0.0.1", 0), store_application(settings, catalog, engine))  # type: ignore[arg-type]
+    # The overview's cache off: each request reads the summary, as the first viewer after a
+    # few seconds does.
+    console = Console(settings, catalog, engine, allow_actions=False, overview_seconds=0)
+    app = create_app(store_endpoints(settings, catalog, engine), pages=console.routes())
+    server = WebServer(("127.0.0.1", 0), app)
     server.start()
     base = f"http://127.0.0.1:{server.address[1]}"
     try:
-        pages = {"GET /report": "/report"}
+        only = os.environ.get("CONSOLE_ONLY", "")
+        pages = {} if only else {"GET /report": "/report"}
         if os.environ.get("CONSOLE_PAGES", "1") == "1":
-            pages["GET / (dashboard overview)"] = "/?state=failing&sort=state"
+            pages["GET / (overview, failing first)"] = "/?state=failing&sort=state"
+            pages["GET / (overview, page 100)"] = "/?page=100"
             pages["GET /jobs/NAME?range=7d"] = f"/jobs/{one}?range=7d"
         return {name: _best(lambda path=path: _get(base + path)) for name, path in pages.items()}
     finally:
         server.stop()
+
+
+def _metrics(
+    settings: Settings, catalog: Catalog, engine: Engine
+) -> dict[str, tuple[float, float]]:
+    """A host's metrics once every job has run: per-job counters and histograms, the gauges."""
+    registry = CollectorRegistry(auto_describe=True)
+    telemetry = configure_telemetry(
+        extra_readers=[PrometheusMetricReader(registry=registry)], job_label=True
+    )
+    for index, name in enumerate(sorted(catalog.jobs)):
+        telemetry.runs.add(1, {"job": name, "outcome": "succeeded"})
+        if index % 50 == 0:
+            telemetry.runs.add(1, {"job": name, "outcome": "failed"})
+        telemetry.duration.record(2.5, {"job": name})
+        telemetry.lag.record(0.3, {"job": name})
+    register_gauges(telemetry.meter, _GaugeHost(settings, catalog, engine))
+    scrape = ExpositionCache(lambda: exposition(registry), 3600)
+    figures = {
+        "/metrics render (prometheus_client)": _best(lambda: generate_latest(registry)),
+        "/metrics render (jobhost)": _best(lambda: exposition(registry)),
+        "/metrics scrape (kept render)": _best(scrape),
+    }
+    lines = exposition(registry).count(b"\n")
+    print(f"  /metrics at {len(catalog.jobs)} jobs: {lines} lines")
+    telemetry.shutdown()
+    return figures
+
+
+class _GaugeHost:
+    host_id = "bench-host"
+    clock = None
+
+    def __init__(self, settings: Settings, catalog: Catalog, engine: Engine) -> None:
+        self.settings, self.catalog, self.engine = settings, catalog, engine
+        self.status = SimpleNamespace(store_ok=True, stuck=0)
+
+
+LAG_WINDOW = int(os.environ.get("LAG_WINDOW", "60"))
+VIEWERS = 10
+
+
+def _lag(
+    command: list[str], env: dict[str, str], directory: Path, url: str, engine: Engine
+) -> None:
+    """p99 schedule lag of a real host with 0, then 10 viewers polling its overview."""
+    port = _free_port()
+    config = _write_config(directory, url, extra=[f'http_listen = "127.0.0.1:{port}"'])
+    log = (directory / "host.log").open("w")
+    host = subprocess.Popen([*command[:4], str(config), "run"], env=env, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base + "/healthz", 300)
+        time.sleep(LAG_WINDOW / 2)  # the start's catch-up settles
+        print(f"  schedule lag of jobhost run, {LAG_WINDOW}s each  p50      p99      max   runs")
+        for viewers in (0, VIEWERS):
+            lags, answers = _window(engine, base, viewers)
+            p50, p99 = _percentile(lags, 50), _percentile(lags, 99)
+            seen = f"; viewers: {_answers(answers)}" if viewers else ""
+            print(
+                f"  {viewers:>2} viewers polling /             {p50:7.3f}  {p99:7.3f}  "
+                f"{max(lags, default=0.0):7.3f}  {len(lags)}{seen}"
+            )
+    finally:
+        host.terminate()
+        host.wait(60)
+        log.close()
+        if os.environ.get("LAG_LOG") == "1":
+            print((directory / "host.log").read_text()[-3000:])
+
+
+def _window(engine: Engine, base: str, viewers: int) -> tuple[list[float], list[tuple[int, float]]]:
+    answers: list[tuple[int, float]] = []
+    stop = threading.Event()
+
+    def view() -> None:
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(base + "/", timeout=30) as response:
+                    response.read()
+                    status = response.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            answers.append((status, time.perf_counter() - started))
+            stop.wait(1.0)
+
+    threads = [threading.Thread(target=view, daemon=True) for _ in range(viewers)]
+    since = datetime.now(UTC)
+    for thread in threads:
+        thread.start()
+    time.sleep(LAG_WINDOW)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    until = datetime.now(UTC)
+    query = select(runs.c.occurrence, runs.c.started_at).where(
+        runs.c.source == "schedule",
+        runs.c.started_at >= since,
+        runs.c.started_at < until,
+        runs.c.occurrence.is_not(None),
+    )
+    with engine.connect() as connection:
+        found = connection.execute(query).all()
+    return [(started - occurrence).total_seconds() for occurrence, started in found], answers
+
+
+def _answers(answers: list[tuple[int, float]]) -> str:
+    ok = sorted(took for status, took in answers if status == 200)
+    busy = sum(1 for status, _ in answers if status == 503)
+    median = ok[len(ok) // 2] if ok else 0.0
+    return f"{len(ok)} pages (median {median:.3f}s, p99 {_percentile(ok, 99):.3f}s), {busy} x 503"
+
+
+def _percentile(values: list[float], percent: int) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(percent / 100 * (len(ordered) - 1)))]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_healthy(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise SystemExit(f"the host did not answer {url} within {seconds}s")
 
 
 def _get(url: str) -> None:
@@ -192,9 +367,10 @@ def _cpu() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def _write_config(directory: Path, url: str) -> Path:
+def _write_config(directory: Path, url: str, extra: list[str] | None = None) -> Path:
     zones = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
-    lines = [f'database_url = "{url}"', f'plugins = ["{SAMPLE}"]', "[modules.sample]"]
+    lines = [f'database_url = "{url}"', f'plugins = ["{SAMPLE}"]', *(extra or [])]
+    lines.append("[modules.sample]")
     for index in range(JOBS):
         lines.append("[[modules.sample.jobs]]")
         lines.append(f'name = "sample.job-{index:05d}"')
@@ -205,7 +381,7 @@ def _write_config(directory: Path, url: str) -> Path:
             lines.append(f'timezone = "{zones[index % len(zones)]}"')
         if index % 100 == 0:
             lines.append("critical = true")
-    path = directory / "jobhost.toml"
+    path = directory / ("jobhost-host.toml" if extra else "jobhost.toml")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -216,7 +392,8 @@ def _seed(engine: Engine, jobs: dict[str, object]) -> int:
         sync_schedules(connection, desired_schedules(jobs), now)  # type: ignore[arg-type]
     started = time.perf_counter()
     per_job = ROWS // len(jobs)
-    rows = _rows(sorted(jobs), per_job, now)
+    summaries: dict[str, dict[str, object]] = {}
+    rows = _summarising(_rows(sorted(jobs), per_job, now), summaries)
     if engine.dialect.name == "postgresql":
         raw = engine.raw_connection()
         try:
@@ -241,8 +418,46 @@ def _seed(engine: Engine, jobs: dict[str, object]) -> int:
             cursor.execute("COMMIT")
         finally:
             raw.close()
+    # Each job's last attempt and last success on its schedule row, as recording writes them.
+    with engine.begin() as connection:
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == bindparam("b_job"))
+            .values(
+                last_run_id=bindparam("b_run"),
+                last_outcome=bindparam("b_outcome"),
+                last_started_at=bindparam("b_started", type_=schedules.c.last_started_at.type),
+                last_finished_at=bindparam("b_finished", type_=schedules.c.last_finished_at.type),
+                last_error=bindparam("b_error"),
+                last_success_at=bindparam("b_success", type_=schedules.c.last_success_at.type),
+            ),
+            list(summaries.values()),
+        )
     _SEED_TIMES[per_job * len(jobs)] = time.perf_counter() - started
     return per_job * len(jobs)
+
+
+def _summarising(
+    rows: Iterator[tuple[object, ...]], summaries: dict[str, dict[str, object]]
+) -> Iterator[tuple[object, ...]]:
+    """``rows``, noting each job's newest attempt and newest success (newest rows come first)."""
+    for row in rows:
+        run_id, name, _occurrence, _attempt, _source, outcome = row[:6]
+        started, finished, message = row[9], row[10], row[12]
+        summary = summaries.get(str(name))
+        if outcome != "missed" and summary is None:
+            summary = summaries[str(name)] = {
+                "b_job": name,
+                "b_run": run_id,
+                "b_outcome": outcome,
+                "b_started": started,
+                "b_finished": finished,
+                "b_error": message,
+                "b_success": None,
+            }
+        if outcome == "succeeded" and summary is not None and summary["b_success"] is None:
+            summary["b_success"] = finished
+        yield row
 
 
 def _rows(names: list[str], per_job: int, now: datetime) -> Iterator[tuple[object, ...]]:

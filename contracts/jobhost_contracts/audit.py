@@ -15,7 +15,8 @@ __all__ = ["AuditSink", "RunAuditRecord"]
 class RunAuditRecord:
     """One finished run, as the ledger, the span and the metrics saw it.
 
-    ``units`` holds the counts of the run's fan-outs (``context.fan_out``), None without one.
+    ``units`` holds the counts of the run's fan-outs (``context.fan_out``), None without one;
+    ``backfill_id`` names the backfill a run replays an occurrence for, None for any other run.
     """
 
     job_name: str
@@ -33,6 +34,7 @@ class RunAuditRecord:
     error_message: str | None = None
     trace_id: str | None = None
     units: UnitCounts | None = None
+    backfill_id: str | None = None
 
 
 @runtime_checkable

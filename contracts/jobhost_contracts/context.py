@@ -28,15 +28,18 @@ class TriggerSource(StrEnum):
     MANUAL = "manual"
     RETRY = "retry"
     CATCH_UP = "catch-up"
+    BACKFILL = "backfill"
 
 
 @dataclass(frozen=True, kw_only=True)
 class JobContext:
     """Everything an executor may know about the run it is executing.
 
-    ``occurrence`` is the scheduled instant in UTC (None for a manual run). ``idempotency_key`` is
-    the same for every attempt of one occurrence, so side effects outside the database can be
-    deduplicated by it. ``config`` is the module's ``[modules.NAME]`` section, read-only.
+    ``occurrence`` is the scheduled instant in UTC (None for a manual run; for a backfill, the
+    past occurrence it replays). ``idempotency_key`` is the same for every attempt of one
+    occurrence, so side effects outside the database can be deduplicated by it (a backfill in
+    mode ``all`` has a key of its own: see semantics.md). ``config`` is the module's
+    ``[modules.NAME]`` section, read-only.
     """
 
     job_name: str

@@ -35,6 +35,7 @@ _MODULES = {
     "backfill": "backfill",
     "changes": "changes",
     "db": "db",
+    "failures": "failures",
     "health": "health",
     "history": "history",
     "jobs": "jobs",
@@ -51,11 +52,12 @@ _MODULES = {
     "validate": "validate",
 }
 _SHORT_HELP = {
-    "backfill": "Select the past occurrences of job NAME with FROM ≤ occurrence < TO.",
+    "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
     "changes": "Show the newest changes, oldest first: pause, resume, trigger from the CLI, "
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
     "and why.",
     "db": "The store's schema and rows: apply migrations, show the revision, audit the rows.",
+    "failures": "Show failed, timed-out, abandoned and stuck runs of every job, newest first.",
     "health": "Check the store, the catalog, the critical jobs, the hosts, the leases and "
     "the clocks.",
     "history": "Show job NAME's ledger: every attempt, and every occurrence missed or skipped.",

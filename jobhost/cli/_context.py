@@ -7,8 +7,6 @@ from pathlib import Path
 
 import click
 from sqlalchemy import make_url
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog, JobSpec, build_catalog
 from jobhost.cli._app import EXIT_INVALID, config_path
@@ -19,7 +17,14 @@ from jobhost.errors import (
     StoreReadOnlyError,
     StoreUnavailableError,
 )
-from jobhost.store import create_store_engine, head_revision, is_current, upgrade
+from jobhost.store import (
+    Engine,
+    StoreError,
+    create_store_engine,
+    head_revision,
+    is_current,
+    upgrade,
+)
 from jobhost.store.engine import is_read_only, sqlite_path
 
 __all__ = [
@@ -44,10 +49,10 @@ def load_catalog(settings: Settings) -> Catalog:
 def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     """``catalog`` with the runtime jobs of the configured store; as it is when the store is
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
-    from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
+    from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
     from jobhost.runtime.secrets import SecretRule
-    from jobhost.store import reading
-    from jobhost.store.runtime import has_runtime_jobs
+    from jobhost.store.calls import read
+    from jobhost.store.runtime import has_runtime_jobs, list_runtime_jobs
 
     url = make_url(settings.database_url)
     file = url.database if url.get_backend_name() == "sqlite" else None
@@ -55,16 +60,14 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
         return catalog  # no store yet: nothing to join, and no file made by looking
     engine = create_store_engine(settings.database_url, **settings.store_timeouts())
     try:
-        with reading(engine) as connection:
-            if not has_runtime_jobs(connection):
-                return catalog
-            runtime = read_runtime_jobs(
-                connection, catalog, settings.modules, secrets=SecretRule.of(settings)
-            )
-    except (OperationalError, DBAPIError):
+        if not read(engine, has_runtime_jobs):
+            return catalog
+        rows = read(engine, list_runtime_jobs)
+    except StoreError:
         return catalog
     finally:
         engine.dispose()
+    runtime = check_runtime_jobs(rows, catalog, settings.modules, secrets=SecretRule.of(settings))
     return with_runtime_jobs(catalog, runtime)
 
 
@@ -123,7 +126,7 @@ def open_store(
         return engine
     try:
         current = is_current(engine)
-    except (OperationalError, DBAPIError) as error:
+    except StoreError as error:
         engine.dispose()
         raise StoreUnavailableError(
             f"cannot reach the store at {redact_url(settings.database_url)}: "
@@ -147,7 +150,7 @@ def migrate_store(settings: Settings, *, create: bool = False) -> tuple[str | No
     engine = open_store(settings, require_current=False, create=create, write=True)
     try:
         return upgrade(engine)
-    except (OperationalError, DBAPIError) as error:
+    except StoreError as error:
         raise StoreUnavailableError(
             f"cannot migrate the store at {redact_url(settings.database_url)}: "
             f"{redact_text(str(error.orig or error)).strip()}"

@@ -34,13 +34,12 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     Exit status: 0 (also when there is no change to show).
     """
     from jobhost.operations.changes import change_json, change_line
-    from jobhost.store import reading
+    from jobhost.store.calls import read
     from jobhost.store.runtime import recent_changes
 
     engine = open_store(settings_of(ctx))
     try:
-        with reading(engine) as connection:
-            found = recent_changes(connection, job_name=job, limit=limit)
+        found = read(engine, recent_changes, job_name=job, limit=limit)
     finally:
         engine.dispose()
     if as_json:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import click
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.cli._app import EXIT_FAILED, cli
 from jobhost.cli._context import migrate_store, open_store, settings_of
 from jobhost.config import redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
-from jobhost.store import current_revision, head_revision
+from jobhost.store import Engine, StoreError, current_revision, head_revision
 from jobhost.store.migrate import check_not_newer
 
 
@@ -38,7 +36,7 @@ def db_current(ctx: click.Context) -> None:
     engine = open_store(settings, require_current=False)
     try:
         current = current_revision(engine)
-    except (OperationalError, DBAPIError) as error:
+    except StoreError as error:
         raise StoreUnavailableError(
             f"cannot reach the store at {redact_url(settings.database_url)}: "
             f"{redact_text(str(error.orig or error)).strip()}"
@@ -69,16 +67,15 @@ def db_check(ctx: click.Context, full: bool) -> None:
     """
     from jobhost.cli._context import load_catalog
     from jobhost.rules.claiming import FiringRules
-    from jobhost.store import SystemClock, database_now, reading
+    from jobhost.store import SystemClock
+    from jobhost.store.calls import read_at
     from jobhost.store.integrity import check_live_rows
 
     settings = settings_of(ctx)
     implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)
     engine = open_store(settings)
     try:
-        with reading(engine) as connection:
-            now = database_now(connection, SystemClock())
-            live = check_live_rows(connection, now, implausible.implausible_lease)
+        _, live = read_at(engine, SystemClock(), check_live_rows, implausible.implausible_lease)
         click.echo(f"checked {live.coverage()}: {live.total} row(s) a host cannot use")
         for row in live.found:
             click.echo(f"  {row.line()}")
@@ -98,25 +95,23 @@ _SHOWN = 50
 
 def _full_audit(engine: Engine, seen: set[str]) -> bool:
     """Stream every table; True when a problem was found or the audit did not finish."""
-    from jobhost.store import reading
-    from jobhost.store.audit import audit_rows
+    from jobhost.store.audit import audit_store
 
     problems = shown = 0
     done: list[str] = []
     table, rows = "schedules", 0
     try:
-        with reading(engine) as connection:
-            for step in audit_rows(connection):
-                table, rows = step.table, step.rows
-                for problem in step.problems:
-                    problems += 1
-                    if shown < _SHOWN and problem.line() not in seen:
-                        shown += 1
-                        click.echo(f"  {problem.line()}")
-                if step.finished:
-                    done.append(f"{table} {rows:,}")
-                    click.echo(f"{table}: {rows:,} row(s) read")
-    except (KeyboardInterrupt, OperationalError, DBAPIError) as error:
+        for step in audit_store(engine):
+            table, rows = step.table, step.rows
+            for problem in step.problems:
+                problems += 1
+                if shown < _SHOWN and problem.line() not in seen:
+                    shown += 1
+                    click.echo(f"  {problem.line()}")
+            if step.finished:
+                done.append(f"{table} {rows:,}")
+                click.echo(f"{table}: {rows:,} row(s) read")
+    except (KeyboardInterrupt, StoreError) as error:
         why = "interrupted" if isinstance(error, KeyboardInterrupt) else "the store failed"
         click.echo(
             f"full audit stopped ({why}) in {table} after {rows:,} row(s); finished: "

@@ -46,7 +46,7 @@ def list_jobs(ctx: click.Context, as_json: bool, source: tuple[str, ...]) -> Non
     Exit status: 0; 1 when the store is unreachable.
     """
     from jobhost.runtime.service import etag_of
-    from jobhost.store import reading
+    from jobhost.store.calls import read
     from jobhost.store.runtime import list_runtime_jobs
     from jobhost.web.api.views import source_of
 
@@ -54,8 +54,7 @@ def list_jobs(ctx: click.Context, as_json: bool, source: tuple[str, ...]) -> Non
     catalog = load_catalog(settings)
     engine = open_store(settings)
     try:
-        with reading(engine) as connection:
-            rows = {row.name: row for row in list_runtime_jobs(connection)}
+        rows = {row.name: row for row in read(engine, list_runtime_jobs)}
     finally:
         engine.dispose()
     found = []

@@ -8,10 +8,10 @@ from dataclasses import replace
 from typing import NoReturn
 
 import click
-from sqlalchemy.engine import Engine
 
 from jobhost.cli._app import EXIT_INVALID, cli
 from jobhost.cli._context import open_store, settings_of
+from jobhost.store import Engine
 
 __all__ = ["logs"]
 

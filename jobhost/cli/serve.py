@@ -26,13 +26,16 @@ def serve(ctx: click.Context, listen: str | None) -> None:
 
     Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
     is not served. With api_tokens set, the job API under /api/v1 is served too; its changes
-    go to the store, and the hosts pick them up. /healthz answers 200 while the server runs;
-    /readyz 200 when the store is reachable at the current schema. SIGTERM or SIGINT stops it.
+    go to the store, and the hosts pick them up. Runtime jobs created, changed or deleted
+    through the API (here or on any host) show within about a second, as on a host. /healthz
+    answers 200 while the server runs; /readyz 200 when the store is reachable at the current
+    schema. SIGTERM or SIGINT stops it.
 
     Exit status: 0 when stopped; 3 when the configuration is invalid or the address cannot be
     listened on; 1 when the store is unreachable or its schema is not current; 2 for a
     malformed --listen.
     """
+    from jobhost.runtime.follow import RuntimeFollower
     from jobhost.web import WebServer
     from jobhost.web.surfaces import store_application
 
@@ -41,8 +44,10 @@ def serve(ctx: click.Context, listen: str | None) -> None:
     configure_logging(settings.log_level, settings.log_format)
     catalog = load_catalog(settings)
     engine = open_store(settings)
+    follower = RuntimeFollower(settings, catalog, engine)
     try:
         server = WebServer(address, store_application(settings, catalog, engine))
+        follower.start()
         host, port = server.address
         click.echo(
             f"jobhost: serving {redact_url(settings.database_url)} read-only on "
@@ -51,6 +56,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
         )
         server.serve()
     finally:
+        follower.stop()
         engine.dispose()
 
 

@@ -170,6 +170,13 @@ class Settings(BaseSettings):
         timedelta(seconds=30),
         description="Longest an HTTP request may take before it is answered 504.",
     )
+    http_concurrency: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="HTTP requests (dashboard, API, /report) at work at once; more wait up to "
+        "2 seconds, then are answered 503. The probes and /metrics never wait.",
+    )
     console_actions: bool = Field(
         False,
         description="Offer trigger, pause and resume on the dashboard to people signed in with "

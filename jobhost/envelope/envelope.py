@@ -12,7 +12,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobhost_contracts import (
@@ -25,22 +24,21 @@ from jobhost_contracts import (
 )
 from jobhost_contracts.units import UnitTally
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
-from jobhost.envelope.recording import Finished, Recorded, settle, write_outcomes
+from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.run_times import run_times
 from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.store import Clock, StoreJobState, database_now
+from jobhost.store import Clock, Engine, StoreError, StoreJobState
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Finish
 from jobhost.store.ledger import Outcome as LedgerOutcome
+from jobhost.store.recording import LogWrites
 from jobhost.store.retrying import StoreRetry
 
 __all__ = ["Executed", "RunEnvelope"]
@@ -63,7 +61,7 @@ class RunEnvelope:
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
         stopping: Callable[[], bool] = lambda: False,
-        store_time: Callable[[Connection], datetime] | None = None,
+        store_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
     ) -> None:
@@ -79,13 +77,14 @@ class RunEnvelope:
         self._store_retry = StoreRetry(
             what="recording a run",
             waits=waits,
-            retry_on=lambda error: isinstance(error, OperationalError | DBAPIError),
+            retry_on=lambda error: isinstance(error, StoreError),
             max_attempts=len(waits) + 1,
             # A stopping host tries a few times, not the whole list: its grace is short.
             give_up=lambda tries: stopping() and tries >= 3,
         )
         self._run_logs = run_logs
-        self._store_time = store_time or (lambda connection: database_now(connection, clock))
+        self._store_time = store_time
+        """Stands in for the store's clock (tests); None: the database's time on PostgreSQL."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
@@ -111,6 +110,8 @@ class RunEnvelope:
         }
         if claim.occurrence is not None:
             attributes["jobhost.run.occurrence"] = _iso(claim.occurrence)
+        if claim.backfill_id is not None:
+            attributes["jobhost.run.backfill_id"] = claim.backfill_id
         with self._telemetry.tracer.start_as_current_span(
             claim.job_name,
             kind=SpanKind.INTERNAL,
@@ -131,18 +132,16 @@ class RunEnvelope:
         return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
 
     @contextmanager
-    def finishing_logs(
-        self, executed: Sequence[Executed]
-    ) -> Iterator[Callable[[Connection], None]]:
+    def finishing_logs(self, executed: Sequence[Executed]) -> Iterator[LogWrites]:
         """The last log lines of ended runs, to write in the transaction that records their
         outcomes (which must commit inside the block), so that whoever sees a run finished sees
-        all its lines. The writing raises what the store raises."""
+        all its lines."""
         if self._run_logs is None:
-            yield lambda connection: None
+            yield LogWrites()
             return
         logs = [e.run_log for e in executed if e.run_log is not None]
-        with self._run_logs.finishing(logs) as write:
-            yield write
+        with self._run_logs.finishing(logs) as writes:
+            yield writes
 
     def run_times(
         self, claim: Claim, executed: Executed, written_at: datetime
@@ -167,6 +166,7 @@ class RunEnvelope:
             requested_by=claim.requested_by,
             reason=claim.reason,
             at=finished_at,
+            backfill_id=claim.backfill_id,
         )
         started_at, ended_at = self.run_times(claim, executed, finished_at)
         return LedgerOutcome(
@@ -221,6 +221,7 @@ class RunEnvelope:
             error_message=_redacted(outcome.error_message),
             trace_id=executed.trace_id,
             units=executed.units,
+            backfill_id=claim.backfill_id,
         )
         self._reporter.submit(entry)
 
@@ -284,7 +285,13 @@ class RunEnvelope:
         write of every run, from a command or from the host's recorder; raises what the store
         raises."""
         return write_outcomes(
-            self, self._engine, self._host_id, self._store_time, batch, isolate=isolate
+            self,
+            self._engine,
+            self._host_id,
+            batch,
+            clock=self._clock,
+            store_time=self._store_time,
+            isolate=isolate,
         )
 
     def _record(self, finished: Finished) -> None:
@@ -294,7 +301,7 @@ class RunEnvelope:
             (done,) = self._store_retry.call(
                 lambda: self.record([finished]), what=f"recording run {claim.run_id}"
             )
-        except (OperationalError, DBAPIError) as error:
+        except StoreError as error:
             _log.error(
                 "job %s run %s finished %s but the store could not record it: %s",
                 claim.job_name,
@@ -306,21 +313,6 @@ class RunEnvelope:
             self.report(claim, finished.spec, executed, finished_at, started_at=started_at)
             return
         settle(self, done)
-
-
-@dataclass(frozen=True, slots=True)
-class Executed:
-    """A run that has executed: its outcome and the trace it belongs to."""
-
-    outcome: Outcome
-    trace_id: str | None
-    units: UnitCounts | None = None
-    """Counts of a run that fanned out over units (``context.fan_out``)."""
-    began: datetime | None = None
-    ended: datetime | None = None
-    """The executor's own start and end, on this host's clock; None when it never ran."""
-    run_log: RunLog | None = None
-    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:

@@ -12,23 +12,62 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from jobhost_contracts import UnitCounts
 
 from jobhost.catalog import JobSpec
+from jobhost.envelope.execution import Outcome
+from jobhost.envelope.runlog import RunLog
 from jobhost.store.claims import Claim
 from jobhost.store.ledger import Outcome as LedgerOutcome
-from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.store.recording import LogWrites, record_finished
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
+    from contextlib import AbstractContextManager
 
-    from sqlalchemy.engine import Connection, Engine
+    from jobhost.store import Clock, Engine
 
-    from jobhost.envelope.envelope import Executed, RunEnvelope
-
-__all__ = ["Finished", "Recorded", "settle", "write_outcomes"]
+__all__ = ["Executed", "Finished", "Recorded", "settle", "write_outcomes"]
 
 _log = logging.getLogger("jobhost.envelope")
+
+
+class _Envelope(Protocol):
+    """What recording uses of :class:`~jobhost.envelope.envelope.RunEnvelope`."""
+
+    def finishing_logs(self, executed: Sequence[Executed]) -> AbstractContextManager[LogWrites]: ...
+
+    def ledger_outcome(
+        self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
+    ) -> LedgerOutcome: ...
+
+    def report(
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        executed: Executed,
+        finished_at: datetime,
+        verdict: str | None = None,
+        *,
+        started_at: datetime | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """A run that has executed: its outcome and the trace it belongs to."""
+
+    outcome: Outcome
+    trace_id: str | None
+    units: UnitCounts | None = None
+    """Counts of a run that fanned out over units (``context.fan_out``)."""
+    began: datetime | None = None
+    ended: datetime | None = None
+    """The executor's own start and end, on this host's clock; None when it never ran."""
+    run_log: RunLog | None = None
+    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +94,13 @@ class Recorded:
 
 
 def write_outcomes(
-    envelope: RunEnvelope,
+    envelope: _Envelope,
     engine: Engine,
     host_id: str,
-    store_time: Callable[[Connection], datetime],
     batch: Sequence[Finished],
     *,
+    clock: Clock,
+    store_time: Clock | None,
     isolate: bool = False,
 ) -> list[Recorded]:
     """Write ``batch``'s outcomes (and their runs' last log lines) in one transaction.
@@ -68,16 +108,19 @@ def write_outcomes(
     Raises what the store raises; ``isolate`` writes each row on its own, so a row the database
     refuses costs only itself (it comes back with the verdict ``running``).
     """
-    with (
-        envelope.finishing_logs([f.executed for f in batch]) as write_logs,
-        engine.begin() as connection,
-    ):
-        write_logs(connection)
-        now = store_time(connection)
-        entries = [envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch]
-        recorded = record_outcomes(connection, host_id, entries, now, isolate=isolate)
-        others = [f.claim.run_id for f in batch if f.claim.run_id not in recorded]
-        verdicts = ledger_verdicts(connection, others) if others else {}
+    with envelope.finishing_logs([f.executed for f in batch]) as logs:
+        done = record_finished(
+            engine,
+            host_id,
+            outcomes_at=lambda now: [
+                envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch
+            ],
+            logs=logs,
+            clock=clock,
+            store_time=store_time,
+            isolate=isolate,
+        )
+    entries, recorded, verdicts, now = done.entries, done.recorded, done.verdicts, done.now
     return [
         Recorded(
             finished,
@@ -90,7 +133,7 @@ def write_outcomes(
     ]
 
 
-def settle(envelope: RunEnvelope, done: Recorded) -> None:
+def settle(envelope: _Envelope, done: Recorded) -> None:
     """Say what the ledger answered, and queue the run's metrics and audit record."""
     finished, entry = done.finished, done.entry
     claim = finished.claim

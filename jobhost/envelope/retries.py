@@ -28,10 +28,12 @@ def next_attempt(
     requested_by: str | None,
     reason: str | None,
     at: datetime,
+    backfill_id: str | None = None,
 ) -> RetryRequest | None:
     """The attempt after one that ended ``outcome`` at ``at``, if the policy asks for one.
 
-    It keeps the occurrence and the idempotency key, so the retry is the same piece of work.
+    It keeps the occurrence, the idempotency key and the backfill, so the retry is the same
+    piece of work.
     """
     if not should_retry(policy, outcome, attempt):
         return None
@@ -45,6 +47,7 @@ def next_attempt(
         requested_by=requested_by,
         reason=reason,
         not_before=at + retry_delay(policy, attempt),
+        backfill_id=backfill_id,
     )
 
 

@@ -21,10 +21,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sqlalchemy.engine import Connection, Engine
-
 from jobhost.config import storable_text
-from jobhost.store.runlogs import Chunk, append_chunks, chunk, trim_lines
+from jobhost.store import Engine
+from jobhost.store.recording import LogWrites, write_logs
+from jobhost.store.runlogs import Chunk, chunk
 
 __all__ = ["RunLog", "RunLogWriter", "current_run", "running"]
 
@@ -223,21 +223,21 @@ class RunLogWriter:
     def finish(self, run_logs: Sequence[RunLog]) -> None:
         """Write the last lines of runs that have ended; raises what the store raises (the
         caller retries), and is a no-op for runs already finished."""
-        with self.finishing(run_logs) as write, self._engine.begin() as connection:
-            write(connection)
+        with self.finishing(run_logs) as logs:
+            write_logs(self._engine, logs)
 
     @contextmanager
-    def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[Callable[[Connection], None]]:
-        """The last lines of runs that have ended, to write in the caller's transaction (the one
-        recording their outcomes: a transaction less per batch of runs). The lines count as
-        written when the block ends without an error, so the transaction must commit inside it;
-        on an error they stay in the buffers for the next try."""
+    def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
+        """The last lines of runs that have ended, to write in the transaction recording their
+        outcomes (a transaction less per batch of runs). The lines count as written when the
+        block ends without an error, so the transaction must commit inside it; on an error they
+        stay in the buffers for the next try."""
         for run_log in run_logs:
             run_log.close()
         locked = self._lock_flushes(list(run_logs))
         try:
             batches = self._take(locked)
-            yield lambda connection: _write_batches(connection, batches)
+            yield _log_writes(batches)
             for batch in batches:
                 batch.run_log.written(batch)
         finally:
@@ -284,8 +284,7 @@ class RunLogWriter:
             batches = self._take(locked)
             if not batches:
                 return
-            with self._engine.begin() as connection:
-                _write_batches(connection, batches)
+            write_logs(self._engine, _log_writes(batches))
             for batch in batches:
                 batch.run_log.written(batch)
         finally:
@@ -314,11 +313,11 @@ class RunLogWriter:
         return [b for b in batches if b.head or b.tail or b.trim]
 
 
-def _write_batches(connection: Connection, batches: list[_Batch]) -> None:
-    for batch in batches:
-        if batch.trim is not None:
-            trim_lines(connection, batch.run_log.run_id, above=batch.trim[0], below=batch.trim[1])
-    append_chunks(connection, [row for b in batches for row in b.chunks()])
+def _log_writes(batches: list[_Batch]) -> LogWrites:
+    return LogWrites(
+        trims=[(b.run_log.run_id, *b.trim) for b in batches if b.trim is not None],
+        chunks=[row for b in batches for row in b.chunks()],
+    )
 
 
 class _Raw(NamedTuple):

@@ -28,8 +28,6 @@ from importlib.metadata import version as package_version
 from types import FrameType
 
 from jobhost_contracts import AuditSink, Cancellation
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
@@ -39,14 +37,12 @@ from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
-from jobhost.firing.upkeep import settle_earlier_incarnations
+from jobhost.firing.upkeep import retrying_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.policy import lease_for
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Clock, SystemClock, database_now, ledger
-from jobhost.store import hosts as host_rows
+from jobhost.store import Clock, Engine, StoreError, SystemClock, lifecycle, store_now
 from jobhost.store.claims import Claim
-from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import StoreRetry, is_store_down
 from jobhost.store.signals import SignalWatcher
@@ -177,34 +173,28 @@ class Host:
 
     def start(self) -> None:
         """Register this host and bring the store's schedules in line with the catalog."""
-        with self.engine.begin() as connection:
-            now = database_now(connection, self.clock)
-            host_rows.register_host(
-                connection,
-                host_id=self.host_id,
-                hostname=socket.gethostname(),
-                pid=os.getpid(),
-                version=package_version("jobhost"),
-                now=now,
-                host_clock=self.clock(),
-                heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
-            )
-            settle_earlier_incarnations(
-                connection,
-                self.host_id,
-                now,
+        lifecycle.start_host(
+            self.engine,
+            host_id=self.host_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            version=package_version("jobhost"),
+            clock=self.clock,
+            heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
+            retries_for=retrying_abandoned(
                 self.telemetry,
                 FiringRules(self.catalog.jobs, self.settings.lease_duration),
-            )
+                why="restarted",
+            ),
+        )
         self._runtime.start()
         plan = self._ticker.sync(self._now())
-        with self.engine.begin() as connection:
-            host_rows.mark_synced(
-                connection,
-                self.host_id,
-                catalog_version=self._ticker.catalog_version,
-                now=database_now(connection, self.clock),
-            )
+        lifecycle.mark_synced(
+            self.engine,
+            self.host_id,
+            catalog_version=self._ticker.catalog_version,
+            clock=self.clock,
+        )
         for added in plan.added:
             _log.info("plan: add %s (%s)", added.job_name, added.describe())
         for change in plan.changed:
@@ -335,11 +325,8 @@ class Host:
         if not self._envelope.flush_reports(min(grace, 5.0)):
             _log.warning("stopping with audit records still queued for a slow sink")
         try:
-            with self.engine.begin() as connection:
-                host_rows.mark_stopped(
-                    connection, self.host_id, database_now(connection, self.clock)
-                )
-        except (OperationalError, DBAPIError) as error:
+            lifecycle.mark_stopped(self.engine, self.host_id, self.clock)
+        except StoreError as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.telemetry.shutdown(min(5.0, grace))
@@ -348,8 +335,7 @@ class Host:
     # -- internals ---------------------------------------------------------------------------
 
     def _now(self) -> datetime:
-        with self.engine.connect() as connection:
-            return database_now(connection, self.clock)
+        return store_now(self.engine, self.clock)
 
     def _signalled(self) -> None:
         """A command signalled the hosts: look at the change log on this turn, then tick."""
@@ -422,7 +408,9 @@ class Host:
         with self._lock:
             self._running.pop(claim.run_id, None)
             # A failed run may have left a retry; a waiting job may start now.
+            # A backfill's next occurrence may start in the slot this run freed.
             wake = outcome != "succeeded" or claim.job_name in self._waiting
+            wake |= claim.backfill_id is not None
             self._waiting.discard(claim.job_name)
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,
@@ -463,21 +451,20 @@ class Host:
     def _heartbeat_once(self) -> None:
         with self._lock:
             running = list(self._running.values())
-        with self.engine.begin() as connection:
-            now = database_now(connection, self.clock)
-            host_rows.heartbeat(
-                connection, self.host_id, now, self.clock(), schedule_lag=self.status.lag
-            )
-            by_lease: dict[timedelta, list[str]] = {}
-            for item in running:
-                by_lease.setdefault(item.lease, []).append(item.claim.run_id)
-            lost: set[str] = set()
-            for lease, run_ids in by_lease.items():
-                lost |= ledger.renew_leases(connection, self.host_id, run_ids, now + lease)
-            if self.settings.concurrency_limits:
-                self.telemetry.group_running = {
-                    g.name: g.running for g in group_summaries(connection, now)
-                }
+        by_lease: dict[timedelta, list[str]] = {}
+        for item in running:
+            by_lease.setdefault(item.lease, []).append(item.claim.run_id)
+        beat = lifecycle.beat(
+            self.engine,
+            self.host_id,
+            self.clock,
+            leases=by_lease,
+            schedule_lag=self.status.lag,
+            with_groups=bool(self.settings.concurrency_limits),
+        )
+        lost = beat.lost
+        if beat.groups is not None:
+            self.telemetry.group_running = {g.name: g.running for g in beat.groups}
         for item in running:
             # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
             if item.claim.run_id in lost and not item.finished:
@@ -494,8 +481,7 @@ class Host:
             "its slot and lease until it ends"
         )
         try:
-            with self.engine.begin() as connection:
-                ledger.mark_stuck(connection, item.claim.run_id, self.host_id, message)
+            lifecycle.mark_run_stuck(self.engine, item.claim.run_id, self.host_id, message)
         except Exception as error:
             _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
 

@@ -1,7 +1,7 @@
 """One turn of the firing loop: everything it does with the store, given ``now``.
 
 A turn costs what is due, not what is declared: one claim transaction takes up to the free
-slots through :func:`jobhost.store.claims.claim_work` and reads, in the same transaction, when
+slots through :func:`jobhost.store.turns.claim_turn` and reads, in the same transaction, when
 the store next needs this host. The catalog is written to the store once, at start-up; after
 that every replica fires by the store's schedules. A turn whose batch fails for a reason other
 than the store being away is retried one job at a time, so one bad row or one failing
@@ -16,19 +16,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Connection, Engine
-
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Clock, SystemClock, database_now, is_postgres, reading
-from jobhost.store.claims import Claim, ClaimBatch, claim_work, due_job_names
-from jobhost.store.group_limits import write_group_limits, write_group_members
-from jobhost.store.registry import SyncPlan, sync_schedules
+from jobhost.store import Clock, Engine, SystemClock, is_postgres, store_now
+from jobhost.store.claims import Claim, ClaimBatch
+from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
-from jobhost.store.wakeups import Wakeups, next_wakeups
+from jobhost.store.turns import (
+    Quiet,
+    claim_job,
+    claim_turn,
+    due_jobs,
+    look_ahead,
+    settle_open_backfills,
+    sync_catalog,
+)
+from jobhost.store.wakeups import Wakeups
 
 __all__ = ["TickResult", "Ticker"]
 
@@ -93,10 +99,14 @@ class Ticker:
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
+        self._backfills_open = True
+        """Whether the last turn saw an unfinished backfill (the first turn looks)."""
         self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the
         last wake-up read cannot know of (a signal, a failed run): look for both."""
+        self._last_skip: list[str] | None = None
+        """The jobs the last turn left alone: one back in play may have work its read missed."""
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -105,13 +115,14 @@ class Ticker:
 
     def sync(self, now: datetime) -> SyncPlan:
         """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
-        with self._engine.begin() as connection:
-            plan = sync_schedules(
-                connection, self._desired, now, catalog_version=self.catalog_version
-            )
-            write_group_limits(connection, self._limits, now)
-            write_group_members(connection, self._groups)
-            return plan
+        return sync_catalog(
+            self._engine,
+            self._desired,
+            now,
+            catalog_version=self.catalog_version,
+            limits=self._limits,
+            members=self._groups,
+        )
 
     def look_everywhere(self) -> None:
         """A manual request or a retry may have been queued: the next claim reads both."""
@@ -147,6 +158,8 @@ class Ticker:
                 implausible=self._implausible,
             )
             self._news = True  # an abandoned run may be retried
+        if self._backfills_open:
+            settle_open_backfills(self._engine, now or self._estimated_now())
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
@@ -214,13 +227,9 @@ class Ticker:
         return read + timedelta(seconds=time.monotonic() - at)
 
     def _store_now(self) -> datetime:
-        if not is_postgres(self._engine):
-            return self._clock()
-        with reading(self._engine) as connection:
-            return self._now_in(connection)
+        return self._noted(store_now(self._engine, self._clock))
 
-    def _now_in(self, connection: Connection) -> datetime:
-        now = database_now(connection, self._clock)
+    def _noted(self, now: datetime) -> datetime:
         self._read_at = (now, time.monotonic())
         return now
 
@@ -229,48 +238,47 @@ class Ticker:
     ) -> tuple[ClaimBatch, Wakeups, datetime]:
         skip = self._skip()
         # Cleared before reading: news arriving during this claim is looked at on the next.
-        news, self._news = self._news or not self._announced, False
+        news = self._news or not self._announced or skip != self._last_skip
+        self._news, self._last_skip = False, skip
         last = self._wakeups
-        with self._engine.begin() as connection:
-            now = given or self._now_in(connection)
-            batch = claim_work(
-                connection,
-                host_id=self._host_id,
-                now=now,
-                slots=slots,
-                request_slots=request_slots,
-                rules=self._rules,
-                skip=skip,
-                # The last turn's wake-up read saw every request and retry queued before it;
-                # whatever came since, a signal or this host's failed run announces.
-                requests=news or last is None or last.request_at is not None,
-                retries=news
-                or last is None
-                or (last.retry_at is not None and last.retry_at <= now),
-            )
-            wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
-        return batch, wakeups, now
+        turn = claim_turn(
+            self._engine,
+            host_id=self._host_id,
+            now=given,
+            clock=self._clock,
+            slots=slots,
+            request_slots=request_slots,
+            rules=self._rules,
+            skip=skip,
+            # The last turn's wake-up read saw every request and retry queued before it;
+            # whatever came since, a signal or this host's failed run announces.
+            quiet=None
+            if news or last is None
+            else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
+        )
+        self._backfills_open = turn.backfills_open
+        if given is None:
+            self._noted(turn.now)
+        return turn.batch, turn.wakeups, turn.now
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""
-        with reading(self._engine) as connection:
-            names = [n for n in due_job_names(connection, now, slots) if n not in self._skip()]
+        names = [n for n in due_jobs(self._engine, now, slots) if n not in self._skip()]
         batches: list[ClaimBatch] = []
         for name in names:
             taken = sum(len(b.claims) for b in batches)
             try:
-                with self._engine.begin() as connection:
-                    batches.append(
-                        claim_work(
-                            connection,
-                            host_id=self._host_id,
-                            now=now,
-                            slots=max(slots - taken, 1),
-                            rules=self._rules,
-                            skip=self._skip(),
-                            schedules_only=[name],
-                        )
+                batches.append(
+                    claim_job(
+                        self._engine,
+                        name,
+                        host_id=self._host_id,
+                        now=now,
+                        slots=max(slots - taken, 1),
+                        rules=self._rules,
+                        skip=self._skip(),
                     )
+                )
             except Exception as error:
                 if is_store_down(error):
                     break  # keep what was claimed; the loop backs off on the next turn
@@ -304,6 +312,7 @@ class Ticker:
             self._telemetry.group_waits.add(count, {"group": group})
 
     def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
-        with reading(self._engine) as connection:
-            now = given or self._now_in(connection)
-            return next_wakeups(connection, now, skip=self._skip()), now
+        wakeups, now = look_ahead(self._engine, given, self._clock, skip=self._skip())
+        if given is None:
+            self._noted(now)
+        return wakeups, now

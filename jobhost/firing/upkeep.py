@@ -5,16 +5,15 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Connection, Engine
-
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import hosts as host_rows
-from jobhost.store import ledger
+from jobhost.store import Engine
+from jobhost.store.ledger import RetryRequest
+from jobhost.store.lifecycle import RetriesFor, abandon_dead_runs
 from jobhost.store.records import RunRecord
 
-__all__ = ["record_abandoned", "settle_earlier_incarnations"]
+__all__ = ["record_abandoned", "retrying_abandoned"]
 
 _log = logging.getLogger("jobhost.firing")
 
@@ -29,52 +28,42 @@ def record_abandoned(
 ) -> None:
     """Record ``abandoned`` the runs whose host stopped renewing their lease; queue the retries
     their jobs' policies ask for; free leases nobody holds any more."""
-    with engine.begin() as connection:
-        gone = ledger.abandon_expired_runs(connection, now, implausible=implausible)
-        _retry_abandoned(connection, gone, now, telemetry, rules, why="stopped renewing its lease")
-        ledger.release_expired_leases(connection, now)
+    abandon_dead_runs(
+        engine,
+        now,
+        implausible=implausible,
+        retries_for=retrying_abandoned(telemetry, rules, why="stopped renewing its lease"),
+    )
 
 
-def settle_earlier_incarnations(
-    connection: Connection,
-    host_id: str,
-    now: datetime,
-    telemetry: Telemetry,
-    rules: FiringRules,
-) -> None:
-    """Record ``abandoned`` the runs an earlier process of ``host_id`` left running, and queue
-    the retries their jobs' policies ask for (a fan-out's retry does only its units not done)."""
-    gone = host_rows.settle_earlier_incarnations(connection, host_id, now)
-    _retry_abandoned(connection, gone, now, telemetry, rules, why="restarted")
+def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) -> RetriesFor:
+    """What to do with runs just recorded ``abandoned``: count and log each, and say the
+    retries their jobs' policies ask for (a fan-out's retry does only its units not done)."""
 
-
-def _retry_abandoned(
-    connection: Connection,
-    gone: list[RunRecord],
-    now: datetime,
-    telemetry: Telemetry,
-    rules: FiringRules,
-    *,
-    why: str,
-) -> None:
-    retries = []
-    for run in gone:
-        telemetry.runs.add(1, {"job": run.job_name, "outcome": "abandoned"})
-        _log.warning("job %s run %s abandoned: host %s %s", run.job_name, run.id, run.host_id, why)
-        policy = rules.retry_policy(run.job_name)
-        retry = None
-        if policy is not None:
-            retry = next_attempt(
-                policy,
-                "abandoned",
-                job_name=run.job_name,
-                occurrence=run.occurrence,
-                attempt=run.attempt,
-                idempotency_key=run.idempotency_key,
-                requested_by=run.requested_by,
-                reason=run.reason,
-                at=now,
+    def retries_for(gone: list[RunRecord], now: datetime) -> list[RetryRequest]:
+        retries = []
+        for run in gone:
+            telemetry.runs.add(1, {"job": run.job_name, "outcome": "abandoned"})
+            _log.warning(
+                "job %s run %s abandoned: host %s %s", run.job_name, run.id, run.host_id, why
             )
-        if retry is not None:
-            retries.append(retry)
-    ledger.queue_retries(connection, retries, now)
+            policy = rules.retry_policy(run.job_name)
+            retry = None
+            if policy is not None:
+                retry = next_attempt(
+                    policy,
+                    "abandoned",
+                    job_name=run.job_name,
+                    occurrence=run.occurrence,
+                    attempt=run.attempt,
+                    idempotency_key=run.idempotency_key,
+                    requested_by=run.requested_by,
+                    reason=run.reason,
+                    at=now,
+                    backfill_id=run.backfill_id,
+                )
+            if retry is not None:
+                retries.append(retry)
+        return retries
+
+    return retries_for

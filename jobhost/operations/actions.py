@@ -8,9 +8,9 @@ surface vouches for: the operating-system user for the CLI, the operator token's
 dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
 ``GET /api/v1/changes`` and the dashboard's job page.
 
-A new action (a backfill, a retry, a cancel) is one more function here: open a transaction,
-make the change through the store's operations, and ``record_change`` what it did in the
-same transaction.
+A new action (a retry, a cancel) is one more function here over one more store
+operation in ``jobhost.store.actions``, which makes the change and records it in the
+transaction it opens itself.
 
 A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
 reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the
@@ -20,19 +20,29 @@ so it can be paused before any host has run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, ScheduleRecord, SystemClock, database_now
-from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
-from jobhost.store.registry import sync_schedules
-from jobhost.store.runtime import record_change
+from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfills
+from jobhost.store.actions import (
+    backfill_logged,
+    cancel_backfill_logged,
+    pause_logged,
+    request_logged,
+    resume_logged,
+)
 
-__all__ = ["PauseResult", "pause", "request_trigger", "resume"]
+__all__ = [
+    "PauseResult",
+    "cancel_backfill",
+    "pause",
+    "request_trigger",
+    "resume",
+    "start_backfill",
+]
 
 
 @dataclass(frozen=True)
@@ -56,27 +66,17 @@ def pause(
     clock: Clock | None = None,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        if get_schedule(connection, job) is None and job in catalog.jobs:
-            sync_schedules(
-                connection, desired_schedules({job: catalog.jobs[job]}), now, prune=False
-            )
-        changed = pause_job(connection, job, actor, reason, now)
-        if changed:
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="pause",
-                job_name=job,
-                before={"paused": False},
-                after={"paused": True},
-                reason=reason,
-            )
-        row = get_schedule(connection, job)
-    assert row is not None, f"job {job} has a schedule row once synced"
-    return PauseResult(job, changed, now, row)
+    declared = desired_schedules({job: catalog.jobs[job]}) if job in catalog.jobs else []
+    done = pause_logged(
+        engine,
+        job,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+        schedule_if_unknown=declared,
+    )
+    assert done.row is not None, f"job {job} has a schedule row once synced"
+    return PauseResult(job, done.changed, done.at, done.row)
 
 
 def resume(
@@ -88,24 +88,10 @@ def resume(
     clock: Clock | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        before = get_schedule(connection, job)
-        if before is None:
-            return None
-        changed = resume_job(connection, job)
-        if changed:
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="resume",
-                job_name=job,
-                before={"paused": True},
-                after={"paused": False},
-                reason=reason,
-            )
-    return PauseResult(job, changed, now, before)
+    done = resume_logged(engine, job, actor=actor, reason=reason, clock=clock or SystemClock())
+    if done.row is None:
+        return None
+    return PauseResult(job, done.changed, done.at, done.row)
 
 
 def request_trigger(
@@ -120,17 +106,55 @@ def request_trigger(
     """Queue a manual run of ``job`` for the first live host (or the command's own process);
     the request's id. ``beside_limit`` starts it even in a full concurrency group (``--now``),
     and the change record says so."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock or SystemClock())
-        request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="trigger",
-            job_name=job,
-            before=None,
-            after={"request_id": request_id, **({"beside_limit": True} if beside_limit else {})},
-            reason=reason,
-        )
-    return request_id
+    return request_logged(
+        engine,
+        job,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+        beside_limit=beside_limit,
+    )
+
+
+def start_backfill(
+    engine: Engine,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    mode: str,
+    occurrences: Sequence[datetime],
+    concurrency: int,
+    actor: str,
+    reason: str | None,
+    clock: Clock | None = None,
+) -> str:
+    """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
+    process) to run; its id. The change record names the range, the mode and the count."""
+    return backfill_logged(
+        engine,
+        job,
+        start=start,
+        end=end,
+        mode=mode,
+        occurrences=occurrences,
+        concurrency=concurrency,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+    )
+
+
+def cancel_backfill(
+    engine: Engine,
+    backfill_id: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    clock: Clock | None = None,
+) -> backfills.BackfillRecord | None:
+    """Stop a running backfill claiming new occurrences (its runs in flight finish); the
+    backfill after it (None: no such backfill). Only a change is logged."""
+    return cancel_backfill_logged(
+        engine, backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
+    )

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import JobSpec
 from jobhost.operations.timefmt import iso_utc
 from jobhost.rules.backfill import MODES, select_occurrences
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import ScheduleRecord, reading
+from jobhost.store import Engine, ScheduleRecord
 from jobhost.store.backfills import last_outcomes
+from jobhost.store.calls import read
 from jobhost.store.operations import get_schedule
 from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
@@ -70,8 +69,7 @@ def plan_backfill(
     ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
     """
     name = spec.name
-    with reading(engine) as connection:
-        row = get_schedule(connection, name)
+    row = read(engine, get_schedule, name)
     zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
         raise BackfillInputError(
@@ -98,8 +96,7 @@ def plan_backfill(
         )
     ledger: dict[datetime, str] = {}
     if found.occurrences:
-        with reading(engine) as connection:
-            ledger = last_outcomes(connection, name, first, last)
+        ledger = read(engine, last_outcomes, name, first, last)
     chosen = select_occurrences(mode, found.occurrences, ledger)
     return BackfillPlan(name, mode, first, last, len(found.occurrences), tuple(chosen))
 

@@ -29,17 +29,15 @@ from datetime import datetime
 from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import next_fire_of, state_of
 from jobhost.operations.status import STATUSES, job_status
-from jobhost.store import Clock, HostRecord, ScheduleRecord, SystemClock, database_now, reading
-from jobhost.store.hosts import list_hosts
-from jobhost.store.reports import list_schedules
+from jobhost.store import Clock, Engine, HostRecord, ScheduleRecord, StoreError, SystemClock
+from jobhost.store.calls import read_at
+from jobhost.store.reports import schedules_and_hosts
 
 __all__ = [
     "GAUGE_STATUSES",
@@ -204,7 +202,7 @@ class JobGauges:
         self.reads += 1
         try:
             return read_figures(host.settings, host.catalog, host.engine, host.clock)
-        except (OperationalError, DBAPIError) as error:
+        except StoreError as error:
             _log.warning(
                 "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
             )
@@ -215,10 +213,7 @@ def read_figures(
     settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
 ) -> StoreFigures:
     """One read of the schedule and host tables, and the figures of what it found."""
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        rows = list_schedules(connection)
-        hosts = list_hosts(connection)
+    now, (rows, hosts) = read_at(engine, clock or SystemClock(), schedules_and_hosts)
     return store_figures(settings, catalog, rows, hosts, now)
 
 

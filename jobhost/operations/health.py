@@ -30,9 +30,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
-
 from jobhost.catalog import Catalog
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
@@ -40,9 +37,10 @@ from jobhost.operations.report import Report, report_from
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Clock, SystemClock, current_revision, database_now, head_revision, reading
+from jobhost.store import Clock, Engine, StoreError, SystemClock, current_revision, head_revision
+from jobhost.store.calls import read, read_at
 from jobhost.store.engine import sqlite_path
-from jobhost.store.hosts import list_hosts
+from jobhost.store.hosts import live_hosts
 from jobhost.store.integrity import check_live_rows, stuck_runs
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.wakeups import oldest_due
@@ -93,7 +91,7 @@ def check_health(
     if store.ok:
         try:
             report = report_from(settings, catalog, read_snapshot(engine, catalog.jobs, clock))
-        except (OperationalError, DBAPIError) as error:
+        except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
@@ -126,9 +124,7 @@ def _store_integrity(
     settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None
 ) -> Check:
     implausible = FiringRules(catalog.jobs, settings.lease_duration).implausible_lease
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        result = check_live_rows(connection, now, implausible)
+    _, result = read_at(engine, clock or SystemClock(), check_live_rows, implausible)
     covered = f"checked {result.coverage()}"
     if not result.total:
         return Check(
@@ -151,8 +147,7 @@ def _store_integrity(
 def _stuck_runs(
     _settings: Settings, _catalog: Catalog, engine: Engine, _clock: Clock | None
 ) -> Check:
-    with reading(engine) as connection:
-        stuck = stuck_runs(connection)
+    stuck = read(engine, stuck_runs)
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
     shown = _listed(
@@ -178,10 +173,8 @@ def _schedule_lag(
     settings: Settings, _catalog: Catalog, engine: Engine, clock: Clock | None
 ) -> Check:
     limit = settings.max_schedule_lag
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        oldest = oldest_due(connection)
-        hosts = [h for h in list_hosts(connection) if h.alive(now)]
+    now, hosts = read_at(engine, clock or SystemClock(), live_hosts)
+    oldest = read(engine, oldest_due)
     lags = ", ".join(
         f"{h.id} {h.schedule_lag_seconds:.1f}s" for h in hosts if h.schedule_lag_seconds is not None
     )
@@ -214,7 +207,7 @@ def _store(settings: Settings, engine: Engine) -> Check:
         )
     try:
         current = current_revision(engine)
-    except (OperationalError, DBAPIError) as error:
+    except StoreError as error:
         return Check("store", False, _unreachable(settings, error))
     head = head_revision()
     try:
@@ -231,7 +224,7 @@ def _store(settings: Settings, engine: Engine) -> Check:
     return Check("store", True, f"reachable, schema at revision {head}")
 
 
-def _unreachable(settings: Settings, error: OperationalError | DBAPIError) -> str:
+def _unreachable(settings: Settings, error: StoreError) -> str:
     message = redact_text(str(error.orig) if error.orig else str(error)).strip()
     return f"cannot reach {redact_url(settings.database_url)}: {message.splitlines()[0]}"
 

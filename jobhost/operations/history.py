@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import RunRecord, reading
+from jobhost.store import Engine, RunRecord
+from jobhost.store.calls import read
 from jobhost.store.reports import ledger_page
 
 __all__ = ["OUTCOMES", "history_json", "read_history", "run_json"]
@@ -35,8 +34,7 @@ def read_history(
     engine: Engine, job: str, *, limit: int = 20, outcome: str | None = None
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    with reading(engine) as connection:
-        return ledger_page(connection, job, limit=limit, outcome=outcome)
+    return read(engine, ledger_page, job, limit=limit, outcome=outcome)
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
@@ -62,6 +60,7 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "error": run.error_message,
         "trace_id": run.trace_id,
         "units": _units_json(run),
+        "backfill_id": run.backfill_id,
     }
 
 

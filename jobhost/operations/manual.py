@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from jobhost_contracts import Cancellation
-from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
@@ -30,20 +29,17 @@ from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import lease_for, may_start
-from jobhost.store import Clock, RunRecord, SystemClock, database_now, reading
-from jobhost.store.claims import Claim, claim_work, live_runs
-from jobhost.store.group_limits import (
-    group_summaries,
-    write_group_limits,
-    write_group_members,
-)
-from jobhost.store.hosts import default_host_id, list_hosts
-from jobhost.store.ledger import renew_leases
-from jobhost.store.operations import get_request, get_schedule
+from jobhost.store import Clock, Engine, RunRecord, SystemClock, store_now
+from jobhost.store.calls import read
+from jobhost.store.claims import Claim
+from jobhost.store.hosts import default_host_id
+from jobhost.store.lifecycle import renew_lease
+from jobhost.store.operations import get_request
 from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
-from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run
+from jobhost.store.requests import before_trigger, claim_request, request_progress
 from jobhost.store.signals import ChangeSignal
+from jobhost.store.turns import sync_catalog
 
 __all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
 
@@ -123,13 +119,11 @@ class ManualRun:
         ``beside_limit`` starts it even when its concurrency group is full (``--now``).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with reading(self._engine) as connection:
-            now = database_now(connection, self._clock)
-            row = get_schedule(connection, spec.name)
-            running = live_runs(connection, spec.name, now)
-            hosts = [h for h in list_hosts(connection) if h.alive(now)]
-            groups = group_summaries(connection, now) if spec.concurrency_group else []
-        lease_live = row.lease_live(now) if row is not None else False
+        seen = before_trigger(
+            self._engine, spec.name, self._clock, with_groups=bool(spec.concurrency_group)
+        )
+        row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
+        lease_live = row.lease_live(seen.now) if row is not None else False
         if not may_start(spec.declaration, len(running), lease_live):
             return self._refused_overlap(spec, running, row.lease_owner if row else None)
         if not spec.enabled:
@@ -186,18 +180,16 @@ class ManualRun:
         announced: str | None = None
         next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
         while True:
-            with reading(self._engine) as connection:
-                request = get_request(connection, request_id)
-                run = get_run(connection, request.run_id) if request and request.run_id else None
-                pending = request is not None and request.status == "pending"
-                if pending and time.monotonic() >= next_host_check:
-                    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                    now = database_now(connection, self._clock)
-                    if not any(h.alive(now) for h in list_hosts(connection)):
-                        self._progress(
-                            f"no live host any more: running {spec.name} in this process"
-                        )
-                        return self._run_here(request_id, spec, deadline)
+            check_hosts = time.monotonic() >= next_host_check
+            if check_hosts:
+                next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+            progress = request_progress(
+                self._engine, request_id, self._clock, check_hosts=check_hosts
+            )
+            request, run = progress.request, progress.run
+            if progress.hosts_alive is False:
+                self._progress(f"no live host any more: running {spec.name} in this process")
+                return self._run_here(request_id, spec, deadline)
             assert request is not None, f"request {request_id} disappeared"
             if request.status == "refused":
                 return self._refused(request_id, spec, request.message, request.claimed_by)
@@ -237,20 +229,11 @@ class ManualRun:
         telemetry.install_globally()
         try:
             rules = FiringRules(self._catalog.jobs, self._settings.lease_duration)
-            with self._engine.begin() as connection:
-                # The same claim a host makes, for this one request.
-                batch = claim_work(
-                    connection,
-                    host_id=self._host_id,
-                    now=database_now(connection, self._clock),
-                    slots=0,
-                    request_slots=1,
-                    rules=rules,
-                    request_id=request_id,
-                )
+            batch = claim_request(
+                self._engine, request_id, host_id=self._host_id, rules=rules, clock=self._clock
+            )
             if not batch.claims:
-                with reading(self._engine) as connection:
-                    request = get_request(connection, request_id)
+                request = read(self._engine, get_request, request_id)
                 if request is not None and request.status == "refused":
                     return self._refused(request_id, spec, request.message, self._host_id)
                 if request is not None and request.status == "queued":
@@ -280,8 +263,7 @@ class ManualRun:
                 cancelled = self._supervise(envelope, claim, spec, deadline)
             finally:
                 run_logs.close()
-            with reading(self._engine) as connection:
-                run = get_run(connection, claim.run_id)
+            run = read(self._engine, get_run, claim.run_id)
             assert run is not None
             result = self._finished(request_id, run)
             return replace(result, timed_out_waiting=cancelled)
@@ -313,9 +295,7 @@ class ManualRun:
             while not finished.wait(POLL_SECONDS):
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat
-                    with self._engine.begin() as connection:
-                        now = database_now(connection, self._clock)
-                        renew_leases(connection, self._host_id, [claim.run_id], now + lease)
+                    renew_lease(self._engine, self._host_id, claim.run_id, lease, self._clock)
                 if deadline is not None and time.monotonic() >= deadline and not timed_out:
                     timed_out = True
                     self._progress("timed out waiting: cancelling the run")
@@ -331,13 +311,13 @@ class ManualRun:
 
     def _sync(self) -> None:
         """Make sure the job has a schedule row, as a starting host would."""
-        with self._engine.begin() as connection:
-            now = database_now(connection, self._clock)
-            sync_schedules(connection, desired_schedules(self._catalog.jobs), now)
-            write_group_limits(connection, self._settings.concurrency_limits, now)
-            write_group_members(
-                connection, {n: s.concurrency_group for n, s in self._catalog.jobs.items()}
-            )
+        sync_catalog(
+            self._engine,
+            desired_schedules(self._catalog.jobs),
+            store_now(self._engine, self._clock),
+            limits=self._settings.concurrency_limits,
+            members={n: s.concurrency_group for n, s in self._catalog.jobs.items()},
+        )
 
     def _finished(self, request_id: str, run: RunRecord) -> TriggerResult:
         error = run.error_message or run.error_type

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog
 from jobhost.operations.timefmt import iso_utc
 from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import (
     Clock,
+    Engine,
     HostRecord,
     ScheduleRecord,
     SystemClock,
     current_revision,
-    database_now,
-    reading,
 )
-from jobhost.store.hosts import list_hosts
+from jobhost.store.calls import read, read_at
+from jobhost.store.hosts import live_hosts
 from jobhost.store.registry import SyncPlan, all_schedules, diff_schedules
 
 __all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "this_catalog"]
@@ -41,9 +39,7 @@ def live_catalogs(engine: Engine, clock: Clock | None = None) -> list[HostRecord
     """The live hosts, each with the catalog version it runs."""
     if current_revision(engine) is None:
         return []
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        return [h for h in list_hosts(connection) if h.alive(now)]
+    return read_at(engine, clock or SystemClock(), live_hosts)[1]
 
 
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
@@ -55,8 +51,7 @@ def stored_schedules(engine: Engine) -> list[ScheduleRecord]:
     """The store's schedule rows; none when the store has no schema yet."""
     if current_revision(engine) is None:
         return []
-    with reading(engine) as connection:
-        return all_schedules(connection)
+    return read(engine, all_schedules)
 
 
 def plan_json(

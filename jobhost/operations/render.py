@@ -103,6 +103,8 @@ def history_lines(
         details = [f"started {short_utc(run.started_at)}" if run.started_at else "not started"]
         if run.requested_by:
             details.append(f"by {run.requested_by}")
+        if run.backfill_id:
+            details.append(f"backfill {run.backfill_id}")
         if run.trace_id:
             details.append(f"trace {run.trace_id}")
         if len("  ".join(details)) > WIDTH - 4:

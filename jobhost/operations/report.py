@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.config import Settings
 from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches, store_changes
 from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import Status, Summary, job_status, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
-from jobhost.store import Clock, HostRecord, RunRecord, ScheduleRecord
+from jobhost.store import Clock, Engine, HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.group_limits import GroupSummary
 from jobhost.store.registry import ScheduleChange
 
@@ -92,6 +90,8 @@ class LastRun:
     finished_at: datetime | None
     duration_ms: int | None
     error: str | None
+    backfill_id: str | None = None
+    """The backfill the run replayed an occurrence for; None for any other run."""
 
     @classmethod
     def of(cls, run: RunRecord) -> LastRun:
@@ -103,6 +103,7 @@ class LastRun:
             finished_at=run.finished_at,
             duration_ms=run.duration_ms,
             error=run.error_message or run.error_type,
+            backfill_id=run.backfill_id,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -113,6 +114,7 @@ class LastRun:
             "finished_at": iso_utc(self.finished_at),
             "duration_ms": self.duration_ms,
             "error": self.error,
+            "backfill_id": self.backfill_id,
         }
 
 

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
-from jobhost.store import RunRecord, reading
-from jobhost.store.reports import get_run
-from jobhost.store.runlogs import Dropped, LogLine, last_lines, read_lines
+from jobhost.store import Engine, RunRecord
+from jobhost.store.calls import read
+from jobhost.store.runlogs import Dropped, LogLine, last_lines, run_and_lines
 
 __all__ = [
     "LAST_LINES",
@@ -65,11 +63,10 @@ def read_run_log(
     The run is read before its lines: a run seen finished has all its lines in the store (they
     are written before its outcome), so a reader that saw it finished reads the rest and stops.
     """
-    with reading(engine) as connection:
-        run = get_run(connection, run_id)
-        if run is None:
-            return None
-        entries = read_lines(connection, run_id, after=after, limit=limit)
+    found = read(engine, run_and_lines, run_id, after=after, limit=limit)
+    if found is None:
+        return None
+    run, entries = found
     lines = [entry for entry in entries if isinstance(entry, LogLine)]
     return RunLogPage(run, entries, lines[-1].seq if lines else after)
 
@@ -78,8 +75,7 @@ def read_last_lines(
     engine: Engine, run_ids: Collection[str], *, count: int
 ) -> dict[str, list[LogLine | Dropped]]:
     """The last ``count`` lines of each run that wrote any."""
-    with reading(engine) as connection:
-        return last_lines(connection, run_ids, count=count)
+    return read(engine, last_lines, run_ids, count=count)
 
 
 def dropped_text(gap: Dropped) -> str:

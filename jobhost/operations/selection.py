@@ -75,7 +75,8 @@ def select_jobs(jobs: Sequence[JobReport], which: JobFilter) -> list[JobReport]:
     elif which.sort == "last":
         kept.sort(key=_last_started, reverse=True)
     elif which.sort == "state":
-        kept.sort(key=lambda job: _URGENCY[job.status])
+        # Within a status, critical jobs first: a failing critical job is the first to fix.
+        kept.sort(key=lambda job: (_URGENCY[job.status], not job.critical))
     return kept
 
 

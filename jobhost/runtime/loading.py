@@ -12,19 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from jobhost.catalog import Catalog, JobSpec, Problem
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec
-from jobhost.store.runtime import RuntimeJobRow, list_runtime_jobs
+from jobhost.store.runtime import RuntimeJobRow
 
 __all__ = [
     "RuntimeJobs",
     "SpecCache",
+    "check_runtime_jobs",
     "declared_jobs",
-    "read_runtime_jobs",
     "with_runtime_jobs",
 ]
 
@@ -63,20 +61,19 @@ def declared_jobs(catalog: Catalog) -> dict[str, JobSpec]:
     return {name: spec for name, spec in catalog.jobs.items() if name not in catalog.runtime}
 
 
-def read_runtime_jobs(
-    connection: Connection,
+def check_runtime_jobs(
+    rows: Sequence[RuntimeJobRow],
     catalog: Catalog,
     modules: Mapping[str, Mapping[str, Any]],
     *,
     secrets: SecretRule,
-    names: Sequence[str] | None = None,
     cache: SpecCache | None = None,
 ) -> RuntimeJobs:
-    """Every stored runtime job (or those of ``names``) checked against ``catalog``'s kinds and
-    declared names; ``cache`` keeps the checked ones of each version."""
+    """Stored runtime jobs (``rows``) checked against ``catalog``'s kinds and declared names;
+    ``cache`` keeps the checked ones of each version."""
     found = RuntimeJobs()
     declared = declared_jobs(catalog)
-    for row in list_runtime_jobs(connection, names):
+    for row in rows:
         found.rows[row.name] = row
         if row.name in declared:
             module = declared[row.name].module

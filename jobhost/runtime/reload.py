@@ -15,14 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.runtime.loading import SpecCache, read_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.loading import SpecCache, check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.secrets import SecretRule
-from jobhost.store import reading
-from jobhost.store.runtime import latest_change_id
+from jobhost.store import Engine
+from jobhost.store.runtime_jobs import changed_runtime_jobs
 
 __all__ = ["RuntimeReloader"]
 
@@ -65,17 +63,16 @@ class RuntimeReloader:
             return False
         self._pending.clear()
         self._looked = time.monotonic()
-        with reading(self._engine) as connection:
-            latest = latest_change_id(connection)
-            if latest == self._seen and not force:
-                return False
-            runtime = read_runtime_jobs(
-                connection,
-                self._catalog,
-                self._settings.modules,
-                secrets=SecretRule.of(self._settings),
-                cache=self._cache,
-            )
+        latest, rows = changed_runtime_jobs(self._engine, self._seen, force=force)
+        if rows is None:
+            return False
+        runtime = check_runtime_jobs(
+            rows,
+            self._catalog,
+            self._settings.modules,
+            secrets=SecretRule.of(self._settings),
+            cache=self._cache,
+        )
         merged = with_runtime_jobs(self._catalog, runtime)
         before = set(self._catalog.runtime)
         self._catalog.replace_jobs(merged.jobs, merged.runtime)

@@ -14,9 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
-
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.operations import actions
@@ -25,25 +22,17 @@ from jobhost.runtime.definition import JobDefinition, parse_definition
 from jobhost.runtime.errors import conflict, invalid, not_found, precondition, stale
 from jobhost.runtime.loading import (
     SpecCache,
+    check_runtime_jobs,
     declared_jobs,
-    read_runtime_jobs,
     with_runtime_jobs,
 )
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec, group_problems
-from jobhost.store import Clock, SystemClock, database_now, reading
-from jobhost.store.group_limits import write_group_members
+from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store.calls import read
 from jobhost.store.operations import get_request
-from jobhost.store.registry import sync_schedules
-from jobhost.store.runtime import (
-    RuntimeJobRow,
-    delete_runtime_job,
-    get_runtime_job,
-    insert_runtime_job,
-    orphan_schedule,
-    record_change,
-    update_runtime_job,
-)
+from jobhost.store.runtime import RuntimeJobRow, get_runtime_job, list_runtime_jobs
+from jobhost.store.runtime_jobs import put_runtime_job, remove_runtime_job
 from jobhost.store.signals import ChangeSignal
 
 __all__ = ["JobService", "PutResult", "etag_matches", "etag_of"]
@@ -90,20 +79,14 @@ class JobService:
     def current(self, only: str | None = None) -> Catalog:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only job
         ``only`` when it is given: a request about one job checks no other)."""
-        with reading(self.engine) as connection:
-            runtime = read_runtime_jobs(
-                connection,
-                self.catalog,
-                self.settings.modules,
-                secrets=self._secrets,
-                names=None if only is None else [only],
-                cache=self._cache,
-            )
+        rows = read(self.engine, list_runtime_jobs, None if only is None else [only])
+        runtime = check_runtime_jobs(
+            rows, self.catalog, self.settings.modules, secrets=self._secrets, cache=self._cache
+        )
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
-        with reading(self.engine) as connection:
-            return get_runtime_job(connection, name)
+        return read(self.engine, get_runtime_job, name)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -138,78 +121,28 @@ class JobService:
         # (created or changed the job between our read and our write) is made again on top.
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
-        for attempt in range(1, tries + 1):
-            try:
-                with self.engine.begin() as connection:
-                    return self._put(
-                        connection,
-                        name=name,
-                        spec=spec,
-                        stored=stored,
-                        actor=actor,
-                        if_match=if_match,
-                        if_none_match=if_none_match,
-                    )
-            except (IntegrityError, _LostRace):
-                if attempt < tries:
-                    continue
-                raise conflict(
-                    f"job {name} was changed by someone else meanwhile; read it (its ETag) and "
-                    "repeat the change with If-Match"
-                ) from None
-        raise AssertionError("unreachable")
-
-    def _put(
-        self,
-        connection: Connection,
-        *,
-        name: str,
-        spec: JobSpec,
-        stored: dict[str, Any],
-        actor: str,
-        if_match: str | None,
-        if_none_match: str | None,
-    ) -> PutResult:
-        now = database_now(connection, self.clock)
-        # An unconditional write waits for a concurrent one rather than losing to it.
-        before = get_runtime_job(
-            connection, name, for_update=if_match is None and if_none_match is None
-        )
-        _check_none_match(name, before, if_none_match)
-        _check_match(name, before, if_match)
-        kind = str(stored["kind"])
-        if before is None:
-            insert_runtime_job(
-                connection, name=name, kind=kind, definition=stored, actor=actor, now=now
+        for _ in range(tries):
+            put = put_runtime_job(
+                self.engine,
+                name,
+                stored=stored,
+                actor=actor,
+                clock=self.clock,
+                check=lambda row: _check_put(name, row, if_match, if_none_match),
+                schedule=desired_schedules({name: spec}),
+                group=spec.concurrency_group,
+                # An unconditional write waits for a concurrent one rather than losing to it.
+                wait_for_writers=unconditional,
             )
-        elif before.definition == stored:
-            return PutResult(False, False, before, etag_of(before))
-        elif not update_runtime_job(
-            connection,
-            name=name,
-            kind=kind,
-            definition=stored,
-            version=before.version,
-            actor=actor,
-            now=now,
-        ):
-            if if_match is None:
-                raise _LostRace
-            raise stale(name, if_match, None)
-        sync_schedules(connection, desired_schedules({name: spec}), now, prune=False)
-        write_group_members(connection, {name: spec.concurrency_group})
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="create" if before is None else "change",
-            job_name=name,
-            before=before.definition if before is not None else None,
-            after=stored,
+            if not put.lost:
+                assert put.after is not None
+                return PutResult(put.before is None, put.changed, put.after, etag_of(put.after))
+            if if_match is not None:
+                raise stale(name, if_match, None)
+        raise conflict(
+            f"job {name} was changed by someone else meanwhile; read it (its ETag) and "
+            "repeat the change with If-Match"
         )
-        after = get_runtime_job(connection, name)
-        assert after is not None
-        return PutResult(before is None, True, after, etag_of(after))
 
     def delete(self, name: str, *, actor: str, if_match: str | None) -> RuntimeJobRow:
         """Remove runtime job ``name``; its schedule row and history stay (orphaned)."""
@@ -219,25 +152,17 @@ class JobService:
                 "runtime jobs can be removed here (disable a declared job in its "
                 f'[jobs."{name}"] section instead)'
             )
-        with self.engine.begin() as connection:
-            now = database_now(connection, self.clock)
-            before = get_runtime_job(connection, name)
-            if before is None:
-                raise not_found(name, "runtime job")
-            _check_match(name, before, if_match)
-            if not delete_runtime_job(connection, name, before.version):
-                raise stale(name, if_match or etag_of(before), None)
-            orphan_schedule(connection, name, now)
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="delete",
-                job_name=name,
-                before=before.definition,
-                after=None,
-            )
-        return before
+        removed = remove_runtime_job(
+            self.engine,
+            name,
+            actor=actor,
+            clock=self.clock,
+            check=lambda row: _check_delete(name, row, if_match),
+        )
+        assert removed.before is not None
+        if removed.lost:
+            raise stale(name, if_match or etag_of(removed.before), None)
+        return removed.before
 
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
         """Pause ``name`` for every replica; False when it already was."""
@@ -262,8 +187,7 @@ class JobService:
         # A host that claims or refuses the request signals it: wait on that, not on a timer.
         with ChangeSignal(self.engine) as signal:
             while True:
-                with reading(self.engine) as connection:
-                    request = get_request(connection, request_id)
+                request = read(self.engine, get_request, request_id)
                 if request is not None and request.status != "pending":
                     status, run_id, message = request.status, request.run_id, request.message
                     break
@@ -318,5 +242,14 @@ def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> 
         raise stale(name, if_match, etag_of(row))
 
 
-class _LostRace(Exception):
-    """Another writer changed the job between this write's read and its update."""
+def _check_put(
+    name: str, row: RuntimeJobRow | None, if_match: str | None, if_none_match: str | None
+) -> None:
+    _check_none_match(name, row, if_none_match)
+    _check_match(name, row, if_match)
+
+
+def _check_delete(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
+    if row is None:
+        raise not_found(name, "runtime job")
+    _check_match(name, row, if_match)

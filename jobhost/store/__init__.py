@@ -1,12 +1,17 @@
 """The durable store: schema and migrations, schedules, the run ledger, leases, hosts, state.
 
-SQLite (embedded default) and PostgreSQL (several replicas) behind one set of functions; every
-function that writes takes a connection inside the caller's transaction and the instant ``now``.
+SQLite (embedded default) and PostgreSQL (several replicas) behind one set of functions. Code
+outside this package holds only the :data:`Engine` handle and calls operations that open their
+own transaction (and retry as their :class:`~jobhost.store.retrying.StoreRetry` says); the
+functions that take a connection are the store's own building blocks, composed here.
 """
 
 from __future__ import annotations
 
-from jobhost.store.clock import Clock, SystemClock, database_now
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError as StoreError
+
+from jobhost.store.clock import Clock, SystemClock, database_now, store_now
 from jobhost.store.engine import create_store_engine, is_postgres, normalise_url, reading
 from jobhost.store.migrate import current_revision, head_revision, is_current, upgrade
 from jobhost.store.records import HostRecord, RequestRecord, RunRecord, ScheduleRecord
@@ -14,10 +19,12 @@ from jobhost.store.state import StoreJobState
 
 __all__ = [
     "Clock",
+    "Engine",
     "HostRecord",
     "RequestRecord",
     "RunRecord",
     "ScheduleRecord",
+    "StoreError",
     "StoreJobState",
     "SystemClock",
     "create_store_engine",
@@ -28,5 +35,6 @@ __all__ = [
     "is_postgres",
     "normalise_url",
     "reading",
+    "store_now",
     "upgrade",
 ]

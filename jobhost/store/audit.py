@@ -14,12 +14,13 @@ from typing import Any
 
 from sqlalchemy import Table, select
 from sqlalchemy import column as raw_column
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import ColumnClause, Select
 
+from jobhost.store.engine import reading
 from jobhost.store.row_checks import ALL_TABLES, CorruptRow, mistyped
 
-__all__ = ["AuditStep", "audit_rows"]
+__all__ = ["AuditStep", "audit_rows", "audit_store"]
 
 _BATCH = 5_000
 
@@ -35,6 +36,12 @@ class AuditStep:
     """The last batch of ``table``."""
     problems: list[CorruptRow]
     """What this batch holds that a host could not use."""
+
+
+def audit_store(engine: Engine, *, batch: int = _BATCH) -> Iterator[AuditStep]:
+    """:func:`audit_rows` in one read-only transaction, held while the caller iterates."""
+    with reading(engine) as connection:
+        yield from audit_rows(connection, batch=batch)
 
 
 def audit_rows(connection: Connection, *, batch: int = _BATCH) -> Iterator[AuditStep]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -60,6 +60,7 @@ class Claim:
     requested_by: str | None = None
     reason: str | None = None
     lease_until: datetime | None = None
+    backfill_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +349,8 @@ class _Work:
             queued_at=retry.queued_at,
             run_id=retry.id,
         )
+        if retry.backfill_id is not None:
+            claim = self._claims[retry.id] = replace(claim, backfill_id=retry.backfill_id)
         assert claim.lease_until is not None
         self._retries.append(
             {

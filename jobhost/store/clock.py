@@ -11,9 +11,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["Clock", "SystemClock", "database_now"]
+__all__ = ["Clock", "SystemClock", "database_now", "store_now"]
 
 Clock = Callable[[], datetime]
 """Returns an aware UTC instant."""
@@ -36,3 +36,11 @@ def database_now(connection: Connection, fallback: Clock) -> datetime:
     value = connection.execute(text("SELECT clock_timestamp()")).scalar_one()
     assert isinstance(value, datetime)
     return value.astimezone(UTC)
+
+
+def store_now(engine: Engine, fallback: Clock) -> datetime:
+    """:func:`database_now` in a short read of its own."""
+    if engine.dialect.name != "postgresql":
+        return fallback()
+    with engine.connect() as connection:
+        return database_now(connection, fallback)

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Column, Index, String, Table, Text, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
+from jobhost.store.clock import Clock, database_now
 from jobhost.store.schema import metadata
 from jobhost.store.types import UTCDateTime
 
-__all__ = ["ConsoleAction", "console_actions", "recent_actions", "record_action"]
+__all__ = ["ConsoleAction", "console_actions", "log_action", "recent_actions", "record_action"]
 
 console_actions = Table(
     "console_actions",
@@ -43,6 +44,31 @@ class ConsoleAction:
     reason: str
     client: str | None
     result: str
+
+
+def log_action(
+    engine: Engine,
+    *,
+    clock: Clock,
+    actor: str,
+    action: str,
+    job_name: str,
+    reason: str,
+    client: str | None,
+    result: str,
+) -> ConsoleAction:
+    """Write one audit row now, in a transaction of its own (after the action)."""
+    with engine.begin() as connection:
+        return record_action(
+            connection,
+            at=database_now(connection, clock),
+            actor=actor,
+            action=action,
+            job_name=job_name,
+            reason=reason,
+            client=client,
+            result=result,
+        )
 
 
 def record_action(

@@ -17,9 +17,11 @@ from jobhost.store.records import RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs
 
 __all__ = [
+    "all_hosts",
     "default_host_id",
     "heartbeat",
     "list_hosts",
+    "live_hosts",
     "mark_stopped",
     "mark_synced",
     "register_host",
@@ -122,6 +124,16 @@ def mark_stopped(connection: Connection, host_id: str, now: datetime) -> None:
 def list_hosts(connection: Connection) -> list[HostRecord]:
     rows = connection.execute(select(hosts).order_by(hosts.c.started_at)).mappings()
     return [HostRecord.from_row(r) for r in rows]
+
+
+def all_hosts(connection: Connection, _now: datetime) -> list[HostRecord]:
+    """Every host, for a reader that judges them at ``now`` itself."""
+    return list_hosts(connection)
+
+
+def live_hosts(connection: Connection, now: datetime) -> list[HostRecord]:
+    """The hosts alive at ``now``."""
+    return [host for host in list_hosts(connection) if host.alive(now)]
 
 
 def default_host_id() -> str:

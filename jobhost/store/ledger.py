@@ -63,6 +63,7 @@ class RetryRequest:
     requested_by: str | None
     reason: str | None
     not_before: datetime
+    backfill_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +188,7 @@ def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: 
                 "reason": r.reason,
                 "queued_at": now,
                 "not_before": r.not_before,
+                "backfill_id": r.backfill_id,
             }
             for r in retries
         ],

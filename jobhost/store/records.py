@@ -99,6 +99,7 @@ class RunRecord(_FromRow):
     units_failed: int | None = None
     units_skipped_already_done: int | None = None
     group_waiting_since: datetime | None = None
+    backfill_id: str | None = None
 
     @property
     def units(self) -> UnitCounts | None:

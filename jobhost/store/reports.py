@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Table, func, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
-from jobhost.store.records import PENDING, RUNNING, RunRecord, ScheduleRecord
+from jobhost.store.hosts import list_hosts
+from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "recent_failures",
     "running_runs",
     "runs_between",
+    "schedules_and_hosts",
     "stored_job_names",
 ]
 
@@ -61,6 +63,13 @@ class LedgerSummary:
     recent_outcomes: list[str]
     """The newest :data:`RECENT` outcomes, newest first, ``missed`` and ``skipped`` included."""
     last_success: datetime | None
+
+
+def schedules_and_hosts(
+    connection: Connection, _now: datetime
+) -> tuple[dict[str, ScheduleRecord], list[HostRecord]]:
+    """Every schedule row and every host, read together (the metrics' one read)."""
+    return list_schedules(connection), list_hosts(connection)
 
 
 def list_schedules(
@@ -132,14 +141,19 @@ def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[
 
 
 def ledger_page(
-    connection: Connection, name: str, *, limit: int, outcome: str | None = None
+    connection: Connection,
+    name: str,
+    *,
+    limit: int,
+    outcome: str | None = None,
+    offset: int = 0,
 ) -> list[RunRecord]:
-    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, optionally
-    of one outcome (``jobhost history``)."""
+    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
+    newest ``offset``, optionally of one outcome (``jobhost history``, the job page)."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*NEWEST_FIRST).limit(limit)
+    query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
     return _records(connection.execute(query).mappings())
 
 

@@ -21,6 +21,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, func, select
 from sqlalchemy.engine import Connection
 
+from jobhost.store.records import RunRecord
+from jobhost.store.reports import get_run
 from jobhost.store.schema import metadata
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "delete_run_logs",
     "last_lines",
     "read_lines",
+    "run_and_lines",
     "run_logs",
     "trim_lines",
 ]
@@ -128,6 +131,17 @@ def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -
             run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
         )
     )
+
+
+def run_and_lines(
+    connection: Connection, run_id: str, *, after: int = 0, limit: int = 10_000
+) -> tuple[RunRecord, list[LogLine | Dropped]] | None:
+    """The run and its lines above ``after`` (see :func:`read_lines`); None for a run the ledger
+    does not know. The run is read first: one seen finished has all its lines stored."""
+    run = get_run(connection, run_id)
+    if run is None:
+        return None
+    return run, read_lines(connection, run_id, after=after, limit=limit)
 
 
 def read_lines(

@@ -24,6 +24,8 @@ from jobhost.store.types import UTCDateTime
 
 __all__ = [
     "RUN_OCCURRENCE_CONSTRAINT",
+    "backfill_items",
+    "backfills",
     "concurrency_groups",
     "hosts",
     "job_idempotency",
@@ -126,11 +128,15 @@ runs = Table(
     Column("units_skipped_already_done", Integer),
     # A pending retry or manual run waiting for a slot of its job's concurrency group.
     Column("group_waiting_since", UTCDateTime()),
+    # The backfill this run (or the retry of one) replays an occurrence for; None otherwise.
+    Column("backfill_id", String(64)),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),
     Index("ix_runs_job_name_outcome", "job_name", "outcome"),
     Index("ix_runs_outcome_lease_expires_at", "outcome", "lease_expires_at"),
+    Index("ix_runs_backfill_id", "backfill_id"),
+    Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
 
 hosts = Table(
@@ -206,4 +212,35 @@ signals = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("version", BigInteger, nullable=False),
+)
+
+# An operator's replay of a past range of one job's occurrences (jobhost/store/backfill_claims.py).
+backfills = Table(
+    "backfills",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("job_name", String(200), nullable=False),
+    Column("range_from", UTCDateTime(), nullable=False),
+    Column("range_to", UTCDateTime(), nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("reason", Text),
+    Column("actor", String(200), nullable=False),
+    Column("concurrency", Integer, nullable=False),
+    # running → done (every item settled) or cancelled (no new item claimed).
+    Column("state", String(16), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    Index("ix_backfills_state", "state"),
+)
+
+# One selected occurrence of a backfill: pending → claimed (run_id: its first run) → succeeded
+# or failed, by the final outcome of its runs (a retry carries the backfill id too).
+backfill_items = Table(
+    "backfill_items",
+    metadata,
+    Column("backfill_id", String(64), primary_key=True),
+    Column("occurrence", UTCDateTime(), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("run_id", String(64)),
+    Index("ix_backfill_items_state", "state"),
 )

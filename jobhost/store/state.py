@@ -32,7 +32,7 @@ class StoreJobState:
     """The :class:`jobhost_contracts.JobState` of one run.
 
     With ``run_id`` and ``host_id`` (what the envelope passes) every write checks that run's
-    lease, at ``store_time`` (default: the database's time on PostgreSQL, ``clock`` on SQLite);
+    lease, at ``store_time()`` (default: the database's time on PostgreSQL, ``clock`` on SQLite);
     without them the job's current schedule token is the fence.
     """
 
@@ -45,7 +45,7 @@ class StoreJobState:
         run_id: str | None = None,
         *,
         host_id: str | None = None,
-        store_time: Callable[[Connection], datetime] | None = None,
+        store_time: Callable[[], datetime] | None = None,
     ) -> None:
         self._engine = engine
         self._job = job_name
@@ -54,7 +54,11 @@ class StoreJobState:
         self._run_id = run_id
         self._host_id = host_id
         # Leases are stamped with the database's time on PostgreSQL; compare with the same.
-        self._store_time = store_time or (lambda connection: database_now(connection, clock))
+        self._store_time: Callable[[Connection], datetime] = (
+            (lambda _connection: store_time())
+            if store_time is not None
+            else (lambda connection: database_now(connection, clock))
+        )
 
     def get(self, key: str) -> str | None:
         with reading(self._engine) as connection:

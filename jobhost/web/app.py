@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.web.access import ReadAccess
+from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, lower_priority
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
 from jobhost.web.headers import SecurityHeaders
@@ -46,8 +47,14 @@ class PrettyJSON(JSONResponse):
 
 
 async def blocking(call: Callable[[], _T]) -> _T:
-    """Run ``call`` on a worker thread; a request timeout abandons it rather than waiting."""
-    return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    """Run ``call`` on a worker thread, at a lower priority than the firing loop's; a request
+    timeout abandons it rather than waiting."""
+
+    def lowered() -> _T:
+        lower_priority()
+        return call()
+
+    return await anyio.to_thread.run_sync(lowered, abandon_on_cancel=True)
 
 
 _API_PATH = "/api/v1/"
@@ -61,8 +68,13 @@ def create_app(
     middleware: Sequence[Middleware] = (),
     request_timeout: float = 30.0,
     access: ReadAccess | None = None,
+    concurrency: int | None = None,
+    queue_wait: float = QUEUE_WAIT,
 ) -> Starlette:
     """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
+
+    With ``concurrency``, at most that many requests work at once (the probes and ``/metrics``
+    aside); more wait briefly, then are answered 503 (:class:`BoundedRequests`).
 
     The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
     dashboard, for people) are served but not listed.
@@ -101,11 +113,15 @@ def create_app(
             )
         return PrettyJSON({"error": "no such endpoint", "endpoints": paths}, 404)
 
+    bounded = (
+        [Middleware(BoundedRequests, limit=concurrency, wait=queue_wait)] if concurrency else []
+    )
     return Starlette(
         routes=[*listed, *pages],
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(CatchUnexpected),
+            *bounded,
             Middleware(StoreUnavailable),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),

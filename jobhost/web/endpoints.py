@@ -16,14 +16,13 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from prometheus_client import CollectorRegistry, generate_latest
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from prometheus_client import CollectorRegistry
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import build_report
-from jobhost.store import Clock, current_revision, head_revision
+from jobhost.store import Clock, Engine, StoreError, current_revision, head_revision
+from jobhost.web.exposition import exposition
 
 __all__ = [
     "Endpoints",
@@ -86,7 +85,7 @@ def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
     """
     registry = CollectorRegistry(auto_describe=True)
     reader = PrometheusMetricReader(registry=registry)
-    return reader, lambda: generate_latest(registry)
+    return reader, lambda: exposition(registry)
 
 
 def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints:
@@ -138,7 +137,7 @@ def store_endpoints(settings: Settings, catalog: Catalog, engine: Engine) -> End
 def _store_ready(engine: Engine, jobs: int) -> tuple[bool, str]:
     try:
         current = current_revision(engine)
-    except (OperationalError, DBAPIError) as error:
+    except StoreError as error:
         return False, f"store unreachable: {type(error.orig or error).__name__}"
     if current != head_revision():
         return False, f"store schema at {current}, this version needs {head_revision()}"

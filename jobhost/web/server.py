@@ -14,6 +14,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from jobhost.errors import ConfigError
+from jobhost.web.admission import lower_priority
 
 __all__ = ["WebServer"]
 
@@ -50,12 +51,17 @@ class WebServer:
 
     def start(self) -> None:
         """Serve on a daemon thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self.serve, name="jobhost-http", daemon=True)
+        self._thread = threading.Thread(target=self._serve_beside, name="jobhost-http", daemon=True)
         self._thread.start()
 
     def serve(self) -> None:
         """Serve on this thread; on the main thread SIGINT and SIGTERM stop it."""
         asyncio.run(self._server.serve(sockets=[self._socket]))
+
+    def _serve_beside(self) -> None:
+        # Beside a host: the event loop (routing, rendering pages) yields to the firing loop.
+        lower_priority()
+        self.serve()
 
     def stop(self) -> None:
         self._server.should_exit = True

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.engine import Engine
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.store import Engine
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.api import api_routes
 from jobhost.web.app import create_app
 from jobhost.web.console import Console
 from jobhost.web.endpoints import RunningHost, host_endpoints, store_endpoints
+from jobhost.web.exposition import ExpositionCache
 
-__all__ = ["host_application", "store_application"]
+__all__ = ["METRICS_FRESH", "host_application", "store_application"]
+
+METRICS_FRESH = 5.0
+"""Seconds a large ``/metrics`` exposition is kept before a scrape has it rendered again."""
 
 
 def host_application(
@@ -34,11 +38,12 @@ def host_application(
     )
     api = api_routes(settings, host.catalog, host.engine, host.clock, brake=brake)
     return create_app(
-        host_endpoints(host, metrics),
+        host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH)),
         routes=[*api, *routes],
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
         access=ReadAccess(settings, brake),
+        concurrency=settings.http_concurrency,
     )
 
 
@@ -54,4 +59,5 @@ def store_application(
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
         access=ReadAccess(settings, brake),
+        concurrency=settings.http_concurrency,
     )

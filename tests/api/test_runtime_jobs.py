@@ -15,13 +15,13 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.errors import ChangeRefused
-from jobhost.runtime.loading import read_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.service import JobService
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
-from jobhost.store.runtime import insert_runtime_job, list_changes
+from jobhost.store.runtime import insert_runtime_job, list_changes, list_runtime_jobs
 from tests.support import ManualClock
 
 PING = {"kind": "http", "interval": "10m", "settings": {"url": "http://127.0.0.1:9/ping"}}
@@ -186,8 +186,11 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
             now=NOW,
         )
     with reading(engine) as connection:
-        runtime = read_runtime_jobs(
-            connection, jobs.catalog, jobs.settings.modules, secrets=SecretRule.of(jobs.settings)
+        runtime = check_runtime_jobs(
+            list_runtime_jobs(connection),
+            jobs.catalog,
+            jobs.settings.modules,
+            secrets=SecretRule.of(jobs.settings),
         )
     merged = with_runtime_jobs(jobs.catalog, runtime)
     (problem,) = merged.problems
@@ -263,8 +266,11 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
         catalog = build_catalog(settings)
         assert [w.code for w in catalog.warnings] == ["unused-concurrency-limit"]
         with reading(engine) as connection:
-            runtime = read_runtime_jobs(
-                connection, catalog, settings.modules, secrets=SecretRule.of(settings)
+            runtime = check_runtime_jobs(
+                list_runtime_jobs(connection),
+                catalog,
+                settings.modules,
+                secrets=SecretRule.of(settings),
             )
         assert with_runtime_jobs(catalog, runtime).warnings == []
     finally:

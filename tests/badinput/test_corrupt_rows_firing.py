@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cli.operator_support import Operator
+from tests.waiting import wait_for_value
 
 pytestmark = [pytest.mark.slow]
 
@@ -39,14 +39,16 @@ def _run_until(operator: Operator, job: str, seconds: float) -> bool:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+
+        def settled() -> bool | None:
             if any(r.outcome == "succeeded" for r in operator.runs(job)):
                 return True
-            if process.poll() is not None:
-                return False
-            time.sleep(0.2)
-        return False
+            return False if process.poll() is not None else None
+
+        try:
+            return wait_for_value(settled, seconds, f"a run of {job} to succeed", every=0.2)
+        except AssertionError:
+            return False
     finally:
         process.terminate()
         process.wait(timeout=60)

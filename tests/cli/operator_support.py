@@ -273,6 +273,8 @@ class Operator:
                     trace_id=trace_id,
                 )
             )
+            if finished is not None and start is not None:
+                _summarise(connection, job, run_id, outcome, start, finished, error)
         return run_id
 
     def live_hosts(self) -> list[str]:
@@ -299,3 +301,32 @@ class Operator:
 def codes(job: Mapping[str, Any]) -> list[str]:
     """The codes of a report job's ``mismatch`` reasons (``code: detail``)."""
     return [reason.split(":", 1)[0] for reason in job["mismatch"]]
+
+
+def _summarise(
+    connection: Any,
+    job: str,
+    run_id: str,
+    outcome: str,
+    started: datetime,
+    finished: datetime,
+    error: str | None,
+) -> None:
+    """Keep the job's last-run summary on its schedule row as recording a run does, when this
+    attempt is its newest (the overview and the gauges read it)."""
+    newer = (schedules.c.last_finished_at.is_(None)) | (schedules.c.last_finished_at <= finished)
+    values: dict[str, Any] = {
+        "last_run_id": run_id,
+        "last_outcome": outcome,
+        "last_started_at": started,
+        "last_finished_at": finished,
+        "last_error": error,
+    }
+    connection.execute(update(schedules).where(schedules.c.job_name == job, newer).values(**values))
+    if outcome == "succeeded":
+        later = schedules.c.last_success_at.is_(None) | (schedules.c.last_success_at < finished)
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == job, later)
+            .values(last_success_at=finished)
+        )

@@ -133,13 +133,6 @@ def test_more_than_backfill_limit_exits_3_with_the_count_and_the_fix(operator: O
     assert len(within.stdout.splitlines()) == 5
 
 
-def test_without_dry_run_nothing_runs_and_it_exits_3(ledger: Operator) -> None:
-    done = ledger.jobhost("backfill", "sample.nightly", *RANGE, "--reason", "weekend outage")
-    assert done.returncode == 3
-    assert "add --dry-run" in done.stderr
-    assert len(ledger.runs("sample.nightly")) == 7
-
-
 def test_the_trigger_the_hosts_fire_by_wins_over_the_catalogs(operator: Operator) -> None:
     operator.configure(JOBS)
     operator.sync()

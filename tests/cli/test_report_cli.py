@@ -111,7 +111,9 @@ def test_json_report_names_every_mismatch_reason(operator: Operator) -> None:
         "finished_at",
         "duration_ms",
         "error",
+        "backfill_id",
     }
+    assert late["last_run"]["backfill_id"] is None
     leased = jobs["sample.leased"]
     assert codes(leased) == ["lease-expired", "no-live-host"]
     assert "gone-host" in leased["mismatch"][0]

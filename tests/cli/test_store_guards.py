@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from sqlalchemy import text
 
 from jobhost.store import head_revision
 from tests.cli.operator_support import Operator
+from tests.waiting import wait_for
 
 JOB = {"name": "sample.hourly", "cron": "0 * * * *"}
 
@@ -150,11 +150,12 @@ def test_a_second_live_host_with_the_same_host_id_is_refused(sqlite_operator: Op
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while "replica-a" not in sqlite_operator.live_hosts():
+
+        def registered() -> bool:
             assert first.poll() is None, first.stderr.read() if first.stderr else ""
-            assert time.monotonic() < deadline, "the first host never registered"
-            time.sleep(0.2)
+            return "replica-a" in sqlite_operator.live_hosts()
+
+        wait_for(registered, 60, "the first host to register", every=0.2)
         second = sqlite_operator.jobhost("run", timeout=60)
         assert second.returncode == 3, second.stderr
         assert "host_id 'replica-a' is in use by a live host" in second.stderr
@@ -174,11 +175,12 @@ def test_a_second_live_host_with_the_same_host_id_is_refused(sqlite_operator: Op
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while "replica-a" not in sqlite_operator.live_hosts():
+
+        def back() -> bool:
             assert again.poll() is None, "a restart under the same id must be accepted"
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+            return "replica-a" in sqlite_operator.live_hosts()
+
+        wait_for(back, 60, "the restarted host to register", every=0.2)
     finally:
         again.terminate()
         again.wait(timeout=60)

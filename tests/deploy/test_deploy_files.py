@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import tomllib
 import urllib.error
 import urllib.request
@@ -42,6 +41,7 @@ from jobhost.builtin import retention
 from jobhost.cli import cli
 from jobhost.cli._app import _register_commands
 from jobhost.config import Settings, load_settings
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -764,15 +764,14 @@ def test_a_replica_started_as_compose_starts_it_answers_every_probe(
     process, base, log = compose_replica
     wanted = sorted(probe_paths() | {"/report"})
     statuses: dict[str, int] = {}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def all_answer() -> bool:
         if process.poll() is not None:
             pytest.fail(f"jobhost run exited {process.returncode}:\n{log.read_text()}")
-        statuses = {path: _get(base + path)[0] for path in wanted}
-        if all(status == 200 for status in statuses.values()):
-            break
-        time.sleep(0.25)
-    assert all(s == 200 for s in statuses.values()), f"{statuses}\n{log.read_text()}"
+        statuses.update({path: _get(base + path)[0] for path in wanted})
+        return all(status == 200 for status in statuses.values())
+
+    wait_for(all_answer, 60, f"every probe to answer 200 ({wanted})", every=0.25)
     _, report = _get(base + "/report")
     assert "jobs" in json.loads(report)
     # The host's own list of what it serves is the one the static checks above rely on.

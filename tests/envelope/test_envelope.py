@@ -153,7 +153,7 @@ def test_a_scheduled_run_records_its_occurrence_and_lag(
             clock=clock,
             grace=timedelta(seconds=1),
             telemetry=t,
-            store_time=lambda _c: clock(),
+            store_time=clock,
         )
         envelope.run(claim, spec, Cancellation())
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from jobhost_contracts import RunAuditRecord
 
 from jobhost.envelope.reporting import Reporter
+from tests.waiting import wait_for
 
 STARTED = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
@@ -54,12 +54,7 @@ def _lines(caplog: pytest.LogCaptureFixture) -> int:
 
 
 def _eventually(check: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + 10
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+    return bool(wait_for(check, 10, "the audit line", every=0.005))
 
 
 def _sum(reader: Any, name: str) -> dict[str, int]:

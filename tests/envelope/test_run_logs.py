@@ -28,6 +28,7 @@ from jobhost.store.claims import Claim
 from jobhost.store.operations import request_run
 from jobhost.store.runlogs import Dropped, LogLine, read_lines, run_logs
 from tests.support import sample_catalog
+from tests.waiting import wait_for
 
 
 class LoggingHost:
@@ -217,16 +218,15 @@ def test_lines_are_written_while_the_run_runs(host: Callable[..., LoggingHost]) 
     )
     worker.start()
     try:
-        deadline = time.monotonic() + 20
-        seen: list[LogLine | Dropped] = []
-        while time.monotonic() < deadline:
+
+        def lines_while_running() -> list[LogLine | Dropped] | None:
             page = read_run_log(made.engine, claim.run_id)
             assert page is not None
-            if page.entries and page.running:
-                seen = page.entries
-                break
-            time.sleep(0.05)
-        assert seen, "no line reached the store while the run ran"
+            return page.entries if page.entries and page.running else None
+
+        seen = wait_for(
+            lines_while_running, 20, "a line in the store while the run runs", every=0.05
+        )
         assert 0 < len(seen) < 100
     finally:
         cancellation.cancel("test over")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,6 +20,7 @@ import yaml
 from tests.cli.operator_support import Operator
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
+from tests.waiting import wait_for_value
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "jobhost-rules.yaml"
@@ -188,10 +188,7 @@ def _value(server: PrometheusServer, expression: str) -> float | None:
 
 
 def _within(seconds: float, probe: Callable[[], _T | None], what: str, host: HostProcess) -> _T:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = probe()
-        if found is not None:
-            return found
-        time.sleep(0.25)
-    raise AssertionError(f"no {what} within {seconds}s; host log:\n{host.log()[-3000:]}")
+    try:
+        return wait_for_value(probe, seconds, what, every=0.25)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; host log:\n{host.log()[-3000:]}") from None

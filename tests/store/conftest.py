@@ -51,7 +51,7 @@ class Replica:
             clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
-            store_time=lambda _connection: clock(),
+            store_time=clock,
         )
 
     def tick(self, slots: int = 8) -> list[Claim]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +13,7 @@ from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from tests.api.api_support import Answer, call
 from tests.support import ManualClock
+from tests.waiting import wait_for
 
 SECRET = "overlap-secret-0123456789abcdef"
 EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
@@ -50,10 +50,12 @@ def test_a_trigger_refused_by_the_overlap_policy_answers_409(
             )
         )
         asking.start()
-        deadline = time.monotonic() + 10
-        while asking.is_alive() and time.monotonic() < deadline:
+
+        def answered() -> bool:
             host.tick()  # the host's turn takes the request and refuses it
-            time.sleep(0.05)
+            return not asking.is_alive()
+
+        wait_for(answered, 10, "the API's answer to the second trigger", every=0.05)
         asking.join(10)
     finally:
         server.stop()

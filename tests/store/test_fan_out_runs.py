@@ -64,7 +64,7 @@ class _Host:
             clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
-            store_time=lambda _connection: clock(),
+            store_time=clock,
         )
 
     def run_due(self) -> list[str]:

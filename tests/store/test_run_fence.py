@@ -55,7 +55,7 @@ class _Host:
             run_id=claim.run_id,
             host_id=self.host_id,
             # The test's clock stands in for the database's, on PostgreSQL too.
-            store_time=lambda _connection: self.clock(),
+            store_time=self.clock,
         )
 
 
@@ -170,7 +170,7 @@ def test_a_write_racing_the_abandonment_waits_for_it_and_is_refused(
         clock,
         run_id=claim.run_id,
         host_id=first.host_id,
-        store_time=lambda _connection: _at(0, 5),
+        store_time=lambda: _at(0, 5),
     )
     refused: list[BaseException] = []
 

@@ -22,6 +22,7 @@ from jobhost.store import RunRecord, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import SAMPLE_PLUGIN, sample_catalog
+from tests.waiting import wait_for
 
 SLEEPS = [0.05, 0.15, 0.25, 0.35]
 
@@ -33,14 +34,13 @@ def _finished_runs(engine: Any) -> list[RunRecord]:
 
 
 def _wait_idle(host: Host, engine: Any, count: int, timeout: float) -> list[RunRecord]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not host._running:
-            done = _finished_runs(engine)
-            if len(done) >= count:
-                return done
-        time.sleep(0.05)
-    raise AssertionError(f"{count} runs not recorded within {timeout}s")
+
+    def recorded() -> list[RunRecord] | None:
+        done = [] if host._running else _finished_runs(engine)
+        return done if len(done) >= count else None
+
+    found: list[RunRecord] = wait_for(recorded, timeout, f"{count} runs recorded", every=0.05)
+    return found
 
 
 def test_runs_of_one_claim_keep_their_own_times_bracketing_their_work(

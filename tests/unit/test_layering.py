@@ -3,6 +3,10 @@
 ``jobhost/builtin/``, ``jobhost/firing/`` and ``jobhost/operations/`` never import the schema or
 SQLAlchemy's query builders, and ``jobhost/operations/`` never imports the firing loop: a report
 or a pause must not drag the loop in, and a change to a table touches only ``jobhost/store/``.
+
+The store is a closed interface: no package outside it holds a connection or opens a
+transaction. They hold the store's ``Engine`` handle and call store operations, which open their
+own (``jobhost.store.calls.read`` and ``write`` for a single store function).
 """
 
 from __future__ import annotations
@@ -40,6 +44,43 @@ def test_no_tables_and_no_query_building_outside_the_store(package: str) -> None
             if module == "sqlalchemy" and names & _QUERY_BUILDERS:
                 offenders.append(f"{path.name}: builds queries with {sorted(names)}")
     assert offenders == []
+
+
+_OUTSIDE_THE_STORE = sorted(
+    path.name
+    for path in PACKAGE.iterdir()
+    if path.is_dir() and path.name not in {"store", "__pycache__"}
+)
+_CONNECTION_NAMES = {"Connection", "Engine", "create_engine"}
+_STORE_INTERNALS = {"reading", "database_now"}
+
+
+@pytest.mark.parametrize("package", _OUTSIDE_THE_STORE)
+def test_no_connection_and_no_transaction_outside_the_store(package: str) -> None:
+    offenders = []
+    for path in _files(package):
+        tree = ast.parse(path.read_text(), str(path))
+        for module, names in _imports(path):
+            if module.startswith("sqlalchemy") and (
+                names & (_CONNECTION_NAMES | _QUERY_BUILDERS) or module == "sqlalchemy.orm"
+            ):
+                offenders.append(f"{path.name}: imports {sorted(names)} from {module}")
+            if module.startswith("jobhost.store") and names & _STORE_INTERNALS:
+                offenders.append(f"{path.name}: imports {sorted(names & _STORE_INTERNALS)}")
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"begin", "connect", "exec_driver_sql"}
+            ):
+                offenders.append(f"{path.name}:{node.lineno}: calls .{node.func.attr}()")
+    assert offenders == []
+
+
+def test_the_closed_store_check_sees_every_package() -> None:
+    assert {"builtin", "cli", "envelope", "firing", "operations", "runtime", "web"} <= set(
+        _OUTSIDE_THE_STORE
+    )
 
 
 def test_operations_do_not_import_the_firing_loop() -> None:

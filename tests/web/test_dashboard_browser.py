@@ -164,11 +164,25 @@ def test_a_signed_in_trigger_produces_a_run_that_appears(
     browser.save_screenshot(str(tmp_path / "job-signed-in.png"))
     browser.find_element(By.ID, "trigger-reason").send_keys("INC-42: rerun after the fix")
     browser.find_element(By.ID, "trigger").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "notice"))
-    assert "trigger queued" in browser.find_element(By.ID, "notice").text
+    # Asked once more, with the reason to check; nothing is queued until it is confirmed.
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "confirm-form"))
+    assert browser.find_element(By.ID, "confirm-job").text == "sample.invoices"
+    reason = browser.find_element(By.ID, "confirm-reason")
+    assert reason.get_attribute("value") == "INC-42: rerun after the fix"
+    assert browser.find_element(By.CSS_SELECTOR, "label[for=confirm-reason]").text
+    assert [r for r in site.operator.requests() if r.job_name == "sample.invoices"] == []
+    browser.save_screenshot(str(tmp_path / "trigger-confirm.png"))
+    browser.find_element(By.ID, "confirm-trigger").click()
+    # The answer leads to the run the host started, which the page follows to its end.
+    WebDriverWait(browser, 30).until(lambda b: "/runs/" in b.current_url)
+    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda b: b.find_element(By.ID, "run-outcome").text == "succeeded"
+    )
+    assert "INC-42: rerun after the fix" in browser.find_element(By.ID, "run-facts").text
+    browser.save_screenshot(str(tmp_path / "triggered-run.png"))
 
     def manual_run_shown() -> bool:
-        browser.refresh()
+        browser.get(site.base + "/jobs/sample.invoices")
         rows = browser.find_elements(By.CSS_SELECTOR, "#runs tbody tr[data-run]")
         return any("manual" in row.text and "succeeded" in row.text for row in rows)
 

@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from jobhost.store import reading
 from jobhost.store.console import console_actions
 from jobhost.store.runtime import list_changes
+from jobhost.store.schema import run_requests
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from jobhost.web.surfaces import store_application
@@ -89,6 +90,14 @@ def test_the_overview_pages_filters_and_sorts_on_the_server(client: Client) -> N
     assert _jobs(client.get("/?q=JOB-1")[2]) == [f"sample.job-{index}" for index in range(10, 20)]
     assert _jobs(client.get("/?state=failing")[2]) == []
     assert client.get("/static/console.css")[0] == 200
+    # The one script is a file of the package (the policy allows no inline script).
+    assert "script-src" not in headers["content-security-policy"]  # default-src 'self' rules
+    status, served, script = client.get("/static/console.js")
+    assert status == 200 and "javascript" in served["content-type"] and "data-live" in script
+    assert re.findall(r"<script[^>]*>", first) == ['<script src="/static/console.js" defer>']
+    assert 'data-live="5"' in first
+    # Times are <time> elements holding the instant, so the script can show any zone.
+    assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT[^"]+Z"', first)
     assert client.get("/jobs/sample.nope")[0] == 404
     assert client.get("/runs/nope")[0] == 404
 
@@ -126,9 +135,37 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
     assert "bob</b> pause: “INC-7 disk”" in page
     page = client.post("/jobs/sample.job-01/resume", f"reason=fixed&csrf={csrf}")[2]
     assert 'id="notice">resumed<' in page
-    page = client.post("/jobs/sample.job-01/trigger", f"reason=rerun&csrf={csrf}")[2]
-    assert 'id="notice">trigger queued' in page
+    # A trigger asks once more before anything is queued, with the reason to check.
+    status, _, page = client.post("/jobs/sample.job-01/trigger", f"reason=rerun&csrf={csrf}")
+    assert status == 200 and 'id="confirm-form"' in page and 'value="rerun"' in page
+    assert operator.requests() == []
+    body = f"reason=rerun&csrf={csrf}&confirm=yes"
+    status, _, page = client.post("/jobs/sample.job-01/trigger", body)
+    # No host runs here: the request's page says it waits, and would lead to the run.
+    assert status == 200 and 'id="request-waiting"' in page
     (request,) = operator.requests()
+    assert client.get(f"/requests/{request.id}")[0] == 200
+    # Once a host started it, the request's page leads to the run.
+    run_id = operator.add_run("sample.job-01", "running", source="manual")
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(run_requests)
+            .where(run_requests.c.id == request.id)
+            .values(status="started", run_id=run_id)
+        )
+    status, _, page = client.get(f"/requests/{request.id}")
+    assert status == 200 and f"Run <code>{run_id}</code>" in page
+    assert client.get("/requests/not-a-request")[0] == 404
+    refused = operator.requests()[0].id
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(run_requests)
+            .where(run_requests.c.id == refused)
+            .values(status="refused", run_id=None, message="job sample.job-01 is paused")
+        )
+    page = client.get(f"/requests/{refused}")[2]
+    assert 'id="request-refused"' in page and "job sample.job-01 is paused" in page
+    assert 'data-live="0"' in page  # nothing more to wait for
     assert (request.job_name, request.requested_by, request.reason) == (
         "sample.job-01",
         "bob",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from operator import attrgetter
 from typing import Any
 
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -27,18 +27,20 @@ from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import short_utc
 from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService, etag_matches
-from jobhost.store import Clock, reading
-from jobhost.store.operations import get_schedule
+from jobhost.store import Clock, Engine
+from jobhost.store.calls import read
+from jobhost.store.pages import api_deletion
 from jobhost.store.reports import job_is_known
 from jobhost.store.runtime import (
     MAX_CHANGE_ID,
     RuntimeJobRow,
-    deletions,
     list_changes,
     list_runtime_jobs,
 )
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.backfills import BackfillEndpoints
+from jobhost.web.api.failures import failures_endpoint
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -49,6 +51,7 @@ from jobhost.web.api.requests import (
     read_json,
     read_reason,
 )
+from jobhost.web.api.table import ENDPOINTS
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.failures import failure_body, log_unexpected
@@ -98,24 +101,20 @@ class _Api:
         self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
+        self.backfills = BackfillEndpoints(settings, self.service, self.limit)
+        self.failures = failures_endpoint(engine, self.service.clock)
 
     def mount(self) -> Mount:
-        table: dict[str, dict[str, tuple[str, Handler]]] = {
-            "/kinds": {"GET": ("read", self.kinds)},
-            "/jobs": {"GET": ("read", self.jobs)},
-            "/jobs/{name}": {
-                "GET": ("read", self.job),
-                "PUT": ("write", self.put),
-                "DELETE": ("write", self.delete),
-            },
-            "/jobs/{name}/trigger": {"POST": ("trigger", self.trigger)},
-            "/jobs/{name}/pause": {"POST": ("write", self.pause)},
-            "/jobs/{name}/resume": {"POST": ("write", self.resume)},
-            "/jobs/{name}/runs": {"GET": ("read", self.runs)},
-            "/changes": {"GET": ("read", self.changes)},
-            "/runs/{run_id}/logs": {"GET": ("read", self.run_logs)},
-        }
-        routes: list[BaseRoute] = [Route("/openapi.json", self.openapi, methods=["GET", "HEAD"])]
+        """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
+        object's method of its ``operation`` name."""
+        table: dict[str, dict[str, tuple[str, Handler]]] = {}
+        routes: list[BaseRoute] = []
+        for endpoint in ENDPOINTS:
+            handler = attrgetter(endpoint.operation)(self)
+            if endpoint.scope is None:  # the document: no token
+                routes.append(Route(endpoint.path, handler, methods=["GET", "HEAD"]))
+            else:
+                table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint.scope, handler)
         routes += [
             Route(path, self._dispatch(ops), methods=_METHODS) for path, ops in table.items()
         ]
@@ -222,7 +221,7 @@ class _Api:
         limit = query_int(request, "limit", 1000, 1, 10_000)
         sources = query_choice(request, "source", ("api", "declaration", "override", "store"))
 
-        def read() -> list[dict[str, Any]]:
+        def answer() -> list[dict[str, Any]]:
             catalog = self.service.current()
             report = build_report(self.settings, catalog, self.engine, clock=self.service.clock)
             rows = self._rows()
@@ -231,12 +230,12 @@ class _Api:
             ]
             return [j for j in found if not sources or j["source"] in sources][:limit]
 
-        return JSONResponse({"jobs": await blocking(read)})
+        return JSONResponse({"jobs": await blocking(answer)})
 
     async def job(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
 
-        def read() -> dict[str, Any]:
+        def answer() -> dict[str, Any]:
             catalog = self.service.current(name)
             self._require_known(catalog, name)
             if name not in catalog.jobs:
@@ -248,7 +247,7 @@ class _Api:
                 raise not_found(name)
             return job_json(report.jobs[0], catalog, self.service.runtime_row(name))
 
-        data = await blocking(read)
+        data = await blocking(answer)
         if "runtime" not in data:
             return JSONResponse(data)
         etag = data["runtime"]["etag"]
@@ -308,12 +307,12 @@ class _Api:
         outcomes = query_choice(request, "outcome", OUTCOMES)
         outcome = outcomes[-1] if outcomes else None
 
-        def read() -> dict[str, Any]:
+        def answer() -> dict[str, Any]:
             self._require_known(self.service.current(name), name)
             rows = read_history(self.engine, name, limit=limit, outcome=outcome)
             return {"job": name, "runs": [run_json(run) for run in rows]}
 
-        return JSONResponse(await blocking(read))
+        return JSONResponse(await blocking(answer))
 
     async def run_logs(self, request: Request, _token: ApiToken) -> Response:
         run_id = request.path_params["run_id"]
@@ -331,28 +330,24 @@ class _Api:
         after = query_int(request, "after", 0, 0, MAX_CHANGE_ID)
         job = request.query_params.get("job")
 
-        def read() -> dict[str, Any]:
-            with reading(self.engine) as connection:
-                found = list_changes(connection, job_name=job, after_id=after, limit=limit)
+        def answer() -> dict[str, Any]:
+            found = read(self.engine, list_changes, job_name=job, after_id=after, limit=limit)
             return {
                 "changes": [change_json(c) for c in found],
                 "next_after": found[-1].id if found else after,
             }
 
-        return JSONResponse(await blocking(read))
+        return JSONResponse(await blocking(answer))
 
     def _rows(self) -> dict[str, RuntimeJobRow]:
-        with reading(self.engine) as connection:
-            return {row.name: row for row in list_runtime_jobs(connection)}
+        return {row.name: row for row in read(self.engine, list_runtime_jobs)}
 
     def _refuse_deleted(self, name: str) -> None:
         """A runtime job removed through the API is gone: 404, saying who removed it, when, and
         where its history stays."""
-        with reading(self.engine) as connection:
-            row = get_schedule(connection, name)
-            if row is None or not row.orphaned or row.trigger_source != "api":
-                return
-            change = deletions(connection, [name]).get(name)
+        deleted, change = read(self.engine, api_deletion, name)
+        if not deleted:
+            return
         how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
         raise ChangeRefused(
             404,
@@ -366,9 +361,8 @@ class _Api:
     def _require_known(self, catalog: Catalog, name: str) -> None:
         if name in catalog.jobs:
             return
-        with reading(self.engine) as connection:
-            if job_is_known(connection, name):
-                return
+        if read(self.engine, job_is_known, name):
+            return
         raise not_found(name)
 
 

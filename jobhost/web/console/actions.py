@@ -5,6 +5,11 @@ is signed in; the form's CSRF token is the session's; a reason is given; the job
 refusal answers 403 (400 for a missing reason, 404 for an unknown job) and is logged. What is
 done is written to ``console_actions`` (who, what, which job, why, from where, and the result)
 and logged as one JSON line by the ``jobhost.audit`` logger.
+
+A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``). A
+trigger is asked once more first: its form answers with a confirmation page (the reason to
+check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
+which leads to the run as soon as a host starts it (``triggered.py``).
 """
 
 from __future__ import annotations
@@ -12,10 +17,9 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -23,8 +27,8 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Clock, SystemClock, database_now
-from jobhost.store.console import record_action
+from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store.console import log_action
 from jobhost.web.app import blocking
 from jobhost.web.console.auth import (
     BadForm,
@@ -33,6 +37,7 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
+from jobhost.web.console.backfilled import backfill_action
 
 
 class ConsoleSite(Protocol):
@@ -49,16 +54,21 @@ class ConsoleSite(Protocol):
 
     def actions_off_reason(self) -> str: ...
 
+    def page(
+        self, request: Request, template: str, status: int = 200, **values: Any
+    ) -> Response: ...
+
 
 __all__ = ["ACTIONS", "NOTICES", "ActionHandler", "ConsoleSite"]
 
-ACTIONS = ("trigger", "pause", "resume")
+ACTIONS = ("trigger", "pause", "resume", "backfill")
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
     "resumed": "resumed",
     "was-not-paused": "was not paused",
     "triggered": "trigger queued: a host starts the run within seconds (see its runs below)",
+    "backfill-started": "backfill recorded: the hosts run it in free slots (progress below)",
 }
 """What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 _audit = logging.getLogger("jobhost.audit")
@@ -92,18 +102,28 @@ class ActionHandler:
             return console.refuse(request, f"say why you {action} {name}: it is audited", 400)
         if name not in console.catalog.jobs:
             return console.refuse(request, f"no declared job {name}", 404)
+        if action == "trigger" and form.get("confirm") != "yes":
+            # A run is not undone: the first post asks again, with the reason to check.
+            return console.page(request, "trigger.html", job=name, reason=reason)
+        if action == "backfill":
+            return await backfill_action(console, request, form, name, reason)
         client = client_of(request)
-        result = await blocking(lambda: self._do(action, name, session.who, reason, client))
+        result, asked = await blocking(lambda: self._do(action, name, session.who, reason, client))
+        if asked is not None:
+            return RedirectResponse(f"/requests/{asked}", status_code=303)
         # A fixed code, never the text: a link cannot make the page say what it likes.
-        code = "triggered" if action == "trigger" else result.replace(" ", "-")
-        target = f"/jobs/{quote(name, safe='')}?done={code}"
+        target = f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}"
         return RedirectResponse(target, status_code=303)
 
-    def _do(self, action: str, name: str, who: str, reason: str, client: str) -> str:
+    def _do(
+        self, action: str, name: str, who: str, reason: str, client: str
+    ) -> tuple[str, str | None]:
+        """What was done, and for a trigger the request a host picks up."""
         console = self._console
         engine = console.engine
         clock = console.clock or SystemClock(console.settings.clock_offset)
         result = ""
+        request_id = None
         if action == "pause":
             paused = pause(engine, console.catalog, name, actor=who, reason=reason, clock=clock)
             result = "paused" if paused.changed else "already paused"
@@ -113,18 +133,16 @@ class ActionHandler:
         else:
             request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
             result = f"trigger queued (request {request_id})"
-        with engine.begin() as connection:
-            now = database_now(connection, clock)
-            done = record_action(
-                connection,
-                at=now,
-                actor=who,
-                action=action,
-                job_name=name,
-                reason=reason,
-                client=client,
-                result=result,
-            )
+        done = log_action(
+            engine,
+            clock=clock,
+            actor=who,
+            action=action,
+            job_name=name,
+            reason=reason,
+            client=client,
+            result=result,
+        )
         _audit.info(
             "%s",
             json.dumps(
@@ -142,4 +160,4 @@ class ActionHandler:
                 sort_keys=True,
             ),
         )
-        return result
+        return result, request_id

@@ -1,8 +1,13 @@
 """The dashboard: server-rendered pages over the store, and the actions people may take.
 
 Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
-the server), ``/jobs/NAME`` (run timeline for 24 hours or 7 days, next ten fires, declared
-and effective trigger, recent errors, runs, audited actions), ``/runs/ID``, ``/hosts``.
+the server), ``/jobs/NAME`` (run timeline and runs-by-outcome chart for the last hour, 24
+hours, 7 or 30 days, next ten fires, declared and effective trigger, recent errors, its
+history paged with an outcome filter, audited actions), ``/runs/ID`` (``?after=N``: the log
+lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
+``/failures`` (failed runs of every job, paged, searchable by error text, under the
+installation's runs-by-outcome chart), ``/hosts``. Pages that show data pass ``live``
+(seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
@@ -11,14 +16,12 @@ at ``/signin`` sees trigger, pause and resume, each audited with who and why.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from sqlalchemy.engine import Engine
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -26,11 +29,13 @@ from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.operations.report import build_report
-from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
+from jobhost.operations.overview import Overview, overview_page, read_summary
+from jobhost.operations.report import Report
+from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, short_local, short_utc
-from jobhost.store import Clock, reading
+from jobhost.store import Clock, Engine
+from jobhost.store.calls import read, write
 from jobhost.store.sessions import end_sessions, session_version
 from jobhost.web.access import GuessBrake
 from jobhost.web.app import blocking
@@ -43,13 +48,27 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
-from jobhost.web.console.timeline import OUTCOME_ORDER, RANGES
+from jobhost.web.console.cache import ShortCache
+from jobhost.web.console.chart import CHART_ORDER, SLICES
+from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.job_query import job_query
+from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
+from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
+from jobhost.web.console.triggered import request_page
 from jobhost.web.console.views import hosts_view, job_view, run_view
 
-__all__ = ["PAGE_SIZE", "Console"]
+__all__ = ["OVERVIEW_SECONDS", "PAGE_SIZE", "Console"]
 
 _log = logging.getLogger("jobhost.console")
 PAGE_SIZE = 50
+OVERVIEW_SECONDS = 3.0
+"""How long the overview's summary and each filtered page are kept before a store read."""
+_LIVE_SECONDS = 5
+"""How often an open page asks for its data again (the script slows down when answers are
+slow, and stops while the tab is hidden or paused)."""
+_TAIL_SECONDS = 2
+"""How often a running run's page asks for its new log lines: one read by the run's index."""
+_MAX_LINE = 2**62
 _Page = Callable[[Request], Awaitable[Response]]
 _HEADERS = {
     # Inline style attributes place the timeline's axis labels; no inline script is allowed.
@@ -75,6 +94,7 @@ class Console:
         allow_actions: bool,
         clock: Clock | None = None,
         brake: GuessBrake | None = None,
+        overview_seconds: float = OVERVIEW_SECONDS,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -100,12 +120,18 @@ class Console:
         )
         self._templates.filters.update(
             quote=lambda value: quote(str(value), safe=""),
-            utc=short_utc,
-            local=short_local,
+            utc=utc_tag,
+            utc_text=short_utc,
+            local=local_tag,
+            local_text=short_local,
+            zoned=fixed_tag,
+            stamp=stamp_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
-            ago=lambda at, now: duration_text(now - at) if at is not None else "-",
+            ago=ago_tag,
         )
         self._actions = ActionHandler(self)
+        self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
+        self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
 
     def routes(self) -> list[BaseRoute]:
         reading, acting = self._reading, self._acting
@@ -114,7 +140,9 @@ class Console:
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
             Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
+            Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
+            Route("/failures", reading(self.failures), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
             Route("/signin", acting(self.signin), methods=["POST"]),
             Route("/signout", acting(self.signout), methods=["POST"]),
@@ -126,19 +154,14 @@ class Console:
     async def overview(self, request: Request) -> Response:
         params = request.query_params
         search = params.get("q", "")[:200]
-        module = params.get("module", "")
+        module = params.get("module", "")[:200]
         states = [s for s in params.getlist("state") if s in STATUSES]
         sort = _sort(params.get("sort", "name"))
-        report = await blocking(
-            lambda: build_report(self.settings, self.catalog, self.engine, clock=self.clock)
-        )
         which = JobFilter(
             search=search, modules=[module] if module else (), statuses=states, sort=sort
         )
-        jobs = select_jobs(report.jobs, which)
-        pages = max(math.ceil(len(jobs) / PAGE_SIZE), 1)
-        page = min(max(_int(params.get("page"), 1), 1), pages)
-        shown = jobs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        wanted = max(_int(params.get("page"), 1), 1)
+        summary, shown = await blocking(lambda: self._overview(which, wanted))
         kept = {"q": search, "module": module, "state": states, "sort": sort}
 
         def link(**change: Any) -> str:
@@ -148,11 +171,11 @@ class Console:
         return self.page(
             request,
             "overview.html",
-            report=report,
-            jobs=shown,
-            matched=len(jobs),
-            page=page,
-            pages=pages,
+            report=summary,
+            jobs=shown.jobs,
+            matched=shown.matched,
+            page=shown.page,
+            pages=shown.pages,
             link=link,
             search=search,
             module=module,
@@ -160,20 +183,42 @@ class Console:
             sort=sort,
             sorts=SORTS,
             statuses=STATUSES,
-            modules=sorted({job.module for job in report.jobs}),
+            modules=sorted({job.module for job in summary.jobs}),
+            live=_LIVE_SECONDS,
         )
+
+    @property
+    def overview_reads(self) -> int:
+        """How many times the overview read the store's summary (shared reads show in tests)."""
+        return self._summaries.made
+
+    def _overview(self, which: JobFilter, page: int) -> tuple[Report, Overview]:
+        """The summary of every job and the page asked for, each kept a few seconds (the page
+        under its filter and number): viewers polling the overview share one read."""
+        summary = self._summaries.get(
+            "summary",
+            lambda: read_summary(self.settings, self.catalog, self.engine, self.clock),
+        )
+        key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
+        shown = self._pages.get(
+            (summary.generated_at, key),
+            lambda: overview_page(self.engine, summary, which, page, PAGE_SIZE),
+        )
+        return summary, shown
 
     async def job(self, request: Request) -> Response:
         name = request.path_params["name"]
-        span_name = request.query_params.get("range", "24h")
-        span_name = span_name if span_name in RANGES else "24h"
+        query = job_query(request.query_params)
         view = await blocking(
             lambda: job_view(
                 self.settings,
                 self.catalog,
                 self.engine,
                 name,
-                span=RANGES[span_name],
+                span=RANGES[query.span],
+                slices=SLICES[query.span],
+                outcome=query.outcome,
+                page=query.page,
                 clock=self.clock,
             )
         )
@@ -184,22 +229,49 @@ class Console:
             "job.html",
             view=view,
             job=view.job,
-            span=span_name,
-            ranges=list(RANGES),
             outcomes=OUTCOME_ORDER,
+            **query.template_values(),
             done=NOTICES.get(request.query_params.get("done", "")),
+            page_zone=view.job.effective_trigger.timezone,
+            live=_LIVE_SECONDS,
         )
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
+        after = min(max(_int(request.query_params.get("after"), 0), 0), _MAX_LINE)
+        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id, after=after))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
-        return self.page(request, "run.html", view=view, run=view.run)
+        return self.page(
+            request,
+            "run.html",
+            view=view,
+            run=view.run,
+            page_zone=view.zone,
+            live=_TAIL_SECONDS if view.running else 0,
+        )
+
+    async def request(self, request: Request) -> Response:
+        """A trigger's request: its run once a host started it (303), or where it stands."""
+        return await request_page(self, request)
+
+    async def failures(self, request: Request) -> Response:
+        view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
+        return self.page(
+            request,
+            "failures.html",
+            status=400 if view.problem else 200,
+            view=view,
+            ranges=list(RANGES),
+            span_name=RANGE_NAMES[view.span],
+            chart_outcomes=CHART_ORDER,
+            # Only the newest page changes as runs fail; an older one stays as it is.
+            live=_LIVE_SECONDS if not view.cursor else 0,
+        )
 
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))
-        return self.page(request, "hosts.html", view=view)
+        return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
 
     # -- signing in ---------------------------------------------------------------------------
 
@@ -262,7 +334,12 @@ class Console:
     def _acting(self, handler: _Page) -> _Page:
         async def endpoint(request: Request) -> Response:
             request.state.session = await self._session(request)
-            return await handler(request)
+            try:
+                return await handler(request)
+            finally:
+                # What an action changed shows on the next overview, not a few seconds later.
+                self._summaries.clear()
+                self._pages.clear()
 
         return endpoint
 
@@ -275,12 +352,10 @@ class Console:
         return session if version == session.version else None
 
     def _version(self, who: str) -> int:
-        with reading(self.engine) as connection:
-            return session_version(connection, who)
+        return read(self.engine, session_version, who)
 
     def _end(self, who: str) -> None:
-        with self.engine.begin() as connection:
-            end_sessions(connection, who, datetime.now(UTC))
+        write(self.engine, end_sessions, who, datetime.now(UTC))
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -16,9 +16,15 @@ from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.store import RunRecord
 from jobhost.triggers import UnknownTimezoneError, load_zone
 
-__all__ = ["OUTCOME_ORDER", "RANGES", "Mark", "Tick", "Timeline", "timeline"]
+__all__ = ["OUTCOME_ORDER", "RANGES", "RANGE_NAMES", "Mark", "Tick", "Timeline", "timeline"]
 
-RANGES = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+RANGES = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+RANGE_NAMES = {"1h": "hour", "24h": "24 hours", "7d": "7 days", "30d": "30 days"}
 OUTCOME_ORDER = (
     "succeeded",
     "failed",
@@ -99,14 +105,16 @@ def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
         tz = load_zone(zone)
     except UnknownTimezoneError:
         tz = load_zone("UTC")
-    step = timedelta(hours=3) if span <= timedelta(days=1) else timedelta(days=1)
+    step = _tick_step(span)
     local = start.astimezone(tz)
-    if step == timedelta(days=1):
-        first = local.replace(hour=0, minute=0, second=0, microsecond=0) + step
-        fmt = "%a %d %b"
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    if step >= timedelta(days=1):
+        first = midnight + timedelta(days=1)
+        fmt = "%a %d %b" if span <= timedelta(days=7) else "%d %b"
     else:
-        first = local.replace(minute=0, second=0, microsecond=0)
-        first += timedelta(hours=(3 - first.hour % 3) % 3 or 3)
+        # The first wall-clock multiple of the step after the window's start (3 h: 00, 03, ...).
+        into_day = local.replace(tzinfo=None) - midnight.replace(tzinfo=None)
+        first = midnight + (into_day // step + 1) * step
         fmt = "%H:%M"
     ticks: list[Tick] = []
     at = first
@@ -118,3 +126,13 @@ def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
             ticks.append(Tick(round(x, 3), instant.strftime(fmt)))
         at = (at.replace(tzinfo=None) + step).replace(tzinfo=tz)
     return ticks
+
+
+def _tick_step(span: timedelta) -> timedelta:
+    if span <= timedelta(hours=1):
+        return timedelta(minutes=10)
+    if span <= timedelta(days=1):
+        return timedelta(hours=3)
+    if span <= timedelta(days=7):
+        return timedelta(days=1)
+    return timedelta(days=5)

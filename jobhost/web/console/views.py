@@ -5,27 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
-
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
-from jobhost.store import Clock, HostRecord, RunRecord, SystemClock, database_now, reading
-from jobhost.store.hosts import list_hosts
-from jobhost.store.reports import (
-    attempts_of,
-    get_run,
-    newest_runs,
-    recent_failures,
-    runs_between,
-)
-from jobhost.store.runlogs import Dropped, LogLine, read_lines
-from jobhost.store.runtime import JobChange, recent_changes
+from jobhost.store import Clock, Engine, HostRecord, RunRecord, SystemClock
+from jobhost.store.backfills import BackfillRecord
+from jobhost.store.calls import read, read_at
+from jobhost.store.hosts import all_hosts
+from jobhost.store.pages import job_page, run_page
+from jobhost.store.runlogs import Dropped, LogLine
+from jobhost.store.runtime import JobChange
+from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 
 __all__ = [
+    "HISTORY_PAGE",
+    "HISTORY_PAGES",
     "Fire",
     "HostsView",
     "JobView",
@@ -36,6 +33,10 @@ __all__ = [
     "run_view",
 ]
 
+HISTORY_PAGE = 25
+"""Runs on one page of a job's history."""
+HISTORY_PAGES = 400
+"""The deepest page of a job's history the page offers (older runs: `jobhost history`)."""
 _PAGE_LOG_LINES = 5000
 """Lines of a run's log the page shows (the settings keep 1,000 by default)."""
 
@@ -44,6 +45,7 @@ _PAGE_LOG_LINES = 5000
 class Fire:
     utc: str
     local: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,14 @@ class JobView:
     fires: list[Fire]
     failures: list[RunRecord]
     runs: list[RunRecord]
+    """One page of the job's ledger, newest first, of the chosen outcome."""
+    more: bool
+    """Whether an older page follows."""
+    chart: Chart
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
+    backfills: list[BackfillRecord] = field(default_factory=list)
+    """The job's newest backfills, running ones with their progress."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,12 @@ class RunView:
     zone: str
     log: list[LogEntry] = field(default_factory=list)
     """The run's log lines as the page shows them; a gap is a line of its own."""
+    after: int = 0
+    """The lines shown are those numbered above this (0: from the first)."""
 
     @property
     def running(self) -> bool:
-        """Still writing: the page reloads itself to tail the log."""
+        """Still writing: the page's script tails the log (without script, it reloads)."""
         return self.run.outcome in {"running", "pending"}
 
 
@@ -80,6 +90,8 @@ class LogEntry:
     time: str
     level: str
     message: str
+    at: datetime | None = None
+    """When the line was written (none for a gap): the page shows it in the zone picked."""
 
 
 @dataclass(frozen=True)
@@ -96,52 +108,64 @@ def job_view(
     name: str,
     *,
     span: timedelta,
+    slices: int,
+    outcome: str | None = None,
+    page: int = 1,
     clock: Clock | None = None,
 ) -> JobView | None:
+    """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
+    bars), and page ``page`` of its history, of ``outcome`` when given."""
     report = build_report(settings, catalog, engine, job=name, clock=clock)
     if not report.jobs:
         return None
     job = report.jobs[0]
     now = report.generated_at
     zone = job.effective_trigger.timezone
-    with reading(engine) as connection:
-        window = runs_between(connection, name, now - span, now)
-        failures = recent_failures(connection, name)
-        latest = newest_runs(connection, name, 20)
-        actions = recent_changes(connection, job_name=name, limit=10)[::-1]
+    rows = read(
+        engine,
+        job_page,
+        name,
+        now - span,
+        now,
+        slices=slices,
+        history=HISTORY_PAGE + 1,
+        outcome=outcome,
+        offset=(page - 1) * HISTORY_PAGE,
+    )
     return JobView(
         job=job,
         report=report,
-        timeline=timeline(window, now=now, span=span, zone=zone),
+        timeline=timeline(rows.window, now=now, span=span, zone=zone),
         fires=_next_fires(catalog, job, now),
-        failures=failures,
-        runs=latest,
-        actions=actions,
+        failures=rows.failures,
+        runs=rows.history[:HISTORY_PAGE],
+        more=len(rows.history) > HISTORY_PAGE and page < HISTORY_PAGES,
+        chart=outcome_chart(rows.counts, now - span, now),
+        actions=rows.changes,
+        backfills=rows.backfills,
     )
 
 
-def run_view(engine: Engine, catalog: Catalog, run_id: str) -> RunView | None:
-    with reading(engine) as connection:
-        run = get_run(connection, run_id)
-        if run is None:
-            return None
-        attempts = attempts_of(connection, run)
-        lines = read_lines(connection, run_id, limit=_PAGE_LOG_LINES)
-    spec = catalog.jobs.get(run.job_name)
+def run_view(engine: Engine, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
+    """The run, its attempts and its log lines numbered above ``after`` (the page's script
+    asks for the lines after the last one it shows, to tail a running run)."""
+    page = read(engine, run_page, run_id, after=after, lines=_PAGE_LOG_LINES)
+    if page is None:
+        return None
+    spec = catalog.jobs.get(page.run.job_name)
     zone = spec.trigger.timezone if spec is not None else "UTC"
-    return RunView(run, attempts, zone, [_log_entry(entry) for entry in lines])
+    entries = [_log_entry(entry) for entry in page.lines]
+    return RunView(page.run, page.attempts, zone, entries, after)
 
 
 def _log_entry(entry: LogLine | Dropped) -> LogEntry:
     if isinstance(entry, Dropped):
         return LogEntry(None, "", "dropped", dropped_text(entry))
-    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message)
+    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message, entry.at)
 
 
 def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:
-    with reading(engine) as connection:
-        now = database_now(connection, clock or SystemClock())
-        hosts = list_hosts(connection)
+    now, hosts = read_at(engine, clock or SystemClock(), all_hosts)
     ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
 
@@ -159,4 +183,4 @@ def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[Fire]:
     else:
         schedule = spec.schedule(now)
         fires = schedule.iter_after(now, 10) if schedule is not None else []
-    return [Fire(short_utc(at), short_local(at, zone)) for at in fires]
+    return [Fire(short_utc(at), short_local(at, zone), at) for at in fires]

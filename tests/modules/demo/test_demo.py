@@ -32,6 +32,7 @@ from jobhost.demo import (
     YOUNG_ORPHAN,
     make_demo,
 )
+from tests.waiting import wait_for
 
 
 class _MemoryState:
@@ -176,15 +177,16 @@ def test_the_demo_host_serves_the_dashboard_and_the_gauges(tmp_path: Path) -> No
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        metrics = ""
-        while "jobhost_live_hosts" not in metrics and time.monotonic() < deadline:
+
+        def gauges() -> str | None:
             try:
                 with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
-                    metrics = response.read().decode()
+                    text = response.read().decode()
             except OSError:
-                time.sleep(0.2)  # not listening yet
-        assert "jobhost_live_hosts" in metrics, "the demo host served no gauges within 60s"
+                return None  # not listening yet
+            return text if "jobhost_live_hosts" in text else None
+
+        metrics: str = wait_for(gauges, 60, "the demo host's gauges", every=0.2)
         assert re.search(r"^jobhost_live_hosts\{[^}]*\} 1\.0$", metrics, re.MULTILINE), metrics
         assert 'jobhost_jobs{otel_scope_name="jobhost"' in metrics
         with urllib.request.urlopen(f"{base}/", timeout=10) as response:

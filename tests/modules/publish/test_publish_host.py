@@ -83,7 +83,7 @@ def test_a_broker_outage_fails_the_attempt_and_the_retry_publishes_with_the_same
             clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry[0],
-            store_time=lambda _connection: clock(),
+            store_time=clock,
         )
         ticker.sync(clock())
         clock.now = DUE + timedelta(milliseconds=5)

@@ -1,0 +1,232 @@
+"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first.
+
+What ``jobhost failures``, ``GET /api/v1/failures`` and the dashboard's Failures page show, read
+from the store alone. Each row carries its job's current failure streak. A page continues from
+an opaque cursor (the last row's finished time and run id), so paging costs the same at any
+depth; stuck runs, which are happening now, come first on the first page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jobhost.operations.timefmt import iso_utc
+from jobhost.store import Clock, Engine, RunRecord, SystemClock
+from jobhost.store.calls import read, read_at
+from jobhost.store.failures import STREAK_LIMIT, FailureKey, failure_rows
+
+__all__ = [
+    "SEARCH_LIMIT",
+    "BadFailureQuery",
+    "Failure",
+    "FailureList",
+    "FailureQuery",
+    "decode_cursor",
+    "encode_cursor",
+    "failure_line",
+    "failures_json",
+    "parse_since",
+    "read_failures",
+    "require_stored_job",
+]
+
+SEARCH_LIMIT = 200
+"""The longest text searched for, in characters."""
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DURATION_EXAMPLES = "e.g. 2h, 7d, 30m, 2026-11-28 or 2026-11-28T06:00:00Z"
+
+
+class BadFailureQuery(ValueError):
+    """A filter of the failures list that cannot be read; the message names the field."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class FailureQuery:
+    since: datetime | None = None
+    job: str | None = None
+    text: str | None = None
+    limit: int = 50
+    cursor: FailureKey | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    run: RunRecord
+    outcome: str
+    """The run's outcome, or ``stuck`` for a running run that is stuck."""
+    streak: int
+    """The job's failed attempts in a row now (up to :data:`STREAK_LIMIT`)."""
+
+    @property
+    def first_line(self) -> str:
+        message = (self.run.error_message or "").strip()
+        return message.splitlines()[0] if message else ""
+
+
+@dataclass(frozen=True)
+class FailureList:
+    failures: list[Failure]
+    next_cursor: str | None
+    searched_to: datetime | None
+    """A search stopped looking at runs that finished before this time (more may match on
+    the next page)."""
+    generated_at: datetime
+
+
+def read_failures(engine: Engine, query: FailureQuery, clock: Clock | None = None) -> FailureList:
+    now, found = read_at(
+        engine,
+        clock or SystemClock(),
+        failure_rows,
+        limit=query.limit,
+        since=query.since,
+        job=query.job,
+        text=query.text,
+        after=query.cursor,
+    )
+    stuck, page, streaks = found.stuck, found.page, found.streaks
+    finished = page.runs if page is not None else []
+    rows = [Failure(run, "stuck", streaks[run.job_name]) for run in stuck]
+    rows += [Failure(run, run.outcome, streaks[run.job_name]) for run in finished]
+    if page is None:
+        # Only stuck runs fit: the finished failures start on the next page.
+        next_key: FailureKey | None = _START
+        searched_to = None
+    else:
+        next_key, searched_to = page.next_key, page.searched_to
+    return FailureList(
+        rows,
+        encode_cursor(next_key) if next_key is not None else None,
+        searched_to.finished_at if searched_to is not None else None,
+        now,
+    )
+
+
+def require_stored_job(engine: Engine, name: str) -> None:
+    """Nothing when the store has a schedule or a run of ``name``; :class:`UnknownJobError`
+    with the closest names it has otherwise."""
+    from jobhost.catalog.model import suggest
+    from jobhost.errors import UnknownJobError
+    from jobhost.store.reports import job_is_known, stored_job_names
+
+    if read(engine, job_is_known, name):
+        return
+    known = sorted(read(engine, stored_job_names))
+    raise UnknownJobError(name, suggest(name, known))
+
+
+def failures_json(found: FailureList) -> dict[str, Any]:
+    """``{"failures": [...], "next_cursor", "searched_to", "generated_at"}``."""
+    return {
+        "failures": [_failure_json(row) for row in found.failures],
+        "next_cursor": found.next_cursor,
+        "searched_to": iso_utc(found.searched_to),
+        "streak_limit": STREAK_LIMIT,
+        "generated_at": iso_utc(found.generated_at),
+    }
+
+
+def failure_line(row: Failure) -> str:
+    """One line: finished time, outcome, job, attempt, streak, error type and first line."""
+    run = row.run
+    when = (run.finished_at or run.started_at or run.queued_at).astimezone(UTC)
+    streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
+    error = run.error_type or ""
+    if row.first_line:
+        error = f"{error}: {row.first_line}" if error else row.first_line
+    return (
+        f"{when:%Y-%m-%d %H:%M:%SZ}  {row.outcome:<9}  {run.job_name}  "
+        f"attempt {run.attempt}  streak {streak}  run {run.id}  {error}".rstrip()
+    )
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """``2h``/``7d`` back from ``now``, a date (midnight UTC) or an ISO 8601 time with a zone."""
+    from jobhost_contracts.durations import parse_duration
+
+    value = text.strip()
+    if not value or len(value) > 64:
+        raise BadFailureQuery("since", f"must be a duration or a time, {_DURATION_EXAMPLES}")
+    if value[0].isdigit() and not _DATE_ONLY.match(value):
+        try:
+            back = parse_duration(value)
+        except ValueError:
+            back = None
+        if back is not None:
+            if back.total_seconds() <= 0:
+                raise BadFailureQuery("since", "must be a positive duration, e.g. 2h or 7d")
+            try:
+                return now - back
+            except OverflowError:
+                raise BadFailureQuery("since", "is too long a duration") from None
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadFailureQuery(
+            "since", f"is neither a duration nor a time, {_DURATION_EXAMPLES}"
+        ) from None
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        if _DATE_ONLY.fullmatch(value):
+            return instant.replace(tzinfo=UTC)
+        raise BadFailureQuery("since", "a time needs a zone, e.g. Z or +01:00")
+    return instant.astimezone(UTC)
+
+
+def encode_cursor(key: FailureKey) -> str:
+    if key is _START:
+        return "start"
+    raw = f"{key.finished_at.astimezone(UTC).isoformat()}|{key.run_id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> FailureKey:
+    """The key a cursor from :func:`encode_cursor` names; :class:`BadFailureQuery` otherwise."""
+    if text == "start":
+        return _START
+    bad = BadFailureQuery("cursor", "is not a cursor this list gave; start again without it")
+    if len(text) > 200:
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+        at, run_id = raw.split("|", 1)
+        finished = datetime.fromisoformat(at)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise bad from None
+    if finished.tzinfo is None or not _RUN_ID.fullmatch(run_id):
+        raise bad
+    return FailureKey(finished.astimezone(UTC), run_id)
+
+
+# The top of the finished failures: the page after a first page that only stuck runs filled.
+# An id no run has sorts after every real one, so every run of the newest instant is included.
+_START = FailureKey(datetime.max.replace(tzinfo=UTC), "~")
+
+
+def _failure_json(row: Failure) -> dict[str, Any]:
+    run = row.run
+    return {
+        "job": run.job_name,
+        "run_id": run.id,
+        "occurrence": iso_utc(run.occurrence),
+        "started_at": iso_utc(run.started_at),
+        "finished_at": iso_utc(run.finished_at),
+        "outcome": row.outcome,
+        "attempt": run.attempt,
+        "source": run.source,
+        "host": run.host_id,
+        "error_type": run.error_type,
+        "error": row.first_line or None,
+        "streak": row.streak,
+    }

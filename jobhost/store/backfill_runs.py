@@ -1,0 +1,63 @@
+"""A backfill run by the command that made it, when no host is there to: its store operations,
+one transaction each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy.engine import Engine
+
+from jobhost.store.backfill_claims import claim_backfills, settle_backfills
+from jobhost.store.backfills import BackfillRecord, get_backfill
+from jobhost.store.claims import Claim, ClaimRules
+from jobhost.store.clock import Clock, database_now
+from jobhost.store.ledger import renew_leases
+from jobhost.store.operations import get_schedule
+from jobhost.store.registry import DesiredSchedule, sync_schedules
+
+__all__ = ["claim_backfill", "ensure_scheduled", "renew_run_leases", "settled_backfill"]
+
+
+def ensure_scheduled(
+    engine: Engine, job: str, desired: Sequence[DesiredSchedule], clock: Clock
+) -> None:
+    """Give ``job`` a schedule row from ``desired`` if no host has yet, as a starting host
+    would."""
+    with engine.begin() as connection:
+        if get_schedule(connection, job) is None:
+            sync_schedules(connection, desired, database_now(connection, clock), prune=False)
+
+
+def claim_backfill(
+    engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
+) -> list[Claim]:
+    """Settle the backfill (see :func:`~jobhost.store.backfill_claims.settle_backfills`), then
+    claim up to ``slots`` of its occurrences."""
+    with engine.begin() as connection:
+        settle_backfills(connection, database_now(connection, clock), [backfill_id])
+    with engine.begin() as connection:
+        return claim_backfills(
+            connection,
+            host_id=host_id,
+            now=database_now(connection, clock),
+            slots=slots,
+            rules=rules,
+            only=backfill_id,
+        ).claims
+
+
+def renew_run_leases(
+    engine: Engine, host_id: str, run_ids: Sequence[str], lease: timedelta, clock: Clock
+) -> set[str]:
+    """Extend the leases of ``run_ids`` by ``lease`` from now; the ids no longer held."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        return renew_leases(connection, host_id, run_ids, now + lease)
+
+
+def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
+    """The backfill after settling it."""
+    with engine.begin() as connection:
+        settle_backfills(connection, database_now(connection, clock), [backfill_id])
+        return get_backfill(connection, backfill_id)

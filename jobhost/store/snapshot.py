@@ -1,0 +1,112 @@
+"""One consistent read of the store for the report and the health checks.
+
+Everything is read in one read-only transaction, at the database's own time (the machine's on
+SQLite), so a host's ``last_seen_at`` and the instant it is compared with come from one clock.
+The reads are :mod:`jobhost.store.reports`', each bounded by an index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.engine import Connection, Engine
+
+from jobhost.store import reports as store_reports
+from jobhost.store.clock import Clock, SystemClock, database_now
+from jobhost.store.engine import reading
+from jobhost.store.group_limits import GroupSummary, group_summaries
+from jobhost.store.hosts import list_hosts
+from jobhost.store.records import HostRecord, RunRecord, ScheduleRecord
+from jobhost.store.runtime import JobChange, deletions
+
+__all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
+
+
+@dataclass(frozen=True)
+class StoreSnapshot:
+    """What the store says, at ``now``."""
+
+    now: datetime
+    schedules: dict[str, ScheduleRecord]
+    hosts: list[HostRecord]
+    last_runs: dict[str, RunRecord] = field(default_factory=dict)
+    recent_outcomes: dict[str, list[str]] = field(default_factory=dict)
+    last_success: dict[str, datetime] = field(default_factory=dict)
+    expired_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
+    running: dict[str, list[RunRecord]] = field(default_factory=dict)
+    """Each job's runs still running, oldest first."""
+    groups: list[GroupSummary] = field(default_factory=list)
+    """Every concurrency group with its limit, running runs and waiting work."""
+    deleted: dict[str, JobChange] = field(default_factory=dict)
+    """How each runtime job removed through the API was removed (by whom, when)."""
+
+    @property
+    def live_hosts(self) -> list[HostRecord]:
+        return [host for host in self.hosts if host.alive(self.now)]
+
+
+def read_snapshot(
+    engine: Engine,
+    names: Collection[str] = (),
+    clock: Clock | None = None,
+    *,
+    only: str | None = None,
+) -> StoreSnapshot:
+    """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
+
+    With ``only``, just that job is read (its row, its runs), whatever ``names`` says.
+    """
+    with reading(engine) as connection:
+        now = database_now(connection, clock or SystemClock())
+        if only is not None:
+            rows = store_reports.list_schedules(connection, [only])
+            summaries = store_reports.ledger_summaries(connection, [only])
+            running = store_reports.running_runs(connection, only)
+        else:
+            rows = store_reports.list_schedules(connection)
+            extra = set(names) - set(rows)
+            summaries = store_reports.ledger_summaries(connection)
+            if extra:
+                summaries.update(store_reports.ledger_summaries(connection, extra))
+            running = store_reports.running_runs(connection)
+        snapshot = StoreSnapshot(
+            now=now,
+            schedules=rows,
+            hosts=list_hosts(connection),
+            groups=group_summaries(connection, now),
+        )
+        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
+        if removed:
+            snapshot.deleted.update(deletions(connection, removed))
+        for name, summary in summaries.items():
+            if summary.last_attempt is not None:
+                snapshot.last_runs[name] = summary.last_attempt
+            snapshot.recent_outcomes[name] = summary.recent_outcomes
+            if summary.last_success is not None:
+                snapshot.last_success[name] = summary.last_success
+        for run in running:
+            snapshot.running.setdefault(run.job_name, []).append(run)
+            if run.lease_expires_at is not None and run.lease_expires_at < now:
+                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
+    return snapshot
+
+
+def summary_snapshot(
+    connection: Connection, now: datetime
+) -> tuple[StoreSnapshot, list[RunRecord]]:
+    """The schedule rows, hosts, groups and removals at ``now``, and the running runs (oldest
+    first): the dashboard overview's one read, without the ledger summaries."""
+    rows = store_reports.list_schedules(connection)
+    running = store_reports.running_runs(connection)
+    snapshot = StoreSnapshot(
+        now=now,
+        schedules=rows,
+        hosts=list_hosts(connection),
+        groups=group_summaries(connection, now),
+    )
+    removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
+    if removed:
+        snapshot.deleted.update(deletions(connection, removed))
+    return snapshot, running

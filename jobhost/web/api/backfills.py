@@ -1,0 +1,153 @@
+"""``/api/v1`` backfills: start one for a job, read its progress, cancel it.
+
+``POST /jobs/{name}/backfills`` (scope ``trigger``) takes :class:`BackfillRequest`, plans the
+range as ``jobhost backfill`` does and records the backfill for the hosts (202 with its id and
+the selected occurrences); with ``dry_run`` it only answers the selection (200). ``GET
+/backfills/{id}`` (scope ``read``) answers its progress; ``DELETE`` (scope ``trigger``) cancels
+it: no new occurrence starts, runs in flight finish.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from jobhost.config import ApiToken, Settings
+from jobhost.operations.actions import cancel_backfill, start_backfill
+from jobhost.operations.backfill import BackfillInputError, plan_backfill
+from jobhost.operations.backfill_run import ensure_scheduled
+from jobhost.operations.backfill_view import backfill_json
+from jobhost.runtime.definition import FieldProblem
+from jobhost.runtime.errors import not_found
+from jobhost.runtime.service import JobService
+from jobhost.store import store_now
+from jobhost.store.backfills import get_backfill
+from jobhost.store.calls import read as read_store
+from jobhost.web.api.problems import problem
+from jobhost.web.api.requests import BadRequest, read_json
+from jobhost.web.app import blocking
+
+__all__ = ["BackfillEndpoints", "BackfillRequest"]
+
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class BackfillRequest(BaseModel):
+    """The body of ``POST /api/v1/jobs/{name}/backfills``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        max_length=40,
+        description="First instant (included): ISO 8601 with a zone, or a date (midnight in "
+        "the job's zone).",
+    )
+    to: str = Field(min_length=1, max_length=40, description="Last instant (excluded).")
+    mode: Literal["missing", "failed", "all"] = "missing"
+    reason: str = Field(min_length=1, max_length=500, description="Why; audited.")
+    dry_run: bool = False
+    concurrency: int = Field(default=1, ge=1, le=1000)
+
+
+class BackfillEndpoints:
+    """The handlers, on the API's job service (catalog, store, clock)."""
+
+    def __init__(self, settings: Settings, service: JobService, limit: int) -> None:
+        self._settings = settings
+        self._service = service
+        self._limit = limit
+
+    async def start(self, request: Request, token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        body = _parse(await read_json(request, self._limit))
+        data, status = await blocking(lambda: self._start(name, body, token.name))
+        return JSONResponse(data, status_code=status)
+
+    async def show(self, request: Request, _token: ApiToken) -> Response:
+        backfill_id = request.path_params["backfill_id"]
+        if not _ID.fullmatch(backfill_id):
+            return _no_backfill()
+        engine = self._service.engine
+
+        def read() -> dict[str, Any] | None:
+            record = read_store(engine, get_backfill, backfill_id)
+            return backfill_json(record) if record is not None else None
+
+        data = await blocking(read)
+        return JSONResponse(data) if data is not None else _no_backfill()
+
+    async def cancel(self, request: Request, token: ApiToken) -> Response:
+        backfill_id = request.path_params["backfill_id"]
+        if not _ID.fullmatch(backfill_id):
+            return _no_backfill()
+        engine, clock = self._service.engine, self._service.clock
+        record = await blocking(
+            lambda: cancel_backfill(engine, backfill_id, actor=token.name, clock=clock)
+        )
+        return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
+
+    def _start(self, name: str, body: BackfillRequest, actor: str) -> tuple[dict[str, Any], int]:
+        catalog = self._service.current(name)
+        spec = catalog.jobs.get(name)
+        if spec is None:
+            raise not_found(name)
+        engine, clock = self._service.engine, self._service.clock
+        now = store_now(engine, clock)
+        try:
+            plan = plan_backfill(
+                spec,
+                engine,
+                start=body.from_,
+                end=body.to,
+                mode=body.mode,
+                limit=self._settings.backfill_limit,
+                now=now,
+            )
+        except BackfillInputError as error:
+            problem_ = FieldProblem("", str(error))
+            raise BadRequest(422, "Invalid backfill", str(error), [problem_]) from None
+        shown = {"id": None, **plan.to_json()}
+        if body.dry_run or not plan.occurrences:
+            return shown, 200
+        ensure_scheduled(engine, spec, clock)
+        backfill_id = start_backfill(
+            engine,
+            name,
+            start=plan.start,
+            end=plan.end,
+            mode=plan.mode,
+            occurrences=plan.occurrences,
+            concurrency=body.concurrency,
+            actor=actor,
+            reason=" ".join(body.reason.split()),
+            clock=clock,
+        )
+        return {**shown, "id": backfill_id}, 202
+
+
+def _parse(body: Any) -> BackfillRequest:
+    try:
+        return BackfillRequest.model_validate(body)
+    except ValidationError as error:
+        problems = [
+            FieldProblem(".".join(str(p) for p in e["loc"]) or "", e["msg"])
+            for e in error.errors(include_url=False, include_input=False)
+        ]
+        first = problems[0] if problems else FieldProblem("", "not a backfill request")
+        raise BadRequest(422, "Invalid body", first.line(), problems) from None
+
+
+def _no_backfill() -> Response:
+    # The id is not repeated: whatever arrives in a path is never echoed.
+    return problem(
+        404,
+        "Not found",
+        "no backfill with this id in the store; POST /api/v1/jobs/{name}/backfills answers "
+        "the id of a new one",
+    )

@@ -1,0 +1,321 @@
+"""The shapes of ``/api/v1``'s answers and query strings, as pydantic models: the OpenAPI
+document's schemas are generated from them (:mod:`jobhost.web.api.openapi`), and a
+property-based test (schemathesis) checks that every answer the API gives fits them.
+
+A field without a default is one every answer carries; a field with one may be left out.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobhost.operations.failures import SEARCH_LIMIT
+from jobhost.operations.history import OUTCOMES
+from jobhost.operations.runlogs import PAGE_LINES
+from jobhost.operations.selection import SORTS
+from jobhost.operations.status import STATUSES
+from jobhost.store.runtime import MAX_CHANGE_ID
+from jobhost.web.api.failures import PAGE_LIMIT
+
+__all__ = [
+    "Backfill",
+    "BackfillSelection",
+    "ChangeList",
+    "ChangesQuery",
+    "FailureList",
+    "FailuresQuery",
+    "Job",
+    "JobList",
+    "JobsQuery",
+    "KindList",
+    "PauseResult",
+    "Problem",
+    "Reason",
+    "RunList",
+    "RunLog",
+    "RunLogQuery",
+    "RunsQuery",
+    "RuntimeJob",
+    "TriggerResult",
+]
+
+SOURCES = ("api", "declaration", "override", "store")
+ACTIONS = (
+    "create",
+    "change",
+    "delete",
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "backfill-cancel",
+)
+BackfillMode = Literal["missing", "failed", "all"]
+
+
+# Strings that are one of the tuples the code checks against.
+Status = Annotated[str, Field(json_schema_extra={"enum": list(STATUSES)})]
+Outcome = Annotated[str, Field(json_schema_extra={"enum": list(OUTCOMES)})]
+Source = Annotated[str, Field(json_schema_extra={"enum": list(SOURCES)})]
+Sort = Annotated[str, Field(json_schema_extra={"enum": list(SORTS)})]
+Action = Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})]
+
+
+class Trigger(BaseModel):
+    kind: Literal["cron", "interval"] | None
+    expression: str | None
+    timezone: str
+    source: str = ""
+    dst_policy: str = ""
+
+
+class RuntimeJob(BaseModel):
+    name: str
+    source: Literal["api"]
+    kind: str
+    definition: dict[str, Any]
+    etag: str
+    version: int = Field(ge=1)
+    created_at: str
+    created_by: str
+    updated_at: str
+    updated_by: str
+
+
+class Job(BaseModel):
+    name: str
+    module: str
+    description: str = ""
+    critical: bool = False
+    enabled: bool
+    paused: bool
+    state: str = ""
+    declared_trigger: Trigger | None = None
+    effective_trigger: Trigger | None = None
+    next_fire_utc: str | None = None
+    next_fire_local: str | None = None
+    last_run: dict[str, Any] | None = None
+    recent_outcomes: list[str] = []
+    mismatch: list[str] = []
+    status: Status
+    source: Source
+    kind: str | None
+    runtime: RuntimeJob | None = None
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+
+
+class Kind(BaseModel):
+    name: str
+    description: str
+    module: str
+    settings_schema: dict[str, Any]
+    examples: list[dict[str, Any]]
+
+
+class KindList(BaseModel):
+    kinds: list[Kind]
+
+
+class Run(BaseModel):
+    run_id: str
+    occurrence: str | None
+    attempt: int
+    source: str
+    outcome: Outcome
+
+
+class RunList(BaseModel):
+    job: str
+    runs: list[Run]
+
+
+class Change(BaseModel):
+    id: int
+    at: str
+    actor: str
+    action: Action
+    job: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    reason: str | None
+
+
+class ChangeList(BaseModel):
+    changes: list[Change]
+    next_after: int
+
+
+class LogLine(BaseModel):
+    seq: int
+    time: str
+    level: str
+    message: str
+
+
+class Gap(BaseModel):
+    lines: int
+    bytes: int
+
+
+class Dropped(BaseModel):
+    dropped: Gap
+
+
+class RunLog(BaseModel):
+    run_id: str
+    job: str
+    outcome: Outcome
+    running: bool
+    lines: list[LogLine | Dropped]
+    next_after: int
+
+
+class TriggerResult(BaseModel):
+    job: str
+    request_id: str
+    run_id: str | None
+    status: str
+    message: str | None
+
+
+class PauseResult(BaseModel):
+    job: str
+    paused: bool
+    changed: bool
+
+
+class BackfillSelection(BaseModel):
+    """What a backfill takes: its id (None for a dry run or nothing to do) and occurrences."""
+
+    id: str | None
+    job: str
+    mode: BackfillMode
+    from_: str = Field(alias="from")
+    to: str
+    occurrences: list[str]
+
+
+class Backfill(BaseModel):
+    """A backfill's progress; ``done`` counts the settled occurrences."""
+
+    id: str
+    job: str
+    from_: str = Field(alias="from")
+    to: str
+    mode: BackfillMode
+    state: Literal["running", "cancelled", "done"]
+    reason: str | None
+    actor: str
+    concurrency: int = Field(ge=1)
+    created_at: str
+    finished_at: str | None
+    selected: int = Field(ge=0)
+    done: int = Field(ge=0)
+    succeeded: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    running: int = Field(ge=0)
+    pending: int = Field(ge=0)
+
+
+class Failure(BaseModel):
+    job: str
+    run_id: str
+    occurrence: str | None
+    started_at: str | None
+    finished_at: str | None
+    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    attempt: int
+    source: str
+    host: str | None
+    error_type: str | None
+    error: str | None
+    streak: int = Field(ge=0)
+
+
+class FailureList(BaseModel):
+    failures: list[Failure]
+    next_cursor: str | None
+    searched_to: str | None
+    streak_limit: int
+    generated_at: str
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An error: what is wrong, the field, and the fix (``application/problem+json``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    id: str = ""
+    errors: list[FieldError] = []
+
+
+class Reason(BaseModel):
+    """Why: recorded with the change."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=500)
+
+
+# -- query strings -----------------------------------------------------------------------------
+
+
+class JobsQuery(BaseModel):
+    search: str = Field("", description="Only jobs whose name, module or description holds this.")
+    module: list[str] = Field([], description="Only jobs of these modules.")
+    state: list[Status] = Field([], description="Only jobs with these statuses.")
+    failing: bool = Field(False, description="Only jobs whose last run failed or timed out.")
+    sort: Sort = Field("name", description="Order of the jobs.")
+    source: list[Source] = Field([], description="Only jobs from these sources.")
+    limit: int = Field(1000, ge=1, le=10_000, description="At most N jobs.")
+
+
+class RunsQuery(BaseModel):
+    limit: int = Field(20, ge=1, le=1000, description="At most N runs (default 20).")
+    outcome: Outcome = Field("", description="Only runs with this outcome.")
+
+
+class RunLogQuery(BaseModel):
+    after: int = Field(
+        0,
+        ge=0,
+        le=2**31 - 1,
+        description="Only lines numbered above this (next_after of the previous answer).",
+    )
+    limit: int = Field(
+        PAGE_LINES, ge=1, le=PAGE_LINES, description=f"At most N lines (default {PAGE_LINES})."
+    )
+
+
+class ChangesQuery(BaseModel):
+    job: str = Field("", description="Only this job's changes.")
+    after: int = Field(0, ge=0, le=MAX_CHANGE_ID, description="Only changes with a larger id.")
+    limit: int = Field(100, ge=1, le=1000, description="At most N changes (default 100).")
+
+
+class FailuresQuery(BaseModel):
+    since: str = Field(
+        "",
+        max_length=64,
+        description="Only runs that finished since then: 2h, 7d, a date (UTC) or an ISO 8601 "
+        "time with a zone.",
+    )
+    job: str = Field("", max_length=200, description="Only this job's runs.")
+    q: str = Field(
+        "",
+        max_length=SEARCH_LIMIT,
+        description="Only runs whose error type or message contains this text (any case).",
+    )
+    limit: int = Field(50, ge=1, le=PAGE_LIMIT, description="At most N runs (default 50).")
+    cursor: str = Field("", max_length=200, description="next_cursor of the previous answer.")

@@ -1,0 +1,250 @@
+"""Every endpoint of ``/api/v1`` in one table: its method and path, the operation that answers
+it, the scope a token needs, its query string, body and answers as types. The routes are
+mounted from this table (:mod:`jobhost.web.api.routes`) and the OpenAPI document is generated
+from it (:mod:`jobhost.web.api.openapi`), so the two cannot drift apart.
+
+A new endpoint is one more :class:`Endpoint` here, an ``async`` method of that ``operation``
+name on the API's handler class, and its models in :mod:`jobhost.web.api.models`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from jobhost.catalog import NAME_PATTERN
+from jobhost.operations.runlogs import RUN_ID_LIMIT
+from jobhost.runtime.definition import JobDefinition
+from jobhost.web.api import models
+from jobhost.web.api.backfills import BackfillRequest
+
+__all__ = ["ENDPOINTS", "HEADERS", "PATH_PARAMETERS", "Answer", "Endpoint", "Header"]
+
+Scope = Literal["read", "write", "trigger"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One status an endpoint answers with: what it means, its body's type (None: no body),
+    and its headers (name: what it says)."""
+
+    description: str
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Header:
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: Literal["GET", "PUT", "POST", "DELETE"]
+    path: str
+    operation: str
+    """The handler's name on the API object (a dotted path for a group of handlers:
+    ``backfills.start``), and the document's ``operationId``."""
+    summary: str
+    scope: Scope | None
+    """The token's scope it needs; None: no token at all (the document itself)."""
+    answers: Mapping[int, Answer]
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    headers: tuple[Header, ...] = ()
+    problems: bool = True
+    """Errors answer ``application/problem+json`` (:class:`models.Problem`)."""
+
+
+PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "name": (
+        "The job's name, module.job ('hooks.nightly-ping').",
+        {"type": "string", "pattern": NAME_PATTERN.pattern, "maxLength": 200},
+    ),
+    "backfill_id": (
+        "The backfill's id, as POST /jobs/{name}/backfills answers it.",
+        {"type": "string", "maxLength": 64},
+    ),
+    "run_id": (
+        "The run's id, as GET /jobs/{name}/runs lists it.",
+        {"type": "string", "maxLength": RUN_ID_LIMIT},
+    ),
+}
+"""What each ``{parameter}`` of a path is."""
+
+HEADERS = {
+    "if-none-match": Header(
+        "If-None-Match",
+        "On GET, an ETag you hold: 304 while the job is still so. On PUT, *: create only (412 "
+        "if the job exists).",
+    ),
+    "if-match": Header(
+        "If-Match", "An ETag from a GET or PUT (or *): change only if the job is still so."
+    ),
+}
+_ETAG = {"ETag": "The job's version, for If-Match."}
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "GET",
+        "/openapi.json",
+        "openapi",
+        "This document.",
+        scope=None,
+        answers={200: Answer("The OpenAPI document.", dict[str, Any])},
+        problems=False,
+    ),
+    Endpoint(
+        "GET",
+        "/kinds",
+        "kinds",
+        "The job kinds the modules offer, with their settings' JSON schema.",
+        scope="read",
+        answers={200: Answer("The kinds.", models.KindList)},
+    ),
+    Endpoint(
+        "GET",
+        "/jobs",
+        "jobs",
+        "Every job, declared and runtime, as the report shows it.",
+        scope="read",
+        query=models.JobsQuery,
+        answers={200: Answer("The jobs.", models.JobList)},
+    ),
+    Endpoint(
+        "GET",
+        "/jobs/{name}",
+        "job",
+        "One job; a runtime job's answer carries its ETag.",
+        scope="read",
+        headers=(HEADERS["if-none-match"],),
+        answers={
+            200: Answer("The job.", models.Job, _ETAG),
+            304: Answer("Not modified: If-None-Match names its ETag."),
+        },
+    ),
+    Endpoint(
+        "PUT",
+        "/jobs/{name}",
+        "put",
+        "Create (201) or replace (200) a runtime job.",
+        scope="write",
+        headers=(HEADERS["if-match"], HEADERS["if-none-match"]),
+        body=JobDefinition,
+        answers={
+            200: Answer("Replaced (or unchanged).", models.RuntimeJob, _ETAG),
+            201: Answer("Created.", models.RuntimeJob, _ETAG),
+        },
+    ),
+    Endpoint(
+        "DELETE",
+        "/jobs/{name}",
+        "delete",
+        "Remove a runtime job (409 for a declared one); its history stays.",
+        scope="write",
+        headers=(HEADERS["if-match"],),
+        answers={204: Answer("Removed.")},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs/{name}/trigger",
+        "trigger",
+        "Run the job now, once, audited with the reason.",
+        scope="trigger",
+        body=models.Reason,
+        answers={202: Answer("Queued (run_id once a host started it).", models.TriggerResult)},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs/{name}/pause",
+        "pause",
+        "Pause the job on every replica; missed occurrences are recorded.",
+        scope="write",
+        body=models.Reason,
+        answers={200: Answer("Paused (changed: false if it was).", models.PauseResult)},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs/{name}/resume",
+        "resume",
+        "Resume the job; its misfire policy decides what of the pause runs.",
+        scope="write",
+        body=models.Reason,
+        answers={200: Answer("Resumed (changed: false if it was not paused).", models.PauseResult)},
+    ),
+    Endpoint(
+        "GET",
+        "/jobs/{name}/runs",
+        "runs",
+        "The job's history, newest first.",
+        scope="read",
+        query=models.RunsQuery,
+        answers={200: Answer("The runs.", models.RunList)},
+    ),
+    Endpoint(
+        "POST",
+        "/jobs/{name}/backfills",
+        "backfills.start",
+        "Replay the job's past occurrences from ≤ occurrence < to, each once (see jobhost "
+        "backfill); dry_run only lists them.",
+        scope="trigger",
+        body=BackfillRequest,
+        answers={
+            202: Answer("Recorded: its id and occurrences.", models.BackfillSelection),
+            200: Answer("A dry run or nothing to do (id null).", models.BackfillSelection),
+        },
+    ),
+    Endpoint(
+        "GET",
+        "/backfills/{backfill_id}",
+        "backfills.show",
+        "A backfill's progress: selected, done, succeeded, failed, running.",
+        scope="read",
+        answers={200: Answer("The backfill.", models.Backfill)},
+    ),
+    Endpoint(
+        "DELETE",
+        "/backfills/{backfill_id}",
+        "backfills.cancel",
+        "Cancel a backfill: no new occurrence starts; runs in flight finish.",
+        scope="trigger",
+        answers={200: Answer("The backfill, cancelled (or already ended).", models.Backfill)},
+    ),
+    Endpoint(
+        "GET",
+        "/failures",
+        "failures",
+        "Failed, timed-out, abandoned and stuck runs of every job, newest first.",
+        scope="read",
+        query=models.FailuresQuery,
+        answers={
+            200: Answer(
+                "Failures; pass next_cursor as cursor for the next page.", models.FailureList
+            )
+        },
+    ),
+    Endpoint(
+        "GET",
+        "/runs/{run_id}/logs",
+        "run_logs",
+        "What the run wrote through its job's logger, in order; tail it with after.",
+        scope="read",
+        query=models.RunLogQuery,
+        answers={200: Answer("Lines; pass next_after as after for the next ones.", models.RunLog)},
+    ),
+    Endpoint(
+        "GET",
+        "/changes",
+        "changes",
+        "The change log, oldest first: who changed what, when, before and after.",
+        scope="read",
+        query=models.ChangesQuery,
+        answers={
+            200: Answer("Changes; pass next_after as after for the next page.", models.ChangeList)
+        },
+    ),
+)

@@ -1,0 +1,117 @@
+"""The dashboard's Failures page: failed, timed-out, abandoned and stuck runs of every job, a
+page at a time, searchable by error text, under the installation's runs-by-outcome chart.
+
+The query string is the page's whole state (``q``, ``job``, ``since``, ``range``, ``cursor``),
+so a link to a search is the search. What the list shows is what ``jobhost failures`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlencode
+
+from jobhost.errors import UnknownJobError
+from jobhost.operations.failures import (
+    SEARCH_LIMIT,
+    BadFailureQuery,
+    Failure,
+    FailureQuery,
+    decode_cursor,
+    parse_since,
+    read_failures,
+    require_stored_job,
+)
+from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store.calls import read_at
+from jobhost.store.failures import STREAK_LIMIT
+from jobhost.store.outcome_counts import counts_before
+from jobhost.web.console.chart import SLICES, Chart, outcome_chart
+from jobhost.web.console.timeline import RANGES
+
+__all__ = ["FAILURES_PAGE", "FailuresView", "failures_view"]
+
+FAILURES_PAGE = 50
+"""Runs on one page of the list."""
+
+
+@dataclass(frozen=True)
+class FailuresView:
+    search: str
+    job: str
+    since: str
+    span: str
+    cursor: str
+    rows: list[Failure] = field(default_factory=list)
+    next_cursor: str | None = None
+    searched_to: datetime | None = None
+    chart: Chart | None = None
+    problem: str | None = None
+    """Why the filters could not be read (the list is then empty and the answer 400)."""
+    streak_limit: int = STREAK_LIMIT
+
+    def link(self, **change: str | None) -> str:
+        """This page's query with ``change`` applied (None drops a parameter)."""
+        values: dict[str, str | None] = {
+            "q": self.search,
+            "job": self.job,
+            "since": self.since,
+            "range": self.span if self.span != "24h" else None,
+        }
+        values.update(change)
+        return "?" + urlencode({key: value for key, value in values.items() if value})
+
+
+def failures_view(
+    engine: Engine, params: Mapping[str, str], clock: Clock | None = None
+) -> FailuresView:
+    span = params.get("range", "24h")
+    span = span if span in RANGES else "24h"
+    view = FailuresView(
+        search=params.get("q", "").strip()[:SEARCH_LIMIT],
+        job=params.get("job", "").strip()[:200],
+        since=params.get("since", "").strip()[:64],
+        span=span,
+        cursor=params.get("cursor", "")[:200],
+    )
+    now, counts = read_at(engine, clock or SystemClock(), counts_before, RANGES[span], SLICES[span])
+    chart = outcome_chart(counts, now - RANGES[span], now)
+    try:
+        query = FailureQuery(
+            since=parse_since(view.since, now) if view.since else None,
+            job=view.job or None,
+            text=view.search or None,
+            limit=FAILURES_PAGE,
+            cursor=decode_cursor(view.cursor) if view.cursor else None,
+        )
+        if query.job is not None:
+            require_stored_job(engine, query.job)
+    except BadFailureQuery as error:
+        return _refused(view, chart, f"{error.field}: {error.detail}")
+    except UnknownJobError as error:
+        return _refused(view, chart, f"job: {error}")
+    found = read_failures(engine, query, clock)
+    return FailuresView(
+        search=view.search,
+        job=view.job,
+        since=view.since,
+        span=view.span,
+        cursor=view.cursor,
+        rows=found.failures,
+        next_cursor=found.next_cursor,
+        searched_to=found.searched_to,
+        chart=chart,
+    )
+
+
+def _refused(view: FailuresView, chart: Chart, problem: str) -> FailuresView:
+    return FailuresView(
+        search=view.search,
+        job=view.job,
+        since=view.since,
+        span=view.span,
+        cursor="",
+        chart=chart,
+        problem=problem,
+    )

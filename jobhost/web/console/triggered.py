@@ -1,0 +1,55 @@
+"""After "Trigger now": the page of the request, which leads to the run once a host starts it.
+
+A trigger from the dashboard queues a request (as ``jobhost trigger --no-wait`` does) and
+answers with ``/requests/ID``. While no host has started it, that page says so and looks again
+(the page script, or a reload without script); once started it answers 303 to the run's page;
+refused, it says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from jobhost.store import Engine, RequestRecord
+from jobhost.store.calls import read
+from jobhost.store.operations import get_request
+from jobhost.web.app import blocking
+
+__all__ = ["REQUEST_ID_CHARS", "request_page"]
+
+REQUEST_ID_CHARS = frozenset("0123456789abcdef")
+_WAIT_SECONDS = 2
+
+
+class _Site(Protocol):
+    engine: Engine
+
+    def page(
+        self, request: Request, template: str, status: int = 200, **values: Any
+    ) -> Response: ...
+
+
+async def request_page(site: _Site, request: Request) -> Response:
+    request_id = request.path_params["request_id"]
+    if not 0 < len(request_id) <= 64 or not set(request_id) <= REQUEST_ID_CHARS:
+        return site.page(request, "missing.html", status=404, what="such trigger request")
+    found = await blocking(lambda: _read(site.engine, request_id))
+    if found is None:
+        return site.page(request, "missing.html", status=404, what="such trigger request")
+    if found.run_id is not None:
+        return RedirectResponse(f"/runs/{found.run_id}", status_code=303)
+    waiting = found.status != "refused"
+    return site.page(
+        request,
+        "request.html",
+        asked=found,
+        waiting=waiting,
+        live=_WAIT_SECONDS if waiting else 0,
+    )
+
+
+def _read(engine: Engine, request_id: str) -> RequestRecord | None:
+    return read(engine, get_request, request_id)

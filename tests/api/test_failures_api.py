@@ -1,0 +1,150 @@
+"""``GET /api/v1/failures``: failed runs of every job over HTTP (scope read), paged by cursor,
+filtered by time, job and error text, every bad parameter refused; on both stores."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import build_catalog
+from jobhost.config import Settings
+from jobhost.store import create_store_engine, upgrade
+from jobhost.store.schema import runs
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.api import api_routes
+from tests.api.api_support import SECRETS, call
+
+
+class Api:
+    def __init__(self, base: str, engine: Engine) -> None:
+        self.base = base
+        self.engine = engine
+
+    def add_run(self, job: str, outcome: str, ago: timedelta, error: str | None = None) -> str:
+        run_id = uuid.uuid4().hex
+        finished = datetime.now(UTC) - ago
+        with self.engine.begin() as connection:
+            connection.execute(
+                runs.insert().values(
+                    id=run_id,
+                    job_name=job,
+                    attempt=1,
+                    source="schedule",
+                    outcome=outcome,
+                    queued_at=finished - timedelta(seconds=2),
+                    started_at=finished - timedelta(seconds=2),
+                    finished_at=finished,
+                    error_type="Failure" if error else None,
+                    error_message=error,
+                )
+            )
+        return run_id
+
+    def get(self, query: dict[str, str] | str = "", token: str | None = "reader") -> Any:
+        text = query if isinstance(query, str) else urlencode(query)
+        return call(self.base, "GET", f"/api/v1/failures?{text}", token=token)
+
+
+@pytest.fixture
+def api(store_url: str) -> Iterator[Api]:
+    config = Settings(
+        database_url=store_url,
+        api_tokens=[
+            {
+                "name": name,
+                "sha256": hashlib.sha256(secret.encode()).hexdigest(),
+                "scopes": scopes,
+            }
+            for name, (secret, scopes) in SECRETS.items()
+        ],
+    )
+    engine = create_store_engine(store_url)
+    upgrade(engine)
+    catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": ""})
+    app = create_app(
+        store_endpoints(config, catalog, engine), routes=api_routes(config, catalog, engine)
+    )
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        yield Api(f"http://127.0.0.1:{server.address[1]}", engine)
+    finally:
+        server.stop()
+        engine.dispose()
+
+
+def test_failures_page_by_cursor_newest_first_and_filter(api: Api) -> None:
+    older = [
+        api.add_run("billing.invoices", "failed", timedelta(hours=h), f"HTTP {500 + h} upstream")
+        for h in range(10, 2, -1)
+    ]
+    newest = api.add_run("files.cleanup", "timed_out", timedelta(hours=1), "took too long")
+    api.add_run("files.cleanup", "succeeded", timedelta(minutes=5))
+    expected = [newest, *older[::-1]]
+
+    answer = api.get()
+    assert answer.status == 200
+    assert [row["run_id"] for row in answer.body["failures"]] == expected
+    first = answer.body["failures"][0]
+    assert (first["job"], first["outcome"], first["error"], first["streak"]) == (
+        "files.cleanup",
+        "timed_out",
+        "took too long",
+        0,  # its newest attempt succeeded
+    )
+    assert answer.body["failures"][1]["streak"] == 8
+
+    seen: list[str] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page = api.get({"limit": "4", **({"cursor": cursor} if cursor else {})})
+        assert page.status == 200
+        seen += [row["run_id"] for row in page.body["failures"]]
+        cursor = page.body["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == expected
+
+    found = api.get({"q": "503"})
+    assert [row["run_id"] for row in found.body["failures"]] == [older[-1]]
+    one_job = api.get({"job": "files.cleanup"})
+    assert [row["run_id"] for row in one_job.body["failures"]] == [newest]
+    recent = api.get({"since": "4h30m"})
+    assert [row["run_id"] for row in recent.body["failures"]] == [newest, older[-1], older[-2]]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("limit=ten", "limit"),
+        ("since=soon", "since"),
+        ("since=-1h", "since"),
+        ("since=2026-11-28T06:00:00", "since"),
+        ("cursor=not-a-cursor", "cursor"),
+        ("cursor=" + "A" * 300, "cursor"),
+        ("q=" + "x" * 201, "q"),
+        ("job=" + "j" * 201, "job"),
+        ("job=nobody.knows-me", "job"),
+    ],
+)
+def test_bad_parameters_are_refused_naming_the_field(api: Api, query: str, field: str) -> None:
+    answer = api.get(query)
+    assert answer.status == 400
+    assert answer.content_type.startswith("application/problem+json")
+    assert [error["field"] for error in answer.body["errors"]] == [field]
+    assert "nobody.knows-me" not in answer.body["detail"]  # the caller's text is not echoed
+
+
+def test_the_read_scope_is_needed(api: Api) -> None:
+    assert api.get(token=None).status == 401
+    assert api.get(token="deployer").status == 200
+    assert api.get(token="ops").status == 200

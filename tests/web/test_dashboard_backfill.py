@@ -1,0 +1,69 @@
+"""A backfill from the job page: previewed, confirmed, audited, and its progress shown."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from jobhost.store import reading
+from jobhost.store.console import console_actions
+from jobhost.store.schema import backfills
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.console import Console
+from tests.cli.operator_support import Operator
+from tests.web.test_dashboard_http import TOKEN, Client
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[tuple[Client, Operator]]:
+    operator = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
+    operator.configure([{"name": "sample.nightly", "cron": "0 3 * * *"}], console_actions=True)
+    with operator.config.open("a") as config:
+        config.write(f'[operator_tokens]\nbob = "{TOKEN}"\n')
+    operator.sync()
+    settings, catalog = operator.settings, operator.catalog()
+    console = Console(settings, catalog, operator.engine, allow_actions=True)
+    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        yield Client(f"http://127.0.0.1:{server.address[1]}"), operator
+    finally:
+        server.stop()
+        operator.close()
+
+
+def test_a_backfill_is_previewed_then_confirmed_and_shown(
+    client: tuple[Client, Operator],
+) -> None:
+    web, operator = client
+    assert web.post("/signin", f"token={TOKEN}")[0] == 200
+    job = web.get("/jobs/sample.nightly")[2]
+    assert 'id="backfill-form"' in job
+    found = re.search(r'name="csrf" value="([^"]+)"', job)
+    assert found is not None
+    form = f"csrf={found[1]}&from=2026-11-20&to=2026-11-23&mode=missing&concurrency=2&reason=fix"
+    status, _, page = web.post("/jobs/sample.nightly/backfill", form)
+    assert status == 200 and 'id="backfill-confirm-form"' in page
+    assert re.findall(r"<li>(2026-11-2\dT03:00:00Z)</li>", page) == [
+        "2026-11-20T03:00:00Z",
+        "2026-11-21T03:00:00Z",
+        "2026-11-22T03:00:00Z",
+    ]
+    with reading(operator.engine) as connection:
+        assert connection.execute(select(backfills)).all() == []  # a preview records nothing
+    status, _, page = web.post("/jobs/sample.nightly/backfill", form + "&confirm=yes")
+    assert status == 200 and "backfill recorded" in page
+    assert 'id="backfills"' in page and "0 of 3 done" in page
+    with reading(operator.engine) as connection:
+        (row,) = connection.execute(select(backfills)).mappings().all()
+        audit = connection.execute(select(console_actions.c.action)).scalars().all()
+    assert (row["actor"], row["reason"], row["concurrency"]) == ("bob", "fix", 2)
+    assert audit == ["backfill"]
+    bad = form.replace("to=2026-11-23", "to=2999-01-01")
+    status, _, page = web.post("/jobs/sample.nightly/backfill", bad)
+    assert status == 400 and "reaches the future" in page
