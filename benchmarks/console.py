@@ -10,6 +10,9 @@ in a schema of its own, dropped afterwards), then prints how long each operator 
   ``jobhost validate``, which does only those, is printed as the baseline);
 - ``GET /report``: over HTTP from the ASGI application (``jobhost serve``'s, which builds the
   report exactly as ``jobhost run``'s does);
+- ``jobhost failures`` (in process: newest 50, a search by error text that matches nothing, so
+  it looks as far as it may, one job's) and the Failures page's chart of the whole installation
+  (runs by outcome over 24 hours and 30 days, counted by the database);
 - the dashboard's overview page (its summary read each time, no cache) and one job page with
   its 7-day timeline;
 - ``/metrics`` of a host whose every job has run (``metrics_job_label``): one render of the
@@ -57,13 +60,15 @@ from sqlalchemy.engine import Engine, make_url
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings, load_settings
 from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.operations.failures import FailureQuery, read_failures
 from jobhost.operations.gauges import read_figures, register_gauges
 from jobhost.operations.health import check_health
 from jobhost.operations.overview import overview_page, read_summary
 from jobhost.operations.report import build_report
 from jobhost.operations.selection import JobFilter
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import runs, schedules
 from jobhost.web import WebServer, create_app, store_endpoints
@@ -111,6 +116,16 @@ def _measure(backend: str, url: str, directory: Path) -> None:
                 50,
             ),
             "gauges: one /metrics refresh": lambda: read_figures(settings, catalog, engine),
+            "failures, newest 50 (in process)": lambda: read_failures(engine, FailureQuery()),
+            "failures --grep 503 (in process)": lambda: read_failures(
+                engine, FailureQuery(text="503")
+            ),
+            "failures --job NAME (in process)": lambda: read_failures(
+                engine, FailureQuery(job=one)
+            ),
+            "failures chart, all jobs, 24h": lambda: _chart(engine, timedelta(days=1), 24),
+            "failures chart, all jobs, 30d": lambda: _chart(engine, timedelta(days=30), 30),
+            "jobhost failures": lambda: _command([*command, "failures"], env),
             "health (in process)": lambda: check_health(settings, catalog, engine, hosts=False),
             "report --job (in process)": lambda: build_report(settings, catalog, engine, job=one),
             "jobhost --version": lambda: _command([*command, "--version"], env),
@@ -148,11 +163,90 @@ def _measure(backend: str, url: str, directory: Path) -> None:
                 print(f"  {name:<34} {wall:7.3f} {peak:7.0f}")
         if os.environ.get("CONSOLE_LAG") == "1":
             _lag(command, env, directory, url, engine)
+        if not only or "reads" in only:
+            _read_commands(command, env, one)
     finally:
         engine.dispose()
 
 
+# -- read-only commands, whole process (issue 19's targets) -----------------------------------
+
+# (label, arguments, target seconds): each reads the store alone, loading no plugin.
+_READS: list[tuple[str, list[str], float]] = [
+    ("--version", ["--version"], 0.3),
+    ("--help", ["--help"], 0.3),
+    ("report", ["report"], 1.0),
+    ("report --json", ["report", "--json"], 1.0),
+    ("report --job NAME", ["report", "--job", "{one}"], 0.5),
+    ("history NAME", ["history", "{one}"], 0.5),
+    ("next NAME", ["next", "{one}"], 0.5),
+    ("jobs show NAME", ["jobs", "show", "{one}"], 0.5),
+    ("pause NAME", ["pause", "{one}", "--reason", "bench"], 0.5),
+    ("resume NAME", ["resume", "{one}"], 0.5),
+    ("trigger NAME --no-wait", ["trigger", "{one}", "--no-wait"], 0.5),
+    ("health --no-hosts", ["health", "--no-hosts"], 1.0),
+]
+_READ_RUNS = int(os.environ.get("CONSOLE_READ_RUNS", "5"))
+
+
+def _read_commands(command: list[str], env: dict[str, str], one: str) -> None:
+    """The median whole-process wall time of each read-only command beside its target, and the
+    health check's peak memory (target 150 MB). ``farm-bench`` gives the same from outside."""
+    print(f"  read-only commands, whole process, median of {_READ_RUNS} (target)")
+    for label, args, target in _READS:
+        argv = [*command, *(arg.replace("{one}", one) for arg in args)]
+        walls = []
+        for _ in range(_READ_RUNS + 1):
+            started = time.perf_counter()
+            _command(argv, env)
+            walls.append(time.perf_counter() - started)
+        wall = sorted(walls[1:])[len(walls[1:]) // 2]
+        mark = "ok" if wall <= target else "OVER"
+        print(f"  jobhost {label:<26} {wall:7.3f}   (<= {target:.1f} s {mark})")
+    _, peak = _peak([*command, "health", "--no-hosts"], env)
+    mark = "ok" if peak <= 150 else "OVER"
+    print(f"  jobhost health --no-hosts peak {peak:6.0f} MB (<= 150 MB {mark})")
+
+
+def seed_only(backend: str, directory: str) -> None:
+    """``python benchmarks/console.py seed sqlite DIR``: seed a store in DIR (SQLite) and print
+    the configuration, for timing commands by hand (``farm-bench``); PostgreSQL keeps its
+    schema (named in the printed URL) until dropped."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    if backend == "sqlite":
+        url = f"sqlite:///{path}/store.db"
+    else:
+        base = make_url(os.environ["JOBHOST_TEST_POSTGRES_URL"]).set(
+            drivername="postgresql+psycopg"
+        )
+        schema = f"bench_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+        admin.dispose()
+        url = base.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+            hide_password=False
+        )
+    config = _write_config(path, url)
+    catalog = build_catalog(load_settings(config), environ={"JOBHOST_LOAD_PLUGINS": ""})
+    engine = create_store_engine(url)
+    try:
+        upgrade(engine)
+        _seed(engine, catalog.jobs)
+    finally:
+        engine.dispose()
+    print(f"config {config}; one job: {sorted(catalog.jobs)[JOBS // 2]}")
+
+
 _SEED_TIMES: dict[int, float] = {}
+
+
+def _chart(engine: Engine, span: timedelta, slices: int) -> list[dict[str, int]]:
+    """The Failures page's runs-by-outcome chart of the whole installation."""
+    end = datetime.now(UTC)
+    with reading(engine) as connection:
+        return outcome_counts(connection, end - span, end, slices)
 
 
 def _seconds(_engine: Engine, rows: int) -> str:
@@ -518,4 +612,7 @@ def _store(backend: str, directory: str) -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["seed"]:
+        seed_only(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1:])

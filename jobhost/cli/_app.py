@@ -33,6 +33,7 @@ EXIT_TIMEOUT = 4
 # name -> module, and the line `jobhost --help` shows for it.
 _MODULES = {
     "backfill": "backfill",
+    "cancel": "runs",
     "changes": "changes",
     "db": "db",
     "failures": "failures",
@@ -46,6 +47,7 @@ _MODULES = {
     "plan": "plan",
     "report": "report",
     "resume": "pause",
+    "retry": "runs",
     "run": "run",
     "serve": "serve",
     "trigger": "trigger",
@@ -53,6 +55,7 @@ _MODULES = {
 }
 _SHORT_HELP = {
     "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
+    "cancel": "Cancel running run RUN_ID through its host, and wait until it ends.",
     "changes": "Show the newest changes, oldest first: pause, resume, trigger from the CLI, "
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
     "and why.",
@@ -70,6 +73,8 @@ _SHORT_HELP = {
     "report": "The schedule report: a summary by status, one line per job, then the live hosts.",
     "resume": "Resume job NAME on every replica; its misfire policy decides what of the pause "
     "runs.",
+    "retry": "Run the work of failed run RUN_ID again: the same occurrence and idempotency "
+    "key, the next attempt, through the claim every run goes through.",
     "run": "Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.",
     "serve": "Serve the report, the probes and the dashboard over the store, with no host.",
     "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from sqlalchemy import make_url
 
-from jobhost.catalog import Catalog, JobSpec, build_catalog
+from jobhost.catalog.model import Catalog, JobSpec
 from jobhost.cli._app import EXIT_INVALID, config_path
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
 from jobhost.errors import (
@@ -28,11 +28,14 @@ from jobhost.store import (
 from jobhost.store.engine import is_read_only, sqlite_path
 
 __all__ = [
+    "catalog_for",
     "load_catalog",
     "migrate_store",
+    "note_versions",
     "open_store",
     "require_job",
     "settings_of",
+    "store_only",
     "with_stored_jobs",
 ]
 
@@ -43,7 +46,41 @@ def settings_of(ctx: click.Context) -> Settings:
 
 def load_catalog(settings: Settings) -> Catalog:
     """The declared catalog joined with the store's runtime jobs (when the store has them)."""
+    from jobhost.catalog.build import build_catalog
+
     return with_stored_jobs(settings, build_catalog(settings))
+
+
+def store_only() -> Catalog:
+    """No catalog: a read-only command knows jobs from the store alone (loads no plugin)."""
+    return Catalog(jobs={}, problems=[])
+
+
+def catalog_for(settings: Settings, engine: Engine, name: str) -> Catalog:
+    """The store's catalog of job ``name`` when the store holds it: no plugin is loaded. A job
+    no host has synced yet (or a name nobody knows) needs the built catalog, as before."""
+    from jobhost.operations.stored import stored_catalog
+
+    stored = stored_catalog(settings, engine, only=name)
+    return stored if name in stored.jobs else load_catalog(settings)
+
+
+def note_versions(catalog: Catalog, engine: Engine) -> None:
+    """Say on stderr when this installation's catalog version is not the one the store holds
+    (one digest each: equal versions, equal declarations)."""
+    from jobhost.operations.plan import this_catalog
+    from jobhost.operations.stored import stored_version
+    from jobhost.store.calls import read
+    from jobhost.store.reports import list_schedules
+
+    held = stored_version(read(engine, list_schedules).values())
+    mine = this_catalog(catalog)
+    if held != mine:
+        click.echo(
+            f"note: this installation's catalog is version {mine}, the store holds "
+            f"{held or 'none'}; a host started with this catalog applies it (see `jobhost plan`)",
+            err=True,
+        )
 
 
 def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:

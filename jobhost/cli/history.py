@@ -7,7 +7,7 @@ import json
 import click
 
 from jobhost.cli._app import cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import catalog_for, open_store, settings_of
 from jobhost.operations.history import OUTCOMES, history_json, read_history
 from jobhost.operations.runlogs import LAST_LINES, entry_json, read_last_lines
 
@@ -56,10 +56,9 @@ def history(
     from jobhost.operations.snapshot import require_known_job
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings)
     try:
-        require_known_job(catalog, engine, name)
+        require_known_job(catalog_for(settings, engine, name), engine, name)
         rows = read_history(engine, name, limit=limit, outcome=outcome)
         logs = (
             read_last_lines(engine, [r.id for r in rows], count=LAST_LINES) if with_logs else None

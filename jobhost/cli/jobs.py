@@ -36,24 +36,35 @@ def jobs() -> None:
     multiple=True,
     help="Only jobs from this source (repeatable).",
 )
+@click.option(
+    "--check-catalog",
+    is_flag=True,
+    help="List this installation's catalog (loading its modules) instead of the store's.",
+)
 @click.pass_context
-def list_jobs(ctx: click.Context, as_json: bool, source: tuple[str, ...]) -> None:
+def list_jobs(
+    ctx: click.Context, as_json: bool, source: tuple[str, ...], check_catalog: bool
+) -> None:
     """List declared and runtime jobs: name, source, kind and trigger.
 
     JSON: {"jobs": [{"name", "source", "kind", "trigger", "enabled", "etag"}]}, where kind and
-    etag are null for a declared job.
+    etag are null for a declared job. The jobs are the store's (as the last sync wrote them;
+    no module is loaded) unless --check-catalog asks for this installation's catalog.
 
     Exit status: 0; 1 when the store is unreachable.
     """
+    from jobhost.operations.stored import stored_catalog
     from jobhost.runtime.service import etag_of
     from jobhost.store.calls import read
     from jobhost.store.runtime import list_runtime_jobs
     from jobhost.web.api.views import source_of
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
+    catalog = load_catalog(settings) if check_catalog else None
     engine = open_store(settings)
     try:
+        if catalog is None:
+            catalog = stored_catalog(settings, engine)
         rows = {row.name: row for row in read(engine, list_runtime_jobs)}
     finally:
         engine.dispose()
@@ -86,27 +97,41 @@ def list_jobs(ctx: click.Context, as_json: bool, source: tuple[str, ...]) -> Non
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.pass_context
 def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show runtime job NAME: its definition, ETag, and who created and last changed it.
+    """Show job NAME's effective declaration as the store holds it; for a runtime job also its
+    definition, ETag, and who created and last changed it.
 
-    JSON: {"name", "source", "kind", "definition", "etag", "version", "created_at",
-    "created_by", "updated_at", "updated_by"} (what GET /api/v1/jobs/NAME has under
-    "runtime"). For a declared job, see `jobhost report --job NAME`.
+    The declaration: module, source, description, critical, enabled, trigger (effective and
+    declared), zone, daylight-saving policy, concurrency group and policies (misfire, overlap,
+    timeout, lease, overdue grace, retries and backoff), read from the store: no module is
+    loaded. JSON: {"name", "module", "source", "job_source", "description", "critical",
+    "enabled", "trigger", "declared_trigger", "timezone", "dst_policy", "concurrency_group",
+    "policies": {...}}; a runtime job's adds "kind", "definition", "etag", "version",
+    "created_at", "created_by", "updated_at", "updated_by" (what GET /api/v1/jobs/NAME has
+    under "runtime").
 
-    Exit status: 0; 2 when there is no runtime job NAME.
+    Exit status: 0; 2 when the store holds no job NAME.
     """
+    from jobhost.operations.stored import declaration_json, stored_catalog
     from jobhost.runtime.errors import not_found
-    from jobhost.runtime.service import JobService
+    from jobhost.store.calls import read
+    from jobhost.store.runtime import get_runtime_job
     from jobhost.web.api.views import runtime_json
 
     settings = settings_of(ctx)
     engine = open_store(settings)
     try:
-        row = JobService(settings, load_catalog(settings), engine).runtime_row(name)
+        row = read(engine, get_runtime_job, name)
+        spec = stored_catalog(settings, engine, only=name).jobs.get(name)
     finally:
         engine.dispose()
     if row is None:
-        raise not_found(name, "runtime job")
+        if spec is None:
+            raise not_found(name, "job")
+        _show_declaration(declaration_json(spec), as_json=as_json)
+        return
     data = runtime_json(row)
+    if spec is not None:
+        data = {**declaration_json(spec, runtime=True), **data}
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -200,6 +225,24 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None) -> None:
     finally:
         engine.dispose()
     click.echo(f"{name}: removed")
+
+
+def _show_declaration(data: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    flags = " critical" if data["critical"] else ""
+    state = "enabled" if data["enabled"] else "disabled"
+    click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
+    if data["description"]:
+        click.echo(f"  {data['description']}")
+    click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
+    click.echo(f"  daylight saving: {data['dst_policy']}")
+    if data["concurrency_group"]:
+        click.echo(f"  concurrency group: {data['concurrency_group']}")
+    for key, value in data["policies"].items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        click.echo(f"  {key}: {'-' if shown is None else shown}")
 
 
 def _body(

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
 
 import click
 from jobhost_contracts import DstGap, DstRepeat
 
-from jobhost.catalog import build_catalog
-from jobhost.cli._app import EXIT_FAILED, cli, config_path
-from jobhost.cli._context import require_job
-from jobhost.config import load_settings
+from jobhost.cli._app import EXIT_FAILED, cli
+from jobhost.cli._context import load_catalog, open_store, require_job, settings_of
+from jobhost.errors import StoreMissingError, StoreUnavailableError
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSchedule,
@@ -25,6 +25,9 @@ from jobhost.triggers import (
     cron_schedule,
     load_zone,
 )
+
+if TYPE_CHECKING:
+    from jobhost.catalog import Catalog
 
 __all__ = ["next_occurrences", "parse_instant"]
 
@@ -167,8 +170,7 @@ _WILDCARD_NOTE = (
 def _from_job(
     ctx: click.Context, name: str, start: datetime, policy: _Policy
 ) -> tuple[Schedule, tzinfo]:
-    catalog = build_catalog(load_settings(config_path(ctx)))
-    spec = require_job(catalog, name, "be previewed")
+    spec = require_job(_catalog_with(ctx, name), name, "be previewed")
     schedule = spec.schedule(start)
     if isinstance(schedule, CronSchedule):
         gap, repeat = policy.gap or schedule.dst_gap, policy.repeat or schedule.dst_repeat
@@ -198,6 +200,30 @@ def _from_job(
     if not spec.enabled:
         click.echo(f"note: job {name} is disabled; it fires only when run by hand", err=True)
     return schedule, load_zone(trigger.timezone)
+
+
+def _catalog_with(ctx: click.Context, name: str) -> Catalog:
+    """The store's catalog when the store holds job ``name`` (no module is loaded); else, as on
+    a developer's machine with no store or a job no host synced yet, the built catalog."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    from jobhost.operations.stored import stored_catalog
+
+    settings = settings_of(ctx)
+    try:
+        engine = open_store(settings)
+    except (StoreMissingError, StoreUnavailableError):
+        engine = None
+    if engine is not None:
+        try:
+            stored = stored_catalog(settings, engine, only=name)
+            if name in stored.jobs:
+                return stored
+        except (OperationalError, DBAPIError):
+            pass
+        finally:
+            engine.dispose()
+    return load_catalog(settings)
 
 
 def _as_json(instant: datetime, zone: tzinfo) -> dict[str, str]:

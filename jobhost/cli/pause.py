@@ -1,4 +1,5 @@
-"""``jobhost pause NAME --reason TEXT`` and ``jobhost resume NAME``: for every replica at once."""
+"""``jobhost pause NAME --reason TEXT`` and ``jobhost resume NAME``: for every replica at once;
+``--module M`` / ``--match GLOB`` instead of NAME act on many jobs with one reason."""
 
 from __future__ import annotations
 
@@ -6,78 +7,133 @@ import getpass
 
 import click
 
-from jobhost.cli._app import cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.catalog import Catalog
+from jobhost.cli._app import EXIT_USAGE, cli
+from jobhost.cli._context import catalog_for, load_catalog, open_store, settings_of
 
 __all__ = ["pause", "resume"]
 
+_MODULE = click.option(
+    "--module",
+    "modules",
+    metavar="M",
+    multiple=True,
+    help="Instead of NAME: every job of module M (repeatable).",
+)
+_MATCH = click.option(
+    "--match",
+    "patterns",
+    metavar="GLOB",
+    multiple=True,
+    help="Instead of NAME: every job whose name matches GLOB, e.g. 'billing.*' (repeatable).",
+)
+
 
 @cli.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option(
     "--reason",
     required=True,
     callback=lambda _ctx, _param, value: _reason(value),
     help="Why; shown by `jobhost report` (required, not blank).",
 )
+@_MODULE
+@_MATCH
 @click.pass_context
-def pause(ctx: click.Context, name: str, reason: str) -> None:
+def pause(
+    ctx: click.Context,
+    name: str | None,
+    reason: str,
+    modules: tuple[str, ...],
+    patterns: tuple[str, ...],
+) -> None:
     """Pause job NAME on every replica until `jobhost resume NAME`.
 
     It keeps its schedule: each occurrence it misses is recorded `missed` with reason
     `paused`. The operating-system user is recorded as who paused it, in the job's row and in
-    the change log (`jobhost changes`).
+    the change log (`jobhost changes`). With --module or --match instead of NAME, every job
+    they select is paused with the one reason, each with its own change-log entry.
 
-    Exit status: 0 (also when it already was paused); 2 for an unknown job.
+    Exit status: 0 (also when it already was paused); 2 for an unknown job, or when --module
+    and --match select no job.
     """
-    from jobhost.operations.actions import pause as pause_job
+    from jobhost.operations.actions import pause_jobs
     from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
     try:
-        require_known_job(catalog, engine, name)
-        done = pause_job(engine, catalog, name, actor=getpass.getuser(), reason=reason)
+        if name is not None:
+            _alone(name, modules, patterns)
+            catalog = catalog_for(settings, engine, name)
+            jobs = [require_known_job(catalog, engine, name)]
+        else:
+            catalog = load_catalog(settings)
+            jobs = _selected(catalog, modules, patterns)
+        done = pause_jobs(engine, catalog, jobs, actor=getpass.getuser(), reason=reason)
     finally:
         engine.dispose()
-    row = done.row
-    verb = "paused" if done.changed else "already paused"
-    click.echo(
-        f"{name} {verb} by {row.paused_by} at {short_utc(row.paused_at)}: {row.paused_reason}"
-    )
+    for one in done:
+        row = one.row
+        verb = "paused" if one.changed else "already paused"
+        click.echo(
+            f"{one.job} {verb} by {row.paused_by} at {short_utc(row.paused_at)}: "
+            f"{row.paused_reason}"
+        )
+    if name is None:
+        click.echo(f"paused {sum(1 for d in done if d.changed)} of {len(done)} jobs")
 
 
 @cli.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--reason", default=None, help="Why; written to the change log (optional).")
+@_MODULE
+@_MATCH
 @click.pass_context
-def resume(ctx: click.Context, name: str, reason: str | None) -> None:
+def resume(
+    ctx: click.Context,
+    name: str | None,
+    reason: str | None,
+    modules: tuple[str, ...],
+    patterns: tuple[str, ...],
+) -> None:
     """Resume job NAME on every replica; its misfire policy decides what of the pause runs.
 
-    Exit status: 0 (also when it was not paused); 2 for an unknown job.
+    With --module or --match instead of NAME, every job they select is resumed with the one
+    reason, each with its own change-log entry.
+
+    Exit status: 0 (also when it was not paused); 2 for an unknown job, or when --module and
+    --match select no job.
     """
-    from jobhost.operations.actions import resume as resume_job
+    from jobhost.operations.actions import resume_jobs
     from jobhost.operations.snapshot import require_known_job
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
     engine = open_store(settings, write=True)
+    user = getpass.getuser()
     try:
-        require_known_job(catalog, engine, name)
-        done = resume_job(engine, name, actor=getpass.getuser(), reason=reason)
+        if name is not None:
+            _alone(name, modules, patterns)
+            jobs = [require_known_job(catalog_for(settings, engine, name), engine, name)]
+        else:
+            jobs = _selected(load_catalog(settings), modules, patterns)
+        done = resume_jobs(engine, jobs, actor=user, reason=reason)
     finally:
         engine.dispose()
-    if done is None or not done.changed:
-        click.echo(f"{name} was not paused")
-        return
-    row = done.row
-    click.echo(
-        f"{name} resumed at {short_utc(done.at)} by {getpass.getuser()} (paused by "
-        f"{row.paused_by} at {short_utc(row.paused_at)}: {row.paused_reason})"
-    )
+    for job, one in zip(jobs, done, strict=True):
+        if one is None or not one.changed:
+            click.echo(f"{job} was not paused")
+            continue
+        row = one.row
+        click.echo(
+            f"{job} resumed at {short_utc(one.at)} by {user} (paused by "
+            f"{row.paused_by} at {short_utc(row.paused_at)}: {row.paused_reason})"
+        )
+    if name is None:
+        changed = sum(1 for d in done if d is not None and d.changed)
+        click.echo(f"resumed {changed} of {len(done)} jobs")
 
 
 def _reason(value: str) -> str:
@@ -85,3 +141,22 @@ def _reason(value: str) -> str:
     if not value.strip():
         raise click.BadParameter("must say why, e.g. --reason 'billing migration until 06:00'")
     return value.strip()
+
+
+def _alone(name: str, modules: tuple[str, ...], patterns: tuple[str, ...]) -> None:
+    if modules or patterns:
+        raise click.UsageError(f"give job {name} or --module/--match, not both")
+
+
+def _selected(catalog: Catalog, modules: tuple[str, ...], patterns: tuple[str, ...]) -> list[str]:
+    from jobhost.operations.actions import jobs_matching
+
+    if not modules and not patterns:
+        raise click.UsageError("name a job, or select jobs with --module M or --match GLOB")
+    jobs = jobs_matching(catalog, modules, patterns)
+    if not jobs:
+        known = ", ".join(sorted({s.module for s in catalog.jobs.values()})) or "none"
+        asked = [*(f"--module {m}" for m in modules), *(f"--match {p}" for p in patterns)]
+        click.echo(f"no job matches {' '.join(asked)} (modules: {known})", err=True)
+        raise SystemExit(EXIT_USAGE)
+    return jobs

@@ -7,7 +7,7 @@ import json
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import load_catalog, note_versions, open_store, settings_of, store_only
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
 
@@ -33,6 +33,11 @@ __all__ = ["report"]
     "--sort", type=click.Choice(SORTS), default="name", show_default=True, help="Order of jobs."
 )
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N jobs.")
+@click.option(
+    "--check-catalog",
+    is_flag=True,
+    help="Also load the modules and compare their catalog with the store's, job by job.",
+)
 @click.pass_context
 def report(
     ctx: click.Context,
@@ -45,6 +50,7 @@ def report(
     failing: bool,
     sort: str,
     limit: int | None,
+    check_catalog: bool,
 ) -> None:
     """The schedule report: a summary by status, one line per job, then the live hosts.
 
@@ -56,8 +62,12 @@ def report(
     last run, recent outcomes and every reason what runs differs from what is declared or
     expected. Filters combine.
 
-    Exit status: 0; 2 for an unknown --job; 3 when the catalog is invalid (the report is
-    still printed, from what could be loaded; see `jobhost validate`).
+    The report reads the store alone: each job as the last sync wrote it (its declaration,
+    policies and trigger), loading no module. --check-catalog also loads this installation's
+    modules and compares their catalog with the store, job by job (mismatch store-differs).
+
+    Exit status: 0; 2 for an unknown --job; 3 with --check-catalog when the catalog is invalid
+    (the report is still printed, from what could be loaded; see `jobhost validate`).
     """
     from jobhost.operations.render import stdout_style, terminal_width
     from jobhost.operations.report import build_report
@@ -66,12 +76,14 @@ def report(
     from jobhost.operations.snapshot import require_known_job
 
     settings = settings_of(ctx)
-    catalog = load_catalog(settings)
+    catalog = load_catalog(settings) if check_catalog else None
     engine = open_store(settings)
     try:
         if job is not None:
-            require_known_job(catalog, engine, job)
+            require_known_job(catalog or store_only(), engine, job)
         built = build_report(settings, catalog, engine, job=job)
+        if catalog is not None:
+            note_versions(catalog, engine)
     finally:
         engine.dispose()
     sort_by: Sort = "name"
@@ -93,7 +105,7 @@ def report(
             jobs=jobs,
         )
         click.echo("\n".join(lines))
-    if not catalog.ok:
+    if catalog is not None and not catalog.ok:
         click.echo(
             f"jobhost: the catalog has {len(catalog.problems)} problem(s); see `jobhost validate`:",
             err=True,

@@ -15,8 +15,10 @@ from jobhost.cli._context import (
     require_job,
     settings_of,
 )
+from jobhost.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
+    from jobhost.config import Settings
     from jobhost.operations.manual import TriggerResult
 
 __all__ = ["trigger"]
@@ -71,6 +73,9 @@ def trigger(
     from jobhost.operations.render import stdout_style, trigger_line
 
     settings = settings_of(ctx)
+    if no_wait:
+        # Queued for a host: the job is read from the store, no module is loaded.
+        _queue(settings, name, reason, beside_limit=beside_limit, as_json=as_json)
     catalog = load_catalog(settings)
     spec = require_job(catalog, name, "run")
     if settings.auto_migrate:
@@ -88,6 +93,44 @@ def trigger(
         )
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
+        )
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(trigger_line(result, stdout_style()))
+    raise SystemExit(_exit_code(result))
+
+
+def _queue(
+    settings: Settings, name: str, reason: str | None, *, beside_limit: bool, as_json: bool
+) -> None:
+    """Queue a run of ``name`` for a host when the store holds the job: no module is loaded.
+    Returns (to the built catalog's path) when no host has synced it yet, or the store is not
+    at this version's schema (that path migrates it)."""
+    from jobhost.operations.manual import ManualRun
+    from jobhost.operations.render import stdout_style, trigger_line
+    from jobhost.operations.stored import stored_catalog
+
+    try:
+        engine = open_store(settings, write=True)
+    except StoreUnavailableError:
+        return
+    try:
+        catalog = stored_catalog(settings, engine, only=name)
+        if name not in catalog.jobs:
+            return
+        manual = ManualRun(
+            settings,
+            catalog,
+            engine,
+            progress=lambda line: click.echo(line, err=True),
+            warn=lambda line: click.echo(line, err=True),
+            from_store=True,
+        )
+        result = manual.trigger(
+            catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit
         )
     finally:
         engine.dispose()

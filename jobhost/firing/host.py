@@ -35,6 +35,7 @@ from jobhost.envelope.envelope import Executed, RunEnvelope
 from jobhost.envelope.execution import Outcome, RunningCall
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.firing.cancels import CancelFollower
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
 from jobhost.firing.upkeep import retrying_abandoned
@@ -165,6 +166,7 @@ class Host:
             envelope=self._envelope,
             on_recorded=self._recorded,
         )
+        self._cancels = CancelFollower(engine)
         self._watcher = SignalWatcher(engine, self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._stuck: list[tuple[_Running, Executed]] = []
@@ -245,6 +247,7 @@ class Host:
         self._last_claims = 0
         try:
             self._runtime.reload_if_changed()
+            self._cancels.apply(self._held())
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
             slots, request_slots = self._free_slots()
             # The turn reads the store's time inside its claim transaction.
@@ -341,7 +344,17 @@ class Host:
         """A command signalled the hosts: look at the change log on this turn, then tick."""
         self._runtime.signalled()
         self._ticker.look_everywhere()
+        self._cancels.signalled()
         self._wake.set()
+
+    def _held(self) -> dict[str, Cancellation]:
+        """The cancellation of each run whose executor still runs here."""
+        with self._lock:
+            return {
+                run_id: item.cancellation
+                for run_id, item in self._running.items()
+                if not item.finished
+            }
 
     def _free_slots(self) -> tuple[int, int]:
         """Slots for any work, and the one more kept for manual requests."""

@@ -8,9 +8,15 @@ surface vouches for: the operating-system user for the CLI, the operator token's
 dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
 ``GET /api/v1/changes`` and the dashboard's job page.
 
-A new action (a retry, a cancel) is one more function here over one more store
-operation in ``jobhost.store.actions``, which makes the change and records it in the
-transaction it opens itself.
+A new action is one more function here over one more store operation in
+``jobhost.store.actions``, which makes the change and records it in the transaction it opens
+itself. Besides pause, resume and trigger: ``retry_run`` (``jobhost retry RUN_ID``) queues the
+next attempt at one run's occurrence, ``cancel_run`` (``jobhost cancel RUN_ID``) asks the run's
+host to cancel it, and ``pause_jobs`` / ``resume_jobs`` act on many jobs with one reason; each
+job gets its own entry. ``start_backfill`` / ``cancel_backfill`` record a backfill. The actions
+on one run live in :mod:`jobhost.operations.run_actions` and are exported here with the others:
+an action that cannot be done raises :class:`ActionRefused`, whose message names the run and
+the fix.
 
 A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
 reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the
@@ -23,24 +29,42 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from fnmatch import fnmatchcase
 
 from jobhost.catalog import Catalog
+from jobhost.operations.run_actions import (
+    RETRYABLE,
+    ActionRefused,
+    CancelAsked,
+    RetryQueued,
+    cancel_run,
+    retry_run,
+)
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfills
 from jobhost.store.actions import (
     backfill_logged,
     cancel_backfill_logged,
-    pause_logged,
+    pause_many_logged,
     request_logged,
-    resume_logged,
+    resume_many_logged,
 )
 
 __all__ = [
+    "RETRYABLE",
+    "ActionRefused",
+    "CancelAsked",
     "PauseResult",
+    "RetryQueued",
     "cancel_backfill",
+    "cancel_run",
+    "jobs_matching",
     "pause",
+    "pause_jobs",
     "request_trigger",
     "resume",
+    "resume_jobs",
+    "retry_run",
     "start_backfill",
 ]
 
@@ -66,17 +90,41 @@ def pause(
     clock: Clock | None = None,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    declared = desired_schedules({job: catalog.jobs[job]}) if job in catalog.jobs else []
-    done = pause_logged(
-        engine,
-        job,
-        actor=actor,
-        reason=reason,
-        clock=clock or SystemClock(),
-        schedule_if_unknown=declared,
+    (done,) = pause_jobs(engine, catalog, [job], actor=actor, reason=reason, clock=clock)
+    return done
+
+
+def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[str]) -> list[str]:
+    """The catalog's jobs of any of ``modules`` or whose name matches any of ``patterns``
+    (shell-style: ``billing.*``), by name: what a bulk pause or resume acts on."""
+    return sorted(
+        name
+        for name, spec in catalog.jobs.items()
+        if spec.module in modules or any(fnmatchcase(name, p) for p in patterns)
     )
-    assert done.row is not None, f"job {job} has a schedule row once synced"
-    return PauseResult(job, done.changed, done.at, done.row)
+
+
+def pause_jobs(
+    engine: Engine,
+    catalog: Catalog,
+    jobs: Sequence[str],
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock | None = None,
+) -> list[PauseResult]:
+    """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused."""
+    declared = {
+        job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
+    }
+    done = pause_many_logged(
+        engine, jobs, actor=actor, reason=reason, clock=clock or SystemClock(), schedules=declared
+    )
+    results = []
+    for job, paused in zip(jobs, done, strict=True):
+        assert paused.row is not None, f"job {job} has a schedule row once synced"
+        results.append(PauseResult(job, paused.changed, paused.at, paused.row))
+    return results
 
 
 def resume(
@@ -88,10 +136,26 @@ def resume(
     clock: Clock | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    done = resume_logged(engine, job, actor=actor, reason=reason, clock=clock or SystemClock())
-    if done.row is None:
-        return None
-    return PauseResult(job, done.changed, done.at, done.row)
+    (done,) = resume_jobs(engine, [job], actor=actor, reason=reason, clock=clock)
+    return done
+
+
+def resume_jobs(
+    engine: Engine,
+    jobs: Sequence[str],
+    *,
+    actor: str,
+    reason: str | None = None,
+    clock: Clock | None = None,
+) -> list[PauseResult | None]:
+    """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
+    done = resume_many_logged(
+        engine, jobs, actor=actor, reason=reason, clock=clock or SystemClock()
+    )
+    return [
+        PauseResult(job, r.changed, r.at, r.row) if r.row is not None else None
+        for job, r in zip(jobs, done, strict=True)
+    ]
 
 
 def request_trigger(

@@ -35,6 +35,7 @@ from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
 from jobhost.operations.report import Report, report_from
 from jobhost.operations.snapshot import read_snapshot
+from jobhost.operations.stored import catalog_of, stored_version
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Clock, Engine, StoreError, SystemClock, current_revision, head_revision
@@ -78,21 +79,32 @@ class Health:
 
 def check_health(
     settings: Settings,
-    catalog: Catalog,
+    catalog: Catalog | None,
     engine: Engine,
     *,
     hosts: bool = True,
     clock: Clock | None = None,
 ) -> Health:
-    """Run every check against ``engine`` (whose schema may be missing or old)."""
+    """Run every check against ``engine`` (whose schema may be missing or old).
+
+    With ``catalog`` None the checks read the store's own catalog (the declarations its rows
+    hold) and load no plugin; the ``catalog`` check then names the version the store holds.
+    """
     store = _store(settings, engine)
-    checks = [store, _catalog(catalog)]
+    checks = [store, _catalog(catalog) if catalog is not None else _UNREAD]
     report: Report | None = None
     if store.ok:
         try:
-            report = report_from(settings, catalog, read_snapshot(engine, catalog.jobs, clock))
+            if catalog is None:
+                snapshot = read_snapshot(engine, (), clock)
+                catalog = catalog_of(settings, snapshot.schedules.values())
+                checks[1] = _stored_catalog(catalog, stored_version(snapshot.schedules.values()))
+                report = report_from(settings, catalog, snapshot, compare=False)
+            else:
+                report = report_from(settings, catalog, read_snapshot(engine, catalog.jobs, clock))
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
+    catalog = catalog if catalog is not None else Catalog(jobs={}, problems=[])
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
         ("live-host", _live_host if hosts else _skipped_hosts),
@@ -227,6 +239,20 @@ def _store(settings: Settings, engine: Engine) -> Check:
 def _unreachable(settings: Settings, error: StoreError) -> str:
     message = redact_text(str(error.orig) if error.orig else str(error)).strip()
     return f"cannot reach {redact_url(settings.database_url)}: {message.splitlines()[0]}"
+
+
+def _stored_catalog(catalog: Catalog, version: str | None) -> Check:
+    held = f"catalog version {version}" if version is not None else "no synced catalog"
+    return Check(
+        "catalog",
+        True,
+        f"the store holds {held}, {len(catalog.jobs)} jobs (read from the store; "
+        "--check-catalog loads the modules and validates them)",
+    )
+
+
+# Without --check-catalog the catalog is the store's: not known while the store is not.
+_UNREAD = Check("catalog", False, "not checked: the store is unavailable")
 
 
 def _catalog(catalog: Catalog) -> Check:

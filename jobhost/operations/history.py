@@ -61,6 +61,18 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "trace_id": run.trace_id,
         "units": _units_json(run),
         "backfill_id": run.backfill_id,
+        "cancel": _cancel_json(run),
+    }
+
+
+def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
+    """Who asked to cancel the run, when and why (``jobhost cancel``), or None."""
+    if run.cancel_requested_by is None:
+        return None
+    return {
+        "by": run.cancel_requested_by,
+        "at": iso_utc(run.cancel_requested_at),
+        "reason": run.cancel_reason,
     }
 
 

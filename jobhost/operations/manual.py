@@ -10,40 +10,32 @@ renewed while it runs, its telemetry flushed before it returns.
 from __future__ import annotations
 
 import getpass
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from jobhost_contracts import Cancellation
-
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.operations.actions import request_trigger
+from jobhost.operations.inprocess import POLL_SECONDS, run_claim_here
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
-from jobhost.rules.policy import lease_for, may_start
+from jobhost.rules.policy import may_start
 from jobhost.store import Clock, Engine, RunRecord, SystemClock, store_now
 from jobhost.store.calls import read
-from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id
-from jobhost.store.lifecycle import renew_lease
 from jobhost.store.operations import get_request
 from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
-from jobhost.store.reports import get_run
 from jobhost.store.requests import before_trigger, claim_request, request_progress
 from jobhost.store.signals import ChangeSignal
 from jobhost.store.turns import sync_catalog
 
 __all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
 
-POLL_SECONDS = 0.2
 _HOST_CHECK_SECONDS = 2.0
 
 Progress = Callable[[str], None]
@@ -96,7 +88,11 @@ class ManualRun:
         progress: Progress,
         warn: Progress,
         clock: Clock | None = None,
+        from_store: bool = False,
     ) -> None:
+        # A catalog read from the store (``trigger --no-wait``) names only rows the store has:
+        # there is nothing to sync, and a sync of a partial catalog would orphan the rest.
+        self._from_store = from_store
         self._settings = settings
         self._catalog = catalog
         self._engine = engine
@@ -143,7 +139,7 @@ class ManualRun:
                         else "the run is queued until a slot frees (--now runs it beside the limit)"
                     )
                 )
-        if not hosts:
+        if not hosts and not self._from_store:
             self._sync()
         user = getpass.getuser()
         request_id = request_trigger(
@@ -243,69 +239,22 @@ class ManualRun:
                 return self._watch(request_id, spec, deadline)
             (claim,) = batch.claims
             self._progress(f"running here as host {self._host_id} (run {claim.run_id})")
-            run_logs = RunLogWriter(
+            run, cancelled = run_claim_here(
+                self._settings,
+                self._catalog,
                 self._engine,
-                max_lines=self._settings.run_log_lines,
-                max_bytes=self._settings.run_log_bytes,
-                level=self._settings.log_level,
-            )
-            envelope = RunEnvelope(
-                self._engine,
-                run_logs=run_logs,
+                claim=claim,
+                spec=spec,
                 host_id=self._host_id,
                 clock=self._clock,
-                grace=self._settings.shutdown_grace,
                 telemetry=telemetry,
-                sinks=self._catalog.audit_sinks,
-                sink_timeout=self._settings.audit_sink_timeout,
+                deadline=deadline,
+                progress=self._progress,
             )
-            try:
-                cancelled = self._supervise(envelope, claim, spec, deadline)
-            finally:
-                run_logs.close()
-            run = read(self._engine, get_run, claim.run_id)
-            assert run is not None
             result = self._finished(request_id, run)
             return replace(result, timed_out_waiting=cancelled)
         finally:
             telemetry.shutdown()
-
-    def _supervise(
-        self, envelope: RunEnvelope, claim: Claim, spec: JobSpec, deadline: float | None
-    ) -> bool:
-        """Run the envelope in a thread, renewing the lease; True if the deadline cancelled it."""
-        cancellation = Cancellation()
-        # Wait on an event, not on Thread.join: a join interrupted by Ctrl-C can leave the
-        # thread looking finished while it still runs (CPython before 3.13).
-        finished = threading.Event()
-
-        def _target() -> None:
-            try:
-                envelope.run(claim, spec, cancellation)
-            finally:
-                finished.set()
-
-        worker = threading.Thread(target=_target, name="jobhost-manual-run")
-        worker.start()
-        lease = lease_for(spec.declaration, self._settings.lease_duration)
-        beat = self._settings.heartbeat_interval.total_seconds()
-        next_beat = time.monotonic() + beat
-        timed_out = False
-        try:
-            while not finished.wait(POLL_SECONDS):
-                if time.monotonic() >= next_beat:
-                    next_beat = time.monotonic() + beat
-                    renew_lease(self._engine, self._host_id, claim.run_id, lease, self._clock)
-                if deadline is not None and time.monotonic() >= deadline and not timed_out:
-                    timed_out = True
-                    self._progress("timed out waiting: cancelling the run")
-                    cancellation.cancel("the operator's --timeout passed")
-        except KeyboardInterrupt:
-            self._progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
-            cancellation.cancel("interrupted by the operator")
-            finished.wait()
-        worker.join()
-        return timed_out
 
     # -- results -----------------------------------------------------------------------------
 

@@ -176,7 +176,10 @@ def store_changes(
 
     stored = [rows[name] for name in specs if name in rows]
     plan = diff_schedules(
-        stored, desired_schedules({row.job_name: specs[row.job_name] for row in stored})
+        stored,
+        desired_schedules(
+            {row.job_name: specs[row.job_name] for row in stored}, with_declarations=False
+        ),
     )
     return {change.job_name: change for change in plan.changed}
 

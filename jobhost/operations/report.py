@@ -20,6 +20,7 @@ from jobhost.config import Settings
 from jobhost.operations.mismatch import JobFacts, Mismatch, job_mismatches, store_changes
 from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import Status, Summary, job_status, summarise
+from jobhost.operations.stored import catalog_of
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.store import Clock, Engine, HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.group_limits import GroupSummary
@@ -196,27 +197,38 @@ class Report:
 
 def build_report(
     settings: Settings,
-    catalog: Catalog,
+    catalog: Catalog | None,
     engine: Engine,
     *,
     job: str | None = None,
     clock: Clock | None = None,
 ) -> Report:
     """Read the store and put it beside the catalog; ``job`` narrows it to one job (and reads
-    only that job's rows)."""
+    only that job's rows). With ``catalog`` None, the store's own catalog (the declarations
+    its rows hold) is reported: no plugin is loaded and nothing is compared."""
+    if catalog is None:
+        snapshot = read_snapshot(engine, (), clock, only=job)
+        stored = catalog_of(settings, snapshot.schedules.values())
+        return report_from(settings, stored, snapshot, job=job, compare=False)
     snapshot = read_snapshot(engine, catalog.jobs, clock, only=job)
     return report_from(settings, catalog, snapshot, job=job)
 
 
 def report_from(
-    settings: Settings, catalog: Catalog, snapshot: StoreSnapshot, *, job: str | None = None
+    settings: Settings,
+    catalog: Catalog,
+    snapshot: StoreSnapshot,
+    *,
+    job: str | None = None,
+    compare: bool = True,
 ) -> Report:
-    """The report of ``snapshot`` (pure: no store access)."""
+    """The report of ``snapshot`` (pure: no store access). Without ``compare`` (``catalog`` is
+    the store's own), no job's stored schedule is compared with its declaration."""
     now = snapshot.now
     live = snapshot.live_hosts
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     names = sorted({*catalog.jobs, *snapshot.schedules})
-    changes = store_changes(catalog.jobs, snapshot.schedules)
+    changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
     jobs = [
         _job_report(name, catalog, snapshot, settings, live_hosts=len(live), changes=changes)
         for name in names

@@ -6,12 +6,17 @@ import hashlib
 from collections.abc import Mapping
 
 from jobhost.catalog import JobSpec
+from jobhost.catalog.stored import declaration_text
 from jobhost.store.registry import DesiredSchedule
 
 __all__ = ["catalog_version", "desired_schedules"]
 
 
-def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
+def desired_schedules(
+    jobs: Mapping[str, JobSpec], *, with_declarations: bool = True
+) -> list[DesiredSchedule]:
+    """One row per job, with its effective declaration unless ``with_declarations`` is false
+    (a comparison of triggers only, which need not serialise 10,000 declarations)."""
     return [
         DesiredSchedule(
             job_name=spec.name,
@@ -23,6 +28,10 @@ def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
             enabled=spec.enabled,
             schedule_for=spec.schedule,
             dst_policy=spec.trigger.dst_policy() if spec.trigger.kind == "cron" else None,
+            declaration=declaration_text(spec) if with_declarations else None,
+            description=spec.declaration.description,
+            critical=spec.declaration.critical,
+            job_source="runtime" if spec.trigger.source == "api" else "module",
         )
         for spec in jobs.values()
     ]
@@ -31,8 +40,8 @@ def desired_schedules(jobs: Mapping[str, JobSpec]) -> list[DesiredSchedule]:
 def catalog_version(desired: list[DesiredSchedule]) -> str:
     """A short fingerprint of what a catalog asks the store for: equal catalogs, equal version.
 
-    A daylight-saving policy other than the default is part of it; the default adds nothing, so
-    a catalog that sets none keeps the version it had before the policy counted."""
+    The whole effective declaration is part of it (policies, description, the daylight-saving
+    policy): a host that starts with the version the store holds rewrites nothing."""
     digest = hashlib.sha256()
     for want in sorted(desired, key=lambda d: d.job_name):
         parts: list[object] = [
@@ -46,6 +55,8 @@ def catalog_version(desired: list[DesiredSchedule]) -> str:
         ]
         if want.dst_policy:
             parts.append(want.dst_policy)
+        if want.declaration is not None:
+            parts.append(want.declaration)
         digest.update("\x1f".join(str(part) for part in parts).encode())
         digest.update(b"\x1e")
     return digest.hexdigest()[:12]

@@ -2,17 +2,17 @@
 change log (``job_changes``) in one transaction the store opens, so an action is never done
 without its entry nor logged without being done.
 
-``jobhost.operations.actions`` is the one caller; a new action (a backfill, a retry, a cancel) is
-one more function here and one there.
+``jobhost.operations.actions`` is the one caller; a new action is one more function here and
+one there (the actions on one run, a retry and a cancel, are in ``jobhost.store.run_actions``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store import backfills
 from jobhost.store.clock import Clock, database_now
@@ -26,8 +26,10 @@ __all__ = [
     "backfill_logged",
     "cancel_backfill_logged",
     "pause_logged",
+    "pause_many_logged",
     "request_logged",
     "resume_logged",
+    "resume_many_logged",
 ]
 
 
@@ -53,47 +55,53 @@ def pause_logged(
     """Pause ``job`` for every replica. A job the store has no row for yet is scheduled first
     from ``schedule_if_unknown`` (as a starting host would), so it can be paused before any host
     has run."""
+    (done,) = pause_many_logged(
+        engine, [job], actor=actor, reason=reason, clock=clock, schedules={job: schedule_if_unknown}
+    )
+    return done
+
+
+def pause_many_logged(
+    engine: Engine,
+    jobs: Sequence[str],
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock,
+    schedules: Mapping[str, Sequence[DesiredSchedule]] | None = None,
+) -> list[Paused]:
+    """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused;
+    ``schedules`` (job → its declared schedules) for jobs the store may not know yet."""
     with engine.begin() as connection:
         now = database_now(connection, clock)
-        if schedule_if_unknown and get_schedule(connection, job) is None:
-            sync_schedules(connection, schedule_if_unknown, now, prune=False)
-        changed = pause_job(connection, job, actor, reason, now)
-        if changed:
-            record_change(
+        return [
+            _pause_one(
                 connection,
-                at=now,
+                job,
+                schedule_if_unknown=(schedules or {}).get(job, ()),
                 actor=actor,
-                action="pause",
-                job_name=job,
-                before={"paused": False},
-                after={"paused": True},
                 reason=reason,
+                now=now,
             )
-        return Paused(changed, now, get_schedule(connection, job))
+            for job in jobs
+        ]
 
 
 def resume_logged(
     engine: Engine, job: str, *, actor: str, reason: str | None, clock: Clock
 ) -> Paused:
     """Resume ``job``; ``row`` is None when the store has never scheduled it."""
+    (done,) = resume_many_logged(engine, [job], actor=actor, reason=reason, clock=clock)
+    return done
+
+
+def resume_many_logged(
+    engine: Engine, jobs: Sequence[str], *, actor: str, reason: str | None, clock: Clock
+) -> list[Paused]:
+    """Resume every job of ``jobs`` in one transaction, one change-log entry per job resumed."""
     with engine.begin() as connection:
         now = database_now(connection, clock)
-        before = get_schedule(connection, job)
-        if before is None:
-            return Paused(False, now, None)
-        changed = resume_job(connection, job)
-        if changed:
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="resume",
-                job_name=job,
-                before={"paused": True},
-                after={"paused": False},
-                reason=reason,
-            )
-        return Paused(changed, now, before)
+        return [_resume_one(connection, job, actor, reason, now) for job in jobs]
 
 
 def request_logged(
@@ -194,6 +202,53 @@ def cancel_backfill_logged(
                 reason=reason,
             )
         return backfills.get_backfill(connection, backfill_id)
+
+
+def _pause_one(
+    connection: Connection,
+    job: str,
+    *,
+    schedule_if_unknown: Sequence[DesiredSchedule],
+    actor: str,
+    reason: str,
+    now: datetime,
+) -> Paused:
+    if schedule_if_unknown and get_schedule(connection, job) is None:
+        sync_schedules(connection, schedule_if_unknown, now, prune=False)
+    changed = pause_job(connection, job, actor, reason, now)
+    if changed:
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="pause",
+            job_name=job,
+            before={"paused": False},
+            after={"paused": True},
+            reason=reason,
+        )
+    return Paused(changed, now, get_schedule(connection, job))
+
+
+def _resume_one(
+    connection: Connection, job: str, actor: str, reason: str | None, now: datetime
+) -> Paused:
+    before = get_schedule(connection, job)
+    if before is None:
+        return Paused(False, now, None)
+    changed = resume_job(connection, job)
+    if changed:
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="resume",
+            job_name=job,
+            before={"paused": True},
+            after={"paused": False},
+            reason=reason,
+        )
+    return Paused(changed, now, before)
 
 
 def _iso(instant: datetime) -> str:

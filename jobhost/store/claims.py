@@ -130,6 +130,7 @@ def claim_work(
     request_slots: int = 0,
     skip: Collection[str] = (),
     request_id: str | None = None,
+    retry_id: str | None = None,
     schedules_only: Collection[str] | None = None,
     requests: bool = True,
     retries: bool = True,
@@ -137,26 +138,34 @@ def claim_work(
     """Claim up to ``slots`` runs (plus ``request_slots`` for manual requests only).
 
     ``skip`` names jobs not to touch (unknown to this host, or set aside as corrupt).
-    ``request_id`` claims only that manual request; ``schedules_only`` limits the schedule part
-    to those jobs (the one-job-at-a-time fallback after a batch failed). ``requests`` and
-    ``retries`` False leave out the reads of pending manual requests and due retries: the
-    caller knows there are none (a statement less each, on every turn of a busy host).
+    ``request_id`` claims only that manual request, ``retry_id`` only that pending retry (an
+    operator's retry of one run, run in the command's process); ``schedules_only`` limits the
+    schedule part to those jobs (the one-job-at-a-time fallback after a batch failed).
+    ``requests`` and ``retries`` False leave out the reads of pending manual requests and due
+    retries: the caller knows there are none (a statement less each, on every turn of a busy
+    host).
     """
     batch = ClaimBatch()
     work = _Work(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     skipped = list(skip)
     if schedules_only is None:
-        asked = _pending_requests(
-            connection,
-            slots + request_slots if requests else 0,
-            skip=skipped,
-            request_id=request_id,
-            rules=rules,
-            batch=batch,
+        asked = (
+            _pending_requests(
+                connection,
+                slots + request_slots if requests else 0,
+                skip=skipped,
+                request_id=request_id,
+                rules=rules,
+                batch=batch,
+            )
+            if retry_id is None
+            else []
         )
         again = (
-            _due_retries(connection, now, slots, skip=skipped, rules=rules, batch=batch)
-            if request_id is None and retries
+            _due_retries(
+                connection, now, slots, skip=skipped, rules=rules, batch=batch, run_id=retry_id
+            )
+            if request_id is None and (retries or retry_id is not None)
             else []
         )
         work.lock_rows({r.job_name for r in asked} | {r.job_name for r in again})
@@ -166,7 +175,7 @@ def claim_work(
         for retry in again:
             if work.taken < slots:
                 work.start_retry(retry)
-    if request_id is None and work.taken < slots:
+    if request_id is None and retry_id is None and work.taken < slots:
         rows = _due_schedules(
             connection, now, slots - work.taken, skip=skipped, only=schedules_only, batch=batch
         )
@@ -655,11 +664,16 @@ def _due_retries(
     skip: list[str],
     rules: ClaimRules,
     batch: ClaimBatch,
+    run_id: str | None = None,
 ) -> list[RunRecord]:
     if limit <= 0:
         return []
-    query = built(connection, "due-retries", _due_retries_query)
-    rows = connection.execute(query, {"now": now, "skip": skip, "limit": limit}).mappings()
+    if run_id is not None:
+        one = locked(connection, select(runs).where(runs.c.id == run_id, runs.c.outcome == PENDING))
+        rows = connection.execute(one).mappings()
+    else:
+        query = built(connection, "due-retries", _due_retries_query)
+        rows = connection.execute(query, {"now": now, "skip": skip, "limit": limit}).mappings()
     found = [RunRecord.from_row(r) for r in rows]
     batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
     return [r for r in found if rules.knows(r.job_name)]

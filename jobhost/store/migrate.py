@@ -7,17 +7,19 @@ start together apply each migration once and the others find the schema current.
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.errors import SchemaTooNewError
 from jobhost.store.engine import is_postgres, reading
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = [
     "check_not_newer",
@@ -34,6 +36,8 @@ _ADVISORY_LOCK_KEY = 0x6A6F62686F7374
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Bring the schema to the newest revision; return (revision before, revision after)."""
+    from alembic import command  # only a migration needs alembic: a read answers without it
+
     with engine.begin() as connection:
         if is_postgres(engine):
             # A migration of a large table may take longer than any one request's statement.
@@ -55,9 +59,8 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(_config()).get_current_head()
-    assert head is not None, "the package ships no migrations"
-    return head
+    """The newest revision this version ships (its migrations are numbered linearly)."""
+    return max(known_revisions())
 
 
 def is_current(engine: Engine) -> bool:
@@ -67,11 +70,21 @@ def is_current(engine: Engine) -> bool:
     return current == head_revision()
 
 
+@cache
 def known_revisions() -> frozenset[str]:
-    """Every revision this version ships."""
-    return frozenset(
-        script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()
-    )
+    """Every revision this version ships, from the migrations' file names (``0008_run_logs.py``
+    is revision ``0008``): read without importing alembic."""
+    versions = files("jobhost.store") / "migrations" / "versions"
+    found = {
+        match.group(1)
+        for entry in versions.iterdir()
+        if (match := _REVISION_FILE.fullmatch(entry.name)) is not None
+    }
+    assert found, "the package ships no migrations"
+    return frozenset(found)
+
+
+_REVISION_FILE = re.compile(r"(\d{4})_\w+\.py")
 
 
 def check_not_newer(current: str | None) -> None:
@@ -81,10 +94,18 @@ def check_not_newer(current: str | None) -> None:
 
 
 def _current(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    # Plain SQL on alembic's own table: a read-only command need not import alembic.
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    found = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+    if len(found) > 1:
+        raise RuntimeError(f"the store's alembic_version has {len(found)} rows: {found}")
+    return str(found[0]) if found else None
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("jobhost.store") / "migrations"))
     return config

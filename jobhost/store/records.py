@@ -64,6 +64,8 @@ class ScheduleRecord(_FromRow):
     due_at: datetime | None = None
     concurrency_group: str | None = None
     group_waiting_since: datetime | None = None
+    declaration: str | None = None
+    """The effective declaration as JSON (see :mod:`jobhost.catalog.stored`); None until synced."""
 
     def lease_live(self, now: datetime) -> bool:
         return (
@@ -100,6 +102,9 @@ class RunRecord(_FromRow):
     units_skipped_already_done: int | None = None
     group_waiting_since: datetime | None = None
     backfill_id: str | None = None
+    cancel_requested_by: str | None = None
+    cancel_requested_at: datetime | None = None
+    cancel_reason: str | None = None
 
     @property
     def units(self) -> UnitCounts | None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import Integer, and_, bindparam, case, func, literal, not_, or_, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import insert_ignoring_duplicates
@@ -30,8 +30,13 @@ __all__ = [
     "SyncPlan",
     "all_schedules",
     "diff_schedules",
+    "holds_version",
     "sync_schedules",
 ]
+
+# A stored next occurrence further ahead than this is checked against its trigger when a host
+# starts with the version the store already holds (no cron job is more than a leap year apart).
+_FAR_AHEAD = timedelta(days=366 * 4 + 1)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,13 @@ class DesiredSchedule:
     dst_policy: str | None = None
     """The daylight-saving policy where it is not the default (``dst_gap=skip``): part of the
     catalog's version, so a replica starting with another policy is a new version."""
+    declaration: str | None = None
+    """The effective declaration as JSON (:func:`jobhost.catalog.stored.declaration_text`):
+    what read-only commands show without loading the module. Part of the catalog's version."""
+    description: str = ""
+    critical: bool = False
+    job_source: str = "module"
+    """``module`` (declared by a module) or ``runtime`` (created through the API)."""
 
     def describe(self) -> str:
         return _describe(self.trigger_kind, self.trigger_expression, self.timezone, self.enabled)
@@ -133,6 +145,13 @@ def sync_schedules(
     together compute each new next occurrence once and never overwrite each other's progress.
     ``catalog_version`` is stamped on every row the catalog declares.
     """
+    if (
+        prune
+        and catalog_version is not None
+        and holds_version(connection, catalog_version, len(desired))
+    ):
+        # The store already holds this catalog: nothing to add, change, orphan or rewrite.
+        return SyncPlan(repaired=_repair_suspects(connection, desired, now))
     rows = all_schedules(connection) if prune else _named(connection, desired)
     plan = diff_schedules(rows, desired)
     if not prune:
@@ -147,6 +166,7 @@ def sync_schedules(
         row = stored.get(name)
         if row is not None and name not in changed and _repair(connection, row, want, now):
             plan.repaired.append(name)
+    _write_declarations(connection, desired, stored)
     if plan.orphaned:
         connection.execute(
             update(schedules)
@@ -164,6 +184,95 @@ def sync_schedules(
             .values(catalog_version=catalog_version)
         )
     return plan
+
+
+def holds_version(connection: Connection, catalog_version: str, count: int) -> bool:
+    """Whether the store already holds catalog ``catalog_version`` of ``count`` jobs: that many
+    live rows stamped with it and holding their declaration, and no other live declared row.
+
+    One statement over the schedules, whatever their number: a host restarting with the
+    version it synced before skips comparing and rewriting 10,000 declarations.
+    """
+    stamped = and_(
+        schedules.c.catalog_version == catalog_version, schedules.c.declaration.is_not(None)
+    )
+    live = not_(schedules.c.orphaned)
+    held = func.sum(case((and_(live, stamped), literal(1, Integer)), else_=literal(0, Integer)))
+    other = func.sum(
+        case(
+            (
+                and_(live, schedules.c.trigger_source != "api", not_(stamped)),
+                literal(1, Integer),
+            ),
+            else_=literal(0, Integer),
+        )
+    )
+    found = connection.execute(select(held, other)).one()
+    return int(found[0] or 0) == count and int(found[1] or 0) == 0
+
+
+def _repair_suspects(
+    connection: Connection, desired: Sequence[DesiredSchedule], now: datetime
+) -> list[str]:
+    """:func:`_repair` the rows whose next occurrence is missing or implausibly far ahead,
+    picked in SQL: a restart with an unchanged catalog computes no trigger of a sound row."""
+    by_name = {want.job_name: want for want in desired}
+    c = schedules.c
+    query = select(schedules).where(
+        c.enabled,
+        not_(c.orphaned),
+        or_(
+            c.next_occurrence.is_(None),
+            and_(c.due_at.is_(None), not_(c.paused)),
+            c.next_occurrence > now + _FAR_AHEAD,
+            and_(c.trigger_kind == "interval", c.next_occurrence > now),
+        ),
+    )
+    repaired = []
+    for found in connection.execute(query).mappings():
+        row = ScheduleRecord.from_row(found)
+        want = by_name.get(row.job_name)
+        if want is not None and _repair(connection, row, want, now):
+            repaired.append(row.job_name)
+    return sorted(repaired)
+
+
+def _declared(want: DesiredSchedule) -> dict[str, object]:
+    return {
+        "description": want.description,
+        "critical": want.critical,
+        "dst_policy": want.dst_policy,
+        "job_source": want.job_source,
+        "declaration": want.declaration,
+    }
+
+
+def _write_declarations(
+    connection: Connection,
+    desired: Sequence[DesiredSchedule],
+    stored: dict[str, ScheduleRecord],
+) -> None:
+    """Rewrite the declaration of each stored row whose text differs, in one statement."""
+    changed = [
+        {"b_job": want.job_name, **{f"b_{k}": v for k, v in _declared(want).items()}}
+        for want in desired
+        if want.declaration is not None
+        and want.job_name in stored
+        and stored[want.job_name].declaration != want.declaration
+    ]
+    if changed:
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == bindparam("b_job"))
+            .values(
+                description=bindparam("b_description"),
+                critical=bindparam("b_critical"),
+                dst_policy=bindparam("b_dst_policy"),
+                job_source=bindparam("b_job_source"),
+                declaration=bindparam("b_declaration"),
+            ),
+            changed,
+        )
 
 
 def _named(connection: Connection, desired: Sequence[DesiredSchedule]) -> list[ScheduleRecord]:
@@ -200,6 +309,7 @@ def _insert(
                 "catalog_version": catalog_version,
                 "created_at": now,
                 "updated_at": now,
+                **_declared(want),
             }
         )
     insert_ignoring_duplicates(connection, schedules, rows, ["job_name"])

@@ -1,5 +1,6 @@
-"""A manual request seen from the command that made it: what the store says before it is made,
-how it goes while the command waits, and the claim of it when the command runs it itself."""
+"""A manual request (or an operator's retry of one run) seen from the command that made it:
+what the store says before it is made, how it goes while the command waits, and the claim of it
+when the command runs it itself."""
 
 from __future__ import annotations
 
@@ -17,7 +18,16 @@ from jobhost.store.operations import get_request, get_schedule
 from jobhost.store.records import HostRecord, RequestRecord, RunRecord, ScheduleRecord
 from jobhost.store.reports import get_run
 
-__all__ = ["Before", "Progress", "before_trigger", "claim_request", "request_progress"]
+__all__ = [
+    "Before",
+    "Progress",
+    "RunSeen",
+    "before_trigger",
+    "claim_request",
+    "claim_retry",
+    "request_progress",
+    "run_progress",
+]
 
 
 @dataclass(frozen=True)
@@ -81,4 +91,38 @@ def claim_request(
             request_slots=1,
             rules=rules,
             request_id=request_id,
+        )
+
+
+@dataclass(frozen=True)
+class RunSeen:
+    """A run (None: no such run) and, when asked for, whether any host is alive."""
+
+    run: RunRecord | None
+    hosts_alive: bool | None = None
+
+
+def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool) -> RunSeen:
+    """Where run ``run_id`` stands; with ``check_hosts``, whether any host is alive."""
+    with reading(engine) as connection:
+        run = get_run(connection, run_id)
+        alive = None
+        if check_hosts:
+            now = database_now(connection, clock)
+            alive = any(h.alive(now) for h in list_hosts(connection))
+    return RunSeen(run, alive)
+
+
+def claim_retry(
+    engine: Engine, run_id: str, *, host_id: str, rules: ClaimRules, clock: Clock
+) -> ClaimBatch:
+    """The claim every retry goes through, for this one pending run."""
+    with engine.begin() as connection:
+        return claim_work(
+            connection,
+            host_id=host_id,
+            now=database_now(connection, clock),
+            slots=1,
+            rules=rules,
+            retry_id=run_id,
         )

@@ -91,6 +91,14 @@ schedules = Table(
     # for a free slot (None: not waiting). See jobhost/store/groups.py.
     Column("concurrency_group", String(100)),
     Column("group_waiting_since", UTCDateTime()),
+    # The job's effective declaration, written at every sync and by the runtime-job change
+    # path (0011): what read-only commands show without loading any plugin. NULL until the
+    # first sync after the upgrade. ``job_source``: module or runtime.
+    Column("description", Text),
+    Column("critical", Boolean),
+    Column("dst_policy", String(64)),
+    Column("job_source", String(16)),
+    Column("declaration", Text),
     Index("ix_schedules_next_occurrence", "next_occurrence"),
     Index("ix_schedules_due_at", "due_at"),
     Index("ix_schedules_concurrency_group", "concurrency_group"),
@@ -130,6 +138,10 @@ runs = Table(
     Column("group_waiting_since", UTCDateTime()),
     # The backfill this run (or the retry of one) replays an occurrence for; None otherwise.
     Column("backfill_id", String(64)),
+    # An operator's request to cancel the running run, and afterwards the record of it (0012).
+    Column("cancel_requested_by", String(200)),
+    Column("cancel_requested_at", UTCDateTime()),
+    Column("cancel_reason", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     Index("ix_runs_outcome_not_before", "outcome", "not_before"),

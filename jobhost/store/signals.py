@@ -15,9 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
@@ -25,6 +24,9 @@ from sqlalchemy.exc import OperationalError
 from jobhost.store.engine import reading, sqlite_path
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["CHANNEL", "ChangeSignal", "SignalWatcher", "notify"]
 
@@ -77,6 +79,8 @@ class SignalWatcher:
             self._poll()
 
     def _listen(self) -> None:
+        import psycopg  # PostgreSQL only: an SQLite store's command need not import it
+
         url = self._engine.url.set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)
         with psycopg.connect(dsn, autocommit=True) as connection:
@@ -117,6 +121,8 @@ class ChangeSignal:
 
     def __enter__(self) -> ChangeSignal:
         if self._engine.dialect.name == "postgresql":
+            import psycopg
+
             url = self._engine.url.set(drivername="postgresql")
             dsn = url.render_as_string(hide_password=False)
             try:

@@ -90,7 +90,10 @@ def test_put_show_list_and_delete_from_the_command_line(jobhost: Cli, tmp_path: 
     assert stored["definition"]["settings"] == {"url": "http://x/y", "expect_status": [200, 204]}
     assert stored["updated_by"] == getpass.getuser()
 
+    # The store's jobs: the runtime job; the declared one no host has synced is not there yet.
     listed = json.loads(jobhost("jobs", "list", "--json").stdout)["jobs"]
+    assert {job["name"]: job["source"] for job in listed} == {"hooks.ping": "api"}
+    listed = json.loads(jobhost("jobs", "list", "--json", "--check-catalog").stdout)["jobs"]
     sources = {job["name"]: (job["source"], job["kind"]) for job in listed}
     assert sources == {"hooks.ping": ("api", "http"), "sample.declared": ("declaration", None)}
     shown = json.loads(jobhost("jobs", "show", "hooks.ping", "--json").stdout)

@@ -19,6 +19,7 @@ _STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ"
 
 def test_cli_actions_are_logged_with_the_user_and_the_reason(operator: Operator) -> None:
     operator.configure(JOBS)
+    operator.sync()
     user = getpass.getuser()
     assert operator.jobhost("changes").stdout.strip() == "no change logged"
     assert operator.jobhost("pause", "sample.nightly", "--reason", "vendor outage").returncode == 0

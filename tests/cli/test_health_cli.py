@@ -58,7 +58,7 @@ def test_every_check_passes_on_a_healthy_store(operator: Operator) -> None:
     assert all(_verdicts(result).values())
     assert "replica-0" in _detail(result, "live-host")
     text = operator.jobhost("health")
-    assert text.returncode == 0
+    assert text.returncode == 0, text.stdout
     assert text.stdout.splitlines()[-1] == "healthy: all 10 checks passed"
     verdicts = [line for line in text.stdout.splitlines()[:-1] if not line.startswith(" ")]
     assert len(verdicts) == len(CHECKS)
@@ -193,12 +193,17 @@ def test_store_and_catalog_checks_fail_with_why(operator: Operator) -> None:
     assert _verdicts(result)["store"] is False
     assert "schema at revision none" in _detail(result, "store")
     assert "jobhost db upgrade" in _detail(result, "store")
-    assert _verdicts(result)["catalog"] is True
+    # The catalog the checks read is the store's: not known while the store is not.
+    assert _detail(result, "catalog") == "not checked: the store is unavailable"
     assert _detail(result, "leases") == "not checked: the store is unavailable"
     assert _detail(result, "live-host") == "skipped (--no-hosts)"
+    done, result = operator.json("health", "--no-hosts", "--check-catalog")
+    assert _verdicts(result)["catalog"] is True
 
     operator.configure(JOBS, modules={"extra": {"broken": True}}, extra_plugin=True)
     done, result = operator.json("health", "--no-hosts")
+    assert _verdicts(result)["catalog"] is True
+    done, result = operator.json("health", "--no-hosts", "--check-catalog")
     assert done.returncode == 1
     assert _verdicts(result)["store"] is True
     assert _verdicts(result)["catalog"] is False

@@ -95,6 +95,7 @@ def test_outcome_and_limit_filters_and_retired_jobs(operator: Operator) -> None:
 
 def test_an_unknown_outcome_or_job_is_a_usage_error(sqlite_operator: Operator) -> None:
     sqlite_operator.configure([{"name": "sample.nightly", "cron": "0 3 * * *"}])
+    sqlite_operator.sync()
     bad = sqlite_operator.jobhost("history", "sample.nightly", "--outcome", "exploded")
     assert bad.returncode == 2
     assert "'exploded' is not one of" in bad.stderr

@@ -108,3 +108,45 @@ def _ran(operator: Operator, job: str) -> list[RunRecord]:
 
 def _missed(operator: Operator, job: str) -> list[RunRecord]:
     return [r for r in operator.runs(job) if r.outcome == "missed"]
+
+
+def test_pause_and_resume_a_module_or_a_pattern_with_one_reason(operator: Operator) -> None:
+    operator.configure(
+        [
+            {"name": "sample.nightly", "cron": "0 3 * * *"},
+            {"name": "sample.hourly", "interval": "1h"},
+        ],
+        extra_plugin=True,
+        modules={"extra": {}},
+    )
+    user = getpass.getuser()
+    done = operator.jobhost("pause", "--module", "sample", "--reason", "vendor outage")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"sample.hourly paused by {user} at ")
+    assert lines[1].startswith(f"sample.nightly paused by {user} at ")
+    assert lines[2] == "paused 2 of 2 jobs"
+    extra = operator.schedule("extra.needs-config")
+    assert extra is None or not extra.paused  # another module: untouched
+    for job in ("sample.hourly", "sample.nightly"):
+        row = operator.schedule(job)
+        assert row is not None and (row.paused, row.paused_reason) == (True, "vendor outage")
+    resumed = operator.jobhost("resume", "--match", "*.night*", "--reason", "vendor back")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.splitlines()[-1] == "resumed 1 of 1 jobs"
+    hourly, nightly = operator.schedule("sample.hourly"), operator.schedule("sample.nightly")
+    assert hourly is not None and nightly is not None
+    assert (hourly.paused, nightly.paused) == (True, False)
+    changes = operator.jobhost("changes").stdout.splitlines()
+    assert [line.split("  ")[2:] for line in changes] == [
+        ["pause", "sample.hourly: vendor outage"],
+        ["pause", "sample.nightly: vendor outage"],
+        ["resume", "sample.nightly: vendor back"],
+    ]
+    nothing = operator.jobhost("pause", "--module", "nope", "--reason", "x")
+    assert nothing.returncode == 2
+    assert "no job matches --module nope (modules: extra, sample)" in nothing.stderr
+    both = operator.jobhost("pause", "sample.hourly", "--module", "sample", "--reason", "x")
+    assert both.returncode == 2 and "not both" in both.stderr
+    neither = operator.jobhost("resume")
+    assert neither.returncode == 2 and "--module M or --match GLOB" in neither.stderr

@@ -18,7 +18,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,9 @@ from jobhost.config import RUNTIME_SECRET_PREFIX, Settings
 from jobhost.envelope.telemetry import OUTCOMES, Telemetry
 from jobhost.firing.host import HostStatus
 from jobhost.operations.gauges import JobGauges, StoreFigures, register_gauges
+from jobhost.rules.desired import desired_schedules
+from jobhost.store import create_store_engine
+from jobhost.store.registry import sync_schedules
 from jobhost.web import prometheus_reader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -554,6 +557,15 @@ def sqlite_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         timeout=60,
         capture_output=True,
     )
+    # Read commands show what a host synced: sync the built-in catalog as a starting host would.
+    settings = Settings(database_url=env["JOBHOST_DATABASE_URL"])
+    jobs = build_catalog(settings, environ=env).jobs
+    engine = create_store_engine(settings.database_url)
+    try:
+        with engine.begin() as connection:
+            sync_schedules(connection, desired_schedules(jobs), datetime.now(UTC))
+    finally:
+        engine.dispose()
     return env
 
 

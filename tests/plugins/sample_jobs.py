@@ -196,6 +196,7 @@ def _registration(entry: Mapping[str, Any], log: str | None) -> JobRegistration:
         enabled=entry.get("enabled", True),
         critical=entry.get("critical", False),
         configuration_source="sample",
+        description=entry.get("description", ""),
         misfire=MisfirePolicy(entry.get("misfire", "run_once")),
         catch_up_limit=entry.get("catch_up_limit", 10),
         misfire_grace=_duration(entry.get("misfire_grace")),

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from jobhost.store import reading
-from jobhost.store.console import console_actions
+from jobhost.store.runtime import list_changes
 from jobhost.store.schema import backfills
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
@@ -61,9 +61,9 @@ def test_a_backfill_is_previewed_then_confirmed_and_shown(
     assert 'id="backfills"' in page and "0 of 3 done" in page
     with reading(operator.engine) as connection:
         (row,) = connection.execute(select(backfills)).mappings().all()
-        audit = connection.execute(select(console_actions.c.action)).scalars().all()
+        audit = [(c.action, c.actor) for c in list_changes(connection)]
     assert (row["actor"], row["reason"], row["concurrency"]) == ("bob", "fix", 2)
-    assert audit == ["backfill"]
+    assert audit == [("backfill", "bob")]  # in the one change log, like every action
     bad = form.replace("to=2026-11-23", "to=2999-01-01")
     status, _, page = web.post("/jobs/sample.nightly/backfill", bad)
     assert status == 400 and "reaches the future" in page

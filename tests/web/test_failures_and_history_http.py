@@ -166,3 +166,15 @@ def test_a_jobs_history_pages_on_the_server_with_an_outcome_filter(
     assert (
         'href="?range=30d&amp;outcome=failed"' in client.get("/jobs/sample.busy?outcome=failed")[2]
     )
+
+
+def test_the_installations_chart_is_kept_a_minute_and_the_list_is_not(
+    client: Client, operator: Operator
+) -> None:
+    operator.add_run("sample.busy", "failed", started=now() - timedelta(minutes=3), error="a")
+    first = client.get("/failures")[2]
+    assert _counts(first, "installation-chart") == {"failed": 1}
+    newer = operator.add_run("sample.busy", "failed", started=now() - timedelta(minutes=1))
+    again = client.get("/failures")[2]
+    assert _rows(again)[0] == newer
+    assert _counts(again, "installation-chart") == {"failed": 1}

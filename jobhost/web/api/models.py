@@ -22,6 +22,7 @@ from jobhost.web.api.failures import PAGE_LIMIT
 __all__ = [
     "Backfill",
     "BackfillSelection",
+    "CancelAsked",
     "ChangeList",
     "ChangesQuery",
     "FailureList",
@@ -31,13 +32,16 @@ __all__ = [
     "JobsQuery",
     "KindList",
     "PauseResult",
+    "PausedMany",
     "Problem",
     "Reason",
+    "RetryQueued",
     "RunList",
     "RunLog",
     "RunLogQuery",
     "RunsQuery",
     "RuntimeJob",
+    "Selection",
     "TriggerResult",
 ]
 
@@ -49,6 +53,8 @@ ACTIONS = (
     "pause",
     "resume",
     "trigger",
+    "retry",
+    "cancel",
     "backfill",
     "backfill-cancel",
 )
@@ -189,6 +195,27 @@ class PauseResult(BaseModel):
     changed: bool
 
 
+class PausedMany(BaseModel):
+    jobs: list[PauseResult]
+
+
+class RetryQueued(BaseModel):
+    run_id: str
+    retry_of: str
+    job: str
+    attempt: int
+    outcome: Literal["pending"]
+
+
+class CancelAsked(BaseModel):
+    run_id: str
+    job: str
+    host: str | None
+    requested: Literal["requested", "already", "cancelled"]
+    cancelled_by: str
+    reason: str | None
+
+
 class BackfillSelection(BaseModel):
     """What a backfill takes: its id (None for a dry run or nothing to do) and occurrences."""
 
@@ -265,6 +292,20 @@ class Reason(BaseModel):
     """Why: recorded with the change."""
 
     model_config = ConfigDict(extra="forbid")
+    reason: str = Field(min_length=1, max_length=500)
+
+
+_Names = list[Annotated[str, Field(min_length=1, max_length=200)]]
+
+
+class Selection(BaseModel):
+    """Many jobs, by module or by name pattern, and why (``POST /pause`` and ``/resume``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    modules: _Names = Field([], max_length=100, description="Every job of these modules.")
+    match: _Names = Field(
+        [], max_length=100, description="Every job whose name matches, e.g. billing.*."
+    )
     reason: str = Field(min_length=1, max_length=500)
 
 

@@ -16,6 +16,8 @@ from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
 __all__ = ["BadRequest", "query_choice", "query_flag", "query_int", "read_json", "read_reason"]
 
 _REASON_LIMIT = 500
+_SELECTION_LIMIT = 100
+_NAME_LIMIT = 200
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
 
@@ -84,6 +86,44 @@ async def read_reason(request: Request, limit: int) -> str:
     if not isinstance(reason, str) or not reason.strip():
         raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
     return " ".join(reason.split())[:_REASON_LIMIT]
+
+
+async def read_selection(request: Request, limit: int) -> tuple[list[str], list[str], str]:
+    """The body of ``POST /pause`` and ``/resume``: ``{"modules": [...], "match": [...],
+    "reason": "..."}``; modules, name patterns (``billing.*``), and the reason."""
+    body = await read_json(request, limit)
+    shape = '{"modules": ["..."], "match": ["..."], "reason": "..."}'
+    if not isinstance(body, dict):
+        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
+    unknown = sorted(str(key) for key in body if key not in {"modules", "match", "reason"})
+    if unknown:
+        raise _invalid(FieldProblem(unknown[0], f"is not a known field; the body is {shape}"))
+    modules, patterns = _names(body, "modules"), _names(body, "match")
+    if not modules and not patterns:
+        raise _invalid(
+            FieldProblem("modules", "name at least one module, or a name pattern in match")
+        )
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
+    return modules, patterns, " ".join(reason.split())[:_REASON_LIMIT]
+
+
+def _names(body: dict[str, Any], field: str) -> list[str]:
+    value = body.get(field, [])
+    if (
+        not isinstance(value, list)
+        or len(value) > _SELECTION_LIMIT
+        or not all(isinstance(v, str) and 0 < len(v) <= _NAME_LIMIT for v in value)
+    ):
+        raise _invalid(
+            FieldProblem(
+                field,
+                f"must be a list of at most {_SELECTION_LIMIT} non-empty strings of at most "
+                f"{_NAME_LIMIT} characters",
+            )
+        )
+    return list(value)
 
 
 def query_int(request: Request, name: str, default: int, low: int, high: int) -> int:

@@ -38,6 +38,7 @@ from jobhost.store.runtime import (
     list_runtime_jobs,
 )
 from jobhost.web.access import GuessBrake, client_address
+from jobhost.web.api.actions import ActionEndpoints
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint
@@ -101,6 +102,7 @@ class _Api:
         self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
+        self.actions = ActionEndpoints(self.service, self.limit)
         self.backfills = BackfillEndpoints(settings, self.service, self.limit)
         self.failures = failures_endpoint(engine, self.service.clock)
 

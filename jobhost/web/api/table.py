@@ -228,6 +228,50 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
+        "POST",
+        "/pause",
+        "actions.pause_many",
+        "Pause every job of the modules, or whose name matches a pattern, with one reason (one "
+        "change-log entry per job paused).",
+        scope="write",
+        body=models.Selection,
+        answers={200: Answer("The jobs selected (changed: false if it was).", models.PausedMany)},
+    ),
+    Endpoint(
+        "POST",
+        "/resume",
+        "actions.resume_many",
+        "Resume every job of the modules, or whose name matches a pattern.",
+        scope="write",
+        body=models.Selection,
+        answers={
+            200: Answer("The jobs selected (changed: false if it was not).", models.PausedMany)
+        },
+    ),
+    Endpoint(
+        "POST",
+        "/runs/{run_id}/retry",
+        "actions.retry_run",
+        "Queue the next attempt at a failed, timed-out, abandoned or cancelled run's occurrence "
+        "(same idempotency key); 409 for a run still running or whose work succeeded.",
+        scope="trigger",
+        body=models.Reason,
+        answers={202: Answer("Queued: a host claims it as every retry.", models.RetryQueued)},
+    ),
+    Endpoint(
+        "POST",
+        "/runs/{run_id}/cancel",
+        "actions.cancel_run",
+        "Ask the running run's host to cancel it (recorded cancelled with the token's name); a "
+        "run not yet started is cancelled at once; 409 for a finished run or one whose host is "
+        "gone.",
+        scope="trigger",
+        body=models.Reason,
+        answers={
+            202: Answer("Asked (requested), already asked, or cancelled.", models.CancelAsked)
+        },
+    ),
+    Endpoint(
         "GET",
         "/runs/{run_id}/logs",
         "run_logs",

@@ -1,10 +1,12 @@
 """Trigger, pause and resume from the dashboard: refused unless every guard passes, audited.
 
 Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
-is signed in; the form's CSRF token is the session's; a reason is given; the job exists. Each
-refusal answers 403 (400 for a missing reason, 404 for an unknown job) and is logged. What is
-done is written to ``console_actions`` (who, what, which job, why, from where, and the result)
-and logged as one JSON line by the ``jobhost.audit`` logger.
+is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
+exists. Each refusal answers 403 (400 for a missing reason, 404 for an unknown job or run, 409
+for a run that cannot be retried or cancelled) and is logged. What is done goes through the
+one operator-action path (:mod:`jobhost.operations.actions`), so it is in the change log
+(``job_changes``) with the operator's name and the reason like any CLI or API action, and is
+logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
 
 A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``). A
 trigger is asked once more first: its form answers with a confirmation page (the reason to
@@ -15,8 +17,8 @@ which leads to the run as soon as a host starts it (``triggered.py``).
 from __future__ import annotations
 
 import hmac
-import json
 import logging
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -26,10 +28,9 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
-from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, Engine, SystemClock
-from jobhost.store.console import log_action
 from jobhost.web.app import blocking
+from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import (
     BadForm,
     SessionKeeper,
@@ -59,7 +60,7 @@ class ConsoleSite(Protocol):
     ) -> Response: ...
 
 
-__all__ = ["ACTIONS", "NOTICES", "ActionHandler", "ConsoleSite"]
+__all__ = ["ACTIONS", "NOTICES", "ActionHandler", "Checked", "ConsoleSite", "audit", "guarded"]
 
 ACTIONS = ("trigger", "pause", "resume", "backfill")
 NOTICES = {
@@ -84,31 +85,18 @@ class ActionHandler:
         action = request.path_params["action"]
         if action not in ACTIONS:
             return console.refuse(request, f"no action {action!r}: use {', '.join(ACTIONS)}", 404)
-        if not same_origin(request):
-            return console.refuse(request, "a request from another site is refused")
-        if not console.actions_on:
-            return console.refuse(request, console.actions_off_reason())
-        session = request.state.session
-        if session is None or session.role != "operator":
-            return console.refuse(request, f"sign in with an operator token to {action} a job")
-        try:
-            form = await read_form(request)
-        except BadForm as error:
-            return console.refuse(request, error.why, error.status)
-        if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
-            return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
-        reason = " ".join(form.get("reason", "").split())[:500]
-        if not reason:
-            return console.refuse(request, f"say why you {action} {name}: it is audited", 400)
+        checked = await guarded(console, request, f"{action} a job", f"{action} {name}")
+        if isinstance(checked, Response):
+            return checked
         if name not in console.catalog.jobs:
             return console.refuse(request, f"no declared job {name}", 404)
-        if action == "trigger" and form.get("confirm") != "yes":
+        who, reason, client = checked.who, checked.reason, checked.client
+        if action == "trigger" and checked.form.get("confirm") != "yes":
             # A run is not undone: the first post asks again, with the reason to check.
             return console.page(request, "trigger.html", job=name, reason=reason)
         if action == "backfill":
-            return await backfill_action(console, request, form, name, reason)
-        client = client_of(request)
-        result, asked = await blocking(lambda: self._do(action, name, session.who, reason, client))
+            return await backfill_action(console, request, checked.form, name, reason)
+        result, asked = await blocking(lambda: self._do(action, name, who, reason, client))
         if asked is not None:
             return RedirectResponse(f"/requests/{asked}", status_code=303)
         # A fixed code, never the text: a link cannot make the page say what it likes.
@@ -133,31 +121,43 @@ class ActionHandler:
         else:
             request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
             result = f"trigger queued (request {request_id})"
-        done = log_action(
-            engine,
-            clock=clock,
-            actor=who,
-            action=action,
-            job_name=name,
-            reason=reason,
-            client=client,
-            result=result,
-        )
-        _audit.info(
-            "%s",
-            json.dumps(
-                {
-                    "event": "console.action",
-                    "id": done.id,
-                    "at": iso_utc(done.at),
-                    "actor": who,
-                    "action": action,
-                    "job_name": name,
-                    "reason": reason,
-                    "client": client,
-                    "result": result,
-                },
-                sort_keys=True,
-            ),
-        )
+        audit(action=action, subject=name, who=who, reason=reason, client=client, result=result)
         return result, request_id
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A form that passed every guard: who sent it, why, from where."""
+
+    who: str
+    reason: str
+    client: str
+    form: dict[str, str]
+
+
+async def guarded(
+    console: ConsoleSite, request: Request, doing: str, this: str, *, confirm: bool = False
+) -> Checked | Response:
+    """Every guard of an action, in order; the refusal to answer, or what passed.
+
+    ``doing`` says what the sign-in is for, ``this`` what the reason is for; ``confirm``
+    requires the form's confirmation box (for actions on runs and on many jobs)."""
+    if not same_origin(request):
+        return console.refuse(request, "a request from another site is refused")
+    if not console.actions_on:
+        return console.refuse(request, console.actions_off_reason())
+    session = request.state.session
+    if session is None or session.role != "operator":
+        return console.refuse(request, f"sign in with an operator token to {doing}")
+    try:
+        form = await read_form(request)
+    except BadForm as error:
+        return console.refuse(request, error.why, error.status)
+    if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
+        return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
+    reason = " ".join(form.get("reason", "").split())[:500]
+    if not reason:
+        return console.refuse(request, f"say why you {this}: it is audited", 400)
+    if confirm and form.get("confirm") != "yes":
+        return console.refuse(request, f"tick the confirmation box to {this}", 400)
+    return Checked(session.who, reason, client_of(request), form)

@@ -9,7 +9,6 @@ without a zone, a range in the future, too many occurrences) answers 400 with th
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Protocol
 
@@ -23,8 +22,8 @@ from jobhost.operations.backfill import BackfillInputError, BackfillPlan, plan_b
 from jobhost.operations.backfill_run import ensure_scheduled
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, Engine, SystemClock, store_now
-from jobhost.store.console import log_action
 from jobhost.web.app import blocking
+from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import client_of
 
 __all__ = ["backfill_action"]
@@ -123,30 +122,4 @@ def _start(
         clock=clock,
     )
     result = f"backfill {backfill_id}: {len(plan.occurrences)} occurrence(s)"
-    done = log_action(
-        engine,
-        clock=clock,
-        actor=who,
-        action="backfill",
-        job_name=plan.job,
-        reason=reason,
-        client=client,
-        result=result,
-    )
-    _audit.info(
-        "%s",
-        json.dumps(
-            {
-                "event": "console.action",
-                "id": done.id,
-                "at": iso_utc(done.at),
-                "actor": who,
-                "action": "backfill",
-                "job_name": plan.job,
-                "reason": reason,
-                "client": client,
-                "result": result,
-            },
-            sort_keys=True,
-        ),
-    )
+    audit(action="backfill", subject=plan.job, who=who, reason=reason, client=client, result=result)

@@ -25,15 +25,19 @@ from jobhost.operations.failures import (
 )
 from jobhost.store import Clock, Engine, SystemClock
 from jobhost.store.calls import read_at
+from jobhost.store.clock import store_now
 from jobhost.store.failures import STREAK_LIMIT
 from jobhost.store.outcome_counts import counts_before
+from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import SLICES, Chart, outcome_chart
 from jobhost.web.console.timeline import RANGES
 
-__all__ = ["FAILURES_PAGE", "FailuresView", "failures_view"]
+__all__ = ["CHART_SECONDS", "FAILURES_PAGE", "FailuresView", "failures_view"]
 
 FAILURES_PAGE = 50
 """Runs on one page of the list."""
+CHART_SECONDS = 60.0
+"""How long the installation's chart of one range is kept before it is counted again."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,13 @@ class FailuresView:
 
 
 def failures_view(
-    engine: Engine, params: Mapping[str, str], clock: Clock | None = None
+    engine: Engine,
+    params: Mapping[str, str],
+    clock: Clock | None = None,
+    charts: ShortCache[Chart] | None = None,
 ) -> FailuresView:
+    """The page for ``params``; the installation's chart from ``charts`` when it holds a fresh
+    one for the range (counting a busy installation's day reads every run of it)."""
     span = params.get("range", "24h")
     span = span if span in RANGES else "24h"
     view = FailuresView(
@@ -75,8 +84,15 @@ def failures_view(
         span=span,
         cursor=params.get("cursor", "")[:200],
     )
-    now, counts = read_at(engine, clock or SystemClock(), counts_before, RANGES[span], SLICES[span])
-    chart = outcome_chart(counts, now - RANGES[span], now)
+    now = store_now(engine, clock or SystemClock())
+
+    def count() -> Chart:
+        at, counts = read_at(
+            engine, clock or SystemClock(), counts_before, RANGES[span], SLICES[span]
+        )
+        return outcome_chart(counts, at - RANGES[span], at)
+
+    chart = charts.get(span, count) if charts is not None else count()
     try:
         query = FailureQuery(
             since=parse_since(view.since, now) if view.since else None,

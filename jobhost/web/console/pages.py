@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.operations.actions import RETRYABLE
 from jobhost.operations.overview import Overview, overview_page, read_summary
 from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
@@ -49,9 +50,10 @@ from jobhost.web.console.auth import (
     same_origin,
 )
 from jobhost.web.console.cache import ShortCache
-from jobhost.web.console.chart import CHART_ORDER, SLICES
-from jobhost.web.console.failures_page import failures_view
+from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
+from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
 from jobhost.web.console.job_query import job_query
+from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
 from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.triggered import request_page
@@ -130,8 +132,10 @@ class Console:
             ago=ago_tag,
         )
         self._actions = ActionHandler(self)
+        self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
         self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
         self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
+        self._run_actions = RunActionHandler(self)
 
     def routes(self) -> list[BaseRoute]:
         reading, acting = self._reading, self._acting
@@ -140,6 +144,9 @@ class Console:
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
             Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
+            Route("/runs/{run_id}/cancel", reading(self.cancel_form), methods=["GET"]),
+            Route("/runs/{run_id}/{action}", acting(self._run_actions.act), methods=["POST"]),
+            Route("/modules/{module}/{action}", acting(self._run_actions.bulk), methods=["POST"]),
             Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
@@ -185,6 +192,7 @@ class Console:
             statuses=STATUSES,
             modules=sorted({job.module for job in summary.jobs}),
             live=_LIVE_SECONDS,
+            bulk_done=BULK_NOTICES.get(params.get("done", "")),
         )
 
     @property
@@ -249,14 +257,26 @@ class Console:
             run=view.run,
             page_zone=view.zone,
             live=_TAIL_SECONDS if view.running else 0,
+            retryable=RETRYABLE,
+            done=RUN_NOTICES.get(request.query_params.get("done", "")),
         )
 
     async def request(self, request: Request) -> Response:
         """A trigger's request: its run once a host started it (303), or where it stands."""
         return await request_page(self, request)
 
+    async def cancel_form(self, request: Request) -> Response:
+        """The confirmation step of a cancel, on a page of its own."""
+        run_id = request.path_params["run_id"]
+        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
+        if view is None:
+            return self.page(request, "missing.html", status=404, what=f"run {run_id}")
+        return self.page(request, "run_cancel.html", run=view.run)
+
     async def failures(self, request: Request) -> Response:
-        view = await blocking(lambda: failures_view(self.engine, request.query_params, self.clock))
+        view = await blocking(
+            lambda: failures_view(self.engine, request.query_params, self.clock, self._charts)
+        )
         return self.page(
             request,
             "failures.html",

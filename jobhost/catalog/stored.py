@@ -1,0 +1,173 @@
+"""A job's effective declaration as the store keeps it, and the job read back from it.
+
+A host writes :func:`declaration_text` of every job into its schedule row when it syncs (and the
+runtime-job change path for a runtime job), so read-only commands show a job — its policies,
+description, critical flag, daylight-saving policy, declared and effective trigger, override —
+from the store alone, without importing the application's modules. :func:`stored_spec` is the
+way back: a :class:`JobSpec` equal to the synced one in everything but its executor, which a
+read never calls (one that refuses to run stands in).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any, Literal, cast
+
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
+    JobContext,
+    JobResult,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+)
+
+from jobhost.catalog.model import EffectiveTrigger, JobSpec
+from jobhost.config import JobOverride
+
+__all__ = ["StoredExecutor", "declaration_text", "stored_spec"]
+
+_FORMAT = 1
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def declaration_text(spec: JobSpec) -> str:
+    """``spec``'s effective declaration as compact JSON: equal jobs, equal text."""
+    declaration, retry = spec.declaration, spec.declaration.retry
+    document: dict[str, Any] = {
+        "format": _FORMAT,
+        "plugin": spec.plugin,
+        "enabled": spec.enabled,
+        "group": spec.concurrency_group,
+        "trigger": _trigger_json(spec.trigger),
+        "declared": _trigger_json(spec.declared),
+        "override": (
+            spec.override.model_dump(mode="json", exclude_none=True)
+            if spec.override is not None
+            else None
+        ),
+        "description": declaration.description,
+        "critical": declaration.critical,
+        "declared_enabled": declaration.enabled,
+        "configuration_source": declaration.configuration_source,
+        "misfire": declaration.misfire.value,
+        "catch_up_limit": declaration.catch_up_limit,
+        "misfire_grace": _seconds(declaration.misfire_grace),
+        "overlap": declaration.overlap.value,
+        "max_concurrent": declaration.max_concurrent,
+        "timeout": _seconds(declaration.timeout),
+        "lease": _seconds(declaration.lease),
+        "overdue_after": _seconds(declaration.overdue_after),
+        "declared_group": declaration.concurrency_group,
+        "retry": {
+            "max_attempts": retry.max_attempts,
+            "backoff": retry.backoff.total_seconds(),
+            "backoff_max": retry.backoff_max.total_seconds(),
+            "jitter": retry.jitter,
+            "retry_on": sorted(retry.retry_on),
+        },
+    }
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _EMPTY) -> JobSpec:
+    """The job whose effective declaration is ``text``; ``config`` is its module's section.
+
+    Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write.
+    """
+    data = json.loads(text)
+    if data.get("format") != _FORMAT:
+        raise ValueError(f"unknown declaration format {data.get('format')!r}")
+    declared = _trigger(data["declared"])
+    retry = data["retry"]
+    declaration = BackgroundJobDeclaration(
+        name=name,
+        module=module,
+        cron=declared.expression if declared.kind == "cron" else None,
+        interval=declared.interval,
+        timezone=declared.timezone,
+        enabled=data["declared_enabled"],
+        critical=data["critical"],
+        configuration_source=data["configuration_source"],
+        description=data["description"],
+        misfire=MisfirePolicy(data["misfire"]),
+        catch_up_limit=data["catch_up_limit"],
+        misfire_grace=_duration(data["misfire_grace"]),
+        overlap=OverlapPolicy(data["overlap"]),
+        max_concurrent=data["max_concurrent"],
+        retry=RetryPolicy(
+            max_attempts=retry["max_attempts"],
+            backoff=timedelta(seconds=retry["backoff"]),
+            backoff_max=timedelta(seconds=retry["backoff_max"]),
+            jitter=retry["jitter"],
+            retry_on=frozenset(retry["retry_on"]),
+        ),
+        timeout=_duration(data["timeout"]),
+        lease=_duration(data["lease"]),
+        overdue_after=_duration(data["overdue_after"]),
+        dst_gap=declared.dst_gap,
+        dst_repeat=declared.dst_repeat,
+        concurrency_group=data["declared_group"],
+    )
+    override = data["override"]
+    return JobSpec(
+        declaration=declaration,
+        executor=StoredExecutor(name),
+        plugin=data["plugin"],
+        trigger=_trigger(data["trigger"]),
+        declared=declared,
+        enabled=data["enabled"],
+        override=JobOverride.model_validate(override) if override is not None else None,
+        config=config,
+        concurrency_group=data["group"],
+    )
+
+
+class StoredExecutor:
+    """The executor of a job read from the store: a read never runs it, and a run refuses."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def execute(self, context: JobContext) -> JobResult:
+        raise RuntimeError(
+            f"job {self.name} was read from the store, not loaded from its module: run it "
+            "through a host or with `jobhost trigger`, which loads the module"
+        )
+
+
+def _trigger_json(trigger: EffectiveTrigger) -> dict[str, Any]:
+    return {
+        "kind": trigger.kind,
+        "expression": trigger.expression,
+        "interval": _seconds(trigger.interval),
+        "timezone": trigger.timezone,
+        "source": trigger.source,
+        "dst_gap": trigger.dst_gap.value,
+        "dst_repeat": trigger.dst_repeat.value,
+    }
+
+
+def _trigger(data: Mapping[str, Any]) -> EffectiveTrigger:
+    return EffectiveTrigger(
+        kind=cast(Literal["cron", "interval"] | None, data["kind"]),
+        expression=data["expression"],
+        interval=_duration(data["interval"]),
+        timezone=data["timezone"],
+        source=cast(Literal["declaration", "override", "api"], data["source"]),
+        dst_gap=DstGap(data["dst_gap"]),
+        dst_repeat=DstRepeat(data["dst_repeat"]),
+    )
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return value.total_seconds() if value is not None else None
+
+
+def _duration(value: float | None) -> timedelta | None:
+    return timedelta(seconds=value) if value is not None else None

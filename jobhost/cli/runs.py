@@ -1,0 +1,178 @@
+"""``jobhost retry RUN_ID`` and ``jobhost cancel RUN_ID``: an operator's action on one run."""
+
+from __future__ import annotations
+
+import getpass
+import json
+
+import click
+
+from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
+from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
+
+__all__ = ["cancel", "retry"]
+
+
+def _reason(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    # Both actions are in the change log: an empty reason tells the next operator nothing.
+    text = " ".join(value.split())
+    if not text:
+        raise click.BadParameter("must say why, e.g. --reason 'upstream fixed, rerun'")
+    if len(text) > 500:
+        raise click.BadParameter(f"is {len(text)} characters; keep it to 500")
+    return text
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
+@click.option("--no-wait", is_flag=True, help="Queue the retry and exit at once.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop waiting after this long (exit 4); default: wait for the outcome.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.pass_context
+def retry(
+    ctx: click.Context,
+    *,
+    run_id: str,
+    reason: str,
+    no_wait: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Run the work of failed run RUN_ID again: the same occurrence and idempotency key, the
+    next attempt, through the claim every run goes through.
+
+    For a run that ended failed, timed_out, abandoned or cancelled. A live host claims the
+    retry within a second; with none alive it runs in this process. The operating-system user
+    and the reason go in the change log (`jobhost changes`). Progress goes to stderr.
+
+    JSON: {"retry_of", "attempt", "run_id", "job", "outcome", "host", "started_at",
+    "finished_at", "duration_ms", "error"}; outcome is the new run's, or queued/running when
+    not waited for.
+
+    Exit status: 0 succeeded (or queued with --no-wait); 1 failed; 3 refused (an unknown run,
+    one still running or pending, one whose work succeeded or never ran); 4 --timeout passed
+    first (a run here is cancelled, a host's goes on).
+    """
+    from jobhost.operations.actions import ActionRefused
+    from jobhost.operations.render import stdout_style, trigger_line
+    from jobhost.operations.rerun import RunRetry
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    if settings.auto_migrate:
+        migrate_store(settings)  # it may run the job itself, as `jobhost run` would
+    engine = open_store(settings, write=True)
+    try:
+        runner = RunRetry(
+            settings,
+            catalog,
+            engine,
+            progress=lambda line: click.echo(line, err=True),
+            actor=getpass.getuser(),
+        )
+        done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
+    except ActionRefused as refused:
+        click.echo(f"refused: {refused}", err=True)
+        raise SystemExit(EXIT_INVALID) from None
+    finally:
+        engine.dispose()
+    if as_json:
+        click.echo(json.dumps(done.to_json(), indent=2))
+    else:
+        click.echo(trigger_line(done.result, stdout_style()))
+    if done.result.timed_out_waiting:
+        raise SystemExit(EXIT_TIMEOUT)
+    raise SystemExit(EXIT_OK if done.result.outcome in {"succeeded", "queued"} else EXIT_FAILED)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
+@click.option("--no-wait", is_flag=True, help="Record the request and exit at once.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop waiting after this long (exit 4); default: wait until the run ends.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.pass_context
+def cancel(
+    ctx: click.Context,
+    *,
+    run_id: str,
+    reason: str,
+    no_wait: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Cancel running run RUN_ID through its host, and wait until it ends.
+
+    The request is recorded on the run; the host running it sees it at once (the hosts'
+    change signal) and sets the run's cancellation, so the executor stops at its next check
+    and the run is recorded cancelled, with the operating-system user and the reason (also in
+    `jobhost changes`). A run not yet started (a queued retry) is recorded cancelled at once.
+    An executor that ignores cancellation runs on (stuck) until it ends.
+
+    JSON: {"run_id", "job", "host", "requested", "outcome", "cancelled_by", "reason"};
+    requested is requested, already (someone asked first) or cancelled (it had not started).
+
+    Exit status: 0 the run ended cancelled (or the request is recorded, with --no-wait);
+    1 it ended otherwise (it finished first); 3 refused (an unknown run, one already ended,
+    one whose host is gone); 4 --timeout passed first.
+    """
+    from jobhost.operations.actions import ActionRefused, cancel_run
+    from jobhost.operations.rerun import watch_run
+
+    engine = open_store(settings_of(ctx), write=True)
+    actor = getpass.getuser()
+    try:
+        asked = cancel_run(engine, run_id, actor=actor, reason=reason)
+        run = asked.run
+        if asked.state == "already":
+            click.echo(
+                f"a cancel of run {run.id} was already asked for by {run.cancel_requested_by}: "
+                f"{run.cancel_reason}",
+                err=True,
+            )
+        elif asked.state == "requested":
+            click.echo(
+                f"asked host {run.host_id} to cancel run {run.id} of {run.job_name}", err=True
+            )
+        if asked.state == "cancelled":
+            ended = watch_run(engine, run_id, 0.0)  # recorded already: read it
+        else:
+            ended = None if no_wait else watch_run(engine, run_id, timeout)
+    except ActionRefused as refused:
+        click.echo(f"refused: {refused}", err=True)
+        raise SystemExit(EXIT_INVALID) from None
+    finally:
+        engine.dispose()
+    outcome = ended.outcome if ended is not None else "running"
+    shown = {
+        "run_id": run.id,
+        "job": run.job_name,
+        "host": run.host_id,
+        "requested": asked.state,
+        "outcome": outcome,
+        "cancelled_by": (ended.cancel_requested_by if ended else None) or actor,
+        "reason": (ended.cancel_reason if ended else None) or reason,
+    }
+    if as_json:
+        click.echo(json.dumps(shown, indent=2))
+    elif ended is not None:
+        error = f": {ended.error_message}" if ended.error_message else ""
+        click.echo(f"{ended.outcome}: {run.job_name} run {run.id} on host {run.host_id}{error}")
+    elif no_wait:
+        click.echo(f"cancel requested: {run.job_name} run {run.id} on host {run.host_id}")
+    else:
+        click.echo(f"still running: {run.job_name} run {run.id}; the request stands")
+    if ended is None:
+        raise SystemExit(EXIT_OK if no_wait else EXIT_TIMEOUT)
+    raise SystemExit(EXIT_OK if ended.outcome == "cancelled" else EXIT_FAILED)

@@ -1,0 +1,131 @@
+"""One claimed run, executed in a command's own process as a host would run it.
+
+``jobhost trigger`` and ``jobhost retry`` run here when no host is alive: the same envelope,
+ledger row and span; the lease renewed every heartbeat; an operator's cancel request (``jobhost
+cancel`` from another process) looked for at each renewal, since a command has no signal
+watcher; the command's own ``--timeout`` and Ctrl-C cancel the run too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from jobhost_contracts import Cancellation
+
+from jobhost.catalog import Catalog, JobSpec
+from jobhost.config import Settings
+from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.runlog import RunLogWriter
+from jobhost.envelope.telemetry import Telemetry
+from jobhost.rules.policy import lease_for
+from jobhost.store import Clock, Engine, RunRecord
+from jobhost.store.calls import read
+from jobhost.store.claims import Claim
+from jobhost.store.reports import get_run
+from jobhost.store.run_actions import renew_watching_cancel
+
+__all__ = ["POLL_SECONDS", "run_claim_here"]
+
+POLL_SECONDS = 0.2
+
+
+def run_claim_here(
+    settings: Settings,
+    catalog: Catalog,
+    engine: Engine,
+    *,
+    claim: Claim,
+    spec: JobSpec,
+    host_id: str,
+    clock: Clock,
+    telemetry: Telemetry,
+    deadline: float | None,
+    progress: Callable[[str], None],
+) -> tuple[RunRecord, bool]:
+    """Execute ``claim`` here to its recorded outcome; the run row, and whether ``deadline``
+    (a ``time.monotonic()`` instant) cancelled it."""
+    run_logs = RunLogWriter(
+        engine,
+        max_lines=settings.run_log_lines,
+        max_bytes=settings.run_log_bytes,
+        level=settings.log_level,
+    )
+    envelope = RunEnvelope(
+        engine,
+        run_logs=run_logs,
+        host_id=host_id,
+        clock=clock,
+        grace=settings.shutdown_grace,
+        telemetry=telemetry,
+        sinks=catalog.audit_sinks,
+        sink_timeout=settings.audit_sink_timeout,
+    )
+    try:
+        timed_out = _supervise(
+            settings,
+            engine,
+            envelope,
+            claim=claim,
+            spec=spec,
+            host_id=host_id,
+            clock=clock,
+            deadline=deadline,
+            progress=progress,
+        )
+    finally:
+        run_logs.close()
+    run = read(engine, get_run, claim.run_id)
+    assert run is not None, f"run {claim.run_id} is in the ledger once recorded"
+    return run, timed_out
+
+
+def _supervise(
+    settings: Settings,
+    engine: Engine,
+    envelope: RunEnvelope,
+    *,
+    claim: Claim,
+    spec: JobSpec,
+    host_id: str,
+    clock: Clock,
+    deadline: float | None,
+    progress: Callable[[str], None],
+) -> bool:
+    """Run the envelope in a thread, renewing the lease; True if the deadline cancelled it."""
+    cancellation = Cancellation()
+    # Wait on an event, not on Thread.join: a join interrupted by Ctrl-C can leave the
+    # thread looking finished while it still runs (CPython before 3.13).
+    finished = threading.Event()
+
+    def _target() -> None:
+        try:
+            envelope.run(claim, spec, cancellation)
+        finally:
+            finished.set()
+
+    worker = threading.Thread(target=_target, name="jobhost-manual-run")
+    worker.start()
+    lease = lease_for(spec.declaration, settings.lease_duration)
+    beat = settings.heartbeat_interval.total_seconds()
+    next_beat = time.monotonic() + beat
+    timed_out = False
+    try:
+        while not finished.wait(POLL_SECONDS):
+            if time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + beat
+                asked = renew_watching_cancel(engine, host_id, claim.run_id, lease, clock)
+                if asked is not None and not cancellation.cancelled:
+                    progress(f"cancel asked {asked}: cancelling the run")
+                    cancellation.cancel(asked)
+            if deadline is not None and time.monotonic() >= deadline and not timed_out:
+                timed_out = True
+                progress("timed out waiting: cancelling the run")
+                cancellation.cancel("the operator's --timeout passed")
+    except KeyboardInterrupt:
+        progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
+        cancellation.cancel("interrupted by the operator")
+        finished.wait()
+    worker.join()
+    return timed_out

@@ -1,0 +1,78 @@
+"""A job's effective declaration survives the store: written as text, read back equal."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from jobhost.catalog import JobSpec
+from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
+from jobhost.rules.desired import catalog_version, desired_schedules
+from tests.unit.catalog.test_validation import Plugins
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("JOBHOST_"):
+            monkeypatch.delenv(key)
+
+
+JOBS = (
+    'job("files.purge", interval=timedelta(hours=6), description="Purge old files", '
+    "critical=True, timeout=timedelta(minutes=10), misfire_grace=timedelta(seconds=90))",
+    'job("files.night", cron="30 2 * * *", timezone="Europe/Berlin", '
+    "dst_gap=DstGap.SKIP, dst_repeat=DstRepeat.BOTH, overlap=OverlapPolicy.ALLOW, "
+    "max_concurrent=3, overdue_after=timedelta(hours=2), "
+    "retry=RetryPolicy(max_attempts=4, backoff=timedelta(seconds=5), jitter=0.0))",
+)
+IMPORTS = "from jobhost_contracts import DstGap, DstRepeat, OverlapPolicy, RetryPolicy\n"
+
+
+def _catalog(plugins: Plugins, **overrides: dict[str, object]) -> dict[str, JobSpec]:
+    path = plugins.add(*JOBS)
+    path.write_text(IMPORTS + path.read_text())
+    catalog = plugins.catalog(jobs=dict(overrides))
+    assert catalog.ok, catalog.problems
+    return catalog.jobs
+
+
+def _same(spec: JobSpec, back: JobSpec) -> None:
+    assert isinstance(back.executor, StoredExecutor)
+    assert dataclasses.replace(back, executor=spec.executor) == spec
+
+
+def test_every_field_of_every_job_comes_back(tmp_path: Path) -> None:
+    for spec in _catalog(Plugins(tmp_path)).values():
+        _same(spec, stored_spec(spec.name, spec.module, declaration_text(spec), spec.config))
+
+
+def test_an_override_comes_back_with_what_it_changed(tmp_path: Path) -> None:
+    jobs = _catalog(Plugins(tmp_path), **{"files.night": {"cron": "0 4 * * *", "dst_gap": "shift"}})
+    spec = jobs["files.night"]
+    back = stored_spec(spec.name, spec.module, declaration_text(spec), spec.config)
+    _same(spec, back)
+    assert back.trigger.source == "override"
+    assert back.declared.expression == "30 2 * * *"
+
+
+def test_a_changed_policy_or_description_is_a_new_catalog_version(tmp_path: Path) -> None:
+    jobs = _catalog(Plugins(tmp_path))
+    before = catalog_version(desired_schedules(jobs))
+    purge = jobs["files.purge"]
+    for change in (
+        {"description": "Purge older files"},
+        {"timeout": None},
+        {"critical": False},
+    ):
+        changed = {
+            **jobs,
+            "files.purge": dataclasses.replace(
+                purge, declaration=dataclasses.replace(purge.declaration, **change)
+            ),
+        }
+        assert catalog_version(desired_schedules(changed)) != before, change
+    assert catalog_version(desired_schedules(jobs)) == before
