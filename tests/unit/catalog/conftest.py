@@ -1,10 +1,13 @@
-"""The catalog tests read settings from a clean environment."""
+"""The catalog tests read settings from a clean environment and load plugin files they write."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+from tests.unit.catalog.plugin_files import Plugins
 
 
 @pytest.fixture(autouse=True)
@@ -13,3 +16,9 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("JOBHOST_"):
             monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def plugins(tmp_path: Path) -> Plugins:
+    """Plugin files written into this test's folder."""
+    return Plugins(tmp_path)

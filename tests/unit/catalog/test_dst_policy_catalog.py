@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from jobhost_contracts import DstGap, DstRepeat
 from pydantic import ValidationError
 
 from jobhost.config import Settings
-from tests.unit.catalog.test_validation import Plugins, codes, only
-
-
-@pytest.fixture
-def plugins(tmp_path: Path) -> Plugins:
-    return Plugins(tmp_path)
-
+from tests.unit.catalog.plugin_files import Plugins
+from tests.unit.catalog.test_validation import codes, only
 
 SPRING = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
 AUTUMN = datetime(2026, 10, 24, 12, 0, tzinfo=UTC)

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.unit.catalog.test_validation import Plugins
-
-
-@pytest.fixture
-def plugins(tmp_path: Path) -> Plugins:
-    return Plugins(tmp_path)
+from tests.unit.catalog.plugin_files import Plugins
 
 
 @pytest.mark.parametrize(
