@@ -141,6 +141,8 @@ class Host:
             telemetry=self.telemetry,
             runtime=catalog.runtime,
             concurrency_limits=settings.concurrency_limits,
+            clock=self.clock,
+            announced=True,  # by _signalled and _recorded
         )
         self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
         self._run_logs = RunLogWriter(
@@ -246,10 +248,12 @@ class Host:
         try:
             self._runtime.reload_if_changed()
             self._cancels.apply(self._held())
-            now = self._now()
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
             slots, request_slots = self._free_slots()
-            result = self._ticker.tick(now, slots, request_slots)
+            # The turn reads the store's time inside its claim transaction.
+            result = self._ticker.tick(None, slots, request_slots)
+            assert result.now is not None
+            now = result.now
         except Exception as error:
             if is_store_down(error):
                 if self.status.store_ok:
@@ -339,6 +343,7 @@ class Host:
     def _signalled(self) -> None:
         """A command signalled the hosts: look at the change log on this turn, then tick."""
         self._runtime.signalled()
+        self._ticker.look_everywhere()
         self._cancels.signalled()
         self._wake.set()
 
@@ -411,6 +416,8 @@ class Host:
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
         outcome = finished.executed.outcome.outcome
+        if outcome != "succeeded":
+            self._ticker.look_everywhere()  # its retry, if its policy asks for one
         with self._lock:
             self._running.pop(claim.run_id, None)
             # A failed run may have left a retry; a waiting job may start now.

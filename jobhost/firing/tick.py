@@ -21,11 +21,12 @@ from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Engine
+from jobhost.store import Clock, Engine, SystemClock, is_postgres, store_now
 from jobhost.store.claims import Claim, ClaimBatch
 from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
 from jobhost.store.turns import (
+    Quiet,
     claim_job,
     claim_turn,
     due_jobs,
@@ -51,6 +52,8 @@ class TickResult:
     """Seconds the oldest due, unclaimed schedule is behind ``now`` after this turn."""
     waiting: set[str] = field(default_factory=set)
     """Jobs whose due work waits for one of their live runs to be recorded."""
+    now: datetime | None = None
+    """The instant this turn worked at (read inside its claim transaction when not given)."""
 
 
 class Ticker:
@@ -66,8 +69,16 @@ class Ticker:
         telemetry: Telemetry,
         runtime: frozenset[str] = frozenset(),
         concurrency_limits: Mapping[str, int] | None = None,
+        clock: Clock | None = None,
+        announced: bool = False,
     ) -> None:
+        """``announced``: the caller calls :meth:`look_everywhere` whenever a manual request or
+        a retry may have been queued (a signal, a failed run), so a claim may leave out the
+        reads of both when the last turn saw none; without it every claim reads both."""
         self._engine = engine
+        self._clock = clock or SystemClock()
+        self._read_at: tuple[datetime, float] | None = None
+        """The last instant read from the store, and the monotonic time it was read."""
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -90,6 +101,12 @@ class Ticker:
         self._last_abandon_pass = 0.0
         self._backfills_open = True
         """Whether the last turn saw an unfinished backfill (the first turn looks)."""
+        self._announced = announced
+        self._news = True
+        """Something may have queued a manual request or a retry since the last claim that the
+        last wake-up read cannot know of (a signal, a failed run): look for both."""
+        self._last_skip: list[str] | None = None
+        """The jobs the last turn left alone: one back in play may have work its read missed."""
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -107,6 +124,10 @@ class Ticker:
             members=self._groups,
         )
 
+    def look_everywhere(self) -> None:
+        """A manual request or a retry may have been queued: the next claim reads both."""
+        self._news = True
+
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
         """Fire by a new job mapping from the next turn on (runtime jobs changed).
 
@@ -120,25 +141,37 @@ class Ticker:
         self._jobs = jobs
         self._unknown -= set(jobs)
 
-    def tick(self, now: datetime, free_slots: int, request_slots: int = 0) -> TickResult:
-        """Claim what is due now within the free slots; say when to look again."""
-        if self.may_abandon and self._abandon_due(now):
+    def tick(self, now: datetime | None, free_slots: int, request_slots: int = 0) -> TickResult:
+        """Claim what is due within the free slots; say when to look again.
+
+        With ``now`` None the turn reads the store's time inside its claim transaction (on
+        PostgreSQL, the database's clock), not through a checkout of its own: a turn is one
+        transaction. :attr:`TickResult.now` says which instant it used.
+        """
+        if self.may_abandon and self._abandon_due(now or self._estimated_now()):
             self._last_abandon_pass = time.monotonic()
             record_abandoned(
-                self._engine, now, self._telemetry, self._rules, implausible=self._implausible
+                self._engine,
+                now or self._store_now(),
+                self._telemetry,
+                self._rules,
+                implausible=self._implausible,
             )
+            self._news = True  # an abandoned run may be retried
         if self._backfills_open:
-            settle_open_backfills(self._engine, now)
+            settle_open_backfills(self._engine, now or self._estimated_now())
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
-            self._wakeups = self._read_wakeups(now)
-            result.lag = self._wakeups.lag(now)
+            self._wakeups, at = self._read_wakeups(now)
+            result.lag = self._wakeups.lag(at)
+            result.now = at
             return result
         try:
-            batch, self._wakeups = self._claim(now, free_slots, request_slots)
+            batch, self._wakeups, at = self._claim(now, free_slots, request_slots)
             batches = [batch]
         except Exception as error:
+            self._news = True
             if is_store_down(error):
                 raise
             _log.error(
@@ -146,16 +179,18 @@ class Ticker:
                 type(error).__name__,
                 str(error).splitlines()[0][:300],
             )
-            batches = self._claim_one_by_one(now, free_slots)
-            self._wakeups = self._read_wakeups(now)
+            at = now or self._store_now()
+            batches = self._claim_one_by_one(at, free_slots)
+            self._wakeups, at = self._read_wakeups(at)
         for batch in batches:
             self._absorb(batch)
             result.waiting |= batch.waiting
             result.claims.extend((c, self._jobs[c.job_name]) for c in batch.claims)
         taken = len(result.claims)
         result.saturated = taken >= free_slots
-        result.next_wake = self._wakeups.next_wake(now, more_due=batches[-1].schedules_seen > 0)
-        result.lag = self._wakeups.lag(now)
+        result.next_wake = self._wakeups.next_wake(at, more_due=batches[-1].schedules_seen > 0)
+        result.lag = self._wakeups.lag(at)
+        result.now = at
         return result
 
     # -- internals ---------------------------------------------------------------------------
@@ -180,17 +215,51 @@ class Ticker:
                 self._rules.problems.pop(name, None)
         return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
 
-    def _claim(self, now: datetime, slots: int, request_slots: int) -> tuple[ClaimBatch, Wakeups]:
-        batch, wakeups, self._backfills_open = claim_turn(
+    def _estimated_now(self) -> datetime:
+        """The store's time without asking it: on PostgreSQL the last reading moved on by this
+        process's monotonic clock (the first turn asks); on SQLite the host's clock, which is
+        the store's."""
+        if not is_postgres(self._engine):
+            return self._clock()
+        if self._read_at is None:
+            return self._store_now()
+        read, at = self._read_at
+        return read + timedelta(seconds=time.monotonic() - at)
+
+    def _store_now(self) -> datetime:
+        return self._noted(store_now(self._engine, self._clock))
+
+    def _noted(self, now: datetime) -> datetime:
+        self._read_at = (now, time.monotonic())
+        return now
+
+    def _claim(
+        self, given: datetime | None, slots: int, request_slots: int
+    ) -> tuple[ClaimBatch, Wakeups, datetime]:
+        skip = self._skip()
+        # Cleared before reading: news arriving during this claim is looked at on the next.
+        news = self._news or not self._announced or skip != self._last_skip
+        self._news, self._last_skip = False, skip
+        last = self._wakeups
+        turn = claim_turn(
             self._engine,
             host_id=self._host_id,
-            now=now,
+            now=given,
+            clock=self._clock,
             slots=slots,
             request_slots=request_slots,
             rules=self._rules,
-            skip=self._skip(),
+            skip=skip,
+            # The last turn's wake-up read saw every request and retry queued before it;
+            # whatever came since, a signal or this host's failed run announces.
+            quiet=None
+            if news or last is None
+            else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
         )
-        return batch, wakeups
+        self._backfills_open = turn.backfills_open
+        if given is None:
+            self._noted(turn.now)
+        return turn.batch, turn.wakeups, turn.now
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""
@@ -242,5 +311,8 @@ class Ticker:
         for group, count in batch.group_waits.items():
             self._telemetry.group_waits.add(count, {"group": group})
 
-    def _read_wakeups(self, now: datetime) -> Wakeups:
-        return look_ahead(self._engine, now, skip=self._skip())
+    def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
+        wakeups, now = look_ahead(self._engine, given, self._clock, skip=self._skip())
+        if given is None:
+            self._noted(now)
+        return wakeups, now

@@ -132,6 +132,8 @@ def claim_work(
     request_id: str | None = None,
     retry_id: str | None = None,
     schedules_only: Collection[str] | None = None,
+    requests: bool = True,
+    retries: bool = True,
 ) -> ClaimBatch:
     """Claim up to ``slots`` runs (plus ``request_slots`` for manual requests only).
 
@@ -139,6 +141,9 @@ def claim_work(
     ``request_id`` claims only that manual request, ``retry_id`` only that pending retry (an
     operator's retry of one run, run in the command's process); ``schedules_only`` limits the
     schedule part to those jobs (the one-job-at-a-time fallback after a batch failed).
+    ``requests`` and ``retries`` False leave out the reads of pending manual requests and due
+    retries: the caller knows there are none (a statement less each, on every turn of a busy
+    host).
     """
     batch = ClaimBatch()
     work = _Work(connection, host_id=host_id, now=now, rules=rules, batch=batch)
@@ -147,7 +152,7 @@ def claim_work(
         asked = (
             _pending_requests(
                 connection,
-                slots + request_slots,
+                slots + request_slots if requests else 0,
                 skip=skipped,
                 request_id=request_id,
                 rules=rules,
@@ -160,7 +165,7 @@ def claim_work(
             _due_retries(
                 connection, now, slots, skip=skipped, rules=rules, batch=batch, run_id=retry_id
             )
-            if request_id is None
+            if request_id is None and (retries or retry_id is not None)
             else []
         )
         work.lock_rows({r.job_name for r in asked} | {r.job_name for r in again})

@@ -6,18 +6,22 @@ needs this host; after a failed batch, claim one job at a time.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
 from jobhost.store.backfill_claims import claim_backfills, open_backfills, settle_backfills
 from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, due_job_names
+from jobhost.store.clock import Clock, database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import write_group_limits, write_group_members
 from jobhost.store.registry import DesiredSchedule, SyncPlan, sync_schedules
 from jobhost.store.wakeups import Wakeups, next_wakeups
 
 __all__ = [
+    "Quiet",
+    "Turn",
     "claim_job",
     "claim_turn",
     "due_jobs",
@@ -48,37 +52,70 @@ def claim_turn(
     engine: Engine,
     *,
     host_id: str,
-    now: datetime,
+    now: datetime | None,
+    clock: Clock,
     slots: int,
     request_slots: int,
     rules: ClaimRules,
     skip: Collection[str],
-) -> tuple[ClaimBatch, Wakeups, bool]:
+    quiet: Quiet | None = None,
+) -> Turn:
     """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`), then
     backfilled occurrences in the slots nothing else took, and read when the store next needs
-    this host, leaving alone ``skip`` and the jobs the batch did not know. The last value says
-    whether a backfill is still unfinished."""
+    this host, leaving alone ``skip`` and the jobs the batch did not know.
+
+    With ``now`` None the turn reads the store's time inside this transaction (see
+    :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
+    leaves out the reads of pending requests and due retries it rules out."""
     with engine.begin() as connection:
+        at = now or database_now(connection, clock)
         batch = claim_work(
             connection,
             host_id=host_id,
-            now=now,
+            now=at,
             slots=slots,
             request_slots=request_slots,
             rules=rules,
             skip=skip,
+            requests=quiet is None or quiet.requests_pending,
+            retries=quiet is None or quiet.retries_due(at),
         )
         backfilled = claim_backfills(
             connection,
             host_id=host_id,
-            now=now,
+            now=at,
             slots=slots - len(batch.claims),
             rules=rules,
             skip=sorted(set(skip) | batch.unknown),
         )
         batch.claims.extend(backfilled.claims)
-        wakeups = next_wakeups(connection, now, skip=sorted(set(skip) | batch.unknown))
-    return batch, wakeups, bool(backfilled.open)
+        wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
+    return Turn(batch, wakeups, bool(backfilled.open), at)
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """What a host knows was queued when its last turn read, with nothing announced since (no
+    signal, no failed run of its own, no abandon pass): a claim reads pending requests only if
+    one was pending, and due retries only once the first one then queued is due."""
+
+    requests_pending: bool
+    first_retry: datetime | None
+
+    def retries_due(self, now: datetime) -> bool:
+        return self.first_retry is not None and self.first_retry <= now
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one :func:`claim_turn` did and read."""
+
+    batch: ClaimBatch
+    wakeups: Wakeups
+    backfills_open: bool
+    """Whether a backfill is still unfinished (settle it)."""
+    now: datetime
+    """The instant the turn worked at."""
 
 
 def claim_job(
@@ -110,10 +147,14 @@ def due_jobs(engine: Engine, now: datetime, limit: int) -> list[str]:
         return due_job_names(connection, now, limit)
 
 
-def look_ahead(engine: Engine, now: datetime, *, skip: Sequence[str] = ()) -> Wakeups:
-    """When the store next needs this host (see :func:`~jobhost.store.wakeups.next_wakeups`)."""
+def look_ahead(
+    engine: Engine, now: datetime | None, clock: Clock, *, skip: Sequence[str] = ()
+) -> tuple[Wakeups, datetime]:
+    """When the store next needs this host (see :func:`~jobhost.store.wakeups.next_wakeups`),
+    and the instant it looked from (with ``now`` None, the store's, read in the same read)."""
     with reading(engine) as connection:
-        return next_wakeups(connection, now, skip=skip)
+        at = now or database_now(connection, clock)
+        return next_wakeups(connection, at, skip=skip), at
 
 
 def settle_open_backfills(engine: Engine, now: datetime) -> None:
