@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 
 from jobhost.config import Settings
 from jobhost.envelope.telemetry import Telemetry
+from tests.cli.operator_support import Operator
 from tests.support import SAMPLE_PLUGIN, ManualClock
 
 POSTGRES_ENV = "JOBHOST_TEST_POSTGRES_URL"
@@ -113,3 +114,19 @@ def telemetry() -> Iterator[tuple[Telemetry, InMemorySpanExporter, InMemoryMetri
     yield Telemetry(tracer_provider, meter_provider), spans, reader
     tracer_provider.shutdown()
     meter_provider.shutdown()
+
+
+@pytest.fixture
+def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
+    """A configuration on this test's store (SQLite or PostgreSQL); see :class:`Operator`."""
+    made = Operator(store_url, tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def sqlite_operator(tmp_path: Path) -> Iterator[Operator]:
+    """An SQLite-only :class:`Operator`, for behaviour that does not depend on the backend."""
+    made = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
+    yield made
+    made.close()

@@ -83,6 +83,8 @@ def test_eight_jobs_in_a_group_of_two_across_three_replicas(
         spans = tmp_path / "runs.log.spans"
         wait_for(spans.exists, 30, "the first run of the group")
         begun = time.time()
+        # An observation window, not a wait: no more than two of the group may run at once
+        # at any moment of it, so the test watches it whole.
         time.sleep(_BEFORE_KILL)
         holding = wait_for(
             lambda: {r.host_id for r in ledger(engine) if r.outcome == "running"},
@@ -93,7 +95,7 @@ def test_eight_jobs_in_a_group_of_two_across_three_replicas(
         victim.signal(signal.SIGKILL)
         victim.wait(10)
         killed_at = time.time()
-        time.sleep(_AFTER_KILL)
+        time.sleep(_AFTER_KILL)  # the window after the kill: its slots must come back
         for replica in replicas:
             if replica is not victim:
                 replica.signal(signal.SIGTERM)

@@ -6,7 +6,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,26 +19,10 @@ from jobhost.firing.host import HostStatus
 from jobhost.store import create_store_engine, head_revision, upgrade
 from jobhost.web import Endpoints, WebServer, create_app, host_endpoints
 from tests.cli.operator_support import Operator
+from tests.http_get import answers, get
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for
-
-
-def get(url: str) -> tuple[int, str, str]:
-    """(status, content type, body) of a GET, error statuses included."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.headers["Content-Type"], response.read().decode()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.headers["Content-Type"], error.read().decode()
-
-
-@pytest.fixture
-def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
-    made = Operator(store_url, tmp_path)
-    yield made
-    made.close()
 
 
 @pytest.mark.slow
@@ -59,7 +42,7 @@ def test_a_running_host_serves_probes_metrics_and_the_report(operator: Operator)
         operator.env(JOBHOST_HOST_ID="web-1"),
     )
     try:
-        wait_for(lambda: _answers(f"{base}/healthz"), 30, "the HTTP server")
+        wait_for(lambda: answers(f"{base}/healthz"), 30, "the HTTP server")
         wait_for(lambda: "turning" in get(f"{base}/healthz")[2], 10, "the first tick")
         status, kind, body = get(f"{base}/healthz")
         assert (status, kind) == (200, "application/json"), body
@@ -147,13 +130,6 @@ def test_probes_fail_with_503_and_a_broken_endpoint_answers_a_bare_500(tmp_path:
 
 def _explode() -> dict[str, Any]:
     raise RuntimeError("report failed")
-
-
-def _answers(url: str) -> bool:
-    try:
-        return get(url)[0] in {200, 503}
-    except OSError:
-        return False
 
 
 def _metric_line(base: str, prefix: str) -> str | None:

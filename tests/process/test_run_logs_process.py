@@ -23,13 +23,6 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
-    made = Operator(store_url, tmp_path)
-    yield made
-    made.close()
-
-
-@pytest.fixture
 def start_host(operator: Operator, tmp_path: Path) -> Iterator[Any]:
     started: list[HostProcess] = []
 

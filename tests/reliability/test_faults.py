@@ -136,7 +136,7 @@ def test_restarts_under_the_same_ids_leave_no_run_of_a_dead_process_unsettled(
     )
     first = _next_second(datetime.now(UTC))
     for _ in range(CHURN_KILLS):
-        time.sleep(5)
+        time.sleep(5)  # the churn's pace, not a wait: a kill every few seconds of real load
         # The victim is a replica with a slow run in flight, so each kill leaves one behind.
         busy = wait_for(
             lambda: {r.host_id for r in ledger(store) if r.outcome == "running"}, 30, "a run"

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
-
-import pytest
 
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.store import reading
 from jobhost.store.reports import RECENT, ledger_summaries
 from tests.cli.operator_support import Operator, now
-
-
-@pytest.fixture
-def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
-    made = Operator(store_url, tmp_path)
-    yield made
-    made.close()
 
 
 def test_newest_rows_last_attempt_and_last_success_per_job(operator: Operator) -> None:

@@ -57,7 +57,7 @@ def test_runs_of_one_claim_keep_their_own_times_bracketing_their_work(
     host.start()
     try:
         # One turn just after a second begins: every job is due, all claimed in one go.
-        time.sleep(1.05 - datetime.now(UTC).microsecond / 1e6)
+        time.sleep(1.05 - datetime.now(UTC).microsecond / 1e6)  # waits on the clock itself
         before = datetime.now(UTC)
         host.turn()
         rows = _wait_idle(host, engine, len(SLEEPS), 20)

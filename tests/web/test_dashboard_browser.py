@@ -9,7 +9,6 @@ test saves screenshots of the pages it saw in its own output folder.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,11 +22,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.cli.operator_support import Operator, now
+from tests.http_get import get
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
-from tests.process.test_http_endpoints import get
-from tests.waiting import wait_for
-from tests.web.browser import chromium
+from tests.waiting import wait_for, wait_for_value
 
 pytestmark = pytest.mark.slow
 
@@ -88,12 +86,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     finally:
         host.stop()
         operator.close()
-
-
-@pytest.fixture
-def browser(site: Site) -> Iterator[WebDriver]:
-    with chromium() as made:
-        yield made
 
 
 def test_the_overview_lists_the_jobs_and_a_filter_narrows_them(
@@ -288,13 +280,15 @@ def _add_lines(
 
 def _job_rows(browser: WebDriver) -> list[str]:
     # A filter reloads the table: rows read while it is being replaced are read again.
-    for _ in range(20):
-        try:
-            rows = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr[data-job]")
-            return [row.get_attribute("data-job") or "" for row in rows]
-        except StaleElementReferenceException:
-            time.sleep(0.1)
-    raise AssertionError("the jobs table kept changing while it was read")
+    return wait_for_value(lambda: _read_job_rows(browser), 2, "the jobs table to hold still")
+
+
+def _read_job_rows(browser: WebDriver) -> list[str] | None:
+    try:
+        rows = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr[data-job]")
+        return [row.get_attribute("data-job") or "" for row in rows]
+    except StaleElementReferenceException:
+        return None
 
 
 def _post(url: str, body: str, origin: str | None = None) -> int:

@@ -26,8 +26,8 @@ from sqlalchemy import update
 
 from jobhost.store.schema import runs
 from tests.cli.operator_support import Operator, now
+from tests.http_get import get
 from tests.ports import free_port
-from tests.process.test_http_endpoints import get
 from tests.waiting import wait_for
 from tests.web.browser import chromium
 from tests.web.test_dashboard_browser import _add_lines
@@ -71,12 +71,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=15)
         operator.close()
-
-
-@pytest.fixture
-def browser(site: Site) -> Iterator[WebDriver]:
-    with chromium() as made:
-        yield made
 
 
 def test_a_change_appears_without_a_reload_and_pause_holds_the_page(

@@ -17,7 +17,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
-from tests.web.browser import chromium
 
 pytestmark = pytest.mark.slow
 
@@ -70,12 +69,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     finally:
         server.stop()
         operator.close()
-
-
-@pytest.fixture
-def browser(site: Site) -> Iterator[WebDriver]:
-    with chromium() as made:
-        yield made
 
 
 def _rows(browser: WebDriver, table: str) -> list[str]:

@@ -19,8 +19,8 @@ from starlette.routing import Mount, Route
 
 from jobhost.web import Endpoints, WebServer, create_app
 from tests.cli.operator_support import Operator
+from tests.http_get import answers, get
 from tests.ports import free_port
-from tests.process.test_http_endpoints import get
 from tests.waiting import wait_for
 
 
@@ -129,7 +129,7 @@ def test_jobhost_serve_reads_the_store_without_a_host(operator: Operator) -> Non
         text=True,
     )
     try:
-        wait_for(lambda: _answers(base + "/healthz"), 30, "jobhost serve")
+        wait_for(lambda: answers(base + "/healthz"), 30, "jobhost serve")
         code, _, body = get(base + "/healthz")
         assert code == 200 and "no host" in json.loads(body)["detail"]
         assert get(base + "/readyz")[0] == 200
@@ -153,10 +153,3 @@ def test_jobhost_serve_refuses_a_malformed_address(operator: Operator) -> None:
     done = operator.jobhost("serve", "--listen", "localhost")
     assert done.returncode == 2
     assert "must be HOST:PORT" in done.stderr
-
-
-def _answers(url: str) -> bool:
-    try:
-        return get(url)[0] in {200, 503}
-    except OSError:
-        return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,13 +11,6 @@ from pydantic import ValidationError
 
 from jobhost.config import Settings
 from tests.unit.catalog.test_validation import Plugins, codes, only
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("JOBHOST_"):
-            monkeypatch.delenv(key)
 
 
 @pytest.fixture

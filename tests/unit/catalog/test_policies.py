@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.catalog.test_validation import Plugins, _clean_environment  # noqa: F401
+from tests.unit.catalog.test_validation import Plugins
 
 
 @pytest.fixture

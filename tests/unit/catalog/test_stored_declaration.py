@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
-
-import pytest
 
 from jobhost.catalog import JobSpec
 from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
 from jobhost.rules.desired import catalog_version, desired_schedules
 from tests.unit.catalog.test_validation import Plugins
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("JOBHOST_"):
-            monkeypatch.delenv(key)
-
 
 JOBS = (
     'job("files.purge", interval=timedelta(hours=6), description="Purge old files", '
@@ -46,7 +35,9 @@ def _same(spec: JobSpec, back: JobSpec) -> None:
 
 
 def test_every_field_of_every_job_comes_back(tmp_path: Path) -> None:
-    for spec in _catalog(Plugins(tmp_path)).values():
+    jobs = _catalog(Plugins(tmp_path))
+    assert sorted(jobs) == ["files.night", "files.purge"]
+    for spec in jobs.values():
         _same(spec, stored_spec(spec.name, spec.module, declaration_text(spec), spec.config))
 
 

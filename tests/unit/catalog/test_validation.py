@@ -7,7 +7,6 @@ still placeholders, do not add their own problems.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,14 +38,6 @@ def job(name, module="files", **fields):
     return JobRegistration(decl(name, module, **fields), Executor())
 
 """
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Settings read JOBHOST_*; a developer's shell must not change what these tests see.
-    for key in list(os.environ):
-        if key.startswith("JOBHOST_"):
-            monkeypatch.delenv(key)
 
 
 class Plugins:
