@@ -102,9 +102,11 @@ def jobhost_launch(
     log_level: str = "WARNING",
     log_lines: int = 0,
     http_listen: str | None = None,
+    backfill_job: bool = False,
 ) -> Launch:
     """``jobhost --config DIR/NAME.toml run`` through the SQL-counting wrapper; each run writes
-    ``log_lines`` lines through its logger; ``http_listen`` serves the probes there."""
+    ``log_lines`` lines through its logger; ``http_listen`` serves the probes there;
+    ``backfill_job`` declares the nightly ``bench.backfill`` too."""
     config = directory / f"{name}.toml"
     listen = f"http_listen = {json.dumps(http_listen)}\n" if http_listen else ""
     config.write_text(
@@ -118,6 +120,7 @@ def jobhost_launch(
         f"shape = {json.dumps(shape)}\n"
         f"log_dir = {json.dumps(str(directory))}\n"
         f"log_lines = {log_lines}\n"
+        f"backfill_job = {json.dumps(backfill_job)}\n"
     )
     # The user's own JOBHOST_* settings would win over the file; only the benchmark's count.
     env = {key: value for key, value in os.environ.items() if not key.startswith("JOBHOST_")}
@@ -137,8 +140,10 @@ def measure(
     ledger_url: str | None = None,
     postgres: Postgres | None = None,
     application: str = "",
+    at_open: Callable[[], None] | None = None,
 ) -> Outcome:
-    """Start ``launches``, measure one window of ``jobs`` every-second jobs, stop them."""
+    """Start ``launches``, measure one window of ``jobs`` every-second jobs, stop them;
+    ``at_open`` is called as the window opens (to start work beside the scheduled runs)."""
     outcome = Outcome()
     spawned = time.time()
     processes = [children.start(item.argv, item.env, item.output) for item in launches]
@@ -161,6 +166,8 @@ def measure(
         cpu_before = sum(cpu_seconds(process.pid) for process in processes)
         backends_before = backend_cpu(postgres, application)
         counts_before = [sql_counts(item.counts) for item in launches]
+        if at_open is not None:
+            at_open()
         _sleep_until(closes)
         outcome.cpu = sum(cpu_seconds(process.pid) for process in processes) - cpu_before
         backends_after = backend_cpu(postgres, application)

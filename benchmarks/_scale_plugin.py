@@ -2,7 +2,8 @@
 
 ``[modules.bench]`` says what to declare: ``jobs`` jobs of one ``shape`` (``every-second``:
 interval 1s; ``hourly``: one every-second job ``bench.first`` plus jobs spread over the hour;
-``nightly``: at 03:00 UTC); ``log_lines`` lines written through ``context.logger`` per run (0).
+``nightly``: at 03:00 UTC), and with ``backfill_job = true`` a nightly ``bench.backfill`` (03:00
+UTC) for backfills to replay; ``log_lines`` lines written through ``context.logger`` per run (0).
 Every run appends ``run JOB OCCURRENCE OBSERVED`` (Unix seconds) to ``fires-PID.log`` under
 ``log_dir``, so the benchmark counts fires and duplicates from the executor's side, whatever the
 ledger says.
@@ -31,7 +32,11 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
     count = int(section.get("jobs", 0))
     shape = str(section.get("shape", "every-second"))
     executor = _Record(str(section["log_dir"]), int(section.get("log_lines", 0)))
-    return [JobRegistration(declaration, executor) for declaration in _declare(shape, count)]
+    declarations = _declare(shape, count)
+    if section.get("backfill_job"):
+        # Nightly, so it never fires in a window: only the backfill section's replays run it.
+        declarations.append(_job("bench.backfill", cron="0 3 * * *"))
+    return [JobRegistration(declaration, executor) for declaration in declarations]
 
 
 def _declare(shape: str, count: int) -> list[BackgroundJobDeclaration]:

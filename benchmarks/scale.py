@@ -15,6 +15,10 @@ the jobs of ``_scale_plugin.py``, and APScheduler's BackgroundScheduler in a pro
 - ``runlogs``: N jobs every second writing ``--log-lines`` lines each through their logger,
   beside the same jobs writing none (both at ``--log-level``; the lines kept as run logs):
   CPU per 1,000 fires and lag, and their ratios.
+- ``backfill``: ``--backfill-jobs`` jobs every second (100) alone, then beside a backfill of
+  ``--backfill-occurrences`` (500) past nights of one extra job at ``--backfill-concurrency``
+  (4) started mid-run by ``jobhost backfill``: scheduled lag p99/max, misses, duplicates, SQL
+  per fire and the backfill runs done, side by side.
 
 Everything is printed, nothing asserted. Each PostgreSQL run has a database of its own on the
 server of ``--postgres-url``, dropped at the end, as are all processes, even on Ctrl-C.
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from _scale_backfill import backfill_section
 from _scale_measure import (
     HERE,
     Launch,
@@ -48,7 +53,7 @@ from _scale_runlogs import runlogs_section
 from _scale_sections import idle_section, replicas_section, startup_section
 from _scale_system import Children, Postgres, machine
 
-SECTIONS = ("scale", "replicas", "startup", "idle", "runlogs")
+SECTIONS = ("scale", "replicas", "startup", "idle", "runlogs", "backfill")
 STORES = ("memory", "sqlite", "postgres")
 _DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -154,6 +159,8 @@ def main() -> None:
                 idle_section(bench)
             if "runlogs" in arguments.sections:
                 runlogs_section(bench)
+            if "backfill" in arguments.sections:
+                backfill_section(bench)
         except KeyboardInterrupt:
             print("\ninterrupted: stopping the processes and dropping the databases", flush=True)
         finally:
@@ -275,7 +282,7 @@ def _arguments() -> argparse.Namespace:
         "--sections",
         type=_choices(SECTIONS),
         default=None,
-        help="comma-separated: scale,replicas,startup,idle,runlogs (default: scale, "
+        help="comma-separated: scale,replicas,startup,idle,runlogs,backfill (default: scale, "
         "plus any section whose own option is given); 'all' for every one",
     )
     parser.add_argument(
@@ -345,6 +352,18 @@ def _arguments() -> argparse.Namespace:
         "--log-level",
         default="WARNING",
         help="runlogs: the hosts' log_level (WARNING: lines kept, not printed; INFO: both)",
+    )
+    parser.add_argument(
+        "--backfill-jobs", type=int, default=100, help="backfill: every-second jobs (100)"
+    )
+    parser.add_argument(
+        "--backfill-occurrences",
+        type=int,
+        default=500,
+        help="backfill: past nights of bench.backfill replayed (500)",
+    )
+    parser.add_argument(
+        "--backfill-concurrency", type=int, default=4, help="backfill: its concurrency (4)"
     )
     parser.add_argument(
         "--postgres-url",

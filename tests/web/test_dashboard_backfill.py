@@ -67,3 +67,52 @@ def test_a_backfill_is_previewed_then_confirmed_and_shown(
     bad = form.replace("to=2026-11-23", "to=2999-01-01")
     status, _, page = web.post("/jobs/sample.nightly/backfill", bad)
     assert status == 400 and "reaches the future" in page
+
+
+def test_a_running_backfill_is_cancelled_from_the_job_page_after_a_confirmation(
+    client: tuple[Client, Operator],
+) -> None:
+    web, operator = client
+    assert web.post("/signin", f"token={TOKEN}")[0] == 200
+    found = re.search(r'name="csrf" value="([^"]+)"', web.get("/jobs/sample.nightly")[2])
+    assert found is not None
+    csrf = found[1]
+    start = f"csrf={csrf}&from=2026-11-20&to=2026-11-23&mode=all&concurrency=1&reason=fix"
+    page = web.post("/jobs/sample.nightly/backfill", start + "&confirm=yes")[2]
+    with reading(operator.engine) as connection:
+        (backfill_id,) = connection.execute(select(backfills.c.id)).scalars().all()
+    # The progress list refreshes live; the cancel form, a reason being typed, stays outside it.
+    assert re.search(r'<ul class="audit" id="backfills" data-live>', page)
+    live_list = page.split('id="backfills" data-live>', 1)[1].split("</ul>", 1)[0]
+    assert "<form" not in live_list
+    assert f'id="cancel-backfill-{backfill_id}"' in page
+    assert f'<label for="cancel-backfill-reason-{backfill_id}">' in page
+    cancel = f"csrf={csrf}&backfill={backfill_id}&reason=wrong+range"
+    assert (
+        web.post("/jobs/sample.nightly/cancel-backfill", f"csrf={csrf}&backfill={backfill_id}")[0]
+        == 400
+    )  # no reason, no cancel
+    status, _, page = web.post("/jobs/sample.nightly/cancel-backfill", cancel)
+    assert status == 200 and 'id="cancel-backfill-confirm-form"' in page
+    with reading(operator.engine) as connection:
+        assert connection.execute(select(backfills.c.state)).scalar_one() == "running"
+    status, _, page = web.post("/jobs/sample.nightly/cancel-backfill", cancel + "&confirm=yes")
+    assert status == 200 and "backfill cancelled" in page
+    assert f'id="cancel-backfill-{backfill_id}"' not in page  # nothing left to cancel
+    assert '<span class="backfill-state">cancelled</span>' in page
+    with reading(operator.engine) as connection:
+        assert connection.execute(select(backfills.c.state)).scalar_one() == "cancelled"
+        changes = [(c.action, c.actor, c.reason) for c in list_changes(connection)]
+    assert ("backfill-cancel", "bob", "wrong range") in changes
+    unknown = f"csrf={csrf}&backfill={'0' * 32}&reason=x&confirm=yes"
+    assert web.post("/jobs/sample.nightly/cancel-backfill", unknown)[0] == 404
+
+
+def test_cancelling_a_backfill_needs_an_operator_signed_in(
+    client: tuple[Client, Operator],
+) -> None:
+    web, _ = client
+    status, _, page = web.post(
+        "/jobs/sample.nightly/cancel-backfill", f"backfill={'0' * 32}&reason=x&confirm=yes"
+    )
+    assert status == 403 and "sign in with an operator token" in page

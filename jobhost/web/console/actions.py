@@ -8,7 +8,8 @@ one operator-action path (:mod:`jobhost.operations.actions`), so it is in the ch
 (``job_changes``) with the operator's name and the reason like any CLI or API action, and is
 logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
 
-A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``). A
+A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``); cancelling
+one is confirmed too (``backfill_cancel.py``). A
 trigger is asked once more first: its form answers with a confirmation page (the reason to
 check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
 which leads to the run as soon as a host starts it (``triggered.py``).
@@ -38,6 +39,7 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
+from jobhost.web.console.backfill_cancel import cancel_backfill_action
 from jobhost.web.console.backfilled import backfill_action
 
 
@@ -62,7 +64,7 @@ class ConsoleSite(Protocol):
 
 __all__ = ["ACTIONS", "NOTICES", "ActionHandler", "Checked", "ConsoleSite", "audit", "guarded"]
 
-ACTIONS = ("trigger", "pause", "resume", "backfill")
+ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
@@ -70,6 +72,8 @@ NOTICES = {
     "was-not-paused": "was not paused",
     "triggered": "trigger queued: a host starts the run within seconds (see its runs below)",
     "backfill-started": "backfill recorded: the hosts run it in free slots (progress below)",
+    "backfill-cancelled": "backfill cancelled: no new occurrence is claimed; runs in flight finish",
+    "backfill-already-over": "that backfill had already ended; nothing was changed",
 }
 """What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 _audit = logging.getLogger("jobhost.audit")
@@ -96,6 +100,8 @@ class ActionHandler:
             return console.page(request, "trigger.html", job=name, reason=reason)
         if action == "backfill":
             return await backfill_action(console, request, checked.form, name, reason)
+        if action == "cancel-backfill":
+            return await cancel_backfill_action(console, request, checked.form, name, reason)
         result, asked = await blocking(lambda: self._do(action, name, who, reason, client))
         if asked is not None:
             return RedirectResponse(f"/requests/{asked}", status_code=303)
