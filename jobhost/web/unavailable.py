@@ -82,14 +82,17 @@ class StoreUnavailable:
             await self.app(scope, receive, send)
             return
         status = 0
+        path = str(scope.get("path", "?"))
 
         async def watched(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                # Said before the answer leaves, so whoever reads the answer can read the line.
+                if status < 500:
+                    _store_answered(path)
             await send(message)
 
-        path = str(scope.get("path", "?"))
         try:
             await self.app(scope, receive, watched)
         except Exception as error:
@@ -107,6 +110,3 @@ class StoreUnavailable:
                 }
             )
             await send({"type": "http.response.body", "body": body})
-            return
-        if 0 < status < 500:
-            _store_answered(path)
