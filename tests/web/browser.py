@@ -9,9 +9,12 @@ from contextlib import contextmanager
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
-__all__ = ["chromium"]
+__all__ = ["chromium", "waiting"]
 
 _ARGUMENTS = (
     "--headless",
@@ -48,3 +51,10 @@ def chromium() -> Iterator[webdriver.Chrome]:
     finally:
         browser.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def waiting(browser: WebDriver, seconds: float = 10) -> WebDriverWait[WebDriver]:
+    """A wait that looks again when the element it read was replaced under it: a page that
+    navigates, or a live refresh that swaps a section, makes a found element stale between the
+    find and the read, which says nothing about the condition."""
+    return WebDriverWait(browser, seconds, ignored_exceptions=(StaleElementReferenceException,))

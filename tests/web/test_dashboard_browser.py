@@ -19,13 +19,14 @@ import pytest
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from tests.cli.operator_support import Operator, now
 from tests.http_get import get
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for, wait_for_value
+from tests.web.browser import waiting
 
 pytestmark = pytest.mark.slow
 
@@ -100,14 +101,14 @@ def test_the_overview_lists_the_jobs_and_a_filter_narrows_them(
 
     browser.find_element(By.ID, "search").send_keys("invoice")
     browser.find_element(By.ID, "apply").click()
-    WebDriverWait(browser, 10).until(lambda b: len(_job_rows(b)) == 1)
+    waiting(browser, 10).until(lambda b: len(_job_rows(b)) == 1)
     assert _job_rows(browser) == ["sample.invoices"]
     assert "1 of 3 jobs" in browser.find_element(By.ID, "matched").text
 
     browser.get(site.base + "/")
     Select(browser.find_element(By.ID, "state")).select_by_value("failing")
     browser.find_element(By.ID, "apply").click()
-    WebDriverWait(browser, 10).until(lambda b: len(_job_rows(b)) == 1)
+    waiting(browser, 10).until(lambda b: len(_job_rows(b)) == 1)
     assert _job_rows(browser) == ["sample.nightly"]
     browser.save_screenshot(str(tmp_path / "overview-failing.png"))
 
@@ -130,11 +131,11 @@ def test_the_timeline_shows_a_failed_run_in_its_colour_at_its_time(
     browser.save_screenshot(str(tmp_path / "job.png"))
 
     browser.find_element(By.ID, "range-7d").click()
-    WebDriverWait(browser, 10).until(lambda b: "7 days" in b.find_element(By.TAG_NAME, "h2").text)
+    waiting(browser, 10).until(lambda b: "7 days" in b.find_element(By.TAG_NAME, "h2").text)
     (mark,) = browser.find_elements(By.CSS_SELECTOR, "#timeline rect.mark[data-outcome=failed]")
     assert abs(float(mark.get_attribute("data-x") or "0") - (100 - 6 / 168 * 100)) < 0.5
     mark.find_element(By.XPATH, "..").click()
-    WebDriverWait(browser, 10).until(lambda b: "/runs/" in b.current_url)
+    waiting(browser, 10).until(lambda b: "/runs/" in b.current_url)
     assert browser.find_element(By.ID, "run-outcome").text == "failed"
     assert "disk full on /var/data" in browser.find_element(By.ID, "run-error").text
     browser.save_screenshot(str(tmp_path / "run.png"))
@@ -149,7 +150,7 @@ def test_a_signed_in_trigger_produces_a_run_that_appears(
     browser.get(site.base + "/signin")
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "signin").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))
     assert browser.find_element(By.ID, "signed-in-as").text == "alice"
 
     browser.get(site.base + "/jobs/sample.invoices")
@@ -157,7 +158,7 @@ def test_a_signed_in_trigger_produces_a_run_that_appears(
     browser.find_element(By.ID, "trigger-reason").send_keys("INC-42: rerun after the fix")
     browser.find_element(By.ID, "trigger").click()
     # Asked once more, with the reason to check; nothing is queued until it is confirmed.
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "confirm-form"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "confirm-form"))
     assert browser.find_element(By.ID, "confirm-job").text == "sample.invoices"
     reason = browser.find_element(By.ID, "confirm-reason")
     assert reason.get_attribute("value") == "INC-42: rerun after the fix"
@@ -166,10 +167,8 @@ def test_a_signed_in_trigger_produces_a_run_that_appears(
     browser.save_screenshot(str(tmp_path / "trigger-confirm.png"))
     browser.find_element(By.ID, "confirm-trigger").click()
     # The answer leads to the run the host started, which the page follows to its end.
-    WebDriverWait(browser, 30).until(lambda b: "/runs/" in b.current_url)
-    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
-        lambda b: b.find_element(By.ID, "run-outcome").text == "succeeded"
-    )
+    waiting(browser, 30).until(lambda b: "/runs/" in b.current_url)
+    waiting(browser, 30).until(lambda b: b.find_element(By.ID, "run-outcome").text == "succeeded")
     assert "INC-42: rerun after the fix" in browser.find_element(By.ID, "run-facts").text
     browser.save_screenshot(str(tmp_path / "triggered-run.png"))
 
@@ -201,7 +200,7 @@ def test_an_action_without_a_token_is_refused(
         "  f.appendChild(i); }"
         "document.body.appendChild(f); f.submit();"
     )
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "refused"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "refused"))
     assert "sign in with an operator token" in browser.find_element(By.ID, "refused").text
     browser.save_screenshot(str(tmp_path / "refused.png"))
     assert [r for r in site.operator.runs("sample.reports") if r.source == "manual"] == []
@@ -219,7 +218,7 @@ def test_the_run_page_shows_its_log_escaped_with_levels_coloured(
     browser.get(site.base + "/jobs/sample.nightly")
     # The job page's recent errors lead to the run, where its log is.
     browser.find_element(By.CSS_SELECTOR, "#errors li a").click()
-    WebDriverWait(browser, 10).until(lambda b: f"/runs/{site.failed_run}" in b.current_url)
+    waiting(browser, 10).until(lambda b: f"/runs/{site.failed_run}" in b.current_url)
     (log,) = browser.find_elements(By.ID, "run-log")
     shown = log.text
     for _level, message in HOSTILE_LINES:
@@ -250,9 +249,7 @@ def test_the_run_page_tails_a_running_runs_log(
     assert "first step" in browser.find_element(By.ID, "run-log").text
     assert browser.find_elements(By.ID, "run-log-tail")
     _add_lines(site.operator, run_id, [("INFO", "second step")], start=2)
-    WebDriverWait(browser, 15).until(
-        lambda b: "second step" in b.find_element(By.ID, "run-log").text
-    )
+    waiting(browser, 15).until(lambda b: "second step" in b.find_element(By.ID, "run-log").text)
     browser.save_screenshot(str(tmp_path / "run-log-tail.png"))
 
 

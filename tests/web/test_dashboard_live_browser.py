@@ -13,7 +13,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import pytest
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 from sqlalchemy import update
 
 from jobhost.store.schema import runs
@@ -29,7 +29,7 @@ from tests.cli.operator_support import Operator, now
 from tests.http_get import get
 from tests.ports import free_port
 from tests.waiting import wait_for
-from tests.web.browser import chromium
+from tests.web.browser import chromium, waiting
 from tests.web.test_dashboard_browser import _add_lines
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,6 @@ JOBS = [
     {"name": "sample.nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin"},
     {"name": "sample.reports", "interval": "12h"},
 ]
-STALE = (StaleElementReferenceException,)
 
 
 class Site:
@@ -186,8 +185,8 @@ def _set_run(operator: Operator, run_id: str, **values: object) -> None:
         connection.execute(update(runs).where(runs.c.id == run_id).values(**values))
 
 
-def _until(browser: WebDriver, condition: object, seconds: float = 30) -> None:
-    WebDriverWait(browser, seconds, ignored_exceptions=STALE).until(condition)  # type: ignore[arg-type]
+def _until(browser: WebDriver, condition: Callable[[WebDriver], object]) -> None:
+    waiting(browser, 30).until(condition)
 
 
 def _row(browser: WebDriver, job: str):  # type: ignore[no-untyped-def]

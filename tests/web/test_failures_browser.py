@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
 
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
+from tests.web.browser import waiting
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def test_the_failures_page_searches_error_text_and_leads_to_the_run(
 ) -> None:
     browser.get(site.base + "/")
     browser.find_element(By.ID, "nav-failures").click()
-    WebDriverWait(browser, 10).until(lambda b: b.current_url.endswith("/failures"))
+    waiting(browser, 10).until(lambda b: b.current_url.endswith("/failures"))
     rows = _rows(browser, "failures")
     # Three failed in a row just now, then every seventh of the older ones, and two others.
     assert rows[:3] == [site.ids[f"invoices-{index}"] for index in range(3)]
@@ -102,12 +102,12 @@ def test_the_failures_page_searches_error_text_and_leads_to_the_run(
     search = browser.find_element(By.ID, "failure-q")
     search.send_keys("10M")
     browser.find_element(By.ID, "failure-search-button").click()
-    WebDriverWait(browser, 10).until(lambda b: "q=10M" in b.current_url)
+    waiting(browser, 10).until(lambda b: "q=10M" in b.current_url)
     assert _rows(browser, "failures") == [site.ids["export"]]
     browser.save_screenshot(str(tmp_path / "failures-search.png"))
 
     browser.find_element(By.CSS_SELECTOR, "#failures tbody tr td a").click()
-    WebDriverWait(browser, 10).until(lambda b: "/runs/" in b.current_url)
+    waiting(browser, 10).until(lambda b: "/runs/" in b.current_url)
     assert browser.current_url.endswith(f"/runs/{site.ids['export']}")
     assert browser.find_element(By.ID, "run-outcome").text == "timed_out"
 
@@ -120,16 +120,16 @@ def test_a_jobs_history_filters_by_outcome_and_pages(
     bars = browser.find_elements(By.CSS_SELECTOR, "#job-chart g.bar")
     assert len(bars) == 24
     browser.find_element(By.ID, "outcome-failed").click()
-    WebDriverWait(browser, 10).until(lambda b: "outcome=failed" in b.current_url)
+    waiting(browser, 10).until(lambda b: "outcome=failed" in b.current_url)
     failed = [index for index in range(40) if index < 3 or index % 7 == 0]
     assert _rows(browser, "runs") == [site.ids[f"invoices-{index}"] for index in failed]
     browser.save_screenshot(str(tmp_path / "history.png"))
 
     browser.get(site.base + "/jobs/sample.invoices")
     browser.find_element(By.ID, "history-older").click()
-    WebDriverWait(browser, 10).until(lambda b: "page=2" in b.current_url)
+    waiting(browser, 10).until(lambda b: "page=2" in b.current_url)
     assert _rows(browser, "runs") == [site.ids[f"invoices-{index}"] for index in range(25, 40)]
     browser.find_element(By.ID, "range-1h").click()
-    WebDriverWait(browser, 10).until(lambda b: "range=1h" in b.current_url)
+    waiting(browser, 10).until(lambda b: "range=1h" in b.current_url)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#job-chart g.bar")) == 12
     assert "Runs in the last hour" in browser.find_element(By.ID, "runs-window").text

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from tests.cli.operator_support import Operator, now
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for
-from tests.web.browser import chromium
+from tests.web.browser import chromium, waiting
 from tests.web.test_dashboard_browser import _answers
 
 pytestmark = pytest.mark.slow
@@ -69,7 +69,7 @@ def browser(site: Site) -> Iterator[WebDriver]:
         made.get(site.base + "/signin")
         made.find_element(By.ID, "token").send_keys(TOKEN)
         made.find_element(By.ID, "signin").click()
-        WebDriverWait(made, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))
+        waiting(made, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))
         yield made
 
 
@@ -86,7 +86,7 @@ def test_an_operator_cancels_a_running_run_through_its_host(
     browser.get(f"{site.base}/runs/{run.id}")
     browser.save_screenshot(str(tmp_path / "run-running.png"))
     browser.find_element(By.ID, "cancel-link").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "cancel-form"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "cancel-form"))
     label = browser.find_element(By.CSS_SELECTOR, "label[for=cancel-reason]")
     assert label.text == "Why cancel this run"
     browser.find_element(By.ID, "cancel-reason").send_keys("stuck on the vendor, INC-91")
@@ -97,7 +97,7 @@ def test_an_operator_cancels_a_running_run_through_its_host(
     browser.find_element(By.ID, "cancel-confirm").click()
     browser.save_screenshot(str(tmp_path / "run-cancel.png"))
     browser.find_element(By.ID, "cancel").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "notice"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "notice"))
     assert "cancel asked" in browser.find_element(By.ID, "notice").text
 
     def outcome() -> str:
@@ -130,7 +130,7 @@ def test_an_operator_retries_a_failed_run_and_sees_the_new_attempt_succeed(
     browser.find_element(By.ID, "retry-confirm").click()
     browser.save_screenshot(str(tmp_path / "run-retry.png"))
     browser.find_element(By.ID, "retry").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "notice"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "notice"))
     assert "retry queued" in browser.find_element(By.ID, "notice").text
     assert f"/runs/{failed}" not in browser.current_url  # the new attempt's page
 
@@ -157,12 +157,12 @@ def test_an_operator_pauses_and_resumes_a_module_from_the_overview(
     assert browser.find_elements(By.ID, "bulk-pause") == []
     Select(browser.find_element(By.ID, "module")).select_by_value("sample")
     browser.find_element(By.ID, "apply").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "bulk-pause"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "bulk-pause"))
     browser.find_element(By.ID, "bulk-pause-reason").send_keys("vendor outage")
     browser.find_element(By.ID, "bulk-pause-confirm").click()
     browser.save_screenshot(str(tmp_path / "overview-bulk.png"))
     browser.find_element(By.ID, "bulk-pause").click()
-    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "bulk-notice"))
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "bulk-notice"))
     assert "module paused" in browser.find_element(By.ID, "bulk-notice").text
     for job in ("sample.slow", "sample.flaky"):
         row = site.operator.schedule(job)
@@ -170,7 +170,7 @@ def test_an_operator_pauses_and_resumes_a_module_from_the_overview(
     browser.find_element(By.ID, "bulk-resume-reason").send_keys("vendor back")
     browser.find_element(By.ID, "bulk-resume-confirm").click()
     browser.find_element(By.ID, "bulk-resume").click()
-    WebDriverWait(browser, 10).until(
+    waiting(browser, 10).until(
         lambda b: "module resumed" in b.find_element(By.ID, "bulk-notice").text
     )
     row = site.operator.schedule("sample.slow")
