@@ -60,6 +60,8 @@ def _measure(
     else:
         url = f"sqlite:///{directory}/store.db"
     launch = jobhost_launch(directory, url, 0, "every-second", backfill_job=True)
+    if arguments.texts:
+        launch.env["BENCH_SQL_TEXTS"] = "1"
     host = children.start(launch.argv, launch.env, launch.output)
     if not wait_for(lambda: _live(url), arguments.start_timeout, [host]):
         sys.exit(f"{store}: the host did not start: see {launch.output}")
@@ -98,6 +100,11 @@ def _measure(
         f"{sum(per['transactions'].values()):>7.1f}  {threads}",
         flush=True,
     )
+    if arguments.texts:
+        texts = _delta(after.get("texts", {}), before.get("texts", {}))
+        for text_, count in sorted(texts.items(), key=lambda item: -item[1]):
+            if count / max(runs, 1) >= 0.05:
+                print(f"    {count / max(runs, 1):>6.2f}  {text_}")
 
 
 def _live(url: str) -> bool:
@@ -160,6 +167,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--occurrences", type=int, default=200, help="past nights (200)")
     parser.add_argument("--concurrency", type=int, default=4, help="its concurrency (4)")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle rate (5)")
+    parser.add_argument(
+        "--texts", action="store_true", help="also print statements per run by their first words"
+    )
     parser.add_argument("--start-timeout", type=float, default=60.0)
     parser.add_argument("--timeout", type=float, default=300.0, help="for the backfill (300)")
     parser.add_argument(
