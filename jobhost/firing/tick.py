@@ -199,7 +199,7 @@ class Ticker:
             )
             self._news = True  # an abandoned run may be retried
         result = TickResult()
-        between = self._between_fires(now, request_slots)
+        between = self._between_fires(now)
         if between is not None and self._wakeups is not None:
             # Woken for a backfill's free slot with nothing else due: the claim would find
             # nothing, so the turn leaves it out and the backfill is offered the slots.
@@ -245,7 +245,7 @@ class Ticker:
     def _implausible(self) -> timedelta:
         return self._rules.implausible_lease
 
-    def _between_fires(self, given: datetime | None, request_slots: int) -> datetime | None:
+    def _between_fires(self, given: datetime | None) -> datetime | None:
         """The turn's instant when, while a backfill runs, its claim would find nothing: an
         announced ticker with no news since a wake-up read of under a second ago that named
         nothing due by now. None otherwise (the claim runs as always)."""
@@ -254,7 +254,7 @@ class Ticker:
             return None
         if self._jobs_waiting:
             return None
-        if request_slots > 0 or last.request_at is not None:
+        if last.request_at is not None:
             return None
         if time.monotonic() - self._wakeups_read > _BACKFILL_RECHECK_SECONDS:
             return None
