@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, Table
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
@@ -58,7 +57,7 @@ def insert_ignoring_duplicates(
         return 0
 
     def build(dialect: str) -> Any:
-        module: Any = postgresql if dialect == "postgresql" else sqlite
+        module = _dialect_module(dialect)
         return (
             module.insert(table)
             .on_conflict_do_nothing(index_elements=list(columns))
@@ -82,7 +81,7 @@ def insert_returning_new(
         return []
 
     def build(dialect: str) -> Any:
-        module: Any = postgresql if dialect == "postgresql" else sqlite
+        module = _dialect_module(dialect)
         (key,) = table.primary_key.columns
         return (
             module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
@@ -145,3 +144,16 @@ def violated_constraint(error: IntegrityError) -> str | None:
     if prefix in message:
         return message.split(prefix, 1)[1].strip()
     return None
+
+
+def _dialect_module(dialect: str) -> Any:
+    """The dialect package whose ``insert`` knows ON CONFLICT, imported when first needed:
+    PostgreSQL's pulls in every PostgreSQL driver's dialect and asyncio, a tenth of a read-only
+    command's start-up on an SQLite store."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite
