@@ -254,7 +254,11 @@ class Ticker:
             # whatever came since, a signal or this host's failed run announces.
             quiet=None
             if news or last is None
-            else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
+            else Quiet(
+                requests_pending=last.request_at is not None,
+                first_retry=last.retry_at,
+                backfills_open=self._backfills_open,
+            ),
         )
         self._backfills_open = turn.backfills_open
         if given is None:

@@ -11,7 +11,12 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.backfill_claims import claim_backfills, open_backfills, settle_backfills
+from jobhost.store.backfill_claims import (
+    BackfillClaims,
+    claim_backfills,
+    open_backfills,
+    settle_backfills,
+)
 from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, due_job_names
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.engine import reading
@@ -80,27 +85,34 @@ def claim_turn(
             requests=quiet is None or quiet.requests_pending,
             retries=quiet is None or quiet.retries_due(at),
         )
-        backfilled = claim_backfills(
-            connection,
-            host_id=host_id,
-            now=at,
-            slots=slots - len(batch.claims),
-            rules=rules,
-            skip=sorted(set(skip) | batch.unknown),
+        backfilled = (
+            claim_backfills(
+                connection,
+                host_id=host_id,
+                now=at,
+                slots=slots - len(batch.claims),
+                rules=rules,
+                skip=sorted(set(skip) | batch.unknown),
+            )
+            if quiet is None or quiet.backfills_open
+            else BackfillClaims()
         )
         batch.claims.extend(backfilled.claims)
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
-    return Turn(batch, wakeups, bool(backfilled.open), at)
+    return Turn(batch, wakeups, bool(backfilled.open) or wakeups.backfill_at is not None, at)
 
 
 @dataclass(frozen=True)
 class Quiet:
     """What a host knows was queued when its last turn read, with nothing announced since (no
     signal, no failed run of its own, no abandon pass): a claim reads pending requests only if
-    one was pending, and due retries only once the first one then queued is due."""
+    one was pending, due retries only once the first one then queued is due, and backfills
+    only if one was unfinished (a new backfill signals the hosts; without the signal, the
+    turn's wake-up read sees it for the next claim)."""
 
     requests_pending: bool
     first_retry: datetime | None
+    backfills_open: bool = True
 
     def retries_due(self, now: datetime) -> bool:
         return self.first_retry is not None and self.first_retry <= now
