@@ -161,6 +161,8 @@ class Host:
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
+            # Every turn reads the store's clock; outcomes need no reading of their own.
+            outcome_time=self._ticker.store_time,
         )
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
