@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +65,8 @@ class SignalWatcher:
         self._lock = threading.Lock()
         self._seen: int | None = None
         self._doorbell: Doorbell | None = None
+        self._interrupt: socket.socket | None = None
+        """PostgreSQL: written by :meth:`stop` to end the listener's wait."""
 
     def start(self) -> None:
         self._thread.start()
@@ -72,6 +76,9 @@ class SignalWatcher:
         with self._lock:
             if self._doorbell is not None:
                 self._doorbell.interrupt()
+            if self._interrupt is not None:
+                with contextlib.suppress(OSError):
+                    self._interrupt.send(b"!")
 
     def look(self) -> None:
         """SQLite: read the counter now and wake the host if it moved (a lost ring's net).
@@ -103,11 +110,27 @@ class SignalWatcher:
 
         url = self._engine.url.set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(f"LISTEN {CHANNEL}")
-            while not self._stopped.is_set():
-                for _ in connection.notifies(timeout=1.0, stop_after=1):
-                    self._wake()
+        stop_reader, stop_writer = socket.socketpair()
+        with self._lock:
+            self._interrupt = stop_writer
+        try:
+            with psycopg.connect(dsn, autocommit=True) as connection:
+                connection.execute(f"LISTEN {CHANNEL}")
+                # The socket's readiness, not psycopg's notifies(), which wakes every 0.1s.
+                with selectors.DefaultSelector() as selector:
+                    selector.register(connection.pgconn.socket, selectors.EVENT_READ)
+                    selector.register(stop_reader, selectors.EVENT_READ)
+                    while not self._stopped.is_set():
+                        selector.select()
+                        if self._stopped.is_set():
+                            return
+                        if _received_notify(connection.pgconn):
+                            self._wake()
+        finally:
+            with self._lock:
+                self._interrupt = None
+            stop_reader.close()
+            stop_writer.close()
 
     def _poll(self) -> None:
         path = sqlite_path(self._engine.url)
@@ -214,6 +237,16 @@ class ChangeSignal:
         with reading(self._engine) as connection:
             version: int | None = connection.execute(select(signals.c.version)).scalar()
         return version
+
+
+def _received_notify(pgconn: Any) -> bool:
+    """Read what the server sent; whether a notification was among it. A lost connection
+    raises, and the watcher connects again."""
+    pgconn.consume_input()
+    received = False
+    while pgconn.notifies() is not None:
+        received = True
+    return received
 
 
 def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:

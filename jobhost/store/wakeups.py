@@ -1,5 +1,5 @@
-"""When the store next needs a host: the earliest due schedule, retry, lease expiry and
-request, and whether a backfill is unfinished.
+"""When the store next needs a host: the earliest due schedule, retry and lease expiry, and
+whether a backfill runs (so a host reads backfills only on turns when one does).
 
 Read in one statement at the end of each claim, through indexes, whatever the catalog's size.
 """
@@ -37,8 +37,7 @@ class Wakeups:
     request_at: datetime | None = None
     """When the oldest pending manual request this host may take was made."""
     backfill_at: datetime | None = None
-    """When the oldest unfinished backfill (running, or cancelled with runs in flight) was
-    made: its items are for the next claim to take or settle."""
+    """When the oldest running backfill was made; None when no backfill runs."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -94,11 +93,11 @@ def _wakeups_query(_dialect: str) -> Any:
         .order_by(run_requests.c.requested_at)
         .limit(1)
     )
-    unfinished = (backfills.c.state == "running") | (
-        (backfills.c.state == "cancelled") & backfills.c.finished_at.is_(None)
-    )
     backfill = (
-        select(backfills.c.created_at).where(unfinished).order_by(backfills.c.created_at).limit(1)
+        select(backfills.c.created_at)
+        .where(backfills.c.state == "running")
+        .order_by(backfills.c.created_at)
+        .limit(1)
     )
     return select(
         due.scalar_subquery(),
