@@ -75,6 +75,8 @@ def _dump(path: str) -> None:
             "transactions": dict(_transactions),
             "bursts": dict(_bursts),
             "held_us": dict(_held),
+            # Native ids, so a reader of /proc/PID/task can name each thread's wake-ups.
+            "threads": {str(t.native_id): t.name for t in threading.enumerate()},
         }
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:

@@ -460,6 +460,8 @@ class Host:
     def _beat_once(self) -> None:
         self._release_stuck()
         self._heartbeat_once()
+        # SQLite: the signal's net, should a writer have died between its commit and its ring.
+        self._watcher.look()
 
     def _heartbeat_once(self) -> None:
         with self._lock:
