@@ -81,7 +81,7 @@ def test_eight_jobs_in_a_group_of_two_across_three_replicas(
     engine = create_store_engine(store_url)
     try:
         spans = tmp_path / "runs.log.spans"
-        wait_for(spans.exists, 30, "the first run of the group")
+        wait_for(spans.exists, 60, "the first run of the group")
         begun = time.time()
         # An observation window, not a wait: no more than two of the group may run at once
         # at any moment of it, so the test watches it whole.
