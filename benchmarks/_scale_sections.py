@@ -225,12 +225,13 @@ def idle_section(bench: BenchSite) -> None:
     print(
         "counted inside the host by SQLAlchemy events: statements, transactions begun, and "
         "bursts (statements on one thread less than 0.1s apart: one loop turn or one heartbeat "
-        "each), per thread; wake-ups = voluntary context switches of the main thread (the "
-        "loop's, in today's engine); PG CPU = the host's backends"
+        "each), per thread; wake-ups = voluntary context switches of each of the host's threads "
+        "(from /proc: each is one sleep, so one wake-up after it; the benchmark's own counting "
+        "thread left out, its CPU not); PG CPU = the host's backends"
     )
     print(
         f"{'store':<8} {'CPU s':>6} {'PG CPU':>7} {'stmts':>6} {'txns':>5} {'wake-ups':>8}  "
-        "bursts per thread"
+        "bursts per thread; wake-ups per thread"
     )
     for store in _sql_stores(bench):
         directory = bench.directory(f"idle-{store}")
@@ -244,28 +245,42 @@ def idle_section(bench: BenchSite) -> None:
                 print(f"{store:<8} the host did not start; see {launch.output}", flush=True)
                 continue
             time.sleep(3.0)  # start-up's catalog sync and first turns are not idling
+            threads = _host_threads(launch.counts)
             before = (
                 cpu_seconds(process.pid),
                 backend_cpu(postgres, application),
                 sql_counts(launch.counts),
-                voluntary_switches(process.pid),
+                _wake_ups(process.pid, threads),
             )
             time.sleep(a.idle_seconds)
             after = (
                 cpu_seconds(process.pid),
                 backend_cpu(postgres, application),
                 sql_counts(launch.counts),
-                voluntary_switches(process.pid),
+                _wake_ups(process.pid, threads),
             )
         finally:
             bench.children.stop(process)
         _idle_row(store, before, after, bool(application))
 
 
+def _host_threads(counts: Path | None) -> dict[int, str]:
+    """The host's threads by native id, as the counting wrapper last listed them."""
+    listed = sql_counts(counts).get("threads", {})
+    return {int(tid): str(name) for tid, name in listed.items() if name != "bench-dump"}
+
+
+def _wake_ups(pid: int, threads: dict[int, str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for tid, name in threads.items():
+        found[name] = found.get(name, 0) + voluntary_switches(pid, tid)
+    return found
+
+
 def _idle_row(
     store: str,
-    before: tuple[float, dict[int, float], dict[str, dict[str, int]], int],
-    after: tuple[float, dict[int, float], dict[str, dict[str, int]], int],
+    before: tuple[float, dict[int, float], dict[str, dict[str, int]], dict[str, int]],
+    after: tuple[float, dict[int, float], dict[str, dict[str, int]], dict[str, int]],
     postgres: bool,
 ) -> None:
     def total(counts: dict[str, dict[str, int]], kind: str) -> int:
@@ -276,17 +291,19 @@ def _idle_row(
         thread: count - old.get("bursts", {}).get(thread, 0)
         for thread, count in new.get("bursts", {}).items()
     }
+    woke = {name: count - before[3].get(name, 0) for name, count in after[3].items()}
     backends = (
         f"{sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items()):>7.2f}"
         if postgres
         else f"{'-':>7}"
     )
     listed = ", ".join(f"{thread} {count}" for thread, count in sorted(bursts.items()) if count)
+    waking = ", ".join(f"{thread} {count}" for thread, count in sorted(woke.items()) if count)
     print(
         f"{store:<8} {after[0] - before[0]:>6.2f} {backends} "
         f"{total(new, 'statements') - total(old, 'statements'):>6} "
         f"{total(new, 'transactions') - total(old, 'transactions'):>5} "
-        f"{after[3] - before[3]:>8}  {listed or 'none'}",
+        f"{sum(woke.values()):>8}  {listed or 'none'}; {waking or 'none'}",
         flush=True,
     )
 

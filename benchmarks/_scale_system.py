@@ -136,10 +136,11 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def voluntary_switches(pid: int) -> int:
-    """Times the process's main thread gave up the CPU of its own accord (waits, sleeps)."""
+def voluntary_switches(pid: int, thread: int | None = None) -> int:
+    """Times a thread of the process (the main one by default) gave up the CPU of its own
+    accord (waits, sleeps): each is one wake-up after it."""
     try:
-        status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+        status = Path(f"/proc/{pid}/task/{thread or pid}/status").read_text()
     except OSError:
         return 0
     for line in status.splitlines():

@@ -110,6 +110,8 @@ def _profile(
         capture_output=True,
     )
     cpu = cpu_seconds(pid) - cpu_before
+    if arguments.raw:
+        shutil.copyfile(raw, arguments.raw)
     time.sleep(0.6)  # the wrapper writes its SQL counts every half second
     fires = _fires(url) - fires_before
     sql_after = sql_counts(counts_file)
@@ -201,6 +203,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds after the first fire")
     parser.add_argument("--start-timeout", type=float, default=60.0)
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
+    parser.add_argument(
+        "--raw", type=Path, default=None, help="also keep py-spy's raw samples in this file"
+    )
     parser.add_argument(
         "--detail", type=int, default=0, help="also print each phase's N costliest functions"
     )
