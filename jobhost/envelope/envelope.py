@@ -183,6 +183,8 @@ class RunEnvelope:
             retry=retry,
             units=executed.units,
             awaited=claim.source == "manual",
+            backfill_id=claim.backfill_id,
+            occurrence=claim.occurrence,
         )
 
     def report(

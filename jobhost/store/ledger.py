@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, columns_of, execute_isolating, locked, unnest_rows
+from jobhost.store.backfill_settling import Ended, settle_ended
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
 from jobhost.store.signals import notify
@@ -78,6 +79,9 @@ class Outcome:
     units: UnitCounts | None = None
     awaited: bool = False
     """Someone waits for this run's outcome (a manual request's): signal once it is recorded."""
+    backfill_id: str | None = None
+    """The backfill the run replays ``occurrence`` for: its item settles with this write."""
+    occurrence: datetime | None = None
 
 
 def record_outcomes(
@@ -144,6 +148,13 @@ def record_outcomes(
         if item.units is not None:
             record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
+    ended = [
+        Ended(o.backfill_id, o.occurrence, o.end.outcome, retried=o.retry is not None)
+        for o in recorded
+        if o.backfill_id is not None and o.occurrence is not None
+    ]
+    if ended:
+        settle_ended(connection, ended, now)
     if any(o.awaited for o in recorded):
         notify(connection)
     return {o.run_id for o in recorded}
