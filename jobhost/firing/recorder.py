@@ -69,49 +69,73 @@ class OutcomeRecorder:
         self._give_up_at = time.monotonic() + within
         self._queue.put(None)
         self._thread.join(within + 5)
+        if self._thread.is_alive():
+            _log.error(
+                "stopping while finished runs are still being recorded after %gs; "
+                "another replica will record what is left abandoned",
+                within + 5,
+            )
 
     def _loop(self) -> None:
         pending: list[Finished] = []
         stopping = False
         while True:
             pending += self._due_later()
-            if not pending:
+            if not pending and not stopping:
                 try:
                     first = self._queue.get(timeout=_LATER_SECONDS if self._later else None)
                 except queue.Empty:
                     continue
                 if first is None:
+                    stopping = True
+                else:
+                    pending.append(first)
+            # What was handed over with or after the stop is written too: a worker may hand
+            # its run over while the host is stopping; only a store that stays away loses one.
+            stopping |= self._gather(pending, wait=not stopping)
+            if not pending:
+                if stopping:
                     return
-                pending.append(first)
-            stopping = self._gather(pending)
+                continue
             pending = self._write_until_done(pending)
             self._written_at = time.monotonic()
-            if stopping and not pending:
-                return
-            if stopping:
-                self._drop(pending)
+            if stopping and pending:
+                self._drop([*pending, *self._rest()])
                 return
 
-    def _gather(self, pending: list[Finished]) -> bool:
+    def _gather(self, pending: list[Finished], *, wait: bool) -> bool:
         """Add what else is queued to ``pending``; True when the queue says stop.
 
         Busy (the last write was moments ago), it waits a few milliseconds for more runs to
         finish first: one transaction for a dozen runs costs little more than one for three.
-        An idle host's run is written at once."""
-        busy = time.monotonic() - self._written_at < _BUSY_SECONDS
+        An idle host's run, or a stopping host's, is written at once."""
+        stop = False
+        busy = wait and time.monotonic() - self._written_at < _BUSY_SECONDS
         while len(pending) < _BATCH:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 if not busy:
-                    return False
+                    break
                 busy = False
                 time.sleep(_GATHER_SECONDS)
                 continue
             if item is None:
-                return True
-            pending.append(item)
-        return False
+                stop, busy = True, False
+            else:
+                pending.append(item)
+        return stop
+
+    def _rest(self) -> list[Finished]:
+        """Whatever is still queued, without waiting."""
+        rest: list[Finished] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return rest
+            if item is not None:
+                rest.append(item)
 
     def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
         """Write ``batch``; on a store outage keep trying; return what could not be written."""
