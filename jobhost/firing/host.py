@@ -161,6 +161,8 @@ class Host:
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
+            # Every turn reads the store's clock; outcomes need no reading of their own.
+            outcome_time=self._ticker.store_time,
         )
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
@@ -278,9 +280,15 @@ class Host:
         self.status.ticks += 1
         self.status.lag = result.lag
         self.telemetry.schedule_lag_seconds = result.lag
-        self._last_claims = len(result.claims)
         for claim, spec in result.claims:
             self._submit(claim, spec)
+        # Scheduled runs are on their way before a backfill is offered the slots left.
+        backfilled = self._backfill(now, slots - len(result.claims))
+        for claim, spec in backfilled:
+            self._submit(claim, spec)
+        if backfilled:
+            result.saturated = len(result.claims) + len(backfilled) >= slots
+        self._last_claims = len(result.claims) + len(backfilled)
         with self._lock:
             self._saturated = result.saturated
             self._waiting |= result.waiting
@@ -405,13 +413,15 @@ class Host:
             else:
                 item.finished = True
                 self._executing -= 1
+                # Handed over while the lock is held: a shutdown that sees the run finished
+                # stops the recorder only after its outcome is queued, never before.
+                self._recorder.put(Finished(item.claim, item.spec, executed))
             wake = self._saturated
         if item.stuck_thread is not None:
             self._mark_stuck(item, executed)
             return
         if wake:
             self._wake.set()  # a slot is free for due work left behind
-        self._recorder.put(Finished(item.claim, item.spec, executed))
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
@@ -424,6 +434,8 @@ class Host:
             # A backfill's next occurrence may start in the slot this run freed.
             wake = outcome != "succeeded" or claim.job_name in self._waiting
             wake |= claim.backfill_id is not None
+        if claim.backfill_id is not None:
+            self._ticker.backfill_slot_freed()
             self._waiting.discard(claim.job_name)
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,
@@ -434,6 +446,21 @@ class Host:
         )
         if wake:
             self._wake.set()
+
+    def _backfill(self, now: datetime, slots: int) -> list[tuple[Claim, JobSpec]]:
+        try:
+            return self._ticker.claim_backfills(now, slots)
+        except Exception as error:
+            if is_store_down(error):
+                self._store_lost()
+            else:
+                _log.error(
+                    "claiming backfilled occurrences failed: %s: %s",
+                    type(error).__name__,
+                    redact_text(str(error)),
+                    exc_info=error,
+                )
+            return []
 
     def _store_lost(self) -> None:
         """After an outage, live hosts get two heartbeats to renew their leases before this host
@@ -506,15 +533,15 @@ class Host:
             ended = [
                 (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
             ]
-            for item, _ in ended:
+            for item, executed in ended:
                 item.stuck_thread = None
-                self._stuck.remove((item, _))
+                self._stuck.remove((item, executed))
                 self.status.stuck -= 1
-        for item, executed in ended:
+                self._recorder.put(Finished(item.claim, item.spec, executed))  # as in _execute
+        for item, _ in ended:
             _log.info(
                 "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
             )
-            self._recorder.put(Finished(item.claim, item.spec, executed))
 
     def _cancelled(self, item: _Running) -> Finished:
         grace = self.settings.shutdown_grace.total_seconds()
