@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.joblogger import job_logger
 from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
@@ -62,6 +63,7 @@ class RunEnvelope:
         sink_timeout: timedelta = timedelta(seconds=5),
         stopping: Callable[[], bool] = lambda: False,
         store_time: Clock | None = None,
+        outcome_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
     ) -> None:
@@ -85,6 +87,9 @@ class RunEnvelope:
         self._run_logs = run_logs
         self._store_time = store_time
         """Stands in for the store's clock (tests); None: the database's time on PostgreSQL."""
+        self._outcome_time = outcome_time or store_time
+        """What stamps recorded outcomes: a host's estimate of the store's time from its turns'
+        readings saves each recording a read of the clock."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
@@ -249,7 +254,7 @@ class RunEnvelope:
             idempotency_key=claim.idempotency_key,
             fencing_token=claim.fencing_token,
             config=spec.config,
-            logger=logging.getLogger(f"jobhost.job.{claim.job_name}"),
+            logger=job_logger(claim.job_name, run_log),
             cancellation=cancellation,
             state=StoreJobState(
                 self._engine,
@@ -292,7 +297,7 @@ class RunEnvelope:
             self._host_id,
             batch,
             clock=self._clock,
-            store_time=self._store_time,
+            store_time=self._outcome_time,
             isolate=isolate,
         )
 
