@@ -411,13 +411,15 @@ class Host:
             else:
                 item.finished = True
                 self._executing -= 1
+                # Handed over while the lock is held: a shutdown that sees the run finished
+                # stops the recorder only after its outcome is queued, never before.
+                self._recorder.put(Finished(item.claim, item.spec, executed))
             wake = self._saturated
         if item.stuck_thread is not None:
             self._mark_stuck(item, executed)
             return
         if wake:
             self._wake.set()  # a slot is free for due work left behind
-        self._recorder.put(Finished(item.claim, item.spec, executed))
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
@@ -529,15 +531,15 @@ class Host:
             ended = [
                 (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
             ]
-            for item, _ in ended:
+            for item, executed in ended:
                 item.stuck_thread = None
-                self._stuck.remove((item, _))
+                self._stuck.remove((item, executed))
                 self.status.stuck -= 1
-        for item, executed in ended:
+                self._recorder.put(Finished(item.claim, item.spec, executed))  # as in _execute
+        for item, _ in ended:
             _log.info(
                 "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
             )
-            self._recorder.put(Finished(item.claim, item.spec, executed))
 
     def _cancelled(self, item: _Running) -> Finished:
         grace = self.settings.shutdown_grace.total_seconds()

@@ -65,20 +65,29 @@ class OutcomeRecorder:
         self._give_up_at = time.monotonic() + within
         self._queue.put(None)
         self._thread.join(within + 5)
+        if self._thread.is_alive():
+            _log.error(
+                "stopping while finished runs are still being recorded after %gs; "
+                "another replica will record what is left abandoned",
+                within + 5,
+            )
 
     def _loop(self) -> None:
         pending: list[Finished] = []
         stopping = False
         while True:
             pending += self._due_later()
-            if not pending:
+            if not pending and not stopping:
                 try:
                     first = self._queue.get(timeout=_LATER_SECONDS if self._later else None)
                 except queue.Empty:
                     continue
                 if first is None:
-                    return
-                pending.append(first)
+                    stopping = True
+                else:
+                    pending.append(first)
+            # What was handed over with or after the stop is written too: a worker may hand
+            # its run over while the host is stopping; only a store that stays away loses one.
             while len(pending) < _BATCH:
                 try:
                     item = self._queue.get_nowait()
@@ -86,14 +95,27 @@ class OutcomeRecorder:
                     break
                 if item is None:
                     stopping = True
-                    break
-                pending.append(item)
+                else:
+                    pending.append(item)
+            if not pending:
+                if stopping:
+                    return
+                continue
             pending = self._write_until_done(pending)
-            if stopping and not pending:
+            if stopping and pending:
+                self._drop([*pending, *self._rest()])
                 return
-            if stopping:
-                self._drop(pending)
-                return
+
+    def _rest(self) -> list[Finished]:
+        """Whatever is still queued, without waiting."""
+        rest: list[Finished] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return rest
+            if item is not None:
+                rest.append(item)
 
     def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
         """Write ``batch``; on a store outage keep trying; return what could not be written."""
