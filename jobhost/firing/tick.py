@@ -127,6 +127,11 @@ class Ticker:
             members=self._groups,
         )
 
+    def store_time(self) -> datetime:
+        """The store's time without asking it (see :meth:`_estimated_now`): what the host's
+        recorder stamps outcomes with, a statement less per batch it writes."""
+        return self._estimated_now()
+
     def look_everywhere(self) -> None:
         """A manual request, a retry or a backfill may have been queued: the next claim reads
         them."""
