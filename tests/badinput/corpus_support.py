@@ -104,7 +104,7 @@ class Launcher:
         self._all: list[subprocess.Popen[str]] = []
         for _ in range(servers):
             server = subprocess.Popen(
-                [sys.executable, str(Path(__file__).parent / "forkserver.py")],
+                [sys.executable, str(Path(__file__).parent.parent / "forkserver.py")],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
