@@ -34,6 +34,9 @@ _last: dict[str, float] = {}
 _held: Counter[str] = Counter()
 """Microseconds between BEGIN and COMMIT/ROLLBACK, per thread group: how long locks are held."""
 _began: dict[int, float] = {}
+_texts: Counter[str] = Counter()
+"""With ``BENCH_SQL_TEXTS`` set: statements counted by thread group and their first words."""
+_TEXTS = bool(os.environ.get("BENCH_SQL_TEXTS"))
 
 
 def _thread() -> tuple[str, str]:
@@ -42,11 +45,13 @@ def _thread() -> tuple[str, str]:
     return name, _POOL_SUFFIX.sub("", name)
 
 
-def _on_statement(*_args: Any) -> None:
+def _on_statement(*args: Any) -> None:
     name, group = _thread()
     now = time.monotonic()
     with _lock:
         _statements[group] += 1
+        if _TEXTS:
+            _texts[f"{group}: {' '.join(str(args[2]).split())[:90]}"] += 1
         if now - _last.get(name, float("-inf")) > _GAP:
             _bursts[group] += 1
         _last[name] = now
@@ -75,6 +80,9 @@ def _dump(path: str) -> None:
             "transactions": dict(_transactions),
             "bursts": dict(_bursts),
             "held_us": dict(_held),
+            **({"texts": dict(_texts)} if _TEXTS else {}),
+            # Native ids, so a reader of /proc/PID/task can name each thread's wake-ups.
+            "threads": {str(t.native_id): t.name for t in threading.enumerate()},
         }
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:

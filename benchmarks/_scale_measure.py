@@ -355,6 +355,8 @@ def _count_delta(
     per_thread: dict[str, dict[str, int]] = {}
     for old, new in zip(before, after, strict=True):
         for kind, threads in new.items():
+            if kind == "threads":
+                continue  # thread names by native id, not counts
             for thread, count in threads.items():
                 slot = per_thread.setdefault(thread, {})
                 slot[kind] = slot.get(kind, 0) + count - old.get(kind, {}).get(thread, 0)

@@ -59,11 +59,15 @@ def replicas_section(bench: BenchSite) -> None:
     print(
         "fires/s = runs observed in the window / its length; duplicates = occurrences run more "
         "than once by the executors' own logs; ledger dup = (job, occurrence) with two rows of "
-        "attempt >= 1; CPU = all replicas together"
+        "attempt >= 1; CPU = all replicas together; SQL/fire and txn/fire = statements and "
+        "transactions of all replicas per fire; claim txn = the loops' transactions (one claim "
+        "turn each) and their mean hold, BEGIN to COMMIT, in ms; PG ms/fire = the backends' CPU "
+        "per fire"
     )
     print(
         f"{'K':>3} {'fires/s':>8} {'fires':>7} {'misses':>7} {'dups':>5} {'ledger dup':>10} "
-        f"{'p50 ms':>8} {'p99 ms':>8} {'CPU/1k':>7} {'PG CPU':>7} {'RSS MB':>7}"
+        f"{'p50 ms':>8} {'p99 ms':>8} {'CPU/1k':>7} {'PG CPU':>7} {'RSS MB':>7} "
+        f"{'SQL/fire':>8} {'txn/fire':>8} {'claim txn':>9} {'hold ms':>7} {'PG ms/fire':>10}"
     )
     for replicas in a.replicas:
         outcome = bench.jobhost("postgres", a.replica_jobs, replicas=replicas)
@@ -78,9 +82,28 @@ def replicas_section(bench: BenchSite) -> None:
             f"{outcome.misses:>7} {outcome.duplicates:>5} {ledger:>10} "
             f"{number(percentile(outcome.lags, 50), 8, 1)} "
             f"{number(percentile(outcome.lags, 99), 8, 1)} {number(outcome.cpu_per_1k, 7, 2)} "
-            f"{number(outcome.backend_cpu, 7, 2)} {number(outcome.rss_mb, 7, 0)}",
+            f"{number(outcome.backend_cpu, 7, 2)} {number(outcome.rss_mb, 7, 0)} "
+            f"{_per_fire(outcome)}",
             flush=True,
         )
+
+
+def _per_fire(outcome: Outcome) -> str:
+    """Statements, transactions and claim-transaction hold time per fire, from the counts."""
+    fires = outcome.fires_in_window
+    threads = outcome.per_thread
+    if not fires or not threads:
+        return f"{'-':>8} {'-':>8} {'-':>9} {'-':>7} {'-':>10}"
+    statements = sum(slot.get("statements", 0) for slot in threads.values())
+    transactions = sum(slot.get("transactions", 0) for slot in threads.values())
+    loop = threads.get("MainThread", {})
+    claims = loop.get("transactions", 0)
+    hold = loop.get("held_us", 0) / claims / 1000 if claims else float("nan")
+    database = (outcome.backend_cpu or float("nan")) / fires * 1000
+    return (
+        f"{statements / fires:>8.2f} {transactions / fires:>8.2f} {claims:>9} "
+        f"{number(hold, 7, 2)} {number(database, 10, 3)}"
+    )
 
 
 def startup_section(bench: BenchSite) -> None:
@@ -91,14 +114,16 @@ def startup_section(bench: BenchSite) -> None:
     )
     print(
         "to /readyz = process spawn to the first 200 from /readyz, and the process's CPU "
-        "seconds until then (the figure a loaded machine disturbs least); "
+        "seconds until then (the figure a loaded machine disturbs least), of which probes = "
+        "its HTTP thread's, answering the benchmark's polls every 50 ms; "
         "to 1st fire = process spawn to the executor's first run; due at = when that occurrence "
         "was due, from spawn (negative: a catch-up of an occurrence due while the host was "
         "down); then over the watched window: CPU s per wall second, bench.first's "
         "lag p99 and misses, hourly runs vs due"
     )
     print(
-        f"{'store':<8} {'start':<11} {'to /readyz':>10} {'CPU s':>6} {'to 1st fire':>11} "
+        f"{'store':<8} {'start':<11} {'to /readyz':>10} {'CPU s':>6} {'probes':>6} "
+        f"{'to 1st fire':>11} "
         f"{'due at':>7} {'CPU s/s':>8} {'1s p99 ms':>9} {'1s miss':>7} {'hourly ran/due':>14} "
         f"{'RSS MB':>7}"
     )
@@ -122,6 +147,13 @@ def _startup_run(bench: BenchSite, store: str, phase: str, directory: Path, url:
     try:
         ready = wait_for(partial(_ready, port), a.start_timeout, [process])
         ready_cpu = cpu_seconds(process.pid)
+        # Answering the benchmark's own probes is not starting: the longer a loaded machine
+        # makes the wait, the more of them the HTTP thread answers.
+        probes = sum(
+            cpu_seconds(process.pid, tid)
+            for tid, name in _host_threads(launch.counts).items()
+            if name == "jobhost-http"
+        )
         fired = wait_for(lambda: first_fire(directory), a.start_timeout, [process])
         if fired is None:
             print(f"{store:<8} {phase:<11} no fire within {a.start_timeout:g}s", flush=True)
@@ -150,7 +182,7 @@ def _startup_run(bench: BenchSite, store: str, phase: str, directory: Path, url:
     )
     due_hourly = _hourly_due(opens, int(closes), a.startup_jobs - 1)
     print(
-        f"{store:<8} {phase:<11} {_since(ready, spawned)} {ready_cpu:>6.2f} "
+        f"{store:<8} {phase:<11} {_since(ready, spawned)} {ready_cpu:>6.2f} {probes:>6.2f} "
         f"{fired - spawned:>10.2f}s {due - spawned:>6.2f}s {cpu / a.startup_observe:>8.2f} "
         f"{number(percentile(lags, 99), 9, 1)} "
         f"{int(a.startup_observe) - len(first):>7} {f'{hourly}/{due_hourly}':>14} {rss:>7.0f}",
@@ -225,12 +257,13 @@ def idle_section(bench: BenchSite) -> None:
     print(
         "counted inside the host by SQLAlchemy events: statements, transactions begun, and "
         "bursts (statements on one thread less than 0.1s apart: one loop turn or one heartbeat "
-        "each), per thread; wake-ups = voluntary context switches of the main thread (the "
-        "loop's, in today's engine); PG CPU = the host's backends"
+        "each), per thread; wake-ups = voluntary context switches of each of the host's threads "
+        "(from /proc: each is one sleep, so one wake-up after it; the benchmark's own counting "
+        "thread left out, its CPU not); PG CPU = the host's backends"
     )
     print(
         f"{'store':<8} {'CPU s':>6} {'PG CPU':>7} {'stmts':>6} {'txns':>5} {'wake-ups':>8}  "
-        "bursts per thread"
+        "bursts per thread; wake-ups per thread"
     )
     for store in _sql_stores(bench):
         directory = bench.directory(f"idle-{store}")
@@ -244,28 +277,42 @@ def idle_section(bench: BenchSite) -> None:
                 print(f"{store:<8} the host did not start; see {launch.output}", flush=True)
                 continue
             time.sleep(3.0)  # start-up's catalog sync and first turns are not idling
+            threads = _host_threads(launch.counts)
             before = (
                 cpu_seconds(process.pid),
                 backend_cpu(postgres, application),
                 sql_counts(launch.counts),
-                voluntary_switches(process.pid),
+                _wake_ups(process.pid, threads),
             )
             time.sleep(a.idle_seconds)
             after = (
                 cpu_seconds(process.pid),
                 backend_cpu(postgres, application),
                 sql_counts(launch.counts),
-                voluntary_switches(process.pid),
+                _wake_ups(process.pid, threads),
             )
         finally:
             bench.children.stop(process)
         _idle_row(store, before, after, bool(application))
 
 
+def _host_threads(counts: Path | None) -> dict[int, str]:
+    """The host's threads by native id, as the counting wrapper last listed them."""
+    listed = sql_counts(counts).get("threads", {})
+    return {int(tid): str(name) for tid, name in listed.items() if name != "bench-dump"}
+
+
+def _wake_ups(pid: int, threads: dict[int, str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for tid, name in threads.items():
+        found[name] = found.get(name, 0) + voluntary_switches(pid, tid)
+    return found
+
+
 def _idle_row(
     store: str,
-    before: tuple[float, dict[int, float], dict[str, dict[str, int]], int],
-    after: tuple[float, dict[int, float], dict[str, dict[str, int]], int],
+    before: tuple[float, dict[int, float], dict[str, dict[str, int]], dict[str, int]],
+    after: tuple[float, dict[int, float], dict[str, dict[str, int]], dict[str, int]],
     postgres: bool,
 ) -> None:
     def total(counts: dict[str, dict[str, int]], kind: str) -> int:
@@ -276,17 +323,19 @@ def _idle_row(
         thread: count - old.get("bursts", {}).get(thread, 0)
         for thread, count in new.get("bursts", {}).items()
     }
+    woke = {name: count - before[3].get(name, 0) for name, count in after[3].items()}
     backends = (
         f"{sum(cpu - before[1].get(pid, 0.0) for pid, cpu in after[1].items()):>7.2f}"
         if postgres
         else f"{'-':>7}"
     )
     listed = ", ".join(f"{thread} {count}" for thread, count in sorted(bursts.items()) if count)
+    waking = ", ".join(f"{thread} {count}" for thread, count in sorted(woke.items()) if count)
     print(
         f"{store:<8} {after[0] - before[0]:>6.2f} {backends} "
         f"{total(new, 'statements') - total(old, 'statements'):>6} "
         f"{total(new, 'transactions') - total(old, 'transactions'):>5} "
-        f"{after[3] - before[3]:>8}  {listed or 'none'}",
+        f"{sum(woke.values()):>8}  {listed or 'none'}; {waking or 'none'}",
         flush=True,
     )
 

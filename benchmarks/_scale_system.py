@@ -116,10 +116,12 @@ def backend_cpu(postgres: Postgres | None, application: str) -> dict[int, float]
         return {pid: cpu_seconds(pid) for pid in pids}
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc; 0 once it is gone."""
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """utime + stime of a process (all its threads), or of one of its threads, from /proc; 0
+    once it is gone."""
+    where = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(where).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICKS
@@ -136,10 +138,11 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def voluntary_switches(pid: int) -> int:
-    """Times the process's main thread gave up the CPU of its own accord (waits, sleeps)."""
+def voluntary_switches(pid: int, thread: int | None = None) -> int:
+    """Times a thread of the process (the main one by default) gave up the CPU of its own
+    accord (waits, sleeps): each is one wake-up after it."""
     try:
-        status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+        status = Path(f"/proc/{pid}/task/{thread or pid}/status").read_text()
     except OSError:
         return 0
     for line in status.splitlines():

@@ -28,6 +28,10 @@ from sqlalchemy import create_engine, func, select, text
 
 PHASES = (
     # (phase, any of these frame markers on the stack); the first phase that matches wins.
+    (
+        "run logs and logging (job lines, writer)",
+        ("envelope/runlog.py", "envelope/joblogger.py", "logging/__init__.py", "store/runlogs.py"),
+    ),
     ("claim turn (tick, claim, wake-ups)", ("firing/tick.py", "store/claims.py", "wakeups.py")),
     ("recording (ledger writes)", ("firing/recorder.py",)),
     ("reporting (metrics, audit line, sinks)", ("envelope/reporting.py", "envelope/audit.py")),
@@ -53,7 +57,9 @@ def main() -> None:
             if postgres is not None
             else f"sqlite:///{directory}/store.db"
         )
-        launch = jobhost_launch(directory, url, arguments.jobs, "every-second")
+        launch = jobhost_launch(
+            directory, url, arguments.jobs, "every-second", log_lines=arguments.log_lines
+        )
         try:
             process = children.start(launch.argv, launch.env, launch.output)
             if not wait_for(lambda: first_fire(directory) is not None, arguments.start_timeout):
@@ -110,6 +116,8 @@ def _profile(
         capture_output=True,
     )
     cpu = cpu_seconds(pid) - cpu_before
+    if arguments.raw:
+        shutil.copyfile(raw, arguments.raw)
     time.sleep(0.6)  # the wrapper writes its SQL counts every half second
     fires = _fires(url) - fires_before
     sql_after = sql_counts(counts_file)
@@ -196,11 +204,17 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--jobs", type=int, default=100, help="every-second jobs (100)")
+    parser.add_argument(
+        "--log-lines", type=int, default=0, help="lines each run writes through its logger (0)"
+    )
     parser.add_argument("--fires", type=int, default=1000, help="fires sampled (1000)")
     parser.add_argument("--rate", type=int, default=200, help="samples a second (200)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds after the first fire")
     parser.add_argument("--start-timeout", type=float, default=60.0)
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
+    parser.add_argument(
+        "--raw", type=Path, default=None, help="also keep py-spy's raw samples in this file"
+    )
     parser.add_argument(
         "--detail", type=int, default=0, help="also print each phase's N costliest functions"
     )

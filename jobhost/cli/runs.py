@@ -9,6 +9,7 @@ import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
 from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
+from jobhost.cli._waiting import print_and_exit, wait_options
 
 __all__ = ["cancel", "retry"]
 
@@ -26,14 +27,7 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @cli.command()
 @click.argument("run_id")
 @click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
-@click.option("--no-wait", is_flag=True, help="Queue the retry and exit at once.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
-    help="Stop waiting after this long (exit 4); default: wait for the outcome.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@wait_options(no_wait="Queue the retry and exit at once.", until="wait for the outcome")
 @click.pass_context
 def retry(
     ctx: click.Context,
@@ -60,7 +54,6 @@ def retry(
     first (a run here is cancelled, a host's goes on).
     """
     from jobhost.operations.actions import ActionRefused
-    from jobhost.operations.render import stdout_style, trigger_line
     from jobhost.operations.rerun import RunRetry
 
     settings = settings_of(ctx)
@@ -82,26 +75,13 @@ def retry(
         raise SystemExit(EXIT_INVALID) from None
     finally:
         engine.dispose()
-    if as_json:
-        click.echo(json.dumps(done.to_json(), indent=2))
-    else:
-        click.echo(trigger_line(done.result, stdout_style()))
-    if done.result.timed_out_waiting:
-        raise SystemExit(EXIT_TIMEOUT)
-    raise SystemExit(EXIT_OK if done.result.outcome in {"succeeded", "queued"} else EXIT_FAILED)
+    print_and_exit(done.result, done.to_json(), as_json=as_json)
 
 
 @cli.command()
 @click.argument("run_id")
 @click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
-@click.option("--no-wait", is_flag=True, help="Record the request and exit at once.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
-    help="Stop waiting after this long (exit 4); default: wait until the run ends.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@wait_options(no_wait="Record the request and exit at once.", until="wait until the run ends")
 @click.pass_context
 def cancel(
     ctx: click.Context,

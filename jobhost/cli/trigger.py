@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import click
 
-from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, cli
+from jobhost.cli._app import cli
 from jobhost.cli._context import (
     load_catalog,
     migrate_store,
@@ -15,11 +14,11 @@ from jobhost.cli._context import (
     require_job,
     settings_of,
 )
+from jobhost.cli._waiting import print_and_exit, wait_options
 from jobhost.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
     from jobhost.config import Settings
-    from jobhost.operations.manual import TriggerResult
 
 __all__ = ["trigger"]
 
@@ -27,21 +26,19 @@ __all__ = ["trigger"]
 @cli.command()
 @click.argument("name")
 @click.option("--reason", metavar="TEXT", help="Why; recorded with the run.")
-@click.option("--no-wait", is_flag=True, help="Queue the run and exit at once.")
-@click.option(
-    "--now",
-    "beside_limit",
-    is_flag=True,
-    help="Start even when the job's concurrency group is full: the run goes beside the "
-    "limit, and its record says so.",
+@wait_options(
+    no_wait="Queue the run and exit at once.",
+    until="wait for the outcome",
+    beside=(
+        click.option(
+            "--now",
+            "beside_limit",
+            is_flag=True,
+            help="Start even when the job's concurrency group is full: the run goes beside the "
+            "limit, and its record says so.",
+        ),
+    ),
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="SECONDS",
-    help="Stop waiting after this long (exit 4); default: wait for the outcome.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
 def trigger(
     ctx: click.Context,
@@ -70,7 +67,6 @@ def trigger(
     host's goes on).
     """
     from jobhost.operations.manual import ManualRun
-    from jobhost.operations.render import stdout_style, trigger_line
 
     settings = settings_of(ctx)
     if no_wait:
@@ -96,11 +92,7 @@ def trigger(
         )
     finally:
         engine.dispose()
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        click.echo(trigger_line(result, stdout_style()))
-    raise SystemExit(_exit_code(result))
+    print_and_exit(result, result.to_json(), as_json=as_json)
 
 
 def _queue(
@@ -110,7 +102,6 @@ def _queue(
     Returns (to the built catalog's path) when no host has synced it yet, or the store is not
     at this version's schema (that path migrates it)."""
     from jobhost.operations.manual import ManualRun
-    from jobhost.operations.render import stdout_style, trigger_line
     from jobhost.operations.stored import stored_catalog
 
     try:
@@ -134,16 +125,4 @@ def _queue(
         )
     finally:
         engine.dispose()
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        click.echo(trigger_line(result, stdout_style()))
-    raise SystemExit(_exit_code(result))
-
-
-def _exit_code(result: TriggerResult) -> int:
-    if result.timed_out_waiting:
-        return EXIT_TIMEOUT
-    if result.outcome in {"succeeded", "queued"}:
-        return EXIT_OK
-    return EXIT_FAILED
+    print_and_exit(result, result.to_json(), as_json=as_json)

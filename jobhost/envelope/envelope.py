@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.joblogger import job_logger
 from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
 from jobhost.envelope.reporting import Reporter
 from jobhost.envelope.retries import next_attempt
@@ -183,6 +184,8 @@ class RunEnvelope:
             retry=retry,
             units=executed.units,
             awaited=claim.source == "manual",
+            backfill_id=claim.backfill_id,
+            occurrence=claim.occurrence,
         )
 
     def report(
@@ -247,7 +250,7 @@ class RunEnvelope:
             idempotency_key=claim.idempotency_key,
             fencing_token=claim.fencing_token,
             config=spec.config,
-            logger=logging.getLogger(f"jobhost.job.{claim.job_name}"),
+            logger=job_logger(claim.job_name, run_log),
             cancellation=cancellation,
             state=StoreJobState(
                 self._engine,

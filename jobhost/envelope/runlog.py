@@ -26,7 +26,7 @@ from jobhost.store import Engine
 from jobhost.store.recording import LogWrites, write_logs
 from jobhost.store.runlogs import Chunk, chunk
 
-__all__ = ["RunLog", "RunLogWriter", "current_run", "running"]
+__all__ = ["RunLog", "RunLogWriter", "current_run", "is_capture", "running"]
 
 _log = logging.getLogger("jobhost.envelope")
 _JOB_LOGGER = "jobhost.job"
@@ -52,6 +52,11 @@ def running(run_log: RunLog) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def is_capture(handler: logging.Handler) -> bool:
+    """Whether ``handler`` is the one handing job loggers' records to their runs' logs."""
+    return handler is _HANDLER
 
 
 class RunLog:
@@ -81,6 +86,8 @@ class RunLog:
         self._tail_lines = max_lines // 2
         self._tail_bytes = max_bytes // 2
         self._line_limit = max(min(4000, max_bytes // 8), 80)
+        self._kept_limit = self._line_limit * 4
+        """The most of a line's size that counts against the bounds (longer lines are cut)."""
         self._seq = 0
         self._offset = 0
         self._head_count = 0
@@ -98,15 +105,16 @@ class RunLog:
 
     def add(self, created: float, level: str, message: str) -> bool:
         """Keep a line (or count it); True when enough lines wait to wake the writer."""
+        # Called for every line a job writes: locals, no helper calls, no dataclass.
         size = len(message) if message.isascii() else len(message.encode("utf-8", "replace"))
-        if len(message) > _RAW_LIMIT:
+        if size > _RAW_LIMIT and len(message) > _RAW_LIMIT:
             message = message[:_RAW_LIMIT]
-        kept = min(size, self._line_limit * 4)
+        kept = size if size < self._kept_limit else self._kept_limit
         with self._lock:
             if self._closed:
                 return False
-            self._seq += 1
-            raw = _Raw(self._seq, created, level, message, self._offset, size)
+            seq = self._seq = self._seq + 1
+            raw = _new_raw(_Raw, (seq, created, level, message, self._offset, size))
             self._offset += size
             if (
                 not self._head_full
@@ -115,16 +123,17 @@ class RunLog:
             ):
                 self._head_count += 1
                 self._head_size += kept
-                self._head_last = raw.seq
-                self._pending.append(raw)
-                return len(self._pending) >= _WAKE_LINES
+                self._head_last = seq
+                pending = self._pending
+                pending.append(raw)
+                return len(pending) >= _WAKE_LINES
             self._head_full = True
             self._tail.append(raw)
             self._tail_size += kept
             while self._tail and (
                 len(self._tail) > self._tail_lines or self._tail_size > self._tail_bytes
             ):
-                self._tail_size -= min(self._tail.popleft().size, self._line_limit * 4)
+                self._tail_size -= min(self._tail.popleft().size, self._kept_limit)
             return False
 
     def close(self) -> None:
@@ -321,13 +330,17 @@ def _log_writes(batches: list[_Batch]) -> LogWrites:
 
 
 class _Raw(NamedTuple):
-    # A tuple, not a frozen dataclass: one is made for every line a job writes.
+    # A tuple, not a frozen dataclass: one is made for every line a job writes (by
+    # ``_new_raw``, which skips the Python-level ``__new__`` of a NamedTuple).
     seq: int
     created: float
     level: str
     message: str
     offset: int
     size: int
+
+
+_new_raw = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)

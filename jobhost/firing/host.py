@@ -278,9 +278,15 @@ class Host:
         self.status.ticks += 1
         self.status.lag = result.lag
         self.telemetry.schedule_lag_seconds = result.lag
-        self._last_claims = len(result.claims)
         for claim, spec in result.claims:
             self._submit(claim, spec)
+        # Scheduled runs are on their way before a backfill is offered the slots left.
+        backfilled = self._backfill(now, slots - len(result.claims))
+        for claim, spec in backfilled:
+            self._submit(claim, spec)
+        if backfilled:
+            result.saturated = len(result.claims) + len(backfilled) >= slots
+        self._last_claims = len(result.claims) + len(backfilled)
         with self._lock:
             self._saturated = result.saturated
             self._waiting |= result.waiting
@@ -426,6 +432,8 @@ class Host:
             # A backfill's next occurrence may start in the slot this run freed.
             wake = outcome != "succeeded" or claim.job_name in self._waiting
             wake |= claim.backfill_id is not None
+        if claim.backfill_id is not None:
+            self._ticker.backfill_slot_freed()
             self._waiting.discard(claim.job_name)
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,
@@ -436,6 +444,21 @@ class Host:
         )
         if wake:
             self._wake.set()
+
+    def _backfill(self, now: datetime, slots: int) -> list[tuple[Claim, JobSpec]]:
+        try:
+            return self._ticker.claim_backfills(now, slots)
+        except Exception as error:
+            if is_store_down(error):
+                self._store_lost()
+            else:
+                _log.error(
+                    "claiming backfilled occurrences failed: %s: %s",
+                    type(error).__name__,
+                    redact_text(str(error)),
+                    exc_info=error,
+                )
+            return []
 
     def _store_lost(self) -> None:
         """After an outage, live hosts get two heartbeats to renew their leases before this host
@@ -462,6 +485,8 @@ class Host:
     def _beat_once(self) -> None:
         self._release_stuck()
         self._heartbeat_once()
+        # SQLite: the signal's net, should a writer have died between its commit and its ring.
+        self._watcher.look()
 
     def _heartbeat_once(self) -> None:
         with self._lock:

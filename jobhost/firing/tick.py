@@ -27,11 +27,11 @@ from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
 from jobhost.store.turns import (
     Quiet,
+    claim_backfill_turn,
     claim_job,
     claim_turn,
     due_jobs,
     look_ahead,
-    settle_open_backfills,
     sync_catalog,
 )
 from jobhost.store.wakeups import Wakeups
@@ -41,6 +41,9 @@ __all__ = ["TickResult", "Ticker"]
 _log = logging.getLogger("jobhost.firing")
 _SET_ASIDE_SECONDS = 60.0
 _ABANDON_PASS_SECONDS = 10.0
+_BACKFILL_RECHECK_SECONDS = 1.0
+"""How long a host that found a backfill with no room leaves it alone, unless one of its own
+backfill runs ends or a signal comes: another replica's runs may have ended meanwhile."""
 
 
 @dataclass
@@ -99,8 +102,8 @@ class Ticker:
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
-        self._backfills_open = True
-        """Whether the last turn saw an unfinished backfill (the first turn looks)."""
+        self._backfill_full_at: float | None = None
+        """When (monotonic) the last backfill claim found nothing more to take; None: look."""
         self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the
@@ -125,8 +128,41 @@ class Ticker:
         )
 
     def look_everywhere(self) -> None:
-        """A manual request or a retry may have been queued: the next claim reads both."""
+        """A manual request, a retry or a backfill may have been queued: the next claim reads
+        them."""
         self._news = True
+        self._backfill_full_at = None
+
+    def backfill_slot_freed(self) -> None:
+        """One of this host's backfill runs ended: its backfill may start the next occurrence."""
+        self._backfill_full_at = None
+
+    def claim_backfills(self, now: datetime, free_slots: int) -> list[tuple[Claim, JobSpec]]:
+        """Claim backfilled occurrences in ``free_slots`` (what the turn's claim left free).
+
+        Nothing is read unless the turn's wake-up read saw a running backfill; an announced
+        ticker that found no room leaves backfills alone until one of its backfill runs ends,
+        a signal comes or :data:`_BACKFILL_RECHECK_SECONDS` pass.
+        """
+        if free_slots <= 0 or self._wakeups is None or self._wakeups.backfill_at is None:
+            return []
+        full_at = self._backfill_full_at
+        if (
+            self._announced
+            and full_at is not None
+            and time.monotonic() - full_at < _BACKFILL_RECHECK_SECONDS
+        ):
+            return []
+        done = claim_backfill_turn(
+            self._engine,
+            host_id=self._host_id,
+            now=now,
+            slots=free_slots,
+            rules=self._rules,
+            skip=self._skip(),
+        )
+        self._backfill_full_at = None if done.more else time.monotonic()
+        return [(c, self._jobs[c.job_name]) for c in done.claims]
 
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
         """Fire by a new job mapping from the next turn on (runtime jobs changed).
@@ -158,8 +194,6 @@ class Ticker:
                 implausible=self._implausible,
             )
             self._news = True  # an abandoned run may be retried
-        if self._backfills_open:
-            settle_open_backfills(self._engine, now or self._estimated_now())
         result = TickResult()
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
@@ -256,7 +290,6 @@ class Ticker:
             if news or last is None
             else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
         )
-        self._backfills_open = turn.backfills_open
         if given is None:
             self._noted(turn.now)
         return turn.batch, turn.wakeups, turn.now

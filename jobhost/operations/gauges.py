@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -34,6 +33,7 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import next_fire_of, state_of
+from jobhost.operations.running_host import RunningHost
 from jobhost.operations.status import STATUSES, job_status
 from jobhost.store import Clock, Engine, HostRecord, ScheduleRecord, StoreError, SystemClock
 from jobhost.store.calls import read_at
@@ -41,7 +41,6 @@ from jobhost.store.reports import schedules_and_hosts
 
 __all__ = [
     "GAUGE_STATUSES",
-    "GaugeHost",
     "JobGauges",
     "StoreFigures",
     "read_figures",
@@ -53,28 +52,6 @@ _log = logging.getLogger("jobhost.metrics")
 
 GAUGE_STATUSES: tuple[str, ...] = tuple(dict.fromkeys([*STATUSES, "waiting"]))
 """Every ``status`` value of ``jobhost_jobs``: the report's statuses, and ``waiting``."""
-
-
-class _HostStatus(Protocol):
-    store_ok: bool
-    stuck: int
-
-
-class GaugeHost(Protocol):
-    """What the gauges read from a running host (``jobhost.firing.host.Host``)."""
-
-    @property
-    def host_id(self) -> str: ...
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def catalog(self) -> Catalog: ...
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def clock(self) -> Clock | None: ...
-    @property
-    def status(self) -> _HostStatus: ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +70,7 @@ class StoreFigures:
         return sum(1 for _name, critical in self.overdue if critical)
 
 
-def register_gauges(meter: Meter, host: GaugeHost, gauges: JobGauges | None = None) -> JobGauges:
+def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
     """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
     or a new one)."""
     gauges = gauges or JobGauges(host)
@@ -145,7 +122,7 @@ def register_gauges(meter: Meter, host: GaugeHost, gauges: JobGauges | None = No
 class JobGauges:
     """The gauges' callbacks, over figures read at most once per ``metrics_refresh``."""
 
-    def __init__(self, host: GaugeHost, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, host: RunningHost, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._host = host
         self._monotonic = monotonic
         self._refresh = host.settings.metrics_refresh.total_seconds()

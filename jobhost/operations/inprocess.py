@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from jobhost_contracts import Cancellation
 
@@ -18,17 +20,69 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.rules.claiming import FiringRules
 from jobhost.rules.policy import lease_for
 from jobhost.store import Clock, Engine, RunRecord
 from jobhost.store.calls import read
-from jobhost.store.claims import Claim
+from jobhost.store.claims import Claim, ClaimBatch
 from jobhost.store.reports import get_run
 from jobhost.store.run_actions import renew_watching_cancel
 
-__all__ = ["POLL_SECONDS", "run_claim_here"]
+__all__ = ["POLL_SECONDS", "ClaimOne", "RunsHere", "run_claim_here"]
 
 POLL_SECONDS = 0.2
+
+
+class ClaimOne(Protocol):
+    """A host's claim of one piece of work, by its id: ``claim_request`` or ``claim_retry``."""
+
+    def __call__(
+        self, engine: Engine, key: str, /, *, host_id: str, rules: FiringRules, clock: Clock
+    ) -> ClaimBatch: ...
+
+
+@dataclass(frozen=True)
+class RunsHere:
+    """What a command needs to claim one run and execute it in its own process."""
+
+    settings: Settings
+    catalog: Catalog
+    engine: Engine
+    host_id: str
+    clock: Clock
+    progress: Callable[[str], None]
+
+    def claim_and_run(
+        self, claim: ClaimOne, key: str, spec: JobSpec, deadline: float | None
+    ) -> tuple[RunRecord, bool] | None:
+        """Claim ``key`` as a host would and, when the claim took the run, execute it here with
+        telemetry of its own, flushed before this returns; the run row and whether
+        ``deadline`` cancelled it, or None when the claim took nothing (the run is refused,
+        busy, or a host took it first)."""
+        telemetry = configure_telemetry()
+        telemetry.install_globally()
+        try:
+            rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
+            batch = claim(self.engine, key, host_id=self.host_id, rules=rules, clock=self.clock)
+            if not batch.claims:
+                return None
+            (claimed,) = batch.claims
+            self.progress(f"running here as host {self.host_id} (run {claimed.run_id})")
+            return run_claim_here(
+                self.settings,
+                self.catalog,
+                self.engine,
+                claim=claimed,
+                spec=spec,
+                host_id=self.host_id,
+                clock=self.clock,
+                telemetry=telemetry,
+                deadline=deadline,
+                progress=self.progress,
+            )
+        finally:
+            telemetry.shutdown()
 
 
 def run_claim_here(

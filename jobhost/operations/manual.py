@@ -18,11 +18,9 @@ from typing import Any
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.operations.actions import request_trigger
-from jobhost.operations.inprocess import POLL_SECONDS, run_claim_here
+from jobhost.operations.inprocess import POLL_SECONDS, RunsHere
 from jobhost.operations.timefmt import iso_utc, short_utc
-from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import may_start
 from jobhost.store import Clock, Engine, RunRecord, SystemClock, store_now
@@ -34,7 +32,7 @@ from jobhost.store.requests import before_trigger, claim_request, request_progre
 from jobhost.store.signals import ChangeSignal
 from jobhost.store.turns import sync_catalog
 
-__all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult"]
+__all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult", "finished_result"]
 
 _HOST_CHECK_SECONDS = 2.0
 
@@ -100,6 +98,7 @@ class ManualRun:
         self._warn = warn
         self._clock = clock or SystemClock(settings.clock_offset)
         self._host_id = f"cli-{default_host_id()}"
+        self._here = RunsHere(settings, catalog, engine, self._host_id, self._clock, progress)
 
     def trigger(
         self,
@@ -191,7 +190,7 @@ class ManualRun:
                 return self._refused(request_id, spec, request.message, request.claimed_by)
             if run is not None:
                 if run.outcome in TERMINAL_OUTCOMES:
-                    return self._finished(request_id, run)
+                    return finished_result(request_id, run)
                 if run.outcome == PENDING:
                     if announced != request.status:
                         announced = request.status
@@ -221,40 +220,18 @@ class ManualRun:
     # -- running here ------------------------------------------------------------------------
 
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        telemetry = configure_telemetry()
-        telemetry.install_globally()
-        try:
-            rules = FiringRules(self._catalog.jobs, self._settings.lease_duration)
-            batch = claim_request(
-                self._engine, request_id, host_id=self._host_id, rules=rules, clock=self._clock
-            )
-            if not batch.claims:
-                request = read(self._engine, get_request, request_id)
-                if request is not None and request.status == "refused":
-                    return self._refused(request_id, spec, request.message, self._host_id)
-                if request is not None and request.status == "queued":
-                    self._progress(f"{request.message}; it runs once a host finds a free slot")
-                    return TriggerResult(request_id, request.run_id, spec.name, "queued")
-                # A host that came back took it meanwhile: watch it there.
-                return self._watch(request_id, spec, deadline)
-            (claim,) = batch.claims
-            self._progress(f"running here as host {self._host_id} (run {claim.run_id})")
-            run, cancelled = run_claim_here(
-                self._settings,
-                self._catalog,
-                self._engine,
-                claim=claim,
-                spec=spec,
-                host_id=self._host_id,
-                clock=self._clock,
-                telemetry=telemetry,
-                deadline=deadline,
-                progress=self._progress,
-            )
-            result = self._finished(request_id, run)
-            return replace(result, timed_out_waiting=cancelled)
-        finally:
-            telemetry.shutdown()
+        ran = self._here.claim_and_run(claim_request, request_id, spec, deadline)
+        if ran is None:
+            request = read(self._engine, get_request, request_id)
+            if request is not None and request.status == "refused":
+                return self._refused(request_id, spec, request.message, self._host_id)
+            if request is not None and request.status == "queued":
+                self._progress(f"{request.message}; it runs once a host finds a free slot")
+                return TriggerResult(request_id, request.run_id, spec.name, "queued")
+            # A host that came back took it meanwhile: watch it there.
+            return self._watch(request_id, spec, deadline)
+        run, cancelled = ran
+        return replace(finished_result(request_id, run), timed_out_waiting=cancelled)
 
     # -- results -----------------------------------------------------------------------------
 
@@ -266,21 +243,6 @@ class ManualRun:
             store_now(self._engine, self._clock),
             limits=self._settings.concurrency_limits,
             members={n: s.concurrency_group for n, s in self._catalog.jobs.items()},
-        )
-
-    def _finished(self, request_id: str, run: RunRecord) -> TriggerResult:
-        error = run.error_message or run.error_type
-        # No progress line: the caller prints the outcome once (trigger_line or the JSON).
-        return TriggerResult(
-            request_id,
-            run.id,
-            run.job_name,
-            run.outcome,
-            host=run.host_id,
-            started_at=run.started_at,
-            finished_at=run.finished_at,
-            duration_ms=run.duration_ms,
-            error=error,
         )
 
     def _refused(
@@ -305,3 +267,19 @@ class ManualRun:
             f"{spec.declaration.overlap.value})"
         )
         return self._refused(None, spec, message, lease_owner)
+
+
+def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
+    """The result of a run that ended (of ``request_id``, for a trigger's). No progress line:
+    the caller prints the outcome once (trigger_line or the JSON)."""
+    return TriggerResult(
+        request_id,
+        run.id,
+        run.job_name,
+        run.outcome,
+        host=run.host_id,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        duration_ms=run.duration_ms,
+        error=run.error_message or run.error_type,
+    )

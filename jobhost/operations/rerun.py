@@ -16,12 +16,10 @@ from typing import Any
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.operations.actions import ActionRefused, RetryQueued, retry_run
-from jobhost.operations.inprocess import run_claim_here
-from jobhost.operations.manual import TriggerResult
+from jobhost.operations.inprocess import RunsHere
+from jobhost.operations.manual import TriggerResult, finished_result
 from jobhost.operations.timefmt import short_utc
-from jobhost.rules.claiming import FiringRules
 from jobhost.store import Clock, Engine, RunRecord, SystemClock
 from jobhost.store.calls import read
 from jobhost.store.hosts import default_host_id
@@ -62,13 +60,13 @@ class RunRetry:
         actor: str,
         clock: Clock | None = None,
     ) -> None:
-        self._settings = settings
         self._catalog = catalog
         self._engine = engine
         self._progress = progress
         self._actor = actor
         self._clock = clock or SystemClock(settings.clock_offset)
         self._host_id = f"cli-{default_host_id()}"
+        self._here = RunsHere(settings, catalog, engine, self._host_id, self._clock, progress)
 
     def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end.
@@ -94,7 +92,7 @@ class RunRetry:
         if not wait:
             if not alive:
                 self._progress("no live host: the retry runs when a host starts")
-            return self._result(queued, TriggerResult(None, queued.run_id, job, "queued"))
+            return RetryResult(queued, TriggerResult(None, queued.run_id, job, "queued"))
         if not alive:
             self._progress(f"no live host: running {job} in this process")
             return self._run_here(queued, deadline)
@@ -119,7 +117,7 @@ class RunRetry:
                     self._progress("no live host any more: running it in this process")
                     return self._run_here(queued, deadline)
                 if run.outcome in TERMINAL_OUTCOMES:
-                    return self._result(queued, _finished(run))
+                    return RetryResult(queued, finished_result(None, run))
                 if run.outcome != PENDING and not announced:
                     announced = True
                     self._progress(
@@ -139,7 +137,7 @@ class RunRetry:
                         error="timed out waiting; the retry goes on",
                         timed_out_waiting=True,
                     )
-                    return self._result(queued, shown)
+                    return RetryResult(queued, shown)
                 left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
                 signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
 
@@ -150,59 +148,19 @@ class RunRetry:
                 f"job {queued.retry_of.job_name} is not declared by this installation: the "
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
-        telemetry = configure_telemetry()
-        telemetry.install_globally()
-        try:
-            rules = FiringRules(self._catalog.jobs, self._settings.lease_duration)
-            batch = claim_retry(
-                self._engine, queued.run_id, host_id=self._host_id, rules=rules, clock=self._clock
-            )
-            if not batch.claims:
-                run = read(self._engine, get_run, queued.run_id)
-                assert run is not None
-                if run.outcome == PENDING:
-                    self._progress(
-                        f"{run.job_name} is busy (a run of it still runs, or its concurrency "
-                        "group is full): the retry stays queued for a host"
-                    )
-                    shown = TriggerResult(None, run.id, run.job_name, "queued")
-                    return self._result(queued, shown)
-                return self._watch(queued, deadline)  # a host that came back took it
-            (claim,) = batch.claims
-            self._progress(f"running here as host {self._host_id} (run {claim.run_id})")
-            run, timed_out = run_claim_here(
-                self._settings,
-                self._catalog,
-                self._engine,
-                claim=claim,
-                spec=spec,
-                host_id=self._host_id,
-                clock=self._clock,
-                telemetry=telemetry,
-                deadline=deadline,
-                progress=self._progress,
-            )
-            finished = replace(_finished(run), timed_out_waiting=timed_out)
-            return self._result(queued, finished)
-        finally:
-            telemetry.shutdown()
-
-    def _result(self, queued: RetryQueued, result: TriggerResult) -> RetryResult:
-        return RetryResult(queued, result)
-
-
-def _finished(run: RunRecord) -> TriggerResult:
-    return TriggerResult(
-        None,
-        run.id,
-        run.job_name,
-        run.outcome,
-        host=run.host_id,
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        duration_ms=run.duration_ms,
-        error=run.error_message or run.error_type,
-    )
+        ran = self._here.claim_and_run(claim_retry, queued.run_id, spec, deadline)
+        if ran is None:
+            run = read(self._engine, get_run, queued.run_id)
+            assert run is not None
+            if run.outcome == PENDING:
+                self._progress(
+                    f"{run.job_name} is busy (a run of it still runs, or its concurrency "
+                    "group is full): the retry stays queued for a host"
+                )
+                return RetryResult(queued, TriggerResult(None, run.id, run.job_name, "queued"))
+            return self._watch(queued, deadline)  # a host that came back took it
+        run, timed_out = ran
+        return RetryResult(queued, replace(finished_result(None, run), timed_out_waiting=timed_out))
 
 
 def watch_run(engine: Engine, run_id: str, timeout: float | None) -> RunRecord | None:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, Table
+from sqlalchemy import Select, Table, bindparam, cast, column, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
 __all__ = [
     "built",
+    "columns_of",
     "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
     "locked",
+    "unnest_rows",
     "violated_constraint",
 ]
 
@@ -66,6 +68,8 @@ def insert_ignoring_duplicates(
         )
 
     # Count the rows RETURNING hands back: drivers do not all report a rowcount for this insert.
+    if connection.dialect.name == "postgresql":
+        return len(_insert_unnest(connection, table, rows, columns))
     statement = built(connection, f"insert-ignoring:{table.name}:{','.join(columns)}", build)
     return len(connection.execute(statement, [dict(row) for row in rows]).all())
 
@@ -88,8 +92,57 @@ def insert_returning_new(
             module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
         )
 
+    if connection.dialect.name == "postgresql":
+        return [row[0] for row in _insert_unnest(connection, table, rows, columns)]
     statement = built(connection, f"insert-new:{table.name}:{','.join(columns)}", build)
     return list(connection.execute(statement, [dict(row) for row in rows]).scalars())
+
+
+def unnest_rows(columns: Sequence[tuple[str, Any]], *, prefix: str = "u_") -> Any:
+    """PostgreSQL: rows to select from, ``unnest`` over one array parameter per ``(name,
+    type)`` in ``columns`` (parameter ``prefix + name``; see :func:`columns_of`), with columns
+    of those names.
+
+    A batch statement built on it has the same text whatever the batch size, so psycopg parses
+    it once and the server prepares it, where a multi-row VALUES list or an executemany
+    changes with every size or sends a statement per row.
+    """
+    arrays = [
+        cast(bindparam(f"{prefix}{name}", type_=postgresql.ARRAY(kind)), postgresql.ARRAY(kind))
+        for name, kind in columns
+    ]
+    return (
+        func.unnest(*arrays)
+        .table_valued(*(column(name, kind) for name, kind in columns))
+        .render_derived(name="v")
+    )
+
+
+def columns_of(rows: Sequence[Mapping[str, Any]], *, prefix: str = "u_") -> dict[str, list[Any]]:
+    """The rows as one list per column: the parameters of :func:`unnest_rows`."""
+    return {f"{prefix}{name}": [row[name] for row in rows] for name in rows[0]}
+
+
+def _insert_unnest(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
+) -> list[Any]:
+    """PostgreSQL: insert ``rows`` from arrays (see :func:`unnest_rows`); the primary keys of
+    the rows that went in, those colliding on ``columns`` left out."""
+    names = tuple(rows[0])
+
+    def build(_dialect: str) -> Any:
+        source = unnest_rows([(name, table.c[name].type) for name in names])
+        return (
+            postgresql.insert(table)
+            .from_select(list(names), select(*(source.c[name] for name in names)))
+            .on_conflict_do_nothing(index_elements=list(columns))
+            .returning(*table.primary_key.columns)
+        )
+
+    statement = built(
+        connection, f"insert-unnest:{table.name}:{','.join(columns)}:{','.join(names)}", build
+    )
+    return list(connection.execute(statement, columns_of(rows)).all())
 
 
 def execute_isolating(

@@ -1,19 +1,20 @@
-"""Claiming a backfill's occurrences: the lowest priority of the claim, in the claim's transaction.
+"""Claiming a backfill's occurrences: the lowest priority, in a transaction of its own.
 
-A host's turn calls :func:`claim_backfills` after :func:`~jobhost.store.claims.claim_work`, in
-the same transaction, with the slots that are still free: scheduled occurrences, retries and
-manual requests have had theirs first. Each running backfill (its row locked, ``SKIP LOCKED`` on
-PostgreSQL, so one replica at a time counts its runs in flight) gets at most ``concurrency``
-runs at once; its job's schedule row is locked as any claim locks it, the overlap policy and the
-job's concurrency group are asked, and a paused job's backfill waits. A backfill's run is the
-next attempt of its occurrence (highest attempt + 1, under the unique key (job, occurrence,
-attempt)); the item is marked claimed in the transaction that inserts the run, so an item runs
-once per backfill whatever the number of replicas. A run the database refuses leaves its item
-pending for the next turn.
+A host's turn claims backfilled occurrences with :func:`claim_backfills` after its scheduled
+claim has committed, with the slots that are still free: scheduled occurrences, retries and
+manual requests have had theirs first, and the schedule rows they locked are already released.
+One statement reads the running backfills with room (fewer items claimed than their
+``concurrency``) together with their job's schedule row (both locked, ``SKIP LOCKED`` on
+PostgreSQL, so one replica at a time counts a backfill's runs in flight) and its live runs; a
+paused job's backfill waits. For each, one statement locks the next pending items with their
+highest attempt so far, one inserts their runs (a backfill's run is the next attempt of its
+occurrence, under the unique key (job, occurrence, attempt)), one marks the items claimed, and
+one moves the job's fencing token, as any claim does. An item is marked claimed in the
+transaction that inserts its run, so it runs once per backfill whatever the number of replicas;
+a run the database refuses leaves its item pending for the next turn. The overlap policy and
+the job's concurrency group are asked as for any run.
 
-An item settles from its runs' final outcome (a retry carries the backfill id): succeeded once
-one succeeded; failed once none is pending or running any more. A backfill is done when no item
-is pending or claimed; a cancelled one claims nothing more and ends when its runs in flight end.
+Items settle as their runs' outcomes are written (:mod:`jobhost.store.backfill_settling`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import insert_returning_new, locked
+from jobhost.store._sql import built, insert_returning_new, locked
 from jobhost.store.claims import Claim, ClaimRules, new_run_id, occurrence_key, schedule_problem
 from jobhost.store.groups import GroupGate
 from jobhost.store.records import PENDING, RUNNING, ScheduleRecord
@@ -36,8 +37,6 @@ __all__ = [
     "BackfillClaims",
     "backfill_key",
     "claim_backfills",
-    "open_backfills",
-    "settle_backfills",
 ]
 
 _RUN_COLUMNS = ("job_name", "occurrence", "attempt")
@@ -48,8 +47,8 @@ class BackfillClaims:
     """What one call of :func:`claim_backfills` did."""
 
     claims: list[Claim] = field(default_factory=list)
-    open: list[str] = field(default_factory=list)
-    """Backfills not finished yet (running, or cancelled with runs in flight): settle them."""
+    more: bool = False
+    """A backfill may have more to claim than the slots allowed: look again next turn."""
 
 
 def claim_backfills(
@@ -64,18 +63,19 @@ def claim_backfills(
 ) -> BackfillClaims:
     """Claim up to ``slots`` runs of running backfills (``only``: of that backfill alone, with
     its due retries too: a command running a backfill in its own process has no host to take
-    them). Settling is :func:`settle_backfills`' work, in a transaction of its own."""
+    them)."""
     done = BackfillClaims()
-    done.open = open_backfills(connection, only)
-    if not done.open or slots <= 0:
+    if slots <= 0:
         return done
-    query = select(backfills).where(backfills.c.state == "running")
-    if only is not None:
-        query = query.where(backfills.c.id == only)
-    rows = connection.execute(locked(connection, query.order_by(backfills.c.created_at)))
+    if only is None:
+        query = built(connection, "open-backfills", lambda d: _backfills_query(d, one=False))
+    else:
+        query = built(connection, "one-backfill", lambda d: _backfills_query(d, one=True))
+    found = connection.execute(query, {"now": now, "only": only})
     gate = GroupGate(connection, now)
-    for backfill in rows.mappings().all():
+    for backfill in found.mappings().all():
         if len(done.claims) >= slots:
+            done.more = True
             break
         name = str(backfill["job_name"])
         if name in skip or not rules.knows(name):
@@ -90,52 +90,8 @@ def claim_backfills(
             gate=gate,
             only=only,
         )
+    done.more |= len(done.claims) >= slots
     return done
-
-
-def settle_backfills(connection: Connection, now: datetime, ids: Collection[str]) -> None:
-    """Settle the claimed items of backfills ``ids`` whose runs ended; end what is finished.
-
-    Its own short transaction: it takes no lock a claim waits on while holding another.
-    """
-    if not ids:
-        return
-    mine = backfill_items.c.backfill_id.in_(list(ids))
-    item_runs = and_(
-        runs.c.backfill_id == backfill_items.c.backfill_id,
-        runs.c.occurrence == backfill_items.c.occurrence,
-    )
-    claimed = and_(mine, backfill_items.c.state == "claimed")
-    connection.execute(
-        update(backfill_items)
-        .where(claimed, exists().where(item_runs, runs.c.outcome == "succeeded"))
-        .values(state="succeeded")
-    )
-    connection.execute(
-        update(backfill_items)
-        .where(claimed, ~exists().where(item_runs, runs.c.outcome.in_((PENDING, RUNNING))))
-        .values(state="failed")
-    )
-    items_of = backfill_items.c.backfill_id == backfills.c.id
-    connection.execute(
-        update(backfills)
-        .where(
-            backfills.c.id.in_(list(ids)),
-            backfills.c.state == "running",
-            ~exists().where(items_of, backfill_items.c.state.in_(("pending", "claimed"))),
-        )
-        .values(state="done", finished_at=now)
-    )
-    connection.execute(
-        update(backfills)
-        .where(
-            backfills.c.id.in_(list(ids)),
-            backfills.c.state == "cancelled",
-            backfills.c.finished_at.is_(None),
-            ~exists().where(items_of, backfill_items.c.state == "claimed"),
-        )
-        .values(finished_at=now)
-    )
 
 
 def backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
@@ -149,18 +105,6 @@ def backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: st
 # -- one backfill ------------------------------------------------------------------------------
 
 
-def open_backfills(connection: Connection, only: str | None = None) -> list[str]:
-    """Backfills not finished: running, or cancelled with runs in flight."""
-    return list(connection.execute(select(backfills.c.id).where(_open(only))).scalars())
-
-
-def _open(only: str | None) -> Any:
-    clause = (backfills.c.state == "running") | (
-        (backfills.c.state == "cancelled") & backfills.c.finished_at.is_(None)
-    )
-    return clause & (backfills.c.id == only) if only is not None else clause
-
-
 def _claim_one(
     connection: Connection,
     backfill: dict[str, Any],
@@ -172,24 +116,19 @@ def _claim_one(
     gate: GroupGate,
     only: str | None,
 ) -> list[Claim]:
-    name = str(backfill["job_name"])
-    found = connection.execute(
-        locked(connection, select(schedules).where(schedules.c.job_name == name))
-    ).mappings()
-    first = found.first()
-    if first is None:
-        return []
-    row = ScheduleRecord.from_row(first)
-    if row.paused or schedule_problem(row) is not None:
-        return []  # a paused job's backfill waits; a corrupt row is reported by the claim
-    in_flight = connection.execute(
-        select(func.count()).where(
-            backfill_items.c.backfill_id == backfill["id"], backfill_items.c.state == "claimed"
-        )
-    ).scalar_one()
-    room = min(int(backfill["concurrency"]) - int(in_flight), slots)
+    row = ScheduleRecord.from_row(backfill)
+    if schedule_problem(row) is not None:
+        return []  # a corrupt row is reported by the claim
+    room = min(int(backfill["backfill_concurrency"]) - int(backfill["in_flight"]), slots)
     starter = _Starter(
-        connection, row, host_id=host_id, now=now, rules=rules, gate=gate, backfill=backfill
+        connection,
+        row,
+        host_id=host_id,
+        now=now,
+        rules=rules,
+        gate=gate,
+        backfill=backfill,
+        live=int(backfill["live"]),
     )
     if only is not None:
         # Retries of this backfill's runs hold their item's slot: they go first.
@@ -212,6 +151,7 @@ class _Starter:
         rules: ClaimRules,
         gate: GroupGate,
         backfill: dict[str, Any],
+        live: int,
     ) -> None:
         self._connection = connection
         self._row = row
@@ -219,54 +159,31 @@ class _Starter:
         self._now = now
         self._rules = rules
         self._gate = gate
-        self._backfill = backfill
+        self._id = str(backfill["backfill_id"])
+        self._mode = str(backfill["backfill_mode"])
+        self._actor = str(backfill["backfill_actor"])
+        self._reason = backfill["backfill_reason"]
         self._name = row.job_name
         self._token = row.fencing_token
         self._lease_live = row.lease_live(now)
-        self._live = 0
-        if rules.counts_live_runs(self._name):
-            self._live = int(
-                connection.execute(
-                    select(func.count()).where(
-                        runs.c.job_name == self._name,
-                        runs.c.outcome == RUNNING,
-                        runs.c.lease_expires_at >= now,
-                    )
-                ).scalar_one()
-            )
+        self._live = live
         self._new: list[dict[str, Any]] = []
         self._retried: list[Claim] = []
         self._claims: list[Claim] = []
 
     def items(self, room: int) -> None:
-        query = (
-            select(backfill_items.c.occurrence)
-            .where(
-                backfill_items.c.backfill_id == self._backfill["id"],
-                backfill_items.c.state == "pending",
-            )
-            .order_by(backfill_items.c.occurrence)
-            .limit(room)
-        )
-        chosen = list(self._connection.execute(locked(self._connection, query)).scalars())
-        if not chosen:
-            return
-        last = dict(
-            self._connection.execute(
-                select(runs.c.occurrence, func.max(runs.c.attempt))
-                .where(runs.c.job_name == self._name, runs.c.occurrence.in_(chosen))
-                .group_by(runs.c.occurrence)
-            ).all()
-        )
-        mode = str(self._backfill["mode"])
-        for occurrence in chosen:
+        query = built(self._connection, "backfill-items", _pending_items)
+        chosen = self._connection.execute(
+            query, {"backfill": self._id, "job": self._name, "room": room}
+        ).all()
+        for occurrence, last in chosen:
             if not self._admit():
                 return
             claim = self._claim(
                 occurrence,
-                int(last.get(occurrence) or 0) + 1,
+                int(last or 0) + 1,
                 "backfill",
-                backfill_key(self._name, occurrence, mode, str(self._backfill["id"])),
+                backfill_key(self._name, occurrence, self._mode, self._id),
             )
             self._new.append(
                 {
@@ -284,7 +201,7 @@ class _Starter:
                     "queued_at": self._now,
                     "started_at": self._now,
                     "lease_expires_at": claim.lease_until,
-                    "backfill_id": self._backfill["id"],
+                    "backfill_id": self._id,
                 }
             )
 
@@ -292,7 +209,7 @@ class _Starter:
         query = (
             select(runs)
             .where(
-                runs.c.backfill_id == self._backfill["id"],
+                runs.c.backfill_id == self._id,
                 runs.c.outcome == PENDING,
                 runs.c.not_before <= self._now,
             )
@@ -331,15 +248,13 @@ class _Starter:
         taken = [c for c in self._claims if c.run_id in inserted]
         new_ids = {r["id"] for r in self._new}
         fresh = [c for c in taken if c.run_id in new_ids]
-        for claim in fresh:
+        if fresh:
             connection.execute(
-                update(backfill_items)
-                .where(
-                    backfill_items.c.backfill_id == self._backfill["id"],
-                    backfill_items.c.occurrence == claim.occurrence,
-                    backfill_items.c.state == "pending",
-                )
-                .values(state="claimed", run_id=claim.run_id)
+                built(connection, "claim-items", _claim_items),
+                [
+                    {"b_backfill": self._id, "b_occurrence": c.occurrence, "b_run": c.run_id}
+                    for c in fresh
+                ],
             )
         if taken:
             # As in every claim: the token only grows; the newest run holds the job's lease.
@@ -382,10 +297,90 @@ class _Starter:
             fencing_token=self._token,
             idempotency_key=key,
             started_at=self._now,
-            requested_by=str(self._backfill["actor"]),
-            reason=self._backfill["reason"],
+            requested_by=self._actor,
+            reason=self._reason,
             lease_until=self._now + self._rules.lease(self._name),
-            backfill_id=str(self._backfill["id"]),
+            backfill_id=self._id,
         )
         self._claims.append(claim)
         return claim
+
+
+# -- the statements, built once ----------------------------------------------------------------
+
+
+def _backfills_query(dialect: str, *, one: bool) -> Any:
+    """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
+    items in flight (``in_flight``) and its job's live runs (``live``), locked together."""
+    in_flight = (
+        select(func.count())
+        .where(backfill_items.c.backfill_id == backfills.c.id, backfill_items.c.state == "claimed")
+        .scalar_subquery()
+    )
+    live = (
+        select(func.count())
+        .where(
+            runs.c.job_name == backfills.c.job_name,
+            runs.c.outcome == RUNNING,
+            runs.c.lease_expires_at >= bindparam("now", type_=runs.c.lease_expires_at.type),
+        )
+        .scalar_subquery()
+    )
+    query = (
+        select(
+            backfills.c.id.label("backfill_id"),
+            backfills.c.mode.label("backfill_mode"),
+            backfills.c.actor.label("backfill_actor"),
+            backfills.c.reason.label("backfill_reason"),
+            backfills.c.concurrency.label("backfill_concurrency"),
+            in_flight.label("in_flight"),
+            live.label("live"),
+            schedules,
+        )
+        .join(schedules, schedules.c.job_name == backfills.c.job_name)
+        .where(backfills.c.state == "running", schedules.c.paused.is_(False))
+        .order_by(backfills.c.created_at)
+    )
+    if one:
+        # Its retries hold their items' slots and go first: read it even when it is full.
+        query = query.where(backfills.c.id == bindparam("only"))
+    else:
+        query = query.where(backfills.c.concurrency > in_flight)
+    if dialect == "postgresql":
+        query = query.with_for_update(skip_locked=True, of=[backfills, schedules])
+    return query
+
+
+def _pending_items(dialect: str) -> Any:
+    """The backfill's next pending items, oldest first, each with its highest attempt so far."""
+    last = (
+        select(func.max(runs.c.attempt))
+        .where(
+            runs.c.job_name == bindparam("job"), runs.c.occurrence == backfill_items.c.occurrence
+        )
+        .scalar_subquery()
+    )
+    query = (
+        select(backfill_items.c.occurrence, last)
+        .where(
+            backfill_items.c.backfill_id == bindparam("backfill"),
+            backfill_items.c.state == "pending",
+        )
+        .order_by(backfill_items.c.occurrence)
+        .limit(bindparam("room"))
+    )
+    if dialect == "postgresql":
+        query = query.with_for_update(skip_locked=True, of=backfill_items)
+    return query
+
+
+def _claim_items(_dialect: str) -> Any:
+    return (
+        update(backfill_items)
+        .where(
+            backfill_items.c.backfill_id == bindparam("b_backfill"),
+            backfill_items.c.occurrence == bindparam("b_occurrence"),
+            backfill_items.c.state == "pending",
+        )
+        .values(state="claimed", run_id=bindparam("b_run"))
+    )

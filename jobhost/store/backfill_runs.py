@@ -8,7 +8,8 @@ from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.backfill_claims import claim_backfills, settle_backfills
+from jobhost.store.backfill_claims import claim_backfills
+from jobhost.store.backfill_settling import settle_backfills
 from jobhost.store.backfills import BackfillRecord, get_backfill
 from jobhost.store.claims import Claim, ClaimRules
 from jobhost.store.clock import Clock, database_now
@@ -32,8 +33,9 @@ def ensure_scheduled(
 def claim_backfill(
     engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
 ) -> list[Claim]:
-    """Settle the backfill (see :func:`~jobhost.store.backfill_claims.settle_backfills`), then
-    claim up to ``slots`` of its occurrences."""
+    """Settle the backfill by the ledger (see
+    :func:`~jobhost.store.backfill_settling.settle_backfills`: a run this command lost to a
+    host's abandon pass), then claim up to ``slots`` of its occurrences."""
     with engine.begin() as connection:
         settle_backfills(connection, database_now(connection, clock), [backfill_id])
     with engine.begin() as connection:

@@ -23,7 +23,14 @@ from typing import Any, Protocol
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import built, insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store._sql import (
+    built,
+    columns_of,
+    insert_ignoring_duplicates,
+    insert_returning_new,
+    locked,
+    unnest_rows,
+)
 from jobhost.store.groups import GroupGate
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
 from jobhost.store.schema import run_requests, runs, schedules
@@ -471,13 +478,9 @@ class _Work:
             else:
                 advanced.append(values)
         if advanced:
-            self._connection.execute(
-                built(self._connection, "advance-schedules", _advance_schedules), advanced
-            )
+            _move_schedules(self._connection, "advance-schedules", _MOVED, advanced)
         if leased:
-            self._connection.execute(
-                built(self._connection, "lease-schedules", _lease_schedules), leased
-            )
+            _move_schedules(self._connection, "lease-schedules", _LEASED, leased)
 
     def _may_start(self, job: _Job) -> bool:
         return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
@@ -594,22 +597,37 @@ def _settle_requests(_dialect: str) -> Any:
 
 
 _MOVED = ("next_occurrence", "due_at", "missed_through")
+_LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
 
 
-def _advance_schedules(_dialect: str) -> Any:
-    return (
-        update(schedules)
-        .where(schedules.c.job_name == bindparam("b_job"))
-        .values(**{name: bindparam(name) for name in _MOVED})
-    )
+def _move_schedules(
+    connection: Connection, name: str, columns: Sequence[str], rows: list[dict[str, Any]]
+) -> None:
+    """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job).
 
+    On PostgreSQL one statement from arrays whatever the batch size (see
+    :func:`~jobhost.store._sql.unnest_rows`); elsewhere an executemany."""
 
-def _lease_schedules(_dialect: str) -> Any:
-    leased = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
-    return (
-        update(schedules)
-        .where(schedules.c.job_name == bindparam("b_job"))
-        .values(**{name: bindparam(name) for name in leased})
+    def build(dialect: str) -> Any:
+        if dialect == "postgresql":
+            source = unnest_rows(
+                [("b_job", schedules.c.job_name.type)]
+                + [(column, schedules.c[column].type) for column in columns]
+            )
+            return (
+                update(schedules)
+                .where(schedules.c.job_name == source.c.b_job)
+                .values(**{column: source.c[column] for column in columns})
+            )
+        return (
+            update(schedules)
+            .where(schedules.c.job_name == bindparam("b_job"))
+            .values(**{column: bindparam(column) for column in columns})
+        )
+
+    statement = built(connection, name, build)
+    connection.execute(
+        statement, columns_of(rows) if connection.dialect.name == "postgresql" else rows
     )
 
 

@@ -22,6 +22,8 @@ from urllib.parse import quote
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
+from jobhost.store.doorbell import ring
+
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_STATEMENT_TIMEOUT",
@@ -29,6 +31,7 @@ __all__ = [
     "is_postgres",
     "normalise_url",
     "reading",
+    "ring_after_commit",
 ]
 
 _SQLITE_BUSY_MS = 30_000
@@ -39,6 +42,7 @@ DEFAULT_STATEMENT_TIMEOUT = 60.0
 _READ_ONLY = "jobhost_read_only"
 _READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _WRITE_LOCK = "jobhost_write_lock"
+_RING = "jobhost_ring"
 # One lock per SQLite file, shared by every engine of this process on it.
 _FILE_LOCKS: dict[str, threading.RLock] = {}
 _ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
@@ -130,6 +134,12 @@ def reading(engine: Engine) -> Connection:
     return engine.connect().execution_options(**{_READ_ONLY: True})
 
 
+def ring_after_commit(connection: Connection) -> None:
+    """SQLite: once this transaction commits, wake the processes waiting beside the file (see
+    :mod:`jobhost.store.doorbell`); a rollback rings nobody."""
+    connection.info[_RING] = True
+
+
 def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
@@ -208,6 +218,7 @@ def _sqlite_on_rollback(connection: Connection) -> None:
 
 
 def _end(connection: Connection, statement: str) -> None:
+    rings = connection.info.pop(_RING, False)
     if _WRITE_LOCK not in connection.info:
         return
     try:
@@ -216,6 +227,9 @@ def _end(connection: Connection, statement: str) -> None:
             raw.execute(statement)
     finally:
         _release(connection)
+    path = sqlite_path(connection.engine.url)
+    if rings and statement == "COMMIT" and path is not None:
+        ring(path)
 
 
 def _release(connection: Connection) -> None:

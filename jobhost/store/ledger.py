@@ -7,7 +7,7 @@ last write, in a few statements whatever their number, and never re-reads a sche
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,7 +16,8 @@ from jobhost_contracts import UnitCounts
 from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import built, execute_isolating, locked
+from jobhost.store._sql import built, columns_of, execute_isolating, locked, unnest_rows
+from jobhost.store.backfill_settling import Ended, settle_ended
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs, schedules
 from jobhost.store.signals import notify
@@ -78,6 +79,9 @@ class Outcome:
     units: UnitCounts | None = None
     awaited: bool = False
     """Someone waits for this run's outcome (a manual request's): signal once it is recorded."""
+    backfill_id: str | None = None
+    """The backfill the run replays ``occurrence`` for: its item settles with this write."""
+    occurrence: datetime | None = None
 
 
 def record_outcomes(
@@ -103,9 +107,10 @@ def record_outcomes(
     recorded = [o for o in outcomes if o.run_id in mine]
     if not recorded:
         return set()
-    refused = execute_isolating(
+    refused = _execute_batch(
         connection,
-        built(connection, "finish-runs", _finish_runs),
+        "finish-runs",
+        _finish_runs,
         isolate=isolate,
         rows=[
             {
@@ -143,6 +148,13 @@ def record_outcomes(
         if item.units is not None:
             record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
+    ended = [
+        Ended(o.backfill_id, o.occurrence, o.end.outcome, retried=o.retry is not None)
+        for o in recorded
+        if o.backfill_id is not None and o.occurrence is not None
+    ]
+    if ended:
+        settle_ended(connection, ended, now)
     if any(o.awaited for o in recorded):
         notify(connection)
     return {o.run_id for o in recorded}
@@ -324,8 +336,16 @@ def _summarise(
     A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
     ``fence`` advances the fencing token too, so an abandoned run can no longer write.
     """
-    statement = built(connection, f"summarise:{fence}", lambda _: _summary(fence))
-    refused = execute_isolating(connection, statement, items, isolate=isolate)
+    # One row a job on PostgreSQL's array form: a job twice in a batch (runs that overlap)
+    # must have its summaries applied in order, one statement each.
+    once = len({item["b_job"] for item in items}) == len(items)
+    refused = _execute_batch(
+        connection,
+        f"summarise:{fence}",
+        lambda value: _summary(fence, value),
+        items,
+        isolate=isolate or not once,
+    )
     for row in refused:
         _log.error(
             "job %s: its schedule row refused the summary of run %s; the run is recorded, "
@@ -344,37 +364,82 @@ def _own_running(dialect: str) -> Any:
     return query.with_for_update() if dialect == "postgresql" else query
 
 
-def _finish_runs(_dialect: str) -> Any:
+_Value = Callable[[str, Any], Any]
+"""A batch statement's value for one row: ``value(name, type)``."""
+
+
+def _execute_batch(
+    connection: Connection,
+    name: str,
+    build: Callable[[_Value], Any],
+    rows: list[dict[str, Any]],
+    *,
+    isolate: bool,
+) -> list[dict[str, Any]]:
+    """Run the statement ``build`` makes for every row; return the rows refused (see
+    :func:`~jobhost.store._sql.execute_isolating`).
+
+    On PostgreSQL, unless each row is to be tried alone, one statement takes every row from
+    arrays (see :func:`~jobhost.store._sql.unnest_rows`): one statement a batch, its text the
+    same for every size. The statement names its values through ``value(name, type)``: a bind
+    parameter per row, or the array's column.
+    """
+    if not rows:
+        return []
+    if connection.dialect.name != "postgresql" or isolate:
+        statement = built(connection, name, lambda _: build(_bound))
+        return execute_isolating(connection, statement, rows, isolate=isolate)
+
+    def from_arrays(_dialect: str) -> Any:
+        kinds: dict[str, Any] = {}
+
+        def note(key: str, kind: Any) -> Any:
+            kinds.setdefault(key, kind)
+            return _bound(key, kind)
+
+        build(note)  # once to learn the values' names and types
+        source = unnest_rows(list(kinds.items()))
+        return build(lambda key, _kind: source.c[key])
+
+    connection.execute(built(connection, f"{name}:arrays", from_arrays), columns_of(rows))
+    return []
+
+
+def _bound(name: str, kind: Any) -> Any:
+    return bindparam(name, type_=kind)
+
+
+def _finish_runs(value: _Value) -> Any:
     return (
         update(runs)
-        .where(runs.c.id == bindparam("b_id"))
+        .where(runs.c.id == value("b_id", runs.c.id.type))
         .values(
-            outcome=bindparam("outcome"),
+            outcome=value("outcome", runs.c.outcome.type),
             started_at=func.coalesce(
-                bindparam("started_at", type_=runs.c.started_at.type), runs.c.started_at
+                value("started_at", runs.c.started_at.type), runs.c.started_at
             ),
-            finished_at=bindparam("finished_at"),
+            finished_at=value("finished_at", runs.c.finished_at.type),
             lease_expires_at=None,
-            error_type=bindparam("error_type"),
-            error_message=bindparam("error_message"),
-            trace_id=bindparam("trace_id"),
+            error_type=value("error_type", runs.c.error_type.type),
+            error_message=value("error_message", runs.c.error_message.type),
+            trace_id=value("trace_id", runs.c.trace_id.type),
         )
     )
 
 
-def _summary(fence: bool) -> Any:
-    held = schedules.c.lease_run_id == bindparam("b_run")
+def _summary(fence: bool, value: _Value) -> Any:
+    run = value("b_run", runs.c.id.type)
+    outcome = value("b_outcome", schedules.c.last_outcome.type)
+    finished = value("b_finished", schedules.c.last_finished_at.type)
+    held = schedules.c.lease_run_id == run
     values: dict[str, Any] = {
-        "last_run_id": bindparam("b_run"),
-        "last_outcome": bindparam("b_outcome"),
-        "last_started_at": bindparam("b_started", type_=schedules.c.last_started_at.type),
-        "last_finished_at": bindparam("b_finished", type_=schedules.c.last_finished_at.type),
-        "last_error": bindparam("b_error"),
+        "last_run_id": run,
+        "last_outcome": outcome,
+        "last_started_at": value("b_started", schedules.c.last_started_at.type),
+        "last_finished_at": finished,
+        "last_error": value("b_error", schedules.c.last_error.type),
         "last_success_at": case(
-            (
-                bindparam("b_outcome") == "succeeded",
-                bindparam("b_finished", type_=schedules.c.last_finished_at.type),
-            ),
+            (outcome == "succeeded", finished),
             else_=schedules.c.last_success_at,
         ),
         "lease_owner": case((held, None), else_=schedules.c.lease_owner),
@@ -390,7 +455,8 @@ def _summary(fence: bool) -> Any:
     }
     if fence:
         values["fencing_token"] = schedules.c.fencing_token + 1
-    return update(schedules).where(schedules.c.job_name == bindparam("b_job")).values(**values)
+    job = value("b_job", schedules.c.job_name.type)
+    return update(schedules).where(schedules.c.job_name == job).values(**values)
 
 
 def _host_alive(host: HostRecord | None, now: datetime) -> bool:

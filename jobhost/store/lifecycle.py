@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.store import hosts as host_rows
 from jobhost.store import ledger
+from jobhost.store.backfill_settling import settle_backfills
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.records import RunRecord
@@ -72,6 +73,7 @@ def start_host(
         )
         gone = host_rows.settle_earlier_incarnations(connection, host_id, now)
         ledger.queue_retries(connection, retries_for(gone, now), now)
+        settle_backfills(connection, now, {r.backfill_id for r in gone if r.backfill_id})
 
 
 def mark_synced(engine: Engine, host_id: str, *, catalog_version: str, clock: Clock) -> None:
@@ -124,6 +126,7 @@ def abandon_dead_runs(
     with engine.begin() as connection:
         gone = ledger.abandon_expired_runs(connection, now, implausible=implausible)
         ledger.queue_retries(connection, retries_for(gone, now), now)
+        settle_backfills(connection, now, {r.backfill_id for r in gone if r.backfill_id})
         ledger.release_expired_leases(connection, now)
 
 

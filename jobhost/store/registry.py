@@ -288,9 +288,15 @@ def _insert(
     catalog_version: str | None,
 ) -> None:
     rows = []
+    # Jobs with the same trigger share their first occurrence: a catalog of 10,000 jobs on a
+    # few hundred distinct triggers computes a few hundred.
+    first: dict[tuple[str | None, ...], datetime | None] = {}
     for want in added:
-        schedule = want.schedule_for(now)
-        next_fire = schedule.next_after(now) if schedule is not None and want.enabled else None
+        trigger = (want.trigger_kind, want.trigger_expression, want.timezone, want.dst_policy)
+        if trigger not in first:
+            schedule = want.schedule_for(now)
+            first[trigger] = schedule.next_after(now) if schedule is not None else None
+        next_fire = first[trigger] if want.enabled else None
         rows.append(
             {
                 "job_name": want.job_name,

@@ -1,16 +1,22 @@
 """Waking every host at once after a manual trigger, a pause or a resume.
 
 PostgreSQL delivers a NOTIFY on the ``jobhost`` channel to every listening host. SQLite has no
-such thing, so commands bump a counter that hosts watch cheaply: every half second the watcher
-looks at the store file and its write-ahead log (one ``stat`` each, no connection), and reads
-the counter only when one of them changed since it last looked; the loop turns only when the
-counter moved. An idle host's store does not change, so watching it costs nothing.
+such thing, so commands bump a counter in the transaction, and once it commits ring the
+doorbell beside the store file (:mod:`jobhost.store.doorbell`): each waiting process sleeps on
+its own socket there, reads the counter when rung, and wakes the loop when it moved. Nothing
+wakes a watcher while nobody signals. A host's heartbeat also reads the counter
+(:meth:`SignalWatcher.look`), so a ring lost to a writer killed between its commit and its ring
+delays the wake by one heartbeat at most. Where no doorbell can be had, the watcher falls back
+to looking every half second at the store file and its write-ahead log (one ``stat`` each),
+reading the counter only when one of them changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +27,8 @@ from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
-from jobhost.store.engine import reading, sqlite_path
+from jobhost.store.doorbell import Doorbell
+from jobhost.store.engine import reading, ring_after_commit, sqlite_path
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
@@ -34,7 +41,8 @@ CHANNEL = "jobhost"
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_SECONDS = 5.0
 _SQLITE_SIGNAL_SECONDS = 0.05
-"""How often a waiter reads the SQLite counter: one tiny read, for a short wait only."""
+"""How often a waiter without a doorbell reads the SQLite counter: one tiny read, for a short
+wait only."""
 
 
 def notify(connection: Connection) -> None:
@@ -42,6 +50,8 @@ def notify(connection: Connection) -> None:
     connection.execute(update(signals).values(version=signals.c.version + 1))
     if connection.dialect.name == "postgresql":
         connection.execute(text(f"NOTIFY {CHANNEL}"))
+    else:
+        ring_after_commit(connection)
 
 
 class SignalWatcher:
@@ -52,12 +62,29 @@ class SignalWatcher:
         self._wake = wake
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="jobhost-signals", daemon=True)
+        self._lock = threading.Lock()
+        self._seen: int | None = None
+        self._doorbell: Doorbell | None = None
+        self._interrupt: socket.socket | None = None
+        """PostgreSQL: written by :meth:`stop` to end the listener's wait."""
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stopped.set()
+        with self._lock:
+            if self._doorbell is not None:
+                self._doorbell.interrupt()
+            if self._interrupt is not None:
+                with contextlib.suppress(OSError):
+                    self._interrupt.send(b"!")
+
+    def look(self) -> None:
+        """SQLite: read the counter now and wake the host if it moved (a lost ring's net).
+        PostgreSQL delivers every NOTIFY to a live ``LISTEN``: nothing to do."""
+        if self._engine.dialect.name != "postgresql":
+            self._read_counter()
 
     def _watch(self) -> None:
         # The store may be away: the loop's own polling goes on meanwhile.
@@ -83,15 +110,48 @@ class SignalWatcher:
 
         url = self._engine.url.set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(f"LISTEN {CHANNEL}")
-            while not self._stopped.is_set():
-                for _ in connection.notifies(timeout=1.0, stop_after=1):
-                    self._wake()
+        stop_reader, stop_writer = socket.socketpair()
+        with self._lock:
+            self._interrupt = stop_writer
+        try:
+            with psycopg.connect(dsn, autocommit=True) as connection:
+                connection.execute(f"LISTEN {CHANNEL}")
+                # The socket's readiness, not psycopg's notifies(), which wakes every 0.1s.
+                with selectors.DefaultSelector() as selector:
+                    selector.register(connection.pgconn.socket, selectors.EVENT_READ)
+                    selector.register(stop_reader, selectors.EVENT_READ)
+                    while not self._stopped.is_set():
+                        selector.select()
+                        if self._stopped.is_set():
+                            return
+                        if _received_notify(connection.pgconn):
+                            self._wake()
+        finally:
+            with self._lock:
+                self._interrupt = None
+            stop_reader.close()
+            stop_writer.close()
 
     def _poll(self) -> None:
-        seen: int | None = None
         path = sqlite_path(self._engine.url)
+        doorbell = Doorbell.open(path) if path is not None else None
+        if doorbell is None:
+            self._poll_stamps(path)
+            return
+        with self._lock:
+            self._doorbell = doorbell
+        try:
+            self._read_counter()
+            while not self._stopped.is_set():
+                doorbell.wait(None)
+                if not self._stopped.is_set():
+                    self._read_counter()
+        finally:
+            with self._lock:
+                self._doorbell = None
+            doorbell.close()
+
+    def _poll_stamps(self, path: Path | None) -> None:
         stamp: tuple[tuple[int, int, int], ...] | None = None
         while not self._stopped.wait(_SQLITE_POLL_SECONDS):
             if path is not None:
@@ -99,24 +159,32 @@ class SignalWatcher:
                 if looked == stamp:
                     continue  # nobody wrote the store: the counter cannot have moved
                 stamp = looked
-            with reading(self._engine) as connection:
-                version = connection.execute(select(signals.c.version)).scalar()
-            if seen is not None and version != seen:
-                self._wake()
-            seen = version
+            self._read_counter()
+
+    def _read_counter(self) -> None:
+        """Wake the host when the counter moved since the last read (not on the first)."""
+        with reading(self._engine) as connection:
+            version = connection.execute(select(signals.c.version)).scalar()
+        with self._lock:
+            moved = self._seen is not None and version != self._seen
+            self._seen = version
+        if moved:
+            self._wake()
 
 
 class ChangeSignal:
     """One wait for the hosts' signal: a command, a pause, a request claimed or refused.
 
-    Used as a context: it starts listening on entry (PostgreSQL's ``LISTEN``; on SQLite, the
-    counter as it stands), so a signal sent between the caller's read and its :meth:`wait` is
-    not missed. Read what you wait for after entering, then wait, then read again.
+    Used as a context: it starts listening on entry (PostgreSQL's ``LISTEN``; on SQLite, its
+    doorbell and the counter as it stands), so a signal sent between the caller's read and its
+    :meth:`wait` is not missed. Read what you wait for after entering, then wait, then read
+    again.
     """
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._listening: psycopg.Connection[Any] | None = None
+        self._doorbell: Doorbell | None = None
         self._seen: int | None = None
 
     def __enter__(self) -> ChangeSignal:
@@ -131,12 +199,20 @@ class ChangeSignal:
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError(f"LISTEN {CHANNEL}", None, error) from error
         else:
-            self._seen = self._version()
+            path = sqlite_path(self._engine.url)
+            self._doorbell = Doorbell.open(path) if path is not None else None
+            try:
+                self._seen = self._version()
+            except BaseException:
+                self.__exit__()
+                raise
         return self
 
     def __exit__(self, *_exc: object) -> None:
         if self._listening is not None:
             self._listening.close()
+        if self._doorbell is not None:
+            self._doorbell.close()
 
     def wait(self, timeout: float) -> bool:
         """Until the next signal, or ``timeout`` seconds; whether a signal came."""
@@ -152,12 +228,25 @@ class ChangeSignal:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            time.sleep(min(_SQLITE_SIGNAL_SECONDS, left))
+            if self._doorbell is not None:
+                self._doorbell.wait(left)
+            else:
+                time.sleep(min(_SQLITE_SIGNAL_SECONDS, left))
 
     def _version(self) -> int | None:
         with reading(self._engine) as connection:
             version: int | None = connection.execute(select(signals.c.version)).scalar()
         return version
+
+
+def _received_notify(pgconn: Any) -> bool:
+    """Read what the server sent; whether a notification was among it. A lost connection
+    raises, and the watcher connects again."""
+    pgconn.consume_input()
+    received = False
+    while pgconn.notifies() is not None:
+        received = True
+    return received
 
 
 def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:

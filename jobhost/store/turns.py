@@ -1,6 +1,7 @@
 """The firing loop's store operations, one transaction each: write the catalog's schedules at
 start-up; on every turn claim what is due and read, in the same transaction, when the store next
-needs this host; after a failed batch, claim one job at a time.
+needs this host; then, while a backfill runs, claim its occurrences in the slots still free;
+after a failed batch, claim one job at a time.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.backfill_claims import claim_backfills, open_backfills, settle_backfills
+from jobhost.store.backfill_claims import BackfillClaims, claim_backfills
 from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, due_job_names
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.engine import reading
@@ -22,11 +23,11 @@ from jobhost.store.wakeups import Wakeups, next_wakeups
 __all__ = [
     "Quiet",
     "Turn",
+    "claim_backfill_turn",
     "claim_job",
     "claim_turn",
     "due_jobs",
     "look_ahead",
-    "settle_open_backfills",
     "sync_catalog",
 ]
 
@@ -60,9 +61,8 @@ def claim_turn(
     skip: Collection[str],
     quiet: Quiet | None = None,
 ) -> Turn:
-    """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`), then
-    backfilled occurrences in the slots nothing else took, and read when the store next needs
-    this host, leaving alone ``skip`` and the jobs the batch did not know.
+    """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`) and read when
+    the store next needs this host, leaving alone ``skip`` and the jobs the batch did not know.
 
     With ``now`` None the turn reads the store's time inside this transaction (see
     :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
@@ -80,17 +80,25 @@ def claim_turn(
             requests=quiet is None or quiet.requests_pending,
             retries=quiet is None or quiet.retries_due(at),
         )
-        backfilled = claim_backfills(
-            connection,
-            host_id=host_id,
-            now=at,
-            slots=slots - len(batch.claims),
-            rules=rules,
-            skip=sorted(set(skip) | batch.unknown),
-        )
-        batch.claims.extend(backfilled.claims)
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
-    return Turn(batch, wakeups, bool(backfilled.open), at)
+    return Turn(batch, wakeups, at)
+
+
+def claim_backfill_turn(
+    engine: Engine,
+    *,
+    host_id: str,
+    now: datetime,
+    slots: int,
+    rules: ClaimRules,
+    skip: Collection[str],
+) -> BackfillClaims:
+    """Claim backfilled occurrences in ``slots`` left free by the turn's claim, in a
+    transaction of its own: the turn's schedule rows are not held while it works."""
+    with engine.begin() as connection:
+        return claim_backfills(
+            connection, host_id=host_id, now=now, slots=slots, rules=rules, skip=skip
+        )
 
 
 @dataclass(frozen=True)
@@ -112,8 +120,6 @@ class Turn:
 
     batch: ClaimBatch
     wakeups: Wakeups
-    backfills_open: bool
-    """Whether a backfill is still unfinished (settle it)."""
     now: datetime
     """The instant the turn worked at."""
 
@@ -155,10 +161,3 @@ def look_ahead(
     with reading(engine) as connection:
         at = now or database_now(connection, clock)
         return next_wakeups(connection, at, skip=skip), at
-
-
-def settle_open_backfills(engine: Engine, now: datetime) -> None:
-    """Mark finished the backfills whose every occurrence has run (see
-    :func:`~jobhost.store.backfill_claims.settle_backfills`)."""
-    with engine.begin() as connection:
-        settle_backfills(connection, now, open_backfills(connection))

@@ -1,4 +1,5 @@
-"""When the store next needs a host: the earliest due schedule, retry and lease expiry.
+"""When the store next needs a host: the earliest due schedule, retry and lease expiry, and
+whether a backfill runs (so a host reads backfills only on turns when one does).
 
 Read in one statement at the end of each claim, through indexes, whatever the catalog's size.
 """
@@ -15,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built
 from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.schema import backfills, run_requests, runs, schedules
 
 __all__ = ["Wakeups", "next_wakeups", "oldest_due"]
 
@@ -35,6 +36,8 @@ class Wakeups:
     """The earliest lease expiry of a running run (its host may have died)."""
     request_at: datetime | None = None
     """When the oldest pending manual request this host may take was made."""
+    backfill_at: datetime | None = None
+    """When the oldest running backfill was made; None when no backfill runs."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -90,11 +93,18 @@ def _wakeups_query(_dialect: str) -> Any:
         .order_by(run_requests.c.requested_at)
         .limit(1)
     )
+    backfill = (
+        select(backfills.c.created_at)
+        .where(backfills.c.state == "running")
+        .order_by(backfills.c.created_at)
+        .limit(1)
+    )
     return select(
         due.scalar_subquery(),
         retry.scalar_subquery(),
         lease.scalar_subquery(),
         request.scalar_subquery(),
+        backfill.scalar_subquery(),
     )
 
 

@@ -13,7 +13,6 @@ runs the firing loop's threads first.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -21,6 +20,8 @@ from collections.abc import Collection
 
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jobhost.web.raw_answers import json_bytes, send_answer
 
 __all__ = ["NICE", "QUEUE_WAIT", "RETRY_AFTER", "BoundedRequests", "lower_priority"]
 
@@ -80,22 +81,15 @@ class BoundedRequests:
 
 
 async def _busy(send: Send, limit: int) -> None:
-    body = json.dumps(
+    body = json_bytes(
         {"error": f"busy: {limit} requests are at work (http_concurrency); try again shortly"}
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(RETRY_AFTER).encode()),
-                (b"cache-control", b"no-store"),
-            ],
-        }
     )
-    await send({"type": "http.response.body", "body": body})
+    headers = {
+        "content-type": "application/json",
+        "retry-after": str(RETRY_AFTER),
+        "cache-control": "no-store",
+    }
+    await send_answer(send, 503, body, headers)
 
 
 def lower_priority() -> None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry
@@ -21,13 +21,13 @@ from prometheus_client import CollectorRegistry
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import build_report
-from jobhost.store import Clock, Engine, StoreError, current_revision, head_revision
+from jobhost.operations.running_host import RunningHost
+from jobhost.store import Engine, StoreError, current_revision, head_revision
 from jobhost.web.exposition import exposition
 
 __all__ = [
     "Endpoints",
     "Probe",
-    "RunningHost",
     "host_endpoints",
     "prometheus_reader",
     "store_endpoints",
@@ -48,33 +48,6 @@ class Endpoints:
     readiness: Probe
     metrics: Callable[[], bytes] | None
     report: Callable[[], dict[str, Any]]
-
-
-class _Status(Protocol):
-    started: float
-    last_tick: float | None
-    catalog_ok: bool
-    synced: bool
-    stuck: int
-    stuck_limit: int
-
-    @property
-    def too_many_stuck(self) -> bool: ...
-
-
-class RunningHost(Protocol):
-    """What the endpoints read from a running host (``jobhost.firing.host.Host``)."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def catalog(self) -> Catalog: ...
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def clock(self) -> Clock | None: ...
-    @property
-    def status(self) -> _Status: ...
 
 
 def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:

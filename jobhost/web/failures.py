@@ -9,13 +9,14 @@ request cannot flood the log.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
 import time
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jobhost.web.raw_answers import PROBLEM_JSON, StartWatch, json_bytes, send_answer
 
 __all__ = ["CatchUnexpected", "failure_body", "log_unexpected"]
 
@@ -76,29 +77,12 @@ class CatchUnexpected:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        watched = StartWatch(send)
         try:
             await self.app(scope, receive, watched)
         except Exception as error:
             failure_id = log_unexpected(scope.get("method", "?"), scope.get("path", "?"), error)
-            if started:
+            if watched.started:
                 return  # the answer is under way: it is cut off, and the log says why
-            body = json.dumps(failure_body(failure_id)).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/problem+json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            body = json_bytes(failure_body(failure_id))
+            await send_answer(send, 500, body, {"content-type": PROBLEM_JSON})

@@ -8,12 +8,12 @@ than any body of the API needs.
 
 from __future__ import annotations
 
-import json
 from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.runtime.definition import FieldProblem
+from jobhost.web.raw_answers import PROBLEM_JSON, json_bytes, send_answer
 
 __all__ = ["MAX_JSON_DEPTH", "RefuseNul", "json_problem", "nul_problem"]
 
@@ -39,14 +39,7 @@ class RefuseNul:
                     "detail": problem.line(),
                     "errors": [{"field": problem.field, "message": problem.message}],
                 }
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 400,
-                        "headers": [(b"content-type", b"application/problem+json")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+                await send_answer(send, 400, json_bytes(body), {"content-type": PROBLEM_JSON})
                 return
         await self.app(scope, receive, send)
 

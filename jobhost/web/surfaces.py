@@ -13,12 +13,13 @@ from starlette.routing import BaseRoute
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.operations.running_host import RunningHost
 from jobhost.store import Engine
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.api import api_routes
 from jobhost.web.app import create_app
 from jobhost.web.console import Console
-from jobhost.web.endpoints import RunningHost, host_endpoints, store_endpoints
+from jobhost.web.endpoints import host_endpoints, store_endpoints
 from jobhost.web.exposition import ExpositionCache
 
 __all__ = ["METRICS_FRESH", "host_application", "store_application"]

@@ -6,7 +6,9 @@ import logging
 
 import anyio
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jobhost.web.raw_answers import StartWatch
 
 __all__ = ["RequestTimeout"]
 
@@ -28,20 +30,13 @@ class RequestTimeout:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        watched = StartWatch(send)
         try:
             with anyio.fail_after(self.seconds):
                 await self.app(scope, receive, watched)
         except TimeoutError:
             _log.warning("HTTP %s timed out after %gs", scope.get("path"), self.seconds)
-            if started:
+            if watched.started:
                 return
             body = {"error": f"the request took longer than {self.seconds:g}s"}
             if scope.get("method") not in {"GET", "HEAD", "OPTIONS"}:

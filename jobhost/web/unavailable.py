@@ -13,9 +13,10 @@ import logging
 import threading
 
 from jobhost_contracts import redact_text
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.store.retrying import is_store_down
+from jobhost.web.raw_answers import PROBLEM_JSON, StartWatch, send_answer
 
 __all__ = ["RETRY_AFTER_SECONDS", "StoreUnavailable", "is_store_down", "unavailable_answer"]
 
@@ -55,7 +56,7 @@ def unavailable_answer(
         )
     body = {"type": "about:blank", "title": "Store unavailable", "status": 503, "detail": detail}
     headers = {
-        "content-type": "application/problem+json",
+        "content-type": PROBLEM_JSON,
         "retry-after": str(RETRY_AFTER_SECONDS),
     }
     return 503, headers, json.dumps(body, indent=2).encode()
@@ -81,32 +82,18 @@ class StoreUnavailable:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 0
         path = str(scope.get("path", "?"))
 
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-                # Said before the answer leaves, so whoever reads the answer can read the line.
-                if status < 500:
-                    _store_answered(path)
-            await send(message)
+        def started(status: int) -> None:
+            # Said before the answer leaves, so whoever reads the answer can read the line.
+            if status < 500:
+                _store_answered(path)
 
+        watched = StartWatch(send, started)
         try:
             await self.app(scope, receive, watched)
         except Exception as error:
-            if not is_store_down(error) or status:
+            if not is_store_down(error) or watched.started:
                 raise
             code, headers, body = unavailable_answer(str(scope.get("method", "?")), path, error)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": code,
-                    "headers": [
-                        *((k.encode(), v.encode()) for k, v in headers.items()),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            await send_answer(send, code, body, headers)

@@ -1,11 +1,12 @@
-"""A backfill's occurrences in the claim: last, in free slots, bounded, paused, cancelled, once."""
+"""A backfill's occurrences in the claim: last, in free slots, bounded, paused, cancelled, once;
+each settled by the write of its run's outcome, and read by a host only while a backfill runs."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from jobhost.store import RunRecord, reading
 from jobhost.store.backfills import cancel_backfill, create_backfill, get_backfill
@@ -16,6 +17,14 @@ from tests.support import ManualClock
 EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
 NIGHTLY = {"name": "sample.nightly", "cron": "0 3 * * *", "overlap": "allow", "max_concurrent": 5}
 JOBS = [EVERY_MINUTE, NIGHTLY]
+FLAKY = {
+    "name": "sample.nightly",
+    "cron": "0 3 * * *",
+    "behaviour": "fail-once",
+    "max_attempts": 2,
+    "backoff": "1s",
+}
+BROKEN = {"name": "sample.nightly", "cron": "0 3 * * *", "behaviour": "fail"}
 
 
 def _at(hour: int, minute: int, second: int = 0) -> datetime:
@@ -40,6 +49,23 @@ def _backfill(host: Any, days: range, *, concurrency: int = 1, mode: str = "miss
             occurrences=[_night(d) for d in days],
             now=host.clock(),
         )
+
+
+def _record(host: Any, backfill_id: str) -> Any:
+    with reading(host.engine) as connection:
+        record = get_backfill(connection, backfill_id)
+    assert record is not None
+    return record
+
+
+def _statements(host: Any) -> list[str]:
+    seen: list[str] = []
+
+    def count(*args: Any) -> None:
+        seen.append(" ".join(str(args[2]).split()))
+
+    event.listen(host.engine, "before_cursor_execute", count)
+    return seen
 
 
 def _backfilled(host: Any) -> list[RunRecord]:
@@ -117,3 +143,133 @@ def test_two_replicas_run_each_occurrence_once(replicas: Any, clock: ManualClock
         record = get_backfill(connection, backfill_id)
     assert record is not None
     assert (record.state, record.counts) == ("done", {"succeeded": 10})
+
+
+def test_the_outcome_write_settles_the_item_and_ends_the_backfill(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([NIGHTLY])
+    clock.now = _at(10, 0, 1)
+    backfill_id = _backfill(host, range(1, 3), concurrency=2)
+    first, second = host.tick()
+    assert _record(host, backfill_id).counts == {"claimed": 2}
+    # No turn in between: the write of each outcome settles its item.
+    assert host.finish(first) == "succeeded"
+    assert (_record(host, backfill_id).counts, _record(host, backfill_id).state) == (
+        {"succeeded": 1, "claimed": 1},
+        "running",
+    )
+    assert host.finish(second) == "succeeded"
+    record = _record(host, backfill_id)
+    assert (record.counts, record.state, record.finished) == ({"succeeded": 2}, "done", True)
+
+
+def test_a_failure_with_a_retry_queued_keeps_its_item_until_the_retry_ends(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([FLAKY])
+    clock.now = _at(10, 0, 1)
+    backfill_id = _backfill(host, range(1, 2))
+    (claim,) = host.tick()
+    assert host.finish(claim) == "failed"
+    assert _record(host, backfill_id).counts == {"claimed": 1}
+    clock.now += timedelta(seconds=2)
+    (retry,) = host.tick()
+    assert (retry.attempt, retry.backfill_id) == (2, backfill_id)
+    assert host.finish(retry) == "succeeded"
+    record = _record(host, backfill_id)
+    assert (record.counts, record.state) == ({"succeeded": 1}, "done")
+
+
+def test_a_failure_without_a_retry_settles_its_item_failed(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([BROKEN])
+    clock.now = _at(10, 0, 1)
+    backfill_id = _backfill(host, range(1, 2))
+    (claim,) = host.tick()
+    assert host.finish(claim) == "failed"
+    record = _record(host, backfill_id)
+    assert (record.counts, record.state) == ({"failed": 1}, "done")
+
+
+def test_a_backfill_cancelled_midway_ends_when_its_last_run_in_flight_is_written(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([NIGHTLY])
+    clock.now = _at(10, 0, 1)
+    backfill_id = _backfill(host, range(1, 7), concurrency=2)
+    first, second = host.tick()
+    assert host.finish(first) == "succeeded"
+    (third,) = host.tick()
+    with host.engine.begin() as connection:
+        assert cancel_backfill(connection, backfill_id, clock())
+    assert host.tick() == []
+    assert host.finish(second) == "succeeded"
+    assert not _record(host, backfill_id).finished  # the third still runs
+    assert host.finish(third) == "succeeded"
+    record = _record(host, backfill_id)
+    assert (record.state, record.finished) == ("cancelled", True)
+    assert record.counts == {"succeeded": 3, "pending": 3}
+    assert host.tick() == []
+    assert len(_backfilled(host)) == 3
+
+
+def test_an_abandoned_run_settles_its_item_in_the_abandon_pass(
+    replicas: Any, clock: ManualClock
+) -> None:
+    dead, survivor = replicas([NIGHTLY], count=2, lease_duration="20s")
+    clock.now = _at(10, 0, 1)
+    backfill_id = _backfill(dead, range(1, 3))
+    (lost,) = dead.tick()
+    clock.now = _at(10, 1, 0)
+    (claim,) = survivor.tick()  # the abandon pass records the lost run, then the next night
+    assert claim.occurrence == _night(2)
+    assert _record(survivor, backfill_id).counts == {"failed": 1, "claimed": 1}
+    assert survivor.finish(claim) == "succeeded"
+    record = _record(survivor, backfill_id)
+    assert (record.counts, record.state) == ({"failed": 1, "succeeded": 1}, "done")
+    assert lost.occurrence == _night(1)
+
+
+def test_a_turn_with_no_backfill_running_reads_no_backfill(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas(JOBS)
+    clock.now = _at(10, 0, 1)
+    backfill_id = _backfill(host, range(1, 2))
+    claims = host.tick()
+    for claim in claims:
+        host.finish(claim)
+    assert _record(host, backfill_id).state == "done"
+    host.tick()
+    seen = _statements(host)
+    clock.now = _at(10, 1, 1)
+    (claim,) = host.tick()
+    assert claim.job_name == "sample.minutely"
+    # The wake-up read says whether a backfill runs, inside the statement it always was.
+    (read,) = [s for s in seen if "FROM backfills" in s]
+    assert "schedules.due_at" in read
+    assert not any("backfill_items" in s for s in seen)
+
+
+def test_an_announced_host_reads_a_full_backfill_again_once_its_run_ends(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([NIGHTLY])
+    host.ticker._announced = True  # as a Host builds it
+    clock.now = _at(10, 0, 1)
+    _backfill(host, range(1, 4))
+    (claim,) = host.tick()  # its concurrency is 1: no room left
+    seen = _statements(host)
+    assert host.tick() == []
+    assert not any("in_flight" in s for s in seen)  # the next turn leaves the backfill alone
+    assert host.finish(claim) == "succeeded"
+    host.ticker.backfill_slot_freed()  # as the host does when the run is recorded
+    (second,) = host.tick()
+    assert second.occurrence == _night(2)
+    assert sum("in_flight" in s for s in seen) == 1
+    host.ticker._announced = False  # a ticker nobody tells of ends reads on every turn
+    seen.clear()
+    assert host.tick() == []
+    assert sum("in_flight" in s for s in seen) == 1

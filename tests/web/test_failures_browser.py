@@ -1,6 +1,7 @@
 """The Failures page and a job's history in a real browser (headless Chromium): search by error
 text through the form, a row leads to its run, the chart draws failures in their colour, the
-history's outcome filter and pager. Screenshots go to the test's output folder (the manual's
+history's outcome filter and pager; a new failure joins the open page without a reload.
+Screenshots go to the test's output folder (the manual's
 dashboard-failures.png and dashboard-history.png come from there)."""
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ FAILED_RGB = "rgb(198, 40, 40)"  # --failed in console.css
 
 
 class Site:
-    def __init__(self, base: str, ids: dict[str, str]) -> None:
+    def __init__(self, base: str, ids: dict[str, str], operator: Operator) -> None:
         self.base = base
         self.ids = ids
+        self.operator = operator
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
     try:
-        yield Site(f"http://127.0.0.1:{server.address[1]}", ids)
+        yield Site(f"http://127.0.0.1:{server.address[1]}", ids, operator)
     finally:
         server.stop()
         operator.close()
@@ -133,3 +135,25 @@ def test_a_jobs_history_filters_by_outcome_and_pages(
     waiting(browser, 10).until(lambda b: "range=1h" in b.current_url)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#job-chart g.bar")) == 12
     assert "Runs in the last hour" in browser.find_element(By.ID, "runs-window").text
+
+
+def test_a_new_failure_appears_without_a_reload_and_keeps_the_search_being_typed(
+    site: Site, browser: WebDriver, tmp_path: Path
+) -> None:
+    browser.get(site.base + "/failures")
+    assert int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-live") or 0) > 0
+    before = _rows(browser, "failures")
+    # Set on this document only: a reload would lose it.
+    browser.execute_script("window.jobhostOpened = true;")
+    browser.find_element(By.ID, "failure-q").send_keys("vendor")
+    fresh = site.operator.add_run(
+        "sample.cleanup", "failed", started=now(), error="the vendor answered 502 Bad Gateway"
+    )
+    waiting(browser, 20).until(lambda b: _rows(b, "failures")[:1] == [fresh])
+    assert browser.execute_script("return window.jobhostOpened === true;")
+    assert _rows(browser, "failures") == [fresh, *before]
+    first = browser.find_element(By.CSS_SELECTOR, "#failures tbody tr")
+    assert "502 Bad Gateway" in first.find_element(By.CSS_SELECTOR, "td.err").text
+    assert browser.find_element(By.ID, "failure-q").get_attribute("value") == "vendor"
+    assert "updated" in browser.find_element(By.ID, "live-state").text
+    browser.save_screenshot(str(tmp_path / "failures-live.png"))

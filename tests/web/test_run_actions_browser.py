@@ -27,6 +27,14 @@ TOKEN = "carol-0123456789-token"
 JOBS = [
     {"name": "sample.slow", "cron": "0 3 * * *", "behaviour": "sleep", "seconds": 300},
     {"name": "sample.flaky", "cron": "0 3 * * *", "behaviour": "fail-once"},
+    {
+        "name": "sample.doomed",
+        "cron": "0 3 * * *",
+        "behaviour": "log",
+        "lines": 4,
+        "pause": 1,
+        "raise": "the vendor went away",
+    },
 ]
 
 
@@ -145,6 +153,38 @@ def test_an_operator_retries_a_failed_run_and_sees_the_new_attempt_succeed(
         "web-2",
         "carol",
     )
+
+
+def test_the_retry_form_appears_when_the_open_run_fails_and_keeps_the_typed_reason(
+    site: Site, browser: WebDriver, tmp_path: Path
+) -> None:
+    queued = site.operator.jobhost("trigger", "sample.doomed", "--no-wait", "--reason", "go")
+    assert queued.returncode == 0, queued.stderr
+    (run,) = wait_for(
+        lambda: [r for r in site.operator.runs("sample.doomed") if r.outcome == "running"],
+        30,
+        "the run to start on the host",
+    )
+    browser.get(f"{site.base}/runs/{run.id}")
+    assert browser.find_elements(By.ID, "retry-form") == []
+    # Set on this document only: a reload would lose it.
+    browser.execute_script("window.jobhostOpened = true;")
+    waiting(browser, 30).until(lambda b: b.find_elements(By.ID, "retry-form"))
+    assert browser.execute_script("return window.jobhostOpened === true;")
+    assert browser.find_element(By.ID, "run-outcome").text == "failed"
+    assert "the vendor went away" in browser.find_element(By.ID, "run-error").text
+    # The form's section is not live: a refresh never replaces what is being typed there.
+    section = browser.find_element(By.ID, "run-actions")
+    assert section.get_attribute("data-live") is None
+    browser.find_element(By.ID, "retry-reason").send_keys("vendor back")
+    browser.save_screenshot(str(tmp_path / "run-failed-live.png"))
+    assert browser.find_element(By.ID, "retry-reason").get_attribute("value") == "vendor back"
+    browser.find_element(By.ID, "retry-confirm").click()
+    browser.find_element(By.ID, "retry").click()
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "notice"))
+    assert "retry queued" in browser.find_element(By.ID, "notice").text
+    first, second = site.operator.runs("sample.doomed")[:2]
+    assert (first.id, second.attempt, second.reason) == (run.id, 2, "vendor back")
 
 
 def test_an_operator_pauses_and_resumes_a_module_from_the_overview(
