@@ -33,6 +33,7 @@ from jobhost.store import (
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import hosts, run_requests, runs, schedules
 from tests.commands import jobhost_command
+from tests.migrated import migrate as migrate_store
 from tests.support import SAMPLE_PLUGIN
 from tests.toml_values import toml_value
 
@@ -124,7 +125,7 @@ class Operator:
             lines += [f"{key} = {toml_value(value)}" for key, value in job.items()]
         self.config.write_text("\n".join(lines) + "\n")
         if migrate:
-            migrate(self.engine)
+            migrate_store(self.engine)
         return self
 
     @property
