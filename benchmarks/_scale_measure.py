@@ -347,6 +347,10 @@ def _score_ledger(
     outcome.ledger_duplicates = sum(1 for count in attempts.values() if count > 1)
 
 
+_NOT_COUNTS = ("threads", "texts")
+"""Keys of the counts file that name things rather than count them."""
+
+
 def _count_delta(
     before: list[dict[str, dict[str, int]]], after: list[dict[str, dict[str, int]]]
 ) -> tuple[int | None, dict[str, dict[str, int]]]:
@@ -355,8 +359,8 @@ def _count_delta(
     per_thread: dict[str, dict[str, int]] = {}
     for old, new in zip(before, after, strict=True):
         for kind, threads in new.items():
-            if kind == "threads":
-                continue  # thread names by native id, not counts
+            if kind in _NOT_COUNTS:
+                continue
             for thread, count in threads.items():
                 slot = per_thread.setdefault(thread, {})
                 slot[kind] = slot.get(kind, 0) + count - old.get(kind, {}).get(thread, 0)

@@ -190,22 +190,37 @@ _READ_RUNS = int(os.environ.get("CONSOLE_READ_RUNS", "5"))
 
 
 def _read_commands(command: list[str], env: dict[str, str], one: str) -> None:
-    """The median whole-process wall time of each read-only command beside its target, and the
+    """The median whole-process wall time of each read-only command beside its target, with its
+    median CPU seconds (on a shared machine the wall clock measures the neighbours too), and the
     health check's peak memory (target 150 MB). ``farm-bench`` gives the same from outside."""
-    print(f"  read-only commands, whole process, median of {_READ_RUNS} (target)")
+    print(f"  read-only commands, whole process, median of {_READ_RUNS}   wall     cpu   (target)")
     for label, args, target in _READS:
         argv = [*command, *(arg.replace("{one}", one) for arg in args)]
-        walls = []
+        walls, cpus = [], []
         for _ in range(_READ_RUNS + 1):
-            started = time.perf_counter()
+            started, used = time.perf_counter(), _cpu()
             _command(argv, env)
             walls.append(time.perf_counter() - started)
-        wall = sorted(walls[1:])[len(walls[1:]) // 2]
+            cpus.append(_cpu() - used)
+        wall, cpu = _median(walls[1:]), _median(cpus[1:])
         mark = "ok" if wall <= target else "OVER"
-        print(f"  jobhost {label:<26} {wall:7.3f}   (<= {target:.1f} s {mark})")
+        print(f"  jobhost {label:<26} {wall:7.3f} {cpu:7.3f}   (<= {target:.1f} s {mark})")
     _, peak = _peak([*command, "health", "--no-hosts"], env)
     mark = "ok" if peak <= 150 else "OVER"
     print(f"  jobhost health --no-hosts peak {peak:6.0f} MB (<= 150 MB {mark})")
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def reads_only(config: str, one: str) -> None:
+    """``python benchmarks/console.py reads CONFIG NAME``: the read-only commands alone, on a
+    store ``seed`` made (NAME: a job of it), so two checkouts can be timed on one store."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBHOST_", "OTEL_"))}
+    env["JOBHOST_LOAD_PLUGINS"] = ""
+    print(f"{config}: load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    _read_commands([sys.executable, "-m", "jobhost", "--config", config], env, one)
 
 
 def seed_only(backend: str, directory: str) -> None:
@@ -614,5 +629,7 @@ def _store(backend: str, directory: str) -> Iterator[str]:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["seed"]:
         seed_only(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["reads"]:
+        reads_only(sys.argv[2], sys.argv[3])
     else:
         main(sys.argv[1:])

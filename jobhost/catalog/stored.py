@@ -11,11 +11,12 @@ read never calls (one that refuses to run stands in).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
+import orjson
 from jobhost_contracts import (
     BackgroundJobDeclaration,
     DstGap,
@@ -34,6 +35,16 @@ __all__ = ["StoredExecutor", "declaration_text", "stored_spec"]
 
 _FORMAT = 1
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+# Reading 10,000 stored jobs back: the policy enums by value (an Enum call costs several
+# calls), and the immutable parts many jobs share — a trigger, a retry policy — made once.
+_MISFIRE = {policy.value: policy for policy in MisfirePolicy}
+_OVERLAP = {policy.value: policy for policy in OverlapPolicy}
+_DST_GAP = {policy.value: policy for policy in DstGap}
+_DST_REPEAT = {policy.value: policy for policy in DstRepeat}
+_TRIGGER_PARTS = ("kind", "expression", "interval", "timezone", "source", "dst_gap", "dst_repeat")
+_RETRY_PARTS = ("max_attempts", "backoff", "backoff_max", "jitter", "retry_on")
+_SHARED: dict[tuple[Hashable, ...], object] = {}
+_SHARED_KEPT = 20_000
 
 
 def declaration_text(spec: JobSpec) -> str:
@@ -80,11 +91,10 @@ def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _
 
     Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write.
     """
-    data = json.loads(text)
+    data = orjson.loads(text)
     if data.get("format") != _FORMAT:
         raise ValueError(f"unknown declaration format {data.get('format')!r}")
     declared = _trigger(data["declared"])
-    retry = data["retry"]
     declaration = BackgroundJobDeclaration(
         name=name,
         module=module,
@@ -95,18 +105,12 @@ def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _
         critical=data["critical"],
         configuration_source=data["configuration_source"],
         description=data["description"],
-        misfire=MisfirePolicy(data["misfire"]),
+        misfire=_MISFIRE[data["misfire"]],
         catch_up_limit=data["catch_up_limit"],
         misfire_grace=_duration(data["misfire_grace"]),
-        overlap=OverlapPolicy(data["overlap"]),
+        overlap=_OVERLAP[data["overlap"]],
         max_concurrent=data["max_concurrent"],
-        retry=RetryPolicy(
-            max_attempts=retry["max_attempts"],
-            backoff=timedelta(seconds=retry["backoff"]),
-            backoff_max=timedelta(seconds=retry["backoff_max"]),
-            jitter=retry["jitter"],
-            retry_on=frozenset(retry["retry_on"]),
-        ),
+        retry=_retry(data["retry"]),
         timeout=_duration(data["timeout"]),
         lease=_duration(data["lease"]),
         overdue_after=_duration(data["overdue_after"]),
@@ -154,15 +158,47 @@ def _trigger_json(trigger: EffectiveTrigger) -> dict[str, Any]:
 
 
 def _trigger(data: Mapping[str, Any]) -> EffectiveTrigger:
-    return EffectiveTrigger(
-        kind=cast(Literal["cron", "interval"] | None, data["kind"]),
-        expression=data["expression"],
-        interval=_duration(data["interval"]),
-        timezone=data["timezone"],
-        source=cast(Literal["declaration", "override", "api"], data["source"]),
-        dst_gap=DstGap(data["dst_gap"]),
-        dst_repeat=DstRepeat(data["dst_repeat"]),
+    key = tuple(data[part] for part in _TRIGGER_PARTS)
+    found = _SHARED.get(key)
+    if found is None:
+        found = EffectiveTrigger(
+            # Quoted: a subscripted Literal is built anew at each call.
+            kind=cast("Literal['cron', 'interval'] | None", data["kind"]),
+            expression=data["expression"],
+            interval=_duration(data["interval"]),
+            timezone=data["timezone"],
+            source=cast("Literal['declaration', 'override', 'api']", data["source"]),
+            dst_gap=_DST_GAP[data["dst_gap"]],
+            dst_repeat=_DST_REPEAT[data["dst_repeat"]],
+        )
+        _share(key, found)
+    return cast(EffectiveTrigger, found)
+
+
+def _retry(data: Mapping[str, Any]) -> RetryPolicy:
+    # With the types: 1 and 1.0 (and True) are equal keys, but not equal policies.
+    key = (
+        "retry",
+        *((type(data[part]), data[part]) for part in _RETRY_PARTS[:-1]),
+        tuple(data["retry_on"]),
     )
+    found = _SHARED.get(key)
+    if found is None:
+        found = RetryPolicy(
+            max_attempts=data["max_attempts"],
+            backoff=timedelta(seconds=data["backoff"]),
+            backoff_max=timedelta(seconds=data["backoff_max"]),
+            jitter=data["jitter"],
+            retry_on=frozenset(data["retry_on"]),
+        )
+        _share(key, found)
+    return cast(RetryPolicy, found)
+
+
+def _share(key: tuple[Hashable, ...], value: object) -> None:
+    if len(_SHARED) >= _SHARED_KEPT:
+        _SHARED.clear()
+    _SHARED[key] = value
 
 
 def _seconds(value: timedelta | None) -> float | None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli
@@ -69,6 +67,7 @@ def report(
     Exit status: 0; 2 for an unknown --job; 3 with --check-catalog when the catalog is invalid
     (the report is still printed, from what could be loaded; see `jobhost validate`).
     """
+    from jobhost.operations.json_text import indented
     from jobhost.operations.render import stdout_style, terminal_width
     from jobhost.operations.report import build_report
     from jobhost.operations.report_text import report_lines
@@ -95,7 +94,7 @@ def report(
     if as_json:
         data = built.to_json()
         data["jobs"] = [item.to_json() for item in jobs]
-        click.echo(json.dumps(data, indent=2))
+        click.echo(indented(data))
     else:
         lines = report_lines(
             built,

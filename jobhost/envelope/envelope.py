@@ -63,6 +63,7 @@ class RunEnvelope:
         sink_timeout: timedelta = timedelta(seconds=5),
         stopping: Callable[[], bool] = lambda: False,
         store_time: Clock | None = None,
+        outcome_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
     ) -> None:
@@ -86,6 +87,9 @@ class RunEnvelope:
         self._run_logs = run_logs
         self._store_time = store_time
         """Stands in for the store's clock (tests); None: the database's time on PostgreSQL."""
+        self._outcome_time = outcome_time or store_time
+        """What stamps recorded outcomes: a host's estimate of the store's time from its turns'
+        readings saves each recording a read of the clock."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
@@ -293,7 +297,7 @@ class RunEnvelope:
             self._host_id,
             batch,
             clock=self._clock,
-            store_time=self._store_time,
+            store_time=self._outcome_time,
             isolate=isolate,
         )
 

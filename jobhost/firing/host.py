@@ -55,6 +55,9 @@ _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
 _HEARTBEAT_RETRY = 1.0
 _COALESCE = 0.002
+_LATE_BIAS = 0.0005
+"""Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
+the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
 
 
 @dataclass
@@ -161,6 +164,8 @@ class Host:
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
+            # Every turn reads the store's clock; outcomes need no reading of their own.
+            outcome_time=self._ticker.store_time,
         )
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
@@ -234,10 +239,11 @@ class Host:
     def loop(self) -> None:
         while not self._stopping.is_set():
             sleep = self.turn()
-            self._wake.wait(sleep)
-            if self._last_claims:
+            woken = self._wake.wait(sleep)
+            if woken and self._last_claims:
                 # Under load, let a few more runs finish before the next claim: one claim
-                # transaction for several free slots instead of one for each.
+                # transaction for several free slots instead of one for each. A wake for a
+                # due occurrence (the timer) goes straight to its claim.
                 time.sleep(_COALESCE)
             self._wake.clear()
 
@@ -251,6 +257,7 @@ class Host:
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
             slots, request_slots = self._free_slots()
             # The turn reads the store's time inside its claim transaction.
+            claimed_from = time.monotonic()
             result = self._ticker.tick(None, slots, request_slots)
             assert result.now is not None
             now = result.now
@@ -298,7 +305,10 @@ class Host:
             return _MIN_SLEEP
         if result.saturated or result.next_wake is None:
             return poll  # a run that finishes frees a slot and wakes the loop
-        return min(max((result.next_wake - now).total_seconds(), _MIN_SLEEP), poll)
+        # ``now`` was read as the claim began: the sleep starts later by what the turn took
+        # since, which would otherwise make every next fire late by it.
+        spent = time.monotonic() - claimed_from - _LATE_BIAS
+        return min(max((result.next_wake - now).total_seconds() - spent, _MIN_SLEEP), poll)
 
     def request_stop(self) -> None:
         self._stopping.set()

@@ -98,6 +98,10 @@ class Ticker:
         self._unknown: set[str] = set()
         self._set_aside: dict[str, float] = {}
         self._wakeups: Wakeups | None = None
+        self._wakeups_read = 0.0
+        """When (monotonic) ``_wakeups`` was read."""
+        self._jobs_waiting = False
+        """The last claim left a job's due work waiting for a live run: its end makes it due."""
         """What the last turn read; None until then, so the first turn looks for dead runs."""
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
@@ -126,6 +130,11 @@ class Ticker:
             limits=self._limits,
             members=self._groups,
         )
+
+    def store_time(self) -> datetime:
+        """The store's time without asking it (see :meth:`_estimated_now`): what the host's
+        recorder stamps outcomes with, a statement less per batch it writes."""
+        return self._estimated_now()
 
     def look_everywhere(self) -> None:
         """A manual request, a retry or a backfill may have been queued: the next claim reads
@@ -195,6 +204,13 @@ class Ticker:
             )
             self._news = True  # an abandoned run may be retried
         result = TickResult()
+        between = self._between_fires(now)
+        if between is not None and self._wakeups is not None:
+            # Woken for a backfill's free slot with nothing else due: the claim would find
+            # nothing, so the turn leaves it out and the backfill is offered the slots.
+            result.now = between
+            result.next_wake = self._wakeups.next_wake(between)
+            return result
         if free_slots <= 0 and request_slots <= 0:
             result.saturated = True
             self._wakeups, at = self._read_wakeups(now)
@@ -220,6 +236,7 @@ class Ticker:
             self._absorb(batch)
             result.waiting |= batch.waiting
             result.claims.extend((c, self._jobs[c.job_name]) for c in batch.claims)
+        self._jobs_waiting = bool(result.waiting)
         taken = len(result.claims)
         result.saturated = taken >= free_slots
         result.next_wake = self._wakeups.next_wake(at, more_due=batches[-1].schedules_seen > 0)
@@ -232,6 +249,26 @@ class Ticker:
     @property
     def _implausible(self) -> timedelta:
         return self._rules.implausible_lease
+
+    def _between_fires(self, given: datetime | None) -> datetime | None:
+        """The turn's instant when, while a backfill runs, its claim would find nothing: an
+        announced ticker with no news since a wake-up read of under a second ago that named
+        nothing due by now. None otherwise (the claim runs as always)."""
+        last = self._wakeups
+        if last is None or last.backfill_at is None or not self._announced or self._news:
+            return None
+        if self._jobs_waiting:
+            return None
+        if last.request_at is not None:
+            return None
+        if time.monotonic() - self._wakeups_read > _BACKFILL_RECHECK_SECONDS:
+            return None
+        if self._skip() != self._last_skip:
+            return None
+        now = given or self._estimated_now()
+        if any(at is not None and at <= now for at in (last.due_at, last.retry_at)):
+            return None
+        return None if last.lease_expiry_passed(now) else now
 
     def _abandon_due(self, now: datetime) -> bool:
         """Look for dead runs when a lease has expired, and now and then in any case: a corrupt
@@ -292,6 +329,7 @@ class Ticker:
         )
         if given is None:
             self._noted(turn.now)
+        self._wakeups_read = time.monotonic()
         return turn.batch, turn.wakeups, turn.now
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
@@ -346,6 +384,7 @@ class Ticker:
 
     def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
         wakeups, now = look_ahead(self._engine, given, self._clock, skip=self._skip())
+        self._wakeups_read = time.monotonic()
         if given is None:
             self._noted(now)
         return wakeups, now

@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Select, Table, bindparam, cast, column, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
@@ -60,7 +59,7 @@ def insert_ignoring_duplicates(
         return 0
 
     def build(dialect: str) -> Any:
-        module: Any = postgresql if dialect == "postgresql" else sqlite
+        module = _dialect_module(dialect)
         return (
             module.insert(table)
             .on_conflict_do_nothing(index_elements=list(columns))
@@ -86,7 +85,7 @@ def insert_returning_new(
         return []
 
     def build(dialect: str) -> Any:
-        module: Any = postgresql if dialect == "postgresql" else sqlite
+        module = _dialect_module(dialect)
         (key,) = table.primary_key.columns
         return (
             module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
@@ -107,9 +106,9 @@ def unnest_rows(columns: Sequence[tuple[str, Any]], *, prefix: str = "u_") -> An
     it once and the server prepares it, where a multi-row VALUES list or an executemany
     changes with every size or sends a statement per row.
     """
+    array = _dialect_module("postgresql").ARRAY
     arrays = [
-        cast(bindparam(f"{prefix}{name}", type_=postgresql.ARRAY(kind)), postgresql.ARRAY(kind))
-        for name, kind in columns
+        cast(bindparam(f"{prefix}{name}", type_=array(kind)), array(kind)) for name, kind in columns
     ]
     return (
         func.unnest(*arrays)
@@ -133,7 +132,8 @@ def _insert_unnest(
     def build(_dialect: str) -> Any:
         source = unnest_rows([(name, table.c[name].type) for name in names])
         return (
-            postgresql.insert(table)
+            _dialect_module("postgresql")
+            .insert(table)
             .from_select(list(names), select(*(source.c[name] for name in names)))
             .on_conflict_do_nothing(index_elements=list(columns))
             .returning(*table.primary_key.columns)
@@ -198,3 +198,16 @@ def violated_constraint(error: IntegrityError) -> str | None:
     if prefix in message:
         return message.split(prefix, 1)[1].strip()
     return None
+
+
+def _dialect_module(dialect: str) -> Any:
+    """The dialect package whose ``insert`` knows ON CONFLICT, imported when first needed:
+    PostgreSQL's pulls in every PostgreSQL driver's dialect and asyncio, a tenth of a read-only
+    command's start-up on an SQLite store."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite

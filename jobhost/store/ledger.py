@@ -101,30 +101,40 @@ def record_outcomes(
     """
     if not outcomes:
         return set()
-    ids = [o.run_id for o in outcomes]
-    query = built(connection, "own-running", _own_running)
-    mine = set(connection.execute(query, {"ids": ids, "host": host_id}).scalars())
-    recorded = [o for o in outcomes if o.run_id in mine]
+    finishes = [
+        {
+            "b_id": o.run_id,
+            "started_at": o.started_at,
+            "outcome": o.end.outcome,
+            "finished_at": o.end.finished_at,
+            "error_type": o.end.error_type,
+            "error_message": o.end.error_message,
+            "trace_id": o.end.trace_id,
+        }
+        for o in outcomes
+    ]
+    if connection.dialect.name == "postgresql" and not isolate:
+        # One statement finds the runs still this host's and finishes them.
+        statement = built(connection, "finish-own-runs:arrays", _finish_own_runs)
+        mine = set(
+            connection.execute(statement, {**columns_of(finishes), "host": host_id}).scalars()
+        )
+        recorded = [o for o in outcomes if o.run_id in mine]
+        refused: list[dict[str, Any]] = []
+    else:
+        ids = [o.run_id for o in outcomes]
+        query = built(connection, "own-running", _own_running)
+        mine = set(connection.execute(query, {"ids": ids, "host": host_id}).scalars())
+        recorded = [o for o in outcomes if o.run_id in mine]
+        refused = _execute_batch(
+            connection,
+            "finish-runs",
+            _finish_runs,
+            isolate=isolate,
+            rows=[row for row in finishes if row["b_id"] in mine],
+        )
     if not recorded:
         return set()
-    refused = _execute_batch(
-        connection,
-        "finish-runs",
-        _finish_runs,
-        isolate=isolate,
-        rows=[
-            {
-                "b_id": o.run_id,
-                "started_at": o.started_at,
-                "outcome": o.end.outcome,
-                "finished_at": o.end.finished_at,
-                "error_type": o.end.error_type,
-                "error_message": o.end.error_message,
-                "trace_id": o.end.trace_id,
-            }
-            for o in recorded
-        ],
-    )
     if refused:
         # Left running: the database refused this run's row; the caller keeps the outcome.
         kept = {row["b_id"] for row in refused}
@@ -389,24 +399,34 @@ def _execute_batch(
     if connection.dialect.name != "postgresql" or isolate:
         statement = built(connection, name, lambda _: build(_bound))
         return execute_isolating(connection, statement, rows, isolate=isolate)
-
-    def from_arrays(_dialect: str) -> Any:
-        kinds: dict[str, Any] = {}
-
-        def note(key: str, kind: Any) -> Any:
-            kinds.setdefault(key, kind)
-            return _bound(key, kind)
-
-        build(note)  # once to learn the values' names and types
-        source = unnest_rows(list(kinds.items()))
-        return build(lambda key, _kind: source.c[key])
-
-    connection.execute(built(connection, f"{name}:arrays", from_arrays), columns_of(rows))
+    statement = built(connection, f"{name}:arrays", lambda _: _from_arrays(build))
+    connection.execute(statement, columns_of(rows))
     return []
+
+
+def _from_arrays(build: Callable[[_Value], Any]) -> Any:
+    """The statement ``build`` makes, its values the columns of arrays (PostgreSQL)."""
+    kinds: dict[str, Any] = {}
+
+    def note(key: str, kind: Any) -> Any:
+        kinds.setdefault(key, kind)
+        return _bound(key, kind)
+
+    build(note)  # once to learn the values' names and types
+    source = unnest_rows(list(kinds.items()))
+    return build(lambda key, _kind: source.c[key])
 
 
 def _bound(name: str, kind: Any) -> Any:
     return bindparam(name, type_=kind)
+
+
+def _finish_own_runs(_dialect: str) -> Any:
+    return (
+        _from_arrays(_finish_runs)
+        .where(runs.c.host_id == bindparam("host"), runs.c.outcome == RUNNING)
+        .returning(runs.c.id)
+    )
 
 
 def _finish_runs(value: _Value) -> Any:

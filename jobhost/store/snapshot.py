@@ -7,7 +7,7 @@ The reads are :mod:`jobhost.store.reports`', each bounded by an index.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -53,10 +53,13 @@ def read_snapshot(
     clock: Clock | None = None,
     *,
     only: str | None = None,
+    ledger_of: Callable[[dict[str, ScheduleRecord]], Collection[str]] | None = None,
 ) -> StoreSnapshot:
     """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
 
-    With ``only``, just that job is read (its row, its runs), whatever ``names`` says.
+    With ``only``, just that job is read (its row, its runs), whatever ``names`` says. With
+    ``ledger_of``, only the jobs it names, given the schedule rows, have their ledger read (the
+    health check reads the critical jobs'), in the same transaction.
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
@@ -64,6 +67,10 @@ def read_snapshot(
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
             running = store_reports.running_runs(connection, only)
+        elif ledger_of is not None:
+            rows = store_reports.list_schedules(connection)
+            summaries = store_reports.ledger_summaries(connection, ledger_of(rows))
+            running = store_reports.running_runs(connection)
         else:
             rows = store_reports.list_schedules(connection)
             extra = set(names) - set(rows)

@@ -51,7 +51,10 @@ class Wakeups:
     def next_wake(self, now: datetime, *, more_due: bool = False) -> datetime | None:
         times: list[datetime] = []
         if self.due_at is not None:
-            times.append(max(self.due_at, now + _BUSY_RECHECK) if not more_due else self.due_at)
+            # A future occurrence is woken for on time; one already due that the claim left
+            # (rows another replica holds) is looked at again soon, not in a spin.
+            busy = not more_due and self.due_at <= now
+            times.append(now + _BUSY_RECHECK if busy else self.due_at)
         if self.retry_at is not None:
             times.append(max(self.retry_at, now + _BUSY_RECHECK))
         if self.lease_expiry is not None:

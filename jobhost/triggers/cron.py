@@ -71,7 +71,10 @@ def cron_schedule(
     10,000 jobs sharing a few hundred expressions parses each once (validation and the catalog
     both ask).
     """
-    key = (expression, timezone, DstGap(dst_gap), DstRepeat(dst_repeat))
+    # An Enum call costs several calls, and a report of 10,000 jobs asks here for each.
+    gap = dst_gap if type(dst_gap) is DstGap else DstGap(dst_gap)
+    repeat = dst_repeat if type(dst_repeat) is DstRepeat else DstRepeat(dst_repeat)
+    key = (expression, timezone, gap, repeat)
     found = _PARSED.get(key)
     if found is None:
         if len(_PARSED) >= _PARSED_KEPT:

@@ -242,3 +242,26 @@ def test_a_detail_names_ten_jobs_then_how_many_more(operator: Operator) -> None:
     text = " ".join(operator.jobhost("health", "--no-hosts").stdout.split())
     assert [name for name in names if f"{name}'s last run" in text] == names[:10]
     assert "; and 15 more PASS" in text
+
+
+def test_a_run_of_any_job_holding_an_expired_lease_fails_the_leases_check(
+    operator: Operator,
+) -> None:
+    # health reports only the jobs its checks look at: a job that is not critical is one of
+    # them when a run of it still holds a lease that expired.
+    _healthy(operator)
+    t = now()
+    run_id = operator.add_run(
+        "sample.cleanup",
+        "running",
+        started=t - timedelta(minutes=10),
+        host="dead-host",
+        lease_expires_at=t - timedelta(minutes=2),
+    )
+    done, result = operator.json("health")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _verdicts(result)["leases"] is False
+    assert _verdicts(result)["critical-jobs-last-run"] is True
+    leases = _detail(result, "leases")
+    assert leases.startswith("sample.cleanup: ")
+    assert f"run {run_id} on host dead-host" in leases
