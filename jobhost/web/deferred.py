@@ -4,29 +4,26 @@
 (their models, templates and routes) cost a fair share of the host's start-up to import and
 build. :class:`DeferredApp` answers ``GET``/``HEAD`` of the probes and ``/metrics`` from a small
 application with the same endpoints and middleware, and every other request from the whole
-application, built once: on a background thread when the host is ready (:meth:`build_when`),
-or by the first request that needs it, which then waits for it. Either way the answer is the
-one the whole application gives (the 404 page lists the API's paths), only later.
+application, built once by the first request that needs it (on a worker thread at the
+requests' lower priority; requests arriving meanwhile wait for it). Its answer is the one the
+whole application gives (the 404 page lists the API's paths), only later. It is not built on
+a background thread once the host is ready: that would land on the host's first answers from
+``/readyz`` and its first fires, and a host only probed and scraped never needs it.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from collections.abc import Callable
 
-import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobhost.web.admission import lower_priority
+from jobhost.web.app import blocking
 
 __all__ = ["DeferredApp"]
 
-_log = logging.getLogger("jobhost.http")
 _QUICK_METHODS = ("GET", "HEAD")
 _QUICK_PATHS = ("/healthz", "/readyz", "/metrics")
-_POLL_SECONDS = 0.1
 
 
 class DeferredApp:
@@ -49,7 +46,7 @@ class DeferredApp:
             return
         app = self._app
         if app is None:
-            app = await anyio.to_thread.run_sync(self.built)
+            app = await blocking(self.built)
         await app(scope, receive, send)
 
     @property
@@ -62,18 +59,3 @@ class DeferredApp:
             if self._app is None:
                 self._app = self._build()
             return self._app
-
-    def build_when(self, ready: Callable[[], bool]) -> None:
-        """Build on a daemon thread, at a lower priority, once ``ready()`` holds (polled)."""
-
-        def wait_then_build() -> None:
-            lower_priority()
-            while self._app is None and not ready():
-                time.sleep(_POLL_SECONDS)
-            try:
-                self.built()
-            except Exception:
-                # A request that needs it builds it again and answers 500 if it still fails.
-                _log.exception("building the HTTP application failed")
-
-        threading.Thread(target=wait_then_build, name="jobhost-http-build", daemon=True).start()

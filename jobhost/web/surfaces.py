@@ -33,8 +33,7 @@ def host_application(
     """``jobhost run``'s application: the endpoints of ``host``, then ``routes``.
 
     The probes and ``/metrics`` answer from the start; the API and the dashboard are imported
-    and built once the host is ready (or by the first request for them), so that they do not
-    delay it."""
+    and built by the first request for them, so that they do not delay the host's start."""
     settings = host.settings
     brake = GuessBrake()
     access = ReadAccess(settings, brake)
@@ -61,9 +60,7 @@ def host_application(
     probes = create_app(
         endpoints, request_timeout=timeout, access=access, concurrency=settings.http_concurrency
     )
-    app = DeferredApp(probes, whole)
-    app.build_when(lambda: host.status.synced)
-    return app
+    return DeferredApp(probes, whole)
 
 
 def store_application(

@@ -61,7 +61,7 @@ def test_a_request_before_the_host_is_ready_gets_the_whole_applications_answer(
     with _served(app) as base:
         code, _, body = get(f"{base}/readyz")
         assert code == 503 and "not registered" in json.loads(body)["detail"]
-        # Not ready, so not built in the background: this request builds it and waits.
+        # The first request that is not a probe builds the rest and waits for it.
         code, _, body = get(f"{base}/nope")
         assert code == 404
         listed = json.loads(body)["endpoints"]
@@ -71,15 +71,16 @@ def test_a_request_before_the_host_is_ready_gets_the_whole_applications_answer(
         assert get(f"{base}/")[0] == 200  # the dashboard
 
 
-def test_the_whole_application_is_built_in_the_background_once_the_host_is_ready(
-    host: Any,
-) -> None:
+def test_only_a_request_that_needs_them_builds_the_api_and_dashboard(host: Any) -> None:
     app = host_application(host, lambda: b"")
-    time.sleep(0.5)  # several polls of a host that is not ready
-    assert not app.is_built
     host.status.synced = True
-    wait_for(lambda: app.is_built, 30, "the background build")
-    assert app.built() is app.built()  # once, however many ask
+    with _served(app) as base:
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert get(f"{base}{path}")[0] in {200, 503}
+        assert not app.is_built
+        assert get(f"{base}/report")[0] == 200
+        assert app.is_built
+        assert app.built() is app.built()  # once, however many ask
 
 
 def test_probes_answer_while_the_rest_waits_for_the_build() -> None:
