@@ -17,6 +17,10 @@ import traceback
 
 
 def _child(request: dict[str, object]) -> None:
+    # The server's stdin carries the requests: a command reads an empty one, as under a test.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     os.chdir(str(request["cwd"]))
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})  # type: ignore[call-overload]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings
+from tests.commands import jobhost_command
 
 SAMPLE_PLUGIN = os.path.join(os.path.dirname(__file__), "plugins", "sample_jobs.py")
 
@@ -39,12 +39,6 @@ def run_jobhost(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``jobhost ARGS`` as a subprocess, installed entry-point plugins left out by default."""
-    return subprocess.run(
-        [sys.executable, "-m", "jobhost", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})},
-        cwd=cwd,
-        timeout=60,
-        check=False,
+    return jobhost_command(
+        args, env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})}, cwd=cwd, timeout=60
     )

@@ -6,13 +6,13 @@ import getpass
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.runtime import list_changes
+from tests.commands import jobhost_command
 from tests.support import SAMPLE_PLUGIN
 
 
@@ -25,14 +25,7 @@ class Cli:
         self._env = env
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "jobhost", "--config", str(self._config), *args],
-            env=self._env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return jobhost_command(["--config", str(self._config), *args], env=self._env)
 
 
 @pytest.fixture

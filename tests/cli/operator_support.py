@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -31,9 +30,10 @@ from jobhost.store import (
     create_store_engine,
     reading,
 )
-from jobhost.store import upgrade as upgrade_store
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import hosts, run_requests, runs, schedules
+from tests.commands import jobhost_command
+from tests.migrated import migrate as migrate_store
 from tests.support import SAMPLE_PLUGIN
 from tests.toml_values import toml_value
 
@@ -125,7 +125,7 @@ class Operator:
             lines += [f"{key} = {toml_value(value)}" for key, value in job.items()]
         self.config.write_text("\n".join(lines) + "\n")
         if migrate:
-            upgrade_store(self.engine)
+            migrate_store(self.engine)
         return self
 
     @property
@@ -142,13 +142,8 @@ class Operator:
         return {**clean, "JOBHOST_LOAD_PLUGINS": "", **extra}
 
     def jobhost(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "jobhost", "--config", str(self.config), *args],
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+        return jobhost_command(
+            ["--config", str(self.config), *args], env=self.env(), timeout=timeout
         )
 
     def json(self, *args: str) -> tuple[subprocess.CompletedProcess[str], Any]:

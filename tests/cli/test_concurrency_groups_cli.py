@@ -15,7 +15,7 @@ from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.test_validate_cli import environment, jobhost, plugin
 from tests.support import SAMPLE_PLUGIN, run_jobhost, sample_catalog
-from tests.web.test_dashboard_http import Client
+from tests.web.console_support import Client
 
 _JOB = 'name="warehouse.export", module="warehouse", cron="0 3 * * *"'
 

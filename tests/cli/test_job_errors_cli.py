@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 from jobhost.store import create_store_engine, upgrade
 from tests.badinput.unruly_jobs import BEHAVIOURS, HUGE
+from tests.commands import jobhost_command
 
 UNRULY = str(Path(__file__).parent.parent / "badinput" / "unruly_jobs.py")
 
@@ -40,13 +40,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _jobhost(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBHOST_", "OTEL_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "jobhost", "--config", str(config), *args],
-        env={**env, "JOBHOST_LOAD_PLUGINS": ""},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return jobhost_command(
+        ["--config", str(config), *args], env={**env, "JOBHOST_LOAD_PLUGINS": ""}, timeout=120
     )
 
 

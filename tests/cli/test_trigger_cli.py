@@ -182,7 +182,7 @@ def test_a_run_here_is_cancelled_by_the_timeout_or_ctrl_c(sqlite_operator: Opera
         stdout, stderr = child.communicate(timeout=30)
     finally:
         child.kill()
-        child.wait()
+        child.communicate()  # closes the pipes: a failure here is not a warning in the next test
     assert child.returncode == 1, stderr
     assert "interrupted: cancelling the run" in stderr
     assert stdout.startswith("cancelled: sample.slow")

@@ -15,8 +15,9 @@ from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import create_store_engine
 from jobhost.store.claims import Claim
+from tests.migrated import migrate
 from tests.support import ManualClock, sample_catalog
 
 
@@ -75,7 +76,7 @@ def replicas(
         catalog = sample_catalog(settings)
         engine = create_store_engine(settings.database_url)
         engines.append(engine)
-        upgrade(engine)
+        migrate(engine)
         made = [
             Replica(settings, catalog, engine, clock, telemetry[0], f"host-{i}")
             for i in range(count)

@@ -11,10 +11,11 @@ import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-__all__ = ["chromium", "waiting"]
+__all__ = ["chromium", "sign_in", "waiting"]
 
 _ARGUMENTS = (
     "--headless",
@@ -58,3 +59,11 @@ def waiting(browser: WebDriver, seconds: float = 10) -> WebDriverWait[WebDriver]
     navigates, or a live refresh that swaps a section, makes a found element stale between the
     find and the read, which says nothing about the condition."""
     return WebDriverWait(browser, seconds, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def sign_in(browser: WebDriver, base: str, token: str) -> None:
+    """Sign in through the dashboard's form, as a person would, and wait to be shown signed in."""
+    browser.get(base + "/signin")
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.ID, "signin").click()
+    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))

@@ -17,7 +17,7 @@ from jobhost.config import Settings
 from jobhost.web import WebServer, create_app
 from jobhost.web.app import blocking
 from jobhost.web.endpoints import Endpoints
-from tests.web.test_dashboard_http import Client
+from tests.web.console_support import Client
 
 
 class Slow:

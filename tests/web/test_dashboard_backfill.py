@@ -12,28 +12,20 @@ from sqlalchemy import select
 from jobhost.store import reading
 from jobhost.store.runtime import list_changes
 from jobhost.store.schema import backfills
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
 from tests.cli.operator_support import Operator
-from tests.web.test_dashboard_http import TOKEN, Client
+from tests.web.console_support import TOKEN, Client, add_operator_token, serve_console
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[tuple[Client, Operator]]:
     operator = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
     operator.configure([{"name": "sample.nightly", "cron": "0 3 * * *"}], console_actions=True)
-    with operator.config.open("a") as config:
-        config.write(f'[operator_tokens]\nbob = "{TOKEN}"\n')
+    add_operator_token(operator)
     operator.sync()
-    settings, catalog = operator.settings, operator.catalog()
-    console = Console(settings, catalog, operator.engine, allow_actions=True)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
     try:
-        yield Client(f"http://127.0.0.1:{server.address[1]}"), operator
+        with serve_console(operator, allow_actions=True) as client:
+            yield client, operator
     finally:
-        server.stop()
         operator.close()
 
 

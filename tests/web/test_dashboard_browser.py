@@ -26,7 +26,7 @@ from tests.http_get import get
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for, wait_for_value
-from tests.web.browser import waiting
+from tests.web.browser import sign_in, waiting
 
 pytestmark = pytest.mark.slow
 
@@ -147,10 +147,7 @@ def test_the_timeline_shows_a_failed_run_in_its_colour_at_its_time(
 def test_a_signed_in_trigger_produces_a_run_that_appears(
     site: Site, browser: WebDriver, tmp_path: Path
 ) -> None:
-    browser.get(site.base + "/signin")
-    browser.find_element(By.ID, "token").send_keys(TOKEN)
-    browser.find_element(By.ID, "signin").click()
-    waiting(browser, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))
+    sign_in(browser, site.base, TOKEN)
     assert browser.find_element(By.ID, "signed-in-as").text == "alice"
 
     browser.get(site.base + "/jobs/sample.invoices")

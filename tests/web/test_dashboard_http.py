@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import http.cookiejar
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,37 +12,17 @@ from sqlalchemy import inspect, update
 from jobhost.store import reading
 from jobhost.store.runtime import list_changes
 from jobhost.store.schema import run_requests
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
+from jobhost.web import WebServer
 from jobhost.web.surfaces import store_application
 from tests.cli.operator_support import Operator
-
-TOKEN = "bob-token-0123456789"
-
-
-class Client:
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.opener = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
-        )
-
-    def get(self, path: str) -> tuple[int, dict[str, str], str]:
-        return self._open(urllib.request.Request(self.base + path))
-
-    def post(self, path: str, body: str) -> tuple[int, dict[str, str], str]:
-        headers = {"Content-Type": "application/x-www-form-urlencoded"}
-        return self._open(urllib.request.Request(self.base + path, body.encode(), headers))
-
-    def _open(self, request: urllib.request.Request) -> tuple[int, dict[str, str], str]:
-        try:
-            with self.opener.open(request, timeout=30) as response:
-                headers = {k.lower(): v for k, v in response.headers.items()}
-                return response.status, headers, response.read().decode()
-        except urllib.error.HTTPError as error:
-            with error:
-                headers = {k.lower(): v for k, v in error.headers.items()}
-                return error.code, headers, error.read().decode()
+from tests.web.console_support import (
+    TOKEN,
+    Client,
+    add_operator_token,
+    csrf_of,
+    serve_console,
+    sign_in,
+)
 
 
 @pytest.fixture
@@ -53,8 +30,7 @@ def operator(tmp_path: Path) -> Iterator[Operator]:
     made = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
     jobs = [{"name": f"sample.job-{index:02d}", "interval": "1h"} for index in range(60)]
     made.configure(jobs, console_actions=True)
-    with made.config.open("a") as config:
-        config.write(f'[operator_tokens]\nbob = "{TOKEN}"\n')
+    add_operator_token(made)
     made.sync()
     yield made
     made.close()
@@ -62,15 +38,8 @@ def operator(tmp_path: Path) -> Iterator[Operator]:
 
 @pytest.fixture
 def client(operator: Operator) -> Iterator[Client]:
-    settings, catalog = operator.settings, operator.catalog()
-    console = Console(settings, catalog, operator.engine, allow_actions=True)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    try:
-        yield Client(f"http://127.0.0.1:{server.address[1]}")
-    finally:
-        server.stop()
+    with serve_console(operator, allow_actions=True) as made:
+        yield made
 
 
 def _jobs(page: str) -> list[str]:
@@ -102,12 +71,8 @@ def test_the_overview_pages_filters_and_sorts_on_the_server(client: Client) -> N
 
 
 def _signed_in(client: Client) -> str:
-    status, _, page = client.post("/signin", f"token={TOKEN}")
-    assert status == 200 and 'id="signed-in-as">bob<' in page
-    job = client.get("/jobs/sample.job-01")[2]
-    found = re.search(r'name="csrf" value="([^"]+)"', job)
-    assert found is not None
-    return found[1]
+    assert 'id="signed-in-as">bob<' in sign_in(client)
+    return csrf_of(client, "/jobs/sample.job-01")
 
 
 def test_actions_need_a_session_its_csrf_token_and_a_reason(

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
-from tests.web.test_dashboard_http import Client
+from tests.web.console_support import Client, serve_console
 
 
 @pytest.fixture
@@ -30,15 +28,8 @@ def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
 
 @pytest.fixture
 def client(operator: Operator) -> Iterator[Client]:
-    settings, catalog = operator.settings, operator.catalog()
-    console = Console(settings, catalog, operator.engine, allow_actions=False)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    try:
-        yield Client(f"http://127.0.0.1:{server.address[1]}")
-    finally:
-        server.stop()
+    with serve_console(operator, allow_actions=False) as made:
+        yield made
 
 
 def _rows(page: str) -> list[str]:

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
-from tests.web.test_dashboard_http import Client
+from tests.web.console_support import Client, serve_console
 
 JOBS = [
     {"name": f"sample.job-{index:02d}", "interval": "1h", "critical": index % 7 == 0}
@@ -31,16 +30,6 @@ def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
     made.close()
 
 
-def _serve(console: Console, operator: Operator) -> WebServer:
-    settings = operator.settings
-    app = create_app(
-        store_endpoints(settings, console.catalog, operator.engine), pages=console.routes()
-    )
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    return server
-
-
 @pytest.fixture
 def console(operator: Operator) -> Console:
     return Console(operator.settings, operator.catalog(), operator.engine, allow_actions=False)
@@ -48,11 +37,8 @@ def console(operator: Operator) -> Console:
 
 @pytest.fixture
 def client(console: Console, operator: Operator) -> Iterator[Client]:
-    server = _serve(console, operator)
-    try:
-        yield Client(f"http://127.0.0.1:{server.address[1]}")
-    finally:
-        server.stop()
+    with serve_console(operator, allow_actions=False, console=console) as made:
+        yield made
 
 
 def _jobs(page: str) -> list[str]:
@@ -116,9 +102,7 @@ def test_viewers_share_a_read_for_a_few_seconds_and_an_action_clears_it(
         allow_actions=False,
         overview_seconds=3600,
     )
-    server = _serve(console, operator)
-    try:
-        client = Client(f"http://127.0.0.1:{server.address[1]}")
+    with serve_console(operator, allow_actions=False, console=console) as client:
         assert "never run" in _cell(client.get("/")[2], "sample.job-05")
         operator.add_run("sample.job-05", "failed", error="boom")
         for _ in range(3):
@@ -129,5 +113,3 @@ def test_viewers_share_a_read_for_a_few_seconds_and_an_action_clears_it(
         client.post("/signout", "")  # any action, even a refused one, clears the cache
         assert "boom" in _cell(client.get("/")[2], "sample.job-05")
         assert console.overview_reads == 2
-    finally:
-        server.stop()

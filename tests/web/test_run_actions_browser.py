@@ -18,7 +18,7 @@ from tests.cli.operator_support import Operator, now
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for
-from tests.web.browser import chromium, waiting
+from tests.web.browser import chromium, sign_in, waiting
 from tests.web.test_dashboard_browser import _answers
 
 pytestmark = pytest.mark.slow
@@ -74,10 +74,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture
 def browser(site: Site) -> Iterator[WebDriver]:
     with chromium() as made:
-        made.get(site.base + "/signin")
-        made.find_element(By.ID, "token").send_keys(TOKEN)
-        made.find_element(By.ID, "signin").click()
-        waiting(made, 10).until(lambda b: b.find_elements(By.ID, "signed-in-as"))
+        sign_in(made, site.base, TOKEN)
         yield made
 
 

@@ -3,7 +3,6 @@ CSRF, reason, confirmation), the refusals, and one change log with the operator'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -12,10 +11,8 @@ import pytest
 
 from jobhost.store import reading
 from jobhost.store.runtime import list_changes
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
-from tests.web.test_dashboard_http import TOKEN, Client
+from tests.web.console_support import Client, add_operator_token, csrf_of, serve_console, sign_in
 
 JOBS = [
     {"name": "sample.flaky", "cron": "0 3 * * *", "behaviour": "fail-once"},
@@ -28,8 +25,7 @@ OCCURRENCE = now().replace(hour=3, minute=0, second=0, microsecond=0) - timedelt
 def operator(tmp_path: Path) -> Iterator[Operator]:
     made = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
     made.configure(JOBS, console_actions=True)
-    with made.config.open("a") as config:
-        config.write(f'[operator_tokens]\nbob = "{TOKEN}"\n')
+    add_operator_token(made)
     made.sync()
     yield made
     made.close()
@@ -37,23 +33,13 @@ def operator(tmp_path: Path) -> Iterator[Operator]:
 
 @pytest.fixture
 def client(operator: Operator) -> Iterator[Client]:
-    settings, catalog = operator.settings, operator.catalog()
-    console = Console(settings, catalog, operator.engine, allow_actions=True)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    try:
-        yield Client(f"http://127.0.0.1:{server.address[1]}")
-    finally:
-        server.stop()
+    with serve_console(operator, allow_actions=True) as made:
+        yield made
 
 
 def _csrf(client: Client, path: str) -> str:
-    status, _, _ = client.post("/signin", f"token={TOKEN}")
-    assert status == 200
-    found = re.search(r'name="csrf" value="([^"]+)"', client.get(path)[2])
-    assert found is not None, "no form on " + path
-    return found[1]
+    sign_in(client)
+    return csrf_of(client, path)
 
 
 def test_retry_from_the_run_page_leads_to_the_new_attempt(

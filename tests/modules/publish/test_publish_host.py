@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,6 +32,7 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.tick import Ticker
 from jobhost.store import RunRecord, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
+from tests.commands import jobhost_command
 from tests.support import ManualClock
 
 DUE = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
@@ -144,14 +144,7 @@ payload = {{ kind = "close-day" }}
 def jobhost(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBHOST_")}
     env.update({"JOBHOST_LOAD_PLUGINS": "publish", "RABBITMQ_URL": RABBITMQ_URL})
-    return subprocess.run(
-        [sys.executable, "-m", "jobhost", "--config", str(config), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return jobhost_command(["--config", str(config), *args], env=env)
 
 
 def test_jobhost_trigger_puts_one_message_on_each_broker(
