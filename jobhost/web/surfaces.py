@@ -16,9 +16,8 @@ from jobhost.config import Settings
 from jobhost.operations.running_host import RunningHost
 from jobhost.store import Engine
 from jobhost.web.access import GuessBrake, ReadAccess
-from jobhost.web.api import api_routes
 from jobhost.web.app import create_app
-from jobhost.web.console import Console
+from jobhost.web.deferred import DeferredApp
 from jobhost.web.endpoints import host_endpoints, store_endpoints
 from jobhost.web.exposition import ExpositionCache
 
@@ -30,28 +29,47 @@ METRICS_FRESH = 5.0
 
 def host_application(
     host: RunningHost, metrics: Callable[[], bytes], routes: Sequence[BaseRoute] = ()
-) -> Starlette:
-    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``."""
+) -> DeferredApp:
+    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``.
+
+    The probes and ``/metrics`` answer from the start; the API and the dashboard are imported
+    and built by the first request for them, so that they do not delay the host's start."""
     settings = host.settings
     brake = GuessBrake()
-    console = Console(
-        settings, host.catalog, host.engine, allow_actions=True, clock=host.clock, brake=brake
+    access = ReadAccess(settings, brake)
+    endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
+    timeout = settings.http_request_timeout.total_seconds()
+
+    def whole() -> Starlette:
+        from jobhost.web.api import api_routes
+        from jobhost.web.console import Console
+
+        console = Console(
+            settings, host.catalog, host.engine, allow_actions=True, clock=host.clock, brake=brake
+        )
+        api = api_routes(settings, host.catalog, host.engine, host.clock, brake=brake)
+        return create_app(
+            endpoints,
+            routes=[*api, *routes],
+            pages=console.routes(),
+            request_timeout=timeout,
+            access=access,
+            concurrency=settings.http_concurrency,
+        )
+
+    probes = create_app(
+        endpoints, request_timeout=timeout, access=access, concurrency=settings.http_concurrency
     )
-    api = api_routes(settings, host.catalog, host.engine, host.clock, brake=brake)
-    return create_app(
-        host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH)),
-        routes=[*api, *routes],
-        pages=console.routes(),
-        request_timeout=settings.http_request_timeout.total_seconds(),
-        access=ReadAccess(settings, brake),
-        concurrency=settings.http_concurrency,
-    )
+    return DeferredApp(probes, whole)
 
 
 def store_application(
     settings: Settings, catalog: Catalog, engine: Engine, routes: Sequence[BaseRoute] = ()
 ) -> Starlette:
     """``jobhost serve``'s application: read-only over the store, no host, no ``/metrics``."""
+    from jobhost.web.api import api_routes
+    from jobhost.web.console import Console
+
     brake = GuessBrake()
     console = Console(settings, catalog, engine, allow_actions=False, brake=brake)
     return create_app(
