@@ -89,16 +89,15 @@ def test_a_signal_wakes_the_watcher_and_stop_ends_its_wait_on_every_store(
     assert not thread.is_alive(), "stop ends the wait for the next signal"
 
 
+# SQLite only: every store on the server's test database NOTIFYs the one channel, so other test
+# runs' signals would wake a PostgreSQL host. The idle benchmark counts PostgreSQL's wake-ups.
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_an_idle_host_wakes_for_its_heartbeat_and_nothing_else(
     sample_settings: Callable[..., Settings], telemetry: Any
 ) -> None:
     settings = sample_settings(
         [{"name": "sample.nightly", "cron": "0 3 * * *"}], heartbeat_interval="0.5s"
     )
-    if not settings.database_url.startswith("sqlite"):
-        # Every store on the server's test database NOTIFYs the one channel: other test runs'
-        # signals would wake it. The idle benchmark counts PostgreSQL's wake-ups.
-        pytest.skip("SQLite's doorbell; PostgreSQL's LISTEN hears other stores' tests")
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
     others = set(threading.enumerate())  # threads earlier tests left behind are not this host
