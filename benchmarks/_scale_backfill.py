@@ -22,9 +22,10 @@ from typing import Protocol
 from _scale_measure import Outcome, Window, jobhost_launch, measure, number, percentile, read_fires
 from _scale_system import Children, Postgres
 
-__all__ = ["backfill_section"]
+__all__ = ["BACKFILL_JOB", "backfill_command", "backfill_section"]
 
-_JOB = "bench.backfill"
+BACKFILL_JOB = "bench.backfill"
+"""The extra job a backfill replays, beside the scheduled ones."""
 
 
 class _Bench(Protocol):
@@ -46,8 +47,9 @@ def backfill_section(bench: _Bench) -> None:
     a = bench.arguments
     print(
         f"\n== backfill: {a.backfill_jobs} jobs every 1s, {a.instants} instants, alone and "
-        f"beside a backfill of {a.backfill_occurrences} past nights of {_JOB} at concurrency "
-        f"{a.backfill_concurrency} (started by `jobhost backfill --no-wait` as the window opens) =="
+        f"beside a backfill of {a.backfill_occurrences} past nights of {BACKFILL_JOB} at "
+        f"concurrency {a.backfill_concurrency} (started by `jobhost backfill --no-wait` as the "
+        "window opens) =="
     )
     print(
         "lag = ledger started_at - occurrence of the scheduled runs due in the window; "
@@ -86,7 +88,11 @@ def _run(bench: _Bench, store: str, *, backfill: bool) -> Outcome:
     def start_backfill() -> None:
         opened.append(time.time())
         if backfill:
-            bench.children.start(_command(launch.argv, a), launch.env, directory / "cli.out")
+            bench.children.start(
+                backfill_command(launch.argv, a.backfill_occurrences, a.backfill_concurrency),
+                launch.env,
+                directory / "cli.out",
+            )
 
     outcome = measure(
         bench.children,
@@ -104,7 +110,7 @@ def _run(bench: _Bench, store: str, *, backfill: bool) -> Outcome:
         if outcome.note:
             print(f"      its last words: {outcome.note}")
         return outcome
-    replays = [observed for _, job, _, observed in read_fires(directory) if job == _JOB]
+    replays = [observed for _, job, _, observed in read_fires(directory) if job == BACKFILL_JOB]
     opens = opened[0] if opened else float("nan")
     closes = opens + a.instants
     in_window = sum(1 for observed in replays if observed < closes)
@@ -131,11 +137,12 @@ def _run(bench: _Bench, store: str, *, backfill: bool) -> Outcome:
     return outcome
 
 
-def _command(host_argv: list[str], a: argparse.Namespace) -> list[str]:
-    """``jobhost --config ... backfill bench.backfill`` over the last N nights, not waiting."""
+def backfill_command(host_argv: list[str], nights: int, concurrency: int) -> list[str]:
+    """``jobhost --config ... backfill bench.backfill`` over the last ``nights`` nights, mode
+    ``all`` at ``concurrency``, not waiting; the host's own settings from ``host_argv``."""
     config = host_argv[host_argv.index("--config") + 1]
     today = datetime.now(UTC).date()
-    start = today - timedelta(days=a.backfill_occurrences)
+    start = today - timedelta(days=nights)
     return [
         sys.executable,
         "-m",
@@ -143,7 +150,7 @@ def _command(host_argv: list[str], a: argparse.Namespace) -> list[str]:
         "--config",
         config,
         "backfill",
-        _JOB,
+        BACKFILL_JOB,
         "--from",
         start.isoformat(),
         "--to",
@@ -151,7 +158,7 @@ def _command(host_argv: list[str], a: argparse.Namespace) -> list[str]:
         "--mode",
         "all",
         "--concurrency",
-        str(a.backfill_concurrency),
+        str(concurrency),
         "--reason",
         "benchmark",
         "--no-wait",

@@ -16,14 +16,12 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from _scale_backfill import BACKFILL_JOB, backfill_command
 from _scale_measure import jobhost_launch, read_fires, sql_counts, wait_for
 from _scale_system import Children, Postgres
 from sqlalchemy import create_engine, text
-
-_JOB = "bench.backfill"
 
 
 def main() -> None:
@@ -31,7 +29,7 @@ def main() -> None:
     children = Children()
     postgres = Postgres(arguments.postgres_url) if "postgres" in arguments.stores else None
     print(
-        f"statements per backfill run: {arguments.occurrences} past nights of {_JOB} at "
+        f"statements per backfill run: {arguments.occurrences} past nights of {BACKFILL_JOB} at "
         f"concurrency {arguments.concurrency}, host with no other job; the host's idle rate "
         f"over {arguments.idle:g}s taken off"
     )
@@ -74,7 +72,7 @@ def _measure(
         kind: _delta(before.get(kind, {}), idle_before.get(kind, {}))
         for kind in ("statements", "transactions")
     }
-    command = _command(launch.argv, arguments)
+    command = backfill_command(launch.argv, arguments.occurrences, arguments.concurrency)
     subprocess.run(command, env=launch.env, check=True, capture_output=True)
     if not wait_for(lambda: _done(url), arguments.timeout, [host]):
         sys.exit(f"{store}: the backfill did not finish in {arguments.timeout:g}s")
@@ -82,7 +80,7 @@ def _measure(
     time.sleep(0.7)  # the wrapper writes its counts every half second
     after = sql_counts(launch.counts)
     children.stop(host)
-    runs = sum(1 for _, job, _, _ in read_fires(directory) if job == _JOB)
+    runs = sum(1 for _, job, _, _ in read_fires(directory) if job == BACKFILL_JOB)
     per: dict[str, dict[str, float]] = {}
     for kind in ("statements", "transactions"):
         delta = _delta(after.get(kind, {}), before.get(kind, {}))
@@ -128,32 +126,6 @@ def _scalar(url: str, query: str) -> int:
 
 def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {thread: after.get(thread, 0) - before.get(thread, 0) for thread in after}
-
-
-def _command(host_argv: list[str], arguments: argparse.Namespace) -> list[str]:
-    config = host_argv[host_argv.index("--config") + 1]
-    today = datetime.now(UTC).date()
-    start = today - timedelta(days=arguments.occurrences)
-    return [
-        sys.executable,
-        "-m",
-        "jobhost",
-        "--config",
-        config,
-        "backfill",
-        _JOB,
-        "--from",
-        start.isoformat(),
-        "--to",
-        today.isoformat(),
-        "--mode",
-        "all",
-        "--concurrency",
-        str(arguments.concurrency),
-        "--reason",
-        "benchmark",
-        "--no-wait",
-    ]
 
 
 def _arguments() -> argparse.Namespace:
