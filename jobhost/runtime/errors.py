@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from jobhost.errors import JobhostError
 from jobhost.runtime.definition import FieldProblem
+from jobhost.runtime.specs import MAX_NAME_LENGTH
 
 __all__ = ["ChangeRefused", "conflict", "invalid", "not_found", "precondition", "stale"]
 
@@ -46,10 +47,13 @@ def invalid(name: str, problems: Sequence[FieldProblem]) -> ChangeRefused:
 
 
 def not_found(name: str, what: str = "job") -> ChangeRefused:
+    # A name longer than any job's is described, not echoed: the answer stays small whatever
+    # the caller sent.
+    shown = repr(name) if len(name) <= MAX_NAME_LENGTH else f"of {len(name)} characters"
     return ChangeRefused(
         404,
         "No such job",
-        f"no {what} {name!r}; list them with GET /api/v1/jobs or `jobhost jobs list`",
+        f"no {what} {shown}; list them with GET /api/v1/jobs or `jobhost jobs list`",
         exit_code=2,
     )
 

@@ -5,6 +5,7 @@ logged with its traceback once and not again within the minute."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,13 @@ def test_a_name_longer_than_the_store_holds_is_refused(base: str) -> None:
     body = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
     refused(ask(base, "PUT", f"/api/v1/jobs/{name}", body), 422, "name")
     assert ask(base, "GET", f"/api/v1/jobs/{name}").status == 404
+
+
+def test_an_unknown_job_of_a_name_longer_than_any_is_described_not_echoed(base: str) -> None:
+    answer = ask(base, "GET", "/api/v1/jobs/" + "x" * 10_000)
+    assert answer.status == 404
+    assert "x" * 300 not in json.dumps(answer.body)
+    assert "no job of 10000 characters" in answer.body["detail"]
 
 
 @pytest.mark.parametrize(
