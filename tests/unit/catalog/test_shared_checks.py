@@ -26,10 +26,11 @@ def test_every_job_sharing_a_broken_expression_gets_its_own_problem(plugins: Plu
 
 def test_an_unused_dst_policy_is_named_for_each_job(plugins: Plugins) -> None:
     plugins.add(
-        'job("files.purge", cron="*/5 * * * *", timezone="Europe/Berlin", dst_gap="skip")',
-        'job("files.sweep", cron="*/5 * * * *", timezone="Europe/Berlin", dst_gap="skip")',
+        'job("files.purge", cron="*/5 * * * *", timezone="Europe/Berlin")',
+        'job("files.sweep", cron="*/5 * * * *", timezone="Europe/Berlin")',
     )
-    catalog = plugins.catalog()
+    policy = {"dst_gap": "skip"}
+    catalog = plugins.catalog(jobs={"files.purge": policy, "files.sweep": policy})
     assert [(p.job, p.code) for p in catalog.problems] == [
         ("files.purge", "dst-policy-unused"),
         ("files.sweep", "dst-policy-unused"),
