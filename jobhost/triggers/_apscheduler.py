@@ -68,7 +68,8 @@ class WallCalendar:
         return seconds
 
     def _build(self) -> Any:
-        # Imported by the first calendar that needs it: a catalog of every-day jobs never does.
+        # Imported with the first trigger built: a command that asks no fire time (``history``,
+        # ``pause``), and a catalog of every-day jobs, never loads APScheduler.
         from apscheduler.triggers.combining import OrTrigger
         from apscheduler.triggers.cron import CronTrigger
 
