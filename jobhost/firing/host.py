@@ -13,18 +13,14 @@ cancellation and runs on (stuck) keeps both until its thread ends.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from importlib.metadata import version as package_version
+from datetime import datetime
 from types import FrameType
 
 from jobhost_contracts import AuditSink, Cancellation
@@ -32,20 +28,22 @@ from jobhost_contracts import AuditSink, Cancellation
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.envelope.execution import Outcome, RunningCall
+from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.firing.cancels import CancelFollower
+from jobhost.firing.heartbeat import beat_until_stopped, renew_leases
 from jobhost.firing.recorder import Finished, OutcomeRecorder
+from jobhost.firing.runs import HeldRun, cancelled_by_shutdown, mark_stuck
+from jobhost.firing.startup import register_and_sync
+from jobhost.firing.status import HostStatus
 from jobhost.firing.tick import Ticker
-from jobhost.firing.upkeep import retrying_abandoned
-from jobhost.rules.claiming import FiringRules
 from jobhost.rules.policy import lease_for
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Clock, Engine, StoreError, SystemClock, lifecycle, store_now
+from jobhost.store import Clock, Engine, StoreError, SystemClock, lifecycle
 from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id
-from jobhost.store.retrying import StoreRetry, is_store_down
+from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher
 
 __all__ = ["Host", "HostStatus"]
@@ -53,45 +51,10 @@ __all__ = ["Host", "HostStatus"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
-_HEARTBEAT_RETRY = 1.0
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
 the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
-
-
-@dataclass
-class HostStatus:
-    """What the HTTP probes read: is the loop turning, is the store reachable."""
-
-    started: float = field(default_factory=time.monotonic)
-    last_tick: float | None = None
-    store_ok: bool = False
-    catalog_ok: bool = True
-    ticks: int = 0
-    synced: bool = False
-    """Registered and the catalog written to the store: ready to fire."""
-    lag: float = 0.0
-    """Seconds the oldest due, unclaimed occurrence waited at the last turn."""
-    stuck: int = 0
-    """Runs whose executor ignored cancellation and whose thread still runs."""
-    stuck_limit: int = 1
-
-    @property
-    def too_many_stuck(self) -> bool:
-        """Half the pool or more held by stuck code: the host cannot do its work."""
-        return self.stuck >= self.stuck_limit
-
-
-@dataclass
-class _Running:
-    claim: Claim
-    spec: JobSpec
-    cancellation: Cancellation
-    lease: timedelta
-    finished: bool = False
-    """The executor is done (or given up on); the outcome is on its way to the ledger."""
-    stuck_thread: RunningCall | None = None
 
 
 class Host:
@@ -120,7 +83,7 @@ class Host:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._signals = 0
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, HeldRun] = {}
         """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
         self._executing = 0
         """Runs whose executor holds a thread (stuck ones too): what the slots count."""
@@ -174,44 +137,23 @@ class Host:
         self._cancels = CancelFollower(engine)
         self._watcher = SignalWatcher(engine, self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
-        self._stuck: list[tuple[_Running, Executed]] = []
+        self._stuck: list[tuple[HeldRun, Executed]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         """Register this host and bring the store's schedules in line with the catalog."""
-        lifecycle.start_host(
+        register_and_sync(
             self.engine,
+            self._ticker,
+            self.catalog,
             host_id=self.host_id,
-            hostname=socket.gethostname(),
-            pid=os.getpid(),
-            version=package_version("jobhost"),
             clock=self.clock,
-            heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
-            retries_for=retrying_abandoned(
-                self.telemetry,
-                FiringRules(self.catalog.jobs, self.settings.lease_duration),
-                why="restarted",
-            ),
+            heartbeat=self.settings.heartbeat_interval,
+            lease_duration=self.settings.lease_duration,
+            telemetry=self.telemetry,
+            reload_runtime=self._runtime.start,
         )
-        self._runtime.start()
-        plan = self._ticker.sync(self._now())
-        lifecycle.mark_synced(
-            self.engine,
-            self.host_id,
-            catalog_version=self._ticker.catalog_version,
-            clock=self.clock,
-        )
-        for added in plan.added:
-            _log.info("plan: add %s (%s)", added.job_name, added.describe())
-        for change in plan.changed:
-            _log.info("plan: change %s: %s -> %s", change.job_name, change.before, change.after)
-        for name in plan.orphaned:
-            _log.warning("plan: %s is no longer declared; kept in the store as orphaned", name)
-        for name in plan.repaired:
-            _log.warning(
-                "job %s: stored next occurrence was not one its trigger produces; repaired", name
-            )
         self.status.store_ok = True
         self.status.synced = True
         self._recorder.start()
@@ -338,7 +280,7 @@ class Host:
                 item.stuck_thread = None
             self._executing = 0
         for item in leftovers:
-            self._recorder.put(self._cancelled(item))
+            self._recorder.put(cancelled_by_shutdown(item, grace))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
         self._run_logs.close()
         if not self._envelope.flush_reports(min(grace, 5.0)):
@@ -352,9 +294,6 @@ class Host:
         _log.info("host %s stopped", self.host_id)
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _now(self) -> datetime:
-        return store_now(self.engine, self.clock)
 
     def _signalled(self) -> None:
         """A command signalled the hosts: look at the change log on this turn, then tick."""
@@ -383,7 +322,7 @@ class Host:
 
     def _submit(self, claim: Claim, spec: JobSpec) -> None:
         lease = lease_for(spec.declaration, self.settings.lease_duration)
-        item = _Running(claim, spec, Cancellation(), lease)
+        item = HeldRun(claim, spec, Cancellation(), lease)
         with self._lock:
             self._running[claim.run_id] = item
             self._executing += 1
@@ -398,7 +337,7 @@ class Host:
         )
         self._pool.submit(self._execute, item)
 
-    def _execute(self, item: _Running) -> None:
+    def _execute(self, item: HeldRun) -> None:
         try:
             executed = self._envelope.execute(item.claim, item.spec, item.cancellation)
         except Exception as error:
@@ -426,7 +365,7 @@ class Host:
                 self._recorder.put(Finished(item.claim, item.spec, executed))
             wake = self._saturated
         if item.stuck_thread is not None:
-            self._mark_stuck(item, executed)
+            mark_stuck(self.engine, item, executed, self.host_id)
             return
         if wake:
             self._wake.set()  # a slot is free for due work left behind
@@ -478,19 +417,12 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        interval = self.settings.heartbeat_interval.total_seconds()
-        retry = StoreRetry(
-            what="heartbeat",
-            waits=(min(interval, _HEARTBEAT_RETRY),),
-            # The heartbeat thread must outlive any one failure.
-            retry_on=lambda error: isinstance(error, Exception),
-            stopping=self._stopping,
+        beat_until_stopped(
+            self.settings.heartbeat_interval.total_seconds(),
+            self._stopping,
+            self._beat_once,
             on_failure=lambda error: self._store_lost(),
         )
-        while not self._stopping.wait(interval):
-            # Raises only when stopping while the store is away: nothing is left to renew.
-            with contextlib.suppress(Exception):
-                retry.call(self._beat_once)
 
     def _beat_once(self) -> None:
         self._release_stuck()
@@ -501,39 +433,15 @@ class Host:
     def _heartbeat_once(self) -> None:
         with self._lock:
             running = list(self._running.values())
-        by_lease: dict[timedelta, list[str]] = {}
-        for item in running:
-            by_lease.setdefault(item.lease, []).append(item.claim.run_id)
-        beat = lifecycle.beat(
+        renew_leases(
             self.engine,
             self.host_id,
             self.clock,
-            leases=by_lease,
+            running,
             schedule_lag=self.status.lag,
             with_groups=bool(self.settings.concurrency_limits),
+            telemetry=self.telemetry,
         )
-        lost = beat.lost
-        if beat.groups is not None:
-            self.telemetry.group_running = {g.name: g.running for g in beat.groups}
-        for item in running:
-            # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
-            if item.claim.run_id in lost and not item.finished:
-                _log.warning(
-                    "job %s run %s lost its lease; cancelling it",
-                    item.claim.job_name,
-                    item.claim.run_id,
-                )
-                item.cancellation.cancel("lease lost")
-
-    def _mark_stuck(self, item: _Running, executed: Executed) -> None:
-        message = (
-            f"stuck: {executed.outcome.error_message}; its thread still runs, so the run keeps "
-            "its slot and lease until it ends"
-        )
-        try:
-            lifecycle.mark_run_stuck(self.engine, item.claim.run_id, self.host_id, message)
-        except Exception as error:
-            _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
 
     def _release_stuck(self) -> None:
         """Hand stuck runs whose thread has ended at last to the recorder."""
@@ -550,21 +458,6 @@ class Host:
             _log.info(
                 "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
             )
-
-    def _cancelled(self, item: _Running) -> Finished:
-        grace = self.settings.shutdown_grace.total_seconds()
-        return Finished(
-            item.claim,
-            item.spec,
-            Executed(
-                Outcome(
-                    "cancelled",
-                    error_type="Shutdown",
-                    error_message=f"host shut down; the executor did not stop within {grace:g}s",
-                ),
-                None,
-            ),
-        )
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1

@@ -1,0 +1,31 @@
+"""What a running host shows its probes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["HostStatus"]
+
+
+@dataclass
+class HostStatus:
+    """What the HTTP probes read: is the loop turning, is the store reachable."""
+
+    started: float = field(default_factory=time.monotonic)
+    last_tick: float | None = None
+    store_ok: bool = False
+    catalog_ok: bool = True
+    ticks: int = 0
+    synced: bool = False
+    """Registered and the catalog written to the store: ready to fire."""
+    lag: float = 0.0
+    """Seconds the oldest due, unclaimed occurrence waited at the last turn."""
+    stuck: int = 0
+    """Runs whose executor ignored cancellation and whose thread still runs."""
+    stuck_limit: int = 1
+
+    @property
+    def too_many_stuck(self) -> bool:
+        """Half the pool or more held by stuck code: the host cannot do its work."""
+        return self.stuck >= self.stuck_limit
