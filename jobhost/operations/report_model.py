@@ -14,7 +14,7 @@ from jobhost.catalog import EffectiveTrigger, Problem
 from jobhost.operations.mismatch import Mismatch
 from jobhost.operations.status import Status, Summary, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
-from jobhost.store import HostRecord, RunRecord
+from jobhost.store import HostRecord, LastAttempt
 from jobhost.store.group_limits import GroupSummary
 
 __all__ = ["JobReport", "LastRun", "Report", "State", "TriggerView", "host_json"]
@@ -75,7 +75,7 @@ class LastRun:
     """The backfill the run replayed an occurrence for; None for any other run."""
 
     @classmethod
-    def of(cls, run: RunRecord) -> LastRun:
+    def of(cls, run: LastAttempt) -> LastRun:
         return cls(
             run_id=run.id,
             outcome=run.outcome,
