@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.store import RunRecord, SystemClock, create_store_engine, lifecycle, reading, upgrade
 from jobhost.store.schema import runs, schedules
 from tests.support import sample_catalog
 from tests.waiting import wait_for
@@ -126,3 +126,7 @@ def test_runs_still_queued_at_shutdown_are_given_back_and_run_once_by_the_next_h
         again = by_id[run.id]
         assert again.outcome == "succeeded" and again.attempt == 1
         assert again.started_at is not None and again.started_at >= run.not_before
+    # Giving back touches only runs still running unstarted on the host: a finished one stays.
+    before = {r.id: r.outcome for r in _runs(engine)}
+    assert lifecycle.release_runs(engine, after.host_id, list(by_id), SystemClock()) == set()
+    assert {r.id: r.outcome for r in _runs(engine)} == before
