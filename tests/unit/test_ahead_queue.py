@@ -15,7 +15,8 @@ def test_the_bound_is_the_work_the_workers_start_within_the_horizon() -> None:
     queue: AheadQueue[str] = AheadQueue(8, horizon=0.2)
     queue.timed(0.1)  # 8 workers, 0.1 s a run: 16 runs start within 0.2 s
     assert queue.bound == 16
-    queue.timed(5.0)  # long runs pull the mean up: no room ahead
+    for _ in range(30):
+        queue.timed(5.0)  # long runs pull the mean up within tens of runs: no room ahead
     assert queue.bound == 0
 
 
