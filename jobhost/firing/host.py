@@ -390,7 +390,9 @@ class Host:
             return 0, 0, 0
         with self._lock:
             running = self._executing
-            ahead = self._ahead.room()
+            # Only a host that is behind (its last claim left due work for want of room) claims
+            # ahead: at a due instant every replica first takes what its workers can start.
+            ahead = self._ahead.room() if self._saturated else 0
         pool = self.settings.worker_pool_size
         return max(pool - running, 0), ahead, 1 if running < pool + 1 else 0
 
