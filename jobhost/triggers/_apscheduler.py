@@ -11,9 +11,6 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from apscheduler.triggers.combining import OrTrigger
-from apscheduler.triggers.cron import CronTrigger
-
 __all__ = ["WallCalendar"]
 
 _SECOND = timedelta(seconds=1)
@@ -55,6 +52,11 @@ class WallCalendar:
         return seconds
 
     def _build(self) -> Any:
+        # Imported with the first trigger built: a command that asks no fire time (``history``,
+        # ``pause``) never loads APScheduler.
+        from apscheduler.triggers.combining import OrTrigger
+        from apscheduler.triggers.cron import CronTrigger
+
         second, minute, hour, day_of_month, month, day_of_week, either_day = self._fields
         common = {
             "second": _numbers(second, 0, 59),
