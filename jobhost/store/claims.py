@@ -33,7 +33,7 @@ from jobhost.store._sql import (
 )
 from jobhost.store.groups import GroupGate
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.schema import IS_PENDING, run_requests, runs, schedules
 from jobhost.store.signals import notify
 
 __all__ = [
@@ -701,7 +701,7 @@ def _due_retries_query(dialect: str) -> Any:
     query = (
         select(runs)
         .where(
-            runs.c.outcome == PENDING,
+            IS_PENDING,
             runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
             runs.c.job_name.not_in(bindparam("skip", expanding=True)),
         )

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, RowMapping
 
 from jobhost.store.hosts import list_hosts
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord, ScheduleRecord
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.schema import IS_RUNNING, run_requests, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
@@ -175,7 +175,7 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
 
 def expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
     """Running runs whose lease expired before ``now``."""
-    query = select(runs).where(runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
+    query = select(runs).where(IS_RUNNING, runs.c.lease_expires_at < now)
     return _records(connection.execute(query).mappings())
 
 

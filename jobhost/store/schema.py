@@ -18,12 +18,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    literal_column,
     text,
 )
 
 from jobhost.store.types import UTCDateTime
 
 __all__ = [
+    "IS_PENDING",
+    "IS_RUNNING",
     "RUN_OCCURRENCE_CONSTRAINT",
     "backfill_items",
     "backfills",
@@ -162,6 +165,12 @@ runs = Table(
     _partial_index("ix_runs_backfill_id", "backfill_id IS NOT NULL", "backfill_id"),
     Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
+
+# The conditions of the two partial run indexes, the word written into the SQL: every plan,
+# cached or not, can use the index, where a bound value makes PostgreSQL plan each execution
+# again and SQLite prepare it again to see that the index applies.
+IS_PENDING = runs.c.outcome == literal_column("'pending'", String)
+IS_RUNNING = runs.c.outcome == literal_column("'running'", String)
 
 hosts = Table(
     "hosts",
