@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from jobhost_contracts import format_duration, parse_duration
 
+from jobhost.config.environment import RUNTIME_SECRET_PREFIX
 from jobhost.config.loading import CONFIG_ENV, load_settings
+from jobhost.config.overrides import JobOverride
 from jobhost.config.redaction import (
     RedactingFormatter,
     bound_text,
@@ -12,16 +14,9 @@ from jobhost.config.redaction import (
     redact_url,
     storable_text,
 )
-from jobhost.config.settings import (
-    GROUP_NAME,
-    LEASE_HEARTBEATS,
-    MAX_DURATION,
-    RUNTIME_SECRET_PREFIX,
-    ApiToken,
-    Duration,
-    JobOverride,
-    Settings,
-)
+from jobhost.config.settings import LEASE_HEARTBEATS, Settings
+from jobhost.config.tokens import ApiToken
+from jobhost.config.values import GROUP_NAME, MAX_DURATION, Duration
 
 __all__ = [
     "CONFIG_ENV",

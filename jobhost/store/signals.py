@@ -1,6 +1,8 @@
 """Waking every host at once after a manual trigger, a pause or a resume.
 
-PostgreSQL delivers a NOTIFY on the ``jobhost`` channel to every listening host. SQLite has no
+PostgreSQL delivers a NOTIFY to every host listening on the store's channel: one per schema,
+named from the schema the connection works in, so stores that share a database do not wake each
+other's hosts (NOTIFY itself reaches every listener of the database). SQLite has no
 such thing, so commands bump a counter in the transaction, and once it commits ring the
 doorbell beside the store file (:mod:`jobhost.store.doorbell`): each waiting process sleeps on
 its own socket there, reads the counter when rung, and wakes the loop when it moved. Nothing
@@ -35,9 +37,12 @@ from jobhost.store.schema import signals
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CHANNEL", "ChangeSignal", "SignalWatcher", "notify"]
+__all__ = ["ChangeSignal", "SignalWatcher", "notify"]
 
-CHANNEL = "jobhost"
+_CHANNEL_SQL = "'jobhost_' || left(md5(coalesce(current_schema(), '')), 16)"
+"""The store's channel, computed by the server from the connection's schema: a name of fixed
+length (a schema's name may be as long as a channel's may be) and of hexadecimal digits only."""
+_NOTIFY = text(f"SELECT pg_notify({_CHANNEL_SQL}, '')")
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_SECONDS = 5.0
 _SQLITE_SIGNAL_SECONDS = 0.05
@@ -49,7 +54,7 @@ def notify(connection: Connection) -> None:
     """Wake every host once the surrounding transaction commits."""
     connection.execute(update(signals).values(version=signals.c.version + 1))
     if connection.dialect.name == "postgresql":
-        connection.execute(text(f"NOTIFY {CHANNEL}"))
+        connection.execute(_NOTIFY)
     else:
         ring_after_commit(connection)
 
@@ -115,7 +120,7 @@ class SignalWatcher:
             self._interrupt = stop_writer
         try:
             with psycopg.connect(dsn, autocommit=True) as connection:
-                connection.execute(f"LISTEN {CHANNEL}")
+                _listen_on_channel(connection)
                 # The socket's readiness, not psycopg's notifies(), which wakes every 0.1s.
                 with selectors.DefaultSelector() as selector:
                     selector.register(connection.pgconn.socket, selectors.EVENT_READ)
@@ -195,9 +200,9 @@ class ChangeSignal:
             dsn = url.render_as_string(hide_password=False)
             try:
                 self._listening = psycopg.connect(dsn, autocommit=True)
-                self._listening.execute(f"LISTEN {CHANNEL}")
+                _listen_on_channel(self._listening)
             except psycopg.Error as error:  # the store is away: said as every store call says it
-                raise OperationalError(f"LISTEN {CHANNEL}", None, error) from error
+                raise OperationalError("LISTEN", None, error) from error
         else:
             path = sqlite_path(self._engine.url)
             self._doorbell = Doorbell.open(path) if path is not None else None
@@ -237,6 +242,13 @@ class ChangeSignal:
         with reading(self._engine) as connection:
             version: int | None = connection.execute(select(signals.c.version)).scalar()
         return version
+
+
+def _listen_on_channel(connection: psycopg.Connection[Any]) -> None:
+    from psycopg import sql
+
+    channel = connection.execute(f"SELECT {_CHANNEL_SQL}").fetchall()[0][0]
+    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
 
 def _received_notify(pgconn: Any) -> bool:

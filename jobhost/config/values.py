@@ -1,0 +1,158 @@
+"""The kinds of value a setting takes, each checked where it is declared.
+
+A field's type says what it accepts (``PositiveDuration``, ``Slots``, ``LogLevel``...), and its
+check says what is wrong and what to write instead; the model only names the fields.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated
+
+from jobhost_contracts import parse_duration
+from pydantic import AfterValidator, BeforeValidator, Field
+
+__all__ = [
+    "GROUP_NAME",
+    "MAX_DURATION",
+    "ClockOffset",
+    "DatabaseUrl",
+    "Duration",
+    "Grace",
+    "GroupLimits",
+    "HostId",
+    "ListenAddress",
+    "LogLevel",
+    "PositiveDuration",
+    "StoreTimeout",
+    "WholeNumber",
+    "split_listen_address",
+]
+
+MAX_DURATION = timedelta(days=365)
+"""The longest duration a host setting takes: longer ones overflow date arithmetic (year 9999)
+long before they mean anything, and are always a typo."""
+
+GROUP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+"""A concurrency group's name: lower case letters, digits, ``.``, ``_`` and ``-``; 1 to 100."""
+
+_LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _whole_number(value: object) -> object:
+    # pydantic takes true for 1; a flag where a count belongs is a mistake worth naming.
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be positive: a duration greater than 0, e.g. '30s'")
+    if value > MAX_DURATION:
+        raise ValueError("must be at most 365d")
+    return value
+
+
+def _not_negative(value: timedelta) -> timedelta:
+    if value < timedelta(0):
+        raise ValueError("must not be negative, e.g. '30m' (0s: no grace)")
+    if value > MAX_DURATION:
+        raise ValueError("must be at most 365d")
+    return value
+
+
+def _store_timeout(value: timedelta) -> timedelta:
+    if value < timedelta(0) or value > timedelta(hours=1):
+        raise ValueError("must be between 0 (off) and 1h, e.g. '10s'")
+    return value
+
+
+def _small_offset(value: timedelta) -> timedelta:
+    if abs(value) > timedelta(days=1):
+        raise ValueError("must be within one day either way, e.g. '20s' or '-20s'")
+    return value
+
+
+def _host_id(value: str | None) -> str | None:
+    if value == "":
+        return None  # JOBHOST_HOST_ID= in an environment file means "not set"
+    if value is not None and (not value.strip() or len(value) > 200):
+        raise ValueError("must be 1 to 200 characters, or unset for a generated id")
+    return value
+
+
+def _listen_address(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    split_listen_address(value)
+    return value
+
+
+def _level(value: str) -> str:
+    upper = value.upper()
+    if upper not in _LEVELS:
+        raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
+    return upper
+
+
+def _database_url(value: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(value)
+    except ArgumentError:
+        raise ValueError(
+            "is not a database URL; use e.g. 'sqlite:///jobhost.db' or "
+            "'postgresql+psycopg://user@host/db'"
+        ) from None
+    if url.get_backend_name() not in {"sqlite", "postgresql"}:
+        raise ValueError("must be an SQLite or PostgreSQL URL")
+    return value
+
+
+def _group_names(value: dict[str, int]) -> dict[str, int]:
+    for name in value:
+        if not GROUP_NAME.fullmatch(name):
+            raise ValueError(
+                f"group name {name!r} must be 1 to 100 lower-case letters, digits, '.', "
+                "'_' or '-', starting with a letter or digit, e.g. warehouse = 2"
+            )
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+"""A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+"""A duration above 0 and at most :data:`MAX_DURATION`."""
+Grace = Annotated[Duration, AfterValidator(_not_negative)]
+"""A duration from 0 (none) to :data:`MAX_DURATION`."""
+StoreTimeout = Annotated[Duration, AfterValidator(_store_timeout)]
+"""A store timeout: 0 (off) to one hour."""
+ClockOffset = Annotated[Duration, AfterValidator(_small_offset)]
+"""A shift of the clock, at most a day either way."""
+WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
+"""A count: an integer, never ``true`` or ``false``."""
+_Slots = Annotated[WholeNumber, Field(ge=1, le=100_000)]
+GroupLimits = Annotated[dict[str, _Slots], AfterValidator(_group_names)]
+"""Concurrency groups by :data:`GROUP_NAME` and their runs at once."""
+HostId = Annotated[str | None, AfterValidator(_host_id)]
+"""1 to 200 characters; empty means unset."""
+ListenAddress = Annotated[str | None, AfterValidator(_listen_address)]
+"""``HOST:PORT``; empty means unset."""
+LogLevel = Annotated[str, AfterValidator(_level)]
+"""One of :data:`_LEVELS`, any case, kept upper case."""
+DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
+"""An SQLAlchemy URL of SQLite or PostgreSQL."""
+
+
+def split_listen_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host is every address) as a pair;
+    :class:`ValueError` saying the expected form otherwise."""
+    match = _LISTEN.match(value)
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
+    return match["host"].strip("[]") or "0.0.0.0", int(match["port"])
