@@ -106,43 +106,19 @@ def _live(
     connection: Connection, parts: list[_Range], job: str | None
 ) -> list[tuple[str, int, int]]:
     """Each part's runs by outcome, counted from the runs' index in one statement."""
-    if connection.dialect.name == "postgresql":
-        statement: Any = _grouped_statement(len(parts), job is not None)
-    else:
-        statement = _ranged_statement(len(parts), job is not None)
+    statement = _grouped_statement(len(parts), job is not None)
     return _triples(connection.execute(statement, _bounds(parts, job)))
 
 
 @cache
 def _grouped_statement(parts: int, of_job: bool) -> CompoundSelect[Any]:
-    """PostgreSQL: each part's index range grouped by outcome (an empty part costs a probe)."""
+    """Each part's index range grouped by outcome: the index is in outcome order, so neither
+    store sorts, and an empty part costs a probe per outcome."""
     return union_all(
         *[
             select(runs.c.outcome, literal(index).label("part"), func.count())
-            .where(*_window(index, of_job), runs.c.outcome.in_(FINISHED_OUTCOMES))
+            .where(runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index, of_job))
             .group_by(runs.c.outcome)
-            for index in range(parts)
-        ]
-    )
-
-
-@cache
-def _ranged_statement(parts: int, of_job: bool) -> CompoundSelect[Any]:
-    """SQLite: a count of each (outcome, part) index range, all in one statement: a count of
-    an index range only steps through entries (7 outcomes by at most 60 parts stays under
-    SQLite's 500 parts of a compound statement)."""
-    return union_all(
-        *[
-            select(
-                literal(outcome).label("outcome"),
-                literal(index).label("part"),
-                select(func.count())
-                .select_from(runs)
-                .where(runs.c.outcome == outcome, *_window(index, of_job))
-                .scalar_subquery()
-                .label("runs"),
-            )
-            for outcome in FINISHED_OUTCOMES
             for index in range(parts)
         ]
     )
