@@ -34,6 +34,7 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    text,
     union_all,
     update,
 )
@@ -94,9 +95,7 @@ def minute_counts(
         (max(one[0], kept_from), min(one[1], kept_to)) if one is not None else (low, low)
         for one in wanted
     ]
-    for outcome, index, total in connection.execute(
-        _kept_statement(len(wanted)), _ranges(clipped, key)
-    ):
+    for outcome, index, total in _kept(connection, clipped, key):
         _add(counts[int(index)], str(outcome), int(total))
     below = _counted(connection, (low, kept_from), job) if low < kept_from else []
     above = _counted(connection, (kept_to, high), job) if high > kept_to else []
@@ -265,6 +264,26 @@ def _write_piece(
                 ],
             )
     return True
+
+
+def _kept(connection: Connection, ranges: list[_Range], key: str) -> Iterable[Any]:
+    if connection.dialect.name == "postgresql":
+        values = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges], "job": key}
+        return connection.execute(_KEPT_RANGES, values)
+    return connection.execute(_kept_statement(len(ranges)), _ranges(ranges, key))
+
+
+# PostgreSQL: one text for any number of ranges, planned once.
+_KEPT_RANGES = text(
+    """
+SELECT m.outcome, p.part - 1, sum(m.runs)
+FROM unnest(CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) WITH ORDINALITY
+    AS p(lo, hi, part)
+JOIN run_outcome_minutes AS m
+    ON m.job_name = :job AND m.minute >= p.lo AND m.minute < p.hi
+GROUP BY m.outcome, p.part
+"""
+)
 
 
 def _add(counts: dict[str, int], outcome: str, n: int) -> None:
