@@ -32,7 +32,7 @@ PHASES = (
         "run logs and logging (job lines, writer)",
         ("envelope/runlog.py", "envelope/joblogger.py", "logging/__init__.py", "store/runlogs.py"),
     ),
-    ("claim turn (tick, claim, wake-ups)", ("firing/tick.py", "store/claims.py", "wakeups.py")),
+    ("claim turn (tick, claim, wake-ups)", ("firing/tick.py", "store/claim", "wakeups.py")),
     ("recording (ledger writes)", ("firing/recorder.py",)),
     ("reporting (metrics, audit line, sinks)", ("envelope/reporting.py", "envelope/audit.py")),
     ("execution (span, context, executor)", ("envelope/envelope.py", "envelope/execution.py")),

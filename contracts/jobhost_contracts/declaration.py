@@ -161,10 +161,15 @@ def _check_types(instance: Any) -> None:
     checks = _CHECKS.get(kind)
     if checks is None:
         checks = _CHECKS[kind] = tuple(
-            (f.name, _EXPECTED[f.name]) for f in dataclasses.fields(kind)
+            (f.name, _EXPECTED[f.name], frozenset(_EXPECTED[f.name]))
+            for f in dataclasses.fields(kind)
         )
-    for name, expected in checks:
+    for name, expected, exact in checks:
         value = getattr(instance, name)
+        # A value of exactly an expected type passes at once: declaring 10,000 jobs checks
+        # 200,000 fields. Only a subclass (or a wrong type) takes the longer look.
+        if type(value) in exact:
+            continue
         # bool is an int; a flag where a count belongs is a mistake worth naming.
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             names = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
@@ -173,7 +178,7 @@ def _check_types(instance: Any) -> None:
             )
 
 
-_CHECKS: dict[type, tuple[tuple[str, tuple[type, ...]], ...]] = {}
+_CHECKS: dict[type, tuple[tuple[str, tuple[type, ...], frozenset[type]], ...]] = {}
 
 
 _NO_RETRY: RetryPolicy = RetryPolicy()

@@ -10,18 +10,13 @@ from jobhost_contracts import BackgroundJobDeclaration
 
 from jobhost.catalog.groups import GROUP_CODES, check_group, effective_group, unused_limits
 from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
-from jobhost.catalog.overrides import (
-    declared_parts,
-    effective_parts,
-    to_trigger,
-    unknown_overrides,
-)
+from jobhost.catalog.overrides import declared_parts, effective_parts, unknown_overrides
 from jobhost.catalog.policies import POLICY_CODES, check_policies
 from jobhost.catalog.validation import (
+    TriggerChecks,
     check_critical,
     check_name,
     check_pair,
-    check_trigger,
     pair_problems,
 )
 from jobhost.config import Settings
@@ -72,6 +67,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
     modules = read_only(settings.modules)
     first: dict[str, PluginJob] = {}
     jobs: dict[str, JobSpec] = {}
+    checks = TriggerChecks()
     for job in collected:
         problems.extend(pair_problems(job))
         declaration = job.declaration
@@ -81,7 +77,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         duplicate = earlier is not job
         if duplicate:
             problems.append(_duplicate(earlier, job))
-        spec, job_problems = _validate(job, declaration, settings, modules)
+        spec, job_problems = _validate(job, declaration, settings, modules, checks)
         problems.extend(job_problems)
         if spec is not None and not duplicate:
             jobs[spec.name] = spec
@@ -115,17 +111,18 @@ def _validate(
     declaration: BackgroundJobDeclaration,
     settings: Settings,
     modules: Mapping[str, Mapping[str, Any]],
+    checks: TriggerChecks,
 ) -> tuple[JobSpec | None, list[Problem]]:
     override = settings.jobs.get(declaration.name)
     declared = declared_parts(declaration)
     effective = declared if override is None else effective_parts(declaration, override)
     # The declaration is checked on its own as well: it has to hold in every deployment, not
     # only in this one whose override happens to replace its broken part.
-    declared_problems = check_trigger(declared)
+    declared_problems = checks.problems(declared)
     effective_problems = (
         declared_problems
         if effective is declared or effective == declared
-        else check_trigger(effective)
+        else checks.problems(effective)
     )
     problems = [*check_name(declaration), *declared_problems]
     problems.extend(p for p in effective_problems if p not in problems)
@@ -137,7 +134,7 @@ def _validate(
     problems.extend(policy_problems)
 
     pair = check_pair(job)
-    trigger = to_trigger(effective)
+    trigger = checks.trigger(effective)
     if pair is None or trigger is None:
         return None, problems
     if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
@@ -152,7 +149,7 @@ def _validate(
         plugin=job.plugin,
         trigger=trigger,
         # None only for a declaration with both triggers, which an override replaced here.
-        declared=(trigger if effective is declared else to_trigger(declared))
+        declared=(trigger if effective is declared else checks.trigger(declared))
         or EffectiveTrigger(None, None, None, declaration.timezone, "declaration"),
         enabled=effective.enabled,
         override=override,

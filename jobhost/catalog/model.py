@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -223,4 +222,6 @@ class Catalog:
 
 def suggest(name: str, candidates: Mapping[str, object] | list[str]) -> list[str]:
     """Up to three names close to ``name``, the closest first."""
+    import difflib  # only an unknown name needs it
+
     return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)

@@ -112,7 +112,6 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     Exit status: 0; 2 when the store holds no job NAME.
     """
     from jobhost.operations.stored import declaration_json, stored_catalog
-    from jobhost.runtime.errors import not_found
     from jobhost.store.calls import read
     from jobhost.store.runtime import get_runtime_job
 
@@ -125,6 +124,9 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
         engine.dispose()
     if row is None:
         if spec is None:
+            # Only an unknown name imports the runtime job checks (and the plugin loader).
+            from jobhost.runtime.errors import not_found
+
             raise not_found(name, "job")
         _show_declaration(declaration_json(spec), as_json=as_json)
         return

@@ -4,6 +4,9 @@ The loop reads the clock once per tick (the database's clock on PostgreSQL), cla
 hands each claim to a bounded pool, then sleeps until the store next needs it, capped by the
 poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
 beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
+When its runs are short, a turn also claims due runs beyond its free workers into a short local
+queue (:mod:`jobhost.firing.ahead`) that a worker empties as it finishes, so one claim serves
+many runs; at shutdown the runs still queued are given back to the store, never started here.
 
 A run holds its slot while its executor holds a thread, and its lease until its outcome is in
 the ledger: a worker hands the outcome to the recorder and goes back to the pool, and the
@@ -35,6 +38,7 @@ from jobhost.envelope.envelope import Executed, RunEnvelope
 from jobhost.envelope.execution import Outcome, RunningCall
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.firing.ahead import AheadQueue
 from jobhost.firing.cancels import CancelFollower
 from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.tick import Ticker
@@ -124,6 +128,9 @@ class Host:
         """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
         self._executing = 0
         """Runs whose executor holds a thread (stuck ones too): what the slots count."""
+        self._ahead: AheadQueue[_Running] = AheadQueue(settings.worker_pool_size)
+        """Runs claimed beyond the free workers, in ``_running`` too: the next worker free
+        starts the oldest."""
         self._lock = threading.Lock()
         self._abandon_after = 0.0
         self._last_claims = 0
@@ -255,7 +262,8 @@ class Host:
             self._runtime.reload_if_changed()
             self._cancels.apply(self._held())
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
-            slots, request_slots = self._free_slots()
+            free, ahead, request_slots = self._free_slots()
+            slots = free + ahead
             # The turn reads the store's time inside its claim transaction.
             claimed_from = time.monotonic()
             result = self._ticker.tick(None, slots, request_slots)
@@ -287,12 +295,13 @@ class Host:
         self.telemetry.schedule_lag_seconds = result.lag
         for claim, spec in result.claims:
             self._submit(claim, spec)
-        # Scheduled runs are on their way before a backfill is offered the slots left.
-        backfilled = self._backfill(now, slots - len(result.claims))
+        # Scheduled runs are on their way before a backfill is offered the workers left (a
+        # backfill is never claimed ahead: it has no due instant to keep).
+        backfilled = self._backfill(now, free - len(result.claims))
         for claim, spec in backfilled:
             self._submit(claim, spec)
         if backfilled:
-            result.saturated = len(result.claims) + len(backfilled) >= slots
+            result.saturated = len(result.claims) + len(backfilled) >= free
         self._last_claims = len(result.claims) + len(backfilled)
         with self._lock:
             self._saturated = result.saturated
@@ -300,6 +309,7 @@ class Host:
             # What ended during the turn woke nobody: look at it now.
             holding = {item.claim.job_name for item in self._running.values()}
             ended = result.saturated and self._executing < self.settings.worker_pool_size
+            ended |= result.saturated and self._ahead.bound > 0 and self._ahead.low()
             ended |= any(name not in holding for name in result.waiting)
         if ended:
             return _MIN_SLEEP
@@ -318,6 +328,7 @@ class Host:
         """Cancel running contexts, wait the grace period, record leftovers, release, leave."""
         self._stopping.set()
         self._watcher.stop()
+        self._release_queued()
         with self._lock:
             running = list(self._running.values())
         for item in running:
@@ -372,21 +383,35 @@ class Host:
                 if not item.finished
             }
 
-    def _free_slots(self) -> tuple[int, int]:
-        """Slots for any work, and the one more kept for manual requests."""
+    def _free_slots(self) -> tuple[int, int, int]:
+        """Free workers, room in the claim-ahead queue, and the slot kept for manual
+        requests."""
         if self._stopping.is_set():
-            return 0, 0
+            return 0, 0, 0
         with self._lock:
             running = self._executing
+            # Only a host that is behind (its last claim left due work for want of room) claims
+            # ahead: at a due instant every replica first takes what its workers can start.
+            ahead = self._ahead.room() if self._saturated else 0
         pool = self.settings.worker_pool_size
-        return max(pool - running, 0), 1 if running < pool + 1 else 0
+        return max(pool - running, 0), ahead, 1 if running < pool + 1 else 0
 
     def _submit(self, claim: Claim, spec: JobSpec) -> None:
         lease = lease_for(spec.declaration, self.settings.lease_duration)
         item = _Running(claim, spec, Cancellation(), lease)
         with self._lock:
             self._running[claim.run_id] = item
-            self._executing += 1
+            # A person's run takes the slot kept for it; other runs wait for a free worker.
+            start = self._executing < self.settings.worker_pool_size or claim.source == "manual"
+            if start:
+                self._executing += 1
+            else:
+                self._ahead.put(item)
+        if start:
+            self._start(item)
+
+    def _start(self, item: _Running) -> None:
+        claim = item.claim
         # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
         _log.debug(
             "job %s: run %s started (%s, occurrence %s, attempt %d)",
@@ -396,9 +421,17 @@ class Host:
             claim.occurrence,
             claim.attempt,
         )
-        self._pool.submit(self._execute, item)
+        self._pool.submit(self._work, item)
 
-    def _execute(self, item: _Running) -> None:
+    def _work(self, first: _Running) -> None:
+        """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
+        item: _Running | None = first
+        while item is not None:
+            item = self._execute(item)
+
+    def _execute(self, item: _Running) -> _Running | None:
+        """Execute one run and hand its outcome over; return the queued run to start next."""
+        began = time.monotonic()
         try:
             executed = self._envelope.execute(item.claim, item.spec, item.cancellation)
         except Exception as error:
@@ -410,9 +443,11 @@ class Host:
                 None,
             )
         thread = executed.outcome.thread
+        following: _Running | None = None
         with self._lock:
+            self._ahead.timed(time.monotonic() - began)
             if item.finished:
-                return  # shutdown already recorded it cancelled
+                return None  # shutdown already recorded it cancelled
             if thread is not None and thread.is_alive():
                 item.stuck_thread = thread
                 item.finished = True
@@ -424,12 +459,43 @@ class Host:
                 # Handed over while the lock is held: a shutdown that sees the run finished
                 # stops the recorder only after its outcome is queued, never before.
                 self._recorder.put(Finished(item.claim, item.spec, executed))
-            wake = self._saturated
+                if not self._stopping.is_set():
+                    following = self._ahead.take()
+                if following is not None:
+                    self._executing += 1
+            # Due work left behind, and the queue half empty (or no queue): time for a claim.
+            wake = self._saturated and self._ahead.low()
         if item.stuck_thread is not None:
             self._mark_stuck(item, executed)
-            return
+            return None
         if wake:
-            self._wake.set()  # a slot is free for due work left behind
+            self._wake.set()
+        if following is not None:
+            _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
+        return following
+
+    def _release_queued(self) -> None:
+        """Give the runs still waiting in the claim-ahead queue back to the store, due at once
+        for any host; should the store be away, their leases run out and the runs are recorded
+        abandoned, as a dead host's are."""
+        with self._lock:
+            queued = self._ahead.drain()
+            for item in queued:
+                self._running.pop(item.claim.run_id, None)
+        if not queued:
+            return
+        ids = [item.claim.run_id for item in queued]
+        try:
+            released = lifecycle.release_runs(self.engine, self.host_id, ids, self.clock)
+        except Exception as error:
+            _log.warning(
+                "could not give back %d runs claimed but not started (%s); they are recorded "
+                "abandoned once their leases expire",
+                len(ids),
+                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
+            )
+            return
+        _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim

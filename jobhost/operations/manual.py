@@ -19,7 +19,6 @@ from typing import Any
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.operations.actions import request_trigger
-from jobhost.operations.inprocess import POLL_SECONDS, RunsHere
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import may_start
@@ -32,7 +31,7 @@ from jobhost.store.requests import before_trigger, claim_request, request_progre
 from jobhost.store.signals import ChangeSignal
 from jobhost.store.turns import sync_catalog
 
-__all__ = ["POLL_SECONDS", "ManualRun", "TriggerResult", "finished_result"]
+__all__ = ["ManualRun", "TriggerResult", "finished_result"]
 
 _HOST_CHECK_SECONDS = 2.0
 
@@ -98,7 +97,6 @@ class ManualRun:
         self._warn = warn
         self._clock = clock or SystemClock(settings.clock_offset)
         self._host_id = f"cli-{default_host_id()}"
-        self._here = RunsHere(settings, catalog, engine, self._host_id, self._clock, progress)
 
     def trigger(
         self,
@@ -220,7 +218,14 @@ class ManualRun:
     # -- running here ------------------------------------------------------------------------
 
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        ran = self._here.claim_and_run(claim_request, request_id, spec, deadline)
+        # The envelope and its telemetry are imported only by a run in this process: a trigger
+        # left to a host (``--no-wait``, or a live host) answers without them.
+        from jobhost.operations.inprocess import RunsHere
+
+        here = RunsHere(
+            self._settings, self._catalog, self._engine, self._host_id, self._clock, self._progress
+        )
+        ran = here.claim_and_run(claim_request, request_id, spec, deadline)
         if ran is None:
             request = read(self._engine, get_request, request_id)
             if request is not None and request.status == "refused":

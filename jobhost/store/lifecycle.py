@@ -19,6 +19,7 @@ from jobhost.store.backfill_settling import settle_backfills
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.records import RunRecord
+from jobhost.store.releasing import release_unstarted
 
 __all__ = [
     "Beat",
@@ -28,6 +29,7 @@ __all__ = [
     "mark_run_stuck",
     "mark_stopped",
     "mark_synced",
+    "release_runs",
     "renew_lease",
     "start_host",
 ]
@@ -110,6 +112,13 @@ def beat(
             lost |= ledger.renew_leases(connection, host_id, run_ids, now + lease)
         groups = group_summaries(connection, now) if with_groups else None
     return Beat(lost, groups)
+
+
+def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Clock) -> set[str]:
+    """Give back runs this host claimed and never started: pending again, due now (see
+    :func:`~jobhost.store.releasing.release_unstarted`); return the ids released."""
+    with engine.begin() as connection:
+        return release_unstarted(connection, host_id, run_ids, database_now(connection, clock))
 
 
 def mark_run_stuck(engine: Engine, run_id: str, host_id: str, message: str) -> None:

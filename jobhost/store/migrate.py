@@ -36,8 +36,6 @@ _ADVISORY_LOCK_KEY = 0x6A6F62686F7374
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Bring the schema to the newest revision; return (revision before, revision after)."""
-    from alembic import command  # only a migration needs alembic: a read answers without it
-
     with engine.begin() as connection:
         if is_postgres(engine):
             # A migration of a large table may take longer than any one request's statement.
@@ -46,6 +44,11 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         before = _current(connection)
         # Alembic would fail on a revision it does not ship, with a traceback and no advice.
         check_not_newer(before)
+        if before == head_revision():
+            # Current already (every restart): alembic, and what it imports, is not loaded.
+            return before, before
+        from alembic import command  # only a migration needs alembic
+
         config = _config()
         config.attributes["connection"] = connection
         command.upgrade(config, "head")

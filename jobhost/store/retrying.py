@@ -17,11 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from jobhost_contracts import redact_text
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from tenacity import RetryCallState, Retrying, retry_if_exception, wait_chain, wait_fixed
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = ["StoreRetry", "is_store_down"]
 
@@ -65,6 +67,9 @@ class StoreRetry:
 
     def call(self, operation: Callable[[], _T], *, what: str | None = None) -> _T:
         """``operation()``, tried again as this policy says; its last error when it stops."""
+        # Imported on the first retried call: a command that only reads never makes one.
+        from tenacity import Retrying, retry_if_exception, wait_chain, wait_fixed
+
         name = what or self.what
         last: list[BaseException] = []
         retrying = Retrying(

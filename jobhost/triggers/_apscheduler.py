@@ -3,16 +3,19 @@
 APScheduler 3 is untyped and resolves daylight saving differently from Debian cron, so it only
 ever sees UTC here, used as a plain calendar: a local wall time goes in dressed as UTC and the
 matching wall time comes out the same way. ``_daylight`` maps wall times to instants.
+
+Fields that match every day (day of month, month and day of week all unrestricted: hourly,
+daily, every few minutes) need no calendar at all: the next time of day is looked up in the
+sorted seconds, minutes and hours. No APScheduler trigger is built for them, which is most of
+what a catalog's first occurrences cost at start-up.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
-
-from apscheduler.triggers.combining import OrTrigger
-from apscheduler.triggers.cron import CronTrigger
 
 __all__ = ["WallCalendar"]
 
@@ -20,6 +23,10 @@ _SECOND = timedelta(seconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # APScheduler counts weekdays from Monday (0) and rejects 7; names avoid both traps.
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_DAY = 86_400
+_ALL_DAYS = frozenset(range(1, 32))
+_ALL_MONTHS = frozenset(range(1, 13))
+_ALL_WEEKDAYS = frozenset(range(7))
 
 
 class WallCalendar:
@@ -44,9 +51,15 @@ class WallCalendar:
         # Built at the first question: a catalog of 10,000 jobs validates every expression at
         # start-up, but most of them are not asked for a fire time until their row is due.
         self._built: Any = None
+        every_day = (
+            day_of_month == _ALL_DAYS and month == _ALL_MONTHS and day_of_week == _ALL_WEEKDAYS
+        )
+        self._daily = _TimesOfDay(second, minute, hour) if every_day else None
 
     def next_at_or_after(self, wall: int) -> int | None:
         """The first matching wall time at or after ``wall`` (seconds, as if UTC)."""
+        if self._daily is not None:
+            return self._daily.next_at_or_after(wall)
         trigger = self._built if self._built is not None else self._build()
         fire = trigger.get_next_fire_time(None, datetime.fromtimestamp(wall, UTC))
         if fire is None:
@@ -55,6 +68,11 @@ class WallCalendar:
         return seconds
 
     def _build(self) -> Any:
+        # Imported with the first trigger built: a command that asks no fire time (``history``,
+        # ``pause``), and a catalog of every-day jobs, never loads APScheduler.
+        from apscheduler.triggers.combining import OrTrigger
+        from apscheduler.triggers.cron import CronTrigger
+
         second, minute, hour, day_of_month, month, day_of_week, either_day = self._fields
         common = {
             "second": _numbers(second, 0, 59),
@@ -81,6 +99,46 @@ class WallCalendar:
 
     def __repr__(self) -> str:
         return f"WallCalendar({self._built if self._built is not None else self._build()})"
+
+
+class _TimesOfDay:
+    """The times of day a cron job that runs every day fires at: the same on every day."""
+
+    def __init__(self, second: frozenset[int], minute: frozenset[int], hour: frozenset[int]):
+        self._seconds = sorted(second)
+        self._minutes = sorted(minute)
+        self._hours = sorted(hour)
+
+    def next_at_or_after(self, wall: int) -> int:
+        day, time_of_day = divmod(wall, _DAY)
+        hour, rest = divmod(time_of_day, 3600)
+        minute, second = divmod(rest, 60)
+        found = self._in_day(hour, minute, second)
+        if found is None:
+            day += 1
+            found = self._hours[0] * 3600 + self._minutes[0] * 60 + self._seconds[0]
+        return day * _DAY + found
+
+    def _in_day(self, hour: int, minute: int, second: int) -> int | None:
+        """Seconds into the day of the first match at or after hour:minute:second, if any."""
+        hours, minutes, seconds = self._hours, self._minutes, self._seconds
+        at = bisect_left(hours, hour)
+        if at == len(hours):
+            return None
+        if hours[at] > hour:
+            return hours[at] * 3600 + minutes[0] * 60 + seconds[0]
+        at_minute = bisect_left(minutes, minute)
+        if at_minute < len(minutes):
+            if minutes[at_minute] > minute:
+                return hour * 3600 + minutes[at_minute] * 60 + seconds[0]
+            at_second = bisect_left(seconds, second)
+            if at_second < len(seconds):
+                return hour * 3600 + minute * 60 + seconds[at_second]
+            if at_minute + 1 < len(minutes):
+                return hour * 3600 + minutes[at_minute + 1] * 60 + seconds[0]
+        if at + 1 < len(hours):
+            return hours[at + 1] * 3600 + minutes[0] * 60 + seconds[0]
+        return None
 
 
 def _numbers(values: frozenset[int], low: int, high: int) -> str:

@@ -240,7 +240,7 @@ def _parse(expression: str) -> _Fields:
     elif len(texts) != 6:
         raise CronSyntaxError(expression, "expression", _count_reason(texts))
     second, minute, hour, day, month, weekday = (
-        _parse_field(expression, spec, text) for spec, text in zip(_FIELDS, texts, strict=True)
+        _field_values(expression, spec, text) for spec, text in zip(_FIELDS, texts, strict=True)
     )
     _, minute_text, hour_text, day_text, _, weekday_text = texts
     return _Fields(
@@ -310,6 +310,21 @@ def _count_reason(texts: list[str]) -> str:
         "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading "
         f"seconds field, got {len(texts)}"
     )
+
+
+def _field_values(expression: str, spec: _Field, text: str) -> frozenset[int]:
+    """The values of one field; a field's text is parsed once (a catalog of thousands of
+    distinct expressions repeats the same few field texts: ``*``, ``0``, ``*/5``)."""
+    key = (spec.name, text)
+    found = _FIELD_VALUES.get(key)
+    if found is None:
+        if len(_FIELD_VALUES) >= _PARSED_KEPT:
+            _FIELD_VALUES.clear()
+        found = _FIELD_VALUES[key] = _parse_field(expression, spec, text)
+    return found
+
+
+_FIELD_VALUES: dict[tuple[str, str], frozenset[int]] = {}
 
 
 def _parse_field(expression: str, spec: _Field, text: str) -> frozenset[int]:

@@ -40,6 +40,9 @@ class WebServer:
             limit_concurrency=_MAX_CONNECTIONS,
             timeout_graceful_shutdown=2,
             server_header=False,
+            # Nothing here speaks WebSocket: its protocol libraries (a fair share of the
+            # host's start-up to import) are not loaded.
+            ws="none",
         )
         self._server = _Server(config)
         self._thread: threading.Thread | None = None

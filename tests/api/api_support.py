@@ -7,15 +7,55 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from jobhost.catalog import build_catalog
+from jobhost.config import Settings
+from jobhost.store import create_store_engine, upgrade
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.api import api_routes
 
 SECRETS = {
     "deployer": ("deployer-secret-0123456789", ["read", "write"]),
     "ops": ("ops-secret-0123456789abcdef", ["read", "trigger"]),
     "reader": ("reader-secret-0123456789abc", ["read"]),
 }
+
+
+@contextmanager
+def served_api(store_url: str) -> Iterator[tuple[str, Engine]]:
+    """The API (and the operator endpoints, no plugins) over ``store_url`` with the tokens of
+    :data:`SECRETS`, served on a free port: its base URL and the store's engine."""
+    config = Settings(
+        database_url=store_url,
+        api_tokens=[
+            {
+                "name": name,
+                "sha256": hashlib.sha256(secret.encode()).hexdigest(),
+                "scopes": scopes,
+            }
+            for name, (secret, scopes) in SECRETS.items()
+        ],
+    )
+    engine = create_store_engine(store_url)
+    upgrade(engine)
+    catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": ""})
+    app = create_app(
+        store_endpoints(config, catalog, engine), routes=api_routes(config, catalog, engine)
+    )
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.address[1]}", engine
+    finally:
+        server.stop()
+        engine.dispose()
 
 
 def token_lines() -> list[str]:

@@ -3,7 +3,6 @@ filtered by time, job and error text, every bad parameter refused; on both store
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,13 +12,8 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy.engine import Engine
 
-from jobhost.catalog import build_catalog
-from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
 from jobhost.store.schema import runs
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
-from tests.api.api_support import SECRETS, call
+from tests.api.api_support import call, served_api
 
 
 class Api:
@@ -54,30 +48,8 @@ class Api:
 
 @pytest.fixture
 def api(store_url: str) -> Iterator[Api]:
-    config = Settings(
-        database_url=store_url,
-        api_tokens=[
-            {
-                "name": name,
-                "sha256": hashlib.sha256(secret.encode()).hexdigest(),
-                "scopes": scopes,
-            }
-            for name, (secret, scopes) in SECRETS.items()
-        ],
-    )
-    engine = create_store_engine(store_url)
-    upgrade(engine)
-    catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": ""})
-    app = create_app(
-        store_endpoints(config, catalog, engine), routes=api_routes(config, catalog, engine)
-    )
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    try:
-        yield Api(f"http://127.0.0.1:{server.address[1]}", engine)
-    finally:
-        server.stop()
-        engine.dispose()
+    with served_api(store_url) as (base, engine):
+        yield Api(base, engine)
 
 
 def test_failures_page_by_cursor_newest_first_and_filter(api: Api) -> None:

@@ -36,7 +36,8 @@ class BadRequest(Exception):
 
 async def read_json(request: Request, limit: int) -> Any:
     """The body as JSON; 413 past ``limit`` bytes (read no further), 415 for another media
-    type, 400 for malformed JSON (with the line and column)."""
+    type, 411 for a body framed neither by length nor by chunks, 400 for malformed JSON (with
+    the line and column)."""
     if declared_too_large(request, limit):
         raise _too_large(limit)
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
@@ -50,6 +51,16 @@ async def read_json(request: Request, limit: int) -> Any:
         body = await read_capped(request, limit)
     except BodyTooLarge:
         raise _too_large(limit) from None
+    if not body and _unframed(request):
+        # HTTP gives such a request no body, so what a client sent after the head (a whole
+        # upload, perhaps too large) was never read: say what is missing, not that "" is bad.
+        raise BadRequest(
+            411,
+            "Length required",
+            "the request has neither Content-Length nor Transfer-Encoding: chunked, so it "
+            "carries no body (anything sent after its headers is not read); send the JSON "
+            "with its Content-Length",
+        )
     try:
         value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
     except RecursionError:
@@ -151,6 +162,10 @@ def query_choice(request: Request, name: str, allowed: Sequence[str]) -> list[st
         if value not in allowed:
             raise _bad_query(name, value, f"one of {', '.join(allowed)}")
     return values
+
+
+def _unframed(request: Request) -> bool:
+    return "content-length" not in request.headers and "transfer-encoding" not in request.headers
 
 
 def _no_constant(name: str) -> None:

@@ -1,0 +1,363 @@
+"""One claim's batch: what each pending request, due retry and due schedule row it read becomes
+(a run started, a request refused or queued, an occurrence recorded without an attempt), asked
+of the caller's :class:`~jobhost.store.claim_model.ClaimRules` and the concurrency groups, and
+then written for the whole batch in a handful of statements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store.claim_model import (
+    Claim,
+    ClaimBatch,
+    ClaimRules,
+    SchedulePlan,
+    new_run_id,
+    occurrence_key,
+    schedule_problem,
+)
+from jobhost.store.claim_reads import live_runs
+from jobhost.store.claim_writes import (
+    advance_schedules,
+    lease_schedules,
+    settle_requests,
+    start_retries,
+)
+from jobhost.store.groups import GroupGate
+from jobhost.store.records import RUNNING, RequestRecord, RunRecord, ScheduleRecord
+from jobhost.store.schema import runs, schedules
+from jobhost.store.signals import notify
+
+__all__ = ["ClaimWork"]
+
+_RUN_COLUMNS = ("job_name", "occurrence", "attempt")
+
+
+@dataclass
+class _Job:
+    """One job's schedule row as the batch changes it."""
+
+    row: ScheduleRecord
+    token: int
+    lease_live: bool
+    live_runs: int = 0
+    started: list[Claim] = field(default_factory=list)
+    plan: SchedulePlan | None = None
+
+
+class ClaimWork:
+    """One claim's decisions, row by row, written together by :meth:`write`."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        host_id: str,
+        now: datetime,
+        rules: ClaimRules,
+        batch: ClaimBatch,
+    ) -> None:
+        self._connection = connection
+        self._host = host_id
+        self._now = now
+        self._rules = rules
+        self._batch = batch
+        self._jobs: dict[str, _Job] = {}
+        self._runs: list[dict[str, Any]] = []
+        self._retries: list[dict[str, Any]] = []
+        self._requests: list[dict[str, Any]] = []
+        self._claims: dict[str, Claim] = {}
+        self._groups = GroupGate(connection, now)
+        self.taken = 0
+
+    def lock_rows(self, names: set[str]) -> None:
+        if not names:
+            return
+        query = locked(
+            self._connection, select(schedules).where(schedules.c.job_name.in_(sorted(names)))
+        )
+        self.adopt([ScheduleRecord.from_row(r) for r in self._connection.execute(query).mappings()])
+
+    def adopt(self, rows: list[ScheduleRecord]) -> None:
+        """Take rows read under lock into the batch, with their live-run counts."""
+        fresh = [r for r in rows if r.job_name not in self._jobs]
+        for row in fresh:
+            name = row.job_name
+            problem = schedule_problem(row)
+            if problem is not None:
+                self._batch.corrupt[row.job_name] = problem
+                continue
+            live = (
+                row.lease_owner is not None
+                and row.lease_expires_at is not None
+                # A lease further out than any renewal could set is corrupt: not live.
+                and self._now <= row.lease_expires_at <= self._now + 4 * self._rules.lease(name)
+            )
+            self._jobs[row.job_name] = _Job(row, row.fencing_token, live)
+        counted = [r.job_name for r in fresh if self._rules.counts_live_runs(r.job_name)]
+        if counted:
+            query = (
+                select(runs.c.job_name, func.count())
+                .where(
+                    runs.c.job_name.in_(counted),
+                    runs.c.outcome == RUNNING,
+                    runs.c.lease_expires_at >= self._now,
+                )
+                .group_by(runs.c.job_name)
+            )
+            for name, count in self._connection.execute(query):
+                if name in self._jobs:
+                    self._jobs[name].live_runs = int(count)
+
+    def start_request(self, request: RequestRecord) -> None:
+        job = self._jobs.get(request.job_name)
+        if job is None:
+            self._refuse(request, f"job {request.job_name!r} has no schedule in the store yet")
+            return
+        if not self._may_start(job):
+            self._refuse(request, self._overlap_message(request.job_name))
+            return
+        beside = self._groups.beside(job.row) if request.beside_limit else None
+        if not request.beside_limit and not self._groups.admit(job.row, queue_order=False):
+            self._queue_for_group(request, job)
+            return
+        claim = self._start(
+            job,
+            occurrence=None,
+            attempt=1,
+            source="manual",
+            key=None,
+            requested_by=request.requested_by,
+            reason="; ".join(r for r in (request.reason, beside) if r) or None,
+            queued_at=request.requested_at,
+        )
+        self._requests.append(
+            {"b_id": request.id, "status": "started", "run_id": claim.run_id, "message": None}
+        )
+
+    def start_retry(self, retry: RunRecord) -> None:
+        job = self._jobs.get(retry.job_name)
+        if job is None or not self._may_start(job):
+            if job is not None:
+                self._batch.waiting.add(retry.job_name)
+            return  # stays pending; its job is busy or not scheduled here yet
+        if not self._groups.admit(job.row, queue_order=False):
+            self._groups.park_run(retry, job.row.concurrency_group)
+            return
+        self._groups.started_run(retry)
+        claim = self._start(
+            job,
+            occurrence=retry.occurrence,
+            attempt=retry.attempt,
+            source=retry.source,
+            key=retry.idempotency_key or f"{retry.job_name}:{retry.id}",
+            requested_by=retry.requested_by,
+            reason=retry.reason,
+            queued_at=retry.queued_at,
+            run_id=retry.id,
+        )
+        if retry.backfill_id is not None:
+            claim = self._claims[retry.id] = replace(claim, backfill_id=retry.backfill_id)
+        assert claim.lease_until is not None
+        self._retries.append(
+            {
+                "b_id": retry.id,
+                "host_id": self._host,
+                "fencing_token": claim.fencing_token,
+                "started_at": self._now,
+                "lease_expires_at": claim.lease_until,
+            }
+        )
+
+    def fire(self, row: ScheduleRecord) -> None:
+        job = self._jobs.get(row.job_name)
+        if job is None:
+            return
+        blocked = not self._may_start(job)
+        plan = self._rules.plan(job.row, self._now, blocked=blocked)
+        if plan is None:
+            return
+        if plan.run is not None and not self._groups.admit(job.row, queue_order=True):
+            self._groups.park_row(job.row)  # the occurrence waits for its group: nothing recorded
+            return
+        self._groups.settled_row(job.row)
+        backlog = plan.next_occurrence is not None and plan.next_occurrence <= self._now
+        if blocked and plan.run is None and backlog:
+            self._batch.waiting.add(row.job_name)  # the live run's record makes it due
+        job.plan = plan
+        for occurrence, outcome, reason in plan.not_run:
+            self._batch.not_run.append((row.job_name, occurrence, outcome, reason))
+        if plan.run is not None:
+            self._start(
+                job,
+                occurrence=plan.run,
+                attempt=1,
+                source=plan.source,
+                key=occurrence_key(row.job_name, plan.run),
+            )
+
+    def write(self) -> None:
+        """Everything the batch decided, in a few statements."""
+        connection = self._connection
+        self._groups.write()
+        self._batch.group_waits = self._groups.waits
+        inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
+        if self._retries:
+            start_retries(connection, self._retries)
+            inserted |= {r["b_id"] for r in self._retries}
+        if self._requests:
+            rows = [{**row, "claimed_by": self._host} for row in self._requests]
+            settle_requests(connection, rows)
+            # Whoever waits for the request's answer (the API, `jobhost trigger`) is woken.
+            notify(connection)
+        self._write_schedules(inserted)
+        self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
+        recorded = insert_ignoring_duplicates(
+            connection,
+            runs,
+            [
+                {
+                    "id": new_run_id(),
+                    "job_name": name,
+                    "occurrence": occurrence,
+                    "attempt": 0,
+                    "source": "schedule",
+                    "outcome": outcome,
+                    "reason": reason,
+                    "host_id": self._host,
+                    "queued_at": self._now,
+                    "finished_at": self._now,
+                }
+                for name, occurrence, outcome, reason in self._batch.not_run
+            ],
+            _RUN_COLUMNS,
+        )
+        if recorded < len(self._batch.not_run):
+            # Another writer recorded some first; report only what this batch wrote.
+            self._batch.not_run = self._batch.not_run[:recorded]
+
+    def _write_schedules(self, inserted: set[str]) -> None:
+        leased: list[dict[str, Any]] = []
+        advanced: list[dict[str, Any]] = []
+        for name, job in self._jobs.items():
+            taken = [c for c in job.started if c.run_id in inserted]
+            if job.plan is None and not taken:
+                continue
+            values: dict[str, Any] = {"b_job": name}
+            if job.plan is not None:
+                values |= {
+                    "next_occurrence": job.plan.next_occurrence,
+                    "due_at": job.plan.due_at,
+                    "missed_through": job.plan.missed_through,
+                }
+            else:
+                values |= {
+                    "next_occurrence": job.row.next_occurrence,
+                    "due_at": job.row.due_at,
+                    "missed_through": job.row.missed_through,
+                }
+            if taken:
+                # The newest run holds the lease; the token is the highest handed out, so it
+                # only grows even when an insert in the middle of the batch was refused.
+                values |= {
+                    "fencing_token": job.token,
+                    "lease_owner": self._host,
+                    "lease_expires_at": taken[-1].lease_until,
+                    "lease_run_id": taken[-1].run_id,
+                }
+                leased.append(values)
+            else:
+                advanced.append(values)
+        if advanced:
+            advance_schedules(self._connection, advanced)
+        if leased:
+            lease_schedules(self._connection, leased)
+
+    def _may_start(self, job: _Job) -> bool:
+        return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
+
+    def _start(
+        self,
+        job: _Job,
+        *,
+        occurrence: datetime | None,
+        attempt: int,
+        source: str,
+        key: str | None,
+        requested_by: str | None = None,
+        reason: str | None = None,
+        queued_at: datetime | None = None,
+        run_id: str | None = None,
+    ) -> Claim:
+        name = job.row.job_name
+        new_id = run_id or new_run_id()
+        job.token += 1
+        job.live_runs += 1
+        job.lease_live = True
+        lease_until = self._now + self._rules.lease(name)
+        claim = Claim(
+            run_id=new_id,
+            job_name=name,
+            occurrence=occurrence,
+            attempt=attempt,
+            source=source,
+            fencing_token=job.token,
+            idempotency_key=key or f"{name}:manual:{new_id}",
+            started_at=self._now,
+            requested_by=requested_by,
+            reason=reason,
+            lease_until=lease_until,
+        )
+        job.started.append(claim)
+        self._claims[new_id] = claim
+        self.taken += 1
+        if run_id is None:
+            self._runs.append(
+                {
+                    "id": new_id,
+                    "job_name": name,
+                    "occurrence": occurrence,
+                    "attempt": attempt,
+                    "source": source,
+                    "outcome": RUNNING,
+                    "host_id": self._host,
+                    "fencing_token": job.token,
+                    "idempotency_key": claim.idempotency_key,
+                    "requested_by": requested_by,
+                    "reason": reason,
+                    "queued_at": queued_at or self._now,
+                    "started_at": self._now,
+                    "lease_expires_at": lease_until,
+                }
+            )
+        return claim
+
+    def _queue_for_group(self, request: RequestRecord, job: _Job) -> None:
+        message = f"queued: {self._groups.waiting_message(job.row)}"
+        run_id = self._groups.queue_request(request, job.row)
+        self._requests.append(
+            {"b_id": request.id, "status": "queued", "run_id": run_id, "message": message}
+        )
+
+    def _refuse(self, request: RequestRecord, message: str) -> None:
+        self._batch.refused.append((request.id, message))
+        self._requests.append(
+            {"b_id": request.id, "status": "refused", "run_id": None, "message": message}
+        )
+
+    def _overlap_message(self, job_name: str) -> str:
+        running = live_runs(self._connection, job_name, self._now)
+        if not running:
+            return "refused: a run of this job is still running (overlap policy forbid)"
+        first = running[0]
+        started = first.started_at.strftime("%Y-%m-%dT%H:%M:%SZ") if first.started_at else "?"
+        return (
+            f"refused: run {first.id} is still running on host {first.host_id} since {started} "
+            "(overlap policy forbid)"
+        )

@@ -1,0 +1,124 @@
+"""The words of a claim: what a claimed run is, what the firing rules answer for a due schedule
+row, and what one claim did. No SQL here; :mod:`jobhost.store.claims` claims."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from jobhost.store.records import ScheduleRecord
+
+__all__ = [
+    "Claim",
+    "ClaimBatch",
+    "ClaimRules",
+    "SchedulePlan",
+    "new_run_id",
+    "occurrence_key",
+    "schedule_problem",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A run this host now owns: execute it, renew its lease, finish it."""
+
+    run_id: str
+    job_name: str
+    occurrence: datetime | None
+    attempt: int
+    source: str
+    fencing_token: int
+    idempotency_key: str
+    started_at: datetime
+    requested_by: str | None = None
+    reason: str | None = None
+    lease_until: datetime | None = None
+    backfill_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePlan:
+    """What the firing rules decided for one due schedule row.
+
+    ``next_occurrence`` and ``due_at`` are the values to store; ``not_run`` holds
+    (occurrence, outcome, reason) rows for occurrences recorded without an attempt.
+    """
+
+    next_occurrence: datetime | None
+    due_at: datetime | None
+    missed_through: datetime | None = None
+    run: datetime | None = None
+    source: str = "schedule"
+    not_run: Sequence[tuple[datetime, str, str]] = ()
+
+
+class ClaimRules(Protocol):
+    """The firing policy, as :func:`claim_work` asks for it; no SQL on this side."""
+
+    def knows(self, job_name: str) -> bool:
+        """Whether this host can run the job (a job it does not know is left to others)."""
+        ...
+
+    def lease(self, job_name: str) -> timedelta: ...
+
+    def counts_live_runs(self, job_name: str) -> bool:
+        """Whether deciding overlap needs the number of live runs (more than one allowed)."""
+        ...
+
+    def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool: ...
+
+    def plan(self, row: ScheduleRecord, now: datetime, blocked: bool) -> SchedulePlan | None:
+        """The plan for a due row; None leaves the row untouched (its problem is reported)."""
+        ...
+
+
+@dataclass
+class ClaimBatch:
+    """What one call of :func:`claim_work` did."""
+
+    claims: list[Claim] = field(default_factory=list)
+    not_run: list[tuple[str, datetime, str, str]] = field(default_factory=list)
+    """(job, occurrence, outcome, reason) newly recorded without an attempt."""
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    """(request id, message) for manual requests that cannot run."""
+    unknown: set[str] = field(default_factory=set)
+    """Jobs with due work this host does not know: leave them to hosts that do."""
+    corrupt: dict[str, str] = field(default_factory=dict)
+    """Job name → what is wrong with its schedule row; the row is left as it is."""
+    schedules_seen: int = 0
+    """Due schedule rows read: as many as the slots allowed means more may be due."""
+    group_waits: Counter[str] = field(default_factory=Counter)
+    """Concurrency group → occurrences and runs that began waiting for a slot in this batch."""
+    waiting: set[str] = field(default_factory=set)
+    """Jobs whose due work waits for a live run to end: that run's record lets it start."""
+
+
+def schedule_problem(row: ScheduleRecord) -> str | None:
+    """What makes a stored schedule row unusable, or None. The row is never guessed at."""
+    if isinstance(row.fencing_token, bool) or not isinstance(row.fencing_token, int):
+        return (
+            f"fencing_token is {row.fencing_token!r}, not a whole number; set it to the highest "
+            "fencing_token of the job's runs (or 0 for a job that never ran)"
+        )
+    if row.fencing_token < 0:
+        return f"fencing_token is {row.fencing_token}, below 0; set it to 0 or more"
+    if row.trigger_kind == "interval" and row.interval_anchor is None:
+        return (
+            "interval_anchor is not a time; set it to the job's last occurrence "
+            "(or restart a host to let it re-anchor the job at its next occurrence)"
+        )
+    return None
+
+
+def occurrence_key(job_name: str, occurrence: datetime) -> str:
+    """The idempotency key shared by every attempt at one occurrence."""
+    return f"{job_name}:{occurrence.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex

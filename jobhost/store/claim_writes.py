@@ -1,0 +1,98 @@
+"""What a claim batch writes, each in one statement built once whatever the batch size: retries
+started, manual requests settled, schedule rows moved on (and leased when a run started)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import bindparam, update
+from sqlalchemy.engine import Connection
+
+from jobhost.store._sql import built, columns_of, unnest_rows
+from jobhost.store.records import PENDING, RUNNING
+from jobhost.store.schema import run_requests, runs, schedules
+
+__all__ = ["advance_schedules", "lease_schedules", "settle_requests", "start_retries"]
+
+
+def start_retries(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Pending retries (``b_id``) become running runs of this host."""
+    connection.execute(built(connection, "start-retries", _start_retries), rows)
+
+
+def settle_requests(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Manual requests (``b_id``) get their answer: started, queued or refused."""
+    connection.execute(built(connection, "settle-requests", _settle_requests), rows)
+
+
+def advance_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Schedule rows move to their next occurrence; no run of theirs started."""
+    _move_schedules(connection, "advance-schedules", _MOVED, rows)
+
+
+def lease_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Schedule rows move on and lease their newest run, with the fencing token advanced."""
+    _move_schedules(connection, "lease-schedules", _LEASED, rows)
+
+
+def _start_retries(_dialect: str) -> Any:
+    return (
+        update(runs)
+        .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
+        .values(
+            outcome=RUNNING,
+            host_id=bindparam("host_id"),
+            fencing_token=bindparam("fencing_token"),
+            started_at=bindparam("started_at"),
+            lease_expires_at=bindparam("lease_expires_at"),
+        )
+    )
+
+
+def _settle_requests(_dialect: str) -> Any:
+    return (
+        update(run_requests)
+        .where(run_requests.c.id == bindparam("b_id"))
+        .values(
+            status=bindparam("status"),
+            run_id=bindparam("run_id"),
+            message=bindparam("message"),
+            claimed_by=bindparam("claimed_by"),
+        )
+    )
+
+
+_MOVED = ("next_occurrence", "due_at", "missed_through")
+_LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
+
+
+def _move_schedules(
+    connection: Connection, name: str, columns: Sequence[str], rows: list[dict[str, Any]]
+) -> None:
+    """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job).
+
+    On PostgreSQL one statement from arrays whatever the batch size (see
+    :func:`~jobhost.store._sql.unnest_rows`); elsewhere an executemany."""
+
+    def build(dialect: str) -> Any:
+        if dialect == "postgresql":
+            source = unnest_rows(
+                [("b_job", schedules.c.job_name.type)]
+                + [(column, schedules.c[column].type) for column in columns]
+            )
+            return (
+                update(schedules)
+                .where(schedules.c.job_name == source.c.b_job)
+                .values(**{column: source.c[column] for column in columns})
+            )
+        return (
+            update(schedules)
+            .where(schedules.c.job_name == bindparam("b_job"))
+            .values(**{column: bindparam(column) for column in columns})
+        )
+
+    statement = built(connection, name, build)
+    connection.execute(
+        statement, columns_of(rows) if connection.dialect.name == "postgresql" else rows
+    )
