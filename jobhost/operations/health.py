@@ -33,9 +33,10 @@ from typing import Any
 from jobhost.catalog import Catalog
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
-from jobhost.operations.report import Report, report_from
+from jobhost.operations.report import Report, report_from, stored_report
 from jobhost.operations.snapshot import read_snapshot
-from jobhost.operations.stored import catalog_of, stored_version
+from jobhost.operations.stored import stored_version
+from jobhost.operations.stored_report import StoredJobs, stored_jobs
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import (
@@ -101,16 +102,16 @@ def check_health(
     store = _store(settings, engine)
     checks = [store, _catalog(catalog) if catalog is not None else _UNREAD]
     report: Report | None = None
+    stored: StoredJobs | None = None
     if store.ok:
         try:
             if catalog is None:
-                catalog, version, report = _stored_report(settings, engine, clock)
-                checks[1] = _stored_catalog(catalog, version)
+                stored, version, report = _stored_report(settings, engine, clock)
+                checks[1] = _stored_catalog(stored, version)
             else:
                 report = report_from(settings, catalog, read_snapshot(engine, catalog.jobs, clock))
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
-    catalog = catalog if catalog is not None else Catalog(jobs={}, problems=[])
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
         ("live-host", _live_host if hosts else _skipped_hosts),
@@ -125,13 +126,14 @@ def check_health(
             checks.append(_skipped_hosts(None))
         else:
             checks.append(Check(name, False, _UNCHECKED))
+    implausible = _implausible(settings, catalog, stored) if report is not None else timedelta(0)
     for name, store_check in (
         ("schedule-lag", _schedule_lag),
         ("store-integrity", _store_integrity),
         ("stuck-runs", _stuck_runs),
     ):
         checks.append(
-            store_check(settings, catalog, engine, clock)
+            store_check(settings, implausible, engine, clock)
             if report is not None
             else Check(name, False, _UNCHECKED)
         )
@@ -140,21 +142,20 @@ def check_health(
 
 def _stored_report(
     settings: Settings, engine: Engine, clock: Clock | None
-) -> tuple[Catalog, str | None, Report]:
-    """The store's catalog, the version it holds, and the report of the jobs the checks look
-    at: the critical ones and those holding an expired lease. Only the critical jobs' ledger is
-    read, and only those jobs are reported: at 10,000 jobs the whole report is most of the
-    check's time, and every other job's row says nothing the checks ask."""
-    read_catalog: list[Catalog] = []
+) -> tuple[StoredJobs, str | None, Report]:
+    """The store's catalog as the checks ask it, the version it holds, and the report of the
+    jobs the checks look at: the critical ones and those holding an expired lease. Only the
+    critical jobs' ledger is read, and only those jobs are reported: at 10,000 jobs the whole
+    report is most of the check's time, and every other job's row says nothing the checks ask."""
+    read_jobs: list[StoredJobs] = []
 
     def critical(rows: dict[str, ScheduleRecord]) -> list[str]:
-        read_catalog.append(catalog_of(settings, rows.values()))
-        return [name for name, spec in read_catalog[0].jobs.items() if spec.declaration.critical]
+        read_jobs.append(stored_jobs(settings, rows.values()))
+        return read_jobs[0].critical
 
     snapshot = read_snapshot(engine, (), clock, ledger_of=critical)
-    catalog, now = read_catalog[0], snapshot.now
-    shown = {name for name, spec in catalog.jobs.items() if spec.declaration.critical}
-    shown |= set(snapshot.expired_runs)
+    jobs, now = read_jobs[0], snapshot.now
+    shown = {*jobs.critical, *snapshot.expired_runs}
     shown |= {
         name
         for name, row in snapshot.schedules.items()
@@ -165,19 +166,23 @@ def _stored_report(
     narrowed = replace(
         snapshot, schedules={n: r for n, r in snapshot.schedules.items() if n in shown}
     )
-    jobs = Catalog(
-        jobs={n: spec for n, spec in catalog.jobs.items() if n in shown},
-        problems=[],
-        runtime=catalog.runtime,
-    )
     version = stored_version(snapshot.schedules.values())
-    return catalog, version, report_from(settings, jobs, narrowed, compare=False)
+    return jobs, version, stored_report(settings, narrowed)
+
+
+def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs | None) -> timedelta:
+    """How far ahead a stored lease may be before no renewal set it (as the hosts judge it)."""
+    if catalog is not None:
+        return FiringRules(catalog.jobs, settings.lease_duration).implausible_lease
+    longest = settings.lease_duration
+    if jobs is not None and jobs.longest_lease is not None:
+        longest = max(longest, jobs.longest_lease)
+    return 4 * longest
 
 
 def _store_integrity(
-    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None
+    _settings: Settings, implausible: timedelta, engine: Engine, clock: Clock | None
 ) -> Check:
-    implausible = FiringRules(catalog.jobs, settings.lease_duration).implausible_lease
     _, result = read_at(engine, clock or SystemClock(), check_live_rows, implausible)
     covered = f"checked {result.coverage()}"
     if not result.total:
@@ -199,7 +204,7 @@ def _store_integrity(
 
 
 def _stuck_runs(
-    _settings: Settings, _catalog: Catalog, engine: Engine, _clock: Clock | None
+    _settings: Settings, _implausible: timedelta, engine: Engine, _clock: Clock | None
 ) -> Check:
     stuck = read(engine, stuck_runs)
     if not stuck:
@@ -224,7 +229,7 @@ def _stuck_runs(
 
 
 def _schedule_lag(
-    settings: Settings, _catalog: Catalog, engine: Engine, clock: Clock | None
+    settings: Settings, _implausible: timedelta, engine: Engine, clock: Clock | None
 ) -> Check:
     limit = settings.max_schedule_lag
     now, hosts = read_at(engine, clock or SystemClock(), live_hosts)
@@ -283,12 +288,12 @@ def _unreachable(settings: Settings, error: StoreError) -> str:
     return f"cannot reach {redact_url(settings.database_url)}: {message.splitlines()[0]}"
 
 
-def _stored_catalog(catalog: Catalog, version: str | None) -> Check:
+def _stored_catalog(jobs: StoredJobs, version: str | None) -> Check:
     held = f"catalog version {version}" if version is not None else "no synced catalog"
     return Check(
         "catalog",
         True,
-        f"the store holds {held}, {len(catalog.jobs)} jobs (read from the store; "
+        f"the store holds {held}, {jobs.count} jobs (read from the store; "
         "--check-catalog loads the modules and validates them)",
     )
 

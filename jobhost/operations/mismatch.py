@@ -14,15 +14,17 @@ expired but is still held), ``no-live-host``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
+from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.store import RunRecord, ScheduleRecord
 from jobhost.store.registry import ScheduleChange, diff_schedules
+from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "late_tolerance",
     "overdue_grace",
     "store_changes",
+    "stored_mismatches",
+    "trigger_last_due",
 ]
 
 
@@ -121,11 +125,66 @@ def job_mismatches(
     return [item for item in found if item is not None]
 
 
+def stored_mismatches(
+    facts: JobFacts, stored: StoredFacts, settings: Settings, now: datetime, live_hosts: int
+) -> list[Mismatch]:
+    """:func:`job_mismatches` of a job the store's own catalog declares, from the declaration
+    its row holds (``facts.spec`` None: no job is rebuilt, nothing compared with a catalog)."""
+    row = facts.row
+    found: list[Mismatch | None] = [
+        _override_of(
+            facts.name,
+            stored.trigger,
+            stored.declared,
+            stored.override_enabled,
+            stored.declared_enabled,
+        )
+        if stored.overridden
+        else None,
+        _not_configured_of(stored.enabled, stored.configuration_source, settings),
+    ]
+    if row is not None and row.paused:
+        found.append(_paused(row))
+    if stored.enabled and not facts.paused:
+        grace = stored.overdue_after if stored.overdue_after is not None else settings.overdue_grace
+        found += [
+            _no_next_fire(facts),
+            _next_fire_past(facts, settings, now),
+            _overdue_of(facts, stored.trigger, _stored_schedule(stored.trigger), grace, now),
+        ]
+    found.append(_lease_expired(facts, now))
+    if stored.enabled and live_hosts == 0:
+        found.append(Mismatch("no-live-host", "no host is alive to fire it"))
+    return [item for item in found if item is not None]
+
+
+def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule | None]:
+    """The cron schedule of a stored trigger, parsed once for every job that shares it."""
+
+    def schedule(_anchor: datetime) -> Schedule | None:
+        if trigger.kind != "cron" or trigger.expression is None:
+            return None
+        found = _CRONS.get(trigger)
+        if found is None:
+            if len(_CRONS) >= _LAST_DUE_KEPT:
+                _CRONS.clear()
+            found = _CRONS[trigger] = cron_schedule(
+                trigger.expression,
+                trigger.timezone,
+                dst_gap=trigger.dst_gap,
+                dst_repeat=trigger.dst_repeat,
+            )
+        return found
+
+    return schedule
+
+
 # A report asks every job at one instant: jobs sharing a cron expression and a zone share the
 # answer (cron math is the report's costliest step at 10,000 jobs).
 _LAST_DUE: dict[tuple[str | None, str, datetime], datetime | None] = {}
 _LAST_DUE_KEPT = 20_000
 _LOOK_BACK = timedelta(days=400)
+_CRONS: dict[EffectiveTrigger, CronSchedule] = {}
 
 
 def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
@@ -143,14 +202,26 @@ def _override(spec: JobSpec) -> Mismatch | None:
     override = spec.override
     if override is None:
         return None
+    return _override_of(
+        spec.name, spec.trigger, spec.declared, override.enabled, spec.declaration.enabled
+    )
+
+
+def _override_of(
+    name: str,
+    trigger: EffectiveTrigger,
+    declared: EffectiveTrigger,
+    override_enabled: bool | None,
+    declared_enabled: bool,
+) -> Mismatch | None:
     changes: list[str] = []
-    if _parts(spec.trigger) != _parts(spec.declared):
-        changes.append(f"{spec.trigger.describe()} instead of {spec.declared.describe()}")
-    if override.enabled is not None and override.enabled != spec.declaration.enabled:
-        changes.append("enabled" if override.enabled else "disabled")
+    if _parts(trigger) != _parts(declared):
+        changes.append(f"{trigger.describe()} instead of {declared.describe()}")
+    if override_enabled is not None and override_enabled != declared_enabled:
+        changes.append("enabled" if override_enabled else "disabled")
     if not changes:
         return None
-    return Mismatch("override", f'[jobs."{spec.name}"] in force: {", ".join(changes)}')
+    return Mismatch("override", f'[jobs."{name}"] in force: {", ".join(changes)}')
 
 
 def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:
@@ -158,8 +229,11 @@ def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:
 
 
 def _not_configured(spec: JobSpec, settings: Settings) -> Mismatch | None:
-    source = spec.declaration.configuration_source
-    if spec.enabled or source is None or source in settings.modules:
+    return _not_configured_of(spec.enabled, spec.declaration.configuration_source, settings)
+
+
+def _not_configured_of(enabled: bool, source: str | None, settings: Settings) -> Mismatch | None:
+    if enabled or source is None or source in settings.modules:
         return None
     return Mismatch(
         "not-configured",
@@ -225,19 +299,31 @@ def _next_fire_past(facts: JobFacts, settings: Settings, now: datetime) -> Misma
 
 
 def _overdue(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | None:
+    spec = facts.spec
+    if spec is None:
+        return None  # never scheduled: nothing was due yet
+    return _overdue_of(facts, spec.trigger, spec.schedule, overdue_grace(spec, settings), now)
+
+
+def _overdue_of(
+    facts: JobFacts,
+    trigger: EffectiveTrigger,
+    schedule_of: Callable[[datetime], Schedule | None],
+    grace: timedelta,
+    now: datetime,
+) -> Mismatch | None:
     """Dead-man: an occurrence came due more than the grace ago and no success followed it.
 
     Counted from the last occurrence that was due, not from the period: a weekday job is not
     overdue on Sunday, and a monthly job not on the 20th.
     """
-    spec, row = facts.spec, facts.row
-    if spec is None or row is None:
+    row = facts.row
+    if row is None:
         return None  # never scheduled: nothing was due yet
-    grace = overdue_grace(spec, settings)
     since = facts.last_success or row.created_at
     if now - since <= grace:
         return None  # within grace whatever the trigger: no need to compute it
-    due = last_due(spec, row.interval_anchor or row.created_at, now - grace)
+    due = trigger_last_due(trigger, schedule_of, row.interval_anchor or row.created_at, now - grace)
     if due is None or due <= since:
         return None
     what = (
@@ -253,20 +339,32 @@ def _overdue(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | N
 
 
 def last_due(spec: JobSpec, anchor: datetime, at: datetime) -> datetime | None:
-    """The job's newest occurrence at or before ``at`` (within 400 days).
+    """The job's newest occurrence at or before ``at`` (within 400 days)."""
+    return trigger_last_due(spec.trigger, spec.schedule, anchor, at)
+
+
+def trigger_last_due(
+    trigger: EffectiveTrigger,
+    schedule_of: Callable[[datetime], Schedule | None],
+    anchor: datetime,
+    at: datetime,
+) -> datetime | None:
+    """The newest occurrence of ``trigger`` at or before ``at`` (within 400 days);
+    ``schedule_of(anchor)`` is its schedule, asked only when the answer is not known yet.
 
     An interval's phase runs back from its anchor too: a job scheduled before its anchor was
     last moved had occurrences then.
     """
-    trigger = spec.trigger
     if trigger.kind == "interval" and trigger.interval is not None:
         return anchor + ((at - anchor) // trigger.interval) * trigger.interval
-    schedule = spec.schedule(anchor)
-    if schedule is None:
+    if trigger.kind != "cron" or trigger.expression is None:
         return None
     key = (trigger.expression, trigger.timezone, at)
     if key in _LAST_DUE:
         return _LAST_DUE[key]
+    schedule = schedule_of(anchor)
+    if schedule is None:
+        return None
     found = newest_at_or_before(schedule, at, keep=1, not_before=at - _LOOK_BACK)
     value = found[-1] if found else None
     if len(_LAST_DUE) >= _LAST_DUE_KEPT:

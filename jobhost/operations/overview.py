@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
 from jobhost.operations.status import FAILED_OUTCOMES
-from jobhost.store import Clock, Engine, RunRecord, ScheduleRecord, SystemClock
+from jobhost.store import Clock, Engine, LastAttempt, ScheduleRecord, SystemClock
 from jobhost.store.calls import read, read_at
 from jobhost.store.snapshot import summary_snapshot
 from jobhost.store.streaks import failure_streaks
@@ -66,7 +65,7 @@ def read_summary(
             snapshot.last_success[name] = row.last_success_at
     for run in running:  # oldest first: the newest running attempt is the last one
         snapshot.running.setdefault(run.job_name, []).append(run)
-        snapshot.last_runs[run.job_name] = run
+        snapshot.last_runs[run.job_name] = LastAttempt.of(run)
         if run.lease_expires_at is not None and run.lease_expires_at < now:
             snapshot.expired_runs.setdefault(run.job_name, []).append(run)
     return report_from(settings, catalog, snapshot)
@@ -104,32 +103,19 @@ def _first_line(job: JobReport) -> str | None:
     return line if len(line) <= ERROR_LINE else line[: ERROR_LINE - 1] + "…"
 
 
-def _last_attempt(row: ScheduleRecord) -> RunRecord | None:
-    """The row's summary of the job's last finished attempt, as the ledger record it stands
-    for (what the report reads of it: id, outcome, times, error)."""
+def _last_attempt(row: ScheduleRecord) -> LastAttempt | None:
+    """The row's summary of the job's last finished attempt (id, outcome, times, error)."""
     if row.last_run_id is None or row.last_outcome is None:
         return None
-    at: datetime | None = row.last_started_at or row.last_finished_at
-    if at is None:
+    if row.last_started_at is None and row.last_finished_at is None:
         return None
-    return RunRecord(
+    return LastAttempt(
         id=row.last_run_id,
-        job_name=row.job_name,
-        occurrence=None,
-        attempt=1,
-        source="schedule",
         outcome=row.last_outcome,
-        reason=None,
         host_id=None,
-        fencing_token=None,
-        idempotency_key=None,
-        requested_by=None,
-        queued_at=at,
-        not_before=None,
         started_at=row.last_started_at,
         finished_at=row.last_finished_at,
-        lease_expires_at=None,
         error_type=None,
         error_message=row.last_error,
-        trace_id=None,
+        backfill_id=None,
     )

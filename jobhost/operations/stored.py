@@ -24,7 +24,7 @@ from jobhost.store import Engine, ScheduleRecord
 from jobhost.store import reports as store_reports
 from jobhost.store.calls import read
 
-__all__ = ["catalog_of", "declaration_json", "stored_catalog", "stored_version"]
+__all__ = ["catalog_of", "declaration_json", "stored_catalog", "stored_job", "stored_version"]
 
 
 def stored_catalog(settings: Settings, engine: Engine, *, only: str | None = None) -> Catalog:
@@ -49,7 +49,7 @@ def catalog_of(settings: Settings, rows: Iterable[ScheduleRecord]) -> Catalog:
     for row in sorted(rows, key=lambda r: r.job_name):
         if row.orphaned:
             continue
-        spec = _spec(settings, row)
+        spec = stored_job(settings, row)
         if spec is None:
             continue
         jobs[row.job_name] = spec
@@ -58,7 +58,8 @@ def catalog_of(settings: Settings, rows: Iterable[ScheduleRecord]) -> Catalog:
     return Catalog(jobs=jobs, problems=[], runtime=frozenset(runtime))
 
 
-def _spec(settings: Settings, row: ScheduleRecord) -> JobSpec | None:
+def stored_job(settings: Settings, row: ScheduleRecord) -> JobSpec | None:
+    """The job ``row`` declares, rebuilt whole; None when its columns describe no job."""
     if row.declaration is not None:
         try:
             return stored_spec(

@@ -14,13 +14,20 @@ from sqlalchemy.exc import DBAPIError as StoreError
 from jobhost.store.clock import Clock, SystemClock, database_now, store_now
 from jobhost.store.engine import create_store_engine, is_postgres, normalise_url, reading
 from jobhost.store.migrate import current_revision, head_revision, is_current, upgrade
-from jobhost.store.records import HostRecord, RequestRecord, RunRecord, ScheduleRecord
+from jobhost.store.records import (
+    HostRecord,
+    LastAttempt,
+    RequestRecord,
+    RunRecord,
+    ScheduleRecord,
+)
 from jobhost.store.state import StoreJobState
 
 __all__ = [
     "Clock",
     "Engine",
     "HostRecord",
+    "LastAttempt",
     "RequestRecord",
     "RunRecord",
     "ScheduleRecord",

@@ -126,6 +126,40 @@ class RunRecord(_FromRow):
 
 
 @dataclass(frozen=True, slots=True)
+class LastAttempt:
+    """What the report shows of a job's last attempt: a few columns of its ledger row (read for
+    every job at once, where the whole row would cost several times as much)."""
+
+    id: str
+    outcome: str
+    host_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error_type: str | None
+    error_message: str | None
+    backfill_id: str | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> LastAttempt:
+        return cls(
+            run.id,
+            run.outcome,
+            run.host_id,
+            run.started_at,
+            run.finished_at,
+            run.error_type,
+            run.error_message,
+            run.backfill_id,
+        )
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return round((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
 class HostRecord(_FromRow):
     id: str
     hostname: str

@@ -19,8 +19,15 @@ from sqlalchemy import ColumnElement, Select, Table, func, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
 from jobhost.store.hosts import list_hosts
-from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord, ScheduleRecord
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.records import (
+    PENDING,
+    RUNNING,
+    HostRecord,
+    LastAttempt,
+    RunRecord,
+    ScheduleRecord,
+)
+from jobhost.store.schema import IS_RUNNING, run_requests, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
@@ -59,7 +66,7 @@ NEWEST_FIRST = (_NEWEST.desc(), runs.c.occurrence.desc().nulls_last(), runs.c.at
 class LedgerSummary:
     """What the ledger says about one job, read by index."""
 
-    last_attempt: RunRecord | None
+    last_attempt: LastAttempt | None
     recent_outcomes: list[str]
     """The newest :data:`RECENT` outcomes, newest first, ``missed`` and ``skipped`` included."""
     last_success: datetime | None
@@ -109,7 +116,7 @@ def ledger_summaries(
             scheduled.add(str(name))
             if isinstance(finished, datetime):
                 success[str(name)] = finished
-    attempts = _runs_by_id(connection, list(last_ids.values()))
+    attempts = _attempts_by_id(connection, list(last_ids.values()))
     summaries: dict[str, LedgerSummary] = {}
     for name in sorted(scheduled if names is None else set(names)):
         if name in scheduled:
@@ -120,7 +127,8 @@ def ledger_summaries(
             summaries[name] = LedgerSummary(found, outcomes, success.get(name))
         else:
             rows = newest_runs(connection, name)
-            found = next((run for run in rows if run.outcome not in NOT_ATTEMPTS), None)
+            run = next((run for run in rows if run.outcome not in NOT_ATTEMPTS), None)
+            found = LastAttempt.of(run) if run is not None else None
             if found is None and len(rows) >= RECENT:
                 found = _last_attempt(connection, name)
             summaries[name] = LedgerSummary(
@@ -175,7 +183,7 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
 
 def expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
     """Running runs whose lease expired before ``now``."""
-    query = select(runs).where(runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
+    query = select(runs).where(IS_RUNNING, runs.c.lease_expires_at < now)
     return _records(connection.execute(query).mappings())
 
 
@@ -296,7 +304,7 @@ def _newest_per_job(connection: Connection) -> Select[Any]:
     )
 
 
-def _last_attempt(connection: Connection, name: str) -> RunRecord | None:
+def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
     """The newest attempt further back than the newest rows (a paused job's are all missed)."""
     query = (
         select(runs)
@@ -305,16 +313,16 @@ def _last_attempt(connection: Connection, name: str) -> RunRecord | None:
         .limit(1)
     )
     row = connection.execute(query).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None
+    return LastAttempt.of(RunRecord.from_row(row)) if row is not None else None
 
 
-def _runs_by_id(connection: Connection, ids: list[str]) -> dict[str, RunRecord]:
-    found: dict[str, RunRecord] = {}
-    columns = _columns(runs, RunRecord)
+def _attempts_by_id(connection: Connection, ids: list[str]) -> dict[str, LastAttempt]:
+    found: dict[str, LastAttempt] = {}
+    columns = _columns(runs, LastAttempt)
     for start in range(0, len(ids), _CHUNK):
         query = select(*columns).where(runs.c.id.in_(ids[start : start + _CHUNK]))
         for row in connection.execute(query):
-            record = RunRecord(*row)
+            record = LastAttempt(*row)
             found[record.id] = record
     return found
 

@@ -18,7 +18,7 @@ from jobhost.store.clock import Clock, SystemClock, database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
-from jobhost.store.records import HostRecord, RunRecord, ScheduleRecord
+from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRecord
 from jobhost.store.runtime import JobChange, deletions
 
 __all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
@@ -31,7 +31,7 @@ class StoreSnapshot:
     now: datetime
     schedules: dict[str, ScheduleRecord]
     hosts: list[HostRecord]
-    last_runs: dict[str, RunRecord] = field(default_factory=dict)
+    last_runs: dict[str, LastAttempt] = field(default_factory=dict)
     recent_outcomes: dict[str, list[str]] = field(default_factory=dict)
     last_success: dict[str, datetime] = field(default_factory=dict)
     expired_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
