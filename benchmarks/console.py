@@ -35,6 +35,7 @@ in the wall-clock column only.
 
 from __future__ import annotations
 
+import compileall
 import os
 import resource
 import socket
@@ -193,6 +194,10 @@ def _read_commands(command: list[str], env: dict[str, str], one: str) -> None:
     """The median whole-process wall time of each read-only command beside its target, with its
     median CPU seconds (on a shared machine the wall clock measures the neighbours too), and the
     health check's peak memory (target 150 MB). ``farm-bench`` gives the same from outside."""
+    # As an installed host has them (pip compiles at install): with PYTHONDONTWRITEBYTECODE
+    # set, a checkout would otherwise compile its sources again in every command.
+    for package in ("jobhost", "contracts"):
+        compileall.compile_dir(ROOT / package, quiet=1)
     print(f"  read-only commands, whole process, median of {_READ_RUNS}   wall     cpu   (target)")
     for label, args, target in _READS:
         argv = [*command, *(arg.replace("{one}", one) for arg in args)]

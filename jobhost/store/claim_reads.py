@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from jobhost.store._sql import built, locked
 from jobhost.store.claim_model import ClaimBatch, ClaimRules
 from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.schema import IS_PENDING, run_requests, runs, schedules
 
 __all__ = ["due_job_names", "due_retries", "due_schedules", "live_runs", "pending_requests"]
 
@@ -106,7 +106,7 @@ def _due_retries_query(dialect: str) -> Any:
     query = (
         select(runs)
         .where(
-            runs.c.outcome == PENDING,
+            IS_PENDING,
             runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
             runs.c.job_name.not_in(bindparam("skip", expanding=True)),
         )

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from jobhost.store._sql import built, columns_of, execute_isolating, locked, unnest_rows
 from jobhost.store.backfill_settling import Ended, settle_ended
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
-from jobhost.store.schema import hosts, runs, schedules
+from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
 from jobhost.store.signals import notify
 from jobhost.store.units import record_unit_counts
 
@@ -265,7 +265,7 @@ def abandon_expired_runs(
             locked(
                 connection,
                 select(runs).where(
-                    runs.c.outcome == RUNNING,
+                    IS_RUNNING,
                     (runs.c.lease_expires_at < now) | (runs.c.lease_expires_at > now + implausible),
                 ),
             )

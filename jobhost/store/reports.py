@@ -27,7 +27,7 @@ from jobhost.store.records import (
     RunRecord,
     ScheduleRecord,
 )
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.schema import IS_RUNNING, run_requests, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
@@ -183,7 +183,7 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
 
 def expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
     """Running runs whose lease expired before ``now``."""
-    query = select(runs).where(runs.c.outcome == RUNNING, runs.c.lease_expires_at < now)
+    query = select(runs).where(IS_RUNNING, runs.c.lease_expires_at < now)
     return _records(connection.execute(query).mappings())
 
 

@@ -18,11 +18,15 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    literal_column,
+    text,
 )
 
 from jobhost.store.types import UTCDateTime
 
 __all__ = [
+    "IS_PENDING",
+    "IS_RUNNING",
     "RUN_OCCURRENCE_CONSTRAINT",
     "backfill_items",
     "backfills",
@@ -31,6 +35,9 @@ __all__ = [
     "job_idempotency",
     "job_state",
     "metadata",
+    "run_outcome_minutes",
+    "run_outcome_purges",
+    "run_outcome_spans",
     "run_requests",
     "runs",
     "schedules",
@@ -49,6 +56,13 @@ metadata = MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
+
+
+def _partial_index(name: str, where: str, *columns: str) -> Index:
+    """An index of the rows matching ``where`` only, on both stores (migration 0013)."""
+    condition = text(where)
+    return Index(name, *columns, postgresql_where=condition, sqlite_where=condition)
+
 
 schedules = Table(
     "schedules",
@@ -99,9 +113,10 @@ schedules = Table(
     Column("dst_policy", String(64)),
     Column("job_source", String(16)),
     Column("declaration", Text),
-    Index("ix_schedules_next_occurrence", "next_occurrence"),
     Index("ix_schedules_due_at", "due_at"),
-    Index("ix_schedules_concurrency_group", "concurrency_group"),
+    _partial_index(
+        "ix_schedules_concurrency_group", "concurrency_group IS NOT NULL", "concurrency_group"
+    ),
 )
 
 runs = Table(
@@ -144,12 +159,21 @@ runs = Table(
     Column("cancel_reason", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
-    Index("ix_runs_outcome_not_before", "outcome", "not_before"),
-    Index("ix_runs_job_name_outcome", "job_name", "outcome"),
-    Index("ix_runs_outcome_lease_expires_at", "outcome", "lease_expires_at"),
-    Index("ix_runs_backfill_id", "backfill_id"),
+    # Partial (0013): a scheduled run is in none of these three once it has finished, so its
+    # finishing update writes no entry to them. Queries that use them name the same condition.
+    _partial_index("ix_runs_outcome_not_before", "outcome = 'pending'", "outcome", "not_before"),
+    _partial_index(
+        "ix_runs_outcome_lease_expires_at", "outcome = 'running'", "outcome", "lease_expires_at"
+    ),
+    _partial_index("ix_runs_backfill_id", "backfill_id IS NOT NULL", "backfill_id"),
     Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
+
+# The conditions of the two partial run indexes, the word written into the SQL: every plan,
+# cached or not, can use the index, where a bound value makes PostgreSQL plan each execution
+# again and SQLite prepare it again to see that the index applies.
+IS_PENDING = runs.c.outcome == literal_column("'pending'", String)
+IS_RUNNING = runs.c.outcome == literal_column("'running'", String)
 
 hosts = Table(
     "hosts",
@@ -255,4 +279,36 @@ backfill_items = Table(
     Column("state", String(16), nullable=False),
     Column("run_id", String(64)),
     Index("ix_backfill_items_state", "state"),
+)
+
+# The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_minutes.py): runs
+# that finished in the minute starting at ``minute``, by outcome; job_name '' is every job.
+# Filled by the chart's reader, never by the firing path; the retention purge subtracts the runs
+# it deletes.
+run_outcome_minutes = Table(
+    "run_outcome_minutes",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("minute", UTCDateTime(), primary_key=True),
+    Column("outcome", String(16), primary_key=True),
+    Column("runs", Integer, nullable=False),
+)
+
+# The minutes [filled_from, filled_to) of one job ('' for every job) whose counts are in
+# run_outcome_minutes: inside it a minute with no row had no runs.
+run_outcome_spans = Table(
+    "run_outcome_spans",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("filled_from", UTCDateTime(), nullable=False),
+    Column("filled_to", UTCDateTime(), nullable=False),
+)
+
+# One row (id 1): how many purge batches have deleted runs. A reader writes the counts it made
+# only while this is what it was when it counted, so a purge between the two is not undone.
+run_outcome_purges = Table(
+    "run_outcome_purges",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("purges", BigInteger, nullable=False),
 )

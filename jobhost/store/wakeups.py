@@ -15,8 +15,8 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built
-from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.schema import backfills, run_requests, runs, schedules
+from jobhost.store.records import PENDING
+from jobhost.store.schema import IS_PENDING, IS_RUNNING, backfills, run_requests, runs, schedules
 
 __all__ = ["Wakeups", "next_wakeups", "oldest_due"]
 
@@ -80,13 +80,13 @@ def _wakeups_query(_dialect: str) -> Any:
     )
     retry = (
         select(runs.c.not_before)
-        .where(runs.c.outcome == PENDING, runs.c.not_before.is_not(None))
+        .where(IS_PENDING, runs.c.not_before.is_not(None))
         .order_by(runs.c.not_before)
         .limit(1)
     )
     lease = (
         select(runs.c.lease_expires_at)
-        .where(runs.c.outcome == RUNNING, runs.c.lease_expires_at.is_not(None))
+        .where(IS_RUNNING, runs.c.lease_expires_at.is_not(None))
         .order_by(runs.c.lease_expires_at)
         .limit(1)
     )
