@@ -46,6 +46,9 @@ __all__ = [
     "stored_report",
 ]
 
+_VIEWS: dict[int, tuple[JobSpec, TriggerView, TriggerView]] = {}
+_VIEWS_KEPT = 20_000
+
 
 def build_report(
     settings: Settings,
@@ -155,8 +158,8 @@ def _job_report(
             spec.declaration.description,
             spec.declaration.critical,
         )
-        declared: TriggerView | None = TriggerView.of(spec.declared, with_source=False)
-        effective = TriggerView.of(spec.trigger, with_source=True)
+        declared: TriggerView | None
+        declared, effective = _trigger_views(spec)
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module, description, critical, declared = row.module, "", False, None
@@ -193,6 +196,21 @@ def _job_report(
         concurrency_group=group,
         waiting_for=waiting_for,
     )
+
+
+def _trigger_views(spec: JobSpec) -> tuple[TriggerView, TriggerView]:
+    """The declared and effective trigger of ``spec`` as the report shows them, made once per
+    job of a catalog that many reports read (the dashboard's, the API's)."""
+    found = _VIEWS.get(id(spec))
+    if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
+        if len(_VIEWS) >= _VIEWS_KEPT:
+            _VIEWS.clear()
+        found = _VIEWS[id(spec)] = (
+            spec,
+            TriggerView.of(spec.declared, with_source=False),
+            TriggerView.of(spec.trigger, with_source=True),
+        )
+    return found[1], found[2]
 
 
 def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:

@@ -1,17 +1,13 @@
 """How many runs finished with each outcome, in equal slices of a time range: the dashboard's
 runs-by-outcome chart, for one job or the whole installation.
 
-One statement per chart, answered from an index — ``ix_runs_outcome_finished_at`` for the
-installation, ``ix_runs_job_name_outcome_finished_at`` for a job — never from the rows, and
-nothing kept by the recorder (firing writes no extra row for the chart). Each store gets the
-form it counts fastest (``benchmarks/outcome_chart.py`` prints both beside the single CASE
-statement this replaced, at a million runs a day):
-
-- PostgreSQL groups by ``width_bucket`` over the slices' bounds (a binary search per index
-  entry, one hash of a few hundred groups);
-- SQLite counts each (outcome, slice) as its own index range, all in one statement: a count
-  of an index range only steps through entries, where grouping an expression per row sorts a
-  million rows in a temporary b-tree.
+Given the reader's ``now``, each slice is answered in three parts: its whole minutes that are
+closed (no run can still finish in them) from the counts :mod:`jobhost.store.outcome_minutes`
+keeps, and its partial first and last minutes plus any minutes not closed yet from the runs'
+indexes (``ix_runs_outcome_finished_at`` for the installation,
+``ix_runs_job_name_outcome_finished_at`` for a job). A day's chart of a busy installation then
+reads some 1,440 minutes' counts and a few thousand runs, not every run of the day. Without
+``now`` every slice is counted from the runs. Firing writes nothing for the chart either way.
 
 The statements' text depends only on how many slices there are, so each is prepared once.
 """
@@ -21,22 +17,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
     CompoundSelect,
-    Select,
     bindparam,
     func,
     literal,
     select,
+    text,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import array
 from sqlalchemy.engine import Connection
 
+from jobhost.store.engine import is_read_only
+from jobhost.store.outcome_minutes import ceil_minute, closed_until, floor_minute, minute_counts
 from jobhost.store.schema import runs
 
 __all__ = ["FINISHED_OUTCOMES", "counts_before", "outcome_counts"]
@@ -52,23 +49,42 @@ FINISHED_OUTCOMES = (
 )
 """Every outcome a ledger row ends with (``skipped`` and ``missed`` are recorded finished)."""
 
+_Range = tuple[datetime, datetime]
+
 
 def outcome_counts(
-    connection: Connection, start: datetime, end: datetime, slices: int, job: str | None = None
+    connection: Connection,
+    start: datetime,
+    end: datetime,
+    slices: int,
+    job: str | None = None,
+    *,
+    now: datetime | None = None,
 ) -> list[dict[str, int]]:
     """For each of ``slices`` equal slices of [start, end), oldest first, the runs that
-    finished in it by outcome (outcomes with none left out); of ``job`` when given."""
+    finished in it by outcome (outcomes with none left out); of ``job`` when given. With
+    ``now`` (the store's clock), closed minutes are answered from their kept counts."""
     width = (end - start) / slices
     edges = [start + width * index for index in range(slices + 1)]
     edges[-1] = end
+    closed = closed_until(connection, now, job) if now is not None else None
+    kept: list[_Range | None] = []
+    live: list[_Range] = []
+    for first, last in pairwise(edges):
+        whole = _closed_minutes(first, last, closed)
+        kept.append(whole)
+        if whole is None:
+            live += [(first, last), (first, first)]
+        else:
+            live += [(first, whole[0]), (whole[1], last)]
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
-    if connection.dialect.name == "postgresql":
-        found = _bucketed(connection, edges, job)
-    else:
-        found = _ranged(connection, edges, job)
-    for outcome, index, count in found:
+    if closed is not None:
+        keep = not is_read_only(connection.engine)
+        counts = minute_counts(connection, kept, job, keep=keep)
+    for outcome, part, count in _live(connection, live, job):
         if count:
-            counts[int(index)][str(outcome)] = int(count)
+            one = counts[int(part) // 2]
+            one[str(outcome)] = one.get(str(outcome), 0) + int(count)
     return counts
 
 
@@ -76,78 +92,76 @@ def counts_before(
     connection: Connection, now: datetime, span: timedelta, slices: int
 ) -> list[dict[str, int]]:
     """:func:`outcome_counts` over the ``span`` before ``now``."""
-    return outcome_counts(connection, now - span, now, slices)
+    return outcome_counts(connection, now - span, now, slices, now=now)
 
 
-def _bucketed(
-    connection: Connection, edges: list[datetime], job: str | None
+def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) -> _Range | None:
+    """The whole closed minutes of [first, last), or None when it holds none."""
+    if closed is None:
+        return None
+    low, high = ceil_minute(first), min(floor_minute(last), closed)
+    return (low, high) if low < high else None
+
+
+def _live(
+    connection: Connection, parts: list[_Range], job: str | None
 ) -> list[tuple[str, int, int]]:
-    """PostgreSQL: one grouped scan of the window's index range, each entry placed by a binary
-    search over the inner bounds (``width_bucket`` answers 0 below the first)."""
-    statement = _bucketed_statement(len(edges) - 1, job is not None)
-    return _triples(connection.execute(statement, _bounds(edges, job)))
+    """Each part's runs by outcome, counted from the runs' index in one statement."""
+    if connection.dialect.name == "postgresql":
+        # One text for any number of parts, planned once: a nested loop of index range scans.
+        values: dict[str, object] = {
+            "lo": [lo for lo, _ in parts],
+            "hi": [hi for _, hi in parts],
+            "outcomes": list(FINISHED_OUTCOMES),
+            "job": job,
+        }
+        return _triples(connection.execute(_PARTS_JOB if job is not None else _PARTS, values))
+    statement = _grouped_statement(len(parts), job is not None)
+    return _triples(connection.execute(statement, _bounds(parts, job)))
 
 
-def _ranged(
-    connection: Connection, edges: list[datetime], job: str | None
-) -> list[tuple[str, int, int]]:
-    """SQLite: a count of each (outcome, slice) index range, all in one statement (7 outcomes
-    by at most 30 slices stays under SQLite's 500 parts of a compound statement)."""
-    statement = _ranged_statement(len(edges) - 1, job is not None)
-    return _triples(connection.execute(statement, _bounds(edges, job)))
+_PARTS_SQL = """
+SELECT r.outcome, p.part - 1, count(*)
+FROM unnest(CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) WITH ORDINALITY
+    AS p(lo, hi, part)
+JOIN runs AS r ON r.finished_at >= p.lo AND r.finished_at < p.hi
+WHERE r.outcome = ANY(CAST(:outcomes AS text[])) {job}
+GROUP BY r.outcome, p.part
+"""
+_PARTS = text(_PARTS_SQL.format(job=""))
+_PARTS_JOB = text(_PARTS_SQL.format(job="AND r.job_name = :job"))
 
 
 @cache
-def _bucketed_statement(slices: int, of_job: bool) -> Select[tuple[str, int, int]]:
-    inner = [_edge(index) for index in range(1, slices)]
-    slice_of = (func.width_bucket(runs.c.finished_at, array(inner)) if inner else literal(0)).label(
-        "slice"
-    )
-    placed = (
-        select(runs.c.outcome, slice_of)
-        .where(*_window(0, slices, of_job), runs.c.outcome.in_(FINISHED_OUTCOMES))
-        .subquery()
-    )
-    # Grouped outside: PostgreSQL would not match an expression with bound values in GROUP BY.
-    return select(placed.c.outcome, placed.c.slice, func.count()).group_by(
-        placed.c.outcome, placed.c.slice
+def _grouped_statement(parts: int, of_job: bool) -> CompoundSelect[Any]:
+    """Each part's index range grouped by outcome: the index is in outcome order, so neither
+    store sorts, and an empty part costs a probe per outcome."""
+    return union_all(
+        *[
+            select(runs.c.outcome, literal(index).label("part"), func.count())
+            .where(runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index, of_job))
+            .group_by(runs.c.outcome)
+            for index in range(parts)
+        ]
     )
 
 
-@cache
-def _ranged_statement(slices: int, of_job: bool) -> CompoundSelect[tuple[str, int, int]]:
-    """Built once for each number of slices: a statement of a couple of hundred parts costs
-    more to build than a small window costs to count."""
-    parts = [
-        select(
-            literal(outcome).label("outcome"),
-            literal(index).label("slice"),
-            select(func.count())
-            .select_from(runs)
-            .where(runs.c.outcome == outcome, *_window(index, index + 1, of_job))
-            .scalar_subquery()
-            .label("runs"),
-        )
-        for outcome in FINISHED_OUTCOMES
-        for index in range(slices)
+def _window(index: int, of_job: bool) -> list[ColumnElement[bool]]:
+    """Finished in part ``index``; of the job when ``of_job``."""
+    finished = runs.c.finished_at
+    conditions = [
+        finished >= bindparam(f"lo_{index}", type_=finished.type),
+        finished < bindparam(f"hi_{index}", type_=finished.type),
     ]
-    return union_all(*parts)
-
-
-def _window(first: int, last: int, of_job: bool) -> list[ColumnElement[bool]]:
-    """Finished from edge ``first`` up to edge ``last``; of the job when ``of_job``."""
-    conditions = [runs.c.finished_at >= _edge(first), runs.c.finished_at < _edge(last)]
     if of_job:
         conditions.append(runs.c.job_name == bindparam("job"))
     return conditions
 
 
-def _edge(index: int) -> BindParameter[datetime]:
-    return bindparam(f"edge_{index}", type_=runs.c.finished_at.type)
-
-
-def _bounds(edges: list[datetime], job: str | None) -> dict[str, object]:
-    values: dict[str, object] = {f"edge_{index}": edge for index, edge in enumerate(edges)}
+def _bounds(parts: Sequence[_Range], job: str | None) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for index, (lo, hi) in enumerate(parts):
+        values[f"lo_{index}"], values[f"hi_{index}"] = lo, hi
     if job is not None:
         values["job"] = job
     return values

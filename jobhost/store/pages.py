@@ -57,15 +57,17 @@ def job_page(
     history: int,
     outcome: str | None,
     offset: int,
+    now: datetime | None = None,
 ) -> JobPage:
     """The job page's rows: the window's runs and outcome counts (in ``slices``), recent
     failures, ``history`` rows of its history from ``offset`` (of ``outcome`` when given),
-    its newest changes and backfills."""
+    its newest changes and backfills. With ``now`` (the store's clock) the counts' closed
+    minutes are read from their kept counts."""
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
         ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
-        outcome_counts(connection, since, until, slices, job=name),
+        outcome_counts(connection, since, until, slices, job=name, now=now),
         recent_changes(connection, job_name=name, limit=10)[::-1],
         list_backfills(connection, job=name, limit=5),
     )

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, delete, func, or_, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
+from jobhost.store.outcome_minutes import forget_runs
 from jobhost.store.runlogs import delete_run_logs
 from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
 
@@ -42,9 +43,11 @@ def purge_runs(
         .over(partition_by=runs.c.job_name, order_by=(runs.c.queued_at.desc(), runs.c.id.desc()))
         .label("rank")
     )
-    ranked = select(runs.c.id, runs.c.queued_at, runs.c.outcome, rank).subquery()
+    ranked = select(
+        runs.c.id, runs.c.job_name, runs.c.queued_at, runs.c.outcome, runs.c.finished_at, rank
+    ).subquery()
     doomed = (
-        select(ranked.c.id)
+        select(ranked.c.id, ranked.c.job_name, ranked.c.outcome, ranked.c.finished_at)
         .where(
             ranked.c.rank > keep_last,
             ranked.c.queued_at < cutoff,
@@ -55,9 +58,12 @@ def purge_runs(
     total = 0
     while not should_stop():
         with engine.begin() as connection:
-            ids = list(connection.execute(doomed).scalars())
-            if not ids:
+            found = connection.execute(doomed).all()
+            if not found:
                 break
+            ids = [row.id for row in found]
+            # The chart's kept counts lose these runs in the same transaction.
+            forget_runs(connection, [(row.job_name, row.outcome, row.finished_at) for row in found])
             connection.execute(delete(runs).where(runs.c.id.in_(ids)))
             delete_run_logs(connection, ids)
         total += len(ids)

@@ -35,6 +35,9 @@ __all__ = [
     "job_idempotency",
     "job_state",
     "metadata",
+    "run_outcome_minutes",
+    "run_outcome_purges",
+    "run_outcome_spans",
     "run_requests",
     "runs",
     "schedules",
@@ -276,4 +279,36 @@ backfill_items = Table(
     Column("state", String(16), nullable=False),
     Column("run_id", String(64)),
     Index("ix_backfill_items_state", "state"),
+)
+
+# The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_minutes.py): runs
+# that finished in the minute starting at ``minute``, by outcome; job_name '' is every job.
+# Filled by the chart's reader, never by the firing path; the retention purge subtracts the runs
+# it deletes.
+run_outcome_minutes = Table(
+    "run_outcome_minutes",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("minute", UTCDateTime(), primary_key=True),
+    Column("outcome", String(16), primary_key=True),
+    Column("runs", Integer, nullable=False),
+)
+
+# The minutes [filled_from, filled_to) of one job ('' for every job) whose counts are in
+# run_outcome_minutes: inside it a minute with no row had no runs.
+run_outcome_spans = Table(
+    "run_outcome_spans",
+    metadata,
+    Column("job_name", String(200), primary_key=True),
+    Column("filled_from", UTCDateTime(), nullable=False),
+    Column("filled_to", UTCDateTime(), nullable=False),
+)
+
+# One row (id 1): how many purge batches have deleted runs. A reader writes the counts it made
+# only while this is what it was when it counted, so a purge between the two is not undone.
+run_outcome_purges = Table(
+    "run_outcome_purges",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("purges", BigInteger, nullable=False),
 )

@@ -131,6 +131,7 @@ def job_view(
         history=HISTORY_PAGE + 1,
         outcome=outcome,
         offset=(page - 1) * HISTORY_PAGE,
+        now=now,
     )
     return JobView(
         job=job,
