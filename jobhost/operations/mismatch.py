@@ -181,7 +181,7 @@ def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule
 
 # A report asks every job at one instant: jobs sharing a cron expression and a zone share the
 # answer (cron math is the report's costliest step at 10,000 jobs).
-_LAST_DUE: dict[tuple[str | None, str, datetime], datetime | None] = {}
+_LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {}
 _LAST_DUE_KEPT = 20_000
 _LOOK_BACK = timedelta(days=400)
 _CRONS: dict[EffectiveTrigger, CronSchedule] = {}
@@ -359,7 +359,8 @@ def trigger_last_due(
         return anchor + ((at - anchor) // trigger.interval) * trigger.interval
     if trigger.kind != "cron" or trigger.expression is None:
         return None
-    key = (trigger.expression, trigger.timezone, at)
+    # The daylight-saving policy belongs to the key: a skipped occurrence in the gap is not due.
+    key = (trigger.expression, trigger.timezone, trigger.dst_gap, trigger.dst_repeat, at)
     if key in _LAST_DUE:
         return _LAST_DUE[key]
     schedule = schedule_of(anchor)
