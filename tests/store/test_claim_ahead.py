@@ -96,40 +96,42 @@ def test_runs_still_queued_at_shutdown_are_given_back_and_run_once_by_the_next_h
     settings = sample_settings(_jobs(0.3), worker_pool_size=1)
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = _host(settings, engine, telemetry)
     try:
-        _at_next_second()
-        host.turn()
-        host.turn()
-    finally:
-        host.request_stop()
-        host.shutdown()
-    rows = _runs(engine)
-    assert len(rows) == JOBS
-    given_back = [r for r in rows if r.outcome == "pending"]
-    assert len(given_back) == JOBS - 1  # the one worker had started one; the rest waited
-    for run in given_back:
-        assert run.host_id is None and run.started_at is None and run.lease_expires_at is None
-        assert run.not_before is not None and run.attempt == 1
-        assert run.source in {"schedule", "catch-up"}  # as claimed: not turned into a retry
-    with reading(engine) as connection:
-        holders = set(connection.execute(select(schedules.c.lease_run_id)).scalars())
-    assert not holders & {r.id for r in given_back}  # their overlap rule waits for nothing
+        host = _host(settings, engine, telemetry)
+        try:
+            _at_next_second()
+            host.turn()
+            host.turn()
+        finally:
+            host.request_stop()
+            host.shutdown()
+        rows = _runs(engine)
+        assert len(rows) == JOBS
+        given_back = [r for r in rows if r.outcome == "pending"]
+        assert len(given_back) == JOBS - 1  # the one worker had started one; the rest waited
+        for run in given_back:
+            assert run.host_id is None and run.started_at is None and run.lease_expires_at is None
+            assert run.not_before is not None and run.attempt == 1
+            assert run.source in {"schedule", "catch-up"}  # as claimed: not turned into a retry
+        with reading(engine) as connection:
+            holders = set(connection.execute(select(schedules.c.lease_run_id)).scalars())
+        assert not holders & {r.id for r in given_back}  # their overlap rule waits for nothing
 
-    after = _host(settings, engine, telemetry)
-    try:
-        _finished(engine, JOBS, turning=after)
+        after = _host(settings, engine, telemetry)
+        try:
+            _finished(engine, JOBS, turning=after)
+        finally:
+            after.request_stop()
+            after.shutdown()
+        by_id = {r.id: r for r in _runs(engine) if r.occurrence == given_back[0].occurrence}
+        assert len(by_id) == JOBS  # nothing duplicated: the same rows, started again
+        for run in given_back:
+            again = by_id[run.id]
+            assert again.outcome == "succeeded" and again.attempt == 1
+            assert again.started_at is not None and again.started_at >= run.not_before
+        # Giving back touches only runs still running unstarted on the host: a finished one stays.
+        before = {r.id: r.outcome for r in _runs(engine)}
+        assert lifecycle.release_runs(engine, after.host_id, list(by_id), SystemClock()) == set()
+        assert {r.id: r.outcome for r in _runs(engine)} == before
     finally:
-        after.request_stop()
-        after.shutdown()
         engine.dispose()
-    by_id = {r.id: r for r in _runs(engine) if r.occurrence == given_back[0].occurrence}
-    assert len(by_id) == JOBS  # nothing duplicated: the same rows, started again
-    for run in given_back:
-        again = by_id[run.id]
-        assert again.outcome == "succeeded" and again.attempt == 1
-        assert again.started_at is not None and again.started_at >= run.not_before
-    # Giving back touches only runs still running unstarted on the host: a finished one stays.
-    before = {r.id: r.outcome for r in _runs(engine)}
-    assert lifecycle.release_runs(engine, after.host_id, list(by_id), SystemClock()) == set()
-    assert {r.id: r.outcome for r in _runs(engine)} == before
