@@ -510,7 +510,7 @@ class Host:
         )
 
     def _release_stuck(self) -> None:
-        """Hand stuck runs whose thread has ended at last to the recorder."""
+        """Hand stuck runs whose thread has ended at last to the recorder, and free their slots."""
         with self._lock:
             ended = [
                 (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
@@ -519,7 +519,10 @@ class Host:
                 item.stuck_thread = None
                 self._stuck.remove((item, executed))
                 self.status.stuck -= 1
+                self._executing -= 1  # the slot its code held is free again
                 self._recorder.put(Finished(item.claim, item.spec, executed))  # as in _execute
+        if ended:
+            self._wake.set()
         for item, _ in ended:
             _log.info(
                 "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
