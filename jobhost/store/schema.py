@@ -19,7 +19,6 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     literal_column,
-    text,
 )
 
 from jobhost.store.types import UTCDateTime
@@ -56,12 +55,6 @@ metadata = MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
-
-
-def _partial_index(name: str, where: str, *columns: str) -> Index:
-    """An index of the rows matching ``where`` only, on both stores (migration 0013)."""
-    condition = text(where)
-    return Index(name, *columns, postgresql_where=condition, sqlite_where=condition)
 
 
 schedules = Table(
@@ -114,9 +107,8 @@ schedules = Table(
     Column("job_source", String(16)),
     Column("declaration", Text),
     Index("ix_schedules_due_at", "due_at"),
-    _partial_index(
-        "ix_schedules_concurrency_group", "concurrency_group IS NOT NULL", "concurrency_group"
-    ),
+    # Partial, made by migration 0013 only (see runs below):
+    # ix_schedules_concurrency_group (concurrency_group) WHERE concurrency_group IS NOT NULL.
 )
 
 runs = Table(
@@ -159,13 +151,13 @@ runs = Table(
     Column("cancel_reason", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
-    # Partial (0013): a scheduled run is in none of these three once it has finished, so its
-    # finishing update writes no entry to them. Queries that use them name the same condition.
-    _partial_index("ix_runs_outcome_not_before", "outcome = 'pending'", "outcome", "not_before"),
-    _partial_index(
-        "ix_runs_outcome_lease_expires_at", "outcome = 'running'", "outcome", "lease_expires_at"
-    ),
-    _partial_index("ix_runs_backfill_id", "backfill_id IS NOT NULL", "backfill_id"),
+    # Partial, made by migration 0013 only: a scheduled run is in none of these three once it
+    # has finished, so its finishing update writes no entry to them. Queries that use them name
+    # the same condition. They are not declared here because a partial index's PostgreSQL
+    # option loads PostgreSQL's dialect into every SQLite command.
+    #   ix_runs_outcome_not_before (outcome, not_before) WHERE outcome = 'pending'
+    #   ix_runs_outcome_lease_expires_at (outcome, lease_expires_at) WHERE outcome = 'running'
+    #   ix_runs_backfill_id (backfill_id) WHERE backfill_id IS NOT NULL
     Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
 
