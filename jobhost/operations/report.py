@@ -26,9 +26,9 @@ from jobhost.operations.report_model import (
     host_json,
 )
 from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
-from jobhost.operations.status import job_status, summarise
+from jobhost.operations.status import summarise
 from jobhost.operations.stored import stored_job
-from jobhost.operations.stored_report import group_wait, stored_entry, stuck_code
+from jobhost.operations.stored_report import job_entry, stored_entry
 from jobhost.store import Clock, Engine, ScheduleRecord
 from jobhost.store.registry import ScheduleChange
 
@@ -150,8 +150,6 @@ def _job_report(
         expired_runs=snapshot.expired_runs.get(name, []),
         deleted=_deleted(snapshot, name) if spec is None else None,
     )
-    last = snapshot.last_runs.get(name)
-    running = len(snapshot.running.get(name, []))
     if spec is not None:
         module, description, critical = (
             spec.module,
@@ -166,35 +164,21 @@ def _job_report(
         effective = TriggerView(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
-    mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
-    stuck = stuck_code(snapshot.running.get(name, ()))
-    if stuck is not None:
-        mismatches.append(stuck)
-    state = state_of(facts)
-    codes = [m.code for m in mismatches]
     group = spec.concurrency_group if spec is not None else None
-    group = group or (row.concurrency_group if row is not None else None)
-    waiting_for = group_wait(snapshot.groups, group, name)
-    return JobReport(
-        name=name,
+    return job_entry(
+        snapshot,
+        name,
         module=module,
         description=description,
         critical=critical,
         enabled=facts.enabled,
         paused=facts.paused,
-        state=state,
-        declared_trigger=declared,
-        effective_trigger=effective,
+        state=state_of(facts),
+        declared=declared,
+        effective=effective,
         next_fire=facts.next_fire,
-        last_run=LastRun.of(last) if last is not None else None,
-        recent_outcomes=snapshot.recent_outcomes.get(name, []),
-        mismatches=mismatches,
-        status=job_status(
-            state, codes, last.outcome if last else None, running > 0, waiting_for is not None
-        ),
-        running=running,
-        concurrency_group=group,
-        waiting_for=waiting_for,
+        mismatches=job_mismatches(facts, settings, snapshot.now, live_hosts, changes),
+        group=group or (row.concurrency_group if row is not None else None),
     )
 
 

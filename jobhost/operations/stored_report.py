@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from jobhost.catalog.stored import StoredFacts, stored_facts
 from jobhost.config import Settings
@@ -25,7 +25,7 @@ from jobhost.store import RunRecord, ScheduleRecord
 from jobhost.store.group_limits import GroupSummary
 from jobhost.store.snapshot import StoreSnapshot
 
-__all__ = ["StoredJobs", "group_wait", "stored_entry", "stored_jobs", "stuck_code"]
+__all__ = ["StoredJobs", "group_wait", "job_entry", "stored_entry", "stored_jobs", "stuck_code"]
 
 _READ: dict[str, tuple[StoredFacts, TriggerView, TriggerView]] = {}
 _READ_KEPT = 20_000
@@ -51,27 +51,61 @@ def stored_entry(
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, ()),
     )
-    mismatches = stored_mismatches(facts, stored, settings, now, live_hosts)
-    running = snapshot.running.get(name, ())
-    stuck = stuck_code(running)
-    if stuck is not None:
-        mismatches.append(stuck)
     state: State = "paused" if row.paused else "enabled" if stored.enabled else "disabled"
-    group = stored.group or row.concurrency_group
-    waiting_for = group_wait(snapshot.groups, group, name)
-    last = snapshot.last_runs.get(name)
-    codes = [m.code for m in mismatches]
-    return JobReport(
-        name=name,
+    return job_entry(
+        snapshot,
+        name,
         module=row.module,
         description=stored.description,
         critical=stored.critical,
         enabled=stored.enabled,
         paused=row.paused,
         state=state,
+        declared=declared,
+        effective=effective,
+        next_fire=facts.next_fire,
+        mismatches=stored_mismatches(facts, stored, settings, now, live_hosts),
+        group=stored.group or row.concurrency_group,
+    )
+
+
+def job_entry(
+    snapshot: StoreSnapshot,
+    name: str,
+    *,
+    module: str,
+    description: str,
+    critical: bool,
+    enabled: bool,
+    paused: bool,
+    state: State,
+    declared: TriggerView | None,
+    effective: TriggerView,
+    next_fire: datetime | None,
+    mismatches: list[Mismatch],
+    group: str | None,
+) -> JobReport:
+    """A job's report entry from what its declaration says and what the snapshot holds of its
+    runs: the last attempt, the running ones (stuck code among them), its group's wait and its
+    status. Both paths, the store's catalog and a loaded one, end here."""
+    running = snapshot.running.get(name, ())
+    stuck = stuck_code(running)
+    if stuck is not None:
+        mismatches.append(stuck)
+    waiting_for = group_wait(snapshot.groups, group, name)
+    last = snapshot.last_runs.get(name)
+    codes = [m.code for m in mismatches]
+    return JobReport(
+        name=name,
+        module=module,
+        description=description,
+        critical=critical,
+        enabled=enabled,
+        paused=paused,
+        state=state,
         declared_trigger=declared,
         effective_trigger=effective,
-        next_fire=facts.next_fire,
+        next_fire=next_fire,
         last_run=LastRun.of(last) if last is not None else None,
         recent_outcomes=snapshot.recent_outcomes.get(name, []),
         mismatches=mismatches,
