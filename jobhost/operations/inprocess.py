@@ -3,7 +3,8 @@
 ``jobhost trigger`` and ``jobhost retry`` run here when no host is alive: the same envelope,
 ledger row and span; the lease renewed every heartbeat; an operator's cancel request (``jobhost
 cancel`` from another process) looked for at each renewal, since a command has no signal
-watcher; the command's own ``--timeout`` and Ctrl-C cancel the run too.
+watcher; the command's own ``--timeout`` and Ctrl-C cancel the run too. Ctrl-C is held from
+the claim until the run is supervised, so that it cancels a claimed run wherever it lands.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.policy import lease_for
 from jobhost.store import Clock, Engine, RunRecord
@@ -64,23 +66,25 @@ class RunsHere:
         telemetry.install_globally()
         try:
             rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
-            batch = claim(self.engine, key, host_id=self.host_id, rules=rules, clock=self.clock)
-            if not batch.claims:
-                return None
-            (claimed,) = batch.claims
-            self.progress(f"running here as host {self.host_id} (run {claimed.run_id})")
-            return run_claim_here(
-                self.settings,
-                self.catalog,
-                self.engine,
-                claim=claimed,
-                spec=spec,
-                host_id=self.host_id,
-                clock=self.clock,
-                telemetry=telemetry,
-                deadline=deadline,
-                progress=self.progress,
-            )
+            with InterruptHold() as interrupts:
+                batch = claim(self.engine, key, host_id=self.host_id, rules=rules, clock=self.clock)
+                if not batch.claims:
+                    return None
+                (claimed,) = batch.claims
+                self.progress(f"running here as host {self.host_id} (run {claimed.run_id})")
+                return run_claim_here(
+                    self.settings,
+                    self.catalog,
+                    self.engine,
+                    claim=claimed,
+                    spec=spec,
+                    host_id=self.host_id,
+                    clock=self.clock,
+                    telemetry=telemetry,
+                    deadline=deadline,
+                    progress=self.progress,
+                    interrupts=interrupts,
+                )
         finally:
             telemetry.shutdown()
 
@@ -97,9 +101,11 @@ def run_claim_here(
     telemetry: Telemetry,
     deadline: float | None,
     progress: Callable[[str], None],
+    interrupts: InterruptHold,
 ) -> tuple[RunRecord, bool]:
     """Execute ``claim`` here to its recorded outcome; the run row, and whether ``deadline``
-    (a ``time.monotonic()`` instant) cancelled it."""
+    (a ``time.monotonic()`` instant) cancelled it. A Ctrl-C that ``interrupts`` holds is
+    delivered once the run is supervised, and cancels it."""
     run_logs = RunLogWriter(
         engine,
         max_lines=settings.run_log_lines,
@@ -127,6 +133,7 @@ def run_claim_here(
             clock=clock,
             deadline=deadline,
             progress=progress,
+            interrupts=interrupts,
         )
     finally:
         run_logs.close()
@@ -146,6 +153,7 @@ def _supervise(
     clock: Clock,
     deadline: float | None,
     progress: Callable[[str], None],
+    interrupts: InterruptHold,
 ) -> bool:
     """Run the envelope in a thread, renewing the lease; True if the deadline cancelled it."""
     cancellation = Cancellation()
@@ -166,6 +174,8 @@ def _supervise(
     next_beat = time.monotonic() + beat
     timed_out = False
     try:
+        # Only from here is a Ctrl-C a cancel: the worker runs and the handler below is armed.
+        interrupts.deliver()
         while not finished.wait(POLL_SECONDS):
             if time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + beat

@@ -1,0 +1,71 @@
+"""Ctrl-C held back across steps that must not be cut apart, then handled where it can be.
+
+A command that claims a run and then executes it in its own process must not stop between the
+two: the claim is in the ledger, and nothing would cancel the run yet, so it would stay
+``running`` until its lease ends. The hold swaps SIGINT's Python handler for one that only
+remembers the signal, and hands a remembered one to the original handler once the command is
+ready for it. The handler, not the thread's signal mask, is swapped: a process-directed SIGINT
+goes to any thread that does not block it, and Python runs its handler in the main thread
+whichever thread the signal reached, so masking the main thread alone would not hold it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = ["InterruptHold"]
+
+_Handler = Callable[[int, FrameType | None], Any]
+
+
+class InterruptHold:
+    """SIGINT held from entry until :meth:`deliver` (or the end of the ``with`` block).
+
+    Held only on the main thread and only while SIGINT has a Python handler: elsewhere the
+    signal cannot be handled here, and an ignored or default SIGINT is left as it is.
+    """
+
+    def __init__(self) -> None:
+        self._previous: _Handler | None = None
+        self._caught: tuple[int, FrameType | None] | None = None
+
+    def __enter__(self) -> InterruptHold:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._remember)
+        return self
+
+    def deliver(self) -> None:
+        """Give SIGINT back to its handler; one that came while held is handled now
+        (``KeyboardInterrupt`` raised here, for Python's default handler)."""
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return
+        signal.signal(signal.SIGINT, previous)
+        caught, self._caught = self._caught, None
+        if caught is not None:
+            previous(*caught)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if error is None:
+            self.deliver()
+            return
+        # The block failed on its own: its error says more than an interrupt would, so a
+        # Ctrl-C held meanwhile is dropped rather than raised over it.
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = self._caught = None
+
+    def _remember(self, signum: int, frame: FrameType | None) -> None:
+        self._caught = (signum, frame)
