@@ -269,6 +269,9 @@ class Settings(BaseSettings):
         return {
             "connect_timeout": self.store_connect_timeout.total_seconds(),
             "statement_timeout": self.store_statement_timeout.total_seconds(),
+            # A transaction idle for a whole lease belongs to a frozen process, whose claims
+            # are already lost: ended, its row locks no longer hide its runs from the others.
+            "idle_transaction_timeout": self.lease_duration.total_seconds(),
         }
 
     def listen_address(self) -> tuple[str, int] | None:
@@ -325,6 +328,7 @@ class StoreTimeouts(TypedDict):
 
     connect_timeout: float
     statement_timeout: float
+    idle_transaction_timeout: float
 
 
 def setting_variables() -> list[str]:

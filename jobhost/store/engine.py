@@ -26,6 +26,7 @@ from jobhost.store.doorbell import ring
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TRANSACTION_TIMEOUT",
     "DEFAULT_STATEMENT_TIMEOUT",
     "create_store_engine",
     "is_postgres",
@@ -39,6 +40,8 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds; the ``store_connect_timeout`` setting's default."""
 DEFAULT_STATEMENT_TIMEOUT = 60.0
 """Seconds; the ``store_statement_timeout`` setting's default."""
+DEFAULT_IDLE_TRANSACTION_TIMEOUT = 60.0
+"""Seconds; the ``lease_duration`` setting's default, which a host's engine uses."""
 _READ_ONLY = "jobhost_read_only"
 _READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _WRITE_LOCK = "jobhost_write_lock"
@@ -54,6 +57,7 @@ def create_store_engine(
     create: bool = True,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
+    idle_transaction_timeout: float = DEFAULT_IDLE_TRANSACTION_TIMEOUT,
     **options: Any,
 ) -> Engine:
     """An engine for the store at ``url`` (SQLite or PostgreSQL).
@@ -62,7 +66,11 @@ def create_store_engine(
     a new, empty one. On PostgreSQL, ``connect_timeout`` (seconds) bounds opening a connection,
     waiting for a free one in the pool, and data the server does not acknowledge (a network
     that drops packets); ``statement_timeout`` bounds each statement on the server; 0 turns
-    either off. SQLite waits for its write lock up to its own busy timeout.
+    either off. ``idle_transaction_timeout`` ends, on the server, a transaction left idle that
+    long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
+    would otherwise keep its rows locked, and every other replica skips locked rows, so the
+    runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
+    for its write lock up to its own busy timeout.
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -95,7 +103,7 @@ def create_store_engine(
     options.setdefault("pool_pre_ping", True)
     options.setdefault("pool_size", 10)
     options["connect_args"] = {
-        **_postgres_timeouts(parsed, connect_timeout, statement_timeout),
+        **_postgres_timeouts(parsed, connect_timeout, statement_timeout, idle_transaction_timeout),
         **options.get("connect_args", {}),
     }
     if connect_timeout > 0:
@@ -103,7 +111,9 @@ def create_store_engine(
     return create_engine(parsed, **options)
 
 
-def _postgres_timeouts(url: URL, connect: float, statement: float) -> dict[str, Any]:
+def _postgres_timeouts(
+    url: URL, connect: float, statement: float, idle_transaction: float
+) -> dict[str, Any]:
     """libpq's parameters for the timeouts; the URL's own ``options`` are kept."""
     args: dict[str, Any] = {}
     if connect > 0:
@@ -114,10 +124,17 @@ def _postgres_timeouts(url: URL, connect: float, statement: float) -> dict[str, 
         args["keepalives_idle"] = max(1, round(connect / 2))
         args["keepalives_interval"] = max(1, round(connect / 6))
         args["keepalives_count"] = 3
-    if statement > 0:
+    server = {
+        "statement_timeout": statement,
+        "idle_in_transaction_session_timeout": idle_transaction,
+    }
+    wanted = " ".join(
+        f"-c {name}={round(seconds * 1000)}" for name, seconds in server.items() if seconds > 0
+    )
+    if wanted:
         given = url.query.get("options", "")
         given = given if isinstance(given, str) else " ".join(given)
-        args["options"] = f"{given} -c statement_timeout={round(statement * 1000)}".strip()
+        args["options"] = f"{given} {wanted}".strip()
     return args
 
 

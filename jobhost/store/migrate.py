@@ -38,8 +38,10 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Bring the schema to the newest revision; return (revision before, revision after)."""
     with engine.begin() as connection:
         if is_postgres(engine):
-            # A migration of a large table may take longer than any one request's statement.
+            # A migration of a large table may take longer than any one request's statement,
+            # and loading alembic in the middle of the transaction longer than a short lease.
             connection.execute(text("SET LOCAL statement_timeout = 0"))
+            connection.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})
         before = _current(connection)
         # Alembic would fail on a revision it does not ship, with a traceback and no advice.

@@ -181,6 +181,75 @@ def test_the_audit_outcome_is_the_ledger_outcome_for_a_host_frozen_past_its_leas
     assert not mismatches, "\n".join([*mismatches, _lines_about(frozen.log(), running.id)])
 
 
+def test_a_host_frozen_inside_a_transaction_does_not_keep_its_run_from_the_other_replica(
+    postgres_url: str, store: Engine, make_cluster: Callable[..., Cluster]
+) -> None:
+    # A host frozen between two statements of its lease renewal holds the run's row locked,
+    # and every other replica's claim and abandon pass skip locked rows. The freeze is made to
+    # land there: the renewal waits for this test's lock on the job's schedule row (after it
+    # has written the run's row), the host is frozen, and the lock is let go.
+    job = {"name": "rel.frozen", "cron": "*/10 * * * * *", "behaviour": "sleep", "seconds": 4}
+    cluster = make_cluster(postgres_url, [job], **FAST)
+    replicas = [cluster.add("replica-0"), cluster.add("replica-1")]
+    running = wait_for(
+        lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
+    )[0]
+    frozen = next(r for r in replicas if r.host_id == running.host_id)
+    with store.connect() as blocker:
+        blocker.execute(
+            text("SELECT 1 FROM schedules WHERE job_name = :job FOR UPDATE"), {"job": job["name"]}
+        )
+        me = blocker.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        wait_for(lambda: _renewals_blocked_by(store, me), 20, "a lease renewal to wait for us")
+        frozen.signal(signal.SIGSTOP)
+        blocker.rollback()
+    try:
+        wait_for(lambda: _idle_in_transaction(store), 20, "the renewal to go idle")
+        wait_for(
+            lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
+            20,
+            "the other replica to record the run of the host frozen in a transaction",
+        )
+    finally:
+        frozen.signal(signal.SIGCONT)
+    (recorded_run,) = [r for r in ledger(store) if r.id == running.id]
+    assert recorded_run.outcome == "abandoned", recorded_run
+    wait_for(
+        lambda: f"run {running.id} finished" in frozen.log() and "already says" in frozen.log(),
+        20,
+        "the thawed host to learn its run was recorded by another",
+    )
+    assert frozen.alive, frozen.log()[-3000:]
+
+
+def _renewals_blocked_by(store: Engine, pid: int) -> list[int]:
+    with store.connect() as connection:
+        return list(
+            connection.execute(
+                text(
+                    "SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
+                    "WHERE :me = ANY(pg_blocking_pids(a.pid)) "
+                    "AND a.query LIKE 'UPDATE schedules SET lease_expires_at%' "
+                    "AND l.relation = 'runs'::regclass AND l.mode = 'RowExclusiveLock'"
+                ),
+                {"me": pid},
+            ).scalars()
+        )
+
+
+def _idle_in_transaction(store: Engine) -> bool:
+    """Some session holds the run's row locked, with no statement running."""
+    with store.connect() as connection:
+        return bool(
+            connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                    "WHERE l.relation = 'runs'::regclass AND a.state = 'idle in transaction'"
+                )
+            ).scalar_one()
+        )
+
+
 def _ended(cluster: Cluster, run_id: str) -> bool:
     return any(e.run_id == run_id and e.event == "end" for e in read_effects(cluster.effects))
 
