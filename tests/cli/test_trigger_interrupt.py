@@ -60,9 +60,8 @@ STEPS = [
 
 @pytest.mark.parametrize(("owner", "name", "when"), STEPS, ids=["-".join(s) for s in STEPS])
 def test_ctrl_c_at_any_step_of_a_run_here_cancels_the_run(
-    sqlite_operator: Operator, owner: str, name: str, when: str
+    operator: Operator, owner: str, name: str, when: str
 ) -> None:
-    operator = sqlite_operator
     operator.configure(
         [{"name": "sample.slow", "cron": "0 3 * * *", "behaviour": "sleep", "seconds": 60}]
     )

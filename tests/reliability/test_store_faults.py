@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from tests.reliability.harness import (
     Cluster,
+    Replica,
     every_second_jobs,
     ledger,
     through_proxy,
@@ -163,11 +164,14 @@ def test_the_audit_outcome_is_the_ledger_outcome_for_a_host_frozen_past_its_leas
     frozen = next(r for r in replicas if r.host_id == running.host_id)
     frozen.signal(signal.SIGSTOP)
     try:
-        wait_for(
-            lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
-            20,
-            "the other replica to record the frozen host's run",
-        )
+        try:
+            wait_for(
+                lambda: [r for r in ledger(store) if r.id == running.id and r.outcome != "running"],
+                20,
+                "the other replica to record the frozen host's run",
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{_takeover_state(store, cluster, frozen)}") from None
     finally:
         frozen.signal(signal.SIGCONT)
     wait_for(lambda: f'"run_id": "{running.id}"' in cluster.logs(), 20, "an audit line")
@@ -220,6 +224,26 @@ def test_a_host_frozen_inside_a_transaction_does_not_keep_its_run_from_the_other
         "the thawed host to learn its run was recorded by another",
     )
     assert frozen.alive, frozen.log()[-3000:]
+
+
+def _takeover_state(store: Engine, cluster: Cluster, frozen: Replica) -> str:
+    """What a failed takeover is told by: the sessions in a transaction (their locks hide rows
+    from the other replica), the runs, and what the other replicas logged."""
+    with store.connect() as connection:
+        sessions = connection.execute(
+            text(
+                "SELECT pid, state, now() - xact_start AS open_for, left(query, 80) "
+                "FROM pg_stat_activity WHERE xact_start IS NOT NULL "
+                "AND pid <> pg_backend_pid()"
+            )
+        ).all()
+        rows = connection.execute(
+            text("SELECT id, outcome, host_id, lease_expires_at, now() FROM runs")
+        ).all()
+    others = [r.log()[-2000:] for r in cluster.replicas if r is not frozen]
+    return "\n".join(
+        ["sessions in a transaction:", *map(str, sessions), "runs:", *map(str, rows), *others]
+    )
 
 
 def _renewals_blocked_by(store: Engine, pid: int) -> list[int]:
