@@ -94,9 +94,7 @@ def report(
     which = JobFilter(modules=modules, statuses=states, failing=failing, sort=sort_by)
     jobs = select_jobs(built.jobs, which)[:limit]
     if as_json:
-        data = built.to_json()
-        data["jobs"] = [item.to_json() for item in jobs]
-        click.echo(indented(data))
+        click.echo(indented(built.to_json(jobs)))
     else:
         lines = report_lines(
             built,
