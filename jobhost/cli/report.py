@@ -80,7 +80,9 @@ def report(
     try:
         if job is not None:
             require_known_job(catalog or store_only(), engine, job)
-        built = build_report(settings, catalog, engine, job=job)
+        # The one-line-per-job text shows no job's recent outcomes: they are not read for it.
+        shown = as_json or long or job is not None
+        built = build_report(settings, catalog, engine, job=job, recent=shown)
         if catalog is not None:
             note_versions(catalog, engine)
     finally:
@@ -92,9 +94,7 @@ def report(
     which = JobFilter(modules=modules, statuses=states, failing=failing, sort=sort_by)
     jobs = select_jobs(built.jobs, which)[:limit]
     if as_json:
-        data = built.to_json()
-        data["jobs"] = [item.to_json() for item in jobs]
-        click.echo(indented(data))
+        click.echo(indented(built.to_json(jobs)))
     else:
         lines = report_lines(
             built,

@@ -23,7 +23,7 @@ from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.store import RunRecord, ScheduleRecord
-from jobhost.store.registry import ScheduleChange, diff_schedules
+from jobhost.store.registry import DesiredSchedule, ScheduleChange, diff_schedules
 from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
 
@@ -185,6 +185,8 @@ _LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {
 _LAST_DUE_KEPT = 20_000
 _LOOK_BACK = timedelta(days=400)
 _CRONS: dict[EffectiveTrigger, CronSchedule] = {}
+_DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
+_DESIRED_KEPT = 20_000
 
 
 def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
@@ -249,12 +251,18 @@ def store_changes(
     from jobhost.rules.desired import desired_schedules
 
     stored = [rows[name] for name in specs if name in rows]
-    plan = diff_schedules(
-        stored,
-        desired_schedules(
-            {row.job_name: specs[row.job_name] for row in stored}, with_declarations=False
-        ),
-    )
+    desired = []
+    for row in stored:
+        spec = specs[row.job_name]
+        # A catalog's specs outlive the reports made of them: each one's row is made once.
+        found = _DESIRED.get(id(spec))
+        if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
+            if len(_DESIRED) >= _DESIRED_KEPT:
+                _DESIRED.clear()
+            made = desired_schedules({spec.name: spec}, with_declarations=False)[0]
+            found = _DESIRED[id(spec)] = (spec, made)
+        desired.append(found[1])
+    plan = diff_schedules(stored, desired)
     return {change.job_name: change for change in plan.changed}
 
 

@@ -19,6 +19,7 @@ from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
 from jobhost.operations.status import FAILED_OUTCOMES
+from jobhost.operations.uncollected import uncollected
 from jobhost.store import Clock, Engine, LastAttempt, ScheduleRecord, SystemClock
 from jobhost.store.calls import read, read_at
 from jobhost.store.snapshot import summary_snapshot
@@ -55,20 +56,8 @@ def read_summary(
     settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
 ) -> Report:
     """Every job with its status, from one read of the schedule, host and running tables."""
-    now, (snapshot, running) = read_at(engine, clock or SystemClock(), summary_snapshot)
-    rows = snapshot.schedules
-    for name, row in rows.items():
-        last = _last_attempt(row)
-        if last is not None:
-            snapshot.last_runs[name] = last
-        if row.last_success_at is not None:
-            snapshot.last_success[name] = row.last_success_at
-    for run in running:  # oldest first: the newest running attempt is the last one
-        snapshot.running.setdefault(run.job_name, []).append(run)
-        snapshot.last_runs[run.job_name] = LastAttempt.of(run)
-        if run.lease_expires_at is not None and run.lease_expires_at < now:
-            snapshot.expired_runs.setdefault(run.job_name, []).append(run)
-    return report_from(settings, catalog, snapshot)
+    with uncollected():
+        return _summary(settings, catalog, engine, clock)
 
 
 def overview_page(
@@ -89,6 +78,25 @@ def overview_page(
         for job in shown
     ]
     return Overview(rows, len(jobs), page, pages)
+
+
+def _summary(
+    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+) -> Report:
+    now, (snapshot, running) = read_at(engine, clock or SystemClock(), summary_snapshot)
+    rows = snapshot.schedules
+    for name, row in rows.items():
+        last = _last_attempt(row)
+        if last is not None:
+            snapshot.last_runs[name] = last
+        if row.last_success_at is not None:
+            snapshot.last_success[name] = row.last_success_at
+    for run in running:  # oldest first: the newest running attempt is the last one
+        snapshot.running.setdefault(run.job_name, []).append(run)
+        snapshot.last_runs[run.job_name] = LastAttempt.of(run)
+        if run.lease_expires_at is not None and run.lease_expires_at < now:
+            snapshot.expired_runs.setdefault(run.job_name, []).append(run)
+    return report_from(settings, catalog, snapshot)
 
 
 def _failed(job: JobReport) -> bool:

@@ -57,13 +57,17 @@ def build_report(
     *,
     job: str | None = None,
     clock: Clock | None = None,
+    recent: bool = True,
 ) -> Report:
     """Read the store and put it beside the catalog; ``job`` narrows it to one job (and reads
     only that job's rows). With ``catalog`` None, the store's own catalog (the declarations
-    its rows hold) is reported: no plugin is loaded and nothing is compared."""
+    its rows hold) is reported: no plugin is loaded and nothing is compared. Without
+    ``recent``, each job's ``recent_outcomes`` is left empty, unread (the one-line-per-job
+    text does not show them)."""
     if catalog is None:
-        return stored_report(settings, read_snapshot(engine, (), clock, only=job), job=job)
-    snapshot = read_snapshot(engine, catalog.jobs, clock, only=job)
+        snapshot = read_snapshot(engine, (), clock, only=job, recent=recent)
+        return stored_report(settings, snapshot, job=job)
+    snapshot = read_snapshot(engine, catalog.jobs, clock, only=job, recent=recent)
     return report_from(settings, catalog, snapshot, job=job)
 
 

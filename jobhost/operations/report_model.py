@@ -6,6 +6,7 @@ Built by :mod:`jobhost.operations.report` (beside a catalog) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -164,14 +165,16 @@ class Report:
     groups: list[GroupSummary] = field(default_factory=list)
     """Every concurrency group: its limit, running runs and waiting work."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
+        """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all of them,
+        each job serialised once."""
         summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
         return {
             "generated_at": iso_utc(self.generated_at),
             "summary": summary.to_json(),
             "hosts": [host_json(host) for host in self.hosts],
             "groups": [group.to_json() for group in self.groups],
-            "jobs": [job.to_json() for job in self.jobs],
+            "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
         }
 
 

@@ -56,7 +56,6 @@ RECENT = 5
 NOT_ATTEMPTS = ("missed", "skipped", PENDING)
 """Ledger rows that are not an attempt to run: ``last_run`` passes over them."""
 
-_CHUNK = 500
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
 NEWEST_FIRST = (_NEWEST.desc(), runs.c.occurrence.desc().nulls_last(), runs.c.attempt.desc())
 """The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
@@ -91,22 +90,25 @@ def list_schedules(
 
 
 def ledger_summaries(
-    connection: Connection, names: Collection[str] | None = None
+    connection: Connection, names: Collection[str] | None = None, *, recent: bool = True
 ) -> dict[str, LedgerSummary]:
     """The :class:`LedgerSummary` of every scheduled job and of each of ``names``.
 
     With ``names`` None, every job with a schedule row, in one statement per question; jobs of
-    ``names`` without a row (declared, never synced) are read one by one.
+    ``names`` without a row (declared, never synced) are read one by one. Without ``recent``,
+    no job's newest outcomes are read (``recent_outcomes`` is empty): the costliest of the
+    questions, for a reader that does not show them.
     """
     scheduled: set[str] = set()
-    recent: dict[str, list[str]] = defaultdict(list)
-    last_ids: dict[str, str] = {}
+    outcomes: dict[str, list[str]] = defaultdict(list)
+    attempts: dict[str, LastAttempt] = {}
     success: dict[str, datetime] = {}
     if names is None:
-        for name, run_id, outcome in connection.execute(_newest_per_job(connection)):
-            recent[name].append(outcome)
-            if name not in last_ids and outcome not in NOT_ATTEMPTS:
-                last_ids[name] = run_id
+        if recent:
+            for name, outcome in connection.execute(_newest_per_job(connection)):
+                outcomes[name].append(outcome)
+        for row in connection.execute(_last_attempt_per_job(connection)):
+            attempts[row[0]] = LastAttempt(*row[1:])
         last = select(func.max(runs.c.finished_at)).where(
             runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded"
         )
@@ -116,15 +118,12 @@ def ledger_summaries(
             scheduled.add(str(name))
             if isinstance(finished, datetime):
                 success[str(name)] = finished
-    attempts = _attempts_by_id(connection, list(last_ids.values()))
     summaries: dict[str, LedgerSummary] = {}
     for name in sorted(scheduled if names is None else set(names)):
         if name in scheduled:
-            outcomes = recent.get(name, [])
-            found = attempts.get(last_ids[name]) if name in last_ids else None
-            if found is None and len(outcomes) >= RECENT:
-                found = _last_attempt(connection, name)
-            summaries[name] = LedgerSummary(found, outcomes, success.get(name))
+            summaries[name] = LedgerSummary(
+                attempts.get(name), outcomes.get(name, []), success.get(name)
+            )
         else:
             rows = newest_runs(connection, name)
             run = next((run for run in rows if run.outcome not in NOT_ATTEMPTS), None)
@@ -257,7 +256,7 @@ def pending_requests(connection: Connection, name: str) -> int:
 
 
 def _newest_per_job(connection: Connection) -> Select[Any]:
-    """(job, run id, outcome) of the newest :data:`RECENT` rows of every scheduled job, in the
+    """(job, outcome) of the newest :data:`RECENT` rows of every scheduled job, in the
     ledger's order within each job, in one statement."""
     if connection.dialect.name == "postgresql":
         newest = (
@@ -274,7 +273,7 @@ def _newest_per_job(connection: Connection) -> Select[Any]:
             .lateral("newest")
         )
         return (
-            select(schedules.c.job_name, newest.c.id, newest.c.outcome)
+            select(schedules.c.job_name, newest.c.outcome)
             .select_from(schedules)
             .join(newest, true())
             .order_by(
@@ -297,7 +296,7 @@ def _newest_per_job(connection: Connection) -> Select[Any]:
         .correlate(schedules)
     )
     return (
-        select(schedules.c.job_name, runs.c.id, runs.c.outcome)
+        select(schedules.c.job_name, runs.c.outcome)
         .select_from(schedules)
         .join(runs, runs.c.id.in_(ids))
         .order_by(schedules.c.job_name, *NEWEST_FIRST)
@@ -316,15 +315,38 @@ def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
     return LastAttempt.of(RunRecord.from_row(row)) if row is not None else None
 
 
-def _attempts_by_id(connection: Connection, ids: list[str]) -> dict[str, LastAttempt]:
-    found: dict[str, LastAttempt] = {}
-    columns = _columns(runs, LastAttempt)
-    for start in range(0, len(ids), _CHUNK):
-        query = select(*columns).where(runs.c.id.in_(ids[start : start + _CHUNK]))
-        for row in connection.execute(query):
-            record = LastAttempt(*row)
-            found[record.id] = record
-    return found
+def _last_attempt_per_job(connection: Connection) -> Select[Any]:
+    """(job, then :class:`LastAttempt`'s columns) of every scheduled job's newest attempt (its
+    newest row that is not missed, skipped or queued), in one statement: the index gives each
+    job's rows newest first, and the first attempt among them ends the search."""
+    if connection.dialect.name == "postgresql":
+        newest = (
+            select(*_columns(runs, LastAttempt))
+            .where(runs.c.job_name == schedules.c.job_name, runs.c.outcome.not_in(NOT_ATTEMPTS))
+            .order_by(*NEWEST_FIRST)
+            .limit(1)
+            .lateral("newest")
+        )
+        columns = [newest.c[field.name] for field in fields(LastAttempt)]
+        return select(schedules.c.job_name, *columns).select_from(schedules).join(newest, true())
+    inner = runs.alias("inner_runs")
+    newest_id = (
+        select(inner.c.id)
+        .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome.not_in(NOT_ATTEMPTS))
+        .order_by(
+            func.coalesce(inner.c.started_at, inner.c.queued_at).desc(),
+            inner.c.occurrence.desc().nulls_last(),
+            inner.c.attempt.desc(),
+        )
+        .limit(1)
+        .correlate(schedules)
+        .scalar_subquery()
+    )
+    return (
+        select(schedules.c.job_name, *_columns(runs, LastAttempt))
+        .select_from(schedules)
+        .join(runs, runs.c.id == newest_id)
+    )
 
 
 def _columns(table: Table, record: type[Any]) -> list[ColumnElement[Any]]:

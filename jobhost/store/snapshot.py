@@ -54,12 +54,14 @@ def read_snapshot(
     *,
     only: str | None = None,
     ledger_of: Callable[[dict[str, ScheduleRecord]], Collection[str]] | None = None,
+    recent: bool = True,
 ) -> StoreSnapshot:
     """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
 
     With ``only``, just that job is read (its row, its runs), whatever ``names`` says. With
     ``ledger_of``, only the jobs it names, given the schedule rows, have their ledger read (the
-    health check reads the critical jobs'), in the same transaction.
+    health check reads the critical jobs'), in the same transaction. Without ``recent``, the
+    whole catalog's newest outcomes are not read (``recent_outcomes`` stays empty).
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
@@ -74,7 +76,7 @@ def read_snapshot(
         else:
             rows = store_reports.list_schedules(connection)
             extra = set(names) - set(rows)
-            summaries = store_reports.ledger_summaries(connection)
+            summaries = store_reports.ledger_summaries(connection, recent=recent)
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
             running = store_reports.running_runs(connection)

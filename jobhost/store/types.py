@@ -58,10 +58,11 @@ class UTCDateTime(TypeDecorator[datetime]):
             if value is None:
                 return None
             try:
-                parsed = parse(value)
+                # The stored text is naive UTC: parsed with its offset, the value comes out
+                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
+                return parse(value + "+00:00")
             except (TypeError, ValueError):
-                return slow(value, dialect)
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+                return slow(value, dialect)  # text with an offset of its own, or no time
 
         return process
 

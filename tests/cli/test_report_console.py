@@ -71,6 +71,10 @@ def test_json_adds_a_summary_and_a_status_per_job(operator: Operator) -> None:
     done, failing = operator.json("report", "--failing")
     assert [job["name"] for job in failing["jobs"]] == ["sample.broken"]
     assert failing["summary"]["jobs"] == 6
+    # The JSON lists the selection in its order, the summary still counts every job.
+    done, first = operator.json("report", "--sort", "state", "--limit", "2")
+    assert [job["name"] for job in first["jobs"]] == ["sample.broken", "sample.slow"]
+    assert first["summary"] == report["summary"]
 
 
 def test_one_line_per_job_with_filters_and_sorting(sqlite_operator: Operator) -> None:

@@ -10,12 +10,15 @@ overdue, failing, running, orphaned, and rows whose declaration this version can
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from jobhost.operations.render import Style
 from jobhost.operations.report import report_from, stored_report
+from jobhost.operations.report_text import report_lines
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.stored import catalog_of
 from jobhost.operations.stored_report import stored_jobs
@@ -55,25 +58,7 @@ def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
 
 
 def test_every_kind_of_job_reads_the_same_from_its_row(operator: Operator) -> None:
-    at = now()
-    operator.add_host("replica-0")
-    operator.set_schedule(
-        "sample.paused", paused=True, paused_by="ops", paused_at=at, paused_reason="disk"
-    )
-    operator.set_schedule(
-        "sample.leased",
-        lease_owner="replica-9",
-        lease_expires_at=at - timedelta(minutes=3),
-        lease_run_id="r-1",
-    )
-    operator.set_schedule("sample.overdue", created_at=at - timedelta(days=2))
-    operator.add_run("sample.overdue", "succeeded", started=at - timedelta(days=1))
-    operator.add_run("sample.failing", "failed", started=at - timedelta(minutes=4), error="boom")
-    operator.add_run("sample.running", "running", lease_expires_at=at + timedelta(minutes=5))
-    operator.add_run("sample.plain", "missed", started=at - timedelta(hours=2))
-    operator.set_schedule("sample.no-declaration", declaration=None)
-    operator.set_schedule("sample.other-version", declaration='{"format": 99}')
-    operator.add_orphan("sample.gone")
+    _every_kind_of_job(operator)
 
     settings = operator.settings
     snapshot = read_snapshot(operator.engine, ())
@@ -96,6 +81,47 @@ def test_every_kind_of_job_reads_the_same_from_its_row(operator: Operator) -> No
     one = stored_report(settings, snapshot, job="sample.skip-gap")
     assert one.jobs == [j for j in rebuilt.jobs if j.name == "sample.skip-gap"]
     assert one.jobs[0].effective_trigger.dst_policy == "dst_gap=skip"
+
+
+def test_the_one_line_report_reads_no_recent_outcomes_and_prints_the_same(
+    operator: Operator,
+) -> None:
+    _every_kind_of_job(operator)
+    settings = operator.settings
+    full = read_snapshot(operator.engine, ())
+    # One instant for both reads (PostgreSQL's clock moves between them).
+    lean = replace(read_snapshot(operator.engine, (), recent=False), now=full.now)
+
+    with_recent, without = stored_report(settings, full), stored_report(settings, lean)
+
+    failing = next(job for job in with_recent.jobs if job.name == "sample.failing")
+    assert failing.recent_outcomes == ["failed"]  # the full read has outcomes to leave out
+    assert not any(lean.recent_outcomes.values())
+    assert without.jobs == [replace(job, recent_outcomes=[]) for job in with_recent.jobs]
+    plain = Style(colour=False)
+    assert report_lines(without, plain) == report_lines(with_recent, plain)
+
+
+def _every_kind_of_job(operator: Operator) -> None:
+    at = now()
+    operator.add_host("replica-0")
+    operator.set_schedule(
+        "sample.paused", paused=True, paused_by="ops", paused_at=at, paused_reason="disk"
+    )
+    operator.set_schedule(
+        "sample.leased",
+        lease_owner="replica-9",
+        lease_expires_at=at - timedelta(minutes=3),
+        lease_run_id="r-1",
+    )
+    operator.set_schedule("sample.overdue", created_at=at - timedelta(days=2))
+    operator.add_run("sample.overdue", "succeeded", started=at - timedelta(days=1))
+    operator.add_run("sample.failing", "failed", started=at - timedelta(minutes=4), error="boom")
+    operator.add_run("sample.running", "running", lease_expires_at=at + timedelta(minutes=5))
+    operator.add_run("sample.plain", "missed", started=at - timedelta(hours=2))
+    operator.set_schedule("sample.no-declaration", declaration=None)
+    operator.set_schedule("sample.other-version", declaration='{"format": 99}')
+    operator.add_orphan("sample.gone")
 
 
 def test_the_stored_jobs_count_flag_and_lease_as_the_rebuilt_catalog(operator: Operator) -> None:
