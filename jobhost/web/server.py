@@ -15,6 +15,7 @@ from starlette.types import ASGIApp
 
 from jobhost.errors import ConfigError
 from jobhost.web.admission import lower_priority
+from jobhost.web.lingering import LingeringHttp
 
 __all__ = ["WebServer"]
 
@@ -43,6 +44,7 @@ class WebServer:
             # Nothing here speaks WebSocket: its protocol libraries (a fair share of the
             # host's start-up to import) are not loaded.
             ws="none",
+            http=LingeringHttp,
         )
         self._server = _Server(config)
         self._thread: threading.Thread | None = None
