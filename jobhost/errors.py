@@ -15,7 +15,17 @@ __all__ = [
     "StoreReadOnlyError",
     "StoreUnavailableError",
     "UnknownJobError",
+    "shown_name",
 ]
+
+_LONGEST_SHOWN_NAME = 200
+"""The longest name a message repeats: what a caller typed past it is described by its length."""
+
+
+def shown_name(name: str) -> str:
+    """``name`` quoted for a message, or ``of N characters`` when it is too long to repeat: an
+    answer stays small, whatever a caller sent."""
+    return repr(name) if len(name) <= _LONGEST_SHOWN_NAME else f"of {len(name)} characters"
 
 
 class JobhostError(Exception):
@@ -55,7 +65,7 @@ class UnknownJobError(JobhostError, LookupError):
         self.name = name
         self.suggestions = suggestions
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown job {name!r}{hint}")
+        super().__init__(f"unknown job {shown_name(name)}{hint}")
 
 
 class StoreUnavailableError(JobhostError):

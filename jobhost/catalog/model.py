@@ -23,6 +23,9 @@ from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_sche
 
 __all__ = ["Catalog", "EffectiveTrigger", "JobSpec", "Problem", "ProblemCode"]
 
+_LONGEST_SUGGESTED = 500
+"""Past this many characters an unknown name gets no suggestions."""
+
 ProblemCode = Literal[
     "duplicate-name",
     "missing-executor",
@@ -221,7 +224,11 @@ class Catalog:
 
 
 def suggest(name: str, candidates: Mapping[str, object] | list[str]) -> list[str]:
-    """Up to three names close to ``name``, the closest first."""
+    """Up to three names close to ``name``, the closest first; none for a name far longer than
+    any job's (comparing it with every name would cost seconds, and nothing is close to it)."""
     import difflib  # only an unknown name needs it
+
+    if len(name) > _LONGEST_SUGGESTED:
+        return []
 
     return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jobhost.errors import JobhostError
+from jobhost.errors import JobhostError, shown_name
 from jobhost.runtime.definition import FieldProblem
-from jobhost.runtime.specs import MAX_NAME_LENGTH
 
 __all__ = ["ChangeRefused", "conflict", "invalid", "not_found", "precondition", "stale"]
 
@@ -47,13 +46,10 @@ def invalid(name: str, problems: Sequence[FieldProblem]) -> ChangeRefused:
 
 
 def not_found(name: str, what: str = "job") -> ChangeRefused:
-    # A name longer than any job's is described, not echoed: the answer stays small whatever
-    # the caller sent.
-    shown = repr(name) if len(name) <= MAX_NAME_LENGTH else f"of {len(name)} characters"
     return ChangeRefused(
         404,
         "No such job",
-        f"no {what} {shown}; list them with GET /api/v1/jobs or `jobhost jobs list`",
+        f"no {what} {shown_name(name)}; list them with GET /api/v1/jobs or `jobhost jobs list`",
         exit_code=2,
     )
 
