@@ -166,15 +166,7 @@ def next_examples() -> list[tuple[str, list[str], list[str]]]:
 def test_every_next_example_prints_what_the_manual_says(
     where: str, args: list[str], output: list[str]
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBHOST_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "jobhost", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _jobhost(args, {k: v for k, v in os.environ.items() if not k.startswith("JOBHOST_")})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == output, f"{where}: jobhost {' '.join(args)}"
 
@@ -231,15 +223,19 @@ def sqlite_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_every_json_key_a_command_prints_is_documented(
     args: list[str], sqlite_store: dict[str, str]
 ) -> None:
-    result = subprocess.run(
+    result = _jobhost(args, sqlite_store)
+    assert result.stdout.strip(), result.stderr
+    body = _command_section(args[0])
+    for key in sorted(_keys(json.loads(result.stdout))):
+        assert f'"{key}"' in body, f"jobhost {args[0]} --json prints {key!r}; commands.md lacks it"
+
+
+def _jobhost(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "jobhost", *args],
-        env=sqlite_store,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.stdout.strip(), result.stderr
-    body = _command_section(args[0])
-    for key in sorted(_keys(json.loads(result.stdout))):
-        assert f'"{key}"' in body, f"jobhost {args[0]} --json prints {key!r}; commands.md lacks it"
