@@ -1,13 +1,19 @@
 """How many runs finished with each outcome, in equal slices of a time range: the dashboard's
 runs-by-outcome chart, for one job or the whole installation.
 
-Given the reader's ``now``, each slice is answered in three parts: its whole minutes that are
-closed (no run can still finish in them) from the counts :mod:`jobhost.store.outcome_minutes`
-keeps, and its partial first and last minutes plus any minutes not closed yet from the runs'
-indexes (``ix_runs_outcome_finished_at`` for the installation,
-``ix_runs_job_name_outcome_finished_at`` for a job). A day's chart of a busy installation then
-reads some 1,440 minutes' counts and a few thousand runs, not every run of the day. Without
-``now`` every slice is counted from the runs. Firing writes nothing for the chart either way.
+One job's chart is one statement over the job's index range
+(``ix_runs_job_name_outcome_finished_at``), each index entry placed in its slice by the
+database: it costs what the job's runs in the range cost, whatever the ledger holds, and reads
+nothing kept (a job's runs in a minute are at most that minute's count, so kept counts save a
+job nothing, where keeping them cost every chart a round trip or a write).
+
+The installation's chart, given the reader's ``now``, answers each slice in three parts: its
+whole minutes that are closed (no run can still finish in them) from the counts
+:mod:`jobhost.store.outcome_minutes` keeps, and its partial first and last minutes plus any
+minutes not closed yet from the runs' index ``ix_runs_outcome_finished_at``. A day's chart of
+a busy installation then reads some 1,440 minutes' counts and a few thousand runs, not every
+run of the day. Without ``now`` every slice is counted from the runs. Firing writes nothing
+for the chart either way.
 
 The statements' text depends only on how many slices there are, so each is prepared once.
 """
@@ -33,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from jobhost.store.engine import is_read_only
+from jobhost.store.job_outcome_counts import job_counts
 from jobhost.store.outcome_minutes import ceil_minute, closed_until, floor_minute, minute_counts
 from jobhost.store.schema import runs
 
@@ -62,12 +69,15 @@ def outcome_counts(
     now: datetime | None = None,
 ) -> list[dict[str, int]]:
     """For each of ``slices`` equal slices of [start, end), oldest first, the runs that
-    finished in it by outcome (outcomes with none left out); of ``job`` when given. With
-    ``now`` (the store's clock), closed minutes are answered from their kept counts."""
+    finished in it by outcome (outcomes with none left out); of ``job`` when given, in one
+    statement. For every job with ``now`` (the store's clock), closed minutes are answered
+    from their kept counts."""
     width = (end - start) / slices
     edges = [start + width * index for index in range(slices + 1)]
     edges[-1] = end
-    closed = closed_until(connection, now, job) if now is not None else None
+    if job is not None:
+        return job_counts(connection, edges, job)
+    closed = closed_until(connection, now) if now is not None else None
     kept: list[_Range | None] = []
     live: list[_Range] = []
     for first, last in pairwise(edges):
@@ -80,8 +90,8 @@ def outcome_counts(
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
     if closed is not None:
         keep = not is_read_only(connection.engine)
-        counts = minute_counts(connection, kept, job, keep=keep)
-    for outcome, part, count in _live(connection, live, job):
+        counts = minute_counts(connection, kept, keep=keep)
+    for outcome, part, count in _live(connection, live):
         if count:
             one = counts[int(part) // 2]
             one[str(outcome)] = one.get(str(outcome), 0) + int(count)
@@ -103,9 +113,7 @@ def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) ->
     return (low, high) if low < high else None
 
 
-def _live(
-    connection: Connection, parts: list[_Range], job: str | None
-) -> list[tuple[str, int, int]]:
+def _live(connection: Connection, parts: list[_Range]) -> list[tuple[str, int, int]]:
     """Each part's runs by outcome, counted from the runs' index in one statement."""
     if connection.dialect.name == "postgresql":
         # One text for any number of parts, planned once: a nested loop of index range scans.
@@ -113,11 +121,10 @@ def _live(
             "lo": [lo for lo, _ in parts],
             "hi": [hi for _, hi in parts],
             "outcomes": list(FINISHED_OUTCOMES),
-            "job": job,
         }
-        return _triples(connection.execute(_PARTS_JOB if job is not None else _PARTS, values))
-    statement = _grouped_statement(len(parts), job is not None)
-    return _triples(connection.execute(statement, _bounds(parts, job)))
+        return _triples(connection.execute(_PARTS, values))
+    statement = _grouped_statement(len(parts))
+    return _triples(connection.execute(statement, _bounds(parts)))
 
 
 _PARTS_SQL = """
@@ -125,45 +132,39 @@ SELECT r.outcome, p.part - 1, count(*)
 FROM unnest(CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) WITH ORDINALITY
     AS p(lo, hi, part)
 JOIN runs AS r ON r.finished_at >= p.lo AND r.finished_at < p.hi
-WHERE r.outcome = ANY(CAST(:outcomes AS text[])) {job}
+WHERE r.outcome = ANY(CAST(:outcomes AS text[]))
 GROUP BY r.outcome, p.part
 """
-_PARTS = text(_PARTS_SQL.format(job=""))
-_PARTS_JOB = text(_PARTS_SQL.format(job="AND r.job_name = :job"))
+_PARTS = text(_PARTS_SQL)
 
 
 @cache
-def _grouped_statement(parts: int, of_job: bool) -> CompoundSelect[Any]:
+def _grouped_statement(parts: int) -> CompoundSelect[Any]:
     """Each part's index range grouped by outcome: the index is in outcome order, so neither
     store sorts, and an empty part costs a probe per outcome."""
     return union_all(
         *[
             select(runs.c.outcome, literal(index).label("part"), func.count())
-            .where(runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index, of_job))
+            .where(runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index))
             .group_by(runs.c.outcome)
             for index in range(parts)
         ]
     )
 
 
-def _window(index: int, of_job: bool) -> list[ColumnElement[bool]]:
-    """Finished in part ``index``; of the job when ``of_job``."""
+def _window(index: int) -> list[ColumnElement[bool]]:
+    """Finished in part ``index``."""
     finished = runs.c.finished_at
-    conditions = [
+    return [
         finished >= bindparam(f"lo_{index}", type_=finished.type),
         finished < bindparam(f"hi_{index}", type_=finished.type),
     ]
-    if of_job:
-        conditions.append(runs.c.job_name == bindparam("job"))
-    return conditions
 
 
-def _bounds(parts: Sequence[_Range], job: str | None) -> dict[str, object]:
+def _bounds(parts: Sequence[_Range]) -> dict[str, object]:
     values: dict[str, object] = {}
     for index, (lo, hi) in enumerate(parts):
         values[f"lo_{index}"], values[f"hi_{index}"] = lo, hi
-    if job is not None:
-        values["job"] = job
     return values
 
 

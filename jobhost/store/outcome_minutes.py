@@ -9,11 +9,12 @@ run, or at or after now minus :data:`SETTLE_MARGIN` (a store transaction that re
 and has not committed yet). Counts of minutes before both never change, except by the retention
 purge, which subtracts the runs it deletes in the transaction that deletes them.
 
-The chart's reader fills the counts the first time it needs a closed minute (a span of minutes
-per job, contiguous, so a minute inside with no row had no run), counting from the reader's own
-snapshot and writing in short transactions of their own; the firing path never writes here. A
-reader writes only while the purge counter is what it was before it counted: counts made before
-a purge committed are answered but not kept.
+The installation chart's reader fills the counts the first time it needs a closed minute (one
+span of minutes, contiguous, so a minute inside with no row had no run), counting from the
+reader's own snapshot and writing in short transactions of their own; the firing path never
+writes here. A reader writes only while the purge counter is what it was before it counted:
+counts made before a purge committed are answered but not kept. One job's chart reads none of
+this (:mod:`jobhost.store.job_outcome_counts`).
 """
 
 from __future__ import annotations
@@ -61,33 +62,30 @@ _Range = tuple[datetime, datetime]
 _Row = tuple[datetime, str, int]
 
 
-def closed_until(connection: Connection, now: datetime, job: str | None) -> datetime:
-    """The start of the first minute that is not closed for ``job`` (every job when None)."""
+def closed_until(connection: Connection, now: datetime) -> datetime:
+    """The start of the first minute that is not closed."""
     if connection.dialect.name == "postgresql":
         # A caller's clock ahead of the database's must not close a minute early.
         now = min(now, database_now(connection, lambda: now))
     horizon = now - SETTLE_MARGIN
-    oldest = connection.execute(_oldest_running(job is not None), {"job": job}).scalar()
+    oldest = connection.execute(_OLDEST_RUNNING).scalar()
     if oldest is not None:
         horizon = min(horizon, oldest)
     return floor_minute(horizon)
 
 
 def minute_counts(
-    connection: Connection,
-    wanted: Sequence[_Range | None],
-    job: str | None,
-    *,
-    keep: bool,
+    connection: Connection, wanted: Sequence[_Range | None], *, keep: bool
 ) -> list[dict[str, int]]:
-    """Runs finished in each range of whole closed minutes of ``wanted`` (sorted, disjoint),
-    by outcome; the minutes not kept yet are counted from the runs, and kept when ``keep``."""
+    """Runs of every job finished in each range of whole closed minutes of ``wanted`` (sorted,
+    disjoint), by outcome; the minutes not kept yet are counted from the runs, and kept when
+    ``keep``."""
     counts: list[dict[str, int]] = [{} for _ in wanted]
     present = [one for one in wanted if one is not None]
     if not present:
         return counts
     low, high = present[0][0], present[-1][1]
-    key = job if job is not None else _EVERY_JOB
+    key = _EVERY_JOB
     purges = connection.execute(select(run_outcome_purges.c.purges)).scalar()
     span = _span(connection, key)
     kept_from, kept_to = span if span is not None else (high, high)
@@ -97,8 +95,8 @@ def minute_counts(
     ]
     for outcome, index, total in _kept(connection, clipped, key):
         _add(counts[int(index)], str(outcome), int(total))
-    below = _counted(connection, (low, kept_from), job) if low < kept_from else []
-    above = _counted(connection, (kept_to, high), job) if high > kept_to else []
+    below = _counted(connection, (low, kept_from)) if low < kept_from else []
+    above = _counted(connection, (kept_to, high)) if high > kept_to else []
     _place(counts, wanted, [*below, *above])
     if keep and purges is not None and (low < kept_from or high > kept_to):
         _keep(
@@ -111,7 +109,10 @@ def forget_runs(
     connection: Connection, finished: Iterable[tuple[str, str, datetime | None]]
 ) -> None:
     """In the transaction deleting them: subtract runs (job, outcome, finished at) from the
-    kept counts, and mark the counts a reader made before this purge as not to be kept."""
+    kept counts, and mark the counts a reader made before this purge as not to be kept.
+
+    Rows kept per job (before one job's chart counted from its index) still lose their runs
+    here, so they drain as the purge deletes them and are never left wrong."""
     connection.execute(update(run_outcome_purges).values(purges=run_outcome_purges.c.purges + 1))
     gone: Counter[tuple[str, datetime, str]] = Counter()
     for job, outcome, finished_at in finished:
@@ -157,10 +158,10 @@ def _span(connection: Connection, key: str) -> _Range | None:
     return (found[0], found[1]) if found is not None else None
 
 
-def _counted(connection: Connection, part: _Range, job: str | None) -> list[_Row]:
+def _counted(connection: Connection, part: _Range) -> list[_Row]:
     """The runs finished in ``part`` by minute and outcome, counted from the runs."""
-    bounds = {"lo": part[0], "hi": part[1], "job": job}
-    statement = _count_statement(connection.dialect.name, job is not None)
+    bounds = {"lo": part[0], "hi": part[1]}
+    statement = _count_statement(connection.dialect.name)
     found = connection.execute(statement, bounds)
     if connection.dialect.name == "postgresql":
         return [(minute.astimezone(UTC), str(outcome), int(n)) for minute, outcome, n in found]
@@ -298,14 +299,11 @@ def _ranges(ranges: Sequence[_Range], key: str) -> dict[str, object]:
     return values
 
 
-@cache
-def _oldest_running(of_job: bool) -> Any:
-    started = func.min(func.coalesce(runs.c.started_at, runs.c.queued_at))
-    # finished_at IS NULL (true of every running run) makes the (outcome, finished_at) index,
-    # or the job's (job_name, outcome, finished_at), the obvious one: a few entries, not every
-    # run of the job.
-    query = select(started).where(runs.c.outcome == RUNNING, runs.c.finished_at.is_(None))
-    return query.where(runs.c.job_name == bindparam("job")) if of_job else query
+# finished_at IS NULL (true of every running run) makes the (outcome, finished_at) index the
+# obvious one: a few entries.
+_OLDEST_RUNNING = select(func.min(func.coalesce(runs.c.started_at, runs.c.queued_at))).where(
+    runs.c.outcome == RUNNING, runs.c.finished_at.is_(None)
+)
 
 
 @cache
@@ -328,7 +326,7 @@ def _kept_statement(parts: int) -> CompoundSelect[Any]:
 
 
 @cache
-def _count_statement(dialect: str, of_job: bool) -> Any:
+def _count_statement(dialect: str) -> Any:
     finished = runs.c.finished_at
     if dialect == "postgresql":
         minute: Any = func.date_bin(
@@ -341,8 +339,6 @@ def _count_statement(dialect: str, of_job: bool) -> Any:
         finished >= bindparam("lo", type_=finished.type),
         finished < bindparam("hi", type_=finished.type),
     )
-    if of_job:
-        placed = placed.where(runs.c.job_name == bindparam("job"))
     inner = placed.subquery()
     return select(inner.c.minute, inner.c.outcome, func.count()).group_by(
         inner.c.minute, inner.c.outcome
