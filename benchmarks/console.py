@@ -55,7 +55,7 @@ from types import SimpleNamespace
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
-from sqlalchemy import bindparam, create_engine, select, text, update
+from sqlalchemy import bindparam, create_engine, func, select, text, update
 from sqlalchemy.engine import Engine, make_url
 
 from jobhost.catalog import Catalog, build_catalog
@@ -383,6 +383,7 @@ def _window(engine: Engine, base: str, viewers: int) -> tuple[list[float], list[
             stop.wait(1.0)
 
     threads = [threading.Thread(target=view, daemon=True) for _ in range(viewers)]
+    _await_due_instant(engine)
     since = datetime.now(UTC)
     for thread in threads:
         thread.start()
@@ -403,6 +404,21 @@ def _window(engine: Engine, base: str, viewers: int) -> tuple[list[float], list[
     with engine.connect() as connection:
         found = connection.execute(query).all()
     return [(started - occurrence).total_seconds() for occurrence, started in found], answers
+
+
+def _await_due_instant(engine: Engine) -> None:
+    """Sleep until the next instant at which some job is due is half a window away, so that
+    each window holds one such instant in its middle. The catalog's crons fire at whole minutes,
+    but not at every minute (none at a minute divisible by 3), and its intervals not before five
+    minutes after the seed: a window placed by the clock alone may hold no scheduled run."""
+    soon = datetime.now(UTC) + timedelta(seconds=LAG_WINDOW / 2 + 1)
+    query = select(func.min(schedules.c.next_occurrence)).where(
+        schedules.c.next_occurrence >= soon, schedules.c.paused.is_(False)
+    )
+    with engine.connect() as connection:
+        due = connection.execute(query).scalar_one()
+    if due is not None:
+        time.sleep(max((due - datetime.now(UTC)).total_seconds() - LAG_WINDOW / 2, 0.0))
 
 
 def _answers(answers: list[tuple[int, float]]) -> str:
