@@ -10,9 +10,10 @@ process started finish first (Ctrl-C again abandons them to their lease).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 
 from jobhost_contracts import Cancellation
@@ -24,6 +25,7 @@ from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.operations.backfill_view import progress_line
+from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import Clock, Engine, SystemClock, backfill_runs
@@ -142,26 +144,31 @@ class BackfillFollower:
         beat = self._settings.heartbeat_interval.total_seconds()
         next_beat = time.monotonic() + beat
         claiming = True
-        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="jobhost-backfill")
         try:
             while True:
                 try:
+                    # Ctrl-C is held across each store call (cut off mid-statement, a
+                    # connection would go back to the pool broken for the reads after it), and
+                    # across a claim until its runs have started (none is left claimed, unrun).
                     if claiming:
-                        for claim in self._claim(backfill_id, rules, width - len(running)):
-                            self._progress(
-                                f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
-                                f"(run {claim.run_id}, attempt {claim.attempt})"
-                            )
-                            future = pool.submit(envelope.run, claim, spec, Cancellation())
-                            running[future] = claim
+                        with InterruptHold():
+                            for claim in self._claim(backfill_id, rules, width - len(running)):
+                                self._progress(
+                                    f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
+                                    f"(run {claim.run_id}, attempt {claim.attempt})"
+                                )
+                                future = _in_daemon_thread(envelope, claim, spec)
+                                running[future] = claim
                     if running:
                         done, _ = wait(running, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
                         for future in done:
                             running.pop(future)
                         if running and time.monotonic() >= next_beat:
                             next_beat = time.monotonic() + beat
-                            self._renew(rules, spec, list(running.values()))
-                    record = self._read(backfill_id)
+                            with InterruptHold():
+                                self._renew(rules, spec, list(running.values()))
+                    with InterruptHold():
+                        record = self._read(backfill_id)
                     self._say(record)
                     if not running and (record.finished or not claiming):
                         return Followed(record, detached=not record.finished)
@@ -177,8 +184,6 @@ class BackfillFollower:
                     )
         except KeyboardInterrupt:
             return self._detached(backfill_id)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
 
     def _claim(self, backfill_id: str, rules: FiringRules, slots: int) -> list[Claim]:
         return claim_backfill(
@@ -218,3 +223,21 @@ class BackfillFollower:
         record = read(self._engine, get_backfill, backfill_id)
         assert record is not None
         return Followed(record, detached=True)
+
+
+def _in_daemon_thread(envelope: RunEnvelope, claim: Claim, spec: JobSpec) -> Future[Outcome]:
+    """Run ``claim`` on a thread of its own, at most ``width`` at once as the loop claims them.
+
+    A daemon, not a pool's worker: once a second Ctrl-C leaves the runs in flight to their
+    lease, the process exits at once instead of waiting at exit for code that may never end.
+    """
+    future: Future[Outcome] = Future()
+
+    def _target() -> None:
+        try:
+            future.set_result(envelope.run(claim, spec, Cancellation()))
+        except BaseException as error:  # handed to whoever waits on the future
+            future.set_exception(error)
+
+    threading.Thread(target=_target, name="jobhost-backfill", daemon=True).start()
+    return future

@@ -167,7 +167,9 @@ def _supervise(
         finally:
             finished.set()
 
-    worker = threading.Thread(target=_target, name="jobhost-manual-run")
+    # A daemon: a second Ctrl-C leaves the run to its lease and the process exits at once,
+    # instead of waiting at exit for code that may ignore its cancellation.
+    worker = threading.Thread(target=_target, name="jobhost-manual-run", daemon=True)
     worker.start()
     lease = lease_for(spec.declaration, settings.lease_duration)
     beat = settings.heartbeat_interval.total_seconds()
@@ -179,7 +181,10 @@ def _supervise(
         while not finished.wait(POLL_SECONDS):
             if time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + beat
-                asked = renew_watching_cancel(engine, host_id, claim.run_id, lease, clock)
+                # Held: cut off mid-statement, the connection would go back to the pool
+                # broken, and the run's outcome could not be recorded through it.
+                with InterruptHold():
+                    asked = renew_watching_cancel(engine, host_id, claim.run_id, lease, clock)
                 if asked is not None and not cancellation.cancelled:
                     progress(f"cancel asked {asked}: cancelling the run")
                     cancellation.cancel(asked)
