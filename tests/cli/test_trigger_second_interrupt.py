@@ -11,14 +11,16 @@ import time
 
 from tests.cli.operator_support import Operator
 
+_JOBHOST = [sys.executable, "-m", "jobhost"]
+_NIGHTS = ["--from", "2026-11-25", "--to", "2026-11-27", "--reason", "outage"]
+
 
 def test_a_second_ctrl_c_exits_at_once_leaving_the_run_to_its_lease(operator: Operator) -> None:
     # The job ignores cancellation for 60 s: a command waiting for it would take that long.
     deaf = {"name": "sample.deaf", "cron": "0 3 * * *", "behaviour": "ignore-cancel"}
     operator.configure([{**deaf, "seconds": 60}])
     child = subprocess.Popen(
-        [sys.executable, "-m", "jobhost", "--config", str(operator.config)]
-        + ["trigger", "sample.deaf"],
+        [*_JOBHOST, "--config", str(operator.config), "trigger", "sample.deaf"],
         env=operator.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -34,7 +36,7 @@ def test_a_second_ctrl_c_exits_at_once_leaving_the_run_to_its_lease(operator: Op
         first = _wait_for_line(child.stderr, "interrupted: cancelling the run")
         child.send_signal(signal.SIGINT)
         began = time.monotonic()
-        stdout, rest = child.communicate(timeout=30)
+        _, rest = child.communicate(timeout=30)
         took = time.monotonic() - began
     finally:
         child.kill()
@@ -54,8 +56,7 @@ def test_a_second_ctrl_c_detaches_a_backfill_run_here_at_once(operator: Operator
     deaf = {"name": "sample.deaf", "cron": "0 3 * * *", "behaviour": "ignore-cancel"}
     operator.configure([{**deaf, "seconds": 60}])
     child = subprocess.Popen(
-        [sys.executable, "-m", "jobhost", "--config", str(operator.config), "backfill"]
-        + ["sample.deaf", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "outage"],
+        [*_JOBHOST, "--config", str(operator.config), "backfill", "sample.deaf", *_NIGHTS],
         env=operator.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -68,7 +69,7 @@ def test_a_second_ctrl_c_detaches_a_backfill_run_here_at_once(operator: Operator
         first = _wait_for_line(child.stderr, "interrupted: claiming no more")
         child.send_signal(signal.SIGINT)
         began = time.monotonic()
-        stdout, rest = child.communicate(timeout=30)
+        _, rest = child.communicate(timeout=30)
         took = time.monotonic() - began
     finally:
         child.kill()
