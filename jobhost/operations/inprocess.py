@@ -196,5 +196,12 @@ def _supervise(
         progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
         cancellation.cancel("interrupted by the operator")
         finished.wait()
+    except BaseException:
+        # The command fails (a renewal the store refused, say), but the run's code is not cut
+        # off mid-way by the process's exit: it ends first, and its outcome is recorded if the
+        # store allows. Only a Ctrl-C abandons it.
+        progress("waiting for the run to end before exiting (Ctrl-C to abandon it)")
+        finished.wait()
+        raise
     worker.join()
     return timed_out
