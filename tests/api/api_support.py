@@ -7,19 +7,22 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.store import create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
+from jobhost.web.console import Console
 
 SECRETS = {
     "deployer": ("deployer-secret-0123456789", ["read", "write"]),
@@ -29,9 +32,42 @@ SECRETS = {
 
 
 @contextmanager
-def served_api(store_url: str) -> Iterator[tuple[str, Engine]]:
-    """The API (and the operator endpoints, no plugins) over ``store_url`` with the tokens of
-    :data:`SECRETS`, served on a free port: its base URL and the store's engine."""
+def served_api(
+    store_url: str,
+    *,
+    plugins: str = "",
+    console: bool = False,
+    routes: Sequence[BaseRoute] = (),
+    **settings: Any,
+) -> Iterator[tuple[str, Engine]]:
+    """The API (and the operator endpoints) over ``store_url`` with the tokens of
+    :data:`SECRETS`, served on a free port: its base URL and the store's engine. The options
+    are those of :func:`api_app`."""
+    with api_app(store_url, plugins=plugins, console=console, routes=routes, **settings) as (
+        app,
+        engine,
+    ):
+        server = WebServer(("127.0.0.1", 0), app)
+        server.start()
+        try:
+            yield f"http://127.0.0.1:{server.address[1]}", engine
+        finally:
+            server.stop()
+
+
+@contextmanager
+def api_app(
+    store_url: str,
+    *,
+    plugins: str = "",
+    console: bool = False,
+    routes: Sequence[BaseRoute] = (),
+    **settings: Any,
+) -> Iterator[tuple[Starlette, Engine]]:
+    """The application :func:`served_api` serves, and the store's engine, over ``store_url``
+    (upgraded): ``plugins`` as ``JOBHOST_LOAD_PLUGINS`` (none by default), the console's pages
+    when ``console`` (with actions if ``console_actions``), ``routes`` after the API's, and
+    ``settings`` as further :class:`Settings` (``api_body_limit``, ``operator_tokens``, ...)."""
     config = Settings(
         database_url=store_url,
         api_tokens=[
@@ -42,19 +78,26 @@ def served_api(store_url: str) -> Iterator[tuple[str, Engine]]:
             }
             for name, (secret, scopes) in SECRETS.items()
         ],
+        **settings,
     )
     engine = create_store_engine(store_url)
-    upgrade(engine)
-    catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": ""})
-    app = create_app(
-        store_endpoints(config, catalog, engine), routes=api_routes(config, catalog, engine)
-    )
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
     try:
-        yield f"http://127.0.0.1:{server.address[1]}", engine
+        upgrade(engine)
+        catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": plugins})
+        pages = (
+            Console(config, catalog, engine, allow_actions=config.console_actions).routes()
+            if console
+            else ()
+        )
+        yield (
+            create_app(
+                store_endpoints(config, catalog, engine),
+                routes=[*api_routes(config, catalog, engine), *routes],
+                pages=pages,
+            ),
+            engine,
+        )
     finally:
-        server.stop()
         engine.dispose()
 
 

@@ -7,7 +7,6 @@ body the client never meant to send. The answer arrives whole, however much is s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import socket
@@ -17,13 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from jobhost.catalog import build_catalog
-from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
+from tests.api.api_support import SECRETS, served_api
 
-SECRET = "framing-secret-0123456789abcdef"
+SECRET = SECRETS["deployer"][0]
 LIMIT = 65_536
 BODY = b'{"kind": "http", "description": "' + b"a" * (4 * 1024 * 1024) + b'"}'
 """Four MiB of JSON: 64 times the limit, small enough to send quickly."""
@@ -33,28 +28,9 @@ _STATUS = re.compile(rb"^HTTP/1\.[01] (\d{3}) ", re.MULTILINE)
 @pytest.fixture(scope="module")
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     directory: Path = tmp_path_factory.mktemp("framing")
-    settings = Settings(
-        database_url=f"sqlite:///{directory}/store.db",
-        api_body_limit=LIMIT,
-        api_tokens=[
-            {
-                "name": "all",
-                "sha256": hashlib.sha256(SECRET.encode()).hexdigest(),
-                "scopes": ["read", "write", "trigger"],
-            }
-        ],
-    )
-    engine = create_store_engine(settings.database_url)
-    upgrade(engine)
-    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    app = create_app(
-        store_endpoints(settings, catalog, engine), routes=api_routes(settings, catalog, engine)
-    )
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    yield server.address[1]
-    server.stop()
-    engine.dispose()
+    store_url = f"sqlite:///{directory}/store.db"
+    with served_api(store_url, plugins="http", api_body_limit=LIMIT) as (base, _):
+        yield int(base.rsplit(":", 1)[1])
 
 
 def head(version: str, *fields: str) -> bytes:

@@ -5,7 +5,6 @@ how much of the body the application asked for."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,9 @@ import anyio
 import pytest
 from starlette.applications import Starlette
 
-from jobhost.catalog import build_catalog
-from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
-from jobhost.web import create_app, store_endpoints
-from jobhost.web.api import api_routes
-from jobhost.web.console import Console
+from tests.api.api_support import SECRETS, api_app
 
-SECRET = "bodies-secret-0123456789abcdef"
+SECRET = SECRETS["deployer"][0]
 OPERATOR = "bob-token-0123456789"
 CHUNK = 64 * 1024
 HUGE = 64 * 1024 * 1024
@@ -30,28 +24,14 @@ HUGE = 64 * 1024 * 1024
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Starlette]:
     directory: Path = tmp_path_factory.mktemp("bodies")
-    settings = Settings(
-        database_url=f"sqlite:///{directory}/store.db",
+    with api_app(
+        f"sqlite:///{directory}/store.db",
+        plugins="http",
+        console=True,
         console_actions=True,
         operator_tokens={"bob": OPERATOR},
-        api_tokens=[
-            {
-                "name": "all",
-                "sha256": hashlib.sha256(SECRET.encode()).hexdigest(),
-                "scopes": ["read", "write", "trigger"],
-            }
-        ],
-    )
-    engine = create_store_engine(settings.database_url)
-    upgrade(engine)
-    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    console = Console(settings, catalog, engine, allow_actions=True)
-    yield create_app(
-        store_endpoints(settings, catalog, engine),
-        routes=api_routes(settings, catalog, engine),
-        pages=console.routes(),
-    )
-    engine.dispose()
+    ) as (app, _):
+        yield app
 
 
 class Sent:

@@ -4,11 +4,9 @@ logged with its traceback once and not again within the minute."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,46 +14,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from jobhost.catalog import build_catalog
-from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
-from jobhost.web.console import Console
-from tests.api.api_support import Answer, call
+from tests.api.api_support import Answer, call, served_api
 
-SECRET = "hostile-secret-0123456789abcdef"
 LEAKS = ("select", "insert", "psycopg", "sqlalchemy", "traceback", "parameters")
 
 
 @pytest.fixture
-def base(store_url: str, tmp_path: Path) -> Iterator[str]:
-    settings = Settings(
-        database_url=store_url,
-        api_tokens=[
-            {
-                "name": "all",
-                "sha256": hashlib.sha256(SECRET.encode()).hexdigest(),
-                "scopes": ["read", "write", "trigger"],
-            }
-        ],
-    )
-    engine = create_store_engine(settings.database_url)
-    upgrade(engine)
-    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    console = Console(settings, catalog, engine, allow_actions=False)
-    app = create_app(
-        store_endpoints(settings, catalog, engine),
-        routes=[*api_routes(settings, catalog, engine), Route("/boom", _boom(store_url))],
-        pages=console.routes(),
-    )
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{server.address[1]}"
-    finally:
-        server.stop()
-        engine.dispose()
+def base(store_url: str) -> Iterator[str]:
+    boom = Route("/boom", _boom(store_url))
+    with served_api(store_url, plugins="http", console=True, routes=[boom]) as (base, _):
+        yield base
 
 
 def _boom(store_url: str) -> Any:
@@ -69,7 +37,7 @@ def _boom(store_url: str) -> Any:
 
 
 def ask(base: str, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Answer:
-    return call(base, method, path, token=SECRET, body=body, raw=raw)
+    return call(base, method, path, token="deployer", body=body, raw=raw)
 
 
 def refused(answer: Answer, status: int, field: str) -> None:

@@ -3,55 +3,23 @@ fixed codes, every answer carries the security headers, conditional requests fol
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from jobhost.catalog import build_catalog
-from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
-from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
-from jobhost.web.console import Console
-from tests.api.api_support import Answer, call
+from tests.api.api_support import Answer, call, served_api
 
-SECRET = "details-secret-0123456789abcdef"
 PING = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
 
 
 @pytest.fixture
-def base(store_url: str, tmp_path: Path) -> Iterator[str]:
-    settings = Settings(
-        database_url=store_url,
-        api_tokens=[
-            {
-                "name": "all",
-                "sha256": hashlib.sha256(SECRET.encode()).hexdigest(),
-                "scopes": ["read", "write", "trigger"],
-            }
-        ],
-    )
-    engine = create_store_engine(settings.database_url)
-    upgrade(engine)
-    catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    app = create_app(
-        store_endpoints(settings, catalog, engine),
-        routes=api_routes(settings, catalog, engine),
-        pages=Console(settings, catalog, engine, allow_actions=False).routes(),
-    )
-    server = WebServer(("127.0.0.1", 0), app)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{server.address[1]}"
-    finally:
-        server.stop()
-        engine.dispose()
+def base(store_url: str) -> Iterator[str]:
+    with served_api(store_url, plugins="http", console=True) as (base, _):
+        yield base
 
 
 def ask(base: str, method: str, path: str, body: object = None, **headers: str) -> Answer:
-    return call(base, method, path, token=SECRET, body=body, headers=headers)
+    return call(base, method, path, token="deployer", body=body, headers=headers)
 
 
 def test_the_notice_after_an_action_is_a_fixed_text_never_the_links(base: str) -> None:
