@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
@@ -18,6 +18,8 @@ from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, Sc
 from jobhost.store.schema import IS_PENDING, run_requests, runs, schedules
 
 __all__ = ["due_job_names", "due_retries", "due_schedules", "live_runs", "pending_requests"]
+
+_Found = TypeVar("_Found", RequestRecord, RunRecord)
 
 
 def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
@@ -62,8 +64,7 @@ def pending_requests(
         query = built(connection, "pending-requests", _pending_requests_query)
         params = {"skip": skip, "limit": limit}
     found = [RequestRecord.from_row(r) for r in connection.execute(query, params).mappings()]
-    batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
-    return [r for r in found if rules.knows(r.job_name)]
+    return _known(found, rules, batch)
 
 
 def _pending_requests_query(dialect: str) -> Any:
@@ -97,9 +98,7 @@ def due_retries(
     else:
         query = built(connection, "due-retries", _due_retries_query)
         rows = connection.execute(query, {"now": now, "skip": skip, "limit": limit}).mappings()
-    found = [RunRecord.from_row(r) for r in rows]
-    batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
-    return [r for r in found if rules.knows(r.job_name)]
+    return _known([RunRecord.from_row(r) for r in rows], rules, batch)
 
 
 def _due_retries_query(dialect: str) -> Any:
@@ -158,3 +157,9 @@ def _due_schedules_query(dialect: str) -> Any:
 def _skip_locked(query: Any, dialect: str) -> Any:
     """Skip rows another replica holds (PostgreSQL); SQLite's transaction holds the file."""
     return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query
+
+
+def _known(found: list[_Found], rules: ClaimRules, batch: ClaimBatch) -> list[_Found]:
+    """The rows of jobs this host knows; the others' jobs are noted in ``batch.unknown``."""
+    batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
+    return [r for r in found if rules.knows(r.job_name)]

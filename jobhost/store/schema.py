@@ -151,6 +151,8 @@ runs = Table(
     Column("cancel_reason", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
+    # A job's runs of one outcome by finish (0004): reports, failures and outcome counts.
+    Index("ix_runs_job_name_outcome_finished_at", "job_name", "outcome", "finished_at"),
     # Partial, made by migration 0013 only: a scheduled run is in none of these three once it
     # has finished, so its finishing update writes no entry to them. Queries that use them name
     # the same condition. They are not declared here because a partial index's PostgreSQL

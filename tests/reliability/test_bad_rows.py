@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, create_store_engine, upgrade
+from jobhost.store import RunRecord, create_store_engine
 from tests.reliability.harness import Cluster, every_second_jobs, ledger
+from tests.reliability.stuck_support import FAST, STUCK, migrated, stuck_effects, stuck_job
 from tests.reliability.verdict import judge, read_effects, recorded
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
 
-FAST = {"heartbeat_interval": "1s", "lease_duration": "3s", "shutdown_grace": "1s"}
 _SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"
 CORRUPT = ["rel.bad-token", "rel.bad-anchor", "rel.bad-lease", "rel.far-lease"]
 
@@ -37,7 +37,7 @@ def test_corrupt_rows_set_their_jobs_aside_the_others_run_and_health_names_them(
     ]
     jobs = [*ticks, *corrupt, {"name": "rel.bad-anchor", "interval": "2s"}]
     cluster = make_cluster(f"sqlite:///{path}", jobs, **FAST)
-    engine = _migrated(path)
+    engine = migrated(path)
     host = cluster.add("replica-0")
     wait_for(
         lambda: {r.job_name for r in ledger(engine)} >= {j["name"] for j in jobs},
@@ -111,7 +111,7 @@ def test_a_huge_failure_message_does_not_stall_the_other_jobs(
         },
     ]
     cluster = make_cluster(f"sqlite:///{path}", [*ticks, *big], **FAST)
-    engine = _migrated(path)
+    engine = migrated(path)
     host = cluster.add("replica-0")
     wait_for(lambda: ledger(engine), 60, "the first run")
     first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
@@ -146,18 +146,11 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     tmp_path: Path, make_cluster: Callable[..., Cluster]
 ) -> None:
     path = tmp_path / "store.db"
-    stuck = {
-        "name": "rel.stuck",
-        "cron": "* * * * * *",
-        "behaviour": "stuck",
-        "seconds": 12,
-        "timeout": "1s",
-    }
-    cluster = make_cluster(f"sqlite:///{path}", [stuck, *every_second_jobs(2)], **FAST)
-    _migrated(path).dispose()
+    cluster = make_cluster(f"sqlite:///{path}", [stuck_job(12), *every_second_jobs(2)], **FAST)
+    migrated(path).dispose()
     host = cluster.add("replica-0")
     began = wait_for(
-        lambda: [e for e in read_effects(cluster.effects) if e.job == "rel.stuck"],
+        lambda: stuck_effects(cluster),
         60,
         "the stuck job to begin",
     )[0]
@@ -166,7 +159,7 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
         lambda: [
             r
             for r in ledger(engine)
-            if r.job_name == "rel.stuck" and (r.error_message or "").startswith("stuck:")
+            if r.job_name == STUCK and (r.error_message or "").startswith("stuck:")
         ],
         15,
         "the run past its timeout to be marked stuck",
@@ -176,12 +169,12 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     health = cluster.jobhost("health", "--json")
     # The stuck code ends after its 12 s; the next run of the job begins only then.
     wait_for(
-        lambda: len({e.run_id for e in read_effects(cluster.effects) if e.job == "rel.stuck"}) >= 2,
+        lambda: len({e.run_id for e in stuck_effects(cluster)}) >= 2,
         30,
         "the stuck run to end and the next one to begin",
     )
     host.stop(15)
-    effects = [e for e in read_effects(cluster.effects) if e.job == "rel.stuck"]
+    effects = stuck_effects(cluster)
     spans: dict[str, list[float]] = {}
     for effect in effects:
         spans.setdefault(effect.run_id, []).append(effect.at)
@@ -194,10 +187,10 @@ def test_stuck_code_keeps_its_slot_and_lease_and_never_overlaps_itself(
     ]
     assert not overlaps, "\n".join([*overlaps, _errors(host.log())])
     assert report.returncode == 0, report.stderr
-    entry = next(j for j in json.loads(report.stdout)["jobs"] if j["name"] == "rel.stuck")
+    entry = next(j for j in json.loads(report.stdout)["jobs"] if j["name"] == STUCK)
     assert "stuck" in json.dumps(entry), f"report does not call the job stuck: {entry}"
     checks = json.loads(health.stdout)["checks"]
-    named = [c for c in checks if "rel.stuck" in c["detail"] and "stuck" in c["detail"]]
+    named = [c for c in checks if STUCK in c["detail"] and "stuck" in c["detail"]]
     assert named, f"no health check reports rel.stuck stuck: {checks}"
 
 
@@ -209,13 +202,6 @@ def _each_succeeded_twice(rows: list[RunRecord], host_id: str, jobs: list[dict[s
 def _latest_occurrence(engine: Engine) -> datetime:
     occurrences = [r.occurrence for r in ledger(engine) if r.occurrence]
     return max(occurrences, default=datetime.min.replace(tzinfo=UTC))
-
-
-def _migrated(path: Path) -> Engine:
-    """An engine on the SQLite store at ``path``, migrated before a host starts on it."""
-    engine = create_store_engine(f"sqlite:///{path}")
-    upgrade(engine)
-    return engine
 
 
 def _corrupt(path: Path, now: datetime) -> None:
