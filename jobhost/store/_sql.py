@@ -101,8 +101,11 @@ def copy_ignoring_duplicates(
     names = list(rows[0])
     listed = ", ".join(f'"{name}"' for name in names)
     staging = f"jobhost_copy_{table.name}"
+    # Only the copied columns, without the table's constraints: a NOT NULL column the rows
+    # leave to its server default is filled by the INSERT below, not refused by the COPY.
     connection.exec_driver_sql(
-        f'CREATE TEMPORARY TABLE "{staging}" (LIKE "{table.name}") ON COMMIT DROP'
+        f'CREATE TEMPORARY TABLE "{staging}" ON COMMIT DROP AS '
+        f'SELECT {listed} FROM "{table.name}" WITH NO DATA'
     )
     # COPY bypasses SQLAlchemy's binding: run each column's own bind step (UTCDateTime refuses
     # a naive instant) before psycopg formats the row.
