@@ -11,6 +11,8 @@ read never calls (one that refuses to run stands in).
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -84,7 +86,7 @@ def declaration_text(spec: JobSpec) -> str:
             "retry_on": sorted(retry.retry_on),
         },
     }
-    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return _compact_json(document, plain=spec.override is None and math.isfinite(retry.jitter))
 
 
 def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _EMPTY) -> JobSpec:
@@ -188,6 +190,33 @@ class StoredExecutor:
             f"job {self.name} was read from the store, not loaded from its module: run it "
             "through a host or with `jobhost trigger`, which loads the module"
         )
+
+
+def _compact_json(document: dict[str, Any], *, plain: bool) -> str:
+    """``json.dumps(document, sort_keys=True, separators=(",", ":"))``, byte for byte: the text
+    is part of the catalog version, so a host that wrote it before an upgrade must find it equal.
+
+    orjson makes the same text ten times faster (a start of 10,000 jobs spent a third of a
+    second here) except where the two differ: text beyond ASCII or DEL (``json`` escapes it), an
+    exponent (``1e-05`` against ``1e-5``), NaN or infinity (``plain`` is false where one could
+    be: an override, a jitter); there the standard encoder writes it.
+    """
+    if plain:
+        try:
+            text = orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:
+            text = None
+        if (
+            text is not None
+            and text.isascii()
+            and "\x7f" not in text
+            and _EXPONENT.search(text) is None
+        ):
+            return text
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+_EXPONENT = re.compile(r"[0-9][eE]")
 
 
 def _trigger_json(trigger: EffectiveTrigger) -> dict[str, Any]:

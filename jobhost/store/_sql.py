@@ -10,8 +10,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
 __all__ = [
+    "COPY_FROM",
     "built",
     "columns_of",
+    "copy_ignoring_duplicates",
     "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
@@ -71,6 +73,58 @@ def insert_ignoring_duplicates(
         return len(_insert_unnest(connection, table, rows, columns))
     statement = built(connection, f"insert-ignoring:{table.name}:{','.join(columns)}", build)
     return len(connection.execute(statement, [dict(row) for row in rows]).all())
+
+
+COPY_FROM = 100
+"""The fewest rows :func:`copy_ignoring_duplicates` sends by ``COPY`` on PostgreSQL."""
+
+
+def copy_ignoring_duplicates(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
+) -> set[Any]:
+    """Insert many ``rows`` as :func:`insert_ignoring_duplicates` does (a row colliding on the
+    unique ``column`` keeps the existing one); return the ``column`` values that went in.
+
+    On PostgreSQL the rows travel by ``COPY`` into a temporary table and move over in one
+    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: psycopg dumps an array parameter element by
+    element in Python, escaping every quote of a JSON declaration with a regular expression,
+    which made a first sync of 10,000 jobs spend two seconds before the first statement left;
+    ``COPY`` formats rows in C. The ``ON CONFLICT`` stays on the real table, so hosts starting
+    together on an empty store still end with one row per key. Fewer than :data:`COPY_FROM`
+    rows (a runtime job, a backfill's job) go in one plain statement: a temporary table is
+    four round trips and a write to the system catalog.
+    """
+    if not rows:
+        return set()
+    if connection.dialect.name != "postgresql" or len(rows) < COPY_FROM:
+        return set(insert_returning_new(connection, table, rows, [column]))
+    names = list(rows[0])
+    listed = ", ".join(f'"{name}"' for name in names)
+    staging = f"jobhost_copy_{table.name}"
+    connection.exec_driver_sql(
+        f'CREATE TEMPORARY TABLE "{staging}" (LIKE "{table.name}") ON COMMIT DROP'
+    )
+    # COPY bypasses SQLAlchemy's binding: run each column's own bind step (UTCDateTime refuses
+    # a naive instant) before psycopg formats the row.
+    dialect = connection.dialect
+    binds = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names]
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f'COPY "{staging}" ({listed}) FROM STDIN') as copy:
+        for row in rows:
+            copy.write_row(
+                [
+                    row[name] if bind is None else bind(row[name])
+                    for name, bind in zip(names, binds, strict=True)
+                ]
+            )
+    inserted = connection.exec_driver_sql(
+        f'INSERT INTO "{table.name}" ({listed}) SELECT {listed} FROM "{staging}" '
+        f'ON CONFLICT ("{column}") DO NOTHING RETURNING "{column}"'
+    )
+    keys = set(inserted.scalars())
+    # Dropped now, not only at commit: a second call in the same transaction creates it again.
+    connection.exec_driver_sql(f'DROP TABLE "{staging}"')
+    return keys
 
 
 def insert_returning_new(

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Integer, and_, bindparam, case, func, literal, not_, or_, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import insert_ignoring_duplicates
+from jobhost.store._sql import copy_ignoring_duplicates
 from jobhost.store.records import ScheduleRecord
 from jobhost.store.schema import schedules
 from jobhost.triggers import Schedule
@@ -158,7 +158,7 @@ def sync_schedules(
         plan.orphaned = []
     stored = {row.job_name: row for row in rows}
     wanted = {want.job_name: want for want in desired}
-    _insert(connection, plan.added, now, catalog_version)
+    inserted = _insert(connection, plan.added, now, catalog_version)
     changed = {change.job_name for change in plan.changed}
     for change in plan.changed:
         _update(connection, stored[change.job_name], wanted[change.job_name], now)
@@ -173,11 +173,14 @@ def sync_schedules(
             .where(schedules.c.job_name.in_(plan.orphaned), schedules.c.orphaned.is_(False))
             .values(orphaned=True, next_occurrence=None, due_at=None, updated_at=now)
         )
-    if catalog_version is not None and wanted:
+    # The rows this sync inserted carry the version already; on a first start that is all of
+    # them, and the statement naming 10,000 jobs to change none is left out.
+    restamp = [name for name in wanted if name not in inserted]
+    if catalog_version is not None and restamp:
         connection.execute(
             update(schedules)
             .where(
-                schedules.c.job_name.in_(list(wanted)),
+                schedules.c.job_name.in_(restamp),
                 (schedules.c.catalog_version != catalog_version)
                 | schedules.c.catalog_version.is_(None),
             )
@@ -286,7 +289,9 @@ def _insert(
     added: Sequence[DesiredSchedule],
     now: datetime,
     catalog_version: str | None,
-) -> None:
+) -> set[str]:
+    """Insert the rows of ``added``; return the names that went in (another host starting at
+    the same moment may have inserted some first: those are left as it wrote them)."""
     rows = []
     # Jobs with the same trigger share their first occurrence: a catalog of 10,000 jobs on a
     # few hundred distinct triggers computes a few hundred.
@@ -318,7 +323,7 @@ def _insert(
                 **_declared(want),
             }
         )
-    insert_ignoring_duplicates(connection, schedules, rows, ["job_name"])
+    return copy_ignoring_duplicates(connection, schedules, rows, "job_name")
 
 
 def _repair(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from jobhost.catalog import JobSpec
@@ -67,3 +68,24 @@ def test_a_changed_policy_or_description_is_a_new_catalog_version(tmp_path: Path
         }
         assert catalog_version(desired_schedules(changed)) != before, change
     assert catalog_version(desired_schedules(jobs)) == before
+
+
+AWKWARD = (
+    'job("text.zurich", interval=timedelta(hours=1), description="Zürich \\x7f \\t \\u2028 東京")',
+    'job("text.tiny", interval=timedelta(hours=1), timeout=timedelta(microseconds=1), '
+    "lease=timedelta(days=365), retry=RetryPolicy(max_attempts=2, jitter=1e-7))",
+    'job("text.plain", cron="*/5 * * * *", description="a \\"quoted\\" \\\\ word")',
+)
+
+
+def test_the_text_is_byte_for_byte_what_the_standard_encoder_writes(tmp_path: Path) -> None:
+    # The text is part of the catalog version: a store synced before must hold the same text.
+    plugins = Plugins(tmp_path)
+    path = plugins.add(*JOBS, *AWKWARD)
+    path.write_text(IMPORTS + path.read_text())
+    catalog = plugins.catalog(jobs={"files.night": {"cron": "0 4 * * *"}})
+    assert catalog.ok, catalog.problems
+    assert len(catalog.jobs) == 5
+    for spec in catalog.jobs.values():
+        text = declaration_text(spec)
+        assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
