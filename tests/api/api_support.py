@@ -32,21 +32,11 @@ SECRETS = {
 
 
 @contextmanager
-def served_api(
-    store_url: str,
-    *,
-    plugins: str = "",
-    console: bool = False,
-    routes: Sequence[BaseRoute] = (),
-    **settings: Any,
-) -> Iterator[tuple[str, Engine]]:
+def served_api(store_url: str, **options: Any) -> Iterator[tuple[str, Engine]]:
     """The API (and the operator endpoints) over ``store_url`` with the tokens of
-    :data:`SECRETS`, served on a free port: its base URL and the store's engine. The options
+    :data:`SECRETS`, served on a free port: its base URL and the store's engine. ``options``
     are those of :func:`api_app`."""
-    with api_app(store_url, plugins=plugins, console=console, routes=routes, **settings) as (
-        app,
-        engine,
-    ):
+    with api_app(store_url, **options) as (app, engine):
         server = WebServer(("127.0.0.1", 0), app)
         server.start()
         try:
