@@ -30,9 +30,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from console import _COLUMNS, _sqlite, _store  # type: ignore[import-not-found]
+from console import _store  # type: ignore[import-not-found]
 from outcome_chart import _rows  # type: ignore[import-not-found]
-from sqlalchemy import event, text
+from outcome_chart import _seed as _seed_runs  # type: ignore[import-not-found]
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from jobhost.store import create_store_engine, reading, upgrade
@@ -126,29 +127,7 @@ def _one(
 def _seed(url: str, now: datetime) -> None:
     engine = create_store_engine(url)
     upgrade(engine)
-    raw = engine.raw_connection()
-    try:
-        if engine.dialect.name == "postgresql":
-            with raw.cursor() as cursor:
-                cursor.execute("SET statement_timeout = 0")
-            with raw.cursor() as cursor, cursor.copy(f"COPY runs ({_COLUMNS}) FROM STDIN") as copy:  # type: ignore[attr-defined]
-                for row in _all_rows(now):
-                    copy.write_row(row)
-            raw.commit()
-        else:
-            cursor = raw.cursor()
-            cursor.execute("BEGIN")
-            cursor.executemany(
-                f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 13)})",
-                (tuple(_sqlite(value) for value in row) for row in _all_rows(now)),
-            )
-            cursor.execute("COMMIT")
-    finally:
-        raw.close()
-    if engine.dialect.name == "postgresql":
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.execute(text("SET statement_timeout = 0"))
-            connection.execute(text("VACUUM ANALYZE runs"))
+    _seed_runs(engine, _all_rows(now))
     engine.dispose()
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
 from console import _COLUMNS, _sqlite, _store  # type: ignore[import-not-found]
@@ -50,7 +50,7 @@ def main(backends: list[str]) -> None:
             upgrade(engine)
             now = datetime.now(UTC)
             seeded = time.perf_counter()
-            _seed(engine, now)
+            _seed(engine, _rows(now))
             print(f"{backend}: seeded in {time.perf_counter() - seeded:.0f} s")
             _measure(backend, engine, now)
             engine.dispose()
@@ -130,14 +130,16 @@ def _case_counts(
     return counts
 
 
-def _seed(engine: Engine, now: datetime) -> None:
+def _seed(engine: Engine, rows: Iterable[tuple[object, ...]]) -> None:
+    """Bulk-insert ``rows`` (``_COLUMNS`` in order) into ``runs``: COPY on PostgreSQL, one
+    executemany in one transaction on SQLite; then ANALYZE on PostgreSQL."""
     raw = engine.raw_connection()
     try:
         if engine.dialect.name == "postgresql":
             with raw.cursor() as cursor:
                 cursor.execute("SET statement_timeout = 0")
             with raw.cursor() as cursor, cursor.copy(f"COPY runs ({_COLUMNS}) FROM STDIN") as copy:  # type: ignore[attr-defined]
-                for row in _rows(now):
+                for row in rows:
                     copy.write_row(row)
             raw.commit()
         else:
@@ -145,7 +147,7 @@ def _seed(engine: Engine, now: datetime) -> None:
             cursor.execute("BEGIN")
             cursor.executemany(
                 f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 13)})",
-                (tuple(_sqlite(value) for value in row) for row in _rows(now)),
+                (tuple(_sqlite(value) for value in row) for row in rows),
             )
             cursor.execute("COMMIT")
     finally:
