@@ -22,10 +22,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 from jobhost.config import Settings
 from jobhost.envelope.telemetry import Telemetry
+from jobhost.store import create_store_engine, upgrade
 from tests.cli.operator_support import Operator
 from tests.support import SAMPLE_PLUGIN, ManualClock
 
@@ -75,6 +76,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/store.db"
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    """The engine of a migrated store on each backend."""
+    made = create_store_engine(store_url)
+    upgrade(made)
+    yield made
+    made.dispose()
 
 
 @pytest.fixture

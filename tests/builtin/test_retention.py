@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
@@ -21,19 +20,11 @@ from jobhost.builtin.retention import (
     jobhost_jobs,
     purge_growing_tables,
 )
-from jobhost.store import StoreJobState, create_store_engine, upgrade
+from jobhost.store import StoreJobState
 from jobhost.store.purge import purge_runs
 from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    made = create_store_engine(store_url)
-    upgrade(made)
-    yield made
-    made.dispose()
 
 
 def _fill(engine: Engine, job: str, ages_days: list[float], outcome: str = "succeeded") -> None:

@@ -4,28 +4,19 @@ pages, the filters, the bounded text search, the streaks, stuck runs and the out
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.operations.failures import FailureQuery, decode_cursor, read_failures
-from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store import failures as failures_module
+from jobhost.store import reading
 from jobhost.store.failures import failure_page, failure_streaks
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.schema import runs
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    made = create_store_engine(store_url)
-    upgrade(made)
-    yield made
-    made.dispose()
 
 
 def _run(

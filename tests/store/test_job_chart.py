@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import event, select
 from sqlalchemy.engine import Engine
 
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import reading
 from jobhost.store.outcome_counts import FINISHED_OUTCOMES, outcome_counts
 from jobhost.store.schema import runs
 
@@ -27,14 +26,6 @@ RANGES = {
 }
 JOB = "reports.daily"
 OUTCOMES = ["succeeded"] * 5 + ["failed", "timed_out", "missed", "skipped", "abandoned"]
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    made = create_store_engine(store_url)
-    upgrade(made)
-    yield made
-    made.dispose()
 
 
 @pytest.mark.parametrize("span", RANGES)

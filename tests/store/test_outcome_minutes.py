@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import reading
 from jobhost.store.outcome_counts import FINISHED_OUTCOMES, outcome_counts
 from jobhost.store.outcome_minutes import SETTLE_MARGIN
 from jobhost.store.purge import purge_runs
@@ -22,14 +20,6 @@ from jobhost.store.schema import run_outcome_minutes, runs
 # In the past of the database's clock, which bounds what the reader may close on PostgreSQL.
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 JOBS = ("a.one", "b.two", "c.three")
-
-
-@pytest.fixture
-def engine(store_url: str) -> Iterator[Engine]:
-    made = create_store_engine(store_url)
-    upgrade(made)
-    yield made
-    made.dispose()
 
 
 def test_kept_minutes_give_the_direct_count_through_late_finishes_and_a_purge(
