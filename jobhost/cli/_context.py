@@ -71,9 +71,9 @@ def note_versions(catalog: Catalog, engine: Engine) -> None:
     from jobhost.operations.plan import this_catalog
     from jobhost.operations.stored import stored_version
     from jobhost.store.calls import read
-    from jobhost.store.reports import list_schedules
+    from jobhost.store.census import catalog_versions
 
-    held = stored_version(read(engine, list_schedules).values())
+    held = stored_version(read(engine, catalog_versions))
     mine = this_catalog(catalog)
     if held != mine:
         click.echo(

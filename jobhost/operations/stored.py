@@ -11,7 +11,7 @@ run``) is shown from its trigger columns with the declaration's defaults.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -33,13 +33,11 @@ def stored_catalog(settings: Settings, engine: Engine, *, only: str | None = Non
     return catalog_of(settings, rows.values())
 
 
-def stored_version(rows: Iterable[ScheduleRecord]) -> str | None:
-    """The catalog version most live declared rows hold: the one the newest sync wrote."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        if row.catalog_version is not None and not row.orphaned and row.trigger_source != "api":
-            counts[row.catalog_version] = counts.get(row.catalog_version, 0) + 1
-    return max(counts, key=lambda version: counts[version]) if counts else None
+def stored_version(counts: Mapping[str, int]) -> str | None:
+    """The catalog version most live declared rows hold (``counts``, as
+    :func:`~jobhost.store.census.catalog_versions` reads them): the one the newest sync wrote.
+    A tie goes to the greater version text, so every reader names the same one."""
+    return max(counts, key=lambda version: (counts[version], version)) if counts else None
 
 
 def catalog_of(settings: Settings, rows: Iterable[ScheduleRecord]) -> Catalog:

@@ -11,7 +11,7 @@ left to the full path (:func:`~jobhost.operations.report.report_from`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -129,26 +129,34 @@ class StoredJobs:
     """The longest lease a job declares; None when none declares one."""
 
 
-def stored_jobs(settings: Settings, rows: Iterable[ScheduleRecord]) -> StoredJobs:
-    """:class:`StoredJobs` of ``rows``, each job as :func:`stored_entry` reads it."""
-    count, critical, leases = 0, [], []
-    for row in rows:
-        if row.orphaned:
+def stored_jobs(
+    settings: Settings,
+    declared: Iterable[tuple[str, str | None]],
+    rows_of: Callable[[list[str]], Mapping[str, ScheduleRecord]],
+) -> StoredJobs:
+    """:class:`StoredJobs` of the live jobs ``declared`` names (with the declaration each row
+    stores), each job as :func:`stored_entry` reads it. Only the rows whose declaration this
+    version cannot read are read whole (``rows_of``), to be judged from their columns."""
+    count, critical, leases, unread = 0, [], [], []
+    for name, declaration in declared:
+        read = _read(declaration) if declaration is not None else None
+        if read is None:
+            unread.append(name)
             continue
-        read = _read(row.declaration) if row.declaration is not None else None
-        if read is not None:
-            facts = read[0]
-            is_critical, lease = facts.critical, facts.lease
-        else:
-            spec = stored_job(settings, row)
-            if spec is None:
-                continue
-            is_critical, lease = spec.declaration.critical, spec.declaration.lease
         count += 1
-        if is_critical:
+        if read[0].critical:
+            critical.append(name)
+        if read[0].lease is not None:
+            leases.append(read[0].lease)
+    for row in rows_of(unread).values() if unread else ():
+        spec = None if row.orphaned else stored_job(settings, row)
+        if spec is None:
+            continue
+        count += 1
+        if spec.declaration.critical:
             critical.append(row.job_name)
-        if lease is not None:
-            leases.append(lease)
+        if spec.declaration.lease is not None:
+            leases.append(spec.declaration.lease)
     return StoredJobs(count, sorted(critical), max(leases) if leases else None)
 
 

@@ -56,6 +56,9 @@ RECENT = 5
 NOT_ATTEMPTS = ("missed", "skipped", PENDING)
 """Ledger rows that are not an attempt to run: ``last_run`` passes over them."""
 
+# A scope of more names than this is read as the whole catalog, not as a list of parameters.
+_NAMED_AT_MOST = 1000
+
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
 NEWEST_FIRST = (_NEWEST.desc(), runs.c.occurrence.desc().nulls_last(), runs.c.attempt.desc())
 """The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
@@ -81,45 +84,34 @@ def schedules_and_hosts(
 def list_schedules(
     connection: Connection, names: Collection[str] | None = None
 ) -> dict[str, ScheduleRecord]:
-    """Every schedule row, or those of ``names``."""
+    """Every schedule row, or those of ``names`` (a long list of names is not sent: every row
+    is read and the others dropped here)."""
     query = select(*_columns(schedules, ScheduleRecord))
-    if names is not None:
+    named = names is not None and len(names) <= _NAMED_AT_MOST
+    if names is not None and named:
         query = query.where(schedules.c.job_name.in_(list(names)))
     made = (ScheduleRecord(*row) for row in connection.execute(query))
-    return {record.job_name: record for record in made}
+    if names is None or named:
+        return {record.job_name: record for record in made}
+    wanted = set(names)
+    return {record.job_name: record for record in made if record.job_name in wanted}
 
 
 def ledger_summaries(
     connection: Connection, names: Collection[str] | None = None, *, recent: bool = True
 ) -> dict[str, LedgerSummary]:
-    """The :class:`LedgerSummary` of every scheduled job and of each of ``names``.
+    """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``.
 
-    With ``names`` None, every job with a schedule row, in one statement per question; jobs of
-    ``names`` without a row (declared, never synced) are read one by one. Without ``recent``,
-    no job's newest outcomes are read (``recent_outcomes`` is empty): the costliest of the
-    questions, for a reader that does not show them.
+    The scheduled jobs (all of them, or those of ``names``) are read in one statement per
+    question, whatever their number; jobs of ``names`` without a row (declared, never synced)
+    are read one by one. Without ``recent``, no job's newest outcomes are read
+    (``recent_outcomes`` is empty): the costliest of the questions, for a reader that does not
+    show them.
     """
-    scheduled: set[str] = set()
-    outcomes: dict[str, list[str]] = defaultdict(list)
-    attempts: dict[str, LastAttempt] = {}
-    success: dict[str, datetime] = {}
-    if names is None:
-        if recent:
-            for name, outcome in connection.execute(_newest_per_job(connection)):
-                outcomes[name].append(outcome)
-        for row in connection.execute(_last_attempt_per_job(connection)):
-            attempts[row[0]] = LastAttempt(*row[1:])
-        last = select(func.max(runs.c.finished_at)).where(
-            runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded"
-        )
-        for name, finished in connection.execute(
-            select(schedules.c.job_name, last.scalar_subquery().label("last_success"))
-        ):
-            scheduled.add(str(name))
-            if isinstance(finished, datetime):
-                success[str(name)] = finished
+    scope = None if names is None else set(names)
+    scheduled, outcomes, attempts, success = _per_job(connection, scope, recent)
     summaries: dict[str, LedgerSummary] = {}
-    for name in sorted(scheduled if names is None else set(names)):
+    for name in sorted(scheduled if scope is None else scope):
         if name in scheduled:
             summaries[name] = LedgerSummary(
                 attempts.get(name), outcomes.get(name, []), success.get(name)
@@ -134,6 +126,39 @@ def ledger_summaries(
                 found, [run.outcome for run in rows], last_success(connection, name)
             )
     return summaries
+
+
+def _per_job(
+    connection: Connection, scope: set[str] | None, recent: bool
+) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
+    """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last attempts and
+    last successes: one statement per question. A long ``scope`` is not sent as a list of
+    names: the whole catalog is read and narrowed here, as one statement still."""
+    named = sorted(scope) if scope is not None and len(scope) <= _NAMED_AT_MOST else None
+
+    def scoped(query: Select[Any]) -> Select[Any]:
+        return query if named is None else query.where(schedules.c.job_name.in_(named))
+
+    outcomes: dict[str, list[str]] = defaultdict(list)
+    if recent:
+        for name, outcome in connection.execute(scoped(_newest_per_job(connection))):
+            outcomes[name].append(outcome)
+    attempts: dict[str, LastAttempt] = {}
+    for row in connection.execute(scoped(_last_attempt_per_job(connection))):
+        attempts[row[0]] = LastAttempt(*row[1:])
+    last = select(func.max(runs.c.finished_at)).where(
+        runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded"
+    )
+    scheduled: set[str] = set()
+    success: dict[str, datetime] = {}
+    query = select(schedules.c.job_name, last.scalar_subquery().label("last_success"))
+    for name, finished in connection.execute(scoped(query)):
+        scheduled.add(str(name))
+        if isinstance(finished, datetime):
+            success[str(name)] = finished
+    if scope is not None and named is None:
+        scheduled &= scope
+    return scheduled, outcomes, attempts, success
 
 
 def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[RunRecord]:

@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store import reports as store_reports
+from jobhost.store.census import Census, take_census
 from jobhost.store.clock import Clock, SystemClock, database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import GroupSummary, group_summaries
@@ -53,15 +54,16 @@ def read_snapshot(
     clock: Clock | None = None,
     *,
     only: str | None = None,
-    ledger_of: Callable[[dict[str, ScheduleRecord]], Collection[str]] | None = None,
+    jobs_of: Callable[[Census], Collection[str]] | None = None,
     recent: bool = True,
 ) -> StoreSnapshot:
     """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
 
     With ``only``, just that job is read (its row, its runs), whatever ``names`` says. With
-    ``ledger_of``, only the jobs it names, given the schedule rows, have their ledger read (the
-    health check reads the critical jobs'), in the same transaction. Without ``recent``, the
-    whole catalog's newest outcomes are not read (``recent_outcomes`` stays empty).
+    ``jobs_of``, only the jobs it names, given the store's :class:`Census` (taken in the same
+    transaction), have their row and ledger read, and all running runs (the health check reads
+    the critical jobs and those holding an expired lease). Without ``recent``, the whole
+    catalog's newest outcomes are not read (``recent_outcomes`` stays empty).
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
@@ -69,9 +71,10 @@ def read_snapshot(
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
             running = store_reports.running_runs(connection, only)
-        elif ledger_of is not None:
-            rows = store_reports.list_schedules(connection)
-            summaries = store_reports.ledger_summaries(connection, ledger_of(rows))
+        elif jobs_of is not None:
+            chosen = jobs_of(take_census(connection, now))
+            rows = store_reports.list_schedules(connection, chosen)
+            summaries = store_reports.ledger_summaries(connection, chosen)
             running = store_reports.running_runs(connection)
         else:
             rows = store_reports.list_schedules(connection)

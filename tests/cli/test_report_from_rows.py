@@ -22,6 +22,8 @@ from jobhost.operations.report_text import report_lines
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.stored import catalog_of
 from jobhost.operations.stored_report import stored_jobs
+from jobhost.store import reading
+from jobhost.store.census import take_census
 from tests.cli.operator_support import Operator, now
 
 JOBS = [
@@ -131,7 +133,9 @@ def test_the_stored_jobs_count_flag_and_lease_as_the_rebuilt_catalog(operator: O
     rows = read_snapshot(operator.engine, ()).schedules
     catalog = catalog_of(settings, rows.values())
 
-    jobs = stored_jobs(settings, rows.values())
+    with reading(operator.engine) as connection:
+        census = take_census(connection, now())
+        jobs = stored_jobs(settings, census.declared, census.rows)
 
     assert jobs.count == len(catalog.jobs) == len(JOBS) + 1
     assert jobs.critical == sorted(
