@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -133,6 +134,7 @@ def open_store(
     write: bool = False,
     missing_ok: bool = False,
     pre_ping: bool = True,
+    shortest_lease: timedelta | None = None,
 ) -> Engine:
     """An engine on the configured store.
 
@@ -143,13 +145,17 @@ def open_store(
     reports it as a failed check) only the default store is refused when it is missing.
     Without ``pre_ping`` (the host, whose every turn would pay a round trip for it) a pooled
     connection the server dropped fails its first statement and the pool is refilled: the host
-    retries that work as after any outage.
+    retries that work as after any outage. ``shortest_lease`` (the host's, of the jobs it
+    fires) bounds how long the server lets one of its transactions sit idle.
     """
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
     options = {} if pre_ping else {"pool_pre_ping": False}
     engine = create_store_engine(
-        settings.database_url, create=create, **settings.store_timeouts(), **options
+        settings.database_url,
+        create=create,
+        **settings.store_timeouts(shortest_lease),
+        **options,
     )
     if write and is_read_only(engine):
         engine.dispose()

@@ -50,7 +50,14 @@ def run(ctx: click.Context) -> None:
         before, after = migrate_store(settings, create=True)
         if before != after:
             _say(settings, f"jobhost: schema upgraded from {before or 'empty'} to {after}")
-    engine = open_store(settings, create=True, write=True, pre_ping=False)
+    leases = [spec.declaration.lease for spec in catalog.jobs.values() if spec.declaration.lease]
+    engine = open_store(
+        settings,
+        create=True,
+        write=True,
+        pre_ping=False,
+        shortest_lease=min(leases, default=None),
+    )
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
     telemetry = configure_telemetry(

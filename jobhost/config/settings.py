@@ -264,14 +264,19 @@ class Settings(BaseSettings):
             )
         return found
 
-    def store_timeouts(self) -> StoreTimeouts:
-        """The store engine's timeouts, in seconds, as :func:`create_store_engine` takes them."""
+    def store_timeouts(self, shortest_lease: timedelta | None = None) -> StoreTimeouts:
+        """The store engine's timeouts, in seconds, as :func:`create_store_engine` takes them;
+        ``shortest_lease`` is the shortest a job of the process declares, if any."""
+        # A transaction idle for a whole lease belongs to a frozen process, whose claims are
+        # already lost: ended, its row locks no longer hide its runs from the others. The
+        # shortest lease counts: a job leased for 10 s must not wait a minute for its runs.
+        idle = self.lease_duration
+        if shortest_lease is not None:
+            idle = min(idle, shortest_lease)
         return {
             "connect_timeout": self.store_connect_timeout.total_seconds(),
             "statement_timeout": self.store_statement_timeout.total_seconds(),
-            # A transaction idle for a whole lease belongs to a frozen process, whose claims
-            # are already lost: ended, its row locks no longer hide its runs from the others.
-            "idle_transaction_timeout": self.lease_duration.total_seconds(),
+            "idle_transaction_timeout": idle.total_seconds(),
         }
 
     def listen_address(self) -> tuple[str, int] | None:

@@ -185,15 +185,31 @@ def test_the_audit_outcome_is_the_ledger_outcome_for_a_host_frozen_past_its_leas
     assert not mismatches, "\n".join([*mismatches, _lines_about(frozen.log(), running.id)])
 
 
+@pytest.mark.parametrize(
+    ("lease", "settings"),
+    [
+        (None, FAST),
+        # The job's own lease, far shorter than the hosts' default: the server ends the idle
+        # transaction after the job's lease, not after a minute.
+        ("3s", {**FAST, "lease_duration": "60s"}),
+    ],
+    ids=["hosts-lease", "jobs-own-lease"],
+)
 def test_a_host_frozen_inside_a_transaction_does_not_keep_its_run_from_the_other_replica(
-    postgres_url: str, store: Engine, make_cluster: Callable[..., Cluster]
+    postgres_url: str,
+    store: Engine,
+    make_cluster: Callable[..., Cluster],
+    lease: str | None,
+    settings: dict[str, str],
 ) -> None:
     # A host frozen between two statements of its lease renewal holds the run's row locked,
     # and every other replica's claim and abandon pass skip locked rows. The freeze is made to
     # land there: the renewal waits for this test's lock on the job's schedule row (after it
     # has written the run's row), the host is frozen, and the lock is let go.
     job = {"name": "rel.frozen", "cron": "*/10 * * * * *", "behaviour": "sleep", "seconds": 4}
-    cluster = make_cluster(postgres_url, [job], **FAST)
+    if lease is not None:
+        job["lease"] = lease
+    cluster = make_cluster(postgres_url, [job], **settings)
     replicas = [cluster.add("replica-0"), cluster.add("replica-1")]
     running = wait_for(
         lambda: [r for r in ledger(store) if r.outcome == "running"], 40, "a running run"
