@@ -102,9 +102,9 @@ def ledger_summaries(
 ) -> dict[str, LedgerSummary]:
     """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``.
 
-    The scheduled jobs (all of them, or those of ``names``) are read in one statement per
-    question, whatever their number; jobs of ``names`` without a row (declared, never synced)
-    are read one by one. Without ``recent``, no job's newest outcomes are read
+    The scheduled jobs (all of them, or those of ``names``) are read in two statements,
+    whatever their number; jobs of ``names`` without a row (declared, never synced) are read
+    one by one. Without ``recent``, no job's newest outcomes are read
     (``recent_outcomes`` is empty): the costliest of the questions, for a reader that does not
     show them.
     """
@@ -132,8 +132,8 @@ def _per_job(
     connection: Connection, scope: set[str] | None, recent: bool
 ) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
     """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last attempts and
-    last successes: one statement per question. A long ``scope`` is not sent as a list of
-    names: the whole catalog is read and narrowed here, as one statement still."""
+    last successes: the newest outcomes in one statement, the rest in another. A long
+    ``scope`` is not sent as a list of names: the whole catalog is read and narrowed here."""
     named = sorted(scope) if scope is not None and len(scope) <= _NAMED_AT_MOST else None
 
     def scoped(query: Select[Any]) -> Select[Any]:
@@ -144,18 +144,15 @@ def _per_job(
         for name, outcome in connection.execute(scoped(_newest_per_job(connection))):
             outcomes[name].append(outcome)
     attempts: dict[str, LastAttempt] = {}
-    for row in connection.execute(scoped(_last_attempt_per_job(connection))):
-        attempts[row[0]] = LastAttempt(*row[1:])
-    last = select(func.max(runs.c.finished_at)).where(
-        runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded"
-    )
     scheduled: set[str] = set()
     success: dict[str, datetime] = {}
-    query = select(schedules.c.job_name, last.scalar_subquery().label("last_success"))
-    for name, finished in connection.execute(scoped(query)):
-        scheduled.add(str(name))
+    for row in connection.execute(scoped(_last_attempt_per_job(connection))):
+        name, finished = str(row[0]), row[1]
+        scheduled.add(name)
         if isinstance(finished, datetime):
-            success[str(name)] = finished
+            success[name] = finished
+        if row[2] is not None:
+            attempts[name] = LastAttempt(*row[2:])
     if scope is not None and named is None:
         scheduled &= scope
     return scheduled, outcomes, attempts, success
@@ -341,9 +338,18 @@ def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
 
 
 def _last_attempt_per_job(connection: Connection) -> Select[Any]:
-    """(job, then :class:`LastAttempt`'s columns) of every scheduled job's newest attempt (its
-    newest row that is not missed, skipped or queued), in one statement: the index gives each
-    job's rows newest first, and the first attempt among them ends the search."""
+    """(job, last success, then :class:`LastAttempt`'s columns, all None without one) of every
+    scheduled job, in one statement. The newest attempt is the job's newest row that is not
+    missed, skipped or queued: the index gives each job's rows newest first, and the first
+    attempt among them ends the search. The last success is the newest finish of a success,
+    the end of an index of (job, outcome, finish)."""
+    last_success = (
+        select(func.max(runs.c.finished_at))
+        .where(runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded")
+        .correlate(schedules)
+        .scalar_subquery()
+        .label("last_success")
+    )
     if connection.dialect.name == "postgresql":
         newest = (
             select(*_columns(runs, LastAttempt))
@@ -353,7 +359,11 @@ def _last_attempt_per_job(connection: Connection) -> Select[Any]:
             .lateral("newest")
         )
         columns = [newest.c[field.name] for field in fields(LastAttempt)]
-        return select(schedules.c.job_name, *columns).select_from(schedules).join(newest, true())
+        return (
+            select(schedules.c.job_name, last_success, *columns)
+            .select_from(schedules)
+            .outerjoin(newest, true())
+        )
     inner = runs.alias("inner_runs")
     newest_id = (
         select(inner.c.id)
@@ -368,9 +378,9 @@ def _last_attempt_per_job(connection: Connection) -> Select[Any]:
         .scalar_subquery()
     )
     return (
-        select(schedules.c.job_name, *_columns(runs, LastAttempt))
+        select(schedules.c.job_name, last_success, *_columns(runs, LastAttempt))
         .select_from(schedules)
-        .join(runs, runs.c.id == newest_id)
+        .outerjoin(runs, runs.c.id == newest_id)
     )
 
 
