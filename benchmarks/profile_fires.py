@@ -38,7 +38,7 @@ PHASES = (
     ("execution (span, context, executor)", ("envelope/envelope.py", "envelope/execution.py")),
     ("heartbeat and leases", ("_beat (jobhost/firing/host.py", "_heartbeat_once")),
     ("signals", ("store/signals.py",)),
-    ("loop (turn, submit, wake)", ("jobhost/firing/host.py",)),
+    ("loop (turn, submit, wake)", ("jobhost/firing/host.py", "jobhost/firing/slots.py")),
 )
 OTHER = "other (interpreter, logging, threads)"
 

@@ -26,23 +26,21 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import FrameType
 
-from jobhost_contracts import AuditSink, Cancellation
+from jobhost_contracts import AuditSink
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings, redact_text
-from jobhost.envelope.envelope import Executed, RunEnvelope
-from jobhost.envelope.execution import Outcome
+from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
-from jobhost.firing.ahead import AheadQueue
 from jobhost.firing.cancels import CancelFollower
 from jobhost.firing.heartbeat import beat_until_stopped, renew_leases
 from jobhost.firing.recorder import Finished, OutcomeRecorder
-from jobhost.firing.runs import HeldRun, cancelled_by_shutdown, mark_stuck
+from jobhost.firing.runs import cancelled_by_shutdown
+from jobhost.firing.slots import WorkerSlots
 from jobhost.firing.startup import register_and_sync
 from jobhost.firing.status import HostStatus
 from jobhost.firing.tick import Ticker
-from jobhost.rules.policy import lease_for
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, Engine, StoreError, SystemClock, lifecycle
 from jobhost.store.claims import Claim
@@ -87,21 +85,8 @@ class Host:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._signals = 0
-        self._running: dict[str, HeldRun] = {}
-        """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
-        self._executing = 0
-        """Runs whose executor holds a thread (stuck ones too): what the slots count."""
-        self._ahead: AheadQueue[HeldRun] = AheadQueue(settings.worker_pool_size)
-        """Runs claimed beyond the free workers, in ``_running`` too: the next worker free
-        starts the oldest."""
-        self._lock = threading.Lock()
         self._abandon_after = 0.0
         self._last_claims = 0
-        self._saturated = False
-        """The last turn left due work for want of a slot: a freed slot wakes the loop."""
-        self._waiting: set[str] = set()
-        """Jobs whose due work waits for a run of theirs to be recorded: its record wakes the
-        loop. Any other record or freed slot does not, as no claim could succeed sooner."""
         # One thread beyond the pool: the slot kept for manual requests.
         self._pool = ThreadPoolExecutor(
             settings.worker_pool_size + 1, thread_name_prefix="jobhost-run"
@@ -141,10 +126,23 @@ class Host:
             envelope=self._envelope,
             on_recorded=self._recorded,
         )
+        self.slots = WorkerSlots(
+            settings.worker_pool_size,
+            pool=self._pool,
+            execute=self._envelope.execute,
+            record=self._recorder.put,
+            wake=self._wake.set,
+            stopping=self._stopping.is_set,
+            status=self.status,
+            lease_duration=settings.lease_duration,
+            engine=engine,
+            host_id=self.host_id,
+            clock=self.clock,
+        )
+        """The runs this host holds and the workers they take."""
         self._cancels = CancelFollower(engine)
         self._watcher = SignalWatcher(engine, self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
-        self._stuck: list[tuple[HeldRun, Executed]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -202,9 +200,9 @@ class Host:
         self._last_claims = 0
         try:
             self._runtime.reload_if_changed()
-            self._cancels.apply(self._held())
+            self._cancels.apply(self.slots.held())
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
-            free, ahead, request_slots = self._free_slots()
+            free, ahead, request_slots = self.slots.free()
             slots = free + ahead
             # The turn reads the store's time inside its claim transaction.
             claimed_from = time.monotonic()
@@ -236,24 +234,17 @@ class Host:
         self.status.lag = result.lag
         self.telemetry.schedule_lag_seconds = result.lag
         for claim, spec in result.claims:
-            self._submit(claim, spec)
+            self.slots.submit(claim, spec)
         # Scheduled runs are on their way before a backfill is offered the workers left (a
         # backfill is never claimed ahead: it has no due instant to keep).
         backfilled = self._backfill(now, free - len(result.claims))
         for claim, spec in backfilled:
-            self._submit(claim, spec)
+            self.slots.submit(claim, spec)
         if backfilled:
             result.saturated = len(result.claims) + len(backfilled) >= free
         self._last_claims = len(result.claims) + len(backfilled)
-        with self._lock:
-            self._saturated = result.saturated
-            self._waiting |= result.waiting
-            # What ended during the turn woke nobody: look at it now.
-            holding = {item.claim.job_name for item in self._running.values()}
-            ended = result.saturated and self._executing < self.settings.worker_pool_size
-            ended |= result.saturated and self._ahead.bound > 0 and self._ahead.low()
-            ended |= any(name not in holding for name in result.waiting)
-        if ended:
+        # What ended during the turn woke nobody: look at it now.
+        if self.slots.turned(result.saturated, result.waiting):
             return _MIN_SLEEP
         if result.saturated or result.next_wake is None:
             return poll  # a run that finishes frees a slot and wakes the loop
@@ -270,27 +261,9 @@ class Host:
         """Cancel running contexts, wait the grace period, record leftovers, release, leave."""
         self._stopping.set()
         self._watcher.stop()
-        self._release_queued()
-        with self._lock:
-            running = list(self._running.values())
-        for item in running:
-            item.cancellation.cancel("shutdown")
+        self.slots.release_queued()
         grace = self.settings.shutdown_grace.total_seconds()
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            with self._lock:
-                if all(
-                    item.finished and item.stuck_thread is None for item in self._running.values()
-                ):
-                    break
-            time.sleep(0.05)
-        with self._lock:
-            leftovers = [i for i in self._running.values() if not i.finished or i.stuck_thread]
-            for item in leftovers:
-                item.finished = True
-                item.stuck_thread = None
-            self._executing = 0
-        for item in leftovers:
+        for item in self.slots.cancel_all(grace):
             self._recorder.put(cancelled_by_shutdown(item, grace))
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
         self._run_logs.close()
@@ -313,143 +286,14 @@ class Host:
         self._cancels.signalled()
         self._wake.set()
 
-    def _held(self) -> dict[str, Cancellation]:
-        """The cancellation of each run whose executor still runs here."""
-        with self._lock:
-            return {
-                run_id: item.cancellation
-                for run_id, item in self._running.items()
-                if not item.finished
-            }
-
-    def _free_slots(self) -> tuple[int, int, int]:
-        """Free workers, room in the claim-ahead queue, and the slot kept for manual
-        requests."""
-        if self._stopping.is_set():
-            return 0, 0, 0
-        with self._lock:
-            running = self._executing
-            # Only a host that is behind (its last claim left due work for want of room) claims
-            # ahead: at a due instant every replica first takes what its workers can start.
-            ahead = self._ahead.room() if self._saturated else 0
-        pool = self.settings.worker_pool_size
-        return max(pool - running, 0), ahead, 1 if running < pool + 1 else 0
-
-    def _submit(self, claim: Claim, spec: JobSpec) -> None:
-        lease = lease_for(spec.declaration, self.settings.lease_duration)
-        item = HeldRun(claim, spec, Cancellation(), lease)
-        with self._lock:
-            self._running[claim.run_id] = item
-            # A person's run takes the slot kept for it; other runs wait for a free worker.
-            start = self._executing < self.settings.worker_pool_size or claim.source == "manual"
-            if start:
-                self._executing += 1
-            else:
-                self._ahead.put(item)
-        if start:
-            self._start(item)
-
-    def _start(self, item: HeldRun) -> None:
-        claim = item.claim
-        # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
-        _log.debug(
-            "job %s: run %s started (%s, occurrence %s, attempt %d)",
-            claim.job_name,
-            claim.run_id,
-            claim.source,
-            claim.occurrence,
-            claim.attempt,
-        )
-        self._pool.submit(self._work, item)
-
-    def _work(self, first: HeldRun) -> None:
-        """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
-        item: HeldRun | None = first
-        while item is not None:
-            item = self._execute(item)
-
-    def _execute(self, item: HeldRun) -> HeldRun | None:
-        """Execute one run and hand its outcome over; return the queued run to start next."""
-        began = time.monotonic()
-        try:
-            executed = self._envelope.execute(item.claim, item.spec, item.cancellation)
-        except Exception as error:
-            _log.exception(
-                "job %s: run %s could not be executed", item.claim.job_name, item.claim.run_id
-            )
-            executed = Executed(
-                Outcome("failed", error_type=type(error).__name__, error_message=str(error)),
-                None,
-            )
-        thread = executed.outcome.thread
-        following: HeldRun | None = None
-        with self._lock:
-            self._ahead.timed(time.monotonic() - began)
-            if item.finished:
-                return None  # shutdown already recorded it cancelled
-            if thread is not None and thread.is_alive():
-                item.stuck_thread = thread
-                item.finished = True
-                self._stuck.append((item, executed))
-                self.status.stuck += 1
-            else:
-                item.finished = True
-                self._executing -= 1
-                # Handed over while the lock is held: a shutdown that sees the run finished
-                # stops the recorder only after its outcome is queued, never before.
-                self._recorder.put(Finished(item.claim, item.spec, executed))
-                if not self._stopping.is_set():
-                    following = self._ahead.take()
-                if following is not None:
-                    self._executing += 1
-            # Due work left behind, and the queue half empty (or no queue): time for a claim.
-            wake = self._saturated and self._ahead.low()
-        if item.stuck_thread is not None:
-            mark_stuck(self.engine, item, executed, self.host_id)
-            return None
-        if wake:
-            self._wake.set()
-        if following is not None:
-            _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
-        return following
-
-    def _release_queued(self) -> None:
-        """Give the runs still waiting in the claim-ahead queue back to the store, due at once
-        for any host; should the store be away, their leases run out and the runs are recorded
-        abandoned, as a dead host's are."""
-        with self._lock:
-            queued = self._ahead.drain()
-            for item in queued:
-                self._running.pop(item.claim.run_id, None)
-        if not queued:
-            return
-        ids = [item.claim.run_id for item in queued]
-        try:
-            released = lifecycle.release_runs(self.engine, self.host_id, ids, self.clock)
-        except Exception as error:
-            _log.warning(
-                "could not give back %d runs claimed but not started (%s); they are recorded "
-                "abandoned once their leases expire",
-                len(ids),
-                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
-            )
-            return
-        _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
-
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
         outcome = finished.executed.outcome.outcome
         if outcome != "succeeded":
             self._ticker.look_everywhere()  # its retry, if its policy asks for one
-        with self._lock:
-            self._running.pop(claim.run_id, None)
-            # A failed run may have left a retry; a waiting job may start now.
-            # A backfill's next occurrence may start in the slot this run freed.
-            wake = outcome != "succeeded" or claim.job_name in self._waiting
-            wake |= claim.backfill_id is not None
+        wake = self.slots.recorded(claim, outcome)
         if claim.backfill_id is not None:
             self._ticker.backfill_slot_freed()
-            self._waiting.discard(claim.job_name)
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,
             "job %s: run %s %s",
@@ -491,42 +335,21 @@ class Host:
         )
 
     def _beat_once(self) -> None:
-        self._release_stuck()
+        self.slots.release_stuck()
         self._heartbeat_once()
         # SQLite: the signal's net, should a writer have died between its commit and its ring.
         self._watcher.look()
 
     def _heartbeat_once(self) -> None:
-        with self._lock:
-            running = list(self._running.values())
         renew_leases(
             self.engine,
             self.host_id,
             self.clock,
-            running,
+            self.slots.runs(),
             schedule_lag=self.status.lag,
             with_groups=bool(self.settings.concurrency_limits),
             telemetry=self.telemetry,
         )
-
-    def _release_stuck(self) -> None:
-        """Hand stuck runs whose thread has ended at last to the recorder, and free their slots."""
-        with self._lock:
-            ended = [
-                (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
-            ]
-            for item, executed in ended:
-                item.stuck_thread = None
-                self._stuck.remove((item, executed))
-                self.status.stuck -= 1
-                self._executing -= 1  # the slot its code held is free again
-                self._recorder.put(Finished(item.claim, item.spec, executed))  # as in _execute
-        if ended:
-            self._wake.set()
-        for item, _ in ended:
-            _log.info(
-                "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
-            )
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1

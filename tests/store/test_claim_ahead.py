@@ -56,7 +56,7 @@ def _host(settings: Settings, engine: Any, telemetry: Any) -> Host:
     host.start()
     # As if this host had just timed a run of 10 ms: the queue has room for what one worker
     # starts within the horizon.
-    host._ahead.timed(0.01)
+    host.slots.timed(0.01)
     return host
 
 

@@ -3,6 +3,7 @@
 ``jobhost/builtin/``, ``jobhost/firing/`` and ``jobhost/operations/`` never import the schema or
 SQLAlchemy's query builders, and ``jobhost/operations/`` never imports the firing loop: a report
 or a pause must not drag the loop in, and a change to a table touches only ``jobhost/store/``.
+Within ``jobhost/firing/``, imports point one way: only the host imports ``host.py``.
 
 The store is a closed interface: no package outside it holds a connection or opens a
 transaction. They hold the store's ``Engine`` handle and call store operations, which open their
@@ -89,5 +90,18 @@ def test_operations_do_not_import_the_firing_loop() -> None:
         for path in _files("operations")
         for module, _ in _imports(path)
         if module == "jobhost.firing" or module.startswith("jobhost.firing.")
+    ]
+    assert offenders == []
+
+
+def test_the_host_is_the_top_of_the_firing_package() -> None:
+    # Its parts (worker slots, ticker, recorder, heartbeat) are handed what they need; none
+    # reaches back into the loop that holds them.
+    offenders = [
+        f"{path.name}: imports {module}"
+        for path in _files("firing")
+        if path.name != "host.py"
+        for module, names in _imports(path)
+        if module == "jobhost.firing.host" or (module == "jobhost.firing" and "host" in names)
     ]
     assert offenders == []

@@ -1,0 +1,301 @@
+"""A host's worker slots: the runs it holds, the workers executing them, and what waits.
+
+The firing loop hands each claimed run here; a worker executes it, hands its outcome to the
+recorder and takes the next run queued, if any. The loop, the workers, the recorder's thread and
+the heartbeat all read and change this bookkeeping, so it lives behind one lock, and every step
+that reads a count and then changes it (a run ending and the next queued run taking its slot, a
+stuck thread ending and its slot coming free, shutdown giving up on what is left) is one hold of
+that lock. The loop is woken (``wake``) only where a freed slot could let a claim succeed.
+
+What the slots count is threads, not runs: a run holds its slot while its executor holds a
+thread (a stuck one until its thread ends), and stays held (so its lease is renewed) until its
+outcome is in the ledger. Runs claimed beyond the free workers wait in the claim-ahead queue
+(:mod:`jobhost.firing.ahead`) for a worker to finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Set
+from concurrent.futures import Executor
+from datetime import timedelta
+
+from jobhost_contracts import Cancellation
+
+from jobhost.catalog import JobSpec
+from jobhost.config import redact_text
+from jobhost.envelope.envelope import Executed
+from jobhost.envelope.execution import Outcome
+from jobhost.firing.ahead import AheadQueue
+from jobhost.firing.recorder import Finished
+from jobhost.firing.runs import HeldRun, mark_stuck
+from jobhost.firing.status import HostStatus
+from jobhost.rules.policy import lease_for
+from jobhost.store import Clock, Engine, lifecycle
+from jobhost.store.claims import Claim
+
+__all__ = ["WorkerSlots"]
+
+_log = logging.getLogger("jobhost.host")  # the host's lines, wherever they are written
+
+
+class WorkerSlots:
+    """The runs one host holds and the workers they take, behind one lock."""
+
+    def __init__(
+        self,
+        workers: int,
+        *,
+        pool: Executor,
+        execute: Callable[[Claim, JobSpec, Cancellation], Executed],
+        record: Callable[[Finished], None],
+        wake: Callable[[], None],
+        stopping: Callable[[], bool],
+        status: HostStatus,
+        lease_duration: timedelta,
+        engine: Engine,
+        host_id: str,
+        clock: Clock,
+    ) -> None:
+        self._workers = workers
+        self._pool = pool
+        self._execute_run = execute
+        self._record = record
+        self._wake = wake
+        self._stopping = stopping
+        self._status = status
+        self._lease_duration = lease_duration
+        self._engine = engine
+        self._host_id = host_id
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running: dict[str, HeldRun] = {}
+        """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
+        self._executing = 0
+        """Runs whose executor holds a thread (stuck ones too): what the slots count."""
+        self._ahead: AheadQueue[HeldRun] = AheadQueue(workers)
+        """Runs claimed beyond the free workers, in ``_running`` too: the next worker free
+        starts the oldest."""
+        self._saturated = False
+        """The last turn left due work for want of a slot: a freed slot wakes the loop."""
+        self._waiting: set[str] = set()
+        """Jobs whose due work waits for a run of theirs to be recorded: its record wakes the
+        loop. Any other record or freed slot does not, as no claim could succeed sooner."""
+        self._stuck: list[tuple[HeldRun, Executed]] = []
+
+    # -- the loop's turn ----------------------------------------------------------------------
+
+    def free(self) -> tuple[int, int, int]:
+        """Free workers, room in the claim-ahead queue, and the slot kept for manual
+        requests."""
+        if self._stopping():
+            return 0, 0, 0
+        with self._lock:
+            running = self._executing
+            # Only a host that is behind (its last claim left due work for want of room) claims
+            # ahead: at a due instant every replica first takes what its workers can start.
+            ahead = self._ahead.room() if self._saturated else 0
+        pool = self._workers
+        return max(pool - running, 0), ahead, 1 if running < pool + 1 else 0
+
+    def submit(self, claim: Claim, spec: JobSpec) -> None:
+        """Hold a claimed run and start it on a free worker, or queue it for the next one."""
+        lease = lease_for(spec.declaration, self._lease_duration)
+        item = HeldRun(claim, spec, Cancellation(), lease)
+        if self._admit(item):
+            self._start(item)
+
+    def turned(self, saturated: bool, waiting: Set[str]) -> bool:
+        """Note what the turn left waiting; true if something that would have woken the loop
+        ended during the turn, so the loop should turn again at once."""
+        with self._lock:
+            self._saturated = saturated
+            self._waiting |= waiting
+            holding = {item.claim.job_name for item in self._running.values()}
+            ended = saturated and self._executing < self._workers
+            ended |= saturated and self._ahead.bound > 0 and self._ahead.low()
+            ended |= any(name not in holding for name in waiting)
+        return ended
+
+    def held(self) -> dict[str, Cancellation]:
+        """The cancellation of each run whose executor still runs here."""
+        with self._lock:
+            return {
+                run_id: item.cancellation
+                for run_id, item in self._running.items()
+                if not item.finished
+            }
+
+    # -- workers, the recorder, the heartbeat -------------------------------------------------
+
+    def recorded(self, claim: Claim, outcome: str) -> bool:
+        """A run's outcome is in the ledger: let the run go; true if that should wake the loop."""
+        with self._lock:
+            self._running.pop(claim.run_id, None)
+            # A failed run may have left a retry; a waiting job may start now.
+            # A backfill's next occurrence may start in the slot this run freed.
+            wake = outcome != "succeeded" or claim.job_name in self._waiting
+            wake |= claim.backfill_id is not None
+            if claim.backfill_id is not None:
+                self._waiting.discard(claim.job_name)
+        return wake
+
+    def release_stuck(self) -> None:
+        """Hand stuck runs whose thread has ended at last to the recorder, and free their slots."""
+        with self._lock:
+            ended = [
+                (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
+            ]
+            for item, executed in ended:
+                item.stuck_thread = None
+                self._stuck.remove((item, executed))
+                self._status.stuck -= 1
+                self._executing -= 1  # the slot its code held is free again
+                self._record(Finished(item.claim, item.spec, executed))  # as in _execute
+        if ended:
+            self._wake()
+        for item, _ in ended:
+            _log.info(
+                "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
+            )
+
+    def runs(self) -> list[HeldRun]:
+        """Every run held now: the heartbeat renews their leases."""
+        with self._lock:
+            return list(self._running.values())
+
+    def idle(self) -> bool:
+        """No run held: none executing, queued or waiting for its record."""
+        with self._lock:
+            return not self._running
+
+    def timed(self, seconds: float) -> None:
+        """A run took ``seconds``: the claim-ahead queue sizes its room by the recent pace."""
+        with self._lock:
+            self._ahead.timed(seconds)
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def release_queued(self) -> None:
+        """Give the runs still waiting in the claim-ahead queue back to the store, due at once
+        for any host; should the store be away, their leases run out and the runs are recorded
+        abandoned, as a dead host's are."""
+        with self._lock:
+            queued = self._ahead.drain()
+            for item in queued:
+                self._running.pop(item.claim.run_id, None)
+        if not queued:
+            return
+        ids = [item.claim.run_id for item in queued]
+        try:
+            released = lifecycle.release_runs(self._engine, self._host_id, ids, self._clock)
+        except Exception as error:
+            _log.warning(
+                "could not give back %d runs claimed but not started (%s); they are recorded "
+                "abandoned once their leases expire",
+                len(ids),
+                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
+            )
+            return
+        _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
+
+    def cancel_all(self, grace: float) -> list[HeldRun]:
+        """Cancel every run held and wait up to ``grace`` seconds for their executors (and stuck
+        threads) to end; return the runs still held then, now counted finished, for shutdown to
+        record cancelled."""
+        for item in self.runs():
+            item.cancellation.cancel("shutdown")
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(
+                    item.finished and item.stuck_thread is None for item in self._running.values()
+                ):
+                    break
+            time.sleep(0.05)
+        with self._lock:
+            leftovers = [i for i in self._running.values() if not i.finished or i.stuck_thread]
+            for item in leftovers:
+                item.finished = True
+                item.stuck_thread = None
+            self._executing = 0
+        return leftovers
+
+    # -- a run on a worker --------------------------------------------------------------------
+
+    def _admit(self, item: HeldRun) -> bool:
+        with self._lock:
+            self._running[item.claim.run_id] = item
+            # A person's run takes the slot kept for it; other runs wait for a free worker.
+            start = self._executing < self._workers or item.claim.source == "manual"
+            if start:
+                self._executing += 1
+            else:
+                self._ahead.put(item)
+        return start
+
+    def _start(self, item: HeldRun) -> None:
+        claim = item.claim
+        # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
+        _log.debug(
+            "job %s: run %s started (%s, occurrence %s, attempt %d)",
+            claim.job_name,
+            claim.run_id,
+            claim.source,
+            claim.occurrence,
+            claim.attempt,
+        )
+        self._pool.submit(self._work, item)
+
+    def _work(self, first: HeldRun) -> None:
+        """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
+        item: HeldRun | None = first
+        while item is not None:
+            item = self._execute(item)
+
+    def _execute(self, item: HeldRun) -> HeldRun | None:
+        """Execute one run and hand its outcome over; return the queued run to start next."""
+        began = time.monotonic()
+        try:
+            executed = self._execute_run(item.claim, item.spec, item.cancellation)
+        except Exception as error:
+            _log.exception(
+                "job %s: run %s could not be executed", item.claim.job_name, item.claim.run_id
+            )
+            executed = Executed(
+                Outcome("failed", error_type=type(error).__name__, error_message=str(error)),
+                None,
+            )
+        thread = executed.outcome.thread
+        following: HeldRun | None = None
+        with self._lock:
+            self._ahead.timed(time.monotonic() - began)
+            if item.finished:
+                return None  # shutdown already recorded it cancelled
+            if thread is not None and thread.is_alive():
+                item.stuck_thread = thread
+                item.finished = True
+                self._stuck.append((item, executed))
+                self._status.stuck += 1
+            else:
+                item.finished = True
+                self._executing -= 1
+                # Handed over while the lock is held: a shutdown that sees the run finished
+                # stops the recorder only after its outcome is queued, never before.
+                self._record(Finished(item.claim, item.spec, executed))
+                if not self._stopping():
+                    following = self._ahead.take()
+                if following is not None:
+                    self._executing += 1
+            # Due work left behind, and the queue half empty (or no queue): time for a claim.
+            wake = self._saturated and self._ahead.low()
+        if item.stuck_thread is not None:
+            mark_stuck(self._engine, item, executed, self._host_id)
+            return None
+        if wake:
+            self._wake()
+        if following is not None:
+            _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
+        return following
