@@ -12,6 +12,7 @@ is reported, each job straight from its row (:mod:`jobhost.operations.stored_rep
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from jobhost.catalog import Catalog, JobSpec, Problem
@@ -46,8 +47,8 @@ __all__ = [
     "stored_report",
 ]
 
-_VIEWS: dict[int, tuple[JobSpec, TriggerView, TriggerView]] = {}
-_VIEWS_KEPT = 20_000
+_SHOWN: dict[int, _Shown] = {}
+_SHOWN_KEPT = 20_000
 
 
 def build_report(
@@ -155,20 +156,18 @@ def _job_report(
         deleted=_deleted(snapshot, name) if spec is None else None,
     )
     if spec is not None:
-        module, description, critical = (
-            spec.module,
-            spec.declaration.description,
-            spec.declaration.critical,
-        )
-        declared: TriggerView | None
-        declared, effective = _trigger_views(spec)
+        shown = _shown(spec)
+        module, description, critical = shown.module, shown.description, shown.critical
+        declared: TriggerView | None = shown.declared
+        effective = shown.effective
+        group = shown.group
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module, description, critical, declared = row.module, "", False, None
         effective = TriggerView(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
-    group = spec.concurrency_group if spec is not None else None
+        group = None
     return job_entry(
         snapshot,
         name,
@@ -186,19 +185,36 @@ def _job_report(
     )
 
 
-def _trigger_views(spec: JobSpec) -> tuple[TriggerView, TriggerView]:
-    """The declared and effective trigger of ``spec`` as the report shows them, made once per
-    job of a catalog that many reports read (the dashboard's, the API's)."""
-    found = _VIEWS.get(id(spec))
-    if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
-        if len(_VIEWS) >= _VIEWS_KEPT:
-            _VIEWS.clear()
-        found = _VIEWS[id(spec)] = (
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """What the report shows of a declared job that its spec alone decides."""
+
+    spec: JobSpec
+    module: str
+    description: str
+    critical: bool
+    declared: TriggerView
+    effective: TriggerView
+    group: str | None
+
+
+def _shown(spec: JobSpec) -> _Shown:
+    """:class:`_Shown` of ``spec``, made once per job of a catalog that many reports read (the
+    dashboard's summary, every few seconds; the API's)."""
+    found = _SHOWN.get(id(spec))
+    if found is None or found.spec is not spec:  # the spec is kept: its id is not reused
+        if len(_SHOWN) >= _SHOWN_KEPT:
+            _SHOWN.clear()
+        found = _SHOWN[id(spec)] = _Shown(
             spec,
+            spec.module,
+            spec.declaration.description,
+            spec.declaration.critical,
             TriggerView.of(spec.declared, with_source=False),
             TriggerView.of(spec.trigger, with_source=True),
+            spec.concurrency_group,
         )
-    return found[1], found[2]
+    return found
 
 
 def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
