@@ -22,7 +22,7 @@ from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
-from jobhost.store import RunRecord, ScheduleRecord
+from jobhost.store import RunRecord, ScheduleRow
 from jobhost.store.registry import DesiredSchedule, ScheduleChange, diff_schedules
 from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
@@ -55,7 +55,7 @@ class JobFacts:
 
     name: str
     spec: JobSpec | None
-    row: ScheduleRecord | None
+    row: ScheduleRow | None
     problems: Sequence[Problem]
     next_fire: datetime | None
     last_success: datetime | None
@@ -290,7 +290,7 @@ def _not_configured_of(enabled: bool, source: str | None, settings: Settings) ->
 
 
 def store_changes(
-    specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRecord]
+    specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRow]
 ) -> dict[str, ScheduleChange]:
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     # Imported here: the firing loop's imports are not needed for anything else in a report.
@@ -313,7 +313,7 @@ def store_changes(
 
 
 def _store_differs(
-    spec: JobSpec, row: ScheduleRecord | None, known: Mapping[str, ScheduleChange] | None
+    spec: JobSpec, row: ScheduleRow | None, known: Mapping[str, ScheduleChange] | None
 ) -> Mismatch | None:
     if row is None:
         return None
@@ -329,7 +329,7 @@ def _store_differs(
     )
 
 
-def _paused(row: ScheduleRecord) -> Mismatch:
+def _paused(row: ScheduleRow) -> Mismatch:
     who = row.paused_by or "unknown"
     reason = f": {row.paused_reason}" if row.paused_reason else ""
     return Mismatch("paused", f"by {who} at {short_utc(row.paused_at)}{reason}")

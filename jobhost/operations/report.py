@@ -30,7 +30,7 @@ from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import summarise
 from jobhost.operations.stored import stored_job
 from jobhost.operations.stored_report import job_entry, stored_entry
-from jobhost.store import Clock, Engine, ScheduleRecord
+from jobhost.store import Clock, Engine, ScheduleRecord, ScheduleRow
 from jobhost.store.registry import ScheduleChange
 
 __all__ = [
@@ -112,6 +112,7 @@ def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | Non
         if job is not None and name != job:
             continue
         row = snapshot.schedules[name]
+        assert isinstance(row, ScheduleRecord), "the store's own catalog is read from whole rows"
         entry = stored_entry(row, snapshot, settings, live_hosts)
         if entry is None:
             spec = None if row.orphaned else stored_job(settings, row)
@@ -231,9 +232,7 @@ def state_of(facts: JobFacts) -> State:
     return "enabled" if facts.enabled else "disabled"
 
 
-def next_fire_of(
-    spec: JobSpec | None, row: ScheduleRecord | None, now: datetime
-) -> datetime | None:
+def next_fire_of(spec: JobSpec | None, row: ScheduleRow | None, now: datetime) -> datetime | None:
     """The store's next occurrence; for a job not (or no longer) scheduled, its trigger's."""
     if row is not None and not row.orphaned:
         return row.next_occurrence if row.enabled else None

@@ -9,7 +9,14 @@ from typing import Any, Self
 from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
 
-__all__ = ["HostRecord", "RequestRecord", "RunRecord", "ScheduleRecord"]
+__all__ = [
+    "HostRecord",
+    "RequestRecord",
+    "RunRecord",
+    "ScheduleRecord",
+    "ScheduleRow",
+    "ScheduleSummary",
+]
 
 RUNNING = "running"
 PENDING = "pending"
@@ -73,6 +80,44 @@ class ScheduleRecord(_FromRow):
             and self.lease_expires_at is not None
             and self.lease_expires_at >= now
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSummary:
+    """A schedule row as a summary of every job reads it: :class:`ScheduleRecord` without the
+    columns only the firing loop and the store's own catalog use (the missed and due marks,
+    the fencing token, the declaration), which the dashboard would read and decode for
+    10,000 jobs every few seconds for nothing."""
+
+    job_name: str
+    module: str
+    trigger_kind: str | None
+    trigger_expression: str | None
+    timezone: str
+    trigger_source: str
+    enabled: bool
+    orphaned: bool
+    paused: bool
+    paused_by: str | None
+    paused_at: datetime | None
+    paused_reason: str | None
+    next_occurrence: datetime | None
+    interval_anchor: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    lease_run_id: str | None
+    last_run_id: str | None
+    last_outcome: str | None
+    last_started_at: datetime | None
+    last_finished_at: datetime | None
+    last_error: str | None
+    last_success_at: datetime | None
+    created_at: datetime
+    concurrency_group: str | None
+
+
+ScheduleRow = ScheduleRecord | ScheduleSummary
+"""A schedule row as a report reads it: whole, or as the summary reads it."""
 
 
 @dataclass(frozen=True, slots=True)
