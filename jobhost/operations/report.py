@@ -86,11 +86,12 @@ def report_from(
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     names = sorted({*catalog.jobs, *snapshot.schedules})
     changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
+    problems = _problems_by_job(catalog.problems)
     jobs = [
         _job_report(
             name,
             catalog.jobs.get(name),
-            catalog.problems_for(name),
+            problems.get(name, ()),
             snapshot,
             settings,
             live_hosts=len(live),
@@ -101,6 +102,15 @@ def report_from(
         and (name in catalog.jobs or name in snapshot.schedules or name in invalid)
     ]
     return _report(snapshot, jobs, list(catalog.problems))
+
+
+def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
+    """:meth:`Catalog.problems_for` of every job at once, in the catalog's order."""
+    found: dict[str, list[Problem]] = {}
+    for problem in problems:
+        if problem.job is not None:
+            found.setdefault(problem.job, []).append(problem)
+    return found
 
 
 def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | None = None) -> Report:
