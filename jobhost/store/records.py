@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
@@ -82,12 +82,14 @@ class ScheduleRecord(_FromRow):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleSummary:
+class ScheduleSummary(NamedTuple):
     """A schedule row as a summary of every job reads it: :class:`ScheduleRecord` without the
     columns only the firing loop and the store's own catalog use (the missed and due marks,
     the fencing token, the declaration), which the dashboard would read and decode for
-    10,000 jobs every few seconds for nothing."""
+    10,000 jobs every few seconds for nothing.
+
+    A named tuple, not a frozen dataclass: made from the row in one step, it costs a tenth as
+    much (the dataclass sets each of its 25 fields through ``object.__setattr__``)."""
 
     job_name: str
     module: str

@@ -101,8 +101,9 @@ def list_schedules(
 
 def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
     """Every schedule row, as the summary of every job reads it (:class:`ScheduleSummary`)."""
-    query = select(*_columns(schedules, ScheduleSummary))
-    return {row[0]: ScheduleSummary(*row) for row in connection.execute(query)}
+    query = select(*[schedules.c[name] for name in ScheduleSummary._fields])
+    make = ScheduleSummary._make
+    return {row[0]: make(row) for row in connection.execute(query)}
 
 
 def ledger_summaries(
