@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts
@@ -198,6 +199,8 @@ _CRONS: dict[EffectiveTrigger, CronSchedule] = {}
 _DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
 _DESIRED_KEPT = 20_000
 _JUDGED: dict[int, _Judged] = {}
+# A catalog has a handful of graces and a summary may call thousands of jobs overdue.
+_grace_text = lru_cache(maxsize=256)(format_duration)
 _JUDGED_KEPT = 20_000
 # Every job says it when no host is alive: one value for all of them (a Mismatch is frozen).
 _NO_LIVE_HOST = Mismatch("no-live-host", "no host is alive to fire it")
@@ -381,7 +384,7 @@ def _overdue_of(
     return Mismatch(
         "overdue",
         f"{what}; the occurrence due {short_utc(due)} has no success after it within its grace "
-        f"{format_duration(grace)}",
+        f"{_grace_text(grace)}",
     )
 
 
