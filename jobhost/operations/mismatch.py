@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
-from jobhost.store import RunRecord, ScheduleRecord
+from jobhost.store import RunRecord, ScheduleRow
 from jobhost.store.registry import DesiredSchedule, ScheduleChange, diff_schedules
 from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
@@ -55,7 +56,7 @@ class JobFacts:
 
     name: str
     spec: JobSpec | None
-    row: ScheduleRecord | None
+    row: ScheduleRow | None
     problems: Sequence[Problem]
     next_fire: datetime | None
     last_success: datetime | None
@@ -90,14 +91,14 @@ def job_mismatches(
     ``store_changes`` is :func:`store_changes` of the whole catalog, computed once for a report
     of many jobs; without it the job's own is computed.
     """
-    found: list[Mismatch | None] = []
+    found: list[Mismatch] = []
     spec, row = facts.spec, facts.row
     if spec is not None:
-        found += [
-            _override(spec),
-            _not_configured(spec, settings),
-            _store_differs(spec, row, store_changes),
-        ]
+        judged = _judged(spec, settings)
+        found += judged.fixed
+        differs = _store_differs(spec, row, store_changes) if row is not None else None
+        if differs is not None:
+            found.append(differs)
     elif facts.problems:
         lines = "; ".join(problem.message for problem in facts.problems)
         found.append(Mismatch("invalid", f"declared with problems, so no host runs it: {lines}"))
@@ -110,19 +111,29 @@ def job_mismatches(
         found.append(
             Mismatch("orphaned", "in the store, but no loaded module declares it any more")
         )
-    if row is not None and row.paused:
+    paused = row is not None and row.paused
+    if row is not None and paused:
         found.append(_paused(row))
-    if facts.declared and facts.enabled and not facts.paused:
+    if spec is not None and spec.enabled and not paused:
         # A paused job is meant not to fire: its next fire falling behind is no news.
-        found += [
-            _no_next_fire(facts),
-            _next_fire_past(facts, settings, now),
-            _overdue(facts, settings, now),
-        ]
-    found.append(_lease_expired(facts, now))
-    if facts.declared and facts.enabled and live_hosts == 0:
-        found.append(Mismatch("no-live-host", "no host is alive to fire it"))
-    return [item for item in found if item is not None]
+        judged = _judged(spec, settings)
+        late = (
+            _no_next_fire(facts)
+            if facts.next_fire is None
+            else _next_fire_past(facts.next_fire, judged.late, now)
+        )
+        if late is not None:
+            found.append(late)
+        overdue = _overdue_of(facts, spec.trigger, spec.schedule, judged.grace, now)
+        if overdue is not None:
+            found.append(overdue)
+    if facts.expired_runs or (row is not None and row.lease_owner is not None):
+        expired = _lease_expired(facts, now)
+        if expired is not None:
+            found.append(expired)
+    if spec is not None and spec.enabled and live_hosts == 0:
+        found.append(_NO_LIVE_HOST)
+    return found
 
 
 def stored_mismatches(
@@ -149,12 +160,12 @@ def stored_mismatches(
         grace = stored.overdue_after if stored.overdue_after is not None else settings.overdue_grace
         found += [
             _no_next_fire(facts),
-            _next_fire_past(facts, settings, now),
+            _next_fire_past(facts.next_fire, late_tolerance(settings), now),
             _overdue_of(facts, stored.trigger, _stored_schedule(stored.trigger), grace, now),
         ]
     found.append(_lease_expired(facts, now))
     if stored.enabled and live_hosts == 0:
-        found.append(Mismatch("no-live-host", "no host is alive to fire it"))
+        found.append(_NO_LIVE_HOST)
     return [item for item in found if item is not None]
 
 
@@ -187,6 +198,12 @@ _LOOK_BACK = timedelta(days=400)
 _CRONS: dict[EffectiveTrigger, CronSchedule] = {}
 _DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
 _DESIRED_KEPT = 20_000
+_JUDGED: dict[int, _Judged] = {}
+# A catalog has a handful of graces and a summary may call thousands of jobs overdue.
+_grace_text = lru_cache(maxsize=256)(format_duration)
+_JUDGED_KEPT = 20_000
+# Every job says it when no host is alive: one value for all of them (a Mismatch is frozen).
+_NO_LIVE_HOST = Mismatch("no-live-host", "no host is alive to fire it")
 
 
 def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
@@ -198,6 +215,38 @@ def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
 def late_tolerance(settings: Settings) -> timedelta:
     """How far behind a next fire may be before nothing is firing it: a poll and a margin."""
     return settings.poll_interval + timedelta(seconds=5)
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """What a declared job's mismatches take from its spec and the settings alone."""
+
+    spec: JobSpec
+    settings: Settings
+    fixed: tuple[Mismatch, ...]
+    """``override`` and ``not-configured``, those that apply."""
+    grace: timedelta
+    late: timedelta
+    """:func:`late_tolerance` of the settings."""
+
+
+def _judged(spec: JobSpec, settings: Settings) -> _Judged:
+    """:class:`_Judged` of ``spec``, made once per job of a catalog that many reports read
+    (the dashboard's summary asks every job every few seconds)."""
+    found = _JUDGED.get(id(spec))
+    # The spec and the settings are kept: neither id is reused while the entry lives.
+    if found is None or found.spec is not spec or found.settings is not settings:
+        if len(_JUDGED) >= _JUDGED_KEPT:
+            _JUDGED.clear()
+        fixed = (_override(spec), _not_configured(spec, settings))
+        found = _JUDGED[id(spec)] = _Judged(
+            spec,
+            settings,
+            tuple(item for item in fixed if item is not None),
+            overdue_grace(spec, settings),
+            late_tolerance(settings),
+        )
+    return found
 
 
 def _override(spec: JobSpec) -> Mismatch | None:
@@ -244,7 +293,7 @@ def _not_configured_of(enabled: bool, source: str | None, settings: Settings) ->
 
 
 def store_changes(
-    specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRecord]
+    specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRow]
 ) -> dict[str, ScheduleChange]:
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     # Imported here: the firing loop's imports are not needed for anything else in a report.
@@ -267,7 +316,7 @@ def store_changes(
 
 
 def _store_differs(
-    spec: JobSpec, row: ScheduleRecord | None, known: Mapping[str, ScheduleChange] | None
+    spec: JobSpec, row: ScheduleRow | None, known: Mapping[str, ScheduleChange] | None
 ) -> Mismatch | None:
     if row is None:
         return None
@@ -283,7 +332,7 @@ def _store_differs(
     )
 
 
-def _paused(row: ScheduleRecord) -> Mismatch:
+def _paused(row: ScheduleRow) -> Mismatch:
     who = row.paused_by or "unknown"
     reason = f": {row.paused_reason}" if row.paused_reason else ""
     return Mismatch("paused", f"by {who} at {short_utc(row.paused_at)}{reason}")
@@ -295,22 +344,15 @@ def _no_next_fire(facts: JobFacts) -> Mismatch | None:
     return Mismatch("no-next-fire", "enabled, but nothing schedules its next fire")
 
 
-def _next_fire_past(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | None:
-    next_fire = facts.next_fire
-    if next_fire is None or next_fire >= now - late_tolerance(settings):
+def _next_fire_past(next_fire: datetime | None, late: timedelta, now: datetime) -> Mismatch | None:
+    """``next-fire-past`` when ``next_fire`` is more than ``late`` behind ``now``."""
+    if next_fire is None or next_fire >= now - late:
         return None
     return Mismatch(
         "next-fire-past",
         f"next fire {short_utc(next_fire)} is {duration_text(now - next_fire)} in the past: "
         "nothing is firing it",
     )
-
-
-def _overdue(facts: JobFacts, settings: Settings, now: datetime) -> Mismatch | None:
-    spec = facts.spec
-    if spec is None:
-        return None  # never scheduled: nothing was due yet
-    return _overdue_of(facts, spec.trigger, spec.schedule, overdue_grace(spec, settings), now)
 
 
 def _overdue_of(
@@ -342,7 +384,7 @@ def _overdue_of(
     return Mismatch(
         "overdue",
         f"{what}; the occurrence due {short_utc(due)} has no success after it within its grace "
-        f"{format_duration(grace)}",
+        f"{_grace_text(grace)}",
     )
 
 

@@ -20,7 +20,7 @@ from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
 from jobhost.operations.status import FAILED_OUTCOMES
 from jobhost.operations.uncollected import uncollected
-from jobhost.store import Clock, Engine, LastAttempt, ScheduleRecord, SystemClock
+from jobhost.store import Clock, Engine, LastAttempt, ScheduleRow, SystemClock
 from jobhost.store.calls import read, read_at
 from jobhost.store.snapshot import summary_snapshot
 from jobhost.store.streaks import failure_streaks
@@ -111,7 +111,7 @@ def _first_line(job: JobReport) -> str | None:
     return line if len(line) <= ERROR_LINE else line[: ERROR_LINE - 1] + "…"
 
 
-def _last_attempt(row: ScheduleRecord) -> LastAttempt | None:
+def _last_attempt(row: ScheduleRow) -> LastAttempt | None:
     """The row's summary of the job's last finished attempt (id, outcome, times, error)."""
     if row.last_run_id is None or row.last_outcome is None:
         return None

@@ -12,6 +12,7 @@ is reported, each job straight from its row (:mod:`jobhost.operations.stored_rep
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from jobhost.catalog import Catalog, JobSpec, Problem
@@ -29,7 +30,7 @@ from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import summarise
 from jobhost.operations.stored import stored_job
 from jobhost.operations.stored_report import job_entry, stored_entry
-from jobhost.store import Clock, Engine, ScheduleRecord
+from jobhost.store import Clock, Engine, ScheduleRecord, ScheduleRow
 from jobhost.store.registry import ScheduleChange
 
 __all__ = [
@@ -46,8 +47,8 @@ __all__ = [
     "stored_report",
 ]
 
-_VIEWS: dict[int, tuple[JobSpec, TriggerView, TriggerView]] = {}
-_VIEWS_KEPT = 20_000
+_SHOWN: dict[int, _Shown] = {}
+_SHOWN_KEPT = 20_000
 
 
 def build_report(
@@ -85,11 +86,12 @@ def report_from(
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     names = sorted({*catalog.jobs, *snapshot.schedules})
     changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
+    problems = _problems_by_job(catalog.problems)
     jobs = [
         _job_report(
             name,
             catalog.jobs.get(name),
-            catalog.problems_for(name),
+            problems.get(name, ()),
             snapshot,
             settings,
             live_hosts=len(live),
@@ -102,6 +104,15 @@ def report_from(
     return _report(snapshot, jobs, list(catalog.problems))
 
 
+def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
+    """:meth:`Catalog.problems_for` of every job at once, in the catalog's order."""
+    found: dict[str, list[Problem]] = {}
+    for problem in problems:
+        if problem.job is not None:
+            found.setdefault(problem.job, []).append(problem)
+    return found
+
+
 def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | None = None) -> Report:
     """The report of the store's own catalog (the declarations its rows hold) in ``snapshot``
     (pure): what :func:`report_from` gives of it, each job read from its row, none rebuilt."""
@@ -111,6 +122,7 @@ def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | Non
         if job is not None and name != job:
             continue
         row = snapshot.schedules[name]
+        assert isinstance(row, ScheduleRecord), "the store's own catalog is read from whole rows"
         entry = stored_entry(row, snapshot, settings, live_hosts)
         if entry is None:
             spec = None if row.orphaned else stored_job(settings, row)
@@ -155,20 +167,18 @@ def _job_report(
         deleted=_deleted(snapshot, name) if spec is None else None,
     )
     if spec is not None:
-        module, description, critical = (
-            spec.module,
-            spec.declaration.description,
-            spec.declaration.critical,
-        )
-        declared: TriggerView | None
-        declared, effective = _trigger_views(spec)
+        shown = _shown(spec)
+        module, description, critical = shown.module, shown.description, shown.critical
+        declared: TriggerView | None = shown.declared
+        effective = shown.effective
+        group = shown.group
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module, description, critical, declared = row.module, "", False, None
         effective = TriggerView(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
-    group = spec.concurrency_group if spec is not None else None
+        group = None
     return job_entry(
         snapshot,
         name,
@@ -186,19 +196,36 @@ def _job_report(
     )
 
 
-def _trigger_views(spec: JobSpec) -> tuple[TriggerView, TriggerView]:
-    """The declared and effective trigger of ``spec`` as the report shows them, made once per
-    job of a catalog that many reports read (the dashboard's, the API's)."""
-    found = _VIEWS.get(id(spec))
-    if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
-        if len(_VIEWS) >= _VIEWS_KEPT:
-            _VIEWS.clear()
-        found = _VIEWS[id(spec)] = (
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """What the report shows of a declared job that its spec alone decides."""
+
+    spec: JobSpec
+    module: str
+    description: str
+    critical: bool
+    declared: TriggerView
+    effective: TriggerView
+    group: str | None
+
+
+def _shown(spec: JobSpec) -> _Shown:
+    """:class:`_Shown` of ``spec``, made once per job of a catalog that many reports read (the
+    dashboard's summary, every few seconds; the API's)."""
+    found = _SHOWN.get(id(spec))
+    if found is None or found.spec is not spec:  # the spec is kept: its id is not reused
+        if len(_SHOWN) >= _SHOWN_KEPT:
+            _SHOWN.clear()
+        found = _SHOWN[id(spec)] = _Shown(
             spec,
+            spec.module,
+            spec.declaration.description,
+            spec.declaration.critical,
             TriggerView.of(spec.declared, with_source=False),
             TriggerView.of(spec.trigger, with_source=True),
+            spec.concurrency_group,
         )
-    return found[1], found[2]
+    return found
 
 
 def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
@@ -215,9 +242,7 @@ def state_of(facts: JobFacts) -> State:
     return "enabled" if facts.enabled else "disabled"
 
 
-def next_fire_of(
-    spec: JobSpec | None, row: ScheduleRecord | None, now: datetime
-) -> datetime | None:
+def next_fire_of(spec: JobSpec | None, row: ScheduleRow | None, now: datetime) -> datetime | None:
     """The store's next occurrence; for a job not (or no longer) scheduled, its trigger's."""
     if row is not None and not row.orphaned:
         return row.next_occurrence if row.enabled else None

@@ -77,15 +77,16 @@ class LastRun:
 
     @classmethod
     def of(cls, run: LastAttempt) -> LastRun:
+        # Positional: a summary makes one for each of 10,000 jobs.
         return cls(
-            run_id=run.id,
-            outcome=run.outcome,
-            host=run.host_id,
-            started_at=run.started_at,
-            finished_at=run.finished_at,
-            duration_ms=run.duration_ms,
-            error=run.error_message or run.error_type,
-            backfill_id=run.backfill_id,
+            run.id,
+            run.outcome,
+            run.host_id,
+            run.started_at,
+            run.finished_at,
+            run.duration_ms,
+            run.error_message or run.error_type,
+            run.backfill_id,
         )
 
     def to_json(self) -> dict[str, Any]:

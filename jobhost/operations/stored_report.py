@@ -89,12 +89,13 @@ def job_entry(
     runs: the last attempt, the running ones (stuck code among them), its group's wait and its
     status. Both paths, the store's catalog and a loaded one, end here."""
     running = snapshot.running.get(name, ())
-    stuck = stuck_code(running)
-    if stuck is not None:
-        mismatches.append(stuck)
-    waiting_for = group_wait(snapshot.groups, group, name)
+    if running:
+        stuck = stuck_code(running)
+        if stuck is not None:
+            mismatches.append(stuck)
+    waiting_for = group_wait(snapshot.groups, group, name) if group is not None else None
     last = snapshot.last_runs.get(name)
-    codes = [m.code for m in mismatches]
+    codes = [m.code for m in mismatches] if mismatches else ()
     return JobReport(
         name=name,
         module=module,

@@ -20,6 +20,8 @@ from jobhost.store.records import (
     RequestRecord,
     RunRecord,
     ScheduleRecord,
+    ScheduleRow,
+    ScheduleSummary,
 )
 from jobhost.store.state import StoreJobState
 
@@ -31,6 +33,8 @@ __all__ = [
     "RequestRecord",
     "RunRecord",
     "ScheduleRecord",
+    "ScheduleRow",
+    "ScheduleSummary",
     "StoreError",
     "StoreJobState",
     "SystemClock",

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
 
-__all__ = ["HostRecord", "RequestRecord", "RunRecord", "ScheduleRecord"]
+__all__ = [
+    "HostRecord",
+    "RequestRecord",
+    "RunRecord",
+    "ScheduleRecord",
+    "ScheduleRow",
+    "ScheduleSummary",
+]
 
 RUNNING = "running"
 PENDING = "pending"
@@ -73,6 +80,46 @@ class ScheduleRecord(_FromRow):
             and self.lease_expires_at is not None
             and self.lease_expires_at >= now
         )
+
+
+class ScheduleSummary(NamedTuple):
+    """A schedule row as a summary of every job reads it: :class:`ScheduleRecord` without the
+    columns only the firing loop and the store's own catalog use (the missed and due marks,
+    the fencing token, the declaration), which the dashboard would read and decode for
+    10,000 jobs every few seconds for nothing.
+
+    A named tuple, not a frozen dataclass: made from the row in one step, it costs a tenth as
+    much (the dataclass sets each of its 25 fields through ``object.__setattr__``)."""
+
+    job_name: str
+    module: str
+    trigger_kind: str | None
+    trigger_expression: str | None
+    timezone: str
+    trigger_source: str
+    enabled: bool
+    orphaned: bool
+    paused: bool
+    paused_by: str | None
+    paused_at: datetime | None
+    paused_reason: str | None
+    next_occurrence: datetime | None
+    interval_anchor: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    lease_run_id: str | None
+    last_run_id: str | None
+    last_outcome: str | None
+    last_started_at: datetime | None
+    last_finished_at: datetime | None
+    last_error: str | None
+    last_success_at: datetime | None
+    created_at: datetime
+    concurrency_group: str | None
+
+
+ScheduleRow = ScheduleRecord | ScheduleSummary
+"""A schedule row as a report reads it: whole, or as the summary reads it."""
 
 
 @dataclass(frozen=True, slots=True)

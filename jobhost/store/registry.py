@@ -20,7 +20,7 @@ from sqlalchemy import Integer, and_, bindparam, case, func, literal, not_, or_,
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import copy_ignoring_duplicates
-from jobhost.store.records import ScheduleRecord
+from jobhost.store.records import ScheduleRecord, ScheduleRow
 from jobhost.store.schema import schedules
 from jobhost.triggers import Schedule
 
@@ -93,7 +93,7 @@ class SyncPlan:
         return not (self.added or self.changed or self.orphaned)
 
 
-def diff_schedules(rows: Sequence[ScheduleRecord], desired: Sequence[DesiredSchedule]) -> SyncPlan:
+def diff_schedules(rows: Sequence[ScheduleRow], desired: Sequence[DesiredSchedule]) -> SyncPlan:
     """What :func:`sync_schedules` would change, without changing it."""
     plan = SyncPlan()
     stored = {row.job_name: row for row in rows}
@@ -394,7 +394,7 @@ def _update(
     )
 
 
-def _differs(row: ScheduleRecord, want: DesiredSchedule) -> bool:
+def _differs(row: ScheduleRow, want: DesiredSchedule) -> bool:
     return (
         row.orphaned
         or row.module != want.module
@@ -404,7 +404,7 @@ def _differs(row: ScheduleRecord, want: DesiredSchedule) -> bool:
     )
 
 
-def _trigger_changed(row: ScheduleRecord, want: DesiredSchedule) -> bool:
+def _trigger_changed(row: ScheduleRow, want: DesiredSchedule) -> bool:
     return (row.trigger_kind, row.trigger_expression, row.timezone) != (
         want.trigger_kind,
         want.trigger_expression,

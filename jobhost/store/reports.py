@@ -26,6 +26,7 @@ from jobhost.store.records import (
     LastAttempt,
     RunRecord,
     ScheduleRecord,
+    ScheduleSummary,
 )
 from jobhost.store.schema import IS_RUNNING, run_requests, runs, schedules
 
@@ -48,6 +49,7 @@ __all__ = [
     "runs_between",
     "schedules_and_hosts",
     "stored_job_names",
+    "summary_schedules",
 ]
 
 RECENT = 5
@@ -100,6 +102,13 @@ def list_schedules(
         return {record.job_name: record for record in made}
     wanted = set(names)
     return {record.job_name: record for record in made if record.job_name in wanted}
+
+
+def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
+    """Every schedule row, as the summary of every job reads it (:class:`ScheduleSummary`)."""
+    query = select(*[schedules.c[name] for name in ScheduleSummary._fields])
+    make = ScheduleSummary._make
+    return {row[0]: make(row) for row in connection.execute(query)}
 
 
 def ledger_summaries(

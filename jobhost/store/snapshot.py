@@ -7,7 +7,7 @@ The reads are :mod:`jobhost.store.reports`', each bounded by an index.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -19,7 +19,7 @@ from jobhost.store.clock import Clock, SystemClock, database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
-from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRecord
+from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRow
 from jobhost.store.runtime import JobChange, deletions
 
 __all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
@@ -30,7 +30,9 @@ class StoreSnapshot:
     """What the store says, at ``now``."""
 
     now: datetime
-    schedules: dict[str, ScheduleRecord]
+    schedules: Mapping[str, ScheduleRow]
+    """Whole rows (:func:`read_snapshot`), or as the summary reads them
+    (:func:`summary_snapshot`)."""
     hosts: list[HostRecord]
     last_runs: dict[str, LastAttempt] = field(default_factory=dict)
     recent_outcomes: dict[str, list[str]] = field(default_factory=dict)
@@ -108,9 +110,10 @@ def read_snapshot(
 def summary_snapshot(
     connection: Connection, now: datetime
 ) -> tuple[StoreSnapshot, list[RunRecord]]:
-    """The schedule rows, hosts, groups and removals at ``now``, and the running runs (oldest
-    first): the dashboard overview's one read, without the ledger summaries."""
-    rows = store_reports.list_schedules(connection)
+    """The schedule rows (the columns a report reads), hosts, groups and removals at ``now``,
+    and the running runs (oldest first): the dashboard overview's one read, without the ledger
+    summaries."""
+    rows = store_reports.summary_schedules(connection)
     running = store_reports.running_runs(connection)
     snapshot = StoreSnapshot(
         now=now,

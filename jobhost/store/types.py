@@ -47,12 +47,24 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
-        """On SQLite, a direct parse of the stored text: reports read a hundred thousand of
-        these, and the generic path costs several calls per value."""
-        if dialect.name != "sqlite":
-            return super().result_processor(dialect, coltype)
-        parse = datetime.fromisoformat
+        """A direct conversion of each value: reports read a hundred thousand of these, and the
+        generic path costs several calls per value, a missing one included. On SQLite a parse
+        of the stored text; on PostgreSQL the driver's aware instant, moved to UTC."""
         slow = self.process_result_value
+        if dialect.name != "sqlite":
+            if self.impl_instance.result_processor(dialect, coltype) is not None:
+                return super().result_processor(dialect, coltype)
+            utc = UTC
+
+            def aware(value: Any) -> datetime | None:
+                if value is None:
+                    return None
+                if type(value) is datetime and value.tzinfo is not None:
+                    return value.astimezone(utc)
+                return slow(value, dialect)  # naive, or not a time: the generic path
+
+            return aware
+        parse = datetime.fromisoformat
 
         def process(value: Any) -> datetime | None:
             if value is None:
