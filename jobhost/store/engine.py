@@ -138,8 +138,10 @@ def _postgres_timeouts(
     # win). The driver then decodes each instant straight to UTC; under any other zone name (a
     # server's default ``Etc/UTC`` too) it makes a zoned value that every read moves to UTC
     # again: a third of the time of reading 10,000 schedule rows. Nothing the store does
-    # depends on the session's zone: every time is a timestamptz, compared as an instant.
-    args["options"] = f"-c TimeZone=UTC {given} {wanted}".strip()
+    # depends on the session's zone: every time is a timestamptz, compared as an instant. An
+    # engine with no server setting to send sends no options at all, as before.
+    if wanted or given:
+        args["options"] = f"-c TimeZone=UTC {given} {wanted}".strip()
     return args
 
 
