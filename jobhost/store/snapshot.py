@@ -1,13 +1,16 @@
-"""One consistent read of the store for the report and the health checks.
+"""One read of the store for the report and the health checks.
 
-Everything is read in one read-only transaction, at the database's own time (the machine's on
-SQLite), so a host's ``last_seen_at`` and the instant it is compared with come from one clock.
-The reads are :mod:`jobhost.store.reports`', each bounded by an index.
+Everything is read at the database's own time (the machine's on SQLite), so a host's
+``last_seen_at`` and the instant it is compared with come from one clock: in one read-only
+transaction, one snapshot on SQLite; on PostgreSQL (READ COMMITTED) each statement sees the
+store as of its own start, and the whole catalog's ledger summaries are read beside the rest on
+a second connection. The reads are :mod:`jobhost.store.reports`', each bounded by an index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,10 +19,11 @@ from sqlalchemy.engine import Connection, Engine
 from jobhost.store import reports as store_reports
 from jobhost.store.census import Census, take_census
 from jobhost.store.clock import Clock, SystemClock, database_now
-from jobhost.store.engine import reading
+from jobhost.store.engine import is_postgres, reading
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRow
+from jobhost.store.reports import LedgerSummary
 from jobhost.store.runtime import JobChange, deletions
 
 __all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
@@ -79,9 +83,10 @@ def read_snapshot(
             summaries = store_reports.ledger_summaries(connection, chosen)
             running = store_reports.running_runs(connection)
         else:
+            ledger = _whole_ledger(engine, connection, recent)
             rows = store_reports.list_schedules(connection)
             extra = set(names) - set(rows)
-            summaries = store_reports.ledger_summaries(connection, recent=recent)
+            summaries = ledger()
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
             running = store_reports.running_runs(connection)
@@ -105,6 +110,28 @@ def read_snapshot(
             if run.lease_expires_at is not None and run.lease_expires_at < now:
                 snapshot.expired_runs.setdefault(run.job_name, []).append(run)
     return snapshot
+
+
+def _whole_ledger(
+    engine: Engine, connection: Connection, recent: bool
+) -> Callable[[], dict[str, LedgerSummary]]:
+    """The whole catalog's ledger summaries, collected by calling the result. On PostgreSQL the
+    server answers their per-job probes (most of a report's wait) on a connection of their own
+    while ``connection`` reads the schedules: at READ COMMITTED each statement sees the store as
+    of its own start, on one connection or two. SQLite answers in this process: read when
+    collected, on ``connection``."""
+    if not is_postgres(engine):
+        return lambda: store_reports.ledger_summaries(connection, recent=recent)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="jobhost-ledger")
+    try:
+        return pool.submit(_ledger_apart, engine, recent).result
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _ledger_apart(engine: Engine, recent: bool) -> dict[str, LedgerSummary]:
+    with reading(engine) as connection:
+        return store_reports.ledger_summaries(connection, recent=recent)
 
 
 def summary_snapshot(
