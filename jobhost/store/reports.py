@@ -10,7 +10,7 @@ join on PostgreSQL, a correlated subquery on SQLite.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = [
     "ledger_page",
     "ledger_summaries",
     "list_schedules",
+    "newest_outcomes",
     "newest_runs",
     "pending_requests",
     "recent_failures",
@@ -153,10 +154,7 @@ def _per_job(
     def scoped(query: Select[Any]) -> Select[Any]:
         return query if named is None else query.where(schedules.c.job_name.in_(named))
 
-    outcomes: dict[str, list[str]] = defaultdict(list)
-    if recent:
-        for name, outcome in connection.execute(scoped(_newest_per_job(connection))):
-            outcomes[name].append(outcome)
+    outcomes = newest_outcomes(connection, named) if recent else {}
     attempts: dict[str, LastAttempt] = {}
     scheduled: set[str] = set()
     success: dict[str, datetime] = {}
@@ -170,6 +168,20 @@ def _per_job(
     if scope is not None and named is None:
         scheduled &= scope
     return scheduled, outcomes, attempts, success
+
+
+def newest_outcomes(
+    connection: Connection, names: Sequence[str] | None = None
+) -> dict[str, list[str]]:
+    """The newest :data:`RECENT` outcomes of every scheduled job (or of those of ``names``),
+    newest first, in one statement; a job with no row in the ledger is left out."""
+    query = _newest_per_job(connection)
+    if names is not None:
+        query = query.where(schedules.c.job_name.in_(names))
+    outcomes: dict[str, list[str]] = defaultdict(list)
+    for name, outcome in connection.execute(query):
+        outcomes[name].append(outcome)
+    return outcomes
 
 
 def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[RunRecord]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -27,6 +28,8 @@ from jobhost.store.reports import LedgerSummary
 from jobhost.store.runtime import JobChange, deletions
 
 __all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -122,16 +125,35 @@ def _whole_ledger(
     collected, on ``connection``."""
     if not is_postgres(engine):
         return lambda: store_reports.ledger_summaries(connection, recent=recent)
-    pool = ThreadPoolExecutor(1, thread_name_prefix="jobhost-ledger")
+    pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
     try:
-        return pool.submit(_ledger_apart, engine, recent).result
+        # The newest outcomes and the rest, each on a connection of its own: the server answers
+        # both at once.
+        lean = pool.submit(_apart, engine, _lean)
+        outcomes = pool.submit(_apart, engine, store_reports.newest_outcomes) if recent else None
     finally:
         pool.shutdown(wait=False)
 
+    def collected() -> dict[str, LedgerSummary]:
+        summaries = lean.result()
+        if outcomes is None:
+            return summaries
+        newest = outcomes.result()
+        return {
+            name: replace(summary, recent_outcomes=newest.get(name, []))
+            for name, summary in summaries.items()
+        }
 
-def _ledger_apart(engine: Engine, recent: bool) -> dict[str, LedgerSummary]:
+    return collected
+
+
+def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
     with reading(engine) as connection:
-        return store_reports.ledger_summaries(connection, recent=recent)
+        return read(connection)
+
+
+def _lean(connection: Connection) -> dict[str, LedgerSummary]:
+    return store_reports.ledger_summaries(connection, recent=False)
 
 
 def summary_snapshot(
