@@ -119,10 +119,10 @@ def _whole_ledger(
     engine: Engine, connection: Connection, recent: bool
 ) -> Callable[[], dict[str, LedgerSummary]]:
     """The whole catalog's ledger summaries, collected by calling the result. On PostgreSQL the
-    server answers their per-job probes (most of a report's wait) on a connection of their own
+    server answers their per-job probes (most of a report's wait) on connections of their own
     while ``connection`` reads the schedules: at READ COMMITTED each statement sees the store as
-    of its own start, on one connection or two. SQLite answers in this process: read when
-    collected, on ``connection``."""
+    of its own start, on one connection or three. SQLite answers in this process, where a
+    second thread only shares the same cores: read when collected, on ``connection``."""
     if not is_postgres(engine):
         return lambda: store_reports.ledger_summaries(connection, recent=recent)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
