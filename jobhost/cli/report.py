@@ -82,7 +82,7 @@ def report(
             require_known_job(catalog or store_only(), engine, job)
         # The one-line-per-job text shows no job's recent outcomes: they are not read for it.
         shown = as_json or long or job is not None
-        built = build_report(settings, catalog, engine, job=job, recent=shown)
+        built = build_report(settings, catalog, engine, job=job, recent=shown, apart=True)
         if catalog is not None:
             note_versions(catalog, engine)
     finally:

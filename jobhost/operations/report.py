@@ -59,16 +59,18 @@ def build_report(
     job: str | None = None,
     clock: Clock | None = None,
     recent: bool = True,
+    apart: bool = False,
 ) -> Report:
     """Read the store and put it beside the catalog; ``job`` narrows it to one job (and reads
     only that job's rows). With ``catalog`` None, the store's own catalog (the declarations
     its rows hold) is reported: no plugin is loaded and nothing is compared. Without
     ``recent``, each job's ``recent_outcomes`` is left empty, unread (the one-line-per-job
-    text does not show them)."""
+    text does not show them). With ``apart`` (a command, which has the store's connections to
+    itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
     if catalog is None:
-        snapshot = read_snapshot(engine, (), clock, only=job, recent=recent)
+        snapshot = read_snapshot(engine, (), clock, only=job, recent=recent, apart=apart)
         return stored_report(settings, snapshot, job=job)
-    snapshot = read_snapshot(engine, catalog.jobs, clock, only=job, recent=recent)
+    snapshot = read_snapshot(engine, catalog.jobs, clock, only=job, recent=recent, apart=apart)
     return report_from(settings, catalog, snapshot, job=job)
 
 

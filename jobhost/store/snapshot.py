@@ -65,6 +65,7 @@ def read_snapshot(
     only: str | None = None,
     jobs_of: Callable[[Census], Collection[str]] | None = None,
     recent: bool = True,
+    apart: bool = False,
 ) -> StoreSnapshot:
     """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
 
@@ -72,7 +73,9 @@ def read_snapshot(
     ``jobs_of``, only the jobs it names, given the store's :class:`Census` (taken in the same
     transaction), have their row and ledger read, and all running runs (the health check reads
     the critical jobs and those holding an expired lease). Without ``recent``, the whole
-    catalog's newest outcomes are not read (``recent_outcomes`` stays empty).
+    catalog's newest outcomes are not read (``recent_outcomes`` stays empty). With ``apart``,
+    PostgreSQL reads the whole catalog's ledger summaries on connections of their own (for a
+    command: a host's pool keeps its connections for the firing loop).
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
@@ -86,7 +89,7 @@ def read_snapshot(
             summaries = store_reports.ledger_summaries(connection, chosen)
             running = store_reports.running_runs(connection)
         else:
-            ledger = _whole_ledger(engine, connection, recent)
+            ledger = _whole_ledger(engine, connection, recent, apart=apart)
             rows = store_reports.list_schedules(connection)
             extra = set(names) - set(rows)
             summaries = ledger()
@@ -116,14 +119,15 @@ def read_snapshot(
 
 
 def _whole_ledger(
-    engine: Engine, connection: Connection, recent: bool
+    engine: Engine, connection: Connection, recent: bool, *, apart: bool
 ) -> Callable[[], dict[str, LedgerSummary]]:
-    """The whole catalog's ledger summaries, collected by calling the result. On PostgreSQL the
-    server answers their per-job probes (most of a report's wait) on connections of their own
-    while ``connection`` reads the schedules: at READ COMMITTED each statement sees the store as
-    of its own start, on one connection or three. SQLite answers in this process, where a
-    second thread only shares the same cores: read when collected, on ``connection``."""
-    if not is_postgres(engine):
+    """The whole catalog's ledger summaries, collected by calling the result. ``apart`` on
+    PostgreSQL, the server answers their per-job probes (most of a report's wait) on
+    connections of their own while ``connection`` reads the schedules: at READ COMMITTED each
+    statement sees the store as of its own start, on one connection or three. Otherwise (and on
+    SQLite, which answers in this process, where a second thread only shares the same cores)
+    they are read when collected, on ``connection``."""
+    if not (apart and is_postgres(engine)):
         return lambda: store_reports.ledger_summaries(connection, recent=recent)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
     try:
