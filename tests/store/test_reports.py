@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from jobhost.operations.report import build_report
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.store import reading
 from jobhost.store.reports import RECENT, ledger_summaries
@@ -69,3 +70,37 @@ def test_newest_rows_last_attempt_and_last_success_per_job(operator: Operator) -
     only = read_snapshot(operator.engine, only="sample.busy")
     assert set(only.schedules) == {"sample.busy"}
     assert only.recent_outcomes["sample.busy"] == busy.recent_outcomes
+
+
+def test_a_report_reading_its_ledger_apart_says_what_one_connection_says(
+    operator: Operator,
+) -> None:
+    operator.configure(
+        [
+            {"name": "sample.busy", "interval": "1h", "critical": True},
+            {"name": "sample.paused", "interval": "1h"},
+            {"name": "sample.quiet", "interval": "1h"},
+        ]
+    )
+    operator.sync()
+    t = now()
+    for hours in range(8, 0, -1):
+        outcome = "failed" if hours % 3 == 0 else "succeeded"
+        operator.add_run("sample.busy", outcome, started=t - timedelta(hours=hours), error="x")
+    for hours in range(RECENT + 2, 0, -1):
+        at = t - timedelta(hours=hours)
+        operator.add_run("sample.paused", "missed", started=at, occurrence=at)
+    operator.add_run("sample.paused", "succeeded", started=t - timedelta(days=2))
+    settings = operator.settings
+
+    for recent in (True, False):
+        together = build_report(settings, None, operator.engine, recent=recent)
+        apart = build_report(settings, None, operator.engine, recent=recent, apart=True)
+        assert replace(apart, generated_at=together.generated_at) == together
+    busy = next(job for job in apart.jobs if job.name == "sample.busy")
+    assert busy.last_run is not None and busy.last_run.outcome == "succeeded"
+    assert together.jobs != [] and all(job.recent_outcomes == [] for job in together.jobs)
+    full = build_report(settings, None, operator.engine, apart=True)
+    assert [job.recent_outcomes for job in full.jobs if job.name == "sample.paused"] == [
+        ["missed"] * RECENT
+    ]
