@@ -9,7 +9,6 @@ join on PostgreSQL, a correlated subquery on SQLite.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -66,6 +65,9 @@ _NAMED_AT_MOST = 1000
 # rowid: the correlated forms below pick each job's rows by rowid, twice as fast at 10,000 jobs.
 _ROWID: ColumnElement[int] = literal_column("runs.rowid")
 _INNER_ROWID: ColumnElement[int] = literal_column("inner_runs.rowid")
+
+# The columns of a :class:`LastAttempt` end here in a row of ``_last_attempt_per_job``.
+_LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
 NEWEST_FIRST = (_NEWEST.desc(), runs.c.occurrence.desc().nulls_last(), runs.c.attempt.desc())
@@ -147,24 +149,29 @@ def _per_job(
     connection: Connection, scope: set[str] | None, recent: bool
 ) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
     """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last attempts and
-    last successes: the newest outcomes in one statement, the rest in another. A long
-    ``scope`` is not sent as a list of names: the whole catalog is read and narrowed here."""
+    last successes, in one statement. A long ``scope`` is not sent as a list of names: the
+    whole catalog is read and narrowed here."""
     named = sorted(scope) if scope is not None and len(scope) <= _NAMED_AT_MOST else None
 
     def scoped(query: Select[Any]) -> Select[Any]:
         return query if named is None else query.where(schedules.c.job_name.in_(named))
 
-    outcomes = newest_outcomes(connection, named) if recent else {}
+    outcomes: dict[str, list[str]] = {}
     attempts: dict[str, LastAttempt] = {}
     scheduled: set[str] = set()
     success: dict[str, datetime] = {}
-    for row in connection.execute(scoped(_last_attempt_per_job(connection))):
+    query = _last_attempt_per_job(connection)
+    if recent:
+        query = query.add_columns(_newest_outcomes(connection))
+    for row in connection.execute(scoped(query)):
         name, finished = str(row[0]), row[1]
         scheduled.add(name)
         if isinstance(finished, datetime):
             success[name] = finished
         if row[2] is not None:
-            attempts[name] = LastAttempt(*row[2:])
+            attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
+        if recent and row[-1] is not None:
+            outcomes[name] = str(row[-1]).split(",")
     if scope is not None and named is None:
         scheduled &= scope
     return scheduled, outcomes, attempts, success
@@ -175,13 +182,10 @@ def newest_outcomes(
 ) -> dict[str, list[str]]:
     """The newest :data:`RECENT` outcomes of every scheduled job (or of those of ``names``),
     newest first, in one statement; a job with no row in the ledger is left out."""
-    query = _newest_per_job(connection)
+    query = select(schedules.c.job_name, _newest_outcomes(connection))
     if names is not None:
         query = query.where(schedules.c.job_name.in_(names))
-    outcomes: dict[str, list[str]] = defaultdict(list)
-    for name, outcome in connection.execute(query):
-        outcomes[name].append(outcome)
-    return outcomes
+    return {name: str(joined).split(",") for name, joined in connection.execute(query) if joined}
 
 
 def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[RunRecord]:
@@ -303,52 +307,39 @@ def pending_requests(connection: Connection, name: str) -> int:
     return int(connection.execute(query).scalar() or 0)
 
 
-def _newest_per_job(connection: Connection) -> Select[Any]:
-    """(job, outcome) of the newest :data:`RECENT` rows of every scheduled job, in the
-    ledger's order within each job, in one statement."""
-    if connection.dialect.name == "postgresql":
-        newest = (
-            select(
-                runs.c.id,
-                runs.c.outcome,
-                _NEWEST.label("newest_at"),
-                runs.c.occurrence,
-                runs.c.attempt,
-            )
-            .where(runs.c.job_name == schedules.c.job_name, runs.c.outcome != PENDING)
-            .order_by(*NEWEST_FIRST)
-            .limit(RECENT)
-            .lateral("newest")
-        )
-        return (
-            select(schedules.c.job_name, newest.c.outcome)
-            .select_from(schedules)
-            .join(newest, true())
-            .order_by(
-                schedules.c.job_name,
-                newest.c.newest_at.desc(),
-                newest.c.occurrence.desc().nulls_last(),
-                newest.c.attempt.desc(),
-            )
-        )
+def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
+    """The newest :data:`RECENT` outcomes of the schedule row's job, newest first, joined by
+    commas (NULL without a row), as a column of a select over ``schedules``: one short text per
+    job for the driver to decode, not a row per outcome. Outcomes are words without commas.
+
+    The index hands each job's rows over in the ledger's order. PostgreSQL is told to keep that
+    order in the aggregate; SQLite (before 3.44) cannot be told, but the subquery's LIMIT keeps
+    it from being flattened, so its rows reach ``group_concat`` in that order (a test holds it
+    to a row-by-row read)."""
     inner = runs.alias("inner_runs")
-    ids = (
-        select(_INNER_ROWID)
+    newest_at = func.coalesce(inner.c.started_at, inner.c.queued_at)
+    newest = (
+        select(inner.c.outcome, newest_at.label("newest_at"), inner.c.occurrence, inner.c.attempt)
         .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome != PENDING)
-        .order_by(
-            func.coalesce(inner.c.started_at, inner.c.queued_at).desc(),
-            inner.c.occurrence.desc().nulls_last(),
-            inner.c.attempt.desc(),
-        )
+        .order_by(newest_at.desc(), inner.c.occurrence.desc().nulls_last(), inner.c.attempt.desc())
         .limit(RECENT)
         .correlate(schedules)
+        .subquery("newest")
     )
-    return (
-        select(schedules.c.job_name, runs.c.outcome)
-        .select_from(schedules)
-        .join(runs, _ROWID.in_(ids))
-        .order_by(schedules.c.job_name, *NEWEST_FIRST)
-    )
+    if connection.dialect.name == "postgresql":
+        # Imported here: a read of a SQLite store loads nothing of PostgreSQL's.
+        from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+        in_order: ColumnElement[Any] = aggregate_order_by(
+            literal_column("','"),
+            newest.c.newest_at.desc(),
+            newest.c.occurrence.desc().nulls_last(),
+            newest.c.attempt.desc(),
+        )
+        joined = func.string_agg(newest.c.outcome, in_order)
+    else:
+        joined = func.group_concat(newest.c.outcome, ",")
+    return select(joined).correlate(schedules).scalar_subquery().label("newest_outcomes")
 
 
 def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:

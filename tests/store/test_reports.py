@@ -8,7 +8,7 @@ from datetime import timedelta
 from jobhost.operations.report import build_report
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.store import reading
-from jobhost.store.reports import RECENT, ledger_summaries
+from jobhost.store.reports import RECENT, ledger_summaries, newest_outcomes, newest_runs
 from tests.cli.operator_support import Operator, now
 
 
@@ -104,3 +104,43 @@ def test_a_report_reading_its_ledger_apart_says_what_one_connection_says(
     assert [job.recent_outcomes for job in full.jobs if job.name == "sample.paused"] == [
         ["missed"] * RECENT
     ]
+
+
+def test_each_jobs_newest_outcomes_follow_the_ledgers_order_whatever_the_order_rows_came_in(
+    operator: Operator,
+) -> None:
+    # The whole catalog's newest outcomes are one text per job on SQLite: the rows must reach
+    # it newest first, not in the order they were written, ties broken by occurrence then
+    # attempt, rows without an occurrence after the others.
+    operator.configure(
+        [{"name": "sample.a", "interval": "1h"}, {"name": "sample.b", "interval": "1h"}]
+    )
+    operator.sync()
+    t = now()
+    tie = t - timedelta(minutes=90)
+    rows = [
+        ("sample.a", "succeeded", t - timedelta(hours=5), None, 1),
+        ("sample.a", "timed_out", tie, tie - timedelta(hours=1), 1),
+        ("sample.a", "abandoned", t - timedelta(hours=1), None, 1),
+        ("sample.a", "failed", tie, tie, 2),
+        ("sample.a", "running", t - timedelta(minutes=1), None, 1),
+        ("sample.a", "succeeded", tie, tie, 1),
+        ("sample.a", "failed", tie, None, 1),
+        ("sample.a", "cancelled", t - timedelta(hours=9), None, 1),
+        ("sample.b", "failed", t - timedelta(hours=3), None, 1),
+        ("sample.b", "succeeded", t - timedelta(hours=4), None, 1),
+    ]
+    for job, outcome, started, occurrence, attempt in reversed(rows):
+        operator.add_run(job, outcome, started=started, occurrence=occurrence, attempt=attempt)
+    operator.add_run("sample.a", "pending", started=t)
+
+    with reading(operator.engine) as connection:
+        one_by_one = {
+            job: [run.outcome for run in newest_runs(connection, job)]
+            for job in ("sample.a", "sample.b")
+        }
+        summaries = ledger_summaries(connection)
+        outcomes = newest_outcomes(connection)
+    assert one_by_one["sample.a"] == ["running", "abandoned", "failed", "succeeded", "timed_out"]
+    assert {job: summary.recent_outcomes for job, summary in summaries.items()} == one_by_one
+    assert outcomes == one_by_one
