@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, func, literal_column, select, true
+from sqlalchemy import ColumnElement, Select, Table, func, literal, literal_column, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
 from jobhost.store.hosts import list_hosts
@@ -69,9 +69,20 @@ _INNER_ROWID: ColumnElement[int] = literal_column("inner_runs.rowid")
 # The columns of a :class:`LastAttempt` end here in a row of ``_last_attempt_per_job``.
 _LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
+
+def _newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
+    """The ledger's order over ``table`` (``runs``, an alias of it or a subquery with its
+    ``started_at``, ``queued_at``, ``occurrence`` and ``attempt``)."""
+    newest = func.coalesce(table.c.started_at, table.c.queued_at)
+    return newest.desc(), table.c.occurrence.desc().nulls_last(), table.c.attempt.desc()
+
+
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
-NEWEST_FIRST = (_NEWEST.desc(), runs.c.occurrence.desc().nulls_last(), runs.c.attempt.desc())
+NEWEST_FIRST = _newest_first(runs)
 """The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
+
+# Between a job's newest outcomes in the one text the store joins them into: outcomes are words.
+_OUTCOMES_JOINED_BY = ","
 
 
 @dataclass(frozen=True)
@@ -171,7 +182,7 @@ def _per_job(
         if row[2] is not None:
             attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
         if recent and row[-1] is not None:
-            outcomes[name] = str(row[-1]).split(",")
+            outcomes[name] = _split_outcomes(row[-1])
     if scope is not None and named is None:
         scheduled &= scope
     return scheduled, outcomes, attempts, success
@@ -185,7 +196,7 @@ def newest_outcomes(
     query = select(schedules.c.job_name, _newest_outcomes(connection))
     if names is not None:
         query = query.where(schedules.c.job_name.in_(names))
-    return {name: str(joined).split(",") for name, joined in connection.execute(query) if joined}
+    return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
 
 
 def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[RunRecord]:
@@ -310,18 +321,23 @@ def pending_requests(connection: Connection, name: str) -> int:
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
     """The newest :data:`RECENT` outcomes of the schedule row's job, newest first, joined by
     commas (NULL without a row), as a column of a select over ``schedules``: one short text per
-    job for the driver to decode, not a row per outcome. Outcomes are words without commas.
+    job for the driver to decode, not a row per outcome.
 
     The index hands each job's rows over in the ledger's order. PostgreSQL is told to keep that
     order in the aggregate; SQLite (before 3.44) cannot be told, but the subquery's LIMIT keeps
     it from being flattened, so its rows reach ``group_concat`` in that order (a test holds it
     to a row-by-row read)."""
     inner = runs.alias("inner_runs")
-    newest_at = func.coalesce(inner.c.started_at, inner.c.queued_at)
     newest = (
-        select(inner.c.outcome, newest_at.label("newest_at"), inner.c.occurrence, inner.c.attempt)
+        select(
+            inner.c.outcome,
+            inner.c.started_at,
+            inner.c.queued_at,
+            inner.c.occurrence,
+            inner.c.attempt,
+        )
         .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome != PENDING)
-        .order_by(newest_at.desc(), inner.c.occurrence.desc().nulls_last(), inner.c.attempt.desc())
+        .order_by(*_newest_first(inner))
         .limit(RECENT)
         .correlate(schedules)
         .subquery("newest")
@@ -331,15 +347,16 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         in_order: ColumnElement[Any] = aggregate_order_by(
-            literal_column("','"),
-            newest.c.newest_at.desc(),
-            newest.c.occurrence.desc().nulls_last(),
-            newest.c.attempt.desc(),
+            literal(_OUTCOMES_JOINED_BY), *_newest_first(newest)
         )
         joined = func.string_agg(newest.c.outcome, in_order)
     else:
-        joined = func.group_concat(newest.c.outcome, ",")
+        joined = func.group_concat(newest.c.outcome, _OUTCOMES_JOINED_BY)
     return select(joined).correlate(schedules).scalar_subquery().label("newest_outcomes")
+
+
+def _split_outcomes(joined: object) -> list[str]:
+    return str(joined).split(_OUTCOMES_JOINED_BY)
 
 
 def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
@@ -385,11 +402,7 @@ def _last_attempt_per_job(connection: Connection) -> Select[Any]:
     newest_rowid = (
         select(_INNER_ROWID)
         .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome.not_in(NOT_ATTEMPTS))
-        .order_by(
-            func.coalesce(inner.c.started_at, inner.c.queued_at).desc(),
-            inner.c.occurrence.desc().nulls_last(),
-            inner.c.attempt.desc(),
-        )
+        .order_by(*_newest_first(inner))
         .limit(1)
         .correlate(schedules)
         .scalar_subquery()
