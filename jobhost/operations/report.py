@@ -30,6 +30,7 @@ from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
 from jobhost.operations.status import summarise
 from jobhost.operations.stored import stored_job
 from jobhost.operations.stored_report import job_entry, stored_entry
+from jobhost.operations.uncollected import uncollected
 from jobhost.store import Clock, Engine, ScheduleRecord, ScheduleRow
 from jobhost.store.registry import ScheduleChange
 
@@ -67,11 +68,12 @@ def build_report(
     ``recent``, each job's ``recent_outcomes`` is left empty, unread (the one-line-per-job
     text does not show them). With ``apart`` (a command, which has the store's connections to
     itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
-    if catalog is None:
-        snapshot = read_snapshot(engine, (), clock, only=job, recent=recent, apart=apart)
-        return stored_report(settings, snapshot, job=job)
-    snapshot = read_snapshot(engine, catalog.jobs, clock, only=job, recent=recent, apart=apart)
-    return report_from(settings, catalog, snapshot, job=job)
+    with uncollected():
+        if catalog is None:
+            snapshot = read_snapshot(engine, (), clock, only=job, recent=recent, apart=apart)
+            return stored_report(settings, snapshot, job=job)
+        snapshot = read_snapshot(engine, catalog.jobs, clock, only=job, recent=recent, apart=apart)
+        return report_from(settings, catalog, snapshot, job=job)
 
 
 def report_from(

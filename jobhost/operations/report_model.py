@@ -15,6 +15,7 @@ from jobhost.catalog import EffectiveTrigger, Problem
 from jobhost.operations.mismatch import Mismatch
 from jobhost.operations.status import Status, Summary, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
+from jobhost.operations.uncollected import uncollected
 from jobhost.store import HostRecord, LastAttempt
 from jobhost.store.group_limits import GroupSummary
 
@@ -168,15 +169,16 @@ class Report:
 
     def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
         """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all of them,
-        each job serialised once."""
+        each job serialised once (with the collector paused: see :mod:`uncollected`)."""
         summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
-        return {
-            "generated_at": iso_utc(self.generated_at),
-            "summary": summary.to_json(),
-            "hosts": [host_json(host) for host in self.hosts],
-            "groups": [group.to_json() for group in self.groups],
-            "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
-        }
+        with uncollected():
+            return {
+                "generated_at": iso_utc(self.generated_at),
+                "summary": summary.to_json(),
+                "hosts": [host_json(host) for host in self.hosts],
+                "groups": [group.to_json() for group in self.groups],
+                "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
+            }
 
 
 def host_json(host: HostRecord) -> dict[str, Any]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import sys
 from dataclasses import replace
 from datetime import timedelta
 
-from jobhost.operations.report import build_report
+from jobhost.operations.report import JobReport, build_report, report_from, stored_report
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.store import reading
 from jobhost.store.reports import RECENT, ledger_summaries, newest_outcomes, newest_runs
@@ -144,3 +146,42 @@ def test_each_jobs_newest_outcomes_follow_the_ledgers_order_whatever_the_order_r
     assert one_by_one["sample.a"] == ["running", "abandoned", "failed", "succeeded", "timed_out"]
     assert {job: summary.recent_outcomes for job, summary in summaries.items()} == one_by_one
     assert outcomes == one_by_one
+
+
+def test_a_report_and_its_json_are_built_without_a_collection_and_leave_the_collector_on(
+    operator: Operator,
+) -> None:
+    operator.configure([{"name": f"sample.job-{i:02}", "interval": "1h"} for i in range(40)])
+    operator.sync()
+    t = now()
+    for i in range(40):
+        operator.add_run(f"sample.job-{i:02}", "succeeded", started=t - timedelta(hours=1))
+    # What a report and its JSON call once the collector is paused: a collection started with
+    # one of them on the stack ran while the report was being built.
+    building = {
+        function.__code__
+        for function in (read_snapshot, stored_report, report_from, JobReport.to_json)
+    }
+    inside: list[str] = []
+
+    def note(phase: str, _info: dict[str, int]) -> None:
+        frame = sys._getframe(1)
+        while phase == "start" and frame is not None:
+            if frame.f_code in building:
+                inside.append(frame.f_code.co_name)
+                return
+            frame = frame.f_back
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)  # with the collector on, a collection at every allocation
+    gc.callbacks.append(note)
+    try:
+        for catalog in (None, operator.catalog()):
+            for apart in (False, True):
+                report = build_report(operator.settings, catalog, operator.engine, apart=apart)
+                assert len(report.to_json()["jobs"]) == 40
+                assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(note)
+        gc.set_threshold(*threshold)
+    assert inside == []
