@@ -195,3 +195,34 @@ def test_a_read_imports_neither_alembic_nor_any_plugin(
     )
     assert done.returncode == 0, done.stderr
     assert "LOADED []" in done.stderr, done.stderr
+
+
+def test_a_finished_command_leaves_the_collector_nothing_to_walk_on_the_way_out(
+    sqlite_operator: Operator,
+) -> None:
+    _synced(sqlite_operator)
+    # Python's shutdown collects what the collector tracks; after the command, that is only
+    # what was made since it ended, not the report, the store's tables and every module.
+    probe = (
+        "import gc, sys\n"
+        "from jobhost.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "finally:\n"
+        "    print('TRACKED', len(gc.get_objects()), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "--config", str(sqlite_operator.config), "report", "--json"],
+        env=sqlite_operator.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [job["name"] for job in json.loads(done.stdout)["jobs"]] == [
+        "sample.every",
+        "sample.nightly",
+    ]
+    tracked = int(done.stderr.rsplit("TRACKED", 1)[1])
+    assert tracked < 100, done.stderr
