@@ -16,6 +16,7 @@ cancellation and runs on (stuck) keeps both until its thread ends.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -179,6 +180,11 @@ class Host:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         self.start()
+        # What start-up made (the catalog, the store's tables, every module) lives as long as
+        # the host: out of the collector's reach, each full collection walks only what firing
+        # made since, not all of it again (tens of milliseconds a time at 1,000 jobs, a pause
+        # in the loop).
+        gc.freeze()
         self.loop()
         self.shutdown()
         return 0
