@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         # The command is over and the process ends. Python's shutdown runs full collections as
         # it clears modules, each walking every object still alive (a report of 10,000 jobs,
-        # the store's tables): a tenth of `report --json`, finding nothing to free. Frozen, they
-        # are freed by reference counting as modules clear, or with the process.
+        # the store's tables, every module): a tenth of `report --json`. Frozen, they are freed
+        # by reference counting as modules clear, or with the process.
         gc.freeze()
 
 

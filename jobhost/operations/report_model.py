@@ -169,7 +169,8 @@ class Report:
 
     def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
         """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all of them,
-        each job serialised once (with the collector paused: see :mod:`uncollected`)."""
+        each job serialised once, with the collector paused
+        (:mod:`jobhost.operations.uncollected`)."""
         summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
         with uncollected():
             return {
