@@ -6,12 +6,15 @@ thread, to the JSON file named by ``BENCH_SQL_COUNTS`` every half second. A *bur
 statements on one thread with less than ``_GAP`` seconds between them: on an idle host each loop
 turn and each heartbeat is one burst, whatever the engine's internals look like. ``held_us`` is
 the time from BEGIN to COMMIT or ROLLBACK, summed per thread: how long transactions (and the
-row locks they take) are held.
+row locks they take) are held. ``full_collections`` lists each full (generation 2) collection of
+the cyclic garbage collector as ``[end, microseconds]`` (``end`` in seconds since the epoch): the
+loop's longest pauses that are not its own work.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import re
@@ -37,6 +40,8 @@ _began: dict[int, float] = {}
 _texts: Counter[str] = Counter()
 """With ``BENCH_SQL_TEXTS`` set: statements counted by thread group and their first words."""
 _TEXTS = bool(os.environ.get("BENCH_SQL_TEXTS"))
+_full_collections: list[list[float]] = []
+_full_began = [0.0]
 
 
 def _thread() -> tuple[str, str]:
@@ -73,9 +78,20 @@ def _on_end(*_args: Any) -> None:
         _held[group] += round((time.perf_counter() - began) * 1e6)
 
 
+def _on_collection(phase: str, info: dict[str, int]) -> None:
+    if info["generation"] != 2:
+        return
+    if phase == "start":
+        _full_began[0] = time.perf_counter()
+    else:
+        took = round((time.perf_counter() - _full_began[0]) * 1e6)
+        _full_collections.append([time.time(), took])
+
+
 def _dump(path: str) -> None:
     with _lock:
         body = {
+            "full_collections": list(_full_collections),
             "statements": dict(_statements),
             "transactions": dict(_transactions),
             "bursts": dict(_bursts),
@@ -104,6 +120,7 @@ def main() -> None:
     event.listen(Engine, "rollback", _on_end)
     threading.Thread(target=_dump_forever, args=(path,), daemon=True, name="bench-dump").start()
     atexit.register(_dump, path)
+    gc.callbacks.append(_on_collection)
     from jobhost.cli import main as jobhost
 
     sys.argv = ["jobhost", *sys.argv[1:]]

@@ -86,6 +86,9 @@ class Outcome:
     started: bool = True
     note: str = ""
     per_thread: dict[str, dict[str, int]] = field(default_factory=dict)
+    full_collections: list[float] | None = None
+    """Each full collection of the cyclic collector in the window, in milliseconds (a jobhost
+    process only)."""
 
     @property
     def cpu_per_1k(self) -> float:
@@ -180,6 +183,7 @@ def measure(
         outcome.statements, outcome.per_thread = _count_delta(counts_before, counts_after)
         outcome.expected = jobs * window.instants
         _drain(directory, opens, closes, outcome.expected, window.drain)
+        outcome.full_collections = _full_collections(launches, opens, closes)
     finally:
         for process in processes:
             children.stop(process)
@@ -347,7 +351,7 @@ def _score_ledger(
     outcome.ledger_duplicates = sum(1 for count in attempts.values() if count > 1)
 
 
-_NOT_COUNTS = ("threads", "texts")
+_NOT_COUNTS = ("threads", "texts", "full_collections")
 """Keys of the counts file that name things rather than count them."""
 
 
@@ -366,6 +370,20 @@ def _count_delta(
                 slot[kind] = slot.get(kind, 0) + count - old.get(kind, {}).get(thread, 0)
     total = sum(slot.get("statements", 0) for slot in per_thread.values())
     return total, per_thread
+
+
+def _full_collections(
+    launches: Sequence[Launch], opens: float, closes: float
+) -> list[float] | None:
+    """The full collections each process's counts file lists between ``opens`` and
+    ``closes``, in milliseconds; None when no process keeps such a file."""
+    if not any(item.counts for item in launches):
+        return None
+    found: list[float] = []
+    for item in launches:
+        listed: Any = sql_counts(item.counts).get("full_collections", [])
+        found += [us / 1000 for end, us in listed if opens <= end <= closes]
+    return found
 
 
 def _sleep_until(moment: float) -> None:

@@ -183,7 +183,8 @@ def scale_section(bench: Bench) -> None:
         "fires in it; PG CPU = its PostgreSQL backends over the window (s); misses = occurrences "
         "due in the window that did not run by the end of the drain; 'recorded' = missed/skipped "
         "rows or events for them; CPU is read in 10 ms clock ticks, so few fires give a coarse "
-        "figure"
+        "figure; 'full GC' = full collections of the cyclic garbage collector in the window / the "
+        "longest, in ms (jobhost only: a pause of the whole process)"
     )
     print(_HEADER)
     results: dict[tuple[int, str, str], Outcome] = {}
@@ -215,7 +216,7 @@ def scale_section(bench: Bench) -> None:
 _HEADER = (
     f"{'N':>5} {'scheduler':<11} {'store':<8} {'fires':>6} {'misses':>6} {'recorded':>8} "
     f"{'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'exec p99':>8} {'CPU/1k':>7} "
-    f"{'PG CPU':>7} {'SQL/fire':>8} {'RSS MB':>7} {'1st fire':>8}"
+    f"{'PG CPU':>7} {'SQL/fire':>8} {'RSS MB':>7} {'1st fire':>8} {'full GC':>9}"
 )
 
 
@@ -237,10 +238,17 @@ def _row(outcome: Outcome, jobs: int, scheduler: str, store: str) -> Outcome:
         f"{_ms(percentile(lags, 99))} {_ms(max(lags, default=math.nan))} "
         f"{_ms(percentile(outcome.executor_lags, 99))} {number(outcome.cpu_per_1k, 7, 2)} "
         f"{number(outcome.backend_cpu, 7, 2)} {statements} {number(outcome.rss_mb, 7, 0)} "
-        f"{number(outcome.to_first_fire, 7, 2)}s",
+        f"{number(outcome.to_first_fire, 7, 2)}s {_collections(outcome.full_collections)}",
         flush=True,
     )
     return outcome
+
+
+def _collections(pauses: list[float] | None) -> str:
+    """``2/5.3``: how many full collections ran in the window and the longest, in ms."""
+    if pauses is None:
+        return f"{'-':>9}"
+    return f"{f'{len(pauses)}/{max(pauses, default=0.0):.1f}':>9}"
 
 
 def _ratio(jobs: int, ours: str, theirs: str, mine: Outcome, peer: Outcome) -> str:
