@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -144,6 +145,27 @@ class Operator:
     def jobhost(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return jobhost_command(
             ["--config", str(self.config), *args], env=self.env(), timeout=timeout
+        )
+
+    def probed(self, after: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """``jobhost ARGS`` in a Python process of its own that runs the statement ``after``
+        once the command is over, whichever way it ended (``after`` prints to stderr what the
+        test looks at; ``gc`` and ``sys`` are imported)."""
+        probe = (
+            "import gc, sys\n"
+            "from jobhost.cli import main\n"
+            "try:\n"
+            "    main(sys.argv[1:])\n"
+            "finally:\n"
+            f"    {after}\n"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", probe, "--config", str(self.config), *args],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
     def json(self, *args: str) -> tuple[subprocess.CompletedProcess[str], Any]:

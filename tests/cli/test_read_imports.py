@@ -9,9 +9,6 @@ runs in a fresh interpreter on a synced store of each backend; what it imported 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from tests.cli.operator_support import Operator
@@ -44,14 +41,7 @@ COMMANDS = {
     "resume": (["resume", JOB], NEVER + TRIGGER_MATH),
     "trigger --no-wait": (["trigger", JOB, "--no-wait"], NEVER + TRIGGER_MATH),
 }
-_PROBE = (
-    "import sys\n"
-    "from jobhost.cli import main\n"
-    "try:\n"
-    "    main(sys.argv[1:])\n"
-    "finally:\n"
-    "    print('LOADED', ' '.join(sorted(sys.modules)), file=sys.stderr)\n"
-)
+_PROBE = "print('LOADED', ' '.join(sorted(sys.modules)), file=sys.stderr)"
 
 
 @pytest.mark.parametrize("command", COMMANDS.values(), ids=COMMANDS.keys())
@@ -73,14 +63,7 @@ def test_a_single_job_read_imports_no_heavy_package(
 
 
 def _loaded(operator: Operator, args: list[str]) -> set[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, "--config", str(operator.config), *args],
-        env=operator.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = operator.probed(_PROBE, *args)
     assert done.returncode == 0, done.stderr
     return set(done.stderr.rsplit("LOADED", 1)[1].split())
 

@@ -8,8 +8,6 @@ installed here, as on a bastion or a laptop). Every read command still answers, 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -175,24 +173,11 @@ def test_a_read_imports_neither_alembic_nor_any_plugin(
 ) -> None:
     _synced(sqlite_operator)
     probe = (
-        "import sys\n"
-        "from jobhost.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "finally:\n"
-        "    loaded = [m for m in sys.modules if m.split('.')[0] in "
+        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in "
         "('alembic', 'sample_jobs', 'jobhost_absent_application_modules') "
-        "or m.startswith('jobhost.plugins') or m == 'jobhost.catalog.build']\n"
-        "    print('LOADED', sorted(loaded), file=sys.stderr)\n"
+        "or m.startswith('jobhost.plugins') or m == 'jobhost.catalog.build'), file=sys.stderr)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, "--config", str(sqlite_operator.config), *command],
-        env=sqlite_operator.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = sqlite_operator.probed(probe, *command)
     assert done.returncode == 0, done.stderr
     assert "LOADED []" in done.stderr, done.stderr
 
@@ -203,22 +188,8 @@ def test_a_finished_command_leaves_the_collector_nothing_to_walk_on_the_way_out(
     _synced(sqlite_operator)
     # Python's shutdown collects what the collector tracks; after the command, that is only
     # what was made since it ended, not the report, the store's tables and every module.
-    probe = (
-        "import gc, sys\n"
-        "from jobhost.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "finally:\n"
-        "    print('TRACKED', len(gc.get_objects()), file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, "--config", str(sqlite_operator.config), "report", "--json"],
-        env=sqlite_operator.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    probe = "print('TRACKED', len(gc.get_objects()), file=sys.stderr)"
+    done = sqlite_operator.probed(probe, "report", "--json")
     assert done.returncode == 0, done.stderr
     assert [job["name"] for job in json.loads(done.stdout)["jobs"]] == [
         "sample.every",
