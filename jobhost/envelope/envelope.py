@@ -27,7 +27,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text, storable_text
-from jobhost.envelope.execution import Outcome, execute_executor
+from jobhost.envelope.execution import Outcome, execute_executor, execute_here
 from jobhost.envelope.joblogger import job_logger
 from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
 from jobhost.envelope.reporting import Reporter
@@ -104,8 +104,21 @@ class RunEnvelope:
         sink timeouts and a second); ``False`` when some were still on their way."""
         return self._reporter.drain(2 * self._sink_timeout + 1 if timeout is None else timeout)
 
-    def execute(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Executed:
-        """Run the executor inside the run's span; the span ends with the outcome."""
+    def execute(
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        cancellation: Cancellation,
+        *,
+        on_stuck: Callable[[Outcome], None] | None = None,
+    ) -> Executed:
+        """Run the executor inside the run's span; the span ends with the outcome.
+
+        With ``on_stuck`` (a host's worker), the executor runs on this thread and a call that
+        ignores its cancellation keeps it: ``on_stuck`` hears of it, and the outcome comes once
+        the call ends (see :func:`execute_here`; ``cancellation`` must then be a
+        ``SupervisedCancellation``). Without, it runs on a thread of its own, given up on after
+        the grace period."""
         attributes: dict[str, str | int] = {
             "jobhost.job.name": claim.job_name,
             "jobhost.job.module": spec.module,
@@ -129,7 +142,7 @@ class RunEnvelope:
             tally = UnitTally()
             run_log = self._open_log(claim)
             began = self._clock()
-            outcome = self._execute(claim, spec, cancellation, tally, run_log)
+            outcome = self._execute(claim, spec, cancellation, tally, run_log, on_stuck=on_stuck)
             ended = self._clock()
             units = tally.counts()
             if span.is_recording():
@@ -244,6 +257,8 @@ class RunEnvelope:
         cancellation: Cancellation,
         tally: UnitTally,
         run_log: RunLog | None,
+        *,
+        on_stuck: Callable[[Outcome], None] | None,
     ) -> Outcome:
         context = JobContext(
             job_name=claim.job_name,
@@ -268,20 +283,12 @@ class RunEnvelope:
             unit_tally=tally,
         )
         timeout = spec.declaration.timeout
+        seconds = timeout.total_seconds() if timeout is not None else None
+        grace = self._grace.total_seconds()
         if run_log is None:
-            return execute_executor(
-                spec.executor,
-                context,
-                timeout=timeout.total_seconds() if timeout is not None else None,
-                grace=self._grace.total_seconds(),
-            )
+            return _call(spec, context, seconds, grace, on_stuck)
         with running(run_log):
-            outcome = execute_executor(
-                spec.executor,
-                context,
-                timeout=timeout.total_seconds() if timeout is not None else None,
-                grace=self._grace.total_seconds(),
-            )
+            outcome = _call(spec, context, seconds, grace, on_stuck)
         error = outcome.exception
         if error is not None and error.__traceback__ is not None and self._run_logs is not None:
             self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
@@ -320,6 +327,18 @@ class RunEnvelope:
             self.report(claim, finished.spec, executed, finished_at, started_at=started_at)
             return
         settle(self, done)
+
+
+def _call(
+    spec: JobSpec,
+    context: JobContext,
+    timeout: float | None,
+    grace: float,
+    on_stuck: Callable[[Outcome], None] | None,
+) -> Outcome:
+    if on_stuck is None:
+        return execute_executor(spec.executor, context, timeout=timeout, grace=grace)
+    return execute_here(spec.executor, context, timeout=timeout, grace=grace, on_stuck=on_stuck)
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:

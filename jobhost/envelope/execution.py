@@ -4,12 +4,16 @@
 a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
 shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
 
-The executor runs in a thread other than its supervisor's, so that the supervising worker can
-give up on one that ignores cancellation: after the grace period the outcome is known, the host
-keeps the run's slot and lease until the stuck call ends (see ``Outcome.thread``), and the
-thread (a daemon) cannot hold the process open. Executor threads are reused from call to call
-(starting a thread costs more than a short run); one held by a stuck call takes no new work
-until the call ends, and one idle for a minute ends.
+Two ways to call, one outcome:
+
+- :func:`execute_here`, a host's worker: the executor runs on the worker's own thread, watched by
+  the supervisor (:mod:`jobhost.envelope.supervision`), which cancels it at its deadline and
+  declares it stuck once it has ignored its cancellation for the grace period. A stuck call
+  keeps its worker, and so its slot and lease, until it ends; its outcome is the stuck verdict.
+- :func:`execute_executor`, a run in a command: the executor runs on a thread of its own and the
+  caller waits, so that the command can give up on a call that ignores cancellation: after the
+  grace period the outcome is known and the command ends (the thread is a daemon, see
+  :mod:`jobhost.envelope.threads`), while ``Outcome.thread`` is the call, still running.
 """
 
 from __future__ import annotations
@@ -18,23 +22,23 @@ import asyncio
 import contextvars
 import inspect
 import logging
-import queue
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobhost_contracts import Cancellation, IJobExecutor, JobCancelled, JobContext
 from returns.result import Failure, Success
 
-__all__ = ["Outcome", "RunningCall", "execute_executor"]
+from jobhost.envelope import supervision
+from jobhost.envelope.supervision import TIMEOUT_REASON, SupervisedCancellation
+from jobhost.envelope.threads import DaemonThreads, RunningCall
+
+__all__ = ["Outcome", "execute_executor", "execute_here"]
 
 _log = logging.getLogger("jobhost.envelope")
 
-TIMEOUT_REASON = "timeout"
 _SUPERVISION_STEP = 0.05
-_IDLE_THREAD_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +52,41 @@ class Outcome:
     exception: BaseException | None = None
     stuck: bool = False
     thread: RunningCall | None = field(default=None, compare=False, repr=False)
-    """For a stuck run, the executor's call, still running: the host keeps the run's slot
-    and lease until it ends."""
+    """For a stuck run in a command, the executor's call, still running."""
+
+
+def execute_here(
+    executor: IJobExecutor,
+    context: JobContext,
+    *,
+    timeout: float | None,
+    grace: float,
+    on_stuck: Callable[[Outcome], None],
+) -> Outcome:
+    """Run ``executor.execute(context)`` on this thread to an outcome: cancelled after
+    ``timeout`` seconds, and declared stuck (``on_stuck(verdict)``, from the supervisor's
+    thread) should it run on ``grace`` seconds after its cancellation; a stuck call's outcome,
+    once it ends, is that verdict. ``context.cancellation`` must be a
+    :class:`~jobhost.envelope.supervision.SupervisedCancellation`."""
+    cancellation = context.cancellation
+    if not isinstance(cancellation, SupervisedCancellation):
+        raise TypeError("execute_here needs the run's cancellation to be a SupervisedCancellation")
+    box: list[Outcome] = []
+    watched = supervision.watch(
+        cancellation,
+        timeout=timeout,
+        grace=grace,
+        on_stuck=lambda: on_stuck(_warned(_stuck_verdict(context, grace), context)),
+    )
+    try:
+        # In a copy of the caller's context: the executor's spans nest under the run's span,
+        # and whatever it sets stays out of the worker's context for the runs after it.
+        contextvars.copy_context().run(_call, executor, context, box.append)
+    finally:
+        stuck = supervision.release(watched)
+    if stuck:
+        return _stuck_verdict(context, grace)
+    return _settled(box, cancellation)
 
 
 def execute_executor(
@@ -83,21 +120,34 @@ def execute_executor(
                 continue
         thread.join(step)
     if thread.is_alive():
-        _log.warning(
-            "job %s run %s ignored cancellation (%s) for %.1fs; "
-            "its slot and lease stay taken until it ends",
-            context.job_name,
-            context.run_id,
-            cancellation.reason,
-            grace,
-        )
-        return Outcome(
-            _cancel_outcome(cancellation),
-            error_type="Stuck",
-            error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
-            stuck=True,
-            thread=thread,
-        )
+        return replace(_warned(_stuck_verdict(context, grace), context), thread=thread)
+    return _settled(box, cancellation)
+
+
+def _stuck_verdict(context: JobContext, grace: float) -> Outcome:
+    """The outcome of a call that ignored its cancellation for ``grace`` seconds."""
+    cancellation = context.cancellation
+    return Outcome(
+        _cancel_outcome(cancellation),
+        error_type="Stuck",
+        error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
+        stuck=True,
+    )
+
+
+def _warned(verdict: Outcome, context: JobContext) -> Outcome:
+    _log.warning(
+        "job %s run %s: %s; its slot and lease stay taken until it ends",
+        context.job_name,
+        context.run_id,
+        verdict.error_message,
+    )
+    return verdict
+
+
+def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:
+    """The outcome of a call that ended: what it delivered, read in the light of a
+    cancellation."""
     result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
     if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:
         # Whatever an executor returns after being cancelled describes a partial run.
@@ -187,59 +237,4 @@ def _cancel_outcome(cancellation: Cancellation) -> str:
     return "timed_out" if cancellation.reason == TIMEOUT_REASON else "cancelled"
 
 
-class RunningCall:
-    """One executor call on a reused thread; alive until the call returns."""
-
-    def __init__(self) -> None:
-        self._done = threading.Event()
-
-    def is_alive(self) -> bool:
-        return not self._done.is_set()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
-
-    def _finish(self) -> None:
-        self._done.set()
-
-
-class _Threads:
-    """Daemon threads that run executor calls one at a time, reused while they are idle."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[tuple[str, Callable[[], object], RunningCall]]] = []
-
-    def call(self, name: str, work: Callable[[], object]) -> RunningCall:
-        running = RunningCall()
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((name, work, running))
-        return running
-
-    def _serve(
-        self, inbox: queue.SimpleQueue[tuple[str, Callable[[], object], RunningCall]]
-    ) -> None:
-        current = threading.current_thread()
-        while True:
-            try:
-                name, work, running = inbox.get(timeout=_IDLE_THREAD_SECONDS)
-            except queue.Empty:
-                with self._lock:
-                    if inbox in self._idle:
-                        self._idle.remove(inbox)
-                        return
-                continue  # handed work just now: it is in the inbox
-            current.name = name
-            try:
-                work()
-            finally:
-                running._finish()
-                with self._lock:
-                    self._idle.append(inbox)
-
-
-_THREADS = _Threads()
+_THREADS = DaemonThreads()

@@ -8,10 +8,10 @@ When its runs are short, a turn also claims due runs beyond its free workers int
 queue (:mod:`jobhost.firing.ahead`) that a worker empties as it finishes, so one claim serves
 many runs; at shutdown the runs still queued are given back to the store, never started here.
 
-A run holds its slot while its executor holds a thread, and its lease until its outcome is in
-the ledger: a worker hands the outcome to the recorder and goes back to the pool, and the
-heartbeat renews the lease of every run not yet recorded. A run whose executor ignored
-cancellation and runs on (stuck) keeps both until its thread ends.
+A run holds its slot while its executor runs on a worker's thread, and its lease until its
+outcome is in the ledger: a worker hands the outcome to the recorder and takes the next run, and
+the heartbeat renews the lease of every run not yet recorded. A run whose executor ignored
+cancellation and runs on (stuck) keeps its worker, and so both, until its code ends.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from types import FrameType
 
@@ -88,10 +87,6 @@ class Host:
         self._signals = 0
         self._abandon_after = 0.0
         self._last_claims = 0
-        # One thread beyond the pool: the slot kept for manual requests.
-        self._pool = ThreadPoolExecutor(
-            settings.worker_pool_size + 1, thread_name_prefix="jobhost-run"
-        )
         self._ticker = Ticker(
             engine,
             catalog.jobs,
@@ -129,7 +124,6 @@ class Host:
         )
         self.slots = WorkerSlots(
             settings.worker_pool_size,
-            pool=self._pool,
             execute=self._envelope.execute,
             record=self._recorder.put,
             wake=self._wake.set,
@@ -279,7 +273,6 @@ class Host:
             lifecycle.mark_stopped(self.engine, self.host_id, self.clock)
         except StoreError as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
-        self._pool.shutdown(wait=False, cancel_futures=True)
         self.telemetry.shutdown(min(5.0, grace))
         _log.info("host %s stopped", self.host_id)
 
@@ -341,7 +334,6 @@ class Host:
         )
 
     def _beat_once(self) -> None:
-        self.slots.release_stuck()
         self._heartbeat_once()
         # SQLite: the signal's net, should a writer have died between its commit and its ring.
         self._watcher.look()

@@ -11,7 +11,7 @@ from jobhost_contracts import Cancellation
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.envelope import Executed
-from jobhost.envelope.execution import Outcome, RunningCall
+from jobhost.envelope.execution import Outcome
 from jobhost.firing.recorder import Finished
 from jobhost.store import Engine, lifecycle
 from jobhost.store.claims import Claim
@@ -31,13 +31,14 @@ class HeldRun:
     lease: timedelta
     finished: bool = False
     """The executor is done (or given up on); the outcome is on its way to the ledger."""
-    stuck_thread: RunningCall | None = None
+    stuck: bool = False
+    """The executor ignored its cancellation and runs on, holding its worker."""
 
 
-def mark_stuck(engine: Engine, item: HeldRun, executed: Executed, host_id: str) -> None:
+def mark_stuck(engine: Engine, item: HeldRun, verdict: Outcome, host_id: str) -> None:
     """Say in the ledger that the run's executor ignored cancellation and its thread runs on."""
     message = (
-        f"stuck: {executed.outcome.error_message}; its thread still runs, so the run keeps "
+        f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
         "its slot and lease until it ends"
     )
     try:

@@ -4,13 +4,13 @@ The firing loop hands each claimed run here; a worker executes it, hands its out
 recorder and takes the next run queued, if any. The loop, the workers, the recorder's thread and
 the heartbeat all read and change this bookkeeping, so it lives behind one lock, and every step
 that reads a count and then changes it (a run ending and the next queued run taking its slot, a
-stuck thread ending and its slot coming free, shutdown giving up on what is left) is one hold of
-that lock. The loop is woken (``wake``) only where a freed slot could let a claim succeed.
+stuck run's code ending and its slot coming free, shutdown giving up on what is left) is one
+hold of that lock. The loop is woken (``wake``) only where a freed slot could let a claim succeed.
 
-What the slots count is threads, not runs: a run holds its slot while its executor holds a
-thread (a stuck one until its thread ends), and stays held (so its lease is renewed) until its
-outcome is in the ledger. Runs claimed beyond the free workers wait in the claim-ahead queue
-(:mod:`jobhost.firing.ahead`) for a worker to finish.
+What the slots count is workers, not runs: a worker runs the executor on its own thread, so a
+run holds its slot while its executor runs (a stuck one until its code ends), and stays held
+(so its lease is renewed) until its outcome is in the ledger. Runs claimed beyond the free
+workers wait in the claim-ahead queue (:mod:`jobhost.firing.ahead`) for a worker to finish.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Set
-from concurrent.futures import Executor
 from datetime import timedelta
+from typing import Protocol
 
 from jobhost_contracts import Cancellation
 
@@ -28,6 +28,8 @@ from jobhost.catalog import JobSpec
 from jobhost.config import redact_text
 from jobhost.envelope.envelope import Executed
 from jobhost.envelope.execution import Outcome
+from jobhost.envelope.supervision import SupervisedCancellation
+from jobhost.envelope.threads import DaemonThreads
 from jobhost.firing.ahead import AheadQueue
 from jobhost.firing.recorder import Finished
 from jobhost.firing.runs import HeldRun, mark_stuck
@@ -48,8 +50,7 @@ class WorkerSlots:
         self,
         workers: int,
         *,
-        pool: Executor,
-        execute: Callable[[Claim, JobSpec, Cancellation], Executed],
+        execute: _Execute,
         record: Callable[[Finished], None],
         wake: Callable[[], None],
         stopping: Callable[[], bool],
@@ -60,7 +61,7 @@ class WorkerSlots:
         clock: Clock,
     ) -> None:
         self._workers = workers
-        self._pool = pool
+        self._threads = DaemonThreads()
         self._execute_run = execute
         self._record = record
         self._wake = wake
@@ -74,7 +75,7 @@ class WorkerSlots:
         self._running: dict[str, HeldRun] = {}
         """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
         self._executing = 0
-        """Runs whose executor holds a thread (stuck ones too): what the slots count."""
+        """Runs whose executor holds a worker (stuck ones too): what the slots count."""
         self._ahead: AheadQueue[HeldRun] = AheadQueue(workers)
         """Runs claimed beyond the free workers, in ``_running`` too: the next worker free
         starts the oldest."""
@@ -83,7 +84,6 @@ class WorkerSlots:
         self._waiting: set[str] = set()
         """Jobs whose due work waits for a run of theirs to be recorded: its record wakes the
         loop. Any other record or freed slot does not, as no claim could succeed sooner."""
-        self._stuck: list[tuple[HeldRun, Executed]] = []
 
     # -- the loop's turn ----------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ class WorkerSlots:
     def submit(self, claim: Claim, spec: JobSpec) -> None:
         """Hold a claimed run and start it on a free worker, or queue it for the next one."""
         lease = lease_for(spec.declaration, self._lease_duration)
-        item = HeldRun(claim, spec, Cancellation(), lease)
+        item = HeldRun(claim, spec, SupervisedCancellation(), lease)
         if self._admit(item):
             self._start(item)
 
@@ -141,25 +141,6 @@ class WorkerSlots:
             if claim.backfill_id is not None:
                 self._waiting.discard(claim.job_name)
         return wake
-
-    def release_stuck(self) -> None:
-        """Hand stuck runs whose thread has ended at last to the recorder, and free their slots."""
-        with self._lock:
-            ended = [
-                (i, e) for i, e in self._stuck if i.stuck_thread and not i.stuck_thread.is_alive()
-            ]
-            for item, executed in ended:
-                item.stuck_thread = None
-                self._stuck.remove((item, executed))
-                self._status.stuck -= 1
-                self._executing -= 1  # the slot its code held is free again
-                self._record(Finished(item.claim, item.spec, executed))  # as in _execute
-        if ended:
-            self._wake()
-        for item, _ in ended:
-            _log.info(
-                "job %s run %s: its stuck thread ended", item.claim.job_name, item.claim.run_id
-            )
 
     def runs(self) -> list[HeldRun]:
         """Every run held now: the heartbeat renews their leases."""
@@ -202,25 +183,23 @@ class WorkerSlots:
         _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
 
     def cancel_all(self, grace: float) -> list[HeldRun]:
-        """Cancel every run held and wait up to ``grace`` seconds for their executors (and stuck
-        threads) to end; return the runs still held then, now counted finished, for shutdown to
-        record cancelled."""
+        """Cancel every run held and wait up to ``grace`` seconds for their executors (stuck ones
+        too) to end; return the runs still held then, now counted finished, for shutdown to
+        record cancelled. Idle workers end; a worker still held by its executor ends with it."""
         for item in self.runs():
             item.cancellation.cancel("shutdown")
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             with self._lock:
-                if all(
-                    item.finished and item.stuck_thread is None for item in self._running.values()
-                ):
+                if all(item.finished for item in self._running.values()):
                     break
             time.sleep(0.05)
         with self._lock:
-            leftovers = [i for i in self._running.values() if not i.finished or i.stuck_thread]
+            leftovers = [i for i in self._running.values() if not i.finished]
             for item in leftovers:
                 item.finished = True
-                item.stuck_thread = None
             self._executing = 0
+        self._threads.close()
         return leftovers
 
     # -- a run on a worker --------------------------------------------------------------------
@@ -247,7 +226,7 @@ class WorkerSlots:
             claim.occurrence,
             claim.attempt,
         )
-        self._pool.submit(self._work, item)
+        self._threads.call("jobhost-run", lambda: self._work(item))
 
     def _work(self, first: HeldRun) -> None:
         """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
@@ -257,45 +236,73 @@ class WorkerSlots:
 
     def _execute(self, item: HeldRun) -> HeldRun | None:
         """Execute one run and hand its outcome over; return the queued run to start next."""
+        claim = item.claim
+        current = threading.current_thread()
+        current.name = f"job:{claim.job_name}"  # what a thread dump of a stuck host shows
         began = time.monotonic()
         try:
-            executed = self._execute_run(item.claim, item.spec, item.cancellation)
-        except Exception as error:
-            _log.exception(
-                "job %s: run %s could not be executed", item.claim.job_name, item.claim.run_id
+            executed = self._execute_run(
+                claim,
+                item.spec,
+                item.cancellation,
+                on_stuck=lambda verdict: self._stuck(item, verdict),
             )
+        except Exception as error:
+            _log.exception("job %s: run %s could not be executed", claim.job_name, claim.run_id)
             executed = Executed(
                 Outcome("failed", error_type=type(error).__name__, error_message=str(error)),
                 None,
             )
-        thread = executed.outcome.thread
+        current.name = "jobhost-run"
         following: HeldRun | None = None
         with self._lock:
             self._ahead.timed(time.monotonic() - began)
+            was_stuck, item.stuck = item.stuck, False
+            if was_stuck:
+                self._status.stuck -= 1
             if item.finished:
                 return None  # shutdown already recorded it cancelled
-            if thread is not None and thread.is_alive():
-                item.stuck_thread = thread
-                item.finished = True
-                self._stuck.append((item, executed))
-                self._status.stuck += 1
-            else:
-                item.finished = True
-                self._executing -= 1
-                # Handed over while the lock is held: a shutdown that sees the run finished
-                # stops the recorder only after its outcome is queued, never before.
-                self._record(Finished(item.claim, item.spec, executed))
-                if not self._stopping():
-                    following = self._ahead.take()
-                if following is not None:
-                    self._executing += 1
+            item.finished = True
+            self._executing -= 1
+            # Handed over while the lock is held: a shutdown that sees the run finished stops
+            # the recorder only after its outcome is queued, never before.
+            self._record(Finished(claim, item.spec, executed))
+            if not self._stopping():
+                following = self._ahead.take()
+            if following is not None:
+                self._executing += 1
             # Due work left behind, and the queue half empty (or no queue): time for a claim.
             wake = self._saturated and self._ahead.low()
-        if item.stuck_thread is not None:
-            mark_stuck(self._engine, item, executed, self._host_id)
-            return None
-        if wake:
+        if was_stuck:
+            _log.info("job %s run %s: its stuck code ended", claim.job_name, claim.run_id)
+        if wake or was_stuck:
             self._wake()
         if following is not None:
             _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
         return following
+
+    def _stuck(self, item: HeldRun, verdict: Outcome) -> None:
+        """The supervisor declared the run stuck: its worker stays with it; say so in the
+        ledger, off the supervisor's thread (a store write may wait)."""
+        with self._lock:
+            if item.finished:
+                return  # it ended meanwhile, or shutdown gave up on it
+            item.stuck = True
+            self._status.stuck += 1
+        threading.Thread(
+            target=mark_stuck,
+            args=(self._engine, item, verdict, self._host_id),
+            name="jobhost-stuck",
+            daemon=True,
+        ).start()
+
+
+class _Execute(Protocol):
+    def __call__(
+        self,
+        claim: Claim,
+        spec: JobSpec,
+        cancellation: Cancellation,
+        *,
+        on_stuck: Callable[[Outcome], None] | None = None,
+    ) -> Executed: ...
