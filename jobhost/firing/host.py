@@ -199,7 +199,8 @@ class Host:
         poll = self.settings.poll_interval.total_seconds()
         self._last_claims = 0
         try:
-            self._runtime.reload_if_changed()
+            # A signalled change is read before the claim, which may find its jobs due.
+            self._runtime.reload_if_changed(signalled_only=True)
             self._cancels.apply(self.slots.held())
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
             free, ahead, request_slots = self.slots.free()
@@ -210,22 +211,7 @@ class Host:
             assert result.now is not None
             now = result.now
         except Exception as error:
-            if is_store_down(error):
-                if self.status.store_ok:
-                    _log.warning(
-                        "store unreachable: %s; retrying",
-                        redact_text(str(error).splitlines()[0] if str(error) else ""),
-                    )
-                self._store_lost()
-            else:
-                # A bug must not stop the host: say so loudly and try again.
-                _log.error(
-                    "tick failed: %s: %s",
-                    type(error).__name__,
-                    redact_text(str(error)),
-                    exc_info=error,
-                )
-            return min(poll, _STORE_DOWN_BACKOFF)
+            return self._turn_failed(error)
         if not self.status.store_ok:
             _log.info("store reachable again")
         self.status.store_ok = True
@@ -243,15 +229,44 @@ class Host:
         if backfilled:
             result.saturated = len(result.claims) + len(backfilled) >= free
         self._last_claims = len(result.claims) + len(backfilled)
+        try:
+            # The look at least every second for a change whose signal was lost, once the
+            # runs due are on their way: it never makes them late.
+            if self._runtime.reload_if_changed():
+                return _MIN_SLEEP
+        except Exception as error:
+            return self._turn_failed(error)
         # What ended during the turn woke nobody: look at it now.
         if self.slots.turned(result.saturated, result.waiting):
             return _MIN_SLEEP
         if result.saturated or result.next_wake is None:
             return poll  # a run that finishes frees a slot and wakes the loop
-        # ``now`` was read as the claim began: the sleep starts later by what the turn took
-        # since, which would otherwise make every next fire late by it.
-        spent = time.monotonic() - claimed_from - _LATE_BIAS
+        # The sleep starts later than ``now`` was read by what the turn took since, which
+        # would otherwise make every next fire late by it; counted from before the claim, it
+        # would wake the loop early by what the turn did before reading, and a turn that
+        # claims nothing would come first.
+        read_at = claimed_from if result.read_at is None else result.read_at
+        spent = time.monotonic() - read_at - _LATE_BIAS
         return min(max((result.next_wake - now).total_seconds() - spent, _MIN_SLEEP), poll)
+
+    def _turn_failed(self, error: Exception) -> float:
+        """Say why a turn failed; how long to wait before the next."""
+        if is_store_down(error):
+            if self.status.store_ok:
+                _log.warning(
+                    "store unreachable: %s; retrying",
+                    redact_text(str(error).splitlines()[0] if str(error) else ""),
+                )
+            self._store_lost()
+        else:
+            # A bug must not stop the host: say so loudly and try again.
+            _log.error(
+                "tick failed: %s: %s",
+                type(error).__name__,
+                redact_text(str(error)),
+                exc_info=error,
+            )
+        return min(self.settings.poll_interval.total_seconds(), _STORE_DOWN_BACKOFF)
 
     def request_stop(self) -> None:
         self._stopping.set()

@@ -57,6 +57,8 @@ class TickResult:
     """Jobs whose due work waits for one of their live runs to be recorded."""
     now: datetime | None = None
     """The instant this turn worked at (read inside its claim transaction when not given)."""
+    read_at: float | None = None
+    """When (monotonic) ``now`` was read, for a sleep until ``next_wake``; None: unknown."""
 
 
 class Ticker:
@@ -102,7 +104,6 @@ class Ticker:
         """When (monotonic) ``_wakeups`` was read."""
         self._jobs_waiting = False
         """The last claim left a job's due work waiting for a live run: its end makes it due."""
-        """What the last turn read; None until then, so the first turn looks for dead runs."""
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._last_abandon_pass = 0.0
@@ -193,22 +194,25 @@ class Ticker:
         PostgreSQL, the database's clock), not through a checkout of its own: a turn is one
         transaction. :attr:`TickResult.now` says which instant it used.
         """
-        if self.may_abandon and self._abandon_due(now or self._estimated_now()):
-            self._last_abandon_pass = time.monotonic()
-            record_abandoned(
-                self._engine,
-                now or self._store_now(),
-                self._telemetry,
-                self._rules,
-                implausible=self._implausible,
-            )
-            self._news = True  # an abandoned run may be retried
+        # A lease past its expiry is looked at before the claim, which it may let succeed; the
+        # pass now and then in any case comes after it, so it never makes a due run late.
+        expired = self.may_abandon and self._lease_expired(now or self._estimated_now())
+        if expired:
+            self._abandon(now or self._store_now())
+        result = self._turn(now, free_slots, request_slots)
+        assert result.now is not None
+        passed = self.may_abandon and not expired and self._abandon_pass_due()
+        if passed and self._abandon(result.now):
+            result.next_wake = result.now  # the retries and leases it left: claim again
+        return result
+
+    def _turn(self, now: datetime | None, free_slots: int, request_slots: int) -> TickResult:
         result = TickResult()
         between = self._between_fires(now)
         if between is not None and self._wakeups is not None:
             # Woken for a backfill's free slot with nothing else due: the claim would find
             # nothing, so the turn leaves it out and the backfill is offered the slots.
-            result.now = between
+            result.now, result.read_at = between, time.monotonic()
             result.next_wake = self._wakeups.next_wake(between)
             return result
         if free_slots <= 0 and request_slots <= 0:
@@ -218,7 +222,7 @@ class Ticker:
             result.now = at
             return result
         try:
-            batch, self._wakeups, at = self._claim(now, free_slots, request_slots)
+            batch, self._wakeups, at, result.read_at = self._claim(now, free_slots, request_slots)
             batches = [batch]
         except Exception as error:
             self._news = True
@@ -270,12 +274,24 @@ class Ticker:
             return None
         return None if last.lease_expiry_passed(now) else now
 
-    def _abandon_due(self, now: datetime) -> bool:
-        """Look for dead runs when a lease has expired, and now and then in any case: a corrupt
-        or implausible lease never comes first in the order of expiry."""
-        if self._wakeups is None or self._wakeups.lease_expiry_passed(now):
-            return True
+    def _lease_expired(self, now: datetime) -> bool:
+        """A lease has expired by ``now`` (or this is the first turn): look for dead runs."""
+        return self._wakeups is None or self._wakeups.lease_expiry_passed(now)
+
+    def _abandon_pass_due(self) -> bool:
+        """Look for dead runs now and then in any case: a corrupt or implausible lease never
+        comes first in the order of expiry."""
         return time.monotonic() - self._last_abandon_pass >= _ABANDON_PASS_SECONDS
+
+    def _abandon(self, now: datetime) -> bool:
+        """Record the dead runs abandoned; true if it changed anything (then the next claim
+        reads the retries it may have queued)."""
+        self._last_abandon_pass = time.monotonic()
+        changed = record_abandoned(
+            self._engine, now, self._telemetry, self._rules, implausible=self._implausible
+        )
+        self._news |= changed
+        return changed
 
     def _skip(self) -> list[str]:
         now = time.monotonic()
@@ -306,7 +322,7 @@ class Ticker:
 
     def _claim(
         self, given: datetime | None, slots: int, request_slots: int
-    ) -> tuple[ClaimBatch, Wakeups, datetime]:
+    ) -> tuple[ClaimBatch, Wakeups, datetime, float]:
         skip = self._skip()
         # Cleared before reading: news arriving during this claim is looked at on the next.
         news = self._news or not self._announced or skip != self._last_skip
@@ -328,9 +344,9 @@ class Ticker:
             else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
         )
         if given is None:
-            self._noted(turn.now)
+            self._read_at = (turn.now, turn.read_at)
         self._wakeups_read = time.monotonic()
-        return turn.batch, turn.wakeups, turn.now
+        return turn.batch, turn.wakeups, turn.now, turn.read_at
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""

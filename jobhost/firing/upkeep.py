@@ -25,10 +25,10 @@ def record_abandoned(
     rules: FiringRules,
     *,
     implausible: timedelta,
-) -> None:
+) -> bool:
     """Record ``abandoned`` the runs whose host stopped renewing their lease; queue the retries
-    their jobs' policies ask for; free leases nobody holds any more."""
-    abandon_dead_runs(
+    their jobs' policies ask for; free leases nobody holds any more. True if it did any."""
+    return abandon_dead_runs(
         engine,
         now,
         implausible=implausible,

@@ -56,9 +56,10 @@ class RuntimeReloader:
     def signalled(self) -> None:
         self._pending.set()
 
-    def reload_if_changed(self, *, force: bool = False) -> bool:
-        """Reload when signalled and the change log moved; True when the jobs were swapped."""
-        due = time.monotonic() - self._looked >= _LOOK_AT_LEAST_EVERY
+    def reload_if_changed(self, *, force: bool = False, signalled_only: bool = False) -> bool:
+        """Reload when signalled (or a second after the last look, unless ``signalled_only``)
+        and the change log moved; True when the jobs were swapped."""
+        due = not signalled_only and time.monotonic() - self._looked >= _LOOK_AT_LEAST_EVERY
         if not (self._pending.is_set() or due):
             return False
         self._pending.clear()

@@ -128,15 +128,16 @@ def mark_run_stuck(engine: Engine, run_id: str, host_id: str, message: str) -> N
 
 def abandon_dead_runs(
     engine: Engine, now: datetime, *, implausible: timedelta, retries_for: RetriesFor
-) -> None:
+) -> bool:
     """Record ``abandoned`` the runs whose host stopped renewing their lease (see
     :func:`~jobhost.store.ledger.abandon_expired_runs`), queue their retries, and free the
-    leases nobody holds any more."""
+    leases nobody holds any more; true if there was any."""
     with engine.begin() as connection:
         gone = ledger.abandon_expired_runs(connection, now, implausible=implausible)
         ledger.queue_retries(connection, retries_for(gone, now), now)
         settle_backfills(connection, now, {r.backfill_id for r in gone if r.backfill_id})
-        ledger.release_expired_leases(connection, now)
+        freed = ledger.release_expired_leases(connection, now)
+    return bool(gone) or freed > 0
 
 
 def renew_lease(engine: Engine, host_id: str, run_id: str, lease: timedelta, clock: Clock) -> bool:

@@ -6,6 +6,7 @@ after a failed batch, claim one job at a time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,6 +70,7 @@ def claim_turn(
     leaves out the reads of pending requests and due retries it rules out."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
+        read_at = time.monotonic()
         batch = claim_work(
             connection,
             host_id=host_id,
@@ -81,7 +83,7 @@ def claim_turn(
             retries=quiet is None or quiet.retries_due(at),
         )
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
-    return Turn(batch, wakeups, at)
+    return Turn(batch, wakeups, at, read_at)
 
 
 def claim_backfill_turn(
@@ -122,6 +124,8 @@ class Turn:
     wakeups: Wakeups
     now: datetime
     """The instant the turn worked at."""
+    read_at: float
+    """When (monotonic) ``now`` was read or taken: a sleep until a time is measured from it."""
 
 
 def claim_job(
