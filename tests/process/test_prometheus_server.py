@@ -121,11 +121,14 @@ def scraped_host(tmp_path: Path) -> Iterator[tuple[PrometheusServer, HostProcess
     host = HostProcess(
         "prom-1", operator.config, tmp_path / "host.log", operator.env(JOBHOST_HOST_ID="prom-1")
     )
-    server = PrometheusServer(tmp_path, f"127.0.0.1:{port}")
     try:
-        yield server, host
+        # Inside the try: a server that cannot start leaves no host process behind.
+        server = PrometheusServer(tmp_path, f"127.0.0.1:{port}")
+        try:
+            yield server, host
+        finally:
+            server.stop()
     finally:
-        server.stop()
         host.stop()
         operator.close()
 

@@ -1,0 +1,77 @@
+"""A turn's upkeep never makes a due run late.
+
+The pass for dead runs that a turn makes now and then, with no lease expired, comes after the
+claim; a pass made because a lease expired comes before it (it may let the claim succeed), and
+the instant the turn sleeps from is taken after it, in the claim, so that the next turn wakes
+at its occurrence and not early by what the pass took.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import event
+
+from tests.support import ManualClock
+
+EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
+_DEAD_RUN_READ = "runs.lease_expires_at <"
+"""What the dead-run pass's first statement says, and no claim statement does."""
+
+
+def _at(hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 5, 4, hour, minute, second, tzinfo=UTC)
+
+
+def _statements(engine: Any) -> list[tuple[float, str]]:
+    seen: list[tuple[float, str]] = []
+
+    def note(*args: Any) -> None:
+        seen.append((time.monotonic(), " ".join(str(args[2]).split())))
+
+    event.listen(engine, "before_cursor_execute", note)
+    return seen
+
+
+def test_the_pass_now_and_then_comes_after_the_claim(replicas: Any, clock: ManualClock) -> None:
+    (host,) = replicas([EVERY_MINUTE])
+    clock.now = _at(10, 0, 1)
+    (first,) = host.tick()
+    assert host.finish(first) == "succeeded"
+    host.ticker._last_abandon_pass = float("-inf")  # ten seconds and more since the last pass
+    seen = _statements(host.engine)
+    clock.now = _at(10, 1, 0)
+
+    (claim,) = host.tick()
+
+    texts = [text for _, text in seen]
+    claimed = next(i for i, text in enumerate(texts) if text.startswith("INSERT INTO runs"))
+    passes = [i for i, text in enumerate(texts) if _DEAD_RUN_READ in text]
+    assert claim.occurrence == _at(10, 1)
+    assert passes, "the pass was due and did not run"
+    assert claimed < passes[0], texts
+
+
+def test_a_pass_for_an_expired_lease_comes_first_and_the_turn_sleeps_from_after_it(
+    replicas: Any, clock: ManualClock
+) -> None:
+    dead, survivor = replicas([EVERY_MINUTE], count=2, lease_duration="20s")
+    clock.now = _at(10, 0, 1)
+    (lost,) = dead.tick()
+    clock.now = _at(10, 0, 10)
+    assert survivor.tick() == []  # its wake-up read sees the lease end at 10:00:21
+    seen = _statements(survivor.engine)
+    clock.now = _at(10, 1, 0)
+
+    result = survivor.ticker.tick(clock(), 8)
+
+    texts = [text for _, text in seen]
+    claimed = next(i for i, text in enumerate(texts) if text.startswith("INSERT INTO runs"))
+    passes = [i for i, text in enumerate(texts) if _DEAD_RUN_READ in text]
+    assert [c.occurrence for c, _ in result.claims] == [_at(10, 1)]
+    assert passes and passes[0] < claimed, texts
+    assert result.read_at is not None and result.read_at > seen[passes[-1]][0]
+    # Abandoned first, the dead run no longer holds the job: its next occurrence is claimed.
+    assert lost.run_id not in {c.run_id for c, _ in result.claims}
