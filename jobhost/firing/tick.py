@@ -201,9 +201,8 @@ class Ticker:
             self._abandon(now or self._store_now())
         result = self._turn(now, free_slots, request_slots)
         assert result.now is not None
-        passed = self.may_abandon and not expired and self._abandon_pass_due()
-        if passed and self._abandon(result.now):
-            result.next_wake = result.now  # the retries and leases it left: claim again
+        if self.may_abandon and not expired and self._abandon_pass_due():
+            self._abandon_after_claim(result)
         return result
 
     def _turn(self, now: datetime | None, free_slots: int, request_slots: int) -> TickResult:
@@ -292,6 +291,21 @@ class Ticker:
         )
         self._news |= changed
         return changed
+
+    def _abandon_after_claim(self, result: TickResult) -> None:
+        """The pass now and then, once the turn has claimed: should it fail, the claims still
+        reach the workers (they are taken, in the store), and the pass is tried again later."""
+        assert result.now is not None
+        try:
+            if self._abandon(result.now):
+                result.next_wake = result.now  # the retries and leases it left: claim again
+        except Exception as error:
+            _log.warning(
+                "looking for dead runs failed (%s: %s); trying again in %ds",
+                type(error).__name__,
+                str(error).splitlines()[0][:300] if str(error) else "",
+                _ABANDON_PASS_SECONDS,
+            )
 
     def _skip(self) -> list[str]:
         now = time.monotonic()

@@ -12,11 +12,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text, update
 
+from jobhost.store.schema import schedules
 from tests.support import ManualClock
 
 EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
+YEARLY = {"name": "sample.yearly", "cron": "0 0 1 1 *"}
 _DEAD_RUN_READ = "runs.lease_expires_at <"
 """What the dead-run pass's first statement says, and no claim statement does."""
 
@@ -75,3 +77,56 @@ def test_a_pass_for_an_expired_lease_comes_first_and_the_turn_sleeps_from_after_
     assert result.read_at is not None and result.read_at > seen[passes[-1]][0]
     # Abandoned first, the dead run no longer holds the job: its next occurrence is claimed.
     assert lost.run_id not in {c.run_id for c, _ in result.claims}
+
+
+def test_a_pass_after_the_claim_that_fails_leaves_the_claims_to_the_workers(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([EVERY_MINUTE, YEARLY])
+    clock.now = _at(10, 0, 1)
+    (first,) = host.tick()
+    assert host.finish(first) == "succeeded"
+    with host.engine.begin() as connection:
+        # A lease of a host long gone on a job with no run: the pass frees it, and fails.
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == YEARLY["name"])
+            .values(lease_owner="ghost", lease_expires_at=_at(10, 0, 2), lease_run_id="gone")
+        )
+    _refuse_freeing_ghost_leases(host.engine)
+    host.ticker._last_abandon_pass = float("-inf")
+    clock.now = _at(10, 1, 0)
+
+    result = host.ticker.tick(clock(), 8)
+
+    assert [(c.job_name, c.occurrence) for c, _ in result.claims] == [
+        (EVERY_MINUTE["name"], _at(10, 1))
+    ]
+
+
+def _refuse_freeing_ghost_leases(engine: Any) -> None:
+    """A database trigger that fails the freeing of the ghost host's leases."""
+    with engine.begin() as connection:
+        if engine.dialect.name == "sqlite":
+            connection.execute(
+                text(
+                    "CREATE TRIGGER refuse_free BEFORE UPDATE ON schedules "
+                    "WHEN OLD.lease_owner = 'ghost' AND NEW.lease_owner IS NULL "
+                    "BEGIN SELECT RAISE(ABORT, 'refused by a test trigger'); END"
+                )
+            )
+            return
+        connection.execute(
+            text(
+                "CREATE FUNCTION refuse_free() RETURNS trigger AS $$ BEGIN "
+                "IF OLD.lease_owner = 'ghost' AND NEW.lease_owner IS NULL THEN "
+                "RAISE EXCEPTION 'refused by a test trigger'; END IF; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql"
+            )
+        )
+        connection.execute(
+            text(
+                "CREATE TRIGGER refuse_free BEFORE UPDATE ON schedules "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_free()"
+            )
+        )
