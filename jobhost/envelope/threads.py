@@ -18,7 +18,7 @@ __all__ = ["DaemonThreads", "RunningCall"]
 _log = logging.getLogger("jobhost.host")
 _IDLE_THREAD_SECONDS = 60.0
 
-_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object], RunningCall] | None"]
+_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object], RunningCall | None] | None"]
 
 
 class RunningCall:
@@ -46,15 +46,15 @@ class DaemonThreads:
         self._closed = False
 
     def call(self, name: str, work: Callable[[], object]) -> RunningCall:
-        """Start ``work()`` on a thread named ``name`` (for the call's length)."""
+        """Start ``work()`` on a thread named ``name`` (for the call's length); the returned
+        call says when it has returned."""
         running = RunningCall()
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((name, work, running))
+        self._hand(name, work, running)
         return running
+
+    def start(self, name: str, work: Callable[[], object]) -> None:
+        """Start ``work()`` as :meth:`call` does, for a caller that does not wait on it."""
+        self._hand(name, work, None)
 
     def close(self) -> None:
         """End the idle threads now, and each busy one when its call returns."""
@@ -63,6 +63,14 @@ class DaemonThreads:
             idle, self._idle = self._idle, []
         for inbox in idle:
             inbox.put(None)
+
+    def _hand(self, name: str, work: Callable[[], object], running: RunningCall | None) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((name, work, running))
 
     def _serve(self, inbox: _Inbox) -> None:
         current = threading.current_thread()
@@ -86,7 +94,8 @@ class DaemonThreads:
                 # and the next call handed to it would never run.
                 _log.exception("a call on thread %s raised", name)
             finally:
-                running._finish()
+                if running is not None:
+                    running._finish()
                 with self._lock:
                     closed = self._closed
                     if not closed:

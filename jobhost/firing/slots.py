@@ -226,7 +226,7 @@ class WorkerSlots:
             claim.occurrence,
             claim.attempt,
         )
-        self._threads.call("jobhost-run", lambda: self._work(item))
+        self._threads.start("jobhost-run", lambda: self._work(item))
 
     def _work(self, first: HeldRun) -> None:
         """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
