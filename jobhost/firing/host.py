@@ -7,6 +7,8 @@ beyond the pool is kept for manual requests, so a saturated host still starts a 
 When its runs are short, a turn also claims due runs beyond its free workers into a short local
 queue (:mod:`jobhost.firing.ahead`) that a worker empties as it finishes, so one claim serves
 many runs; at shutdown the runs still queued are given back to the store, never started here.
+A host that keeps up wakes a claim's length before the next occurrence and claims it then, and
+its worker starts it at the instant (:mod:`jobhost.firing.early`).
 
 A run holds its slot while its executor runs on a worker's thread, and its lease until its
 outcome is in the ledger: a worker hands the outcome to the recorder and takes the next run, and
@@ -207,7 +209,9 @@ class Host:
             slots = free + ahead
             # The turn reads the store's time inside its claim transaction.
             claimed_from = time.monotonic()
-            result = self._ticker.tick(None, slots, request_slots)
+            # A host behind (room ahead) claims only what is due; one that keeps up claims
+            # the next moments' occurrences too, and its workers start them on time.
+            result = self._ticker.tick(None, slots, request_slots, early=not ahead)
             assert result.now is not None
             now = result.now
         except Exception as error:
@@ -219,8 +223,12 @@ class Host:
         self.status.ticks += 1
         self.status.lag = result.lag
         self.telemetry.schedule_lag_seconds = result.lag
+        read_at = claimed_from if result.read_at is None else result.read_at
         for claim, spec in result.claims:
-            self.slots.submit(claim, spec)
+            # An occurrence claimed early starts at its instant, on the clock ``now`` was read
+            # from: never before it, even on a host whose own clock is wrong.
+            ahead_by = (claim.started_at - now).total_seconds()
+            self.slots.submit(claim, spec, start_at=read_at + ahead_by if ahead_by > 0 else None)
         # Scheduled runs are on their way before a backfill is offered the workers left (a
         # backfill is never claimed ahead: it has no due instant to keep).
         backfilled = self._backfill(now, free - len(result.claims))
@@ -245,7 +253,6 @@ class Host:
         # would otherwise make every next fire late by it; counted from before the claim, it
         # would wake the loop early by what the turn did before reading, and a turn that
         # claims nothing would come first.
-        read_at = claimed_from if result.read_at is None else result.read_at
         spent = time.monotonic() - read_at - _LATE_BIAS
         return min(max((result.next_wake - now).total_seconds() - spent, _MIN_SLEEP), poll)
 

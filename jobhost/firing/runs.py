@@ -33,6 +33,8 @@ class HeldRun:
     """The executor is done (or given up on); the outcome is on its way to the ledger."""
     stuck: bool = False
     """The executor ignored its cancellation and runs on, holding its worker."""
+    start_at: float | None = None
+    """When (monotonic) a run claimed before its occurrence may start; None: at once."""
 
 
 def mark_stuck(engine: Engine, item: HeldRun, verdict: Outcome, host_id: str) -> None:

@@ -100,10 +100,11 @@ class WorkerSlots:
         pool = self._workers
         return max(pool - running, 0), ahead, 1 if running < pool + 1 else 0
 
-    def submit(self, claim: Claim, spec: JobSpec) -> None:
-        """Hold a claimed run and start it on a free worker, or queue it for the next one."""
+    def submit(self, claim: Claim, spec: JobSpec, *, start_at: float | None = None) -> None:
+        """Hold a claimed run and start it on a free worker, or queue it for the next one;
+        a run claimed before its occurrence starts no sooner than ``start_at`` (monotonic)."""
         lease = lease_for(spec.declaration, self._lease_duration)
-        item = HeldRun(claim, spec, SupervisedCancellation(), lease)
+        item = HeldRun(claim, spec, SupervisedCancellation(), lease, start_at=start_at)
         if self._admit(item):
             self._start(item)
 
@@ -167,20 +168,8 @@ class WorkerSlots:
             queued = self._ahead.drain()
             for item in queued:
                 self._running.pop(item.claim.run_id, None)
-        if not queued:
-            return
-        ids = [item.claim.run_id for item in queued]
-        try:
-            released = lifecycle.release_runs(self._engine, self._host_id, ids, self._clock)
-        except Exception as error:
-            _log.warning(
-                "could not give back %d runs claimed but not started (%s); they are recorded "
-                "abandoned once their leases expire",
-                len(ids),
-                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
-            )
-            return
-        _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
+        if queued:
+            self._give_back(queued)
 
     def cancel_all(self, grace: float) -> list[HeldRun]:
         """Cancel every run held and wait up to ``grace`` seconds for their executors (stuck ones
@@ -236,6 +225,8 @@ class WorkerSlots:
 
     def _execute(self, item: HeldRun) -> HeldRun | None:
         """Execute one run and hand its outcome over; return the queued run to start next."""
+        if not self._started_on_time(item):
+            return None
         claim = item.claim
         current = threading.current_thread()
         current.name = f"job:{claim.job_name}"  # what a thread dump of a stuck host shows
@@ -280,6 +271,36 @@ class WorkerSlots:
         if following is not None:
             _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
         return following
+
+    def _started_on_time(self, item: HeldRun) -> bool:
+        """Wait for the instant of a run claimed before it; false if shutdown came first and
+        the run was given back to the store, never started here."""
+        wait = 0.0 if item.start_at is None else item.start_at - time.monotonic()
+        if wait <= 0 or not item.cancellation.wait(wait) or not self._stopping():
+            return True  # an operator's cancel is the executor's to see, as for any run
+        self._give_back([item])
+        with self._lock:
+            self._running.pop(item.claim.run_id, None)
+            self._executing -= 1
+        return False
+
+    def _give_back(self, queued: list[HeldRun]) -> None:
+        """Make runs claimed here but never started pending again, for any host."""
+        ids = [item.claim.run_id for item in queued]
+        try:
+            released = lifecycle.release_runs(self._engine, self._host_id, ids, self._clock)
+        except Exception as error:
+            _log.warning(
+                "could not give back %d runs claimed but not started (%s); they are recorded "
+                "abandoned once their leases expire",
+                len(ids),
+                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
+            )
+            return
+        _log.info(
+            "gave back %d runs claimed but not started: pending, due now (or at their occurrence)",
+            len(released),
+        )
 
     def _stuck(self, item: HeldRun, verdict: Outcome) -> None:
         """The supervisor declared the run stuck: its worker stays with it; say so in the

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.telemetry import Telemetry
+from jobhost.firing.early import ClaimLead
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
@@ -115,6 +116,7 @@ class Ticker:
         last wake-up read cannot know of (a signal, a failed run): look for both."""
         self._last_skip: list[str] | None = None
         """The jobs the last turn left alone: one back in play may have work its read missed."""
+        self._lead = ClaimLead()
 
     @property
     def set_aside(self) -> dict[str, str]:
@@ -187,25 +189,37 @@ class Ticker:
         self._jobs = jobs
         self._unknown -= set(jobs)
 
-    def tick(self, now: datetime | None, free_slots: int, request_slots: int = 0) -> TickResult:
+    def tick(
+        self,
+        now: datetime | None,
+        free_slots: int,
+        request_slots: int = 0,
+        *,
+        early: bool = False,
+    ) -> TickResult:
         """Claim what is due within the free slots; say when to look again.
 
         With ``now`` None the turn reads the store's time inside its claim transaction (on
         PostgreSQL, the database's clock), not through a checkout of its own: a turn is one
-        transaction. :attr:`TickResult.now` says which instant it used.
+        transaction. :attr:`TickResult.now` says which instant it used. With ``early``, slots
+        left after what is due take the occurrences of the next moments, each claimed to start
+        at its instant (its claim's ``started_at``), and the next wake comes as long before
+        the next occurrence as a claim takes (see :mod:`jobhost.firing.early`).
         """
         # A lease past its expiry is looked at before the claim, which it may let succeed; the
         # pass now and then in any case comes after it, so it never makes a due run late.
         expired = self.may_abandon and self._lease_expired(now or self._estimated_now())
         if expired:
             self._abandon(now or self._store_now())
-        result = self._turn(now, free_slots, request_slots)
+        result = self._turn(now, free_slots, request_slots, early)
         assert result.now is not None
         if self.may_abandon and not expired and self._abandon_pass_due():
             self._abandon_after_claim(result)
         return result
 
-    def _turn(self, now: datetime | None, free_slots: int, request_slots: int) -> TickResult:
+    def _turn(
+        self, now: datetime | None, free_slots: int, request_slots: int, early: bool
+    ) -> TickResult:
         result = TickResult()
         between = self._between_fires(now)
         if between is not None and self._wakeups is not None:
@@ -220,8 +234,13 @@ class Ticker:
             result.lag = self._wakeups.lag(at)
             result.now = at
             return result
+        lead = self._lead.lead if early else timedelta(0)
         try:
-            batch, self._wakeups, at, result.read_at = self._claim(now, free_slots, request_slots)
+            began = time.monotonic()
+            batch, self._wakeups, at, result.read_at = self._claim(
+                now, free_slots, request_slots, lead
+            )
+            self._lead.took(time.monotonic() - began)
             batches = [batch]
         except Exception as error:
             self._news = True
@@ -235,6 +254,7 @@ class Ticker:
             at = now or self._store_now()
             batches = self._claim_one_by_one(at, free_slots)
             self._wakeups, at = self._read_wakeups(at)
+            lead = timedelta(0)
         for batch in batches:
             self._absorb(batch)
             result.waiting |= batch.waiting
@@ -242,7 +262,9 @@ class Ticker:
         self._jobs_waiting = bool(result.waiting)
         taken = len(result.claims)
         result.saturated = taken >= free_slots
-        result.next_wake = self._wakeups.next_wake(at, more_due=batches[-1].schedules_seen > 0)
+        result.next_wake = self._wakeups.next_wake(
+            at, more_due=batches[-1].schedules_seen > 0, early=lead
+        )
         result.lag = self._wakeups.lag(at)
         result.now = at
         return result
@@ -335,7 +357,7 @@ class Ticker:
         return now
 
     def _claim(
-        self, given: datetime | None, slots: int, request_slots: int
+        self, given: datetime | None, slots: int, request_slots: int, early: timedelta
     ) -> tuple[ClaimBatch, Wakeups, datetime, float]:
         skip = self._skip()
         # Cleared before reading: news arriving during this claim is looked at on the next.
@@ -356,6 +378,7 @@ class Ticker:
             quiet=None
             if news or last is None
             else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
+            early=early,
         )
         if given is None:
             self._read_at = (turn.now, turn.read_at)

@@ -202,6 +202,26 @@ class ClaimWork:
                 key=occurrence_key(row.job_name, plan.run),
             )
 
+    def fire_early(self, row: ScheduleRecord, at: datetime) -> None:
+        """Claim the occurrence due at ``at`` (after now), to start then; only one that would
+        run as it stands: a job busy now, in a concurrency group or with occurrences to record
+        is left to the claim at its instant, which sees the world as it is then."""
+        job = self._jobs.get(row.job_name)
+        if job is None or job.row.concurrency_group is not None or not self._may_start(job):
+            return
+        plan = self._rules.plan(job.row, at, blocked=False)
+        if plan is None or plan.run != at or plan.not_run:
+            return
+        job.plan = plan
+        self._start(
+            job,
+            occurrence=at,
+            attempt=1,
+            source=plan.source,
+            key=occurrence_key(row.job_name, at),
+            starts_at=at,
+        )
+
     def write(self) -> None:
         """Everything the batch decided, in a few statements."""
         connection = self._connection
@@ -294,8 +314,10 @@ class ClaimWork:
         reason: str | None = None,
         queued_at: datetime | None = None,
         run_id: str | None = None,
+        starts_at: datetime | None = None,
     ) -> Claim:
         name = job.row.job_name
+        started_at = starts_at or self._now
         new_id = run_id or new_run_id()
         job.token += 1
         job.live_runs += 1
@@ -309,7 +331,7 @@ class ClaimWork:
             source=source,
             fencing_token=job.token,
             idempotency_key=key or f"{name}:manual:{new_id}",
-            started_at=self._now,
+            started_at=started_at,
             requested_by=requested_by,
             reason=reason,
             lease_until=lease_until,
@@ -332,7 +354,7 @@ class ClaimWork:
                     "requested_by": requested_by,
                     "reason": reason,
                     "queued_at": queued_at or self._now,
-                    "started_at": self._now,
+                    "started_at": started_at,
                     "lease_expires_at": lease_until,
                 }
             )

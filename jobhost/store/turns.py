@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 
@@ -61,13 +61,16 @@ def claim_turn(
     rules: ClaimRules,
     skip: Collection[str],
     quiet: Quiet | None = None,
+    early: timedelta = timedelta(0),
 ) -> Turn:
     """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`) and read when
     the store next needs this host, leaving alone ``skip`` and the jobs the batch did not know.
 
     With ``now`` None the turn reads the store's time inside this transaction (see
     :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
-    leaves out the reads of pending requests and due retries it rules out."""
+    leaves out the reads of pending requests and due retries it rules out. ``early`` claims,
+    in the slots left, occurrences due within that long after the turn's instant, to start at
+    their own (see :func:`~jobhost.store.claims.claim_work`)."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -81,6 +84,7 @@ def claim_turn(
             skip=skip,
             requests=quiet is None or quiet.requests_pending,
             retries=quiet is None or quiet.retries_due(at),
+            early_until=at + early if early else None,
         )
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
     return Turn(batch, wakeups, at, read_at)

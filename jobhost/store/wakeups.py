@@ -48,13 +48,24 @@ class Wakeups:
             return 0.0
         return (now - self.due_at).total_seconds()
 
-    def next_wake(self, now: datetime, *, more_due: bool = False) -> datetime | None:
+    def next_wake(
+        self, now: datetime, *, more_due: bool = False, early: timedelta = timedelta(0)
+    ) -> datetime | None:
+        """When to look again after a turn at ``now`` whose claim also looked ``early`` ahead
+        (see :func:`~jobhost.store.turns.claim_turn`)."""
         times: list[datetime] = []
         if self.due_at is not None:
-            # A future occurrence is woken for on time; one already due that the claim left
-            # (rows another replica holds) is looked at again soon, not in a spin.
+            # A future occurrence is woken for ``early`` before it, so that its claim is done
+            # by its instant; one the turn's claim already saw and left is woken for on time,
+            # and one already due that the claim left (rows another replica holds) is looked
+            # at again soon, not in a spin.
             busy = not more_due and self.due_at <= now
-            times.append(now + _BUSY_RECHECK if busy else self.due_at)
+            if busy:
+                times.append(now + _BUSY_RECHECK)
+            elif self.due_at > now + early:
+                times.append(self.due_at - early)
+            else:
+                times.append(self.due_at)
         if self.retry_at is not None:
             times.append(max(self.retry_at, now + _BUSY_RECHECK))
         if self.lease_expiry is not None:
