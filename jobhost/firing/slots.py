@@ -168,8 +168,20 @@ class WorkerSlots:
             queued = self._ahead.drain()
             for item in queued:
                 self._running.pop(item.claim.run_id, None)
-        if queued:
-            self._give_back(queued)
+        if not queued:
+            return
+        ids = [item.claim.run_id for item in queued]
+        try:
+            released = lifecycle.release_runs(self._engine, self._host_id, ids, self._clock)
+        except Exception as error:
+            _log.warning(
+                "could not give back %d runs claimed but not started (%s); they are recorded "
+                "abandoned once their leases expire",
+                len(ids),
+                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
+            )
+            return
+        _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
 
     def cancel_all(self, grace: float) -> list[HeldRun]:
         """Cancel every run held and wait up to ``grace`` seconds for their executors (stuck ones
@@ -225,8 +237,7 @@ class WorkerSlots:
 
     def _execute(self, item: HeldRun) -> HeldRun | None:
         """Execute one run and hand its outcome over; return the queued run to start next."""
-        if not self._started_on_time(item):
-            return None
+        self._wait_for_instant(item)
         claim = item.claim
         current = threading.current_thread()
         current.name = f"job:{claim.job_name}"  # what a thread dump of a stuck host shows
@@ -272,35 +283,13 @@ class WorkerSlots:
             _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
         return following
 
-    def _started_on_time(self, item: HeldRun) -> bool:
-        """Wait for the instant of a run claimed before it; false if shutdown came first and
-        the run was given back to the store, never started here."""
+    def _wait_for_instant(self, item: HeldRun) -> None:
+        """A run claimed before its occurrence starts at it. Shutdown does not cut the wait
+        short (at most :data:`~jobhost.firing.early.CAP`): the run then starts cancelled and
+        is recorded as any run in flight at shutdown is."""
         wait = 0.0 if item.start_at is None else item.start_at - time.monotonic()
-        if wait <= 0 or not item.cancellation.wait(wait) or not self._stopping():
-            return True  # an operator's cancel is the executor's to see, as for any run
-        self._give_back([item])
-        with self._lock:
-            self._running.pop(item.claim.run_id, None)
-            self._executing -= 1
-        return False
-
-    def _give_back(self, queued: list[HeldRun]) -> None:
-        """Make runs claimed here but never started pending again, for any host."""
-        ids = [item.claim.run_id for item in queued]
-        try:
-            released = lifecycle.release_runs(self._engine, self._host_id, ids, self._clock)
-        except Exception as error:
-            _log.warning(
-                "could not give back %d runs claimed but not started (%s); they are recorded "
-                "abandoned once their leases expire",
-                len(ids),
-                redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__),
-            )
-            return
-        _log.info(
-            "gave back %d runs claimed but not started: pending, due now (or at their occurrence)",
-            len(released),
-        )
+        if wait > 0:
+            time.sleep(wait)
 
     def _stuck(self, item: HeldRun, verdict: Outcome) -> None:
         """The supervisor declared the run stuck: its worker stays with it; say so in the

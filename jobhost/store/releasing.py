@@ -1,13 +1,11 @@
-"""Giving back runs a host claimed but never started (its claim-ahead queue and the runs it
-claimed before their instant, at shutdown).
+"""Giving back runs a host claimed but never started (its claim-ahead queue, at shutdown).
 
-A released run becomes a pending run due at once (one claimed before its occurrence, at its
-occurrence), keeping its id, occurrence, attempt, source, idempotency key and backfill: the
-claim path starts it again, on another replica or on this host after its restart, with a new
-fencing token, exactly as it starts a retry. Its job's schedule lease, if the released run held
-it, is let go, so the job's overlap rule does not wait for a lease that nobody renews. Only runs
-still ``running`` on this host and never started by it are touched; a run another host took over
-in the meantime is left alone.
+A released run becomes a pending run due at once, keeping its id, occurrence, attempt, source,
+idempotency key and backfill: the claim path starts it again, on another replica or on this host
+after its restart, with a new fencing token, exactly as it starts a retry. Its job's schedule
+lease, if the released run held it, is let go, so the job's overlap rule does not wait for a
+lease that nobody renews. Only runs still ``running`` on this host and never started by it are
+touched; a run another host took over in the meantime is left alone.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import case, update
+from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from jobhost.store.records import PENDING, RUNNING
@@ -28,8 +26,7 @@ __all__ = ["release_unstarted"]
 def release_unstarted(
     connection: Connection, host_id: str, run_ids: Collection[str], now: datetime
 ) -> set[str]:
-    """Put the runs back as pending, due at ``now`` or their later occurrence; return the ids
-    actually released."""
+    """Put the runs back as pending, due at ``now``; return the ids actually released."""
     if not run_ids:
         return set()
     ids = sorted(run_ids)
@@ -42,7 +39,7 @@ def release_unstarted(
                 host_id=None,
                 started_at=None,
                 lease_expires_at=None,
-                not_before=case((runs.c.occurrence > now, runs.c.occurrence), else_=now),
+                not_before=now,
             )
             .returning(runs.c.id)
         ).scalars()

@@ -127,19 +127,25 @@ def test_a_host_starts_each_run_it_claimed_early_at_its_instant_not_before(
         assert row.started_at >= row.occurrence
 
 
-def test_a_run_claimed_early_and_not_yet_started_at_shutdown_is_given_back_for_its_instant(
+def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cancelled(
     replicas: Any, clock: ManualClock
 ) -> None:
     (host,) = replicas([EVERY_MINUTE])
     _ran_ten_oclock(host, clock)
     clock.now = _at(1) - _JUST_BEFORE
     ((claim, spec),) = host.ticker.tick(clock(), 4, early=True).claims
-    executed: list[str] = []
+    calls: list[tuple[float, bool]] = []
+    recorded: list[str] = []
+
+    def execute(_claim: Any, _spec: Any, cancellation: Any, **_: Any) -> Executed:
+        calls.append((time.monotonic(), cancellation.cancelled))
+        return Executed(Outcome("cancelled" if cancellation.cancelled else "succeeded"), None)
+
     stopping = threading.Event()
     slots = WorkerSlots(
         1,
-        execute=lambda c, *_, **__: executed.append(c.run_id) or Executed(Outcome("succeeded")),
-        record=lambda finished: executed.append(f"recorded {finished.claim.run_id}"),
+        execute=execute,
+        record=lambda finished: recorded.append(finished.executed.outcome.outcome),
         wake=lambda: None,
         stopping=stopping.is_set,
         status=HostStatus(),
@@ -148,17 +154,18 @@ def test_a_run_claimed_early_and_not_yet_started_at_shutdown_is_given_back_for_i
         host_id=host.host_id,
         clock=clock,
     )
-    slots.submit(claim, spec, start_at=time.monotonic() + 60)
+    start_at = time.monotonic() + 0.3
+    slots.submit(claim, spec, start_at=start_at)
 
     stopping.set()
     leftovers = slots.cancel_all(grace=10)
 
-    assert leftovers == [] and executed == []
-    row = _run(host.engine, claim.run_id)
-    # Due at its occurrence (or at the store's time of the release, should that be later).
-    assert (row.outcome, row.host_id) == ("pending", None)
-    assert row.not_before >= _at(1)
-    assert slots.idle()
+    # Shutdown does not start it sooner or lose it: it starts at its instant, cancelled, and
+    # its outcome is recorded as any run's in flight at shutdown.
+    assert leftovers == []
+    ((called_at, cancelled),) = calls
+    assert called_at >= start_at and cancelled
+    assert recorded == ["cancelled"]
 
 
 @contextmanager
