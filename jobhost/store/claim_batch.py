@@ -202,12 +202,15 @@ class ClaimWork:
                 key=occurrence_key(row.job_name, plan.run),
             )
 
-    def fire_early(self, row: ScheduleRecord, at: datetime) -> None:
-        """Claim the occurrence due at ``at`` (after now), to start then; only one that would
-        run as it stands: a job busy now, in a concurrency group or with occurrences to record
-        is left to the claim at its instant, which sees the world as it is then."""
+    def fire_early(self, row: ScheduleRecord) -> None:
+        """Claim the occurrence the row is due at (after now), to start then; only one that
+        would run as it stands: a job busy now, in a concurrency group or with occurrences to
+        record is left to the claim at its instant, which sees the world as it is then."""
         job = self._jobs.get(row.job_name)
-        if job is None or job.row.concurrency_group is not None or not self._may_start(job):
+        at = row.due_at
+        if at is None or job is None or job.row.concurrency_group is not None:
+            return
+        if not self._may_start(job):
             return
         plan = self._rules.plan(job.row, at, blocked=False)
         if plan is None or plan.run != at or plan.not_run:

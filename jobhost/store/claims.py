@@ -110,9 +110,13 @@ def claim_work(
             if work.taken < slots:
                 work.start_retry(retry)
     if request_id is None and retry_id is None and work.taken < slots:
-        until = now if early_until is None or schedules_only is not None else early_until
         rows = due_schedules(
-            connection, until, slots - work.taken, skip=skipped, only=schedules_only, batch=batch
+            connection,
+            early_until or now,
+            slots - work.taken,
+            skip=skipped,
+            only=schedules_only,
+            batch=batch,
         )
         batch.unknown |= {r.job_name for r in rows if not rules.knows(r.job_name)}
         rows = [r for r in rows if rules.knows(r.job_name)]
@@ -121,7 +125,7 @@ def claim_work(
             if work.taken >= slots:
                 break
             if row.due_at is not None and row.due_at > now:
-                work.fire_early(row, row.due_at)
+                work.fire_early(row)
             else:
                 work.fire(row)
     work.write()
