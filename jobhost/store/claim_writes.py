@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import built, columns_of, unnest_rows
+from jobhost.store._sql import built, json_rows, rows_json
 from jobhost.store.records import PENDING, RUNNING
 from jobhost.store.schema import run_requests, runs, schedules
 
@@ -72,12 +72,12 @@ def _move_schedules(
 ) -> None:
     """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job).
 
-    On PostgreSQL one statement from arrays whatever the batch size (see
-    :func:`~jobhost.store._sql.unnest_rows`); elsewhere an executemany."""
+    On PostgreSQL one statement from JSON whatever the batch size (see
+    :func:`~jobhost.store._sql.json_rows`); elsewhere an executemany."""
 
     def build(dialect: str) -> Any:
         if dialect == "postgresql":
-            source = unnest_rows(
+            source = json_rows(
                 [("b_job", schedules.c.job_name.type)]
                 + [(column, schedules.c[column].type) for column in columns]
             )
@@ -94,5 +94,5 @@ def _move_schedules(
 
     statement = built(connection, name, build)
     connection.execute(
-        statement, columns_of(rows) if connection.dialect.name == "postgresql" else rows
+        statement, rows_json(rows) if connection.dialect.name == "postgresql" else rows
     )

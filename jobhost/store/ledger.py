@@ -16,7 +16,7 @@ from jobhost_contracts import UnitCounts
 from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import built, columns_of, execute_isolating, locked, unnest_rows
+from jobhost.store._sql import built, execute_isolating, json_rows, locked, rows_json
 from jobhost.store.backfill_settling import Ended, settle_ended
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
@@ -115,9 +115,9 @@ def record_outcomes(
     ]
     if connection.dialect.name == "postgresql" and not isolate:
         # One statement finds the runs still this host's and finishes them.
-        statement = built(connection, "finish-own-runs:arrays", _finish_own_runs)
+        statement = built(connection, "finish-own-runs:json", _finish_own_runs)
         mine = set(
-            connection.execute(statement, {**columns_of(finishes), "host": host_id}).scalars()
+            connection.execute(statement, {**rows_json(finishes), "host": host_id}).scalars()
         )
         recorded = [o for o in outcomes if o.run_id in mine]
         refused: list[dict[str, Any]] = []
@@ -346,7 +346,7 @@ def _summarise(
     A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
     ``fence`` advances the fencing token too, so an abandoned run can no longer write.
     """
-    # One row a job on PostgreSQL's array form: a job twice in a batch (runs that overlap)
+    # One row a job in PostgreSQL's JSON form: a job twice in a batch (runs that overlap)
     # must have its summaries applied in order, one statement each.
     once = len({item["b_job"] for item in items}) == len(items)
     refused = _execute_batch(
@@ -390,22 +390,22 @@ def _execute_batch(
     :func:`~jobhost.store._sql.execute_isolating`).
 
     On PostgreSQL, unless each row is to be tried alone, one statement takes every row from
-    arrays (see :func:`~jobhost.store._sql.unnest_rows`): one statement a batch, its text the
-    same for every size. The statement names its values through ``value(name, type)``: a bind
-    parameter per row, or the array's column.
+    JSON (see :func:`~jobhost.store._sql.json_rows`): one statement a batch, its text the same
+    for every size. The statement names its values through ``value(name, type)``: a bind
+    parameter per row, or the JSON rows' column.
     """
     if not rows:
         return []
     if connection.dialect.name != "postgresql" or isolate:
         statement = built(connection, name, lambda _: build(_bound))
         return execute_isolating(connection, statement, rows, isolate=isolate)
-    statement = built(connection, f"{name}:arrays", lambda _: _from_arrays(build))
-    connection.execute(statement, columns_of(rows))
+    statement = built(connection, f"{name}:json", lambda _: _from_json(build))
+    connection.execute(statement, rows_json(rows))
     return []
 
 
-def _from_arrays(build: Callable[[_Value], Any]) -> Any:
-    """The statement ``build`` makes, its values the columns of arrays (PostgreSQL)."""
+def _from_json(build: Callable[[_Value], Any]) -> Any:
+    """The statement ``build`` makes, its values the columns of JSON rows (PostgreSQL)."""
     kinds: dict[str, Any] = {}
 
     def note(key: str, kind: Any) -> Any:
@@ -413,7 +413,7 @@ def _from_arrays(build: Callable[[_Value], Any]) -> Any:
         return _bound(key, kind)
 
     build(note)  # once to learn the values' names and types
-    source = unnest_rows(list(kinds.items()))
+    source = json_rows(list(kinds.items()))
     return build(lambda key, _kind: source.c[key])
 
 
@@ -423,7 +423,7 @@ def _bound(name: str, kind: Any) -> Any:
 
 def _finish_own_runs(_dialect: str) -> Any:
     return (
-        _from_arrays(_finish_runs)
+        _from_json(_finish_runs)
         .where(runs.c.host_id == bindparam("host"), runs.c.outcome == RUNNING)
         .returning(runs.c.id)
     )
