@@ -7,12 +7,13 @@ is never dropped); metrics and the audit sinks come after, from queues of their 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from jobhost_contracts import (
     AuditSink,
@@ -372,8 +373,11 @@ def _unit_attributes(units: UnitCounts) -> dict[str, int]:
     }
 
 
+@functools.lru_cache(maxsize=1024)
 def _iso(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Cached: the runs of one instant share their occurrence, and strftime costs microseconds.
+    # In UTC, so the instants the cache holds as equal read the same.
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _redacted(message: str | None) -> str | None:

@@ -18,7 +18,7 @@ from jobhost.catalog import JobSpec
 from jobhost.rules.plan import JobPolicy, due_occurrences, plan_firing
 from jobhost.rules.policy import firing_policy, lease_for, may_start
 from jobhost.store.claims import SchedulePlan
-from jobhost.store.records import ScheduleRecord
+from jobhost.store.records import PlannedRow
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
 __all__ = ["FiringRules"]
@@ -51,7 +51,7 @@ class FiringRules:
             found = self._policies[job_name] = firing_policy(self._jobs[job_name].declaration)
         return found
 
-    def schedule_of(self, row: ScheduleRecord) -> Schedule | None:
+    def schedule_of(self, row: PlannedRow) -> Schedule | None:
         """The schedule hosts fire ``row`` by: the catalog's trigger where the row holds it,
         else the row's own (another catalog version wrote it), with the row's interval phase."""
         return self._stored_schedule(row)
@@ -73,7 +73,7 @@ class FiringRules:
     def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool:
         return may_start(self._jobs[job_name].declaration, live_runs, lease_live)
 
-    def plan(self, row: ScheduleRecord, now: datetime, blocked: bool) -> SchedulePlan | None:
+    def plan(self, row: PlannedRow, now: datetime, blocked: bool) -> SchedulePlan | None:
         """What to do with the due row: run, record, move on; None leaves it untouched."""
         if not row.enabled or row.orphaned:
             return SchedulePlan(next_occurrence=row.next_occurrence, due_at=None)
@@ -116,7 +116,7 @@ class FiringRules:
         )
 
     def _paused(
-        self, row: ScheduleRecord, schedule: Schedule, place: datetime, now: datetime
+        self, row: PlannedRow, schedule: Schedule, place: datetime, now: datetime
     ) -> SchedulePlan:
         """Record what a paused job misses as it comes due; keep its place for the resume."""
         through = row.missed_through
@@ -141,7 +141,7 @@ class FiringRules:
             not_run=[(n.occurrence, n.outcome, n.reason) for n in plan.not_run],
         )
 
-    def _stored_schedule(self, row: ScheduleRecord) -> Schedule | None:
+    def _stored_schedule(self, row: PlannedRow) -> Schedule | None:
         spec = self._jobs[row.job_name]
         anchor = row.interval_anchor or row.next_occurrence
         trigger = spec.trigger

@@ -5,6 +5,7 @@ then written for the whole batch in a handful of statements."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,7 @@ from jobhost.store.claim_model import (
     occurrence_key,
     schedule_problem,
 )
-from jobhost.store.claim_reads import live_runs
+from jobhost.store.claim_reads import DUE_COLUMNS, live_runs
 from jobhost.store.claim_writes import (
     advance_schedules,
     lease_schedules,
@@ -30,7 +31,7 @@ from jobhost.store.claim_writes import (
     start_retries,
 )
 from jobhost.store.groups import GroupGate
-from jobhost.store.records import RUNNING, RequestRecord, RunRecord, ScheduleRecord
+from jobhost.store.records import RUNNING, DueSchedule, PlannedRow, RequestRecord, RunRecord
 from jobhost.store.schema import runs, schedules
 from jobhost.store.signals import notify
 
@@ -43,7 +44,7 @@ _RUN_COLUMNS = ("job_name", "occurrence", "attempt")
 class _Job:
     """One job's schedule row as the batch changes it."""
 
-    row: ScheduleRecord
+    row: PlannedRow
     token: int
     lease_live: bool
     live_runs: int = 0
@@ -80,11 +81,11 @@ class ClaimWork:
         if not names:
             return
         query = locked(
-            self._connection, select(schedules).where(schedules.c.job_name.in_(sorted(names)))
+            self._connection, select(*DUE_COLUMNS).where(schedules.c.job_name.in_(sorted(names)))
         )
-        self.adopt([ScheduleRecord.from_row(r) for r in self._connection.execute(query).mappings()])
+        self.adopt([DueSchedule._make(r) for r in self._connection.execute(query)])
 
-    def adopt(self, rows: list[ScheduleRecord]) -> None:
+    def adopt(self, rows: Sequence[PlannedRow]) -> None:
         """Take rows read under lock into the batch, with their live-run counts."""
         fresh = [r for r in rows if r.job_name not in self._jobs]
         for row in fresh:
@@ -175,7 +176,7 @@ class ClaimWork:
             }
         )
 
-    def fire(self, row: ScheduleRecord) -> None:
+    def fire(self, row: PlannedRow) -> None:
         job = self._jobs.get(row.job_name)
         if job is None:
             return
@@ -202,7 +203,7 @@ class ClaimWork:
                 key=occurrence_key(row.job_name, plan.run),
             )
 
-    def fire_early(self, row: ScheduleRecord) -> None:
+    def fire_early(self, row: PlannedRow) -> None:
         """Claim the occurrence the row is due at (after now), to start then; only one that
         would run as it stands: a job busy now, in a concurrency group or with occurrences to
         record is left to the claim at its instant, which sees the world as it is then."""

@@ -3,14 +3,15 @@ row, and what one claim did. No SQL here; :mod:`jobhost.store.claims` claims."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from jobhost.store.records import ScheduleRecord
+from jobhost.store.records import PlannedRow
 
 __all__ = [
     "Claim",
@@ -72,7 +73,7 @@ class ClaimRules(Protocol):
 
     def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool: ...
 
-    def plan(self, row: ScheduleRecord, now: datetime, blocked: bool) -> SchedulePlan | None:
+    def plan(self, row: PlannedRow, now: datetime, blocked: bool) -> SchedulePlan | None:
         """The plan for a due row; None leaves the row untouched (its problem is reported)."""
         ...
 
@@ -98,7 +99,7 @@ class ClaimBatch:
     """Jobs whose due work waits for a live run to end: that run's record lets it start."""
 
 
-def schedule_problem(row: ScheduleRecord) -> str | None:
+def schedule_problem(row: PlannedRow) -> str | None:
     """What makes a stored schedule row unusable, or None. The row is never guessed at."""
     if isinstance(row.fencing_token, bool) or not isinstance(row.fencing_token, int):
         return (
@@ -117,7 +118,14 @@ def schedule_problem(row: ScheduleRecord) -> str | None:
 
 def occurrence_key(job_name: str, occurrence: datetime) -> str:
     """The idempotency key shared by every attempt at one occurrence."""
-    return f"{job_name}:{occurrence.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return f"{job_name}:{_second(occurrence)}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _second(occurrence: datetime) -> str:
+    # Cached: the jobs of one instant share their occurrence, and strftime costs microseconds.
+    # In UTC, so the instants the cache holds as equal read the same.
+    return occurrence.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_run_id() -> str:

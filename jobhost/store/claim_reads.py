@@ -14,12 +14,22 @@ from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, locked
 from jobhost.store.claim_model import ClaimBatch, ClaimRules
-from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
+from jobhost.store.records import PENDING, RUNNING, DueSchedule, RequestRecord, RunRecord
 from jobhost.store.schema import IS_PENDING, run_requests, runs, schedules
 
-__all__ = ["due_job_names", "due_retries", "due_schedules", "live_runs", "pending_requests"]
+__all__ = [
+    "DUE_COLUMNS",
+    "due_job_names",
+    "due_retries",
+    "due_schedules",
+    "live_runs",
+    "pending_requests",
+]
 
 _Found = TypeVar("_Found", RequestRecord, RunRecord)
+
+DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
+"""The schedule columns a claim reads, in :class:`~jobhost.store.records.DueSchedule`'s order."""
 
 
 def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
@@ -123,11 +133,11 @@ def due_schedules(
     skip: list[str],
     only: Collection[str] | None,
     batch: ClaimBatch,
-) -> list[ScheduleRecord]:
+) -> list[DueSchedule]:
     if only is not None:
         query = locked(
             connection,
-            select(schedules)
+            select(*DUE_COLUMNS)
             .where(schedules.c.due_at <= now, schedules.c.job_name.in_(sorted(only)))
             .order_by(schedules.c.due_at)
             .limit(limit),
@@ -136,14 +146,14 @@ def due_schedules(
     else:
         query = built(connection, "due-schedules", _due_schedules_query)
         result = connection.execute(query, {"now": now, "skip": skip, "limit": limit})
-    rows = [ScheduleRecord.from_row(r) for r in result.mappings()]
+    rows = [DueSchedule._make(r) for r in result]
     batch.schedules_seen = len(rows)
     return rows
 
 
 def _due_schedules_query(dialect: str) -> Any:
     query = (
-        select(schedules)
+        select(*DUE_COLUMNS)
         .where(
             schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
             schedules.c.job_name.not_in(bindparam("skip", expanding=True)),

@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING, RequestRecord, RunRecord, ScheduleRecord
+from jobhost.store.records import PENDING, RUNNING, PlannedRow, RequestRecord, RunRecord
 from jobhost.store.schema import concurrency_groups, runs, schedules
 
 __all__ = ["RECHECK", "STALE", "GroupGate"]
@@ -70,7 +70,7 @@ class GroupGate:
         self.waits: Counter[str] = Counter()
         """Group → things that began waiting in this claim (the waits counter)."""
 
-    def admit(self, row: ScheduleRecord, *, queue_order: bool) -> bool:
+    def admit(self, row: PlannedRow, *, queue_order: bool) -> bool:
         """Take a slot of the job's group for one run; False when the group is full.
 
         ``queue_order`` makes a scheduled occurrence wait behind older waiting occurrences of
@@ -88,7 +88,7 @@ class GroupGate:
         group.waiting = [w for w in group.waiting if w[1] != row.job_name]
         return True
 
-    def beside(self, row: ScheduleRecord) -> str | None:
+    def beside(self, row: PlannedRow) -> str | None:
         """Take a slot even in a full group (``trigger --now``); the note the run records."""
         group = self._group(row.concurrency_group)
         if group is None:
@@ -101,18 +101,18 @@ class GroupGate:
         group.running += 1
         return note if full else None
 
-    def waiting_message(self, row: ScheduleRecord) -> str:
+    def waiting_message(self, row: PlannedRow) -> str:
         name = row.concurrency_group or ""
         group = self._group(name)
         return group.busy(name) if group is not None else f"waiting for group {name}"
 
-    def park_row(self, row: ScheduleRecord) -> None:
+    def park_row(self, row: PlannedRow) -> None:
         """The row's occurrence waits: look at it again after :data:`RECHECK`."""
         if row.group_waiting_since is None:
             self.waits[row.concurrency_group or ""] += 1
         self._parked_rows[row.job_name] = row.group_waiting_since or self._now
 
-    def settled_row(self, row: ScheduleRecord) -> None:
+    def settled_row(self, row: PlannedRow) -> None:
         """The row was acted on (run, recorded or moved on): it no longer waits."""
         if row.group_waiting_since is not None and row.job_name not in self._parked_rows:
             self._cleared_rows.append(row.job_name)
@@ -133,7 +133,7 @@ class GroupGate:
         if run.group_waiting_since is not None:
             self._cleared_runs.append(run.id)
 
-    def queue_request(self, request: RequestRecord, row: ScheduleRecord) -> str:
+    def queue_request(self, request: RequestRecord, row: PlannedRow) -> str:
         """Turn a manual request into a pending run that waits for a slot; its id."""
         run_id = uuid.uuid4().hex
         self.waits[row.concurrency_group or ""] += 1

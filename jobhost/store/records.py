@@ -10,7 +10,9 @@ from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
 
 __all__ = [
+    "DueSchedule",
     "HostRecord",
+    "PlannedRow",
     "RequestRecord",
     "RunRecord",
     "ScheduleRecord",
@@ -120,6 +122,34 @@ class ScheduleSummary(NamedTuple):
 
 ScheduleRow = ScheduleRecord | ScheduleSummary
 """A schedule row as a report reads it: whole, or as the summary reads it."""
+
+
+class DueSchedule(NamedTuple):
+    """A schedule row as a claim reads it: only the columns planning, leasing and concurrency
+    groups use, made from the row in one step. A busy host reads thousands a second; the whole
+    row (the declaration, the last run's summary) cost it a tenth of its CPU to decode."""
+
+    job_name: str
+    trigger_kind: str | None
+    trigger_expression: str | None
+    timezone: str
+    enabled: bool
+    orphaned: bool
+    paused: bool
+    next_occurrence: datetime | None
+    interval_anchor: datetime | None
+    missed_through: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fencing_token: int
+    created_at: datetime
+    due_at: datetime | None
+    concurrency_group: str | None
+    group_waiting_since: datetime | None
+
+
+PlannedRow = ScheduleRecord | DueSchedule
+"""A schedule row as planning reads it: whole, or as a claim reads it."""
 
 
 @dataclass(frozen=True, slots=True)
