@@ -89,13 +89,13 @@ def copy_ignoring_duplicates(
     unique ``column`` keeps the existing one); return the ``column`` values that went in.
 
     On PostgreSQL the rows travel by ``COPY`` into a temporary table and move over in one
-    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: psycopg dumps an array parameter element by
-    element in Python, escaping every quote of a JSON declaration with a regular expression,
-    which made a first sync of 10,000 jobs spend two seconds before the first statement left;
-    ``COPY`` formats rows in C. The ``ON CONFLICT`` stays on the real table, so hosts starting
-    together on an empty store still end with one row per key. Fewer than :data:`COPY_FROM`
-    rows (a runtime job, a backfill's job) go in one plain statement: a temporary table is
-    four round trips and a write to the system catalog.
+    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: ``COPY`` formats rows in C and streams
+    them (an array parameter per column, which psycopg dumps element by element in Python,
+    spent two seconds on a first sync of 10,000 jobs before the first statement left). The
+    ``ON CONFLICT`` stays on the real table, so hosts starting together on an empty store still
+    end with one row per key. Fewer than :data:`COPY_FROM` rows (a runtime job, a backfill's
+    job) go in one plain statement: a temporary table is four round trips and a write to the
+    system catalog.
     """
     if not rows:
         return set()
