@@ -11,8 +11,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from jobhost.store.schema import hosts
 from tests.reliability.harness import (
     Cluster,
     Memory,
@@ -66,6 +68,7 @@ def test_kill_and_outage_lose_nothing_and_run_nothing_twice(
     assert not crashed, "a replica exited during the faults:\n" + "\n".join(crashed)
     # The runs the killed replica left behind expire and are recorded by the survivors.
     wait_for(lambda: not _left_running(store, cluster), 30, "the killed replica's runs to settle")
+    wait_for(lambda: _all_up(store, cluster), 60, "every replica's current process to be up")
     exits = cluster.stop()
 
     rows = ledger(store)
@@ -102,6 +105,16 @@ def _left_running(store: Engine, cluster: Cluster) -> list[str]:
         for r in ledger(store)
         if r.outcome == "running" and r.started_at is not None and r.started_at < last_kill
     ]
+
+
+def _all_up(store: Engine, cluster: Cluster) -> bool:
+    """Every live replica's current process has registered: a SIGTERM before then (a process
+    just restarted, still importing on a loaded machine) ends it before its handler is set,
+    which is not the clean stop these tests judge."""
+    with store.connect() as connection:
+        rows = connection.execute(select(hosts.c.id, hosts.c.pid))
+        registered = {host: pid for host, pid in rows}
+    return all(registered.get(r.host_id) == r.pid for r in cluster.replicas if r.alive)
 
 
 def _abandoned_slow_retried(store: Engine, slow: list[dict[str, Any]]) -> bool:
@@ -150,6 +163,7 @@ def test_restarts_under_the_same_ids_leave_no_run_of_a_dead_process_unsettled(
         "every run of a dead process to be settled, and the slow ones retried",
     )
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
+    wait_for(lambda: _all_up(store, cluster), 60, "every replica's current process to be up")
     exits = cluster.stop()
 
     rows = ledger(store)
