@@ -1,5 +1,5 @@
 """How much a host may claim ahead of its free workers: a fifth of a second of work at the pace
-of its recent runs, at most 8 runs a worker, nothing before a run was timed."""
+of its recent runs, at most 16 runs a worker, nothing before a run was timed."""
 
 from __future__ import annotations
 
