@@ -123,7 +123,6 @@ class Host:
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
             on_recorded=self._recorded,
-            behind=self._behind,
         )
         self.slots = WorkerSlots(
             settings.worker_pool_size,
@@ -307,10 +306,6 @@ class Host:
         self._ticker.look_everywhere()
         self._cancels.signalled()
         self._wake.set()
-
-    def _behind(self) -> bool:
-        # Asked of the slots when called: the recorder is made before them.
-        return self.slots.behind()
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim

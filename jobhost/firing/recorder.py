@@ -5,11 +5,6 @@ handed over since its last write in one transaction. While the store is away it 
 outcomes and tries again, however long that takes (the runs keep their leases meanwhile, as the
 host renews them until they are recorded); only a host that is shutting down gives up, after
 its grace period, and says so.
-
-Starting due runs comes before recording finished ones: while the host has due runs it has no
-worker for, the recorder holds its write (at most :data:`HOLD_SECONDS`), so the process spends
-its time claiming and starting them, and then records what finished meanwhile in one
-transaction.
 """
 
 from __future__ import annotations
@@ -24,36 +19,27 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.recording import Finished, settle
 from jobhost.store.retrying import StoreRetry, is_store_down
 
-__all__ = ["HOLD_SECONDS", "Finished", "OutcomeRecorder"]
+__all__ = ["Finished", "OutcomeRecorder"]
 
 _log = logging.getLogger("jobhost.host")
 _BATCH = 500
 _LATER_SECONDS = 30
 _BUSY_SECONDS = 0.05
 _GATHER_SECONDS = 0.005
-HOLD_SECONDS = 0.5
-"""Longest a finished run waits for its record while the host is behind on due runs."""
-_HOLD_STEP = 0.01
 _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 """Pauses between tries to record while the store fails; the last repeats."""
 
 
 class OutcomeRecorder:
-    """One thread that records finished runs; ``on_recorded`` hears of each one written, and
-    while ``behind()`` says due runs wait for a worker, a write waits up to ``hold`` seconds
-    (see the module)."""
+    """One thread that records finished runs; ``on_recorded`` hears of each one written."""
 
     def __init__(
         self,
         *,
         envelope: RunEnvelope,
         on_recorded: Callable[[Finished], None],
-        behind: Callable[[], bool] = lambda: False,
-        hold: float = HOLD_SECONDS,
     ) -> None:
         self._envelope = envelope
-        self._behind = behind
-        self._hold = hold
         self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
         self._give_up_at: float | None = None
@@ -122,18 +108,13 @@ class OutcomeRecorder:
 
         Busy (the last write was moments ago), it waits a few milliseconds for more runs to
         finish first: one transaction for a dozen runs costs little more than one for three.
-        Behind on due runs, it waits until the host has started them (at most its hold). An
-        idle host's run, or a stopping host's, is written at once."""
+        An idle host's run, or a stopping host's, is written at once."""
         stop = False
         busy = wait and time.monotonic() - self._written_at < _BUSY_SECONDS
-        hold_until = time.monotonic() + self._hold if wait else 0.0
         while len(pending) < _BATCH:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                if not stop and time.monotonic() < hold_until and self._behind():
-                    time.sleep(_HOLD_STEP)
-                    continue
                 if not busy:
                     break
                 busy = False
