@@ -7,13 +7,12 @@ is never dropped); metrics and the audit sinks come after, from queues of their 
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from jobhost_contracts import (
     AuditSink,
@@ -37,7 +36,7 @@ from jobhost.envelope.run_times import run_times
 from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import Clock, Engine, StoreError, StoreJobState
-from jobhost.store.claims import Claim
+from jobhost.store.claims import Claim, occurrence_text
 from jobhost.store.ledger import Finish
 from jobhost.store.ledger import Outcome as LedgerOutcome
 from jobhost.store.recording import LogWrites
@@ -128,7 +127,7 @@ class RunEnvelope:
             "jobhost.run.source": claim.source,
         }
         if claim.occurrence is not None:
-            attributes["jobhost.run.occurrence"] = _iso(claim.occurrence)
+            attributes["jobhost.run.occurrence"] = occurrence_text(claim.occurrence)
         if claim.backfill_id is not None:
             attributes["jobhost.run.backfill_id"] = claim.backfill_id
         with self._telemetry.tracer.start_as_current_span(
@@ -371,13 +370,6 @@ def _unit_attributes(units: UnitCounts) -> dict[str, int]:
         "units.failed": units.failed,
         "units.skipped_already_done": units.skipped_already_done,
     }
-
-
-@functools.lru_cache(maxsize=1024)
-def _iso(value: datetime) -> str:
-    # Cached: the runs of one instant share their occurrence, and strftime costs microseconds.
-    # In UTC, so the instants the cache holds as equal read the same.
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _redacted(message: str | None) -> str | None:

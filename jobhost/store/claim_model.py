@@ -20,6 +20,7 @@ __all__ = [
     "SchedulePlan",
     "new_run_id",
     "occurrence_key",
+    "occurrence_text",
     "schedule_problem",
 ]
 
@@ -118,11 +119,12 @@ def schedule_problem(row: PlannedRow) -> str | None:
 
 def occurrence_key(job_name: str, occurrence: datetime) -> str:
     """The idempotency key shared by every attempt at one occurrence."""
-    return f"{job_name}:{_second(occurrence)}"
+    return f"{job_name}:{occurrence_text(occurrence)}"
 
 
 @functools.lru_cache(maxsize=1024)
-def _second(occurrence: datetime) -> str:
+def occurrence_text(occurrence: datetime) -> str:
+    """An occurrence to the second in UTC, as its idempotency key and its run's span say it."""
     # Cached: the jobs of one instant share their occurrence, and strftime costs microseconds.
     # In UTC, so the instants the cache holds as equal read the same.
     return occurrence.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

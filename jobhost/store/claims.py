@@ -26,6 +26,7 @@ from jobhost.store.claim_model import (
     SchedulePlan,
     new_run_id,
     occurrence_key,
+    occurrence_text,
     schedule_problem,
 )
 from jobhost.store.claim_reads import (
@@ -46,6 +47,7 @@ __all__ = [
     "live_runs",
     "new_run_id",
     "occurrence_key",
+    "occurrence_text",
     "schedule_problem",
 ]
 
