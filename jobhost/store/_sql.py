@@ -11,6 +11,8 @@ from sqlalchemy import JSON, Select, Table, Text, bindparam, cast, column, func,
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 
+from jobhost.store.types import utc_instant
+
 __all__ = [
     "COPY_FROM",
     "built",
@@ -177,7 +179,7 @@ def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
 
 def rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The rows as the one parameter of :func:`json_rows`: a JSON list of objects keyed by
-    column name, each instant in ISO 8601 with its offset (a naive one is refused, as
+    column name, each instant in ISO 8601 in UTC (a naive one is refused, as
     :class:`~jobhost.store.types.UTCDateTime` refuses it)."""
     return {_ROWS: _ENCODER.encode(rows)}
 
@@ -188,9 +190,7 @@ _ROWS = "json_rows"
 def _instant(value: object) -> str:
     if not isinstance(value, datetime):
         raise TypeError(f"a {type(value).__name__} cannot be written in a batch of rows")
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
-    return value.isoformat()
+    return utc_instant(value).isoformat()
 
 
 _ENCODER = json.JSONEncoder(default=_instant, allow_nan=False, separators=(",", ":"))

@@ -10,7 +10,7 @@ from sqlalchemy import DateTime, String
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["UTCDateTime"]
+__all__ = ["UTCDateTime", "utc_instant"]
 
 _log = logging.getLogger("jobhost.store")
 # SQLAlchemy's own SQLite layout: fixed width, so text order is time order in comparisons.
@@ -37,10 +37,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
-        if value.tzinfo is not UTC:
-            value = value.astimezone(UTC)
+        value = utc_instant(value)
         if dialect.name == "sqlite":
             # The same text as _SQLITE_FORMAT gives, several times faster on the hot path.
             return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
@@ -93,3 +90,10 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
+
+
+def utc_instant(value: datetime) -> datetime:
+    """``value`` in UTC, as the store keeps every instant; a naive one is refused."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
