@@ -216,9 +216,11 @@ class Host:
             now = result.now
         except Exception as error:
             return self._turn_failed(error)
-        if not self.status.store_ok:
-            _log.info("store reachable again")
-        self.status.store_ok = True
+        if result.asked_store:
+            # Only an answer says the store is back: a turn that knew without asking has none.
+            if not self.status.store_ok:
+                _log.info("store reachable again")
+            self.status.store_ok = True
         self.status.last_tick = time.monotonic()
         self.status.ticks += 1
         self.status.lag = result.lag
@@ -258,21 +260,7 @@ class Host:
 
     def _turn_failed(self, error: Exception) -> float:
         """Say why a turn failed; how long to wait before the next."""
-        if is_store_down(error):
-            if self.status.store_ok:
-                _log.warning(
-                    "store unreachable: %s; retrying",
-                    redact_text(str(error).splitlines()[0] if str(error) else ""),
-                )
-            self._store_lost()
-        else:
-            # A bug must not stop the host: say so loudly and try again.
-            _log.error(
-                "tick failed: %s: %s",
-                type(error).__name__,
-                redact_text(str(error)),
-                exc_info=error,
-            )
+        self._failed("tick", error)
         return min(self.settings.poll_interval.total_seconds(), _STORE_DOWN_BACKOFF)
 
     def request_stop(self) -> None:
@@ -329,21 +317,35 @@ class Host:
         try:
             return self._ticker.claim_backfills(now, slots)
         except Exception as error:
-            if is_store_down(error):
-                self._store_lost()
-            else:
-                _log.error(
-                    "claiming backfilled occurrences failed: %s: %s",
-                    type(error).__name__,
-                    redact_text(str(error)),
-                    exc_info=error,
-                )
+            self._failed("claiming backfilled occurrences", error)
             return []
+
+    def _failed(self, what: str, error: Exception) -> None:
+        """Say why ``what`` failed: the store's going away once, when it goes (whichever step
+        meets it first), anything else each time."""
+        if is_store_down(error):
+            if self.status.store_ok:
+                _log.warning(
+                    "store unreachable: %s; retrying",
+                    redact_text(str(error).splitlines()[0] if str(error) else ""),
+                )
+            self._store_lost()
+        else:
+            # A bug must not stop the host: say so loudly and try again.
+            _log.error(
+                "%s failed: %s: %s",
+                what,
+                type(error).__name__,
+                redact_text(str(error)),
+                exc_info=error,
+            )
 
     def _store_lost(self) -> None:
         """After an outage, live hosts get two heartbeats to renew their leases before this host
         records anybody's run abandoned."""
         self.status.store_ok = False
+        # The next turn asks the store, even between fires: its answer says it is back.
+        self._ticker.look_everywhere()
         beat = self.settings.heartbeat_interval.total_seconds()
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 

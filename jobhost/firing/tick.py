@@ -60,6 +60,8 @@ class TickResult:
     """The instant this turn worked at (read inside its claim transaction when not given)."""
     read_at: float | None = None
     """When (monotonic) ``now`` was read, for a sleep until ``next_wake``; None: unknown."""
+    asked_store: bool = True
+    """The turn went to the store; False: it knew without asking that nothing was due."""
 
 
 class Ticker:
@@ -226,6 +228,7 @@ class Ticker:
             # Woken for a backfill's free slot with nothing else due: the claim would find
             # nothing, so the turn leaves it out and the backfill is offered the slots.
             result.now, result.read_at = between, time.monotonic()
+            result.asked_store = False
             result.next_wake = self._wakeups.next_wake(between)
             return result
         if free_slots <= 0 and request_slots <= 0:

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import logging
 import shutil
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.host import Host
 from jobhost.store import RunRecord, SystemClock, create_store_engine, reading, upgrade
+from jobhost.store.backfills import create_backfill
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
+from tests.reliability.proxy import CutProxy
 from tests.support import SAMPLE_PLUGIN, sample_catalog
 from tests.waiting import wait_for
+
+NIGHTLY = {"name": "sample.nightly", "cron": "0 3 * * *"}
 
 
 def _settings(tmp_path: Path) -> Settings:
@@ -89,3 +95,75 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
         host.request_stop()
         host.shutdown()
         engine.dispose()
+
+
+def test_a_store_lost_at_the_backfill_claim_is_said_once_and_the_backfill_goes_on(
+    postgres_url: str, tmp_path: Path, telemetry: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = make_url(postgres_url)
+    with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        through = server.set(host="127.0.0.1", port=proxy.port)
+        settings = Settings(
+            database_url=through.render_as_string(hide_password=False),
+            plugins=[SAMPLE_PLUGIN],
+            modules={"sample": {"log": str(tmp_path / "runs.log"), "jobs": [NIGHTLY]}},
+        )
+        engine = create_store_engine(settings.database_url)
+        upgrade(engine)
+        night = datetime(2026, 4, 1, 3, tzinfo=UTC)
+        with engine.begin() as connection:
+            create_backfill(
+                connection,
+                job="sample.nightly",
+                start=night,
+                end=night + timedelta(hours=1),
+                mode="missing",
+                reason="outage",
+                actor="ops",
+                concurrency=1,
+                occurrences=[night],
+                now=SystemClock()(),
+            )
+        host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
+        claim_backfills = host._ticker.claim_backfills
+
+        def cut_first(now: datetime, slots: int) -> Any:
+            # The store goes away between the turn's claim and its backfill claim.
+            if not proxy.cuts:
+                proxy.cut()
+            return claim_backfills(now, slots)
+
+        host._ticker.claim_backfills = cut_first  # type: ignore[method-assign]
+        host.start()
+        try:
+            with caplog.at_level(logging.INFO, logger="jobhost"):
+                wait_for(lambda: host.turn() is not None and proxy.cuts, 10, "the backfill claim")
+                assert not host.status.store_ok
+                host.turn()  # the next turn meets the outage too, and says nothing more
+                said = [
+                    r.getMessage()
+                    for r in caplog.records
+                    if r.name == "jobhost.host" and r.levelno >= logging.WARNING
+                ]
+                # Said once, as the store's going away, whichever step met it first; not as a
+                # failed backfill claim, and never "reachable again" while it is away.
+                assert len(said) == 1 and said[0].startswith("store unreachable"), said
+                assert "store reachable again" not in caplog.text
+                proxy.restore()
+
+                def backfilled() -> list[RunRecord]:
+                    host.turn()
+                    with reading(engine) as connection:
+                        query = select(runs).where(runs.c.backfill_id.is_not(None))
+                        rows = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+                    return [r for r in rows if r.outcome == "succeeded"]
+
+                (run,) = wait_for(backfilled, 20, "the backfilled night to run once it is back")
+                assert run.occurrence == night
+                assert host.status.store_ok
+                assert "store reachable again" in caplog.text
+        finally:
+            proxy.restore()
+            host.request_stop()
+            host.shutdown()
+            engine.dispose()
