@@ -74,6 +74,8 @@ class Outcome:
     ran: int = 0
     misses: int = 0
     recorded_missed: int = 0
+    not_run: Counter[str] = field(default_factory=Counter)
+    """Missed and skipped rows in the window by outcome, reason and occurrence (UTC second)."""
     duplicates: int = 0
     ledger_duplicates: int | None = None
     lags: list[float] = field(default_factory=list)
@@ -227,22 +229,31 @@ def read_fires(directory: Path) -> list[tuple[str, str, float, float]]:
     return lines
 
 
-def read_ledger(url: str) -> list[tuple[str, float, int, str, float | None]]:
-    """``(job, occurrence, attempt, outcome, started_at)`` of every scheduled run row."""
+def read_ledger(url: str) -> list[tuple[str, float, int, str, float | None, str]]:
+    """``(job, occurrence, attempt, outcome, started_at, reason)`` of every scheduled run
+    row (the message says why a missed or skipped occurrence did not run)."""
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
             rows = connection.execute(
                 text(
-                    "SELECT job_name, occurrence, attempt, outcome, started_at FROM runs "
+                    "SELECT job_name, occurrence, attempt, outcome, started_at, reason "
+                    "FROM runs "
                     "WHERE occurrence IS NOT NULL"
                 )
             ).all()
     finally:
         engine.dispose()
     return [
-        (str(job), _epoch(occurrence), int(attempt), str(outcome), _epoch_or_none(started))
-        for job, occurrence, attempt, outcome, started in rows
+        (
+            str(job),
+            _epoch(occurrence),
+            int(attempt),
+            str(outcome),
+            _epoch_or_none(started),
+            str(message or ""),
+        )
+        for job, occurrence, attempt, outcome, started, message in rows
     ]
 
 
@@ -334,20 +345,25 @@ def _score(
 
 def _score_ledger(
     outcome: Outcome,
-    rows: list[tuple[str, float, int, str, float | None]],
+    rows: list[tuple[str, float, int, str, float | None, str]],
     opens: float,
     closes: float,
 ) -> None:
     in_window = [row for row in rows if opens - 0.0005 <= row[1] < closes - 0.0005]
     first: dict[tuple[str, float], tuple[int, float]] = {}
-    for job, occurrence, attempt, _, started in in_window:
+    for job, occurrence, attempt, _, started, _ in in_window:
         if attempt >= 1 and started is not None:
             key = (job, round(occurrence, 3))
             if key not in first or attempt < first[key][0]:
                 first[key] = (attempt, started)
     outcome.lags = [(started - key[1]) * 1000 for key, (_, started) in first.items()]
-    outcome.recorded_missed = sum(1 for row in in_window if row[3] in {"missed", "skipped"})
-    attempts = Counter((job, round(occ, 3)) for job, occ, attempt, _, _ in rows if attempt >= 1)
+    not_run = [row for row in in_window if row[3] in {"missed", "skipped"}]
+    outcome.recorded_missed = len(not_run)
+    outcome.not_run = Counter(
+        f"{kind} ({message or 'no reason'}) for {time.strftime('%H:%M:%S', time.gmtime(occ))}"
+        for _, occ, _, kind, _, message in not_run
+    )
+    attempts = Counter((job, round(occ, 3)) for job, occ, attempt, *_ in rows if attempt >= 1)
     outcome.ledger_duplicates = sum(1 for count in attempts.values() if count > 1)
 
 

@@ -241,6 +241,8 @@ def _row(outcome: Outcome, jobs: int, scheduler: str, store: str) -> Outcome:
         f"{number(outcome.to_first_fire, 7, 2)}s {_collections(outcome.full_collections)}",
         flush=True,
     )
+    for why, count in sorted(outcome.not_run.items()):
+        print(f"      not run: {count} {why}", flush=True)
     return outcome
 
 

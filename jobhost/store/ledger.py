@@ -220,19 +220,30 @@ def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: 
 def renew_leases(
     connection: Connection, host_id: str, run_ids: Collection[str], until: datetime
 ) -> set[str]:
-    """Extend the leases of this host's running runs; return the ids it no longer holds."""
+    """Extend the leases of this host's running runs; return the ids it no longer holds.
+
+    A run's row another transaction holds is left for the next beat, not waited for: that is
+    nearly always the recorder finishing the run, whose statement may in turn wait for a row
+    this renewal holds. The two waiting on each other deadlocked (the server ends one after
+    a second), and a second's delay in recording made the next occurrences of those jobs
+    ``skipped (overlap)``. A lease outlasts at least two beats, so one left out is not lost.
+    """
     if not run_ids:
         return set()
+    ids = list(run_ids)
+    mine = (runs.c.id.in_(ids), runs.c.host_id == host_id, runs.c.outcome == RUNNING)
     renewed = set(
         connection.execute(
             update(runs)
-            .where(
-                runs.c.id.in_(list(run_ids)), runs.c.host_id == host_id, runs.c.outcome == RUNNING
-            )
+            .where(runs.c.id.in_(locked(connection, select(runs.c.id).where(*mine))))
             .values(lease_expires_at=until)
             .returning(runs.c.id)
         ).scalars()
     )
+    held = renewed
+    if len(renewed) < len(ids):
+        # Which of the others are still this host's (left out, locked) and which are not.
+        held = renewed | set(connection.execute(select(runs.c.id).where(*mine)).scalars())
     if renewed:
         # One job's schedule row that cannot be written must not cost every run its renewal.
         execute_isolating(
@@ -245,7 +256,7 @@ def renew_leases(
             .values(lease_expires_at=until),
             [{"b_run": run_id} for run_id in sorted(renewed)],
         )
-    return set(run_ids) - renewed
+    return set(ids) - held
 
 
 def abandon_expired_runs(
