@@ -231,7 +231,7 @@ def read_fires(directory: Path) -> list[tuple[str, str, float, float]]:
 
 def read_ledger(url: str) -> list[tuple[str, float, int, str, float | None, str]]:
     """``(job, occurrence, attempt, outcome, started_at, reason)`` of every scheduled run
-    row (the message says why a missed or skipped occurrence did not run)."""
+    row (the reason says why a missed or skipped occurrence did not run)."""
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
@@ -251,9 +251,9 @@ def read_ledger(url: str) -> list[tuple[str, float, int, str, float | None, str]
             int(attempt),
             str(outcome),
             _epoch_or_none(started),
-            str(message or ""),
+            str(reason or ""),
         )
-        for job, occurrence, attempt, outcome, started, message in rows
+        for job, occurrence, attempt, outcome, started, reason in rows
     ]
 
 
@@ -360,8 +360,8 @@ def _score_ledger(
     not_run = [row for row in in_window if row[3] in {"missed", "skipped"}]
     outcome.recorded_missed = len(not_run)
     outcome.not_run = Counter(
-        f"{kind} ({message or 'no reason'}) for {time.strftime('%H:%M:%S', time.gmtime(occ))}"
-        for _, occ, _, kind, _, message in not_run
+        f"{kind} ({reason or 'no reason'}) for {time.strftime('%H:%M:%S', time.gmtime(occ))}"
+        for _, occ, _, kind, _, reason in not_run
     )
     attempts = Counter((job, round(occ, 3)) for job, occ, attempt, *_ in rows if attempt >= 1)
     outcome.ledger_duplicates = sum(1 for count in attempts.values() if count > 1)

@@ -141,7 +141,9 @@ def abandon_dead_runs(
 
 
 def renew_lease(engine: Engine, host_id: str, run_id: str, lease: timedelta, clock: Clock) -> bool:
-    """Extend one run's lease by ``lease`` from now; False when this host no longer holds it."""
+    """Extend one run's lease by ``lease`` from now; False when this host no longer holds it.
+    A row another transaction holds at that moment is left for the next renewal (see
+    :func:`~jobhost.store.ledger.renew_leases`)."""
     with engine.begin() as connection:
         now = database_now(connection, clock)
         return not ledger.renew_leases(connection, host_id, [run_id], now + lease)
