@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import FrameType
 
 from jobhost_contracts import AuditSink
@@ -57,6 +57,10 @@ _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
+_HOLD_MARGIN = timedelta(seconds=0.25)
+"""How long before a job's row is looked at again its held record is written at the latest:
+the claim's lead (at most 50 ms) and the write's own time (two batches of 500 runs, tens of
+milliseconds each), with room to spare."""
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
 the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
 
@@ -123,6 +127,7 @@ class Host:
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
             on_recorded=self._recorded,
+            may_hold=self._may_hold,
         )
         self.slots = WorkerSlots(
             settings.worker_pool_size,
@@ -294,6 +299,11 @@ class Host:
         self._ticker.look_everywhere()
         self._cancels.signalled()
         self._wake.set()
+
+    def _may_hold(self, by: datetime) -> bool:
+        """Whether the recorder may hold records due ``by`` a moment more: the last turn left due
+        runs for want of a worker, and no claim looks at their jobs' rows before ``by``."""
+        return self.slots.behind() and self._ticker.store_time() < by - _HOLD_MARGIN
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim

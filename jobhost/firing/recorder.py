@@ -5,6 +5,13 @@ handed over since its last write in one transaction. While the store is away it 
 outcomes and tries again, however long that takes (the runs keep their leases meanwhile, as the
 host renews them until they are recorded); only a host that is shutting down gives up, after
 its grace period, and says so.
+
+Starting due runs comes before recording finished ones, where waiting changes nothing: while
+the host has due runs it has no worker for, the recorder holds its write (at most
+:data:`HOLD_SECONDS`) so that the process spends its time claiming and starting them, then
+records what finished meanwhile in one transaction. A record is held only until a moment before
+a claim would next look at its job's row (:attr:`~jobhost.store.claims.Claim.record_by`: the
+overlap rule reads the record there), and never for a run without that instant.
 """
 
 from __future__ import annotations
@@ -14,32 +21,43 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.recording import Finished, settle
 from jobhost.store.retrying import StoreRetry, is_store_down
 
-__all__ = ["Finished", "OutcomeRecorder"]
+__all__ = ["HOLD_SECONDS", "Finished", "OutcomeRecorder"]
 
 _log = logging.getLogger("jobhost.host")
 _BATCH = 500
 _LATER_SECONDS = 30
 _BUSY_SECONDS = 0.05
 _GATHER_SECONDS = 0.005
+HOLD_SECONDS = 0.5
+"""Longest a write waits while the host is behind on due runs."""
+_HOLD_STEP = 0.01
 _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 """Pauses between tries to record while the store fails; the last repeats."""
 
 
 class OutcomeRecorder:
-    """One thread that records finished runs; ``on_recorded`` hears of each one written."""
+    """One thread that records finished runs; ``on_recorded`` hears of each one written.
+
+    ``may_hold(by)`` answers whether a write whose runs must be recorded by ``by`` (the
+    earliest :attr:`~jobhost.store.claims.Claim.record_by` among them) may wait a moment for
+    due runs to start (see the module); the default never waits.
+    """
 
     def __init__(
         self,
         *,
         envelope: RunEnvelope,
         on_recorded: Callable[[Finished], None],
+        may_hold: Callable[[datetime], bool] | None = None,
     ) -> None:
         self._envelope = envelope
+        self._may_hold = may_hold
         self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
         self._give_up_at: float | None = None
@@ -108,13 +126,26 @@ class OutcomeRecorder:
 
         Busy (the last write was moments ago), it waits a few milliseconds for more runs to
         finish first: one transaction for a dozen runs costs little more than one for three.
-        An idle host's run, or a stopping host's, is written at once."""
+        Behind on due runs, it waits for them to start, as long as its runs may wait (see the
+        module). An idle host's run, or a stopping host's, is written at once."""
         stop = False
         busy = wait and time.monotonic() - self._written_at < _BUSY_SECONDS
+        may_hold = self._may_hold if wait else None
+        hold_until = time.monotonic() + HOLD_SECONDS
+        by = _earliest(pending) if may_hold is not None else None
         while len(pending) < _BATCH:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
+                if (
+                    may_hold is not None
+                    and by is not None
+                    and not stop
+                    and time.monotonic() < hold_until
+                    and may_hold(by)
+                ):
+                    time.sleep(_HOLD_STEP)
+                    continue
                 if not busy:
                     break
                 busy = False
@@ -124,6 +155,9 @@ class OutcomeRecorder:
                 stop, busy = True, False
             else:
                 pending.append(item)
+                if by is not None:
+                    record_by = item.claim.record_by
+                    by = None if record_by is None else min(by, record_by)
         return stop
 
     def _rest(self) -> list[Finished]:
@@ -193,3 +227,15 @@ class OutcomeRecorder:
                 finished.executed.outcome.outcome,
             )
             self._on_recorded(finished)
+
+
+def _earliest(pending: list[Finished]) -> datetime | None:
+    """The earliest instant by which one of ``pending`` must be recorded; None when one of them
+    may not wait at all (or there are none)."""
+    earliest: datetime | None = None
+    for finished in pending:
+        by = finished.claim.record_by
+        if by is None:
+            return None
+        earliest = by if earliest is None else min(earliest, by)
+    return earliest

@@ -120,6 +120,11 @@ class WorkerSlots:
             ended |= any(name not in holding for name in waiting)
         return ended
 
+    def behind(self) -> bool:
+        """The last turn left due work for want of a worker."""
+        with self._lock:
+            return self._saturated
+
     def held(self) -> dict[str, Cancellation]:
         """The cancellation of each run whose executor still runs here."""
         with self._lock:

@@ -339,6 +339,7 @@ class ClaimWork:
             requested_by=requested_by,
             reason=reason,
             lease_until=lease_until,
+            record_by=_record_by(job, occurrence),
         )
         job.started.append(claim)
         self._claims[new_id] = claim
@@ -387,3 +388,16 @@ class ClaimWork:
             f"refused: run {first.id} is still running on host {first.host_id} since {started} "
             "(overlap policy forbid)"
         )
+
+
+def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
+    """The first instant a claim looks at the job's row again after the run of ``occurrence``
+    (see :attr:`Claim.record_by`); None for any other run or a job in a concurrency group, whose
+    live runs other jobs' claims count."""
+    plan = job.plan
+    if occurrence is None or plan is None or plan.run != occurrence:
+        return None
+    if job.row.concurrency_group is not None:
+        return None
+    looks = [at for at in (plan.next_occurrence, plan.due_at) if at is not None]
+    return min(looks, default=None)

@@ -41,6 +41,10 @@ class Claim:
     reason: str | None = None
     lease_until: datetime | None = None
     backfill_id: str | None = None
+    record_by: datetime | None = None
+    """When a claim next looks at this job's row (its next occurrence) for a scheduled run of a
+    job outside any concurrency group: until then a later record changes no decision, so a
+    busy host may hold it back to start due runs first. None: record as soon as it ends."""
 
 
 @dataclass(frozen=True, slots=True)
