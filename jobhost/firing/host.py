@@ -57,12 +57,12 @@ _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
+"""Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
+the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
 _HOLD_MARGIN = timedelta(seconds=0.25)
 """How long before a job's row is looked at again its held record is written at the latest:
 the claim's lead (at most 50 ms) and the write's own time (two batches of 500 runs, tens of
 milliseconds each), with room to spare."""
-"""Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
-the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
 
 
 class Host:
