@@ -97,6 +97,7 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_a_store_lost_at_the_backfill_claim_is_said_once_and_the_backfill_goes_on(
     postgres_url: str, tmp_path: Path, telemetry: object, caplog: pytest.LogCaptureFixture
 ) -> None:
