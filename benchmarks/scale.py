@@ -181,7 +181,9 @@ def scale_section(bench: Bench) -> None:
         "scheduled_run_time (the no-op's end); 'exec p99' = the executor's own clock - "
         "occurrence. CPU = utime+stime of the scheduling process(es) over the window, per 1,000 "
         "fires in it; PG CPU = its PostgreSQL backends over the window (s); misses = occurrences "
-        "due in the window that did not run by the end of the drain; 'recorded' = missed/skipped "
+        "due in the window that did not run by the end of the drain; dups = occurrences run more "
+        "than once, as the executors logged them (jobhost: or started twice in the ledger); "
+        "'recorded' = missed/skipped "
         "rows or events for them; CPU is read in 10 ms clock ticks, so few fires give a coarse "
         "figure; 'full GC' = full collections of the cyclic garbage collector in the window / the "
         "longest, in ms (jobhost only: a pause of the whole process)"
@@ -214,7 +216,8 @@ def scale_section(bench: Bench) -> None:
 
 
 _HEADER = (
-    f"{'N':>5} {'scheduler':<11} {'store':<8} {'fires':>6} {'misses':>6} {'recorded':>8} "
+    f"{'N':>5} {'scheduler':<11} {'store':<8} {'fires':>6} {'misses':>6} {'dups':>4} "
+    f"{'recorded':>8} "
     f"{'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} {'exec p99':>8} {'CPU/1k':>7} "
     f"{'PG CPU':>7} {'SQL/fire':>8} {'RSS MB':>7} {'1st fire':>8} {'full GC':>9}"
 )
@@ -232,9 +235,11 @@ def _row(outcome: Outcome, jobs: int, scheduler: str, store: str) -> Outcome:
         if outcome.statements is not None and outcome.fires_in_window
         else f"{'-':>8}"
     )
+    dups = max(outcome.duplicates, outcome.ledger_duplicates or 0)
     print(
         f"{jobs:>5} {scheduler:<11} {store:<8} {outcome.ran:>6} {outcome.misses:>6} "
-        f"{outcome.recorded_missed:>8} {_ms(percentile(lags, 50))} {_ms(percentile(lags, 95))} "
+        f"{dups:>4} {outcome.recorded_missed:>8} {_ms(percentile(lags, 50))} "
+        f"{_ms(percentile(lags, 95))} "
         f"{_ms(percentile(lags, 99))} {_ms(max(lags, default=math.nan))} "
         f"{_ms(percentile(outcome.executor_lags, 99))} {number(outcome.cpu_per_1k, 7, 2)} "
         f"{number(outcome.backend_cpu, 7, 2)} {statements} {number(outcome.rss_mb, 7, 0)} "
