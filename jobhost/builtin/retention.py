@@ -2,12 +2,12 @@
 
 It deletes run rows older than ``keep_days``, with their log lines, in bounded batches, always
 keeping the newest ``keep_last`` rows of every job, and never touching a run that is still running
-or pending. The tables that would otherwise only grow go too: hosts stopped (or silent) for
-``keep_hosts_days``, finished manual requests older than ``keep_requests_days``, idempotency
-records older than ``keep_idempotency_days``. Settings live in ``[modules.jobhost]``: ``keep_days``
-(30), ``keep_last`` (50), ``keep_hosts_days`` (7), ``keep_requests_days`` (30),
-``keep_idempotency_days`` (90), ``batch_size`` (500), ``cron`` (``"23 4 * * *"``), ``timezone``
-(UTC).
+or pending. Manual runs are ledger rows like any other and go with them. The tables that would
+otherwise only grow go too: hosts stopped (or silent) for ``keep_hosts_days`` and idempotency
+records older than ``keep_idempotency_days``. Settings live in ``[modules.jobhost]``:
+``keep_days`` (30), ``keep_last`` (50), ``keep_hosts_days`` (7), ``keep_idempotency_days`` (90),
+``batch_size`` (500), ``cron`` (``"23 4 * * *"``), ``timezone`` (UTC); ``keep_requests_days`` is
+still accepted, and unused.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ class RetentionSettings(BaseModel):
     keep_days: _Days = 30
     keep_last: Annotated[int, _whole(0, _MAX_COUNT)] = 50
     keep_hosts_days: _Days = 7
+    # Accepted so that settings written for earlier releases still load: manual requests are
+    # runs now (migration 0015) and follow keep_days and keep_last.
     keep_requests_days: _Days = 30
     keep_idempotency_days: _Days = 90
     batch_size: Annotated[int, _whole(1, _MAX_COUNT)] = 500
@@ -92,9 +94,8 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
         enabled=config.enabled,
         configuration_source=_SECTION,
         description=f"Delete run rows older than {config.keep_days} days, keeping the newest "
-        f"{config.keep_last} of every job; hosts gone {config.keep_hosts_days} days, finished "
-        f"manual requests after {config.keep_requests_days} days, idempotency records after "
-        f"{config.keep_idempotency_days} days.",
+        f"{config.keep_last} of every job; hosts gone {config.keep_hosts_days} days, idempotency "
+        f"records after {config.keep_idempotency_days} days.",
     )
     return [JobRegistration(declaration, RunRetention(config))]
 
@@ -131,10 +132,9 @@ class RunRetention:
         finally:
             engine.dispose()
         context.logger.info(
-            "deleted %d run rows, %d hosts, %d requests, %d idempotency records",
+            "deleted %d run rows, %d hosts, %d idempotency records",
             deleted,
             others["hosts"],
-            others["requests"],
             others["idempotency_records"],
         )
         return Success({"deleted": deleted, **others})
@@ -147,13 +147,12 @@ def purge_growing_tables(
     config: RetentionSettings,
     should_stop: Any = lambda: False,
 ) -> dict[str, int]:
-    """Purge hosts, finished requests and idempotency records by age; how many of each went."""
+    """Purge hosts and idempotency records by age; how many of each went."""
     return purge_by_age(
         engine,
         now=now,
         ages={
             "hosts": timedelta(days=config.keep_hosts_days),
-            "requests": timedelta(days=config.keep_requests_days),
             "idempotency_records": timedelta(days=config.keep_idempotency_days),
         },
         batch_size=config.batch_size,

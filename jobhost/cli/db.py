@@ -57,7 +57,7 @@ def db_current(ctx: click.Context) -> None:
 def db_check(ctx: click.Context, full: bool) -> None:
     """Find stored values a host cannot use, each with its row and the fix.
 
-    Without --full: the rows a host reads (schedules, live runs, hosts, open run requests, the
+    Without --full: the rows a host reads (schedules, live runs, hosts, the
     signal row), in SQL, bounded: the check `jobhost health` runs as store-integrity. With
     --full: also every value of every other row, streamed in batches with bounded memory; it
     says how far it got, also when it is interrupted.

@@ -210,13 +210,13 @@ class Host:
             self._runtime.reload_if_changed(signalled_only=True)
             self._cancels.apply(self.slots.held())
             self._ticker.may_abandon = time.monotonic() >= self._abandon_after
-            free, ahead, request_slots = self.slots.free()
+            free, ahead, manual_slots = self.slots.free()
             slots = free + ahead
             # The turn reads the store's time inside its claim transaction.
             claimed_from = time.monotonic()
             # A host behind (room ahead) claims only what is due; one that keeps up claims
             # the next moments' occurrences too, and its workers start them on time.
-            result = self._ticker.tick(None, slots, request_slots, early=not ahead)
+            result = self._ticker.tick(None, slots, manual_slots, early=not ahead)
             assert result.now is not None
             now = result.now
         except Exception as error:

@@ -195,7 +195,7 @@ class Ticker:
         self,
         now: datetime | None,
         free_slots: int,
-        request_slots: int = 0,
+        manual_slots: int = 0,
         *,
         early: bool = False,
     ) -> TickResult:
@@ -213,14 +213,14 @@ class Ticker:
         expired = self.may_abandon and self._lease_expired(now or self._estimated_now())
         if expired:
             self._abandon(now or self._store_now())
-        result = self._turn(now, free_slots, request_slots, early)
+        result = self._turn(now, free_slots, manual_slots, early)
         assert result.now is not None
         if self.may_abandon and not expired and self._abandon_pass_due():
             self._abandon_after_claim(result)
         return result
 
     def _turn(
-        self, now: datetime | None, free_slots: int, request_slots: int, early: bool
+        self, now: datetime | None, free_slots: int, manual_slots: int, early: bool
     ) -> TickResult:
         result = TickResult()
         between = self._between_fires(now)
@@ -231,7 +231,7 @@ class Ticker:
             result.asked_store = False
             result.next_wake = self._wakeups.next_wake(between)
             return result
-        if free_slots <= 0 and request_slots <= 0:
+        if free_slots <= 0 and manual_slots <= 0:
             result.saturated = True
             self._wakeups, at = self._read_wakeups(now)
             result.lag = self._wakeups.lag(at)
@@ -241,7 +241,7 @@ class Ticker:
         try:
             began = time.monotonic()
             batch, self._wakeups, at, result.read_at = self._claim(
-                now, free_slots, request_slots, lead
+                now, free_slots, manual_slots, lead
             )
             self._lead.took(time.monotonic() - began)
             batches = [batch]
@@ -287,9 +287,9 @@ class Ticker:
             return None
         if self._jobs_waiting:
             return None
-        if last.request_at is not None:
-            return None
         if time.monotonic() - self._wakeups_read > _BACKFILL_RECHECK_SECONDS:
+            return None
+        if last.request_at is not None:
             return None
         if self._skip() != self._last_skip:
             return None
@@ -360,7 +360,7 @@ class Ticker:
         return now
 
     def _claim(
-        self, given: datetime | None, slots: int, request_slots: int, early: timedelta
+        self, given: datetime | None, slots: int, manual_slots: int, early: timedelta
     ) -> tuple[ClaimBatch, Wakeups, datetime, float]:
         skip = self._skip()
         # Cleared before reading: news arriving during this claim is looked at on the next.
@@ -373,14 +373,14 @@ class Ticker:
             now=given,
             clock=self._clock,
             slots=slots,
-            request_slots=request_slots,
+            manual_slots=manual_slots,
             rules=self._rules,
             skip=skip,
-            # The last turn's wake-up read saw every request and retry queued before it;
-            # whatever came since, a signal or this host's failed run announces.
+            # The last turn's wake-up read saw every run queued before it; whatever came
+            # since, a signal or this host's failed run announces.
             quiet=None
             if news or last is None
-            else Quiet(requests_pending=last.request_at is not None, first_retry=last.retry_at),
+            else Quiet(manual_pending=last.request_at is not None, first_pending=last.retry_at),
             early=early,
         )
         if given is None:
@@ -434,7 +434,7 @@ class Ticker:
             self._telemetry.runs.add(1, {"job": name, "outcome": outcome})
             _log.info("job %s: occurrence %s %s (%s)", name, occurrence, outcome, reason)
         for request_id, message in batch.refused:
-            _log.info("manual request %s refused: %s", request_id, message)
+            _log.info("manual run %s refused: %s", request_id, message)
         for group, count in batch.group_waits.items():
             self._telemetry.group_waits.add(count, {"group": group})
 

@@ -14,7 +14,7 @@ The checks, in order (``name``: what passes):
 - ``clock-skew``: every live host's clock is within one second of the database's;
 - ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
   (the hosts keep up with what is due);
-- ``store-integrity``: no row a host reads (schedules, live runs, hosts, open run requests,
+- ``store-integrity``: no row a host reads (schedules, live runs, hosts,
   the signal row) holds a value a host cannot use (such a job is set aside by the hosts; the
   detail names the row and the fix, and says how many rows it checked); bounded, in SQL;
 - ``stuck-runs``: no run is held by executor code that ignored its cancellation.

@@ -37,7 +37,7 @@ POLL_SECONDS = 0.2
 
 
 class ClaimOne(Protocol):
-    """A host's claim of one piece of work, by its id: ``claim_request`` or ``claim_retry``."""
+    """A host's claim of one pending run, by its id (``claim_run``)."""
 
     def __call__(
         self, engine: Engine, key: str, /, *, host_id: str, rules: FiringRules, clock: Clock

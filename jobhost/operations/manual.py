@@ -1,7 +1,7 @@
-"""A manual run: queued as a request, claimed like any run, executed in the same envelope.
+"""A manual run: queued as a pending run, claimed like any run, executed in the same envelope.
 
-With a live host, the request is left to it (it wakes within a second) and this side watches
-the request and the run rows until the outcome. With no live host, or when every host goes away
+With a live host, the run is left to it (it wakes at once) and this side watches the run's row
+until the outcome. With no live host, or when every host goes away
 while the request is still queued, the command claims the request itself and runs the job in
 its own process: same claim, lease and fencing token, same ledger row and span, its lease
 renewed while it runs, its telemetry flushed before it returns.
@@ -25,9 +25,9 @@ from jobhost.rules.policy import may_start
 from jobhost.store import Clock, Engine, RunRecord, SystemClock, store_now
 from jobhost.store.calls import read
 from jobhost.store.hosts import default_host_id
-from jobhost.store.operations import get_request
-from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
-from jobhost.store.requests import before_trigger, claim_request, request_progress
+from jobhost.store.records import TERMINAL_OUTCOMES
+from jobhost.store.reports import get_run
+from jobhost.store.requests import before_trigger, claim_run, run_progress
 from jobhost.store.signals import ChangeSignal
 from jobhost.store.turns import sync_catalog
 
@@ -176,39 +176,36 @@ class ManualRun:
             check_hosts = time.monotonic() >= next_host_check
             if check_hosts:
                 next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-            progress = request_progress(
-                self._engine, request_id, self._clock, check_hosts=check_hosts
-            )
-            request, run = progress.request, progress.run
-            if progress.hosts_alive is False:
+            seen = run_progress(self._engine, request_id, self._clock, check_hosts=check_hosts)
+            run = seen.run
+            assert run is not None, f"run {request_id} disappeared"
+            status = run.request_status
+            if seen.hosts_alive is False and status == "pending":
                 self._progress(f"no live host any more: running {spec.name} in this process")
                 return self._run_here(request_id, spec, deadline)
-            assert request is not None, f"request {request_id} disappeared"
-            if request.status == "refused":
-                return self._refused(request_id, spec, request.message, request.claimed_by)
-            if run is not None:
-                if run.outcome in TERMINAL_OUTCOMES:
-                    return finished_result(request_id, run)
-                if run.outcome == PENDING:
-                    if announced != request.status:
-                        announced = request.status
-                        self._progress(request.message or "queued")
-                elif announced != run.id:
-                    announced = run.id
-                    self._progress(
-                        f"running on host {run.host_id} (run {run.id}, started "
-                        f"{short_utc(run.started_at)})"
-                    )
+            if status == "refused":
+                return self._refused(request_id, spec, run.request_message, run.host_id)
+            if run.outcome in TERMINAL_OUTCOMES:
+                return finished_result(request_id, run)
+            if status == "queued" and announced != status:
+                announced = status
+                self._progress(_queued(spec))
+            elif status == "started" and announced != run.id:
+                announced = run.id
+                self._progress(
+                    f"running on host {run.host_id} (run {run.id}, started "
+                    f"{short_utc(run.started_at)})"
+                )
             if deadline is not None and time.monotonic() >= deadline:
-                state = "running" if run is not None and run.outcome != PENDING else "queued"
+                state = "running" if status == "started" else "queued"
                 self._progress(f"timed out waiting: the request is {state} and goes on")
                 return TriggerResult(
                     request_id,
-                    run.id if run else None,
+                    run.id if status != "pending" else None,
                     spec.name,
                     state,
-                    host=run.host_id if run else None,
-                    started_at=run.started_at if run else None,
+                    host=run.host_id,
+                    started_at=run.started_at,
                     error="timed out waiting; the request goes on",
                     timed_out_waiting=True,
                 )
@@ -225,14 +222,15 @@ class ManualRun:
         here = RunsHere(
             self._settings, self._catalog, self._engine, self._host_id, self._clock, self._progress
         )
-        ran = here.claim_and_run(claim_request, request_id, spec, deadline)
+        ran = here.claim_and_run(claim_run, request_id, spec, deadline)
         if ran is None:
-            request = read(self._engine, get_request, request_id)
-            if request is not None and request.status == "refused":
-                return self._refused(request_id, spec, request.message, self._host_id)
-            if request is not None and request.status == "queued":
-                self._progress(f"{request.message}; it runs once a host finds a free slot")
-                return TriggerResult(request_id, request.run_id, spec.name, "queued")
+            run = read(self._engine, get_run, request_id)
+            status = run.request_status if run is not None else "pending"
+            if run is not None and status == "refused":
+                return self._refused(request_id, spec, run.request_message, self._host_id)
+            if run is not None and status == "queued":
+                self._progress(f"{_queued(spec)}; it runs once a host finds a free slot")
+                return TriggerResult(request_id, run.id, spec.name, "queued")
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
         run, cancelled = ran
@@ -272,6 +270,10 @@ class ManualRun:
             f"{spec.declaration.overlap.value})"
         )
         return self._refused(None, spec, message, lease_owner)
+
+
+def _queued(spec: JobSpec) -> str:
+    return f"queued: waiting for a free slot of group {spec.concurrency_group}"
 
 
 def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:

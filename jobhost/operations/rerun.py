@@ -25,7 +25,7 @@ from jobhost.store.calls import read
 from jobhost.store.hosts import default_host_id
 from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
 from jobhost.store.reports import get_run
-from jobhost.store.requests import claim_retry, run_progress
+from jobhost.store.requests import claim_run, run_progress
 from jobhost.store.signals import ChangeSignal
 
 __all__ = ["RetryResult", "RunRetry", "watch_run"]
@@ -148,7 +148,7 @@ class RunRetry:
                 f"job {queued.retry_of.job_name} is not declared by this installation: the "
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
-        ran = self._here.claim_and_run(claim_retry, queued.run_id, spec, deadline)
+        ran = self._here.claim_and_run(claim_run, queued.run_id, spec, deadline)
         if ran is None:
             run = read(self._engine, get_run, queued.run_id)
             assert run is not None

@@ -30,7 +30,7 @@ from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec, group_problems
 from jobhost.store import Clock, Engine, SystemClock
 from jobhost.store.calls import read
-from jobhost.store.operations import get_request
+from jobhost.store.reports import get_run
 from jobhost.store.runtime import RuntimeJobRow, get_runtime_job, list_runtime_jobs
 from jobhost.store.runtime_jobs import put_runtime_job, remove_runtime_job
 from jobhost.store.signals import ChangeSignal
@@ -184,12 +184,14 @@ class JobService:
         )
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
-        # A host that claims or refuses the request signals it: wait on that, not on a timer.
+        # A host that starts, queues or refuses the run signals it: wait on that, not a timer.
         with ChangeSignal(self.engine) as signal:
             while True:
-                request = read(self.engine, get_request, request_id)
-                if request is not None and request.status != "pending":
-                    status, run_id, message = request.status, request.run_id, request.message
+                run = read(self.engine, get_run, request_id)
+                status = run.request_status if run is not None else "pending"
+                if run is not None and status != "pending":
+                    run_id = None if status == "refused" else run.id
+                    message = run.request_message
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:

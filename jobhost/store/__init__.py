@@ -17,7 +17,6 @@ from jobhost.store.migrate import current_revision, head_revision, is_current, u
 from jobhost.store.records import (
     HostRecord,
     LastAttempt,
-    RequestRecord,
     RunRecord,
     ScheduleRecord,
     ScheduleRow,
@@ -30,7 +29,6 @@ __all__ = [
     "Engine",
     "HostRecord",
     "LastAttempt",
-    "RequestRecord",
     "RunRecord",
     "ScheduleRecord",
     "ScheduleRow",

@@ -1,5 +1,5 @@
-"""One claim's batch: what each pending request, due retry and due schedule row it read becomes
-(a run started, a request refused or queued, an occurrence recorded without an attempt), asked
+"""One claim's batch: what each pending run and due schedule row it read becomes (a run started,
+a manual run refused or left waiting, an occurrence recorded without an attempt), asked
 of the caller's :class:`~jobhost.store.claim_model.ClaimRules` and the concurrency groups, and
 then written for the whole batch in a handful of statements."""
 
@@ -27,11 +27,17 @@ from jobhost.store.claim_reads import DUE_COLUMNS, live_runs
 from jobhost.store.claim_writes import (
     advance_schedules,
     lease_schedules,
-    settle_requests,
-    start_retries,
+    refuse_pending,
+    start_pending,
 )
 from jobhost.store.groups import GroupGate
-from jobhost.store.records import RUNNING, DueSchedule, PlannedRow, RequestRecord, RunRecord
+from jobhost.store.records import (
+    PRIORITY_MANUAL,
+    RUNNING,
+    DueSchedule,
+    PlannedRow,
+    RunRecord,
+)
 from jobhost.store.schema import runs, schedules
 from jobhost.store.signals import notify
 
@@ -71,8 +77,9 @@ class ClaimWork:
         self._batch = batch
         self._jobs: dict[str, _Job] = {}
         self._runs: list[dict[str, Any]] = []
-        self._retries: list[dict[str, Any]] = []
-        self._requests: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []
+        self._refused: list[dict[str, Any]] = []
+        self._announce = False
         self._claims: dict[str, Claim] = {}
         self._groups = GroupGate(connection, now)
         self.taken = 0
@@ -116,63 +123,53 @@ class ClaimWork:
                 if name in self._jobs:
                     self._jobs[name].live_runs = int(count)
 
-    def start_request(self, request: RequestRecord) -> None:
-        job = self._jobs.get(request.job_name)
+    def start_pending(self, run: RunRecord) -> None:
+        """Start a pending run: a manual run, a retry or a backfilled occurrence. A manual run
+        nobody has looked at yet is refused (recorded skipped) when its job cannot start now;
+        any other waits, pending, for its job or its concurrency group."""
+        name = run.job_name
+        fresh = run.priority == PRIORITY_MANUAL and run.not_before is None
+        job = self._jobs.get(name)
         if job is None:
-            self._refuse(request, f"job {request.job_name!r} has no schedule in the store yet")
+            if fresh:
+                self._refuse(run, f"job {name!r} has no schedule in the store yet")
             return
         if not self._may_start(job):
-            self._refuse(request, self._overlap_message(request.job_name))
+            if fresh:
+                self._refuse(run, self._overlap_message(name))
+            else:
+                self._batch.waiting.add(name)
             return
-        beside = self._groups.beside(job.row) if request.beside_limit else None
-        if not request.beside_limit and not self._groups.admit(job.row, queue_order=False):
-            self._queue_for_group(request, job)
+        beside = self._groups.beside(job.row) if run.beside_limit else None
+        if not run.beside_limit and not self._groups.admit(job.row, queue_order=False):
+            self._groups.park_run(run, job.row.concurrency_group)
+            self._announce |= fresh
             return
+        self._groups.started_run(run)
+        reason = "; ".join(r for r in (run.reason, beside) if r) or None
         claim = self._start(
             job,
-            occurrence=None,
-            attempt=1,
-            source="manual",
-            key=None,
-            requested_by=request.requested_by,
-            reason="; ".join(r for r in (request.reason, beside) if r) or None,
-            queued_at=request.requested_at,
+            occurrence=run.occurrence,
+            attempt=run.attempt,
+            source=run.source,
+            key=run.idempotency_key or f"{name}:{run.id}",
+            requested_by=run.requested_by,
+            reason=reason,
+            queued_at=run.queued_at,
+            run_id=run.id,
         )
-        self._requests.append(
-            {"b_id": request.id, "status": "started", "run_id": claim.run_id, "message": None}
-        )
-
-    def start_retry(self, retry: RunRecord) -> None:
-        job = self._jobs.get(retry.job_name)
-        if job is None or not self._may_start(job):
-            if job is not None:
-                self._batch.waiting.add(retry.job_name)
-            return  # stays pending; its job is busy or not scheduled here yet
-        if not self._groups.admit(job.row, queue_order=False):
-            self._groups.park_run(retry, job.row.concurrency_group)
-            return
-        self._groups.started_run(retry)
-        claim = self._start(
-            job,
-            occurrence=retry.occurrence,
-            attempt=retry.attempt,
-            source=retry.source,
-            key=retry.idempotency_key or f"{retry.job_name}:{retry.id}",
-            requested_by=retry.requested_by,
-            reason=retry.reason,
-            queued_at=retry.queued_at,
-            run_id=retry.id,
-        )
-        if retry.backfill_id is not None:
-            claim = self._claims[retry.id] = replace(claim, backfill_id=retry.backfill_id)
+        if run.backfill_id is not None:
+            claim = self._claims[run.id] = replace(claim, backfill_id=run.backfill_id)
         assert claim.lease_until is not None
-        self._retries.append(
+        self._announce |= run.source == "manual"
+        self._pending.append(
             {
-                "b_id": retry.id,
+                "b_id": run.id,
                 "host_id": self._host,
                 "fencing_token": claim.fencing_token,
                 "started_at": self._now,
                 "lease_expires_at": claim.lease_until,
+                "reason": reason,
             }
         )
 
@@ -232,13 +229,13 @@ class ClaimWork:
         self._groups.write()
         self._batch.group_waits = self._groups.waits
         inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
-        if self._retries:
-            start_retries(connection, self._retries)
-            inserted |= {r["b_id"] for r in self._retries}
-        if self._requests:
-            rows = [{**row, "claimed_by": self._host} for row in self._requests]
-            settle_requests(connection, rows)
-            # Whoever waits for the request's answer (the API, `jobhost trigger`) is woken.
+        if self._pending:
+            start_pending(connection, self._pending)
+            inserted |= {r["b_id"] for r in self._pending}
+        if self._refused:
+            refuse_pending(connection, self._refused)
+        if self._announce:
+            # Whoever waits for a manual run's answer (the API, `jobhost trigger`) is woken.
             notify(connection)
         self._write_schedules(inserted)
         self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
@@ -365,17 +362,16 @@ class ClaimWork:
             )
         return claim
 
-    def _queue_for_group(self, request: RequestRecord, job: _Job) -> None:
-        message = f"queued: {self._groups.waiting_message(job.row)}"
-        run_id = self._groups.queue_request(request, job.row)
-        self._requests.append(
-            {"b_id": request.id, "status": "queued", "run_id": run_id, "message": message}
-        )
-
-    def _refuse(self, request: RequestRecord, message: str) -> None:
-        self._batch.refused.append((request.id, message))
-        self._requests.append(
-            {"b_id": request.id, "status": "refused", "run_id": None, "message": message}
+    def _refuse(self, run: RunRecord, message: str) -> None:
+        self._batch.refused.append((run.id, message))
+        self._announce = True
+        self._refused.append(
+            {
+                "b_id": run.id,
+                "reason": message + (f"; asked: {run.reason}" if run.reason else ""),
+                "host_id": self._host,
+                "finished_at": self._now,
+            }
         )
 
     def _overlap_message(self, job_name: str) -> str:

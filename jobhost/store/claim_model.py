@@ -91,7 +91,7 @@ class ClaimBatch:
     not_run: list[tuple[str, datetime, str, str]] = field(default_factory=list)
     """(job, occurrence, outcome, reason) newly recorded without an attempt."""
     refused: list[tuple[str, str]] = field(default_factory=list)
-    """(request id, message) for manual requests that cannot run."""
+    """(run id, message) for manual runs that cannot run, recorded skipped."""
     unknown: set[str] = field(default_factory=set)
     """Jobs with due work this host does not know: leave them to hosts that do."""
     corrupt: dict[str, str] = field(default_factory=dict)

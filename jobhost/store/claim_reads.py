@@ -1,32 +1,30 @@
-"""Reading what a claim may take: pending manual requests, retries whose backoff has passed, due
-schedule rows, each oldest first, locked as read (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so
-replicas divide the work instead of queueing on it; on SQLite the transaction holds the file).
+"""Reading what a claim may take: pending runs (manual runs, then retries whose backoff has
+passed, then backfilled occurrences) and due schedule rows, each oldest first, locked as read
+(``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas divide the work instead of queueing on
+it; on SQLite the transaction holds the file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, locked
 from jobhost.store.claim_model import ClaimBatch, ClaimRules
-from jobhost.store.records import PENDING, RUNNING, DueSchedule, RequestRecord, RunRecord
-from jobhost.store.schema import IS_PENDING, run_requests, runs, schedules
+from jobhost.store.records import PENDING, RUNNING, DueSchedule, RunRecord
+from jobhost.store.schema import IS_PENDING, runs, schedules
 
 __all__ = [
     "DUE_COLUMNS",
     "due_job_names",
-    "due_retries",
+    "due_pending",
     "due_schedules",
     "live_runs",
-    "pending_requests",
 ]
-
-_Found = TypeVar("_Found", RequestRecord, RunRecord)
 
 DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
 """The schedule columns a claim reads, in :class:`~jobhost.store.records.DueSchedule`'s order."""
@@ -51,46 +49,7 @@ def due_job_names(connection: Connection, now: datetime, limit: int) -> list[str
     return list(connection.execute(query).scalars())
 
 
-def pending_requests(
-    connection: Connection,
-    limit: int,
-    *,
-    skip: list[str],
-    request_id: str | None,
-    rules: ClaimRules,
-    batch: ClaimBatch,
-) -> list[RequestRecord]:
-    if limit <= 0:
-        return []
-    if request_id is not None:
-        query = locked(
-            connection,
-            select(run_requests).where(
-                run_requests.c.status == PENDING, run_requests.c.id == request_id
-            ),
-        )
-        params: dict[str, Any] = {}
-    else:
-        query = built(connection, "pending-requests", _pending_requests_query)
-        params = {"skip": skip, "limit": limit}
-    found = [RequestRecord.from_row(r) for r in connection.execute(query, params).mappings()]
-    return _known(found, rules, batch)
-
-
-def _pending_requests_query(dialect: str) -> Any:
-    query = (
-        select(run_requests)
-        .where(
-            run_requests.c.status == PENDING,
-            run_requests.c.job_name.not_in(bindparam("skip", expanding=True)),
-        )
-        .order_by(run_requests.c.requested_at)
-        .limit(bindparam("limit"))
-    )
-    return _skip_locked(query, dialect)
-
-
-def due_retries(
+def due_pending(
     connection: Connection,
     now: datetime,
     limit: int,
@@ -100,26 +59,32 @@ def due_retries(
     batch: ClaimBatch,
     run_id: str | None = None,
 ) -> list[RunRecord]:
+    """Pending runs whose ``not_before`` has passed or that have none (a manual run no claim has
+    looked at), in claim order (priority, then ``not_before``); with ``run_id``, that one
+    pending run whenever it is due."""
     if limit <= 0:
         return []
     if run_id is not None:
         one = locked(connection, select(runs).where(runs.c.id == run_id, runs.c.outcome == PENDING))
         rows = connection.execute(one).mappings()
     else:
-        query = built(connection, "due-retries", _due_retries_query)
+        query = built(connection, "due-pending", _due_pending_query)
         rows = connection.execute(query, {"now": now, "skip": skip, "limit": limit}).mappings()
     return _known([RunRecord.from_row(r) for r in rows], rules, batch)
 
 
-def _due_retries_query(dialect: str) -> Any:
+def _due_pending_query(dialect: str) -> Any:
     query = (
         select(runs)
         .where(
             IS_PENDING,
-            runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
+            or_(
+                runs.c.not_before.is_(None),
+                runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
+            ),
             runs.c.job_name.not_in(bindparam("skip", expanding=True)),
         )
-        .order_by(runs.c.not_before)
+        .order_by(runs.c.priority, runs.c.not_before.nulls_first())
         .limit(bindparam("limit"))
     )
     return _skip_locked(query, dialect)
@@ -169,7 +134,7 @@ def _skip_locked(query: Any, dialect: str) -> Any:
     return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query
 
 
-def _known(found: list[_Found], rules: ClaimRules, batch: ClaimBatch) -> list[_Found]:
+def _known(found: list[RunRecord], rules: ClaimRules, batch: ClaimBatch) -> list[RunRecord]:
     """The rows of jobs this host knows; the others' jobs are noted in ``batch.unknown``."""
     batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
     return [r for r in found if rules.knows(r.job_name)]

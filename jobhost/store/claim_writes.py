@@ -1,5 +1,5 @@
-"""What a claim batch writes, each in one statement built once whatever the batch size: retries
-started, manual requests settled, schedule rows moved on (and leased when a run started)."""
+"""What a claim batch writes, each in one statement built once whatever the batch size: pending
+runs started or refused, schedule rows moved on (and leased when a run started)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, json_rows, rows_json
-from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.records import PENDING, RUNNING, SKIPPED
+from jobhost.store.schema import runs, schedules
 
-__all__ = ["advance_schedules", "lease_schedules", "settle_requests", "start_retries"]
-
-
-def start_retries(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Pending retries (``b_id``) become running runs of this host."""
-    connection.execute(built(connection, "start-retries", _start_retries), rows)
+__all__ = ["advance_schedules", "lease_schedules", "refuse_pending", "start_pending"]
 
 
-def settle_requests(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Manual requests (``b_id``) get their answer: started, queued or refused."""
-    connection.execute(built(connection, "settle-requests", _settle_requests), rows)
+def start_pending(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Pending runs (``b_id``) become running runs of this host."""
+    connection.execute(built(connection, "start-pending", _start_pending), rows)
+
+
+def refuse_pending(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Manual runs (``b_id``) that cannot start are recorded skipped, with why as their reason."""
+    connection.execute(built(connection, "refuse-pending", _refuse_pending), rows)
 
 
 def advance_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
@@ -36,7 +36,7 @@ def lease_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
     _move_schedules(connection, "lease-schedules", _LEASED, rows)
 
 
-def _start_retries(_dialect: str) -> Any:
+def _start_pending(_dialect: str) -> Any:
     return (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
@@ -46,19 +46,20 @@ def _start_retries(_dialect: str) -> Any:
             fencing_token=bindparam("fencing_token"),
             started_at=bindparam("started_at"),
             lease_expires_at=bindparam("lease_expires_at"),
+            reason=bindparam("reason"),
         )
     )
 
 
-def _settle_requests(_dialect: str) -> Any:
+def _refuse_pending(_dialect: str) -> Any:
     return (
-        update(run_requests)
-        .where(run_requests.c.id == bindparam("b_id"))
+        update(runs)
+        .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
         .values(
-            status=bindparam("status"),
-            run_id=bindparam("run_id"),
-            message=bindparam("message"),
-            claimed_by=bindparam("claimed_by"),
+            outcome=SKIPPED,
+            reason=bindparam("reason"),
+            host_id=bindparam("host_id"),
+            finished_at=bindparam("finished_at"),
         )
     )
 

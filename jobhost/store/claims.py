@@ -1,8 +1,9 @@
 """Claiming work: the one path by which every run starts.
 
-:func:`claim_work` takes, in one transaction, up to ``slots`` runs for one host: pending manual
-run requests first (a person is waiting), then retries whose backoff has passed, then due
-schedules found through the index on ``due_at``, oldest first. It locks what it reads (``FOR
+:func:`claim_work` takes, in one transaction, up to ``slots`` runs for one host: pending runs in
+(priority, not-before) order — manual runs first (a person is waiting), then retries whose
+backoff has passed, then backfilled occurrences — and then due schedules found through the
+index on ``due_at``, oldest first. It locks what it reads (``FOR
 UPDATE SKIP LOCKED`` on PostgreSQL, so replicas divide the work instead of queueing on it; on
 SQLite the transaction holds the write lock), asks the caller's :class:`ClaimRules` what each
 row means, and writes the answer for the whole batch in a handful of statements: run rows
@@ -29,13 +30,8 @@ from jobhost.store.claim_model import (
     occurrence_text,
     schedule_problem,
 )
-from jobhost.store.claim_reads import (
-    due_job_names,
-    due_retries,
-    due_schedules,
-    live_runs,
-    pending_requests,
-)
+from jobhost.store.claim_reads import due_job_names, due_pending, due_schedules, live_runs
+from jobhost.store.records import PRIORITY_MANUAL
 
 __all__ = [
     "Claim",
@@ -59,59 +55,43 @@ def claim_work(
     now: datetime,
     slots: int,
     rules: ClaimRules,
-    request_slots: int = 0,
+    manual_slots: int = 0,
     skip: Collection[str] = (),
-    request_id: str | None = None,
-    retry_id: str | None = None,
+    run_id: str | None = None,
     schedules_only: Collection[str] | None = None,
-    requests: bool = True,
-    retries: bool = True,
+    pending: bool = True,
     early_until: datetime | None = None,
 ) -> ClaimBatch:
-    """Claim up to ``slots`` runs (plus ``request_slots`` for manual requests only).
+    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only).
 
     ``skip`` names jobs not to touch (unknown to this host, or set aside as corrupt).
-    ``request_id`` claims only that manual request, ``retry_id`` only that pending retry (an
-    operator's retry of one run, run in the command's process); ``schedules_only`` limits the
-    schedule part to those jobs (the one-job-at-a-time fallback after a batch failed).
-    ``requests`` and ``retries`` False leave out the reads of pending manual requests and due
-    retries: the caller knows there are none (a statement less each, on every turn of a busy
-    host). ``early_until`` also claims, in the slots left, occurrences due after ``now`` up to
-    it, each started at its own instant (its claim's ``started_at``): a host that claims just
-    before an occurrence starts it on time, not a claim's length late. Only an occurrence that
-    would run as it stands is taken early; any other row is left to the claim at its instant.
+    ``run_id`` narrows the claim to that one pending run (a command that runs it itself);
+    ``schedules_only`` limits it to those jobs' schedules (the one-job-at-a-time fallback after
+    a batch failed). ``pending`` False leaves out the read of pending runs: the caller knows
+    none is due (a statement less on every turn of a busy host). ``early_until`` also claims,
+    in the slots left, occurrences due after ``now`` up to it, each started at its own instant
+    (its claim's ``started_at``): a host that claims just before an occurrence starts it on
+    time, not a claim's length late. Only an occurrence that would run as it stands is taken
+    early; any other row is left to the claim at its instant.
     """
     batch = ClaimBatch()
     work = ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     skipped = list(skip)
-    if schedules_only is None:
-        asked = (
-            pending_requests(
-                connection,
-                slots + request_slots if requests else 0,
-                skip=skipped,
-                request_id=request_id,
-                rules=rules,
-                batch=batch,
-            )
-            if retry_id is None
-            else []
+    if schedules_only is None and (pending or run_id is not None):
+        waiting = due_pending(
+            connection,
+            now,
+            slots + manual_slots,
+            skip=skipped,
+            rules=rules,
+            batch=batch,
+            run_id=run_id,
         )
-        again = (
-            due_retries(
-                connection, now, slots, skip=skipped, rules=rules, batch=batch, run_id=retry_id
-            )
-            if request_id is None and (retries or retry_id is not None)
-            else []
-        )
-        work.lock_rows({r.job_name for r in asked} | {r.job_name for r in again})
-        for request in asked:
-            if work.taken < slots + request_slots:
-                work.start_request(request)
-        for retry in again:
-            if work.taken < slots:
-                work.start_retry(retry)
-    if request_id is None and retry_id is None and work.taken < slots:
+        work.lock_rows({r.job_name for r in waiting})
+        for run in waiting:
+            if work.taken < slots + (manual_slots if run.priority == PRIORITY_MANUAL else 0):
+                work.start_pending(run)
+    if run_id is None and work.taken < slots:
         rows = due_schedules(
             connection,
             early_until or now,

@@ -19,7 +19,6 @@ host) stops holding its place.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,7 +27,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING, PlannedRow, RequestRecord, RunRecord
+from jobhost.store.records import PENDING, RUNNING, PlannedRow, RunRecord
 from jobhost.store.schema import concurrency_groups, runs, schedules
 
 __all__ = ["RECHECK", "STALE", "GroupGate"]
@@ -66,7 +65,6 @@ class GroupGate:
         self._cleared_rows: list[str] = []
         self._parked_runs: list[dict[str, Any]] = []
         self._cleared_runs: list[str] = []
-        self._queued: list[dict[str, Any]] = []
         self.waits: Counter[str] = Counter()
         """Group → things that began waiting in this claim (the waits counter)."""
 
@@ -118,7 +116,7 @@ class GroupGate:
             self._cleared_rows.append(row.job_name)
 
     def park_run(self, run: RunRecord, group: str | None) -> None:
-        """A pending retry or queued manual run waits: claimable again after :data:`RECHECK`."""
+        """A pending run waits for its group: claimable again after :data:`RECHECK`."""
         if run.group_waiting_since is None:
             self.waits[group or ""] += 1
         self._parked_runs.append(
@@ -132,28 +130,6 @@ class GroupGate:
     def started_run(self, run: RunRecord) -> None:
         if run.group_waiting_since is not None:
             self._cleared_runs.append(run.id)
-
-    def queue_request(self, request: RequestRecord, row: PlannedRow) -> str:
-        """Turn a manual request into a pending run that waits for a slot; its id."""
-        run_id = uuid.uuid4().hex
-        self.waits[row.concurrency_group or ""] += 1
-        self._queued.append(
-            {
-                "id": run_id,
-                "job_name": request.job_name,
-                "occurrence": None,
-                "attempt": 1,
-                "source": "manual",
-                "outcome": PENDING,
-                "idempotency_key": f"{request.job_name}:manual:{run_id}",
-                "requested_by": request.requested_by,
-                "reason": request.reason,
-                "queued_at": request.requested_at,
-                "not_before": self._now + RECHECK,
-                "group_waiting_since": self._now,
-            }
-        )
-        return run_id
 
     def write(self) -> None:
         """What the gate decided, in a statement per kind of change (none without groups)."""
@@ -190,8 +166,6 @@ class GroupGate:
                 .where(runs.c.id.in_(self._cleared_runs))
                 .values(group_waiting_since=None)
             )
-        if self._queued:
-            connection.execute(runs.insert(), self._queued)
 
     # -- reading the groups ------------------------------------------------------------------
 

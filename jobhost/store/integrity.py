@@ -2,7 +2,7 @@
 
 A host sets such a row's job aside and runs the others; this module lets an operator see them,
 each with the row and the fix. The check is bounded: it covers what a host reads (every
-schedule row, the live runs, the hosts, the open run requests and the signal row), asks the
+schedule row, the live runs, the hosts and the signal row), asks the
 database for the offending rows in SQL through the indexes a host uses, counts them, and reads
 at most ``limit`` of them. On PostgreSQL the column types already refuse a value of the wrong
 type, so only words and zone names are checked there. Finished runs and the other tables are
@@ -38,7 +38,6 @@ from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
     hosts,
-    run_requests,
     runs,
     schedules,
     signals,
@@ -132,12 +131,6 @@ def _scopes(connection: Connection, far: datetime, typed: bool) -> list[_Scope]:
             [_types(runs, typed), _far_run_lease(far)],
         ),
         _Scope("hosts", hosts, true(), [_types(hosts, typed)]),
-        _Scope(
-            "open run requests",
-            run_requests,
-            run_requests.c.status.not_in(["started", "refused"]),
-            [_types(run_requests, typed)],
-        ),
         _Scope("signal rows", signals, true(), [_types(signals, typed)]),
     ]
 

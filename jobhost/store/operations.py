@@ -1,4 +1,4 @@
-"""What operators' commands write: manual run requests, pause and resume.
+"""What operators' commands write: manual runs, pause and resume.
 
 Each write wakes every host at once (NOTIFY on PostgreSQL, the signal counter on SQLite).
 """
@@ -11,11 +11,11 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import RequestRecord, ScheduleRecord
-from jobhost.store.schema import run_requests, schedules
+from jobhost.store.records import PENDING, PRIORITY_MANUAL, ScheduleRecord
+from jobhost.store.schema import runs, schedules
 from jobhost.store.signals import notify
 
-__all__ = ["get_request", "get_schedule", "pause_job", "request_run", "resume_job"]
+__all__ = ["get_schedule", "pause_job", "request_run", "resume_job"]
 
 
 def request_run(
@@ -27,33 +27,32 @@ def request_run(
     *,
     beside_limit: bool = False,
 ) -> str:
-    """Queue a manual run of ``job_name``; a live host picks it up within a second.
+    """Queue a manual run of ``job_name`` as a pending run claimed before any other pending
+    work; a live host picks it up at once. The run's id, which the request is known by.
 
     ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``).
     """
-    request_id = uuid.uuid4().hex
+    run_id = uuid.uuid4().hex
     connection.execute(
-        run_requests.insert().values(
-            id=request_id,
+        runs.insert().values(
+            id=run_id,
             job_name=job_name,
+            occurrence=None,
+            attempt=1,
+            source="manual",
+            outcome=PENDING,
+            idempotency_key=f"{job_name}:manual:{run_id}",
             requested_by=requested_by,
             reason=reason,
-            requested_at=now,
-            status="pending",
+            queued_at=now,
+            # No bound: due at once for every host, whatever its clock says.
+            not_before=None,
+            priority=PRIORITY_MANUAL,
             beside_limit=beside_limit,
         )
     )
     notify(connection)
-    return request_id
-
-
-def get_request(connection: Connection, request_id: str) -> RequestRecord | None:
-    row = (
-        connection.execute(select(run_requests).where(run_requests.c.id == request_id))
-        .mappings()
-        .first()
-    )
-    return RequestRecord.from_row(row) if row is not None else None
+    return run_id
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:

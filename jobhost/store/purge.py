@@ -16,11 +16,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store.outcome_minutes import forget_runs
 from jobhost.store.runlogs import delete_run_logs
-from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
+from jobhost.store.schema import hosts, job_idempotency, runs
 
-__all__ = ["FINISHED_REQUESTS", "purge_by_age", "purge_runs"]
-
-FINISHED_REQUESTS = ("started", "refused")
+__all__ = ["purge_by_age", "purge_runs"]
 """Manual requests whose story is over: the run they started is in the ledger, or they were
 refused. A pending request is never purged: it still waits for a host."""
 
@@ -104,23 +102,6 @@ def _purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -
     return len(ids)
 
 
-def _purge_requests(connection: Connection, *, before: datetime, batch_size: int) -> int:
-    """Finished manual requests made before ``before``."""
-    ids = list(
-        connection.execute(
-            select(run_requests.c.id)
-            .where(
-                run_requests.c.status.in_(FINISHED_REQUESTS),
-                run_requests.c.requested_at < before,
-            )
-            .limit(batch_size)
-        ).scalars()
-    )
-    if ids:
-        connection.execute(delete(run_requests).where(run_requests.c.id.in_(ids)))
-    return len(ids)
-
-
 def _purge_idempotency(connection: Connection, *, before: datetime, batch_size: int) -> int:
     """Idempotency records written before ``before``."""
     keys = connection.execute(
@@ -136,6 +117,5 @@ def _purge_idempotency(connection: Connection, *, before: datetime, batch_size: 
 
 _BY_AGE: dict[str, Callable[..., int]] = {
     "hosts": _purge_hosts,
-    "requests": _purge_requests,
     "idempotency_records": _purge_idempotency,
 }

@@ -13,7 +13,6 @@ __all__ = [
     "DueSchedule",
     "HostRecord",
     "PlannedRow",
-    "RequestRecord",
     "RunRecord",
     "ScheduleRecord",
     "ScheduleRow",
@@ -22,6 +21,12 @@ __all__ = [
 
 RUNNING = "running"
 PENDING = "pending"
+SKIPPED = "skipped"
+# The order in which pending runs are claimed, lowest first: a person waits on a manual run; a
+# backfill yields to everything else.
+PRIORITY_MANUAL = 0
+PRIORITY_RETRY = 1
+PRIORITY_BACKFILL = 2
 TERMINAL_OUTCOMES = frozenset(
     {"succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed"}
 )
@@ -182,6 +187,29 @@ class RunRecord(_FromRow):
     cancel_requested_by: str | None = None
     cancel_requested_at: datetime | None = None
     cancel_reason: str | None = None
+    priority: int = PRIORITY_RETRY
+    beside_limit: bool = False
+
+    @property
+    def request_status(self) -> str:
+        """A manual run as the command, page or API call that queued it sees it: ``pending``
+        (no claim has looked at it), ``queued`` (waiting for a slot of its concurrency group),
+        ``refused`` (recorded skipped; ``reason`` says why) or ``started``."""
+        if self.outcome == PENDING:
+            return "queued" if self.group_waiting_since is not None else "pending"
+        if self.outcome == SKIPPED and self.started_at is None:
+            return "refused"
+        return "started"
+
+    @property
+    def request_message(self) -> str | None:
+        """Why a manual run is refused or queued (see :attr:`request_status`); else None."""
+        status = self.request_status
+        if status == "refused":
+            return self.reason or "refused"
+        if status == "queued":
+            return "queued: waiting for a free slot of the job's concurrency group"
+        return None
 
     @property
     def units(self) -> UnitCounts | None:
@@ -261,17 +289,3 @@ class HostRecord(_FromRow):
     def clock_skew_seconds(self) -> float:
         """The host's clock minus the database's, at the last heartbeat."""
         return (self.host_clock_at - self.last_seen_at).total_seconds()
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRecord(_FromRow):
-    id: str
-    job_name: str
-    requested_by: str
-    reason: str | None
-    requested_at: datetime
-    status: str
-    run_id: str | None
-    claimed_by: str | None
-    message: str | None
-    beside_limit: bool = False

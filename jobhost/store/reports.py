@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from jobhost.store.hosts import list_hosts
 from jobhost.store.records import (
     PENDING,
+    PRIORITY_MANUAL,
     RUNNING,
     HostRecord,
     LastAttempt,
@@ -27,7 +28,7 @@ from jobhost.store.records import (
     ScheduleRecord,
     ScheduleSummary,
 )
-from jobhost.store.schema import IS_RUNNING, run_requests, runs, schedules
+from jobhost.store.schema import IS_PENDING, IS_RUNNING, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
@@ -311,9 +312,9 @@ def stored_job_names(connection: Connection) -> set[str]:
 
 
 def pending_requests(connection: Connection, name: str) -> int:
-    """Manual run requests of ``name`` no host has taken yet."""
+    """Manual runs of ``name`` no host has started yet."""
     query = select(func.count()).where(
-        run_requests.c.job_name == name, run_requests.c.status == "pending"
+        runs.c.job_name == name, IS_PENDING, runs.c.priority == PRIORITY_MANUAL
     )
     return int(connection.execute(query).scalar() or 0)
 

@@ -1,5 +1,5 @@
-"""A manual request (or an operator's retry of one run) seen from the command that made it:
-what the store says before it is made, how it goes while the command waits, and the claim of it
+"""A manual run (or an operator's retry of one run) seen from the command that queued it: what
+the store says before it is queued, how it goes while the command waits, and the claim of it
 when the command runs it itself."""
 
 from __future__ import annotations
@@ -14,20 +14,11 @@ from jobhost.store.clock import Clock, database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
-from jobhost.store.operations import get_request, get_schedule
-from jobhost.store.records import HostRecord, RequestRecord, RunRecord, ScheduleRecord
+from jobhost.store.operations import get_schedule
+from jobhost.store.records import HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.reports import get_run
 
-__all__ = [
-    "Before",
-    "Progress",
-    "RunSeen",
-    "before_trigger",
-    "claim_request",
-    "claim_retry",
-    "request_progress",
-    "run_progress",
-]
+__all__ = ["Before", "RunSeen", "before_trigger", "claim_run", "run_progress"]
 
 
 @dataclass(frozen=True)
@@ -42,15 +33,6 @@ class Before:
     groups: list[GroupSummary]
 
 
-@dataclass(frozen=True)
-class Progress:
-    """A request and its run (None until claimed); ``hosts_alive`` when asked for."""
-
-    request: RequestRecord | None
-    run: RunRecord | None
-    hosts_alive: bool | None = None
-
-
 def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool) -> Before:
     with reading(engine) as connection:
         now = database_now(connection, clock)
@@ -60,37 +42,6 @@ def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool)
             live_runs(connection, job, now),
             [h for h in list_hosts(connection) if h.alive(now)],
             group_summaries(connection, now) if with_groups else [],
-        )
-
-
-def request_progress(
-    engine: Engine, request_id: str, clock: Clock, *, check_hosts: bool = False
-) -> Progress:
-    """Where ``request_id`` stands; with ``check_hosts``, whether any host is alive while it is
-    still pending."""
-    with reading(engine) as connection:
-        request = get_request(connection, request_id)
-        run = get_run(connection, request.run_id) if request and request.run_id else None
-        alive = None
-        if check_hosts and request is not None and request.status == "pending":
-            now = database_now(connection, clock)
-            alive = any(h.alive(now) for h in list_hosts(connection))
-    return Progress(request, run, alive)
-
-
-def claim_request(
-    engine: Engine, request_id: str, *, host_id: str, rules: ClaimRules, clock: Clock
-) -> ClaimBatch:
-    """The same claim a host makes, for this one request."""
-    with engine.begin() as connection:
-        return claim_work(
-            connection,
-            host_id=host_id,
-            now=database_now(connection, clock),
-            slots=0,
-            request_slots=1,
-            rules=rules,
-            request_id=request_id,
         )
 
 
@@ -113,10 +64,10 @@ def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool
     return RunSeen(run, alive)
 
 
-def claim_retry(
+def claim_run(
     engine: Engine, run_id: str, *, host_id: str, rules: ClaimRules, clock: Clock
 ) -> ClaimBatch:
-    """The claim every retry goes through, for this one pending run."""
+    """The claim every host makes, narrowed to the one pending run ``run_id``."""
     with engine.begin() as connection:
         return claim_work(
             connection,
@@ -124,5 +75,5 @@ def claim_retry(
             now=database_now(connection, clock),
             slots=1,
             rules=rules,
-            retry_id=run_id,
+            run_id=run_id,
         )

@@ -19,7 +19,6 @@ from jobhost.store.schema import (
     hosts,
     job_idempotency,
     job_state,
-    run_requests,
     runs,
     schedules,
     signals,
@@ -33,7 +32,6 @@ ALL_TABLES: tuple[Table, ...] = (
     schedules,
     runs,
     hosts,
-    run_requests,
     job_state,
     job_idempotency,
     signals,
@@ -45,7 +43,6 @@ WORDS: dict[tuple[str, str], frozenset[str]] = {
     ("schedules", "last_outcome"): TERMINAL_OUTCOMES | {RUNNING},
     ("runs", "outcome"): TERMINAL_OUTCOMES | {RUNNING, PENDING},
     ("runs", "source"): frozenset({"schedule", "catch-up", "manual", "retry"}),
-    ("run_requests", "status"): frozenset({"pending", "claimed", "started", "refused"}),
 }
 """Text columns that hold one of a few words."""
 
@@ -98,7 +95,7 @@ def locate(table: str, row: Mapping[str, Any]) -> tuple[str, str]:
     job = str(row.get("job_name") or "-")
     if table == "schedules":
         return job, "schedules"
-    if table in {"runs", "run_requests"}:
+    if table == "runs":
         return job, f"{table} {row.get('id')}"
     if table in {"job_state", "job_idempotency"}:
         return job, f"{table} {row.get('key')}"

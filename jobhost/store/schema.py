@@ -14,10 +14,12 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
     UniqueConstraint,
+    false,
     literal_column,
 )
 
@@ -37,7 +39,6 @@ __all__ = [
     "run_outcome_minutes",
     "run_outcome_purges",
     "run_outcome_spans",
-    "run_requests",
     "runs",
     "schedules",
     "signals",
@@ -145,6 +146,11 @@ runs = Table(
     Column("group_waiting_since", UTCDateTime()),
     # The backfill this run (or the retry of one) replays an occurrence for; None otherwise.
     Column("backfill_id", String(64)),
+    # Claim order of pending runs, lowest first (PRIORITY_* in records.py), and `trigger --now`'s
+    # start beside a full concurrency group (0015).
+    # Server defaults, not Python ones: an insert that leaves them out states nothing about them.
+    Column("priority", SmallInteger, nullable=False, server_default="1"),
+    Column("beside_limit", Boolean, nullable=False, server_default=false()),
     # An operator's request to cancel the running run, and afterwards the record of it (0012).
     Column("cancel_requested_by", String(200)),
     Column("cancel_requested_at", UTCDateTime()),
@@ -187,24 +193,6 @@ hosts = Table(
     Column("catalog_version", String(64)),
     Column("synced_at", UTCDateTime()),
     Column("schedule_lag_seconds", Float),
-)
-
-run_requests = Table(
-    "run_requests",
-    metadata,
-    Column("id", String(64), primary_key=True),
-    Column("job_name", String(200), nullable=False),
-    Column("requested_by", String(200), nullable=False),
-    Column("reason", Text),
-    Column("requested_at", UTCDateTime(), nullable=False),
-    # pending → started (run_id set) or refused (message says why).
-    Column("status", String(16), nullable=False),
-    Column("run_id", String(64)),
-    Column("claimed_by", String(200)),
-    Column("message", Text),
-    # `jobhost trigger --now`: start even when the job's concurrency group is full.
-    Column("beside_limit", Boolean, nullable=False, default=False),
-    Index("ix_run_requests_status", "status"),
 )
 
 job_state = Table(

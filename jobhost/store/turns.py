@@ -57,7 +57,7 @@ def claim_turn(
     now: datetime | None,
     clock: Clock,
     slots: int,
-    request_slots: int,
+    manual_slots: int,
     rules: ClaimRules,
     skip: Collection[str],
     quiet: Quiet | None = None,
@@ -68,7 +68,7 @@ def claim_turn(
 
     With ``now`` None the turn reads the store's time inside this transaction (see
     :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
-    leaves out the reads of pending requests and due retries it rules out. ``early`` claims,
+    leaves out the read of pending runs when it rules them out. ``early`` claims,
     in the slots left, occurrences due within that long after the turn's instant, to start at
     their own (see :func:`~jobhost.store.claims.claim_work`)."""
     with engine.begin() as connection:
@@ -79,11 +79,10 @@ def claim_turn(
             host_id=host_id,
             now=at,
             slots=slots,
-            request_slots=request_slots,
+            manual_slots=manual_slots,
             rules=rules,
             skip=skip,
-            requests=quiet is None or quiet.requests_pending,
-            retries=quiet is None or quiet.retries_due(at),
+            pending=quiet is None or quiet.pending_due(at),
             early_until=at + early if early else None,
         )
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
@@ -110,14 +109,14 @@ def claim_backfill_turn(
 @dataclass(frozen=True)
 class Quiet:
     """What a host knows was queued when its last turn read, with nothing announced since (no
-    signal, no failed run of its own, no abandon pass): a claim reads pending requests only if
-    one was pending, and due retries only once the first one then queued is due."""
+    signal, no failed run of its own, no abandon pass): a claim reads pending runs only if a
+    manual one was waiting, or once the first one then queued is due."""
 
-    requests_pending: bool
-    first_retry: datetime | None
+    manual_pending: bool
+    first_pending: datetime | None
 
-    def retries_due(self, now: datetime) -> bool:
-        return self.first_retry is not None and self.first_retry <= now
+    def pending_due(self, now: datetime) -> bool:
+        return self.manual_pending or (self.first_pending is not None and self.first_pending <= now)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""When the store next needs a host: the earliest due schedule, retry and lease expiry, and
+"""When the store next needs a host: the earliest due schedule, pending run and lease expiry, and
 whether a backfill runs (so a host reads backfills only on turns when one does).
 
 Read in one statement at the end of each claim, through indexes, whatever the catalog's size.
@@ -15,8 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built
-from jobhost.store.records import PENDING
-from jobhost.store.schema import IS_PENDING, IS_RUNNING, backfills, run_requests, runs, schedules
+from jobhost.store.schema import IS_PENDING, IS_RUNNING, backfills, runs, schedules
 
 __all__ = ["Wakeups", "next_wakeups", "oldest_due"]
 
@@ -31,11 +30,12 @@ class Wakeups:
     due_at: datetime | None = None
     """The earliest ``due_at`` among the schedules this host may claim."""
     retry_at: datetime | None = None
-    """The earliest ``not_before`` of a pending retry."""
+    """The earliest ``not_before`` of a pending run this host may take."""
     lease_expiry: datetime | None = None
     """The earliest lease expiry of a running run (its host may have died)."""
     request_at: datetime | None = None
-    """When the oldest pending manual request this host may take was made."""
+    """When the oldest manual run no claim has looked at yet, of a job this host may take, was
+    queued (it has no ``not_before``: due at once)."""
     backfill_at: datetime | None = None
     """When the oldest running backfill was made; None when no backfill runs."""
 
@@ -91,7 +91,7 @@ def _wakeups_query(_dialect: str) -> Any:
     )
     retry = (
         select(runs.c.not_before)
-        .where(IS_PENDING, runs.c.not_before.is_not(None))
+        .where(IS_PENDING, runs.c.not_before.is_not(None), runs.c.job_name.not_in(skip))
         .order_by(runs.c.not_before)
         .limit(1)
     )
@@ -102,9 +102,9 @@ def _wakeups_query(_dialect: str) -> Any:
         .limit(1)
     )
     request = (
-        select(run_requests.c.requested_at)
-        .where(run_requests.c.status == PENDING, run_requests.c.job_name.not_in(skip))
-        .order_by(run_requests.c.requested_at)
+        select(runs.c.queued_at)
+        .where(IS_PENDING, runs.c.not_before.is_(None), runs.c.job_name.not_in(skip))
+        .order_by(runs.c.queued_at)
         .limit(1)
     )
     backfill = (

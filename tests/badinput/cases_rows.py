@@ -119,13 +119,6 @@ ROW_CASES = [
         column="heartbeat_seconds",
     ),
     *_rows("host-pid", set_value("hosts", "pid", "'abc'"), column="pid"),
-    *_rows("request-status", set_value("run_requests", "status", "'weird'"), column="status"),
-    *_rows(
-        "request-requested-at",
-        set_value("run_requests", "requested_at", "'garbage'"),
-        column="requested_at",
-        live=False,
-    ),
     *_rows(
         "state-fencing-token",
         set_value("job_state", "fencing_token", "'abc'"),

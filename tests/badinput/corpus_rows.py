@@ -8,7 +8,7 @@ from sqlalchemy import delete
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import insert_ignoring_duplicates
-from jobhost.store.schema import hosts, job_idempotency, job_state, run_requests, runs, signals
+from jobhost.store.schema import hosts, job_idempotency, job_state, runs, signals
 
 JOB = "unruly.succeed"
 OTHER = "unruly.fail-secret"
@@ -38,20 +38,6 @@ def fill_rows(connection: Connection) -> None:
                 "host_clock_at": now - 4 * hour,
                 "heartbeat_seconds": 5,
                 "stopped_at": now - 4 * hour,
-            }
-        ],
-    )
-    connection.execute(
-        run_requests.insert(),
-        [
-            {
-                "id": "request-1",
-                "job_name": JOB,
-                "requested_by": "ops",
-                "reason": "after the restore",
-                "requested_at": now - 3 * hour,
-                "status": "started",
-                "run_id": "run-ok",
             }
         ],
     )

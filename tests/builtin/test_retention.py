@@ -22,7 +22,7 @@ from jobhost.builtin.retention import (
 )
 from jobhost.store import StoreJobState
 from jobhost.store.purge import purge_runs
-from jobhost.store.schema import hosts, job_idempotency, run_requests, runs
+from jobhost.store.schema import hosts, job_idempotency, runs
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -143,7 +143,7 @@ def test_the_executor_purges_the_configured_store(
         state=StoreJobState(engine, JOB_NAME, 1, lambda: datetime.now(UTC)),
     )
     assert executor.execute(context) == Success(
-        {"deleted": 10, "hosts": 0, "requests": 0, "idempotency_records": 0}
+        {"deleted": 10, "hosts": 0, "idempotency_records": 0}
     )
 
 
@@ -162,22 +162,12 @@ def _host(host_id: str, *, seen_days: float, stopped_days: float | None) -> dict
     }
 
 
-def _request(request_id: str, status: str, age_days: float) -> dict[str, object]:
-    return {
-        "id": request_id,
-        "job_name": "a.job",
-        "requested_by": "ops",
-        "requested_at": NOW - timedelta(days=age_days),
-        "status": status,
-    }
-
-
 def _ids(engine: Engine, column: object) -> list[str]:
     with engine.connect() as connection:
         return sorted(connection.execute(select(column)).scalars())  # type: ignore[call-overload]
 
 
-def test_gone_hosts_finished_requests_and_old_idempotency_records_are_purged(
+def test_gone_hosts_and_old_idempotency_records_are_purged(
     engine: Engine,
 ) -> None:
     with engine.begin() as connection:
@@ -188,15 +178,6 @@ def test_gone_hosts_finished_requests_and_old_idempotency_records_are_purged(
                 _host("stopped-yesterday", seen_days=1, stopped_days=1),
                 _host("stopped-long-ago", seen_days=30, stopped_days=30),
                 _host("killed-long-ago", seen_days=30, stopped_days=None),
-            ],
-        )
-        connection.execute(
-            run_requests.insert(),
-            [
-                _request("new-started", "started", 1),
-                _request("old-started", "started", 40),
-                _request("old-refused", "refused", 40),
-                _request("old-pending", "pending", 40),
             ],
         )
         connection.execute(
@@ -213,10 +194,8 @@ def test_gone_hosts_finished_requests_and_old_idempotency_records_are_purged(
             ],
         )
     counts = purge_growing_tables(engine, now=NOW, config=RetentionSettings(batch_size=1))
-    assert counts == {"hosts": 2, "requests": 2, "idempotency_records": 2}
+    assert counts == {"hosts": 2, "idempotency_records": 2}
     assert _ids(engine, hosts.c.id) == ["alive", "stopped-yesterday"]
-    # A pending request still waits for a host: it is never purged.
-    assert _ids(engine, run_requests.c.id) == ["new-started", "old-pending"]
     assert _ids(engine, job_idempotency.c.key) == ["k10"]
 
 

@@ -25,14 +25,14 @@ from jobhost.config import Settings, load_settings
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import (
     HostRecord,
-    RequestRecord,
     RunRecord,
     ScheduleRecord,
     create_store_engine,
     reading,
 )
+from jobhost.store.records import PRIORITY_MANUAL
 from jobhost.store.registry import sync_schedules
-from jobhost.store.schema import hosts, run_requests, runs, schedules
+from jobhost.store.schema import hosts, runs, schedules
 from tests.commands import jobhost_command
 from tests.migrated import migrate as migrate_store
 from tests.support import SAMPLE_PLUGIN
@@ -309,10 +309,11 @@ class Operator:
         with reading(self.engine) as connection:
             return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
-    def requests(self) -> list[RequestRecord]:
+    def requests(self) -> list[RunRecord]:
+        """The manual runs operators asked for (a request is its run), oldest first."""
+        query = select(runs).where(runs.c.priority == PRIORITY_MANUAL).order_by(runs.c.queued_at)
         with reading(self.engine) as connection:
-            rows = connection.execute(select(run_requests)).mappings()
-            return [RequestRecord.from_row(r) for r in rows]
+            return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
 def codes(job: Mapping[str, Any]) -> list[str]:

@@ -109,7 +109,7 @@ def test_trigger_on_a_full_group_queues_and_says_so(tmp_path: Path) -> None:
     done = run_jobhost("trigger", "sample.export", "--json", env=_env(config))
     assert done.returncode == 0, done.stderr
     assert "group warehouse is full (1 of 1 busy): the run is queued" in done.stderr
-    assert "queued: waiting for group warehouse, 1 of 1 busy" in done.stderr
+    assert "queued: waiting for a free slot of group warehouse" in done.stderr
     assert json.loads(done.stdout)["outcome"] == "queued"
     report = run_jobhost("report", "--json", env=_env(config))
     data = json.loads(report.stdout)

@@ -58,7 +58,8 @@ def test_with_no_live_host_the_job_runs_in_this_process(operator: Operator) -> N
     assert run.trace_id is not None
     assert result["duration_ms"] == run.duration_ms
     (request,) = operator.requests()
-    assert (request.id, request.status, request.run_id) == (result["request_id"], "started", run.id)
+    assert (request.id, request.request_status) == (result["request_id"], "started")
+    assert request.id == run.id  # the request is its run
     assert operator.run_log.read_text().split()[:5] == ["sample.works", run.id, "-", "1", "manual"]
 
     failed = operator.jobhost("trigger", "sample.breaks")
@@ -119,13 +120,15 @@ def test_no_wait_queues_and_timeout_exits_4(operator: Operator) -> None:
     done, result = operator.json("trigger", "sample.works", "--no-wait")
     assert done.returncode == 0, done.stderr
     assert (result["outcome"], result["run_id"]) == ("queued", None)
-    assert [r.status for r in operator.requests()] == ["pending"]
+    assert [r.request_status for r in operator.requests()] == ["pending"]
 
     waited, result = operator.json("trigger", "sample.works", "--timeout", "0.5")
     assert waited.returncode == 4, waited.stderr
     assert result["outcome"] == "queued"
     assert "timed out waiting" in result["error"]
-    assert operator.runs("sample.works") == []
+    # Both wait, pending, for a host: neither has started.
+    assert [r.outcome for r in operator.runs("sample.works")] == ["pending", "pending"]
+    assert all(r.started_at is None for r in operator.runs("sample.works"))
 
 
 @pytest.mark.slow
@@ -146,9 +149,9 @@ def test_a_live_host_picks_the_request_up_within_a_second(operator: Operator) ->
         (request,) = operator.requests()
         (run,) = operator.runs("sample.works")
         assert (run.id, run.host_id, run.source) == (result["run_id"], "live-1", "manual")
-        assert request.claimed_by == "live-1"
+        assert request.id == run.id
         assert run.started_at is not None
-        assert run.started_at - request.requested_at < timedelta(seconds=1)
+        assert run.started_at - run.queued_at < timedelta(seconds=1)
     finally:
         host.stop()
 

@@ -49,8 +49,8 @@ _LAUNCHER = textwrap.dedent(
 )
 
 STEPS = [
-    ("manual", "claim_request", "before"),
-    ("manual", "claim_request", "after"),
+    ("manual", "claim_run", "before"),
+    ("manual", "claim_run", "after"),
     ("inprocess", "RunLogWriter", "after"),
     ("inprocess", "RunEnvelope", "after"),
     ("inprocess", "_supervise", "before"),

@@ -8,10 +8,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RequestRecord, RunRecord, ScheduleRecord, reading
+from jobhost.store import RunRecord, ScheduleRecord, reading
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.groups import RECHECK
-from jobhost.store.operations import get_request, request_run
+from jobhost.store.operations import request_run
+from jobhost.store.reports import get_run
 from jobhost.store.schema import runs, schedules
 from tests.envelope.test_envelope import _points
 from tests.support import ManualClock
@@ -41,11 +42,11 @@ def _row(engine: Engine, job: str) -> ScheduleRecord:
         return ScheduleRecord.from_row(found.mappings().one())
 
 
-def _request(engine: Engine, request_id: str) -> RequestRecord:
+def _request(engine: Engine, request_id: str) -> RunRecord:
     with reading(engine) as connection:
-        request = get_request(connection, request_id)
-    assert request is not None
-    return request
+        run = get_run(connection, request_id)
+    assert run is not None
+    return run
 
 
 def test_two_replicas_start_no_more_than_the_limit(replicas: Any, clock: ManualClock) -> None:
@@ -133,21 +134,22 @@ def test_the_limit_counts_retries_and_manual_runs(replicas: Any, clock: ManualCl
         queued_id = request_run(connection, "sample.n", "ops", None, clock())
     assert host.tick() == []
     queued = _request(host.engine, queued_id)
-    assert queued.status == "queued"
-    assert queued.message == "queued: waiting for group warehouse, 1 of 1 busy"
-    assert _request(host.engine, manual_id).status == "started"
+    assert queued.request_status == "queued"
+    assert queued.outcome == "pending"
+    assert _request(host.engine, manual_id).request_status == "started"
     with reading(host.engine) as connection:
         (summary,) = group_summaries(connection, clock())
     assert (summary.running, summary.waiting) == (1, 2)
     assert summary.waiting_jobs == ("sample.b", "sample.n")
     host.finish(manual)
     clock.now += RECHECK
+    # A person waits on the manual run: it is claimed before the retry.
+    (late,) = host.tick()
+    assert (late.job_name, late.run_id, late.source) == ("sample.n", queued_id, "manual")
+    host.finish(late)
+    clock.now += RECHECK
     (retry,) = host.tick()
     assert (retry.job_name, retry.attempt) == ("sample.b", 2)
-    host.finish(retry)
-    clock.now += RECHECK
-    (late,) = host.tick()
-    assert (late.job_name, late.run_id, late.source) == ("sample.n", queued.run_id, "manual")
 
 
 def test_trigger_now_runs_beside_a_full_group_and_says_so(
@@ -165,7 +167,7 @@ def test_trigger_now_runs_beside_a_full_group_and_says_so(
     assert (
         manual.reason == "urgent; --now: started beside the limit of group warehouse (1 of 1 busy)"
     )
-    assert _request(host.engine, request_id).status == "started"
+    assert _request(host.engine, request_id).request_status == "started"
 
 
 def test_a_waiting_occurrence_is_missed_only_past_its_grace(

@@ -15,7 +15,7 @@ from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
 from jobhost.store import RunRecord, ScheduleRecord, create_store_engine, reading, upgrade
 from jobhost.store.operations import pause_job, request_run, resume_job
-from jobhost.store.schema import run_requests, runs, schedules
+from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock, sample_catalog
 
 EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
@@ -206,13 +206,8 @@ def test_a_manual_request_runs_through_the_same_claim(replicas: Any, clock: Manu
     assert host.finish(claim) == "succeeded"
     (run,) = _runs(host.engine)
     assert (run.queued_at, run.started_at, run.reason) == (asked, clock(), "rerun")
-    with reading(host.engine) as connection:
-        request = (
-            connection.execute(select(run_requests).where(run_requests.c.id == request_id))
-            .mappings()
-            .one()
-        )
-    assert (request["status"], request["run_id"]) == ("started", claim.run_id)
+    # The request is the run: one row, known by one id from the moment it is queued.
+    assert (run.id, claim.run_id, run.request_status) == (request_id, request_id, "started")
 
 
 def test_a_manual_request_overlapping_a_run_is_refused(replicas: Any, clock: ManualClock) -> None:
@@ -222,14 +217,14 @@ def test_a_manual_request_overlapping_a_run_is_refused(replicas: Any, clock: Man
     with host.engine.begin() as connection:
         request_id = request_run(connection, "sample.minutely", "alice", None, clock())
     assert host.tick() == []
-    with reading(host.engine) as connection:
-        request = (
-            connection.execute(select(run_requests).where(run_requests.c.id == request_id))
-            .mappings()
-            .one()
-        )
-    assert request["status"] == "refused"
-    assert "host-0" in request["message"] and running.run_id in request["message"]
+    refused = next(r for r in _runs(host.engine) if r.id == request_id)
+    assert (refused.request_status, refused.outcome, refused.started_at) == (
+        "refused",
+        "skipped",
+        None,
+    )
+    assert refused.reason is not None
+    assert "host-0" in refused.reason and running.run_id in refused.reason
 
 
 def test_a_failed_attempt_is_retried_with_the_same_idempotency_key(

@@ -140,7 +140,6 @@ def test_the_full_audit_streams_every_table_in_batches(engine: Engine) -> None:
         "schedules",
         "runs",
         "hosts",
-        "run_requests",
         "job_state",
         "job_idempotency",
         "signals",

@@ -11,7 +11,7 @@ from sqlalchemy import inspect, update
 
 from jobhost.store import reading
 from jobhost.store.runtime import list_changes
-from jobhost.store.schema import run_requests
+from jobhost.store.schema import runs
 from jobhost.web import WebServer
 from jobhost.web.surfaces import store_application
 from tests.cli.operator_support import Operator
@@ -109,23 +109,22 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
     assert status == 200 and 'id="request-waiting"' in page
     (request,) = operator.requests()
     assert client.get(f"/requests/{request.id}")[0] == 200
-    # Once a host started it, the request's page leads to the run.
-    run_id = operator.add_run("sample.job-01", "running", source="manual")
+    # Once a host started it, the request's page leads to the run, which has the request's id.
     with operator.engine.begin() as connection:
         connection.execute(
-            update(run_requests)
-            .where(run_requests.c.id == request.id)
-            .values(status="started", run_id=run_id)
+            update(runs)
+            .where(runs.c.id == request.id)
+            .values(outcome="running", started_at=request.queued_at, host_id="h1")
         )
     status, _, page = client.get(f"/requests/{request.id}")
-    assert status == 200 and f"Run <code>{run_id}</code>" in page
+    assert status == 200 and f"Run <code>{request.id}</code>" in page
     assert client.get("/requests/not-a-request")[0] == 404
-    refused = operator.requests()[0].id
+    refused = operator.add_run("sample.job-01", "skipped", source="manual")
     with operator.engine.begin() as connection:
         connection.execute(
-            update(run_requests)
-            .where(run_requests.c.id == refused)
-            .values(status="refused", run_id=None, message="job sample.job-01 is paused")
+            update(runs)
+            .where(runs.c.id == refused)
+            .values(priority=0, started_at=None, reason="job sample.job-01 is paused")
         )
     page = client.get(f"/requests/{refused}")[2]
     assert 'id="request-refused"' in page and "job sample.job-01 is paused" in page

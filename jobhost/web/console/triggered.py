@@ -1,9 +1,9 @@
 """After "Trigger now": the page of the request, which leads to the run once a host starts it.
 
-A trigger from the dashboard queues a request (as ``jobhost trigger --no-wait`` does) and
-answers with ``/requests/ID``. While no host has started it, that page says so and looks again
-(the page script, or a reload without script); once started it answers 303 to the run's page;
-refused, it says why.
+A trigger from the dashboard queues a manual run (as ``jobhost trigger --no-wait`` does) and
+answers with ``/requests/ID``, ID being the run's. While no host has looked at it, that page
+says so and looks again (the page script, or a reload without script); once started, or queued
+for its concurrency group, it answers 303 to the run's page; refused, it says why.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from jobhost.store import Engine, RequestRecord
+from jobhost.store import Engine, RunRecord
 from jobhost.store.calls import read
-from jobhost.store.operations import get_request
+from jobhost.store.reports import get_run
 from jobhost.web.app import blocking
 
 __all__ = ["REQUEST_ID_CHARS", "request_page"]
@@ -39,9 +39,10 @@ async def request_page(site: _Site, request: Request) -> Response:
     found = await blocking(lambda: _read(site.engine, request_id))
     if found is None:
         return site.page(request, "missing.html", status=404, what="such trigger request")
-    if found.run_id is not None:
-        return RedirectResponse(f"/runs/{found.run_id}", status_code=303)
-    waiting = found.status != "refused"
+    status = found.request_status
+    if status in {"started", "queued"}:
+        return RedirectResponse(f"/runs/{found.id}", status_code=303)
+    waiting = status != "refused"
     return site.page(
         request,
         "request.html",
@@ -51,5 +52,5 @@ async def request_page(site: _Site, request: Request) -> Response:
     )
 
 
-def _read(engine: Engine, request_id: str) -> RequestRecord | None:
-    return read(engine, get_request, request_id)
+def _read(engine: Engine, request_id: str) -> RunRecord | None:
+    return read(engine, get_run, request_id)
