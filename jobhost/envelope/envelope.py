@@ -185,6 +185,7 @@ class RunEnvelope:
             reason=claim.reason,
             at=finished_at,
             backfill_id=claim.backfill_id,
+            attempt_base=claim.attempt_base,
         )
         started_at, ended_at = self.run_times(claim, executed, finished_at)
         return LedgerOutcome(

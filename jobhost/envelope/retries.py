@@ -29,13 +29,16 @@ def next_attempt(
     reason: str | None,
     at: datetime,
     backfill_id: str | None = None,
+    attempt_base: int = 0,
 ) -> RetryRequest | None:
     """The attempt after one that ended ``outcome`` at ``at``, if the policy asks for one.
 
     It keeps the occurrence, the idempotency key and the backfill, so the retry is the same
-    piece of work.
+    piece of work. The budget counts the attempts after ``attempt_base``: a backfill's runs of
+    an occurrence have ``max_attempts`` of their own, whatever the schedule's attempts were.
     """
-    if not should_retry(policy, outcome, attempt):
+    tried = attempt - attempt_base
+    if not should_retry(policy, outcome, tried):
         return None
     return RetryRequest(
         run_id=new_run_id(),
@@ -46,8 +49,9 @@ def next_attempt(
         idempotency_key=idempotency_key,
         requested_by=requested_by,
         reason=reason,
-        not_before=at + retry_delay(policy, attempt),
+        not_before=at + retry_delay(policy, tried),
         backfill_id=backfill_id,
+        attempt_base=attempt_base,
     )
 
 

@@ -61,6 +61,7 @@ def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) ->
                     reason=run.reason,
                     at=now,
                     backfill_id=run.backfill_id,
+                    attempt_base=run.attempt_base,
                 )
             if retry is not None:
                 retries.append(retry)

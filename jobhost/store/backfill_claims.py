@@ -8,11 +8,17 @@ One statement reads the running backfills with room (fewer items claimed than th
 PostgreSQL, so one replica at a time counts a backfill's runs in flight) and its live runs; a
 paused job's backfill waits. For each, one statement locks the next pending items with their
 highest attempt so far, one inserts their runs (a backfill's run is the next attempt of its
-occurrence, under the unique key (job, occurrence, attempt)), one marks the items claimed, and
-one moves the job's fencing token, as any claim does. An item is marked claimed in the
-transaction that inserts its run, so it runs once per backfill whatever the number of replicas;
-a run the database refuses leaves its item pending for the next turn. The overlap policy and
-the job's concurrency group are asked as for any run.
+occurrence, under the unique key (job, occurrence, attempt), with the attempts before it as its
+``attempt_base``: its retry budget is its own), one marks the items claimed, and one moves the
+job's fencing token, as any claim does. An item is marked claimed in the transaction that
+inserts its run, so it runs once per backfill whatever the number of replicas; a run the
+database refuses leaves its item pending for the next turn.
+
+A backfill yields to the schedule, never the other way round: it starts a run only when the
+job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
+and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so the
+overlap rule of the job's scheduled occurrences never counts them. The job's concurrency group
+is asked as for any run.
 
 Items settle as their runs' outcomes are written (:mod:`jobhost.store.backfill_settling`).
 """
@@ -184,6 +190,7 @@ class _Starter:
                 int(last or 0) + 1,
                 "backfill",
                 backfill_key(self._name, occurrence, self._mode, self._id),
+                attempt_base=int(last or 0),
             )
             self._new.append(
                 {
@@ -202,6 +209,7 @@ class _Starter:
                     "started_at": self._now,
                     "lease_expires_at": claim.lease_until,
                     "backfill_id": self._id,
+                    "attempt_base": claim.attempt_base,
                 }
             )
 
@@ -225,6 +233,7 @@ class _Starter:
                 str(found["source"]),
                 str(found["idempotency_key"]),
                 run_id=str(found["id"]),
+                attempt_base=int(found["attempt_base"]),
             )
             self._retried.append(claim)
 
@@ -257,16 +266,13 @@ class _Starter:
                 ],
             )
         if taken:
-            # As in every claim: the token only grows; the newest run holds the job's lease.
+            # As in every claim the token only grows; the job's lease stays with its own runs
+            # (each run is fenced by its own row), so a backfill never makes a scheduled
+            # occurrence overlap.
             connection.execute(
                 update(schedules)
                 .where(schedules.c.job_name == self._name)
-                .values(
-                    fencing_token=self._token,
-                    lease_owner=self._host,
-                    lease_expires_at=taken[-1].lease_until,
-                    lease_run_id=taken[-1].run_id,
-                )
+                .values(fencing_token=self._token)
             )
         return taken
 
@@ -284,10 +290,11 @@ class _Starter:
         key: str,
         *,
         run_id: str | None = None,
+        attempt_base: int = 0,
     ) -> Claim:
+        # The backfill's own runs do not count against the overlap rule: its concurrency
+        # bounds them.
         self._token += 1
-        self._live += 1
-        self._lease_live = True
         claim = Claim(
             run_id=run_id or new_run_id(),
             job_name=self._name,
@@ -301,6 +308,7 @@ class _Starter:
             reason=self._reason,
             lease_until=self._now + self._rules.lease(self._name),
             backfill_id=self._id,
+            attempt_base=attempt_base,
         )
         self._claims.append(claim)
         return claim
@@ -311,7 +319,8 @@ class _Starter:
 
 def _backfills_query(dialect: str, *, one: bool) -> Any:
     """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
-    items in flight (``in_flight``) and its job's live runs (``live``), locked together."""
+    items in flight (``in_flight``) and its job's own live runs, outside any backfill
+    (``live``), locked together."""
     in_flight = (
         select(func.count())
         .where(backfill_items.c.backfill_id == backfills.c.id, backfill_items.c.state == "claimed")
@@ -322,6 +331,7 @@ def _backfills_query(dialect: str, *, one: bool) -> Any:
         .where(
             runs.c.job_name == backfills.c.job_name,
             runs.c.outcome == RUNNING,
+            runs.c.backfill_id.is_(None),
             runs.c.lease_expires_at >= bindparam("now", type_=runs.c.lease_expires_at.type),
         )
         .scalar_subquery()

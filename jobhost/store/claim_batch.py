@@ -116,6 +116,8 @@ class ClaimWork:
                     runs.c.job_name.in_(counted),
                     runs.c.outcome == RUNNING,
                     runs.c.lease_expires_at >= self._now,
+                    # A backfill's runs yield to the schedule: they are not counted here.
+                    runs.c.backfill_id.is_(None),
                 )
                 .group_by(runs.c.job_name)
             )
@@ -159,7 +161,9 @@ class ClaimWork:
             run_id=run.id,
         )
         if run.backfill_id is not None:
-            claim = self._claims[run.id] = replace(claim, backfill_id=run.backfill_id)
+            claim = self._claims[run.id] = replace(
+                claim, backfill_id=run.backfill_id, attempt_base=run.attempt_base
+            )
         assert claim.lease_until is not None
         self._announce |= run.source == "manual"
         self._pending.append(

@@ -41,6 +41,9 @@ class Claim:
     reason: str | None = None
     lease_until: datetime | None = None
     backfill_id: str | None = None
+    attempt_base: int = 0
+    """Attempts of the occurrence before this run's lane (a backfill's) began: the retry
+    budget counts from there."""
     record_by: datetime | None = None
     """When a claim next looks at this job's row (its next occurrence) for a scheduled run of a
     job outside any concurrency group: until then a later record changes no decision, so a

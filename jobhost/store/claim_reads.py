@@ -31,9 +31,13 @@ DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
 
 
 def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
-    """Runs of the job whose lease has not expired."""
+    """The job's own runs whose lease has not expired: a backfill's runs yield to them and are
+    not counted by the overlap rule."""
     query = select(runs).where(
-        runs.c.job_name == job_name, runs.c.outcome == RUNNING, runs.c.lease_expires_at >= now
+        runs.c.job_name == job_name,
+        runs.c.outcome == RUNNING,
+        runs.c.lease_expires_at >= now,
+        runs.c.backfill_id.is_(None),
     )
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 

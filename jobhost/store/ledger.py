@@ -65,6 +65,7 @@ class RetryRequest:
     reason: str | None
     not_before: datetime
     backfill_id: str | None = None
+    attempt_base: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +212,7 @@ def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: 
                 "queued_at": now,
                 "not_before": r.not_before,
                 "backfill_id": r.backfill_id,
+                "attempt_base": r.attempt_base,
             }
             for r in retries
         ],

@@ -189,6 +189,7 @@ class RunRecord(_FromRow):
     cancel_reason: str | None = None
     priority: int = PRIORITY_RETRY
     beside_limit: bool = False
+    attempt_base: int = 0
 
     @property
     def request_status(self) -> str:

@@ -151,6 +151,9 @@ runs = Table(
     # Server defaults, not Python ones: an insert that leaves them out states nothing about them.
     Column("priority", SmallInteger, nullable=False, server_default="1"),
     Column("beside_limit", Boolean, nullable=False, server_default=false()),
+    # Attempts of the occurrence before this run's lane began: a backfill's runs count their
+    # retry budget from there (0015).
+    Column("attempt_base", Integer, nullable=False, server_default="0"),
     # An operator's request to cancel the running run, and afterwards the record of it (0012).
     Column("cancel_requested_by", String(200)),
     Column("cancel_requested_at", UTCDateTime()),

@@ -299,3 +299,71 @@ def test_a_turn_woken_for_a_backfill_with_nothing_due_claims_only_the_backfill(
     scheduled, third = host.tick()  # the minute's occurrence is due: claimed first, as always
     assert (scheduled.occurrence, third.occurrence) == (_at(10, 1), _night(3))
     assert any("due_at <=" in s for s in seen)
+
+
+def test_a_backfill_yields_to_the_schedule_and_runs_up_to_its_concurrency(
+    replicas: Any, clock: ManualClock
+) -> None:
+    clock.now = _at(2, 59, 30)
+    (host,) = replicas([{"name": "sample.nightly", "cron": "0 3 * * *"}])  # overlap forbid
+    backfill_id = _backfill(host, range(1, 5), concurrency=2)
+    # Two at a time, the backfill's concurrency, though the job forbids overlap: the
+    # backfill's runs do not count against each other.
+    claims = host.tick()
+    assert [(c.source, c.occurrence) for c in claims] == [
+        ("backfill", _night(1)),
+        ("backfill", _night(2)),
+    ]
+    # The night's own occurrence starts beside them: never skipped for overlap with them.
+    clock.now = _at(3, 0, 1)
+    (nightly,) = host.tick()
+    assert (nightly.source, nightly.occurrence) == ("schedule", _at(3, 0))
+    assert [host.finish(c) for c in claims] == ["succeeded", "succeeded"]
+    # While the job's own run runs, the backfill yields (forbid); after it, it goes on.
+    assert host.tick() == []
+    assert host.finish(nightly) == "succeeded"
+    clock.now += timedelta(seconds=1)
+    assert [c.occurrence for c in host.tick()] == [_night(3), _night(4)]
+    with reading(host.engine) as connection:
+        skipped = connection.execute(select(runs.c.id).where(runs.c.outcome == "skipped")).all()
+    assert skipped == []
+    assert _record(host, backfill_id).counts == {"succeeded": 2, "claimed": 2}
+
+
+def test_a_backfilled_occurrence_has_a_retry_budget_of_its_own(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([BROKEN | {"max_attempts": 2, "backoff": "1s"}])
+    clock.now = _at(10, 0, 1)
+    # The night already failed both of its scheduled attempts.
+    with host.engine.begin() as connection:
+        connection.execute(
+            runs.insert(),
+            [
+                {
+                    "id": f"night-{attempt}",
+                    "job_name": "sample.nightly",
+                    "occurrence": _night(1),
+                    "attempt": attempt,
+                    "source": "schedule",
+                    "outcome": "failed",
+                    "queued_at": _night(1),
+                    "started_at": _night(1),
+                    "finished_at": _night(1),
+                }
+                for attempt in (1, 2)
+            ],
+        )
+    backfill_id = _backfill(host, range(1, 2), mode="failed")
+    (first,) = host.tick()
+    assert (first.attempt, first.attempt_base) == (3, 2)
+    assert host.finish(first) == "failed"
+    # Its first attempt within the backfill failed: max_attempts = 2 gives it one more.
+    clock.now += timedelta(seconds=2)
+    (retry,) = host.tick()
+    assert (retry.attempt, retry.attempt_base, retry.backfill_id) == (4, 2, backfill_id)
+    assert host.finish(retry) == "failed"
+    clock.now += timedelta(seconds=5)
+    assert host.tick() == []
+    record = _record(host, backfill_id)
+    assert (record.counts, record.state) == ({"failed": 1}, "done")

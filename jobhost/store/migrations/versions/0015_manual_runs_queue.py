@@ -4,6 +4,9 @@
   run (a person waits), 1 for a retry, 2 for a backfilled occurrence.
 - ``runs.beside_limit``: ``jobhost trigger --now`` starts the run even in a full concurrency
   group (the column moves here from ``run_requests``).
+- ``runs.attempt_base``: how many attempts of the run's occurrence came before its lane began (0
+  for the schedule's own runs; for a backfill's, the attempts before the backfill's first), so
+  a backfilled occurrence has a retry budget of its own.
 - ``run_requests`` goes. A pending request becomes a pending manual run whose id is the
   request's (with no ``not_before``: due at once for every host, whatever its clock), so a
   command or page still following it finds it; a refused request becomes a
@@ -35,6 +38,9 @@ def upgrade() -> None:
     op.add_column(
         "runs",
         sa.Column("beside_limit", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
+    op.add_column(
+        "runs", sa.Column("attempt_base", sa.Integer(), nullable=False, server_default="0")
     )
     op.execute(
         """
@@ -90,5 +96,6 @@ def downgrade() -> None:
     op.execute(f"DELETE FROM runs WHERE {fresh}")
     # Both databases drop a column in place (SQLite since 3.35): a batch copy of ``runs`` would
     # lose its expression index, which SQLAlchemy cannot reflect.
+    op.execute("ALTER TABLE runs DROP COLUMN attempt_base")
     op.execute("ALTER TABLE runs DROP COLUMN beside_limit")
     op.execute("ALTER TABLE runs DROP COLUMN priority")
