@@ -35,9 +35,11 @@ def jobhost_jobs(
     """Return the jobs this module declares, as (declaration, executor) pairs.
 
     :param settings: every module's configuration section, keyed by module name (the
-        ``[modules.NAME]`` tables of ``jobhost.toml``), read-only. A module usually reads only its
-        own section; a module whose section is absent should declare its jobs disabled rather
-        than fail, so installing it never breaks a host that has not configured it.
+        ``[modules.NAME]`` tables of ``jobhost.toml``), read-only. A module reads only its own
+        section, with :func:`~jobhost_contracts.module_settings`; a module whose section is
+        absent should declare its jobs disabled rather than fail, so installing it never breaks
+        a host that has not configured it. A ``ModuleSettingsError`` raised here is reported as
+        a problem of the operator's configuration; any other exception as the plugin's bug.
     :return: an iterable of pairs; an empty one when the module has nothing to run.
 
     Called once at every start of ``jobhost run`` and by every command that reads the catalog

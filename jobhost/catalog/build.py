@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -46,6 +47,7 @@ _UNSCHEDULABLE = frozenset(
 )
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_DECLARED_NOTHING = frozenset({"plugin-import", "plugin-hook", "module-settings"})
 
 
 def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Catalog:
@@ -55,14 +57,13 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
     no particular job first). ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only (default
     ``os.environ``).
     """
+    environ = os.environ if environ is None else environ
     plugins = load_plugins(settings, environ=environ)
     collected, call_problems = collect_jobs(plugins, settings.modules)
     sinks, sink_problems = collect_audit_sinks(plugins, settings.modules)
     kinds = collect_kinds(plugins, settings.modules)
-    problems = [
-        _plugin_problem(p)
-        for p in [*plugins.problems, *call_problems, *sink_problems, *kinds.problems]
-    ]
+    plugin_problems = [*plugins.problems, *call_problems, *sink_problems, *kinds.problems]
+    problems = [_plugin_problem(p, settings, environ) for p in plugin_problems]
 
     modules = read_only(settings.modules)
     first: dict[str, PluginJob] = {}
@@ -95,7 +96,11 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         plugins=tuple(plugins.names),
         audit_sinks=tuple(sinks),
         kinds=kinds.kinds,
-        warnings=unused_limits(
+        warnings=[]
+        # A plugin that declared nothing (it failed, or refused its settings) may well join
+        # the group of a limit: calling the limit unused would send the operator astray.
+        if any(p.code in _DECLARED_NOTHING for p in plugin_problems)
+        else unused_limits(
             settings.concurrency_limits,
             (
                 effective_group(job.declaration, settings.jobs.get(job.declaration.name))
@@ -178,7 +183,19 @@ def _origin(job: PluginJob) -> str:
     return f"module {job.declaration.module} (plugin {job.plugin})"
 
 
-def _plugin_problem(problem: PluginProblem) -> Problem:
+def _plugin_problem(
+    problem: PluginProblem, settings: Settings, environ: Mapping[str, str]
+) -> Problem:
+    if problem.code == "module-settings" and problem.section is not None:
+        section = problem.section
+        return Problem(
+            None,
+            section,
+            problem.code,
+            f"[modules.{section}] ({settings.module_source(section, environ)}) "
+            f"{problem.message}; fix [modules.{section}] (module {section} declares its jobs "
+            "once its settings are valid)",
+        )
     return Problem(None, problem.plugin, problem.code, problem.message)
 
 

@@ -66,11 +66,14 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     if problems:
         raise ConfigError(problems, source)
     try:
-        return Settings(**data)
+        settings = Settings(**data)
     except ValidationError as error:
         raise ConfigError(_describe(error, data, file), source) from None
     except SettingsError as error:  # a decoding failure _malformed_json did not foresee
         raise ConfigError([redact_text(str(error))], source) from None
+    if file is not None:
+        settings._file = file.name
+    return settings
 
 
 def _parse(text: str) -> dict[str, Any]:

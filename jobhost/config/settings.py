@@ -7,11 +7,12 @@ secret variables it must not hand out, and the lease that must outlast its heart
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypedDict
 
 from jobhost_contracts import format_duration
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -237,6 +238,17 @@ class Settings(BaseSettings):
     modules: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Module sections [modules.NAME], handed to executors."
     )
+    _file: str | None = PrivateAttr(None)
+    """The configuration file these settings were read from, set by ``load_settings``."""
+
+    def module_source(self, section: str, environ: Mapping[str, str]) -> str:
+        """Where ``[modules.SECTION]`` was written, for a message about it: the variable
+        ``JOBHOST_MODULES`` (which wins over the file) or the configuration file."""
+        if any(name.upper() == "JOBHOST_MODULES" for name in environ):
+            return "environment JOBHOST_MODULES"
+        if self._file is not None:
+            return f"in {self._file}"
+        return "in the configuration"
 
     @classmethod
     def settings_customise_sources(

@@ -46,17 +46,27 @@ plugin that is broken, without uninstalling it. Plugins named in ``plugins`` alw
 """
 
 PluginProblemCode = Literal[
-    "plugin-import", "plugin-hook", "plugin-unknown-hook", "plugin-bad-result"
+    "plugin-import",
+    "plugin-hook",
+    "plugin-unknown-hook",
+    "plugin-bad-result",
+    "plugin-no-hooks",
+    "module-settings",
 ]
 
 
 @dataclass(frozen=True)
 class PluginProblem:
-    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under."""
+    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under.
+
+    ``section`` is set for ``module-settings``: the plugin refused its ``[modules.SECTION]``,
+    a problem of the configuration, not of the plugin.
+    """
 
     plugin: str
     code: PluginProblemCode
     message: str
+    section: str | None = None
 
 
 @dataclass
