@@ -5,7 +5,8 @@ A module declares its jobs with :class:`BackgroundJobDeclaration`, runs them wit
 
     from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, JobContext, hookimpl
 
-A module reads its ``[modules.NAME]`` section with :func:`module_settings`.
+A module reads its ``[modules.NAME]`` section with :func:`module_settings` and tests its
+executors with :mod:`jobhost_contracts.testing`.
 
 This package imports only the standard library, ``pluggy`` and ``returns``.
 """
@@ -29,7 +30,7 @@ from jobhost_contracts.declaration import (
     RetryPolicy,
 )
 from jobhost_contracts.durations import format_duration, parse_duration
-from jobhost_contracts.executor import IJobExecutor, JobResult
+from jobhost_contracts.executor import IJobExecutor, JobFunction, JobResult, as_executor
 from jobhost_contracts.fields import (
     env_name,
     http_url,
@@ -62,6 +63,7 @@ __all__ = [
     "IJobExecutor",
     "JobCancelled",
     "JobContext",
+    "JobFunction",
     "JobKind",
     "JobRegistration",
     "JobResult",
@@ -78,6 +80,7 @@ __all__ = [
     "TriggerSource",
     "UnitCounts",
     "UnitFailure",
+    "as_executor",
     "bound_text",
     "configured_declaration",
     "env_name",
