@@ -9,7 +9,7 @@ import pluggy
 
 from jobhost_contracts.audit import AuditSink
 from jobhost_contracts.declaration import BackgroundJobDeclaration
-from jobhost_contracts.executor import IJobExecutor
+from jobhost_contracts.executor import IJobExecutor, JobFunction
 from jobhost_contracts.kinds import JobKind
 
 __all__ = ["PROJECT_NAME", "JobRegistration", "hookimpl", "hookspec"]
@@ -22,17 +22,19 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 class JobRegistration(NamedTuple):
-    """A declaration and the executor that runs it. A plain 2-tuple is accepted too."""
+    """A declaration and the executor that runs it: an object with ``execute(context)`` or a
+    function taking the context. A plain 2-tuple is accepted too."""
 
     declaration: BackgroundJobDeclaration
-    executor: IJobExecutor
+    executor: IJobExecutor | JobFunction
 
 
 @hookspec
 def jobhost_jobs(
     settings: Mapping[str, Mapping[str, Any]],
-) -> Iterable[JobRegistration | tuple[BackgroundJobDeclaration, IJobExecutor]]:
-    """Return the jobs this module declares, as (declaration, executor) pairs.
+) -> Iterable[JobRegistration | tuple[BackgroundJobDeclaration, IJobExecutor | JobFunction]]:
+    """Return the jobs this module declares, as (declaration, executor) pairs; an executor
+    is an object with ``execute(context)`` or a function taking the context (plain or async).
 
     :param settings: every module's configuration section, keyed by module name (the
         ``[modules.NAME]`` tables of ``jobhost.toml``), read-only. A module reads only its own

@@ -177,6 +177,25 @@ PLUGIN_CASES = [
         named=False,
     ),
     _plugin(
+        "hook-executor-without-context",
+        _hook(
+            "    class Lazy:\n"
+            "        def execute(self):\n"
+            "            return Success(None)\n"
+            "    return [(job().declaration, Lazy())]"
+        ),
+        "broken.job (module broken) [bad-executor]: executor Lazy.execute(self) cannot be called",
+        "write def execute(self, context: JobContext) -> Result",
+        named=False,
+    ),
+    _plugin(
+        "hook-function-without-context",
+        _hook("    return [(job().declaration, lambda: Success(None))]"),
+        "broken.job (module broken) [bad-executor]: executor function "
+        "jobhost_jobs.<locals>.<lambda>() cannot be called",
+        named=False,
+    ),
+    _plugin(
         "hook-executor-without-execute",
         _hook("    return [(job().declaration, object())]"),
         "[bad-executor]",
