@@ -6,6 +6,7 @@ the environment, the file and its key when it came from the file.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -150,7 +151,9 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
             continue
         origin = setting_source(field, data, file)
         if item["type"] == "extra_forbidden":
-            message = "is not a known setting; see docs/operations/settings.md"
+            close = difflib.get_close_matches(field, list(Settings.model_fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            message = f"is not a known setting{hint}; see docs/operations/settings.md"
             problems.append(f"{location} ({origin}): {message}")
             continue
         if hidden:

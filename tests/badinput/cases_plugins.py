@@ -113,6 +113,17 @@ def _shop(case_id: str, section: str, *says: str) -> Case:
 
 
 SETTINGS_CASES = [
+    Case(
+        "settings-module-not-configured",
+        ("validate",),
+        0,
+        (
+            "warning: shop.remind (module shop) [unknown-concurrency-group]",
+            "the job is disabled: the host starts",
+            "shop.remind: disabled ([modules.shop] is not configured), every 1h, group shop-db",
+        ),
+        plugin=_SHOP,
+    ),
     _shop(
         "unknown-key",
         "reminder_afer = 5",
@@ -133,6 +144,12 @@ SETTINGS_CASES = [
 
 PLUGIN_CASES = [
     *SETTINGS_CASES,
+    _plugin(
+        "hook-without-hookimpl",
+        _hook("    return [job()]").replace("@hookimpl\n", ""),
+        "[plugin-no-hooks]: implements no jobhost hook: its jobhost_jobs is not marked; is "
+        "@hookimpl missing?",
+    ),
     _plugin("syntax-error", "def broken(:\n", "failed to import: SyntaxError", "fix the plugin"),
     _plugin("missing-import", "import no_such_module_anywhere\n", "ModuleNotFoundError"),
     _plugin("raises-at-import", "raise RuntimeError('boom at import')\n", "RuntimeError: boom"),
