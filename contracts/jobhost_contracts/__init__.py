@@ -5,6 +5,9 @@ A module declares its jobs with :class:`BackgroundJobDeclaration`, runs them wit
 
     from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, JobContext, hookimpl
 
+A module reads its ``[modules.NAME]`` section with :func:`module_settings` and tests its
+executors with :mod:`jobhost_contracts.testing`.
+
 This package imports only the standard library, ``pluggy`` and ``returns``.
 """
 
@@ -27,10 +30,23 @@ from jobhost_contracts.declaration import (
     RetryPolicy,
 )
 from jobhost_contracts.durations import format_duration, parse_duration
-from jobhost_contracts.executor import IJobExecutor, JobResult
+from jobhost_contracts.executor import IJobExecutor, JobFunction, JobResult, as_executor
+from jobhost_contracts.fields import (
+    env_name,
+    http_url,
+    non_negative_duration,
+    positive_duration,
+    safe_url,
+)
 from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
 from jobhost_contracts.kinds import JobKind, KindSettingsError
 from jobhost_contracts.redaction import bound_text, redact_text
+from jobhost_contracts.settings import (
+    ModuleSettingsError,
+    SettingProblem,
+    SettingsModel,
+    module_settings,
+)
 from jobhost_contracts.state import JobState, StaleLeaseError
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
@@ -47,24 +63,35 @@ __all__ = [
     "IJobExecutor",
     "JobCancelled",
     "JobContext",
+    "JobFunction",
     "JobKind",
     "JobRegistration",
     "JobResult",
     "JobState",
     "KindSettingsError",
     "MisfirePolicy",
+    "ModuleSettingsError",
     "OverlapPolicy",
     "RetryPolicy",
     "RunAuditRecord",
+    "SettingProblem",
+    "SettingsModel",
     "StaleLeaseError",
     "TriggerSource",
     "UnitCounts",
     "UnitFailure",
+    "as_executor",
     "bound_text",
     "configured_declaration",
+    "env_name",
     "format_duration",
     "hookimpl",
     "hookspec",
+    "http_url",
+    "module_settings",
+    "non_negative_duration",
     "parse_duration",
+    "positive_duration",
     "redact_text",
+    "safe_url",
 ]

@@ -1,15 +1,15 @@
-"""The executor protocol: the business entry point of a job."""
+"""The executor protocol: the business entry point of a job, an object or a plain function."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from returns.result import Result
 
 from jobhost_contracts.context import JobContext
 
-__all__ = ["IJobExecutor", "JobResult"]
+__all__ = ["IJobExecutor", "JobFunction", "JobResult", "as_executor"]
 
 JobResult = Result[Any, Any]
 """``Success(value)`` for a run that did its work; ``Failure(error)`` for an expected business
@@ -24,3 +24,34 @@ class IJobExecutor(Protocol):
     """
 
     def execute(self, context: JobContext) -> JobResult | Awaitable[JobResult]: ...
+
+
+JobFunction = Callable[[JobContext], "JobResult | Awaitable[JobResult]"]
+"""A function (plain or ``async``) that runs a job: it may stand where an executor does."""
+
+
+class _FunctionExecutor:
+    """A job function as an executor: ``execute(context)`` calls it."""
+
+    def __init__(self, function: JobFunction) -> None:
+        self.function = function
+
+    def execute(self, context: JobContext) -> JobResult | Awaitable[JobResult]:
+        return self.function(context)
+
+    def __repr__(self) -> str:
+        return f"<executor of function {getattr(self.function, '__qualname__', self.function)}>"
+
+
+def as_executor(executor: IJobExecutor | JobFunction) -> IJobExecutor:
+    """``executor`` as an object with ``execute(context)``: an executor as it is, a function
+    (or any callable without ``execute``) wrapped so that ``execute`` calls it.
+
+    A class is returned as it is: calling it would build an object, not run a job, and the
+    host's validation says to register an instance instead.
+    """
+    if isinstance(executor, type) or callable(getattr(executor, "execute", None)):
+        return executor  # type: ignore[return-value]
+    if callable(executor):
+        return _FunctionExecutor(executor)
+    return executor

@@ -9,7 +9,7 @@ import pluggy
 
 from jobhost_contracts.audit import AuditSink
 from jobhost_contracts.declaration import BackgroundJobDeclaration
-from jobhost_contracts.executor import IJobExecutor
+from jobhost_contracts.executor import IJobExecutor, JobFunction
 from jobhost_contracts.kinds import JobKind
 
 __all__ = ["PROJECT_NAME", "JobRegistration", "hookimpl", "hookspec"]
@@ -22,22 +22,26 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 class JobRegistration(NamedTuple):
-    """A declaration and the executor that runs it. A plain 2-tuple is accepted too."""
+    """A declaration and the executor that runs it: an object with ``execute(context)`` or a
+    function taking the context. A plain 2-tuple is accepted too."""
 
     declaration: BackgroundJobDeclaration
-    executor: IJobExecutor
+    executor: IJobExecutor | JobFunction
 
 
 @hookspec
 def jobhost_jobs(
     settings: Mapping[str, Mapping[str, Any]],
-) -> Iterable[JobRegistration | tuple[BackgroundJobDeclaration, IJobExecutor]]:
-    """Return the jobs this module declares, as (declaration, executor) pairs.
+) -> Iterable[JobRegistration | tuple[BackgroundJobDeclaration, IJobExecutor | JobFunction]]:
+    """Return the jobs this module declares, as (declaration, executor) pairs; an executor
+    is an object with ``execute(context)`` or a function taking the context (plain or async).
 
     :param settings: every module's configuration section, keyed by module name (the
-        ``[modules.NAME]`` tables of ``jobhost.toml``), read-only. A module usually reads only its
-        own section; a module whose section is absent should declare its jobs disabled rather
-        than fail, so installing it never breaks a host that has not configured it.
+        ``[modules.NAME]`` tables of ``jobhost.toml``), read-only. A module reads only its own
+        section, with :func:`~jobhost_contracts.module_settings`; a module whose section is
+        absent should declare its jobs disabled rather than fail, so installing it never breaks
+        a host that has not configured it. A ``ModuleSettingsError`` raised here is reported as
+        a problem of the operator's configuration; any other exception as the plugin's bug.
     :return: an iterable of pairs; an empty one when the module has nothing to run.
 
     Called once at every start of ``jobhost run`` and by every command that reads the catalog

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -46,6 +48,10 @@ _UNSCHEDULABLE = frozenset(
 )
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_DECLARED_NOTHING = frozenset({"plugin-import", "plugin-hook", "module-settings"})
+_DISABLED_WARNS = frozenset({"unknown-concurrency-group"})
+"""Problems of a disabled job that are warnings: they depend on the configuration, and the
+job does not run on its own."""
 
 
 def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Catalog:
@@ -55,18 +61,18 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
     no particular job first). ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only (default
     ``os.environ``).
     """
+    environ = os.environ if environ is None else environ
     plugins = load_plugins(settings, environ=environ)
     collected, call_problems = collect_jobs(plugins, settings.modules)
     sinks, sink_problems = collect_audit_sinks(plugins, settings.modules)
     kinds = collect_kinds(plugins, settings.modules)
-    problems = [
-        _plugin_problem(p)
-        for p in [*plugins.problems, *call_problems, *sink_problems, *kinds.problems]
-    ]
+    plugin_problems = [*plugins.problems, *call_problems, *sink_problems, *kinds.problems]
+    problems = [_plugin_problem(p, settings, environ) for p in plugin_problems]
 
     modules = read_only(settings.modules)
     first: dict[str, PluginJob] = {}
     jobs: dict[str, JobSpec] = {}
+    warnings: list[Problem] = []
     checks = TriggerChecks()
     for job in collected:
         problems.extend(pair_problems(job))
@@ -78,6 +84,11 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         if duplicate:
             problems.append(_duplicate(earlier, job))
         spec, job_problems = _validate(job, declaration, settings, modules, checks)
+        # A disabled job's group needs no limit to keep the host from starting: the module may
+        # not be configured at all (settings.md: installing a module never breaks a host).
+        if spec is not None and not spec.enabled:
+            warnings.extend(_disabled(p) for p in job_problems if p.code in _DISABLED_WARNS)
+            job_problems = [p for p in job_problems if p.code not in _DISABLED_WARNS]
         problems.extend(job_problems)
         if spec is not None and not duplicate:
             jobs[spec.name] = spec
@@ -95,13 +106,31 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         plugins=tuple(plugins.names),
         audit_sinks=tuple(sinks),
         kinds=kinds.kinds,
-        warnings=unused_limits(
-            settings.concurrency_limits,
-            (
-                effective_group(job.declaration, settings.jobs.get(job.declaration.name))
-                for job in collected
-                if isinstance(job.declaration, BackgroundJobDeclaration)
-            ),
+        warnings=[*_ordered(warnings), *_unused_limits(settings, collected, plugin_problems)],
+    )
+
+
+def _disabled(problem: Problem) -> Problem:
+    return replace(
+        problem,
+        message=f"{problem.message} (the job is disabled: the host starts, and a run by hand "
+        "is not limited)",
+    )
+
+
+def _unused_limits(
+    settings: Settings, collected: list[PluginJob], plugin_problems: list[PluginProblem]
+) -> list[Problem]:
+    # A plugin that declared nothing (it failed, or refused its settings) may well join the
+    # group of a limit: calling the limit unused would send the operator astray.
+    if any(p.code in _DECLARED_NOTHING for p in plugin_problems):
+        return []
+    return unused_limits(
+        settings.concurrency_limits,
+        (
+            effective_group(job.declaration, settings.jobs.get(job.declaration.name))
+            for job in collected
+            if isinstance(job.declaration, BackgroundJobDeclaration)
         ),
     )
 
@@ -137,8 +166,11 @@ def _validate(
     trigger = checks.trigger(effective)
     if pair is None or trigger is None:
         return None, problems
+    blocking = POLICY_CODES | GROUP_CODES
+    if not effective.enabled:
+        blocking -= _DISABLED_WARNS
     if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
-        p.code in POLICY_CODES | GROUP_CODES for p in policy_problems
+        p.code in blocking for p in policy_problems
     ):
         return None, problems
     executor = pair[1]
@@ -178,7 +210,19 @@ def _origin(job: PluginJob) -> str:
     return f"module {job.declaration.module} (plugin {job.plugin})"
 
 
-def _plugin_problem(problem: PluginProblem) -> Problem:
+def _plugin_problem(
+    problem: PluginProblem, settings: Settings, environ: Mapping[str, str]
+) -> Problem:
+    if problem.code == "module-settings" and problem.section is not None:
+        section = problem.section
+        return Problem(
+            None,
+            section,
+            problem.code,
+            f"[modules.{section}] ({settings.module_source(section, environ)}) "
+            f"{problem.message}; fix [modules.{section}] (module {section} declares its jobs "
+            "once its settings are valid)",
+        )
     return Problem(None, problem.plugin, problem.code, problem.message)
 
 

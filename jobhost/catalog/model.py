@@ -47,6 +47,8 @@ ProblemCode = Literal[
     "plugin-hook",
     "plugin-unknown-hook",
     "plugin-bad-result",
+    "plugin-no-hooks",
+    "module-settings",
     "bad-timeout",
     "bad-lease",
     "bad-retry",
@@ -74,6 +76,8 @@ class Problem:
         """One line for an operator: ``job (module m) [code]: message``."""
         if self.job is not None:
             where = self.job if self.module is None else f"{self.job} (module {self.module})"
+        elif self.code == "module-settings":
+            where = "configuration"
         elif self.module is not None:
             where = f"plugin {self.module}"
         else:

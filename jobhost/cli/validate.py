@@ -9,6 +9,7 @@ import click
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.cli._app import EXIT_INVALID, cli, config_path
 from jobhost.cli._context import with_stored_jobs
+from jobhost.cli._loaded import loaded, loaded_lines
 from jobhost.config import load_settings
 
 __all__ = ["validate"]
@@ -22,9 +23,12 @@ def validate(ctx: click.Context, as_json: bool) -> None:
 
     Exit status: 0 when the catalog is clean, 3 when it has problems (or the configuration
     is invalid). Runtime jobs in the configured store are checked too, when it is
-    reachable. The JSON form is {"ok": ..., "jobs": N, "problems": [{"job", "module",
-    "code", "message"}, ...], "warnings": [same shape]}; warnings (a concurrency limit
-    no job uses) do not change the exit status.
+    reachable. Before the summary it lists what it loaded: each plugin, its modules, and
+    each job with enabled or disabled (and why), its trigger and its group. The JSON form
+    is {"ok": ..., "jobs": N, "problems": [{"job", "module", "code", "message"}, ...],
+    "warnings": [same shape], "plugins": [{"plugin", "modules", "jobs": [{"name",
+    "module", "enabled", "disabled_because", "trigger", "group"}, ...]}, ...]}; warnings
+    (a concurrency limit no job uses) do not change the exit status.
     """
     settings = load_settings(config_path(ctx))
     # The store's runtime jobs too: a declaration that took a runtime job's name is a problem.
@@ -32,12 +36,16 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     for caveat in settings.warnings():
         click.echo(f"warning: {caveat}", err=True)
     if as_json:
-        click.echo(json.dumps(_as_json(catalog), indent=2))
+        click.echo(
+            json.dumps({**_as_json(catalog), "plugins": loaded(catalog, settings)}, indent=2)
+        )
     else:
         for problem in catalog.problems:
             click.echo(problem.line())
         for warning in catalog.warnings:
             click.echo(f"warning: {warning.line()}")
+        for line in loaded_lines(loaded(catalog, settings)):
+            click.echo(line)
         click.echo(_summary(catalog))
     if not catalog.ok:
         # SystemExit, not ctx.exit: with standalone_mode=False click turns ctx.exit into a

@@ -6,6 +6,7 @@ the environment, the file and its key when it came from the file.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -66,11 +67,14 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     if problems:
         raise ConfigError(problems, source)
     try:
-        return Settings(**data)
+        settings = Settings(**data)
     except ValidationError as error:
         raise ConfigError(_describe(error, data, file), source) from None
     except SettingsError as error:  # a decoding failure _malformed_json did not foresee
         raise ConfigError([redact_text(str(error))], source) from None
+    if file is not None:
+        settings._file = file.name
+    return settings
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -147,7 +151,9 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
             continue
         origin = setting_source(field, data, file)
         if item["type"] == "extra_forbidden":
-            message = "is not a known setting; see docs/operations/settings.md"
+            close = difflib.get_close_matches(field, list(Settings.model_fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            message = f"is not a known setting{hint}; see docs/operations/settings.md"
             problems.append(f"{location} ({origin}): {message}")
             continue
         if hidden:

@@ -7,11 +7,14 @@ secret variables it must not hand out, and the lease that must outlast its heart
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypedDict
 
 from jobhost_contracts import format_duration
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -49,6 +52,7 @@ __all__ = [
     "StoreTimeouts",
     "setting_variables",
     "split_listen_address",
+    "unknown_variables",
 ]
 
 LEASE_HEARTBEATS = 2
@@ -237,6 +241,17 @@ class Settings(BaseSettings):
     modules: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Module sections [modules.NAME], handed to executors."
     )
+    _file: str | None = PrivateAttr(None)
+    """The configuration file these settings were read from, set by ``load_settings``."""
+
+    def module_source(self, section: str, environ: Mapping[str, str]) -> str:
+        """Where ``[modules.SECTION]`` was written, for a message about it: the variable
+        ``JOBHOST_MODULES`` (which wins over the file) or the configuration file."""
+        if any(name.upper() == "JOBHOST_MODULES" for name in environ):
+            return "environment JOBHOST_MODULES"
+        if self._file is not None:
+            return f"in {self._file}"
+        return "in the configuration"
 
     @classmethod
     def settings_customise_sources(
@@ -256,7 +271,7 @@ class Settings(BaseSettings):
     def warnings(self) -> list[str]:
         """Settings that are valid but do not do what they seem to (``validate`` and ``run``
         print them)."""
-        found: list[str] = []
+        found = unknown_variables(os.environ, self.runtime_secret_env_prefix)
         if self.api_tokens and not self.http_listen:
             found.append(
                 "api_tokens is set but http_listen is not: jobhost run serves no API for them; "
@@ -334,6 +349,32 @@ class StoreTimeouts(TypedDict):
     connect_timeout: float
     statement_timeout: float
     idle_transaction_timeout: float
+
+
+_TOOLING_PREFIXES = ("JOBHOST_TEST_", "JOBHOST_BENCH_")
+"""Variables of jobhost's own test suite and benchmarks, which no host reads."""
+
+
+def unknown_variables(environ: Mapping[str, str], secret_prefix: str) -> list[str]:
+    """A warning for every ``JOBHOST_*`` variable no setting reads, naming the closest one.
+
+    A warning rather than a refusal: an environment carries variables of other tools and older
+    versions, and a host must not stop for one; but a misspelt one must not go unnoticed.
+    """
+    known = setting_variables()
+    skipped = (RUNTIME_SECRET_PREFIX, secret_prefix.upper(), *_TOOLING_PREFIXES)
+    found: list[str] = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("JOBHOST_") or upper in known or upper.startswith(skipped):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        found.append(
+            f"environment variable {name} is not a jobhost setting and is ignored{hint} "
+            "(see docs/operations/settings.md)"
+        )
+    return found
 
 
 def setting_variables() -> list[str]:

@@ -109,7 +109,9 @@ def _database_url(value: str) -> str:
             "is not a database URL; use e.g. 'sqlite:///jobhost.db' or "
             "'postgresql+psycopg://user@host/db'"
         ) from None
-    if url.get_backend_name() not in {"sqlite", "postgresql"}:
+    # postgres:// is how Heroku, many PaaS and libpq tools write PostgreSQL URLs; the engine
+    # gives it the psycopg 3 driver as it does postgresql://.
+    if url.get_backend_name() not in {"sqlite", "postgresql", "postgres"}:
         raise ValueError("must be an SQLite or PostgreSQL URL")
     return value
 

@@ -18,22 +18,54 @@ from datetime import datetime
 
 from jobhost_contracts import AuditSink, RunAuditRecord
 
-__all__ = ["BoundedSink", "JsonLogSink", "sink_name"]
+__all__ = ["UNSUCCESSFUL", "BoundedSink", "JsonLogSink", "sink_name"]
+
+
+UNSUCCESSFUL = frozenset({"failed", "timed_out", "abandoned"})
+"""Outcomes a person reading the log must see without parsing the audit line."""
+_FIRST_LINE = 300
 
 
 class JsonLogSink:
-    """One structured JSON line per finished run on the ``jobhost.audit`` logger."""
+    """One structured JSON line per finished run on the ``jobhost.audit`` logger, and for a run
+    that failed, timed out or was abandoned a WARNING a person reads, on ``jobhost.run``:
+    ``job shop.remind run 4fe9... failed (attempt 1 of a manual run): ValueError: no ledger``.
+    """
 
     name = "json-log"
     inline = True
     """Built in and bounded by the logging system: called directly, not in a thread."""
 
-    def __init__(self, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self, logger: logging.Logger | None = None, people: logging.Logger | None = None
+    ) -> None:
         self._logger = logger or logging.getLogger("jobhost.audit")
+        # A logger of its own: a pipeline reading jobhost.audit as JSON lines stays JSON.
+        self._people = people or logging.getLogger("jobhost.run")
 
     def record(self, entry: RunAuditRecord) -> None:
         fields = {name: getattr(entry, name) for name in _field_names(type(entry))}
         self._logger.info(_LINE.encode({"event": "run.finished", **fields}))
+        if entry.outcome in UNSUCCESSFUL:
+            self._people.warning(
+                "job %s run %s %s (attempt %d of a %s run): %s",
+                entry.job_name,
+                entry.run_id,
+                entry.outcome,
+                entry.attempt,
+                entry.source,
+                _first_line(entry),
+            )
+
+
+def _first_line(entry: RunAuditRecord) -> str:
+    message = (entry.error_message or "").strip().splitlines()
+    first = message[0] if message else "no message"
+    if len(first) > _FIRST_LINE:
+        first = f"{first[:_FIRST_LINE]}..."
+    kind = entry.error_type
+    # A business Failure's type says nothing its text does not; an exception's type does.
+    return first if kind in {None, "Failure"} else f"{kind}: {first}"
 
 
 def sink_name(sink: AuditSink) -> str:

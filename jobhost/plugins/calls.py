@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from jobhost_contracts import AuditSink, bound_text, redact_text
+from jobhost_contracts import AuditSink, ModuleSettingsError, bound_text, redact_text
 
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
@@ -203,6 +203,12 @@ def _materialise(
 
 
 def _raised(plugin: str, hook_name: str, error: BaseException) -> PluginProblem:
+    if isinstance(error, ModuleSettingsError):
+        # The operator's section is wrong, not the plugin: the message is about the settings.
+        listed = "; ".join(problem.describe() for problem in error.problems)
+        return PluginProblem(
+            plugin, "module-settings", bound_text(listed, 2000), section=error.section
+        )
     if isinstance(error, SystemExit):
         what = f"called sys.exit({error.code!r})"
     else:

@@ -46,17 +46,27 @@ plugin that is broken, without uninstalling it. Plugins named in ``plugins`` alw
 """
 
 PluginProblemCode = Literal[
-    "plugin-import", "plugin-hook", "plugin-unknown-hook", "plugin-bad-result"
+    "plugin-import",
+    "plugin-hook",
+    "plugin-unknown-hook",
+    "plugin-bad-result",
+    "plugin-no-hooks",
+    "module-settings",
 ]
 
 
 @dataclass(frozen=True)
 class PluginProblem:
-    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under."""
+    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under.
+
+    ``section`` is set for ``module-settings``: the plugin refused its ``[modules.SECTION]``,
+    a problem of the configuration, not of the plugin.
+    """
 
     plugin: str
     code: PluginProblemCode
     message: str
+    section: str | None = None
 
 
 @dataclass
@@ -221,6 +231,8 @@ def _register(plugins: PluginSet, source: _Source) -> None:
         )
         return
     plugins.names.append(registered_name)
+    if not manager.get_hookcallers(plugin):
+        plugins.problems.append(_no_hooks(registered_name, plugin))
 
 
 class _PluginFileMissing(Exception):
@@ -256,6 +268,27 @@ def _import_file(path: Path) -> ModuleType:
         sys.modules.pop(module_name, None)
         raise
     return module
+
+
+def _no_hooks(name: str, plugin: object) -> PluginProblem:
+    """A plugin that implements no hook: it was loaded for nothing, most likely because its
+    functions lack the marker (pluggy ignores an unmarked function without a word)."""
+    unmarked = sorted(
+        attribute
+        for attribute in dir(plugin)
+        if attribute.startswith(f"{PROJECT_NAME}_") and callable(getattr(plugin, attribute, None))
+    )
+    if unmarked:
+        found = f"its {', '.join(unmarked)} {'is' if len(unmarked) == 1 else 'are'} not marked"
+    else:
+        found = "it has no function marked as one"
+    return PluginProblem(
+        name,
+        "plugin-no-hooks",
+        f"implements no jobhost hook: {found}; is @hookimpl missing? Decorate each hook with "
+        "@hookimpl (from jobhost_contracts import hookimpl), or remove the plugin from "
+        f"plugins / JOBHOST_PLUGINS (or {LOAD_PLUGINS_ENV} for an installed one)",
+    )
 
 
 def _unknown_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:

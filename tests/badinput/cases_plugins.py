@@ -7,7 +7,7 @@ with every earlier row kept and no secret printed.
 
 from __future__ import annotations
 
-from tests.badinput.corpus_support import Case
+from tests.badinput.corpus_support import SECRET, Case
 
 _HEAD = """\
 import sys
@@ -58,7 +58,98 @@ def _job(case_id: str, fields: str, code: str, *says: str) -> Case:
     )
 
 
+_SHOP = """\
+from datetime import timedelta
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+from returns.result import Success
+
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    JobRegistration,
+    hookimpl,
+    module_settings,
+    positive_duration,
+)
+
+
+class ShopSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reminder_after: Annotated[timedelta, BeforeValidator(positive_duration)] = timedelta(hours=1)
+
+
+def remind(context):
+    return Success(None)
+
+
+@hookimpl
+def jobhost_jobs(settings):
+    shop = module_settings(ShopSettings, settings, "shop")
+    declaration = BackgroundJobDeclaration(
+        name="shop.remind",
+        module="shop",
+        interval=timedelta(hours=1),
+        enabled=shop is not None,
+        concurrency_group="shop-db",
+    )
+    return [JobRegistration(declaration, remind)]
+"""
+_NOT_THE_PLUGIN = (SECRET, "fix the plugin", "unused-concurrency-limit", "plugin-hook")
+
+
+def _shop(case_id: str, section: str, *says: str) -> Case:
+    """A module reading [modules.shop] through module_settings: a configuration problem."""
+    return Case(
+        f"settings-{case_id}",
+        ("validate",),
+        3,
+        ("configuration [module-settings]: [modules.shop] (in jobhost.toml)", *says),
+        tables=f"[concurrency_limits]\nshop-db = 1\n[modules.shop]\n{section}\n",
+        plugin=_SHOP,
+        never=_NOT_THE_PLUGIN,
+    )
+
+
+SETTINGS_CASES = [
+    Case(
+        "settings-module-not-configured",
+        ("validate",),
+        0,
+        (
+            "warning: shop.remind (module shop) [unknown-concurrency-group]",
+            "the job is disabled: the host starts",
+            "shop.remind: disabled ([modules.shop] is not configured), every 1h, group shop-db",
+        ),
+        plugin=_SHOP,
+    ),
+    _shop(
+        "unknown-key",
+        "reminder_afer = 5",
+        "reminder_afer = 5: is not a known setting (did you mean 'reminder_after'?)",
+    ),
+    _shop(
+        "bad-duration",
+        'reminder_after = "soon"',
+        "reminder_after = 'soon'",
+        "is not a duration",
+    ),
+    _shop(
+        "negative-duration",
+        'reminder_after = "-5m"',
+        "reminder_after = '-5m': must be a positive duration",
+    ),
+]
+
 PLUGIN_CASES = [
+    *SETTINGS_CASES,
+    _plugin(
+        "hook-without-hookimpl",
+        _hook("    return [job()]").replace("@hookimpl\n", ""),
+        "[plugin-no-hooks]: implements no jobhost hook: its jobhost_jobs is not marked; is "
+        "@hookimpl missing?",
+    ),
     _plugin("syntax-error", "def broken(:\n", "failed to import: SyntaxError", "fix the plugin"),
     _plugin("missing-import", "import no_such_module_anywhere\n", "ModuleNotFoundError"),
     _plugin("raises-at-import", "raise RuntimeError('boom at import')\n", "RuntimeError: boom"),
@@ -100,6 +191,25 @@ PLUGIN_CASES = [
         "hook-executor-class",
         _hook("    return [(job().declaration, Executor)]"),
         "[bad-executor]",
+        named=False,
+    ),
+    _plugin(
+        "hook-executor-without-context",
+        _hook(
+            "    class Lazy:\n"
+            "        def execute(self):\n"
+            "            return Success(None)\n"
+            "    return [(job().declaration, Lazy())]"
+        ),
+        "broken.job (module broken) [bad-executor]: executor Lazy.execute(self) cannot be called",
+        "write def execute(self, context: JobContext) -> Result",
+        named=False,
+    ),
+    _plugin(
+        "hook-function-without-context",
+        _hook("    return [(job().declaration, lambda: Success(None))]"),
+        "broken.job (module broken) [bad-executor]: executor function "
+        "jobhost_jobs.<locals>.<lambda>() cannot be called",
         named=False,
     ),
     _plugin(

@@ -30,8 +30,19 @@ FILE_CASES = [
         "file-unknown-key",
         V,
         3,
-        ("lease_duraton (in jobhost.toml): is not a known setting", "settings.md"),
+        (
+            "lease_duraton (in jobhost.toml): is not a known setting (did you mean "
+            "'lease_duration'?)",
+            "settings.md",
+        ),
         settings={"lease_duraton": '"1m"'},
+    ),
+    Case(
+        "file-module-table-typo",
+        V,
+        3,
+        ("module (in jobhost.toml): is not a known setting (did you mean 'modules'?)",),
+        tables="[module.shop]\nreminder_after = 5\n",
     ),
     _file("pool-zero", "worker_pool_size", "0", "greater than or equal to 1"),
     _file("pool-huge", "worker_pool_size", "5000", "less than or equal to 1024"),
@@ -142,6 +153,16 @@ FILE_CASES = [
 ]
 
 ENV_CASES = [
+    Case(
+        "env-unknown-variable",
+        V,
+        0,
+        (
+            "warning: environment variable JOBHOST_POLL_INTERVALL is not a jobhost setting and "
+            "is ignored; did you mean JOBHOST_POLL_INTERVAL?",
+        ),
+        env={"JOBHOST_POLL_INTERVALL": "5s"},
+    ),
     _env("jobs-malformed-json", "JOBHOST_JOBS", "{bad", "is not valid JSON", "write one JSON"),
     _env("modules-malformed-json", "JOBHOST_MODULES", "{'a': 1}", "is not valid JSON"),
     _env("jobs-not-an-object", "JOBHOST_JOBS", "[1, 2]", "must be a JSON object"),

@@ -84,7 +84,11 @@ def test_a_clean_catalog_exits_0(tmp_path: Path) -> None:
     path = plugin(tmp_path, 'name="files.purge", module="files", cron="0 3 * * *"')
     done = jobhost(environment(tmp_path, path), "validate")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "1 job, 0 problems\n"
+    assert done.stdout == (
+        f"plugin {path}: module files\n"
+        "  files.purge: enabled, cron '0 3 * * *' (UTC)\n"
+        "1 job, 0 problems\n"
+    )
 
 
 def test_problems_exit_3_with_one_line_each_then_the_summary(tmp_path: Path) -> None:
@@ -98,13 +102,18 @@ def test_problems_exit_3_with_one_line_each_then_the_summary(tmp_path: Path) -> 
     done = jobhost(environment(tmp_path, path, config), "validate")
     assert done.returncode == 3, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 6
     assert lines[0].startswith("files.orphan-cleanup (module files) [cron-syntax]: ")
     assert lines[0].endswith('[jobs."files.orphan-cleanup"]')
     assert lines[1].startswith("files.purgee [unknown-override]: ")
     assert "'files.purge'" in lines[1]
     assert lines[2].startswith("files.sweep (module files) [unknown-timezone]: ")
-    assert lines[3] == "1 job, 3 problems"
+    # What loaded, after the problems: the jobs that could not be built are not in it.
+    assert lines[3:] == [
+        f"plugin {path}: module files",
+        "  files.purge: enabled, every 6h",
+        "1 job, 3 problems",
+    ]
 
 
 def test_json_has_exactly_ok_jobs_problems_and_warnings(tmp_path: Path) -> None:
@@ -116,7 +125,7 @@ def test_json_has_exactly_ok_jobs_problems_and_warnings(tmp_path: Path) -> None:
     done = jobhost(environment(tmp_path, path), "validate", "--json")
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)
-    assert list(report) == ["ok", "jobs", "problems", "warnings"]
+    assert list(report) == ["ok", "jobs", "problems", "warnings", "plugins"]
     assert report["ok"] is False
     assert report["jobs"] == 1
     (problem,) = report["problems"]
@@ -135,7 +144,28 @@ def test_json_of_a_clean_catalog(tmp_path: Path, runner: CliRunner) -> None:
         env={"JOBHOST_PLUGINS": str(path), "JOBHOST_LOAD_PLUGINS": ""},
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"ok": True, "jobs": 1, "problems": [], "warnings": []}
+    assert json.loads(result.output) == {
+        "ok": True,
+        "jobs": 1,
+        "problems": [],
+        "warnings": [],
+        "plugins": [
+            {
+                "plugin": str(path),
+                "modules": ["files"],
+                "jobs": [
+                    {
+                        "name": "files.purge",
+                        "module": "files",
+                        "enabled": True,
+                        "disabled_because": None,
+                        "trigger": "cron '0 3 * * *' (UTC)",
+                        "group": None,
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def test_plugin_problems_are_listed_by_plugin(tmp_path: Path, runner: CliRunner) -> None:
@@ -174,3 +204,95 @@ def test_an_invalid_configuration_exits_3(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "invalid configuration" in done.stderr
     assert done.stdout == ""
+
+
+_UNCONFIGURED = """\
+from datetime import timedelta
+
+from returns.result import Success
+
+from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+
+
+def remind(context):
+    return Success(None)
+
+
+@hookimpl
+def jobhost_jobs(settings):
+    declaration = BackgroundJobDeclaration(
+        name="shop.remind",
+        module="shop",
+        interval=timedelta(hours=1),
+        enabled="shop" in settings,
+        concurrency_group="shop-db",
+    )
+    return [JobRegistration(declaration, remind)]
+"""
+
+
+def test_an_unconfigured_module_is_said_to_be_off_and_never_stops_the_host(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shop.py"
+    path.write_text(_UNCONFIGURED)
+
+    done = jobhost(environment(tmp_path, path), "validate")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("warning: shop.remind (module shop) [unknown-concurrency-group]")
+    assert lines[0].endswith(
+        "(the job is disabled: the host starts, and a run by hand is not limited)"
+    )
+    assert lines[1:] == [
+        f"plugin {path}: module shop",
+        "  shop.remind: disabled ([modules.shop] is not configured), every 1h, group shop-db",
+        "1 job, 0 problems",
+    ]
+    # Configured, the job is enabled and its group needs a limit again.
+    configured = jobhost(environment(tmp_path, path, "[modules.shop]\n"), "validate")
+    assert configured.returncode == 3
+    assert "shop.remind (module shop) [unknown-concurrency-group]" in configured.stdout
+
+
+def test_a_hook_without_hookimpl_is_a_problem_naming_the_plugin(tmp_path: Path) -> None:
+    path = tmp_path / "shop.py"
+    path.write_text(_UNCONFIGURED.replace("@hookimpl\n", ""))
+
+    done = jobhost(environment(tmp_path, path), "validate")
+
+    assert done.returncode == 3
+    assert done.stdout.splitlines()[0] == (
+        f"plugin {path} [plugin-no-hooks]: implements no jobhost hook: its jobhost_jobs is not "
+        "marked; is @hookimpl missing? Decorate each hook with @hookimpl (from "
+        "jobhost_contracts import hookimpl), or remove the plugin from plugins / "
+        "JOBHOST_PLUGINS (or JOBHOST_LOAD_PLUGINS for an installed one)"
+    )
+
+
+def test_an_unknown_variable_and_host_key_are_named_with_what_was_meant(tmp_path: Path) -> None:
+    path = plugin(tmp_path, 'name="files.purge", module="files", cron="0 3 * * *"')
+    env = environment(tmp_path, path)
+    env["JOBHOST_POLL_INTERVALL"] = "5s"
+
+    done = jobhost(env, "validate")
+    typo = jobhost(environment(tmp_path, path, 'poll_intervall = "5s"\n'), "validate")
+
+    assert done.returncode == 0
+    assert (
+        "warning: environment variable JOBHOST_POLL_INTERVALL is not a jobhost setting and is "
+        "ignored; did you mean JOBHOST_POLL_INTERVAL?"
+    ) in done.stderr
+    assert typo.returncode == 3
+    assert "poll_intervall (in jobhost.toml): is not a known setting (did you mean " in typo.stderr
+    assert "'poll_interval'?)" in typo.stderr
+
+
+def test_a_postgres_url_is_accepted_as_postgresql(tmp_path: Path) -> None:
+    path = plugin(tmp_path, 'name="files.purge", module="files", cron="0 3 * * *"')
+    env = environment(tmp_path, path, 'database_url = "postgres://app@db.internal/app"\n')
+
+    done = jobhost(env, "validate")
+
+    assert done.returncode == 0, done.stderr

@@ -298,3 +298,25 @@ def test_the_json_audit_line_carries_the_run(
     assert line["error_message"] == "business failure on attempt 1"
     assert line["trace_id"] == row.trace_id
     assert line["host_id"] == "test-host"
+
+
+def test_a_failed_run_is_a_warning_a_person_reads_beside_the_audit_line(
+    harness: Callable[..., Harness], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        _, row = harness([{"name": "sample.logged", "behaviour": "fail"}]).run("sample.logged")
+    (warning,) = [r for r in caplog.records if r.name == "jobhost.run"]
+    assert warning.levelno == logging.WARNING
+    assert warning.getMessage() == (
+        f"job sample.logged run {row.id} failed (attempt 1 of a manual run): "
+        "business failure on attempt 1"
+    )
+    assert [r.name for r in caplog.records].count("jobhost.audit") == 1
+
+
+def test_a_succeeded_run_writes_no_warning(
+    harness: Callable[..., Harness], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        harness([{"name": "sample.logged", "behaviour": "succeed"}]).run("sample.logged")
+    assert not [r for r in caplog.records if r.name == "jobhost.run"]

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, JobRegistration, hookimpl
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    JobRegistration,
+    hookimpl,
+    module_settings,
+)
 
 from jobhost_files.cleanup import OrphanCleanup
-from jobhost_files.settings import SECTION, FilesSettings, parse_settings
+from jobhost_files.settings import SECTION, FilesSettings
 
 __all__ = ["JOB_NAME", "declaration", "jobhost_jobs"]
 
@@ -24,11 +29,10 @@ _DESCRIPTION = (
 def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
     """``files.orphan-cleanup``, disabled while ``[modules.files]`` is absent.
 
-    A present section is checked here, so a bad one stops the host at start-up (a ValueError
-    naming the field) instead of failing, or worse, at 3 a.m.
+    A present section is checked here, so a bad one stops the host at start-up (a problem of
+    ``[modules.files]`` naming the field) instead of failing, or worse, at 3 a.m.
     """
-    section = settings.get(SECTION)
-    parsed = None if section is None else parse_settings(section)
+    parsed = module_settings(FilesSettings, settings, SECTION)
     return [JobRegistration(declaration(parsed), OrphanCleanup(parsed))]
 
 

@@ -1,7 +1,8 @@
 """The ``[modules.files]`` section of ``jobhost.toml``, read and checked once at start-up.
 
-Every refusal is a ``ValueError`` naming the field, the value and what is allowed: the host reports
-it as a plugin problem before it starts, so a typo never reaches a run that deletes files.
+Read through :func:`jobhost_contracts.module_settings`: every refusal is a ``ModuleSettingsError``
+(a ``ValueError``) naming the field, the value and what is allowed, which the host reports as a
+problem of ``[modules.files]`` before it starts, so a typo never reaches a run that deletes files.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from jobhost_contracts import parse_duration, redact_text
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from jobhost_contracts import module_settings, non_negative_duration, redact_text
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -21,9 +22,6 @@ __all__ = ["SECTION", "CleanupMode", "FilesSettings", "parse_settings"]
 
 SECTION = "files"
 """The module's section name: ``[modules.files]``."""
-
-# Values that may carry a credential are shown redacted in every refusal.
-_REDACTED = frozenset({"references_url", "references_query"})
 
 
 class CleanupMode(StrEnum):
@@ -78,13 +76,6 @@ def _text(value: object) -> str:
     return value
 
 
-def _duration(value: object) -> timedelta:
-    duration = parse_duration(value)
-    if duration < timedelta(0):
-        raise ValueError("must not be negative, e.g. '24h'")
-    return duration
-
-
 def _positive_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError("must be a whole number greater than 0")
@@ -119,7 +110,7 @@ class FilesSettings(BaseModel):
     root: Annotated[Path, _checked(_root)] = Field(None, validate_default=True)
     references_url: Annotated[str, _checked(_references_url)] = Field(None, validate_default=True)
     references_query: Annotated[str, _checked(_required_text)] = Field(None, validate_default=True)
-    min_age: Annotated[timedelta, _checked(_duration)] = timedelta(hours=24)
+    min_age: Annotated[timedelta, _checked(non_negative_duration)] = timedelta(hours=24)
     batch_size: _Count = 200
     mode: Annotated[CleanupMode, _checked(_mode)] = CleanupMode.QUARANTINE
     quarantine_days: _Count = 7
@@ -145,20 +136,8 @@ class FilesSettings(BaseModel):
 
 
 def parse_settings(section: Mapping[str, Any]) -> FilesSettings:
-    """Check ``section`` and return it typed; raise ``ValueError`` naming the first bad field."""
-    known = FilesSettings.model_fields
-    unknown = sorted(str(key) for key in section if key not in known)
-    if unknown:
-        raise ValueError(
-            f"[modules.files] {unknown[0]!r} is not a known setting; allowed: "
-            f"{', '.join(sorted(known))}"
-        )
-    try:
-        return FilesSettings.model_validate(dict(section))
-    except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        field = str(first["loc"][0])
-        value = first["input"]
-        shown = redact_text(value) if field in _REDACTED and isinstance(value, str) else value
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ValueError(f"[modules.files] {field} = {shown!r}: {message}") from None
+    """Check ``section`` and return it typed; raise ``ModuleSettingsError`` naming every bad
+    field (with the closest known key for a misspelt one)."""
+    settings = module_settings(FilesSettings, {SECTION: section}, SECTION)
+    assert settings is not None  # the section is there
+    return settings

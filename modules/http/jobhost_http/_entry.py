@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from enum import StrEnum
 from typing import TypeVar
-from urllib.parse import urlsplit
 
-from jobhost_contracts import parse_duration
+from jobhost_contracts import env_name as contract_env_name
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -23,7 +21,6 @@ __all__ = [
     "body",
     "choice",
     "count",
-    "duration",
     "entry_problem",
     "env_name",
     "flag",
@@ -31,10 +28,8 @@ __all__ = [
     "headers",
     "method",
     "optional_text",
-    "safe_url",
     "statuses",
     "text",
-    "url",
 ]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -46,16 +41,6 @@ ENTRY_PROBLEM = "entry_problem"
 _Choice = TypeVar("_Choice", bound=StrEnum)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its password and query string, which may carry credentials."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    user = f"{parts.username}:***@" if parts.password else ""
-    query = "?***" if parts.query else ""
-    return f"{parts.scheme}://{user}{host}{parts.path}{query}"
 
 
 def entry_problem(text: str) -> PydanticCustomError:
@@ -89,29 +74,6 @@ def flag(value: object) -> bool:
 def count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError("must be a whole number of at least 1")
-    return value
-
-
-def duration(value: object) -> timedelta | None:
-    if value is None:
-        return None
-    parsed = parse_duration(value)
-    if parsed <= timedelta(0):
-        raise ValueError("must be a positive duration, e.g. '30s'")
-    return parsed
-
-
-def url(value: object) -> str:
-    allowed = "required, an http:// or https:// URL with a host"
-    if not isinstance(value, str):
-        raise ValueError(allowed)
-    parts = urlsplit(value)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise ValueError(allowed)
-    try:
-        parts.port  # noqa: B018 (urllib checks the port only when it is read)
-    except ValueError:
-        raise ValueError("has a port that is not a number 1-65535") from None
     return value
 
 
@@ -180,6 +142,9 @@ def header_value(value: object) -> str | None:
 
 
 def env_name(value: object) -> str | None:
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-        return f"must name an environment variable (letters, digits, _), got {value!r}"
+    """:func:`jobhost_contracts.env_name` as the header check's problem text."""
+    try:
+        contract_env_name(value)
+    except ValueError as error:
+        return f"{error}, got {value!r}"
     return None

@@ -1,28 +1,39 @@
 """``[[modules.http.jobs]]``: one scheduled HTTP call per entry, read and checked at start-up.
 
-Every refusal is a ``ValueError`` naming the entry (``modules.http.jobs[0] 'ping'``), the key and
-what is allowed. Secret header values are never read here: ``secret_headers`` names environment
+Every refusal is a ``ModuleSettingsError`` (a ``ValueError``, reported by the host as a problem of
+``[modules.http]``) naming the entry (``modules.http.jobs[0] 'ping'``), the key and what is
+allowed. Secret header values are never read here: ``secret_headers`` names environment
 variables, read at call time, so no settings object can leak one through ``repr`` or a log.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
-from jobhost_contracts import MisfirePolicy, OverlapPolicy, RetryPolicy
+from jobhost_contracts import (
+    MisfirePolicy,
+    ModuleSettingsError,
+    OverlapPolicy,
+    RetryPolicy,
+    SettingProblem,
+    http_url,
+    module_settings,
+    positive_duration,
+    safe_url,
+)
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from jobhost_http import _entry
-from jobhost_http._entry import ENTRY_PROBLEM, IDEMPOTENCY_HEADER, safe_url
+from jobhost_http._entry import ENTRY_PROBLEM, IDEMPOTENCY_HEADER
 
 __all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs", "safe_url"]
 
 SECTION = "http"
 
-_SECTION_KEYS = frozenset({"jobs", "runtime_response_body"})
 # Plain header values whose name says they are credentials are hidden from repr all the same.
 _SENSITIVE = re.compile(r"auth|token|secret|key|cookie|password|signature", re.IGNORECASE)
 
@@ -34,7 +45,7 @@ def _checked(check: Callable[[Any], object]) -> Any:
 _Text = Annotated[str, _checked(_entry.text)]
 _Flag = Annotated[bool, _checked(_entry.flag)]
 _Count = Annotated[int, _checked(_entry.count)]
-_Duration = Annotated[timedelta, _checked(_entry.duration)]
+_Duration = Annotated[timedelta, _checked(positive_duration)]
 
 
 class HttpJobSettings(BaseModel):
@@ -57,7 +68,7 @@ class HttpJobSettings(BaseModel):
         dict[str, str], _checked(_entry.headers("secret_headers", _entry.env_name))
     ] = Field(default_factory=dict)
     # None, checked: a missing url is refused as "required", like a wrong one.
-    url: Annotated[str, _checked(_entry.url)] = Field(None, validate_default=True)
+    url: Annotated[str, _checked(http_url)] = Field(None, validate_default=True)
     method: Annotated[str, _checked(_entry.method)] = "GET"
     timezone: _Text = "UTC"
     body: Annotated[str | None, _checked(_entry.body)] = None
@@ -118,52 +129,56 @@ class HttpJobSettings(BaseModel):
         return status in self.expect_status
 
 
+class _Section(BaseModel):
+    """``[modules.http]`` itself; its entries are checked one by one, each named."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    jobs: list[Any] = Field(default_factory=list)
+    runtime_response_body: _Flag = False
+
+
 def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
-    """Every entry of ``[[modules.http.jobs]]``, checked; raise ``ValueError`` on the first bad."""
-    unknown = sorted(str(key) for key in section if key not in _SECTION_KEYS)
-    if unknown:
-        raise ValueError(
-            f"[modules.http] {unknown[0]!r} is not a known setting; jobs go in "
-            "[[modules.http.jobs]] entries"
-        )
-    quote = section.get("runtime_response_body", False)
-    if not isinstance(quote, bool):
-        raise ValueError(f"[modules.http] runtime_response_body = {quote!r}: must be true or false")
-    entries = section.get("jobs", ())
-    if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, list | tuple):
-        raise ValueError(
-            f"[modules.http] jobs = {entries!r}: must be a list of tables, "
-            "written as [[modules.http.jobs]]"
-        )
+    """Every entry of ``[[modules.http.jobs]]``, checked; raise ``ModuleSettingsError`` on the
+    first bad one."""
+    checked = module_settings(_Section, {SECTION: section}, SECTION)
+    assert checked is not None  # the section is there
     jobs: list[HttpJobSettings] = []
     seen: dict[str, str] = {}
-    for index, entry in enumerate(entries):
+    for index, entry in enumerate(checked.jobs):
         where, job = _parse_job(index, entry)
         if job.name in seen:
-            raise ValueError(f"{where}: name {job.name!r} is already used by {seen[job.name]}")
+            _refuse(f"{where}: name {job.name!r} is already used by {seen[job.name]}")
         seen[job.name] = where
         jobs.append(job)
     return jobs
 
 
+def _refuse(message: str) -> NoReturn:
+    # The message names the entry and the key already.
+    raise ModuleSettingsError(SECTION, [SettingProblem(None, None, message)])
+
+
 def _parse_job(index: int, entry: object) -> tuple[str, HttpJobSettings]:
     where = f"modules.http.jobs[{index}]"
     if not isinstance(entry, Mapping):
-        raise ValueError(f"{where} = {entry!r}: must be a table ([[modules.http.jobs]])")
+        _refuse(f"{where} = {entry!r}: must be a table ([[modules.http.jobs]])")
     raw_name = entry.get("name")
     if not isinstance(raw_name, str) or not raw_name.strip():
-        raise ValueError(f"{where}: name = {raw_name!r}: required, e.g. name = 'nightly-ping'")
+        _refuse(f"{where}: name = {raw_name!r}: required, e.g. name = 'nightly-ping'")
     where = f"{where} {raw_name!r}"
     known = HttpJobSettings.model_fields
     unknown = sorted(str(key) for key in entry if key not in known)
     if unknown:
-        raise ValueError(
-            f"{where}: {unknown[0]!r} is not a known key; allowed: {', '.join(sorted(known))}"
+        close = difflib.get_close_matches(unknown[0], list(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        _refuse(
+            f"{where}: {unknown[0]!r} is not a known key{hint}; allowed: {', '.join(sorted(known))}"
         )
     try:
         job = HttpJobSettings.model_validate(dict(entry))
     except ValidationError as error:
-        raise ValueError(f"{where}: {_described(error)}") from None
+        _refuse(f"{where}: {_described(error)}")
     name = raw_name if "." in raw_name else f"{SECTION}.{raw_name}"
     return where, job.model_copy(update={"name": name})
 

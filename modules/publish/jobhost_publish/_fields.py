@@ -4,21 +4,15 @@ can share them and every refusal says what is allowed."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from urllib.parse import urlsplit
-
-from jobhost_contracts import parse_duration
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
     "RESERVED_BODY_FIELDS",
-    "duration",
-    "env_name_problem",
     "exchange_problem",
     "header_problem",
     "nats_url_problem",
     "routing_key_problem",
-    "safe_url",
     "subject_problem",
 ]
 
@@ -32,26 +26,7 @@ _AMQP_SHORT_STRING = 255  # bytes: exchange names and routing keys are AMQP shor
 _SUBJECT_TOKEN = re.compile(r"[^\s.*>]+")
 _EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]+")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
-
-
-def safe_url(url: str) -> str:
-    """``url`` without user name, password or token, which may be credentials."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    user = "***@" if "@" in parts.netloc else ""
-    return f"{parts.scheme}://{user}{host}{parts.path}"
-
-
-def duration(value: object) -> object:
-    """A duration written as text (``"10s"``) as a timedelta; anything else left to the type."""
-    if isinstance(value, str):
-        parsed = parse_duration(value)
-        if parsed <= timedelta(0):
-            raise ValueError("must be a positive duration, e.g. '10s'")
-        return parsed
-    return value
 
 
 def subject_problem(subject: str) -> str | None:
@@ -98,12 +73,6 @@ def header_problem(name: str, value: str) -> str | None:
         )
     if "\r" in value or "\n" in value:
         return "must not contain a line break"
-    return None
-
-
-def env_name_problem(value: str) -> str | None:
-    if not _ENV_NAME.fullmatch(value):
-        return "must name an environment variable (letters, digits, _), e.g. 'RABBITMQ_URL'"
     return None
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-from jobhost_contracts import redact_text
-
-from jobhost_publish._fields import safe_url
+from jobhost_contracts import redact_text, safe_url
 
 __all__ = ["HIDDEN", "Redactor"]
 

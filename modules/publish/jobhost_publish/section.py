@@ -1,20 +1,21 @@
 """Reading ``[modules.publish]`` at start-up: every problem of every entry, listed together.
 
 Each problem names the entry (``modules.publish.jobs[0] 'billing.close-day'``), the key and what
-is allowed. They are raised as one ``ValueError``, so ``jobhost validate`` shows them all at once
-instead of one per attempt.
+is allowed. They are raised as one ``ModuleSettingsError`` (a ``ValueError``), so
+``jobhost validate`` shows them all at once, as a problem of ``[modules.publish]``.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobhost_contracts import ModuleSettingsError, SettingProblem, safe_url
 from pydantic import ValidationError
 
-from jobhost_publish._fields import safe_url
-from jobhost_publish.settings import BrokerUrls, PublishJobSettings, full_name, thawed
+from jobhost_publish.settings import SECTION, BrokerUrls, PublishJobSettings, full_name, thawed
 
 __all__ = ["PublishConfig", "parse_section"]
 
@@ -84,7 +85,10 @@ def parse_section(section: Mapping[str, Any]) -> PublishConfig:
         jobs.append(job)
     if problems:
         count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
-        raise ValueError(f"{count} in [modules.publish]: " + " | ".join(problems))
+        # A problem of the operator's section: the host reports it as such, not as a plugin's.
+        raise ModuleSettingsError(
+            SECTION, [SettingProblem(None, None, f"{count}: " + " | ".join(problems))]
+        )
     return PublishConfig(urls, tuple(jobs))
 
 
@@ -95,7 +99,9 @@ def _described(where: str, error: ValidationError, fields: Mapping[str, Any]) ->
         key = ".".join(location)
         message = str(detail["msg"]).removeprefix("Value error, ")
         if detail["type"] == "extra_forbidden":
-            hint = _HINTS.get(key, f"allowed: {', '.join(sorted(fields))}")
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            hint = _HINTS.get(key, f"{guess}allowed: {', '.join(sorted(fields))}")
             found.append(f"{where}: {key!r} is not a known key; {hint}")
         elif not location:
             found.append(f"{where}: {message}")

@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from jobhost_contracts import MisfirePolicy, OverlapPolicy, RetryPolicy
+from jobhost_contracts import (
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    env_name,
+    positive_duration,
+)
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -27,8 +33,6 @@ from pydantic import (
 
 from jobhost_publish._fields import (
     RESERVED_BODY_FIELDS,
-    duration,
-    env_name_problem,
     exchange_problem,
     header_problem,
     nats_url_problem,
@@ -53,9 +57,12 @@ BROKERS = ("nats", "rabbitmq")
 DEFAULT_TIMEOUT = timedelta(seconds=10)
 
 BrokerName = Literal["nats", "rabbitmq"]
-Duration = Annotated[timedelta, BeforeValidator(duration)]
+Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
 AtLeastOne = Annotated[int, Field(ge=1)]
-EnvName = Annotated[str, BeforeValidator(lambda value: _checked(value, env_name_problem))]
+# Only text is checked: anything else gets the strict type's refusal, "a valid string".
+EnvName = Annotated[
+    str, BeforeValidator(lambda value: env_name(value) if isinstance(value, str) else value)
+]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 

@@ -145,7 +145,7 @@ def test_a_second_entry_is_named_by_its_position_and_duplicates_are_refused() ->
 
 
 def test_unknown_keys_of_the_section_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"\[modules.http\] 'job'"):
+    with pytest.raises(ValueError, match=r"\[modules.http\] job = .*did you mean 'jobs'"):
         jobhost_jobs(settings={"http": {"job": [BASE]}})
 
 

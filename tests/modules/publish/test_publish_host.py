@@ -205,7 +205,8 @@ def test_jobhost_validate_lists_every_bad_entry_with_its_fix(tmp_path: Path) -> 
 
     assert checked.returncode == 3, checked.stdout + checked.stderr
     shown = checked.stdout + checked.stderr
-    assert "plugin publish [plugin-hook]" in shown and "2 problems in [modules.publish]" in shown
+    assert "[module-settings]: [modules.publish] (in jobhost.toml) 2 problems:" in shown
+    assert "fix the plugin" not in shown
     assert "modules.publish.jobs[0] 'billing.close-day': subject = 'billing.*'" in shown
     assert (
         "modules.publish.jobs[1] 'billing.close-day-queue': broker = 'rabbitmq' needs "

@@ -1,0 +1,89 @@
+"""Checks of the values every module's section keeps needing: durations, URLs, the names of
+environment variables that hold secrets.
+
+Each check takes what the settings file holds and returns it typed, or raises ``ValueError``
+saying what is allowed, so it serves a hand-written check and a pydantic model alike (these
+contracts import no validation library)::
+
+    from typing import Annotated
+    from pydantic import BeforeValidator
+    from jobhost_contracts import env_name, http_url, positive_duration
+
+    Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
+    SecretVariable = Annotated[str, BeforeValidator(env_name)]
+
+:func:`module_settings` names the key and the value in front of the message.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from jobhost_contracts.durations import parse_duration
+
+__all__ = ["env_name", "http_url", "non_negative_duration", "positive_duration", "safe_url"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def positive_duration(value: object) -> timedelta | None:
+    """``"30s"``, ``"1h30m"``, a number of seconds or a ``timedelta``, greater than zero.
+
+    None stays None, so an optional field (``Duration | None``) takes the same check.
+    """
+    if value is None:
+        return None
+    parsed = parse_duration(value)
+    if parsed <= timedelta(0):
+        raise ValueError("must be a positive duration, e.g. '30s' or '24h'")
+    return parsed
+
+
+def non_negative_duration(value: object) -> timedelta | None:
+    """As :func:`positive_duration`, zero allowed (``min_age = 0``: no wait)."""
+    if value is None:
+        return None
+    parsed = parse_duration(value)
+    if parsed < timedelta(0):
+        raise ValueError("must not be negative, e.g. '0s' or '24h'")
+    return parsed
+
+
+def http_url(value: object) -> str:
+    """An ``http://`` or ``https://`` URL with a host (and a port 1-65535, if any)."""
+    allowed = "required, an http:// or https:// URL with a host"
+    if not isinstance(value, str):
+        raise ValueError(allowed)
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError(allowed)
+    try:
+        parts.port  # noqa: B018 (urllib checks the port only when it is read)
+    except ValueError:
+        raise ValueError("has a port that is not a number 1-65535") from None
+    return value
+
+
+def env_name(value: object) -> str:
+    """The name of an environment variable (letters, digits, ``_``): how a secret is given.
+
+    A secret is never a settings value: the section names the variable, the job reads it when
+    it runs, so a rotated secret needs no restart and no file, report or log ever holds it.
+    """
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            "must name an environment variable (letters, digits, _), e.g. 'PARTNER_TOKEN'"
+        )
+    return value
+
+
+def safe_url(url: str) -> str:
+    """``url`` as it may be shown: user, password or token replaced by ``***``, and the query
+    (which often carries a key) too: ``https://***@api.example/v1?***``."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    user = "***@" if "@" in parts.netloc else ""
+    query = "?***" if parts.query else ""
+    return f"{parts.scheme}://{user}{host}{parts.path}{query}"
