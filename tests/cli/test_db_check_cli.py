@@ -25,8 +25,7 @@ def test_a_clean_store_passes_both_checks_and_says_what_they_read(operator: Oper
     bounded = operator.jobhost("db", "check")
     assert bounded.returncode == 0, bounded.stdout + bounded.stderr
     assert bounded.stdout.splitlines()[0] == (
-        "checked 2 schedule rows, 1 live runs, 0 hosts, 1 signal rows: "
-        "0 row(s) a host cannot use"
+        "checked 2 schedule rows, 1 live runs, 0 hosts, 1 signal rows: 0 row(s) a host cannot use"
     )
     assert "row(s) read" not in bounded.stdout
     full = operator.jobhost("db", "check", "--full")
