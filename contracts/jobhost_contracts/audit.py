@@ -16,7 +16,10 @@ class RunAuditRecord:
     """One finished run, as the ledger, the span and the metrics saw it.
 
     ``units`` holds the counts of the run's fan-outs (``context.fan_out``), None without one;
-    ``backfill_id`` names the backfill a run replays an occurrence for, None for any other run.
+    ``backfill_id`` names the backfill a run replays an occurrence for, None for any other run;
+    ``result`` is the executor's ``Success`` value as the ledger keeps it: JSON text of at most
+    4 kB (a value with no JSON form as its ``repr``; a longer one as ``{"truncated": true,
+    "length": N, "head": "..."}``), None when it returned nothing or did not succeed.
     """
 
     job_name: str
@@ -35,6 +38,7 @@ class RunAuditRecord:
     trace_id: str | None = None
     units: UnitCounts | None = None
     backfill_id: str | None = None
+    result: str | None = None
 
 
 @runtime_checkable

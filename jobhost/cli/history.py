@@ -47,7 +47,8 @@ def history(
     reason an occurrence did not run) and trace id; for a run that fanned out over units, their
     counts. JSON: {"job": NAME, "runs": [{"run_id", "occurrence", "attempt", "source", "host",
     "requested_by", "queued_at", "started_at", "finished_at", "duration_ms", "outcome",
-    "reason", "error_type", "error", "trace_id", "units"}]}; with --logs each run also has
+    "reason", "error_type", "error", "trace_id", "units", "backfill_id", "cancel", "result"}]}
+    ("result": the executor's Success value, at most 4 kB of JSON); with --logs each run also has
     "logs": its last lines, as `jobhost logs --json` writes them.
 
     Exit status: 0; 2 for an unknown job or a bad option.

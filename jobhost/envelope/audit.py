@@ -45,6 +45,9 @@ class JsonLogSink:
 
     def record(self, entry: RunAuditRecord) -> None:
         fields = {name: getattr(entry, name) for name in _field_names(type(entry))}
+        if entry.result is not None:
+            # The line carries the value, not its text: a log pipeline reads it as JSON.
+            fields["result"] = json.loads(entry.result)
         self._logger.info(_LINE.encode({"event": "run.finished", **fields}))
         if entry.outcome in UNSUCCESSFUL:
             self._people.warning(

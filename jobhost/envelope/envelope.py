@@ -198,6 +198,7 @@ class RunEnvelope:
                 error_type=outcome.error_type,
                 error_message=_redacted(outcome.error_message),
                 trace_id=executed.trace_id,
+                result=outcome.result,
             ),
             retry=retry,
             units=executed.units,
@@ -243,6 +244,7 @@ class RunEnvelope:
             trace_id=executed.trace_id,
             units=executed.units,
             backfill_id=claim.backfill_id,
+            result=outcome.result,
         )
         self._reporter.submit(entry)
 

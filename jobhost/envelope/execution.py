@@ -31,6 +31,7 @@ from jobhost_contracts import Cancellation, IJobExecutor, JobCancelled, JobConte
 from returns.result import Failure, Success
 
 from jobhost.envelope import supervision
+from jobhost.envelope.results import result_json
 from jobhost.envelope.supervision import TIMEOUT_REASON, SupervisedCancellation
 from jobhost.envelope.threads import DaemonThreads, RunningCall
 
@@ -47,6 +48,8 @@ class Outcome:
 
     outcome: str
     value: Any = None
+    result: str | None = None
+    """``value`` as the ledger keeps it (:func:`~jobhost.envelope.results.result_json`)."""
     error_type: str | None = None
     error_message: str | None = None
     exception: BaseException | None = None
@@ -154,6 +157,7 @@ def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:
         return Outcome(
             _cancel_outcome(cancellation),
             value=result.value,
+            result=result.result,
             error_type=result.error_type,
             error_message=result.error_message or f"cancelled: {cancellation.reason}",
             exception=result.exception,
@@ -216,7 +220,8 @@ async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
 def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
     match value:
         case Success(inner):
-            return Outcome("succeeded", value=inner)
+            # Made here, on the executor's thread, once: the ledger and the audit share it.
+            return Outcome("succeeded", value=inner, result=result_json(inner))
         case Failure(error):
             if isinstance(error, BaseException):
                 return Outcome(

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Engine, RunRecord
 from jobhost.store.calls import read
 from jobhost.store.reports import ledger_page
 
-__all__ = ["OUTCOMES", "history_json", "read_history", "run_json"]
+__all__ = ["OUTCOMES", "history_json", "read_history", "result_value", "run_json"]
 
 OUTCOMES = (
     "succeeded",
@@ -62,7 +64,19 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "units": _units_json(run),
         "backfill_id": run.backfill_id,
         "cancel": _cancel_json(run),
+        "result": result_value(run.result),
     }
+
+
+def result_value(text: str | None) -> Any:
+    """A run's stored result as the value it is (``None`` when it kept none)."""
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # Written by hand or by something else than the envelope: shown as the text it is.
+        return text
 
 
 def _cancel_json(run: RunRecord) -> dict[str, Any] | None:

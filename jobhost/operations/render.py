@@ -79,6 +79,10 @@ def terminal_width() -> int:
     return max(shutil.get_terminal_size((WIDTH, 24)).columns, WIDTH)
 
 
+_RESULT_SHOWN = 300
+"""Characters of a run's result the history text shows (all of it: ``--json``)."""
+
+
 def history_lines(
     job: str,
     rows: list[RunRecord],
@@ -114,6 +118,8 @@ def history_lines(
             lines += _wrap(f"reason: {run.reason}", 4)
         if run.units is not None:
             lines += _wrap(run.units.describe(), 4)
+        if run.result is not None:
+            lines += _wrap(f"result: {cut(run.result, _RESULT_SHOWN)}", 4)
         if run.error_message or run.error_type:
             error = ": ".join(filter(None, [run.error_type, run.error_message]))
             lines += [style(line, fg="red") for line in _wrap(f"error: {error}", 4)]

@@ -49,6 +49,8 @@ class Finish:
     error_type: str | None = None
     error_message: str | None = None
     trace_id: str | None = None
+    result: str | None = None
+    """The executor's ``Success`` value as bounded JSON text (jobhost/envelope/results.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,7 @@ def record_outcomes(
             "error_type": o.end.error_type,
             "error_message": o.end.error_message,
             "trace_id": o.end.trace_id,
+            "result": o.end.result,
         }
         for o in outcomes
     ]
@@ -456,6 +459,7 @@ def _finish_runs(value: _Value) -> Any:
             error_type=value("error_type", runs.c.error_type.type),
             error_message=value("error_message", runs.c.error_message.type),
             trace_id=value("trace_id", runs.c.trace_id.type),
+            result=value("result", runs.c.result.type),
         )
     )
 

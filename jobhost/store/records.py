@@ -190,6 +190,7 @@ class RunRecord(_FromRow):
     priority: int = PRIORITY_RETRY
     beside_limit: bool = False
     attempt_base: int = 0
+    result: str | None = None
 
     @property
     def request_status(self) -> str:

@@ -158,6 +158,9 @@ runs = Table(
     Column("cancel_requested_by", String(200)),
     Column("cancel_requested_at", UTCDateTime()),
     Column("cancel_reason", Text),
+    # The executor's Success value as JSON text of at most 4 kB, None when it returned nothing
+    # (0016).
+    Column("result", Text),
     UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     # A job's runs of one outcome by finish (0004): reports, failures and outcome counts.

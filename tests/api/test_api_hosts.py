@@ -7,6 +7,7 @@ triggered by hand, refuses a stale If-Match, and is removed; the change log says
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -196,7 +197,10 @@ def _trigger(r: Replicas) -> str:
     )
     assert manual[0].requested_by == "ops"
     history = call(a, "GET", f"/api/v1/jobs/{JOB}/runs?outcome=succeeded", token="reader")
-    assert manual[0].id in [x["run_id"] for x in history.body["runs"]]
+    answered = {x["run_id"]: x for x in history.body["runs"]}
+    assert manual[0].id in answered
+    # What the executor returned, as the ledger keeps it.
+    assert json.dumps(answered[manual[0].id]["result"], separators=(",", ":")) == manual[0].result
     return str(triggered.body["request_id"])
 
 

@@ -108,4 +108,7 @@ def test_functions_pass_validate_and_run_on_trigger(tmp_path: Path) -> None:
     assert (result["outcome"], result["error"]) == ("failed", "the ledger does not balance")
     history = _jobhost(env, "history", "shop.remind", "--json")
     assert history.returncode == 0, history.stderr
-    assert "succeeded" in history.stdout
+    (run,) = json.loads(history.stdout)["runs"]
+    assert (run["outcome"], run["result"]) == ("succeeded", {"reminded": 10})
+    text = _jobhost(env, "history", "shop.remind")
+    assert '    result: {"reminded":10}' in text.stdout.splitlines()

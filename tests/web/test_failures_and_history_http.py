@@ -10,7 +10,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
+from jobhost.store.schema import runs
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, serve_console
 
@@ -169,3 +171,18 @@ def test_the_installations_chart_is_kept_a_minute_and_the_list_is_not(
     again = client.get("/failures")[2]
     assert _rows(again)[0] == newer
     assert _counts(again, "installation-chart") == {"failed": 1}
+
+
+def test_the_run_page_shows_what_the_run_returned(client: Client, operator: Operator) -> None:
+    run_id = operator.add_run("sample.busy", "succeeded", started=now() - timedelta(minutes=1))
+    with operator.engine.begin() as connection:
+        connection.execute(
+            update(runs).where(runs.c.id == run_id).values(result='{"reminded":10,"x":"<b>"}')
+        )
+
+    page = client.get(f"/runs/{run_id}")[2]
+
+    assert (
+        '<dt>result</dt><dd id="run-result"><code>{&#34;reminded&#34;:10,&#34;x&#34;:'
+        "&#34;&lt;b&gt;&#34;}</code></dd>"
+    ) in page

@@ -133,6 +133,14 @@ class Run(BaseModel):
     attempt: int
     source: str
     outcome: Outcome
+    result: Any = Field(
+        default=None,
+        description=(
+            "The executor's Success value as JSON (at most 4 kB: a longer one is "
+            '{"truncated": true, "length": N, "head": "..."}; a value with no JSON form is '
+            "its repr, a string); null when it returned nothing or did not succeed."
+        ),
+    )
 
 
 class RunList(BaseModel):
