@@ -11,6 +11,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli
 from jobhost.cli._context import open_store, settings_of
+from jobhost.cli._run_ids import typed_run_id
 from jobhost.store import Engine
 
 __all__ = ["logs"]
@@ -34,18 +35,20 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
     Each line: time (UTC), level, message; an exception's traceback is the last line of a run
     that raised. A run keeps its first and its last lines within the settings run_log_lines and
     run_log_bytes; the lines between are counted: "… 198,000 lines (19.4 MB) dropped …". Run
-    ids are in `jobhost history NAME`.
+    ids are in `jobhost history NAME`; a unique start of one (8 characters or more) will do.
 
     JSON: {"run_id", "job", "outcome", "running", "lines": [{"seq", "time", "level",
     "message"} or {"dropped": {"lines", "bytes"}}], "next_after"}. With --follow --json, one
     JSON object a line: each entry of "lines" as it arrives, then {"end": {"run_id",
     "outcome"}}.
 
-    Exit status: 0; 3 for a run id the ledger does not know.
+    Exit status: 0; 2 a prefix that starts several run ids (they are listed); 3 for a run id
+    the ledger does not know.
     """
     settings = settings_of(ctx)
     engine = open_store(settings)
     try:
+        run_id = typed_run_id(engine, run_id)
         if follow:
             _follow(engine, run_id, as_json)
         else:

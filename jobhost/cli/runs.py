@@ -9,6 +9,7 @@ import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
 from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
+from jobhost.cli._run_ids import typed_run_id
 from jobhost.cli._waiting import print_and_exit, wait_options
 
 __all__ = ["cancel", "retry"]
@@ -49,7 +50,10 @@ def retry(
     "finished_at", "duration_ms", "error"}; outcome is the new run's, or queued/running when
     not waited for.
 
-    Exit status: 0 succeeded (or queued with --no-wait); 1 failed; 3 refused (an unknown run,
+    RUN_ID may be a unique start of a run id, 8 characters or more.
+
+    Exit status: 0 succeeded (or queued with --no-wait); 1 failed; 2 a prefix that starts
+    several run ids (they are listed); 3 refused (an unknown run,
     one still running or pending, one whose work succeeded or never ran); 4 --timeout passed
     first (a run here is cancelled, a host's goes on).
     """
@@ -62,6 +66,7 @@ def retry(
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     engine = open_store(settings, write=True)
     try:
+        run_id = typed_run_id(engine, run_id)
         runner = RunRetry(
             settings,
             catalog,
@@ -103,8 +108,11 @@ def cancel(
     JSON: {"run_id", "job", "host", "requested", "outcome", "cancelled_by", "reason"};
     requested is requested, already (someone asked first) or cancelled (it had not started).
 
+    RUN_ID may be a unique start of a run id, 8 characters or more.
+
     Exit status: 0 the run ended cancelled (or the request is recorded, with --no-wait);
-    1 it ended otherwise (it finished first); 3 refused (an unknown run, one already ended,
+    1 it ended otherwise (it finished first); 2 a prefix that starts several run ids (they are
+    listed); 3 refused (an unknown run, one already ended,
     one whose host is gone); 4 --timeout passed first.
     """
     from jobhost.operations.actions import ActionRefused, cancel_run
@@ -113,6 +121,7 @@ def cancel(
     engine = open_store(settings_of(ctx), write=True)
     actor = getpass.getuser()
     try:
+        run_id = typed_run_id(engine, run_id)
         asked = cancel_run(engine, run_id, actor=actor, reason=reason)
         run = asked.run
         if asked.state == "already":

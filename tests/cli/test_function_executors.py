@@ -112,3 +112,6 @@ def test_functions_pass_validate_and_run_on_trigger(tmp_path: Path) -> None:
     assert (run["outcome"], run["result"]) == ("succeeded", {"reminded": 10})
     text = _jobhost(env, "history", "shop.remind")
     assert '    result: {"reminded":10}' in text.stdout.splitlines()
+    logs = _jobhost(env, "logs", run["run_id"][:8])
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.rstrip().endswith("INFO     reminding for shop.remind")
