@@ -51,6 +51,7 @@ _MODULES = {
     "retry": "runs",
     "run": "run",
     "serve": "serve",
+    "state": "state",
     "trigger": "trigger",
     "validate": "validate",
 }
@@ -78,6 +79,7 @@ _SHORT_HELP = {
     "key, the next attempt, through the claim every run goes through.",
     "run": "Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.",
     "serve": "Serve the report, the probes and the dashboard over the store, with no host.",
+    "state": "Show job NAME's durable state; --set KEY=VALUE or --delete KEY change it.",
     "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",
     "validate": "Load every plugin and check every job; list every problem, not only the first.",
 }

@@ -27,4 +27,8 @@ def change_json(change: JobChange) -> dict[str, Any]:
 def change_line(change: JobChange) -> str:
     """``2026-12-01 09:12:03Z  alice  pause  nightly.billing: disk full``."""
     why = f": {change.reason}" if change.reason else ""
-    return f"{short_utc(change.at)}  {change.actor}  {change.action}  {change.job_name}{why}"
+    subject = change.job_name
+    if change.action.startswith("state-") and change.after is not None:
+        # Which key: the job alone does not say what an operator changed.
+        subject = f"{subject} {change.after.get('key')}"
+    return f"{short_utc(change.at)}  {change.actor}  {change.action}  {subject}{why}"

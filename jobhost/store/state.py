@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from jobhost_contracts import StaleLeaseError
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store._sql import insert_ignoring_duplicates
@@ -25,7 +25,42 @@ from jobhost.store.engine import reading
 from jobhost.store.records import RUNNING
 from jobhost.store.schema import job_idempotency, job_state, runs, schedules
 
-__all__ = ["StoreJobState"]
+__all__ = ["StoreJobState", "delete_value", "put_value", "schedule_token"]
+
+
+def schedule_token(connection: Connection, job_name: str) -> int | None:
+    """The job's fencing token, its schedule row held until the transaction ends; None when
+    the store has no row for the job."""
+    # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write.
+    query = select(schedules.c.fencing_token).where(schedules.c.job_name == job_name)
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    current = connection.execute(query).scalar()
+    return None if current is None else int(current)
+
+
+def put_value(
+    connection: Connection, job_name: str, key: str, value: str, *, token: int, now: datetime
+) -> None:
+    """Write one key of a job's state, once its fence has been checked."""
+    row = {"job_name": job_name, "key": key, "value": value, "fencing_token": token}
+    written = insert_ignoring_duplicates(
+        connection, job_state, [{**row, "updated_at": now}], ["job_name", "key"]
+    )
+    if not written:
+        connection.execute(
+            update(job_state)
+            .where(job_state.c.job_name == job_name, job_state.c.key == key)
+            .values(value=value, fencing_token=token, updated_at=now)
+        )
+
+
+def delete_value(connection: Connection, job_name: str, key: str) -> bool:
+    """Remove one key of a job's state, once its fence has been checked; whether it was there."""
+    deleted = connection.execute(
+        delete(job_state).where(job_state.c.job_name == job_name, job_state.c.key == key)
+    )
+    return bool(deleted.rowcount)
 
 
 class StoreJobState:
@@ -72,27 +107,7 @@ class StoreJobState:
     def set(self, key: str, value: str) -> None:
         with self._engine.begin() as connection:
             self._check_fence(connection)
-            now = self._clock()
-            written = insert_ignoring_duplicates(
-                connection,
-                job_state,
-                [
-                    {
-                        "job_name": self._job,
-                        "key": key,
-                        "value": value,
-                        "fencing_token": self._token,
-                        "updated_at": now,
-                    }
-                ],
-                ["job_name", "key"],
-            )
-            if not written:
-                connection.execute(
-                    update(job_state)
-                    .where(job_state.c.job_name == self._job, job_state.c.key == key)
-                    .values(value=value, fencing_token=self._token, updated_at=now)
-                )
+            put_value(connection, self._job, key, value, token=self._token, now=self._clock())
 
     def record(self, idempotency_key: str) -> bool:
         with self._engine.begin() as connection:
@@ -127,13 +142,9 @@ class StoreJobState:
         if self._run_id is not None and self._host_id is not None:
             self._check_run_lease(connection, self._run_id, self._host_id)
             return
-        # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write.
-        query = select(schedules.c.fencing_token).where(schedules.c.job_name == self._job)
-        if connection.dialect.name == "postgresql":
-            query = query.with_for_update()
-        current = connection.execute(query).scalar()
-        if current is not None and int(current) > self._token:
-            raise StaleLeaseError(self._job, self._token, int(current))
+        current = schedule_token(connection, self._job)
+        if current is not None and current > self._token:
+            raise StaleLeaseError(self._job, self._token, current)
 
     def _check_run_lease(self, connection: Connection, run_id: str, host_id: str) -> None:
         # FOR UPDATE on the run row: recording it abandoned updates that row, so it waits for

@@ -40,6 +40,8 @@ COMMANDS = {
     "pause": (["pause", JOB, "--reason", "maintenance"], NEVER + TRIGGER_MATH),
     "resume": (["resume", JOB], NEVER + TRIGGER_MATH),
     "trigger --no-wait": (["trigger", JOB, "--no-wait"], NEVER + TRIGGER_MATH),
+    "state": (["state", JOB], NEVER + TRIGGER_MATH),
+    "state --set": (["state", JOB, "--set", "k=v", "--reason", "reset"], NEVER + TRIGGER_MATH),
 }
 _PROBE = "print('LOADED', ' '.join(sorted(sys.modules)), file=sys.stderr)"
 

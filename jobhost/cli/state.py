@@ -1,0 +1,165 @@
+"""``jobhost state NAME``: a job's durable state, read from the store; ``--set KEY=VALUE`` and
+``--delete KEY`` change it between runs, recorded in the change log."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli
+from jobhost.cli._context import catalog_for, open_store, settings_of
+
+if TYPE_CHECKING:
+    from jobhost.store import Engine
+
+__all__ = ["state"]
+
+_SHOWN_VALUE = 200
+"""Characters of a value the text shows (all of it: --json)."""
+
+
+def _assignment(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    key, equals, text = value.partition("=")
+    if not equals or not key.strip():
+        raise click.BadParameter(f"{value!r} is not KEY=VALUE, e.g. --set count=10")
+    return key, text
+
+
+def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # A change is in the change log: an empty reason tells the next operator nothing.
+    if value is None:
+        return None
+    text = " ".join(value.split())
+    if not text:
+        raise click.BadParameter("must say why, e.g. --reason 'reset after the replay, INC-7'")
+    if len(text) > 500:
+        raise click.BadParameter(f"is {len(text)} characters; keep it to 500")
+    return text
+
+
+@cli.command()
+@click.argument("name")
+@click.option(
+    "--set",
+    "assignment",
+    metavar="KEY=VALUE",
+    callback=_assignment,
+    help="Set KEY to VALUE (text) between runs.",
+)
+@click.option("--delete", "deleted", metavar="KEY", help="Remove KEY between runs.")
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    callback=_reason,
+    help="Why (required with --set and --delete); in the change log.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def state(
+    ctx: click.Context,
+    name: str,
+    *,
+    assignment: tuple[str, str] | None,
+    deleted: str | None,
+    reason: str | None,
+    as_json: bool,
+) -> None:
+    """Show job NAME's durable state (what its runs keep through context.state), or change it.
+
+    Read from the store: no module is loaded. --set KEY=VALUE or --delete KEY, with --reason,
+    change one key through the fence a run uses, refused while a run of the job is running;
+    the change is in the change log (`jobhost changes`, actions state-set and state-delete).
+
+    JSON: {"job", "state": [{"key", "value", "updated_at", "fencing_token"}], "more"}; after
+    a change {"job", "key", "before", "after", "changed"}.
+
+    Exit status: 0; 2 for an unknown job, a bad option, or --delete of a key the job does not
+    have; 3 refused (a run of the job is running: the message names it).
+    """
+    from jobhost.operations.snapshot import require_known_job
+
+    if assignment is not None and deleted is not None:
+        raise click.UsageError("give --set or --delete, not both")
+    changing = assignment is not None or deleted is not None
+    if changing and reason is None:
+        raise click.UsageError("--set and --delete need --reason: say why, for the change log")
+    if reason is not None and not changing:
+        raise click.UsageError("--reason goes with --set or --delete")
+    settings = settings_of(ctx)
+    engine = open_store(settings, write=changing)
+    try:
+        require_known_job(catalog_for(settings, engine, name), engine, name)
+        if assignment is not None or deleted is not None:
+            key, value = assignment if assignment is not None else (str(deleted), None)
+            _change(engine, name, key, value, reason=str(reason), as_json=as_json)
+        else:
+            _show(engine, name, as_json=as_json)
+    finally:
+        engine.dispose()
+
+
+def _show(engine: Engine, name: str, *, as_json: bool) -> None:
+    from jobhost.operations.job_state import read_state, state_json
+    from jobhost.operations.timefmt import short_utc
+
+    view = read_state(engine, name)
+    if as_json:
+        click.echo(json.dumps(state_json(view), indent=2, ensure_ascii=False))
+        return
+    if not view.entries:
+        click.echo(f"{name}: no state")
+        return
+    count = f"{len(view.entries)}{'+' if view.more else ''}"
+    click.echo(f"{name}: {count} key{'' if count == '1' else 's'}")
+    for entry in view.entries:
+        click.echo(
+            f"  {entry.key} = {_shown(entry.value)}  (updated {short_utc(entry.updated_at)})"
+        )
+    if view.more:
+        click.echo("  ... more keys: --json lists the first 1000 in full")
+
+
+def _change(
+    engine: Engine, name: str, key: str, value: str | None, *, reason: str, as_json: bool
+) -> None:
+    from jobhost.operations.job_state import BadStateInput, change_state, check_key
+    from jobhost.operations.run_actions import ActionRefused
+
+    actor = getpass.getuser()
+    try:
+        check_key(key)
+        done = change_state(engine, name, key, value, actor=actor, reason=reason)
+    except BadStateInput as bad:
+        _exit(f"jobhost: {bad}", EXIT_USAGE)
+    except ActionRefused as refused:
+        _exit(f"refused: {refused}", EXIT_USAGE if refused.unknown else EXIT_INVALID)
+    if value is None and done.before is None:
+        _exit(f"jobhost: job {name} has no state key {key!r}: nothing deleted", EXIT_USAGE)
+    if as_json:
+        shown = {"job": name, "key": key, "before": done.before, "after": done.after}
+        click.echo(json.dumps({**shown, "changed": done.changed}, indent=2, ensure_ascii=False))
+        return
+    was = f"was {_shown(done.before)}" if done.before is not None else "was not set"
+    if not done.changed:
+        click.echo(f"{name}: {key} already is {_shown(value)}: nothing changed")
+    elif value is None:
+        click.echo(f"{name}: {key} deleted ({was}) by {actor}: {reason}")
+    else:
+        click.echo(f"{name}: {key} set to {_shown(value)} ({was}) by {actor}: {reason}")
+
+
+def _shown(value: str | None) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _SHOWN_VALUE else f"{text[: _SHOWN_VALUE - 3]}..."
+
+
+def _exit(message: str, code: int) -> NoReturn:
+    click.echo(message, err=True)
+    raise SystemExit(code)
