@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from jobhost.store.schema import runs
+from jobhost.store.schema import job_state, runs
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, serve_console
 
@@ -186,3 +186,25 @@ def test_the_run_page_shows_what_the_run_returned(client: Client, operator: Oper
         '<dt>result</dt><dd id="run-result"><code>{&#34;reminded&#34;:10,&#34;x&#34;:'
         "&#34;&lt;b&gt;&#34;}</code></dd>"
     ) in page
+
+
+def test_the_job_page_shows_the_state_the_job_keeps(client: Client, operator: Operator) -> None:
+    assert 'id="state-empty">no state kept' in client.get("/jobs/sample.busy")[2]
+    with operator.engine.begin() as connection:
+        connection.execute(
+            job_state.insert(),
+            [
+                {"job_name": "sample.busy", "key": k, "value": v, "fencing_token": 3}
+                | {"updated_at": now()}
+                for k, v in [("cursor", "<tenant-042>"), ("count", "7")]
+            ],
+        )
+
+    page = client.get("/jobs/sample.busy")[2]
+
+    assert re.findall(
+        r'<tr data-key="([^"]+)"><td><code>[^<]*</code></td><td><code>([^<]*)', page
+    ) == [
+        ("count", "7"),
+        ("cursor", "&lt;tenant-042&gt;"),
+    ]

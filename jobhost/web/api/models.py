@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobhost.operations.failures import SEARCH_LIMIT
 from jobhost.operations.history import OUTCOMES
+from jobhost.operations.job_state import VALUE_LIMIT
 from jobhost.operations.runlogs import PAGE_LINES
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
@@ -29,6 +30,7 @@ __all__ = [
     "FailuresQuery",
     "Job",
     "JobList",
+    "JobState",
     "JobsQuery",
     "KindList",
     "PauseResult",
@@ -42,6 +44,9 @@ __all__ = [
     "RunsQuery",
     "RuntimeJob",
     "Selection",
+    "StateChanged",
+    "StateEntry",
+    "StateValue",
     "TriggerResult",
 ]
 
@@ -57,6 +62,8 @@ ACTIONS = (
     "cancel",
     "backfill",
     "backfill-cancel",
+    "state-set",
+    "state-delete",
 )
 BackfillMode = Literal["missing", "failed", "all"]
 
@@ -294,6 +301,35 @@ class Problem(BaseModel):
     detail: str
     id: str = ""
     errors: list[FieldError] = []
+
+
+class StateEntry(BaseModel):
+    key: str
+    value: str
+    updated_at: str
+    fencing_token: int = Field(description="The token of the run or change that wrote it.")
+
+
+class JobState(BaseModel):
+    job: str
+    state: list[StateEntry] = Field(description="The job's keys, by key (the first 1,000).")
+    more: bool = Field(description="The job has keys past the first 1,000.")
+
+
+class StateValue(BaseModel):
+    """A key's new value (text, as a job's ``context.state.set`` writes it), and why."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: str = Field(max_length=VALUE_LIMIT)
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class StateChanged(BaseModel):
+    job: str
+    key: str
+    before: str | None = Field(description="The value it had; null: not set.")
+    after: str | None = Field(description="The value it has now; null: deleted.")
+    changed: bool = Field(description="False when it already had that value.")
 
 
 class Reason(BaseModel):

@@ -99,6 +99,26 @@ async def read_reason(request: Request, limit: int) -> str:
     return " ".join(reason.split())[:_REASON_LIMIT]
 
 
+async def read_state_value(request: Request, limit: int, most: int) -> tuple[str, str]:
+    """The body of ``PUT /jobs/{name}/state/{key}``: ``{"value": "...", "reason": "..."}``; the
+    value (text, at most ``most`` characters, as a job's ``context.state.set`` writes it) and
+    the reason."""
+    body = await read_json(request, limit)
+    shape = '{"value": "...", "reason": "..."}'
+    if not isinstance(body, dict):
+        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
+    unknown = sorted(str(key) for key in body if key not in {"value", "reason"})
+    if unknown:
+        raise _invalid(FieldProblem(unknown[0], f"is not a known field; the body is {shape}"))
+    value = body.get("value")
+    if not isinstance(value, str) or len(value) > most:
+        raise _invalid(FieldProblem("value", f"a string of at most {most} characters"))
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
+    return value, " ".join(reason.split())[:_REASON_LIMIT]
+
+
 async def read_selection(request: Request, limit: int) -> tuple[list[str], list[str], str]:
     """The body of ``POST /pause`` and ``/resume``: ``{"modules": [...], "match": [...],
     "reason": "..."}``; modules, name patterns (``billing.*``), and the reason."""

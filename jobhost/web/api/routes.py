@@ -52,6 +52,7 @@ from jobhost.web.api.requests import (
     read_json,
     read_reason,
 )
+from jobhost.web.api.state import StateEndpoints
 from jobhost.web.api.table import ENDPOINTS
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
@@ -105,6 +106,7 @@ class _Api:
         self.actions = ActionEndpoints(self.service, self.limit)
         self.backfills = BackfillEndpoints(settings, self.service, self.limit)
         self.failures = failures_endpoint(engine, self.service.clock)
+        self.state = StateEndpoints(self.service, self.limit)
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from jobhost.catalog import NAME_PATTERN
+from jobhost.operations.job_state import KEY_LIMIT
 from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api import models
@@ -68,6 +69,10 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
     "backfill_id": (
         "The backfill's id, as POST /jobs/{name}/backfills answers it.",
         {"type": "string", "maxLength": 64},
+    ),
+    "key": (
+        "A key of the job's durable state, as GET /jobs/{name}/state lists it.",
+        {"type": "string", "minLength": 1, "maxLength": KEY_LIMIT},
     ),
     "run_id": (
         "The run's id, as GET /jobs/{name}/runs lists it.",
@@ -184,6 +189,34 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         scope="read",
         query=models.RunsQuery,
         answers={200: Answer("The runs.", models.RunList)},
+    ),
+    Endpoint(
+        "GET",
+        "/jobs/{name}/state",
+        "state.read",
+        "The job's durable state (what its runs keep through context.state), by key.",
+        scope="read",
+        answers={200: Answer("The keys and values.", models.JobState)},
+    ),
+    Endpoint(
+        "PUT",
+        "/jobs/{name}/state/{key}",
+        "state.put",
+        "Set one key of the job's state between runs (see jobhost state); 409 while a run of "
+        "the job is running.",
+        scope="write",
+        body=models.StateValue,
+        answers={200: Answer("Set (changed: false if it had that value).", models.StateChanged)},
+    ),
+    Endpoint(
+        "DELETE",
+        "/jobs/{name}/state/{key}",
+        "state.delete",
+        "Remove one key of the job's state between runs; 404 for a key it does not have, 409 "
+        "while a run of the job is running.",
+        scope="write",
+        body=models.Reason,
+        answers={200: Answer("Removed.", models.StateChanged)},
     ),
     Endpoint(
         "POST",

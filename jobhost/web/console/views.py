@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.operations.job_state import JobStateView, read_state
 from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
@@ -64,6 +65,8 @@ class JobView:
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
     backfills: list[BackfillRecord] = field(default_factory=list)
     """The job's newest backfills, running ones with their progress."""
+    state: JobStateView | None = None
+    """What the job keeps between runs (``context.state``), by key."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ def job_view(
         chart=outcome_chart(rows.counts, now - span, now),
         actions=rows.changes,
         backfills=rows.backfills,
+        state=read_state(engine, name),
     )
 
 
