@@ -29,7 +29,8 @@ CONFIG_ENV = "JOBHOST_CONFIG"
 # Settings whose environment form is JSON (pydantic-settings decodes them before validation).
 _JSON_FIELDS = {
     "jobs": '\'{"files.orphan-cleanup": {"enabled": false}}\'',
-    "modules": '\'{"files": {"roots": ["/srv/uploads"]}}\'',
+    # The built-in module's section: an example every installation accepts as it is.
+    "modules": '\'{"jobhost": {"keep_days": 90}}\'',
     "api_tokens": '\'[{"name": "deployer", "sha256": "<64 hex digits>", "scopes": ["read"]}]\'',
 }
 # Parts of a token that may hold a secret pasted by mistake: never shown in an error.

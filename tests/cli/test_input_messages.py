@@ -5,6 +5,7 @@ serves are warned about, NaN is not JSON, and a broken plugin fails ``jobhost ki
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from tests.support import run_jobhost
@@ -95,3 +96,16 @@ def test_a_kinds_hook_returning_a_string_is_reported_as_that_hook(tmp_path: Path
         text = result.stdout + result.stderr
         assert "jobhost_job_kinds returned str 'not a list', not a list of JobKind" in text
         assert "jobhost_jobs returned" not in text
+
+
+def test_the_jobhost_modules_error_gives_an_example_that_is_accepted() -> None:
+    for broken in ['{"files": ', '["files"]']:
+        refused = run_jobhost("validate", env={"JOBHOST_MODULES": broken})
+        assert refused.returncode == 3
+        example = re.search(r"e\.g\. JOBHOST_MODULES='([^']+)'", refused.stderr)
+        assert example is not None, refused.stderr
+
+        accepted = run_jobhost("validate", env={"JOBHOST_MODULES": example[1]})
+
+        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+        assert accepted.stdout.rstrip().endswith("0 problems")
