@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli
@@ -102,6 +104,7 @@ def report(
             width=terminal_width(),
             long=long or job is not None,
             jobs=jobs,
+            piped=not sys.stdout.isatty(),
         )
         click.echo("\n".join(lines))
     if catalog is not None and not catalog.ok:

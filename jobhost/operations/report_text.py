@@ -60,8 +60,13 @@ _STATUS_WIDTH = 8
 _NEXT_WIDTH = 15
 _LAST_WIDTH = 19
 _FLAGS_WIDTH = 8
+_FIXED = _STATUS_WIDTH + _NEXT_WIDTH + _LAST_WIDTH + 8
+"""The table's columns but NAME and FLAGS, with the gaps between them."""
 # ASCII, so the line survives any terminal encoding and pipes into grep unchanged.
 _ELLIPSIS = "..."
+PIPED_NAME_WIDTH = 100
+"""The widest NAME column of a report that is piped: a reader (grep, a file) has no screen to
+fit, so a name up to this long is shown whole; a longer one is still cut, to bound the line."""
 
 
 def report_lines(
@@ -71,14 +76,20 @@ def report_lines(
     width: int = WIDTH,
     long: bool = False,
     jobs: list[JobReport] | None = None,
+    piped: bool = False,
 ) -> list[str]:
-    """The report; ``jobs`` (a filtered, sorted selection) instead of all of them."""
+    """The report; ``jobs`` (a filtered, sorted selection) instead of all of them. ``piped``
+    (standard output is no terminal) widens the table to show names whole (see
+    :data:`PIPED_NAME_WIDTH`)."""
     shown = report.jobs if jobs is None else jobs
     lines = _summary_lines(report, style, len(shown))
     if long:
         for job in shown:
             lines += ["", *_job_lines(job, style, width)]
     elif shown:
+        if piped:
+            longest = min(max(len(job.name) for job in shown), PIPED_NAME_WIDTH)
+            width = max(width, longest + _FIXED + _FLAGS_WIDTH)
         lines += ["", *_table(shown, style, width, report.generated_at)]
     lines += ["", *_host_lines(report.hosts, style)]
     return lines
@@ -131,10 +142,9 @@ def _join_wrapped(parts: list[str], indent: str, width: int) -> list[str]:
 
 
 def _table(jobs: list[JobReport], style: Style, width: int, now: datetime) -> list[str]:
-    fixed = _STATUS_WIDTH + _NEXT_WIDTH + _LAST_WIDTH + 8
     longest = max(len(job.name) for job in jobs)
-    name_width = max(min(longest, width - fixed - _FLAGS_WIDTH), 10)
-    room = width - fixed - name_width
+    name_width = max(min(longest, width - _FIXED - _FLAGS_WIDTH), 10)
+    room = width - _FIXED - name_width
     lines = [
         f"{'NAME':<{name_width}}  {'STATUS':<{_STATUS_WIDTH}}  {'NEXT (LOCAL)':<{_NEXT_WIDTH}}  "
         f"{'LAST':<{_LAST_WIDTH}}  FLAGS"
