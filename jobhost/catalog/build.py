@@ -19,6 +19,7 @@ from jobhost.catalog.validation import (
     check_critical,
     check_name,
     check_pair,
+    check_prefix,
     pair_problems,
 )
 from jobhost.config import Settings
@@ -84,6 +85,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         if duplicate:
             problems.append(_duplicate(earlier, job))
         spec, job_problems = _validate(job, declaration, settings, modules, checks)
+        warnings.extend(check_prefix(declaration))
         # A disabled job's group needs no limit to keep the host from starting: the module may
         # not be configured at all (settings.md: installing a module never breaks a host).
         if spec is not None and not spec.enabled:

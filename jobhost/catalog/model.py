@@ -32,6 +32,7 @@ ProblemCode = Literal[
     "bad-executor",
     "missing-declaration",
     "bad-name",
+    "name-outside-module",
     "no-trigger",
     "both-triggers",
     "non-positive-interval",

@@ -39,6 +39,7 @@ __all__ = [
     "check_critical",
     "check_name",
     "check_pair",
+    "check_prefix",
     "check_trigger",
     "pair_problems",
 ]
@@ -120,6 +121,27 @@ def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
             "bad-name",
             f"job name {declaration.name!r} does not follow the naming rule: {NAME_RULE}; "
             "rename it in the declaration",
+        )
+    ]
+
+
+def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
+    """``name-outside-module`` (a warning) for a well-formed name that does not start with its
+    module's name and a dot. A warning, not a problem: the bundled http and publish modules let
+    an entry keep a dotted name as written (settings.md), and a rename loses a job's history."""
+    name, module = declaration.name, declaration.module
+    if name.startswith(f"{module}.") or not NAME_PATTERN.fullmatch(name):
+        return []
+    rest = name.split(".", 1)[1]
+    return [
+        Problem(
+            name,
+            module,
+            "name-outside-module",
+            f"job name {name!r} does not start with its module's name ({module}.): a name is "
+            f"the module, then the job, so that alerts, configuration and the CLI say whose job "
+            f"it is; rename it {module}.{rest} in the declaration (its history stays under the "
+            "old name), or declare it in the module its name starts with",
         )
     ]
 

@@ -296,3 +296,28 @@ def test_a_postgres_url_is_accepted_as_postgresql(tmp_path: Path) -> None:
     done = jobhost(env, "validate")
 
     assert done.returncode == 0, done.stderr
+
+
+def test_a_name_outside_its_module_is_a_warning_with_the_name_to_use(tmp_path: Path) -> None:
+    path = plugin(
+        tmp_path,
+        'name="files.purge", module="files", cron="0 3 * * *"',
+        'name="billing.purge", module="files", cron="0 4 * * *"',
+    )
+
+    done = jobhost(environment(tmp_path, path), "validate")
+    as_json = jobhost(environment(tmp_path, path), "validate", "--json")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "warning: billing.purge (module files) [name-outside-module]: job name 'billing.purge' "
+        "does not start with its module's name (files.): a name is the module, then the job, so "
+        "that alerts, configuration and the CLI say whose job it is; rename it files.purge in "
+        "the declaration (its history stays under the old name), or declare it in the module "
+        "its name starts with"
+    )
+    assert done.stdout.rstrip().endswith("2 jobs, 0 problems")
+    warnings = json.loads(as_json.stdout)["warnings"]
+    assert [(w["job"], w["module"], w["code"]) for w in warnings] == [
+        ("billing.purge", "files", "name-outside-module")
+    ]
