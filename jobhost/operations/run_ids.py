@@ -9,13 +9,12 @@ from jobhost.store import Engine
 from jobhost.store.calls import read
 from jobhost.store.run_ids import RunIdMatch, runs_by_prefix
 
-__all__ = ["MIN_PREFIX", "SHOWN_CANDIDATES", "AmbiguousRunId", "resolve_run_id", "short_id"]
+__all__ = ["MIN_PREFIX", "SHOWN_CANDIDATES", "AmbiguousRunId", "resolve_run_id"]
 
 MIN_PREFIX = 8
 """Hex characters a prefix needs: fewer would match too many runs of a large ledger."""
 SHOWN_CANDIDATES = 10
 """Runs an ambiguous prefix lists (it says when there are more)."""
-SHORT_ID = 12
 
 
 class AmbiguousRunId(LookupError):
@@ -45,8 +44,3 @@ def resolve_run_id(engine: Engine, typed: str) -> str:
     if not found:
         return typed
     raise AmbiguousRunId(prefix, list(found[:SHOWN_CANDIDATES]), len(found) > SHOWN_CANDIDATES)
-
-
-def short_id(run_id: str) -> str:
-    """``run_id`` cut to 12 characters, which still names one run in any real ledger."""
-    return run_id[:SHORT_ID]
