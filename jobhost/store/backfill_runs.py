@@ -4,7 +4,6 @@ one transaction each."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 
@@ -13,11 +12,10 @@ from jobhost.store.backfill_settling import settle_backfills
 from jobhost.store.backfills import BackfillRecord, get_backfill
 from jobhost.store.claims import Claim, ClaimRules
 from jobhost.store.clock import Clock, database_now
-from jobhost.store.ledger import renew_leases
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import DesiredSchedule, sync_schedules
 
-__all__ = ["claim_backfill", "ensure_scheduled", "renew_run_leases", "settled_backfill"]
+__all__ = ["claim_backfill", "ensure_scheduled", "settled_backfill"]
 
 
 def ensure_scheduled(
@@ -47,15 +45,6 @@ def claim_backfill(
             rules=rules,
             only=backfill_id,
         ).claims
-
-
-def renew_run_leases(
-    engine: Engine, host_id: str, run_ids: Sequence[str], lease: timedelta, clock: Clock
-) -> set[str]:
-    """Extend the leases of ``run_ids`` by ``lease`` from now; the ids no longer held."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        return renew_leases(connection, host_id, run_ids, now + lease)
 
 
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
