@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy.engine import Engine
 
 from jobhost.store.backfill_claims import claim_backfills
-from jobhost.store.backfill_settling import settle_backfills
-from jobhost.store.backfills import BackfillRecord, get_backfill
+from jobhost.store.backfills import BackfillRecord, finish_backfills, get_backfill
 from jobhost.store.claims import Claim, ClaimRules
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.operations import get_schedule
@@ -31,11 +30,8 @@ def ensure_scheduled(
 def claim_backfill(
     engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
 ) -> list[Claim]:
-    """Settle the backfill by the ledger (see
-    :func:`~jobhost.store.backfill_settling.settle_backfills`: a run this command lost to a
-    host's abandon pass), then claim up to ``slots`` of its occurrences."""
-    with engine.begin() as connection:
-        settle_backfills(connection, database_now(connection, clock), [backfill_id])
+    """Claim up to ``slots`` of the backfill's occurrences and due retries (the claim first
+    finishes it when nothing of it is left)."""
     with engine.begin() as connection:
         return claim_backfills(
             connection,
@@ -48,7 +44,7 @@ def claim_backfill(
 
 
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
-    """The backfill after settling it."""
+    """The backfill, finished first when nothing of it is left pending or running."""
     with engine.begin() as connection:
-        settle_backfills(connection, database_now(connection, clock), [backfill_id])
+        finish_backfills(connection, database_now(connection, clock), [backfill_id])
         return get_backfill(connection, backfill_id)

@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store import ledger
-from jobhost.store.backfill_settling import settle_backfills
+from jobhost.store.backfills import finish_backfills
 from jobhost.store.claims import new_run_id, occurrence_key
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.records import PENDING, RUNNING, RunRecord
@@ -116,7 +116,7 @@ def cancel_logged(
             done = finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
             state = "cancelled" if done else "started"
             if done and run.backfill_id is not None:
-                settle_backfills(connection, now, [run.backfill_id])  # its item ends with it
+                finish_backfills(connection, now, [run.backfill_id])  # it may have been its last
         elif request_cancel(connection, run.id, actor=actor, reason=reason, now=now):
             state = "requested"
         else:
