@@ -33,6 +33,7 @@ __all__ = [
     "normalise_url",
     "reading",
     "ring_after_commit",
+    "store_file",
 ]
 
 _SQLITE_BUSY_MS = 30_000
@@ -49,6 +50,9 @@ _RING = "jobhost_ring"
 # One lock per SQLite file, shared by every engine of this process on it.
 _FILE_LOCKS: dict[str, threading.RLock] = {}
 _ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
+# The file each SQLite engine opened: a command's URL names it as a ``file:`` URI (read-only, or
+# refusing to create it), which no longer says where the file and its doorbells are.
+_STORE_FILES: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
 
 
 def create_store_engine(
@@ -93,6 +97,8 @@ def create_store_engine(
         # instead of sleeping in SQLite's busy handler between tries.
         key = str(path) if path is not None else f"memory:{id(engine)}"
         _ENGINE_LOCKS[engine] = _FILE_LOCKS.setdefault(key, threading.RLock())
+        if path is not None:
+            _STORE_FILES[engine] = path
         event.listen(
             engine, "connect", _sqlite_on_connect_read_only if read_only else _sqlite_on_connect
         )
@@ -162,6 +168,13 @@ def ring_after_commit(connection: Connection) -> None:
     """SQLite: once this transaction commits, wake the processes waiting beside the file (see
     :mod:`jobhost.store.doorbell`); a rollback rings nobody."""
     connection.info[_RING] = True
+
+
+def store_file(engine: Engine) -> Path | None:
+    """The SQLite file the engine opened, absolute; None for PostgreSQL or an in-memory
+    database. Unlike :func:`sqlite_path` of ``engine.url``, it knows the file of an engine whose
+    URL is a ``file:`` URI (every command's, see :func:`create_store_engine`)."""
+    return _STORE_FILES.get(engine)
 
 
 def is_postgres(engine: Engine) -> bool:
@@ -251,7 +264,7 @@ def _end(connection: Connection, statement: str) -> None:
             raw.execute(statement)
     finally:
         _release(connection)
-    path = sqlite_path(connection.engine.url)
+    path = store_file(connection.engine)
     if rings and statement == "COMMIT" and path is not None:
         ring(path)
 

@@ -30,7 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import Doorbell
-from jobhost.store.engine import reading, ring_after_commit, sqlite_path
+from jobhost.store.engine import reading, ring_after_commit, store_file
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
@@ -138,7 +138,7 @@ class SignalWatcher:
             stop_writer.close()
 
     def _poll(self) -> None:
-        path = sqlite_path(self._engine.url)
+        path = store_file(self._engine)
         doorbell = Doorbell.open(path) if path is not None else None
         if doorbell is None:
             self._poll_stamps(path)
@@ -204,7 +204,7 @@ class ChangeSignal:
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError("LISTEN", None, error) from error
         else:
-            path = sqlite_path(self._engine.url)
+            path = store_file(self._engine)
             self._doorbell = Doorbell.open(path) if path is not None else None
             try:
                 self._seen = self._version()
