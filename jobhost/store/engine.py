@@ -115,13 +115,14 @@ def create_store_engine(
     if connect_timeout > 0:
         options.setdefault("pool_timeout", connect_timeout)
     server = _server_settings(statement_timeout, idle_transaction_timeout)
-    pooled = Pooling(pooling, listen_url)
-    if pooled.per_transaction:
+    if pooling == "transaction":
         # Nothing may live in the session: the pooler lends it to others between transactions.
+        pooled = Pooling(pooling, listen_url)
         server = {**option_pairs(parsed), **server}
         parsed = parsed.difference_update_query(["options"])
         args = {**_connect_timeouts(connect_timeout), "prepare_threshold": None}
     else:
+        pooled = Pooling(pooling, listen_url, session=tuple(server.items()))
         args = {**_connect_timeouts(connect_timeout), **_startup_options(parsed, server)}
         server = {}
     options["connect_args"] = {**args, **options.get("connect_args", {})}

@@ -17,11 +17,12 @@ would collide with other clients'.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import event, text
+from sqlalchemy import bindparam, event, text
 from sqlalchemy.engine import URL, Connection, Engine
 
 from jobhost.errors import JobhostError
@@ -44,6 +45,10 @@ POOLING_MODES: tuple[PoolingMode, ...] = ("none", "transaction")
 _REFUSED = "unsupported startup parameter"
 """What PgBouncer answers a startup parameter it does not pass on (``options``)."""
 _POOLINGS: weakref.WeakKeyDictionary[Engine, Pooling] = weakref.WeakKeyDictionary()
+_SETTINGS = text("SELECT name, setting FROM pg_settings WHERE name IN :names").bindparams(
+    bindparam("names", expanding=True)
+)
+_log = logging.getLogger("jobhost.store")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,8 @@ class Pooling:
     mode: PoolingMode = "none"
     listen_url: str | None = None
     """A direct URL to ``LISTEN`` on, past the pooler; None: poll the signal counter."""
+    session: tuple[tuple[str, str], ...] = ()
+    """``none``: the server settings the ``options`` startup parameter asks each session for."""
 
     @property
     def per_transaction(self) -> bool:
@@ -131,7 +138,8 @@ def startup_refused(error: BaseException) -> TransactionPoolerError | None:
 
 def check_pooling(engine: Engine) -> None:
     """Raise :class:`TransactionPoolerError` when ``engine`` pools sessions (``none``) but its
-    transactions do not keep one server process.
+    transactions do not keep one server process; warn when its sessions lack the settings
+    their ``options`` asked for (a session pooler that drops the parameter).
 
     Two transactions of one connection, with one of another connection between them: directly
     or through a session pooler, each connection keeps its own server process. A transaction
@@ -139,18 +147,26 @@ def check_pooling(engine: Engine) -> None:
     next transaction (PgBouncer lends the most recently used), so the other connection gets
     the same process, or the first one gets another.
     """
-    if engine.dialect.name != "postgresql" or pooling_of(engine).per_transaction:
+    pooling = pooling_of(engine)
+    if engine.dialect.name != "postgresql" or pooling.per_transaction:
         return
     with engine.connect() as first:
         before = _backend(first)
         with engine.connect() as second:
             other = _backend(second)
         after = _backend(first)
+        dropped = _dropped(first, dict(pooling.session))
     if other == before:
         raise TransactionPoolerError("two connections were served by one server process")
     if after != before:
         raise TransactionPoolerError(
             "the server process changed between two transactions of one connection"
+        )
+    if dropped:
+        _log.warning(
+            "the store's sessions do not hold %s as the options startup parameter asked (a "
+            'pooler that drops it?): set them on the role, or set store_pooling = "transaction"',
+            ", ".join(dropped),
         )
 
 
@@ -158,3 +174,13 @@ def _backend(connection: Connection) -> Any:
     pid = connection.execute(text("SELECT pg_backend_pid()")).scalar()
     connection.commit()
     return pid
+
+
+def _dropped(connection: Connection, wanted: dict[str, str]) -> list[str]:
+    """The settings of ``wanted`` (milliseconds, as pg_settings shows them) the session lacks."""
+    if not wanted:
+        return []
+    rows = connection.execute(_SETTINGS, {"names": list(wanted)}).all()
+    held: dict[str, str] = {str(name): str(value) for name, value in rows}
+    connection.commit()
+    return [name for name, value in wanted.items() if held.get(name) != value]
