@@ -48,6 +48,8 @@ class PgBouncer:
     (readable by the unprivileged user it runs as when the tests run as root)."""
 
     def __init__(self, pool_mode: str, user: str, *, ignore_options: bool = True) -> None:
+        if not Path(PGBOUNCER).exists():
+            pytest.fail("pgbouncer is not installed: apt-get install pgbouncer (.ci/run does)")
         self.port = free_port()
         self.directory = Path(tempfile.mkdtemp(prefix="jobhost-pgbouncer-"))
         self.directory.chmod(0o755)
