@@ -57,6 +57,7 @@ def run(ctx: click.Context) -> None:
         write=True,
         pre_ping=False,
         shortest_lease=min(leases, default=None),
+        check_pooler=not settings.auto_migrate,  # the migration checked it
     )
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)

@@ -41,6 +41,7 @@ from jobhost.config.values import (
     ListenAddress,
     LogLevel,
     PositiveDuration,
+    PostgresUrl,
     StoreTimeout,
     WholeNumber,
     split_listen_address,
@@ -49,7 +50,7 @@ from jobhost.config.values import (
 __all__ = [
     "LEASE_HEARTBEATS",
     "Settings",
-    "StoreTimeouts",
+    "StoreOptions",
     "setting_variables",
     "split_listen_address",
     "unknown_variables",
@@ -82,6 +83,18 @@ class Settings(BaseSettings):
         timedelta(seconds=60),
         description="PostgreSQL: longest one statement may run on the server before it is "
         "cancelled. 0 turns it off.",
+    )
+    store_pooling: Literal["none", "transaction"] = Field(
+        "none",
+        description="PostgreSQL: 'transaction' when the store's connections go through a "
+        "transaction-mode pooler (PgBouncer): no prepared statements, no session settings, "
+        "wake-ups through store_listen_url or by polling. 'none' for a direct connection or a "
+        "session-mode pooler.",
+    )
+    store_listen_url: PostgresUrl = Field(
+        None,
+        description="PostgreSQL with store_pooling = 'transaction': a direct URL (not through "
+        "the pooler) to LISTEN for wake-ups on; unset, hosts poll the store once a second.",
     )
     poll_interval: PositiveDuration = Field(
         timedelta(minutes=5),
@@ -279,9 +292,9 @@ class Settings(BaseSettings):
             )
         return found
 
-    def store_timeouts(self, shortest_lease: timedelta | None = None) -> StoreTimeouts:
-        """The store engine's timeouts, in seconds, as :func:`create_store_engine` takes them;
-        ``shortest_lease`` is the shortest a job of the process declares, if any."""
+    def store_options(self, shortest_lease: timedelta | None = None) -> StoreOptions:
+        """The store engine's timeouts (in seconds) and pooling, as :func:`create_store_engine`
+        takes them; ``shortest_lease`` is the shortest a job of the process declares, if any."""
         # A transaction idle for a whole lease belongs to a frozen process, whose claims are
         # already lost: ended, its row locks no longer hide its runs from the others. The
         # shortest lease counts: a job leased for 10 s must not wait a minute for its runs.
@@ -292,6 +305,8 @@ class Settings(BaseSettings):
             "connect_timeout": self.store_connect_timeout.total_seconds(),
             "statement_timeout": self.store_statement_timeout.total_seconds(),
             "idle_transaction_timeout": idle.total_seconds(),
+            "pooling": self.store_pooling,
+            "listen_url": self.store_listen_url,
         }
 
     def listen_address(self) -> tuple[str, int] | None:
@@ -335,7 +350,7 @@ class Settings(BaseSettings):
     def __repr_args__(self) -> Any:
         # The database password (and any in a module's section) never reaches a log or a repr.
         for name, value in super().__repr_args__():
-            if name == "database_url" and isinstance(value, str):
+            if name in {"database_url", "store_listen_url"} and isinstance(value, str):
                 yield name, redact_url(value)
             elif name == "modules":
                 yield name, _Redacted(repr(value))
@@ -343,12 +358,15 @@ class Settings(BaseSettings):
                 yield name, value
 
 
-class StoreTimeouts(TypedDict):
-    """The store engine's timeouts in seconds, as ``create_store_engine`` takes them."""
+class StoreOptions(TypedDict):
+    """The store engine's timeouts in seconds and its pooling, as ``create_store_engine`` takes
+    them."""
 
     connect_timeout: float
     statement_timeout: float
     idle_transaction_timeout: float
+    pooling: Literal["none", "transaction"]
+    listen_url: str | None
 
 
 _TOOLING_PREFIXES = ("JOBHOST_TEST_", "JOBHOST_BENCH_")

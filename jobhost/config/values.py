@@ -25,6 +25,7 @@ __all__ = [
     "ListenAddress",
     "LogLevel",
     "PositiveDuration",
+    "PostgresUrl",
     "StoreTimeout",
     "WholeNumber",
     "split_listen_address",
@@ -116,6 +117,23 @@ def _database_url(value: str) -> str:
     return value
 
 
+def _postgres_url(value: str | None) -> str | None:
+    if not value:
+        return None
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(value)
+    except ArgumentError:
+        url = None
+    if url is None or url.get_backend_name() != "postgresql":
+        raise ValueError(
+            "must be a PostgreSQL URL, e.g. 'postgresql+psycopg://user@db.internal:5432/db'"
+        )
+    return value
+
+
 def _group_names(value: dict[str, int]) -> dict[str, int]:
     for name in value:
         if not GROUP_NAME.fullmatch(name):
@@ -149,6 +167,8 @@ LogLevel = Annotated[str, AfterValidator(_level)]
 """One of :data:`_LEVELS`, any case, kept upper case."""
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
 """An SQLAlchemy URL of SQLite or PostgreSQL."""
+PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
+"""An SQLAlchemy URL of PostgreSQL; empty means unset."""
 
 
 def split_listen_address(value: str) -> tuple[str, int]:
