@@ -110,6 +110,18 @@ class Settings(BaseSettings):
         timedelta(seconds=30),
         description="Longest an HTTP request may take before it is answered 504.",
     )
+    http_header_timeout: PositiveDuration = Field(
+        timedelta(seconds=5),
+        description="Longest a client may take to send a request's head (its line and "
+        "headers), from opening the connection; a later one is answered 408 and the "
+        "connection closed.",
+    )
+    http_body_timeout: PositiveDuration = Field(
+        timedelta(seconds=10),
+        description="Longest a client may take to send a request's body; it is read whole "
+        "before the request waits for one of the http_concurrency places, and a later one is "
+        "answered 408 and the connection closed.",
+    )
     http_concurrency: int = Field(
         4,
         ge=1,

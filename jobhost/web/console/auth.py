@@ -22,7 +22,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobhost.web.bodies import BodyTooLarge, read_capped
+from jobhost.web.bodies import MAX_FORM, BodyTooLarge, read_capped
 
 __all__ = [
     "COOKIE",
@@ -37,8 +37,6 @@ __all__ = [
 
 COOKIE = "jobhost_session"
 _LIFETIME_SECONDS = 8 * 3600
-MAX_FORM = 16_384
-"""The largest form the dashboard reads, in bytes."""
 
 
 @dataclass(frozen=True)
