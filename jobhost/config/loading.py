@@ -17,7 +17,7 @@ import rtoml
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from jobhost.config.redaction import redact_text, redact_url
+from jobhost.config.redaction import redact_text, redact_url, use_redact_patterns
 from jobhost.config.settings import Settings
 from jobhost.errors import ConfigError
 
@@ -66,11 +66,13 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     if problems:
         raise ConfigError(problems, source)
     try:
-        return Settings(**data)
+        settings = Settings(**data)
     except ValidationError as error:
         raise ConfigError(_describe(error, data, file), source) from None
     except SettingsError as error:  # a decoding failure _malformed_json did not foresee
         raise ConfigError([redact_text(str(error))], source) from None
+    use_redact_patterns(settings.redact_patterns)
+    return settings
 
 
 def _parse(text: str) -> dict[str, Any]:

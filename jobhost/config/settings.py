@@ -27,7 +27,7 @@ from jobhost.config.environment import (
     check_secret_prefix,
 )
 from jobhost.config.overrides import JobOverride
-from jobhost.config.redaction import redact_text, redact_url
+from jobhost.config.redaction import compile_redact_pattern, redact_text, redact_url
 from jobhost.config.tokens import ApiTokens, OperatorTokens
 from jobhost.config.values import (
     ClockOffset,
@@ -231,6 +231,12 @@ class Settings(BaseSettings):
         le=1_073_741_824,
         description="Bytes of a job's log kept with each run, split like run_log_lines.",
     )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="More regular expressions (Python syntax) whose matches are redacted "
+        "(***) from run logs, error texts and the host's log, beside the credentials jobhost "
+        "knows; a group named secret limits it to that group. The environment form is JSON.",
+    )
     clock_offset: ClockOffset = Field(
         timedelta(0),
         description="Testing only: shifts this host's clock, to prove a wrong clock neither "
@@ -308,6 +314,19 @@ class Settings(BaseSettings):
     @classmethod
     def _secret_prefix(cls, value: str) -> str:
         return check_secret_prefix(value, setting_variables())
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _redact_patterns(cls, value: list[str]) -> list[str]:
+        problems: list[str] = []
+        for pattern in value:
+            try:
+                compile_redact_pattern(pattern)
+            except ValueError as error:
+                problems.append(str(error))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     @field_validator("runtime_secrets_allowed")
     @classmethod
