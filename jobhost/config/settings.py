@@ -23,6 +23,7 @@ from jobhost.config.environment import (
     HOST_VARIABLES,
     RUNTIME_SECRET_PREFIX,
     EnvWithoutSecrets,
+    FileUnderEnvironment,
     check_allowed_secrets,
     check_secret_prefix,
 )
@@ -269,7 +270,8 @@ class Settings(BaseSettings):
         # Variables under the runtime secret prefix are secrets handed to jobs, never settings.
         chosen = getattr(init_settings, "init_kwargs", {}).get("runtime_secret_env_prefix")
         prefixes = {RUNTIME_SECRET_PREFIX, *([chosen] if isinstance(chosen, str) else [])}
-        return (EnvWithoutSecrets(settings_cls, prefixes), init_settings)
+        environment = EnvWithoutSecrets(settings_cls, prefixes)
+        return (environment, FileUnderEnvironment(settings_cls, init_settings, environment))
 
     def warnings(self) -> list[str]:
         """Settings that are valid but do not do what they seem to (``validate`` and ``run``
