@@ -134,8 +134,9 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
         if field == "database_url" and isinstance(value, str):
             value = redact_url(value)
         # A missing part's input is the whole token, digest included.
-        hidden = field == "api_tokens" and not (
-            item["loc"][-1] in _SHOWN_TOKEN_PARTS and not isinstance(value, dict)
+        hidden = field == "session_secret" or (
+            field == "api_tokens"
+            and not (item["loc"][-1] in _SHOWN_TOKEN_PARTS and not isinstance(value, dict))
         )
         message = item["msg"].removeprefix("Value error, ")
         if not field:

@@ -39,6 +39,7 @@ from jobhost.config.values import (
     ListenAddress,
     LogLevel,
     PositiveDuration,
+    SessionSecret,
     StoreTimeout,
     WholeNumber,
     split_listen_address,
@@ -152,6 +153,12 @@ class Settings(BaseSettings):
         "the port; the API still needs its tokens) or token (the dashboard asks for a sign-in "
         "with an operator token or a read API token; /report needs a bearer token). /healthz "
         "and /readyz stay open.",
+    )
+    session_secret: SessionSecret = Field(
+        None,
+        description="The key dashboard sessions are signed with: at least 32 characters, the "
+        "same on every replica; changing it signs everyone out. Unset: derived from the "
+        "operator tokens, or random for the process when there are none.",
     )
     metrics_access: Literal["open", "token"] = Field(
         "open",
