@@ -21,6 +21,7 @@ the log says so at most once a minute, with the counts since its last line.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import threading
 import time
@@ -172,9 +173,12 @@ class GuardedHttp(LingeringHttp):
             if other is not self and isinstance(other, GuardedHttp) and not other._evicted
         ]
         over = len(held) + 1 - self.guard.max_connections
+        if over <= 0:  # places are being freed already
+            return
         # The longest waiting for a head first; those closing (their answer still leaving)
         # only when no other will do, as cutting them may lose the end of their answer.
-        waiting = sorted(
+        waiting = heapq.nsmallest(
+            over,
             (other for other in held if other.evictable),
             key=lambda other: (other._closing.lingering, other._waiting_since),
         )
@@ -184,7 +188,7 @@ class GuardedHttp(LingeringHttp):
             self.transport.write(_FULL)
             self.transport.close()
             return
-        for other in waiting[:over]:
+        for other in waiting:
             if not other._closing.lingering:
                 self.guard.refused("evicted")
             other.evict()
