@@ -70,7 +70,11 @@ def run(ctx: click.Context) -> None:
     register_gauges(telemetry.meter, host)
     server = None
     if address is not None and render_metrics is not None:
-        server = WebServer(address, host_application(host, render_metrics))
+        server = WebServer(
+            address,
+            host_application(host, render_metrics),
+            header_timeout=settings.http_header_timeout.total_seconds(),
+        )
         server.start()
         _say(settings, f"jobhost: serving HTTP on {settings.http_listen}")
     try:

@@ -26,11 +26,12 @@ from jobhost.config.environment import (
     HOST_VARIABLES,
     RUNTIME_SECRET_PREFIX,
     EnvWithoutSecrets,
+    FileUnderEnvironment,
     check_allowed_secrets,
     check_secret_prefix,
 )
 from jobhost.config.overrides import JobOverride
-from jobhost.config.redaction import redact_text, redact_url
+from jobhost.config.redaction import compile_redact_pattern, redact_text, redact_url
 from jobhost.config.tokens import ApiTokens, OperatorTokens
 from jobhost.config.values import (
     ClockOffset,
@@ -42,6 +43,7 @@ from jobhost.config.values import (
     LogLevel,
     PositiveDuration,
     PostgresUrl,
+    SessionSecret,
     StoreTimeout,
     WholeNumber,
     split_listen_address,
@@ -127,6 +129,18 @@ class Settings(BaseSettings):
         timedelta(seconds=30),
         description="Longest an HTTP request may take before it is answered 504.",
     )
+    http_header_timeout: PositiveDuration = Field(
+        timedelta(seconds=5),
+        description="Longest a client may take to send a request's head (its line and "
+        "headers), from opening the connection; a later one is answered 408 and the "
+        "connection closed.",
+    )
+    http_body_timeout: PositiveDuration = Field(
+        timedelta(seconds=10),
+        description="Longest a client may take to send a request's body; it is read whole "
+        "before the request waits for one of the http_concurrency places, and a later one is "
+        "answered 408 and the connection closed.",
+    )
     http_concurrency: int = Field(
         4,
         ge=1,
@@ -156,6 +170,12 @@ class Settings(BaseSettings):
         "the port; the API still needs its tokens) or token (the dashboard asks for a sign-in "
         "with an operator token or a read API token; /report needs a bearer token). /healthz "
         "and /readyz stay open.",
+    )
+    session_secret: SessionSecret = Field(
+        None,
+        description="The key dashboard sessions are signed with: at least 32 characters, the "
+        "same on every replica; changing it signs everyone out. Unset: derived from the "
+        "operator tokens, or random for the process when there are none.",
     )
     metrics_access: Literal["open", "token"] = Field(
         "open",
@@ -236,6 +256,12 @@ class Settings(BaseSettings):
         le=1_073_741_824,
         description="Bytes of a job's log kept with each run, split like run_log_lines.",
     )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="More regular expressions (Python syntax) whose matches are redacted "
+        "(***) from run logs, error texts and the host's log, beside the credentials jobhost "
+        "knows; a group named secret limits it to that group. The environment form is JSON.",
+    )
     clock_offset: ClockOffset = Field(
         timedelta(0),
         description="Testing only: shifts this host's clock, to prove a wrong clock neither "
@@ -279,7 +305,8 @@ class Settings(BaseSettings):
         # Variables under the runtime secret prefix are secrets handed to jobs, never settings.
         chosen = getattr(init_settings, "init_kwargs", {}).get("runtime_secret_env_prefix")
         prefixes = {RUNTIME_SECRET_PREFIX, *([chosen] if isinstance(chosen, str) else [])}
-        return (EnvWithoutSecrets(settings_cls, prefixes), init_settings)
+        environment = EnvWithoutSecrets(settings_cls, prefixes)
+        return (environment, FileUnderEnvironment(settings_cls, init_settings, environment))
 
     def warnings(self) -> list[str]:
         """Settings that are valid but do not do what they seem to (``validate`` and ``run``
@@ -326,6 +353,19 @@ class Settings(BaseSettings):
     @classmethod
     def _secret_prefix(cls, value: str) -> str:
         return check_secret_prefix(value, setting_variables())
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _redact_patterns(cls, value: list[str]) -> list[str]:
+        problems: list[str] = []
+        for pattern in value:
+            try:
+                compile_redact_pattern(pattern)
+            except ValueError as error:
+                problems.append(str(error))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     @field_validator("runtime_secrets_allowed")
     @classmethod

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Annotated
 
 from jobhost_contracts import parse_duration
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
 
 __all__ = [
     "GROUP_NAME",
@@ -26,6 +26,7 @@ __all__ = [
     "LogLevel",
     "PositiveDuration",
     "PostgresUrl",
+    "SessionSecret",
     "StoreTimeout",
     "WholeNumber",
     "split_listen_address",
@@ -134,6 +135,17 @@ def _postgres_url(value: str | None) -> str | None:
     return value
 
 
+def _session_secret(value: SecretStr | None) -> SecretStr | None:
+    if value is None or not value.get_secret_value():
+        return None  # JOBHOST_SESSION_SECRET= means "not set"
+    if len(value.get_secret_value()) < 32:
+        raise ValueError(
+            "must be at least 32 characters, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
+    return value
+
+
 def _group_names(value: dict[str, int]) -> dict[str, int]:
     for name in value:
         if not GROUP_NAME.fullmatch(name):
@@ -169,6 +181,8 @@ DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
 """An SQLAlchemy URL of SQLite or PostgreSQL."""
 PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
 """An SQLAlchemy URL of PostgreSQL; empty means unset."""
+SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
+"""A key of at least 32 characters, never shown (``**********``); empty means unset."""
 
 
 def split_listen_address(value: str) -> tuple[str, int]:
