@@ -111,7 +111,7 @@ class RunRetention:
         from jobhost.store import create_store_engine
 
         settings = load_settings()
-        engine = create_store_engine(settings.database_url, **settings.store_timeouts())
+        engine = create_store_engine(settings.database_url, **settings.store_options())
         now = datetime.now(UTC)
 
         def stop() -> bool:

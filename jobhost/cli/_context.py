@@ -13,6 +13,7 @@ from jobhost.catalog.model import Catalog, JobSpec
 from jobhost.cli._app import EXIT_INVALID, config_path
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
 from jobhost.errors import (
+    JobhostError,
     SchemaTooNewError,
     StoreMissingError,
     StoreReadOnlyError,
@@ -27,6 +28,7 @@ from jobhost.store import (
     upgrade,
 )
 from jobhost.store.engine import is_read_only, sqlite_path
+from jobhost.store.pooling import TransactionPoolerError, check_pooling, startup_refused
 
 __all__ = [
     "catalog_for",
@@ -96,7 +98,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     file = url.database if url.get_backend_name() == "sqlite" else None
     if file not in (None, "", ":memory:") and not Path(str(file)).exists():
         return catalog  # no store yet: nothing to join, and no file made by looking
-    engine = create_store_engine(settings.database_url, **settings.store_timeouts())
+    engine = create_store_engine(settings.database_url, **settings.store_options())
     try:
         if not read(engine, has_runtime_jobs):
             return catalog
@@ -135,6 +137,7 @@ def open_store(
     missing_ok: bool = False,
     pre_ping: bool = True,
     shortest_lease: timedelta | None = None,
+    check_pooler: bool = False,
 ) -> Engine:
     """An engine on the configured store.
 
@@ -146,7 +149,8 @@ def open_store(
     Without ``pre_ping`` (the host, whose every turn would pay a round trip for it) a pooled
     connection the server dropped fails its first statement and the pool is refilled: the host
     retries that work as after any outage. ``shortest_lease`` (the host's, of the jobs it
-    fires) bounds how long the server lets one of its transactions sit idle.
+    fires) bounds how long the server lets one of its transactions sit idle. With
+    ``check_pooler`` (the host) a transaction pooler the settings do not name is refused.
     """
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
@@ -154,7 +158,7 @@ def open_store(
     engine = create_store_engine(
         settings.database_url,
         create=create,
-        **settings.store_timeouts(shortest_lease),
+        **settings.store_options(shortest_lease),
         **options,
     )
     if write and is_read_only(engine):
@@ -165,16 +169,15 @@ def open_store(
             "store: run it as the store's owner or make the file and its directory writable "
             "(report and history work on a read-only store)"
         )
+    if check_pooler:
+        _check_pooler(settings, engine)
     if not require_current:
         return engine
     try:
         current = is_current(engine)
     except StoreError as error:
         engine.dispose()
-        raise StoreUnavailableError(
-            f"cannot reach the store at {redact_url(settings.database_url)}: "
-            f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"
-        ) from None
+        raise _unreachable(settings, "cannot reach", error) from None
     except SchemaTooNewError:
         engine.dispose()
         raise
@@ -189,17 +192,41 @@ def open_store(
 
 
 def migrate_store(settings: Settings, *, create: bool = False) -> tuple[str | None, str]:
-    """Apply pending migrations; (revision before, revision after)."""
-    engine = open_store(settings, require_current=False, create=create, write=True)
+    """Apply pending migrations; (revision before, revision after). Behind a transaction pooler
+    the settings do not name, the store's options (its schema among them) would be lost:
+    nothing is migrated."""
+    engine = open_store(
+        settings, require_current=False, create=create, write=True, check_pooler=True
+    )
     try:
         return upgrade(engine)
     except StoreError as error:
-        raise StoreUnavailableError(
-            f"cannot migrate the store at {redact_url(settings.database_url)}: "
-            f"{redact_text(str(error.orig or error)).strip()}"
-        ) from None
+        raise _unreachable(settings, "cannot migrate", error) from None
     finally:
         engine.dispose()
+
+
+def _check_pooler(settings: Settings, engine: Engine) -> None:
+    try:
+        check_pooling(engine)
+    except StoreError as error:
+        engine.dispose()
+        raise _unreachable(settings, "cannot reach", error) from None
+    except TransactionPoolerError:
+        engine.dispose()
+        raise
+
+
+def _unreachable(settings: Settings, what: str, error: StoreError) -> JobhostError:
+    """What to say when the store refused or failed a command's first statement: a pooler
+    that refuses the store's startup options is named as such, in one line."""
+    refused = startup_refused(error)
+    if refused is not None:
+        return refused
+    return StoreUnavailableError(
+        f"{what} the store at {redact_url(settings.database_url)}: "
+        f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"
+    )
 
 
 def _refuse_missing_file(settings: Settings, *, configured_ok: bool) -> None:

@@ -57,6 +57,7 @@ def run(ctx: click.Context) -> None:
         write=True,
         pre_ping=False,
         shortest_lease=min(leases, default=None),
+        check_pooler=not settings.auto_migrate,  # the migration checked it
     )
     address = settings.listen_address()
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
@@ -69,7 +70,11 @@ def run(ctx: click.Context) -> None:
     register_gauges(telemetry.meter, host)
     server = None
     if address is not None and render_metrics is not None:
-        server = WebServer(address, host_application(host, render_metrics))
+        server = WebServer(
+            address,
+            host_application(host, render_metrics),
+            header_timeout=settings.http_header_timeout.total_seconds(),
+        )
         server.start()
         _say(settings, f"jobhost: serving HTTP on {settings.http_listen}")
     try:

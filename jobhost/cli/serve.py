@@ -46,7 +46,11 @@ def serve(ctx: click.Context, listen: str | None) -> None:
     engine = open_store(settings)
     follower = RuntimeFollower(settings, catalog, engine)
     try:
-        server = WebServer(address, store_application(settings, catalog, engine))
+        server = WebServer(
+            address,
+            store_application(settings, catalog, engine),
+            header_timeout=settings.http_header_timeout.total_seconds(),
+        )
         follower.start()
         host, port = server.address
         click.echo(

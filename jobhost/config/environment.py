@@ -1,17 +1,24 @@
 """The ``JOBHOST_*`` environment as a source of settings, and the variables it leaves to runtime
-jobs: those under the runtime secret prefix are secrets handed to jobs, never settings."""
+jobs: those under the runtime secret prefix are secrets handed to jobs, never settings.
+
+A setting given in the environment replaces the file's whole, a table as much as a list or a
+number: ``JOBHOST_OPERATOR_TOKENS='{}'`` leaves no operator, whatever the file names (merged
+key by key, the file's names would survive the variable meant to revoke them)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
+from typing import Any, get_origin
 
-from pydantic_settings import BaseSettings, EnvSettingsSource
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource
 
 __all__ = [
     "HOST_VARIABLES",
     "RUNTIME_SECRET_PREFIX",
     "EnvWithoutSecrets",
+    "FileUnderEnvironment",
     "check_allowed_secrets",
     "check_secret_prefix",
 ]
@@ -33,6 +40,37 @@ class EnvWithoutSecrets(EnvSettingsSource):
     def _load_env_vars(self) -> Mapping[str, str | None]:
         found = super()._load_env_vars()
         return {k: v for k, v in found.items() if not k.lower().startswith(self._prefixes)}
+
+
+class FileUnderEnvironment(PydanticBaseSettingsSource):
+    """The file's settings (``file``), without the tables ``environment`` gives."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        file: PydanticBaseSettingsSource,
+        environment: PydanticBaseSettingsSource,
+    ) -> None:
+        super().__init__(settings_cls)
+        self._file = file
+        self._environment = environment
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # the whole mapping comes from __call__
+
+    def __call__(self) -> dict[str, Any]:
+        values = self._file()
+        given = self._environment()
+        fields = self.settings_cls.model_fields
+        return {
+            name: value
+            for name, value in values.items()
+            if not (name in given and name in fields and _is_table(fields[name]))
+        }
+
+
+def _is_table(field: FieldInfo) -> bool:
+    return get_origin(field.annotation) is dict
 
 
 def check_secret_prefix(value: str, setting_variables: Collection[str]) -> str:

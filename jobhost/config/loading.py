@@ -18,7 +18,7 @@ import rtoml
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from jobhost.config.redaction import redact_text, redact_url
+from jobhost.config.redaction import redact_text, redact_url, use_redact_patterns
 from jobhost.config.settings import Settings
 from jobhost.errors import ConfigError
 
@@ -75,6 +75,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         raise ConfigError([redact_text(str(error))], source) from None
     if file is not None:
         settings._file = file.name
+    use_redact_patterns(settings.redact_patterns)
     return settings
 
 
@@ -137,8 +138,9 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
         if field == "database_url" and isinstance(value, str):
             value = redact_url(value)
         # A missing part's input is the whole token, digest included.
-        hidden = field == "api_tokens" and not (
-            item["loc"][-1] in _SHOWN_TOKEN_PARTS and not isinstance(value, dict)
+        hidden = field == "session_secret" or (
+            field == "api_tokens"
+            and not (item["loc"][-1] in _SHOWN_TOKEN_PARTS and not isinstance(value, dict))
         )
         message = item["msg"].removeprefix("Value error, ")
         if not field:

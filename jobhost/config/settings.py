@@ -26,11 +26,12 @@ from jobhost.config.environment import (
     HOST_VARIABLES,
     RUNTIME_SECRET_PREFIX,
     EnvWithoutSecrets,
+    FileUnderEnvironment,
     check_allowed_secrets,
     check_secret_prefix,
 )
 from jobhost.config.overrides import JobOverride
-from jobhost.config.redaction import redact_text, redact_url
+from jobhost.config.redaction import compile_redact_pattern, redact_text, redact_url
 from jobhost.config.tokens import ApiTokens, OperatorTokens
 from jobhost.config.values import (
     ClockOffset,
@@ -41,6 +42,8 @@ from jobhost.config.values import (
     ListenAddress,
     LogLevel,
     PositiveDuration,
+    PostgresUrl,
+    SessionSecret,
     StoreTimeout,
     WholeNumber,
     split_listen_address,
@@ -49,7 +52,7 @@ from jobhost.config.values import (
 __all__ = [
     "LEASE_HEARTBEATS",
     "Settings",
-    "StoreTimeouts",
+    "StoreOptions",
     "setting_variables",
     "split_listen_address",
     "unknown_variables",
@@ -83,6 +86,18 @@ class Settings(BaseSettings):
         description="PostgreSQL: longest one statement may run on the server before it is "
         "cancelled. 0 turns it off.",
     )
+    store_pooling: Literal["none", "transaction"] = Field(
+        "none",
+        description="PostgreSQL: 'transaction' when the store's connections go through a "
+        "transaction-mode pooler (PgBouncer): no prepared statements, no session settings, "
+        "wake-ups through store_listen_url or by polling. 'none' for a direct connection or a "
+        "session-mode pooler.",
+    )
+    store_listen_url: PostgresUrl = Field(
+        None,
+        description="PostgreSQL with store_pooling = 'transaction': a direct URL (not through "
+        "the pooler) to LISTEN for wake-ups on; unset, hosts poll the store once a second.",
+    )
     poll_interval: PositiveDuration = Field(
         timedelta(minutes=5),
         description="Longest sleep between two looks at the store when nothing is due sooner; "
@@ -114,6 +129,18 @@ class Settings(BaseSettings):
         timedelta(seconds=30),
         description="Longest an HTTP request may take before it is answered 504.",
     )
+    http_header_timeout: PositiveDuration = Field(
+        timedelta(seconds=5),
+        description="Longest a client may take to send a request's head (its line and "
+        "headers), from opening the connection; a later one is answered 408 and the "
+        "connection closed.",
+    )
+    http_body_timeout: PositiveDuration = Field(
+        timedelta(seconds=10),
+        description="Longest a client may take to send a request's body; it is read whole "
+        "before the request waits for one of the http_concurrency places, and a later one is "
+        "answered 408 and the connection closed.",
+    )
     http_concurrency: int = Field(
         4,
         ge=1,
@@ -143,6 +170,12 @@ class Settings(BaseSettings):
         "the port; the API still needs its tokens) or token (the dashboard asks for a sign-in "
         "with an operator token or a read API token; /report needs a bearer token). /healthz "
         "and /readyz stay open.",
+    )
+    session_secret: SessionSecret = Field(
+        None,
+        description="The key dashboard sessions are signed with: at least 32 characters, the "
+        "same on every replica; changing it signs everyone out. Unset: derived from the "
+        "operator tokens, or random for the process when there are none.",
     )
     metrics_access: Literal["open", "token"] = Field(
         "open",
@@ -223,6 +256,12 @@ class Settings(BaseSettings):
         le=1_073_741_824,
         description="Bytes of a job's log kept with each run, split like run_log_lines.",
     )
+    redact_patterns: list[str] = Field(
+        default_factory=list,
+        description="More regular expressions (Python syntax) whose matches are redacted "
+        "(***) from run logs, error texts and the host's log, beside the credentials jobhost "
+        "knows; a group named secret limits it to that group. The environment form is JSON.",
+    )
     clock_offset: ClockOffset = Field(
         timedelta(0),
         description="Testing only: shifts this host's clock, to prove a wrong clock neither "
@@ -266,7 +305,8 @@ class Settings(BaseSettings):
         # Variables under the runtime secret prefix are secrets handed to jobs, never settings.
         chosen = getattr(init_settings, "init_kwargs", {}).get("runtime_secret_env_prefix")
         prefixes = {RUNTIME_SECRET_PREFIX, *([chosen] if isinstance(chosen, str) else [])}
-        return (EnvWithoutSecrets(settings_cls, prefixes), init_settings)
+        environment = EnvWithoutSecrets(settings_cls, prefixes)
+        return (environment, FileUnderEnvironment(settings_cls, init_settings, environment))
 
     def warnings(self) -> list[str]:
         """Settings that are valid but do not do what they seem to (``validate`` and ``run``
@@ -279,9 +319,9 @@ class Settings(BaseSettings):
             )
         return found
 
-    def store_timeouts(self, shortest_lease: timedelta | None = None) -> StoreTimeouts:
-        """The store engine's timeouts, in seconds, as :func:`create_store_engine` takes them;
-        ``shortest_lease`` is the shortest a job of the process declares, if any."""
+    def store_options(self, shortest_lease: timedelta | None = None) -> StoreOptions:
+        """The store engine's timeouts (in seconds) and pooling, as :func:`create_store_engine`
+        takes them; ``shortest_lease`` is the shortest a job of the process declares, if any."""
         # A transaction idle for a whole lease belongs to a frozen process, whose claims are
         # already lost: ended, its row locks no longer hide its runs from the others. The
         # shortest lease counts: a job leased for 10 s must not wait a minute for its runs.
@@ -292,6 +332,8 @@ class Settings(BaseSettings):
             "connect_timeout": self.store_connect_timeout.total_seconds(),
             "statement_timeout": self.store_statement_timeout.total_seconds(),
             "idle_transaction_timeout": idle.total_seconds(),
+            "pooling": self.store_pooling,
+            "listen_url": self.store_listen_url,
         }
 
     def listen_address(self) -> tuple[str, int] | None:
@@ -311,6 +353,19 @@ class Settings(BaseSettings):
     @classmethod
     def _secret_prefix(cls, value: str) -> str:
         return check_secret_prefix(value, setting_variables())
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _redact_patterns(cls, value: list[str]) -> list[str]:
+        problems: list[str] = []
+        for pattern in value:
+            try:
+                compile_redact_pattern(pattern)
+            except ValueError as error:
+                problems.append(str(error))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     @field_validator("runtime_secrets_allowed")
     @classmethod
@@ -335,7 +390,7 @@ class Settings(BaseSettings):
     def __repr_args__(self) -> Any:
         # The database password (and any in a module's section) never reaches a log or a repr.
         for name, value in super().__repr_args__():
-            if name == "database_url" and isinstance(value, str):
+            if name in {"database_url", "store_listen_url"} and isinstance(value, str):
                 yield name, redact_url(value)
             elif name == "modules":
                 yield name, _Redacted(repr(value))
@@ -343,12 +398,15 @@ class Settings(BaseSettings):
                 yield name, value
 
 
-class StoreTimeouts(TypedDict):
-    """The store engine's timeouts in seconds, as ``create_store_engine`` takes them."""
+class StoreOptions(TypedDict):
+    """The store engine's timeouts in seconds and its pooling, as ``create_store_engine`` takes
+    them."""
 
     connect_timeout: float
     statement_timeout: float
     idle_transaction_timeout: float
+    pooling: Literal["none", "transaction"]
+    listen_url: str | None
 
 
 _TOOLING_PREFIXES = ("JOBHOST_TEST_", "JOBHOST_BENCH_")

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Annotated
 
 from jobhost_contracts import parse_duration
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
 
 __all__ = [
     "GROUP_NAME",
@@ -25,6 +25,8 @@ __all__ = [
     "ListenAddress",
     "LogLevel",
     "PositiveDuration",
+    "PostgresUrl",
+    "SessionSecret",
     "StoreTimeout",
     "WholeNumber",
     "split_listen_address",
@@ -116,6 +118,34 @@ def _database_url(value: str) -> str:
     return value
 
 
+def _postgres_url(value: str | None) -> str | None:
+    if not value:
+        return None
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(value)
+    except ArgumentError:
+        url = None
+    if url is None or url.get_backend_name() != "postgresql":
+        raise ValueError(
+            "must be a PostgreSQL URL, e.g. 'postgresql+psycopg://user@db.internal:5432/db'"
+        )
+    return value
+
+
+def _session_secret(value: SecretStr | None) -> SecretStr | None:
+    if value is None or not value.get_secret_value():
+        return None  # JOBHOST_SESSION_SECRET= means "not set"
+    if len(value.get_secret_value()) < 32:
+        raise ValueError(
+            "must be at least 32 characters, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
+    return value
+
+
 def _group_names(value: dict[str, int]) -> dict[str, int]:
     for name in value:
         if not GROUP_NAME.fullmatch(name):
@@ -149,6 +179,10 @@ LogLevel = Annotated[str, AfterValidator(_level)]
 """One of :data:`_LEVELS`, any case, kept upper case."""
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
 """An SQLAlchemy URL of SQLite or PostgreSQL."""
+PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
+"""An SQLAlchemy URL of PostgreSQL; empty means unset."""
+SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
+"""A key of at least 32 characters, never shown (``**********``); empty means unset."""
 
 
 def split_listen_address(value: str) -> tuple[str, int]:

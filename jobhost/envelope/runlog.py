@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from jobhost.config import storable_text
+from jobhost.config.redaction import needs_redaction
 from jobhost.store import Engine
 from jobhost.store.recording import LogWrites, write_logs
 from jobhost.store.runlogs import Chunk, chunk
@@ -368,8 +369,8 @@ class _Batch:
 
 
 def _storable(message: str, limit: int) -> str:
-    # Most lines are short plain ASCII with no URL: nothing to redact, cut or spell out.
-    plain = message.isascii() and "://" not in message and "\x00" not in message
+    # Most lines are short plain ASCII with no credential: nothing to redact, cut or spell out.
+    plain = message.isascii() and "\x00" not in message and not needs_redaction(message)
     if plain and len(message) <= limit:
         return message
     return storable_text(message, limit) or ""

@@ -35,6 +35,7 @@ from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
+from jobhost.errors import SchemaTooNewError
 from jobhost.firing.cancels import CancelFollower
 from jobhost.firing.heartbeat import beat_until_stopped, renew_leases
 from jobhost.firing.recorder import Finished, OutcomeRecorder
@@ -44,7 +45,7 @@ from jobhost.firing.startup import register_and_sync
 from jobhost.firing.status import HostStatus
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Clock, Engine, StoreError, SystemClock, lifecycle
+from jobhost.store import Clock, Engine, StoreError, SystemClock, is_current, lifecycle
 from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
@@ -91,6 +92,8 @@ class Host:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._signals = 0
+        self.exit_code = 0
+        """0, or :class:`SchemaTooNewError`'s code once a newer release upgraded the store."""
         self._abandon_after = 0.0
         self._last_claims = 0
         self._ticker = Ticker(
@@ -188,7 +191,7 @@ class Host:
         gc.freeze()
         self.loop()
         self.shutdown()
-        return 0
+        return self.exit_code
 
     def loop(self) -> None:
         while not self._stopping.is_set():
@@ -340,6 +343,8 @@ class Host:
                     redact_text(str(error).splitlines()[0] if str(error) else ""),
                 )
             self._store_lost()
+        elif self._schema_moved_on():
+            return
         else:
             # A bug must not stop the host: say so loudly and try again.
             _log.error(
@@ -349,6 +354,23 @@ class Host:
                 redact_text(str(error)),
                 exc_info=error,
             )
+
+    def _schema_moved_on(self) -> bool:
+        """Whether a newer release upgraded the store under this host (a rolling upgrade whose
+        migration this release cannot work with): then say so in one line and stop, so that the
+        orchestrator starts the newer release in its place. An additive migration never gets
+        here: this release's statements still work against it."""
+        try:
+            is_current(self.engine)
+        except SchemaTooNewError as error:
+            if not self._stopping.is_set():
+                _log.error("%s; this host stops", error)
+            self.exit_code = error.exit_code
+            self.request_stop()
+            return True
+        except Exception:
+            return False  # the failure is said by the caller, as any other
+        return False
 
     def _store_lost(self) -> None:
         """After an outage, live hosts get two heartbeats to renew their leases before this host

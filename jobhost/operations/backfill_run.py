@@ -29,11 +29,12 @@ from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import Clock, Engine, SystemClock, backfill_runs
-from jobhost.store.backfill_runs import claim_backfill, renew_run_leases, settled_backfill
+from jobhost.store.backfill_runs import claim_backfill, settled_backfill
 from jobhost.store.backfills import BackfillRecord, get_backfill
 from jobhost.store.calls import read, read_at
 from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id, live_hosts
+from jobhost.store.run_actions import renew_watching_cancel
 from jobhost.store.signals import ChangeSignal
 
 __all__ = ["BackfillFollower", "Followed", "ensure_scheduled"]
@@ -140,7 +141,7 @@ class BackfillFollower:
         rules = FiringRules({spec.name: spec}, self._settings.lease_duration)
         record = self._read(backfill_id)
         width = max(record.concurrency, 1)
-        running: dict[Future[Outcome], Claim] = {}
+        running: dict[Future[Outcome], tuple[Claim, Cancellation]] = {}
         beat = self._settings.heartbeat_interval.total_seconds()
         next_beat = time.monotonic() + beat
         claiming = True
@@ -157,8 +158,9 @@ class BackfillFollower:
                                     f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
                                     f"(run {claim.run_id}, attempt {claim.attempt})"
                                 )
-                                future = _in_daemon_thread(envelope, claim, spec)
-                                running[future] = claim
+                                cancellation = Cancellation()
+                                future = _in_daemon_thread(envelope, claim, spec, cancellation)
+                                running[future] = (claim, cancellation)
                     if running:
                         done, _ = wait(running, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
                         for future in done:
@@ -195,14 +197,23 @@ class BackfillFollower:
             clock=self._clock,
         )
 
-    def _renew(self, rules: FiringRules, spec: JobSpec, claims: list[Claim]) -> None:
-        renew_run_leases(
+    def _renew(
+        self, rules: FiringRules, spec: JobSpec, held: list[tuple[Claim, Cancellation]]
+    ) -> None:
+        """Renew the runs' leases, and cancel those an operator asked to (``jobhost cancel``
+        from another process: this one has no signal watcher)."""
+        asked = renew_watching_cancel(
             self._engine,
             self._host_id,
-            [c.run_id for c in claims],
+            [claim.run_id for claim, _ in held],
             rules.lease(spec.name),
             self._clock,
         )
+        for claim, cancellation in held:
+            reason = asked.get(claim.run_id)
+            if reason is not None and not cancellation.cancelled:
+                self._progress(f"cancel asked {reason}: cancelling run {claim.run_id}")
+                cancellation.cancel(reason)
 
     def _read(self, backfill_id: str) -> BackfillRecord:
         record = settled_backfill(self._engine, backfill_id, self._clock)
@@ -225,7 +236,9 @@ class BackfillFollower:
         return Followed(record, detached=True)
 
 
-def _in_daemon_thread(envelope: RunEnvelope, claim: Claim, spec: JobSpec) -> Future[Outcome]:
+def _in_daemon_thread(
+    envelope: RunEnvelope, claim: Claim, spec: JobSpec, cancellation: Cancellation
+) -> Future[Outcome]:
     """Run ``claim`` on a thread of its own, at most ``width`` at once as the loop claims them.
 
     A daemon, not a pool's worker: once a second Ctrl-C leaves the runs in flight to their
@@ -235,7 +248,7 @@ def _in_daemon_thread(envelope: RunEnvelope, claim: Claim, spec: JobSpec) -> Fut
 
     def _target() -> None:
         try:
-            future.set_result(envelope.run(claim, spec, Cancellation()))
+            future.set_result(envelope.run(claim, spec, cancellation))
         except BaseException as error:  # handed to whoever waits on the future
             future.set_exception(error)
 

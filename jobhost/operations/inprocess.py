@@ -184,7 +184,9 @@ def _supervise(
                 # Held: cut off mid-statement, the connection would go back to the pool
                 # broken, and the run's outcome could not be recorded through it.
                 with InterruptHold():
-                    asked = renew_watching_cancel(engine, host_id, claim.run_id, lease, clock)
+                    asked = renew_watching_cancel(
+                        engine, host_id, [claim.run_id], lease, clock
+                    ).get(claim.run_id)
                 if asked is not None and not cancellation.cancelled:
                     progress(f"cancel asked {asked}: cancelling the run")
                     cancellation.cancel(asked)

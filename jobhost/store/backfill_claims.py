@@ -1,26 +1,24 @@
 """Claiming a backfill's occurrences: the lowest priority, in a transaction of its own.
 
-A host's turn claims backfilled occurrences with :func:`claim_backfills` after its scheduled
-claim has committed, with the slots that are still free: scheduled occurrences, retries and
-manual requests have had theirs first, and the schedule rows they locked are already released.
-One statement reads the running backfills with room (fewer items claimed than their
-``concurrency``) together with their job's schedule row (both locked, ``SKIP LOCKED`` on
-PostgreSQL, so one replica at a time counts a backfill's runs in flight) and its live runs; a
-paused job's backfill waits. For each, one statement locks the next pending items with their
-highest attempt so far, one inserts their runs (a backfill's run is the next attempt of its
-occurrence, under the unique key (job, occurrence, attempt), with the attempts before it as its
-``attempt_base``: its retry budget is its own), one marks the items claimed, and one moves the
-job's fencing token, as any claim does. An item is marked claimed in the transaction that
-inserts its run, so it runs once per backfill whatever the number of replicas; a run the
-database refuses leaves its item pending for the next turn.
+A backfill's occurrences wait as pending runs of it (priority 2, see
+:mod:`jobhost.store.backfills`). A host's turn claims them with :func:`claim_backfills` after
+its scheduled claim has committed, with the slots that are still free: scheduled occurrences,
+retries and manual runs have had theirs first, and the schedule rows they locked are already
+released. The claim first finishes the backfills with nothing left pending or running (the one
+place a backfill ends), then reads the running backfills with room (fewer runs in flight, or
+retries waiting, than their ``concurrency``) together with their job's schedule row (both
+locked, ``SKIP LOCKED`` on PostgreSQL, so one replica at a time counts a backfill's runs) and
+the job's own live runs; a paused job's backfill waits. For each, one statement locks its next
+waiting occurrences, oldest first, one starts them, and one moves the job's fencing token, as
+any claim does.
 
 A backfill yields to the schedule, never the other way round: it starts a run only when the
 job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
 and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so the
 overlap rule of the job's scheduled occurrences never counts them. The job's concurrency group
-is asked as for any run.
-
-Items settle as their runs' outcomes are written (:mod:`jobhost.store.backfill_settling`).
+is asked as for any run. A retry of a backfill's run (priority 1) is an ordinary pending run
+that any host's claim takes; a command running a backfill in its own process (``only``) takes
+them itself.
 """
 
 from __future__ import annotations
@@ -30,22 +28,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import built, insert_returning_new, locked
-from jobhost.store.claims import Claim, ClaimRules, new_run_id, occurrence_key, schedule_problem
+from jobhost.store._sql import built
+from jobhost.store.backfills import finish_backfills
+from jobhost.store.claim_writes import start_pending
+from jobhost.store.claims import Claim, ClaimRules, schedule_problem
 from jobhost.store.groups import GroupGate
-from jobhost.store.records import PENDING, RUNNING, ScheduleRecord
-from jobhost.store.schema import backfill_items, backfills, runs, schedules
+from jobhost.store.records import (
+    PENDING,
+    PRIORITY_BACKFILL,
+    PRIORITY_RETRY,
+    RUNNING,
+    ScheduleRecord,
+)
+from jobhost.store.schema import backfills, runs, schedules
 
-__all__ = [
-    "BackfillClaims",
-    "backfill_key",
-    "claim_backfills",
-]
-
-_RUN_COLUMNS = ("job_name", "occurrence", "attempt")
+__all__ = ["BackfillClaims", "claim_backfills"]
 
 
 @dataclass
@@ -70,6 +70,7 @@ def claim_backfills(
     """Claim up to ``slots`` runs of running backfills (``only``: of that backfill alone, with
     its due retries too: a command running a backfill in its own process has no host to take
     them)."""
+    finish_backfills(connection, now, None if only is None else [only])
     done = BackfillClaims()
     if slots <= 0:
         return done
@@ -86,62 +87,28 @@ def claim_backfills(
         name = str(backfill["job_name"])
         if name in skip or not rules.knows(name):
             continue
-        done.claims += _claim_one(
+        row = ScheduleRecord.from_row(backfill)
+        if schedule_problem(row) is not None:
+            continue  # a corrupt row is reported by the claim
+        starter = _Starter(
             connection,
-            dict(backfill),
+            row,
             host_id=host_id,
             now=now,
-            slots=slots - len(done.claims),
             rules=rules,
             gate=gate,
-            only=only,
+            live=int(backfill["live"]),
         )
+        room = min(int(backfill["backfill_concurrency"]) - int(backfill["in_flight"]), slots)
+        left = slots - len(done.claims)
+        if only is not None:
+            # Its retries hold their occurrences' slots: they go first.
+            starter.start(str(backfill["backfill_id"]), left, retries=True)
+        if room > 0:
+            starter.start(str(backfill["backfill_id"]), min(room, left - starter.taken))
+        done.claims += starter.write()
     done.more |= len(done.claims) >= slots
     return done
-
-
-def backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
-    """The idempotency key of a backfill's run: the occurrence's own key in modes ``missing``
-    and ``failed`` (the target never saw it succeed), one of the backfill's own in mode ``all``
-    (a deliberate replay is not dropped by a target that deduplicates)."""
-    key = occurrence_key(job_name, occurrence)
-    return f"{key}:backfill:{backfill_id}" if mode == "all" else key
-
-
-# -- one backfill ------------------------------------------------------------------------------
-
-
-def _claim_one(
-    connection: Connection,
-    backfill: dict[str, Any],
-    *,
-    host_id: str,
-    now: datetime,
-    slots: int,
-    rules: ClaimRules,
-    gate: GroupGate,
-    only: str | None,
-) -> list[Claim]:
-    row = ScheduleRecord.from_row(backfill)
-    if schedule_problem(row) is not None:
-        return []  # a corrupt row is reported by the claim
-    room = min(int(backfill["backfill_concurrency"]) - int(backfill["in_flight"]), slots)
-    starter = _Starter(
-        connection,
-        row,
-        host_id=host_id,
-        now=now,
-        rules=rules,
-        gate=gate,
-        backfill=backfill,
-        live=int(backfill["live"]),
-    )
-    if only is not None:
-        # Retries of this backfill's runs hold their item's slot: they go first.
-        starter.retries(slots)
-    if room > 0:
-        starter.items(room)
-    return starter.write()
 
 
 class _Starter:
@@ -156,7 +123,6 @@ class _Starter:
         now: datetime,
         rules: ClaimRules,
         gate: GroupGate,
-        backfill: dict[str, Any],
         live: int,
     ) -> None:
         self._connection = connection
@@ -165,116 +131,58 @@ class _Starter:
         self._now = now
         self._rules = rules
         self._gate = gate
-        self._id = str(backfill["backfill_id"])
-        self._mode = str(backfill["backfill_mode"])
-        self._actor = str(backfill["backfill_actor"])
-        self._reason = backfill["backfill_reason"]
         self._name = row.job_name
         self._token = row.fencing_token
         self._lease_live = row.lease_live(now)
+        # The job's own live runs (outside any backfill): the overlap rule counts these.
         self._live = live
-        self._new: list[dict[str, Any]] = []
-        self._retried: list[Claim] = []
         self._claims: list[Claim] = []
 
-    def items(self, room: int) -> None:
-        query = built(self._connection, "backfill-items", _pending_items)
-        chosen = self._connection.execute(
-            query, {"backfill": self._id, "job": self._name, "room": room}
-        ).all()
-        for occurrence, last in chosen:
-            if not self._admit():
-                return
-            claim = self._claim(
-                occurrence,
-                int(last or 0) + 1,
-                "backfill",
-                backfill_key(self._name, occurrence, self._mode, self._id),
-                attempt_base=int(last or 0),
-            )
-            self._new.append(
-                {
-                    "id": claim.run_id,
-                    "job_name": self._name,
-                    "occurrence": occurrence,
-                    "attempt": claim.attempt,
-                    "source": "backfill",
-                    "outcome": RUNNING,
-                    "host_id": self._host,
-                    "fencing_token": claim.fencing_token,
-                    "idempotency_key": claim.idempotency_key,
-                    "requested_by": claim.requested_by,
-                    "reason": claim.reason,
-                    "queued_at": self._now,
-                    "started_at": self._now,
-                    "lease_expires_at": claim.lease_until,
-                    "backfill_id": self._id,
-                    "attempt_base": claim.attempt_base,
-                }
-            )
+    @property
+    def taken(self) -> int:
+        return len(self._claims)
 
-    def retries(self, room: int) -> None:
-        query = (
-            select(runs)
-            .where(
-                runs.c.backfill_id == self._id,
-                runs.c.outcome == PENDING,
-                runs.c.not_before <= self._now,
-            )
-            .order_by(runs.c.not_before)
-            .limit(room)
-        )
-        for found in self._connection.execute(locked(self._connection, query)).mappings().all():
+    def start(self, backfill_id: str, limit: int, *, retries: bool = False) -> None:
+        """Start up to ``limit`` of the backfill's waiting occurrences, oldest first (with
+        ``retries``, its retries whose backoff has passed)."""
+        if limit <= 0:
+            return
+        name = "backfill-retries" if retries else "backfill-waiting"
+        query = built(self._connection, name, lambda d: _waiting(d, retries=retries))
+        found = self._connection.execute(
+            query, {"backfill": backfill_id, "now": self._now, "limit": limit}
+        ).mappings()
+        for run in found.all():
             if not self._admit():
                 return
-            claim = self._claim(
-                found["occurrence"],
-                int(found["attempt"]),
-                str(found["source"]),
-                str(found["idempotency_key"]),
-                run_id=str(found["id"]),
-                attempt_base=int(found["attempt_base"]),
-            )
-            self._retried.append(claim)
+            self._claim(run, backfill_id)
 
     def write(self) -> list[Claim]:
-        connection = self._connection
-        inserted = set(insert_returning_new(connection, runs, self._new, _RUN_COLUMNS))
-        for claim in self._retried:
-            started = connection.execute(
-                update(runs)
-                .where(runs.c.id == claim.run_id, runs.c.outcome == PENDING)
-                .values(
-                    outcome=RUNNING,
-                    host_id=self._host,
-                    fencing_token=claim.fencing_token,
-                    started_at=self._now,
-                    lease_expires_at=claim.lease_until,
-                )
-            )
-            if started.rowcount:
-                inserted.add(claim.run_id)
-        taken = [c for c in self._claims if c.run_id in inserted]
-        new_ids = {r["id"] for r in self._new}
-        fresh = [c for c in taken if c.run_id in new_ids]
-        if fresh:
-            connection.execute(
-                built(connection, "claim-items", _claim_items),
-                [
-                    {"b_backfill": self._id, "b_occurrence": c.occurrence, "b_run": c.run_id}
-                    for c in fresh
-                ],
-            )
-        if taken:
-            # As in every claim the token only grows; the job's lease stays with its own runs
-            # (each run is fenced by its own row), so a backfill never makes a scheduled
-            # occurrence overlap.
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.job_name == self._name)
-                .values(fencing_token=self._token)
-            )
-        return taken
+        if not self._claims:
+            return []
+        start_pending(
+            self._connection,
+            [
+                {
+                    "b_id": c.run_id,
+                    "host_id": self._host,
+                    "fencing_token": c.fencing_token,
+                    "started_at": self._now,
+                    "lease_expires_at": c.lease_until,
+                    "reason": c.reason,
+                }
+                for c in self._claims
+            ],
+        )
+        # As in every claim the token only grows; the job's lease stays with its own runs
+        # (each run is fenced by its own row), so a backfill never makes a scheduled
+        # occurrence overlap.
+        self._connection.execute(
+            schedules.update()
+            .where(schedules.c.job_name == self._name)
+            .values(fencing_token=self._token)
+        )
+        return self._claims
 
     def _admit(self) -> bool:
         if not self._rules.may_start(self._name, self._live, self._lease_live):
@@ -282,36 +190,27 @@ class _Starter:
         # Behind every occurrence of the group that waits: a backfill never makes one late.
         return self._row.concurrency_group is None or self._gate.admit(self._row, queue_order=True)
 
-    def _claim(
-        self,
-        occurrence: datetime,
-        attempt: int,
-        source: str,
-        key: str,
-        *,
-        run_id: str | None = None,
-        attempt_base: int = 0,
-    ) -> Claim:
+    def _claim(self, run: Any, backfill_id: str) -> None:
         # The backfill's own runs do not count against the overlap rule: its concurrency
         # bounds them.
         self._token += 1
-        claim = Claim(
-            run_id=run_id or new_run_id(),
-            job_name=self._name,
-            occurrence=occurrence,
-            attempt=attempt,
-            source=source,
-            fencing_token=self._token,
-            idempotency_key=key,
-            started_at=self._now,
-            requested_by=self._actor,
-            reason=self._reason,
-            lease_until=self._now + self._rules.lease(self._name),
-            backfill_id=self._id,
-            attempt_base=attempt_base,
+        self._claims.append(
+            Claim(
+                run_id=str(run["id"]),
+                job_name=self._name,
+                occurrence=run["occurrence"],
+                attempt=int(run["attempt"]),
+                source=str(run["source"]),
+                fencing_token=self._token,
+                idempotency_key=str(run["idempotency_key"]),
+                started_at=self._now,
+                requested_by=run["requested_by"],
+                reason=run["reason"],
+                lease_until=self._now + self._rules.lease(self._name),
+                backfill_id=backfill_id,
+                attempt_base=int(run["attempt_base"]),
+            )
         )
-        self._claims.append(claim)
-        return claim
 
 
 # -- the statements, built once ----------------------------------------------------------------
@@ -319,11 +218,17 @@ class _Starter:
 
 def _backfills_query(dialect: str, *, one: bool) -> Any:
     """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
-    items in flight (``in_flight``) and its job's own live runs, outside any backfill
-    (``live``), locked together."""
+    runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
+    any backfill (``live``), locked together."""
     in_flight = (
         select(func.count())
-        .where(backfill_items.c.backfill_id == backfills.c.id, backfill_items.c.state == "claimed")
+        .where(
+            runs.c.backfill_id == backfills.c.id,
+            or_(
+                runs.c.outcome == RUNNING,
+                and_(runs.c.outcome == PENDING, runs.c.priority == PRIORITY_RETRY),
+            ),
+        )
         .scalar_subquery()
     )
     live = (
@@ -331,17 +236,14 @@ def _backfills_query(dialect: str, *, one: bool) -> Any:
         .where(
             runs.c.job_name == backfills.c.job_name,
             runs.c.outcome == RUNNING,
-            runs.c.backfill_id.is_(None),
             runs.c.lease_expires_at >= bindparam("now", type_=runs.c.lease_expires_at.type),
+            runs.c.backfill_id.is_(None),
         )
         .scalar_subquery()
     )
     query = (
         select(
             backfills.c.id.label("backfill_id"),
-            backfills.c.mode.label("backfill_mode"),
-            backfills.c.actor.label("backfill_actor"),
-            backfills.c.reason.label("backfill_reason"),
             backfills.c.concurrency.label("backfill_concurrency"),
             in_flight.label("in_flight"),
             live.label("live"),
@@ -352,7 +254,7 @@ def _backfills_query(dialect: str, *, one: bool) -> Any:
         .order_by(backfills.c.created_at)
     )
     if one:
-        # Its retries hold their items' slots and go first: read it even when it is full.
+        # Its retries hold their occurrences' slots and go first: read it even when it is full.
         query = query.where(backfills.c.id == bindparam("only"))
     else:
         query = query.where(backfills.c.concurrency > in_flight)
@@ -361,36 +263,27 @@ def _backfills_query(dialect: str, *, one: bool) -> Any:
     return query
 
 
-def _pending_items(dialect: str) -> Any:
-    """The backfill's next pending items, oldest first, each with its highest attempt so far."""
-    last = (
-        select(func.max(runs.c.attempt))
-        .where(
-            runs.c.job_name == bindparam("job"), runs.c.occurrence == backfill_items.c.occurrence
+def _waiting(dialect: str, *, retries: bool) -> Any:
+    """The backfill's next waiting occurrences, oldest first, through the index on (backfill_id,
+    outcome, priority, occurrence); with ``retries``, its retries due."""
+    query = select(
+        runs.c.id,
+        runs.c.occurrence,
+        runs.c.attempt,
+        runs.c.attempt_base,
+        runs.c.source,
+        runs.c.idempotency_key,
+        runs.c.requested_by,
+        runs.c.reason,
+    ).where(runs.c.backfill_id == bindparam("backfill"), runs.c.outcome == PENDING)
+    if retries:
+        query = query.where(
+            runs.c.priority == PRIORITY_RETRY,
+            runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
         )
-        .scalar_subquery()
-    )
-    query = (
-        select(backfill_items.c.occurrence, last)
-        .where(
-            backfill_items.c.backfill_id == bindparam("backfill"),
-            backfill_items.c.state == "pending",
-        )
-        .order_by(backfill_items.c.occurrence)
-        .limit(bindparam("room"))
-    )
+    else:
+        query = query.where(runs.c.priority == PRIORITY_BACKFILL)
+    query = query.order_by(runs.c.occurrence).limit(bindparam("limit"))
     if dialect == "postgresql":
-        query = query.with_for_update(skip_locked=True, of=backfill_items)
+        query = query.with_for_update(skip_locked=True)
     return query
-
-
-def _claim_items(_dialect: str) -> Any:
-    return (
-        update(backfill_items)
-        .where(
-            backfill_items.c.backfill_id == bindparam("b_backfill"),
-            backfill_items.c.occurrence == bindparam("b_occurrence"),
-            backfill_items.c.state == "pending",
-        )
-        .values(state="claimed", run_id=bindparam("b_run"))
-    )

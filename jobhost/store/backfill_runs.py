@@ -4,20 +4,17 @@ one transaction each."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 from sqlalchemy.engine import Engine
 
 from jobhost.store.backfill_claims import claim_backfills
-from jobhost.store.backfill_settling import settle_backfills
-from jobhost.store.backfills import BackfillRecord, get_backfill
+from jobhost.store.backfills import BackfillRecord, finish_backfills, get_backfill
 from jobhost.store.claims import Claim, ClaimRules
 from jobhost.store.clock import Clock, database_now
-from jobhost.store.ledger import renew_leases
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import DesiredSchedule, sync_schedules
 
-__all__ = ["claim_backfill", "ensure_scheduled", "renew_run_leases", "settled_backfill"]
+__all__ = ["claim_backfill", "ensure_scheduled", "settled_backfill"]
 
 
 def ensure_scheduled(
@@ -33,11 +30,8 @@ def ensure_scheduled(
 def claim_backfill(
     engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
 ) -> list[Claim]:
-    """Settle the backfill by the ledger (see
-    :func:`~jobhost.store.backfill_settling.settle_backfills`: a run this command lost to a
-    host's abandon pass), then claim up to ``slots`` of its occurrences."""
-    with engine.begin() as connection:
-        settle_backfills(connection, database_now(connection, clock), [backfill_id])
+    """Claim up to ``slots`` of the backfill's occurrences and due retries (the claim first
+    finishes it when nothing of it is left)."""
     with engine.begin() as connection:
         return claim_backfills(
             connection,
@@ -49,17 +43,8 @@ def claim_backfill(
         ).claims
 
 
-def renew_run_leases(
-    engine: Engine, host_id: str, run_ids: Sequence[str], lease: timedelta, clock: Clock
-) -> set[str]:
-    """Extend the leases of ``run_ids`` by ``lease`` from now; the ids no longer held."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        return renew_leases(connection, host_id, run_ids, now + lease)
-
-
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
-    """The backfill after settling it."""
+    """The backfill, finished first when nothing of it is left pending or running."""
     with engine.begin() as connection:
-        settle_backfills(connection, database_now(connection, clock), [backfill_id])
+        finish_backfills(connection, database_now(connection, clock), [backfill_id])
         return get_backfill(connection, backfill_id)

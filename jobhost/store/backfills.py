@@ -2,8 +2,9 @@
 
 :func:`last_outcomes` is one statement over the run table's unique index (job, occurrence,
 attempt): the range's rows in order, of which the last attempt of each occurrence speaks for it.
-A backfill is recorded with its selected occurrences as items; hosts claim them
-(:mod:`jobhost.store.backfill_claims`); readers count them by state.
+A backfill is recorded with each selected occurrence queued as a pending run of it (source
+``backfill``, the lowest priority); hosts claim them (:mod:`jobhost.store.backfill_claims`);
+readers count the occurrences by the state of their newest run.
 """
 
 from __future__ import annotations
@@ -12,19 +13,26 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import case, delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.schema import backfill_items, backfills, runs
+from jobhost.store.claim_model import new_run_id, occurrence_key
+from jobhost.store.records import PENDING, PRIORITY_BACKFILL, RUNNING
+from jobhost.store.schema import backfills, runs
 from jobhost.store.signals import notify
+
+_LIVE = (PENDING, RUNNING)
 
 __all__ = [
     "BackfillRecord",
     "backfill_items_of",
+    "backfill_key",
     "backfill_with_items",
     "cancel_backfill",
     "create_backfill",
+    "finish_backfills",
     "get_backfill",
     "last_outcomes",
     "list_backfills",
@@ -67,7 +75,8 @@ class BackfillRecord:
     created_at: datetime
     finished_at: datetime | None
     counts: dict[str, int] = field(default_factory=dict)
-    """Item state (pending, claimed, succeeded, failed) → how many."""
+    """Occurrence state (pending, claimed, succeeded, failed) → how many; they add up to the
+    occurrences it chose."""
 
     @property
     def selected(self) -> int:
@@ -95,9 +104,12 @@ def create_backfill(
     occurrences: Sequence[datetime],
     now: datetime,
 ) -> str:
-    """Record a backfill of ``occurrences`` and wake the hosts; return its id.
+    """Record a backfill and queue each of ``occurrences`` as its pending run; wake the hosts;
+    return its id.
 
-    A backfill with nothing selected is recorded done at once.
+    Each run is the next attempt of its occurrence, with the attempts before it as its
+    ``attempt_base``: the backfill's retry budget starts there. A backfill with nothing
+    selected is recorded done at once.
     """
     backfill_id = uuid.uuid4().hex
     connection.execute(
@@ -110,25 +122,51 @@ def create_backfill(
             reason=reason,
             actor=actor,
             concurrency=concurrency,
+            selected=len(occurrences),
             state="running" if occurrences else "done",
             created_at=now,
             finished_at=None if occurrences else now,
         )
     )
     if occurrences:
+        tried = _attempts_so_far(connection, job, min(occurrences), max(occurrences))
         connection.execute(
-            backfill_items.insert(),
+            runs.insert(),
             [
-                {"backfill_id": backfill_id, "occurrence": o, "state": "pending"}
-                for o in occurrences
+                {
+                    "id": new_run_id(),
+                    "job_name": job,
+                    "occurrence": occurrence,
+                    "attempt": tried.get(occurrence, 0) + 1,
+                    "attempt_base": tried.get(occurrence, 0),
+                    "source": "backfill",
+                    "outcome": PENDING,
+                    "idempotency_key": backfill_key(job, occurrence, mode, backfill_id),
+                    "requested_by": actor,
+                    "reason": reason,
+                    "queued_at": now,
+                    "not_before": now,
+                    "priority": PRIORITY_BACKFILL,
+                    "backfill_id": backfill_id,
+                }
+                for occurrence in occurrences
             ],
         )
         notify(connection)
     return backfill_id
 
 
+def backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
+    """The idempotency key of a backfill's run: the occurrence's own key in modes ``missing``
+    and ``failed`` (the target never saw it succeed), one of the backfill's own in mode ``all``
+    (a deliberate replay is not dropped by a target that deduplicates)."""
+    key = occurrence_key(job_name, occurrence)
+    return f"{key}:backfill:{backfill_id}" if mode == "all" else key
+
+
 def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> bool:
-    """Stop claiming the backfill's items (its runs in flight go on); False if not running."""
+    """Stop the backfill: its runs never started are deleted (``selected`` still counts
+    them), its runs in flight go on; False if it was not running."""
     result = connection.execute(
         update(backfills)
         .where(backfills.c.id == backfill_id, backfills.c.state == "running")
@@ -137,16 +175,33 @@ def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> 
     if not result.rowcount:
         return False
     connection.execute(
-        update(backfills)
-        .where(
-            backfills.c.id == backfill_id,
-            ~exists().where(
-                backfill_items.c.backfill_id == backfill_id, backfill_items.c.state == "claimed"
-            ),
+        delete(runs).where(
+            runs.c.backfill_id == backfill_id,
+            runs.c.outcome == PENDING,
+            runs.c.source == "backfill",
         )
-        .values(finished_at=now)
     )
+    finish_backfills(connection, now, [backfill_id])
     return True
+
+
+def finish_backfills(
+    connection: Connection, now: datetime, ids: Sequence[str] | None = None
+) -> None:
+    """One statement: a backfill with no run of it pending or running any more is finished
+    (``done`` when it was running). Run by every claim of backfills, and by a cancel."""
+    query = update(backfills).where(
+        backfills.c.finished_at.is_(None),
+        ~exists().where(runs.c.backfill_id == backfills.c.id, runs.c.outcome.in_(_LIVE)),
+    )
+    if ids is not None:
+        query = query.where(backfills.c.id.in_(list(ids)))
+    connection.execute(
+        query.values(
+            state=case((backfills.c.state == "running", "done"), else_=backfills.c.state),
+            finished_at=now,
+        )
+    )
 
 
 def get_backfill(connection: Connection, backfill_id: str) -> BackfillRecord | None:
@@ -172,25 +227,80 @@ def list_backfills(
     if not rows:
         return []
     counts: dict[str, dict[str, int]] = {str(r["id"]): {} for r in rows}
-    for backfill_id, state, count in connection.execute(
-        select(backfill_items.c.backfill_id, backfill_items.c.state, func.count())
-        .where(backfill_items.c.backfill_id.in_(list(counts)))
-        .group_by(backfill_items.c.backfill_id, backfill_items.c.state)
-    ):
+    for backfill_id, state, count in connection.execute(_item_counts(list(counts))):
         counts[str(backfill_id)][str(state)] = int(count)
-    return [BackfillRecord(**r, counts=counts[str(r["id"])]) for r in rows]
+    found = []
+    for row in rows:
+        mine = counts[str(row["id"])]
+        chosen = int(row.pop("selected"))
+        # Occurrences whose run never started and was deleted by a cancel: still pending.
+        never = chosen - sum(mine.values())
+        if never > 0:
+            mine["pending"] = mine.get("pending", 0) + never
+        found.append(BackfillRecord(**row, counts=mine))
+    return found
 
 
 def backfill_items_of(
     connection: Connection, backfill_id: str
 ) -> list[tuple[datetime, str, str | None]]:
-    """(occurrence, state, first run id) of each item of the backfill, oldest first."""
+    """(occurrence, state, first run id) of each occurrence of the backfill that has a run,
+    oldest first: its state by its newest attempt (see :func:`_item_state`)."""
     rows = connection.execute(
-        select(backfill_items.c.occurrence, backfill_items.c.state, backfill_items.c.run_id)
-        .where(backfill_items.c.backfill_id == backfill_id)
-        .order_by(backfill_items.c.occurrence)
+        select(runs.c.occurrence, runs.c.outcome, runs.c.source, runs.c.id)
+        .where(runs.c.backfill_id == backfill_id)
+        .order_by(runs.c.occurrence, runs.c.attempt)
     )
-    return [(o, str(s), r) for o, s, r in rows]
+    items: dict[datetime, tuple[str, str | None]] = {}
+    for occurrence, outcome, source, run_id in rows:
+        first = items[occurrence][1] if occurrence in items else None
+        state = _item_state(str(outcome), str(source))
+        items[occurrence] = (state, first or (None if state == "pending" else str(run_id)))
+    return [(o, state, run_id) for o, (state, run_id) in items.items()]
+
+
+def _item_state(outcome: str, source: str) -> str:
+    """An occurrence of a backfill by its newest run: ``pending`` until its first run starts,
+    ``claimed`` while a run of it runs or a retry waits, then ``succeeded`` or ``failed``."""
+    if outcome == "succeeded":
+        return "succeeded"
+    if outcome == RUNNING or (outcome == PENDING and source == "retry"):
+        return "claimed"
+    return "pending" if outcome == PENDING else "failed"
+
+
+def _item_counts(ids: list[str]) -> Any:
+    """Each backfill's occurrences by state, from the newest run of each, in SQL."""
+    newer = runs.alias("newer")
+    state = case(
+        (runs.c.outcome == "succeeded", "succeeded"),
+        (runs.c.outcome == RUNNING, "claimed"),
+        ((runs.c.outcome == PENDING) & (runs.c.source == "retry"), "claimed"),
+        (runs.c.outcome == PENDING, "pending"),
+        else_="failed",
+    ).label("state")
+    newest = ~exists().where(
+        newer.c.backfill_id == runs.c.backfill_id,
+        newer.c.occurrence == runs.c.occurrence,
+        newer.c.attempt > runs.c.attempt,
+    )
+    return (
+        select(runs.c.backfill_id, state, func.count())
+        .where(runs.c.backfill_id.in_(ids), newest)
+        .group_by(runs.c.backfill_id, state)
+    )
+
+
+def _attempts_so_far(
+    connection: Connection, job: str, first: datetime, last: datetime
+) -> dict[datetime, int]:
+    """The highest attempt of each occurrence of ``job`` in [first, last] that has any."""
+    rows = connection.execute(
+        select(runs.c.occurrence, func.max(runs.c.attempt))
+        .where(runs.c.job_name == job, runs.c.occurrence >= first, runs.c.occurrence <= last)
+        .group_by(runs.c.occurrence)
+    )
+    return {occurrence: int(attempt) for occurrence, attempt in rows}
 
 
 def backfill_with_items(

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, locked
 from jobhost.store.claim_model import ClaimBatch, ClaimRules
-from jobhost.store.records import PENDING, RUNNING, DueSchedule, RunRecord
+from jobhost.store.records import PENDING, PRIORITY_BACKFILL, RUNNING, DueSchedule, RunRecord
 from jobhost.store.schema import IS_PENDING, runs, schedules
 
 __all__ = [
@@ -82,6 +82,8 @@ def _due_pending_query(dialect: str) -> Any:
         select(runs)
         .where(
             IS_PENDING,
+            # A backfill's waiting occurrences are claimed by the backfill claim, after.
+            runs.c.priority < PRIORITY_BACKFILL,
             or_(
                 runs.c.not_before.is_(None),
                 runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),

@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from jobhost.store.doorbell import ring
+from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -33,6 +34,7 @@ __all__ = [
     "normalise_url",
     "reading",
     "ring_after_commit",
+    "store_file",
 ]
 
 _SQLITE_BUSY_MS = 30_000
@@ -49,6 +51,9 @@ _RING = "jobhost_ring"
 # One lock per SQLite file, shared by every engine of this process on it.
 _FILE_LOCKS: dict[str, threading.RLock] = {}
 _ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
+# The file each SQLite engine opened: a command's URL names it as a ``file:`` URI (read-only, or
+# refusing to create it), which no longer says where the file and its doorbells are.
+_STORE_FILES: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
 
 
 def create_store_engine(
@@ -58,6 +63,8 @@ def create_store_engine(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
     idle_transaction_timeout: float = DEFAULT_IDLE_TRANSACTION_TIMEOUT,
+    pooling: PoolingMode = "none",
+    listen_url: str | None = None,
     **options: Any,
 ) -> Engine:
     """An engine for the store at ``url`` (SQLite or PostgreSQL).
@@ -70,7 +77,8 @@ def create_store_engine(
     long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
     would otherwise keep its rows locked, and every other replica skips locked rows, so the
     runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
-    for its write lock up to its own busy timeout.
+    for its write lock up to its own busy timeout. ``pooling`` and ``listen_url``: PostgreSQL
+    behind a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -93,6 +101,8 @@ def create_store_engine(
         # instead of sleeping in SQLite's busy handler between tries.
         key = str(path) if path is not None else f"memory:{id(engine)}"
         _ENGINE_LOCKS[engine] = _FILE_LOCKS.setdefault(key, threading.RLock())
+        if path is not None:
+            _STORE_FILES[engine] = path
         event.listen(
             engine, "connect", _sqlite_on_connect_read_only if read_only else _sqlite_on_connect
         )
@@ -102,36 +112,53 @@ def create_store_engine(
         return engine
     options.setdefault("pool_pre_ping", True)
     options.setdefault("pool_size", 10)
-    options["connect_args"] = {
-        **_postgres_timeouts(parsed, connect_timeout, statement_timeout, idle_transaction_timeout),
-        **options.get("connect_args", {}),
-    }
     if connect_timeout > 0:
         options.setdefault("pool_timeout", connect_timeout)
-    return create_engine(parsed, **options)
+    server = _server_settings(statement_timeout, idle_transaction_timeout)
+    if pooling == "transaction":
+        # Nothing may live in the session: the pooler lends it to others between transactions.
+        pooled = Pooling(pooling, listen_url)
+        server = {**option_pairs(parsed), **server}
+        parsed = parsed.difference_update_query(["options"])
+        args = {**_connect_timeouts(connect_timeout), "prepare_threshold": None}
+    else:
+        pooled = Pooling(pooling, listen_url, session=tuple(server.items()))
+        args = {**_connect_timeouts(connect_timeout), **_startup_options(parsed, server)}
+        server = {}
+    options["connect_args"] = {**args, **options.get("connect_args", {})}
+    engine = create_engine(parsed, **options)
+    set_locally(engine, pooled, server)
+    return engine
 
 
-def _postgres_timeouts(
-    url: URL, connect: float, statement: float, idle_transaction: float
-) -> dict[str, Any]:
-    """libpq's parameters for the timeouts and the session's zone; the URL's own ``options``
-    are kept."""
-    args: dict[str, Any] = {}
-    if connect > 0:
-        args["connect_timeout"] = max(2, round(connect))  # libpq's least
-        args["tcp_user_timeout"] = round(connect * 1000)
-        # A connection whose peer vanished is found within about ``connect`` seconds idle.
-        args["keepalives"] = 1
-        args["keepalives_idle"] = max(1, round(connect / 2))
-        args["keepalives_interval"] = max(1, round(connect / 6))
-        args["keepalives_count"] = 3
-    server = {
+def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:
+    """The server settings the store's timeouts ask for (0: off, not sent), in milliseconds."""
+    wanted = {
         "statement_timeout": statement,
         "idle_in_transaction_session_timeout": idle_transaction,
     }
-    wanted = " ".join(
-        f"-c {name}={round(seconds * 1000)}" for name, seconds in server.items() if seconds > 0
-    )
+    return {name: str(round(seconds * 1000)) for name, seconds in wanted.items() if seconds > 0}
+
+
+def _connect_timeouts(connect: float) -> dict[str, Any]:
+    """libpq's parameters for opening a connection and finding a dead peer."""
+    if connect <= 0:
+        return {}
+    return {
+        "connect_timeout": max(2, round(connect)),  # libpq's least
+        "tcp_user_timeout": round(connect * 1000),
+        # A connection whose peer vanished is found within about ``connect`` seconds idle.
+        "keepalives": 1,
+        "keepalives_idle": max(1, round(connect / 2)),
+        "keepalives_interval": max(1, round(connect / 6)),
+        "keepalives_count": 3,
+    }
+
+
+def _startup_options(url: URL, server: dict[str, str]) -> dict[str, Any]:
+    """libpq's ``options`` for the server settings and the session's zone; the URL's own
+    ``options`` are kept."""
+    wanted = " ".join(f"-c {name}={value}" for name, value in server.items())
     given = url.query.get("options", "")
     given = given if isinstance(given, str) else " ".join(given)
     # The session's zone is UTC unless the URL's options name another (theirs come after, and
@@ -140,9 +167,9 @@ def _postgres_timeouts(
     # again: a third of the time of reading 10,000 schedule rows. Nothing the store does
     # depends on the session's zone: every time is a timestamptz, compared as an instant. An
     # engine with no server setting to send sends no options at all, as before.
-    if wanted or given:
-        args["options"] = f"-c TimeZone=UTC {given} {wanted}".strip()
-    return args
+    if not (wanted or given):
+        return {}
+    return {"options": f"-c TimeZone=UTC {given} {wanted}".strip()}
 
 
 def normalise_url(url: str | URL) -> URL:
@@ -162,6 +189,13 @@ def ring_after_commit(connection: Connection) -> None:
     """SQLite: once this transaction commits, wake the processes waiting beside the file (see
     :mod:`jobhost.store.doorbell`); a rollback rings nobody."""
     connection.info[_RING] = True
+
+
+def store_file(engine: Engine) -> Path | None:
+    """The SQLite file the engine opened, absolute; None for PostgreSQL or an in-memory
+    database. Unlike :func:`sqlite_path` of ``engine.url``, it knows the file of an engine whose
+    URL is a ``file:`` URI (every command's, see :func:`create_store_engine`)."""
+    return _STORE_FILES.get(engine)
 
 
 def is_postgres(engine: Engine) -> bool:
@@ -251,7 +285,7 @@ def _end(connection: Connection, statement: str) -> None:
             raw.execute(statement)
     finally:
         _release(connection)
-    path = sqlite_path(connection.engine.url)
+    path = store_file(connection.engine)
     if rings and statement == "COMMIT" and path is not None:
         ring(path)
 

@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built, execute_isolating, json_rows, locked, rows_json
-from jobhost.store.backfill_settling import Ended, settle_ended
+from jobhost.store.backfills import finish_backfills
 from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
 from jobhost.store.signals import notify
@@ -162,13 +162,10 @@ def record_outcomes(
         if item.units is not None:
             record_unit_counts(connection, item.run_id, item.units)
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
-    ended = [
-        Ended(o.backfill_id, o.occurrence, o.end.outcome, retried=o.retry is not None)
-        for o in recorded
-        if o.backfill_id is not None and o.occurrence is not None
-    ]
+    ended = {o.backfill_id for o in recorded if o.backfill_id is not None}
     if ended:
-        settle_ended(connection, ended, now)
+        # A backfill ends with the write of its last run (its retry, when one was queued).
+        finish_backfills(connection, now, sorted(ended))
     if any(o.awaited for o in recorded):
         notify(connection)
     return {o.run_id for o in recorded}

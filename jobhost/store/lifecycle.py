@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store import hosts as host_rows
 from jobhost.store import ledger
-from jobhost.store.backfill_settling import settle_backfills
+from jobhost.store.backfills import finish_backfills
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.records import RunRecord
@@ -75,7 +75,7 @@ def start_host(
         )
         gone = host_rows.settle_earlier_incarnations(connection, host_id, now)
         ledger.queue_retries(connection, retries_for(gone, now), now)
-        settle_backfills(connection, now, {r.backfill_id for r in gone if r.backfill_id})
+        _finish_backfills_of(connection, gone, now)
 
 
 def mark_synced(engine: Engine, host_id: str, *, catalog_version: str, clock: Clock) -> None:
@@ -135,7 +135,7 @@ def abandon_dead_runs(
     with engine.begin() as connection:
         gone = ledger.abandon_expired_runs(connection, now, implausible=implausible)
         ledger.queue_retries(connection, retries_for(gone, now), now)
-        settle_backfills(connection, now, {r.backfill_id for r in gone if r.backfill_id})
+        _finish_backfills_of(connection, gone, now)
         freed = ledger.release_expired_leases(connection, now)
     return bool(gone) or freed > 0
 
@@ -147,3 +147,9 @@ def renew_lease(engine: Engine, host_id: str, run_id: str, lease: timedelta, clo
     with engine.begin() as connection:
         now = database_now(connection, clock)
         return not ledger.renew_leases(connection, host_id, [run_id], now + lease)
+
+
+def _finish_backfills_of(connection: Connection, gone: list[RunRecord], now: datetime) -> None:
+    ids = sorted({r.backfill_id for r in gone if r.backfill_id is not None})
+    if ids:
+        finish_backfills(connection, now, ids)

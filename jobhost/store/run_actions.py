@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store import ledger
-from jobhost.store.backfill_settling import settle_backfills
+from jobhost.store.backfills import finish_backfills
 from jobhost.store.claims import new_run_id, occurrence_key
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.records import PENDING, RUNNING, RunRecord
@@ -116,7 +116,7 @@ def cancel_logged(
             done = finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
             state = "cancelled" if done else "started"
             if done and run.backfill_id is not None:
-                settle_backfills(connection, now, [run.backfill_id])  # its item ends with it
+                finish_backfills(connection, now, [run.backfill_id])  # it may have been its last
         elif request_cancel(connection, run.id, actor=actor, reason=reason, now=now):
             state = "requested"
         else:
@@ -136,15 +136,15 @@ def cancel_logged(
 
 
 def renew_watching_cancel(
-    engine: Engine, host_id: str, run_id: str, lease: timedelta, clock: Clock
-) -> str | None:
-    """Extend one run's lease by ``lease`` from now, and read whether an operator asked to
-    cancel it: the reason the executor is given, or None. (A command running a job in its own
+    engine: Engine, host_id: str, run_ids: Sequence[str], lease: timedelta, clock: Clock
+) -> dict[str, str]:
+    """Extend the leases of ``run_ids`` by ``lease`` from now, and read which an operator asked
+    to cancel: run id → the reason its executor is given. (A command running jobs in its own
     process has no signal watcher: it looks at each renewal.)"""
     with engine.begin() as connection:
         now = database_now(connection, clock)
-        ledger.renew_leases(connection, host_id, [run_id], now + lease)
-        return cancel_requests(connection, [run_id]).get(run_id)
+        ledger.renew_leases(connection, host_id, run_ids, now + lease)
+        return cancel_requests(connection, run_ids)
 
 
 def lock_run(connection: Connection, run_id: str) -> RunRecord | None:

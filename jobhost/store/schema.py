@@ -29,7 +29,6 @@ __all__ = [
     "IS_PENDING",
     "IS_RUNNING",
     "RUN_OCCURRENCE_CONSTRAINT",
-    "backfill_items",
     "backfills",
     "concurrency_groups",
     "hosts",
@@ -169,9 +168,11 @@ runs = Table(
     # has finished, so its finishing update writes no entry to them. Queries that use them name
     # the same condition. They are not declared here because a partial index's PostgreSQL
     # option loads PostgreSQL's dialect into every SQLite command.
-    #   ix_runs_outcome_not_before (outcome, not_before) WHERE outcome = 'pending'
+    #   ix_runs_outcome_priority_not_before (outcome, priority, not_before)
+    #       WHERE outcome = 'pending'  (0015; a host's claim reads priorities below backfills')
     #   ix_runs_outcome_lease_expires_at (outcome, lease_expires_at) WHERE outcome = 'running'
-    #   ix_runs_backfill_id (backfill_id) WHERE backfill_id IS NOT NULL
+    #   ix_runs_backfill_id_outcome_priority_occurrence (backfill_id, outcome, priority,
+    #       occurrence) WHERE backfill_id IS NOT NULL  (0015)
     Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
 
@@ -250,23 +251,14 @@ backfills = Table(
     Column("reason", Text),
     Column("actor", String(200), nullable=False),
     Column("concurrency", Integer, nullable=False),
-    # running → done (every item settled) or cancelled (no new item claimed).
+    # How many occurrences it chose: each waits as a pending run of it (0015).
+    Column("selected", Integer, nullable=False, server_default="0"),
+    # running → done (no run of it pending or running) or cancelled (its runs never started
+    # are deleted; finished_at once none of it runs).
     Column("state", String(16), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime()),
     Index("ix_backfills_state", "state"),
-)
-
-# One selected occurrence of a backfill: pending → claimed (run_id: its first run) → succeeded
-# or failed, by the final outcome of its runs (a retry carries the backfill id too).
-backfill_items = Table(
-    "backfill_items",
-    metadata,
-    Column("backfill_id", String(64), primary_key=True),
-    Column("occurrence", UTCDateTime(), primary_key=True),
-    Column("state", String(16), nullable=False),
-    Column("run_id", String(64)),
-    Index("ix_backfill_items_state", "state"),
 )
 
 # The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_minutes.py): runs

@@ -11,6 +11,10 @@ wakes a watcher while nobody signals. A host's heartbeat also reads the counter
 delays the wake by one heartbeat at most. Where no doorbell can be had, the watcher falls back
 to looking every half second at the store file and its write-ahead log (one ``stat`` each),
 reading the counter only when one of them changed.
+
+Behind a transaction-mode pooler a ``LISTEN`` would hold a server connection the pooler lends
+to others: the listener connects to ``store_listen_url`` (past the pooler) instead, or, without
+one, the watcher reads the counter once a second (:mod:`jobhost.store.pooling`).
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, text, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import Doorbell
-from jobhost.store.engine import reading, ring_after_commit, sqlite_path
+from jobhost.store.engine import reading, ring_after_commit, store_file
+from jobhost.store.pooling import pooling_of
 from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
@@ -43,6 +48,11 @@ _CHANNEL_SQL = "'jobhost_' || left(md5(coalesce(current_schema(), '')), 16)"
 """The store's channel, computed by the server from the connection's schema: a name of fixed
 length (a schema's name may be as long as a channel's may be) and of hexadecimal digits only."""
 _NOTIFY = text(f"SELECT pg_notify({_CHANNEL_SQL}, '')")
+_CHANNEL = text(f"SELECT {_CHANNEL_SQL}")
+_POOLED_POLL_SECONDS = 1.0
+"""How often a host behind a transaction pooler with no direct URL reads the counter."""
+_POOLED_SIGNAL_SECONDS = 0.25
+"""The same for a command waiting for a host's answer: a short wait, a tiny read."""
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_SECONDS = 5.0
 _SQLITE_SIGNAL_SECONDS = 0.05
@@ -105,22 +115,30 @@ class SignalWatcher:
             retry.call(self._follow)
 
     def _follow(self) -> None:
-        if self._engine.dialect.name == "postgresql":
-            self._listen()
-        else:
+        if self._engine.dialect.name != "postgresql":
             self._poll()
+        elif _listen_dsn(self._engine) is None:
+            self._poll_counter()
+        else:
+            self._listen()
+
+    def _poll_counter(self) -> None:
+        self._read_counter()
+        while not self._stopped.wait(_POOLED_POLL_SECONDS):
+            self._read_counter()
 
     def _listen(self) -> None:
         import psycopg  # PostgreSQL only: an SQLite store's command need not import it
 
-        url = self._engine.url.set(drivername="postgresql")
-        dsn = url.render_as_string(hide_password=False)
+        dsn = _listen_dsn(self._engine)
+        assert dsn is not None
+        channel = _channel(self._engine)
         stop_reader, stop_writer = socket.socketpair()
         with self._lock:
             self._interrupt = stop_writer
         try:
             with psycopg.connect(dsn, autocommit=True) as connection:
-                _listen_on_channel(connection)
+                _listen_on_channel(connection, channel)
                 # The socket's readiness, not psycopg's notifies(), which wakes every 0.1s.
                 with selectors.DefaultSelector() as selector:
                     selector.register(connection.pgconn.socket, selectors.EVENT_READ)
@@ -138,7 +156,7 @@ class SignalWatcher:
             stop_writer.close()
 
     def _poll(self) -> None:
-        path = sqlite_path(self._engine.url)
+        path = store_file(self._engine)
         doorbell = Doorbell.open(path) if path is not None else None
         if doorbell is None:
             self._poll_stamps(path)
@@ -193,18 +211,18 @@ class ChangeSignal:
         self._seen: int | None = None
 
     def __enter__(self) -> ChangeSignal:
-        if self._engine.dialect.name == "postgresql":
+        dsn = _listen_dsn(self._engine)
+        if dsn is not None:
             import psycopg
 
-            url = self._engine.url.set(drivername="postgresql")
-            dsn = url.render_as_string(hide_password=False)
+            channel = _channel(self._engine)
             try:
                 self._listening = psycopg.connect(dsn, autocommit=True)
-                _listen_on_channel(self._listening)
+                _listen_on_channel(self._listening, channel)
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError("LISTEN", None, error) from error
         else:
-            path = sqlite_path(self._engine.url)
+            path = store_file(self._engine)
             self._doorbell = Doorbell.open(path) if path is not None else None
             try:
                 self._seen = self._version()
@@ -236,7 +254,11 @@ class ChangeSignal:
             if self._doorbell is not None:
                 self._doorbell.wait(left)
             else:
-                time.sleep(min(_SQLITE_SIGNAL_SECONDS, left))
+                time.sleep(min(self._poll_seconds(), left))
+
+    def _poll_seconds(self) -> float:
+        postgres = self._engine.dialect.name == "postgresql"
+        return _POOLED_SIGNAL_SECONDS if postgres else _SQLITE_SIGNAL_SECONDS
 
     def _version(self) -> int | None:
         with reading(self._engine) as connection:
@@ -244,10 +266,31 @@ class ChangeSignal:
         return version
 
 
-def _listen_on_channel(connection: psycopg.Connection[Any]) -> None:
+def _listen_dsn(engine: Engine) -> str | None:
+    """Where to ``LISTEN``: the store itself, or past its transaction pooler; None where no
+    connection can (SQLite, or a transaction pooler with no direct URL): read the counter."""
+    if engine.dialect.name != "postgresql":
+        return None
+    pooling = pooling_of(engine)
+    if not pooling.per_transaction:
+        url = engine.url
+    elif pooling.listen_url is not None:
+        url = make_url(pooling.listen_url)
+    else:
+        return None
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _channel(engine: Engine) -> str:
+    """The channel the store's transactions notify, as their own schema names it (a direct
+    listener's URL need not repeat the store's search path)."""
+    with reading(engine) as connection:
+        return str(connection.execute(_CHANNEL).scalar_one())
+
+
+def _listen_on_channel(connection: psycopg.Connection[Any], channel: str) -> None:
     from psycopg import sql
 
-    channel = connection.execute(f"SELECT {_CHANNEL_SQL}").fetchall()[0][0]
     connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
 

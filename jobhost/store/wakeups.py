@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built
+from jobhost.store.records import PRIORITY_BACKFILL, PRIORITY_MANUAL
 from jobhost.store.schema import IS_PENDING, IS_RUNNING, backfills, runs, schedules
 
 __all__ = ["Wakeups", "next_wakeups", "oldest_due"]
@@ -91,7 +92,12 @@ def _wakeups_query(_dialect: str) -> Any:
     )
     retry = (
         select(runs.c.not_before)
-        .where(IS_PENDING, runs.c.not_before.is_not(None), runs.c.job_name.not_in(skip))
+        .where(
+            IS_PENDING,
+            runs.c.priority < PRIORITY_BACKFILL,
+            runs.c.not_before.is_not(None),
+            runs.c.job_name.not_in(skip),
+        )
         .order_by(runs.c.not_before)
         .limit(1)
     )
@@ -103,13 +109,19 @@ def _wakeups_query(_dialect: str) -> Any:
     )
     request = (
         select(runs.c.queued_at)
-        .where(IS_PENDING, runs.c.not_before.is_(None), runs.c.job_name.not_in(skip))
+        .where(
+            IS_PENDING,
+            runs.c.priority == PRIORITY_MANUAL,
+            runs.c.not_before.is_(None),
+            runs.c.job_name.not_in(skip),
+        )
         .order_by(runs.c.queued_at)
         .limit(1)
     )
     backfill = (
         select(backfills.c.created_at)
-        .where(backfills.c.state == "running")
+        # A cancelled backfill with runs still in flight is finished by a claim too.
+        .where(backfills.c.finished_at.is_(None))
         .order_by(backfills.c.created_at)
         .limit(1)
     )

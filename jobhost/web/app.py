@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.web.access import ReadAccess
 from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, lower_priority
+from jobhost.web.bodies import BODY_TIMEOUT, MAX_FORM, BodiesFirst
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
 from jobhost.web.headers import SecurityHeaders
@@ -46,15 +47,20 @@ class PrettyJSON(JSONResponse):
         return json.dumps(content, indent=2).encode()
 
 
-async def blocking(call: Callable[[], _T]) -> _T:
-    """Run ``call`` on a worker thread, at a lower priority than the firing loop's; a request
-    timeout abandons it rather than waiting."""
+async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None = None) -> _T:
+    """Run ``call`` on a worker thread (one of ``limiter``'s, or of the shared pool), at a lower
+    priority than the firing loop's; a request timeout abandons it rather than waiting."""
 
     def lowered() -> _T:
         lower_priority()
         return call()
 
-    return await anyio.to_thread.run_sync(lowered, abandon_on_cancel=True)
+    return await anyio.to_thread.run_sync(lowered, abandon_on_cancel=True, limiter=limiter)
+
+
+_PROBE_THREADS = 4
+"""Worker threads of the probes' own: pages and the API, all at work on a slow store, may hold
+every thread of the shared pool, and a probe must not wait behind them."""
 
 
 _API_PATH = "/api/v1/"
@@ -70,11 +76,15 @@ def create_app(
     access: ReadAccess | None = None,
     concurrency: int | None = None,
     queue_wait: float = QUEUE_WAIT,
+    body_limit: int = MAX_FORM,
+    body_timeout: float = BODY_TIMEOUT,
 ) -> Starlette:
     """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
 
     With ``concurrency``, at most that many requests work at once (the probes and ``/metrics``
-    aside); more wait briefly, then are answered 503 (:class:`BoundedRequests`).
+    aside); more wait briefly, then are answered 503 (:class:`BoundedRequests`). A request's
+    body (up to ``body_limit`` bytes) is read before it waits, within ``body_timeout`` seconds
+    (:class:`BodiesFirst`).
 
     The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
     dashboard, for people) are served but not listed.
@@ -116,11 +126,13 @@ def create_app(
     bounded = (
         [Middleware(BoundedRequests, limit=concurrency, wait=queue_wait)] if concurrency else []
     )
+    bodies = Middleware(BodiesFirst, limit=body_limit, seconds=body_timeout)
     return Starlette(
         routes=[*listed, *pages],
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(CatchUnexpected),
+            bodies,
             *bounded,
             Middleware(StoreUnavailable),
             Middleware(RequestTimeout, seconds=request_timeout),
@@ -165,8 +177,15 @@ def _probe(probe: Probe, *, inline: bool = False) -> Handler:
     """``inline``: the probe reads only memory, so it runs on the event loop; it never waits
     for a worker thread, which requests stuck on a hung store may all hold."""
 
+    threads: list[anyio.CapacityLimiter] = []  # made on the server's loop, at the first probe
+
     async def endpoint(_request: Request) -> Response:
-        ok, detail = probe() if inline else await blocking(probe)
+        if inline:
+            ok, detail = probe()
+        else:
+            if not threads:
+                threads.append(anyio.CapacityLimiter(_PROBE_THREADS))
+            ok, detail = await blocking(probe, threads[0])
         return PrettyJSON({"ok": ok, "detail": detail}, 200 if ok else 503)
 
     return endpoint

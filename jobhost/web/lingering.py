@@ -54,11 +54,20 @@ class _GentleClose:
             self._transport.close()
             return
         self.lingering = True
-        self._transport.write_eof()
+        try:
+            self._transport.write_eof()
+        except OSError:  # the client is gone already: nothing to linger for
+            self._transport.close()
+            return
         # Input paused by flow control would fill the kernel's buffer and stall the client:
         # read on, to drop it.
         self._transport.resume_reading()
         asyncio.get_running_loop().call_later(LINGER_SECONDS, self._transport.close)
+
+    def close_now(self) -> None:
+        """Close without lingering: the answer still unsent, and unread input, are lost."""
+        self.lingering = True
+        self._transport.close()
 
     def is_closing(self) -> bool:
         return self.lingering or self._transport.is_closing()

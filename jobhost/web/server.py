@@ -8,6 +8,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import uvicorn
@@ -15,22 +16,42 @@ from starlette.types import ASGIApp
 
 from jobhost.errors import ConfigError
 from jobhost.web.admission import lower_priority
-from jobhost.web.lingering import LingeringHttp
+from jobhost.web.connections import ConnectionGuard, guarded_http
 
-__all__ = ["WebServer"]
+__all__ = ["HEADER_TIMEOUT", "MAX_CONNECTIONS", "WebServer"]
 
 _log = logging.getLogger("jobhost.http")
 # Idle keep-alive connections are closed after this long, so a stuck client holds nothing.
 _KEEP_ALIVE_SECONDS = 5
-_MAX_CONNECTIONS = 200
+HEADER_TIMEOUT = 5.0
+"""The default of ``http_header_timeout``, in seconds."""
+MAX_CONNECTIONS = 200
+"""Connections held at once; past it a new one takes an idle or unfinished one's place."""
+# uvicorn says each malformed request head in a line of its own: one a minute is enough.
+_UVICORN_REPEATS = ("Invalid HTTP request received.",)
 
 
 class WebServer:
-    """uvicorn on ``address``, bound at construction so the port is known and errors early."""
+    """uvicorn on ``address``, bound at construction so the port is known and errors early.
 
-    def __init__(self, address: tuple[str, int], app: ASGIApp) -> None:
+    Its connections are held to :class:`~jobhost.web.connections.ConnectionGuard`'s limits in
+    place of uvicorn's ``limit_concurrency`` (which counts idle connections, so that a few
+    hundred of them shut every request out); what requests may work at once is the
+    application's business (``http_concurrency``).
+    """
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        app: ASGIApp,
+        *,
+        header_timeout: float = HEADER_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         """Bind ``address`` now; :class:`ConfigError` (exit 3) when it cannot be listened on."""
         self._socket = _bind(address)
+        self.guard = ConnectionGuard(header_timeout=header_timeout, max_connections=max_connections)
+        _quiet_uvicorn_repeats()
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -38,13 +59,13 @@ class WebServer:
             access_log=False,
             lifespan="off",
             timeout_keep_alive=_KEEP_ALIVE_SECONDS,
-            limit_concurrency=_MAX_CONNECTIONS,
+            limit_concurrency=None,
             timeout_graceful_shutdown=2,
             server_header=False,
             # Nothing here speaks WebSocket: its protocol libraries (a fair share of the
             # host's start-up to import) are not loaded.
             ws="none",
-            http=LingeringHttp,
+            http=guarded_http(self.guard),
         )
         self._server = _Server(config)
         self._thread: threading.Thread | None = None
@@ -94,6 +115,43 @@ class _Server(uvicorn.Server):
         finally:
             for sig, handler in before.items():
                 signal.signal(sig, handler)
+
+
+class _OncePerMinute(logging.Filter):
+    """Lets each of uvicorn's repeated warnings through once a minute, counting the rest."""
+
+    def __init__(self, every: float = 60.0) -> None:
+        super().__init__()
+        self._every = every
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._dropped: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.msg
+        if not isinstance(text, str) or text not in _UVICORN_REPEATS:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(text)
+            if last is not None and now - last < self._every:
+                self._dropped[text] = self._dropped.get(text, 0) + 1
+                return False
+            self._last[text] = now
+            dropped = self._dropped.pop(text, 0)
+        if dropped:
+            record.msg = f"{text} ({dropped} more since the last such line, not logged)"
+        return True
+
+
+_quieted = threading.Lock()
+
+
+def _quiet_uvicorn_repeats() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    with _quieted:
+        if not any(isinstance(each, _OncePerMinute) for each in logger.filters):
+            logger.addFilter(_OncePerMinute())
 
 
 def _bind(address: tuple[str, int]) -> socket.socket:

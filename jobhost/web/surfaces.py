@@ -7,6 +7,7 @@ the caller's ``routes``, then the dashboard at ``/``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
@@ -17,6 +18,7 @@ from jobhost.operations.running_host import RunningHost
 from jobhost.store import Engine
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.app import create_app
+from jobhost.web.bodies import MAX_FORM
 from jobhost.web.deferred import DeferredApp
 from jobhost.web.endpoints import host_endpoints, store_endpoints
 from jobhost.web.exposition import ExpositionCache
@@ -39,6 +41,7 @@ def host_application(
     access = ReadAccess(settings, brake)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
     timeout = settings.http_request_timeout.total_seconds()
+    bodies = _bodies(settings)
 
     def whole() -> Starlette:
         from jobhost.web.api import api_routes
@@ -55,10 +58,15 @@ def host_application(
             request_timeout=timeout,
             access=access,
             concurrency=settings.http_concurrency,
+            **bodies,
         )
 
     probes = create_app(
-        endpoints, request_timeout=timeout, access=access, concurrency=settings.http_concurrency
+        endpoints,
+        request_timeout=timeout,
+        access=access,
+        concurrency=settings.http_concurrency,
+        **bodies,
     )
     return DeferredApp(probes, whole)
 
@@ -79,4 +87,19 @@ def store_application(
         request_timeout=settings.http_request_timeout.total_seconds(),
         access=ReadAccess(settings, brake),
         concurrency=settings.http_concurrency,
+        **_bodies(settings),
     )
+
+
+class _Bodies(TypedDict):
+    body_limit: int
+    body_timeout: float
+
+
+def _bodies(settings: Settings) -> _Bodies:
+    """How much of a body is read before admission (the most any endpoint reads), and how long
+    it may take."""
+    return {
+        "body_limit": max(settings.api_body_limit, MAX_FORM),
+        "body_timeout": settings.http_body_timeout.total_seconds(),
+    }

@@ -18,6 +18,17 @@ from returns.result import Failure, Success
 
 SECRET_URL = "postgresql://app:S3cretPW@db/app"
 HUGE = 5_000_000
+# Credentials of the shapes the host redacts, and where a job may write them.
+STRIPE_KEY = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+DB_PASSWORD = "Hunter2-Hunter2"
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+CREDENTIAL_LINES = (
+    "before the call",
+    f"calling the API with Authorization: Bearer {STRIPE_KEY}",
+    f"connecting to host=db user=app password={DB_PASSWORD} dbname=app",
+    f"uploading with {AWS_KEY} to the bucket",
+    "after the call",
+)
 
 
 class _Custom(BaseException):
@@ -49,6 +60,12 @@ def _cancelled(_context: JobContext) -> object:
     raise JobCancelled("nobody cancelled me")
 
 
+def _log_credentials(context: JobContext) -> object:
+    for line in CREDENTIAL_LINES:
+        context.logger.warning("%s", line)
+    return Failure(f"refused: Authorization: Bearer {STRIPE_KEY} password={DB_PASSWORD} {AWS_KEY}")
+
+
 async def _async_raise(_context: JobContext) -> object:
     await asyncio.sleep(0)
     raise RuntimeError(f"async failure via {SECRET_URL}")
@@ -59,6 +76,7 @@ BEHAVIOURS: dict[str, Any] = {
     "raise-secret": _raise_secret,
     "fail-secret": lambda _c: Failure(f"refused by {SECRET_URL}"),
     "log-secret": _log_secret,
+    "log-credentials": _log_credentials,
     "exit-3": lambda _c: sys.exit(3),
     "exit-none": lambda _c: sys.exit(),
     "exit-text": lambda _c: sys.exit("giving up"),

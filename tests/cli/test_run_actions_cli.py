@@ -177,3 +177,48 @@ def test_cancel_stops_a_run_on_a_live_host_and_in_a_trigger_process(operator: Op
     assert child.returncode == 1, stderr
     assert "cancel asked by" in stderr and stdout.startswith("cancelled: sample.slow")
     assert [c["action"] for c in _changes(operator)] == ["trigger", "cancel", "trigger", "cancel"]
+
+
+def test_cancel_stops_a_backfill_run_in_the_backfill_process(operator: Operator) -> None:
+    operator.configure(JOBS, heartbeat_interval="1s")
+    operator.sync()
+    # No host: the backfill command runs the occurrence itself, and a cancel reaches it there.
+    start = (OCCURRENCE - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = (OCCURRENCE + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    child = subprocess.Popen(
+        [
+            *_COMMAND,
+            str(operator.config),
+            "backfill",
+            "sample.slow",
+            "--from",
+            start,
+            "--to",
+            end,
+            "--mode",
+            "all",
+            "--reason",
+            "replay",
+        ],
+        env=operator.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        (run,) = wait_for(
+            lambda: [r for r in operator.runs("sample.slow") if r.outcome == "running"],
+            30,
+            "the backfill's run to start in the backfill process",
+        )
+        assert run.backfill_id is not None
+        done = operator.jobhost("cancel", run.id, "--reason", "wrong range", timeout=20)
+        stdout, stderr = child.communicate(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    assert done.returncode == 0, done.stderr
+    assert f"cancel asked by {getpass.getuser()}" in stderr, stderr
+    (ended,) = operator.runs("sample.slow")
+    assert (ended.outcome, ended.cancel_reason) == ("cancelled", "wrong range")
+    assert child.returncode == 1, stdout + stderr

@@ -6,6 +6,7 @@ import getpass
 import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 
 import pytest
@@ -131,27 +132,39 @@ def test_no_wait_queues_and_timeout_exits_4(operator: Operator) -> None:
     assert all(r.started_at is None for r in operator.runs("sample.works"))
 
 
+# The host's heartbeat also reads SQLite's signal counter, a net for a lost ring: far slower
+# than the wait allowed here, so only the ring itself can wake the host in time.
+SLOW_HEARTBEAT = "20s"
+TRIGGERS = 5
+PICKED_UP_WITHIN = {"sqlite": timedelta(seconds=1), "postgres": timedelta(seconds=0.2)}
+
+
 @pytest.mark.slow
-def test_a_live_host_picks_the_request_up_within_a_second(operator: Operator) -> None:
-    operator.configure(JOBS, heartbeat_interval="1s")
+def test_a_live_host_picks_every_request_up_at_once(operator: Operator) -> None:
+    operator.configure(JOBS, heartbeat_interval=SLOW_HEARTBEAT)
     host = HostProcess(
         "live-1",
         operator.config,
         operator.directory / "live-1.log",
         operator.env(JOBHOST_HOST_ID="live-1"),
     )
+    within = PICKED_UP_WITHIN["sqlite" if operator.url.startswith("sqlite") else "postgres"]
     try:
         wait_for(lambda: operator.live_hosts() == ["live-1"], 30, "the host to start")
-        done, result = operator.json("trigger", "sample.works", "--reason", "by hand")
-        assert done.returncode == 0, done.stderr + host.log()
-        assert "no live host" not in done.stderr
-        assert (result["outcome"], result["host"]) == ("succeeded", "live-1")
-        (request,) = operator.requests()
-        (run,) = operator.runs("sample.works")
-        assert (run.id, run.host_id, run.source) == (result["run_id"], "live-1", "manual")
-        assert request.id == run.id
-        assert run.started_at is not None
-        assert run.started_at - run.queued_at < timedelta(seconds=1)
+        for number in range(1, TRIGGERS + 1):
+            began = time.monotonic()
+            done, result = operator.json("trigger", "sample.works", "--reason", "by hand")
+            assert done.returncode == 0, done.stderr + host.log()
+            assert "no live host" not in done.stderr
+            assert (result["outcome"], result["host"]) == ("succeeded", "live-1")
+            run = operator.runs("sample.works")[-1]
+            assert (run.id, run.host_id, run.source) == (result["run_id"], "live-1", "manual")
+            assert run.started_at is not None
+            waited = run.started_at - run.queued_at
+            assert waited < within, f"trigger {number} of {TRIGGERS} started after {waited}"
+            time.sleep(max(0.0, began + 1 - time.monotonic()))
+        # Each request is its run, started by the live host.
+        assert [r.host_id for r in operator.requests()] == ["live-1"] * TRIGGERS
     finally:
         host.stop()
 

@@ -145,7 +145,7 @@ def test_two_replicas_run_each_occurrence_once(replicas: Any, clock: ManualClock
     assert (record.state, record.counts) == ("done", {"succeeded": 10})
 
 
-def test_the_outcome_write_settles_the_item_and_ends_the_backfill(
+def test_the_outcome_write_settles_the_occurrence_and_ends_the_backfill(
     replicas: Any, clock: ManualClock
 ) -> None:
     (host,) = replicas([NIGHTLY])
@@ -153,7 +153,7 @@ def test_the_outcome_write_settles_the_item_and_ends_the_backfill(
     backfill_id = _backfill(host, range(1, 3), concurrency=2)
     first, second = host.tick()
     assert _record(host, backfill_id).counts == {"claimed": 2}
-    # No turn in between: the write of each outcome settles its item.
+    # No turn in between: the write of each outcome settles its occurrence.
     assert host.finish(first) == "succeeded"
     assert (_record(host, backfill_id).counts, _record(host, backfill_id).state) == (
         {"succeeded": 1, "claimed": 1},
@@ -250,7 +250,7 @@ def test_a_turn_with_no_backfill_running_reads_no_backfill(
     # The wake-up read says whether a backfill runs, inside the statement it always was.
     (read,) = [s for s in seen if "FROM backfills" in s]
     assert "schedules.due_at" in read
-    assert not any("backfill_items" in s for s in seen)
+    assert not any("backfill_id = " in s for s in seen)  # no backfill's runs read
 
 
 def test_an_announced_host_reads_a_full_backfill_again_once_its_run_ends(

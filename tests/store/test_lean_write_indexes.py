@@ -33,6 +33,11 @@ PARTIAL = {
     "ix_runs_backfill_id": "backfill_id IS NOT NULL",
     "ix_schedules_concurrency_group": "concurrency_group IS NOT NULL",
 }
+# What 0015 made of two of them: the same rows, with the claim order's columns.
+BECAME = {
+    "ix_runs_outcome_not_before": "ix_runs_outcome_priority_not_before",
+    "ix_runs_backfill_id": "ix_runs_backfill_id_outcome_priority_occurrence",
+}
 DROPPED = ("ix_runs_job_name_outcome", "ix_schedules_next_occurrence")
 
 
@@ -46,7 +51,7 @@ def test_the_migration_keeps_every_run_and_makes_the_indexes_partial(store_url: 
         upgrade(engine)
         indexes = _where(engine)
         for name, condition in PARTIAL.items():
-            assert condition in _plain(indexes[name]), name
+            assert condition in _plain(indexes[BECAME.get(name, name)]), name
         assert not set(DROPPED) & set(indexes)
         with reading(engine) as connection:
             found = next_wakeups(connection, T0)
@@ -86,9 +91,11 @@ def test_the_hosts_lookups_of_waiting_and_running_runs_read_the_partial_indexes(
             " ".join(sent.split()): plan for (sent, _), plan in zip(statements, plans, strict=True)
         }
         for marker, names in (
-            ("runs.not_before IS NOT NULL", ("not_before", "lease_expires_at")),  # wake-ups
+            ("runs.not_before IS NOT NULL", ("priority_not_before", "lease_expires_at")),
             ("runs.lease_expires_at <", ("lease_expires_at",)),  # dead hosts' runs
-            ("FROM runs WHERE runs.outcome = 'running' OR", ("lease_expires_at", "not_before")),
+            # The live rows' check: any index that starts with the outcome serves it (SQLite
+            # takes the covering one on outcome since 0015); the ledger is never read whole.
+            ("FROM runs WHERE runs.outcome = 'running' OR", ()),
         ):
             found = [plan for sent, plan in by_text.items() if marker in sent]
             assert found, marker

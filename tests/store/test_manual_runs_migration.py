@@ -113,3 +113,52 @@ def _migrate(engine: Engine, revision: str, *, down: bool = False) -> None:
         config.set_main_option("script_location", str(files("jobhost.store") / "migrations"))
         config.attributes["connection"] = connection
         (command.downgrade if down else command.upgrade)(config, revision)
+
+
+def test_a_pending_backfill_item_becomes_its_pending_run_at_the_next_attempt(
+    store_url: str,
+) -> None:
+    engine = create_store_engine(store_url)
+    try:
+        _migrate(engine, "0014")
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO backfills (id, job_name, range_from, range_to, mode, reason,"
+                    " actor, concurrency, state, created_at) VALUES ('b1', 'a.job', :t0, :t1,"
+                    " 'failed', 'outage', 'ops', 2, 'running', :t0)"
+                ),
+                {"t0": T0, "t1": T0 + timedelta(days=2)},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO runs (id, job_name, occurrence, attempt, source, outcome,"
+                    " queued_at) VALUES ('old', 'a.job', :t0, 1, 'schedule', 'failed', :t0)"
+                ),
+                {"t0": T0},
+            )
+            for occurrence, state in ((T0, "pending"), (T0 + timedelta(days=1), "claimed")):
+                connection.execute(
+                    text(
+                        "INSERT INTO backfill_items (backfill_id, occurrence, state)"
+                        " VALUES ('b1', :o, :s)"
+                    ),
+                    {"o": occurrence, "s": state},
+                )
+        upgrade(engine)
+        with reading(engine) as connection:
+            moved = connection.execute(
+                text(
+                    "SELECT attempt, attempt_base, source, outcome, priority, idempotency_key,"
+                    " requested_by FROM runs WHERE backfill_id = 'b1'"
+                )
+            ).all()
+            selected = connection.execute(
+                text("SELECT selected FROM backfills WHERE id = 'b1'")
+            ).scalar()
+        assert [tuple(row) for row in moved] == [
+            (2, 1, "backfill", "pending", 2, "a.job:2026-05-04T10:00:00Z", "ops")
+        ]
+        assert selected == 2
+    finally:
+        engine.dispose()

@@ -18,10 +18,11 @@ from jobhost.store import create_store_engine, upgrade
 from jobhost.store.schema import metadata
 
 MIGRATION_ONLY = {
-    # Partial (0013) and expression (0004) indexes: not declared, see jobhost/store/schema.py.
-    "ix_runs_outcome_not_before",
+    # Partial (0013, 0015) and expression (0004) indexes: not declared, see
+    # jobhost/store/schema.py.
+    "ix_runs_outcome_priority_not_before",
     "ix_runs_outcome_lease_expires_at",
-    "ix_runs_backfill_id",
+    "ix_runs_backfill_id_outcome_priority_occurrence",
     "ix_schedules_concurrency_group",
     "ix_runs_job_name_newest",
 }

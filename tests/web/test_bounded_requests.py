@@ -4,7 +4,10 @@ answered 503 with Retry-After after a short wait, and the probes and /metrics ne
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,3 +98,51 @@ def test_http_concurrency_is_a_small_positive_number(tmp_path: Path) -> None:
     for wrong in (0, 65):
         with pytest.raises(ValueError, match="http_concurrency"):
             Settings(database_url=f"sqlite:///{tmp_path}/s.db", http_concurrency=wrong)
+
+
+def test_a_slow_body_is_read_before_it_takes_a_place_and_is_answered_408_at_its_deadline(
+    slow: Slow,
+) -> None:
+    endpoints = Endpoints(
+        liveness=lambda: (True, "turning"),
+        readiness=lambda: (True, "ready"),
+        metrics=None,
+        report=lambda: {},
+    )
+
+    async def echo(request: Request) -> Response:
+        return PlainTextResponse(await request.body())
+
+    app = create_app(
+        endpoints,
+        routes=[Route("/slow", slow.page), Route("/echo", echo, methods=["POST"])],
+        concurrency=1,
+        queue_wait=0.2,
+        body_timeout=1.0,
+    )
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    port = server.address[1]
+    client = Client(f"http://127.0.0.1:{port}")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            started = time.monotonic()
+            sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+            # The one place is free while the body trickles in.
+            slow.release.set()
+            status, _, body = client.get("/slow")
+            assert (status, body) == (200, "done")
+            sock.sendall(b"c")
+            answer = b""
+            while chunk := sock.recv(65_536):
+                answer += chunk
+            took = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert answer.endswith(b"the request body did not arrive within 1s\n")
+        assert 0.9 < took < 4, took
+        # A body that arrives in time is handed on whole.
+        posted = urllib.request.Request(client.base + "/echo", b"x" * 10_000, method="POST")
+        with urllib.request.urlopen(posted, timeout=10) as response:
+            assert (response.status, len(response.read())) == (200, 10_000)
+    finally:
+        server.stop()

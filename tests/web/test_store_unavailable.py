@@ -45,7 +45,7 @@ def _serve(database_url: str, **settings: Any) -> tuple[WebServer, Any]:
         ],
         **settings,
     )
-    engine = create_store_engine(config.database_url, **config.store_timeouts())
+    engine = create_store_engine(config.database_url, **config.store_options())
     catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": "http"})
     app = create_app(
         store_endpoints(config, catalog, engine),

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobhost.web.bodies import BodyTooLarge, read_capped
+from jobhost.web.bodies import MAX_FORM, BodyTooLarge, read_capped
 
 __all__ = [
     "COOKIE",
@@ -37,8 +37,7 @@ __all__ = [
 
 COOKIE = "jobhost_session"
 _LIFETIME_SECONDS = 8 * 3600
-MAX_FORM = 16_384
-"""The largest form the dashboard reads, in bytes."""
+_CLOCK_SLACK_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -55,14 +54,33 @@ class Session:
 class SessionKeeper:
     """Signs, reads and checks sessions for one set of operator tokens (and, where reading
     needs a sign-in, the API tokens with the read scope: ``readers`` maps each one's SHA-256 to
-    its name)."""
+    its name).
 
-    def __init__(self, tokens: Mapping[str, str], readers: Mapping[str, str] | None = None) -> None:
+    The signing key is derived from ``secret`` (``session_secret``) when there is one, else
+    from the operator tokens, which are secrets themselves. With neither, the key is random and
+    lives as long as the process: the readers' digests, all the rest there is, are in the
+    settings file, and a key made from them alone would let whoever reads the file forge a
+    reader's session. Any change of the secret or the tokens signs everyone out. A session's
+    expiry is bounded here too, not only by what its cookie says.
+    """
+
+    def __init__(
+        self,
+        tokens: Mapping[str, str],
+        readers: Mapping[str, str] | None = None,
+        secret: str | None = None,
+    ) -> None:
         self._tokens = dict(tokens)
         self._readers = dict(readers or {})
         material = "\0".join(f"{name}={token}" for name, token in sorted(self._tokens.items()))
         material += "\0".join(f"{d}={name}" for d, name in sorted(self._readers.items()))
-        self._key = hashlib.sha256(b"jobhost-console\0" + material.encode()).digest()
+        if secret:
+            keyed = b"jobhost-console-secret\0" + secret.encode() + b"\0"
+        elif self._tokens:
+            keyed = b"jobhost-console\0"
+        else:
+            keyed = b"jobhost-console-random\0" + secrets.token_bytes(32)
+        self._key = hashlib.sha256(keyed + material.encode()).digest()
 
     @property
     def enabled(self) -> bool:
@@ -136,7 +154,10 @@ class SessionKeeper:
             )
         except (ValueError, KeyError, TypeError):
             return None
-        if session.expires < time.time():
+        now = time.time()
+        # The signature says the server made the cookie; the bound says no session outlives
+        # its lifetime whatever it claims (a minute allowed for clocks apart across replicas).
+        if not now <= session.expires <= now + _LIFETIME_SECONDS + _CLOCK_SLACK_SECONDS:
             return None
         known = (
             session.who in self._tokens

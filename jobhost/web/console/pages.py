@@ -106,8 +106,11 @@ class Console:
         readers = {
             token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
         }
+        secret = settings.session_secret
         self.sessions = SessionKeeper(
-            settings.operator_tokens, readers if self.read_needs_session else None
+            settings.operator_tokens,
+            readers if self.read_needs_session else None,
+            secret.get_secret_value() if secret is not None else None,
         )
         self.actions_on = (
             allow_actions and settings.console_actions and bool(settings.operator_tokens)

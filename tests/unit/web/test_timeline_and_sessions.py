@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from starlette.responses import Response
 
+from jobhost.config import Settings, load_settings
+from jobhost.errors import ConfigError
 from jobhost.store import RunRecord
 from jobhost.web.console.auth import COOKIE, SessionKeeper, same_origin
 from jobhost.web.console.timeline import timeline
@@ -115,3 +123,63 @@ def test_a_post_from_another_site_is_recognised() -> None:
     # The scheme counts: a page served over http is another origin than https on the same host.
     assert not same_origin(_request(host="jobs:8080", origin="https://jobs:8080"))
     assert same_origin(_request(host="jobs:8080", origin="https://jobs:8080", scheme="https"))
+
+
+def _signed(key: bytes, payload: dict[str, object]) -> str:
+    value = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+    return f"{value}.{hmac.new(key, value.encode(), hashlib.sha256).hexdigest()}"
+
+
+def test_a_reader_cookie_forged_from_the_settings_file_is_refused() -> None:
+    readers = {hashlib.sha256(b"reader-secret").hexdigest(): "ci"}
+    keeper = SessionKeeper({}, readers)
+    # The key the settings file alone used to give: the readers' digests.
+    material = "".join(f"{d}={name}" for d, name in sorted(readers.items()))
+    old_key = hashlib.sha256(b"jobhost-console\0" + material.encode()).digest()
+    payload = {"who": "ci", "csrf": "x", "exp": time.time() + 3600, "role": "reader", "ver": 0}
+    assert keeper.read(_request(_signed(old_key, payload))) is None
+    # A real sign-in still reads back; another process (a random key of its own) refuses it.
+    response = Response()
+    keeper.start(response, "ci", secure=False, role="reader")
+    cookie = _cookie(response)
+    assert keeper.read(_request(cookie)) is not None
+    assert SessionKeeper({}, readers).read(_request(cookie)) is None
+
+
+def test_a_session_secret_is_shared_by_replicas_and_rotating_it_signs_everyone_out() -> None:
+    secret = "s" * 40
+    readers = {hashlib.sha256(b"reader-secret").hexdigest(): "ci"}
+    response = Response()
+    SessionKeeper({"alice": "a" * 20}, readers, secret).start(response, "alice", secure=False)
+    cookie = _cookie(response)
+    assert SessionKeeper({"alice": "a" * 20}, readers, secret).read(_request(cookie)) is not None
+    assert SessionKeeper({"alice": "a" * 20}, readers, "t" * 40).read(_request(cookie)) is None
+    # Without the secret, the tokens alone no longer make the key.
+    assert SessionKeeper({"alice": "a" * 20}, readers).read(_request(cookie)) is None
+
+
+def test_a_validly_signed_session_past_its_lifetime_is_refused() -> None:
+    keeper = SessionKeeper({"alice": "a" * 20}, secret="s" * 40)
+    now = time.time()
+    for expires in (now + 10 * 365 * 86400, now + 9 * 3600, now - 1):
+        payload = {"who": "alice", "csrf": "x", "exp": expires, "role": "operator", "ver": 0}
+        value = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+        assert keeper.read(_request(f"{value}.{keeper._sign(value)}")) is None, expires
+    payload = {"who": "alice", "csrf": "x", "exp": now + 3600, "role": "operator", "ver": 0}
+    value = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+    assert keeper.read(_request(f"{value}.{keeper._sign(value)}")) is not None
+
+
+def test_a_session_secret_is_long_and_never_shown(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/s.db"
+    with pytest.raises(ValueError, match="at least 32 characters"):
+        Settings(database_url=url, session_secret="short-secret")
+    settings = Settings(database_url=url, session_secret="k" * 32)
+    assert "k" * 32 not in repr(settings)
+    assert Settings(database_url=url, session_secret="").session_secret is None
+    config = tmp_path / "jobhost.toml"
+    config.write_text('session_secret = "short-secret"\n')
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config)
+    assert "short-secret" not in str(refused.value)
+    assert "session_secret" in str(refused.value)

@@ -1,0 +1,216 @@
+"""Connections the HTTP server holds: a deadline on each request head, and a cap on how many.
+
+uvicorn reads a request head for as long as its client keeps sending, and a connection that
+never sends a byte is never closed; its own ``limit_concurrency`` counts such connections, so a
+few hundred idle clients made it answer every request, the probes included, 503 (and log one
+line each). Here instead:
+
+- a request head must be complete within ``header_timeout`` of the connection opening (or of its
+  first byte, for a later request on a kept-alive connection); a late one is answered 408 and the
+  connection closed;
+- past ``max_connections`` open connections, a new connection takes the place of the one that
+  has waited longest for a head (an unfinished head, an idle kept-alive connection, or one
+  already closing); only when every connection carries a request is the new one refused (503).
+  A client that finishes its head at once therefore always gets its request read: the probes
+  answer however many slow clients are connected.
+
+Each connection closed this way adds to ``jobhost.http.connections_refused`` (by ``reason``);
+the log says so at most once a minute, with the counts since its last line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import ClassVar
+
+import h11
+from opentelemetry import metrics
+
+from jobhost.web.lingering import LingeringHttp
+
+__all__ = ["LOG_EVERY_SECONDS", "ConnectionGuard", "GuardedHttp", "ThrottledLog", "guarded_http"]
+
+LOG_EVERY_SECONDS = 60.0
+"""The longest the log says nothing of refused connections while they are being refused."""
+
+_log = logging.getLogger("jobhost.http")
+
+
+def _answer(status: bytes, body: bytes, *headers: bytes) -> bytes:
+    """A whole answer written straight to the socket, outside h11: no request was read."""
+    lines = [
+        b"HTTP/1.1 " + status,
+        b"content-type: text/plain; charset=utf-8",
+        *headers,
+        b"connection: close",
+        b"content-length: " + str(len(body)).encode(),
+    ]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+_LATE_HEAD = _answer(b"408 Request Timeout", b"the request head did not arrive in time\n")
+_FULL = _answer(b"503 Service Unavailable", b"too many connections; try again\n", b"retry-after: 2")
+
+
+class ThrottledLog:
+    """Counts of closed connections by reason, said in one line at most every ``every`` s."""
+
+    def __init__(
+        self, every: float = LOG_EVERY_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._every = every
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: Counter[str] = Counter()
+        self._last: float | None = None
+
+    def count(self, reason: str) -> None:
+        now = self._clock()
+        with self._lock:
+            self._pending[reason] += 1
+            if self._last is not None and now - self._last < self._every:
+                return
+            self._last = now
+            said = ", ".join(f"{n} {why}" for why, n in sorted(self._pending.items()))
+            self._pending.clear()
+        _log.warning(
+            "HTTP: connections closed before their request was read (%s); the next such line "
+            "comes in %gs at the earliest (metric jobhost.http.connections_refused)",
+            said,
+            self._every,
+        )
+
+
+class ConnectionGuard:
+    """The limits of one server's connections, and where their refusals are counted."""
+
+    def __init__(
+        self,
+        *,
+        header_timeout: float,
+        max_connections: int,
+        meter: metrics.Meter | None = None,
+        log: ThrottledLog | None = None,
+    ) -> None:
+        self.header_timeout = header_timeout
+        self.max_connections = max_connections
+        self._log = log or ThrottledLog()
+        self._counter = (meter or metrics.get_meter("jobhost")).create_counter(
+            "jobhost.http.connections_refused",
+            unit="{connection}",
+            description="HTTP connections closed before their request was read, by reason",
+        )
+
+    def refused(self, reason: str) -> None:
+        """Count one connection closed for ``reason`` (head_timeout, evicted, over_capacity,
+        body_timeout)."""
+        self._counter.add(1, {"reason": reason})
+        self._log.count(reason)
+
+
+class GuardedHttp(LingeringHttp):
+    """uvicorn's h11 protocol with a deadline on request heads and a cap on connections.
+
+    Made for one server by :func:`guarded_http`, which sets :attr:`guard`.
+    """
+
+    guard: ClassVar[ConnectionGuard]
+    _head_timer: asyncio.TimerHandle | None = None
+    _waiting_since = 0.0
+    _evicted = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._waiting_since = self.loop.time()
+        self._arm_head_timer()
+        if len(self.connections) > self.guard.max_connections:  # those closing included
+            self._make_room()
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and self._waiting_for_head():
+            # A later request on a kept-alive connection: its head is timed from its first byte
+            # (the idle wait before it is uvicorn's keep-alive timeout).
+            self._arm_head_timer()
+        super().data_received(data)
+        if not self._waiting_for_head():
+            self._cancel_head_timer()
+
+    def on_response_complete(self) -> None:
+        self._waiting_since = self.loop.time()
+        super().on_response_complete()
+        if not self._waiting_for_head():
+            self._cancel_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    @property
+    def evictable(self) -> bool:
+        """True when closing this connection throws away no request: it is closing already,
+        or it waits for a head (unfinished, or none yet after a kept-alive answer)."""
+        return self._closing.lingering or self._waiting_for_head()
+
+    def evict(self) -> None:
+        self._evicted = True
+        self._cancel_head_timer()
+        # At once, not lingering: the point is to free the place now.
+        self._closing.close_now()
+
+    def _waiting_for_head(self) -> bool:
+        return self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+
+    def _make_room(self) -> None:
+        held = [
+            other
+            for other in self.connections
+            if other is not self and isinstance(other, GuardedHttp) and not other._evicted
+        ]
+        over = len(held) + 1 - self.guard.max_connections
+        if over <= 0:  # places are being freed already
+            return
+        # The longest waiting for a head first; those closing (their answer still leaving)
+        # only when no other will do, as cutting them may lose the end of their answer.
+        waiting = heapq.nsmallest(
+            over,
+            (other for other in held if other.evictable),
+            key=lambda other: (other._closing.lingering, other._waiting_since),
+        )
+        if len(waiting) < over:
+            self.guard.refused("over_capacity")
+            self._cancel_head_timer()
+            self.transport.write(_FULL)
+            self.transport.close()
+            return
+        for other in waiting:
+            if not other._closing.lingering:
+                self.guard.refused("evicted")
+            other.evict()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.guard.header_timeout, self._head_late)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if not self._waiting_for_head():
+            return
+        self.guard.refused("head_timeout")
+        self.transport.write(_LATE_HEAD)
+        self.transport.close()
+
+
+def guarded_http(guard: ConnectionGuard) -> type[GuardedHttp]:
+    """A protocol class for one server, holding to ``guard``."""
+    return type("GuardedHttp", (GuardedHttp,), {"guard": guard})
