@@ -34,6 +34,7 @@ from jobhost.config.redaction import redact_text, redact_url
 from jobhost.config.tokens import ApiTokens, OperatorTokens
 from jobhost.config.values import (
     ClockOffset,
+    DashboardUrl,
     DatabaseUrl,
     Grace,
     GroupLimits,
@@ -198,6 +199,11 @@ class Settings(BaseSettings):
         True,
         description="Label run metrics with the job's name; false drops the label, so the "
         "series stay a handful however large the catalog.",
+    )
+    dashboard_url: DashboardUrl = Field(
+        None,
+        description="The dashboard's address as operators open it (https://host/prefix): the "
+        "per-job gauges carry it, so an alert links to /jobs/NAME and /failures?job=NAME.",
     )
     metrics_refresh: PositiveDuration = Field(
         timedelta(seconds=15),
