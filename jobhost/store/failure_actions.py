@@ -6,7 +6,7 @@ it without a rerun (``jobhost failures --ack RUN_ID``). It is only a change-log 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,9 +18,9 @@ from jobhost.store.records import RunRecord
 from jobhost.store.resolution import ACK, Resolution, resolutions
 from jobhost.store.run_actions import lock_run
 from jobhost.store.runtime import record_change
-from jobhost.store.schema import schedules
+from jobhost.store.schema import runs, schedules
 
-__all__ = ["Acknowledged", "ack_logged", "module_jobs"]
+__all__ = ["Acknowledged", "ack_logged", "module_jobs", "runs_by_id"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,15 @@ def module_jobs(connection: Connection, module: str) -> list[str]:
     """The names of the jobs the store holds for ``module``."""
     query = select(schedules.c.job_name).where(schedules.c.module == module)
     return sorted(str(name) for name in connection.execute(query).scalars())
+
+
+def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunRecord]:
+    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms)."""
+    if not run_ids:
+        return []
+    query = (
+        select(runs)
+        .where(runs.c.id.in_(sorted(set(run_ids))))
+        .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+    )
+    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
