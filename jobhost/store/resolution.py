@@ -27,7 +27,7 @@ from jobhost.store.records import RunRecord
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs
 
-__all__ = ["ACK", "RETRY", "Resolution", "resolutions"]
+__all__ = ["ACK", "RETRY", "Resolution", "resolutions", "retry_links"]
 
 ACK = "ack"
 """The change-log action of an operator acknowledging a failure."""
@@ -124,11 +124,8 @@ def _by_retry_chain(
     if not manual:
         return {}
     retried: dict[str, list[str]] = {}
-    for change in changes:
-        if change.action == RETRY:
-            old, new = _run_id(change.before), _run_id(change.after)
-            if old is not None and new is not None:
-                retried.setdefault(old, []).append(new)
+    for old, new in retry_links(c for c in changes if c.action == RETRY):
+        retried.setdefault(old, []).append(new)
     chains = {run.id: _descendants(run.id, retried) for run in manual}
     wanted = sorted({run_id for chain in chains.values() for run_id in chain})
     if not wanted:
@@ -144,6 +141,16 @@ def _by_retry_chain(
         if first is not None:
             found[run_id] = _succeeded(first)
     return found
+
+
+def retry_links(changes: Iterable[Any]) -> list[tuple[str, str]]:
+    """(run retried, new run) of each ``retry`` change-log row (``before``, ``after``)."""
+    links: list[tuple[str, str]] = []
+    for change in changes:
+        old, new = _run_id(change.before), _run_id(change.after)
+        if old is not None and new is not None:
+            links.append((old, new))
+    return links
 
 
 def _descendants(run_id: str, retried: Mapping[str, list[str]]) -> list[str]:

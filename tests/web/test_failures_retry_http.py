@@ -107,3 +107,24 @@ def test_open_failures_grouped_and_the_shown_ones_retried_once_each(
     assert "retries queued: 0" in again and "not retried: 31" in again
     assert client.post("/failures/retry", f"runs=&reason=x&csrf={csrf}")[0] == 400
     assert client.post("/failures/retry", f"runs={nights[2]}&reason=x&csrf=forged")[0] == 403
+
+
+def test_a_retried_manual_runs_page_names_the_attempt_it_retried(
+    client: Client, operator: Operator
+) -> None:
+    manual = operator.add_run("sample.ping", "failed", source="manual", error="refused")
+    sign_in(client)
+    csrf = csrf_of(client, f"/runs/{manual}")
+    status, _, page = client.post(
+        f"/runs/{manual}/retry", f"reason=once+more&confirm=yes&csrf={csrf}"
+    )
+    assert status == 200 and "retry queued" in page
+    retry = next(r for r in operator.runs("sample.ping") if r.id != manual)
+    assert f"Run <code>{retry.id}</code>" in page
+    assert f'<dd id="run-retry-of"><a href="/runs/{manual}">attempt 1</a>' in page
+    assert "Attempts at this manual run&#39;s work" in page or "manual run's work" in page
+    attempts = page.split('id="attempts"', 1)[1].split("</table>", 1)[0]
+    assert f'href="/runs/{manual}"' in attempts and f'href="/runs/{retry.id}"' in attempts
+    first = client.get(f"/runs/{manual}")[2]
+    assert 'id="run-retry-of"' not in first
+    assert f'href="/runs/{retry.id}"' in first.split('id="attempts"', 1)[1]
