@@ -6,9 +6,9 @@ one retry of every open failure of a job, a module or since a time, what ``jobho
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -31,15 +31,29 @@ from jobhost.store import Clock, Engine, SystemClock
 from jobhost.web.api.requests import BadRequest, query_flag, query_int, read_json
 from jobhost.web.app import blocking
 
-if TYPE_CHECKING:
-    from jobhost.web.api.models import FailureRetry
-
-__all__ = ["PAGE_LIMIT", "failures_endpoint", "retry_failures_endpoint"]
+__all__ = ["PAGE_LIMIT", "FailureRetry", "failures_endpoint", "retry_failures_endpoint"]
 
 PAGE_LIMIT = 500
 """The most rows one answer holds."""
 
 _JOB_LIMIT = 200
+
+
+class FailureRetry(BaseModel):
+    """Which open failures to retry, once each, and why (``POST /failures``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    job: str | None = Field(None, min_length=1, max_length=200, description="Only this job's.")
+    module: str | None = Field(
+        None, min_length=1, max_length=200, description="Only failures of this module's jobs."
+    )
+    since: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="Only failures since then: 2h, 7d, a date (UTC) or an ISO 8601 time.",
+    )
+    reason: str = Field(min_length=1, max_length=500)
 
 
 def failures_endpoint(
@@ -139,9 +153,6 @@ def retry_failures_endpoint(
 
 
 def _retry_body(body: Any) -> FailureRetry:
-    # The models import this module's PAGE_LIMIT for their query's bound.
-    from jobhost.web.api.models import FailureRetry
-
     try:
         return FailureRetry.model_validate(body)
     except ValidationError as error:

@@ -297,23 +297,6 @@ class FailureList(BaseModel):
     generated_at: str
 
 
-class FailureRetry(BaseModel):
-    """Which open failures to retry, once each, and why (``POST /failures``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    job: str | None = Field(None, min_length=1, max_length=200, description="Only this job's.")
-    module: str | None = Field(
-        None, min_length=1, max_length=200, description="Only failures of this module's jobs."
-    )
-    since: str | None = Field(
-        None,
-        min_length=1,
-        max_length=64,
-        description="Only failures since then: 2h, 7d, a date (UTC) or an ISO 8601 time.",
-    )
-    reason: str = Field(min_length=1, max_length=500)
-
-
 class RetryRefused(BaseModel):
     run_id: str
     job: str

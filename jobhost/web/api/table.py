@@ -20,6 +20,7 @@ from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
+from jobhost.web.api.failures import FailureRetry
 
 __all__ = ["ENDPOINTS", "HEADERS", "PATH_PARAMETERS", "Answer", "Endpoint", "Header"]
 
@@ -235,7 +236,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Retry every open failure of a job, a module or since a time, once each (one "
         "change-log entry per run), queued for the hosts.",
         scope="trigger",
-        body=models.FailureRetry,
+        body=FailureRetry,
         answers={
             202: Answer(
                 "Queued (refused: those whose work has a retry under way).",
