@@ -92,7 +92,8 @@ def _print(shown: dict[str, Any]) -> None:
     for item in refused:
         click.echo(f"refused {item['run_id']} of {item['job']}: {item['reason']}")
     if queued:
-        click.echo(f"{len(queued)} retries queued, each in the change log (`jobhost changes`)")
+        count = f"{len(queued)} retr{'y' if len(queued) == 1 else 'ies'} queued"
+        click.echo(f"{count}, each in the change log (`jobhost changes`)")
         if shown["hosts_alive"]:
             click.echo("a live host runs them now; `jobhost failures` shows what stays open")
         else:

@@ -11,8 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from jobhost.operations.failures import FailureQuery, decode_cursor, read_failures
+from jobhost.operations.failures import (
+    FailureQuery,
+    decode_cursor,
+    open_failed_runs,
+    read_failures,
+)
 from jobhost.operations.run_actions import ActionRefused, RetryQueued, retry_run
+from jobhost.operations.timefmt import short_utc
 from jobhost.store import Clock, Engine, RunRecord, SystemClock
 from jobhost.store.calls import read, read_at
 from jobhost.store.failure_actions import ack_logged, module_jobs
@@ -27,6 +33,7 @@ __all__ = [
     "BulkRetry",
     "acknowledge_failure",
     "jobs_of_module",
+    "open_failure_lines",
     "open_failures",
     "retry_failures",
 ]
@@ -143,3 +150,29 @@ def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) 
             f"{resolved.by or 'unknown'}"
         )
     return run
+
+
+def open_failure_lines(engine: Engine, jobs: list[str], limit: int) -> list[tuple[str, str]]:
+    """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``
+    read), and its newest; what ``health``'s critical-jobs-last-run says."""
+    found = open_failed_runs(engine, jobs, limit)
+    by_job: dict[str, list[RunRecord]] = {}
+    for run in found:
+        if run.outcome in FAILED:
+            by_job.setdefault(run.job_name, []).append(run)
+    lines = []
+    # By job, as the other checks list jobs; the read gives each job's newest first.
+    for job, runs in sorted(by_job.items()):
+        newest = runs[0]
+        first = (newest.error_message or "").strip().splitlines()
+        error = f": {first[0]}" if first else ""
+        more = "+" if len(found) >= limit else ""
+        lines.append(
+            (
+                job,
+                f"{job} has {len(runs)}{more} open failure(s), the newest run {newest.id} "
+                f"{newest.outcome} at {short_utc(newest.finished_at)}{error} (`jobhost "
+                f"failures --job {job}`; retry or acknowledge them)",
+            )
+        )
+    return lines

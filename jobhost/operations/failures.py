@@ -187,8 +187,9 @@ class FailureGroup:
 
 
 def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
-    """``rows`` grouped by job, outcome, error type, first line and whether resolved, each
-    group where its newest row was (so one noisy job is one line, not a screen)."""
+    """``rows`` grouped by job, outcome, error type, first line and how and by whom resolved
+    (if so), each group where its newest row was (so one noisy job is one line, not a
+    screen)."""
     groups: dict[tuple[object, ...], FailureGroup] = {}
     for row in rows:
         key = (
@@ -196,7 +197,7 @@ def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
             row.outcome,
             row.run.error_type,
             row.first_line,
-            row.resolution is None,
+            (row.resolution.how, row.resolution.by) if row.resolution is not None else None,
         )
         groups.setdefault(key, FailureGroup([])).rows.append(row)
     return list(groups.values())

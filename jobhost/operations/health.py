@@ -34,7 +34,7 @@ from typing import Any
 from jobhost.catalog import Catalog
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
-from jobhost.operations.failures import open_failed_runs
+from jobhost.operations.failure_actions import open_failure_lines
 from jobhost.operations.report import Report, report_from, stored_report
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.stored import stored_version
@@ -351,21 +351,7 @@ def _critical_last_run(report: Report, engine: Engine) -> Check:
     critical = [job for job in report.jobs if job.critical]
     if not critical:
         return Check(name, True, "no critical jobs are declared")
-    failures: list[tuple[str, str]] = []
-    found = open_failed_runs(engine, [job.name for job in critical], _OPEN_SHOWN)
-    # By job, as the other checks list jobs; each job's newest failure first.
-    for run in sorted(found, key=lambda run: run.job_name):
-        if run.outcome in FAILED_OUTCOMES:
-            first = (run.error_message or "").strip().splitlines()
-            error = f": {first[0]}" if first else ""
-            failures.append(
-                (
-                    run.job_name,
-                    f"{run.job_name}'s run {run.id} {run.outcome} at "
-                    f"{short_utc(run.finished_at)}{error}, open (`jobhost failures --job "
-                    f"{run.job_name}`; retry it or --ack it)",
-                )
-            )
+    failures = open_failure_lines(engine, [job.name for job in critical], _OPEN_SHOWN)
     for job in critical:
         if (overdue := job.has("overdue")) is not None:
             failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))

@@ -75,7 +75,7 @@ def test_a_retry_and_a_backfill_resolve_their_nights_and_bulk_retry_takes_the_re
     )
     assert queued.returncode == 0, queued.stderr
     assert f"retrying failed run {failed[1]}" in queued.stdout
-    assert "1 retries queued" in queued.stdout
+    assert "1 retry queued" in queued.stdout
     assert "no live host: they stay queued" in queued.stdout
     pending = [r for r in operator.runs("sample.nightly") if r.outcome == "pending"]
     assert [(r.occurrence, r.attempt, r.source) for r in pending] == [(_night(1), 2, "retry")]
@@ -111,7 +111,7 @@ def test_an_acknowledged_failure_is_closed_and_health_follows(operator: Operator
     # The newest night succeeded, yet three failed nights are open: health fails.
     sick = operator.jobhost("health", "--no-hosts")
     assert sick.returncode == 1
-    assert "sample.nightly's run" in sick.stdout and "open" in sick.stdout
+    assert "sample.nightly has 3 open" in " ".join(sick.stdout.split())
     for back in (3, 2):
         done = operator.jobhost("failures", "--ack", failed[back], "--reason", "data fixed by hand")
         assert done.returncode == 0, done.stderr
