@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from jobhost.store.records import RunRecord
@@ -93,26 +93,29 @@ def _acknowledged(changes: Iterable[Any]) -> dict[str, Resolution]:
 
 
 def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
-    pairs = sorted({(r.job_name, r.occurrence) for r in failed if r.occurrence is not None})
+    pairs = {(r.job_name, r.occurrence) for r in failed if r.occurrence is not None}
     if not pairs:
         return {}
-    query = (
-        select(runs)
-        .where(tuple_(runs.c.job_name, runs.c.occurrence).in_(pairs), runs.c.outcome == "succeeded")
-        .order_by(runs.c.finished_at)
+    # Both columns by IN, not a row-value IN: SQLite scans the table for the latter, while
+    # this probes the unique index on (job, occurrence, attempt) on both stores. It reads
+    # every attempt of the pairs' cross product; those not asked for are dropped here.
+    query = select(runs).where(
+        runs.c.job_name.in_(sorted({job for job, _ in pairs})),
+        runs.c.occurrence.in_(sorted({occurrence for _, occurrence in pairs})),
     )
     successes: dict[tuple[str, datetime], list[RunRecord]] = {}
     for row in connection.execute(query).mappings():
-        success = RunRecord.from_row(row)
-        assert success.occurrence is not None  # selected by occurrence
-        successes.setdefault((success.job_name, success.occurrence), []).append(success)
+        attempt = RunRecord.from_row(row)
+        assert attempt.occurrence is not None  # selected by occurrence
+        key = (attempt.job_name, attempt.occurrence)
+        if attempt.outcome == "succeeded" and key in pairs:
+            successes.setdefault(key, []).append(attempt)
     found: dict[str, Resolution] = {}
     for run in failed:
         if run.occurrence is None:
             continue
-        later = next(
-            (s for s in successes.get((run.job_name, run.occurrence), []) if _after(s, run)), None
-        )
+        done = sorted(successes.get((run.job_name, run.occurrence), []), key=_finished)
+        later = next((s for s in done if _after(s, run)), None)
         if later is not None:
             found[run.id] = _succeeded(later)
     return found
@@ -162,6 +165,10 @@ def _descendants(run_id: str, retried: Mapping[str, list[str]]) -> list[str]:
             found.append(current)
             waiting.extend(retried.get(current, []))
     return found
+
+
+def _finished(run: RunRecord) -> datetime:
+    return run.finished_at or run.queued_at
 
 
 def _succeeded(run: RunRecord) -> Resolution:
