@@ -62,7 +62,8 @@ _SHORT_HELP = {
     "the dashboard and the API, and runtime jobs created, changed and deleted; each with who "
     "and why.",
     "db": "The store's schema and rows: apply migrations, show the revision, audit the rows.",
-    "failures": "Show failed, timed-out, abandoned and stuck runs of every job, newest first.",
+    "failures": "Show open failures of every job: failed, timed-out, abandoned and stuck runs, "
+    "newest first.",
     "health": "Check the store, the catalog, the critical jobs, the hosts, the leases and "
     "the clocks.",
     "history": "Show job NAME's ledger: every attempt, and every occurrence missed or skipped.",

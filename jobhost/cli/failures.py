@@ -32,6 +32,19 @@ __all__ = ["failures"]
     show_default=True,
     help="How many rows to show.",
 )
+@click.option(
+    "--all",
+    "include_resolved",
+    is_flag=True,
+    help="Also failures resolved by a later success or an acknowledgement.",
+)
+@click.option(
+    "--ack",
+    "ack_run",
+    metavar="RUN_ID",
+    help="Acknowledge this failed run (resolve it without a rerun); needs --reason.",
+)
+@click.option("--reason", metavar="TEXT", help="Why, for --ack (in the change log).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.pass_context
 def failures(
@@ -41,26 +54,44 @@ def failures(
     job: str | None,
     text: str | None,
     limit: int,
+    include_resolved: bool,
+    ack_run: str | None,
+    reason: str | None,
     as_json: bool,
 ) -> None:
-    """Show failed, timed-out, abandoned and stuck runs of every job, newest first.
+    """Show open failures of every job: failed, timed-out, abandoned and stuck runs, newest
+    first.
 
-    Stuck runs (still running, with an expired lease or code that ignored its cancellation)
-    come first. Each row: finished time, outcome, job, attempt, the job's current failure
-    streak (its failed attempts in a row, counted up to 100), run id, error type and the first
-    line of the message. Reads only the store. JSON: {"failures": [{"job", "run_id",
-    "occurrence", "started_at", "finished_at", "outcome", "attempt", "source", "host",
-    "error_type", "error", "streak"}], "next_cursor", "searched_to", "streak_limit",
-    "generated_at"}, the shape of GET /api/v1/failures.
+    A failure is open until its work succeeds later (a retry, or a backfill of its occurrence:
+    the same job and occurrence; for a manual run, a retry of it) or an operator acknowledges
+    it (--ack RUN_ID --reason TEXT, logged in `jobhost changes`); --all shows the resolved ones
+    too, with who resolved them. Repeats of one job and error are one line, with their count
+    (x 30). Stuck runs (still running, with an expired lease or code that ignored its
+    cancellation) come first. Each row: finished time, outcome, job, attempt, the job's current
+    failure streak (its failed attempts in a row, counted up to 100), run id, error type and
+    the first line of the message. Reads only the store (--ack writes the change log). JSON:
+    {"failures": [{"job", "run_id", "occurrence", "started_at", "finished_at", "outcome",
+    "attempt", "source", "host", "error_type", "error", "streak", "resolved"}], "groups":
+    [{"job", "outcome", "error_type", "error", "count", "run_ids", "resolved"}],
+    "next_cursor", "searched_to", "streak_limit", "generated_at"}, the shape of
+    GET /api/v1/failures; with --ack: {"acknowledged", "job", "by", "reason", "at"}.
 
-    Exit status: 0 (also when nothing failed); 2 for an unknown --job or a bad option.
+    Exit status: 0 (also when nothing failed; --ack: acknowledged); 2 for an unknown --job or
+    a bad option; 3 --ack refused (an unknown run, one that did not fail, one resolved
+    already).
     """
+    if ack_run is not None:
+        _acknowledge(ctx, ack_run, reason, as_json=as_json)
+        return
+    if reason is not None:
+        _usage("--reason goes with --ack RUN_ID")
     from jobhost.operations.failures import (
         SEARCH_LIMIT,
         BadFailureQuery,
         FailureQuery,
         failure_line,
         failures_json,
+        group_failures,
         parse_since,
         read_failures,
         require_stored_job,
@@ -77,7 +108,13 @@ def failures(
             start = parse_since(since, SystemClock()()) if since is not None else None
         except BadFailureQuery as error:
             _usage(f"--{error.field}: {since!r} {error.detail}")
-        query = FailureQuery(since=start, job=job, text=text.strip() if text else None, limit=limit)
+        query = FailureQuery(
+            since=start,
+            job=job,
+            text=text.strip() if text else None,
+            limit=limit,
+            include_resolved=include_resolved,
+        )
         found = read_failures(engine, query)
     finally:
         engine.dispose()
@@ -85,9 +122,10 @@ def failures(
         click.echo(json.dumps(failures_json(found), indent=2))
         return
     if not found.failures:
-        click.echo("no failed, timed-out, abandoned or stuck run" + _scope(since, job, text))
-    for row in found.failures:
-        click.echo(failure_line(row))
+        left = "" if include_resolved else " left open (--all shows resolved ones)"
+        click.echo("no failed, timed-out, abandoned or stuck run" + _scope(since, job, text) + left)
+    for group in group_failures(found.failures):
+        click.echo(failure_line(group.newest, len(group.rows)))
     if found.searched_to is not None:
         click.echo(
             f"(searched runs that finished back to {found.searched_to:%Y-%m-%d %H:%M:%SZ}; "
@@ -95,6 +133,39 @@ def failures(
         )
     elif found.next_cursor is not None:
         click.echo(f"(the newest {limit} shown; more with --limit or --since)")
+
+
+def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json: bool) -> None:
+    import getpass
+
+    from jobhost.cli._app import EXIT_INVALID
+    from jobhost.operations.actions import ActionRefused
+    from jobhost.operations.failure_actions import acknowledge_failure
+
+    why = " ".join((reason or "").split())
+    if not why or len(why) > 500:
+        _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
+    engine = open_store(settings_of(ctx), write=True)
+    try:
+        done = acknowledge_failure(engine, run_id, actor=getpass.getuser(), reason=why)
+    except ActionRefused as refused:
+        click.echo(f"refused: {refused}", err=True)
+        raise SystemExit(EXIT_INVALID) from None
+    finally:
+        engine.dispose()
+    shown = {
+        "acknowledged": done.run.id,
+        "job": done.run.job_name,
+        "by": getpass.getuser(),
+        "reason": why,
+        "at": done.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if as_json:
+        click.echo(json.dumps(shown, indent=2))
+    else:
+        click.echo(
+            f"acknowledged failure {done.run.id} of {done.run.job_name} ({done.run.outcome}): {why}"
+        )
 
 
 def _scope(since: str | None, job: str | None, text: str | None) -> str:

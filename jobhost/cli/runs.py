@@ -26,15 +26,29 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
+@click.option(
+    "--failed", is_flag=True, help="Retry every open failure (of --job, --module, --since) once."
+)
+@click.option("--job", metavar="NAME", help="With --failed: only this job's failures.")
+@click.option("--module", metavar="M", help="With --failed: only failures of module M's jobs.")
+@click.option(
+    "--since",
+    metavar="DURATION_OR_TIME",
+    help="With --failed: only failures since then: 2h, 7d, a date (UTC) or a time.",
+)
 @wait_options(no_wait="Queue the retry and exit at once.", until="wait for the outcome")
 @click.pass_context
 def retry(
     ctx: click.Context,
     *,
-    run_id: str,
+    run_id: str | None,
     reason: str,
+    failed: bool,
+    job: str | None,
+    module: str | None,
+    since: str | None,
     no_wait: bool,
     timeout: float | None,
     as_json: bool,
@@ -52,13 +66,30 @@ def retry(
 
     RUN_ID may be a unique start of a run id, 8 characters or more.
 
-    Exit status: 0 succeeded (or queued with --no-wait); 1 failed; 2 a prefix that starts
-    several run ids (they are listed); 3 refused (an unknown run,
-    one still running or pending, one whose work succeeded or never ran); 4 --timeout passed
-    first (a run here is cancelled, a host's goes on).
+    With --failed instead of RUN_ID: queue one retry of every open failure (see `jobhost
+    failures`) of --job NAME, of --module M's jobs, or since --since, for the hosts to run
+    (each piece of work once, its newest failed attempt; at most 1000), one change-log entry
+    per run; with no live host they stay queued until one runs. JSON: {"queued": [{"run_id",
+    "retry_of", "job", "attempt"}], "refused": [{"run_id", "job", "reason"}], "more",
+    "hosts_alive"}.
+
+    Exit status: 0 succeeded (or queued with --no-wait; --failed: every match queued); 1
+    failed; 2 a prefix that starts several run ids (they are listed); 3 refused (an unknown
+    run, one still running or pending, one whose work succeeded or never ran; --failed: some
+    matches refused); 4 --timeout passed first (a run here is cancelled, a host's goes on).
     """
     from jobhost.operations.actions import ActionRefused
     from jobhost.operations.rerun import RunRetry
+
+    if failed:
+        from jobhost.cli.retry_failed import retry_failed
+
+        retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
+        return
+    if run_id is None:
+        raise click.UsageError("give RUN_ID, or --failed to retry every open failure")
+    if job or module or since:
+        raise click.UsageError("--job, --module and --since go with --failed")
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings)

@@ -35,6 +35,7 @@ from jobhost.config.redaction import compile_redact_pattern, redact_text, redact
 from jobhost.config.tokens import ApiTokens, OperatorTokens
 from jobhost.config.values import (
     ClockOffset,
+    DashboardUrl,
     DatabaseUrl,
     Grace,
     GroupLimits,
@@ -231,6 +232,11 @@ class Settings(BaseSettings):
         True,
         description="Label run metrics with the job's name; false drops the label, so the "
         "series stay a handful however large the catalog.",
+    )
+    dashboard_url: DashboardUrl = Field(
+        None,
+        description="The dashboard's address as operators open it (https://host/prefix): the "
+        "per-job gauges carry it, so an alert links to /jobs/NAME and /failures?job=NAME.",
     )
     metrics_refresh: PositiveDuration = Field(
         timedelta(seconds=15),

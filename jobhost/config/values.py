@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from jobhost_contracts import parse_duration
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
@@ -17,6 +18,7 @@ __all__ = [
     "GROUP_NAME",
     "MAX_DURATION",
     "ClockOffset",
+    "DashboardUrl",
     "DatabaseUrl",
     "Duration",
     "Grace",
@@ -146,6 +148,21 @@ def _session_secret(value: SecretStr | None) -> SecretStr | None:
     return value
 
 
+def _dashboard_url(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(
+            "must be the dashboard's http(s) URL without a query, e.g. "
+            "'https://jobhost.example.com' or 'https://ops.example.com/jobhost'"
+        )
+    if any(c.isspace() or c in "\"'{}<>" for c in value) or len(value) > 500:
+        raise ValueError("must be a URL of at most 500 characters without spaces or quotes")
+    # Alert templates append /jobs/NAME: a trailing slash would double it.
+    return value.rstrip("/")
+
+
 def _group_names(value: dict[str, int]) -> dict[str, int]:
     for name in value:
         if not GROUP_NAME.fullmatch(name):
@@ -173,6 +190,8 @@ GroupLimits = Annotated[dict[str, _Slots], AfterValidator(_group_names)]
 """Concurrency groups by :data:`GROUP_NAME` and their runs at once."""
 HostId = Annotated[str | None, AfterValidator(_host_id)]
 """1 to 200 characters; empty means unset."""
+DashboardUrl = Annotated[str | None, AfterValidator(_dashboard_url)]
+
 ListenAddress = Annotated[str | None, AfterValidator(_listen_address)]
 """``HOST:PORT``; empty means unset."""
 LogLevel = Annotated[str, AfterValidator(_level)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,18 +19,23 @@ from typing import Any
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, Engine, RunRecord, SystemClock
 from jobhost.store.calls import read, read_at
-from jobhost.store.failures import STREAK_LIMIT, FailureKey, failure_rows
+from jobhost.store.failures import STREAK_LIMIT, FailureKey
+from jobhost.store.open_failures import FailureFilter, failure_rows, open_runs
+from jobhost.store.resolution import Resolution
 
 __all__ = [
     "SEARCH_LIMIT",
     "BadFailureQuery",
     "Failure",
+    "FailureGroup",
     "FailureList",
     "FailureQuery",
     "decode_cursor",
     "encode_cursor",
     "failure_line",
     "failures_json",
+    "group_failures",
+    "open_failed_runs",
     "parse_since",
     "read_failures",
     "require_stored_job",
@@ -38,6 +44,8 @@ __all__ = [
 SEARCH_LIMIT = 200
 """The longest text searched for, in characters."""
 
+# The sign an operator reads as "repeated N times" (x would read as part of a job name).
+_TIMES = "\N{MULTIPLICATION SIGN}"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DURATION_EXAMPLES = "e.g. 2h, 7d, 30m, 2026-11-28 or 2026-11-28T06:00:00Z"
@@ -59,6 +67,10 @@ class FailureQuery:
     text: str | None = None
     limit: int = 50
     cursor: FailureKey | None = None
+    include_resolved: bool = False
+    """Also failures a later success or an acknowledgement resolved (``--all``)."""
+    jobs: tuple[str, ...] | None = None
+    """Only these jobs' failures (a module's), beside ``job``."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,8 @@ class Failure:
     """The run's outcome, or ``stuck`` for a running run that is stuck."""
     streak: int
     """The job's failed attempts in a row now (up to :data:`STREAK_LIMIT`)."""
+    resolution: Resolution | None = None
+    """How it was resolved; None while it is open."""
 
     @property
     def first_line(self) -> str:
@@ -86,20 +100,25 @@ class FailureList:
 
 
 def read_failures(engine: Engine, query: FailureQuery, clock: Clock | None = None) -> FailureList:
+    jobs = query.jobs
+    if query.job is not None:
+        jobs = (query.job,) if jobs is None else tuple(j for j in jobs if j == query.job)
     now, found = read_at(
         engine,
         clock or SystemClock(),
         failure_rows,
         limit=query.limit,
-        since=query.since,
-        job=query.job,
-        text=query.text,
+        where=FailureFilter(since=query.since, jobs=jobs, text=query.text),
         after=query.cursor,
+        open_only=not query.include_resolved,
     )
     stuck, page, streaks = found.stuck, found.page, found.streaks
     finished = page.runs if page is not None else []
     rows = [Failure(run, "stuck", streaks[run.job_name]) for run in stuck]
-    rows += [Failure(run, run.outcome, streaks[run.job_name]) for run in finished]
+    rows += [
+        Failure(run, run.outcome, streaks[run.job_name], found.resolved.get(run.id))
+        for run in finished
+    ]
     if page is None:
         # Only stuck runs fit: the finished failures start on the next page.
         next_key: FailureKey | None = _START
@@ -112,6 +131,12 @@ def read_failures(engine: Engine, query: FailureQuery, clock: Clock | None = Non
         searched_to.finished_at if searched_to is not None else None,
         now,
     )
+
+
+def open_failed_runs(engine: Engine, jobs: Sequence[str], limit: int) -> list[RunRecord]:
+    """The newest open finished failures of ``jobs``, at most ``limit``: no streaks, no stuck
+    runs (what a check needs, in statements that do not grow with the jobs)."""
+    return read(engine, open_runs, limit=limit, where=FailureFilter(jobs=tuple(jobs)))
 
 
 def require_stored_job(engine: Engine, name: str) -> None:
@@ -128,9 +153,21 @@ def require_stored_job(engine: Engine, name: str) -> None:
 
 
 def failures_json(found: FailureList) -> dict[str, Any]:
-    """``{"failures": [...], "next_cursor", "searched_to", "generated_at"}``."""
+    """``{"failures": [...], "groups": [...], "next_cursor", "searched_to", "generated_at"}``."""
     return {
         "failures": [_failure_json(row) for row in found.failures],
+        "groups": [
+            {
+                "job": group.newest.run.job_name,
+                "outcome": group.newest.outcome,
+                "error_type": group.newest.run.error_type,
+                "error": group.newest.first_line or None,
+                "count": len(group.rows),
+                "run_ids": [row.run.id for row in group.rows],
+                "resolved": group.newest.resolution is not None,
+            }
+            for group in group_failures(found.failures)
+        ],
         "next_cursor": found.next_cursor,
         "searched_to": iso_utc(found.searched_to),
         "streak_limit": STREAK_LIMIT,
@@ -138,18 +175,56 @@ def failures_json(found: FailureList) -> dict[str, Any]:
     }
 
 
-def failure_line(row: Failure) -> str:
-    """One line: finished time, outcome, job, attempt, streak, error type and first line."""
+@dataclass(frozen=True)
+class FailureGroup:
+    """Failures of one page with the same job, outcome, error and state: the newest first."""
+
+    rows: list[Failure]
+
+    @property
+    def newest(self) -> Failure:
+        return self.rows[0]
+
+
+def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
+    """``rows`` grouped by job, outcome, error type, first line and how and by whom resolved
+    (if so), each group where its newest row was (so one noisy job is one line, not a
+    screen)."""
+    groups: dict[tuple[object, ...], FailureGroup] = {}
+    for row in rows:
+        key = (
+            row.run.job_name,
+            row.outcome,
+            row.run.error_type,
+            row.first_line,
+            (row.resolution.how, row.resolution.by) if row.resolution is not None else None,
+        )
+        groups.setdefault(key, FailureGroup([])).rows.append(row)
+    return list(groups.values())
+
+
+def failure_line(row: Failure, repeats: int = 1) -> str:
+    """One line: finished time, outcome, job (and how many, for a group of ``repeats``),
+    attempt, streak, how it was resolved, error type and first line."""
     run = row.run
     when = (run.finished_at or run.started_at or run.queued_at).astimezone(UTC)
     streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
     error = run.error_type or ""
     if row.first_line:
         error = f"{error}: {row.first_line}" if error else row.first_line
+    times = f" {_TIMES} {repeats}" if repeats > 1 else ""
     return (
-        f"{when:%Y-%m-%d %H:%M:%SZ}  {row.outcome:<9}  {run.job_name}  "
-        f"attempt {run.attempt}  streak {streak}  run {run.id}  {error}".rstrip()
+        f"{when:%Y-%m-%d %H:%M:%SZ}  {row.outcome:<9}  {run.job_name}{times}  "
+        f"attempt {run.attempt}  streak {streak}{_resolved(row.resolution)}  run {run.id}  "
+        f"{error}".rstrip()
     )
+
+
+def _resolved(resolution: Resolution | None) -> str:
+    if resolution is None:
+        return ""
+    how = "retried" if resolution.how == "succeeded" else "acknowledged"
+    return f"  {how} by {resolution.by or 'unknown'}"
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -229,4 +304,17 @@ def _failure_json(row: Failure) -> dict[str, Any]:
         "error_type": run.error_type,
         "error": row.first_line or None,
         "streak": row.streak,
+        "resolved": _resolution_json(row.resolution),
+    }
+
+
+def _resolution_json(resolution: Resolution | None) -> dict[str, Any] | None:
+    if resolution is None:
+        return None
+    return {
+        "how": resolution.how,
+        "by": resolution.by,
+        "at": iso_utc(resolution.at),
+        "run_id": resolution.run_id,
+        "reason": resolution.reason,
     }

@@ -9,6 +9,12 @@ OTLP export carry them beside the run counters:
 - ``jobhost.critical_jobs.overdue``: critical jobs that are overdue, a count;
 - ``jobhost.job.overdue`` by ``job`` and ``critical``: 1 for each overdue job, only with
   ``metrics_job_label`` (a job that is not overdue has no series);
+- ``jobhost.job.failing`` by ``job`` and ``critical``: 1 for each failing job (its newest
+  occurrence's last attempt failed, and nothing later succeeded: ``jobhost.store.failing``),
+  and ``jobhost.job.failure_streak``: how many occurrences in a row it has failed; only with
+  ``metrics_job_label`` (a job that is not failing has no series);
+- with ``dashboard_url`` set, the per-job gauges also carry ``dashboard_url``, from which an
+  alert's annotations build the links to the job's page and its failures;
 - ``jobhost.clock.skew``: this host's clock minus the store's at its last heartbeat;
 - ``jobhost.store.up``: 1 while this host's last turn or heartbeat reached the store;
 - ``jobhost.stuck_runs``: this host's runs held by executor code that ignored cancellation.
@@ -37,7 +43,7 @@ from jobhost.operations.running_host import RunningHost
 from jobhost.operations.status import STATUSES, job_status
 from jobhost.store import Clock, Engine, HostRecord, ScheduleRecord, StoreError, SystemClock
 from jobhost.store.calls import read_at
-from jobhost.store.reports import schedules_and_hosts
+from jobhost.store.failing import Failing, schedules_hosts_failing
 
 __all__ = [
     "GAUGE_STATUSES",
@@ -64,6 +70,8 @@ class StoreFigures:
     """(job, critical) of every overdue job, by name."""
     skew_seconds: dict[str, float] = field(default_factory=dict)
     """Each live host's clock minus the store's, by host id."""
+    failing: list[tuple[str, bool, int]] = field(default_factory=list)
+    """(job, critical, streak) of every failing job, by name."""
 
     @property
     def critical_overdue(self) -> int:
@@ -99,6 +107,17 @@ def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = 
             callbacks=[gauges.observe_overdue],
             description="1 for each overdue job",
         )
+        meter.create_observable_gauge(
+            "jobhost.job.failing",
+            callbacks=[gauges.observe_failing],
+            description="1 for each job whose newest occurrence failed with no success since",
+        )
+        meter.create_observable_gauge(
+            "jobhost.job.failure_streak",
+            callbacks=[gauges.observe_failure_streak],
+            unit="{occurrence}",
+            description="A failing job's occurrences in a row that failed",
+        )
     meter.create_observable_gauge(
         "jobhost.clock.skew",
         callbacks=[gauges.observe_skew],
@@ -124,6 +143,8 @@ class JobGauges:
 
     def __init__(self, host: RunningHost, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._host = host
+        url = host.settings.dashboard_url
+        self._links: dict[str, str] = {"dashboard_url": url} if url else {}
         self._monotonic = monotonic
         self._refresh = host.settings.metrics_refresh.total_seconds()
         self._lock = threading.Lock()
@@ -158,7 +179,20 @@ class JobGauges:
     def observe_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
         if (figures := self.figures()) is not None:
             for name, critical in figures.overdue:
-                yield Observation(1, {"job": name, "critical": str(critical).lower()})
+                yield Observation(1, self._job_labels(name, critical))
+
+    def observe_failing(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if (figures := self.figures()) is not None:
+            for name, critical, _streak in figures.failing:
+                yield Observation(1, self._job_labels(name, critical))
+
+    def observe_failure_streak(self, _options: CallbackOptions) -> Iterable[Observation]:
+        if (figures := self.figures()) is not None:
+            for name, critical, streak in figures.failing:
+                yield Observation(streak, self._job_labels(name, critical))
+
+    def _job_labels(self, name: str, critical: bool) -> dict[str, str]:
+        return {"job": name, "critical": str(critical).lower(), **self._links}
 
     def observe_skew(self, _options: CallbackOptions) -> Iterable[Observation]:
         figures = self.figures()
@@ -189,9 +223,10 @@ class JobGauges:
 def read_figures(
     settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
 ) -> StoreFigures:
-    """One read of the schedule and host tables, and the figures of what it found."""
-    now, (rows, hosts) = read_at(engine, clock or SystemClock(), schedules_and_hosts)
-    return store_figures(settings, catalog, rows, hosts, now)
+    """One read of the schedule and host tables and of the failing jobs' attempts, and the
+    figures of what it found."""
+    now, (rows, hosts, failing) = read_at(engine, clock or SystemClock(), schedules_hosts_failing)
+    return store_figures(settings, catalog, rows, hosts, now, failing=failing)
 
 
 def store_figures(
@@ -200,8 +235,11 @@ def store_figures(
     rows: Mapping[str, ScheduleRecord],
     hosts: Sequence[HostRecord],
     now: datetime,
+    *,
+    failing: Mapping[str, Failing] | None = None,
 ) -> StoreFigures:
-    """The figures of the schedule rows and hosts read at ``now`` (pure)."""
+    """The figures of the schedule rows, hosts and failing jobs' streaks read at ``now``
+    (pure)."""
     live = [h for h in hosts if h.alive(now)]
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     by_status = dict.fromkeys(GAUGE_STATUSES, 0)
@@ -226,7 +264,16 @@ def store_figures(
         by_status=by_status,
         overdue=overdue,
         skew_seconds={h.id: h.clock_skew_seconds for h in live},
+        failing=[
+            (name, _critical(catalog.jobs.get(name), found.critical), found.streak)
+            for name, found in sorted((failing or {}).items())
+        ],
     )
+
+
+def _critical(spec: JobSpec | None, stored: bool) -> bool:
+    # A job this host does not declare (another replica's, a runtime job): the store's word.
+    return spec.declaration.critical if spec is not None else stored
 
 
 def _status(

@@ -8,8 +8,9 @@ The checks, in order (``name``: what passes):
   that is not behind;
 - ``live-host``: at least one host is alive (passes as skipped with ``hosts=False``);
 - ``leases``: no job's lease, and no running run's, has expired while still held;
-- ``critical-jobs-last-run``: the last run of every critical job did not fail (``failed``,
-  ``timed_out``, ``abandoned``; a ``cancelled`` shutdown is not a failure) and the job is not
+- ``critical-jobs-last-run``: no critical job has an open failure (a ``failed``,
+  ``timed_out`` or ``abandoned`` run whose work has not succeeded since and that no operator
+  acknowledged; a ``cancelled`` shutdown is not a failure: ``jobhost failures``), and none is
   overdue;
 - ``clock-skew``: every live host's clock is within one second of the database's;
 - ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
@@ -33,6 +34,7 @@ from typing import Any
 from jobhost.catalog import Catalog
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
+from jobhost.operations.failure_actions import open_failure_lines
 from jobhost.operations.report import Report, report_from, stored_report
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.stored import stored_version
@@ -60,6 +62,8 @@ __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "chec
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 MAX_CLOCK_SKEW_SECONDS = 1.0
 _UNCHECKED = "not checked: the store is unavailable"
+# Open failures of critical jobs read for the check: enough to name them, bounded.
+_OPEN_SHOWN = 50
 # A detail is read by a person: at ten thousand jobs a full list is a wall of text.
 _SHOWN = 10
 
@@ -116,7 +120,7 @@ def check_health(
         ("critical-jobs-scheduled", _critical_scheduled),
         ("live-host", _live_host if hosts else _skipped_hosts),
         ("leases", _leases),
-        ("critical-jobs-last-run", _critical_last_run),
+        ("critical-jobs-last-run", lambda found: _critical_last_run(found, engine)),
         ("clock-skew", _clock_skew),
     ]
     for name, check in rest:
@@ -342,28 +346,18 @@ def _leases(report: Report) -> Check:
     return Check("leases", True, "no expired lease is held")
 
 
-def _critical_last_run(report: Report) -> Check:
+def _critical_last_run(report: Report, engine: Engine) -> Check:
     name = "critical-jobs-last-run"
     critical = [job for job in report.jobs if job.critical]
     if not critical:
         return Check(name, True, "no critical jobs are declared")
-    failures: list[tuple[str, str]] = []
+    failures = open_failure_lines(engine, [job.name for job in critical], _OPEN_SHOWN)
     for job in critical:
-        last = job.last_run
-        if last is not None and last.outcome in FAILED_OUTCOMES:
-            error = f": {last.error}" if last.error else ""
-            failures.append(
-                (
-                    job.name,
-                    f"{job.name}'s last run {last.run_id} {last.outcome} at "
-                    f"{short_utc(last.finished_at)}{error}",
-                )
-            )
         if (overdue := job.has("overdue")) is not None:
             failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))
     if failures:
         return Check(name, False, _listed(failures))
-    return Check(name, True, f"{len(critical)} critical job(s): last runs fine, none overdue")
+    return Check(name, True, f"{len(critical)} critical job(s): no open failure, none overdue")
 
 
 def _clock_skew(report: Report) -> Check:

@@ -32,9 +32,7 @@ __all__ = [
     "STREAK_LIMIT",
     "FailureKey",
     "FailurePage",
-    "FailureRows",
     "failure_page",
-    "failure_rows",
     "failure_streaks",
     "stuck_runs",
 ]
@@ -78,14 +76,17 @@ def failure_page(
     job: str | None = None,
     text: str | None = None,
     after: FailureKey | None = None,
+    jobs: Collection[str] | None = None,
 ) -> FailurePage:
-    """Up to ``limit`` finished failed runs older than ``after``, newest first; of ``job``,
-    finished at or after ``since``, with ``text`` in their error type or message
+    """Up to ``limit`` finished failed runs older than ``after``, newest first; of ``job`` (or
+    of ``jobs``), finished at or after ``since``, with ``text`` in their error type or message
     (case-insensitive), when given."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
+    if job is not None:
+        jobs = [job]
     for outcome in FAILED:
-        query = _stream(outcome, since=since, job=job, after=after)
+        query = _stream(outcome, since=since, jobs=jobs, after=after)
         if text:
             scanned = query.limit(SEARCH_SCAN).subquery()
             matched = (
@@ -97,7 +98,7 @@ def failure_page(
             rows = connection.execute(matched).mappings()
             last = connection.execute(
                 select(runs.c.finished_at, runs.c.id)
-                .where(*_conditions(outcome, since=since, job=job, after=after))
+                .where(*_conditions(outcome, since=since, jobs=jobs, after=after))
                 .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
                 .offset(SEARCH_SCAN - 1)
                 .limit(1)
@@ -125,15 +126,18 @@ def stuck_runs(
     limit: int,
     job: str | None = None,
     text: str | None = None,
+    jobs: Collection[str] | None = None,
 ) -> list[RunRecord]:
     """Running runs whose lease expired before ``now`` or whose code ignored its cancellation,
-    newest start first, at most ``limit``."""
+    newest start first, at most ``limit``; of ``job`` (or ``jobs``) when given."""
     query = select(runs).where(
         runs.c.outcome == RUNNING,
         or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
     )
     if job is not None:
-        query = query.where(runs.c.job_name == job)
+        jobs = [job]
+    if jobs is not None:
+        query = query.where(runs.c.job_name.in_(sorted(jobs)))
     if text:
         query = query.where(_error_text(runs.c).like(_pattern(text), escape="\\"))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
@@ -160,60 +164,35 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
     return streaks
 
 
-@dataclass(frozen=True)
-class FailureRows:
-    """What one failures page reads together: stuck runs, the page of finished failures (None
-    when the stuck runs fill it), and each of their jobs' failure streak."""
-
-    stuck: list[RunRecord]
-    page: FailurePage | None
-    streaks: dict[str, int]
-
-
-def failure_rows(
-    connection: Connection,
-    now: datetime,
-    *,
-    limit: int,
-    since: datetime | None,
-    job: str | None,
-    text: str | None,
-    after: FailureKey | None,
-) -> FailureRows:
-    """Stuck runs first (on the first page, ``after`` None), then finished failures, up to
-    ``limit`` in all, with their jobs' streaks."""
-    stuck = stuck_runs(connection, now, limit=limit, job=job, text=text) if after is None else []
-    page = (
-        failure_page(
-            connection, limit=limit - len(stuck), since=since, job=job, text=text, after=after
-        )
-        if len(stuck) < limit
-        else None
-    )
-    finished = page.runs if page is not None else []
-    streaks = failure_streaks(connection, {run.job_name for run in [*stuck, *finished]})
-    return FailureRows(stuck, page, streaks)
-
-
 def _stream(
-    outcome: str, *, since: datetime | None, job: str | None, after: FailureKey | None
+    outcome: str,
+    *,
+    since: datetime | None,
+    jobs: Collection[str] | None,
+    after: FailureKey | None,
 ) -> Select[Any]:
     return (
         select(runs)
-        .where(*_conditions(outcome, since=since, job=job, after=after))
+        .where(*_conditions(outcome, since=since, jobs=jobs, after=after))
         .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
     )
 
 
 def _conditions(
-    outcome: str, *, since: datetime | None, job: str | None, after: FailureKey | None
+    outcome: str,
+    *,
+    since: datetime | None,
+    jobs: Collection[str] | None,
+    after: FailureKey | None,
 ) -> Sequence[ColumnElement[bool]]:
     found: list[ColumnElement[bool]] = [
         runs.c.outcome == outcome,
         runs.c.finished_at.is_not(None),
     ]
-    if job is not None:
-        found.append(runs.c.job_name == job)
+    if jobs is not None and len(jobs) == 1:
+        found.append(runs.c.job_name == next(iter(jobs)))
+    elif jobs is not None:
+        found.append(runs.c.job_name.in_(sorted(jobs)))
     if since is not None:
         found.append(runs.c.finished_at >= since)
     if after is not None:

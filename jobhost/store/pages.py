@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from jobhost.store.backfills import BackfillRecord, list_backfills
+from jobhost.store.lineage import manual_attempts, retried_run
 from jobhost.store.operations import get_schedule
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.records import RunRecord
@@ -45,6 +46,8 @@ class RunPage:
     run: RunRecord
     attempts: list[RunRecord]
     lines: list[LogLine | Dropped]
+    retry_of: RunRecord | None = None
+    """The run an operator's retry retried."""
 
 
 def job_page(
@@ -80,7 +83,12 @@ def run_page(connection: Connection, run_id: str, *, after: int = 0, lines: int)
     if run is None:
         return None
     found = read_lines(connection, run_id, after=after, limit=lines)
-    return RunPage(run, attempts_of(connection, run), found)
+    attempts = (
+        attempts_of(connection, run)
+        if run.occurrence is not None
+        else manual_attempts(connection, run)
+    )
+    return RunPage(run, attempts, found, retried_run(connection, run))
 
 
 def api_deletion(connection: Connection, name: str) -> tuple[bool, JobChange | None]:

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from jobhost.store.schema import runs
@@ -21,14 +22,25 @@ class Api:
         self.base = base
         self.engine = engine
 
-    def add_run(self, job: str, outcome: str, ago: timedelta, error: str | None = None) -> str:
+    def add_run(
+        self,
+        job: str,
+        outcome: str,
+        ago: timedelta,
+        error: str | None = None,
+        *,
+        scheduled: bool = False,
+    ) -> str:
+        """A run, of no occurrence unless ``scheduled`` (then of the minute it started in)."""
         run_id = uuid.uuid4().hex
         finished = datetime.now(UTC) - ago
+        occurrence = finished.replace(second=0, microsecond=0) if scheduled else None
         with self.engine.begin() as connection:
             connection.execute(
                 runs.insert().values(
                     id=run_id,
                     job_name=job,
+                    occurrence=occurrence,
                     attempt=1,
                     source="schedule",
                     outcome=outcome,
@@ -120,3 +132,43 @@ def test_the_read_scope_is_needed(api: Api) -> None:
     assert api.get(token=None).status == 401
     assert api.get(token="deployer").status == 200
     assert api.get(token="ops").status == 200
+
+
+def test_open_failures_by_default_and_a_bulk_retry_of_one_job(api: Api) -> None:
+    invoices = api.add_run(
+        "billing.invoices", "failed", timedelta(hours=2), "HTTP 503", scheduled=True
+    )
+    cleanup = api.add_run("files.cleanup", "failed", timedelta(hours=1), "disk full")
+    body = {"job": "billing.invoices", "reason": "upstream fixed"}
+    assert call(api.base, "POST", "/api/v1/failures", token="reader", body=body).status == 403
+    bad = call(api.base, "POST", "/api/v1/failures", token="ops", body={"job": "x"})
+    assert bad.status == 422 and [e["field"] for e in bad.body["errors"]] == ["reason"]
+
+    queued = call(api.base, "POST", "/api/v1/failures", token="ops", body=body)
+    assert queued.status == 202, queued.body
+    assert [(q["retry_of"], q["job"]) for q in queued.body["queued"]] == [
+        (invoices, "billing.invoices")
+    ]
+    assert queued.body["refused"] == [] and queued.body["more"] is False
+    again = call(api.base, "POST", "/api/v1/failures", token="ops", body=body)
+    assert again.body["queued"] == [] and [r["run_id"] for r in again.body["refused"]] == [invoices]
+
+    retry_id = queued.body["queued"][0]["run_id"]
+    with api.engine.begin() as connection:
+        connection.execute(
+            update(runs)
+            .where(runs.c.id == retry_id)
+            .values(
+                outcome="succeeded", started_at=datetime.now(UTC), finished_at=datetime.now(UTC)
+            )
+        )
+    open_now = api.get()
+    assert [row["run_id"] for row in open_now.body["failures"]] == [cleanup]
+    assert open_now.body["groups"][0]["count"] == 1
+    everything = api.get({"all": "true"})
+    resolved = {row["run_id"]: row["resolved"] for row in everything.body["failures"]}
+    assert resolved[cleanup] is None
+    assert resolved[invoices]["how"] == "succeeded"
+    assert resolved[invoices]["run_id"] == retry_id
+    assert resolved[invoices]["by"] == "ops"
+    assert api.get({"all": "yes"}).status == 400

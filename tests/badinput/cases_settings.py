@@ -45,6 +45,8 @@ FILE_CASES = [
         tables="[module.shop]\nreminder_after = 5\n",
     ),
     _file("pool-zero", "worker_pool_size", "0", "greater than or equal to 1"),
+    _file("dashboard-ftp", "dashboard_url", '"ftp://ops.example.com"', "http(s) URL"),
+    _file("dashboard-query", "dashboard_url", '"https://ops.example.com/?a=1"', "without a query"),
     _file("pool-huge", "worker_pool_size", "5000", "less than or equal to 1024"),
     _file("pool-bool", "worker_pool_size", "true", "must be a whole number, not true or false"),
     _file("pool-text", "worker_pool_size", '"many"', "valid integer"),

@@ -119,6 +119,7 @@ def test_since_job_grep_and_limit_narrow_the_list(operator: Operator) -> None:
     assert (
         none.stdout.strip()
         == "no failed, timed-out, abandoned or stuck run with 'no such text' in its error"
+        " left open (--all shows resolved ones)"
     )
 
 
@@ -138,7 +139,9 @@ def test_bad_options_and_unknown_jobs_are_usage_errors(sqlite_operator: Operator
     assert limit.returncode == 2
     fine = sqlite_operator.jobhost("failures")
     assert fine.returncode == 0
-    assert fine.stdout.strip() == "no failed, timed-out, abandoned or stuck run"
+    assert fine.stdout.strip() == (
+        "no failed, timed-out, abandoned or stuck run left open (--all shows resolved ones)"
+    )
 
 
 def test_it_reads_the_store_without_loading_plugins(sqlite_operator: Operator) -> None:

@@ -102,7 +102,11 @@ def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operat
     assert "sample.billing is paused by carol" in scheduled and "migration" in scheduled
     assert "sample.hourly's next fire" in scheduled and "in the past" in scheduled
     last_run = _detail(result, "critical-jobs-last-run")
-    assert "sample.billing's last run" in last_run and "failed" in last_run and "boom" in last_run
+    assert (
+        "sample.billing has 1 open failure(s)" in last_run
+        and "failed" in last_run
+        and "boom" in last_run
+    )
     assert "sample.hourly is overdue" not in last_run
     assert "dead-host" in _detail(result, "leases")
     assert "host replica-0 is +5.000s off" in _detail(result, "clock-skew")
@@ -237,11 +241,11 @@ def test_a_detail_names_ten_jobs_then_how_many_more(operator: Operator) -> None:
     done, result = operator.json("health", "--no-hosts")
     assert done.returncode == 1
     detail = _detail(result, "critical-jobs-last-run")
-    listed = [name for name in names if f"{name}'s last run" in detail]
+    listed = [name for name in names if f"{name} has 1 open" in detail]
     assert listed == names[:10]
     assert detail.endswith("; and 15 more")
     text = " ".join(operator.jobhost("health", "--no-hosts").stdout.split())
-    assert [name for name in names if f"{name}'s last run" in text] == names[:10]
+    assert [name for name in names if f"{name} has 1 open" in text] == names[:10]
     assert "; and 15 more PASS" in text
 
 

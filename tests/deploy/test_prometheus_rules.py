@@ -24,6 +24,7 @@ RULE_TESTS = PROMETHEUS / "jobhost-rules.test.yaml"
 # What an operator is woken for, each an alert of its own.
 ALERTS = {
     "JobhostRunFailed": "a run failed",
+    "JobhostJobFailing": "a job is failing until something succeeds",
     "JobhostJobKeepsFailing": "a job keeps failing",
     "JobhostCriticalJobOverdue": "a critical job overdue",
     "JobhostNoLiveHost": "no live host",
@@ -34,7 +35,14 @@ ALERTS = {
     "JobhostStoreUnreachable": "store unreachable",
 }
 # Alerts about one job: their descriptions name it.
-PER_JOB = {"JobhostRunFailed", "JobhostJobKeepsFailing", "JobhostOccurrencesMissed"}
+PER_JOB = {
+    "JobhostRunFailed",
+    "JobhostJobFailing",
+    "JobhostJobKeepsFailing",
+    "JobhostOccurrencesMissed",
+}
+# Alerts whose annotations link to the dashboard when the gauges carry dashboard_url.
+LINKED = {"JobhostJobFailing", "JobhostJobKeepsFailing"}
 
 
 def promtool() -> str:
@@ -100,7 +108,19 @@ def test_every_description_names_the_command_that_explains_it(rule: dict[str, An
     if rule["alert"] in PER_JOB:
         assert "{{ $labels.exported_job }}" in description
     assert rule["annotations"]["runbook"].startswith("docs/operations/observability.md#")
-    assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+    # A severity may be a template choosing between severities (by the job's criticality).
+    severities = re.sub(r"\{\{[^}]*\}\}", " ", rule["labels"]["severity"]).split()
+    assert severities, rule["labels"]["severity"]
+    assert set(severities) <= {"info", "warning", "critical"}, severities
+
+
+def test_the_failing_alerts_link_to_the_job_and_its_failures() -> None:
+    for rule in rules():
+        if rule["alert"] in LINKED:
+            annotations = rule["annotations"]
+            assert "/jobs/{{ $labels.exported_job }}" in annotations["dashboard"]
+            assert "/failures?job={{ $labels.exported_job }}" in annotations["failures"]
+            assert "dashboard_url" in rule["expr"]
 
 
 @pytest.mark.parametrize("rule", rules(), ids=lambda rule: str(rule["alert"]))

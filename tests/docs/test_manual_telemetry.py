@@ -58,7 +58,8 @@ def prometheus_exposition() -> str:
 
 
 class _Figures(JobGauges):
-    """The gauges over fixed figures: one overdue critical job, one live host."""
+    """The gauges over fixed figures: one overdue critical job failing twice in a row, one
+    live host."""
 
     def figures(self) -> StoreFigures:
         return StoreFigures(
@@ -66,6 +67,7 @@ class _Figures(JobGauges):
             by_status={"overdue": 1},
             overdue=[("a.b", True)],
             skew_seconds={"host-1": 0.1},
+            failing=[("a.b", True, 2)],
         )
 
 

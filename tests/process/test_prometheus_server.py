@@ -11,13 +11,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 import yaml
 
-from tests.cli.operator_support import Operator
+from tests.cli.operator_support import Operator, now
 from tests.ports import free_port
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for_value
@@ -104,19 +105,25 @@ class PrometheusServer:
         self._log.close()
 
 
+Scraped = tuple[PrometheusServer, HostProcess, Operator]
+
+
 @pytest.fixture
-def scraped_host(tmp_path: Path) -> Iterator[tuple[PrometheusServer, HostProcess]]:
+def scraped_host(tmp_path: Path) -> Iterator[Scraped]:
     operator = Operator(f"sqlite:///{tmp_path}/store.db", tmp_path)
     port = free_port()
     operator.configure(
         [
             {"name": "billing.close-day", "cron": "* * * * * *", "behaviour": "fail"},
             {"name": "files.purge", "cron": "* * * * * *"},
+            # Fires once a year: its failed night is written by the test.
+            {"name": "billing.nightly", "cron": "0 3 1 1 *", "behaviour": "fail-once"},
         ],
         http_listen=f"127.0.0.1:{port}",
         poll_interval="1s",
         heartbeat_interval="1s",
         metrics_refresh="1s",
+        dashboard_url="https://ops.example.com/jobhost",
     )
     host = HostProcess(
         "prom-1", operator.config, tmp_path / "host.log", operator.env(JOBHOST_HOST_ID="prom-1")
@@ -125,7 +132,7 @@ def scraped_host(tmp_path: Path) -> Iterator[tuple[PrometheusServer, HostProcess
         # Inside the try: a server that cannot start leaves no host process behind.
         server = PrometheusServer(tmp_path, f"127.0.0.1:{port}")
         try:
-            yield server, host
+            yield server, host, operator
         finally:
             server.stop()
     finally:
@@ -135,9 +142,9 @@ def scraped_host(tmp_path: Path) -> Iterator[tuple[PrometheusServer, HostProcess
 
 @pytest.mark.slow
 def test_prometheus_fires_the_run_failed_alert_for_the_failing_job(
-    scraped_host: tuple[PrometheusServer, HostProcess],
+    scraped_host: Scraped,
 ) -> None:
-    server, host = scraped_host
+    server, host, _operator = scraped_host
 
     def failed_alert() -> dict[str, Any] | None:
         answer = _answer(server.api, "alerts")
@@ -174,6 +181,54 @@ def test_prometheus_fires_the_run_failed_alert_for_the_failing_job(
         assert answer["status"] == "success", f"{name}: {expression}: {answer}"
     rules = server.api("rules")["data"]["groups"]
     assert all(rule["health"] == "ok" for group in rules for rule in group["rules"]), rules
+
+
+@pytest.mark.slow
+def test_a_night_that_failed_an_hour_ago_alerts_until_its_retry_succeeds(
+    scraped_host: Scraped,
+) -> None:
+    server, host, operator = scraped_host
+    operator.sync()
+    night = now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    failed = operator.add_run(
+        "billing.nightly", "failed", occurrence=night, started=night, error="connection refused"
+    )
+
+    def failing_alert() -> dict[str, Any] | None:
+        return _alert(server, "JobhostJobFailing", "billing.nightly")
+
+    # An hour after its one failure, the job still alerts, linking to its page and failures.
+    alert = _within(45, failing_alert, "the JobhostJobFailing alert", host)
+    assert alert["labels"]["critical"] == "false"
+    assert alert["annotations"]["dashboard"] == (
+        "https://ops.example.com/jobhost/jobs/billing.nightly"
+    )
+    assert alert["annotations"]["failures"] == (
+        "https://ops.example.com/jobhost/failures?job=billing.nightly"
+    )
+    retried = operator.jobhost("retry", failed, "--reason", "after the fix")
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    _within(
+        30,
+        lambda: True if failing_alert() is None else None,
+        "the JobhostJobFailing alert to end after the retry",
+        host,
+    )
+
+
+def _alert(server: PrometheusServer, name: str, job: str) -> dict[str, Any] | None:
+    answer = _answer(server.api, "alerts")
+    alerts = answer["data"]["alerts"] if answer else []
+    return next(
+        (
+            alert
+            for alert in alerts
+            if alert["labels"]["alertname"] == name
+            and alert["labels"].get("exported_job") == job
+            and alert["state"] in {"pending", "firing"}
+        ),
+        None,
+    )
 
 
 def _answer(call: Callable[..., Any], *args: str) -> Any:

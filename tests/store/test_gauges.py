@@ -113,6 +113,10 @@ def test_the_gauges_count_jobs_by_status_as_the_report_does(scene: SimpleNamespa
     assert not [
         name for name in metrics if name.startswith("jobhost_job_overdue") and "s.ok" in name
     ]
+    # s.fails failed its one occurrence: failing, a streak of one; s.ok has no series.
+    assert metrics['jobhost_job_failing{critical="false",job="s.fails"}'] == 1
+    assert metrics['jobhost_job_failure_streak{critical="false",job="s.fails"}'] == 1
+    assert not [name for name in metrics if "failing{" in name and "s.fails" not in name]
     assert metrics["jobhost_clock_skew_seconds"] == pytest.approx(2.5, abs=0.01)
     assert metrics["jobhost_store_up"] == 1
     assert metrics["jobhost_stuck_runs"] == 1
@@ -123,6 +127,16 @@ def test_without_the_job_label_no_gauge_names_a_job(scene: SimpleNamespace) -> N
     metrics = _scrape(scene)
     assert metrics["jobhost_critical_jobs_overdue"] == 1
     assert not [name for name in metrics if "job=" in name]
+
+
+def test_with_a_dashboard_url_the_job_gauges_carry_it(scene: SimpleNamespace) -> None:
+    scene.settings = scene.settings.model_copy(
+        update={"dashboard_url": "https://ops.example.com/jobhost"}
+    )
+    metrics = _scrape(scene)
+    link = 'dashboard_url="https://ops.example.com/jobhost"'
+    assert metrics[f'jobhost_job_failing{{critical="false",{link},job="s.fails"}}'] == 1
+    assert metrics[f'jobhost_job_overdue{{critical="true",{link},job="s.nightly"}}'] == 1
 
 
 def test_a_scrape_reads_the_store_once_per_refresh_interval(scene: SimpleNamespace) -> None:

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from jobhost.store import reading
 from jobhost.store.runtime import list_changes
-from jobhost.store.schema import backfills
+from jobhost.store.schema import backfill_items, backfills
 from tests.cli.operator_support import Operator
 from tests.web.console_support import TOKEN, Client, add_operator_token, serve_console
 
@@ -108,3 +108,26 @@ def test_cancelling_a_backfill_needs_an_operator_signed_in(
         "/jobs/sample.nightly/cancel-backfill", f"backfill={'0' * 32}&reason=x&confirm=yes"
     )
     assert status == 403 and "sign in with an operator token" in page
+
+
+def test_a_finished_backfill_offers_no_cancel_form(client: tuple[Client, Operator]) -> None:
+    web, operator = client
+    assert web.post("/signin", f"token={TOKEN}")[0] == 200
+    found = re.search(r'name="csrf" value="([^"]+)"', web.get("/jobs/sample.nightly")[2])
+    assert found is not None
+    start = f"csrf={found[1]}&from=2026-11-20&to=2026-11-22&mode=all&concurrency=1&reason=fix"
+    page = web.post("/jobs/sample.nightly/backfill", start + "&confirm=yes")[2]
+    with reading(operator.engine) as connection:
+        (backfill_id,) = connection.execute(select(backfills.c.id)).scalars().all()
+    # While it runs, its form goes from an open page at the refresh that shows it ended.
+    assert re.search(
+        f'id="cancel-backfill-{backfill_id}" class="cancel-backfill" data-live-gone', page
+    )
+    with operator.engine.begin() as connection:
+        connection.execute(update(backfill_items).values(state="succeeded"))
+    page = web.get("/jobs/sample.nightly")[2]
+    assert "2 of 2 done" in page
+    assert f'id="cancel-backfill-{backfill_id}"' not in page
+    with operator.engine.begin() as connection:
+        connection.execute(update(backfills).values(state="done"))
+    assert f'id="cancel-backfill-{backfill_id}"' not in web.get("/jobs/sample.nightly")[2]

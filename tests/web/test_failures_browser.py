@@ -87,10 +87,12 @@ def test_the_failures_page_searches_error_text_and_leads_to_the_run(
     browser.find_element(By.ID, "nav-failures").click()
     waiting(browser, 10).until(lambda b: b.current_url.endswith("/failures"))
     rows = _rows(browser, "failures")
-    # Three failed in a row just now, then every seventh of the older ones, and two others.
-    assert rows[:3] == [site.ids[f"invoices-{index}"] for index in range(3)]
-    assert set(rows) >= {site.ids["export"], site.ids["cleanup"]}
+    # Three failed in a row just now, then every seventh of the older ones: one row of eight
+    # (the same job and error), the newest shown; and two others.
+    assert rows == [site.ids["invoices-0"], site.ids["export"], site.ids["cleanup"]]
     first = browser.find_element(By.CSS_SELECTOR, "#failures tbody tr")
+    assert first.get_attribute("data-count") == "8"
+    assert "\N{MULTIPLICATION SIGN} 8" in first.find_element(By.CSS_SELECTOR, "span.repeats").text
     assert first.find_element(By.CSS_SELECTOR, "td.streak").text == "3"
     assert "HTTP 503" in first.find_element(By.CSS_SELECTOR, "td.err").text
     outcome = first.find_element(By.CSS_SELECTOR, "span.o-failed")

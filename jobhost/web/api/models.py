@@ -264,6 +264,29 @@ class Backfill(BaseModel):
     pending: int = Field(ge=0)
 
 
+class FailureResolution(BaseModel):
+    """How a failure was resolved: its work succeeded later (``run_id``), or an operator
+    acknowledged it (``reason``)."""
+
+    how: Literal["succeeded", "acknowledged"]
+    by: str | None
+    at: str | None
+    run_id: str | None
+    reason: str | None
+
+
+class FailureGroup(BaseModel):
+    """The page's failures of one job, outcome, error and state."""
+
+    job: str
+    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    error_type: str | None
+    error: str | None
+    count: int = Field(ge=1)
+    run_ids: list[str]
+    resolved: bool
+
+
 class Failure(BaseModel):
     job: str
     run_id: str
@@ -277,14 +300,29 @@ class Failure(BaseModel):
     error_type: str | None
     error: str | None
     streak: int = Field(ge=0)
+    resolved: FailureResolution | None
 
 
 class FailureList(BaseModel):
     failures: list[Failure]
+    groups: list[FailureGroup]
     next_cursor: str | None
     searched_to: str | None
     streak_limit: int
     generated_at: str
+
+
+class RetryRefused(BaseModel):
+    run_id: str
+    job: str
+    reason: str
+
+
+class FailuresRetried(BaseModel):
+    queued: list[RetryQueued]
+    refused: list[RetryRefused]
+    more: bool
+    hosts_alive: int = Field(ge=0)
 
 
 class FieldError(BaseModel):
@@ -404,3 +442,6 @@ class FailuresQuery(BaseModel):
     )
     limit: int = Field(50, ge=1, le=PAGE_LIMIT, description="At most N runs (default 50).")
     cursor: str = Field("", max_length=200, description="next_cursor of the previous answer.")
+    all: bool = Field(
+        False, description="Also failures resolved by a later success or an acknowledgement."
+    )

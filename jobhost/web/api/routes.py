@@ -41,7 +41,7 @@ from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints
 from jobhost.web.api.auth import TokenCheck
 from jobhost.web.api.backfills import BackfillEndpoints
-from jobhost.web.api.failures import failures_endpoint
+from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
@@ -107,6 +107,7 @@ class _Api:
         self.backfills = BackfillEndpoints(settings, self.service, self.limit)
         self.failures = failures_endpoint(engine, self.service.clock)
         self.state = StateEndpoints(self.service, self.limit)
+        self.retry_failures = retry_failures_endpoint(engine, self.service.clock, self.limit)
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this

@@ -21,6 +21,7 @@ from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
+from jobhost.web.api.failures import FailureRetry
 
 __all__ = ["ENDPOINTS", "HEADERS", "PATH_PARAMETERS", "Answer", "Endpoint", "Header"]
 
@@ -251,12 +252,28 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "GET",
         "/failures",
         "failures",
-        "Failed, timed-out, abandoned and stuck runs of every job, newest first.",
+        "Open failures (failed, timed-out, abandoned and stuck runs not resolved by a later "
+        "success or an acknowledgement) of every job, newest first; all=true for every one.",
         scope="read",
         query=models.FailuresQuery,
         answers={
             200: Answer(
                 "Failures; pass next_cursor as cursor for the next page.", models.FailureList
+            )
+        },
+    ),
+    Endpoint(
+        "POST",
+        "/failures",
+        "retry_failures",
+        "Retry every open failure of a job, a module or since a time, once each (one "
+        "change-log entry per run), queued for the hosts.",
+        scope="trigger",
+        body=FailureRetry,
+        answers={
+            202: Answer(
+                "Queued (refused: those whose work has a retry under way).",
+                models.FailuresRetried,
             )
         },
     ),

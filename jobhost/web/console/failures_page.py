@@ -1,8 +1,10 @@
 """The dashboard's Failures page: failed, timed-out, abandoned and stuck runs of every job, a
 page at a time, searchable by error text, under the installation's runs-by-outcome chart.
 
-The query string is the page's whole state (``q``, ``job``, ``since``, ``range``, ``cursor``),
-so a link to a search is the search. What the list shows is what ``jobhost failures`` prints.
+The query string is the page's whole state (``q``, ``job``, ``since``, ``range``, ``all``,
+``cursor``), so a link to a search is the search. What the list shows is what ``jobhost
+failures`` prints: open failures (``all=true``: resolved ones too), repeats of one job and
+error as one row with their count.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from jobhost.operations.failures import (
     SEARCH_LIMIT,
     BadFailureQuery,
     Failure,
+    FailureGroup,
     FailureQuery,
     decode_cursor,
+    group_failures,
     parse_since,
     read_failures,
     require_stored_job,
@@ -26,8 +30,9 @@ from jobhost.operations.failures import (
 from jobhost.store import Clock, Engine, SystemClock
 from jobhost.store.calls import read_at
 from jobhost.store.clock import store_now
-from jobhost.store.failures import STREAK_LIMIT
+from jobhost.store.failures import FAILED, STREAK_LIMIT
 from jobhost.store.outcome_counts import counts_before
+from jobhost.store.run_actions import work_key
 from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import SLICES, Chart, outcome_chart
 from jobhost.web.console.timeline import RANGES
@@ -54,6 +59,25 @@ class FailuresView:
     problem: str | None = None
     """Why the filters could not be read (the list is then empty and the answer 400)."""
     streak_limit: int = STREAK_LIMIT
+    everything: bool = False
+    """Resolved failures are listed too (``all=true``)."""
+
+    @property
+    def groups(self) -> list[FailureGroup]:
+        return group_failures(self.rows)
+
+    @property
+    def retry_ids(self) -> list[str]:
+        """The open finished failures shown, one per piece of work: what "retry the N shown"
+        retries."""
+        seen: set[tuple[str, str]] = set()
+        found: list[str] = []
+        for row in self.rows:
+            key = (row.run.job_name, work_key(row.run))
+            if row.outcome in FAILED and row.resolution is None and key not in seen:
+                seen.add(key)
+                found.append(row.run.id)
+        return found
 
     def link(self, **change: str | None) -> str:
         """This page's query with ``change`` applied (None drops a parameter)."""
@@ -62,6 +86,7 @@ class FailuresView:
             "job": self.job,
             "since": self.since,
             "range": self.span if self.span != "24h" else None,
+            "all": "true" if self.everything else None,
         }
         values.update(change)
         return "?" + urlencode({key: value for key, value in values.items() if value})
@@ -83,6 +108,7 @@ def failures_view(
         since=params.get("since", "").strip()[:64],
         span=span,
         cursor=params.get("cursor", "")[:200],
+        everything=params.get("all") == "true",
     )
     now = store_now(engine, clock or SystemClock())
 
@@ -100,6 +126,7 @@ def failures_view(
             text=view.search or None,
             limit=FAILURES_PAGE,
             cursor=decode_cursor(view.cursor) if view.cursor else None,
+            include_resolved=view.everything,
         )
         if query.job is not None:
             require_stored_job(engine, query.job)
@@ -118,6 +145,7 @@ def failures_view(
         next_cursor=found.next_cursor,
         searched_to=found.searched_to,
         chart=chart,
+        everything=view.everything,
     )
 
 
@@ -130,4 +158,5 @@ def _refused(view: FailuresView, chart: Chart, problem: str) -> FailuresView:
         cursor="",
         chart=chart,
         problem=problem,
+        everything=view.everything,
     )

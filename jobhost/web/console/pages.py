@@ -52,6 +52,7 @@ from jobhost.web.console.auth import (
 from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
 from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
+from jobhost.web.console.failures_retry import retry_notice, retry_shown
 from jobhost.web.console.job_query import job_query
 from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
@@ -153,6 +154,7 @@ class Console:
             Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
+            Route("/failures/retry", acting(self.retry_failures), methods=["POST"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
             Route("/signin", acting(self.signin), methods=["POST"]),
             Route("/signout", acting(self.signout), methods=["POST"]),
@@ -288,9 +290,13 @@ class Console:
             ranges=list(RANGES),
             span_name=RANGE_NAMES[view.span],
             chart_outcomes=CHART_ORDER,
+            done=retry_notice(request.query_params),
             # Only the newest page changes as runs fail; an older one stays as it is.
             live=_LIVE_SECONDS if not view.cursor else 0,
         )
+
+    async def retry_failures(self, request: Request) -> Response:
+        return await retry_shown(self, request)
 
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))

@@ -10,7 +10,7 @@ time on a relative one's ``title``; a log line's (``class="ms"``) keeps its mill
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
@@ -43,10 +43,13 @@ def fixed_tag(at: datetime | None, zone: str) -> Markup:
 
 
 def ago_tag(at: datetime | None, now: datetime) -> Markup:
-    """How long ago (``4m05s``), with the absolute time on hover; ``-`` for nothing."""
+    """How long ago (``4m05s``), with the absolute time on hover; ``-`` for nothing. An
+    instant after ``now`` is 0ms ago: a run a host started a moment after the page's reading
+    of the store (or on a clock slightly ahead) has not run for a negative time."""
     if at is None:
         return Markup("-")
-    return _tag(at, duration_text(now - at), kind="ago", title=short_utc(at))
+    elapsed = max(now - at, timedelta(0))
+    return _tag(at, duration_text(elapsed), kind="ago", title=short_utc(at))
 
 
 def stamp_tag(at: datetime) -> Markup:

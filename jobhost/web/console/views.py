@@ -78,6 +78,8 @@ class RunView:
     """The run's log lines as the page shows them; a gap is a line of its own."""
     after: int = 0
     """The lines shown are those numbered above this (0: from the first)."""
+    retry_of: RunRecord | None = None
+    """The run this one retried (an operator's retry)."""
 
     @property
     def running(self) -> bool:
@@ -160,7 +162,7 @@ def run_view(engine: Engine, catalog: Catalog, run_id: str, *, after: int = 0) -
     spec = catalog.jobs.get(page.run.job_name)
     zone = spec.trigger.timezone if spec is not None else "UTC"
     entries = [_log_entry(entry) for entry in page.lines]
-    return RunView(page.run, page.attempts, zone, entries, after)
+    return RunView(page.run, page.attempts, zone, entries, after, page.retry_of)
 
 
 def _log_entry(entry: LogLine | Dropped) -> LogEntry:

@@ -270,6 +270,13 @@
       old.replaceWith(made);
       showTimes(made);
     });
+    /* A form for a state that ended (a finished backfill's cancel form) is not live, so a reason
+       being typed survives a refresh; it goes once the fresh page no longer offers it. */
+    document.querySelectorAll("[data-live-gone]").forEach(function (old) {
+      if (old.id && !page.getElementById(old.id)) {
+        old.remove();
+      }
+    });
     var next = Number(page.body.getAttribute("data-live")) || 0;
     if (next === 0) {
       ended = true;

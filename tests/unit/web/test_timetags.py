@@ -33,6 +33,12 @@ def test_a_relative_time_has_its_absolute_time_on_hover() -> None:
     )
 
 
+def test_a_run_started_just_after_the_page_read_the_store_has_run_for_no_time() -> None:
+    # The overview's "running for": the page's instant may be a few ms before the start.
+    shown = ago_tag(AT, AT - timedelta(milliseconds=14))
+    assert ">0ms</time>" in shown and "-" not in shown.split(">")[1]
+
+
 def test_a_zone_is_escaped_in_the_markup() -> None:
     shown = local_tag(AT, '"><script>x</script>')
     assert "<script>" not in shown and "&#34;&gt;&lt;script&gt;" in shown
