@@ -38,6 +38,8 @@ __all__ = ["LOG_EVERY_SECONDS", "ConnectionGuard", "GuardedHttp", "ThrottledLog"
 
 LOG_EVERY_SECONDS = 60.0
 """The longest the log says nothing of refused connections while they are being refused."""
+_EVICT_AFTER = 1.0
+"""Seconds a connection waits for its head before a newcomer may take its place."""
 
 _log = logging.getLogger("jobhost.http")
 
@@ -176,10 +178,18 @@ class GuardedHttp(LingeringHttp):
         if over <= 0:  # places are being freed already
             return
         # The longest waiting for a head first; those closing (their answer still leaving)
-        # only when no other will do, as cutting them may lose the end of their answer.
+        # only when no other will do, as cutting them may lose the end of their answer. A
+        # connection that opened a moment ago keeps its place: its head may be on its way, and
+        # clients that reconnect as fast as they are closed must not push out a real one.
+        settled = self.loop.time() - _EVICT_AFTER
         waiting = heapq.nsmallest(
             over,
-            (other for other in held if other.evictable),
+            (
+                other
+                for other in held
+                if other.evictable
+                and (other._closing.lingering or other._waiting_since <= settled)
+            ),
             key=lambda other: (other._closing.lingering, other._waiting_since),
         )
         if len(waiting) < over:
