@@ -187,8 +187,7 @@ class GuardedHttp(LingeringHttp):
             (
                 other
                 for other in held
-                if other.evictable
-                and (other._closing.lingering or other._waiting_since <= settled)
+                if other.evictable and (other._closing.lingering or other._waiting_since <= settled)
             ),
             key=lambda other: (other._closing.lingering, other._waiting_since),
         )
