@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 
 from jobhost.store import reading
 from jobhost.store.runtime import list_changes
-from jobhost.store.schema import backfill_items, backfills
+from jobhost.store.schema import backfills, runs
 from tests.cli.operator_support import Operator
 from tests.web.console_support import TOKEN, Client, add_operator_token, serve_console
 
@@ -124,7 +124,12 @@ def test_a_finished_backfill_offers_no_cancel_form(client: tuple[Client, Operato
         f'id="cancel-backfill-{backfill_id}" class="cancel-backfill" data-live-gone', page
     )
     with operator.engine.begin() as connection:
-        connection.execute(update(backfill_items).values(state="succeeded"))
+        # Both occurrences ran and succeeded: their runs say so.
+        connection.execute(
+            update(runs)
+            .where(runs.c.backfill_id == backfill_id)
+            .values(outcome="succeeded", started_at=runs.c.queued_at, finished_at=runs.c.queued_at)
+        )
     page = web.get("/jobs/sample.nightly")[2]
     assert "2 of 2 done" in page
     assert f'id="cancel-backfill-{backfill_id}"' not in page
