@@ -22,6 +22,7 @@ from jobhost.store.calls import read, read_at
 from jobhost.store.failures import STREAK_LIMIT, FailureKey
 from jobhost.store.open_failures import FailureFilter, failure_rows, open_runs
 from jobhost.store.resolution import Resolution
+from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -243,9 +244,12 @@ def parse_since(text: str, now: datetime) -> datetime:
             if back.total_seconds() <= 0:
                 raise BadFailureQuery("since", "must be a positive duration, e.g. 2h or 7d")
             try:
-                return now - back
+                start = safe_utc(now - back)
             except OverflowError:
-                raise BadFailureQuery("since", "is too long a duration") from None
+                start = None
+            if start is None:
+                raise BadFailureQuery("since", "is too long a duration")
+            return start
     try:
         instant = datetime.fromisoformat(value)
     except ValueError:
@@ -253,10 +257,13 @@ def parse_since(text: str, now: datetime) -> datetime:
             "since", f"is neither a duration nor a time, {_DURATION_EXAMPLES}"
         ) from None
     if instant.tzinfo is None or instant.utcoffset() is None:
-        if _DATE_ONLY.fullmatch(value):
-            return instant.replace(tzinfo=UTC)
-        raise BadFailureQuery("since", "a time needs a zone, e.g. Z or +01:00")
-    return instant.astimezone(UTC)
+        if not _DATE_ONLY.fullmatch(value):
+            raise BadFailureQuery("since", "a time needs a zone, e.g. Z or +01:00")
+        instant = instant.replace(tzinfo=UTC)
+    start = safe_utc(instant)
+    if start is None:
+        raise BadFailureQuery("since", f"must be a time {SAFE_RANGE_TEXT}")
+    return start
 
 
 def encode_cursor(key: FailureKey) -> str:
@@ -279,9 +286,10 @@ def decode_cursor(text: str) -> FailureKey:
         finished = datetime.fromisoformat(at)
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise bad from None
-    if finished.tzinfo is None or not _RUN_ID.fullmatch(run_id):
+    start = safe_utc(finished) if finished.tzinfo is not None else None
+    if start is None or not _RUN_ID.fullmatch(run_id):
         raise bad
-    return FailureKey(finished.astimezone(UTC), run_id)
+    return FailureKey(start, run_id)
 
 
 # The top of the finished failures: the page after a first page that only stuck runs filled.

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
 from jobhost.triggers._daylight import load_zone
+from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 from jobhost.triggers.search import count_between
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def parse_bound(text: str, timezone: str) -> datetime:
         except ValueError:
             raise BoundError(f"{text!r} is not a calendar date (e.g. {_EXAMPLES})") from None
         # Where a zone skips midnight, the earlier offset places it at the gap's start.
-        return datetime.combine(day, time(0), tzinfo=load_zone(timezone)).astimezone(UTC)
+        return _safe(text, datetime.combine(day, time(0), tzinfo=load_zone(timezone)))
     try:
         instant = datetime.fromisoformat(value)
     except ValueError:
@@ -66,7 +67,14 @@ def parse_bound(text: str, timezone: str) -> datetime:
             f"{text!r} has no zone: add one, e.g. Z or +01:00 (or give a date alone, which "
             f"means midnight in the job's zone {timezone})"
         )
-    return instant.astimezone(UTC)
+    return _safe(text, instant)
+
+
+def _safe(text: str, instant: datetime) -> datetime:
+    utc = safe_utc(instant)
+    if utc is None:
+        raise BoundError(f"{text[:40]!r} is out of range: give a time {SAFE_RANGE_TEXT}")
+    return utc
 
 
 def occurrences_in(

@@ -8,6 +8,7 @@ than any body of the API needs.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, unquote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -20,6 +21,10 @@ __all__ = ["MAX_JSON_DEPTH", "RefuseNul", "json_problem", "nul_problem"]
 MAX_JSON_DEPTH = 32
 """Deepest nesting of objects and arrays a JSON body may have."""
 _NUL = "\x00"
+# JSON can carry a lone surrogate (``"\ud800"``) that no UTF-8 text holds: the database
+# driver and the answer's encoder would fail on it with a 500.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NO_SURROGATE = "must not contain a lone surrogate (\\ud800-\\udfff): send text as UTF-8"
 
 
 class RefuseNul:
@@ -61,13 +66,15 @@ def nul_problem(scope: Scope) -> FieldProblem | None:
 
 def json_problem(value: object) -> FieldProblem | None:
     """The first place of a parsed JSON body that the store cannot hold: a string or a key with
-    NUL, or nesting deeper than :data:`MAX_JSON_DEPTH`."""
+    NUL or a lone surrogate, or nesting deeper than :data:`MAX_JSON_DEPTH`."""
     pending: list[tuple[object, str, int]] = [(value, "", 0)]
     while pending:
         item, where, depth = pending.pop()
         if isinstance(item, str):
             if _NUL in item:
                 return FieldProblem(where, "must not contain a NUL character (\\u0000)")
+            if _SURROGATE.search(item) is not None:
+                return FieldProblem(where, _NO_SURROGATE)
             continue
         if not isinstance(item, dict | list):
             continue
@@ -78,6 +85,8 @@ def json_problem(value: object) -> FieldProblem | None:
                 field = f"{where}.{key}" if where else str(key)
                 if _NUL in key:
                     return FieldProblem(field.replace(_NUL, "\\0"), "a key must not contain NUL")
+                if _SURROGATE.search(key) is not None:
+                    return FieldProblem(_SURROGATE.sub("?", field), _NO_SURROGATE)
                 pending.append((inner, field, depth + 1))
         else:
             pending.extend((inner, f"{where}[{i}]", depth + 1) for i, inner in enumerate(item))

@@ -28,7 +28,7 @@ from jobhost.store import store_now
 from jobhost.store.backfills import get_backfill
 from jobhost.store.calls import read as read_store
 from jobhost.web.api.problems import problem
-from jobhost.web.api.requests import BadRequest, read_json
+from jobhost.web.api.requests import BadRequest, ReasonText, read_json
 from jobhost.web.app import blocking
 
 __all__ = ["BackfillEndpoints", "BackfillRequest"]
@@ -50,7 +50,7 @@ class BackfillRequest(BaseModel):
     )
     to: str = Field(min_length=1, max_length=40, description="Last instant (excluded).")
     mode: Literal["missing", "failed", "all"] = "missing"
-    reason: str = Field(min_length=1, max_length=500, description="Why; audited.")
+    reason: ReasonText = Field(description="Why; audited.")
     dry_run: bool = False
     concurrency: int = Field(default=1, ge=1, le=1000)
 
@@ -125,7 +125,7 @@ class BackfillEndpoints:
             occurrences=plan.occurrences,
             concurrency=body.concurrency,
             actor=actor,
-            reason=" ".join(body.reason.split()),
+            reason=body.reason,
             clock=clock,
         )
         return {**shown, "id": backfill_id}, 202

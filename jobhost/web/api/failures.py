@@ -28,7 +28,7 @@ from jobhost.operations.failures import (
 )
 from jobhost.runtime.definition import FieldProblem
 from jobhost.store import Clock, Engine, SystemClock
-from jobhost.web.api.requests import BadRequest, query_flag, query_int, read_json
+from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
 from jobhost.web.app import blocking
 
 __all__ = ["PAGE_LIMIT", "FailureRetry", "failures_endpoint", "retry_failures_endpoint"]
@@ -53,7 +53,7 @@ class FailureRetry(BaseModel):
         max_length=64,
         description="Only failures since then: 2h, 7d, a date (UTC) or an ISO 8601 time.",
     )
-    reason: str = Field(min_length=1, max_length=500)
+    reason: ReasonText
 
 
 def failures_endpoint(
@@ -126,7 +126,7 @@ def retry_failures_endpoint(
             if body.module is not None and not jobs:
                 raise _invalid("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
-            reason = " ".join(body.reason.split())
+            reason = body.reason
             done = retry_open_failures(engine, query, actor=token.name, reason=reason, clock=clock)
             return {
                 "queued": [

@@ -19,6 +19,7 @@ from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
 from jobhost.store.runtime import MAX_CHANGE_ID
 from jobhost.web.api.failures import PAGE_LIMIT
+from jobhost.web.api.requests import ReasonText
 
 __all__ = [
     "Backfill",
@@ -359,7 +360,7 @@ class StateValue(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     value: str = Field(max_length=VALUE_LIMIT)
-    reason: str = Field(min_length=1, max_length=500)
+    reason: ReasonText
 
 
 class StateChanged(BaseModel):
@@ -374,7 +375,7 @@ class Reason(BaseModel):
     """Why: recorded with the change."""
 
     model_config = ConfigDict(extra="forbid")
-    reason: str = Field(min_length=1, max_length=500)
+    reason: ReasonText
 
 
 _Names = list[Annotated[str, Field(min_length=1, max_length=200)]]
@@ -388,7 +389,7 @@ class Selection(BaseModel):
     match: _Names = Field(
         [], max_length=100, description="Every job whose name matches, e.g. billing.*."
     )
-    reason: str = Field(min_length=1, max_length=500)
+    reason: ReasonText
 
 
 # -- query strings -----------------------------------------------------------------------------

@@ -5,17 +5,31 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, Field
 from starlette.requests import Request
 
+from jobhost.operations.reasons import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
 
-__all__ = ["BadRequest", "query_choice", "query_flag", "query_int", "read_json", "read_reason"]
+__all__ = [
+    "BadRequest",
+    "ReasonText",
+    "query_choice",
+    "query_flag",
+    "query_int",
+    "read_json",
+    "read_reason",
+]
 
-_REASON_LIMIT = 500
+ReasonText = Annotated[
+    str, Field(min_length=1, max_length=REASON_LIMIT), AfterValidator(checked_reason)
+]
+"""A reason in a body model: folded, refused when blank or holding control characters."""
+
 _SELECTION_LIMIT = 100
 _NAME_LIMIT = 200
 _DIGITS = re.compile(r"[0-9]{1,19}")
@@ -93,10 +107,7 @@ async def read_reason(request: Request, limit: int) -> str:
     unknown = sorted(str(key) for key in body if key != "reason")
     if unknown:
         raise _invalid(FieldProblem(unknown[0], 'is not a known field; the body is {"reason"}'))
-    reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
-    return " ".join(reason.split())[:_REASON_LIMIT]
+    return _reason(body)
 
 
 async def read_state_value(request: Request, limit: int, most: int) -> tuple[str, str]:
@@ -113,10 +124,7 @@ async def read_state_value(request: Request, limit: int, most: int) -> tuple[str
     value = body.get("value")
     if not isinstance(value, str) or len(value) > most:
         raise _invalid(FieldProblem("value", f"a string of at most {most} characters"))
-    reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
-    return value, " ".join(reason.split())[:_REASON_LIMIT]
+    return value, _reason(body)
 
 
 async def read_selection(request: Request, limit: int) -> tuple[list[str], list[str], str]:
@@ -134,10 +142,17 @@ async def read_selection(request: Request, limit: int) -> tuple[list[str], list[
         raise _invalid(
             FieldProblem("modules", "name at least one module, or a name pattern in match")
         )
+    return modules, patterns, _reason(body)
+
+
+def _reason(body: dict[str, Any]) -> str:
     reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
+    if not isinstance(reason, str):
         raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
-    return modules, patterns, " ".join(reason.split())[:_REASON_LIMIT]
+    try:
+        return checked_reason(reason)
+    except BadReason as error:
+        raise _invalid(FieldProblem("reason", str(error))) from None
 
 
 def _names(body: dict[str, Any], field: str) -> list[str]:

@@ -29,6 +29,7 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
+from jobhost.operations.reasons import BadReason, checked_reason
 from jobhost.store import Clock, Engine, SystemClock
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit
@@ -161,9 +162,13 @@ async def guarded(
         return console.refuse(request, error.why, error.status)
     if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
         return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
-    reason = " ".join(form.get("reason", "").split())[:500]
-    if not reason:
+    given = form.get("reason", "")
+    if not given.strip():
         return console.refuse(request, f"say why you {this}: it is audited", 400)
+    try:
+        reason = checked_reason(given)
+    except BadReason as error:
+        return console.refuse(request, f"reason: {error}", 422)
     if confirm and form.get("confirm") != "yes":
         return console.refuse(request, f"tick the confirmation box to {this}", 400)
     return Checked(session.who, reason, client_of(request), form)

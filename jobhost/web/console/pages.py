@@ -71,7 +71,9 @@ _LIVE_SECONDS = 5
 slow, and stops while the tab is hidden or paused)."""
 _TAIL_SECONDS = 2
 """How often a running run's page asks for its new log lines: one read by the run's index."""
-_MAX_LINE = 2**62
+# The run log's line numbers are an INTEGER column: PostgreSQL refuses a larger bound.
+_MAX_LINE = 2**31 - 1
+_MAX_PAGE = 10**6
 _Page = Callable[[Request], Awaitable[Response]]
 _HEADERS = {
     # Inline style attributes place the timeline's axis labels; no inline script is allowed.
@@ -172,7 +174,7 @@ class Console:
         which = JobFilter(
             search=search, modules=[module] if module else (), statuses=states, sort=sort
         )
-        wanted = max(_int(params.get("page"), 1), 1)
+        wanted = min(max(_int(params.get("page"), 1), 1), _MAX_PAGE)
         summary, shown = await blocking(lambda: self._overview(which, wanted))
         kept = {"q": search, "module": module, "state": states, "sort": sort}
 
