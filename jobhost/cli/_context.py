@@ -36,6 +36,7 @@ __all__ = [
     "migrate_store",
     "note_versions",
     "open_store",
+    "read_access_of",
     "require_job",
     "settings_of",
     "store_only",
@@ -45,6 +46,31 @@ __all__ = [
 
 def settings_of(ctx: click.Context) -> Settings:
     return load_settings(config_path(ctx))
+
+
+def read_access_of(settings: Settings, host: str) -> tuple[Settings, str]:
+    """``settings`` with ``web_read_access`` decided for a listener on ``host``, and the
+    start-up line that says who may read."""
+    access = settings.read_access_for(host)
+    why = (
+        "set"
+        if settings.web_read_access is not None
+        else (
+            "a loopback listener" if access == "open" else "not loopback and web_read_access unset"
+        )
+    )
+    if access == "open":
+        line = (
+            f"jobhost: reading open: the dashboard and /report need no credential ({why}); "
+            "the API needs its tokens"
+        )
+    else:
+        line = (
+            f"jobhost: reading closed: the dashboard asks for a sign-in and /report and the API "
+            f"for a token ({why}); /healthz and /readyz stay open, /metrics is "
+            f"{settings.metrics_access} (metrics_access)"
+        )
+    return settings.model_copy(update={"web_read_access": access}), line
 
 
 def load_catalog(settings: Settings) -> Catalog:

@@ -8,7 +8,13 @@ import sys
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, configure_logging
-from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
+from jobhost.cli._context import (
+    load_catalog,
+    migrate_store,
+    open_store,
+    read_access_of,
+    settings_of,
+)
 from jobhost.config import Settings, redact_url
 
 _log = logging.getLogger("jobhost.host")
@@ -60,6 +66,9 @@ def run(ctx: click.Context) -> None:
         check_pooler=not settings.auto_migrate,  # the migration checked it
     )
     address = settings.listen_address()
+    if address is not None:
+        settings, reading = read_access_of(settings, address[0])
+        _say(settings, reading)
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
     telemetry = configure_telemetry(
         extra_readers=[reader] if reader is not None else [],

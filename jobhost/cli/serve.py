@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from jobhost.cli._app import cli, configure_logging
-from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._context import load_catalog, open_store, read_access_of, settings_of
 from jobhost.config import Settings, redact_url
 from jobhost.config.settings import split_listen_address
 
@@ -41,6 +41,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
 
     settings = settings_of(ctx)
     address = _address(settings, listen)
+    settings, reading = read_access_of(settings, address[0])
     configure_logging(settings.log_level, settings.log_format)
     catalog = load_catalog(settings)
     engine = open_store(settings)
@@ -58,6 +59,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
             f"http://{f'[{host}]' if ':' in host else host}:{port}",
             err=True,
         )
+        click.echo(reading, err=True)
         server.serve()
     finally:
         follower.stop()

@@ -47,6 +47,7 @@ from jobhost.config.values import (
     SessionSecret,
     StoreTimeout,
     WholeNumber,
+    is_loopback,
     split_listen_address,
 )
 
@@ -165,12 +166,13 @@ class Settings(BaseSettings):
         "sha256 (of the secret) and scopes (read, write, trigger). The API is off without one. "
         "The environment form is JSON.",
     )
-    web_read_access: Literal["open", "token"] = Field(
-        "open",
+    web_read_access: Literal["open", "token"] | None = Field(
+        None,
         description="Who may read the dashboard, /report and the API: open (anyone who reaches "
         "the port; the API still needs its tokens) or token (the dashboard asks for a sign-in "
         "with an operator token or a read API token; /report needs a bearer token). /healthz "
-        "and /readyz stay open.",
+        "and /readyz stay open. Unset: open on a loopback listener (127.0.0.1, ::1, "
+        "localhost), token on any other.",
     )
     session_secret: SessionSecret = Field(
         None,
@@ -347,6 +349,13 @@ class Settings(BaseSettings):
         if self.http_listen is None:
             return None
         return split_listen_address(self.http_listen)
+
+    def read_access_for(self, host: str) -> Literal["open", "token"]:
+        """``web_read_access``, or when unset what a listener on ``host`` gets: open on a
+        loopback address, token on any other (a wildcard address included)."""
+        if self.web_read_access is not None:
+            return self.web_read_access
+        return "open" if is_loopback(host) else "token"
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ check says what is wrong and what to write instead; the model only names the fie
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import timedelta
 from typing import Annotated
@@ -31,6 +32,7 @@ __all__ = [
     "SessionSecret",
     "StoreTimeout",
     "WholeNumber",
+    "is_loopback",
     "split_listen_address",
 ]
 
@@ -202,6 +204,16 @@ PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
 """An SQLAlchemy URL of PostgreSQL; empty means unset."""
 SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
 """A key of at least 32 characters, never shown (``**********``); empty means unset."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for a loopback address (127.0.0.0/8, ::1) or the name localhost."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def split_listen_address(value: str) -> tuple[str, int]:
