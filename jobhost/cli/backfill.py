@@ -18,6 +18,7 @@ from jobhost.cli._context import (
     require_job,
     settings_of,
 )
+from jobhost.cli._reasons import reason_value
 from jobhost.errors import UnknownJobError
 
 if TYPE_CHECKING:
@@ -39,7 +40,12 @@ __all__ = ["backfill"]
     metavar="missing|failed|all",
     help="Which occurrences of the range to take.",
 )
-@click.option("--reason", metavar="TEXT", help="Why the occurrences are replayed; recorded.")
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    callback=reason_value,
+    help="Why the occurrences are replayed; recorded.",
+)
 @click.option("--dry-run", is_flag=True, help="List the selected occurrences; run nothing.")
 @click.option(
     "--concurrency",

@@ -8,6 +8,7 @@ import click
 
 from jobhost.cli._app import EXIT_USAGE, cli
 from jobhost.cli._context import open_store, settings_of
+from jobhost.cli._reasons import reason_value
 
 __all__ = ["failures"]
 
@@ -44,7 +45,12 @@ __all__ = ["failures"]
     metavar="RUN_ID",
     help="Acknowledge this failed run (resolve it without a rerun); needs --reason.",
 )
-@click.option("--reason", metavar="TEXT", help="Why, for --ack (in the change log).")
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    callback=reason_value,
+    help="Why, for --ack (in the change log).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.pass_context
 def failures(

@@ -10,6 +10,7 @@ import click
 from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_USAGE, cli
 from jobhost.cli._context import catalog_for, load_catalog, open_store, settings_of
+from jobhost.cli._reasons import reason_text, reason_value
 
 __all__ = ["pause", "resume"]
 
@@ -87,7 +88,12 @@ def pause(
 
 @cli.command()
 @click.argument("name", required=False)
-@click.option("--reason", default=None, help="Why; written to the change log (optional).")
+@click.option(
+    "--reason",
+    default=None,
+    callback=reason_value,
+    help="Why; written to the change log (optional).",
+)
 @_MODULE
 @_MATCH
 @click.pass_context
@@ -140,7 +146,7 @@ def _reason(value: str) -> str:
     # The reason is what the next operator reads at 3 a.m.: an empty one tells them nothing.
     if not value.strip():
         raise click.BadParameter("must say why, e.g. --reason 'billing migration until 06:00'")
-    return value.strip()
+    return reason_text(value)
 
 
 def _alone(name: str, modules: tuple[str, ...], patterns: tuple[str, ...]) -> None:

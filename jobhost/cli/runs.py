@@ -9,6 +9,7 @@ import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
 from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
+from jobhost.cli._reasons import reason_text
 from jobhost.cli._run_ids import typed_run_id
 from jobhost.cli._waiting import print_and_exit, wait_options
 
@@ -20,9 +21,7 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     text = " ".join(value.split())
     if not text:
         raise click.BadParameter("must say why, e.g. --reason 'upstream fixed, rerun'")
-    if len(text) > 500:
-        raise click.BadParameter(f"is {len(text)} characters; keep it to 500")
-    return text
+    return reason_text(text)
 
 
 @cli.command()

@@ -11,6 +11,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli
 from jobhost.cli._context import catalog_for, open_store, settings_of
+from jobhost.cli._reasons import reason_text
 
 if TYPE_CHECKING:
     from jobhost.store import Engine
@@ -39,9 +40,7 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
     text = " ".join(value.split())
     if not text:
         raise click.BadParameter("must say why, e.g. --reason 'reset after the replay, INC-7'")
-    if len(text) > 500:
-        raise click.BadParameter(f"is {len(text)} characters; keep it to 500")
-    return text
+    return reason_text(text)
 
 
 @cli.command()

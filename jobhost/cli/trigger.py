@@ -14,6 +14,7 @@ from jobhost.cli._context import (
     require_job,
     settings_of,
 )
+from jobhost.cli._reasons import reason_value
 from jobhost.cli._waiting import print_and_exit, wait_options
 from jobhost.errors import StoreUnavailableError
 
@@ -25,7 +26,12 @@ __all__ = ["trigger"]
 
 @cli.command()
 @click.argument("name")
-@click.option("--reason", metavar="TEXT", help="Why; recorded with the run.")
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    callback=reason_value,
+    help="Why; recorded with the run.",
+)
 @wait_options(
     no_wait="Queue the run and exit at once.",
     until="wait for the outcome",

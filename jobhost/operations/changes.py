@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobhost.operations.reasons import printable
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.store.runtime import JobChange
 
@@ -31,4 +32,5 @@ def change_line(change: JobChange) -> str:
     if change.action.startswith("state-") and change.after is not None:
         # Which key: the job alone does not say what an operator changed.
         subject = f"{subject} {change.after.get('key')}"
-    return f"{short_utc(change.at)}  {change.actor}  {change.action}  {subject}{why}"
+    # Every part but the time is someone's text (a reason, a $USER): none may drive a terminal.
+    return printable(f"{short_utc(change.at)}  {change.actor}  {change.action}  {subject}{why}")

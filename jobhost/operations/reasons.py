@@ -19,6 +19,9 @@ REASON_LIMIT = 500
 # C0 and C1 controls and DEL; whitespace among them is folded before this is looked for.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# On output, tabs and line breaks are kept: they move the cursor but cannot rewrite a line
+# (a carriage return can) or start an escape sequence.
+_SHOWN_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class BadReason(ValueError):
@@ -45,5 +48,6 @@ def checked_reason(text: str) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character written as ``\\xNN``, for a terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with every control character but tab and line feed written as ``\\xNN``, for a
+    terminal."""
+    return _SHOWN_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

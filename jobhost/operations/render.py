@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from jobhost.operations.reasons import printable
 from jobhost.operations.timefmt import duration_text, short_utc
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def history_lines(
             details[-1:] = ["\n" + details[-1]]
         lines += [f"    {line.strip()}" for line in "  ".join(details).splitlines()]
         if run.reason:
-            lines += _wrap(f"reason: {run.reason}", 4)
+            lines += _wrap(f"reason: {printable(run.reason)}", 4)
         if run.units is not None:
             lines += _wrap(run.units.describe(), 4)
         if run.result is not None:

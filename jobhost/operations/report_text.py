@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from jobhost.operations.reasons import printable
 from jobhost.operations.render import (
     WIDTH,
     Style,
@@ -219,7 +220,7 @@ def _job_lines(job: JobReport, style: Style, width: int) -> list[str]:
     gap = max(width - len(job.name) - plain, 2)
     lines = [style(job.name, bold=True) + " " * gap + tags]
     if job.description:
-        lines += wrap_words(job.description, width, 2)
+        lines += wrap_words(printable(job.description), width, 2)
     effective = job.effective_trigger
     origin = f", from {effective.source}" if effective.source in ("override", "api") else ""
     lines += _field("trigger", f"{effective.describe()}{origin}", width)
@@ -284,5 +285,7 @@ def _host_lines(hosts: list[HostRecord], style: Style) -> list[str]:
 
 def _field(label: str, text: str, width: int) -> list[str]:
     head = f"  {label:<8} "
-    wrapped = wrap_words(text, width - len(head)) or [""]
+    # Reasons, errors and descriptions are anyone's text: an escape sequence in them must not
+    # drive the operator's terminal.
+    wrapped = wrap_words(printable(text), width - len(head)) or [""]
     return [head + wrapped[0], *(" " * len(head) + line for line in wrapped[1:])]

@@ -303,5 +303,7 @@ def test_the_reported_values_are_refused_naming_their_field(site: Site) -> None:
         assert any(f in " ".join(said) for f in ("reason", "from", "to", "since")), answer.body
     for path in _PAST_THE_RANGE:
         assert 400 <= _raw_get(site.base + path, "reader") < 500, path
+    for reason in ("\x1b]0;owned\x07", "x" * 501):
+        assert site.send(PARAMETERS["form reason"][1](reason)) == 422, reason
     after = f"{site.base}/runs/{site.run_id}?after=99999999999999999999"
     assert _raw_get(after, None) == 200
