@@ -83,6 +83,7 @@ def run(ctx: click.Context) -> None:
             address,
             host_application(host, render_metrics),
             header_timeout=settings.http_header_timeout.total_seconds(),
+            trusted_proxies=settings.trusted_proxies,
         )
         server.start()
         _say(settings, f"jobhost: serving HTTP on {settings.http_listen}")

@@ -51,6 +51,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
             address,
             store_application(settings, catalog, engine),
             header_timeout=settings.http_header_timeout.total_seconds(),
+            trusted_proxies=settings.trusted_proxies,
         )
         follower.start()
         host, port = server.address

@@ -44,6 +44,7 @@ from jobhost.config.values import (
     LogLevel,
     PositiveDuration,
     PostgresUrl,
+    ProxyAddress,
     SessionSecret,
     StoreTimeout,
     WholeNumber,
@@ -126,6 +127,13 @@ class Settings(BaseSettings):
     http_listen: ListenAddress = Field(
         None,
         description="HOST:PORT for /healthz, /readyz, /metrics and /report; off when unset.",
+    )
+    trusted_proxies: Annotated[list[ProxyAddress], NoDecode] = Field(
+        default_factory=list,
+        description="Addresses (IP or CIDR) of the reverse proxies in front of http_listen: "
+        "only a connection from one of them has its X-Forwarded-For and X-Forwarded-Proto "
+        "believed (for the wrong-token brake, the audit and the log). Empty: none is, the "
+        "peer's address counts. The environment form is comma-separated.",
     )
     http_request_timeout: PositiveDuration = Field(
         timedelta(seconds=30),
@@ -357,7 +365,7 @@ class Settings(BaseSettings):
             return self.web_read_access
         return "open" if is_loopback(host) else "token"
 
-    @field_validator("plugins", mode="before")
+    @field_validator("plugins", "trusted_proxies", mode="before")
     @classmethod
     def _split_plugins(cls, value: object) -> object:
         if isinstance(value, str):

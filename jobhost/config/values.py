@@ -29,6 +29,7 @@ __all__ = [
     "LogLevel",
     "PositiveDuration",
     "PostgresUrl",
+    "ProxyAddress",
     "SessionSecret",
     "StoreTimeout",
     "WholeNumber",
@@ -204,6 +205,19 @@ PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
 """An SQLAlchemy URL of PostgreSQL; empty means unset."""
 SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
 """A key of at least 32 characters, never shown (``**********``); empty means unset."""
+
+
+def _proxy_address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address or network: give e.g. '10.0.0.5' or '10.0.0.0/8'"
+        ) from None
+
+
+ProxyAddress = Annotated[str, AfterValidator(_proxy_address)]
+"""An IP address or a CIDR network, kept in its normal form (``10.0.0.0/8``)."""
 
 
 def is_loopback(host: str) -> bool:

@@ -9,7 +9,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -47,8 +47,12 @@ class WebServer:
         *,
         header_timeout: float = HEADER_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
+        trusted_proxies: Sequence[str] = (),
     ) -> None:
-        """Bind ``address`` now; :class:`ConfigError` (exit 3) when it cannot be listened on."""
+        """Bind ``address`` now; :class:`ConfigError` (exit 3) when it cannot be listened on.
+
+        Only a connection from one of ``trusted_proxies`` (addresses or networks) has its
+        ``X-Forwarded-For`` believed."""
         self._socket = _bind(address)
         self.guard = ConnectionGuard(header_timeout=header_timeout, max_connections=max_connections)
         _quiet_uvicorn_repeats()
@@ -62,6 +66,11 @@ class WebServer:
             limit_concurrency=None,
             timeout_graceful_shutdown=2,
             server_header=False,
+            # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: anything on the
+            # machine (or a local proxy passing it on unchecked) could then pose as any address
+            # and slip past the wrong-token brake. Only the operator's proxies are believed.
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=list(trusted_proxies),
             # Nothing here speaks WebSocket: its protocol libraries (a fair share of the
             # host's start-up to import) are not loaded.
             ws="none",
