@@ -70,6 +70,25 @@ CURSORS = st.sampled_from(["start", "", "!!", "x" * 201]) | st.builds(
 )
 
 
+def _number(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _definition(field: str, value: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "kind": "http",
+        "interval": "1h",
+        "settings": {"url": "http://127.0.0.1:9/"},
+    }
+    if field == "cron":
+        del body["interval"]
+    body[field] = value
+    return body
+
+
 @dataclass(frozen=True)
 class Ask:
     """One request: ``form`` posts to the dashboard signed in, ``body`` is JSON to the API."""
@@ -161,6 +180,24 @@ PARAMETERS: dict[str, tuple[st.SearchStrategy[str], Callable[[str], Ask]]] = {
     "retry failures": (
         SINCES,
         lambda v: Ask("POST", "/api/v1/failures", "ops", {"since": v, "reason": "edge"}),
+    ),
+    "definition": (
+        st.sampled_from(
+            ["interval", "timeout", "misfire_grace", "backoff", "backoff_max", "timezone", "cron"]
+        )
+        .flatmap(lambda field: st.tuples(st.just(field), SINCES | TEXTS))
+        .map(json.dumps),
+        lambda v: Ask(
+            "PUT", "/api/v1/jobs/hooks.edge-def", "deployer", _definition(*json.loads(v))
+        ),
+    ),
+    "definition numbers": (
+        st.sampled_from(["catch_up_limit", "max_concurrent", "max_attempts"]).flatmap(
+            lambda field: st.tuples(st.just(field), INTS.map(_number)).map(json.dumps)
+        ),
+        lambda v: Ask(
+            "PUT", "/api/v1/jobs/hooks.edge-def", "deployer", _definition(*json.loads(v))
+        ),
     ),
     # -- dashboard pages (no credential needed to read on loopback)
     "overview": (TEXTS, lambda v: Ask("GET", f"/?q={q(v)}&module={q(v)}&sort={q(v)}")),
@@ -261,7 +298,7 @@ CASES = st.sampled_from(sorted(PARAMETERS)).flatmap(
 
 
 @settings(
-    max_examples=150,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
