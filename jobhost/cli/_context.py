@@ -52,13 +52,12 @@ def read_access_of(settings: Settings, host: str) -> tuple[Settings, str]:
     """``settings`` with ``web_read_access`` decided for a listener on ``host``, and the
     start-up line that says who may read."""
     access = settings.read_access_for(host)
-    why = (
-        "set"
-        if settings.web_read_access is not None
-        else (
-            "a loopback listener" if access == "open" else "not loopback and web_read_access unset"
-        )
-    )
+    if settings.web_read_access is not None:
+        why = "web_read_access set"
+    elif access == "open":
+        why = "a loopback listener"
+    else:
+        why = "not loopback and web_read_access unset"
     if access == "open":
         line = (
             f"jobhost: reading open: the dashboard and /report need no credential ({why}); "
