@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import urllib.error
 import urllib.request
 import uuid
@@ -344,3 +345,23 @@ def test_the_reported_values_are_refused_naming_their_field(site: Site) -> None:
         assert site.send(PARAMETERS["form reason"][1](reason)) == 422, reason
     after = f"{site.base}/runs/{site.run_id}?after=99999999999999999999"
     assert _raw_get(after, None) == 200
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+# A lone surrogate is no Unicode text, so no schema speaks of it: the first test covers it.
+@given(reason=TEXTS.filter(lambda text: not re.search("[\ud800-\udfff]", text)))
+def test_the_document_and_the_server_agree_on_a_reason(site: Site, reason: str) -> None:
+    document = call(site.base, "GET", "/api/v1/openapi.json").body
+    schema = document["components"]["schemas"]["Reason"]["properties"]["reason"]
+    valid = (
+        schema["minLength"] <= len(reason) <= schema["maxLength"]
+        and re.search(schema["pattern"], reason) is not None
+    )
+    ask = PARAMETERS["pause reason"][1](reason)
+    answer = call(site.base, ask.method, ask.path, token=ask.token, body=ask.body)
+    assert (answer.status == 200) == valid, (reason, answer.status, answer.body)

@@ -25,8 +25,19 @@ __all__ = [
     "read_reason",
 ]
 
+# What checked_reason accepts, for the document: any text of whitespace-folding characters and
+# others, with something besides whitespace, and no control character str.split() does not fold.
+_CONTROLS = r"\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f"
+_REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
 ReasonText = Annotated[
-    str, Field(min_length=1, max_length=REASON_LIMIT), AfterValidator(checked_reason)
+    str,
+    Field(
+        min_length=1,
+        max_length=REASON_LIMIT,
+        # Documented only: checked_reason enforces it, with a message naming what is wrong.
+        json_schema_extra={"pattern": _REASON_PATTERN},
+    ),
+    AfterValidator(checked_reason),
 ]
 """A reason in a body model: folded, refused when blank or holding control characters."""
 
