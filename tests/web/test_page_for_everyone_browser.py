@@ -2,8 +2,9 @@
 wide no page scrolls sideways (wide tables scroll in their own box); every form field has a
 label; every visible text meets 4.5:1 contrast against the background it is drawn on, in the
 light scheme and in the dark one (``prefers-color-scheme: dark``, emulated); a skip link leads
-to the main content. The scan is ``page_scan.js`` beside this file (axe-core's ``label`` and
-``color-contrast`` rules, by hand). Signed in as an operator, so every form is on the page."""
+to the main content. The overview, a job, a run, Failures, Changes and Backfills are scanned.
+The scan is ``page_scan.js`` beside this file (axe-core's ``label`` and ``color-contrast``
+rules, by hand). Signed in as an operator, so every form is on the page."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ class Site:
             "job": "/jobs/sample.nightly-reconciliation-of-invoices",
             "run": f"/runs/{self.failed_run}",
             "failures": "/failures",
+            "changes": "/changes",
+            "backfills": "/backfills",
         }
 
 
