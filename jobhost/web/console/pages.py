@@ -36,7 +36,7 @@ from jobhost.operations.overview import Overview, overview_page, read_summary
 from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
-from jobhost.operations.timefmt import duration_text, short_local, short_utc
+from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Clock, Engine
 from jobhost.store.calls import read, write
 from jobhost.store.sessions import end_sessions, session_version
@@ -139,6 +139,7 @@ class Console:
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
             ago=ago_tag,
             compact=_compact,
+            iso=iso_utc,
         )
         self._actions = ActionHandler(self)
         self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
