@@ -80,7 +80,7 @@ _SHORT_HELP = {
     "key, the next attempt, through the claim every run goes through.",
     "run": "Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.",
     "serve": "Serve the report, the probes and the dashboard over the store, with no host.",
-    "state": "Show job NAME's durable state; --set KEY=VALUE or --delete KEY change it.",
+    "state": "Show job NAME's durable state (what its runs keep in context.state), or change it.",
     "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",
     "validate": "Load every plugin and check every job; list every problem, not only the first.",
 }

@@ -70,7 +70,7 @@ def state(
     reason: str | None,
     as_json: bool,
 ) -> None:
-    """Show job NAME's durable state (what its runs keep through context.state), or change it.
+    """Show job NAME's durable state (what its runs keep in context.state), or change it.
 
     Read from the store: no module is loaded. --set KEY=VALUE or --delete KEY, with --reason,
     change one key through the fence a run uses, refused while a run of the job is running;

@@ -13,6 +13,7 @@ per failure, for a call that fails rarely and alone), and one line when the stor
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,11 +32,23 @@ _log = logging.getLogger("jobhost.store")
 _T = TypeVar("_T")
 
 
+_SQLITE_AWAY = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+"""An SQLite store's file that cannot be written (a full disk, a failing one): it comes back
+when the space or the device does, as a server does after an outage."""
+
+
 def is_store_down(error: BaseException) -> bool:
     """Whether ``error`` says the store cannot be reached (as opposed to a bad row or statement)."""
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return True
-    return isinstance(error, OperationalError | InterfaceError)
+    if isinstance(error, OperationalError | InterfaceError):
+        return True
+    # SQLite's COMMIT is sent by the engine's own commit event, beneath SQLAlchemy's wrapping:
+    # a full disk meets it there, as the driver's error.
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.OperationalError) and (
+        isinstance(code, int) and code & 0xFF in _SQLITE_AWAY
+    )
 
 
 class _Stopped(Exception):

@@ -37,6 +37,7 @@ from jobhost.store.types import UTCDateTime
 
 __all__ = [
     "MAX_CHANGE_ID",
+    "ChangeSearch",
     "JobChange",
     "RuntimeJobRow",
     "delete_runtime_job",
@@ -52,6 +53,7 @@ __all__ = [
     "recent_changes",
     "record_change",
     "runtime_jobs",
+    "search_changes",
     "update_runtime_job",
 ]
 
@@ -286,6 +288,37 @@ def recent_changes(
         query = query.where(job_changes.c.job_name == job_name)
     found = [_change(r) for r in connection.execute(query)]
     return found[::-1]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSearch:
+    """Each field narrows the search when set; ``before_id`` is the page's cursor."""
+
+    actor: str = ""
+    action: str = ""
+    job: str = ""
+    module: str = ""
+    since: datetime | None = None
+    before_id: int | None = None
+
+
+def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> list[JobChange]:
+    """Up to ``limit`` changes that match, newest first."""
+    query = select(job_changes).order_by(job_changes.c.id.desc()).limit(limit)
+    if search.actor:
+        query = query.where(job_changes.c.actor == search.actor)
+    if search.action:
+        query = query.where(job_changes.c.action == search.action)
+    if search.job:
+        query = query.where(job_changes.c.job_name == search.job)
+    if search.module:
+        # A job's name starts with its module; autoescape keeps a `_` or `%` in it literal.
+        query = query.where(job_changes.c.job_name.startswith(f"{search.module}.", autoescape=True))
+    if search.since is not None:
+        query = query.where(job_changes.c.at >= search.since)
+    if search.before_id is not None:
+        query = query.where(job_changes.c.id < search.before_id)
+    return [_change(row) for row in connection.execute(query)]
 
 
 def _change(r: Any) -> JobChange:

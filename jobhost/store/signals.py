@@ -20,6 +20,7 @@ one, the watcher reads the counter once a second (:mod:`jobhost.store.pooling`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import selectors
 import socket
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobhost_contracts import redact_text
 from sqlalchemy import select, text, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ChangeSignal", "SignalWatcher", "notify"]
 
+_log = logging.getLogger("jobhost.store")
+
 _CHANNEL_SQL = "'jobhost_' || left(md5(coalesce(current_schema(), '')), 16)"
 """The store's channel, computed by the server from the connection's schema: a name of fixed
 length (a schema's name may be as long as a channel's may be) and of hexadecimal digits only."""
@@ -54,7 +58,9 @@ _POOLED_POLL_SECONDS = 1.0
 _POOLED_SIGNAL_SECONDS = 0.25
 """The same for a command waiting for a host's answer: a short wait, a tiny read."""
 _SQLITE_POLL_SECONDS = 0.5
-_RETRY_SECONDS = 5.0
+_RETRY_WAITS = (0.5, 1.0, 2.0, 5.0)
+"""Pauses before the watcher connects again: a restarted server is back within a second or
+two, and until the listener is, a trigger waits for the host's next turn (up to a heartbeat)."""
 _SQLITE_SIGNAL_SECONDS = 0.05
 """How often a waiter without a doorbell reads the SQLite counter: one tiny read, for a short
 wait only."""
@@ -82,6 +88,7 @@ class SignalWatcher:
         self._doorbell: Doorbell | None = None
         self._interrupt: socket.socket | None = None
         """PostgreSQL: written by :meth:`stop` to end the listener's wait."""
+        self._listened = False
 
     def start(self) -> None:
         self._thread.start()
@@ -105,14 +112,19 @@ class SignalWatcher:
         # The store may be away: the loop's own polling goes on meanwhile.
         retry = StoreRetry(
             what="signal watcher",
-            waits=(_RETRY_SECONDS,),
+            waits=_RETRY_WAITS,
             retry_on=lambda error: isinstance(error, Exception),
             stopping=self._stopped,
             warn="each",
         )
-        # Raises only when stopped while the store is away.
-        with contextlib.suppress(Exception):
-            retry.call(self._follow)
+        # A listener that loses its connection returns, so that each outage starts again
+        # from the shortest pause; the pause before that first try keeps a server that drops
+        # every connection at once from being called in a tight loop. The call raises only
+        # when stopped while the store is away.
+        while not self._stopped.is_set():
+            with contextlib.suppress(Exception):
+                retry.call(self._follow)
+            self._stopped.wait(_RETRY_WAITS[0])
 
     def _follow(self) -> None:
         if self._engine.dialect.name != "postgresql":
@@ -139,6 +151,9 @@ class SignalWatcher:
         try:
             with psycopg.connect(dsn, autocommit=True) as connection:
                 _listen_on_channel(connection, channel)
+                if self._listened:
+                    self._wake()  # what was signalled while no one listened is lost
+                self._listened = True
                 # The socket's readiness, not psycopg's notifies(), which wakes every 0.1s.
                 with selectors.DefaultSelector() as selector:
                     selector.register(connection.pgconn.socket, selectors.EVENT_READ)
@@ -147,7 +162,16 @@ class SignalWatcher:
                         selector.select()
                         if self._stopped.is_set():
                             return
-                        if _received_notify(connection.pgconn):
+                        try:
+                            received = _received_notify(connection.pgconn)
+                        except psycopg.OperationalError as error:
+                            first_line = (str(error).splitlines() or [""])[0]
+                            _log.warning(
+                                "signal watcher lost its connection (%s); listening again",
+                                redact_text(first_line),
+                            )
+                            return
+                        if received:
                             self._wake()
         finally:
             with self._lock:

@@ -38,7 +38,7 @@ __all__ = ["LOG_EVERY_SECONDS", "ConnectionGuard", "GuardedHttp", "ThrottledLog"
 
 LOG_EVERY_SECONDS = 60.0
 """The longest the log says nothing of refused connections while they are being refused."""
-_EVICT_AFTER = 1.0
+_EVICT_AFTER = 0.25
 """Seconds a connection waits for its head before a newcomer may take its place."""
 
 _log = logging.getLogger("jobhost.http")
@@ -126,6 +126,7 @@ class GuardedHttp(LingeringHttp):
     _head_timer: asyncio.TimerHandle | None = None
     _waiting_since = 0.0
     _evicted = False
+    _deferred = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -182,16 +183,19 @@ class GuardedHttp(LingeringHttp):
         # connection that opened a moment ago keeps its place: its head may be on its way, and
         # clients that reconnect as fast as they are closed must not push out a real one.
         settled = self.loop.time() - _EVICT_AFTER
+        evictable = [other for other in held if other.evictable]
+        ready = [o for o in evictable if o._closing.lingering or o._waiting_since <= settled]
         waiting = heapq.nsmallest(
-            over,
-            (
-                other
-                for other in held
-                if other.evictable and (other._closing.lingering or other._waiting_since <= settled)
-            ),
-            key=lambda other: (other._closing.lingering, other._waiting_since),
+            over, ready, key=lambda other: (other._closing.lingering, other._waiting_since)
         )
         if len(waiting) < over:
+            young = [o._waiting_since for o in evictable if o not in ready]
+            if young and not self._deferred and over <= self.guard.max_connections:
+                # Every head in wait is that young (a crowd that reconnected together): this
+                # one waits, over the cap by at most as many again, until the oldest settles.
+                self._deferred = True
+                self.loop.call_later(max(min(young) - settled, 0.01), self._make_room_later)
+                return
             self.guard.refused("over_capacity")
             self._cancel_head_timer()
             self.transport.write(_FULL)
@@ -201,6 +205,11 @@ class GuardedHttp(LingeringHttp):
             if not other._closing.lingering:
                 self.guard.refused("evicted")
             other.evict()
+
+    def _make_room_later(self) -> None:
+        # By now this connection may be serving its request: then it keeps its place.
+        if self._waiting_for_head() and len(self.connections) > self.guard.max_connections:
+            self._make_room()
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()

@@ -131,7 +131,7 @@ def test_with_token_reading_needs_a_credential_and_probes_stay_open(
 ) -> None:
     base, _ = serve(web_read_access="token")
     client = Client(base)
-    for path in ("/", "/hosts", "/jobs/sample.x", "/runs/abc"):
+    for path in ("/", "/hosts", "/jobs/sample.x", "/runs/abc", "/changes", "/backfills"):
         status, _, page = client.open("GET", path)
         assert status == 401 and 'id="signin-form"' in page, path
     assert client.open("GET", "/report")[0] == 401

@@ -116,9 +116,10 @@ def test_past_the_cap_the_longest_waiting_connection_makes_room_and_busy_ones_re
     with logged() as records, served(max_connections=3) as port:
         idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
         try:
-            # A connection younger than a second keeps its place: a newcomer is refused.
-            assert _get(port).startswith(b"HTTP/1.1 503 ")
-            time.sleep(1.2)
+            # While the idle ones are a moment old, a newcomer is not refused: it waits past the
+            # cap, by a bounded few, and is served.
+            assert _get(port).endswith(b"hello")
+            time.sleep(0.4)
             assert _get(port).endswith(b"hello")  # the oldest idle one made room
             assert _read_all(idle[0]) == b""
         finally:
@@ -139,7 +140,7 @@ def test_past_the_cap_the_longest_waiting_connection_makes_room_and_busy_ones_re
     lines = [record.getMessage() for record in records]
     # One line a minute at most: the first refusal says it; the rest go to the metric.
     assert len(lines) == 1, lines
-    assert "1 over_capacity" in lines[0]
+    assert "1 evicted" in lines[0]
 
 
 class Holder:

@@ -6,8 +6,9 @@ hours, 7 or 30 days, next ten fires, declared and effective trigger, recent erro
 history paged with an outcome filter, audited actions), ``/runs/ID`` (``?after=N``: the log
 lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
 ``/failures`` (failed runs of every job, paged, searchable by error text, under the
-installation's runs-by-outcome chart), ``/hosts``. Pages that show data pass ``live``
-(seconds) for the page script (static/console.js).
+installation's runs-by-outcome chart), ``/changes`` (the whole change log, by who, action,
+job, module and since when), ``/backfills`` (every job's newest backfills), ``/hosts``. Pages
+that show data pass ``live`` (seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
@@ -15,6 +16,7 @@ at ``/signin`` sees trigger, pause and resume, each audited with who and why.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -34,7 +36,7 @@ from jobhost.operations.overview import Overview, overview_page, read_summary
 from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
-from jobhost.operations.timefmt import duration_text, short_local, short_utc
+from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Clock, Engine
 from jobhost.store.calls import read, write
 from jobhost.store.sessions import end_sessions, session_version
@@ -54,6 +56,7 @@ from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
 from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
 from jobhost.web.console.failures_retry import retry_notice, retry_shown
 from jobhost.web.console.job_query import job_query
+from jobhost.web.console.logs import backfills_view, changes_view
 from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
 from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
 from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
@@ -74,6 +77,7 @@ _TAIL_SECONDS = 2
 # The run log's line numbers are an INTEGER column: PostgreSQL refuses a larger bound.
 _MAX_LINE = 2**31 - 1
 _MAX_PAGE = 10**6
+_COMPACT = 200
 _Page = Callable[[Request], Awaitable[Response]]
 _HEADERS = {
     # Inline style attributes place the timeline's axis labels; no inline script is allowed.
@@ -136,6 +140,8 @@ class Console:
             stamp=stamp_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
             ago=ago_tag,
+            compact=_compact,
+            iso=iso_utc,
         )
         self._actions = ActionHandler(self)
         self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
@@ -157,6 +163,8 @@ class Console:
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
             Route("/failures/retry", acting(self.retry_failures), methods=["POST"]),
+            Route("/changes", reading(self.changes), methods=["GET"]),
+            Route("/backfills", reading(self.backfills), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
             Route("/signin", acting(self.signin), methods=["POST"]),
             Route("/signout", acting(self.signout), methods=["POST"]),
@@ -300,6 +308,14 @@ class Console:
     async def retry_failures(self, request: Request) -> Response:
         return await retry_shown(self, request)
 
+    async def changes(self, request: Request) -> Response:
+        view = await blocking(lambda: changes_view(self.engine, request.query_params, self.clock))
+        return self.page(request, "changes.html", status=400 if view.problem else 200, view=view)
+
+    async def backfills(self, request: Request) -> Response:
+        view = await blocking(lambda: backfills_view(self.engine, request.query_params, self.clock))
+        return self.page(request, "backfills.html", view=view, live=_LIVE_SECONDS)
+
     async def hosts(self, request: Request) -> Response:
         view = await blocking(lambda: hosts_view(self.engine, self.clock))
         return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
@@ -423,6 +439,12 @@ class Console:
 def _secured(response: Response) -> Response:
     response.headers.update(_HEADERS)
     return response
+
+
+def _compact(value: Any) -> str:
+    """A change's ``after`` on one line, cut short: the page escapes it like any text."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return text if len(text) <= _COMPACT else text[: _COMPACT - 1] + "…"
 
 
 def _sort(value: str) -> Sort:

@@ -18,6 +18,7 @@ from jobhost.store.hosts import all_hosts
 from jobhost.store.pages import job_page, run_page
 from jobhost.store.runlogs import Dropped, LogLine
 from jobhost.store.runtime import JobChange
+from jobhost.store.streak_replay import StreakRange, streak_range
 from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 
@@ -67,6 +68,8 @@ class JobView:
     """The job's newest backfills, running ones with their progress."""
     state: JobStateView | None = None
     """What the job keeps between runs (``context.state``), by key."""
+    streak: StreakRange | None = None
+    """A failing job's streak, as the range its failed occurrences replay from."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,8 @@ def job_view(
         actions=rows.changes,
         backfills=rows.backfills,
         state=read_state(engine, name),
+        # Read only for a failing job: a walk back through its newest attempts.
+        streak=read(engine, streak_range, name) if job.status == "failing" else None,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 
 import pytest
@@ -129,3 +130,19 @@ def test_on_failure_sees_every_retried_error() -> None:
 def test_is_store_down_tells_an_outage_from_a_refusal() -> None:
     assert is_store_down(_store_down()) is True
     assert is_store_down(IntegrityError("INSERT", {}, Exception("duplicate"))) is False
+
+
+def test_a_full_sqlite_file_is_the_store_away_and_a_bad_statement_is_not() -> None:
+    # The driver's own error, as the engine's COMMIT meets it beneath SQLAlchemy's wrapping.
+    connection = sqlite3.connect(":memory:")
+    connection.execute("CREATE TABLE t (x)")
+    connection.execute("PRAGMA max_page_count = 2")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        for _ in range(100):
+            connection.execute("INSERT INTO t VALUES (randomblob(1000))")
+    with pytest.raises(sqlite3.OperationalError) as bad:
+        connection.execute("SELECT * FROM missing")
+    connection.close()
+    assert "disk is full" in str(full.value)
+    assert is_store_down(full.value)
+    assert not is_store_down(bad.value)
