@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from jobhost.rules.backfill import FAILED_OUTCOMES
 from jobhost.store.backfills import last_outcomes
 from jobhost.store.failing import FAILED, SCAN_ROWS, STREAK_LIMIT
 from jobhost.store.schema import runs
@@ -62,5 +61,5 @@ def streak_range(connection: Connection, name: str) -> StreakRange | None:
     if first is None or last is None:
         return None
     outcomes = last_outcomes(connection, name, first, last + timedelta(microseconds=1))
-    failed = sum(1 for outcome in outcomes.values() if outcome in FAILED_OUTCOMES)
+    failed = sum(1 for outcome in outcomes.values() if outcome in FAILED)
     return StreakRange(first, last, failed) if failed else None

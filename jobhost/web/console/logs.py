@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
-from sqlalchemy import Connection
-
 from jobhost.operations.failures import BadFailureQuery, parse_since
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store import Clock, Engine, SystemClock, store_now
 from jobhost.store.backfills import BackfillRecord, list_backfills
-from jobhost.store.calls import read_at
+from jobhost.store.calls import read
 from jobhost.store.runtime import ChangeSearch, JobChange, search_changes
 
 __all__ = [
@@ -85,7 +83,8 @@ def changes_view(engine: Engine, params: Mapping[str, str], clock: Clock | None)
         for name in ("actor", "action", "job", "module", "since")
     }
     before = _positive(params.get("before"))
-    now, found = read_at(engine, clock or SystemClock(), _search, values, before)
+    now = store_now(engine, clock or SystemClock())
+    found = _search(engine, now, values, before)
     if isinstance(found, str):
         return _changes(values, now, [], None, found, paged=before is not None)
     shown = found[:CHANGES_PAGE]
@@ -120,7 +119,7 @@ def _changes(
 
 
 def _search(
-    connection: Connection, now: datetime, values: dict[str, str], before: int | None
+    engine: Engine, now: datetime, values: dict[str, str], before: int | None
 ) -> list[JobChange] | str:
     """The changes that match, or why the filters cannot be read."""
     since = None
@@ -138,17 +137,14 @@ def _search(
         before_id=before,
     )
     # One more than a page: whether an older page exists, without counting the log.
-    return search_changes(connection, search, CHANGES_PAGE + 1)
+    return read(engine, search_changes, search, CHANGES_PAGE + 1)
 
 
 def backfills_view(engine: Engine, params: Mapping[str, str], clock: Clock | None) -> BackfillsView:
     job = params.get("job", "").strip()[:_FIELD]
-    now, found = read_at(engine, clock or SystemClock(), _backfills, job or None)
+    now = store_now(engine, clock or SystemClock())
+    found = read(engine, list_backfills, job=job or None, limit=BACKFILLS_SHOWN)
     return BackfillsView(job=job, now=now, backfills=found)
-
-
-def _backfills(connection: Connection, now: datetime, job: str | None) -> list[BackfillRecord]:
-    return list_backfills(connection, job=job, limit=BACKFILLS_SHOWN)
 
 
 def _positive(value: str | None) -> int | None:
