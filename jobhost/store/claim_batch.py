@@ -126,9 +126,10 @@ class ClaimWork:
                     self._jobs[name].live_runs = int(count)
 
     def start_pending(self, run: RunRecord) -> None:
-        """Start a pending run: a manual run, a retry or a backfilled occurrence. A manual run
-        nobody has looked at yet is refused (recorded skipped) when its job cannot start now;
-        any other waits, pending, for its job or its concurrency group."""
+        """Start a pending run: a manual run or a retry (a backfill's retries too; its waiting
+        occurrences are the backfill claim's). A manual run nobody has looked at yet is refused
+        (recorded skipped) when its job cannot start now; any other waits, pending, for its job
+        or its concurrency group."""
         name = run.job_name
         fresh = run.priority == PRIORITY_MANUAL and run.not_before is None
         job = self._jobs.get(name)
