@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: len({r.host_id for r in ledger(engine)}) == 3, 90, "all three replicas"
             )
             memory = Memory(cluster)
+            timeline = _Timeline(cluster, options.rss_every * 60)
             first = datetime.fromtimestamp(math.ceil(time.time()), UTC)
             run_faults(
                 cluster,
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 outage=options.outage,
                 cycle=options.cycle,
                 say=_say,
-                every_second=memory.sample,
+                every_second=lambda: (memory.sample(), timeline.sample()),
                 restart_after=(5.0, 0.5),
             )
             last = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=3)
@@ -137,7 +138,31 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cycle", type=float, default=75.0, help="seconds between fault rounds")
     parser.add_argument("--clock-ahead", type=int, default=20, help="replica-2's clock offset")
     parser.add_argument("--database", help="PostgreSQL URL (default: JOBHOST_TEST_POSTGRES_URL)")
+    parser.add_argument(
+        "--rss-every", type=float, default=10.0, help="minutes between two lines of RSS figures"
+    )
     return parser
+
+
+class _Timeline:
+    """Prints every replica's RSS every ``every`` seconds, so a long soak shows whether memory
+    levels off after warm-up rather than only where it started and ended."""
+
+    def __init__(self, cluster: Cluster, every: float) -> None:
+        self._cluster = cluster
+        self._every = every
+        self._began = time.monotonic()
+        self._next = every
+
+    def sample(self) -> None:
+        elapsed = time.monotonic() - self._began
+        if elapsed < self._next:
+            return
+        self._next += self._every
+        figures = ", ".join(
+            f"{r.host_id} {r.rss_mb():.1f} MB (pid {r.pid})" for r in self._cluster.replicas
+        )
+        _say(f"{elapsed / 60:5.0f} min RSS: {figures}")
 
 
 def _say(line: str) -> None:
