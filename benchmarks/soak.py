@@ -45,10 +45,10 @@ from tests.reliability.harness import (  # noqa: E402
     run_faults,
     slow_jobs,
     through_proxy,
-    wait_until,
 )
 from tests.reliability.proxy import CutProxy  # noqa: E402
 from tests.reliability.verdict import judge, log_kinds, read_effects  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 _DEFAULT_DATABASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.add("replica-0")
             cluster.add("replica-1")
             cluster.add("replica-2", JOBHOST_CLOCK_OFFSET=f"{options.clock_ahead}s")
-            wait_until(
+            wait_for(
                 lambda: len({r.host_id for r in ledger(engine)}) == 3, 90, "all three replicas"
             )
             memory = Memory(cluster)
@@ -162,7 +162,7 @@ class _Timeline:
         figures = ", ".join(
             f"{r.host_id} {r.rss_mb():.1f} MB (pid {r.pid})" for r in self._cluster.replicas
         )
-        _say(f"{elapsed / 60:5.0f} min RSS: {figures}")
+        _say(f"{elapsed / 60:6.1f} min RSS: {figures}")
 
 
 def _say(line: str) -> None:
