@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +21,22 @@ from tests.toml_values import toml_value
 
 
 class HostProcess:
-    """One ``jobhost run`` child process, its log in a file."""
+    """One ``jobhost run`` child process, its log in a file; ``python`` may start another
+    release's interpreter."""
 
-    def __init__(self, host_id: str, config: Path, log: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        host_id: str,
+        config: Path,
+        log: Path,
+        env: dict[str, str],
+        python: Sequence[str] = (sys.executable,),
+    ) -> None:
         self.host_id = host_id
         self.log_path = log
         self._log = log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobhost", "--config", str(config), "run"],
+            [*python, "-m", "jobhost", "--config", str(config), "run"],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
