@@ -42,9 +42,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = "jobhost/store/migrations/versions"
-# Migrations the release before them cannot work with: its running hosts stop with one line
-# (exit 3) at their next turn. Any other migration only adds, and they keep working.
-NOT_ADDITIVE = frozenset({"0015"})
+# Revisions the release before them cannot work with (name each such new migration here): its
+# running hosts stop with one line (exit 3) at their next turn. Against any other they work on.
+NOT_ADDITIVE: frozenset[str] = frozenset()
 JOBS: list[dict[str, Any]] = [
     {"name": "sample.steady", "cron": "* * * * * *"},
     # Always one in flight: the upgrade and the second host arrive while runs are open.
@@ -83,7 +83,7 @@ def test_an_upgrade_across_the_latest_schema_change_loses_no_run(
         late = _old_command(old_python, old_config, ["run"], {**env, "JOBHOST_HOST_ID": "old-2"})
         assert late.returncode == 3, late.stderr
         refusal = f"store schema {new_head} is newer than this jobhost ({old_head})"
-        assert [line for line in late.stderr.splitlines() if refusal in line], late.stderr
+        assert len([line for line in late.stderr.splitlines() if refusal in line]) == 1, late.stderr
 
         new = _host(hosts, "new", [sys.executable], new_config, tmp_path, env)
         if new_head in NOT_ADDITIVE:
@@ -100,6 +100,7 @@ def test_an_upgrade_across_the_latest_schema_change_loses_no_run(
                 "both releases to fire after the upgrade",
             )
             assert old.process.poll() is None, old.log()
+            assert " ERROR " not in old.log(), old.log()
             old.signal(signal.SIGTERM)
             assert old.wait(30) == 0, old.log()
         new.signal(signal.SIGTERM)
@@ -116,7 +117,6 @@ def test_an_upgrade_across_the_latest_schema_change_loses_no_run(
     unfinished = [r for r in started if r.finished_at is None or r.outcome == "running"]
     assert unfinished == [], "a run that started has no outcome"
     assert {r.host_id for r in started} == {"old", "new"}
-    assert any(r.result is not None for r in rows if r.host_id == "new")
     for job in ("sample.steady", "sample.slow"):
         runs = Counter(r.occurrence for r in rows if r.job_name == job and r.attempt >= 1)
         assert set(runs.values()) == {1}, f"an occurrence of {job} ran twice"
