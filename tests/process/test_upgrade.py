@@ -156,11 +156,14 @@ def _previous_release(request: pytest.FixtureRequest) -> tuple[list[str], Path]:
             for partial in (tree, environment):
                 shutil.rmtree(partial, ignore_errors=True)
             _extract(commit, tree)
-            venv.EnvBuilder(with_pip=True).create(environment)
+            # This environment's pip installs there: no pip of its own to set up, and nothing
+            # compiled ahead that the test never imports.
+            venv.EnvBuilder(with_pip=False).create(environment)
             constraints = (
                 ["-c", str(tree / "constraints.txt")] if (tree / "constraints.txt").exists() else []
             )
-            pip = [str(python), "-m", "pip", "install", "-q", *constraints]
+            pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
+            pip += ["--no-compile", *constraints]
             _ok(
                 subprocess.run(
                     [*pip, str(tree / "contracts"), str(tree)],
