@@ -147,7 +147,11 @@ def _previous_release(request: pytest.FixtureRequest) -> tuple[list[str], Path]:
     once per commit under pytest's cache. Its python runs isolated (``-I``), so that it imports
     its own jobhost, not this checkout's from the working directory."""
     commit = _previous_schema_commit()
-    home = request.config.cache.mkdir(f"jobhost-release-{commit[:12]}")
+    name, cache = f"jobhost-release-{commit[:12]}", getattr(request.config, "cache", None)
+    if cache is None:  # -p no:cacheprovider: installed afresh on each run
+        home = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    else:
+        home = cache.mkdir(name)
     tree, environment = home / "tree", home / "venv"
     python, done = environment / "bin" / "python", home / "installed"
     with (home / "lock").open("w") as lock:
