@@ -8,18 +8,27 @@ is reported together instead of the first one raising out of a plugin hook.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "POLICY_KEYS",
     "BackgroundJobDeclaration",
     "DstGap",
     "DstRepeat",
+    "JobPolicies",
     "MisfirePolicy",
     "OverlapPolicy",
     "RetryPolicy",
+    "field_types",
+    "policies_from",
+    "policy_values",
 ]
 
 
@@ -87,34 +96,31 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BackgroundJobDeclaration:
-    """One recurring job, as its module declares it.
+class JobPolicies:
+    """When a job runs and how: its trigger and every policy, each defined here once.
 
-    ``name`` is the stable identity (``module.job-name``, lower case) used by alerts, the audit
-    trail, configuration overrides and the CLI; it never changes with a class rename. An enabled
-    job has exactly one of ``cron`` (5 fields, or 6 with leading seconds) and ``interval``.
+    A declaration is these and the job's identity. Written out (a ``[[modules.NAME.jobs]]``
+    entry, a runtime job's definition, the policies the host shows) they are flat: the retry
+    policy's fields stand beside the others, as :func:`policy_values` gives them and
+    :func:`policies_from` takes them back.
     """
 
-    name: str
-    module: str
     cron: str | None = None
     interval: timedelta | None = None
     timezone: str = "UTC"
     enabled: bool = True
     critical: bool = False
-    configuration_source: str | None = None
-    description: str = ""
     misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
     catch_up_limit: int = 10
     misfire_grace: timedelta | None = None
     overlap: OverlapPolicy = OverlapPolicy.FORBID
     max_concurrent: int = 1
-    retry: RetryPolicy = field(default_factory=lambda: _NO_RETRY)
     timeout: timedelta | None = None
     lease: timedelta | None = None
     """How long a claim holds before another replica may take the job over; None: host default."""
     overdue_after: timedelta | None = None
     """Grace beyond the job's period before the dead-man check calls it overdue; None: default."""
+    retry: RetryPolicy = field(default_factory=lambda: _NO_RETRY)
     dst_gap: DstGap = DstGap.SHIFT
     """A fixed-time cron job's local time skipped by a spring-forward: shift or skip."""
     dst_repeat: DstRepeat = DstRepeat.ONCE
@@ -126,34 +132,68 @@ class BackgroundJobDeclaration:
         _check_types(self)
 
 
-_EXPECTED: dict[str, tuple[type, ...]] = {
-    "name": (str,),
-    "module": (str,),
-    "cron": (str, type(None)),
-    "interval": (timedelta, type(None)),
-    "timezone": (str,),
-    "enabled": (bool,),
-    "critical": (bool,),
-    "configuration_source": (str, type(None)),
-    "description": (str,),
-    "misfire": (MisfirePolicy,),
-    "catch_up_limit": (int,),
-    "misfire_grace": (timedelta, type(None)),
-    "overlap": (OverlapPolicy,),
-    "max_concurrent": (int,),
-    "retry": (RetryPolicy,),
-    "timeout": (timedelta, type(None)),
-    "lease": (timedelta, type(None)),
-    "overdue_after": (timedelta, type(None)),
-    "dst_gap": (DstGap,),
-    "dst_repeat": (DstRepeat,),
-    "concurrency_group": (str, type(None)),
-    "max_attempts": (int,),
-    "backoff": (timedelta,),
-    "backoff_max": (timedelta,),
-    "jitter": (int, float),
-    "retry_on": (frozenset,),
-}
+@dataclass(frozen=True, kw_only=True)
+class BackgroundJobDeclaration(JobPolicies):
+    """One recurring job, as its module declares it: its identity and its :class:`JobPolicies`.
+
+    ``name`` is the stable identity (``module.job-name``, lower case) used by alerts, the audit
+    trail, configuration overrides and the CLI; it never changes with a class rename. An enabled
+    job has exactly one of ``cron`` (5 fields, or 6 with leading seconds) and ``interval``.
+    """
+
+    name: str
+    module: str
+    configuration_source: str | None = None
+    description: str = ""
+
+
+def field_types(kind: type) -> Mapping[str, tuple[type, ...]]:
+    """The types each field of the dataclass ``kind`` takes, in the fields' order: ``NoneType``
+    for an optional one, ``int`` beside ``float``, the bare class of a generic
+    (``frozenset``)."""
+    found = _FIELD_TYPES.get(kind)
+    if found is None:
+        hints = typing.get_type_hints(kind)
+        found = _FIELD_TYPES[kind] = MappingProxyType(
+            {f.name: _accepted(hints[f.name]) for f in dataclasses.fields(kind)}
+        )
+    return found
+
+
+def policy_values(policies: JobPolicies) -> dict[str, Any]:
+    """Every policy of ``policies`` by its flat key (:data:`POLICY_KEYS`), in order."""
+    values: dict[str, Any] = {}
+    for name in _POLICY_FIELDS:
+        value = getattr(policies, name)
+        if name == "retry":
+            values.update((key, getattr(value, key)) for key in _RETRY_FIELDS)
+        else:
+            values[name] = value
+    return values
+
+
+def policies_from(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :class:`JobPolicies` (or a declaration) for the flat
+    ``values``: the retry policy's keys make its ``retry``; a key left out keeps its default.
+
+    Raises ``TypeError`` naming a key that is no policy.
+    """
+    unknown = sorted(str(key) for key in values if key not in POLICY_KEYS)
+    if unknown:
+        raise TypeError(
+            f"{', '.join(unknown)} is not a policy; the policies are {', '.join(POLICY_KEYS)}"
+        )
+    policies = {key: value for key, value in values.items() if key not in _RETRY_FIELDS}
+    retry = {key: value for key, value in values.items() if key in _RETRY_FIELDS}
+    if retry:
+        policies["retry"] = RetryPolicy(**retry)
+    return policies
+
+
+def _accepted(hint: Any) -> tuple[type, ...]:
+    parts = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    accepted = tuple(typing.get_origin(part) or part for part in parts)
+    return (int, *accepted) if float in accepted else accepted
 
 
 def _check_types(instance: Any) -> None:
@@ -161,8 +201,7 @@ def _check_types(instance: Any) -> None:
     checks = _CHECKS.get(kind)
     if checks is None:
         checks = _CHECKS[kind] = tuple(
-            (f.name, _EXPECTED[f.name], frozenset(_EXPECTED[f.name]))
-            for f in dataclasses.fields(kind)
+            (name, expected, frozenset(expected)) for name, expected in field_types(kind).items()
         )
     for name, expected, exact in checks:
         value = getattr(instance, name)
@@ -178,8 +217,24 @@ def _check_types(instance: Any) -> None:
             )
 
 
+_FIELD_TYPES: dict[type, Mapping[str, tuple[type, ...]]] = {}
 _CHECKS: dict[type, tuple[tuple[str, tuple[type, ...], frozenset[type]], ...]] = {}
 
 
 _NO_RETRY: RetryPolicy = RetryPolicy()
 """The default policy, shared: it is immutable, and checking a fresh one per job cost time."""
+_POLICY_FIELDS = tuple(field_types(JobPolicies))
+_RETRY_FIELDS = tuple(field_types(RetryPolicy))
+
+POLICY_KEYS: Mapping[str, tuple[type, ...]] = MappingProxyType(
+    {
+        key: accepted
+        for name, types_ in field_types(JobPolicies).items()
+        for key, accepted in (
+            field_types(RetryPolicy) if name == "retry" else {name: types_}
+        ).items()
+    }
+)
+"""The flat keys of the policies, in order, with the types each takes (:func:`field_types`): the
+fields of :class:`JobPolicies`, ``retry``'s (``max_attempts``, ``backoff``, ``backoff_max``,
+``jitter``, ``retry_on``) in its place."""

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, format_duration, parse_duration
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    format_duration,
+    parse_duration,
+    policy_values,
+)
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
 from jobhost.catalog.stored import StoredExecutor, stored_spec
@@ -112,8 +118,7 @@ def _from_columns(row: ScheduleRecord) -> JobSpec | None:
 
 def declaration_json(spec: JobSpec, *, runtime: bool = False) -> dict[str, Any]:
     """A job's effective declaration as ``jobhost jobs show --json`` prints it."""
-    declaration, retry = spec.declaration, spec.declaration.retry
-    trigger = spec.trigger
+    declaration, trigger = spec.declaration, spec.trigger
     return {
         "name": spec.name,
         "module": spec.module,
@@ -128,22 +133,28 @@ def declaration_json(spec: JobSpec, *, runtime: bool = False) -> dict[str, Any]:
         "dst_policy": f"dst_gap={trigger.dst_gap.value}, dst_repeat={trigger.dst_repeat.value}",
         "concurrency_group": spec.concurrency_group,
         "policies": {
-            "misfire": declaration.misfire.value,
-            "catch_up_limit": declaration.catch_up_limit,
-            "misfire_grace": _text(declaration.misfire_grace),
-            "overlap": declaration.overlap.value,
-            "max_concurrent": declaration.max_concurrent,
-            "timeout": _text(declaration.timeout),
-            "lease": _text(declaration.lease),
-            "overdue_after": _text(declaration.overdue_after),
-            "max_attempts": retry.max_attempts,
-            "backoff": format_duration(retry.backoff),
-            "backoff_max": format_duration(retry.backoff_max),
-            "jitter": retry.jitter,
-            "retry_on": sorted(retry.retry_on),
+            key: _shown(value)
+            for key, value in policy_values(declaration).items()
+            if key not in _SHOWN_APART
         },
     }
 
 
-def _text(value: timedelta | None) -> str | None:
-    return format_duration(value) if value is not None else None
+# Policies the answer shows on their own, as they are in effect: the trigger and its zone and
+# daylight-saving policy, the enabled and critical flags, the group.
+_SHOWN_APART = frozenset(
+    {
+        *("cron", "interval", "timezone", "dst_gap", "dst_repeat"),
+        *("enabled", "critical", "concurrency_group"),
+    }
+)
+
+
+def _shown(value: object) -> object:
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value

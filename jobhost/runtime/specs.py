@@ -17,11 +17,12 @@ from types import MappingProxyType
 from typing import Any
 
 from jobhost_contracts import (
+    POLICY_KEYS,
     BackgroundJobDeclaration,
     JobKind,
     KindSettingsError,
-    RetryPolicy,
     parse_duration,
+    policies_from,
 )
 
 from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
@@ -49,12 +50,6 @@ _FIELDS = {
     "interval-too-long": "interval",
     "dst-policy-unused": "dst_gap",
     "critical-disabled": "enabled",
-}
-# Which body field a policy of the declaration comes from (the body flattens ``retry``).
-_POLICY_FIELDS = {
-    "retry.max_attempts": "max_attempts",
-    "retry.backoff": "backoff",
-    "retry.backoff_max": "backoff_max",
 }
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -105,7 +100,8 @@ def build_spec(
     except (TypeError, ValueError) as error:
         return [*problems, FieldProblem("", str(error))]
     for policy in policy_problems(declaration):
-        field = _POLICY_FIELDS.get(policy.field, policy.field)
+        # The body writes the retry policy's fields flat.
+        field = policy.field.removeprefix("retry.")
         problems.append(FieldProblem(field, f"{policy.text()}; fix it in the job's definition"))
     parts = declared_parts(declaration)
     for problem in [*check_trigger(parts), *check_critical(declaration, parts)]:
@@ -134,33 +130,16 @@ def build_spec(
 def _declaration(
     name: str, module: str, definition: JobDefinition, kind: JobKind
 ) -> BackgroundJobDeclaration:
-    def duration(text: str | None) -> timedelta | None:
-        return parse_duration(text) if text is not None else None
-
+    policies = definition.model_dump(include=set(POLICY_KEYS))
+    for key, value in policies.items():
+        if isinstance(value, str) and timedelta in POLICY_KEYS[key]:
+            policies[key] = parse_duration(value)
     return BackgroundJobDeclaration(
         name=name,
         module=module,
-        cron=definition.cron,
-        interval=duration(definition.interval),
-        timezone=definition.timezone,
-        enabled=definition.enabled,
-        critical=definition.critical,
         configuration_source=module,
         description=definition.description or kind.description,
-        misfire=definition.misfire,
-        catch_up_limit=definition.catch_up_limit,
-        misfire_grace=duration(definition.misfire_grace),
-        overlap=definition.overlap,
-        max_concurrent=definition.max_concurrent,
-        retry=RetryPolicy(
-            max_attempts=definition.max_attempts,
-            backoff=parse_duration(definition.backoff),
-            backoff_max=parse_duration(definition.backoff_max),
-        ),
-        timeout=duration(definition.timeout),
-        dst_gap=definition.dst_gap,
-        dst_repeat=definition.dst_repeat,
-        concurrency_group=definition.concurrency_group,
+        **policies_from(policies),
     )
 
 
