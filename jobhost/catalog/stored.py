@@ -93,7 +93,8 @@ def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _
         dst_repeat=declared.dst_repeat,
         configuration_source=data["configuration_source"],
         description=data["description"],
-        **{field: read(data[key]) for field, key, read in _POLICIES},
+        # A policy newer than the text keeps its default.
+        **{field: read(data[key]) for field, key, read in _POLICIES if key in data},
     )
     override = data["override"]
     return JobSpec(

@@ -9,8 +9,6 @@ executor.
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from types import MappingProxyType
@@ -103,9 +101,9 @@ def build_spec(
         # The body writes the retry policy's fields flat.
         field = policy.field.removeprefix("retry.")
         problems.append(FieldProblem(field, f"{policy.text()}; fix it in the job's definition"))
-    parts = declared_parts(declaration)
+    parts = declared_parts(declaration, "api")
     for problem in [*check_trigger(parts), *check_critical(declaration, parts)]:
-        problems.append(FieldProblem(_FIELDS.get(problem.code, ""), _runtime_fix(problem.message)))
+        problems.append(FieldProblem(_FIELDS.get(problem.code, ""), problem.message))
     trigger = to_trigger(parts)
     if problems or trigger is None:
         return problems
@@ -113,13 +111,12 @@ def build_spec(
         executor = refused_executor(refused) if refused else kind.factory(name, validated)
     except ValueError as error:
         return [FieldProblem("settings", str(error))]
-    api_trigger = dataclasses.replace(trigger, source="api")
     return JobSpec(
         declaration=declaration,
         executor=executor,
         plugin=f"kind {kind.name}",
-        trigger=api_trigger,
-        declared=api_trigger,
+        trigger=trigger,
+        declared=trigger,
         enabled=definition.enabled,
         override=None,
         config=modules.get(module, _EMPTY),
@@ -140,18 +137,6 @@ def _declaration(
         configuration_source=module,
         description=definition.description or kind.description,
         **policies_from(policies),
-    )
-
-
-def _runtime_fix(message: str) -> str:
-    """The catalog's fixes point at declarations and ``[jobs."…"]``; here the fix is the body."""
-    message = message.replace("in the declaration", "in the job's definition")
-    message = message.replace("the declaration", "the job's definition")
-    # "..., or set timezone in [jobs."x"]" / "; [jobs."x"] can also ...": no such section here.
-    message = re.sub(r',? or (?:set [\w ]+ )?in \[jobs\."[^"]*"\]', "", message)
-    message = re.sub(r'; \[jobs\."[^"]*"\] can also[^;]*', "", message)
-    return message.replace("declare a cron expression", "give a cron expression").replace(
-        "declare the job disabled (enabled=False)", 'set "enabled": false'
     )
 
 
