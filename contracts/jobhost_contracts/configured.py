@@ -31,9 +31,7 @@ _NOT_CONFIGURED = frozenset(
 
 SCHEDULE_KEYS = frozenset(POLICY_KEYS) - _NOT_CONFIGURED
 """The keys of an entry about when its job runs and how it is retried, beside ``name``,
-``description`` and what the job does: ``cron``, ``interval``, ``timezone``, ``enabled``,
-``critical``, ``misfire``, ``catch_up_limit``, ``misfire_grace``, ``overlap``,
-``max_concurrent``, ``max_attempts``, ``backoff``, ``backoff_max``."""
+``description`` and what the job does."""
 
 
 def configured_declaration(

@@ -8,6 +8,7 @@ is reported together instead of the first one raising out of a plugin hook.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -132,7 +133,7 @@ class JobPolicies:
         _check_types(self)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class BackgroundJobDeclaration(JobPolicies):
     """One recurring job, as its module declares it: its identity and its :class:`JobPolicies`.
 
@@ -146,30 +147,25 @@ class BackgroundJobDeclaration(JobPolicies):
     configuration_source: str | None = None
     description: str = ""
 
+    def __repr__(self) -> str:
+        # The identity first: a message that cuts the text short still names the job.
+        names = ("name", "module", *field_types(JobPolicies), "configuration_source", "description")
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        return f"BackgroundJobDeclaration({shown})"
 
+
+@functools.cache
 def field_types(kind: type) -> Mapping[str, tuple[type, ...]]:
     """The types each field of the dataclass ``kind`` takes, in the fields' order: ``NoneType``
-    for an optional one, ``int`` beside ``float``, the bare class of a generic
-    (``frozenset``)."""
-    found = _FIELD_TYPES.get(kind)
-    if found is None:
-        hints = typing.get_type_hints(kind)
-        found = _FIELD_TYPES[kind] = MappingProxyType(
-            {f.name: _accepted(hints[f.name]) for f in dataclasses.fields(kind)}
-        )
-    return found
+    for an optional one, ``int`` beside ``float``, the bare class of a generic (``frozenset``)."""
+    hints = typing.get_type_hints(kind)
+    return MappingProxyType({f.name: _accepted(hints[f.name]) for f in dataclasses.fields(kind)})
 
 
 def policy_values(policies: JobPolicies) -> dict[str, Any]:
     """Every policy of ``policies`` by its flat key (:data:`POLICY_KEYS`), in order."""
-    values: dict[str, Any] = {}
-    for name in _POLICY_FIELDS:
-        value = getattr(policies, name)
-        if name == "retry":
-            values.update((key, getattr(value, key)) for key in _RETRY_FIELDS)
-        else:
-            values[name] = value
-    return values
+    retry = policies.retry
+    return {key: getattr(retry if key in _RETRY_FIELDS else policies, key) for key in POLICY_KEYS}
 
 
 def policies_from(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -178,16 +174,12 @@ def policies_from(values: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises ``TypeError`` naming a key that is no policy.
     """
-    unknown = sorted(str(key) for key in values if key not in POLICY_KEYS)
+    unknown = ", ".join(str(key) for key in values if key not in POLICY_KEYS)
     if unknown:
-        raise TypeError(
-            f"{', '.join(unknown)} is not a policy; the policies are {', '.join(POLICY_KEYS)}"
-        )
+        raise TypeError(f"{unknown} is not a policy; the policies are {', '.join(POLICY_KEYS)}")
     policies = {key: value for key, value in values.items() if key not in _RETRY_FIELDS}
     retry = {key: value for key, value in values.items() if key in _RETRY_FIELDS}
-    if retry:
-        policies["retry"] = RetryPolicy(**retry)
-    return policies
+    return {**policies, "retry": RetryPolicy(**retry)} if retry else policies
 
 
 def _accepted(hint: Any) -> tuple[type, ...]:
@@ -197,7 +189,7 @@ def _accepted(hint: Any) -> tuple[type, ...]:
 
 
 def _check_types(instance: Any) -> None:
-    kind = type(instance)
+    kind: type = type(instance)
     checks = _CHECKS.get(kind)
     if checks is None:
         checks = _CHECKS[kind] = tuple(
@@ -217,14 +209,12 @@ def _check_types(instance: Any) -> None:
             )
 
 
-_FIELD_TYPES: dict[type, Mapping[str, tuple[type, ...]]] = {}
 _CHECKS: dict[type, tuple[tuple[str, tuple[type, ...], frozenset[type]], ...]] = {}
 
 
 _NO_RETRY: RetryPolicy = RetryPolicy()
 """The default policy, shared: it is immutable, and checking a fresh one per job cost time."""
-_POLICY_FIELDS = tuple(field_types(JobPolicies))
-_RETRY_FIELDS = tuple(field_types(RetryPolicy))
+_RETRY_FIELDS = field_types(RetryPolicy)
 
 POLICY_KEYS: Mapping[str, tuple[type, ...]] = MappingProxyType(
     {

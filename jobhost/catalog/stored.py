@@ -35,7 +35,14 @@ from jobhost_contracts import (
 from jobhost.catalog.model import EffectiveTrigger, JobSpec
 from jobhost.config import JobOverride
 
-__all__ = ["StoredExecutor", "StoredFacts", "declaration_text", "stored_facts", "stored_spec"]
+__all__ = [
+    "StoredExecutor",
+    "StoredFacts",
+    "declaration_text",
+    "json_value",
+    "stored_facts",
+    "stored_spec",
+]
 
 _FORMAT = 1
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -68,7 +75,7 @@ def declaration_text(spec: JobSpec) -> str:
         "configuration_source": declaration.configuration_source,
     }
     for name, key, _ in _POLICIES:
-        document[key] = _json_value(getattr(declaration, name))
+        document[key] = json_value(getattr(declaration, name))
     return _compact_json(
         document, plain=spec.override is None and math.isfinite(declaration.retry.jitter)
     )
@@ -152,6 +159,22 @@ def stored_facts(text: str) -> StoredFacts:
         overdue_after=_duration(data["overdue_after"]),
         lease=_duration(data["lease"]),
     )
+
+
+def json_value(
+    value: object, duration: Callable[[timedelta], Any] = timedelta.total_seconds
+) -> Any:
+    """A policy's value in JSON types: an enum by its value, a set sorted, a retry policy as an
+    object, a duration by ``duration`` (seconds, as the stored text writes it)."""
+    if isinstance(value, timedelta):
+        return duration(value)
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, RetryPolicy):
+        return {part: json_value(getattr(value, part), duration) for part in _RETRY_PARTS}
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value
 
 
 class StoredExecutor:
@@ -256,18 +279,6 @@ def _seconds(value: timedelta | None) -> float | None:
 
 def _duration(value: float | None) -> timedelta | None:
     return timedelta(seconds=value) if value is not None else None
-
-
-def _json_value(value: object) -> Any:
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, RetryPolicy):
-        return {part: _json_value(getattr(value, part)) for part in _RETRY_PARTS}
-    if isinstance(value, frozenset):
-        return sorted(value)
-    return value
 
 
 def _reader(accepted: tuple[type, ...]) -> Callable[[Any], Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any
 
 from jobhost_contracts import (
@@ -24,7 +23,7 @@ from jobhost_contracts import (
 )
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
-from jobhost.catalog.stored import StoredExecutor, stored_spec
+from jobhost.catalog.stored import StoredExecutor, json_value, stored_spec
 from jobhost.config import Settings
 from jobhost.store import Engine, ScheduleRecord
 from jobhost.store import reports as store_reports
@@ -133,7 +132,7 @@ def declaration_json(spec: JobSpec, *, runtime: bool = False) -> dict[str, Any]:
         "dst_policy": f"dst_gap={trigger.dst_gap.value}, dst_repeat={trigger.dst_repeat.value}",
         "concurrency_group": spec.concurrency_group,
         "policies": {
-            key: _shown(value)
+            key: json_value(value, format_duration)
             for key, value in policy_values(declaration).items()
             if key not in _SHOWN_APART
         },
@@ -148,13 +147,3 @@ _SHOWN_APART = frozenset(
         *("enabled", "critical", "concurrency_group"),
     }
 )
-
-
-def _shown(value: object) -> object:
-    if isinstance(value, timedelta):
-        return format_duration(value)
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, frozenset):
-        return sorted(value)
-    return value
