@@ -262,3 +262,32 @@ def _shown(value: object) -> object:
 def _written(value: object) -> object:
     """As an operator writes a policy in TOML or JSON."""
     return _shown(value)
+
+
+@pytest.mark.parametrize(
+    "change,field,says",
+    [
+        ({"interval": None, "cron": "61 * * * *"}, "cron", "fix the expression in the job's"),
+        ({"timezone": "Mars/Olympus"}, "timezone", "fix the time zone in the job's definition"),
+        ({"interval": None}, "cron", "give a cron expression or an interval in the job's"),
+        ({"critical": True, "enabled": False}, "enabled", 'set "enabled": true in the job\'s'),
+        ({"dst_gap": "skip"}, "dst_gap", "remove it from the job's definition"),
+        ({"interval": "3651d"}, "interval", "give a shorter interval, e.g."),
+    ],
+)
+def test_a_runtime_jobs_trigger_problem_says_to_fix_its_definition(
+    change: dict[str, object], field: str, says: str
+) -> None:
+    body = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
+    definition = parse_definition(
+        {key: value for key, value in {**body, **change}.items() if value is not None}
+    )
+    assert isinstance(definition, JobDefinition), definition
+    problems = build_spec(
+        "hooks.sample", definition, {"http": http_kind()}, {}, secrets=SecretRule("JOBHOST_")
+    )
+    assert isinstance(problems, list)
+    assert [problem.field for problem in problems] == [field]
+    message = problems[0].message
+    assert says in message
+    assert "[jobs." not in message and "declar" not in message
