@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from jobhost_contracts import JobPolicies, OverlapPolicy, RetryPolicy, parse_duration
+from jobhost_contracts import OverlapPolicy, RetryPolicy, parse_duration
 
 from jobhost.catalog import JobSpec
 from jobhost.rules.plan import due_occurrences, keep, plan_firing
@@ -42,9 +42,6 @@ class FiringRules:
         self._crons: dict[tuple[str, str], CronSchedule] = {}
         self._intervals: dict[str, timedelta] = {}
 
-    def _policy(self, job_name: str) -> JobPolicies:
-        return self._jobs[job_name].declaration
-
     def schedule_of(self, row: PlannedRow) -> Schedule | None:
         """The schedule hosts fire ``row`` by: the catalog's trigger where the row holds it,
         else the row's own (another catalog version wrote it), with the row's interval phase."""
@@ -62,7 +59,7 @@ class FiringRules:
         return lease_for(spec.declaration if spec is not None else None, self._default_lease)
 
     def counts_live_runs(self, job_name: str) -> bool:
-        return self._policy(job_name).overlap is OverlapPolicy.ALLOW
+        return self._jobs[job_name].declaration.overlap is OverlapPolicy.ALLOW
 
     def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool:
         return may_start(self._jobs[job_name].declaration, live_runs, lease_live)
@@ -85,7 +82,7 @@ class FiringRules:
             return SchedulePlan(next_occurrence=upcoming, due_at=upcoming)
         if row.paused:
             return self._paused(row, schedule, first, now)
-        policy = self._policy(row.job_name)
+        policy = self._jobs[row.job_name].declaration
         occurrences = due_occurrences(schedule, first, now, keep=keep(policy))
         plan = plan_firing(
             occurrences,
@@ -123,7 +120,7 @@ class FiringRules:
         plan = plan_firing(
             occurrences,
             now=now,
-            policy=self._policy(row.job_name),
+            policy=self._jobs[row.job_name].declaration,
             paused=True,
             blocked=False,
             missed_through=None,
