@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -159,7 +158,8 @@ def field_types(kind: type) -> Mapping[str, tuple[type, ...]]:
     """The types each field of the dataclass ``kind`` takes, in the fields' order: ``NoneType``
     for an optional one, ``int`` beside ``float``, the bare class of a generic (``frozenset``)."""
     hints = typing.get_type_hints(kind)
-    return MappingProxyType({f.name: _accepted(hints[f.name]) for f in dataclasses.fields(kind)})
+    fields = dataclasses.fields(kind)
+    return types.MappingProxyType({f.name: _accepted(hints[f.name]) for f in fields})
 
 
 def policy_values(policies: JobPolicies) -> dict[str, Any]:
@@ -208,13 +208,11 @@ _NO_RETRY: RetryPolicy = RetryPolicy()
 """The default policy, shared: it is immutable, and checking a fresh one per job cost time."""
 _RETRY_FIELDS = field_types(RetryPolicy)
 
-POLICY_KEYS: Mapping[str, tuple[type, ...]] = MappingProxyType(
+POLICY_KEYS: Mapping[str, tuple[type, ...]] = types.MappingProxyType(
     {
         key: accepted
-        for name, types_ in field_types(JobPolicies).items()
-        for key, accepted in (
-            field_types(RetryPolicy) if name == "retry" else {name: types_}
-        ).items()
+        for name, own in field_types(JobPolicies).items()
+        for key, accepted in (_RETRY_FIELDS if name == "retry" else {name: own}).items()
     }
 )
 """The flat keys of the policies, in order, with the types each takes (:func:`field_types`): the
