@@ -22,12 +22,17 @@ from jobhost_contracts.configured import (
 )
 from jobhost_contracts.context import JobContext, TriggerSource
 from jobhost_contracts.declaration import (
+    POLICY_KEYS,
     BackgroundJobDeclaration,
     DstGap,
     DstRepeat,
+    JobPolicies,
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
+    field_types,
+    policies_from,
+    policy_values,
 )
 from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobFunction, JobResult, as_executor
@@ -52,6 +57,7 @@ from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
 
 __all__ = [
     "CALL_TIMEOUT_MARGIN",
+    "POLICY_KEYS",
     "PROJECT_NAME",
     "SCHEDULE_KEYS",
     "AuditSink",
@@ -65,6 +71,7 @@ __all__ = [
     "JobContext",
     "JobFunction",
     "JobKind",
+    "JobPolicies",
     "JobRegistration",
     "JobResult",
     "JobState",
@@ -84,6 +91,7 @@ __all__ = [
     "bound_text",
     "configured_declaration",
     "env_name",
+    "field_types",
     "format_duration",
     "hookimpl",
     "hookspec",
@@ -91,6 +99,8 @@ __all__ = [
     "module_settings",
     "non_negative_duration",
     "parse_duration",
+    "policies_from",
+    "policy_values",
     "positive_duration",
     "redact_text",
     "safe_url",

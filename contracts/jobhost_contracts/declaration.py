@@ -8,18 +8,27 @@ is reported together instead of the first one raising out of a plugin hook.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "POLICY_KEYS",
     "BackgroundJobDeclaration",
     "DstGap",
     "DstRepeat",
+    "JobPolicies",
     "MisfirePolicy",
     "OverlapPolicy",
     "RetryPolicy",
+    "field_types",
+    "policies_from",
+    "policy_values",
 ]
 
 
@@ -87,34 +96,31 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BackgroundJobDeclaration:
-    """One recurring job, as its module declares it.
+class JobPolicies:
+    """When a job runs and how: its trigger and every policy, each defined here once.
 
-    ``name`` is the stable identity (``module.job-name``, lower case) used by alerts, the audit
-    trail, configuration overrides and the CLI; it never changes with a class rename. An enabled
-    job has exactly one of ``cron`` (5 fields, or 6 with leading seconds) and ``interval``.
+    A declaration is these and the job's identity. Written out (a ``[[modules.NAME.jobs]]``
+    entry, a runtime job's definition, the policies the host shows) they are flat: the retry
+    policy's fields stand beside the others, as :func:`policy_values` gives them and
+    :func:`policies_from` takes them back.
     """
 
-    name: str
-    module: str
     cron: str | None = None
     interval: timedelta | None = None
     timezone: str = "UTC"
     enabled: bool = True
     critical: bool = False
-    configuration_source: str | None = None
-    description: str = ""
     misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
     catch_up_limit: int = 10
     misfire_grace: timedelta | None = None
     overlap: OverlapPolicy = OverlapPolicy.FORBID
     max_concurrent: int = 1
-    retry: RetryPolicy = field(default_factory=lambda: _NO_RETRY)
     timeout: timedelta | None = None
     lease: timedelta | None = None
     """How long a claim holds before another replica may take the job over; None: host default."""
     overdue_after: timedelta | None = None
     """Grace beyond the job's period before the dead-man check calls it overdue; None: default."""
+    retry: RetryPolicy = field(default_factory=lambda: _NO_RETRY)
     dst_gap: DstGap = DstGap.SHIFT
     """A fixed-time cron job's local time skipped by a spring-forward: shift or skip."""
     dst_repeat: DstRepeat = DstRepeat.ONCE
@@ -126,49 +132,69 @@ class BackgroundJobDeclaration:
         _check_types(self)
 
 
-_EXPECTED: dict[str, tuple[type, ...]] = {
-    "name": (str,),
-    "module": (str,),
-    "cron": (str, type(None)),
-    "interval": (timedelta, type(None)),
-    "timezone": (str,),
-    "enabled": (bool,),
-    "critical": (bool,),
-    "configuration_source": (str, type(None)),
-    "description": (str,),
-    "misfire": (MisfirePolicy,),
-    "catch_up_limit": (int,),
-    "misfire_grace": (timedelta, type(None)),
-    "overlap": (OverlapPolicy,),
-    "max_concurrent": (int,),
-    "retry": (RetryPolicy,),
-    "timeout": (timedelta, type(None)),
-    "lease": (timedelta, type(None)),
-    "overdue_after": (timedelta, type(None)),
-    "dst_gap": (DstGap,),
-    "dst_repeat": (DstRepeat,),
-    "concurrency_group": (str, type(None)),
-    "max_attempts": (int,),
-    "backoff": (timedelta,),
-    "backoff_max": (timedelta,),
-    "jitter": (int, float),
-    "retry_on": (frozenset,),
-}
+@dataclass(frozen=True, kw_only=True, repr=False)
+class BackgroundJobDeclaration(JobPolicies):
+    """One recurring job, as its module declares it: its identity and its :class:`JobPolicies`.
+
+    ``name`` is the stable identity (``module.job-name``, lower case) used by alerts, the audit
+    trail, configuration overrides and the CLI; it never changes with a class rename. An enabled
+    job has exactly one of ``cron`` (5 fields, or 6 with leading seconds) and ``interval``.
+    """
+
+    name: str
+    module: str
+    configuration_source: str | None = None
+    description: str = ""
+
+    def __repr__(self) -> str:
+        # The identity first: a message that cuts the text short still names the job.
+        names = ("name", "module", *field_types(JobPolicies), "configuration_source", "description")
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        return f"BackgroundJobDeclaration({shown})"
+
+
+@functools.cache
+def field_types(kind: type) -> Mapping[str, tuple[type, ...]]:
+    """The types each field of the dataclass ``kind`` takes, in the fields' order: ``NoneType``
+    for an optional one, ``int`` beside ``float``, the bare class of a generic (``frozenset``)."""
+    hints = typing.get_type_hints(kind)
+    fields = dataclasses.fields(kind)
+    return types.MappingProxyType({f.name: _accepted(hints[f.name]) for f in fields})
+
+
+def policy_values(policies: JobPolicies) -> dict[str, Any]:
+    """Every policy of ``policies`` by its flat key (:data:`POLICY_KEYS`), in order."""
+    retry = policies.retry
+    return {key: getattr(retry if key in _RETRY_FIELDS else policies, key) for key in POLICY_KEYS}
+
+
+def policies_from(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :class:`JobPolicies` (or a declaration) for the flat
+    ``values``: the retry policy's keys make its ``retry``; a key left out keeps its default.
+
+    Raises ``TypeError`` naming a key that is no policy.
+    """
+    unknown = ", ".join(str(key) for key in values if key not in POLICY_KEYS)
+    if unknown:
+        raise TypeError(f"{unknown} is not a policy; the policies are {', '.join(POLICY_KEYS)}")
+    policies = {key: value for key, value in values.items() if key not in _RETRY_FIELDS}
+    retry = {key: value for key, value in values.items() if key in _RETRY_FIELDS}
+    return {**policies, "retry": RetryPolicy(**retry)} if retry else policies
+
+
+def _accepted(hint: Any) -> tuple[type, ...]:
+    parts = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    accepted = tuple(typing.get_origin(part) or part for part in parts)
+    return (int, *accepted) if float in accepted else accepted
 
 
 def _check_types(instance: Any) -> None:
-    kind = type(instance)
-    checks = _CHECKS.get(kind)
-    if checks is None:
-        checks = _CHECKS[kind] = tuple(
-            (f.name, _EXPECTED[f.name], frozenset(_EXPECTED[f.name]))
-            for f in dataclasses.fields(kind)
-        )
-    for name, expected, exact in checks:
+    kind: type = type(instance)
+    for name, expected in field_types(kind).items():
         value = getattr(instance, name)
         # A value of exactly an expected type passes at once: declaring 10,000 jobs checks
         # 200,000 fields. Only a subclass (or a wrong type) takes the longer look.
-        if type(value) in exact:
+        if type(value) in expected:
             continue
         # bool is an int; a flag where a count belongs is a mistake worth naming.
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
@@ -178,8 +204,17 @@ def _check_types(instance: Any) -> None:
             )
 
 
-_CHECKS: dict[type, tuple[tuple[str, tuple[type, ...], frozenset[type]], ...]] = {}
-
-
 _NO_RETRY: RetryPolicy = RetryPolicy()
 """The default policy, shared: it is immutable, and checking a fresh one per job cost time."""
+_RETRY_FIELDS = field_types(RetryPolicy)
+
+POLICY_KEYS: Mapping[str, tuple[type, ...]] = types.MappingProxyType(
+    {
+        key: accepted
+        for name, own in field_types(JobPolicies).items()
+        for key, accepted in (_RETRY_FIELDS if name == "retry" else {name: own}).items()
+    }
+)
+"""The flat keys of the policies, in order, with the types each takes (:func:`field_types`): the
+fields of :class:`JobPolicies`, ``retry``'s (``max_attempts``, ``backoff``, ``backoff_max``,
+``jitter``, ``retry_on``) in its place."""

@@ -28,7 +28,9 @@ __all__ = [
     "unknown_overrides",
 ]
 
-Origin = Literal["declaration", "override"]
+Origin = Literal["declaration", "override", "api"]
+"""Where a part came from: a module's declaration, ``[jobs."name"]``, a runtime job's
+definition."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,10 @@ class TriggerParts:
     """Where the daylight-saving policy came from (an override may set either part)."""
 
 
-def declared_parts(declaration: BackgroundJobDeclaration) -> TriggerParts:
-    """What the declaration alone says."""
+def declared_parts(
+    declaration: BackgroundJobDeclaration, origin: Origin = "declaration"
+) -> TriggerParts:
+    """What the declaration alone says; ``origin`` "api" for a runtime job's."""
     return TriggerParts(
         name=declaration.name,
         module=declaration.module,
@@ -62,11 +66,12 @@ def declared_parts(declaration: BackgroundJobDeclaration) -> TriggerParts:
         interval=declaration.interval,
         timezone=declaration.timezone,
         enabled=declaration.enabled,
-        trigger_from="declaration",
-        zone_from="declaration",
-        enabled_from="declaration",
+        trigger_from=origin,
+        zone_from=origin,
+        enabled_from=origin,
         dst_gap=declaration.dst_gap,
         dst_repeat=declaration.dst_repeat,
+        dst_from=origin,
     )
 
 
@@ -113,7 +118,7 @@ def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:
     source: Origin = (
         "override"
         if "override" in (parts.trigger_from, parts.zone_from, parts.dst_from)
-        else "declaration"
+        else parts.trigger_from
     )
     if parts.cron is not None and parts.interval is not None:
         return None

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
@@ -25,34 +26,39 @@ from jobhost_contracts import (
     DstGap,
     DstRepeat,
     JobContext,
+    JobPolicies,
     JobResult,
-    MisfirePolicy,
-    OverlapPolicy,
     RetryPolicy,
+    field_types,
 )
 
 from jobhost.catalog.model import EffectiveTrigger, JobSpec
 from jobhost.config import JobOverride
 
-__all__ = ["StoredExecutor", "StoredFacts", "declaration_text", "stored_facts", "stored_spec"]
+__all__ = [
+    "StoredExecutor",
+    "StoredFacts",
+    "declaration_text",
+    "json_value",
+    "stored_facts",
+    "stored_spec",
+]
 
 _FORMAT = 1
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 # Reading 10,000 stored jobs back: the policy enums by value (an Enum call costs several
 # calls), and the immutable parts many jobs share — a trigger, a retry policy — made once.
-_MISFIRE = {policy.value: policy for policy in MisfirePolicy}
-_OVERLAP = {policy.value: policy for policy in OverlapPolicy}
 _DST_GAP = {policy.value: policy for policy in DstGap}
 _DST_REPEAT = {policy.value: policy for policy in DstRepeat}
 _TRIGGER_PARTS = ("kind", "expression", "interval", "timezone", "source", "dst_gap", "dst_repeat")
-_RETRY_PARTS = ("max_attempts", "backoff", "backoff_max", "jitter", "retry_on")
+_RETRY_PARTS = tuple(field_types(RetryPolicy))
 _SHARED: dict[tuple[Hashable, ...], object] = {}
 _SHARED_KEPT = 20_000
 
 
 def declaration_text(spec: JobSpec) -> str:
     """``spec``'s effective declaration as compact JSON: equal jobs, equal text."""
-    declaration, retry = spec.declaration, spec.declaration.retry
+    declaration = spec.declaration
     document: dict[str, Any] = {
         "format": _FORMAT,
         "plugin": spec.plugin,
@@ -66,27 +72,13 @@ def declaration_text(spec: JobSpec) -> str:
             else None
         ),
         "description": declaration.description,
-        "critical": declaration.critical,
-        "declared_enabled": declaration.enabled,
         "configuration_source": declaration.configuration_source,
-        "misfire": declaration.misfire.value,
-        "catch_up_limit": declaration.catch_up_limit,
-        "misfire_grace": _seconds(declaration.misfire_grace),
-        "overlap": declaration.overlap.value,
-        "max_concurrent": declaration.max_concurrent,
-        "timeout": _seconds(declaration.timeout),
-        "lease": _seconds(declaration.lease),
-        "overdue_after": _seconds(declaration.overdue_after),
-        "declared_group": declaration.concurrency_group,
-        "retry": {
-            "max_attempts": retry.max_attempts,
-            "backoff": retry.backoff.total_seconds(),
-            "backoff_max": retry.backoff_max.total_seconds(),
-            "jitter": retry.jitter,
-            "retry_on": sorted(retry.retry_on),
-        },
     }
-    return _compact_json(document, plain=spec.override is None and math.isfinite(retry.jitter))
+    for name, key, _ in _POLICIES:
+        document[key] = json_value(getattr(declaration, name))
+    return _compact_json(
+        document, plain=spec.override is None and math.isfinite(declaration.retry.jitter)
+    )
 
 
 def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _EMPTY) -> JobSpec:
@@ -104,22 +96,12 @@ def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _
         cron=declared.expression if declared.kind == "cron" else None,
         interval=declared.interval,
         timezone=declared.timezone,
-        enabled=data["declared_enabled"],
-        critical=data["critical"],
-        configuration_source=data["configuration_source"],
-        description=data["description"],
-        misfire=_MISFIRE[data["misfire"]],
-        catch_up_limit=data["catch_up_limit"],
-        misfire_grace=_duration(data["misfire_grace"]),
-        overlap=_OVERLAP[data["overlap"]],
-        max_concurrent=data["max_concurrent"],
-        retry=_retry(data["retry"]),
-        timeout=_duration(data["timeout"]),
-        lease=_duration(data["lease"]),
-        overdue_after=_duration(data["overdue_after"]),
         dst_gap=declared.dst_gap,
         dst_repeat=declared.dst_repeat,
-        concurrency_group=data["declared_group"],
+        configuration_source=data["configuration_source"],
+        description=data["description"],
+        # A policy newer than the text keeps its default.
+        **{field: read(data[key]) for field, key, read in _POLICIES if key in data},
     )
     override = data["override"]
     return JobSpec(
@@ -177,6 +159,22 @@ def stored_facts(text: str) -> StoredFacts:
         overdue_after=_duration(data["overdue_after"]),
         lease=_duration(data["lease"]),
     )
+
+
+def json_value(
+    value: object, duration: Callable[[timedelta], Any] = timedelta.total_seconds
+) -> Any:
+    """A policy's value in JSON types: an enum by its value, a set sorted, a retry policy as an
+    object, a duration by ``duration`` (seconds, as the stored text writes it)."""
+    if isinstance(value, timedelta):
+        return duration(value)
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, RetryPolicy):
+        return {part: json_value(getattr(value, part), duration) for part in _RETRY_PARTS}
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value
 
 
 class StoredExecutor:
@@ -281,3 +279,30 @@ def _seconds(value: timedelta | None) -> float | None:
 
 def _duration(value: float | None) -> timedelta | None:
     return timedelta(seconds=value) if value is not None else None
+
+
+def _reader(accepted: tuple[type, ...]) -> Callable[[Any], Any]:
+    """How a policy's stored JSON value is read back, by the types the policy takes."""
+    if timedelta in accepted:
+        return _duration
+    if RetryPolicy in accepted:
+        return _retry
+    for kind in accepted:
+        if issubclass(kind, StrEnum):
+            return {policy.value: policy for policy in kind}.__getitem__
+    return _as_stored
+
+
+def _as_stored(value: Any) -> Any:
+    return value
+
+
+# Every policy but the declared trigger's parts (in "declared"), stored under its own name but
+# two, named before the policies were one class: (field, key, reader).
+_IN_TRIGGER = frozenset({"cron", "interval", "timezone", "dst_gap", "dst_repeat"})
+_RENAMED = {"enabled": "declared_enabled", "concurrency_group": "declared_group"}
+_POLICIES = tuple(
+    (name, _RENAMED.get(name, name), _reader(accepted))
+    for name, accepted in field_types(JobPolicies).items()
+    if name not in _IN_TRIGGER
+)

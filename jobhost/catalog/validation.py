@@ -1,7 +1,8 @@
 """The checks a job must pass before the host will run it, each returning every problem it finds.
 
 A check never stops at the first problem: the release manager wants the whole list at once.
-Every message ends with the fix, naming where it goes (the declaration or ``[jobs."name"]``).
+Every message ends with the fix, naming where it goes (the declaration, ``[jobs."name"]``, or a
+runtime job's definition).
 """
 
 from __future__ import annotations
@@ -179,11 +180,11 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
     if not fixed_time and (parts.cron is not None or parts.interval is not None):
         problems.extend(_unused_dst_policy(parts))
     if parts.interval is not None and parts.interval <= timedelta(0):
-        fix = (
-            f'set a positive interval in {where}, e.g. interval = "6h"'
-            if parts.trigger_from == "override"
-            else f"declare a positive interval, or set one in {where}"
-        )
+        fix = {
+            "override": f'set a positive interval in {where}, e.g. interval = "6h"',
+            "declaration": f"declare a positive interval, or set one in {where}",
+            "api": "give a positive interval",
+        }[parts.trigger_from]
         problems.append(
             Problem(
                 name,
@@ -193,11 +194,11 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
             )
         )
     if parts.interval is not None and parts.interval > MAX_INTERVAL:
-        fix = (
-            f"set a shorter interval in {where}"
-            if parts.trigger_from == "override"
-            else f"declare a shorter interval, or set one in {where}"
-        )
+        fix = {
+            "override": f"set a shorter interval in {where}",
+            "declaration": f"declare a shorter interval, or set one in {where}",
+            "api": "give a shorter interval",
+        }[parts.trigger_from]
         problems.append(
             Problem(
                 name,
@@ -260,10 +261,11 @@ def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerPart
     """``critical-disabled`` for a critical job that is disabled once overrides apply."""
     if not declaration.critical or effective.enabled:
         return []
-    if effective.enabled_from == "override":
-        fix = f"remove enabled = false from {section(declaration.name)}"
-    else:
-        fix = "enable it in the declaration (or declare it not critical)"
+    fix = {
+        "override": f"remove enabled = false from {section(declaration.name)}",
+        "declaration": "enable it in the declaration (or declare it not critical)",
+        "api": 'set "enabled": true in the job\'s definition (or "critical": false)',
+    }[effective.enabled_from]
     return [
         Problem(
             declaration.name,
@@ -276,13 +278,13 @@ def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerPart
 
 def _no_trigger(parts: TriggerParts) -> Problem:
     where = section(parts.name)
-    if parts.enabled_from == "override":
-        fix = f"set cron or interval in {where}, or remove enabled = true there"
-    else:
-        fix = (
-            "declare a cron expression or an interval, or declare the job disabled "
-            f"(enabled=False); {where} can also set cron or interval"
-        )
+    fix = {
+        "override": f"set cron or interval in {where}, or remove enabled = true there",
+        "declaration": "declare a cron expression or an interval, or declare the job disabled "
+        f"(enabled=False); {where} can also set cron or interval",
+        "api": "give a cron expression or an interval in the job's definition, or set "
+        '"enabled": false',
+    }[parts.enabled_from]
     return Problem(
         parts.name,
         parts.module,
@@ -350,7 +352,11 @@ def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
         )
     else:
         kind = "an interval counts real time"
-    where = section(parts.name) if parts.dst_from == "override" else "the declaration"
+    where = {
+        "override": section(parts.name),
+        "declaration": "the declaration",
+        "api": "the job's definition",
+    }[parts.dst_from]
     return [
         Problem(
             parts.name,
@@ -363,15 +369,19 @@ def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
 
 
 def _cron_fix(origin: Origin, name: str) -> str:
-    if origin == "override":
-        return f"fix cron in {section(name)}"
-    return f"fix the expression in the declaration or in {section(name)}"
+    return {
+        "override": f"fix cron in {section(name)}",
+        "declaration": f"fix the expression in the declaration or in {section(name)}",
+        "api": "fix the expression in the job's definition",
+    }[origin]
 
 
 def _zone_fix(origin: Origin, name: str) -> str:
-    if origin == "override":
-        return f"fix timezone in {section(name)}"
-    return f"fix the time zone in the declaration or set timezone in {section(name)}"
+    return {
+        "override": f"fix timezone in {section(name)}",
+        "declaration": f"fix the time zone in the declaration or set timezone in {section(name)}",
+        "api": "fix the time zone in the job's definition",
+    }[origin]
 
 
 def _kind(value: object) -> str:

@@ -15,10 +15,15 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from jobhost_contracts import BackgroundJobDeclaration, format_duration, parse_duration
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    format_duration,
+    parse_duration,
+    policy_values,
+)
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
-from jobhost.catalog.stored import StoredExecutor, stored_spec
+from jobhost.catalog.stored import StoredExecutor, json_value, stored_spec
 from jobhost.config import Settings
 from jobhost.store import Engine, ScheduleRecord
 from jobhost.store import reports as store_reports
@@ -112,8 +117,7 @@ def _from_columns(row: ScheduleRecord) -> JobSpec | None:
 
 def declaration_json(spec: JobSpec, *, runtime: bool = False) -> dict[str, Any]:
     """A job's effective declaration as ``jobhost jobs show --json`` prints it."""
-    declaration, retry = spec.declaration, spec.declaration.retry
-    trigger = spec.trigger
+    declaration, trigger = spec.declaration, spec.trigger
     return {
         "name": spec.name,
         "module": spec.module,
@@ -128,22 +132,18 @@ def declaration_json(spec: JobSpec, *, runtime: bool = False) -> dict[str, Any]:
         "dst_policy": f"dst_gap={trigger.dst_gap.value}, dst_repeat={trigger.dst_repeat.value}",
         "concurrency_group": spec.concurrency_group,
         "policies": {
-            "misfire": declaration.misfire.value,
-            "catch_up_limit": declaration.catch_up_limit,
-            "misfire_grace": _text(declaration.misfire_grace),
-            "overlap": declaration.overlap.value,
-            "max_concurrent": declaration.max_concurrent,
-            "timeout": _text(declaration.timeout),
-            "lease": _text(declaration.lease),
-            "overdue_after": _text(declaration.overdue_after),
-            "max_attempts": retry.max_attempts,
-            "backoff": format_duration(retry.backoff),
-            "backoff_max": format_duration(retry.backoff_max),
-            "jitter": retry.jitter,
-            "retry_on": sorted(retry.retry_on),
+            key: json_value(value, format_duration)
+            for key, value in policy_values(declaration).items()
+            if key not in _SHOWN_APART
         },
     }
 
 
-def _text(value: timedelta | None) -> str | None:
-    return format_duration(value) if value is not None else None
+# Policies the answer shows on their own, as they are in effect: the trigger and its zone and
+# daylight-saving policy, the enabled and critical flags, the group.
+_SHOWN_APART = frozenset(
+    {
+        *("cron", "interval", "timezone", "dst_gap", "dst_repeat"),
+        *("enabled", "critical", "concurrency_group"),
+    }
+)

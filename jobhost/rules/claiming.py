@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from jobhost_contracts import OverlapPolicy, RetryPolicy, parse_duration
 
 from jobhost.catalog import JobSpec
-from jobhost.rules.plan import JobPolicy, due_occurrences, plan_firing
-from jobhost.rules.policy import firing_policy, lease_for, may_start
+from jobhost.rules.plan import due_occurrences, keep, plan_firing
+from jobhost.rules.policy import lease_for, may_start
 from jobhost.store.claims import SchedulePlan
 from jobhost.store.records import PlannedRow
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
@@ -33,9 +33,6 @@ class FiringRules:
     def __init__(self, jobs: Mapping[str, JobSpec], lease_duration: timedelta) -> None:
         self._jobs = jobs
         self._default_lease = lease_duration
-        # Policies are read per job when the claim first asks: a host builds these rules at
-        # start-up, and again whenever its runtime jobs change, for every declared job.
-        self._policies: dict[str, JobPolicy] = {}
         declared = [s.declaration.lease for s in jobs.values() if s.declaration.lease is not None]
         longest = max([*declared, lease_duration])
         self.implausible_lease = 4 * longest
@@ -44,12 +41,6 @@ class FiringRules:
         """Jobs set aside this turn, with the reason; the ticker reports and skips them."""
         self._crons: dict[tuple[str, str], CronSchedule] = {}
         self._intervals: dict[str, timedelta] = {}
-
-    def _policy(self, job_name: str) -> JobPolicy:
-        found = self._policies.get(job_name)
-        if found is None:
-            found = self._policies[job_name] = firing_policy(self._jobs[job_name].declaration)
-        return found
 
     def schedule_of(self, row: PlannedRow) -> Schedule | None:
         """The schedule hosts fire ``row`` by: the catalog's trigger where the row holds it,
@@ -68,7 +59,7 @@ class FiringRules:
         return lease_for(spec.declaration if spec is not None else None, self._default_lease)
 
     def counts_live_runs(self, job_name: str) -> bool:
-        return self._policy(job_name).overlap is OverlapPolicy.ALLOW
+        return self._jobs[job_name].declaration.overlap is OverlapPolicy.ALLOW
 
     def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool:
         return may_start(self._jobs[job_name].declaration, live_runs, lease_live)
@@ -91,8 +82,8 @@ class FiringRules:
             return SchedulePlan(next_occurrence=upcoming, due_at=upcoming)
         if row.paused:
             return self._paused(row, schedule, first, now)
-        policy = self._policy(row.job_name)
-        occurrences = due_occurrences(schedule, first, now, keep=policy.keep)
+        policy = self._jobs[row.job_name].declaration
+        occurrences = due_occurrences(schedule, first, now, keep=keep(policy))
         plan = plan_firing(
             occurrences,
             now=now,
@@ -129,7 +120,7 @@ class FiringRules:
         plan = plan_firing(
             occurrences,
             now=now,
-            policy=self._policy(row.job_name),
+            policy=self._jobs[row.job_name].declaration,
             paused=True,
             blocked=False,
             missed_through=None,

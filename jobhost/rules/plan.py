@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
+from jobhost_contracts import JobPolicies, MisfirePolicy, TriggerSource
 
 from jobhost.triggers import Schedule
 from jobhost.triggers.search import GapCount, count_between, newest_at_or_before
@@ -21,9 +21,9 @@ __all__ = [
     "DueOccurrences",
     "FiringPlan",
     "Gap",
-    "JobPolicy",
     "NotRun",
     "due_occurrences",
+    "keep",
     "plan_firing",
 ]
 
@@ -42,20 +42,9 @@ REASON_GRACE = "misfire grace"
 REASON_NONEXISTENT = "does not exist on this day"
 
 
-@dataclass(frozen=True, slots=True)
-class JobPolicy:
-    """The policy fields of a declaration that decide firing."""
-
-    misfire: MisfirePolicy = MisfirePolicy.RUN_ONCE
-    catch_up_limit: int = 10
-    misfire_grace: timedelta | None = None
-    overlap: OverlapPolicy = OverlapPolicy.FORBID
-    max_concurrent: int = 1
-
-    @property
-    def keep(self) -> int:
-        """How many of the newest due occurrences the policy may still run."""
-        return max(self.catch_up_limit, 1) if self.misfire is MisfirePolicy.CATCH_UP else 1
+def keep(policy: JobPolicies) -> int:
+    """How many of the newest due occurrences ``policy`` may still run."""
+    return max(policy.catch_up_limit, 1) if policy.misfire is MisfirePolicy.CATCH_UP else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +158,7 @@ def plan_firing(
     occurrences: DueOccurrences,
     *,
     now: datetime,
-    policy: JobPolicy,
+    policy: JobPolicies,
     paused: bool,
     blocked: bool,
     missed_through: datetime | None,
@@ -199,7 +188,7 @@ def _plan(
     occurrences: DueOccurrences,
     *,
     now: datetime,
-    policy: JobPolicy,
+    policy: JobPolicies,
     paused: bool,
     blocked: bool,
     missed_through: datetime | None,
@@ -279,12 +268,12 @@ def _gap_row(
 
 def _catch_up(
     occurrences: DueOccurrences,
-    policy: JobPolicy,
+    policy: JobPolicies,
     blocked: bool,
     missed_through: datetime | None,
 ) -> FiringPlan:
     due = occurrences.due
-    excess = max(len(due) - policy.keep, 0)
+    excess = max(len(due) - keep(policy), 0)
     dropped, kept = due[:excess], due[excess:]
     missed = _unrecorded(dropped, "missed", REASON_CATCH_UP_BOUND, missed_through)
     missed += _gap_row(occurrences, "missed", REASON_CATCH_UP_BOUND, missed_through)

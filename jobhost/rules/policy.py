@@ -6,19 +6,7 @@ from datetime import timedelta
 
 from jobhost_contracts import BackgroundJobDeclaration, OverlapPolicy
 
-from jobhost.rules.plan import JobPolicy
-
-__all__ = ["firing_policy", "lease_for", "may_start"]
-
-
-def firing_policy(declaration: BackgroundJobDeclaration) -> JobPolicy:
-    return JobPolicy(
-        misfire=declaration.misfire,
-        catch_up_limit=declaration.catch_up_limit,
-        misfire_grace=declaration.misfire_grace,
-        overlap=declaration.overlap,
-        max_concurrent=declaration.max_concurrent,
-    )
+__all__ = ["lease_for", "may_start"]
 
 
 def lease_for(declaration: BackgroundJobDeclaration | None, default: timedelta) -> timedelta:

@@ -9,19 +9,18 @@ executor.
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from collections.abc import Mapping
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
 from jobhost_contracts import (
+    POLICY_KEYS,
     BackgroundJobDeclaration,
     JobKind,
     KindSettingsError,
-    RetryPolicy,
     parse_duration,
+    policies_from,
 )
 
 from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
@@ -49,12 +48,6 @@ _FIELDS = {
     "interval-too-long": "interval",
     "dst-policy-unused": "dst_gap",
     "critical-disabled": "enabled",
-}
-# Which body field a policy of the declaration comes from (the body flattens ``retry``).
-_POLICY_FIELDS = {
-    "retry.max_attempts": "max_attempts",
-    "retry.backoff": "backoff",
-    "retry.backoff_max": "backoff_max",
 }
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -105,11 +98,12 @@ def build_spec(
     except (TypeError, ValueError) as error:
         return [*problems, FieldProblem("", str(error))]
     for policy in policy_problems(declaration):
-        field = _POLICY_FIELDS.get(policy.field, policy.field)
+        # The body writes the retry policy's fields flat.
+        field = policy.field.removeprefix("retry.")
         problems.append(FieldProblem(field, f"{policy.text()}; fix it in the job's definition"))
-    parts = declared_parts(declaration)
+    parts = declared_parts(declaration, "api")
     for problem in [*check_trigger(parts), *check_critical(declaration, parts)]:
-        problems.append(FieldProblem(_FIELDS.get(problem.code, ""), _runtime_fix(problem.message)))
+        problems.append(FieldProblem(_FIELDS.get(problem.code, ""), problem.message))
     trigger = to_trigger(parts)
     if problems or trigger is None:
         return problems
@@ -117,13 +111,12 @@ def build_spec(
         executor = refused_executor(refused) if refused else kind.factory(name, validated)
     except ValueError as error:
         return [FieldProblem("settings", str(error))]
-    api_trigger = dataclasses.replace(trigger, source="api")
     return JobSpec(
         declaration=declaration,
         executor=executor,
         plugin=f"kind {kind.name}",
-        trigger=api_trigger,
-        declared=api_trigger,
+        trigger=trigger,
+        declared=trigger,
         enabled=definition.enabled,
         override=None,
         config=modules.get(module, _EMPTY),
@@ -134,45 +127,16 @@ def build_spec(
 def _declaration(
     name: str, module: str, definition: JobDefinition, kind: JobKind
 ) -> BackgroundJobDeclaration:
-    def duration(text: str | None) -> timedelta | None:
-        return parse_duration(text) if text is not None else None
-
+    policies = definition.model_dump(include=set(POLICY_KEYS))
+    for key, value in policies.items():
+        if isinstance(value, str) and timedelta in POLICY_KEYS[key]:
+            policies[key] = parse_duration(value)
     return BackgroundJobDeclaration(
         name=name,
         module=module,
-        cron=definition.cron,
-        interval=duration(definition.interval),
-        timezone=definition.timezone,
-        enabled=definition.enabled,
-        critical=definition.critical,
         configuration_source=module,
         description=definition.description or kind.description,
-        misfire=definition.misfire,
-        catch_up_limit=definition.catch_up_limit,
-        misfire_grace=duration(definition.misfire_grace),
-        overlap=definition.overlap,
-        max_concurrent=definition.max_concurrent,
-        retry=RetryPolicy(
-            max_attempts=definition.max_attempts,
-            backoff=parse_duration(definition.backoff),
-            backoff_max=parse_duration(definition.backoff_max),
-        ),
-        timeout=duration(definition.timeout),
-        dst_gap=definition.dst_gap,
-        dst_repeat=definition.dst_repeat,
-        concurrency_group=definition.concurrency_group,
-    )
-
-
-def _runtime_fix(message: str) -> str:
-    """The catalog's fixes point at declarations and ``[jobs."…"]``; here the fix is the body."""
-    message = message.replace("in the declaration", "in the job's definition")
-    message = message.replace("the declaration", "the job's definition")
-    # "..., or set timezone in [jobs."x"]" / "; [jobs."x"] can also ...": no such section here.
-    message = re.sub(r',? or (?:set [\w ]+ )?in \[jobs\."[^"]*"\]', "", message)
-    message = re.sub(r'; \[jobs\."[^"]*"\] can also[^;]*', "", message)
-    return message.replace("declare a cron expression", "give a cron expression").replace(
-        "declare the job disabled (enabled=False)", 'set "enabled": false'
+        **policies_from(policies),
     )
 
 

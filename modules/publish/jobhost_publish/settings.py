@@ -14,13 +14,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from jobhost_contracts import (
-    MisfirePolicy,
-    OverlapPolicy,
-    RetryPolicy,
-    env_name,
-    positive_duration,
-)
+from jobhost_contracts import MisfirePolicy, OverlapPolicy, env_name, positive_duration
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -204,12 +198,6 @@ class PublishJobSettings(PublishSettings):
     @property
     def job_name(self) -> str:
         return full_name(self.name)
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=self.max_attempts, backoff=self.backoff, backoff_max=self.backoff_max
-        )
 
     def kind_settings(self) -> PublishSettings:
         """Only what is published where, as a job kind ``publish`` would be given it."""

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from jobhost_contracts import MisfirePolicy, OverlapPolicy, TriggerSource
+from jobhost_contracts import JobPolicies, MisfirePolicy, OverlapPolicy, TriggerSource
 
 from jobhost.rules.plan import (
     MAX_LISTED,
     FiringPlan,
-    JobPolicy,
     NotRun,
     due_occurrences,
+    keep,
     plan_firing,
 )
 from jobhost.triggers import IntervalSchedule, Schedule, cron_schedule
@@ -27,7 +27,7 @@ def _plan(
     now: datetime,
     *,
     first: datetime = T0,
-    policy: JobPolicy | None = None,
+    policy: JobPolicies | None = None,
     paused: bool = False,
     blocked: bool = False,
     missed_through: datetime | None = None,
@@ -35,7 +35,7 @@ def _plan(
     return plan_firing(
         due_occurrences(HOURLY, first, now),
         now=now,
-        policy=policy or JobPolicy(),
+        policy=policy or JobPolicies(),
         paused=paused,
         blocked=blocked,
         missed_through=missed_through,
@@ -68,7 +68,7 @@ def test_run_once_after_downtime_runs_the_newest_and_records_the_rest_missed() -
 
 def test_catch_up_runs_the_oldest_first_and_keeps_the_backlog() -> None:
     plan = _plan(
-        T0 + timedelta(hours=2, minutes=5), policy=JobPolicy(misfire=MisfirePolicy.CATCH_UP)
+        T0 + timedelta(hours=2, minutes=5), policy=JobPolicies(misfire=MisfirePolicy.CATCH_UP)
     )
     assert plan.run == T0
     assert plan.source is TriggerSource.CATCH_UP
@@ -77,7 +77,7 @@ def test_catch_up_runs_the_oldest_first_and_keeps_the_backlog() -> None:
 
 
 def test_catch_up_beyond_its_bound_records_the_oldest_missed() -> None:
-    policy = JobPolicy(misfire=MisfirePolicy.CATCH_UP, catch_up_limit=2)
+    policy = JobPolicies(misfire=MisfirePolicy.CATCH_UP, catch_up_limit=2)
     plan = _plan(T0 + timedelta(hours=4, minutes=1), policy=policy)
     assert plan.not_run == [NotRun(o, "missed", "catch-up bound") for o in _hours(0, 1, 2)]
     assert plan.run == T0 + timedelta(hours=3)
@@ -85,7 +85,7 @@ def test_catch_up_beyond_its_bound_records_the_oldest_missed() -> None:
 
 
 def test_catch_up_waits_for_a_running_run_instead_of_skipping() -> None:
-    policy = JobPolicy(misfire=MisfirePolicy.CATCH_UP)
+    policy = JobPolicies(misfire=MisfirePolicy.CATCH_UP)
     plan = _plan(T0 + timedelta(hours=1, minutes=1), policy=policy, blocked=True)
     assert plan.run is None
     assert plan.not_run == []
@@ -93,7 +93,7 @@ def test_catch_up_waits_for_a_running_run_instead_of_skipping() -> None:
 
 
 def test_skip_policy_runs_only_within_grace() -> None:
-    policy = JobPolicy(misfire=MisfirePolicy.SKIP, misfire_grace=timedelta(minutes=5))
+    policy = JobPolicies(misfire=MisfirePolicy.SKIP, misfire_grace=timedelta(minutes=5))
     late = _plan(T0 + timedelta(minutes=6), policy=policy)
     assert late.run is None
     assert late.not_run == [NotRun(T0, "missed", "misfire grace")]
@@ -127,7 +127,7 @@ def test_resume_applies_the_misfire_policy_without_recording_twice() -> None:
     catch_up = _plan(
         T0 + timedelta(hours=1, minutes=30),
         missed_through=through,
-        policy=JobPolicy(misfire=MisfirePolicy.CATCH_UP, overlap=OverlapPolicy.FORBID),
+        policy=JobPolicies(misfire=MisfirePolicy.CATCH_UP, overlap=OverlapPolicy.FORBID),
     )
     assert catch_up.run == T0
 
@@ -209,7 +209,7 @@ def test_the_gap_is_recorded_as_one_summary_row_with_its_count_and_range() -> No
     plan = plan_firing(
         due_occurrences(every_second, T0, now),
         now=now,
-        policy=JobPolicy(),
+        policy=JobPolicies(),
         paused=False,
         blocked=False,
         missed_through=None,
@@ -227,8 +227,8 @@ def test_the_gap_is_recorded_as_one_summary_row_with_its_count_and_range() -> No
 def test_catch_up_after_a_long_gap_keeps_only_its_newest_bound() -> None:
     every_minute = cron_schedule("* * * * *")
     now = T0 + timedelta(days=2, seconds=30)
-    policy = JobPolicy(misfire=MisfirePolicy.CATCH_UP, catch_up_limit=3)
-    due = due_occurrences(every_minute, T0, now, keep=policy.keep)
+    policy = JobPolicies(misfire=MisfirePolicy.CATCH_UP, catch_up_limit=3)
+    due = due_occurrences(every_minute, T0, now, keep=keep(policy))
     plan = plan_firing(
         due, now=now, policy=policy, paused=False, blocked=False, missed_through=None
     )
@@ -242,7 +242,7 @@ def test_catch_up_after_a_long_gap_keeps_only_its_newest_bound() -> None:
 @pytest.mark.parametrize("policy", list(MisfirePolicy))
 def test_every_due_occurrence_is_run_or_recorded(policy: MisfirePolicy) -> None:
     now = T0 + timedelta(hours=5, minutes=30)
-    plan = _plan(now, policy=JobPolicy(misfire=policy, catch_up_limit=3))
+    plan = _plan(now, policy=JobPolicies(misfire=policy, catch_up_limit=3))
     accounted = {n.occurrence for n in plan.not_run} | ({plan.run} if plan.run else set())
     pending = {
         o for o in _hours(0, 1, 2, 3, 4, 5) if plan.next_occurrence and o >= plan.next_occurrence
