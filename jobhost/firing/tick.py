@@ -115,6 +115,8 @@ class Ticker:
         """When (monotonic) the last backfill claim found nothing more to take; None: look."""
         self._backfill_yielded: set[str] = set()
         """Jobs whose backfill the last backfill claim left for the job's own runs."""
+        self._backfill_room_freed = 0
+        """How many times :meth:`run_ended` said a run freed room for a backfill."""
         self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the
@@ -156,6 +158,7 @@ class Ticker:
         if claim.backfill_id is None and claim.job_name not in self._backfill_yielded:
             return False
         self._backfill_full_at = None
+        self._backfill_room_freed += 1
         return True
 
     def claim_backfills(self, now: datetime, free_slots: int) -> list[tuple[Claim, JobSpec]]:
@@ -174,6 +177,7 @@ class Ticker:
             and time.monotonic() - full_at < _BACKFILL_RECHECK_SECONDS
         ):
             return []
+        freed = self._backfill_room_freed
         done = claim_backfill_turn(
             self._engine,
             host_id=self._host_id,
@@ -182,7 +186,10 @@ class Ticker:
             rules=self._rules,
             skip=self._skip(),
         )
-        self._backfill_full_at = None if done.more else time.monotonic()
+        # A run that ended during the claim (its outcome's write may have held the backfill's
+        # row, which the claim skips) leaves room the next turn looks at.
+        full = not done.more and freed == self._backfill_room_freed
+        self._backfill_full_at = time.monotonic() if full else None
         self._backfill_yielded = done.yielded
         return [(c, self._jobs[c.job_name]) for c in done.claims]
 

@@ -275,6 +275,34 @@ def test_an_announced_host_reads_a_full_backfill_again_once_its_run_ends(
     assert sum("in_flight" in s for s in seen) == 1
 
 
+def test_a_run_that_ends_while_the_backfill_claim_reads_leaves_the_next_turn_to_look(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([NIGHTLY])
+    host.ticker._announced = True  # as a Host builds it
+    clock.now = _at(10, 0, 1)
+    _backfill(host, range(1, 4))
+    (claim,) = host.tick()  # its concurrency is 1: no room left
+    host.ticker.look_everywhere()  # a signal: the next turn reads it
+    ended: list[bool] = []
+
+    def end_meanwhile(*args: Any) -> None:
+        # The recorder's thread, while the loop's claim reads the backfill still full.
+        if "in_flight" in str(args[2]) and not ended:
+            ended.append(host.ticker.run_ended(claim))
+
+    event.listen(host.engine, "before_cursor_execute", end_meanwhile)
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    event.remove(host.engine, "before_cursor_execute", end_meanwhile)
+    assert ended == [True]
+    seen = _statements(host)
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    assert sum("in_flight" in s for s in seen) == 1  # looked again, not held for a second
+    seen.clear()
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    assert not seen  # nothing ended since: held
+
+
 def test_a_turn_woken_for_a_backfill_with_nothing_due_claims_only_the_backfill(
     replicas: Any, clock: ManualClock
 ) -> None:
