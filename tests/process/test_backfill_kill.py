@@ -54,7 +54,7 @@ def test_a_backfill_killed_twice_beside_its_schedule_succeeds_each_occurrence_on
         "name": JOB,
         "cron": "*/2 * * * * *",
         "behaviour": "sleep",
-        "seconds": 0.25,
+        "seconds": 0.2,
         "overlap": "forbid",
         "max_attempts": MAX_ATTEMPTS,
         "retry_on": "failed,timed_out,abandoned",
@@ -97,8 +97,15 @@ def test_a_backfill_killed_twice_beside_its_schedule_succeeds_each_occurrence_on
     everything = ledger(engine)
     rows = [r for r in everything if r.backfill_id == backfill_id]
     own = [r for r in everything if r.backfill_id is None and r.job_name == JOB]
+    # A scheduled occurrence is skipped for overlap only beside one of the job's own runs (a
+    # restarted host's late catch-up run, say), never for the backfill's.
     overlapped = [r for r in own if r.outcome == "skipped" and "overlap" in (r.reason or "")]
-    assert not overlapped, [(r.occurrence, r.reason) for r in overlapped]
+    for skipped in overlapped:
+        assert any(
+            r.queued_at <= skipped.queued_at <= (r.finished_at or skipped.queued_at)
+            for r in own
+            if r.started_at is not None and r is not skipped
+        ), f"{skipped.occurrence} skipped for overlap beside backfill runs only"
     assert sum(r.outcome == "succeeded" for r in own if r.started_at and r.started_at > end) >= 5
 
     succeeded = Counter(r.occurrence for r in rows if r.outcome == "succeeded")
@@ -131,7 +138,8 @@ def test_a_backfill_killed_twice_beside_its_schedule_succeeds_each_occurrence_on
     bases = sorted((str(o), by_occurrence[o][0].attempt_base) for o in retried)
     print(
         f"\n{store}: backfill of {OCCURRENCES} in {wall:.1f}s, {len(killed)} kills, "
-        f"occurrences retried (occurrence, attempt_base): {bases}, {len(own)} scheduled rows"
+        f"occurrences retried (occurrence, attempt_base): {bases}, {len(own)} scheduled rows, "
+        f"{len(overlapped)} skipped for overlap with the job's own runs"
     )
     host.signal(signal.SIGTERM)
     assert host.wait(30) == 0, host.log()
@@ -152,7 +160,7 @@ def _kill_during(
             return None
         return max(filter(which, running), key=lambda r: r.attempt_base, default=None)
 
-    victim: RunRecord = wait_for(target, 60, "a backfill run to kill the host in", every=0.02)
+    victim: RunRecord = wait_for(target, 60, "a backfill run to kill the host in", every=0.01)
     host.signal(signal.SIGKILL)
     host.wait(10)
     return victim

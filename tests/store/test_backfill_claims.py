@@ -11,7 +11,7 @@ from sqlalchemy import event, select
 from jobhost.store import RunRecord, reading
 from jobhost.store.backfills import cancel_backfill, create_backfill, get_backfill
 from jobhost.store.operations import pause_job, resume_job
-from jobhost.store.schema import runs
+from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock
 
 EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
@@ -377,6 +377,26 @@ def test_an_announced_host_goes_on_with_a_backfill_as_soon_as_the_run_it_yielded
     assert host.ticker.run_ended(nightly)
     backfilled = host.ticker.claim_backfills(clock(), 8)
     assert [claim.occurrence for claim, _ in backfilled] == [_night(1), _night(2)]
+
+
+def test_a_backfill_retry_holds_no_lease_of_its_job(replicas: Any, clock: ManualClock) -> None:
+    clock.now = _at(2, 59, 57)
+    (host,) = replicas([FLAKY])  # overlap forbid
+    _backfill(host, range(1, 2))
+    (first,) = host.tick()
+    assert host.finish(first) == "failed"
+    clock.now = _at(2, 59, 59)
+    (retry,) = host.tick()  # an ordinary claim takes the backfill's retry
+    assert (retry.source, retry.backfill_id) == ("retry", first.backfill_id)
+    query = select(schedules.c.lease_run_id, schedules.c.fencing_token)
+    with reading(host.engine) as connection:
+        lease_run_id, token = connection.execute(query).one()
+    assert lease_run_id != retry.run_id and token == retry.fencing_token
+    # The night's own occurrence starts beside it: never skipped for overlap with it.
+    clock.now = _at(3, 0, 0)
+    (nightly,) = host.tick()
+    assert (nightly.source, nightly.occurrence) == ("schedule", _at(3, 0))
+    assert nightly.fencing_token > retry.fencing_token
 
 
 def test_a_backfilled_occurrence_has_a_retry_budget_of_its_own(
