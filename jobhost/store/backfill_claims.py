@@ -17,8 +17,8 @@ job's overlap policy allows one beside the job's own live runs (scheduled, manua
 and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so the
 overlap rule of the job's scheduled occurrences never counts them. The job's concurrency group
 is asked as for any run. A retry of a backfill's run (priority 1) is an ordinary pending run
-that any host's claim takes, which starts it without the job's lease too; a command running a backfill in its own process (``only``) takes
-them itself.
+that any host's claim takes, also without the job's lease; a command running a backfill in its
+own process (``only``) takes them itself.
 """
 
 from __future__ import annotations
