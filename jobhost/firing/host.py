@@ -314,8 +314,7 @@ class Host:
         if outcome != "succeeded":
             self._ticker.look_everywhere()  # its retry, if its policy asks for one
         wake = self.slots.recorded(claim, outcome)
-        if claim.backfill_id is not None:
-            self._ticker.backfill_slot_freed()
+        wake |= self._ticker.run_ended(claim)  # room for a backfill's next occurrence
         _log.log(
             logging.DEBUG if outcome == "succeeded" else logging.INFO,
             "job %s: run %s %s",

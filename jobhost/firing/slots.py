@@ -140,10 +140,9 @@ class WorkerSlots:
         """A run's outcome is in the ledger: let the run go; true if that should wake the loop."""
         with self._lock:
             self._running.pop(claim.run_id, None)
-            # A failed run may have left a retry; a waiting job may start now.
-            # A backfill's next occurrence may start in the slot this run freed.
+            # A failed run may have left a retry; a waiting job may start now (a backfill's
+            # next occurrence: the ticker says, see Ticker.run_ended).
             wake = outcome != "succeeded" or claim.job_name in self._waiting
-            wake |= claim.backfill_id is not None
             if claim.backfill_id is not None:
                 self._waiting.discard(claim.job_name)
         return wake

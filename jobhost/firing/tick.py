@@ -44,7 +44,8 @@ _SET_ASIDE_SECONDS = 60.0
 _ABANDON_PASS_SECONDS = 10.0
 _BACKFILL_RECHECK_SECONDS = 1.0
 """How long a host that found a backfill with no room leaves it alone, unless one of its own
-backfill runs ends or a signal comes: another replica's runs may have ended meanwhile."""
+runs that held the room ends or a signal comes: another replica's runs may have ended
+meanwhile."""
 
 
 @dataclass
@@ -112,6 +113,10 @@ class Ticker:
         self._last_abandon_pass = 0.0
         self._backfill_full_at: float | None = None
         """When (monotonic) the last backfill claim found nothing more to take; None: look."""
+        self._backfill_yielded: set[str] = set()
+        """Jobs whose backfill the last backfill claim left for the job's own runs."""
+        self._backfill_room_freed = 0
+        """How many times :meth:`run_ended` said a run freed room for a backfill."""
         self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the
@@ -147,16 +152,21 @@ class Ticker:
         self._news = True
         self._backfill_full_at = None
 
-    def backfill_slot_freed(self) -> None:
-        """One of this host's backfill runs ended: its backfill may start the next occurrence."""
+    def run_ended(self, claim: Claim) -> bool:
+        """One of this host's runs ended: true if a backfill may start in the room it freed (a
+        run of the backfill, or of a job whose backfill yielded to it); the next turn looks."""
+        if claim.backfill_id is None and claim.job_name not in self._backfill_yielded:
+            return False
         self._backfill_full_at = None
+        self._backfill_room_freed += 1
+        return True
 
     def claim_backfills(self, now: datetime, free_slots: int) -> list[tuple[Claim, JobSpec]]:
         """Claim backfilled occurrences in ``free_slots`` (what the turn's claim left free).
 
         Nothing is read unless the turn's wake-up read saw a running backfill; an announced
-        ticker that found no room leaves backfills alone until one of its backfill runs ends,
-        a signal comes or :data:`_BACKFILL_RECHECK_SECONDS` pass.
+        ticker that found no room leaves backfills alone until :meth:`run_ended` says a run
+        freed some, a signal comes or :data:`_BACKFILL_RECHECK_SECONDS` pass.
         """
         if free_slots <= 0 or self._wakeups is None or self._wakeups.backfill_at is None:
             return []
@@ -167,6 +177,7 @@ class Ticker:
             and time.monotonic() - full_at < _BACKFILL_RECHECK_SECONDS
         ):
             return []
+        freed = self._backfill_room_freed
         done = claim_backfill_turn(
             self._engine,
             host_id=self._host_id,
@@ -175,7 +186,11 @@ class Ticker:
             rules=self._rules,
             skip=self._skip(),
         )
-        self._backfill_full_at = None if done.more else time.monotonic()
+        # A run that ended during the claim (its outcome's write may have held the backfill's
+        # row, which the claim skips) leaves room the next turn looks at.
+        full = not done.more and freed == self._backfill_room_freed
+        self._backfill_full_at = time.monotonic() if full else None
+        self._backfill_yielded = done.yielded
         return [(c, self._jobs[c.job_name]) for c in done.claims]
 
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:

@@ -17,8 +17,8 @@ job's overlap policy allows one beside the job's own live runs (scheduled, manua
 and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so the
 overlap rule of the job's scheduled occurrences never counts them. The job's concurrency group
 is asked as for any run. A retry of a backfill's run (priority 1) is an ordinary pending run
-that any host's claim takes; a command running a backfill in its own process (``only``) takes
-them itself.
+that any host's claim takes, also without the job's lease; a command running a backfill in its
+own process (``only``) takes them itself.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class BackfillClaims:
     claims: list[Claim] = field(default_factory=list)
     more: bool = False
     """A backfill may have more to claim than the slots allowed: look again next turn."""
+    yielded: set[str] = field(default_factory=set)
+    """Jobs whose backfill waits for one of the job's own runs (or its group): look again when
+    one of them ends."""
 
 
 def claim_backfills(
@@ -107,6 +110,8 @@ def claim_backfills(
         if room > 0:
             starter.start(str(backfill["backfill_id"]), min(room, left - starter.taken))
         done.claims += starter.write()
+        if starter.yielded:
+            done.yielded.add(name)
     done.more |= len(done.claims) >= slots
     return done
 
@@ -137,6 +142,8 @@ class _Starter:
         # The job's own live runs (outside any backfill): the overlap rule counts these.
         self._live = live
         self._claims: list[Claim] = []
+        self.yielded = False
+        """A waiting occurrence was left for the job's own runs (or its group's)."""
 
     @property
     def taken(self) -> int:
@@ -154,6 +161,7 @@ class _Starter:
         ).mappings()
         for run in found.all():
             if not self._admit():
+                self.yielded = True
                 return
             self._claim(run, backfill_id)
 

@@ -6,7 +6,7 @@ then written for the whole batch in a handful of statements."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from jobhost.store.claim_model import (
 from jobhost.store.claim_reads import DUE_COLUMNS, live_runs
 from jobhost.store.claim_writes import (
     advance_schedules,
+    advance_tokens,
     lease_schedules,
     refuse_pending,
     start_pending,
@@ -160,11 +161,9 @@ class ClaimWork:
             reason=reason,
             queued_at=run.queued_at,
             run_id=run.id,
+            backfill_id=run.backfill_id,
+            attempt_base=run.attempt_base,
         )
-        if run.backfill_id is not None:
-            claim = self._claims[run.id] = replace(
-                claim, backfill_id=run.backfill_id, attempt_base=run.attempt_base
-            )
         assert claim.lease_until is not None
         self._announce |= run.source == "manual"
         self._pending.append(
@@ -271,8 +270,12 @@ class ClaimWork:
     def _write_schedules(self, inserted: set[str]) -> None:
         leased: list[dict[str, Any]] = []
         advanced: list[dict[str, Any]] = []
+        tokens: list[dict[str, Any]] = []
         for name, job in self._jobs.items():
-            taken = [c for c in job.started if c.run_id in inserted]
+            started = [c for c in job.started if c.run_id in inserted]
+            taken = [c for c in started if c.backfill_id is None]
+            if started and not taken:
+                tokens.append({"b_job": name, "fencing_token": job.token})
             if job.plan is None and not taken:
                 continue
             values: dict[str, Any] = {"b_job": name}
@@ -304,6 +307,8 @@ class ClaimWork:
             advance_schedules(self._connection, advanced)
         if leased:
             lease_schedules(self._connection, leased)
+        if tokens:
+            advance_tokens(self._connection, tokens)
 
     def _may_start(self, job: _Job) -> bool:
         return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
@@ -321,13 +326,18 @@ class ClaimWork:
         queued_at: datetime | None = None,
         run_id: str | None = None,
         starts_at: datetime | None = None,
+        backfill_id: str | None = None,
+        attempt_base: int = 0,
     ) -> Claim:
         name = job.row.job_name
         started_at = starts_at or self._now
         new_id = run_id or new_run_id()
         job.token += 1
-        job.live_runs += 1
-        job.lease_live = True
+        if backfill_id is None:
+            # A backfill's run (a retry, here) yields to the schedule: it neither holds the
+            # job's lease nor counts against its overlap rule (see backfill_claims).
+            job.live_runs += 1
+            job.lease_live = True
         lease_until = self._now + self._rules.lease(name)
         claim = Claim(
             run_id=new_id,
@@ -342,6 +352,8 @@ class ClaimWork:
             reason=reason,
             lease_until=lease_until,
             record_by=_record_by(job, occurrence),
+            backfill_id=backfill_id,
+            attempt_base=attempt_base,
         )
         job.started.append(claim)
         self._claims[new_id] = claim

@@ -13,7 +13,13 @@ from jobhost.store._sql import built, json_rows, rows_json
 from jobhost.store.records import PENDING, RUNNING, SKIPPED
 from jobhost.store.schema import runs, schedules
 
-__all__ = ["advance_schedules", "lease_schedules", "refuse_pending", "start_pending"]
+__all__ = [
+    "advance_schedules",
+    "advance_tokens",
+    "lease_schedules",
+    "refuse_pending",
+    "start_pending",
+]
 
 
 def start_pending(connection: Connection, rows: list[dict[str, Any]]) -> None:
@@ -34,6 +40,11 @@ def advance_schedules(connection: Connection, rows: list[dict[str, Any]]) -> Non
 def lease_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
     """Schedule rows move on and lease their newest run, with the fencing token advanced."""
     _move_schedules(connection, "lease-schedules", _LEASED, rows)
+
+
+def advance_tokens(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Schedule rows' fencing tokens move past a backfill's runs, which hold no lease."""
+    _move_schedules(connection, "advance-tokens", ("fencing_token",), rows)
 
 
 def _start_pending(_dialect: str) -> Any:

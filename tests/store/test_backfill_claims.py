@@ -11,7 +11,7 @@ from sqlalchemy import event, select
 from jobhost.store import RunRecord, reading
 from jobhost.store.backfills import cancel_backfill, create_backfill, get_backfill
 from jobhost.store.operations import pause_job, resume_job
-from jobhost.store.schema import runs
+from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock
 
 EVERY_MINUTE = {"name": "sample.minutely", "cron": "* * * * *"}
@@ -265,7 +265,7 @@ def test_an_announced_host_reads_a_full_backfill_again_once_its_run_ends(
     assert host.tick() == []
     assert not any("in_flight" in s for s in seen)  # the next turn leaves the backfill alone
     assert host.finish(claim) == "succeeded"
-    host.ticker.backfill_slot_freed()  # as the host does when the run is recorded
+    assert host.ticker.run_ended(claim)  # as the host tells it when the run is recorded
     (second,) = host.tick()
     assert second.occurrence == _night(2)
     assert sum("in_flight" in s for s in seen) == 1
@@ -273,6 +273,34 @@ def test_an_announced_host_reads_a_full_backfill_again_once_its_run_ends(
     seen.clear()
     assert host.tick() == []
     assert sum("in_flight" in s for s in seen) == 1
+
+
+def test_a_run_that_ends_while_the_backfill_claim_reads_leaves_the_next_turn_to_look(
+    replicas: Any, clock: ManualClock
+) -> None:
+    (host,) = replicas([NIGHTLY])
+    host.ticker._announced = True  # as a Host builds it
+    clock.now = _at(10, 0, 1)
+    _backfill(host, range(1, 4))
+    (claim,) = host.tick()  # its concurrency is 1: no room left
+    host.ticker.look_everywhere()  # a signal: the next turn reads it
+    ended: list[bool] = []
+
+    def end_meanwhile(*args: Any) -> None:
+        # The recorder's thread, while the loop's claim reads the backfill still full.
+        if "in_flight" in str(args[2]) and not ended:
+            ended.append(host.ticker.run_ended(claim))
+
+    event.listen(host.engine, "before_cursor_execute", end_meanwhile)
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    event.remove(host.engine, "before_cursor_execute", end_meanwhile)
+    assert ended == [True]
+    seen = _statements(host)
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    assert sum("in_flight" in s for s in seen) == 1  # looked again, not held for a second
+    seen.clear()
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    assert not seen  # nothing ended since: held
 
 
 def test_a_turn_woken_for_a_backfill_with_nothing_due_claims_only_the_backfill(
@@ -286,14 +314,14 @@ def test_a_turn_woken_for_a_backfill_with_nothing_due_claims_only_the_backfill(
     assert (minutely.job_name, first.occurrence) == ("sample.minutely", _night(1))
     assert host.finish(minutely) == "succeeded"
     assert host.finish(first) == "succeeded"
-    host.ticker.backfill_slot_freed()  # as the host does when the run is recorded
+    host.ticker.run_ended(first)  # as the host does when the run is recorded
     clock.now = _at(10, 0, 2)
     seen = _statements(host)
     (second,) = host.tick()
     assert second.occurrence == _night(2)
     assert not any("due_at <=" in s for s in seen)  # nothing due: no claim of it
     assert host.finish(second) == "succeeded"
-    host.ticker.backfill_slot_freed()
+    host.ticker.run_ended(second)
     clock.now = _at(10, 1, 1)
     seen.clear()
     scheduled, third = host.tick()  # the minute's occurrence is due: claimed first, as always
@@ -328,6 +356,47 @@ def test_a_backfill_yields_to_the_schedule_and_runs_up_to_its_concurrency(
         skipped = connection.execute(select(runs.c.id).where(runs.c.outcome == "skipped")).all()
     assert skipped == []
     assert _record(host, backfill_id).counts == {"succeeded": 2, "claimed": 2}
+
+
+def test_an_announced_host_goes_on_with_a_backfill_as_soon_as_the_run_it_yielded_to_ends(
+    replicas: Any, clock: ManualClock
+) -> None:
+    clock.now = _at(2, 59, 59)
+    (host,) = replicas([{"name": "sample.nightly", "cron": "0 3 * * *"}, EVERY_MINUTE])
+    host.ticker._announced = True  # as a Host builds it
+    _backfill(host, range(1, 3), concurrency=2)
+    clock.now = _at(3, 0, 1)
+    claims = {c.job_name: c for c, _ in host.ticker.tick(clock(), 8).claims}
+    nightly, minutely = claims["sample.nightly"], claims["sample.minutely"]
+    assert host.ticker.claim_backfills(clock(), 6) == []  # it yields to the night's own run
+    assert host.finish(minutely) == "succeeded"
+    assert not host.ticker.run_ended(minutely)  # another job's end frees nothing for it
+    assert host.ticker.claim_backfills(clock(), 7) == []
+    assert host.finish(nightly) == "succeeded"
+    # The end of the run it yielded to: the next turn takes it up, not a second later.
+    assert host.ticker.run_ended(nightly)
+    backfilled = host.ticker.claim_backfills(clock(), 8)
+    assert [claim.occurrence for claim, _ in backfilled] == [_night(1), _night(2)]
+
+
+def test_a_backfill_retry_holds_no_lease_of_its_job(replicas: Any, clock: ManualClock) -> None:
+    clock.now = _at(2, 59, 57)
+    (host,) = replicas([FLAKY])  # overlap forbid
+    _backfill(host, range(1, 2))
+    (first,) = host.tick()
+    assert host.finish(first) == "failed"
+    clock.now = _at(2, 59, 59)
+    (retry,) = host.tick()  # an ordinary claim takes the backfill's retry
+    assert (retry.source, retry.backfill_id) == ("retry", first.backfill_id)
+    query = select(schedules.c.lease_run_id, schedules.c.fencing_token)
+    with reading(host.engine) as connection:
+        lease_run_id, token = connection.execute(query).one()
+    assert lease_run_id != retry.run_id and token == retry.fencing_token
+    # The night's own occurrence starts beside it: never skipped for overlap with it.
+    clock.now = _at(3, 0, 0)
+    (nightly,) = host.tick()
+    assert (nightly.source, nightly.occurrence) == ("schedule", _at(3, 0))
+    assert nightly.fencing_token > retry.fencing_token
 
 
 def test_a_backfilled_occurrence_has_a_retry_budget_of_its_own(
