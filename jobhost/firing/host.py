@@ -31,6 +31,7 @@ from types import FrameType
 from jobhost_contracts import AuditSink
 
 from jobhost.catalog import Catalog
+from jobhost.catalog.executors import UsesStore
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
@@ -95,6 +96,9 @@ class Host:
         """0, or :class:`SchemaTooNewError`'s code once a newer release upgraded the store."""
         self._abandon_after = 0.0
         self._last_claims = 0
+        for spec in catalog.jobs.values():
+            if isinstance(spec.executor, UsesStore):
+                spec.executor.use_store(engine)
         self._ticker = Ticker(
             engine,
             catalog.jobs,
