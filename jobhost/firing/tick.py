@@ -22,8 +22,9 @@ from jobhost.firing.early import ClaimLead
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Clock, Engine, SystemClock, is_postgres, store_now
+from jobhost.store import Clock, Engine, SystemClock
 from jobhost.store.claims import Claim, ClaimBatch
+from jobhost.store.clock import StoreTime
 from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
 from jobhost.store.turns import (
@@ -82,8 +83,7 @@ class Ticker:
         reads of both when the last turn saw none; without it every claim reads both."""
         self._engine = engine
         self._clock = clock or SystemClock()
-        self._read_at: tuple[datetime, float] | None = None
-        """The last instant read from the store, and the monotonic time it was read."""
+        self._time = StoreTime(engine, self._clock)
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -134,9 +134,9 @@ class Ticker:
         )
 
     def store_time(self) -> datetime:
-        """The store's time without asking it (see :meth:`_estimated_now`): what the host's
-        recorder stamps outcomes with, a statement less per batch it writes."""
-        return self._estimated_now()
+        """The store's time without asking it (see :class:`~jobhost.store.clock.StoreTime`):
+        what the host's recorder stamps outcomes with, a statement less per batch it writes."""
+        return self._time.estimate()
 
     def look_everywhere(self) -> None:
         """A manual request, a retry or a backfill may have been queued: the next claim reads
@@ -183,9 +183,9 @@ class Ticker:
         """
         # A lease past its expiry is looked at before the claim, which it may let succeed; the
         # pass now and then in any case comes after it, so it never makes a due run late.
-        expired = self.may_abandon and self._lease_expired(now or self._estimated_now())
+        expired = self.may_abandon and self._lease_expired(now or self._time.estimate())
         if expired:
-            self._abandon(now or self._store_now())
+            self._abandon(now or self._time.read())
         backfill = free_slots if backfill_slots is None else backfill_slots
         result = self._turn(now, free_slots, manual_slots, early, backfill)
         assert result.now is not None
@@ -222,7 +222,7 @@ class Ticker:
                 type(error).__name__,
                 str(error).splitlines()[0][:300],
             )
-            at = now or self._store_now()
+            at = now or self._time.read()
             batches = self._claim_one_by_one(at, free_slots)
             self._wakeups, at = self._read_wakeups(at)
             lead = timedelta(0)
@@ -310,24 +310,6 @@ class Ticker:
                 self._rules.problems.pop(name, None)
         return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
 
-    def _estimated_now(self) -> datetime:
-        """The store's time without asking it: on PostgreSQL the last reading moved on by this
-        process's monotonic clock (the first turn asks); on SQLite the host's clock, which is
-        the store's."""
-        if not is_postgres(self._engine):
-            return self._clock()
-        if self._read_at is None:
-            return self._store_now()
-        read, at = self._read_at
-        return read + timedelta(seconds=time.monotonic() - at)
-
-    def _store_now(self) -> datetime:
-        return self._noted(store_now(self._engine, self._clock))
-
-    def _noted(self, now: datetime) -> datetime:
-        self._read_at = (now, time.monotonic())
-        return now
-
     def _claim(
         self,
         given: datetime | None,
@@ -363,7 +345,7 @@ class Ticker:
             full = turn.wakeups.backfill_at is not None and not turn.batch.backfill_more
             self._backfill_full_at = time.monotonic() if full else None
         if given is None:
-            self._read_at = (turn.now, turn.read_at)
+            self._time.noted(turn.now, turn.read_at)
         self._wakeups_read = time.monotonic()
         return turn.batch, turn.wakeups, turn.now, turn.read_at
 
@@ -421,5 +403,5 @@ class Ticker:
         wakeups, now = look_ahead(self._engine, given, self._clock, skip=self._skip())
         self._wakeups_read = time.monotonic()
         if given is None:
-            self._noted(now)
+            self._time.noted(now, time.monotonic())
         return wakeups, now
