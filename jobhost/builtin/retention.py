@@ -24,6 +24,7 @@ from jobhost_contracts import (
 )
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from jobhost.store.purge import purge_by_age, purge_runs
@@ -101,17 +102,22 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
 
 
 class RunRetention:
-    """The executor: opens the host's store and purges it in batches."""
+    """The executor: purges, in batches, the store of the host that runs it (which hands it
+    its engine, see :class:`~jobhost.catalog.executors.UsesStore`)."""
 
     def __init__(self, config: RetentionSettings) -> None:
         self.config = config
+        self._engine: Engine | None = None
+
+    def use_store(self, engine: Engine) -> None:
+        self._engine = engine
 
     def execute(self, context: JobContext) -> Result[dict[str, int], str]:
-        from jobhost.config import load_settings, redact_text
-        from jobhost.store import create_store_engine
+        from jobhost.config import redact_text
 
-        settings = load_settings()
-        engine = create_store_engine(settings.database_url, **settings.store_options())
+        engine = self._engine
+        if engine is None:
+            return Failure("the run retention job runs only in a jobhost host, on its store")
         now = datetime.now(UTC)
 
         def stop() -> bool:
@@ -129,8 +135,6 @@ class RunRetention:
             others = purge_growing_tables(engine, now=now, config=self.config, should_stop=stop)
         except SQLAlchemyError as error:
             return Failure(f"purge failed: {redact_text(str(error).splitlines()[0])}")
-        finally:
-            engine.dispose()
         context.logger.info(
             "deleted %d run rows, %d hosts, %d idempotency records",
             deleted,
@@ -141,7 +145,7 @@ class RunRetention:
 
 
 def purge_growing_tables(
-    engine: Any,
+    engine: Engine,
     *,
     now: datetime,
     config: RetentionSettings,

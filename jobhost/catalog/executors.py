@@ -10,9 +10,21 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-__all__ = ["bad_executor", "is_executor", "signature_problem"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+__all__ = ["UsesStore", "bad_executor", "is_executor", "signature_problem"]
+
+
+@runtime_checkable
+class UsesStore(Protocol):
+    """An executor of the host's own that works on the store (the run retention job): the host
+    that runs it hands it its engine, so it purges the store the host was started on, whatever
+    the environment says."""
+
+    def use_store(self, engine: Engine) -> None: ...
 
 
 def is_executor(executor: object) -> bool:

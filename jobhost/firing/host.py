@@ -30,7 +30,8 @@ from types import FrameType
 
 from jobhost_contracts import AuditSink
 
-from jobhost.catalog import Catalog, JobSpec
+from jobhost.catalog import Catalog
+from jobhost.catalog.executors import UsesStore
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
@@ -46,7 +47,6 @@ from jobhost.firing.status import HostStatus
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, Engine, StoreError, SystemClock, is_current, lifecycle
-from jobhost.store.claims import Claim
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher
@@ -96,6 +96,9 @@ class Host:
         """0, or :class:`SchemaTooNewError`'s code once a newer release upgraded the store."""
         self._abandon_after = 0.0
         self._last_claims = 0
+        for spec in catalog.jobs.values():
+            if isinstance(spec.executor, UsesStore):
+                spec.executor.use_store(engine)
         self._ticker = Ticker(
             engine,
             catalog.jobs,
@@ -219,16 +222,16 @@ class Host:
             claimed_from = time.monotonic()
             # A host behind (room ahead) claims only what is due; one that keeps up claims
             # the next moments' occurrences too, and its workers start them on time.
-            result = self._ticker.tick(None, slots, manual_slots, early=not ahead)
+            result = self._ticker.tick(
+                None, slots, manual_slots, early=not ahead, backfill_slots=free
+            )
             assert result.now is not None
             now = result.now
         except Exception as error:
             return self._turn_failed(error)
-        if result.asked_store:
-            # Only an answer says the store is back: a turn that knew without asking has none.
-            if not self.status.store_ok:
-                _log.info("store reachable again")
-            self.status.store_ok = True
+        if not self.status.store_ok:
+            _log.info("store reachable again")
+        self.status.store_ok = True
         self.status.last_tick = time.monotonic()
         self.status.ticks += 1
         self.status.lag = result.lag
@@ -239,14 +242,7 @@ class Host:
             # from: never before it, even on a host whose own clock is wrong.
             ahead_by = (claim.started_at - now).total_seconds()
             self.slots.submit(claim, spec, start_at=read_at + ahead_by if ahead_by > 0 else None)
-        # Scheduled runs are on their way before a backfill is offered the workers left (a
-        # backfill is never claimed ahead: it has no due instant to keep).
-        backfilled = self._backfill(now, free - len(result.claims))
-        for claim, spec in backfilled:
-            self.slots.submit(claim, spec)
-        if backfilled:
-            result.saturated = len(result.claims) + len(backfilled) >= free
-        self._last_claims = len(result.claims) + len(backfilled)
+        self._last_claims = len(result.claims)
         try:
             # The look at least every second for a change whose signal was lost, once the
             # runs due are on their way: it never makes them late.
@@ -324,13 +320,6 @@ class Host:
         )
         if wake:
             self._wake.set()
-
-    def _backfill(self, now: datetime, slots: int) -> list[tuple[Claim, JobSpec]]:
-        try:
-            return self._ticker.claim_backfills(now, slots)
-        except Exception as error:
-            self._failed("claiming backfilled occurrences", error)
-            return []
 
     def _failed(self, what: str, error: Exception) -> None:
         """Say why ``what`` failed: the store's going away once, when it goes (whichever step

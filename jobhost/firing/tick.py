@@ -22,13 +22,13 @@ from jobhost.firing.early import ClaimLead
 from jobhost.firing.upkeep import record_abandoned
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Clock, Engine, SystemClock, is_postgres, store_now
+from jobhost.store import Clock, Engine, SystemClock
 from jobhost.store.claims import Claim, ClaimBatch
+from jobhost.store.clock import StoreTime
 from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
 from jobhost.store.turns import (
     Quiet,
-    claim_backfill_turn,
     claim_job,
     claim_turn,
     due_jobs,
@@ -61,8 +61,6 @@ class TickResult:
     """The instant this turn worked at (read inside its claim transaction when not given)."""
     read_at: float | None = None
     """When (monotonic) ``now`` was read, for a sleep until ``next_wake``; None: unknown."""
-    asked_store: bool = True
-    """The turn went to the store; False: it knew without asking that nothing was due."""
 
 
 class Ticker:
@@ -86,8 +84,7 @@ class Ticker:
         reads of both when the last turn saw none; without it every claim reads both."""
         self._engine = engine
         self._clock = clock or SystemClock()
-        self._read_at: tuple[datetime, float] | None = None
-        """The last instant read from the store, and the monotonic time it was read."""
+        self._time = StoreTime(engine, self._clock)
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -142,9 +139,9 @@ class Ticker:
         )
 
     def store_time(self) -> datetime:
-        """The store's time without asking it (see :meth:`_estimated_now`): what the host's
-        recorder stamps outcomes with, a statement less per batch it writes."""
-        return self._estimated_now()
+        """The store's time without asking it (see :class:`~jobhost.store.clock.StoreTime`):
+        what the host's recorder stamps outcomes with, a statement less per batch it writes."""
+        return self._time.estimate()
 
     def look_everywhere(self) -> None:
         """A manual request, a retry or a backfill may have been queued: the next claim reads
@@ -160,38 +157,6 @@ class Ticker:
         self._backfill_full_at = None
         self._backfill_room_freed += 1
         return True
-
-    def claim_backfills(self, now: datetime, free_slots: int) -> list[tuple[Claim, JobSpec]]:
-        """Claim backfilled occurrences in ``free_slots`` (what the turn's claim left free).
-
-        Nothing is read unless the turn's wake-up read saw a running backfill; an announced
-        ticker that found no room leaves backfills alone until :meth:`run_ended` says a run
-        freed some, a signal comes or :data:`_BACKFILL_RECHECK_SECONDS` pass.
-        """
-        if free_slots <= 0 or self._wakeups is None or self._wakeups.backfill_at is None:
-            return []
-        full_at = self._backfill_full_at
-        if (
-            self._announced
-            and full_at is not None
-            and time.monotonic() - full_at < _BACKFILL_RECHECK_SECONDS
-        ):
-            return []
-        freed = self._backfill_room_freed
-        done = claim_backfill_turn(
-            self._engine,
-            host_id=self._host_id,
-            now=now,
-            slots=free_slots,
-            rules=self._rules,
-            skip=self._skip(),
-        )
-        # A run that ended during the claim (its outcome's write may have held the backfill's
-        # row, which the claim skips) leaves room the next turn looks at.
-        full = not done.more and freed == self._backfill_room_freed
-        self._backfill_full_at = time.monotonic() if full else None
-        self._backfill_yielded = done.yielded
-        return [(c, self._jobs[c.job_name]) for c in done.claims]
 
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
         """Fire by a new job mapping from the next turn on (runtime jobs changed).
@@ -213,6 +178,7 @@ class Ticker:
         manual_slots: int = 0,
         *,
         early: bool = False,
+        backfill_slots: int | None = None,
     ) -> TickResult:
         """Claim what is due within the free slots; say when to look again.
 
@@ -221,31 +187,26 @@ class Ticker:
         transaction. :attr:`TickResult.now` says which instant it used. With ``early``, slots
         left after what is due take the occurrences of the next moments, each claimed to start
         at its instant (its claim's ``started_at``), and the next wake comes as long before
-        the next occurrence as a claim takes (see :mod:`jobhost.firing.early`).
+        the next occurrence as a claim takes (see :mod:`jobhost.firing.early`). Running
+        backfills' occurrences take at most ``backfill_slots`` (default: ``free_slots``) of
+        what is left: a backfill is never claimed ahead, it has no instant to keep.
         """
         # A lease past its expiry is looked at before the claim, which it may let succeed; the
         # pass now and then in any case comes after it, so it never makes a due run late.
-        expired = self.may_abandon and self._lease_expired(now or self._estimated_now())
+        expired = self.may_abandon and self._lease_expired(now or self._time.estimate())
         if expired:
-            self._abandon(now or self._store_now())
-        result = self._turn(now, free_slots, manual_slots, early)
+            self._abandon(now or self._time.read())
+        backfill = free_slots if backfill_slots is None else backfill_slots
+        result = self._turn(now, free_slots, manual_slots, early, backfill)
         assert result.now is not None
         if self.may_abandon and not expired and self._abandon_pass_due():
             self._abandon_after_claim(result)
         return result
 
     def _turn(
-        self, now: datetime | None, free_slots: int, manual_slots: int, early: bool
+        self, now: datetime | None, free_slots: int, manual_slots: int, early: bool, backfill: int
     ) -> TickResult:
         result = TickResult()
-        between = self._between_fires(now)
-        if between is not None and self._wakeups is not None:
-            # Woken for a backfill's free slot with nothing else due: the claim would find
-            # nothing, so the turn leaves it out and the backfill is offered the slots.
-            result.now, result.read_at = between, time.monotonic()
-            result.asked_store = False
-            result.next_wake = self._wakeups.next_wake(between)
-            return result
         if free_slots <= 0 and manual_slots <= 0:
             result.saturated = True
             self._wakeups, at = self._read_wakeups(now)
@@ -253,10 +214,12 @@ class Ticker:
             result.now = at
             return result
         lead = self._lead.lead if early else timedelta(0)
+        room = 0
         try:
             began = time.monotonic()
+            room = self._backfill_room(backfill)
             batch, self._wakeups, at, result.read_at = self._claim(
-                now, free_slots, manual_slots, lead
+                now, free_slots, manual_slots, lead, room
             )
             self._lead.took(time.monotonic() - began)
             batches = [batch]
@@ -269,7 +232,7 @@ class Ticker:
                 type(error).__name__,
                 str(error).splitlines()[0][:300],
             )
-            at = now or self._store_now()
+            at = now or self._time.read()
             batches = self._claim_one_by_one(at, free_slots)
             self._wakeups, at = self._read_wakeups(at)
             lead = timedelta(0)
@@ -283,6 +246,10 @@ class Ticker:
         result.next_wake = self._wakeups.next_wake(
             at, more_due=batches[-1].schedules_seen > 0, early=lead
         )
+        if not room and self._backfill_room(backfill - taken):
+            # The turn's wake-up read saw a backfill its claim did not look for (one queued
+            # with no signal heard): claim again at once.
+            result.next_wake = at
         result.lag = self._wakeups.lag(at)
         result.now = at
         return result
@@ -293,25 +260,22 @@ class Ticker:
     def _implausible(self) -> timedelta:
         return self._rules.implausible_lease
 
-    def _between_fires(self, given: datetime | None) -> datetime | None:
-        """The turn's instant when, while a backfill runs, its claim would find nothing: an
-        announced ticker with no news since a wake-up read of under a second ago that named
-        nothing due by now. None otherwise (the claim runs as always)."""
-        last = self._wakeups
-        if last is None or last.backfill_at is None or not self._announced or self._news:
-            return None
-        if self._jobs_waiting:
-            return None
-        if time.monotonic() - self._wakeups_read > _BACKFILL_RECHECK_SECONDS:
-            return None
-        if last.request_at is not None:
-            return None
-        if self._skip() != self._last_skip:
-            return None
-        now = given or self._estimated_now()
-        if any(at is not None and at <= now for at in (last.due_at, last.retry_at)):
-            return None
-        return None if last.lease_expiry_passed(now) else now
+    def _backfill_room(self, slots: int) -> int:
+        """The slots a claim may give backfills. It looks on the first turn and after news (a
+        signal may announce a new backfill); otherwise only while the last wake-up read saw a
+        running backfill, and an announced ticker whose last look found no room leaves it alone
+        until one of its backfill runs ends or :data:`_BACKFILL_RECHECK_SECONDS` pass (another
+        replica's runs may have ended)."""
+        if slots <= 0:
+            return 0
+        if self._wakeups is None or self._news:
+            return slots
+        if self._wakeups.backfill_at is None:
+            return 0
+        full_at = self._backfill_full_at
+        if self._announced and full_at is not None:
+            return 0 if time.monotonic() - full_at < _BACKFILL_RECHECK_SECONDS else slots
+        return slots
 
     def _lease_expired(self, now: datetime) -> bool:
         """A lease has expired by ``now`` (or this is the first turn): look for dead runs."""
@@ -356,32 +320,20 @@ class Ticker:
                 self._rules.problems.pop(name, None)
         return sorted(self._unknown | set(self._set_aside) | set(self._rules.problems))
 
-    def _estimated_now(self) -> datetime:
-        """The store's time without asking it: on PostgreSQL the last reading moved on by this
-        process's monotonic clock (the first turn asks); on SQLite the host's clock, which is
-        the store's."""
-        if not is_postgres(self._engine):
-            return self._clock()
-        if self._read_at is None:
-            return self._store_now()
-        read, at = self._read_at
-        return read + timedelta(seconds=time.monotonic() - at)
-
-    def _store_now(self) -> datetime:
-        return self._noted(store_now(self._engine, self._clock))
-
-    def _noted(self, now: datetime) -> datetime:
-        self._read_at = (now, time.monotonic())
-        return now
-
     def _claim(
-        self, given: datetime | None, slots: int, manual_slots: int, early: timedelta
+        self,
+        given: datetime | None,
+        slots: int,
+        manual_slots: int,
+        early: timedelta,
+        backfill_slots: int,
     ) -> tuple[ClaimBatch, Wakeups, datetime, float]:
         skip = self._skip()
         # Cleared before reading: news arriving during this claim is looked at on the next.
         news = self._news or not self._announced or skip != self._last_skip
         self._news, self._last_skip = False, skip
         last = self._wakeups
+        freed = self._backfill_room_freed
         turn = claim_turn(
             self._engine,
             host_id=self._host_id,
@@ -397,9 +349,18 @@ class Ticker:
             if news or last is None
             else Quiet(manual_pending=last.request_at is not None, first_pending=last.retry_at),
             early=early,
+            backfill_slots=backfill_slots,
         )
+        if backfill_slots:
+            # No room is known only of a backfill still running once the claim looked; a run
+            # that ended during the claim (its outcome's write may have held the backfill's row,
+            # which the claim skips) leaves room the next turn looks at.
+            full = turn.wakeups.backfill_at is not None and not turn.batch.backfill_more
+            full &= freed == self._backfill_room_freed
+            self._backfill_full_at = time.monotonic() if full else None
+            self._backfill_yielded = turn.batch.backfill_yielded
         if given is None:
-            self._read_at = (turn.now, turn.read_at)
+            self._time.noted(turn.now, turn.read_at)
         self._wakeups_read = time.monotonic()
         return turn.batch, turn.wakeups, turn.now, turn.read_at
 
@@ -457,5 +418,5 @@ class Ticker:
         wakeups, now = look_ahead(self._engine, given, self._clock, skip=self._skip())
         self._wakeups_read = time.monotonic()
         if given is None:
-            self._noted(now)
+            self._time.noted(now, time.monotonic())
         return wakeups, now

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from jobhost_contracts import Cancellation
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.catalog.executors import UsesStore
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.execution import Outcome
@@ -128,6 +129,8 @@ class BackfillFollower:
     def _run(
         self, backfill_id: str, spec: JobSpec, telemetry: Telemetry, run_logs: RunLogWriter
     ) -> Followed:
+        if isinstance(spec.executor, UsesStore):
+            spec.executor.use_store(self._engine)  # as a host does
         envelope = RunEnvelope(
             self._engine,
             run_logs=run_logs,

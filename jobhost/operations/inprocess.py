@@ -18,6 +18,7 @@ from typing import Protocol
 from jobhost_contracts import Cancellation
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.catalog.executors import UsesStore
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
@@ -106,6 +107,8 @@ def run_claim_here(
     """Execute ``claim`` here to its recorded outcome; the run row, and whether ``deadline``
     (a ``time.monotonic()`` instant) cancelled it. A Ctrl-C that ``interrupts`` holds is
     delivered once the run is supervised, and cancels it."""
+    if isinstance(spec.executor, UsesStore):
+        spec.executor.use_store(engine)  # as a host does
     run_logs = RunLogWriter(
         engine,
         max_lines=settings.run_log_lines,

@@ -1,12 +1,11 @@
-"""Claiming a backfill's occurrences: the lowest priority, in a transaction of its own.
+"""Claiming a backfill's occurrences: the lowest priority, last step of the one claim.
 
 A backfill's occurrences wait as pending runs of it (priority 2, see
-:mod:`jobhost.store.backfills`). A host's turn claims them with :func:`claim_backfills` after
-its scheduled claim has committed, with the slots that are still free: scheduled occurrences,
-retries and manual runs have had theirs first, and the schedule rows they locked are already
-released. The claim first finishes the backfills with nothing left pending or running (the one
-place a backfill ends), then reads the running backfills with room (fewer runs in flight, or
-retries waiting, than their ``concurrency``) together with their job's schedule row (both
+:mod:`jobhost.store.backfills`). :func:`~jobhost.store.claims.claim_work` claims them with
+:func:`claim_backfills`, in the same transaction, once it has written what it claimed of
+pending runs and due schedules, with the workers still free: scheduled occurrences, retries and
+manual runs have had theirs first. It reads the running backfills with room (fewer runs in
+flight, or retries waiting, than their ``concurrency``) together with their job's schedule row (both
 locked, ``SKIP LOCKED`` on PostgreSQL, so one replica at a time counts a backfill's runs) and
 the job's own live runs; a paused job's backfill waits. For each, one statement locks its next
 waiting occurrences, oldest first, one starts them, and one moves the job's fencing token, as
@@ -33,8 +32,8 @@ from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import built
 from jobhost.store.backfills import finish_backfills
+from jobhost.store.claim_model import Claim, ClaimRules, schedule_problem
 from jobhost.store.claim_writes import start_pending
-from jobhost.store.claims import Claim, ClaimRules, schedule_problem
 from jobhost.store.groups import GroupGate
 from jobhost.store.records import (
     PENDING,
@@ -73,7 +72,8 @@ def claim_backfills(
     """Claim up to ``slots`` runs of running backfills (``only``: of that backfill alone, with
     its due retries too: a command running a backfill in its own process has no host to take
     them)."""
-    finish_backfills(connection, now, None if only is None else [only])
+    if only is not None:
+        finish_backfills(connection, now, [only])
     done = BackfillClaims()
     if slots <= 0:
         return done
@@ -83,6 +83,7 @@ def claim_backfills(
         query = built(connection, "one-backfill", lambda d: _backfills_query(d, one=True))
     found = connection.execute(query, {"now": now, "only": only})
     gate = GroupGate(connection, now)
+    idle: list[str] = []
     for backfill in found.mappings().all():
         if len(done.claims) >= slots:
             done.more = True
@@ -109,9 +110,15 @@ def claim_backfills(
             starter.start(str(backfill["backfill_id"]), left, retries=True)
         if room > 0:
             starter.start(str(backfill["backfill_id"]), min(room, left - starter.taken))
+        if not (starter.taken or starter.yielded or int(backfill["in_flight"])):
+            idle.append(str(backfill["backfill_id"]))
         done.claims += starter.write()
         if starter.yielded:
             done.yielded.add(name)
+    if idle:
+        # Its runs end with a write that finishes it; one whose last run left otherwise (by
+        # retention, say) is finished here, or every turn would look at it again.
+        finish_backfills(connection, now, idle)
     done.more |= len(done.claims) >= slots
     return done
 

@@ -105,6 +105,11 @@ class ClaimBatch:
     """Concurrency group → occurrences and runs that began waiting for a slot in this batch."""
     waiting: set[str] = field(default_factory=set)
     """Jobs whose due work waits for a live run to end: that run's record lets it start."""
+    backfill_more: bool = False
+    """A backfill may have more to claim than the slots allowed: look again next turn."""
+    backfill_yielded: set[str] = field(default_factory=set)
+    """Jobs whose backfill waits for one of the job's own runs (or its group): look again when
+    one of them ends."""
 
 
 def schedule_problem(row: PlannedRow) -> str | None:

@@ -7,13 +7,14 @@ SQLite, where every process shares one machine, it is the host's clock.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["Clock", "SystemClock", "database_now", "store_now"]
+__all__ = ["Clock", "StoreTime", "SystemClock", "database_now", "store_now"]
 
 Clock = Callable[[], datetime]
 """Returns an aware UTC instant."""
@@ -44,3 +45,33 @@ def store_now(engine: Engine, fallback: Clock) -> datetime:
         return fallback()
     with engine.connect() as connection:
         return database_now(connection, fallback)
+
+
+class StoreTime:
+    """The store's time as one host keeps it: read from the store now and then, and estimated
+    in between without asking. On PostgreSQL the estimate is the last reading moved on by this
+    process's monotonic clock (the first estimate asks); on SQLite it is the host's clock, which
+    is the store's."""
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._local = engine.dialect.name != "postgresql"
+        self._read_at: tuple[datetime, float] | None = None
+
+    def estimate(self) -> datetime:
+        if self._local:
+            return self._clock()
+        if self._read_at is None:
+            return self.read()
+        read, at = self._read_at
+        return read + timedelta(seconds=time.monotonic() - at)
+
+    def read(self) -> datetime:
+        """Ask the store (see :func:`store_now`), and note the answer."""
+        return self.noted(store_now(self._engine, self._clock), time.monotonic())
+
+    def noted(self, now: datetime, at: float) -> datetime:
+        """Note ``now`` as the store's time read at ``at`` (monotonic), as a claim read it."""
+        self._read_at = (now, at)
+        return now

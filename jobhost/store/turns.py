@@ -1,7 +1,7 @@
 """The firing loop's store operations, one transaction each: write the catalog's schedules at
-start-up; on every turn claim what is due and read, in the same transaction, when the store next
-needs this host; then, while a backfill runs, claim its occurrences in the slots still free;
-after a failed batch, claim one job at a time.
+start-up; on every turn claim what is due (backfilled occurrences too, in the workers still free)
+and read, in the same transaction, when the store next needs this host; after a failed batch,
+claim one job at a time.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.backfill_claims import BackfillClaims, claim_backfills
 from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, due_job_names
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.engine import reading
@@ -24,7 +23,6 @@ from jobhost.store.wakeups import Wakeups, next_wakeups
 __all__ = [
     "Quiet",
     "Turn",
-    "claim_backfill_turn",
     "claim_job",
     "claim_turn",
     "due_jobs",
@@ -62,6 +60,7 @@ def claim_turn(
     skip: Collection[str],
     quiet: Quiet | None = None,
     early: timedelta = timedelta(0),
+    backfill_slots: int = 0,
 ) -> Turn:
     """Claim up to ``slots`` runs (see :func:`~jobhost.store.claims.claim_work`) and read when
     the store next needs this host, leaving alone ``skip`` and the jobs the batch did not know.
@@ -70,7 +69,8 @@ def claim_turn(
     :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
     leaves out the read of pending runs when it rules them out. ``early`` claims,
     in the slots left, occurrences due within that long after the turn's instant, to start at
-    their own (see :func:`~jobhost.store.claims.claim_work`)."""
+    their own (see :func:`~jobhost.store.claims.claim_work`). ``backfill_slots`` bounds the
+    backfilled occurrences it takes; 0 leaves backfills alone."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -84,26 +84,10 @@ def claim_turn(
             skip=skip,
             pending=quiet is None or quiet.pending_due(at),
             early_until=at + early if early else None,
+            backfill_slots=backfill_slots,
         )
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
     return Turn(batch, wakeups, at, read_at)
-
-
-def claim_backfill_turn(
-    engine: Engine,
-    *,
-    host_id: str,
-    now: datetime,
-    slots: int,
-    rules: ClaimRules,
-    skip: Collection[str],
-) -> BackfillClaims:
-    """Claim backfilled occurrences in ``slots`` left free by the turn's claim, in a
-    transaction of its own: the turn's schedule rows are not held while it works."""
-    with engine.begin() as connection:
-        return claim_backfills(
-            connection, host_id=host_id, now=now, slots=slots, rules=rules, skip=skip
-        )
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
-from returns.result import Success
+from returns.result import Failure, Success
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
@@ -20,9 +22,12 @@ from jobhost.builtin.retention import (
     jobhost_jobs,
     purge_growing_tables,
 )
+from jobhost.config import Settings
+from jobhost.firing.host import Host
 from jobhost.store import StoreJobState
 from jobhost.store.purge import purge_runs
 from jobhost.store.schema import hosts, job_idempotency, runs
+from tests.support import sample_catalog
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -106,11 +111,21 @@ def test_the_job_is_declared_through_the_hook_with_its_settings() -> None:
         jobhost_jobs(MappingProxyType({"jobhost": {"keep_dayz": 3}}))
 
 
-def test_the_executor_purges_the_configured_store(
-    engine: Engine, store_url: str, monkeypatch: pytest.MonkeyPatch
+def test_a_host_gives_the_retention_job_its_own_store(
+    engine: Engine, store_url: str, tmp_path: Path, telemetry: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The environment names another store: the purge follows the host, not the environment.
+    elsewhere = tmp_path / "elsewhere.db"
     monkeypatch.delenv("JOBHOST_CONFIG", raising=False)
-    monkeypatch.setenv("JOBHOST_DATABASE_URL", store_url)
+    monkeypatch.setenv("JOBHOST_DATABASE_URL", f"sqlite:///{elsewhere}")
+    settings = Settings(database_url=store_url, plugins=["jobhost.builtin.retention"])
+    catalog = sample_catalog(settings)
+    executor = catalog.jobs[JOB_NAME].executor
+    assert isinstance(executor, RunRetention)
+    context = _context(engine)
+    unbound = executor.execute(context)
+    assert isinstance(unbound, Failure) and "runs only in a jobhost host" in unbound.failure()
+    Host(settings, catalog, engine, telemetry=telemetry[0])
     old = datetime.now(UTC) - timedelta(days=90)
     with engine.begin() as connection:
         connection.execute(
@@ -128,8 +143,14 @@ def test_the_executor_purges_the_configured_store(
                 for i in range(60)
             ],
         )
-    ((_, executor),) = jobhost_jobs(MappingProxyType({}))
-    context = JobContext(
+    assert executor.execute(context) == Success(
+        {"deleted": 10, "hosts": 0, "idempotency_records": 0}
+    )
+    assert not elsewhere.exists()
+
+
+def _context(engine: Engine) -> JobContext:
+    return JobContext(
         job_name=JOB_NAME,
         run_id="r",
         occurrence=None,
@@ -141,9 +162,6 @@ def test_the_executor_purges_the_configured_store(
         logger=logging.getLogger("test"),
         cancellation=Cancellation(),
         state=StoreJobState(engine, JOB_NAME, 1, lambda: datetime.now(UTC)),
-    )
-    assert executor.execute(context) == Success(
-        {"deleted": 10, "hosts": 0, "idempotency_records": 0}
     )
 
 

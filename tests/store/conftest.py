@@ -56,10 +56,8 @@ class Replica:
         )
 
     def tick(self, slots: int = 8) -> list[Claim]:
-        """One turn as a host takes it: the claim, then backfills in the slots left."""
-        claims = [claim for claim, _ in self.ticker.tick(self.clock(), slots).claims]
-        backfilled = self.ticker.claim_backfills(self.clock(), slots - len(claims))
-        return claims + [claim for claim, _ in backfilled]
+        """One turn as a host takes it: one claim, backfills last in the slots left."""
+        return [claim for claim, _ in self.ticker.tick(self.clock(), slots).claims]
 
     def finish(self, claim: Claim) -> str:
         return self.envelope.run(claim, self.catalog.jobs[claim.job_name], Cancellation()).outcome

@@ -98,7 +98,7 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
 
 
 @pytest.mark.postgres
-def test_a_store_lost_at_the_backfill_claim_is_said_once_and_the_backfill_goes_on(
+def test_a_store_lost_as_a_backfill_is_claimed_is_said_once_and_the_backfill_goes_on(
     postgres_url: str, tmp_path: Path, telemetry: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = make_url(postgres_url)
@@ -126,15 +126,18 @@ def test_a_store_lost_at_the_backfill_claim_is_said_once_and_the_backfill_goes_o
                 now=SystemClock()(),
             )
         host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
-        claim_backfills = host._ticker.claim_backfills
+        tick = host._ticker.tick
+        turns: list[int] = []
 
-        def cut_first(now: datetime, slots: int) -> Any:
-            # The store goes away between the turn's claim and its backfill claim.
-            if not proxy.cuts:
+        def cut_second(*args: Any, **kwargs: Any) -> Any:
+            # The first turn reads that a backfill runs; the store goes away as the second
+            # would claim its occurrence.
+            turns.append(1)
+            if len(turns) == 2 and not proxy.cuts:
                 proxy.cut()
-            return claim_backfills(now, slots)
+            return tick(*args, **kwargs)
 
-        host._ticker.claim_backfills = cut_first  # type: ignore[method-assign]
+        host._ticker.tick = cut_second  # type: ignore[method-assign]
         host.start()
         try:
             with caplog.at_level(logging.INFO, logger="jobhost"):
@@ -146,8 +149,8 @@ def test_a_store_lost_at_the_backfill_claim_is_said_once_and_the_backfill_goes_o
                     for r in caplog.records
                     if r.name == "jobhost.host" and r.levelno >= logging.WARNING
                 ]
-                # Said once, as the store's going away, whichever step met it first; not as a
-                # failed backfill claim, and never "reachable again" while it is away.
+                # Said once, as the store's going away, and never "reachable again" while it
+                # is away.
                 assert len(said) == 1 and said[0].startswith("store unreachable"), said
                 assert "store reachable again" not in caplog.text
                 proxy.restore()
