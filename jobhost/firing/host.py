@@ -282,11 +282,13 @@ class Host:
         assert self._one_shot is not None
         try:
             asked = self._cancels.apply(self.slots.held())
-            if self._one_shot.turn(self.slots, asked):
-                self.request_stop()
+            sleep = self._one_shot.turn(self.slots, asked)
         except Exception as error:
             return self._turn_failed(error)
-        return poll
+        if sleep is None:
+            self.request_stop()
+            return 0.0
+        return min(sleep, poll)
 
     def _turn_failed(self, error: Exception) -> float:
         """Say why a turn failed; how long to wait before the next."""

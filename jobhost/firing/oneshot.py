@@ -30,15 +30,20 @@ __all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns", "cancel_held
 
 Progress = Callable[[str], None]
 
+LOOK_SECONDS = 1.0
+"""The longest sleep between two turns: a backfill's retry comes due with no record to wake
+the loop (a run's record does)."""
+
 
 class OneShotWork(Protocol):
     """The work of a one-shot host, claimed on the host's turns."""
 
     progress: Progress
 
-    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> bool:
+    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
         """Claim what may start into ``slots``; say the runs an operator's cancel just reached
-        (``asked``: run id → reason); true once the work is done and recorded."""
+        (``asked``: run id → reason); None once the work is done and recorded, else the
+        seconds before the next turn at the latest."""
         ...
 
     def interrupted(self, slots: WorkerSlots) -> None:
@@ -70,7 +75,7 @@ class PendingRuns:
         self.taken: set[str] = set()
         """The runs this host claimed and ran."""
 
-    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> bool:
+    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
         for reason in asked.values():
             self.progress(f"cancel asked {reason}: cancelling the run")
         while self._run_ids:
@@ -83,7 +88,7 @@ class PendingRuns:
                 self.taken.add(claim.run_id)
                 self.progress(f"running here as host {by.host_id} (run {claim.run_id})")
                 slots.submit(claim, by.jobs[claim.job_name])
-        return slots.idle()
+        return None if slots.idle() else LOOK_SECONDS
 
     def interrupted(self, slots: WorkerSlots) -> None:
         self.progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
@@ -104,7 +109,7 @@ class BackfillRuns:
         self.record: BackfillRecord | None = None
         """The backfill as the last turn read it."""
 
-    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> bool:
+    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
         for run_id, reason in asked.items():
             self.progress(f"cancel asked {reason}: cancelling run {run_id}")
         by = self._by
@@ -129,7 +134,8 @@ class BackfillRuns:
         if line != self._said:
             self._said = line
             self.progress(line)
-        return slots.idle() and (self.record.finished or not self._claiming)
+        done = slots.idle() and (self.record.finished or not self._claiming)
+        return None if done else LOOK_SECONDS
 
     def interrupted(self, slots: WorkerSlots) -> None:
         self._claiming = False
