@@ -66,19 +66,19 @@ def _run_one_shot(
     settings: Settings, catalog: Catalog, by: Claimer, work: OneShotWork, deadline: float | None
 ) -> bool:
     """Run the work to its end here; true when ``deadline`` (monotonic) cancelled it."""
-    telemetry = configure_telemetry()
-    telemetry.install_globally()
-    host = Host(
-        settings,
-        catalog,
-        by.engine,
-        clock=by.clock,
-        host_id=by.host_id,
-        telemetry=telemetry,
-        one_shot=work,
-    )
     ended = threading.Event()
     with InterruptHold() as interrupts:
+        telemetry = configure_telemetry()
+        telemetry.install_globally()
+        host = Host(
+            settings,
+            catalog,
+            by.engine,
+            clock=by.clock,
+            host_id=by.host_id,
+            telemetry=telemetry,
+            one_shot=work,
+        )
         host.start()
         host.turn()  # the first claim, on the workers before a Ctrl-C is let through
         threading.Thread(
