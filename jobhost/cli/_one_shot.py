@@ -17,7 +17,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.firing.host import Host
-from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRuns, cancel_held
+from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRuns
 from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.operations.manual import Ran, RunHere
 from jobhost.rules.claiming import FiringRules
@@ -112,7 +112,7 @@ def _supervise(
             if deadline is not None and not timed_out and time.monotonic() >= deadline:
                 timed_out = True
                 work.progress("timed out waiting: cancelling the run")
-                cancel_held(host.slots, "the operator's --timeout passed")
+                work.cancel(host.slots, "the operator's --timeout passed")
     except KeyboardInterrupt:
         work.interrupted(host.slots)
         ended.wait()

@@ -23,10 +23,9 @@ from jobhost.operations.backfill_view import progress_line
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Clock, Engine
 from jobhost.store.backfill_runs import claim_backfill, settled_backfill
-from jobhost.store.backfills import BackfillRecord
 from jobhost.store.requests import claim_run
 
-__all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns", "cancel_held"]
+__all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns"]
 
 Progress = Callable[[str], None]
 
@@ -44,6 +43,10 @@ class OneShotWork(Protocol):
         """Claim what may start into ``slots``; say the runs an operator's cancel just reached
         (``asked``: run id → reason); None once the work is done and recorded, else the
         seconds before the next turn at the latest."""
+        ...
+
+    def cancel(self, slots: WorkerSlots, reason: str) -> None:
+        """Claim nothing more, and cancel the runs held."""
         ...
 
     def interrupted(self, slots: WorkerSlots) -> None:
@@ -74,12 +77,13 @@ class PendingRuns:
         self._run_ids = list(run_ids)
         self.taken: set[str] = set()
         """The runs this host claimed and ran."""
+        self._cancelled: str | None = None
 
     def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
         for reason in asked.values():
             self.progress(f"cancel asked {reason}: cancelling the run")
-        while self._run_ids:
-            by = self._by
+        by = self._by
+        while self._run_ids and self._cancelled is None:
             batch = claim_run(
                 by.engine, self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.clock
             )
@@ -88,11 +92,17 @@ class PendingRuns:
                 self.taken.add(claim.run_id)
                 self.progress(f"running here as host {by.host_id} (run {claim.run_id})")
                 slots.submit(claim, by.jobs[claim.job_name])
+            if self._cancelled is not None:  # while this claim was on its way
+                _cancel_held(slots, self._cancelled)
         return None if slots.idle() else LOOK_SECONDS
+
+    def cancel(self, slots: WorkerSlots, reason: str) -> None:
+        self._cancelled = reason
+        _cancel_held(slots, reason)
 
     def interrupted(self, slots: WorkerSlots) -> None:
         self.progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
-        cancel_held(slots, "interrupted by the operator")
+        self.cancel(slots, "interrupted by the operator")
 
 
 class BackfillRuns:
@@ -106,8 +116,6 @@ class BackfillRuns:
         self._backfill_id = backfill_id
         self._claiming = True
         self._said = ""
-        self.record: BackfillRecord | None = None
-        """The backfill as the last turn read it."""
 
     def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
         for run_id, reason in asked.items():
@@ -128,14 +136,18 @@ class BackfillRuns:
                     f"(run {claim.run_id}, attempt {claim.attempt})"
                 )
                 slots.submit(claim, by.jobs[claim.job_name])
-        self.record = settled_backfill(by.engine, self._backfill_id, by.clock)
-        assert self.record is not None, f"backfill {self._backfill_id} disappeared"
-        line = progress_line(self.record)
+        record = settled_backfill(by.engine, self._backfill_id, by.clock)
+        assert record is not None, f"backfill {self._backfill_id} disappeared"
+        line = progress_line(record)
         if line != self._said:
             self._said = line
             self.progress(line)
-        done = slots.idle() and (self.record.finished or not self._claiming)
+        done = slots.idle() and (record.finished or not self._claiming)
         return None if done else LOOK_SECONDS
+
+    def cancel(self, slots: WorkerSlots, reason: str) -> None:
+        self._claiming = False
+        _cancel_held(slots, reason)
 
     def interrupted(self, slots: WorkerSlots) -> None:
         self._claiming = False
@@ -145,7 +157,7 @@ class BackfillRuns:
         )
 
 
-def cancel_held(slots: WorkerSlots, reason: str) -> None:
+def _cancel_held(slots: WorkerSlots, reason: str) -> None:
     """Cancel every run the slots hold."""
     for cancellation in slots.held().values():
         cancellation.cancel(reason)
