@@ -38,7 +38,7 @@ def runs_here(settings: Settings, catalog: Catalog, engine: Engine, progress: Pr
         by = _claimer(settings, catalog, engine, progress)
         work = PendingRuns(by, run_ids)
         timed_out = _run_one_shot(settings, catalog, by, work, deadline)
-        return Ran(frozenset(work.taken), timed_out)
+        return Ran(frozenset(work.taken), timed_out, by.host_id)
 
     return run
 

@@ -39,10 +39,12 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class Ran:
     """What running pending runs in this process did: the runs it claimed (those it did not
-    were refused, busy, or taken by a host first), and whether the deadline cancelled them."""
+    were refused, busy, or taken by a host first), whether the deadline cancelled them, and the
+    id its one-shot host claimed as."""
 
     taken: frozenset[str]
     timed_out: bool
+    host_id: str
 
 
 class RunHere(Protocol):
@@ -237,7 +239,7 @@ class ManualRun:
         assert run is not None, f"run {request_id} disappeared"
         if request_id not in ran.taken:
             if run.request_status == "refused":
-                return self._refused(request_id, spec, run.request_message, run.host_id)
+                return self._refused(request_id, spec, run.request_message, ran.host_id)
             if run.request_status == "queued":
                 self._progress(f"{_queued(spec)}; it runs once a host finds a free slot")
                 return TriggerResult(request_id, run.id, spec.name, "queued")
