@@ -180,19 +180,19 @@ def _run(
     no_wait: bool,
     as_json: bool,
 ) -> int:
-    from jobhost.operations.actions import start_backfill
-    from jobhost.operations.backfill_run import BackfillFollower
+    from jobhost.cli._one_shot import backfill_here
+    from jobhost.operations.actions import ensure_scheduled, start_backfill
+    from jobhost.operations.backfill_run import hosts_alive, see_through
     from jobhost.operations.timefmt import iso_utc
+    from jobhost.store import SystemClock
 
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     engine = open_store(settings, write=True)
+    clock = SystemClock(settings.clock_offset)
     try:
-        follower = BackfillFollower(
-            settings, catalog, engine, progress=lambda line: click.echo(line, err=True)
-        )
-        follower.ensure_scheduled(spec)
-        hosts = follower.hosts_alive()
+        ensure_scheduled(engine, spec, clock)
+        hosts = hosts_alive(engine, clock)
         backfill_id = start_backfill(
             engine,
             spec.name,
@@ -215,11 +215,16 @@ def _run(
                 click.echo("no live host: the backfill runs when a host starts", err=True)
             click.echo(json.dumps({"id": backfill_id}) if as_json else backfill_id)
             return EXIT_OK
-        if hosts:
-            followed = follower.follow(backfill_id, spec)
-        else:
+        if not hosts:
             click.echo(f"no live host: running backfill {backfill_id} in this process", err=True)
-            followed = follower.run_here(backfill_id, spec)
+        followed = see_through(
+            engine,
+            backfill_id,
+            hosts=hosts,
+            run_here=backfill_here(settings, catalog, engine, _progress),
+            progress=_progress,
+            clock=clock,
+        )
     finally:
         engine.dispose()
     record = followed.record
@@ -232,6 +237,10 @@ def _run(
     if followed.detached:
         return EXIT_OK
     return EXIT_OK if record.counts.get("succeeded", 0) == record.selected else EXIT_FAILED
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _print_plan(plan: BackfillPlan, as_json: bool) -> None:

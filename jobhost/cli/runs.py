@@ -77,6 +77,7 @@ def retry(
     run, one still running or pending, one whose work succeeded or never ran; --failed: some
     matches refused); 4 --timeout passed first (a run here is cancelled, a host's goes on).
     """
+    from jobhost.cli._one_shot import runs_here
     from jobhost.operations.actions import ActionRefused
     from jobhost.operations.rerun import RunRetry
 
@@ -103,6 +104,7 @@ def retry(
             engine,
             progress=lambda line: click.echo(line, err=True),
             actor=getpass.getuser(),
+            run_here=runs_here(settings, catalog, engine, lambda line: click.echo(line, err=True)),
         )
         done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
     except ActionRefused as refused:

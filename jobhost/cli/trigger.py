@@ -86,12 +86,18 @@ def trigger(
         migrate_store(settings)
     engine = open_store(settings, write=True)
     try:
+        here = None
+        if not no_wait:
+            from jobhost.cli._one_shot import runs_here
+
+            here = runs_here(settings, catalog, engine, lambda line: click.echo(line, err=True))
         manual = ManualRun(
             settings,
             catalog,
             engine,
             progress=lambda line: click.echo(line, err=True),
             warn=lambda line: click.echo(line, err=True),
+            run_here=here,
         )
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit

@@ -32,17 +32,19 @@ class CancelFollower:
         """Something changed in the store: look for cancel requests on the next turn."""
         self._signalled.set()
 
-    def apply(self, held: Mapping[str, Cancellation]) -> None:
-        """Cancel the held runs (run id → cancellation) an operator asked to cancel."""
+    def apply(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
+        """Cancel the held runs (run id → cancellation) an operator asked to cancel; those
+        cancelled now, each with the reason its executor is given."""
         if not self._signalled.is_set():
-            return
+            return {}
         live = {run_id: c for run_id, c in held.items() if not c.cancelled}
         if not live:
             self._signalled.clear()
-            return
+            return {}
         asked = read(self._engine, cancel_requests, list(live))
         # Cleared only once read: a turn that failed to read tries again on the next.
         self._signalled.clear()
         for run_id, reason in asked.items():
             _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
             live[run_id].cancel(reason)
+        return asked

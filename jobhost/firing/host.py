@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from jobhost_contracts import AuditSink
 
@@ -51,6 +52,9 @@ from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher
 
+if TYPE_CHECKING:
+    from jobhost.firing.oneshot import OneShotWork
+
 __all__ = ["Host", "HostStatus"]
 
 _log = logging.getLogger("jobhost.host")
@@ -67,7 +71,8 @@ milliseconds each), with room to spare."""
 
 
 class Host:
-    """One ``jobhost run`` process."""
+    """One ``jobhost run`` process; with ``one_shot``, a command's own work in its process
+    (see :mod:`jobhost.firing.oneshot`): no host row, no schedule fired, only that work."""
 
     def __init__(
         self,
@@ -79,6 +84,7 @@ class Host:
         host_id: str | None = None,
         telemetry: Telemetry | None = None,
         sinks: Sequence[AuditSink] = (),
+        one_shot: OneShotWork | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -151,24 +157,27 @@ class Host:
         self._cancels = CancelFollower(engine)
         self._watcher = SignalWatcher(engine, self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
+        self._one_shot = one_shot
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register this host and bring the store's schedules in line with the catalog."""
-        register_and_sync(
-            self.engine,
-            self._ticker,
-            self.catalog,
-            host_id=self.host_id,
-            clock=self.clock,
-            heartbeat=self.settings.heartbeat_interval,
-            lease_duration=self.settings.lease_duration,
-            telemetry=self.telemetry,
-            reload_runtime=self._runtime.start,
-        )
+        """Register this host and bring the store's schedules in line with the catalog (a
+        one-shot host does neither: other commands must not leave their work to it)."""
+        if self._one_shot is None:
+            register_and_sync(
+                self.engine,
+                self._ticker,
+                self.catalog,
+                host_id=self.host_id,
+                clock=self.clock,
+                heartbeat=self.settings.heartbeat_interval,
+                lease_duration=self.settings.lease_duration,
+                telemetry=self.telemetry,
+                reload_runtime=self._runtime.start,
+            )
+            self.status.synced = True
         self.status.store_ok = True
-        self.status.synced = True
         self._recorder.start()
         self._watcher.start()
         self._heartbeat.start()
@@ -210,6 +219,8 @@ class Host:
     def turn(self) -> float:
         """One tick; return how long to sleep before the next."""
         poll = self.settings.poll_interval.total_seconds()
+        if self._one_shot is not None:
+            return self._one_shot_turn(poll)
         self._last_claims = 0
         try:
             # A signalled change is read before the claim, which may find its jobs due.
@@ -261,6 +272,19 @@ class Host:
         # claims nothing would come first.
         spent = time.monotonic() - read_at - _LATE_BIAS
         return min(max((result.next_wake - now).total_seconds() - spent, _MIN_SLEEP), poll)
+
+    def _one_shot_turn(self, poll: float) -> float:
+        """Claim only the one-shot work, and stop once all of it is recorded."""
+        assert self._one_shot is not None
+        try:
+            asked = self._cancels.apply(self.slots.held())
+            sleep = self._one_shot.turn(self.slots, asked)
+        except Exception as error:
+            return self._turn_failed(error)
+        if sleep is None:
+            self.request_stop()
+            return 0.0
+        return min(sleep, poll)
 
     def _turn_failed(self, error: Exception) -> float:
         """Say why a turn failed; how long to wait before the next."""
@@ -318,7 +342,7 @@ class Host:
             claim.run_id,
             outcome,
         )
-        if wake:
+        if wake or self._one_shot is not None:  # a one-shot host may be done
             self._wake.set()
 
     def _failed(self, what: str, error: Exception) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 
-from jobhost.catalog import Catalog
+from jobhost.catalog import Catalog, JobSpec
 from jobhost.operations.run_actions import (
     RETRYABLE,
     ActionRefused,
@@ -41,7 +41,7 @@ from jobhost.operations.run_actions import (
     retry_run,
 )
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfills
+from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfill_runs, backfills
 from jobhost.store.actions import (
     backfill_logged,
     cancel_backfill_logged,
@@ -58,6 +58,7 @@ __all__ = [
     "RetryQueued",
     "cancel_backfill",
     "cancel_run",
+    "ensure_scheduled",
     "jobs_matching",
     "pause",
     "pause_jobs",
@@ -178,6 +179,12 @@ def request_trigger(
         clock=clock or SystemClock(),
         beside_limit=beside_limit,
     )
+
+
+def ensure_scheduled(engine: Engine, spec: JobSpec, clock: Clock) -> None:
+    """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
+    claim locks it."""
+    backfill_runs.ensure_scheduled(engine, spec.name, desired_schedules({spec.name: spec}), clock)
 
 
 def start_backfill(

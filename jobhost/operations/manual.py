@@ -1,20 +1,19 @@
 """A manual run: queued as a pending run, claimed like any run, executed in the same envelope.
 
 With a live host, the run is left to it (it wakes at once) and this side watches the run's row
-until the outcome. With no live host, or when every host goes away
-while the request is still queued, the command claims the request itself and runs the job in
-its own process: same claim, lease and fencing token, same ledger row and span, its lease
-renewed while it runs, its telemetry flushed before it returns.
+until the outcome. With no live host, or when every host goes away while the request is still
+queued, the command runs it in its own process (``run_here``: a host in one-shot mode, limited
+to this run): the same claim, envelope, lease renewal and cancel following as on any host.
 """
 
 from __future__ import annotations
 
 import getpass
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
@@ -24,18 +23,35 @@ from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import may_start
 from jobhost.store import Clock, Engine, RunRecord, SystemClock, store_now
 from jobhost.store.calls import read
-from jobhost.store.hosts import default_host_id
 from jobhost.store.records import TERMINAL_OUTCOMES
 from jobhost.store.reports import get_run
-from jobhost.store.requests import before_trigger, claim_run, run_progress
+from jobhost.store.requests import before_trigger, run_progress
 from jobhost.store.signals import ChangeSignal
 from jobhost.store.turns import sync_catalog
 
-__all__ = ["ManualRun", "TriggerResult", "finished_result"]
+__all__ = ["ManualRun", "Ran", "RunHere", "TriggerResult", "finished_result"]
 
 _HOST_CHECK_SECONDS = 2.0
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What running pending runs in this process did: the runs it claimed (those it did not
+    were refused, busy, or taken by a host first), whether the deadline cancelled them, and the
+    id its one-shot host claimed as."""
+
+    taken: frozenset[str]
+    timed_out: bool
+    host_id: str
+
+
+class RunHere(Protocol):
+    """Runs the pending runs ``run_ids`` to their end in this process, the operator's deadline
+    (``time.monotonic()``) cancelling them; a second Ctrl-C raises ``KeyboardInterrupt``."""
+
+    def __call__(self, run_ids: Sequence[str], deadline: float | None, /) -> Ran: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +102,9 @@ class ManualRun:
         warn: Progress,
         clock: Clock | None = None,
         from_store: bool = False,
+        run_here: RunHere | None = None,
     ) -> None:
+        """``run_here`` runs the request when no host is alive (none: ``--no-wait`` only)."""
         # A catalog read from the store (``trigger --no-wait``) names only rows the store has:
         # there is nothing to sync, and a sync of a partial catalog would orphan the rest.
         self._from_store = from_store
@@ -96,7 +114,7 @@ class ManualRun:
         self._progress = progress
         self._warn = warn
         self._clock = clock or SystemClock(settings.clock_offset)
-        self._host_id = f"cli-{default_host_id()}"
+        self._here = run_here
 
     def trigger(
         self,
@@ -215,26 +233,19 @@ class ManualRun:
     # -- running here ------------------------------------------------------------------------
 
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        # The envelope and its telemetry are imported only by a run in this process: a trigger
-        # left to a host (``--no-wait``, or a live host) answers without them.
-        from jobhost.operations.inprocess import RunsHere
-
-        here = RunsHere(
-            self._settings, self._catalog, self._engine, self._host_id, self._clock, self._progress
-        )
-        ran = here.claim_and_run(claim_run, request_id, spec, deadline)
-        if ran is None:
-            run = read(self._engine, get_run, request_id)
-            status = run.request_status if run is not None else "pending"
-            if run is not None and status == "refused":
-                return self._refused(request_id, spec, run.request_message, self._host_id)
-            if run is not None and status == "queued":
+        assert self._here is not None, "a trigger that waits is given run_here"
+        ran = self._here([request_id], deadline)
+        run = read(self._engine, get_run, request_id)
+        assert run is not None, f"run {request_id} disappeared"
+        if request_id not in ran.taken:
+            if run.request_status == "refused":
+                return self._refused(request_id, spec, run.request_message, ran.host_id)
+            if run.request_status == "queued":
                 self._progress(f"{_queued(spec)}; it runs once a host finds a free slot")
                 return TriggerResult(request_id, run.id, spec.name, "queued")
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
-        run, cancelled = ran
-        return replace(finished_result(request_id, run), timed_out_waiting=cancelled)
+        return replace(finished_result(request_id, run), timed_out_waiting=ran.timed_out)
 
     # -- results -----------------------------------------------------------------------------
 

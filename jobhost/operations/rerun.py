@@ -3,8 +3,8 @@
 The retry is queued through the operator-action path (:func:`retry_run`): a pending run row
 for the same occurrence and idempotency key at the next attempt, due now. A live host claims it
 as it claims every retry, and this side watches the run row. With no live host, or when every
-host goes away while it is still pending, the command claims that one run itself (the same
-claim, with ``retry_id``) and runs it in its own process, as ``jobhost trigger`` does.
+host goes away while it is still pending, the command runs that one run in its own process
+(``run_here``), as ``jobhost trigger`` does.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from typing import Any
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import ActionRefused, RetryQueued, retry_run
-from jobhost.operations.inprocess import RunsHere
-from jobhost.operations.manual import TriggerResult, finished_result
+from jobhost.operations.manual import RunHere, TriggerResult, finished_result
 from jobhost.operations.timefmt import short_utc
 from jobhost.store import Clock, Engine, RunRecord, SystemClock
 from jobhost.store.calls import read
-from jobhost.store.hosts import default_host_id
 from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
 from jobhost.store.reports import get_run
-from jobhost.store.requests import claim_run, run_progress
+from jobhost.store.requests import run_progress
 from jobhost.store.signals import ChangeSignal
 
 __all__ = ["RetryResult", "RunRetry", "watch_run"]
@@ -58,6 +56,7 @@ class RunRetry:
         *,
         progress: Progress,
         actor: str,
+        run_here: RunHere,
         clock: Clock | None = None,
     ) -> None:
         self._catalog = catalog
@@ -65,8 +64,7 @@ class RunRetry:
         self._progress = progress
         self._actor = actor
         self._clock = clock or SystemClock(settings.clock_offset)
-        self._host_id = f"cli-{default_host_id()}"
-        self._here = RunsHere(settings, catalog, engine, self._host_id, self._clock, progress)
+        self._here = run_here
 
     def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end.
@@ -148,10 +146,10 @@ class RunRetry:
                 f"job {queued.retry_of.job_name} is not declared by this installation: the "
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
-        ran = self._here.claim_and_run(claim_run, queued.run_id, spec, deadline)
-        if ran is None:
-            run = read(self._engine, get_run, queued.run_id)
-            assert run is not None
+        ran = self._here([queued.run_id], deadline)
+        run = read(self._engine, get_run, queued.run_id)
+        assert run is not None, f"run {queued.run_id} disappeared"
+        if queued.run_id not in ran.taken:
             if run.outcome == PENDING:
                 self._progress(
                     f"{run.job_name} is busy (a run of it still runs, or its concurrency "
@@ -159,8 +157,8 @@ class RunRetry:
                 )
                 return RetryResult(queued, TriggerResult(None, run.id, run.job_name, "queued"))
             return self._watch(queued, deadline)  # a host that came back took it
-        run, timed_out = ran
-        return RetryResult(queued, replace(finished_result(None, run), timed_out_waiting=timed_out))
+        shown = replace(finished_result(None, run), timed_out_waiting=ran.timed_out)
+        return RetryResult(queued, shown)
 
 
 def watch_run(engine: Engine, run_id: str, timeout: float | None) -> RunRecord | None:

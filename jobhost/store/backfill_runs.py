@@ -1,5 +1,5 @@
-"""A backfill run by the command that made it, when no host is there to: its store operations,
-one transaction each."""
+"""A backfill run by the command that made it, when no host is there to (a one-shot host): its
+store operations, one transaction each."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.backfill_claims import claim_backfills
 from jobhost.store.backfills import BackfillRecord, finish_backfills, get_backfill
-from jobhost.store.claims import Claim, ClaimRules
+from jobhost.store.claims import Claim, ClaimRules, claim_work
 from jobhost.store.clock import Clock, database_now
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import DesiredSchedule, sync_schedules
@@ -30,16 +29,16 @@ def ensure_scheduled(
 def claim_backfill(
     engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
 ) -> list[Claim]:
-    """Claim up to ``slots`` of the backfill's occurrences and due retries (the claim first
-    finishes it when nothing of it is left)."""
+    """Claim up to ``slots`` of the backfill's occurrences and due retries: the one claim,
+    narrowed to the backfill (which it first finishes when nothing of it is left)."""
     with engine.begin() as connection:
-        return claim_backfills(
+        return claim_work(
             connection,
             host_id=host_id,
             now=database_now(connection, clock),
             slots=slots,
             rules=rules,
-            only=backfill_id,
+            backfill_id=backfill_id,
         ).claims
 
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store import ledger
 from jobhost.store.backfills import finish_backfills
 from jobhost.store.claims import new_run_id, occurrence_key
 from jobhost.store.clock import Clock, database_now
@@ -37,7 +36,6 @@ __all__ = [
     "finish_pending",
     "lock_run",
     "queue_retry",
-    "renew_watching_cancel",
     "request_cancel",
     "retry_logged",
     "work_key",
@@ -133,18 +131,6 @@ def cancel_logged(
                 reason=reason,
             )
     return CancelWritten(run, state, now)
-
-
-def renew_watching_cancel(
-    engine: Engine, host_id: str, run_ids: Sequence[str], lease: timedelta, clock: Clock
-) -> dict[str, str]:
-    """Extend the leases of ``run_ids`` by ``lease`` from now, and read which an operator asked
-    to cancel: run id → the reason its executor is given. (A command running jobs in its own
-    process has no signal watcher: it looks at each renewal.)"""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        ledger.renew_leases(connection, host_id, run_ids, now + lease)
-        return cancel_requests(connection, run_ids)
 
 
 def lock_run(connection: Connection, run_id: str) -> RunRecord | None:

@@ -1,9 +1,10 @@
 """Ctrl-C at every step of a run in ``jobhost trigger``'s own process cancels the run.
 
-The command is a real process; a small launcher wraps one step of the in-process run so that
-the process sends itself SIGINT right there, the way an operator's Ctrl-C can land between two
-statements. Whatever the step, the run ends ``cancelled`` in the ledger (never left ``running``
-until its lease ends), the command says so and exits 1, and nothing prints a traceback.
+The command is a real process; a small launcher wraps one step of the one-shot host's start and
+first claim so that the process sends itself SIGINT right there, the way an operator's Ctrl-C
+can land between two statements. Whatever the step, the run ends ``cancelled`` in the ledger
+(never left ``running`` until its lease ends), the command says so and exits 1, and nothing
+prints a traceback.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ import pytest
 from tests.cli.operator_support import Operator
 
 # Runs ``jobhost`` with one step wrapped: ``before`` or ``after`` it, the process interrupts
-# itself. The steps are the ones between the claim and the supervision of the run.
+# itself. The steps are the ones from the one-shot host's making to the supervision of the run.
 _LAUNCHER = textwrap.dedent(
     """\
     import runpy
     import signal
     import sys
 
-    import jobhost.operations.inprocess as inprocess
-    import jobhost.operations.manual as manual
+    import jobhost.cli._one_shot as one_shot
+    import jobhost.firing.oneshot as oneshot
+    import jobhost.firing.slots as slots
 
     owner, name, when = sys.argv[1:4]
     del sys.argv[1:4]
-    module = {"manual": manual, "inprocess": inprocess}[owner]
+    module = {"one_shot": one_shot, "oneshot": oneshot, "slots": slots}[owner]
     step = getattr(module, name)
 
 
@@ -49,12 +51,12 @@ _LAUNCHER = textwrap.dedent(
 )
 
 STEPS = [
-    ("manual", "claim_run", "before"),
-    ("manual", "claim_run", "after"),
-    ("inprocess", "RunLogWriter", "after"),
-    ("inprocess", "RunEnvelope", "after"),
-    ("inprocess", "_supervise", "before"),
-    ("inprocess", "lease_for", "before"),  # the worker has started, supervision not yet
+    ("one_shot", "configure_telemetry", "before"),
+    ("one_shot", "Host", "after"),
+    ("oneshot", "claim_run", "before"),
+    ("oneshot", "claim_run", "after"),
+    ("slots", "lease_for", "after"),  # the run is held, its worker not yet started
+    ("one_shot", "_supervise", "before"),
 ]
 
 

@@ -17,9 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobhost.config import ApiToken, Settings
-from jobhost.operations.actions import cancel_backfill, start_backfill
+from jobhost.operations.actions import cancel_backfill, ensure_scheduled, start_backfill
 from jobhost.operations.backfill import BackfillInputError, plan_backfill
-from jobhost.operations.backfill_run import ensure_scheduled
 from jobhost.operations.backfill_view import backfill_json
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.errors import not_found

@@ -17,9 +17,8 @@ from starlette.responses import RedirectResponse, Response
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.operations.actions import start_backfill
+from jobhost.operations.actions import ensure_scheduled, start_backfill
 from jobhost.operations.backfill import BackfillInputError, BackfillPlan, plan_backfill
-from jobhost.operations.backfill_run import ensure_scheduled
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, Engine, SystemClock, store_now
 from jobhost.web.app import blocking

@@ -1,0 +1,163 @@
+"""One-shot mode: what a host started by a command may claim, and when it is done.
+
+``jobhost trigger``, ``retry`` and ``backfill`` queue their work as pending runs for the hosts.
+With no host alive, the command starts a :class:`~jobhost.firing.host.Host` in its own process,
+limited to that work (``one_shot``): the same slots, supervisor, recorder, heartbeat and cancel
+following as ``jobhost run``, but no host row (other commands must not leave their work to it),
+no schedule fired, no HTTP listener. Its turn claims only the runs the command queued, each once
+by the claim every host makes narrowed to its id (what that claim does not take, refused, busy
+or taken by a host first, is left where it is), or one backfill's occurrences and retries; the
+host stops once all it took is recorded. A host that starts meanwhile claims through the same
+transactions, so nothing runs twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from jobhost.catalog import JobSpec
+from jobhost.firing.slots import WorkerSlots
+from jobhost.operations.backfill_view import progress_line
+from jobhost.rules.claiming import FiringRules
+from jobhost.store import Clock, Engine
+from jobhost.store.backfill_runs import claim_backfill, settled_backfill
+from jobhost.store.requests import claim_run
+
+__all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns"]
+
+Progress = Callable[[str], None]
+
+LOOK_SECONDS = 1.0
+"""The longest sleep between two turns: a backfill's retry comes due with no record to wake
+the loop (a run's record does)."""
+
+
+class OneShotWork(Protocol):
+    """The work of a one-shot host, claimed on the host's turns."""
+
+    progress: Progress
+
+    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
+        """Claim what may start into ``slots``; say the runs an operator's cancel just reached
+        (``asked``: run id → reason); None once the work is done and recorded, else the
+        seconds before the next turn at the latest."""
+        ...
+
+    def cancel(self, slots: WorkerSlots, reason: str) -> None:
+        """Claim nothing more, and cancel the runs held."""
+        ...
+
+    def interrupted(self, slots: WorkerSlots) -> None:
+        """The operator pressed Ctrl-C once."""
+        ...
+
+
+@dataclass(frozen=True)
+class Claimer:
+    """What a one-shot host's work claims with: the host's identity, rules and clock; and
+    where it says what it does."""
+
+    engine: Engine
+    jobs: Mapping[str, JobSpec]
+    host_id: str
+    rules: FiringRules
+    clock: Clock
+    progress: Progress
+
+
+class PendingRuns:
+    """The pending runs ``run_ids`` (a manual request, a retry): each claimed once; Ctrl-C
+    cancels them."""
+
+    def __init__(self, by: Claimer, run_ids: Sequence[str]) -> None:
+        self._by = by
+        self.progress = by.progress
+        self._run_ids = list(run_ids)
+        self.taken: set[str] = set()
+        """The runs this host claimed and ran."""
+        self._cancelled: str | None = None
+
+    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
+        for reason in asked.values():
+            self.progress(f"cancel asked {reason}: cancelling the run")
+        by = self._by
+        while self._run_ids and self._cancelled is None:
+            batch = claim_run(
+                by.engine, self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.clock
+            )
+            self._run_ids.pop(0)
+            for claim in batch.claims:
+                self.taken.add(claim.run_id)
+                self.progress(f"running here as host {by.host_id} (run {claim.run_id})")
+                slots.submit(claim, by.jobs[claim.job_name])
+            if self._cancelled is not None:  # while this claim was on its way
+                _cancel_held(slots, self._cancelled)
+        return None if slots.idle() else LOOK_SECONDS
+
+    def cancel(self, slots: WorkerSlots, reason: str) -> None:
+        self._cancelled = reason
+        _cancel_held(slots, reason)
+
+    def interrupted(self, slots: WorkerSlots) -> None:
+        self.progress("interrupted: cancelling the run (Ctrl-C again to abandon it)")
+        self.cancel(slots, "interrupted by the operator")
+
+
+class BackfillRuns:
+    """The occurrences of backfill ``backfill_id`` and their retries, in the host's free
+    workers (the claim keeps to the backfill's concurrency); a line each time its counts
+    change. Ctrl-C stops the claims: the runs in flight finish."""
+
+    def __init__(self, by: Claimer, backfill_id: str) -> None:
+        self._by = by
+        self.progress = by.progress
+        self._backfill_id = backfill_id
+        self._claiming = True
+        self._said = ""
+
+    def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
+        for run_id, reason in asked.items():
+            self.progress(f"cancel asked {reason}: cancelling run {run_id}")
+        by = self._by
+        free = slots.free()[0] if self._claiming else 0
+        if free > 0:
+            for claim in claim_backfill(
+                by.engine,
+                self._backfill_id,
+                host_id=by.host_id,
+                rules=by.rules,
+                slots=free,
+                clock=by.clock,
+            ):
+                self.progress(
+                    f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
+                    f"(run {claim.run_id}, attempt {claim.attempt})"
+                )
+                slots.submit(claim, by.jobs[claim.job_name])
+        record = settled_backfill(by.engine, self._backfill_id, by.clock)
+        assert record is not None, f"backfill {self._backfill_id} disappeared"
+        line = progress_line(record)
+        if line != self._said:
+            self._said = line
+            self.progress(line)
+        done = slots.idle() and (record.finished or not self._claiming)
+        return None if done else LOOK_SECONDS
+
+    def cancel(self, slots: WorkerSlots, reason: str) -> None:
+        self._claiming = False
+        _cancel_held(slots, reason)
+
+    def interrupted(self, slots: WorkerSlots) -> None:
+        self._claiming = False
+        self.progress(
+            "interrupted: claiming no more; the runs in flight finish "
+            "(Ctrl-C again to leave them to their lease)"
+        )
+
+
+def _cancel_held(slots: WorkerSlots, reason: str) -> None:
+    """Cancel every run the slots hold."""
+    for cancellation in slots.held().values():
+        cancellation.cancel(reason)
