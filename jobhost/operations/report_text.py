@@ -78,10 +78,12 @@ def report_lines(
     long: bool = False,
     jobs: list[JobReport] | None = None,
     piped: bool = False,
+    hidden_ok: int = 0,
 ) -> list[str]:
     """The report; ``jobs`` (a filtered, sorted selection) instead of all of them. ``piped``
     (standard output is no terminal) widens the table to show names whole (see
-    :data:`PIPED_NAME_WIDTH`)."""
+    :data:`PIPED_NAME_WIDTH`). ``hidden_ok``: how many ok jobs the selection left out, said
+    after the jobs."""
     shown = report.jobs if jobs is None else jobs
     lines = _summary_lines(report, style, len(shown))
     if long:
@@ -92,6 +94,8 @@ def report_lines(
             longest = min(max(len(job.name) for job in shown), PIPED_NAME_WIDTH)
             width = max(width, longest + _FIXED + _FLAGS_WIDTH)
         lines += ["", *_table(shown, style, width, report.generated_at)]
+    if hidden_ok:
+        lines += ["", f"{hidden_ok} ok {plural(hidden_ok, 'job')} not listed (--all lists them)"]
     lines += ["", *_host_lines(report.hosts, style)]
     return lines
 
