@@ -210,7 +210,9 @@ def _read_commands(command: list[str], env: dict[str, str], one: str, url: str) 
     # set, a checkout would otherwise compile its sources again in every command.
     for package in ("jobhost", "contracts"):
         compileall.compile_dir(ROOT / package, quiet=1)
+    load = os.getloadavg()[0]
     print(f"  read-only commands, whole process, median of {_READ_RUNS}   wall     cpu   (target)")
+    print(f"  (load average {load:.2f} at the start: above 1 on two cores, wall includes waiting)")
     for label, args, target in _READS:
         argv = [*command, *(arg.replace("{one}", one).replace("{run}", run) for arg in args)]
         walls, cpus = [], []
@@ -259,7 +261,7 @@ def reads_only(config: str, one: str) -> None:
 
 def seed_only(backend: str, directory: str) -> None:
     """``python benchmarks/console.py seed sqlite DIR``: seed a store in DIR (SQLite) and print
-    the configuration, for timing commands by hand (``farm-bench``); PostgreSQL keeps its
+    the configuration, for timing commands by hand (``/usr/bin/time -v``); PostgreSQL keeps its
     schema (named in the printed URL) until dropped."""
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
