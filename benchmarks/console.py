@@ -23,6 +23,12 @@ in a schema of its own, dropped afterwards), then prints how long each operator 
   ``LAG_WINDOW`` seconds with nobody looking, then with 10 viewers each polling the overview
   every second (the occurrences due in each window, read once the late ones have started).
 
+- every read-only command an operator types (``report``, ``report --json``, ``report --job``,
+  ``history``, ``failures``, ``logs``, ``next``, ``jobs show``, ...), as the whole ``jobhost``
+  command: the median of ``CONSOLE_READ_RUNS`` beside its budget (dashboard.md, "Budgets").
+  ``python benchmarks/console.py seed sqlite DIR`` then ``... reads DIR/jobhost.toml NAME``
+  measures them alone, on a store kept between runs.
+
 ``CONSOLE_ONLY=health,--job`` measures only the figures whose names contain one of the words.
 Last, the wall time and peak memory of one ``jobhost health --no-hosts`` and one
 ``jobhost db check --full`` (the full audit of every row).
@@ -165,21 +171,26 @@ def _measure(backend: str, url: str, directory: Path) -> None:
         if os.environ.get("CONSOLE_LAG") == "1":
             _lag(command, env, directory, url, engine)
         if not only or "reads" in only:
-            _read_commands(command, env, one)
+            _read_commands(command, env, one, url)
     finally:
         engine.dispose()
 
 
 # -- read-only commands, whole process (issue 19's targets) -----------------------------------
 
-# (label, arguments, target seconds): each reads the store alone, loading no plugin.
+# (label, arguments, target seconds): each reads the store alone, loading no plugin. {one} is
+# a job of the catalog, {run} one of its failed runs.
 _READS: list[tuple[str, list[str], float]] = [
     ("--version", ["--version"], 0.3),
     ("--help", ["--help"], 0.3),
     ("report", ["report"], 1.0),
     ("report --json", ["report", "--json"], 1.0),
+    ("report --all", ["report", "--all"], 1.0),
     ("report --job NAME", ["report", "--job", "{one}"], 0.5),
     ("history NAME", ["history", "{one}"], 0.5),
+    ("failures", ["failures"], 0.5),
+    ("failures --job NAME", ["failures", "--job", "{one}"], 0.5),
+    ("logs RUN_ID", ["logs", "{run}"], 0.5),
     ("next NAME", ["next", "{one}"], 0.5),
     ("jobs show NAME", ["jobs", "show", "{one}"], 0.5),
     ("pause NAME", ["pause", "{one}", "--reason", "bench"], 0.5),
@@ -190,17 +201,20 @@ _READS: list[tuple[str, list[str], float]] = [
 _READ_RUNS = int(os.environ.get("CONSOLE_READ_RUNS", "5"))
 
 
-def _read_commands(command: list[str], env: dict[str, str], one: str) -> None:
+def _read_commands(command: list[str], env: dict[str, str], one: str, url: str) -> None:
     """The median whole-process wall time of each read-only command beside its target, with its
     median CPU seconds (on a shared machine the wall clock measures the neighbours too), and the
-    health check's peak memory (target 150 MB). ``farm-bench`` gives the same from outside."""
+    health check's peak memory (target 150 MB)."""
+    run = _failed_run(url, one)
     # As an installed host has them (pip compiles at install): with PYTHONDONTWRITEBYTECODE
     # set, a checkout would otherwise compile its sources again in every command.
     for package in ("jobhost", "contracts"):
         compileall.compile_dir(ROOT / package, quiet=1)
+    load = os.getloadavg()[0]
     print(f"  read-only commands, whole process, median of {_READ_RUNS}   wall     cpu   (target)")
+    print(f"  (load average {load:.2f} at the start: above 1 on two cores, wall includes waiting)")
     for label, args, target in _READS:
-        argv = [*command, *(arg.replace("{one}", one) for arg in args)]
+        argv = [*command, *(arg.replace("{one}", one).replace("{run}", run) for arg in args)]
         walls, cpus = [], []
         for _ in range(_READ_RUNS + 1):
             started, used = time.perf_counter(), _cpu()
@@ -219,18 +233,35 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
+def _failed_run(url: str, name: str) -> str:
+    """The newest failed run of job ``name`` (``jobhost logs`` reads its lines)."""
+    engine = create_store_engine(url)
+    query = (
+        select(runs.c.id)
+        .where(runs.c.job_name == name, runs.c.outcome == "failed")
+        .order_by(runs.c.finished_at.desc())
+        .limit(1)
+    )
+    try:
+        with reading(engine) as connection:
+            return str(connection.execute(query).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def reads_only(config: str, one: str) -> None:
     """``python benchmarks/console.py reads CONFIG NAME``: the read-only commands alone, on a
     store ``seed`` made (NAME: a job of it), so two checkouts can be timed on one store."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBHOST_", "OTEL_"))}
     env["JOBHOST_LOAD_PLUGINS"] = ""
     print(f"{config}: load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
-    _read_commands([sys.executable, "-m", "jobhost", "--config", config], env, one)
+    url = load_settings(config).database_url
+    _read_commands([sys.executable, "-m", "jobhost", "--config", config], env, one, url)
 
 
 def seed_only(backend: str, directory: str) -> None:
     """``python benchmarks/console.py seed sqlite DIR``: seed a store in DIR (SQLite) and print
-    the configuration, for timing commands by hand (``farm-bench``); PostgreSQL keeps its
+    the configuration, for timing commands by hand (``/usr/bin/time -v``); PostgreSQL keeps its
     schema (named in the printed URL) until dropped."""
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,9 @@ __all__ = ["failures"]
     callback=reason_value,
     help="Why, for --ack (in the change log).",
 )
+@click.option(
+    "--wide", is_flag=True, help="Every field whole (run ids, names, errors), past 80 columns."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.pass_context
 def failures(
@@ -63,6 +66,7 @@ def failures(
     include_resolved: bool,
     ack_run: str | None,
     reason: str | None,
+    wide: bool,
     as_json: bool,
 ) -> None:
     """Show open failures of every job: failed, timed-out, abandoned and stuck runs, newest
@@ -73,9 +77,11 @@ def failures(
     it (--ack RUN_ID --reason TEXT, logged in `jobhost changes`); --all shows the resolved ones
     too, with who resolved them. Repeats of one job and error are one line, with their count
     (x 30). Stuck runs (still running, with an expired lease or code that ignored its
-    cancellation) come first. Each row: finished time, outcome, job, attempt, the job's current
-    failure streak (its failed attempts in a row, counted up to 100), run id, error type and
-    the first line of the message. Reads only the store (--ack writes the change log). JSON:
+    cancellation) come first. Each row, within 80 columns: finished time, the run id's first 8
+    characters, outcome, job, attempt and the job's current failure streak (its failed
+    attempts in a row, counted up to 100) when past 1, error type and the first line of the
+    message, cut at the line's end; --wide: every field whole. Reads only the store (--ack
+    writes the change log; it takes a run id's first 8 characters or more). JSON:
     {"failures": [{"job", "run_id", "occurrence", "started_at", "finished_at", "outcome",
     "attempt", "source", "host", "error_type", "error", "streak", "resolved"}], "groups":
     [{"job", "outcome", "error_type", "error", "count", "run_ids", "resolved"}],
@@ -102,6 +108,7 @@ def failures(
         read_failures,
         require_stored_job,
     )
+    from jobhost.operations.render import WIDTH, wrap_words
     from jobhost.store import SystemClock
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
@@ -127,24 +134,30 @@ def failures(
     if as_json:
         click.echo(json.dumps(failures_json(found), indent=2))
         return
+    notes = []
     if not found.failures:
         left = "" if include_resolved else " left open (--all shows resolved ones)"
-        click.echo("no failed, timed-out, abandoned or stuck run" + _scope(since, job, text) + left)
+        notes.append(
+            "no failed, timed-out, abandoned or stuck run" + _scope(since, job, text) + left
+        )
     for group in group_failures(found.failures):
-        click.echo(failure_line(group.newest, len(group.rows)))
+        click.echo(failure_line(group.newest, len(group.rows), wide=wide))
     if found.searched_to is not None:
-        click.echo(
+        notes.append(
             f"(searched runs that finished back to {found.searched_to:%Y-%m-%d %H:%M:%SZ}; "
             "narrow with --since or --job to search further back)"
         )
     elif found.next_cursor is not None:
-        click.echo(f"(the newest {limit} shown; more with --limit or --since)")
+        notes.append(f"(the newest {limit} shown; more with --limit or --since)")
+    for note in notes:
+        click.echo(note if wide else "\n".join(wrap_words(note, WIDTH)))
 
 
 def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json: bool) -> None:
     import getpass
 
     from jobhost.cli._app import EXIT_INVALID
+    from jobhost.cli._run_ids import typed_run_id
     from jobhost.operations.actions import ActionRefused
     from jobhost.operations.failure_actions import acknowledge_failure
 
@@ -153,6 +166,7 @@ def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json
         _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
     engine = open_store(settings_of(ctx), write=True)
     try:
+        run_id = typed_run_id(engine, run_id)
         done = acknowledge_failure(engine, run_id, actor=getpass.getuser(), reason=why)
     except ActionRefused as refused:
         click.echo(f"refused: {refused}", err=True)

@@ -34,6 +34,9 @@ __all__ = ["report"]
 )
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N jobs.")
 @click.option(
+    "--all", "show_all", is_flag=True, help="List every job, the ok ones too (text output)."
+)
+@click.option(
     "--check-catalog",
     is_flag=True,
     help="Also load the modules and compare their catalog with the store's, job by job.",
@@ -50,17 +53,19 @@ def report(
     failing: bool,
     sort: str,
     limit: int | None,
+    show_all: bool,
     check_catalog: bool,
 ) -> None:
     """The schedule report: a summary by status, one line per job, then the live hosts.
 
     Statuses: ok, failing, overdue, behind, stuck, running, paused, disabled, orphaned,
-    invalid. One line per job: a name longer than its column is cut in the middle with "..."
-    (--long and --json give full names). Each line shows the job's status, next fire in its
-    local time, last outcome and how long ago, and flags (critical, override, ...). --long (or
-    --job) shows each job's declared and effective trigger, next fire in UTC and local time,
-    last run, recent outcomes and every reason what runs differs from what is declared or
-    expected. Filters combine.
+    invalid. The text lists the jobs that are not ok (--all, --state or --job lists them
+    too); --json lists every job the filters keep. One line per job: a name longer than its
+    column is cut in the middle with "..." (--long and --json give full names). Each line
+    shows the job's status, next fire in its local time, last outcome and how long ago, and
+    flags (critical, override, ...). --long (or --job) shows each job's declared and
+    effective trigger, next fire in UTC and local time, last run, recent outcomes and every
+    reason what runs differs from what is declared or expected. Filters combine.
 
     The report reads the store alone: each job as the last sync wrote it (its declaration,
     policies and trigger), loading no module. --check-catalog also loads this installation's
@@ -94,7 +99,14 @@ def report(
         if known == sort:
             sort_by = known
     which = JobFilter(modules=modules, statuses=states, failing=failing, sort=sort_by)
-    jobs = select_jobs(built.jobs, which)[:limit]
+    jobs = select_jobs(built.jobs, which)
+    # At 10,000 jobs the text would be 10,000 lines of "ok": by default it lists what needs
+    # a look, and says how many ok jobs it left out. Naming a status or a job shows it whatever.
+    hidden = 0
+    if not (as_json or show_all or states or job is not None):
+        kept = [entry for entry in jobs if entry.status != "ok"]
+        hidden, jobs = len(jobs) - len(kept), kept
+    jobs = jobs[:limit]
     if as_json:
         click.echo(indented(built.to_json(jobs)))
     else:
@@ -105,6 +117,7 @@ def report(
             long=long or job is not None,
             jobs=jobs,
             piped=not sys.stdout.isatty(),
+            hidden_ok=hidden,
         )
         click.echo("\n".join(lines))
     if catalog is not None and not catalog.ok:

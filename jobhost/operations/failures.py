@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Clock, Engine, RunRecord, SystemClock
 from jobhost.store.calls import read, read_at
@@ -25,6 +26,7 @@ from jobhost.store.resolution import Resolution
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
+    "RUN_ID_SHOWN",
     "SEARCH_LIMIT",
     "BadFailureQuery",
     "Failure",
@@ -44,6 +46,13 @@ __all__ = [
 
 SEARCH_LIMIT = 200
 """The longest text searched for, in characters."""
+RUN_ID_SHOWN = 8
+"""How much of a run id a line of ``jobhost failures`` shows: the shortest start the commands
+take for a whole id (commands.md, "Run ids")."""
+# Within 80 columns a job's name is cut (keeping its start and end) to leave the error this
+# much room, but to no fewer characters than _NAME_SHOWN.
+_ERROR_SHOWN = 12
+_NAME_SHOWN = 16
 
 # The sign an operator reads as "repeated N times" (x would read as part of a job name).
 _TIMES = "\N{MULTIPLICATION SIGN}"
@@ -204,9 +213,14 @@ def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
     return list(groups.values())
 
 
-def failure_line(row: Failure, repeats: int = 1) -> str:
+def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
     """One line: finished time, outcome, job (and how many, for a group of ``repeats``),
-    attempt, streak, how it was resolved, error type and first line."""
+    attempt, streak, how it was resolved, run id, error type and first line.
+
+    Within :data:`~jobhost.operations.render.WIDTH` columns unless ``wide``: the time without
+    its year and seconds, the attempt and the streak only past 1, the run id's first
+    :data:`RUN_ID_SHOWN` characters (``logs``, ``retry`` and ``--ack`` take them), a long name
+    cut in its middle, and the error cut at the line's end. ``wide``: every field whole."""
     run = row.run
     when = (run.finished_at or run.started_at or run.queued_at).astimezone(UTC)
     streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
@@ -214,11 +228,20 @@ def failure_line(row: Failure, repeats: int = 1) -> str:
     if row.first_line:
         error = f"{error}: {row.first_line}" if error else row.first_line
     times = f" {_TIMES} {repeats}" if repeats > 1 else ""
-    return (
-        f"{when:%Y-%m-%d %H:%M:%SZ}  {row.outcome:<9}  {run.job_name}{times}  "
-        f"attempt {run.attempt}  streak {streak}{_resolved(row.resolution)}  run {run.id}  "
-        f"{error}".rstrip()
-    )
+    if wide:
+        return (
+            f"{when:%Y-%m-%d %H:%M:%SZ}  {row.outcome:<9}  {run.job_name}{times}  "
+            f"attempt {run.attempt}  streak {streak}{_resolved(row.resolution)}  run {run.id}  "
+            f"{error}".rstrip()
+        )
+    counts = f"  attempt {run.attempt}" if run.attempt > 1 else ""
+    counts += f"  streak {streak}" if row.streak > 1 else ""
+    head = f"{when:%m-%d %H:%MZ}  {run.id[:RUN_ID_SHOWN]}  {row.outcome:<9}  "
+    tail = f"{times}{counts}{_resolved(row.resolution)}"
+    # The name yields to the error up to _ERROR_SHOWN characters of it, and no further.
+    room = WIDTH - len(head) - len(tail) - min(len(error) + 2, _ERROR_SHOWN)
+    line = f"{head}{middle_cut(run.job_name, max(room, _NAME_SHOWN))}{tail}  {error}".rstrip()
+    return line if len(line) <= WIDTH else line[: WIDTH - len(ELLIPSIS)] + ELLIPSIS
 
 
 def _resolved(resolution: Resolution | None) -> str:

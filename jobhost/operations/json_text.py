@@ -19,7 +19,7 @@ import orjson
 __all__ = ["indented"]
 
 # Everything orjson leaves unescaped that json escapes: DEL and every character beyond ASCII.
-_UNESCAPED = re.compile("[\x7f-\U0010ffff]")
+_UNESCAPED = re.compile("[^\x00-\x7e]")
 
 
 def indented(data: Any) -> str:

@@ -22,11 +22,13 @@ if TYPE_CHECKING:
     from jobhost.store.runlogs import Dropped, LogLine
 
 __all__ = [
+    "ELLIPSIS",
     "WIDTH",
     "Style",
     "cut",
     "health_lines",
     "history_lines",
+    "middle_cut",
     "plan_lines",
     "plural",
     "stdout_style",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 WIDTH = 80
+ELLIPSIS = "..."
+"""Where text was cut: ASCII, so a line survives any terminal encoding and pipes into grep."""
 
 _OUTCOME_COLOURS = {
     "succeeded": "green",
@@ -234,6 +238,15 @@ def _wrap(text: str, indent: int) -> list[str]:
 def cut(text: str | None, width: int) -> str:
     value = text or "-"
     return value if len(value) <= width else value[: width - 1] + "~"
+
+
+def middle_cut(name: str, width: int) -> str:
+    """``name`` in ``width`` characters: its start (the module) and its end around ``...``."""
+    if len(name) <= width:
+        return name
+    tail = (width - len(ELLIPSIS)) // 2
+    head = width - len(ELLIPSIS) - tail
+    return f"{name[:head]}{ELLIPSIS}{name[len(name) - tail :]}"
 
 
 def plural(count: int, word: str) -> str:

@@ -17,6 +17,7 @@ from jobhost.operations.render import (
     WIDTH,
     Style,
     cut,
+    middle_cut,
     plural,
     wrap_words,
 )
@@ -63,8 +64,6 @@ _LAST_WIDTH = 19
 _FLAGS_WIDTH = 8
 _FIXED = _STATUS_WIDTH + _NEXT_WIDTH + _LAST_WIDTH + 8
 """The table's columns but NAME and FLAGS, with the gaps between them."""
-# ASCII, so the line survives any terminal encoding and pipes into grep unchanged.
-_ELLIPSIS = "..."
 PIPED_NAME_WIDTH = 100
 """The widest NAME column of a report that is piped: a reader (grep, a file) has no screen to
 fit, so a name up to this long is shown whole; a longer one is still cut, to bound the line."""
@@ -78,10 +77,12 @@ def report_lines(
     long: bool = False,
     jobs: list[JobReport] | None = None,
     piped: bool = False,
+    hidden_ok: int = 0,
 ) -> list[str]:
     """The report; ``jobs`` (a filtered, sorted selection) instead of all of them. ``piped``
     (standard output is no terminal) widens the table to show names whole (see
-    :data:`PIPED_NAME_WIDTH`)."""
+    :data:`PIPED_NAME_WIDTH`). ``hidden_ok``: how many ok jobs the selection left out, said
+    after the jobs."""
     shown = report.jobs if jobs is None else jobs
     lines = _summary_lines(report, style, len(shown))
     if long:
@@ -92,6 +93,8 @@ def report_lines(
             longest = min(max(len(job.name) for job in shown), PIPED_NAME_WIDTH)
             width = max(width, longest + _FIXED + _FLAGS_WIDTH)
         lines += ["", *_table(shown, style, width, report.generated_at)]
+    if hidden_ok:
+        lines += ["", f"{hidden_ok} ok {plural(hidden_ok, 'job')} not listed (--all lists them)"]
     lines += ["", *_host_lines(report.hosts, style)]
     return lines
 
@@ -159,21 +162,12 @@ def _table(jobs: list[JobReport], style: Style, width: int, now: datetime) -> li
         flags = ", ".join(_flags(job))
         inline = flags if len(flags) <= room else ""
         cells = f"{status}  {_next_text(job):<{_NEXT_WIDTH}}  {last_cell}  {inline}".rstrip()
-        name = _middle_cut(job.name, name_width)
+        name = middle_cut(job.name, name_width)
         lines.append(style(f"{name:<{name_width}}", bold=True) + f"  {cells}")
         if flags and not inline:
             # Too long for its column: below the job, under STATUS, wrapped at spaces.
             lines += wrap_words(flags, width, name_width + 2)
     return lines
-
-
-def _middle_cut(name: str, width: int) -> str:
-    """``name`` in ``width`` characters: its start and its end around ``...``."""
-    if len(name) <= width:
-        return name
-    tail = (width - len(_ELLIPSIS)) // 2
-    head = width - len(_ELLIPSIS) - tail
-    return f"{name[:head]}{_ELLIPSIS}{name[len(name) - tail :]}"
 
 
 def _next_text(job: JobReport) -> str:

@@ -12,7 +12,6 @@ from sqlalchemy.engine import Connection
 
 from jobhost.errors import HostIdInUseError
 from jobhost.store._sql import insert_ignoring_duplicates, locked
-from jobhost.store.ledger import abandon_runs
 from jobhost.store.records import RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs
 
@@ -78,6 +77,10 @@ def settle_earlier_incarnations(
     refuses an id a live process holds). Without this, a restart under a fixed id would keep
     the id alive and its dead runs ``running`` for ever.
     """
+    # Imported here: the readers of hosts (every report and read-only command) record nothing,
+    # and the ledger's writers bring the backfills, signals and claims with them.
+    from jobhost.store.ledger import abandon_runs
+
     query = locked(
         connection, select(runs).where(runs.c.host_id == host_id, runs.c.outcome == RUNNING)
     )

@@ -3,7 +3,8 @@ read from the store alone, on both stores."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import update
 
@@ -86,6 +87,42 @@ def test_failures_of_every_job_newest_first_with_streaks(operator: Operator) -> 
     assert "stuck" in lines[0] and "sample.hourly" in lines[0]
     assert "failed" in lines[3] and "streak 2" in lines[3] and "Failure: disk full" in lines[3]
     assert "/var/lib" not in text  # the first line of a message only
+    # Within 80 columns: the time without year and seconds, the run id's first 8 characters,
+    # the attempt and the streak past 1 only; --wide: every field whole.
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[3].startswith(f"{_finished(found, 3):%m-%d %H:%MZ}  {ids['failed'][:8]}  failed")
+    assert "attempt" not in lines[3] and ids["failed"] not in text
+    assert "attempt 2" in lines[2] and "streak" not in lines[2]
+    wide = operator.jobhost("failures", "--wide").stdout.splitlines()
+    assert f"{_finished(found, 3):%Y-%m-%d %H:%M:%SZ}  failed" in wide[3]
+    assert f"attempt 1  streak 2  run {ids['failed']}  Failure: disk full" in wide[3]
+
+
+def _finished(found: dict[str, Any], index: int) -> datetime:
+    return datetime.fromisoformat(found["failures"][index]["finished_at"].replace("Z", "+00:00"))
+
+
+def test_a_long_name_and_error_are_cut_to_80_columns_and_whole_when_wide(
+    operator: Operator,
+) -> None:
+    name = "sample.reconcile-every-ledger-of-every-tenant-before-the-books-close"
+    error = "POST https://billing.example.invalid/" + "reconciliation/" * 8 + "close failed"
+    operator.configure([{"name": name, "interval": "1h"}])
+    operator.sync()
+    t = now().replace(microsecond=0)
+    for hours in (3, 2, 1):
+        operator.add_run(name, "failed", started=t - timedelta(hours=hours), error=error)
+    (line,) = operator.jobhost("failures").stdout.splitlines()
+    assert len(line) == 80 and line.endswith("...")
+    # One line for the three, the job's start and end kept around the cut, with the count.
+    assert "  sample.r...ks-close \N{MULTIPLICATION SIGN} 3  streak 3  Fail" in line
+    (wide,) = operator.jobhost("failures", "--wide").stdout.splitlines()
+    assert f"{name} \N{MULTIPLICATION SIGN} 3  attempt 1  streak 3  run " in wide
+    assert wide.endswith(f"Failure: {error}")
+    # Notes are wrapped to 80 columns too.
+    none = operator.jobhost("failures", "--grep", "no such text in any error at all")
+    assert none.returncode == 0
+    assert all(len(text) <= 80 for text in none.stdout.splitlines())
 
 
 def test_since_job_grep_and_limit_narrow_the_list(operator: Operator) -> None:
@@ -117,7 +154,7 @@ def test_since_job_grep_and_limit_narrow_the_list(operator: Operator) -> None:
     none = operator.jobhost("failures", "--grep", "no such text")
     assert none.returncode == 0
     assert (
-        none.stdout.strip()
+        " ".join(none.stdout.split())
         == "no failed, timed-out, abandoned or stuck run with 'no such text' in its error"
         " left open (--all shows resolved ones)"
     )
@@ -139,7 +176,7 @@ def test_bad_options_and_unknown_jobs_are_usage_errors(sqlite_operator: Operator
     assert limit.returncode == 2
     fine = sqlite_operator.jobhost("failures")
     assert fine.returncode == 0
-    assert fine.stdout.strip() == (
+    assert " ".join(fine.stdout.split()) == (
         "no failed, timed-out, abandoned or stuck run left open (--all shows resolved ones)"
     )
 

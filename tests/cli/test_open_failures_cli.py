@@ -113,7 +113,9 @@ def test_an_acknowledged_failure_is_closed_and_health_follows(operator: Operator
     assert sick.returncode == 1
     assert "sample.nightly has 3 open" in " ".join(sick.stdout.split())
     for back in (3, 2):
-        done = operator.jobhost("failures", "--ack", failed[back], "--reason", "data fixed by hand")
+        # The run id's start a line of `jobhost failures` shows is enough.
+        typed = failed[back][:8] if back == 3 else failed[back]
+        done = operator.jobhost("failures", "--ack", typed, "--reason", "data fixed by hand")
         assert done.returncode == 0, done.stderr
         assert f"acknowledged failure {failed[back]}" in done.stdout
     assert operator.jobhost("health", "--no-hosts").returncode == 1
@@ -171,7 +173,7 @@ def test_repeats_of_one_job_and_error_are_one_line(operator: Operator) -> None:
     lines = operator.jobhost("failures").stdout.splitlines()
     assert len(lines) == 2, lines
     assert "sample.ping \N{MULTIPLICATION SIGN} 30" in lines[0]
-    assert "sample.nightly" in lines[1] and night in lines[1]
+    assert "sample.nightly" in lines[1] and night[:8] in lines[1]
     _done, found = operator.json("failures")
     groups = [(g["job"], g["count"]) for g in found["groups"]]
     assert groups == [("sample.ping", 30), ("sample.nightly", 1)]

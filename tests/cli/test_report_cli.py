@@ -148,7 +148,7 @@ def test_json_report_names_every_mismatch_reason(operator: Operator) -> None:
 
 def test_text_report_fits_80_columns_without_colour_off_a_terminal(operator: Operator) -> None:
     _every_reason(operator)
-    done = operator.jobhost("report", "--long")
+    done = operator.jobhost("report", "--long", "--all")
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert "\x1b[" not in text

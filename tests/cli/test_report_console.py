@@ -80,7 +80,7 @@ def test_json_adds_a_summary_and_a_status_per_job(operator: Operator) -> None:
 def test_one_line_per_job_with_filters_and_sorting(sqlite_operator: Operator) -> None:
     operator = sqlite_operator
     _catalog(operator)
-    text = operator.jobhost("report").stdout
+    text = operator.jobhost("report", "--all").stdout
     lines = text.splitlines()
     assert lines[0].startswith("jobhost report at ") and "6 jobs, 1 live host" in lines[0]
     assert "ok 2" in lines[1] and "failing 1" in lines[1] and "paused 1" in lines[1]
@@ -109,6 +109,27 @@ def test_one_line_per_job_with_filters_and_sorting(sqlite_operator: Operator) ->
     assert bad.returncode == 2 and "'happy' is not one of" in bad.stderr
 
 
+def test_by_default_the_text_lists_only_the_jobs_that_are_not_ok(operator: Operator) -> None:
+    _catalog(operator)
+    text = operator.jobhost("report").stdout
+    assert _names(text) == ["sample.broken", "sample.off", "sample.paused", "sample.slow"]
+    assert "6 jobs, 1 live host, 4 shown" in text
+    assert "ok 2  failing 1" in text, "the summary still counts every job"
+    assert "2 ok jobs not listed (--all lists them)" in text
+    assert "h-1" in text, "the live hosts are still listed"
+    # A status or a job asked for by name is shown, ok or not; the JSON keeps every job.
+    assert _names(operator.jobhost("report", "--state", "ok").stdout) == [LONG, "sample.ok"]
+    assert "sample.ok " in operator.jobhost("report", "--job", "sample.ok").stdout
+    assert len(operator.json("report")[1]["jobs"]) == len(JOBS)
+    # The limit counts the jobs listed, after the ok ones are left out.
+    limited = operator.jobhost("report", "--sort", "state", "--limit", "1").stdout
+    assert _names(limited) == ["sample.broken"]
+    long = operator.jobhost("report", "--long").stdout
+    assert "sample.broken" in long and "sample.ok" not in long
+    everything = operator.jobhost("report", "--all").stdout
+    assert len(_names(everything)) == len(JOBS) and "not listed" not in everything
+
+
 def test_long_and_job_show_the_detail_block_without_mid_word_wrapping(
     sqlite_operator: Operator,
 ) -> None:
@@ -121,7 +142,7 @@ def test_long_and_job_show_the_detail_block_without_mid_word_wrapping(
     paused = operator.jobhost("report", "--job", "sample.paused").stdout
     assert "next     paused" in paused
     assert "next-fire-past" not in paused
-    long = operator.jobhost("report", "--long").stdout
+    long = operator.jobhost("report", "--long", "--all").stdout
     assert any(line.startswith(LONG) for line in long.splitlines())
     assert "..." not in long.replace("running since ... on", "")
     # The URL in the error is longer than a line: it overflows whole rather than breaking.
