@@ -106,6 +106,14 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
         engine.dispose()
 
 
+def store_url(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The URL of a test's store: an SQLite file of its own, or the PostgreSQL test server's
+    (``store`` is ``"sqlite"`` or ``"postgres"``, as the tests' parameter says)."""
+    if store == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobhost.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
 def ledger(engine: Engine) -> list[RunRecord]:
     with reading(engine) as connection:
         rows = connection.execute(select(runs).order_by(runs.c.queued_at)).mappings()

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.store import RunRecord, reading
 from jobhost.store.schema import backfills, runs
-from tests.process.conftest import HostProcess, ledger
+from tests.process.conftest import HostProcess, ledger, store_url
 from tests.support import run_jobhost
 from tests.waiting import wait_for
 
@@ -46,11 +46,7 @@ STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 def test_a_backfill_killed_twice_beside_its_schedule_succeeds_each_occurrence_once(
     cluster: Any, tmp_path: Path, request: pytest.FixtureRequest, store: str
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 'jobhost.db'}"
-        if store == "sqlite"
-        else str(request.getfixturevalue("postgres_url"))
-    )
+    url = store_url(store, tmp_path, request)
     job = {
         "name": JOB,
         "cron": "*/2 * * * * *",

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from jobhost.store import reading
 from jobhost.store.schema import hosts, job_idempotency
-from tests.process.conftest import ledger
+from tests.process.conftest import ledger, store_url
 from tests.support import run_jobhost
 from tests.waiting import wait_for
 
@@ -35,11 +35,7 @@ STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 def test_a_restart_under_the_same_id_settles_the_dead_process_runs_and_resumes_its_fan_out(
     cluster: Any, tmp_path: Path, request: pytest.FixtureRequest, store: str
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 'jobhost.db'}"
-        if store == "sqlite"
-        else str(request.getfixturevalue("postgres_url"))
-    )
+    url = store_url(store, tmp_path, request)
     job = {
         "name": JOB,
         "enabled": False,  # runs only when triggered
