@@ -23,7 +23,7 @@ def test_a_non_default_policy_is_shown_and_the_default_is_not(sqlite_operator: O
     assert "dst_policy" not in jobs["sample.plain"]["effective_trigger"]
     assert "dst_policy" not in jobs["sample.nightly"]["declared_trigger"]
 
-    text = operator.jobhost("report", "--long").stdout
+    text = operator.jobhost("report", "--all", "--long").stdout
     assert "cron '30 2 * * *' (Europe/Berlin; dst_gap=skip, dst_repeat=both)" in text
     assert text.count("dst_gap") == 1
 
