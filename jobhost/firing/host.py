@@ -47,6 +47,7 @@ from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, Engine, StoreError, SystemClock, is_current, lifecycle
 from jobhost.store.claims import Claim
+from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher
@@ -56,6 +57,10 @@ __all__ = ["Host", "HostStatus"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
+_EXIT_MARGIN = 5.0
+"""Seconds past ``shutdown_grace`` a stopping host gets to record and release before it exits
+anyway: the telemetry flush's share (see ``shutdown``)."""
+_MIN_STALL = 10.0
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
@@ -85,8 +90,12 @@ class Host:
         self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
         self.host_id = host_id or settings.host_id or default_host_id()
+        stall_after, hung_after = _watchdog(settings)
         self.status = HostStatus(
-            catalog_ok=catalog.ok, stuck_limit=max(1, (settings.worker_pool_size + 1) // 2)
+            catalog_ok=catalog.ok,
+            stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
+            stall_after=stall_after,
+            hung_after=hung_after,
         )
         self.telemetry = telemetry or configure_telemetry()
         self._wake = threading.Event()
@@ -195,7 +204,9 @@ class Host:
 
     def loop(self) -> None:
         while not self._stopping.is_set():
+            self.status.turn_started = time.monotonic()  # what the probes' watchdog reads
             sleep = self.turn()
+            self.status.turn_started = None
             woken = self._wake.wait(sleep)
             if woken and self._last_claims:
                 # Under load, let a few more runs finish before the next claim: one claim
@@ -412,3 +423,27 @@ class Host:
             os._exit(1)
         _log.info("signal %s: stopping (again to exit at once)", signal.Signals(signum).name)
         self.request_stop()
+        # Whatever a thread waits on, the process is gone soon after the grace.
+        limit = self.settings.shutdown_grace.total_seconds() + _EXIT_MARGIN
+        escape = threading.Timer(limit, _exit_late, args=(limit,))
+        escape.daemon = True
+        escape.start()
+
+
+def _watchdog(settings: Settings) -> tuple[float, float]:
+    """How long one turn may take before the probes say the host is stalled, then hung.
+
+    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
+    a turn past two of them and three heartbeats waits on something no deadline ends.
+    """
+    beat = settings.heartbeat_interval.total_seconds()
+    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
+    stall = max(3 * beat, _MIN_STALL)
+    return stall, 2 * (statement + DEADLINE_MARGIN) + stall
+
+
+def _exit_late(limit: float) -> None:
+    _log.warning("shutdown did not finish within %gs of the signal: exiting now", limit)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(1)

@@ -24,8 +24,20 @@ class HostStatus:
     stuck: int = 0
     """Runs whose executor ignored cancellation and whose thread still runs."""
     stuck_limit: int = 1
+    turn_started: float | None = None
+    """When the loop's turn under way began (monotonic); None between turns."""
+    stall_after: float = 15.0
+    """Seconds one turn may take before the host says it is not ready."""
+    hung_after: float = 145.0
+    """Seconds one turn may take before the host says it is not alive: past every deadline its
+    store calls have, so the thread waits on something nothing will end."""
 
     @property
     def too_many_stuck(self) -> bool:
         """Half the pool or more held by stuck code: the host cannot do its work."""
         return self.stuck >= self.stuck_limit
+
+    def turn_age(self, now: float) -> float:
+        """Seconds the turn under way has taken so far; 0 between turns."""
+        started = self.turn_started
+        return 0.0 if started is None else now - started
