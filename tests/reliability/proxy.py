@@ -65,10 +65,6 @@ class CutProxy:
         self._call(self._set_cut(False))
         self._call(self._set_flowing(True))
 
-    @property
-    def connections(self) -> int:
-        """Connections open through the proxy, orphans included."""
-        return len(self._gates)
 
     @property
     def is_cut(self) -> bool:

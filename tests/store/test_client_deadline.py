@@ -1,0 +1,64 @@
+"""The client's own deadline on a wait for PostgreSQL, against the real server.
+
+A statement the server does not end (its ``statement_timeout`` off for the transaction, as a
+migration sets it) stands for a server that never answers: the client gives up at the store's
+statement timeout plus the margin, the connection is dropped from the pool, and the next call
+gets a fresh one. A migration's connection has no such deadline.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from jobhost.store import create_store_engine
+from jobhost.store.engine import DEADLINE_MARGIN, lift_deadline
+from jobhost.store.retrying import is_store_down
+
+pytestmark = pytest.mark.postgres
+
+STATEMENT = 0.5
+DEADLINE = STATEMENT + DEADLINE_MARGIN
+
+
+def test_a_wait_past_the_deadline_drops_the_connection_and_the_next_call_gets_a_fresh_one(
+    postgres_url: str,
+) -> None:
+    engine = create_store_engine(postgres_url, statement_timeout=STATEMENT)
+    try:
+        with engine.connect() as connection:
+            before = connection.execute(text("SELECT pg_backend_pid()")).scalar()
+        began = time.monotonic()
+        with pytest.raises(OperationalError) as raised, engine.begin() as connection:
+            connection.execute(text("SET LOCAL statement_timeout = 0"))
+            connection.execute(text("SELECT pg_sleep(:s)"), {"s": DEADLINE + 10})
+        took = time.monotonic() - began
+        assert DEADLINE - 0.5 < took < DEADLINE + 2, took
+        assert is_store_down(raised.value), raised.value
+        assert f"did not answer within {DEADLINE:g}s" in str(raised.value)
+        with engine.connect() as connection:
+            after = connection.execute(text("SELECT pg_backend_pid()")).scalar()
+        assert after != before  # the old connection was dropped, not handed out again
+    finally:
+        engine.dispose()
+
+
+def test_a_lifted_deadline_waits_for_the_server_and_comes_back_with_the_connection(
+    postgres_url: str,
+) -> None:
+    engine = create_store_engine(postgres_url, statement_timeout=STATEMENT)
+    try:
+        with engine.begin() as connection:
+            lift_deadline(connection)
+            connection.execute(text("SET LOCAL statement_timeout = 0"))
+            assert connection.execute(text("SELECT pg_sleep(:s) IS NULL"), {"s": DEADLINE + 0.5})
+        began = time.monotonic()
+        with pytest.raises(OperationalError), engine.begin() as connection:  # the same one, bounded again
+            connection.execute(text("SET LOCAL statement_timeout = 0"))
+            connection.execute(text("SELECT pg_sleep(:s)"), {"s": DEADLINE + 10})
+        assert time.monotonic() - began < DEADLINE + 2
+    finally:
+        engine.dispose()
