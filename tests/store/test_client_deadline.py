@@ -56,7 +56,8 @@ def test_a_lifted_deadline_waits_for_the_server_and_comes_back_with_the_connecti
             connection.execute(text("SET LOCAL statement_timeout = 0"))
             assert connection.execute(text("SELECT pg_sleep(:s) IS NULL"), {"s": DEADLINE + 0.5})
         began = time.monotonic()
-        with pytest.raises(OperationalError), engine.begin() as connection:  # the same one, bounded again
+        # The same connection, back from the pool: bounded again.
+        with pytest.raises(OperationalError), engine.begin() as connection:
             connection.execute(text("SET LOCAL statement_timeout = 0"))
             connection.execute(text("SELECT pg_sleep(:s)"), {"s": DEADLINE + 10})
         assert time.monotonic() - began < DEADLINE + 2
