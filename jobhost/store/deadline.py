@@ -15,6 +15,7 @@ Imported only for PostgreSQL: a command on an SQLite store never loads psycopg.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, TypeVar
 
 import psycopg
@@ -23,7 +24,7 @@ from psycopg.abc import PQGen
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-__all__ = ["DeadlineConnection", "keep_deadline"]
+__all__ = ["DeadlineConnection", "keep_deadline", "listener"]
 
 _RV = TypeVar("_RV")
 _WAIT_INTERVAL = 0.1
@@ -52,8 +53,10 @@ class DeadlineConnection(psycopg.Connection[Any]):
             ) from None
 
 
-def keep_deadline(engine: Engine, seconds: float) -> None:
-    """Make every connection ``engine`` opens a :class:`DeadlineConnection` with ``seconds``."""
+def keep_deadline(engine: Engine, seconds: float, connect_args: dict[str, Any]) -> None:
+    """Make every connection ``engine`` opens a :class:`DeadlineConnection` with ``seconds``;
+    ``connect_args``: the libpq timeouts a :func:`listener` of the engine's connects with too."""
+    _LISTENERS[engine] = (seconds, connect_args)
 
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> DeadlineConnection:
@@ -66,3 +69,17 @@ def keep_deadline(engine: Engine, seconds: float) -> None:
         # A migration lifts it for its own transaction (jobhost.store.engine.lift_deadline).
         if isinstance(dbapi_connection, DeadlineConnection):
             dbapi_connection.deadline = seconds
+
+
+def listener(engine: Engine, dsn: str) -> DeadlineConnection:
+    """An autocommit connection to ``dsn`` for ``LISTEN``, with the deadline and the connect
+    timeouts of ``engine``'s own connections (none where it keeps no deadline)."""
+    seconds, connect_args = _LISTENERS.get(engine, (None, {}))
+    connection = DeadlineConnection.connect(dsn, autocommit=True, **connect_args)
+    connection.deadline = seconds
+    return connection
+
+
+_LISTENERS: weakref.WeakKeyDictionary[Engine, tuple[float, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)

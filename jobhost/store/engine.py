@@ -147,7 +147,8 @@ def create_store_engine(
     if statement_timeout > 0:
         from jobhost.store.deadline import keep_deadline
 
-        keep_deadline(engine, statement_timeout + DEADLINE_MARGIN)
+        deadline = statement_timeout + DEADLINE_MARGIN
+        keep_deadline(engine, deadline, _connect_timeouts(connect_timeout))
     return engine
 
 
