@@ -3,7 +3,8 @@
 A statement the server does not end (its ``statement_timeout`` off for the transaction, as a
 migration sets it) stands for a server that never answers: the client gives up at the store's
 statement timeout plus the margin, the connection is dropped from the pool, and the next call
-gets a fresh one. A migration's connection has no such deadline.
+gets a fresh one. A migration's connection has no such deadline. A host's ``LISTEN`` connection,
+quiet by nature, is asked now and then whether the server is there, within the same deadline.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import time
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
-from jobhost.store import create_store_engine
+from jobhost.store import create_store_engine, signals, upgrade
 from jobhost.store.engine import DEADLINE_MARGIN, lift_deadline
 from jobhost.store.retrying import is_store_down
+from jobhost.store.signals import SignalWatcher, notify
+from tests.reliability.proxy import CutProxy
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -63,3 +68,40 @@ def test_a_lifted_deadline_waits_for_the_server_and_comes_back_with_the_connecti
         assert time.monotonic() - began < DEADLINE + 2
     finally:
         engine.dispose()
+
+
+def test_a_listener_whose_connection_is_orphaned_listens_again_and_wakes_its_host(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(signals, "_LISTEN_PING_SECONDS", 1.0)  # instead of 30 s
+    server = make_url(postgres_url)
+    direct = create_store_engine(postgres_url)
+    upgrade(direct)
+    woken: list[float] = []
+    with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        url = server.set(host="127.0.0.1", port=proxy.port)
+        engine = create_store_engine(url, statement_timeout=STATEMENT, connect_timeout=2)
+        watcher = SignalWatcher(engine, lambda: woken.append(time.monotonic()))
+        watcher.start()
+        try:
+            wait_for(lambda: _notified(direct, woken), 10, "the listener to hear a signal")
+            proxy.orphan()
+            time.sleep(1)
+            proxy.restore()
+            heard = len(woken)
+            # Asked after a quiet second, it finds no answer within its deadline, connects
+            # again, and wakes its host once for whatever was signalled meanwhile.
+            wait_for(lambda: len(woken) > heard, 1 + DEADLINE + 10, "the listener to listen again")
+            wait_for(lambda: _notified(direct, woken), 10, "the new listener to hear a signal")
+        finally:
+            watcher.stop()
+            engine.dispose()
+            direct.dispose()
+
+
+def _notified(engine: Engine, woken: list[float]) -> bool:
+    before = len(woken)
+    with engine.begin() as connection:
+        notify(connection)
+    time.sleep(0.3)
+    return len(woken) > before
