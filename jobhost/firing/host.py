@@ -42,12 +42,11 @@ from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.runs import cancelled_by_shutdown
 from jobhost.firing.slots import WorkerSlots
 from jobhost.firing.startup import register_and_sync
-from jobhost.firing.status import HostStatus
+from jobhost.firing.status import HostStatus, turn_limits
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, Engine, StoreError, SystemClock, is_current, lifecycle
 from jobhost.store.claims import Claim
-from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher
@@ -60,7 +59,6 @@ _STORE_DOWN_BACKOFF = 2.0
 _EXIT_MARGIN = 5.0
 """Seconds past ``shutdown_grace`` a stopping host gets to record and release before it exits
 anyway: the telemetry flush's share (see ``shutdown``)."""
-_MIN_STALL = 10.0
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
@@ -90,7 +88,7 @@ class Host:
         self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
         self.host_id = host_id or settings.host_id or default_host_id()
-        stall_after, hung_after = _watchdog(settings)
+        stall_after, hung_after = turn_limits(settings)
         self.status = HostStatus(
             catalog_ok=catalog.ok,
             stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
@@ -428,18 +426,6 @@ class Host:
         escape = threading.Timer(limit, _exit_late, args=(limit,))
         escape.daemon = True
         escape.start()
-
-
-def _watchdog(settings: Settings) -> tuple[float, float]:
-    """How long one turn may take before the probes say the host is stalled, then hung.
-
-    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
-    a turn past two of them and three heartbeats waits on something no deadline ends.
-    """
-    beat = settings.heartbeat_interval.total_seconds()
-    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
-    stall = max(3 * beat, _MIN_STALL)
-    return stall, 2 * (statement + DEADLINE_MARGIN) + stall
 
 
 def _exit_late(limit: float) -> None:

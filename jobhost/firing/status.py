@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["HostStatus"]
+from jobhost.config import Settings
+from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
+
+__all__ = ["HostStatus", "turn_limits"]
+
+_MIN_STALL = 10.0
 
 
 @dataclass
@@ -41,3 +46,15 @@ class HostStatus:
         """Seconds the turn under way has taken so far; 0 between turns."""
         started = self.turn_started
         return 0.0 if started is None else now - started
+
+
+def turn_limits(settings: Settings) -> tuple[float, float]:
+    """How long one turn may take before the probes say the host is stalled, then hung.
+
+    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
+    a turn past two of them and three heartbeats waits on something no deadline ends.
+    """
+    beat = settings.heartbeat_interval.total_seconds()
+    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
+    stall = max(3 * beat, _MIN_STALL)
+    return stall, 2 * (statement + DEADLINE_MARGIN) + stall
