@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import ring
 from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
@@ -334,7 +335,9 @@ def _sqlite_on_begin(connection: Connection) -> None:
     # Bounded as SQLite's own wait for the file's lock is: a thread of this process stuck in its
     # transaction makes the others fail as a locked store, not wait for ever.
     if not lock.acquire(timeout=_SQLITE_BUSY_MS / 1000):
-        raise sqlite3.OperationalError("database is locked")
+        # As SQLAlchemy reports SQLite's own busy timeout, so every caller judges it the same.
+        locked = sqlite3.OperationalError("database is locked")
+        raise OperationalError("BEGIN IMMEDIATE", None, locked)
     connection.info[_WRITE_LOCK] = lock
     try:
         connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -5,11 +5,15 @@ migration sets it) stands for a server that never answers: the client gives up a
 statement timeout plus the margin, the connection is dropped from the pool, and the next call
 gets a fresh one. A migration's connection has no such deadline. A host's ``LISTEN`` connection,
 quiet by nature, is asked now and then whether the server is there, within the same deadline.
+On SQLite a thread waits for another of its process's write transactions only as long as SQLite
+waits for another process's.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -17,18 +21,18 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store import create_store_engine, signals, upgrade
+from jobhost.store import engine as engine_module
 from jobhost.store.engine import DEADLINE_MARGIN, lift_deadline
 from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher, notify
 from tests.reliability.proxy import CutProxy
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.postgres
-
 STATEMENT = 0.5
 DEADLINE = STATEMENT + DEADLINE_MARGIN
 
 
+@pytest.mark.postgres
 def test_a_wait_past_the_deadline_drops_the_connection_and_the_next_call_gets_a_fresh_one(
     postgres_url: str,
 ) -> None:
@@ -51,6 +55,7 @@ def test_a_wait_past_the_deadline_drops_the_connection_and_the_next_call_gets_a_
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_a_lifted_deadline_waits_for_the_server_and_comes_back_with_the_connection(
     postgres_url: str,
 ) -> None:
@@ -70,6 +75,7 @@ def test_a_lifted_deadline_waits_for_the_server_and_comes_back_with_the_connecti
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_a_listener_whose_connection_is_orphaned_listens_again_and_wakes_its_host(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,3 +111,32 @@ def _notified(engine: Engine, woken: list[float]) -> bool:
         notify(connection)
     time.sleep(0.3)
     return len(woken) > before
+
+
+def test_an_sqlite_writer_waits_for_another_thread_of_its_process_only_as_long_as_sqlite_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "_SQLITE_BUSY_MS", 500)  # instead of 30 s
+    engine = create_store_engine(f"sqlite:///{tmp_path}/store.db")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with engine.begin():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        began = time.monotonic()
+        with pytest.raises(OperationalError) as raised, engine.begin():
+            pass
+        assert 0.4 < time.monotonic() - began < 5
+        assert is_store_down(raised.value) and "locked" in str(raised.value)
+    finally:
+        release.set()
+        holder.join(10)
+        engine.dispose()
+    with engine.begin() as connection:  # the lock is free again once the holder is done
+        assert connection.execute(text("SELECT 1")).scalar() == 1
