@@ -38,6 +38,7 @@ class CutProxy:
         self._gates: set[asyncio.Event] = set()
         """One per connection: set while its bytes may pass."""
         self._orphans: set[asyncio.Event] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self.port = 0
         self.cuts = 0
@@ -64,7 +65,6 @@ class CutProxy:
     def restore(self) -> None:
         self._call(self._set_cut(False))
         self._call(self._set_flowing(True))
-
 
     @property
     def is_cut(self) -> bool:
@@ -117,6 +117,11 @@ class CutProxy:
         await self._cut_all()
         if self._server is not None:
             self._server.close()
+        # Held bytes, orphans' included, go to the closed sockets: every connection's task ends.
+        for gate in self._gates:
+            gate.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._cut:
@@ -133,6 +138,9 @@ class CutProxy:
         if not self._hung:
             gate.set()
         self._gates.add(gate)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             await asyncio.gather(
                 _pump(reader, upstream_writer, gate),
@@ -145,6 +153,8 @@ class CutProxy:
             self._writers -= pair
             self._gates.discard(gate)
             self._orphans.discard(gate)
+            if task is not None:
+                self._tasks.discard(task)
 
 
 async def _pump(
