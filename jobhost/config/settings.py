@@ -87,7 +87,8 @@ class Settings(BaseSettings):
     store_statement_timeout: StoreTimeout = Field(
         timedelta(seconds=60),
         description="PostgreSQL: longest one statement may run on the server before it is "
-        "cancelled. 0 turns it off.",
+        "cancelled; the process waits for any answer of the server this plus 5s at most, then "
+        "drops the connection. 0 turns both off.",
     )
     store_pooling: Literal["none", "transaction"] = Field(
         "none",

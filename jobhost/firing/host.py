@@ -44,7 +44,7 @@ from jobhost.firing.recorder import Finished, OutcomeRecorder
 from jobhost.firing.runs import cancelled_by_shutdown
 from jobhost.firing.slots import WorkerSlots
 from jobhost.firing.startup import register_and_sync
-from jobhost.firing.status import HostStatus
+from jobhost.firing.status import HostStatus, turn_limits
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Clock, Engine, StoreError, SystemClock, is_current, lifecycle
@@ -60,6 +60,9 @@ __all__ = ["Host", "HostStatus"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
+_EXIT_MARGIN = 5.0
+"""Seconds past ``shutdown_grace`` a stopping host gets to record and release before it exits
+anyway: the telemetry flush's share (see ``shutdown``)."""
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
@@ -91,8 +94,12 @@ class Host:
         self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
         self.host_id = host_id or settings.host_id or default_host_id()
+        stall_after, hung_after = turn_limits(settings)
         self.status = HostStatus(
-            catalog_ok=catalog.ok, stuck_limit=max(1, (settings.worker_pool_size + 1) // 2)
+            catalog_ok=catalog.ok,
+            stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
+            stall_after=stall_after,
+            hung_after=hung_after,
         )
         self.telemetry = telemetry or configure_telemetry()
         self._wake = threading.Event()
@@ -207,7 +214,9 @@ class Host:
 
     def loop(self) -> None:
         while not self._stopping.is_set():
+            self.status.turn_started = time.monotonic()  # what the probes' watchdog reads
             sleep = self.turn()
+            self.status.turn_started = None
             woken = self._wake.wait(sleep)
             if woken and self._last_claims:
                 # Under load, let a few more runs finish before the next claim: one claim
@@ -424,3 +433,15 @@ class Host:
             os._exit(1)
         _log.info("signal %s: stopping (again to exit at once)", signal.Signals(signum).name)
         self.request_stop()
+        # Whatever a thread waits on, the process is gone soon after the grace.
+        limit = self.settings.shutdown_grace.total_seconds() + _EXIT_MARGIN
+        escape = threading.Timer(limit, _exit_late, args=(limit,))
+        escape.daemon = True
+        escape.start()
+
+
+def _exit_late(limit: float) -> None:
+    _log.warning("shutdown did not finish within %gs of the signal: exiting now", limit)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(1)

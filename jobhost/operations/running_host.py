@@ -25,9 +25,12 @@ class HostState(Protocol):
     store_ok: bool
     stuck: int
     stuck_limit: int
+    stall_after: float
+    hung_after: float
 
     @property
     def too_many_stuck(self) -> bool: ...
+    def turn_age(self, now: float) -> float: ...
 
 
 class RunningHost(Protocol):

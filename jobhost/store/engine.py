@@ -5,6 +5,10 @@ IMMEDIATE``) so that a claim is atomic across processes sharing the file, and WA
 (``jobhost report``) proceed meanwhile. PostgreSQL is the engine for several replicas; a bare
 ``postgresql://`` URL is given the psycopg 3 driver.
 
+On PostgreSQL every wait for the server also has a deadline kept by the client
+(:mod:`jobhost.store.deadline`): the statement timeout plus :data:`DEADLINE_MARGIN`, so that a
+server hung behind a live TCP peer costs a connection, never a thread.
+
 A store file this process may not write (the file, or its directory, where SQLite keeps the
 WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``) work,
 and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
@@ -13,7 +17,9 @@ and :func:`is_read_only` lets a command that writes refuse with a clear message 
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -21,16 +27,20 @@ from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import ring
 from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
 
 __all__ = [
+    "DEADLINE_MARGIN",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_IDLE_TRANSACTION_TIMEOUT",
     "DEFAULT_STATEMENT_TIMEOUT",
+    "answers",
     "create_store_engine",
     "is_postgres",
+    "lift_deadline",
     "normalise_url",
     "reading",
     "ring_after_commit",
@@ -44,6 +54,11 @@ DEFAULT_STATEMENT_TIMEOUT = 60.0
 """Seconds; the ``store_statement_timeout`` setting's default."""
 DEFAULT_IDLE_TRANSACTION_TIMEOUT = 60.0
 """Seconds; the ``lease_duration`` setting's default, which a host's engine uses."""
+DEADLINE_MARGIN = 5.0
+"""Seconds the client waits for a statement beyond the server's own timeout: the server's
+cancellation, and its answer saying so, arrive first whenever the server is there to send it."""
+_ANSWER_FRESH = 1.0
+"""Seconds one look of :func:`answers` stands for every caller."""
 _READ_ONLY = "jobhost_read_only"
 _READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _WRITE_LOCK = "jobhost_write_lock"
@@ -77,8 +92,10 @@ def create_store_engine(
     long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
     would otherwise keep its rows locked, and every other replica skips locked rows, so the
     runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
-    for its write lock up to its own busy timeout. ``pooling`` and ``listen_url``: PostgreSQL
-    behind a transaction-mode pooler (:mod:`jobhost.store.pooling`).
+    for its write lock up to its own busy timeout, threads of this process likewise. Every wait
+    for a PostgreSQL server ends after ``statement_timeout`` plus :data:`DEADLINE_MARGIN` (none
+    when ``statement_timeout`` is 0); see :mod:`jobhost.store.deadline`. ``pooling`` and
+    ``listen_url``: PostgreSQL behind a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -128,7 +145,66 @@ def create_store_engine(
     options["connect_args"] = {**args, **options.get("connect_args", {})}
     engine = create_engine(parsed, **options)
     set_locally(engine, pooled, server)
+    if statement_timeout > 0:
+        from jobhost.store.deadline import keep_deadline
+
+        deadline = statement_timeout + DEADLINE_MARGIN
+        keep_deadline(engine, deadline, _connect_timeouts(connect_timeout))
     return engine
+
+
+def lift_deadline(connection: Connection) -> None:
+    """No client-side deadline on ``connection`` until it goes back to the pool (a migration,
+    which may take longer than any statement of the store's operations)."""
+    raw: Any = connection.connection.dbapi_connection
+    if hasattr(raw, "deadline"):
+        raw.deadline = None
+
+
+def answers(engine: Engine, within: float = 1.0) -> bool:
+    """Whether the store answered a trivial read within ``within`` seconds, lately.
+
+    One look at a time per engine, on a thread of its own, and its answer stands for
+    :data:`_ANSWER_FRESH` seconds: a caller waits at most ``within`` however the store hangs,
+    and callers in a crowd cost one read a second. A look still waiting is a store that does
+    not answer.
+    """
+    look = _LOOKS.setdefault(engine, _Look())
+    return look.answered(engine, within)
+
+
+class _Look:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._done.set()
+        self._ok = True
+        self._at = -_ANSWER_FRESH
+
+    def answered(self, engine: Engine, within: float) -> bool:
+        with self._lock:
+            if self._done.is_set() and time.monotonic() - self._at >= _ANSWER_FRESH:
+                self._done.clear()
+                threading.Thread(
+                    target=self._look, args=(engine,), name="jobhost-store-look", daemon=True
+                ).start()
+            done = self._done
+        return done.wait(within) and self._ok
+
+    def _look(self, engine: Engine) -> None:
+        ok = False
+        try:
+            with reading(engine) as connection:
+                connection.exec_driver_sql("SELECT 1")
+            ok = True
+        except Exception:  # the store's error is the caller's to meet and say, not this look's
+            ok = False
+        finally:
+            self._ok, self._at = ok, time.monotonic()
+            self._done.set()
+
+
+_LOOKS: weakref.WeakKeyDictionary[Engine, _Look] = weakref.WeakKeyDictionary()
 
 
 def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:
@@ -256,7 +332,12 @@ def _sqlite_on_begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN")
         return
     lock = _ENGINE_LOCKS[connection.engine]
-    lock.acquire()
+    # Bounded as SQLite's own wait for the file's lock is: a thread of this process stuck in its
+    # transaction makes the others fail as a locked store, not wait for ever.
+    if not lock.acquire(timeout=_SQLITE_BUSY_MS / 1000):
+        # As SQLAlchemy reports SQLite's own busy timeout, so every caller judges it the same.
+        locked = sqlite3.OperationalError("database is locked")
+        raise OperationalError("BEGIN IMMEDIATE", None, locked)
     connection.info[_WRITE_LOCK] = lock
     try:
         connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -16,7 +16,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.errors import SchemaTooNewError
-from jobhost.store.engine import is_postgres, reading
+from jobhost.store.engine import is_postgres, lift_deadline, reading
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -40,6 +40,7 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         if is_postgres(engine):
             # A migration of a large table may take longer than any one request's statement,
             # and loading alembic in the middle of the transaction longer than a short lease.
+            lift_deadline(connection)  # the client waits as long as the server does
             connection.execute(text("SET LOCAL statement_timeout = 0"))
             connection.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})

@@ -59,6 +59,8 @@ _POOLED_SIGNAL_SECONDS = 0.25
 """The same for a command waiting for a host's answer: a short wait, a tiny read."""
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_WAITS = (0.5, 1.0, 2.0, 5.0)
+_LISTEN_PING_SECONDS = 30.0
+"""How long a quiet listener waits before it asks its connection whether the server is there."""
 """Pauses before the watcher connects again: a restarted server is back within a second or
 two, and until the listener is, a trigger waits for the host's next turn (up to a heartbeat)."""
 _SQLITE_SIGNAL_SECONDS = 0.05
@@ -142,6 +144,8 @@ class SignalWatcher:
     def _listen(self) -> None:
         import psycopg  # PostgreSQL only: an SQLite store's command need not import it
 
+        from jobhost.store.deadline import listener
+
         dsn = _listen_dsn(self._engine)
         assert dsn is not None
         channel = _channel(self._engine)
@@ -149,8 +153,11 @@ class SignalWatcher:
         with self._lock:
             self._interrupt = stop_writer
         try:
-            with psycopg.connect(dsn, autocommit=True) as connection:
+            with listener(self._engine, dsn) as connection:
                 _listen_on_channel(connection, channel)
+                # What arrives during a ping is handed to the handlers, not left for the socket.
+                pinged: list[object] = []
+                connection.add_notify_handler(pinged.append)
                 if self._listened:
                     self._wake()  # what was signalled while no one listened is lost
                 self._listened = True
@@ -159,11 +166,18 @@ class SignalWatcher:
                     selector.register(connection.pgconn.socket, selectors.EVENT_READ)
                     selector.register(stop_reader, selectors.EVENT_READ)
                     while not self._stopped.is_set():
-                        selector.select()
+                        ready = selector.select(_LISTEN_PING_SECONDS)
                         if self._stopped.is_set():
                             return
                         try:
-                            received = _received_notify(connection.pgconn)
+                            if ready:
+                                received = _received_notify(connection.pgconn)
+                            else:
+                                # Quiet a while: is anybody there? A server hung behind a live
+                                # peer sends nothing, and only a question within the store's
+                                # deadline finds it out.
+                                connection.execute("SELECT 1")
+                                received, pinged[:] = bool(pinged), []
                         except psycopg.OperationalError as error:
                             first_line = (str(error).splitlines() or [""])[0]
                             _log.warning(

@@ -134,7 +134,7 @@ def create_app(
             Middleware(CatchUnexpected),
             bodies,
             *bounded,
-            Middleware(StoreUnavailable),
+            Middleware(StoreUnavailable, answers=endpoints.store_answers),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),
             *middleware,

@@ -1,8 +1,10 @@
 """What the operator endpoints answer with, for a running host or for the store alone.
 
 - ``/healthz``: 200 while the firing loop turns (its last tick within three poll intervals plus
-  five seconds; a host still starting counts from its start), 503 otherwise;
-- ``/readyz``: 200 when the store answers at the current schema and the catalog is valid;
+  five seconds; a host still starting counts from its start; no turn under way for longer than
+  the status's ``hung_after``), 503 otherwise;
+- ``/readyz``: 200 when the store answers (within a second) at the current schema, the catalog
+  is valid and no turn has been under way for longer than the status's ``stall_after``;
 - ``/metrics``: the envelope's OpenTelemetry metrics in the Prometheus text format;
 - ``/report``: ``jobhost report --json``.
 """
@@ -13,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -23,6 +26,7 @@ from jobhost.config import Settings
 from jobhost.operations.report import build_report
 from jobhost.operations.running_host import RunningHost
 from jobhost.store import Engine, StoreError, current_revision, head_revision
+from jobhost.store.engine import answers
 from jobhost.web.exposition import exposition
 
 __all__ = [
@@ -34,6 +38,8 @@ __all__ = [
 ]
 
 Probe = Callable[[], tuple[bool, str]]
+_ANSWER_WITHIN = 1.0
+"""Seconds ``/readyz`` waits for the store: a hung one must not hold the probe."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class Endpoints:
     readiness: Probe
     metrics: Callable[[], bytes] | None
     report: Callable[[], dict[str, Any]]
+    store_answers: Callable[[float], bool] | None = None
+    """Whether the store answers a trivial read within so many seconds (see
+    :class:`~jobhost.web.unavailable.StoreUnavailable`); None: never asked."""
 
 
 def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
@@ -67,15 +76,21 @@ def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints
 
     def liveness() -> tuple[bool, str]:
         status = host.status
+        now = time.monotonic()
+        if (turn := status.turn_age(now)) > status.hung_after:
+            return False, (
+                f"hung: the firing loop has been in one turn for {turn:.0f}s "
+                f"(limit {status.hung_after:g}s): restart the host"
+            )
         if status.too_many_stuck:
             return False, (
                 f"{status.stuck} run(s) stuck in code that ignores cancellation "
                 f"(limit {status.stuck_limit}): restart the host"
             )
         if status.last_tick is None:
-            age = time.monotonic() - status.started
+            age = now - status.started
             return age <= limit, f"starting for {age:.1f}s, no tick yet"
-        age = time.monotonic() - status.last_tick
+        age = now - status.last_tick
         verdict = "turning" if age <= limit else "stalled"
         return age <= limit, f"{verdict}: last tick {age:.1f}s ago (limit {limit:g}s)"
 
@@ -84,12 +99,18 @@ def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints
             return False, "the job catalog is invalid"
         if not host.status.synced:
             return False, "starting: the host has not registered and written its catalog yet"
+        status = host.status
+        if (turn := status.turn_age(time.monotonic())) > status.stall_after:
+            return False, (
+                f"stalled: the firing loop has been in one turn for {turn:.0f}s "
+                f"(limit {status.stall_after:g}s)"
+            )
         return _store_ready(host.engine, len(host.catalog.jobs))
 
     def report() -> dict[str, Any]:
         return build_report(host.settings, host.catalog, host.engine, clock=host.clock).to_json()
 
-    return Endpoints(liveness, readiness, metrics, report)
+    return Endpoints(liveness, readiness, metrics, report, partial(answers, host.engine))
 
 
 def store_endpoints(settings: Settings, catalog: Catalog, engine: Engine) -> Endpoints:
@@ -104,10 +125,12 @@ def store_endpoints(settings: Settings, catalog: Catalog, engine: Engine) -> End
     def report() -> dict[str, Any]:
         return build_report(settings, catalog, engine).to_json()
 
-    return Endpoints(liveness, readiness, None, report)
+    return Endpoints(liveness, readiness, None, report, partial(answers, engine))
 
 
 def _store_ready(engine: Engine, jobs: int) -> tuple[bool, str]:
+    if not answers(engine, _ANSWER_WITHIN):
+        return False, f"store unreachable: no answer within {_ANSWER_WITHIN:g}s"
     try:
         current = current_revision(engine)
     except StoreError as error:

@@ -10,11 +10,14 @@ Collecting the SDK's data points still costs about a second at that size, so
 answers it; a scrape of an older one answers it too, while one low-priority background thread
 renders the next (so a scrape never waits for a large render and two scrapers never pay twice).
 A render that took under :data:`CHEAP_RENDER` seconds is simply repeated on each scrape: small
-catalogs always get the metrics of the instant.
+catalogs get the metrics of the instant. Every render but the first runs on that thread, and a
+scrape waits for it at most :data:`PATIENCE` seconds: a render held up (a gauge reading a hung
+store) or failing leaves the scrape the last exposition, never a wait or an error.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,10 +29,13 @@ from prometheus_client.utils import floatToGoString
 
 from jobhost.web.admission import lower_priority
 
-__all__ = ["CHEAP_RENDER", "ExpositionCache", "exposition"]
+__all__ = ["CHEAP_RENDER", "PATIENCE", "ExpositionCache", "exposition"]
 
+_log = logging.getLogger("jobhost.metrics")
 CHEAP_RENDER = 0.05
 """Seconds under which a render is repeated on every scrape rather than kept."""
+PATIENCE = 1.0
+"""Seconds a scrape waits for a cheap render before it answers the last one."""
 _ESCAPING = openmetrics.UNDERSCORES
 _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
 _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
@@ -81,19 +87,28 @@ class ExpositionCache:
         self._body: bytes | None = None
         self._made_at = 0.0
         self._took = 0.0
-        self._refreshing = False
+        self._refreshed = threading.Event()
+        self._refreshed.set()
         self.renders = 0
         """How many times the metrics were rendered (what the cache saves shows in tests)."""
 
     def __call__(self) -> bytes:
         with self._lock:
             body, age = self._body, self._monotonic() - self._made_at
-            if body is None or self._took < CHEAP_RENDER:
-                return self._make()
-            if age < self._seconds or self._refreshing:
+            if body is None:
+                return self._make()  # nothing to answer instead
+            cheap = self._took < CHEAP_RENDER
+            if not cheap and age < self._seconds:
                 return body
-            self._refreshing = True
-        threading.Thread(target=self._refresh, name="jobhost-metrics", daemon=True).start()
+            if self._refreshed.is_set():
+                self._refreshed.clear()
+                threading.Thread(target=self._refresh, name="jobhost-metrics", daemon=True).start()
+            refreshed = self._refreshed
+        # A cheap render is waited for, a moment: one that does not come back (a gauge's read of
+        # a hung store) leaves the scrape the last exposition.
+        if cheap and refreshed.wait(PATIENCE):
+            with self._lock:
+                return self._body or body
         return body
 
     def _make(self) -> bytes:
@@ -113,8 +128,13 @@ class ExpositionCache:
             with self._lock:
                 self._body, self._made_at, self._took = body, done, done - started
                 self.renders += 1
+        except Exception as error:  # the last exposition stands; the next scrape tries again
+            _log.warning(
+                "metrics: rendering failed (%s); answering the last exposition",
+                type(error).__name__,
+            )
         finally:
-            self._refreshing = False
+            self._refreshed.set()
 
 
 def _line(name: str, labels: dict[str, str], value: float, timestamp: object) -> str:

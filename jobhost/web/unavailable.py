@@ -1,5 +1,12 @@
 """The store is down, hung or locked: every HTTP surface answers 503, and the log says it once.
 
+A store that fails answers at once. One that hangs (a backend behind a live TCP peer that never
+answers) would hold a request until the statement's deadline: a request still at work after
+:data:`SUSPECT_AFTER` seconds has the store looked at (a trivial read, shared by every request,
+see :func:`jobhost.store.engine.answers`), about once a second while it lasts; if the store does
+not answer that within a second, the request is abandoned (its thread ends at its deadline) and
+answered the same 503, within two seconds of its arrival.
+
 The answer is ``application/problem+json`` ("store unavailable, retry") with ``Retry-After``,
 and names nothing of the error: no driver message, no SQL, no parameters. The log has one
 warning when an outage starts (the error's type and first line, redacted) and one line when a
@@ -11,17 +18,29 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 
+import anyio
 from jobhost_contracts import redact_text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.store.retrying import is_store_down
 from jobhost.web.raw_answers import PROBLEM_JSON, StartWatch, send_answer
 
-__all__ = ["RETRY_AFTER_SECONDS", "StoreUnavailable", "is_store_down", "unavailable_answer"]
+__all__ = [
+    "RETRY_AFTER_SECONDS",
+    "SUSPECT_AFTER",
+    "StoreUnavailable",
+    "is_store_down",
+    "unavailable_answer",
+]
 
 RETRY_AFTER_SECONDS = 5
 """What ``Retry-After`` says: about how long a store outage takes to notice it is over."""
+SUSPECT_AFTER = 0.5
+"""Seconds a request works before the store is looked at."""
+_ANSWER_WITHIN = 1.0
+_LOOK_EVERY = 1.0
 
 _log = logging.getLogger("jobhost.http")
 _lock = threading.Lock()
@@ -73,10 +92,14 @@ def _store_answered(path: str) -> None:
 
 
 class StoreUnavailable:
-    """ASGI middleware: a store error out of the application answers 503 (see the module)."""
+    """ASGI middleware: a store error out of the application, or a store that stops answering
+    while a request works, answers 503 (see the module). ``answers(within)``: whether the store
+    answered a trivial read within ``within`` seconds."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, answers: Callable[[float], bool] | None = None) -> None:
         self.app = app
+        self.answers = answers
+        self._looks: anyio.CapacityLimiter | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -90,10 +113,54 @@ class StoreUnavailable:
                 _store_answered(path)
 
         watched = StartWatch(send, started)
+        cause: BaseException
         try:
-            await self.app(scope, receive, watched)
+            if self.answers is None or path.startswith(_STORELESS):
+                await self.app(scope, receive, watched)
+                return
+            if not await self._abandoned(scope, receive, watched) or watched.started:
+                return
+            cause = TimeoutError(f"no answer to a trivial read within {_ANSWER_WITHIN:g}s")
         except Exception as error:
             if not is_store_down(error) or watched.started:
                 raise
-            code, headers, body = unavailable_answer(str(scope.get("method", "?")), path, error)
-            await send_answer(send, code, body, headers)
+            cause = error
+        code, headers, body = unavailable_answer(str(scope.get("method", "?")), path, cause)
+        await send_answer(send, code, body, headers)
+
+    async def _abandoned(self, scope: Scope, receive: Receive, watched: StartWatch) -> bool:
+        """Run the request while the store is watched; whether it was abandoned to a hang."""
+        failed: list[Exception] = []
+        hung = False
+
+        async def watch() -> None:
+            nonlocal hung
+            await anyio.sleep(SUSPECT_AFTER)
+            while not watched.started:
+                if not await self._store_answers():
+                    hung = True
+                    group.cancel_scope.cancel()
+                    return
+                await anyio.sleep(_LOOK_EVERY)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            # The request runs in this task, at once: a task of its own would start a turn of
+            # the event loop later, after the server may have seen its client hang up.
+            try:
+                await self.app(scope, receive, watched)
+            except Exception as error:  # raised outside the group, unwrapped
+                failed.append(error)
+            group.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
+        return hung
+
+    async def _store_answers(self) -> bool:
+        assert self.answers is not None
+        if self._looks is None:  # made on the server's event loop; never behind stuck requests
+            self._looks = anyio.CapacityLimiter(2)
+        answered: bool = await anyio.to_thread.run_sync(
+            self.answers, _ANSWER_WITHIN, abandon_on_cancel=True, limiter=self._looks
+        )
+        return answered

@@ -3,8 +3,10 @@
 Cutting it is a database outage as the replicas see it: every open connection is closed at once
 and every new one is accepted and closed before a byte passes, until it is restored. Hanging it
 is a database that stops answering: connections stay open, new ones are accepted, and no byte
-passes either way until it is restored (then the held bytes flow on). The shared server itself
-is never touched.
+passes either way until it is restored (then the held bytes flow on). Orphaning it is a backend
+hung behind a live peer (a pooler's, a partition's): it hangs, and the connections open at that
+moment never pass a byte again, restored or not, though they stay open; connections made after
+the restore work. The shared server itself is never touched.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ class CutProxy:
         )
         self._writers: set[asyncio.StreamWriter] = set()
         self._cut = False
-        self._flowing = asyncio.Event()
+        self._hung = False
+        self._gates: set[asyncio.Event] = set()
+        """One per connection: set while its bytes may pass."""
+        self._orphans: set[asyncio.Event] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self.port = 0
         self.cuts = 0
@@ -51,6 +57,10 @@ class CutProxy:
     def hang(self) -> None:
         """Stop every byte, both ways, on every connection old and new, until :meth:`restore`."""
         self._call(self._set_flowing(False))
+
+    def orphan(self) -> None:
+        """:meth:`hang`, and the connections open now never pass a byte again."""
+        self._call(self._orphan_all())
 
     def restore(self) -> None:
         self._call(self._set_cut(False))
@@ -80,14 +90,19 @@ class CutProxy:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)
 
     async def _listen(self) -> asyncio.Server:
-        self._flowing.set()
         return await asyncio.start_server(self._accept, "127.0.0.1", 0)
 
     async def _set_flowing(self, value: bool) -> None:
-        if value:
-            self._flowing.set()
-        else:
-            self._flowing.clear()
+        self._hung = not value
+        for gate in self._gates - self._orphans:
+            if value:
+                gate.set()
+            else:
+                gate.clear()
+
+    async def _orphan_all(self) -> None:
+        await self._set_flowing(False)
+        self._orphans |= self._gates
 
     async def _set_cut(self, value: bool) -> None:
         self._cut = value
@@ -102,6 +117,11 @@ class CutProxy:
         await self._cut_all()
         if self._server is not None:
             self._server.close()
+        # Held bytes, orphans' included, go to the closed sockets: every connection's task ends.
+        for gate in self._gates:
+            gate.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._cut:
@@ -114,16 +134,27 @@ class CutProxy:
             return
         pair = {writer, upstream_writer}
         self._writers |= pair
+        gate = asyncio.Event()
+        if not self._hung:
+            gate.set()
+        self._gates.add(gate)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             await asyncio.gather(
-                _pump(reader, upstream_writer, self._flowing),
-                _pump(upstream_reader, writer, self._flowing),
+                _pump(reader, upstream_writer, gate),
+                _pump(upstream_reader, writer, gate),
                 return_exceptions=True,
             )
         finally:
             for each in pair:
                 _abort(each)
             self._writers -= pair
+            self._gates.discard(gate)
+            self._orphans.discard(gate)
+            if task is not None:
+                self._tasks.discard(task)
 
 
 async def _pump(

@@ -4,12 +4,13 @@ refreshed in the background while scrapes answer the last one."""
 from __future__ import annotations
 
 import threading
+import time
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
 from jobhost.envelope.telemetry import configure_telemetry
-from jobhost.web.exposition import CHEAP_RENDER, ExpositionCache, exposition
+from jobhost.web.exposition import CHEAP_RENDER, PATIENCE, ExpositionCache, exposition
 from tests.waiting import wait_for
 
 
@@ -68,3 +69,38 @@ def test_a_slow_render_is_kept_and_made_again_off_the_scrape() -> None:
     wait_for(lambda: cache.renders == 2, 30, "the background render")
     assert cache() == b"render 2"
     assert cache.renders == 2
+
+
+def test_a_render_held_up_leaves_the_scrape_the_last_exposition() -> None:
+    gate = threading.Event()
+    calls: list[str] = []
+
+    def render() -> bytes:
+        calls.append("render")
+        if len(calls) == 2:  # held up, as by a gauge's read of a hung store
+            assert gate.wait(30)
+        return f"render {len(calls)}".encode()
+
+    cache = ExpositionCache(render, seconds=5)
+    assert cache() == b"render 1"
+    began = time.monotonic()
+    assert cache() == b"render 1"  # the second render does not come back in time
+    assert PATIENCE - 0.1 < time.monotonic() - began < PATIENCE + 2
+    gate.set()
+    wait_for(lambda: cache.renders == 2, 30, "the held-up render")
+    assert cache() == b"render 2"  # slow, it is kept as a slow render is
+
+
+def test_a_failing_render_leaves_the_scrape_the_last_exposition() -> None:
+    calls: list[str] = []
+
+    def render() -> bytes:
+        calls.append("render")
+        if len(calls) == 2:
+            raise RuntimeError("the store went away")
+        return f"render {len(calls)}".encode()
+
+    cache = ExpositionCache(render, seconds=5)
+    assert cache() == b"render 1"
+    assert cache() == b"render 1"
+    assert cache() == b"render 3"
