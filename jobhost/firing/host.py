@@ -60,6 +60,8 @@ __all__ = ["Host", "HostStatus"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
+_STILL_DOWN_SECONDS = 60.0
+"""How often a host says again that the store is still away."""
 _EXIT_MARGIN = 5.0
 """Seconds past ``shutdown_grace`` a stopping host gets to record and release before it exits
 anyway: the telemetry flush's share (see ``shutdown``)."""
@@ -109,6 +111,8 @@ class Host:
         """0, or :class:`SchemaTooNewError`'s code once a newer release upgraded the store."""
         self._abandon_after = 0.0
         self._last_claims = 0
+        self._down_since = self._down_said = 0.0
+        """When (monotonic) the store went away, and when that was last said."""
         for spec in catalog.jobs.values():
             if isinstance(spec.executor, UsesStore):
                 spec.executor.use_store(engine)
@@ -358,10 +362,19 @@ class Host:
         """Say why ``what`` failed: the store's going away once, when it goes (whichever step
         meets it first), anything else each time."""
         if is_store_down(error):
+            now = time.monotonic()
+            why = redact_text(str(error).splitlines()[0] if str(error) else "")
             if self.status.store_ok:
+                _log.warning("store unreachable: %s; retrying", why)
+                self._down_since = self._down_said = now
+            elif now - self._down_said >= _STILL_DOWN_SECONDS:
+                # A reminder a minute, not a line a retry: an outage (or a full disk) is said
+                # without flooding the log.
+                self._down_said = now
                 _log.warning(
-                    "store unreachable: %s; retrying",
-                    redact_text(str(error).splitlines()[0] if str(error) else ""),
+                    "store still unreachable after %ds: %s; retrying",
+                    now - self._down_since,
+                    why,
                 )
             self._store_lost()
         elif self._schema_moved_on():

@@ -171,3 +171,44 @@ def test_a_store_lost_as_a_backfill_is_claimed_is_said_once_and_the_backfill_goe
             host.request_stop()
             host.shutdown()
             engine.dispose()
+
+
+@pytest.mark.postgres
+def test_an_outage_is_said_when_it_begins_and_again_once_a_minute_not_at_every_retry(
+    postgres_url: str, tmp_path: Path, telemetry: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = make_url(postgres_url)
+    with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        through = server.set(host="127.0.0.1", port=proxy.port)
+        settings = Settings(
+            database_url=through.render_as_string(hide_password=False),
+            plugins=[SAMPLE_PLUGIN],
+            modules={"sample": {"log": str(tmp_path / "runs.log"), "jobs": [NIGHTLY]}},
+        )
+        engine = create_store_engine(settings.database_url)
+        upgrade(engine)
+        host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
+        host.start()
+        try:
+            proxy.cut()
+            with caplog.at_level(logging.WARNING, logger="jobhost.host"):
+                for _ in range(5):
+                    host.turn()
+
+                def said() -> list[str]:
+                    return [r.getMessage() for r in caplog.records if r.name == "jobhost.host"]
+
+                assert len(said()) == 1 and said()[0].startswith("store unreachable"), said()
+                host._down_since -= 61  # a minute on
+                host._down_said -= 61
+                host.turn()
+                host.turn()
+                assert len(said()) == 2, said()
+                assert said()[1].startswith("store still unreachable after 6"), said()
+            proxy.restore()
+            wait_for(lambda: host.turn() is not None and host.status.store_ok, 20, "the store")
+        finally:
+            proxy.restore()
+            host.request_stop()
+            host.shutdown()
+            engine.dispose()
