@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -24,7 +24,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from jobhost.web.access import ReadAccess
 from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, lower_priority
 from jobhost.web.bodies import BODY_TIMEOUT, MAX_FORM, BodiesFirst
 from jobhost.web.endpoints import Endpoints, Probe
@@ -33,6 +32,9 @@ from jobhost.web.headers import SecurityHeaders
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.timeouts import RequestTimeout
 from jobhost.web.unavailable import StoreUnavailable, is_store_down
+
+if TYPE_CHECKING:  # access.py works through this module's blocking()
+    from jobhost.web.access import ReadAccess
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]
 
@@ -164,7 +166,7 @@ def _guarded(path: str, handler: Handler) -> Handler:
 
 def _token_only(access: ReadAccess, path: str, handler: Handler) -> Handler:
     async def endpoint(request: Request) -> Response:
-        refused = access.refusal(request, path)
+        refused = await access.refusal(request, path)
         if refused is not None:
             return refused
         response: Response = await handler(request)
