@@ -75,6 +75,7 @@ Outcome = Annotated[str, Field(json_schema_extra={"enum": list(OUTCOMES)})]
 Source = Annotated[str, Field(json_schema_extra={"enum": list(SOURCES)})]
 Sort = Annotated[str, Field(json_schema_extra={"enum": list(SORTS)})]
 Action = Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})]
+Surface = Literal["cli", "api", "dashboard"]
 
 
 class Trigger(BaseModel):
@@ -165,6 +166,13 @@ class Change(BaseModel):
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     reason: str | None
+    surface: Surface | None = Field(
+        description="Where it was done: cli, api or dashboard; null for the host's own changes "
+        "and those logged before jobhost recorded it."
+    )
+    address: str | None = Field(
+        description="The HTTP client's address (as trusted_proxies decides); null from the CLI."
+    )
 
 
 class ChangeList(BaseModel):

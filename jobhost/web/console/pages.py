@@ -32,6 +32,7 @@ from starlette.staticfiles import StaticFiles
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import RETRYABLE
+from jobhost.operations.changes import change_origin
 from jobhost.operations.overview import Overview, overview_page, read_summary
 from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
@@ -142,6 +143,7 @@ class Console:
             ago=ago_tag,
             compact=_compact,
             iso=iso_utc,
+            change_origin=change_origin,
         )
         self._actions = ActionHandler(self)
         self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
