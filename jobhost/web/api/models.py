@@ -17,6 +17,7 @@ from jobhost.operations.job_state import VALUE_LIMIT
 from jobhost.operations.runlogs import PAGE_LINES
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
+from jobhost.runtime.definition import JobDefinition
 from jobhost.store.runtime import MAX_CHANGE_ID
 from jobhost.web.api.failures import PAGE_LIMIT
 from jobhost.web.api.requests import ReasonText
@@ -32,6 +33,7 @@ __all__ = [
     "Job",
     "JobList",
     "JobState",
+    "JobWrite",
     "JobsQuery",
     "KindList",
     "PauseResult",
@@ -383,6 +385,14 @@ class Reason(BaseModel):
     """Why: recorded with the change."""
 
     model_config = ConfigDict(extra="forbid")
+    reason: ReasonText
+
+
+class JobWrite(JobDefinition):
+    """A runtime job's definition, and why it is written: the reason goes in the change log,
+    not in the stored definition."""
+
+    model_config = ConfigDict(title="JobWrite")
     reason: ReasonText
 
 

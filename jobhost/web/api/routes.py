@@ -52,6 +52,7 @@ from jobhost.web.api.requests import (
     query_int,
     read_json,
     read_reason,
+    take_reason,
 )
 from jobhost.web.api.state import StateEndpoints
 from jobhost.web.api.table import ENDPOINTS
@@ -265,12 +266,17 @@ class _Api:
 
     async def put(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body = await read_json(request, self.limit)
+        body, reason = take_reason(await read_json(request, self.limit))
         if_match = request.headers.get("if-match")
         if_none_match = request.headers.get("if-none-match")
         done = await blocking(
             lambda: self.service.put(
-                name, body, actor=token.name, if_match=if_match, if_none_match=if_none_match
+                name,
+                body,
+                actor=token.name,
+                if_match=if_match,
+                if_none_match=if_none_match,
+                reason=reason,
             )
         )
         return JSONResponse(
@@ -281,8 +287,11 @@ class _Api:
 
     async def delete(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
+        reason = await read_reason(request, self.limit)
         if_match = request.headers.get("if-match")
-        await blocking(lambda: self.service.delete(name, actor=token.name, if_match=if_match))
+        await blocking(
+            lambda: self.service.delete(name, actor=token.name, if_match=if_match, reason=reason)
+        )
         return Response(status_code=204)
 
     async def trigger(self, request: Request, token: ApiToken) -> Response:
