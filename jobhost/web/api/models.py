@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobhost.operations.failures import SEARCH_LIMIT
+from jobhost.operations.failures import CURSOR_PATTERN, SEARCH_LIMIT
 from jobhost.operations.history import OUTCOMES
 from jobhost.operations.job_state import VALUE_LIMIT
 from jobhost.operations.runlogs import PAGE_LINES
@@ -19,7 +19,7 @@ from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
 from jobhost.runtime.definition import JobDefinition
 from jobhost.store.runtime import MAX_CHANGE_ID
-from jobhost.web.api.failures import PAGE_LIMIT
+from jobhost.web.api.failures import PAGE_LIMIT, SINCE_PATTERN
 from jobhost.web.api.requests import ReasonText
 
 __all__ = [
@@ -450,8 +450,9 @@ class FailuresQuery(BaseModel):
     since: str = Field(
         "",
         max_length=64,
-        description="Only runs that finished since then: 2h, 7d, a date (UTC) or an ISO 8601 "
-        "time with a zone.",
+        description="Only runs that finished since then: a positive duration of one unit (2h, "
+        "7d, 30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
+        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})?$"},
     )
     job: str = Field("", max_length=200, description="Only this job's runs.")
     q: str = Field(
@@ -460,7 +461,12 @@ class FailuresQuery(BaseModel):
         description="Only runs whose error type or message contains this text (any case).",
     )
     limit: int = Field(50, ge=1, le=PAGE_LIMIT, description="At most N runs (default 50).")
-    cursor: str = Field("", max_length=200, description="next_cursor of the previous answer.")
+    cursor: str = Field(
+        "",
+        max_length=200,
+        description="next_cursor of the previous answer.",
+        json_schema_extra={"pattern": f"^(?:{CURSOR_PATTERN})?$"},
+    )
     all: bool = Field(
         False, description="Also failures resolved by a later success or an acknowledgement."
     )
