@@ -32,6 +32,7 @@ from jobhost.runtime.definition import FieldProblem
 from jobhost.store import Clock, Engine, SystemClock
 from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
 from jobhost.web.app import blocking
+from jobhost.web.inputs import NO_NUL_PATTERN
 
 __all__ = [
     "PAGE_LIMIT",
@@ -70,9 +71,19 @@ class FailureRetry(BaseModel):
     """Which open failures to retry, once each, and why (``POST /failures``)."""
 
     model_config = ConfigDict(extra="forbid")
-    job: str | None = Field(None, min_length=1, max_length=200, description="Only this job's.")
+    job: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Only this job's.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},  # see json_problem,
+    )
     module: str | None = Field(
-        None, min_length=1, max_length=200, description="Only failures of this module's jobs."
+        None,
+        min_length=1,
+        max_length=200,
+        description="Only failures of this module's jobs.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},  # see json_problem,
     )
     since: str | None = Field(
         None,
