@@ -46,6 +46,8 @@ PAGE_LIMIT = 500
 """The most rows one answer holds."""
 
 _JOB_LIMIT = 200
+# Up to three parts, the first not zero: at most 29,997 weeks, which no clock reaches back past.
+_DURATION = "[1-9][0-9]{0,3}(?:ms|s|m|h|d|w)(?:[0-9]{1,4}(?:ms|s|m|h|d|w)){0,2}"
 _YEAR = "(?:1[0-9]{3}|[2-8][0-9]{3}|9[0-8][0-9]{2})"
 _MONTH_DAY = (
     "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
@@ -58,12 +60,10 @@ _LEAP_DAY = (
 )
 _TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
 _ZONE = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-SINCE_PATTERN = (
-    f"[1-9][0-9]{{0,4}}(?:ms|s|m|h|d|w)|(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})(?:{_TIME}{_ZONE})?"
-)
+SINCE_PATTERN = f"{_DURATION}|(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})(?:{_TIME}{_ZONE})?"
 """What the API takes as ``since`` (the document's pattern, checked by the server): a positive
-duration of one unit, a calendar date from year 1000 to 9899, or that date with a time and a
-zone. Every text of this shape is a time the failures can be read from."""
+duration of whole units (``2h``, ``4h30m``), a calendar date from year 1000 to 9899, or that
+date with a time and a zone. Every text of this shape is a time the failures can be read from."""
 _SINCE = re.compile(SINCE_PATTERN)
 
 
@@ -200,7 +200,7 @@ def _since(text: str | None, clock: Clock | None) -> datetime | None:
     if not _SINCE.fullmatch(text):
         raise BadFailureQuery(
             "since",
-            "must be a duration such as 2h or 7d, a date such as 2026-11-28, or a time with "
+            "must be a duration such as 2h, 7d or 4h30m, a date such as 2026-11-28, or a time with "
             "a zone such as 2026-11-28T06:00:00Z",
         )
     return parse_since(text, (clock or SystemClock())())

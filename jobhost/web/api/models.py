@@ -450,8 +450,8 @@ class FailuresQuery(BaseModel):
     since: str = Field(
         "",
         max_length=64,
-        description="Only runs that finished since then: a positive duration of one unit (2h, "
-        "7d, 30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
+        description="Only runs that finished since then: a positive duration of whole units (2h, "
+        "7d, 4h30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
         json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})?$"},
     )
     job: str = Field("", max_length=200, description="Only this job's runs.")
