@@ -23,7 +23,7 @@ def reason_value(_ctx: click.Context, _param: click.Parameter, value: str | None
     return reason_text(value)
 
 
-def required_reason(example: str) -> Callable[[_F], _F]:
+def required_reason(example: str, help: str = "Why (required).") -> Callable[[_F], _F]:
     """``--reason TEXT``, required and checked: every change is in the change log, and an
     empty reason tells the next operator nothing (``example`` shows one)."""
 
@@ -32,9 +32,7 @@ def required_reason(example: str) -> Callable[[_F], _F]:
             raise click.BadParameter(f"must say why, e.g. --reason {example!r}")
         return reason_text(value)
 
-    return click.option(
-        "--reason", metavar="TEXT", required=True, callback=check, help="Why (required)."
-    )
+    return click.option("--reason", metavar="TEXT", required=True, callback=check, help=help)
 
 
 def reason_text(value: str) -> str:
