@@ -30,10 +30,12 @@ wrong_guesses = Table(
 
 
 def count_wrong_guess(connection: Connection, keys: Sequence[str], minute: int) -> dict[str, int]:
-    """Add one wrong guess to each of ``keys`` in ``minute``; each key's count there now."""
+    """Add one wrong guess to each of ``keys`` (each at most :data:`GUESS_KEY_LENGTH`
+    characters) in ``minute``; each key's count there now. The rows are written in the order of
+    ``keys``: callers list them in one order, so two at once lock them alike and never deadlock."""
     insert: Any = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
     statement = insert(wrong_guesses).values(
-        [{"key": key[:GUESS_KEY_LENGTH], "minute": minute, "count": 1} for key in keys]
+        [{"key": key, "minute": minute, "count": 1} for key in keys]
     )
     statement = statement.on_conflict_do_update(
         index_elements=["key", "minute"],

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from jobhost.config import Settings
 from jobhost.store import Engine
 from jobhost.store.calls import write
-from jobhost.store.guesses import count_wrong_guess, purge_guesses
+from jobhost.store.guesses import GUESS_KEY_LENGTH, count_wrong_guess, purge_guesses
 from jobhost.web.app import blocking
 
 __all__ = [
@@ -63,7 +63,8 @@ class GuessBrake:
         meter: metrics.Meter | None = None,
     ) -> None:
         self._engine = engine
-        self._limits = {"address": limit, _EVERYONE: limit_all}
+        self._limit = limit
+        self._limit_all = limit_all
         self._clock = clock
         self._purged = 0
         self._counter = (meter or metrics.get_meter("jobhost")).create_counter(
@@ -79,13 +80,13 @@ class GuessBrake:
         self._counter.add(1, {"surface": surface})
         now = self._clock()
         minute = int(now // GUESS_WINDOW_SECONDS)
-        keys = {f"address:{address}": self._limits["address"], _EVERYONE: self._limits[_EVERYONE]}
-        counts = write(self._engine, count_wrong_guess, list(keys), minute)
+        key = f"address:{address}"[:GUESS_KEY_LENGTH]
+        counts = write(self._engine, count_wrong_guess, [key, _EVERYONE], minute)
         if minute > self._purged:
             # Once a minute per replica, and only while someone guesses wrong.
             write(self._engine, purge_guesses, minute - 1)
             self._purged = minute
-        if all(counts.get(key[:200], 0) <= limit for key, limit in keys.items()):
+        if counts[key] <= self._limit and counts[_EVERYONE] <= self._limit_all:
             return None
         return max(1, math.ceil((minute + 1) * GUESS_WINDOW_SECONDS - now))
 
