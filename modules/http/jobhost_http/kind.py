@@ -42,6 +42,7 @@ CREDENTIAL_KEYS = frozenset(
 """Query parameters and JSON body keys (compared the same way) that hold a credential."""
 
 _PLACEHOLDER_NAME = "http.kind-settings"
+_SECRET_EXAMPLE = 'secret_headers = {"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"}'
 
 
 class HttpCallModel(BaseModel):
@@ -124,8 +125,7 @@ def _refuse_plain_credentials(model: HttpCallModel) -> None:
         raise KindSettingsError(
             "url",
             "carries credentials (user:password@); remove them and send them in a header "
-            "named in secret_headers, e.g. secret_headers = "
-            '{"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"}',
+            f"named in secret_headers, e.g. {_SECRET_EXAMPLE}",
         )
     for key, _ in parse_qsl(parts.query, keep_blank_values=True):
         if _plain(key) in CREDENTIAL_KEYS:
@@ -143,17 +143,14 @@ def _refuse_plain_credentials(model: HttpCallModel) -> None:
                 f'secret_headers, naming an environment variable: {{"{header}": '
                 f'"JOBHOST_RUNTIME_SECRET_..."}}',
             )
-    for path in _body_keys(model.body):
-        if _plain(path.rpartition(".")[2]) in CREDENTIAL_KEYS:
+    for key in _body_keys(model.body):
+        if _plain(key) in CREDENTIAL_KEYS:
             raise KindSettingsError(
                 "body",
-                f"has a credential at {path} and would be shown to every reader; remove it "
+                f"has a credential under key {key!r} and would be shown to every reader; remove it "
                 f"and let the endpoint authenticate by a header named in secret_headers, e.g. "
                 f"{_SECRET_EXAMPLE}",
             )
-
-
-_SECRET_EXAMPLE = 'secret_headers = {"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"}'
 
 
 def _plain(name: str) -> str:
@@ -162,20 +159,18 @@ def _plain(name: str) -> str:
 
 
 def _body_keys(body: str | None) -> Iterator[str]:
-    """The dotted path of every object key in a JSON body (none when it is not JSON)."""
+    """Every object key anywhere in a JSON body (none when it is not JSON)."""
     if not body:
         return
     try:
         document = json.loads(body)
     except ValueError:
         return
-    pending: list[tuple[str, Any]] = [("", document)]
+    pending: list[Any] = [document]
     while pending:
-        prefix, value = pending.pop()
+        value = pending.pop()
         if isinstance(value, dict):
-            for key, inner in value.items():
-                path = f"{prefix}.{key}" if prefix else str(key)
-                yield path
-                pending.append((path, inner))
+            yield from (str(key) for key in value)
+            pending.extend(value.values())
         elif isinstance(value, list):
-            pending.extend((prefix, inner) for inner in value)
+            pending.extend(value)
