@@ -1,5 +1,6 @@
 """Reading behind a credential when asked, sessions that end on sign-out on every replica, and a
-brake on guessing: on both stores (the session versions live in the store)."""
+brake on guessing counted through the store (two replicas brake one guesser together): on both
+stores, where the session versions and the wrong guesses live."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import http.cookiejar
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from importlib.resources import files
 from typing import Any
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from sqlalchemy import select
+from sqlalchemy import inspect, select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import build_catalog
@@ -244,3 +248,24 @@ def test_the_brake_counts_per_address_and_in_all_and_forgets_old_minutes(
     with engine.connect() as connection:
         minutes = connection.execute(select(wrong_guesses.c.minute).distinct()).scalars()
         assert sorted(minutes) == [int(MINUTE_START // 60) + 1, int(MINUTE_START // 60) + 2]
+
+
+def test_migration_0017_adds_and_drops_the_brake_and_the_change_origin(store_url: str) -> None:
+    engine = create_store_engine(store_url)
+    try:
+        upgrade(engine)
+        assert inspect(engine).has_table("wrong_guesses")
+        columns = {c["name"] for c in inspect(engine).get_columns("job_changes")}
+        assert {"surface", "address"} <= columns
+        config = Config()
+        config.set_main_option("script_location", str(files("jobhost.store") / "migrations"))
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.downgrade(config, "0016")
+        assert not inspect(engine).has_table("wrong_guesses")
+        columns = {c["name"] for c in inspect(engine).get_columns("job_changes")}
+        assert not {"surface", "address"} & columns
+        upgrade(engine)
+        assert inspect(engine).has_table("wrong_guesses")
+    finally:
+        engine.dispose()
