@@ -26,9 +26,9 @@ __all__ = ["changes"]
 @click.pass_context
 def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> None:
     """Show the newest changes, oldest first: pause, resume, trigger from the CLI, the dashboard
-    and the API, and runtime jobs created, changed and deleted; each with who, from where (cli,
-    api or dashboard, and the HTTP client's address) and why.
+    and the API, and runtime jobs created, changed and deleted; each with who and why.
 
+    Each also says from where: cli, api or dashboard, and over HTTP the client's address.
     Reads only the store. JSON: {"changes": [{"id", "at", "actor", "action", "job", "before",
     "after", "reason", "surface", "address"}]}, the shape of GET /api/v1/changes.
 

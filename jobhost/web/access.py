@@ -26,7 +26,7 @@ from jobhost.config import Settings
 from jobhost.store import Engine
 from jobhost.store.calls import write
 from jobhost.store.guesses import GUESS_KEY_LENGTH, count_wrong_guess, purge_guesses
-from jobhost.web.app import blocking
+from jobhost.web.admission import blocking
 
 __all__ = [
     "GUESS_LIMIT",
