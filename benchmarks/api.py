@@ -115,6 +115,7 @@ def measure(kind: str) -> None:
                             "kind": "http",
                             "interval": f"{60 + next(turn)}m",
                             "settings": {"url": "http://x/0"},
+                            "reason": "benchmark",
                         },
                     )
                 ),

@@ -194,7 +194,7 @@ _READS: list[tuple[str, list[str], float]] = [
     ("next NAME", ["next", "{one}"], 0.5),
     ("jobs show NAME", ["jobs", "show", "{one}"], 0.5),
     ("pause NAME", ["pause", "{one}", "--reason", "bench"], 0.5),
-    ("resume NAME", ["resume", "{one}"], 0.5),
+    ("resume NAME", ["resume", "{one}", "--reason", "bench"], 0.5),
     ("trigger NAME --no-wait", ["trigger", "{one}", "--no-wait"], 0.5),
     ("health --no-hosts", ["health", "--no-hosts"], 1.0),
 ]

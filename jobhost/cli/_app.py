@@ -139,6 +139,9 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
         # raw. Set here, not in main, so that --version and --help import no settings.
         configure_logging("WARNING")
     ctx.obj["config_path"] = config_path
+    from jobhost.store.runtime import acting_from
+
+    acting_from("cli")
     if config_path is not None:
         # Code that loads settings on its own (the built-in retention job) must see this file too.
         os.environ[CONFIG_ENV] = os.path.abspath(config_path)

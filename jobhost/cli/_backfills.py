@@ -50,9 +50,15 @@ def show_one(engine: Engine, backfill_id: str, *, as_json: bool) -> None:
 
 
 def cancel_one(engine: Engine, backfill_id: str, *, actor: str, reason: str | None) -> None:
-    """Cancel the backfill: no new occurrence starts; its runs in flight finish."""
+    """Cancel the backfill: no new occurrence starts; its runs in flight finish. Without a
+    reason, exit 2: the cancel is in the change log, where an empty reason tells no one why."""
     from jobhost.operations.actions import cancel_backfill
 
+    if not reason:
+        raise click.UsageError(
+            "--cancel needs --reason TEXT: say why, for the change log "
+            "(e.g. --reason 'wrong range, INC-7')"
+        )
     record = cancel_backfill(engine, backfill_id, actor=actor, reason=reason)
     if record is None:
         _unknown(backfill_id)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from jobhost.operations.reasons import BadReason, checked_reason
 
-__all__ = ["reason_text", "reason_value"]
+__all__ = ["reason_text", "reason_value", "required_reason"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def reason_value(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -16,6 +21,18 @@ def reason_value(_ctx: click.Context, _param: click.Parameter, value: str | None
     if value is None or not value.strip():
         return value
     return reason_text(value)
+
+
+def required_reason(example: str, help: str = "Why (required).") -> Callable[[_F], _F]:
+    """``--reason TEXT``, required and checked: every change is in the change log, and an
+    empty reason tells the next operator nothing (``example`` shows one)."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        if not value.strip():
+            raise click.BadParameter(f"must say why, e.g. --reason {example!r}")
+        return reason_text(value)
+
+    return click.option("--reason", metavar="TEXT", required=True, callback=check, help=help)
 
 
 def reason_text(value: str) -> str:

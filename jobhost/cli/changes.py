@@ -28,8 +28,9 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     """Show the newest changes, oldest first: pause, resume, trigger from the CLI, the dashboard
     and the API, and runtime jobs created, changed and deleted; each with who and why.
 
+    Each also says from where: cli, api or dashboard, and over HTTP the client's address.
     Reads only the store. JSON: {"changes": [{"id", "at", "actor", "action", "job", "before",
-    "after", "reason"}]}, the shape of GET /api/v1/changes.
+    "after", "reason", "surface", "address"}]}, the shape of GET /api/v1/changes.
 
     Exit status: 0 (also when there is no change to show).
     """

@@ -16,6 +16,7 @@ import click
 
 from jobhost.cli._app import cli
 from jobhost.cli._context import load_catalog, open_store, settings_of
+from jobhost.cli._reasons import required_reason
 
 if TYPE_CHECKING:
     from jobhost.runtime.service import JobService
@@ -165,6 +166,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     help="One of the kind's settings; VALUE is JSON when it parses, text otherwise (repeatable).",
 )
 @click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
+@required_reason("new endpoint after the migration, INC-7")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored job as JSON.")
 @click.pass_context
 def put_job(
@@ -175,6 +177,7 @@ def put_job(
     file: str | None,
     settings_: tuple[str, ...],
     if_match: str | None,
+    reason: str,
     as_json: bool,
     **fields: Any,
 ) -> None:
@@ -186,10 +189,10 @@ def put_job(
 
     The definition is the body of PUT /api/v1/jobs/NAME: {"kind", "cron" | "interval",
     "timezone", "enabled", "description", "settings", and the policies}. Unknown fields are
-    refused; every problem names its field.
+    refused; every problem names its field. --reason goes in the change log (jobhost changes).
 
-    Exit status: 0; 1 when NAME changed since --if-match or is a declared job; 3 when the
-    definition is invalid.
+    Exit status: 0; 1 when NAME changed since --if-match or is a declared job; 2 without
+    --reason; 3 when the definition is invalid.
     """
     from jobhost.runtime.service import JobService
     from jobhost.web.api.views import runtime_json
@@ -199,7 +202,7 @@ def put_job(
     try:
         service = JobService(settings, load_catalog(settings), engine)
         body = _body(service, name, file, settings_, fields)
-        done = service.put(name, body, actor=getpass.getuser(), if_match=if_match)
+        done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
     finally:
         engine.dispose()
     if as_json:
@@ -212,12 +215,14 @@ def put_job(
 @jobs.command("delete")
 @click.argument("name")
 @click.option("--if-match", "if_match", metavar="ETAG", help="Remove only if still at ETAG.")
+@required_reason("the endpoint is retired")
 @click.pass_context
-def delete_job(ctx: click.Context, name: str, if_match: str | None) -> None:
-    """Remove runtime job NAME; its history stays, its schedule is kept as orphaned.
+def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str) -> None:
+    """Remove runtime job NAME; its history stays, its schedule is kept as orphaned. --reason
+    goes in the change log (jobhost changes).
 
     Exit status: 0; 1 when NAME is a declared job or changed since --if-match; 2 when there
-    is no runtime job NAME.
+    is no runtime job NAME, or without --reason.
     """
     from jobhost.runtime.service import JobService
 
@@ -225,7 +230,7 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None) -> None:
     engine = open_store(settings)
     try:
         JobService(settings, load_catalog(settings), engine).delete(
-            name, actor=getpass.getuser(), if_match=if_match
+            name, actor=getpass.getuser(), if_match=if_match, reason=reason
         )
     finally:
         engine.dispose()

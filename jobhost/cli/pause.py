@@ -1,5 +1,6 @@
-"""``jobhost pause NAME --reason TEXT`` and ``jobhost resume NAME``: for every replica at once;
-``--module M`` / ``--match GLOB`` instead of NAME act on many jobs with one reason."""
+"""``jobhost pause NAME --reason TEXT`` and ``jobhost resume NAME --reason TEXT``: for every
+replica at once; ``--module M`` / ``--match GLOB`` instead of NAME act on many jobs with one
+reason."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_USAGE, cli
 from jobhost.cli._context import catalog_for, load_catalog, open_store, settings_of
-from jobhost.cli._reasons import reason_text, reason_value
+from jobhost.cli._reasons import required_reason
 
 __all__ = ["pause", "resume"]
 
@@ -32,11 +33,8 @@ _MATCH = click.option(
 
 @cli.command()
 @click.argument("name", required=False)
-@click.option(
-    "--reason",
-    required=True,
-    callback=lambda _ctx, _param, value: _reason(value),
-    help="Why; shown by `jobhost report` (required, not blank).",
+@required_reason(
+    "billing migration until 06:00", "Why; shown by `jobhost report` (required, not blank)."
 )
 @_MODULE
 @_MATCH
@@ -88,19 +86,14 @@ def pause(
 
 @cli.command()
 @click.argument("name", required=False)
-@click.option(
-    "--reason",
-    default=None,
-    callback=reason_value,
-    help="Why; written to the change log (optional).",
-)
+@required_reason("migration done", "Why; written to the change log (required).")
 @_MODULE
 @_MATCH
 @click.pass_context
 def resume(
     ctx: click.Context,
     name: str | None,
-    reason: str | None,
+    reason: str,
     modules: tuple[str, ...],
     patterns: tuple[str, ...],
 ) -> None:
@@ -109,8 +102,8 @@ def resume(
     With --module or --match instead of NAME, every job they select is resumed with the one
     reason, each with its own change-log entry.
 
-    Exit status: 0 (also when it was not paused); 2 for an unknown job, or when --module and
-    --match select no job.
+    Exit status: 0 (also when it was not paused); 2 for an unknown job, without --reason, or
+    when --module and --match select no job.
     """
     from jobhost.operations.actions import resume_jobs
     from jobhost.operations.snapshot import require_known_job
@@ -140,13 +133,6 @@ def resume(
     if name is None:
         changed = sum(1 for d in done if d is not None and d.changed)
         click.echo(f"resumed {changed} of {len(done)} jobs")
-
-
-def _reason(value: str) -> str:
-    # The reason is what the next operator reads at 3 a.m.: an empty one tells them nothing.
-    if not value.strip():
-        raise click.BadParameter("must say why, e.g. --reason 'billing migration until 06:00'")
-    return reason_text(value)
 
 
 def _alone(name: str, modules: tuple[str, ...], patterns: tuple[str, ...]) -> None:

@@ -9,24 +9,16 @@ import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
 from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
-from jobhost.cli._reasons import reason_text
+from jobhost.cli._reasons import required_reason
 from jobhost.cli._run_ids import typed_run_id
 from jobhost.cli._waiting import print_and_exit, wait_options
 
 __all__ = ["cancel", "retry"]
 
 
-def _reason(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    # Both actions are in the change log: an empty reason tells the next operator nothing.
-    text = " ".join(value.split())
-    if not text:
-        raise click.BadParameter("must say why, e.g. --reason 'upstream fixed, rerun'")
-    return reason_text(text)
-
-
 @cli.command()
 @click.argument("run_id", required=False)
-@click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
+@required_reason("upstream fixed, rerun")
 @click.option(
     "--failed", is_flag=True, help="Retry every open failure (of --job, --module, --since) once."
 )
@@ -117,7 +109,7 @@ def retry(
 
 @cli.command()
 @click.argument("run_id")
-@click.option("--reason", metavar="TEXT", required=True, callback=_reason, help="Why (required).")
+@required_reason("upstream fixed, rerun")
 @wait_options(no_wait="Record the request and exit at once.", until="wait until the run ends")
 @click.pass_context
 def cancel(

@@ -9,7 +9,7 @@ from jobhost.operations.reasons import printable
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.store.runtime import JobChange
 
-__all__ = ["change_json", "change_line"]
+__all__ = ["change_json", "change_line", "change_origin"]
 
 
 def change_json(change: JobChange) -> dict[str, Any]:
@@ -22,15 +22,26 @@ def change_json(change: JobChange) -> dict[str, Any]:
         "before": change.before,
         "after": change.after,
         "reason": change.reason,
+        "surface": change.surface,
+        "address": change.address,
     }
 
 
+def change_origin(change: JobChange) -> str:
+    """Where a change came from: ``cli``, ``api from 10.0.0.7``, ``dashboard from ...``; ``-``
+    for the host's own and for changes logged before the surface was."""
+    if change.surface is None:
+        return "-"
+    return f"{change.surface} from {change.address}" if change.address else change.surface
+
+
 def change_line(change: JobChange) -> str:
-    """``2026-12-01 09:12:03Z  alice  pause  nightly.billing: disk full``."""
+    """``2026-12-01 09:12:03Z  alice (cli)  pause  nightly.billing: disk full``."""
     why = f": {change.reason}" if change.reason else ""
     subject = change.job_name
     if change.action.startswith("state-") and change.after is not None:
         # Which key: the job alone does not say what an operator changed.
         subject = f"{subject} {change.after.get('key')}"
     # Every part but the time is someone's text (a reason, a $USER): none may drive a terminal.
-    return printable(f"{short_utc(change.at)}  {change.actor}  {change.action}  {subject}{why}")
+    who = f"{change.actor} ({change_origin(change)})"
+    return printable(f"{short_utc(change.at)}  {who}  {change.action}  {subject}{why}")

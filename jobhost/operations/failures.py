@@ -8,12 +8,10 @@ depth; stuck runs, which are happening now, come first on the first page.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
@@ -26,6 +24,7 @@ from jobhost.store.resolution import Resolution
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
+    "CURSOR_PATTERN",
     "RUN_ID_SHOWN",
     "SEARCH_LIMIT",
     "BadFailureQuery",
@@ -56,7 +55,12 @@ _NAME_SHOWN = 16
 
 # The sign an operator reads as "repeated N times" (x would read as part of a job name).
 _TIMES = "\N{MULTIPLICATION SIGN}"
-_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_RUN_ID_TEXT = "[A-Za-z0-9_.:-]{1,64}"
+CURSOR_PATTERN = f"start|[0-9]{{1,18}}~{_RUN_ID_TEXT}"
+"""Every cursor: ``start``, or microseconds and a run id (see :func:`encode_cursor`)."""
+_CURSOR = re.compile(CURSOR_PATTERN)
+_ORIGIN = datetime(1, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DURATION_EXAMPLES = "e.g. 2h, 7d, 30m, 2026-11-28 or 2026-11-28T06:00:00Z"
 
@@ -290,29 +294,28 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 
 def encode_cursor(key: FailureKey) -> str:
+    """``start``, or the key's microseconds since 0001-01-01 UTC and its run id, joined by
+    ``~``: every text of that shape (:data:`CURSOR_PATTERN`) names a place in the list, so a
+    client's cursor is refused only when it has another shape."""
     if key is _START:
         return "start"
-    raw = f"{key.finished_at.astimezone(UTC).isoformat()}|{key.run_id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    micros = (key.finished_at - _ORIGIN) // _MICROSECOND
+    return f"{micros}~{key.run_id}"
 
 
 def decode_cursor(text: str) -> FailureKey:
-    """The key a cursor from :func:`encode_cursor` names; :class:`BadFailureQuery` otherwise."""
+    """The key a cursor names (one past the newest instant: the top of the list);
+    :class:`BadFailureQuery` for a text that is no cursor."""
     if text == "start":
         return _START
-    bad = BadFailureQuery("cursor", "is not a cursor this list gave; start again without it")
-    if len(text) > 200:
-        raise bad
+    if not _CURSOR.fullmatch(text):
+        raise BadFailureQuery("cursor", "is not a cursor this list gave; start again without it")
+    micros, run_id = text.split("~", 1)
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        at, run_id = raw.split("|", 1)
-        finished = datetime.fromisoformat(at)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise bad from None
-    start = safe_utc(finished) if finished.tzinfo is not None else None
-    if start is None or not _RUN_ID.fullmatch(run_id):
-        raise bad
-    return FailureKey(start, run_id)
+        finished = _ORIGIN + int(micros) * _MICROSECOND
+    except OverflowError:
+        return FailureKey(_START.finished_at, run_id)
+    return FailureKey(min(finished, _START.finished_at), run_id)
 
 
 # The top of the finished failures: the page after a first page that only stuck runs filled.

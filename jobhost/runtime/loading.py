@@ -84,7 +84,7 @@ def check_runtime_jobs(
                     "runtime-name-taken",
                     f"module {module} declares job {row.name!r}, which is already a runtime job "
                     f"(created by {row.created_by}); rename the declaration, or remove the "
-                    f"runtime job with `jobhost jobs delete {row.name}`",
+                    f"runtime job with `jobhost jobs delete {row.name} --reason TEXT`",
                 )
             )
             continue
@@ -103,7 +103,8 @@ def check_runtime_jobs(
                     None,
                     "runtime-job-invalid",
                     f"runtime job of kind {row.kind!r} cannot run: {lines}; change it with "
-                    f"`jobhost jobs put {row.name}` or remove it with `jobhost jobs delete`",
+                    f"`jobhost jobs put {row.name} --reason TEXT` or remove it with "
+                    "`jobhost jobs delete --reason TEXT`",
                 )
             )
     return found

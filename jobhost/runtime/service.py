@@ -98,9 +98,10 @@ class JobService:
         actor: str,
         if_match: str | None,
         if_none_match: str | None = None,
+        reason: str | None = None,
     ) -> PutResult:
         """Create or replace runtime job ``name`` with ``body`` (``If-None-Match: *``: create
-        only)."""
+        only); ``reason`` goes in the change log (every surface requires one)."""
         definition = parse_definition(body)
         if not isinstance(definition, JobDefinition):
             raise invalid(name, definition)
@@ -133,6 +134,7 @@ class JobService:
                 group=spec.concurrency_group,
                 # An unconditional write waits for a concurrent one rather than losing to it.
                 wait_for_writers=unconditional,
+                reason=reason,
             )
             if not put.lost:
                 assert put.after is not None
@@ -144,7 +146,9 @@ class JobService:
             "repeat the change with If-Match"
         )
 
-    def delete(self, name: str, *, actor: str, if_match: str | None) -> RuntimeJobRow:
+    def delete(
+        self, name: str, *, actor: str, if_match: str | None, reason: str | None = None
+    ) -> RuntimeJobRow:
         """Remove runtime job ``name``; its schedule row and history stay (orphaned)."""
         if name in declared_jobs(self.catalog):
             raise conflict(
@@ -158,6 +162,7 @@ class JobService:
             actor=actor,
             clock=self.clock,
             check=lambda row: _check_delete(name, row, if_match),
+            reason=reason,
         )
         assert removed.before is not None
         if removed.lost:

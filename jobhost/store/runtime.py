@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "ChangeSearch",
     "JobChange",
     "RuntimeJobRow",
+    "acting_from",
     "delete_runtime_job",
     "deletions",
     "get_runtime_job",
@@ -84,6 +86,8 @@ job_changes = Table(
     Column("before", Text),
     Column("after", Text),
     Column("reason", Text),
+    Column("surface", String(16)),
+    Column("address", String(200)),
     Index("ix_job_changes_job_name_id", "job_name", "id"),
 )
 
@@ -110,6 +114,25 @@ class JobChange:
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     reason: str | None
+    surface: str | None = None
+    """``cli``, ``api`` or ``dashboard``; None for the host's own changes and older ones."""
+    address: str | None = None
+    """The HTTP client's address, as ``trusted_proxies`` decides it; None from the CLI."""
+
+
+def acting_from(surface: str, address: str | None = None) -> None:
+    """Log the changes this context makes as coming from ``surface`` (``cli``, ``api``,
+    ``dashboard``) and, over HTTP, the client's ``address``.
+
+    A context variable rather than a parameter: every action of every surface reaches
+    :func:`record_change` through many operations, and worker threads inherit the caller's
+    context (anyio copies it), so the surface is said once where a request or command starts."""
+    _ORIGIN.set((surface, None if address is None else address[:200]))
+
+
+_ORIGIN: ContextVar[tuple[str | None, str | None]] = ContextVar(
+    "jobhost_change_origin", default=(None, None)
+)
 
 
 def _dumps(value: Mapping[str, Any] | None) -> str | None:
@@ -237,6 +260,7 @@ def record_change(
     reason: str | None = None,
 ) -> None:
     """Log one change (in the transaction of the change itself) and wake every host."""
+    surface, address = _ORIGIN.get()
     connection.execute(
         job_changes.insert().values(
             at=at,
@@ -246,6 +270,8 @@ def record_change(
             before=_dumps(before),
             after=_dumps(after),
             reason=reason,
+            surface=surface,
+            address=address,
         )
     )
     notify(connection)
@@ -264,19 +290,7 @@ def list_changes(
         query = query.where(job_changes.c.job_name == job_name)
     if after_id is not None:
         query = query.where(job_changes.c.id > after_id)
-    return [
-        JobChange(
-            id=r.id,
-            at=r.at,
-            actor=r.actor,
-            action=r.action,
-            job_name=r.job_name,
-            before=_loads(r.before),
-            after=_loads(r.after),
-            reason=r.reason,
-        )
-        for r in connection.execute(query)
-    ]
+    return [_change(r) for r in connection.execute(query)]
 
 
 def recent_changes(
@@ -331,6 +345,8 @@ def _change(r: Any) -> JobChange:
         before=_loads(r.before),
         after=_loads(r.after),
         reason=r.reason,
+        surface=r.surface,
+        address=r.address,
     )
 
 

@@ -66,6 +66,7 @@ def put_runtime_job(
     schedule: Sequence[DesiredSchedule],
     group: str | None,
     wait_for_writers: bool,
+    reason: str | None = None,
 ) -> Put:
     """Create or replace runtime job ``name`` with ``stored``, its schedule row from
     ``schedule``, its concurrency group, and the change's entry. ``wait_for_writers`` holds the
@@ -102,6 +103,7 @@ def put_runtime_job(
                 job_name=name,
                 before=before.definition if before is not None else None,
                 after=stored,
+                reason=reason,
             )
             after = get_runtime_job(connection, name)
     except IntegrityError:  # a concurrent create of the same name came first
@@ -110,7 +112,13 @@ def put_runtime_job(
 
 
 def remove_runtime_job(
-    engine: Engine, name: str, *, actor: str, clock: Clock, check: Check
+    engine: Engine,
+    name: str,
+    *,
+    actor: str,
+    clock: Clock,
+    check: Check,
+    reason: str | None = None,
 ) -> Removed:
     """Remove runtime job ``name`` (``before`` None: there is none); its schedule row and
     history stay, the schedule marked orphaned."""
@@ -131,6 +139,7 @@ def remove_runtime_job(
             job_name=name,
             before=before.definition,
             after=None,
+            reason=reason,
         )
     return Removed(before)
 

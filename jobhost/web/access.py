@@ -3,9 +3,11 @@
 ``web_read_access = "token"`` puts ``/report`` behind a bearer token (an API token with the
 ``read`` scope, or an operator token), and ``metrics_access = "token"`` does the same for
 ``/metrics``; ``/healthz`` and ``/readyz`` always answer. :class:`GuessBrake` counts wrong
-credentials per client address (sign-in, API, these endpoints): past the limit within the window
-the address is answered 429 with ``Retry-After`` until the window has passed, and every wrong
-credential adds to the ``jobhost.http.refused_credentials`` counter.
+credentials (sign-in, API, these endpoints) through the store, so every replica counts the
+same guesses: per client address, and across all addresses together. Past a limit within the
+minute, a wrong credential is answered 429 with ``Retry-After`` until the minute is over; a
+right one is never braked, so a person who mistyped, or shares an address with a guesser, is
+let in. Every wrong credential adds to the ``jobhost.http.refused_credentials`` counter.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
 from opentelemetry import metrics
@@ -23,13 +23,27 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobhost.config import Settings
+from jobhost.store import Engine
+from jobhost.store.calls import write
+from jobhost.store.guesses import GUESS_KEY_LENGTH, count_wrong_guess, purge_guesses
+from jobhost.web.admission import blocking
 
-__all__ = ["GUESS_LIMIT", "GUESS_WINDOW_SECONDS", "GuessBrake", "ReadAccess", "client_address"]
+__all__ = [
+    "GUESS_LIMIT",
+    "GUESS_LIMIT_ALL",
+    "GUESS_WINDOW_SECONDS",
+    "GuessBrake",
+    "ReadAccess",
+    "client_address",
+]
 
 GUESS_LIMIT = 10
-"""Wrong credentials one client address may send within :data:`GUESS_WINDOW_SECONDS`."""
-GUESS_WINDOW_SECONDS = 60.0
-_ADDRESSES_KEPT = 10_000
+"""Wrong credentials one client address may send within a minute, on every replica together."""
+GUESS_LIMIT_ALL = 100
+"""Wrong credentials all addresses together may send within a minute: a guesser who rotates
+addresses is bounded too."""
+GUESS_WINDOW_SECONDS = 60
+_EVERYONE = "*"
 
 
 def client_address(request: Request) -> str:
@@ -37,73 +51,57 @@ def client_address(request: Request) -> str:
 
 
 class GuessBrake:
-    """Wrong credentials per client address in a sliding window (thread-safe, bounded)."""
+    """Wrong credentials per client address and in all, per minute, counted in the store."""
 
     def __init__(
         self,
+        engine: Engine,
+        *,
         limit: int = GUESS_LIMIT,
-        window: float = GUESS_WINDOW_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
+        limit_all: int = GUESS_LIMIT_ALL,
+        clock: Callable[[], float] = time.time,
         meter: metrics.Meter | None = None,
     ) -> None:
+        self._engine = engine
         self._limit = limit
-        self._window = window
+        self._limit_all = limit_all
         self._clock = clock
-        self._lock = threading.Lock()
-        self._wrong: dict[str, deque[float]] = {}
+        self._purged = 0
         self._counter = (meter or metrics.get_meter("jobhost")).create_counter(
             "jobhost.http.refused_credentials",
             unit="{attempt}",
             description="Wrong tokens or sign-ins over HTTP, by surface",
         )
 
-    def wait_for(self, address: str) -> int | None:
-        """Seconds ``address`` must wait before its next attempt, or None when it may try."""
-        now = self._clock()
-        with self._lock:
-            times = self._wrong.get(address)
-            if times is None:
-                return None
-            while times and times[0] <= now - self._window:
-                times.popleft()
-            if not times:
-                del self._wrong[address]
-                return None
-            if len(times) < self._limit:
-                return None
-            return max(1, math.ceil(times[0] + self._window - now))
-
-    def wrong(self, address: str, surface: str) -> None:
-        """Count one wrong credential from ``address`` on ``surface`` (api, signin, ...)."""
+    def wrong(self, address: str, surface: str) -> int | None:
+        """Count one wrong credential from ``address`` on ``surface`` (api, signin, ...): the
+        seconds to wait when it was one too many, else None. Reads the store: call it from a
+        worker thread."""
         self._counter.add(1, {"surface": surface})
         now = self._clock()
-        with self._lock:
-            if address not in self._wrong and len(self._wrong) >= _ADDRESSES_KEPT:
-                self._wrong.clear()  # bounded: an address flood forgets, never grows
-            times = self._wrong.setdefault(address, deque())
-            times.append(now)
-            while len(times) > self._limit:
-                times.popleft()
-
-    def too_many(self, address: str) -> Response | None:
-        """A 429 answer while ``address`` must wait, else None."""
-        wait = self.wait_for(address)
-        if wait is None:
+        minute = int(now // GUESS_WINDOW_SECONDS)
+        key = f"address:{address}"[:GUESS_KEY_LENGTH]
+        counts = write(self._engine, count_wrong_guess, [key, _EVERYONE], minute)
+        if minute > self._purged:
+            # Once a minute per replica, and only while someone guesses wrong.
+            write(self._engine, purge_guesses, minute - 1)
+            self._purged = minute
+        if counts[key] <= self._limit and counts[_EVERYONE] <= self._limit_all:
             return None
-        return JSONResponse(
-            {"error": f"too many wrong credentials from {address}; try again in {wait}s"},
-            429,
-            headers={"Retry-After": str(wait)},
-        )
+        return max(1, math.ceil((minute + 1) * GUESS_WINDOW_SECONDS - now))
+
+    async def refused(self, address: str, surface: str) -> int | None:
+        """:meth:`wrong`, from the event loop."""
+        return await blocking(lambda: self.wrong(address, surface))
 
 
 class ReadAccess:
     """The read switches of one set of settings, and the tokens that open them."""
 
-    def __init__(self, settings: Settings, brake: GuessBrake | None = None) -> None:
+    def __init__(self, settings: Settings, brake: GuessBrake) -> None:
         self.report_needs_token = settings.web_read_access == "token"
         self.metrics_need_token = settings.metrics_access == "token"
-        self.brake = brake or GuessBrake()
+        self.brake = brake
         self._operators = dict(settings.operator_tokens)
         self._readers = {
             token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
@@ -122,17 +120,20 @@ class ReadAccess:
                 found = name
         return found
 
-    def refusal(self, request: Request, surface: str) -> Response | None:
+    async def refusal(self, request: Request, surface: str) -> Response | None:
         """None when ``request`` may read ``surface``; else 401 (or 429 while braked)."""
-        address = client_address(request)
-        braked = self.brake.too_many(address)
-        if braked is not None:
-            return braked
         scheme, _, secret = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and secret.strip():
             if self.reader(secret.strip()) is not None:
                 return None
-            self.brake.wrong(address, surface)
+            address = client_address(request)
+            wait = await self.brake.refused(address, surface)
+            if wait is not None:
+                return JSONResponse(
+                    {"error": f"too many wrong credentials; try again in {wait}s"},
+                    429,
+                    headers={"Retry-After": str(wait)},
+                )
         return JSONResponse(
             {
                 "error": f"{surface} needs a token: send Authorization: Bearer <secret> with an "

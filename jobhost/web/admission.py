@@ -7,7 +7,8 @@ once; one more waits up to :data:`QUEUE_WAIT` seconds for a place, then is answe
 ``Retry-After``. The probes and ``/metrics`` never wait: a Kubernetes probe or a scrape must not
 fail because people are looking at the dashboard. :func:`lower_priority` gives the thread it is
 called on a lower scheduling priority (nice 10), so that on a busy machine the operating system
-runs the firing loop's threads first.
+runs the firing loop's threads first; :func:`blocking` runs a request's store work on such a
+thread.
 """
 
 from __future__ import annotations
@@ -16,16 +17,25 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import TypeVar
 
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.web.raw_answers import json_bytes, send_answer
 
-__all__ = ["NICE", "QUEUE_WAIT", "RETRY_AFTER", "BoundedRequests", "lower_priority"]
+__all__ = [
+    "NICE",
+    "QUEUE_WAIT",
+    "RETRY_AFTER",
+    "BoundedRequests",
+    "blocking",
+    "lower_priority",
+]
 
 _log = logging.getLogger("jobhost.http")
+_T = TypeVar("_T")
 QUEUE_WAIT = 2.0
 """Seconds a request waits for a place before it is answered 503."""
 RETRY_AFTER = 2
@@ -90,6 +100,17 @@ async def _busy(send: Send, limit: int) -> None:
         "cache-control": "no-store",
     }
     await send_answer(send, 503, body, headers)
+
+
+async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None = None) -> _T:
+    """Run ``call`` on a worker thread (one of ``limiter``'s, or of the shared pool), at a lower
+    priority than the firing loop's; a request timeout abandons it rather than waiting."""
+
+    def lowered() -> _T:
+        lower_priority()
+        return call()
+
+    return await anyio.to_thread.run_sync(lowered, abandon_on_cancel=True, limiter=limiter)
 
 
 def lower_priority() -> None:

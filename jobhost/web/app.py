@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.web.access import ReadAccess
-from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, lower_priority
+from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, blocking
 from jobhost.web.bodies import BODY_TIMEOUT, MAX_FORM, BodiesFirst
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
@@ -37,7 +37,6 @@ from jobhost.web.unavailable import StoreUnavailable, is_store_down
 __all__ = ["PrettyJSON", "blocking", "create_app"]
 
 _log = logging.getLogger("jobhost.http")
-_T = TypeVar("_T")
 
 
 class PrettyJSON(JSONResponse):
@@ -45,17 +44,6 @@ class PrettyJSON(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, indent=2).encode()
-
-
-async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None = None) -> _T:
-    """Run ``call`` on a worker thread (one of ``limiter``'s, or of the shared pool), at a lower
-    priority than the firing loop's; a request timeout abandons it rather than waiting."""
-
-    def lowered() -> _T:
-        lower_priority()
-        return call()
-
-    return await anyio.to_thread.run_sync(lowered, abandon_on_cancel=True, limiter=limiter)
 
 
 _PROBE_THREADS = 4
@@ -164,7 +152,7 @@ def _guarded(path: str, handler: Handler) -> Handler:
 
 def _token_only(access: ReadAccess, path: str, handler: Handler) -> Handler:
     async def endpoint(request: Request) -> Response:
-        refused = access.refusal(request, path)
+        refused = await access.refusal(request, path)
         if refused is not None:
             return refused
         response: Response = await handler(request)

@@ -16,10 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.raw_answers import PROBLEM_JSON, json_bytes, send_answer
 
-__all__ = ["MAX_JSON_DEPTH", "RefuseNul", "json_problem", "nul_problem"]
+__all__ = ["MAX_JSON_DEPTH", "NO_NUL_PATTERN", "RefuseNul", "json_problem", "nul_problem"]
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of objects and arrays a JSON body may have."""
+NO_NUL_PATTERN = "^[^\\x00]*$"
+"""The API document's pattern of a text that may hold anything but NUL, refused here."""
 _NUL = "\x00"
 # JSON can carry a lone surrogate (``"\ud800"``) that no UTF-8 text holds: the database
 # driver and the answer's encoder would fail on it with a 500.

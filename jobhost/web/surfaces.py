@@ -37,7 +37,7 @@ def host_application(
     The probes and ``/metrics`` answer from the start; the API and the dashboard are imported
     and built by the first request for them, so that they do not delay the host's start."""
     settings = host.settings
-    brake = GuessBrake()
+    brake = GuessBrake(host.engine)
     access = ReadAccess(settings, brake)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
     timeout = settings.http_request_timeout.total_seconds()
@@ -78,7 +78,7 @@ def store_application(
     from jobhost.web.api import api_routes
     from jobhost.web.console import Console
 
-    brake = GuessBrake()
+    brake = GuessBrake(engine)
     console = Console(settings, catalog, engine, allow_actions=False, brake=brake)
     return create_app(
         store_endpoints(settings, catalog, engine),

@@ -93,6 +93,7 @@ def test_create_fire_change_pause_trigger_and_delete_on_every_replica(
                 "cron": "* * * * * *",
                 "description": "ping the target every second",
                 "settings": {"url": f"{target.base}/ok", "method": "POST"},
+                "reason": "ping the target",
             }
             replicas = Replicas(store_url, bases, hosts, definition)
             etag = _create_and_fire(replicas)
@@ -222,7 +223,10 @@ def _refusals(r: Replicas) -> None:
 
 
 def _delete(r: Replicas) -> None:
-    gone = call(r.bases[1], "DELETE", f"/api/v1/jobs/{JOB}", token="deployer")
+    path = f"/api/v1/jobs/{JOB}"
+    unsaid = call(r.bases[1], "DELETE", path, token="deployer", body={})
+    assert unsaid.status == 422 and unsaid.body["errors"][0]["field"] == "reason"
+    gone = call(r.bases[1], "DELETE", path, token="deployer", body={"reason": "done"})
     assert gone.status == 204
     for base in r.bases:
         gone = call(base, "GET", f"/api/v1/jobs/{JOB}", token="reader")

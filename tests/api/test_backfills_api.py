@@ -59,11 +59,17 @@ def test_a_dry_run_lists_and_a_start_records_for_the_hosts(api: str) -> None:
     body = progress.body
     assert (body["state"], body["selected"], body["done"], body["running"]) == ("running", 3, 0, 0)
     assert (body["actor"], body["reason"], body["concurrency"]) == ("ops", "fixed #812", 2)
-    cancelled = call(api, "DELETE", f"/api/v1/backfills/{started['id']}", token="ops")
+    path = f"/api/v1/backfills/{started['id']}"
+    unsaid = call(api, "DELETE", path, token="ops", body={})
+    assert unsaid.status == 422 and unsaid.body["errors"][0]["field"] == "reason"
+    cancelled = call(api, "DELETE", path, token="ops", body={"reason": "wrong range"})
     assert cancelled.status == 200
     assert cancelled.body["state"] == "cancelled"
     changes = call(api, "GET", "/api/v1/changes?job=sample.nightly", token="reader").body
-    assert [c["action"] for c in changes["changes"]] == ["backfill", "backfill-cancel"]
+    assert [(c["action"], c["reason"]) for c in changes["changes"]] == [
+        ("backfill", "fixed #812"),
+        ("backfill-cancel", "wrong range"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -117,7 +117,7 @@ def test_failures_page_by_cursor_newest_first_and_filter(api: Api) -> None:
         ("cursor=" + "A" * 300, "cursor"),
         ("q=" + "x" * 201, "q"),
         ("job=" + "j" * 201, "job"),
-        ("job=nobody.knows-me", "job"),
+        ("since=1w2d3h4m", "since"),
     ],
 )
 def test_bad_parameters_are_refused_naming_the_field(api: Api, query: str, field: str) -> None:
@@ -126,6 +126,13 @@ def test_bad_parameters_are_refused_naming_the_field(api: Api, query: str, field
     assert answer.content_type.startswith("application/problem+json")
     assert [error["field"] for error in answer.body["errors"]] == [field]
     assert "nobody.knows-me" not in answer.body["detail"]  # the caller's text is not echoed
+
+
+def test_an_unknown_job_is_not_found_and_not_echoed(api: Api) -> None:
+    answer = api.get("job=nobody.knows-me")
+    assert answer.status == 404
+    assert [error["field"] for error in answer.body["errors"]] == ["job"]
+    assert "nobody.knows-me" not in answer.body["detail"]
 
 
 def test_the_read_scope_is_needed(api: Api) -> None:

@@ -63,7 +63,11 @@ def test_put_show_list_and_delete_from_the_command_line(jobhost: Cli, tmp_path: 
     definition.write_text(
         json.dumps({"kind": "http", "cron": "*/5 * * * *", "settings": {"url": "http://x/y"}})
     )
-    made = jobhost("jobs", "put", "hooks.ping", "--file", str(definition))
+    unsaid = jobhost("jobs", "put", "hooks.ping", "--file", str(definition))
+    assert unsaid.returncode == 2 and "--reason" in unsaid.stderr
+    blank = jobhost("jobs", "put", "hooks.ping", "--file", str(definition), "--reason", " ")
+    assert blank.returncode == 2 and "must say why" in blank.stderr
+    made = jobhost("jobs", "put", "hooks.ping", "--file", str(definition), "--reason", "new")
     assert made.returncode == 0, made.stderr
     assert made.stdout.startswith('hooks.ping: created (ETag "1-')
     # Flags alone change the stored definition; --interval replaces the cron expression.
@@ -75,6 +79,8 @@ def test_put_show_list_and_delete_from_the_command_line(jobhost: Cli, tmp_path: 
         "5m",
         "--setting",
         "expect_status=[200,204]",
+        "--reason",
+        "every 5 minutes",
         "--json",
     )
     assert changed.returncode == 0, changed.stderr
@@ -92,12 +98,16 @@ def test_put_show_list_and_delete_from_the_command_line(jobhost: Cli, tmp_path: 
     shown = json.loads(jobhost("jobs", "show", "hooks.ping", "--json").stdout)
     assert shown["etag"] == stored["etag"] and shown["version"] == 2
 
-    bad = jobhost("jobs", "put", "hooks.ping", "--interval", "5x", "--setting", "bogus=1")
+    bad = jobhost(
+        "jobs", "put", "hooks.ping", "--interval", "5x", "--setting", "bogus=1", "--reason", "x"
+    )
     assert bad.returncode == 3
     assert "interval: '5x' is not a duration" in bad.stderr and "Traceback" not in bad.stderr
-    stale = jobhost("jobs", "put", "hooks.ping", "--interval", "6m", "--if-match", '"1-x"')
+    stale = jobhost(
+        "jobs", "put", "hooks.ping", "--interval", "6m", "--if-match", '"1-x"', "--reason", "x"
+    )
     assert stale.returncode == 1 and "changed since you read it" in stale.stderr
-    declared = jobhost("jobs", "delete", "sample.declared")
+    declared = jobhost("jobs", "delete", "sample.declared", "--reason", "x")
     assert declared.returncode == 1 and "declared by module sample" in declared.stderr
 
     # A report and validate see the runtime job, with source api.
@@ -106,12 +116,17 @@ def test_put_show_list_and_delete_from_the_command_line(jobhost: Cli, tmp_path: 
     assert job["effective_trigger"]["source"] == "api"
     assert jobhost("validate").returncode == 0
 
-    gone = jobhost("jobs", "delete", "hooks.ping")
+    assert jobhost("jobs", "delete", "hooks.ping").returncode == 2  # no --reason
+    gone = jobhost("jobs", "delete", "hooks.ping", "--reason", "retired")
     assert gone.returncode == 0 and gone.stdout.strip() == "hooks.ping: removed"
     assert jobhost("jobs", "show", "hooks.ping").returncode == 2
     engine = create_store_engine(jobhost.url)
     with reading(engine) as connection:
-        log = [(c.action, c.actor) for c in list_changes(connection)]
+        log = [(c.action, c.actor, c.reason) for c in list_changes(connection)]
     engine.dispose()
     user = getpass.getuser()
-    assert log == [("create", user), ("change", user), ("delete", user)]
+    assert log == [
+        ("create", user, "new"),
+        ("change", user, "every 5 minutes"),
+        ("delete", user, "retired"),
+    ]

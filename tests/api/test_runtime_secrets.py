@@ -147,6 +147,18 @@ def test_a_stored_job_naming_a_refused_variable_fails_its_run_without_reading_it
         ({"headers": {"proxy-authorization": "Basic x"}}, "settings.headers.proxy-authorization"),
         ({"headers": {"Cookie": "session=1"}}, "settings.headers.Cookie"),
         ({"headers": {"X-API-Key": "k"}}, "settings.headers.X-API-Key"),
+        ({"headers": {"X_Api_Key": "k"}}, "settings.headers.X_Api_Key"),
+        ({"headers": {"api-key": "k"}}, "settings.headers.api-key"),
+        ({"headers": {"X-Auth-Token": "k"}}, "settings.headers.X-Auth-Token"),
+        ({"headers": {"PRIVATE_TOKEN": "k"}}, "settings.headers.PRIVATE_TOKEN"),
+        ({"url": "https://example.com/hook?x=1&api_key=Bearer abc"}, "settings.url"),
+        ({"url": "https://example.com/hook?ApiKey=Bearer abc"}, "settings.url"),
+        ({"url": "https://example.com/hook?access_token=Bearer abc"}, "settings.url"),
+        ({"url": "https://example.com/hook?password=Bearer abc"}, "settings.url"),
+        ({"body": '{"user": "u", "password": "Bearer abc"}'}, "settings.body"),
+        ({"body": '{"auth": [{"Api-Key": "Bearer abc"}]}'}, "settings.body"),
+        ({"body": '{"client": {"secret": "Bearer abc"}}'}, "settings.body"),
+        ({"body": '{"passwd": "Bearer abc"}'}, "settings.body"),
     ],
 )
 def test_credentials_in_plain_fields_are_refused_pointing_at_secret_headers(
@@ -158,6 +170,24 @@ def test_credentials_in_plain_fields_are_refused_pointing_at_secret_headers(
     assert [p.field for p in error.problems] == [field]
     assert "secret_headers" in error.problems[0].message
     assert "pw" not in error.detail and "Bearer abc" not in error.detail
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"headers": {"Accept": "application/json", "X-Request-Source": "jobhost"}},
+        {"url": "https://example.com/hook?page=2&tokenizer=words"},
+        {"body": '{"user": "u", "token_count": 3, "note": "password reset"}'},
+        {"body": "password=plain-text-is-not-json"},
+    ],
+)
+def test_plain_fields_that_are_not_credentials_are_accepted(
+    jobs_for: Callable[..., tuple[JobService, Engine]], settings: dict[str, Any]
+) -> None:
+    jobs, _ = jobs_for()
+    body = ping(**{"url": "https://example.com/hook", **settings})
+    jobs.put("hooks.plain", body, actor="d", if_match=None)
+    assert "hooks.plain" in jobs.current("hooks.plain").jobs
 
 
 @pytest.mark.parametrize(("allowed", "quoted"), [(False, False), (True, True)])

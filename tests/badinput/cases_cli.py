@@ -45,7 +45,11 @@ CLI_CASES = [
     _usage(
         "pause-unknown-job", ("pause", "unruly.nope", "--reason", "x"), "unknown job 'unruly.nope'"
     ),
-    _usage("resume-unknown-job", ("resume", "unruly.nope"), "unknown job 'unruly.nope'"),
+    _usage(
+        "resume-unknown-job",
+        ("resume", "unruly.nope", "--reason", "x"),
+        "unknown job 'unruly.nope'",
+    ),
     _usage("report-unknown-job", ("report", "--job", "unruly.nope"), "unknown job 'unruly.nope'"),
     _usage("next-unknown-job", ("next", "unruly.nope"), "unknown job 'unruly.nope'"),
     _usage("next-bad-cron", ("next", "--cron", "61 * * * *"), "minute"),
@@ -65,7 +69,7 @@ CLI_CASES = [
     _no_store(("history", "jobhost.run-retention")),
     _no_store(("health",)),
     _no_store(("pause", "jobhost.run-retention", "--reason", "x")),
-    _no_store(("resume", "jobhost.run-retention")),
+    _no_store(("resume", "jobhost.run-retention", "--reason", "x")),
     _no_store(("plan",)),
     Case(
         "trigger-invalid-declaration",

@@ -135,6 +135,9 @@ def test_no_wait_records_it_and_list_show_cancel_manage_it(operator: Operator) -
     listed, rows = operator.json("backfill", "--list")
     assert listed.returncode == 0, listed.stderr
     assert [(r["id"], r["state"], r["pending"]) for r in rows] == [(backfill_id, "running", 4)]
+    unsaid = operator.jobhost("backfill", "--cancel", backfill_id)
+    assert unsaid.returncode == 2 and "--cancel needs --reason" in unsaid.stderr
+    assert operator.json("backfill", "--list")[1][0]["state"] == "running"
     cancelled = operator.jobhost("backfill", "--cancel", backfill_id, "--reason", "wrong week")
     assert cancelled.returncode == 0, cancelled.stderr
     assert "cancelled" in cancelled.stdout

@@ -5,10 +5,18 @@ the shape of ``GET /api/v1/changes``), as real processes on both stores."""
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import re
 
+from jobhost.config import ApiToken
+from jobhost.web import WebServer, create_app, store_endpoints
+from jobhost.web.api import api_routes
+from jobhost.web.console import Console
+from tests.api.api_support import SECRETS, call
 from tests.cli.operator_support import Operator
+from tests.commands import jobhost_command
+from tests.web.console_support import Client, add_operator_token, csrf_of, sign_in
 
 JOBS = [
     {"name": "sample.nightly", "cron": "0 3 * * *"},
@@ -34,14 +42,19 @@ def test_cli_actions_are_logged_with_the_user_and_the_reason(operator: Operator)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert len(lines) == 3
-    assert re.fullmatch(f"{_STAMP}  {user}  pause  sample.nightly: vendor outage", lines[0])
-    assert re.fullmatch(f"{_STAMP}  {user}  resume  sample.nightly: vendor back", lines[1])
-    assert re.fullmatch(f"{_STAMP}  {user}  trigger  sample.hourly: INC-9 rerun", lines[2])
+    who = re.escape(f"{user} (cli)")
+    assert re.fullmatch(f"{_STAMP}  {who}  pause  sample.nightly: vendor outage", lines[0])
+    assert re.fullmatch(f"{_STAMP}  {who}  resume  sample.nightly: vendor back", lines[1])
+    assert re.fullmatch(f"{_STAMP}  {who}  trigger  sample.hourly: INC-9 rerun", lines[2])
 
     done = operator.jobhost("changes", "--json", "--job", "sample.hourly")
     assert done.returncode == 0, done.stderr
     (change,) = json.loads(done.stdout)["changes"]
-    assert set(change) == {"id", "at", "actor", "action", "job", "before", "after", "reason"}
+    assert set(change) == {
+        *("id", "at", "actor", "action", "job", "before", "after", "reason"),
+        *("surface", "address"),
+    }
+    assert (change["surface"], change["address"]) == ("cli", None)
     (request,) = operator.requests()
     assert (change["actor"], change["action"], change["job"], change["reason"]) == (
         user,
@@ -59,3 +72,66 @@ def test_cli_actions_are_logged_with_the_user_and_the_reason(operator: Operator)
         in operator.jobhost("changes", "--job", "sample.none").stdout
     )
     assert operator.jobhost("changes", "--limit", "0").returncode == 2
+
+
+ALICE = "alice-token-0123456789"
+
+
+def test_each_change_says_its_surface_and_the_http_clients_address(operator: Operator) -> None:
+    operator.configure(JOBS, console_actions=True)
+    add_operator_token(operator, "alice", ALICE)
+    operator.sync()
+    shell = operator.env(USER="alice", LOGNAME="alice")
+    argv = ["--config", str(operator.config), "pause", "sample.nightly", "--reason", "shell"]
+    assert jobhost_command(argv, env=shell).returncode == 0
+
+    tokens = [
+        ApiToken(name=name, sha256=hashlib.sha256(secret.encode()).hexdigest(), scopes=scopes)
+        for name, (secret, scopes) in SECRETS.items()
+    ]
+    settings = operator.settings.model_copy(update={"api_tokens": tokens})
+    console = Console(settings, operator.catalog(), operator.engine, allow_actions=True)
+    app = create_app(
+        store_endpoints(settings, console.catalog, operator.engine),
+        routes=api_routes(settings, console.catalog, operator.engine),
+        pages=console.routes(),
+    )
+    server = WebServer(("127.0.0.1", 0), app)
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.address[1]}"
+        client = Client(base)
+        sign_in(client, ALICE)
+        csrf = csrf_of(client, "/jobs/sample.nightly")
+        assert client.post("/jobs/sample.nightly/resume", f"reason=board&csrf={csrf}")[0] == 200
+        paused = call(base, "POST", "/api/v1/jobs/sample.hourly/pause", token="deployer", body={})
+        assert paused.status == 422  # no reason
+        body = {"reason": "api"}
+        paused = call(base, "POST", "/api/v1/jobs/sample.hourly/pause", token="deployer", body=body)
+        assert paused.status == 200, paused.body
+        answered = call(base, "GET", "/api/v1/changes", token="reader").body["changes"]
+        page = client.get("/changes")[2]
+    finally:
+        server.stop()
+
+    expected = [
+        ("alice", "cli", None),
+        ("alice", "dashboard", "127.0.0.1"),
+        ("deployer", "api", "127.0.0.1"),
+    ]
+    assert [(c["actor"], c["surface"], c["address"]) for c in answered] == expected
+    _, listed = operator.json("changes")
+    assert [(c["actor"], c["surface"], c["address"]) for c in listed["changes"]] == expected
+    lines = operator.jobhost("changes").stdout.splitlines()
+    assert [line.split("  ")[1] for line in lines] == [
+        "alice (cli)",
+        "alice (dashboard from 127.0.0.1)",
+        "deployer (api from 127.0.0.1)",
+    ]
+    # The dashboard tells alice at a shell from alice signed in.
+    origins = re.findall(r'data-surface="([^"]*)">([^<]*)<', page)
+    assert origins == [
+        ("api", "api from 127.0.0.1"),
+        ("dashboard", "dashboard from 127.0.0.1"),
+        ("cli", "cli"),
+    ]

@@ -23,7 +23,7 @@ _RETENTION = {"JOBHOST_LOAD_PLUGINS": "jobhost"}
         ["history", "jobhost.run-retention"],
         ["health"],
         ["pause", "jobhost.run-retention", "--reason", "maintenance"],
-        ["resume", "jobhost.run-retention"],
+        ["resume", "jobhost.run-retention", "--reason", "done"],
         ["plan"],
         ["db", "current"],
     ],

@@ -69,7 +69,7 @@ def test_jobs_put_refuses_nan_in_its_file(tmp_path: Path) -> None:
         '"settings": {"url": "http://127.0.0.1:9/x", "timeout": NaN}}'
     )
     result = run_jobhost(
-        "--config", config, "jobs", "put", "hooks.x", "--file", str(body),
+        "--config", config, "jobs", "put", "hooks.x", "--file", str(body), "--reason", "x",
         env={"JOBHOST_LOAD_PLUGINS": "http"},
     )  # fmt: skip
     assert result.returncode == 2

@@ -31,13 +31,15 @@ def test_pause_and_resume_record_who_when_and_why(operator: Operator) -> None:
     assert again.returncode == 0
     assert "already paused" in again.stdout and "vendor outage" in again.stdout
 
-    resumed = operator.jobhost("resume", "sample.nightly")
+    unsaid = operator.jobhost("resume", "sample.nightly")
+    assert unsaid.returncode == 2 and "Missing option '--reason'" in unsaid.stderr
+    resumed = operator.jobhost("resume", "sample.nightly", "--reason", "vendor back")
     assert resumed.returncode == 0, resumed.stderr
     assert "sample.nightly resumed at" in resumed.stdout
     assert f"paused by {getpass.getuser()} at {stamp}Z: vendor outage" in resumed.stdout
     after = operator.schedule("sample.nightly")
     assert after is not None and not after.paused and after.paused_by is None
-    assert operator.jobhost("resume", "sample.nightly").stdout.strip() == (
+    assert operator.jobhost("resume", "sample.nightly", "--reason", "x").stdout.strip() == (
         "sample.nightly was not paused"
     )
 
@@ -48,7 +50,7 @@ def test_pause_needs_a_reason_and_a_known_job(sqlite_operator: Operator) -> None
     no_reason = operator.jobhost("pause", "sample.nightly")
     assert no_reason.returncode == 2
     assert "Missing option '--reason'" in no_reason.stderr
-    unknown = operator.jobhost("resume", "sample.nighty")
+    unknown = operator.jobhost("resume", "sample.nighty", "--reason", "typo")
     assert unknown.returncode == 2
     assert "did you mean sample.nightly" in unknown.stderr
     assert operator.schedule("sample.nightly") is None
@@ -85,7 +87,7 @@ def test_a_pause_stops_every_replica_at_once_and_resume_restarts_them(
         # Once the pause committed, no replica started anything.
         assert not [r for r in _ran(operator, job) if r.started_at and r.started_at > paused_at]
 
-        resumed = operator.jobhost("resume", job)
+        resumed = operator.jobhost("resume", job, "--reason", "vendor back")
         assert resumed.returncode == 0, resumed.stderr
         back = time.time()
         wait_for(
@@ -148,5 +150,5 @@ def test_pause_and_resume_a_module_or_a_pattern_with_one_reason(operator: Operat
     assert "no job matches --module nope (modules: extra, sample)" in nothing.stderr
     both = operator.jobhost("pause", "sample.hourly", "--module", "sample", "--reason", "x")
     assert both.returncode == 2 and "not both" in both.stderr
-    neither = operator.jobhost("resume")
+    neither = operator.jobhost("resume", "--reason", "x")
     assert neither.returncode == 2 and "--module M or --match GLOB" in neither.stderr

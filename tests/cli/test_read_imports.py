@@ -38,7 +38,7 @@ COMMANDS = {
     "next": (["next", JOB], NEVER),
     "jobs show": (["jobs", "show", JOB], NEVER + TRIGGER_MATH),
     "pause": (["pause", JOB, "--reason", "maintenance"], NEVER + TRIGGER_MATH),
-    "resume": (["resume", JOB], NEVER + TRIGGER_MATH),
+    "resume": (["resume", JOB, "--reason", "done"], NEVER + TRIGGER_MATH),
     "trigger --no-wait": (["trigger", JOB, "--no-wait"], NEVER + TRIGGER_MATH),
     "state": (["state", JOB], NEVER + TRIGGER_MATH),
     "state --set": (["state", JOB, "--set", "k=v", "--reason", "reset"], NEVER + TRIGGER_MATH),

@@ -117,7 +117,7 @@ def test_operator_actions_and_health_need_no_plugin(operator: Operator) -> None:
     paused = operator.jobhost("pause", "sample.every", "--reason", "maintenance")
     assert paused.returncode == 0, paused.stderr
     assert operator.schedule("sample.every").paused  # type: ignore[union-attr]
-    resumed = operator.jobhost("resume", "sample.every")
+    resumed = operator.jobhost("resume", "sample.every", "--reason", "done")
     assert resumed.returncode == 0, resumed.stderr
     assert not operator.schedule("sample.every").paused  # type: ignore[union-attr]
 

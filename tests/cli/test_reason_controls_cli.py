@@ -39,4 +39,4 @@ def test_changes_show_someone_elses_control_characters_escaped(operator: Operato
     assert paused.returncode == 0, paused.stderr
     shown = operator.jobhost("changes").stdout
     assert "\x1b" not in shown and "\x07" not in shown, repr(shown)
-    assert "alice\\x1b]0;owned\\x07  pause  sample.nightly: vendor" in shown, shown
+    assert "alice\\x1b]0;owned\\x07 (cli)  pause  sample.nightly: vendor" in shown, shown

@@ -13,7 +13,7 @@ COMMANDS = {
     "history": ("history", LONG),
     "trigger": ("trigger", LONG, "--no-wait"),
     "pause": ("pause", LONG, "--reason", "typo"),
-    "resume": ("resume", LONG),
+    "resume": ("resume", LONG, "--reason", "typo"),
     "report": ("report", "--job", LONG),
     "next": ("next", LONG),
 }

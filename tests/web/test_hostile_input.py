@@ -69,7 +69,12 @@ def test_a_nul_byte_in_a_reason_or_definition_is_refused(base: str) -> None:
         base,
         "PUT",
         "/api/v1/jobs/hooks.nul",
-        {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}},
+        {
+            "kind": "http",
+            "interval": "1h",
+            "settings": {"url": "http://127.0.0.1:9/"},
+            "reason": "x",
+        },
     )
     assert made.status == 201
     refused(ask(base, "POST", "/api/v1/jobs/hooks.nul/pause", {"reason": "a\x00b"}), 422, "reason")
@@ -78,6 +83,7 @@ def test_a_nul_byte_in_a_reason_or_definition_is_refused(base: str) -> None:
         "interval": "1h",
         "description": "x\x00",
         "settings": {"url": "http://127.0.0.1:9/"},
+        "reason": "x",
     }
     refused(ask(base, "PUT", "/api/v1/jobs/hooks.nul", body), 422, "description")
 
@@ -85,7 +91,7 @@ def test_a_nul_byte_in_a_reason_or_definition_is_refused(base: str) -> None:
 def test_a_name_longer_than_the_store_holds_is_refused(base: str) -> None:
     name = "hooks." + "a" * 250
     body = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
-    refused(ask(base, "PUT", f"/api/v1/jobs/{name}", body), 422, "name")
+    refused(ask(base, "PUT", f"/api/v1/jobs/{name}", {**body, "reason": "x"}), 422, "name")
     assert ask(base, "GET", f"/api/v1/jobs/{name}").status == 404
 
 
@@ -136,7 +142,12 @@ def test_deeply_nested_json_is_refused(base: str) -> None:
     nested: Any = "x"
     for _ in range(40):
         nested = {"a": nested}
-    body = {"kind": "http", "interval": "1h", "settings": {"url": "http://x/", "body": nested}}
+    body = {
+        "kind": "http",
+        "interval": "1h",
+        "settings": {"url": "http://x/", "body": nested},
+        "reason": "x",
+    }
     answer = ask(base, "PUT", "/api/v1/jobs/hooks.deep", body)
     assert answer.status == 422 and "nested deeper" in answer.body["detail"]
 

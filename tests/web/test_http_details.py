@@ -9,7 +9,12 @@ import pytest
 
 from tests.api.api_support import Answer, call, served_api
 
-PING = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
+PING = {
+    "kind": "http",
+    "interval": "1h",
+    "settings": {"url": "http://127.0.0.1:9/"},
+    "reason": "new hook",
+}
 
 
 @pytest.fixture

@@ -83,6 +83,7 @@ def _definition(field: str, value: object) -> dict[str, object]:
         "kind": "http",
         "interval": "1h",
         "settings": {"url": "http://127.0.0.1:9/"},
+        "reason": "edge",
     }
     if field == "cron":
         del body["interval"]
@@ -262,7 +263,12 @@ def site(store_url: str) -> Iterator[Site]:
             "PUT",
             f"/api/v1/jobs/{JOB}",
             token="deployer",
-            body={"kind": "http", "cron": "0 * * * *", "settings": {"url": "http://127.0.0.1:9/"}},
+            body={
+                "kind": "http",
+                "cron": "0 * * * *",
+                "settings": {"url": "http://127.0.0.1:9/"},
+                "reason": "new hook",
+            },
         )
         assert made.status == 201, made.body
         run_id = _failed_run(engine)

@@ -101,7 +101,9 @@ def served(store_url: str, tmp_path: Path) -> Iterator[str]:
 def test_serve_shows_a_runtime_job_created_and_deleted_while_it_runs(served: str) -> None:
     base = served
     assert _report_rows(base) == {"sample.tick": "enabled"}
-    made = call(base, "PUT", f"/api/v1/jobs/{JOB}", token="deployer", body=PING)
+    made = call(
+        base, "PUT", f"/api/v1/jobs/{JOB}", token="deployer", body={**PING, "reason": "new"}
+    )
     assert made.status == 201, made.body
 
     # The schedule row is written with the job: until serve reads the job, /report shows the
@@ -111,7 +113,8 @@ def test_serve_shows_a_runtime_job_created_and_deleted_while_it_runs(served: str
     assert page.status == 200 and f'data-job="{JOB}"' in page.body
     assert call(base, "GET", f"/jobs/{JOB}").status == 200
 
-    gone = call(base, "DELETE", f"/api/v1/jobs/{JOB}", token="deployer")
+    body = {"reason": "retired"}
+    gone = call(base, "DELETE", f"/api/v1/jobs/{JOB}", token="deployer", body=body)
     assert gone.status == 204
     wait_for(lambda: _report_rows(base).get(JOB) == "orphaned", 10, "the deletion in /report")
     row = _report_row(base, JOB)

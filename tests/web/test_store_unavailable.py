@@ -30,7 +30,12 @@ from tests.reliability.proxy import CutProxy
 
 SECRET = "outage-secret-0123456789abcdef"
 LEAKS = ("select", "insert", "psycopg", "sqlalchemy", "traceback", "parameters", "127.0.0.1")
-PING = {"kind": "http", "interval": "10m", "settings": {"url": "http://127.0.0.1:9/ping"}}
+PING = {
+    "kind": "http",
+    "interval": "10m",
+    "settings": {"url": "http://127.0.0.1:9/ping"},
+    "reason": "new hook",
+}
 
 
 def _serve(database_url: str, **settings: Any) -> tuple[WebServer, Any]:

@@ -27,7 +27,7 @@ from jobhost.store import store_now
 from jobhost.store.backfills import get_backfill
 from jobhost.store.calls import read as read_store
 from jobhost.web.api.problems import problem
-from jobhost.web.api.requests import BadRequest, ReasonText, read_json
+from jobhost.web.api.requests import BadRequest, ReasonText, read_json, read_reason
 from jobhost.web.app import blocking
 
 __all__ = ["BackfillEndpoints", "BackfillRequest"]
@@ -85,9 +85,12 @@ class BackfillEndpoints:
         backfill_id = request.path_params["backfill_id"]
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
+        reason = await read_reason(request, self._limit)
         engine, clock = self._service.engine, self._service.clock
         record = await blocking(
-            lambda: cancel_backfill(engine, backfill_id, actor=token.name, clock=clock)
+            lambda: cancel_backfill(
+                engine, backfill_id, actor=token.name, reason=reason, clock=clock
+            )
         )
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 

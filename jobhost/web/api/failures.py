@@ -5,7 +5,9 @@ one retry of every open failure of a job, a module or since a time, what ``jobho
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,28 +32,66 @@ from jobhost.runtime.definition import FieldProblem
 from jobhost.store import Clock, Engine, SystemClock
 from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
 from jobhost.web.app import blocking
+from jobhost.web.inputs import NO_NUL_PATTERN
 
-__all__ = ["PAGE_LIMIT", "FailureRetry", "failures_endpoint", "retry_failures_endpoint"]
+__all__ = [
+    "PAGE_LIMIT",
+    "SINCE_PATTERN",
+    "FailureRetry",
+    "failures_endpoint",
+    "retry_failures_endpoint",
+]
 
 PAGE_LIMIT = 500
 """The most rows one answer holds."""
 
 _JOB_LIMIT = 200
+# Up to three parts, the first not zero: at most 29,997 weeks, which no clock reaches back past.
+_DURATION = "[1-9][0-9]{0,3}(?:ms|s|m|h|d|w)(?:[0-9]{1,4}(?:ms|s|m|h|d|w)){0,2}"
+_YEAR = "(?:1[0-9]{3}|[2-8][0-9]{3}|9[0-8][0-9]{2})"
+_MONTH_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+_LEAP_DAY = (
+    "(?:(?:1[0-9]|[2-8][0-9]|9[0-8])(?:0[48]|[2468][048]|[13579][26])"
+    "|(?:1[26]|[2468][048]|[3579][26])00)-02-29"
+)
+_TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+_ZONE = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+SINCE_PATTERN = f"{_DURATION}|(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})(?:{_TIME}{_ZONE})?"
+"""What the API takes as ``since`` (the document's pattern, checked by the server): a positive
+duration of whole units (``2h``, ``4h30m``), a calendar date from year 1000 to 9899, or that
+date with a time and a zone. Every text of this shape is a time the failures can be read from."""
+_SINCE = re.compile(SINCE_PATTERN)
 
 
 class FailureRetry(BaseModel):
     """Which open failures to retry, once each, and why (``POST /failures``)."""
 
     model_config = ConfigDict(extra="forbid")
-    job: str | None = Field(None, min_length=1, max_length=200, description="Only this job's.")
+    job: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Only this job's.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},  # see json_problem,
+    )
     module: str | None = Field(
-        None, min_length=1, max_length=200, description="Only failures of this module's jobs."
+        None,
+        min_length=1,
+        max_length=200,
+        description="Only failures of this module's jobs.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},  # see json_problem,
     )
     since: str | None = Field(
         None,
         min_length=1,
         max_length=64,
         description="Only failures since then: 2h, 7d, a date (UTC) or an ISO 8601 time.",
+        # Documented only: _since checks it, with a message that says what is wrong.
+        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})$"},
     )
     reason: ReasonText
 
@@ -65,18 +105,17 @@ def failures_endpoint(
         params = request.query_params
         limit = query_int(request, "limit", 50, 1, PAGE_LIMIT)
         everything = query_flag(request, "all")
-        job = params.get("job")
-        if job is not None and not 0 < len(job) <= _JOB_LIMIT:
+        job = params.get("job") or None
+        if job is not None and len(job) > _JOB_LIMIT:
             raise _bad("job", f"must be a job name of 1 to {_JOB_LIMIT} characters")
         text = params.get("q")
         if text is not None:
-            text = text.strip() or None
-            if text is not None and len(text) > SEARCH_LIMIT:
+            if len(text) > SEARCH_LIMIT:
                 raise _bad("q", f"must be at most {SEARCH_LIMIT} characters")
+            text = text.strip() or None
         try:
-            cursor = decode_cursor(params["cursor"]) if "cursor" in params else None
-            since = params.get("since")
-            start = parse_since(since, (clock or SystemClock())()) if since else None
+            cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
+            start = _since(params.get("since"), clock)
         except BadFailureQuery as error:
             raise _bad(error.field, error.detail) from None
 
@@ -85,8 +124,9 @@ def failures_endpoint(
                 try:
                     require_stored_job(engine, job)
                 except UnknownJobError:
-                    # The name is the caller's text: it is not repeated.
-                    raise _bad(
+                    # The name is the caller's text: it is not repeated. A 404, as for any
+                    # unknown job: the parameter itself is well formed.
+                    raise _unknown(
                         "job", "names no job the store knows; GET /api/v1/jobs lists them"
                     ) from None
             query = FailureQuery(
@@ -112,7 +152,7 @@ def retry_failures_endpoint(
     async def retry_failures(request: Request, token: ApiToken) -> Response:
         body = _retry_body(await read_json(request, limit))
         try:
-            start = parse_since(body.since, (clock or SystemClock())()) if body.since else None
+            start = _since(body.since, clock)
         except BadFailureQuery as error:
             raise _invalid(error.field, error.detail) from None
 
@@ -121,10 +161,10 @@ def retry_failures_endpoint(
                 try:
                     require_stored_job(engine, body.job)
                 except UnknownJobError:
-                    raise _invalid("job", "names no job the store knows") from None
+                    raise _unknown("job", "names no job the store knows") from None
             jobs = jobs_of_module(engine, body.module) if body.module is not None else None
             if body.module is not None and not jobs:
-                raise _invalid("module", "names no module of a job the store knows")
+                raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             reason = body.reason
             done = retry_open_failures(engine, query, actor=token.name, reason=reason, clock=clock)
@@ -152,6 +192,20 @@ def retry_failures_endpoint(
     return retry_failures
 
 
+def _since(text: str | None, clock: Clock | None) -> datetime | None:
+    """The instant ``text`` names (None for none); :class:`BadFailureQuery` for a text not of
+    :data:`SINCE_PATTERN`'s shape, or outside the range the store holds."""
+    if not text:
+        return None
+    if not _SINCE.fullmatch(text):
+        raise BadFailureQuery(
+            "since",
+            "must be a duration such as 2h, 7d or 4h30m, a date such as 2026-11-28, or a time with "
+            "a zone such as 2026-11-28T06:00:00Z",
+        )
+    return parse_since(text, (clock or SystemClock())())
+
+
 def _retry_body(body: Any) -> FailureRetry:
     try:
         return FailureRetry.model_validate(body)
@@ -167,6 +221,12 @@ def _retry_body(body: Any) -> FailureRetry:
 def _invalid(field: str, detail: str) -> BadRequest:
     problem = FieldProblem(field, detail)
     return BadRequest(422, "Invalid body", problem.line(), [problem])
+
+
+def _unknown(field: str, detail: str) -> BadRequest:
+    """A well-formed name of nothing the store knows: 404, as for any unknown job."""
+    problem = FieldProblem(field, detail)
+    return BadRequest(404, "Not found", problem.line(), [problem])
 
 
 def _bad(field: str, detail: str) -> BadRequest:

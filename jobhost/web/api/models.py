@@ -11,14 +11,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobhost.operations.failures import SEARCH_LIMIT
+from jobhost.operations.failures import CURSOR_PATTERN, SEARCH_LIMIT
 from jobhost.operations.history import OUTCOMES
 from jobhost.operations.job_state import VALUE_LIMIT
 from jobhost.operations.runlogs import PAGE_LINES
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
+from jobhost.runtime.definition import JobDefinition
 from jobhost.store.runtime import MAX_CHANGE_ID
-from jobhost.web.api.failures import PAGE_LIMIT
+from jobhost.web.api.failures import PAGE_LIMIT, SINCE_PATTERN
 from jobhost.web.api.requests import ReasonText
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Job",
     "JobList",
     "JobState",
+    "JobWrite",
     "JobsQuery",
     "KindList",
     "PauseResult",
@@ -75,6 +77,7 @@ Outcome = Annotated[str, Field(json_schema_extra={"enum": list(OUTCOMES)})]
 Source = Annotated[str, Field(json_schema_extra={"enum": list(SOURCES)})]
 Sort = Annotated[str, Field(json_schema_extra={"enum": list(SORTS)})]
 Action = Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})]
+Surface = Literal["cli", "api", "dashboard"]
 
 
 class Trigger(BaseModel):
@@ -165,6 +168,13 @@ class Change(BaseModel):
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     reason: str | None
+    surface: Surface | None = Field(
+        description="Where it was done: cli, api or dashboard; null for the host's own changes "
+        "and those logged before jobhost recorded it."
+    )
+    address: str | None = Field(
+        description="The HTTP client's address (as trusted_proxies decides); null from the CLI."
+    )
 
 
 class ChangeList(BaseModel):
@@ -378,6 +388,14 @@ class Reason(BaseModel):
     reason: ReasonText
 
 
+class JobWrite(JobDefinition):
+    """A runtime job's definition, and why it is written: the reason goes in the change log,
+    not in the stored definition."""
+
+    model_config = ConfigDict(title="JobWrite")
+    reason: ReasonText
+
+
 _Names = list[Annotated[str, Field(min_length=1, max_length=200)]]
 
 
@@ -432,8 +450,9 @@ class FailuresQuery(BaseModel):
     since: str = Field(
         "",
         max_length=64,
-        description="Only runs that finished since then: 2h, 7d, a date (UTC) or an ISO 8601 "
-        "time with a zone.",
+        description="Only runs that finished since then: a positive duration of whole units (2h, "
+        "7d, 4h30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
+        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})?$"},
     )
     job: str = Field("", max_length=200, description="Only this job's runs.")
     q: str = Field(
@@ -442,7 +461,12 @@ class FailuresQuery(BaseModel):
         description="Only runs whose error type or message contains this text (any case).",
     )
     limit: int = Field(50, ge=1, le=PAGE_LIMIT, description="At most N runs (default 50).")
-    cursor: str = Field("", max_length=200, description="next_cursor of the previous answer.")
+    cursor: str = Field(
+        "",
+        max_length=200,
+        description="next_cursor of the previous answer.",
+        json_schema_extra={"pattern": f"^(?:{CURSOR_PATTERN})?$"},
+    )
     all: bool = Field(
         False, description="Also failures resolved by a later success or an acknowledgement."
     )

@@ -16,6 +16,7 @@ from pydantic.json_schema import models_json_schema
 
 from jobhost.web.api.models import Problem
 from jobhost.web.api.table import ENDPOINTS, PATH_PARAMETERS, Endpoint
+from jobhost.web.inputs import NO_NUL_PATTERN
 
 __all__ = ["openapi_document"]
 
@@ -92,7 +93,7 @@ def _path_parameters(path: str) -> list[dict[str, Any]]:
             "in": "path",
             "required": True,
             "description": PATH_PARAMETERS[name][0],
-            "schema": PATH_PARAMETERS[name][1],
+            "schema": _without_nul(PATH_PARAMETERS[name][1]),
         }
         for name in re.findall(r"\{(\w+)\}", path)
     ]
@@ -124,10 +125,20 @@ def _query(endpoint: Endpoint) -> list[dict[str, Any]]:
                 "in": "query",
                 "required": False,
                 "description": described.pop("description", ""),
-                "schema": described,
+                "schema": _without_nul(described),
             }
         )
     return parameters
+
+
+def _without_nul(schema: dict[str, Any]) -> dict[str, Any]:
+    """A string's schema refuses NUL (RefuseNul answers 400 to it in any path part or query
+    parameter): by a pattern of its own, or by :data:`NO_NUL_PATTERN`."""
+    if schema.get("type") == "string" and "pattern" not in schema:
+        return {**schema, "pattern": NO_NUL_PATTERN}
+    if schema.get("type") == "array":
+        return {**schema, "items": _without_nul(schema.get("items", {}))}
+    return schema
 
 
 def _responses(endpoint: Endpoint, schema_of: _SchemaOf) -> dict[str, Any]:

@@ -23,6 +23,7 @@ __all__ = [
     "query_int",
     "read_json",
     "read_reason",
+    "take_reason",
 ]
 
 # What checked_reason accepts, for the document: any text of whitespace-folding characters and
@@ -119,6 +120,16 @@ async def read_reason(request: Request, limit: int) -> str:
     if unknown:
         raise _invalid(FieldProblem(unknown[0], 'is not a known field; the body is {"reason"}'))
     return _reason(body)
+
+
+def take_reason(body: object) -> tuple[dict[str, Any], str]:
+    """A runtime job's definition (the body of ``PUT /jobs/{name}``) without its ``reason``,
+    and the reason: required, audited in the change log, not stored with the definition."""
+    if not isinstance(body, dict):
+        raise _invalid(
+            FieldProblem("", 'the body must be a JSON object: {"kind": "http", "reason": "..."}')
+        )
+    return {key: value for key, value in body.items() if key != "reason"}, _reason(body)
 
 
 async def read_state_value(request: Request, limit: int, most: int) -> tuple[str, str]:

@@ -34,6 +34,7 @@ from jobhost.store.reports import job_is_known
 from jobhost.store.runtime import (
     MAX_CHANGE_ID,
     RuntimeJobRow,
+    acting_from,
     list_changes,
     list_runtime_jobs,
 )
@@ -51,6 +52,7 @@ from jobhost.web.api.requests import (
     query_int,
     read_json,
     read_reason,
+    take_reason,
 )
 from jobhost.web.api.state import StateEndpoints
 from jobhost.web.api.table import ENDPOINTS
@@ -78,11 +80,11 @@ def api_routes(
 ) -> list[BaseRoute]:
     """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured.
 
-    ``brake`` counts wrong tokens per client address (shared with the application's other
-    surfaces); a fresh one when not given."""
+    ``brake`` counts wrong tokens (shared with the application's other surfaces); one over
+    ``engine`` when not given."""
     if not settings.api_tokens:
         return []
-    api = _Api(settings, catalog, engine, clock, trigger_wait, brake=brake or GuessBrake())
+    api = _Api(settings, catalog, engine, clock, trigger_wait, brake=brake or GuessBrake(engine))
     return [api.mount()]
 
 
@@ -142,18 +144,18 @@ class _Api:
                 )
             scope, handler = ops[method]
             address = client_address(request)
-            wait = self.brake.wait_for(address)
-            if wait is not None:
-                return problem(
-                    429,
-                    "Too many requests",
-                    f"too many wrong tokens from {address}; try again in {wait}s",
-                    headers={"Retry-After": str(wait)},
-                )
             token = self.tokens.token_for(request)
             if token is None:
+                wait = None
                 if request.headers.get("authorization"):
-                    self.brake.wrong(address, "api")
+                    wait = await self.brake.refused(address, "api")
+                if wait is not None:
+                    return problem(
+                        429,
+                        "Too many requests",
+                        f"too many wrong tokens; try again in {wait}s",
+                        headers={"Retry-After": str(wait)},
+                    )
                 return problem(
                     401,
                     "Unauthorized",
@@ -168,6 +170,7 @@ class _Api:
                     f"token {token.name!r} lacks scope {scope!r} (it has "
                     f"{', '.join(token.scopes)}); add {scope!r} to its scopes in [[api_tokens]]",
                 )
+            acting_from("api", address)
             try:
                 return await handler(request, token)
             except BadRequest as error:
@@ -263,12 +266,17 @@ class _Api:
 
     async def put(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body = await read_json(request, self.limit)
+        body, reason = take_reason(await read_json(request, self.limit))
         if_match = request.headers.get("if-match")
         if_none_match = request.headers.get("if-none-match")
         done = await blocking(
             lambda: self.service.put(
-                name, body, actor=token.name, if_match=if_match, if_none_match=if_none_match
+                name,
+                body,
+                actor=token.name,
+                if_match=if_match,
+                if_none_match=if_none_match,
+                reason=reason,
             )
         )
         return JSONResponse(
@@ -279,8 +287,11 @@ class _Api:
 
     async def delete(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
+        reason = await read_reason(request, self.limit)
         if_match = request.headers.get("if-match")
-        await blocking(lambda: self.service.delete(name, actor=token.name, if_match=if_match))
+        await blocking(
+            lambda: self.service.delete(name, actor=token.name, if_match=if_match, reason=reason)
+        )
         return Response(status_code=204)
 
     async def trigger(self, request: Request, token: ApiToken) -> Response:

@@ -18,7 +18,6 @@ from pydantic import BaseModel
 from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.job_state import KEY_LIMIT
 from jobhost.operations.runlogs import RUN_ID_LIMIT
-from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
 from jobhost.web.api.failures import FailureRetry
@@ -140,7 +139,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Create (201) or replace (200) a runtime job.",
         scope="write",
         headers=(HEADERS["if-match"], HEADERS["if-none-match"]),
-        body=JobDefinition,
+        body=models.JobWrite,
         answers={
             200: Answer("Replaced (or unchanged).", models.RuntimeJob, _ETAG),
             201: Answer("Created.", models.RuntimeJob, _ETAG),
@@ -153,6 +152,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Remove a runtime job (409 for a declared one); its history stays.",
         scope="write",
         headers=(HEADERS["if-match"],),
+        body=models.Reason,
         answers={204: Answer("Removed.")},
     ),
     Endpoint(
@@ -246,6 +246,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "backfills.cancel",
         "Cancel a backfill: no new occurrence starts; runs in flight finish.",
         scope="trigger",
+        body=models.Reason,
         answers={200: Answer("The backfill, cancelled (or already ended).", models.Backfill)},
     ),
     Endpoint(

@@ -31,6 +31,7 @@ from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.reasons import BadReason, checked_reason
 from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store.runtime import acting_from
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import (
@@ -171,4 +172,5 @@ async def guarded(
         return console.refuse(request, f"reason: {error}", 422)
     if confirm and form.get("confirm") != "yes":
         return console.refuse(request, f"tick the confirmation box to {this}", 400)
+    acting_from("dashboard", client_of(request))
     return Checked(session.who, reason, client_of(request), form)

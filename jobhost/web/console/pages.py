@@ -32,6 +32,7 @@ from starlette.staticfiles import StaticFiles
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.actions import RETRYABLE
+from jobhost.operations.changes import change_origin
 from jobhost.operations.overview import Overview, overview_page, read_summary
 from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
@@ -123,7 +124,7 @@ class Console:
             allow_actions and settings.console_actions and bool(settings.operator_tokens)
         )
         self.signin_on = self.actions_on or self.read_needs_session
-        self.brake = brake or GuessBrake()
+        self.brake = brake or GuessBrake(engine)
         self._templates = Environment(
             loader=PackageLoader("jobhost.web", "templates"),
             autoescape=select_autoescape(default=True),
@@ -142,6 +143,7 @@ class Console:
             ago=ago_tag,
             compact=_compact,
             iso=iso_utc,
+            change_origin=change_origin,
         )
         self._actions = ActionHandler(self)
         self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
@@ -331,18 +333,17 @@ class Console:
         if not self.signin_on:
             return self.refuse(request, self.actions_off_reason())
         client = client_of(request)
-        wait = self.brake.wait_for(client)
-        if wait is not None:
-            refused = self.refuse(request, f"too many wrong tokens; try again in {wait}s", 429)
-            refused.headers["Retry-After"] = str(wait)
-            return refused
         try:
             form = await read_form(request)
         except BadForm as error:
             return self.refuse(request, error.why, error.status)
         found = self.sessions.identify(form.get("token", ""))
         if found is None:
-            self.brake.wrong(client, "signin")
+            wait = await self.brake.refused(client, "signin")
+            if wait is not None:
+                refused = self.refuse(request, f"too many wrong tokens; try again in {wait}s", 429)
+                refused.headers["Retry-After"] = str(wait)
+                return refused
             _log.warning("dashboard sign-in refused from %s: unknown token", client)
             return self.page(request, "signin.html", status=403, error="that token is not known")
         who, role = found

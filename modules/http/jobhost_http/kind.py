@@ -10,9 +10,10 @@ wherever it is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from jobhost_contracts import IJobExecutor, JobKind, KindSettingsError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,10 +23,26 @@ from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs
 
 __all__ = ["CREDENTIAL_HEADERS", "HttpCallModel", "http_kind"]
 
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
-"""Headers a runtime job may set only through ``secret_headers``."""
+CREDENTIAL_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "x-api-key",
+        "api-key",
+        "x-auth-token",
+        "private-token",
+    }
+)
+"""Headers a runtime job may set only through ``secret_headers`` (compared lower-case, with
+``_`` read as ``-``)."""
+CREDENTIAL_KEYS = frozenset(
+    {"password", "passwd", "secret", "token", "api-key", "apikey", "access-token"}
+)
+"""Query parameters and JSON body keys (compared the same way) that hold a credential."""
 
 _PLACEHOLDER_NAME = "http.kind-settings"
+_SECRET_EXAMPLE = 'secret_headers = {"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"}'
 
 
 class HttpCallModel(BaseModel):
@@ -108,14 +125,52 @@ def _refuse_plain_credentials(model: HttpCallModel) -> None:
         raise KindSettingsError(
             "url",
             "carries credentials (user:password@); remove them and send them in a header "
-            "named in secret_headers, e.g. secret_headers = "
-            '{"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"}',
+            f"named in secret_headers, e.g. {_SECRET_EXAMPLE}",
         )
+    for key, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _plain(key) in CREDENTIAL_KEYS:
+            raise KindSettingsError(
+                "url",
+                f"has a credential in its query ({key}=...) and would be shown to every "
+                f"reader; remove it and send it in a header named in secret_headers, e.g. "
+                f"{_SECRET_EXAMPLE}",
+            )
     for header in model.headers:
-        if header.lower() in CREDENTIAL_HEADERS:
+        if _plain(header) in CREDENTIAL_HEADERS:
             raise KindSettingsError(
                 f"headers.{header}",
                 f"is a credential and would be shown to every reader; move it to "
                 f'secret_headers, naming an environment variable: {{"{header}": '
                 f'"JOBHOST_RUNTIME_SECRET_..."}}',
             )
+    for key in _body_keys(model.body):
+        if _plain(key) in CREDENTIAL_KEYS:
+            raise KindSettingsError(
+                "body",
+                f"has a credential under key {key!r} and would be shown to every reader; remove it "
+                f"and let the endpoint authenticate by a header named in secret_headers, e.g. "
+                f"{_SECRET_EXAMPLE}",
+            )
+
+
+def _plain(name: str) -> str:
+    """``X_Api_Key``, ``x-api-key`` and ``X-API-KEY`` alike."""
+    return name.strip().lower().replace("_", "-")
+
+
+def _body_keys(body: str | None) -> Iterator[str]:
+    """Every object key anywhere in a JSON body (none when it is not JSON)."""
+    if not body:
+        return
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return
+    pending: list[Any] = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            yield from (str(key) for key in value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
