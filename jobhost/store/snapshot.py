@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -145,8 +145,8 @@ def _whole_ledger(
     def collected() -> dict[str, LedgerSummary]:
         summaries, newest = lean.result(), outcomes.result()
         return {
-            name: replace(summary, recent_outcomes=newest.get(name, []))
-            for name, summary in summaries.items()
+            name: LedgerSummary(found.last_attempt, newest.get(name, []), found.last_success)
+            for name, found in summaries.items()
         }
 
     return collected
