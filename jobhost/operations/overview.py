@@ -20,7 +20,7 @@ from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
 from jobhost.operations.status import FAILED_OUTCOMES
 from jobhost.operations.uncollected import uncollected
-from jobhost.store import Clock, Engine, LastAttempt, ScheduleRow, SystemClock
+from jobhost.store import Clock, Engine, LastAttempt, SystemClock
 from jobhost.store.calls import read, read_at
 from jobhost.store.snapshot import summary_snapshot
 from jobhost.store.streaks import failure_streaks
@@ -86,7 +86,7 @@ def _summary(
     now, (snapshot, running) = read_at(engine, clock or SystemClock(), summary_snapshot)
     rows = snapshot.schedules
     for name, row in rows.items():
-        last = _last_attempt(row)
+        last = LastAttempt.recorded(row)
         if last is not None:
             snapshot.last_runs[name] = last
         if row.last_success_at is not None:
@@ -109,21 +109,3 @@ def _first_line(job: JobReport) -> str | None:
     line = next((text for text in job.last_run.error.splitlines() if text.strip()), "")
     line = line.strip()
     return line if len(line) <= ERROR_LINE else line[: ERROR_LINE - 1] + "…"
-
-
-def _last_attempt(row: ScheduleRow) -> LastAttempt | None:
-    """The row's summary of the job's last finished attempt (id, outcome, times, error)."""
-    if row.last_run_id is None or row.last_outcome is None:
-        return None
-    if row.last_started_at is None and row.last_finished_at is None:
-        return None
-    return LastAttempt(
-        id=row.last_run_id,
-        outcome=row.last_outcome,
-        host_id=None,
-        started_at=row.last_started_at,
-        finished_at=row.last_finished_at,
-        error_type=None,
-        error_message=row.last_error,
-        backfill_id=None,
-    )

@@ -2,8 +2,9 @@
 
 Jobs come from the catalog and from the store: a declared job that no host has synced yet is
 shown from its declaration (its next fire computed from its trigger); a stored job no module
-declares is shown from its schedule row, ``orphaned``. ``last_run`` is the last real attempt
-(``missed`` and ``skipped`` occurrences and queued retries are not attempts, they appear in
+declares is shown from its schedule row, ``orphaned``. ``last_run`` is the last real attempt:
+the newest running one, else the last one recorded finished, which the schedule row keeps
+(``missed`` and ``skipped`` occurrences and queued runs are not attempts, they appear in
 ``recent_outcomes`` and ``jobhost history``); ``recent_outcomes`` holds the last five ledger
 outcomes, newest first, ``missed`` and ``skipped`` included. Without a catalog the store's own
 is reported, each job straight from its row (:mod:`jobhost.operations.stored_report`).

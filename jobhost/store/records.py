@@ -259,6 +259,25 @@ class LastAttempt:
             run.backfill_id,
         )
 
+    @classmethod
+    def recorded(cls, row: ScheduleRow) -> LastAttempt | None:
+        """The last finished attempt ``row`` records (recording a run writes it there), without
+        what only its ledger row holds: the host, error type and backfill are None."""
+        if row.last_run_id is None or row.last_outcome is None:
+            return None
+        if row.last_started_at is None and row.last_finished_at is None:
+            return None
+        return cls(
+            row.last_run_id,
+            row.last_outcome,
+            None,
+            row.last_started_at,
+            row.last_finished_at,
+            None,
+            row.last_error,
+            None,
+        )
+
     @property
     def duration_ms(self) -> int | None:
         if self.started_at is None or self.finished_at is None:

@@ -1,10 +1,11 @@
 """The reads behind the report, the health checks and the dashboard.
 
 Every read is bounded by an index, never a scan of the ledger: a job's newest rows come from
-``ix_runs_job_name_newest`` (job, start or queueing time), its last success from
-``ix_runs_job_name_outcome_finished_at``, live and expired runs from
-``ix_runs_outcome_lease_expires_at``. For the whole catalog each is one statement: a lateral
-join on PostgreSQL, a correlated subquery on SQLite.
+``ix_runs_job_name_newest`` (job, start or queueing time), live and expired runs from
+``ix_runs_outcome_lease_expires_at``. A scheduled job's last attempt and last success are on
+its schedule row, written as each run is recorded; its last attempt's ledger row is found by
+its id. For the whole catalog each is one statement, a correlated subquery for the newest
+rows: its cost follows the jobs read, not the ledger's size.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, func, literal, literal_column, select, true
+from sqlalchemy import ColumnElement, Select, Table, func, literal, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
 from jobhost.store.hosts import list_hosts
@@ -62,12 +63,7 @@ NOT_ATTEMPTS = ("missed", "skipped", PENDING)
 # A scope of more names than this is read as the whole catalog, not as a list of parameters.
 _NAMED_AT_MOST = 1000
 
-# SQLite finds a run by its rowid in one step, by its id through the id's index and then the
-# rowid: the correlated forms below pick each job's rows by rowid, twice as fast at 10,000 jobs.
-_ROWID: ColumnElement[int] = literal_column("runs.rowid")
-_INNER_ROWID: ColumnElement[int] = literal_column("inner_runs.rowid")
-
-# The columns of a :class:`LastAttempt` end here in a row of ``_last_attempt_per_job``.
+# The columns of a :class:`LastAttempt` end here in a row of ``_last_attempts``.
 _LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
 
@@ -91,6 +87,7 @@ class LedgerSummary:
     """What the ledger says about one job, read by index."""
 
     last_attempt: LastAttempt | None
+    """The last finished attempt (of a job never synced: the newest attempt, running or not)."""
     recent_outcomes: list[str]
     """The newest :data:`RECENT` outcomes, newest first, ``missed`` and ``skipped`` included."""
     last_success: datetime | None
@@ -131,11 +128,12 @@ def ledger_summaries(
 ) -> dict[str, LedgerSummary]:
     """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``.
 
-    The scheduled jobs (all of them, or those of ``names``) are read in two statements,
-    whatever their number; jobs of ``names`` without a row (declared, never synced) are read
-    one by one. Without ``recent``, no job's newest outcomes are read
-    (``recent_outcomes`` is empty): the costliest of the questions, for a reader that does not
-    show them.
+    The scheduled jobs (all of them, or those of ``names``) are read in one statement,
+    whatever their number, each last attempt and last success as its schedule row records
+    them; jobs of ``names`` without a row (declared, never synced) are read
+    one by one. Without ``recent``, no job's newest outcomes are read (``recent_outcomes`` is
+    empty): the costliest of the questions, for a reader that does not show them. Either way
+    the cost follows the jobs read, not the ledger's size.
     """
     scope = None if names is None else set(names)
     scheduled, outcomes, attempts, success = _per_job(connection, scope, recent)
@@ -160,9 +158,9 @@ def ledger_summaries(
 def _per_job(
     connection: Connection, scope: set[str] | None, recent: bool
 ) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
-    """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last attempts and
-    last successes, in one statement. A long ``scope`` is not sent as a list of names: the
-    whole catalog is read and narrowed here."""
+    """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last finished
+    attempts and last successes, in one statement. A long ``scope`` is not sent as a list of
+    names: the whole catalog is read and narrowed here."""
     named = sorted(scope) if scope is not None and len(scope) <= _NAMED_AT_MOST else None
 
     def scoped(query: Select[Any]) -> Select[Any]:
@@ -172,7 +170,7 @@ def _per_job(
     attempts: dict[str, LastAttempt] = {}
     scheduled: set[str] = set()
     success: dict[str, datetime] = {}
-    query = _last_attempt_per_job(connection)
+    query = _last_attempts(connection)
     if recent:
         query = query.add_columns(_newest_outcomes(connection))
     for row in connection.execute(scoped(query)):
@@ -180,7 +178,7 @@ def _per_job(
         scheduled.add(name)
         if isinstance(finished, datetime):
             success[name] = finished
-        if row[2] is not None:
+        if row[2] is not None and row[3] is not None:
             attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
         if recent and row[-1] is not None:
             outcomes[name] = _split_outcomes(row[-1])
@@ -372,47 +370,40 @@ def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
     return LastAttempt.of(RunRecord.from_row(row)) if row is not None else None
 
 
-def _last_attempt_per_job(connection: Connection) -> Select[Any]:
+def _last_attempts(connection: Connection) -> Select[Any]:
     """(job, last success, then :class:`LastAttempt`'s columns, all None without one) of every
-    scheduled job, in one statement. The newest attempt is the job's newest row that is not
-    missed, skipped or queued: the index gives each job's rows newest first, and the first
-    attempt among them ends the search. The last success is the newest finish of a success,
-    the end of an index of (job, outcome, finish)."""
-    last_success = (
-        select(func.max(runs.c.finished_at))
-        .where(runs.c.job_name == schedules.c.job_name, runs.c.outcome == "succeeded")
-        .correlate(schedules)
-        .scalar_subquery()
-        .label("last_success")
-    )
+    scheduled job, in one statement whatever the ledger's size. Recording a run writes its
+    job's last finished attempt and last success on the schedule row, in the same transaction
+    (:func:`~jobhost.store.ledger.record_outcomes`): the row says which run it was and how it
+    ended, its ledger row (found by its id) the host, error type and backfill. A running
+    attempt is newer still: the snapshot puts it over this one."""
+    row = schedules.c
+    found: Any
     if connection.dialect.name == "postgresql":
-        newest = (
-            select(*_columns(runs, LastAttempt))
-            .where(runs.c.job_name == schedules.c.job_name, runs.c.outcome.not_in(NOT_ATTEMPTS))
-            .order_by(*NEWEST_FIRST)
+        # A lateral subquery with its LIMIT is probed by the run's id, one index lookup a
+        # job; a plain join is planned as a hash join over the whole ledger.
+        found = (
+            select(runs.c.host_id, runs.c.error_type, runs.c.backfill_id)
+            .where(runs.c.id == row.last_run_id)
             .limit(1)
-            .lateral("newest")
+            .lateral("last_run")
         )
-        columns = [newest.c[field.name] for field in fields(LastAttempt)]
-        return (
-            select(schedules.c.job_name, last_success, *columns)
-            .select_from(schedules)
-            .outerjoin(newest, true())
-        )
-    inner = runs.alias("inner_runs")
-    newest_rowid = (
-        select(_INNER_ROWID)
-        .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome.not_in(NOT_ATTEMPTS))
-        .order_by(*_newest_first(inner))
-        .limit(1)
-        .correlate(schedules)
-        .scalar_subquery()
-    )
-    return (
-        select(schedules.c.job_name, last_success, *_columns(runs, LastAttempt))
-        .select_from(schedules)
-        .outerjoin(runs, newest_rowid == _ROWID)
-    )
+        joined: Any = schedules.outerjoin(found, true())
+    else:
+        found = runs
+        joined = schedules.outerjoin(runs, runs.c.id == row.last_run_id)
+    return select(
+        row.job_name,
+        row.last_success_at,
+        row.last_run_id,
+        row.last_outcome,
+        found.c.host_id,
+        row.last_started_at,
+        row.last_finished_at,
+        found.c.error_type,
+        row.last_error,
+        found.c.backfill_id,
+    ).select_from(joined)
 
 
 def _columns(table: Table, record: type[Any]) -> list[ColumnElement[Any]]:

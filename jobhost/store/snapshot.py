@@ -5,13 +5,14 @@ Everything is read at the database's own time (the machine's on SQLite), so a ho
 transaction, one snapshot on SQLite; on PostgreSQL (READ COMMITTED) each statement sees the
 store as of its own start, and the whole catalog's ledger summaries are read beside the rest on
 a second connection. The reads are :mod:`jobhost.store.reports`', each bounded by an index.
+A job's last attempt is the one its schedule row records finished, or its newest running one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -23,7 +24,7 @@ from jobhost.store.clock import Clock, SystemClock, database_now
 from jobhost.store.engine import is_postgres, reading
 from jobhost.store.group_limits import GroupSummary, group_summaries
 from jobhost.store.hosts import list_hosts
-from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRow
+from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRecord, ScheduleRow
 from jobhost.store.reports import LedgerSummary
 from jobhost.store.runtime import JobChange, deletions
 
@@ -73,7 +74,9 @@ def read_snapshot(
     ``jobs_of``, only the jobs it names, given the store's :class:`Census` (taken in the same
     transaction), have their row and ledger read, and all running runs (the health check reads
     the critical jobs and those holding an expired lease). Without ``recent``, the whole
-    catalog's newest outcomes are not read (``recent_outcomes`` stays empty). With ``apart``,
+    catalog's newest outcomes are not read (``recent_outcomes`` stays empty), nor the ledger at
+    all: each last finished attempt is its schedule row's, without its host, error type and
+    backfill (None; the one-line text shows none of them). With ``apart``,
     PostgreSQL reads the whole catalog's ledger summaries on connections of their own (for a
     command: a host's pool keeps its connections for the firing loop).
     """
@@ -89,10 +92,10 @@ def read_snapshot(
             summaries = store_reports.ledger_summaries(connection, chosen)
             running = store_reports.running_runs(connection)
         else:
-            ledger = _whole_ledger(engine, connection, recent, apart=apart)
+            ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
             rows = store_reports.list_schedules(connection)
             extra = set(names) - set(rows)
-            summaries = ledger()
+            summaries = ledger() if ledger is not None else _recorded(rows)
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
             running = store_reports.running_runs(connection)
@@ -111,15 +114,16 @@ def read_snapshot(
             snapshot.recent_outcomes[name] = summary.recent_outcomes
             if summary.last_success is not None:
                 snapshot.last_success[name] = summary.last_success
-        for run in running:
+        for run in running:  # oldest first: the newest running attempt is the last one
             snapshot.running.setdefault(run.job_name, []).append(run)
+            snapshot.last_runs[run.job_name] = LastAttempt.of(run)
             if run.lease_expires_at is not None and run.lease_expires_at < now:
                 snapshot.expired_runs.setdefault(run.job_name, []).append(run)
     return snapshot
 
 
 def _whole_ledger(
-    engine: Engine, connection: Connection, recent: bool, *, apart: bool
+    engine: Engine, connection: Connection, *, apart: bool
 ) -> Callable[[], dict[str, LedgerSummary]]:
     """The whole catalog's ledger summaries, collected by calling the result. ``apart`` on
     PostgreSQL, the server answers their per-job probes (most of a report's wait) on
@@ -128,27 +132,32 @@ def _whole_ledger(
     SQLite, which answers in this process, where a second thread only shares the same cores)
     they are read when collected, on ``connection``."""
     if not (apart and is_postgres(engine)):
-        return lambda: store_reports.ledger_summaries(connection, recent=recent)
+        return lambda: store_reports.ledger_summaries(connection)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
     try:
         # The newest outcomes and the rest, each on a connection of its own: the server answers
         # both at once.
         lean = pool.submit(_apart, engine, _lean)
-        outcomes = pool.submit(_apart, engine, store_reports.newest_outcomes) if recent else None
+        outcomes = pool.submit(_apart, engine, store_reports.newest_outcomes)
     finally:
         pool.shutdown(wait=False)
 
     def collected() -> dict[str, LedgerSummary]:
-        summaries = lean.result()
-        if outcomes is None:
-            return summaries
-        newest = outcomes.result()
+        summaries, newest = lean.result(), outcomes.result()
         return {
-            name: replace(summary, recent_outcomes=newest.get(name, []))
-            for name, summary in summaries.items()
+            name: LedgerSummary(found.last_attempt, newest.get(name, []), found.last_success)
+            for name, found in summaries.items()
         }
 
     return collected
+
+
+def _recorded(rows: Mapping[str, ScheduleRecord]) -> dict[str, LedgerSummary]:
+    """Each job's last finished attempt and last success as its schedule row records them."""
+    return {
+        name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
+        for name, row in rows.items()
+    }
 
 
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:

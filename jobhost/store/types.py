@@ -63,7 +63,8 @@ class UTCDateTime(TypeDecorator[datetime]):
                 if value is None:
                     return None
                 if type(value) is datetime and value.tzinfo is not None:
-                    return value.astimezone(utc)
+                    # The store's sessions are in UTC: nearly every value is already there.
+                    return value if value.tzinfo is utc else value.astimezone(utc)
                 return slow(value, dialect)  # naive, or not a time: the generic path
 
             return aware

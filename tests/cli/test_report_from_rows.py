@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jobhost.operations.render import Style
-from jobhost.operations.report import report_from, stored_report
+from jobhost.operations.report import JobReport, report_from, stored_report
 from jobhost.operations.report_text import report_lines
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.stored import catalog_of
@@ -99,9 +99,20 @@ def test_the_one_line_report_reads_no_recent_outcomes_and_prints_the_same(
     failing = next(job for job in with_recent.jobs if job.name == "sample.failing")
     assert failing.recent_outcomes == ["failed"]  # the full read has outcomes to leave out
     assert not any(lean.recent_outcomes.values())
-    assert without.jobs == [replace(job, recent_outcomes=[]) for job in with_recent.jobs]
+    # Nor the last attempts' ledger rows: the schedule row records the rest of each.
+    assert without.jobs == [_one_line(job) for job in with_recent.jobs]
+    assert failing.last_run is not None and failing.last_run.host == "replica-0"
     plain = Style(colour=False)
     assert report_lines(without, plain) == report_lines(with_recent, plain)
+
+
+def _one_line(job: JobReport) -> JobReport:
+    """``job`` as the one-line text reads it: no newest outcomes, and of its last finished
+    attempt what the schedule row records (no host, error type or backfill)."""
+    last = job.last_run
+    if last is not None and last.outcome != "running":
+        last = replace(last, host=None, backfill_id=None)
+    return replace(job, recent_outcomes=[], last_run=last)
 
 
 def _every_kind_of_job(operator: Operator) -> None:
