@@ -24,9 +24,9 @@ from jobhost_contracts import (
 )
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from jobhost.store import Engine
 from jobhost.store.purge import purge_by_age, purge_runs
 
 __all__ = [

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from jobhost.store import Engine
 
 __all__ = ["UsesStore", "bad_executor", "is_executor", "signature_problem"]
 

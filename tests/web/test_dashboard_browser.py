@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
@@ -283,6 +283,11 @@ def _read_job_rows(browser: WebDriver) -> list[str] | None:
         return [row.get_attribute("data-job") or "" for row in rows]
     except StaleElementReferenceException:
         return None
+    except WebDriverException as error:
+        # Chromium's word for a row the reload removed between the find and the read.
+        if "does not belong to the document" in str(error):
+            return None
+        raise
 
 
 def _post(url: str, body: str, origin: str | None = None) -> int:
