@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 from sqlalchemy.engine import Connection
 
 from jobhost.store._sql import insert_ignoring_duplicates
-from jobhost.store.schema import hosts, job_idempotency, job_state, runs, signals
+from jobhost.store.schema import hosts, job_idempotency, job_state, runs, schedules, signals
 
 JOB = "unruly.succeed"
 OTHER = "unruly.fail-secret"
@@ -17,14 +18,14 @@ OTHER = "unruly.fail-secret"
 def fill_rows(connection: Connection) -> None:
     now = datetime.now(UTC)
     hour = timedelta(hours=1)
-    connection.execute(
-        runs.insert(),
-        [
-            _run("run-ok", JOB, "succeeded", now - 3 * hour),
-            _run("run-failed", JOB, "failed", now - 2 * hour, error="refused by the bank"),
-            _run("run-other", OTHER, "succeeded", now - hour),
-        ],
-    )
+    ledger = [
+        _run("run-ok", JOB, "succeeded", now - 3 * hour),
+        _run("run-failed", JOB, "failed", now - 2 * hour, error="refused by the bank"),
+        _run("run-other", OTHER, "succeeded", now - hour),
+    ]
+    connection.execute(runs.insert(), ledger)
+    for run in ledger:
+        _summarise(connection, run)
     connection.execute(
         hosts.insert(),
         [
@@ -86,6 +87,23 @@ def _run(
         "error_type": "Failure" if error else None,
         "error_message": error,
     }
+
+
+def _summarise(connection: Connection, run: dict[str, Any]) -> None:
+    """The job's last-run summary on its schedule row, as recording the run writes it (runs are
+    given oldest first)."""
+    summary = {
+        "last_run_id": run["id"],
+        "last_outcome": run["outcome"],
+        "last_started_at": run["started_at"],
+        "last_finished_at": run["finished_at"],
+        "last_error": run["error_message"],
+    }
+    if run["outcome"] == "succeeded":
+        summary["last_success_at"] = run["finished_at"]
+    connection.execute(
+        update(schedules).where(schedules.c.job_name == run["job_name"]).values(**summary)
+    )
 
 
 def set_value(table: str, column: str, value: str, where: str = "") -> str:

@@ -113,7 +113,14 @@ def test_each_check_on_the_jobs_hosts_and_leases_fails_with_why(operator: Operat
 
     # The hourly job's only success ages past its period plus grace; the host goes silent.
     day_ago = t - timedelta(days=1)
-    operator.set_schedule("sample.hourly", created_at=day_ago - timedelta(days=1))
+    # Its run, and the summary of it the schedule row keeps, both a day old.
+    operator.set_schedule(
+        "sample.hourly",
+        created_at=day_ago - timedelta(days=1),
+        last_started_at=day_ago,
+        last_finished_at=day_ago,
+        last_success_at=day_ago,
+    )
     with operator.engine.begin() as connection:
         connection.execute(
             update(runs)
