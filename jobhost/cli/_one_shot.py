@@ -115,5 +115,7 @@ def _supervise(
                 work.cancel(host.slots, "the operator's --timeout passed")
     except KeyboardInterrupt:
         work.interrupted(host.slots)
-        ended.wait()
+        # In short waits, so that a second Ctrl-C is raised here at once, whatever the wait.
+        while not ended.wait(_POLL_SECONDS):
+            pass
     return timed_out
