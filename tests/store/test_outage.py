@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
@@ -103,14 +103,7 @@ def test_a_store_lost_as_a_backfill_is_claimed_is_said_once_and_the_backfill_goe
 ) -> None:
     server = make_url(postgres_url)
     with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
-        through = server.set(host="127.0.0.1", port=proxy.port)
-        settings = Settings(
-            database_url=through.render_as_string(hide_password=False),
-            plugins=[SAMPLE_PLUGIN],
-            modules={"sample": {"log": str(tmp_path / "runs.log"), "jobs": [NIGHTLY]}},
-        )
-        engine = create_store_engine(settings.database_url)
-        upgrade(engine)
+        settings, engine = _through(proxy, postgres_url, tmp_path)
         night = datetime(2026, 4, 1, 3, tzinfo=UTC)
         with engine.begin() as connection:
             create_backfill(
@@ -179,14 +172,7 @@ def test_an_outage_is_said_when_it_begins_and_again_once_a_minute_not_at_every_r
 ) -> None:
     server = make_url(postgres_url)
     with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
-        through = server.set(host="127.0.0.1", port=proxy.port)
-        settings = Settings(
-            database_url=through.render_as_string(hide_password=False),
-            plugins=[SAMPLE_PLUGIN],
-            modules={"sample": {"log": str(tmp_path / "runs.log"), "jobs": [NIGHTLY]}},
-        )
-        engine = create_store_engine(settings.database_url)
-        upgrade(engine)
+        settings, engine = _through(proxy, postgres_url, tmp_path)
         host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
         host.start()
         try:
@@ -212,3 +198,16 @@ def test_an_outage_is_said_when_it_begins_and_again_once_a_minute_not_at_every_r
             host.request_stop()
             host.shutdown()
             engine.dispose()
+
+
+def _through(proxy: CutProxy, postgres_url: str, tmp_path: Path) -> tuple[Settings, Engine]:
+    """Settings and a migrated engine of a nightly job's store, reached through ``proxy``."""
+    through = make_url(postgres_url).set(host="127.0.0.1", port=proxy.port)
+    settings = Settings(
+        database_url=through.render_as_string(hide_password=False),
+        plugins=[SAMPLE_PLUGIN],
+        modules={"sample": {"log": str(tmp_path / "runs.log"), "jobs": [NIGHTLY]}},
+    )
+    engine = create_store_engine(settings.database_url)
+    upgrade(engine)
+    return settings, engine
