@@ -28,6 +28,7 @@ from jobhost.config import Settings
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.store import create_store_engine, upgrade
 from tests.cli.operator_support import Operator
+from tests.reliability.proxy import CutProxy
 from tests.support import SAMPLE_PLUGIN, ManualClock
 
 POSTGRES_ENV = "JOBHOST_TEST_POSTGRES_URL"
@@ -50,6 +51,18 @@ def postgres_url() -> Iterator[str]:
     """A fresh, empty schema on the test server, as a URL whose search_path points at it."""
     with postgres_schema() as url:
         yield url
+
+
+@pytest.fixture
+def proxied(postgres_url: str) -> Iterator[tuple[str, CutProxy]]:
+    """The test's PostgreSQL store, migrated, reached through a proxy of the test's own."""
+    server = make_url(postgres_url)
+    engine = create_store_engine(postgres_url)
+    upgrade(engine)
+    engine.dispose()
+    with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        url = server.set(host="127.0.0.1", port=proxy.port)
+        yield url.render_as_string(hide_password=False), proxy
 
 
 @contextmanager

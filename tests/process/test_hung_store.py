@@ -15,14 +15,12 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
@@ -40,18 +38,6 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 JOBS = [{"name": "sample.every-second", "cron": "* * * * * *"}]
-
-
-@pytest.fixture
-def proxied(postgres_url: str) -> Iterator[tuple[str, CutProxy]]:
-    """The test's store, reached through a proxy of the test's own."""
-    server = make_url(postgres_url)
-    engine = create_store_engine(postgres_url)
-    upgrade(engine)
-    engine.dispose()
-    with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
-        url = server.set(host="127.0.0.1", port=proxy.port)
-        yield url.render_as_string(hide_password=False), proxy
 
 
 def test_a_host_whose_connections_are_orphaned_drops_them_and_fires_again(

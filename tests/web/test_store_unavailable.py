@@ -12,12 +12,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
@@ -61,17 +59,6 @@ def _serve(database_url: str, **settings: Any) -> tuple[WebServer, Any]:
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
     return server, engine
-
-
-@pytest.fixture
-def proxied(postgres_url: str) -> Iterator[tuple[str, CutProxy]]:
-    server = make_url(postgres_url)
-    engine = create_store_engine(postgres_url)
-    upgrade(engine)
-    engine.dispose()
-    with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
-        url = server.set(host="127.0.0.1", port=proxy.port)
-        yield url.render_as_string(hide_password=False), proxy
 
 
 def ask(base: str, method: str, path: str, body: Any = None) -> Answer:
