@@ -10,8 +10,9 @@ import click
 from jobhost.cli._app import EXIT_INVALID
 from jobhost.operations.backfill_view import backfill_json
 from jobhost.operations.timefmt import iso_utc
+from jobhost.records import BackfillRecord
 from jobhost.store import Engine
-from jobhost.store.backfills import BackfillRecord, backfill_with_items, list_backfills
+from jobhost.store.backfills import backfill_with_items, list_backfills
 from jobhost.store.calls import read
 
 __all__ = ["cancel_one", "list_all", "show_one"]

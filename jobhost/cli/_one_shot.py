@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from jobhost.catalog import Catalog
+from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.firing.host import Host
@@ -21,7 +22,7 @@ from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRu
 from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.operations.manual import Ran, RunHere
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine, SystemClock
+from jobhost.store import Engine
 from jobhost.store.hosts import default_host_id
 
 __all__ = ["backfill_here", "runs_here"]

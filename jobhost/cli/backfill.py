@@ -154,8 +154,9 @@ def backfill(
 
 
 def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
+    from jobhost.clock import SystemClock
     from jobhost.operations.backfill import BackfillInputError, plan_backfill
-    from jobhost.store import SystemClock, store_now
+    from jobhost.store import store_now
 
     engine = open_store(settings)
     try:
@@ -181,10 +182,10 @@ def _run(
     as_json: bool,
 ) -> int:
     from jobhost.cli._one_shot import backfill_here
+    from jobhost.clock import SystemClock
     from jobhost.operations.actions import ensure_scheduled, start_backfill
     from jobhost.operations.backfill_run import hosts_alive, see_through
     from jobhost.operations.timefmt import iso_utc
-    from jobhost.store import SystemClock
 
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would

@@ -66,8 +66,8 @@ def db_check(ctx: click.Context, full: bool) -> None:
     early.
     """
     from jobhost.cli._context import load_catalog
+    from jobhost.clock import SystemClock
     from jobhost.rules.claiming import FiringRules
-    from jobhost.store import SystemClock
     from jobhost.store.calls import read_at
     from jobhost.store.integrity import check_live_rows
 

@@ -97,6 +97,7 @@ def failures(
         return
     if reason is not None:
         _usage("--reason goes with --ack RUN_ID")
+    from jobhost.clock import SystemClock
     from jobhost.operations.failures import (
         SEARCH_LIMIT,
         BadFailureQuery,
@@ -109,7 +110,6 @@ def failures(
         require_stored_job,
     )
     from jobhost.operations.render import WIDTH, wrap_words
-    from jobhost.store import SystemClock
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
         _usage(f"--grep: give 1 to {SEARCH_LIMIT} characters to search for")

@@ -26,6 +26,7 @@ def retry_failed(
     as_json: bool,
 ) -> None:
     """Queue the retries, print them, and exit 0 (every match queued) or 3 (some refused)."""
+    from jobhost.clock import SystemClock
     from jobhost.errors import UnknownJobError
     from jobhost.operations.failure_actions import jobs_of_module, retry_failures
     from jobhost.operations.failures import (
@@ -34,7 +35,6 @@ def retry_failed(
         parse_since,
         require_stored_job,
     )
-    from jobhost.store import SystemClock
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")

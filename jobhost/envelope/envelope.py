@@ -26,6 +26,7 @@ from jobhost_contracts.units import UnitTally
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from jobhost.catalog import JobSpec
+from jobhost.clock import Clock
 from jobhost.config import redact_text, storable_text
 from jobhost.envelope.execution import Outcome, execute_executor, execute_here
 from jobhost.envelope.joblogger import job_logger
@@ -35,11 +36,9 @@ from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.run_times import run_times
 from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
-from jobhost.store import Clock, Engine, StoreError, StoreJobState
-from jobhost.store.claims import Claim, occurrence_text
-from jobhost.store.ledger import Finish
-from jobhost.store.ledger import Outcome as LedgerOutcome
-from jobhost.store.recording import LogWrites
+from jobhost.records import Claim, Finish, LogWrites, occurrence_text
+from jobhost.records import Outcome as LedgerOutcome
+from jobhost.store import Engine, StoreError, StoreJobState
 from jobhost.store.retrying import StoreRetry
 
 __all__ = ["Executed", "RunEnvelope"]

@@ -19,15 +19,16 @@ from jobhost_contracts import UnitCounts
 from jobhost.catalog import JobSpec
 from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLog
-from jobhost.store.claims import Claim
-from jobhost.store.ledger import Outcome as LedgerOutcome
-from jobhost.store.recording import LogWrites, record_finished
+from jobhost.records import Claim, LogWrites
+from jobhost.records import Outcome as LedgerOutcome
+from jobhost.store.recording import record_finished
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from contextlib import AbstractContextManager
 
-    from jobhost.store import Clock, Engine
+    from jobhost.clock import Clock
+    from jobhost.store import Engine
 
 __all__ = ["Executed", "Finished", "Recorded", "settle", "write_outcomes"]
 

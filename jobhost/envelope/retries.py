@@ -7,8 +7,7 @@ from datetime import datetime, timedelta
 
 from jobhost_contracts import RetryPolicy
 
-from jobhost.store.claims import new_run_id
-from jobhost.store.ledger import RetryRequest
+from jobhost.records import RetryRequest, new_run_id
 
 __all__ = ["next_attempt", "retry_delay", "should_retry"]
 

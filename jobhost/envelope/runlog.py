@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 from jobhost.config import storable_text
 from jobhost.config.redaction import needs_redaction
+from jobhost.records import Chunk, LogWrites, chunk
 from jobhost.store import Engine
-from jobhost.store.recording import LogWrites, write_logs
-from jobhost.store.runlogs import Chunk, chunk
+from jobhost.store.recording import write_logs
 
 __all__ = ["RunLog", "RunLogWriter", "current_run", "is_capture", "running"]
 

@@ -12,9 +12,10 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from jobhost.clock import Clock
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.runs import HeldRun
-from jobhost.store import Clock, Engine, lifecycle
+from jobhost.store import Engine, lifecycle
 from jobhost.store.retrying import StoreRetry
 
 __all__ = ["beat_until_stopped", "renew_leases"]

@@ -33,6 +33,7 @@ from jobhost_contracts import AuditSink
 
 from jobhost.catalog import Catalog
 from jobhost.catalog.executors import UsesStore
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
@@ -47,7 +48,7 @@ from jobhost.firing.startup import register_and_sync
 from jobhost.firing.status import HostStatus, turn_limits
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Clock, Engine, StoreError, SystemClock, is_current, lifecycle
+from jobhost.store import Engine, StoreError, is_current, lifecycle
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
 from jobhost.store.signals import SignalWatcher

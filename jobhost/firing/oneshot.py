@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from jobhost.catalog import JobSpec
+from jobhost.clock import Clock
 from jobhost.firing.slots import WorkerSlots
 from jobhost.operations.backfill_view import progress_line
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Clock, Engine
+from jobhost.store import Engine
 from jobhost.store.backfill_runs import claim_backfill, settled_backfill
 from jobhost.store.requests import claim_run
 

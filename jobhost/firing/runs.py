@@ -13,8 +13,8 @@ from jobhost.catalog import JobSpec
 from jobhost.envelope.envelope import Executed
 from jobhost.envelope.execution import Outcome
 from jobhost.firing.recorder import Finished
+from jobhost.records import Claim
 from jobhost.store import Engine, lifecycle
-from jobhost.store.claims import Claim
 
 __all__ = ["HeldRun", "cancelled_by_shutdown", "mark_stuck"]
 

@@ -25,6 +25,7 @@ from typing import Protocol
 from jobhost_contracts import Cancellation
 
 from jobhost.catalog import JobSpec
+from jobhost.clock import Clock
 from jobhost.config import redact_text
 from jobhost.envelope.envelope import Executed
 from jobhost.envelope.execution import Outcome
@@ -34,9 +35,9 @@ from jobhost.firing.ahead import AheadQueue
 from jobhost.firing.recorder import Finished
 from jobhost.firing.runs import HeldRun, mark_stuck
 from jobhost.firing.status import HostStatus
+from jobhost.records import Claim
 from jobhost.rules.policy import lease_for
-from jobhost.store import Clock, Engine, lifecycle
-from jobhost.store.claims import Claim
+from jobhost.store import Engine, lifecycle
 
 __all__ = ["WorkerSlots"]
 

@@ -14,12 +14,13 @@ from datetime import timedelta
 from importlib.metadata import version as package_version
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.firing.upkeep import retrying_abandoned
+from jobhost.records import SyncPlan
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Clock, Engine, lifecycle, store_now
-from jobhost.store.registry import SyncPlan
+from jobhost.store import Engine, lifecycle, store_now
 
 __all__ = ["register_and_sync"]
 

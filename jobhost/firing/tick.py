@@ -17,24 +17,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobhost.catalog import JobSpec
+from jobhost.clock import Clock, SystemClock
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.early import ClaimLead
 from jobhost.firing.upkeep import record_abandoned
+from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Clock, Engine, SystemClock
-from jobhost.store.claims import Claim, ClaimBatch
+from jobhost.store import Engine
 from jobhost.store.clock import StoreTime
-from jobhost.store.registry import SyncPlan
 from jobhost.store.retrying import is_store_down
-from jobhost.store.turns import (
-    Quiet,
-    claim_job,
-    claim_turn,
-    due_jobs,
-    look_ahead,
-    sync_catalog,
-)
+from jobhost.store.turns import claim_job, claim_turn, due_jobs, look_ahead, sync_catalog
 from jobhost.store.wakeups import Wakeups
 
 __all__ = ["TickResult", "Ticker"]

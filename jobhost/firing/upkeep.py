@@ -7,11 +7,10 @@ from datetime import datetime, timedelta
 
 from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
+from jobhost.records import RetriesFor, RetryRequest, RunRecord
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Engine
-from jobhost.store.ledger import RetryRequest
-from jobhost.store.lifecycle import RetriesFor, abandon_dead_runs
-from jobhost.store.records import RunRecord
+from jobhost.store.lifecycle import abandon_dead_runs
 
 __all__ = ["record_abandoned", "retrying_abandoned"]
 

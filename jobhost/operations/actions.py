@@ -32,6 +32,7 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.clock import Clock, SystemClock
 from jobhost.operations.run_actions import (
     RETRYABLE,
     ActionRefused,
@@ -40,8 +41,9 @@ from jobhost.operations.run_actions import (
     cancel_run,
     retry_run,
 )
+from jobhost.records import BackfillRecord, ScheduleRecord
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Clock, Engine, ScheduleRecord, SystemClock, backfill_runs, backfills
+from jobhost.store import Engine, backfill_runs
 from jobhost.store.actions import (
     backfill_logged,
     cancel_backfill_logged,
@@ -223,7 +225,7 @@ def cancel_backfill(
     actor: str,
     reason: str | None = None,
     clock: Clock | None = None,
-) -> backfills.BackfillRecord | None:
+) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
     backfill after it (None: no such backfill). Only a change is logged."""
     return cancel_backfill_logged(

@@ -14,9 +14,10 @@ from typing import Any
 
 from jobhost.catalog import JobSpec
 from jobhost.operations.timefmt import iso_utc
+from jobhost.records import ScheduleRecord
 from jobhost.rules.backfill import MODES, select_occurrences
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine, ScheduleRecord
+from jobhost.store import Engine
 from jobhost.store.backfills import last_outcomes
 from jobhost.store.calls import read
 from jobhost.store.operations import get_schedule

@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jobhost.clock import Clock
 from jobhost.operations.backfill_view import progress_line
-from jobhost.store import Clock, Engine
+from jobhost.records import BackfillRecord
+from jobhost.store import Engine
 from jobhost.store.backfill_runs import settled_backfill
-from jobhost.store.backfills import BackfillRecord
 from jobhost.store.calls import read_at
 from jobhost.store.hosts import live_hosts
 from jobhost.store.signals import ChangeSignal

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store.backfills import BackfillRecord
+from jobhost.records import BackfillRecord
 
 __all__ = ["backfill_json", "progress_line"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from jobhost.operations.reasons import printable
 from jobhost.operations.timefmt import iso_utc, short_utc
-from jobhost.store.runtime import JobChange
+from jobhost.records import JobChange
 
 __all__ = ["change_json", "change_line", "change_origin"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.operations.failures import (
     FailureQuery,
     decode_cursor,
@@ -19,13 +20,11 @@ from jobhost.operations.failures import (
 )
 from jobhost.operations.run_actions import ActionRefused, RetryQueued, retry_run
 from jobhost.operations.timefmt import short_utc
-from jobhost.store import Clock, Engine, RunRecord, SystemClock
+from jobhost.records import FAILED, Resolution, RunRecord, work_key
+from jobhost.store import Engine
 from jobhost.store.calls import read, read_at
 from jobhost.store.failure_actions import ack_logged, module_jobs
-from jobhost.store.failures import FAILED
 from jobhost.store.hosts import live_hosts
-from jobhost.store.resolution import Resolution
-from jobhost.store.run_actions import work_key
 
 __all__ = [
     "BULK_LIMIT",

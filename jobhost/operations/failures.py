@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Clock, Engine, RunRecord, SystemClock
+from jobhost.records import STREAK_LIMIT, FailureFilter, FailureKey, Resolution, RunRecord
+from jobhost.store import Engine
 from jobhost.store.calls import read, read_at
-from jobhost.store.failures import STREAK_LIMIT, FailureKey
-from jobhost.store.open_failures import FailureFilter, failure_rows, open_runs
-from jobhost.store.resolution import Resolution
+from jobhost.store.open_failures import failure_rows, open_runs
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [

@@ -36,14 +36,16 @@ from datetime import datetime
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import next_fire_of, state_of
 from jobhost.operations.running_host import RunningHost
 from jobhost.operations.status import STATUSES, job_status
-from jobhost.store import Clock, Engine, HostRecord, ScheduleRecord, StoreError, SystemClock
+from jobhost.records import Failing, HostRecord, ScheduleRecord
+from jobhost.store import Engine, StoreError
 from jobhost.store.calls import read_at
-from jobhost.store.failing import Failing, schedules_hosts_failing
+from jobhost.store.failing import schedules_hosts_failing
 
 __all__ = [
     "GAUGE_STATUSES",

@@ -32,6 +32,7 @@ from datetime import timedelta
 from typing import Any
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
 from jobhost.operations.failure_actions import open_failure_lines
@@ -41,14 +42,7 @@ from jobhost.operations.stored import stored_version
 from jobhost.operations.stored_report import StoredJobs, stored_jobs
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import (
-    Clock,
-    Engine,
-    StoreError,
-    SystemClock,
-    current_revision,
-    head_revision,
-)
+from jobhost.store import Engine, StoreError, current_revision, head_revision
 from jobhost.store.calls import read, read_at
 from jobhost.store.census import Census
 from jobhost.store.engine import sqlite_path

@@ -12,7 +12,8 @@ from typing import Any
 import orjson
 
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Engine, RunRecord
+from jobhost.records import RunRecord
+from jobhost.store import Engine
 from jobhost.store.calls import read
 from jobhost.store.reports import ledger_page
 

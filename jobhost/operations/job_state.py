@@ -11,17 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.operations.run_actions import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.records import StateChange, StateEntry, StateHeld
+from jobhost.store import Engine
 from jobhost.store.calls import read
-from jobhost.store.state_edits import (
-    StateChange,
-    StateEntry,
-    StateHeld,
-    change_state_logged,
-    list_state,
-)
+from jobhost.store.state_edits import change_state_logged, list_state
 
 __all__ = [
     "KEY_LIMIT",

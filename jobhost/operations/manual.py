@@ -16,14 +16,15 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import request_trigger
 from jobhost.operations.timefmt import iso_utc, short_utc
+from jobhost.records import TERMINAL_OUTCOMES, RunRecord
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import may_start
-from jobhost.store import Clock, Engine, RunRecord, SystemClock, store_now
+from jobhost.store import Engine, store_now
 from jobhost.store.calls import read
-from jobhost.store.records import TERMINAL_OUTCOMES
 from jobhost.store.reports import get_run
 from jobhost.store.requests import before_trigger, run_progress
 from jobhost.store.signals import ChangeSignal

@@ -23,8 +23,7 @@ from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
-from jobhost.store import RunRecord, ScheduleRow
-from jobhost.store.registry import DesiredSchedule, ScheduleChange, diff_schedules
+from jobhost.records import DesiredSchedule, RunRecord, ScheduleChange, ScheduleRow, diff_schedules
 from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
 

@@ -15,12 +15,14 @@ import math
 from dataclasses import dataclass
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
 from jobhost.operations.status import FAILED_OUTCOMES
 from jobhost.operations.uncollected import uncollected
-from jobhost.store import Clock, Engine, LastAttempt, SystemClock
+from jobhost.records import LastAttempt
+from jobhost.store import Engine
 from jobhost.store.calls import read, read_at
 from jobhost.store.snapshot import summary_snapshot
 from jobhost.store.streaks import failure_streaks

@@ -1,6 +1,6 @@
 """``jobhost plan``: what a host started with this catalog would change in the store.
 
-The same comparison the host makes at start (:func:`jobhost.store.registry.diff_schedules`),
+The same comparison the host makes at start (:func:`jobhost.records.diff_schedules`),
 without writing: jobs to add, jobs whose trigger, zone or enabled state would change, and jobs
 that would be marked orphaned (never deleted). It also names this catalog's version and the
 versions the live hosts run, so a rolling deploy shows which catalog holds the store.
@@ -11,19 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.operations.timefmt import iso_utc
+from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, diff_schedules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import (
-    Clock,
-    Engine,
-    HostRecord,
-    ScheduleRecord,
-    SystemClock,
-    current_revision,
-)
+from jobhost.store import Engine, current_revision
 from jobhost.store.calls import read, read_at
 from jobhost.store.hosts import live_hosts
-from jobhost.store.registry import SyncPlan, all_schedules, diff_schedules
+from jobhost.store.registry import all_schedules
 
 __all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "this_catalog"]
 

@@ -17,9 +17,7 @@ from jobhost.operations.timefmt import duration_text, short_utc
 if TYPE_CHECKING:
     from jobhost.operations.health import Health
     from jobhost.operations.manual import TriggerResult
-    from jobhost.store import HostRecord, RunRecord, ScheduleRecord
-    from jobhost.store.registry import SyncPlan
-    from jobhost.store.runlogs import Dropped, LogLine
+    from jobhost.records import Dropped, HostRecord, LogLine, RunRecord, ScheduleRecord, SyncPlan
 
 __all__ = [
     "ELLIPSIS",

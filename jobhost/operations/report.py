@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.mismatch import JobFacts, job_mismatches, store_changes
 from jobhost.operations.report_model import (
@@ -32,8 +33,8 @@ from jobhost.operations.status import summarise
 from jobhost.operations.stored import stored_job
 from jobhost.operations.stored_report import job_entry, stored_entry
 from jobhost.operations.uncollected import uncollected
-from jobhost.store import Clock, Engine, ScheduleRecord, ScheduleRow
-from jobhost.store.registry import ScheduleChange
+from jobhost.records import ScheduleChange, ScheduleRecord, ScheduleRow
+from jobhost.store import Engine
 
 __all__ = [
     "JobReport",

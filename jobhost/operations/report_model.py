@@ -16,8 +16,7 @@ from jobhost.operations.mismatch import Mismatch
 from jobhost.operations.status import Status, Summary, summarise
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.operations.uncollected import uncollected
-from jobhost.store import HostRecord, LastAttempt
-from jobhost.store.group_limits import GroupSummary
+from jobhost.records import GroupSummary, HostRecord, LastAttempt
 
 __all__ = ["JobReport", "LastRun", "Report", "State", "TriggerView", "host_json"]
 

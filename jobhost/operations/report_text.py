@@ -27,7 +27,7 @@ from jobhost.triggers import UnknownTimezoneError, load_zone
 
 if TYPE_CHECKING:
     from jobhost.operations.report import JobReport, Report
-    from jobhost.store import HostRecord
+    from jobhost.records import HostRecord
 
 __all__ = ["report_lines"]
 

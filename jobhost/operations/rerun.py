@@ -15,13 +15,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import ActionRefused, RetryQueued, retry_run
 from jobhost.operations.manual import RunHere, TriggerResult, finished_result
 from jobhost.operations.timefmt import short_utc
-from jobhost.store import Clock, Engine, RunRecord, SystemClock
+from jobhost.records import PENDING, TERMINAL_OUTCOMES, RunRecord
+from jobhost.store import Engine
 from jobhost.store.calls import read
-from jobhost.store.records import PENDING, TERMINAL_OUTCOMES
 from jobhost.store.reports import get_run
 from jobhost.store.requests import run_progress
 from jobhost.store.signals import ChangeSignal

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobhost.store import Clock, Engine, RunRecord, SystemClock
-from jobhost.store.records import PENDING, RUNNING
-from jobhost.store.run_actions import cancel_logged, retry_logged, work_key
+from jobhost.clock import Clock, SystemClock
+from jobhost.records import PENDING, RUNNING, RunRecord, work_key
+from jobhost.store import Engine
+from jobhost.store.run_actions import cancel_logged, retry_logged
 
 __all__ = ["RETRYABLE", "ActionRefused", "CancelAsked", "RetryQueued", "cancel_run", "retry_run"]
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import string
 
+from jobhost.records import RunIdMatch
 from jobhost.store import Engine
 from jobhost.store.calls import read
-from jobhost.store.run_ids import RunIdMatch, runs_by_prefix
+from jobhost.store.run_ids import runs_by_prefix
 
 __all__ = ["MIN_PREFIX", "SHOWN_CANDIDATES", "AmbiguousRunId", "resolve_run_id"]
 

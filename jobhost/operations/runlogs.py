@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobhost.store import Engine, RunRecord
+from jobhost.records import Dropped, LogLine, RunRecord
+from jobhost.store import Engine
 from jobhost.store.calls import read
-from jobhost.store.runlogs import Dropped, LogLine, last_lines, run_and_lines
+from jobhost.store.runlogs import last_lines, run_and_lines
 
 __all__ = [
     "LAST_LINES",

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock
 from jobhost.config import Settings
-from jobhost.store import Clock, Engine
+from jobhost.store import Engine
 
 __all__ = ["HostState", "RunningHost"]
 

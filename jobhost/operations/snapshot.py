@@ -10,11 +10,12 @@ from collections.abc import Collection
 from jobhost.catalog import Catalog
 from jobhost.catalog.model import suggest
 from jobhost.errors import UnknownJobError
+from jobhost.records import NOT_ATTEMPTS, RECENT, StoreSnapshot
 from jobhost.store import Engine
 from jobhost.store import reports as store_reports
 from jobhost.store.calls import read
-from jobhost.store.reports import NEWEST_FIRST, NOT_ATTEMPTS, RECENT
-from jobhost.store.snapshot import StoreSnapshot, read_snapshot
+from jobhost.store.reports import NEWEST_FIRST
+from jobhost.store.snapshot import read_snapshot
 
 __all__ = [
     "NEWEST_FIRST",

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from jobhost.store import HostRecord
+from jobhost.records import HostRecord
 
 __all__ = ["FAILED_OUTCOMES", "STATUSES", "Status", "Summary", "job_status", "summarise"]
 

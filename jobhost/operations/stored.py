@@ -25,7 +25,8 @@ from jobhost_contracts import (
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
 from jobhost.catalog.stored import StoredExecutor, json_value, stored_spec
 from jobhost.config import Settings
-from jobhost.store import Engine, ScheduleRecord
+from jobhost.records import ScheduleRecord
+from jobhost.store import Engine
 from jobhost.store import reports as store_reports
 from jobhost.store.calls import read
 

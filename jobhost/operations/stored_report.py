@@ -21,9 +21,7 @@ from jobhost.operations.mismatch import JobFacts, Mismatch, stored_mismatches
 from jobhost.operations.report_model import JobReport, LastRun, State, TriggerView
 from jobhost.operations.status import job_status
 from jobhost.operations.stored import stored_job
-from jobhost.store import RunRecord, ScheduleRecord
-from jobhost.store.group_limits import GroupSummary
-from jobhost.store.snapshot import StoreSnapshot
+from jobhost.records import GroupSummary, RunRecord, ScheduleRecord, StoreSnapshot
 
 __all__ = ["StoredJobs", "group_wait", "job_entry", "stored_entry", "stored_jobs", "stuck_code"]
 

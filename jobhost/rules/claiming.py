@@ -15,10 +15,9 @@ from datetime import datetime, timedelta
 from jobhost_contracts import OverlapPolicy, RetryPolicy, parse_duration
 
 from jobhost.catalog import JobSpec
+from jobhost.records import PlannedRow, SchedulePlan
 from jobhost.rules.plan import due_occurrences, keep, plan_firing
 from jobhost.rules.policy import lease_for, may_start
-from jobhost.store.claims import SchedulePlan
-from jobhost.store.records import PlannedRow
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
 __all__ = ["FiringRules"]

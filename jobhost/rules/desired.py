@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from jobhost.catalog import JobSpec
 from jobhost.catalog.stored import declaration_text
-from jobhost.store.registry import DesiredSchedule
+from jobhost.records import DesiredSchedule
 
 __all__ = ["catalog_version", "desired_schedules"]
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.records import RuntimeJobRow
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec
-from jobhost.store.runtime import RuntimeJobRow
 
 __all__ = [
     "RuntimeJobs",

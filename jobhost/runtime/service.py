@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations import actions
+from jobhost.records import RuntimeJobRow
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.definition import JobDefinition, parse_definition
 from jobhost.runtime.errors import conflict, invalid, not_found, precondition, stale
@@ -28,10 +30,10 @@ from jobhost.runtime.loading import (
 )
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec, group_problems
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store import Engine
 from jobhost.store.calls import read
 from jobhost.store.reports import get_run
-from jobhost.store.runtime import RuntimeJobRow, get_runtime_job, list_runtime_jobs
+from jobhost.store.runtime import get_runtime_job, list_runtime_jobs
 from jobhost.store.runtime_jobs import put_runtime_job, remove_runtime_job
 from jobhost.store.signals import ChangeSignal
 

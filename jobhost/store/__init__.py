@@ -11,31 +11,15 @@ from __future__ import annotations
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError as StoreError
 
-from jobhost.store.clock import Clock, SystemClock, database_now, store_now
+from jobhost.store.clock import database_now, store_now
 from jobhost.store.engine import create_store_engine, is_postgres, normalise_url, reading
 from jobhost.store.migrate import current_revision, head_revision, is_current, upgrade
-from jobhost.store.records import (
-    HostRecord,
-    LastAttempt,
-    RunRecord,
-    ScheduleRecord,
-    ScheduleRow,
-    ScheduleSummary,
-)
 from jobhost.store.state import StoreJobState
 
 __all__ = [
-    "Clock",
     "Engine",
-    "HostRecord",
-    "LastAttempt",
-    "RunRecord",
-    "ScheduleRecord",
-    "ScheduleRow",
-    "ScheduleSummary",
     "StoreError",
     "StoreJobState",
-    "SystemClock",
     "create_store_engine",
     "current_revision",
     "database_now",

@@ -14,11 +14,12 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, Engine
 
+from jobhost.clock import Clock
+from jobhost.records import BackfillRecord, DesiredSchedule, ScheduleRecord
 from jobhost.store import backfills
-from jobhost.store.clock import Clock, database_now
+from jobhost.store.clock import database_now
 from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
-from jobhost.store.records import ScheduleRecord
-from jobhost.store.registry import DesiredSchedule, sync_schedules
+from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import record_change
 
 __all__ = [
@@ -182,7 +183,7 @@ def backfill_logged(
 
 def cancel_backfill_logged(
     engine: Engine, backfill_id: str, *, actor: str, reason: str | None, clock: Clock
-) -> backfills.BackfillRecord | None:
+) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences; the backfill after it (None: no such
     backfill). Only a change is logged."""
     with engine.begin() as connection:

@@ -30,18 +30,19 @@ from typing import Any
 from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import built
-from jobhost.store.backfills import finish_backfills
-from jobhost.store.claim_model import Claim, ClaimRules, schedule_problem
-from jobhost.store.claim_writes import start_pending
-from jobhost.store.groups import GroupGate
-from jobhost.store.records import (
+from jobhost.records import (
     PENDING,
     PRIORITY_BACKFILL,
     PRIORITY_RETRY,
     RUNNING,
+    Claim,
     ScheduleRecord,
 )
+from jobhost.store._sql import built
+from jobhost.store.backfills import finish_backfills
+from jobhost.store.claim_model import ClaimRules, schedule_problem
+from jobhost.store.claim_writes import start_pending
+from jobhost.store.groups import GroupGate
 from jobhost.store.schema import backfills, runs, schedules
 
 __all__ = ["BackfillClaims", "claim_backfills"]

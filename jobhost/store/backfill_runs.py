@@ -7,11 +7,13 @@ from collections.abc import Sequence
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.backfills import BackfillRecord, finish_backfills, get_backfill
-from jobhost.store.claims import Claim, ClaimRules, claim_work
-from jobhost.store.clock import Clock, database_now
+from jobhost.clock import Clock
+from jobhost.records import BackfillRecord, Claim, DesiredSchedule
+from jobhost.store.backfills import finish_backfills, get_backfill
+from jobhost.store.claims import ClaimRules, claim_work
+from jobhost.store.clock import database_now
 from jobhost.store.operations import get_schedule
-from jobhost.store.registry import DesiredSchedule, sync_schedules
+from jobhost.store.registry import sync_schedules
 
 __all__ = ["claim_backfill", "ensure_scheduled", "settled_backfill"]
 

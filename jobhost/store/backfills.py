@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import case, delete, exists, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.claim_model import new_run_id, occurrence_key
-from jobhost.store.records import PENDING, PRIORITY_BACKFILL, RUNNING
+from jobhost.records import (
+    PENDING,
+    PRIORITY_BACKFILL,
+    RUNNING,
+    BackfillRecord,
+    new_run_id,
+    occurrence_key,
+)
 from jobhost.store.schema import backfills, runs
 from jobhost.store.signals import notify
 
 _LIVE = (PENDING, RUNNING)
 
 __all__ = [
-    "BackfillRecord",
     "backfill_items_of",
     "backfill_key",
     "backfill_with_items",
@@ -57,38 +61,6 @@ def last_outcomes(
     for occurrence, outcome in rows:
         found[occurrence] = outcome
     return found
-
-
-@dataclass(frozen=True, slots=True)
-class BackfillRecord:
-    """A backfill as the store holds it, with the count of its items in each state."""
-
-    id: str
-    job_name: str
-    range_from: datetime
-    range_to: datetime
-    mode: str
-    reason: str | None
-    actor: str
-    concurrency: int
-    state: str
-    created_at: datetime
-    finished_at: datetime | None
-    counts: dict[str, int] = field(default_factory=dict)
-    """Occurrence state (pending, claimed, succeeded, failed) → how many; they add up to the
-    occurrences it chose."""
-
-    @property
-    def selected(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def settled(self) -> int:
-        return self.counts.get("succeeded", 0) + self.counts.get("failed", 0)
-
-    @property
-    def finished(self) -> bool:
-        return self.finished_at is not None
 
 
 def create_backfill(

@@ -15,7 +15,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.clock import Clock, database_now
+from jobhost.clock import Clock
+from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
 
 __all__ = ["read", "read_at", "write"]

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import ScheduleRecord
+from jobhost.records import ScheduleRecord
 from jobhost.store.reports import expired_runs, list_schedules
 from jobhost.store.schema import schedules
 

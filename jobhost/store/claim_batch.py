@@ -13,16 +13,20 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
-from jobhost.store.claim_model import (
+from jobhost.records import (
+    PRIORITY_MANUAL,
+    RUNNING,
     Claim,
     ClaimBatch,
-    ClaimRules,
+    DueSchedule,
+    PlannedRow,
+    RunRecord,
     SchedulePlan,
     new_run_id,
     occurrence_key,
-    schedule_problem,
 )
+from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store.claim_model import ClaimRules, schedule_problem
 from jobhost.store.claim_reads import DUE_COLUMNS, live_runs
 from jobhost.store.claim_writes import (
     advance_schedules,
@@ -32,13 +36,6 @@ from jobhost.store.claim_writes import (
     start_pending,
 )
 from jobhost.store.groups import GroupGate
-from jobhost.store.records import (
-    PRIORITY_MANUAL,
-    RUNNING,
-    DueSchedule,
-    PlannedRow,
-    RunRecord,
-)
 from jobhost.store.schema import runs, schedules
 from jobhost.store.signals import notify
 

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import bindparam, or_, select
 from sqlalchemy.engine import Connection
 
+from jobhost.records import PENDING, PRIORITY_BACKFILL, RUNNING, ClaimBatch, DueSchedule, RunRecord
 from jobhost.store._sql import built, locked
-from jobhost.store.claim_model import ClaimBatch, ClaimRules
-from jobhost.store.records import PENDING, PRIORITY_BACKFILL, RUNNING, DueSchedule, RunRecord
+from jobhost.store.claim_model import ClaimRules
 from jobhost.store.schema import IS_PENDING, runs, schedules
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
-"""The schedule columns a claim reads, in :class:`~jobhost.store.records.DueSchedule`'s order."""
+"""The schedule columns a claim reads, in :class:`~jobhost.records.DueSchedule`'s order."""
 
 
 def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:

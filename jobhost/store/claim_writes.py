@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Connection
 
+from jobhost.records import PENDING, RUNNING, SKIPPED
 from jobhost.store._sql import built, json_rows, rows_json
-from jobhost.store.records import PENDING, RUNNING, SKIPPED
 from jobhost.store.schema import runs, schedules
 
 __all__ = [

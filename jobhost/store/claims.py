@@ -20,32 +20,20 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
+from jobhost.records import (
+    PRIORITY_MANUAL,
+    ClaimBatch,
+)
 from jobhost.store.backfill_claims import claim_backfills
 from jobhost.store.claim_batch import ClaimWork
-from jobhost.store.claim_model import (
-    Claim,
-    ClaimBatch,
-    ClaimRules,
-    SchedulePlan,
-    new_run_id,
-    occurrence_key,
-    occurrence_text,
-    schedule_problem,
-)
+from jobhost.store.claim_model import ClaimRules, schedule_problem
 from jobhost.store.claim_reads import due_job_names, due_pending, due_schedules, live_runs
-from jobhost.store.records import PRIORITY_MANUAL
 
 __all__ = [
-    "Claim",
-    "ClaimBatch",
     "ClaimRules",
-    "SchedulePlan",
     "claim_work",
     "due_job_names",
     "live_runs",
-    "new_run_id",
-    "occurrence_key",
-    "occurrence_text",
     "schedule_problem",
 ]
 

@@ -1,33 +1,19 @@
-"""Whose clock says what time it is.
+"""The store's time: the database's clock on PostgreSQL, the host's on SQLite.
 
-The firing loop reads the time once per tick and passes it down. On PostgreSQL that time is the
-database's, so a replica whose own clock is wrong neither runs an occurrence early nor twice; on
-SQLite, where every process shares one machine, it is the host's clock.
+See :mod:`jobhost.clock` for why.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["Clock", "StoreTime", "SystemClock", "database_now", "store_now"]
+from jobhost.clock import Clock
 
-Clock = Callable[[], datetime]
-"""Returns an aware UTC instant."""
-
-
-class SystemClock:
-    """The machine's clock, shifted by ``offset`` (zero except in tests of a wrong clock)."""
-
-    def __init__(self, offset: timedelta = timedelta(0)) -> None:
-        self.offset = offset
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.offset
+__all__ = ["StoreTime", "database_now", "store_now"]
 
 
 def database_now(connection: Connection, fallback: Clock) -> datetime:

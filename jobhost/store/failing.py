@@ -16,32 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from datetime import datetime
-from typing import NamedTuple
 
 from sqlalchemy import bindparam, or_, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import HostRecord, ScheduleRecord
+from jobhost.records import FAILED, STREAK_LIMIT, Failing, HostRecord, ScheduleRecord
 from jobhost.store.reports import schedules_and_hosts
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
-    "FAILED",
     "SCAN_ROWS",
-    "STREAK_LIMIT",
-    "Failing",
     "failing_candidates",
     "failing_jobs",
     "occurrence_streak",
     "occurrence_streaks",
     "schedules_hosts_failing",
 ]
-
-FAILED = ("failed", "timed_out", "abandoned")
-"""The outcomes of an attempt that failed."""
-
-STREAK_LIMIT = 100
-"""A streak is counted up to this many occurrences."""
 
 SCAN_ROWS = 400
 """The most attempts one job's streak reads."""
@@ -60,13 +50,6 @@ _STREAK_QUERY = (
     .order_by(runs.c.occurrence.desc(), runs.c.attempt.desc())
     .limit(SCAN_ROWS)
 )
-
-
-class Failing(NamedTuple):
-    streak: int
-    """Occurrences in a row that failed, at least 1."""
-    critical: bool
-    """The store's word (its copy of the declaration)."""
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:

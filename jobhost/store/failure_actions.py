@@ -13,9 +13,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.clock import Clock, database_now
-from jobhost.store.records import RunRecord
-from jobhost.store.resolution import ACK, Resolution, resolutions
+from jobhost.clock import Clock
+from jobhost.records import Resolution, RunRecord
+from jobhost.store.clock import database_now
+from jobhost.store.resolution import ACK, resolutions
 from jobhost.store.run_actions import lock_run
 from jobhost.store.runtime import record_change
 from jobhost.store.schema import runs, schedules

@@ -22,39 +22,24 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING, RunRecord
+from jobhost.records import FAILED, PENDING, RUNNING, STREAK_LIMIT, FailureKey, RunRecord
 from jobhost.store.reports import NEWEST_FIRST
 from jobhost.store.schema import runs
 
 __all__ = [
-    "FAILED",
     "SEARCH_SCAN",
-    "STREAK_LIMIT",
-    "FailureKey",
     "FailurePage",
     "failure_page",
     "failure_streaks",
     "stuck_runs",
 ]
 
-FAILED = ("failed", "timed_out", "abandoned")
-"""The outcomes of a finished run that failed."""
 
 SEARCH_SCAN = 20_000
 """Rows of each failed outcome a search by text examines for one page."""
 
-STREAK_LIMIT = 100
-"""A job's failure streak is counted up to this many attempts."""
 
 _NOT_ATTEMPTS = ("missed", "skipped", PENDING, RUNNING)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class FailureKey:
-    """A place in the list: a finished run's (finished time, run id); pages go to older keys."""
-
-    finished_at: datetime
-    run_id: str
 
 
 @dataclass(frozen=True)

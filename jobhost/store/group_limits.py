@@ -9,40 +9,15 @@ which costs the groups and their running and waiting rows, never the catalog.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING
+from jobhost.records import PENDING, RUNNING, GroupSummary
 from jobhost.store.schema import concurrency_groups, runs, schedules
 
-__all__ = ["GroupSummary", "group_summaries", "write_group_limits", "write_group_members"]
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    """One group as operators see it: its limit, its running runs, what waits for a slot."""
-
-    name: str
-    limit: int
-    running: int
-    waiting: int
-    waiting_jobs: tuple[str, ...] = field(default=())
-    """Jobs with a scheduled occurrence, retry or manual run waiting for a slot."""
-
-    def status(self) -> str:
-        return f"waiting for group {self.name}, {self.running} of {self.limit} busy"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "group": self.name,
-            "limit": self.limit,
-            "running": self.running,
-            "waiting": self.waiting,
-            "waiting_jobs": list(self.waiting_jobs),
-        }
+__all__ = ["group_summaries", "write_group_limits", "write_group_members"]
 
 
 def write_group_limits(connection: Connection, limits: Mapping[str, int], now: datetime) -> None:

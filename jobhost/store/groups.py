@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING, PlannedRow, RunRecord
+from jobhost.records import PENDING, RUNNING, PlannedRow, RunRecord
 from jobhost.store.schema import concurrency_groups, runs, schedules
 
 __all__ = ["RECHECK", "STALE", "GroupGate"]

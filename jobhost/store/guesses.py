@@ -14,11 +14,11 @@ from sqlalchemy import BigInteger, Column, Integer, String, Table, delete
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from jobhost.records import GUESS_KEY_LENGTH
 from jobhost.store.schema import metadata
 
-__all__ = ["GUESS_KEY_LENGTH", "count_wrong_guess", "purge_guesses", "wrong_guesses"]
+__all__ = ["count_wrong_guess", "purge_guesses", "wrong_guesses"]
 
-GUESS_KEY_LENGTH = 200
 
 wrong_guesses = Table(
     "wrong_guesses",

@@ -11,8 +11,8 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.errors import HostIdInUseError
+from jobhost.records import RUNNING, HostRecord, RunRecord
 from jobhost.store._sql import insert_ignoring_duplicates, locked
-from jobhost.store.records import RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import hosts, runs
 
 __all__ = [

@@ -32,7 +32,7 @@ from sqlalchemy import column as raw_column
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import ColumnClause, Select
 
-from jobhost.store.records import RUNNING, RunRecord
+from jobhost.records import RUNNING, RunRecord
 from jobhost.store.row_checks import WORDS, CorruptRow, bad_zones, locate, mistyped
 from jobhost.store.schema import (
     IS_PENDING,

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import CompoundSelect, bindparam, func, literal, select, text, union_all
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import TERMINAL_OUTCOMES
+from jobhost.records import TERMINAL_OUTCOMES
 from jobhost.store.schema import runs
 
 __all__ = ["job_counts"]

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobhost_contracts import UnitCounts
 from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
+from jobhost.records import PENDING, RUNNING, HostRecord, Outcome, RetryRequest, RunRecord
 from jobhost.store._sql import built, execute_isolating, json_rows, locked, rows_json
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.records import PENDING, RUNNING, HostRecord, RunRecord
 from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
 from jobhost.store.signals import notify
 from jobhost.store.units import record_unit_counts
@@ -26,9 +24,6 @@ from jobhost.store.units import record_unit_counts
 _log = logging.getLogger("jobhost.store")
 
 __all__ = [
-    "Finish",
-    "Outcome",
-    "RetryRequest",
     "abandon_expired_runs",
     "abandon_runs",
     "ledger_verdicts",
@@ -38,53 +33,6 @@ __all__ = [
     "release_expired_leases",
     "renew_leases",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """How a run ended, as the envelope decided it."""
-
-    outcome: str
-    finished_at: datetime
-    error_type: str | None = None
-    error_message: str | None = None
-    trace_id: str | None = None
-    result: str | None = None
-    """The executor's ``Success`` value as bounded JSON text (jobhost/envelope/results.py)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RetryRequest:
-    """The next attempt of a run that failed: any replica takes it once ``not_before`` passes."""
-
-    run_id: str
-    job_name: str
-    occurrence: datetime | None
-    attempt: int
-    source: str
-    idempotency_key: str | None
-    requested_by: str | None
-    reason: str | None
-    not_before: datetime
-    backfill_id: str | None = None
-    attempt_base: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """One finished run to record: what ended, and the retry its policy asks for, if any."""
-
-    run_id: str
-    job_name: str
-    started_at: datetime | None
-    end: Finish
-    retry: RetryRequest | None = None
-    units: UnitCounts | None = None
-    awaited: bool = False
-    """Someone waits for this run's outcome (a manual request's): signal once it is recorded."""
-    backfill_id: str | None = None
-    """The backfill the run replays ``occurrence`` for: its item settles with this write."""
-    occurrence: datetime | None = None
 
 
 def record_outcomes(

@@ -7,23 +7,23 @@ the store queues what it is given in the transaction that recorded the runs aban
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Connection, Engine
 
+from jobhost.clock import Clock
+from jobhost.records import GroupSummary, RetriesFor, RunRecord
 from jobhost.store import hosts as host_rows
 from jobhost.store import ledger
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.clock import Clock, database_now
-from jobhost.store.group_limits import GroupSummary, group_summaries
-from jobhost.store.records import RunRecord
+from jobhost.store.clock import database_now
+from jobhost.store.group_limits import group_summaries
 from jobhost.store.releasing import release_unstarted
 
 __all__ = [
     "Beat",
-    "RetriesFor",
     "abandon_dead_runs",
     "beat",
     "mark_run_stuck",
@@ -33,9 +33,6 @@ __all__ = [
     "renew_lease",
     "start_host",
 ]
-
-RetriesFor = Callable[[list[RunRecord], datetime], Sequence[ledger.RetryRequest]]
-"""Given runs just recorded ``abandoned`` and the instant, the retries to queue for them."""
 
 
 @dataclass(frozen=True)

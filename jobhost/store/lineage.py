@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from jobhost.records import RunRecord
 from jobhost.store.failure_actions import runs_by_id
-from jobhost.store.records import RunRecord
 from jobhost.store.reports import get_run
 from jobhost.store.resolution import RETRY, retry_links
 from jobhost.store.runtime import job_changes

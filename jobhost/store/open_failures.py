@@ -9,25 +9,17 @@ page goes on from there, so a page costs what it reads, never the ledger's size.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from jobhost.store.failures import (
-    FailureKey,
-    FailurePage,
-    failure_page,
-    failure_streaks,
-    stuck_runs,
-)
-from jobhost.store.records import RunRecord
-from jobhost.store.resolution import Resolution, resolutions
+from jobhost.records import FailureFilter, FailureKey, Resolution, RunRecord
+from jobhost.store.failures import FailurePage, failure_page, failure_streaks, stuck_runs
+from jobhost.store.resolution import resolutions
 
 __all__ = [
     "OPEN_SCAN",
-    "FailureFilter",
     "FailureRows",
     "ResolvedPage",
     "failure_rows",
@@ -39,14 +31,6 @@ OPEN_SCAN = 2_000
 """The most failures one page of open failures looks at."""
 
 _CHUNK = 200
-
-
-@dataclass(frozen=True)
-class FailureFilter:
-    since: datetime | None = None
-    jobs: Collection[str] | None = None
-    """Only these jobs' failures (None: every job's)."""
-    text: str | None = None
 
 
 @dataclass(frozen=True)

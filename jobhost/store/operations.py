@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, PRIORITY_MANUAL, ScheduleRecord
+from jobhost.records import PENDING, PRIORITY_MANUAL, ScheduleRecord
 from jobhost.store.schema import runs, schedules
 from jobhost.store.signals import notify
 

@@ -42,8 +42,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from jobhost.records import RUNNING, TERMINAL_OUTCOMES
 from jobhost.store.clock import database_now
-from jobhost.store.records import RUNNING, TERMINAL_OUTCOMES
 from jobhost.store.schema import run_outcome_minutes, run_outcome_purges, run_outcome_spans, runs
 
 __all__ = ["MINUTE", "SETTLE_MARGIN", "closed_until", "forget_runs", "minute_counts"]

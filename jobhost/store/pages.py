@@ -8,11 +8,11 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from jobhost.store.backfills import BackfillRecord, list_backfills
+from jobhost.records import BackfillRecord, Dropped, JobChange, LogLine, RunRecord
+from jobhost.store.backfills import list_backfills
 from jobhost.store.lineage import manual_attempts, retried_run
 from jobhost.store.operations import get_schedule
 from jobhost.store.outcome_counts import outcome_counts
-from jobhost.store.records import RunRecord
 from jobhost.store.reports import (
     attempts_of,
     get_run,
@@ -20,8 +20,8 @@ from jobhost.store.reports import (
     recent_failures,
     runs_between,
 )
-from jobhost.store.runlogs import Dropped, LogLine, read_lines
-from jobhost.store.runtime import JobChange, deletions, recent_changes
+from jobhost.store.runlogs import read_lines
+from jobhost.store.runtime import deletions, recent_changes
 
 __all__ = ["JobPage", "RunPage", "api_deletion", "job_page", "run_page"]
 

@@ -10,21 +10,13 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.clock import Clock, database_now
-from jobhost.store.ledger import Outcome, ledger_verdicts, record_outcomes
-from jobhost.store.runlogs import Chunk, append_chunks, trim_lines
+from jobhost.clock import Clock
+from jobhost.records import LogWrites, Outcome
+from jobhost.store.clock import database_now
+from jobhost.store.ledger import ledger_verdicts, record_outcomes
+from jobhost.store.runlogs import append_chunks, trim_lines
 
-__all__ = ["LogWrites", "Recorded", "record_finished", "write_logs"]
-
-
-@dataclass(frozen=True)
-class LogWrites:
-    """Rows of run-log lines to write: ``trims`` first (``(run_id, above, below)``: the stored
-    rows between two line numbers a later tail pushed out, see
-    :func:`~jobhost.store.runlogs.trim_lines`), then ``chunks``."""
-
-    trims: Sequence[tuple[str, int, int]] = ()
-    chunks: Sequence[Chunk] = ()
+__all__ = ["Recorded", "record_finished", "write_logs"]
 
 
 @dataclass(frozen=True)

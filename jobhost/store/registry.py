@@ -12,24 +12,24 @@ shows the same changes without making them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import Integer, and_, bindparam, case, func, literal, not_, or_, select, update
 from sqlalchemy.engine import Connection
 
+from jobhost.records import (
+    DesiredSchedule,
+    ScheduleRecord,
+    SyncPlan,
+    diff_schedules,
+    trigger_changed,
+)
 from jobhost.store._sql import copy_ignoring_duplicates
-from jobhost.store.records import ScheduleRecord, ScheduleRow
 from jobhost.store.schema import schedules
-from jobhost.triggers import Schedule
 
 __all__ = [
-    "DesiredSchedule",
-    "ScheduleChange",
-    "SyncPlan",
     "all_schedules",
-    "diff_schedules",
     "holds_version",
     "sync_schedules",
 ]
@@ -37,90 +37,6 @@ __all__ = [
 # A stored next occurrence further ahead than this is checked against its trigger when a host
 # starts with the version the store already holds (no cron job is more than a leap year apart).
 _FAR_AHEAD = timedelta(days=366 * 4 + 1)
-
-
-@dataclass(frozen=True)
-class DesiredSchedule:
-    """What the catalog says one job's schedule row should be.
-
-    ``schedule_for(anchor)`` builds the trigger; the anchor matters only to interval jobs.
-    """
-
-    job_name: str
-    module: str
-    trigger_kind: str | None
-    trigger_expression: str | None
-    timezone: str
-    trigger_source: str
-    enabled: bool
-    schedule_for: Callable[[datetime], Schedule | None] = field(compare=False)
-    dst_policy: str | None = None
-    """The daylight-saving policy where it is not the default (``dst_gap=skip``): part of the
-    catalog's version, so a replica starting with another policy is a new version."""
-    declaration: str | None = None
-    """The effective declaration as JSON (:func:`jobhost.catalog.stored.declaration_text`):
-    what read-only commands show without loading the module. Part of the catalog's version."""
-    description: str = ""
-    critical: bool = False
-    job_source: str = "module"
-    """``module`` (declared by a module) or ``runtime`` (created through the API)."""
-
-    def describe(self) -> str:
-        return _describe(self.trigger_kind, self.trigger_expression, self.timezone, self.enabled)
-
-
-@dataclass(frozen=True)
-class ScheduleChange:
-    job_name: str
-    before: str
-    after: str
-    trigger_changed: bool
-
-
-@dataclass
-class SyncPlan:
-    """The difference between the catalog and the store."""
-
-    added: list[DesiredSchedule] = field(default_factory=list)
-    changed: list[ScheduleChange] = field(default_factory=list)
-    orphaned: list[str] = field(default_factory=list)
-
-    repaired: list[str] = field(default_factory=list)
-    """Jobs whose stored next occurrence was one the trigger never produces; recomputed."""
-
-    @property
-    def empty(self) -> bool:
-        return not (self.added or self.changed or self.orphaned)
-
-
-def diff_schedules(rows: Sequence[ScheduleRow], desired: Sequence[DesiredSchedule]) -> SyncPlan:
-    """What :func:`sync_schedules` would change, without changing it."""
-    plan = SyncPlan()
-    stored = {row.job_name: row for row in rows}
-    for want in desired:
-        row = stored.get(want.job_name)
-        if row is None:
-            plan.added.append(want)
-        elif _differs(row, want):
-            plan.changed.append(
-                ScheduleChange(
-                    want.job_name,
-                    before=_describe(
-                        row.trigger_kind, row.trigger_expression, row.timezone, row.enabled
-                    ),
-                    after=want.describe(),
-                    trigger_changed=_trigger_changed(row, want),
-                )
-            )
-    names = {want.job_name for want in desired}
-    # Runtime jobs' rows (source api) are written and orphaned by their own change path only:
-    # a catalog never declared them, so a catalog's sync never orphans them.
-    plan.orphaned = sorted(
-        r.job_name
-        for r in rows
-        if r.job_name not in names and not r.orphaned and r.trigger_source != "api"
-    )
-    return plan
 
 
 def all_schedules(connection: Connection) -> list[ScheduleRecord]:
@@ -373,9 +289,9 @@ def _update(
         "orphaned": False,
         "updated_at": now,
     }
-    reschedule = _trigger_changed(row, want) or (want.enabled and not row.enabled) or row.orphaned
+    reschedule = trigger_changed(row, want) or (want.enabled and not row.enabled) or row.orphaned
     if reschedule or not want.enabled:
-        anchor = now if _trigger_changed(row, want) else row.interval_anchor or now
+        anchor = now if trigger_changed(row, want) else row.interval_anchor or now
         schedule = want.schedule_for(anchor)
         enabled_next = schedule.next_after(now) if schedule is not None else None
         values.update(
@@ -392,31 +308,3 @@ def _update(
         )
         .values(**values)
     )
-
-
-def _differs(row: ScheduleRow, want: DesiredSchedule) -> bool:
-    return (
-        row.orphaned
-        or row.module != want.module
-        or row.trigger_source != want.trigger_source
-        or row.enabled != want.enabled
-        or _trigger_changed(row, want)
-    )
-
-
-def _trigger_changed(row: ScheduleRow, want: DesiredSchedule) -> bool:
-    return (row.trigger_kind, row.trigger_expression, row.timezone) != (
-        want.trigger_kind,
-        want.trigger_expression,
-        want.timezone,
-    )
-
-
-def _describe(kind: str | None, expression: str | None, zone: str, enabled: bool) -> str:
-    if kind == "cron":
-        text = f"cron '{expression}' {zone}"
-    elif kind == "interval":
-        text = f"every {expression}"
-    else:
-        text = "no trigger"
-    return text if enabled else f"{text} (disabled)"

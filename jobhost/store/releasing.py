@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import PENDING, RUNNING
+from jobhost.records import PENDING, RUNNING
 from jobhost.store.schema import runs, schedules
 from jobhost.store.signals import notify
 

@@ -18,10 +18,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Table, func, literal, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
-from jobhost.store.hosts import list_hosts
-from jobhost.store.records import (
+from jobhost.records import (
+    NOT_ATTEMPTS,
     PENDING,
     PRIORITY_MANUAL,
+    RECENT,
     RUNNING,
     HostRecord,
     LastAttempt,
@@ -29,12 +30,11 @@ from jobhost.store.records import (
     ScheduleRecord,
     ScheduleSummary,
 )
+from jobhost.store.hosts import list_hosts
 from jobhost.store.schema import IS_PENDING, IS_RUNNING, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
-    "NOT_ATTEMPTS",
-    "RECENT",
     "LedgerSummary",
     "attempts_of",
     "expired_runs",
@@ -54,11 +54,6 @@ __all__ = [
     "summary_schedules",
 ]
 
-RECENT = 5
-"""How many outcomes ``recent_outcomes`` shows."""
-
-NOT_ATTEMPTS = ("missed", "skipped", PENDING)
-"""Ledger rows that are not an attempt to run: ``last_run`` passes over them."""
 
 # A scope of more names than this is read as the whole catalog, not as a list of parameters.
 _NAMED_AT_MOST = 1000

@@ -9,13 +9,14 @@ from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, live_runs
-from jobhost.store.clock import Clock, database_now
+from jobhost.clock import Clock
+from jobhost.records import ClaimBatch, GroupSummary, HostRecord, RunRecord, ScheduleRecord
+from jobhost.store.claims import ClaimRules, claim_work, live_runs
+from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
-from jobhost.store.group_limits import GroupSummary, group_summaries
+from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule
-from jobhost.store.records import HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.reports import get_run
 
 __all__ = ["Before", "RunSeen", "before_trigger", "claim_run", "run_progress"]

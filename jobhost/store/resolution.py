@@ -16,37 +16,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import RunRecord
+from jobhost.records import Resolution, RunRecord
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs
 
-__all__ = ["ACK", "RETRY", "Resolution", "resolutions", "retry_links"]
+__all__ = ["ACK", "RETRY", "resolutions", "retry_links"]
 
 ACK = "ack"
 """The change-log action of an operator acknowledging a failure."""
 
 RETRY = "retry"
 """The change-log action of an operator's retry of one run."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """How a failure was dealt with: ``succeeded`` (``run_id`` is the run that succeeded, ``by``
-    who asked for it or, for a scheduled run, its host) or ``acknowledged`` (``by`` the
-    operator, ``reason`` why)."""
-
-    how: str
-    by: str | None
-    at: datetime | None
-    run_id: str | None = None
-    reason: str | None = None
 
 
 def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:

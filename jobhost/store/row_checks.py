@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, Integer, Table
 
-from jobhost.store.records import PENDING, RUNNING, TERMINAL_OUTCOMES
+from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES
 from jobhost.store.schema import (
     hosts,
     job_idempotency,

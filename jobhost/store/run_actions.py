@@ -19,10 +19,10 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
+from jobhost.clock import Clock
+from jobhost.records import PENDING, RUNNING, RunRecord, new_run_id, work_key
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.claims import new_run_id, occurrence_key
-from jobhost.store.clock import Clock, database_now
-from jobhost.store.records import PENDING, RUNNING, RunRecord
+from jobhost.store.clock import database_now
 from jobhost.store.runtime import record_change
 from jobhost.store.schema import runs
 from jobhost.store.signals import notify
@@ -38,7 +38,6 @@ __all__ = [
     "queue_retry",
     "request_cancel",
     "retry_logged",
-    "work_key",
 ]
 
 
@@ -244,13 +243,3 @@ def finish_pending(
     )
     notify(connection)
     return bool(result.rowcount)
-
-
-def work_key(run: RunRecord) -> str:
-    """The run's idempotency key; for a row written without one, the key the claim gives its
-    work (so every attempt at one piece of work has the same key)."""
-    if run.idempotency_key:
-        return run.idempotency_key
-    if run.occurrence is not None:
-        return occurrence_key(run.job_name, run.occurrence)
-    return f"{run.job_name}:manual:{run.id}"

@@ -4,27 +4,16 @@ run id: one range read on the runs' primary key, never a scan."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from jobhost.records import RunIdMatch
 from jobhost.store.schema import runs
 
-__all__ = ["RunIdMatch", "runs_by_prefix"]
+__all__ = ["runs_by_prefix"]
 
 _HEX = "0123456789abcdef"
-
-
-@dataclass(frozen=True, slots=True)
-class RunIdMatch:
-    """A run whose id starts with the prefix asked for, with what tells it from the others."""
-
-    id: str
-    job_name: str
-    outcome: str
-    queued_at: datetime
 
 
 def runs_by_prefix(connection: Connection, prefix: str, *, limit: int) -> Sequence[RunIdMatch]:

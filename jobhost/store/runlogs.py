@@ -15,23 +15,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, func, select
 from sqlalchemy.engine import Connection
 
-from jobhost.store.records import RunRecord
+from jobhost.records import Chunk, Dropped, LogLine, RunRecord, chunk
 from jobhost.store.reports import get_run
 from jobhost.store.schema import metadata
 
 __all__ = [
-    "Chunk",
-    "Dropped",
-    "LogLine",
     "append_chunks",
     "append_lines",
-    "chunk",
     "delete_run_logs",
     "last_lines",
     "read_lines",
@@ -49,48 +43,6 @@ run_logs = Table(
     Column("offset", BigInteger, nullable=False),
     Column("body", Text, nullable=False),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One kept line: its number in the run's output (from 1), where it stood, what it said."""
-
-    run_id: str
-    seq: int
-    at_us: int
-    """When it was written: microseconds since the Unix epoch, UTC."""
-    level: str
-    message: str
-    offset: int
-    """Bytes the run wrote before this line."""
-    size: int
-    """Bytes of this line as the job wrote it (before it was cut)."""
-
-    @property
-    def at(self) -> datetime:
-        return _EPOCH + timedelta(microseconds=self.at_us)
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    """Lines the bounds left out between two kept lines."""
-
-    lines: int
-    bytes: int
-
-
-class Chunk(tuple[str, int, int, int, str]):
-    """Consecutive lines of one run as one row: ``(run_id, seq, lines, offset, body)``, made by
-    :func:`chunk`."""
-
-    __slots__ = ()
-
-
-def chunk(run_id: str, seq: int, offset: int, lines: Sequence[tuple[int, str, int, str]]) -> Chunk:
-    """A row of ``lines`` (each ``(at_us, level, size, message)``), the first numbered ``seq``
-    and standing at byte ``offset`` of the run's output."""
-    body = json.dumps(lines, ensure_ascii=False, separators=(",", ":"))
-    return Chunk((run_id, seq, len(lines), offset, body))
 
 
 def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
@@ -116,7 +68,6 @@ def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
     append_chunks(connection, chunks)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
 _INSERT_SQLITE = f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?)"
 _INSERT_POSTGRES = f"INSERT INTO {_COLUMNS} VALUES (%s, %s, %s, %s, %s)"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,15 +31,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from jobhost.records import ChangeSearch, JobChange, RuntimeJobRow
 from jobhost.store.schema import metadata, schedules
 from jobhost.store.signals import notify
 from jobhost.store.types import UTCDateTime
 
 __all__ = [
-    "MAX_CHANGE_ID",
-    "ChangeSearch",
-    "JobChange",
-    "RuntimeJobRow",
     "acting_from",
     "delete_runtime_job",
     "deletions",
@@ -72,8 +68,6 @@ runtime_jobs = Table(
     Column("updated_by", String(200), nullable=False),
 )
 
-MAX_CHANGE_ID = 2**31 - 1
-"""The largest id the change log's column holds (a 32-bit integer on PostgreSQL)."""
 
 job_changes = Table(
     "job_changes",
@@ -90,34 +84,6 @@ job_changes = Table(
     Column("address", String(200)),
     Index("ix_job_changes_job_name_id", "job_name", "id"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeJobRow:
-    name: str
-    kind: str
-    definition: dict[str, Any]
-    version: int
-    created_at: datetime
-    created_by: str
-    updated_at: datetime
-    updated_by: str
-
-
-@dataclass(frozen=True, slots=True)
-class JobChange:
-    id: int
-    at: datetime
-    actor: str
-    action: str
-    job_name: str
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-    reason: str | None
-    surface: str | None = None
-    """``cli``, ``api`` or ``dashboard``; None for the host's own changes and older ones."""
-    address: str | None = None
-    """The HTTP client's address, as ``trusted_proxies`` decides it; None from the CLI."""
 
 
 def acting_from(surface: str, address: str | None = None) -> None:
@@ -302,18 +268,6 @@ def recent_changes(
         query = query.where(job_changes.c.job_name == job_name)
     found = [_change(r) for r in connection.execute(query)]
     return found[::-1]
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeSearch:
-    """Each field narrows the search when set; ``before_id`` is the page's cursor."""
-
-    actor: str = ""
-    action: str = ""
-    job: str = ""
-    module: str = ""
-    since: datetime | None = None
-    before_id: int | None = None
 
 
 def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> list[JobChange]:

@@ -14,12 +14,13 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from jobhost.store.clock import Clock, database_now
+from jobhost.clock import Clock
+from jobhost.records import DesiredSchedule, RuntimeJobRow
+from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import write_group_members
-from jobhost.store.registry import DesiredSchedule, sync_schedules
+from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import (
-    RuntimeJobRow,
     delete_runtime_job,
     get_runtime_job,
     insert_runtime_job,

@@ -12,50 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
 from sqlalchemy.engine import Connection, Engine
 
+from jobhost.clock import Clock, SystemClock
+from jobhost.records import (
+    LastAttempt,
+    RunRecord,
+    ScheduleRecord,
+    StoreSnapshot,
+)
 from jobhost.store import reports as store_reports
 from jobhost.store.census import Census, take_census
-from jobhost.store.clock import Clock, SystemClock, database_now
+from jobhost.store.clock import database_now
 from jobhost.store.engine import is_postgres, reading
-from jobhost.store.group_limits import GroupSummary, group_summaries
+from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
-from jobhost.store.records import HostRecord, LastAttempt, RunRecord, ScheduleRecord, ScheduleRow
 from jobhost.store.reports import LedgerSummary
-from jobhost.store.runtime import JobChange, deletions
+from jobhost.store.runtime import deletions
 
-__all__ = ["StoreSnapshot", "read_snapshot", "summary_snapshot"]
+__all__ = ["read_snapshot", "summary_snapshot"]
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class StoreSnapshot:
-    """What the store says, at ``now``."""
-
-    now: datetime
-    schedules: Mapping[str, ScheduleRow]
-    """Whole rows (:func:`read_snapshot`), or as the summary reads them
-    (:func:`summary_snapshot`)."""
-    hosts: list[HostRecord]
-    last_runs: dict[str, LastAttempt] = field(default_factory=dict)
-    recent_outcomes: dict[str, list[str]] = field(default_factory=dict)
-    last_success: dict[str, datetime] = field(default_factory=dict)
-    expired_runs: dict[str, list[RunRecord]] = field(default_factory=dict)
-    running: dict[str, list[RunRecord]] = field(default_factory=dict)
-    """Each job's runs still running, oldest first."""
-    groups: list[GroupSummary] = field(default_factory=list)
-    """Every concurrency group with its limit, running runs and waiting work."""
-    deleted: dict[str, JobChange] = field(default_factory=dict)
-    """How each runtime job removed through the API was removed (by whom, when)."""
-
-    @property
-    def live_hosts(self) -> list[HostRecord]:
-        return [host for host in self.hosts if host.alive(self.now)]
 
 
 def read_snapshot(

@@ -11,61 +11,21 @@ under it would be lost or half-applied. The change and its change-log entry comm
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.clock import Clock, database_now
+from jobhost.clock import Clock
+from jobhost.records import LiveRun, StateChange, StateEntry, StateHeld
+from jobhost.store.clock import database_now
 from jobhost.store.runtime import record_change
 from jobhost.store.schema import IS_RUNNING, job_state, runs
 from jobhost.store.state import delete_value, put_value, schedule_token
 
 __all__ = [
-    "LiveRun",
-    "StateChange",
-    "StateEntry",
-    "StateHeld",
     "change_state_logged",
     "list_state",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class StateEntry:
-    key: str
-    value: str
-    updated_at: datetime
-    fencing_token: int
-
-
-@dataclass(frozen=True, slots=True)
-class LiveRun:
-    id: str
-    host_id: str | None
-    started_at: datetime | None
-
-
-class StateHeld(Exception):
-    """A job's state cannot change now: a run of it is running."""
-
-    def __init__(self, job_name: str, run: LiveRun) -> None:
-        super().__init__(job_name, run)
-        self.job_name = job_name
-        self.run = run
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    """What a change found and did: ``known`` False when the store has no row for the job;
-    ``changed`` False when the key already held that value (or, to delete, was absent)."""
-
-    at: datetime
-    before: str | None
-    after: str | None
-    known: bool = True
-    changed: bool = True
 
 
 def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:

@@ -8,17 +8,17 @@ promised."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from jobhost.records import FAILED, STREAK_LIMIT, StreakRange
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.failing import FAILED, SCAN_ROWS, STREAK_LIMIT
+from jobhost.store.failing import SCAN_ROWS
 from jobhost.store.schema import runs
 
-__all__ = ["StreakRange", "streak_range"]
+__all__ = ["streak_range"]
 
 _QUERY = (
     select(runs.c.occurrence, runs.c.outcome)
@@ -26,22 +26,6 @@ _QUERY = (
     .order_by(runs.c.occurrence.desc(), runs.c.attempt.desc())
     .limit(SCAN_ROWS)
 )
-
-
-@dataclass(frozen=True, slots=True)
-class StreakRange:
-    first: datetime
-    """The streak's oldest failed occurrence: where the replay starts."""
-    last: datetime
-    """Its newest."""
-    failed: int
-    """Occurrences from ``first`` to ``last`` whose last attempt failed."""
-
-    @property
-    def end(self) -> datetime:
-        """The range's end, which a backfill excludes: the newest failure plus the smallest
-        step a stored time takes, so no later occurrence is in it."""
-        return self.last + timedelta(microseconds=1)
 
 
 def streak_range(connection: Connection, name: str) -> StreakRange | None:

@@ -13,12 +13,10 @@ from collections.abc import Collection
 from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 
+from jobhost.records import FAILED
 from jobhost.store.schema import runs, schedules
 
-__all__ = ["FAILED", "failure_streaks"]
-
-FAILED = ("failed", "timed_out", "abandoned")
-"""The outcomes a streak counts."""
+__all__ = ["failure_streaks"]
 
 
 def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:

@@ -13,15 +13,16 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 
-from jobhost.store.claims import ClaimBatch, ClaimRules, claim_work, due_job_names
-from jobhost.store.clock import Clock, database_now
+from jobhost.clock import Clock
+from jobhost.records import ClaimBatch, DesiredSchedule, Quiet, SyncPlan
+from jobhost.store.claims import ClaimRules, claim_work, due_job_names
+from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import write_group_limits, write_group_members
-from jobhost.store.registry import DesiredSchedule, SyncPlan, sync_schedules
+from jobhost.store.registry import sync_schedules
 from jobhost.store.wakeups import Wakeups, next_wakeups
 
 __all__ = [
-    "Quiet",
     "Turn",
     "claim_job",
     "claim_turn",
@@ -88,19 +89,6 @@ def claim_turn(
         )
         wakeups = next_wakeups(connection, at, skip=sorted(set(skip) | batch.unknown))
     return Turn(batch, wakeups, at, read_at)
-
-
-@dataclass(frozen=True)
-class Quiet:
-    """What a host knows was queued when its last turn read, with nothing announced since (no
-    signal, no failed run of its own, no abandon pass): a claim reads pending runs only if a
-    manual one was waiting, or once the first one then queued is due."""
-
-    manual_pending: bool
-    first_pending: datetime | None
-
-    def pending_due(self, now: datetime) -> bool:
-        return self.manual_pending or (self.first_pending is not None and self.first_pending <= now)
 
 
 @dataclass(frozen=True)

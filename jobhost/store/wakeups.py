@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from jobhost.records import PRIORITY_BACKFILL, PRIORITY_MANUAL
 from jobhost.store._sql import built
-from jobhost.store.records import PRIORITY_BACKFILL, PRIORITY_MANUAL
 from jobhost.store.schema import IS_PENDING, IS_RUNNING, backfills, runs, schedules
 
 __all__ = ["Wakeups", "next_wakeups", "oldest_due"]

@@ -23,9 +23,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobhost.config import Settings
+from jobhost.records import GUESS_KEY_LENGTH
 from jobhost.store import Engine
 from jobhost.store.calls import write
-from jobhost.store.guesses import GUESS_KEY_LENGTH, count_wrong_guess, purge_guesses
+from jobhost.store.guesses import count_wrong_guess, purge_guesses
 from jobhost.web.admission import blocking
 
 __all__ = [

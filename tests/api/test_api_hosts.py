@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from jobhost.store import HostRecord, RunRecord, create_store_engine, reading, upgrade
+from jobhost.records import HostRecord, RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.hosts import list_hosts
 from jobhost.store.schema import runs
 from tests.api.api_support import call, host_env, ready, write_config

@@ -31,9 +31,9 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.operations.failures import CURSOR_PATTERN, decode_cursor, encode_cursor
 from jobhost.operations.reasons import REASON_LIMIT
+from jobhost.records import FailureKey
 from jobhost.runtime.service import JobService
 from jobhost.store import create_store_engine, upgrade
-from jobhost.store.failures import FailureKey
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from jobhost.web.api.failures import SINCE_PATTERN

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.engine import Engine
 
-from jobhost.store.runlogs import LogLine, append_lines
+from jobhost.records import LogLine
+from jobhost.store.runlogs import append_lines
 from jobhost.store.schema import runs
 from tests.api.api_support import SECRETS, call, served_api
 

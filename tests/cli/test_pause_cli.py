@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jobhost.store import RunRecord
+from jobhost.records import RunRecord
 from tests.cli.operator_support import Operator
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for

@@ -16,12 +16,14 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
+from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.execution import Outcome
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.store import RunRecord, SystemClock, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import sample_catalog

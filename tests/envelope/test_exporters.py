@@ -9,10 +9,11 @@ from datetime import timedelta
 import pytest
 from jobhost_contracts import Cancellation
 
+from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.store import SystemClock, create_store_engine, upgrade
+from jobhost.store import create_store_engine, upgrade
 from jobhost.store.operations import request_run
 from tests.support import sample_catalog
 

@@ -17,8 +17,9 @@ from sqlalchemy.engine import Engine
 from jobhost.cli._app import configure_logging
 from jobhost.envelope.joblogger import JobLogger, job_logger
 from jobhost.envelope.runlog import RunLogWriter, running
+from jobhost.records import LogLine
 from jobhost.store import create_store_engine, reading, upgrade
-from jobhost.store.runlogs import LogLine, read_lines
+from jobhost.store.runlogs import read_lines
 
 _JOB = "sample.talk"
 

@@ -11,10 +11,12 @@ from freezegun import freeze_time
 from jobhost_contracts import Cancellation, RetryPolicy
 from sqlalchemy import select
 
+from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.retries import retry_delay, should_retry
 from jobhost.firing.tick import Ticker
-from jobhost.store import RunRecord, SystemClock, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import sample_catalog

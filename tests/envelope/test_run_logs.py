@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
+from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.execution import Outcome
@@ -23,10 +24,10 @@ from jobhost.envelope.runlog import RunLog, RunLogWriter
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.operations.runlogs import dropped_text, line_text, read_run_log
-from jobhost.store import SystemClock, create_store_engine, reading, upgrade
-from jobhost.store.claims import Claim
+from jobhost.records import Claim, Dropped, LogLine
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
-from jobhost.store.runlogs import Dropped, LogLine, read_lines, run_logs
+from jobhost.store.runlogs import read_lines, run_logs
 from tests.support import sample_catalog
 from tests.waiting import wait_for
 

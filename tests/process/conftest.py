@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.support import SAMPLE_PLUGIN
 from tests.toml_values import toml_value

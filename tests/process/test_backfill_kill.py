@@ -27,7 +27,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, reading
+from jobhost.records import RunRecord
+from jobhost.store import reading
 from jobhost.store.schema import backfills, runs
 from tests.process.conftest import HostProcess, ledger, store_url
 from tests.support import run_jobhost

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, create_store_engine, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, upgrade
 from tests.commands import jobhost_command
 from tests.ports import free_port
 from tests.process.conftest import HostProcess, ledger

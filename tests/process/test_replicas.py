@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from jobhost.store import HostRecord, reading
+from jobhost.records import HostRecord
+from jobhost.store import reading
 from jobhost.store.schema import hosts
 from tests.process.conftest import ledger
 from tests.waiting import wait_for

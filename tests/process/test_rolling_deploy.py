@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
-from jobhost.store import ScheduleRecord, reading
+from jobhost.records import ScheduleRecord
+from jobhost.store import reading
 from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule
 from tests.process.conftest import ledger

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobhost.operations.runlogs import read_run_log
-from jobhost.store.runlogs import LogLine
+from jobhost.records import LogLine
 from tests.cli.operator_support import Operator
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, create_store_engine
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine
 from tests.reliability.harness import Cluster, every_second_jobs, ledger
 from tests.reliability.stuck_support import FAST, STUCK, migrated, stuck_effects, stuck_job
 from tests.reliability.verdict import judge, read_effects, recorded

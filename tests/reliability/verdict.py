@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from jobhost.store import RunRecord
+from jobhost.records import RunRecord
 
 __all__ = ["Effect", "Verdict", "audit_mismatches", "judge", "log_kinds", "read_effects"]
 

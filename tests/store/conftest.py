@@ -15,8 +15,8 @@ from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
+from jobhost.records import Claim
 from jobhost.store import create_store_engine
-from jobhost.store.claims import Claim
 from tests.migrated import migrate
 from tests.support import ManualClock, sample_catalog
 

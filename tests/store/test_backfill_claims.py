@@ -8,7 +8,8 @@ from typing import Any
 
 from sqlalchemy import event, select
 
-from jobhost.store import RunRecord, reading
+from jobhost.records import RunRecord
+from jobhost.store import reading
 from jobhost.store.backfills import cancel_backfill, create_backfill, get_backfill
 from jobhost.store.operations import pause_job, resume_job
 from jobhost.store.schema import runs, schedules

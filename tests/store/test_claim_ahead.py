@@ -17,9 +17,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import RunRecord, SystemClock, create_store_engine, lifecycle, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, lifecycle, reading, upgrade
 from jobhost.store.schema import runs, schedules
 from tests.support import sample_catalog
 from tests.waiting import wait_for

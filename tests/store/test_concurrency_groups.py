@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, ScheduleRecord, reading
+from jobhost.records import RunRecord, ScheduleRecord
+from jobhost.store import reading
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.groups import RECHECK
 from jobhost.store.operations import request_run

@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from jobhost.store import RunRecord, reading
+from jobhost.records import RunRecord
+from jobhost.store import reading
 from jobhost.store.schema import runs
 from tests.store.test_run_fence import hosts
 from tests.support import ManualClock

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import event, select, text
 from sqlalchemy.engine import Engine
 
-from jobhost.store import ScheduleRecord, reading
+from jobhost.records import ScheduleRecord
+from jobhost.store import reading
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs, schedules
 from jobhost.store.wakeups import next_wakeups

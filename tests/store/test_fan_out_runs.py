@@ -24,7 +24,8 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.tick import Ticker
 from jobhost.operations.history import history_json, read_history
 from jobhost.operations.render import Style, history_lines
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
 

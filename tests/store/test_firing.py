@@ -13,7 +13,8 @@ from sqlalchemy.engine import Engine
 
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
-from jobhost.store import RunRecord, ScheduleRecord, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord, ScheduleRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import pause_job, request_run, resume_job
 from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock, sample_catalog

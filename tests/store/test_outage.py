@@ -12,10 +12,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import Engine, make_url
 
+from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.host import Host
-from jobhost.store import RunRecord, SystemClock, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.backfills import create_backfill
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs

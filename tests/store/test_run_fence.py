@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
+from jobhost.records import Claim
 from jobhost.store import StoreJobState, create_store_engine, ledger, reading, upgrade
-from jobhost.store.claims import Claim
 from jobhost.store.schema import job_idempotency, runs
 from tests.support import ManualClock, sample_catalog
 

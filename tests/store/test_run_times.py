@@ -18,7 +18,8 @@ from sqlalchemy import select
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import SAMPLE_PLUGIN, sample_catalog

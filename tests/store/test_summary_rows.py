@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobhost.store import ScheduleRecord, ScheduleSummary, reading
+from jobhost.records import ScheduleRecord, ScheduleSummary
+from jobhost.store import reading
 from jobhost.store.reports import list_schedules, summary_schedules
 from tests.cli.operator_support import Operator, now
 

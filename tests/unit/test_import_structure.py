@@ -16,8 +16,9 @@ HOST = ROOT / "jobhost"
 # Bottom first. A package imports only packages on a lower layer: never one above, never a
 # neighbour on its own layer.
 LAYERS: list[set[str]] = [
-    {"__init__", "errors"},
+    {"__init__", "clock", "errors"},
     {"config", "triggers"},
+    {"records"},
     {"store", "plugins"},
     {"catalog", "builtin"},
     {"rules", "envelope"},

@@ -254,7 +254,8 @@ def _add_lines(
     operator: Operator, run_id: str, lines: list[tuple[str, str]], *, start: int
 ) -> None:
     """Log lines of ``run_id`` as a host writes them, numbered from ``start``."""
-    from jobhost.store.runlogs import LogLine, append_lines
+    from jobhost.records import LogLine
+    from jobhost.store.runlogs import append_lines
 
     rows = [
         LogLine(

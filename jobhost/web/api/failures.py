@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import ApiToken
 from jobhost.errors import UnknownJobError
 from jobhost.operations.failure_actions import jobs_of_module
@@ -29,7 +30,7 @@ from jobhost.operations.failures import (
     require_stored_job,
 )
 from jobhost.runtime.definition import FieldProblem
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store import Engine
 from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
 from jobhost.web.app import blocking
 from jobhost.web.inputs import NO_NUL_PATTERN

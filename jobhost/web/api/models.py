@@ -17,8 +17,8 @@ from jobhost.operations.job_state import VALUE_LIMIT
 from jobhost.operations.runlogs import PAGE_LINES
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
+from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
-from jobhost.store.runtime import MAX_CHANGE_ID
 from jobhost.web.api.failures import PAGE_LIMIT, SINCE_PATTERN
 from jobhost.web.api.requests import ReasonText
 

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock
 from jobhost.config import ApiToken, Settings
 from jobhost.operations.history import OUTCOMES, read_history, run_json
 from jobhost.operations.report import build_report
@@ -25,19 +26,14 @@ from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT, page_json, read
 from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import short_utc
+from jobhost.records import MAX_CHANGE_ID, RuntimeJobRow
 from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService, etag_matches
-from jobhost.store import Clock, Engine
+from jobhost.store import Engine
 from jobhost.store.calls import read
 from jobhost.store.pages import api_deletion
 from jobhost.store.reports import job_is_known
-from jobhost.store.runtime import (
-    MAX_CHANGE_ID,
-    RuntimeJobRow,
-    acting_from,
-    list_changes,
-    list_runtime_jobs,
-)
+from jobhost.store.runtime import acting_from, list_changes, list_runtime_jobs
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints
 from jobhost.web.api.auth import TokenCheck

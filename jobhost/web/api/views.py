@@ -9,8 +9,8 @@ from jobhost.catalog import Catalog
 from jobhost.operations.changes import change_json
 from jobhost.operations.report import JobReport
 from jobhost.operations.timefmt import iso_utc
+from jobhost.records import RuntimeJobRow
 from jobhost.runtime.service import etag_of
-from jobhost.store.runtime import RuntimeJobRow
 
 __all__ = ["change_json", "job_json", "runtime_json", "source_of"]
 

@@ -27,10 +27,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.reasons import BadReason, checked_reason
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store import Engine
 from jobhost.store.runtime import acting_from
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit

@@ -16,9 +16,10 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import cancel_backfill
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.store import Engine
 from jobhost.store.backfills import get_backfill
 from jobhost.store.calls import read
 from jobhost.web.app import blocking

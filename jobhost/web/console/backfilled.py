@@ -16,11 +16,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import ensure_scheduled, start_backfill
 from jobhost.operations.backfill import BackfillInputError, BackfillPlan, plan_backfill
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Clock, Engine, SystemClock, store_now
+from jobhost.store import Engine, store_now
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import client_of

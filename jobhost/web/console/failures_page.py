@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.errors import UnknownJobError
 from jobhost.operations.failures import (
     SEARCH_LIMIT,
@@ -27,12 +28,11 @@ from jobhost.operations.failures import (
     read_failures,
     require_stored_job,
 )
-from jobhost.store import Clock, Engine, SystemClock
+from jobhost.records import FAILED, STREAK_LIMIT, work_key
+from jobhost.store import Engine
 from jobhost.store.calls import read_at
 from jobhost.store.clock import store_now
-from jobhost.store.failures import FAILED, STREAK_LIMIT
 from jobhost.store.outcome_counts import counts_before
-from jobhost.store.run_actions import work_key
 from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import SLICES, Chart, outcome_chart
 from jobhost.web.console.timeline import RANGES

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobhost.clock import SystemClock
 from jobhost.operations.actions import ActionRefused, retry_run
-from jobhost.store import RunRecord, SystemClock
+from jobhost.records import RunRecord
 from jobhost.store.calls import read
 from jobhost.store.failure_actions import runs_by_id
 from jobhost.web.app import blocking

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
+from jobhost.clock import Clock, SystemClock
 from jobhost.operations.failures import BadFailureQuery, parse_since
-from jobhost.store import Clock, Engine, SystemClock, store_now
-from jobhost.store.backfills import BackfillRecord, list_backfills
+from jobhost.records import BackfillRecord, ChangeSearch, JobChange
+from jobhost.store import Engine, store_now
+from jobhost.store.backfills import list_backfills
 from jobhost.store.calls import read
-from jobhost.store.runtime import ChangeSearch, JobChange, search_changes
+from jobhost.store.runtime import search_changes
 
 __all__ = [
     "BACKFILLS_SHOWN",

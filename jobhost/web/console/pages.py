@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.actions import RETRYABLE
 from jobhost.operations.changes import change_origin
@@ -38,7 +39,7 @@ from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
-from jobhost.store import Clock, Engine
+from jobhost.store import Engine
 from jobhost.store.calls import read, write
 from jobhost.store.sessions import end_sessions, session_version
 from jobhost.web.access import GuessBrake

@@ -12,6 +12,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobhost.clock import SystemClock
 from jobhost.operations.actions import (
     ActionRefused,
     cancel_run,
@@ -20,7 +21,6 @@ from jobhost.operations.actions import (
     retry_run,
 )
 from jobhost.operations.runlogs import RUN_ID_LIMIT
-from jobhost.store import SystemClock
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import Checked, ConsoleSite, audit, guarded
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobhost.operations.timefmt import duration_text, short_utc
-from jobhost.store import RunRecord
+from jobhost.records import RunRecord
 from jobhost.triggers import UnknownTimezoneError, load_zone
 
 __all__ = ["OUTCOME_ORDER", "RANGES", "RANGE_NAMES", "Mark", "Tick", "Timeline", "timeline"]

@@ -13,7 +13,8 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from jobhost.store import Engine, RunRecord
+from jobhost.records import RunRecord
+from jobhost.store import Engine
 from jobhost.store.calls import read
 from jobhost.store.reports import get_run
 from jobhost.web.app import blocking

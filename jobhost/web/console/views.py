@@ -6,19 +6,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobhost.catalog import Catalog
+from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.job_state import JobStateView, read_state
 from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runlogs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
-from jobhost.store import Clock, Engine, HostRecord, RunRecord, SystemClock
-from jobhost.store.backfills import BackfillRecord
+from jobhost.records import (
+    BackfillRecord,
+    Dropped,
+    HostRecord,
+    JobChange,
+    LogLine,
+    RunRecord,
+    StreakRange,
+)
+from jobhost.store import Engine
 from jobhost.store.calls import read, read_at
 from jobhost.store.hosts import all_hosts
 from jobhost.store.pages import job_page, run_page
-from jobhost.store.runlogs import Dropped, LogLine
-from jobhost.store.runtime import JobChange
-from jobhost.store.streak_replay import StreakRange, streak_range
+from jobhost.store.streak_replay import streak_range
 from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 

@@ -30,7 +30,8 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.tick import Ticker
-from jobhost.store import RunRecord, create_store_engine, reading, upgrade
+from jobhost.records import RunRecord
+from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.commands import jobhost_command
 from tests.support import ManualClock

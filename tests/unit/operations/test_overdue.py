@@ -7,7 +7,7 @@ from typing import Any
 
 from jobhost.config import Settings
 from jobhost.operations.mismatch import JobFacts, job_mismatches
-from jobhost.store import ScheduleRecord
+from jobhost.records import ScheduleRecord
 from tests.support import SAMPLE_PLUGIN, sample_catalog
 
 WEEKDAYS = {"name": "sample.weekdays", "cron": "0 3 * * mon-fri"}

@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from jobhost.config import Settings, load_settings
 from jobhost.errors import ConfigError
-from jobhost.store import RunRecord
+from jobhost.records import RunRecord
 from jobhost.web.console.auth import COOKIE, SessionKeeper, same_origin
 from jobhost.web.console.timeline import timeline
 

@@ -1,4 +1,4 @@
-"""Read models of the store's rows, so callers get typed values rather than raw rows."""
+"""The store's rows as typed values: schedules, runs, hosts, and the words their columns use."""
 
 from __future__ import annotations
 
@@ -9,24 +9,26 @@ from typing import Any, NamedTuple, Self
 from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
 
-__all__ = [
-    "DueSchedule",
-    "HostRecord",
-    "PlannedRow",
-    "RunRecord",
-    "ScheduleRecord",
-    "ScheduleRow",
-    "ScheduleSummary",
-]
-
 RUNNING = "running"
+
+
 PENDING = "pending"
+
+
 SKIPPED = "skipped"
+
+
 # The order in which pending runs are claimed, lowest first: a person waits on a manual run; a
 # backfill yields to everything else.
 PRIORITY_MANUAL = 0
+
+
 PRIORITY_RETRY = 1
+
+
 PRIORITY_BACKFILL = 2
+
+
 TERMINAL_OUTCOMES = frozenset(
     {"succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed"}
 )

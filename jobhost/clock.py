@@ -1,0 +1,27 @@
+"""Whose clock says what time it is.
+
+The firing loop reads the time once per tick and passes it down. On PostgreSQL that time is the
+database's (see :mod:`jobhost.store.clock`), so a replica whose own clock is wrong neither runs an
+occurrence early nor twice; on SQLite, where every process shares one machine, it is the host's
+clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "SystemClock"]
+
+Clock = Callable[[], datetime]
+"""Returns an aware UTC instant."""
+
+
+class SystemClock:
+    """The machine's clock, shifted by ``offset`` (zero except in tests of a wrong clock)."""
+
+    def __init__(self, offset: timedelta = timedelta(0)) -> None:
+        self.offset = offset
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
