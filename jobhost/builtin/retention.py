@@ -26,8 +26,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
 from sqlalchemy.exc import SQLAlchemyError
 
-from jobhost.store import Engine
-from jobhost.store.purge import purge_by_age, purge_runs
+from jobhost.store import Store
 
 __all__ = [
     "JOB_NAME",
@@ -103,20 +102,20 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
 
 class RunRetention:
     """The executor: purges, in batches, the store of the host that runs it (which hands it
-    its engine, see :class:`~jobhost.catalog.executors.UsesStore`)."""
+    its store, see :class:`~jobhost.catalog.executors.UsesStore`)."""
 
     def __init__(self, config: RetentionSettings) -> None:
         self.config = config
-        self._engine: Engine | None = None
+        self._store: Store | None = None
 
-    def use_store(self, engine: Engine) -> None:
-        self._engine = engine
+    def use_store(self, store: Store) -> None:
+        self._store = store
 
     def execute(self, context: JobContext) -> Result[dict[str, int], str]:
         from jobhost.config import redact_text
 
-        engine = self._engine
-        if engine is None:
+        store = self._store
+        if store is None:
             return Failure("the run retention job runs only in a jobhost host, on its store")
         now = datetime.now(UTC)
 
@@ -124,15 +123,14 @@ class RunRetention:
             return context.cancellation.cancelled
 
         try:
-            deleted = purge_runs(
-                engine,
+            deleted = store.purge_runs(
                 now=now,
                 keep_days=self.config.keep_days,
                 keep_last=self.config.keep_last,
                 batch_size=self.config.batch_size,
                 should_stop=stop,
             )
-            others = purge_growing_tables(engine, now=now, config=self.config, should_stop=stop)
+            others = purge_growing_tables(store, now=now, config=self.config, should_stop=stop)
         except SQLAlchemyError as error:
             return Failure(f"purge failed: {redact_text(str(error).splitlines()[0])}")
         context.logger.info(
@@ -145,15 +143,14 @@ class RunRetention:
 
 
 def purge_growing_tables(
-    engine: Engine,
+    store: Store,
     *,
     now: datetime,
     config: RetentionSettings,
     should_stop: Any = lambda: False,
 ) -> dict[str, int]:
     """Purge hosts and idempotency records by age; how many of each went."""
-    return purge_by_age(
-        engine,
+    return store.purge_by_age(
         now=now,
         ages={
             "hosts": timedelta(days=config.keep_hosts_days),

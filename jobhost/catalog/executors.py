@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from jobhost.store import Engine
+    from jobhost.store import Store
 
 __all__ = ["UsesStore", "bad_executor", "is_executor", "signature_problem"]
 
@@ -21,10 +21,10 @@ __all__ = ["UsesStore", "bad_executor", "is_executor", "signature_problem"]
 @runtime_checkable
 class UsesStore(Protocol):
     """An executor of the host's own that works on the store (the run retention job): the host
-    that runs it hands it its engine, so it purges the store the host was started on, whatever
+    that runs it hands it its store, so it purges the store the host was started on, whatever
     the environment says."""
 
-    def use_store(self, engine: Engine) -> None: ...
+    def use_store(self, store: Store) -> None: ...
 
 
 def is_executor(executor: object) -> bool:

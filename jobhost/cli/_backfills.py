@@ -11,16 +11,14 @@ from jobhost.cli._app import EXIT_INVALID
 from jobhost.operations.backfill_view import backfill_json
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord
-from jobhost.store import Engine
-from jobhost.store.backfills import backfill_with_items, list_backfills
-from jobhost.store.calls import read
+from jobhost.store import Store
 
 __all__ = ["cancel_one", "list_all", "show_one"]
 
 
-def list_all(engine: Engine, *, as_json: bool) -> None:
+def list_all(store: Store, *, as_json: bool) -> None:
     """The newest backfills first, one a line (JSON: a list of objects)."""
-    found = read(engine, list_backfills)
+    found = store.list_backfills()
     if as_json:
         click.echo(json.dumps([backfill_json(r) for r in found], indent=2))
         return
@@ -30,9 +28,9 @@ def list_all(engine: Engine, *, as_json: bool) -> None:
         click.echo(_line(record))
 
 
-def show_one(engine: Engine, backfill_id: str, *, as_json: bool) -> None:
+def show_one(store: Store, backfill_id: str, *, as_json: bool) -> None:
     """One backfill with each of its occurrences and where it stands."""
-    record, items = read(engine, backfill_with_items, backfill_id)
+    record, items = store.backfill_with_items(backfill_id)
     if record is None:
         _unknown(backfill_id)
     if as_json:
@@ -50,7 +48,7 @@ def show_one(engine: Engine, backfill_id: str, *, as_json: bool) -> None:
         click.echo(f"  {iso_utc(occurrence)}  {state:<9}  {run_id or '-'}")
 
 
-def cancel_one(engine: Engine, backfill_id: str, *, actor: str, reason: str | None) -> None:
+def cancel_one(store: Store, backfill_id: str, *, actor: str, reason: str | None) -> None:
     """Cancel the backfill: no new occurrence starts; its runs in flight finish. Without a
     reason, exit 2: the cancel is in the change log, where an empty reason tells no one why."""
     from jobhost.operations.actions import cancel_backfill
@@ -60,7 +58,7 @@ def cancel_one(engine: Engine, backfill_id: str, *, actor: str, reason: str | No
             "--cancel needs --reason TEXT: say why, for the change log "
             "(e.g. --reason 'wrong range, INC-7')"
         )
-    record = cancel_backfill(engine, backfill_id, actor=actor, reason=reason)
+    record = cancel_backfill(store, backfill_id, actor=actor, reason=reason)
     if record is None:
         _unknown(backfill_id)
     running = record.counts.get("claimed", 0)

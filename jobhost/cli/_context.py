@@ -11,6 +11,7 @@ from sqlalchemy import make_url
 
 from jobhost.catalog.model import Catalog, JobSpec
 from jobhost.cli._app import EXIT_INVALID, config_path
+from jobhost.clock import SystemClock
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
 from jobhost.errors import (
     JobhostError,
@@ -20,15 +21,12 @@ from jobhost.errors import (
     StoreUnavailableError,
 )
 from jobhost.store import (
-    Engine,
+    Store,
     StoreError,
-    create_store_engine,
     head_revision,
-    is_current,
-    upgrade,
 )
-from jobhost.store.engine import is_read_only, sqlite_path
-from jobhost.store.pooling import TransactionPoolerError, check_pooling, startup_refused
+from jobhost.store.engine import sqlite_path
+from jobhost.store.pooling import TransactionPoolerError, startup_refused
 
 __all__ = [
     "catalog_for",
@@ -84,24 +82,22 @@ def store_only() -> Catalog:
     return Catalog(jobs={}, problems=[])
 
 
-def catalog_for(settings: Settings, engine: Engine, name: str) -> Catalog:
+def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
     """The store's catalog of job ``name`` when the store holds it: no plugin is loaded. A job
     no host has synced yet (or a name nobody knows) needs the built catalog, as before."""
     from jobhost.operations.stored import stored_catalog
 
-    stored = stored_catalog(settings, engine, only=name)
+    stored = stored_catalog(settings, store, only=name)
     return stored if name in stored.jobs else load_catalog(settings)
 
 
-def note_versions(catalog: Catalog, engine: Engine) -> None:
+def note_versions(catalog: Catalog, store: Store) -> None:
     """Say on stderr when this installation's catalog version is not the one the store holds
     (one digest each: equal versions, equal declarations)."""
     from jobhost.operations.plan import this_catalog
     from jobhost.operations.stored import stored_version
-    from jobhost.store.calls import read
-    from jobhost.store.census import catalog_versions
 
-    held = stored_version(read(engine, catalog_versions))
+    held = stored_version(store.catalog_versions())
     mine = this_catalog(catalog)
     if held != mine:
         click.echo(
@@ -116,22 +112,20 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
     from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
     from jobhost.runtime.secrets import SecretRule
-    from jobhost.store.calls import read
-    from jobhost.store.runtime import has_runtime_jobs, list_runtime_jobs
 
     url = make_url(settings.database_url)
     file = url.database if url.get_backend_name() == "sqlite" else None
     if file not in (None, "", ":memory:") and not Path(str(file)).exists():
         return catalog  # no store yet: nothing to join, and no file made by looking
-    engine = create_store_engine(settings.database_url, **settings.store_options())
+    store = Store.open(settings.database_url, **settings.store_options())
     try:
-        if not read(engine, has_runtime_jobs):
+        if not store.has_runtime_jobs():
             return catalog
-        rows = read(engine, list_runtime_jobs)
+        rows = store.list_runtime_jobs()
     except StoreError:
         return catalog
     finally:
-        engine.dispose()
+        store.dispose()
     runtime = check_runtime_jobs(rows, catalog, settings.modules, secrets=SecretRule.of(settings))
     return with_runtime_jobs(catalog, runtime)
 
@@ -163,8 +157,8 @@ def open_store(
     pre_ping: bool = True,
     shortest_lease: timedelta | None = None,
     check_pooler: bool = False,
-) -> Engine:
-    """An engine on the configured store.
+) -> Store:
+    """The configured store.
 
     With ``require_current``, its schema must be current. Without ``create`` (only ``run`` and
     ``db upgrade`` pass it), an SQLite file that does not exist is refused rather than made: a
@@ -180,14 +174,15 @@ def open_store(
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
     options = {} if pre_ping else {"pool_pre_ping": False}
-    engine = create_store_engine(
+    store = Store.open(
         settings.database_url,
+        SystemClock(settings.clock_offset),
         create=create,
         **settings.store_options(shortest_lease),
         **options,
     )
-    if write and is_read_only(engine):
-        engine.dispose()
+    if write and store.is_read_only:
+        store.dispose()
         raise StoreReadOnlyError(
             f"the store file {sqlite_path(settings.database_url)} (or its directory, where SQLite "
             "keeps its write-ahead log) is read-only for this user; this command writes to the "
@@ -195,50 +190,50 @@ def open_store(
             "(report and history work on a read-only store)"
         )
     if check_pooler:
-        _check_pooler(settings, engine)
+        _check_pooler(settings, store)
     if not require_current:
-        return engine
+        return store
     try:
-        current = is_current(engine)
+        current = store.is_current()
     except StoreError as error:
-        engine.dispose()
+        store.dispose()
         raise _unreachable(settings, "cannot reach", error) from None
     except SchemaTooNewError:
-        engine.dispose()
+        store.dispose()
         raise
     if not current:
-        engine.dispose()
+        store.dispose()
         raise StoreUnavailableError(
             f"the store at {redact_url(settings.database_url)} is not at schema revision "
             f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
             "migrations unless auto_migrate = false)"
         )
-    return engine
+    return store
 
 
 def migrate_store(settings: Settings, *, create: bool = False) -> tuple[str | None, str]:
     """Apply pending migrations; (revision before, revision after). Behind a transaction pooler
     the settings do not name, the store's options (its schema among them) would be lost:
     nothing is migrated."""
-    engine = open_store(
+    store = open_store(
         settings, require_current=False, create=create, write=True, check_pooler=True
     )
     try:
-        return upgrade(engine)
+        return store.upgrade()
     except StoreError as error:
         raise _unreachable(settings, "cannot migrate", error) from None
     finally:
-        engine.dispose()
+        store.dispose()
 
 
-def _check_pooler(settings: Settings, engine: Engine) -> None:
+def _check_pooler(settings: Settings, store: Store) -> None:
     try:
-        check_pooling(engine)
+        store.check_pooling()
     except StoreError as error:
-        engine.dispose()
+        store.dispose()
         raise _unreachable(settings, "cannot reach", error) from None
     except TransactionPoolerError:
-        engine.dispose()
+        store.dispose()
         raise
 
 

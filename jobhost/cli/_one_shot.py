@@ -22,7 +22,7 @@ from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRu
 from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.operations.manual import Ran, RunHere
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine
+from jobhost.store import Store
 from jobhost.store.hosts import default_host_id
 
 __all__ = ["backfill_here", "runs_here"]
@@ -32,11 +32,11 @@ _POLL_SECONDS = 0.2
 Progress = Callable[[str], None]
 
 
-def runs_here(settings: Settings, catalog: Catalog, engine: Engine, progress: Progress) -> RunHere:
+def runs_here(settings: Settings, catalog: Catalog, store: Store, progress: Progress) -> RunHere:
     """What runs a command's pending runs (a trigger's, a retry's) in its own process."""
 
     def run(run_ids: Sequence[str], deadline: float | None) -> Ran:
-        by = _claimer(settings, catalog, engine, progress)
+        by = _claimer(settings, catalog, store, progress)
         work = PendingRuns(by, run_ids)
         timed_out = _run_one_shot(settings, catalog, by, work, deadline)
         return Ran(frozenset(work.taken), timed_out, by.host_id)
@@ -45,22 +45,22 @@ def runs_here(settings: Settings, catalog: Catalog, engine: Engine, progress: Pr
 
 
 def backfill_here(
-    settings: Settings, catalog: Catalog, engine: Engine, progress: Progress
+    settings: Settings, catalog: Catalog, store: Store, progress: Progress
 ) -> Callable[[str], None]:
     """What runs a backfill in the command's own process until it is finished, or Ctrl-C
     stops its claims and its runs in flight have ended."""
 
     def run(backfill_id: str) -> None:
-        by = _claimer(settings, catalog, engine, progress)
+        by = _claimer(settings, catalog, store, progress)
         _run_one_shot(settings, catalog, by, BackfillRuns(by, backfill_id), None)
 
     return run
 
 
-def _claimer(settings: Settings, catalog: Catalog, engine: Engine, progress: Progress) -> Claimer:
+def _claimer(settings: Settings, catalog: Catalog, store: Store, progress: Progress) -> Claimer:
     rules = FiringRules(catalog.jobs, settings.lease_duration)
     clock = SystemClock(settings.clock_offset)
-    return Claimer(engine, catalog.jobs, f"cli-{default_host_id()}", rules, clock, progress)
+    return Claimer(store, catalog.jobs, f"cli-{default_host_id()}", rules, clock, progress)
 
 
 def _run_one_shot(
@@ -74,7 +74,7 @@ def _run_one_shot(
         host = Host(
             settings,
             catalog,
-            by.engine,
+            by.store,
             clock=by.clock,
             host_id=by.host_id,
             telemetry=telemetry,

@@ -7,15 +7,15 @@ import click
 from jobhost.cli._app import EXIT_USAGE
 from jobhost.operations.run_ids import AmbiguousRunId, resolve_run_id
 from jobhost.operations.timefmt import short_utc
-from jobhost.store import Engine
+from jobhost.store import Store
 
 __all__ = ["typed_run_id"]
 
 
-def typed_run_id(engine: Engine, typed: str) -> str:
+def typed_run_id(store: Store, typed: str) -> str:
     """The run ``typed`` names; an ambiguous prefix lists its runs and exits 2."""
     try:
-        return resolve_run_id(engine, typed)
+        return resolve_run_id(store, typed)
     except AmbiguousRunId as ambiguous:
         lines = [f"jobhost: {ambiguous}; type more of it:"]
         lines += [

@@ -112,16 +112,16 @@ def backfill(
     if picked:
         if name is not None or start is not None or end is not None:
             _refuse(f"{picked[0]} takes no job name, --from or --to")
-        engine = open_store(settings, write=cancel_id is not None)
+        store = open_store(settings, write=cancel_id is not None)
         try:
             if list_them:
-                list_all(engine, as_json=as_json)
+                list_all(store, as_json=as_json)
             elif show_id is not None:
-                show_one(engine, show_id, as_json=as_json)
+                show_one(store, show_id, as_json=as_json)
             elif cancel_id is not None:
-                cancel_one(engine, cancel_id, actor=getpass.getuser(), reason=reason)
+                cancel_one(store, cancel_id, actor=getpass.getuser(), reason=reason)
         finally:
-            engine.dispose()
+            store.dispose()
         raise SystemExit(EXIT_OK)
     if name is None or start is None or end is None:
         _refuse(
@@ -154,20 +154,18 @@ def backfill(
 
 
 def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
-    from jobhost.clock import SystemClock
     from jobhost.operations.backfill import BackfillInputError, plan_backfill
-    from jobhost.store import store_now
 
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        now = store_now(engine, SystemClock(settings.clock_offset))
+        now = store.now()
         return plan_backfill(
-            spec, engine, start=start, end=end, mode=mode, limit=settings.backfill_limit, now=now
+            spec, store, start=start, end=end, mode=mode, limit=settings.backfill_limit, now=now
         )
     except BackfillInputError as error:
         _refuse(str(error))
     finally:
-        engine.dispose()
+        store.dispose()
 
 
 def _run(
@@ -189,13 +187,13 @@ def _run(
 
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
-    engine = open_store(settings, write=True)
+    store = open_store(settings, write=True)
     clock = SystemClock(settings.clock_offset)
     try:
-        ensure_scheduled(engine, spec, clock)
-        hosts = hosts_alive(engine, clock)
+        ensure_scheduled(store, spec, clock)
+        hosts = hosts_alive(store, clock)
         backfill_id = start_backfill(
-            engine,
+            store,
             spec.name,
             start=plan.start,
             end=plan.end,
@@ -219,15 +217,15 @@ def _run(
         if not hosts:
             click.echo(f"no live host: running backfill {backfill_id} in this process", err=True)
         followed = see_through(
-            engine,
+            store,
             backfill_id,
             hosts=hosts,
-            run_here=backfill_here(settings, catalog, engine, _progress),
+            run_here=backfill_here(settings, catalog, store, _progress),
             progress=_progress,
             clock=clock,
         )
     finally:
-        engine.dispose()
+        store.dispose()
     record = followed.record
     if as_json:
         from jobhost.operations.backfill_view import backfill_json

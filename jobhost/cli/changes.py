@@ -35,14 +35,12 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     Exit status: 0 (also when there is no change to show).
     """
     from jobhost.operations.changes import change_json, change_line
-    from jobhost.store.calls import read
-    from jobhost.store.runtime import recent_changes
 
-    engine = open_store(settings_of(ctx))
+    store = open_store(settings_of(ctx))
     try:
-        found = read(engine, recent_changes, job_name=job, limit=limit)
+        found = store.recent_changes(job_name=job, limit=limit)
     finally:
-        engine.dispose()
+        store.dispose()
     if as_json:
         click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
         return

@@ -8,7 +8,7 @@ from jobhost.cli._app import EXIT_FAILED, cli
 from jobhost.cli._context import migrate_store, open_store, settings_of
 from jobhost.config import redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
-from jobhost.store import Engine, StoreError, current_revision, head_revision
+from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.migrate import check_not_newer
 
 
@@ -33,9 +33,9 @@ def db_upgrade(ctx: click.Context) -> None:
 def db_current(ctx: click.Context) -> None:
     """Show the store's schema revision and the newest one this version ships."""
     settings = settings_of(ctx)
-    engine = open_store(settings, require_current=False)
+    store = open_store(settings, require_current=False)
     try:
-        current = current_revision(engine)
+        current = store.current_revision()
     except StoreError as error:
         raise StoreUnavailableError(
             f"cannot reach the store at {redact_url(settings.database_url)}: "
@@ -66,16 +66,13 @@ def db_check(ctx: click.Context, full: bool) -> None:
     early.
     """
     from jobhost.cli._context import load_catalog
-    from jobhost.clock import SystemClock
     from jobhost.rules.claiming import FiringRules
-    from jobhost.store.calls import read_at
-    from jobhost.store.integrity import check_live_rows
 
     settings = settings_of(ctx)
     implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        _, live = read_at(engine, SystemClock(), check_live_rows, implausible.implausible_lease)
+        _, live = store.check_live_rows(implausible.implausible_lease)
         click.echo(f"checked {live.coverage()}: {live.total} row(s) a host cannot use")
         for row in live.found:
             click.echo(f"  {row.line()}")
@@ -83,9 +80,9 @@ def db_check(ctx: click.Context, full: bool) -> None:
             click.echo(f"  (and {live.total - len(live.found)} more)")
         bad = live.total > 0
         if full:
-            bad = _full_audit(engine, {row.line() for row in live.found}) or bad
+            bad = _full_audit(store, {row.line() for row in live.found}) or bad
     finally:
-        engine.dispose()
+        store.dispose()
     if bad:
         raise SystemExit(EXIT_FAILED)
 
@@ -93,15 +90,14 @@ def db_check(ctx: click.Context, full: bool) -> None:
 _SHOWN = 50
 
 
-def _full_audit(engine: Engine, seen: set[str]) -> bool:
+def _full_audit(store: Store, seen: set[str]) -> bool:
     """Stream every table; True when a problem was found or the audit did not finish."""
-    from jobhost.store.audit import audit_store
 
     problems = shown = 0
     done: list[str] = []
     table, rows = "schedules", 0
     try:
-        for step in audit_store(engine):
+        for step in store.audit_store():
             table, rows = step.table, step.rows
             for problem in step.problems:
                 problems += 1

@@ -113,10 +113,10 @@ def failures(
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
         _usage(f"--grep: give 1 to {SEARCH_LIMIT} characters to search for")
-    engine = open_store(settings_of(ctx))
+    store = open_store(settings_of(ctx))
     try:
         if job is not None:
-            require_stored_job(engine, job)
+            require_stored_job(store, job)
         try:
             start = parse_since(since, SystemClock()()) if since is not None else None
         except BadFailureQuery as error:
@@ -128,9 +128,9 @@ def failures(
             limit=limit,
             include_resolved=include_resolved,
         )
-        found = read_failures(engine, query)
+        found = read_failures(store, query)
     finally:
-        engine.dispose()
+        store.dispose()
     if as_json:
         click.echo(json.dumps(failures_json(found), indent=2))
         return
@@ -164,15 +164,15 @@ def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json
     why = " ".join((reason or "").split())
     if not why or len(why) > 500:
         _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
-    engine = open_store(settings_of(ctx), write=True)
+    store = open_store(settings_of(ctx), write=True)
     try:
-        run_id = typed_run_id(engine, run_id)
-        done = acknowledge_failure(engine, run_id, actor=getpass.getuser(), reason=why)
+        run_id = typed_run_id(store, run_id)
+        done = acknowledge_failure(store, run_id, actor=getpass.getuser(), reason=why)
     except ActionRefused as refused:
         click.echo(f"refused: {refused}", err=True)
         raise SystemExit(EXIT_INVALID) from None
     finally:
-        engine.dispose()
+        store.dispose()
     shown = {
         "acknowledged": done.run.id,
         "job": done.run.job_name,

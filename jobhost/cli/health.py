@@ -44,11 +44,11 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: boo
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None
-    engine = open_store(settings, require_current=False, missing_ok=True)
+    store = open_store(settings, require_current=False, missing_ok=True)
     try:
-        result = check_health(settings, catalog, engine, hosts=not no_hosts)
+        result = check_health(settings, catalog, store, hosts=not no_hosts)
     finally:
-        engine.dispose()
+        store.dispose()
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -57,15 +57,13 @@ def history(
     from jobhost.operations.snapshot import require_known_job
 
     settings = settings_of(ctx)
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        require_known_job(catalog_for(settings, engine, name), engine, name)
-        rows = read_history(engine, name, limit=limit, outcome=outcome)
-        logs = (
-            read_last_lines(engine, [r.id for r in rows], count=LAST_LINES) if with_logs else None
-        )
+        require_known_job(catalog_for(settings, store, name), store, name)
+        rows = read_history(store, name, limit=limit, outcome=outcome)
+        logs = read_last_lines(store, [r.id for r in rows], count=LAST_LINES) if with_logs else None
     finally:
-        engine.dispose()
+        store.dispose()
     if as_json:
         document = history_json(name, rows)
         if logs is not None:

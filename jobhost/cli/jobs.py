@@ -56,19 +56,17 @@ def list_jobs(
     """
     from jobhost.operations.stored import stored_catalog
     from jobhost.runtime.service import etag_of
-    from jobhost.store.calls import read
-    from jobhost.store.runtime import list_runtime_jobs
     from jobhost.web.api.views import source_of
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
         if catalog is None:
-            catalog = stored_catalog(settings, engine)
-        rows = {row.name: row for row in read(engine, list_runtime_jobs)}
+            catalog = stored_catalog(settings, store)
+        rows = {row.name: row for row in store.list_runtime_jobs()}
     finally:
-        engine.dispose()
+        store.dispose()
     found = []
     for name in sorted({*catalog.jobs, *rows}):
         spec = catalog.jobs.get(name)
@@ -113,16 +111,14 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     Exit status: 0; 2 when the store holds no job NAME.
     """
     from jobhost.operations.stored import declaration_json, stored_catalog
-    from jobhost.store.calls import read
-    from jobhost.store.runtime import get_runtime_job
 
     settings = settings_of(ctx)
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        row = read(engine, get_runtime_job, name)
-        spec = stored_catalog(settings, engine, only=name).jobs.get(name)
+        row = store.get_runtime_job(name)
+        spec = stored_catalog(settings, store, only=name).jobs.get(name)
     finally:
-        engine.dispose()
+        store.dispose()
     if row is None:
         if spec is None:
             # Only an unknown name imports the runtime job checks (and the plugin loader).
@@ -198,13 +194,13 @@ def put_job(
     from jobhost.web.api.views import runtime_json
 
     settings = settings_of(ctx)
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        service = JobService(settings, load_catalog(settings), engine)
+        service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
         done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
     finally:
-        engine.dispose()
+        store.dispose()
     if as_json:
         click.echo(json.dumps(runtime_json(done.row), indent=2))
         return
@@ -227,13 +223,13 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str)
     from jobhost.runtime.service import JobService
 
     settings = settings_of(ctx)
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        JobService(settings, load_catalog(settings), engine).delete(
+        JobService(settings, load_catalog(settings), store).delete(
             name, actor=getpass.getuser(), if_match=if_match, reason=reason
         )
     finally:
-        engine.dispose()
+        store.dispose()
     click.echo(f"{name}: removed")
 
 

@@ -12,7 +12,7 @@ import click
 from jobhost.cli._app import EXIT_INVALID, cli
 from jobhost.cli._context import open_store, settings_of
 from jobhost.cli._run_ids import typed_run_id
-from jobhost.store import Engine
+from jobhost.store import Store
 
 __all__ = ["logs"]
 
@@ -46,26 +46,26 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
     the ledger does not know.
     """
     settings = settings_of(ctx)
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
-        run_id = typed_run_id(engine, run_id)
+        run_id = typed_run_id(store, run_id)
         if follow:
-            _follow(engine, run_id, as_json)
+            _follow(store, run_id, as_json)
         else:
-            _print_all(engine, run_id, as_json)
+            _print_all(store, run_id, as_json)
     finally:
-        engine.dispose()
+        store.dispose()
 
 
-def _print_all(engine: Engine, run_id: str, as_json: bool) -> None:
+def _print_all(store: Store, run_id: str, as_json: bool) -> None:
     from jobhost.operations.runlogs import line_text, page_json, read_run_log
 
-    page = read_run_log(engine, run_id)
+    page = read_run_log(store, run_id)
     if page is None:
         _unknown(run_id)
     entries = list(page.entries)
     while True:
-        more = read_run_log(engine, run_id, after=page.next_after)
+        more = read_run_log(store, run_id, after=page.next_after)
         if more is None or not more.entries:
             break
         entries += more.entries
@@ -81,12 +81,12 @@ def _print_all(engine: Engine, run_id: str, as_json: bool) -> None:
         click.echo(line_text(entry))
 
 
-def _follow(engine: Engine, run_id: str, as_json: bool) -> None:
+def _follow(store: Store, run_id: str, as_json: bool) -> None:
     from jobhost.operations.runlogs import entry_json, line_text, read_run_log
 
     after = 0
     while True:
-        page = read_run_log(engine, run_id, after=after)
+        page = read_run_log(store, run_id, after=after)
         if page is None:
             _unknown(run_id)
         for entry in page.entries:

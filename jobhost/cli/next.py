@@ -211,18 +211,18 @@ def _catalog_with(ctx: click.Context, name: str) -> Catalog:
 
     settings = settings_of(ctx)
     try:
-        engine = open_store(settings)
+        store = open_store(settings)
     except (StoreMissingError, StoreUnavailableError):
-        engine = None
-    if engine is not None:
+        store = None
+    if store is not None:
         try:
-            stored = stored_catalog(settings, engine, only=name)
+            stored = stored_catalog(settings, store, only=name)
             if name in stored.jobs:
                 return stored
         except (OperationalError, DBAPIError):
             pass
         finally:
-            engine.dispose()
+            store.dispose()
     return load_catalog(settings)
 
 

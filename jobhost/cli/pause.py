@@ -61,18 +61,18 @@ def pause(
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    engine = open_store(settings, write=True)
+    store = open_store(settings, write=True)
     try:
         if name is not None:
             _alone(name, modules, patterns)
-            catalog = catalog_for(settings, engine, name)
-            jobs = [require_known_job(catalog, engine, name)]
+            catalog = catalog_for(settings, store, name)
+            jobs = [require_known_job(catalog, store, name)]
         else:
             catalog = load_catalog(settings)
             jobs = _selected(catalog, modules, patterns)
-        done = pause_jobs(engine, catalog, jobs, actor=getpass.getuser(), reason=reason)
+        done = pause_jobs(store, catalog, jobs, actor=getpass.getuser(), reason=reason)
     finally:
-        engine.dispose()
+        store.dispose()
     for one in done:
         row = one.row
         verb = "paused" if one.changed else "already paused"
@@ -110,17 +110,17 @@ def resume(
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    engine = open_store(settings, write=True)
+    store = open_store(settings, write=True)
     user = getpass.getuser()
     try:
         if name is not None:
             _alone(name, modules, patterns)
-            jobs = [require_known_job(catalog_for(settings, engine, name), engine, name)]
+            jobs = [require_known_job(catalog_for(settings, store, name), store, name)]
         else:
             jobs = _selected(load_catalog(settings), modules, patterns)
-        done = resume_jobs(engine, jobs, actor=user, reason=reason)
+        done = resume_jobs(store, jobs, actor=user, reason=reason)
     finally:
-        engine.dispose()
+        store.dispose()
     for job, one in zip(jobs, done, strict=True):
         if one is None or not one.changed:
             click.echo(f"{job} was not paused")

@@ -9,7 +9,7 @@ import click
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli
 from jobhost.cli._context import load_catalog, open_store, settings_of
 from jobhost.store import head_revision
-from jobhost.store.migrate import check_not_newer, current_revision
+from jobhost.store.migrate import check_not_newer
 
 __all__ = ["plan"]
 
@@ -45,9 +45,9 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
         for problem in catalog.problems:
             click.echo(f"  {problem.line()}", err=True)
         raise SystemExit(EXIT_INVALID)
-    engine = open_store(settings, require_current=False)
+    store = open_store(settings, require_current=False)
     try:
-        revision = current_revision(engine)
+        revision = store.current_revision()
         check_not_newer(revision)
         if revision != head_revision():
             click.echo(
@@ -55,10 +55,10 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
                 f"migrates it to {head_revision()} first",
                 err=True,
             )
-        rows = stored_schedules(engine)
-        hosts = live_catalogs(engine)
+        rows = stored_schedules(store)
+        hosts = live_catalogs(store)
     finally:
-        engine.dispose()
+        store.dispose()
     changes = plan_changes(catalog, rows)
     version = this_catalog(catalog)
     if as_json:

@@ -83,17 +83,17 @@ def report(
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None
-    engine = open_store(settings)
+    store = open_store(settings)
     try:
         if job is not None:
-            require_known_job(catalog or store_only(), engine, job)
+            require_known_job(catalog or store_only(), store, job)
         # The one-line-per-job text shows no job's recent outcomes: they are not read for it.
         shown = as_json or long or job is not None
-        built = build_report(settings, catalog, engine, job=job, recent=shown, apart=True)
+        built = build_report(settings, catalog, store, job=job, recent=shown, apart=True)
         if catalog is not None:
-            note_versions(catalog, engine)
+            note_versions(catalog, store)
     finally:
-        engine.dispose()
+        store.dispose()
     sort_by: Sort = "name"
     for known in SORTS:
         if known == sort:

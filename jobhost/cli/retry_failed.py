@@ -38,14 +38,14 @@ def retry_failed(
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")
-    engine = open_store(settings_of(ctx), write=True)
+    store = open_store(settings_of(ctx), write=True)
     try:
         if job is not None:
             try:
-                require_stored_job(engine, job)
+                require_stored_job(store, job)
             except UnknownJobError as error:
                 _usage(f"--job: {error}")
-        jobs = jobs_of_module(engine, module) if module is not None else None
+        jobs = jobs_of_module(store, module) if module is not None else None
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
         try:
@@ -53,9 +53,9 @@ def retry_failed(
         except BadFailureQuery as error:
             _usage(f"--{error.field}: {since!r} {error.detail}")
         query = FailureQuery(since=start, job=job, jobs=jobs)
-        done = retry_failures(engine, query, actor=getpass.getuser(), reason=reason)
+        done = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
     finally:
-        engine.dispose()
+        store.dispose()
     shown: dict[str, Any] = {
         "queued": [
             {

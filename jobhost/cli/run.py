@@ -57,7 +57,7 @@ def run(ctx: click.Context) -> None:
         if before != after:
             _say(settings, f"jobhost: schema upgraded from {before or 'empty'} to {after}")
     leases = [spec.declaration.lease for spec in catalog.jobs.values() if spec.declaration.lease]
-    engine = open_store(
+    store = open_store(
         settings,
         create=True,
         write=True,
@@ -75,7 +75,7 @@ def run(ctx: click.Context) -> None:
         job_label=settings.metrics_job_label,
     )
     telemetry.install_globally()
-    host = Host(settings, catalog, engine, telemetry=telemetry)
+    host = Host(settings, catalog, store, telemetry=telemetry)
     register_gauges(telemetry.meter, host)
     server = None
     if address is not None and render_metrics is not None:

@@ -87,23 +87,23 @@ def retry(
     catalog = load_catalog(settings)
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
-    engine = open_store(settings, write=True)
+    store = open_store(settings, write=True)
     try:
-        run_id = typed_run_id(engine, run_id)
+        run_id = typed_run_id(store, run_id)
         runner = RunRetry(
             settings,
             catalog,
-            engine,
+            store,
             progress=lambda line: click.echo(line, err=True),
             actor=getpass.getuser(),
-            run_here=runs_here(settings, catalog, engine, lambda line: click.echo(line, err=True)),
+            run_here=runs_here(settings, catalog, store, lambda line: click.echo(line, err=True)),
         )
         done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
     except ActionRefused as refused:
         click.echo(f"refused: {refused}", err=True)
         raise SystemExit(EXIT_INVALID) from None
     finally:
-        engine.dispose()
+        store.dispose()
     print_and_exit(done.result, done.to_json(), as_json=as_json)
 
 
@@ -142,11 +142,11 @@ def cancel(
     from jobhost.operations.actions import ActionRefused, cancel_run
     from jobhost.operations.rerun import watch_run
 
-    engine = open_store(settings_of(ctx), write=True)
+    store = open_store(settings_of(ctx), write=True)
     actor = getpass.getuser()
     try:
-        run_id = typed_run_id(engine, run_id)
-        asked = cancel_run(engine, run_id, actor=actor, reason=reason)
+        run_id = typed_run_id(store, run_id)
+        asked = cancel_run(store, run_id, actor=actor, reason=reason)
         run = asked.run
         if asked.state == "already":
             click.echo(
@@ -159,14 +159,14 @@ def cancel(
                 f"asked host {run.host_id} to cancel run {run.id} of {run.job_name}", err=True
             )
         if asked.state == "cancelled":
-            ended = watch_run(engine, run_id, 0.0)  # recorded already: read it
+            ended = watch_run(store, run_id, 0.0)  # recorded already: read it
         else:
-            ended = None if no_wait else watch_run(engine, run_id, timeout)
+            ended = None if no_wait else watch_run(store, run_id, timeout)
     except ActionRefused as refused:
         click.echo(f"refused: {refused}", err=True)
         raise SystemExit(EXIT_INVALID) from None
     finally:
-        engine.dispose()
+        store.dispose()
     outcome = ended.outcome if ended is not None else "running"
     shown = {
         "run_id": run.id,

@@ -44,12 +44,12 @@ def serve(ctx: click.Context, listen: str | None) -> None:
     settings, reading = read_access_of(settings, address[0])
     configure_logging(settings.log_level, settings.log_format)
     catalog = load_catalog(settings)
-    engine = open_store(settings)
-    follower = RuntimeFollower(settings, catalog, engine)
+    store = open_store(settings)
+    follower = RuntimeFollower(settings, catalog, store)
     try:
         server = WebServer(
             address,
-            store_application(settings, catalog, engine),
+            store_application(settings, catalog, store),
             header_timeout=settings.http_header_timeout.total_seconds(),
             trusted_proxies=settings.trusted_proxies,
         )
@@ -64,7 +64,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
         server.serve()
     finally:
         follower.stop()
-        engine.dispose()
+        store.dispose()
 
 
 def _address(settings: Settings, listen: str | None) -> tuple[str, int]:

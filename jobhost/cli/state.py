@@ -14,7 +14,7 @@ from jobhost.cli._context import catalog_for, open_store, settings_of
 from jobhost.cli._reasons import reason_text
 
 if TYPE_CHECKING:
-    from jobhost.store import Engine
+    from jobhost.store import Store
 
 __all__ = ["state"]
 
@@ -92,23 +92,23 @@ def state(
     if reason is not None and not changing:
         raise click.UsageError("--reason goes with --set or --delete")
     settings = settings_of(ctx)
-    engine = open_store(settings, write=changing)
+    store = open_store(settings, write=changing)
     try:
-        require_known_job(catalog_for(settings, engine, name), engine, name)
+        require_known_job(catalog_for(settings, store, name), store, name)
         if assignment is not None or deleted is not None:
             key, value = assignment if assignment is not None else (str(deleted), None)
-            _change(engine, name, key, value, reason=str(reason), as_json=as_json)
+            _change(store, name, key, value, reason=str(reason), as_json=as_json)
         else:
-            _show(engine, name, as_json=as_json)
+            _show(store, name, as_json=as_json)
     finally:
-        engine.dispose()
+        store.dispose()
 
 
-def _show(engine: Engine, name: str, *, as_json: bool) -> None:
+def _show(store: Store, name: str, *, as_json: bool) -> None:
     from jobhost.operations.job_state import read_state, state_json
     from jobhost.operations.timefmt import short_utc
 
-    view = read_state(engine, name)
+    view = read_state(store, name)
     if as_json:
         click.echo(json.dumps(state_json(view), indent=2, ensure_ascii=False))
         return
@@ -126,7 +126,7 @@ def _show(engine: Engine, name: str, *, as_json: bool) -> None:
 
 
 def _change(
-    engine: Engine, name: str, key: str, value: str | None, *, reason: str, as_json: bool
+    store: Store, name: str, key: str, value: str | None, *, reason: str, as_json: bool
 ) -> None:
     from jobhost.operations.job_state import BadStateInput, change_state, check_key
     from jobhost.operations.run_actions import ActionRefused
@@ -134,7 +134,7 @@ def _change(
     actor = getpass.getuser()
     try:
         check_key(key)
-        done = change_state(engine, name, key, value, actor=actor, reason=reason)
+        done = change_state(store, name, key, value, actor=actor, reason=reason)
     except BadStateInput as bad:
         _exit(f"jobhost: {bad}", EXIT_USAGE)
     except ActionRefused as refused:

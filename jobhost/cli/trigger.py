@@ -84,17 +84,17 @@ def trigger(
         # It may run the job itself, as `jobhost run` would, on a store not yet upgraded; a
         # store that does not exist at all is refused (see open_store).
         migrate_store(settings)
-    engine = open_store(settings, write=True)
+    store = open_store(settings, write=True)
     try:
         here = None
         if not no_wait:
             from jobhost.cli._one_shot import runs_here
 
-            here = runs_here(settings, catalog, engine, lambda line: click.echo(line, err=True))
+            here = runs_here(settings, catalog, store, lambda line: click.echo(line, err=True))
         manual = ManualRun(
             settings,
             catalog,
-            engine,
+            store,
             progress=lambda line: click.echo(line, err=True),
             warn=lambda line: click.echo(line, err=True),
             run_here=here,
@@ -103,7 +103,7 @@ def trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
         )
     finally:
-        engine.dispose()
+        store.dispose()
     print_and_exit(result, result.to_json(), as_json=as_json)
 
 
@@ -117,17 +117,17 @@ def _queue(
     from jobhost.operations.stored import stored_catalog
 
     try:
-        engine = open_store(settings, write=True)
+        store = open_store(settings, write=True)
     except StoreUnavailableError:
         return
     try:
-        catalog = stored_catalog(settings, engine, only=name)
+        catalog = stored_catalog(settings, store, only=name)
         if name not in catalog.jobs:
             return
         manual = ManualRun(
             settings,
             catalog,
-            engine,
+            store,
             progress=lambda line: click.echo(line, err=True),
             warn=lambda line: click.echo(line, err=True),
             from_store=True,
@@ -136,5 +136,5 @@ def _queue(
             catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit
         )
     finally:
-        engine.dispose()
+        store.dispose()
     print_and_exit(result, result.to_json(), as_json=as_json)

@@ -38,7 +38,7 @@ from jobhost.envelope.runlog import RunLog, RunLogWriter, running
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.records import Claim, Finish, LogWrites, occurrence_text
 from jobhost.records import Outcome as LedgerOutcome
-from jobhost.store import Engine, StoreError, StoreJobState
+from jobhost.store import Store, StoreError
 from jobhost.store.retrying import StoreRetry
 
 __all__ = ["Executed", "RunEnvelope"]
@@ -52,7 +52,7 @@ class RunEnvelope:
 
     def __init__(
         self,
-        engine: Engine,
+        store: Store,
         *,
         host_id: str,
         clock: Clock,
@@ -66,7 +66,7 @@ class RunEnvelope:
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
     ) -> None:
-        self._engine = engine
+        self._store = store
         self._host_id = host_id
         self._clock = clock
         self._grace = grace
@@ -273,8 +273,7 @@ class RunEnvelope:
             config=spec.config,
             logger=job_logger(claim.job_name, run_log),
             cancellation=cancellation,
-            state=StoreJobState(
-                self._engine,
+            state=self._store.job_state(
                 claim.job_name,
                 claim.fencing_token,
                 self._clock,
@@ -302,7 +301,7 @@ class RunEnvelope:
         raises."""
         return write_outcomes(
             self,
-            self._engine,
+            self._store,
             self._host_id,
             batch,
             clock=self._clock,

@@ -21,14 +21,13 @@ from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLog
 from jobhost.records import Claim, LogWrites
 from jobhost.records import Outcome as LedgerOutcome
-from jobhost.store.recording import record_finished
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from contextlib import AbstractContextManager
 
     from jobhost.clock import Clock
-    from jobhost.store import Engine
+    from jobhost.store import Store
 
 __all__ = ["Executed", "Finished", "Recorded", "settle", "write_outcomes"]
 
@@ -96,7 +95,7 @@ class Recorded:
 
 def write_outcomes(
     envelope: _Envelope,
-    engine: Engine,
+    store: Store,
     host_id: str,
     batch: Sequence[Finished],
     *,
@@ -110,8 +109,7 @@ def write_outcomes(
     refuses costs only itself (it comes back with the verdict ``running``).
     """
     with envelope.finishing_logs([f.executed for f in batch]) as logs:
-        done = record_finished(
-            engine,
+        done = store.record_finished(
             host_id,
             outcomes_at=lambda now: [
                 envelope.ledger_outcome(f.claim, f.spec, f.executed, now) for f in batch

@@ -24,8 +24,7 @@ from typing import NamedTuple
 from jobhost.config import storable_text
 from jobhost.config.redaction import needs_redaction
 from jobhost.records import Chunk, LogWrites, chunk
-from jobhost.store import Engine
-from jobhost.store.recording import write_logs
+from jobhost.store import Store
 
 __all__ = ["RunLog", "RunLogWriter", "current_run", "is_capture", "running"]
 
@@ -186,7 +185,7 @@ class RunLogWriter:
 
     def __init__(
         self,
-        engine: Engine,
+        store: Store,
         *,
         max_lines: int,
         max_bytes: int,
@@ -195,7 +194,7 @@ class RunLogWriter:
     ) -> None:
         """``level``: ``log_level``; a job logger passes the run log records at this level or
         at INFO, whichever is lower, whatever the command's stderr shows."""
-        self._engine = engine
+        self._store = store
         self._max_lines = max_lines
         self._max_bytes = max_bytes
         self._flush_seconds = flush_seconds
@@ -234,7 +233,7 @@ class RunLogWriter:
         """Write the last lines of runs that have ended; raises what the store raises (the
         caller retries), and is a no-op for runs already finished."""
         with self.finishing(run_logs) as logs:
-            write_logs(self._engine, logs)
+            self._store.write_logs(logs)
 
     @contextmanager
     def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
@@ -294,7 +293,7 @@ class RunLogWriter:
             batches = self._take(locked)
             if not batches:
                 return
-            write_logs(self._engine, _log_writes(batches))
+            self._store.write_logs(_log_writes(batches))
             for batch in batches:
                 batch.run_log.written(batch)
         finally:

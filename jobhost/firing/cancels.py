@@ -14,9 +14,7 @@ from collections.abc import Mapping
 
 from jobhost_contracts import Cancellation
 
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.run_actions import cancel_requests
+from jobhost.store import Store
 
 __all__ = ["CancelFollower"]
 
@@ -24,8 +22,8 @@ _log = logging.getLogger("jobhost.host")
 
 
 class CancelFollower:
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, store: Store) -> None:
+        self._store = store
         self._signalled = threading.Event()
 
     def signalled(self) -> None:
@@ -41,7 +39,7 @@ class CancelFollower:
         if not live:
             self._signalled.clear()
             return {}
-        asked = read(self._engine, cancel_requests, list(live))
+        asked = self._store.cancel_requests(list(live))
         # Cleared only once read: a turn that failed to read tries again on the next.
         self._signalled.clear()
         for run_id, reason in asked.items():

@@ -15,7 +15,7 @@ from datetime import timedelta
 from jobhost.clock import Clock
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.runs import HeldRun
-from jobhost.store import Engine, lifecycle
+from jobhost.store import Store
 from jobhost.store.retrying import StoreRetry
 
 __all__ = ["beat_until_stopped", "renew_leases"]
@@ -46,7 +46,7 @@ def beat_until_stopped(
 
 
 def renew_leases(
-    engine: Engine,
+    store: Store,
     host_id: str,
     clock: Clock,
     running: Sequence[HeldRun],
@@ -60,8 +60,7 @@ def renew_leases(
     by_lease: dict[timedelta, list[str]] = {}
     for item in running:
         by_lease.setdefault(item.lease, []).append(item.claim.run_id)
-    beat = lifecycle.beat(
-        engine,
+    beat = store.beat(
         host_id,
         clock,
         leases=by_lease,

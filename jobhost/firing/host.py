@@ -48,10 +48,9 @@ from jobhost.firing.startup import register_and_sync
 from jobhost.firing.status import HostStatus, turn_limits
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Engine, StoreError, is_current, lifecycle
+from jobhost.store import Store, StoreError
 from jobhost.store.hosts import default_host_id
 from jobhost.store.retrying import is_store_down
-from jobhost.store.signals import SignalWatcher
 
 if TYPE_CHECKING:
     from jobhost.firing.oneshot import OneShotWork
@@ -84,7 +83,7 @@ class Host:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         *,
         clock: Clock | None = None,
         host_id: str | None = None,
@@ -94,8 +93,8 @@ class Host:
     ) -> None:
         self.settings = settings
         self.catalog = catalog
-        self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
+        self.store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
         stall_after, hung_after = turn_limits(settings)
         self.status = HostStatus(
@@ -116,9 +115,9 @@ class Host:
         """When (monotonic) the store went away, and when that was last said."""
         for spec in catalog.jobs.values():
             if isinstance(spec.executor, UsesStore):
-                spec.executor.use_store(engine)
+                spec.executor.use_store(store)
         self._ticker = Ticker(
-            engine,
+            store,
             catalog.jobs,
             host_id=self.host_id,
             lease_duration=settings.lease_duration,
@@ -128,15 +127,15 @@ class Host:
             clock=self.clock,
             announced=True,  # by _signalled and _recorded
         )
-        self._runtime = RuntimeReloader(settings, catalog, engine, self._ticker.update_jobs)
+        self._runtime = RuntimeReloader(settings, catalog, store, self._ticker.update_jobs)
         self._run_logs = RunLogWriter(
-            engine,
+            store,
             max_lines=settings.run_log_lines,
             max_bytes=settings.run_log_bytes,
             level=settings.log_level,
         )
         self._envelope = RunEnvelope(
-            engine,
+            store,
             run_logs=self._run_logs,
             host_id=self.host_id,
             clock=self.clock,
@@ -161,13 +160,13 @@ class Host:
             stopping=self._stopping.is_set,
             status=self.status,
             lease_duration=settings.lease_duration,
-            engine=engine,
+            store=store,
             host_id=self.host_id,
             clock=self.clock,
         )
         """The runs this host holds and the workers they take."""
-        self._cancels = CancelFollower(engine)
-        self._watcher = SignalWatcher(engine, self._signalled)
+        self._cancels = CancelFollower(store)
+        self._watcher = store.signal_watcher(self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._one_shot = one_shot
 
@@ -178,7 +177,7 @@ class Host:
         one-shot host does neither: other commands must not leave their work to it)."""
         if self._one_shot is None:
             register_and_sync(
-                self.engine,
+                self.store,
                 self._ticker,
                 self.catalog,
                 host_id=self.host_id,
@@ -322,7 +321,7 @@ class Host:
         if not self._envelope.flush_reports(min(grace, 5.0)):
             _log.warning("stopping with audit records still queued for a slow sink")
         try:
-            lifecycle.mark_stopped(self.engine, self.host_id, self.clock)
+            self.store.mark_stopped(self.host_id, self.clock)
         except StoreError as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
         self.telemetry.shutdown(min(5.0, grace))
@@ -396,7 +395,7 @@ class Host:
         orchestrator starts the newer release in its place. An additive migration never gets
         here: this release's statements still work against it."""
         try:
-            is_current(self.engine)
+            self.store.is_current()
         except SchemaTooNewError as error:
             if not self._stopping.is_set():
                 _log.error("%s; this host stops", error)
@@ -431,7 +430,7 @@ class Host:
 
     def _heartbeat_once(self) -> None:
         renew_leases(
-            self.engine,
+            self.store,
             self.host_id,
             self.clock,
             self.slots.runs(),

@@ -22,9 +22,7 @@ from jobhost.clock import Clock
 from jobhost.firing.slots import WorkerSlots
 from jobhost.operations.backfill_view import progress_line
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine
-from jobhost.store.backfill_runs import claim_backfill, settled_backfill
-from jobhost.store.requests import claim_run
+from jobhost.store import Store
 
 __all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns"]
 
@@ -60,7 +58,7 @@ class Claimer:
     """What a one-shot host's work claims with: the host's identity, rules and clock; and
     where it says what it does."""
 
-    engine: Engine
+    store: Store
     jobs: Mapping[str, JobSpec]
     host_id: str
     rules: FiringRules
@@ -85,8 +83,8 @@ class PendingRuns:
             self.progress(f"cancel asked {reason}: cancelling the run")
         by = self._by
         while self._run_ids and self._cancelled is None:
-            batch = claim_run(
-                by.engine, self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.clock
+            batch = by.store.claim_run(
+                self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.clock
             )
             self._run_ids.pop(0)
             for claim in batch.claims:
@@ -124,8 +122,7 @@ class BackfillRuns:
         by = self._by
         free = slots.free()[0] if self._claiming else 0
         if free > 0:
-            for claim in claim_backfill(
-                by.engine,
+            for claim in by.store.claim_backfill(
                 self._backfill_id,
                 host_id=by.host_id,
                 rules=by.rules,
@@ -137,7 +134,7 @@ class BackfillRuns:
                     f"(run {claim.run_id}, attempt {claim.attempt})"
                 )
                 slots.submit(claim, by.jobs[claim.job_name])
-        record = settled_backfill(by.engine, self._backfill_id, by.clock)
+        record = by.store.settled_backfill(self._backfill_id, by.clock)
         assert record is not None, f"backfill {self._backfill_id} disappeared"
         line = progress_line(record)
         if line != self._said:

@@ -14,7 +14,7 @@ from jobhost.envelope.envelope import Executed
 from jobhost.envelope.execution import Outcome
 from jobhost.firing.recorder import Finished
 from jobhost.records import Claim
-from jobhost.store import Engine, lifecycle
+from jobhost.store import Store
 
 __all__ = ["HeldRun", "cancelled_by_shutdown", "mark_stuck"]
 
@@ -37,14 +37,14 @@ class HeldRun:
     """When (monotonic) a run claimed before its occurrence may start; None: at once."""
 
 
-def mark_stuck(engine: Engine, item: HeldRun, verdict: Outcome, host_id: str) -> None:
+def mark_stuck(store: Store, item: HeldRun, verdict: Outcome, host_id: str) -> None:
     """Say in the ledger that the run's executor ignored cancellation and its thread runs on."""
     message = (
         f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
         "its slot and lease until it ends"
     )
     try:
-        lifecycle.mark_run_stuck(engine, item.claim.run_id, host_id, message)
+        store.mark_run_stuck(item.claim.run_id, host_id, message)
     except Exception as error:
         _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
 

@@ -37,7 +37,7 @@ from jobhost.firing.runs import HeldRun, mark_stuck
 from jobhost.firing.status import HostStatus
 from jobhost.records import Claim
 from jobhost.rules.policy import lease_for
-from jobhost.store import Engine, lifecycle
+from jobhost.store import Store
 
 __all__ = ["WorkerSlots"]
 
@@ -57,7 +57,7 @@ class WorkerSlots:
         stopping: Callable[[], bool],
         status: HostStatus,
         lease_duration: timedelta,
-        engine: Engine,
+        store: Store,
         host_id: str,
         clock: Clock,
     ) -> None:
@@ -69,7 +69,7 @@ class WorkerSlots:
         self._stopping = stopping
         self._status = status
         self._lease_duration = lease_duration
-        self._engine = engine
+        self._store = store
         self._host_id = host_id
         self._clock = clock
         self._lock = threading.Lock()
@@ -177,7 +177,7 @@ class WorkerSlots:
             return
         ids = [item.claim.run_id for item in queued]
         try:
-            released = lifecycle.release_runs(self._engine, self._host_id, ids, self._clock)
+            released = self._store.release_runs(self._host_id, ids, self._clock)
         except Exception as error:
             _log.warning(
                 "could not give back %d runs claimed but not started (%s); they are recorded "
@@ -306,7 +306,7 @@ class WorkerSlots:
             self._status.stuck += 1
         threading.Thread(
             target=mark_stuck,
-            args=(self._engine, item, verdict, self._host_id),
+            args=(self._store, item, verdict, self._host_id),
             name="jobhost-stuck",
             daemon=True,
         ).start()

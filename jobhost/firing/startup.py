@@ -20,7 +20,7 @@ from jobhost.firing.tick import Ticker
 from jobhost.firing.upkeep import retrying_abandoned
 from jobhost.records import SyncPlan
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine, lifecycle, store_now
+from jobhost.store import Store
 
 __all__ = ["register_and_sync"]
 
@@ -28,7 +28,7 @@ _log = logging.getLogger("jobhost.host")
 
 
 def register_and_sync(
-    engine: Engine,
+    store: Store,
     ticker: Ticker,
     catalog: Catalog,
     *,
@@ -41,8 +41,7 @@ def register_and_sync(
 ) -> SyncPlan:
     """Register the host (settling an earlier incarnation's runs), read the runtime jobs,
     write the catalog's schedules and mark the host synced; log and return what changed."""
-    lifecycle.start_host(
-        engine,
+    store.start_host(
         host_id=host_id,
         hostname=socket.gethostname(),
         pid=os.getpid(),
@@ -54,8 +53,8 @@ def register_and_sync(
         ),
     )
     reload_runtime()
-    plan = ticker.sync(store_now(engine, clock))
-    lifecycle.mark_synced(engine, host_id, catalog_version=ticker.catalog_version, clock=clock)
+    plan = ticker.sync(store.now())
+    store.mark_synced(host_id, catalog_version=ticker.catalog_version, clock=clock)
     _log_plan(plan)
     return plan
 

@@ -24,10 +24,8 @@ from jobhost.firing.upkeep import record_abandoned
 from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Engine
-from jobhost.store.clock import StoreTime
+from jobhost.store import Store
 from jobhost.store.retrying import is_store_down
-from jobhost.store.turns import claim_job, claim_turn, due_jobs, look_ahead, sync_catalog
 from jobhost.store.wakeups import Wakeups
 
 __all__ = ["TickResult", "Ticker"]
@@ -61,7 +59,7 @@ class Ticker:
 
     def __init__(
         self,
-        engine: Engine,
+        store: Store,
         jobs: Mapping[str, JobSpec],
         *,
         host_id: str,
@@ -75,9 +73,9 @@ class Ticker:
         """``announced``: the caller calls :meth:`look_everywhere` whenever a manual request or
         a retry may have been queued (a signal, a failed run), so a claim may leave out the
         reads of both when the last turn saw none; without it every claim reads both."""
-        self._engine = engine
+        self._store = store
         self._clock = clock or SystemClock()
-        self._time = StoreTime(engine, self._clock)
+        self._time = store.time()
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -122,8 +120,7 @@ class Ticker:
 
     def sync(self, now: datetime) -> SyncPlan:
         """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
-        return sync_catalog(
-            self._engine,
+        return self._store.sync_catalog(
             self._desired,
             now,
             catalog_version=self.catalog_version,
@@ -284,7 +281,7 @@ class Ticker:
         reads the retries it may have queued)."""
         self._last_abandon_pass = time.monotonic()
         changed = record_abandoned(
-            self._engine, now, self._telemetry, self._rules, implausible=self._implausible
+            self._store, now, self._telemetry, self._rules, implausible=self._implausible
         )
         self._news |= changed
         return changed
@@ -327,8 +324,7 @@ class Ticker:
         self._news, self._last_skip = False, skip
         last = self._wakeups
         freed = self._backfill_room_freed
-        turn = claim_turn(
-            self._engine,
+        turn = self._store.claim_turn(
             host_id=self._host_id,
             now=given,
             clock=self._clock,
@@ -359,14 +355,13 @@ class Ticker:
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
         """After a failed batch: each due job in a transaction of its own, failures set aside."""
-        names = [n for n in due_jobs(self._engine, now, slots) if n not in self._skip()]
+        names = [n for n in self._store.due_jobs(now, slots) if n not in self._skip()]
         batches: list[ClaimBatch] = []
         for name in names:
             taken = sum(len(b.claims) for b in batches)
             try:
                 batches.append(
-                    claim_job(
-                        self._engine,
+                    self._store.claim_job(
                         name,
                         host_id=self._host_id,
                         now=now,
@@ -408,7 +403,7 @@ class Ticker:
             self._telemetry.group_waits.add(count, {"group": group})
 
     def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
-        wakeups, now = look_ahead(self._engine, given, self._clock, skip=self._skip())
+        wakeups, now = self._store.look_ahead(given, self._clock, skip=self._skip())
         self._wakeups_read = time.monotonic()
         if given is None:
             self._time.noted(now, time.monotonic())

@@ -9,8 +9,7 @@ from jobhost.envelope.retries import next_attempt
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.records import RetriesFor, RetryRequest, RunRecord
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine
-from jobhost.store.lifecycle import abandon_dead_runs
+from jobhost.store import Store
 
 __all__ = ["record_abandoned", "retrying_abandoned"]
 
@@ -18,7 +17,7 @@ _log = logging.getLogger("jobhost.firing")
 
 
 def record_abandoned(
-    engine: Engine,
+    store: Store,
     now: datetime,
     telemetry: Telemetry,
     rules: FiringRules,
@@ -27,8 +26,7 @@ def record_abandoned(
 ) -> bool:
     """Record ``abandoned`` the runs whose host stopped renewing their lease; queue the retries
     their jobs' policies ask for; free leases nobody holds any more. True if it did any."""
-    return abandon_dead_runs(
-        engine,
+    return store.abandon_dead_runs(
         now,
         implausible=implausible,
         retries_for=retrying_abandoned(telemetry, rules, why="stopped renewing its lease"),

@@ -43,14 +43,7 @@ from jobhost.operations.run_actions import (
 )
 from jobhost.records import BackfillRecord, ScheduleRecord
 from jobhost.rules.desired import desired_schedules
-from jobhost.store import Engine, backfill_runs
-from jobhost.store.actions import (
-    backfill_logged,
-    cancel_backfill_logged,
-    pause_many_logged,
-    request_logged,
-    resume_many_logged,
-)
+from jobhost.store import Store
 
 __all__ = [
     "RETRYABLE",
@@ -84,7 +77,7 @@ class PauseResult:
 
 
 def pause(
-    engine: Engine,
+    store: Store,
     catalog: Catalog,
     job: str,
     *,
@@ -93,7 +86,7 @@ def pause(
     clock: Clock | None = None,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    (done,) = pause_jobs(engine, catalog, [job], actor=actor, reason=reason, clock=clock)
+    (done,) = pause_jobs(store, catalog, [job], actor=actor, reason=reason, clock=clock)
     return done
 
 
@@ -108,7 +101,7 @@ def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[s
 
 
 def pause_jobs(
-    engine: Engine,
+    store: Store,
     catalog: Catalog,
     jobs: Sequence[str],
     *,
@@ -120,8 +113,8 @@ def pause_jobs(
     declared = {
         job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
     }
-    done = pause_many_logged(
-        engine, jobs, actor=actor, reason=reason, clock=clock or SystemClock(), schedules=declared
+    done = store.pause_many_logged(
+        jobs, actor=actor, reason=reason, clock=clock or SystemClock(), schedules=declared
     )
     results = []
     for job, paused in zip(jobs, done, strict=True):
@@ -131,7 +124,7 @@ def pause_jobs(
 
 
 def resume(
-    engine: Engine,
+    store: Store,
     job: str,
     *,
     actor: str,
@@ -139,12 +132,12 @@ def resume(
     clock: Clock | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    (done,) = resume_jobs(engine, [job], actor=actor, reason=reason, clock=clock)
+    (done,) = resume_jobs(store, [job], actor=actor, reason=reason, clock=clock)
     return done
 
 
 def resume_jobs(
-    engine: Engine,
+    store: Store,
     jobs: Sequence[str],
     *,
     actor: str,
@@ -152,9 +145,7 @@ def resume_jobs(
     clock: Clock | None = None,
 ) -> list[PauseResult | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
-    done = resume_many_logged(
-        engine, jobs, actor=actor, reason=reason, clock=clock or SystemClock()
-    )
+    done = store.resume_many_logged(jobs, actor=actor, reason=reason, clock=clock or SystemClock())
     return [
         PauseResult(job, r.changed, r.at, r.row) if r.row is not None else None
         for job, r in zip(jobs, done, strict=True)
@@ -162,7 +153,7 @@ def resume_jobs(
 
 
 def request_trigger(
-    engine: Engine,
+    store: Store,
     job: str,
     *,
     actor: str,
@@ -173,8 +164,7 @@ def request_trigger(
     """Queue a manual run of ``job`` for the first live host (or the command's own process);
     the request's id. ``beside_limit`` starts it even in a full concurrency group (``--now``),
     and the change record says so."""
-    return request_logged(
-        engine,
+    return store.request_logged(
         job,
         actor=actor,
         reason=reason,
@@ -183,14 +173,14 @@ def request_trigger(
     )
 
 
-def ensure_scheduled(engine: Engine, spec: JobSpec, clock: Clock) -> None:
+def ensure_scheduled(store: Store, spec: JobSpec, clock: Clock) -> None:
     """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
     claim locks it."""
-    backfill_runs.ensure_scheduled(engine, spec.name, desired_schedules({spec.name: spec}), clock)
+    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), clock)
 
 
 def start_backfill(
-    engine: Engine,
+    store: Store,
     job: str,
     *,
     start: datetime,
@@ -204,8 +194,7 @@ def start_backfill(
 ) -> str:
     """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
     process) to run; its id. The change record names the range, the mode and the count."""
-    return backfill_logged(
-        engine,
+    return store.backfill_logged(
         job,
         start=start,
         end=end,
@@ -219,7 +208,7 @@ def start_backfill(
 
 
 def cancel_backfill(
-    engine: Engine,
+    store: Store,
     backfill_id: str,
     *,
     actor: str,
@@ -228,6 +217,6 @@ def cancel_backfill(
 ) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
     backfill after it (None: no such backfill). Only a change is logged."""
-    return cancel_backfill_logged(
-        engine, backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
+    return store.cancel_backfill_logged(
+        backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
     )

@@ -17,10 +17,7 @@ from jobhost.operations.timefmt import iso_utc
 from jobhost.records import ScheduleRecord
 from jobhost.rules.backfill import MODES, select_occurrences
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine
-from jobhost.store.backfills import last_outcomes
-from jobhost.store.calls import read
-from jobhost.store.operations import get_schedule
+from jobhost.store import Store
 from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
 
@@ -56,7 +53,7 @@ class BackfillPlan:
 
 def plan_backfill(
     spec: JobSpec,
-    engine: Engine,
+    store: Store,
     *,
     start: str,
     end: str,
@@ -70,7 +67,7 @@ def plan_backfill(
     ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
     """
     name = spec.name
-    row = read(engine, get_schedule, name)
+    row = store.get_schedule(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
         raise BackfillInputError(
@@ -97,7 +94,7 @@ def plan_backfill(
         )
     ledger: dict[datetime, str] = {}
     if found.occurrences:
-        ledger = read(engine, last_outcomes, name, first, last)
+        ledger = store.last_outcomes(name, first, last)
     chosen = select_occurrences(mode, found.occurrences, ledger)
     return BackfillPlan(name, mode, first, last, len(found.occurrences), tuple(chosen))
 

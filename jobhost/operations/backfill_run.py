@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from jobhost.clock import Clock
 from jobhost.operations.backfill_view import progress_line
 from jobhost.records import BackfillRecord
-from jobhost.store import Engine
-from jobhost.store.backfill_runs import settled_backfill
-from jobhost.store.calls import read_at
-from jobhost.store.hosts import live_hosts
-from jobhost.store.signals import ChangeSignal
+from jobhost.store import Store
 
 __all__ = ["Followed", "hosts_alive", "see_through"]
 
@@ -39,12 +35,12 @@ class Followed:
     detached: bool = False
 
 
-def hosts_alive(engine: Engine, clock: Clock) -> bool:
-    return bool(read_at(engine, clock, live_hosts)[1])
+def hosts_alive(store: Store, clock: Clock) -> bool:
+    return bool(store.live_hosts()[1])
 
 
 def see_through(
-    engine: Engine,
+    store: Store,
     backfill_id: str,
     *,
     hosts: bool,
@@ -56,7 +52,7 @@ def see_through(
     are none, until it is finished or the operator detaches."""
     try:
         if hosts:
-            record = _follow(engine, backfill_id, progress, clock)
+            record = _follow(store, backfill_id, progress, clock)
             if record is not None:
                 return Followed(record)
             progress("no live host any more: running the rest here")
@@ -66,20 +62,20 @@ def see_through(
             f"detached: backfill {backfill_id} goes on in the store (jobhost backfill --show "
             f"{backfill_id}; --cancel {backfill_id} stops it)"
         )
-        return Followed(_read(engine, backfill_id, clock), detached=True)
-    record = _read(engine, backfill_id, clock)
+        return Followed(_read(store, backfill_id, clock), detached=True)
+    record = _read(store, backfill_id, clock)
     return Followed(record, detached=not record.finished)
 
 
 def _follow(
-    engine: Engine, backfill_id: str, progress: Progress, clock: Clock
+    store: Store, backfill_id: str, progress: Progress, clock: Clock
 ) -> BackfillRecord | None:
     """Watch the hosts run the backfill; the record once finished, None once they are gone."""
     said = ""
     next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-    with ChangeSignal(engine) as signal:
+    with store.change_signal() as signal:
         while True:
-            record = _read(engine, backfill_id, clock)
+            record = _read(store, backfill_id, clock)
             line = progress_line(record)
             if line != said:
                 said = line
@@ -88,12 +84,12 @@ def _follow(
                 return record
             if time.monotonic() >= next_host_check:
                 next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                if not hosts_alive(engine, clock):
+                if not hosts_alive(store, clock):
                     return None
             signal.wait(_FOLLOW_SECONDS)
 
 
-def _read(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord:
-    record = settled_backfill(engine, backfill_id, clock)
+def _read(store: Store, backfill_id: str, clock: Clock) -> BackfillRecord:
+    record = store.settled_backfill(backfill_id, clock)
     assert record is not None, f"backfill {backfill_id} disappeared"
     return record

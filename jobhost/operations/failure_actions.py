@@ -21,10 +21,7 @@ from jobhost.operations.failures import (
 from jobhost.operations.run_actions import ActionRefused, RetryQueued, retry_run
 from jobhost.operations.timefmt import short_utc
 from jobhost.records import FAILED, Resolution, RunRecord, work_key
-from jobhost.store import Engine
-from jobhost.store.calls import read, read_at
-from jobhost.store.failure_actions import ack_logged, module_jobs
-from jobhost.store.hosts import live_hosts
+from jobhost.store import Store
 
 __all__ = [
     "BULK_LIMIT",
@@ -53,12 +50,11 @@ class Acknowledgement:
 
 
 def acknowledge_failure(
-    engine: Engine, run_id: str, *, actor: str, reason: str, clock: Clock | None = None
+    store: Store, run_id: str, *, actor: str, reason: str, clock: Clock | None = None
 ) -> Acknowledgement:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
     not fail, and one already resolved (naming how)."""
-    done = ack_logged(
-        engine,
+    done = store.ack_logged(
         run_id,
         actor=actor,
         reason=reason,
@@ -80,7 +76,7 @@ class BulkRetry:
 
 
 def retry_failures(
-    engine: Engine,
+    store: Store,
     query: FailureQuery,
     *,
     actor: str,
@@ -89,20 +85,20 @@ def retry_failures(
 ) -> BulkRetry:
     """Queue one retry of every open failure ``query`` matches (the newest failed attempt of
     each piece of work), each logged; at most :data:`BULK_LIMIT`."""
-    runs, more = open_failures(engine, query, clock)
+    runs, more = open_failures(store, query, clock)
     queued: list[RetryQueued] = []
     refused: list[tuple[RunRecord, str]] = []
     for run in runs:
         try:
-            queued.append(retry_run(engine, run.id, actor=actor, reason=reason, clock=clock))
+            queued.append(retry_run(store, run.id, actor=actor, reason=reason, clock=clock))
         except ActionRefused as error:
             refused.append((run, str(error)))
-    _now, alive = read_at(engine, clock or SystemClock(), live_hosts)
+    _now, alive = store.live_hosts()
     return BulkRetry(queued, refused, more, len(alive))
 
 
 def open_failures(
-    engine: Engine, query: FailureQuery, clock: Clock | None = None
+    store: Store, query: FailureQuery, clock: Clock | None = None
 ) -> tuple[list[RunRecord], bool]:
     """The open finished failures ``query`` matches, one per piece of work (its newest failed
     attempt), newest first, at most :data:`BULK_LIMIT`; and whether more matched (or may
@@ -111,7 +107,7 @@ def open_failures(
     seen: set[tuple[str, str]] = set()
     page = replace(query, limit=_PAGE, include_resolved=False, cursor=None)
     for _ in range(_PAGES):
-        listed = read_failures(engine, page, clock)
+        listed = read_failures(store, page, clock)
         for row in listed.failures:
             key = (row.run.job_name, work_key(row.run))
             if row.outcome not in FAILED or key in seen:
@@ -126,9 +122,9 @@ def open_failures(
     return found, True
 
 
-def jobs_of_module(engine: Engine, module: str) -> tuple[str, ...]:
+def jobs_of_module(store: Store, module: str) -> tuple[str, ...]:
     """The jobs the store holds for ``module``."""
-    return tuple(read(engine, module_jobs, module))
+    return tuple(store.module_jobs(module))
 
 
 def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) -> RunRecord:
@@ -151,10 +147,10 @@ def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) 
     return run
 
 
-def open_failure_lines(engine: Engine, jobs: list[str], limit: int) -> list[tuple[str, str]]:
+def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[str, str]]:
     """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``
     read), and its newest; what ``health``'s critical-jobs-last-run says."""
-    found = open_failed_runs(engine, jobs, limit)
+    found = open_failed_runs(store, jobs, limit)
     by_job: dict[str, list[RunRecord]] = {}
     for run in found:
         if run.outcome in FAILED:

@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import STREAK_LIMIT, FailureFilter, FailureKey, Resolution, RunRecord
-from jobhost.store import Engine
-from jobhost.store.calls import read, read_at
-from jobhost.store.open_failures import failure_rows, open_runs
+from jobhost.store import Store
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
@@ -113,14 +111,11 @@ class FailureList:
     generated_at: datetime
 
 
-def read_failures(engine: Engine, query: FailureQuery, clock: Clock | None = None) -> FailureList:
+def read_failures(store: Store, query: FailureQuery, clock: Clock | None = None) -> FailureList:
     jobs = query.jobs
     if query.job is not None:
         jobs = (query.job,) if jobs is None else tuple(j for j in jobs if j == query.job)
-    now, found = read_at(
-        engine,
-        clock or SystemClock(),
-        failure_rows,
+    now, found = store.failure_rows(
         limit=query.limit,
         where=FailureFilter(since=query.since, jobs=jobs, text=query.text),
         after=query.cursor,
@@ -147,22 +142,21 @@ def read_failures(engine: Engine, query: FailureQuery, clock: Clock | None = Non
     )
 
 
-def open_failed_runs(engine: Engine, jobs: Sequence[str], limit: int) -> list[RunRecord]:
+def open_failed_runs(store: Store, jobs: Sequence[str], limit: int) -> list[RunRecord]:
     """The newest open finished failures of ``jobs``, at most ``limit``: no streaks, no stuck
     runs (what a check needs, in statements that do not grow with the jobs)."""
-    return read(engine, open_runs, limit=limit, where=FailureFilter(jobs=tuple(jobs)))
+    return store.open_runs(limit=limit, where=FailureFilter(jobs=tuple(jobs)))
 
 
-def require_stored_job(engine: Engine, name: str) -> None:
+def require_stored_job(store: Store, name: str) -> None:
     """Nothing when the store has a schedule or a run of ``name``; :class:`UnknownJobError`
     with the closest names it has otherwise."""
     from jobhost.catalog.model import suggest
     from jobhost.errors import UnknownJobError
-    from jobhost.store.reports import job_is_known, stored_job_names
 
-    if read(engine, job_is_known, name):
+    if store.job_is_known(name):
         return
-    known = sorted(read(engine, stored_job_names))
+    known = sorted(store.stored_job_names())
     raise UnknownJobError(name, suggest(name, known))
 
 

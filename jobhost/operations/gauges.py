@@ -36,16 +36,14 @@ from datetime import datetime
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from jobhost.catalog import Catalog, JobSpec
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import next_fire_of, state_of
 from jobhost.operations.running_host import RunningHost
 from jobhost.operations.status import STATUSES, job_status
 from jobhost.records import Failing, HostRecord, ScheduleRecord
-from jobhost.store import Engine, StoreError
-from jobhost.store.calls import read_at
-from jobhost.store.failing import schedules_hosts_failing
+from jobhost.store import Store, StoreError
 
 __all__ = [
     "GAUGE_STATUSES",
@@ -214,7 +212,7 @@ class JobGauges:
         host = self._host
         self.reads += 1
         try:
-            return read_figures(host.settings, host.catalog, host.engine, host.clock)
+            return read_figures(host.settings, host.catalog, host.store, host.clock)
         except StoreError as error:
             _log.warning(
                 "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
@@ -223,11 +221,11 @@ class JobGauges:
 
 
 def read_figures(
-    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
 ) -> StoreFigures:
     """One read of the schedule and host tables and of the failing jobs' attempts, and the
     figures of what it found."""
-    now, (rows, hosts, failing) = read_at(engine, clock or SystemClock(), schedules_hosts_failing)
+    now, (rows, hosts, failing) = store.schedules_hosts_failing()
     return store_figures(settings, catalog, rows, hosts, now, failing=failing)
 
 

@@ -32,24 +32,19 @@ from datetime import timedelta
 from typing import Any
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
 from jobhost.operations.failure_actions import open_failure_lines
 from jobhost.operations.report import Report, report_from, stored_report
-from jobhost.operations.snapshot import read_snapshot
 from jobhost.operations.stored import stored_version
 from jobhost.operations.stored_report import StoredJobs, stored_jobs
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
-from jobhost.store import Engine, StoreError, current_revision, head_revision
-from jobhost.store.calls import read, read_at
+from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.census import Census
 from jobhost.store.engine import sqlite_path
-from jobhost.store.hosts import live_hosts
-from jobhost.store.integrity import check_live_rows, stuck_runs
 from jobhost.store.migrate import check_not_newer
-from jobhost.store.wakeups import oldest_due
 
 __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 
@@ -87,34 +82,34 @@ class Health:
 def check_health(
     settings: Settings,
     catalog: Catalog | None,
-    engine: Engine,
+    store: Store,
     *,
     hosts: bool = True,
     clock: Clock | None = None,
 ) -> Health:
-    """Run every check against ``engine`` (whose schema may be missing or old).
+    """Run every check against ``store`` (whose schema may be missing or old).
 
     With ``catalog`` None the checks read the store's own catalog (the declarations its rows
     hold) and load no plugin; the ``catalog`` check then names the version the store holds.
     """
-    store = _store(settings, engine)
-    checks = [store, _catalog(catalog) if catalog is not None else _UNREAD]
+    reached = _store(settings, store)
+    checks = [reached, _catalog(catalog) if catalog is not None else _UNREAD]
     report: Report | None = None
     stored: StoredJobs | None = None
-    if store.ok:
+    if reached.ok:
         try:
             if catalog is None:
-                stored, version, report = _stored_report(settings, engine, clock)
+                stored, version, report = _stored_report(settings, store, clock)
                 checks[1] = _stored_catalog(stored, version)
             else:
-                report = report_from(settings, catalog, read_snapshot(engine, catalog.jobs, clock))
+                report = report_from(settings, catalog, store.read_snapshot(catalog.jobs, clock))
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
         ("live-host", _live_host if hosts else _skipped_hosts),
         ("leases", _leases),
-        ("critical-jobs-last-run", lambda found: _critical_last_run(found, engine)),
+        ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
         ("clock-skew", _clock_skew),
     ]
     for name, check in rest:
@@ -131,7 +126,7 @@ def check_health(
         ("stuck-runs", _stuck_runs),
     ):
         checks.append(
-            store_check(settings, implausible, engine, clock)
+            store_check(settings, implausible, store, clock)
             if report is not None
             else Check(name, False, _UNCHECKED)
         )
@@ -139,7 +134,7 @@ def check_health(
 
 
 def _stored_report(
-    settings: Settings, engine: Engine, clock: Clock | None
+    settings: Settings, store: Store, clock: Clock | None
 ) -> tuple[StoredJobs, str | None, Report]:
     """The store's catalog as the checks ask it, the version it holds, and the report of the
     jobs the checks look at: the critical ones and those holding an expired lease. The whole
@@ -152,7 +147,7 @@ def _stored_report(
         found.append((jobs, stored_version(census.versions)))
         return sorted({*jobs.critical, *census.held})
 
-    snapshot = read_snapshot(engine, (), clock, jobs_of=looked_at)
+    snapshot = store.read_snapshot((), clock, jobs_of=looked_at)
     jobs, version = found[0]
     return jobs, version, stored_report(settings, snapshot)
 
@@ -168,9 +163,9 @@ def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs |
 
 
 def _store_integrity(
-    _settings: Settings, implausible: timedelta, engine: Engine, clock: Clock | None
+    _settings: Settings, implausible: timedelta, store: Store, clock: Clock | None
 ) -> Check:
-    _, result = read_at(engine, clock or SystemClock(), check_live_rows, implausible)
+    _, result = store.check_live_rows(implausible)
     covered = f"checked {result.coverage()}"
     if not result.total:
         return Check(
@@ -191,9 +186,9 @@ def _store_integrity(
 
 
 def _stuck_runs(
-    _settings: Settings, _implausible: timedelta, engine: Engine, _clock: Clock | None
+    _settings: Settings, _implausible: timedelta, store: Store, _clock: Clock | None
 ) -> Check:
-    stuck = read(engine, stuck_runs)
+    stuck = store.stuck_runs()
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
     shown = _listed(
@@ -216,11 +211,11 @@ def _stuck_runs(
 
 
 def _schedule_lag(
-    settings: Settings, _implausible: timedelta, engine: Engine, clock: Clock | None
+    settings: Settings, _implausible: timedelta, store: Store, clock: Clock | None
 ) -> Check:
     limit = settings.max_schedule_lag
-    now, hosts = read_at(engine, clock or SystemClock(), live_hosts)
-    oldest = read(engine, oldest_due)
+    now, hosts = store.live_hosts()
+    oldest = store.oldest_due()
     lags = ", ".join(
         f"{h.id} {h.schedule_lag_seconds:.1f}s" for h in hosts if h.schedule_lag_seconds is not None
     )
@@ -242,7 +237,7 @@ def _schedule_lag(
     )
 
 
-def _store(settings: Settings, engine: Engine) -> Check:
+def _store(settings: Settings, store: Store) -> Check:
     path = sqlite_path(settings.database_url)
     if path is not None and not path.exists():
         return Check(
@@ -252,7 +247,7 @@ def _store(settings: Settings, engine: Engine) -> Check:
             "store with `jobhost db upgrade`",
         )
     try:
-        current = current_revision(engine)
+        current = store.current_revision()
     except StoreError as error:
         return Check("store", False, _unreachable(settings, error))
     head = head_revision()
@@ -340,12 +335,12 @@ def _leases(report: Report) -> Check:
     return Check("leases", True, "no expired lease is held")
 
 
-def _critical_last_run(report: Report, engine: Engine) -> Check:
+def _critical_last_run(report: Report, store: Store) -> Check:
     name = "critical-jobs-last-run"
     critical = [job for job in report.jobs if job.critical]
     if not critical:
         return Check(name, True, "no critical jobs are declared")
-    failures = open_failure_lines(engine, [job.name for job in critical], _OPEN_SHOWN)
+    failures = open_failure_lines(store, [job.name for job in critical], _OPEN_SHOWN)
     for job in critical:
         if (overdue := job.has("overdue")) is not None:
             failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))

@@ -13,9 +13,7 @@ import orjson
 
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RunRecord
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.reports import ledger_page
+from jobhost.store import Store
 
 __all__ = ["OUTCOMES", "history_json", "read_history", "result_value", "run_json"]
 
@@ -34,10 +32,10 @@ OUTCOMES = (
 
 
 def read_history(
-    engine: Engine, job: str, *, limit: int = 20, outcome: str | None = None
+    store: Store, job: str, *, limit: int = 20, outcome: str | None = None
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    return read(engine, ledger_page, job, limit=limit, outcome=outcome)
+    return store.ledger_page(job, limit=limit, outcome=outcome)
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:

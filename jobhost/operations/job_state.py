@@ -15,9 +15,7 @@ from jobhost.clock import Clock, SystemClock
 from jobhost.operations.run_actions import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import StateChange, StateEntry, StateHeld
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.state_edits import change_state_logged, list_state
+from jobhost.store import Store
 
 __all__ = [
     "KEY_LIMIT",
@@ -52,9 +50,9 @@ class JobStateView:
     """The job has more keys than :data:`SHOWN_KEYS`."""
 
 
-def read_state(engine: Engine, job: str) -> JobStateView:
+def read_state(store: Store, job: str) -> JobStateView:
     """The job's keys and values, by key (at most :data:`SHOWN_KEYS`)."""
-    entries = list(read(engine, list_state, job, limit=SHOWN_KEYS + 1))
+    entries = list(store.list_state(job, limit=SHOWN_KEYS + 1))
     return JobStateView(job, entries[:SHOWN_KEYS], len(entries) > SHOWN_KEYS)
 
 
@@ -76,7 +74,7 @@ def state_json(view: JobStateView) -> dict[str, Any]:
 
 
 def change_state(
-    engine: Engine,
+    store: Store,
     job: str,
     key: str,
     value: str | None,
@@ -93,8 +91,8 @@ def change_state(
     if value is not None and len(value) > VALUE_LIMIT:
         raise BadStateInput(f"the value is {len(value)} characters; keep it to {VALUE_LIMIT}")
     try:
-        done = change_state_logged(
-            engine, job, key, value, actor=actor, reason=reason, clock=clock or SystemClock()
+        done = store.change_state_logged(
+            job, key, value, actor=actor, reason=reason, clock=clock or SystemClock()
         )
     except StateHeld as held:
         raise ActionRefused(_held_message(held)) from None

@@ -23,12 +23,8 @@ from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import TERMINAL_OUTCOMES, RunRecord
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import may_start
-from jobhost.store import Engine, store_now
-from jobhost.store.calls import read
-from jobhost.store.reports import get_run
-from jobhost.store.requests import before_trigger, run_progress
+from jobhost.store import Store
 from jobhost.store.signals import ChangeSignal
-from jobhost.store.turns import sync_catalog
 
 __all__ = ["ManualRun", "Ran", "RunHere", "TriggerResult", "finished_result"]
 
@@ -97,7 +93,7 @@ class ManualRun:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         *,
         progress: Progress,
         warn: Progress,
@@ -111,7 +107,7 @@ class ManualRun:
         self._from_store = from_store
         self._settings = settings
         self._catalog = catalog
-        self._engine = engine
+        self._store = store
         self._progress = progress
         self._warn = warn
         self._clock = clock or SystemClock(settings.clock_offset)
@@ -131,8 +127,8 @@ class ManualRun:
         ``beside_limit`` starts it even when its concurrency group is full (``--now``).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = before_trigger(
-            self._engine, spec.name, self._clock, with_groups=bool(spec.concurrency_group)
+        seen = self._store.before_trigger(
+            spec.name, self._clock, with_groups=bool(spec.concurrency_group)
         )
         row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
         lease_live = row.lease_live(seen.now) if row is not None else False
@@ -159,7 +155,7 @@ class ManualRun:
             self._sync()
         user = getpass.getuser()
         request_id = request_trigger(
-            self._engine,
+            self._store,
             spec.name,
             actor=user,
             reason=reason,
@@ -183,7 +179,7 @@ class ManualRun:
         # Hosts signal when they claim or refuse a request and when its run is recorded: wait
         # on that. The bounded wait re-reads now and then all the same, for what is not
         # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
-        with ChangeSignal(self._engine) as signal:
+        with self._store.change_signal() as signal:
             return self._watch_signalled(request_id, spec, deadline, signal)
 
     def _watch_signalled(
@@ -195,7 +191,7 @@ class ManualRun:
             check_hosts = time.monotonic() >= next_host_check
             if check_hosts:
                 next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-            seen = run_progress(self._engine, request_id, self._clock, check_hosts=check_hosts)
+            seen = self._store.run_progress(request_id, self._clock, check_hosts=check_hosts)
             run = seen.run
             assert run is not None, f"run {request_id} disappeared"
             status = run.request_status
@@ -236,7 +232,7 @@ class ManualRun:
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
         assert self._here is not None, "a trigger that waits is given run_here"
         ran = self._here([request_id], deadline)
-        run = read(self._engine, get_run, request_id)
+        run = self._store.get_run(request_id)
         assert run is not None, f"run {request_id} disappeared"
         if request_id not in ran.taken:
             if run.request_status == "refused":
@@ -252,10 +248,9 @@ class ManualRun:
 
     def _sync(self) -> None:
         """Make sure the job has a schedule row, as a starting host would."""
-        sync_catalog(
-            self._engine,
+        self._store.sync_catalog(
             desired_schedules(self._catalog.jobs),
-            store_now(self._engine, self._clock),
+            self._store.now(),
             limits=self._settings.concurrency_limits,
             members={n: s.concurrency_group for n, s in self._catalog.jobs.items()},
         )

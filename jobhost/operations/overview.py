@@ -15,17 +15,14 @@ import math
 from dataclasses import dataclass
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.report import JobReport, Report, report_from
 from jobhost.operations.selection import JobFilter, select_jobs
 from jobhost.operations.status import FAILED_OUTCOMES
 from jobhost.operations.uncollected import uncollected
 from jobhost.records import LastAttempt
-from jobhost.store import Engine
-from jobhost.store.calls import read, read_at
-from jobhost.store.snapshot import summary_snapshot
-from jobhost.store.streaks import failure_streaks
+from jobhost.store import Store
 
 __all__ = ["ERROR_LINE", "Overview", "OverviewJob", "overview_page", "read_summary"]
 
@@ -55,15 +52,15 @@ class Overview:
 
 
 def read_summary(
-    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
 ) -> Report:
     """Every job with its status, from one read of the schedule, host and running tables."""
     with uncollected():
-        return _summary(settings, catalog, engine, clock)
+        return _summary(settings, catalog, store, clock)
 
 
 def overview_page(
-    engine: Engine, summary: Report, which: JobFilter, page: int, size: int
+    store: Store, summary: Report, which: JobFilter, page: int, size: int
 ) -> Overview:
     """Page ``page`` (from 1, clamped) of the jobs ``which`` keeps, ``size`` a page, with the
     failure streaks of the failing ones read for that page alone."""
@@ -74,7 +71,7 @@ def overview_page(
     failing = [job.name for job in shown if _failed(job)]
     streaks: dict[str, int] = {}
     if failing:
-        streaks = read(engine, failure_streaks, failing)
+        streaks = store.failure_streaks(failing)
     rows = [
         OverviewJob(job, streaks.get(job.name, 0) if _failed(job) else 0, _first_line(job))
         for job in shown
@@ -83,9 +80,9 @@ def overview_page(
 
 
 def _summary(
-    settings: Settings, catalog: Catalog, engine: Engine, clock: Clock | None = None
+    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
 ) -> Report:
-    now, (snapshot, running) = read_at(engine, clock or SystemClock(), summary_snapshot)
+    now, (snapshot, running) = store.summary_snapshot()
     rows = snapshot.schedules
     for name, row in rows.items():
         last = LastAttempt.recorded(row)

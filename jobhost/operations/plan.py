@@ -11,14 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, diff_schedules
 from jobhost.rules.desired import catalog_version, desired_schedules
-from jobhost.store import Engine, current_revision
-from jobhost.store.calls import read, read_at
-from jobhost.store.hosts import live_hosts
-from jobhost.store.registry import all_schedules
+from jobhost.store import Store
 
 __all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "this_catalog"]
 
@@ -30,11 +27,11 @@ def this_catalog(catalog: Catalog) -> str:
     return catalog_version([want for want in desired if want.job_name not in catalog.runtime])
 
 
-def live_catalogs(engine: Engine, clock: Clock | None = None) -> list[HostRecord]:
+def live_catalogs(store: Store, clock: Clock | None = None) -> list[HostRecord]:
     """The live hosts, each with the catalog version it runs."""
-    if current_revision(engine) is None:
+    if store.current_revision() is None:
         return []
-    return read_at(engine, clock or SystemClock(), live_hosts)[1]
+    return store.live_hosts()[1]
 
 
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
@@ -42,11 +39,11 @@ def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
     return diff_schedules(rows, desired_schedules(catalog.jobs))
 
 
-def stored_schedules(engine: Engine) -> list[ScheduleRecord]:
+def stored_schedules(store: Store) -> list[ScheduleRecord]:
     """The store's schedule rows; none when the store has no schema yet."""
-    if current_revision(engine) is None:
+    if store.current_revision() is None:
         return []
-    return read(engine, all_schedules)
+    return store.all_schedules()
 
 
 def plan_json(

@@ -28,13 +28,13 @@ from jobhost.operations.report_model import (
     TriggerView,
     host_json,
 )
-from jobhost.operations.snapshot import StoreSnapshot, read_snapshot
+from jobhost.operations.snapshot import StoreSnapshot
 from jobhost.operations.status import summarise
 from jobhost.operations.stored import stored_job
 from jobhost.operations.stored_report import job_entry, stored_entry
 from jobhost.operations.uncollected import uncollected
 from jobhost.records import ScheduleChange, ScheduleRecord, ScheduleRow
-from jobhost.store import Engine
+from jobhost.store import Store
 
 __all__ = [
     "JobReport",
@@ -57,7 +57,7 @@ _SHOWN_KEPT = 20_000
 def build_report(
     settings: Settings,
     catalog: Catalog | None,
-    engine: Engine,
+    store: Store,
     *,
     job: str | None = None,
     clock: Clock | None = None,
@@ -72,9 +72,9 @@ def build_report(
     itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
     with uncollected():
         if catalog is None:
-            snapshot = read_snapshot(engine, (), clock, only=job, recent=recent, apart=apart)
+            snapshot = store.read_snapshot((), clock, only=job, recent=recent, apart=apart)
             return stored_report(settings, snapshot, job=job)
-        snapshot = read_snapshot(engine, catalog.jobs, clock, only=job, recent=recent, apart=apart)
+        snapshot = store.read_snapshot(catalog.jobs, clock, only=job, recent=recent, apart=apart)
         return report_from(settings, catalog, snapshot, job=job)
 
 

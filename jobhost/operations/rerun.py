@@ -21,11 +21,7 @@ from jobhost.operations.actions import ActionRefused, RetryQueued, retry_run
 from jobhost.operations.manual import RunHere, TriggerResult, finished_result
 from jobhost.operations.timefmt import short_utc
 from jobhost.records import PENDING, TERMINAL_OUTCOMES, RunRecord
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.reports import get_run
-from jobhost.store.requests import run_progress
-from jobhost.store.signals import ChangeSignal
+from jobhost.store import Store
 
 __all__ = ["RetryResult", "RunRetry", "watch_run"]
 
@@ -53,7 +49,7 @@ class RunRetry:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         *,
         progress: Progress,
         actor: str,
@@ -61,7 +57,7 @@ class RunRetry:
         clock: Clock | None = None,
     ) -> None:
         self._catalog = catalog
-        self._engine = engine
+        self._store = store
         self._progress = progress
         self._actor = actor
         self._clock = clock or SystemClock(settings.clock_offset)
@@ -72,7 +68,7 @@ class RunRetry:
 
         Raises :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = run_progress(self._engine, run_id, self._clock, check_hosts=True)
+        seen = self._store.run_progress(run_id, self._clock, check_hosts=True)
         alive, old = seen.hosts_alive, seen.run
         if old is not None and not alive and wait and old.job_name not in self._catalog.jobs:
             raise ActionRefused(
@@ -80,9 +76,7 @@ class RunRetry:
                 "no host is alive to run it: start a host that declares it, or retry with "
                 "--no-wait to queue it for one"
             )
-        queued = retry_run(
-            self._engine, run_id, actor=self._actor, reason=reason, clock=self._clock
-        )
+        queued = retry_run(self._store, run_id, actor=self._actor, reason=reason, clock=self._clock)
         job = queued.retry_of.job_name
         self._progress(
             f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "
@@ -100,14 +94,12 @@ class RunRetry:
     def _watch(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
         # Hosts signal when a run is recorded: wait on that, re-reading now and then all the
         # same for what is not signalled and to notice that the hosts are gone.
-        with ChangeSignal(self._engine) as signal:
+        with self._store.change_signal() as signal:
             announced = False
             next_check = time.monotonic() + _HOST_CHECK_SECONDS
             while True:
                 check_hosts = time.monotonic() >= next_check
-                seen = run_progress(
-                    self._engine, queued.run_id, self._clock, check_hosts=check_hosts
-                )
+                seen = self._store.run_progress(queued.run_id, self._clock, check_hosts=check_hosts)
                 run = seen.run
                 assert run is not None, f"run {queued.run_id} disappeared"
                 if check_hosts:
@@ -148,7 +140,7 @@ class RunRetry:
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
         ran = self._here([queued.run_id], deadline)
-        run = read(self._engine, get_run, queued.run_id)
+        run = self._store.get_run(queued.run_id)
         assert run is not None, f"run {queued.run_id} disappeared"
         if queued.run_id not in ran.taken:
             if run.outcome == PENDING:
@@ -162,13 +154,13 @@ class RunRetry:
         return RetryResult(queued, shown)
 
 
-def watch_run(engine: Engine, run_id: str, timeout: float | None) -> RunRecord | None:
+def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
     """Wait for run ``run_id`` to end (woken by the hosts' signal); its row, or None when
     ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    with ChangeSignal(engine) as signal:
+    with store.change_signal() as signal:
         while True:
-            run = read(engine, get_run, run_id)
+            run = store.get_run(run_id)
             if run is None or run.outcome in TERMINAL_OUTCOMES:
                 return run
             left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()

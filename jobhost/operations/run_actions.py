@@ -14,8 +14,7 @@ from datetime import datetime
 
 from jobhost.clock import Clock, SystemClock
 from jobhost.records import PENDING, RUNNING, RunRecord, work_key
-from jobhost.store import Engine
-from jobhost.store.run_actions import cancel_logged, retry_logged
+from jobhost.store import Store
 
 __all__ = ["RETRYABLE", "ActionRefused", "CancelAsked", "RetryQueued", "cancel_run", "retry_run"]
 
@@ -43,7 +42,7 @@ class RetryQueued:
 
 
 def retry_run(
-    engine: Engine,
+    store: Store,
     run_id: str,
     *,
     actor: str,
@@ -53,8 +52,7 @@ def retry_run(
     """Queue the next attempt at run ``run_id``'s occurrence (its idempotency key too), due now:
     a host claims it as it claims every retry. Refused for a run still running, one whose work
     succeeded, and one never attempted."""
-    done = retry_logged(
-        engine,
+    done = store.retry_logged(
         run_id,
         actor=actor,
         reason=reason,
@@ -76,7 +74,7 @@ class CancelAsked:
 
 
 def cancel_run(
-    engine: Engine,
+    store: Store,
     run_id: str,
     *,
     actor: str,
@@ -86,8 +84,7 @@ def cancel_run(
     """Ask the host running ``run_id`` to cancel it (cooperatively: the executor's
     cancellation is set, and the run is recorded ``cancelled``). A run not yet started is
     recorded cancelled at once. Refused for a finished run and for one whose host is gone."""
-    done = cancel_logged(
-        engine,
+    done = store.cancel_logged(
         run_id,
         actor=actor,
         reason=reason,

@@ -6,9 +6,7 @@ from __future__ import annotations
 import string
 
 from jobhost.records import RunIdMatch
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.run_ids import runs_by_prefix
+from jobhost.store import Store
 
 __all__ = ["MIN_PREFIX", "SHOWN_CANDIDATES", "AmbiguousRunId", "resolve_run_id"]
 
@@ -29,7 +27,7 @@ class AmbiguousRunId(LookupError):
         super().__init__(f"run id {prefix!r} is ambiguous: it starts {count} run ids")
 
 
-def resolve_run_id(engine: Engine, typed: str) -> str:
+def resolve_run_id(store: Store, typed: str) -> str:
     """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix (so the
     caller's own "no run" answer follows), else the one run whose id starts with it.
 
@@ -37,7 +35,7 @@ def resolve_run_id(engine: Engine, typed: str) -> str:
     prefix = typed.strip().lower()
     if len(prefix) < MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
-    found = read(engine, runs_by_prefix, prefix, limit=SHOWN_CANDIDATES + 1)
+    found = store.runs_by_prefix(prefix, limit=SHOWN_CANDIDATES + 1)
     if any(match.id == prefix for match in found):
         return prefix
     if len(found) == 1:

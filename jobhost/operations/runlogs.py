@@ -12,9 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobhost.records import Dropped, LogLine, RunRecord
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.runlogs import last_lines, run_and_lines
+from jobhost.store import Store
 
 __all__ = [
     "LAST_LINES",
@@ -57,14 +55,14 @@ class RunLogPage:
 
 
 def read_run_log(
-    engine: Engine, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
+    store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
 ) -> RunLogPage | None:
     """The run's lines numbered above ``after``; None for a run the ledger does not know.
 
     The run is read before its lines: a run seen finished has all its lines in the store (they
     are written before its outcome), so a reader that saw it finished reads the rest and stops.
     """
-    found = read(engine, run_and_lines, run_id, after=after, limit=limit)
+    found = store.run_and_lines(run_id, after=after, limit=limit)
     if found is None:
         return None
     run, entries = found
@@ -73,10 +71,10 @@ def read_run_log(
 
 
 def read_last_lines(
-    engine: Engine, run_ids: Collection[str], *, count: int
+    store: Store, run_ids: Collection[str], *, count: int
 ) -> dict[str, list[LogLine | Dropped]]:
     """The last ``count`` lines of each run that wrote any."""
-    return read(engine, last_lines, run_ids, count=count)
+    return store.last_lines(run_ids, count=count)
 
 
 def dropped_text(gap: Dropped) -> str:

@@ -11,7 +11,7 @@ from typing import Protocol
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock
 from jobhost.config import Settings
-from jobhost.store import Engine
+from jobhost.store import Store
 
 __all__ = ["HostState", "RunningHost"]
 
@@ -44,7 +44,7 @@ class RunningHost(Protocol):
     @property
     def catalog(self) -> Catalog: ...
     @property
-    def engine(self) -> Engine: ...
+    def store(self) -> Store: ...
     @property
     def clock(self) -> Clock | None: ...
     @property

@@ -11,9 +11,7 @@ from jobhost.catalog import Catalog
 from jobhost.catalog.model import suggest
 from jobhost.errors import UnknownJobError
 from jobhost.records import NOT_ATTEMPTS, RECENT, StoreSnapshot
-from jobhost.store import Engine
-from jobhost.store import reports as store_reports
-from jobhost.store.calls import read
+from jobhost.store import Store
 from jobhost.store.reports import NEWEST_FIRST
 from jobhost.store.snapshot import read_snapshot
 
@@ -29,9 +27,9 @@ __all__ = [
 ]
 
 
-def stored_job_names(engine: Engine) -> set[str]:
+def stored_job_names(store: Store) -> set[str]:
     """Every job name the store knows, from its schedules and its ledger."""
-    return read(engine, store_reports.stored_job_names)
+    return store.stored_job_names()
 
 
 def resolve_job(catalog: Catalog, stored: Collection[str], name: str) -> str:
@@ -42,11 +40,11 @@ def resolve_job(catalog: Catalog, stored: Collection[str], name: str) -> str:
     raise UnknownJobError(name, suggest(name, known))
 
 
-def require_known_job(catalog: Catalog, engine: Engine, name: str) -> str:
+def require_known_job(catalog: Catalog, store: Store, name: str) -> str:
     """:func:`resolve_job` reading only what it must: the job's own rows, and every name only
     to suggest the closest ones when it is unknown."""
     if name in catalog.jobs:
         return name
-    if read(engine, store_reports.job_is_known, name):
+    if store.job_is_known(name):
         return name
-    return resolve_job(catalog, stored_job_names(engine), name)
+    return resolve_job(catalog, stored_job_names(store), name)

@@ -26,16 +26,14 @@ from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
 from jobhost.catalog.stored import StoredExecutor, json_value, stored_spec
 from jobhost.config import Settings
 from jobhost.records import ScheduleRecord
-from jobhost.store import Engine
-from jobhost.store import reports as store_reports
-from jobhost.store.calls import read
+from jobhost.store import Store
 
 __all__ = ["catalog_of", "declaration_json", "stored_catalog", "stored_job", "stored_version"]
 
 
-def stored_catalog(settings: Settings, engine: Engine, *, only: str | None = None) -> Catalog:
+def stored_catalog(settings: Settings, store: Store, *, only: str | None = None) -> Catalog:
     """The store's catalog; with ``only``, just that job (one indexed row)."""
-    rows = read(engine, store_reports.list_schedules, [only] if only is not None else None)
+    rows = store.list_schedules([only] if only is not None else None)
     return catalog_of(settings, rows.values())
 
 

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Engine
-from jobhost.store.signals import SignalWatcher
+from jobhost.store import Store
 
 __all__ = ["RuntimeFollower"]
 
@@ -31,9 +30,9 @@ _WARN_EVERY_SECONDS = 60.0
 class RuntimeFollower:
     """Start it after the catalog is loaded; :meth:`stop` ends its threads."""
 
-    def __init__(self, settings: Settings, catalog: Catalog, engine: Engine) -> None:
-        self._reloader = RuntimeReloader(settings, catalog, engine, _no_ticker)
-        self._watcher = SignalWatcher(engine, self._reloader.signalled)
+    def __init__(self, settings: Settings, catalog: Catalog, store: Store) -> None:
+        self._reloader = RuntimeReloader(settings, catalog, store, _no_ticker)
+        self._watcher = store.signal_watcher(self._reloader.signalled)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="jobhost-runtime", daemon=True)
 

@@ -19,8 +19,7 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
 from jobhost.runtime.loading import SpecCache, check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.secrets import SecretRule
-from jobhost.store import Engine
-from jobhost.store.runtime_jobs import changed_runtime_jobs
+from jobhost.store import Store
 
 __all__ = ["RuntimeReloader"]
 
@@ -35,13 +34,13 @@ class RuntimeReloader:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         update_jobs: Callable[[Mapping[str, JobSpec]], None],
     ) -> None:
         """``update_jobs`` hands the merged job mapping to the loop (the ticker's)."""
         self._settings = settings
         self._catalog = catalog
-        self._engine = engine
+        self._store = store
         self._update_jobs = update_jobs
         self._seen = 0
         self._looked = 0.0
@@ -64,7 +63,7 @@ class RuntimeReloader:
             return False
         self._pending.clear()
         self._looked = time.monotonic()
-        latest, rows = changed_runtime_jobs(self._engine, self._seen, force=force)
+        latest, rows = self._store.changed_runtime_jobs(self._seen, force=force)
         if rows is None:
             return False
         runtime = check_runtime_jobs(

@@ -30,12 +30,7 @@ from jobhost.runtime.loading import (
 )
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec, group_problems
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.reports import get_run
-from jobhost.store.runtime import get_runtime_job, list_runtime_jobs
-from jobhost.store.runtime_jobs import put_runtime_job, remove_runtime_job
-from jobhost.store.signals import ChangeSignal
+from jobhost.store import Store
 
 __all__ = ["JobService", "PutResult", "etag_matches", "etag_of"]
 
@@ -64,7 +59,7 @@ class JobService:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         clock: Clock | None = None,
         *,
         trigger_wait: float = _TRIGGER_WAIT_SECONDS,
@@ -73,22 +68,22 @@ class JobService:
         """How long :meth:`trigger` waits for a host to start the run, to answer with its id."""
         self.settings = settings
         self.catalog = catalog
-        self.engine = engine
         self.clock = clock or SystemClock(settings.clock_offset)
+        self.store = store.with_clock(self.clock)
         self._cache = SpecCache()
         self._secrets = SecretRule.of(settings)
 
     def current(self, only: str | None = None) -> Catalog:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only job
         ``only`` when it is given: a request about one job checks no other)."""
-        rows = read(self.engine, list_runtime_jobs, None if only is None else [only])
+        rows = self.store.list_runtime_jobs(None if only is None else [only])
         runtime = check_runtime_jobs(
             rows, self.catalog, self.settings.modules, secrets=self._secrets, cache=self._cache
         )
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
-        return read(self.engine, get_runtime_job, name)
+        return self.store.get_runtime_job(name)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -125,8 +120,7 @@ class JobService:
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
         for _ in range(tries):
-            put = put_runtime_job(
-                self.engine,
+            put = self.store.put_runtime_job(
                 name,
                 stored=stored,
                 actor=actor,
@@ -158,8 +152,7 @@ class JobService:
                 "runtime jobs can be removed here (disable a declared job in its "
                 f'[jobs."{name}"] section instead)'
             )
-        removed = remove_runtime_job(
-            self.engine,
+        removed = self.store.remove_runtime_job(
             name,
             actor=actor,
             clock=self.clock,
@@ -175,26 +168,26 @@ class JobService:
         """Pause ``name`` for every replica; False when it already was."""
         catalog = self._require(name)
         return actions.pause(
-            self.engine, catalog, name, actor=actor, reason=reason, clock=self.clock
+            self.store, catalog, name, actor=actor, reason=reason, clock=self.clock
         ).changed
 
     def resume(self, name: str, *, actor: str, reason: str) -> bool:
         self._require(name)
-        done = actions.resume(self.engine, name, actor=actor, reason=reason, clock=self.clock)
+        done = actions.resume(self.store, name, actor=actor, reason=reason, clock=self.clock)
         return done is not None and done.changed
 
     def trigger(self, name: str, *, actor: str, reason: str) -> dict[str, Any]:
         """Queue a manual run; wait briefly for a host to start it, to answer with its run id."""
         self._require(name)
         request_id = actions.request_trigger(
-            self.engine, name, actor=actor, reason=reason, clock=self.clock
+            self.store, name, actor=actor, reason=reason, clock=self.clock
         )
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
         # A host that starts, queues or refuses the run signals it: wait on that, not a timer.
-        with ChangeSignal(self.engine) as signal:
+        with self.store.change_signal() as signal:
             while True:
-                run = read(self.engine, get_run, request_id)
+                run = self.store.get_run(request_id)
                 status = run.request_status if run is not None else "pending"
                 if run is not None and status != "pending":
                     run_id = None if status == "refused" else run.id

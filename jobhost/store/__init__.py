@@ -15,9 +15,11 @@ from jobhost.store.clock import database_now, store_now
 from jobhost.store.engine import create_store_engine, is_postgres, normalise_url, reading
 from jobhost.store.migrate import current_revision, head_revision, is_current, upgrade
 from jobhost.store.state import StoreJobState
+from jobhost.store.store import Store
 
 __all__ = [
     "Engine",
+    "Store",
     "StoreError",
     "StoreJobState",
     "create_store_engine",

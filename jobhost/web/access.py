@@ -24,9 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from jobhost.config import Settings
 from jobhost.records import GUESS_KEY_LENGTH
-from jobhost.store import Engine
-from jobhost.store.calls import write
-from jobhost.store.guesses import count_wrong_guess, purge_guesses
+from jobhost.store import Store
 from jobhost.web.admission import blocking
 
 __all__ = [
@@ -56,14 +54,14 @@ class GuessBrake:
 
     def __init__(
         self,
-        engine: Engine,
+        store: Store,
         *,
         limit: int = GUESS_LIMIT,
         limit_all: int = GUESS_LIMIT_ALL,
         clock: Callable[[], float] = time.time,
         meter: metrics.Meter | None = None,
     ) -> None:
-        self._engine = engine
+        self._store = store
         self._limit = limit
         self._limit_all = limit_all
         self._clock = clock
@@ -82,10 +80,10 @@ class GuessBrake:
         now = self._clock()
         minute = int(now // GUESS_WINDOW_SECONDS)
         key = f"address:{address}"[:GUESS_KEY_LENGTH]
-        counts = write(self._engine, count_wrong_guess, [key, _EVERYONE], minute)
+        counts = self._store.count_wrong_guess([key, _EVERYONE], minute)
         if minute > self._purged:
             # Once a minute per replica, and only while someone guesses wrong.
-            write(self._engine, purge_guesses, minute - 1)
+            self._store.purge_guesses(minute - 1)
             self._purged = minute
         if counts[key] <= self._limit and counts[_EVERYONE] <= self._limit_all:
             return None

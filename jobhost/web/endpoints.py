@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -25,8 +24,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.report import build_report
 from jobhost.operations.running_host import RunningHost
-from jobhost.store import Engine, StoreError, current_revision, head_revision
-from jobhost.store.engine import answers
+from jobhost.store import Store, StoreError, head_revision
 from jobhost.web.exposition import exposition
 
 __all__ = [
@@ -105,34 +103,34 @@ def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints
                 f"stalled: the firing loop has been in one turn for {turn:.0f}s "
                 f"(limit {status.stall_after:g}s)"
             )
-        return _store_ready(host.engine, len(host.catalog.jobs))
+        return _store_ready(host.store, len(host.catalog.jobs))
 
     def report() -> dict[str, Any]:
-        return build_report(host.settings, host.catalog, host.engine, clock=host.clock).to_json()
+        return build_report(host.settings, host.catalog, host.store, clock=host.clock).to_json()
 
-    return Endpoints(liveness, readiness, metrics, report, partial(answers, host.engine))
+    return Endpoints(liveness, readiness, metrics, report, host.store.answers)
 
 
-def store_endpoints(settings: Settings, catalog: Catalog, engine: Engine) -> Endpoints:
+def store_endpoints(settings: Settings, catalog: Catalog, store: Store) -> Endpoints:
     """The endpoints of ``jobhost serve``: no firing loop, so liveness is the server's own."""
 
     def liveness() -> tuple[bool, str]:
         return True, "serving the store, no host in this process"
 
     def readiness() -> tuple[bool, str]:
-        return _store_ready(engine, len(catalog.jobs))
+        return _store_ready(store, len(catalog.jobs))
 
     def report() -> dict[str, Any]:
-        return build_report(settings, catalog, engine).to_json()
+        return build_report(settings, catalog, store).to_json()
 
-    return Endpoints(liveness, readiness, None, report, partial(answers, engine))
+    return Endpoints(liveness, readiness, None, report, store.answers)
 
 
-def _store_ready(engine: Engine, jobs: int) -> tuple[bool, str]:
-    if not answers(engine, _ANSWER_WITHIN):
+def _store_ready(store: Store, jobs: int) -> tuple[bool, str]:
+    if not store.answers(_ANSWER_WITHIN):
         return False, f"store unreachable: no answer within {_ANSWER_WITHIN:g}s"
     try:
-        current = current_revision(engine)
+        current = store.current_revision()
     except StoreError as error:
         return False, f"store unreachable: {type(error.orig or error).__name__}"
     if current != head_revision():

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.running_host import RunningHost
-from jobhost.store import Engine
+from jobhost.store import Store
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.app import create_app
 from jobhost.web.bodies import MAX_FORM
@@ -37,7 +37,7 @@ def host_application(
     The probes and ``/metrics`` answer from the start; the API and the dashboard are imported
     and built by the first request for them, so that they do not delay the host's start."""
     settings = host.settings
-    brake = GuessBrake(host.engine)
+    brake = GuessBrake(host.store)
     access = ReadAccess(settings, brake)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
     timeout = settings.http_request_timeout.total_seconds()
@@ -48,9 +48,9 @@ def host_application(
         from jobhost.web.console import Console
 
         console = Console(
-            settings, host.catalog, host.engine, allow_actions=True, clock=host.clock, brake=brake
+            settings, host.catalog, host.store, allow_actions=True, clock=host.clock, brake=brake
         )
-        api = api_routes(settings, host.catalog, host.engine, host.clock, brake=brake)
+        api = api_routes(settings, host.catalog, host.store, host.clock, brake=brake)
         return create_app(
             endpoints,
             routes=[*api, *routes],
@@ -72,17 +72,17 @@ def host_application(
 
 
 def store_application(
-    settings: Settings, catalog: Catalog, engine: Engine, routes: Sequence[BaseRoute] = ()
+    settings: Settings, catalog: Catalog, store: Store, routes: Sequence[BaseRoute] = ()
 ) -> Starlette:
     """``jobhost serve``'s application: read-only over the store, no host, no ``/metrics``."""
     from jobhost.web.api import api_routes
     from jobhost.web.console import Console
 
-    brake = GuessBrake(engine)
-    console = Console(settings, catalog, engine, allow_actions=False, brake=brake)
+    brake = GuessBrake(store)
+    console = Console(settings, catalog, store, allow_actions=False, brake=brake)
     return create_app(
-        store_endpoints(settings, catalog, engine),
-        routes=[*api_routes(settings, catalog, engine, brake=brake), *routes],
+        store_endpoints(settings, catalog, store),
+        routes=[*api_routes(settings, catalog, store, brake=brake), *routes],
         pages=console.routes(),
         request_timeout=settings.http_request_timeout.total_seconds(),
         access=ReadAccess(settings, brake),

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from jobhost.web.console import Console
@@ -75,14 +75,14 @@ def api_app(
         upgrade(engine)
         catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": plugins})
         pages = (
-            Console(config, catalog, engine, allow_actions=config.console_actions).routes()
+            Console(config, catalog, Store(engine), allow_actions=config.console_actions).routes()
             if console
             else ()
         )
         yield (
             create_app(
-                store_endpoints(config, catalog, engine),
-                routes=[*api_routes(config, catalog, engine), *routes],
+                store_endpoints(config, catalog, Store(engine)),
+                routes=[*api_routes(config, catalog, Store(engine)), *routes],
                 pages=pages,
             ),
             engine,

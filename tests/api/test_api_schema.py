@@ -33,7 +33,7 @@ from jobhost.operations.failures import CURSOR_PATTERN, decode_cursor, encode_cu
 from jobhost.operations.reasons import REASON_LIMIT
 from jobhost.records import FailureKey
 from jobhost.runtime.service import JobService
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from jobhost.web.api.failures import SINCE_PATTERN
@@ -78,7 +78,7 @@ def _serve(store_url: str) -> Iterator[str]:
     upgrade(engine)
     catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": "http"})
     # One runtime job, so the operations on an existing job are reached too.
-    JobService(config, catalog, engine).put(
+    JobService(config, catalog, Store(engine)).put(
         "hooks.existing",
         {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}},
         actor="setup",
@@ -86,8 +86,8 @@ def _serve(store_url: str) -> Iterator[str]:
         reason="a job to act on",
     )
     app = create_app(
-        store_endpoints(config, catalog, engine),
-        routes=api_routes(config, catalog, engine, trigger_wait=0),
+        store_endpoints(config, catalog, Store(engine)),
+        routes=api_routes(config, catalog, Store(engine), trigger_wait=0),
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from tests.api.api_support import SECRETS, call
@@ -30,7 +30,8 @@ def api(sample_settings: Callable[..., Settings]) -> Iterator[str]:
     upgrade(engine)
     catalog = sample_catalog(config)
     app = create_app(
-        store_endpoints(config, catalog, engine), routes=api_routes(config, catalog, engine)
+        store_endpoints(config, catalog, Store(engine)),
+        routes=api_routes(config, catalog, Store(engine)),
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()

@@ -15,7 +15,7 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.operations.report import build_report
 from jobhost.runtime.service import JobService
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from tests.api.api_support import SECRETS, call
@@ -42,12 +42,12 @@ def deleted(store_url: str) -> Iterator[tuple[str, Settings, Engine]]:
     engine = create_store_engine(store_url, create=True)
     upgrade(engine)
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    service = JobService(settings, catalog, engine, ManualClock(NOW), trigger_wait=0)
+    service = JobService(settings, catalog, Store(engine), ManualClock(NOW), trigger_wait=0)
     made = service.put("hooks.ping", PING, actor="deployer", if_match=None)
     service.delete("hooks.ping", actor="deployer", if_match=made.etag)
     app = create_app(
-        store_endpoints(settings, catalog, engine),
-        routes=api_routes(settings, catalog, engine, trigger_wait=0),
+        store_endpoints(settings, catalog, Store(engine)),
+        routes=api_routes(settings, catalog, Store(engine), trigger_wait=0),
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
@@ -82,7 +82,7 @@ def test_the_report_row_of_a_deleted_runtime_job_says_how_it_went(
 ) -> None:
     _, settings, engine = deleted
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    report = build_report(settings, catalog, engine, clock=ManualClock(NOW))
+    report = build_report(settings, catalog, Store(engine), clock=ManualClock(NOW))
     (row,) = [job for job in report.jobs if job.name == "hooks.ping"]
     assert row.state == "orphaned"
     orphaned = row.has("orphaned")

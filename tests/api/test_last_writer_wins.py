@@ -15,7 +15,7 @@ import pytest
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.runtime.service import JobService
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.runtime import get_runtime_job, list_changes
 from tests.support import ManualClock
 
@@ -43,7 +43,7 @@ def test_concurrent_puts_without_if_match_all_succeed_and_the_last_wins(
     errors: list[BaseException] = []
 
     def write(minutes: int) -> None:
-        service = JobService(settings, catalog, engine, clock, trigger_wait=0)
+        service = JobService(settings, catalog, Store(engine), clock, trigger_wait=0)
         start.wait()
         try:
             service.put("hooks.race", _body(minutes), actor=f"w{minutes}", if_match=None)

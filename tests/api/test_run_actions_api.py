@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from tests.api.api_support import call, token_lines
@@ -46,8 +47,8 @@ def api(store_url: str, tmp_path: Path) -> Iterator[Api]:
     operator.sync()
     settings, catalog = operator.settings, operator.catalog()
     app = create_app(
-        store_endpoints(settings, catalog, operator.engine),
-        routes=api_routes(settings, catalog, operator.engine),
+        store_endpoints(settings, catalog, Store(operator.engine)),
+        routes=api_routes(settings, catalog, Store(operator.engine)),
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()

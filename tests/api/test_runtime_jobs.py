@@ -18,7 +18,7 @@ from jobhost.runtime.errors import ChangeRefused
 from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.service import JobService
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
 from jobhost.store.runtime import insert_runtime_job, list_changes, list_runtime_jobs
@@ -38,7 +38,7 @@ def service(
     upgrade(engine)
     clock = ManualClock(NOW)
     yield (
-        JobService(settings, build_catalog(settings), engine, clock, trigger_wait=0),
+        JobService(settings, build_catalog(settings), Store(engine), clock, trigger_wait=0),
         engine,
         clock,
     )
@@ -250,7 +250,7 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
     try:
-        jobs = JobService(settings, build_catalog(settings), engine, ManualClock(NOW))
+        jobs = JobService(settings, build_catalog(settings), Store(engine), ManualClock(NOW))
         unknown = refused(
             lambda: jobs.put(
                 "hooks.ping", {**PING, "concurrency_group": "warehose"}, actor="x", if_match=None

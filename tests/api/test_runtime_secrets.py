@@ -20,7 +20,7 @@ from jobhost.config import Settings
 from jobhost.errors import ConfigError
 from jobhost.runtime.errors import ChangeRefused
 from jobhost.runtime.service import JobService
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.runtime import insert_runtime_job
 from tests.support import ManualClock
 
@@ -53,7 +53,9 @@ def jobs_for(
         upgrade(engine)
         engines.append(engine)
         clock = ManualClock(NOW)
-        return JobService(settings, build_catalog(settings), engine, clock, trigger_wait=0), engine
+        return JobService(
+            settings, build_catalog(settings), Store(engine), clock, trigger_wait=0
+        ), engine
 
     yield make
     for engine in engines:

@@ -24,7 +24,7 @@ from jobhost.builtin.retention import (
 )
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import StoreJobState
+from jobhost.store import Store, StoreJobState
 from jobhost.store.purge import purge_runs
 from jobhost.store.schema import hosts, job_idempotency, runs
 from tests.support import sample_catalog
@@ -125,7 +125,7 @@ def test_a_host_gives_the_retention_job_its_own_store(
     context = _context(engine)
     unbound = executor.execute(context)
     assert isinstance(unbound, Failure) and "runs only in a jobhost host" in unbound.failure()
-    Host(settings, catalog, engine, telemetry=telemetry[0])
+    Host(settings, catalog, Store(engine), telemetry=telemetry[0])
     old = datetime.now(UTC) - timedelta(days=90)
     with engine.begin() as connection:
         connection.execute(
@@ -211,7 +211,7 @@ def test_gone_hosts_and_old_idempotency_records_are_purged(
                 for age in (10, 100, 200)
             ],
         )
-    counts = purge_growing_tables(engine, now=NOW, config=RetentionSettings(batch_size=1))
+    counts = purge_growing_tables(Store(engine), now=NOW, config=RetentionSettings(batch_size=1))
     assert counts == {"hosts": 2, "idempotency_records": 2}
     assert _ids(engine, hosts.c.id) == ["alive", "stopped-yesterday"]
     assert _ids(engine, job_idempotency.c.key) == ["k10"]

@@ -10,6 +10,7 @@ import json
 import re
 
 from jobhost.config import ApiToken
+from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from jobhost.web.console import Console
@@ -90,10 +91,10 @@ def test_each_change_says_its_surface_and_the_http_clients_address(operator: Ope
         for name, (secret, scopes) in SECRETS.items()
     ]
     settings = operator.settings.model_copy(update={"api_tokens": tokens})
-    console = Console(settings, operator.catalog(), operator.engine, allow_actions=True)
+    console = Console(settings, operator.catalog(), Store(operator.engine), allow_actions=True)
     app = create_app(
-        store_endpoints(settings, console.catalog, operator.engine),
-        routes=api_routes(settings, console.catalog, operator.engine),
+        store_endpoints(settings, console.catalog, Store(operator.engine)),
+        routes=api_routes(settings, console.catalog, Store(operator.engine)),
         pages=console.routes(),
     )
     server = WebServer(("127.0.0.1", 0), app)

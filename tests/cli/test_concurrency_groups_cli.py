@@ -10,7 +10,7 @@ from typing import Any
 from jobhost.config import load_settings
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.test_validate_cli import environment, jobhost, plugin
@@ -85,7 +85,7 @@ def _full_group(tmp_path: Path) -> tuple[Path, str]:
 
     catalog = sample_catalog(settings)
     ticker = Ticker(
-        engine,
+        Store(engine),
         catalog.jobs,
         host_id="elsewhere",
         lease_duration=timedelta(minutes=5),
@@ -150,8 +150,10 @@ def test_the_dashboard_shows_the_groups_and_a_waiting_job(tmp_path: Path) -> Non
     assert run_jobhost("trigger", "sample.export", env=_env(config)).returncode == 0
     settings = load_settings(config)
     engine = create_store_engine(store)
-    console = Console(settings, sample_catalog(settings), engine, allow_actions=False)
-    app = create_app(store_endpoints(settings, console.catalog, engine), pages=console.routes())
+    console = Console(settings, sample_catalog(settings), Store(engine), allow_actions=False)
+    app = create_app(
+        store_endpoints(settings, console.catalog, Store(engine)), pages=console.routes()
+    )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
     try:

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import event, update
 
 from jobhost.operations.health import Health, check_health
+from jobhost.store import Store
 from jobhost.store.schema import runs, schedules
 from tests.cli.operator_support import Operator, now
 
@@ -30,9 +31,9 @@ def test_statements_do_not_grow_with_jobs_critical_jobs_or_runs(operator: Operat
 def test_the_stored_catalogs_checks_say_what_the_built_catalogs_say(operator: Operator) -> None:
     _varied(operator, jobs=40, critical=12, runs_each=3)
 
-    stored = _checks(check_health(operator.settings, None, operator.engine, hosts=False))
+    stored = _checks(check_health(operator.settings, None, Store(operator.engine), hosts=False))
     built = _checks(
-        check_health(operator.settings, operator.catalog(), operator.engine, hosts=False)
+        check_health(operator.settings, operator.catalog(), Store(operator.engine), hosts=False)
     )
 
     del stored["catalog"], built["catalog"]
@@ -102,7 +103,7 @@ def _checks(health: Health) -> dict[str, tuple[bool, str]]:
 
 def _statements(operator: Operator) -> list[str]:
     with _recording(operator) as sent:
-        check_health(operator.settings, None, operator.engine, hosts=False)
+        check_health(operator.settings, None, Store(operator.engine), hosts=False)
     return sent
 
 

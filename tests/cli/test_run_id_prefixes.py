@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import update
 
 from jobhost.operations.run_ids import resolve_run_id
+from jobhost.store import Store
 from jobhost.store.schema import runs
 from tests.cli.operator_support import Operator, now
 
@@ -90,5 +91,5 @@ def test_an_exact_id_wins_over_the_longer_ids_it_starts(operator: Operator) -> N
     _run(operator, "4fe92f73", "failed", 2)
     _run(operator, ONE, "failed", 1)
 
-    assert resolve_run_id(operator.engine, "4fe92f73") == "4fe92f73"
-    assert resolve_run_id(operator.engine, "4fe92f73a") == ONE
+    assert resolve_run_id(Store(operator.engine), "4fe92f73") == "4fe92f73"
+    assert resolve_run_id(Store(operator.engine), "4fe92f73a") == ONE

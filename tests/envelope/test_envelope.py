@@ -23,7 +23,7 @@ from jobhost.envelope.execution import Outcome
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import sample_catalog
@@ -37,7 +37,7 @@ class Harness:
         self.engine = engine
         clock = SystemClock()
         self.ticker = Ticker(
-            engine,
+            Store(engine),
             catalog.jobs,
             host_id="test-host",
             lease_duration=timedelta(minutes=1),
@@ -45,7 +45,7 @@ class Harness:
         )
         self.ticker.sync(clock())
         self.envelope = RunEnvelope(
-            engine,
+            Store(engine),
             host_id="test-host",
             clock=clock,
             grace=timedelta(seconds=0.5),
@@ -144,13 +144,17 @@ def test_a_scheduled_run_records_its_occurrence_and_lag(
         upgrade(engine)
         catalog = sample_catalog(settings)
         ticker = Ticker(
-            engine, catalog.jobs, host_id="h", lease_duration=timedelta(minutes=1), telemetry=t
+            Store(engine),
+            catalog.jobs,
+            host_id="h",
+            lease_duration=timedelta(minutes=1),
+            telemetry=t,
         )
         ticker.sync(clock())
         clock.advance(seconds=32)
         ((claim, spec),) = ticker.tick(clock(), 1).claims
         envelope = RunEnvelope(
-            engine,
+            Store(engine),
             host_id="h",
             clock=clock,
             grace=timedelta(seconds=1),
@@ -267,7 +271,7 @@ def test_failing_and_hanging_audit_sinks_leave_the_outcome_alone(
     catalog = sample_catalog(settings)
     recorder = catalog.audit_sinks[2]
     made.envelope = RunEnvelope(
-        made.engine,
+        Store(made.engine),
         host_id="test-host",
         clock=made.clock,
         grace=timedelta(seconds=1),

@@ -13,7 +13,7 @@ from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.operations import request_run
 from tests.support import sample_catalog
 
@@ -67,7 +67,7 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         catalog = sample_catalog(settings)
         clock = SystemClock()
         ticker = Ticker(
-            engine,
+            Store(engine),
             catalog.jobs,
             host_id="h",
             lease_duration=timedelta(minutes=1),
@@ -75,7 +75,7 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         )
         ticker.sync(clock())
         envelope = RunEnvelope(
-            engine, host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry
+            Store(engine), host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry
         )
         outcomes = []
         began = time.monotonic()

@@ -18,7 +18,7 @@ from jobhost.cli._app import configure_logging
 from jobhost.envelope.joblogger import JobLogger, job_logger
 from jobhost.envelope.runlog import RunLogWriter, running
 from jobhost.records import LogLine
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.runlogs import read_lines
 
 _JOB = "sample.talk"
@@ -77,7 +77,7 @@ def host(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[
                 kept.append(handler)
         monkeypatch.setattr(sys, "stderr", stderr)  # pytest sets its own for the call
         configure_logging(level, log_format)
-        writer = RunLogWriter(engine, max_lines=1000, max_bytes=256_000, level=level)
+        writer = RunLogWriter(Store(engine), max_lines=1000, max_bytes=256_000, level=level)
         writers.append(writer)
         logging.setLogRecordFactory(counted)
         return Host(engine, writer, stderr, records)

@@ -16,7 +16,7 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.retries import retry_delay, should_retry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import sample_catalog
@@ -65,7 +65,7 @@ def test_a_failed_attempt_queues_its_retry_after_the_backoff(
         clock = SystemClock()
         with freeze_time("2026-05-04T10:00:00Z") as frozen:
             ticker = Ticker(
-                engine,
+                Store(engine),
                 catalog.jobs,
                 host_id="h",
                 lease_duration=timedelta(minutes=1),
@@ -73,7 +73,11 @@ def test_a_failed_attempt_queues_its_retry_after_the_backoff(
             )
             ticker.sync(clock())
             envelope = RunEnvelope(
-                engine, host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry[0]
+                Store(engine),
+                host_id="h",
+                clock=clock,
+                grace=timedelta(seconds=1),
+                telemetry=telemetry[0],
             )
             with engine.begin() as connection:
                 request_run(connection, "sample.flaky", "tester", None, clock())

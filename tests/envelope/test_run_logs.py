@@ -25,7 +25,7 @@ from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.operations.runlogs import dropped_text, line_text, read_run_log
 from jobhost.records import Claim, Dropped, LogLine
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.runlogs import read_lines, run_logs
 from tests.support import sample_catalog
@@ -47,7 +47,7 @@ class LoggingHost:
         self.engine = engine
         self.clock = SystemClock()
         self.ticker = Ticker(
-            engine,
+            Store(engine),
             catalog.jobs,
             host_id="test-host",
             lease_duration=timedelta(minutes=1),
@@ -55,13 +55,13 @@ class LoggingHost:
         )
         self.ticker.sync(self.clock())
         self.writer = RunLogWriter(
-            engine,
+            Store(engine),
             max_lines=settings.run_log_lines,
             max_bytes=settings.run_log_bytes,
             flush_seconds=flush_seconds,
         )
         self.envelope = RunEnvelope(
-            engine,
+            Store(engine),
             host_id="test-host",
             clock=self.clock,
             grace=timedelta(seconds=0.5),
@@ -81,7 +81,7 @@ class LoggingHost:
         return self.envelope.run(claim, spec, cancellation or Cancellation()), claim.run_id
 
     def entries(self, run_id: str) -> list[LogLine | Dropped]:
-        page = read_run_log(self.engine, run_id)
+        page = read_run_log(Store(self.engine), run_id)
         assert page is not None
         return page.entries
 
@@ -221,7 +221,7 @@ def test_lines_are_written_while_the_run_runs(host: Callable[..., LoggingHost]) 
     try:
 
         def lines_while_running() -> list[LogLine | Dropped] | None:
-            page = read_run_log(made.engine, claim.run_id)
+            page = read_run_log(Store(made.engine), claim.run_id)
             assert page is not None
             return page.entries if page.entries and page.running else None
 
@@ -258,7 +258,7 @@ def test_tailing_after_a_line_number_reads_only_newer_lines(
 ) -> None:
     made = host([{"name": "sample.talk", "behaviour": "log", "lines": 20}], run_log_lines=10)
     _, run_id = made.run("sample.talk")
-    page = read_run_log(made.engine, run_id, after=3)
+    page = read_run_log(Store(made.engine), run_id, after=3)
     assert page is not None
     assert _messages(page.entries) == [
         "line 4",
@@ -267,9 +267,9 @@ def test_tailing_after_a_line_number_reads_only_newer_lines(
         *(f"line {i}" for i in range(16, 21)),
     ]
     assert page.next_after == 20
-    later = read_run_log(made.engine, run_id, after=page.next_after)
+    later = read_run_log(Store(made.engine), run_id, after=page.next_after)
     assert later is not None and later.entries == []
-    assert read_run_log(made.engine, "no-such-run") is None
+    assert read_run_log(Store(made.engine), "no-such-run") is None
 
 
 def test_a_buffer_past_its_bounds_costs_no_more_memory() -> None:
@@ -285,7 +285,7 @@ def test_a_stored_row_the_tail_slides_over_is_rewritten_with_only_its_kept_lines
     host: Callable[..., LoggingHost],
 ) -> None:
     engine = host([{"name": "sample.talk", "behaviour": "log", "lines": 1}]).engine
-    writer = RunLogWriter(engine, max_lines=10, max_bytes=100_000, flush_seconds=3600)
+    writer = RunLogWriter(Store(engine), max_lines=10, max_bytes=100_000, flush_seconds=3600)
     run_log = writer.open("slide", "sample.talk", 1)
     try:
         for flush in range(4):

@@ -15,6 +15,7 @@ import pytest
 
 from jobhost.operations.runlogs import read_run_log
 from jobhost.records import LogLine
+from jobhost.store import Store
 from tests.cli.operator_support import Operator
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for
@@ -45,7 +46,7 @@ def _running_run(operator: Operator, job: str) -> str:
 
 
 def _lines(operator: Operator, run_id: str) -> list[LogLine]:
-    page = read_run_log(operator.engine, run_id)
+    page = read_run_log(Store(operator.engine), run_id)
     assert page is not None
     return [entry for entry in page.entries if isinstance(entry, LogLine)]
 

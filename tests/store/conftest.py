@@ -16,7 +16,7 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import Claim
-from jobhost.store import create_store_engine
+from jobhost.store import Store, create_store_engine
 from tests.migrated import migrate
 from tests.support import ManualClock, sample_catalog
 
@@ -38,7 +38,7 @@ class Replica:
         self.clock = clock
         self.host_id = host_id
         self.ticker = Ticker(
-            engine,
+            Store(engine),
             catalog.jobs,
             host_id=host_id,
             lease_duration=settings.lease_duration,
@@ -47,7 +47,7 @@ class Replica:
         )
         # The test's clock stands in for the database's, on PostgreSQL too.
         self.envelope = RunEnvelope(
-            engine,
+            Store(engine),
             host_id=host_id,
             clock=clock,
             grace=timedelta(seconds=1),

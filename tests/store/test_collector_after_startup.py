@@ -11,7 +11,7 @@ from typing import Any
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from tests.support import sample_catalog
 from tests.waiting import wait_for
 
@@ -26,7 +26,7 @@ def test_a_running_host_leaves_its_catalog_out_of_the_collectors_walks(
     catalog = sample_catalog(settings)
     spec = catalog.jobs["sample.job-7"]
     assert gc.is_tracked(spec)
-    host = Host(settings, catalog, engine, telemetry=telemetry[0])
+    host = Host(settings, catalog, Store(engine), telemetry=telemetry[0])
     thread = threading.Thread(target=host.run_forever, kwargs={"install_signals": False})
     thread.start()
     try:

@@ -24,7 +24,7 @@ from jobhost.firing.early import CAP, FLOOR
 from jobhost.firing.host import Host
 from jobhost.firing.slots import WorkerSlots
 from jobhost.firing.status import HostStatus
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import pause_job
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
@@ -59,13 +59,13 @@ def test_a_turn_just_before_an_occurrence_claims_it_to_start_at_its_instant(
     assert on_time_only.claims == []
     ((claim, _),) = early.claims
     assert (claim.occurrence, claim.started_at) == (_at(1), _at(1))
-    row = _run(host.engine, claim.run_id)
+    row = _run(host.store._engine, claim.run_id)
     assert (row.outcome, row.queued_at, row.started_at) == ("running", clock.now, _at(1))
     # The next occurrence is woken for ahead of its instant, by no more than the longest lead.
     assert early.next_wake is not None
     assert _at(2) - timedelta(seconds=CAP) <= early.next_wake < _at(2)
     assert host.finish(claim) == "succeeded"
-    assert _count(host.engine) == 2
+    assert _count(host.store._engine) == 2
 
 
 def test_a_job_still_running_is_left_to_the_claim_at_its_instant_which_wakes_on_time(
@@ -82,7 +82,7 @@ def test_a_job_still_running_is_left_to_the_claim_at_its_instant_which_wakes_on_
     # instant, not again at once for what it has just looked at.
     assert turn.claims == []
     assert turn.next_wake == _at(1)
-    assert _count(host.engine) == 1
+    assert _count(host.store._engine) == 1
     assert host.finish(running) == "succeeded"
     clock.now = _at(1)
     ((claim, _),) = host.ticker.tick(clock(), 4, early=True).claims
@@ -95,14 +95,16 @@ def test_a_paused_job_or_one_in_a_concurrency_group_is_not_claimed_early(
     grouped = {"name": "sample.grouped", "cron": "* * * * *", "concurrency_group": "billing"}
     (host,) = replicas([EVERY_MINUTE, grouped], concurrency_limits={"billing": 1})
     _ran_ten_oclock(host, clock)
-    with host.engine.begin() as connection:
+    with host.store._engine.begin() as connection:
         pause_job(connection, "sample.minutely", "ops", "maintenance", clock())
     clock.now = _at(1) - _JUST_BEFORE
 
     turn = host.ticker.tick(clock(), 4, early=True)
 
     assert turn.claims == []
-    assert _count(host.engine) == 2, "a paused job's miss is recorded at its instant, not before"
+    assert _count(host.store._engine) == 2, (
+        "a paused job's miss is recorded at its instant, not before"
+    )
     clock.now = _at(1)
     taken = host.ticker.tick(clock(), 4, early=True).claims
     assert [claim.job_name for claim, _ in taken] == ["sample.grouped"]
@@ -113,8 +115,8 @@ def test_a_host_starts_each_run_it_claimed_early_at_its_instant_not_before(
 ) -> None:
     settings = sample_settings([{"name": "sample.second", "interval": "1s"}])
     with _looping(settings, telemetry) as host:
-        wait_for(lambda: _count(host.engine, "succeeded") >= 3, 10, "three runs")
-        with reading(host.engine) as connection:
+        wait_for(lambda: _count(host.store._engine, "succeeded") >= 3, 10, "three runs")
+        with reading(host.store._engine) as connection:
             rows = connection.execute(
                 select(runs).where(runs.c.outcome == "succeeded").order_by(runs.c.occurrence)
             ).all()
@@ -150,7 +152,7 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
         stopping=stopping.is_set,
         status=HostStatus(),
         lease_duration=timedelta(minutes=5),
-        engine=host.engine,
+        store=Store(host.store._engine),
         host_id=host.host_id,
         clock=clock,
     )
@@ -172,7 +174,7 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
 def _looping(settings: Settings, telemetry: Any) -> Iterator[Host]:
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
     loop = threading.Thread(target=host.loop, name="test-loop", daemon=True)
     loop.start()

@@ -25,7 +25,7 @@ from jobhost.firing.tick import Ticker
 from jobhost.operations.history import history_json, read_history
 from jobhost.operations.render import Style, history_lines
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
 
@@ -53,14 +53,14 @@ class _Host:
     ) -> None:
         self.catalog, self.engine, self.clock = catalog, engine, clock
         self.ticker = Ticker(
-            engine,
+            Store(engine),
             catalog.jobs,
             host_id="host-0",
             lease_duration=settings.lease_duration,
             telemetry=telemetry,
         )
         self.envelope = RunEnvelope(
-            engine,
+            Store(engine),
             host_id="host-0",
             clock=clock,
             grace=timedelta(seconds=1),
@@ -149,7 +149,7 @@ def test_a_failing_unit_fails_the_run_and_is_retried_alone(
         {"total": 10, "succeeded": 1, "failed": 0, "skipped_already_done": 9},
     ]
 
-    rows = read_history(host.engine, JOB)
+    rows = read_history(Store(host.engine), JOB)
     assert [r["units"] for r in history_json(JOB, rows)["runs"]] == [
         {"total": 10, "succeeded": 1, "failed": 0, "skipped_already_done": 9},
         {"total": 10, "succeeded": 9, "failed": 1, "skipped_already_done": 0},

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord, ScheduleRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import pause_job, request_run, resume_job
 from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock, sample_catalog
@@ -267,7 +267,7 @@ def test_a_changed_trigger_recomputes_and_an_undeclared_job_is_orphaned(
     request.addfinalizer(engine.dispose)
     upgrade(engine)
     Ticker(
-        engine,
+        Store(engine),
         sample_catalog(settings).jobs,
         host_id="a",
         lease_duration=timedelta(60),
@@ -275,7 +275,7 @@ def test_a_changed_trigger_recomputes_and_an_undeclared_job_is_orphaned(
     ).sync(clock())
     changed = sample_settings([{**EVERY_MINUTE, "cron": "*/5 * * * *"}])
     plan = Ticker(
-        engine,
+        Store(engine),
         sample_catalog(changed).jobs,
         host_id="b",
         lease_duration=timedelta(60),

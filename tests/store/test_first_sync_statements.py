@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import StatementError
 
 from jobhost.firing.tick import Ticker
-from jobhost.store import create_store_engine, reading
+from jobhost.store import Store, create_store_engine, reading
 from jobhost.store._sql import COPY_FROM, copy_ignoring_duplicates
 from jobhost.store.schema import schedules
 from tests.migrated import migrate
@@ -41,7 +41,7 @@ def _first_sync(
     engine: Engine, settings: Any, clock: ManualClock, telemetry: Any
 ) -> tuple[list[str], Ticker]:
     ticker = Ticker(
-        engine,
+        Store(engine),
         sample_catalog(settings).jobs,
         host_id="host-0",
         lease_duration=settings.lease_duration,

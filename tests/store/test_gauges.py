@@ -18,7 +18,7 @@ from jobhost.firing.host import HostStatus
 from jobhost.operations.actions import pause
 from jobhost.operations.gauges import GAUGE_STATUSES, JobGauges, register_gauges
 from jobhost.operations.report import build_report
-from jobhost.store import create_store_engine, database_now, upgrade
+from jobhost.store import Store, create_store_engine, database_now, upgrade
 from jobhost.store import hosts as host_rows
 from jobhost.store.schema import schedules
 from jobhost.web import prometheus_reader
@@ -58,7 +58,7 @@ def scene(
     upgrade(engine)
     replica = Replica(settings, catalog, engine, clock, telemetry[0], "host-0")
     replica.ticker.sync(clock())
-    pause(engine, catalog, "s.held", actor="ops", reason="test", clock=clock)
+    pause(Store(engine), catalog, "s.held", actor="ops", reason="test", clock=clock)
     clock.now = datetime.now(UTC)
     for claim in replica.tick():
         replica.finish(claim)

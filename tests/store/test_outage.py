@@ -17,7 +17,7 @@ from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.host import Host
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.backfills import create_backfill
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
@@ -48,11 +48,11 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
     settings = _settings(tmp_path)
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])  # type: ignore[index]
     host.start()
     try:
         host._envelope = RunEnvelope(  # short retries: the test waits for them in real time
-            engine,
+            Store(engine),
             host_id=host.host_id,
             clock=SystemClock(),
             grace=timedelta(seconds=1),
@@ -120,7 +120,7 @@ def test_a_store_lost_as_a_backfill_is_claimed_is_said_once_and_the_backfill_goe
                 occurrences=[night],
                 now=SystemClock()(),
             )
-        host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
+        host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])  # type: ignore[index]
         tick = host._ticker.tick
         turns: list[int] = []
 
@@ -175,7 +175,7 @@ def test_an_outage_is_said_when_it_begins_and_again_once_a_minute_not_at_every_r
     server = make_url(postgres_url)
     with CutProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
         settings, engine = _through(proxy, postgres_url, tmp_path)
-        host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])  # type: ignore[index]
+        host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])  # type: ignore[index]
         host.start()
         try:
             proxy.cut()

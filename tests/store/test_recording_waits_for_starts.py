@@ -17,7 +17,7 @@ from sqlalchemy import select
 from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.firing.recorder import Finished, OutcomeRecorder
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
@@ -110,7 +110,9 @@ def test_a_host_holds_a_record_only_while_behind_and_well_before_its_jobs_next_l
     settings = Settings(database_url=f"sqlite:///{tmp_path}/store.db", plugins=[])
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, clock=clock, telemetry=telemetry[0])
+    host = Host(
+        settings, sample_catalog(settings), Store(engine), clock=clock, telemetry=telemetry[0]
+    )
     try:
         by = START + timedelta(seconds=1)
         clock.now = START

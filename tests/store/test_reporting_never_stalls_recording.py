@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.support import sample_catalog
 
@@ -37,7 +37,7 @@ def test_a_hanging_audit_sink_never_holds_up_recording(
     )
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
     loop = threading.Thread(target=host.loop, daemon=True)
     with caplog.at_level(logging.INFO, logger="jobhost.audit"):

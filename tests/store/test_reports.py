@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from jobhost.operations.report import JobReport, build_report, report_from, stored_report
 from jobhost.operations.snapshot import read_snapshot
 from jobhost.records import RECENT
-from jobhost.store import reading
+from jobhost.store import Store, reading
 from jobhost.store.reports import ledger_summaries, newest_outcomes, newest_runs
 from tests.cli.operator_support import Operator, now
 
@@ -102,13 +102,13 @@ def test_a_report_reading_its_ledger_apart_says_what_one_connection_says(
     settings = operator.settings
 
     for recent in (True, False):
-        together = build_report(settings, None, operator.engine, recent=recent)
-        apart = build_report(settings, None, operator.engine, recent=recent, apart=True)
+        together = build_report(settings, None, Store(operator.engine), recent=recent)
+        apart = build_report(settings, None, Store(operator.engine), recent=recent, apart=True)
         assert replace(apart, generated_at=together.generated_at) == together
     busy = next(job for job in apart.jobs if job.name == "sample.busy")
     assert busy.last_run is not None and busy.last_run.outcome == "succeeded"
     assert together.jobs != [] and all(job.recent_outcomes == [] for job in together.jobs)
-    full = build_report(settings, None, operator.engine, apart=True)
+    full = build_report(settings, None, Store(operator.engine), apart=True)
     assert [job.recent_outcomes for job in full.jobs if job.name == "sample.paused"] == [
         ["missed"] * RECENT
     ]
@@ -184,7 +184,9 @@ def test_a_report_and_its_json_are_built_without_a_collection_and_leave_the_coll
     try:
         for catalog in (None, operator.catalog()):
             for apart in (False, True):
-                report = build_report(operator.settings, catalog, operator.engine, apart=apart)
+                report = build_report(
+                    operator.settings, catalog, Store(operator.engine), apart=apart
+                )
                 assert len(report.to_json()["jobs"]) == 40
                 assert gc.isenabled()
     finally:

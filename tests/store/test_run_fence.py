@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
 from jobhost.records import Claim
-from jobhost.store import StoreJobState, create_store_engine, ledger, reading, upgrade
+from jobhost.store import Store, StoreJobState, create_store_engine, ledger, reading, upgrade
 from jobhost.store.schema import job_idempotency, runs
 from tests.support import ManualClock, sample_catalog
 
@@ -36,7 +36,7 @@ class _Host:
         self.host_id = host_id
         self.clock = clock
         self.ticker = Ticker(
-            engine,
+            Store(engine),
             sample_catalog(settings).jobs,
             host_id=host_id,
             lease_duration=settings.lease_duration,

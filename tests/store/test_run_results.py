@@ -15,7 +15,7 @@ from alembic.config import Config
 from sqlalchemy import inspect, select
 
 from jobhost.operations.history import history_json, read_history
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.store.conftest import Replica
 from tests.support import ManualClock
@@ -42,7 +42,7 @@ def test_the_success_value_is_kept_shown_and_audited(
             select(runs.c.attempt, runs.c.result).order_by(runs.c.attempt)
         ).all()
     assert [tuple(row) for row in stored] == [(1, None), (2, '"second attempt worked"')]
-    history = history_json(JOB, read_history(replica.engine, JOB))
+    history = history_json(JOB, read_history(Store(replica.engine), JOB))
     assert [r["result"] for r in history["runs"]] == ["second attempt worked", None]
     audits = [json.loads(r.getMessage()) for r in caplog.records if r.name == "jobhost.audit"]
     assert [a.get("result") for a in audits] == [None, "second attempt worked"]

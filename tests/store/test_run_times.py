@@ -19,7 +19,7 @@ from sqlalchemy import select
 from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import SAMPLE_PLUGIN, sample_catalog
@@ -54,7 +54,7 @@ def test_runs_of_one_claim_keep_their_own_times_bracketing_their_work(
     settings = sample_settings(jobs, worker_pool_size=8)
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
     try:
         # One turn just after a second begins: every job is due, all claimed in one go.
@@ -95,7 +95,7 @@ def test_a_run_finished_during_an_outage_keeps_its_real_end(tmp_path: Path, tele
     )
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
     store = tmp_path / "store.db"
     away = tmp_path / "away"

@@ -20,7 +20,7 @@ import pytest
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.signals import ChangeSignal, SignalWatcher, notify
 from tests.support import sample_catalog
 from tests.waiting import wait_for
@@ -108,7 +108,9 @@ def test_an_idle_host_wakes_for_its_heartbeat_and_nothing_else(
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
     others = set(threading.enumerate())  # threads earlier tests left behind are not this host
-    with _running(Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])) as host:
+    with _running(
+        Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
+    ) as host:
         wait_for(lambda: host.status.ticks >= 1, 30, "the loop's first turn")
         time.sleep(SETTLE_SECONDS)
         threads = [t for t in threading.enumerate() if t not in others]
@@ -189,4 +191,4 @@ class _running:
         self._host.request_stop()
         self._loop.join(10)
         self._host.shutdown()
-        self._host.engine.dispose()
+        self._host.store._engine.dispose()

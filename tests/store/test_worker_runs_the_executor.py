@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.support import sample_catalog
@@ -77,7 +77,7 @@ def test_code_deaf_to_its_timeout_is_stuck_while_it_runs_then_recorded_and_its_w
 def _running(settings: Settings, telemetry: Any) -> Iterator[Host]:
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
     try:
         yield host
@@ -88,7 +88,7 @@ def _running(settings: Settings, telemetry: Any) -> Iterator[Host]:
 
 def _started(host: Host, name: str) -> str:
     """Ask for a run of ``name`` and let one turn of the host's loop claim and start it."""
-    with host.engine.begin() as connection:
+    with host.store._engine.begin() as connection:
         request_run(connection, name, "test", "probe", host.clock())
     host.turn()
     (held,) = host.slots.runs()
@@ -107,5 +107,5 @@ def _executor_stack() -> list[traceback.FrameSummary] | None:
 
 
 def _row(host: Host, run_id: str) -> Any:
-    with reading(host.engine) as connection:
+    with reading(host.store._engine) as connection:
         return connection.execute(select(runs).where(runs.c.id == run_id)).one()

@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.operator_support import Operator
@@ -61,10 +62,10 @@ def serve_console(
     settings = operator.settings
     if console is None:
         console = Console(
-            settings, operator.catalog(), operator.engine, allow_actions=allow_actions
+            settings, operator.catalog(), Store(operator.engine), allow_actions=allow_actions
         )
     app = create_app(
-        store_endpoints(settings, console.catalog, operator.engine), pages=console.routes()
+        store_endpoints(settings, console.catalog, Store(operator.engine)), pages=console.routes()
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()

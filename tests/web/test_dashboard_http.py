@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, update
 
-from jobhost.store import reading
+from jobhost.store import Store, reading
 from jobhost.store.runtime import list_changes
 from jobhost.store.schema import runs
 from jobhost.web import WebServer
@@ -150,7 +150,9 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
 
 def test_jobhost_serve_is_read_only_whatever_the_settings(operator: Operator) -> None:
     settings, catalog = operator.settings, operator.catalog()
-    server = WebServer(("127.0.0.1", 0), store_application(settings, catalog, operator.engine))
+    server = WebServer(
+        ("127.0.0.1", 0), store_application(settings, catalog, Store(operator.engine))
+    )
     server.start()
     client = Client(f"http://127.0.0.1:{server.address[1]}")
     try:

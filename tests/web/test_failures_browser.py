@@ -14,6 +14,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
@@ -62,8 +63,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         "sample.cleanup", "abandoned", started=t - timedelta(hours=5), error="its host stopped"
     )
     settings, catalog = operator.settings, operator.catalog()
-    console = Console(settings, catalog, operator.engine, allow_actions=False)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
+    console = Console(settings, catalog, Store(operator.engine), allow_actions=False)
+    app = create_app(
+        store_endpoints(settings, catalog, Store(operator.engine)), pages=console.routes()
+    )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
     try:

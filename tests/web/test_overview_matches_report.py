@@ -13,6 +13,7 @@ import pytest
 
 from jobhost.operations.overview import read_summary
 from jobhost.operations.report import JobReport, build_report
+from jobhost.store import Store
 from tests.cli.operator_support import Operator, now
 
 JOBS: list[dict[str, Any]] = [
@@ -79,8 +80,8 @@ def test_every_job_reads_as_the_report_says(operator: Operator) -> None:
     operator.add_host("replica-0")
     settings, catalog = operator.settings, operator.catalog()
 
-    summary = read_summary(settings, catalog, operator.engine)
-    report = build_report(settings, catalog, operator.engine)
+    summary = read_summary(settings, catalog, Store(operator.engine))
+    report = build_report(settings, catalog, Store(operator.engine))
 
     assert [_seen(job) for job in summary.jobs] == [_seen(job) for job in report.jobs]
     assert summary.summary == report.summary

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from jobhost.store import Store
 from jobhost.web.console import Console
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, serve_console
@@ -32,7 +33,9 @@ def operator(store_url: str, tmp_path: Path) -> Iterator[Operator]:
 
 @pytest.fixture
 def console(operator: Operator) -> Console:
-    return Console(operator.settings, operator.catalog(), operator.engine, allow_actions=False)
+    return Console(
+        operator.settings, operator.catalog(), Store(operator.engine), allow_actions=False
+    )
 
 
 @pytest.fixture
@@ -98,7 +101,7 @@ def test_viewers_share_a_read_for_a_few_seconds_and_an_action_clears_it(
     console = Console(
         operator.settings,
         operator.catalog(),
-        operator.engine,
+        Store(operator.engine),
         allow_actions=False,
         overview_seconds=3600,
     )

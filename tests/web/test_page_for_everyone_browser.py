@@ -18,6 +18,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from jobhost.store import Store
 from jobhost.store.backfills import create_backfill
 from jobhost.store.runtime import record_change
 from jobhost.web import WebServer, create_app, store_endpoints
@@ -116,8 +117,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             now=t,
         )
     settings, catalog = operator.settings, operator.catalog()
-    console = Console(settings, catalog, operator.engine, allow_actions=True)
-    app = create_app(store_endpoints(settings, catalog, operator.engine), pages=console.routes())
+    console = Console(settings, catalog, Store(operator.engine), allow_actions=True)
+    app = create_app(
+        store_endpoints(settings, catalog, Store(operator.engine)), pages=console.routes()
+    )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()
     try:

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.guesses import wrong_guesses
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.access import GUESS_LIMIT, GuessBrake, ReadAccess
@@ -88,14 +88,16 @@ def serve(store_url: str) -> Iterator[Callable[..., tuple[str, GuessBrake]]]:
         upgrade(engine)
         engines.append(engine)
         catalog = build_catalog(settings)
-        brake = GuessBrake(engine, clock=lambda: MINUTE_START + 30, meter=METER)
+        brake = GuessBrake(Store(engine), clock=lambda: MINUTE_START + 30, meter=METER)
         endpoints = dataclasses.replace(
-            store_endpoints(settings, catalog, engine), metrics=lambda: b"# metrics\n"
+            store_endpoints(settings, catalog, Store(engine)), metrics=lambda: b"# metrics\n"
         )
         app = create_app(
             endpoints,
-            routes=api_routes(settings, catalog, engine, brake=brake),
-            pages=Console(settings, catalog, engine, allow_actions=True, brake=brake).routes(),
+            routes=api_routes(settings, catalog, Store(engine), brake=brake),
+            pages=Console(
+                settings, catalog, Store(engine), allow_actions=True, brake=brake
+            ).routes(),
             access=ReadAccess(settings, brake),
         )
         server = WebServer(("127.0.0.1", 0), app)
@@ -235,7 +237,7 @@ def test_the_brake_counts_per_address_and_in_all_and_forgets_old_minutes(
     engine: Engine,
 ) -> None:
     now = [MINUTE_START + 15]
-    brake = GuessBrake(engine, limit=3, limit_all=5, clock=lambda: now[0], meter=METER)
+    brake = GuessBrake(Store(engine), limit=3, limit_all=5, clock=lambda: now[0], meter=METER)
     assert [brake.wrong("10.0.0.1", "api") for _ in range(3)] == [None] * 3
     assert brake.wrong("10.0.0.1", "api") == 45
     assert brake.wrong("10.0.0.2", "api") is None  # another address has its own count

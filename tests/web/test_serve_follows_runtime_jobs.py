@@ -24,7 +24,7 @@ from jobhost.config import Settings
 from jobhost.operations.report import build_report
 from jobhost.runtime.follow import RuntimeFollower
 from jobhost.runtime.service import JobService
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from tests.api.api_support import call, token_lines
 from tests.cli.operator_support import Operator
 from tests.ports import free_port
@@ -43,24 +43,24 @@ def test_the_follower_swaps_runtime_jobs_in_and_out(store_url: str) -> None:
     service = JobService(
         settings,
         build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"}),
-        engine,
+        Store(engine),
         ManualClock(datetime.now(UTC)),
         trigger_wait=0,
     )
-    follower = RuntimeFollower(settings, catalog, engine)
+    follower = RuntimeFollower(settings, catalog, Store(engine))
     follower.start()
     try:
         assert JOB not in catalog.jobs
         made = service.put(JOB, PING, actor="deployer", if_match=None)
         wait_for(lambda: JOB in catalog.jobs, 10, "the created job in serve's catalog")
         assert catalog.runtime == frozenset({JOB})
-        (row,) = build_report(settings, catalog, engine).jobs
+        (row,) = build_report(settings, catalog, Store(engine)).jobs
         assert (row.name, row.state) == (JOB, "enabled")
 
         service.delete(JOB, actor="deployer", if_match=made.etag)
         wait_for(lambda: JOB not in catalog.jobs, 10, "the deleted job leaving serve's catalog")
         assert catalog.runtime == frozenset()
-        (row,) = build_report(settings, catalog, engine).jobs
+        (row,) = build_report(settings, catalog, Store(engine)).jobs
         assert row.state == "orphaned"
     finally:
         follower.stop()

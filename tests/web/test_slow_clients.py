@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer
 from jobhost.web.surfaces import store_application
 
@@ -260,7 +260,7 @@ def test_250_held_heads_and_10_trickling_bodies_leave_probes_pages_and_api_answe
     engine = create_store_engine(url)
     upgrade(engine)
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": ""})
-    server = WebServer(("127.0.0.1", 0), store_application(settings, catalog, engine))
+    server = WebServer(("127.0.0.1", 0), store_application(settings, catalog, Store(engine)))
     server.start()
     port = server.address[1]
     base = f"http://127.0.0.1:{port}"

@@ -19,7 +19,7 @@ import pytest
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from jobhost.web.console import Console
@@ -51,9 +51,9 @@ def _serve(database_url: str, **settings: Any) -> tuple[WebServer, Any]:
     engine = create_store_engine(config.database_url, **config.store_options())
     catalog = build_catalog(config, environ={"JOBHOST_LOAD_PLUGINS": "http"})
     app = create_app(
-        store_endpoints(config, catalog, engine),
-        routes=api_routes(config, catalog, engine),
-        pages=Console(config, catalog, engine, allow_actions=False).routes(),
+        store_endpoints(config, catalog, Store(engine)),
+        routes=api_routes(config, catalog, Store(engine)),
+        pages=Console(config, catalog, Store(engine), allow_actions=False).routes(),
         request_timeout=config.http_request_timeout.total_seconds(),
     )
     server = WebServer(("127.0.0.1", 0), app)

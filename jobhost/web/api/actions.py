@@ -36,7 +36,7 @@ class ActionEndpoints:
     API's job service (catalog, store, clock)."""
 
     def __init__(self, service: JobService, limit: int) -> None:
-        self._engine = service.engine
+        self._store = service.store
         self._service = service
         self._clock = service.clock
         self._limit = limit
@@ -57,12 +57,10 @@ class ActionEndpoints:
                 return []
             clock, who = self._clock, token.name
             if paused:
-                done = pause_jobs(
-                    self._engine, catalog, jobs, actor=who, reason=reason, clock=clock
-                )
+                done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason, clock=clock)
                 changed = [d.changed for d in done]
             else:
-                again = resume_jobs(self._engine, jobs, actor=who, reason=reason, clock=clock)
+                again = resume_jobs(self._store, jobs, actor=who, reason=reason, clock=clock)
                 changed = [d is not None and d.changed for d in again]
             return [
                 {"job": job, "paused": paused, "changed": did}
@@ -87,7 +85,7 @@ class ActionEndpoints:
         try:
             queued = await blocking(
                 lambda: retry_run(
-                    self._engine, run_id, actor=token.name, reason=reason, clock=self._clock
+                    self._store, run_id, actor=token.name, reason=reason, clock=self._clock
                 )
             )
         except ActionRefused as refused:
@@ -109,7 +107,7 @@ class ActionEndpoints:
         try:
             asked = await blocking(
                 lambda: cancel_run(
-                    self._engine, run_id, actor=token.name, reason=reason, clock=self._clock
+                    self._store, run_id, actor=token.name, reason=reason, clock=self._clock
                 )
             )
         except ActionRefused as refused:

@@ -23,9 +23,6 @@ from jobhost.operations.backfill_view import backfill_json
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.errors import not_found
 from jobhost.runtime.service import JobService
-from jobhost.store import store_now
-from jobhost.store.backfills import get_backfill
-from jobhost.store.calls import read as read_store
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import BadRequest, ReasonText, read_json, read_reason
 from jobhost.web.app import blocking
@@ -72,10 +69,10 @@ class BackfillEndpoints:
         backfill_id = request.path_params["backfill_id"]
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
-        engine = self._service.engine
+        store = self._service.store
 
         def read() -> dict[str, Any] | None:
-            record = read_store(engine, get_backfill, backfill_id)
+            record = store.get_backfill(backfill_id)
             return backfill_json(record) if record is not None else None
 
         data = await blocking(read)
@@ -86,10 +83,10 @@ class BackfillEndpoints:
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
         reason = await read_reason(request, self._limit)
-        engine, clock = self._service.engine, self._service.clock
+        store, clock = self._service.store, self._service.clock
         record = await blocking(
             lambda: cancel_backfill(
-                engine, backfill_id, actor=token.name, reason=reason, clock=clock
+                store, backfill_id, actor=token.name, reason=reason, clock=clock
             )
         )
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
@@ -99,12 +96,12 @@ class BackfillEndpoints:
         spec = catalog.jobs.get(name)
         if spec is None:
             raise not_found(name)
-        engine, clock = self._service.engine, self._service.clock
-        now = store_now(engine, clock)
+        store, clock = self._service.store, self._service.clock
+        now = store.now()
         try:
             plan = plan_backfill(
                 spec,
-                engine,
+                store,
                 start=body.from_,
                 end=body.to,
                 mode=body.mode,
@@ -117,9 +114,9 @@ class BackfillEndpoints:
         shown = {"id": None, **plan.to_json()}
         if body.dry_run or not plan.occurrences:
             return shown, 200
-        ensure_scheduled(engine, spec, clock)
+        ensure_scheduled(store, spec, clock)
         backfill_id = start_backfill(
-            engine,
+            store,
             name,
             start=plan.start,
             end=plan.end,

@@ -30,7 +30,7 @@ from jobhost.operations.failures import (
     require_stored_job,
 )
 from jobhost.runtime.definition import FieldProblem
-from jobhost.store import Engine
+from jobhost.store import Store
 from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
 from jobhost.web.app import blocking
 from jobhost.web.inputs import NO_NUL_PATTERN
@@ -98,7 +98,7 @@ class FailureRetry(BaseModel):
 
 
 def failures_endpoint(
-    engine: Engine, clock: Clock | None
+    store: Store, clock: Clock | None
 ) -> Callable[[Request, ApiToken], Awaitable[Response]]:
     """The handler: parameters ``since``, ``job``, ``q``, ``limit`` and ``cursor``."""
 
@@ -123,7 +123,7 @@ def failures_endpoint(
         def read() -> dict[str, Any]:
             if job is not None:
                 try:
-                    require_stored_job(engine, job)
+                    require_stored_job(store, job)
                 except UnknownJobError:
                     # The name is the caller's text: it is not repeated. A 404, as for any
                     # unknown job: the parameter itself is well formed.
@@ -138,7 +138,7 @@ def failures_endpoint(
                 cursor=cursor,
                 include_resolved=everything,
             )
-            return failures_json(read_failures(engine, query, clock))
+            return failures_json(read_failures(store, query, clock))
 
         return JSONResponse(await blocking(read))
 
@@ -146,7 +146,7 @@ def failures_endpoint(
 
 
 def retry_failures_endpoint(
-    engine: Engine, clock: Clock | None, limit: int
+    store: Store, clock: Clock | None, limit: int
 ) -> Callable[[Request, ApiToken], Awaitable[Response]]:
     """The handler of ``POST``: body ``{"job", "module", "since", "reason"}``."""
 
@@ -160,15 +160,15 @@ def retry_failures_endpoint(
         def act() -> dict[str, Any]:
             if body.job is not None:
                 try:
-                    require_stored_job(engine, body.job)
+                    require_stored_job(store, body.job)
                 except UnknownJobError:
                     raise _unknown("job", "names no job the store knows") from None
-            jobs = jobs_of_module(engine, body.module) if body.module is not None else None
+            jobs = jobs_of_module(store, body.module) if body.module is not None else None
             if body.module is not None and not jobs:
                 raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             reason = body.reason
-            done = retry_open_failures(engine, query, actor=token.name, reason=reason, clock=clock)
+            done = retry_open_failures(store, query, actor=token.name, reason=reason, clock=clock)
             return {
                 "queued": [
                     {

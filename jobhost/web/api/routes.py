@@ -29,11 +29,8 @@ from jobhost.operations.timefmt import short_utc
 from jobhost.records import MAX_CHANGE_ID, RuntimeJobRow
 from jobhost.runtime.errors import ChangeRefused, not_found
 from jobhost.runtime.service import JobService, etag_matches
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.pages import api_deletion
-from jobhost.store.reports import job_is_known
-from jobhost.store.runtime import acting_from, list_changes, list_runtime_jobs
+from jobhost.store import Store
+from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints
 from jobhost.web.api.auth import TokenCheck
@@ -68,7 +65,7 @@ Handler = Callable[[Request, ApiToken], Awaitable[Response]]
 def api_routes(
     settings: Settings,
     catalog: Catalog,
-    engine: Engine,
+    store: Store,
     clock: Clock | None = None,
     *,
     trigger_wait: float = 2.0,
@@ -77,10 +74,10 @@ def api_routes(
     """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured.
 
     ``brake`` counts wrong tokens (shared with the application's other surfaces); one over
-    ``engine`` when not given."""
+    ``store`` when not given."""
     if not settings.api_tokens:
         return []
-    api = _Api(settings, catalog, engine, clock, trigger_wait, brake=brake or GuessBrake(engine))
+    api = _Api(settings, catalog, store, clock, trigger_wait, brake=brake or GuessBrake(store))
     return [api.mount()]
 
 
@@ -89,7 +86,7 @@ class _Api:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         clock: Clock | None,
         trigger_wait: float,
         *,
@@ -97,15 +94,15 @@ class _Api:
     ) -> None:
         self.brake = brake
         self.settings = settings
-        self.engine = engine
-        self.service = JobService(settings, catalog, engine, clock, trigger_wait=trigger_wait)
+        self.store = store
+        self.service = JobService(settings, catalog, store, clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
         self.actions = ActionEndpoints(self.service, self.limit)
         self.backfills = BackfillEndpoints(settings, self.service, self.limit)
-        self.failures = failures_endpoint(engine, self.service.clock)
+        self.failures = failures_endpoint(store, self.service.clock)
         self.state = StateEndpoints(self.service, self.limit)
-        self.retry_failures = retry_failures_endpoint(engine, self.service.clock, self.limit)
+        self.retry_failures = retry_failures_endpoint(store, self.service.clock, self.limit)
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
@@ -227,7 +224,7 @@ class _Api:
 
         def answer() -> list[dict[str, Any]]:
             catalog = self.service.current()
-            report = build_report(self.settings, catalog, self.engine, clock=self.service.clock)
+            report = build_report(self.settings, catalog, self.store, clock=self.service.clock)
             rows = self._rows()
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
@@ -245,7 +242,7 @@ class _Api:
             if name not in catalog.jobs:
                 self._refuse_deleted(name)
             report = build_report(
-                self.settings, catalog, self.engine, job=name, clock=self.service.clock
+                self.settings, catalog, self.store, job=name, clock=self.service.clock
             )
             if not report.jobs:
                 raise not_found(name)
@@ -321,7 +318,7 @@ class _Api:
 
         def answer() -> dict[str, Any]:
             self._require_known(self.service.current(name), name)
-            rows = read_history(self.engine, name, limit=limit, outcome=outcome)
+            rows = read_history(self.store, name, limit=limit, outcome=outcome)
             return {"job": name, "runs": [run_json(run) for run in rows]}
 
         return JSONResponse(await blocking(answer))
@@ -332,7 +329,7 @@ class _Api:
         limit = query_int(request, "limit", PAGE_LINES, 1, PAGE_LINES)
         if len(run_id) > RUN_ID_LIMIT:
             return _no_run()
-        page = await blocking(lambda: read_run_log(self.engine, run_id, after=after, limit=limit))
+        page = await blocking(lambda: read_run_log(self.store, run_id, after=after, limit=limit))
         if page is None:
             return _no_run()
         return JSONResponse(page_json(page))
@@ -343,7 +340,7 @@ class _Api:
         job = request.query_params.get("job")
 
         def answer() -> dict[str, Any]:
-            found = read(self.engine, list_changes, job_name=job, after_id=after, limit=limit)
+            found = self.store.list_changes(job_name=job, after_id=after, limit=limit)
             return {
                 "changes": [change_json(c) for c in found],
                 "next_after": found[-1].id if found else after,
@@ -352,12 +349,12 @@ class _Api:
         return JSONResponse(await blocking(answer))
 
     def _rows(self) -> dict[str, RuntimeJobRow]:
-        return {row.name: row for row in read(self.engine, list_runtime_jobs)}
+        return {row.name: row for row in self.store.list_runtime_jobs()}
 
     def _refuse_deleted(self, name: str) -> None:
         """A runtime job removed through the API is gone: 404, saying who removed it, when, and
         where its history stays."""
-        deleted, change = read(self.engine, api_deletion, name)
+        deleted, change = self.store.api_deletion(name)
         if not deleted:
             return
         how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
@@ -373,7 +370,7 @@ class _Api:
     def _require_known(self, catalog: Catalog, name: str) -> None:
         if name in catalog.jobs:
             return
-        if read(self.engine, job_is_known, name):
+        if self.store.job_is_known(name):
             return
         raise not_found(name)
 

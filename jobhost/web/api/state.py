@@ -20,8 +20,6 @@ from jobhost.operations.job_state import (
 from jobhost.operations.run_actions import ActionRefused
 from jobhost.runtime.errors import not_found
 from jobhost.runtime.service import JobService
-from jobhost.store.calls import read
-from jobhost.store.reports import job_is_known
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import read_reason, read_state_value
 from jobhost.web.app import blocking
@@ -33,14 +31,14 @@ class StateEndpoints:
     """The handlers (rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`)."""
 
     def __init__(self, service: JobService, limit: int) -> None:
-        self._engine = service.engine
+        self._store = service.store
         self._service = service
         self._limit = limit
 
     async def read(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
         await blocking(lambda: self._require_known(name))
-        return JSONResponse(state_json(await blocking(lambda: read_state(self._engine, name))))
+        return JSONResponse(state_json(await blocking(lambda: read_state(self._store, name))))
 
     async def put(self, request: Request, token: ApiToken) -> Response:
         value, reason = await read_state_value(request, self._limit, VALUE_LIMIT)
@@ -61,7 +59,7 @@ class StateEndpoints:
             self._require_known(name)
             try:
                 done = change_state(
-                    self._engine,
+                    self._store,
                     name,
                     key,
                     value,
@@ -87,6 +85,6 @@ class StateEndpoints:
         return await blocking(act)
 
     def _require_known(self, name: str) -> None:
-        if name in self._service.current(name).jobs or read(self._engine, job_is_known, name):
+        if name in self._service.current(name).jobs or self._store.job_is_known(name):
             return
         raise not_found(name)

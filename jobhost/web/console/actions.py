@@ -31,7 +31,7 @@ from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import pause, request_trigger, resume
 from jobhost.operations.reasons import BadReason, checked_reason
-from jobhost.store import Engine
+from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit
@@ -51,7 +51,7 @@ class ConsoleSite(Protocol):
 
     settings: Settings
     catalog: Catalog
-    engine: Engine
+    store: Store
     clock: Clock | None
     sessions: SessionKeeper
     actions_on: bool
@@ -117,18 +117,18 @@ class ActionHandler:
     ) -> tuple[str, str | None]:
         """What was done, and for a trigger the request a host picks up."""
         console = self._console
-        engine = console.engine
+        store = console.store
         clock = console.clock or SystemClock(console.settings.clock_offset)
         result = ""
         request_id = None
         if action == "pause":
-            paused = pause(engine, console.catalog, name, actor=who, reason=reason, clock=clock)
+            paused = pause(store, console.catalog, name, actor=who, reason=reason, clock=clock)
             result = "paused" if paused.changed else "already paused"
         elif action == "resume":
-            resumed = resume(engine, name, actor=who, reason=reason, clock=clock)
+            resumed = resume(store, name, actor=who, reason=reason, clock=clock)
             result = "resumed" if resumed is not None and resumed.changed else "was not paused"
         else:
-            request_id = request_trigger(engine, name, actor=who, reason=reason, clock=clock)
+            request_id = request_trigger(store, name, actor=who, reason=reason, clock=clock)
             result = f"trigger queued (request {request_id})"
         audit(action=action, subject=name, who=who, reason=reason, client=client, result=result)
         return result, request_id

@@ -19,9 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.actions import cancel_backfill
-from jobhost.store import Engine
-from jobhost.store.backfills import get_backfill
-from jobhost.store.calls import read
+from jobhost.store import Store
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import client_of
@@ -35,7 +33,7 @@ class ConsoleSite(Protocol):
     """What a cancel needs of the dashboard (the actions' site, seen from here)."""
 
     settings: Settings
-    engine: Engine
+    store: Store
     clock: Clock | None
 
     def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
@@ -52,7 +50,7 @@ async def cancel_backfill_action(
     backfill_id = form.get("backfill", "").strip()
     record = None
     if _ID.fullmatch(backfill_id):
-        record = await blocking(lambda: read(console.engine, get_backfill, backfill_id))
+        record = await blocking(lambda: console.store.get_backfill(backfill_id))
     if record is None or record.job_name != name:
         return console.refuse(request, f"job {name} has no such backfill", 404)
     if form.get("confirm") != "yes":
@@ -60,7 +58,7 @@ async def cancel_backfill_action(
     who, client = request.state.session.who, client_of(request)
     clock = console.clock or SystemClock(console.settings.clock_offset)
     after = await blocking(
-        lambda: cancel_backfill(console.engine, backfill_id, actor=who, reason=reason, clock=clock)
+        lambda: cancel_backfill(console.store, backfill_id, actor=who, reason=reason, clock=clock)
     )
     cancelled = after is not None and record.state == "running" and after.state == "cancelled"
     result = f"backfill {backfill_id} " + ("cancelled" if cancelled else "already over")

@@ -21,7 +21,7 @@ from jobhost.config import Settings
 from jobhost.operations.actions import ensure_scheduled, start_backfill
 from jobhost.operations.backfill import BackfillInputError, BackfillPlan, plan_backfill
 from jobhost.operations.timefmt import iso_utc
-from jobhost.store import Engine, store_now
+from jobhost.store import Store
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit
 from jobhost.web.console.auth import client_of
@@ -38,7 +38,7 @@ class ConsoleSite(Protocol):
 
     settings: Settings
     catalog: Catalog
-    engine: Engine
+    store: Store
     clock: Clock | None
 
     def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
@@ -84,11 +84,10 @@ async def backfill_action(
 
 
 def _plan(console: ConsoleSite, name: str, start: str, end: str, mode: str) -> BackfillPlan:
-    clock = console.clock or SystemClock(console.settings.clock_offset)
-    now = store_now(console.engine, clock)
+    now = console.store.now()
     return plan_backfill(
         console.catalog.jobs[name],
-        console.engine,
+        console.store,
         start=start,
         end=end,
         mode=mode,
@@ -106,11 +105,11 @@ def _start(
     reason: str,
     client: str,
 ) -> None:
-    engine = console.engine
+    store = console.store
     clock = console.clock or SystemClock(console.settings.clock_offset)
-    ensure_scheduled(engine, console.catalog.jobs[plan.job], clock)
+    ensure_scheduled(store, console.catalog.jobs[plan.job], clock)
     backfill_id = start_backfill(
-        engine,
+        store,
         plan.job,
         start=plan.start,
         end=plan.end,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.errors import UnknownJobError
 from jobhost.operations.failures import (
     SEARCH_LIMIT,
@@ -29,10 +29,7 @@ from jobhost.operations.failures import (
     require_stored_job,
 )
 from jobhost.records import FAILED, STREAK_LIMIT, work_key
-from jobhost.store import Engine
-from jobhost.store.calls import read_at
-from jobhost.store.clock import store_now
-from jobhost.store.outcome_counts import counts_before
+from jobhost.store import Store
 from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.chart import SLICES, Chart, outcome_chart
 from jobhost.web.console.timeline import RANGES
@@ -93,7 +90,7 @@ class FailuresView:
 
 
 def failures_view(
-    engine: Engine,
+    store: Store,
     params: Mapping[str, str],
     clock: Clock | None = None,
     charts: ShortCache[Chart] | None = None,
@@ -110,12 +107,10 @@ def failures_view(
         cursor=params.get("cursor", "")[:200],
         everything=params.get("all") == "true",
     )
-    now = store_now(engine, clock or SystemClock())
+    now = store.now()
 
     def count() -> Chart:
-        at, counts = read_at(
-            engine, clock or SystemClock(), counts_before, RANGES[span], SLICES[span]
-        )
+        at, counts = store.counts_before(RANGES[span], SLICES[span])
         return outcome_chart(counts, at - RANGES[span], at)
 
     chart = charts.get(span, count) if charts is not None else count()
@@ -129,12 +124,12 @@ def failures_view(
             include_resolved=view.everything,
         )
         if query.job is not None:
-            require_stored_job(engine, query.job)
+            require_stored_job(store, query.job)
     except BadFailureQuery as error:
         return _refused(view, chart, f"{error.field}: {error.detail}")
     except UnknownJobError as error:
         return _refused(view, chart, f"job: {error}")
-    found = read_failures(engine, query, clock)
+    found = read_failures(store, query, clock)
     return FailuresView(
         search=view.search,
         job=view.job,

@@ -19,8 +19,6 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.clock import SystemClock
 from jobhost.operations.actions import ActionRefused, retry_run
 from jobhost.records import RunRecord
-from jobhost.store.calls import read
-from jobhost.store.failure_actions import runs_by_id
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import Checked, ConsoleSite, audit, guarded
 from jobhost.web.console.failures_page import FAILURES_PAGE
@@ -53,7 +51,7 @@ async def retry_shown(console: ConsoleSite, request: Request) -> Response:
     if not ids or len(ids) > FAILURES_PAGE or not all(_RUN_ID.fullmatch(i) for i in ids):
         return console.refuse(request, f"name 1 to {FAILURES_PAGE} failed runs to retry", 400)
     if checked.form.get("confirm") != "yes":
-        found = await blocking(lambda: read(console.engine, runs_by_id, ids))
+        found = await blocking(lambda: console.store.runs_by_id(ids))
         return console.page(
             request,
             "failures_retry.html",
@@ -71,7 +69,7 @@ def _retry(console: ConsoleSite, ids: list[str], checked: Checked) -> tuple[int,
     for run_id in ids:
         try:
             done = retry_run(
-                console.engine, run_id, actor=checked.who, reason=checked.reason, clock=clock
+                console.store, run_id, actor=checked.who, reason=checked.reason, clock=clock
             )
         except ActionRefused:
             continue

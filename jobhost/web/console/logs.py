@@ -11,13 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlencode
 
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.operations.failures import BadFailureQuery, parse_since
 from jobhost.records import BackfillRecord, ChangeSearch, JobChange
-from jobhost.store import Engine, store_now
-from jobhost.store.backfills import list_backfills
-from jobhost.store.calls import read
-from jobhost.store.runtime import search_changes
+from jobhost.store import Store
 
 __all__ = [
     "BACKFILLS_SHOWN",
@@ -79,14 +76,14 @@ class BackfillsView:
         return len(self.backfills) >= BACKFILLS_SHOWN
 
 
-def changes_view(engine: Engine, params: Mapping[str, str], clock: Clock | None) -> ChangesView:
+def changes_view(store: Store, params: Mapping[str, str], clock: Clock | None) -> ChangesView:
     values = {
         name: params.get(name, "").strip()[:_FIELD]
         for name in ("actor", "action", "job", "module", "since")
     }
     before = _positive(params.get("before"))
-    now = store_now(engine, clock or SystemClock())
-    found = _search(engine, now, values, before)
+    now = store.now()
+    found = _search(store, now, values, before)
     if isinstance(found, str):
         return _changes(values, now, [], None, found, paged=before is not None)
     shown = found[:CHANGES_PAGE]
@@ -121,7 +118,7 @@ def _changes(
 
 
 def _search(
-    engine: Engine, now: datetime, values: dict[str, str], before: int | None
+    store: Store, now: datetime, values: dict[str, str], before: int | None
 ) -> list[JobChange] | str:
     """The changes that match, or why the filters cannot be read."""
     since = None
@@ -139,13 +136,13 @@ def _search(
         before_id=before,
     )
     # One more than a page: whether an older page exists, without counting the log.
-    return read(engine, search_changes, search, CHANGES_PAGE + 1)
+    return store.search_changes(search, CHANGES_PAGE + 1)
 
 
-def backfills_view(engine: Engine, params: Mapping[str, str], clock: Clock | None) -> BackfillsView:
+def backfills_view(store: Store, params: Mapping[str, str], clock: Clock | None) -> BackfillsView:
     job = params.get("job", "").strip()[:_FIELD]
-    now = store_now(engine, clock or SystemClock())
-    found = read(engine, list_backfills, job=job or None, limit=BACKFILLS_SHOWN)
+    now = store.now()
+    found = store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN)
     return BackfillsView(job=job, now=now, backfills=found)
 
 

@@ -39,9 +39,7 @@ from jobhost.operations.report import Report
 from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
-from jobhost.store import Engine
-from jobhost.store.calls import read, write
-from jobhost.store.sessions import end_sessions, session_version
+from jobhost.store import Store
 from jobhost.web.access import GuessBrake
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import NOTICES, ActionHandler
@@ -100,7 +98,7 @@ class Console:
         self,
         settings: Settings,
         catalog: Catalog,
-        engine: Engine,
+        store: Store,
         *,
         allow_actions: bool,
         clock: Clock | None = None,
@@ -109,8 +107,10 @@ class Console:
     ) -> None:
         self.settings = settings
         self.catalog = catalog
-        self.engine = engine
+        self.store = store
         self.clock = clock
+        if clock is not None:
+            self.store = self.store.with_clock(clock)
         self.read_needs_session = settings.web_read_access == "token"
         readers = {
             token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
@@ -125,7 +125,7 @@ class Console:
             allow_actions and settings.console_actions and bool(settings.operator_tokens)
         )
         self.signin_on = self.actions_on or self.read_needs_session
-        self.brake = brake or GuessBrake(engine)
+        self.brake = brake or GuessBrake(store)
         self._templates = Environment(
             loader=PackageLoader("jobhost.web", "templates"),
             autoescape=select_autoescape(default=True),
@@ -223,12 +223,12 @@ class Console:
         under its filter and number): viewers polling the overview share one read."""
         summary = self._summaries.get(
             "summary",
-            lambda: read_summary(self.settings, self.catalog, self.engine, self.clock),
+            lambda: read_summary(self.settings, self.catalog, self.store, self.clock),
         )
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(
             (summary.generated_at, key),
-            lambda: overview_page(self.engine, summary, which, page, PAGE_SIZE),
+            lambda: overview_page(self.store, summary, which, page, PAGE_SIZE),
         )
         return summary, shown
 
@@ -239,7 +239,7 @@ class Console:
             lambda: job_view(
                 self.settings,
                 self.catalog,
-                self.engine,
+                self.store,
                 name,
                 span=RANGES[query.span],
                 slices=SLICES[query.span],
@@ -265,7 +265,7 @@ class Console:
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         after = min(max(_int(request.query_params.get("after"), 0), 0), _MAX_LINE)
-        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id, after=after))
+        view = await blocking(lambda: run_view(self.store, self.catalog, run_id, after=after))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
         return self.page(
@@ -286,14 +286,14 @@ class Console:
     async def cancel_form(self, request: Request) -> Response:
         """The confirmation step of a cancel, on a page of its own."""
         run_id = request.path_params["run_id"]
-        view = await blocking(lambda: run_view(self.engine, self.catalog, run_id))
+        view = await blocking(lambda: run_view(self.store, self.catalog, run_id))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
         return self.page(request, "run_cancel.html", run=view.run)
 
     async def failures(self, request: Request) -> Response:
         view = await blocking(
-            lambda: failures_view(self.engine, request.query_params, self.clock, self._charts)
+            lambda: failures_view(self.store, request.query_params, self.clock, self._charts)
         )
         return self.page(
             request,
@@ -312,15 +312,15 @@ class Console:
         return await retry_shown(self, request)
 
     async def changes(self, request: Request) -> Response:
-        view = await blocking(lambda: changes_view(self.engine, request.query_params, self.clock))
+        view = await blocking(lambda: changes_view(self.store, request.query_params, self.clock))
         return self.page(request, "changes.html", status=400 if view.problem else 200, view=view)
 
     async def backfills(self, request: Request) -> Response:
-        view = await blocking(lambda: backfills_view(self.engine, request.query_params, self.clock))
+        view = await blocking(lambda: backfills_view(self.store, request.query_params, self.clock))
         return self.page(request, "backfills.html", view=view, live=_LIVE_SECONDS)
 
     async def hosts(self, request: Request) -> Response:
-        view = await blocking(lambda: hosts_view(self.engine, self.clock))
+        view = await blocking(lambda: hosts_view(self.store, self.clock))
         return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
 
     # -- signing in ---------------------------------------------------------------------------
@@ -401,10 +401,10 @@ class Console:
         return session if version == session.version else None
 
     def _version(self, who: str) -> int:
-        return read(self.engine, session_version, who)
+        return self.store.session_version(who)
 
     def _end(self, who: str) -> None:
-        write(self.engine, end_sessions, who, datetime.now(UTC))
+        self.store.end_sessions(who, datetime.now(UTC))
 
     # -- helpers ------------------------------------------------------------------------------
 

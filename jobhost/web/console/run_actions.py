@@ -93,7 +93,7 @@ class RunActionHandler:
         clock = console.clock or SystemClock(console.settings.clock_offset)
         who, reason = checked.who, checked.reason
         if action == "retry":
-            queued = retry_run(console.engine, run_id, actor=who, reason=reason, clock=clock)
+            queued = retry_run(console.store, run_id, actor=who, reason=reason, clock=clock)
             audit(
                 action="retry",
                 subject=queued.retry_of.job_name,
@@ -104,7 +104,7 @@ class RunActionHandler:
             )
             # To the new attempt: the operator watches it start there.
             return f"/runs/{queued.run_id}?done=retried"
-        asked = cancel_run(console.engine, run_id, actor=who, reason=reason, clock=clock)
+        asked = cancel_run(console.store, run_id, actor=who, reason=reason, clock=clock)
         audit(
             action="cancel",
             subject=asked.run.job_name,
@@ -124,11 +124,11 @@ class RunActionHandler:
         who, reason = checked.who, checked.reason
         if action == "pause":
             done = pause_jobs(
-                console.engine, console.catalog, jobs, actor=who, reason=reason, clock=clock
+                console.store, console.catalog, jobs, actor=who, reason=reason, clock=clock
             )
             changed = sum(1 for d in done if d.changed)
         else:
-            again = resume_jobs(console.engine, jobs, actor=who, reason=reason, clock=clock)
+            again = resume_jobs(console.store, jobs, actor=who, reason=reason, clock=clock)
             changed = sum(1 for d in again if d is not None and d.changed)
         audit(
             action=action,

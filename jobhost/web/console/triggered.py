@@ -14,9 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from jobhost.records import RunRecord
-from jobhost.store import Engine
-from jobhost.store.calls import read
-from jobhost.store.reports import get_run
+from jobhost.store import Store
 from jobhost.web.app import blocking
 
 __all__ = ["REQUEST_ID_CHARS", "request_page"]
@@ -26,7 +24,7 @@ _WAIT_SECONDS = 2
 
 
 class _Site(Protocol):
-    engine: Engine
+    store: Store
 
     def page(
         self, request: Request, template: str, status: int = 200, **values: Any
@@ -37,7 +35,7 @@ async def request_page(site: _Site, request: Request) -> Response:
     request_id = request.path_params["request_id"]
     if not 0 < len(request_id) <= 64 or not set(request_id) <= REQUEST_ID_CHARS:
         return site.page(request, "missing.html", status=404, what="such trigger request")
-    found = await blocking(lambda: _read(site.engine, request_id))
+    found = await blocking(lambda: _read(site.store, request_id))
     if found is None:
         return site.page(request, "missing.html", status=404, what="such trigger request")
     status = found.request_status
@@ -53,5 +51,5 @@ async def request_page(site: _Site, request: Request) -> Response:
     )
 
 
-def _read(engine: Engine, request_id: str) -> RunRecord | None:
-    return read(engine, get_run, request_id)
+def _read(store: Store, request_id: str) -> RunRecord | None:
+    return store.get_run(request_id)

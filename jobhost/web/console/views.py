@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.job_state import JobStateView, read_state
 from jobhost.operations.report import JobReport, Report, build_report
@@ -21,11 +21,7 @@ from jobhost.records import (
     RunRecord,
     StreakRange,
 )
-from jobhost.store import Engine
-from jobhost.store.calls import read, read_at
-from jobhost.store.hosts import all_hosts
-from jobhost.store.pages import job_page, run_page
-from jobhost.store.streak_replay import streak_range
+from jobhost.store import Store
 from jobhost.web.console.chart import Chart, outcome_chart
 from jobhost.web.console.timeline import Timeline, timeline
 
@@ -119,7 +115,7 @@ class HostsView:
 def job_view(
     settings: Settings,
     catalog: Catalog,
-    engine: Engine,
+    store: Store,
     name: str,
     *,
     span: timedelta,
@@ -130,15 +126,13 @@ def job_view(
 ) -> JobView | None:
     """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
     bars), and page ``page`` of its history, of ``outcome`` when given."""
-    report = build_report(settings, catalog, engine, job=name, clock=clock)
+    report = build_report(settings, catalog, store, job=name, clock=clock)
     if not report.jobs:
         return None
     job = report.jobs[0]
     now = report.generated_at
     zone = job.effective_trigger.timezone
-    rows = read(
-        engine,
-        job_page,
+    rows = store.job_page(
         name,
         now - span,
         now,
@@ -159,16 +153,16 @@ def job_view(
         chart=outcome_chart(rows.counts, now - span, now),
         actions=rows.changes,
         backfills=rows.backfills,
-        state=read_state(engine, name),
+        state=read_state(store, name),
         # Read only for a failing job: a walk back through its newest attempts.
-        streak=read(engine, streak_range, name) if job.status == "failing" else None,
+        streak=store.streak_range(name) if job.status == "failing" else None,
     )
 
 
-def run_view(engine: Engine, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
+def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
     """The run, its attempts and its log lines numbered above ``after`` (the page's script
     asks for the lines after the last one it shows, to tail a running run)."""
-    page = read(engine, run_page, run_id, after=after, lines=_PAGE_LOG_LINES)
+    page = store.run_page(run_id, after=after, lines=_PAGE_LOG_LINES)
     if page is None:
         return None
     spec = catalog.jobs.get(page.run.job_name)
@@ -183,8 +177,8 @@ def _log_entry(entry: LogLine | Dropped) -> LogEntry:
     return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message, entry.at)
 
 
-def hosts_view(engine: Engine, clock: Clock | None = None) -> HostsView:
-    now, hosts = read_at(engine, clock or SystemClock(), all_hosts)
+def hosts_view(store: Store, clock: Clock | None = None) -> HostsView:
+    now, hosts = store.all_hosts()
     ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
 

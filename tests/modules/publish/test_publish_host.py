@@ -31,7 +31,7 @@ from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.commands import jobhost_command
 from tests.support import ManualClock
@@ -72,14 +72,14 @@ def test_a_broker_outage_fails_the_attempt_and_the_retry_publishes_with_the_same
     try:
         upgrade(engine)
         ticker = Ticker(
-            engine,
+            Store(engine),
             catalog.jobs,
             host_id="h",
             lease_duration=timedelta(minutes=1),
             telemetry=telemetry[0],
         )
         envelope = RunEnvelope(
-            engine,
+            Store(engine),
             host_id="h",
             clock=clock,
             grace=timedelta(seconds=1),

@@ -1,0 +1,276 @@
+"""The store as the rest of jobhost sees it: one object, one method per operation.
+
+Every method opens its own transaction (a read on a connection that does not take SQLite's write
+lock, a write committed when it returns), so code outside this package holds no connection and
+no engine, and never learns which database answers. The operations are the store's functions;
+this class names the ones the rest of the host may call, grouped by who calls them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from sqlalchemy.engine import Connection, Engine
+
+from jobhost.clock import Clock, SystemClock
+from jobhost.store import (
+    actions,
+    audit,
+    backfill_runs,
+    backfills,
+    census,
+    engine,
+    failing,
+    failure_actions,
+    guesses,
+    hosts,
+    integrity,
+    lifecycle,
+    migrate,
+    open_failures,
+    operations,
+    outcome_counts,
+    pages,
+    pooling,
+    purge,
+    recording,
+    registry,
+    reports,
+    requests,
+    run_actions,
+    run_ids,
+    runlogs,
+    runtime,
+    runtime_jobs,
+    sessions,
+    snapshot,
+    state_edits,
+    streak_replay,
+    streaks,
+    turns,
+    wakeups,
+)
+from jobhost.store.clock import StoreTime, database_now, store_now
+from jobhost.store.signals import ChangeSignal, SignalWatcher
+from jobhost.store.state import StoreJobState
+
+__all__ = ["Store"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class _Read(Generic[_P, _T]):
+    """A store function of a connection, run on a connection for reads only."""
+
+    def __init__(self, query: Callable[Concatenate[Connection, _P], _T]) -> None:
+        self._query = query
+
+    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
+        query = self._query
+
+        @functools.wraps(query)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            with engine.reading(store._engine) as connection:
+                return query(connection, *args, **kwargs)
+
+        return call
+
+
+class _ReadAt(Generic[_P, _T]):
+    """A store function of a connection and the store's instant: returns both, read together
+    (see :func:`~jobhost.store.clock.database_now`)."""
+
+    def __init__(self, query: Callable[Concatenate[Connection, datetime, _P], _T]) -> None:
+        self._query = query
+
+    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, tuple[datetime, _T]]:
+        query = self._query
+
+        @functools.wraps(query)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> tuple[datetime, _T]:
+            with engine.reading(store._engine) as connection:
+                now = database_now(connection, store.clock)
+                return now, query(connection, now, *args, **kwargs)
+
+        return call
+
+
+class _Write(Generic[_P, _T]):
+    """A store function of a connection, run in a transaction of its own."""
+
+    def __init__(self, operation: Callable[Concatenate[Connection, _P], _T]) -> None:
+        self._operation = operation
+
+    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
+        operation = self._operation
+
+        @functools.wraps(operation)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            with store._engine.begin() as connection:
+                return operation(connection, *args, **kwargs)
+
+        return call
+
+
+class _Own(Generic[_P, _T]):
+    """A store operation that opens its own transactions (several, or with a retry)."""
+
+    def __init__(self, operation: Callable[Concatenate[Engine, _P], _T]) -> None:
+        self._operation = operation
+
+    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
+        return functools.partial(self._operation, store._engine)
+
+
+class Store:
+    """One database holding the schedules, the run ledger, the hosts and the change log."""
+
+    def __init__(self, store_engine: Engine, clock: Clock | None = None) -> None:
+        self._engine = store_engine
+        self.clock: Clock = clock or SystemClock()
+
+    @classmethod
+    def open(cls, url: str, clock: Clock | None = None, /, **options: Any) -> Store:
+        """The store at ``url`` (SQLite or PostgreSQL); ``options`` as
+        :func:`~jobhost.store.engine.create_store_engine` takes them."""
+        return cls(engine.create_store_engine(url, **options), clock)
+
+    def with_clock(self, clock: Clock) -> Store:
+        """This store read on ``clock`` where the database keeps no time (SQLite)."""
+        return Store(self._engine, clock)
+
+    def dispose(self) -> None:
+        self._engine.dispose()
+
+    @property
+    def url(self) -> str:
+        """The store's URL with its password hidden, for messages."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def is_postgres(self) -> bool:
+        return engine.is_postgres(self._engine)
+
+    @property
+    def is_read_only(self) -> bool:
+        return engine.is_read_only(self._engine)
+
+    def answers(self, within: float = 1.0) -> bool:
+        return engine.answers(self._engine, within)
+
+    def now(self) -> datetime:
+        """The store's instant: the database's on PostgreSQL, the clock's on SQLite."""
+        return store_now(self._engine, self.clock)
+
+    def time(self) -> StoreTime:
+        return StoreTime(self._engine, self.clock)
+
+    def signal_watcher(self, wake: Callable[[], None]) -> SignalWatcher:
+        return SignalWatcher(self._engine, wake)
+
+    def change_signal(self) -> ChangeSignal:
+        return ChangeSignal(self._engine)
+
+    # -- schema ------------------------------------------------------------------------------
+    upgrade = _Own(migrate.upgrade)
+    current_revision = _Own(migrate.current_revision)
+    is_current = _Own(migrate.is_current)
+    audit_store = _Own(audit.audit_store)
+    check_pooling = _Own(pooling.check_pooling)
+    check_live_rows = _ReadAt(integrity.check_live_rows)
+    stuck_runs = _Read(integrity.stuck_runs)
+    catalog_versions = _Read(census.catalog_versions)
+
+    # -- the firing loop ---------------------------------------------------------------------
+    sync_catalog = _Own(turns.sync_catalog)
+    claim_turn = _Own(turns.claim_turn)
+    claim_job = _Own(turns.claim_job)
+    due_jobs = _Own(turns.due_jobs)
+    look_ahead = _Own(turns.look_ahead)
+    claim_run = _Own(requests.claim_run)
+    claim_backfill = _Own(backfill_runs.claim_backfill)
+    settled_backfill = _Own(backfill_runs.settled_backfill)
+    record_finished = _Own(recording.record_finished)
+    write_logs = _Own(recording.write_logs)
+    cancel_requests = _Read(run_actions.cancel_requests)
+    job_state = _Own(StoreJobState)
+    oldest_due = _Read(wakeups.oldest_due)
+
+    # -- hosts and leases --------------------------------------------------------------------
+    start_host = _Own(lifecycle.start_host)
+    mark_synced = _Own(lifecycle.mark_synced)
+    mark_stopped = _Own(lifecycle.mark_stopped)
+    beat = _Own(lifecycle.beat)
+    release_runs = _Own(lifecycle.release_runs)
+    mark_run_stuck = _Own(lifecycle.mark_run_stuck)
+    abandon_dead_runs = _Own(lifecycle.abandon_dead_runs)
+    renew_lease = _Own(lifecycle.renew_lease)
+    live_hosts = _ReadAt(hosts.live_hosts)
+    all_hosts = _ReadAt(hosts.all_hosts)
+
+    # -- operator actions, each with its change-log entry ------------------------------------
+    request_logged = _Own(actions.request_logged)
+    backfill_logged = _Own(actions.backfill_logged)
+    cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
+    pause_many_logged = _Own(actions.pause_many_logged)
+    resume_many_logged = _Own(actions.resume_many_logged)
+    ensure_scheduled = _Own(backfill_runs.ensure_scheduled)
+    cancel_logged = _Own(run_actions.cancel_logged)
+    retry_logged = _Own(run_actions.retry_logged)
+    ack_logged = _Own(failure_actions.ack_logged)
+    change_state_logged = _Own(state_edits.change_state_logged)
+    before_trigger = _Own(requests.before_trigger)
+    run_progress = _Own(requests.run_progress)
+    purge_runs = _Own(purge.purge_runs)
+    purge_by_age = _Own(purge.purge_by_age)
+
+    # -- runtime jobs and the change log -----------------------------------------------------
+    put_runtime_job = _Own(runtime_jobs.put_runtime_job)
+    remove_runtime_job = _Own(runtime_jobs.remove_runtime_job)
+    changed_runtime_jobs = _Own(runtime_jobs.changed_runtime_jobs)
+    get_runtime_job = _Read(runtime.get_runtime_job)
+    list_runtime_jobs = _Read(runtime.list_runtime_jobs)
+    has_runtime_jobs = _Read(runtime.has_runtime_jobs)
+    list_changes = _Read(runtime.list_changes)
+    recent_changes = _Read(runtime.recent_changes)
+    search_changes = _Read(runtime.search_changes)
+
+    # -- reads for the CLI, the API and the console ------------------------------------------
+    get_run = _Read(reports.get_run)
+    list_schedules = _Read(reports.list_schedules)
+    job_is_known = _Read(reports.job_is_known)
+    ledger_page = _Read(reports.ledger_page)
+    stored_job_names = _Read(reports.stored_job_names)
+    get_schedule = _Read(operations.get_schedule)
+    all_schedules = _Read(registry.all_schedules)
+    read_snapshot = _Own(snapshot.read_snapshot)
+    summary_snapshot = _ReadAt(snapshot.summary_snapshot)
+    schedules_hosts_failing = _ReadAt(failing.schedules_hosts_failing)
+    failure_streaks = _Read(streaks.failure_streaks)
+    streak_range = _Read(streak_replay.streak_range)
+    failure_rows = _ReadAt(open_failures.failure_rows)
+    open_runs = _Read(open_failures.open_runs)
+    counts_before = _ReadAt(outcome_counts.counts_before)
+    module_jobs = _Read(failure_actions.module_jobs)
+    runs_by_id = _Read(failure_actions.runs_by_id)
+    runs_by_prefix = _Read(run_ids.runs_by_prefix)
+    get_backfill = _Read(backfills.get_backfill)
+    list_backfills = _Read(backfills.list_backfills)
+    backfill_with_items = _Read(backfills.backfill_with_items)
+    last_outcomes = _Read(backfills.last_outcomes)
+    job_page = _Read(pages.job_page)
+    run_page = _Read(pages.run_page)
+    api_deletion = _Read(pages.api_deletion)
+    last_lines = _Read(runlogs.last_lines)
+    run_and_lines = _Read(runlogs.run_and_lines)
+    list_state = _Read(state_edits.list_state)
+
+    # -- the console's sessions and the brake on wrong guesses -------------------------------
+    session_version = _Read(sessions.session_version)
+    end_sessions = _Write(sessions.end_sessions)
+    count_wrong_guess = _Write(guesses.count_wrong_guess)
+    purge_guesses = _Write(guesses.purge_guesses)
