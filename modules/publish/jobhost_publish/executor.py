@@ -11,19 +11,18 @@ import asyncio
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from jobhost_contracts import JobContext
 from returns.result import Failure, Result, Success
 
 from jobhost_publish import message
-from jobhost_publish.errors import MissingUrl, NotAcknowledged, PublishError
+from jobhost_publish.errors import MissingUrl, NotAcknowledged, PublishError, Redactor
 from jobhost_publish.jetstream import JetStreamAck, publish_jetstream
 from jobhost_publish.rabbitmq import publish_rabbitmq
-from jobhost_publish.receipt import Published
-from jobhost_publish.redaction import Redactor
 from jobhost_publish.settings import BrokerUrls, PublishSettings
 
-__all__ = ["Publisher", "build_executor"]
+__all__ = ["Published", "Publisher", "build_executor"]
 
 
 def build_executor(
@@ -37,6 +36,24 @@ def build_executor(
     if missing is not None:
         raise ValueError(missing)
     return Publisher(settings, urls, environ)
+
+
+@dataclass(frozen=True)
+class Published:
+    """The broker confirmed the message.
+
+    ``duplicate`` is True when JetStream recognised the idempotency key from an earlier attempt
+    within its duplicate window and kept the first copy only: the occurrence's message is stored
+    once, which is the point. ``sequence`` and ``stream`` are JetStream's; None on RabbitMQ.
+    """
+
+    broker: str
+    destination: str
+    idempotency_key: str
+    elapsed_ms: int
+    duplicate: bool = False
+    stream: str | None = None
+    sequence: int | None = None
 
 
 class Publisher:

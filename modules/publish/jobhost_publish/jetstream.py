@@ -16,9 +16,14 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from jobhost_publish._fields import IDEMPOTENCY_HEADER
-from jobhost_publish.errors import BrokerUnavailable, NoStream, NotAcknowledged, Rejected
-from jobhost_publish.redaction import Redactor
+from jobhost_publish.errors import (
+    BrokerUnavailable,
+    NoStream,
+    NotAcknowledged,
+    Redactor,
+    Rejected,
+)
+from jobhost_publish.settings import IDEMPOTENCY_HEADER
 
 __all__ = ["JetStreamAck", "publish_jetstream"]
 

@@ -15,9 +15,14 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from jobhost_publish.errors import BrokerUnavailable, NotAcknowledged, Rejected, Unroutable
+from jobhost_publish.errors import (
+    BrokerUnavailable,
+    NotAcknowledged,
+    Redactor,
+    Rejected,
+    Unroutable,
+)
 from jobhost_publish.message import CONTENT_TYPE
-from jobhost_publish.redaction import Redactor
 
 __all__ = ["APP_ID", "publish_rabbitmq"]
 

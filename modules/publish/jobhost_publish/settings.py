@@ -10,9 +10,11 @@ no implicit conversions, and neither have these models.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, env_name, positive_duration
 from pydantic import (
@@ -25,18 +27,11 @@ from pydantic import (
     model_validator,
 )
 
-from jobhost_publish._fields import (
-    RESERVED_BODY_FIELDS,
-    exchange_problem,
-    header_problem,
-    nats_url_problem,
-    routing_key_problem,
-    subject_problem,
-)
-
 __all__ = [
     "BROKERS",
     "DEFAULT_TIMEOUT",
+    "IDEMPOTENCY_HEADER",
+    "RESERVED_BODY_FIELDS",
     "SECTION",
     "BrokerName",
     "BrokerUrls",
@@ -50,6 +45,12 @@ SECTION = "publish"
 BROKERS = ("nats", "rabbitmq")
 DEFAULT_TIMEOUT = timedelta(seconds=10)
 
+IDEMPOTENCY_HEADER = "Nats-Msg-Id"
+"""The JetStream header that carries the run's idempotency key; set by the host, never a job."""
+
+RESERVED_BODY_FIELDS = ("job", "occurrence", "run_id", "attempt")
+"""Fields the host adds to every message body; a payload may not use them."""
+
 BrokerName = Literal["nats", "rabbitmq"]
 Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
 AtLeastOne = Annotated[int, Field(ge=1)]
@@ -59,14 +60,11 @@ EnvName = Annotated[
 ]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-def _checked(value: object, problem: Any) -> object:
-    if isinstance(value, str):
-        found = problem(value)
-        if found is not None:
-            raise ValueError(found)
-    return value
+_AMQP_SHORT_STRING = 255  # bytes: exchange names and routing keys are AMQP short strings
+_SUBJECT_TOKEN = re.compile(r"[^\s.*>]+")
+_EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]+")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
 
 
 class PublishSettings(BaseModel):
@@ -100,21 +98,41 @@ class PublishSettings(BaseModel):
     @field_validator("subject")
     @classmethod
     def _subject(cls, value: str | None) -> str | None:
-        return None if value is None else str(_checked(value, subject_problem))
+        # Wildcards subscribe to many subjects; a message is published to exactly one.
+        if value is not None and not all(map(_SUBJECT_TOKEN.fullmatch, value.split("."))):
+            raise ValueError(
+                "must be one NATS subject to publish to: dot-separated tokens with no spaces, no "
+                "empty token and no wildcard (* or >), e.g. 'billing.close-day'"
+            )
+        return value
 
     @field_validator("exchange")
     @classmethod
     def _exchange(cls, value: str | None) -> str | None:
-        return None if value is None else str(_checked(value, exchange_problem))
+        if value and (len(value.encode()) > _AMQP_SHORT_STRING or not _EXCHANGE.fullmatch(value)):
+            raise ValueError(
+                "must be a RabbitMQ exchange name (letters, digits, - _ . :, at most 255 bytes), "
+                "or '' for the default exchange"
+            )
+        return value
 
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
         for name, text in value.items():
-            problem = header_problem(name, text)
-            if problem is not None:
-                # The header's name only: a misplaced credential must not reach the log.
-                raise ValueError(f"header {name!r} {problem}")
+            # The header's name only: a misplaced credential must not reach the log.
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"header {name!r} is not a valid header name (letters, digits and "
+                    "!#$%&'*+-.^_`|~)"
+                )
+            if name.lower() == IDEMPOTENCY_HEADER.lower():
+                raise ValueError(
+                    f"header {name!r} {IDEMPOTENCY_HEADER} is set by the host from the run's "
+                    "occurrence, so that a retry is recognised as the same message: remove it"
+                )
+            if "\r" in text or "\n" in text:
+                raise ValueError(f"header {name!r} must not contain a line break")
         return value
 
     @field_validator("payload")
@@ -153,7 +171,7 @@ class PublishSettings(BaseModel):
                 "broker = 'rabbitmq' needs routing_key (the queue's name with the default exchange "
                 "'', e.g. routing_key = 'billing.commands')"
             )
-        problem = routing_key_problem(self.routing_key, self.exchange or "")
+        problem = _routing_key_problem(self.routing_key, self.exchange or "")
         if problem is not None:
             raise ValueError(f"routing_key = {self.routing_key!r} {problem}")
         return self
@@ -223,7 +241,22 @@ class BrokerUrls(BaseModel):
     @field_validator("nats_url")
     @classmethod
     def _nats_url(cls, value: str | None) -> str | None:
-        return None if value is None else str(_checked(value, nats_url_problem))
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in _NATS_SCHEMES or not parts.hostname:
+            raise ValueError("must be a nats://, tls://, ws:// or wss:// URL with a host")
+        if "@" in parts.netloc:
+            # A user, password or token written into the settings file: secrets by reference only.
+            raise ValueError(
+                "carries credentials; put the whole URL in an environment variable and name it "
+                "with nats_url_env instead"
+            )
+        try:
+            parts.port  # noqa: B018 (urllib checks the port only when it is read)
+        except ValueError:
+            raise ValueError("has a port that is not a number 1-65535") from None
+        return value
 
     @model_validator(mode="after")
     def _one_nats_url(self) -> BrokerUrls:
@@ -252,6 +285,19 @@ class BrokerUrls(BaseModel):
         if broker == "nats":
             return self.nats_url, self.nats_url_env
         return None, self.rabbitmq_url_env
+
+
+def _routing_key_problem(routing_key: str, exchange: str) -> str | None:
+    if exchange == "" and not routing_key:
+        return (
+            "is required with the default exchange (exchange = ''): it is the name of the queue "
+            "the message goes to"
+        )
+    if len(routing_key.encode()) > _AMQP_SHORT_STRING:
+        return "must be at most 255 bytes (an AMQP short string)"
+    if any(not character.isprintable() for character in routing_key):
+        return "must not contain control characters or line breaks"
+    return None
 
 
 def full_name(name: str) -> str:
