@@ -113,12 +113,10 @@ class CronSchedule:
         object.__setattr__(self, "_calendar", _calendar(self.expression, fields))
 
     def next_after(self, after: datetime) -> datetime | None:
-        """The first occurrence strictly after ``after`` (any aware datetime)."""
         found = self._next(_seconds(after))
         return None if found is None else datetime.fromtimestamp(found, UTC)
 
     def iter_after(self, after: datetime, limit: int) -> list[datetime]:
-        """Up to ``limit`` consecutive occurrences strictly after ``after``."""
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         found: list[datetime] = []

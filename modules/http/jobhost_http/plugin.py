@@ -41,7 +41,6 @@ def jobhost_job_kinds() -> list[JobKind]:
 
 
 def declaration(job: HttpJobSettings) -> BackgroundJobDeclaration:
-    """The declaration of one configured call."""
     return configured_declaration(
         name=job.name,
         section=SECTION,

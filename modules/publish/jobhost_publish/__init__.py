@@ -18,10 +18,9 @@ from jobhost_publish.errors import (
     Rejected,
     Unroutable,
 )
-from jobhost_publish.executor import Published, Publisher, build_executor
-from jobhost_publish.message import CONTENT_TYPE, body, occurrence_text
+from jobhost_publish.executor import Published, Publisher, body, build_executor, occurrence_text
 from jobhost_publish.plugin import declaration
-from jobhost_publish.rabbitmq import APP_ID
+from jobhost_publish.rabbitmq import APP_ID, CONTENT_TYPE
 from jobhost_publish.section import PublishConfig, parse_section
 from jobhost_publish.settings import (
     IDEMPOTENCY_HEADER,

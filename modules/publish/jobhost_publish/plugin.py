@@ -67,7 +67,6 @@ def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind
 
 
 def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
-    """The declaration of one configured message."""
     return configured_declaration(
         name=job.job_name,
         section=SECTION,
