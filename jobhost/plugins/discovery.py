@@ -1,8 +1,7 @@
 """Finding and registering plugins: installed entry points and the ``plugins`` setting.
 
 Each plugin is loaded on its own, so one that fails to import is reported under its own name and
-the others still load. Nothing here raises for a broken plugin: every failure becomes a
-:class:`PluginProblem`, and the catalog lists them with its own problems.
+the others still load.
 """
 
 from __future__ import annotations
