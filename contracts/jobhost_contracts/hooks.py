@@ -84,11 +84,6 @@ class AuditSink(Protocol):
     def record(self, entry: RunAuditRecord) -> None: ...
 
 
-# A kind is a name (``http``), a description, the JSON schema of its settings, a ``validate``
-# callable that turns a settings object (parsed JSON) into the module's own checked settings, and
-# a ``factory`` that makes an executor from them. The contracts stay free of any validation
-# library: a module may use pydantic (or anything) behind ``validate`` and publish the model's
-# schema as ``settings_schema``.
 class KindSettingsError(ValueError):
     """A kind's settings are refused; ``field`` is the dotted key at fault (``url``,
     ``headers.Accept``), and the message says what is allowed."""
@@ -101,13 +96,17 @@ class KindSettingsError(ValueError):
 
 @dataclass(frozen=True)
 class JobKind:
-    """One kind of runtime job.
+    """One kind of runtime job: a parameterised executor a module offers for jobs created at run
+    time.
 
-    ``validate(settings)`` raises :class:`KindSettingsError` (or ``ValueError``) naming the
-    field and the fix; it reads no secret value (secrets are environment variable names) and
-    connects to nothing. ``factory(job_name, validated)`` makes the executor for one job.
-    ``module`` is the module runtime jobs of this kind belong to; its ``[modules.NAME]`` section
-    is their configuration, as for declared jobs.
+    ``validate(settings)`` turns a settings object (parsed JSON) into the module's own checked
+    settings, or raises :class:`KindSettingsError` (or ``ValueError``) naming the field and the
+    fix; it reads no secret value (secrets are environment variable names) and connects to
+    nothing. The contracts stay free of any validation library: a module may use pydantic (or
+    anything) behind ``validate`` and publish the model's schema as ``settings_schema``.
+    ``factory(job_name, validated)`` makes the executor for one job. ``module`` is the module
+    runtime jobs of this kind belong to; its ``[modules.NAME]`` section is their configuration,
+    as for declared jobs.
     """
 
     name: str
