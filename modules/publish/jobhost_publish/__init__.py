@@ -21,13 +21,14 @@ from jobhost_publish.errors import (
 from jobhost_publish.executor import Published, Publisher, body, build_executor, occurrence_text
 from jobhost_publish.plugin import declaration
 from jobhost_publish.rabbitmq import APP_ID, CONTENT_TYPE
-from jobhost_publish.section import PublishConfig, parse_section
 from jobhost_publish.settings import (
     IDEMPOTENCY_HEADER,
     RESERVED_BODY_FIELDS,
     BrokerUrls,
+    PublishConfig,
     PublishJobSettings,
     PublishSettings,
+    parse_section,
 )
 
 __all__ = [

@@ -25,12 +25,12 @@ from jobhost_contracts import (
 from pydantic import ValidationError
 
 from jobhost_publish.executor import build_executor
-from jobhost_publish.section import parse_section
 from jobhost_publish.settings import (
     SECTION,
     BrokerUrls,
     PublishJobSettings,
     PublishSettings,
+    parse_section,
     thawed,
 )
 
