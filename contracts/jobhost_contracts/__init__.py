@@ -13,16 +13,12 @@ This package imports only the standard library, ``pluggy`` and ``returns``.
 
 from __future__ import annotations
 
-from jobhost_contracts.audit import AuditSink, RunAuditRecord
 from jobhost_contracts.cancellation import Cancellation, JobCancelled
-from jobhost_contracts.configured import (
-    CALL_TIMEOUT_MARGIN,
-    SCHEDULE_KEYS,
-    configured_declaration,
-)
 from jobhost_contracts.context import JobContext, TriggerSource
 from jobhost_contracts.declaration import (
+    CALL_TIMEOUT_MARGIN,
     POLICY_KEYS,
+    SCHEDULE_KEYS,
     BackgroundJobDeclaration,
     DstGap,
     DstRepeat,
@@ -30,6 +26,7 @@ from jobhost_contracts.declaration import (
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
+    configured_declaration,
     field_types,
     policies_from,
     policy_values,
@@ -43,8 +40,16 @@ from jobhost_contracts.fields import (
     positive_duration,
     safe_url,
 )
-from jobhost_contracts.hooks import PROJECT_NAME, JobRegistration, hookimpl, hookspec
-from jobhost_contracts.kinds import JobKind, KindSettingsError
+from jobhost_contracts.hooks import (
+    PROJECT_NAME,
+    AuditSink,
+    JobKind,
+    JobRegistration,
+    KindSettingsError,
+    RunAuditRecord,
+    hookimpl,
+    hookspec,
+)
 from jobhost_contracts.redaction import bound_text, redact_text
 from jobhost_contracts.settings import (
     ModuleSettingsError,

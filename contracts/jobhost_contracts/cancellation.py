@@ -58,13 +58,10 @@ class Cancellation:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with self._lock:
-            if not self._event.is_set():
-                self._waiters.append((loop, future))
-                future_pending = True
-            else:
-                future_pending = False
-        if future_pending:
-            await future
+            if self._event.is_set():
+                return
+            self._waiters.append((loop, future))
+        await future
 
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():

@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 from returns.result import Result
 
 from jobhost_contracts.cancellation import Cancellation
-from jobhost_contracts.fanout import run_fan_out
 from jobhost_contracts.state import JobState
-from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitTally
+from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitTally, run_fan_out
 
 __all__ = ["JobContext", "TriggerSource"]
 

@@ -3,6 +3,10 @@
 Construction checks types only. Whether a cron expression parses, a zone exists or a name follows
 the naming rule is decided by the host's catalog validation, so that every problem in every module
 is reported together instead of the first one raising out of a plugin hook.
+
+Modules whose jobs are written in ``jobhost.toml`` (an entry of a module's section, such as
+``[[modules.http.jobs]]``) take the same schedule and policy keys and turn them into a
+declaration the same way: :func:`configured_declaration` is that way, from plain values.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "CALL_TIMEOUT_MARGIN",
     "POLICY_KEYS",
+    "SCHEDULE_KEYS",
     "BackgroundJobDeclaration",
     "DstGap",
     "DstRepeat",
@@ -26,6 +32,7 @@ __all__ = [
     "MisfirePolicy",
     "OverlapPolicy",
     "RetryPolicy",
+    "configured_declaration",
     "field_types",
     "policies_from",
     "policy_values",
@@ -218,3 +225,45 @@ POLICY_KEYS: Mapping[str, tuple[type, ...]] = types.MappingProxyType(
 """The flat keys of the policies, in order, with the types each takes (:func:`field_types`): the
 fields of :class:`JobPolicies`, ``retry``'s (``max_attempts``, ``backoff``, ``backoff_max``,
 ``jitter``, ``retry_on``) in its place."""
+
+CALL_TIMEOUT_MARGIN = timedelta(seconds=5)
+"""A run's timeout is its call's plus this: the call gives up first and says why."""
+
+# The timeout follows from the call's; the others are for a module's code to declare.
+_NOT_CONFIGURED = frozenset(
+    {
+        *("timeout", "lease", "overdue_after", "jitter", "retry_on"),
+        *("dst_gap", "dst_repeat", "concurrency_group"),
+    }
+)
+
+SCHEDULE_KEYS = frozenset(POLICY_KEYS) - _NOT_CONFIGURED
+"""The keys of an entry about when its job runs and how it is retried, beside ``name``,
+``description`` and what the job does."""
+
+
+def configured_declaration(
+    *,
+    name: str,
+    section: str,
+    description: str,
+    call_timeout: timedelta,
+    **schedule: Any,
+) -> BackgroundJobDeclaration:
+    """The declaration of one entry of ``[modules.SECTION]``: the job belongs to the module
+    ``section``, its configuration source is that section, its run may take ``call_timeout``
+    plus :data:`CALL_TIMEOUT_MARGIN`, and ``schedule`` holds its :data:`SCHEDULE_KEYS`."""
+    unknown = sorted(set(schedule) - SCHEDULE_KEYS)
+    if unknown:
+        raise TypeError(
+            f"configured_declaration() takes no {', '.join(unknown)}; its schedule keys are "
+            f"{', '.join(sorted(SCHEDULE_KEYS))}"
+        )
+    return BackgroundJobDeclaration(
+        name=name,
+        module=section,
+        configuration_source=section,
+        description=description,
+        timeout=call_timeout + CALL_TIMEOUT_MARGIN,
+        **policies_from(schedule),
+    )

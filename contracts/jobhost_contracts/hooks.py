@@ -1,18 +1,30 @@
-"""The ``jobhost`` plugin hooks: how a module hands its jobs to the host."""
+"""The ``jobhost`` plugin hooks: how a module hands the host its jobs, its audit sinks (where the
+record of every finished run goes) and its job kinds (parameterised executors for jobs created at
+run time)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import pluggy
 
-from jobhost_contracts.audit import AuditSink
 from jobhost_contracts.declaration import BackgroundJobDeclaration
 from jobhost_contracts.executor import IJobExecutor, JobFunction
-from jobhost_contracts.kinds import JobKind
+from jobhost_contracts.units import UnitCounts
 
-__all__ = ["PROJECT_NAME", "JobRegistration", "hookimpl", "hookspec"]
+__all__ = [
+    "PROJECT_NAME",
+    "AuditSink",
+    "JobKind",
+    "JobRegistration",
+    "KindSettingsError",
+    "RunAuditRecord",
+    "hookimpl",
+    "hookspec",
+]
 
 PROJECT_NAME = "jobhost"
 """The pluggy project name, the entry-point group and the hook prefix."""
@@ -27,6 +39,89 @@ class JobRegistration(NamedTuple):
 
     declaration: BackgroundJobDeclaration
     executor: IJobExecutor | JobFunction
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunAuditRecord:
+    """One finished run, as the ledger, the span and the metrics saw it.
+
+    ``units`` holds the counts of the run's fan-outs (``context.fan_out``), None without one;
+    ``backfill_id`` names the backfill a run replays an occurrence for, None for any other run;
+    ``result`` is the executor's ``Success`` value as the ledger keeps it: JSON text of at most
+    4 kB (a value with no JSON form as its ``repr``; a longer one as ``{"truncated": true,
+    "length": N, "head": "..."}``), None when it returned nothing or did not succeed.
+    """
+
+    job_name: str
+    module: str
+    run_id: str
+    occurrence: datetime | None
+    attempt: int
+    source: str
+    host_id: str
+    outcome: str
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: int
+    error_type: str | None = None
+    error_message: str | None = None
+    trace_id: str | None = None
+    units: UnitCounts | None = None
+    backfill_id: str | None = None
+    result: str | None = None
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Receives every finished run. ``name`` appears in warnings and the failure metric.
+
+    A sink that raises or takes longer than the host's ``audit_sink_timeout`` produces a warning
+    and a metric; it never changes the run's outcome and never stops the host.
+    """
+
+    name: str
+
+    def record(self, entry: RunAuditRecord) -> None: ...
+
+
+class KindSettingsError(ValueError):
+    """A kind's settings are refused; ``field`` is the dotted key at fault (``url``,
+    ``headers.Accept``), and the message says what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.reason = message
+        super().__init__(f"settings.{field}: {message}" if field else f"settings: {message}")
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One kind of runtime job: a parameterised executor a module offers for jobs created at run
+    time.
+
+    ``validate(settings)`` turns a settings object (parsed JSON) into the module's own checked
+    settings, or raises :class:`KindSettingsError` (or ``ValueError``) naming the field and the
+    fix; it reads no secret value (secrets are environment variable names) and connects to
+    nothing. The contracts stay free of any validation library: a module may use pydantic (or
+    anything) behind ``validate`` and publish the model's schema as ``settings_schema``.
+    ``factory(job_name, validated)`` makes the executor for one job. ``module`` is the module
+    runtime jobs of this kind belong to; its ``[modules.NAME]`` section is their configuration,
+    as for declared jobs.
+    """
+
+    name: str
+    description: str
+    settings_schema: Mapping[str, Any]
+    validate: Callable[[Mapping[str, Any]], Any]
+    factory: Callable[[str, Any], IJobExecutor]
+    module: str = ""
+    examples: tuple[Mapping[str, Any], ...] = field(default=())
+    """Example settings objects, shown by ``jobhost kinds`` and the API."""
+    secret_variables: Callable[[Any], Mapping[str, str]] | None = None
+    """The environment variables a job of this kind reads at run time, from its validated
+    settings, by the settings key that names each (``secret_headers.Authorization`` ->
+    ``HOOK_AUTH``). The host lets a runtime job name only the variables the operator made
+    available to runtime jobs; a kind that reads none leaves this None."""
 
 
 @hookspec

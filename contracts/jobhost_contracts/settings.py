@@ -85,7 +85,9 @@ def module_settings(
         raise ModuleSettingsError(section, [problem])
     data = _thawed(raw)
     known = _known_keys(model)
-    problems = [] if known is None else _unknown(data, known)
+    problems: list[SettingProblem] = []
+    if known is not None:
+        problems = [_unknown_key(str(key), data[key], known) for key in data if key not in known]
     try:
         validated = model.model_validate(data)
     except ValueError as error:  # pydantic's ValidationError is a ValueError
@@ -111,10 +113,6 @@ def _known_keys(model: object) -> list[str] | None:
         if isinstance(alias, str) and alias != name:
             keys.append(alias)
     return keys
-
-
-def _unknown(data: Mapping[str, Any], known: list[str]) -> list[SettingProblem]:
-    return [_unknown_key(str(key), data[key], known) for key in data if key not in known]
 
 
 def _unknown_key(key: str, value: object, known: Iterable[str]) -> SettingProblem:

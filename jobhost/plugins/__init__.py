@@ -8,11 +8,12 @@ exception, so the catalog can list all of them together.
 from __future__ import annotations
 
 from jobhost.plugins.calls import (
-    HookAnswer,
+    KindSet,
     PluginJob,
     call_each,
     collect_audit_sinks,
     collect_jobs,
+    collect_kinds,
     read_only,
 )
 from jobhost.plugins.discovery import (
@@ -23,12 +24,10 @@ from jobhost.plugins.discovery import (
     PluginSet,
     load_plugins,
 )
-from jobhost.plugins.kinds import KindSet, collect_kinds
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "LOAD_PLUGINS_ENV",
-    "HookAnswer",
     "KindSet",
     "PluginJob",
     "PluginProblem",

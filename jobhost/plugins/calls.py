@@ -1,29 +1,30 @@
 """Calling a hook one plugin at a time, so each answer and each failure keeps its plugin's name.
 
 ``manager.hook.jobhost_jobs(...)`` would stop at the first plugin that raises and lose who
-answered what; here every implementation is called by hand. A later hook (``jobhost_audit_sinks``)
-goes through :func:`call_each` the same way and adds its own shape check beside
-:func:`collect_jobs`.
+answered what; here every implementation is called by hand, and each hook's answer is checked
+for the shape that hook promises.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from jobhost_contracts import AuditSink, ModuleSettingsError, bound_text, redact_text
+from jobhost_contracts import AuditSink, JobKind, ModuleSettingsError, bound_text, redact_text
 
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
 __all__ = [
     "HookAnswer",
+    "KindSet",
     "PluginJob",
     "call_each",
     "collect_audit_sinks",
     "collect_jobs",
+    "collect_kinds",
     "read_only",
 ]
 
@@ -88,25 +89,20 @@ def collect_jobs(
     A plugin whose answer is not an iterable of pairs is reported (``plugin-bad-result``); the
     pairs it did return well-formed are still collected.
     """
-    answers, problems = call_each(plugins, "jobhost_jobs", {"settings": read_only(modules)})
+    problems: list[PluginProblem] = []
     jobs: list[PluginJob] = []
-    for answer in answers:
-        items = _materialise(answer, problems)
-        if items is None:
-            continue
-        for position, item in enumerate(items):
-            if isinstance(item, tuple) and len(item) == 2:
-                jobs.append(PluginJob(answer.plugin, item[0], item[1]))
-            else:
-                problems.append(
-                    PluginProblem(
-                        answer.plugin,
-                        "plugin-bad-result",
-                        f"jobhost_jobs item {position} is {_describe(item)}, not a "
-                        "(declaration, executor) pair; return JobRegistration(declaration, "
-                        "executor) or a 2-tuple for each job",
-                    )
+    for plugin, position, item in _items(plugins, modules, "jobhost_jobs", _JOBS_WANTED, problems):
+        if isinstance(item, tuple) and len(item) == 2:
+            jobs.append(PluginJob(plugin, item[0], item[1]))
+        else:
+            problems.append(
+                _bad_result(
+                    plugin,
+                    f"jobhost_jobs item {position} is {_describe(item)}, not a "
+                    "(declaration, executor) pair; return JobRegistration(declaration, "
+                    "executor) or a 2-tuple for each job",
                 )
+            )
     return jobs, problems
 
 
@@ -114,28 +110,55 @@ def collect_audit_sinks(
     plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]
 ) -> tuple[list[AuditSink], list[PluginProblem]]:
     """Ask every plugin for its audit sinks; anything that is not a sink is reported."""
-    answers, problems = call_each(plugins, "jobhost_audit_sinks", {"settings": read_only(modules)})
+    problems: list[PluginProblem] = []
     sinks: list[AuditSink] = []
-    for answer in answers:
-        items = _materialise(
-            answer,
-            problems,
-            "jobhost_audit_sinks",
-            "a list of audit sinks; return [] when the module has none",
-        )
-        for position, item in enumerate(items or []):
-            if isinstance(item, AuditSink) and callable(getattr(item, "record", None)):
-                sinks.append(item)
-                continue
+    wanted = "a list of audit sinks; return [] when the module has none"
+    for plugin, position, item in _items(plugins, modules, "jobhost_audit_sinks", wanted, problems):
+        if isinstance(item, AuditSink) and callable(getattr(item, "record", None)):
+            sinks.append(item)
+        else:
             problems.append(
-                PluginProblem(
-                    answer.plugin,
-                    "plugin-bad-result",
+                _bad_result(
+                    plugin,
                     f"jobhost_audit_sinks item {position} is {_describe(item)}, not an audit "
                     "sink; return objects with a `name` and a `record(entry)` method",
                 )
             )
     return sinks, problems
+
+
+@dataclass(frozen=True)
+class KindSet:
+    """Every usable kind by name, and what was wrong with the rest."""
+
+    kinds: dict[str, JobKind] = field(default_factory=dict)
+    problems: list[PluginProblem] = field(default_factory=list)
+
+
+def collect_kinds(plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]) -> KindSet:
+    """Ask every plugin for its kinds; a duplicate name or a non-kind is a problem."""
+    found = KindSet()
+    offered_by: dict[str, str] = {}
+    wanted = "a list of JobKind; return [] when the module offers none"
+    for plugin, position, item in _items(
+        plugins, modules, "jobhost_job_kinds", wanted, found.problems
+    ):
+        if not isinstance(item, JobKind):
+            problem = (
+                f"jobhost_job_kinds item {position} is {type(item).__name__}, not a JobKind; "
+                "return jobhost_contracts.JobKind objects"
+            )
+            found.problems.append(_bad_result(plugin, problem))
+        elif item.name in offered_by:
+            problem = (
+                f"job kind {item.name!r} is offered by plugin {offered_by[item.name]} already; "
+                "rename one of them"
+            )
+            found.problems.append(_bad_result(plugin, problem))
+        else:
+            found.kinds[item.name] = item
+            offered_by[item.name] = plugin
+    return found
 
 
 def read_only(modules: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
@@ -161,45 +184,53 @@ _JOBS_WANTED = (
 )
 
 
-def _materialise(
-    answer: HookAnswer,
+def _items(
+    plugins: PluginSet,
+    modules: Mapping[str, Mapping[str, Any]],
+    hook: str,
+    wanted: str,
     problems: list[PluginProblem],
-    hook: str = "jobhost_jobs",
-    wanted: str = _JOBS_WANTED,
-) -> list[object] | None:
-    """The items of a hook's answer; None, with the problem noted, when it is not a list.
+) -> Iterator[tuple[str, int, object]]:
+    """(plugin, position, item) for every item the plugins' ``hook`` returned; each failure is
+    added to ``problems`` as it is met. ``wanted`` says what the hook should return."""
+    answers, raised = call_each(plugins, hook, {"settings": read_only(modules)})
+    problems.extend(raised)
+    for answer in answers:
+        for position, item in enumerate(_materialise(answer, problems, hook, wanted)):
+            yield answer.plugin, position, item
 
-    ``hook`` and ``wanted`` name the hook and what it should return, for the message.
-    """
+
+def _materialise(
+    answer: HookAnswer, problems: list[PluginProblem], hook: str, wanted: str
+) -> list[object]:
+    """The items of a hook's answer; none, with the problem noted, when it is not a list."""
     value = answer.value
     if inspect.iscoroutine(value):
         # Closed so the never-awaited coroutine does not also raise a RuntimeWarning.
         value.close()
         problems.append(
-            PluginProblem(
+            _bad_result(
                 answer.plugin,
-                "plugin-bad-result",
                 f"{hook} is async and returned a coroutine; make it a plain function "
                 "(it must be cheap and connect to nothing)",
             )
         )
-        return None
+        return []
     if value is None or isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         problems.append(
-            PluginProblem(
-                answer.plugin,
-                "plugin-bad-result",
-                f"{hook} returned {_describe(value)}, not {wanted}",
-            )
+            _bad_result(answer.plugin, f"{hook} returned {_describe(value)}, not {wanted}")
         )
-        return None
+        return []
     try:
         # A generator runs the plugin's code while it is consumed: that is still the hook.
-        items: list[object] = list(value)
+        return list(value)
     except (Exception, SystemExit) as error:
         problems.append(_raised(answer.plugin, hook, error))
-        return None
-    return items
+        return []
+
+
+def _bad_result(plugin: str, message: str) -> PluginProblem:
+    return PluginProblem(plugin, "plugin-bad-result", message)
 
 
 def _raised(plugin: str, hook_name: str, error: BaseException) -> PluginProblem:

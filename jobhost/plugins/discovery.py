@@ -1,8 +1,7 @@
 """Finding and registering plugins: installed entry points and the ``plugins`` setting.
 
 Each plugin is loaded on its own, so one that fails to import is reported under its own name and
-the others still load. Nothing here raises for a broken plugin: every failure becomes a
-:class:`PluginProblem`, and the catalog lists them with its own problems.
+the others still load.
 """
 
 from __future__ import annotations
@@ -13,11 +12,12 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Literal, Protocol
+from typing import Literal
 
 import pluggy
 from jobhost_contracts import bound_text, redact_text
@@ -101,10 +101,10 @@ def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None
     manager.add_hookspecs(contract_hooks)
     plugins = PluginSet(manager)
     allowed = _allow_list(os.environ if environ is None else environ)
-    for source in _entry_point_sources(allowed, plugins):
-        _register(plugins, source)
+    for name, entry_point in _entry_points(allowed, plugins):
+        _register(plugins, name, entry_point.load, partial(_entry_point_failure, entry_point))
     for item in settings.plugins:
-        _register(plugins, _ConfiguredSource(item))
+        _register(plugins, item, partial(_import_configured, item), _configured_failure)
     plugins.problems.extend(_unknown_hooks(manager))
     return plugins
 
@@ -116,52 +116,9 @@ def _allow_list(environ: Mapping[str, str]) -> set[str] | None:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
-class _Source(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    def load(self) -> object: ...
-
-    def describe_failure(self, error: Exception) -> str: ...
-
-
-@dataclass(frozen=True)
-class _EntryPointSource:
-    name: str
-    entry_point: importlib.metadata.EntryPoint
-
-    def load(self) -> object:
-        return self.entry_point.load()
-
-    def describe_failure(self, error: Exception) -> str:
-        dist = self.entry_point.dist
-        origin = f" of {dist.name} {dist.version}" if dist is not None else ""
-        return (
-            f"entry point {self.entry_point.value!r}{origin} failed to import: "
-            f"{type(error).__name__}: {_shown(error)}; fix or reinstall the package, or leave it "
-            f"out with {LOAD_PLUGINS_ENV} (a comma-separated list of the entry points to load)"
-        )
-
-
-@dataclass(frozen=True)
-class _ConfiguredSource:
-    name: str
-
-    def load(self) -> object:
-        if _is_file(self.name):
-            return _import_file(Path(self.name))
-        return importlib.import_module(self.name)
-
-    def describe_failure(self, error: Exception) -> str:
-        if isinstance(error, _PluginFileMissing):
-            return str(error)
-        return (
-            f"failed to import: {type(error).__name__}: {_shown(error)}; fix the plugin, or its "
-            "entry in plugins / JOBHOST_PLUGINS"
-        )
-
-
-def _entry_point_sources(allowed: set[str] | None, plugins: PluginSet) -> Iterator[_Source]:
+def _entry_points(
+    allowed: set[str] | None, plugins: PluginSet
+) -> Iterator[tuple[str, importlib.metadata.EntryPoint]]:
     found: dict[str, importlib.metadata.EntryPoint] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         # An editable install can list one distribution twice; the first one is the one Python
@@ -181,16 +138,44 @@ def _entry_point_sources(allowed: set[str] | None, plugins: PluginSet) -> Iterat
             )
     for name in sorted(found):
         if allowed is None or name in allowed:
-            yield _EntryPointSource(name, found[name])
+            yield name, found[name]
 
 
-def _register(plugins: PluginSet, source: _Source) -> None:
+def _entry_point_failure(entry_point: importlib.metadata.EntryPoint, error: Exception) -> str:
+    dist = entry_point.dist
+    origin = f" of {dist.name} {dist.version}" if dist is not None else ""
+    return (
+        f"entry point {entry_point.value!r}{origin} failed to import: "
+        f"{type(error).__name__}: {_shown(error)}; fix or reinstall the package, or leave it "
+        f"out with {LOAD_PLUGINS_ENV} (a comma-separated list of the entry points to load)"
+    )
+
+
+def _import_configured(item: str) -> object:
+    if item.endswith(".py") or "/" in item or os.sep in item:
+        return _import_file(Path(item))
+    return importlib.import_module(item)
+
+
+def _configured_failure(error: Exception) -> str:
+    if isinstance(error, _PluginFileMissing):
+        return str(error)
+    return (
+        f"failed to import: {type(error).__name__}: {_shown(error)}; fix the plugin, or its "
+        "entry in plugins / JOBHOST_PLUGINS"
+    )
+
+
+def _register(
+    plugins: PluginSet,
+    name: str,
+    load: Callable[[], object],
+    describe_failure: Callable[[Exception], str],
+) -> None:
     try:
-        plugin = source.load()
+        plugin = load()
     except Exception as error:  # importing runs the plugin's own code; any failure is its own
-        plugins.problems.append(
-            PluginProblem(source.name, "plugin-import", source.describe_failure(error))
-        )
+        plugins.problems.append(PluginProblem(name, "plugin-import", describe_failure(error)))
         return
     except (SystemExit, KeyboardInterrupt) as error:
         # Left alone it would end every command with the plugin's exit status and no word.
@@ -201,7 +186,7 @@ def _register(plugins: PluginSet, source: _Source) -> None:
         )
         plugins.problems.append(
             PluginProblem(
-                source.name,
+                name,
                 "plugin-import",
                 f"{what} while being imported; a plugin must not end the process: remove the "
                 "call, or leave the plugin out (plugins / JOBHOST_PLUGINS, or "
@@ -213,10 +198,10 @@ def _register(plugins: PluginSet, source: _Source) -> None:
     if manager.is_registered(plugin):
         # The same module named twice (an entry point and the setting): its jobs count once.
         return
-    registered_name = source.name
+    registered_name = name
     suffix = 2
     while manager.has_plugin(registered_name):
-        registered_name = f"{source.name}#{suffix}"
+        registered_name = f"{name}#{suffix}"
         suffix += 1
     try:
         manager.register(plugin, name=registered_name)
@@ -237,10 +222,6 @@ def _register(plugins: PluginSet, source: _Source) -> None:
 
 class _PluginFileMissing(Exception):
     pass
-
-
-def _is_file(item: str) -> bool:
-    return item.endswith(".py") or "/" in item or os.sep in item
 
 
 def _import_file(path: Path) -> ModuleType:
@@ -293,17 +274,17 @@ def _no_hooks(name: str, plugin: object) -> PluginProblem:
 
 def _unknown_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
     # pm.check_pending() stops at the first unknown hook; the same walk here lists all of them.
+    callers = {
+        name: getattr(manager.hook, name) for name in vars(manager.hook) if not name.startswith("_")
+    }
+    known = ", ".join(sorted(name for name, caller in callers.items() if caller.has_spec()))
     problems: list[PluginProblem] = []
-    for hook_name in sorted(vars(manager.hook)):
-        if hook_name.startswith("_"):
-            continue
-        caller = getattr(manager.hook, hook_name)
+    for hook_name, caller in sorted(callers.items()):
         if caller.has_spec():
             continue
         for impl in caller.get_hookimpls():
             if impl.optionalhook:
                 continue
-            known = ", ".join(sorted(_specified_hooks(manager)))
             problems.append(
                 PluginProblem(
                     impl.plugin_name,
@@ -314,14 +295,6 @@ def _unknown_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
                 )
             )
     return problems
-
-
-def _specified_hooks(manager: pluggy.PluginManager) -> list[str]:
-    return [
-        name
-        for name in vars(manager.hook)
-        if not name.startswith("_") and getattr(manager.hook, name).has_spec()
-    ]
 
 
 def _shown(error: BaseException) -> str:

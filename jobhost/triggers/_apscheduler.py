@@ -13,14 +13,12 @@ what a catalog's first occurrences cost at start-up.
 from __future__ import annotations
 
 from bisect import bisect_left
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
 __all__ = ["WallCalendar"]
 
-_SECOND = timedelta(seconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # APScheduler counts weekdays from Monday (0) and rejects 7; names avoid both traps.
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY = 86_400
@@ -64,8 +62,8 @@ class WallCalendar:
         fire = trigger.get_next_fire_time(None, datetime.fromtimestamp(wall, UTC))
         if fire is None:
             return None
-        seconds: int = (fire - _EPOCH) // _SECOND
-        return seconds
+        # Whole seconds, which a float holds exactly through the year 9999.
+        return int(fire.timestamp())
 
     def _build(self) -> Any:
         # Imported with the first trigger built: a command that asks no fire time (``history``,

@@ -113,12 +113,10 @@ class CronSchedule:
         object.__setattr__(self, "_calendar", _calendar(self.expression, fields))
 
     def next_after(self, after: datetime) -> datetime | None:
-        """The first occurrence strictly after ``after`` (any aware datetime)."""
         found = self._next(_seconds(after))
         return None if found is None else datetime.fromtimestamp(found, UTC)
 
     def iter_after(self, after: datetime, limit: int) -> list[datetime]:
-        """Up to ``limit`` consecutive occurrences strictly after ``after``."""
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         found: list[datetime] = []
@@ -149,16 +147,13 @@ class CronSchedule:
         return [datetime.fromtimestamp(instant, UTC) for instant in found]
 
     def describe(self) -> str:
-        return f"cron {self.expression!r} in {self.timezone}{self.policy_note()}"
-
-    def policy_note(self) -> str:
-        """``, dst_gap=skip, dst_repeat=both`` for a policy other than the default, else ``""``."""
-        parts = []
+        parts = [f"cron {self.expression!r} in {self.timezone}"]
+        # Only a policy other than the default is named.
         if self.dst_gap is not DstGap.SHIFT:
             parts.append(f"dst_gap={self.dst_gap.value}")
         if self.dst_repeat is not DstRepeat.ONCE:
             parts.append(f"dst_repeat={self.dst_repeat.value}")
-        return "".join(f", {part}" for part in parts)
+        return ", ".join(parts)
 
     def _next(self, after: int) -> int | None:
         return next_instant(
@@ -185,15 +180,6 @@ _SECOND = _Field("second", 0, 59)
 _MINUTE = _Field("minute", 0, 59)
 _HOUR = _Field("hour", 0, 23)
 _DAY = _Field("day of month", 1, 31, question=True)
-_MONTH = _Field(
-    "month",
-    1,
-    12,
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
-)
-_WEEKDAY = _Field("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat"), True)
-_FIELDS = (_SECOND, _MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
-
 _MONTH_NAMES = (
     "January",
     "February",
@@ -208,6 +194,10 @@ _MONTH_NAMES = (
     "November",
     "December",
 )
+_MONTH = _Field("month", 1, 12, tuple(name[:3].lower() for name in _MONTH_NAMES))
+_WEEKDAY = _Field("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat"), True)
+_FIELDS = (_SECOND, _MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY)
+
 _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # February as in a leap year
 _MACROS = {
     "@yearly": "0 0 1 1 *",

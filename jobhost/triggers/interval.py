@@ -30,7 +30,6 @@ class IntervalSchedule:
         object.__setattr__(self, "anchor", self.anchor.astimezone(UTC))
 
     def next_after(self, after: datetime) -> datetime:
-        """The first occurrence strictly after ``after`` (any aware datetime)."""
         _require_aware(after, "after")
         if after < self.anchor:
             return self.anchor
@@ -38,7 +37,6 @@ class IntervalSchedule:
         return self.anchor + ((after - self.anchor) // self.every + 1) * self.every
 
     def iter_after(self, after: datetime, limit: int) -> list[datetime]:
-        """``limit`` consecutive occurrences strictly after ``after``."""
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         if limit == 0:

@@ -13,6 +13,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path, PurePosixPath
@@ -28,10 +29,19 @@ from jobhost_files.outcome import (
     NotConfigured,
     RootUnavailable,
 )
-from jobhost_files.quarantine import UnsafePath, make_dirs, purge, quarantine_target
 from jobhost_files.references import References, load_references
 from jobhost_files.settings import CleanupMode, FilesSettings
-from jobhost_files.walk import QUARANTINE_DIR, Entry, EntryKind, is_inside, walk
+from jobhost_files.walk import (
+    QUARANTINE_DIR,
+    Entry,
+    EntryKind,
+    UnsafePath,
+    is_inside,
+    make_dirs,
+    purge,
+    quarantine_target,
+    walk,
+)
 
 __all__ = ["CURSOR_KEY", "OrphanCleanup"]
 
@@ -69,7 +79,7 @@ class OrphanCleanup:
             empty = NoReferences()
             context.logger.error("%s", empty)
             return Failure(empty)
-        report = CleanupReport(dry_run=settings.dry_run)
+        report = CleanupReport(dry_run=settings.dry_run, skipped=references.refused)
         try:
             _Run(settings, context, now, references, report).go()
         except StaleLeaseError as error:
@@ -82,23 +92,15 @@ class OrphanCleanup:
         return Success(report)
 
 
+@dataclass
 class _Run:
     """The state of one run; its writes to ``context.state`` may raise StaleLeaseError."""
 
-    def __init__(
-        self,
-        settings: FilesSettings,
-        context: JobContext,
-        now: datetime,
-        references: References,
-        report: CleanupReport,
-    ) -> None:
-        self.settings = settings
-        self.context = context
-        self.now = now
-        self.references = references
-        self.report = report
-        report.skipped += references.refused
+    settings: FilesSettings
+    context: JobContext
+    now: datetime
+    references: References
+    report: CleanupReport
 
     def go(self) -> None:
         settings, context, report = self.settings, self.context, self.report
@@ -108,17 +110,14 @@ class _Run:
         if not dry:
             # Rewriting the cursor proves the lease is still ours before anything is touched.
             context.state.set(CURSOR_KEY, cursor)
-        purged = purge(
+        purge(
             settings.root,
             self.now,
             settings.quarantine_days,
-            dry_run=dry,
+            report,
             cancellation=context.cancellation,
             logger=context.logger,
         )
-        report.purged = purged.purged
-        report.skipped += purged.skipped
-        report.errors += purged.errors
         if cursor:
             context.logger.info("resuming the walk after %r", cursor)
         entries = walk(settings.root, cursor)

@@ -39,20 +39,15 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
 def declaration(settings: FilesSettings | None) -> BackgroundJobDeclaration:
     """The job as ``settings`` configure it; disabled on the default schedule without them."""
     if settings is None:
-        return BackgroundJobDeclaration(
-            name=JOB_NAME,
-            module=SECTION,
-            cron=FilesSettings.model_fields["cron"].default,
-            enabled=False,
-            configuration_source=SECTION,
-            description=_DESCRIPTION + " Disabled: [modules.files] is not configured.",
-        )
+        schedule = {"cron": FilesSettings.model_fields["cron"].default, "enabled": False}
+        description = _DESCRIPTION + " Disabled: [modules.files] is not configured."
+    else:
+        schedule = settings.model_dump(include={"cron", "timezone", "enabled"})
+        description = _DESCRIPTION
     return BackgroundJobDeclaration(
         name=JOB_NAME,
         module=SECTION,
-        cron=settings.cron,
-        timezone=settings.timezone,
-        enabled=settings.enabled,
         configuration_source=SECTION,
-        description=_DESCRIPTION,
+        description=description,
+        **schedule,
     )

@@ -7,7 +7,7 @@ problem of ``[modules.files]`` before it starts, so a typo never reaches a run t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -31,10 +31,6 @@ class CleanupMode(StrEnum):
     """Moved under ``root/.jobhost-quarantine/YYYY-MM-DD/``, purged after ``quarantine_days``."""
     DELETE = "delete"
     """Removed at once."""
-
-
-def _checked(check: Callable[[Any], object]) -> Any:
-    return BeforeValidator(check)
 
 
 def _root(value: object) -> Path:
@@ -95,9 +91,9 @@ def _mode(value: object) -> CleanupMode:
     raise ValueError(f"must be {allowed}")
 
 
-_Flag = Annotated[bool, _checked(_flag)]
-_Count = Annotated[int, _checked(_positive_int)]
-_Text = Annotated[str, _checked(_text)]
+_Flag = Annotated[bool, BeforeValidator(_flag)]
+_Count = Annotated[int, BeforeValidator(_positive_int)]
+_Text = Annotated[str, BeforeValidator(_text)]
 
 
 class FilesSettings(BaseModel):
@@ -107,12 +103,16 @@ class FilesSettings(BaseModel):
 
     # Required fields default to None and validate it, so a missing one gets the same refusal
     # (naming what to write) as an empty one.
-    root: Annotated[Path, _checked(_root)] = Field(None, validate_default=True)
-    references_url: Annotated[str, _checked(_references_url)] = Field(None, validate_default=True)
-    references_query: Annotated[str, _checked(_required_text)] = Field(None, validate_default=True)
-    min_age: Annotated[timedelta, _checked(non_negative_duration)] = timedelta(hours=24)
+    root: Annotated[Path, BeforeValidator(_root)] = Field(None, validate_default=True)
+    references_url: Annotated[str, BeforeValidator(_references_url)] = Field(
+        None, validate_default=True
+    )
+    references_query: Annotated[str, BeforeValidator(_required_text)] = Field(
+        None, validate_default=True
+    )
+    min_age: Annotated[timedelta, BeforeValidator(non_negative_duration)] = timedelta(hours=24)
     batch_size: _Count = 200
-    mode: Annotated[CleanupMode, _checked(_mode)] = CleanupMode.QUARANTINE
+    mode: Annotated[CleanupMode, BeforeValidator(_mode)] = CleanupMode.QUARANTINE
     quarantine_days: _Count = 7
     dry_run: _Flag = False
     cron: _Text = "17 3 * * *"

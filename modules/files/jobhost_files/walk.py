@@ -1,23 +1,48 @@
-"""A stable, resumable walk of the tree under root that never leaves it.
+"""The tree under root: a stable, resumable walk that never leaves it, and the quarantine folder.
 
 Entries come in one total order (path components compared one by one, names sorted as strings),
 so a cursor holding the last relative path done says exactly where a later run resumes. Symbolic
 links are reported, never followed; the quarantine folder is reported, never entered.
+
+Orphans wait in ``root/.jobhost-quarantine/YYYY-MM-DD/<relative path>`` before they are purged
+for good: the folder's date is the day (UTC) the file was moved there, so "older than
+``quarantine_days``" counts time spent in quarantine, not the file's own age (a move keeps the
+file's modification time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from enum import StrEnum
+from logging import Logger
 from pathlib import Path
 
-__all__ = ["QUARANTINE_DIR", "Entry", "EntryKind", "is_inside", "sort_key", "walk"]
+from jobhost_contracts import Cancellation
+
+from jobhost_files.outcome import CleanupReport
+
+__all__ = [
+    "QUARANTINE_DIR",
+    "Entry",
+    "EntryKind",
+    "UnsafePath",
+    "is_inside",
+    "make_dirs",
+    "purge",
+    "quarantine_target",
+    "walk",
+]
 
 QUARANTINE_DIR = ".jobhost-quarantine"
 """The folder directly under root where quarantined files wait to be purged."""
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class EntryKind(StrEnum):
@@ -42,13 +67,9 @@ def walk(root: Path, after: str = "") -> Iterator[Entry]:
     Directories are not entries of their own: a directory is entered, unless it is a symbolic
     link or the quarantine folder, which are entries (and are not entered).
     """
-    cursor = sort_key(after) if after else ()
+    # The order of the walk is by path components, so ``a/b`` comes before ``a-b``.
+    cursor = tuple(after.split("/")) if after else ()
     yield from _walk_dir(root, (), cursor)
-
-
-def sort_key(relative: str) -> tuple[str, ...]:
-    """The order of the walk: by path components, so ``a/b`` comes before ``a-b``."""
-    return tuple(relative.split("/"))
 
 
 def is_inside(root: Path, path: Path) -> bool:
@@ -105,3 +126,113 @@ def _storable(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+class UnsafePath(OSError):
+    """A directory on the way is a symbolic link or not a directory: following it could leave
+    root."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is a symbolic link or not a directory; refusing to go through")
+        self.path = path
+
+
+def quarantine_target(root: Path, day: date, relative: str) -> Path:
+    """Where ``relative`` goes when quarantined on ``day``; a free name if that one is taken."""
+    target = root / QUARANTINE_DIR / day.isoformat() / relative
+    candidate = target
+    number = 1
+    while os.path.lexists(candidate):
+        # The same path orphaned twice in one day: keep both, the later one numbered.
+        candidate = target.with_name(f"{target.name}.{number}")
+        number += 1
+    return candidate
+
+
+def make_dirs(root: Path, directory: Path) -> None:
+    """Create ``directory`` under ``root`` one level at a time, refusing any symbolic link.
+
+    ``Path.mkdir(parents=True)`` would follow a link planted inside the quarantine folder and
+    create (then fill) directories outside root.
+    """
+    current = root
+    for part in directory.relative_to(root).parts:
+        current = current / part
+        try:
+            os.mkdir(current)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                raise UnsafePath(current) from None
+
+
+def purge(
+    root: Path,
+    now: datetime,
+    days: int,
+    report: CleanupReport,
+    *,
+    cancellation: Cancellation,
+    logger: Logger,
+) -> None:
+    """Delete quarantined files whose day folder is more than ``days`` days old, counted in
+    ``report`` (a dry run only counts them)."""
+    folder = root / QUARANTINE_DIR
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return
+    cutoff = (now - timedelta(days=days)).date()
+    with os.scandir(folder) as scan:
+        days_found = sorted(scan, key=lambda item: item.name)
+    for item in days_found:
+        if cancellation.cancelled:
+            break
+        if item.is_symlink() or not item.is_dir(follow_symlinks=False) or not _is_day(item.name):
+            logger.warning("quarantine: %s is not a day folder; left alone", item.path)
+            report.skipped += 1
+            continue
+        if date.fromisoformat(item.name) < cutoff:
+            _purge_tree(Path(item.path), report, logger)
+
+
+def _is_day(name: str) -> bool:
+    if not _DAY.fullmatch(name):
+        return False
+    try:
+        date.fromisoformat(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _purge_tree(directory: Path, report: CleanupReport, logger: Logger) -> None:
+    dry_run = report.dry_run
+    try:
+        with os.scandir(directory) as scan:
+            entries = list(scan)
+    except OSError as error:
+        logger.warning("quarantine: cannot list %s: %s", directory, error)
+        report.errors += 1
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                _purge_tree(path, report, logger)
+            elif stat.S_ISREG(mode):
+                if not dry_run:
+                    os.unlink(path)
+                report.purged += 1
+                logger.debug("quarantine: %s %s", "would purge" if dry_run else "purged", path)
+            else:
+                # We only ever move regular files in; anything else was put here by hand.
+                logger.warning("quarantine: %s is not a regular file; left alone", path)
+                report.skipped += 1
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            logger.warning("quarantine: cannot purge %s: %s", path, error)
+            report.errors += 1
+    if not dry_run:
+        # Not empty when something was left alone above; that is reported there.
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)

@@ -16,12 +16,11 @@ from jobhost_http.call import (
     MissingSecret,
     UnexpectedStatus,
 )
-from jobhost_http.plugin import TIMEOUT_MARGIN, declaration
+from jobhost_http.plugin import declaration
 from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, parse_jobs
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
-    "TIMEOUT_MARGIN",
     "CallFailed",
     "CallResult",
     "HttpCall",

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobhost_contracts import (
-    CALL_TIMEOUT_MARGIN,
     SCHEDULE_KEYS,
     BackgroundJobDeclaration,
     JobKind,
@@ -19,10 +18,7 @@ from jobhost_http.call import HttpCall
 from jobhost_http.kind import http_kind
 from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs, safe_url
 
-__all__ = ["TIMEOUT_MARGIN", "declaration", "jobhost_job_kinds", "jobhost_jobs"]
-
-TIMEOUT_MARGIN = CALL_TIMEOUT_MARGIN
-"""The run's timeout is the call's plus this: the call gives up first and says why."""
+__all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
 
 @hookimpl
@@ -45,7 +41,6 @@ def jobhost_job_kinds() -> list[JobKind]:
 
 
 def declaration(job: HttpJobSettings) -> BackgroundJobDeclaration:
-    """The declaration of one configured call."""
     return configured_declaration(
         name=job.name,
         section=SECTION,

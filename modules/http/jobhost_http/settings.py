@@ -12,7 +12,8 @@ import difflib
 import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Annotated, Any, NoReturn
+from enum import StrEnum
+from typing import Annotated, Any, NoReturn, TypeVar
 
 from jobhost_contracts import (
     MisfirePolicy,
@@ -25,27 +26,143 @@ from jobhost_contracts import (
     positive_duration,
     safe_url,
 )
+from jobhost_contracts import env_name as contract_env_name
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
-
-from jobhost_http import _entry
-from jobhost_http._entry import ENTRY_PROBLEM, IDEMPOTENCY_HEADER
+from pydantic_core import PydanticCustomError
 
 __all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs", "safe_url"]
 
 SECTION = "http"
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""Set by every call from the run's idempotency key; a job may not set it itself."""
+
+# The pydantic error type of a refusal written whole, after the entry's name: one that must say
+# more than "key = value" (a header's name, never its value).
+_ENTRY_PROBLEM = "entry_problem"
+
 # Plain header values whose name says they are credentials are hidden from repr all the same.
 _SENSITIVE = re.compile(r"auth|token|secret|key|cookie|password|signature", re.IGNORECASE)
 
 
-def _checked(check: Callable[[Any], object]) -> Any:
-    return BeforeValidator(check)
+# Checks of single values: each takes what the settings file holds and returns it typed, or
+# raises ValueError saying what is allowed; the model names the entry, the key and the value.
+_Choice = TypeVar("_Choice", bound=StrEnum)
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
-_Text = Annotated[str, _checked(_entry.text)]
-_Flag = Annotated[bool, _checked(_entry.flag)]
-_Count = Annotated[int, _checked(_entry.count)]
-_Duration = Annotated[timedelta, _checked(positive_duration)]
+def _entry_problem(text: str) -> PydanticCustomError:
+    # The text goes through the context: a header name may hold braces.
+    return PydanticCustomError(_ENTRY_PROBLEM, "{text}", {"text": text})
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _body(value: object) -> str | None:
+    """Like :func:`_optional_text`, but an empty body is a body."""
+    if value is None or value == "":
+        return value
+    return _text(value)
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("must be a whole number of at least 1")
+    return value
+
+
+def _method(value: object) -> str:
+    if not isinstance(value, str) or value.upper() not in _METHODS:
+        raise ValueError(f"must be one of {', '.join(sorted(_METHODS))}")
+    return value.upper()
+
+
+def _headers(key: str, check: Callable[[object], str | None]) -> Callable[[object], dict[str, str]]:
+    """The check of the header table ``key``, each value checked by ``check``."""
+
+    def checked(table: object) -> dict[str, str]:
+        if not isinstance(table, Mapping):
+            raise ValueError("must be a table of header name = value")
+        result: dict[str, str] = {}
+        for name, value in table.items():
+            if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                raise _entry_problem(f"{key} = {name!r}: is not a valid HTTP header name")
+            if name.lower() == IDEMPOTENCY_HEADER.lower():
+                raise _entry_problem(
+                    f"{key} sets {name!r}; every call sends {IDEMPOTENCY_HEADER} itself, from "
+                    "the run's occurrence, so that a retry is recognised as the same call: "
+                    "remove it"
+                )
+            problem = check(value)
+            if problem is not None:
+                # The header's name only: a misplaced credential must not reach the log.
+                raise _entry_problem(f"{key}.{name}: {problem}")
+            result[name] = value
+        return result
+
+    return checked
+
+
+def _statuses(value: object) -> frozenset[int] | None:
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    found = [
+        item
+        for item in items
+        if isinstance(item, int) and not isinstance(item, bool) and 100 <= item <= 599
+    ]
+    if not items or len(found) < len(items):
+        raise ValueError("must be an HTTP status (100-599) or a list of them")
+    return frozenset(found)
+
+
+def _choice(kind: type[_Choice]) -> Callable[[object], _Choice]:
+    def checked(value: object) -> _Choice:
+        for member in kind:
+            if value == member.value:
+                return member
+        raise ValueError(f"must be one of {'|'.join(member.value for member in kind)}")
+
+    return checked
+
+
+def _header_value(value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    if "\r" in value or "\n" in value:
+        return "must not contain a line break"
+    return None
+
+
+def _env_name(value: object) -> str | None:
+    """:func:`jobhost_contracts.env_name` as the header check's problem text."""
+    try:
+        contract_env_name(value)
+    except ValueError as error:
+        return f"{error}, got {value!r}"
+    return None
+
+
+_Text = Annotated[str, BeforeValidator(_text)]
+_Flag = Annotated[bool, BeforeValidator(_flag)]
+_Count = Annotated[int, BeforeValidator(_count)]
+_Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
 
 
 class HttpJobSettings(BaseModel):
@@ -58,31 +175,33 @@ class HttpJobSettings(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     name: str
-    cron: Annotated[str | None, _checked(_entry.optional_text)] = None
+    cron: Annotated[str | None, BeforeValidator(_optional_text)] = None
     interval: _Duration | None = None
     enabled: _Flag = True
-    headers: Annotated[dict[str, str], _checked(_entry.headers("headers", _entry.header_value))] = (
-        Field(default_factory=dict)
+    headers: Annotated[dict[str, str], BeforeValidator(_headers("headers", _header_value))] = Field(
+        default_factory=dict
     )
     secret_headers: Annotated[
-        dict[str, str], _checked(_entry.headers("secret_headers", _entry.env_name))
+        dict[str, str], BeforeValidator(_headers("secret_headers", _env_name))
     ] = Field(default_factory=dict)
     # None, checked: a missing url is refused as "required", like a wrong one.
-    url: Annotated[str, _checked(http_url)] = Field(None, validate_default=True)
-    method: Annotated[str, _checked(_entry.method)] = "GET"
+    url: Annotated[str, BeforeValidator(http_url)] = Field(None, validate_default=True)
+    method: Annotated[str, BeforeValidator(_method)] = "GET"
     timezone: _Text = "UTC"
-    body: Annotated[str | None, _checked(_entry.body)] = None
+    body: Annotated[str | None, BeforeValidator(_body)] = None
     timeout: _Duration = timedelta(seconds=30)
-    expect_status: Annotated[frozenset[int] | None, _checked(_entry.statuses)] = None
+    expect_status: Annotated[frozenset[int] | None, BeforeValidator(_statuses)] = None
     """None: any 2xx."""
     critical: _Flag = False
     description: _Text = ""
-    misfire: Annotated[MisfirePolicy, _checked(_entry.choice(MisfirePolicy))] = (
+    misfire: Annotated[MisfirePolicy, BeforeValidator(_choice(MisfirePolicy))] = (
         MisfirePolicy.RUN_ONCE
     )
     catch_up_limit: _Count = 10
     misfire_grace: _Duration | None = None
-    overlap: Annotated[OverlapPolicy, _checked(_entry.choice(OverlapPolicy))] = OverlapPolicy.FORBID
+    overlap: Annotated[OverlapPolicy, BeforeValidator(_choice(OverlapPolicy))] = (
+        OverlapPolicy.FORBID
+    )
     max_concurrent: _Count = 1
     max_attempts: _Count = 1
     backoff: _Duration = timedelta(seconds=30)
@@ -186,7 +305,7 @@ def _parse_job(index: int, entry: object) -> tuple[str, HttpJobSettings]:
 def _described(error: ValidationError) -> str:
     first = error.errors(include_url=False)[0]
     message = str(first["msg"]).removeprefix("Value error, ")
-    if first["type"] == ENTRY_PROBLEM or not first["loc"]:
+    if first["type"] == _ENTRY_PROBLEM or not first["loc"]:
         return message
     key = str(first["loc"][0])
     value = first["input"]

@@ -9,7 +9,6 @@ point (:mod:`jobhost_publish.plugin`); the message format is in docs/operations/
 
 from __future__ import annotations
 
-from jobhost_publish._fields import IDEMPOTENCY_HEADER, RESERVED_BODY_FIELDS
 from jobhost_publish.errors import (
     BrokerUnavailable,
     MissingUrl,
@@ -19,20 +18,24 @@ from jobhost_publish.errors import (
     Rejected,
     Unroutable,
 )
-from jobhost_publish.executor import Publisher, build_executor
-from jobhost_publish.message import CONTENT_TYPE, body, occurrence_text
-from jobhost_publish.plugin import TIMEOUT_MARGIN, declaration
-from jobhost_publish.rabbitmq import APP_ID
-from jobhost_publish.receipt import Published
-from jobhost_publish.section import PublishConfig, parse_section
-from jobhost_publish.settings import BrokerUrls, PublishJobSettings, PublishSettings
+from jobhost_publish.executor import Published, Publisher, body, build_executor, occurrence_text
+from jobhost_publish.plugin import declaration
+from jobhost_publish.rabbitmq import APP_ID, CONTENT_TYPE
+from jobhost_publish.settings import (
+    IDEMPOTENCY_HEADER,
+    RESERVED_BODY_FIELDS,
+    BrokerUrls,
+    PublishConfig,
+    PublishJobSettings,
+    PublishSettings,
+    parse_section,
+)
 
 __all__ = [
     "APP_ID",
     "CONTENT_TYPE",
     "IDEMPOTENCY_HEADER",
     "RESERVED_BODY_FIELDS",
-    "TIMEOUT_MARGIN",
     "BrokerUnavailable",
     "BrokerUrls",
     "MissingUrl",

@@ -3,27 +3,35 @@
 Everything the broker or the network can do wrong comes back as ``Failure`` naming the job, the
 destination and the reason; the run's retry policy decides what follows, and every attempt of
 one occurrence carries the same idempotency key.
+
+What a consumer receives is the same on both brokers: the idempotency key, and a body that is
+the job's ``payload`` object with four fields added by the host (documented in
+docs/operations/publish.md, which consumers rely on)::
+
+    {"kind": "close-day", "job": "billing.close-day", "occurrence": "2026-12-01T01:00:00Z",
+     "run_id": "0193…", "attempt": 1}
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from jobhost_contracts import JobContext
 from returns.result import Failure, Result, Success
 
-from jobhost_publish import message
-from jobhost_publish.errors import MissingUrl, NotAcknowledged, PublishError
+from jobhost_publish.errors import MissingUrl, NotAcknowledged, PublishError, Redactor
 from jobhost_publish.jetstream import JetStreamAck, publish_jetstream
 from jobhost_publish.rabbitmq import publish_rabbitmq
-from jobhost_publish.receipt import Published
-from jobhost_publish.redaction import Redactor
 from jobhost_publish.settings import BrokerUrls, PublishSettings
 
-__all__ = ["Publisher", "build_executor"]
+__all__ = ["Published", "Publisher", "body", "build_executor", "occurrence_text"]
 
 
 def build_executor(
@@ -37,6 +45,24 @@ def build_executor(
     if missing is not None:
         raise ValueError(missing)
     return Publisher(settings, urls, environ)
+
+
+@dataclass(frozen=True)
+class Published:
+    """The broker confirmed the message.
+
+    ``duplicate`` is True when JetStream recognised the idempotency key from an earlier attempt
+    within its duplicate window and kept the first copy only: the occurrence's message is stored
+    once, which is the point. ``sequence`` and ``stream`` are JetStream's; None on RabbitMQ.
+    """
+
+    broker: str
+    destination: str
+    idempotency_key: str
+    elapsed_ms: int
+    duplicate: bool = False
+    stream: str | None = None
+    sequence: int | None = None
 
 
 class Publisher:
@@ -67,11 +93,11 @@ class Publisher:
                 return missing
             case Success(url):
                 pass
-        body = message.body(context, settings.payload)
+        data = body(context, settings.payload)
         context.cancellation.raise_if_cancelled()
         started = time.monotonic()
         try:
-            published = await self._publish(context, url, body)
+            published = await self._publish(context, url, data)
         except PublishError as error:
             context.logger.warning("%s", error)
             return Failure(error)
@@ -140,3 +166,22 @@ class Publisher:
             setting = "nats_url_env" if self._settings.broker == "nats" else "rabbitmq_url_env"
             return Failure(MissingUrl(job, variable, setting))
         return Success(value)
+
+
+def occurrence_text(occurrence: datetime | None) -> str | None:
+    """The scheduled instant in UTC as ISO 8601 with ``Z``; None for a manual run."""
+    if occurrence is None:
+        return None
+    return occurrence.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def body(context: JobContext, payload: Mapping[str, Any]) -> bytes:
+    """The message body: UTF-8 JSON, the payload's fields first, then the host's."""
+    document = {
+        **payload,
+        "job": context.job_name,
+        "occurrence": occurrence_text(context.occurrence),
+        "run_id": context.run_id,
+        "attempt": context.attempt,
+    }
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -11,25 +11,30 @@ import contextlib
 import math
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import NamedTuple
 
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from jobhost_publish._fields import IDEMPOTENCY_HEADER
-from jobhost_publish.errors import BrokerUnavailable, NoStream, NotAcknowledged, Rejected
-from jobhost_publish.redaction import Redactor
+from jobhost_publish.errors import (
+    BrokerUnavailable,
+    NoStream,
+    NotAcknowledged,
+    Redactor,
+    Rejected,
+)
+from jobhost_publish.settings import IDEMPOTENCY_HEADER
 
 __all__ = ["JetStreamAck", "publish_jetstream"]
 
 
-class JetStreamAck:
+class JetStreamAck(NamedTuple):
     """The stream's acknowledgement of one message."""
 
-    def __init__(self, stream: str, sequence: int, duplicate: bool) -> None:
-        self.stream = stream
-        self.sequence = sequence
-        self.duplicate = duplicate
+    stream: str
+    sequence: int
+    duplicate: bool
 
 
 async def publish_jetstream(  # noqa: PLR0917 (one call site, every argument named there)
@@ -58,7 +63,7 @@ async def publish_jetstream(  # noqa: PLR0917 (one call site, every argument nam
         reason = f"JetStream error {error.err_code or error.code}: {error.description}"
         raise Rejected(job, destination, redactor(reason)) from None
     except nats.errors.TimeoutError:
-        raise NotAcknowledged(job, destination, _seconds(timeout)) from None
+        raise NotAcknowledged(job, destination, timedelta(seconds=timeout)) from None
     except (nats.errors.Error, OSError) as error:
         raise BrokerUnavailable(job, "NATS", redactor(_reason(error))) from None
     finally:
@@ -111,7 +116,3 @@ def _reason(error: BaseException) -> str:
         return "connecting timed out"
     text = str(error) or type(error).__name__
     return f"{type(error).__name__}: {text}"
-
-
-def _seconds(timeout: float) -> timedelta:
-    return timedelta(seconds=timeout)

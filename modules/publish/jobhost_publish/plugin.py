@@ -1,7 +1,10 @@
-"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``.
+"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``,
+and the job kind ``publish`` for jobs created at run time, through ``jobhost_job_kinds``.
 
-Settings-file jobs and the job kind ``publish`` build their executors the same way, through
-:func:`jobhost_publish.executor.build_executor`.
+Both build their executors the same way, through :func:`jobhost_publish.executor.build_executor`.
+A runtime job's settings are :class:`PublishSettings` (the message keys of an entry); the brokers'
+addresses stay in ``[modules.publish]``, so a runtime job names a broker but never carries its
+URL or a credential.
 """
 
 from __future__ import annotations
@@ -10,35 +13,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobhost_contracts import (
-    CALL_TIMEOUT_MARGIN,
     SCHEDULE_KEYS,
     BackgroundJobDeclaration,
+    IJobExecutor,
     JobKind,
     JobRegistration,
+    KindSettingsError,
     configured_declaration,
     hookimpl,
 )
 from pydantic import ValidationError
 
 from jobhost_publish.executor import build_executor
-from jobhost_publish.kind import publish_kind
-from jobhost_publish.section import parse_section
 from jobhost_publish.settings import (
     SECTION,
     BrokerUrls,
     PublishJobSettings,
+    PublishSettings,
+    parse_section,
     thawed,
 )
 
-__all__ = [
-    "TIMEOUT_MARGIN",
-    "declaration",
-    "jobhost_job_kinds",
-    "jobhost_jobs",
-]
-
-TIMEOUT_MARGIN = CALL_TIMEOUT_MARGIN
-"""The run's timeout is the publish's plus this: the publish gives up first and says why."""
+__all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
 
 @hookimpl
@@ -71,11 +67,43 @@ def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind
 
 
 def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
-    """The declaration of one configured message."""
     return configured_declaration(
         name=job.job_name,
         section=SECTION,
         description=job.description or f"publish to {job.destination}",
         call_timeout=job.timeout,
         **job.model_dump(include=set(SCHEDULE_KEYS)),
+    )
+
+
+def publish_kind(urls: BrokerUrls) -> JobKind:
+    """The kind, publishing through the brokers ``urls`` name."""
+
+    def validate(settings: Mapping[str, Any]) -> PublishSettings:
+        try:
+            checked = PublishSettings.model_validate(dict(settings))
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                allowed = ", ".join(PublishSettings.model_fields)
+                message = f"is not a known key; allowed: {allowed}"
+            raise KindSettingsError(field, message) from None
+        missing = urls.missing(checked.broker)
+        if missing is not None:
+            raise KindSettingsError("broker", missing)
+        return checked
+
+    def factory(_name: str, settings: PublishSettings) -> IJobExecutor:
+        return build_executor(settings, urls)
+
+    return JobKind(
+        name="publish",
+        description="Publish one message to NATS JetStream or RabbitMQ, confirmed by the broker.",
+        settings_schema=PublishSettings.model_json_schema(),
+        validate=validate,
+        factory=factory,
+        module=SECTION,
+        examples=({"broker": "nats", "subject": "billing.close-day", "payload": {"day": "x"}},),
     )

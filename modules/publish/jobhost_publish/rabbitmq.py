@@ -15,14 +15,19 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from jobhost_publish.errors import BrokerUnavailable, NotAcknowledged, Rejected, Unroutable
-from jobhost_publish.message import CONTENT_TYPE
-from jobhost_publish.redaction import Redactor
+from jobhost_publish.errors import (
+    BrokerUnavailable,
+    NotAcknowledged,
+    Redactor,
+    Rejected,
+    Unroutable,
+)
 
-__all__ = ["APP_ID", "publish_rabbitmq"]
+__all__ = ["APP_ID", "CONTENT_TYPE", "publish_rabbitmq"]
 
 APP_ID = "jobhost"
 """The ``app_id`` property of every message, so a consumer can tell who sent it."""
+CONTENT_TYPE = "application/json"
 
 
 async def publish_rabbitmq(  # noqa: PLR0917 (one call site, every argument named there)

@@ -1,54 +1,73 @@
-"""The settings of the ``publish`` module, as strict pydantic models.
+"""The settings of the ``publish`` module, as strict pydantic models, read at start-up.
 
 :class:`PublishSettings` is what one job publishes where: the settings a job kind ``publish``
 will take. :class:`PublishJobSettings` adds the schedule and the policies of a
 ``[[modules.publish.jobs]]`` entry. :class:`BrokerUrls` is where the brokers are, from
 ``[modules.publish]``. Every model refuses unknown fields and values of the wrong type: TOML has
 no implicit conversions, and neither have these models.
+
+:func:`parse_section` lists every problem of every entry together, each naming the entry
+(``modules.publish.jobs[0] 'billing.close-day'``), the key and what is allowed. They are raised
+as one ``ModuleSettingsError`` (a ``ValueError``), so ``jobhost validate`` shows them all at
+once, as a problem of ``[modules.publish]``.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from jobhost_contracts import MisfirePolicy, OverlapPolicy, env_name, positive_duration
+from jobhost_contracts import (
+    MisfirePolicy,
+    ModuleSettingsError,
+    OverlapPolicy,
+    SettingProblem,
+    env_name,
+    positive_duration,
+    safe_url,
+)
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
+    ValidationError,
     field_validator,
     model_validator,
-)
-
-from jobhost_publish._fields import (
-    RESERVED_BODY_FIELDS,
-    exchange_problem,
-    header_problem,
-    nats_url_problem,
-    routing_key_problem,
-    subject_problem,
 )
 
 __all__ = [
     "BROKERS",
     "DEFAULT_TIMEOUT",
+    "IDEMPOTENCY_HEADER",
+    "RESERVED_BODY_FIELDS",
     "SECTION",
     "BrokerName",
     "BrokerUrls",
+    "PublishConfig",
     "PublishJobSettings",
     "PublishSettings",
     "full_name",
+    "parse_section",
     "thawed",
 ]
 
 SECTION = "publish"
 BROKERS = ("nats", "rabbitmq")
 DEFAULT_TIMEOUT = timedelta(seconds=10)
+
+IDEMPOTENCY_HEADER = "Nats-Msg-Id"
+"""The JetStream header that carries the run's idempotency key; set by the host, never a job."""
+
+RESERVED_BODY_FIELDS = ("job", "occurrence", "run_id", "attempt")
+"""Fields the host adds to every message body; a payload may not use them."""
 
 BrokerName = Literal["nats", "rabbitmq"]
 Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
@@ -59,14 +78,20 @@ EnvName = Annotated[
 ]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-
-def _checked(value: object, problem: Any) -> object:
-    if isinstance(value, str):
-        found = problem(value)
-        if found is not None:
-            raise ValueError(found)
-    return value
+_AMQP_SHORT_STRING = 255  # bytes: exchange names and routing keys are AMQP short strings
+_SUBJECT_TOKEN = re.compile(r"[^\s.*>]+")
+_EXCHANGE = re.compile(r"[A-Za-z0-9_.:\-]+")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
+_SHOWN_LIMIT = 60
+# Values that may hold a credential, or are too big to be worth quoting, are never repeated.
+_NOT_SHOWN = frozenset({"headers", "payload"})
+_HINTS = {
+    "rabbitmq_url": "secrets by reference only: put the URL in an environment variable and set "
+    "rabbitmq_url_env = 'RABBITMQ_URL' to its name",
+    "url": "brokers are addressed in [modules.publish] with nats_url, nats_url_env or "
+    "rabbitmq_url_env",
+}
 
 
 class PublishSettings(BaseModel):
@@ -100,21 +125,41 @@ class PublishSettings(BaseModel):
     @field_validator("subject")
     @classmethod
     def _subject(cls, value: str | None) -> str | None:
-        return None if value is None else str(_checked(value, subject_problem))
+        # Wildcards subscribe to many subjects; a message is published to exactly one.
+        if value is not None and not all(map(_SUBJECT_TOKEN.fullmatch, value.split("."))):
+            raise ValueError(
+                "must be one NATS subject to publish to: dot-separated tokens with no spaces, no "
+                "empty token and no wildcard (* or >), e.g. 'billing.close-day'"
+            )
+        return value
 
     @field_validator("exchange")
     @classmethod
     def _exchange(cls, value: str | None) -> str | None:
-        return None if value is None else str(_checked(value, exchange_problem))
+        if value and (len(value.encode()) > _AMQP_SHORT_STRING or not _EXCHANGE.fullmatch(value)):
+            raise ValueError(
+                "must be a RabbitMQ exchange name (letters, digits, - _ . :, at most 255 bytes), "
+                "or '' for the default exchange"
+            )
+        return value
 
     @field_validator("headers")
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
         for name, text in value.items():
-            problem = header_problem(name, text)
-            if problem is not None:
-                # The header's name only: a misplaced credential must not reach the log.
-                raise ValueError(f"header {name!r} {problem}")
+            # The header's name only: a misplaced credential must not reach the log.
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"header {name!r} is not a valid header name (letters, digits and "
+                    "!#$%&'*+-.^_`|~)"
+                )
+            if name.lower() == IDEMPOTENCY_HEADER.lower():
+                raise ValueError(
+                    f"header {name!r} {IDEMPOTENCY_HEADER} is set by the host from the run's "
+                    "occurrence, so that a retry is recognised as the same message: remove it"
+                )
+            if "\r" in text or "\n" in text:
+                raise ValueError(f"header {name!r} must not contain a line break")
         return value
 
     @field_validator("payload")
@@ -153,7 +198,7 @@ class PublishSettings(BaseModel):
                 "broker = 'rabbitmq' needs routing_key (the queue's name with the default exchange "
                 "'', e.g. routing_key = 'billing.commands')"
             )
-        problem = routing_key_problem(self.routing_key, self.exchange or "")
+        problem = _routing_key_problem(self.routing_key, self.exchange or "")
         if problem is not None:
             raise ValueError(f"routing_key = {self.routing_key!r} {problem}")
         return self
@@ -223,7 +268,22 @@ class BrokerUrls(BaseModel):
     @field_validator("nats_url")
     @classmethod
     def _nats_url(cls, value: str | None) -> str | None:
-        return None if value is None else str(_checked(value, nats_url_problem))
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in _NATS_SCHEMES or not parts.hostname:
+            raise ValueError("must be a nats://, tls://, ws:// or wss:// URL with a host")
+        if "@" in parts.netloc:
+            # A user, password or token written into the settings file: secrets by reference only.
+            raise ValueError(
+                "carries credentials; put the whole URL in an environment variable and name it "
+                "with nats_url_env instead"
+            )
+        try:
+            parts.port  # noqa: B018 (urllib checks the port only when it is read)
+        except ValueError:
+            raise ValueError("has a port that is not a number 1-65535") from None
+        return value
 
     @model_validator(mode="after")
     def _one_nats_url(self) -> BrokerUrls:
@@ -252,6 +312,110 @@ class BrokerUrls(BaseModel):
         if broker == "nats":
             return self.nats_url, self.nats_url_env
         return None, self.rabbitmq_url_env
+
+
+@dataclass(frozen=True)
+class PublishConfig:
+    """``[modules.publish]`` checked: where the brokers are, and the jobs in declaration order."""
+
+    urls: BrokerUrls
+    jobs: tuple[PublishJobSettings, ...]
+
+
+def parse_section(section: Mapping[str, Any]) -> PublishConfig:
+    """The checked section; raise one ``ValueError`` listing every problem found."""
+    raw = thawed(section)
+    problems: list[str] = []
+    entries = raw.pop("jobs", [])
+    urls = BrokerUrls()
+    try:
+        urls = BrokerUrls.model_validate(raw)
+    except ValidationError as error:
+        problems.extend(_described("[modules.publish]", error, BrokerUrls.model_fields))
+    if not isinstance(entries, list):
+        problems.append(
+            f"[modules.publish] jobs = {_shown(entries)}: must be a list of tables, written as "
+            "[[modules.publish.jobs]]"
+        )
+        entries = []
+    jobs: list[PublishJobSettings] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        where = f"modules.publish.jobs[{index}]"
+        if not isinstance(entry, dict):
+            problems.append(
+                f"{where} = {_shown(entry)}: must be a table ([[modules.publish.jobs]])"
+            )
+            continue
+        name = entry.get("name")
+        if isinstance(name, str) and name:
+            # Names are compared before anything else is checked: a clash is worth knowing
+            # even while the entries have other problems.
+            job_name = full_name(name)
+            if job_name in seen:
+                problems.append(
+                    f"{where} {name!r}: name {job_name!r} is already used by {seen[job_name]}"
+                )
+            seen.setdefault(job_name, where)
+            where = f"{where} {name!r}"
+        try:
+            job = PublishJobSettings.model_validate(entry)
+        except ValidationError as error:
+            problems.extend(_described(where, error, PublishJobSettings.model_fields))
+            continue
+        missing = urls.missing(job.broker)
+        if missing is not None:
+            problems.append(f"{where}: {missing}")
+        jobs.append(job)
+    if problems:
+        count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
+        # A problem of the operator's section: the host reports it as such, not as a plugin's.
+        raise ModuleSettingsError(
+            SECTION, [SettingProblem(None, None, f"{count}: " + " | ".join(problems))]
+        )
+    return PublishConfig(urls, tuple(jobs))
+
+
+def _described(where: str, error: ValidationError, fields: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+    for detail in error.errors(include_url=False):
+        location = [str(part) for part in detail["loc"]]
+        key = ".".join(location)
+        message = str(detail["msg"]).removeprefix("Value error, ")
+        if detail["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            hint = _HINTS.get(key, f"{guess}allowed: {', '.join(sorted(fields))}")
+            found.append(f"{where}: {key!r} is not a known key; {hint}")
+        elif not location:
+            found.append(f"{where}: {message}")
+        elif detail["type"] == "missing":
+            found.append(f"{where}: {key} is required")
+        elif location[0] in _NOT_SHOWN:
+            found.append(f"{where}: {key}: {message}")
+        else:
+            found.append(f"{where}: {key} = {_shown(detail['input'], key)}: {message}")
+    return found
+
+
+def _shown(value: object, key: str = "") -> str:
+    if key == "nats_url" and isinstance(value, str):
+        value = safe_url(value)
+    text = repr(value)
+    return text if len(text) <= _SHOWN_LIMIT else f"{text[:_SHOWN_LIMIT]}..."
+
+
+def _routing_key_problem(routing_key: str, exchange: str) -> str | None:
+    if exchange == "" and not routing_key:
+        return (
+            "is required with the default exchange (exchange = ''): it is the name of the queue "
+            "the message goes to"
+        )
+    if len(routing_key.encode()) > _AMQP_SHORT_STRING:
+        return "must be at most 255 bytes (an AMQP short string)"
+    if any(not character.isprintable() for character in routing_key):
+        return "must not contain control characters or line breaks"
+    return None
 
 
 def full_name(name: str) -> str:
