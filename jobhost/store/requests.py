@@ -1,6 +1,5 @@
 """A manual run (or an operator's retry of one run) seen from the command that queued it: what
-the store says before it is queued, how it goes while the command waits, and the claim of it
-when the command runs it itself."""
+the store says before it is queued, and how it goes while the command waits."""
 
 from __future__ import annotations
 
@@ -10,8 +9,8 @@ from datetime import datetime
 from sqlalchemy.engine import Engine
 
 from jobhost.clock import Clock
-from jobhost.records import ClaimBatch, GroupSummary, HostRecord, RunRecord, ScheduleRecord
-from jobhost.store.claims import ClaimRules, claim_work, live_runs
+from jobhost.records import GroupSummary, HostRecord, RunRecord, ScheduleRecord
+from jobhost.store.claim_sql import live_runs
 from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
 from jobhost.store.group_limits import group_summaries
@@ -19,7 +18,7 @@ from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule
 from jobhost.store.reports import get_run
 
-__all__ = ["Before", "RunSeen", "before_trigger", "claim_run", "run_progress"]
+__all__ = ["Before", "RunSeen", "before_trigger", "run_progress"]
 
 
 @dataclass(frozen=True)
@@ -63,18 +62,3 @@ def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool
             now = database_now(connection, clock)
             alive = any(h.alive(now) for h in list_hosts(connection))
     return RunSeen(run, alive)
-
-
-def claim_run(
-    engine: Engine, run_id: str, *, host_id: str, rules: ClaimRules, clock: Clock
-) -> ClaimBatch:
-    """The claim every host makes, narrowed to the one pending run ``run_id``."""
-    with engine.begin() as connection:
-        return claim_work(
-            connection,
-            host_id=host_id,
-            now=database_now(connection, clock),
-            slots=1,
-            rules=rules,
-            run_id=run_id,
-        )
