@@ -14,7 +14,8 @@ stays the last word: an insert it refuses is dropped from the batch, never run t
 The firing loop's operations open one transaction each: write the catalog's schedules at
 start-up; on every turn claim what is due and read, in the same transaction, when the store
 next needs this host (:class:`Wakeups`); after a failed batch, claim one job at a time. A
-command that runs a manual run or a backfill itself makes the same claim, narrowed to it.
+command that queues a manual run reads how it goes; one that runs a manual run or a backfill
+itself makes the same claim, narrowed to it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from jobhost.records import (
     ClaimBatch,
     DesiredSchedule,
     DueSchedule,
+    GroupSummary,
+    HostRecord,
     PlannedRow,
     Quiet,
     RunRecord,
@@ -67,19 +70,24 @@ from jobhost.store.claim_sql import (
 )
 from jobhost.store.clock import database_now
 from jobhost.store.engine import reading
-from jobhost.store.group_limits import write_group_limits, write_group_members
+from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
+from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_run
 from jobhost.store.schema import concurrency_groups, runs, schedules
 from jobhost.store.signals import notify
 
 __all__ = [
     "RECHECK",
     "STALE",
+    "Before",
     "ClaimRules",
     "GroupGate",
+    "RunSeen",
     "Turn",
     "Wakeups",
+    "before_trigger",
     "claim_backfill",
     "claim_job",
     "claim_run",
@@ -89,6 +97,7 @@ __all__ = [
     "ensure_scheduled",
     "look_ahead",
     "next_wakeups",
+    "run_progress",
     "schedule_problem",
     "settled_backfill",
     "sync_catalog",
@@ -213,6 +222,53 @@ def claim_run(
             rules=rules,
             run_id=run_id,
         )
+
+
+# A manual run (or an operator's retry of one run) seen from the command that queued it: what the
+# store says before it is queued, and how it goes while the command waits.
+
+
+@dataclass(frozen=True)
+class Before:
+    """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
+    concurrency groups when asked for."""
+
+    now: datetime
+    row: ScheduleRecord | None
+    running: list[RunRecord]
+    hosts: list[HostRecord]
+    groups: list[GroupSummary]
+
+
+def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool) -> Before:
+    with reading(engine) as connection:
+        now = database_now(connection, clock)
+        return Before(
+            now,
+            get_schedule(connection, job),
+            live_runs(connection, job, now),
+            [h for h in list_hosts(connection) if h.alive(now)],
+            group_summaries(connection, now) if with_groups else [],
+        )
+
+
+@dataclass(frozen=True)
+class RunSeen:
+    """A run (None: no such run) and, when asked for, whether any host is alive."""
+
+    run: RunRecord | None
+    hosts_alive: bool | None = None
+
+
+def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool) -> RunSeen:
+    """Where run ``run_id`` stands; with ``check_hosts``, whether any host is alive."""
+    with reading(engine) as connection:
+        run = get_run(connection, run_id)
+        alive = None
+        if check_hosts:
+            now = database_now(connection, clock)
+            alive = any(h.alive(now) for h in list_hosts(connection))
+    return RunSeen(run, alive)
 
 
 def claim_backfill(

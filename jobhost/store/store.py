@@ -39,7 +39,6 @@ from jobhost.store import (
     purge,
     registry,
     reports,
-    requests,
     run_actions,
     run_ids,
     runlogs,
@@ -221,8 +220,8 @@ class Store:
     retry_logged = _Own(run_actions.retry_logged)
     ack_logged = _Own(failure_actions.ack_logged)
     change_state_logged = _Own(state_edits.change_state_logged)
-    before_trigger = _Own(requests.before_trigger)
-    run_progress = _Own(requests.run_progress)
+    before_trigger = _Own(claims.before_trigger)
+    run_progress = _Own(claims.run_progress)
     purge_runs = _Own(purge.purge_runs)
     purge_by_age = _Own(purge.purge_by_age)
 
