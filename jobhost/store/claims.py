@@ -848,21 +848,6 @@ def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
 
 
 # -- concurrency groups in the claim --------------------------------------------------------------
-#
-# At most N runs of a group at once, across every replica. A group's slots are held by its jobs'
-# running runs whose lease has not expired, so a slot frees when its run ends or when the lease
-# of a dead host's run runs out. The gate counts inside the claim's own transaction, under a lock
-# on the groups' rows (PostgreSQL: ``FOR UPDATE``, taken once per claim and in name order, so two
-# claims never wait on each other in a circle; SQLite: the claim's transaction already holds the
-# database), so two replicas never both take the last slot.
-#
-# What finds its group full waits rather than being dropped: a due schedule row keeps its
-# occurrence and is looked at again after RECHECK (``group_waiting_since`` says since when it
-# waits); a retry or a queued manual run stays pending with ``not_before`` moved on. A free slot
-# goes to the group's oldest waiting occurrence first: a younger occurrence is let in only while
-# more slots are free than older occurrences wait for them, so no job of a busy group starves. A
-# waiting row nobody has looked at for STALE (its job is known to no live host) stops holding its
-# place.
 
 RECHECK = timedelta(seconds=1)
 """How soon something waiting for a slot is looked at again."""
@@ -883,7 +868,24 @@ class _Group:
 
 
 class GroupGate:
-    """The slots of every concurrency group, as one claim transaction sees and takes them."""
+    """The slots of every concurrency group, as one claim transaction sees and takes them.
+
+    At most N runs of a group at once, across every replica. A group's slots are held by its
+    jobs' running runs whose lease has not expired, so a slot frees when its run ends or when
+    the lease of a dead host's run runs out. The gate counts inside the claim's own
+    transaction, under a lock on the groups' rows (PostgreSQL: ``FOR UPDATE``, taken once per
+    claim and in name order, so two claims never wait on each other in a circle; SQLite: the
+    claim's transaction already holds the database), so two replicas never both take the last
+    slot.
+
+    What finds its group full waits rather than being dropped: a due schedule row keeps its
+    occurrence and is looked at again after :data:`RECHECK` (``group_waiting_since`` says since
+    when it waits); a retry or a queued manual run stays pending with ``not_before`` moved on.
+    A free slot goes to the group's oldest waiting occurrence first: a younger occurrence is let
+    in only while more slots are free than older occurrences wait for them, so no job of a busy
+    group starves. A waiting row nobody has looked at for :data:`STALE` (its job is known to no
+    live host) stops holding its place.
+    """
 
     def __init__(self, connection: Connection, now: datetime) -> None:
         self._connection = connection
@@ -1047,21 +1049,6 @@ class GroupGate:
 
 
 # -- a backfill's occurrences, the last step of the claim ------------------------------------------
-#
-# A backfill's occurrences wait as pending runs of it (priority 2, see
-# :mod:`jobhost.store.backfills`). The claim reads the running backfills with room (fewer runs in
-# flight, or retries waiting, than their ``concurrency``) together with their job's schedule row
-# (both locked, so one replica at a time counts a backfill's runs) and the job's own live runs; a
-# paused job's backfill waits. For each, one statement locks its next waiting occurrences, oldest
-# first, one starts them, and one moves the job's fencing token, as any claim does.
-#
-# A backfill yields to the schedule, never the other way round: it starts a run only when the
-# job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
-# and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so the
-# overlap rule of the job's scheduled occurrences never counts them. The job's concurrency group
-# is asked as for any run. A retry of a backfill's run (priority 1) is an ordinary pending run
-# that any host's claim takes, also without the job's lease; a command running a backfill in its
-# own process (``only``) takes them itself.
 
 
 def claim_backfills(
@@ -1077,7 +1064,23 @@ def claim_backfills(
 ) -> None:
     """Claim into ``batch`` up to ``slots`` runs of running backfills (``only``: of that backfill
     alone, with its due retries too: a command running a backfill in its own process has no host
-    to take them)."""
+    to take them).
+
+    A backfill's occurrences wait as pending runs of it (priority 2, see
+    :mod:`jobhost.store.backfills`). This reads the running backfills with room (fewer runs in
+    flight, or retries waiting, than their ``concurrency``) together with their job's schedule
+    row (both locked, so one replica at a time counts a backfill's runs) and the job's own live
+    runs; a paused job's backfill waits. For each, one statement locks its next waiting
+    occurrences, oldest first, one starts them, and one moves the job's fencing token, as any
+    claim does.
+
+    A backfill yields to the schedule, never the other way round: it starts a run only when the
+    job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
+    and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so
+    the overlap rule of the job's scheduled occurrences never counts them. The job's
+    concurrency group is asked as for any run. A retry of a backfill's run (priority 1) is an
+    ordinary pending run that any host's claim takes, also without the job's lease.
+    """
     if only is not None:
         finish_backfills(connection, now, [only])
     if slots <= 0:
