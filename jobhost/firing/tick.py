@@ -1,7 +1,7 @@
 """One turn of the firing loop: everything it does with the store, given ``now``.
 
 A turn costs what is due, not what is declared: one claim transaction takes up to the free
-slots through :func:`jobhost.store.turns.claim_turn` and reads, in the same transaction, when
+slots through :func:`jobhost.store.claims.claim_turn` and reads, in the same transaction, when
 the store next needs this host. The catalog is written to the store once, at start-up; after
 that every replica fires by the store's schedules. A turn whose batch fails for a reason other
 than the store being away is retried one job at a time, so one bad row or one failing
@@ -25,8 +25,8 @@ from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
 from jobhost.store import Store
+from jobhost.store.claims import Wakeups
 from jobhost.store.retrying import is_store_down
-from jobhost.store.wakeups import Wakeups
 
 __all__ = ["TickResult", "Ticker"]
 

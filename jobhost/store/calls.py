@@ -4,7 +4,7 @@ runs a read or a single write without holding a connection.
 ``read(engine, get_run, run_id)`` runs ``get_run(connection, run_id)`` on a connection that does
 not take SQLite's write lock; ``write(engine, mark_stuck, run_id, host_id, message)`` runs it in
 a transaction of its own, committed when it returns. An operation that writes several things at
-once is a function of its own in the store (``jobhost.store.actions``, ``lifecycle``, ``turns``).
+once is a function of its own in the store (``jobhost.store.actions``, ``ledger``, ``claims``).
 """
 
 from __future__ import annotations

@@ -3,39 +3,414 @@
 :func:`claim_work` takes, in one transaction, up to ``slots`` runs for one host: pending runs in
 (priority, not-before) order — manual runs first (a person is waiting), then retries whose
 backoff has passed — then due schedules found through the index on ``due_at``, oldest first,
-and last, in the workers still free, the occurrences of running backfills (see
-:mod:`jobhost.store.backfill_claims`): scheduled work first, a backfill yields. It locks what it
-reads (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas divide the work instead of queueing
-on it; on SQLite the transaction holds the write lock), asks the caller's :class:`ClaimRules`
-what each row means, and writes the answer for the whole batch in a handful of statements: run
-rows inserted together, each job's fencing token advanced exactly once per run it starts,
-schedules moved on. The run row's unique constraint on (job, occurrence, attempt) stays the last
-word: an insert it refuses is dropped from the batch, never run twice.
+and last, in the workers still free, the occurrences of running backfills: scheduled work
+first, a backfill yields. It locks what it reads (see :mod:`jobhost.store.claim_sql`), asks the
+caller's :class:`ClaimRules` what each row means and the :class:`GroupGate` whether its
+concurrency group has room, and writes the answer for the whole batch in a handful of
+statements: run rows inserted together, each job's fencing token advanced exactly once per run
+it starts, schedules moved on. The run row's unique constraint on (job, occurrence, attempt)
+stays the last word: an insert it refuses is dropped from the batch, never run twice.
+
+The firing loop's operations open one transaction each: write the catalog's schedules at
+start-up; on every turn claim what is due and read, in the same transaction, when the store
+next needs this host (:class:`Wakeups`); after a failed batch, claim one job at a time. A
+command that queues a manual run reads how it goes; one that runs a manual run or a backfill
+itself makes the same claim, narrowed to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from datetime import datetime
+import time
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy.engine import Connection
+from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.engine import Connection, Engine
 
+from jobhost.clock import Clock
 from jobhost.records import (
+    PENDING,
     PRIORITY_MANUAL,
+    RUNNING,
+    BackfillRecord,
+    Claim,
     ClaimBatch,
+    DesiredSchedule,
+    DueSchedule,
+    GroupSummary,
+    HostRecord,
+    PlannedRow,
+    Quiet,
+    RunRecord,
+    SchedulePlan,
+    ScheduleRecord,
+    SyncPlan,
+    new_run_id,
+    occurrence_key,
 )
-from jobhost.store.backfill_claims import claim_backfills
-from jobhost.store.claim_batch import ClaimWork
-from jobhost.store.claim_model import ClaimRules, schedule_problem
-from jobhost.store.claim_reads import due_job_names, due_pending, due_schedules, live_runs
+from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
+from jobhost.store.backfills import finish_backfills, get_backfill
+from jobhost.store.claim_sql import (
+    DUE_COLUMNS,
+    advance_schedules,
+    advance_tokens,
+    backfill_runs,
+    due_job_names,
+    due_pending,
+    due_schedules,
+    lease_schedules,
+    live_runs,
+    next_wakeup_times,
+    open_backfills,
+    refuse_pending,
+    start_pending,
+)
+from jobhost.store.clock import database_now
+from jobhost.store.engine import reading
+from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
+from jobhost.store.hosts import list_hosts
+from jobhost.store.operations import get_schedule
+from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_run
+from jobhost.store.schema import concurrency_groups, runs, schedules
+from jobhost.store.signals import notify
 
 __all__ = [
+    "RECHECK",
+    "STALE",
+    "Before",
     "ClaimRules",
+    "GroupGate",
+    "RunSeen",
+    "Turn",
+    "Wakeups",
+    "before_trigger",
+    "claim_backfill",
+    "claim_job",
+    "claim_run",
+    "claim_turn",
     "claim_work",
-    "due_job_names",
-    "live_runs",
+    "due_jobs",
+    "ensure_scheduled",
+    "look_ahead",
+    "next_wakeups",
+    "run_progress",
     "schedule_problem",
+    "settled_backfill",
+    "sync_catalog",
 ]
+
+
+def sync_catalog(
+    engine: Engine,
+    desired: Sequence[DesiredSchedule],
+    now: datetime,
+    *,
+    catalog_version: str | None = None,
+    limits: Mapping[str, int],
+    members: Mapping[str, str | None],
+) -> SyncPlan:
+    """Write the catalog's schedules and concurrency groups (the newest start wins)."""
+    with engine.begin() as connection:
+        plan = sync_schedules(connection, desired, now, catalog_version=catalog_version)
+        write_group_limits(connection, limits, now)
+        write_group_members(connection, members)
+        return plan
+
+
+def ensure_scheduled(
+    engine: Engine, job: str, desired: Sequence[DesiredSchedule], clock: Clock
+) -> None:
+    """Give ``job`` a schedule row from ``desired`` if no host has yet, as a starting host
+    would."""
+    with engine.begin() as connection:
+        if get_schedule(connection, job) is None:
+            sync_schedules(connection, desired, database_now(connection, clock), prune=False)
+
+
+def claim_turn(
+    engine: Engine,
+    *,
+    host_id: str,
+    now: datetime | None,
+    clock: Clock,
+    slots: int,
+    manual_slots: int,
+    rules: ClaimRules,
+    skip: Collection[str],
+    quiet: Quiet | None = None,
+    early: timedelta = timedelta(0),
+    backfill_slots: int = 0,
+) -> Turn:
+    """Claim up to ``slots`` runs (see :func:`claim_work`) and read when the store next needs
+    this host, leaving alone ``skip`` and the jobs the batch did not know.
+
+    With ``now`` None the turn reads the store's time inside this transaction (see
+    :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
+    leaves out the read of pending runs when it rules them out. ``early`` claims,
+    in the slots left, occurrences due within that long after the turn's instant, to start at
+    their own. ``backfill_slots`` bounds the backfilled occurrences it takes; 0 leaves
+    backfills alone."""
+    with engine.begin() as connection:
+        at = now or database_now(connection, clock)
+        read_at = time.monotonic()
+        batch = claim_work(
+            connection,
+            host_id=host_id,
+            now=at,
+            slots=slots,
+            manual_slots=manual_slots,
+            rules=rules,
+            skip=skip,
+            pending=quiet is None or quiet.pending_due(at),
+            early_until=at + early if early else None,
+            backfill_slots=backfill_slots,
+        )
+        wakeups = next_wakeups(connection, skip=sorted(set(skip) | batch.unknown))
+    return Turn(batch, wakeups, at, read_at)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one :func:`claim_turn` did and read."""
+
+    batch: ClaimBatch
+    wakeups: Wakeups
+    now: datetime
+    """The instant the turn worked at."""
+    read_at: float
+    """When (monotonic) ``now`` was read or taken: a sleep until a time is measured from it."""
+
+
+def claim_job(
+    engine: Engine,
+    job: str,
+    *,
+    host_id: str,
+    now: datetime,
+    slots: int,
+    rules: ClaimRules,
+    skip: Collection[str],
+) -> ClaimBatch:
+    """Claim what is due of ``job`` alone, in a transaction of its own."""
+    with engine.begin() as connection:
+        return claim_work(
+            connection,
+            host_id=host_id,
+            now=now,
+            slots=slots,
+            rules=rules,
+            skip=skip,
+            schedules_only=[job],
+        )
+
+
+def claim_run(
+    engine: Engine, run_id: str, *, host_id: str, rules: ClaimRules, clock: Clock
+) -> ClaimBatch:
+    """The claim every host makes, narrowed to the one pending run ``run_id`` (a command that
+    runs its manual run itself)."""
+    with engine.begin() as connection:
+        return claim_work(
+            connection,
+            host_id=host_id,
+            now=database_now(connection, clock),
+            slots=1,
+            rules=rules,
+            run_id=run_id,
+        )
+
+
+# A manual run (or an operator's retry of one run) seen from the command that queued it: what the
+# store says before it is queued, and how it goes while the command waits.
+
+
+@dataclass(frozen=True)
+class Before:
+    """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
+    concurrency groups when asked for."""
+
+    now: datetime
+    row: ScheduleRecord | None
+    running: list[RunRecord]
+    hosts: list[HostRecord]
+    groups: list[GroupSummary]
+
+
+def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool) -> Before:
+    with reading(engine) as connection:
+        now = database_now(connection, clock)
+        return Before(
+            now,
+            get_schedule(connection, job),
+            live_runs(connection, job, now),
+            [h for h in list_hosts(connection) if h.alive(now)],
+            group_summaries(connection, now) if with_groups else [],
+        )
+
+
+@dataclass(frozen=True)
+class RunSeen:
+    """A run (None: no such run) and, when asked for, whether any host is alive."""
+
+    run: RunRecord | None
+    hosts_alive: bool | None = None
+
+
+def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool) -> RunSeen:
+    """Where run ``run_id`` stands; with ``check_hosts``, whether any host is alive."""
+    with reading(engine) as connection:
+        run = get_run(connection, run_id)
+        alive = None
+        if check_hosts:
+            now = database_now(connection, clock)
+            alive = any(h.alive(now) for h in list_hosts(connection))
+    return RunSeen(run, alive)
+
+
+def claim_backfill(
+    engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
+) -> list[Claim]:
+    """Claim up to ``slots`` of the backfill's occurrences and due retries: the one claim,
+    narrowed to the backfill (which it first finishes when nothing of it is left), for a
+    command that runs it with no host there to (a one-shot host)."""
+    with engine.begin() as connection:
+        return claim_work(
+            connection,
+            host_id=host_id,
+            now=database_now(connection, clock),
+            slots=slots,
+            rules=rules,
+            backfill_id=backfill_id,
+        ).claims
+
+
+def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
+    """The backfill, finished first when nothing of it is left pending or running."""
+    with engine.begin() as connection:
+        finish_backfills(connection, database_now(connection, clock), [backfill_id])
+        return get_backfill(connection, backfill_id)
+
+
+def due_jobs(engine: Engine, now: datetime, limit: int) -> list[str]:
+    """Jobs whose schedule row is due at ``now``, oldest first (read without locking)."""
+    with reading(engine) as connection:
+        return due_job_names(connection, now, limit)
+
+
+def look_ahead(
+    engine: Engine, now: datetime | None, clock: Clock, *, skip: Sequence[str] = ()
+) -> tuple[Wakeups, datetime]:
+    """When the store next needs this host (see :func:`next_wakeups`), and the instant it
+    looked from (with ``now`` None, the store's, read in the same read)."""
+    with reading(engine) as connection:
+        at = now or database_now(connection, clock)
+        return next_wakeups(connection, skip=skip), at
+
+
+# A lease that expired but whose host may still be alive is looked at again this often.
+_EXPIRED_LEASE_RECHECK = timedelta(seconds=1)
+# With work still due but nothing claimable (rows another replica holds), look again soon.
+_BUSY_RECHECK = timedelta(milliseconds=20)
+
+
+@dataclass(frozen=True, slots=True)
+class Wakeups:
+    """When the store next needs a host: the earliest due schedule, pending run and lease
+    expiry, and whether a backfill runs (so a host reads backfills only on turns when one
+    does)."""
+
+    due_at: datetime | None = None
+    """The earliest ``due_at`` among the schedules this host may claim."""
+    retry_at: datetime | None = None
+    """The earliest ``not_before`` of a pending run this host may take."""
+    lease_expiry: datetime | None = None
+    """The earliest lease expiry of a running run (its host may have died)."""
+    request_at: datetime | None = None
+    """When the oldest manual run no claim has looked at yet, of a job this host may take, was
+    queued (it has no ``not_before``: due at once)."""
+    backfill_at: datetime | None = None
+    """When the oldest running backfill was made; None when no backfill runs."""
+
+    def lease_expiry_passed(self, now: datetime) -> bool:
+        return self.lease_expiry is not None and self.lease_expiry < now
+
+    def lag(self, now: datetime) -> float:
+        """Seconds the oldest due schedule has waited; 0 when nothing is due."""
+        if self.due_at is None or self.due_at > now:
+            return 0.0
+        return (now - self.due_at).total_seconds()
+
+    def next_wake(
+        self, now: datetime, *, more_due: bool = False, early: timedelta = timedelta(0)
+    ) -> datetime | None:
+        """When to look again after a turn at ``now`` whose claim also looked ``early`` ahead
+        (see :func:`claim_turn`)."""
+        times: list[datetime] = []
+        if self.due_at is not None:
+            # A future occurrence is woken for ``early`` before it, so that its claim is done
+            # by its instant; one the turn's claim already saw and left is woken for on time,
+            # and one already due that the claim left (rows another replica holds) is looked
+            # at again soon, not in a spin.
+            busy = not more_due and self.due_at <= now
+            if busy:
+                times.append(now + _BUSY_RECHECK)
+            elif self.due_at > now + early:
+                times.append(self.due_at - early)
+            else:
+                times.append(self.due_at)
+        if self.retry_at is not None:
+            times.append(max(self.retry_at, now + _BUSY_RECHECK))
+        if self.lease_expiry is not None:
+            times.append(max(self.lease_expiry, now + _EXPIRED_LEASE_RECHECK))
+        if self.request_at is not None:
+            times.append(now + _BUSY_RECHECK)
+        return min(times) if times else None
+
+
+def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups:
+    """One indexed look at what comes next; ``skip`` names jobs this host leaves alone."""
+    return Wakeups(*next_wakeup_times(connection, skip=skip))
+
+
+class ClaimRules(Protocol):
+    """The firing policy, as :func:`claim_work` asks for it; no SQL on this side."""
+
+    def knows(self, job_name: str) -> bool:
+        """Whether this host can run the job (a job it does not know is left to others)."""
+        ...
+
+    def lease(self, job_name: str) -> timedelta: ...
+
+    def counts_live_runs(self, job_name: str) -> bool:
+        """Whether deciding overlap needs the number of live runs (more than one allowed)."""
+        ...
+
+    def may_start(self, job_name: str, live_runs: int, lease_live: bool) -> bool: ...
+
+    def plan(self, row: PlannedRow, now: datetime, blocked: bool) -> SchedulePlan | None:
+        """The plan for a due row; None leaves the row untouched (its problem is reported)."""
+        ...
+
+
+def schedule_problem(row: PlannedRow) -> str | None:
+    """What makes a stored schedule row unusable, or None. The row is never guessed at."""
+    if isinstance(row.fencing_token, bool) or not isinstance(row.fencing_token, int):
+        return (
+            f"fencing_token is {row.fencing_token!r}, not a whole number; set it to the highest "
+            "fencing_token of the job's runs (or 0 for a job that never ran)"
+        )
+    if row.fencing_token < 0:
+        return f"fencing_token is {row.fencing_token}, below 0; set it to 0 or more"
+    if row.trigger_kind == "interval" and row.interval_anchor is None:
+        return (
+            "interval_anchor is not a time; set it to the job's last occurrence "
+            "(or restart a host to let it re-anchor the job at its next occurrence)"
+        )
+    return None
 
 
 def claim_work(
@@ -69,40 +444,26 @@ def claim_work(
     early; any other row is left to the claim at its instant.
     """
     batch = ClaimBatch()
-    work = ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     skipped = list(skip)
     if backfill_id is not None:
-        found = claim_backfills(
-            connection, host_id=host_id, now=now, slots=slots, rules=rules, only=backfill_id
+        claim_backfills(
+            connection, batch, host_id=host_id, now=now, slots=slots, rules=rules, only=backfill_id
         )
-        batch.claims += found.claims
-        batch.backfill_more, batch.backfill_yielded = found.more, found.yielded
         return batch
+    work = ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     if schedules_only is None and (pending or run_id is not None):
-        waiting = due_pending(
-            connection,
-            now,
-            slots + manual_slots,
-            skip=skipped,
-            rules=rules,
-            batch=batch,
-            run_id=run_id,
-        )
+        waiting = due_pending(connection, now, slots + manual_slots, skip=skipped, run_id=run_id)
+        waiting = _known(waiting, rules, batch)
         work.lock_rows({r.job_name for r in waiting})
         for run in waiting:
             if work.taken < slots + (manual_slots if run.priority == PRIORITY_MANUAL else 0):
                 work.start_pending(run)
     if run_id is None and work.taken < slots:
         rows = due_schedules(
-            connection,
-            early_until or now,
-            slots - work.taken,
-            skip=skipped,
-            only=schedules_only,
-            batch=batch,
+            connection, early_until or now, slots - work.taken, skip=skipped, only=schedules_only
         )
-        batch.unknown |= {r.job_name for r in rows if not rules.knows(r.job_name)}
-        rows = [r for r in rows if rules.knows(r.job_name)]
+        batch.schedules_seen = len(rows)
+        rows = _known(rows, rules, batch)
         work.adopt(rows)
         for row in rows:
             if work.taken >= slots:
@@ -115,9 +476,739 @@ def claim_work(
     room = min(backfill_slots, slots - work.taken)
     if run_id is None and schedules_only is None and room > 0:
         # After the write: a job's fencing token is read as this batch left it.
-        found = claim_backfills(
-            connection, host_id=host_id, now=now, slots=room, rules=rules, skip=skipped
+        claim_backfills(
+            connection, batch, host_id=host_id, now=now, slots=room, rules=rules, skip=skipped
         )
-        batch.claims += found.claims
-        batch.backfill_more, batch.backfill_yielded = found.more, found.yielded
     return batch
+
+
+_Row = TypeVar("_Row", RunRecord, DueSchedule)
+
+
+def _known(found: list[_Row], rules: ClaimRules, batch: ClaimBatch) -> list[_Row]:
+    """The rows of jobs this host knows; the others' jobs are noted in ``batch.unknown``."""
+    batch.unknown |= {r.job_name for r in found if not rules.knows(r.job_name)}
+    return [r for r in found if rules.knows(r.job_name)]
+
+
+_RUN_COLUMNS = ("job_name", "occurrence", "attempt")
+
+
+@dataclass
+class _Job:
+    """One job's schedule row as the batch changes it."""
+
+    row: PlannedRow
+    token: int
+    lease_live: bool
+    live_runs: int = 0
+    started: list[Claim] = field(default_factory=list)
+    plan: SchedulePlan | None = None
+
+
+class ClaimWork:
+    """One claim's decisions, row by row, written together by :meth:`write`."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        host_id: str,
+        now: datetime,
+        rules: ClaimRules,
+        batch: ClaimBatch,
+    ) -> None:
+        self._connection = connection
+        self._host = host_id
+        self._now = now
+        self._rules = rules
+        self._batch = batch
+        self._jobs: dict[str, _Job] = {}
+        self._runs: list[dict[str, Any]] = []
+        self._pending: list[Claim] = []
+        self._refused: list[dict[str, Any]] = []
+        self._announce = False
+        self._claims: dict[str, Claim] = {}
+        self._groups = GroupGate(connection, now)
+        self.taken = 0
+
+    def lock_rows(self, names: set[str]) -> None:
+        if not names:
+            return
+        query = locked(
+            self._connection, select(*DUE_COLUMNS).where(schedules.c.job_name.in_(sorted(names)))
+        )
+        self.adopt([DueSchedule._make(r) for r in self._connection.execute(query)])
+
+    def adopt(self, rows: Sequence[PlannedRow]) -> None:
+        """Take rows read under lock into the batch, with their live-run counts."""
+        fresh = [r for r in rows if r.job_name not in self._jobs]
+        for row in fresh:
+            name = row.job_name
+            problem = schedule_problem(row)
+            if problem is not None:
+                self._batch.corrupt[row.job_name] = problem
+                continue
+            live = (
+                row.lease_owner is not None
+                and row.lease_expires_at is not None
+                # A lease further out than any renewal could set is corrupt: not live.
+                and self._now <= row.lease_expires_at <= self._now + 4 * self._rules.lease(name)
+            )
+            self._jobs[row.job_name] = _Job(row, row.fencing_token, live)
+        counted = [r.job_name for r in fresh if self._rules.counts_live_runs(r.job_name)]
+        if counted:
+            query = (
+                select(runs.c.job_name, func.count())
+                .where(
+                    runs.c.job_name.in_(counted),
+                    runs.c.outcome == RUNNING,
+                    runs.c.lease_expires_at >= self._now,
+                    # A backfill's runs yield to the schedule: they are not counted here.
+                    runs.c.backfill_id.is_(None),
+                )
+                .group_by(runs.c.job_name)
+            )
+            for name, count in self._connection.execute(query):
+                if name in self._jobs:
+                    self._jobs[name].live_runs = int(count)
+
+    def start_pending(self, run: RunRecord) -> None:
+        """Start a pending run: a manual run or a retry (a backfill's retries too; its waiting
+        occurrences are the backfill claim's). A manual run nobody has looked at yet is refused
+        (recorded skipped) when its job cannot start now; any other waits, pending, for its job
+        or its concurrency group."""
+        name = run.job_name
+        fresh = run.priority == PRIORITY_MANUAL and run.not_before is None
+        job = self._jobs.get(name)
+        if job is None:
+            if fresh:
+                self._refuse(run, f"job {name!r} has no schedule in the store yet")
+            return
+        if not self._may_start(job):
+            if fresh:
+                self._refuse(run, self._overlap_message(name))
+            else:
+                self._batch.waiting.add(name)
+            return
+        beside = self._groups.beside(job.row) if run.beside_limit else None
+        if not run.beside_limit and not self._groups.admit(job.row, queue_order=False):
+            self._groups.park_run(run, job.row.concurrency_group)
+            self._announce |= fresh
+            return
+        self._groups.started_run(run)
+        reason = "; ".join(r for r in (run.reason, beside) if r) or None
+        claim = self._start(
+            job,
+            occurrence=run.occurrence,
+            attempt=run.attempt,
+            source=run.source,
+            key=run.idempotency_key or f"{name}:{run.id}",
+            requested_by=run.requested_by,
+            reason=reason,
+            queued_at=run.queued_at,
+            run_id=run.id,
+            backfill_id=run.backfill_id,
+            attempt_base=run.attempt_base,
+        )
+        self._announce |= run.source == "manual"
+        self._pending.append(claim)
+
+    def fire(self, row: PlannedRow) -> None:
+        job = self._jobs.get(row.job_name)
+        if job is None:
+            return
+        blocked = not self._may_start(job)
+        plan = self._rules.plan(job.row, self._now, blocked=blocked)
+        if plan is None:
+            return
+        if plan.run is not None and not self._groups.admit(job.row, queue_order=True):
+            self._groups.park_row(job.row)  # the occurrence waits for its group: nothing recorded
+            return
+        self._groups.settled_row(job.row)
+        backlog = plan.next_occurrence is not None and plan.next_occurrence <= self._now
+        if blocked and plan.run is None and backlog:
+            self._batch.waiting.add(row.job_name)  # the live run's record makes it due
+        job.plan = plan
+        for occurrence, outcome, reason in plan.not_run:
+            self._batch.not_run.append((row.job_name, occurrence, outcome, reason))
+        if plan.run is not None:
+            self._start(
+                job,
+                occurrence=plan.run,
+                attempt=1,
+                source=plan.source,
+                key=occurrence_key(row.job_name, plan.run),
+            )
+
+    def fire_early(self, row: PlannedRow) -> None:
+        """Claim the occurrence the row is due at (after now), to start then; only one that
+        would run as it stands: a job busy now, in a concurrency group or with occurrences to
+        record is left to the claim at its instant, which sees the world as it is then."""
+        job = self._jobs.get(row.job_name)
+        at = row.due_at
+        if at is None or job is None or job.row.concurrency_group is not None:
+            return
+        if not self._may_start(job):
+            return
+        plan = self._rules.plan(job.row, at, blocked=False)
+        if plan is None or plan.run != at or plan.not_run:
+            return
+        job.plan = plan
+        self._start(
+            job,
+            occurrence=at,
+            attempt=1,
+            source=plan.source,
+            key=occurrence_key(row.job_name, at),
+            starts_at=at,
+        )
+
+    def write(self) -> None:
+        """Everything the batch decided, in a few statements."""
+        connection = self._connection
+        self._groups.write()
+        self._batch.group_waits = self._groups.waits
+        inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
+        if self._pending:
+            start_pending(connection, self._pending, self._host, self._now)
+            inserted |= {c.run_id for c in self._pending}
+        if self._refused:
+            refuse_pending(connection, self._refused)
+        if self._announce:
+            # Whoever waits for a manual run's answer (the API, `jobhost trigger`) is woken.
+            notify(connection)
+        self._write_schedules(inserted)
+        self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
+        recorded = insert_ignoring_duplicates(
+            connection,
+            runs,
+            [
+                {
+                    "id": new_run_id(),
+                    "job_name": name,
+                    "occurrence": occurrence,
+                    "attempt": 0,
+                    "source": "schedule",
+                    "outcome": outcome,
+                    "reason": reason,
+                    "host_id": self._host,
+                    "queued_at": self._now,
+                    "finished_at": self._now,
+                }
+                for name, occurrence, outcome, reason in self._batch.not_run
+            ],
+            _RUN_COLUMNS,
+        )
+        if recorded < len(self._batch.not_run):
+            # Another writer recorded some first; report only what this batch wrote.
+            self._batch.not_run = self._batch.not_run[:recorded]
+
+    def _write_schedules(self, inserted: set[str]) -> None:
+        leased: list[dict[str, Any]] = []
+        advanced: list[dict[str, Any]] = []
+        tokens: list[dict[str, Any]] = []
+        for name, job in self._jobs.items():
+            started = [c for c in job.started if c.run_id in inserted]
+            taken = [c for c in started if c.backfill_id is None]
+            if started and not taken:
+                tokens.append({"b_job": name, "fencing_token": job.token})
+            if job.plan is None and not taken:
+                continue
+            moved = job.plan if job.plan is not None else job.row
+            values: dict[str, Any] = {
+                "b_job": name,
+                "next_occurrence": moved.next_occurrence,
+                "due_at": moved.due_at,
+                "missed_through": moved.missed_through,
+            }
+            if taken:
+                # The newest run holds the lease; the token is the highest handed out, so it
+                # only grows even when an insert in the middle of the batch was refused.
+                values |= {
+                    "fencing_token": job.token,
+                    "lease_owner": self._host,
+                    "lease_expires_at": taken[-1].lease_until,
+                    "lease_run_id": taken[-1].run_id,
+                }
+                leased.append(values)
+            else:
+                advanced.append(values)
+        if advanced:
+            advance_schedules(self._connection, advanced)
+        if leased:
+            lease_schedules(self._connection, leased)
+        if tokens:
+            advance_tokens(self._connection, tokens)
+
+    def _may_start(self, job: _Job) -> bool:
+        return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
+
+    def _start(
+        self,
+        job: _Job,
+        *,
+        occurrence: datetime | None,
+        attempt: int,
+        source: str,
+        key: str | None,
+        requested_by: str | None = None,
+        reason: str | None = None,
+        queued_at: datetime | None = None,
+        run_id: str | None = None,
+        starts_at: datetime | None = None,
+        backfill_id: str | None = None,
+        attempt_base: int = 0,
+    ) -> Claim:
+        name = job.row.job_name
+        started_at = starts_at or self._now
+        new_id = run_id or new_run_id()
+        job.token += 1
+        if backfill_id is None:
+            # A backfill's run (a retry, here) yields to the schedule: it neither holds the
+            # job's lease nor counts against its overlap rule (see claim_backfills).
+            job.live_runs += 1
+            job.lease_live = True
+        lease_until = self._now + self._rules.lease(name)
+        claim = Claim(
+            run_id=new_id,
+            job_name=name,
+            occurrence=occurrence,
+            attempt=attempt,
+            source=source,
+            fencing_token=job.token,
+            idempotency_key=key or f"{name}:manual:{new_id}",
+            started_at=started_at,
+            requested_by=requested_by,
+            reason=reason,
+            lease_until=lease_until,
+            record_by=_record_by(job, occurrence),
+            backfill_id=backfill_id,
+            attempt_base=attempt_base,
+        )
+        job.started.append(claim)
+        self._claims[new_id] = claim
+        self.taken += 1
+        if run_id is None:
+            self._runs.append(
+                {
+                    "id": new_id,
+                    "job_name": name,
+                    "occurrence": occurrence,
+                    "attempt": attempt,
+                    "source": source,
+                    "outcome": RUNNING,
+                    "host_id": self._host,
+                    "fencing_token": job.token,
+                    "idempotency_key": claim.idempotency_key,
+                    "requested_by": requested_by,
+                    "reason": reason,
+                    "queued_at": queued_at or self._now,
+                    "started_at": started_at,
+                    "lease_expires_at": lease_until,
+                }
+            )
+        return claim
+
+    def _refuse(self, run: RunRecord, message: str) -> None:
+        self._batch.refused.append((run.id, message))
+        self._announce = True
+        self._refused.append(
+            {
+                "b_id": run.id,
+                "reason": message + (f"; asked: {run.reason}" if run.reason else ""),
+                "host_id": self._host,
+                "finished_at": self._now,
+            }
+        )
+
+    def _overlap_message(self, job_name: str) -> str:
+        running = live_runs(self._connection, job_name, self._now)
+        if not running:
+            return "refused: a run of this job is still running (overlap policy forbid)"
+        first = running[0]
+        started = first.started_at.strftime("%Y-%m-%dT%H:%M:%SZ") if first.started_at else "?"
+        return (
+            f"refused: run {first.id} is still running on host {first.host_id} since {started} "
+            "(overlap policy forbid)"
+        )
+
+
+def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
+    """The first instant a claim looks at the job's row again after the run of ``occurrence``
+    (see :attr:`Claim.record_by`); None for any other run or a job in a concurrency group, whose
+    live runs other jobs' claims count."""
+    plan = job.plan
+    if occurrence is None or plan is None or plan.run != occurrence:
+        return None
+    if job.row.concurrency_group is not None:
+        return None
+    looks = [at for at in (plan.next_occurrence, plan.due_at) if at is not None]
+    return min(looks, default=None)
+
+
+# -- concurrency groups in the claim --------------------------------------------------------------
+
+RECHECK = timedelta(seconds=1)
+"""How soon something waiting for a slot is looked at again."""
+
+STALE = timedelta(seconds=5)
+"""A waiting row not looked at for this long no longer holds its place in the queue."""
+
+
+@dataclass
+class _Group:
+    slots: int
+    running: int
+    waiting: list[tuple[datetime, str]] = field(default_factory=list)
+    """(occurrence, job) of the oldest waiting schedule rows, oldest first."""
+
+    def ahead_of(self, job_name: str, occurrence: datetime) -> int:
+        return sum(1 for when, name in self.waiting if (when, name) < (occurrence, job_name))
+
+
+class GroupGate:
+    """The slots of every concurrency group, as one claim transaction sees and takes them.
+
+    At most N runs of a group at once, across every replica. A group's slots are held by its
+    jobs' running runs whose lease has not expired, so a slot frees when its run ends or when
+    the lease of a dead host's run runs out. The gate counts inside the claim's own
+    transaction, under a lock on the groups' rows (PostgreSQL: ``FOR UPDATE``, taken once per
+    claim and in name order, so two claims never wait on each other in a circle; SQLite: the
+    claim's transaction already holds the database), so two replicas never both take the last
+    slot.
+
+    What finds its group full waits rather than being dropped: a due schedule row keeps its
+    occurrence and is looked at again after :data:`RECHECK` (``group_waiting_since`` says since
+    when it waits); a retry or a queued manual run stays pending with ``not_before`` moved on.
+    A free slot goes to the group's oldest waiting occurrence first: a younger occurrence is let
+    in only while more slots are free than older occurrences wait for them, so no job of a busy
+    group starves. A waiting row nobody has looked at for :data:`STALE` (its job is known to no
+    live host) stops holding its place.
+    """
+
+    def __init__(self, connection: Connection, now: datetime) -> None:
+        self._connection = connection
+        self._now = now
+        self._limits: dict[str, int] | None = None
+        self._groups: dict[str, _Group] = {}
+        self._parked_rows: dict[str, datetime] = {}
+        self._cleared_rows: list[str] = []
+        self._parked_runs: list[dict[str, Any]] = []
+        self._cleared_runs: list[str] = []
+        self.waits: Counter[str] = Counter()
+        """Group → things that began waiting in this claim (the waits counter)."""
+
+    def admit(self, row: PlannedRow, *, queue_order: bool) -> bool:
+        """Take a slot of the job's group for one run; False when the group is full.
+
+        ``queue_order`` makes a scheduled occurrence wait behind older waiting occurrences of
+        the group; retries and manual runs take any free slot.
+        """
+        group = self._group(row.concurrency_group)
+        if group is None:
+            return True
+        ahead = 0
+        if queue_order and row.next_occurrence is not None:
+            ahead = group.ahead_of(row.job_name, row.next_occurrence)
+        if group.slots - group.running - ahead <= 0:
+            return False
+        group.running += 1
+        group.waiting = [w for w in group.waiting if w[1] != row.job_name]
+        return True
+
+    def beside(self, row: PlannedRow) -> str | None:
+        """Take a slot even in a full group (``trigger --now``); the note the run records."""
+        group = self._group(row.concurrency_group)
+        if group is None:
+            return None
+        full = group.running >= group.slots
+        note = (
+            f"--now: started beside the limit of group {row.concurrency_group} "
+            f"({group.running} of {group.slots} busy)"
+        )
+        group.running += 1
+        return note if full else None
+
+    def park_row(self, row: PlannedRow) -> None:
+        """The row's occurrence waits: look at it again after :data:`RECHECK`."""
+        if row.group_waiting_since is None:
+            self.waits[row.concurrency_group or ""] += 1
+        self._parked_rows[row.job_name] = row.group_waiting_since or self._now
+
+    def settled_row(self, row: PlannedRow) -> None:
+        """The row was acted on (run, recorded or moved on): it no longer waits."""
+        if row.group_waiting_since is not None and row.job_name not in self._parked_rows:
+            self._cleared_rows.append(row.job_name)
+
+    def park_run(self, run: RunRecord, group: str | None) -> None:
+        """A pending run waits for its group: claimable again after :data:`RECHECK`."""
+        if run.group_waiting_since is None:
+            self.waits[group or ""] += 1
+        self._parked_runs.append(
+            {
+                "b_id": run.id,
+                "not_before": self._now + RECHECK,
+                "since": run.group_waiting_since or self._now,
+            }
+        )
+
+    def started_run(self, run: RunRecord) -> None:
+        if run.group_waiting_since is not None:
+            self._cleared_runs.append(run.id)
+
+    def write(self) -> None:
+        """What the gate decided, in a statement per kind of change (none without groups)."""
+        connection = self._connection
+        if self._parked_rows:
+            connection.execute(
+                update(schedules)
+                .where(schedules.c.job_name == bindparam("b_job"))
+                .values(due_at=bindparam("due_at"), group_waiting_since=bindparam("since")),
+                [
+                    {"b_job": name, "due_at": self._now + RECHECK, "since": since}
+                    for name, since in self._parked_rows.items()
+                ],
+            )
+        if self._cleared_rows:
+            connection.execute(
+                update(schedules)
+                .where(schedules.c.job_name.in_(self._cleared_rows))
+                .values(group_waiting_since=None)
+            )
+        if self._parked_runs:
+            connection.execute(
+                update(runs)
+                .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
+                .values(
+                    not_before=bindparam("not_before"),
+                    group_waiting_since=bindparam("since"),
+                ),
+                self._parked_runs,
+            )
+        if self._cleared_runs:
+            connection.execute(
+                update(runs)
+                .where(runs.c.id.in_(self._cleared_runs))
+                .values(group_waiting_since=None)
+            )
+
+    # -- reading the groups ------------------------------------------------------------------
+
+    def _group(self, name: str | None) -> _Group | None:
+        if name is None:
+            return None
+        group = self._groups.get(name)
+        if group is not None:
+            return group
+        limits = self._lock_limits()
+        if name not in limits:
+            return None  # no limit stored (a catalog older than the group): not limited
+        group = self._groups[name] = _Group(
+            slots=limits[name], running=self._running(name), waiting=self._waiting(name)
+        )
+        return group
+
+    def _lock_limits(self) -> dict[str, int]:
+        if self._limits is None:
+            query = select(concurrency_groups.c.name, concurrency_groups.c.slots).order_by(
+                concurrency_groups.c.name
+            )
+            if self._connection.dialect.name == "postgresql":
+                # Every group row, in name order, once per claim: waits never form a circle.
+                query = query.with_for_update()
+            self._limits = {str(n): int(s) for n, s in self._connection.execute(query)}
+        return self._limits
+
+    def _running(self, name: str) -> int:
+        query = (
+            select(func.count())
+            .select_from(runs.join(schedules, runs.c.job_name == schedules.c.job_name))
+            .where(
+                schedules.c.concurrency_group == name,
+                runs.c.outcome == RUNNING,
+                runs.c.lease_expires_at >= self._now,
+            )
+        )
+        return int(self._connection.execute(query).scalar_one())
+
+    def _waiting(self, name: str) -> list[tuple[datetime, str]]:
+        limit = self._limits[name] if self._limits else 1
+        query = (
+            select(schedules.c.next_occurrence, schedules.c.job_name)
+            .where(
+                schedules.c.concurrency_group == name,
+                schedules.c.group_waiting_since.is_not(None),
+                schedules.c.next_occurrence.is_not(None),
+                schedules.c.due_at >= self._now - STALE,
+            )
+            .order_by(schedules.c.next_occurrence, schedules.c.job_name)
+            .limit(limit)
+        )
+        return [(when, str(job)) for when, job in self._connection.execute(query)]
+
+
+# -- a backfill's occurrences, the last step of the claim ------------------------------------------
+
+
+def claim_backfills(
+    connection: Connection,
+    batch: ClaimBatch,
+    *,
+    host_id: str,
+    now: datetime,
+    slots: int,
+    rules: ClaimRules,
+    skip: Collection[str] = (),
+    only: str | None = None,
+) -> None:
+    """Claim into ``batch`` up to ``slots`` runs of running backfills (``only``: of that backfill
+    alone, with its due retries too: a command running a backfill in its own process has no host
+    to take them).
+
+    A backfill's occurrences wait as pending runs of it (priority 2, see
+    :mod:`jobhost.store.backfills`). This reads the running backfills with room (fewer runs in
+    flight, or retries waiting, than their ``concurrency``) together with their job's schedule
+    row (both locked, so one replica at a time counts a backfill's runs) and the job's own live
+    runs; a paused job's backfill waits. For each, one statement locks its next waiting
+    occurrences, oldest first, one starts them, and one moves the job's fencing token, as any
+    claim does.
+
+    A backfill yields to the schedule, never the other way round: it starts a run only when the
+    job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
+    and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so
+    the overlap rule of the job's scheduled occurrences never counts them. The job's
+    concurrency group is asked as for any run. A retry of a backfill's run (priority 1) is an
+    ordinary pending run that any host's claim takes, also without the job's lease.
+    """
+    if only is not None:
+        finish_backfills(connection, now, [only])
+    if slots <= 0:
+        return
+    claims: list[Claim] = []
+    gate = GroupGate(connection, now)
+    idle: list[str] = []
+    for backfill in open_backfills(connection, now, only):
+        if len(claims) >= slots:
+            batch.backfill_more = True
+            break
+        name = str(backfill["job_name"])
+        if name in skip or not rules.knows(name):
+            continue
+        row = ScheduleRecord.from_row(backfill)
+        if schedule_problem(row) is not None:
+            continue  # a corrupt row is reported by the claim
+        starter = _Starter(
+            connection,
+            row,
+            host_id=host_id,
+            now=now,
+            rules=rules,
+            gate=gate,
+            live=int(backfill["live"]),
+        )
+        room = min(int(backfill["backfill_concurrency"]) - int(backfill["in_flight"]), slots)
+        left = slots - len(claims)
+        if only is not None:
+            # Its retries hold their occurrences' slots: they go first.
+            starter.start(str(backfill["backfill_id"]), left, retries=True)
+        if room > 0:
+            starter.start(str(backfill["backfill_id"]), min(room, left - starter.taken))
+        if not (starter.taken or starter.yielded or int(backfill["in_flight"])):
+            idle.append(str(backfill["backfill_id"]))
+        claims += starter.write()
+        if starter.yielded:
+            batch.backfill_yielded.add(name)
+    if idle:
+        # Its runs end with a write that finishes it; one whose last run left otherwise (by
+        # retention, say) is finished here, or every turn would look at it again.
+        finish_backfills(connection, now, idle)
+    batch.claims += claims
+    batch.backfill_more |= len(claims) >= slots
+
+
+class _Starter:
+    """The runs one backfill starts in this claim, written together."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        row: ScheduleRecord,
+        *,
+        host_id: str,
+        now: datetime,
+        rules: ClaimRules,
+        gate: GroupGate,
+        live: int,
+    ) -> None:
+        self._connection = connection
+        self._row = row
+        self._host = host_id
+        self._now = now
+        self._rules = rules
+        self._gate = gate
+        self._name = row.job_name
+        self._token = row.fencing_token
+        self._lease_live = row.lease_live(now)
+        # The job's own live runs (outside any backfill): the overlap rule counts these.
+        self._live = live
+        self._claims: list[Claim] = []
+        self.yielded = False
+        """A waiting occurrence was left for the job's own runs (or its group's)."""
+
+    @property
+    def taken(self) -> int:
+        return len(self._claims)
+
+    def start(self, backfill_id: str, limit: int, *, retries: bool = False) -> None:
+        """Start up to ``limit`` of the backfill's waiting occurrences, oldest first (with
+        ``retries``, its retries whose backoff has passed)."""
+        if limit <= 0:
+            return
+        for run in backfill_runs(self._connection, backfill_id, self._now, limit, retries=retries):
+            if not self._admit():
+                self.yielded = True
+                return
+            self._claim(run, backfill_id)
+
+    def write(self) -> list[Claim]:
+        if not self._claims:
+            return []
+        start_pending(self._connection, self._claims, self._host, self._now)
+        # As in every claim the token only grows; the job's lease stays with its own runs
+        # (each run is fenced by its own row), so a backfill never makes a scheduled
+        # occurrence overlap.
+        self._connection.execute(
+            schedules.update()
+            .where(schedules.c.job_name == self._name)
+            .values(fencing_token=self._token)
+        )
+        return self._claims
+
+    def _admit(self) -> bool:
+        if not self._rules.may_start(self._name, self._live, self._lease_live):
+            return False
+        # Behind every occurrence of the group that waits: a backfill never makes one late.
+        return self._row.concurrency_group is None or self._gate.admit(self._row, queue_order=True)
+
+    def _claim(self, run: Any, backfill_id: str) -> None:
+        # The backfill's own runs do not count against the overlap rule: its concurrency
+        # bounds them.
+        self._token += 1
+        self._claims.append(
+            Claim(
+                run_id=str(run["id"]),
+                job_name=self._name,
+                occurrence=run["occurrence"],
+                attempt=int(run["attempt"]),
+                source=str(run["source"]),
+                fencing_token=self._token,
+                idempotency_key=str(run["idempotency_key"]),
+                started_at=self._now,
+                requested_by=run["requested_by"],
+                reason=run["reason"],
+                lease_until=self._now + self._rules.lease(self._name),
+                backfill_id=backfill_id,
+                attempt_base=int(run["attempt_base"]),
+            )
+        )

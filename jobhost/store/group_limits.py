@@ -1,4 +1,5 @@
-"""Concurrency groups in the store: their limits, their members, and how busy each one is.
+"""Concurrency groups in the store: their limits, their members, and how busy each one is (a
+claim takes their slots: :class:`~jobhost.store.claims.GroupGate`).
 
 A host writes ``[concurrency_limits]`` and its declared jobs' groups when it starts (the newest
 start wins, as for schedules); a runtime job's group is written with its schedule row. Readers

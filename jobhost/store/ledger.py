@@ -1,38 +1,304 @@
-"""The run ledger after a claim: leases renewed, outcomes recorded, retries queued, dead runs found.
+"""The run ledger after a claim, and the host's life around it: outcomes recorded (with the last
+lines of their logs), retries queued, leases renewed by the heartbeat, unstarted runs given
+back, dead hosts' runs abandoned, the host's own row started and stopped.
 
-Outcomes are written in batches: one transaction records every run a host finished since the
-last write, in a few statements whatever their number, and never re-reads a schedule row.
+The operations that take an engine open one transaction each. Outcomes are written in batches:
+one transaction records every run a host finished since the last write, in a few statements
+whatever their number, and never re-reads a schedule row. What a job's retry policy makes of an
+abandoned run is the caller's to say (``retries_for``): the store queues what it is given in
+the transaction that recorded the runs abandoned.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, case, func, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
-from jobhost.records import PENDING, RUNNING, HostRecord, Outcome, RetryRequest, RunRecord
-from jobhost.store._sql import built, execute_isolating, json_rows, locked, rows_json
+from jobhost.clock import Clock
+from jobhost.errors import HostIdInUseError
+from jobhost.records import (
+    PENDING,
+    RUNNING,
+    GroupSummary,
+    HostRecord,
+    LogWrites,
+    Outcome,
+    RetriesFor,
+    RetryRequest,
+    RunRecord,
+)
+from jobhost.store._sql import (
+    built,
+    execute_isolating,
+    insert_ignoring_duplicates,
+    json_rows,
+    locked,
+    rows_json,
+)
 from jobhost.store.backfills import finish_backfills
+from jobhost.store.clock import database_now
+from jobhost.store.group_limits import group_summaries
+from jobhost.store.runlogs import append_chunks, trim_lines
 from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
 from jobhost.store.signals import notify
-from jobhost.store.units import record_unit_counts
 
 _log = logging.getLogger("jobhost.store")
 
 __all__ = [
+    "Beat",
+    "Recorded",
+    "abandon_dead_runs",
     "abandon_expired_runs",
-    "abandon_runs",
-    "ledger_verdicts",
-    "mark_stuck",
+    "beat",
+    "mark_run_stuck",
+    "mark_stopped",
+    "mark_synced",
     "queue_retries",
+    "record_finished",
     "record_outcomes",
-    "release_expired_leases",
+    "register_host",
+    "release_runs",
+    "renew_lease",
     "renew_leases",
+    "start_host",
+    "write_logs",
 ]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What :func:`record_finished` wrote: at what instant, which outcomes, which of them the
+    ledger took (``recorded``), and the ledger's own outcome of each of the others."""
+
+    now: datetime
+    entries: list[Outcome]
+    recorded: set[str]
+    verdicts: dict[str, str] = field(default_factory=dict)
+
+
+def record_finished(
+    engine: Engine,
+    host_id: str,
+    *,
+    outcomes_at: Callable[[datetime], Sequence[Outcome]],
+    logs: LogWrites,
+    clock: Clock,
+    store_time: Clock | None = None,
+    isolate: bool = True,
+) -> Recorded:
+    """Write ``logs`` and record the outcomes ``outcomes_at(now)`` gives, ``now`` being the
+    store's instant (``store_time()`` when given); see :func:`record_outcomes` for ``isolate``.
+    The lines go in the same transaction: whoever sees a run finished sees all its lines."""
+    with engine.begin() as connection:
+        _write_logs(connection, logs)
+        now = store_time() if store_time is not None else database_now(connection, clock)
+        entries = list(outcomes_at(now))
+        recorded = record_outcomes(connection, host_id, entries, now, isolate=isolate)
+        others = [e.run_id for e in entries if e.run_id not in recorded]
+        verdicts: dict[str, str] = {}
+        if others:
+            # Runs another replica recorded (abandoned): the ledger's word on each.
+            query = select(runs.c.id, runs.c.outcome).where(runs.c.id.in_(others))
+            verdicts = {str(run_id): str(outcome) for run_id, outcome in connection.execute(query)}
+    return Recorded(now, entries, recorded, verdicts)
+
+
+def write_logs(engine: Engine, logs: LogWrites) -> None:
+    """Write run-log lines of runs still going, in a transaction of their own."""
+    with engine.begin() as connection:
+        _write_logs(connection, logs)
+
+
+def start_host(
+    engine: Engine,
+    *,
+    host_id: str,
+    hostname: str,
+    pid: int,
+    version: str,
+    clock: Clock,
+    heartbeat_seconds: int,
+    retries_for: RetriesFor,
+) -> None:
+    """Register the host (see :func:`register_host`) and record ``abandoned`` the runs an
+    earlier process of ``host_id`` left running, queueing their retries.
+
+    Every run still running under ``host_id`` belongs to an earlier incarnation of the id,
+    which is dead (:func:`register_host` refuses an id a live process holds) and this one has
+    claimed nothing yet. Without this, a restart under a fixed id would keep the id alive and
+    its dead runs ``running`` for ever."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        register_host(
+            connection,
+            host_id=host_id,
+            hostname=hostname,
+            pid=pid,
+            version=version,
+            now=now,
+            host_clock=clock(),
+            heartbeat_seconds=heartbeat_seconds,
+        )
+        query = locked(
+            connection, select(runs).where(runs.c.host_id == host_id, runs.c.outcome == RUNNING)
+        )
+        earlier = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+        message = f"host {host_id} restarted: the process that ran this run is gone"
+        gone = _abandon_runs(connection, earlier, now, {r.id: message for r in earlier})
+        _after_abandoning(connection, gone, now, retries_for)
+
+
+def mark_synced(engine: Engine, host_id: str, *, catalog_version: str, clock: Clock) -> None:
+    """Record which catalog the host runs, and that it has written it to the store."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        connection.execute(
+            update(hosts)
+            .where(hosts.c.id == host_id)
+            .values(catalog_version=catalog_version, synced_at=now)
+        )
+
+
+def mark_stopped(engine: Engine, host_id: str, clock: Clock) -> None:
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        connection.execute(update(hosts).where(hosts.c.id == host_id).values(stopped_at=now))
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What a heartbeat learnt: the runs whose lease this host no longer holds, and each
+    concurrency group's summary when asked for."""
+
+    lost: set[str]
+    groups: list[GroupSummary] | None
+
+
+def beat(
+    engine: Engine,
+    host_id: str,
+    clock: Clock,
+    *,
+    leases: Mapping[timedelta, Sequence[str]],
+    schedule_lag: float | None,
+    with_groups: bool = False,
+) -> Beat:
+    """Say the host is alive and extend the leases of its running runs, each group of run ids
+    by its lease from now."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        connection.execute(
+            update(hosts)
+            .where(hosts.c.id == host_id)
+            .values(
+                last_seen_at=now,
+                host_clock_at=clock(),
+                stopped_at=None,
+                schedule_lag_seconds=schedule_lag,
+            )
+        )
+        lost: set[str] = set()
+        for lease, run_ids in leases.items():
+            lost |= renew_leases(connection, host_id, run_ids, now + lease)
+        groups = group_summaries(connection, now) if with_groups else None
+    return Beat(lost, groups)
+
+
+def renew_lease(engine: Engine, host_id: str, run_id: str, lease: timedelta, clock: Clock) -> bool:
+    """Extend one run's lease by ``lease`` from now; False when this host no longer holds it.
+    A row another transaction holds at that moment is left for the next renewal (see
+    :func:`renew_leases`)."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        return not renew_leases(connection, host_id, [run_id], now + lease)
+
+
+def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Clock) -> set[str]:
+    """Give back runs this host claimed but never started (its claim-ahead queue, at shutdown);
+    return the ids released.
+
+    A released run becomes a pending run due at once, keeping its id, occurrence, attempt,
+    source, idempotency key and backfill: the claim path starts it again, on another replica or
+    on this host after its restart, with a new fencing token, exactly as it starts a retry. Its
+    job's schedule lease, if the released run held it, is let go, so the job's overlap rule does
+    not wait for a lease that nobody renews. Only runs still ``running`` on this host are
+    touched; a run another host took over in the meantime is left alone.
+    """
+    if not run_ids:
+        return set()
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        released = set(
+            connection.execute(
+                update(runs)
+                .where(
+                    runs.c.id.in_(sorted(run_ids)),
+                    runs.c.host_id == host_id,
+                    runs.c.outcome == RUNNING,
+                )
+                .values(
+                    outcome=PENDING,
+                    host_id=None,
+                    started_at=None,
+                    lease_expires_at=None,
+                    not_before=now,
+                )
+                .returning(runs.c.id)
+            ).scalars()
+        )
+        if released:
+            connection.execute(
+                update(schedules)
+                .where(
+                    schedules.c.lease_run_id.in_(sorted(released)),
+                    schedules.c.lease_owner == host_id,
+                )
+                .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
+            )
+            # Other replicas look for due retries at once rather than at their next turn.
+            notify(connection)
+    return released
+
+
+def mark_run_stuck(engine: Engine, run_id: str, host_id: str, message: str) -> None:
+    """Say on a running run that its executor ignored cancellation and its thread runs on.
+
+    The run stays ``running`` and keeps its lease until the thread ends, so a ``forbid`` job
+    cannot start beside its own stuck code; ``report`` and ``health`` show it as stuck.
+    """
+    with engine.begin() as connection:
+        connection.execute(
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.host_id == host_id, runs.c.outcome == RUNNING)
+            .values(error_type="Stuck", error_message=message)
+        )
+
+
+def abandon_dead_runs(
+    engine: Engine, now: datetime, *, implausible: timedelta, retries_for: RetriesFor
+) -> bool:
+    """Record ``abandoned`` the runs whose host stopped renewing their lease (see
+    :func:`abandon_expired_runs`), queue their retries, and free the job leases that expired
+    with no running run behind them; true if there was any."""
+    with engine.begin() as connection:
+        gone = abandon_expired_runs(connection, now, implausible=implausible)
+        _after_abandoning(connection, gone, now, retries_for)
+        freed = connection.execute(
+            update(schedules)
+            .where(
+                schedules.c.lease_expires_at < now,
+                schedules.c.lease_run_id.not_in(select(runs.c.id).where(runs.c.outcome == RUNNING)),
+            )
+            .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
+        )
+    return bool(gone) or (freed.rowcount or 0) > 0
 
 
 def record_outcomes(
@@ -48,7 +314,8 @@ def record_outcomes(
     A run missing from the answer was no longer this host's (another replica recorded it
     abandoned after its lease expired): the ledger keeps that verdict and its retry is not
     queued twice. ``isolate`` tries each row alone when the batch is refused (see
-    :func:`execute_isolating`); without it a refusal fails the whole transaction.
+    :func:`~jobhost.store._sql.execute_isolating`); without it a refusal fails the whole
+    transaction.
     """
     if not outcomes:
         return set()
@@ -108,7 +375,16 @@ def record_outcomes(
     )
     for item in recorded:
         if item.units is not None:
-            record_unit_counts(connection, item.run_id, item.units)
+            connection.execute(
+                update(runs)
+                .where(runs.c.id == item.run_id)
+                .values(
+                    units_total=item.units.total,
+                    units_succeeded=item.units.succeeded,
+                    units_failed=item.units.failed,
+                    units_skipped_already_done=item.units.skipped_already_done,
+                )
+            )
     queue_retries(connection, [o.retry for o in recorded if o.retry is not None], now)
     ended = {o.backfill_id for o in recorded if o.backfill_id is not None}
     if ended:
@@ -117,27 +393,6 @@ def record_outcomes(
     if any(o.awaited for o in recorded):
         notify(connection)
     return {o.run_id for o in recorded}
-
-
-def ledger_verdicts(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
-    """The ledger's outcome of each run, for runs another replica recorded."""
-    if not run_ids:
-        return {}
-    query = select(runs.c.id, runs.c.outcome).where(runs.c.id.in_(list(run_ids)))
-    return {str(run_id): str(outcome) for run_id, outcome in connection.execute(query)}
-
-
-def mark_stuck(connection: Connection, run_id: str, host_id: str, message: str) -> None:
-    """Say on a running run that its executor ignored cancellation and its thread runs on.
-
-    The run stays ``running`` and keeps its lease until the thread ends, so a ``forbid`` job
-    cannot start beside its own stuck code; ``report`` and ``health`` show it as stuck.
-    """
-    connection.execute(
-        update(runs)
-        .where(runs.c.id == run_id, runs.c.host_id == host_id, runs.c.outcome == RUNNING)
-        .values(error_type="Stuck", error_message=message)
-    )
 
 
 def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: datetime) -> None:
@@ -243,11 +498,59 @@ def abandon_expired_runs(
             ).mappings()
         )
     }
-    gone = [r for r in candidates if not _host_alive(owners.get(r.host_id or ""), now)]
-    return abandon_runs(connection, gone, now, {r.id: _abandoned_message(r) for r in gone})
+    gone = [r for r in candidates if not (r.host_id in owners and owners[r.host_id].alive(now))]
+    return _abandon_runs(connection, gone, now, {r.id: _abandoned_message(r) for r in gone})
 
 
-def abandon_runs(
+def register_host(
+    connection: Connection,
+    *,
+    host_id: str,
+    hostname: str,
+    pid: int,
+    version: str,
+    now: datetime,
+    host_clock: datetime,
+    heartbeat_seconds: int,
+) -> None:
+    """Insert this host's row, or revive it when a fixed ``host_id`` starts again.
+
+    Raises :class:`HostIdInUseError` when the row belongs to another host that is alive: two
+    processes under one id would renew each other's leases and hide each other's death.
+    """
+    values = {
+        "hostname": hostname,
+        "pid": pid,
+        "version": version,
+        "started_at": now,
+        "last_seen_at": now,
+        "host_clock_at": host_clock,
+        "heartbeat_seconds": heartbeat_seconds,
+        "stopped_at": None,
+    }
+    inserted = insert_ignoring_duplicates(connection, hosts, [{"id": host_id, **values}], ["id"])
+    if not inserted:
+        # Read after the insert: on PostgreSQL it waited for a concurrent start's row.
+        row = (
+            connection.execute(locked(connection, select(hosts).where(hosts.c.id == host_id)))
+            .mappings()
+            .first()
+        )
+        if row is not None:
+            _refuse_if_taken(HostRecord.from_row(row), hostname, pid, now)
+        connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
+
+
+def _after_abandoning(
+    connection: Connection, gone: list[RunRecord], now: datetime, retries_for: RetriesFor
+) -> None:
+    queue_retries(connection, retries_for(gone, now), now)
+    ids = sorted({r.backfill_id for r in gone if r.backfill_id is not None})
+    if ids:
+        finish_backfills(connection, now, ids)
+
+
+def _abandon_runs(
     connection: Connection, gone: list[RunRecord], now: datetime, messages: dict[str, str]
 ) -> list[RunRecord]:
     """Record ``abandoned``, with its message, each run of ``gone`` still running; return those
@@ -281,18 +584,10 @@ def abandon_runs(
     return gone
 
 
-def release_expired_leases(connection: Connection, now: datetime) -> int:
-    """Free job leases that expired with no running run behind them."""
-    running = select(runs.c.id).where(runs.c.outcome == RUNNING)
-    result = connection.execute(
-        update(schedules)
-        .where(
-            schedules.c.lease_expires_at < now,
-            schedules.c.lease_run_id.not_in(running),
-        )
-        .values(lease_owner=None, lease_expires_at=None, lease_run_id=None)
-    )
-    return int(result.rowcount or 0)
+def _write_logs(connection: Connection, logs: LogWrites) -> None:
+    for run_id, above, below in logs.trims:
+        trim_lines(connection, run_id, above=above, below=below)
+    append_chunks(connection, logs.chunks)
 
 
 def _summarise(
@@ -441,10 +736,6 @@ def _summary(fence: bool, value: _Value) -> Any:
     return update(schedules).where(schedules.c.job_name == job).values(**values)
 
 
-def _host_alive(host: HostRecord | None, now: datetime) -> bool:
-    return host is not None and host.alive(now)
-
-
 def _abandoned_message(run: RunRecord) -> str:
     expiry = (
         f"{run.lease_expires_at:%Y-%m-%dT%H:%M:%SZ}"
@@ -452,3 +743,28 @@ def _abandoned_message(run: RunRecord) -> str:
         else "an unreadable time"
     )
     return f"lease expired at {expiry}: host {run.host_id} stopped renewing it"
+
+
+def _refuse_if_taken(record: HostRecord, hostname: str, pid: int, now: datetime) -> None:
+    if not record.alive(now):
+        return
+    if record.hostname == hostname and (record.pid == pid or not _process_exists(record.pid)):
+        return  # this very process, or one on this machine that is gone (kill -9, restart)
+    seen = max((now - record.last_seen_at).total_seconds(), 0.0)
+    window = 3 * max(record.heartbeat_seconds, 1)
+    raise HostIdInUseError(
+        f"host_id {record.id!r} is in use by a live host (hostname {record.hostname}, pid "
+        f"{record.pid}, last seen {seen:.0f}s ago); give every replica its own host_id, or leave "
+        "host_id unset for a generated one. If that host is gone, it stops counting as live "
+        f"{window}s after its last heartbeat: start again then"
+    )
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True

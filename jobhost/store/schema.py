@@ -95,7 +95,7 @@ schedules = Table(
     # record missed; None while disabled or orphaned. A turn of the loop reads only rows due.
     Column("due_at", UTCDateTime()),
     # The job's concurrency group (None: none), and since when its due occurrence has waited
-    # for a free slot (None: not waiting). See jobhost/store/groups.py.
+    # for a free slot (None: not waiting). See jobhost/store/claims.py.
     Column("concurrency_group", String(100)),
     Column("group_waiting_since", UTCDateTime()),
     # The job's effective declaration, written at every sync and by the runtime-job change
@@ -239,7 +239,7 @@ signals = Table(
     Column("version", BigInteger, nullable=False),
 )
 
-# An operator's replay of a past range of one job's occurrences (jobhost/store/backfill_claims.py).
+# An operator's replay of a past range of one job's occurrences (jobhost/store/claims.py).
 backfills = Table(
     "backfills",
     metadata,

@@ -59,10 +59,10 @@ _POOLED_SIGNAL_SECONDS = 0.25
 """The same for a command waiting for a host's answer: a short wait, a tiny read."""
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_WAITS = (0.5, 1.0, 2.0, 5.0)
-_LISTEN_PING_SECONDS = 30.0
-"""How long a quiet listener waits before it asks its connection whether the server is there."""
 """Pauses before the watcher connects again: a restarted server is back within a second or
 two, and until the listener is, a trigger waits for the host's next turn (up to a heartbeat)."""
+_LISTEN_PING_SECONDS = 30.0
+"""How long a quiet listener waits before it asks its connection whether the server is there."""
 _SQLITE_SIGNAL_SECONDS = 0.05
 """How often a waiter without a doorbell reads the SQLite counter: one tiny read, for a short
 wait only."""
@@ -224,8 +224,7 @@ class SignalWatcher:
 
     def _read_counter(self) -> None:
         """Wake the host when the counter moved since the last read (not on the first)."""
-        with reading(self._engine) as connection:
-            version = connection.execute(select(signals.c.version)).scalar()
+        version = _counter(self._engine)
         with self._lock:
             moved = self._seen is not None and version != self._seen
             self._seen = version
@@ -263,7 +262,7 @@ class ChangeSignal:
             path = store_file(self._engine)
             self._doorbell = Doorbell.open(path) if path is not None else None
             try:
-                self._seen = self._version()
+                self._seen = _counter(self._engine)
             except BaseException:
                 self.__exit__()
                 raise
@@ -282,7 +281,7 @@ class ChangeSignal:
             return any(True for _ in notified)
         deadline = time.monotonic() + timeout
         while True:
-            version = self._version()
+            version = _counter(self._engine)
             if version != self._seen:
                 self._seen = version
                 return True
@@ -292,16 +291,15 @@ class ChangeSignal:
             if self._doorbell is not None:
                 self._doorbell.wait(left)
             else:
-                time.sleep(min(self._poll_seconds(), left))
+                postgres = self._engine.dialect.name == "postgresql"
+                pause = _POOLED_SIGNAL_SECONDS if postgres else _SQLITE_SIGNAL_SECONDS
+                time.sleep(min(pause, left))
 
-    def _poll_seconds(self) -> float:
-        postgres = self._engine.dialect.name == "postgresql"
-        return _POOLED_SIGNAL_SECONDS if postgres else _SQLITE_SIGNAL_SECONDS
 
-    def _version(self) -> int | None:
-        with reading(self._engine) as connection:
-            version: int | None = connection.execute(select(signals.c.version)).scalar()
-        return version
+def _counter(engine: Engine) -> int | None:
+    with reading(engine) as connection:
+        version: int | None = connection.execute(select(signals.c.version)).scalar()
+    return version
 
 
 def _listen_dsn(engine: Engine) -> str | None:

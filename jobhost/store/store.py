@@ -19,16 +19,17 @@ from jobhost.clock import Clock, SystemClock
 from jobhost.store import (
     actions,
     audit,
-    backfill_runs,
     backfills,
     census,
+    claim_sql,
+    claims,
     engine,
     failing,
     failure_actions,
     guesses,
     hosts,
     integrity,
-    lifecycle,
+    ledger,
     migrate,
     open_failures,
     operations,
@@ -36,10 +37,8 @@ from jobhost.store import (
     pages,
     pooling,
     purge,
-    recording,
     registry,
     reports,
-    requests,
     run_actions,
     run_ids,
     runlogs,
@@ -50,8 +49,6 @@ from jobhost.store import (
     state_edits,
     streak_replay,
     streaks,
-    turns,
-    wakeups,
 )
 from jobhost.store.clock import StoreTime, database_now, store_now
 from jobhost.store.signals import ChangeSignal, SignalWatcher
@@ -186,29 +183,29 @@ class Store:
     catalog_versions = _Read(census.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
-    sync_catalog = _Own(turns.sync_catalog)
-    claim_turn = _Own(turns.claim_turn)
-    claim_job = _Own(turns.claim_job)
-    due_jobs = _Own(turns.due_jobs)
-    look_ahead = _Own(turns.look_ahead)
-    claim_run = _Own(requests.claim_run)
-    claim_backfill = _Own(backfill_runs.claim_backfill)
-    settled_backfill = _Own(backfill_runs.settled_backfill)
-    record_finished = _Own(recording.record_finished)
-    write_logs = _Own(recording.write_logs)
+    sync_catalog = _Own(claims.sync_catalog)
+    claim_turn = _Own(claims.claim_turn)
+    claim_job = _Own(claims.claim_job)
+    due_jobs = _Own(claims.due_jobs)
+    look_ahead = _Own(claims.look_ahead)
+    claim_run = _Own(claims.claim_run)
+    claim_backfill = _Own(claims.claim_backfill)
+    settled_backfill = _Own(claims.settled_backfill)
+    record_finished = _Own(ledger.record_finished)
+    write_logs = _Own(ledger.write_logs)
     cancel_requests = _Read(run_actions.cancel_requests)
     job_state = _Own(StoreJobState)
-    oldest_due = _Read(wakeups.oldest_due)
+    oldest_due = _Read(claim_sql.oldest_due)
 
     # -- hosts and leases --------------------------------------------------------------------
-    start_host = _Own(lifecycle.start_host)
-    mark_synced = _Own(lifecycle.mark_synced)
-    mark_stopped = _Own(lifecycle.mark_stopped)
-    beat = _Own(lifecycle.beat)
-    release_runs = _Own(lifecycle.release_runs)
-    mark_run_stuck = _Own(lifecycle.mark_run_stuck)
-    abandon_dead_runs = _Own(lifecycle.abandon_dead_runs)
-    renew_lease = _Own(lifecycle.renew_lease)
+    start_host = _Own(ledger.start_host)
+    mark_synced = _Own(ledger.mark_synced)
+    mark_stopped = _Own(ledger.mark_stopped)
+    beat = _Own(ledger.beat)
+    release_runs = _Own(ledger.release_runs)
+    mark_run_stuck = _Own(ledger.mark_run_stuck)
+    abandon_dead_runs = _Own(ledger.abandon_dead_runs)
+    renew_lease = _Own(ledger.renew_lease)
     live_hosts = _ReadAt(hosts.live_hosts)
     all_hosts = _ReadAt(hosts.all_hosts)
 
@@ -218,13 +215,13 @@ class Store:
     cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
     pause_many_logged = _Own(actions.pause_many_logged)
     resume_many_logged = _Own(actions.resume_many_logged)
-    ensure_scheduled = _Own(backfill_runs.ensure_scheduled)
+    ensure_scheduled = _Own(claims.ensure_scheduled)
     cancel_logged = _Own(run_actions.cancel_logged)
     retry_logged = _Own(run_actions.retry_logged)
     ack_logged = _Own(failure_actions.ack_logged)
     change_state_logged = _Own(state_edits.change_state_logged)
-    before_trigger = _Own(requests.before_trigger)
-    run_progress = _Own(requests.run_progress)
+    before_trigger = _Own(claims.before_trigger)
+    run_progress = _Own(claims.run_progress)
     purge_runs = _Own(purge.purge_runs)
     purge_by_age = _Own(purge.purge_by_age)
 

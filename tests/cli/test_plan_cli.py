@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobhost.store.hosts import mark_synced
+from sqlalchemy import update
+
+from jobhost.store.schema import hosts
 from tests.cli.operator_support import Operator, now
 
 BEFORE = [
@@ -97,13 +99,15 @@ def test_plan_names_the_catalog_version_of_every_live_host(operator: Operator) -
     operator.add_host("old-replica")
     operator.add_host("new-replica")
     with operator.engine.begin() as connection:
-        mark_synced(connection, "old-replica", catalog_version="aaaaaaaaaaaa", now=now())
-        mark_synced(
-            connection,
-            "new-replica",
-            catalog_version="bbbbbbbbbbbb",
-            now=now() + timedelta(seconds=5),
-        )
+        for host, version, synced in [
+            ("old-replica", "aaaaaaaaaaaa", now()),
+            ("new-replica", "bbbbbbbbbbbb", now() + timedelta(seconds=5)),
+        ]:
+            connection.execute(
+                update(hosts)
+                .where(hosts.c.id == host)
+                .values(catalog_version=version, synced_at=synced)
+            )
     done, plan = operator.json("plan")
     assert done.returncode == 0, done.stderr
     assert sorted((h["host"], h["catalog_version"]) for h in plan["hosts"]) == [

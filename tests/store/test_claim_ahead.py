@@ -21,7 +21,7 @@ from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.records import RunRecord
-from jobhost.store import Store, create_store_engine, lifecycle, reading, upgrade
+from jobhost.store import Store, create_store_engine, ledger, reading, upgrade
 from jobhost.store.schema import runs, schedules
 from tests.support import sample_catalog
 from tests.waiting import wait_for
@@ -133,7 +133,7 @@ def test_runs_still_queued_at_shutdown_are_given_back_and_run_once_by_the_next_h
             assert again.started_at is not None and again.started_at >= run.not_before
         # Giving back touches only runs still running unstarted on the host: a finished one stays.
         before = {r.id: r.outcome for r in _runs(engine)}
-        assert lifecycle.release_runs(engine, after.host_id, list(by_id), SystemClock()) == set()
+        assert ledger.release_runs(engine, after.host_id, list(by_id), SystemClock()) == set()
         assert {r.id: r.outcome for r in _runs(engine)} == before
     finally:
         engine.dispose()

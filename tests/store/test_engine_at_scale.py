@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 
 from jobhost.records import ScheduleRecord
 from jobhost.store import reading
+from jobhost.store.claims import next_wakeups
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs, schedules
-from jobhost.store.wakeups import next_wakeups
 from tests.support import ManualClock
 
 PER_SECOND = 40
@@ -73,7 +73,7 @@ def test_ten_thousand_declared_jobs_keep_up_with_zero_backlog(
             started.setdefault(claim.job_name, []).append(claim.occurrence)
             host.finish(claim)
         with reading(engine) as connection:
-            wake = next_wakeups(connection, clock())
+            wake = next_wakeups(connection)
         assert wake.lag(clock()) == 0, "nothing due is left behind"
     assert all(len(o) == len(set(o)) == 5 for o in started.values())
     assert len(started) == PER_SECOND

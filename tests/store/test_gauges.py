@@ -18,8 +18,7 @@ from jobhost.firing.host import HostStatus
 from jobhost.operations.actions import pause
 from jobhost.operations.gauges import GAUGE_STATUSES, JobGauges, register_gauges
 from jobhost.operations.report import build_report
-from jobhost.store import Store, create_store_engine, database_now, upgrade
-from jobhost.store import hosts as host_rows
+from jobhost.store import Store, create_store_engine, database_now, ledger, upgrade
 from jobhost.store.schema import schedules
 from jobhost.web import prometheus_reader
 from tests.store.conftest import Replica
@@ -70,7 +69,7 @@ def scene(
             .where(schedules.c.job_name == "s.late")
             .values(next_occurrence=now - timedelta(hours=1), due_at=now + timedelta(days=1))
         )
-        host_rows.register_host(
+        ledger.register_host(
             connection,
             host_id="host-0",
             hostname="gauges-test",

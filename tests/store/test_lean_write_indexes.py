@@ -20,11 +20,11 @@ from sqlalchemy import event, insert, text
 from sqlalchemy.engine import Engine
 
 from jobhost.store import create_store_engine, upgrade
+from jobhost.store.claims import next_wakeups
 from jobhost.store.engine import reading
 from jobhost.store.integrity import check_live_rows
 from jobhost.store.ledger import abandon_expired_runs
 from jobhost.store.schema import runs
-from jobhost.store.wakeups import next_wakeups
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 PARTIAL = {
@@ -54,7 +54,7 @@ def test_the_migration_keeps_every_run_and_makes_the_indexes_partial(store_url: 
             assert condition in _plain(indexes[BECAME.get(name, name)]), name
         assert not set(DROPPED) & set(indexes)
         with reading(engine) as connection:
-            found = next_wakeups(connection, T0)
+            found = next_wakeups(connection)
             assert found.retry_at == T0 + timedelta(minutes=5)
             assert found.lease_expiry == T0 + timedelta(minutes=1)
             assert connection.execute(text("SELECT count(*) FROM runs")).scalar() == 4
@@ -78,7 +78,7 @@ def test_the_hosts_lookups_of_waiting_and_running_runs_read_the_partial_indexes(
         with engine.begin() as connection:
             connection.execute(insert(runs), _ledger())
         with _sent(engine) as statements, engine.begin() as connection:
-            next_wakeups(connection, T0)
+            next_wakeups(connection)
             abandon_expired_runs(connection, T0 + timedelta(hours=1), implausible=timedelta(days=1))
             check_live_rows(connection, T0, timedelta(days=1))
         plans = [_plan(engine, statement, parameters) for statement, parameters in statements]
