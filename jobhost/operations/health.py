@@ -35,10 +35,9 @@ from jobhost.catalog import Catalog
 from jobhost.clock import Clock
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
-from jobhost.operations.failure_actions import open_failure_lines
-from jobhost.operations.report import Report, report_from, stored_report
-from jobhost.operations.stored import stored_version
-from jobhost.operations.stored_report import StoredJobs, stored_jobs
+from jobhost.operations.failures import open_failure_lines
+from jobhost.operations.jobs import stored_version
+from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs, stored_report
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Store, StoreError, head_revision

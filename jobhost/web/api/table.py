@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from jobhost.catalog import NAME_PATTERN
-from jobhost.operations.job_state import KEY_LIMIT
+from jobhost.operations.jobs import KEY_LIMIT
 from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
