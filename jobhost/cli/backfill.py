@@ -225,7 +225,6 @@ def _run(
             hosts=hosts,
             run_here=backfill_here(settings, catalog, store, _progress),
             progress=_progress,
-            clock=clock,
         )
     finally:
         store.dispose()

@@ -8,8 +8,14 @@ import click
 
 from jobhost.cli._app import cli
 from jobhost.cli._context import catalog_for, open_store, settings_of
-from jobhost.operations.runlogs import LAST_LINES, entry_json, read_last_lines
-from jobhost.operations.runs import OUTCOMES, history_json, read_history
+from jobhost.operations.runs import (
+    LAST_LINES,
+    OUTCOMES,
+    entry_json,
+    history_json,
+    read_history,
+    read_last_lines,
+)
 
 __all__ = ["history"]
 

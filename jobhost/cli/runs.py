@@ -91,7 +91,6 @@ def retry(
     try:
         run_id = typed_run_id(store, run_id)
         runner = RunRetry(
-            settings,
             catalog,
             store,
             progress=lambda line: click.echo(line, err=True),

@@ -230,13 +230,12 @@ def see_through(
     hosts: bool,
     run_here: Callable[[str], None],
     progress: Progress,
-    clock: Clock,
 ) -> Followed:
     """Follow the backfill while ``hosts`` run it, and run it here (``run_here``) when there
     are none, until it is finished or the operator detaches."""
     try:
         if hosts:
-            record = _follow(store, backfill_id, progress, clock)
+            record = _follow(store, backfill_id, progress)
             if record is not None:
                 return Followed(record)
             progress("no live host any more: running the rest here")
@@ -246,20 +245,18 @@ def see_through(
             f"detached: backfill {backfill_id} goes on in the store (jobhost backfill --show "
             f"{backfill_id}; --cancel {backfill_id} stops it)"
         )
-        return Followed(_read(store, backfill_id, clock), detached=True)
-    record = _read(store, backfill_id, clock)
+        return Followed(_read(store, backfill_id), detached=True)
+    record = _read(store, backfill_id)
     return Followed(record, detached=not record.finished)
 
 
-def _follow(
-    store: Store, backfill_id: str, progress: Progress, clock: Clock
-) -> BackfillRecord | None:
+def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecord | None:
     """Watch the hosts run the backfill; the record once finished, None once they are gone."""
     said = ""
     next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
     with store.change_signal() as signal:
         while True:
-            record = _read(store, backfill_id, clock)
+            record = _read(store, backfill_id)
             line = progress_line(record)
             if line != said:
                 said = line
@@ -273,8 +270,8 @@ def _follow(
             signal.wait(_FOLLOW_SECONDS)
 
 
-def _read(store: Store, backfill_id: str, clock: Clock) -> BackfillRecord:
-    record = store.settled_backfill(backfill_id, clock)
+def _read(store: Store, backfill_id: str) -> BackfillRecord:
+    record = store.settled_backfill(backfill_id, store.clock)
     assert record is not None, f"backfill {backfill_id} disappeared"
     return record
 

@@ -213,7 +213,7 @@ class JobGauges:
         host = self._host
         self.reads += 1
         try:
-            return read_figures(host.settings, host.catalog, host.store, host.clock)
+            return read_figures(host.settings, host.catalog, host.store)
         except StoreError as error:
             _log.warning(
                 "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
@@ -221,9 +221,7 @@ class JobGauges:
             return None
 
 
-def read_figures(
-    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
-) -> StoreFigures:
+def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
     """One read of the schedule and host tables and of the failing jobs' attempts, and the
     figures of what it found."""
     now, (rows, hosts, failing) = store.schedules_hosts_failing()

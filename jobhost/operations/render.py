@@ -146,7 +146,7 @@ def history_lines(
 
 
 def _log_lines(run: RunRecord, entries: list[LogLine | Dropped] | None, style: Style) -> list[str]:
-    from jobhost.operations.runlogs import line_text
+    from jobhost.operations.runs import line_text
 
     if not entries:
         return [f"    log of run {run.id}: no lines"] if run.started_at else []

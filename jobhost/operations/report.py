@@ -895,12 +895,22 @@ class Overview:
     pages: int
 
 
-def read_summary(
-    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
-) -> Report:
+def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
     """Every job with its status, from one read of the schedule, host and running tables."""
     with uncollected():
-        return _summary(settings, catalog, store, clock)
+        now, (snapshot, running) = store.summary_snapshot()
+        for name, row in snapshot.schedules.items():
+            last = LastAttempt.recorded(row)
+            if last is not None:
+                snapshot.last_runs[name] = last
+            if row.last_success_at is not None:
+                snapshot.last_success[name] = row.last_success_at
+        for run in running:  # oldest first: the newest running attempt is the last one
+            snapshot.running.setdefault(run.job_name, []).append(run)
+            snapshot.last_runs[run.job_name] = LastAttempt.of(run)
+            if run.lease_expires_at is not None and run.lease_expires_at < now:
+                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
+        return report_from(settings, catalog, snapshot)
 
 
 def overview_page(
@@ -921,25 +931,6 @@ def overview_page(
         for job in shown
     ]
     return Overview(rows, len(jobs), page, pages)
-
-
-def _summary(
-    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
-) -> Report:
-    now, (snapshot, running) = store.summary_snapshot()
-    rows = snapshot.schedules
-    for name, row in rows.items():
-        last = LastAttempt.recorded(row)
-        if last is not None:
-            snapshot.last_runs[name] = last
-        if row.last_success_at is not None:
-            snapshot.last_success[name] = row.last_success_at
-    for run in running:  # oldest first: the newest running attempt is the last one
-        snapshot.running.setdefault(run.job_name, []).append(run)
-        snapshot.last_runs[run.job_name] = LastAttempt.of(run)
-        if run.lease_expires_at is not None and run.lease_expires_at < now:
-            snapshot.expired_runs.setdefault(run.job_name, []).append(run)
-    return report_from(settings, catalog, snapshot)
 
 
 def _failed(job: JobReport) -> bool:

@@ -1,4 +1,4 @@
-"""Runs as operators act on them: retry or cancel one, run a job now, read a job's ledger.
+"""Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
 Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`): each
 changes the store and writes its change-log entry (``job_changes``) in one transaction the store
@@ -14,7 +14,9 @@ lease renewal and cancel following as on any host.
 
 A job's ledger (``jobhost history``) reads newest first: by start (or, for rows that never
 started, by when they were recorded), then by occurrence, then by attempt, so a batch of
-occurrences recorded ``missed`` together still reads newest first.
+occurrences recorded ``missed`` together still reads newest first. A run's log has one shape
+for every reader (``jobhost logs``, ``jobhost history --logs``, the API and the dashboard); a gap
+the bounds left reads ``… 198,000 lines (19.4 MB) dropped …``.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from __future__ import annotations
 import getpass
 import string
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
@@ -34,16 +36,27 @@ from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.jobs import ActionRefused, request_trigger
 from jobhost.operations.timefmt import iso_utc, short_utc
-from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, RunIdMatch, RunRecord, work_key
+from jobhost.records import (
+    PENDING,
+    RUNNING,
+    TERMINAL_OUTCOMES,
+    Dropped,
+    LogLine,
+    RunIdMatch,
+    RunRecord,
+    work_key,
+)
 from jobhost.rules.desired import desired_schedules
 from jobhost.rules.policy import may_start
 from jobhost.store import Store
-from jobhost.store.signals import ChangeSignal
 
 __all__ = [
+    "LAST_LINES",
     "MIN_PREFIX",
     "OUTCOMES",
+    "PAGE_LINES",
     "RETRYABLE",
+    "RUN_ID_LIMIT",
     "SHOWN_CANDIDATES",
     "AmbiguousRunId",
     "CancelAsked",
@@ -52,12 +65,20 @@ __all__ = [
     "RetryQueued",
     "RetryResult",
     "RunHere",
+    "RunLogPage",
     "RunRetry",
     "TriggerResult",
     "cancel_run",
+    "dropped_text",
+    "entry_json",
     "finished_result",
     "history_json",
+    "line_text",
+    "line_time",
+    "page_json",
     "read_history",
+    "read_last_lines",
+    "read_run_log",
     "resolve_run_id",
     "result_value",
     "retry_run",
@@ -267,7 +288,6 @@ class ManualRun:
         *,
         progress: Progress,
         warn: Progress,
-        clock: Clock | None = None,
         from_store: bool = False,
         run_here: RunHere | None = None,
     ) -> None:
@@ -280,7 +300,6 @@ class ManualRun:
         self._store = store
         self._progress = progress
         self._warn = warn
-        self._clock = clock or SystemClock(settings.clock_offset)
         self._here = run_here
 
     def trigger(
@@ -298,7 +317,7 @@ class ManualRun:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = self._store.before_trigger(
-            spec.name, self._clock, with_groups=bool(spec.concurrency_group)
+            spec.name, self._store.clock, with_groups=bool(spec.concurrency_group)
         )
         row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
         lease_live = row.lease_live(seen.now) if row is not None else False
@@ -329,7 +348,7 @@ class ManualRun:
             spec.name,
             actor=user,
             reason=reason,
-            clock=self._clock,
+            clock=self._store.clock,
             beside_limit=beside_limit,
         )
         why = f": {reason}" if reason else ""
@@ -350,52 +369,37 @@ class ManualRun:
         # on that. The bounded wait re-reads now and then all the same, for what is not
         # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
         with self._store.change_signal() as signal:
-            return self._watch_signalled(request_id, spec, deadline, signal)
-
-    def _watch_signalled(
-        self, request_id: str, spec: JobSpec, deadline: float | None, signal: ChangeSignal
-    ) -> TriggerResult:
-        announced: str | None = None
-        next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-        while True:
-            check_hosts = time.monotonic() >= next_host_check
-            if check_hosts:
-                next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-            seen = self._store.run_progress(request_id, self._clock, check_hosts=check_hosts)
-            run = seen.run
-            assert run is not None, f"run {request_id} disappeared"
-            status = run.request_status
-            if seen.hosts_alive is False and status == "pending":
-                self._progress(f"no live host any more: running {spec.name} in this process")
-                return self._run_here(request_id, spec, deadline)
-            if status == "refused":
-                return self._refused(request_id, spec, run.request_message, run.host_id)
-            if run.outcome in TERMINAL_OUTCOMES:
-                return finished_result(request_id, run)
-            if status == "queued" and announced != status:
-                announced = status
-                self._progress(_queued(spec))
-            elif status == "started" and announced != run.id:
-                announced = run.id
-                self._progress(
-                    f"running on host {run.host_id} (run {run.id}, started "
-                    f"{short_utc(run.started_at)})"
+            announced: str | None = None
+            next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+            while True:
+                check_hosts = time.monotonic() >= next_host_check
+                if check_hosts:
+                    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+                seen = self._store.run_progress(
+                    request_id, self._store.clock, check_hosts=check_hosts
                 )
-            if deadline is not None and time.monotonic() >= deadline:
-                state = "running" if status == "started" else "queued"
-                self._progress(f"timed out waiting: the request is {state} and goes on")
-                return TriggerResult(
-                    request_id,
-                    run.id if status != "pending" else None,
-                    spec.name,
-                    state,
-                    host=run.host_id,
-                    started_at=run.started_at,
-                    error="timed out waiting; the request goes on",
-                    timed_out_waiting=True,
-                )
-            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-            signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
+                run = seen.run
+                assert run is not None, f"run {request_id} disappeared"
+                status = run.request_status
+                if seen.hosts_alive is False and status == "pending":
+                    self._progress(f"no live host any more: running {spec.name} in this process")
+                    return self._run_here(request_id, spec, deadline)
+                if status == "refused":
+                    return self._refused(request_id, spec, run.request_message, run.host_id)
+                if run.outcome in TERMINAL_OUTCOMES:
+                    return finished_result(request_id, run)
+                if status == "queued" and announced != status:
+                    announced = status
+                    self._progress(_queued(spec))
+                elif status == "started" and announced != run.id:
+                    announced = run.id
+                    self._progress(_running_on(run))
+                if deadline is not None and time.monotonic() >= deadline:
+                    state = "running" if status == "started" else "queued"
+                    self._progress(f"timed out waiting: the request is {state} and goes on")
+                    run_id = run.id if status != "pending" else None
+                    return _still_going(request_id, run_id, run, state, "request")
+                signal.wait(_wait_seconds(deadline))
 
     # -- running here ------------------------------------------------------------------------
 
@@ -469,6 +473,32 @@ def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
     )
 
 
+def _running_on(run: RunRecord) -> str:
+    return f"running on host {run.host_id} (run {run.id}, started {short_utc(run.started_at)})"
+
+
+def _still_going(
+    request_id: str | None, run_id: str | None, run: RunRecord, state: str, what: str
+) -> TriggerResult:
+    """The result of a wait that ``--timeout`` ended: the ``what`` is ``state`` and goes on."""
+    return TriggerResult(
+        request_id,
+        run_id,
+        run.job_name,
+        state,
+        host=run.host_id,
+        started_at=run.started_at,
+        error=f"timed out waiting; the {what} goes on",
+        timed_out_waiting=True,
+    )
+
+
+def _wait_seconds(deadline: float | None) -> float:
+    """How long to wait on the hosts' signal: until the next host check, or the deadline."""
+    left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+    return max(0.0, min(_HOST_CHECK_SECONDS, left))
+
+
 @dataclass(frozen=True)
 class RetryResult:
     """The retry and how it ended (``result.outcome``: a run outcome, or ``queued`` /
@@ -485,21 +515,12 @@ class RetryResult:
 
 class RunRetry:
     def __init__(
-        self,
-        settings: Settings,
-        catalog: Catalog,
-        store: Store,
-        *,
-        progress: Progress,
-        actor: str,
-        run_here: RunHere,
-        clock: Clock | None = None,
+        self, catalog: Catalog, store: Store, *, progress: Progress, actor: str, run_here: RunHere
     ) -> None:
         self._catalog = catalog
         self._store = store
         self._progress = progress
         self._actor = actor
-        self._clock = clock or SystemClock(settings.clock_offset)
         self._here = run_here
 
     def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
@@ -507,7 +528,7 @@ class RunRetry:
 
         Raises :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = self._store.run_progress(run_id, self._clock, check_hosts=True)
+        seen = self._store.run_progress(run_id, self._store.clock, check_hosts=True)
         alive, old = seen.hosts_alive, seen.run
         if old is not None and not alive and wait and old.job_name not in self._catalog.jobs:
             raise ActionRefused(
@@ -515,7 +536,9 @@ class RunRetry:
                 "no host is alive to run it: start a host that declares it, or retry with "
                 "--no-wait to queue it for one"
             )
-        queued = retry_run(self._store, run_id, actor=self._actor, reason=reason, clock=self._clock)
+        queued = retry_run(
+            self._store, run_id, actor=self._actor, reason=reason, clock=self._store.clock
+        )
         job = queued.retry_of.job_name
         self._progress(
             f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "
@@ -538,7 +561,9 @@ class RunRetry:
             next_check = time.monotonic() + _HOST_CHECK_SECONDS
             while True:
                 check_hosts = time.monotonic() >= next_check
-                seen = self._store.run_progress(queued.run_id, self._clock, check_hosts=check_hosts)
+                seen = self._store.run_progress(
+                    queued.run_id, self._store.clock, check_hosts=check_hosts
+                )
                 run = seen.run
                 assert run is not None, f"run {queued.run_id} disappeared"
                 if check_hosts:
@@ -550,26 +575,12 @@ class RunRetry:
                     return RetryResult(queued, finished_result(None, run))
                 if run.outcome != PENDING and not announced:
                     announced = True
-                    self._progress(
-                        f"running on host {run.host_id} (run {run.id}, started "
-                        f"{short_utc(run.started_at)})"
-                    )
+                    self._progress(_running_on(run))
                 if deadline is not None and time.monotonic() >= deadline:
                     state = "queued" if run.outcome == PENDING else "running"
                     self._progress(f"timed out waiting: the retry is {state} and goes on")
-                    shown = TriggerResult(
-                        None,
-                        run.id,
-                        run.job_name,
-                        state,
-                        host=run.host_id,
-                        started_at=run.started_at,
-                        error="timed out waiting; the retry goes on",
-                        timed_out_waiting=True,
-                    )
-                    return RetryResult(queued, shown)
-                left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-                signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
+                    return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
+                signal.wait(_wait_seconds(deadline))
 
     def _run_here(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
         spec = self._catalog.jobs.get(queued.retry_of.job_name)
@@ -725,3 +736,104 @@ def _units_json(run: RunRecord) -> dict[str, int] | None:
         "failed": units.failed,
         "skipped_already_done": units.skipped_already_done,
     }
+
+
+RUN_ID_LIMIT = 64
+"""The longest run id the ledger holds."""
+
+LAST_LINES = 10
+"""Lines of each run ``jobhost history --logs`` shows."""
+
+PAGE_LINES = 2000
+"""Lines one read returns at most; a reader asks again with ``after`` for the rest."""
+
+_FINISHED = frozenset({"running", "pending"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunLogPage:
+    """Lines of one run after a line number, and whether the run may still write more."""
+
+    run: RunRecord
+    entries: list[LogLine | Dropped]
+    next_after: int
+    """The number of the last line returned (``after`` again when there was none)."""
+
+    @property
+    def running(self) -> bool:
+        return self.run.outcome in _FINISHED
+
+
+def read_run_log(
+    store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
+) -> RunLogPage | None:
+    """The run's lines numbered above ``after``; None for a run the ledger does not know.
+
+    The run is read before its lines: a run seen finished has all its lines in the store (they
+    are written before its outcome), so a reader that saw it finished reads the rest and stops.
+    """
+    found = store.run_and_lines(run_id, after=after, limit=limit)
+    if found is None:
+        return None
+    run, entries = found
+    lines = [entry for entry in entries if isinstance(entry, LogLine)]
+    return RunLogPage(run, entries, lines[-1].seq if lines else after)
+
+
+def read_last_lines(
+    store: Store, run_ids: Collection[str], *, count: int
+) -> dict[str, list[LogLine | Dropped]]:
+    """The last ``count`` lines of each run that wrote any."""
+    return store.last_lines(run_ids, count=count)
+
+
+def dropped_text(gap: Dropped) -> str:
+    """``… 198,000 lines (19.4 MB) dropped …``"""
+    noun = "line" if gap.lines == 1 else "lines"
+    return f"… {gap.lines:,} {noun} ({_size(gap.bytes)}) dropped …"
+
+
+def line_text(entry: LogLine | Dropped) -> str:
+    """One entry as ``jobhost logs`` prints it: time, level, message (continuation lines as
+    they are)."""
+    if isinstance(entry, Dropped):
+        return dropped_text(entry)
+    return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"
+
+
+def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
+    """``{"seq", "time", "level", "message"}``, or ``{"dropped": {"lines", "bytes"}}``."""
+    if isinstance(entry, Dropped):
+        return {"dropped": {"lines": entry.lines, "bytes": entry.bytes}}
+    return {
+        "seq": entry.seq,
+        "time": line_time(entry.at),
+        "level": entry.level,
+        "message": entry.message,
+    }
+
+
+def page_json(page: RunLogPage) -> dict[str, Any]:
+    """The API's and ``jobhost logs --json``'s document."""
+    return {
+        "run_id": page.run.id,
+        "job": page.run.job_name,
+        "outcome": page.run.outcome,
+        "running": page.running,
+        "lines": [entry_json(entry) for entry in page.entries],
+        "next_after": page.next_after,
+    }
+
+
+def line_time(at: datetime) -> str:
+    """``2026-05-04T10:00:00.123Z``: lines of one second stay apart."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _size(count: int) -> str:
+    if count < 1000:
+        return f"{count} B"
+    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if count < scale * 1000 or unit == "GB":
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"  # pragma: no cover - the loop always returns

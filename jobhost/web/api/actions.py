@@ -15,8 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from jobhost.config import ApiToken
 from jobhost.operations.jobs import ActionRefused, jobs_matching, pause_jobs, resume_jobs
-from jobhost.operations.runlogs import RUN_ID_LIMIT
-from jobhost.operations.runs import cancel_run, retry_run
+from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.runtime.service import JobService
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import read_reason, read_selection

@@ -14,8 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobhost.operations.failures import CURSOR_PATTERN, SEARCH_LIMIT
 from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.operations.report import SORTS, STATUSES
-from jobhost.operations.runlogs import PAGE_LINES
-from jobhost.operations.runs import OUTCOMES
+from jobhost.operations.runs import OUTCOMES, PAGE_LINES
 from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api.failures import PAGE_LIMIT, SINCE_PATTERN

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.jobs import KEY_LIMIT
-from jobhost.operations.runlogs import RUN_ID_LIMIT
+from jobhost.operations.runs import RUN_ID_LIMIT
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
 from jobhost.web.api.failures import FailureRetry

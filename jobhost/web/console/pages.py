@@ -229,7 +229,7 @@ class Console:
         under its filter and number): viewers polling the overview share one read."""
         summary = self._summaries.get(
             "summary",
-            lambda: read_summary(self.settings, self.catalog, self.store, self.clock),
+            lambda: read_summary(self.settings, self.catalog, self.store),
         )
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(
