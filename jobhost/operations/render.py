@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from jobhost.operations.reasons import printable
+from jobhost.operations.changes import printable
 from jobhost.operations.report import STATUSES, JobReport, Report
 from jobhost.operations.timefmt import duration_text, short_local, short_utc
 from jobhost.triggers import UnknownTimezoneError, load_zone

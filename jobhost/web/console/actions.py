@@ -29,8 +29,8 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
+from jobhost.operations.changes import BadReason, checked_reason
 from jobhost.operations.jobs import pause, request_trigger, resume
-from jobhost.operations.reasons import BadReason, checked_reason
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.app import blocking
