@@ -181,11 +181,7 @@ def _run(
 ) -> int:
     from jobhost.cli._one_shot import backfill_here
     from jobhost.clock import SystemClock
-    from jobhost.operations.backfills import (
-        ensure_scheduled,
-        see_through,
-        start_backfill,
-    )
+    from jobhost.operations.backfills import ensure_scheduled, see_through, start_backfill
     from jobhost.operations.timefmt import iso_utc
 
     if settings.auto_migrate:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobhost.clock import Clock, SystemClock
+from jobhost.clock import Clock
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
 from jobhost.operations.runs import RetryQueued, retry_run
@@ -366,16 +366,14 @@ class Acknowledgement:
     at: datetime
 
 
-def acknowledge_failure(
-    store: Store, run_id: str, *, actor: str, reason: str, clock: Clock | None = None
-) -> Acknowledgement:
+def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledgement:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
     not fail, and one already resolved (naming how)."""
     done = store.ack_logged(
         run_id,
         actor=actor,
         reason=reason,
-        clock=clock or SystemClock(),
+        clock=store.clock,
         check=lambda run, resolved: _check_ack(run_id, run, resolved),
     )
     return Acknowledgement(done.run, done.at)

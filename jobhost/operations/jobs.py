@@ -57,12 +57,7 @@ from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.errors import UnknownJobError
 from jobhost.operations.timefmt import iso_utc, short_utc
-from jobhost.records import (
-    ScheduleRecord,
-    StateChange,
-    StateEntry,
-    StateHeld,
-)
+from jobhost.records import ScheduleRecord, StateChange, StateEntry, StateHeld
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import Store
 
