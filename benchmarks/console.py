@@ -70,9 +70,7 @@ from jobhost.envelope.telemetry import configure_telemetry
 from jobhost.operations.failures import FailureQuery, read_failures
 from jobhost.operations.gauges import read_figures, register_gauges
 from jobhost.operations.health import check_health
-from jobhost.operations.overview import overview_page, read_summary
-from jobhost.operations.report import build_report
-from jobhost.operations.selection import JobFilter
+from jobhost.operations.report import JobFilter, build_report, overview_page, read_summary
 from jobhost.rules.desired import desired_schedules
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.outcome_counts import outcome_counts

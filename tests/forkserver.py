@@ -71,11 +71,11 @@ def serve() -> None:
         "jobhost.envelope.telemetry",
         "jobhost.firing.host",
         "jobhost.operations.health",
-        "jobhost.operations.manual",
+        "jobhost.operations.runs",
         "jobhost.operations.plan",
         "jobhost.operations.render",
         "jobhost.operations.report",
-        "jobhost.operations.snapshot",
+        "jobhost.operations.jobs",
         "jobhost.store.migrate",
         "jobhost.web",
     ):

@@ -8,7 +8,7 @@ from typing import NoReturn
 import click
 
 from jobhost.cli._app import EXIT_INVALID
-from jobhost.operations.backfill_view import backfill_json
+from jobhost.operations.backfills import backfill_json
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord
 from jobhost.store import Store
@@ -51,7 +51,7 @@ def show_one(store: Store, backfill_id: str, *, as_json: bool) -> None:
 def cancel_one(store: Store, backfill_id: str, *, actor: str, reason: str | None) -> None:
     """Cancel the backfill: no new occurrence starts; its runs in flight finish. Without a
     reason, exit 2: the cancel is in the change log, where an empty reason tells no one why."""
-    from jobhost.operations.actions import cancel_backfill
+    from jobhost.operations.backfills import cancel_backfill
 
     if not reason:
         raise click.UsageError(

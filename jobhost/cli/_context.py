@@ -85,7 +85,7 @@ def store_only() -> Catalog:
 def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
     """The store's catalog of job ``name`` when the store holds it: no plugin is loaded. A job
     no host has synced yet (or a name nobody knows) needs the built catalog, as before."""
-    from jobhost.operations.stored import stored_catalog
+    from jobhost.operations.jobs import stored_catalog
 
     stored = stored_catalog(settings, store, only=name)
     return stored if name in stored.jobs else load_catalog(settings)
@@ -94,8 +94,8 @@ def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
 def note_versions(catalog: Catalog, store: Store) -> None:
     """Say on stderr when this installation's catalog version is not the one the store holds
     (one digest each: equal versions, equal declarations)."""
+    from jobhost.operations.jobs import stored_version
     from jobhost.operations.plan import this_catalog
-    from jobhost.operations.stored import stored_version
 
     held = stored_version(store.catalog_versions())
     mine = this_catalog(catalog)

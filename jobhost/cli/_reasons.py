@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from jobhost.operations.reasons import BadReason, checked_reason
+from jobhost.operations.changes import BadReason, checked_reason
 
 __all__ = ["reason_text", "reason_value", "required_reason"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from jobhost.cli._app import EXIT_USAGE
-from jobhost.operations.run_ids import AmbiguousRunId, resolve_run_id
+from jobhost.operations.runs import AmbiguousRunId, resolve_run_id
 from jobhost.operations.timefmt import short_utc
 from jobhost.store import Store
 

@@ -13,7 +13,7 @@ import click
 from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 
 if TYPE_CHECKING:
-    from jobhost.operations.manual import TriggerResult
+    from jobhost.operations.runs import TriggerResult
 
 __all__ = ["print_and_exit", "wait_options"]
 

@@ -24,7 +24,7 @@ from jobhost.errors import UnknownJobError
 if TYPE_CHECKING:
     from jobhost.catalog import Catalog, JobSpec
     from jobhost.config import Settings
-    from jobhost.operations.backfill import BackfillPlan
+    from jobhost.operations.backfills import BackfillPlan
 
 __all__ = ["backfill"]
 
@@ -154,7 +154,7 @@ def backfill(
 
 
 def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
-    from jobhost.operations.backfill import BackfillInputError, plan_backfill
+    from jobhost.operations.backfills import BackfillInputError, plan_backfill
 
     store = open_store(settings)
     try:
@@ -181,8 +181,7 @@ def _run(
 ) -> int:
     from jobhost.cli._one_shot import backfill_here
     from jobhost.clock import SystemClock
-    from jobhost.operations.actions import ensure_scheduled, start_backfill
-    from jobhost.operations.backfill_run import hosts_alive, see_through
+    from jobhost.operations.backfills import ensure_scheduled, see_through, start_backfill
     from jobhost.operations.timefmt import iso_utc
 
     if settings.auto_migrate:
@@ -191,7 +190,7 @@ def _run(
     clock = SystemClock(settings.clock_offset)
     try:
         ensure_scheduled(store, spec, clock)
-        hosts = hosts_alive(store, clock)
+        hosts = bool(store.live_hosts()[1])
         backfill_id = start_backfill(
             store,
             spec.name,
@@ -222,13 +221,12 @@ def _run(
             hosts=hosts,
             run_here=backfill_here(settings, catalog, store, _progress),
             progress=_progress,
-            clock=clock,
         )
     finally:
         store.dispose()
     record = followed.record
     if as_json:
-        from jobhost.operations.backfill_view import backfill_json
+        from jobhost.operations.backfills import backfill_json
 
         click.echo(json.dumps({**backfill_json(record), "detached": followed.detached}, indent=2))
     else:

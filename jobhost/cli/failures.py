@@ -107,8 +107,8 @@ def failures(
         group_failures,
         parse_since,
         read_failures,
-        require_stored_job,
     )
+    from jobhost.operations.jobs import require_known_job
     from jobhost.operations.render import WIDTH, wrap_words
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
@@ -116,7 +116,7 @@ def failures(
     store = open_store(settings_of(ctx))
     try:
         if job is not None:
-            require_stored_job(store, job)
+            require_known_job(None, store, job)
         try:
             start = parse_since(since, SystemClock()()) if since is not None else None
         except BadFailureQuery as error:
@@ -158,8 +158,8 @@ def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json
 
     from jobhost.cli._app import EXIT_INVALID
     from jobhost.cli._run_ids import typed_run_id
-    from jobhost.operations.actions import ActionRefused
-    from jobhost.operations.failure_actions import acknowledge_failure
+    from jobhost.operations.failures import acknowledge_failure
+    from jobhost.operations.jobs import ActionRefused
 
     why = " ".join((reason or "").split())
     if not why or len(why) > 500:

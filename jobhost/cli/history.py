@@ -8,8 +8,14 @@ import click
 
 from jobhost.cli._app import cli
 from jobhost.cli._context import catalog_for, open_store, settings_of
-from jobhost.operations.history import OUTCOMES, history_json, read_history
-from jobhost.operations.runlogs import LAST_LINES, entry_json, read_last_lines
+from jobhost.operations.runs import (
+    LAST_LINES,
+    OUTCOMES,
+    entry_json,
+    history_json,
+    read_history,
+    read_last_lines,
+)
 
 __all__ = ["history"]
 
@@ -53,8 +59,8 @@ def history(
 
     Exit status: 0; 2 for an unknown job or a bad option.
     """
+    from jobhost.operations.jobs import require_known_job
     from jobhost.operations.render import history_lines, stdout_style
-    from jobhost.operations.snapshot import require_known_job
 
     settings = settings_of(ctx)
     store = open_store(settings)

@@ -54,7 +54,7 @@ def list_jobs(
 
     Exit status: 0; 1 when the store is unreachable.
     """
-    from jobhost.operations.stored import stored_catalog
+    from jobhost.operations.jobs import stored_catalog
     from jobhost.runtime.service import etag_of
     from jobhost.web.api.views import source_of
 
@@ -110,7 +110,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 
     Exit status: 0; 2 when the store holds no job NAME.
     """
-    from jobhost.operations.stored import declaration_json, stored_catalog
+    from jobhost.operations.jobs import declaration_json, stored_catalog
 
     settings = settings_of(ctx)
     store = open_store(settings)

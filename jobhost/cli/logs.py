@@ -58,7 +58,7 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
 
 
 def _print_all(store: Store, run_id: str, as_json: bool) -> None:
-    from jobhost.operations.runlogs import line_text, page_json, read_run_log
+    from jobhost.operations.runs import line_text, page_json, read_run_log
 
     page = read_run_log(store, run_id)
     if page is None:
@@ -82,7 +82,7 @@ def _print_all(store: Store, run_id: str, as_json: bool) -> None:
 
 
 def _follow(store: Store, run_id: str, as_json: bool) -> None:
-    from jobhost.operations.runlogs import entry_json, line_text, read_run_log
+    from jobhost.operations.runs import entry_json, line_text, read_run_log
 
     after = 0
     while True:

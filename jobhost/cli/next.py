@@ -207,7 +207,7 @@ def _catalog_with(ctx: click.Context, name: str) -> Catalog:
     a developer's machine with no store or a job no host synced yet, the built catalog."""
     from sqlalchemy.exc import DBAPIError, OperationalError
 
-    from jobhost.operations.stored import stored_catalog
+    from jobhost.operations.jobs import stored_catalog
 
     settings = settings_of(ctx)
     try:

@@ -56,8 +56,7 @@ def pause(
     Exit status: 0 (also when it already was paused); 2 for an unknown job, or when --module
     and --match select no job.
     """
-    from jobhost.operations.actions import pause_jobs
-    from jobhost.operations.snapshot import require_known_job
+    from jobhost.operations.jobs import pause_jobs, require_known_job
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
@@ -105,8 +104,7 @@ def resume(
     Exit status: 0 (also when it was not paused); 2 for an unknown job, without --reason, or
     when --module and --match select no job.
     """
-    from jobhost.operations.actions import resume_jobs
-    from jobhost.operations.snapshot import require_known_job
+    from jobhost.operations.jobs import require_known_job, resume_jobs
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
@@ -141,7 +139,7 @@ def _alone(name: str, modules: tuple[str, ...], patterns: tuple[str, ...]) -> No
 
 
 def _selected(catalog: Catalog, modules: tuple[str, ...], patterns: tuple[str, ...]) -> list[str]:
-    from jobhost.operations.actions import jobs_matching
+    from jobhost.operations.jobs import jobs_matching
 
     if not modules and not patterns:
         raise click.UsageError("name a job, or select jobs with --module M or --match GLOB")

@@ -8,8 +8,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli
 from jobhost.cli._context import load_catalog, note_versions, open_store, settings_of, store_only
-from jobhost.operations.selection import SORTS
-from jobhost.operations.status import STATUSES
+from jobhost.operations.report import SORTS, STATUSES
 
 __all__ = ["report"]
 
@@ -74,12 +73,9 @@ def report(
     Exit status: 0; 2 for an unknown --job; 3 with --check-catalog when the catalog is invalid
     (the report is still printed, from what could be loaded; see `jobhost validate`).
     """
-    from jobhost.operations.json_text import indented
-    from jobhost.operations.render import stdout_style, terminal_width
-    from jobhost.operations.report import build_report
-    from jobhost.operations.report_text import report_lines
-    from jobhost.operations.selection import JobFilter, Sort, select_jobs
-    from jobhost.operations.snapshot import require_known_job
+    from jobhost.operations.jobs import require_known_job
+    from jobhost.operations.render import indented, report_lines, stdout_style, terminal_width
+    from jobhost.operations.report import JobFilter, Sort, build_report, select_jobs
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None

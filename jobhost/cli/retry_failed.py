@@ -28,13 +28,13 @@ def retry_failed(
     """Queue the retries, print them, and exit 0 (every match queued) or 3 (some refused)."""
     from jobhost.clock import SystemClock
     from jobhost.errors import UnknownJobError
-    from jobhost.operations.failure_actions import jobs_of_module, retry_failures
     from jobhost.operations.failures import (
         BadFailureQuery,
         FailureQuery,
         parse_since,
-        require_stored_job,
+        retry_failures,
     )
+    from jobhost.operations.jobs import require_known_job
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")
@@ -42,10 +42,10 @@ def retry_failed(
     try:
         if job is not None:
             try:
-                require_stored_job(store, job)
+                require_known_job(None, store, job)
             except UnknownJobError as error:
                 _usage(f"--job: {error}")
-        jobs = jobs_of_module(store, module) if module is not None else None
+        jobs = tuple(store.module_jobs(module)) if module is not None else None
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
         try:

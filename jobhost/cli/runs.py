@@ -70,8 +70,8 @@ def retry(
     matches refused); 4 --timeout passed first (a run here is cancelled, a host's goes on).
     """
     from jobhost.cli._one_shot import runs_here
-    from jobhost.operations.actions import ActionRefused
-    from jobhost.operations.rerun import RunRetry
+    from jobhost.operations.jobs import ActionRefused
+    from jobhost.operations.runs import RunRetry
 
     if failed:
         from jobhost.cli.retry_failed import retry_failed
@@ -91,7 +91,6 @@ def retry(
     try:
         run_id = typed_run_id(store, run_id)
         runner = RunRetry(
-            settings,
             catalog,
             store,
             progress=lambda line: click.echo(line, err=True),
@@ -139,8 +138,8 @@ def cancel(
     listed); 3 refused (an unknown run, one already ended,
     one whose host is gone); 4 --timeout passed first.
     """
-    from jobhost.operations.actions import ActionRefused, cancel_run
-    from jobhost.operations.rerun import watch_run
+    from jobhost.operations.jobs import ActionRefused
+    from jobhost.operations.runs import cancel_run, watch_run
 
     store = open_store(settings_of(ctx), write=True)
     actor = getpass.getuser()

@@ -82,7 +82,7 @@ def state(
     Exit status: 0; 2 for an unknown job, a bad option, or --delete of a key the job does not
     have; 3 refused (a run of the job is running: the message names it).
     """
-    from jobhost.operations.snapshot import require_known_job
+    from jobhost.operations.jobs import require_known_job
 
     if assignment is not None and deleted is not None:
         raise click.UsageError("give --set or --delete, not both")
@@ -105,7 +105,7 @@ def state(
 
 
 def _show(store: Store, name: str, *, as_json: bool) -> None:
-    from jobhost.operations.job_state import read_state, state_json
+    from jobhost.operations.jobs import read_state, state_json
     from jobhost.operations.timefmt import short_utc
 
     view = read_state(store, name)
@@ -128,8 +128,7 @@ def _show(store: Store, name: str, *, as_json: bool) -> None:
 def _change(
     store: Store, name: str, key: str, value: str | None, *, reason: str, as_json: bool
 ) -> None:
-    from jobhost.operations.job_state import BadStateInput, change_state, check_key
-    from jobhost.operations.run_actions import ActionRefused
+    from jobhost.operations.jobs import ActionRefused, BadStateInput, change_state, check_key
 
     actor = getpass.getuser()
     try:

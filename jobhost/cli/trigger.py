@@ -72,7 +72,7 @@ def trigger(
     3 the job's declaration is invalid; 4 --timeout passed first (a run here is cancelled, a
     host's goes on).
     """
-    from jobhost.operations.manual import ManualRun
+    from jobhost.operations.runs import ManualRun
 
     settings = settings_of(ctx)
     if no_wait:
@@ -113,8 +113,8 @@ def _queue(
     """Queue a run of ``name`` for a host when the store holds the job: no module is loaded.
     Returns (to the built catalog's path) when no host has synced it yet, or the store is not
     at this version's schema (that path migrates it)."""
-    from jobhost.operations.manual import ManualRun
-    from jobhost.operations.stored import stored_catalog
+    from jobhost.operations.jobs import stored_catalog
+    from jobhost.operations.runs import ManualRun
 
     try:
         store = open_store(settings, write=True)

@@ -20,7 +20,7 @@ from typing import Protocol
 from jobhost.catalog import JobSpec
 from jobhost.clock import Clock
 from jobhost.firing.slots import WorkerSlots
-from jobhost.operations.backfill_view import progress_line
+from jobhost.operations.backfills import progress_line
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Store
 

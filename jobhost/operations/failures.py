@@ -1,44 +1,65 @@
-"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first.
+"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first;
+and the operator's actions on them: acknowledge one, or retry every open one a filter matches.
 
 What ``jobhost failures``, ``GET /api/v1/failures`` and the dashboard's Failures page show, read
 from the store alone. Each row carries its job's current failure streak. A page continues from
 an opaque cursor (the last row's finished time and run id), so paging costs the same at any
 depth; stuck runs, which are happening now, come first on the first page.
+
+Both actions go through the one operator-action path: an acknowledgement is a change-log entry
+(``jobhost.store.failure_actions``); a bulk retry is one :func:`retry_run` per failure, each
+queued as a pending run for the hosts with its own change-log entry, exactly as ``jobhost
+retry RUN_ID`` queues one. Several failed attempts at one piece of work are retried once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobhost.clock import Clock
+from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
-from jobhost.operations.timefmt import iso_utc
-from jobhost.records import STREAK_LIMIT, FailureFilter, FailureKey, Resolution, RunRecord
+from jobhost.operations.runs import RetryQueued, retry_run
+from jobhost.operations.timefmt import iso_utc, short_utc
+from jobhost.records import (
+    FAILED,
+    STREAK_LIMIT,
+    FailureFilter,
+    FailureKey,
+    Resolution,
+    RunRecord,
+    work_key,
+)
 from jobhost.store import Store
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
+    "BULK_LIMIT",
     "CURSOR_PATTERN",
     "RUN_ID_SHOWN",
     "SEARCH_LIMIT",
+    "Acknowledgement",
     "BadFailureQuery",
+    "BulkRetry",
     "Failure",
     "FailureGroup",
     "FailureList",
     "FailureQuery",
+    "acknowledge_failure",
     "decode_cursor",
     "encode_cursor",
     "failure_line",
     "failures_json",
     "group_failures",
-    "open_failed_runs",
+    "open_failure_lines",
+    "open_failures",
     "parse_since",
     "read_failures",
-    "require_stored_job",
+    "retry_failures",
 ]
 
 SEARCH_LIMIT = 200
@@ -111,7 +132,7 @@ class FailureList:
     generated_at: datetime
 
 
-def read_failures(store: Store, query: FailureQuery, clock: Clock | None = None) -> FailureList:
+def read_failures(store: Store, query: FailureQuery) -> FailureList:
     jobs = query.jobs
     if query.job is not None:
         jobs = (query.job,) if jobs is None else tuple(j for j in jobs if j == query.job)
@@ -140,24 +161,6 @@ def read_failures(store: Store, query: FailureQuery, clock: Clock | None = None)
         searched_to.finished_at if searched_to is not None else None,
         now,
     )
-
-
-def open_failed_runs(store: Store, jobs: Sequence[str], limit: int) -> list[RunRecord]:
-    """The newest open finished failures of ``jobs``, at most ``limit``: no streaks, no stuck
-    runs (what a check needs, in statements that do not grow with the jobs)."""
-    return store.open_runs(limit=limit, where=FailureFilter(jobs=tuple(jobs)))
-
-
-def require_stored_job(store: Store, name: str) -> None:
-    """Nothing when the store has a schedule or a run of ``name``; :class:`UnknownJobError`
-    with the closest names it has otherwise."""
-    from jobhost.catalog.model import suggest
-    from jobhost.errors import UnknownJobError
-
-    if store.job_is_known(name):
-        return
-    known = sorted(store.stored_job_names())
-    raise UnknownJobError(name, suggest(name, known))
 
 
 def failures_json(found: FailureList) -> dict[str, Any]:
@@ -346,3 +349,133 @@ def _resolution_json(resolution: Resolution | None) -> dict[str, Any] | None:
         "run_id": resolution.run_id,
         "reason": resolution.reason,
     }
+
+
+BULK_LIMIT = 1000
+"""The most failures one bulk retry queues; more are left for the next."""
+
+_PAGE = 200
+# Pages read at most: where resolved failures far outnumber open ones, a bulk retry stops
+# after this many (each looks at a bounded number of failures) rather than read the ledger.
+_PAGES = 20
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    run: RunRecord
+    at: datetime
+
+
+def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledgement:
+    """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
+    not fail, and one already resolved (naming how)."""
+    done = store.ack_logged(
+        run_id,
+        actor=actor,
+        reason=reason,
+        clock=store.clock,
+        check=lambda run, resolved: _check_ack(run_id, run, resolved),
+    )
+    return Acknowledgement(done.run, done.at)
+
+
+@dataclass(frozen=True)
+class BulkRetry:
+    queued: list[RetryQueued]
+    refused: list[tuple[RunRecord, str]]
+    """Failures matched but not retried, with why (a retry already under way, say)."""
+    more: bool
+    """More than :data:`BULK_LIMIT` open failures matched: the rest were left."""
+    hosts_alive: int
+    """Live hosts when the retries were queued (0: they wait for one)."""
+
+
+def retry_failures(
+    store: Store,
+    query: FailureQuery,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock | None = None,
+) -> BulkRetry:
+    """Queue one retry of every open failure ``query`` matches (the newest failed attempt of
+    each piece of work), each logged; at most :data:`BULK_LIMIT`."""
+    runs, more = open_failures(store, query)
+    queued: list[RetryQueued] = []
+    refused: list[tuple[RunRecord, str]] = []
+    for run in runs:
+        try:
+            queued.append(retry_run(store, run.id, actor=actor, reason=reason, clock=clock))
+        except ActionRefused as error:
+            refused.append((run, str(error)))
+    _now, alive = store.live_hosts()
+    return BulkRetry(queued, refused, more, len(alive))
+
+
+def open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
+    """The open finished failures ``query`` matches, one per piece of work (its newest failed
+    attempt), newest first, at most :data:`BULK_LIMIT`; and whether more matched (or may
+    have: the search stopped)."""
+    found: list[RunRecord] = []
+    seen: set[tuple[str, str]] = set()
+    page = replace(query, limit=_PAGE, include_resolved=False, cursor=None)
+    for _ in range(_PAGES):
+        listed = read_failures(store, page)
+        for row in listed.failures:
+            key = (row.run.job_name, work_key(row.run))
+            if row.outcome not in FAILED or key in seen:
+                continue
+            if len(found) == BULK_LIMIT:
+                return found, True
+            seen.add(key)
+            found.append(row.run)
+        if listed.next_cursor is None:
+            return found, False
+        page = replace(page, cursor=decode_cursor(listed.next_cursor))
+    return found, True
+
+
+def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) -> RunRecord:
+    if run is None:
+        raise ActionRefused(
+            f"no run {run_id!r}: `jobhost failures` lists failures with their run ids",
+            unknown=True,
+        )
+    if run.outcome not in FAILED:
+        raise ActionRefused(
+            f"run {run.id} of {run.job_name} is {run.outcome}, not a failure: only a failed, "
+            "timed_out or abandoned run is acknowledged"
+        )
+    if resolved is not None:
+        how = f"run {resolved.run_id} succeeded" if resolved.how == "succeeded" else "acknowledged"
+        raise ActionRefused(
+            f"run {run.id} of {run.job_name} is resolved already: {how}, by "
+            f"{resolved.by or 'unknown'}"
+        )
+    return run
+
+
+def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[str, str]]:
+    """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``
+    read), and its newest; what ``health``'s critical-jobs-last-run says."""
+    found = store.open_runs(limit=limit, where=FailureFilter(jobs=tuple(jobs)))
+    by_job: dict[str, list[RunRecord]] = {}
+    for run in found:
+        if run.outcome in FAILED:
+            by_job.setdefault(run.job_name, []).append(run)
+    lines = []
+    # By job, as the other checks list jobs; the read gives each job's newest first.
+    for job, runs in sorted(by_job.items()):
+        newest = runs[0]
+        first = (newest.error_message or "").strip().splitlines()
+        error = f": {first[0]}" if first else ""
+        more = "+" if len(found) >= limit else ""
+        lines.append(
+            (
+                job,
+                f"{job} has {len(runs)}{more} open failure(s), the newest run {newest.id} "
+                f"{newest.outcome} at {short_utc(newest.finished_at)}{error} (`jobhost "
+                f"failures --job {job}`; retry or acknowledge them)",
+            )
+        )
+    return lines

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -39,15 +40,15 @@ from jobhost.catalog import Catalog, JobSpec
 from jobhost.clock import Clock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
-from jobhost.operations.report import next_fire_of, state_of
-from jobhost.operations.running_host import RunningHost
-from jobhost.operations.status import STATUSES, job_status
+from jobhost.operations.report import STATUSES, job_status, next_fire_of, state_of
 from jobhost.records import Failing, HostRecord, ScheduleRecord
 from jobhost.store import Store, StoreError
 
 __all__ = [
     "GAUGE_STATUSES",
+    "HostState",
     "JobGauges",
+    "RunningHost",
     "StoreFigures",
     "read_figures",
     "register_gauges",
@@ -212,7 +213,7 @@ class JobGauges:
         host = self._host
         self.reads += 1
         try:
-            return read_figures(host.settings, host.catalog, host.store, host.clock)
+            return read_figures(host.settings, host.catalog, host.store)
         except StoreError as error:
             _log.warning(
                 "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
@@ -220,9 +221,7 @@ class JobGauges:
             return None
 
 
-def read_figures(
-    settings: Settings, catalog: Catalog, store: Store, clock: Clock | None = None
-) -> StoreFigures:
+def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
     """One read of the schedule and host tables and of the failing jobs' attempts, and the
     figures of what it found."""
     now, (rows, hosts, failing) = store.schedules_hosts_failing()
@@ -301,3 +300,41 @@ def _status(
     codes = [m.code for m in job_mismatches(facts, settings, now, live_hosts, {})]
     last = row.last_outcome if row is not None else None
     return job_status(state_of(facts), codes, last, running=False), "overdue" in codes
+
+
+# What the operator surfaces read from a running host (jobhost.firing.host.Host): the gauges
+# and the HTTP endpoints both look at a host through this view, so neither imports the firing
+# loop and both agree on what a host exposes.
+class HostState(Protocol):
+    """The host's live status, updated by its loop and read by probes and gauges."""
+
+    started: float
+    last_tick: float | None
+    catalog_ok: bool
+    synced: bool
+    store_ok: bool
+    stuck: int
+    stuck_limit: int
+    stall_after: float
+    hung_after: float
+
+    @property
+    def too_many_stuck(self) -> bool: ...
+    def turn_age(self, now: float) -> float: ...
+
+
+class RunningHost(Protocol):
+    """A host as its surfaces see it: identity, settings, catalog, store handle and status."""
+
+    @property
+    def host_id(self) -> str: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def clock(self) -> Clock | None: ...
+    @property
+    def status(self) -> HostState: ...

@@ -32,13 +32,11 @@ from datetime import timedelta
 from typing import Any
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
-from jobhost.operations.failure_actions import open_failure_lines
-from jobhost.operations.report import Report, report_from, stored_report
-from jobhost.operations.stored import stored_version
-from jobhost.operations.stored_report import StoredJobs, stored_jobs
+from jobhost.operations.failures import open_failure_lines
+from jobhost.operations.jobs import stored_version
+from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs, stored_report
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Store, StoreError, head_revision
@@ -85,7 +83,6 @@ def check_health(
     store: Store,
     *,
     hosts: bool = True,
-    clock: Clock | None = None,
 ) -> Health:
     """Run every check against ``store`` (whose schema may be missing or old).
 
@@ -99,10 +96,10 @@ def check_health(
     if reached.ok:
         try:
             if catalog is None:
-                stored, version, report = _stored_report(settings, store, clock)
+                stored, version, report = _stored_report(settings, store)
                 checks[1] = _stored_catalog(stored, version)
             else:
-                report = report_from(settings, catalog, store.read_snapshot(catalog.jobs, clock))
+                report = report_from(settings, catalog, store.read_snapshot(catalog.jobs))
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
     rest: list[tuple[str, Callable[[Report], Check]]] = [
@@ -126,16 +123,14 @@ def check_health(
         ("stuck-runs", _stuck_runs),
     ):
         checks.append(
-            store_check(settings, implausible, store, clock)
+            store_check(settings, implausible, store)
             if report is not None
             else Check(name, False, _UNCHECKED)
         )
     return Health(checks)
 
 
-def _stored_report(
-    settings: Settings, store: Store, clock: Clock | None
-) -> tuple[StoredJobs, str | None, Report]:
+def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | None, Report]:
     """The store's catalog as the checks ask it, the version it holds, and the report of the
     jobs the checks look at: the critical ones and those holding an expired lease. The whole
     catalog is counted from two columns of each row; only the jobs looked at are read whole,
@@ -147,7 +142,7 @@ def _stored_report(
         found.append((jobs, stored_version(census.versions)))
         return sorted({*jobs.critical, *census.held})
 
-    snapshot = store.read_snapshot((), clock, jobs_of=looked_at)
+    snapshot = store.read_snapshot((), jobs_of=looked_at)
     jobs, version = found[0]
     return jobs, version, stored_report(settings, snapshot)
 
@@ -162,9 +157,7 @@ def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs |
     return 4 * longest
 
 
-def _store_integrity(
-    _settings: Settings, implausible: timedelta, store: Store, clock: Clock | None
-) -> Check:
+def _store_integrity(_settings: Settings, implausible: timedelta, store: Store) -> Check:
     _, result = store.check_live_rows(implausible)
     covered = f"checked {result.coverage()}"
     if not result.total:
@@ -185,9 +178,7 @@ def _store_integrity(
     )
 
 
-def _stuck_runs(
-    _settings: Settings, _implausible: timedelta, store: Store, _clock: Clock | None
-) -> Check:
+def _stuck_runs(_settings: Settings, _implausible: timedelta, store: Store) -> Check:
     stuck = store.stuck_runs()
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
@@ -210,9 +201,7 @@ def _stuck_runs(
     )
 
 
-def _schedule_lag(
-    settings: Settings, _implausible: timedelta, store: Store, clock: Clock | None
-) -> Check:
+def _schedule_lag(settings: Settings, _implausible: timedelta, store: Store) -> Check:
     limit = settings.max_schedule_lag
     now, hosts = store.live_hosts()
     oldest = store.oldest_due()

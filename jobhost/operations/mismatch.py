@@ -31,7 +31,6 @@ __all__ = [
     "JobFacts",
     "Mismatch",
     "job_mismatches",
-    "last_due",
     "late_tolerance",
     "overdue_grace",
     "store_changes",
@@ -385,11 +384,6 @@ def _overdue_of(
         f"{what}; the occurrence due {short_utc(due)} has no success after it within its grace "
         f"{_grace_text(grace)}",
     )
-
-
-def last_due(spec: JobSpec, anchor: datetime, at: datetime) -> datetime | None:
-    """The job's newest occurrence at or before ``at`` (within 400 days)."""
-    return trigger_last_due(spec.trigger, spec.schedule, anchor, at)
 
 
 def trigger_last_due(

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, diff_schedules
 from jobhost.rules.desired import catalog_version, desired_schedules
@@ -27,7 +26,7 @@ def this_catalog(catalog: Catalog) -> str:
     return catalog_version([want for want in desired if want.job_name not in catalog.runtime])
 
 
-def live_catalogs(store: Store, clock: Clock | None = None) -> list[HostRecord]:
+def live_catalogs(store: Store) -> list[HostRecord]:
     """The live hosts, each with the catalog version it runs."""
     if store.current_revision() is None:
         return []

@@ -1,4 +1,6 @@
-"""The schedule report: one row per job, then the live hosts, as typed values and as JSON.
+"""The schedule report: one row per job, then the live hosts, as typed values and as JSON; each
+job's status and the summary by status; which jobs to show, in what order; the dashboard's
+overview.
 
 Jobs come from the catalog and from the store: a declared job that no host has synced yet is
 shown from its declaration (its next fire computed from its trigger); a stored job no module
@@ -7,47 +9,96 @@ the newest running one, else the last one recorded finished, which the schedule 
 (``missed`` and ``skipped`` occurrences and queued runs are not attempts, they appear in
 ``recent_outcomes`` and ``jobhost history``); ``recent_outcomes`` holds the last five ledger
 outcomes, newest first, ``missed`` and ``skipped`` included. Without a catalog the store's own
-is reported, each job straight from its row (:mod:`jobhost.operations.stored_report`).
+is reported, each job straight from its row (:func:`stored_entry`).
+
+A job's status is what an operator scans for; the report's ``state`` (enabled, disabled,
+paused, orphaned) stays what it was. In order of precedence (a job has the first that applies):
+
+- ``paused``, ``disabled``, ``orphaned`` (in the store, declared by no module), ``invalid``
+  (declared with problems);
+- ``stuck``: a lease expired but is still held (``lease-expired``), or a run's executor ignored
+  its cancellation and its thread runs on (``stuck-code``);
+- ``running``: a run is running now;
+- ``waiting``: a due occurrence, retry or manual run waits for a slot of its concurrency group;
+- ``failing``: its last attempt failed, timed out or was abandoned;
+- ``overdue``: an occurrence came due more than its grace ago and no success followed it;
+- ``behind``: its next fire is in the past, or nothing schedules one (``next-fire-past``,
+  ``no-next-fire``);
+- ``ok``.
+
+The report's flags and the dashboard's filters select jobs the same way (:class:`JobFilter`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+import gc
+import math
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, get_args
 
-from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
+from jobhost.catalog.stored import StoredFacts, stored_facts
 from jobhost.clock import Clock
 from jobhost.config import Settings
-from jobhost.operations.mismatch import JobFacts, job_mismatches, store_changes
-from jobhost.operations.report_model import (
-    JobReport,
-    LastRun,
-    Report,
-    State,
-    TriggerView,
-    host_json,
+from jobhost.operations.jobs import stored_job
+from jobhost.operations.mismatch import (
+    JobFacts,
+    Mismatch,
+    job_mismatches,
+    store_changes,
+    stored_mismatches,
 )
-from jobhost.operations.snapshot import StoreSnapshot
-from jobhost.operations.status import summarise
-from jobhost.operations.stored import stored_job
-from jobhost.operations.stored_report import job_entry, stored_entry
-from jobhost.operations.uncollected import uncollected
-from jobhost.records import ScheduleChange, ScheduleRecord, ScheduleRow
+from jobhost.operations.timefmt import iso_local, iso_utc
+from jobhost.records import (
+    GroupSummary,
+    HostRecord,
+    LastAttempt,
+    RunRecord,
+    ScheduleChange,
+    ScheduleRecord,
+    ScheduleRow,
+    StoreSnapshot,
+)
 from jobhost.store import Store
 
 __all__ = [
+    "ERROR_LINE",
+    "FAILED_OUTCOMES",
+    "SORTS",
+    "STATUSES",
+    "JobFilter",
     "JobReport",
     "LastRun",
+    "Overview",
+    "OverviewJob",
     "Report",
+    "Sort",
     "State",
+    "Status",
+    "StoredJobs",
+    "Summary",
     "TriggerView",
     "build_report",
+    "group_wait",
     "host_json",
+    "job_entry",
+    "job_status",
     "next_fire_of",
+    "overview_page",
+    "read_summary",
     "report_from",
+    "select_jobs",
     "state_of",
+    "stored_entry",
+    "stored_jobs",
     "stored_report",
+    "stuck_code",
+    "summarise",
+    "uncollected",
 ]
 
 _SHOWN: dict[int, _Shown] = {}
@@ -256,3 +307,639 @@ def next_fire_of(spec: JobSpec | None, row: ScheduleRow | None, now: datetime) -
         return None
     schedule = spec.schedule(now)
     return schedule.next_after(now) if schedule is not None else None
+
+
+State = Literal["enabled", "disabled", "paused", "orphaned"]
+
+
+@dataclass(frozen=True)
+class TriggerView:
+    """A trigger as the report shows it; ``source`` only on the effective one."""
+
+    kind: str | None
+    expression: str | None
+    timezone: str
+    source: str | None = None
+    dst_policy: str | None = None
+    """``dst_gap=skip, dst_repeat=both``: only a policy other than the default."""
+
+    @classmethod
+    def of(cls, trigger: EffectiveTrigger, *, with_source: bool) -> TriggerView:
+        source = trigger.source if with_source else None
+        policy = trigger.dst_policy()
+        return cls(trigger.kind, trigger.expression, trigger.timezone, source, policy)
+
+    def describe(self) -> str:
+        if self.kind == "cron":
+            zone = f"{self.timezone}; {self.dst_policy}" if self.dst_policy else self.timezone
+            return f"cron '{self.expression}' ({zone})"
+        if self.kind == "interval":
+            return f"every {self.expression}"
+        return "no trigger"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "expression": self.expression,
+            "timezone": self.timezone,
+        }
+        if self.source is not None:
+            data["source"] = self.source
+        if self.dst_policy is not None:
+            data["dst_policy"] = self.dst_policy
+        return data
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """The job's last real attempt."""
+
+    run_id: str
+    outcome: str
+    host: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+    error: str | None
+    backfill_id: str | None = None
+    """The backfill the run replayed an occurrence for; None for any other run."""
+
+    @classmethod
+    def of(cls, run: LastAttempt) -> LastRun:
+        # Positional: a summary makes one for each of 10,000 jobs.
+        return cls(
+            run.id,
+            run.outcome,
+            run.host_id,
+            run.started_at,
+            run.finished_at,
+            run.duration_ms,
+            run.error_message or run.error_type,
+            run.backfill_id,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "started_at": iso_utc(self.started_at),
+            "finished_at": iso_utc(self.finished_at),
+            "duration_ms": self.duration_ms,
+            "error": self.error,
+            "backfill_id": self.backfill_id,
+        }
+
+
+@dataclass(frozen=True)
+class JobReport:
+    name: str
+    module: str
+    description: str
+    critical: bool
+    enabled: bool
+    paused: bool
+    state: State
+    declared_trigger: TriggerView | None
+    """None for a job no module declares: only its stored (effective) trigger is known."""
+    effective_trigger: TriggerView
+    next_fire: datetime | None
+    last_run: LastRun | None
+    recent_outcomes: list[str]
+    mismatches: list[Mismatch]
+    status: Status = "ok"
+    running: int = 0
+    """How many of its runs are running now."""
+    concurrency_group: str | None = None
+    waiting_for: str | None = None
+    """``waiting for group warehouse, 2 of 2 busy`` while its work waits for a slot."""
+
+    def has(self, code: str) -> Mismatch | None:
+        """The mismatch with ``code``, if the job has it."""
+        return next((m for m in self.mismatches if m.code == code), None)
+
+    def to_json(self) -> dict[str, Any]:
+        zone = self.effective_trigger.timezone
+        return {
+            "name": self.name,
+            "module": self.module,
+            "description": self.description,
+            "critical": self.critical,
+            "enabled": self.enabled,
+            "paused": self.paused,
+            "state": self.state,
+            "declared_trigger": (
+                self.declared_trigger.to_json() if self.declared_trigger is not None else None
+            ),
+            "effective_trigger": self.effective_trigger.to_json(),
+            "next_fire_utc": iso_utc(self.next_fire),
+            "next_fire_local": iso_local(self.next_fire, zone),
+            "last_run": self.last_run.to_json() if self.last_run is not None else None,
+            "recent_outcomes": list(self.recent_outcomes),
+            "mismatch": [m.text() for m in self.mismatches],
+            "status": self.status,
+            "concurrency_group": self.concurrency_group,
+            "waiting_for": self.waiting_for,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    generated_at: datetime
+    hosts: list[HostRecord]
+    """The live hosts, oldest first."""
+    jobs: list[JobReport]
+    problems: list[Problem]
+    """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
+    summary: Summary | None = None
+    """Of every job, before any filter narrowed ``jobs``."""
+    groups: list[GroupSummary] = field(default_factory=list)
+    """Every concurrency group: its limit, running runs and waiting work."""
+
+    def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
+        """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all of them,
+        each job serialised once, with the collector paused (:func:`uncollected`)."""
+        summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
+        with uncollected():
+            return {
+                "generated_at": iso_utc(self.generated_at),
+                "summary": summary.to_json(),
+                "hosts": [host_json(host) for host in self.hosts],
+                "groups": [group.to_json() for group in self.groups],
+                "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
+            }
+
+
+def host_json(host: HostRecord) -> dict[str, Any]:
+    """A host as the report's JSON shows it, with its clock minus the database's."""
+    return {
+        "id": host.id,
+        "hostname": host.hostname,
+        "pid": host.pid,
+        "version": host.version,
+        "started_at": iso_utc(host.started_at),
+        "last_seen_at": iso_utc(host.last_seen_at),
+        "clock_skew_seconds": round(host.clock_skew_seconds, 3),
+        "catalog_version": host.catalog_version,
+        "synced_at": iso_utc(host.synced_at),
+        "schedule_lag_seconds": (
+            round(host.schedule_lag_seconds, 3) if host.schedule_lag_seconds is not None else None
+        ),
+    }
+
+
+# A read-only command reports the jobs the store holds. Rebuilding each one (a validated
+# declaration, its policies, an override model, a parsed cron) only to ask it for a dozen fields
+# was most of ``jobhost report`` at 10,000 jobs, so stored_entry reads those fields from the
+# declaration the row stores (jobhost.catalog.stored.stored_facts) and computes the same
+# mismatches, state and status as the full path (mismatch.stored_mismatches). A row whose
+# declaration this version cannot read, and an orphaned row, are left to the full path.
+_READ: dict[str, tuple[StoredFacts, TriggerView, TriggerView]] = {}
+_READ_KEPT = 20_000
+
+
+def stored_entry(
+    row: ScheduleRecord, snapshot: StoreSnapshot, settings: Settings, live_hosts: int
+) -> JobReport | None:
+    """The report entry of the job ``row`` declares, or None for the full path to build."""
+    if row.orphaned or row.declaration is None:
+        return None
+    read = _read(row.declaration)
+    if read is None:
+        return None  # written by another version: the full path reads its columns
+    stored, declared, effective = read
+    name, now = row.job_name, snapshot.now
+    facts = JobFacts(
+        name=name,
+        spec=None,
+        row=row,
+        problems=(),
+        next_fire=row.next_occurrence if row.enabled else None,
+        last_success=snapshot.last_success.get(name),
+        expired_runs=snapshot.expired_runs.get(name, ()),
+    )
+    state: State = "paused" if row.paused else "enabled" if stored.enabled else "disabled"
+    return job_entry(
+        snapshot,
+        name,
+        module=row.module,
+        description=stored.description,
+        critical=stored.critical,
+        enabled=stored.enabled,
+        paused=row.paused,
+        state=state,
+        declared=declared,
+        effective=effective,
+        next_fire=facts.next_fire,
+        mismatches=stored_mismatches(facts, stored, settings, now, live_hosts),
+        group=stored.group or row.concurrency_group,
+    )
+
+
+def job_entry(
+    snapshot: StoreSnapshot,
+    name: str,
+    *,
+    module: str,
+    description: str,
+    critical: bool,
+    enabled: bool,
+    paused: bool,
+    state: State,
+    declared: TriggerView | None,
+    effective: TriggerView,
+    next_fire: datetime | None,
+    mismatches: list[Mismatch],
+    group: str | None,
+) -> JobReport:
+    """A job's report entry from what its declaration says and what the snapshot holds of its
+    runs: the last attempt, the running ones (stuck code among them), its group's wait and its
+    status. Both paths, the store's catalog and a loaded one, end here."""
+    running = snapshot.running.get(name, ())
+    if running:
+        stuck = stuck_code(running)
+        if stuck is not None:
+            mismatches.append(stuck)
+    waiting_for = group_wait(snapshot.groups, group, name) if group is not None else None
+    last = snapshot.last_runs.get(name)
+    codes = [m.code for m in mismatches] if mismatches else ()
+    return JobReport(
+        name=name,
+        module=module,
+        description=description,
+        critical=critical,
+        enabled=enabled,
+        paused=paused,
+        state=state,
+        declared_trigger=declared,
+        effective_trigger=effective,
+        next_fire=next_fire,
+        last_run=LastRun.of(last) if last is not None else None,
+        recent_outcomes=snapshot.recent_outcomes.get(name, []),
+        mismatches=mismatches,
+        status=job_status(
+            state, codes, last.outcome if last else None, bool(running), waiting_for is not None
+        ),
+        running=len(running),
+        concurrency_group=group,
+        waiting_for=waiting_for,
+    )
+
+
+@dataclass(frozen=True)
+class StoredJobs:
+    """What the health check asks of the store's whole catalog, read from the rows alone."""
+
+    count: int
+    """How many jobs the store's catalog holds (its live rows that describe a job)."""
+    critical: list[str]
+    longest_lease: timedelta | None
+    """The longest lease a job declares; None when none declares one."""
+
+
+def stored_jobs(
+    settings: Settings,
+    declared: Iterable[tuple[str, str | None]],
+    rows_of: Callable[[list[str]], Mapping[str, ScheduleRecord]],
+) -> StoredJobs:
+    """:class:`StoredJobs` of the live jobs ``declared`` names (with the declaration each row
+    stores), each job as :func:`stored_entry` reads it. Only the rows whose declaration this
+    version cannot read are read whole (``rows_of``), to be judged from their columns."""
+    count, critical, leases, unread = 0, [], [], []
+    for name, declaration in declared:
+        read = _read(declaration) if declaration is not None else None
+        if read is None:
+            unread.append(name)
+            continue
+        count += 1
+        if read[0].critical:
+            critical.append(name)
+        if read[0].lease is not None:
+            leases.append(read[0].lease)
+    for row in rows_of(unread).values() if unread else ():
+        spec = None if row.orphaned else stored_job(settings, row)
+        if spec is None:
+            continue
+        count += 1
+        if spec.declaration.critical:
+            critical.append(row.job_name)
+        if spec.declaration.lease is not None:
+            leases.append(spec.declaration.lease)
+    return StoredJobs(count, sorted(critical), max(leases) if leases else None)
+
+
+def _read(text: str) -> tuple[StoredFacts, TriggerView, TriggerView] | None:
+    """The declaration ``text`` and its two triggers as the report shows them, read once for
+    every job that stores the same text (a declaration holds no name: many jobs share one)."""
+    found = _READ.get(text)
+    if found is None:
+        try:
+            stored = stored_facts(text)
+        except (ValueError, KeyError, TypeError):
+            return None
+        if len(_READ) >= _READ_KEPT:
+            _READ.clear()
+        found = _READ[text] = (
+            stored,
+            TriggerView.of(stored.declared, with_source=False),
+            TriggerView.of(stored.trigger, with_source=True),
+        )
+    return found
+
+
+def stuck_code(running: Sequence[RunRecord]) -> Mismatch | None:
+    """``stuck-code`` when one of the job's running runs is held by code that ignored its
+    cancellation."""
+    stuck = next((run for run in running if run.error_type == "Stuck"), None)
+    if stuck is None:
+        return None
+    return Mismatch(
+        "stuck-code",
+        f"run {stuck.id} on host {stuck.host_id} is stuck: its executor ignored "
+        "cancellation and its thread still runs, holding its slot and lease",
+    )
+
+
+def group_wait(groups: Sequence[GroupSummary], group: str | None, name: str) -> str | None:
+    """``waiting for group warehouse, 2 of 2 busy`` while the job's work waits for a slot."""
+    if group is None:
+        return None
+    return next((g.status() for g in groups if g.name == group and name in g.waiting_jobs), None)
+
+
+Status = Literal[
+    "ok",
+    "failing",
+    "overdue",
+    "behind",
+    "stuck",
+    "running",
+    "waiting",
+    "paused",
+    "disabled",
+    "orphaned",
+    "invalid",
+]
+STATUSES: tuple[Status, ...] = get_args(Status)
+FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
+
+
+def job_status(
+    state: str,
+    codes: Sequence[str],
+    last_outcome: str | None,
+    running: bool,
+    waiting: bool = False,
+) -> Status:
+    """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
+    ``waiting`` when work of the job waits for a slot of its concurrency group."""
+    if state == "paused":
+        return "paused"
+    if state == "disabled":
+        return "disabled"
+    if state == "orphaned":
+        return "orphaned"
+    if "invalid" in codes:
+        return "invalid"
+    if "lease-expired" in codes or "stuck-code" in codes:
+        return "stuck"
+    if running or last_outcome == "running":
+        return "running"
+    if waiting:
+        return "waiting"
+    if last_outcome in FAILED_OUTCOMES:
+        return "failing"
+    if "overdue" in codes:
+        return "overdue"
+    if "next-fire-past" in codes or "no-next-fire" in codes:
+        return "behind"
+    return "ok"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Jobs by status, and the live hosts with their worst lag and clock skew."""
+
+    jobs: int
+    by_status: dict[Status, int]
+    live_hosts: int
+    max_lag_seconds: float | None
+    max_clock_skew_seconds: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            "by_status": dict(self.by_status),
+            "live_hosts": self.live_hosts,
+            "max_lag_seconds": self.max_lag_seconds,
+            "max_clock_skew_seconds": self.max_clock_skew_seconds,
+        }
+
+
+def summarise(statuses: Sequence[Status], hosts: Sequence[HostRecord]) -> Summary:
+    counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
+    for status in statuses:
+        counts[status] += 1
+    lags = [h.schedule_lag_seconds for h in hosts if h.schedule_lag_seconds is not None]
+    skews = [abs(h.clock_skew_seconds) for h in hosts]
+    return Summary(
+        jobs=len(statuses),
+        by_status=counts,
+        live_hosts=len(hosts),
+        max_lag_seconds=round(max(lags), 3) if lags else None,
+        max_clock_skew_seconds=round(max(skews), 3) if skews else None,
+    )
+
+
+# A summary of 10,000 jobs makes a few hundred thousand objects, all of them kept (they are the
+# summary) or freed by reference counting. Each of them would start a collection of the young
+# generation every 700 allocations and, as they pile up, full collections that walk the whole
+# heap (a host's catalog included): half of the summary's time, finding nothing to free. Inside
+# uncollected() no collection starts; the objects made are looked at once, by the first
+# collection after it.
+@contextmanager
+def uncollected() -> Iterator[None]:
+    """No automatic collection while any thread is inside; as it was once all have left
+    (a process that turned the collector off keeps it off)."""
+    _PAUSE.enter()
+    try:
+        yield
+    finally:
+        _PAUSE.leave()
+
+
+class _Pause:
+    """How many threads are inside, and whether the collector ran before the first came in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._was_enabled = False
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._inside == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._inside += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._was_enabled:
+                gc.enable()
+
+
+_PAUSE = _Pause()
+
+
+Sort = Literal["name", "next", "last", "state"]
+SORTS: tuple[Sort, ...] = ("name", "next", "last", "state")
+
+# Most urgent first when sorting by state.
+_URGENCY = {
+    status: index
+    for index, status in enumerate(
+        (
+            "stuck",
+            "failing",
+            "overdue",
+            "behind",
+            "invalid",
+            "orphaned",
+            "running",
+            "waiting",
+            "paused",
+            "disabled",
+            "ok",
+        )
+    )
+}
+assert set(_URGENCY) == set(STATUSES)
+_FAILING = frozenset({"failed", "timed_out"})
+_NEVER = datetime.min.replace(tzinfo=UTC)
+_FOREVER = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """``search`` matches name, module or description (any case); the others must all hold."""
+
+    search: str = ""
+    modules: Sequence[str] = ()
+    statuses: Sequence[str] = ()
+    failing: bool = False
+    """Only jobs whose last attempt failed or timed out."""
+    sort: Sort = "name"
+
+    def keeps(self, job: JobReport) -> bool:
+        needle = self.search.strip().lower()
+        if needle and not any(
+            needle in text.lower() for text in (job.name, job.module, job.description)
+        ):
+            return False
+        if self.modules and job.module not in self.modules:
+            return False
+        if self.statuses and job.status not in self.statuses:
+            return False
+        return not self.failing or (job.last_run is not None and job.last_run.outcome in _FAILING)
+
+
+def select_jobs(jobs: Sequence[JobReport], which: JobFilter) -> list[JobReport]:
+    """The jobs ``which`` keeps, in its order (ties by name)."""
+    kept = sorted((job for job in jobs if which.keeps(job)), key=lambda job: job.name)
+    if which.sort == "next":
+        kept.sort(key=lambda job: job.next_fire or _FOREVER)
+    elif which.sort == "last":
+        kept.sort(key=_last_started, reverse=True)
+    elif which.sort == "state":
+        # Within a status, critical jobs first: a failing critical job is the first to fix.
+        kept.sort(key=lambda job: (_URGENCY[job.status], not job.critical))
+    return kept
+
+
+def _last_started(job: JobReport) -> datetime:
+    last = job.last_run
+    if last is None:
+        return _NEVER
+    return last.started_at or last.finished_at or _NEVER
+
+
+# The dashboard's overview. The report reads each job's newest ledger rows (a lateral join over
+# the whole catalog); the overview needs none of them. The store keeps each job's last finished
+# attempt on its schedule row (outcome, times, error, last success), written in the transaction
+# that records the run, as the /metrics gauges read it. So the overview reads the schedules,
+# hosts, groups and running runs (each by index), and computes every status exactly as the
+# report does. Only the page shown reads further: the failure streak of each failing job on it.
+ERROR_LINE = 160
+"""How many characters of an error's first line the overview shows."""
+
+
+@dataclass(frozen=True)
+class OverviewJob:
+    """One row of the overview's table."""
+
+    job: JobReport
+    streak: int
+    """Failures since the last success; 0 unless the last attempt failed."""
+    error_line: str | None
+    """The first line of the last attempt's error, cut to :data:`ERROR_LINE` characters."""
+
+
+@dataclass(frozen=True)
+class Overview:
+    """A page of the overview under a filter."""
+
+    jobs: list[OverviewJob]
+    matched: int
+    page: int
+    pages: int
+
+
+def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
+    """Every job with its status, from one read of the schedule, host and running tables."""
+    with uncollected():
+        now, (snapshot, running) = store.summary_snapshot()
+        for name, row in snapshot.schedules.items():
+            last = LastAttempt.recorded(row)
+            if last is not None:
+                snapshot.last_runs[name] = last
+            if row.last_success_at is not None:
+                snapshot.last_success[name] = row.last_success_at
+        for run in running:  # oldest first: the newest running attempt is the last one
+            snapshot.running.setdefault(run.job_name, []).append(run)
+            snapshot.last_runs[run.job_name] = LastAttempt.of(run)
+            if run.lease_expires_at is not None and run.lease_expires_at < now:
+                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
+        return report_from(settings, catalog, snapshot)
+
+
+def overview_page(
+    store: Store, summary: Report, which: JobFilter, page: int, size: int
+) -> Overview:
+    """Page ``page`` (from 1, clamped) of the jobs ``which`` keeps, ``size`` a page, with the
+    failure streaks of the failing ones read for that page alone."""
+    jobs = select_jobs(summary.jobs, which)
+    pages = max(math.ceil(len(jobs) / size), 1)
+    page = min(max(page, 1), pages)
+    shown = jobs[(page - 1) * size : page * size]
+    failing = [job.name for job in shown if _failed(job)]
+    streaks: dict[str, int] = {}
+    if failing:
+        streaks = store.failure_streaks(failing)
+    rows = [
+        OverviewJob(job, streaks.get(job.name, 0) if _failed(job) else 0, _first_line(job))
+        for job in shown
+    ]
+    return Overview(rows, len(jobs), page, pages)
+
+
+def _failed(job: JobReport) -> bool:
+    return job.last_run is not None and job.last_run.outcome in FAILED_OUTCOMES
+
+
+def _first_line(job: JobReport) -> str | None:
+    if job.last_run is None or not job.last_run.error or job.last_run.outcome == "succeeded":
+        return None
+    line = next((text for text in job.last_run.error.splitlines() if text.strip()), "")
+    line = line.strip()
+    return line if len(line) <= ERROR_LINE else line[: ERROR_LINE - 1] + "…"

@@ -17,7 +17,7 @@ from typing import Any
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
-from jobhost.operations import actions
+from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
 from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.definition import JobDefinition, parse_definition
@@ -167,19 +167,19 @@ class JobService:
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
         """Pause ``name`` for every replica; False when it already was."""
         catalog = self._require(name)
-        return actions.pause(
+        return jobs.pause(
             self.store, catalog, name, actor=actor, reason=reason, clock=self.clock
         ).changed
 
     def resume(self, name: str, *, actor: str, reason: str) -> bool:
         self._require(name)
-        done = actions.resume(self.store, name, actor=actor, reason=reason, clock=self.clock)
+        done = jobs.resume(self.store, name, actor=actor, reason=reason, clock=self.clock)
         return done is not None and done.changed
 
     def trigger(self, name: str, *, actor: str, reason: str) -> dict[str, Any]:
         """Queue a manual run; wait briefly for a host to start it, to answer with its run id."""
         self._require(name)
-        request_id = actions.request_trigger(
+        request_id = jobs.request_trigger(
             self.store, name, actor=actor, reason=reason, clock=self.clock
         )
         deadline = time.monotonic() + self.trigger_wait

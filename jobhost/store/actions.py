@@ -2,7 +2,7 @@
 change log (``job_changes``) in one transaction the store opens, so an action is never done
 without its entry nor logged without being done.
 
-``jobhost.operations.actions`` is the one caller; a new action is one more function here and
+``jobhost.operations.jobs`` is the one caller; a new action is one more function here and
 one there (the actions on one run, a retry and a cancel, are in ``jobhost.store.run_actions``).
 """
 

@@ -22,8 +22,8 @@ from prometheus_client import CollectorRegistry
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.operations.gauges import RunningHost
 from jobhost.operations.report import build_report
-from jobhost.operations.running_host import RunningHost
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.web.exposition import exposition
 

@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
-from jobhost.operations.running_host import RunningHost
+from jobhost.operations.gauges import RunningHost
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.app import create_app

@@ -29,8 +29,8 @@ from schemathesis.generation import GenerationMode
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
+from jobhost.operations.changes import REASON_LIMIT
 from jobhost.operations.failures import CURSOR_PATTERN, decode_cursor, encode_cursor
-from jobhost.operations.reasons import REASON_LIMIT
 from jobhost.records import FailureKey
 from jobhost.runtime.service import JobService
 from jobhost.store import Store, create_store_engine, upgrade

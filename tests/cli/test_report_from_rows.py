@@ -16,14 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from jobhost.operations.render import Style
-from jobhost.operations.report import JobReport, report_from, stored_report
-from jobhost.operations.report_text import report_lines
-from jobhost.operations.snapshot import read_snapshot
-from jobhost.operations.stored import catalog_of
-from jobhost.operations.stored_report import stored_jobs
+from jobhost.operations.jobs import catalog_of
+from jobhost.operations.render import Style, report_lines
+from jobhost.operations.report import JobReport, report_from, stored_jobs, stored_report
 from jobhost.store import reading
 from jobhost.store.census import take_census
+from jobhost.store.snapshot import read_snapshot
 from tests.cli.operator_support import Operator, now
 
 JOBS = [

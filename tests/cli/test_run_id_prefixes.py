@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from jobhost.operations.run_ids import resolve_run_id
+from jobhost.operations.runs import resolve_run_id
 from jobhost.store import Store
 from jobhost.store.schema import runs
 from tests.cli.operator_support import Operator, now

@@ -23,7 +23,7 @@ from jobhost.envelope.execution import Outcome
 from jobhost.envelope.runlog import RunLog, RunLogWriter
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.operations.runlogs import dropped_text, line_text, read_run_log
+from jobhost.operations.runs import dropped_text, line_text, read_run_log
 from jobhost.records import Claim, Dropped, LogLine
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run

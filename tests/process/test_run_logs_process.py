@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jobhost.operations.runlogs import read_run_log
+from jobhost.operations.runs import read_run_log
 from jobhost.records import LogLine
 from jobhost.store import Store
 from tests.cli.operator_support import Operator

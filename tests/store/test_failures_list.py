@@ -186,7 +186,7 @@ def test_stuck_runs_come_first_then_failures_with_each_jobs_streak(engine: Engin
     _run(engine, "c.three", "running", None, started=now, lease=healthy)
     failed = _run(engine, "a.one", "failed", now - timedelta(hours=1), error="boom\nsecond")
 
-    found = read_failures(Store(engine), FailureQuery(limit=10), clock=lambda: now)
+    found = read_failures(Store(engine, lambda: now), FailureQuery(limit=10))
     assert [(row.run.id, row.outcome) for row in found.failures] == [
         (ignored, "stuck"),
         (expired, "stuck"),
@@ -196,13 +196,11 @@ def test_stuck_runs_come_first_then_failures_with_each_jobs_streak(engine: Engin
     assert found.failures[2].first_line == "boom"
 
     # A first page filled by stuck runs leads to the finished failures.
-    two = read_failures(Store(engine), FailureQuery(limit=2), clock=lambda: now)
+    two = read_failures(Store(engine, lambda: now), FailureQuery(limit=2))
     assert [row.outcome for row in two.failures] == ["stuck", "stuck"]
     assert two.next_cursor is not None
     rest = read_failures(
-        Store(engine),
-        FailureQuery(limit=2, cursor=decode_cursor(two.next_cursor)),
-        clock=lambda: now,
+        Store(engine, lambda: now), FailureQuery(limit=2, cursor=decode_cursor(two.next_cursor))
     )
     assert [row.run.id for row in rest.failures] == [failed]
     assert rest.next_cursor is None

@@ -22,8 +22,8 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.tick import Ticker
-from jobhost.operations.history import history_json, read_history
 from jobhost.operations.render import Style, history_lines
+from jobhost.operations.runs import history_json, read_history
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs

@@ -15,8 +15,8 @@ from sqlalchemy import update
 
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
-from jobhost.operations.actions import pause
 from jobhost.operations.gauges import GAUGE_STATUSES, JobGauges, register_gauges
+from jobhost.operations.jobs import pause
 from jobhost.operations.report import build_report
 from jobhost.store import Store, create_store_engine, database_now, ledger, upgrade
 from jobhost.store.schema import schedules

@@ -13,10 +13,10 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from jobhost.operations.report import JobReport, build_report, report_from, stored_report
-from jobhost.operations.snapshot import read_snapshot
 from jobhost.records import RECENT
 from jobhost.store import Store, reading
 from jobhost.store.reports import ledger_summaries, newest_outcomes, newest_runs
+from jobhost.store.snapshot import read_snapshot
 from tests.cli.operator_support import Operator, now
 
 

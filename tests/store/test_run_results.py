@@ -14,7 +14,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import inspect, select
 
-from jobhost.operations.history import history_json, read_history
+from jobhost.operations.runs import history_json, read_history
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.store.conftest import Replica

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobhost.operations.overview import read_summary
-from jobhost.operations.report import JobReport, build_report
+from jobhost.operations.report import JobReport, build_report, read_summary
 from jobhost.store import Store
 from tests.cli.operator_support import Operator, now
 

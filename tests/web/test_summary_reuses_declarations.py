@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobhost.operations.report import JobReport, report_from
-from jobhost.operations.snapshot import read_snapshot
+from jobhost.store.snapshot import read_snapshot
 from tests.cli.operator_support import Operator, now
 
 JOBS: list[dict[str, Any]] = [

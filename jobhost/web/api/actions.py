@@ -1,7 +1,7 @@
 """``/api/v1`` operator actions on runs and on many jobs: ``POST /runs/{id}/retry``,
 ``/runs/{id}/cancel`` (scope trigger), ``POST /pause`` and ``/resume`` (scope write).
 
-Each goes through the one operator-action path (:mod:`jobhost.operations.actions`), with the
+Each goes through the one operator-action path (:mod:`jobhost.operations.jobs`), with the
 API token's name as the actor; refusals are 409 with the reason and the fix, an unknown run
 404 without repeating its id.
 """
@@ -14,15 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobhost.config import ApiToken
-from jobhost.operations.actions import (
-    ActionRefused,
-    cancel_run,
-    jobs_matching,
-    pause_jobs,
-    resume_jobs,
-    retry_run,
-)
-from jobhost.operations.runlogs import RUN_ID_LIMIT
+from jobhost.operations.jobs import ActionRefused, jobs_matching, pause_jobs, resume_jobs
+from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.runtime.service import JobService
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import read_reason, read_selection

@@ -17,9 +17,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobhost.config import ApiToken, Settings
-from jobhost.operations.actions import cancel_backfill, ensure_scheduled, start_backfill
-from jobhost.operations.backfill import BackfillInputError, plan_backfill
-from jobhost.operations.backfill_view import backfill_json
+from jobhost.operations.backfills import (
+    BackfillInputError,
+    backfill_json,
+    cancel_backfill,
+    ensure_scheduled,
+    plan_backfill,
+    start_backfill,
+)
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.errors import not_found
 from jobhost.runtime.service import JobService

@@ -17,8 +17,6 @@ from starlette.responses import JSONResponse, Response
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import ApiToken
 from jobhost.errors import UnknownJobError
-from jobhost.operations.failure_actions import jobs_of_module
-from jobhost.operations.failure_actions import retry_failures as retry_open_failures
 from jobhost.operations.failures import (
     SEARCH_LIMIT,
     BadFailureQuery,
@@ -27,8 +25,9 @@ from jobhost.operations.failures import (
     failures_json,
     parse_since,
     read_failures,
-    require_stored_job,
 )
+from jobhost.operations.failures import retry_failures as retry_open_failures
+from jobhost.operations.jobs import require_known_job
 from jobhost.runtime.definition import FieldProblem
 from jobhost.store import Store
 from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
@@ -123,7 +122,7 @@ def failures_endpoint(
         def read() -> dict[str, Any]:
             if job is not None:
                 try:
-                    require_stored_job(store, job)
+                    require_known_job(None, store, job)
                 except UnknownJobError:
                     # The name is the caller's text: it is not repeated. A 404, as for any
                     # unknown job: the parameter itself is well formed.
@@ -138,7 +137,7 @@ def failures_endpoint(
                 cursor=cursor,
                 include_resolved=everything,
             )
-            return failures_json(read_failures(store, query, clock))
+            return failures_json(read_failures(store, query))
 
         return JSONResponse(await blocking(read))
 
@@ -160,10 +159,10 @@ def retry_failures_endpoint(
         def act() -> dict[str, Any]:
             if body.job is not None:
                 try:
-                    require_stored_job(store, body.job)
+                    require_known_job(None, store, body.job)
                 except UnknownJobError:
                     raise _unknown("job", "names no job the store knows") from None
-            jobs = jobs_of_module(store, body.module) if body.module is not None else None
+            jobs = tuple(store.module_jobs(body.module)) if body.module is not None else None
             if body.module is not None and not jobs:
                 raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)

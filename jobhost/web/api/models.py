@@ -12,11 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobhost.operations.failures import CURSOR_PATTERN, SEARCH_LIMIT
-from jobhost.operations.history import OUTCOMES
-from jobhost.operations.job_state import VALUE_LIMIT
-from jobhost.operations.runlogs import PAGE_LINES
-from jobhost.operations.selection import SORTS
-from jobhost.operations.status import STATUSES
+from jobhost.operations.jobs import VALUE_LIMIT
+from jobhost.operations.report import SORTS, STATUSES
+from jobhost.operations.runs import OUTCOMES, PAGE_LINES
 from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api.failures import PAGE_LIMIT, SINCE_PATTERN

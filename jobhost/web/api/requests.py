@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 from starlette.requests import Request
 
-from jobhost.operations.reasons import REASON_LIMIT, BadReason, checked_reason
+from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem

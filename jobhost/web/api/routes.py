@@ -20,11 +20,16 @@ from starlette.routing import BaseRoute, Mount, Route
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock
 from jobhost.config import ApiToken, Settings
-from jobhost.operations.history import OUTCOMES, read_history, run_json
-from jobhost.operations.report import build_report
-from jobhost.operations.runlogs import PAGE_LINES, RUN_ID_LIMIT, page_json, read_run_log
-from jobhost.operations.selection import SORTS, JobFilter, Sort, select_jobs
-from jobhost.operations.status import STATUSES
+from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
+from jobhost.operations.runs import (
+    OUTCOMES,
+    PAGE_LINES,
+    RUN_ID_LIMIT,
+    page_json,
+    read_history,
+    read_run_log,
+    run_json,
+)
 from jobhost.operations.timefmt import short_utc
 from jobhost.records import MAX_CHANGE_ID, RuntimeJobRow
 from jobhost.runtime.errors import ChangeRefused, not_found

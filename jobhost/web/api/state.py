@@ -9,15 +9,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from jobhost.config import ApiToken
-from jobhost.operations.job_state import (
+from jobhost.operations.jobs import (
     KEY_LIMIT,
     VALUE_LIMIT,
+    ActionRefused,
     BadStateInput,
     change_state,
     read_state,
     state_json,
 )
-from jobhost.operations.run_actions import ActionRefused
 from jobhost.runtime.errors import not_found
 from jobhost.runtime.service import JobService
 from jobhost.web.api.problems import problem

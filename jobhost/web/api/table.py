@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from jobhost.catalog import NAME_PATTERN
-from jobhost.operations.job_state import KEY_LIMIT
-from jobhost.operations.runlogs import RUN_ID_LIMIT
+from jobhost.operations.jobs import KEY_LIMIT
+from jobhost.operations.runs import RUN_ID_LIMIT
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
 from jobhost.web.api.failures import FailureRetry

@@ -18,7 +18,7 @@ from starlette.responses import RedirectResponse, Response
 
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
-from jobhost.operations.actions import cancel_backfill
+from jobhost.operations.backfills import cancel_backfill
 from jobhost.store import Store
 from jobhost.web.app import blocking
 from jobhost.web.console.audit_log import audit

@@ -18,8 +18,13 @@ from starlette.responses import RedirectResponse, Response
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
-from jobhost.operations.actions import ensure_scheduled, start_backfill
-from jobhost.operations.backfill import BackfillInputError, BackfillPlan, plan_backfill
+from jobhost.operations.backfills import (
+    BackfillInputError,
+    BackfillPlan,
+    ensure_scheduled,
+    plan_backfill,
+    start_backfill,
+)
 from jobhost.operations.timefmt import iso_utc
 from jobhost.store import Store
 from jobhost.web.app import blocking

@@ -26,8 +26,8 @@ from jobhost.operations.failures import (
     group_failures,
     parse_since,
     read_failures,
-    require_stored_job,
 )
+from jobhost.operations.jobs import require_known_job
 from jobhost.records import FAILED, STREAK_LIMIT, work_key
 from jobhost.store import Store
 from jobhost.web.console.cache import ShortCache
@@ -124,12 +124,12 @@ def failures_view(
             include_resolved=view.everything,
         )
         if query.job is not None:
-            require_stored_job(store, query.job)
+            require_known_job(None, store, query.job)
     except BadFailureQuery as error:
         return _refused(view, chart, f"{error.field}: {error.detail}")
     except UnknownJobError as error:
         return _refused(view, chart, f"job: {error}")
-    found = read_failures(store, query, clock)
+    found = read_failures(store, query)
     return FailuresView(
         search=view.search,
         job=view.job,

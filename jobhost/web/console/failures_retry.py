@@ -17,7 +17,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from jobhost.clock import SystemClock
-from jobhost.operations.actions import ActionRefused, retry_run
+from jobhost.operations.jobs import ActionRefused
+from jobhost.operations.runs import retry_run
 from jobhost.records import RunRecord
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import Checked, ConsoleSite, audit, guarded

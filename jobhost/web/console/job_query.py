@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from jobhost.operations.history import OUTCOMES
+from jobhost.operations.runs import OUTCOMES
 from jobhost.web.console.chart import CHART_ORDER
 from jobhost.web.console.timeline import RANGE_NAMES, RANGES
 from jobhost.web.console.views import HISTORY_PAGES

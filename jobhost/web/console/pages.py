@@ -32,12 +32,18 @@ from starlette.staticfiles import StaticFiles
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock
 from jobhost.config import Settings
-from jobhost.operations.actions import RETRYABLE
 from jobhost.operations.changes import change_origin
-from jobhost.operations.overview import Overview, overview_page, read_summary
-from jobhost.operations.report import Report
-from jobhost.operations.selection import SORTS, JobFilter, Sort
-from jobhost.operations.status import STATUSES
+from jobhost.operations.report import (
+    SORTS,
+    STATUSES,
+    JobFilter,
+    Overview,
+    Report,
+    Sort,
+    overview_page,
+    read_summary,
+)
+from jobhost.operations.runs import RETRYABLE
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake
@@ -221,7 +227,7 @@ class Console:
         under its filter and number): viewers polling the overview share one read."""
         summary = self._summaries.get(
             "summary",
-            lambda: read_summary(self.settings, self.catalog, self.store, self.clock),
+            lambda: read_summary(self.settings, self.catalog, self.store),
         )
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(

@@ -13,14 +13,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from jobhost.clock import SystemClock
-from jobhost.operations.actions import (
-    ActionRefused,
-    cancel_run,
-    pause_jobs,
-    resume_jobs,
-    retry_run,
-)
-from jobhost.operations.runlogs import RUN_ID_LIMIT
+from jobhost.operations.jobs import ActionRefused, pause_jobs, resume_jobs
+from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import Checked, ConsoleSite, audit, guarded
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from jobhost.operations.runlogs import line_time
+from jobhost.operations.runs import line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 
 __all__ = ["ago_tag", "fixed_tag", "local_tag", "stamp_tag", "utc_tag"]

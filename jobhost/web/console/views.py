@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock
 from jobhost.config import Settings
-from jobhost.operations.job_state import JobStateView, read_state
+from jobhost.operations.jobs import JobStateView, read_state
 from jobhost.operations.report import JobReport, Report, build_report
-from jobhost.operations.runlogs import dropped_text, line_time
+from jobhost.operations.runs import dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.records import (
     BackfillRecord,

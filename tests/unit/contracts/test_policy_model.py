@@ -35,7 +35,7 @@ from jobhost_publish.settings import PublishJobSettings
 from jobhost.catalog import JobSpec
 from jobhost.catalog.overrides import declared_parts, to_trigger
 from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
-from jobhost.operations.stored import declaration_json
+from jobhost.operations.jobs import declaration_json
 from jobhost.runtime.definition import JobDefinition, parse_definition
 from jobhost.runtime.secrets import SecretRule
 from jobhost.runtime.specs import build_spec

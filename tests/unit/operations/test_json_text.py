@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobhost.operations.json_text import indented
+from jobhost.operations.render import indented
 
 _LEAVES = (
     st.none()

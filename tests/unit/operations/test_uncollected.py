@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobhost.operations.uncollected import uncollected
+from jobhost.operations.report import uncollected
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,311 @@
+"""Backfills: the plan of which past occurrences of a job one replays, recording and cancelling
+it, seeing it to its end, and how the CLI, the API and the dashboard show it.
+
+The range comes from the job's effective trigger, its zone and daylight-saving policy, as the
+schedule fired (an interval keeps the phase stored in its schedule row); the mode chooses among
+them by what the ledger says, read in one statement. Bad input raises :class:`BackfillInputError`
+with a message that names the job, what is wrong and the fix.
+
+A recorded backfill is followed while hosts run it: the command only reads the backfill's items
+counted by state, a line each time the counts change. With no live host (or once every host is
+gone) it runs the rest itself (``run_here``: a host in one-shot mode, limited to this backfill).
+Ctrl-C detaches: the backfill stays in the store and any host continues it; runs this process
+started finish first (Ctrl-C again abandons them to their lease).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobhost.catalog import JobSpec
+from jobhost.clock import Clock, SystemClock
+from jobhost.operations.timefmt import iso_utc
+from jobhost.records import BackfillRecord, ScheduleRecord
+from jobhost.rules.backfill import MODES, select_occurrences
+from jobhost.rules.claiming import FiringRules
+from jobhost.rules.desired import desired_schedules
+from jobhost.store import Store
+from jobhost.triggers import Schedule
+from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
+
+__all__ = [
+    "BackfillInputError",
+    "BackfillPlan",
+    "Followed",
+    "backfill_json",
+    "cancel_backfill",
+    "ensure_scheduled",
+    "plan_backfill",
+    "progress_line",
+    "see_through",
+    "start_backfill",
+]
+
+_ANY_LEASE = timedelta(minutes=5)  # the rules need one; a schedule does not depend on it
+
+
+class BackfillInputError(ValueError):
+    """A backfill that cannot be planned as asked; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class BackfillPlan:
+    """The occurrences a backfill of ``job`` in ``mode`` over ``[start, end)`` replays."""
+
+    job: str
+    mode: str
+    start: datetime
+    end: datetime
+    in_range: int
+    occurrences: tuple[datetime, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "mode": self.mode,
+            "from": iso_utc(self.start),
+            "to": iso_utc(self.end),
+            "occurrences": [iso_utc(o) for o in self.occurrences],
+        }
+
+
+def plan_backfill(
+    spec: JobSpec,
+    store: Store,
+    *,
+    start: str,
+    end: str,
+    mode: str,
+    limit: int,
+    now: datetime,
+) -> BackfillPlan:
+    """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive).
+
+    ``start`` and ``end`` are as the operator wrote them (a date is midnight in the job's zone);
+    ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
+    """
+    name = spec.name
+    row = store.get_schedule(name)
+    zone = row.timezone if row is not None else spec.trigger.timezone
+    if mode not in MODES:
+        raise BackfillInputError(
+            f"job {name}: unknown --mode {mode!r}; use one of {', '.join(MODES)}"
+        )
+    first, last = _bound(name, "--from", start, zone), _bound(name, "--to", end, zone)
+    if last <= first:
+        raise BackfillInputError(
+            f"job {name}: --to ({iso_utc(last)}) must be after --from ({iso_utc(first)}); "
+            "the range is from ≤ occurrence < to"
+        )
+    if last > now:
+        raise BackfillInputError(
+            f"job {name}: the range reaches the future (--to {iso_utc(last)} is after now, "
+            f"{iso_utc(now)}); a backfill replays past occurrences: give --to {iso_utc(now)} "
+            "or earlier"
+        )
+    found = occurrences_in(_schedule(spec, row, now), first, last, limit=limit)
+    if found.over_limit:
+        raise BackfillInputError(
+            f"job {name}: the range holds {found.count_text} occurrences, more than "
+            f"backfill_limit ({limit:,}); narrow --from/--to, or raise backfill_limit in the "
+            "settings (JOBHOST_BACKFILL_LIMIT)"
+        )
+    ledger: dict[datetime, str] = {}
+    if found.occurrences:
+        ledger = store.last_outcomes(name, first, last)
+    chosen = select_occurrences(mode, found.occurrences, ledger)
+    return BackfillPlan(name, mode, first, last, len(found.occurrences), tuple(chosen))
+
+
+def _schedule(spec: JobSpec, row: ScheduleRecord | None, now: datetime) -> Schedule:
+    schedule: Schedule | None
+    if row is not None and row.trigger_kind is not None:
+        # What the hosts fire by: the same rules, the row's trigger and interval phase.
+        try:
+            schedule = FiringRules({spec.name: spec}, _ANY_LEASE).schedule_of(row)
+        except (ValueError, LookupError) as error:
+            raise BackfillInputError(
+                f"job {spec.name}: its stored trigger cannot be used ({error}); start a host "
+                "with the current catalog, then backfill"
+            ) from None
+    else:
+        # Never scheduled: a cron needs no phase; an interval has none yet, so no past.
+        schedule = spec.schedule(now) if spec.trigger.kind == "cron" else None
+    if schedule is None:
+        raise BackfillInputError(_no_schedule(spec))
+    return schedule
+
+
+def _bound(name: str, option: str, text: str, zone: str) -> datetime:
+    try:
+        return parse_bound(text, zone)
+    except BoundError as error:
+        raise BackfillInputError(f"job {name}: {option} {error}") from None
+
+
+def _no_schedule(spec: JobSpec) -> str:
+    if spec.trigger.kind == "interval":
+        return (
+            f"job {spec.name}: its interval has no phase in the store yet (no host has run it), "
+            "so it has no past occurrences to replay; use jobhost trigger to run it now"
+        )
+    return (
+        f"job {spec.name} has no schedule, so it has no past occurrences to replay; "
+        "use jobhost trigger to run it now"
+    )
+
+
+def ensure_scheduled(store: Store, spec: JobSpec, clock: Clock) -> None:
+    """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
+    claim locks it."""
+    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), clock)
+
+
+def start_backfill(
+    store: Store,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    mode: str,
+    occurrences: Sequence[datetime],
+    concurrency: int,
+    actor: str,
+    reason: str | None,
+    clock: Clock | None = None,
+) -> str:
+    """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
+    process) to run; its id. The change record names the range, the mode and the count."""
+    return store.backfill_logged(
+        job,
+        start=start,
+        end=end,
+        mode=mode,
+        occurrences=occurrences,
+        concurrency=concurrency,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+    )
+
+
+def cancel_backfill(
+    store: Store,
+    backfill_id: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    clock: Clock | None = None,
+) -> BackfillRecord | None:
+    """Stop a running backfill claiming new occurrences (its runs in flight finish); the
+    backfill after it (None: no such backfill). Only a change is logged."""
+    return store.cancel_backfill_logged(
+        backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
+    )
+
+
+_FOLLOW_SECONDS = 1.0
+_HOST_CHECK_SECONDS = 2.0
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Followed:
+    """Where following a backfill ended: ``record`` as the store has it; ``detached`` when
+    the operator stopped following before it finished."""
+
+    record: BackfillRecord
+    detached: bool = False
+
+
+def see_through(
+    store: Store,
+    backfill_id: str,
+    *,
+    hosts: bool,
+    run_here: Callable[[str], None],
+    progress: Progress,
+) -> Followed:
+    """Follow the backfill while ``hosts`` run it, and run it here (``run_here``) when there
+    are none, until it is finished or the operator detaches."""
+    try:
+        if hosts:
+            record = _follow(store, backfill_id, progress)
+            if record is not None:
+                return Followed(record)
+            progress("no live host any more: running the rest here")
+        run_here(backfill_id)
+    except KeyboardInterrupt:
+        progress(
+            f"detached: backfill {backfill_id} goes on in the store (jobhost backfill --show "
+            f"{backfill_id}; --cancel {backfill_id} stops it)"
+        )
+        return Followed(_read(store, backfill_id), detached=True)
+    record = _read(store, backfill_id)
+    return Followed(record, detached=not record.finished)
+
+
+def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecord | None:
+    """Watch the hosts run the backfill; the record once finished, None once they are gone."""
+    said = ""
+    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+    with store.change_signal() as signal:
+        while True:
+            record = _read(store, backfill_id)
+            line = progress_line(record)
+            if line != said:
+                said = line
+                progress(line)
+            if record.finished:
+                return record
+            if time.monotonic() >= next_host_check:
+                next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+                if not store.live_hosts()[1]:
+                    return None
+            signal.wait(_FOLLOW_SECONDS)
+
+
+def _read(store: Store, backfill_id: str) -> BackfillRecord:
+    record = store.settled_backfill(backfill_id, store.clock)
+    assert record is not None, f"backfill {backfill_id} disappeared"
+    return record
+
+
+def backfill_json(record: BackfillRecord) -> dict[str, Any]:
+    """``{"id", "job", "from", "to", "mode", "state", ..., "selected", "done", "succeeded",
+    "failed", "running", "pending"}``: ``done`` counts the settled occurrences."""
+    counts = record.counts
+    return {
+        "id": record.id,
+        "job": record.job_name,
+        "from": iso_utc(record.range_from),
+        "to": iso_utc(record.range_to),
+        "mode": record.mode,
+        "state": record.state,
+        "reason": record.reason,
+        "actor": record.actor,
+        "concurrency": record.concurrency,
+        "created_at": iso_utc(record.created_at),
+        "finished_at": iso_utc(record.finished_at),
+        "selected": record.selected,
+        "done": record.settled,
+        "succeeded": counts.get("succeeded", 0),
+        "failed": counts.get("failed", 0),
+        "running": counts.get("claimed", 0),
+        "pending": counts.get("pending", 0),
+    }
+
+
+def progress_line(record: BackfillRecord) -> str:
+    """``backfill ID: 3 of 10 done (2 succeeded, 1 failed), 1 running, state running``."""
+    counts = record.counts
+    return (
+        f"backfill {record.id}: {record.settled} of {record.selected} done "
+        f"({counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed), "
+        f"{counts.get('claimed', 0)} running, state {record.state}"
+    )

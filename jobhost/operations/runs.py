@@ -1,0 +1,839 @@
+"""Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
+
+Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`): each
+changes the store and writes its change-log entry (``job_changes``) in one transaction the store
+opens, with the actor the surface vouches for and the reason. What may be done, and the refusal
+that names the fix, is decided here.
+
+A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
+run, claimed like any run and executed in the same envelope. With a live host, the run is left
+to it (it wakes at once) and this side watches the run's row until the outcome. With no live
+host, or when every host goes away while it is still queued, the command runs it in its own
+process (``run_here``: a host in one-shot mode, limited to this run): the same claim, envelope,
+lease renewal and cancel following as on any host.
+
+A job's ledger (``jobhost history``) reads newest first: by start (or, for rows that never
+started, by when they were recorded), then by occurrence, then by attempt, so a batch of
+occurrences recorded ``missed`` together still reads newest first. A run's log has one shape
+for every reader (``jobhost logs``, ``jobhost history --logs``, the API and the dashboard); a gap
+the bounds left reads ``… 198,000 lines (19.4 MB) dropped …``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import string
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import orjson
+
+from jobhost.catalog import Catalog, JobSpec
+from jobhost.clock import Clock, SystemClock
+from jobhost.config import Settings
+from jobhost.operations.jobs import ActionRefused, request_trigger
+from jobhost.operations.timefmt import iso_utc, short_utc
+from jobhost.records import (
+    PENDING,
+    RUNNING,
+    TERMINAL_OUTCOMES,
+    Dropped,
+    LogLine,
+    RunIdMatch,
+    RunRecord,
+    work_key,
+)
+from jobhost.rules.desired import desired_schedules
+from jobhost.rules.policy import may_start
+from jobhost.store import Store
+
+__all__ = [
+    "LAST_LINES",
+    "MIN_PREFIX",
+    "OUTCOMES",
+    "PAGE_LINES",
+    "RETRYABLE",
+    "RUN_ID_LIMIT",
+    "SHOWN_CANDIDATES",
+    "AmbiguousRunId",
+    "CancelAsked",
+    "ManualRun",
+    "Ran",
+    "RetryQueued",
+    "RetryResult",
+    "RunHere",
+    "RunLogPage",
+    "RunRetry",
+    "TriggerResult",
+    "cancel_run",
+    "dropped_text",
+    "entry_json",
+    "finished_result",
+    "history_json",
+    "line_text",
+    "line_time",
+    "page_json",
+    "read_history",
+    "read_last_lines",
+    "read_run_log",
+    "resolve_run_id",
+    "result_value",
+    "retry_run",
+    "run_json",
+    "watch_run",
+]
+
+_HOST_CHECK_SECONDS = 2.0
+
+Progress = Callable[[str], None]
+
+RETRYABLE = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
+"""Outcomes an operator may retry: the attempt did not do its work."""
+
+
+@dataclass(frozen=True)
+class RetryQueued:
+    """The next attempt at a run's work, queued: ``run_id`` is the new run."""
+
+    run_id: str
+    attempt: int
+    retry_of: RunRecord
+    at: datetime
+
+
+def retry_run(
+    store: Store,
+    run_id: str,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock | None = None,
+) -> RetryQueued:
+    """Queue the next attempt at run ``run_id``'s occurrence (its idempotency key too), due now:
+    a host claims it as it claims every retry. Refused for a run still running, one whose work
+    succeeded, and one never attempted."""
+    done = store.retry_logged(
+        run_id,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+        check=lambda run, attempts: _check_retry(run_id, run, attempts),
+    )
+    return RetryQueued(done.run_id, done.attempt, done.retry_of, done.at)
+
+
+@dataclass(frozen=True)
+class CancelAsked:
+    """A cancel asked for: ``run`` as it was; ``state`` is ``requested`` (its host cancels it
+    on its next turn), ``already`` (someone asked first: see ``run.cancel_requested_by``) or
+    ``cancelled`` (it had not started: it is recorded cancelled at once)."""
+
+    run: RunRecord
+    state: str
+    at: datetime
+
+
+def cancel_run(
+    store: Store,
+    run_id: str,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock | None = None,
+) -> CancelAsked:
+    """Ask the host running ``run_id`` to cancel it (cooperatively: the executor's
+    cancellation is set, and the run is recorded ``cancelled``). A run not yet started is
+    recorded cancelled at once. Refused for a finished run and for one whose host is gone."""
+    done = store.cancel_logged(
+        run_id,
+        actor=actor,
+        reason=reason,
+        clock=clock or SystemClock(),
+        check=lambda run, now: _check_cancel(run_id, run, now),
+    )
+    if done.state == "started":
+        raise ActionRefused(
+            f"run {done.run.id} of {done.run.job_name} started meanwhile; cancel again"
+        )
+    return CancelAsked(done.run, done.state, done.at)
+
+
+def _check_cancel(run_id: str, run: RunRecord | None, now: datetime) -> RunRecord:
+    if run is None:
+        raise ActionRefused(_no_run(run_id), unknown=True)
+    if run.outcome not in {PENDING, RUNNING}:
+        raise ActionRefused(
+            f"run {run.id} of {run.job_name} already ended {run.outcome}"
+            f"{_at(run.finished_at)}: there is nothing to cancel"
+        )
+    if run.outcome == RUNNING and (run.lease_expires_at is None or run.lease_expires_at < now):
+        raise ActionRefused(
+            f"run {run.id} of {run.job_name} belongs to host {run.host_id}, which is not "
+            f"alive (its lease expired{_at(run.lease_expires_at)}): no process runs it to "
+            "cancel. A live host records it abandoned when it sees the expired lease: "
+            f"start one (`jobhost run`) if none runs, then `jobhost retry {run.id} --reason "
+            "TEXT` if its work should run again"
+        )
+    return run
+
+
+def _check_retry(run_id: str, run: RunRecord | None, attempts: Sequence[RunRecord]) -> RunRecord:
+    if run is None:
+        raise ActionRefused(_no_run(run_id), unknown=True)
+    name = f"run {run.id} of {run.job_name}"
+    if run.outcome in {RUNNING, PENDING}:
+        raise ActionRefused(
+            f"{name} is still {run.outcome}: wait for its outcome, or stop it with "
+            f"`jobhost cancel {run.id} --reason TEXT` and retry it then"
+        )
+    if run.outcome == "succeeded":
+        raise ActionRefused(
+            f"{name} succeeded: there is nothing to retry (`jobhost trigger {run.job_name}` "
+            "runs the job again)"
+        )
+    if run.outcome not in RETRYABLE:
+        raise ActionRefused(
+            f"{name} is a {run.outcome} occurrence that never ran: `jobhost backfill "
+            f"{run.job_name} --from TIME --to TIME` runs it"
+        )
+    for other in attempts:
+        if other.id == run.id or work_key(other) != work_key(run):
+            continue  # another piece of work at this occurrence (a backfill's, say)
+        if other.outcome in {RUNNING, PENDING}:
+            raise ActionRefused(
+                f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "
+                f"is {other.outcome}: a retry now would run it twice; wait for its outcome"
+            )
+        if other.outcome == "succeeded":
+            raise ActionRefused(
+                f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "
+                f"succeeded: there is nothing to retry (`jobhost trigger {run.job_name}` runs "
+                "the job again)"
+            )
+    return run
+
+
+def _no_run(run_id: str) -> str:
+    return f"no run {run_id!r}: `jobhost history NAME` lists a job's runs with their ids"
+
+
+def _at(when: datetime | None) -> str:
+    return f" at {when.strftime('%Y-%m-%d %H:%M:%SZ')}" if when is not None else ""
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What running pending runs in this process did: the runs it claimed (those it did not
+    were refused, busy, or taken by a host first), whether the deadline cancelled them, and the
+    id its one-shot host claimed as."""
+
+    taken: frozenset[str]
+    timed_out: bool
+    host_id: str
+
+
+class RunHere(Protocol):
+    """Runs the pending runs ``run_ids`` to their end in this process, the operator's deadline
+    (``time.monotonic()``) cancelling them; a second Ctrl-C raises ``KeyboardInterrupt``."""
+
+    def __call__(self, run_ids: Sequence[str], deadline: float | None, /) -> Ran: ...
+
+
+@dataclass(frozen=True)
+class TriggerResult:
+    """How a manual run ended, or how far it got.
+
+    ``outcome`` is a run outcome (``succeeded``, ``failed``, ``timed_out``, ``cancelled``,
+    ``abandoned``), ``refused`` (the overlap policy or the host said no), ``queued`` (with
+    ``--no-wait``, or still waiting at the timeout) or ``running`` (still running at the
+    timeout). ``timed_out_waiting`` is True when ``--timeout`` ended the wait.
+    """
+
+    request_id: str | None
+    run_id: str | None
+    job: str
+    outcome: str
+    host: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: int | None = None
+    error: str | None = None
+    timed_out_waiting: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "run_id": self.run_id,
+            "job": self.job,
+            "outcome": self.outcome,
+            "host": self.host,
+            "started_at": iso_utc(self.started_at),
+            "finished_at": iso_utc(self.finished_at),
+            "duration_ms": self.duration_ms,
+            "error": self.error,
+        }
+
+
+class ManualRun:
+    """``jobhost trigger`` for one job of ``catalog``; ``progress`` receives one line per step."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        store: Store,
+        *,
+        progress: Progress,
+        warn: Progress,
+        from_store: bool = False,
+        run_here: RunHere | None = None,
+    ) -> None:
+        """``run_here`` runs the request when no host is alive (none: ``--no-wait`` only)."""
+        # A catalog read from the store (``trigger --no-wait``) names only rows the store has:
+        # there is nothing to sync, and a sync of a partial catalog would orphan the rest.
+        self._from_store = from_store
+        self._settings = settings
+        self._catalog = catalog
+        self._store = store
+        self._progress = progress
+        self._warn = warn
+        self._here = run_here
+
+    def trigger(
+        self,
+        spec: JobSpec,
+        reason: str | None,
+        *,
+        wait: bool,
+        timeout: float | None,
+        beside_limit: bool = False,
+    ) -> TriggerResult:
+        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end.
+
+        ``beside_limit`` starts it even when its concurrency group is full (``--now``).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = self._store.before_trigger(
+            spec.name, self._store.clock, with_groups=bool(spec.concurrency_group)
+        )
+        row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
+        lease_live = row.lease_live(seen.now) if row is not None else False
+        if not may_start(spec.declaration, len(running), lease_live):
+            return self._refused_overlap(spec, running, row.lease_owner if row else None)
+        if not spec.enabled:
+            self._warn(f"note: job {spec.name} is disabled; it runs only because you asked")
+        if row is not None and row.paused:
+            self._warn(
+                f"warning: job {spec.name} is paused (by {row.paused_by} at "
+                f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
+            )
+        for group in groups:
+            if group.name == spec.concurrency_group and group.running >= group.limit:
+                self._progress(
+                    f"group {group.name} is full ({group.running} of {group.limit} busy): "
+                    + (
+                        "--now starts the run beside the limit"
+                        if beside_limit
+                        else "the run is queued until a slot frees (--now runs it beside the limit)"
+                    )
+                )
+        if not hosts and not self._from_store:
+            self._sync()
+        user = getpass.getuser()
+        request_id = request_trigger(
+            self._store,
+            spec.name,
+            actor=user,
+            reason=reason,
+            clock=self._store.clock,
+            beside_limit=beside_limit,
+        )
+        why = f": {reason}" if reason else ""
+        self._progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
+        if not wait:
+            if not hosts:
+                self._progress("no live host: the request runs when a host starts")
+            return TriggerResult(request_id, None, spec.name, "queued")
+        if not hosts:
+            self._progress(f"no live host: running {spec.name} in this process")
+            return self._run_here(request_id, spec, deadline)
+        return self._watch(request_id, spec, deadline)
+
+    # -- waiting for a host ------------------------------------------------------------------
+
+    def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+        # Hosts signal when they claim or refuse a request and when its run is recorded: wait
+        # on that. The bounded wait re-reads now and then all the same, for what is not
+        # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
+        with self._store.change_signal() as signal:
+            announced: str | None = None
+            next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+            while True:
+                check_hosts = time.monotonic() >= next_host_check
+                if check_hosts:
+                    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
+                seen = self._store.run_progress(
+                    request_id, self._store.clock, check_hosts=check_hosts
+                )
+                run = seen.run
+                assert run is not None, f"run {request_id} disappeared"
+                status = run.request_status
+                if seen.hosts_alive is False and status == "pending":
+                    self._progress(f"no live host any more: running {spec.name} in this process")
+                    return self._run_here(request_id, spec, deadline)
+                if status == "refused":
+                    return self._refused(request_id, spec, run.request_message, run.host_id)
+                if run.outcome in TERMINAL_OUTCOMES:
+                    return finished_result(request_id, run)
+                if status == "queued" and announced != status:
+                    announced = status
+                    self._progress(_queued(spec))
+                elif status == "started" and announced != run.id:
+                    announced = run.id
+                    self._progress(_running_on(run))
+                if deadline is not None and time.monotonic() >= deadline:
+                    state = "running" if status == "started" else "queued"
+                    self._progress(f"timed out waiting: the request is {state} and goes on")
+                    run_id = run.id if status != "pending" else None
+                    return _still_going(request_id, run_id, run, state, "request")
+                signal.wait(_wait_seconds(deadline))
+
+    # -- running here ------------------------------------------------------------------------
+
+    def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+        assert self._here is not None, "a trigger that waits is given run_here"
+        ran = self._here([request_id], deadline)
+        run = self._store.get_run(request_id)
+        assert run is not None, f"run {request_id} disappeared"
+        if request_id not in ran.taken:
+            if run.request_status == "refused":
+                return self._refused(request_id, spec, run.request_message, ran.host_id)
+            if run.request_status == "queued":
+                self._progress(f"{_queued(spec)}; it runs once a host finds a free slot")
+                return TriggerResult(request_id, run.id, spec.name, "queued")
+            # A host that came back took it meanwhile: watch it there.
+            return self._watch(request_id, spec, deadline)
+        return replace(finished_result(request_id, run), timed_out_waiting=ran.timed_out)
+
+    # -- results -----------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        """Make sure the job has a schedule row, as a starting host would."""
+        self._store.sync_catalog(
+            desired_schedules(self._catalog.jobs),
+            self._store.now(),
+            limits=self._settings.concurrency_limits,
+            members={n: s.concurrency_group for n, s in self._catalog.jobs.items()},
+        )
+
+    def _refused(
+        self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
+    ) -> TriggerResult:
+        text = message or "refused"
+        return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
+
+    def _refused_overlap(
+        self, spec: JobSpec, running: list[RunRecord], lease_owner: str | None
+    ) -> TriggerResult:
+        if running:
+            first = running[0]
+            message = (
+                f"refused: run {first.id} of {spec.name} is still running on host "
+                f"{first.host_id} since {short_utc(first.started_at)} (overlap policy "
+                f"{spec.declaration.overlap.value})"
+            )
+            return self._refused(None, spec, message, first.host_id)
+        message = (
+            f"refused: host {lease_owner} holds the lease of {spec.name} (overlap policy "
+            f"{spec.declaration.overlap.value})"
+        )
+        return self._refused(None, spec, message, lease_owner)
+
+
+def _queued(spec: JobSpec) -> str:
+    return f"queued: waiting for a free slot of group {spec.concurrency_group}"
+
+
+def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
+    """The result of a run that ended (of ``request_id``, for a trigger's). No progress line:
+    the caller prints the outcome once (trigger_line or the JSON)."""
+    return TriggerResult(
+        request_id,
+        run.id,
+        run.job_name,
+        run.outcome,
+        host=run.host_id,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        duration_ms=run.duration_ms,
+        error=run.error_message or run.error_type,
+    )
+
+
+def _running_on(run: RunRecord) -> str:
+    return f"running on host {run.host_id} (run {run.id}, started {short_utc(run.started_at)})"
+
+
+def _still_going(
+    request_id: str | None, run_id: str | None, run: RunRecord, state: str, what: str
+) -> TriggerResult:
+    """The result of a wait that ``--timeout`` ended: the ``what`` is ``state`` and goes on."""
+    return TriggerResult(
+        request_id,
+        run_id,
+        run.job_name,
+        state,
+        host=run.host_id,
+        started_at=run.started_at,
+        error=f"timed out waiting; the {what} goes on",
+        timed_out_waiting=True,
+    )
+
+
+def _wait_seconds(deadline: float | None) -> float:
+    """How long to wait on the hosts' signal: until the next host check, or the deadline."""
+    left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+    return max(0.0, min(_HOST_CHECK_SECONDS, left))
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    """The retry and how it ended (``result.outcome``: a run outcome, or ``queued`` /
+    ``running`` when not waited for or still going at ``--timeout``)."""
+
+    queued: RetryQueued
+    result: TriggerResult
+
+    def to_json(self) -> dict[str, Any]:
+        shown = self.result.to_json()
+        del shown["request_id"]
+        return {"retry_of": self.queued.retry_of.id, "attempt": self.queued.attempt, **shown}
+
+
+class RunRetry:
+    def __init__(
+        self, catalog: Catalog, store: Store, *, progress: Progress, actor: str, run_here: RunHere
+    ) -> None:
+        self._catalog = catalog
+        self._store = store
+        self._progress = progress
+        self._actor = actor
+        self._here = run_here
+
+    def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
+        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end.
+
+        Raises :class:`ActionRefused` when the run cannot be retried (or run here)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = self._store.run_progress(run_id, self._store.clock, check_hosts=True)
+        alive, old = seen.hosts_alive, seen.run
+        if old is not None and not alive and wait and old.job_name not in self._catalog.jobs:
+            raise ActionRefused(
+                f"job {old.job_name} of run {run_id} is not declared by this installation and "
+                "no host is alive to run it: start a host that declares it, or retry with "
+                "--no-wait to queue it for one"
+            )
+        queued = retry_run(
+            self._store, run_id, actor=self._actor, reason=reason, clock=self._store.clock
+        )
+        job = queued.retry_of.job_name
+        self._progress(
+            f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "
+            f"(run {queued.run_id}) by {self._actor}: {reason}"
+        )
+        if not wait:
+            if not alive:
+                self._progress("no live host: the retry runs when a host starts")
+            return RetryResult(queued, TriggerResult(None, queued.run_id, job, "queued"))
+        if not alive:
+            self._progress(f"no live host: running {job} in this process")
+            return self._run_here(queued, deadline)
+        return self._watch(queued, deadline)
+
+    def _watch(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
+        # Hosts signal when a run is recorded: wait on that, re-reading now and then all the
+        # same for what is not signalled and to notice that the hosts are gone.
+        with self._store.change_signal() as signal:
+            announced = False
+            next_check = time.monotonic() + _HOST_CHECK_SECONDS
+            while True:
+                check_hosts = time.monotonic() >= next_check
+                seen = self._store.run_progress(
+                    queued.run_id, self._store.clock, check_hosts=check_hosts
+                )
+                run = seen.run
+                assert run is not None, f"run {queued.run_id} disappeared"
+                if check_hosts:
+                    next_check = time.monotonic() + _HOST_CHECK_SECONDS
+                if run.outcome == PENDING and seen.hosts_alive is False:
+                    self._progress("no live host any more: running it in this process")
+                    return self._run_here(queued, deadline)
+                if run.outcome in TERMINAL_OUTCOMES:
+                    return RetryResult(queued, finished_result(None, run))
+                if run.outcome != PENDING and not announced:
+                    announced = True
+                    self._progress(_running_on(run))
+                if deadline is not None and time.monotonic() >= deadline:
+                    state = "queued" if run.outcome == PENDING else "running"
+                    self._progress(f"timed out waiting: the retry is {state} and goes on")
+                    return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
+                signal.wait(_wait_seconds(deadline))
+
+    def _run_here(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
+        spec = self._catalog.jobs.get(queued.retry_of.job_name)
+        if spec is None:
+            raise ActionRefused(
+                f"job {queued.retry_of.job_name} is not declared by this installation: the "
+                f"retry (run {queued.run_id}) stays queued for a host that declares it"
+            )
+        ran = self._here([queued.run_id], deadline)
+        run = self._store.get_run(queued.run_id)
+        assert run is not None, f"run {queued.run_id} disappeared"
+        if queued.run_id not in ran.taken:
+            if run.outcome == PENDING:
+                self._progress(
+                    f"{run.job_name} is busy (a run of it still runs, or its concurrency "
+                    "group is full): the retry stays queued for a host"
+                )
+                return RetryResult(queued, TriggerResult(None, run.id, run.job_name, "queued"))
+            return self._watch(queued, deadline)  # a host that came back took it
+        shown = replace(finished_result(None, run), timed_out_waiting=ran.timed_out)
+        return RetryResult(queued, shown)
+
+
+def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
+    """Wait for run ``run_id`` to end (woken by the hosts' signal); its row, or None when
+    ``timeout`` seconds passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with store.change_signal() as signal:
+        while True:
+            run = store.get_run(run_id)
+            if run is None or run.outcome in TERMINAL_OUTCOMES:
+                return run
+            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                return None
+            signal.wait(min(_HOST_CHECK_SECONDS, left))
+
+
+MIN_PREFIX = 8
+"""Hex characters a prefix needs: fewer would match too many runs of a large ledger."""
+SHOWN_CANDIDATES = 10
+"""Runs an ambiguous prefix lists (it says when there are more)."""
+
+
+class AmbiguousRunId(LookupError):
+    """A prefix that starts several runs' ids."""
+
+    def __init__(self, prefix: str, candidates: list[RunIdMatch], more: bool) -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        self.more = more
+        count = f"more than {len(candidates)}" if more else str(len(candidates))
+        super().__init__(f"run id {prefix!r} is ambiguous: it starts {count} run ids")
+
+
+def resolve_run_id(store: Store, typed: str) -> str:
+    """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix (so the
+    caller's own "no run" answer follows), else the one run whose id starts with it.
+
+    Raises :class:`AmbiguousRunId` when it starts several."""
+    prefix = typed.strip().lower()
+    if len(prefix) < MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
+        return typed
+    found = store.runs_by_prefix(prefix, limit=SHOWN_CANDIDATES + 1)
+    if any(match.id == prefix for match in found):
+        return prefix
+    if len(found) == 1:
+        return found[0].id
+    if not found:
+        return typed
+    raise AmbiguousRunId(prefix, list(found[:SHOWN_CANDIDATES]), len(found) > SHOWN_CANDIDATES)
+
+
+OUTCOMES = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "abandoned",
+    "skipped",
+    "missed",
+    "running",
+    "pending",
+)
+"""Every outcome a ledger row can have (``pending``: a retry waiting for its backoff)."""
+
+
+def read_history(
+    store: Store, job: str, *, limit: int = 20, outcome: str | None = None
+) -> list[RunRecord]:
+    """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
+    return store.ledger_page(job, limit=limit, outcome=outcome)
+
+
+def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
+    """``{"job": name, "runs": [run, ...]}``, newest first."""
+    return {"job": job, "runs": [run_json(run) for run in rows]}
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "occurrence": iso_utc(run.occurrence),
+        "attempt": run.attempt,
+        "source": run.source,
+        "host": run.host_id,
+        "requested_by": run.requested_by,
+        "queued_at": iso_utc(run.queued_at),
+        "started_at": iso_utc(run.started_at),
+        "finished_at": iso_utc(run.finished_at),
+        "duration_ms": run.duration_ms,
+        "outcome": run.outcome,
+        "reason": run.reason,
+        "error_type": run.error_type,
+        "error": run.error_message,
+        "trace_id": run.trace_id,
+        "units": _units_json(run),
+        "backfill_id": run.backfill_id,
+        "cancel": _cancel_json(run),
+        "result": result_value(run.result),
+    }
+
+
+def result_value(text: str | None) -> Any:
+    """A run's stored result as the value it is (``None`` when it kept none)."""
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # Written by hand or by something else than the envelope: shown as the text it is.
+        return text
+
+
+def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
+    """Who asked to cancel the run, when and why (``jobhost cancel``), or None."""
+    if run.cancel_requested_by is None:
+        return None
+    return {
+        "by": run.cancel_requested_by,
+        "at": iso_utc(run.cancel_requested_at),
+        "reason": run.cancel_reason,
+    }
+
+
+def _units_json(run: RunRecord) -> dict[str, int] | None:
+    units = run.units
+    if units is None:
+        return None
+    return {
+        "total": units.total,
+        "succeeded": units.succeeded,
+        "failed": units.failed,
+        "skipped_already_done": units.skipped_already_done,
+    }
+
+
+RUN_ID_LIMIT = 64
+"""The longest run id the ledger holds."""
+
+LAST_LINES = 10
+"""Lines of each run ``jobhost history --logs`` shows."""
+
+PAGE_LINES = 2000
+"""Lines one read returns at most; a reader asks again with ``after`` for the rest."""
+
+_FINISHED = frozenset({"running", "pending"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunLogPage:
+    """Lines of one run after a line number, and whether the run may still write more."""
+
+    run: RunRecord
+    entries: list[LogLine | Dropped]
+    next_after: int
+    """The number of the last line returned (``after`` again when there was none)."""
+
+    @property
+    def running(self) -> bool:
+        return self.run.outcome in _FINISHED
+
+
+def read_run_log(
+    store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
+) -> RunLogPage | None:
+    """The run's lines numbered above ``after``; None for a run the ledger does not know.
+
+    The run is read before its lines: a run seen finished has all its lines in the store (they
+    are written before its outcome), so a reader that saw it finished reads the rest and stops.
+    """
+    found = store.run_and_lines(run_id, after=after, limit=limit)
+    if found is None:
+        return None
+    run, entries = found
+    lines = [entry for entry in entries if isinstance(entry, LogLine)]
+    return RunLogPage(run, entries, lines[-1].seq if lines else after)
+
+
+def read_last_lines(
+    store: Store, run_ids: Collection[str], *, count: int
+) -> dict[str, list[LogLine | Dropped]]:
+    """The last ``count`` lines of each run that wrote any."""
+    return store.last_lines(run_ids, count=count)
+
+
+def dropped_text(gap: Dropped) -> str:
+    """``… 198,000 lines (19.4 MB) dropped …``"""
+    noun = "line" if gap.lines == 1 else "lines"
+    return f"… {gap.lines:,} {noun} ({_size(gap.bytes)}) dropped …"
+
+
+def line_text(entry: LogLine | Dropped) -> str:
+    """One entry as ``jobhost logs`` prints it: time, level, message (continuation lines as
+    they are)."""
+    if isinstance(entry, Dropped):
+        return dropped_text(entry)
+    return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"
+
+
+def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
+    """``{"seq", "time", "level", "message"}``, or ``{"dropped": {"lines", "bytes"}}``."""
+    if isinstance(entry, Dropped):
+        return {"dropped": {"lines": entry.lines, "bytes": entry.bytes}}
+    return {
+        "seq": entry.seq,
+        "time": line_time(entry.at),
+        "level": entry.level,
+        "message": entry.message,
+    }
+
+
+def page_json(page: RunLogPage) -> dict[str, Any]:
+    """The API's and ``jobhost logs --json``'s document."""
+    return {
+        "run_id": page.run.id,
+        "job": page.run.job_name,
+        "outcome": page.run.outcome,
+        "running": page.running,
+        "lines": [entry_json(entry) for entry in page.entries],
+        "next_after": page.next_after,
+    }
+
+
+def line_time(at: datetime) -> str:
+    """``2026-05-04T10:00:00.123Z``: lines of one second stay apart."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _size(count: int) -> str:
+    if count < 1000:
+        return f"{count} B"
+    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if count < scale * 1000 or unit == "GB":
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"  # pragma: no cover - the loop always returns
