@@ -5,10 +5,11 @@ hands each claim to a bounded pool, then sleeps until the store next needs it, c
 poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
 beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
 When its runs are short, a turn also claims due runs beyond its free workers into a short local
-queue (:mod:`jobhost.firing.ahead`) that a worker empties as it finishes, so one claim serves
-many runs; at shutdown the runs still queued are given back to the store, never started here.
+queue (:class:`~jobhost.firing.slots.AheadQueue`) that a worker empties as it finishes, so one
+claim serves many runs; at shutdown the runs still queued are given back to the store, never
+started here.
 A host that keeps up wakes a claim's length before the next occurrence and claims it then, and
-its worker starts it at the instant (:mod:`jobhost.firing.early`).
+its worker starts it at the instant (:class:`~jobhost.firing.tick.ClaimLead`).
 
 A run holds its slot while its executor runs on a worker's thread, and its lease until its
 outcome is in the ledger: a worker hands the outcome to the recorder and takes the next run, and
@@ -18,18 +19,19 @@ cancellation and runs on (stuck) keeps its worker, and so both, until its code e
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from jobhost_contracts import AuditSink
+from jobhost_contracts import AuditSink, Cancellation
 
 from jobhost.catalog import Catalog
 from jobhost.catalog.executors import UsesStore
@@ -39,18 +41,21 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.errors import SchemaTooNewError
-from jobhost.firing.cancels import CancelFollower
-from jobhost.firing.heartbeat import beat_until_stopped, renew_leases
-from jobhost.firing.recorder import Finished, OutcomeRecorder
-from jobhost.firing.runs import cancelled_by_shutdown
-from jobhost.firing.slots import WorkerSlots
+from jobhost.firing.slots import (
+    Finished,
+    HeldRun,
+    HostStatus,
+    OutcomeRecorder,
+    WorkerSlots,
+    cancelled_by_shutdown,
+)
 from jobhost.firing.startup import register_and_sync
-from jobhost.firing.status import HostStatus, turn_limits
 from jobhost.firing.tick import Ticker
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
+from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
 from jobhost.store.hosts import default_host_id
-from jobhost.store.retrying import is_store_down
+from jobhost.store.retrying import StoreRetry, is_store_down
 
 if TYPE_CHECKING:
     from jobhost.firing.oneshot import OneShotWork
@@ -96,7 +101,7 @@ class Host:
         self.clock = clock or SystemClock(settings.clock_offset)
         self.store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
-        stall_after, hung_after = turn_limits(settings)
+        stall_after, hung_after = _turn_limits(settings)
         self.status = HostStatus(
             catalog_ok=catalog.ok,
             stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
@@ -117,14 +122,13 @@ class Host:
             if isinstance(spec.executor, UsesStore):
                 spec.executor.use_store(store)
         self._ticker = Ticker(
-            store,
+            self.store,
             catalog.jobs,
             host_id=self.host_id,
             lease_duration=settings.lease_duration,
             telemetry=self.telemetry,
             runtime=catalog.runtime,
             concurrency_limits=settings.concurrency_limits,
-            clock=self.clock,
             announced=True,  # by _signalled and _recorded
         )
         self._runtime = RuntimeReloader(settings, catalog, store, self._ticker.update_jobs)
@@ -135,17 +139,16 @@ class Host:
             level=settings.log_level,
         )
         self._envelope = RunEnvelope(
-            store,
+            self.store,
             run_logs=self._run_logs,
             host_id=self.host_id,
-            clock=self.clock,
             grace=settings.shutdown_grace,
             telemetry=self.telemetry,
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
             # Every turn reads the store's clock; outcomes need no reading of their own.
-            outcome_time=self._ticker.store_time,
+            store_time=self._ticker.store_time,
         )
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
@@ -160,12 +163,11 @@ class Host:
             stopping=self._stopping.is_set,
             status=self.status,
             lease_duration=settings.lease_duration,
-            store=store,
+            store=self.store,
             host_id=self.host_id,
-            clock=self.clock,
         )
         """The runs this host holds and the workers they take."""
-        self._cancels = CancelFollower(store)
+        self._cancels = _CancelFollower(store)
         self._watcher = store.signal_watcher(self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._one_shot = one_shot
@@ -416,7 +418,7 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        beat_until_stopped(
+        _beat_until_stopped(
             self.settings.heartbeat_interval.total_seconds(),
             self._stopping,
             self._beat_once,
@@ -429,7 +431,7 @@ class Host:
         self._watcher.look()
 
     def _heartbeat_once(self) -> None:
-        renew_leases(
+        _renew_leases(
             self.store,
             self.host_id,
             self.clock,
@@ -458,3 +460,117 @@ def _exit_late(limit: float) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(1)
+
+
+# -- the heartbeat: renew the incarnation and the leases of its runs, cancel what it lost ------
+# A failed beat is retried once soon after, and every failure tells the host the store is away
+# (its abandon pass then waits).
+
+
+_BEAT_RETRY = 1.0
+
+
+def _beat_until_stopped(
+    interval: float,
+    stopping: threading.Event,
+    beat_once: Callable[[], None],
+    on_failure: Callable[[BaseException], None],
+) -> None:
+    """Call ``beat_once`` every ``interval`` seconds until ``stopping`` is set; a failed beat is
+    retried once soon after, and every failure tells the host the store is away (its abandon
+    pass then waits)."""
+    retry = StoreRetry(
+        what="heartbeat",
+        waits=(min(interval, _BEAT_RETRY),),
+        # The heartbeat thread must outlive any one failure.
+        retry_on=lambda error: isinstance(error, Exception),
+        stopping=stopping,
+        on_failure=on_failure,
+    )
+    while not stopping.wait(interval):
+        # Raises only when stopping while the store is away: nothing is left to renew.
+        with contextlib.suppress(Exception):
+            retry.call(beat_once)
+
+
+def _renew_leases(
+    store: Store,
+    host_id: str,
+    clock: Clock,
+    running: Sequence[HeldRun],
+    *,
+    schedule_lag: float,
+    with_groups: bool,
+    telemetry: Telemetry,
+) -> None:
+    """One beat: renew the host and every lease of ``running``; cancel the runs whose lease
+    another host took over."""
+    by_lease: dict[timedelta, list[str]] = {}
+    for item in running:
+        by_lease.setdefault(item.lease, []).append(item.claim.run_id)
+    beat = store.beat(
+        host_id,
+        clock,
+        leases=by_lease,
+        schedule_lag=schedule_lag,
+        with_groups=with_groups,
+    )
+    lost = beat.lost
+    if beat.groups is not None:
+        telemetry.group_running = {g.name: g.running for g in beat.groups}
+    for item in running:
+        # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
+        if item.claim.run_id in lost and not item.finished:
+            _log.warning(
+                "job %s run %s lost its lease; cancelling it",
+                item.claim.job_name,
+                item.claim.run_id,
+            )
+            item.cancellation.cancel("lease lost")
+
+
+class _CancelFollower:
+    """Operators' cancel requests for the runs this host holds. ``jobhost cancel`` (the API, the
+    dashboard) writes the request on the run's row and signals every host; on its next turn the
+    loop reads, for its own runs only, which were asked to stop. No poll: without a signal,
+    nothing is read."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._signalled = threading.Event()
+
+    def signalled(self) -> None:
+        """Something changed in the store: look for cancel requests on the next turn."""
+        self._signalled.set()
+
+    def apply(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
+        """Cancel the held runs (run id → cancellation) an operator asked to cancel; those
+        cancelled now, each with the reason its executor is given."""
+        if not self._signalled.is_set():
+            return {}
+        live = {run_id: c for run_id, c in held.items() if not c.cancelled}
+        if not live:
+            self._signalled.clear()
+            return {}
+        asked = self._store.cancel_requests(list(live))
+        # Cleared only once read: a turn that failed to read tries again on the next.
+        self._signalled.clear()
+        for run_id, reason in asked.items():
+            _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
+            live[run_id].cancel(reason)
+        return asked
+
+
+_MIN_STALL = 10.0
+
+
+def _turn_limits(settings: Settings) -> tuple[float, float]:
+    """How long one turn may take before the probes say the host is stalled, then hung.
+
+    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
+    a turn past two of them and three heartbeats waits on something no deadline ends.
+    """
+    beat = settings.heartbeat_interval.total_seconds()
+    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
+    stall = max(3 * beat, _MIN_STALL)
+    return stall, 2 * (statement + DEADLINE_MARGIN) + stall

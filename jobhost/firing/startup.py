@@ -15,9 +15,9 @@ from importlib.metadata import version as package_version
 
 from jobhost.catalog import Catalog
 from jobhost.clock import Clock
+from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
-from jobhost.firing.upkeep import retrying_abandoned
 from jobhost.records import SyncPlan
 from jobhost.rules.claiming import FiringRules
 from jobhost.store import Store

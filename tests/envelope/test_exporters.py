@@ -75,7 +75,7 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         )
         ticker.sync(clock())
         envelope = RunEnvelope(
-            Store(engine), host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry
+            Store(engine, clock), host_id="h", grace=timedelta(seconds=1), telemetry=telemetry
         )
         outcomes = []
         began = time.monotonic()

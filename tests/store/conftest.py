@@ -47,9 +47,8 @@ class Replica:
         )
         # The test's clock stands in for the database's, on PostgreSQL too.
         self.envelope = RunEnvelope(
-            Store(engine),
+            Store(engine, clock),
             host_id=host_id,
-            clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
             store_time=clock,

@@ -18,12 +18,10 @@ from typing import Any
 from sqlalchemy import func, select
 
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Executed
-from jobhost.envelope.execution import Outcome
-from jobhost.firing.early import CAP, FLOOR
+from jobhost.envelope.envelope import Executed, Outcome
 from jobhost.firing.host import Host
-from jobhost.firing.slots import WorkerSlots
-from jobhost.firing.status import HostStatus
+from jobhost.firing.slots import HostStatus, WorkerSlots
+from jobhost.firing.tick import CAP, FLOOR
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import pause_job
 from jobhost.store.schema import runs
@@ -152,9 +150,8 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
         stopping=stopping.is_set,
         status=HostStatus(),
         lease_duration=timedelta(minutes=5),
-        store=Store(host.store._engine),
+        store=Store(host.store._engine, clock),
         host_id=host.host_id,
-        clock=clock,
     )
     start_at = time.monotonic() + 0.3
     slots.submit(claim, spec, start_at=start_at)
