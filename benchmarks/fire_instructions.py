@@ -95,7 +95,7 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     from jobhost.catalog import build_catalog
     from jobhost.config import Settings
     from jobhost.envelope.envelope import RunEnvelope
-    from jobhost.envelope.telemetry import configure_telemetry
+    from jobhost.envelope.reporting import configure_telemetry
     from jobhost.firing.slots import Finished
     from jobhost.firing.tick import Ticker
     from jobhost.store import create_store_engine, upgrade

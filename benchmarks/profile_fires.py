@@ -36,7 +36,7 @@ PHASES = (
     ("recording (ledger writes)", ("firing/recorder.py",)),
     ("reporting (metrics, audit line, sinks)", ("envelope/reporting.py", "envelope/audit.py")),
     ("execution (span, context, executor)", ("envelope/envelope.py", "envelope/execution.py")),
-    ("heartbeat and leases", ("_beat (jobhost/firing/host.py", "_heartbeat_once")),
+    ("heartbeat and leases", ("_beat (jobhost/firing/host.py", "_beat_once")),
     ("signals", ("store/signals.py",)),
     ("loop (turn, submit, wake)", ("jobhost/firing/host.py", "jobhost/firing/slots.py")),
 )

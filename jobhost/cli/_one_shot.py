@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.host import Host
 from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRuns
 from jobhost.operations.interrupt_hold import InterruptHold

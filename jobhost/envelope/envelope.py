@@ -48,9 +48,8 @@ from jobhost.envelope.lifecycle import (
     run_times,
     settle,
 )
-from jobhost.envelope.reporting import Reporter
+from jobhost.envelope.reporting import Reporter, Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
-from jobhost.envelope.telemetry import Telemetry
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
 from jobhost.store.retrying import StoreRetry

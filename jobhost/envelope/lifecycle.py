@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from jobhost_contracts import RetryPolicy, RunAuditRecord, UnitCounts
 
@@ -43,9 +43,8 @@ from jobhost.records import Outcome as LedgerOutcome
 if TYPE_CHECKING:
     from jobhost.clock import Clock
     from jobhost.envelope.envelope import Outcome
-    from jobhost.envelope.reporting import Reporter
+    from jobhost.envelope.reporting import Reporter, Telemetry
     from jobhost.envelope.runlog import RunLog, RunLogWriter
-    from jobhost.envelope.telemetry import Telemetry
     from jobhost.rules.claiming import FiringRules
     from jobhost.store import Store
 
@@ -234,29 +233,8 @@ def run_times(
     return start, end
 
 
-class _Attempt(Protocol):
-    """What a retry keeps of the attempt before it: a claim's or a ledger row's."""
-
-    @property
-    def job_name(self) -> str: ...
-    @property
-    def occurrence(self) -> datetime | None: ...
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def idempotency_key(self) -> str | None: ...
-    @property
-    def requested_by(self) -> str | None: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def backfill_id(self) -> str | None: ...
-    @property
-    def attempt_base(self) -> int: ...
-
-
 def next_attempt(
-    policy: RetryPolicy, outcome: str, before: _Attempt, at: datetime
+    policy: RetryPolicy, outcome: str, before: Claim | RunRecord, at: datetime
 ) -> RetryRequest | None:
     """The attempt after ``before``, which ended ``outcome`` at ``at``, if the policy asks for
     one.

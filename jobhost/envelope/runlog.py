@@ -252,20 +252,12 @@ class RunLogWriter:
     @contextmanager
     def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
         """The last lines of runs that have ended, to write in the transaction recording their
-        outcomes (a transaction less per batch of runs). The lines count as written when the
-        block ends without an error, so the transaction must commit inside it; on an error they
-        stay in the buffers for the next try."""
+        outcomes (a transaction less per batch of runs); the transaction must commit inside
+        the block (see :meth:`_taking`)."""
         for run_log in run_logs:
             run_log.close()
-        locked = self._lock_flushes(list(run_logs))
-        try:
-            batches = self._take(locked)
-            yield _log_writes(batches)
-            for batch in batches:
-                batch.run_log.written(batch)
-        finally:
-            for run_log in locked:
-                run_log.flush_lock.release()
+        with self._taking(run_logs, wait=True) as writes:
+            yield writes
         with self._lock:
             for run_log in run_logs:
                 if run_log.empty:
@@ -299,41 +291,30 @@ class RunLogWriter:
     def _flush_open(self) -> None:
         with self._lock:
             live = list(self._open.values())
-        self._write(live)
-
-    def _write(self, run_logs: list[RunLog]) -> None:
-        locked = self._lock_flushes(run_logs, wait=False)
-        try:
-            batches = self._take(locked)
-            if not batches:
-                return
-            self._store.write_logs(_log_writes(batches))
-            for batch in batches:
-                batch.run_log.written(batch)
-        finally:
-            for run_log in locked:
-                run_log.flush_lock.release()
+        with self._taking(live, wait=False) as writes:
+            if writes.trims or writes.chunks:
+                self._store.write_logs(writes)
 
     @staticmethod
-    def _lock_flushes(run_logs: list[RunLog], *, wait: bool = True) -> list[RunLog]:
-        """Take each run's flush lock, in the order of their ids (two callers never wait on
-        each other crosswise), before any transaction begins. Without ``wait``, a run whose lock
-        is held is skipped: its recorder is writing its last lines."""
+    @contextmanager
+    def _taking(run_logs: Sequence[RunLog], *, wait: bool) -> Iterator[LogWrites]:
+        """The lines of ``run_logs`` to write now, under each run's flush lock, taken in the
+        order of their ids (two callers never wait on each other crosswise) before any
+        transaction begins. Without ``wait``, a run whose lock is held is skipped: its recorder
+        is writing its last lines. The lines count as written when the block ends without an
+        error; on an error they stay in the buffers for the next try."""
         locked: list[RunLog] = []
         try:
             for run_log in sorted(run_logs, key=lambda run_log: run_log.run_id):
                 if run_log.flush_lock.acquire(blocking=wait):
                     locked.append(run_log)
-        except BaseException:
+            batches = [b for b in (r.take() for r in locked) if b.head or b.tail or b.trim]
+            yield _log_writes(batches)
+            for batch in batches:
+                batch.run_log.written(batch)
+        finally:
             for run_log in locked:
                 run_log.flush_lock.release()
-            raise
-        return locked
-
-    @staticmethod
-    def _take(run_logs: list[RunLog]) -> list[_Batch]:
-        batches = [run_log.take() for run_log in run_logs]
-        return [b for b in batches if b.head or b.tail or b.trim]
 
 
 def _log_writes(batches: list[_Batch]) -> LogWrites:
@@ -487,96 +468,31 @@ class JobLogger(logging.Logger):
         """Levels in ``[_kept, _shown)`` go straight to the run log; -1: not surveyed yet (a run
         that writes no line never is)."""
 
-    def debug(
-        self,
-        msg: object,
-        *args: object,
-        exc_info: _ExcInfo = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
-        self._line(
-            _DEBUG, msg, args, exc_info, stack_info=stack_info, stacklevel=stacklevel, extra=extra
-        )
+    # Keyword arguments as :meth:`logging.Logger.debug` takes them (``exc_info``,
+    # ``stack_info``, ``stacklevel``, ``extra``), passed on as they are.
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_DEBUG, msg, args, **kwargs)
 
-    def info(
-        self,
-        msg: object,
-        *args: object,
-        exc_info: _ExcInfo = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
-        self._line(
-            _INFO, msg, args, exc_info, stack_info=stack_info, stacklevel=stacklevel, extra=extra
-        )
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_INFO, msg, args, **kwargs)
 
-    def warning(
-        self,
-        msg: object,
-        *args: object,
-        exc_info: _ExcInfo = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
-        self._line(
-            _WARNING, msg, args, exc_info, stack_info=stack_info, stacklevel=stacklevel, extra=extra
-        )
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_WARNING, msg, args, **kwargs)
 
-    def error(
-        self,
-        msg: object,
-        *args: object,
-        exc_info: _ExcInfo = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
-        self._line(
-            _ERROR, msg, args, exc_info, stack_info=stack_info, stacklevel=stacklevel, extra=extra
-        )
+    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_ERROR, msg, args, **kwargs)
 
-    def critical(
-        self,
-        msg: object,
-        *args: object,
-        exc_info: _ExcInfo = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
-        self._line(
-            _CRITICAL,
-            msg,
-            args,
-            exc_info,
-            stack_info=stack_info,
-            stacklevel=stacklevel,
-            extra=extra,
-        )
+    def critical(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_CRITICAL, msg, args, **kwargs)
 
     fatal = critical
 
-    def log(
-        self,
-        level: int,
-        msg: object,
-        *args: object,
-        exc_info: _ExcInfo = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         if not isinstance(level, int):
             # The standard logger's error for a level that is not a number.
-            super().log(level, msg, *args, exc_info=exc_info, extra=extra)
+            super().log(level, msg, *args, **kwargs)
             return
-        self._line(
-            level, msg, args, exc_info, stack_info=stack_info, stacklevel=stacklevel, extra=extra
-        )
+        self._line(level, msg, args, **kwargs)
 
     def isEnabledFor(self, level: int) -> bool:
         # Not cached: the manager clears the caches of the loggers it knows when a level
@@ -602,11 +518,11 @@ class JobLogger(logging.Logger):
         level: int,
         msg: object,
         args: tuple[object, ...],
-        exc_info: _ExcInfo,
+        exc_info: _ExcInfo = None,
         *,
-        stack_info: bool,
-        stacklevel: int,
-        extra: Mapping[str, object] | None,
+        stack_info: bool = False,
+        stacklevel: int = 1,
+        extra: Mapping[str, object] | None = None,
     ) -> None:
         if self._shown < 0:
             self._survey()

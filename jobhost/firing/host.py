@@ -24,10 +24,12 @@ import gc
 import logging
 import os
 import signal
+import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from importlib.metadata import version as package_version
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -38,19 +40,18 @@ from jobhost.catalog.executors import UsesStore
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.lifecycle import retrying_abandoned
+from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
-from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.errors import SchemaTooNewError
 from jobhost.firing.slots import (
     Finished,
-    HeldRun,
     HostStatus,
     OutcomeRecorder,
     WorkerSlots,
-    cancelled_by_shutdown,
 )
-from jobhost.firing.startup import register_and_sync
 from jobhost.firing.tick import Ticker
+from jobhost.rules.claiming import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
@@ -65,6 +66,7 @@ __all__ = ["Host", "HostStatus"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
+_BEAT_RETRY = 1.0
 _STILL_DOWN_SECONDS = 60.0
 """How often a host says again that the store is still away."""
 _EXIT_MARGIN = 5.0
@@ -178,17 +180,7 @@ class Host:
         """Register this host and bring the store's schedules in line with the catalog (a
         one-shot host does neither: other commands must not leave their work to it)."""
         if self._one_shot is None:
-            register_and_sync(
-                self.store,
-                self._ticker,
-                self.catalog,
-                host_id=self.host_id,
-                clock=self.clock,
-                heartbeat=self.settings.heartbeat_interval,
-                lease_duration=self.settings.lease_duration,
-                telemetry=self.telemetry,
-                reload_runtime=self._runtime.start,
-            )
+            self._register_and_sync()
             self.status.synced = True
         self.status.store_ok = True
         self._recorder.start()
@@ -202,6 +194,39 @@ class Host:
             self.settings.worker_pool_size,
             self.settings.poll_interval.total_seconds(),
         )
+
+    def _register_and_sync(self) -> None:
+        """Register the host (settling an earlier incarnation's runs), read the runtime jobs,
+        write the catalog's schedules and mark the host synced; log what changed.
+
+        All of it runs before ``/readyz`` answers 200, so it does what the host needs to fire
+        and no more: a restart with the catalog version the store holds writes no schedule row.
+        """
+        rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
+        self.store.start_host(
+            host_id=self.host_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            version=package_version("jobhost"),
+            clock=self.clock,
+            heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
+            retries_for=retrying_abandoned(self.telemetry, rules, why="restarted"),
+        )
+        self._runtime.start()
+        plan = self._ticker.sync(self.store.now())
+        self.store.mark_synced(
+            self.host_id, catalog_version=self._ticker.catalog_version, clock=self.clock
+        )
+        for added in plan.added:
+            _log.info("plan: add %s (%s)", added.job_name, added.describe())
+        for change in plan.changed:
+            _log.info("plan: change %s: %s -> %s", change.job_name, change.before, change.after)
+        for name in plan.orphaned:
+            _log.warning("plan: %s is no longer declared; kept in the store as orphaned", name)
+        for name in plan.repaired:
+            _log.warning(
+                "job %s: stored next occurrence was not one its trigger produces; repaired", name
+            )
 
     def run_forever(self, install_signals: bool = True) -> int:
         """Start, loop until SIGTERM/SIGINT, shut down cleanly; return the exit code."""
@@ -316,8 +341,7 @@ class Host:
         self._watcher.stop()
         self.slots.release_queued()
         grace = self.settings.shutdown_grace.total_seconds()
-        for item in self.slots.cancel_all(grace):
-            self._recorder.put(cancelled_by_shutdown(item, grace))
+        self.slots.cancel_all(grace)
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
         self._run_logs.close()
         if not self._envelope.flush_reports(min(grace, 5.0)):
@@ -418,28 +442,50 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        _beat_until_stopped(
-            self.settings.heartbeat_interval.total_seconds(),
-            self._stopping,
-            self._beat_once,
+        """Renew the host and its runs' leases every ``heartbeat_interval`` until stopping; a
+        failed beat is retried once soon after, and every failure tells the host the store is
+        away (its abandon pass then waits)."""
+        interval = self.settings.heartbeat_interval.total_seconds()
+        retry = StoreRetry(
+            what="heartbeat",
+            waits=(min(interval, _BEAT_RETRY),),
+            # The heartbeat thread must outlive any one failure.
+            retry_on=lambda error: isinstance(error, Exception),
+            stopping=self._stopping,
             on_failure=lambda error: self._store_lost(),
         )
+        while not self._stopping.wait(interval):
+            # Raises only when stopping while the store is away: nothing is left to renew.
+            with contextlib.suppress(Exception):
+                retry.call(self._beat_once)
 
     def _beat_once(self) -> None:
-        self._heartbeat_once()
-        # SQLite: the signal's net, should a writer have died between its commit and its ring.
-        self._watcher.look()
-
-    def _heartbeat_once(self) -> None:
-        _renew_leases(
-            self.store,
+        """One beat: renew the host and every lease it holds; cancel the runs whose lease
+        another host took over."""
+        running = self.slots.runs()
+        by_lease: dict[timedelta, list[str]] = {}
+        for item in running:
+            by_lease.setdefault(item.lease, []).append(item.claim.run_id)
+        beat = self.store.beat(
             self.host_id,
             self.clock,
-            self.slots.runs(),
+            leases=by_lease,
             schedule_lag=self.status.lag,
             with_groups=bool(self.settings.concurrency_limits),
-            telemetry=self.telemetry,
         )
+        if beat.groups is not None:
+            self.telemetry.group_running = {g.name: g.running for g in beat.groups}
+        for item in running:
+            # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
+            if item.claim.run_id in beat.lost and not item.finished:
+                _log.warning(
+                    "job %s run %s lost its lease; cancelling it",
+                    item.claim.job_name,
+                    item.claim.run_id,
+                )
+                item.cancellation.cancel("lease lost")
+        # SQLite: the signal's net, should a writer have died between its commit and its ring.
+        self._watcher.look()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1
@@ -465,68 +511,6 @@ def _exit_late(limit: float) -> None:
 # -- the heartbeat: renew the incarnation and the leases of its runs, cancel what it lost ------
 # A failed beat is retried once soon after, and every failure tells the host the store is away
 # (its abandon pass then waits).
-
-
-_BEAT_RETRY = 1.0
-
-
-def _beat_until_stopped(
-    interval: float,
-    stopping: threading.Event,
-    beat_once: Callable[[], None],
-    on_failure: Callable[[BaseException], None],
-) -> None:
-    """Call ``beat_once`` every ``interval`` seconds until ``stopping`` is set; a failed beat is
-    retried once soon after, and every failure tells the host the store is away (its abandon
-    pass then waits)."""
-    retry = StoreRetry(
-        what="heartbeat",
-        waits=(min(interval, _BEAT_RETRY),),
-        # The heartbeat thread must outlive any one failure.
-        retry_on=lambda error: isinstance(error, Exception),
-        stopping=stopping,
-        on_failure=on_failure,
-    )
-    while not stopping.wait(interval):
-        # Raises only when stopping while the store is away: nothing is left to renew.
-        with contextlib.suppress(Exception):
-            retry.call(beat_once)
-
-
-def _renew_leases(
-    store: Store,
-    host_id: str,
-    clock: Clock,
-    running: Sequence[HeldRun],
-    *,
-    schedule_lag: float,
-    with_groups: bool,
-    telemetry: Telemetry,
-) -> None:
-    """One beat: renew the host and every lease of ``running``; cancel the runs whose lease
-    another host took over."""
-    by_lease: dict[timedelta, list[str]] = {}
-    for item in running:
-        by_lease.setdefault(item.lease, []).append(item.claim.run_id)
-    beat = store.beat(
-        host_id,
-        clock,
-        leases=by_lease,
-        schedule_lag=schedule_lag,
-        with_groups=with_groups,
-    )
-    lost = beat.lost
-    if beat.groups is not None:
-        telemetry.group_running = {g.name: g.running for g in beat.groups}
-    for item in running:
-        # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
-        if item.claim.run_id in lost and not item.finished:
-            _log.warning(
-                "job %s run %s lost its lease; cancelling it",
-                item.claim.job_name,
-                item.claim.run_id,
-            )
-            item.cancellation.cancel("lease lost")
 
 
 class _CancelFollower:

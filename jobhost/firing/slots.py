@@ -53,7 +53,6 @@ __all__ = [
     "HostStatus",
     "OutcomeRecorder",
     "WorkerSlots",
-    "cancelled_by_shutdown",
 ]
 
 _log = logging.getLogger("jobhost.host")  # the host's lines, wherever they are written
@@ -171,11 +170,6 @@ class WorkerSlots:
         with self._lock:
             return not self._running
 
-    def timed(self, seconds: float) -> None:
-        """A run took ``seconds``: the claim-ahead queue sizes its room by the recent pace."""
-        with self._lock:
-            self._ahead.timed(seconds)
-
     # -- shutdown -----------------------------------------------------------------------------
 
     def release_queued(self) -> None:
@@ -201,10 +195,10 @@ class WorkerSlots:
             return
         _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
 
-    def cancel_all(self, grace: float) -> list[HeldRun]:
+    def cancel_all(self, grace: float) -> None:
         """Cancel every run held and wait up to ``grace`` seconds for their executors (stuck ones
-        too) to end; return the runs still held then, now counted finished, for shutdown to
-        record cancelled. Idle workers end; a worker still held by its executor ends with it."""
+        too) to end; the runs still held then are counted finished and recorded cancelled. Idle
+        workers end; a worker still held by its executor ends with it."""
         for item in self.runs():
             item.cancellation.cancel("shutdown")
         deadline = time.monotonic() + grace
@@ -219,7 +213,13 @@ class WorkerSlots:
                 item.finished = True
             self._executing = 0
         self._threads.close()
-        return leftovers
+        for item in leftovers:
+            shutdown = Outcome(
+                "cancelled",
+                error_type="Shutdown",
+                error_message=f"host shut down; the executor did not stop within {grace:g}s",
+            )
+            self._record(Finished(item.claim, item.spec, Executed(shutdown, None)))
 
     # -- a run on a worker --------------------------------------------------------------------
 
@@ -317,12 +317,18 @@ class WorkerSlots:
                 return  # it ended meanwhile, or shutdown gave up on it
             item.stuck = True
             self._status.stuck += 1
-        threading.Thread(
-            target=mark_stuck,
-            args=(self._store, item, verdict, self._host_id),
-            name="jobhost-stuck",
-            daemon=True,
-        ).start()
+        message = (
+            f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
+            "its slot and lease until it ends"
+        )
+
+        def mark() -> None:
+            try:
+                self._store.mark_run_stuck(item.claim.run_id, self._host_id, message)
+            except Exception as error:
+                _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
+
+        threading.Thread(target=mark, name="jobhost-stuck", daemon=True).start()
 
 
 class _Execute(Protocol):
@@ -350,34 +356,6 @@ class HeldRun:
     """The executor ignored its cancellation and runs on, holding its worker."""
     start_at: float | None = None
     """When (monotonic) a run claimed before its occurrence may start; None: at once."""
-
-
-def mark_stuck(store: Store, item: HeldRun, verdict: Outcome, host_id: str) -> None:
-    """Say in the ledger that the run's executor ignored cancellation and its thread runs on."""
-    message = (
-        f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
-        "its slot and lease until it ends"
-    )
-    try:
-        store.mark_run_stuck(item.claim.run_id, host_id, message)
-    except Exception as error:
-        _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
-
-
-def cancelled_by_shutdown(item: HeldRun, grace: float) -> Finished:
-    """The outcome of a run whose executor did not stop within the shutdown grace."""
-    return Finished(
-        item.claim,
-        item.spec,
-        Executed(
-            Outcome(
-                "cancelled",
-                error_type="Shutdown",
-                error_message=f"host shut down; the executor did not stop within {grace:g}s",
-            ),
-            None,
-        ),
-    )
 
 
 @dataclass

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.lifecycle import retrying_abandoned
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.reporting import Telemetry
 from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules

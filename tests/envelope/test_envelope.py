@@ -19,7 +19,7 @@ from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.envelope.envelope import Outcome, RunEnvelope
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade

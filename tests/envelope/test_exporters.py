@@ -11,7 +11,7 @@ from jobhost_contracts import Cancellation
 
 from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.operations import request_run

@@ -19,8 +19,8 @@ from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.envelope.envelope import Outcome, RunEnvelope
+from jobhost.envelope.reporting import Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter
-from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.operations.runlogs import dropped_text, line_text, read_run_log
 from jobhost.records import Claim, Dropped, LogLine
