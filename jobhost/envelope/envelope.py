@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -61,7 +61,6 @@ __all__ = [
     "Executed",
     "Outcome",
     "RunEnvelope",
-    "RunningCall",
     "SupervisedCancellation",
     "execute_executor",
     "execute_here",
@@ -271,7 +270,14 @@ def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
     """The outcome on a span that is recorded (one with somewhere to go)."""
     span.set_attribute("jobhost.run.outcome", outcome.outcome)
     if units is not None:
-        span.set_attributes(_unit_attributes(units))
+        span.set_attributes(
+            {
+                "units.total": units.total,
+                "units.succeeded": units.succeeded,
+                "units.failed": units.failed,
+                "units.skipped_already_done": units.skipped_already_done,
+            }
+        )
     if outcome.exception is not None:
         # Redacted and bounded like the log: a span is exported to a collector.
         span.record_exception(
@@ -289,15 +295,6 @@ def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
         )
 
 
-def _unit_attributes(units: UnitCounts) -> dict[str, int]:
-    return {
-        "units.total": units.total,
-        "units.succeeded": units.succeeded,
-        "units.failed": units.failed,
-        "units.skipped_already_done": units.skipped_already_done,
-    }
-
-
 def _stack(error: BaseException) -> str:
     return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
@@ -312,13 +309,13 @@ def _stack(error: BaseException) -> str:
 # Two ways to call, one outcome:
 #
 # - :func:`execute_here`, a host's worker: the executor runs on the worker's own thread, watched by
-#   the supervisor (below), which cancels it at its deadline and
-#   declares it stuck once it has ignored its cancellation for the grace period. A stuck call
-#   keeps its worker, and so its slot and lease, until it ends; its outcome is the stuck verdict.
+#   the supervisor (below), which cancels it at its deadline and declares it stuck once it has
+#   ignored its cancellation for the grace period. A stuck call keeps its worker, and so its slot
+#   and lease, until it ends; its outcome is the stuck verdict.
 # - :func:`execute_executor`, a run in a command: the executor runs on a thread of its own and the
 #   caller waits, so that the command can give up on a call that ignores cancellation: after the
 #   grace period the outcome is known and the command ends (the thread is a daemon, see
-#   :class:`DaemonThreads`), while ``Outcome.thread`` is the call, still running.
+#   :class:`DaemonThreads`).
 
 _SUPERVISION_STEP = 0.05
 
@@ -335,8 +332,6 @@ class Outcome:
     error_message: str | None = None
     exception: BaseException | None = None
     stuck: bool = False
-    thread: RunningCall | None = field(default=None, compare=False, repr=False)
-    """For a stuck run in a command, the executor's call, still running."""
 
 
 def execute_here(
@@ -387,15 +382,15 @@ def execute_executor(
     box: list[Outcome] = []
     # Copy the caller's context so the executor's spans nest under the run's span.
     runner = contextvars.copy_context()
-    thread = _THREADS.call(
+    returned = _THREADS.call(
         f"job:{context.job_name}",
         lambda: runner.run(_call, executor, context, box.append),
     )
     cancellation = context.cancellation
     deadline = None if timeout is None else time.monotonic() + timeout
-    while thread.is_alive():
+    while not returned.is_set():
         if cancellation.cancelled:
-            thread.join(grace)
+            returned.wait(grace)
             break
         # join returns the moment the executor finishes; the slice bounds how late a
         # cancellation or a deadline is noticed.
@@ -405,9 +400,9 @@ def execute_executor(
             if step <= 0:
                 cancellation.cancel(TIMEOUT_REASON)
                 continue
-        thread.join(step)
-    if thread.is_alive():
-        return replace(_warned(_stuck_verdict(context, grace), context), thread=thread)
+        returned.wait(step)
+    if not returned.is_set():
+        return _warned(_stuck_verdict(context, grace), context)
     return _settled(box, cancellation)
 
 
@@ -667,23 +662,7 @@ _SUPERVISOR = _Supervisor()
 _host_log = logging.getLogger("jobhost.host")
 _IDLE_THREAD_SECONDS = 60.0
 
-_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object], RunningCall | None] | None"]
-
-
-class RunningCall:
-    """One call on a reused thread; alive until the call returns."""
-
-    def __init__(self) -> None:
-        self._done = threading.Event()
-
-    def is_alive(self) -> bool:
-        return not self._done.is_set()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
-
-    def _finish(self) -> None:
-        self._done.set()
+_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object], threading.Event | None] | None"]
 
 
 class DaemonThreads:
@@ -694,12 +673,12 @@ class DaemonThreads:
         self._idle: list[_Inbox] = []
         self._closed = False
 
-    def call(self, name: str, work: Callable[[], object]) -> RunningCall:
+    def call(self, name: str, work: Callable[[], object]) -> threading.Event:
         """Start ``work()`` on a thread named ``name`` (for the call's length); the returned
-        call says when it has returned."""
-        running = RunningCall()
-        self._hand(name, work, running)
-        return running
+        event is set once it has returned."""
+        returned = threading.Event()
+        self._hand(name, work, returned)
+        return returned
 
     def start(self, name: str, work: Callable[[], object]) -> None:
         """Start ``work()`` as :meth:`call` does, for a caller that does not wait on it."""
@@ -713,13 +692,15 @@ class DaemonThreads:
         for inbox in idle:
             inbox.put(None)
 
-    def _hand(self, name: str, work: Callable[[], object], running: RunningCall | None) -> None:
+    def _hand(
+        self, name: str, work: Callable[[], object], returned: threading.Event | None
+    ) -> None:
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
             inbox = queue.SimpleQueue()
             threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((name, work, running))
+        inbox.put((name, work, returned))
 
     def _serve(self, inbox: _Inbox) -> None:
         current = threading.current_thread()
@@ -734,7 +715,7 @@ class DaemonThreads:
                 continue  # handed work just now: it is in the inbox
             if handed is None:
                 return
-            name, work, running = handed
+            name, work, returned = handed
             current.name = name
             try:
                 work()
@@ -743,8 +724,8 @@ class DaemonThreads:
                 # and the next call handed to it would never run.
                 _host_log.exception("a call on thread %s raised", name)
             finally:
-                if running is not None:
-                    running._finish()
+                if returned is not None:
+                    returned.set()
                 with self._lock:
                     closed = self._closed
                     if not closed:

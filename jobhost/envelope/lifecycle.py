@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("jobhost.envelope")
+_firing_log = logging.getLogger("jobhost.firing")  # where a host says what its upkeep found
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +283,7 @@ def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) ->
         retries = []
         for run in gone:
             telemetry.runs.add(1, {"job": run.job_name, "outcome": "abandoned"})
-            _log.warning(
+            _firing_log.warning(
                 "job %s run %s abandoned: host %s %s", run.job_name, run.id, run.host_id, why
             )
             policy = rules.retry_policy(run.job_name)

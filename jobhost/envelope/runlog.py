@@ -7,6 +7,9 @@ and of ``run_log_bytes``) as they come and a window of its last lines, rewritten
 goes on; the lines between are counted, never stored, so a flood of lines costs the store at
 most the bounds. The recorder writes a run's last lines before its outcome (:meth:`finish`), so
 whoever sees the run finished sees all its lines.
+
+Below the writer: the job logger that fills a run's buffer cheaply, and the JSON format of the
+host's own log lines, which names the run a line was written in.
 """
 
 from __future__ import annotations

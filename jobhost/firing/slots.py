@@ -170,6 +170,11 @@ class WorkerSlots:
         with self._lock:
             return not self._running
 
+    def timed(self, seconds: float) -> None:
+        """A run took ``seconds``: the claim-ahead queue sizes its room by the recent pace."""
+        with self._lock:
+            self._ahead.timed(seconds)
+
     # -- shutdown -----------------------------------------------------------------------------
 
     def release_queued(self) -> None:
