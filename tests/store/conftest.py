@@ -37,6 +37,7 @@ class Replica:
         self.engine = engine
         self.clock = clock
         self.host_id = host_id
+        self.store = Store(engine, clock)
         self.ticker = Ticker(
             Store(engine),
             catalog.jobs,
@@ -47,7 +48,7 @@ class Replica:
         )
         # The test's clock stands in for the database's, on PostgreSQL too.
         self.envelope = RunEnvelope(
-            Store(engine, clock),
+            self.store,
             host_id=host_id,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
