@@ -1,7 +1,10 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
-The ledger is written first and must succeed (it is retried while the store is away: an outcome
-is never dropped); metrics and the audit sinks come after, from queues of their own
+The run's span and context are made here, and the executor is called here (below: the call,
+the supervisor that times it out and declares it stuck, the threads commands call it on, its
+result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger is
+written first and must succeed (it is retried while the store is away: an outcome is never
+dropped); metrics and the audit sinks come after, from queues of their own
 (:mod:`jobhost.envelope.reporting`), and can only warn.
 """
 
