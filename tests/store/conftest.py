@@ -35,11 +35,11 @@ class Replica:
     ) -> None:
         self.catalog = catalog
         self.engine = engine
+        self.store = Store(engine, clock)
         self.clock = clock
         self.host_id = host_id
-        self.store = Store(engine, clock)
         self.ticker = Ticker(
-            Store(engine),
+            self.store,
             catalog.jobs,
             host_id=host_id,
             lease_duration=settings.lease_duration,

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from jobhost.firing.tick import Ticker
-from jobhost.store import Store, reading
+from jobhost.store import reading
 from jobhost.store.schema import schedules
 from tests.support import ManualClock, sample_catalog
 
@@ -65,7 +65,7 @@ def test_a_restart_with_the_same_catalog_keeps_every_row(
     settings = sample_settings(JOBS)
     # A new process: the catalog built again from the plugin, a new ticker on the same store.
     again = Ticker(
-        Store(host.engine),
+        host.store,
         sample_catalog(settings).jobs,
         host_id="host-restarted",
         lease_duration=settings.lease_duration,
