@@ -66,7 +66,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings, load_settings
-from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.envelope.reporting import configure_telemetry
 from jobhost.operations.failures import FailureQuery, read_failures
 from jobhost.operations.gauges import read_figures, register_gauges
 from jobhost.operations.health import check_health

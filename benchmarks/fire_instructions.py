@@ -95,9 +95,8 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     from jobhost.catalog import build_catalog
     from jobhost.config import Settings
     from jobhost.envelope.envelope import RunEnvelope
-    from jobhost.envelope.recording import settle
-    from jobhost.envelope.telemetry import configure_telemetry
-    from jobhost.firing.recorder import Finished
+    from jobhost.envelope.reporting import configure_telemetry
+    from jobhost.firing.slots import Finished
     from jobhost.firing.tick import Ticker
     from jobhost.store import create_store_engine, upgrade
 
@@ -119,17 +118,15 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
 
     telemetry = configure_telemetry()
     ticker = Ticker(
-        engine,
+        engine.with_clock(clock),
         catalog.jobs,
         host_id="instructions",
         lease_duration=settings.lease_duration,
         telemetry=telemetry,
-        clock=clock,
     )
     envelope = RunEnvelope(
-        engine,
+        engine.with_clock(clock),
         host_id="instructions",
-        clock=clock,
         grace=timedelta(seconds=1),
         telemetry=telemetry,
         store_time=clock,
@@ -137,7 +134,7 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
 
     def record(batch: list[Finished]) -> None:
         for done in envelope.record(batch, isolate=False):
-            settle(envelope, done)
+            envelope.settle(done)
 
     ticker.sync(clock())
     try:

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.host import Host
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.schema import runs

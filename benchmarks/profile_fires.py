@@ -30,13 +30,13 @@ PHASES = (
     # (phase, any of these frame markers on the stack); the first phase that matches wins.
     (
         "run logs and logging (job lines, writer)",
-        ("envelope/runlog.py", "envelope/joblogger.py", "logging/__init__.py", "store/runlogs.py"),
+        ("envelope/runlog.py", "logging/__init__.py", "store/runlogs.py"),
     ),
     ("claim turn (tick, claim, wake-ups)", ("firing/tick.py", "store/claim", "wakeups.py")),
-    ("recording (ledger writes)", ("firing/recorder.py",)),
-    ("reporting (metrics, audit line, sinks)", ("envelope/reporting.py", "envelope/audit.py")),
-    ("execution (span, context, executor)", ("envelope/envelope.py", "envelope/execution.py")),
-    ("heartbeat and leases", ("_beat (jobhost/firing/host.py", "_heartbeat_once")),
+    ("recording (ledger writes)", ("_write_until_done", "envelope/lifecycle.py")),
+    ("reporting (metrics, audit line, sinks)", ("envelope/reporting.py",)),
+    ("execution (span, context, executor)", ("envelope/envelope.py",)),
+    ("heartbeat and leases", ("_beat (jobhost/firing/host.py", "_beat_once")),
     ("signals", ("store/signals.py",)),
     ("loop (turn, submit, wake)", ("jobhost/firing/host.py", "jobhost/firing/slots.py")),
 )

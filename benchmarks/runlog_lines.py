@@ -1,7 +1,7 @@
 """What one line a job writes costs: ``python benchmarks/runlog_lines.py``.
 
 Runs of ``--lines`` lines (20) of about 100 characters each, written at INFO through the logger a
-run's ``context.logger`` is (:func:`jobhost.envelope.joblogger.job_logger`) and, beside it in the
+run's ``context.logger`` is (:func:`jobhost.envelope.runlog.job_logger`) and, beside it in the
 same process, through the registered ``jobhost.job.NAME`` logger (a plain ``logging.Logger``:
 a ``LogRecord``, the handlers, the run-log capture handler), with the host's logging set up as
 ``jobhost run`` sets it (``--log-level``, ``--log-format``; stderr goes to /dev/null). Then the
@@ -24,8 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobhost.cli._app import configure_logging
-from jobhost.envelope.joblogger import job_logger
-from jobhost.envelope.runlog import RunLog, RunLogWriter, running
+from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
 from jobhost.store import create_store_engine, upgrade
 
 _PAYLOAD = "x" * 80

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.reporting import Telemetry
 from jobhost.store import create_store_engine, upgrade
 from tests.cli.operator_support import Operator
 from tests.reliability.proxy import CutProxy

@@ -68,7 +68,7 @@ def serve() -> None:
     # What the commands import when they run: every child inherits it instead of paying again.
     for name in (
         "jobhost.catalog",
-        "jobhost.envelope.telemetry",
+        "jobhost.envelope.reporting",
         "jobhost.firing.host",
         "jobhost.operations.health",
         "jobhost.operations.runs",

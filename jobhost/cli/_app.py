@@ -231,7 +231,7 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     root = logging.getLogger()
     formatter: logging.Formatter
     if log_format == "json":
-        from jobhost.envelope.jsonlog import JsonLogFormatter
+        from jobhost.envelope.runlog import JsonLogFormatter
 
         formatter = JsonLogFormatter()
     else:

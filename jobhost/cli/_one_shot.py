@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.host import Host
 from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRuns
 from jobhost.operations.interrupt_hold import InterruptHold
@@ -59,8 +59,8 @@ def backfill_here(
 
 def _claimer(settings: Settings, catalog: Catalog, store: Store, progress: Progress) -> Claimer:
     rules = FiringRules(catalog.jobs, settings.lease_duration)
-    clock = SystemClock(settings.clock_offset)
-    return Claimer(store, catalog.jobs, f"cli-{default_host_id()}", rules, clock, progress)
+    store = store.with_clock(SystemClock(settings.clock_offset))
+    return Claimer(store, catalog.jobs, f"cli-{default_host_id()}", rules, progress)
 
 
 def _run_one_shot(
@@ -75,7 +75,7 @@ def _run_one_shot(
             settings,
             catalog,
             by.store,
-            clock=by.clock,
+            clock=by.store.clock,
             host_id=by.host_id,
             telemetry=telemetry,
             one_shot=work,

@@ -30,7 +30,7 @@ def run(ctx: click.Context) -> None:
     probes, /metrics, /report and the dashboard are served there.
     """
     # Imported here, so that every other command starts without the firing loop's imports.
-    from jobhost.envelope.telemetry import configure_telemetry
+    from jobhost.envelope.reporting import configure_telemetry
     from jobhost.firing.host import Host
     from jobhost.operations.gauges import register_gauges
     from jobhost.web import WebServer, prometheus_reader

@@ -1,79 +1,102 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
-The ledger is written first and must succeed (it is retried while the store is away: an outcome
-is never dropped); metrics and the audit sinks come after, from queues of their own
+The run's span and context are made here, and the executor is called here (below: the call,
+the supervisor that times it out and declares it stuck, the threads commands call it on, its
+result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger is
+written first and must succeed (it is retried while the store is away: an outcome is never
+dropped); metrics and the audit sinks come after, from queues of their own
 (:mod:`jobhost.envelope.reporting`), and can only warn.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import inspect
 import logging
+import math
+import queue
+import reprlib
+import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
+import orjson
 from jobhost_contracts import (
     AuditSink,
     Cancellation,
+    IJobExecutor,
+    JobCancelled,
     JobContext,
-    RunAuditRecord,
     TriggerSource,
     UnitCounts,
 )
 from jobhost_contracts.units import UnitTally
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from returns.result import Failure, Success
 
 from jobhost.catalog import JobSpec
 from jobhost.clock import Clock
 from jobhost.config import redact_text, storable_text
-from jobhost.envelope.execution import Outcome, execute_executor, execute_here
-from jobhost.envelope.joblogger import job_logger
-from jobhost.envelope.recording import Executed, Finished, Recorded, settle, write_outcomes
-from jobhost.envelope.reporting import Reporter
-from jobhost.envelope.retries import next_attempt
-from jobhost.envelope.run_times import run_times
-from jobhost.envelope.runlog import RunLog, RunLogWriter, running
-from jobhost.envelope.telemetry import Telemetry
-from jobhost.records import Claim, Finish, LogWrites, occurrence_text
-from jobhost.records import Outcome as LedgerOutcome
+from jobhost.envelope.lifecycle import (
+    Executed,
+    Finished,
+    Recorded,
+    finish,
+    report,
+    run_times,
+    settle,
+)
+from jobhost.envelope.reporting import Reporter, Telemetry
+from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
+from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
 from jobhost.store.retrying import StoreRetry
 
-__all__ = ["Executed", "RunEnvelope"]
+__all__ = [
+    "RESULT_LIMIT",
+    "TIMEOUT_REASON",
+    "DaemonThreads",
+    "Executed",
+    "Outcome",
+    "RunEnvelope",
+    "SupervisedCancellation",
+    "execute_executor",
+    "execute_here",
+    "result_json",
+]
 
 _log = logging.getLogger("jobhost.envelope")
 _STORE_RETRY_SECONDS = (0.5, 1, 2, 5, 10)
 
 
 class RunEnvelope:
-    """Runs claims for one host."""
+    """Runs claims for one host; its clock (the executor's start and end) is ``store.clock``."""
 
     def __init__(
         self,
         store: Store,
         *,
         host_id: str,
-        clock: Clock,
         grace: timedelta,
         telemetry: Telemetry,
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
         stopping: Callable[[], bool] = lambda: False,
         store_time: Clock | None = None,
-        outcome_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
     ) -> None:
         self._store = store
         self._host_id = host_id
-        self._clock = clock
         self._grace = grace
         self._telemetry = telemetry
         self._sink_timeout = sink_timeout.total_seconds()
         self._reporter = Reporter(sinks, telemetry, self._sink_timeout)
-        self._stopping = stopping
         waits = tuple(store_retry)
         self._store_retry = StoreRetry(
             what="recording a run",
@@ -85,10 +108,9 @@ class RunEnvelope:
         )
         self._run_logs = run_logs
         self._store_time = store_time
-        """Stands in for the store's clock (tests); None: the database's time on PostgreSQL."""
-        self._outcome_time = outcome_time or store_time
-        """What stamps recorded outcomes: a host's estimate of the store's time from its turns'
-        readings saves each recording a read of the clock."""
+        """The store's time without asking it: a host's estimate from its turns' readings (a
+        read of the clock less per recording), a test's clock; None: the store's instant, read
+        where it is needed (the database's on PostgreSQL)."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it everywhere (one run, in order)."""
@@ -139,118 +161,32 @@ class RunEnvelope:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
-            run_log = self._open_log(claim)
-            began = self._clock()
+            run_log = None
+            if self._run_logs is not None:
+                run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
+            began = self._store.clock()
             outcome = self._execute(claim, spec, cancellation, tally, run_log, on_stuck=on_stuck)
-            ended = self._clock()
+            ended = self._store.clock()
             units = tally.counts()
             if span.is_recording():
                 _close_span(span, outcome, units)
         return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
 
-    @contextmanager
-    def finishing_logs(self, executed: Sequence[Executed]) -> Iterator[LogWrites]:
-        """The last log lines of ended runs, to write in the transaction that records their
-        outcomes (which must commit inside the block), so that whoever sees a run finished sees
-        all its lines."""
-        if self._run_logs is None:
-            yield LogWrites()
-            return
-        logs = [e.run_log for e in executed if e.run_log is not None]
-        with self._run_logs.finishing(logs) as writes:
-            yield writes
-
-    def run_times(
-        self, claim: Claim, executed: Executed, written_at: datetime
-    ) -> tuple[datetime, datetime]:
-        """When the executor started and ended, on the store's clock (see :func:`run_times`)."""
-        return run_times(
-            claim.started_at, executed.began, executed.ended, written_at, self._clock()
+    def record(self, batch: Sequence[Finished], *, isolate: bool = False) -> list[Recorded]:
+        """Write ``batch``'s outcomes in one transaction (see :func:`finish`): the one write of
+        every run, from a command or from the host's recorder; raises what the store raises."""
+        return finish(
+            self._store,
+            self._host_id,
+            batch,
+            run_logs=self._run_logs,
+            store_time=self._store_time,
+            isolate=isolate,
         )
 
-    def ledger_outcome(
-        self, claim: Claim, spec: JobSpec, executed: Executed, finished_at: datetime
-    ) -> LedgerOutcome:
-        """What the ledger is told about the run, with the retry its policy asks for."""
-        outcome = executed.outcome
-        retry = next_attempt(
-            spec.declaration.retry,
-            outcome.outcome,
-            job_name=claim.job_name,
-            occurrence=claim.occurrence,
-            attempt=claim.attempt,
-            idempotency_key=claim.idempotency_key,
-            requested_by=claim.requested_by,
-            reason=claim.reason,
-            at=finished_at,
-            backfill_id=claim.backfill_id,
-            attempt_base=claim.attempt_base,
-        )
-        started_at, ended_at = self.run_times(claim, executed, finished_at)
-        return LedgerOutcome(
-            run_id=claim.run_id,
-            job_name=claim.job_name,
-            started_at=started_at,
-            end=Finish(
-                outcome=outcome.outcome,
-                finished_at=ended_at,
-                error_type=outcome.error_type,
-                error_message=_redacted(outcome.error_message),
-                trace_id=executed.trace_id,
-                result=outcome.result,
-            ),
-            retry=retry,
-            units=executed.units,
-            awaited=claim.source == "manual",
-            backfill_id=claim.backfill_id,
-            occurrence=claim.occurrence,
-        )
-
-    def report(
-        self,
-        claim: Claim,
-        spec: JobSpec,
-        executed: Executed,
-        finished_at: datetime,
-        verdict: str | None = None,
-        *,
-        started_at: datetime | None = None,
-    ) -> None:
-        """Queue the metrics and audit records of a recorded run (delivered off this thread);
-        ``verdict`` is the ledger's outcome when another replica's differs from this host's, so
-        the audit never contradicts the ledger. With ``started_at``, the run's times are the
-        ledger's (``started_at``, ``finished_at``); without, ``finished_at`` is when the
-        outcome was written and the executor's times are derived from it."""
-        outcome = executed.outcome
-        final = verdict or outcome.outcome
-        if started_at is None:
-            started_at, finished_at = self.run_times(claim, executed, finished_at)
-        duration = max((finished_at - started_at).total_seconds(), 0.0)
-        entry = RunAuditRecord(
-            job_name=claim.job_name,
-            module=spec.module,
-            run_id=claim.run_id,
-            occurrence=claim.occurrence,
-            attempt=claim.attempt,
-            source=claim.source,
-            host_id=self._host_id,
-            outcome=final,
-            started_at=started_at,
-            finished_at=finished_at,
-            duration_ms=round(duration * 1000),
-            error_type=outcome.error_type,
-            error_message=_redacted(outcome.error_message),
-            trace_id=executed.trace_id,
-            units=executed.units,
-            backfill_id=claim.backfill_id,
-            result=outcome.result,
-        )
-        self._reporter.submit(entry)
-
-    def _open_log(self, claim: Claim) -> RunLog | None:
-        if self._run_logs is None:
-            return None
-        return self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
+    def settle(self, done: Recorded) -> None:
+        """Say what the ledger answered to a run, and report it (see :func:`settle`)."""
+        settle(done, self._reporter, self._host_id)
 
     def _execute(
         self,
@@ -276,7 +212,7 @@ class RunEnvelope:
             state=self._store.job_state(
                 claim.job_name,
                 claim.fencing_token,
-                self._clock,
+                self._store.clock,
                 run_id=claim.run_id,
                 host_id=self._host_id,
                 store_time=self._store_time,
@@ -286,28 +222,22 @@ class RunEnvelope:
         timeout = spec.declaration.timeout
         seconds = timeout.total_seconds() if timeout is not None else None
         grace = self._grace.total_seconds()
+
+        def call() -> Outcome:
+            if on_stuck is None:
+                return execute_executor(spec.executor, context, timeout=seconds, grace=grace)
+            return execute_here(
+                spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
+            )
+
         if run_log is None:
-            return _call(spec, context, seconds, grace, on_stuck)
+            return call()
         with running(run_log):
-            outcome = _call(spec, context, seconds, grace, on_stuck)
+            outcome = call()
         error = outcome.exception
         if error is not None and error.__traceback__ is not None and self._run_logs is not None:
             self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
         return outcome
-
-    def record(self, batch: Sequence[Finished], *, isolate: bool = False) -> list[Recorded]:
-        """Write ``batch``'s outcomes in one transaction (see :func:`write_outcomes`): the one
-        write of every run, from a command or from the host's recorder; raises what the store
-        raises."""
-        return write_outcomes(
-            self,
-            self._store,
-            self._host_id,
-            batch,
-            clock=self._clock,
-            store_time=self._outcome_time,
-            isolate=isolate,
-        )
 
     def _record(self, finished: Finished) -> None:
         """Record one run, retrying while the store is away, then log and report it."""
@@ -324,59 +254,543 @@ class RunEnvelope:
                 executed.outcome.outcome,
                 redact_text(str(error)),
             )
-            started_at, finished_at = self.run_times(claim, executed, self._clock())
-            self.report(claim, finished.spec, executed, finished_at, started_at=started_at)
+            now = self._store.clock()
+            started_at, finished_at = run_times(
+                claim.started_at, executed.began, executed.ended, now, now
+            )
+            report(
+                self._reporter,
+                self._host_id,
+                finished,
+                started_at=started_at,
+                finished_at=finished_at,
+            )
             return
-        settle(self, done)
-
-
-def _call(
-    spec: JobSpec,
-    context: JobContext,
-    timeout: float | None,
-    grace: float,
-    on_stuck: Callable[[Outcome], None] | None,
-) -> Outcome:
-    if on_stuck is None:
-        return execute_executor(spec.executor, context, timeout=timeout, grace=grace)
-    return execute_here(spec.executor, context, timeout=timeout, grace=grace, on_stuck=on_stuck)
+        self.settle(done)
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
     """The outcome on a span that is recorded (one with somewhere to go)."""
     span.set_attribute("jobhost.run.outcome", outcome.outcome)
     if units is not None:
-        span.set_attributes(_unit_attributes(units))
+        span.set_attributes(
+            {
+                "units.total": units.total,
+                "units.succeeded": units.succeeded,
+                "units.failed": units.failed,
+                "units.skipped_already_done": units.skipped_already_done,
+            }
+        )
     if outcome.exception is not None:
         # Redacted and bounded like the log: a span is exported to a collector.
         span.record_exception(
             outcome.exception,
             attributes={
-                "exception.message": _redacted(str(outcome.exception)) or "",
-                "exception.stacktrace": _redacted(_stack(outcome.exception)) or "",
+                "exception.message": storable_text(str(outcome.exception)) or "",
+                "exception.stacktrace": storable_text(_stack(outcome.exception)) or "",
             },
         )
     if outcome.outcome == "succeeded":
         span.set_status(Status(StatusCode.OK))
     else:
         span.set_status(
-            Status(StatusCode.ERROR, _redacted(outcome.error_message) or outcome.outcome)
+            Status(StatusCode.ERROR, storable_text(outcome.error_message) or outcome.outcome)
         )
-
-
-def _unit_attributes(units: UnitCounts) -> dict[str, int]:
-    return {
-        "units.total": units.total,
-        "units.succeeded": units.succeeded,
-        "units.failed": units.failed,
-        "units.skipped_already_done": units.skipped_already_done,
-    }
-
-
-def _redacted(message: str | None) -> str | None:
-    # Bounded as well: the ledger and every audit sink get the same cut text, length kept.
-    return storable_text(message)
 
 
 def _stack(error: BaseException) -> str:
     return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+
+
+# -- calling an executor -----------------------------------------------------------------------
+# Calling an executor and turning whatever it does into one outcome.
+#
+# ``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
+# a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
+# shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
+#
+# Two ways to call, one outcome:
+#
+# - :func:`execute_here`, a host's worker: the executor runs on the worker's own thread, watched by
+#   the supervisor (below), which cancels it at its deadline and declares it stuck once it has
+#   ignored its cancellation for the grace period. A stuck call keeps its worker, and so its slot
+#   and lease, until it ends; its outcome is the stuck verdict.
+# - :func:`execute_executor`, a run in a command: the executor runs on a thread of its own and the
+#   caller waits, so that the command can give up on a call that ignores cancellation: after the
+#   grace period the outcome is known and the command ends (the thread is a daemon, see
+#   :class:`DaemonThreads`).
+
+_SUPERVISION_STEP = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The verdict on one run, before it reaches the ledger, the span and the metrics."""
+
+    outcome: str
+    value: Any = None
+    result: str | None = None
+    """``value`` as the ledger keeps it (:func:`result_json`)."""
+    error_type: str | None = None
+    error_message: str | None = None
+    exception: BaseException | None = None
+    stuck: bool = False
+
+
+def execute_here(
+    executor: IJobExecutor,
+    context: JobContext,
+    *,
+    timeout: float | None,
+    grace: float,
+    on_stuck: Callable[[Outcome], None],
+) -> Outcome:
+    """Run ``executor.execute(context)`` on this thread to an outcome: cancelled after
+    ``timeout`` seconds, and declared stuck (``on_stuck(verdict)``, from the supervisor's
+    thread) should it run on ``grace`` seconds after its cancellation; a stuck call's outcome,
+    once it ends, is that verdict. ``context.cancellation`` must be a
+    :class:`SupervisedCancellation`."""
+    cancellation = context.cancellation
+    if not isinstance(cancellation, SupervisedCancellation):
+        raise TypeError("execute_here needs the run's cancellation to be a SupervisedCancellation")
+    box: list[Outcome] = []
+    # Cancelled after ``timeout`` seconds, declared stuck ``grace`` seconds after that.
+    watched = _SUPERVISOR.watch(
+        _Watch(
+            cancellation,
+            None if timeout is None else time.monotonic() + timeout,
+            grace,
+            lambda: on_stuck(_warned(_stuck_verdict(context, grace), context)),
+        )
+    )
+    try:
+        # In a copy of the caller's context: the executor's spans nest under the run's span,
+        # and whatever it sets stays out of the worker's context for the runs after it.
+        contextvars.copy_context().run(_call, executor, context, box.append)
+    finally:
+        stuck = _SUPERVISOR.release(watched)  # true if declared stuck before it ended
+    if stuck:
+        return _stuck_verdict(context, grace)
+    return _settled(box, cancellation)
+
+
+def execute_executor(
+    executor: IJobExecutor,
+    context: JobContext,
+    *,
+    timeout: float | None,
+    grace: float,
+) -> Outcome:
+    """Run ``executor.execute(context)`` to an outcome within ``timeout`` (+ ``grace``)."""
+    box: list[Outcome] = []
+    # Copy the caller's context so the executor's spans nest under the run's span.
+    runner = contextvars.copy_context()
+    returned = _THREADS.call(
+        f"job:{context.job_name}",
+        lambda: runner.run(_call, executor, context, box.append),
+    )
+    cancellation = context.cancellation
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not returned.is_set():
+        if cancellation.cancelled:
+            returned.wait(grace)
+            break
+        # join returns the moment the executor finishes; the slice bounds how late a
+        # cancellation or a deadline is noticed.
+        step = _SUPERVISION_STEP
+        if deadline is not None:
+            step = min(step, deadline - time.monotonic())
+            if step <= 0:
+                cancellation.cancel(TIMEOUT_REASON)
+                continue
+        returned.wait(step)
+    if not returned.is_set():
+        return _warned(_stuck_verdict(context, grace), context)
+    return _settled(box, cancellation)
+
+
+def _stuck_verdict(context: JobContext, grace: float) -> Outcome:
+    """The outcome of a call that ignored its cancellation for ``grace`` seconds."""
+    cancellation = context.cancellation
+    return Outcome(
+        _cancel_outcome(cancellation),
+        error_type="Stuck",
+        error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
+        stuck=True,
+    )
+
+
+def _warned(verdict: Outcome, context: JobContext) -> Outcome:
+    _log.warning(
+        "job %s run %s: %s; its slot and lease stay taken until it ends",
+        context.job_name,
+        context.run_id,
+        verdict.error_message,
+    )
+    return verdict
+
+
+def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:
+    """The outcome of a call that ended: what it delivered, read in the light of a
+    cancellation."""
+    result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
+    if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:
+        # Whatever an executor returns after being cancelled describes a partial run.
+        return Outcome(
+            _cancel_outcome(cancellation),
+            value=result.value,
+            result=result.result,
+            error_type=result.error_type,
+            error_message=result.error_message or f"cancelled: {cancellation.reason}",
+            exception=result.exception,
+        )
+    return result
+
+
+def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcome], None]) -> None:
+    try:
+        value: Any = executor.execute(context)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_drive(value, context.cancellation))
+        deliver(_from_result(value, context.cancellation))
+    except (JobCancelled, asyncio.CancelledError) as error:
+        deliver(
+            Outcome(
+                _cancel_outcome(context.cancellation),
+                error_type=type(error).__name__,
+                error_message=str(error) or "cancelled",
+                exception=error,
+            )
+        )
+    except Exception as error:
+        _log.error(
+            "job %s run %s raised %s: %s",
+            context.job_name,
+            context.run_id,
+            type(error).__name__,
+            error,
+            exc_info=error,
+        )
+        deliver(
+            Outcome(
+                "failed", error_type=type(error).__name__, error_message=str(error), exception=error
+            )
+        )
+    except BaseException as error:  # in a job's thread: recorded, never re-raised
+        # SystemExit or KeyboardInterrupt would end only this thread, and the run would be
+        # recorded "Lost: no result"; the executor asked to end the process, not its call.
+        if isinstance(error, SystemExit | KeyboardInterrupt):
+            what = "tried to end the process"
+        else:
+            what = "raised a BaseException that is not an Exception"
+        message = f"{error!r}: the executor {what}; return a Failure or raise an Exception instead"
+        _log.error("job %s run %s: %s", context.job_name, context.run_id, message)
+        deliver(Outcome("failed", error_type=type(error).__name__, error_message=message))
+
+
+async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(cancellation.wait_async())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    return await task
+
+
+def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
+    match value:
+        case Success(inner):
+            # Made here, on the executor's thread, once: the ledger and the audit share it.
+            return Outcome("succeeded", value=inner, result=result_json(inner))
+        case Failure(error):
+            if isinstance(error, BaseException):
+                return Outcome(
+                    "failed",
+                    error_type=type(error).__name__,
+                    error_message=str(error),
+                    exception=error,
+                )
+            return Outcome("failed", error_type="Failure", error_message=str(error))
+    return Outcome(
+        "failed",
+        error_type="TypeError",
+        error_message=f"executor returned {type(value).__name__}, not a returns Result",
+    )
+
+
+def _cancel_outcome(cancellation: Cancellation) -> str:
+    return "timed_out" if cancellation.reason == TIMEOUT_REASON else "cancelled"
+
+
+# -- the supervisor ----------------------------------------------------------------------------
+# One thread that watches the executor calls running on their callers' threads.
+#
+# A host's worker calls the executor itself: handing each run to another thread and waiting for
+# it costs two thread switches a run, a fair share of a short run's CPU. What the waiting bought
+# is kept here, for every call at once: a call past its deadline is cancelled (reason
+# ``timeout``), and a call that ignores its cancellation for the grace period is declared stuck
+# (its ``on_stuck`` is called, from this thread), while its worker stays with it until it ends.
+#
+# The thread sleeps until the earliest thing it must do: the first deadline, or the end of a
+# cancelled call's grace. A call that starts or ends does not wake it, unless its deadline is
+# sooner than the thread's next wake; a cancellation wakes it, so the grace is timed from the
+# cancellation. A call's cancellation must be a :class:`SupervisedCancellation`, which tells
+# the thread when it is cancelled.
+
+TIMEOUT_REASON = "timeout"
+
+
+class SupervisedCancellation(Cancellation):
+    """A run's cancellation that tells the supervisor the moment it is cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watch: _Watch | None = None
+
+    def cancel(self, reason: str) -> None:
+        super().cancel(reason)
+        _SUPERVISOR.cancelled(self)
+
+
+class _Watch:
+    """One call under watch."""
+
+    __slots__ = ("cancellation", "cancelled_at", "deadline", "grace", "on_stuck", "stuck")
+
+    def __init__(
+        self,
+        cancellation: SupervisedCancellation,
+        deadline: float | None,
+        grace: float,
+        on_stuck: Callable[[], None],
+    ) -> None:
+        self.cancellation = cancellation
+        self.deadline = deadline
+        self.grace = grace
+        self.on_stuck = on_stuck
+        self.cancelled_at: float | None = None
+        self.stuck = False
+
+    def _due(self) -> float:
+        """When the supervisor must next look at this call (monotonic)."""
+        if self.stuck:
+            return math.inf
+        if self.cancelled_at is not None:
+            return self.cancelled_at + self.grace
+        return math.inf if self.deadline is None else self.deadline
+
+
+class _Supervisor:
+    def __init__(self) -> None:
+        # Reentrant: a timeout is cancelled under the lock (so a call that has ended is never
+        # cancelled after it), and the cancellation tells this supervisor.
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._watches: set[_Watch] = set()
+        self._wake_at = math.inf
+        """When the thread next looks by itself (monotonic); -inf while it is looking."""
+        self._thread: threading.Thread | None = None
+
+    def watch(self, watched: _Watch) -> _Watch:
+        with self._lock:
+            self._watches.add(watched)
+            watched.cancellation._watch = watched
+            if watched.cancellation.cancelled:
+                watched.cancelled_at = time.monotonic()
+            self._wake_if_sooner(watched)
+        return watched
+
+    def release(self, watched: _Watch) -> bool:
+        with self._lock:
+            self._watches.discard(watched)
+            watched.cancellation._watch = None
+            return watched.stuck
+
+    def cancelled(self, cancellation: SupervisedCancellation) -> None:
+        with self._lock:
+            watched = cancellation._watch
+            if watched is None or watched.cancelled_at is not None:
+                return
+            watched.cancelled_at = time.monotonic()
+            self._wake_if_sooner(watched)
+
+    def _wake_if_sooner(self, watched: _Watch) -> None:
+        if watched._due() >= self._wake_at:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._serve, name="jobhost-supervisor", daemon=True
+            )
+            self._thread.start()
+        self._changed.notify()
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                declared: list[Callable[[], None]] = []
+                for watched in [w for w in self._watches if w._due() <= now]:
+                    if watched.cancelled_at is None:
+                        watched.cancellation.cancel(TIMEOUT_REASON)  # its grace starts now
+                    else:
+                        watched.stuck = True
+                        declared.append(watched.on_stuck)
+                if not declared:
+                    wake_at = min((w._due() for w in self._watches), default=math.inf)
+                    self._wake_at = wake_at
+                    self._changed.wait(None if wake_at == math.inf else wake_at - now)
+                    self._wake_at = -math.inf
+                    continue
+            # Outside the lock: ``on_stuck`` is the host's code, and takes the host's locks.
+            for on_stuck in declared:
+                try:
+                    on_stuck()
+                except Exception:
+                    _log.exception("declaring a run stuck failed")
+
+
+_SUPERVISOR = _Supervisor()
+
+
+# -- daemon threads ----------------------------------------------------------------------------
+# Daemon threads that run calls one at a time, reused while they are idle.
+#
+# Starting a thread costs more than a short run, so a thread that finishes a call waits for the
+# next one; one idle for a minute ends. They are daemon threads: code that never returns (an
+# executor that ignores its cancellation) cannot hold the process open at exit, as a
+# ``ThreadPoolExecutor``'s threads, joined at exit, would.
+
+_host_log = logging.getLogger("jobhost.host")
+_IDLE_THREAD_SECONDS = 60.0
+
+_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object], threading.Event | None] | None"]
+
+
+class DaemonThreads:
+    """Runs each call on an idle thread of its own, or on a new one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Inbox] = []
+        self._closed = False
+
+    def call(self, name: str, work: Callable[[], object]) -> threading.Event:
+        """Start ``work()`` on a thread named ``name`` (for the call's length); the returned
+        event is set once it has returned."""
+        returned = threading.Event()
+        self._hand(name, work, returned)
+        return returned
+
+    def start(self, name: str, work: Callable[[], object]) -> None:
+        """Start ``work()`` as :meth:`call` does, for a caller that does not wait on it."""
+        self._hand(name, work, None)
+
+    def close(self) -> None:
+        """End the idle threads now, and each busy one when its call returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for inbox in idle:
+            inbox.put(None)
+
+    def _hand(
+        self, name: str, work: Callable[[], object], returned: threading.Event | None
+    ) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((name, work, returned))
+
+    def _serve(self, inbox: _Inbox) -> None:
+        current = threading.current_thread()
+        while True:
+            try:
+                handed = inbox.get(timeout=_IDLE_THREAD_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # handed work just now: it is in the inbox
+            if handed is None:
+                return
+            name, work, returned = handed
+            current.name = name
+            try:
+                work()
+            except Exception:
+                # The thread goes on serving: one that ended here would leave its inbox idle,
+                # and the next call handed to it would never run.
+                _host_log.exception("a call on thread %s raised", name)
+            finally:
+                if returned is not None:
+                    returned.set()
+                with self._lock:
+                    closed = self._closed
+                    if not closed:
+                        self._idle.append(inbox)
+            if closed:
+                return
+
+
+_THREADS = DaemonThreads()
+
+
+# -- a run's result ----------------------------------------------------------------------------
+# A run's ``Success`` value as the ledger keeps it: JSON text of at most :data:`RESULT_LIMIT`
+# bytes, made once on the executor's thread, then stored, logged and shown as it is.
+#
+# A value JSON has no form for is kept as its ``repr`` (a JSON string); text over the limit
+# becomes ``{"truncated": true, "length": N, "head": "..."}``, still valid JSON, so every reader
+# can parse what it finds.
+
+RESULT_LIMIT = 4096
+"""Bytes of JSON a run's result may take in the ledger."""
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+# reprlib bounds the work of a repr of containers however large they are; an object's own
+# ``__repr__`` is cut after the fact.
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 4
+_REPR.maxstring = _REPR.maxother = RESULT_LIMIT
+for _name in ("maxdict", "maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdeque", "maxarray"):
+    setattr(_REPR, _name, 100)
+
+
+def result_json(value: Any) -> str | None:
+    """``value`` as bounded JSON text; ``None`` for ``None`` (a run that returned nothing)."""
+    if value is None:
+        return None
+    try:
+        text = orjson.dumps(value, option=_OPTIONS)
+    except (orjson.JSONEncodeError, RecursionError):
+        text = _repr_json(value)
+    if len(text) <= RESULT_LIMIT:
+        return text.decode()
+    return _truncated(text)
+
+
+def _repr_json(value: Any) -> bytes:
+    try:
+        text = _REPR.repr(value)
+    except Exception as error:  # a broken __repr__ must not cost the run its record
+        text = f"<{type(value).__name__}: repr raised {type(error).__name__}>"
+    # A __repr__ may hand back lone surrogates, which no JSON text can hold.
+    return orjson.dumps(text.encode("utf-8", "backslashreplace").decode())
+
+
+def _truncated(text: bytes) -> str:
+    """The note that replaces JSON text over the limit: its length and as much of its start as
+    fits, cut where it stays valid UTF-8."""
+    head = text[: RESULT_LIMIT - 64].decode(errors="ignore")
+    while True:
+        note = orjson.dumps({"truncated": True, "length": len(text), "head": head})
+        excess = len(note) - RESULT_LIMIT
+        if excess <= 0:
+            return note.decode()
+        # Escapes make the note longer than its head; each pass drops at least the excess.
+        head = head[: max(len(head) - excess, 0)]

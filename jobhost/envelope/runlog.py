@@ -7,26 +7,43 @@ and of ``run_log_bytes``) as they come and a window of its last lines, rewritten
 goes on; the lines between are counted, never stored, so a flood of lines costs the store at
 most the bounds. The recorder writes a run's last lines before its outcome (:meth:`finish`), so
 whoever sees the run finished sees all its lines.
+
+Below the writer: the job logger that fills a run's buffer cheaply, and the JSON format of the
+host's own log lines, which names the run a line was written in.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import NamedTuple
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, NamedTuple, TypeAlias
 
-from jobhost.config import storable_text
+from opentelemetry import trace
+
+from jobhost.config import bound_text, redact_text, storable_text
 from jobhost.config.redaction import needs_redaction
 from jobhost.records import Chunk, LogWrites, chunk
 from jobhost.store import Store
 
-__all__ = ["RunLog", "RunLogWriter", "current_run", "is_capture", "running"]
+__all__ = [
+    "JobLogger",
+    "JsonLogFormatter",
+    "RunLog",
+    "RunLogWriter",
+    "current_run",
+    "is_capture",
+    "job_logger",
+    "running",
+]
 
 _log = logging.getLogger("jobhost.envelope")
 _JOB_LOGGER = "jobhost.job"
@@ -238,20 +255,12 @@ class RunLogWriter:
     @contextmanager
     def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
         """The last lines of runs that have ended, to write in the transaction recording their
-        outcomes (a transaction less per batch of runs). The lines count as written when the
-        block ends without an error, so the transaction must commit inside it; on an error they
-        stay in the buffers for the next try."""
+        outcomes (a transaction less per batch of runs); the transaction must commit inside
+        the block (see :meth:`_taking`)."""
         for run_log in run_logs:
             run_log.close()
-        locked = self._lock_flushes(list(run_logs))
-        try:
-            batches = self._take(locked)
-            yield _log_writes(batches)
-            for batch in batches:
-                batch.run_log.written(batch)
-        finally:
-            for run_log in locked:
-                run_log.flush_lock.release()
+        with self._taking(run_logs, wait=True) as writes:
+            yield writes
         with self._lock:
             for run_log in run_logs:
                 if run_log.empty:
@@ -285,41 +294,30 @@ class RunLogWriter:
     def _flush_open(self) -> None:
         with self._lock:
             live = list(self._open.values())
-        self._write(live)
-
-    def _write(self, run_logs: list[RunLog]) -> None:
-        locked = self._lock_flushes(run_logs, wait=False)
-        try:
-            batches = self._take(locked)
-            if not batches:
-                return
-            self._store.write_logs(_log_writes(batches))
-            for batch in batches:
-                batch.run_log.written(batch)
-        finally:
-            for run_log in locked:
-                run_log.flush_lock.release()
+        with self._taking(live, wait=False) as writes:
+            if writes.trims or writes.chunks:
+                self._store.write_logs(writes)
 
     @staticmethod
-    def _lock_flushes(run_logs: list[RunLog], *, wait: bool = True) -> list[RunLog]:
-        """Take each run's flush lock, in the order of their ids (two callers never wait on
-        each other crosswise), before any transaction begins. Without ``wait``, a run whose lock
-        is held is skipped: its recorder is writing its last lines."""
+    @contextmanager
+    def _taking(run_logs: Sequence[RunLog], *, wait: bool) -> Iterator[LogWrites]:
+        """The lines of ``run_logs`` to write now, under each run's flush lock, taken in the
+        order of their ids (two callers never wait on each other crosswise) before any
+        transaction begins. Without ``wait``, a run whose lock is held is skipped: its recorder
+        is writing its last lines. The lines count as written when the block ends without an
+        error; on an error they stay in the buffers for the next try."""
         locked: list[RunLog] = []
         try:
             for run_log in sorted(run_logs, key=lambda run_log: run_log.run_id):
                 if run_log.flush_lock.acquire(blocking=wait):
                     locked.append(run_log)
-        except BaseException:
+            batches = [b for b in (r.take() for r in locked) if b.head or b.tail or b.trim]
+            yield _log_writes(batches)
+            for batch in batches:
+                batch.run_log.written(batch)
+        finally:
             for run_log in locked:
                 run_log.flush_lock.release()
-            raise
-        return locked
-
-    @staticmethod
-    def _take(run_logs: list[RunLog]) -> list[_Batch]:
-        batches = [run_log.take() for run_log in run_logs]
-        return [b for b in batches if b.head or b.tail or b.trim]
 
 
 def _log_writes(batches: list[_Batch]) -> LogWrites:
@@ -415,3 +413,218 @@ def _install_capture(level: str | int | None) -> None:
             # stderr shows only warnings (its handler still filters at log_level).
             numeric = level if isinstance(level, int) else _LEVELS.get(str(level).upper(), 0)
             logger.setLevel(min(logging.INFO, numeric or logging.INFO))
+
+
+# -- the job logger ----------------------------------------------------------------------------
+# ``context.logger``: a standard :class:`logging.Logger` whose quiet lines cost little.
+#
+# A busy host runs thousands of job lines a second that its stderr does not show (``log_level``
+# WARNING, the lines INFO): they are kept only in their run's log. Through a plain logger each one
+# finds its caller's frame, builds a ``LogRecord`` and walks the handlers, several times what
+# keeping the line costs. A :class:`JobLogger` knows, for the run it belongs to, which levels only
+# its run log would take; a line at such a level is formatted (``msg % args``) and appended to the
+# run's buffer directly, and redacted later by the run-log writer. Every other line (one stderr
+# would show, one with a traceback or stack, one through a logger with filters) takes the standard
+# path, so the host's stderr (text or JSON) gets exactly the lines it got before.
+#
+# It is made per run, named ``jobhost.job.NAME`` with the registered logger of that name as its
+# parent: levels set on the loggers above it, their handlers, ``getChild`` and ``extra`` work as
+# for any logger. Its lines go to its run's log from any thread (units of ``fan_out`` run in a
+# pool).
+
+_ExcInfo: TypeAlias = (
+    bool
+    | tuple[type[BaseException], BaseException, TracebackType | None]
+    | tuple[None, None, None]
+    | BaseException
+    | None
+)
+_RECORD_KEYS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+}
+"""Keys ``extra`` may not use (``makeRecord`` raises for them): such a line takes the standard
+path and raises as it always did."""
+_DEBUG, _INFO, _WARNING = logging.DEBUG, logging.INFO, logging.WARNING
+_ERROR, _CRITICAL = logging.ERROR, logging.CRITICAL
+
+
+def job_logger(job_name: str, run_log: RunLog | None) -> logging.Logger:
+    """The logger of one run of ``job_name``: a :class:`JobLogger` when the run keeps a log,
+    else the registered ``jobhost.job.NAME`` logger."""
+    name = f"jobhost.job.{job_name}"
+    if run_log is None:
+        return logging.getLogger(name)
+    return JobLogger(name, run_log)
+
+
+class JobLogger(logging.Logger):
+    """One run's ``jobhost.job.NAME`` logger (see the comment above)."""
+
+    def __init__(self, name: str, run_log: RunLog) -> None:
+        super().__init__(name)
+        self.parent = logging.getLogger(name)
+        self.disabled = self.parent.disabled  # as a configuration left the registered one
+        self._run_log = run_log
+        self._kept = 0
+        self._shown = -1
+        """Levels in ``[_kept, _shown)`` go straight to the run log; -1: not surveyed yet (a run
+        that writes no line never is)."""
+
+    # Keyword arguments as :meth:`logging.Logger.debug` takes them (``exc_info``,
+    # ``stack_info``, ``stacklevel``, ``extra``), passed on as they are.
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_DEBUG, msg, args, **kwargs)
+
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_INFO, msg, args, **kwargs)
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_WARNING, msg, args, **kwargs)
+
+    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_ERROR, msg, args, **kwargs)
+
+    def critical(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._line(_CRITICAL, msg, args, **kwargs)
+
+    fatal = critical
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if not isinstance(level, int):
+            # The standard logger's error for a level that is not a number.
+            super().log(level, msg, *args, **kwargs)
+            return
+        self._line(level, msg, args, **kwargs)
+
+    def isEnabledFor(self, level: int) -> bool:
+        # Not cached: the manager clears the caches of the loggers it knows when a level
+        # changes, and it does not know this one.
+        if self.disabled or self.manager.disable >= level:
+            return False
+        return level >= self.getEffectiveLevel()
+
+    def setLevel(self, level: int | str) -> None:
+        super().setLevel(level)
+        self._shown = -1
+
+    def addHandler(self, hdlr: logging.Handler) -> None:
+        super().addHandler(hdlr)
+        self._shown = -1
+
+    def removeHandler(self, hdlr: logging.Handler) -> None:
+        super().removeHandler(hdlr)
+        self._shown = -1
+
+    def _line(
+        self,
+        level: int,
+        msg: object,
+        args: tuple[object, ...],
+        exc_info: _ExcInfo = None,
+        *,
+        stack_info: bool = False,
+        stacklevel: int = 1,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        if self._shown < 0:
+            self._survey()
+        if (
+            self._kept <= level < self._shown
+            and not exc_info
+            and not stack_info
+            and not self.filters
+            and (not extra or _RECORD_KEYS.isdisjoint(extra))
+        ):
+            try:
+                message = msg if type(msg) is str else str(msg)
+                if args:
+                    message = message % _format_args(args)
+            except Exception:
+                pass  # the standard path reports it as logging does ("--- Logging error ---")
+            else:
+                run_log = self._run_log
+                if run_log.add(time.time(), logging.getLevelName(level), message):
+                    run_log.wake()
+                return
+        if not self.isEnabledFor(level):
+            return
+        # Two frames of ours between the job's call and _log: the caller logging records is
+        # the job's line, as with a plain logger.
+        if current_run() is self._run_log:
+            self._log(level, msg, args, exc_info, extra, stack_info, stacklevel + 2)
+            return
+        with running(self._run_log):  # a thread of the job's own: its run still gets the line
+            self._log(level, msg, args, exc_info, extra, stack_info, stacklevel + 2)
+
+    def _survey(self) -> None:
+        """Which levels only the run log takes: at or above the level the loggers keep, below
+        the level of every other handler a record of this logger reaches."""
+        shown = logging.CRITICAL + 1_000
+        captured = False
+        logger: logging.Logger | None = self
+        while logger is not None:
+            for handler in logger.handlers:
+                if is_capture(handler):
+                    captured = True
+                else:
+                    shown = min(shown, handler.level)
+            if not logger.propagate:
+                break
+            logger = logger.parent
+        self._kept = max(self.getEffectiveLevel(), self.manager.disable + 1)
+        self._shown = shown if captured else 0
+
+
+def _format_args(args: tuple[object, ...]) -> object:
+    # As LogRecord: a lone non-empty mapping fills "%(key)s" placeholders.
+    if len(args) == 1:
+        only = args[0]
+        if type(only) is not str and isinstance(only, Mapping) and only:
+            return only
+    return args
+
+
+# -- the host's JSON log lines -----------------------------------------------------------------
+# The host's own log lines as JSON (``log_format = "json"``): one object a line on stderr.
+#
+# Every line has ``time`` (UTC), ``level``, ``logger`` and ``message``; a line written while a job
+# runs (by the job, or by the host about it, from the run's context) also has ``job``, ``run_id``,
+# ``attempt``, ``trace_id`` and ``span_id``, so a log pipeline joins it to the run's span and its
+# ledger row. A traceback is one field, ``exception``, never lines of its own. Passwords in URLs
+# are redacted as in the text format.
+
+_TRACEBACK_LIMIT = 64_000
+
+
+class JsonLogFormatter(logging.Formatter):
+    """``{"time", "level", "logger", "message", ...}`` on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = {
+            "time": _utc(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": bound_text(redact_text(record.getMessage())),
+        }
+        run = current_run()
+        if run is not None:
+            fields["job"] = run.job_name
+            fields["run_id"] = run.run_id
+            fields["attempt"] = run.attempt
+            context = trace.get_current_span().get_span_context()
+            if context.is_valid:
+                fields["trace_id"] = format(context.trace_id, "032x")
+                fields["span_id"] = format(context.span_id, "016x")
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            fields["exception"] = bound_text(redact_text(record.exc_text), _TRACEBACK_LIMIT)
+        if record.stack_info:
+            fields["stack"] = bound_text(redact_text(record.stack_info), _TRACEBACK_LIMIT)
+        return json.dumps(fields, ensure_ascii=False, default=str)
+
+
+def _utc(created: float) -> str:
+    stamp = datetime.fromtimestamp(created, UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

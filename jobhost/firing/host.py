@@ -5,10 +5,11 @@ hands each claim to a bounded pool, then sleeps until the store next needs it, c
 poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
 beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
 When its runs are short, a turn also claims due runs beyond its free workers into a short local
-queue (:mod:`jobhost.firing.ahead`) that a worker empties as it finishes, so one claim serves
-many runs; at shutdown the runs still queued are given back to the store, never started here.
+queue (:class:`~jobhost.firing.slots.AheadQueue`) that a worker empties as it finishes, so one
+claim serves many runs; at shutdown the runs still queued are given back to the store, never
+started here.
 A host that keeps up wakes a claim's length before the next occurrence and claims it then, and
-its worker starts it at the instant (:mod:`jobhost.firing.early`).
+its worker starts it at the instant (:class:`~jobhost.firing.tick.ClaimLead`).
 
 A run holds its slot while its executor runs on a worker's thread, and its lease until its
 outcome is in the ledger: a worker hands the outcome to the recorder and takes the next run, and
@@ -18,39 +19,44 @@ cancellation and runs on (stuck) keeps its worker, and so both, until its code e
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import signal
+import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from importlib.metadata import version as package_version
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from jobhost_contracts import AuditSink
+from jobhost_contracts import AuditSink, Cancellation
 
 from jobhost.catalog import Catalog
 from jobhost.catalog.executors import UsesStore
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
+from jobhost.envelope.lifecycle import retrying_abandoned
+from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
-from jobhost.envelope.telemetry import Telemetry, configure_telemetry
 from jobhost.errors import SchemaTooNewError
-from jobhost.firing.cancels import CancelFollower
-from jobhost.firing.heartbeat import beat_until_stopped, renew_leases
-from jobhost.firing.recorder import Finished, OutcomeRecorder
-from jobhost.firing.runs import cancelled_by_shutdown
-from jobhost.firing.slots import WorkerSlots
-from jobhost.firing.startup import register_and_sync
-from jobhost.firing.status import HostStatus, turn_limits
+from jobhost.firing.slots import (
+    Finished,
+    HostStatus,
+    OutcomeRecorder,
+    WorkerSlots,
+)
 from jobhost.firing.tick import Ticker
+from jobhost.rules.claiming import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
+from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
 from jobhost.store.hosts import default_host_id
-from jobhost.store.retrying import is_store_down
+from jobhost.store.retrying import StoreRetry, is_store_down
 
 if TYPE_CHECKING:
     from jobhost.firing.oneshot import OneShotWork
@@ -60,6 +66,7 @@ __all__ = ["Host", "HostStatus"]
 _log = logging.getLogger("jobhost.host")
 _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
+_BEAT_RETRY = 1.0
 _STILL_DOWN_SECONDS = 60.0
 """How often a host says again that the store is still away."""
 _EXIT_MARGIN = 5.0
@@ -96,7 +103,7 @@ class Host:
         self.clock = clock or SystemClock(settings.clock_offset)
         self.store = store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
-        stall_after, hung_after = turn_limits(settings)
+        stall_after, hung_after = _turn_limits(settings)
         self.status = HostStatus(
             catalog_ok=catalog.ok,
             stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
@@ -117,14 +124,13 @@ class Host:
             if isinstance(spec.executor, UsesStore):
                 spec.executor.use_store(store)
         self._ticker = Ticker(
-            store,
+            self.store,
             catalog.jobs,
             host_id=self.host_id,
             lease_duration=settings.lease_duration,
             telemetry=self.telemetry,
             runtime=catalog.runtime,
             concurrency_limits=settings.concurrency_limits,
-            clock=self.clock,
             announced=True,  # by _signalled and _recorded
         )
         self._runtime = RuntimeReloader(settings, catalog, store, self._ticker.update_jobs)
@@ -135,17 +141,16 @@ class Host:
             level=settings.log_level,
         )
         self._envelope = RunEnvelope(
-            store,
+            self.store,
             run_logs=self._run_logs,
             host_id=self.host_id,
-            clock=self.clock,
             grace=settings.shutdown_grace,
             telemetry=self.telemetry,
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
             stopping=self._stopping.is_set,
             # Every turn reads the store's clock; outcomes need no reading of their own.
-            outcome_time=self._ticker.store_time,
+            store_time=self._ticker.store_time,
         )
         self._recorder = OutcomeRecorder(
             envelope=self._envelope,
@@ -160,12 +165,11 @@ class Host:
             stopping=self._stopping.is_set,
             status=self.status,
             lease_duration=settings.lease_duration,
-            store=store,
+            store=self.store,
             host_id=self.host_id,
-            clock=self.clock,
         )
         """The runs this host holds and the workers they take."""
-        self._cancels = CancelFollower(store)
+        self._cancels = _CancelFollower(store)
         self._watcher = store.signal_watcher(self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._one_shot = one_shot
@@ -176,17 +180,7 @@ class Host:
         """Register this host and bring the store's schedules in line with the catalog (a
         one-shot host does neither: other commands must not leave their work to it)."""
         if self._one_shot is None:
-            register_and_sync(
-                self.store,
-                self._ticker,
-                self.catalog,
-                host_id=self.host_id,
-                clock=self.clock,
-                heartbeat=self.settings.heartbeat_interval,
-                lease_duration=self.settings.lease_duration,
-                telemetry=self.telemetry,
-                reload_runtime=self._runtime.start,
-            )
+            self._register_and_sync()
             self.status.synced = True
         self.status.store_ok = True
         self._recorder.start()
@@ -200,6 +194,39 @@ class Host:
             self.settings.worker_pool_size,
             self.settings.poll_interval.total_seconds(),
         )
+
+    def _register_and_sync(self) -> None:
+        """Register the host (settling an earlier incarnation's runs), read the runtime jobs,
+        write the catalog's schedules and mark the host synced; log what changed.
+
+        All of it runs before ``/readyz`` answers 200, so it does what the host needs to fire
+        and no more: a restart with the catalog version the store holds writes no schedule row.
+        """
+        rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
+        self.store.start_host(
+            host_id=self.host_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            version=package_version("jobhost"),
+            clock=self.clock,
+            heartbeat_seconds=max(int(self.settings.heartbeat_interval.total_seconds()), 1),
+            retries_for=retrying_abandoned(self.telemetry, rules, why="restarted"),
+        )
+        self._runtime.start()
+        plan = self._ticker.sync(self.store.now())
+        self.store.mark_synced(
+            self.host_id, catalog_version=self._ticker.catalog_version, clock=self.clock
+        )
+        for added in plan.added:
+            _log.info("plan: add %s (%s)", added.job_name, added.describe())
+        for change in plan.changed:
+            _log.info("plan: change %s: %s -> %s", change.job_name, change.before, change.after)
+        for name in plan.orphaned:
+            _log.warning("plan: %s is no longer declared; kept in the store as orphaned", name)
+        for name in plan.repaired:
+            _log.warning(
+                "job %s: stored next occurrence was not one its trigger produces; repaired", name
+            )
 
     def run_forever(self, install_signals: bool = True) -> int:
         """Start, loop until SIGTERM/SIGINT, shut down cleanly; return the exit code."""
@@ -314,8 +341,7 @@ class Host:
         self._watcher.stop()
         self.slots.release_queued()
         grace = self.settings.shutdown_grace.total_seconds()
-        for item in self.slots.cancel_all(grace):
-            self._recorder.put(cancelled_by_shutdown(item, grace))
+        self.slots.cancel_all(grace)
         self._recorder.stop(within=max(min(grace, 10.0), 1.0))
         self._run_logs.close()
         if not self._envelope.flush_reports(min(grace, 5.0)):
@@ -416,28 +442,50 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        beat_until_stopped(
-            self.settings.heartbeat_interval.total_seconds(),
-            self._stopping,
-            self._beat_once,
+        """Renew the host and its runs' leases every ``heartbeat_interval`` until stopping; a
+        failed beat is retried once soon after, and every failure tells the host the store is
+        away (its abandon pass then waits)."""
+        interval = self.settings.heartbeat_interval.total_seconds()
+        retry = StoreRetry(
+            what="heartbeat",
+            waits=(min(interval, _BEAT_RETRY),),
+            # The heartbeat thread must outlive any one failure.
+            retry_on=lambda error: isinstance(error, Exception),
+            stopping=self._stopping,
             on_failure=lambda error: self._store_lost(),
         )
+        while not self._stopping.wait(interval):
+            # Raises only when stopping while the store is away: nothing is left to renew.
+            with contextlib.suppress(Exception):
+                retry.call(self._beat_once)
 
     def _beat_once(self) -> None:
-        self._heartbeat_once()
-        # SQLite: the signal's net, should a writer have died between its commit and its ring.
-        self._watcher.look()
-
-    def _heartbeat_once(self) -> None:
-        renew_leases(
-            self.store,
+        """One beat: renew the host and every lease it holds; cancel the runs whose lease
+        another host took over."""
+        running = self.slots.runs()
+        by_lease: dict[timedelta, list[str]] = {}
+        for item in running:
+            by_lease.setdefault(item.lease, []).append(item.claim.run_id)
+        beat = self.store.beat(
             self.host_id,
             self.clock,
-            self.slots.runs(),
+            leases=by_lease,
             schedule_lag=self.status.lag,
             with_groups=bool(self.settings.concurrency_limits),
-            telemetry=self.telemetry,
         )
+        if beat.groups is not None:
+            self.telemetry.group_running = {g.name: g.running for g in beat.groups}
+        for item in running:
+            # A run that finished meanwhile was just recorded: its lease is gone, nothing lost.
+            if item.claim.run_id in beat.lost and not item.finished:
+                _log.warning(
+                    "job %s run %s lost its lease; cancelling it",
+                    item.claim.job_name,
+                    item.claim.run_id,
+                )
+                item.cancellation.cancel("lease lost")
+        # SQLite: the signal's net, should a writer have died between its commit and its ring.
+        self._watcher.look()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1
@@ -458,3 +506,55 @@ def _exit_late(limit: float) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(1)
+
+
+# -- the heartbeat: renew the incarnation and the leases of its runs, cancel what it lost ------
+# A failed beat is retried once soon after, and every failure tells the host the store is away
+# (its abandon pass then waits).
+
+
+class _CancelFollower:
+    """Operators' cancel requests for the runs this host holds. ``jobhost cancel`` (the API, the
+    dashboard) writes the request on the run's row and signals every host; on its next turn the
+    loop reads, for its own runs only, which were asked to stop. No poll: without a signal,
+    nothing is read."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._signalled = threading.Event()
+
+    def signalled(self) -> None:
+        """Something changed in the store: look for cancel requests on the next turn."""
+        self._signalled.set()
+
+    def apply(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
+        """Cancel the held runs (run id → cancellation) an operator asked to cancel; those
+        cancelled now, each with the reason its executor is given."""
+        if not self._signalled.is_set():
+            return {}
+        live = {run_id: c for run_id, c in held.items() if not c.cancelled}
+        if not live:
+            self._signalled.clear()
+            return {}
+        asked = self._store.cancel_requests(list(live))
+        # Cleared only once read: a turn that failed to read tries again on the next.
+        self._signalled.clear()
+        for run_id, reason in asked.items():
+            _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
+            live[run_id].cancel(reason)
+        return asked
+
+
+_MIN_STALL = 10.0
+
+
+def _turn_limits(settings: Settings) -> tuple[float, float]:
+    """How long one turn may take before the probes say the host is stalled, then hung.
+
+    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
+    a turn past two of them and three heartbeats waits on something no deadline ends.
+    """
+    beat = settings.heartbeat_interval.total_seconds()
+    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
+    stall = max(3 * beat, _MIN_STALL)
+    return stall, 2 * (statement + DEADLINE_MARGIN) + stall

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from jobhost.catalog import JobSpec
-from jobhost.clock import Clock
 from jobhost.firing.slots import WorkerSlots
 from jobhost.operations.backfills import progress_line
 from jobhost.rules.claiming import FiringRules
@@ -55,14 +54,13 @@ class OneShotWork(Protocol):
 
 @dataclass(frozen=True)
 class Claimer:
-    """What a one-shot host's work claims with: the host's identity, rules and clock; and
-    where it says what it does."""
+    """What a one-shot host's work claims with: the host's store (on its clock), identity and
+    rules; and where it says what it does."""
 
     store: Store
     jobs: Mapping[str, JobSpec]
     host_id: str
     rules: FiringRules
-    clock: Clock
     progress: Progress
 
 
@@ -84,7 +82,7 @@ class PendingRuns:
         by = self._by
         while self._run_ids and self._cancelled is None:
             batch = by.store.claim_run(
-                self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.clock
+                self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.store.clock
             )
             self._run_ids.pop(0)
             for claim in batch.claims:
@@ -127,14 +125,14 @@ class BackfillRuns:
                 host_id=by.host_id,
                 rules=by.rules,
                 slots=free,
-                clock=by.clock,
+                clock=by.store.clock,
             ):
                 self.progress(
                     f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
                     f"(run {claim.run_id}, attempt {claim.attempt})"
                 )
                 slots.submit(claim, by.jobs[claim.job_name])
-        record = by.store.settled_backfill(self._backfill_id, by.clock)
+        record = by.store.settled_backfill(self._backfill_id, by.store.clock)
         assert record is not None, f"backfill {self._backfill_id} disappeared"
         line = progress_line(record)
         if line != self._said:

@@ -10,36 +10,50 @@ hold of that lock. The loop is woken (``wake``) only where a freed slot could le
 What the slots count is workers, not runs: a worker runs the executor on its own thread, so a
 run holds its slot while its executor runs (a stuck one until its code ends), and stays held
 (so its lease is renewed) until its outcome is in the ledger. Runs claimed beyond the free
-workers wait in the claim-ahead queue (:mod:`jobhost.firing.ahead`) for a worker to finish.
+workers wait in the claim-ahead queue (:class:`AheadQueue`) for a worker to finish; the
+recorder (:class:`OutcomeRecorder`) writes the outcomes the workers hand over.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Set
-from datetime import timedelta
-from typing import Protocol
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Generic, Protocol, TypeVar
 
 from jobhost_contracts import Cancellation
 
 from jobhost.catalog import JobSpec
-from jobhost.clock import Clock
 from jobhost.config import redact_text
-from jobhost.envelope.envelope import Executed
-from jobhost.envelope.execution import Outcome
-from jobhost.envelope.supervision import SupervisedCancellation
-from jobhost.envelope.threads import DaemonThreads
-from jobhost.firing.ahead import AheadQueue
-from jobhost.firing.recorder import Finished
-from jobhost.firing.runs import HeldRun, mark_stuck
-from jobhost.firing.status import HostStatus
+from jobhost.envelope.envelope import (
+    DaemonThreads,
+    Executed,
+    Outcome,
+    RunEnvelope,
+    SupervisedCancellation,
+)
+from jobhost.envelope.lifecycle import Finished
 from jobhost.records import Claim
 from jobhost.rules.policy import lease_for
 from jobhost.store import Store
+from jobhost.store.retrying import StoreRetry, is_store_down
 
-__all__ = ["WorkerSlots"]
+__all__ = [
+    "HOLD_SECONDS",
+    "MOST_PER_WORKER",
+    "AheadQueue",
+    "Finished",
+    "HeldRun",
+    "HostStatus",
+    "OutcomeRecorder",
+    "WorkerSlots",
+]
 
 _log = logging.getLogger("jobhost.host")  # the host's lines, wherever they are written
 
@@ -59,7 +73,6 @@ class WorkerSlots:
         lease_duration: timedelta,
         store: Store,
         host_id: str,
-        clock: Clock,
     ) -> None:
         self._workers = workers
         self._threads = DaemonThreads()
@@ -71,7 +84,6 @@ class WorkerSlots:
         self._lease_duration = lease_duration
         self._store = store
         self._host_id = host_id
-        self._clock = clock
         self._lock = threading.Lock()
         self._running: dict[str, HeldRun] = {}
         """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
@@ -177,7 +189,7 @@ class WorkerSlots:
             return
         ids = [item.claim.run_id for item in queued]
         try:
-            released = self._store.release_runs(self._host_id, ids, self._clock)
+            released = self._store.release_runs(self._host_id, ids, self._store.clock)
         except Exception as error:
             _log.warning(
                 "could not give back %d runs claimed but not started (%s); they are recorded "
@@ -188,10 +200,10 @@ class WorkerSlots:
             return
         _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
 
-    def cancel_all(self, grace: float) -> list[HeldRun]:
+    def cancel_all(self, grace: float) -> None:
         """Cancel every run held and wait up to ``grace`` seconds for their executors (stuck ones
-        too) to end; return the runs still held then, now counted finished, for shutdown to
-        record cancelled. Idle workers end; a worker still held by its executor ends with it."""
+        too) to end; the runs still held then are counted finished and recorded cancelled. Idle
+        workers end; a worker still held by its executor ends with it."""
         for item in self.runs():
             item.cancellation.cancel("shutdown")
         deadline = time.monotonic() + grace
@@ -206,7 +218,13 @@ class WorkerSlots:
                 item.finished = True
             self._executing = 0
         self._threads.close()
-        return leftovers
+        for item in leftovers:
+            shutdown = Outcome(
+                "cancelled",
+                error_type="Shutdown",
+                error_message=f"host shut down; the executor did not stop within {grace:g}s",
+            )
+            self._record(Finished(item.claim, item.spec, Executed(shutdown, None)))
 
     # -- a run on a worker --------------------------------------------------------------------
 
@@ -290,7 +308,7 @@ class WorkerSlots:
 
     def _wait_for_instant(self, item: HeldRun) -> None:
         """A run claimed before its occurrence starts at it. Shutdown does not cut the wait
-        short (at most :data:`~jobhost.firing.early.CAP`): the run then starts cancelled and
+        short (at most :data:`~jobhost.firing.tick.CAP`): the run then starts cancelled and
         is recorded as any run in flight at shutdown is."""
         wait = 0.0 if item.start_at is None else item.start_at - time.monotonic()
         if wait > 0:
@@ -304,12 +322,18 @@ class WorkerSlots:
                 return  # it ended meanwhile, or shutdown gave up on it
             item.stuck = True
             self._status.stuck += 1
-        threading.Thread(
-            target=mark_stuck,
-            args=(self._store, item, verdict, self._host_id),
-            name="jobhost-stuck",
-            daemon=True,
-        ).start()
+        message = (
+            f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
+            "its slot and lease until it ends"
+        )
+
+        def mark() -> None:
+            try:
+                self._store.mark_run_stuck(item.claim.run_id, self._host_id, message)
+            except Exception as error:
+                _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
+
+        threading.Thread(target=mark, name="jobhost-stuck", daemon=True).start()
 
 
 class _Execute(Protocol):
@@ -321,3 +345,362 @@ class _Execute(Protocol):
         *,
         on_stuck: Callable[[Outcome], None] | None = None,
     ) -> Executed: ...
+
+
+@dataclass
+class HeldRun:
+    """One run this host holds: executing, stuck, or waiting for its outcome's record."""
+
+    claim: Claim
+    spec: JobSpec
+    cancellation: Cancellation
+    lease: timedelta
+    finished: bool = False
+    """The executor is done (or given up on); the outcome is on its way to the ledger."""
+    stuck: bool = False
+    """The executor ignored its cancellation and runs on, holding its worker."""
+    start_at: float | None = None
+    """When (monotonic) a run claimed before its occurrence may start; None: at once."""
+
+
+@dataclass
+class HostStatus:
+    """What the HTTP probes read: is the loop turning, is the store reachable."""
+
+    started: float = field(default_factory=time.monotonic)
+    last_tick: float | None = None
+    store_ok: bool = False
+    catalog_ok: bool = True
+    ticks: int = 0
+    synced: bool = False
+    """Registered and the catalog written to the store: ready to fire."""
+    lag: float = 0.0
+    """Seconds the oldest due, unclaimed occurrence waited at the last turn."""
+    stuck: int = 0
+    """Runs whose executor ignored cancellation and whose thread still runs."""
+    stuck_limit: int = 1
+    turn_started: float | None = None
+    """When the loop's turn under way began (monotonic); None between turns."""
+    stall_after: float = 15.0
+    """Seconds one turn may take before the host says it is not ready."""
+    hung_after: float = 145.0
+    """Seconds one turn may take before the host says it is not alive: past every deadline its
+    store calls have, so the thread waits on something nothing will end."""
+
+    @property
+    def too_many_stuck(self) -> bool:
+        """Half the pool or more held by stuck code: the host cannot do its work."""
+        return self.stuck >= self.stuck_limit
+
+    def turn_age(self, now: float) -> float:
+        """Seconds the turn under way has taken so far; 0 between turns."""
+        started = self.turn_started
+        return 0.0 if started is None else now - started
+
+
+# -- claim ahead ------------------------------------------------------------------------------
+# Claim ahead: runs claimed beyond the free workers, waiting in a short local queue for one.
+#
+# At hundreds of runs a second a claim limited to the free workers takes a handful of runs per
+# transaction, and the host spends its time in claim turns. So a turn may claim more of what is
+# due *now* (never a future occurrence) than it has free workers, and the runs beyond them wait
+# here; a worker that finishes a run takes the next one at once, without a turn.
+#
+# A queued run is a claimed run: its row is ``running`` with this host's lease (renewed by the
+# heartbeat like any other), so the claim has already decided its overlap and concurrency group.
+# The queue is therefore kept short, in time rather than in runs: it holds at most what the
+# workers are expected to start within :data:`HORIZON` seconds, judged by how long this host's
+# recent runs took, and nothing until a run has been timed. Jobs that take seconds leave no room
+# ahead; sub-millisecond jobs fill it up to :data:`MOST_PER_WORKER` a worker. Not thread-safe:
+# the host calls it under its lock.
+
+HORIZON = 0.2
+"""Seconds of work, at the recent pace, that may wait for a worker."""
+
+MOST_PER_WORKER = 16
+"""Runs that may wait per worker, however short the runs. At 1,000 sub-millisecond runs a
+second, 8 made claims of about 33 runs, each paying a transaction's fixed cost; 16 takes about
+twice as many a claim (32 did no better)."""
+
+_WEIGHT = 0.1
+"""Weight of the newest duration in the running mean: it follows a change within tens of runs."""
+
+T = TypeVar("T")
+
+
+class AheadQueue(Generic[T]):
+    """The queue, and how much room it has for the next claim."""
+
+    def __init__(self, workers: int, *, horizon: float = HORIZON) -> None:
+        self._workers = workers
+        self._horizon = horizon
+        self._most = MOST_PER_WORKER * workers
+        self._mean: float | None = None
+        self._queue: deque[T] = deque()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def bound(self) -> int:
+        """Runs that may wait now: what the workers start within the horizon, at most
+        :data:`MOST_PER_WORKER` a worker; none before a run was timed."""
+        if self._mean is None or self._horizon <= 0:
+            return 0
+        if self._mean <= 0:
+            return self._most
+        return min(self._most, math.floor(self._horizon * self._workers / self._mean))
+
+    def room(self) -> int:
+        """How many more runs a claim may take beyond the free workers."""
+        return max(self.bound - len(self._queue), 0)
+
+    def low(self) -> bool:
+        """Half the room or more is free: worth a claim turn (one claim for many runs rather
+        than one for each run that ends)."""
+        return len(self._queue) <= self.bound // 2
+
+    def timed(self, seconds: float) -> None:
+        """A run took ``seconds`` from its start to its end."""
+        mean = self._mean
+        self._mean = seconds if mean is None else mean + _WEIGHT * (seconds - mean)
+
+    def put(self, item: T) -> None:
+        self._queue.append(item)
+
+    def take(self) -> T | None:
+        return self._queue.popleft() if self._queue else None
+
+    def drain(self) -> list[T]:
+        """Everything still waiting, oldest first; the queue is left empty."""
+        items = list(self._queue)
+        self._queue.clear()
+        return items
+
+
+# -- the recorder ------------------------------------------------------------------------------
+# Writing finished runs to the ledger: in batches, from one thread, and never dropping one.
+#
+# Workers hand over a finished run and go back to the pool at once; the recorder writes every run
+# handed over since its last write in one transaction. While the store is away it keeps the
+# outcomes and tries again, however long that takes (the runs keep their leases meanwhile, as the
+# host renews them until they are recorded); only a host that is shutting down gives up, after
+# its grace period, and says so.
+#
+# Starting due runs comes before recording finished ones, where waiting changes nothing: while
+# the host has due runs it has no worker for, the recorder holds its write (at most
+# :data:`HOLD_SECONDS`) so that the process spends its time claiming and starting them, then
+# records what finished meanwhile in one transaction. A record is held only until a moment before
+# a claim would next look at its job's row (:attr:`~jobhost.store.claims.Claim.record_by`: the
+# overlap rule reads the record there), and never for a run without that instant.
+
+
+_BATCH = 500
+_LATER_SECONDS = 30
+_BUSY_SECONDS = 0.05
+_GATHER_SECONDS = 0.005
+HOLD_SECONDS = 0.5
+"""Longest a write waits while the host is behind on due runs."""
+_HOLD_STEP = 0.01
+_BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
+"""Pauses between tries to record while the store fails; the last repeats."""
+
+
+class OutcomeRecorder:
+    """One thread that records finished runs; ``on_recorded`` hears of each one written.
+
+    ``may_hold(by)`` answers whether a write whose runs must be recorded by ``by`` (the
+    earliest :attr:`~jobhost.store.claims.Claim.record_by` among them) may wait a moment for
+    due runs to start (see the comment above); the default never waits.
+    """
+
+    def __init__(
+        self,
+        *,
+        envelope: RunEnvelope,
+        on_recorded: Callable[[Finished], None],
+        may_hold: Callable[[datetime], bool] | None = None,
+    ) -> None:
+        self._envelope = envelope
+        self._may_hold = may_hold
+        self._on_recorded = on_recorded
+        self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
+        self._give_up_at: float | None = None
+        self._retry = StoreRetry(
+            what="recording finished runs",
+            waits=_BACKOFF,
+            # A row refused even alone is kept and tried again, like an outage.
+            retry_on=lambda error: isinstance(error, Exception),
+            give_up=lambda _tries: (
+                self._give_up_at is not None and time.monotonic() >= self._give_up_at
+            ),
+        )
+        self._written_at = 0.0
+        """When the last write ended (monotonic): a recent one means runs finish steadily."""
+        self._later: list[tuple[float, Finished]] = []
+        """Runs whose row the database refused (a trigger, a constraint): tried again later."""
+        self._thread = threading.Thread(target=self._loop, name="jobhost-recorder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, finished: Finished) -> None:
+        self._queue.put(finished)
+
+    def stop(self, within: float) -> None:
+        """Write what is left, trying for at most ``within`` seconds while the store is away."""
+        self._give_up_at = time.monotonic() + within
+        self._queue.put(None)
+        self._thread.join(within + 5)
+        if self._thread.is_alive():
+            _log.error(
+                "stopping while finished runs are still being recorded after %gs; "
+                "another replica will record what is left abandoned",
+                within + 5,
+            )
+
+    def _loop(self) -> None:
+        pending: list[Finished] = []
+        stopping = False
+        while True:
+            pending += self._due_later()
+            if not pending and not stopping:
+                try:
+                    first = self._queue.get(timeout=_LATER_SECONDS if self._later else None)
+                except queue.Empty:
+                    continue
+                if first is None:
+                    stopping = True
+                else:
+                    pending.append(first)
+            # What was handed over with or after the stop is written too: a worker may hand
+            # its run over while the host is stopping; only a store that stays away loses one.
+            stopping |= self._gather(pending, wait=not stopping)
+            if not pending:
+                if stopping:
+                    return
+                continue
+            pending = self._write_until_done(pending)
+            self._written_at = time.monotonic()
+            if stopping and pending:
+                self._drop([*pending, *self._rest()])
+                return
+
+    def _gather(self, pending: list[Finished], *, wait: bool) -> bool:
+        """Add what else is queued to ``pending``; True when the queue says stop.
+
+        Busy (the last write was moments ago), it waits a few milliseconds for more runs to
+        finish first: one transaction for a dozen runs costs little more than one for three.
+        Behind on due runs, it waits for them to start, as long as its runs may wait (see the
+        module). An idle host's run, or a stopping host's, is written at once."""
+        stop = False
+        busy = wait and time.monotonic() - self._written_at < _BUSY_SECONDS
+        may_hold = self._may_hold if wait else None
+        hold_until = time.monotonic() + HOLD_SECONDS
+        by = _earliest(pending) if may_hold is not None else None
+        while len(pending) < _BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                if (
+                    may_hold is not None
+                    and by is not None
+                    and not stop
+                    and time.monotonic() < hold_until
+                    and may_hold(by)
+                ):
+                    time.sleep(_HOLD_STEP)
+                    continue
+                if not busy:
+                    break
+                busy = False
+                time.sleep(_GATHER_SECONDS)
+                continue
+            if item is None:
+                stop, busy = True, False
+            else:
+                pending.append(item)
+                if by is not None:
+                    record_by = item.claim.record_by
+                    by = None if record_by is None else min(by, record_by)
+        return stop
+
+    def _rest(self) -> list[Finished]:
+        """Whatever is still queued, without waiting."""
+        rest: list[Finished] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return rest
+            if item is not None:
+                rest.append(item)
+
+    def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
+        """Write ``batch``; on a store outage keep trying; return what could not be written."""
+        isolate = False
+
+        def write() -> None:
+            nonlocal isolate
+            try:
+                self._write(batch, isolate=isolate)
+            except Exception as error:
+                if isolate or is_store_down(error):
+                    raise
+                # Refused as a whole: again at once, each row alone, so one bad row costs only
+                # itself.
+                isolate = True
+                self._write(batch, isolate=True)
+
+        try:
+            self._retry.call(write, what=f"recording {len(batch)} finished run(s)")
+        except Exception:  # given up: the caller keeps what is left
+            return batch
+        return []
+
+    def _write(self, batch: list[Finished], *, isolate: bool) -> None:
+        for done in self._envelope.record(batch, isolate=isolate):
+            finished = done.finished
+            if done.verdict == "running":
+                # Still ours, but the database refused its row: keep it, leased, and try again.
+                _log.error(
+                    "job %s run %s finished %s, but the store refused to record it; "
+                    "trying again in %ds",
+                    finished.claim.job_name,
+                    finished.claim.run_id,
+                    finished.executed.outcome.outcome,
+                    _LATER_SECONDS,
+                )
+                self._later.append((time.monotonic() + _LATER_SECONDS, finished))
+                continue
+            self._on_recorded(finished)
+            self._envelope.settle(done)
+
+    def _due_later(self) -> list[Finished]:
+        now = time.monotonic()
+        due = [f for at, f in self._later if at <= now or self._give_up_at is not None]
+        self._later = [(at, f) for at, f in self._later if at > now and self._give_up_at is None]
+        return due
+
+    def _drop(self, batch: list[Finished]) -> None:
+        for finished in batch:
+            _log.error(
+                "job %s run %s finished %s but the store could not record it before shutdown; "
+                "another replica will record it abandoned",
+                finished.claim.job_name,
+                finished.claim.run_id,
+                finished.executed.outcome.outcome,
+            )
+            self._on_recorded(finished)
+
+
+def _earliest(pending: list[Finished]) -> datetime | None:
+    """The earliest instant by which one of ``pending`` must be recorded; None when one of them
+    may not wait at all (or there are none)."""
+    earliest: datetime | None = None
+    for finished in pending:
+        by = finished.claim.record_by
+        if by is None:
+            return None
+        earliest = by if earliest is None else min(earliest, by)
+    return earliest

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobhost.catalog import JobSpec
-from jobhost.clock import Clock, SystemClock
-from jobhost.envelope.telemetry import Telemetry
-from jobhost.firing.early import ClaimLead
-from jobhost.firing.upkeep import record_abandoned
+from jobhost.envelope.lifecycle import retrying_abandoned
+from jobhost.envelope.reporting import Telemetry
 from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules.claiming import FiringRules
 from jobhost.rules.desired import catalog_version, desired_schedules
@@ -28,7 +27,7 @@ from jobhost.store import Store
 from jobhost.store.claims import Wakeups
 from jobhost.store.retrying import is_store_down
 
-__all__ = ["TickResult", "Ticker"]
+__all__ = ["CAP", "FLOOR", "ClaimLead", "TickResult", "Ticker"]
 
 _log = logging.getLogger("jobhost.firing")
 _SET_ASIDE_SECONDS = 60.0
@@ -67,14 +66,12 @@ class Ticker:
         telemetry: Telemetry,
         runtime: frozenset[str] = frozenset(),
         concurrency_limits: Mapping[str, int] | None = None,
-        clock: Clock | None = None,
         announced: bool = False,
     ) -> None:
         """``announced``: the caller calls :meth:`look_everywhere` whenever a manual request or
         a retry may have been queued (a signal, a failed run), so a claim may leave out the
         reads of both when the last turn saw none; without it every claim reads both."""
         self._store = store
-        self._clock = clock or SystemClock()
         self._time = store.time()
         self._telemetry = telemetry
         self._jobs = jobs
@@ -177,7 +174,7 @@ class Ticker:
         transaction. :attr:`TickResult.now` says which instant it used. With ``early``, slots
         left after what is due take the occurrences of the next moments, each claimed to start
         at its instant (its claim's ``started_at``), and the next wake comes as long before
-        the next occurrence as a claim takes (see :mod:`jobhost.firing.early`). Running
+        the next occurrence as a claim takes (see :class:`ClaimLead`). Running
         backfills' occurrences take at most ``backfill_slots`` (default: ``free_slots``) of
         what is left: a backfill is never claimed ahead, it has no instant to keep.
         """
@@ -246,10 +243,6 @@ class Ticker:
 
     # -- internals ---------------------------------------------------------------------------
 
-    @property
-    def _implausible(self) -> timedelta:
-        return self._rules.implausible_lease
-
     def _backfill_room(self, slots: int) -> int:
         """The slots a claim may give backfills. It looks on the first turn and after news (a
         signal may announce a new backfill); otherwise only while the last wake-up read saw a
@@ -277,11 +270,16 @@ class Ticker:
         return time.monotonic() - self._last_abandon_pass >= _ABANDON_PASS_SECONDS
 
     def _abandon(self, now: datetime) -> bool:
-        """Record the dead runs abandoned; true if it changed anything (then the next claim
-        reads the retries it may have queued)."""
+        """Record ``abandoned`` the runs whose host stopped renewing their lease, queue the
+        retries their policies ask for, free leases nobody holds; true if it changed anything
+        (then the next claim reads the retries it may have queued)."""
         self._last_abandon_pass = time.monotonic()
-        changed = record_abandoned(
-            self._store, now, self._telemetry, self._rules, implausible=self._implausible
+        changed = self._store.abandon_dead_runs(
+            now,
+            implausible=self._rules.implausible_lease,
+            retries_for=retrying_abandoned(
+                self._telemetry, self._rules, why="stopped renewing its lease"
+            ),
         )
         self._news |= changed
         return changed
@@ -327,7 +325,7 @@ class Ticker:
         turn = self._store.claim_turn(
             host_id=self._host_id,
             now=given,
-            clock=self._clock,
+            clock=self._store.clock,
             slots=slots,
             manual_slots=manual_slots,
             rules=self._rules,
@@ -403,8 +401,45 @@ class Ticker:
             self._telemetry.group_waits.add(count, {"group": group})
 
     def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
-        wakeups, now = self._store.look_ahead(given, self._clock, skip=self._skip())
+        wakeups, now = self._store.look_ahead(given, self._store.clock, skip=self._skip())
         self._wakeups_read = time.monotonic()
         if given is None:
             self._time.noted(now, time.monotonic())
         return wakeups, now
+
+
+# How long before an occurrence a host claims it.
+#
+# A claim on PostgreSQL is a transaction of several statements, and a run starts only once that
+# transaction has committed. Woken at the instant, a host would start every run a claim's length
+# late. So an idle host wakes that long before the next occurrence, claims it (its row
+# ``running``, its ``started_at`` the occurrence) and its worker starts it at the instant.
+#
+# The lead follows the claims this host made recently: twice the slowest of them, so that a claim
+# slower than usual is still done in time, within :data:`FLOOR` and :data:`CAP`. Not thread-safe:
+# only the loop uses it.
+
+FLOOR = 0.005
+"""Seconds: the least lead, whatever the claims took."""
+
+CAP = 0.05
+"""Seconds: the most lead. A claim slower than this is late by what it takes beyond it."""
+
+_KEPT = 16
+_MARGIN = 2.0
+
+
+class ClaimLead:
+    """The recent claims' durations, and the lead they call for."""
+
+    def __init__(self) -> None:
+        self._took: deque[float] = deque(maxlen=_KEPT)
+
+    def took(self, seconds: float) -> None:
+        """A claim took ``seconds`` from the turn's start to its commit."""
+        self._took.append(seconds)
+
+    @property
+    def lead(self) -> timedelta:
+        slowest = max(self._took, default=0.0)
+        return timedelta(seconds=min(max(_MARGIN * slowest, FLOOR), CAP))

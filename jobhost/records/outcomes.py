@@ -45,7 +45,7 @@ class Finish:
     error_message: str | None = None
     trace_id: str | None = None
     result: str | None = None
-    """The executor's ``Success`` value as bounded JSON text (jobhost/envelope/results.py)."""
+    """The executor's ``Success`` value as bounded JSON text (jobhost/envelope/envelope.py)."""
 
 
 @dataclass(frozen=True, slots=True)

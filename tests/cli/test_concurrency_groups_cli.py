@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jobhost.config import load_settings
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints

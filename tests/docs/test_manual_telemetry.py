@@ -14,7 +14,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from jobhost.config import Settings
-from jobhost.envelope.telemetry import OUTCOMES, Telemetry
+from jobhost.envelope.reporting import OUTCOMES, Telemetry
 from jobhost.firing.host import HostStatus
 from jobhost.operations.gauges import JobGauges, StoreFigures, register_gauges
 from jobhost.web import prometheus_reader

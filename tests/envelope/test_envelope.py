@@ -18,9 +18,8 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.execution import Outcome
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.envelope import Outcome, RunEnvelope
+from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
@@ -45,9 +44,8 @@ class Harness:
         )
         self.ticker.sync(clock())
         self.envelope = RunEnvelope(
-            Store(engine),
+            Store(engine, clock),
             host_id="test-host",
-            clock=clock,
             grace=timedelta(seconds=0.5),
             telemetry=telemetry,
             sinks=catalog.audit_sinks,
@@ -154,9 +152,8 @@ def test_a_scheduled_run_records_its_occurrence_and_lag(
         clock.advance(seconds=32)
         ((claim, spec),) = ticker.tick(clock(), 1).claims
         envelope = RunEnvelope(
-            Store(engine),
+            Store(engine, clock),
             host_id="h",
-            clock=clock,
             grace=timedelta(seconds=1),
             telemetry=t,
             store_time=clock,
@@ -271,9 +268,8 @@ def test_failing_and_hanging_audit_sinks_leave_the_outcome_alone(
     catalog = sample_catalog(settings)
     recorder = catalog.audit_sinks[2]
     made.envelope = RunEnvelope(
-        Store(made.engine),
+        Store(made.engine, made.clock),
         host_id="test-host",
-        clock=made.clock,
         grace=timedelta(seconds=1),
         telemetry=telemetry[0],
         sinks=catalog.audit_sinks,

@@ -11,7 +11,7 @@ from jobhost_contracts import Cancellation
 
 from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.telemetry import configure_telemetry
+from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.operations import request_run
@@ -75,7 +75,7 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         )
         ticker.sync(clock())
         envelope = RunEnvelope(
-            Store(engine), host_id="h", clock=clock, grace=timedelta(seconds=1), telemetry=telemetry
+            Store(engine, clock), host_id="h", grace=timedelta(seconds=1), telemetry=telemetry
         )
         outcomes = []
         began = time.monotonic()

@@ -15,8 +15,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.cli._app import configure_logging
-from jobhost.envelope.joblogger import JobLogger, job_logger
-from jobhost.envelope.runlog import RunLogWriter, running
+from jobhost.envelope.runlog import JobLogger, RunLogWriter, job_logger, running
 from jobhost.records import LogLine
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.runlogs import read_lines

@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
-from jobhost.envelope.telemetry import (
+from jobhost.envelope.reporting import (
     FAN_OUT_SERIES_PER_JOB,
     OUTCOMES,
     SERIES_PER_JOB,

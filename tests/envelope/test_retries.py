@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.retries import retry_delay, should_retry
+from jobhost.envelope.lifecycle import retry_delay, should_retry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
@@ -73,9 +73,8 @@ def test_a_failed_attempt_queues_its_retry_after_the_backoff(
             )
             ticker.sync(clock())
             envelope = RunEnvelope(
-                Store(engine),
+                Store(engine, clock),
                 host_id="h",
-                clock=clock,
                 grace=timedelta(seconds=1),
                 telemetry=telemetry[0],
             )

@@ -18,10 +18,9 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.execution import Outcome
+from jobhost.envelope.envelope import Outcome, RunEnvelope
+from jobhost.envelope.reporting import Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter
-from jobhost.envelope.telemetry import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.operations.runs import dropped_text, line_text, read_run_log
 from jobhost.records import Claim, Dropped, LogLine
@@ -61,9 +60,8 @@ class LoggingHost:
             flush_seconds=flush_seconds,
         )
         self.envelope = RunEnvelope(
-            Store(engine),
+            Store(engine, self.clock),
             host_id="test-host",
-            clock=self.clock,
             grace=timedelta(seconds=0.5),
             telemetry=telemetry,
             run_logs=self.writer,

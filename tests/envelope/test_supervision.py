@@ -14,8 +14,7 @@ import pytest
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
 from returns.result import Success
 
-from jobhost.envelope.execution import Outcome, execute_here
-from jobhost.envelope.supervision import SupervisedCancellation
+from jobhost.envelope.envelope import Outcome, SupervisedCancellation, execute_here
 
 _SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
 

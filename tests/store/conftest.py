@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.telemetry import Telemetry
+from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import Claim
 from jobhost.store import Store, create_store_engine
@@ -50,7 +50,6 @@ class Replica:
         self.envelope = RunEnvelope(
             self.store,
             host_id=host_id,
-            clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
             store_time=clock,

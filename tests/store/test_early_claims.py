@@ -18,12 +18,10 @@ from typing import Any
 from sqlalchemy import func, select
 
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Executed
-from jobhost.envelope.execution import Outcome
-from jobhost.firing.early import CAP, FLOOR
+from jobhost.envelope.envelope import Executed, Outcome
 from jobhost.firing.host import Host
-from jobhost.firing.slots import WorkerSlots
-from jobhost.firing.status import HostStatus
+from jobhost.firing.slots import HostStatus, WorkerSlots
+from jobhost.firing.tick import CAP, FLOOR
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import pause_job
 from jobhost.store.schema import runs
@@ -135,7 +133,7 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
     clock.now = _at(1) - _JUST_BEFORE
     ((claim, spec),) = host.ticker.tick(clock(), 4, early=True).claims
     calls: list[tuple[float, bool]] = []
-    recorded: list[str] = []
+    recorded: list[tuple[str, str | None]] = []
 
     def execute(_claim: Any, _spec: Any, cancellation: Any, **_: Any) -> Executed:
         calls.append((time.monotonic(), cancellation.cancelled))
@@ -145,27 +143,27 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
     slots = WorkerSlots(
         1,
         execute=execute,
-        record=lambda finished: recorded.append(finished.executed.outcome.outcome),
+        record=lambda finished: recorded.append(
+            (finished.executed.outcome.outcome, finished.executed.outcome.error_type)
+        ),
         wake=lambda: None,
         stopping=stopping.is_set,
         status=HostStatus(),
         lease_duration=timedelta(minutes=5),
-        store=Store(host.engine),
+        store=Store(host.engine, clock),
         host_id=host.host_id,
-        clock=clock,
     )
     start_at = time.monotonic() + 0.3
     slots.submit(claim, spec, start_at=start_at)
 
     stopping.set()
-    leftovers = slots.cancel_all(grace=10)
+    slots.cancel_all(grace=10)
 
     # Shutdown does not start it sooner or lose it: it starts at its instant, cancelled, and
-    # its outcome is recorded as any run's in flight at shutdown.
-    assert leftovers == []
+    # its outcome is recorded as any run's in flight at shutdown (not given up on by it).
     ((called_at, cancelled),) = calls
     assert called_at >= start_at and cancelled
-    assert recorded == ["cancelled"]
+    assert recorded == [("cancelled", None)]
 
 
 @contextmanager

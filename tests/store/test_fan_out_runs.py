@@ -60,9 +60,8 @@ class _Host:
             telemetry=telemetry,
         )
         self.envelope = RunEnvelope(
-            Store(engine),
+            Store(engine, clock),
             host_id="host-0",
-            clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
             store_time=clock,

@@ -52,9 +52,8 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
     host.start()
     try:
         host._envelope = RunEnvelope(  # short retries: the test waits for them in real time
-            Store(engine),
+            Store(engine).with_clock(SystemClock()),
             host_id=host.host_id,
-            clock=SystemClock(),
             grace=timedelta(seconds=1),
             telemetry=telemetry[0],
             store_retry=[0.2] * 20,  # type: ignore[index]

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from jobhost.config import Settings
 from jobhost.firing.host import Host
-from jobhost.firing.recorder import Finished, OutcomeRecorder
+from jobhost.firing.slots import Finished, OutcomeRecorder
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import request_run
 from jobhost.store.schema import runs

@@ -3,7 +3,7 @@ of its recent runs, at most 16 runs a worker, nothing before a run was timed."""
 
 from __future__ import annotations
 
-from jobhost.firing.ahead import MOST_PER_WORKER, AheadQueue
+from jobhost.firing.slots import MOST_PER_WORKER, AheadQueue
 
 
 def test_nothing_is_claimed_ahead_before_a_run_was_timed() -> None:

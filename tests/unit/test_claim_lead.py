@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobhost.firing.early import CAP, FLOOR, ClaimLead
+from jobhost.firing.tick import CAP, FLOOR, ClaimLead
 
 
 def test_the_lead_follows_the_slowest_recent_claim_within_its_bounds() -> None:

@@ -79,9 +79,8 @@ def test_a_broker_outage_fails_the_attempt_and_the_retry_publishes_with_the_same
             telemetry=telemetry[0],
         )
         envelope = RunEnvelope(
-            Store(engine),
+            Store(engine, clock),
             host_id="h",
-            clock=clock,
             grace=timedelta(seconds=1),
             telemetry=telemetry[0],
             store_time=clock,

@@ -28,7 +28,7 @@ from publish_support import (
 )
 from returns.result import Failure, Result, Success
 
-from jobhost.envelope.execution import execute_executor
+from jobhost.envelope.envelope import execute_executor
 from tests.ports import free_port
 
 

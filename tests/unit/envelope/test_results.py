@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from jobhost.envelope.results import RESULT_LIMIT, result_json
+from jobhost.envelope.envelope import RESULT_LIMIT, result_json
 
 
 class _Opaque:
