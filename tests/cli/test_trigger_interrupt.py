@@ -26,19 +26,24 @@ _LAUNCHER = textwrap.dedent(
     import sys
 
     import jobhost.cli._one_shot as one_shot
-    import jobhost.firing.oneshot as oneshot
     import jobhost.firing.slots as slots
+    from jobhost.store import Store
 
     owner, name, when = sys.argv[1:4]
     del sys.argv[1:4]
-    module = {"one_shot": one_shot, "oneshot": oneshot, "slots": slots}[owner]
-    step = getattr(module, name)
+    module = {"one_shot": one_shot, "store": Store, "slots": slots}[owner]
+    # A store method is a descriptor on the class: the wrapper binds it to the store it is
+    # called on.
+    step = module.__dict__[name]
 
 
     def interrupted(*args, **kwargs):
         if when == "before":
             signal.raise_signal(signal.SIGINT)
-        made = step(*args, **kwargs)
+        if owner == "store":
+            made = step.__get__(args[0], Store)(*args[1:], **kwargs)
+        else:
+            made = step(*args, **kwargs)
         if when == "after":
             signal.raise_signal(signal.SIGINT)
         return made
@@ -53,8 +58,8 @@ _LAUNCHER = textwrap.dedent(
 STEPS = [
     ("one_shot", "configure_telemetry", "before"),
     ("one_shot", "Host", "after"),
-    ("oneshot", "claim_run", "before"),
-    ("oneshot", "claim_run", "after"),
+    ("store", "claim_run", "before"),
+    ("store", "claim_run", "after"),
     ("slots", "lease_for", "after"),  # the run is held, its worker not yet started
     ("one_shot", "_supervise", "before"),
 ]
