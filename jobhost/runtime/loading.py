@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.config import Settings
 from jobhost.records import RuntimeJobRow
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
-from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.specs import build_spec
+from jobhost.runtime.specs import SecretRule, build_spec
 
 __all__ = [
     "RuntimeJobs",
@@ -64,13 +64,13 @@ def declared_jobs(catalog: Catalog) -> dict[str, JobSpec]:
 def check_runtime_jobs(
     rows: Sequence[RuntimeJobRow],
     catalog: Catalog,
-    modules: Mapping[str, Mapping[str, Any]],
+    settings: Settings,
     *,
-    secrets: SecretRule,
     cache: SpecCache | None = None,
 ) -> RuntimeJobs:
     """Stored runtime jobs (``rows``) checked against ``catalog``'s kinds and declared names;
     ``cache`` keeps the checked ones of each version."""
+    secrets = SecretRule.of(settings)
     found = RuntimeJobs()
     declared = declared_jobs(catalog)
     for row in rows:
@@ -90,7 +90,7 @@ def check_runtime_jobs(
             continue
         spec = cache.get(row) if cache is not None else None
         if spec is None:
-            spec = _check(row, catalog, modules, secrets)
+            spec = _check(row, catalog, settings.modules, secrets)
             if cache is not None:
                 cache.put(row, spec)
         if isinstance(spec, JobSpec):

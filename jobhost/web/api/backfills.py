@@ -21,8 +21,7 @@ from jobhost.operations.actions import cancel_backfill, ensure_scheduled, start_
 from jobhost.operations.backfill import BackfillInputError, plan_backfill
 from jobhost.operations.backfill_view import backfill_json
 from jobhost.runtime.definition import FieldProblem
-from jobhost.runtime.errors import not_found
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import JobService, not_found
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import BadRequest, ReasonText, read_json, read_reason
 from jobhost.web.app import blocking

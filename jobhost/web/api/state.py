@@ -18,8 +18,7 @@ from jobhost.operations.job_state import (
     state_json,
 )
 from jobhost.operations.run_actions import ActionRefused
-from jobhost.runtime.errors import not_found
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import JobService, not_found
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import read_reason, read_state_value
 from jobhost.web.app import blocking
