@@ -31,7 +31,6 @@ __all__ = [
     "catalog_for",
     "load_catalog",
     "migrate_store",
-    "note_versions",
     "open_store",
     "opened_store",
     "refuse_invalid",
@@ -60,21 +59,6 @@ def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
 
     stored = stored_catalog(settings, store, only=name)
     return stored if name in stored.jobs else load_catalog(settings)
-
-
-def note_versions(catalog: Catalog, store: Store) -> None:
-    """Say on stderr when this installation's catalog version is not the one the store holds
-    (one digest each: equal versions, equal declarations)."""
-    from jobhost.operations.plan import this_catalog
-    from jobhost.operations.stored import stored_version
-
-    held = stored_version(store.catalog_versions())
-    mine = this_catalog(catalog)
-    if held != mine:
-        to_stderr(
-            f"note: this installation's catalog is version {mine}, the store holds "
-            f"{held or 'none'}; a host started with this catalog applies it (see `jobhost plan`)"
-        )
 
 
 def _with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:

@@ -121,7 +121,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
             # Only an unknown name imports the runtime job checks (and the plugin loader).
             from jobhost.runtime.service import not_found
 
-            raise not_found(name, "job")
+            raise not_found(name)
         _show_declaration(declaration_json(spec), as_json=as_json)
         return
     # Only for a runtime job: the web package (Starlette and the API's routes) costs a declared

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from jobhost.catalog.model import Catalog
-from jobhost.cli._app import cli
+from jobhost.cli._app import cli, to_stderr
 from jobhost.cli._context import (
     load_catalog,
-    note_versions,
     opened_store,
     refuse_invalid,
     settings_of,
@@ -19,6 +18,9 @@ from jobhost.cli._context import (
 from jobhost.cli._options import json_option
 from jobhost.operations.selection import SORTS
 from jobhost.operations.status import STATUSES
+
+if TYPE_CHECKING:
+    from jobhost.store import Store
 
 __all__ = ["report"]
 
@@ -100,7 +102,7 @@ def report(
         shown = as_json or long or job is not None
         built = build_report(settings, catalog, store, job=job, recent=shown, apart=True)
         if catalog is not None:
-            note_versions(catalog, store)
+            _note_versions(catalog, store)
     which = JobFilter(modules=modules, statuses=states, failing=failing, sort=cast("Sort", sort))
     jobs = select_jobs(built.jobs, which)
     # At 10,000 jobs the text would be 10,000 lines of "ok": by default it lists what needs
@@ -127,4 +129,19 @@ def report(
         refuse_invalid(
             catalog,
             f"jobhost: the catalog has {len(catalog.problems)} problem(s); see `jobhost validate`:",
+        )
+
+
+def _note_versions(catalog: Catalog, store: Store) -> None:
+    """Say on stderr when this installation's catalog version is not the one the store holds
+    (one digest each: equal versions, equal declarations)."""
+    from jobhost.operations.plan import this_catalog
+    from jobhost.operations.stored import stored_version
+
+    held = stored_version(store.catalog_versions())
+    mine = this_catalog(catalog)
+    if held != mine:
+        to_stderr(
+            f"note: this installation's catalog is version {mine}, the store holds "
+            f"{held or 'none'}; a host started with this catalog applies it (see `jobhost plan`)"
         )

@@ -166,13 +166,12 @@ def cancel(
             ended = watch_run(store, run_id, 0.0)  # recorded already: read it
         else:
             ended = None if no_wait else watch_run(store, run_id, timeout)
-    outcome = ended.outcome if ended is not None else "running"
     shown = {
         "run_id": run.id,
         "job": run.job_name,
         "host": run.host_id,
         "requested": asked.state,
-        "outcome": outcome,
+        "outcome": ended.outcome if ended is not None else "running",
         "cancelled_by": (ended.cancel_requested_by if ended else None) or actor,
         "reason": (ended.cancel_reason if ended else None) or reason,
     }

@@ -223,14 +223,6 @@ def etag_matches(etag: str, if_none_match: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def _check_none_match(name: str, row: RuntimeJobRow | None, if_none_match: str | None) -> None:
-    if if_none_match is not None and row is not None and etag_matches(etag_of(row), if_none_match):
-        raise precondition(
-            f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
-            "changed; to replace it, send If-Match with its ETag instead"
-        )
-
-
 def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
     if if_match is None:
         return
@@ -251,7 +243,11 @@ def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> 
 def _check_put(
     name: str, row: RuntimeJobRow | None, if_match: str | None, if_none_match: str | None
 ) -> None:
-    _check_none_match(name, row, if_none_match)
+    if if_none_match is not None and row is not None and etag_matches(etag_of(row), if_none_match):
+        raise precondition(
+            f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
+            "changed; to replace it, send If-Match with its ETag instead"
+        )
     _check_match(name, row, if_match)
 
 
