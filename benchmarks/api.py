@@ -28,7 +28,7 @@ from jobhost.config import Settings
 from jobhost.runtime.service import JobService
 from jobhost.store import create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
+from jobhost.web.api.routes import api_routes
 
 JOBS = 200
 REPEAT = 50

@@ -77,7 +77,7 @@ from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import runs, schedules
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
+from jobhost.web.console.pages import Console
 from jobhost.web.exposition import ExpositionCache, exposition
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The ``jobhost`` command: one click group, one module per command."""
+"""The ``jobhost`` command: one click group, one module per subject."""
 
 from __future__ import annotations
 

@@ -16,13 +16,23 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 
 from jobhost.errors import JobhostError
 
-__all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "cli", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_TIMEOUT",
+    "EXIT_USAGE",
+    "cli",
+    "fail",
+    "main",
+    "to_stderr",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -30,30 +40,30 @@ EXIT_USAGE = 2
 EXIT_INVALID = 3
 EXIT_TIMEOUT = 4
 
-# Each command lives in its own module and registers itself on `cli` when imported: command
-# name -> module, and the line `jobhost --help` shows for it.
+# Each command lives in the module of its subject and registers itself on `cli` when imported:
+# command name -> module, and the line `jobhost --help` shows for it.
 _MODULES = {
     "backfill": "backfill",
     "cancel": "runs",
     "changes": "changes",
     "db": "db",
     "failures": "failures",
-    "health": "health",
+    "health": "checks",
     "history": "history",
     "jobs": "jobs",
-    "kinds": "kinds",
-    "logs": "logs",
+    "kinds": "jobs",
+    "logs": "history",
     "next": "next",
     "pause": "pause",
-    "plan": "plan",
+    "plan": "checks",
     "report": "report",
     "resume": "pause",
     "retry": "runs",
     "run": "run",
-    "serve": "serve",
+    "serve": "run",
     "state": "state",
     "trigger": "trigger",
-    "validate": "validate",
+    "validate": "checks",
 }
 _SHORT_HELP = {
     "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
@@ -212,11 +222,15 @@ def _unexpected(error: Exception) -> NoReturn:
     sys.exit(EXIT_FAILED)
 
 
-def config_path(ctx: click.Context) -> str | None:
-    """The ``--config`` given to the group, for a command that loads settings."""
-    obj: dict[str, Any] = ctx.find_root().obj or {}
-    value = obj.get("config_path")
-    return value if isinstance(value, str) else None
+def to_stderr(line: str) -> None:
+    """Progress, notes and warnings: stdout is kept for the answer."""
+    click.echo(line, err=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Say ``message`` on stderr and exit with ``code``."""
+    click.echo(message, err=True)
+    raise SystemExit(code)
 
 
 _STDERR_HANDLER = "jobhost-stderr"

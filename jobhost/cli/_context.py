@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from sqlalchemy import make_url
 
 from jobhost.catalog.model import Catalog, JobSpec
-from jobhost.cli._app import EXIT_INVALID, config_path
+from jobhost.cli._app import EXIT_INVALID, fail, to_stderr
 from jobhost.clock import SystemClock
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
 from jobhost.errors import (
@@ -20,11 +23,7 @@ from jobhost.errors import (
     StoreReadOnlyError,
     StoreUnavailableError,
 )
-from jobhost.store import (
-    Store,
-    StoreError,
-    head_revision,
-)
+from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.engine import sqlite_path
 from jobhost.store.pooling import TransactionPoolerError, startup_refused
 
@@ -32,54 +31,25 @@ __all__ = [
     "catalog_for",
     "load_catalog",
     "migrate_store",
-    "note_versions",
     "open_store",
-    "read_access_of",
+    "opened_store",
+    "refuse_invalid",
     "require_job",
     "settings_of",
-    "store_only",
-    "with_stored_jobs",
 ]
 
 
 def settings_of(ctx: click.Context) -> Settings:
-    return load_settings(config_path(ctx))
-
-
-def read_access_of(settings: Settings, host: str) -> tuple[Settings, str]:
-    """``settings`` with ``web_read_access`` decided for a listener on ``host``, and the
-    start-up line that says who may read."""
-    access = settings.read_access_for(host)
-    if settings.web_read_access is not None:
-        why = "web_read_access set"
-    elif access == "open":
-        why = "a loopback listener"
-    else:
-        why = "not loopback and web_read_access unset"
-    if access == "open":
-        line = (
-            f"jobhost: reading open: the dashboard and /report need no credential ({why}); "
-            "the API needs its tokens"
-        )
-    else:
-        line = (
-            f"jobhost: reading closed: the dashboard asks for a sign-in and /report and the API "
-            f"for a token ({why}); /healthz and /readyz stay open, /metrics is "
-            f"{settings.metrics_access} (metrics_access)"
-        )
-    return settings.model_copy(update={"web_read_access": access}), line
+    """The settings, from the ``--config`` given to the group (or its environment)."""
+    config_path: str | None = ctx.find_root().obj["config_path"]
+    return load_settings(config_path)
 
 
 def load_catalog(settings: Settings) -> Catalog:
     """The declared catalog joined with the store's runtime jobs (when the store has them)."""
     from jobhost.catalog.build import build_catalog
 
-    return with_stored_jobs(settings, build_catalog(settings))
-
-
-def store_only() -> Catalog:
-    """No catalog: a read-only command knows jobs from the store alone (loads no plugin)."""
-    return Catalog(jobs={}, problems=[])
+    return _with_stored_jobs(settings, build_catalog(settings))
 
 
 def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
@@ -91,27 +61,10 @@ def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
     return stored if name in stored.jobs else load_catalog(settings)
 
 
-def note_versions(catalog: Catalog, store: Store) -> None:
-    """Say on stderr when this installation's catalog version is not the one the store holds
-    (one digest each: equal versions, equal declarations)."""
-    from jobhost.operations.jobs import stored_version
-    from jobhost.operations.plan import this_catalog
-
-    held = stored_version(store.catalog_versions())
-    mine = this_catalog(catalog)
-    if held != mine:
-        click.echo(
-            f"note: this installation's catalog is version {mine}, the store holds "
-            f"{held or 'none'}; a host started with this catalog applies it (see `jobhost plan`)",
-            err=True,
-        )
-
-
-def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
+def _with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     """``catalog`` with the runtime jobs of the configured store; as it is when the store is
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
     from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
-    from jobhost.runtime.secrets import SecretRule
 
     url = make_url(settings.database_url)
     file = url.database if url.get_backend_name() == "sqlite" else None
@@ -126,7 +79,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
         return catalog
     finally:
         store.dispose()
-    runtime = check_runtime_jobs(rows, catalog, settings.modules, secrets=SecretRule.of(settings))
+    runtime = check_runtime_jobs(rows, catalog, settings)
     return with_runtime_jobs(catalog, runtime)
 
 
@@ -134,17 +87,20 @@ def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:
     """Job ``name`` from the catalog, or exit: 3 when its declaration has problems, 2 when
     nobody declares it (with the closest names), and a note when other jobs have problems."""
     if name not in catalog.jobs and catalog.problems_for(name):
-        for problem in catalog.problems_for(name):
-            click.echo(problem.line(), err=True)
-        click.echo(f"job {name} cannot {purpose} until these are fixed", err=True)
-        raise SystemExit(EXIT_INVALID)
+        lines = [problem.line() for problem in catalog.problems_for(name)]
+        fail(
+            "\n".join([*lines, f"job {name} cannot {purpose} until these are fixed"]), EXIT_INVALID
+        )
     spec = catalog.get(name)  # an unknown name raises UnknownJobError: exit 2, with suggestions
     if not catalog.ok:
-        click.echo(
-            f"note: the catalog has {len(catalog.problems)} problem(s); see jobhost validate",
-            err=True,
-        )
+        to_stderr(f"note: the catalog has {len(catalog.problems)} problem(s); see jobhost validate")
     return spec
+
+
+def refuse_invalid(catalog: Catalog, headline: str) -> NoReturn:
+    """Exit 3 with ``headline`` and each of the catalog's problems on stderr."""
+    lines = [f"  {problem.line()}" for problem in catalog.problems]
+    fail("\n".join([headline, *lines]), EXIT_INVALID)
 
 
 def open_store(
@@ -209,6 +165,24 @@ def open_store(
             "migrations unless auto_migrate = false)"
         )
     return store
+
+
+@contextmanager
+def opened_store(
+    settings: Settings,
+    *,
+    require_current: bool = True,
+    write: bool = False,
+    missing_ok: bool = False,
+) -> Iterator[Store]:
+    """The configured store (see :func:`open_store`), disposed of when the block ends."""
+    store = open_store(
+        settings, require_current=require_current, write=write, missing_ok=missing_ok
+    )
+    try:
+        yield store
+    finally:
+        store.dispose()
 
 
 def migrate_store(settings: Settings, *, create: bool = False) -> tuple[str | None, str]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from jobhost.catalog import Catalog
-from jobhost.clock import SystemClock
+from jobhost.cli._app import to_stderr
 from jobhost.config import Settings
 from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.host import Host
@@ -29,14 +29,12 @@ __all__ = ["backfill_here", "runs_here"]
 
 _POLL_SECONDS = 0.2
 
-Progress = Callable[[str], None]
 
-
-def runs_here(settings: Settings, catalog: Catalog, store: Store, progress: Progress) -> RunHere:
+def runs_here(settings: Settings, catalog: Catalog, store: Store) -> RunHere:
     """What runs a command's pending runs (a trigger's, a retry's) in its own process."""
 
     def run(run_ids: Sequence[str], deadline: float | None) -> Ran:
-        by = _claimer(settings, catalog, store, progress)
+        by = _claimer(settings, catalog, store)
         work = PendingRuns(by, run_ids)
         timed_out = _run_one_shot(settings, catalog, by, work, deadline)
         return Ran(frozenset(work.taken), timed_out, by.host_id)
@@ -44,23 +42,21 @@ def runs_here(settings: Settings, catalog: Catalog, store: Store, progress: Prog
     return run
 
 
-def backfill_here(
-    settings: Settings, catalog: Catalog, store: Store, progress: Progress
-) -> Callable[[str], None]:
+def backfill_here(settings: Settings, catalog: Catalog, store: Store) -> Callable[[str], None]:
     """What runs a backfill in the command's own process until it is finished, or Ctrl-C
     stops its claims and its runs in flight have ended."""
 
     def run(backfill_id: str) -> None:
-        by = _claimer(settings, catalog, store, progress)
+        by = _claimer(settings, catalog, store)
         _run_one_shot(settings, catalog, by, BackfillRuns(by, backfill_id), None)
 
     return run
 
 
-def _claimer(settings: Settings, catalog: Catalog, store: Store, progress: Progress) -> Claimer:
+def _claimer(settings: Settings, catalog: Catalog, store: Store) -> Claimer:
+    """Claims as ``cli-<host>``; its progress lines go to stderr."""
     rules = FiringRules(catalog.jobs, settings.lease_duration)
-    store = store.with_clock(SystemClock(settings.clock_offset))
-    return Claimer(store, catalog.jobs, f"cli-{default_host_id()}", rules, progress)
+    return Claimer(store, catalog.jobs, f"cli-{default_host_id()}", rules, to_stderr)
 
 
 def _run_one_shot(

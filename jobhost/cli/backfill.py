@@ -1,4 +1,5 @@
-"""``jobhost backfill NAME --from TIME --to TIME``: replay a past range, once per occurrence."""
+"""``jobhost backfill NAME --from TIME --to TIME``: replay a past range, once per occurrence;
+``--list``, ``--show ID`` and ``--cancel ID``: the backfills in the store."""
 
 from __future__ import annotations
 
@@ -9,22 +10,19 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from jobhost.catalog.model import suggest
-from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, cli
-from jobhost.cli._backfills import cancel_one, list_all, show_one
-from jobhost.cli._context import (
-    load_catalog,
-    migrate_store,
-    open_store,
-    require_job,
-    settings_of,
-)
-from jobhost.cli._reasons import reason_value
+from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, cli, fail, to_stderr
+from jobhost.cli._context import load_catalog, migrate_store, opened_store, require_job, settings_of
+from jobhost.cli._options import json_option, optional_reason
 from jobhost.errors import UnknownJobError
+from jobhost.operations.backfills import backfill_json
+from jobhost.operations.timefmt import iso_utc
 
 if TYPE_CHECKING:
     from jobhost.catalog import Catalog, JobSpec
     from jobhost.config import Settings
     from jobhost.operations.backfills import BackfillPlan
+    from jobhost.records import BackfillRecord
+    from jobhost.store import Store
 
 __all__ = ["backfill"]
 
@@ -40,12 +38,7 @@ __all__ = ["backfill"]
     metavar="missing|failed|all",
     help="Which occurrences of the range to take.",
 )
-@click.option(
-    "--reason",
-    metavar="TEXT",
-    callback=reason_value,
-    help="Why the occurrences are replayed; recorded.",
-)
+@optional_reason("Why the occurrences are replayed; recorded.")
 @click.option("--dry-run", is_flag=True, help="List the selected occurrences; run nothing.")
 @click.option(
     "--concurrency",
@@ -56,7 +49,7 @@ __all__ = ["backfill"]
     help="At most N of the backfill's runs at once (in free slots only).",
 )
 @click.option("--no-wait", is_flag=True, help="Record the backfill, print its id and exit.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@json_option("Print the result as one JSON object.")
 @click.option("--list", "list_them", is_flag=True, help="List the backfills in the store.")
 @click.option("--show", "show_id", metavar="ID", help="Show one backfill and its occurrences.")
 @click.option(
@@ -112,16 +105,13 @@ def backfill(
     if picked:
         if name is not None or start is not None or end is not None:
             _refuse(f"{picked[0]} takes no job name, --from or --to")
-        store = open_store(settings, write=cancel_id is not None)
-        try:
+        with opened_store(settings, write=cancel_id is not None) as store:
             if list_them:
-                list_all(store, as_json=as_json)
+                _list_all(store, as_json=as_json)
             elif show_id is not None:
-                show_one(store, show_id, as_json=as_json)
+                _show_one(store, show_id, as_json=as_json)
             elif cancel_id is not None:
-                cancel_one(store, cancel_id, actor=getpass.getuser(), reason=reason)
-        finally:
-            store.dispose()
+                _cancel_one(store, cancel_id, actor=getpass.getuser(), reason=reason)
         raise SystemExit(EXIT_OK)
     if name is None or start is None or end is None:
         _refuse(
@@ -133,10 +123,7 @@ def backfill(
         _refuse(str(UnknownJobError(name, suggest(name, catalog.jobs))))
     spec = require_job(catalog, name, "be backfilled")
     plan = _plan(settings, spec, start, end, mode)
-    if dry_run:
-        _print_plan(plan, as_json)
-        raise SystemExit(EXIT_OK)
-    if not plan.occurrences:
+    if dry_run or not plan.occurrences:
         _print_plan(plan, as_json)
         raise SystemExit(EXIT_OK)
     raise SystemExit(
@@ -156,16 +143,19 @@ def backfill(
 def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
     from jobhost.operations.backfills import BackfillInputError, plan_backfill
 
-    store = open_store(settings)
-    try:
-        now = store.now()
-        return plan_backfill(
-            spec, store, start=start, end=end, mode=mode, limit=settings.backfill_limit, now=now
-        )
-    except BackfillInputError as error:
-        _refuse(str(error))
-    finally:
-        store.dispose()
+    with opened_store(settings) as store:
+        try:
+            return plan_backfill(
+                spec,
+                store,
+                start=start,
+                end=end,
+                mode=mode,
+                limit=settings.backfill_limit,
+                now=store.now(),
+            )
+        except BackfillInputError as error:
+            _refuse(str(error))
 
 
 def _run(
@@ -180,15 +170,12 @@ def _run(
     as_json: bool,
 ) -> int:
     from jobhost.cli._one_shot import backfill_here
-    from jobhost.clock import SystemClock
     from jobhost.operations.backfills import ensure_scheduled, see_through, start_backfill
-    from jobhost.operations.timefmt import iso_utc
 
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
-    store = open_store(settings, write=True)
-    clock = SystemClock(settings.clock_offset)
-    try:
+    with opened_store(settings, write=True) as store:
+        clock = store.clock
         ensure_scheduled(store, spec, clock)
         hosts = bool(store.live_hosts()[1])
         backfill_id = start_backfill(
@@ -202,32 +189,27 @@ def _run(
             actor=getpass.getuser(),
             reason=reason,
         )
-        click.echo(
+        to_stderr(
             f"backfill {backfill_id}: job {spec.name}, mode {plan.mode}, "
             f"{len(plan.occurrences):,} of {plan.in_range:,} occurrence(s) from "
-            f"{iso_utc(plan.start)} to {iso_utc(plan.end)}, concurrency {concurrency}",
-            err=True,
+            f"{iso_utc(plan.start)} to {iso_utc(plan.end)}, concurrency {concurrency}"
         )
         if no_wait:
             if not hosts:
-                click.echo("no live host: the backfill runs when a host starts", err=True)
+                to_stderr("no live host: the backfill runs when a host starts")
             click.echo(json.dumps({"id": backfill_id}) if as_json else backfill_id)
             return EXIT_OK
         if not hosts:
-            click.echo(f"no live host: running backfill {backfill_id} in this process", err=True)
+            to_stderr(f"no live host: running backfill {backfill_id} in this process")
         followed = see_through(
             store,
             backfill_id,
             hosts=hosts,
-            run_here=backfill_here(settings, catalog, store, _progress),
-            progress=_progress,
+            run_here=backfill_here(settings, catalog, store),
+            progress=to_stderr,
         )
-    finally:
-        store.dispose()
     record = followed.record
     if as_json:
-        from jobhost.operations.backfills import backfill_json
-
         click.echo(json.dumps({**backfill_json(record), "detached": followed.detached}, indent=2))
     else:
         click.echo(backfill_id)
@@ -236,32 +218,89 @@ def _run(
     return EXIT_OK if record.counts.get("succeeded", 0) == record.selected else EXIT_FAILED
 
 
-def _progress(line: str) -> None:
-    click.echo(line, err=True)
-
-
 def _print_plan(plan: BackfillPlan, as_json: bool) -> None:
-    from jobhost.operations.timefmt import iso_utc
-
     if as_json:
         click.echo(json.dumps(plan.to_json(), indent=2))
     else:
         for occurrence in plan.occurrences:
             click.echo(iso_utc(occurrence))
     if plan.occurrences:
-        click.echo(
+        to_stderr(
             f"job {plan.job}, mode {plan.mode}: {len(plan.occurrences):,} of {plan.in_range:,} "
-            f"occurrence(s) from {iso_utc(plan.start)} to {iso_utc(plan.end)} selected",
-            err=True,
+            f"occurrence(s) from {iso_utc(plan.start)} to {iso_utc(plan.end)} selected"
         )
     else:
-        click.echo(
+        to_stderr(
             f"job {plan.job}, mode {plan.mode}: nothing to do ({plan.in_range:,} occurrence(s) "
-            f"from {iso_utc(plan.start)} to {iso_utc(plan.end)}, none selected)",
-            err=True,
+            f"from {iso_utc(plan.start)} to {iso_utc(plan.end)}, none selected)"
         )
 
 
 def _refuse(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    raise SystemExit(EXIT_INVALID)
+    fail(f"error: {message}", EXIT_INVALID)
+
+
+def _list_all(store: Store, *, as_json: bool) -> None:
+    """The newest backfills first, one a line (JSON: a list of objects)."""
+    found = store.list_backfills()
+    if as_json:
+        click.echo(json.dumps([backfill_json(r) for r in found], indent=2))
+        return
+    if not found:
+        to_stderr("no backfills in the store")
+    for record in found:
+        click.echo(_line(record))
+
+
+def _show_one(store: Store, backfill_id: str, *, as_json: bool) -> None:
+    """One backfill with each of its occurrences and where it stands."""
+    record, items = store.backfill_with_items(backfill_id)
+    if record is None:
+        _unknown(backfill_id)
+    if as_json:
+        shown = backfill_json(record)
+        shown["items"] = [
+            {"occurrence": iso_utc(o), "state": state, "run_id": run_id}
+            for o, state, run_id in items
+        ]
+        click.echo(json.dumps(shown, indent=2))
+        return
+    click.echo(_line(record))
+    if record.reason:
+        click.echo(f"  reason: {record.reason}")
+    for occurrence, state, run_id in items:
+        click.echo(f"  {iso_utc(occurrence)}  {state:<9}  {run_id or '-'}")
+
+
+def _cancel_one(store: Store, backfill_id: str, *, actor: str, reason: str | None) -> None:
+    """Cancel the backfill: no new occurrence starts; its runs in flight finish. Without a
+    reason, exit 2: the cancel is in the change log, where an empty reason tells no one why."""
+    from jobhost.operations.backfills import cancel_backfill
+
+    if not reason:
+        raise click.UsageError(
+            "--cancel needs --reason TEXT: say why, for the change log "
+            "(e.g. --reason 'wrong range, INC-7')"
+        )
+    record = cancel_backfill(store, backfill_id, actor=actor, reason=reason)
+    if record is None:
+        _unknown(backfill_id)
+    running = record.counts.get("claimed", 0)
+    click.echo(
+        f"backfill {backfill_id} of {record.job_name}: {record.state}; "
+        f"{record.settled} of {record.selected} done, {running} still running"
+    )
+
+
+def _line(record: BackfillRecord) -> str:
+    counts = record.counts
+    return (
+        f"{record.id}  {record.job_name}  {record.state:<9}  {iso_utc(record.range_from)} → "
+        f"{iso_utc(record.range_to)}  {record.mode}  {record.settled}/{record.selected} done "
+        f"({counts.get('succeeded', 0)} ok, {counts.get('failed', 0)} failed, "
+        f"{counts.get('claimed', 0)} running)  by {record.actor}"
+    )
+
+
+def _unknown(backfill_id: str) -> NoReturn:
+    _refuse(f"no backfill {backfill_id!r} in the store; jobhost backfill --list shows them")

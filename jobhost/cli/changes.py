@@ -8,7 +8,8 @@ import json
 import click
 
 from jobhost.cli._app import cli
-from jobhost.cli._context import open_store, settings_of
+from jobhost.cli._context import opened_store, settings_of
+from jobhost.cli._options import json_option
 
 __all__ = ["changes"]
 
@@ -22,7 +23,7 @@ __all__ = ["changes"]
     show_default=True,
     help="The newest N changes.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@json_option()
 @click.pass_context
 def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> None:
     """Show the newest changes, oldest first: pause, resume, trigger from the CLI, the dashboard
@@ -36,11 +37,8 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     """
     from jobhost.operations.changes import change_json, change_line
 
-    store = open_store(settings_of(ctx))
-    try:
+    with opened_store(settings_of(ctx)) as store:
         found = store.recent_changes(job_name=job, limit=limit)
-    finally:
-        store.dispose()
     if as_json:
         click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from jobhost.cli._app import EXIT_FAILED, cli
-from jobhost.cli._context import migrate_store, open_store, settings_of
+from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
 from jobhost.config import redact_text, redact_url
 from jobhost.errors import StoreUnavailableError
 from jobhost.store import Store, StoreError, head_revision
@@ -33,14 +33,14 @@ def db_upgrade(ctx: click.Context) -> None:
 def db_current(ctx: click.Context) -> None:
     """Show the store's schema revision and the newest one this version ships."""
     settings = settings_of(ctx)
-    store = open_store(settings, require_current=False)
-    try:
-        current = store.current_revision()
-    except StoreError as error:
-        raise StoreUnavailableError(
-            f"cannot reach the store at {redact_url(settings.database_url)}: "
-            f"{redact_text(str(error.orig or error)).strip()}"
-        ) from None
+    with opened_store(settings, require_current=False) as store:
+        try:
+            current = store.current_revision()
+        except StoreError as error:
+            raise StoreUnavailableError(
+                f"cannot reach the store at {redact_url(settings.database_url)}: "
+                f"{redact_text(str(error.orig or error)).strip()}"
+            ) from None
     check_not_newer(current)  # a newer schema: exit 3, "upgrade jobhost"
     head = head_revision()
     state = "current" if current == head else "needs `jobhost db upgrade`"
@@ -65,13 +65,11 @@ def db_check(ctx: click.Context, full: bool) -> None:
     Exit status: 0 when every checked row is readable, 1 when one is not or the audit stopped
     early.
     """
-    from jobhost.cli._context import load_catalog
     from jobhost.rules.claiming import FiringRules
 
     settings = settings_of(ctx)
     implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         _, live = store.check_live_rows(implausible.implausible_lease)
         click.echo(f"checked {live.coverage()}: {live.total} row(s) a host cannot use")
         for row in live.found:
@@ -81,8 +79,6 @@ def db_check(ctx: click.Context, full: bool) -> None:
         bad = live.total > 0
         if full:
             bad = _full_audit(store, {row.line() for row in live.found}) or bad
-    finally:
-        store.dispose()
     if bad:
         raise SystemExit(EXIT_FAILED)
 
@@ -92,7 +88,6 @@ _SHOWN = 50
 
 def _full_audit(store: Store, seen: set[str]) -> bool:
     """Stream every table; True when a problem was found or the audit did not finish."""
-
     problems = shown = 0
     done: list[str] = []
     table, rows = "schedules", 0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import NoReturn
 
 import click
 
-from jobhost.cli._app import EXIT_USAGE, cli
-from jobhost.cli._context import open_store, settings_of
-from jobhost.cli._reasons import reason_value
+from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
+from jobhost.cli._context import opened_store, settings_of
+from jobhost.cli._options import json_option, optional_reason, typed_run_id
 
 __all__ = ["failures"]
 
@@ -45,16 +46,11 @@ __all__ = ["failures"]
     metavar="RUN_ID",
     help="Acknowledge this failed run (resolve it without a rerun); needs --reason.",
 )
-@click.option(
-    "--reason",
-    metavar="TEXT",
-    callback=reason_value,
-    help="Why, for --ack (in the change log).",
-)
+@optional_reason("Why, for --ack (in the change log).")
 @click.option(
     "--wide", is_flag=True, help="Every field whole (run ids, names, errors), past 80 columns."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@json_option()
 @click.pass_context
 def failures(
     ctx: click.Context,
@@ -113,8 +109,7 @@ def failures(
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
         _usage(f"--grep: give 1 to {SEARCH_LIMIT} characters to search for")
-    store = open_store(settings_of(ctx))
-    try:
+    with opened_store(settings_of(ctx)) as store:
         if job is not None:
             require_known_job(None, store, job)
         try:
@@ -129,8 +124,6 @@ def failures(
             include_resolved=include_resolved,
         )
         found = read_failures(store, query)
-    finally:
-        store.dispose()
     if as_json:
         click.echo(json.dumps(failures_json(found), indent=2))
         return
@@ -156,23 +149,18 @@ def failures(
 def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json: bool) -> None:
     import getpass
 
-    from jobhost.cli._app import EXIT_INVALID
-    from jobhost.cli._run_ids import typed_run_id
     from jobhost.operations.failures import acknowledge_failure
     from jobhost.operations.jobs import ActionRefused
 
     why = " ".join((reason or "").split())
     if not why or len(why) > 500:
         _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
-    store = open_store(settings_of(ctx), write=True)
-    try:
+    with opened_store(settings_of(ctx), write=True) as store:
         run_id = typed_run_id(store, run_id)
-        done = acknowledge_failure(store, run_id, actor=getpass.getuser(), reason=why)
-    except ActionRefused as refused:
-        click.echo(f"refused: {refused}", err=True)
-        raise SystemExit(EXIT_INVALID) from None
-    finally:
-        store.dispose()
+        try:
+            done = acknowledge_failure(store, run_id, actor=getpass.getuser(), reason=why)
+        except ActionRefused as refused:
+            fail(f"refused: {refused}", EXIT_INVALID)
     shown = {
         "acknowledged": done.run.id,
         "job": done.run.job_name,
@@ -195,6 +183,5 @@ def _scope(since: str | None, job: str | None, text: str | None) -> str:
     return f" {shown}" if shown else ""
 
 
-def _usage(message: str) -> None:
-    click.echo(f"jobhost failures: {message}", err=True)
-    raise SystemExit(EXIT_USAGE)
+def _usage(message: str) -> NoReturn:
+    fail(f"jobhost failures: {message}", EXIT_USAGE)

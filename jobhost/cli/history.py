@@ -1,13 +1,18 @@
-"""``jobhost history NAME``: the run ledger of one job, newest first."""
+"""``jobhost history NAME``: the run ledger of one job, newest first; ``jobhost logs RUN_ID``:
+what a job wrote through its logger during one run."""
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
+from typing import NoReturn
 
 import click
 
-from jobhost.cli._app import cli
-from jobhost.cli._context import catalog_for, open_store, settings_of
+from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
+from jobhost.cli._context import catalog_for, opened_store, settings_of
+from jobhost.cli._options import json_option, typed_run_id
 from jobhost.operations.runs import (
     LAST_LINES,
     OUTCOMES,
@@ -16,8 +21,11 @@ from jobhost.operations.runs import (
     read_history,
     read_last_lines,
 )
+from jobhost.store import Store
 
-__all__ = ["history"]
+__all__ = ["history", "logs"]
+
+_FOLLOW_SECONDS = 0.5
 
 
 @cli.command()
@@ -30,7 +38,7 @@ __all__ = ["history"]
     help="How many rows to show.",
 )
 @click.option("--outcome", type=click.Choice(OUTCOMES), help="Only rows with this outcome.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@json_option()
 @click.option(
     "--logs",
     "with_logs",
@@ -63,13 +71,10 @@ def history(
     from jobhost.operations.render import history_lines, stdout_style
 
     settings = settings_of(ctx)
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
         rows = read_history(store, name, limit=limit, outcome=outcome)
         logs = read_last_lines(store, [r.id for r in rows], count=LAST_LINES) if with_logs else None
-    finally:
-        store.dispose()
     if as_json:
         document = history_json(name, rows)
         if logs is not None:
@@ -78,3 +83,91 @@ def history(
         click.echo(json.dumps(document, indent=2))
     else:
         click.echo("\n".join(history_lines(name, rows, stdout_style(), logs)))
+
+
+@cli.command()
+@click.argument("run_id")
+@json_option("Print JSON instead of text.")
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing lines while the run runs; end when it ends.",
+)
+@click.pass_context
+def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
+    """Show the lines run RUN_ID wrote through its job's logger, in order.
+
+    Each line: time (UTC), level, message; an exception's traceback is the last line of a run
+    that raised. A run keeps its first and its last lines within the settings run_log_lines and
+    run_log_bytes; the lines between are counted: "… 198,000 lines (19.4 MB) dropped …". Run
+    ids are in `jobhost history NAME`; a unique start of one (8 characters or more) will do.
+
+    JSON: {"run_id", "job", "outcome", "running", "lines": [{"seq", "time", "level",
+    "message"} or {"dropped": {"lines", "bytes"}}], "next_after"}. With --follow --json, one
+    JSON object a line: each entry of "lines" as it arrives, then {"end": {"run_id",
+    "outcome"}}.
+
+    Exit status: 0; 2 a prefix that starts several run ids (they are listed); 3 for a run id
+    the ledger does not know.
+    """
+    with opened_store(settings_of(ctx)) as store:
+        run_id = typed_run_id(store, run_id)
+        if follow:
+            _follow(store, run_id, as_json)
+        else:
+            _print_all(store, run_id, as_json)
+
+
+def _print_all(store: Store, run_id: str, as_json: bool) -> None:
+    from jobhost.operations.runs import line_text, page_json, read_run_log
+
+    page = read_run_log(store, run_id)
+    if page is None:
+        _unknown(run_id)
+    entries = list(page.entries)
+    while True:
+        more = read_run_log(store, run_id, after=page.next_after)
+        if more is None or not more.entries:
+            break
+        entries += more.entries
+        page = replace(more, entries=entries)
+    if as_json:
+        click.echo(json.dumps(page_json(page), indent=2, ensure_ascii=False))
+        return
+    if not entries:
+        to_stderr(f"run {run_id} ({page.run.job_name}, {page.run.outcome}) wrote no lines")
+    for entry in entries:
+        click.echo(line_text(entry))
+
+
+def _follow(store: Store, run_id: str, as_json: bool) -> None:
+    from jobhost.operations.runs import entry_json, line_text, read_run_log
+
+    after = 0
+    while True:
+        page = read_run_log(store, run_id, after=after)
+        if page is None:
+            _unknown(run_id)
+        for entry in page.entries:
+            click.echo(
+                json.dumps(entry_json(entry), ensure_ascii=False) if as_json else line_text(entry)
+            )
+        after = page.next_after
+        if page.entries:
+            continue  # more may be waiting beyond one page
+        if not page.running:
+            if as_json:
+                click.echo(json.dumps({"end": {"run_id": run_id, "outcome": page.run.outcome}}))
+            else:
+                to_stderr(f"run {run_id} ({page.run.job_name}) ended: {page.run.outcome}")
+            return
+        time.sleep(_FOLLOW_SECONDS)
+
+
+def _unknown(run_id: str) -> NoReturn:
+    fail(
+        f"jobhost: no run {run_id!r} in the ledger: run ids are in `jobhost history NAME` "
+        "(a run purged by retention has gone with its lines)",
+        EXIT_INVALID,
+    )

@@ -1,4 +1,5 @@
-"""``jobhost jobs list|show|put|delete``: runtime jobs from the command line.
+"""``jobhost jobs list|show|put|delete``: runtime jobs from the command line; ``jobhost kinds``:
+the job kinds the installed modules offer, with their settings.
 
 The same path as ``/api/v1``: the same validation, the same change log (the actor is the OS
 user), written to the store directly; running hosts see each change within a second.
@@ -14,14 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from jobhost.cli._app import cli
-from jobhost.cli._context import load_catalog, open_store, settings_of
-from jobhost.cli._reasons import required_reason
+from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
+from jobhost.cli._context import load_catalog, opened_store, settings_of
+from jobhost.cli._options import json_option, required_reason
 
 if TYPE_CHECKING:
+    from jobhost_contracts import JobKind
+
     from jobhost.runtime.service import JobService
 
-__all__ = ["jobs"]
+__all__ = ["jobs", "kinds"]
 
 
 @cli.group()
@@ -30,7 +33,7 @@ def jobs() -> None:
 
 
 @jobs.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@json_option()
 @click.option(
     "--source",
     type=click.Choice(["api", "declaration", "override"]),
@@ -60,13 +63,10 @@ def list_jobs(
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         if catalog is None:
             catalog = stored_catalog(settings, store)
         rows = {row.name: row for row in store.list_runtime_jobs()}
-    finally:
-        store.dispose()
     found = []
     for name in sorted({*catalog.jobs, *rows}):
         spec = catalog.jobs.get(name)
@@ -93,7 +93,7 @@ def list_jobs(
 
 @jobs.command("show")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@json_option()
 @click.pass_context
 def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show job NAME's effective declaration as the store holds it; for a runtime job also its
@@ -113,18 +113,15 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     from jobhost.operations.jobs import declaration_json, stored_catalog
 
     settings = settings_of(ctx)
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         row = store.get_runtime_job(name)
         spec = stored_catalog(settings, store, only=name).jobs.get(name)
-    finally:
-        store.dispose()
     if row is None:
         if spec is None:
             # Only an unknown name imports the runtime job checks (and the plugin loader).
-            from jobhost.runtime.errors import not_found
+            from jobhost.runtime.service import not_found
 
-            raise not_found(name, "job")
+            raise not_found(name)
         _show_declaration(declaration_json(spec), as_json=as_json)
         return
     # Only for a runtime job: the web package (Starlette and the API's routes) costs a declared
@@ -194,13 +191,10 @@ def put_job(
     from jobhost.web.api.views import runtime_json
 
     settings = settings_of(ctx)
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
         done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
-    finally:
-        store.dispose()
     if as_json:
         click.echo(json.dumps(runtime_json(done.row), indent=2))
         return
@@ -223,13 +217,10 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str)
     from jobhost.runtime.service import JobService
 
     settings = settings_of(ctx)
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         JobService(settings, load_catalog(settings), store).delete(
             name, actor=getpass.getuser(), if_match=if_match, reason=reason
         )
-    finally:
-        store.dispose()
     click.echo(f"{name}: removed")
 
 
@@ -297,3 +288,71 @@ def _setting(item: str) -> tuple[str, Any]:
 def _not_json(name: str) -> None:
     # Python's json reads NaN and Infinity, which JSON has not; the API refuses them too.
     raise ValueError(f"{name} is not a JSON value; write a number or null")
+
+
+@cli.command()
+@json_option("Print one JSON object with the schemas.")
+@click.pass_context
+def kinds(ctx: click.Context, as_json: bool) -> None:
+    """List the job kinds runtime jobs can have, with each kind's settings.
+
+    Text: each kind's name, module and description, then its settings (name, type, required,
+    description). JSON: {"kinds": [{"name", "description", "module", "settings_schema",
+    "examples"}]}, where settings_schema is the JSON schema GET /api/v1/kinds publishes.
+
+    Exit status: 0; 3 when the configuration is invalid, or a plugin does not load or answers
+    a hook wrongly (each problem is printed; the kinds that did load are listed still).
+    """
+    from jobhost.catalog import build_catalog
+
+    catalog = build_catalog(settings_of(ctx))
+    found = [catalog.kinds[name] for name in sorted(catalog.kinds)]
+    broken = [p for p in catalog.problems if p.code.startswith("plugin-")]
+    try:
+        _show_kinds(found, as_json)
+    finally:
+        for problem in broken:
+            to_stderr(f"jobhost: {problem.line()}")
+    if broken:
+        fail(
+            f"jobhost: {len(broken)} plugin problem(s); the kinds of a broken plugin are "
+            "missing above. Fix them (jobhost validate lists every problem)",
+            EXIT_INVALID,
+        )
+
+
+def _show_kinds(found: list[JobKind], as_json: bool) -> None:
+    if as_json:
+        data = {
+            "kinds": [
+                {
+                    "name": kind.name,
+                    "description": kind.description,
+                    "module": kind.module,
+                    "settings_schema": dict(kind.settings_schema),
+                    "examples": [dict(e) for e in kind.examples],
+                }
+                for kind in found
+            ]
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
+    if not found:
+        click.echo("no job kinds: no installed module offers one")
+    for kind in found:
+        click.echo(f"{kind.name} (module {kind.module}): {kind.description}")
+        schema = kind.settings_schema
+        required = set(schema.get("required", ()))
+        for key, field in dict(schema.get("properties", {})).items():
+            mark = "required" if key in required else "optional"
+            text = field.get("description", "") if isinstance(field, dict) else ""
+            click.echo(f"  {key:<16} {_type(field):<16} {mark:<9} {text}")
+
+
+def _type(field: Any) -> str:
+    if not isinstance(field, dict):
+        return "any"
+    if "type" in field:
+        return str(field["type"])
+    options = [str(o.get("type", "?")) for o in field.get("anyOf", []) if isinstance(o, dict)]
+    return " | ".join(options) or "any"

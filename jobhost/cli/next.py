@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 import click
 from jobhost_contracts import DstGap, DstRepeat
 
-from jobhost.cli._app import EXIT_FAILED, cli
-from jobhost.cli._context import load_catalog, open_store, require_job, settings_of
+from jobhost.cli._app import EXIT_FAILED, cli, fail, to_stderr
+from jobhost.cli._context import load_catalog, opened_store, require_job, settings_of
+from jobhost.cli._options import json_option
 from jobhost.errors import StoreMissingError, StoreUnavailableError
+from jobhost.store import StoreError
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSchedule,
@@ -85,7 +87,7 @@ class _Instant(click.ParamType[datetime]):
     type=click.Choice([r.value for r in DstRepeat]),
     help="Preview this policy for a local time a fall-back repeats (default: the job's, or once).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array of {utc, local}.")
+@json_option("Print a JSON array of {utc, local}.")
 @click.pass_context
 def next_occurrences(
     ctx: click.Context,
@@ -157,7 +159,7 @@ def _from_expression(
     except (CronSyntaxError, CronNeverFiresError) as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--cron'") from None
     if policy.given() and not schedule.fixed_time:
-        click.echo(_WILDCARD_NOTE, err=True)
+        to_stderr(_WILDCARD_NOTE)
     return schedule, zone
 
 
@@ -174,55 +176,42 @@ def _from_job(
     schedule = spec.schedule(start)
     if isinstance(schedule, CronSchedule):
         gap, repeat = policy.gap or schedule.dst_gap, policy.repeat or schedule.dst_repeat
-        click.echo(
+        to_stderr(
             f"{name}: daylight saving: dst_gap={schedule.dst_gap.value}, "
             f"dst_repeat={schedule.dst_repeat.value}"
-            + ("" if schedule.fixed_time else " (no effect: a wildcard job follows real time)"),
-            err=True,
+            + ("" if schedule.fixed_time else " (no effect: a wildcard job follows real time)")
         )
         if policy.given():
             schedule = cron_schedule(
                 schedule.expression, schedule.timezone, dst_gap=gap, dst_repeat=repeat
             )
-            click.echo(
-                f"note: previewing dst_gap={gap.value}, dst_repeat={repeat.value} instead",
-                err=True,
-            )
+            to_stderr(f"note: previewing dst_gap={gap.value}, dst_repeat={repeat.value} instead")
     if schedule is None:
         state = "enabled" if spec.enabled else "disabled"
-        click.echo(f"job {name} ({state}) has no trigger: it never fires on its own", err=True)
-        raise SystemExit(EXIT_FAILED)
+        fail(f"job {name} ({state}) has no trigger: it never fires on its own", EXIT_FAILED)
     trigger = spec.trigger
     origin = " (from its override)" if trigger.source == "override" else ""
-    click.echo(f"{name}: {schedule.describe()}{origin}", err=True)
+    to_stderr(f"{name}: {schedule.describe()}{origin}")
     if trigger.kind == "interval":
-        click.echo(f"note: the interval is counted from {_utc(start)} for this preview", err=True)
+        to_stderr(f"note: the interval is counted from {_utc(start)} for this preview")
     if not spec.enabled:
-        click.echo(f"note: job {name} is disabled; it fires only when run by hand", err=True)
+        to_stderr(f"note: job {name} is disabled; it fires only when run by hand")
     return schedule, load_zone(trigger.timezone)
 
 
 def _catalog_with(ctx: click.Context, name: str) -> Catalog:
     """The store's catalog when the store holds job ``name`` (no module is loaded); else, as on
     a developer's machine with no store or a job no host synced yet, the built catalog."""
-    from sqlalchemy.exc import DBAPIError, OperationalError
-
     from jobhost.operations.jobs import stored_catalog
 
     settings = settings_of(ctx)
     try:
-        store = open_store(settings)
-    except (StoreMissingError, StoreUnavailableError):
-        store = None
-    if store is not None:
-        try:
+        with opened_store(settings) as store:
             stored = stored_catalog(settings, store, only=name)
-            if name in stored.jobs:
-                return stored
-        except (OperationalError, DBAPIError):
-            pass
-        finally:
-            store.dispose()
+        if name in stored.jobs:
+            return stored
+    except (StoreMissingError, StoreUnavailableError, StoreError):
+        pass
     return load_catalog(settings)
 
 

@@ -5,13 +5,18 @@ reason."""
 from __future__ import annotations
 
 import getpass
+from typing import TYPE_CHECKING
 
 import click
 
 from jobhost.catalog import Catalog
-from jobhost.cli._app import EXIT_USAGE, cli
-from jobhost.cli._context import catalog_for, load_catalog, open_store, settings_of
-from jobhost.cli._reasons import required_reason
+from jobhost.cli._app import EXIT_USAGE, cli, fail
+from jobhost.cli._context import catalog_for, load_catalog, opened_store, settings_of
+from jobhost.cli._options import required_reason
+
+if TYPE_CHECKING:
+    from jobhost.config import Settings
+    from jobhost.store import Store
 
 __all__ = ["pause", "resume"]
 
@@ -56,22 +61,13 @@ def pause(
     Exit status: 0 (also when it already was paused); 2 for an unknown job, or when --module
     and --match select no job.
     """
-    from jobhost.operations.jobs import pause_jobs, require_known_job
+    from jobhost.operations.jobs import pause_jobs
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    store = open_store(settings, write=True)
-    try:
-        if name is not None:
-            _alone(name, modules, patterns)
-            catalog = catalog_for(settings, store, name)
-            jobs = [require_known_job(catalog, store, name)]
-        else:
-            catalog = load_catalog(settings)
-            jobs = _selected(catalog, modules, patterns)
+    with opened_store(settings, write=True) as store:
+        catalog, jobs = _chosen(settings, store, name, modules, patterns)
         done = pause_jobs(store, catalog, jobs, actor=getpass.getuser(), reason=reason)
-    finally:
-        store.dispose()
     for one in done:
         row = one.row
         verb = "paused" if one.changed else "already paused"
@@ -104,21 +100,14 @@ def resume(
     Exit status: 0 (also when it was not paused); 2 for an unknown job, without --reason, or
     when --module and --match select no job.
     """
-    from jobhost.operations.jobs import require_known_job, resume_jobs
+    from jobhost.operations.jobs import resume_jobs
     from jobhost.operations.timefmt import short_utc
 
     settings = settings_of(ctx)
-    store = open_store(settings, write=True)
     user = getpass.getuser()
-    try:
-        if name is not None:
-            _alone(name, modules, patterns)
-            jobs = [require_known_job(catalog_for(settings, store, name), store, name)]
-        else:
-            jobs = _selected(load_catalog(settings), modules, patterns)
+    with opened_store(settings, write=True) as store:
+        _, jobs = _chosen(settings, store, name, modules, patterns)
         done = resume_jobs(store, jobs, actor=user, reason=reason)
-    finally:
-        store.dispose()
     for job, one in zip(jobs, done, strict=True):
         if one is None or not one.changed:
             click.echo(f"{job} was not paused")
@@ -133,9 +122,23 @@ def resume(
         click.echo(f"resumed {changed} of {len(done)} jobs")
 
 
-def _alone(name: str, modules: tuple[str, ...], patterns: tuple[str, ...]) -> None:
+def _chosen(
+    settings: Settings,
+    store: Store,
+    name: str | None,
+    modules: tuple[str, ...],
+    patterns: tuple[str, ...],
+) -> tuple[Catalog, list[str]]:
+    """The catalog and the jobs to act on: job ``name``, or those --module and --match select."""
+    from jobhost.operations.jobs import require_known_job
+
+    if name is None:
+        catalog = load_catalog(settings)
+        return catalog, _selected(catalog, modules, patterns)
     if modules or patterns:
         raise click.UsageError(f"give job {name} or --module/--match, not both")
+    catalog = catalog_for(settings, store, name)
+    return catalog, [require_known_job(catalog, store, name)]
 
 
 def _selected(catalog: Catalog, modules: tuple[str, ...], patterns: tuple[str, ...]) -> list[str]:
@@ -147,6 +150,5 @@ def _selected(catalog: Catalog, modules: tuple[str, ...], patterns: tuple[str, .
     if not jobs:
         known = ", ".join(sorted({s.module for s in catalog.jobs.values()})) or "none"
         asked = [*(f"--module {m}" for m in modules), *(f"--match {p}" for p in patterns)]
-        click.echo(f"no job matches {' '.join(asked)} (modules: {known})", err=True)
-        raise SystemExit(EXIT_USAGE)
+        fail(f"no job matches {' '.join(asked)} (modules: {known})", EXIT_USAGE)
     return jobs

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, cast
 
 import click
 
-from jobhost.cli._app import EXIT_INVALID, cli
-from jobhost.cli._context import load_catalog, note_versions, open_store, settings_of, store_only
+from jobhost.catalog.model import Catalog
+from jobhost.cli._app import cli, to_stderr
+from jobhost.cli._context import (
+    load_catalog,
+    opened_store,
+    refuse_invalid,
+    settings_of,
+)
+from jobhost.cli._options import json_option
 from jobhost.operations.report import SORTS, STATUSES
+
+if TYPE_CHECKING:
+    from jobhost.store import Store
 
 __all__ = ["report"]
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@json_option()
 @click.option("--job", "job", metavar="NAME", help="Only this job, in detail (reads only it).")
 @click.option(
     "--long", "long", is_flag=True, help="A detailed block per job, with its full name, not a line."
@@ -79,22 +90,16 @@ def report(
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None
-    store = open_store(settings)
-    try:
+    with opened_store(settings) as store:
         if job is not None:
-            require_known_job(catalog or store_only(), store, job)
+            # Without a catalog the job is known from the store alone (no plugin is loaded).
+            require_known_job(catalog or Catalog(jobs={}, problems=[]), store, job)
         # The one-line-per-job text shows no job's recent outcomes: they are not read for it.
         shown = as_json or long or job is not None
         built = build_report(settings, catalog, store, job=job, recent=shown, apart=True)
         if catalog is not None:
-            note_versions(catalog, store)
-    finally:
-        store.dispose()
-    sort_by: Sort = "name"
-    for known in SORTS:
-        if known == sort:
-            sort_by = known
-    which = JobFilter(modules=modules, statuses=states, failing=failing, sort=sort_by)
+            _note_versions(catalog, store)
+    which = JobFilter(modules=modules, statuses=states, failing=failing, sort=cast("Sort", sort))
     jobs = select_jobs(built.jobs, which)
     # At 10,000 jobs the text would be 10,000 lines of "ok": by default it lists what needs
     # a look, and says how many ok jobs it left out. Naming a status or a job shows it whatever.
@@ -117,10 +122,22 @@ def report(
         )
         click.echo("\n".join(lines))
     if catalog is not None and not catalog.ok:
-        click.echo(
+        refuse_invalid(
+            catalog,
             f"jobhost: the catalog has {len(catalog.problems)} problem(s); see `jobhost validate`:",
-            err=True,
         )
-        for problem in catalog.problems:
-            click.echo(f"  {problem.line()}", err=True)
-        raise SystemExit(EXIT_INVALID)
+
+
+def _note_versions(catalog: Catalog, store: Store) -> None:
+    """Say on stderr when this installation's catalog version is not the one the store holds
+    (one digest each: equal versions, equal declarations)."""
+    from jobhost.operations.jobs import stored_version
+    from jobhost.operations.plan import this_catalog
+
+    held = stored_version(store.catalog_versions())
+    mine = this_catalog(catalog)
+    if held != mine:
+        to_stderr(
+            f"note: this installation's catalog is version {mine}, the store holds "
+            f"{held or 'none'}; a host started with this catalog applies it (see `jobhost plan`)"
+        )

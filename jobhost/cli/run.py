@@ -1,23 +1,28 @@
-"""``jobhost run``: the host itself."""
+"""``jobhost run``: the host itself; ``jobhost serve``: the HTTP surface over the store, without
+a host."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from jobhost.cli._app import EXIT_INVALID, cli, configure_logging
-from jobhost.cli._context import (
-    load_catalog,
-    migrate_store,
-    open_store,
-    read_access_of,
-    settings_of,
-)
+from jobhost.cli._app import EXIT_INVALID, cli, configure_logging, to_stderr
+from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
 from jobhost.config import Settings, redact_url
+from jobhost.config.settings import split_listen_address
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from jobhost.web import WebServer
+
+__all__ = ["run", "serve"]
 
 _log = logging.getLogger("jobhost.host")
+_DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 @cli.command()
@@ -33,7 +38,7 @@ def run(ctx: click.Context) -> None:
     from jobhost.envelope.reporting import configure_telemetry
     from jobhost.firing.host import Host
     from jobhost.operations.gauges import register_gauges
-    from jobhost.web import WebServer, prometheus_reader
+    from jobhost.web import prometheus_reader
     from jobhost.web.surfaces import host_application
 
     settings = settings_of(ctx)
@@ -67,7 +72,7 @@ def run(ctx: click.Context) -> None:
     )
     address = settings.listen_address()
     if address is not None:
-        settings, reading = read_access_of(settings, address[0])
+        settings, reading = _read_access(settings, address[0])
         _say(settings, reading)
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
     telemetry = configure_telemetry(
@@ -79,12 +84,7 @@ def run(ctx: click.Context) -> None:
     register_gauges(telemetry.meter, host)
     server = None
     if address is not None and render_metrics is not None:
-        server = WebServer(
-            address,
-            host_application(host, render_metrics),
-            header_timeout=settings.http_header_timeout.total_seconds(),
-            trusted_proxies=settings.trusted_proxies,
-        )
+        server = _web_server(settings, address, host_application(host, render_metrics))
         server.start()
         _say(settings, f"jobhost: serving HTTP on {settings.http_listen}")
     try:
@@ -95,10 +95,100 @@ def run(ctx: click.Context) -> None:
     sys.exit(code)
 
 
+@cli.command()
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help=f"Where to listen; default: http_listen, or {_DEFAULT_LISTEN} when that is unset.",
+)
+@click.pass_context
+def serve(ctx: click.Context, listen: str | None) -> None:
+    """Serve the report, the probes and the dashboard over the store, with no host.
+
+    Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
+    is not served. With api_tokens set, the job API under /api/v1 is served too; its changes
+    go to the store, and the hosts pick them up. Runtime jobs created, changed or deleted
+    through the API (here or on any host) show within about a second, as on a host. /healthz
+    answers 200 while the server runs; /readyz 200 when the store is reachable at the current
+    schema. SIGTERM or SIGINT stops it.
+
+    Exit status: 0 when stopped; 3 when the configuration is invalid or the address cannot be
+    listened on; 1 when the store is unreachable or its schema is not current; 2 for a
+    malformed --listen.
+    """
+    from jobhost.runtime.reload import RuntimeFollower
+    from jobhost.web.surfaces import store_application
+
+    settings = settings_of(ctx)
+    address = _listen_address(settings, listen)
+    settings, reading = _read_access(settings, address[0])
+    configure_logging(settings.log_level, settings.log_format)
+    catalog = load_catalog(settings)
+    store = open_store(settings)
+    follower = RuntimeFollower(settings, catalog, store)
+    try:
+        server = _web_server(settings, address, store_application(settings, catalog, store))
+        follower.start()
+        host, port = server.address
+        to_stderr(
+            f"jobhost: serving {redact_url(settings.database_url)} read-only on "
+            f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        )
+        to_stderr(reading)
+        server.serve()
+    finally:
+        follower.stop()
+        store.dispose()
+
+
 def _say(settings: Settings, text: str, level: int = logging.INFO) -> None:
     """A start-up line on stderr: as it is, or as one JSON object with ``log_format = "json"``,
     so that every line a JSON host writes parses."""
     if settings.log_format == "json":
         _log.log(level, "%s", text.removeprefix("jobhost: "))
     else:
-        click.echo(text, err=True)
+        to_stderr(text)
+
+
+def _listen_address(settings: Settings, listen: str | None) -> tuple[str, int]:
+    if listen is None:
+        return settings.listen_address() or split_listen_address(_DEFAULT_LISTEN)
+    try:
+        return split_listen_address(listen)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--listen") from None
+
+
+def _read_access(settings: Settings, host: str) -> tuple[Settings, str]:
+    """``settings`` with ``web_read_access`` decided for a listener on ``host``, and the
+    start-up line that says who may read."""
+    access = settings.read_access_for(host)
+    if settings.web_read_access is not None:
+        why = "web_read_access set"
+    elif access == "open":
+        why = "a loopback listener"
+    else:
+        why = "not loopback and web_read_access unset"
+    if access == "open":
+        line = (
+            f"jobhost: reading open: the dashboard and /report need no credential ({why}); "
+            "the API needs its tokens"
+        )
+    else:
+        line = (
+            f"jobhost: reading closed: the dashboard asks for a sign-in and /report and the API "
+            f"for a token ({why}); /healthz and /readyz stay open, /metrics is "
+            f"{settings.metrics_access} (metrics_access)"
+        )
+    return settings.model_copy(update={"web_read_access": access}), line
+
+
+def _web_server(settings: Settings, address: tuple[str, int], application: ASGIApp) -> WebServer:
+    from jobhost.web import WebServer
+
+    return WebServer(
+        address,
+        application,
+        header_timeout=settings.http_header_timeout.total_seconds(),
+        trusted_proxies=settings.trusted_proxies,
+    )

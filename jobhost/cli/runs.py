@@ -1,17 +1,27 @@
-"""``jobhost retry RUN_ID`` and ``jobhost cancel RUN_ID``: an operator's action on one run."""
+"""``jobhost retry RUN_ID`` and ``jobhost cancel RUN_ID``: an operator's action on one run;
+``jobhost retry --failed``: one retry of every open failure a filter matches, queued for the
+hosts (never run in this process: a bulk retry may be hundreds of runs)."""
 
 from __future__ import annotations
 
 import getpass
 import json
+from typing import Any, NoReturn
 
 import click
 
-from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_TIMEOUT, cli
-from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
-from jobhost.cli._reasons import required_reason
-from jobhost.cli._run_ids import typed_run_id
-from jobhost.cli._waiting import print_and_exit, wait_options
+from jobhost.cli._app import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    cli,
+    fail,
+    to_stderr,
+)
+from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
+from jobhost.cli._options import print_and_exit, required_reason, typed_run_id, wait_options
 
 __all__ = ["cancel", "retry"]
 
@@ -74,9 +84,7 @@ def retry(
     from jobhost.operations.runs import RunRetry
 
     if failed:
-        from jobhost.cli.retry_failed import retry_failed
-
-        retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
+        _retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
         return
     if run_id is None:
         raise click.UsageError("give RUN_ID, or --failed to retry every open failure")
@@ -87,22 +95,19 @@ def retry(
     catalog = load_catalog(settings)
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
-    store = open_store(settings, write=True)
-    try:
+    with opened_store(settings, write=True) as store:
         run_id = typed_run_id(store, run_id)
         runner = RunRetry(
             catalog,
             store,
-            progress=lambda line: click.echo(line, err=True),
+            progress=to_stderr,
             actor=getpass.getuser(),
-            run_here=runs_here(settings, catalog, store, lambda line: click.echo(line, err=True)),
+            run_here=runs_here(settings, catalog, store),
         )
-        done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
-    except ActionRefused as refused:
-        click.echo(f"refused: {refused}", err=True)
-        raise SystemExit(EXIT_INVALID) from None
-    finally:
-        store.dispose()
+        try:
+            done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
+        except ActionRefused as refused:
+            fail(f"refused: {refused}", EXIT_INVALID)
     print_and_exit(done.result, done.to_json(), as_json=as_json)
 
 
@@ -141,38 +146,31 @@ def cancel(
     from jobhost.operations.jobs import ActionRefused
     from jobhost.operations.runs import cancel_run, watch_run
 
-    store = open_store(settings_of(ctx), write=True)
     actor = getpass.getuser()
-    try:
+    with opened_store(settings_of(ctx), write=True) as store:
         run_id = typed_run_id(store, run_id)
-        asked = cancel_run(store, run_id, actor=actor, reason=reason)
+        try:
+            asked = cancel_run(store, run_id, actor=actor, reason=reason)
+        except ActionRefused as refused:
+            fail(f"refused: {refused}", EXIT_INVALID)
         run = asked.run
         if asked.state == "already":
-            click.echo(
+            to_stderr(
                 f"a cancel of run {run.id} was already asked for by {run.cancel_requested_by}: "
-                f"{run.cancel_reason}",
-                err=True,
+                f"{run.cancel_reason}"
             )
         elif asked.state == "requested":
-            click.echo(
-                f"asked host {run.host_id} to cancel run {run.id} of {run.job_name}", err=True
-            )
+            to_stderr(f"asked host {run.host_id} to cancel run {run.id} of {run.job_name}")
         if asked.state == "cancelled":
             ended = watch_run(store, run_id, 0.0)  # recorded already: read it
         else:
             ended = None if no_wait else watch_run(store, run_id, timeout)
-    except ActionRefused as refused:
-        click.echo(f"refused: {refused}", err=True)
-        raise SystemExit(EXIT_INVALID) from None
-    finally:
-        store.dispose()
-    outcome = ended.outcome if ended is not None else "running"
     shown = {
         "run_id": run.id,
         "job": run.job_name,
         "host": run.host_id,
         "requested": asked.state,
-        "outcome": outcome,
+        "outcome": ended.outcome if ended is not None else "running",
         "cancelled_by": (ended.cancel_requested_by if ended else None) or actor,
         "reason": (ended.cancel_reason if ended else None) or reason,
     }
@@ -188,3 +186,94 @@ def cancel(
     if ended is None:
         raise SystemExit(EXIT_OK if no_wait else EXIT_TIMEOUT)
     raise SystemExit(EXIT_OK if ended.outcome == "cancelled" else EXIT_FAILED)
+
+
+def _retry_failed(
+    ctx: click.Context,
+    run_id: str | None,
+    reason: str,
+    *,
+    job: str | None,
+    module: str | None,
+    since: str | None,
+    as_json: bool,
+) -> None:
+    """Queue the retries, print them, and exit 0 (every match queued) or 3 (some refused)."""
+    from jobhost.clock import SystemClock
+    from jobhost.errors import UnknownJobError
+    from jobhost.operations.failures import (
+        BadFailureQuery,
+        FailureQuery,
+        parse_since,
+        retry_failures,
+    )
+    from jobhost.operations.jobs import require_known_job
+
+    if run_id is not None:
+        _usage("give RUN_ID or --failed, not both")
+    with opened_store(settings_of(ctx), write=True) as store:
+        if job is not None:
+            try:
+                require_known_job(None, store, job)
+            except UnknownJobError as error:
+                _usage(f"--job: {error}")
+        jobs = tuple(store.module_jobs(module)) if module is not None else None
+        if module is not None and not jobs:
+            _usage(f"--module: the store holds no job of module {module!r}")
+        try:
+            start = parse_since(since, SystemClock()()) if since is not None else None
+        except BadFailureQuery as error:
+            _usage(f"--{error.field}: {since!r} {error.detail}")
+        query = FailureQuery(since=start, job=job, jobs=jobs)
+        done = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
+    shown: dict[str, Any] = {
+        "queued": [
+            {
+                "run_id": q.run_id,
+                "retry_of": q.retry_of.id,
+                "job": q.retry_of.job_name,
+                "attempt": q.attempt,
+            }
+            for q in done.queued
+        ],
+        "refused": [
+            {"run_id": run.id, "job": run.job_name, "reason": why} for run, why in done.refused
+        ],
+        "more": done.more,
+        "hosts_alive": done.hosts_alive,
+    }
+    if as_json:
+        click.echo(json.dumps(shown, indent=2))
+    else:
+        _print_retries(shown)
+    if done.refused:
+        raise SystemExit(EXIT_INVALID)
+
+
+def _print_retries(shown: dict[str, Any]) -> None:
+    queued, refused = shown["queued"], shown["refused"]
+    if not queued and not refused:
+        click.echo("no open failure to retry")
+    for item in queued:
+        click.echo(
+            f"queued retry {item['run_id']} of {item['job']} (attempt {item['attempt']}), "
+            f"retrying failed run {item['retry_of']}"
+        )
+    for item in refused:
+        click.echo(f"refused {item['run_id']} of {item['job']}: {item['reason']}")
+    if queued:
+        count = f"{len(queued)} retr{'y' if len(queued) == 1 else 'ies'} queued"
+        click.echo(f"{count}, each in the change log (`jobhost changes`)")
+        if shown["hosts_alive"]:
+            click.echo("a live host runs them now; `jobhost failures` shows what stays open")
+        else:
+            click.echo(
+                "no live host: they stay queued until a host runs (`jobhost run`); nothing "
+                "ran them here"
+            )
+    if shown["more"]:
+        click.echo("more open failures match: run it again, or narrow with --since or --job")
+
+
+def _usage(message: str) -> NoReturn:
+    fail(f"jobhost retry: {message}", EXIT_USAGE)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import getpass
 import json
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
-from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli
-from jobhost.cli._context import catalog_for, open_store, settings_of
-from jobhost.cli._reasons import reason_text
+from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
+from jobhost.cli._context import catalog_for, opened_store, settings_of
+from jobhost.cli._options import json_option, reason_text
 
 if TYPE_CHECKING:
     from jobhost.store import Store
@@ -59,7 +59,7 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
     callback=_reason,
     help="Why (required with --set and --delete); in the change log.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@json_option("Print JSON instead of text.")
 @click.pass_context
 def state(
     ctx: click.Context,
@@ -92,16 +92,13 @@ def state(
     if reason is not None and not changing:
         raise click.UsageError("--reason goes with --set or --delete")
     settings = settings_of(ctx)
-    store = open_store(settings, write=changing)
-    try:
+    with opened_store(settings, write=changing) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
-        if assignment is not None or deleted is not None:
+        if changing:
             key, value = assignment if assignment is not None else (str(deleted), None)
             _change(store, name, key, value, reason=str(reason), as_json=as_json)
         else:
             _show(store, name, as_json=as_json)
-    finally:
-        store.dispose()
 
 
 def _show(store: Store, name: str, *, as_json: bool) -> None:
@@ -135,11 +132,11 @@ def _change(
         check_key(key)
         done = change_state(store, name, key, value, actor=actor, reason=reason)
     except BadStateInput as bad:
-        _exit(f"jobhost: {bad}", EXIT_USAGE)
+        fail(f"jobhost: {bad}", EXIT_USAGE)
     except ActionRefused as refused:
-        _exit(f"refused: {refused}", EXIT_USAGE if refused.unknown else EXIT_INVALID)
+        fail(f"refused: {refused}", EXIT_USAGE if refused.unknown else EXIT_INVALID)
     if value is None and done.before is None:
-        _exit(f"jobhost: job {name} has no state key {key!r}: nothing deleted", EXIT_USAGE)
+        fail(f"jobhost: job {name} has no state key {key!r}: nothing deleted", EXIT_USAGE)
     if as_json:
         shown = {"job": name, "key": key, "before": done.before, "after": done.after}
         click.echo(json.dumps({**shown, "changed": done.changed}, indent=2, ensure_ascii=False))
@@ -156,8 +153,3 @@ def _change(
 def _shown(value: str | None) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= _SHOWN_VALUE else f"{text[: _SHOWN_VALUE - 3]}..."
-
-
-def _exit(message: str, code: int) -> NoReturn:
-    click.echo(message, err=True)
-    raise SystemExit(code)

@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from jobhost.cli._app import cli
+from jobhost.cli._app import cli, to_stderr
 from jobhost.cli._context import (
     load_catalog,
     migrate_store,
     open_store,
+    opened_store,
     require_job,
     settings_of,
 )
-from jobhost.cli._reasons import reason_value
-from jobhost.cli._waiting import print_and_exit, wait_options
+from jobhost.cli._options import optional_reason, print_and_exit, wait_options
 from jobhost.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -26,12 +26,7 @@ __all__ = ["trigger"]
 
 @cli.command()
 @click.argument("name")
-@click.option(
-    "--reason",
-    metavar="TEXT",
-    callback=reason_value,
-    help="Why; recorded with the run.",
-)
+@optional_reason("Why; recorded with the run.")
 @wait_options(
     no_wait="Queue the run and exit at once.",
     until="wait for the outcome",
@@ -84,26 +79,18 @@ def trigger(
         # It may run the job itself, as `jobhost run` would, on a store not yet upgraded; a
         # store that does not exist at all is refused (see open_store).
         migrate_store(settings)
-    store = open_store(settings, write=True)
-    try:
+    with opened_store(settings, write=True) as store:
         here = None
         if not no_wait:
             from jobhost.cli._one_shot import runs_here
 
-            here = runs_here(settings, catalog, store, lambda line: click.echo(line, err=True))
+            here = runs_here(settings, catalog, store)
         manual = ManualRun(
-            settings,
-            catalog,
-            store,
-            progress=lambda line: click.echo(line, err=True),
-            warn=lambda line: click.echo(line, err=True),
-            run_here=here,
+            settings, catalog, store, progress=to_stderr, warn=to_stderr, run_here=here
         )
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
         )
-    finally:
-        store.dispose()
     print_and_exit(result, result.to_json(), as_json=as_json)
 
 
@@ -125,12 +112,7 @@ def _queue(
         if name not in catalog.jobs:
             return
         manual = ManualRun(
-            settings,
-            catalog,
-            store,
-            progress=lambda line: click.echo(line, err=True),
-            warn=lambda line: click.echo(line, err=True),
-            from_store=True,
+            settings, catalog, store, progress=to_stderr, warn=to_stderr, from_store=True
         )
         result = manual.trigger(
             catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit

@@ -38,12 +38,6 @@ class FieldProblem:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-def _duration(value: str | None) -> str | None:
-    if value is not None:
-        parse_duration(value)  # ValueError with the accepted forms
-    return value
-
-
 class JobDefinition(BaseModel):
     """What a runtime job is: its kind and settings, its trigger, and its policies."""
 
@@ -88,7 +82,9 @@ class JobDefinition(BaseModel):
     @field_validator("interval", "misfire_grace", "backoff", "backoff_max", "timeout")
     @classmethod
     def _durations(cls, value: str | None) -> str | None:
-        return _duration(value)
+        if value is not None:
+            parse_duration(value)  # ValueError with the accepted forms
+        return value
 
     def stored(self) -> dict[str, Any]:
         """The definition as stored and shown: every field, in JSON types."""

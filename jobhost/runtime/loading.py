@@ -10,13 +10,14 @@ validates (its kind's module was removed) is a problem too (``runtime-job-invali
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.config import Settings
 from jobhost.records import RuntimeJobRow
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
-from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.specs import build_spec
+from jobhost.runtime.specs import SecretRule, build_spec
 
 __all__ = [
     "RuntimeJobs",
@@ -29,31 +30,16 @@ __all__ = [
 _CACHE_LIMIT = 10_000
 
 
-class SpecCache:
-    """Checked runtime jobs by (name, version): a job is validated again only when it changed.
-
-    Bounded: past the limit it starts afresh.
-    """
-
-    def __init__(self) -> None:
-        self._specs: dict[tuple[str, int], JobSpec | list[FieldProblem]] = {}
-
-    def get(self, row: RuntimeJobRow) -> JobSpec | list[FieldProblem] | None:
-        return self._specs.get((row.name, row.version))
-
-    def put(self, row: RuntimeJobRow, spec: JobSpec | list[FieldProblem]) -> None:
-        if len(self._specs) >= _CACHE_LIMIT:
-            self._specs.clear()
-        self._specs[(row.name, row.version)] = spec
+SpecCache = dict[tuple[str, int], JobSpec | list[FieldProblem]]
+"""Checked runtime jobs by (name, version): a job is validated again only when it changed."""
 
 
+@dataclass
 class RuntimeJobs:
-    """The runtime jobs read at one moment: the runnable ones, the rows, and the problems."""
+    """The runtime jobs read at one moment: the runnable ones, and the problems."""
 
-    def __init__(self) -> None:
-        self.specs: dict[str, JobSpec] = {}
-        self.rows: dict[str, RuntimeJobRow] = {}
-        self.problems: list[Problem] = []
+    specs: dict[str, JobSpec] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
 
 
 def declared_jobs(catalog: Catalog) -> dict[str, JobSpec]:
@@ -64,17 +50,16 @@ def declared_jobs(catalog: Catalog) -> dict[str, JobSpec]:
 def check_runtime_jobs(
     rows: Sequence[RuntimeJobRow],
     catalog: Catalog,
-    modules: Mapping[str, Mapping[str, Any]],
+    settings: Settings,
     *,
-    secrets: SecretRule,
     cache: SpecCache | None = None,
 ) -> RuntimeJobs:
     """Stored runtime jobs (``rows``) checked against ``catalog``'s kinds and declared names;
     ``cache`` keeps the checked ones of each version."""
+    secrets = SecretRule.of(settings)
     found = RuntimeJobs()
     declared = declared_jobs(catalog)
     for row in rows:
-        found.rows[row.name] = row
         if row.name in declared:
             module = declared[row.name].module
             found.problems.append(
@@ -88,11 +73,14 @@ def check_runtime_jobs(
                 )
             )
             continue
-        spec = cache.get(row) if cache is not None else None
+        key = (row.name, row.version)
+        spec = cache.get(key) if cache is not None else None
         if spec is None:
-            spec = _check(row, catalog, modules, secrets)
+            spec = _check(row, catalog, settings.modules, secrets)
             if cache is not None:
-                cache.put(row, spec)
+                if len(cache) >= _CACHE_LIMIT:
+                    cache.clear()  # bounded: past the limit it starts afresh
+                cache[key] = spec
         if isinstance(spec, JobSpec):
             found.specs[row.name] = spec
         else:

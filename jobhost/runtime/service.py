@@ -1,6 +1,7 @@
 """Creating, changing, removing, pausing, resuming and triggering jobs: one path for the API
 and the CLI, each change validated as a declaration is and written with its change-log row and
-its schedule row in one transaction.
+its schedule row in one transaction. A refused change is a :class:`ChangeRefused`, with the HTTP
+status and the exit code it maps to.
 
 A runtime job's ``ETag`` is ``"<version>-<digest>"``: the version grows with every change, the
 digest is of the stored definition. ``If-Match`` takes one (or ``*``: any existing job).
@@ -11,28 +12,34 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jobhost.catalog import Catalog, JobSpec
-from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
+from jobhost.errors import JobhostError, shown_name
 from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
 from jobhost.rules.desired import desired_schedules
-from jobhost.runtime.definition import JobDefinition, parse_definition
-from jobhost.runtime.errors import conflict, invalid, not_found, precondition, stale
+from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
 from jobhost.runtime.loading import (
     SpecCache,
     check_runtime_jobs,
     declared_jobs,
     with_runtime_jobs,
 )
-from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.specs import build_spec, group_problems
+from jobhost.runtime.specs import SecretRule, build_spec, group_problems
 from jobhost.store import Store
 
-__all__ = ["JobService", "PutResult", "etag_matches", "etag_of"]
+__all__ = [
+    "ChangeRefused",
+    "JobService",
+    "PutResult",
+    "etag_matches",
+    "etag_of",
+    "not_found",
+]
 
 _TRIGGER_WAIT_SECONDS = 2.0
 _UNCONDITIONAL_TRIES = 10
@@ -60,7 +67,6 @@ class JobService:
         settings: Settings,
         catalog: Catalog,
         store: Store,
-        clock: Clock | None = None,
         *,
         trigger_wait: float = _TRIGGER_WAIT_SECONDS,
     ) -> None:
@@ -68,8 +74,8 @@ class JobService:
         """How long :meth:`trigger` waits for a host to start the run, to answer with its id."""
         self.settings = settings
         self.catalog = catalog
-        self.clock = clock or SystemClock(settings.clock_offset)
-        self.store = store = store.with_clock(self.clock)
+        self.store = store
+        self.clock = store.clock
         self._cache = SpecCache()
         self._secrets = SecretRule.of(settings)
 
@@ -77,9 +83,7 @@ class JobService:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only job
         ``only`` when it is given: a request about one job checks no other)."""
         rows = self.store.list_runtime_jobs(None if only is None else [only])
-        runtime = check_runtime_jobs(
-            rows, self.catalog, self.settings.modules, secrets=self._secrets, cache=self._cache
-        )
+        runtime = check_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
@@ -219,14 +223,6 @@ def etag_matches(etag: str, if_none_match: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def _check_none_match(name: str, row: RuntimeJobRow | None, if_none_match: str | None) -> None:
-    if if_none_match is not None and row is not None and etag_matches(etag_of(row), if_none_match):
-        raise precondition(
-            f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
-            "changed; to replace it, send If-Match with its ETag instead"
-        )
-
-
 def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
     if if_match is None:
         return
@@ -247,7 +243,11 @@ def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> 
 def _check_put(
     name: str, row: RuntimeJobRow | None, if_match: str | None, if_none_match: str | None
 ) -> None:
-    _check_none_match(name, row, if_none_match)
+    if if_none_match is not None and row is not None and etag_matches(etag_of(row), if_none_match):
+        raise precondition(
+            f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
+            "changed; to replace it, send If-Match with its ETag instead"
+        )
     _check_match(name, row, if_match)
 
 
@@ -255,3 +255,65 @@ def _check_delete(name: str, row: RuntimeJobRow | None, if_match: str | None) ->
     if row is None:
         raise not_found(name, "runtime job")
     _check_match(name, row, if_match)
+
+
+class ChangeRefused(JobhostError):
+    """``status`` is the API's answer (404, 409, 412, 422); ``problems`` name the fields."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        *,
+        problems: Sequence[FieldProblem] = (),
+        exit_code: int = 1,
+        headline: str | None = None,
+    ) -> None:
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.problems = list(problems)
+        self.exit_code = exit_code
+        lines = "".join(f"\n  {p.line()}" for p in self.problems)
+        super().__init__(f"{headline or detail}{lines}")
+
+
+def invalid(name: str, problems: Sequence[FieldProblem]) -> ChangeRefused:
+    first = problems[0].line() if problems else "the definition is invalid"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return ChangeRefused(
+        422,
+        "Invalid job definition",
+        f"job {name}: {first}{more}",
+        problems=problems,
+        exit_code=3,
+        headline=f"job {name}: the definition is refused:",
+    )
+
+
+def not_found(name: str, what: str = "job") -> ChangeRefused:
+    return ChangeRefused(
+        404,
+        "No such job",
+        f"no {what} {shown_name(name)}; list them with GET /api/v1/jobs or `jobhost jobs list`",
+        exit_code=2,
+    )
+
+
+def conflict(detail: str) -> ChangeRefused:
+    return ChangeRefused(409, "Conflict", detail)
+
+
+def precondition(detail: str) -> ChangeRefused:
+    return ChangeRefused(412, "Precondition failed", detail)
+
+
+def stale(name: str, given: str, current: str | None) -> ChangeRefused:
+    now = f"it is now {current}" if current else "it no longer exists"
+    return ChangeRefused(
+        412,
+        "Precondition failed",
+        f"job {name} changed since you read it (If-Match {given}; {now}); read it again "
+        "(GET its ETag) and repeat the change",
+    )

@@ -5,11 +5,19 @@ judges declared and runtime jobs), the trigger checks (presence, cron syntax and
 interval, the daylight-saving policy), the critical rule and the declaration's own type checks
 are the catalog's; the kind's ``validate`` checks its settings, and its ``factory`` makes the
 executor.
+
+Secrets: a runtime job may read only the environment variables the operator made available to
+runtime jobs (``runtime_secret_env_prefix``, ``runtime_secrets_allowed``). A job created through
+the API names the variables its kind reads (an ``http`` job's ``secret_headers``); every other
+variable (``HOME``, ``JOBHOST_DATABASE_URL``) is refused, so a token that may write jobs cannot
+send the host's own secrets to a URL of its choosing. Declared jobs are the operator's own and
+are not held to this rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
@@ -22,15 +30,23 @@ from jobhost_contracts import (
     parse_duration,
     policies_from,
 )
+from returns.result import Failure, Result
 
 from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
 from jobhost.catalog.overrides import declared_parts, to_trigger
 from jobhost.catalog.policies import policy_problems
 from jobhost.catalog.validation import check_critical, check_trigger
+from jobhost.config import Settings
 from jobhost.runtime.definition import FieldProblem, JobDefinition
-from jobhost.runtime.secrets import SecretRule, refused_executor
 
-__all__ = ["MAX_NAME_LENGTH", "RUNTIME_MODULE", "build_spec", "group_problems"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "RUNTIME_MODULE",
+    "RefusedSecrets",
+    "SecretRule",
+    "build_spec",
+    "group_problems",
+]
 
 MAX_NAME_LENGTH = 200
 """The longest job name the store holds."""
@@ -153,3 +169,61 @@ def group_problems(definition: JobDefinition, limits: Mapping[str, int]) -> list
             "them, or ask the operator to add the group with its limit",
         )
     ]
+
+
+@dataclass(frozen=True)
+class SecretRule:
+    """The variables runtime jobs may read: by ``prefix``, or named in ``allowed``."""
+
+    prefix: str
+    allowed: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, settings: Settings) -> SecretRule:
+        return cls(settings.runtime_secret_env_prefix, frozenset(settings.runtime_secrets_allowed))
+
+    def permits(self, variable: str) -> bool:
+        return (variable.startswith(self.prefix) and variable != self.prefix) or (
+            variable in self.allowed
+        )
+
+    def check(self, kind: JobKind, validated: object) -> list[FieldProblem]:
+        """A problem for each variable the job's settings name that this rule refuses."""
+        if kind.secret_variables is None:
+            return []
+        named: Mapping[str, str] = kind.secret_variables(validated)
+        return [
+            FieldProblem(f"settings.{field}", self.refusal(variable))
+            for field, variable in named.items()
+            if not self.permits(variable)
+        ]
+
+    def refusal(self, variable: str) -> str:
+        allowed = f" or one of runtime_secrets_allowed ({', '.join(sorted(self.allowed))})"
+        return (
+            f"environment variable {variable} is not available to runtime jobs: they may read "
+            f"only variables named {self.prefix}* (runtime_secret_env_prefix)"
+            f"{allowed if self.allowed else ''}; ask the operator to provide the secret as "
+            f"{self.prefix}{_suffix(variable)}"
+        )
+
+
+class RefusedSecrets(Exception):
+    """A stored runtime job names a variable it may not read; the run fails without reading."""
+
+
+def refused_executor(problems: list[FieldProblem]) -> _Refused:
+    """An executor whose every run fails with ``problems``, reading nothing."""
+    return _Refused("; ".join(problem.line() for problem in problems))
+
+
+class _Refused:
+    def __init__(self, message: str) -> None:
+        self._message = message
+
+    def execute(self, context: object) -> Result[None, RefusedSecrets]:
+        return Failure(RefusedSecrets(self._message))
+
+
+def _suffix(variable: str) -> str:
+    return variable.removeprefix("JOBHOST_") or "NAME"

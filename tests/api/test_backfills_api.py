@@ -11,7 +11,7 @@ import pytest
 from jobhost.config import Settings
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
+from jobhost.web.api.routes import api_routes
 from tests.api.api_support import SECRETS, call
 from tests.support import sample_catalog
 

@@ -17,7 +17,7 @@ from jobhost.operations.report import build_report
 from jobhost.runtime.service import JobService
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
+from jobhost.web.api.routes import api_routes
 from tests.api.api_support import SECRETS, call
 from tests.support import ManualClock
 
@@ -42,7 +42,7 @@ def deleted(store_url: str) -> Iterator[tuple[str, Settings, Engine]]:
     engine = create_store_engine(store_url, create=True)
     upgrade(engine)
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    service = JobService(settings, catalog, Store(engine), ManualClock(NOW), trigger_wait=0)
+    service = JobService(settings, catalog, Store(engine, ManualClock(NOW)), trigger_wait=0)
     made = service.put("hooks.ping", PING, actor="deployer", if_match=None)
     service.delete("hooks.ping", actor="deployer", if_match=made.etag)
     app = create_app(

@@ -14,7 +14,7 @@ import pytest
 
 from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
+from jobhost.web.api.routes import api_routes
 from tests.api.api_support import call, token_lines
 from tests.cli.operator_support import Operator, now
 

@@ -43,7 +43,7 @@ def test_concurrent_puts_without_if_match_all_succeed_and_the_last_wins(
     errors: list[BaseException] = []
 
     def write(minutes: int) -> None:
-        service = JobService(settings, catalog, Store(engine), clock, trigger_wait=0)
+        service = JobService(settings, catalog, Store(engine, clock), trigger_wait=0)
         start.wait()
         try:
             service.put("hooks.race", _body(minutes), actor=f"w{minutes}", if_match=None)

@@ -14,10 +14,8 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.rules.desired import desired_schedules
-from jobhost.runtime.errors import ChangeRefused
 from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
-from jobhost.runtime.secrets import SecretRule
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
@@ -38,7 +36,7 @@ def service(
     upgrade(engine)
     clock = ManualClock(NOW)
     yield (
-        JobService(settings, build_catalog(settings), Store(engine), clock, trigger_wait=0),
+        JobService(settings, build_catalog(settings), Store(engine, clock), trigger_wait=0),
         engine,
         clock,
     )
@@ -186,12 +184,7 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
             now=NOW,
         )
     with reading(engine) as connection:
-        runtime = check_runtime_jobs(
-            list_runtime_jobs(connection),
-            jobs.catalog,
-            jobs.settings.modules,
-            secrets=SecretRule.of(jobs.settings),
-        )
+        runtime = check_runtime_jobs(list_runtime_jobs(connection), jobs.catalog, jobs.settings)
     merged = with_runtime_jobs(jobs.catalog, runtime)
     (problem,) = merged.problems
     assert problem.code == "runtime-name-taken" and problem.job == "sample.declared"
@@ -250,7 +243,7 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
     engine = create_store_engine(settings.database_url)
     upgrade(engine)
     try:
-        jobs = JobService(settings, build_catalog(settings), Store(engine), ManualClock(NOW))
+        jobs = JobService(settings, build_catalog(settings), Store(engine, ManualClock(NOW)))
         unknown = refused(
             lambda: jobs.put(
                 "hooks.ping", {**PING, "concurrency_group": "warehose"}, actor="x", if_match=None
@@ -266,12 +259,7 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
         catalog = build_catalog(settings)
         assert [w.code for w in catalog.warnings] == ["unused-concurrency-limit"]
         with reading(engine) as connection:
-            runtime = check_runtime_jobs(
-                list_runtime_jobs(connection),
-                catalog,
-                settings.modules,
-                secrets=SecretRule.of(settings),
-            )
+            runtime = check_runtime_jobs(list_runtime_jobs(connection), catalog, settings)
         assert with_runtime_jobs(catalog, runtime).warnings == []
     finally:
         engine.dispose()

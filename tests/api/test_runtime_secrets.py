@@ -18,8 +18,7 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.errors import ConfigError
-from jobhost.runtime.errors import ChangeRefused
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.runtime import insert_runtime_job
 from tests.support import ManualClock
@@ -54,7 +53,7 @@ def jobs_for(
         engines.append(engine)
         clock = ManualClock(NOW)
         return JobService(
-            settings, build_catalog(settings), Store(engine), clock, trigger_wait=0
+            settings, build_catalog(settings), Store(engine, clock), trigger_wait=0
         ), engine
 
     yield make

@@ -12,8 +12,8 @@ import re
 from jobhost.config import ApiToken
 from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
-from jobhost.web.console import Console
+from jobhost.web.api.routes import api_routes
+from jobhost.web.console.pages import Console
 from tests.api.api_support import SECRETS, call
 from tests.cli.operator_support import Operator
 from tests.commands import jobhost_command

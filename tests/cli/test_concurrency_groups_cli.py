@@ -12,7 +12,7 @@ from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
+from jobhost.web.console.pages import Console
 from tests.cli.test_validate_cli import environment, jobhost, plugin
 from tests.support import SAMPLE_PLUGIN, run_jobhost, sample_catalog
 from tests.web.console_support import Client

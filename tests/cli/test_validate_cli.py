@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import jobhost.cli.validate  # registers the command on the group
+import jobhost.cli.checks  # registers the command on the group
 from jobhost.cli import cli
 
 _PLUGIN = """\

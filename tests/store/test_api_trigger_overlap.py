@@ -10,7 +10,7 @@ from typing import Any
 
 from jobhost.config import ApiToken
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
+from jobhost.web.api.routes import api_routes
 from tests.api.api_support import Answer, call
 from tests.support import ManualClock
 from tests.waiting import wait_for

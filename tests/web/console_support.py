@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
+from jobhost.web.console.pages import Console
 from tests.cli.operator_support import Operator
 
 __all__ = ["TOKEN", "Client", "add_operator_token", "csrf_of", "serve_console", "sign_in"]

@@ -16,7 +16,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
+from jobhost.web.console.pages import Console
 from tests.cli.operator_support import Operator, now
 from tests.web.browser import waiting
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobhost.store import Store
-from jobhost.web.console import Console
+from jobhost.web.console.pages import Console
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, serve_console
 

@@ -22,7 +22,7 @@ from jobhost.store import Store
 from jobhost.store.backfills import create_backfill
 from jobhost.store.runtime import record_change
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.console import Console
+from jobhost.web.console.pages import Console
 from tests.cli.operator_support import Operator, now
 from tests.web.browser import chromium, sign_in
 

@@ -27,8 +27,8 @@ from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.guesses import wrong_guesses
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.access import GUESS_LIMIT, GuessBrake, ReadAccess
-from jobhost.web.api import api_routes
-from jobhost.web.console import Console
+from jobhost.web.api.routes import api_routes
+from jobhost.web.console.pages import Console
 
 OPERATOR = "bob-token-0123456789"
 READER = "reader-secret-0123456789abc"

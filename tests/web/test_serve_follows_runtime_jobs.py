@@ -22,7 +22,7 @@ import pytest
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.operations.report import build_report
-from jobhost.runtime.follow import RuntimeFollower
+from jobhost.runtime.reload import RuntimeFollower
 from jobhost.runtime.service import JobService
 from jobhost.store import Store, create_store_engine, upgrade
 from tests.api.api_support import call, token_lines
@@ -43,8 +43,7 @@ def test_the_follower_swaps_runtime_jobs_in_and_out(store_url: str) -> None:
     service = JobService(
         settings,
         build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"}),
-        Store(engine),
-        ManualClock(datetime.now(UTC)),
+        Store(engine, ManualClock(datetime.now(UTC))),
         trigger_wait=0,
     )
     follower = RuntimeFollower(settings, catalog, Store(engine))

@@ -21,8 +21,8 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api import api_routes
-from jobhost.web.console import Console
+from jobhost.web.api.routes import api_routes
+from jobhost.web.console.pages import Console
 from tests.api.api_support import Answer, call
 from tests.reliability.proxy import CutProxy
 

@@ -26,8 +26,7 @@ from jobhost.operations.backfills import (
     start_backfill,
 )
 from jobhost.runtime.definition import FieldProblem
-from jobhost.runtime.errors import not_found
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import JobService, not_found
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import BadRequest, ReasonText, read_json, read_reason
 from jobhost.web.app import blocking

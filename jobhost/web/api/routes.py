@@ -32,8 +32,7 @@ from jobhost.operations.runs import (
 )
 from jobhost.operations.timefmt import short_utc
 from jobhost.records import MAX_CHANGE_ID, RuntimeJobRow
-from jobhost.runtime.errors import ChangeRefused, not_found
-from jobhost.runtime.service import JobService, etag_matches
+from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, client_address
@@ -100,7 +99,8 @@ class _Api:
         self.brake = brake
         self.settings = settings
         self.store = store
-        self.service = JobService(settings, catalog, store, clock, trigger_wait=trigger_wait)
+        on_clock = store if clock is None else store.with_clock(clock)
+        self.service = JobService(settings, catalog, on_clock, trigger_wait=trigger_wait)
         self.tokens = TokenCheck(settings.api_tokens)
         self.limit = settings.api_body_limit
         self.actions = ActionEndpoints(self.service, self.limit)

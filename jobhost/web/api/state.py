@@ -18,8 +18,7 @@ from jobhost.operations.jobs import (
     read_state,
     state_json,
 )
-from jobhost.runtime.errors import not_found
-from jobhost.runtime.service import JobService
+from jobhost.runtime.service import JobService, not_found
 from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import read_reason, read_state_value
 from jobhost.web.app import blocking

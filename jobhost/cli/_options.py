@@ -1,0 +1,126 @@
+"""What several commands share: ``--json``, ``--reason`` checked as the API checks it, a typed
+run id, and for the commands that start a run and wait for it (``trigger``, ``retry``,
+``cancel``) the ``--no-wait`` and ``--timeout`` options and how a manual run's result is printed
+and becomes the exit status."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, fail
+from jobhost.operations.changes import BadReason, checked_reason
+from jobhost.operations.runs import AmbiguousRunId, resolve_run_id
+from jobhost.operations.timefmt import short_utc
+from jobhost.store import Store
+
+if TYPE_CHECKING:
+    from jobhost.operations.runs import TriggerResult
+
+__all__ = [
+    "json_option",
+    "optional_reason",
+    "print_and_exit",
+    "reason_text",
+    "required_reason",
+    "typed_run_id",
+    "wait_options",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_Decorator = Callable[[Any], Any]
+
+
+def json_option(help: str = "Print one JSON object instead of text.") -> _Decorator:
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def optional_reason(help: str) -> _Decorator:
+    """``--reason TEXT``, folded, or exit 2 naming --reason when it is too long or holds a
+    control character (an escape sequence would reach every later ``jobhost changes``). A blank
+    or absent reason is left to the command, which knows whether one is required."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return value
+        return reason_text(value)
+
+    return click.option("--reason", metavar="TEXT", callback=check, help=help)
+
+
+def required_reason(example: str, help: str = "Why (required).") -> Callable[[_F], _F]:
+    """``--reason TEXT``, required and checked: every change is in the change log, and an
+    empty reason tells the next operator nothing (``example`` shows one)."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        if not value.strip():
+            raise click.BadParameter(f"must say why, e.g. --reason {example!r}")
+        return reason_text(value)
+
+    return click.option("--reason", metavar="TEXT", required=True, callback=check, help=help)
+
+
+def reason_text(value: str) -> str:
+    """``value`` folded; :class:`click.BadParameter` (exit 2) saying what is wrong with it."""
+    try:
+        return checked_reason(value)
+    except BadReason as error:
+        raise click.BadParameter(str(error), param_hint="--reason") from None
+
+
+def typed_run_id(store: Store, typed: str) -> str:
+    """The run ``typed`` names, as a whole id or a unique prefix (commands.md, "Run ids"); an
+    ambiguous prefix lists its runs and exits 2."""
+    try:
+        return resolve_run_id(store, typed)
+    except AmbiguousRunId as ambiguous:
+        lines = [f"jobhost: {ambiguous}; type more of it:"]
+        lines += [
+            f"  {c.id}  {c.job_name}  {c.outcome}  queued {short_utc(c.queued_at)}"
+            for c in ambiguous.candidates
+        ]
+        if ambiguous.more:
+            lines.append("  ... and more")
+        fail("\n".join(lines), EXIT_USAGE)
+
+
+def wait_options(*, no_wait: str, until: str, beside: tuple[_Decorator, ...] = ()) -> _Decorator:
+    """``--no-wait`` (``no_wait`` says what it does), the command's own options ``beside``,
+    ``--timeout`` (``until`` says what is waited for without it) and ``--json``, in that order
+    (the order ``--help`` lists them in)."""
+
+    def add(command: Any) -> Any:
+        for option in reversed(
+            (
+                click.option("--no-wait", is_flag=True, help=no_wait),
+                *beside,
+                click.option(
+                    "--timeout",
+                    type=click.FloatRange(min=0, min_open=True),
+                    metavar="SECONDS",
+                    help=f"Stop waiting after this long (exit 4); default: {until}.",
+                ),
+                json_option("Print the result as one JSON object."),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return add
+
+
+def print_and_exit(result: TriggerResult, shown: dict[str, Any], *, as_json: bool) -> NoReturn:
+    """Print ``shown`` as JSON, or ``result`` as one line; exit 4 when ``--timeout`` ended the
+    wait, 0 when the run succeeded (or was only queued), 1 otherwise."""
+    from jobhost.operations.render import stdout_style, trigger_line
+
+    if as_json:
+        click.echo(json.dumps(shown, indent=2))
+    else:
+        click.echo(trigger_line(result, stdout_style()))
+    if result.timed_out_waiting:
+        raise SystemExit(EXIT_TIMEOUT)
+    raise SystemExit(EXIT_OK if result.outcome in {"succeeded", "queued"} else EXIT_FAILED)

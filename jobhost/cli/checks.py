@@ -1,0 +1,232 @@
+"""``jobhost validate``, ``jobhost plan`` and ``jobhost health``: the checks before and after a
+deploy. Is the job catalog complete and healthy, what would the next host start change in the
+store, and does every check of the release gate pass?
+
+``validate`` lists, before its summary, what it loaded: each plugin, its modules, and each
+job's state. A module that nobody configured declares its jobs disabled; saying so there, with
+the reason, is how an operator learns that a module's jobs are off without reading the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import click
+
+from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli, to_stderr
+from jobhost.cli._context import load_catalog, opened_store, refuse_invalid, settings_of
+from jobhost.cli._options import json_option
+from jobhost.config import Settings
+from jobhost.store import head_revision
+from jobhost.store.migrate import check_not_newer
+
+__all__ = ["health", "plan", "validate"]
+
+
+@cli.command()
+@json_option("Print one JSON object instead of lines.")
+@click.pass_context
+def validate(ctx: click.Context, as_json: bool) -> None:
+    """Load every plugin and check every job; list every problem, not only the first.
+
+    Exit status: 0 when the catalog is clean, 3 when it has problems (or the configuration
+    is invalid). Runtime jobs in the configured store are checked too, when it is
+    reachable. Before the summary it lists what it loaded: each plugin, its modules, and
+    each job with enabled or disabled (and why), its trigger and its group. The JSON form
+    is {"ok": ..., "jobs": N, "problems": [{"job", "module", "code", "message"}, ...],
+    "warnings": [same shape], "plugins": [{"plugin", "modules", "jobs": [{"name",
+    "module", "enabled", "disabled_because", "trigger", "group"}, ...]}, ...]}; warnings
+    (a concurrency limit no job uses) do not change the exit status.
+    """
+    settings = settings_of(ctx)
+    # The store's runtime jobs too: a declaration that took a runtime job's name is a problem.
+    catalog = load_catalog(settings)
+    for caveat in settings.warnings():
+        to_stderr(f"warning: {caveat}")
+    plugins = _loaded(catalog, settings)
+    if as_json:
+        shown = {
+            "ok": catalog.ok,
+            "jobs": len(catalog.jobs),
+            "problems": [_problem_json(p) for p in catalog.problems],
+            "warnings": [_problem_json(p) for p in catalog.warnings],
+            "plugins": plugins,
+        }
+        click.echo(json.dumps(shown, indent=2))
+    else:
+        for problem in catalog.problems:
+            click.echo(problem.line())
+        for warning in catalog.warnings:
+            click.echo(f"warning: {warning.line()}")
+        for line in _loaded_lines(plugins):
+            click.echo(line)
+        jobs, problems = len(catalog.jobs), len(catalog.problems)
+        click.echo(f"{jobs} {_plural(jobs, 'job')}, {problems} {_plural(problems, 'problem')}")
+    if not catalog.ok:
+        # SystemExit, not ctx.exit: with standalone_mode=False click turns ctx.exit into a
+        # return value of cli.main, which jobhost.cli.main does not pass on.
+        raise SystemExit(EXIT_INVALID)
+
+
+@cli.command()
+@json_option()
+@click.option("--strict", is_flag=True, help="Exit 1 when anything would change.")
+@click.pass_context
+def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
+    """Compare the catalog the installed modules declare with the store's schedules.
+
+    Lists the jobs a host started now would add, change (trigger, zone or enabled state,
+    old -> new) and mark orphaned. JSON: {"changes": bool, "added": [{"job", "module",
+    "after"}], "changed": [{"job", "before", "after", "trigger_changed"}], "orphaned":
+    [{"job", "module", "before"}]}.
+
+    Exit status: 0; 1 with --strict when anything would change; 3 when the catalog is
+    invalid (a plan from it would be wrong).
+    """
+    from jobhost.operations.plan import (
+        live_catalogs,
+        plan_changes,
+        plan_json,
+        stored_schedules,
+        this_catalog,
+    )
+    from jobhost.operations.render import catalog_lines, plan_lines, stdout_style
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings)
+    if not catalog.ok:
+        refuse_invalid(catalog, "jobhost: the job catalog is invalid; no plan until it is fixed:")
+    with opened_store(settings, require_current=False) as store:
+        revision = store.current_revision()
+        check_not_newer(revision)
+        if revision != head_revision():
+            to_stderr(
+                f"note: the store's schema is at {revision or 'nothing yet'}; `jobhost run` "
+                f"migrates it to {head_revision()} first"
+            )
+        rows = stored_schedules(store)
+        hosts = live_catalogs(store)
+    changes = plan_changes(catalog, rows)
+    version = this_catalog(catalog)
+    if as_json:
+        click.echo(json.dumps(plan_json(changes, rows, version=version, hosts=hosts), indent=2))
+    else:
+        lines = plan_lines(changes, rows, stdout_style())
+        click.echo("\n".join([*lines, *catalog_lines(version, hosts)]))
+    if strict and not changes.empty:
+        raise SystemExit(EXIT_FAILED)
+
+
+@cli.command()
+@json_option()
+@click.option(
+    "--no-hosts", is_flag=True, help="Do not require a live host (a check before a deploy)."
+)
+@click.option(
+    "--check-catalog",
+    is_flag=True,
+    help="Load the modules and validate their catalog (the catalog check).",
+)
+@click.pass_context
+def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: bool) -> None:
+    """Check the store, the catalog, the critical jobs, the hosts, the leases and the clocks.
+
+    Checks: store (reachable, schema current), catalog (valid), critical-jobs-scheduled
+    (enabled, not paused, next fire not behind), live-host (at least one; skipped with
+    --no-hosts), leases (none expired but held), critical-jobs-last-run (not failed, not
+    overdue), clock-skew (every live host within 1s of the database). JSON: {"ok": bool,
+    "checks": [{"name", "ok", "detail"}]}.
+
+    The checks read the store alone, loading no module: the catalog check names the catalog
+    version the store holds. --check-catalog loads this installation's modules instead and
+    fails the catalog check on any problem in them (see `jobhost validate`).
+
+    Exit status: 0 when every check passes, 1 otherwise; 3 when the configuration cannot be
+    loaded at all.
+    """
+    from jobhost.operations.health import check_health
+    from jobhost.operations.render import health_lines, stdout_style
+
+    settings = settings_of(ctx)
+    catalog = load_catalog(settings) if check_catalog else None
+    with opened_store(settings, require_current=False, missing_ok=True) as store:
+        result = check_health(settings, catalog, store, hosts=not no_hosts)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo("\n".join(health_lines(result, stdout_style())))
+    if not result.ok:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _problem_json(problem: Problem) -> dict[str, object]:
+    return {
+        "job": problem.job,
+        "module": problem.module,
+        "code": problem.code,
+        "message": problem.message,
+    }
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"
+
+
+def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, object]]:
+    """One entry per plugin, in load order (then any other plugin a job came from)."""
+    by_plugin: dict[str, list[JobSpec]] = {name: [] for name in catalog.plugins}
+    for spec in catalog.jobs.values():
+        if spec.name not in catalog.runtime:
+            by_plugin.setdefault(spec.plugin, []).append(spec)
+    return [
+        {
+            "plugin": plugin,
+            "modules": sorted({spec.module for spec in specs}),
+            "jobs": [
+                {
+                    "name": spec.name,
+                    "module": spec.module,
+                    "enabled": spec.enabled,
+                    "disabled_because": _disabled_because(spec, settings),
+                    "trigger": spec.trigger.describe(),
+                    "group": spec.concurrency_group,
+                }
+                for spec in specs
+            ],
+        }
+        for plugin, specs in by_plugin.items()
+    ]
+
+
+def _loaded_lines(plugins: list[dict[str, object]]) -> Iterator[str]:
+    """``plugin files: module files`` then one indented line per job."""
+    for entry in plugins:
+        modules = entry["modules"]
+        assert isinstance(modules, list)
+        jobs = entry["jobs"]
+        assert isinstance(jobs, list)
+        if not jobs:
+            yield f"plugin {entry['plugin']}: no jobs"
+            continue
+        noun = "module" if len(modules) == 1 else "modules"
+        yield f"plugin {entry['plugin']}: {noun} {', '.join(modules)}"
+        for job in jobs:
+            state = "enabled"
+            if not job["enabled"]:
+                state = f"disabled ({job['disabled_because']})"
+            group = f", group {job['group']}" if job["group"] else ""
+            yield f"  {job['name']}: {state}, {job['trigger']}{group}"
+
+
+def _disabled_because(spec: JobSpec, settings: Settings) -> str | None:
+    """Why ``spec`` does not run on its schedule, or None when it does."""
+    if spec.enabled:
+        return None
+    if spec.override is not None and spec.override.enabled is False:
+        return f'[jobs."{spec.name}"] enabled = false'
+    section = spec.declaration.configuration_source or spec.module
+    if section not in settings.modules:
+        return f"[modules.{section}] is not configured"
+    return "declared disabled"
