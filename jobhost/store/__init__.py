@@ -11,8 +11,14 @@ from __future__ import annotations
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError as StoreError
 
-from jobhost.store.clock import database_now, store_now
-from jobhost.store.engine import create_store_engine, is_postgres, normalise_url, reading
+from jobhost.store.engine import (
+    create_store_engine,
+    database_now,
+    is_postgres,
+    normalise_url,
+    reading,
+    store_now,
+)
 from jobhost.store.migrate import current_revision, head_revision, is_current, upgrade
 from jobhost.store.state import StoreJobState
 from jobhost.store.store import Store

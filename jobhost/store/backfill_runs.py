@@ -11,7 +11,7 @@ from jobhost.clock import Clock
 from jobhost.records import BackfillRecord, Claim, DesiredSchedule
 from jobhost.store.backfills import finish_backfills, get_backfill
 from jobhost.store.claims import ClaimRules, claim_work
-from jobhost.store.clock import database_now
+from jobhost.store.engine import database_now
 from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
 

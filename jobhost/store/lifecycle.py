@@ -18,7 +18,7 @@ from jobhost.records import GroupSummary, RetriesFor, RunRecord
 from jobhost.store import hosts as host_rows
 from jobhost.store import ledger
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.clock import database_now
+from jobhost.store.engine import database_now
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.releasing import release_unstarted
 

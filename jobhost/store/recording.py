@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobhost.clock import Clock
 from jobhost.records import LogWrites, Outcome
-from jobhost.store.clock import database_now
+from jobhost.store.engine import database_now
 from jobhost.store.ledger import ledger_verdicts, record_outcomes
 from jobhost.store.runlogs import append_chunks, trim_lines
 

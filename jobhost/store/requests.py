@@ -12,8 +12,7 @@ from sqlalchemy.engine import Engine
 from jobhost.clock import Clock
 from jobhost.records import ClaimBatch, GroupSummary, HostRecord, RunRecord, ScheduleRecord
 from jobhost.store.claims import ClaimRules, claim_work, live_runs
-from jobhost.store.clock import database_now
-from jobhost.store.engine import reading
+from jobhost.store.engine import database_now, reading
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.operations import get_schedule

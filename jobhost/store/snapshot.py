@@ -26,8 +26,7 @@ from jobhost.records import (
 )
 from jobhost.store import reports as store_reports
 from jobhost.store.census import Census, take_census
-from jobhost.store.clock import database_now
-from jobhost.store.engine import is_postgres, reading
+from jobhost.store.engine import database_now, is_postgres, reading
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.reports import LedgerSummary

@@ -16,8 +16,7 @@ from sqlalchemy.engine import Engine
 from jobhost.clock import Clock
 from jobhost.records import ClaimBatch, DesiredSchedule, Quiet, SyncPlan
 from jobhost.store.claims import ClaimRules, claim_work, due_job_names
-from jobhost.store.clock import database_now
-from jobhost.store.engine import reading
+from jobhost.store.engine import database_now, reading
 from jobhost.store.group_limits import write_group_limits, write_group_members
 from jobhost.store.registry import sync_schedules
 from jobhost.store.wakeups import Wakeups, next_wakeups
@@ -67,7 +66,7 @@ def claim_turn(
     the store next needs this host, leaving alone ``skip`` and the jobs the batch did not know.
 
     With ``now`` None the turn reads the store's time inside this transaction (see
-    :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
+    :func:`~jobhost.store.engine.database_now`), not through a checkout of its own. ``quiet``
     leaves out the read of pending runs when it rules them out. ``early`` claims,
     in the slots left, occurrences due within that long after the turn's instant, to start at
     their own (see :func:`~jobhost.store.claims.claim_work`). ``backfill_slots`` bounds the
