@@ -83,7 +83,6 @@ __all__ = [
     "retry_links",
     "schedules_hosts_failing",
     "streak_range",
-    "stuck_runs",
 ]
 
 SEARCH_SCAN = 20_000
@@ -144,9 +143,9 @@ def failure_rows(
     only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
     stuck = []
     if after is None:
-        stuck = stuck_runs(connection, now, limit=limit, jobs=where.jobs, text=where.text)
+        stuck = _stuck_runs(connection, now, limit=limit, jobs=where.jobs, text=where.text)
     found = (
-        resolved_page(
+        _resolved_page(
             connection, limit=limit - len(stuck), where=where, after=after, open_only=open_only
         )
         if len(stuck) < limit
@@ -164,7 +163,9 @@ def failure_rows(
 
 def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> list[RunRecord]:
     """The newest open finished failures ``where`` matches, at most ``limit``."""
-    return resolved_page(connection, limit=limit, where=where, after=None, open_only=True).page.runs
+    return _resolved_page(
+        connection, limit=limit, where=where, after=None, open_only=True
+    ).page.runs
 
 
 # -- streaks ----------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ def failure_page(
     return FailurePage(page, None, None)
 
 
-def stuck_runs(
+def _stuck_runs(
     connection: Connection,
     now: datetime,
     *,
@@ -329,25 +330,25 @@ def stuck_runs(
 
 
 @dataclass(frozen=True)
-class ResolvedPage:
+class _ResolvedPage:
     page: FailurePage
     resolved: dict[str, Resolution]
     """Of the page's runs, those resolved, by run id."""
 
 
-def resolved_page(
+def _resolved_page(
     connection: Connection,
     *,
     limit: int,
     where: FailureFilter,
     after: FailureKey | None,
     open_only: bool,
-) -> ResolvedPage:
+) -> _ResolvedPage:
     """Up to ``limit`` failures older than ``after``, newest first, with how the resolved ones
     were resolved; only open ones when ``open_only``."""
     if not open_only:
         page = _read(connection, limit, where, after)
-        return ResolvedPage(page, resolutions(connection, page.runs))
+        return _ResolvedPage(page, resolutions(connection, page.runs))
     kept: list[RunRecord] = []
     key, looked = after, 0
     while True:
@@ -357,13 +358,13 @@ def resolved_page(
             if run.id not in resolved:
                 kept.append(run)
                 if len(kept) == limit:
-                    return ResolvedPage(FailurePage(kept, _key(run), None), {})
+                    return _ResolvedPage(FailurePage(kept, _key(run), None), {})
         looked += len(page.runs)
         if page.next_key is None or page.searched_to is not None:
-            return ResolvedPage(FailurePage(kept, page.next_key, page.searched_to), {})
+            return _ResolvedPage(FailurePage(kept, page.next_key, page.searched_to), {})
         key = page.next_key
         if looked >= OPEN_SCAN:
-            return ResolvedPage(FailurePage(kept, key, key), {})
+            return _ResolvedPage(FailurePage(kept, key, key), {})
 
 
 def _read(

@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection, Engine
 from jobhost.clock import Clock, SystemClock
 from jobhost.store import (
     actions,
-    audit,
     backfill_runs,
     backfills,
     census,
@@ -170,7 +169,7 @@ class Store:
     upgrade = _Own(migrate.upgrade)
     current_revision = _Own(migrate.current_revision)
     is_current = _Own(migrate.is_current)
-    audit_store = _Own(audit.audit_store)
+    audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
     check_live_rows = _ReadAt(integrity.check_live_rows)
     stuck_runs = _Read(integrity.stuck_runs)
