@@ -42,6 +42,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import ColumnClause, Select
 
 from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, RunRecord
+from jobhost.store._sql import UTCDateTime
 from jobhost.store.engine import reading
 from jobhost.store.schema import (
     IS_PENDING,
@@ -53,7 +54,6 @@ from jobhost.store.schema import (
     schedules,
     signals,
 )
-from jobhost.store.types import UTCDateTime
 from jobhost.triggers import load_zone
 
 __all__ = [

@@ -40,12 +40,12 @@ from sqlalchemy.exc import IntegrityError
 
 from jobhost.clock import Clock
 from jobhost.records import ChangeSearch, DesiredSchedule, JobChange, RuntimeJobRow
+from jobhost.store._sql import UTCDateTime
 from jobhost.store.engine import database_now, reading
 from jobhost.store.group_limits import write_group_members
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import metadata, schedules
 from jobhost.store.signals import notify
-from jobhost.store.types import UTCDateTime
 
 __all__ = [
     "Put",

@@ -23,8 +23,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from jobhost.records import GUESS_KEY_LENGTH
+from jobhost.store._sql import UTCDateTime
 from jobhost.store.schema import metadata
-from jobhost.store.types import UTCDateTime
 
 __all__ = [
     "console_sessions",
