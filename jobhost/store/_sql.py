@@ -23,7 +23,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "locked",
     "rows_json",
     "utc_instant",
-    "violated_constraint",
 ]
 
 
@@ -274,19 +273,6 @@ def execute_isolating(
 
 def _store_away(error: DBAPIError) -> bool:
     return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
-
-
-def violated_constraint(error: IntegrityError) -> str | None:
-    """The name of the unique constraint behind ``error``, or its columns on SQLite."""
-    diag = getattr(error.orig, "diag", None)
-    name = getattr(diag, "constraint_name", None)
-    if name:
-        return str(name)
-    message = str(error.orig)
-    prefix = "UNIQUE constraint failed: "
-    if prefix in message:
-        return message.split(prefix, 1)[1].strip()
-    return None
 
 
 def _dialect_module(dialect: str) -> Any:

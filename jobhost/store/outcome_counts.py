@@ -71,13 +71,9 @@ from jobhost.store.schema import run_outcome_minutes, run_outcome_purges, run_ou
 
 __all__ = [
     "FINISHED_OUTCOMES",
-    "MINUTE",
     "SETTLE_MARGIN",
-    "closed_until",
     "counts_before",
     "forget_runs",
-    "job_counts",
-    "minute_counts",
     "outcome_counts",
 ]
 
@@ -105,8 +101,8 @@ def outcome_counts(
     edges = [start + width * index for index in range(slices + 1)]
     edges[-1] = end
     if job is not None:
-        return job_counts(connection, edges, job)
-    closed = closed_until(connection, now) if now is not None else None
+        return _job_counts(connection, edges, job)
+    closed = _closed_until(connection, now) if now is not None else None
     kept: list[_Range | None] = []
     live: list[_Range] = []
     for first, last in pairwise(edges):
@@ -119,7 +115,7 @@ def outcome_counts(
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
     if closed is not None:
         keep = not is_read_only(connection.engine)
-        counts = minute_counts(connection, kept, keep=keep)
+        counts = _minute_counts(connection, kept, keep=keep)
     for outcome, part, count in _live(connection, live):
         if count:
             one = counts[int(part) // 2]
@@ -138,7 +134,7 @@ def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) ->
     """The whole closed minutes of [first, last), or None when it holds none."""
     if closed is None:
         return None
-    low, high = ceil_minute(first), min(floor_minute(last), closed)
+    low, high = _ceil_minute(first), min(_floor_minute(last), closed)
     return (low, high) if low < high else None
 
 
@@ -201,7 +197,7 @@ def _triples(rows: Iterable[Sequence[Any]]) -> list[tuple[str, int, int]]:
     return [(str(outcome), int(index), int(count)) for outcome, index, count in rows]
 
 
-def job_counts(connection: Connection, edges: Sequence[Any], job: str) -> list[dict[str, int]]:
+def _job_counts(connection: Connection, edges: Sequence[Any], job: str) -> list[dict[str, int]]:
     """Runs of ``job`` finished in each slice [edges[i], edges[i + 1]), by outcome."""
     slices = len(edges) - 1
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
@@ -257,7 +253,7 @@ def _ranged(slices: int) -> CompoundSelect[Any]:
     )
 
 
-MINUTE = timedelta(minutes=1)
+_MINUTE = timedelta(minutes=1)
 SETTLE_MARGIN = timedelta(minutes=10)
 """Longer than any store transaction takes from reading its clock to committing: a minute is
 not closed before it is this old."""
@@ -270,7 +266,7 @@ _log = logging.getLogger("jobhost.store")
 _Row = tuple[datetime, str, int]
 
 
-def closed_until(connection: Connection, now: datetime) -> datetime:
+def _closed_until(connection: Connection, now: datetime) -> datetime:
     """The start of the first minute that is not closed."""
     if connection.dialect.name == "postgresql":
         # A caller's clock ahead of the database's must not close a minute early.
@@ -279,10 +275,10 @@ def closed_until(connection: Connection, now: datetime) -> datetime:
     oldest = connection.execute(_OLDEST_RUNNING).scalar()
     if oldest is not None:
         horizon = min(horizon, oldest)
-    return floor_minute(horizon)
+    return _floor_minute(horizon)
 
 
-def minute_counts(
+def _minute_counts(
     connection: Connection, wanted: Sequence[_Range | None], *, keep: bool
 ) -> list[dict[str, int]]:
     """Runs of every job finished in each range of whole closed minutes of ``wanted`` (sorted,
@@ -326,7 +322,7 @@ def forget_runs(
     for job, outcome, finished_at in finished:
         if finished_at is None:
             continue
-        minute = floor_minute(finished_at)
+        minute = _floor_minute(finished_at)
         gone[(job, minute, outcome)] += 1
         gone[(_EVERY_JOB, minute, outcome)] += 1
     if not gone:
@@ -348,13 +344,13 @@ def forget_runs(
     connection.execute(delete(run_outcome_minutes).where(*same, table.runs <= 0), rows)
 
 
-def floor_minute(instant: datetime) -> datetime:
+def _floor_minute(instant: datetime) -> datetime:
     return instant.astimezone(UTC).replace(second=0, microsecond=0)
 
 
-def ceil_minute(instant: datetime) -> datetime:
-    floor = floor_minute(instant)
-    return floor if floor == instant else floor + MINUTE
+def _ceil_minute(instant: datetime) -> datetime:
+    floor = _floor_minute(instant)
+    return floor if floor == instant else floor + _MINUTE
 
 
 def _span(connection: Connection, key: str) -> _Range | None:
@@ -538,7 +534,7 @@ def _count_statement(dialect: str) -> Any:
     finished = runs.c.finished_at
     if dialect == "postgresql":
         minute: Any = func.date_bin(
-            literal(MINUTE), finished, literal(datetime(2000, 1, 1, tzinfo=UTC))
+            literal(_MINUTE), finished, literal(datetime(2000, 1, 1, tzinfo=UTC))
         )
     else:
         minute = func.substr(finished, 1, 16)

@@ -23,7 +23,6 @@ from sqlalchemy.engine import Connection, RowMapping
 from jobhost.records import (
     NOT_ATTEMPTS,
     PENDING,
-    PRIORITY_MANUAL,
     RECENT,
     RUNNING,
     HostRecord,
@@ -34,7 +33,7 @@ from jobhost.records import (
     ScheduleSummary,
 )
 from jobhost.store.hosts import list_hosts
-from jobhost.store.schema import IS_PENDING, IS_RUNNING, runs, schedules
+from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
@@ -48,7 +47,6 @@ __all__ = [
     "list_schedules",
     "newest_outcomes",
     "newest_runs",
-    "pending_requests",
     "recent_failures",
     "running_runs",
     "runs_between",
@@ -306,14 +304,6 @@ def stored_job_names(connection: Connection) -> set[str]:
     named = set(connection.execute(select(schedules.c.job_name)).scalars())
     named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
     return {str(name) for name in named}
-
-
-def pending_requests(connection: Connection, name: str) -> int:
-    """Manual runs of ``name`` no host has started yet."""
-    query = select(func.count()).where(
-        runs.c.job_name == name, IS_PENDING, runs.c.priority == PRIORITY_MANUAL
-    )
-    return int(connection.execute(query).scalar() or 0)
 
 
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
