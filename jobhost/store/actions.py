@@ -1,7 +1,8 @@
 """Operators' actions as store operations: each makes its change and writes its entry in the
 change log (``job_changes``) in one transaction the store opens, so an action is never done
 without its entry nor logged without being done. ``jobhost.operations.actions`` is the one
-caller; a new action is one more function here and one there.
+caller; a new action is one more function here and one there. Each write wakes every host at
+once (NOTIFY on PostgreSQL, the signal counter on SQLite).
 
 **On one run.** A retry is a pending run row for the same occurrence and idempotency key at the
 next attempt, due at once: hosts (and an in-process command) claim it as they claim every retry.
@@ -23,6 +24,7 @@ lost or half-applied.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobhost.clock import Clock
 from jobhost.records import (
     PENDING,
+    PRIORITY_MANUAL,
     RUNNING,
     BackfillRecord,
     DesiredSchedule,
@@ -50,10 +53,10 @@ from jobhost.store import backfills
 from jobhost.store.backfills import finish_backfills
 from jobhost.store.engine import database_now
 from jobhost.store.failures import ACK, resolutions
-from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
 from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_schedule
 from jobhost.store.runtime import record_change
-from jobhost.store.schema import IS_RUNNING, job_state, runs
+from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
 from jobhost.store.state import delete_value, put_value, schedule_token
 
@@ -69,8 +72,11 @@ __all__ = [
     "cancel_requests",
     "change_state_logged",
     "list_state",
+    "pause_job",
     "pause_many_logged",
     "request_logged",
+    "request_run",
+    "resume_job",
     "resume_many_logged",
     "retry_logged",
 ]
@@ -581,3 +587,69 @@ def _value(connection: Connection, job_name: str, key: str) -> str | None:
         select(job_state.c.value).where(job_state.c.job_name == job_name, job_state.c.key == key)
     ).scalar()
     return None if value is None else str(value)
+
+
+def request_run(
+    connection: Connection,
+    job_name: str,
+    requested_by: str,
+    reason: str | None,
+    now: datetime,
+    *,
+    beside_limit: bool = False,
+) -> str:
+    """Queue a manual run of ``job_name`` as a pending run claimed before any other pending
+    work; a live host picks it up at once. The run's id, which the request is known by.
+
+    ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``).
+    """
+    run_id = uuid.uuid4().hex
+    connection.execute(
+        runs.insert().values(
+            id=run_id,
+            job_name=job_name,
+            occurrence=None,
+            attempt=1,
+            source="manual",
+            outcome=PENDING,
+            idempotency_key=f"{job_name}:manual:{run_id}",
+            requested_by=requested_by,
+            reason=reason,
+            queued_at=now,
+            # No bound: due at once for every host, whatever its clock says.
+            not_before=None,
+            priority=PRIORITY_MANUAL,
+            beside_limit=beside_limit,
+        )
+    )
+    notify(connection)
+    return run_id
+
+
+def pause_job(connection: Connection, job_name: str, by: str, reason: str, now: datetime) -> bool:
+    """Pause the job for every replica; False when it was already paused."""
+    result = connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == job_name, schedules.c.paused.is_(False))
+        .values(paused=True, paused_by=by, paused_at=now, paused_reason=reason)
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+def resume_job(connection: Connection, job_name: str) -> bool:
+    """Resume the job; its misfire policy then decides what of the paused time runs."""
+    result = connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == job_name, schedules.c.paused.is_(True))
+        .values(
+            paused=False,
+            paused_by=None,
+            paused_at=None,
+            paused_reason=None,
+            # Its place: the misfire policy decides at once what runs of what it missed.
+            due_at=schedules.c.next_occurrence,
+        )
+    )
+    notify(connection)
+    return bool(result.rowcount)

@@ -12,8 +12,8 @@ from jobhost.records import BackfillRecord, Claim, DesiredSchedule
 from jobhost.store.backfills import finish_backfills, get_backfill
 from jobhost.store.claims import ClaimRules, claim_work
 from jobhost.store.engine import database_now
-from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_schedule
 
 __all__ = ["claim_backfill", "ensure_scheduled", "settled_backfill"]
 

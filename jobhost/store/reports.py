@@ -41,6 +41,7 @@ __all__ = [
     "attempts_of",
     "expired_runs",
     "get_run",
+    "get_schedule",
     "job_is_known",
     "ledger_page",
     "ledger_summaries",
@@ -259,6 +260,15 @@ def runs_between(
     found = _records(connection.execute(query).mappings())
     found.reverse()
     return found
+
+
+def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
+    row = (
+        connection.execute(select(schedules).where(schedules.c.job_name == job_name))
+        .mappings()
+        .first()
+    )
+    return ScheduleRecord.from_row(row) if row is not None else None
 
 
 def get_run(connection: Connection, run_id: str) -> RunRecord | None:

@@ -15,8 +15,7 @@ from jobhost.store.claims import ClaimRules, claim_work, live_runs
 from jobhost.store.engine import database_now, reading
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
-from jobhost.store.operations import get_schedule
-from jobhost.store.reports import get_run
+from jobhost.store.reports import get_run, get_schedule
 
 __all__ = ["Before", "RunSeen", "before_trigger", "claim_run", "run_progress"]
 

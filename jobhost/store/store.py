@@ -27,9 +27,7 @@ from jobhost.store import (
     integrity,
     lifecycle,
     migrate,
-    operations,
     outcome_counts,
-    pages,
     pooling,
     purge,
     recording,
@@ -235,7 +233,7 @@ class Store:
     job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
-    get_schedule = _Read(operations.get_schedule)
+    get_schedule = _Read(reports.get_schedule)
     all_schedules = _Read(registry.all_schedules)
     read_snapshot = _Own(snapshot.read_snapshot)
     summary_snapshot = _ReadAt(snapshot.summary_snapshot)
@@ -252,9 +250,9 @@ class Store:
     list_backfills = _Read(backfills.list_backfills)
     backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
-    job_page = _Read(pages.job_page)
-    run_page = _Read(pages.run_page)
-    api_deletion = _Read(pages.api_deletion)
+    job_page = _Read(snapshot.job_page)
+    run_page = _Read(snapshot.run_page)
+    api_deletion = _Read(snapshot.api_deletion)
     last_lines = _Read(runlogs.last_lines)
     run_and_lines = _Read(runlogs.run_and_lines)
     list_state = _Read(actions.list_state)

@@ -25,7 +25,7 @@ from jobhost.firing.host import Host
 from jobhost.firing.slots import WorkerSlots
 from jobhost.firing.status import HostStatus
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import pause_job
+from jobhost.store.actions import pause_job
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
 from tests.waiting import wait_for

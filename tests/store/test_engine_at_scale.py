@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.records import ScheduleRecord
 from jobhost.store import reading
-from jobhost.store.operations import request_run
+from jobhost.store.actions import request_run
 from jobhost.store.schema import runs, schedules
 from jobhost.store.wakeups import next_wakeups
 from tests.support import ManualClock
