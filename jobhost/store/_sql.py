@@ -37,7 +37,6 @@ __all__ = [
     "json_rows",
     "locked",
     "rows_json",
-    "utc_instant",
 ]
 
 
@@ -194,7 +193,7 @@ def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
 def rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The rows as the one parameter of :func:`json_rows`: a JSON list of objects keyed by
     column name, each instant in ISO 8601 in UTC (a naive one is refused, as
-    :class:`~jobhost.store.types.UTCDateTime` refuses it)."""
+    :class:`UTCDateTime` refuses it)."""
     return {_ROWS: _ENCODER.encode(rows)}
 
 
@@ -204,7 +203,7 @@ _ROWS = "json_rows"
 def _instant(value: object) -> str:
     if not isinstance(value, datetime):
         raise TypeError(f"a {type(value).__name__} cannot be written in a batch of rows")
-    return utc_instant(value).isoformat()
+    return _utc_instant(value).isoformat()
 
 
 _ENCODER = json.JSONEncoder(default=_instant, allow_nan=False, separators=(",", ":"))
@@ -323,7 +322,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if dialect.name == "sqlite":
             return _sqlite_text(value)
-        return utc_instant(value)
+        return _utc_instant(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         """A direct conversion of each value: reports read a hundred thousand of these, and the
@@ -375,7 +374,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
-def utc_instant(value: datetime) -> datetime:
+def _utc_instant(value: datetime) -> datetime:
     """``value`` in UTC, as the store keeps every instant; a naive one is refused."""
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
@@ -383,7 +382,7 @@ def utc_instant(value: datetime) -> datetime:
 
 
 def _aware_or_none(value: datetime | None) -> datetime | None:
-    return None if value is None else utc_instant(value)
+    return None if value is None else _utc_instant(value)
 
 
 def _sqlite_text_or_none(value: datetime | None) -> str | None:
@@ -396,11 +395,11 @@ def _sqlite_text(value: datetime) -> str:
     run's start and end twice (the run's row, then its job's summary). Formatting one costs a
     microsecond or two; looking it up, a twentieth of that. Shared by every column and thread:
     a dict's get and set are atomic, and two threads formatting one instant write one text."""
-    # A naive value equals no aware key, so it misses here and utc_instant refuses it.
+    # A naive value equals no aware key, so it misses here and _utc_instant refuses it.
     known = _TEXTS.get(value)
     if known is None:
         # The same text as _SQLITE_FORMAT gives, several times faster.
-        known = utc_instant(value).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+        known = _utc_instant(value).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
         if len(_TEXTS) >= _REMEMBERED_TEXTS:
             _TEXTS.clear()
         _TEXTS[value] = known

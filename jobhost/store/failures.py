@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, func, literal, or_, select
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -101,6 +101,8 @@ RETRY = "retry"
 """The change-log action of an operator's retry of one run."""
 
 _CHUNK = 200
+_EVERY_FAILURE = FailureFilter()
+_NEWEST_FINISH = (runs.c.finished_at.desc(), runs.c.id.desc())
 
 _SETTLED = (*FAILED, "succeeded")
 # A success by one of these may not be the newest occurrence's: the job stays a candidate.
@@ -143,7 +145,7 @@ def failure_rows(
     only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
     stuck = []
     if after is None:
-        stuck = _stuck_runs(connection, now, limit=limit, jobs=where.jobs, text=where.text)
+        stuck = _stuck_runs(connection, now, limit, where)
     found = (
         _resolved_page(
             connection, limit=limit - len(stuck), where=where, after=after, open_only=open_only
@@ -257,34 +259,29 @@ def failure_page(
     connection: Connection,
     *,
     limit: int,
-    since: datetime | None = None,
-    job: str | None = None,
-    text: str | None = None,
+    where: FailureFilter = _EVERY_FAILURE,
     after: FailureKey | None = None,
-    jobs: Collection[str] | None = None,
 ) -> FailurePage:
-    """Up to ``limit`` finished failed runs older than ``after``, newest first; of ``job`` (or
-    of ``jobs``), finished at or after ``since``, with ``text`` in their error type or message
-    (case-insensitive), when given."""
+    """Up to ``limit`` finished failed runs older than ``after``, newest first, of those
+    ``where`` keeps (a text is looked for in their error type or message, case-insensitive)."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
-    if job is not None:
-        jobs = [job]
     for outcome in FAILED:
-        query = _stream(outcome, since=since, jobs=jobs, after=after)
-        if text:
+        conditions = _conditions(outcome, where, after)
+        query = select(runs).where(*conditions).order_by(*_NEWEST_FINISH)
+        if where.text:
             scanned = query.limit(SEARCH_SCAN).subquery()
             matched = (
                 select(scanned)
-                .where(_error_text(scanned.c).like(_pattern(text), escape="\\"))
+                .where(_error_text(scanned.c).like(_pattern(where.text), escape="\\"))
                 .order_by(scanned.c.finished_at.desc(), scanned.c.id.desc())
                 .limit(limit + 1)
             )
             rows = connection.execute(matched).mappings()
             last = connection.execute(
                 select(runs.c.finished_at, runs.c.id)
-                .where(*_conditions(outcome, since=since, jobs=jobs, after=after))
-                .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                .where(*conditions)
+                .order_by(*_NEWEST_FINISH)
                 .offset(SEARCH_SCAN - 1)
                 .limit(1)
             ).first()
@@ -305,26 +302,18 @@ def failure_page(
 
 
 def _stuck_runs(
-    connection: Connection,
-    now: datetime,
-    *,
-    limit: int,
-    job: str | None = None,
-    text: str | None = None,
-    jobs: Collection[str] | None = None,
+    connection: Connection, now: datetime, limit: int, where: FailureFilter
 ) -> list[RunRecord]:
     """Running runs whose lease expired before ``now`` or whose code ignored its cancellation,
-    newest start first, at most ``limit``; of ``job`` (or ``jobs``) when given."""
+    newest start first, at most ``limit``, of ``where``'s jobs and text."""
     query = select(runs).where(
         runs.c.outcome == RUNNING,
         or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
     )
-    if job is not None:
-        jobs = [job]
-    if jobs is not None:
-        query = query.where(runs.c.job_name.in_(sorted(jobs)))
-    if text:
-        query = query.where(_error_text(runs.c).like(_pattern(text), escape="\\"))
+    if where.jobs is not None:
+        query = query.where(runs.c.job_name.in_(sorted(where.jobs)))
+    if where.text:
+        query = query.where(_error_text(runs.c).like(_pattern(where.text), escape="\\"))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
@@ -347,12 +336,14 @@ def _resolved_page(
     """Up to ``limit`` failures older than ``after``, newest first, with how the resolved ones
     were resolved; only open ones when ``open_only``."""
     if not open_only:
-        page = _read(connection, limit, where, after)
+        page = failure_page(connection, limit=limit, where=where, after=after)
         return _ResolvedPage(page, resolutions(connection, page.runs))
     kept: list[RunRecord] = []
     key, looked = after, 0
     while True:
-        page = _read(connection, min(_CHUNK, OPEN_SCAN - looked), where, key)
+        page = failure_page(
+            connection, limit=min(_CHUNK, OPEN_SCAN - looked), where=where, after=key
+        )
         resolved = resolutions(connection, page.runs)
         for run in page.runs:
             if run.id not in resolved:
@@ -367,45 +358,20 @@ def _resolved_page(
             return _ResolvedPage(FailurePage(kept, key, key), {})
 
 
-def _read(
-    connection: Connection, limit: int, where: FailureFilter, after: FailureKey | None
-) -> FailurePage:
-    return failure_page(
-        connection, limit=limit, since=where.since, jobs=where.jobs, text=where.text, after=after
-    )
-
-
-def _stream(
-    outcome: str,
-    *,
-    since: datetime | None,
-    jobs: Collection[str] | None,
-    after: FailureKey | None,
-) -> Select[Any]:
-    return (
-        select(runs)
-        .where(*_conditions(outcome, since=since, jobs=jobs, after=after))
-        .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
-    )
-
-
 def _conditions(
-    outcome: str,
-    *,
-    since: datetime | None,
-    jobs: Collection[str] | None,
-    after: FailureKey | None,
+    outcome: str, where: FailureFilter, after: FailureKey | None
 ) -> Sequence[ColumnElement[bool]]:
     found: list[ColumnElement[bool]] = [
         runs.c.outcome == outcome,
         runs.c.finished_at.is_not(None),
     ]
+    jobs = where.jobs
     if jobs is not None and len(jobs) == 1:
         found.append(runs.c.job_name == next(iter(jobs)))
     elif jobs is not None:
         found.append(runs.c.job_name.in_(sorted(jobs)))
-    if since is not None:
-        found.append(runs.c.finished_at >= since)
+    if where.since is not None:
+        found.append(runs.c.finished_at >= where.since)
     if after is not None:
         # The first condition bounds the index range; the second breaks ties by id.
         found.append(runs.c.finished_at <= after.finished_at)

@@ -52,23 +52,19 @@ __all__ = [
     "Removed",
     "acting_from",
     "changed_runtime_jobs",
-    "delete_runtime_job",
     "deletions",
     "get_runtime_job",
     "has_runtime_jobs",
     "insert_runtime_job",
     "job_changes",
-    "latest_change_id",
     "list_changes",
     "list_runtime_jobs",
-    "orphan_schedule",
     "put_runtime_job",
     "recent_changes",
     "record_change",
     "remove_runtime_job",
     "runtime_jobs",
     "search_changes",
-    "update_runtime_job",
 ]
 
 runtime_jobs = Table(
@@ -188,7 +184,7 @@ def insert_runtime_job(
     )
 
 
-def update_runtime_job(
+def _update_runtime_job(
     connection: Connection,
     *,
     name: str,
@@ -213,7 +209,7 @@ def update_runtime_job(
     return bool(result.rowcount)
 
 
-def delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
+def _delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
     """Remove the job if it is still at ``version``; False when it is not."""
     result = connection.execute(
         delete(runtime_jobs).where(runtime_jobs.c.name == name, runtime_jobs.c.version == version)
@@ -221,7 +217,7 @@ def delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
     return bool(result.rowcount)
 
 
-def orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
+def _orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
     """A removed runtime job's schedule stays, as a declared job's does, marked orphaned."""
     connection.execute(
         update(schedules)
@@ -345,7 +341,7 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
     return found
 
 
-def latest_change_id(connection: Connection) -> int:
+def _latest_change_id(connection: Connection) -> int:
     """The newest change's id (0 when none): one read through the primary key."""
     value = connection.execute(select(func.max(job_changes.c.id))).scalar()
     return int(value) if value is not None else 0
@@ -407,7 +403,7 @@ def put_runtime_job(
                 )
             elif before.definition == stored:
                 return Put(before, before, changed=False)
-            elif not update_runtime_job(
+            elif not _update_runtime_job(
                 connection,
                 name=name,
                 kind=kind,
@@ -452,9 +448,9 @@ def remove_runtime_job(
         check(before)
         if before is None:
             return Removed(None)
-        if not delete_runtime_job(connection, name, before.version):
+        if not _delete_runtime_job(connection, name, before.version):
             return Removed(before, lost=True)
-        orphan_schedule(connection, name, now)
+        _orphan_schedule(connection, name, now)
         record_change(
             connection,
             at=now,
@@ -474,7 +470,7 @@ def changed_runtime_jobs(
     """The change log's latest id, and every runtime job when it moved past ``seen`` (or
     ``force``); None when it did not."""
     with reading(engine) as connection:
-        latest = latest_change_id(connection)
+        latest = _latest_change_id(connection)
         if latest == seen and not force:
             return latest, None
         return latest, list_runtime_jobs(connection)
