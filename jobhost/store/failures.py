@@ -1,5 +1,5 @@
 """Failures: the failures list read a page at a time, whether each failure is resolved, and
-each job's failure streak (the alerts', the dashboard's and the failures list's one notion).
+each job's failure streak.
 
 **Pages.** Each failed outcome (``failed``, ``timed_out``, ``abandoned``) is its own stream read
 from ``ix_runs_outcome_finished_at`` (outcome, finished time, id) — or, for one job, from
@@ -25,15 +25,17 @@ job, occurrence, attempt), one of the failures' jobs' ``ack`` and ``retry`` entr
 oldest failure (the change log's index on job), and one by primary key of the retries of
 manual runs.
 
-**Streaks.** A job is failing while the last finished attempt of its newest occurrence failed:
-until an attempt of it (a retry, a backfill's run) or of a later occurrence succeeds, however
-many attempts it has. Its streak is how many occurrences in a row, counting back from that one,
-ended their last attempt failed. Manual runs have no occurrence and take no part. For a job, one
-read walks back through the index on (job, occurrence, attempt) from its newest occurrence until
-a success, at most :data:`SCAN_ROWS` rows: the cost is the streak's, never the ledger's size.
-The jobs failing now are read from candidates only: jobs whose last run failed, and jobs whose
-last run was a retry, a manual run or a backfill's (a success that may belong to an older
-occurrence than the newest, or to none).
+**Streaks.** The failures list and the overview show a job's failed attempts in a row, counting
+back from its newest finished attempt (a manual run's included). The alerts, the gauges and the
+replay of a streak count occurrences instead: a job is failing while the last finished attempt
+of its newest occurrence failed, until an attempt of it (a retry, a backfill's run) or of a
+later occurrence succeeds, however many attempts it has; its streak is how many occurrences in
+a row, counting back from that one, ended their last attempt failed (manual runs have no
+occurrence and take no part). For a job, one read walks back through the index on (job,
+occurrence, attempt) from its newest occurrence until a success, at most :data:`SCAN_ROWS` rows:
+the cost is the streak's, never the ledger's size. The jobs failing now are read from
+candidates only: jobs whose last run failed, and jobs whose last run was a retry, a manual run
+or a backfill's (a success that may belong to an older occurrence than the newest, or to none).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import takewhile
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, func, literal, or_, select
@@ -50,6 +53,7 @@ from sqlalchemy.engine import Connection
 
 from jobhost.records import (
     FAILED,
+    PENDING,
     RUNNING,
     STREAK_LIMIT,
     Failing,
@@ -62,7 +66,7 @@ from jobhost.records import (
     StreakRange,
 )
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.reports import schedules_and_hosts
+from jobhost.store.reports import NEWEST_FIRST, schedules_and_hosts
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -104,6 +108,7 @@ _CHUNK = 200
 _EVERY_FAILURE = FailureFilter()
 _NEWEST_FINISH = (runs.c.finished_at.desc(), runs.c.id.desc())
 
+_NOT_ATTEMPTS = ("missed", "skipped", PENDING, RUNNING)
 _SETTLED = (*FAILED, "succeeded")
 # A success by one of these may not be the newest occurrence's: the job stays a candidate.
 _NOT_SCHEDULED = ("retry", "manual", "backfill")
@@ -174,15 +179,26 @@ def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> li
 
 
 def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
-    """Each of ``names``' streak: how many of its newest occurrences in a row ended their last
-    attempt failed, up to :data:`STREAK_LIMIT` (0: the job is not failing)."""
-    return {name: len(_failed_occurrences(connection, name)) for name in sorted(set(names))}
+    """Each job's failed attempts in a row, counting back from its newest finished attempt
+    (up to :data:`STREAK_LIMIT`); 0 when its newest attempt did not fail: the streak the
+    failures list and the overview show, a manual run's attempts included."""
+    streaks: dict[str, int] = {}
+    for name in sorted(set(names)):
+        query = (
+            select(runs.c.outcome)
+            .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
+            .order_by(*NEWEST_FIRST)
+            .limit(STREAK_LIMIT)
+        )
+        outcomes = connection.execute(query).scalars()
+        streaks[name] = sum(1 for _ in takewhile(lambda outcome: outcome in FAILED, outcomes))
+    return streaks
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:
     """Every failing job, by name; jobs not failing are left out."""
     candidates = _failing_candidates(connection)
-    streaks = failure_streaks(connection, candidates)
+    streaks = {name: len(_failed_occurrences(connection, name)) for name in candidates}
     return {name: Failing(streak, candidates[name]) for name, streak in streaks.items() if streak}
 
 

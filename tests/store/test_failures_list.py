@@ -31,7 +31,6 @@ def _run(
     attempt: int = 1,
     lease: datetime | None = None,
     started: datetime | None = None,
-    occurrence: datetime | None = None,
 ) -> str:
     made = uuid.uuid4().hex
     started = started or (finished or T0) - timedelta(seconds=3)
@@ -40,7 +39,7 @@ def _run(
             runs.insert().values(
                 id=made,
                 job_name=job,
-                occurrence=occurrence,
+                occurrence=None,
                 attempt=attempt,
                 source="schedule",
                 outcome=outcome,
@@ -150,16 +149,14 @@ def test_a_search_looks_at_a_bounded_number_of_rows_per_page_and_goes_on_from_th
     assert found == [old_match]
 
 
-def test_streaks_count_failed_occurrences_in_a_row_from_the_newest(engine: Engine) -> None:
-    _run(engine, "a.one", "succeeded", _at(1), occurrence=_at(1))
-    _run(engine, "a.one", "failed", _at(2), occurrence=_at(2))
-    _run(engine, "a.one", "timed_out", _at(3), occurrence=_at(3))
-    _run(engine, "a.one", "failed", _at(4), occurrence=_at(3), attempt=2)  # one occurrence
-    _run(engine, "a.one", "missed", _at(5), attempt=0, occurrence=_at(5))  # not an attempt
-    _run(engine, "a.one", "abandoned", _at(6), occurrence=_at(6))
-    _run(engine, "a.one", "succeeded", _at(7))  # a manual run takes no part
-    _run(engine, "b.two", "failed", _at(1), occurrence=_at(1))
-    _run(engine, "b.two", "succeeded", _at(2), occurrence=_at(1), attempt=2)  # its retry
+def test_streaks_count_failed_attempts_in_a_row_from_the_newest(engine: Engine) -> None:
+    _run(engine, "a.one", "succeeded", _at(1))
+    _run(engine, "a.one", "failed", _at(2))
+    _run(engine, "a.one", "timed_out", _at(3))
+    _run(engine, "a.one", "missed", _at(4), attempt=0)  # not an attempt: it does not break it
+    _run(engine, "a.one", "abandoned", _at(5))
+    _run(engine, "b.two", "failed", _at(1))
+    _run(engine, "b.two", "succeeded", _at(2))
     with reading(engine) as connection:
         streaks = failure_streaks(connection, ["a.one", "b.two", "c.never"])
     assert streaks == {"a.one": 3, "b.two": 0, "c.never": 0}
@@ -188,14 +185,7 @@ def test_stuck_runs_come_first_then_failures_with_each_jobs_streak(engine: Engin
     )
     healthy = now + timedelta(minutes=5)
     _run(engine, "c.three", "running", None, started=now, lease=healthy)
-    failed = _run(
-        engine,
-        "a.one",
-        "failed",
-        now - timedelta(hours=1),
-        error="boom\nsecond",
-        occurrence=now - timedelta(hours=1),
-    )
+    failed = _run(engine, "a.one", "failed", now - timedelta(hours=1), error="boom\nsecond")
 
     found = read_failures(Store(engine), FailureQuery(limit=10), clock=lambda: now)
     assert [(row.run.id, row.outcome) for row in found.failures] == [
