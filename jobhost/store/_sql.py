@@ -31,6 +31,7 @@ __all__ = [
     "UTCDateTime",
     "built",
     "copy_ignoring_duplicates",
+    "dialect_module",
     "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
@@ -79,7 +80,7 @@ def insert_ignoring_duplicates(
         return 0
 
     def build(dialect: str) -> Any:
-        module = _dialect_module(dialect)
+        module = dialect_module(dialect)
         return (
             module.insert(table)
             .on_conflict_do_nothing(index_elements=list(columns))
@@ -160,7 +161,7 @@ def insert_returning_new(
         return []
 
     def build(dialect: str) -> Any:
-        module = _dialect_module(dialect)
+        module = dialect_module(dialect)
         (key,) = table.primary_key.columns
         return (
             module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
@@ -219,7 +220,7 @@ def _insert_json(
     def build(_dialect: str) -> Any:
         source = json_rows([(name, table.c[name].type) for name in names])
         return (
-            _dialect_module("postgresql")
+            dialect_module("postgresql")
             .insert(table)
             .from_select(list(names), select(*(source.c[name] for name in names)))
             .on_conflict_do_nothing(index_elements=list(columns))
@@ -274,7 +275,7 @@ def _store_away(error: DBAPIError) -> bool:
     return error.connection_invalidated or isinstance(error, OperationalError | InterfaceError)
 
 
-def _dialect_module(dialect: str) -> Any:
+def dialect_module(dialect: str) -> Any:
     """The dialect package whose ``insert`` knows ON CONFLICT, imported when first needed:
     PostgreSQL's pulls in every PostgreSQL driver's dialect and asyncio, a tenth of a read-only
     command's start-up on an SQLite store."""

@@ -107,10 +107,8 @@ class Console:
     ) -> None:
         self.settings = settings
         self.catalog = catalog
-        self.store = store
+        self.store = store if clock is None else store.with_clock(clock)
         self.clock = clock
-        if clock is not None:
-            self.store = self.store.with_clock(clock)
         self.read_needs_session = settings.web_read_access == "token"
         readers = {
             token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
@@ -125,7 +123,7 @@ class Console:
             allow_actions and settings.console_actions and bool(settings.operator_tokens)
         )
         self.signin_on = self.actions_on or self.read_needs_session
-        self.brake = brake or GuessBrake(store)
+        self.brake = brake or GuessBrake(self.store)
         self._templates = Environment(
             loader=PackageLoader("jobhost.web", "templates"),
             autoescape=select_autoescape(default=True),
