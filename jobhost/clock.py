@@ -1,7 +1,7 @@
 """Whose clock says what time it is.
 
 The firing loop reads the time once per tick and passes it down. On PostgreSQL that time is the
-database's (see :mod:`jobhost.store.clock`), so a replica whose own clock is wrong neither runs an
+database's (see :mod:`jobhost.store.engine`), so a replica whose own clock is wrong neither runs an
 occurrence early nor twice; on SQLite, where every process shares one machine, it is the host's
 clock.
 """

@@ -126,7 +126,7 @@ class Ticker:
         )
 
     def store_time(self) -> datetime:
-        """The store's time without asking it (see :class:`~jobhost.store.clock.StoreTime`):
+        """The store's time without asking it (see :class:`~jobhost.store.engine.StoreTime`):
         what the host's recorder stamps outcomes with, a statement less per batch it writes."""
         return self._time.estimate()
 

@@ -1,36 +1,84 @@
 """Operators' actions as store operations: each makes its change and writes its entry in the
 change log (``job_changes``) in one transaction the store opens, so an action is never done
-without its entry nor logged without being done.
+without its entry nor logged without being done. ``jobhost.operations.jobs`` is the one
+caller; a new action is one more function here and one there. Each write wakes every host at
+once (NOTIFY on PostgreSQL, the signal counter on SQLite).
 
-``jobhost.operations.jobs`` is the one caller; a new action is one more function here and
-one there (the actions on one run, a retry and a cancel, are in ``jobhost.store.run_actions``).
+**On one run.** A retry is a pending run row for the same occurrence and idempotency key at the
+next attempt, due at once: hosts (and an in-process command) claim it as they claim every retry.
+A cancel is written on the running run's row; its host sees it on its next turn, after the
+signal both writes send, and cancels the run cooperatively. Both wake every host (see
+:func:`notify`). Each locks the run, lets the caller's ``check`` refuse (by raising: nothing is
+written), then writes the change and its change-log entry. An acknowledgement resolves a failure
+without a rerun (``jobhost failures --ack RUN_ID``): it is only a change-log entry (``ack``,
+naming the run), since whether a failure is open is derived, never stored
+(``jobhost.store.failures``).
+
+**On a job's durable state** (``jobhost state``, the API, the job page). A change goes through
+the fence a state that belongs to no run uses (:mod:`jobhost.store.state`): the job's schedule
+row is held for the transaction, so a claim cannot start a run of it halfway, and the value is
+written with the job's current fencing token. It is refused while a run of the job is running:
+that run holds the state and may write it at any moment, and a value changed under it would be
+lost or half-applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.clock import Clock
-from jobhost.records import BackfillRecord, DesiredSchedule, ScheduleRecord
+from jobhost.records import (
+    PENDING,
+    PRIORITY_MANUAL,
+    RUNNING,
+    BackfillRecord,
+    DesiredSchedule,
+    LiveRun,
+    Resolution,
+    RunRecord,
+    ScheduleRecord,
+    StateChange,
+    StateEntry,
+    StateHeld,
+    new_run_id,
+    work_key,
+)
 from jobhost.store import backfills
-from jobhost.store.clock import database_now
-from jobhost.store.operations import get_schedule, pause_job, request_run, resume_job
+from jobhost.store.backfills import finish_backfills
+from jobhost.store.engine import database_now
+from jobhost.store.failures import ACK, resolutions
 from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_schedule
 from jobhost.store.runtime import record_change
+from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
+from jobhost.store.signals import notify
+from jobhost.store.state import delete_value, put_value, schedule_token
 
 __all__ = [
+    "Acknowledged",
+    "CancelWritten",
     "Paused",
+    "RetryWritten",
+    "ack_logged",
     "backfill_logged",
     "cancel_backfill_logged",
-    "pause_logged",
+    "cancel_logged",
+    "cancel_requests",
+    "change_state_logged",
+    "list_state",
+    "pause_job",
     "pause_many_logged",
     "request_logged",
-    "resume_logged",
+    "request_run",
+    "resume_job",
     "resume_many_logged",
+    "retry_logged",
 ]
 
 
@@ -42,24 +90,6 @@ class Paused:
     changed: bool
     at: datetime
     row: ScheduleRecord | None
-
-
-def pause_logged(
-    engine: Engine,
-    job: str,
-    *,
-    actor: str,
-    reason: str,
-    clock: Clock,
-    schedule_if_unknown: Sequence[DesiredSchedule] = (),
-) -> Paused:
-    """Pause ``job`` for every replica. A job the store has no row for yet is scheduled first
-    from ``schedule_if_unknown`` (as a starting host would), so it can be paused before any host
-    has run."""
-    (done,) = pause_many_logged(
-        engine, [job], actor=actor, reason=reason, clock=clock, schedules={job: schedule_if_unknown}
-    )
-    return done
 
 
 def pause_many_logged(
@@ -86,14 +116,6 @@ def pause_many_logged(
             )
             for job in jobs
         ]
-
-
-def resume_logged(
-    engine: Engine, job: str, *, actor: str, reason: str | None, clock: Clock
-) -> Paused:
-    """Resume ``job``; ``row`` is None when the store has never scheduled it."""
-    (done,) = resume_many_logged(engine, [job], actor=actor, reason=reason, clock=clock)
-    return done
 
 
 def resume_many_logged(
@@ -254,3 +276,380 @@ def _resume_one(
 
 def _iso(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class RetryWritten:
+    """The retry queued: ``run_id`` the new run at ``attempt``, ``retry_of`` the run retried."""
+
+    run_id: str
+    attempt: int
+    retry_of: RunRecord
+    at: datetime
+
+
+def retry_logged(
+    engine: Engine,
+    run_id: str,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock,
+    check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord],
+) -> RetryWritten:
+    """Queue the next attempt at run ``run_id``'s work, due now, and log it. ``check`` is
+    given the locked run (None: no such run) and every attempt at its work; it returns the run
+    or raises to refuse."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        found = _lock_run(connection, run_id)
+        attempts = _attempts_of(connection, found) if found is not None else []
+        run = check(found, attempts)
+        attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
+        new_id = _queue_retry(connection, run, attempt=attempt, actor=actor, reason=reason, now=now)
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="retry",
+            job_name=run.job_name,
+            before={"run_id": run.id, "attempt": run.attempt, "outcome": run.outcome},
+            after={"run_id": new_id, "attempt": attempt},
+            reason=reason,
+        )
+    return RetryWritten(new_id, attempt, run, now)
+
+
+@dataclass(frozen=True)
+class CancelWritten:
+    """``state``: ``requested`` (written on the running run), ``already`` (asked before),
+    ``cancelled`` (pending: recorded cancelled) or ``started`` (a pending run started meanwhile:
+    nothing written)."""
+
+    run: RunRecord
+    state: str
+    at: datetime
+
+
+def cancel_logged(
+    engine: Engine,
+    run_id: str,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock,
+    check: Callable[[RunRecord | None, datetime], RunRecord],
+) -> CancelWritten:
+    """Cancel run ``run_id`` (pending: at once; running: by asking its host) and log it.
+    ``check`` is given the locked run (None: no such run) and now; it returns the run or raises
+    to refuse."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        run = check(_lock_run(connection, run_id), now)
+        if run.outcome == PENDING:
+            done = _finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
+            state = "cancelled" if done else "started"
+            if done and run.backfill_id is not None:
+                finish_backfills(connection, now, [run.backfill_id])  # it may have been its last
+        elif _request_cancel(connection, run.id, actor=actor, reason=reason, now=now):
+            state = "requested"
+        else:
+            state = "already"
+        if state in {"cancelled", "requested"}:
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="cancel",
+                job_name=run.job_name,
+                before={"run_id": run.id, "outcome": run.outcome, "host": run.host_id},
+                after={"run_id": run.id, "cancel": state},
+                reason=reason,
+            )
+    return CancelWritten(run, state, now)
+
+
+def _lock_run(connection: Connection, run_id: str) -> RunRecord | None:
+    """The run, locked against a concurrent operator action until the transaction ends."""
+    query = select(runs).where(runs.c.id == run_id)
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = connection.execute(query).mappings().first()
+    return RunRecord.from_row(row) if row is not None else None
+
+
+def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
+    """Every attempt at ``run``'s occurrence (of a manual run, which has none, at its
+    idempotency key), first attempt first. Several pieces of work may share an occurrence (a
+    backfill's runs): :func:`work_key` tells them apart."""
+    query = select(runs).where(runs.c.job_name == run.job_name)
+    if run.occurrence is not None:
+        query = query.where(runs.c.occurrence == run.occurrence)
+    elif run.idempotency_key is not None:
+        query = query.where(runs.c.idempotency_key == run.idempotency_key)
+    else:
+        query = query.where(runs.c.id == run.id)
+    query = query.where(runs.c.attempt > 0).order_by(runs.c.attempt, runs.c.queued_at)
+    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def _queue_retry(
+    connection: Connection,
+    run: RunRecord,
+    *,
+    attempt: int,
+    actor: str,
+    reason: str,
+    now: datetime,
+) -> str:
+    """Queue attempt ``attempt`` at ``run``'s work, due now; the new run's id."""
+    run_id = new_run_id()
+    connection.execute(
+        runs.insert().values(
+            id=run_id,
+            job_name=run.job_name,
+            occurrence=run.occurrence,
+            attempt=attempt,
+            source="retry",
+            outcome=PENDING,
+            reason=reason,
+            idempotency_key=work_key(run),
+            requested_by=actor,
+            queued_at=now,
+            not_before=now,
+            # A backfill's run stays its backfill's: the backfill counts its attempts.
+            backfill_id=run.backfill_id,
+        )
+    )
+    notify(connection)
+    return run_id
+
+
+def _request_cancel(
+    connection: Connection, run_id: str, *, actor: str, reason: str, now: datetime
+) -> bool:
+    """Ask the host of the running run to cancel it; False when it is no longer running or
+    a cancel was asked for already (the first request stands)."""
+    result = connection.execute(
+        update(runs)
+        .where(
+            runs.c.id == run_id,
+            runs.c.outcome == RUNNING,
+            runs.c.cancel_requested_at.is_(None),
+        )
+        .values(cancel_requested_by=actor, cancel_requested_at=now, cancel_reason=reason)
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
+    """Of ``run_ids`` (the runs a host holds), those an operator asked to cancel: run id → the
+    reason the executor is given (who asked, and why)."""
+    if not run_ids:
+        return {}
+    query = select(runs.c.id, runs.c.cancel_requested_by, runs.c.cancel_reason).where(
+        runs.c.id.in_(sorted(run_ids)),
+        runs.c.cancel_requested_at.is_not(None),
+        runs.c.outcome == RUNNING,
+    )
+    return {
+        run_id: f"by {by}: {why}" if why else f"by {by}"
+        for run_id, by, why in connection.execute(query)
+    }
+
+
+def _finish_pending(
+    connection: Connection, run_id: str, *, actor: str, reason: str, now: datetime
+) -> bool:
+    """Record a run that has not started (a queued retry or manual run) cancelled at once;
+    False when a host started it meanwhile."""
+    result = connection.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.outcome == PENDING)
+        .values(
+            outcome="cancelled",
+            finished_at=now,
+            error_type="Cancelled",
+            error_message=f"cancelled before it started, by {actor}: {reason}",
+            cancel_requested_by=actor,
+            cancel_requested_at=now,
+            cancel_reason=reason,
+            group_waiting_since=None,
+        )
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    run: RunRecord
+    at: datetime
+
+
+def ack_logged(
+    engine: Engine,
+    run_id: str,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock,
+    check: Callable[[RunRecord | None, Resolution | None], RunRecord],
+) -> Acknowledged:
+    """Acknowledge failed run ``run_id`` and log it. ``check`` is given the locked run (None:
+    no such run) and how it was resolved already (None: open); it returns the run or raises
+    to refuse."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        found = _lock_run(connection, run_id)
+        resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
+        run = check(found, resolved)
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action=ACK,
+            job_name=run.job_name,
+            before={"run_id": run.id, "outcome": run.outcome},
+            after={"run_id": run.id, "acknowledged": True},
+            reason=reason,
+        )
+    return Acknowledged(run, now)
+
+
+def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:
+    """Up to ``limit`` keys of the job's state, by key (the table's primary key order)."""
+    columns = (job_state.c.key, job_state.c.value, job_state.c.updated_at)
+    rows = connection.execute(
+        select(*columns, job_state.c.fencing_token)
+        .where(job_state.c.job_name == job_name)
+        .order_by(job_state.c.key)
+        .limit(limit)
+    )
+    return [StateEntry(str(k), str(v), at, int(token)) for k, v, at, token in rows]
+
+
+def change_state_logged(
+    engine: Engine,
+    job_name: str,
+    key: str,
+    value: str | None,
+    *,
+    actor: str,
+    reason: str,
+    clock: Clock,
+) -> StateChange:
+    """Set ``key`` to ``value`` (``None``: delete it) and log the change; raises
+    :class:`StateHeld` while a run of the job is running. Nothing that changes nothing is
+    logged."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        token = schedule_token(connection, job_name)
+        if token is None:
+            return StateChange(now, None, None, known=False, changed=False)
+        live = _live_run(connection, job_name)
+        if live is not None:
+            raise StateHeld(job_name, live)
+        before = _value(connection, job_name, key)
+        if before == value:
+            return StateChange(now, before, value, changed=False)
+        if value is None:
+            delete_value(connection, job_name, key)
+        else:
+            put_value(connection, job_name, key, value, token=token, now=now)
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="state-delete" if value is None else "state-set",
+            job_name=job_name,
+            before={"key": key, "value": before},
+            after={"key": key, "value": value},
+            reason=reason,
+        )
+        return StateChange(now, before, value)
+
+
+def _live_run(connection: Connection, job_name: str) -> LiveRun | None:
+    # The partial index of running runs: the rows read are the job's live ones only.
+    row = connection.execute(
+        select(runs.c.id, runs.c.host_id, runs.c.started_at)
+        .where(IS_RUNNING, runs.c.job_name == job_name)
+        .order_by(runs.c.started_at)
+        .limit(1)
+    ).first()
+    return None if row is None else LiveRun(str(row.id), row.host_id, row.started_at)
+
+
+def _value(connection: Connection, job_name: str, key: str) -> str | None:
+    value = connection.execute(
+        select(job_state.c.value).where(job_state.c.job_name == job_name, job_state.c.key == key)
+    ).scalar()
+    return None if value is None else str(value)
+
+
+def request_run(
+    connection: Connection,
+    job_name: str,
+    requested_by: str,
+    reason: str | None,
+    now: datetime,
+    *,
+    beside_limit: bool = False,
+) -> str:
+    """Queue a manual run of ``job_name`` as a pending run claimed before any other pending
+    work; a live host picks it up at once. The run's id, which the request is known by.
+
+    ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``).
+    """
+    run_id = uuid.uuid4().hex
+    connection.execute(
+        runs.insert().values(
+            id=run_id,
+            job_name=job_name,
+            occurrence=None,
+            attempt=1,
+            source="manual",
+            outcome=PENDING,
+            idempotency_key=f"{job_name}:manual:{run_id}",
+            requested_by=requested_by,
+            reason=reason,
+            queued_at=now,
+            # No bound: due at once for every host, whatever its clock says.
+            not_before=None,
+            priority=PRIORITY_MANUAL,
+            beside_limit=beside_limit,
+        )
+    )
+    notify(connection)
+    return run_id
+
+
+def pause_job(connection: Connection, job_name: str, by: str, reason: str, now: datetime) -> bool:
+    """Pause the job for every replica; False when it was already paused."""
+    result = connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == job_name, schedules.c.paused.is_(False))
+        .values(paused=True, paused_by=by, paused_at=now, paused_reason=reason)
+    )
+    notify(connection)
+    return bool(result.rowcount)
+
+
+def resume_job(connection: Connection, job_name: str) -> bool:
+    """Resume the job; its misfire policy then decides what of the paused time runs."""
+    result = connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name == job_name, schedules.c.paused.is_(True))
+        .values(
+            paused=False,
+            paused_by=None,
+            paused_at=None,
+            paused_reason=None,
+            # Its place: the misfire policy decides at once what runs of what it missed.
+            due_at=schedules.c.next_occurrence,
+        )
+    )
+    notify(connection)
+    return bool(result.rowcount)

@@ -31,8 +31,6 @@ from jobhost.store.signals import notify
 _LIVE = (PENDING, RUNNING)
 
 __all__ = [
-    "backfill_items_of",
-    "backfill_key",
     "backfill_with_items",
     "cancel_backfill",
     "create_backfill",
@@ -113,7 +111,7 @@ def create_backfill(
                     "attempt_base": tried.get(occurrence, 0),
                     "source": "backfill",
                     "outcome": PENDING,
-                    "idempotency_key": backfill_key(job, occurrence, mode, backfill_id),
+                    "idempotency_key": _backfill_key(job, occurrence, mode, backfill_id),
                     "requested_by": actor,
                     "reason": reason,
                     "queued_at": now,
@@ -128,7 +126,7 @@ def create_backfill(
     return backfill_id
 
 
-def backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
+def _backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
     """The idempotency key of a backfill's run: the occurrence's own key in modes ``missing``
     and ``failed`` (the target never saw it succeed), one of the backfill's own in mode ``all``
     (a deliberate replay is not dropped by a target that deduplicates)."""
@@ -213,7 +211,7 @@ def list_backfills(
     return found
 
 
-def backfill_items_of(
+def _backfill_items_of(
     connection: Connection, backfill_id: str
 ) -> list[tuple[datetime, str, str | None]]:
     """(occurrence, state, first run id) of each occurrence of the backfill that has a run,
@@ -280,4 +278,4 @@ def backfill_with_items(
 ) -> tuple[BackfillRecord | None, list[tuple[datetime, str, str | None]]]:
     """The backfill and its occurrences, read together (none for an unknown id)."""
     record = get_backfill(connection, backfill_id)
-    return record, backfill_items_of(connection, backfill_id) if record is not None else []
+    return record, _backfill_items_of(connection, backfill_id) if record is not None else []

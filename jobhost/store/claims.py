@@ -68,13 +68,11 @@ from jobhost.store.claim_sql import (
     refuse_pending,
     start_pending,
 )
-from jobhost.store.clock import database_now
-from jobhost.store.engine import reading
+from jobhost.store.engine import database_now, reading
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
-from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
-from jobhost.store.reports import get_run
+from jobhost.store.reports import get_run, get_schedule
 from jobhost.store.schema import concurrency_groups, runs, schedules
 from jobhost.store.signals import notify
 

@@ -12,6 +12,9 @@ server hung behind a live TCP peer costs a connection, never a thread.
 A store file this process may not write (the file, or its directory, where SQLite keeps the
 WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``) work,
 and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
+
+The store's time is the database's clock on PostgreSQL, the host's on SQLite (see
+:mod:`jobhost.clock` for why).
 """
 
 from __future__ import annotations
@@ -21,14 +24,16 @@ import sqlite3
 import threading
 import time
 import weakref
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
+from jobhost.clock import Clock
 from jobhost.store.doorbell import ring
 from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
 
@@ -37,14 +42,17 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_IDLE_TRANSACTION_TIMEOUT",
     "DEFAULT_STATEMENT_TIMEOUT",
+    "StoreTime",
     "answers",
     "create_store_engine",
+    "database_now",
     "is_postgres",
     "lift_deadline",
     "normalise_url",
     "reading",
     "ring_after_commit",
     "store_file",
+    "store_now",
 ]
 
 _SQLITE_BUSY_MS = 30_000
@@ -281,6 +289,53 @@ def is_postgres(engine: Engine) -> bool:
 def is_read_only(engine: Engine) -> bool:
     """Whether the engine's SQLite file was opened read-only (this process may not write it)."""
     return engine in _READ_ONLY_ENGINES
+
+
+def database_now(connection: Connection, fallback: Clock) -> datetime:
+    """The database's current instant on PostgreSQL; ``fallback()`` on SQLite."""
+    if connection.dialect.name != "postgresql":
+        return fallback()
+    value = connection.execute(text("SELECT clock_timestamp()")).scalar_one()
+    assert isinstance(value, datetime)
+    return value.astimezone(UTC)
+
+
+def store_now(engine: Engine, fallback: Clock) -> datetime:
+    """:func:`database_now` in a short read of its own."""
+    if engine.dialect.name != "postgresql":
+        return fallback()
+    with engine.connect() as connection:
+        return database_now(connection, fallback)
+
+
+class StoreTime:
+    """The store's time as one host keeps it: read from the store now and then, and estimated
+    in between without asking. On PostgreSQL the estimate is the last reading moved on by this
+    process's monotonic clock (the first estimate asks); on SQLite it is the host's clock, which
+    is the store's."""
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._local = engine.dialect.name != "postgresql"
+        self._read_at: tuple[datetime, float] | None = None
+
+    def estimate(self) -> datetime:
+        if self._local:
+            return self._clock()
+        if self._read_at is None:
+            return self.read()
+        read, at = self._read_at
+        return read + timedelta(seconds=time.monotonic() - at)
+
+    def read(self) -> datetime:
+        """Ask the store (see :func:`store_now`), and note the answer."""
+        return self.noted(store_now(self._engine, self._clock), time.monotonic())
+
+    def noted(self, now: datetime, at: float) -> datetime:
+        """Note ``now`` as the store's time read at ``at`` (monotonic), as a claim read it."""
+        self._read_at = (now, at)
+        return now
 
 
 def sqlite_path(url: str | URL) -> Path | None:

@@ -1,45 +1,263 @@
-"""Failed runs across jobs, newest first, read by index a page at a time.
+"""Failures: the failures list read a page at a time, whether each failure is resolved, and
+each job's failure streak.
 
-Each failed outcome (``failed``, ``timed_out``, ``abandoned``) is its own stream read from
-``ix_runs_outcome_finished_at`` (outcome, finished time, id) — or, for one job, from
+**Pages.** Each failed outcome (``failed``, ``timed_out``, ``abandoned``) is its own stream read
+from ``ix_runs_outcome_finished_at`` (outcome, finished time, id) — or, for one job, from
 ``ix_runs_job_name_outcome_finished_at`` — with a LIMIT; the streams are merged here. A page
 continues after a key (finished time, run id), never by an offset, so the thousandth page costs
 what the first does. Stuck runs (running, with an expired lease or code that ignored its
-cancellation) are few and come from ``ix_runs_outcome_lease_expires_at``.
+cancellation) are few and come from ``ix_runs_outcome_lease_expires_at``. A search by error
+text looks at no more than :data:`SEARCH_SCAN` rows of each stream per page: when it stops
+there, the page says how far back it looked, and the next page goes on from there.
 
-A search by error text looks at no more than :data:`SEARCH_SCAN` rows of each stream per page:
-when it stops there, the page says how far back it looked, and the next page goes on from there.
+**Open failures.** Those a later success or an acknowledgement resolved are dropped. Where most
+failures of a stretch are resolved, one page looks at no more than :data:`OPEN_SCAN` failures:
+it then ends early and says how far back it looked, so a page costs what it reads.
+
+**Resolution** is derived from the ledger and the change log, never stored. A failure is
+resolved when its work later succeeded: a run of the same job and occurrence (a retry, a
+backfill's run) finished ``succeeded`` after it; for a manual run, which has no occurrence, a
+succeeded retry of it (followed through the change log's ``retry`` entries, which name the run
+retried and the new run). An operator may also acknowledge a failure without a rerun: an
+``ack`` entry in the change log names the run. Everything else is open. Reads cost what they
+are given: one indexed read of the successes of the failures' occurrences (the unique index on
+job, occurrence, attempt), one of the failures' jobs' ``ack`` and ``retry`` entries since the
+oldest failure (the change log's index on job), and one by primary key of the retries of
+manual runs.
+
+**Streaks.** The failures list and the overview show a job's failed attempts in a row, counting
+back from its newest finished attempt (a manual run's included). The alerts, the gauges and the
+replay of a streak count occurrences instead: a job is failing while the last finished attempt
+of its newest occurrence failed, until an attempt of it (a retry, a backfill's run) or of a
+later occurrence succeeds, however many attempts it has; its streak is how many occurrences in
+a row, counting back from that one, ended their last attempt failed (manual runs have no
+occurrence and take no part). For a job, one read walks back through the index on (job,
+occurrence, attempt) from its newest occurrence until a success, at most :data:`SCAN_ROWS` rows:
+the cost is the streak's, never the ledger's size. The jobs failing now are read from
+candidates only: jobs whose last run failed, and jobs whose last run was a retry, a manual run
+or a backfill's (a success that may belong to an older occurrence than the newest, or to none).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Sequence
+import json
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from itertools import takewhile
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, func, literal, or_, select
 from sqlalchemy.engine import Connection
 
-from jobhost.records import FAILED, PENDING, RUNNING, STREAK_LIMIT, FailureKey, RunRecord
-from jobhost.store.reports import NEWEST_FIRST
-from jobhost.store.schema import runs
+from jobhost.records import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    STREAK_LIMIT,
+    Failing,
+    FailureFilter,
+    FailureKey,
+    HostRecord,
+    Resolution,
+    RunRecord,
+    ScheduleRecord,
+    StreakRange,
+)
+from jobhost.store.backfills import last_outcomes
+from jobhost.store.reports import NEWEST_FIRST, schedules_and_hosts
+from jobhost.store.runtime import job_changes
+from jobhost.store.schema import runs, schedules
 
 __all__ = [
+    "ACK",
+    "OPEN_SCAN",
+    "RETRY",
+    "SCAN_ROWS",
     "SEARCH_SCAN",
     "FailurePage",
+    "FailureRows",
+    "failing_jobs",
     "failure_page",
+    "failure_rows",
     "failure_streaks",
-    "stuck_runs",
+    "open_runs",
+    "resolutions",
+    "retry_links",
+    "schedules_hosts_failing",
+    "streak_range",
 ]
-
 
 SEARCH_SCAN = 20_000
 """Rows of each failed outcome a search by text examines for one page."""
 
+OPEN_SCAN = 2_000
+"""The most failures one page of open failures looks at."""
+
+SCAN_ROWS = 400
+"""The most attempts one job's streak reads."""
+
+ACK = "ack"
+"""The change-log action of an operator acknowledging a failure."""
+
+RETRY = "retry"
+"""The change-log action of an operator's retry of one run."""
+
+_CHUNK = 200
+_EVERY_FAILURE = FailureFilter()
+_NEWEST_FINISH = (runs.c.finished_at.desc(), runs.c.id.desc())
 
 _NOT_ATTEMPTS = ("missed", "skipped", PENDING, RUNNING)
+_SETTLED = (*FAILED, "succeeded")
+# A success by one of these may not be the newest occurrence's: the job stays a candidate.
+_NOT_SCHEDULED = ("retry", "manual", "backfill")
+
+_STREAK_QUERY = (
+    select(runs.c.occurrence, runs.c.outcome)
+    .where(
+        runs.c.job_name == bindparam("job"),
+        runs.c.occurrence.is_not(None),
+        runs.c.outcome.in_(_SETTLED),
+    )
+    .order_by(runs.c.occurrence.desc(), runs.c.attempt.desc())
+    .limit(SCAN_ROWS)
+)
+
+
+@dataclass(frozen=True)
+class FailureRows:
+    """What one failures page reads together: stuck runs, the page of finished failures (None
+    when the stuck runs fill it), how its resolved runs were resolved, and each of their jobs'
+    failure streak."""
+
+    stuck: list[RunRecord]
+    page: FailurePage | None
+    resolved: dict[str, Resolution]
+    streaks: dict[str, int]
+
+
+def failure_rows(
+    connection: Connection,
+    now: datetime,
+    *,
+    limit: int,
+    where: FailureFilter,
+    after: FailureKey | None,
+    open_only: bool = True,
+) -> FailureRows:
+    """Stuck runs first (on the first page, ``after`` None), then finished failures (open ones
+    only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
+    stuck = []
+    if after is None:
+        stuck = _stuck_runs(connection, now, limit, where)
+    found = (
+        _resolved_page(
+            connection, limit=limit - len(stuck), where=where, after=after, open_only=open_only
+        )
+        if len(stuck) < limit
+        else None
+    )
+    finished = found.page.runs if found is not None else []
+    streaks = failure_streaks(connection, {run.job_name for run in [*stuck, *finished]})
+    return FailureRows(
+        stuck,
+        found.page if found is not None else None,
+        found.resolved if found is not None else {},
+        streaks,
+    )
+
+
+def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> list[RunRecord]:
+    """The newest open finished failures ``where`` matches, at most ``limit``."""
+    return _resolved_page(
+        connection, limit=limit, where=where, after=None, open_only=True
+    ).page.runs
+
+
+# -- streaks ----------------------------------------------------------------------------------
+
+
+def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
+    """Each job's failed attempts in a row, counting back from its newest finished attempt
+    (up to :data:`STREAK_LIMIT`); 0 when its newest attempt did not fail: the streak the
+    failures list and the overview show, a manual run's attempts included."""
+    streaks: dict[str, int] = {}
+    for name in sorted(set(names)):
+        query = (
+            select(runs.c.outcome)
+            .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
+            .order_by(*NEWEST_FIRST)
+            .limit(STREAK_LIMIT)
+        )
+        outcomes = connection.execute(query).scalars()
+        streaks[name] = sum(1 for _ in takewhile(lambda outcome: outcome in FAILED, outcomes))
+    return streaks
+
+
+def failing_jobs(connection: Connection) -> dict[str, Failing]:
+    """Every failing job, by name; jobs not failing are left out."""
+    candidates = _failing_candidates(connection)
+    streaks = {name: len(_failed_occurrences(connection, name)) for name in candidates}
+    return {name: Failing(streak, candidates[name]) for name, streak in streaks.items() if streak}
+
+
+def schedules_hosts_failing(
+    connection: Connection, now: datetime
+) -> tuple[dict[str, ScheduleRecord], list[HostRecord], dict[str, Failing]]:
+    """Every schedule row, every host and the failing jobs' streaks, read together (the
+    metrics' one read)."""
+    rows, hosts = schedules_and_hosts(connection, now)
+    return rows, hosts, failing_jobs(connection)
+
+
+def streak_range(connection: Connection, name: str) -> StreakRange | None:
+    """The current failure streak of job ``name`` as a range to replay, or None when it is not
+    failing: the job page's "replay the N failed occurrences since the streak began" fills the
+    backfill preview with it. The count offered is what a backfill in mode ``failed`` over that
+    range picks, so the preview lists the number the page promised."""
+    occurrences = _failed_occurrences(connection, name)
+    if not occurrences:
+        return None
+    first, last = occurrences[-1], occurrences[0]
+    outcomes = last_outcomes(connection, name, first, last + timedelta(microseconds=1))
+    failed = sum(1 for outcome in outcomes.values() if outcome in FAILED)
+    return StreakRange(first, last, failed) if failed else None
+
+
+def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
+    """The occurrences of ``name``'s streak, newest first: only an occurrence's last attempt
+    says whether it failed."""
+    found: list[datetime] = []
+    seen: datetime | None = None
+    for occurrence, outcome in connection.execute(_STREAK_QUERY, {"job": name}):
+        if occurrence == seen:
+            continue
+        seen = occurrence
+        if outcome == "succeeded" or len(found) == STREAK_LIMIT:
+            break
+        found.append(occurrence)
+    return found
+
+
+def _failing_candidates(connection: Connection) -> dict[str, bool]:
+    """Jobs that may be failing (the last run failed, or was not a scheduled one), each with
+    whether the store holds it critical."""
+    query = (
+        select(schedules.c.job_name, schedules.c.critical)
+        .select_from(schedules.outerjoin(runs, runs.c.id == schedules.c.last_run_id))
+        .where(
+            or_(
+                schedules.c.last_outcome.in_(FAILED),
+                runs.c.source.in_(_NOT_SCHEDULED),
+            )
+        )
+        .order_by(schedules.c.job_name)
+    )
+    return {str(name): bool(critical) for name, critical in connection.execute(query)}
+
+
+# -- pages of failures ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -57,34 +275,29 @@ def failure_page(
     connection: Connection,
     *,
     limit: int,
-    since: datetime | None = None,
-    job: str | None = None,
-    text: str | None = None,
+    where: FailureFilter = _EVERY_FAILURE,
     after: FailureKey | None = None,
-    jobs: Collection[str] | None = None,
 ) -> FailurePage:
-    """Up to ``limit`` finished failed runs older than ``after``, newest first; of ``job`` (or
-    of ``jobs``), finished at or after ``since``, with ``text`` in their error type or message
-    (case-insensitive), when given."""
+    """Up to ``limit`` finished failed runs older than ``after``, newest first, of those
+    ``where`` keeps (a text is looked for in their error type or message, case-insensitive)."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
-    if job is not None:
-        jobs = [job]
     for outcome in FAILED:
-        query = _stream(outcome, since=since, jobs=jobs, after=after)
-        if text:
+        conditions = _conditions(outcome, where, after)
+        query = select(runs).where(*conditions).order_by(*_NEWEST_FINISH)
+        if where.text:
             scanned = query.limit(SEARCH_SCAN).subquery()
             matched = (
                 select(scanned)
-                .where(_error_text(scanned.c).like(_pattern(text), escape="\\"))
+                .where(_error_text(scanned.c).like(_pattern(where.text), escape="\\"))
                 .order_by(scanned.c.finished_at.desc(), scanned.c.id.desc())
                 .limit(limit + 1)
             )
             rows = connection.execute(matched).mappings()
             last = connection.execute(
                 select(runs.c.finished_at, runs.c.id)
-                .where(*_conditions(outcome, since=since, jobs=jobs, after=after))
-                .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+                .where(*conditions)
+                .order_by(*_NEWEST_FINISH)
                 .offset(SEARCH_SCAN - 1)
                 .limit(1)
             ).first()
@@ -104,82 +317,77 @@ def failure_page(
     return FailurePage(page, None, None)
 
 
-def stuck_runs(
-    connection: Connection,
-    now: datetime,
-    *,
-    limit: int,
-    job: str | None = None,
-    text: str | None = None,
-    jobs: Collection[str] | None = None,
+def _stuck_runs(
+    connection: Connection, now: datetime, limit: int, where: FailureFilter
 ) -> list[RunRecord]:
     """Running runs whose lease expired before ``now`` or whose code ignored its cancellation,
-    newest start first, at most ``limit``; of ``job`` (or ``jobs``) when given."""
+    newest start first, at most ``limit``, of ``where``'s jobs and text."""
     query = select(runs).where(
         runs.c.outcome == RUNNING,
         or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
     )
-    if job is not None:
-        jobs = [job]
-    if jobs is not None:
-        query = query.where(runs.c.job_name.in_(sorted(jobs)))
-    if text:
-        query = query.where(_error_text(runs.c).like(_pattern(text), escape="\\"))
+    if where.jobs is not None:
+        query = query.where(runs.c.job_name.in_(sorted(where.jobs)))
+    if where.text:
+        query = query.where(_error_text(runs.c).like(_pattern(where.text), escape="\\"))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
 
-def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
-    """Each job's failed attempts in a row, counting back from its newest finished attempt
-    (up to :data:`STREAK_LIMIT`); 0 when its newest attempt did not fail."""
-    streaks: dict[str, int] = {}
-    for name in sorted(set(names)):
-        query = (
-            select(runs.c.outcome)
-            .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
-            .order_by(*NEWEST_FIRST)
-            .limit(STREAK_LIMIT)
-        )
-        count = 0
-        for outcome in connection.execute(query).scalars():
-            if outcome not in FAILED:
-                break
-            count += 1
-        streaks[name] = count
-    return streaks
+@dataclass(frozen=True)
+class _ResolvedPage:
+    page: FailurePage
+    resolved: dict[str, Resolution]
+    """Of the page's runs, those resolved, by run id."""
 
 
-def _stream(
-    outcome: str,
+def _resolved_page(
+    connection: Connection,
     *,
-    since: datetime | None,
-    jobs: Collection[str] | None,
+    limit: int,
+    where: FailureFilter,
     after: FailureKey | None,
-) -> Select[Any]:
-    return (
-        select(runs)
-        .where(*_conditions(outcome, since=since, jobs=jobs, after=after))
-        .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
-    )
+    open_only: bool,
+) -> _ResolvedPage:
+    """Up to ``limit`` failures older than ``after``, newest first, with how the resolved ones
+    were resolved; only open ones when ``open_only``."""
+    if not open_only:
+        page = failure_page(connection, limit=limit, where=where, after=after)
+        return _ResolvedPage(page, resolutions(connection, page.runs))
+    kept: list[RunRecord] = []
+    key, looked = after, 0
+    while True:
+        page = failure_page(
+            connection, limit=min(_CHUNK, OPEN_SCAN - looked), where=where, after=key
+        )
+        resolved = resolutions(connection, page.runs)
+        for run in page.runs:
+            if run.id not in resolved:
+                kept.append(run)
+                if len(kept) == limit:
+                    return _ResolvedPage(FailurePage(kept, _key(run), None), {})
+        looked += len(page.runs)
+        if page.next_key is None or page.searched_to is not None:
+            return _ResolvedPage(FailurePage(kept, page.next_key, page.searched_to), {})
+        key = page.next_key
+        if looked >= OPEN_SCAN:
+            return _ResolvedPage(FailurePage(kept, key, key), {})
 
 
 def _conditions(
-    outcome: str,
-    *,
-    since: datetime | None,
-    jobs: Collection[str] | None,
-    after: FailureKey | None,
+    outcome: str, where: FailureFilter, after: FailureKey | None
 ) -> Sequence[ColumnElement[bool]]:
     found: list[ColumnElement[bool]] = [
         runs.c.outcome == outcome,
         runs.c.finished_at.is_not(None),
     ]
+    jobs = where.jobs
     if jobs is not None and len(jobs) == 1:
         found.append(runs.c.job_name == next(iter(jobs)))
     elif jobs is not None:
         found.append(runs.c.job_name.in_(sorted(jobs)))
-    if since is not None:
-        found.append(runs.c.finished_at >= since)
+    if where.since is not None:
+        found.append(runs.c.finished_at >= where.since)
     if after is not None:
         # The first condition bounds the index range; the second breaks ties by id.
         found.append(runs.c.finished_at <= after.finished_at)
@@ -208,3 +416,146 @@ def _pattern(text: str) -> str:
 def _key(run: RunRecord) -> FailureKey:
     assert run.finished_at is not None  # the streams read finished runs only
     return FailureKey(run.finished_at, run.id)
+
+
+# -- resolution ------------------------------------------------------------------------------
+
+
+def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
+    """Of the failed runs ``failed``, those resolved, by run id."""
+    if not failed:
+        return {}
+    changes = _changes(connection, failed)
+    found = _acknowledged(changes)
+    found.update(_by_occurrence(connection, [r for r in failed if r.id not in found]))
+    manual = [r for r in failed if r.occurrence is None and r.id not in found]
+    found.update(_by_retry_chain(connection, manual, changes))
+    return found
+
+
+def _changes(connection: Connection, failed: Sequence[RunRecord]) -> list[Any]:
+    oldest = min(run.finished_at or run.queued_at for run in failed)
+    query = (
+        select(
+            job_changes.c.action,
+            job_changes.c.actor,
+            job_changes.c.at,
+            job_changes.c.before,
+            job_changes.c.after,
+            job_changes.c.reason,
+        )
+        .where(
+            job_changes.c.job_name.in_(sorted({run.job_name for run in failed})),
+            job_changes.c.action.in_((ACK, RETRY)),
+            job_changes.c.at >= oldest,
+        )
+        .order_by(job_changes.c.id)
+    )
+    return list(connection.execute(query))
+
+
+def _acknowledged(changes: Iterable[Any]) -> dict[str, Resolution]:
+    found: dict[str, Resolution] = {}
+    for change in changes:
+        if change.action == ACK and (run_id := _run_id(change.after)) is not None:
+            found.setdefault(
+                run_id, Resolution("acknowledged", change.actor, change.at, None, change.reason)
+            )
+    return found
+
+
+def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
+    pairs = {(r.job_name, r.occurrence) for r in failed if r.occurrence is not None}
+    if not pairs:
+        return {}
+    # Both columns by IN, not a row-value IN: SQLite scans the table for the latter, while
+    # this probes the unique index on (job, occurrence, attempt) on both stores. It reads
+    # every attempt of the pairs' cross product; those not asked for are dropped here.
+    query = select(runs).where(
+        runs.c.job_name.in_(sorted({job for job, _ in pairs})),
+        runs.c.occurrence.in_(sorted({occurrence for _, occurrence in pairs})),
+    )
+    successes: dict[tuple[str, datetime], list[RunRecord]] = {}
+    for row in connection.execute(query).mappings():
+        attempt = RunRecord.from_row(row)
+        assert attempt.occurrence is not None  # selected by occurrence
+        key = (attempt.job_name, attempt.occurrence)
+        if attempt.outcome == "succeeded" and key in pairs:
+            successes.setdefault(key, []).append(attempt)
+    found: dict[str, Resolution] = {}
+    for run in failed:
+        if run.occurrence is None:
+            continue
+        done = sorted(successes.get((run.job_name, run.occurrence), []), key=_finished)
+        later = next((s for s in done if _after(s, run)), None)
+        if later is not None:
+            found[run.id] = _succeeded(later)
+    return found
+
+
+def _by_retry_chain(
+    connection: Connection, manual: Sequence[RunRecord], changes: Iterable[Any]
+) -> dict[str, Resolution]:
+    if not manual:
+        return {}
+    retried: dict[str, list[str]] = {}
+    for old, new in retry_links(c for c in changes if c.action == RETRY):
+        retried.setdefault(old, []).append(new)
+    chains = {run.id: _descendants(run.id, retried) for run in manual}
+    wanted = sorted({run_id for chain in chains.values() for run_id in chain})
+    if not wanted:
+        return {}
+    query = select(runs).where(runs.c.id.in_(wanted), runs.c.outcome == "succeeded")
+    succeeded = {
+        success.id: success
+        for success in (RunRecord.from_row(row) for row in connection.execute(query).mappings())
+    }
+    found: dict[str, Resolution] = {}
+    for run_id, chain in chains.items():
+        first = next((succeeded[c] for c in chain if c in succeeded), None)
+        if first is not None:
+            found[run_id] = _succeeded(first)
+    return found
+
+
+def retry_links(changes: Iterable[Any]) -> list[tuple[str, str]]:
+    """(run retried, new run) of each ``retry`` change-log row (``before``, ``after``)."""
+    links: list[tuple[str, str]] = []
+    for change in changes:
+        old, new = _run_id(change.before), _run_id(change.after)
+        if old is not None and new is not None:
+            links.append((old, new))
+    return links
+
+
+def _descendants(run_id: str, retried: Mapping[str, list[str]]) -> list[str]:
+    found: list[str] = []
+    waiting = list(retried.get(run_id, []))
+    while waiting:
+        current = waiting.pop(0)
+        if current not in found:
+            found.append(current)
+            waiting.extend(retried.get(current, []))
+    return found
+
+
+def _finished(run: RunRecord) -> datetime:
+    return run.finished_at or run.queued_at
+
+
+def _succeeded(run: RunRecord) -> Resolution:
+    return Resolution("succeeded", run.requested_by or run.host_id, run.finished_at, run.id)
+
+
+def _after(success: RunRecord, failure: RunRecord) -> bool:
+    if success.finished_at is None or failure.finished_at is None:
+        return True
+    return success.finished_at >= failure.finished_at
+
+
+def _run_id(document: str | None) -> str | None:
+    if not document:
+        return None
+    value = json.loads(document)
+    found = value.get("run_id") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else None

@@ -6,12 +6,21 @@ schedule row, the live runs, the hosts and the signal row), asks the
 database for the offending rows in SQL through the indexes a host uses, counts them, and reads
 at most ``limit`` of them. On PostgreSQL the column types already refuse a value of the wrong
 type, so only words and zone names are checked there. Finished runs and the other tables are
-the full audit's (:mod:`jobhost.store.audit`, ``jobhost db check --full``).
+the full audit's.
+
+The full audit behind ``jobhost db check --full`` reads every value of every row of every
+table raw and judges it as the bounded check judges the rows a host reads (the same per-row
+judgement, below). Rows are read raw (no type conversion), because a hand edit or a broken
+restore on SQLite can leave any text in any column; PostgreSQL's column types refuse most such
+values themselves. The audit streams: rows arrive in batches from a server-side cursor
+(PostgreSQL) or a lazy cursor (SQLite), and nothing is kept but counts, so its memory does not
+grow with the ledger. Each batch is reported as it is checked, so a caller can say how far the
+audit got if it stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,22 +38,44 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy import column as raw_column
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import ColumnClause, Select
 
-from jobhost.records import RUNNING, RunRecord
-from jobhost.store.row_checks import WORDS, CorruptRow, bad_zones, locate, mistyped
+from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, RunRecord
+from jobhost.store._sql import UTCDateTime
+from jobhost.store.engine import reading
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
     hosts,
+    job_idempotency,
+    job_state,
     runs,
     schedules,
     signals,
 )
-from jobhost.store.types import UTCDateTime
+from jobhost.triggers import load_zone
 
-__all__ = ["CorruptRow", "IntegrityResult", "check_live_rows", "stuck_runs"]
+__all__ = [
+    "AuditStep",
+    "CorruptRow",
+    "IntegrityResult",
+    "audit_rows",
+    "audit_store",
+    "check_live_rows",
+    "stuck_runs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRow:
+    job_name: str
+    where: str
+    """``schedules``, ``runs <id>``, ``hosts``, ..."""
+    problem: str
+
+    def line(self) -> str:
+        return f"{self.job_name} ({self.where}): {self.problem}"
 
 
 @dataclass(frozen=True)
@@ -114,7 +145,7 @@ class _Scope:
 
 def _scopes(connection: Connection, far: datetime, typed: bool) -> list[_Scope]:
     zones = [r[0] for r in connection.execute(select(schedules.c.timezone).distinct())]
-    unknown = bad_zones(zones)
+    unknown = _bad_zones(zones)
     zone_rule = schedules.c.timezone.in_(unknown) if unknown else false()
     return [
         _Scope(
@@ -141,7 +172,7 @@ def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
     tests: list[ColumnElement[bool]] = list(extra)
     for column in table.columns:
         value: ColumnClause[Any] = raw_column(column.name)
-        words = WORDS.get((table.name, column.name))
+        words = _WORDS.get((table.name, column.name))
         if words is not None:
             tests.append(value.not_in(sorted(words)))
         if not typed:
@@ -158,10 +189,10 @@ def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
     when = or_(*tests) if tests else false()
 
     def describe(row: Mapping[str, Any]) -> list[CorruptRow]:
-        found = mistyped(table, row)
+        found = _mistyped(table, row)
         if found:
             return found
-        job, where = locate(table.name, row)
+        job, where = _locate(table.name, row)
         return [CorruptRow(job, where, "holds a value of the wrong type; fix or delete the row")]
 
     return _Rule(when, describe)
@@ -252,3 +283,133 @@ def _raw(table: Table) -> list[ColumnClause[Any]]:
 def _count(connection: Connection, table: Table, where: ColumnElement[bool]) -> int:
     query = select(func.count()).select_from(table).where(where)
     return int(connection.execute(query).scalar_one())
+
+
+_ALL_TABLES: tuple[Table, ...] = (
+    schedules,
+    runs,
+    hosts,
+    job_state,
+    job_idempotency,
+    signals,
+)
+
+_WORDS: dict[tuple[str, str], frozenset[str]] = {
+    ("schedules", "trigger_kind"): frozenset({"cron", "interval"}),
+    ("schedules", "trigger_source"): frozenset({"declaration", "override", "api"}),
+    ("schedules", "last_outcome"): TERMINAL_OUTCOMES | {RUNNING},
+    ("runs", "outcome"): TERMINAL_OUTCOMES | {RUNNING, PENDING},
+    ("runs", "source"): frozenset({"schedule", "catch-up", "manual", "retry"}),
+}
+"""Text columns that hold one of a few words."""
+
+
+def _mistyped(table: Table, row: Mapping[str, Any]) -> list[CorruptRow]:
+    """The values of one raw ``row`` of ``table`` that are not of their column's type."""
+    found: list[CorruptRow] = []
+    for column in table.columns:
+        value = row.get(column.name)
+        if value is None:
+            continue
+        expected = _expected(table.name, column, value)
+        if expected is not None:
+            job, where = _locate(table.name, row)
+            found.append(
+                CorruptRow(
+                    job,
+                    where,
+                    f"{column.name} is {str(value)[:60]!r}, not {expected}; fix or delete the "
+                    "row (the hosts set its job aside meanwhile)",
+                )
+            )
+    return found
+
+
+def _bad_zones(zones: list[object]) -> list[str]:
+    """The stored zone names no zone database knows."""
+    bad: list[str] = []
+    for zone in zones:
+        try:
+            load_zone(str(zone))
+        except LookupError:
+            bad.append(str(zone))
+    return bad
+
+
+def _locate(table: str, row: Mapping[str, Any]) -> tuple[str, str]:
+    """(job or host, where) of a raw row, for the line an operator reads."""
+    job = str(row.get("job_name") or "-")
+    if table == "schedules":
+        return job, "schedules"
+    if table == "runs":
+        return job, f"{table} {row.get('id')}"
+    if table in {"job_state", "job_idempotency"}:
+        return job, f"{table} {row.get('key')}"
+    return f"host {row.get('id')}" if table == "hosts" else "-", table
+
+
+def _expected(table: str, column: Any, value: object) -> str | None:
+    """What ``value`` should have been, or None when it is fine."""
+    kind = column.type
+    if isinstance(kind, UTCDateTime):
+        if isinstance(value, datetime):
+            return None
+        try:
+            datetime.fromisoformat(str(value))
+        except ValueError:
+            return "a time"
+        return None
+    if isinstance(kind, Boolean):
+        return None if value in (0, 1) else "true or false"
+    if isinstance(kind, Integer | BigInteger):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "a number"
+    words = _WORDS.get((table, column.name))
+    if words is not None and value not in words:
+        return f"one of {', '.join(sorted(words))}"
+    if table == "schedules" and column.name == "timezone" and _bad_zones([value]):
+        return "a time zone name (e.g. Europe/Berlin)"
+    return None
+
+
+_BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class AuditStep:
+    """One batch of one table, checked."""
+
+    table: str
+    rows: int
+    """Rows of ``table`` checked so far, this batch included."""
+    finished: bool
+    """The last batch of ``table``."""
+    problems: list[CorruptRow]
+    """What this batch holds that a host could not use."""
+
+
+def audit_store(engine: Engine, *, batch: int = _BATCH) -> Iterator[AuditStep]:
+    """:func:`audit_rows` in one read-only transaction, held while the caller iterates."""
+    with reading(engine) as connection:
+        yield from audit_rows(connection, batch=batch)
+
+
+def audit_rows(connection: Connection, *, batch: int = _BATCH) -> Iterator[AuditStep]:
+    """Every table, in batches of ``batch`` rows, as :class:`AuditStep` s."""
+    for table in _ALL_TABLES:
+        yield from _audit_table(connection, table, batch)
+
+
+def _audit_table(connection: Connection, table: Table, batch: int) -> Iterator[AuditStep]:
+    names = [c.name for c in table.columns]
+    columns: list[ColumnClause[Any]] = [raw_column(name) for name in names]
+    query: Select[Any] = select(*columns).select_from(table)
+    streaming = connection.execution_options(stream_results=True, yield_per=batch)
+    result = streaming.execute(query)
+    checked = 0
+    for part in result.partitions(batch):
+        problems: list[CorruptRow] = []
+        for values in part:
+            problems += _mistyped(table, dict(zip(names, values, strict=True)))
+        checked += len(part)
+        yield AuditStep(table.name, checked, False, problems)
+    yield AuditStep(table.name, checked, True, [])

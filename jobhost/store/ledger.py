@@ -43,7 +43,7 @@ from jobhost.store._sql import (
     rows_json,
 )
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.clock import database_now
+from jobhost.store.engine import database_now
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.runlogs import append_chunks, trim_lines
 from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules

@@ -15,9 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from jobhost.records import RunRecord
-from jobhost.store.failure_actions import runs_by_id
-from jobhost.store.reports import get_run
-from jobhost.store.resolution import RETRY, retry_links
+from jobhost.store.failures import RETRY, retry_links
+from jobhost.store.reports import get_run, runs_by_id
 from jobhost.store.runtime import job_changes
 
 __all__ = ["manual_attempts", "retried_run"]

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, delete, func, or_, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
-from jobhost.store.outcome_minutes import forget_runs
+from jobhost.store.outcome_counts import forget_runs
 from jobhost.store.runlogs import delete_run_logs
 from jobhost.store.schema import hosts, job_idempotency, runs
 

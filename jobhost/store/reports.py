@@ -5,7 +5,9 @@ Every read is bounded by an index, never a scan of the ledger: a job's newest ro
 ``ix_runs_outcome_lease_expires_at``. A scheduled job's last attempt and last success are on
 its schedule row, written as each run is recorded; its last attempt's ledger row is found by
 its id. For the whole catalog each is one statement, a correlated subquery for the newest
-rows: its cost follows the jobs read, not the ledger's size.
+rows: its cost follows the jobs read, not the ledger's size. Runs are also found by the start
+of their id, so an operator can type ``4fe92f73`` for a 32-character run id: one range read on
+the runs' primary key.
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ from sqlalchemy.engine import Connection, RowMapping
 from jobhost.records import (
     NOT_ATTEMPTS,
     PENDING,
-    PRIORITY_MANUAL,
     RECENT,
     RUNNING,
     HostRecord,
     LastAttempt,
+    RunIdMatch,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
 )
 from jobhost.store.hosts import list_hosts
-from jobhost.store.schema import IS_PENDING, IS_RUNNING, runs, schedules
+from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
@@ -39,16 +41,17 @@ __all__ = [
     "attempts_of",
     "expired_runs",
     "get_run",
+    "get_schedule",
     "job_is_known",
     "ledger_page",
     "ledger_summaries",
     "list_schedules",
     "newest_outcomes",
     "newest_runs",
-    "pending_requests",
     "recent_failures",
     "running_runs",
     "runs_between",
+    "runs_by_prefix",
     "schedules_and_hosts",
     "stored_job_names",
     "summary_schedules",
@@ -259,6 +262,15 @@ def runs_between(
     return found
 
 
+def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
+    row = (
+        connection.execute(select(schedules).where(schedules.c.job_name == job_name))
+        .mappings()
+        .first()
+    )
+    return ScheduleRecord.from_row(row) if row is not None else None
+
+
 def get_run(connection: Connection, run_id: str) -> RunRecord | None:
     row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
@@ -302,14 +314,6 @@ def stored_job_names(connection: Connection) -> set[str]:
     named = set(connection.execute(select(schedules.c.job_name)).scalars())
     named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
     return {str(name) for name in named}
-
-
-def pending_requests(connection: Connection, name: str) -> int:
-    """Manual runs of ``name`` no host has started yet."""
-    query = select(func.count()).where(
-        runs.c.job_name == name, IS_PENDING, runs.c.priority == PRIORITY_MANUAL
-    )
-    return int(connection.execute(query).scalar() or 0)
 
 
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
@@ -409,3 +413,49 @@ def _columns(table: Table, record: type[Any]) -> list[ColumnElement[Any]]:
 
 def _records(rows: Iterable[RowMapping]) -> list[RunRecord]:
     return [RunRecord.from_row(row) for row in rows]
+
+
+def module_jobs(connection: Connection, module: str) -> list[str]:
+    """The names of the jobs the store holds for ``module``."""
+    query = select(schedules.c.job_name).where(schedules.c.module == module)
+    return sorted(str(name) for name in connection.execute(query).scalars())
+
+
+def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunRecord]:
+    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms)."""
+    if not run_ids:
+        return []
+    query = (
+        select(runs)
+        .where(runs.c.id.in_(sorted(set(run_ids))))
+        .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+    )
+    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+
+
+_HEX = "0123456789abcdef"
+
+
+def runs_by_prefix(connection: Connection, prefix: str, *, limit: int) -> Sequence[RunIdMatch]:
+    """Up to ``limit`` runs whose id starts with ``prefix`` (lower-case hex), by id.
+
+    ``id >= prefix AND id < successor`` rather than ``LIKE 'prefix%'``: PostgreSQL's index on a
+    column of a collation other than C serves a range, not a ``LIKE``. Between digits and
+    lower-case letters every collation agrees with the bytes' order.
+    """
+    query = select(runs.c.id, runs.c.job_name, runs.c.outcome, runs.c.queued_at).where(
+        runs.c.id >= prefix
+    )
+    upper = _successor(prefix)
+    if upper is not None:
+        query = query.where(runs.c.id < upper)
+    rows = connection.execute(query.order_by(runs.c.id).limit(limit))
+    return [RunIdMatch(str(i), str(job), str(outcome), queued) for i, job, outcome, queued in rows]
+
+
+def _successor(prefix: str) -> str | None:
+    """The least hex text above every text that starts with ``prefix``; None for ``ff...f``."""
+    kept = prefix.rstrip("f")
+    if not kept:
+        return None
+    return kept[:-1] + _HEX[_HEX.index(kept[-1]) + 1]

@@ -6,13 +6,19 @@ a version that grows with every change: the API's ``ETag`` is made from it, and 
 delete can be made conditional on it. Every change is a row of ``job_changes`` with who, what,
 when, and the definition before and after; its ever-growing id is what hosts watch to know
 their runtime jobs changed.
+
+A runtime job's write is one store operation: the change with its schedule row and its
+change-log row in one transaction. What makes a write acceptable (``If-Match``,
+``If-None-Match``) is the caller's rule, given as ``check``: it is called with the row as read
+inside the transaction and raises to refuse.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,30 +35,36 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
-from jobhost.records import ChangeSearch, JobChange, RuntimeJobRow
+from jobhost.clock import Clock
+from jobhost.records import ChangeSearch, DesiredSchedule, JobChange, RuntimeJobRow
+from jobhost.store._sql import UTCDateTime
+from jobhost.store.engine import database_now, reading
+from jobhost.store.group_limits import write_group_members
+from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import metadata, schedules
 from jobhost.store.signals import notify
-from jobhost.store.types import UTCDateTime
 
 __all__ = [
+    "Put",
+    "Removed",
     "acting_from",
-    "delete_runtime_job",
+    "changed_runtime_jobs",
     "deletions",
     "get_runtime_job",
     "has_runtime_jobs",
     "insert_runtime_job",
     "job_changes",
-    "latest_change_id",
     "list_changes",
     "list_runtime_jobs",
-    "orphan_schedule",
+    "put_runtime_job",
     "recent_changes",
     "record_change",
+    "remove_runtime_job",
     "runtime_jobs",
     "search_changes",
-    "update_runtime_job",
 ]
 
 runtime_jobs = Table(
@@ -172,7 +184,7 @@ def insert_runtime_job(
     )
 
 
-def update_runtime_job(
+def _update_runtime_job(
     connection: Connection,
     *,
     name: str,
@@ -197,7 +209,7 @@ def update_runtime_job(
     return bool(result.rowcount)
 
 
-def delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
+def _delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
     """Remove the job if it is still at ``version``; False when it is not."""
     result = connection.execute(
         delete(runtime_jobs).where(runtime_jobs.c.name == name, runtime_jobs.c.version == version)
@@ -205,7 +217,7 @@ def delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
     return bool(result.rowcount)
 
 
-def orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
+def _orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
     """A removed runtime job's schedule stays, as a declared job's does, marked orphaned."""
     connection.execute(
         update(schedules)
@@ -329,7 +341,7 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
     return found
 
 
-def latest_change_id(connection: Connection) -> int:
+def _latest_change_id(connection: Connection) -> int:
     """The newest change's id (0 when none): one read through the primary key."""
     value = connection.execute(select(func.max(job_changes.c.id))).scalar()
     return int(value) if value is not None else 0
@@ -338,3 +350,127 @@ def latest_change_id(connection: Connection) -> int:
 def has_runtime_jobs(connection: Connection) -> bool:
     """Whether the store's schema is recent enough to hold runtime jobs."""
     return inspect(connection).has_table("runtime_jobs")
+
+
+Check = Callable[[RuntimeJobRow | None], None]
+
+
+@dataclass(frozen=True)
+class Put:
+    """What :func:`put_runtime_job` did: ``lost`` when another writer changed the job between
+    the read and the write (nothing written); else the rows before and after (the same row
+    when the definition was already so)."""
+
+    before: RuntimeJobRow | None
+    after: RuntimeJobRow | None
+    changed: bool
+    lost: bool = False
+
+
+@dataclass(frozen=True)
+class Removed:
+    """The row removed; ``lost`` when it changed between the read and the delete."""
+
+    before: RuntimeJobRow | None
+    lost: bool = False
+
+
+def put_runtime_job(
+    engine: Engine,
+    name: str,
+    *,
+    stored: dict[str, Any],
+    actor: str,
+    clock: Clock,
+    check: Check,
+    schedule: Sequence[DesiredSchedule],
+    group: str | None,
+    wait_for_writers: bool,
+    reason: str | None = None,
+) -> Put:
+    """Create or replace runtime job ``name`` with ``stored``, its schedule row from
+    ``schedule``, its concurrency group, and the change's entry. ``wait_for_writers`` holds the
+    row while writing, so an unconditional write waits for a concurrent one instead of losing."""
+    try:
+        with engine.begin() as connection:
+            now = database_now(connection, clock)
+            before = get_runtime_job(connection, name, for_update=wait_for_writers)
+            check(before)
+            kind = str(stored["kind"])
+            if before is None:
+                insert_runtime_job(
+                    connection, name=name, kind=kind, definition=stored, actor=actor, now=now
+                )
+            elif before.definition == stored:
+                return Put(before, before, changed=False)
+            elif not _update_runtime_job(
+                connection,
+                name=name,
+                kind=kind,
+                definition=stored,
+                version=before.version,
+                actor=actor,
+                now=now,
+            ):
+                return Put(before, None, changed=False, lost=True)
+            sync_schedules(connection, schedule, now, prune=False)
+            write_group_members(connection, {name: group})
+            record_change(
+                connection,
+                at=now,
+                actor=actor,
+                action="create" if before is None else "change",
+                job_name=name,
+                before=before.definition if before is not None else None,
+                after=stored,
+                reason=reason,
+            )
+            after = get_runtime_job(connection, name)
+    except IntegrityError:  # a concurrent create of the same name came first
+        return Put(None, None, changed=False, lost=True)
+    return Put(before, after, changed=True)
+
+
+def remove_runtime_job(
+    engine: Engine,
+    name: str,
+    *,
+    actor: str,
+    clock: Clock,
+    check: Check,
+    reason: str | None = None,
+) -> Removed:
+    """Remove runtime job ``name`` (``before`` None: there is none); its schedule row and
+    history stay, the schedule marked orphaned."""
+    with engine.begin() as connection:
+        now = database_now(connection, clock)
+        before = get_runtime_job(connection, name)
+        check(before)
+        if before is None:
+            return Removed(None)
+        if not _delete_runtime_job(connection, name, before.version):
+            return Removed(before, lost=True)
+        _orphan_schedule(connection, name, now)
+        record_change(
+            connection,
+            at=now,
+            actor=actor,
+            action="delete",
+            job_name=name,
+            before=before.definition,
+            after=None,
+            reason=reason,
+        )
+    return Removed(before)
+
+
+def changed_runtime_jobs(
+    engine: Engine, seen: int | None, *, force: bool = False
+) -> tuple[int, list[RuntimeJobRow] | None]:
+    """The change log's latest id, and every runtime job when it moved past ``seen`` (or
+    ``force``); None when it did not."""
+    with reading(engine) as connection:
+        latest = _latest_change_id(connection)
+        if latest == seen and not force:
+            return latest, None
+        return latest, list_runtime_jobs(connection)

@@ -23,7 +23,7 @@ from sqlalchemy import (
     literal_column,
 )
 
-from jobhost.store.types import UTCDateTime
+from jobhost.store._sql import UTCDateTime
 
 __all__ = [
     "IS_PENDING",
@@ -261,7 +261,7 @@ backfills = Table(
     Index("ix_backfills_state", "state"),
 )
 
-# The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_minutes.py): runs
+# The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_counts.py): runs
 # that finished in the minute starting at ``minute``, by outcome; job_name '' is every job.
 # Filled by the chart's reader, never by the firing path; the retention purge subtracts the runs
 # it deletes.

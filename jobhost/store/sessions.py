@@ -1,21 +1,39 @@
-"""The dashboard's session versions: a sign-out ends every session of that person, on every
+"""The console's sessions and the brake on wrong guesses.
+
+The dashboard's session versions: a sign-out ends every session of that person, on every
 replica, by moving their version on.
 
 A session carries the version it was started under; one whose version is no longer the stored
 one has ended. The table is created by migration 0006.
+
+Wrong credentials are counted through the store too, so every replica brakes the same guesser:
+one row per (key, minute window); a wrong guess adds one to the row of each key it counts under,
+in one upsert that answers the new counts. Windows before the previous one are of no use and are
+deleted by :func:`purge_guesses`. The table is created by migration 0017.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, Column, String, Table, select, update
+from sqlalchemy import BigInteger, Column, Integer, String, Table, delete, select, update
 from sqlalchemy.engine import Connection
 
+from jobhost.records import GUESS_KEY_LENGTH
+from jobhost.store._sql import UTCDateTime, dialect_module
 from jobhost.store.schema import metadata
-from jobhost.store.types import UTCDateTime
 
-__all__ = ["console_sessions", "end_sessions", "session_version"]
+__all__ = [
+    "console_sessions",
+    "count_wrong_guess",
+    "end_sessions",
+    "purge_guesses",
+    "session_version",
+    "wrong_guesses",
+]
+
 
 console_sessions = Table(
     "console_sessions",
@@ -43,3 +61,32 @@ def end_sessions(connection: Connection, who: str, now: datetime) -> int:
     if moved.rowcount == 0:
         connection.execute(console_sessions.insert().values(who=who, version=1, changed_at=now))
     return session_version(connection, who)
+
+
+wrong_guesses = Table(
+    "wrong_guesses",
+    metadata,
+    Column("key", String(GUESS_KEY_LENGTH), primary_key=True),
+    Column("minute", BigInteger, primary_key=True),
+    Column("count", Integer, nullable=False),
+)
+
+
+def count_wrong_guess(connection: Connection, keys: Sequence[str], minute: int) -> dict[str, int]:
+    """Add one wrong guess to each of ``keys`` (each at most :data:`GUESS_KEY_LENGTH`
+    characters) in ``minute``; each key's count there now. The rows are written in the order of
+    ``keys``: callers list them in one order, so two at once lock them alike and never deadlock."""
+    insert: Any = dialect_module(connection.dialect.name).insert
+    statement = insert(wrong_guesses).values(
+        [{"key": key, "minute": minute, "count": 1} for key in keys]
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=["key", "minute"],
+        set_={"count": wrong_guesses.c.count + 1},
+    ).returning(wrong_guesses.c.key, wrong_guesses.c.count)
+    return {str(key): int(count) for key, count in connection.execute(statement)}
+
+
+def purge_guesses(connection: Connection, before: int) -> int:
+    """Delete the counts of windows before ``before``; how many rows went."""
+    return connection.execute(delete(wrong_guesses).where(wrong_guesses.c.minute < before)).rowcount

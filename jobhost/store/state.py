@@ -21,8 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from jobhost.records import RUNNING
 from jobhost.store._sql import insert_ignoring_duplicates
-from jobhost.store.clock import database_now
-from jobhost.store.engine import reading
+from jobhost.store.engine import database_now, reading
 from jobhost.store.schema import job_idempotency, job_state, runs, schedules
 
 __all__ = ["StoreJobState", "delete_value", "put_value", "schedule_token"]

@@ -18,39 +18,27 @@ from sqlalchemy.engine import Connection, Engine
 from jobhost.clock import Clock, SystemClock
 from jobhost.store import (
     actions,
-    audit,
     backfills,
     census,
     claim_sql,
     claims,
     engine,
-    failing,
-    failure_actions,
-    guesses,
+    failures,
     hosts,
     integrity,
     ledger,
     migrate,
-    open_failures,
-    operations,
     outcome_counts,
-    pages,
     pooling,
     purge,
     registry,
     reports,
-    run_actions,
-    run_ids,
     runlogs,
     runtime,
-    runtime_jobs,
     sessions,
     snapshot,
-    state_edits,
-    streak_replay,
-    streaks,
 )
-from jobhost.store.clock import StoreTime, database_now, store_now
+from jobhost.store.engine import StoreTime, database_now, store_now
 from jobhost.store.signals import ChangeSignal, SignalWatcher
 from jobhost.store.state import StoreJobState
 
@@ -79,7 +67,7 @@ class _Read(Generic[_P, _T]):
 
 class _ReadAt(Generic[_P, _T]):
     """A store function of a connection and the store's instant: returns both, read together
-    (see :func:`~jobhost.store.clock.database_now`)."""
+    (see :func:`~jobhost.store.engine.database_now`)."""
 
     def __init__(self, query: Callable[Concatenate[Connection, datetime, _P], _T]) -> None:
         self._query = query
@@ -176,7 +164,7 @@ class Store:
     upgrade = _Own(migrate.upgrade)
     current_revision = _Own(migrate.current_revision)
     is_current = _Own(migrate.is_current)
-    audit_store = _Own(audit.audit_store)
+    audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
     check_live_rows = _ReadAt(integrity.check_live_rows)
     stuck_runs = _Read(integrity.stuck_runs)
@@ -193,7 +181,7 @@ class Store:
     settled_backfill = _Own(claims.settled_backfill)
     record_finished = _Own(ledger.record_finished)
     write_logs = _Own(ledger.write_logs)
-    cancel_requests = _Read(run_actions.cancel_requests)
+    cancel_requests = _Read(actions.cancel_requests)
     job_state = _Own(StoreJobState)
     oldest_due = _Read(claim_sql.oldest_due)
 
@@ -216,19 +204,19 @@ class Store:
     pause_many_logged = _Own(actions.pause_many_logged)
     resume_many_logged = _Own(actions.resume_many_logged)
     ensure_scheduled = _Own(claims.ensure_scheduled)
-    cancel_logged = _Own(run_actions.cancel_logged)
-    retry_logged = _Own(run_actions.retry_logged)
-    ack_logged = _Own(failure_actions.ack_logged)
-    change_state_logged = _Own(state_edits.change_state_logged)
+    cancel_logged = _Own(actions.cancel_logged)
+    retry_logged = _Own(actions.retry_logged)
+    ack_logged = _Own(actions.ack_logged)
+    change_state_logged = _Own(actions.change_state_logged)
     before_trigger = _Own(claims.before_trigger)
     run_progress = _Own(claims.run_progress)
     purge_runs = _Own(purge.purge_runs)
     purge_by_age = _Own(purge.purge_by_age)
 
     # -- runtime jobs and the change log -----------------------------------------------------
-    put_runtime_job = _Own(runtime_jobs.put_runtime_job)
-    remove_runtime_job = _Own(runtime_jobs.remove_runtime_job)
-    changed_runtime_jobs = _Own(runtime_jobs.changed_runtime_jobs)
+    put_runtime_job = _Own(runtime.put_runtime_job)
+    remove_runtime_job = _Own(runtime.remove_runtime_job)
+    changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
     get_runtime_job = _Read(runtime.get_runtime_job)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
     has_runtime_jobs = _Read(runtime.has_runtime_jobs)
@@ -242,32 +230,32 @@ class Store:
     job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
-    get_schedule = _Read(operations.get_schedule)
+    get_schedule = _Read(reports.get_schedule)
     all_schedules = _Read(registry.all_schedules)
     read_snapshot = _Own(snapshot.read_snapshot)
     summary_snapshot = _ReadAt(snapshot.summary_snapshot)
-    schedules_hosts_failing = _ReadAt(failing.schedules_hosts_failing)
-    failure_streaks = _Read(streaks.failure_streaks)
-    streak_range = _Read(streak_replay.streak_range)
-    failure_rows = _ReadAt(open_failures.failure_rows)
-    open_runs = _Read(open_failures.open_runs)
+    schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
+    failure_streaks = _Read(failures.failure_streaks)
+    streak_range = _Read(failures.streak_range)
+    failure_rows = _ReadAt(failures.failure_rows)
+    open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
-    module_jobs = _Read(failure_actions.module_jobs)
-    runs_by_id = _Read(failure_actions.runs_by_id)
-    runs_by_prefix = _Read(run_ids.runs_by_prefix)
+    module_jobs = _Read(reports.module_jobs)
+    runs_by_id = _Read(reports.runs_by_id)
+    runs_by_prefix = _Read(reports.runs_by_prefix)
     get_backfill = _Read(backfills.get_backfill)
     list_backfills = _Read(backfills.list_backfills)
     backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
-    job_page = _Read(pages.job_page)
-    run_page = _Read(pages.run_page)
-    api_deletion = _Read(pages.api_deletion)
+    job_page = _Read(snapshot.job_page)
+    run_page = _Read(snapshot.run_page)
+    api_deletion = _Read(snapshot.api_deletion)
     last_lines = _Read(runlogs.last_lines)
     run_and_lines = _Read(runlogs.run_and_lines)
-    list_state = _Read(state_edits.list_state)
+    list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
     session_version = _Read(sessions.session_version)
     end_sessions = _Write(sessions.end_sessions)
-    count_wrong_guess = _Write(guesses.count_wrong_guess)
-    purge_guesses = _Write(guesses.purge_guesses)
+    count_wrong_guess = _Write(sessions.count_wrong_guess)
+    purge_guesses = _Write(sessions.purge_guesses)

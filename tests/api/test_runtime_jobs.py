@@ -17,8 +17,8 @@ from jobhost.rules.desired import desired_schedules
 from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import get_schedule
 from jobhost.store.registry import sync_schedules
+from jobhost.store.reports import get_schedule
 from jobhost.store.runtime import insert_runtime_job, list_changes, list_runtime_jobs
 from tests.support import ManualClock
 

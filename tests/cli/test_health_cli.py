@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import update
 
-from jobhost.store.operations import pause_job
+from jobhost.store.actions import pause_job
 from jobhost.store.schema import hosts, runs, schedules
 from tests.cli.operator_support import Operator, now
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from jobhost.store.operations import pause_job
+from jobhost.store.actions import pause_job
 from tests.cli.operator_support import Operator, codes, now
 
 JOBS = [

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from jobhost.operations.render import stdout_style
-from jobhost.store.operations import pause_job
+from jobhost.store.actions import pause_job
 from tests.cli.operator_support import Operator, now
 
 LONG = "sample.a-job-whose-name-is-much-longer-than-any-column-of-the-report-allows"

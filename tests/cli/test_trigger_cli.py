@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobhost.store.operations import pause_job
+from jobhost.store.actions import pause_job
 from tests.cli.operator_support import Operator, now
 from tests.process.conftest import HostProcess
 from tests.waiting import wait_for

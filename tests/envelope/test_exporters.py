@@ -14,7 +14,7 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
-from jobhost.store.operations import request_run
+from jobhost.store.actions import request_run
 from tests.support import sample_catalog
 
 

@@ -17,7 +17,7 @@ from jobhost.envelope.lifecycle import retry_delay, should_retry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import request_run
+from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
 from tests.support import sample_catalog
 

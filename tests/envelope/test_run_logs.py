@@ -25,7 +25,7 @@ from jobhost.firing.tick import Ticker
 from jobhost.operations.runs import dropped_text, line_text, read_run_log
 from jobhost.records import Claim, Dropped, LogLine
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import request_run
+from jobhost.store.actions import request_run
 from jobhost.store.runlogs import read_lines, run_logs
 from tests.support import sample_catalog
 from tests.waiting import wait_for

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from jobhost.records import ScheduleRecord
 from jobhost.store import reading
 from jobhost.store.hosts import list_hosts
-from jobhost.store.operations import get_schedule
+from jobhost.store.reports import get_schedule
 from tests.process.conftest import ledger
 from tests.waiting import wait_for
 

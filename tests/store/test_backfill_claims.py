@@ -10,8 +10,8 @@ from sqlalchemy import event, select
 
 from jobhost.records import RunRecord
 from jobhost.store import reading
+from jobhost.store.actions import pause_job, resume_job
 from jobhost.store.backfills import cancel_backfill, create_backfill, get_backfill
-from jobhost.store.operations import pause_job, resume_job
 from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock
 

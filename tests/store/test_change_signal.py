@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from jobhost.store import create_store_engine, reading
-from jobhost.store.operations import request_run
+from jobhost.store.actions import request_run
 from jobhost.store.schema import signals
 from jobhost.store.signals import ChangeSignal, notify
 from tests.conftest import postgres_schema

@@ -10,9 +10,9 @@ from sqlalchemy.engine import Engine
 
 from jobhost.records import RunRecord, ScheduleRecord
 from jobhost.store import reading
+from jobhost.store.actions import request_run
 from jobhost.store.claims import RECHECK
 from jobhost.store.group_limits import group_summaries
-from jobhost.store.operations import request_run
 from jobhost.store.reports import get_run
 from jobhost.store.schema import runs, schedules
 from tests.envelope.test_envelope import _points

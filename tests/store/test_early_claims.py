@@ -23,7 +23,7 @@ from jobhost.firing.host import Host
 from jobhost.firing.slots import HostStatus, WorkerSlots
 from jobhost.firing.tick import CAP, FLOOR
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import pause_job
+from jobhost.store.actions import pause_job
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
 from tests.waiting import wait_for

@@ -17,8 +17,8 @@ from sqlalchemy.engine import Engine
 
 from jobhost.records import ScheduleRecord
 from jobhost.store import reading
+from jobhost.store.actions import request_run
 from jobhost.store.claims import next_wakeups
-from jobhost.store.operations import request_run
 from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock
 

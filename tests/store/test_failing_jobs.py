@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from jobhost.store import reading
-from jobhost.store.failing import failing_jobs
+from jobhost.store.failures import failing_jobs
 from tests.cli.operator_support import Operator, now
 
 NIGHTLY = {"name": "billing.nightly", "cron": "0 3 * * *", "critical": True}

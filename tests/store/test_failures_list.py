@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.operations.failures import FailureQuery, decode_cursor, read_failures
+from jobhost.records import FailureFilter
 from jobhost.store import Store, reading
 from jobhost.store import failures as failures_module
 from jobhost.store.failures import failure_page, failure_streaks
@@ -95,8 +96,8 @@ def test_failed_runs_of_every_job_newest_first_in_pages_that_never_repeat(
     assert paged == newest_first
 
     with reading(engine) as connection:
-        one_job = failure_page(connection, limit=100, job="b.two")
-        recent = failure_page(connection, limit=100, since=_at(4))
+        one_job = failure_page(connection, limit=100, where=FailureFilter(jobs=["b.two"]))
+        recent = failure_page(connection, limit=100, where=FailureFilter(since=_at(4)))
     assert [run.id for run in one_job.runs] == [expected[-1], expected[1]]
     assert [run.id for run in recent.runs] == newest_first[:4]
 
@@ -112,10 +113,10 @@ def test_a_search_by_error_text_ignores_case_and_takes_wildcards_literally(
     _run(engine, "b.two", "succeeded", _at(6), error="503 but it worked")
 
     with reading(engine) as connection:
-        found = failure_page(connection, limit=10, text="503")
-        upper = failure_page(connection, limit=10, text="HTTPERROR")
-        literal = failure_page(connection, limit=10, text="100%")
-        underscore = failure_page(connection, limit=10, text="disk_1")
+        found = failure_page(connection, limit=10, where=FailureFilter(text="503"))
+        upper = failure_page(connection, limit=10, where=FailureFilter(text="HTTPERROR"))
+        literal = failure_page(connection, limit=10, where=FailureFilter(text="100%"))
+        underscore = failure_page(connection, limit=10, where=FailureFilter(text="disk_1"))
     assert [run.id for run in found.runs] == [type_only, http]
     assert [run.id for run in upper.runs] == [http]
     assert [run.id for run in literal.runs] == [percent]
@@ -132,7 +133,7 @@ def test_a_search_looks_at_a_bounded_number_of_rows_per_page_and_goes_on_from_th
     new_match = _run(engine, "a.one", "timed_out", _at(9), error="Quota Exceeded again")
 
     with reading(engine) as connection:
-        first = failure_page(connection, limit=5, text="quota")
+        first = failure_page(connection, limit=5, where=FailureFilter(text="quota"))
         assert [run.id for run in first.runs] == [new_match]
         # It looked at the newest three failed runs: minutes 8, 7 and 6.
         assert first.searched_to is not None and first.searched_to.finished_at == _at(6)
@@ -140,7 +141,7 @@ def test_a_search_looks_at_a_bounded_number_of_rows_per_page_and_goes_on_from_th
         found: list[str] = []
         after = first.next_key
         for _ in range(5):
-            page = failure_page(connection, limit=5, text="quota", after=after)
+            page = failure_page(connection, limit=5, where=FailureFilter(text="quota"), after=after)
             found += [run.id for run in page.runs]
             if page.next_key is None:
                 break

@@ -15,7 +15,7 @@ from jobhost.config import Settings
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord, ScheduleRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import pause_job, request_run, resume_job
+from jobhost.store.actions import pause_job, request_run, resume_job
 from jobhost.store.schema import runs, schedules
 from tests.support import ManualClock, sample_catalog
 

@@ -15,8 +15,7 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from jobhost.store import create_store_engine, reading, upgrade
-from jobhost.store.audit import audit_rows
-from jobhost.store.integrity import check_live_rows
+from jobhost.store.integrity import audit_rows, check_live_rows
 from jobhost.store.schema import runs, schedules
 
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from jobhost.envelope.envelope import RunEnvelope
 from jobhost.firing.host import Host
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
+from jobhost.store.actions import request_run
 from jobhost.store.backfills import create_backfill
-from jobhost.store.operations import request_run
 from jobhost.store.schema import runs
 from tests.reliability.proxy import CutProxy
 from tests.support import SAMPLE_PLUGIN, sample_catalog

@@ -12,8 +12,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
 from jobhost.store import reading
-from jobhost.store.outcome_counts import FINISHED_OUTCOMES, outcome_counts
-from jobhost.store.outcome_minutes import SETTLE_MARGIN
+from jobhost.store.outcome_counts import FINISHED_OUTCOMES, SETTLE_MARGIN, outcome_counts
 from jobhost.store.purge import purge_runs
 from jobhost.store.schema import run_outcome_minutes, runs
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from jobhost.store.actions import request_run
 from jobhost.store.backfills import create_backfill
-from jobhost.store.operations import request_run
 from tests.support import ManualClock
 
 YEARLY = {"name": "sample.yearly", "cron": "0 0 1 1 *"}

@@ -18,7 +18,7 @@ from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.firing.slots import Finished, OutcomeRecorder
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.operations import request_run
+from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
 from tests.support import ManualClock, sample_catalog
 from tests.waiting import wait_for

@@ -6,8 +6,7 @@ or a pause must not drag the loop in, and a change to a table touches only ``job
 Within ``jobhost/firing/``, imports point one way: only the host imports ``host.py``.
 
 The store is a closed interface: no package outside it holds a connection or opens a
-transaction. They hold the store's ``Engine`` handle and call store operations, which open their
-own (``jobhost.store.calls.read`` and ``write`` for a single store function).
+transaction. They hold the one ``Store`` object, whose methods open their own.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.store import Store, create_store_engine, upgrade
-from jobhost.store.guesses import wrong_guesses
+from jobhost.store.sessions import wrong_guesses
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.access import GUESS_LIMIT, GuessBrake, ReadAccess
 from jobhost.web.api.routes import api_routes
