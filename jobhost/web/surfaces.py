@@ -47,9 +47,7 @@ def host_application(
         from jobhost.web.api import api_routes
         from jobhost.web.console import Console
 
-        console = Console(
-            settings, host.catalog, host.store, allow_actions=True, clock=host.clock, brake=brake
-        )
+        console = Console(settings, host.catalog, host.store, allow_actions=True, brake=brake)
         api = api_routes(settings, host.catalog, host.store, host.clock, brake=brake)
         return create_app(
             endpoints,

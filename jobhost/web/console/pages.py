@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -30,7 +31,6 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.actions import RETRYABLE
 from jobhost.operations.changes import change_origin
@@ -42,7 +42,17 @@ from jobhost.operations.timefmt import duration_text, iso_utc, short_local, shor
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake
 from jobhost.web.app import blocking
-from jobhost.web.console.actions import NOTICES, ActionHandler
+from jobhost.web.console.actions import (
+    BULK_NOTICES,
+    NOTICES,
+    RUN_NOTICES,
+    job_action,
+    module_action,
+    request_page,
+    retry_failures,
+    retry_notice,
+    run_action,
+)
 from jobhost.web.console.auth import (
     BadForm,
     Session,
@@ -52,16 +62,25 @@ from jobhost.web.console.auth import (
     same_origin,
 )
 from jobhost.web.console.cache import ShortCache
-from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
-from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
-from jobhost.web.console.failures_retry import retry_notice, retry_shown
-from jobhost.web.console.job_query import job_query
-from jobhost.web.console.logs import backfills_view, changes_view
-from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
-from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
+from jobhost.web.console.timeline import (
+    CHART_ORDER,
+    OUTCOME_ORDER,
+    RANGE_NAMES,
+    RANGES,
+    SLICES,
+    Chart,
+)
 from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
-from jobhost.web.console.triggered import request_page
-from jobhost.web.console.views import hosts_view, job_view, run_view
+from jobhost.web.console.views import (
+    CHART_SECONDS,
+    backfills_view,
+    changes_view,
+    failures_view,
+    hosts_view,
+    job_query,
+    job_view,
+    run_view,
+)
 
 __all__ = ["OVERVIEW_SECONDS", "PAGE_SIZE", "Console"]
 
@@ -101,16 +120,12 @@ class Console:
         store: Store,
         *,
         allow_actions: bool,
-        clock: Clock | None = None,
         brake: GuessBrake | None = None,
         overview_seconds: float = OVERVIEW_SECONDS,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.store = store
-        self.clock = clock
-        if clock is not None:
-            self.store = self.store.with_clock(clock)
         self.read_needs_session = settings.web_read_access == "token"
         readers = {
             token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
@@ -146,26 +161,26 @@ class Console:
             iso=iso_utc,
             change_origin=change_origin,
         )
-        self._actions = ActionHandler(self)
         self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
         self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
         self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
-        self._run_actions = RunActionHandler(self)
 
     def routes(self) -> list[BaseRoute]:
         reading, acting = self._reading, self._acting
         return [
             Route("/", reading(self.overview), methods=["GET"]),
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
-            Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
+            Route("/jobs/{name}/{action}", acting(partial(job_action, self)), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
             Route("/runs/{run_id}/cancel", reading(self.cancel_form), methods=["GET"]),
-            Route("/runs/{run_id}/{action}", acting(self._run_actions.act), methods=["POST"]),
-            Route("/modules/{module}/{action}", acting(self._run_actions.bulk), methods=["POST"]),
-            Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
+            Route("/runs/{run_id}/{action}", acting(partial(run_action, self)), methods=["POST"]),
+            Route(
+                "/modules/{module}/{action}", acting(partial(module_action, self)), methods=["POST"]
+            ),
+            Route("/requests/{request_id}", reading(partial(request_page, self)), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
-            Route("/failures/retry", acting(self.retry_failures), methods=["POST"]),
+            Route("/failures/retry", acting(partial(retry_failures, self)), methods=["POST"]),
             Route("/changes", reading(self.changes), methods=["GET"]),
             Route("/backfills", reading(self.backfills), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
@@ -223,7 +238,7 @@ class Console:
         under its filter and number): viewers polling the overview share one read."""
         summary = self._summaries.get(
             "summary",
-            lambda: read_summary(self.settings, self.catalog, self.store, self.clock),
+            lambda: read_summary(self.settings, self.catalog, self.store, self.store.clock),
         )
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(
@@ -245,7 +260,6 @@ class Console:
                 slices=SLICES[query.span],
                 outcome=query.outcome,
                 page=query.page,
-                clock=self.clock,
             )
         )
         if view is None:
@@ -279,10 +293,6 @@ class Console:
             done=RUN_NOTICES.get(request.query_params.get("done", "")),
         )
 
-    async def request(self, request: Request) -> Response:
-        """A trigger's request: its run once a host started it (303), or where it stands."""
-        return await request_page(self, request)
-
     async def cancel_form(self, request: Request) -> Response:
         """The confirmation step of a cancel, on a page of its own."""
         run_id = request.path_params["run_id"]
@@ -292,9 +302,7 @@ class Console:
         return self.page(request, "run_cancel.html", run=view.run)
 
     async def failures(self, request: Request) -> Response:
-        view = await blocking(
-            lambda: failures_view(self.store, request.query_params, self.clock, self._charts)
-        )
+        view = await blocking(lambda: failures_view(self.store, request.query_params, self._charts))
         return self.page(
             request,
             "failures.html",
@@ -308,19 +316,16 @@ class Console:
             live=_LIVE_SECONDS if not view.cursor else 0,
         )
 
-    async def retry_failures(self, request: Request) -> Response:
-        return await retry_shown(self, request)
-
     async def changes(self, request: Request) -> Response:
-        view = await blocking(lambda: changes_view(self.store, request.query_params, self.clock))
+        view = await blocking(lambda: changes_view(self.store, request.query_params))
         return self.page(request, "changes.html", status=400 if view.problem else 200, view=view)
 
     async def backfills(self, request: Request) -> Response:
-        view = await blocking(lambda: backfills_view(self.store, request.query_params, self.clock))
+        view = await blocking(lambda: backfills_view(self.store, request.query_params))
         return self.page(request, "backfills.html", view=view, live=_LIVE_SECONDS)
 
     async def hosts(self, request: Request) -> Response:
-        view = await blocking(lambda: hosts_view(self.store, self.clock))
+        view = await blocking(lambda: hosts_view(self.store))
         return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
 
     # -- signing in ---------------------------------------------------------------------------
