@@ -48,7 +48,7 @@ def host_application(
         from jobhost.web.console import Console
 
         console = Console(settings, host.catalog, host.store, allow_actions=True, brake=brake)
-        api = api_routes(settings, host.catalog, host.store, host.clock, brake=brake)
+        api = api_routes(settings, host.catalog, host.store, brake=brake)
         return create_app(
             endpoints,
             routes=[*api, *routes],

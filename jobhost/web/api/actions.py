@@ -8,7 +8,8 @@ API token's name as the actor; refusals are 409 with the reason and the fix, an 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,11 +25,12 @@ from jobhost.operations.actions import (
 )
 from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.runtime.service import JobService
-from jobhost.web.api.problems import problem
-from jobhost.web.api.requests import read_reason, read_selection
+from jobhost.web.api.requests import BadRequest, problem, read_reason, read_selection
 from jobhost.web.app import blocking
 
 __all__ = ["ActionEndpoints"]
+
+_T = TypeVar("_T")
 
 
 class ActionEndpoints:
@@ -38,7 +40,6 @@ class ActionEndpoints:
     def __init__(self, service: JobService, limit: int) -> None:
         self._store = service.store
         self._service = service
-        self._clock = service.clock
         self._limit = limit
 
     async def pause_many(self, request: Request, token: ApiToken) -> Response:
@@ -55,7 +56,7 @@ class ActionEndpoints:
             jobs = jobs_matching(catalog, modules, patterns)
             if not jobs:
                 return []
-            clock, who = self._clock, token.name
+            clock, who = self._store.clock, token.name
             if paused:
                 done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason, clock=clock)
                 changed = [d.changed for d in done]
@@ -78,18 +79,7 @@ class ActionEndpoints:
         return JSONResponse({"jobs": acted})
 
     async def retry_run(self, request: Request, token: ApiToken) -> Response:
-        run_id = request.path_params["run_id"]
-        reason = await read_reason(request, self._limit)
-        if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        try:
-            queued = await blocking(
-                lambda: retry_run(
-                    self._store, run_id, actor=token.name, reason=reason, clock=self._clock
-                )
-            )
-        except ActionRefused as refused:
-            return _no_run() if refused.unknown else problem(409, "Conflict", str(refused))
+        queued, _reason = await self._on_run(request, token, retry_run)
         body = {
             "run_id": queued.run_id,
             "retry_of": queued.retry_of.id,
@@ -100,18 +90,7 @@ class ActionEndpoints:
         return JSONResponse(body, status_code=202)
 
     async def cancel_run(self, request: Request, token: ApiToken) -> Response:
-        run_id = request.path_params["run_id"]
-        reason = await read_reason(request, self._limit)
-        if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        try:
-            asked = await blocking(
-                lambda: cancel_run(
-                    self._store, run_id, actor=token.name, reason=reason, clock=self._clock
-                )
-            )
-        except ActionRefused as refused:
-            return _no_run() if refused.unknown else problem(409, "Conflict", str(refused))
+        asked, reason = await self._on_run(request, token, cancel_run)
         run = asked.run
         first = asked.state != "already"
         body = {
@@ -124,10 +103,29 @@ class ActionEndpoints:
         }
         return JSONResponse(body, status_code=202)
 
+    async def _on_run(
+        self, request: Request, token: ApiToken, action: Callable[..., _T]
+    ) -> tuple[_T, str]:
+        """``action`` done on the path's run with the body's reason, and the reason."""
+        run_id = request.path_params["run_id"]
+        reason = await read_reason(request, self._limit)
+        if len(run_id) > RUN_ID_LIMIT:
+            raise _no_run()
+        store = self._store
+        try:
+            done = await blocking(
+                lambda: action(store, run_id, actor=token.name, reason=reason, clock=store.clock)
+            )
+        except ActionRefused as refused:
+            if refused.unknown:
+                raise _no_run() from None
+            raise BadRequest(409, "Conflict", str(refused)) from None
+        return done, reason
 
-def _no_run() -> Response:
+
+def _no_run() -> BadRequest:
     # The id is not repeated: whatever arrives in a path is never echoed.
-    return problem(
+    return BadRequest(
         404,
         "Not found",
         "no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from jobhost.catalog import Catalog
 from jobhost.config import ApiToken
 from jobhost.operations.job_state import (
     KEY_LIMIT,
@@ -20,11 +21,11 @@ from jobhost.operations.job_state import (
 from jobhost.operations.run_actions import ActionRefused
 from jobhost.runtime.errors import not_found
 from jobhost.runtime.service import JobService
-from jobhost.web.api.problems import problem
-from jobhost.web.api.requests import read_reason, read_state_value
+from jobhost.store import Store
+from jobhost.web.api.requests import problem, read_reason, read_state_value
 from jobhost.web.app import blocking
 
-__all__ = ["StateEndpoints"]
+__all__ = ["StateEndpoints", "require_known"]
 
 
 class StateEndpoints:
@@ -37,7 +38,7 @@ class StateEndpoints:
 
     async def read(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
-        await blocking(lambda: self._require_known(name))
+        await blocking(lambda: require_known(self._service.current(name), self._store, name))
         return JSONResponse(state_json(await blocking(lambda: read_state(self._store, name))))
 
     async def put(self, request: Request, token: ApiToken) -> Response:
@@ -56,7 +57,7 @@ class StateEndpoints:
             return problem(422, "Invalid key", f"a key is at most {KEY_LIMIT} characters")
 
         def act() -> Response:
-            self._require_known(name)
+            require_known(self._service.current(name), self._store, name)
             try:
                 done = change_state(
                     self._store,
@@ -65,7 +66,7 @@ class StateEndpoints:
                     value,
                     actor=token.name,
                     reason=reason,
-                    clock=self._service.clock,
+                    clock=self._store.clock,
                 )
             except BadStateInput as bad:
                 return problem(422, "Invalid key", str(bad))
@@ -84,7 +85,8 @@ class StateEndpoints:
 
         return await blocking(act)
 
-    def _require_known(self, name: str) -> None:
-        if name in self._service.current(name).jobs or self._store.job_is_known(name):
-            return
+
+def require_known(catalog: Catalog, store: Store, name: str) -> None:
+    """Nothing for a job declared or known to the store; else the API's 404."""
+    if name not in catalog.jobs and not store.job_is_known(name):
         raise not_found(name)
