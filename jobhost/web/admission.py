@@ -23,7 +23,7 @@ from typing import TypeVar
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobhost.web.raw_answers import json_bytes, send_answer
+from jobhost.web.middleware import json_bytes, send_answer
 
 __all__ = [
     "NICE",

@@ -28,10 +28,14 @@ from jobhost.web.access import ReadAccess
 from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, blocking
 from jobhost.web.bodies import BODY_TIMEOUT, MAX_FORM, BodiesFirst
 from jobhost.web.endpoints import Endpoints, Probe
-from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
-from jobhost.web.headers import SecurityHeaders
 from jobhost.web.inputs import RefuseNul
-from jobhost.web.timeouts import RequestTimeout
+from jobhost.web.middleware import (
+    CatchUnexpected,
+    RequestTimeout,
+    SecurityHeaders,
+    failure_body,
+    log_unexpected,
+)
 from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]

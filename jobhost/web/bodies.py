@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobhost.web.connections import ThrottledLog
-from jobhost.web.raw_answers import send_answer
+from jobhost.web.middleware import send_answer
 
 __all__ = [
     "BODY_TIMEOUT",

@@ -20,7 +20,7 @@ from jobhost.operations.reasons import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
-from jobhost.web.raw_answers import PROBLEM_JSON
+from jobhost.web.middleware import PROBLEM_JSON
 
 __all__ = [
     "BadRequest",

@@ -51,7 +51,7 @@ from jobhost.web.api.state import StateEndpoints, require_known
 from jobhost.web.api.table import ENDPOINTS
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
-from jobhost.web.failures import failure_body, log_unexpected
+from jobhost.web.middleware import failure_body, log_unexpected
 from jobhost.web.unavailable import is_store_down
 
 __all__ = ["API_PREFIX", "api_routes"]
