@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer
 from jobhost.web.surfaces import DeferredApp, host_application
 from tests.http_get import get
@@ -47,7 +47,7 @@ def host(tmp_path: Path) -> Iterator[Any]:
         settings=settings,
         status=HostStatus(catalog_ok=True, last_tick=time.monotonic()),
         catalog=Catalog(jobs={}, problems=[]),
-        engine=engine,
+        store=Store(engine),
         clock=None,
     )
     engine.dispose()

@@ -54,8 +54,9 @@ from jobhost.operations.runlogs import RUN_ID_LIMIT
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RunRecord
 from jobhost.store.runtime import acting_from
+from jobhost.web.access import client_address
 from jobhost.web.app import blocking
-from jobhost.web.console.auth import BadForm, client_of, read_form, same_origin
+from jobhost.web.console.auth import BadForm, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
 
 if TYPE_CHECKING:
@@ -270,8 +271,8 @@ async def _guarded(
         return console.refuse(request, f"reason: {error}", 422)
     if confirm and form.get("confirm") != "yes":
         return console.refuse(request, f"tick the confirmation box to {this}", 400)
-    acting_from("dashboard", client_of(request))
-    return _Checked(session.who, reason, client_of(request), form)
+    acting_from("dashboard", client_address(request))
+    return _Checked(session.who, reason, client_address(request), form)
 
 
 def _act_on_job(

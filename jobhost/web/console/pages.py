@@ -40,7 +40,7 @@ from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
-from jobhost.web.access import GuessBrake
+from jobhost.web.access import GuessBrake, client_address, read_tokens
 from jobhost.web.app import blocking
 from jobhost.web.console.actions import (
     BULK_NOTICES,
@@ -57,7 +57,6 @@ from jobhost.web.console.auth import (
     BadForm,
     Session,
     SessionKeeper,
-    client_of,
     read_form,
     same_origin,
 )
@@ -127,9 +126,7 @@ class Console:
         self.catalog = catalog
         self.store = store
         self.read_needs_session = settings.web_read_access == "token"
-        readers = {
-            token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
-        }
+        readers = read_tokens(settings)
         secret = settings.session_secret
         self.sessions = SessionKeeper(
             settings.operator_tokens,
@@ -338,7 +335,7 @@ class Console:
             return self.refuse(request, "a sign-in from another site is refused")
         if not self.signin_on:
             return self.refuse(request, self.actions_off_reason())
-        client = client_of(request)
+        client = client_address(request)
         try:
             form = await read_form(request)
         except BadForm as error:
@@ -367,7 +364,7 @@ class Console:
         session: Session | None = request.state.session
         if session is not None:
             await blocking(lambda: self._end(session.who))
-            _log.info("dashboard sign-out: %s from %s", session.who, client_of(request))
+            _log.info("dashboard sign-out: %s from %s", session.who, client_address(request))
         response = RedirectResponse("/", status_code=303)
         self.sessions.end(response)
         return _secured(response)
@@ -425,7 +422,7 @@ class Console:
             "dashboard refused %s %s from %s: %s",
             request.method,
             request.url.path,
-            client_of(request),
+            client_address(request),
             why,
         )
         return self.page(request, "refused.html", status=status, why=why)
