@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import TypeVar
 
 import anyio
@@ -53,18 +53,16 @@ class BoundedRequests:
         *,
         limit: int,
         wait: float = QUEUE_WAIT,
-        never_wait: Collection[str] = _NEVER_WAIT,
     ) -> None:
         self.app = app
         self.limit = limit
         self.wait = wait
-        self.never_wait = frozenset(never_wait)
         self._places: anyio.Semaphore | None = None
         self.refused = 0
         """How many requests were answered 503 for want of a place."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.never_wait:
+        if scope["type"] != "http" or scope["path"] in _NEVER_WAIT:
             await self.app(scope, receive, send)
             return
         if self._places is None:  # made on the server's event loop, at its first request

@@ -63,7 +63,6 @@ def create_app(
     *,
     routes: Sequence[BaseRoute] = (),
     pages: Sequence[BaseRoute] = (),
-    middleware: Sequence[Middleware] = (),
     request_timeout: float = 30.0,
     access: ReadAccess | None = None,
     concurrency: int | None = None,
@@ -129,7 +128,6 @@ def create_app(
             Middleware(StoreUnavailable, answers=endpoints.store_answers),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),
-            *middleware,
         ],
         exception_handlers={HTTPException: not_found},
     )

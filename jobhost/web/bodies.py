@@ -14,11 +14,10 @@ import re
 from collections.abc import Awaitable, Callable
 
 import anyio
-from opentelemetry import metrics
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobhost.web.connections import ThrottledLog
+from jobhost.web.connections import Refusals
 from jobhost.web.middleware import send_answer
 
 __all__ = [
@@ -80,12 +79,7 @@ class BodiesFirst:
         self.app = app
         self.limit = limit
         self.seconds = seconds
-        self._log = ThrottledLog()
-        self._late = metrics.get_meter("jobhost").create_counter(
-            "jobhost.http.connections_refused",
-            unit="{connection}",
-            description="HTTP connections closed before their request was read, by reason",
-        )
+        self._refusals = Refusals()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self._wanted(scope):
@@ -103,8 +97,7 @@ class BodiesFirst:
                 if not message.get("more_body", False) or size > self.limit:
                     break
         if late.cancelled_caught:
-            self._late.add(1, {"reason": "body_timeout"})
-            self._log.count("body_timeout")
+            self._refusals.refused("body_timeout")
             body = f"the request body did not arrive within {self.seconds:g}s\n".encode()
             headers = {"content-type": "text/plain; charset=utf-8", "connection": "close"}
             await send_answer(send, 408, body, headers)

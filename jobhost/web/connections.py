@@ -49,6 +49,7 @@ __all__ = [
     "ConnectionGuard",
     "GuardedHttp",
     "LingeringHttp",
+    "Refusals",
     "ThrottledLog",
     "guarded_http",
 ]
@@ -106,21 +107,12 @@ class ThrottledLog:
         )
 
 
-class ConnectionGuard:
-    """The limits of one server's connections, and where their refusals are counted."""
+class Refusals:
+    """Where connections closed before their request was read are counted (metric and log)."""
 
-    def __init__(
-        self,
-        *,
-        header_timeout: float,
-        max_connections: int,
-        meter: metrics.Meter | None = None,
-        log: ThrottledLog | None = None,
-    ) -> None:
-        self.header_timeout = header_timeout
-        self.max_connections = max_connections
-        self._log = log or ThrottledLog()
-        self._counter = (meter or metrics.get_meter("jobhost")).create_counter(
+    def __init__(self) -> None:
+        self._log = ThrottledLog()
+        self._counter = metrics.get_meter("jobhost").create_counter(
             "jobhost.http.connections_refused",
             unit="{connection}",
             description="HTTP connections closed before their request was read, by reason",
@@ -131,6 +123,15 @@ class ConnectionGuard:
         body_timeout)."""
         self._counter.add(1, {"reason": reason})
         self._log.count(reason)
+
+
+class ConnectionGuard(Refusals):
+    """The limits of one server's connections, and where their refusals are counted."""
+
+    def __init__(self, *, header_timeout: float, max_connections: int) -> None:
+        super().__init__()
+        self.header_timeout = header_timeout
+        self.max_connections = max_connections
 
 
 LINGER_SECONDS = 2.0
