@@ -25,8 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.web.access import ReadAccess
-from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, blocking
-from jobhost.web.bodies import BODY_TIMEOUT, MAX_FORM, BodiesFirst
+from jobhost.web.admission import (
+    BODY_TIMEOUT,
+    MAX_FORM,
+    QUEUE_WAIT,
+    BodiesFirst,
+    BoundedRequests,
+    blocking,
+)
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.middleware import (

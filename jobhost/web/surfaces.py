@@ -30,8 +30,8 @@ from jobhost.config import Settings
 from jobhost.operations.running_host import RunningHost
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake, ReadAccess
+from jobhost.web.admission import MAX_FORM
 from jobhost.web.app import blocking, create_app
-from jobhost.web.bodies import MAX_FORM
 from jobhost.web.endpoints import host_endpoints, store_endpoints
 from jobhost.web.exposition import ExpositionCache
 

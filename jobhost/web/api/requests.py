@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from jobhost.operations.reasons import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
-from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
+from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
 from jobhost.web.middleware import PROBLEM_JSON
 

@@ -33,7 +33,7 @@ from jobhost.runtime.service import JobService, etag_matches
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, client_address
-from jobhost.web.api.actions import ActionEndpoints
+from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
 from jobhost.web.api.openapi import openapi_document
@@ -47,7 +47,6 @@ from jobhost.web.api.requests import (
     read_reason,
     take_reason,
 )
-from jobhost.web.api.state import StateEndpoints, require_known
 from jobhost.web.api.table import ENDPOINTS
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking

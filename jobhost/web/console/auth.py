@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from jobhost.web.access import holder
-from jobhost.web.bodies import MAX_FORM, BodyTooLarge, read_capped
+from jobhost.web.admission import MAX_FORM, BodyTooLarge, read_capped
 
 __all__ = [
     "COOKIE",

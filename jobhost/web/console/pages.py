@@ -12,6 +12,15 @@ that show data pass ``live`` (seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
+
+Times on the pages are ``<time>`` elements (the template filters :func:`utc_tag` and the rest)
+the page script can show in any zone: every instant is written as ``<time
+datetime="2026-05-04T10:00:00Z">`` with a readable text the page shows as it is without script
+(UTC, or the job's zone where the page says so). The script (``static/console.js``) rewrites
+the text in the zone the person picked (UTC, the browser's, or each job's own, read from
+``data-zone`` on the element or an ancestor) and puts the absolute time on a relative one's
+``title``; a log line's (``class="ms"``) keeps its milliseconds. ``class="fixed"`` keeps a text
+the page labels with its zone (the job's local fires).
 """
 
 from __future__ import annotations
@@ -19,12 +28,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -36,6 +46,7 @@ from jobhost.operations.actions import RETRYABLE
 from jobhost.operations.changes import change_origin
 from jobhost.operations.overview import Overview, overview_page, read_summary
 from jobhost.operations.report import Report
+from jobhost.operations.runlogs import line_time
 from jobhost.operations.selection import SORTS, JobFilter, Sort
 from jobhost.operations.status import STATUSES
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
@@ -69,7 +80,6 @@ from jobhost.web.console.timeline import (
     SLICES,
     Chart,
 )
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 from jobhost.web.console.views import (
     CHART_SECONDS,
     backfills_view,
@@ -81,7 +91,16 @@ from jobhost.web.console.views import (
     run_view,
 )
 
-__all__ = ["OVERVIEW_SECONDS", "PAGE_SIZE", "Console"]
+__all__ = [
+    "OVERVIEW_SECONDS",
+    "PAGE_SIZE",
+    "Console",
+    "ago_tag",
+    "fixed_tag",
+    "local_tag",
+    "stamp_tag",
+    "utc_tag",
+]
 
 _log = logging.getLogger("jobhost.console")
 PAGE_SIZE = 50
@@ -438,6 +457,58 @@ class Console:
             **values,
         )
         return _secured(HTMLResponse(html, status_code=status))
+
+
+def utc_tag(at: datetime | None) -> Markup:
+    """The instant, in UTC until the script shows it in the zone picked; ``-`` for nothing."""
+    if at is None:
+        return Markup("-")
+    return _tag(at, short_utc(at))
+
+
+def local_tag(at: datetime | None, zone: str) -> Markup:
+    """The instant in the job's ``zone`` (its abbreviation says which) until the script shows it
+    in the zone picked; the job's own zone when "each job's" is picked."""
+    if at is None:
+        return Markup("-")
+    return _tag(at, short_local(at, zone), zone=zone)
+
+
+def fixed_tag(at: datetime | None, zone: str) -> Markup:
+    """The instant in ``zone`` whatever zone is picked (a column labelled with that zone)."""
+    if at is None:
+        return Markup("-")
+    return _tag(at, short_local(at, zone), zone=zone, kind="fixed")
+
+
+def ago_tag(at: datetime | None, now: datetime) -> Markup:
+    """How long ago (``4m05s``), with the absolute time on hover; ``-`` for nothing. An
+    instant after ``now`` is 0ms ago: a run a host started a moment after the page's reading
+    of the store (or on a clock slightly ahead) has not run for a negative time."""
+    if at is None:
+        return Markup("-")
+    elapsed = max(now - at, timedelta(0))
+    return _tag(at, duration_text(elapsed), kind="ago", title=short_utc(at))
+
+
+def stamp_tag(at: datetime) -> Markup:
+    """A log line's time to the millisecond (``2026-05-04T10:00:00.123Z``): lines of one
+    second stay apart, in whatever zone is picked."""
+    text = line_time(at)
+    return Markup(f'<time datetime="{escape(text)}" class="ms">{escape(text)}</time>')
+
+
+def _tag(
+    at: datetime, text: str, *, zone: str | None = None, kind: str = "", title: str = ""
+) -> Markup:
+    attributes = f' datetime="{escape(iso_utc(at))}"'
+    if kind:
+        attributes += f' class="{kind}"'
+    if zone is not None:
+        attributes += f' data-zone="{escape(zone)}"'
+    if title:
+        attributes += f' title="{escape(title)}"'
+    return Markup(f"<time{attributes}>{escape(text)}</time>")
 
 
 def _secured(response: Response) -> Response:
