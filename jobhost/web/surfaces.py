@@ -32,8 +32,7 @@ from jobhost.store import Store
 from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.admission import MAX_FORM
 from jobhost.web.app import blocking, create_app
-from jobhost.web.endpoints import host_endpoints, store_endpoints
-from jobhost.web.exposition import ExpositionCache
+from jobhost.web.endpoints import ExpositionCache, host_endpoints, store_endpoints
 
 __all__ = ["METRICS_FRESH", "DeferredApp", "host_application", "store_application"]
 

@@ -71,7 +71,6 @@ from jobhost.web.console.auth import (
     read_form,
     same_origin,
 )
-from jobhost.web.console.cache import ShortCache
 from jobhost.web.console.timeline import (
     CHART_ORDER,
     OUTCOME_ORDER,
@@ -82,6 +81,7 @@ from jobhost.web.console.timeline import (
 )
 from jobhost.web.console.views import (
     CHART_SECONDS,
+    ShortCache,
     backfills_view,
     changes_view,
     failures_view,
