@@ -94,7 +94,7 @@ class Host:
         self.settings = settings
         self.catalog = catalog
         self.clock = clock or SystemClock(settings.clock_offset)
-        self.store = store.with_clock(self.clock)
+        self.store = store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
         stall_after, hung_after = turn_limits(settings)
         self.status = HostStatus(

@@ -69,7 +69,7 @@ class JobService:
         self.settings = settings
         self.catalog = catalog
         self.clock = clock or SystemClock(settings.clock_offset)
-        self.store = store.with_clock(self.clock)
+        self.store = store = store.with_clock(self.clock)
         self._cache = SpecCache()
         self._secrets = SecretRule.of(settings)
 

@@ -66,7 +66,7 @@ def insert_ignoring_duplicates(
         return 0
 
     def build(dialect: str) -> Any:
-        module = _dialect_module(dialect)
+        module = dialect_module(dialect)
         return (
             module.insert(table)
             .on_conflict_do_nothing(index_elements=list(columns))
@@ -147,7 +147,7 @@ def insert_returning_new(
         return []
 
     def build(dialect: str) -> Any:
-        module = _dialect_module(dialect)
+        module = dialect_module(dialect)
         (key,) = table.primary_key.columns
         return (
             module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
@@ -206,7 +206,7 @@ def _insert_json(
     def build(_dialect: str) -> Any:
         source = json_rows([(name, table.c[name].type) for name in names])
         return (
-            _dialect_module("postgresql")
+            dialect_module("postgresql")
             .insert(table)
             .from_select(list(names), select(*(source.c[name] for name in names)))
             .on_conflict_do_nothing(index_elements=list(columns))
@@ -274,7 +274,7 @@ def violated_constraint(error: IntegrityError) -> str | None:
     return None
 
 
-def _dialect_module(dialect: str) -> Any:
+def dialect_module(dialect: str) -> Any:
     """The dialect package whose ``insert`` knows ON CONFLICT, imported when first needed:
     PostgreSQL's pulls in every PostgreSQL driver's dialect and asyncio, a tenth of a read-only
     command's start-up on an SQLite store."""

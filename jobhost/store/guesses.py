@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, Integer, String, Table, delete
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from jobhost.records import GUESS_KEY_LENGTH
+from jobhost.store._sql import dialect_module
 from jobhost.store.schema import metadata
 
 __all__ = ["count_wrong_guess", "purge_guesses", "wrong_guesses"]
@@ -33,7 +33,7 @@ def count_wrong_guess(connection: Connection, keys: Sequence[str], minute: int) 
     """Add one wrong guess to each of ``keys`` (each at most :data:`GUESS_KEY_LENGTH`
     characters) in ``minute``; each key's count there now. The rows are written in the order of
     ``keys``: callers list them in one order, so two at once lock them alike and never deadlock."""
-    insert: Any = (postgresql if connection.dialect.name == "postgresql" else sqlite).insert
+    insert: Any = dialect_module(connection.dialect.name).insert
     statement = insert(wrong_guesses).values(
         [{"key": key, "minute": minute, "count": 1} for key in keys]
     )

@@ -17,14 +17,14 @@ _LAUNCHER = textwrap.dedent(
     import runpy
     import sys
 
-    import jobhost.store.lifecycle as lifecycle
+    from jobhost.store import Store
 
 
     def refused(*args, **kwargs):
         raise RuntimeError("the renewal was refused")
 
 
-    lifecycle.beat = refused
+    Store.beat = refused
     sys.argv[0] = "jobhost"
     runpy.run_module("jobhost", run_name="__main__", alter_sys=True)
     """

@@ -35,10 +35,11 @@ class Replica:
     ) -> None:
         self.catalog = catalog
         self.engine = engine
+        self.store = Store(engine, clock)
         self.clock = clock
         self.host_id = host_id
         self.ticker = Ticker(
-            Store(engine),
+            self.store,
             catalog.jobs,
             host_id=host_id,
             lease_duration=settings.lease_duration,
@@ -47,7 +48,7 @@ class Replica:
         )
         # The test's clock stands in for the database's, on PostgreSQL too.
         self.envelope = RunEnvelope(
-            Store(engine),
+            self.store,
             host_id=host_id,
             clock=clock,
             grace=timedelta(seconds=1),

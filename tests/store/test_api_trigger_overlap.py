@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobhost.config import ApiToken
-from jobhost.store import Store
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.api import api_routes
 from tests.api.api_support import Answer, call
@@ -31,8 +30,8 @@ def test_a_trigger_refused_by_the_overlap_policy_answers_409(
     )
     settings = sample_settings([EVERY_MINUTE]).model_copy(update={"api_tokens": [token]})
     app = create_app(
-        store_endpoints(settings, host.catalog, Store(host.engine)),
-        routes=api_routes(settings, host.catalog, Store(host.engine, clock), trigger_wait=10),
+        store_endpoints(settings, host.catalog, host.store),
+        routes=api_routes(settings, host.catalog, host.store, trigger_wait=10),
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()

@@ -21,7 +21,7 @@ from jobhost.clock import SystemClock
 from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.records import RunRecord
-from jobhost.store import create_store_engine, lifecycle, reading, upgrade
+from jobhost.store import Store, create_store_engine, lifecycle, reading, upgrade
 from jobhost.store.schema import runs, schedules
 from tests.support import sample_catalog
 from tests.waiting import wait_for
@@ -54,7 +54,7 @@ def _finished(engine: Any, count: int, turning: Host | None = None) -> list[RunR
 
 
 def _host(settings: Settings, engine: Any, telemetry: Any) -> Host:
-    host = Host(settings, sample_catalog(settings), engine, telemetry=telemetry[0])
+    host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
     # As if this host had just timed a run of 10 ms: the queue has room for what one worker
     # starts within the horizon.

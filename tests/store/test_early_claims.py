@@ -59,13 +59,13 @@ def test_a_turn_just_before_an_occurrence_claims_it_to_start_at_its_instant(
     assert on_time_only.claims == []
     ((claim, _),) = early.claims
     assert (claim.occurrence, claim.started_at) == (_at(1), _at(1))
-    row = _run(host.store._engine, claim.run_id)
+    row = _run(host.engine, claim.run_id)
     assert (row.outcome, row.queued_at, row.started_at) == ("running", clock.now, _at(1))
     # The next occurrence is woken for ahead of its instant, by no more than the longest lead.
     assert early.next_wake is not None
     assert _at(2) - timedelta(seconds=CAP) <= early.next_wake < _at(2)
     assert host.finish(claim) == "succeeded"
-    assert _count(host.store._engine) == 2
+    assert _count(host.engine) == 2
 
 
 def test_a_job_still_running_is_left_to_the_claim_at_its_instant_which_wakes_on_time(
@@ -82,7 +82,7 @@ def test_a_job_still_running_is_left_to_the_claim_at_its_instant_which_wakes_on_
     # instant, not again at once for what it has just looked at.
     assert turn.claims == []
     assert turn.next_wake == _at(1)
-    assert _count(host.store._engine) == 1
+    assert _count(host.engine) == 1
     assert host.finish(running) == "succeeded"
     clock.now = _at(1)
     ((claim, _),) = host.ticker.tick(clock(), 4, early=True).claims
@@ -95,16 +95,14 @@ def test_a_paused_job_or_one_in_a_concurrency_group_is_not_claimed_early(
     grouped = {"name": "sample.grouped", "cron": "* * * * *", "concurrency_group": "billing"}
     (host,) = replicas([EVERY_MINUTE, grouped], concurrency_limits={"billing": 1})
     _ran_ten_oclock(host, clock)
-    with host.store._engine.begin() as connection:
+    with host.engine.begin() as connection:
         pause_job(connection, "sample.minutely", "ops", "maintenance", clock())
     clock.now = _at(1) - _JUST_BEFORE
 
     turn = host.ticker.tick(clock(), 4, early=True)
 
     assert turn.claims == []
-    assert _count(host.store._engine) == 2, (
-        "a paused job's miss is recorded at its instant, not before"
-    )
+    assert _count(host.engine) == 2, "a paused job's miss is recorded at its instant, not before"
     clock.now = _at(1)
     taken = host.ticker.tick(clock(), 4, early=True).claims
     assert [claim.job_name for claim, _ in taken] == ["sample.grouped"]
@@ -152,7 +150,7 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
         stopping=stopping.is_set,
         status=HostStatus(),
         lease_duration=timedelta(minutes=5),
-        store=Store(host.store._engine),
+        store=Store(host.engine),
         host_id=host.host_id,
         clock=clock,
     )

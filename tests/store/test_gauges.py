@@ -84,7 +84,7 @@ def scene(
         host_id="host-0",
         settings=settings,
         catalog=catalog,
-        engine=engine,
+        store=Store(engine, clock),
         clock=clock,
         status=HostStatus(store_ok=True, stuck=1),
     )
@@ -94,7 +94,7 @@ def scene(
 
 def test_the_gauges_count_jobs_by_status_as_the_report_does(scene: SimpleNamespace) -> None:
     metrics = _scrape(scene)
-    report = build_report(scene.settings, scene.catalog, scene.engine, clock=scene.clock)
+    report = build_report(scene.settings, scene.catalog, scene.store, clock=scene.clock)
     by_status = {job.name: job.status for job in report.jobs}
     assert by_status == {
         "s.ok": "ok",
@@ -155,7 +155,7 @@ def test_a_scrape_reads_the_store_once_per_refresh_interval(scene: SimpleNamespa
 
 
 def test_an_unreachable_store_leaves_the_store_figures_out(scene: SimpleNamespace) -> None:
-    scene.engine = create_store_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    scene.store = Store(create_store_engine("postgresql+psycopg://nobody@127.0.0.1:1/none"))
     scene.status.store_ok = False
     metrics = _scrape(scene)
     assert metrics["jobhost_store_up"] == 0

@@ -65,7 +65,7 @@ def test_a_restart_with_the_same_catalog_keeps_every_row(
     settings = sample_settings(JOBS)
     # A new process: the catalog built again from the plugin, a new ticker on the same store.
     again = Ticker(
-        host.engine,
+        host.store,
         sample_catalog(settings).jobs,
         host_id="host-restarted",
         lease_duration=settings.lease_duration,

@@ -156,7 +156,7 @@ class Console:
             allow_actions and settings.console_actions and bool(settings.operator_tokens)
         )
         self.signin_on = self.actions_on or self.read_needs_session
-        self.brake = brake or GuessBrake(store)
+        self.brake = brake or GuessBrake(self.store)
         self._templates = Environment(
             loader=PackageLoader("jobhost.web", "templates"),
             autoescape=select_autoescape(default=True),
