@@ -78,7 +78,7 @@ from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import runs, schedules
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console.pages import Console
-from jobhost.web.exposition import ExpositionCache, exposition
+from jobhost.web.endpoints import ExpositionCache, exposition
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = str(ROOT / "tests" / "plugins" / "sample_jobs.py")

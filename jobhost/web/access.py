@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from opentelemetry import metrics
 from starlette.requests import Request
@@ -34,6 +34,8 @@ __all__ = [
     "GuessBrake",
     "ReadAccess",
     "client_address",
+    "holder",
+    "read_tokens",
 ]
 
 GUESS_LIMIT = 10
@@ -46,7 +48,33 @@ _EVERYONE = "*"
 
 
 def client_address(request: Request) -> str:
+    """The client's address, for the audit, the log and the brake."""
     return request.client.host if request.client is not None else "-"
+
+
+def read_tokens(settings: Settings) -> dict[str, str]:
+    """The API tokens that may read, by the SHA-256 of their secret: their names."""
+    return {token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes}
+
+
+def holder(
+    secret: str, operators: Mapping[str, str], readers: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """Who holds ``secret`` and as what: (name, ``operator``) for one of ``operators`` (name:
+    token), (name, ``reader``) for one of ``readers`` (SHA-256: name); None if no one. Every
+    candidate is compared, in constant time, whatever matches first."""
+    operator = None
+    for name, expected in operators.items():
+        if hmac.compare_digest(secret.encode(), expected.encode()):
+            operator = name
+    reader = None
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    for sha256, name in readers.items():
+        if hmac.compare_digest(digest, sha256):
+            reader = name
+    if operator is not None:
+        return operator, "operator"
+    return (reader, "reader") if reader is not None else None
 
 
 class GuessBrake:
@@ -102,28 +130,13 @@ class ReadAccess:
         self.metrics_need_token = settings.metrics_access == "token"
         self.brake = brake
         self._operators = dict(settings.operator_tokens)
-        self._readers = {
-            token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
-        }
-
-    def reader(self, secret: str) -> str | None:
-        """Who ``secret`` is: an operator, or an API token with the read scope; None if no one.
-        Every candidate is compared, in constant time."""
-        found = None
-        for name, expected in self._operators.items():
-            if hmac.compare_digest(secret.encode(), expected.encode()):
-                found = name
-        digest = hashlib.sha256(secret.encode()).hexdigest()
-        for sha256, name in self._readers.items():
-            if hmac.compare_digest(digest, sha256):
-                found = name
-        return found
+        self._readers = read_tokens(settings)
 
     async def refusal(self, request: Request, surface: str) -> Response | None:
         """None when ``request`` may read ``surface``; else 401 (or 429 while braked)."""
         scheme, _, secret = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and secret.strip():
-            if self.reader(secret.strip()) is not None:
+            if holder(secret.strip(), self._operators, self._readers) is not None:
                 return None
             address = client_address(request)
             wait = await self.brake.refused(address, surface)

@@ -25,13 +25,23 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.web.access import ReadAccess
-from jobhost.web.admission import QUEUE_WAIT, BoundedRequests, blocking
-from jobhost.web.bodies import BODY_TIMEOUT, MAX_FORM, BodiesFirst
+from jobhost.web.admission import (
+    BODY_TIMEOUT,
+    MAX_FORM,
+    QUEUE_WAIT,
+    BodiesFirst,
+    BoundedRequests,
+    blocking,
+)
 from jobhost.web.endpoints import Endpoints, Probe
-from jobhost.web.failures import CatchUnexpected, failure_body, log_unexpected
-from jobhost.web.headers import SecurityHeaders
 from jobhost.web.inputs import RefuseNul
-from jobhost.web.timeouts import RequestTimeout
+from jobhost.web.middleware import (
+    CatchUnexpected,
+    RequestTimeout,
+    SecurityHeaders,
+    failure_body,
+    log_unexpected,
+)
 from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
 __all__ = ["PrettyJSON", "blocking", "create_app"]
@@ -59,7 +69,6 @@ def create_app(
     *,
     routes: Sequence[BaseRoute] = (),
     pages: Sequence[BaseRoute] = (),
-    middleware: Sequence[Middleware] = (),
     request_timeout: float = 30.0,
     access: ReadAccess | None = None,
     concurrency: int | None = None,
@@ -125,7 +134,6 @@ def create_app(
             Middleware(StoreUnavailable, answers=endpoints.store_answers),
             Middleware(RequestTimeout, seconds=request_timeout),
             Middleware(RefuseNul),
-            *middleware,
         ],
         exception_handlers={HTTPException: not_found},
     )

@@ -16,6 +16,16 @@ line each). Here instead:
 
 Each connection closed this way adds to ``jobhost.http.connections_refused`` (by ``reason``);
 the log says so at most once a minute, with the counts since its last line.
+
+Closing gently (:class:`LingeringHttp`): a client may still be sending when its connection is to
+close: an upload answered 413 before it was read, or bytes after an HTTP/1.0 request (or one
+with ``Connection: close``) that HTTP gives no meaning. Closing a socket with unread input makes
+the kernel reset the connection, and a reset throws away whatever of the answer has not left
+yet: the client sees a status line and no body. So a closing connection first ends its own side
+(the answer, then FIN), keeps reading and dropping what still arrives, and closes when the
+client has finished or after ``LINGER_SECONDS``. Bytes after a request that ends its connection
+are dropped too, rather than parsed as a broken second request that uvicorn would answer 400
+over the first answer.
 """
 
 from __future__ import annotations
@@ -31,10 +41,18 @@ from typing import ClassVar
 
 import h11
 from opentelemetry import metrics
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from jobhost.web.lingering import LingeringHttp
-
-__all__ = ["LOG_EVERY_SECONDS", "ConnectionGuard", "GuardedHttp", "ThrottledLog", "guarded_http"]
+__all__ = [
+    "LINGER_SECONDS",
+    "LOG_EVERY_SECONDS",
+    "ConnectionGuard",
+    "GuardedHttp",
+    "LingeringHttp",
+    "Refusals",
+    "ThrottledLog",
+    "guarded_http",
+]
 
 LOG_EVERY_SECONDS = 60.0
 """The longest the log says nothing of refused connections while they are being refused."""
@@ -89,21 +107,12 @@ class ThrottledLog:
         )
 
 
-class ConnectionGuard:
-    """The limits of one server's connections, and where their refusals are counted."""
+class Refusals:
+    """Where connections closed before their request was read are counted (metric and log)."""
 
-    def __init__(
-        self,
-        *,
-        header_timeout: float,
-        max_connections: int,
-        meter: metrics.Meter | None = None,
-        log: ThrottledLog | None = None,
-    ) -> None:
-        self.header_timeout = header_timeout
-        self.max_connections = max_connections
-        self._log = log or ThrottledLog()
-        self._counter = (meter or metrics.get_meter("jobhost")).create_counter(
+    def __init__(self) -> None:
+        self._log = ThrottledLog()
+        self._counter = metrics.get_meter("jobhost").create_counter(
             "jobhost.http.connections_refused",
             unit="{connection}",
             description="HTTP connections closed before their request was read, by reason",
@@ -114,6 +123,72 @@ class ConnectionGuard:
         body_timeout)."""
         self._counter.add(1, {"reason": reason})
         self._log.count(reason)
+
+
+class ConnectionGuard(Refusals):
+    """The limits of one server's connections, and where their refusals are counted."""
+
+    def __init__(self, *, header_timeout: float, max_connections: int) -> None:
+        super().__init__()
+        self.header_timeout = header_timeout
+        self.max_connections = max_connections
+
+
+LINGER_SECONDS = 2.0
+"""How long a closing connection waits for its client to stop sending."""
+
+
+class LingeringHttp(H11Protocol):
+    """uvicorn's h11 protocol, closing gently and deaf to bytes after a closing request."""
+
+    _closing: _GentleClose
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # uvicorn hands ``self.transport`` to each request's cycle, which closes it once the
+        # answer is written: the wrapper turns that close into a lingering one.
+        self._closing = _GentleClose(transport)
+        self.transport = self._closing  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing.lingering or self.conn.their_state is h11.MUST_CLOSE:
+            return
+        super().data_received(data)
+
+
+class _GentleClose:
+    """A transport whose first ``close`` sends FIN after the answer and closes later."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.lingering = False
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing() or not self._transport.can_write_eof():
+            # A second close (the server stopping) or a transport that cannot half-close.
+            self._transport.close()
+            return
+        self.lingering = True
+        try:
+            self._transport.write_eof()
+        except OSError:  # the client is gone already: nothing to linger for
+            self._transport.close()
+            return
+        # Input paused by flow control would fill the kernel's buffer and stall the client:
+        # read on, to drop it.
+        self._transport.resume_reading()
+        asyncio.get_running_loop().call_later(LINGER_SECONDS, self._transport.close)
+
+    def close_now(self) -> None:
+        """Close without lingering: the answer still unsent, and unread input, are lost."""
+        self.lingering = True
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
 
 
 class GuardedHttp(LingeringHttp):

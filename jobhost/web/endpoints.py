@@ -7,29 +7,53 @@
   is valid and no turn has been under way for longer than the status's ``stall_after``;
 - ``/metrics``: the envelope's OpenTelemetry metrics in the Prometheus text format;
 - ``/report``: ``jobhost report --json``.
+
+``/metrics`` is cheap enough for 10,000 jobs. With ``metrics_job_label`` every job has about
+twenty series, so a 10,000-job catalog exposes some 200,000 lines.
+``prometheus_client.generate_latest`` checks and escapes every label name of every line with
+regular expressions (seconds of CPU per scrape, taken from the firing loop's turn);
+:func:`exposition` writes the same bytes escaping each label name once.
+
+Collecting the SDK's data points still costs about a second at that size, so
+:class:`ExpositionCache` renders at most once per ``seconds``: a scrape of a fresh exposition
+answers it; a scrape of an older one answers it too, while one low-priority background thread
+renders the next (so a scrape never waits for a large render and two scrapers never pay twice).
+A render that took under :data:`CHEAP_RENDER` seconds is simply repeated on each scrape: small
+catalogs get the metrics of the instant. Every render but the first runs on that thread, and a
+scrape waits for it at most :data:`PATIENCE` seconds: a render held up (a gauge reading a hung
+store) or failing leaves the scrape the last exposition, never a wait or an error.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.utils import floatToGoString
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.gauges import RunningHost
 from jobhost.operations.report import build_report
 from jobhost.store import Store, StoreError, head_revision
-from jobhost.web.exposition import exposition
+from jobhost.web.admission import lower_priority
 
 __all__ = [
+    "CHEAP_RENDER",
+    "PATIENCE",
     "Endpoints",
+    "ExpositionCache",
     "Probe",
+    "exposition",
     "host_endpoints",
     "prometheus_reader",
     "store_endpoints",
@@ -136,3 +160,141 @@ def _store_ready(store: Store, jobs: int) -> tuple[bool, str]:
     if current != head_revision():
         return False, f"store schema at {current}, this version needs {head_revision()}"
     return True, f"store reachable at schema {current}, {jobs} jobs"
+
+
+_log = logging.getLogger("jobhost.metrics")
+CHEAP_RENDER = 0.05
+"""Seconds under which a render is repeated on every scrape rather than kept."""
+PATIENCE = 1.0
+"""Seconds a scrape waits for a cheap render before it answers the last one."""
+_ESCAPING = openmetrics.UNDERSCORES
+_OM_SUFFIXES = ("_created", "_gsum", "_gcount")
+_TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """``generate_latest(registry)``'s bytes (the Prometheus text format, legacy names)."""
+    output: list[str] = []
+    for metric in registry.collect():
+        mname = metric.name
+        mtype = metric.type
+        if mtype == "counter":
+            mname += "_total"
+        elif mtype == "info":
+            mname += "_info"
+        mtype = _TYPES.get(mtype, mtype)
+        help_text = _help(metric.documentation)
+        output.append(f"# HELP {_metric_name(mname)} {help_text}\n")
+        output.append(f"# TYPE {_metric_name(mname)} {mtype}\n")
+        om_samples: dict[str, list[str]] = {}
+        for sample in metric.samples:
+            line = _line(sample.name, sample.labels, sample.value, sample.timestamp)
+            suffix = sample.name[len(metric.name) :]
+            if suffix in _OM_SUFFIXES and sample.name.startswith(metric.name):
+                om_samples.setdefault(suffix, []).append(line)
+            else:
+                output.append(line)
+        for suffix, lines in sorted(om_samples.items()):
+            name = _metric_name(metric.name + suffix)
+            output.append(f"# HELP {name} {help_text}\n")
+            output.append(f"# TYPE {name} gauge\n")
+            output.extend(lines)
+    return "".join(output).encode("utf-8")
+
+
+class ExpositionCache:
+    """The exposition of ``render``, made at most once per ``seconds`` (see the module)."""
+
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._render = render
+        self._seconds = seconds
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._body: bytes | None = None
+        self._made_at = 0.0
+        self._took = 0.0
+        self._refreshed = threading.Event()
+        self._refreshed.set()
+        self.renders = 0
+        """How many times the metrics were rendered (what the cache saves shows in tests)."""
+
+    def __call__(self) -> bytes:
+        with self._lock:
+            body, age = self._body, self._monotonic() - self._made_at
+            if body is None:
+                return self._make()  # nothing to answer instead
+            cheap = self._took < CHEAP_RENDER
+            if not cheap and age < self._seconds:
+                return body
+            if self._refreshed.is_set():
+                self._refreshed.clear()
+                threading.Thread(target=self._refresh, name="jobhost-metrics", daemon=True).start()
+            refreshed = self._refreshed
+        # A cheap render is waited for, a moment: one that does not come back (a gauge's read of
+        # a hung store) leaves the scrape the last exposition.
+        if cheap and refreshed.wait(PATIENCE):
+            with self._lock:
+                return self._body or body
+        return body
+
+    def _make(self) -> bytes:
+        started = self._monotonic()
+        self._body = self._render()
+        self.renders += 1
+        self._made_at = self._monotonic()
+        self._took = self._made_at - started
+        return self._body
+
+    def _refresh(self) -> None:
+        lower_priority()
+        try:
+            started = self._monotonic()
+            body = self._render()  # outside the lock: scrapes meanwhile answer the last one
+            done = self._monotonic()
+            with self._lock:
+                self._body, self._made_at, self._took = body, done, done - started
+                self.renders += 1
+        except Exception as error:  # the last exposition stands; the next scrape tries again
+            _log.warning(
+                "metrics: rendering failed (%s); answering the last exposition",
+                type(error).__name__,
+            )
+        finally:
+            self._refreshed.set()
+
+
+def _line(name: str, labels: dict[str, str], value: float, timestamp: object) -> str:
+    text = ",".join(f'{_label_name(k)}="{_label_value(v)}"' for k, v in sorted(labels.items()))
+    stamp = f" {int(float(timestamp) * 1000):d}" if timestamp is not None else ""  # type: ignore[arg-type]
+    braces = f"{{{text}}}" if text else ""
+    return f"{_metric_name(name)}{braces} {_value(value)}{stamp}\n"
+
+
+@lru_cache(maxsize=1024)
+def _metric_name(name: str) -> str:
+    return str(openmetrics.escape_metric_name(name, _ESCAPING))
+
+
+@lru_cache(maxsize=1024)
+def _label_name(name: str) -> str:
+    return str(openmetrics.escape_label_name(name, _ESCAPING))
+
+
+def _label_value(value: str) -> str:
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _value(value: float) -> str:
+    return str(floatToGoString(value))  # type: ignore[no-untyped-call]
+
+
+def _help(text: str) -> str:
+    return text.replace("\\", r"\\").replace("\n", r"\n")

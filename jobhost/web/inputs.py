@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, unquote
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.runtime.definition import FieldProblem
-from jobhost.web.raw_answers import PROBLEM_JSON, json_bytes, send_answer
+from jobhost.web.middleware import PROBLEM_JSON, json_bytes, send_answer
 
 __all__ = ["MAX_JSON_DEPTH", "NO_NUL_PATTERN", "RefuseNul", "json_problem", "nul_problem"]
 

@@ -2,28 +2,39 @@
 
 Both carry the operator endpoints, the job API under ``/api/v1`` (when ``api_tokens`` are set),
 the caller's ``routes``, then the dashboard at ``/``.
+
+The host's answers its probes at once while the rest of it is still being built: ``jobhost run``
+serves ``/readyz`` from the moment it listens, but the API and the dashboard (their models,
+templates and routes) cost a fair share of the host's start-up to import and build.
+:class:`DeferredApp` answers ``GET``/``HEAD`` of the probes and ``/metrics`` from a small
+application with the same endpoints and middleware, and every other request from the whole
+application, built once by the first request that needs it (on a worker thread at the requests'
+lower priority; requests arriving meanwhile wait for it). Its answer is the one the whole
+application gives (the 404 page lists the API's paths), only later. It is not built on a
+background thread once the host is ready: that would land on the host's first answers from
+``/readyz`` and its first fires, and a host only probed and scraped never needs it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypedDict
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.gauges import RunningHost
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake, ReadAccess
-from jobhost.web.app import create_app
-from jobhost.web.bodies import MAX_FORM
-from jobhost.web.deferred import DeferredApp
-from jobhost.web.endpoints import host_endpoints, store_endpoints
-from jobhost.web.exposition import ExpositionCache
+from jobhost.web.admission import MAX_FORM
+from jobhost.web.app import blocking, create_app
+from jobhost.web.endpoints import ExpositionCache, host_endpoints, store_endpoints
 
-__all__ = ["METRICS_FRESH", "host_application", "store_application"]
+__all__ = ["METRICS_FRESH", "DeferredApp", "host_application", "store_application"]
 
 METRICS_FRESH = 5.0
 """Seconds a large ``/metrics`` exposition is kept before a scrape has it rendered again."""
@@ -44,13 +55,11 @@ def host_application(
     bodies = _bodies(settings)
 
     def whole() -> Starlette:
-        from jobhost.web.api import api_routes
-        from jobhost.web.console import Console
+        from jobhost.web.api.routes import api_routes
+        from jobhost.web.console.pages import Console
 
-        console = Console(
-            settings, host.catalog, host.store, allow_actions=True, clock=host.clock, brake=brake
-        )
-        api = api_routes(settings, host.catalog, host.store, host.clock, brake=brake)
+        console = Console(settings, host.catalog, host.store, allow_actions=True, brake=brake)
+        api = api_routes(settings, host.catalog, host.store, brake=brake)
         return create_app(
             endpoints,
             routes=[*api, *routes],
@@ -75,8 +84,8 @@ def store_application(
     settings: Settings, catalog: Catalog, store: Store, routes: Sequence[BaseRoute] = ()
 ) -> Starlette:
     """``jobhost serve``'s application: read-only over the store, no host, no ``/metrics``."""
-    from jobhost.web.api import api_routes
-    from jobhost.web.console import Console
+    from jobhost.web.api.routes import api_routes
+    from jobhost.web.console.pages import Console
 
     brake = GuessBrake(store)
     console = Console(settings, catalog, store, allow_actions=False, brake=brake)
@@ -103,3 +112,42 @@ def _bodies(settings: Settings) -> _Bodies:
         "body_limit": max(settings.api_body_limit, MAX_FORM),
         "body_timeout": settings.http_body_timeout.total_seconds(),
     }
+
+
+_QUICK_METHODS = ("GET", "HEAD")
+_QUICK_PATHS = ("/healthz", "/readyz", "/metrics")
+
+
+class DeferredApp:
+    """``quick`` for ``GET``/``HEAD`` of the probes and ``/metrics``; ``build()``'s application
+    for the rest. ``quick`` must answer those exactly as the built application does."""
+
+    def __init__(self, quick: ASGIApp, build: Callable[[], ASGIApp]) -> None:
+        self._quick = quick
+        self._build = build
+        self._lock = threading.Lock()
+        self._app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] in _QUICK_METHODS
+            and scope["path"] in _QUICK_PATHS
+        ):
+            await self._quick(scope, receive, send)
+            return
+        app = self._app
+        if app is None:
+            app = await blocking(self.built)
+        await app(scope, receive, send)
+
+    @property
+    def is_built(self) -> bool:
+        return self._app is not None
+
+    def built(self) -> ASGIApp:
+        """The whole application, built on the first call; later calls wait for it."""
+        with self._lock:
+            if self._app is None:
+                self._app = self._build()
+            return self._app

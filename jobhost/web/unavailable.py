@@ -25,7 +25,7 @@ from jobhost_contracts import redact_text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.store.retrying import is_store_down
-from jobhost.web.raw_answers import PROBLEM_JSON, StartWatch, send_answer
+from jobhost.web.middleware import PROBLEM_JSON, StartWatch, send_answer
 
 __all__ = [
     "RETRY_AFTER_SECONDS",

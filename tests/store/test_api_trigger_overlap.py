@@ -31,7 +31,7 @@ def test_a_trigger_refused_by_the_overlap_policy_answers_409(
     settings = sample_settings([EVERY_MINUTE]).model_copy(update={"api_tokens": [token]})
     app = create_app(
         store_endpoints(settings, host.catalog, host.store),
-        routes=api_routes(settings, host.catalog, host.store, clock, trigger_wait=10),
+        routes=api_routes(settings, host.catalog, host.store, trigger_wait=10),
     )
     server = WebServer(("127.0.0.1", 0), app)
     server.start()

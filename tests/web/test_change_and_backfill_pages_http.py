@@ -14,7 +14,7 @@ import pytest
 
 from jobhost.store.backfills import create_backfill
 from jobhost.store.runtime import record_change
-from jobhost.web.console.logs import CHANGES_PAGE
+from jobhost.web.console.views import CHANGES_PAGE
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, serve_console
 

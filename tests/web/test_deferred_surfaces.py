@@ -20,8 +20,7 @@ from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer
-from jobhost.web.deferred import DeferredApp
-from jobhost.web.surfaces import host_application
+from jobhost.web.surfaces import DeferredApp, host_application
 from tests.http_get import get
 from tests.waiting import wait_for
 

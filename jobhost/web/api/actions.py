@@ -1,27 +1,53 @@
-"""``/api/v1`` operator actions on runs and on many jobs: ``POST /runs/{id}/retry``,
-``/runs/{id}/cancel`` (scope trigger), ``POST /pause`` and ``/resume`` (scope write).
+"""``/api/v1`` operator actions on runs, on many jobs and on a job's state: ``POST
+/runs/{id}/retry``, ``/runs/{id}/cancel`` (scope trigger), ``POST /pause`` and ``/resume`` (scope
+write); ``/jobs/{name}/state``.
 
-Each goes through the one operator-action path (:mod:`jobhost.operations.jobs`), with the
+Each goes through the one operator-action path (:mod:`jobhost.operations.actions`), with the
 API token's name as the actor; refusals are 409 with the reason and the fix, an unknown run
 404 without repeating its id.
+
+A job's durable state is read (scope read) and changed one key at
+a time between runs (scope write), as ``jobhost state`` does, with the token's name as the actor.
+A change while a run of the job runs is 409 naming the run; every change is in the change log.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from jobhost.catalog import Catalog
 from jobhost.config import ApiToken
-from jobhost.operations.jobs import ActionRefused, jobs_matching, pause_jobs, resume_jobs
+from jobhost.operations.jobs import (
+    KEY_LIMIT,
+    VALUE_LIMIT,
+    ActionRefused,
+    BadStateInput,
+    change_state,
+    jobs_matching,
+    pause_jobs,
+    read_state,
+    resume_jobs,
+    state_json,
+)
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
-from jobhost.runtime.service import JobService
-from jobhost.web.api.problems import problem
-from jobhost.web.api.requests import read_reason, read_selection
+from jobhost.runtime.service import JobService, not_found
+from jobhost.store import Store
+from jobhost.web.api.requests import (
+    BadRequest,
+    problem,
+    read_reason,
+    read_selection,
+    read_state_value,
+)
 from jobhost.web.app import blocking
 
-__all__ = ["ActionEndpoints"]
+__all__ = ["ActionEndpoints", "StateEndpoints", "require_known"]
+
+_T = TypeVar("_T")
 
 
 class ActionEndpoints:
@@ -31,7 +57,6 @@ class ActionEndpoints:
     def __init__(self, service: JobService, limit: int) -> None:
         self._store = service.store
         self._service = service
-        self._clock = service.clock
         self._limit = limit
 
     async def pause_many(self, request: Request, token: ApiToken) -> Response:
@@ -48,7 +73,7 @@ class ActionEndpoints:
             jobs = jobs_matching(catalog, modules, patterns)
             if not jobs:
                 return []
-            clock, who = self._clock, token.name
+            clock, who = self._store.clock, token.name
             if paused:
                 done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason, clock=clock)
                 changed = [d.changed for d in done]
@@ -71,18 +96,7 @@ class ActionEndpoints:
         return JSONResponse({"jobs": acted})
 
     async def retry_run(self, request: Request, token: ApiToken) -> Response:
-        run_id = request.path_params["run_id"]
-        reason = await read_reason(request, self._limit)
-        if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        try:
-            queued = await blocking(
-                lambda: retry_run(
-                    self._store, run_id, actor=token.name, reason=reason, clock=self._clock
-                )
-            )
-        except ActionRefused as refused:
-            return _no_run() if refused.unknown else problem(409, "Conflict", str(refused))
+        queued, _reason = await self._on_run(request, token, retry_run)
         body = {
             "run_id": queued.run_id,
             "retry_of": queued.retry_of.id,
@@ -93,18 +107,7 @@ class ActionEndpoints:
         return JSONResponse(body, status_code=202)
 
     async def cancel_run(self, request: Request, token: ApiToken) -> Response:
-        run_id = request.path_params["run_id"]
-        reason = await read_reason(request, self._limit)
-        if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        try:
-            asked = await blocking(
-                lambda: cancel_run(
-                    self._store, run_id, actor=token.name, reason=reason, clock=self._clock
-                )
-            )
-        except ActionRefused as refused:
-            return _no_run() if refused.unknown else problem(409, "Conflict", str(refused))
+        asked, reason = await self._on_run(request, token, cancel_run)
         run = asked.run
         first = asked.state != "already"
         body = {
@@ -117,11 +120,94 @@ class ActionEndpoints:
         }
         return JSONResponse(body, status_code=202)
 
+    async def _on_run(
+        self, request: Request, token: ApiToken, action: Callable[..., _T]
+    ) -> tuple[_T, str]:
+        """``action`` done on the path's run with the body's reason, and the reason."""
+        run_id = request.path_params["run_id"]
+        reason = await read_reason(request, self._limit)
+        if len(run_id) > RUN_ID_LIMIT:
+            raise _no_run()
+        store = self._store
+        try:
+            done = await blocking(
+                lambda: action(store, run_id, actor=token.name, reason=reason, clock=store.clock)
+            )
+        except ActionRefused as refused:
+            if refused.unknown:
+                raise _no_run() from None
+            raise BadRequest(409, "Conflict", str(refused)) from None
+        return done, reason
 
-def _no_run() -> Response:
+
+def _no_run() -> BadRequest:
     # The id is not repeated: whatever arrives in a path is never echoed.
-    return problem(
+    return BadRequest(
         404,
         "Not found",
         "no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs",
     )
+
+
+class StateEndpoints:
+    """The handlers (rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`)."""
+
+    def __init__(self, service: JobService, limit: int) -> None:
+        self._store = service.store
+        self._service = service
+        self._limit = limit
+
+    async def read(self, request: Request, _token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        await blocking(lambda: require_known(self._service.current(name), self._store, name))
+        return JSONResponse(state_json(await blocking(lambda: read_state(self._store, name))))
+
+    async def put(self, request: Request, token: ApiToken) -> Response:
+        value, reason = await read_state_value(request, self._limit, VALUE_LIMIT)
+        return await self._change(request, token, value, reason)
+
+    async def delete(self, request: Request, token: ApiToken) -> Response:
+        reason = await read_reason(request, self._limit)
+        return await self._change(request, token, None, reason)
+
+    async def _change(
+        self, request: Request, token: ApiToken, value: str | None, reason: str
+    ) -> Response:
+        name, key = request.path_params["name"], request.path_params["key"]
+        if len(key) > KEY_LIMIT:
+            return problem(422, "Invalid key", f"a key is at most {KEY_LIMIT} characters")
+
+        def act() -> Response:
+            require_known(self._service.current(name), self._store, name)
+            try:
+                done = change_state(
+                    self._store,
+                    name,
+                    key,
+                    value,
+                    actor=token.name,
+                    reason=reason,
+                    clock=self._store.clock,
+                )
+            except BadStateInput as bad:
+                return problem(422, "Invalid key", str(bad))
+            except ActionRefused as refused:
+                status = 404 if refused.unknown else 409
+                return problem(status, "Not found" if refused.unknown else "Conflict", str(refused))
+            if value is None and done.before is None:
+                # The key is not echoed: whatever arrives in a path is never repeated.
+                return problem(
+                    404,
+                    "Not found",
+                    f"job {name} has no such state key; GET its state to list them",
+                )
+            body = {"job": name, "key": key, "before": done.before, "after": done.after}
+            return JSONResponse({**body, "changed": done.changed})
+
+        return await blocking(act)
+
+
+def require_known(catalog: Catalog, store: Store, name: str) -> None:
+    """Nothing for a job declared or known to the store; else the API's 404."""
+    if name not in catalog.jobs and not store.job_is_known(name):
+        raise not_found(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -25,10 +25,14 @@ from jobhost.operations.backfills import (
     plan_backfill,
     start_backfill,
 )
-from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.service import JobService, not_found
-from jobhost.web.api.problems import problem
-from jobhost.web.api.requests import BadRequest, ReasonText, read_json, read_reason
+from jobhost.web.api.requests import (
+    ReasonText,
+    field_error,
+    problem,
+    read_model,
+    read_reason,
+)
 from jobhost.web.app import blocking
 
 __all__ = ["BackfillEndpoints", "BackfillRequest"]
@@ -65,7 +69,7 @@ class BackfillEndpoints:
 
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body = _parse(await read_json(request, self._limit))
+        body = await read_model(request, self._limit, BackfillRequest, "a backfill request")
         data, status = await blocking(lambda: self._start(name, body, token.name))
         return JSONResponse(data, status_code=status)
 
@@ -113,8 +117,7 @@ class BackfillEndpoints:
                 now=now,
             )
         except BackfillInputError as error:
-            problem_ = FieldProblem("", str(error))
-            raise BadRequest(422, "Invalid backfill", str(error), [problem_]) from None
+            raise field_error(422, "Invalid backfill", "", str(error)) from None
         shown = {"id": None, **plan.to_json()}
         if body.dry_run or not plan.occurrences:
             return shown, 200
@@ -132,18 +135,6 @@ class BackfillEndpoints:
             clock=clock,
         )
         return {**shown, "id": backfill_id}, 202
-
-
-def _parse(body: Any) -> BackfillRequest:
-    try:
-        return BackfillRequest.model_validate(body)
-    except ValidationError as error:
-        problems = [
-            FieldProblem(".".join(str(p) for p in e["loc"]) or "", e["msg"])
-            for e in error.errors(include_url=False, include_input=False)
-        ]
-        first = problems[0] if problems else FieldProblem("", "not a backfill request")
-        raise BadRequest(422, "Invalid body", first.line(), problems) from None
 
 
 def _no_backfill() -> Response:

@@ -10,11 +10,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobhost.clock import Clock, SystemClock
 from jobhost.config import ApiToken
 from jobhost.errors import UnknownJobError
 from jobhost.operations.failures import (
@@ -28,9 +27,15 @@ from jobhost.operations.failures import (
 )
 from jobhost.operations.failures import retry_failures as retry_open_failures
 from jobhost.operations.jobs import require_known_job
-from jobhost.runtime.definition import FieldProblem
 from jobhost.store import Store
-from jobhost.web.api.requests import BadRequest, ReasonText, query_flag, query_int, read_json
+from jobhost.web.api.requests import (
+    BadRequest,
+    ReasonText,
+    field_error,
+    query_flag,
+    query_int,
+    read_model,
+)
 from jobhost.web.app import blocking
 from jobhost.web.inputs import NO_NUL_PATTERN
 
@@ -96,9 +101,7 @@ class FailureRetry(BaseModel):
     reason: ReasonText
 
 
-def failures_endpoint(
-    store: Store, clock: Clock | None
-) -> Callable[[Request, ApiToken], Awaitable[Response]]:
+def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[Response]]:
     """The handler: parameters ``since``, ``job``, ``q``, ``limit`` and ``cursor``."""
 
     async def failures(request: Request, _token: ApiToken) -> Response:
@@ -115,7 +118,7 @@ def failures_endpoint(
             text = text.strip() or None
         try:
             cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
-            start = _since(params.get("since"), clock)
+            start = _since(params.get("since"), store)
         except BadFailureQuery as error:
             raise _bad(error.field, error.detail) from None
 
@@ -145,16 +148,16 @@ def failures_endpoint(
 
 
 def retry_failures_endpoint(
-    store: Store, clock: Clock | None, limit: int
+    store: Store, limit: int
 ) -> Callable[[Request, ApiToken], Awaitable[Response]]:
     """The handler of ``POST``: body ``{"job", "module", "since", "reason"}``."""
 
     async def retry_failures(request: Request, token: ApiToken) -> Response:
-        body = _retry_body(await read_json(request, limit))
+        body = await read_model(request, limit, FailureRetry, "a failure retry")
         try:
-            start = _since(body.since, clock)
+            start = _since(body.since, store)
         except BadFailureQuery as error:
-            raise _invalid(error.field, error.detail) from None
+            raise field_error(422, "Invalid body", error.field, error.detail) from None
 
         def act() -> dict[str, Any]:
             if body.job is not None:
@@ -167,7 +170,9 @@ def retry_failures_endpoint(
                 raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             reason = body.reason
-            done = retry_open_failures(store, query, actor=token.name, reason=reason, clock=clock)
+            done = retry_open_failures(
+                store, query, actor=token.name, reason=reason, clock=store.clock
+            )
             return {
                 "queued": [
                     {
@@ -192,7 +197,7 @@ def retry_failures_endpoint(
     return retry_failures
 
 
-def _since(text: str | None, clock: Clock | None) -> datetime | None:
+def _since(text: str | None, store: Store) -> datetime | None:
     """The instant ``text`` names (None for none); :class:`BadFailureQuery` for a text not of
     :data:`SINCE_PATTERN`'s shape, or outside the range the store holds."""
     if not text:
@@ -203,32 +208,13 @@ def _since(text: str | None, clock: Clock | None) -> datetime | None:
             "must be a duration such as 2h, 7d or 4h30m, a date such as 2026-11-28, or a time with "
             "a zone such as 2026-11-28T06:00:00Z",
         )
-    return parse_since(text, (clock or SystemClock())())
-
-
-def _retry_body(body: Any) -> FailureRetry:
-    try:
-        return FailureRetry.model_validate(body)
-    except ValidationError as error:
-        problems = [
-            FieldProblem(".".join(str(p) for p in e["loc"]) or "", e["msg"])
-            for e in error.errors(include_url=False, include_input=False)
-        ]
-        first = problems[0] if problems else FieldProblem("", "not a failure retry")
-        raise BadRequest(422, "Invalid body", first.line(), problems) from None
-
-
-def _invalid(field: str, detail: str) -> BadRequest:
-    problem = FieldProblem(field, detail)
-    return BadRequest(422, "Invalid body", problem.line(), [problem])
+    return parse_since(text, store.clock())
 
 
 def _unknown(field: str, detail: str) -> BadRequest:
     """A well-formed name of nothing the store knows: 404, as for any unknown job."""
-    problem = FieldProblem(field, detail)
-    return BadRequest(404, "Not found", problem.line(), [problem])
+    return field_error(404, "Not found", field, detail)
 
 
 def _bad(field: str, detail: str) -> BadRequest:
-    problem = FieldProblem(field, detail)
-    return BadRequest(400, "Invalid query parameter", problem.line(), [problem])
+    return field_error(400, "Invalid query parameter", field, detail)

@@ -1,27 +1,37 @@
-"""Reading an API request: its JSON body (size-limited, strictly parsed) and its query."""
+"""Reading an API request (its JSON body, size-limited and strictly parsed, and its query), and
+answering what is wrong with it.
+
+Every error is ``application/problem+json`` (RFC 9457): a title, the status, a detail naming
+the field and the fix, and for a refused body every field problem under ``errors``.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from starlette.requests import Request
+from starlette.responses import Response
 
 from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
-from jobhost.web.bodies import BodyTooLarge, declared_too_large, read_capped
+from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
+from jobhost.web.middleware import PROBLEM_JSON
 
 __all__ = [
     "BadRequest",
     "ReasonText",
+    "field_error",
+    "problem",
     "query_choice",
     "query_flag",
     "query_int",
     "read_json",
+    "read_model",
     "read_reason",
     "take_reason",
 ]
@@ -45,6 +55,30 @@ ReasonText = Annotated[
 _SELECTION_LIMIT = 100
 _NAME_LIMIT = 200
 _DIGITS = re.compile(r"[0-9]{1,19}")
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    errors: Sequence[FieldProblem] = (),
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> Response:
+    body: dict[str, object] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    body.update(extra or {})
+    if errors:
+        body["errors"] = [{"field": e.field, "message": e.message} for e in errors]
+    return Response(
+        json.dumps(body, indent=2), status_code=status, headers=headers, media_type=PROBLEM_JSON
+    )
 
 
 class BadRequest(Exception):
@@ -58,6 +92,12 @@ class BadRequest(Exception):
         self.title = title
         self.detail = detail
         self.errors = list(errors)
+
+
+def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:
+    """A refusal naming one ``field`` (``""``: the whole body) and what is wrong with it."""
+    problem = FieldProblem(field, detail)
+    return BadRequest(status, title, problem.line(), [problem])
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -109,6 +149,21 @@ async def read_json(request: Request, limit: int) -> Any:
     if problem is not None:
         raise _invalid(problem)
     return value
+
+
+async def read_model(request: Request, limit: int, model: type[_Model], what: str) -> _Model:
+    """The JSON body as ``model``; 422 naming every field it refuses (``what`` the body should
+    be, when pydantic names none)."""
+    body = await read_json(request, limit)
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        problems = [
+            FieldProblem(".".join(str(p) for p in e["loc"]) or "", e["msg"])
+            for e in error.errors(include_url=False, include_input=False)
+        ]
+        first = problems[0] if problems else FieldProblem("", f"not {what}")
+        raise BadRequest(422, "Invalid body", first.line(), problems) from None
 
 
 async def read_reason(request: Request, limit: int) -> str:
@@ -242,5 +297,5 @@ def _invalid(problem: FieldProblem) -> BadRequest:
 
 
 def _bad_query(name: str, value: str, allowed: str) -> BadRequest:
-    problem = FieldProblem(name, f"must be {allowed} (got {value[:60]!r})")
-    return BadRequest(400, "Invalid query parameter", problem.line(), [problem])
+    detail = f"must be {allowed} (got {value[:60]!r})"
+    return field_error(400, "Invalid query parameter", name, detail)

@@ -8,8 +8,10 @@ prefix too, so a client never has to guess the shape of an answer.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -18,7 +20,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock
 from jobhost.config import ApiToken, Settings
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
@@ -36,14 +37,13 @@ from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, client_address
-from jobhost.web.api.actions import ActionEndpoints
-from jobhost.web.api.auth import TokenCheck
+from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
 from jobhost.web.api.openapi import openapi_document
-from jobhost.web.api.problems import problem
 from jobhost.web.api.requests import (
     BadRequest,
+    problem,
     query_choice,
     query_flag,
     query_int,
@@ -51,11 +51,10 @@ from jobhost.web.api.requests import (
     read_reason,
     take_reason,
 )
-from jobhost.web.api.state import StateEndpoints
 from jobhost.web.api.table import ENDPOINTS
 from jobhost.web.api.views import change_json, job_json, runtime_json
 from jobhost.web.app import blocking
-from jobhost.web.failures import failure_body, log_unexpected
+from jobhost.web.middleware import failure_body, log_unexpected
 from jobhost.web.unavailable import is_store_down
 
 __all__ = ["API_PREFIX", "api_routes"]
@@ -70,7 +69,6 @@ def api_routes(
     settings: Settings,
     catalog: Catalog,
     store: Store,
-    clock: Clock | None = None,
     *,
     trigger_wait: float = 2.0,
     brake: GuessBrake | None = None,
@@ -81,7 +79,7 @@ def api_routes(
     ``store`` when not given."""
     if not settings.api_tokens:
         return []
-    api = _Api(settings, catalog, store, clock, trigger_wait, brake=brake or GuessBrake(store))
+    api = _Api(settings, catalog, store, trigger_wait, brake=brake or GuessBrake(store))
     return [api.mount()]
 
 
@@ -91,23 +89,21 @@ class _Api:
         settings: Settings,
         catalog: Catalog,
         store: Store,
-        clock: Clock | None,
         trigger_wait: float,
         *,
         brake: GuessBrake,
     ) -> None:
         self.brake = brake
         self.settings = settings
-        self.store = store
-        on_clock = store if clock is None else store.with_clock(clock)
-        self.service = JobService(settings, catalog, on_clock, trigger_wait=trigger_wait)
-        self.tokens = TokenCheck(settings.api_tokens)
+        self.service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
+        self.store = self.service.store
+        self.tokens = settings.api_tokens
         self.limit = settings.api_body_limit
         self.actions = ActionEndpoints(self.service, self.limit)
         self.backfills = BackfillEndpoints(settings, self.service, self.limit)
-        self.failures = failures_endpoint(store, self.service.clock)
+        self.failures = failures_endpoint(self.store)
         self.state = StateEndpoints(self.service, self.limit)
-        self.retry_failures = retry_failures_endpoint(store, self.service.clock, self.limit)
+        self.retry_failures = retry_failures_endpoint(self.store, self.limit)
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
@@ -142,7 +138,7 @@ class _Api:
                 )
             scope, handler = ops[method]
             address = client_address(request)
-            token = self.tokens.token_for(request)
+            token = _token_for(request, self.tokens)
             if token is None:
                 wait = None
                 if request.headers.get("authorization"):
@@ -229,7 +225,7 @@ class _Api:
 
         def answer() -> list[dict[str, Any]]:
             catalog = self.service.current()
-            report = build_report(self.settings, catalog, self.store, clock=self.service.clock)
+            report = build_report(self.settings, catalog, self.store, clock=self.store.clock)
             rows = self._rows()
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
@@ -243,11 +239,11 @@ class _Api:
 
         def answer() -> dict[str, Any]:
             catalog = self.service.current(name)
-            self._require_known(catalog, name)
+            require_known(catalog, self.store, name)
             if name not in catalog.jobs:
                 self._refuse_deleted(name)
             report = build_report(
-                self.settings, catalog, self.store, job=name, clock=self.service.clock
+                self.settings, catalog, self.store, job=name, clock=self.store.clock
             )
             if not report.jobs:
                 raise not_found(name)
@@ -322,7 +318,7 @@ class _Api:
         outcome = outcomes[-1] if outcomes else None
 
         def answer() -> dict[str, Any]:
-            self._require_known(self.service.current(name), name)
+            require_known(self.service.current(name), self.store, name)
             rows = read_history(self.store, name, limit=limit, outcome=outcome)
             return {"job": name, "runs": [run_json(run) for run in rows]}
 
@@ -372,12 +368,22 @@ class _Api:
             exit_code=2,
         )
 
-    def _require_known(self, catalog: Catalog, name: str) -> None:
-        if name in catalog.jobs:
-            return
-        if self.store.job_is_known(name):
-            return
-        raise not_found(name)
+
+def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
+    """The token the request carries (``Authorization: Bearer <secret>``, matched by the
+    secret's SHA-256: the settings hold only digests, so a leaked settings file grants
+    nothing), or None (absent, malformed or unknown). Every configured digest is compared, in
+    constant time, whatever matches first."""
+    header = request.headers.get("authorization", "")
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    digest = hashlib.sha256(secret.strip().encode()).hexdigest()
+    found = None
+    for token in tokens:
+        if hmac.compare_digest(digest, token.sha256):
+            found = token
+    return found
 
 
 def _no_run() -> Response:

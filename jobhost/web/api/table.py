@@ -45,8 +45,8 @@ class Header:
 
 @dataclass(frozen=True)
 class Endpoint:
-    method: Literal["GET", "PUT", "POST", "DELETE"]
-    path: str
+    route: str
+    """Its method and path: ``GET /jobs/{name}``."""
     operation: str
     """The handler's name on the API object (a dotted path for a group of handlers:
     ``backfills.start``), and the document's ``operationId``."""
@@ -59,6 +59,14 @@ class Endpoint:
     headers: tuple[Header, ...] = ()
     problems: bool = True
     """Errors answer ``application/problem+json`` (:class:`models.Problem`)."""
+
+    @property
+    def method(self) -> str:
+        return self.route.split(" ")[0]
+
+    @property
+    def path(self) -> str:
+        return self.route.split(" ")[1]
 
 
 PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -95,8 +103,7 @@ _ETAG = {"ETag": "The job's version, for If-Match."}
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
-        "GET",
-        "/openapi.json",
+        "GET /openapi.json",
         "openapi",
         "This document.",
         scope=None,
@@ -104,16 +111,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         problems=False,
     ),
     Endpoint(
-        "GET",
-        "/kinds",
+        "GET /kinds",
         "kinds",
         "The job kinds the modules offer, with their settings' JSON schema.",
         scope="read",
         answers={200: Answer("The kinds.", models.KindList)},
     ),
     Endpoint(
-        "GET",
-        "/jobs",
+        "GET /jobs",
         "jobs",
         "Every job, declared and runtime, as the report shows it.",
         scope="read",
@@ -121,8 +126,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("The jobs.", models.JobList)},
     ),
     Endpoint(
-        "GET",
-        "/jobs/{name}",
+        "GET /jobs/{name}",
         "job",
         "One job; a runtime job's answer carries its ETag.",
         scope="read",
@@ -133,8 +137,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "PUT",
-        "/jobs/{name}",
+        "PUT /jobs/{name}",
         "put",
         "Create (201) or replace (200) a runtime job.",
         scope="write",
@@ -146,8 +149,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "DELETE",
-        "/jobs/{name}",
+        "DELETE /jobs/{name}",
         "delete",
         "Remove a runtime job (409 for a declared one); its history stays.",
         scope="write",
@@ -156,8 +158,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={204: Answer("Removed.")},
     ),
     Endpoint(
-        "POST",
-        "/jobs/{name}/trigger",
+        "POST /jobs/{name}/trigger",
         "trigger",
         "Run the job now, once, audited with the reason.",
         scope="trigger",
@@ -165,8 +166,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={202: Answer("Queued (run_id once a host started it).", models.TriggerResult)},
     ),
     Endpoint(
-        "POST",
-        "/jobs/{name}/pause",
+        "POST /jobs/{name}/pause",
         "pause",
         "Pause the job on every replica; missed occurrences are recorded.",
         scope="write",
@@ -174,8 +174,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("Paused (changed: false if it was).", models.PauseResult)},
     ),
     Endpoint(
-        "POST",
-        "/jobs/{name}/resume",
+        "POST /jobs/{name}/resume",
         "resume",
         "Resume the job; its misfire policy decides what of the pause runs.",
         scope="write",
@@ -183,8 +182,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("Resumed (changed: false if it was not paused).", models.PauseResult)},
     ),
     Endpoint(
-        "GET",
-        "/jobs/{name}/runs",
+        "GET /jobs/{name}/runs",
         "runs",
         "The job's history, newest first.",
         scope="read",
@@ -192,16 +190,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("The runs.", models.RunList)},
     ),
     Endpoint(
-        "GET",
-        "/jobs/{name}/state",
+        "GET /jobs/{name}/state",
         "state.read",
         "The job's durable state (what its runs keep through context.state), by key.",
         scope="read",
         answers={200: Answer("The keys and values.", models.JobState)},
     ),
     Endpoint(
-        "PUT",
-        "/jobs/{name}/state/{key}",
+        "PUT /jobs/{name}/state/{key}",
         "state.put",
         "Set one key of the job's state between runs (see jobhost state); 409 while a run of "
         "the job is running.",
@@ -210,8 +206,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("Set (changed: false if it had that value).", models.StateChanged)},
     ),
     Endpoint(
-        "DELETE",
-        "/jobs/{name}/state/{key}",
+        "DELETE /jobs/{name}/state/{key}",
         "state.delete",
         "Remove one key of the job's state between runs; 404 for a key it does not have, 409 "
         "while a run of the job is running.",
@@ -220,8 +215,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("Removed.", models.StateChanged)},
     ),
     Endpoint(
-        "POST",
-        "/jobs/{name}/backfills",
+        "POST /jobs/{name}/backfills",
         "backfills.start",
         "Replay the job's past occurrences from ≤ occurrence < to, each once (see jobhost "
         "backfill); dry_run only lists them.",
@@ -233,16 +227,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "GET",
-        "/backfills/{backfill_id}",
+        "GET /backfills/{backfill_id}",
         "backfills.show",
         "A backfill's progress: selected, done, succeeded, failed, running.",
         scope="read",
         answers={200: Answer("The backfill.", models.Backfill)},
     ),
     Endpoint(
-        "DELETE",
-        "/backfills/{backfill_id}",
+        "DELETE /backfills/{backfill_id}",
         "backfills.cancel",
         "Cancel a backfill: no new occurrence starts; runs in flight finish.",
         scope="trigger",
@@ -250,8 +242,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("The backfill, cancelled (or already ended).", models.Backfill)},
     ),
     Endpoint(
-        "GET",
-        "/failures",
+        "GET /failures",
         "failures",
         "Open failures (failed, timed-out, abandoned and stuck runs not resolved by a later "
         "success or an acknowledgement) of every job, newest first; all=true for every one.",
@@ -264,8 +255,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "POST",
-        "/failures",
+        "POST /failures",
         "retry_failures",
         "Retry every open failure of a job, a module or since a time, once each (one "
         "change-log entry per run), queued for the hosts.",
@@ -279,8 +269,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "POST",
-        "/pause",
+        "POST /pause",
         "actions.pause_many",
         "Pause every job of the modules, or whose name matches a pattern, with one reason (one "
         "change-log entry per job paused).",
@@ -289,8 +278,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("The jobs selected (changed: false if it was).", models.PausedMany)},
     ),
     Endpoint(
-        "POST",
-        "/resume",
+        "POST /resume",
         "actions.resume_many",
         "Resume every job of the modules, or whose name matches a pattern.",
         scope="write",
@@ -300,8 +288,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "POST",
-        "/runs/{run_id}/retry",
+        "POST /runs/{run_id}/retry",
         "actions.retry_run",
         "Queue the next attempt at a failed, timed-out, abandoned or cancelled run's occurrence "
         "(same idempotency key); 409 for a run still running or whose work succeeded.",
@@ -310,8 +297,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={202: Answer("Queued: a host claims it as every retry.", models.RetryQueued)},
     ),
     Endpoint(
-        "POST",
-        "/runs/{run_id}/cancel",
+        "POST /runs/{run_id}/cancel",
         "actions.cancel_run",
         "Ask the running run's host to cancel it (recorded cancelled with the token's name); a "
         "run not yet started is cancelled at once; 409 for a finished run or one whose host is "
@@ -323,8 +309,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         },
     ),
     Endpoint(
-        "GET",
-        "/runs/{run_id}/logs",
+        "GET /runs/{run_id}/logs",
         "run_logs",
         "What the run wrote through its job's logger, in order; tail it with after.",
         scope="read",
@@ -332,8 +317,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         answers={200: Answer("Lines; pass next_after as after for the next ones.", models.RunLog)},
     ),
     Endpoint(
-        "GET",
-        "/changes",
+        "GET /changes",
         "changes",
         "The change log, oldest first: who changed what, when, before and after.",
         scope="read",

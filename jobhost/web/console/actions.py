@@ -1,73 +1,83 @@
-"""Trigger, pause and resume from the dashboard: refused unless every guard passes, audited.
+"""What people do from the dashboard: refused unless every guard passes, audited.
 
 Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
 is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
 exists. Each refusal answers 403 (400 for a missing reason, 404 for an unknown job or run, 409
 for a run that cannot be retried or cancelled) and is logged. What is done goes through the
-one operator-action path (:mod:`jobhost.operations.jobs`), so it is in the change log
+one operator-action path (:mod:`jobhost.operations.actions`), so it is in the change log
 (``job_changes``) with the operator's name and the reason like any CLI or API action, and is
 logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
 
-A backfill shows the occurrences it would run before it is confirmed (``backfilled.py``); cancelling
-one is confirmed too (``backfill_cancel.py``). A
-trigger is asked once more first: its form answers with a confirmation page (the reason to
-check), whose form carries ``confirm=yes``; once queued, the answer leads to the request's page,
-which leads to the run as soon as a host starts it (``triggered.py``).
+What is not undone is asked once more first: the first post answers a confirmation page (the
+reason to check) whose form carries ``confirm=yes``. A trigger, once queued, leads to the
+request's page, which leads to the run as soon as a host starts it. A backfill's confirmation
+lists the occurrences it would run, as ``jobhost backfill --dry-run`` does; bad input (a bound
+without a zone, a range in the future, too many occurrences) answers 400 with the reason.
+Cancelling a backfill names it and its progress; an id that is not one of the job's backfills
+answers 404. Actions on a run and on a whole module need the form's confirmation box instead.
+"Retry the N shown" on the Failures page confirms the runs the page listed, then retries each
+once; a run that cannot be retried any more (retried meanwhile, succeeded) is counted, not an
+error for the others.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from jobhost.catalog import Catalog
-from jobhost.clock import Clock, SystemClock
-from jobhost.config import Settings
-from jobhost.operations.changes import BadReason, checked_reason
-from jobhost.operations.jobs import pause, request_trigger, resume
-from jobhost.store import Store
-from jobhost.store.runtime import acting_from
-from jobhost.web.app import blocking
-from jobhost.web.console.audit_log import audit
-from jobhost.web.console.auth import (
-    BadForm,
-    SessionKeeper,
-    client_of,
-    read_form,
-    same_origin,
+from jobhost.operations.backfills import (
+    BackfillInputError,
+    BackfillPlan,
+    cancel_backfill,
+    ensure_scheduled,
+    plan_backfill,
+    start_backfill,
 )
-from jobhost.web.console.backfill_cancel import cancel_backfill_action
-from jobhost.web.console.backfilled import backfill_action
+from jobhost.operations.changes import BadReason, checked_reason
+from jobhost.operations.jobs import (
+    ActionRefused,
+    pause,
+    pause_jobs,
+    request_trigger,
+    resume,
+    resume_jobs,
+)
+from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
+from jobhost.operations.timefmt import iso_utc
+from jobhost.records import RunRecord
+from jobhost.store.runtime import acting_from
+from jobhost.web.access import client_address
+from jobhost.web.app import blocking
+from jobhost.web.console.auth import BadForm, read_form, same_origin
+from jobhost.web.console.views import FAILURES_PAGE
 
+if TYPE_CHECKING:
+    from jobhost.web.console.pages import Console
 
-class ConsoleSite(Protocol):
-    """What the actions need of the dashboard that serves them (its pages, the Console)."""
+__all__ = [
+    "BULK_NOTICES",
+    "NOTICES",
+    "REQUEST_ID_CHARS",
+    "RETRY_NOTICE",
+    "RUN_NOTICES",
+    "job_action",
+    "module_action",
+    "request_page",
+    "retry_failures",
+    "retry_notice",
+    "run_action",
+]
 
-    settings: Settings
-    catalog: Catalog
-    store: Store
-    clock: Clock | None
-    sessions: SessionKeeper
-    actions_on: bool
-
-    def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
-
-    def actions_off_reason(self) -> str: ...
-
-    def page(
-        self, request: Request, template: str, status: int = 200, **values: Any
-    ) -> Response: ...
-
-
-__all__ = ["ACTIONS", "NOTICES", "ActionHandler", "Checked", "ConsoleSite", "audit", "guarded"]
-
-ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
@@ -79,63 +89,36 @@ NOTICES = {
     "backfill-already-over": "that backfill had already ended; nothing was changed",
 }
 """What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
+RUN_NOTICES = {
+    "retried": "retry queued: this is the new attempt; a host starts it within seconds",
+    "cancel-requested": "cancel asked: the run's host cancels it within seconds",
+    "cancel-already": "a cancel was asked for already; it stands",
+    "cancelled": "cancelled before it started",
+}
+"""What the run page says after an action, by the code in ``?done=``."""
+BULK_NOTICES = {
+    "module-paused": "module paused: every job of it, one change-log entry each",
+    "module-resumed": "module resumed: every job of it, one change-log entry each",
+}
+"""What the overview says after a module action, by the code in ``?done=``."""
+RETRY_NOTICE = "retries queued: {queued} (one change-log entry each); not retried: {refused}"
+"""What the Failures page says after a bulk retry (``?done=retried&n=..&r=..``)."""
+REQUEST_ID_CHARS = frozenset("0123456789abcdef")
+
+_JOB_ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")
+_RUN_ACTIONS = ("retry", "cancel")
+_BULK_ACTIONS = ("pause", "resume")
+_SHOWN = 200
+"""At most this many occurrences are listed on a backfill's preview; the count says the rest."""
+_BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_COUNT = re.compile(r"\d{1,3}")
+_WAIT_SECONDS = 2
 _audit = logging.getLogger("jobhost.audit")
 
 
-class ActionHandler:
-    def __init__(self, console: ConsoleSite) -> None:
-        self._console = console
-
-    async def act(self, request: Request) -> Response:
-        console = self._console
-        name = request.path_params["name"]
-        action = request.path_params["action"]
-        if action not in ACTIONS:
-            return console.refuse(request, f"no action {action!r}: use {', '.join(ACTIONS)}", 404)
-        checked = await guarded(console, request, f"{action} a job", f"{action} {name}")
-        if isinstance(checked, Response):
-            return checked
-        if name not in console.catalog.jobs:
-            return console.refuse(request, f"no declared job {name}", 404)
-        who, reason, client = checked.who, checked.reason, checked.client
-        if action == "trigger" and checked.form.get("confirm") != "yes":
-            # A run is not undone: the first post asks again, with the reason to check.
-            return console.page(request, "trigger.html", job=name, reason=reason)
-        if action == "backfill":
-            return await backfill_action(console, request, checked.form, name, reason)
-        if action == "cancel-backfill":
-            return await cancel_backfill_action(console, request, checked.form, name, reason)
-        result, asked = await blocking(lambda: self._do(action, name, who, reason, client))
-        if asked is not None:
-            return RedirectResponse(f"/requests/{asked}", status_code=303)
-        # A fixed code, never the text: a link cannot make the page say what it likes.
-        target = f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}"
-        return RedirectResponse(target, status_code=303)
-
-    def _do(
-        self, action: str, name: str, who: str, reason: str, client: str
-    ) -> tuple[str, str | None]:
-        """What was done, and for a trigger the request a host picks up."""
-        console = self._console
-        store = console.store
-        clock = console.clock or SystemClock(console.settings.clock_offset)
-        result = ""
-        request_id = None
-        if action == "pause":
-            paused = pause(store, console.catalog, name, actor=who, reason=reason, clock=clock)
-            result = "paused" if paused.changed else "already paused"
-        elif action == "resume":
-            resumed = resume(store, name, actor=who, reason=reason, clock=clock)
-            result = "resumed" if resumed is not None and resumed.changed else "was not paused"
-        else:
-            request_id = request_trigger(store, name, actor=who, reason=reason, clock=clock)
-            result = f"trigger queued (request {request_id})"
-        audit(action=action, subject=name, who=who, reason=reason, client=client, result=result)
-        return result, request_id
-
-
 @dataclass(frozen=True)
-class Checked:
+class _Checked:
     """A form that passed every guard: who sent it, why, from where."""
 
     who: str
@@ -144,9 +127,126 @@ class Checked:
     form: dict[str, str]
 
 
-async def guarded(
-    console: ConsoleSite, request: Request, doing: str, this: str, *, confirm: bool = False
-) -> Checked | Response:
+async def job_action(console: Console, request: Request) -> Response:
+    """``POST /jobs/{name}/trigger|pause|resume|backfill|cancel-backfill``."""
+    name = request.path_params["name"]
+    action = request.path_params["action"]
+    if action not in _JOB_ACTIONS:
+        return console.refuse(request, f"no action {action!r}: use {', '.join(_JOB_ACTIONS)}", 404)
+    checked = await _guarded(console, request, f"{action} a job", f"{action} {name}")
+    if isinstance(checked, Response):
+        return checked
+    if name not in console.catalog.jobs:
+        return console.refuse(request, f"no declared job {name}", 404)
+    if action == "trigger" and checked.form.get("confirm") != "yes":
+        # A run is not undone: the first post asks again, with the reason to check.
+        return console.page(request, "trigger.html", job=name, reason=checked.reason)
+    if action == "backfill":
+        return await _backfill(console, request, checked, name)
+    if action == "cancel-backfill":
+        return await _cancel_backfill(console, request, checked, name)
+    result, asked = await blocking(lambda: _act_on_job(console, action, name, checked))
+    if asked is not None:
+        return _see(f"/requests/{asked}")
+    # A fixed code, never the text: a link cannot make the page say what it likes.
+    return _see(f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}")
+
+
+async def run_action(console: Console, request: Request) -> Response:
+    """``POST /runs/{run_id}/retry|cancel``."""
+    run_id = request.path_params["run_id"]
+    action = request.path_params["action"]
+    if action not in _RUN_ACTIONS:
+        return console.refuse(request, "no such action: use retry or cancel", 404)
+    if len(run_id) > RUN_ID_LIMIT:
+        return console.refuse(request, "no run with this id", 404)
+    checked = await _guarded(
+        console, request, f"{action} a run", f"{action} this run", confirm=True
+    )
+    if isinstance(checked, Response):
+        return checked
+    try:
+        target = await blocking(lambda: _act_on_run(console, action, run_id, checked))
+    except ActionRefused as refused:
+        if refused.unknown:
+            return console.refuse(request, "no run with this id", 404)
+        return console.refuse(request, str(refused), 409)
+    return _see(target)
+
+
+async def module_action(console: Console, request: Request) -> Response:
+    """``POST /modules/{module}/pause|resume``: every job the module declares."""
+    module = request.path_params["module"]
+    action = request.path_params["action"]
+    if action not in _BULK_ACTIONS:
+        return console.refuse(request, "no such action: use pause or resume", 404)
+    checked = await _guarded(
+        console, request, f"{action} a module", f"{action} a module", confirm=True
+    )
+    if isinstance(checked, Response):
+        return checked
+    jobs = sorted(n for n, s in console.catalog.jobs.items() if s.module == module)
+    if not jobs:
+        return console.refuse(request, "no declared job has this module", 404)
+    await blocking(lambda: _act_on_module(console, action, module, jobs, checked))
+    return _see(f"/?module={quote(module, safe='')}&done=module-{action}d")
+
+
+async def retry_failures(console: Console, request: Request) -> Response:
+    """``POST /failures/retry``: confirm, then retry each run of the form's ``runs``."""
+    checked = await _guarded(console, request, "retry failures", "retry these failures")
+    if isinstance(checked, Response):
+        return checked
+    ids = [i for i in checked.form.get("runs", "").split(",") if i]
+    if not ids or len(ids) > FAILURES_PAGE or not all(_RUN_ID.fullmatch(i) for i in ids):
+        return console.refuse(request, f"name 1 to {FAILURES_PAGE} failed runs to retry", 400)
+    if checked.form.get("confirm") != "yes":
+        found = await blocking(lambda: console.store.runs_by_id(ids))
+        return console.page(
+            request,
+            "failures_retry.html",
+            runs=found,
+            ids=",".join(run.id for run in found),
+            reason=checked.reason,
+        )
+    queued, refused = await blocking(lambda: _retry_each(console, ids, checked))
+    return _see(f"/failures?done=retried&n={queued}&r={refused}")
+
+
+def retry_notice(params: Mapping[str, str]) -> str | None:
+    """The notice for ``?done=retried&n=..&r=..``; only counts reach the text."""
+    queued, refused = params.get("n", ""), params.get("r", "")
+    if params.get("done") != "retried" or not (
+        _COUNT.fullmatch(queued) and _COUNT.fullmatch(refused)
+    ):
+        return None
+    return RETRY_NOTICE.format(queued=int(queued), refused=int(refused))
+
+
+async def request_page(console: Console, request: Request) -> Response:
+    """A trigger's request: while no host has looked at it, where it stands (the page looks
+    again); once started, or queued for its concurrency group, 303 to its run; refused, why."""
+    request_id = request.path_params["request_id"]
+    found: RunRecord | None = None
+    if 0 < len(request_id) <= 64 and set(request_id) <= REQUEST_ID_CHARS:
+        found = await blocking(lambda: console.store.get_run(request_id))
+    if found is None:
+        return console.page(request, "missing.html", status=404, what="such trigger request")
+    if found.request_status in {"started", "queued"}:
+        return _see(f"/runs/{found.id}")
+    waiting = found.request_status != "refused"
+    return console.page(
+        request,
+        "request.html",
+        asked=found,
+        waiting=waiting,
+        live=_WAIT_SECONDS if waiting else 0,
+    )
+
+
+async def _guarded(
+    console: Console, request: Request, doing: str, this: str, *, confirm: bool = False
+) -> _Checked | Response:
     """Every guard of an action, in order; the refusal to answer, or what passed.
 
     ``doing`` says what the sign-in is for, ``this`` what the reason is for; ``confirm``
@@ -173,5 +273,173 @@ async def guarded(
         return console.refuse(request, f"reason: {error}", 422)
     if confirm and form.get("confirm") != "yes":
         return console.refuse(request, f"tick the confirmation box to {this}", 400)
-    acting_from("dashboard", client_of(request))
-    return Checked(session.who, reason, client_of(request), form)
+    acting_from("dashboard", client_address(request))
+    return _Checked(session.who, reason, client_address(request), form)
+
+
+def _act_on_job(
+    console: Console, action: str, name: str, checked: _Checked
+) -> tuple[str, str | None]:
+    """What was done, and for a trigger the request a host picks up."""
+    store, who, reason = console.store, checked.who, checked.reason
+    request_id = None
+    if action == "pause":
+        paused = pause(store, console.catalog, name, actor=who, reason=reason, clock=store.clock)
+        result = "paused" if paused.changed else "already paused"
+    elif action == "resume":
+        resumed = resume(store, name, actor=who, reason=reason, clock=store.clock)
+        result = "resumed" if resumed is not None and resumed.changed else "was not paused"
+    else:
+        request_id = request_trigger(store, name, actor=who, reason=reason, clock=store.clock)
+        result = f"trigger queued (request {request_id})"
+    _audit_line(checked, action, name, result)
+    return result, request_id
+
+
+def _act_on_run(console: Console, action: str, run_id: str, checked: _Checked) -> str:
+    """Where to go once done."""
+    store, who, reason = console.store, checked.who, checked.reason
+    if action == "retry":
+        queued = retry_run(store, run_id, actor=who, reason=reason, clock=store.clock)
+        result = f"retry of run {run_id} queued as run {queued.run_id}"
+        _audit_line(checked, "retry", queued.retry_of.job_name, result)
+        # To the new attempt: the operator watches it start there.
+        return f"/runs/{queued.run_id}?done=retried"
+    asked = cancel_run(store, run_id, actor=who, reason=reason, clock=store.clock)
+    _audit_line(checked, "cancel", asked.run.job_name, f"cancel of run {run_id}: {asked.state}")
+    code = {"requested": "cancel-requested", "already": "cancel-already"}.get(
+        asked.state, "cancelled"
+    )
+    return f"/runs/{run_id}?done={code}"
+
+
+def _act_on_module(
+    console: Console, action: str, module: str, jobs: list[str], checked: _Checked
+) -> None:
+    store, who, reason = console.store, checked.who, checked.reason
+    if action == "pause":
+        done = pause_jobs(store, console.catalog, jobs, actor=who, reason=reason, clock=store.clock)
+        changed = sum(1 for d in done if d.changed)
+    else:
+        again = resume_jobs(store, jobs, actor=who, reason=reason, clock=store.clock)
+        changed = sum(1 for d in again if d is not None and d.changed)
+    _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
+
+
+def _retry_each(console: Console, ids: list[str], checked: _Checked) -> tuple[int, int]:
+    """How many runs were queued again, and how many could not be."""
+    store = console.store
+    queued: list[RunRecord] = []
+    for run_id in ids:
+        try:
+            done = retry_run(
+                store, run_id, actor=checked.who, reason=checked.reason, clock=store.clock
+            )
+        except ActionRefused:
+            continue
+        queued.append(done.retry_of)
+    subject = ", ".join(sorted({run.job_name for run in queued})) or "no job"
+    _audit_line(checked, "retry", subject, f"{len(queued)} of {len(ids)} failed runs retried")
+    return len(queued), len(ids) - len(queued)
+
+
+async def _backfill(console: Console, request: Request, checked: _Checked, name: str) -> Response:
+    """Preview the backfill the form asks for, or (``confirm=yes``) record it."""
+    form = checked.form
+    start, end = form.get("from", "").strip()[:40], form.get("to", "").strip()[:40]
+    mode = form.get("mode", "missing")
+    text = form.get("concurrency", "1").strip() or "1"
+    if not text.isdigit() or not 1 <= int(text) <= 1000:
+        return console.refuse(request, "concurrency must be a whole number from 1 to 1000", 400)
+    concurrency = int(text)
+    store = console.store
+
+    def plan() -> BackfillPlan:
+        now = store.now()
+        spec, limit = console.catalog.jobs[name], console.settings.backfill_limit
+        return plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
+
+    try:
+        planned = await blocking(plan)
+    except BackfillInputError as error:
+        return console.refuse(request, str(error), 400)
+    if form.get("confirm") != "yes" or not planned.occurrences:
+        return console.page(
+            request,
+            "backfill.html",
+            job=name,
+            reason=checked.reason,
+            plan=planned,
+            shown=[iso_utc(o) for o in planned.occurrences[:_SHOWN]],
+            start=start,
+            end=end,
+            concurrency=concurrency,
+        )
+
+    def record() -> None:
+        ensure_scheduled(store, console.catalog.jobs[name], store.clock)
+        backfill_id = start_backfill(
+            store,
+            name,
+            start=planned.start,
+            end=planned.end,
+            mode=planned.mode,
+            occurrences=planned.occurrences,
+            concurrency=concurrency,
+            actor=checked.who,
+            reason=checked.reason,
+            clock=store.clock,
+        )
+        result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
+        _audit_line(checked, "backfill", name, result)
+
+    await blocking(record)
+    return _see(f"/jobs/{name}?done=backfill-started")
+
+
+async def _cancel_backfill(
+    console: Console, request: Request, checked: _Checked, name: str
+) -> Response:
+    """Ask to confirm cancelling the form's backfill of job ``name``, or (``confirm=yes``) do:
+    no new occurrence is claimed; its runs in flight finish."""
+    store = console.store
+    backfill_id = checked.form.get("backfill", "").strip()
+    record = None
+    if _BACKFILL_ID.fullmatch(backfill_id):
+        record = await blocking(lambda: store.get_backfill(backfill_id))
+    if record is None or record.job_name != name:
+        return console.refuse(request, f"job {name} has no such backfill", 404)
+    if checked.form.get("confirm") != "yes":
+        return console.page(
+            request, "backfill_cancel.html", job=name, reason=checked.reason, b=record
+        )
+    after = await blocking(
+        lambda: cancel_backfill(
+            store, backfill_id, actor=checked.who, reason=checked.reason, clock=store.clock
+        )
+    )
+    cancelled = after is not None and record.state == "running" and after.state == "cancelled"
+    result = f"backfill {backfill_id} " + ("cancelled" if cancelled else "already over")
+    _audit_line(checked, "backfill-cancel", name, result)
+    done = "backfill-cancelled" if cancelled else "backfill-already-over"
+    return _see(f"/jobs/{quote(name, safe='')}?done={done}")
+
+
+def _audit_line(checked: _Checked, action: str, subject: str, result: str) -> None:
+    """Log one action with who, what, on what, why, from where, and the result: the change log
+    holds the action itself; this line adds the client's address for the host's log."""
+    line = {
+        "event": "console.action",
+        "at": iso_utc(datetime.now(UTC)),
+        "actor": checked.who,
+        "action": action,
+        "job_name": subject,
+        "reason": checked.reason,
+        "client": checked.client,
+        "result": result,
+    }
+    _audit.info("%s", json.dumps(line, sort_keys=True))
+
+
+def _see(target: str) -> Response:
+    return RedirectResponse(target, status_code=303)

@@ -22,7 +22,8 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from jobhost.web.bodies import MAX_FORM, BodyTooLarge, read_capped
+from jobhost.web.access import holder
+from jobhost.web.admission import MAX_FORM, BodyTooLarge, read_capped
 
 __all__ = [
     "COOKIE",
@@ -30,7 +31,6 @@ __all__ = [
     "BadForm",
     "Session",
     "SessionKeeper",
-    "client_of",
     "read_form",
     "same_origin",
 ]
@@ -87,23 +87,8 @@ class SessionKeeper:
         return bool(self._tokens) or bool(self._readers)
 
     def identify(self, token: str) -> tuple[str, str] | None:
-        """(who, role) for an operator token or a reader's secret, or None; every candidate is
-        compared, in constant time."""
-        found: tuple[str, str] | None = None
-        operator = self.operator_for(token)
-        digest = hashlib.sha256(token.encode()).hexdigest()
-        for sha256, name in self._readers.items():
-            if hmac.compare_digest(digest, sha256):
-                found = (name, "reader")
-        return (operator, "operator") if operator is not None else found
-
-    def operator_for(self, token: str) -> str | None:
-        """The operator whose token ``token`` is (compared in constant time), or None."""
-        found = None
-        for name, expected in self._tokens.items():
-            if hmac.compare_digest(token.encode(), expected.encode()):
-                found = name
-        return found
+        """(who, role) for an operator token or a reader's secret, or None."""
+        return holder(token, self._tokens, self._readers)
 
     def start(
         self,
@@ -178,11 +163,6 @@ def same_origin(request: Request) -> bool:
     host = request.headers.get("host", "")
     # Scheme and host both: http://host is another origin than https://host.
     return origin == f"{request.url.scheme}://{host}"
-
-
-def client_of(request: Request) -> str:
-    """The client's address, for the audit and the log."""
-    return request.client.host if request.client is not None else "-"
 
 
 class BadForm(Exception):

@@ -12,6 +12,15 @@ that show data pass ``live`` (seconds) for the page script (static/console.js).
 Read-only unless ``console_actions`` is on, operator tokens are configured and the application
 allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
 at ``/signin`` sees trigger, pause and resume, each audited with who and why.
+
+Times on the pages are ``<time>`` elements (the template filters :func:`utc_tag` and the rest)
+the page script can show in any zone: every instant is written as ``<time
+datetime="2026-05-04T10:00:00Z">`` with a readable text the page shows as it is without script
+(UTC, or the job's zone where the page says so). The script (``static/console.js``) rewrites
+the text in the zone the person picked (UTC, the browser's, or each job's own, read from
+``data-zone`` on the element or an ancestor) and puts the absolute time on a relative one's
+``title``; a log line's (``class="ms"``) keeps its milliseconds. ``class="fixed"`` keeps a text
+the page labels with its zone (the job's local fires).
 """
 
 from __future__ import annotations
@@ -19,18 +28,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.changes import change_origin
 from jobhost.operations.report import (
@@ -43,33 +53,59 @@ from jobhost.operations.report import (
     overview_page,
     read_summary,
 )
-from jobhost.operations.runs import RETRYABLE
+from jobhost.operations.runs import RETRYABLE, line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
-from jobhost.web.access import GuessBrake
+from jobhost.web.access import GuessBrake, client_address, read_tokens
 from jobhost.web.app import blocking
-from jobhost.web.console.actions import NOTICES, ActionHandler
+from jobhost.web.console.actions import (
+    BULK_NOTICES,
+    NOTICES,
+    RUN_NOTICES,
+    job_action,
+    module_action,
+    request_page,
+    retry_failures,
+    retry_notice,
+    run_action,
+)
 from jobhost.web.console.auth import (
     BadForm,
     Session,
     SessionKeeper,
-    client_of,
     read_form,
     same_origin,
 )
-from jobhost.web.console.cache import ShortCache
-from jobhost.web.console.chart import CHART_ORDER, SLICES, Chart
-from jobhost.web.console.failures_page import CHART_SECONDS, failures_view
-from jobhost.web.console.failures_retry import retry_notice, retry_shown
-from jobhost.web.console.job_query import job_query
-from jobhost.web.console.logs import backfills_view, changes_view
-from jobhost.web.console.run_actions import BULK_NOTICES, RUN_NOTICES, RunActionHandler
-from jobhost.web.console.timeline import OUTCOME_ORDER, RANGE_NAMES, RANGES
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
-from jobhost.web.console.triggered import request_page
-from jobhost.web.console.views import hosts_view, job_view, run_view
+from jobhost.web.console.timeline import (
+    CHART_ORDER,
+    OUTCOME_ORDER,
+    RANGE_NAMES,
+    RANGES,
+    SLICES,
+    Chart,
+)
+from jobhost.web.console.views import (
+    CHART_SECONDS,
+    ShortCache,
+    backfills_view,
+    changes_view,
+    failures_view,
+    hosts_view,
+    job_query,
+    job_view,
+    run_view,
+)
 
-__all__ = ["OVERVIEW_SECONDS", "PAGE_SIZE", "Console"]
+__all__ = [
+    "OVERVIEW_SECONDS",
+    "PAGE_SIZE",
+    "Console",
+    "ago_tag",
+    "fixed_tag",
+    "local_tag",
+    "stamp_tag",
+    "utc_tag",
+]
 
 _log = logging.getLogger("jobhost.console")
 PAGE_SIZE = 50
@@ -107,18 +143,14 @@ class Console:
         store: Store,
         *,
         allow_actions: bool,
-        clock: Clock | None = None,
         brake: GuessBrake | None = None,
         overview_seconds: float = OVERVIEW_SECONDS,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
-        self.store = store if clock is None else store.with_clock(clock)
-        self.clock = clock
+        self.store = store
         self.read_needs_session = settings.web_read_access == "token"
-        readers = {
-            token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes
-        }
+        readers = read_tokens(settings)
         secret = settings.session_secret
         self.sessions = SessionKeeper(
             settings.operator_tokens,
@@ -150,26 +182,26 @@ class Console:
             iso=iso_utc,
             change_origin=change_origin,
         )
-        self._actions = ActionHandler(self)
         self._charts: ShortCache[Chart] = ShortCache(CHART_SECONDS, entries=len(RANGES))
         self._summaries: ShortCache[Report] = ShortCache(overview_seconds, entries=1)
         self._pages: ShortCache[Overview] = ShortCache(overview_seconds, entries=64)
-        self._run_actions = RunActionHandler(self)
 
     def routes(self) -> list[BaseRoute]:
         reading, acting = self._reading, self._acting
         return [
             Route("/", reading(self.overview), methods=["GET"]),
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
-            Route("/jobs/{name}/{action}", acting(self._actions.act), methods=["POST"]),
+            Route("/jobs/{name}/{action}", acting(partial(job_action, self)), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
             Route("/runs/{run_id}/cancel", reading(self.cancel_form), methods=["GET"]),
-            Route("/runs/{run_id}/{action}", acting(self._run_actions.act), methods=["POST"]),
-            Route("/modules/{module}/{action}", acting(self._run_actions.bulk), methods=["POST"]),
-            Route("/requests/{request_id}", reading(self.request), methods=["GET"]),
+            Route("/runs/{run_id}/{action}", acting(partial(run_action, self)), methods=["POST"]),
+            Route(
+                "/modules/{module}/{action}", acting(partial(module_action, self)), methods=["POST"]
+            ),
+            Route("/requests/{request_id}", reading(partial(request_page, self)), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
-            Route("/failures/retry", acting(self.retry_failures), methods=["POST"]),
+            Route("/failures/retry", acting(partial(retry_failures, self)), methods=["POST"]),
             Route("/changes", reading(self.changes), methods=["GET"]),
             Route("/backfills", reading(self.backfills), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
@@ -249,7 +281,6 @@ class Console:
                 slices=SLICES[query.span],
                 outcome=query.outcome,
                 page=query.page,
-                clock=self.clock,
             )
         )
         if view is None:
@@ -283,10 +314,6 @@ class Console:
             done=RUN_NOTICES.get(request.query_params.get("done", "")),
         )
 
-    async def request(self, request: Request) -> Response:
-        """A trigger's request: its run once a host started it (303), or where it stands."""
-        return await request_page(self, request)
-
     async def cancel_form(self, request: Request) -> Response:
         """The confirmation step of a cancel, on a page of its own."""
         run_id = request.path_params["run_id"]
@@ -296,9 +323,7 @@ class Console:
         return self.page(request, "run_cancel.html", run=view.run)
 
     async def failures(self, request: Request) -> Response:
-        view = await blocking(
-            lambda: failures_view(self.store, request.query_params, self.clock, self._charts)
-        )
+        view = await blocking(lambda: failures_view(self.store, request.query_params, self._charts))
         return self.page(
             request,
             "failures.html",
@@ -312,19 +337,16 @@ class Console:
             live=_LIVE_SECONDS if not view.cursor else 0,
         )
 
-    async def retry_failures(self, request: Request) -> Response:
-        return await retry_shown(self, request)
-
     async def changes(self, request: Request) -> Response:
-        view = await blocking(lambda: changes_view(self.store, request.query_params, self.clock))
+        view = await blocking(lambda: changes_view(self.store, request.query_params))
         return self.page(request, "changes.html", status=400 if view.problem else 200, view=view)
 
     async def backfills(self, request: Request) -> Response:
-        view = await blocking(lambda: backfills_view(self.store, request.query_params, self.clock))
+        view = await blocking(lambda: backfills_view(self.store, request.query_params))
         return self.page(request, "backfills.html", view=view, live=_LIVE_SECONDS)
 
     async def hosts(self, request: Request) -> Response:
-        view = await blocking(lambda: hosts_view(self.store, self.clock))
+        view = await blocking(lambda: hosts_view(self.store))
         return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
 
     # -- signing in ---------------------------------------------------------------------------
@@ -337,7 +359,7 @@ class Console:
             return self.refuse(request, "a sign-in from another site is refused")
         if not self.signin_on:
             return self.refuse(request, self.actions_off_reason())
-        client = client_of(request)
+        client = client_address(request)
         try:
             form = await read_form(request)
         except BadForm as error:
@@ -366,7 +388,7 @@ class Console:
         session: Session | None = request.state.session
         if session is not None:
             await blocking(lambda: self._end(session.who))
-            _log.info("dashboard sign-out: %s from %s", session.who, client_of(request))
+            _log.info("dashboard sign-out: %s from %s", session.who, client_address(request))
         response = RedirectResponse("/", status_code=303)
         self.sessions.end(response)
         return _secured(response)
@@ -424,7 +446,7 @@ class Console:
             "dashboard refused %s %s from %s: %s",
             request.method,
             request.url.path,
-            client_of(request),
+            client_address(request),
             why,
         )
         return self.page(request, "refused.html", status=status, why=why)
@@ -440,6 +462,58 @@ class Console:
             **values,
         )
         return _secured(HTMLResponse(html, status_code=status))
+
+
+def utc_tag(at: datetime | None) -> Markup:
+    """The instant, in UTC until the script shows it in the zone picked; ``-`` for nothing."""
+    if at is None:
+        return Markup("-")
+    return _tag(at, short_utc(at))
+
+
+def local_tag(at: datetime | None, zone: str) -> Markup:
+    """The instant in the job's ``zone`` (its abbreviation says which) until the script shows it
+    in the zone picked; the job's own zone when "each job's" is picked."""
+    if at is None:
+        return Markup("-")
+    return _tag(at, short_local(at, zone), zone=zone)
+
+
+def fixed_tag(at: datetime | None, zone: str) -> Markup:
+    """The instant in ``zone`` whatever zone is picked (a column labelled with that zone)."""
+    if at is None:
+        return Markup("-")
+    return _tag(at, short_local(at, zone), zone=zone, kind="fixed")
+
+
+def ago_tag(at: datetime | None, now: datetime) -> Markup:
+    """How long ago (``4m05s``), with the absolute time on hover; ``-`` for nothing. An
+    instant after ``now`` is 0ms ago: a run a host started a moment after the page's reading
+    of the store (or on a clock slightly ahead) has not run for a negative time."""
+    if at is None:
+        return Markup("-")
+    elapsed = max(now - at, timedelta(0))
+    return _tag(at, duration_text(elapsed), kind="ago", title=short_utc(at))
+
+
+def stamp_tag(at: datetime) -> Markup:
+    """A log line's time to the millisecond (``2026-05-04T10:00:00.123Z``): lines of one
+    second stay apart, in whatever zone is picked."""
+    text = line_time(at)
+    return Markup(f'<time datetime="{escape(text)}" class="ms">{escape(text)}</time>')
+
+
+def _tag(
+    at: datetime, text: str, *, zone: str | None = None, kind: str = "", title: str = ""
+) -> Markup:
+    attributes = f' datetime="{escape(iso_utc(at))}"'
+    if kind:
+        attributes += f' class="{kind}"'
+    if zone is not None:
+        attributes += f' data-zone="{escape(zone)}"'
+    if title:
+        attributes += f' title="{escape(title)}"'
+    return Markup(f"<time{attributes}>{escape(text)}</time>")
 
 
 def _secured(response: Response) -> Response:

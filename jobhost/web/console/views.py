@@ -1,39 +1,94 @@
-"""What each dashboard page shows, read from the store: plain data for the templates."""
+"""What each dashboard page shows, read from the store: plain data for the templates.
+
+A page's query string is its whole state, so a link to a search is the search. Values the job
+page does not know fall back to the defaults (the last 24 hours, every outcome, the first page)
+rather than fail: the address is a bookmark, and an old one should still open. The Failures
+page lists what ``jobhost failures`` prints: open failures (``all=true``: resolved ones too),
+repeats of one job and error as one row with their count, under the installation's
+runs-by-outcome chart. ``/changes`` is the whole change log, newest first, searched by who,
+what, job or module and since when; ``/backfills`` the newest backfills of every job, or of one.
+
+Pages share what they read for a few seconds (:class:`ShortCache`): viewers share reads instead
+of each paying for the whole catalog.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
 
 from jobhost.catalog import Catalog
-from jobhost.clock import Clock
 from jobhost.config import Settings
-from jobhost.operations.jobs import JobStateView, read_state
+from jobhost.errors import UnknownJobError
+from jobhost.operations.failures import (
+    SEARCH_LIMIT,
+    BadFailureQuery,
+    Failure,
+    FailureGroup,
+    FailureQuery,
+    decode_cursor,
+    group_failures,
+    parse_since,
+    read_failures,
+)
+from jobhost.operations.jobs import JobStateView, read_state, require_known_job
 from jobhost.operations.report import JobReport, Report, build_report
-from jobhost.operations.runs import dropped_text, line_time
+from jobhost.operations.runs import OUTCOMES, dropped_text, line_time
 from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.records import (
+    FAILED,
+    STREAK_LIMIT,
     BackfillRecord,
+    ChangeSearch,
     Dropped,
     HostRecord,
     JobChange,
     LogLine,
     RunRecord,
     StreakRange,
+    work_key,
 )
 from jobhost.store import Store
-from jobhost.web.console.chart import Chart, outcome_chart
-from jobhost.web.console.timeline import Timeline, timeline
+from jobhost.web.console.timeline import (
+    CHART_ORDER,
+    RANGE_NAMES,
+    RANGES,
+    SLICES,
+    Chart,
+    Timeline,
+    outcome_chart,
+    timeline,
+)
 
 __all__ = [
+    "BACKFILLS_SHOWN",
+    "CHANGES_PAGE",
+    "CHART_SECONDS",
+    "FAILURES_PAGE",
     "HISTORY_PAGE",
     "HISTORY_PAGES",
+    "SLOWER",
+    "BackfillsView",
+    "ChangesView",
+    "FailuresView",
     "Fire",
     "HostsView",
+    "JobQuery",
     "JobView",
     "LogEntry",
     "RunView",
+    "ShortCache",
+    "backfills_view",
+    "changes_view",
+    "failures_view",
     "hosts_view",
+    "job_query",
     "job_view",
     "run_view",
 ]
@@ -44,6 +99,15 @@ HISTORY_PAGES = 400
 """The deepest page of a job's history the page offers (older runs: `jobhost history`)."""
 _PAGE_LOG_LINES = 5000
 """Lines of a run's log the page shows (the settings keep 1,000 by default)."""
+CHANGES_PAGE = 50
+"""Changes on one page."""
+BACKFILLS_SHOWN = 200
+"""The newest backfills shown; older ones are a ``jobhost backfill`` or API read away."""
+FAILURES_PAGE = 50
+"""Runs on one page of the Failures list."""
+CHART_SECONDS = 60.0
+"""How long the installation's chart of one range is kept before it is counted again."""
+_FIELD = 200
 
 
 @dataclass(frozen=True)
@@ -122,11 +186,10 @@ def job_view(
     slices: int,
     outcome: str | None = None,
     page: int = 1,
-    clock: Clock | None = None,
 ) -> JobView | None:
     """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
     bars), and page ``page`` of its history, of ``outcome`` when given."""
-    report = build_report(settings, catalog, store, job=name, clock=clock)
+    report = build_report(settings, catalog, store, job=name, clock=store.clock)
     if not report.jobs:
         return None
     job = report.jobs[0]
@@ -177,7 +240,7 @@ def _log_entry(entry: LogLine | Dropped) -> LogEntry:
     return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message, entry.at)
 
 
-def hosts_view(store: Store, clock: Clock | None = None) -> HostsView:
+def hosts_view(store: Store) -> HostsView:
     now, hosts = store.all_hosts()
     ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
@@ -197,3 +260,312 @@ def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[Fire]:
         schedule = spec.schedule(now)
         fires = schedule.iter_after(now, 10) if schedule is not None else []
     return [Fire(short_utc(at), short_local(at, zone), at) for at in fires]
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """What a job page's address asks for: the time range, the history's outcome and page."""
+
+    span: str
+    outcome: str | None
+    page: int
+
+    def link(self, **change: Any) -> str:
+        """This query with ``change`` applied (None drops a parameter)."""
+        query = {"range": self.span, "outcome": self.outcome, "page": self.page, **change}
+        if query["range"] == "24h":
+            query["range"] = None
+        if query["page"] == 1:
+            query["page"] = None
+        return "?" + urlencode({key: value for key, value in query.items() if value})
+
+    def template_values(self) -> dict[str, Any]:
+        """What job.html reads of the query."""
+        return {
+            "span": self.span,
+            "span_name": RANGE_NAMES[self.span],
+            "ranges": list(RANGES),
+            "chart_outcomes": CHART_ORDER,
+            "ledger_outcomes": OUTCOMES,
+            "outcome": self.outcome,
+            "page_number": self.page,
+            "history_link": self.link,
+        }
+
+
+def job_query(params: Mapping[str, str]) -> JobQuery:
+    span = params.get("range", "24h")
+    outcome = params.get("outcome")
+    try:
+        page = int(params.get("page", "1")[:8])
+    except ValueError:
+        page = 1
+    return JobQuery(
+        span=span if span in RANGES else "24h",
+        outcome=outcome if outcome in OUTCOMES else None,
+        page=min(max(page, 1), HISTORY_PAGES),
+    )
+
+
+@dataclass(frozen=True)
+class FailuresView:
+    search: str
+    job: str
+    since: str
+    span: str
+    cursor: str
+    rows: list[Failure] = field(default_factory=list)
+    next_cursor: str | None = None
+    searched_to: datetime | None = None
+    chart: Chart | None = None
+    problem: str | None = None
+    """Why the filters could not be read (the list is then empty and the answer 400)."""
+    streak_limit: int = STREAK_LIMIT
+    everything: bool = False
+    """Resolved failures are listed too (``all=true``)."""
+
+    @property
+    def groups(self) -> list[FailureGroup]:
+        return group_failures(self.rows)
+
+    @property
+    def retry_ids(self) -> list[str]:
+        """The open finished failures shown, one per piece of work: what "retry the N shown"
+        retries."""
+        seen: set[tuple[str, str]] = set()
+        found: list[str] = []
+        for row in self.rows:
+            key = (row.run.job_name, work_key(row.run))
+            if row.outcome in FAILED and row.resolution is None and key not in seen:
+                seen.add(key)
+                found.append(row.run.id)
+        return found
+
+    def link(self, **change: str | None) -> str:
+        """This page's query with ``change`` applied (None drops a parameter)."""
+        values: dict[str, str | None] = {
+            "q": self.search,
+            "job": self.job,
+            "since": self.since,
+            "range": self.span if self.span != "24h" else None,
+            "all": "true" if self.everything else None,
+        }
+        values.update(change)
+        return "?" + urlencode({key: value for key, value in values.items() if value})
+
+
+def failures_view(
+    store: Store, params: Mapping[str, str], charts: ShortCache[Chart] | None = None
+) -> FailuresView:
+    """The page for ``params`` (``q``, ``job``, ``since``, ``range``, ``all``, ``cursor``); the
+    installation's chart from ``charts`` when it holds a fresh one for the range (counting a
+    busy installation's day reads every run of it)."""
+    span = params.get("range", "24h")
+    span = span if span in RANGES else "24h"
+    asked = FailuresView(
+        search=params.get("q", "").strip()[:SEARCH_LIMIT],
+        job=params.get("job", "").strip()[:200],
+        since=params.get("since", "").strip()[:64],
+        span=span,
+        cursor=params.get("cursor", "")[:200],
+        everything=params.get("all") == "true",
+    )
+    now = store.now()
+
+    def count() -> Chart:
+        at, counts = store.counts_before(RANGES[span], SLICES[span])
+        return outcome_chart(counts, at - RANGES[span], at)
+
+    chart = charts.get(span, count) if charts is not None else count()
+    try:
+        query = FailureQuery(
+            since=parse_since(asked.since, now) if asked.since else None,
+            job=asked.job or None,
+            text=asked.search or None,
+            limit=FAILURES_PAGE,
+            cursor=decode_cursor(asked.cursor) if asked.cursor else None,
+            include_resolved=asked.everything,
+        )
+        if query.job is not None:
+            require_known_job(None, store, query.job)
+    except BadFailureQuery as error:
+        return replace(asked, cursor="", chart=chart, problem=f"{error.field}: {error.detail}")
+    except UnknownJobError as error:
+        return replace(asked, cursor="", chart=chart, problem=f"job: {error}")
+    found = read_failures(store, query)
+    return replace(
+        asked,
+        rows=found.failures,
+        next_cursor=found.next_cursor,
+        searched_to=found.searched_to,
+        chart=chart,
+    )
+
+
+@dataclass(frozen=True)
+class ChangesView:
+    actor: str
+    action: str
+    job: str
+    module: str
+    since: str
+    now: datetime
+    changes: list[JobChange] = field(default_factory=list)
+    older: str | None = None
+    """The link to the next page, older changes, when there are any."""
+    problem: str | None = None
+    """Why the filters could not be read (the list is then empty and the answer 400)."""
+    paged: bool = False
+    """Whether this is an older page than the newest."""
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.actor or self.action or self.job or self.module or self.since)
+
+    @property
+    def newest(self) -> str:
+        """The link to the newest page of the same search."""
+        kept = {
+            "actor": self.actor,
+            "action": self.action,
+            "job": self.job,
+            "module": self.module,
+            "since": self.since,
+        }
+        return "/changes?" + urlencode({k: v for k, v in kept.items() if v})
+
+
+def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
+    values = {
+        name: params.get(name, "").strip()[:_FIELD]
+        for name in ("actor", "action", "job", "module", "since")
+    }
+    before = _positive(params.get("before"))
+    now = store.now()
+    asked = ChangesView(
+        actor=values["actor"],
+        action=values["action"],
+        job=values["job"],
+        module=values["module"],
+        since=values["since"],
+        now=now,
+        paged=before is not None,
+    )
+    found = _search_changes(store, now, values, before)
+    if isinstance(found, str):
+        return replace(asked, problem=found)
+    shown = found[:CHANGES_PAGE]
+    older = None
+    if len(found) > CHANGES_PAGE:
+        kept = {k: v for k, v in values.items() if v}
+        older = "/changes?" + urlencode({**kept, "before": shown[-1].id})
+    return replace(asked, changes=shown, older=older)
+
+
+def _search_changes(
+    store: Store, now: datetime, values: dict[str, str], before: int | None
+) -> list[JobChange] | str:
+    """The changes that match, or why the filters cannot be read."""
+    since = None
+    if values["since"]:
+        try:
+            since = parse_since(values["since"], now)
+        except BadFailureQuery as problem:
+            return str(problem)
+    search = ChangeSearch(
+        actor=values["actor"],
+        action=values["action"],
+        job=values["job"],
+        module=values["module"],
+        since=since,
+        before_id=before,
+    )
+    # One more than a page: whether an older page exists, without counting the log.
+    return store.search_changes(search, CHANGES_PAGE + 1)
+
+
+def _positive(value: str | None) -> int | None:
+    try:
+        number = int(value) if value else None
+    except ValueError:
+        return None
+    return number if number is not None and 0 < number < 2**62 else None
+
+
+@dataclass(frozen=True)
+class BackfillsView:
+    job: str
+    now: datetime
+    backfills: list[BackfillRecord] = field(default_factory=list)
+
+    @property
+    def full(self) -> bool:
+        return len(self.backfills) >= BACKFILLS_SHOWN
+
+
+def backfills_view(store: Store, params: Mapping[str, str]) -> BackfillsView:
+    job = params.get("job", "").strip()[:_FIELD]
+    now = store.now()
+    found = store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN)
+    return BackfillsView(job=job, now=now, backfills=found)
+
+
+SLOWER = 10
+"""A value that took ``t`` seconds to make is kept at least ``SLOWER * t`` seconds."""
+
+_V = TypeVar("_V")
+
+
+class ShortCache(Generic[_V]):
+    """Values kept ``seconds`` (none with 0) after they were made, or :data:`SLOWER` times as
+    long as making one took if that is longer (so making them costs at most a tenth of a CPU
+    however many read them); at most ``entries`` of them (the oldest made is dropped first)."""
+
+    def __init__(
+        self,
+        seconds: float,
+        entries: int = 32,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._seconds = seconds
+        self._entries = entries
+        self._monotonic = monotonic
+        self._items: OrderedDict[Hashable, tuple[float, _V, float]] = OrderedDict()
+        # One maker at a time: ten viewers arriving just after an expiry cost one read, not ten,
+        # and while it reads they are answered the value it replaces.
+        self._lock = threading.Lock()
+        self.made = 0
+        """How many values were made (what the cache saves is visible in tests)."""
+
+    def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
+        """The value kept under ``key`` if fresh; else ``make()``'s, kept. While another
+        thread makes a fresh one, a stale value is answered at once rather than waited for."""
+        kept = self._items.get(key)
+        if kept is not None and self._monotonic() - kept[0] < kept[2]:
+            return kept[1]
+        if kept is not None and not self._lock.acquire(blocking=False):
+            return kept[1]
+        if kept is None:
+            self._lock.acquire()
+        try:
+            kept = self._items.get(key)
+            if kept is not None and self._monotonic() - kept[0] < kept[2]:
+                return kept[1]
+            started = self._monotonic()
+            value = make()
+            self.made += 1
+            done = self._monotonic()
+            if self._seconds > 0:  # 0: nothing is kept (a benchmark's every read)
+                keep = max(self._seconds, SLOWER * (done - started))
+                self._items[key] = (done, value, keep)
+                self._items.move_to_end(key)
+                while len(self._items) > self._entries:
+                    self._items.popitem(last=False)
+            return value
+        finally:
+            self._lock.release()
+
+    def clear(self) -> None:
+        """Forget everything: the next read sees the store as it is (after an action)."""
+        with self._lock:
+            self._items.clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from jobhost.web.console.cache import ShortCache
+from jobhost.web.console.views import ShortCache
 
 
 class Clock:

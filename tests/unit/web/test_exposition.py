@@ -10,7 +10,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
 from jobhost.envelope.reporting import configure_telemetry
-from jobhost.web.exposition import CHEAP_RENDER, PATIENCE, ExpositionCache, exposition
+from jobhost.web.endpoints import CHEAP_RENDER, PATIENCE, ExpositionCache, exposition
 from tests.waiting import wait_for
 
 

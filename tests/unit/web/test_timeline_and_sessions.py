@@ -99,8 +99,8 @@ def _cookie(response: Response) -> str:
 
 def test_a_session_is_signed_bound_to_the_tokens_and_refused_when_tampered() -> None:
     keeper = SessionKeeper({"alice": "a" * 20, "bob": "b" * 20})
-    assert keeper.operator_for("b" * 20) == "bob"
-    assert keeper.operator_for("c" * 20) is None
+    assert keeper.identify("b" * 20) == ("bob", "operator")
+    assert keeper.identify("c" * 20) is None
     response = Response()
     started = keeper.start(response, "alice", secure=False)
     cookie = _cookie(response)

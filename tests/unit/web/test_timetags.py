@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from jobhost.web.console.timetags import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
+from jobhost.web.console.pages import ago_tag, fixed_tag, local_tag, stamp_tag, utc_tag
 
 AT = datetime(2026, 12, 1, 17, 0, 5, tzinfo=UTC)
 
