@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,43 +22,15 @@ from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
-__all__ = ["Catalog", "EffectiveTrigger", "JobSpec", "Problem", "ProblemCode"]
+__all__ = ["NAME_PATTERN", "NAME_RULE", "Catalog", "EffectiveTrigger", "JobSpec", "Problem"]
 
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
+NAME_RULE = (
+    "lower case, the module then the job separated by a dot ('files.orphan-cleanup'), "
+    "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
+)
 _LONGEST_SUGGESTED = 500
 """Past this many characters an unknown name gets no suggestions."""
-
-ProblemCode = Literal[
-    "duplicate-name",
-    "missing-executor",
-    "bad-executor",
-    "missing-declaration",
-    "bad-name",
-    "name-outside-module",
-    "no-trigger",
-    "both-triggers",
-    "non-positive-interval",
-    "interval-too-long",
-    "cron-syntax",
-    "cron-never-fires",
-    "unknown-timezone",
-    "dst-policy-unused",
-    "unknown-override",
-    "override-both-triggers",
-    "critical-disabled",
-    "plugin-import",
-    "plugin-hook",
-    "plugin-unknown-hook",
-    "plugin-bad-result",
-    "plugin-no-hooks",
-    "module-settings",
-    "bad-timeout",
-    "bad-lease",
-    "bad-retry",
-    "bad-misfire",
-    "bad-overlap",
-    "runtime-name-taken",
-    "runtime-job-invalid",
-]
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from decides the fix a problem suggests: the declaration, or the deployment's co
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from jobhost_contracts import BackgroundJobDeclaration, DstGap, DstRepeat
 
@@ -82,35 +82,21 @@ def effective_parts(
     parts = declared_parts(declaration)
     if override is None:
         return parts
-    cron, interval, trigger_from = parts.cron, parts.interval, parts.trigger_from
+    changes: dict[str, Any] = {}
     if override.cron is not None or override.interval is not None:
         # Both set is an override-both-triggers problem; keeping both lets validation say so.
-        cron, interval, trigger_from = override.cron, override.interval, "override"
-    timezone, zone_from = parts.timezone, parts.zone_from
+        changes.update(cron=override.cron, interval=override.interval, trigger_from="override")
     if override.timezone is not None:
-        timezone, zone_from = override.timezone, "override"
-    enabled, enabled_from = parts.enabled, parts.enabled_from
+        changes.update(timezone=override.timezone, zone_from="override")
     if override.enabled is not None:
-        enabled, enabled_from = override.enabled, "override"
-    dst_gap, dst_repeat, dst_from = parts.dst_gap, parts.dst_repeat, parts.dst_from
+        changes.update(enabled=override.enabled, enabled_from="override")
     if override.dst_gap is not None or override.dst_repeat is not None:
-        dst_gap = override.dst_gap or dst_gap
-        dst_repeat = override.dst_repeat or dst_repeat
-        dst_from = "override"
-    return TriggerParts(
-        name=parts.name,
-        module=parts.module,
-        cron=cron,
-        interval=interval,
-        timezone=timezone,
-        enabled=enabled,
-        trigger_from=trigger_from,
-        zone_from=zone_from,
-        enabled_from=enabled_from,
-        dst_gap=dst_gap,
-        dst_repeat=dst_repeat,
-        dst_from=dst_from,
-    )
+        changes.update(
+            dst_gap=override.dst_gap or parts.dst_gap,
+            dst_repeat=override.dst_repeat or parts.dst_repeat,
+            dst_from="override",
+        )
+    return replace(parts, **changes)
 
 
 def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:

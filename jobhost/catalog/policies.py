@@ -88,27 +88,23 @@ def policy_problems(declaration: BackgroundJobDeclaration) -> list[PolicyProblem
     """The policy values no host could honour whatever its settings: the one judgement of a
     job's policies, for declared jobs (:func:`check_policies`) and runtime jobs alike."""
     d = declaration
-    return list(
-        _judged(
-            timeout=d.timeout,
-            grace=d.misfire_grace,
-            catch_up_limit=d.catch_up_limit,
-            overdue=d.overdue_after,
-            max_concurrent=d.max_concurrent,
-            retry=d.retry,
-        )
+    limits = _judged(
+        d.timeout, d.misfire_grace, d.catch_up_limit, d.overdue_after, d.max_concurrent
     )
+    return [*limits, *_judged_retry(d.retry)]
+
+
+# The order problems are listed in, as a reader meets the fields.
+_ORDER = ("bad-timeout", "bad-lease", "bad-misfire", "bad-overlap", "bad-retry")
 
 
 @lru_cache(maxsize=4096)
 def _judged(
-    *,
     timeout: timedelta | None,
-    grace: timedelta | None,
+    misfire_grace: timedelta | None,
     catch_up_limit: int,
-    overdue: timedelta | None,
+    overdue_after: timedelta | None,
     max_concurrent: int,
-    retry: RetryPolicy,
 ) -> tuple[PolicyProblem, ...]:
     # Kept per distinct set of values: a catalog of 10,000 jobs has a handful of policies.
     problems: list[PolicyProblem] = []
@@ -118,51 +114,40 @@ def _judged(
 
     if timeout is not None and not timedelta(0) < timeout <= MAX_DURATION:
         add("bad-timeout", "timeout", timeout, "must be positive and at most 365d, or None")
-    if grace is not None and not timedelta(0) < grace <= MAX_DURATION:
-        add("bad-misfire", "misfire_grace", grace, "must be positive and at most 365d, or None")
+    if misfire_grace is not None and not timedelta(0) < misfire_grace <= MAX_DURATION:
+        rule = "must be positive and at most 365d, or None"
+        add("bad-misfire", "misfire_grace", misfire_grace, rule)
     if not 1 <= catch_up_limit <= _MAX_CATCH_UP:
         add("bad-misfire", "catch_up_limit", catch_up_limit, "must be 1 to 10000")
-    if overdue is not None and not timedelta(0) <= overdue <= MAX_DURATION:
-        add("bad-misfire", "overdue_after", overdue, "must be 0s to 365d, or None")
+    if overdue_after is not None and not timedelta(0) <= overdue_after <= MAX_DURATION:
+        add("bad-misfire", "overdue_after", overdue_after, "must be 0s to 365d, or None")
     if not 1 <= max_concurrent <= _MAX_CONCURRENT:
         add("bad-overlap", "max_concurrent", max_concurrent, "must be 1 to 1024")
-    for field, value, rule in _retry_problems(retry):
-        add("bad-retry", f"retry.{field}", value, rule)
     return tuple(problems)
 
 
-# The order problems are listed in, as a reader meets the fields.
-_ORDER = ("bad-timeout", "bad-lease", "bad-misfire", "bad-overlap", "bad-retry")
+@lru_cache(maxsize=4096)
+def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
+    problems: list[PolicyProblem] = []
 
+    def add(field: str, value: object, rule: str) -> None:
+        problems.append(PolicyProblem("bad-retry", f"retry.{field}", value, rule))
 
-def _retry_problems(retry: RetryPolicy) -> list[tuple[str, object, str]]:
-    found: list[tuple[str, object, str]] = []
     if not 1 <= retry.max_attempts <= _MAX_ATTEMPTS:
-        found.append(
-            ("max_attempts", retry.max_attempts, "must be 1 (no retry) to 100; it counts the first")
-        )
+        rule = "must be 1 (no retry) to 100; it counts the first"
+        add("max_attempts", retry.max_attempts, rule)
     if not timedelta(0) <= retry.backoff <= MAX_DURATION:
-        found.append(("backoff", retry.backoff, "must be 0s to 365d"))
+        add("backoff", retry.backoff, "must be 0s to 365d")
     if not timedelta(0) <= retry.backoff_max <= MAX_DURATION:
-        found.append(("backoff_max", retry.backoff_max, "must be 0s to 365d"))
+        add("backoff_max", retry.backoff_max, "must be 0s to 365d")
     elif retry.backoff_max < retry.backoff:
-        found.append(
-            (
-                "backoff_max",
-                retry.backoff_max,
-                f"must not be shorter than backoff ({format_duration(retry.backoff)})",
-            )
-        )
+        rule = f"must not be shorter than backoff ({format_duration(retry.backoff)})"
+        add("backoff_max", retry.backoff_max, rule)
     if not 0 <= retry.jitter <= 1:
-        found.append(("jitter", retry.jitter, "must be 0 to 1 (a fraction of the delay)"))
+        add("jitter", retry.jitter, "must be 0 to 1 (a fraction of the delay)")
     unknown = sorted(str(o) for o in retry.retry_on if o not in RETRYABLE_OUTCOMES)
     if unknown:
-        found.append(
-            (
-                "retry_on",
-                unknown,
-                "names no outcome a run can end with; allowed: "
-                + ", ".join(sorted(RETRYABLE_OUTCOMES)),
-            )
-        )
-    return found
+        allowed = ", ".join(sorted(RETRYABLE_OUTCOMES))
+        rule = f"names no outcome a run can end with; allowed: {allowed}"
+        add("retry_on", unknown, rule)
+    return tuple(problems)

@@ -7,7 +7,7 @@ runtime job's definition).
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 from datetime import timedelta
 from typing import cast
 
@@ -20,8 +20,8 @@ from jobhost_contracts import (
 )
 
 from jobhost.catalog.executors import bad_executor, is_executor, signature_problem
-from jobhost.catalog.model import EffectiveTrigger, Problem
-from jobhost.catalog.overrides import Origin, TriggerParts, section, to_trigger
+from jobhost.catalog.model import NAME_PATTERN, NAME_RULE, EffectiveTrigger, Problem
+from jobhost.catalog.overrides import TriggerParts, section, to_trigger
 from jobhost.config import format_duration
 from jobhost.plugins import PluginJob
 from jobhost.triggers import (
@@ -34,8 +34,6 @@ from jobhost.triggers import (
 
 __all__ = [
     "MAX_INTERVAL",
-    "NAME_PATTERN",
-    "NAME_RULE",
     "TriggerChecks",
     "check_critical",
     "check_name",
@@ -47,11 +45,6 @@ __all__ = [
 
 MAX_INTERVAL = timedelta(days=3650)
 """The longest interval: the schedule adds it to instants, which must stay within a calendar."""
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
-NAME_RULE = (
-    "lower case, the module then the job separated by a dot ('files.orphan-cleanup'), "
-    "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
-)
 
 
 def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] | None:
@@ -150,27 +143,14 @@ def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
 def check_trigger(parts: TriggerParts) -> list[Problem]:
     """Every problem with one set of trigger parts: presence, zone, expression, interval."""
     problems: list[Problem] = []
-    name, module = parts.name, parts.module
-    where = section(name)
+    where = section(parts.name)
     if parts.cron is not None and parts.interval is not None:
         if parts.trigger_from == "override":
-            problems.append(
-                Problem(
-                    name,
-                    module,
-                    "override-both-triggers",
-                    f"{where} sets both cron and interval; keep one of them",
-                )
-            )
+            message = f"{where} sets both cron and interval; keep one of them"
+            problems.append(_problem(parts, "override-both-triggers", message))
         else:
-            problems.append(
-                Problem(
-                    name,
-                    module,
-                    "both-triggers",
-                    "declares both a cron expression and an interval; declare exactly one",
-                )
-            )
+            message = "declares both a cron expression and an interval; declare exactly one"
+            problems.append(_problem(parts, "both-triggers", message))
     elif parts.cron is None and parts.interval is None and parts.enabled:
         problems.append(_no_trigger(parts))
     zone_ok = _check_zone(parts, problems)
@@ -179,36 +159,27 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
         fixed_time = _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
     if not fixed_time and (parts.cron is not None or parts.interval is not None):
         problems.extend(_unused_dst_policy(parts))
-    if parts.interval is not None and parts.interval <= timedelta(0):
+    interval = parts.interval
+    if interval is not None and interval <= timedelta(0):
         fix = {
             "override": f'set a positive interval in {where}, e.g. interval = "6h"',
             "declaration": f"declare a positive interval, or set one in {where}",
             "api": "give a positive interval",
         }[parts.trigger_from]
-        problems.append(
-            Problem(
-                name,
-                module,
-                "non-positive-interval",
-                f"interval {format_duration(parts.interval)} is not positive; {fix}",
-            )
-        )
-    if parts.interval is not None and parts.interval > MAX_INTERVAL:
+        message = f"interval {format_duration(interval)} is not positive; {fix}"
+        problems.append(_problem(parts, "non-positive-interval", message))
+    if interval is not None and interval > MAX_INTERVAL:
         fix = {
             "override": f"set a shorter interval in {where}",
             "declaration": f"declare a shorter interval, or set one in {where}",
             "api": "give a shorter interval",
         }[parts.trigger_from]
-        problems.append(
-            Problem(
-                name,
-                module,
-                "interval-too-long",
-                f"interval {format_duration(parts.interval)} is longer than the longest the "
-                f"schedule can count in ({format_duration(MAX_INTERVAL)}); {fix}, e.g. "
-                'interval = "30d", or a cron expression for a yearly job',
-            )
+        message = (
+            f"interval {format_duration(interval)} is longer than the longest the schedule can "
+            f"count in ({format_duration(MAX_INTERVAL)}); {fix}, e.g. "
+            'interval = "30d", or a cron expression for a yearly job'
         )
+        problems.append(_problem(parts, "interval-too-long", message))
     return problems
 
 
@@ -221,8 +192,8 @@ class TriggerChecks:
     """
 
     def __init__(self) -> None:
-        self._sound: set[tuple[object, ...]] = set()
-        self._triggers: dict[tuple[object, ...], EffectiveTrigger | None] = {}
+        self._sound: set[TriggerParts] = set()
+        self._triggers: dict[TriggerParts, EffectiveTrigger | None] = {}
 
     def problems(self, parts: TriggerParts) -> list[Problem]:
         key = _trigger_key(parts)
@@ -241,20 +212,9 @@ class TriggerChecks:
         return self._triggers[key]
 
 
-def _trigger_key(parts: TriggerParts) -> tuple[object, ...]:
+def _trigger_key(parts: TriggerParts) -> TriggerParts:
     # Everything but the job's name and module: what the checks and the trigger depend on.
-    return (
-        parts.cron,
-        parts.interval,
-        parts.timezone,
-        parts.enabled,
-        parts.trigger_from,
-        parts.zone_from,
-        parts.enabled_from,
-        parts.dst_gap,
-        parts.dst_repeat,
-        parts.dst_from,
-    )
+    return replace(parts, name="", module="")
 
 
 def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerParts) -> list[Problem]:
@@ -276,6 +236,10 @@ def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerPart
     ]
 
 
+def _problem(parts: TriggerParts, code: str, message: str) -> Problem:
+    return Problem(parts.name, parts.module, code, message)
+
+
 def _no_trigger(parts: TriggerParts) -> Problem:
     where = section(parts.name)
     fix = {
@@ -285,26 +249,14 @@ def _no_trigger(parts: TriggerParts) -> Problem:
         "api": "give a cron expression or an interval in the job's definition, or set "
         '"enabled": false',
     }[parts.enabled_from]
-    return Problem(
-        parts.name,
-        parts.module,
-        "no-trigger",
-        f"is enabled but has neither cron nor interval; {fix}",
-    )
+    return _problem(parts, "no-trigger", f"is enabled but has neither cron nor interval; {fix}")
 
 
 def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
     try:
         load_zone(parts.timezone)
     except UnknownTimezoneError as error:
-        problems.append(
-            Problem(
-                parts.name,
-                parts.module,
-                "unknown-timezone",
-                f"{error}; {_zone_fix(parts.zone_from, parts.name)}",
-            )
-        )
+        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
         return False
     return True
 
@@ -312,19 +264,20 @@ def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
 def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> bool:
     """Append what is wrong with the cron expression; return whether it is a fixed-time job."""
     assert parts.cron is not None
-    fix = _cron_fix(parts.trigger_from, parts.name)
+    fix = {
+        "override": f"fix cron in {section(parts.name)}",
+        "declaration": f"fix the expression in the declaration or in {section(parts.name)}",
+        "api": "fix the expression in the job's definition",
+    }[parts.trigger_from]
     try:
         return cron_schedule(parts.cron, timezone).fixed_time
     except CronSyntaxError as error:
         # The error names the expression, the field, its text and the reason already.
-        message = f"{error}; {fix}"
-        problems.append(Problem(parts.name, parts.module, "cron-syntax", message))
+        problems.append(_problem(parts, "cron-syntax", f"{error}; {fix}"))
     except CronNeverFiresError as error:
-        message = f"{error}; {fix}"
-        problems.append(Problem(parts.name, parts.module, "cron-never-fires", message))
+        problems.append(_problem(parts, "cron-never-fires", f"{error}; {fix}"))
     except UnknownTimezoneError as error:
-        message = f"{error}; {_zone_fix(parts.zone_from, parts.name)}"
-        problems.append(Problem(parts.name, parts.module, "unknown-timezone", message))
+        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
     return False
 
 
@@ -357,31 +310,20 @@ def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
         "declaration": "the declaration",
         "api": "the job's definition",
     }[parts.dst_from]
-    return [
-        Problem(
-            parts.name,
-            parts.module,
-            "dst-policy-unused",
-            f"{' and '.join(chosen)} has no effect: {kind}; daylight-saving policies apply to "
-            f"fixed-time cron jobs only, remove it from {where}",
-        )
-    ]
+    message = (
+        f"{' and '.join(chosen)} has no effect: {kind}; daylight-saving policies apply to "
+        f"fixed-time cron jobs only, remove it from {where}"
+    )
+    return [_problem(parts, "dst-policy-unused", message)]
 
 
-def _cron_fix(origin: Origin, name: str) -> str:
+def _zone_fix(parts: TriggerParts) -> str:
     return {
-        "override": f"fix cron in {section(name)}",
-        "declaration": f"fix the expression in the declaration or in {section(name)}",
-        "api": "fix the expression in the job's definition",
-    }[origin]
-
-
-def _zone_fix(origin: Origin, name: str) -> str:
-    return {
-        "override": f"fix timezone in {section(name)}",
-        "declaration": f"fix the time zone in the declaration or set timezone in {section(name)}",
+        "override": f"fix timezone in {section(parts.name)}",
+        "declaration": "fix the time zone in the declaration or set timezone in "
+        f"{section(parts.name)}",
         "api": "fix the time zone in the job's definition",
-    }[origin]
+    }[parts.zone_from]
 
 
 def _kind(value: object) -> str:
