@@ -1,47 +1,43 @@
 """The host's settings: one validated model, read from ``jobhost.toml`` and ``JOBHOST_*``.
 
-Each field's type carries its check (:mod:`jobhost.config.values`, :mod:`jobhost.config.tokens`);
-this model adds the rules that need the model itself: the environment as a source, the runtime
-secret variables it must not hand out, and the lease that must outlast its heartbeats.
+Each field's type carries its check (:mod:`jobhost.config.values`); this model adds the rules
+that need the model itself: the environment as a source, the runtime secret variables it must
+not hand out, and the lease that must outlast its heartbeats.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_origin
 
 from jobhost_contracts import format_duration
 from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
-from jobhost.config.environment import (
-    HOST_VARIABLES,
-    RUNTIME_SECRET_PREFIX,
-    EnvWithoutSecrets,
-    FileUnderEnvironment,
-    check_allowed_secrets,
-    check_secret_prefix,
-)
-from jobhost.config.overrides import JobOverride
 from jobhost.config.redaction import compile_redact_pattern, redact_text, redact_url
-from jobhost.config.tokens import ApiTokens, OperatorTokens
 from jobhost.config.values import (
+    ApiTokens,
     ClockOffset,
     DashboardUrl,
     DatabaseUrl,
     Grace,
     GroupLimits,
     HostId,
+    JobOverride,
     ListenAddress,
     LogLevel,
+    OperatorTokens,
     PositiveDuration,
     PostgresUrl,
     ProxyAddress,
@@ -54,6 +50,7 @@ from jobhost.config.values import (
 
 __all__ = [
     "LEASE_HEARTBEATS",
+    "RUNTIME_SECRET_PREFIX",
     "Settings",
     "StoreOptions",
     "setting_variables",
@@ -64,6 +61,11 @@ __all__ = [
 LEASE_HEARTBEATS = 2
 """A lease must span at least this many heartbeats, so one late heartbeat never loses a live
 run's lease to another replica (which would then run the job beside it)."""
+RUNTIME_SECRET_PREFIX = "JOBHOST_RUNTIME_SECRET_"
+"""The default of ``runtime_secret_env_prefix``."""
+HOST_VARIABLES = ("JOBHOST_CONFIG", "JOBHOST_LOAD_PLUGINS")
+"""Variables the host reads that are not settings of the model."""
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Settings(BaseSettings):
@@ -322,8 +324,8 @@ class Settings(BaseSettings):
         # Variables under the runtime secret prefix are secrets handed to jobs, never settings.
         chosen = getattr(init_settings, "init_kwargs", {}).get("runtime_secret_env_prefix")
         prefixes = {RUNTIME_SECRET_PREFIX, *([chosen] if isinstance(chosen, str) else [])}
-        environment = EnvWithoutSecrets(settings_cls, prefixes)
-        return (environment, FileUnderEnvironment(settings_cls, init_settings, environment))
+        environment = _EnvWithoutSecrets(settings_cls, prefixes)
+        return (environment, _FileUnderEnvironment(settings_cls, init_settings, environment))
 
     def warnings(self) -> list[str]:
         """Settings that are valid but do not do what they seem to (``validate`` and ``run``
@@ -376,7 +378,18 @@ class Settings(BaseSettings):
     @field_validator("runtime_secret_env_prefix")
     @classmethod
     def _secret_prefix(cls, value: str) -> str:
-        return check_secret_prefix(value, setting_variables())
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "must be the start of an environment variable name (letters, digits, _), "
+                f"e.g. {RUNTIME_SECRET_PREFIX!r}"
+            )
+        taken = [name for name in setting_variables() if name.upper().startswith(value.upper())]
+        if taken:
+            raise ValueError(
+                f"would hand setting variables to runtime jobs ({', '.join(taken[:3])}); choose "
+                f"a prefix no setting's variable starts with, e.g. {RUNTIME_SECRET_PREFIX!r}"
+            )
+        return value
 
     @field_validator("redact_patterns")
     @classmethod
@@ -394,7 +407,16 @@ class Settings(BaseSettings):
     @field_validator("runtime_secrets_allowed")
     @classmethod
     def _allowed_secrets(cls, value: list[str]) -> list[str]:
-        return check_allowed_secrets(value, setting_variables())
+        settings_names = {name.upper() for name in setting_variables()}
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name.upper() in settings_names or name.upper().startswith("JOBHOST_"):
+                raise ValueError(
+                    f"{name} is a jobhost variable; runtime jobs never read the host's "
+                    "settings: give the secret a variable of its own"
+                )
+        return value
 
     @model_validator(mode="after")
     def _lease_outlasts_heartbeats(self) -> Settings:
@@ -478,3 +500,49 @@ class _Redacted:
 
     def __repr__(self) -> str:
         return self._text
+
+
+class _EnvWithoutSecrets(EnvSettingsSource):
+    """The ``JOBHOST_*`` environment, without the variables meant for runtime jobs."""
+
+    def __init__(self, settings_cls: type[BaseSettings], prefixes: set[str]) -> None:
+        self._prefixes = tuple(prefix.lower() for prefix in prefixes)
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        found = super()._load_env_vars()
+        return {k: v for k, v in found.items() if not k.lower().startswith(self._prefixes)}
+
+
+class _FileUnderEnvironment(PydanticBaseSettingsSource):
+    """The file's settings (``file``), without the tables ``environment`` gives.
+
+    A setting given in the environment replaces the file's whole, a table as much as a list or a
+    number: ``JOBHOST_OPERATOR_TOKENS='{}'`` leaves no operator, whatever the file names (merged
+    key by key, the file's names would survive the variable meant to revoke them).
+    """
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        file: PydanticBaseSettingsSource,
+        environment: PydanticBaseSettingsSource,
+    ) -> None:
+        super().__init__(settings_cls)
+        self._file = file
+        self._environment = environment
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # the whole mapping comes from __call__
+
+    def __call__(self) -> dict[str, Any]:
+        values = self._file()
+        given = self._environment()
+        fields = self.settings_cls.model_fields
+        return {
+            name: value
+            for name, value in values.items()
+            if not (
+                name in given and name in fields and get_origin(fields[name].annotation) is dict
+            )
+        }
