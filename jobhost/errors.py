@@ -71,8 +71,6 @@ class UnknownJobError(JobhostError, LookupError):
 class StoreUnavailableError(JobhostError):
     """The database cannot be reached or its schema is not current."""
 
-    exit_code = 1
-
 
 class StoreMissingError(JobhostError):
     """A command other than ``run`` or ``db upgrade`` was pointed at an SQLite file that does not

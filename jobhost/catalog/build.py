@@ -10,10 +10,16 @@ from typing import Any
 
 from jobhost_contracts import BackgroundJobDeclaration
 
-from jobhost.catalog.groups import GROUP_CODES, check_group, effective_group, unused_limits
 from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.overrides import declared_parts, effective_parts, unknown_overrides
-from jobhost.catalog.policies import POLICY_CODES, check_policies
+from jobhost.catalog.policies import (
+    GROUP_CODES,
+    POLICY_CODES,
+    check_group,
+    check_policies,
+    effective_group,
+    unused_limits,
+)
 from jobhost.catalog.validation import (
     TriggerChecks,
     check_critical,

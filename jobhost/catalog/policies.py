@@ -5,25 +5,35 @@ another replica take a live run's job over, ``max_attempts = 0`` or a negative b
 retry arithmetic lie. The declaration's constructor checks only types (see
 :mod:`jobhost_contracts.declaration`); the values are judged here, with the host's settings in
 hand, so that every job's problems are listed together.
+
+A job joins a concurrency group by its declaration's ``concurrency_group`` or by
+``concurrency_group`` under ``[jobs."NAME"]`` (the override wins). A group without a
+``[concurrency_limits]`` entry would run without its limit, so it is a problem that keeps the host
+from starting; a limit no job uses is only a warning (a job may be disabled or removed for a while).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 
 from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_duration
 
-from jobhost.catalog.model import Problem
-from jobhost.config import LEASE_HEARTBEATS, MAX_DURATION, Settings
+from jobhost.catalog.model import Problem, suggest
+from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
 
 __all__ = [
+    "GROUP_CODES",
     "POLICY_CODES",
     "RETRYABLE_OUTCOMES",
     "PolicyProblem",
+    "check_group",
     "check_policies",
+    "effective_group",
     "policy_problems",
+    "unused_limits",
 ]
 
 POLICY_CODES = frozenset({"bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"})
@@ -151,3 +161,72 @@ def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
         rule = f"names no outcome a run can end with; allowed: {allowed}"
         add("retry_on", unknown, rule)
     return tuple(problems)
+
+
+GROUP_CODES = frozenset({"unknown-concurrency-group", "bad-concurrency-group"})
+"""Problems that keep a job out of the schedule: its group's limit could not be honoured."""
+
+
+def effective_group(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None
+) -> str | None:
+    """The group the job runs in: the override's, else the declaration's, else None."""
+    if override is not None and override.concurrency_group is not None:
+        return override.concurrency_group or None
+    return declaration.concurrency_group
+
+
+def check_group(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None, settings: Settings
+) -> list[Problem]:
+    """The problem with the job's group, if any, with the fix."""
+    group = effective_group(declaration, override)
+    if group is None:
+        return []
+    from_override = override is not None and override.concurrency_group is not None
+    where = (
+        f'[jobs."{declaration.name}"] in the configuration'
+        if from_override
+        else f"the declaration in module {declaration.module}"
+    )
+    if not GROUP_NAME.fullmatch(group):
+        return [
+            Problem(
+                declaration.name,
+                declaration.module,
+                "bad-concurrency-group",
+                f"concurrency_group = {group!r} is not a group name (1 to 100 lower-case "
+                f"letters, digits, '.', '_' or '-'); fix it in {where}",
+            )
+        ]
+    limits = settings.concurrency_limits
+    if group in limits:
+        return []
+    close = suggest(group, list(limits))
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return [
+        Problem(
+            declaration.name,
+            declaration.module,
+            "unknown-concurrency-group",
+            f"concurrency_group = {group!r} names a group with no limit{hint}; add "
+            f"'{group} = N' under [concurrency_limits] in the configuration, or fix the "
+            f"group name in {where}",
+        )
+    ]
+
+
+def unused_limits(limits: Mapping[str, int], used: Iterable[str | None]) -> list[Problem]:
+    """A warning for every ``[concurrency_limits]`` entry no job joins."""
+    joined = {group for group in used if group is not None}
+    return [
+        Problem(
+            None,
+            None,
+            "unused-concurrency-limit",
+            f"[concurrency_limits] {name} = {limits[name]} names a group no job joins; set "
+            'concurrency_group on a job (declaration or [jobs."NAME"]) or remove the entry',
+        )
+        for name in sorted(limits)
+        if name not in joined
+    ]
