@@ -6,7 +6,6 @@ Job outcomes are values (``returns.Result``) and never pass through here.
 from __future__ import annotations
 
 __all__ = [
-    "CatalogInvalidError",
     "ConfigError",
     "HostIdInUseError",
     "JobhostError",
@@ -44,16 +43,6 @@ class ConfigError(JobhostError):
         self.source = source
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"invalid configuration ({source}):\n{lines}")
-
-
-class CatalogInvalidError(JobhostError):
-    """The declared jobs have problems; the host refuses to start until they are fixed."""
-
-    exit_code = 3
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        super().__init__("the job catalog is invalid:\n" + "\n".join(f"  {x}" for x in lines))
 
 
 class UnknownJobError(JobhostError, LookupError):
