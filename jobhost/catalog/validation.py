@@ -3,13 +3,21 @@
 A check never stops at the first problem: the release manager wants the whole list at once.
 Every message ends with the fix, naming where it goes (the declaration, ``[jobs."name"]``, or a
 runtime job's definition).
+
+What may run a job: an object with ``execute(context)``, or a function taking the context. Both
+are called with exactly one argument, the run's context; whether they can take it is checked here,
+so ``execute(self)`` is a catalog problem naming the job, not a ``TypeError`` at the first run, at
+3 a.m.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import cast
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from jobhost_contracts import (
     BackgroundJobDeclaration,
@@ -19,7 +27,6 @@ from jobhost_contracts import (
     as_executor,
 )
 
-from jobhost.catalog.executors import bad_executor, is_executor, signature_problem
 from jobhost.catalog.model import NAME_PATTERN, NAME_RULE, EffectiveTrigger, Problem
 from jobhost.catalog.overrides import TriggerParts, section, to_trigger
 from jobhost.config import format_duration
@@ -32,9 +39,13 @@ from jobhost.triggers import (
     load_zone,
 )
 
+if TYPE_CHECKING:
+    from jobhost.store import Store
+
 __all__ = [
     "MAX_INTERVAL",
     "TriggerChecks",
+    "UsesStore",
     "check_critical",
     "check_name",
     "check_pair",
@@ -55,8 +66,8 @@ def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] 
     declaration, executor = job.declaration, job.executor
     if (
         isinstance(declaration, BackgroundJobDeclaration)
-        and is_executor(executor)
-        and signature_problem(executor) is None
+        and _is_executor(executor)
+        and _signature_problem(executor) is None
     ):
         # is_executor is the stricter test; isinstance on the runtime Protocol would repeat
         # it at a cost of 0.1 ms a job (a second of a 10,000-job start-up).
@@ -93,15 +104,24 @@ def pair_problems(job: PluginJob) -> list[Problem]:
                 "it with an object whose execute(context) runs the job",
             )
         )
-    elif not is_executor(executor):
+    elif not _is_executor(executor):
         problems.append(
-            Problem(name, module, "bad-executor", bad_executor(executor, _kind(executor)))
+            Problem(name, module, "bad-executor", _bad_executor(executor, _kind(executor)))
         )
     else:
-        wrong = signature_problem(executor)
+        wrong = _signature_problem(executor)
         if wrong is not None:
             problems.append(Problem(name, module, "bad-executor", wrong))
     return problems
+
+
+@runtime_checkable
+class UsesStore(Protocol):
+    """An executor of the host's own that works on the store (the run retention job): the host
+    that runs it hands it its store, so it purges the store the host was started on, whatever
+    the environment says."""
+
+    def use_store(self, store: Store) -> None: ...
 
 
 def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
@@ -324,6 +344,76 @@ def _zone_fix(parts: TriggerParts) -> str:
         f"{section(parts.name)}",
         "api": "fix the time zone in the job's definition",
     }[parts.zone_from]
+
+
+def _is_executor(executor: object) -> bool:
+    """An instance with a callable ``execute``, or a callable that is not a class."""
+    # A class has a callable execute too, but calling it unbound would fail at the first run.
+    if isinstance(executor, type):
+        return False
+    return callable(getattr(executor, "execute", None)) or callable(executor)
+
+
+def _signature_problem(executor: object) -> str | None:
+    """Why ``executor`` cannot be called with the run's context alone, or None."""
+    execute = getattr(executor, "execute", None)
+    if callable(execute):
+        function = getattr(execute, "__func__", None)
+        if function is not None:
+            # A method: checked once per class (the bound self is the first argument).
+            return _method_problem(function, type(executor).__name__)
+        return _call_problem(execute, f"{type(executor).__name__}.execute", skip_self=False)
+    if callable(executor):
+        return _call_problem(executor, _function_name(executor), skip_self=False)
+    return None
+
+
+def _bad_executor(executor: object, kind: str) -> str:
+    """The message for something that is no executor at all; ``kind`` describes it."""
+    if isinstance(executor, type) and callable(getattr(executor, "execute", None)):
+        return (
+            f"executor is the class {executor.__name__}, not an instance; register "
+            f"{executor.__name__}() instead"
+        )
+    return (
+        f"executor {kind} has no callable execute(context), so it does not satisfy "
+        "IJobExecutor, and is not a function; pair the declaration with an object whose "
+        "execute(context) runs the job, or with a function taking the context"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _method_problem(function: Callable[..., Any], owner: str) -> str | None:
+    return _call_problem(function, f"{owner}.execute", skip_self=True)
+
+
+def _call_problem(target: Callable[..., Any], name: str, *, skip_self: bool) -> str | None:
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: it will tell at run time
+        return None
+    try:
+        if skip_self:
+            signature.bind(None, None)
+        else:
+            signature.bind(None)
+    except TypeError:
+        shown = signature.replace(return_annotation=inspect.Signature.empty)
+        if skip_self:
+            fix = "write def execute(self, context: JobContext) -> Result"
+        else:
+            short = getattr(target, "__name__", None) or "run"
+            fix = f"write def {short}(context: JobContext) -> Result"
+        return (
+            f"executor {name}{shown} cannot be called with the run's context: the host calls it "
+            f"with exactly one argument, the context; {fix}"
+        )
+    return None
+
+
+def _function_name(function: object) -> str:
+    name = getattr(function, "__qualname__", None) or type(function).__name__
+    return f"function {name}" if inspect.isfunction(function) else str(name)
 
 
 def _kind(value: object) -> str:
