@@ -186,9 +186,6 @@ class Catalog:
         """True when there is nothing to fix; the host refuses to run otherwise."""
         return not self.problems
 
-    def names(self) -> list[str]:
-        return list(self.jobs)
-
     def get(self, name: str) -> JobSpec:
         """The job called ``name``; :class:`UnknownJobError` with the closest names otherwise."""
         try:
