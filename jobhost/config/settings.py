@@ -407,11 +407,11 @@ class Settings(BaseSettings):
     @field_validator("runtime_secrets_allowed")
     @classmethod
     def _allowed_secrets(cls, value: list[str]) -> list[str]:
-        settings_names = {name.upper() for name in setting_variables()}
         for name in value:
             if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
-            if name.upper() in settings_names or name.upper().startswith("JOBHOST_"):
+            # Every setting's variable starts so, and the host's own (JOBHOST_CONFIG) too.
+            if name.upper().startswith("JOBHOST_"):
                 raise ValueError(
                     f"{name} is a jobhost variable; runtime jobs never read the host's "
                     "settings: give the secret a variable of its own"
