@@ -16,6 +16,8 @@ from jobhost_contracts import (
     DstRepeat,
     IJobExecutor,
     JobKind,
+    JobPolicies,
+    policy_values,
 )
 
 from jobhost.config import JobOverride
@@ -31,6 +33,7 @@ NAME_RULE = (
 )
 _LONGEST_SUGGESTED = 500
 """Past this many characters an unknown name gets no suggestions."""
+_DEFAULT = policy_values(JobPolicies())
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,14 @@ class EffectiveTrigger:
 
     def dst_policy(self) -> str | None:
         """``dst_gap=skip, dst_repeat=both``: the parts that differ from the default, or None."""
-        parts = []
-        if self.dst_gap is not DstGap.SHIFT:
-            parts.append(f"dst_gap={self.dst_gap.value}")
-        if self.dst_repeat is not DstRepeat.ONCE:
-            parts.append(f"dst_repeat={self.dst_repeat.value}")
-        return ", ".join(parts) or None
+        chosen = chosen_dst_policy(self.dst_gap, self.dst_repeat)
+        return ", ".join(f"{name}={value}" for name, value in chosen.items()) or None
+
+
+def chosen_dst_policy(dst_gap: DstGap, dst_repeat: DstRepeat) -> dict[str, str]:
+    """The daylight-saving policies that differ from a declaration's default, by name."""
+    chosen = {"dst_gap": dst_gap, "dst_repeat": dst_repeat}
+    return {name: policy.value for name, policy in chosen.items() if policy is not _DEFAULT[name]}
 
 
 @dataclass(frozen=True)

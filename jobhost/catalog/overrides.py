@@ -2,8 +2,8 @@
 
 An override's ``cron`` replaces the declared trigger (any declared interval is dropped), its
 ``interval`` likewise; ``timezone`` replaces the zone, ``enabled`` the flag, and ``dst_gap`` /
-``dst_repeat`` the daylight-saving policy. Where a part came
-from decides the fix a problem suggests: the declaration, or the deployment's configuration.
+``dst_repeat`` the daylight-saving policy. Where a part came from decides the fix a problem
+suggests: the declaration, or the deployment's configuration.
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ class TriggerParts:
     interval: timedelta | None
     timezone: str
     enabled: bool
+    dst_gap: DstGap
+    dst_repeat: DstRepeat
     trigger_from: Origin
     zone_from: Origin
     enabled_from: Origin
-    dst_gap: DstGap = DstGap.SHIFT
-    dst_repeat: DstRepeat = DstRepeat.ONCE
-    dst_from: Origin = "declaration"
+    dst_from: Origin
     """Where the daylight-saving policy came from (an override may set either part)."""
 
 
@@ -66,11 +66,11 @@ def declared_parts(
         interval=declaration.interval,
         timezone=declaration.timezone,
         enabled=declaration.enabled,
+        dst_gap=declaration.dst_gap,
+        dst_repeat=declaration.dst_repeat,
         trigger_from=origin,
         zone_from=origin,
         enabled_from=origin,
-        dst_gap=declaration.dst_gap,
-        dst_repeat=declaration.dst_repeat,
         dst_from=origin,
     )
 

@@ -21,13 +21,17 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from jobhost_contracts import (
     BackgroundJobDeclaration,
-    DstGap,
-    DstRepeat,
     IJobExecutor,
     as_executor,
 )
 
-from jobhost.catalog.model import NAME_PATTERN, NAME_RULE, EffectiveTrigger, Problem
+from jobhost.catalog.model import (
+    NAME_PATTERN,
+    NAME_RULE,
+    EffectiveTrigger,
+    Problem,
+    chosen_dst_policy,
+)
 from jobhost.catalog.overrides import TriggerParts, section, to_trigger
 from jobhost.config import format_duration
 from jobhost.plugins import PluginJob
@@ -304,14 +308,8 @@ def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
     counts real time and a wildcard cron job follows it, so the operator's choice would be
     silently ignored.
     """
-    chosen = [
-        f"{name} = {value.value!r}"
-        for name, value, default in (
-            ("dst_gap", parts.dst_gap, DstGap.SHIFT),
-            ("dst_repeat", parts.dst_repeat, DstRepeat.ONCE),
-        )
-        if value is not default
-    ]
+    chosen_policy = chosen_dst_policy(parts.dst_gap, parts.dst_repeat)
+    chosen = [f"{name} = {value!r}" for name, value in chosen_policy.items()]
     if not chosen:
         return []
     if parts.cron is not None:
