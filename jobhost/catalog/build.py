@@ -13,7 +13,6 @@ from jobhost_contracts import BackgroundJobDeclaration
 from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.overrides import declared_parts, effective_parts, unknown_overrides
 from jobhost.catalog.policies import (
-    GROUP_CODES,
     POLICY_CODES,
     check_group,
     check_policies,
@@ -152,7 +151,7 @@ def _validate(
 ) -> tuple[JobSpec | None, list[Problem]]:
     override = settings.jobs.get(declaration.name)
     declared = declared_parts(declaration)
-    effective = declared if override is None else effective_parts(declaration, override)
+    effective = effective_parts(declared, override)
     # The declaration is checked on its own as well: it has to hold in every deployment, not
     # only in this one whose override happens to replace its broken part.
     declared_problems = checks.problems(declared)
@@ -174,9 +173,7 @@ def _validate(
     trigger = checks.trigger(effective)
     if pair is None or trigger is None:
         return None, problems
-    blocking = POLICY_CODES | GROUP_CODES
-    if not effective.enabled:
-        blocking -= _DISABLED_WARNS
+    blocking = POLICY_CODES if effective.enabled else POLICY_CODES - _DISABLED_WARNS
     if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
         p.code in blocking for p in policy_problems
     ):

@@ -75,11 +75,8 @@ def declared_parts(
     )
 
 
-def effective_parts(
-    declaration: BackgroundJobDeclaration, override: JobOverride | None
-) -> TriggerParts:
-    """The declaration with ``override`` applied."""
-    parts = declared_parts(declaration)
+def effective_parts(parts: TriggerParts, override: JobOverride | None) -> TriggerParts:
+    """``parts`` with ``override`` applied."""
     if override is None:
         return parts
     changes: dict[str, Any] = {}

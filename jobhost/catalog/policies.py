@@ -25,7 +25,6 @@ from jobhost.catalog.model import Problem, suggest
 from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
 
 __all__ = [
-    "GROUP_CODES",
     "POLICY_CODES",
     "RETRYABLE_OUTCOMES",
     "PolicyProblem",
@@ -36,8 +35,14 @@ __all__ = [
     "unused_limits",
 ]
 
-POLICY_CODES = frozenset({"bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"})
-"""Problems that keep a job out of the schedule: the host cannot honour its policies."""
+POLICY_CODES = frozenset(
+    {
+        *("bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"),
+        *("unknown-concurrency-group", "bad-concurrency-group"),
+    }
+)
+"""Problems that keep a job out of the schedule: the host cannot honour its policies (its
+group's limit among them)."""
 
 RETRYABLE_OUTCOMES = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
 """Outcomes a ``RetryPolicy.retry_on`` may name."""
@@ -161,10 +166,6 @@ def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
         rule = f"names no outcome a run can end with; allowed: {allowed}"
         add("retry_on", unknown, rule)
     return tuple(problems)
-
-
-GROUP_CODES = frozenset({"unknown-concurrency-group", "bad-concurrency-group"})
-"""Problems that keep a job out of the schedule: its group's limit could not be honoured."""
 
 
 def effective_group(

@@ -8,7 +8,6 @@ parses nothing it has seen before.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -22,7 +21,6 @@ from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_sche
 
 __all__ = ["FiringRules"]
 
-_log = logging.getLogger("jobhost.firing")
 _CACHE_LIMIT = 4096
 
 
