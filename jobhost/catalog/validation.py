@@ -85,33 +85,21 @@ def pair_problems(job: PluginJob) -> list[Problem]:
     else:
         name, module = None, job.plugin
         got = "None" if declaration is None else f"a {type(declaration).__name__}"
-        problems.append(
-            Problem(
-                None,
-                module,
-                "missing-declaration",
-                f"returned {got} where a BackgroundJobDeclaration belongs, paired with "
-                f"executor {_kind(executor)}; pair every executor with its declaration",
-            )
+        message = (
+            f"returned {got} where a BackgroundJobDeclaration belongs, paired with executor "
+            f"{_kind(executor)}; pair every executor with its declaration"
         )
+        problems.append(Problem(None, module, "missing-declaration", message))
     if executor is None:
-        problems.append(
-            Problem(
-                name,
-                module,
-                "missing-executor",
-                f"declared without an executor (plugin {job.plugin} paired it with None); pair "
-                "it with an object whose execute(context) runs the job",
-            )
+        message = (
+            f"declared without an executor (plugin {job.plugin} paired it with None); pair it "
+            "with an object whose execute(context) runs the job"
         )
+        problems.append(Problem(name, module, "missing-executor", message))
     elif not _is_executor(executor):
-        problems.append(
-            Problem(name, module, "bad-executor", _bad_executor(executor, _kind(executor)))
-        )
-    else:
-        wrong = _signature_problem(executor)
-        if wrong is not None:
-            problems.append(Problem(name, module, "bad-executor", wrong))
+        problems.append(Problem(name, module, "bad-executor", _bad_executor(executor)))
+    elif (wrong := _signature_problem(executor)) is not None:
+        problems.append(Problem(name, module, "bad-executor", wrong))
     return problems
 
 
@@ -128,15 +116,11 @@ def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
     """``bad-name`` unless the name follows :data:`NAME_RULE`."""
     if NAME_PATTERN.fullmatch(declaration.name):
         return []
-    return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            "bad-name",
-            f"job name {declaration.name!r} does not follow the naming rule: {NAME_RULE}; "
-            "rename it in the declaration",
-        )
-    ]
+    message = (
+        f"job name {declaration.name!r} does not follow the naming rule: {NAME_RULE}; "
+        "rename it in the declaration"
+    )
+    return [Problem(declaration.name, declaration.module, "bad-name", message)]
 
 
 def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
@@ -147,17 +131,13 @@ def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
     if name.startswith(f"{module}.") or not NAME_PATTERN.fullmatch(name):
         return []
     rest = name.split(".", 1)[1]
-    return [
-        Problem(
-            name,
-            module,
-            "name-outside-module",
-            f"job name {name!r} does not start with its module's name ({module}.): a name is "
-            f"the module, then the job, so that alerts, configuration and the CLI say whose job "
-            f"it is; rename it {module}.{rest} in the declaration (its history stays under the "
-            "old name), or declare it in the module its name starts with",
-        )
-    ]
+    message = (
+        f"job name {name!r} does not start with its module's name ({module}.): a name is the "
+        "module, then the job, so that alerts, configuration and the CLI say whose job it is; "
+        f"rename it {module}.{rest} in the declaration (its history stays under the old name), "
+        "or declare it in the module its name starts with"
+    )
+    return [Problem(name, module, "name-outside-module", message)]
 
 
 def check_trigger(parts: TriggerParts) -> list[Problem]:
@@ -246,14 +226,8 @@ def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerPart
         "declaration": "enable it in the declaration (or declare it not critical)",
         "api": 'set "enabled": true in the job\'s definition (or "critical": false)',
     }[effective.enabled_from]
-    return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            "critical-disabled",
-            f"is critical but disabled; a critical job must run: {fix}",
-        )
-    ]
+    message = f"is critical but disabled; a critical job must run: {fix}"
+    return [Problem(declaration.name, declaration.module, "critical-disabled", message)]
 
 
 def _problem(parts: TriggerParts, code: str, message: str) -> Problem:
@@ -362,15 +336,15 @@ def _signature_problem(executor: object) -> str | None:
     return None
 
 
-def _bad_executor(executor: object, kind: str) -> str:
-    """The message for something that is no executor at all; ``kind`` describes it."""
+def _bad_executor(executor: object) -> str:
+    """The message for something that is no executor at all."""
     if isinstance(executor, type) and callable(getattr(executor, "execute", None)):
         return (
             f"executor is the class {executor.__name__}, not an instance; register "
             f"{executor.__name__}() instead"
         )
     return (
-        f"executor {kind} has no callable execute(context), so it does not satisfy "
+        f"executor {_kind(executor)} has no callable execute(context), so it does not satisfy "
         "IJobExecutor, and is not a function; pair the declaration with an object whose "
         "execute(context) runs the job, or with a function taking the context"
     )
