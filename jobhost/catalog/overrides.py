@@ -136,15 +136,11 @@ def unknown_overrides(
                 f" ({plugins_failed} plugin(s) failed to load and may declare it; "
                 "see the plugin problems)"
             )
-        problems.append(
-            Problem(
-                name,
-                None,
-                "unknown-override",
-                f"{section(name)} overrides a job that no module declares{hint}; fix the "
-                "name or remove the section",
-            )
+        message = (
+            f"{section(name)} overrides a job that no module declares{hint}; fix the name or "
+            "remove the section"
         )
+        problems.append(Problem(name, None, "unknown-override", message))
     return problems
 
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_duration
 
 from jobhost.catalog.model import Problem, suggest
+from jobhost.catalog.overrides import section
 from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
 
 __all__ = [
@@ -58,27 +59,16 @@ def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) ->
     lease = declaration.lease
     least = settings.heartbeat_interval * LEASE_HEARTBEATS
     if lease is not None and not least <= lease <= MAX_DURATION:
-        found.append(
-            PolicyProblem(
-                "bad-lease",
-                "lease",
-                lease,
-                f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
-                f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
-                f"{format_duration(least)}, and at most 365d, or None for lease_duration",
-            )
+        rule = (
+            f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
+            f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
+            f"{format_duration(least)}, and at most 365d, or None for lease_duration"
         )
-    if not found:
-        return []
-    order = {code: i for i, code in enumerate(_ORDER)}
-    found.sort(key=lambda problem: order[problem.code])
+        found.append(PolicyProblem("bad-lease", "lease", lease, rule))
+    found.sort(key=lambda problem: _ORDER.index(problem.code))
+    fix = f"fix the declaration in module {declaration.module}"
     return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            problem.code,
-            f"{problem.text()}; fix the declaration in module {declaration.module}",
-        )
+        Problem(declaration.name, declaration.module, problem.code, f"{problem.text()}; {fix}")
         for problem in found
     ]
 
@@ -186,35 +176,29 @@ def check_group(
         return []
     from_override = override is not None and override.concurrency_group is not None
     where = (
-        f'[jobs."{declaration.name}"] in the configuration'
+        f"{section(declaration.name)} in the configuration"
         if from_override
         else f"the declaration in module {declaration.module}"
     )
-    if not GROUP_NAME.fullmatch(group):
-        return [
-            Problem(
-                declaration.name,
-                declaration.module,
-                "bad-concurrency-group",
-                f"concurrency_group = {group!r} is not a group name (1 to 100 lower-case "
-                f"letters, digits, '.', '_' or '-'); fix it in {where}",
-            )
-        ]
     limits = settings.concurrency_limits
-    if group in limits:
+    if not GROUP_NAME.fullmatch(group):
+        code = "bad-concurrency-group"
+        message = (
+            f"concurrency_group = {group!r} is not a group name (1 to 100 lower-case letters, "
+            f"digits, '.', '_' or '-'); fix it in {where}"
+        )
+    elif group in limits:
         return []
-    close = suggest(group, list(limits))
-    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-    return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            "unknown-concurrency-group",
+    else:
+        close = suggest(group, list(limits))
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        code = "unknown-concurrency-group"
+        message = (
             f"concurrency_group = {group!r} names a group with no limit{hint}; add "
             f"'{group} = N' under [concurrency_limits] in the configuration, or fix the "
-            f"group name in {where}",
+            f"group name in {where}"
         )
-    ]
+    return [Problem(declaration.name, declaration.module, code, message)]
 
 
 def unused_limits(limits: Mapping[str, int], used: Iterable[str | None]) -> list[Problem]:
