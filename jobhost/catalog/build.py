@@ -171,18 +171,18 @@ def _validate(
 
     pair = check_pair(job)
     trigger = checks.trigger(effective)
-    if pair is None or trigger is None:
-        return None, problems
     blocking = POLICY_CODES if effective.enabled else POLICY_CODES - _DISABLED_WARNS
-    if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
-        p.code in blocking for p in policy_problems
+    if (
+        pair is None
+        or trigger is None
+        or any(p.code in _UNSCHEDULABLE for p in effective_problems)
+        or any(p.code in blocking for p in policy_problems)
     ):
         return None, problems
-    executor = pair[1]
     source = declaration.configuration_source or declaration.module
     spec = JobSpec(
         declaration=declaration,
-        executor=executor,
+        executor=pair[1],
         plugin=job.plugin,
         trigger=trigger,
         # None only for a declaration with both triggers, which an override replaced here.
@@ -220,14 +220,12 @@ def _plugin_problem(
 ) -> Problem:
     if problem.code == "module-settings" and problem.section is not None:
         section = problem.section
-        return Problem(
-            None,
-            section,
-            problem.code,
+        message = (
             f"[modules.{section}] ({settings.module_source(section, environ)}) "
             f"{problem.message}; fix [modules.{section}] (module {section} declares its jobs "
-            "once its settings are valid)",
+            "once its settings are valid)"
         )
+        return Problem(None, section, problem.code, message)
     return Problem(None, problem.plugin, problem.code, problem.message)
 
 
