@@ -193,6 +193,15 @@ def _group_names(value: dict[str, int]) -> dict[str, int]:
     return value
 
 
+def _proxy_address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address or network: give e.g. '10.0.0.5' or '10.0.0.0/8'"
+        ) from None
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
@@ -211,7 +220,6 @@ GroupLimits = Annotated[dict[str, _Slots], AfterValidator(_group_names)]
 HostId = Annotated[str | None, AfterValidator(_host_id)]
 """1 to 200 characters; empty means unset."""
 DashboardUrl = Annotated[str | None, AfterValidator(_dashboard_url)]
-
 ListenAddress = Annotated[str | None, AfterValidator(_listen_address)]
 """``HOST:PORT``; empty means unset."""
 LogLevel = Annotated[str, AfterValidator(_level)]
@@ -222,17 +230,6 @@ PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
 """An SQLAlchemy URL of PostgreSQL; empty means unset."""
 SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
 """A key of at least 32 characters, never shown (``**********``); empty means unset."""
-
-
-def _proxy_address(value: str) -> str:
-    try:
-        return str(ipaddress.ip_network(value.strip(), strict=False))
-    except ValueError:
-        raise ValueError(
-            f"{value!r} is not an IP address or network: give e.g. '10.0.0.5' or '10.0.0.0/8'"
-        ) from None
-
-
 ProxyAddress = Annotated[str, AfterValidator(_proxy_address)]
 """An IP address or a CIDR network, kept in its normal form (``10.0.0.0/8``)."""
 
