@@ -361,10 +361,7 @@ def _call_problem(target: Callable[..., Any], name: str, *, skip_self: bool) -> 
     except (TypeError, ValueError):  # a builtin without a signature: it will tell at run time
         return None
     try:
-        if skip_self:
-            signature.bind(None, None)
-        else:
-            signature.bind(None)
+        signature.bind(*((None, None) if skip_self else (None,)))
     except TypeError:
         shown = signature.replace(return_annotation=inspect.Signature.empty)
         if skip_self:
