@@ -164,7 +164,7 @@ class Settings(BaseSettings):
         return found
 
     def store_options(self, shortest_lease: timedelta | None = None) -> StoreOptions:
-        """The store store's timeouts (in seconds) and pooling, as :func:`create_store_engine`
+        """The store engine's timeouts (in seconds) and pooling, as :func:`create_store_engine`
         takes them; ``shortest_lease`` is the shortest a job of the process declares, if any."""
         # A transaction idle for a whole lease belongs to a frozen process, whose claims are
         # already lost: ended, its row locks no longer hide its runs from the others. The
@@ -270,7 +270,7 @@ class Settings(BaseSettings):
 
 
 class StoreOptions(TypedDict):
-    """The store store's timeouts in seconds and its pooling, as ``create_store_engine`` takes
+    """The store engine's timeouts in seconds and its pooling, as ``create_store_engine`` takes
     them."""
 
     connect_timeout: float
