@@ -6,7 +6,6 @@ Job outcomes are values (``returns.Result``) and never pass through here.
 from __future__ import annotations
 
 __all__ = [
-    "CatalogInvalidError",
     "ConfigError",
     "HostIdInUseError",
     "JobhostError",
@@ -46,16 +45,6 @@ class ConfigError(JobhostError):
         super().__init__(f"invalid configuration ({source}):\n{lines}")
 
 
-class CatalogInvalidError(JobhostError):
-    """The declared jobs have problems; the host refuses to start until they are fixed."""
-
-    exit_code = 3
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        super().__init__("the job catalog is invalid:\n" + "\n".join(f"  {x}" for x in lines))
-
-
 class UnknownJobError(JobhostError, LookupError):
     """A command named a job nobody declares; the message suggests the closest names."""
 
@@ -70,8 +59,6 @@ class UnknownJobError(JobhostError, LookupError):
 
 class StoreUnavailableError(JobhostError):
     """The database cannot be reached or its schema is not current."""
-
-    exit_code = 1
 
 
 class StoreMissingError(JobhostError):

@@ -102,7 +102,7 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
 
 class RunRetention:
     """The executor: purges, in batches, the store of the host that runs it (which hands it
-    its store, see :class:`~jobhost.catalog.executors.UsesStore`)."""
+    its store, see :class:`~jobhost.catalog.validation.UsesStore`)."""
 
     def __init__(self, config: RetentionSettings) -> None:
         self.config = config

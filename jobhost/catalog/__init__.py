@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem, ProblemCode
+from jobhost.catalog.model import (
+    NAME_PATTERN,
+    NAME_RULE,
+    Catalog,
+    EffectiveTrigger,
+    JobSpec,
+    Problem,
+)
 
 if TYPE_CHECKING:
     from jobhost.catalog.build import build_catalog
-    from jobhost.catalog.validation import NAME_PATTERN, NAME_RULE
 
 __all__ = [
     "NAME_PATTERN",
@@ -22,7 +28,6 @@ __all__ = [
     "EffectiveTrigger",
     "JobSpec",
     "Problem",
-    "ProblemCode",
     "build_catalog",
 ]
 
@@ -33,8 +38,4 @@ def __getattr__(name: str) -> Any:
         from jobhost.catalog.build import build_catalog
 
         return build_catalog
-    if name in ("NAME_PATTERN", "NAME_RULE"):
-        from jobhost.catalog import validation
-
-        return getattr(validation, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,15 @@ from typing import Any
 
 from jobhost_contracts import BackgroundJobDeclaration
 
-from jobhost.catalog.groups import GROUP_CODES, check_group, effective_group, unused_limits
 from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.overrides import declared_parts, effective_parts, unknown_overrides
-from jobhost.catalog.policies import POLICY_CODES, check_policies
+from jobhost.catalog.policies import (
+    POLICY_CODES,
+    check_group,
+    check_policies,
+    effective_group,
+    unused_limits,
+)
 from jobhost.catalog.validation import (
     TriggerChecks,
     check_critical,
@@ -146,7 +151,7 @@ def _validate(
 ) -> tuple[JobSpec | None, list[Problem]]:
     override = settings.jobs.get(declaration.name)
     declared = declared_parts(declaration)
-    effective = declared if override is None else effective_parts(declaration, override)
+    effective = effective_parts(declared, override)
     # The declaration is checked on its own as well: it has to hold in every deployment, not
     # only in this one whose override happens to replace its broken part.
     declared_problems = checks.problems(declared)
@@ -166,20 +171,18 @@ def _validate(
 
     pair = check_pair(job)
     trigger = checks.trigger(effective)
-    if pair is None or trigger is None:
-        return None, problems
-    blocking = POLICY_CODES | GROUP_CODES
-    if not effective.enabled:
-        blocking -= _DISABLED_WARNS
-    if any(p.code in _UNSCHEDULABLE for p in effective_problems) or any(
-        p.code in blocking for p in policy_problems
+    blocking = POLICY_CODES if effective.enabled else POLICY_CODES - _DISABLED_WARNS
+    if (
+        pair is None
+        or trigger is None
+        or any(p.code in _UNSCHEDULABLE for p in effective_problems)
+        or any(p.code in blocking for p in policy_problems)
     ):
         return None, problems
-    executor = pair[1]
     source = declaration.configuration_source or declaration.module
     spec = JobSpec(
         declaration=declaration,
-        executor=executor,
+        executor=pair[1],
         plugin=job.plugin,
         trigger=trigger,
         # None only for a declaration with both triggers, which an override replaced here.
@@ -217,14 +220,12 @@ def _plugin_problem(
 ) -> Problem:
     if problem.code == "module-settings" and problem.section is not None:
         section = problem.section
-        return Problem(
-            None,
-            section,
-            problem.code,
+        message = (
             f"[modules.{section}] ({settings.module_source(section, environ)}) "
             f"{problem.message}; fix [modules.{section}] (module {section} declares its jobs "
-            "once its settings are valid)",
+            "once its settings are valid)"
         )
+        return Problem(None, section, problem.code, message)
     return Problem(None, problem.plugin, problem.code, problem.message)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,49 +16,24 @@ from jobhost_contracts import (
     DstRepeat,
     IJobExecutor,
     JobKind,
+    JobPolicies,
+    policy_values,
 )
 
 from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
-__all__ = ["Catalog", "EffectiveTrigger", "JobSpec", "Problem", "ProblemCode"]
+__all__ = ["NAME_PATTERN", "NAME_RULE", "Catalog", "EffectiveTrigger", "JobSpec", "Problem"]
 
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
+NAME_RULE = (
+    "lower case, the module then the job separated by a dot ('files.orphan-cleanup'), "
+    "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
+)
 _LONGEST_SUGGESTED = 500
 """Past this many characters an unknown name gets no suggestions."""
-
-ProblemCode = Literal[
-    "duplicate-name",
-    "missing-executor",
-    "bad-executor",
-    "missing-declaration",
-    "bad-name",
-    "name-outside-module",
-    "no-trigger",
-    "both-triggers",
-    "non-positive-interval",
-    "interval-too-long",
-    "cron-syntax",
-    "cron-never-fires",
-    "unknown-timezone",
-    "dst-policy-unused",
-    "unknown-override",
-    "override-both-triggers",
-    "critical-disabled",
-    "plugin-import",
-    "plugin-hook",
-    "plugin-unknown-hook",
-    "plugin-bad-result",
-    "plugin-no-hooks",
-    "module-settings",
-    "bad-timeout",
-    "bad-lease",
-    "bad-retry",
-    "bad-misfire",
-    "bad-overlap",
-    "runtime-name-taken",
-    "runtime-job-invalid",
-]
+_DEFAULT = policy_values(JobPolicies())
 
 
 @dataclass(frozen=True)
@@ -118,12 +94,14 @@ class EffectiveTrigger:
 
     def dst_policy(self) -> str | None:
         """``dst_gap=skip, dst_repeat=both``: the parts that differ from the default, or None."""
-        parts = []
-        if self.dst_gap is not DstGap.SHIFT:
-            parts.append(f"dst_gap={self.dst_gap.value}")
-        if self.dst_repeat is not DstRepeat.ONCE:
-            parts.append(f"dst_repeat={self.dst_repeat.value}")
-        return ", ".join(parts) or None
+        chosen = chosen_dst_policy(self.dst_gap, self.dst_repeat)
+        return ", ".join(f"{name}={value}" for name, value in chosen.items()) or None
+
+
+def chosen_dst_policy(dst_gap: DstGap, dst_repeat: DstRepeat) -> dict[str, str]:
+    """The daylight-saving policies that differ from a declaration's default, by name."""
+    chosen = {"dst_gap": dst_gap, "dst_repeat": dst_repeat}
+    return {name: policy.value for name, policy in chosen.items() if policy is not _DEFAULT[name]}
 
 
 @dataclass(frozen=True)
@@ -212,9 +190,6 @@ class Catalog:
     def ok(self) -> bool:
         """True when there is nothing to fix; the host refuses to run otherwise."""
         return not self.problems
-
-    def names(self) -> list[str]:
-        return list(self.jobs)
 
     def get(self, name: str) -> JobSpec:
         """The job called ``name``; :class:`UnknownJobError` with the closest names otherwise."""

@@ -2,16 +2,16 @@
 
 An override's ``cron`` replaces the declared trigger (any declared interval is dropped), its
 ``interval`` likewise; ``timezone`` replaces the zone, ``enabled`` the flag, and ``dst_gap`` /
-``dst_repeat`` the daylight-saving policy. Where a part came
-from decides the fix a problem suggests: the declaration, or the deployment's configuration.
+``dst_repeat`` the daylight-saving policy. Where a part came from decides the fix a problem
+suggests: the declaration, or the deployment's configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from jobhost_contracts import BackgroundJobDeclaration, DstGap, DstRepeat
 
@@ -46,12 +46,12 @@ class TriggerParts:
     interval: timedelta | None
     timezone: str
     enabled: bool
+    dst_gap: DstGap
+    dst_repeat: DstRepeat
     trigger_from: Origin
     zone_from: Origin
     enabled_from: Origin
-    dst_gap: DstGap = DstGap.SHIFT
-    dst_repeat: DstRepeat = DstRepeat.ONCE
-    dst_from: Origin = "declaration"
+    dst_from: Origin
     """Where the daylight-saving policy came from (an override may set either part)."""
 
 
@@ -66,51 +66,34 @@ def declared_parts(
         interval=declaration.interval,
         timezone=declaration.timezone,
         enabled=declaration.enabled,
+        dst_gap=declaration.dst_gap,
+        dst_repeat=declaration.dst_repeat,
         trigger_from=origin,
         zone_from=origin,
         enabled_from=origin,
-        dst_gap=declaration.dst_gap,
-        dst_repeat=declaration.dst_repeat,
         dst_from=origin,
     )
 
 
-def effective_parts(
-    declaration: BackgroundJobDeclaration, override: JobOverride | None
-) -> TriggerParts:
-    """The declaration with ``override`` applied."""
-    parts = declared_parts(declaration)
+def effective_parts(parts: TriggerParts, override: JobOverride | None) -> TriggerParts:
+    """``parts`` with ``override`` applied."""
     if override is None:
         return parts
-    cron, interval, trigger_from = parts.cron, parts.interval, parts.trigger_from
+    changes: dict[str, Any] = {}
     if override.cron is not None or override.interval is not None:
         # Both set is an override-both-triggers problem; keeping both lets validation say so.
-        cron, interval, trigger_from = override.cron, override.interval, "override"
-    timezone, zone_from = parts.timezone, parts.zone_from
+        changes.update(cron=override.cron, interval=override.interval, trigger_from="override")
     if override.timezone is not None:
-        timezone, zone_from = override.timezone, "override"
-    enabled, enabled_from = parts.enabled, parts.enabled_from
+        changes.update(timezone=override.timezone, zone_from="override")
     if override.enabled is not None:
-        enabled, enabled_from = override.enabled, "override"
-    dst_gap, dst_repeat, dst_from = parts.dst_gap, parts.dst_repeat, parts.dst_from
+        changes.update(enabled=override.enabled, enabled_from="override")
     if override.dst_gap is not None or override.dst_repeat is not None:
-        dst_gap = override.dst_gap or dst_gap
-        dst_repeat = override.dst_repeat or dst_repeat
-        dst_from = "override"
-    return TriggerParts(
-        name=parts.name,
-        module=parts.module,
-        cron=cron,
-        interval=interval,
-        timezone=timezone,
-        enabled=enabled,
-        trigger_from=trigger_from,
-        zone_from=zone_from,
-        enabled_from=enabled_from,
-        dst_gap=dst_gap,
-        dst_repeat=dst_repeat,
-        dst_from=dst_from,
-    )
+        changes.update(
+            dst_gap=override.dst_gap or parts.dst_gap,
+            dst_repeat=override.dst_repeat or parts.dst_repeat,
+            dst_from="override",
+        )
+    return replace(parts, **changes)
 
 
 def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:
@@ -153,15 +136,11 @@ def unknown_overrides(
                 f" ({plugins_failed} plugin(s) failed to load and may declare it; "
                 "see the plugin problems)"
             )
-        problems.append(
-            Problem(
-                name,
-                None,
-                "unknown-override",
-                f"{section(name)} overrides a job that no module declares{hint}; fix the "
-                "name or remove the section",
-            )
+        message = (
+            f"{section(name)} overrides a job that no module declares{hint}; fix the name or "
+            "remove the section"
         )
+        problems.append(Problem(name, None, "unknown-override", message))
     return problems
 
 

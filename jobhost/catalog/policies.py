@@ -5,29 +5,45 @@ another replica take a live run's job over, ``max_attempts = 0`` or a negative b
 retry arithmetic lie. The declaration's constructor checks only types (see
 :mod:`jobhost_contracts.declaration`); the values are judged here, with the host's settings in
 hand, so that every job's problems are listed together.
+
+A job joins a concurrency group by its declaration's ``concurrency_group`` or by
+``concurrency_group`` under ``[jobs."NAME"]`` (the override wins). A group without a
+``[concurrency_limits]`` entry would run without its limit, so it is a problem that keeps the host
+from starting; a limit no job uses is only a warning (a job may be disabled or removed for a while).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 
 from jobhost_contracts import BackgroundJobDeclaration, RetryPolicy, format_duration
 
-from jobhost.catalog.model import Problem
-from jobhost.config import LEASE_HEARTBEATS, MAX_DURATION, Settings
+from jobhost.catalog.model import Problem, suggest
+from jobhost.catalog.overrides import section
+from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
 
 __all__ = [
     "POLICY_CODES",
     "RETRYABLE_OUTCOMES",
     "PolicyProblem",
+    "check_group",
     "check_policies",
+    "effective_group",
     "policy_problems",
+    "unused_limits",
 ]
 
-POLICY_CODES = frozenset({"bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"})
-"""Problems that keep a job out of the schedule: the host cannot honour its policies."""
+POLICY_CODES = frozenset(
+    {
+        *("bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"),
+        *("unknown-concurrency-group", "bad-concurrency-group"),
+    }
+)
+"""Problems that keep a job out of the schedule: the host cannot honour its policies (its
+group's limit among them)."""
 
 RETRYABLE_OUTCOMES = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
 """Outcomes a ``RetryPolicy.retry_on`` may name."""
@@ -43,27 +59,16 @@ def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) ->
     lease = declaration.lease
     least = settings.heartbeat_interval * LEASE_HEARTBEATS
     if lease is not None and not least <= lease <= MAX_DURATION:
-        found.append(
-            PolicyProblem(
-                "bad-lease",
-                "lease",
-                lease,
-                f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
-                f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
-                f"{format_duration(least)}, and at most 365d, or None for lease_duration",
-            )
+        rule = (
+            f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
+            f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
+            f"{format_duration(least)}, and at most 365d, or None for lease_duration"
         )
-    if not found:
-        return []
-    order = {code: i for i, code in enumerate(_ORDER)}
-    found.sort(key=lambda problem: order[problem.code])
+        found.append(PolicyProblem("bad-lease", "lease", lease, rule))
+    found.sort(key=lambda problem: _ORDER.index(problem.code))
+    fix = f"fix the declaration in module {declaration.module}"
     return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            problem.code,
-            f"{problem.text()}; fix the declaration in module {declaration.module}",
-        )
+        Problem(declaration.name, declaration.module, problem.code, f"{problem.text()}; {fix}")
         for problem in found
     ]
 
@@ -88,27 +93,23 @@ def policy_problems(declaration: BackgroundJobDeclaration) -> list[PolicyProblem
     """The policy values no host could honour whatever its settings: the one judgement of a
     job's policies, for declared jobs (:func:`check_policies`) and runtime jobs alike."""
     d = declaration
-    return list(
-        _judged(
-            timeout=d.timeout,
-            grace=d.misfire_grace,
-            catch_up_limit=d.catch_up_limit,
-            overdue=d.overdue_after,
-            max_concurrent=d.max_concurrent,
-            retry=d.retry,
-        )
+    limits = _judged(
+        d.timeout, d.misfire_grace, d.catch_up_limit, d.overdue_after, d.max_concurrent
     )
+    return [*limits, *_judged_retry(d.retry)]
+
+
+# The order problems are listed in, as a reader meets the fields.
+_ORDER = ("bad-timeout", "bad-lease", "bad-misfire", "bad-overlap", "bad-retry")
 
 
 @lru_cache(maxsize=4096)
 def _judged(
-    *,
     timeout: timedelta | None,
-    grace: timedelta | None,
+    misfire_grace: timedelta | None,
     catch_up_limit: int,
-    overdue: timedelta | None,
+    overdue_after: timedelta | None,
     max_concurrent: int,
-    retry: RetryPolicy,
 ) -> tuple[PolicyProblem, ...]:
     # Kept per distinct set of values: a catalog of 10,000 jobs has a handful of policies.
     problems: list[PolicyProblem] = []
@@ -118,51 +119,99 @@ def _judged(
 
     if timeout is not None and not timedelta(0) < timeout <= MAX_DURATION:
         add("bad-timeout", "timeout", timeout, "must be positive and at most 365d, or None")
-    if grace is not None and not timedelta(0) < grace <= MAX_DURATION:
-        add("bad-misfire", "misfire_grace", grace, "must be positive and at most 365d, or None")
+    if misfire_grace is not None and not timedelta(0) < misfire_grace <= MAX_DURATION:
+        rule = "must be positive and at most 365d, or None"
+        add("bad-misfire", "misfire_grace", misfire_grace, rule)
     if not 1 <= catch_up_limit <= _MAX_CATCH_UP:
         add("bad-misfire", "catch_up_limit", catch_up_limit, "must be 1 to 10000")
-    if overdue is not None and not timedelta(0) <= overdue <= MAX_DURATION:
-        add("bad-misfire", "overdue_after", overdue, "must be 0s to 365d, or None")
+    if overdue_after is not None and not timedelta(0) <= overdue_after <= MAX_DURATION:
+        add("bad-misfire", "overdue_after", overdue_after, "must be 0s to 365d, or None")
     if not 1 <= max_concurrent <= _MAX_CONCURRENT:
         add("bad-overlap", "max_concurrent", max_concurrent, "must be 1 to 1024")
-    for field, value, rule in _retry_problems(retry):
-        add("bad-retry", f"retry.{field}", value, rule)
     return tuple(problems)
 
 
-# The order problems are listed in, as a reader meets the fields.
-_ORDER = ("bad-timeout", "bad-lease", "bad-misfire", "bad-overlap", "bad-retry")
+@lru_cache(maxsize=4096)
+def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
+    problems: list[PolicyProblem] = []
 
+    def add(field: str, value: object, rule: str) -> None:
+        problems.append(PolicyProblem("bad-retry", f"retry.{field}", value, rule))
 
-def _retry_problems(retry: RetryPolicy) -> list[tuple[str, object, str]]:
-    found: list[tuple[str, object, str]] = []
     if not 1 <= retry.max_attempts <= _MAX_ATTEMPTS:
-        found.append(
-            ("max_attempts", retry.max_attempts, "must be 1 (no retry) to 100; it counts the first")
-        )
+        rule = "must be 1 (no retry) to 100; it counts the first"
+        add("max_attempts", retry.max_attempts, rule)
     if not timedelta(0) <= retry.backoff <= MAX_DURATION:
-        found.append(("backoff", retry.backoff, "must be 0s to 365d"))
+        add("backoff", retry.backoff, "must be 0s to 365d")
     if not timedelta(0) <= retry.backoff_max <= MAX_DURATION:
-        found.append(("backoff_max", retry.backoff_max, "must be 0s to 365d"))
+        add("backoff_max", retry.backoff_max, "must be 0s to 365d")
     elif retry.backoff_max < retry.backoff:
-        found.append(
-            (
-                "backoff_max",
-                retry.backoff_max,
-                f"must not be shorter than backoff ({format_duration(retry.backoff)})",
-            )
-        )
+        rule = f"must not be shorter than backoff ({format_duration(retry.backoff)})"
+        add("backoff_max", retry.backoff_max, rule)
     if not 0 <= retry.jitter <= 1:
-        found.append(("jitter", retry.jitter, "must be 0 to 1 (a fraction of the delay)"))
+        add("jitter", retry.jitter, "must be 0 to 1 (a fraction of the delay)")
     unknown = sorted(str(o) for o in retry.retry_on if o not in RETRYABLE_OUTCOMES)
     if unknown:
-        found.append(
-            (
-                "retry_on",
-                unknown,
-                "names no outcome a run can end with; allowed: "
-                + ", ".join(sorted(RETRYABLE_OUTCOMES)),
-            )
+        allowed = ", ".join(sorted(RETRYABLE_OUTCOMES))
+        rule = f"names no outcome a run can end with; allowed: {allowed}"
+        add("retry_on", unknown, rule)
+    return tuple(problems)
+
+
+def effective_group(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None
+) -> str | None:
+    """The group the job runs in: the override's, else the declaration's, else None."""
+    if override is not None and override.concurrency_group is not None:
+        return override.concurrency_group or None
+    return declaration.concurrency_group
+
+
+def check_group(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None, settings: Settings
+) -> list[Problem]:
+    """The problem with the job's group, if any, with the fix."""
+    group = effective_group(declaration, override)
+    if group is None:
+        return []
+    from_override = override is not None and override.concurrency_group is not None
+    where = (
+        f"{section(declaration.name)} in the configuration"
+        if from_override
+        else f"the declaration in module {declaration.module}"
+    )
+    limits = settings.concurrency_limits
+    if not GROUP_NAME.fullmatch(group):
+        code = "bad-concurrency-group"
+        message = (
+            f"concurrency_group = {group!r} is not a group name (1 to 100 lower-case letters, "
+            f"digits, '.', '_' or '-'); fix it in {where}"
         )
-    return found
+    elif group in limits:
+        return []
+    else:
+        close = suggest(group, list(limits))
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        code = "unknown-concurrency-group"
+        message = (
+            f"concurrency_group = {group!r} names a group with no limit{hint}; add "
+            f"'{group} = N' under [concurrency_limits] in the configuration, or fix the "
+            f"group name in {where}"
+        )
+    return [Problem(declaration.name, declaration.module, code, message)]
+
+
+def unused_limits(limits: Mapping[str, int], used: Iterable[str | None]) -> list[Problem]:
+    """A warning for every ``[concurrency_limits]`` entry no job joins."""
+    joined = {group for group in used if group is not None}
+    return [
+        Problem(
+            None,
+            None,
+            "unused-concurrency-limit",
+            f"[concurrency_limits] {name} = {limits[name]} names a group no job joins; set "
+            'concurrency_group on a job (declaration or [jobs."NAME"]) or remove the entry',
+        )
+        for name in sorted(limits)
+        if name not in joined
+    ]

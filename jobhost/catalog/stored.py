@@ -51,7 +51,6 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _DST_GAP = {policy.value: policy for policy in DstGap}
 _DST_REPEAT = {policy.value: policy for policy in DstRepeat}
 _TRIGGER_PARTS = ("kind", "expression", "interval", "timezone", "source", "dst_gap", "dst_repeat")
-_RETRY_PARTS = tuple(field_types(RetryPolicy))
 _SHARED: dict[tuple[Hashable, ...], object] = {}
 _SHARED_KEPT = 20_000
 
@@ -86,9 +85,7 @@ def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _
 
     Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write.
     """
-    data = orjson.loads(text)
-    if data.get("format") != _FORMAT:
-        raise ValueError(f"unknown declaration format {data.get('format')!r}")
+    data = _document(text)
     declared = _trigger(data["declared"])
     declaration = BackgroundJobDeclaration(
         name=name,
@@ -141,9 +138,7 @@ def stored_facts(text: str) -> StoredFacts:
 
     Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write.
     """
-    data = orjson.loads(text)
-    if data.get("format") != _FORMAT:
-        raise ValueError(f"unknown declaration format {data.get('format')!r}")
+    data = _document(text)
     override = data["override"]
     return StoredFacts(
         enabled=data["enabled"],
@@ -171,7 +166,7 @@ def json_value(
     if isinstance(value, StrEnum):
         return value.value
     if isinstance(value, RetryPolicy):
-        return {part: json_value(getattr(value, part), duration) for part in _RETRY_PARTS}
+        return {part: json_value(getattr(value, part), duration) for part in _RETRY_READERS}
     if isinstance(value, frozenset):
         return sorted(value)
     return value
@@ -188,6 +183,13 @@ class StoredExecutor:
             f"job {self.name} was read from the store, not loaded from its module: run it "
             "through a host or with `jobhost trigger`, which loads the module"
         )
+
+
+def _document(text: str) -> dict[str, Any]:
+    data: dict[str, Any] = orjson.loads(text)
+    if data.get("format") != _FORMAT:
+        raise ValueError(f"unknown declaration format {data.get('format')!r}")
+    return data
 
 
 def _compact_json(document: dict[str, Any], *, plain: bool) -> str:
@@ -218,15 +220,7 @@ _EXPONENT = re.compile(r"[0-9][eE]")
 
 
 def _trigger_json(trigger: EffectiveTrigger) -> dict[str, Any]:
-    return {
-        "kind": trigger.kind,
-        "expression": trigger.expression,
-        "interval": _seconds(trigger.interval),
-        "timezone": trigger.timezone,
-        "source": trigger.source,
-        "dst_gap": trigger.dst_gap.value,
-        "dst_repeat": trigger.dst_repeat.value,
-    }
+    return {part: json_value(getattr(trigger, part)) for part in _TRIGGER_PARTS}
 
 
 def _trigger(data: Mapping[str, Any]) -> EffectiveTrigger:
@@ -248,21 +242,12 @@ def _trigger(data: Mapping[str, Any]) -> EffectiveTrigger:
 
 
 def _retry(data: Mapping[str, Any]) -> RetryPolicy:
+    values = {part: read(data[part]) for part, read in _RETRY_READERS.items()}
     # With the types: 1 and 1.0 (and True) are equal keys, but not equal policies.
-    key = (
-        "retry",
-        *((type(data[part]), data[part]) for part in _RETRY_PARTS[:-1]),
-        tuple(data["retry_on"]),
-    )
+    key = ("retry", *((type(value), value) for value in values.values()))
     found = _SHARED.get(key)
     if found is None:
-        found = RetryPolicy(
-            max_attempts=data["max_attempts"],
-            backoff=timedelta(seconds=data["backoff"]),
-            backoff_max=timedelta(seconds=data["backoff_max"]),
-            jitter=data["jitter"],
-            retry_on=frozenset(data["retry_on"]),
-        )
+        found = RetryPolicy(**values)
         _share(key, found)
     return cast(RetryPolicy, found)
 
@@ -271,10 +256,6 @@ def _share(key: tuple[Hashable, ...], value: object) -> None:
     if len(_SHARED) >= _SHARED_KEPT:
         _SHARED.clear()
     _SHARED[key] = value
-
-
-def _seconds(value: timedelta | None) -> float | None:
-    return value.total_seconds() if value is not None else None
 
 
 def _duration(value: float | None) -> timedelta | None:
@@ -287,6 +268,8 @@ def _reader(accepted: tuple[type, ...]) -> Callable[[Any], Any]:
         return _duration
     if RetryPolicy in accepted:
         return _retry
+    if frozenset in accepted:
+        return frozenset
     for kind in accepted:
         if issubclass(kind, StrEnum):
             return {policy.value: policy for policy in kind}.__getitem__
@@ -306,3 +289,4 @@ _POLICIES = tuple(
     for name, accepted in field_types(JobPolicies).items()
     if name not in _IN_TRIGGER
 )
+_RETRY_READERS = {part: _reader(accepted) for part, accepted in field_types(RetryPolicy).items()}

@@ -3,25 +3,36 @@
 A check never stops at the first problem: the release manager wants the whole list at once.
 Every message ends with the fix, naming where it goes (the declaration, ``[jobs."name"]``, or a
 runtime job's definition).
+
+What may run a job: an object with ``execute(context)``, or a function taking the context. Both
+are called with exactly one argument, the run's context; whether they can take it is checked here,
+so ``execute(self)`` is a catalog problem naming the job, not a ``TypeError`` at the first run, at
+3 a.m.
 """
 
 from __future__ import annotations
 
-import re
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
-from typing import cast
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from jobhost_contracts import (
     BackgroundJobDeclaration,
-    DstGap,
-    DstRepeat,
     IJobExecutor,
     as_executor,
 )
 
-from jobhost.catalog.executors import bad_executor, is_executor, signature_problem
-from jobhost.catalog.model import EffectiveTrigger, Problem
-from jobhost.catalog.overrides import Origin, TriggerParts, section, to_trigger
+from jobhost.catalog.model import (
+    NAME_PATTERN,
+    NAME_RULE,
+    EffectiveTrigger,
+    Problem,
+    chosen_dst_policy,
+)
+from jobhost.catalog.overrides import TriggerParts, section, to_trigger
 from jobhost.config import format_duration
 from jobhost.plugins import PluginJob
 from jobhost.triggers import (
@@ -32,11 +43,13 @@ from jobhost.triggers import (
     load_zone,
 )
 
+if TYPE_CHECKING:
+    from jobhost.store import Store
+
 __all__ = [
     "MAX_INTERVAL",
-    "NAME_PATTERN",
-    "NAME_RULE",
     "TriggerChecks",
+    "UsesStore",
     "check_critical",
     "check_name",
     "check_pair",
@@ -47,11 +60,6 @@ __all__ = [
 
 MAX_INTERVAL = timedelta(days=3650)
 """The longest interval: the schedule adds it to instants, which must stay within a calendar."""
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
-NAME_RULE = (
-    "lower case, the module then the job separated by a dot ('files.orphan-cleanup'), "
-    "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
-)
 
 
 def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] | None:
@@ -59,15 +67,11 @@ def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] 
 
     A function stands for an executor: it comes back wrapped, with ``execute(context)``.
     """
-    declaration, executor = job.declaration, job.executor
-    if (
-        isinstance(declaration, BackgroundJobDeclaration)
-        and is_executor(executor)
-        and signature_problem(executor) is None
-    ):
-        # is_executor is the stricter test; isinstance on the runtime Protocol would repeat
-        # it at a cost of 0.1 ms a job (a second of a 10,000-job start-up).
-        return declaration, as_executor(cast(IJobExecutor, executor))
+    declaration = job.declaration
+    if isinstance(declaration, BackgroundJobDeclaration) and not pair_problems(job):
+        # The executor passed _is_executor, the stricter test; isinstance on the runtime
+        # Protocol would repeat it at a cost of 0.1 ms a job (a second of a 10,000-job start-up).
+        return declaration, as_executor(cast(IJobExecutor, job.executor))
     return None
 
 
@@ -81,49 +85,42 @@ def pair_problems(job: PluginJob) -> list[Problem]:
     else:
         name, module = None, job.plugin
         got = "None" if declaration is None else f"a {type(declaration).__name__}"
-        problems.append(
-            Problem(
-                None,
-                module,
-                "missing-declaration",
-                f"returned {got} where a BackgroundJobDeclaration belongs, paired with "
-                f"executor {_kind(executor)}; pair every executor with its declaration",
-            )
+        message = (
+            f"returned {got} where a BackgroundJobDeclaration belongs, paired with executor "
+            f"{_kind(executor)}; pair every executor with its declaration"
         )
+        problems.append(Problem(None, module, "missing-declaration", message))
     if executor is None:
-        problems.append(
-            Problem(
-                name,
-                module,
-                "missing-executor",
-                f"declared without an executor (plugin {job.plugin} paired it with None); pair "
-                "it with an object whose execute(context) runs the job",
-            )
+        message = (
+            f"declared without an executor (plugin {job.plugin} paired it with None); pair it "
+            "with an object whose execute(context) runs the job"
         )
-    elif not is_executor(executor):
-        problems.append(
-            Problem(name, module, "bad-executor", bad_executor(executor, _kind(executor)))
-        )
-    else:
-        wrong = signature_problem(executor)
-        if wrong is not None:
-            problems.append(Problem(name, module, "bad-executor", wrong))
+        problems.append(Problem(name, module, "missing-executor", message))
+    elif not _is_executor(executor):
+        problems.append(Problem(name, module, "bad-executor", _bad_executor(executor)))
+    elif (wrong := _signature_problem(executor)) is not None:
+        problems.append(Problem(name, module, "bad-executor", wrong))
     return problems
+
+
+@runtime_checkable
+class UsesStore(Protocol):
+    """An executor of the host's own that works on the store (the run retention job): the host
+    that runs it hands it its store, so it purges the store the host was started on, whatever
+    the environment says."""
+
+    def use_store(self, store: Store) -> None: ...
 
 
 def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
     """``bad-name`` unless the name follows :data:`NAME_RULE`."""
     if NAME_PATTERN.fullmatch(declaration.name):
         return []
-    return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            "bad-name",
-            f"job name {declaration.name!r} does not follow the naming rule: {NAME_RULE}; "
-            "rename it in the declaration",
-        )
-    ]
+    message = (
+        f"job name {declaration.name!r} does not follow the naming rule: {NAME_RULE}; "
+        "rename it in the declaration"
+    )
+    return [Problem(declaration.name, declaration.module, "bad-name", message)]
 
 
 def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
@@ -134,43 +131,26 @@ def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
     if name.startswith(f"{module}.") or not NAME_PATTERN.fullmatch(name):
         return []
     rest = name.split(".", 1)[1]
-    return [
-        Problem(
-            name,
-            module,
-            "name-outside-module",
-            f"job name {name!r} does not start with its module's name ({module}.): a name is "
-            f"the module, then the job, so that alerts, configuration and the CLI say whose job "
-            f"it is; rename it {module}.{rest} in the declaration (its history stays under the "
-            "old name), or declare it in the module its name starts with",
-        )
-    ]
+    message = (
+        f"job name {name!r} does not start with its module's name ({module}.): a name is the "
+        "module, then the job, so that alerts, configuration and the CLI say whose job it is; "
+        f"rename it {module}.{rest} in the declaration (its history stays under the old name), "
+        "or declare it in the module its name starts with"
+    )
+    return [Problem(name, module, "name-outside-module", message)]
 
 
 def check_trigger(parts: TriggerParts) -> list[Problem]:
     """Every problem with one set of trigger parts: presence, zone, expression, interval."""
     problems: list[Problem] = []
-    name, module = parts.name, parts.module
-    where = section(name)
+    where = section(parts.name)
     if parts.cron is not None and parts.interval is not None:
         if parts.trigger_from == "override":
-            problems.append(
-                Problem(
-                    name,
-                    module,
-                    "override-both-triggers",
-                    f"{where} sets both cron and interval; keep one of them",
-                )
-            )
+            message = f"{where} sets both cron and interval; keep one of them"
+            problems.append(_problem(parts, "override-both-triggers", message))
         else:
-            problems.append(
-                Problem(
-                    name,
-                    module,
-                    "both-triggers",
-                    "declares both a cron expression and an interval; declare exactly one",
-                )
-            )
+            message = "declares both a cron expression and an interval; declare exactly one"
+            problems.append(_problem(parts, "both-triggers", message))
     elif parts.cron is None and parts.interval is None and parts.enabled:
         problems.append(_no_trigger(parts))
     zone_ok = _check_zone(parts, problems)
@@ -179,36 +159,27 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
         fixed_time = _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
     if not fixed_time and (parts.cron is not None or parts.interval is not None):
         problems.extend(_unused_dst_policy(parts))
-    if parts.interval is not None and parts.interval <= timedelta(0):
+    interval = parts.interval
+    if interval is not None and interval <= timedelta(0):
         fix = {
             "override": f'set a positive interval in {where}, e.g. interval = "6h"',
             "declaration": f"declare a positive interval, or set one in {where}",
             "api": "give a positive interval",
         }[parts.trigger_from]
-        problems.append(
-            Problem(
-                name,
-                module,
-                "non-positive-interval",
-                f"interval {format_duration(parts.interval)} is not positive; {fix}",
-            )
-        )
-    if parts.interval is not None and parts.interval > MAX_INTERVAL:
+        message = f"interval {format_duration(interval)} is not positive; {fix}"
+        problems.append(_problem(parts, "non-positive-interval", message))
+    if interval is not None and interval > MAX_INTERVAL:
         fix = {
             "override": f"set a shorter interval in {where}",
             "declaration": f"declare a shorter interval, or set one in {where}",
             "api": "give a shorter interval",
         }[parts.trigger_from]
-        problems.append(
-            Problem(
-                name,
-                module,
-                "interval-too-long",
-                f"interval {format_duration(parts.interval)} is longer than the longest the "
-                f"schedule can count in ({format_duration(MAX_INTERVAL)}); {fix}, e.g. "
-                'interval = "30d", or a cron expression for a yearly job',
-            )
+        message = (
+            f"interval {format_duration(interval)} is longer than the longest the schedule can "
+            f"count in ({format_duration(MAX_INTERVAL)}); {fix}, e.g. "
+            'interval = "30d", or a cron expression for a yearly job'
         )
+        problems.append(_problem(parts, "interval-too-long", message))
     return problems
 
 
@@ -221,8 +192,8 @@ class TriggerChecks:
     """
 
     def __init__(self) -> None:
-        self._sound: set[tuple[object, ...]] = set()
-        self._triggers: dict[tuple[object, ...], EffectiveTrigger | None] = {}
+        self._sound: set[TriggerParts] = set()
+        self._triggers: dict[TriggerParts, EffectiveTrigger | None] = {}
 
     def problems(self, parts: TriggerParts) -> list[Problem]:
         key = _trigger_key(parts)
@@ -241,20 +212,9 @@ class TriggerChecks:
         return self._triggers[key]
 
 
-def _trigger_key(parts: TriggerParts) -> tuple[object, ...]:
+def _trigger_key(parts: TriggerParts) -> TriggerParts:
     # Everything but the job's name and module: what the checks and the trigger depend on.
-    return (
-        parts.cron,
-        parts.interval,
-        parts.timezone,
-        parts.enabled,
-        parts.trigger_from,
-        parts.zone_from,
-        parts.enabled_from,
-        parts.dst_gap,
-        parts.dst_repeat,
-        parts.dst_from,
-    )
+    return replace(parts, name="", module="")
 
 
 def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerParts) -> list[Problem]:
@@ -266,14 +226,12 @@ def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerPart
         "declaration": "enable it in the declaration (or declare it not critical)",
         "api": 'set "enabled": true in the job\'s definition (or "critical": false)',
     }[effective.enabled_from]
-    return [
-        Problem(
-            declaration.name,
-            declaration.module,
-            "critical-disabled",
-            f"is critical but disabled; a critical job must run: {fix}",
-        )
-    ]
+    message = f"is critical but disabled; a critical job must run: {fix}"
+    return [Problem(declaration.name, declaration.module, "critical-disabled", message)]
+
+
+def _problem(parts: TriggerParts, code: str, message: str) -> Problem:
+    return Problem(parts.name, parts.module, code, message)
 
 
 def _no_trigger(parts: TriggerParts) -> Problem:
@@ -285,26 +243,14 @@ def _no_trigger(parts: TriggerParts) -> Problem:
         "api": "give a cron expression or an interval in the job's definition, or set "
         '"enabled": false',
     }[parts.enabled_from]
-    return Problem(
-        parts.name,
-        parts.module,
-        "no-trigger",
-        f"is enabled but has neither cron nor interval; {fix}",
-    )
+    return _problem(parts, "no-trigger", f"is enabled but has neither cron nor interval; {fix}")
 
 
 def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
     try:
         load_zone(parts.timezone)
     except UnknownTimezoneError as error:
-        problems.append(
-            Problem(
-                parts.name,
-                parts.module,
-                "unknown-timezone",
-                f"{error}; {_zone_fix(parts.zone_from, parts.name)}",
-            )
-        )
+        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
         return False
     return True
 
@@ -312,19 +258,20 @@ def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
 def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> bool:
     """Append what is wrong with the cron expression; return whether it is a fixed-time job."""
     assert parts.cron is not None
-    fix = _cron_fix(parts.trigger_from, parts.name)
+    fix = {
+        "override": f"fix cron in {section(parts.name)}",
+        "declaration": f"fix the expression in the declaration or in {section(parts.name)}",
+        "api": "fix the expression in the job's definition",
+    }[parts.trigger_from]
     try:
         return cron_schedule(parts.cron, timezone).fixed_time
     except CronSyntaxError as error:
         # The error names the expression, the field, its text and the reason already.
-        message = f"{error}; {fix}"
-        problems.append(Problem(parts.name, parts.module, "cron-syntax", message))
+        problems.append(_problem(parts, "cron-syntax", f"{error}; {fix}"))
     except CronNeverFiresError as error:
-        message = f"{error}; {fix}"
-        problems.append(Problem(parts.name, parts.module, "cron-never-fires", message))
+        problems.append(_problem(parts, "cron-never-fires", f"{error}; {fix}"))
     except UnknownTimezoneError as error:
-        message = f"{error}; {_zone_fix(parts.zone_from, parts.name)}"
-        problems.append(Problem(parts.name, parts.module, "unknown-timezone", message))
+        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
     return False
 
 
@@ -335,14 +282,8 @@ def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
     counts real time and a wildcard cron job follows it, so the operator's choice would be
     silently ignored.
     """
-    chosen = [
-        f"{name} = {value.value!r}"
-        for name, value, default in (
-            ("dst_gap", parts.dst_gap, DstGap.SHIFT),
-            ("dst_repeat", parts.dst_repeat, DstRepeat.ONCE),
-        )
-        if value is not default
-    ]
+    chosen_policy = chosen_dst_policy(parts.dst_gap, parts.dst_repeat)
+    chosen = [f"{name} = {value!r}" for name, value in chosen_policy.items()]
     if not chosen:
         return []
     if parts.cron is not None:
@@ -357,31 +298,87 @@ def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
         "declaration": "the declaration",
         "api": "the job's definition",
     }[parts.dst_from]
-    return [
-        Problem(
-            parts.name,
-            parts.module,
-            "dst-policy-unused",
-            f"{' and '.join(chosen)} has no effect: {kind}; daylight-saving policies apply to "
-            f"fixed-time cron jobs only, remove it from {where}",
-        )
-    ]
+    message = (
+        f"{' and '.join(chosen)} has no effect: {kind}; daylight-saving policies apply to "
+        f"fixed-time cron jobs only, remove it from {where}"
+    )
+    return [_problem(parts, "dst-policy-unused", message)]
 
 
-def _cron_fix(origin: Origin, name: str) -> str:
+def _zone_fix(parts: TriggerParts) -> str:
     return {
-        "override": f"fix cron in {section(name)}",
-        "declaration": f"fix the expression in the declaration or in {section(name)}",
-        "api": "fix the expression in the job's definition",
-    }[origin]
-
-
-def _zone_fix(origin: Origin, name: str) -> str:
-    return {
-        "override": f"fix timezone in {section(name)}",
-        "declaration": f"fix the time zone in the declaration or set timezone in {section(name)}",
+        "override": f"fix timezone in {section(parts.name)}",
+        "declaration": "fix the time zone in the declaration or set timezone in "
+        f"{section(parts.name)}",
         "api": "fix the time zone in the job's definition",
-    }[origin]
+    }[parts.zone_from]
+
+
+def _is_executor(executor: object) -> bool:
+    """An instance with a callable ``execute``, or a callable that is not a class."""
+    # A class has a callable execute too, but calling it unbound would fail at the first run.
+    if isinstance(executor, type):
+        return False
+    return callable(getattr(executor, "execute", None)) or callable(executor)
+
+
+def _signature_problem(executor: object) -> str | None:
+    """Why ``executor`` cannot be called with the run's context alone, or None."""
+    execute = getattr(executor, "execute", None)
+    if callable(execute):
+        function = getattr(execute, "__func__", None)
+        if function is not None:
+            # A method: checked once per class (the bound self is the first argument).
+            return _method_problem(function, type(executor).__name__)
+        return _call_problem(execute, f"{type(executor).__name__}.execute", skip_self=False)
+    if callable(executor):
+        return _call_problem(executor, _function_name(executor), skip_self=False)
+    return None
+
+
+def _bad_executor(executor: object) -> str:
+    """The message for something that is no executor at all."""
+    if isinstance(executor, type) and callable(getattr(executor, "execute", None)):
+        return (
+            f"executor is the class {executor.__name__}, not an instance; register "
+            f"{executor.__name__}() instead"
+        )
+    return (
+        f"executor {_kind(executor)} has no callable execute(context), so it does not satisfy "
+        "IJobExecutor, and is not a function; pair the declaration with an object whose "
+        "execute(context) runs the job, or with a function taking the context"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _method_problem(function: Callable[..., Any], owner: str) -> str | None:
+    return _call_problem(function, f"{owner}.execute", skip_self=True)
+
+
+def _call_problem(target: Callable[..., Any], name: str, *, skip_self: bool) -> str | None:
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: it will tell at run time
+        return None
+    try:
+        signature.bind(*((None, None) if skip_self else (None,)))
+    except TypeError:
+        shown = signature.replace(return_annotation=inspect.Signature.empty)
+        if skip_self:
+            fix = "write def execute(self, context: JobContext) -> Result"
+        else:
+            short = getattr(target, "__name__", None) or "run"
+            fix = f"write def {short}(context: JobContext) -> Result"
+        return (
+            f"executor {name}{shown} cannot be called with the run's context: the host calls it "
+            f"with exactly one argument, the context; {fix}"
+        )
+    return None
+
+
+def _function_name(function: object) -> str:
+    name = getattr(function, "__qualname__", None) or type(function).__name__
+    return f"function {name}" if inspect.isfunction(function) else str(name)
 
 
 def _kind(value: object) -> str:

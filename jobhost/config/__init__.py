@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from jobhost_contracts import format_duration, parse_duration
+from jobhost_contracts import format_duration
 
-from jobhost.config.environment import RUNTIME_SECRET_PREFIX
 from jobhost.config.loading import CONFIG_ENV, load_settings
-from jobhost.config.overrides import JobOverride
 from jobhost.config.redaction import (
     RedactingFormatter,
     bound_text,
@@ -14,9 +12,8 @@ from jobhost.config.redaction import (
     redact_url,
     storable_text,
 )
-from jobhost.config.settings import LEASE_HEARTBEATS, Settings
-from jobhost.config.tokens import ApiToken
-from jobhost.config.values import GROUP_NAME, MAX_DURATION, Duration
+from jobhost.config.settings import LEASE_HEARTBEATS, RUNTIME_SECRET_PREFIX, Settings
+from jobhost.config.values import GROUP_NAME, MAX_DURATION, ApiToken, JobOverride
 
 __all__ = [
     "CONFIG_ENV",
@@ -25,14 +22,12 @@ __all__ = [
     "MAX_DURATION",
     "RUNTIME_SECRET_PREFIX",
     "ApiToken",
-    "Duration",
     "JobOverride",
     "RedactingFormatter",
     "Settings",
     "bound_text",
     "format_duration",
     "load_settings",
-    "parse_duration",
     "redact_text",
     "redact_url",
     "storable_text",

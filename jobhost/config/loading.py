@@ -107,22 +107,21 @@ def _malformed_json(environ: Mapping[str, str]) -> list[str]:
         raw = next((v for k, v in environ.items() if k.upper() == variable), None)
         if raw is None:
             continue
+        wanted, shape, form = (
+            (list, "list", "[...]") if field == "api_tokens" else (dict, "object", "{...}")
+        )
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as error:
-            shape = "list" if field == "api_tokens" else "object"
             problems.append(
                 f"environment {variable} is not valid JSON ({error.msg} at character "
                 f"{error.pos}); write one JSON {shape}, e.g. {variable}={example}, or unset it "
                 f"and use the [{field}] tables of the configuration file"
             )
             continue
-        wanted, shape = (
-            (list, "list ([...])") if field == "api_tokens" else (dict, "object ({...})")
-        )
         if not isinstance(value, wanted):
             problems.append(
-                f"environment {variable} must be a JSON {shape}, not "
+                f"environment {variable} must be a JSON {shape} ({form}), not "
                 f"{type(value).__name__}, e.g. {variable}={example}; or unset it and use the "
                 f"[{field}] tables of the configuration file"
             )

@@ -1,7 +1,9 @@
 """The kinds of value a setting takes, each checked where it is declared.
 
 A field's type says what it accepts (``PositiveDuration``, ``Slots``, ``LogLevel``...), and its
-check says what is wrong and what to write instead; the model only names the fields.
+check says what is wrong and what to write instead; the model only names the fields. Who may use
+the HTTP surfaces (API tokens by the SHA-256 of their secret, the dashboard's operator tokens)
+and a deployment's change to a declared job (``[jobs."module.job-name"]``) are such values too.
 """
 
 from __future__ import annotations
@@ -9,15 +11,26 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from jobhost_contracts import parse_duration
-from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
+from jobhost_contracts import DstGap, DstRepeat, parse_duration
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+)
 
 __all__ = [
     "GROUP_NAME",
     "MAX_DURATION",
+    "ApiScope",
+    "ApiToken",
+    "ApiTokens",
     "ClockOffset",
     "DashboardUrl",
     "DatabaseUrl",
@@ -25,8 +38,10 @@ __all__ = [
     "Grace",
     "GroupLimits",
     "HostId",
+    "JobOverride",
     "ListenAddress",
     "LogLevel",
+    "OperatorTokens",
     "PositiveDuration",
     "PostgresUrl",
     "ProxyAddress",
@@ -46,6 +61,8 @@ GROUP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_MIN_TOKEN = 16
 
 
 def _whole_number(value: object) -> object:
@@ -176,6 +193,15 @@ def _group_names(value: dict[str, int]) -> dict[str, int]:
     return value
 
 
+def _proxy_address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an IP address or network: give e.g. '10.0.0.5' or '10.0.0.0/8'"
+        ) from None
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 """A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
@@ -194,7 +220,6 @@ GroupLimits = Annotated[dict[str, _Slots], AfterValidator(_group_names)]
 HostId = Annotated[str | None, AfterValidator(_host_id)]
 """1 to 200 characters; empty means unset."""
 DashboardUrl = Annotated[str | None, AfterValidator(_dashboard_url)]
-
 ListenAddress = Annotated[str | None, AfterValidator(_listen_address)]
 """``HOST:PORT``; empty means unset."""
 LogLevel = Annotated[str, AfterValidator(_level)]
@@ -205,17 +230,6 @@ PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
 """An SQLAlchemy URL of PostgreSQL; empty means unset."""
 SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
 """A key of at least 32 characters, never shown (``**********``); empty means unset."""
-
-
-def _proxy_address(value: str) -> str:
-    try:
-        return str(ipaddress.ip_network(value.strip(), strict=False))
-    except ValueError:
-        raise ValueError(
-            f"{value!r} is not an IP address or network: give e.g. '10.0.0.5' or '10.0.0.0/8'"
-        ) from None
-
-
 ProxyAddress = Annotated[str, AfterValidator(_proxy_address)]
 """An IP address or a CIDR network, kept in its normal form (``10.0.0.0/8``)."""
 
@@ -237,3 +251,72 @@ def split_listen_address(value: str) -> tuple[str, int]:
     if not match or not 0 < int(match["port"]) < 65536:
         raise ValueError("must be HOST:PORT, e.g. '0.0.0.0:8080' or '127.0.0.1:9100'")
     return match["host"].strip("[]") or "0.0.0.0", int(match["port"])
+
+
+class JobOverride(BaseModel):
+    """A deployment's change to one job, under ``[jobs."module.job-name"]``: each field is the
+    :class:`jobhost_contracts.JobPolicies` policy of its name, None keeping the declaration's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool | None = None
+    cron: str | None = None
+    interval: Duration | None = None
+    timezone: str | None = None
+    dst_gap: DstGap | None = None
+    dst_repeat: DstRepeat | None = None
+    concurrency_group: str | None = None
+
+
+ApiScope = Literal["read", "write", "trigger"]
+
+
+class ApiToken(BaseModel):
+    """One ``[[api_tokens]]`` entry: who, the SHA-256 of the secret, and what it may do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=200)
+    sha256: str
+    scopes: list[ApiScope] = Field(min_length=1)
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        digest = value.strip().lower()
+        if not _SHA256.fullmatch(digest):
+            raise ValueError(
+                "must be the SHA-256 of the secret as 64 hex digits, e.g. the first word of "
+                '`printf %s "$SECRET" | sha256sum`; never the secret itself'
+            )
+        return digest
+
+
+def _unique_api_tokens(value: list[ApiToken]) -> list[ApiToken]:
+    seen: set[str] = set()
+    for token in value:
+        if token.name in seen:
+            raise ValueError(f"two API tokens are named {token.name!r}; names are unique")
+        if token.sha256 in {t.sha256 for t in value if t is not token}:
+            raise ValueError(f"API token {token.name!r} has the same secret as another")
+        seen.add(token.name)
+    return value
+
+
+def _operator_tokens(value: dict[str, str]) -> dict[str, str]:
+    for name, token in value.items():
+        if not name.strip():
+            raise ValueError("an operator name must not be empty")
+        if len(token) < _MIN_TOKEN:
+            raise ValueError(
+                f"the token of operator {name!r} is too short: use at least {_MIN_TOKEN} "
+                "random characters (e.g. `python3 -c 'import secrets; "
+                "print(secrets.token_urlsafe())'`)"
+            )
+    return value
+
+
+ApiTokens = Annotated[list[ApiToken], AfterValidator(_unique_api_tokens)]
+"""API tokens, each with a name and a secret of its own."""
+OperatorTokens = Annotated[dict[str, str], AfterValidator(_operator_tokens)]
+"""Operator name = secret token; the secret long enough not to be guessed."""

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from jobhost_contracts import AuditSink, Cancellation
 
 from jobhost.catalog import Catalog
-from jobhost.catalog.executors import UsesStore
+from jobhost.catalog.validation import UsesStore
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope

@@ -8,7 +8,6 @@ parses nothing it has seen before.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -22,7 +21,6 @@ from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_sche
 
 __all__ = ["FiringRules"]
 
-_log = logging.getLogger("jobhost.firing")
 _CACHE_LIMIT = 4096
 
 
@@ -40,11 +38,6 @@ class FiringRules:
         """Jobs set aside this turn, with the reason; the ticker reports and skips them."""
         self._crons: dict[tuple[str, str], CronSchedule] = {}
         self._intervals: dict[str, timedelta] = {}
-
-    def schedule_of(self, row: PlannedRow) -> Schedule | None:
-        """The schedule hosts fire ``row`` by: the catalog's trigger where the row holds it,
-        else the row's own (another catalog version wrote it), with the row's interval phase."""
-        return self._stored_schedule(row)
 
     def knows(self, job_name: str) -> bool:
         return job_name in self._jobs
@@ -68,7 +61,7 @@ class FiringRules:
         if not row.enabled or row.orphaned:
             return SchedulePlan(next_occurrence=row.next_occurrence, due_at=None)
         try:
-            schedule = self._stored_schedule(row)
+            schedule = self.schedule_of(row)
         except (ValueError, LookupError) as error:
             self.problems[row.job_name] = f"stored trigger cannot be used: {error}"
             return None
@@ -105,33 +98,9 @@ class FiringRules:
             not_run=[(n.occurrence, n.outcome, n.reason) for n in plan.not_run],
         )
 
-    def _paused(
-        self, row: PlannedRow, schedule: Schedule, place: datetime, now: datetime
-    ) -> SchedulePlan:
-        """Record what a paused job misses as it comes due; keep its place for the resume."""
-        through = row.missed_through
-        start: datetime | None = place
-        if through is not None and through >= place:
-            start = schedule.next_after(through)
-        if start is None or start > now:
-            return SchedulePlan(next_occurrence=place, due_at=start, missed_through=through)
-        occurrences = due_occurrences(schedule, start, now)
-        plan = plan_firing(
-            occurrences,
-            now=now,
-            policy=self._jobs[row.job_name].declaration,
-            paused=True,
-            blocked=False,
-            missed_through=None,
-        )
-        return SchedulePlan(
-            next_occurrence=place,
-            due_at=occurrences.following,
-            missed_through=plan.missed_through or through,
-            not_run=[(n.occurrence, n.outcome, n.reason) for n in plan.not_run],
-        )
-
-    def _stored_schedule(self, row: PlannedRow) -> Schedule | None:
+    def schedule_of(self, row: PlannedRow) -> Schedule | None:
+        """The schedule hosts fire ``row`` by: the catalog's trigger where the row holds it,
+        else the row's own (another catalog version wrote it), with the row's interval phase."""
         spec = self._jobs[row.job_name]
         anchor = row.interval_anchor or row.next_occurrence
         trigger = spec.trigger
@@ -158,3 +127,29 @@ class FiringRules:
                 )
             return IntervalSchedule(every, anchor or row.created_at)
         return None
+
+    def _paused(
+        self, row: PlannedRow, schedule: Schedule, place: datetime, now: datetime
+    ) -> SchedulePlan:
+        """Record what a paused job misses as it comes due; keep its place for the resume."""
+        through = row.missed_through
+        start: datetime | None = place
+        if through is not None and through >= place:
+            start = schedule.next_after(through)
+        if start is None or start > now:
+            return SchedulePlan(next_occurrence=place, due_at=start, missed_through=through)
+        occurrences = due_occurrences(schedule, start, now)
+        plan = plan_firing(
+            occurrences,
+            now=now,
+            policy=self._jobs[row.job_name].declaration,
+            paused=True,
+            blocked=False,
+            missed_through=None,
+        )
+        return SchedulePlan(
+            next_occurrence=place,
+            due_at=occurrences.following,
+            missed_through=plan.missed_through or through,
+            not_run=[(n.occurrence, n.outcome, n.reason) for n in plan.not_run],
+        )

@@ -178,10 +178,10 @@ def plan_firing(
         blocked=blocked,
         missed_through=missed_through,
     )
-    if not occurrences.nonexistent:
-        return plan
-    skipped = _unrecorded(occurrences.nonexistent, "missed", REASON_NONEXISTENT, missed_through)
-    return replace(plan, not_run=[*plan.not_run, *skipped])
+    not_run = [*plan.not_run, *_rows(occurrences.nonexistent, "missed", REASON_NONEXISTENT)]
+    if missed_through is not None:
+        not_run = [row for row in not_run if row.occurrence > missed_through]
+    return replace(plan, not_run=not_run)
 
 
 def _plan(
@@ -195,37 +195,30 @@ def _plan(
 ) -> FiringPlan:
     due = occurrences.due
 
-    def _not_run(items: list[datetime], outcome: str, reason: str) -> list[NotRun]:
-        return _unrecorded(items, outcome, reason, missed_through)
-
-    def _with_gap(outcome: str, reason: str) -> list[NotRun]:
-        return _not_run(due, outcome, reason) + _gap_row(
-            occurrences, outcome, reason, missed_through
-        )
+    def with_gap(outcome: str, reason: str) -> list[NotRun]:
+        return _rows(due, outcome, reason) + _gap_row(occurrences, outcome, reason)
 
     if paused:
-        return FiringPlan(not_run=_with_gap("missed", REASON_PAUSED), missed_through=due[-1])
+        return FiringPlan(not_run=with_gap("missed", REASON_PAUSED), missed_through=due[-1])
     if policy.misfire is MisfirePolicy.CATCH_UP:
-        return _catch_up(occurrences, policy, blocked, missed_through)
+        return _catch_up(occurrences, policy, blocked)
     if blocked:
-        return _advanced(occurrences, None, _with_gap("skipped", REASON_OVERLAP), missed_through)
-    gap_reason = REASON_DOWNTIME
+        return _advanced(occurrences, None, with_gap("skipped", REASON_OVERLAP), missed_through)
     if policy.misfire is MisfirePolicy.SKIP:
         grace = policy.misfire_grace or DEFAULT_MISFIRE_GRACE
         too_late = [o for o in due if now - o > grace]
         in_time = [o for o in due if now - o <= grace]
         gap = occurrences.gap
-        if gap is not None and now - gap.before > grace:
-            gap_reason = REASON_GRACE
-        not_run = _not_run(too_late, "missed", REASON_GRACE)
-        not_run += _gap_row(occurrences, "missed", gap_reason, missed_through)
+        gap_late = gap is not None and now - gap.before > grace
+        not_run = _rows(too_late, "missed", REASON_GRACE)
+        not_run += _gap_row(occurrences, "missed", REASON_GRACE if gap_late else REASON_DOWNTIME)
         if not in_time:
             return _advanced(occurrences, None, not_run, missed_through)
-        not_run += _not_run(in_time[:-1], "missed", REASON_DOWNTIME)
+        not_run += _rows(in_time[:-1], "missed", REASON_DOWNTIME)
         return _advanced(occurrences, in_time[-1], not_run, missed_through)
     # run_once: one run for everything that was missed, then on to the future.
-    not_run = _not_run(due[:-1], "missed", REASON_DOWNTIME)
-    not_run += _gap_row(occurrences, "missed", REASON_DOWNTIME, missed_through)
+    not_run = _rows(due[:-1], "missed", REASON_DOWNTIME)
+    not_run += _gap_row(occurrences, "missed", REASON_DOWNTIME)
     return _advanced(occurrences, due[-1], not_run, missed_through)
 
 
@@ -249,41 +242,27 @@ def _advanced(
     )
 
 
-def _unrecorded(
-    items: list[datetime], outcome: str, reason: str, missed_through: datetime | None
-) -> list[NotRun]:
-    return [
-        NotRun(o, outcome, reason) for o in items if missed_through is None or o > missed_through
-    ]
+def _rows(items: list[datetime], outcome: str, reason: str) -> list[NotRun]:
+    return [NotRun(occurrence, outcome, reason) for occurrence in items]
 
 
-def _gap_row(
-    occurrences: DueOccurrences, outcome: str, reason: str, missed_through: datetime | None
-) -> list[NotRun]:
+def _gap_row(occurrences: DueOccurrences, outcome: str, reason: str) -> list[NotRun]:
     gap = occurrences.gap
-    if gap is None or (missed_through is not None and gap.first <= missed_through):
-        return []
-    return [gap.summary(outcome, reason)]
+    return [] if gap is None else [gap.summary(outcome, reason)]
 
 
-def _catch_up(
-    occurrences: DueOccurrences,
-    policy: JobPolicies,
-    blocked: bool,
-    missed_through: datetime | None,
-) -> FiringPlan:
+def _catch_up(occurrences: DueOccurrences, policy: JobPolicies, blocked: bool) -> FiringPlan:
     due = occurrences.due
     excess = max(len(due) - keep(policy), 0)
     dropped, kept = due[:excess], due[excess:]
-    missed = _unrecorded(dropped, "missed", REASON_CATCH_UP_BOUND, missed_through)
-    missed += _gap_row(occurrences, "missed", REASON_CATCH_UP_BOUND, missed_through)
+    missed = _rows(dropped, "missed", REASON_CATCH_UP_BOUND)
+    missed += _gap_row(occurrences, "missed", REASON_CATCH_UP_BOUND)
     if blocked:
         # Wait for the running run: the backlog keeps its place, only its bound is enforced.
         return FiringPlan(not_run=missed, next_occurrence=kept[0] if dropped else None)
-    run = kept[0]
     later = kept[1:]
     return FiringPlan(
-        run=run,
+        run=kept[0],
         source=TriggerSource.CATCH_UP if later or dropped else TriggerSource.SCHEDULE,
         not_run=missed,
         next_occurrence=later[0] if later else occurrences.following,

@@ -58,7 +58,7 @@ def test_a_policy_the_host_cannot_honour_is_a_problem_and_the_job_is_left_out(
     assert [p.code for p in problems] == [code], catalog.problems
     assert message in problems[0].message
     assert "fix the declaration in module files" in problems[0].message
-    assert catalog.names() == ["files.other"]
+    assert list(catalog.jobs) == ["files.other"]
 
 
 def test_sound_policies_are_no_problem(plugins: Plugins) -> None:
@@ -70,4 +70,4 @@ def test_sound_policies_are_no_problem(plugins: Plugins) -> None:
     catalog = plugins.catalog()
 
     assert catalog.problems == []
-    assert "files.purge" in catalog.names()
+    assert "files.purge" in list(catalog.jobs)

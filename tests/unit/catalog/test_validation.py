@@ -36,7 +36,7 @@ def test_clean_catalog_has_every_job_sorted_with_no_problems(plugins: Plugins) -
     catalog = plugins.catalog()
     assert catalog.ok
     assert catalog.problems == []
-    assert catalog.names() == ["files.orphan-cleanup", "files.purge"]
+    assert list(catalog.jobs) == ["files.orphan-cleanup", "files.purge"]
     purge = catalog.get("files.purge")
     assert purge.trigger.kind == "interval"
     assert purge.trigger.expression == "6h"
@@ -217,7 +217,7 @@ def test_plugin_problems_become_catalog_problems(plugins: Plugins, tmp_path: Pat
     assert (problem.job, problem.module) == (None, str(broken))
     assert "RuntimeError: no database here" in problem.message
     assert problem.line().startswith(f"plugin {broken} [plugin-import]: ")
-    assert catalog.names() == ["files.purge"]
+    assert list(catalog.jobs) == ["files.purge"]
     assert str(plugins.files[1]) in catalog.plugins
 
 
@@ -259,7 +259,7 @@ def test_every_problem_is_listed_together(plugins: Plugins, tmp_path: Path) -> N
         ("files.purge", "unknown-timezone"),
     ]
     assert not catalog.ok
-    assert catalog.names() == ["files.critical", "files.ok"]
+    assert list(catalog.jobs) == ["files.critical", "files.ok"]
     assert "'billing.close'" in only(catalog, "unknown-override").message
     for problem in catalog.problems:
         assert "; " in problem.message, f"no fix in {problem.line()}"
