@@ -7,7 +7,7 @@ an opaque cursor (the last row's finished time and run id), so paging costs the 
 depth; stuck runs, which are happening now, come first on the first page.
 
 Both actions go through the one operator-action path: an acknowledgement is a change-log entry
-(``jobhost.store.failure_actions``); a bulk retry is one :func:`retry_run` per failure, each
+(``jobhost.store.actions``); a bulk retry is one :func:`retry_run` per failure, each
 queued as a pending run for the hosts with its own change-log entry, exactly as ``jobhost
 retry RUN_ID`` queues one. Several failed attempts at one piece of work are retried once.
 """

@@ -10,7 +10,7 @@ OTLP export carry them beside the run counters:
 - ``jobhost.job.overdue`` by ``job`` and ``critical``: 1 for each overdue job, only with
   ``metrics_job_label`` (a job that is not overdue has no series);
 - ``jobhost.job.failing`` by ``job`` and ``critical``: 1 for each failing job (its newest
-  occurrence's last attempt failed, and nothing later succeeded: ``jobhost.store.failing``),
+  occurrence's last attempt failed, and nothing later succeeded: ``jobhost.store.failures``),
   and ``jobhost.job.failure_streak``: how many occurrences in a row it has failed; only with
   ``metrics_job_label`` (a job that is not failing has no series);
 - with ``dashboard_url`` set, the per-job gauges also carry ``dashboard_url``, from which an

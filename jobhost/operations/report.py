@@ -880,7 +880,8 @@ class OverviewJob:
 
     job: JobReport
     streak: int
-    """Failures since the last success; 0 unless the last attempt failed."""
+    """Failed attempts in a row (see :func:`jobhost.store.failures.failure_streaks`); 0 unless
+    the last attempt failed."""
     error_line: str | None
     """The first line of the last attempt's error, cut to :data:`ERROR_LINE` characters."""
 

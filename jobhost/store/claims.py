@@ -147,7 +147,7 @@ def claim_turn(
     this host, leaving alone ``skip`` and the jobs the batch did not know.
 
     With ``now`` None the turn reads the store's time inside this transaction (see
-    :func:`~jobhost.store.clock.database_now`), not through a checkout of its own. ``quiet``
+    :func:`~jobhost.store.engine.database_now`), not through a checkout of its own. ``quiet``
     leaves out the read of pending runs when it rules them out. ``early`` claims,
     in the slots left, occurrences due within that long after the turn's instant, to start at
     their own. ``backfill_slots`` bounds the backfilled occurrences it takes; 0 leaves

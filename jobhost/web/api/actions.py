@@ -2,7 +2,7 @@
 /runs/{id}/retry``, ``/runs/{id}/cancel`` (scope trigger), ``POST /pause`` and ``/resume`` (scope
 write); ``/jobs/{name}/state``.
 
-Each goes through the one operator-action path (:mod:`jobhost.operations.actions`), with the
+Each goes through the one operator-action path (:mod:`jobhost.operations.jobs`), with the
 API token's name as the actor; refusals are 409 with the reason and the fix, an unknown run
 404 without repeating its id.
 

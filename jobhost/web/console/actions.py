@@ -4,7 +4,7 @@ Guards, in order: the request comes from the dashboard's own origin; actions are
 is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
 exists. Each refusal answers 403 (400 for a missing reason, 404 for an unknown job or run, 409
 for a run that cannot be retried or cancelled) and is logged. What is done goes through the
-one operator-action path (:mod:`jobhost.operations.actions`), so it is in the change log
+one operator-action path (:mod:`jobhost.operations.jobs`), so it is in the change log
 (``job_changes``) with the operator's name and the reason like any CLI or API action, and is
 logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
 
