@@ -175,8 +175,7 @@ def _run(
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     with opened_store(settings, write=True) as store:
-        clock = store.clock
-        ensure_scheduled(store, spec, clock)
+        ensure_scheduled(store, spec)
         hosts = bool(store.live_hosts()[1])
         backfill_id = start_backfill(
             store,

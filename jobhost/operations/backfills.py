@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobhost.catalog import JobSpec
-from jobhost.clock import Clock, SystemClock
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord, ScheduleRecord
 from jobhost.rules.backfill import MODES, select_occurrences
@@ -159,10 +158,10 @@ def _no_schedule(spec: JobSpec) -> str:
     )
 
 
-def ensure_scheduled(store: Store, spec: JobSpec, clock: Clock) -> None:
+def ensure_scheduled(store: Store, spec: JobSpec) -> None:
     """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
     claim locks it."""
-    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), clock)
+    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), store.clock)
 
 
 def start_backfill(
@@ -176,7 +175,6 @@ def start_backfill(
     concurrency: int,
     actor: str,
     reason: str | None,
-    clock: Clock | None = None,
 ) -> str:
     """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
     process) to run; its id. The change record names the range, the mode and the count."""
@@ -189,7 +187,7 @@ def start_backfill(
         concurrency=concurrency,
         actor=actor,
         reason=reason,
-        clock=clock or SystemClock(),
+        clock=store.clock,
     )
 
 
@@ -199,13 +197,10 @@ def cancel_backfill(
     *,
     actor: str,
     reason: str | None = None,
-    clock: Clock | None = None,
 ) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
     backfill after it (None: no such backfill). Only a change is logged."""
-    return store.cancel_backfill_logged(
-        backfill_id, actor=actor, reason=reason, clock=clock or SystemClock()
-    )
+    return store.cancel_backfill_logged(backfill_id, actor=actor, reason=reason, clock=store.clock)
 
 
 _FOLLOW_SECONDS = 1.0

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobhost.clock import Clock
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
 from jobhost.operations.runs import RetryQueued, retry_run
@@ -396,7 +395,6 @@ def retry_failures(
     *,
     actor: str,
     reason: str,
-    clock: Clock | None = None,
 ) -> BulkRetry:
     """Queue one retry of every open failure ``query`` matches (the newest failed attempt of
     each piece of work), each logged; at most :data:`BULK_LIMIT`."""
@@ -405,7 +403,7 @@ def retry_failures(
     refused: list[tuple[RunRecord, str]] = []
     for run in runs:
         try:
-            queued.append(retry_run(store, run.id, actor=actor, reason=reason, clock=clock))
+            queued.append(retry_run(store, run.id, actor=actor, reason=reason))
         except ActionRefused as error:
             refused.append((run, str(error)))
     _now, alive = store.live_hosts()

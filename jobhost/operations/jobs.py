@@ -53,7 +53,6 @@ from jobhost_contracts import (
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
 from jobhost.catalog.model import suggest
 from jobhost.catalog.stored import StoredExecutor, json_value, stored_spec
-from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.errors import UnknownJobError
 from jobhost.operations.timefmt import iso_utc, short_utc
@@ -115,10 +114,9 @@ def pause(
     *,
     actor: str,
     reason: str,
-    clock: Clock | None = None,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    (done,) = pause_jobs(store, catalog, [job], actor=actor, reason=reason, clock=clock)
+    (done,) = pause_jobs(store, catalog, [job], actor=actor, reason=reason)
     return done
 
 
@@ -139,14 +137,13 @@ def pause_jobs(
     *,
     actor: str,
     reason: str,
-    clock: Clock | None = None,
 ) -> list[PauseResult]:
     """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused."""
     declared = {
         job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
     }
     done = store.pause_many_logged(
-        jobs, actor=actor, reason=reason, clock=clock or SystemClock(), schedules=declared
+        jobs, actor=actor, reason=reason, clock=store.clock, schedules=declared
     )
     results = []
     for job, paused in zip(jobs, done, strict=True):
@@ -161,10 +158,9 @@ def resume(
     *,
     actor: str,
     reason: str | None = None,
-    clock: Clock | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    (done,) = resume_jobs(store, [job], actor=actor, reason=reason, clock=clock)
+    (done,) = resume_jobs(store, [job], actor=actor, reason=reason)
     return done
 
 
@@ -174,10 +170,9 @@ def resume_jobs(
     *,
     actor: str,
     reason: str | None = None,
-    clock: Clock | None = None,
 ) -> list[PauseResult | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
-    done = store.resume_many_logged(jobs, actor=actor, reason=reason, clock=clock or SystemClock())
+    done = store.resume_many_logged(jobs, actor=actor, reason=reason, clock=store.clock)
     return [
         PauseResult(job, r.changed, r.at, r.row) if r.row is not None else None
         for job, r in zip(jobs, done, strict=True)
@@ -190,7 +185,6 @@ def request_trigger(
     *,
     actor: str,
     reason: str | None,
-    clock: Clock | None = None,
     beside_limit: bool = False,
 ) -> str:
     """Queue a manual run of ``job`` for the first live host (or the command's own process);
@@ -200,7 +194,7 @@ def request_trigger(
         job,
         actor=actor,
         reason=reason,
-        clock=clock or SystemClock(),
+        clock=store.clock,
         beside_limit=beside_limit,
     )
 
@@ -382,7 +376,6 @@ def change_state(
     *,
     actor: str,
     reason: str,
-    clock: Clock | None = None,
 ) -> StateChange:
     """Set ``key`` of ``job``'s state to ``value`` (``None``: delete it), logged with
     ``reason``. Raises :class:`BadStateInput` for a key or value out of bounds and
@@ -393,7 +386,7 @@ def change_state(
         raise BadStateInput(f"the value is {len(value)} characters; keep it to {VALUE_LIMIT}")
     try:
         done = store.change_state_logged(
-            job, key, value, actor=actor, reason=reason, clock=clock or SystemClock()
+            job, key, value, actor=actor, reason=reason, clock=store.clock
         )
     except StateHeld as held:
         raise ActionRefused(_held_message(held)) from None

@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import orjson
 
 from jobhost.catalog import Catalog, JobSpec
-from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings
 from jobhost.operations.jobs import ActionRefused, request_trigger
 from jobhost.operations.timefmt import iso_utc, short_utc
@@ -110,7 +109,6 @@ def retry_run(
     *,
     actor: str,
     reason: str,
-    clock: Clock | None = None,
 ) -> RetryQueued:
     """Queue the next attempt at run ``run_id``'s occurrence (its idempotency key too), due now:
     a host claims it as it claims every retry. Refused for a run still running, one whose work
@@ -119,7 +117,7 @@ def retry_run(
         run_id,
         actor=actor,
         reason=reason,
-        clock=clock or SystemClock(),
+        clock=store.clock,
         check=lambda run, attempts: _check_retry(run_id, run, attempts),
     )
     return RetryQueued(done.run_id, done.attempt, done.retry_of, done.at)
@@ -142,7 +140,6 @@ def cancel_run(
     *,
     actor: str,
     reason: str,
-    clock: Clock | None = None,
 ) -> CancelAsked:
     """Ask the host running ``run_id`` to cancel it (cooperatively: the executor's
     cancellation is set, and the run is recorded ``cancelled``). A run not yet started is
@@ -151,7 +148,7 @@ def cancel_run(
         run_id,
         actor=actor,
         reason=reason,
-        clock=clock or SystemClock(),
+        clock=store.clock,
         check=lambda run, now: _check_cancel(run_id, run, now),
     )
     if done.state == "started":
@@ -348,7 +345,6 @@ class ManualRun:
             spec.name,
             actor=user,
             reason=reason,
-            clock=self._store.clock,
             beside_limit=beside_limit,
         )
         why = f": {reason}" if reason else ""
@@ -536,9 +532,7 @@ class RunRetry:
                 "no host is alive to run it: start a host that declares it, or retry with "
                 "--no-wait to queue it for one"
             )
-        queued = retry_run(
-            self._store, run_id, actor=self._actor, reason=reason, clock=self._store.clock
-        )
+        queued = retry_run(self._store, run_id, actor=self._actor, reason=reason)
         job = queued.retry_of.job_name
         self._progress(
             f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "

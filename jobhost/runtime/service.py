@@ -171,21 +171,17 @@ class JobService:
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
         """Pause ``name`` for every replica; False when it already was."""
         catalog = self._require(name)
-        return jobs.pause(
-            self.store, catalog, name, actor=actor, reason=reason, clock=self.clock
-        ).changed
+        return jobs.pause(self.store, catalog, name, actor=actor, reason=reason).changed
 
     def resume(self, name: str, *, actor: str, reason: str) -> bool:
         self._require(name)
-        done = jobs.resume(self.store, name, actor=actor, reason=reason, clock=self.clock)
+        done = jobs.resume(self.store, name, actor=actor, reason=reason)
         return done is not None and done.changed
 
     def trigger(self, name: str, *, actor: str, reason: str) -> dict[str, Any]:
         """Queue a manual run; wait briefly for a host to start it, to answer with its run id."""
         self._require(name)
-        request_id = jobs.request_trigger(
-            self.store, name, actor=actor, reason=reason, clock=self.clock
-        )
+        request_id = jobs.request_trigger(self.store, name, actor=actor, reason=reason)
         deadline = time.monotonic() + self.trigger_wait
         status, run_id, message = "pending", None, None
         # A host that starts, queues or refuses the run signals it: wait on that, not a timer.

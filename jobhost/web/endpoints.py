@@ -130,7 +130,7 @@ def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints
         return _store_ready(host.store, len(host.catalog.jobs))
 
     def report() -> dict[str, Any]:
-        return build_report(host.settings, host.catalog, host.store, clock=host.clock).to_json()
+        return build_report(host.settings, host.catalog, host.store).to_json()
 
     return Endpoints(liveness, readiness, metrics, report, host.store.answers)
 

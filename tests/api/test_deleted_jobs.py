@@ -82,7 +82,7 @@ def test_the_report_row_of_a_deleted_runtime_job_says_how_it_went(
 ) -> None:
     _, settings, engine = deleted
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": "http"})
-    report = build_report(settings, catalog, Store(engine), clock=ManualClock(NOW))
+    report = build_report(settings, catalog, Store(engine, ManualClock(NOW)))
     (row,) = [job for job in report.jobs if job.name == "hooks.ping"]
     assert row.state == "orphaned"
     orphaned = row.has("orphaned")

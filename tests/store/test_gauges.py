@@ -57,7 +57,7 @@ def scene(
     upgrade(engine)
     replica = Replica(settings, catalog, engine, clock, telemetry[0], "host-0")
     replica.ticker.sync(clock())
-    pause(Store(engine), catalog, "s.held", actor="ops", reason="test", clock=clock)
+    pause(Store(engine, clock), catalog, "s.held", actor="ops", reason="test")
     clock.now = datetime.now(UTC)
     for claim in replica.tick():
         replica.finish(claim)
@@ -93,7 +93,7 @@ def scene(
 
 def test_the_gauges_count_jobs_by_status_as_the_report_does(scene: SimpleNamespace) -> None:
     metrics = _scrape(scene)
-    report = build_report(scene.settings, scene.catalog, scene.store, clock=scene.clock)
+    report = build_report(scene.settings, scene.catalog, scene.store)
     by_status = {job.name: job.status for job in report.jobs}
     assert by_status == {
         "s.ok": "ok",

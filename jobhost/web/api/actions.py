@@ -73,12 +73,12 @@ class ActionEndpoints:
             jobs = jobs_matching(catalog, modules, patterns)
             if not jobs:
                 return []
-            clock, who = self._store.clock, token.name
+            who = token.name
             if paused:
-                done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason, clock=clock)
+                done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason)
                 changed = [d.changed for d in done]
             else:
-                again = resume_jobs(self._store, jobs, actor=who, reason=reason, clock=clock)
+                again = resume_jobs(self._store, jobs, actor=who, reason=reason)
                 changed = [d is not None and d.changed for d in again]
             return [
                 {"job": job, "paused": paused, "changed": did}
@@ -130,9 +130,7 @@ class ActionEndpoints:
             raise _no_run()
         store = self._store
         try:
-            done = await blocking(
-                lambda: action(store, run_id, actor=token.name, reason=reason, clock=store.clock)
-            )
+            done = await blocking(lambda: action(store, run_id, actor=token.name, reason=reason))
         except ActionRefused as refused:
             if refused.unknown:
                 raise _no_run() from None
@@ -187,7 +185,6 @@ class StateEndpoints:
                     value,
                     actor=token.name,
                     reason=reason,
-                    clock=self._store.clock,
                 )
             except BadStateInput as bad:
                 return problem(422, "Invalid key", str(bad))

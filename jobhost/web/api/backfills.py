@@ -91,11 +91,9 @@ class BackfillEndpoints:
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
         reason = await read_reason(request, self._limit)
-        store, clock = self._service.store, self._service.clock
+        store = self._service.store
         record = await blocking(
-            lambda: cancel_backfill(
-                store, backfill_id, actor=token.name, reason=reason, clock=clock
-            )
+            lambda: cancel_backfill(store, backfill_id, actor=token.name, reason=reason)
         )
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 
@@ -104,7 +102,7 @@ class BackfillEndpoints:
         spec = catalog.jobs.get(name)
         if spec is None:
             raise not_found(name)
-        store, clock = self._service.store, self._service.clock
+        store = self._service.store
         now = store.now()
         try:
             plan = plan_backfill(
@@ -121,7 +119,7 @@ class BackfillEndpoints:
         shown = {"id": None, **plan.to_json()}
         if body.dry_run or not plan.occurrences:
             return shown, 200
-        ensure_scheduled(store, spec, clock)
+        ensure_scheduled(store, spec)
         backfill_id = start_backfill(
             store,
             name,
@@ -132,7 +130,6 @@ class BackfillEndpoints:
             concurrency=body.concurrency,
             actor=actor,
             reason=body.reason,
-            clock=clock,
         )
         return {**shown, "id": backfill_id}, 202
 

@@ -170,9 +170,7 @@ def retry_failures_endpoint(
                 raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             reason = body.reason
-            done = retry_open_failures(
-                store, query, actor=token.name, reason=reason, clock=store.clock
-            )
+            done = retry_open_failures(store, query, actor=token.name, reason=reason)
             return {
                 "queued": [
                     {

@@ -225,7 +225,7 @@ class _Api:
 
         def answer() -> list[dict[str, Any]]:
             catalog = self.service.current()
-            report = build_report(self.settings, catalog, self.store, clock=self.store.clock)
+            report = build_report(self.settings, catalog, self.store)
             rows = self._rows()
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
@@ -242,9 +242,7 @@ class _Api:
             require_known(catalog, self.store, name)
             if name not in catalog.jobs:
                 self._refuse_deleted(name)
-            report = build_report(
-                self.settings, catalog, self.store, job=name, clock=self.store.clock
-            )
+            report = build_report(self.settings, catalog, self.store, job=name)
             if not report.jobs:
                 raise not_found(name)
             return job_json(report.jobs[0], catalog, self.service.runtime_row(name))

@@ -284,13 +284,13 @@ def _act_on_job(
     store, who, reason = console.store, checked.who, checked.reason
     request_id = None
     if action == "pause":
-        paused = pause(store, console.catalog, name, actor=who, reason=reason, clock=store.clock)
+        paused = pause(store, console.catalog, name, actor=who, reason=reason)
         result = "paused" if paused.changed else "already paused"
     elif action == "resume":
-        resumed = resume(store, name, actor=who, reason=reason, clock=store.clock)
+        resumed = resume(store, name, actor=who, reason=reason)
         result = "resumed" if resumed is not None and resumed.changed else "was not paused"
     else:
-        request_id = request_trigger(store, name, actor=who, reason=reason, clock=store.clock)
+        request_id = request_trigger(store, name, actor=who, reason=reason)
         result = f"trigger queued (request {request_id})"
     _audit_line(checked, action, name, result)
     return result, request_id
@@ -300,12 +300,12 @@ def _act_on_run(console: Console, action: str, run_id: str, checked: _Checked) -
     """Where to go once done."""
     store, who, reason = console.store, checked.who, checked.reason
     if action == "retry":
-        queued = retry_run(store, run_id, actor=who, reason=reason, clock=store.clock)
+        queued = retry_run(store, run_id, actor=who, reason=reason)
         result = f"retry of run {run_id} queued as run {queued.run_id}"
         _audit_line(checked, "retry", queued.retry_of.job_name, result)
         # To the new attempt: the operator watches it start there.
         return f"/runs/{queued.run_id}?done=retried"
-    asked = cancel_run(store, run_id, actor=who, reason=reason, clock=store.clock)
+    asked = cancel_run(store, run_id, actor=who, reason=reason)
     _audit_line(checked, "cancel", asked.run.job_name, f"cancel of run {run_id}: {asked.state}")
     code = {"requested": "cancel-requested", "already": "cancel-already"}.get(
         asked.state, "cancelled"
@@ -318,10 +318,10 @@ def _act_on_module(
 ) -> None:
     store, who, reason = console.store, checked.who, checked.reason
     if action == "pause":
-        done = pause_jobs(store, console.catalog, jobs, actor=who, reason=reason, clock=store.clock)
+        done = pause_jobs(store, console.catalog, jobs, actor=who, reason=reason)
         changed = sum(1 for d in done if d.changed)
     else:
-        again = resume_jobs(store, jobs, actor=who, reason=reason, clock=store.clock)
+        again = resume_jobs(store, jobs, actor=who, reason=reason)
         changed = sum(1 for d in again if d is not None and d.changed)
     _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
 
@@ -332,9 +332,7 @@ def _retry_each(console: Console, ids: list[str], checked: _Checked) -> tuple[in
     queued: list[RunRecord] = []
     for run_id in ids:
         try:
-            done = retry_run(
-                store, run_id, actor=checked.who, reason=checked.reason, clock=store.clock
-            )
+            done = retry_run(store, run_id, actor=checked.who, reason=checked.reason)
         except ActionRefused:
             continue
         queued.append(done.retry_of)
@@ -377,7 +375,7 @@ async def _backfill(console: Console, request: Request, checked: _Checked, name:
         )
 
     def record() -> None:
-        ensure_scheduled(store, console.catalog.jobs[name], store.clock)
+        ensure_scheduled(store, console.catalog.jobs[name])
         backfill_id = start_backfill(
             store,
             name,
@@ -388,7 +386,6 @@ async def _backfill(console: Console, request: Request, checked: _Checked, name:
             concurrency=concurrency,
             actor=checked.who,
             reason=checked.reason,
-            clock=store.clock,
         )
         result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
         _audit_line(checked, "backfill", name, result)
@@ -414,9 +411,7 @@ async def _cancel_backfill(
             request, "backfill_cancel.html", job=name, reason=checked.reason, b=record
         )
     after = await blocking(
-        lambda: cancel_backfill(
-            store, backfill_id, actor=checked.who, reason=checked.reason, clock=store.clock
-        )
+        lambda: cancel_backfill(store, backfill_id, actor=checked.who, reason=checked.reason)
     )
     cancelled = after is not None and record.state == "running" and after.state == "cancelled"
     result = f"backfill {backfill_id} " + ("cancelled" if cancelled else "already over")

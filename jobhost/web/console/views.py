@@ -189,7 +189,7 @@ def job_view(
 ) -> JobView | None:
     """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
     bars), and page ``page`` of its history, of ``outcome`` when given."""
-    report = build_report(settings, catalog, store, job=name, clock=store.clock)
+    report = build_report(settings, catalog, store, job=name)
     if not report.jobs:
         return None
     job = report.jobs[0]
