@@ -31,10 +31,7 @@ __all__ = [
     "JobFacts",
     "Mismatch",
     "job_mismatches",
-    "late_tolerance",
-    "overdue_grace",
     "store_changes",
-    "stored_mismatches",
     "trigger_last_due",
 ]
 
@@ -61,15 +58,15 @@ class JobFacts:
     expired_runs: Sequence[RunRecord]
     deleted: tuple[str, datetime] | None = None
     """(who, when) a runtime job was removed through the API; None for any other job."""
-
-    @property
-    def declared(self) -> bool:
-        return self.spec is not None
+    stored: StoredFacts | None = None
+    """The declaration the job's row holds, read without rebuilding the job (``spec`` None)."""
 
     @property
     def enabled(self) -> bool:
         if self.spec is not None:
             return self.spec.enabled
+        if self.stored is not None:
+            return self.stored.enabled
         return self.row is not None and self.row.enabled
 
     @property
@@ -89,14 +86,13 @@ def job_mismatches(
     ``store_changes`` is :func:`store_changes` of the whole catalog, computed once for a report
     of many jobs; without it the job's own is computed.
     """
-    found: list[Mismatch] = []
+    found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
-    if spec is not None:
-        judged = _judged(spec, settings)
-        found += judged.fixed
-        differs = _store_differs(spec, row, store_changes) if row is not None else None
-        if differs is not None:
-            found.append(differs)
+    declared = _declared(facts, settings)
+    if declared is not None:
+        found += declared.fixed
+        if spec is not None and row is not None:
+            found.append(_store_differs(spec, row, store_changes))
     elif facts.problems:
         lines = "; ".join(problem.message for problem in facts.problems)
         found.append(Mismatch("invalid", f"declared with problems, so no host runs it: {lines}"))
@@ -109,62 +105,119 @@ def job_mismatches(
         found.append(
             Mismatch("orphaned", "in the store, but no loaded module declares it any more")
         )
-    paused = row is not None and row.paused
-    if row is not None and paused:
-        found.append(_paused(row))
-    if spec is not None and spec.enabled and not paused:
-        # A paused job is meant not to fire: its next fire falling behind is no news.
-        judged = _judged(spec, settings)
-        late = (
-            _no_next_fire(facts)
-            if facts.next_fire is None
-            else _next_fire_past(facts.next_fire, judged.late, now)
-        )
-        if late is not None:
-            found.append(late)
-        overdue = _overdue_of(facts, spec.trigger, spec.schedule, judged.grace, now)
-        if overdue is not None:
-            found.append(overdue)
-    if facts.expired_runs or (row is not None and row.lease_owner is not None):
-        expired = _lease_expired(facts, now)
-        if expired is not None:
-            found.append(expired)
-    if spec is not None and spec.enabled and live_hosts == 0:
-        found.append(_NO_LIVE_HOST)
-    return found
-
-
-def stored_mismatches(
-    facts: JobFacts, stored: StoredFacts, settings: Settings, now: datetime, live_hosts: int
-) -> list[Mismatch]:
-    """:func:`job_mismatches` of a job the store's own catalog declares, from the declaration
-    its row holds (``facts.spec`` None: no job is rebuilt, nothing compared with a catalog)."""
-    row = facts.row
-    found: list[Mismatch | None] = [
-        _override_of(
-            facts.name,
-            stored.trigger,
-            stored.declared,
-            stored.override_enabled,
-            stored.declared_enabled,
-        )
-        if stored.overridden
-        else None,
-        _not_configured_of(stored.enabled, stored.configuration_source, settings),
-    ]
     if row is not None and row.paused:
         found.append(_paused(row))
-    if stored.enabled and not facts.paused:
-        grace = stored.overdue_after if stored.overdue_after is not None else settings.overdue_grace
+    enabled = declared is not None and declared.enabled
+    if declared is not None and enabled and not facts.paused:
+        # A paused job is meant not to fire: its next fire falling behind is no news.
         found += [
             _no_next_fire(facts),
-            _next_fire_past(facts.next_fire, late_tolerance(settings), now),
-            _overdue_of(facts, stored.trigger, _stored_schedule(stored.trigger), grace, now),
+            _next_fire_past(facts.next_fire, declared.late, now),
+            _overdue_of(facts, declared.trigger, declared.schedule, declared.grace, now),
         ]
     found.append(_lease_expired(facts, now))
-    if stored.enabled and live_hosts == 0:
+    if enabled and live_hosts == 0:
         found.append(_NO_LIVE_HOST)
     return [item for item in found if item is not None]
+
+
+# A report asks every job at one instant: jobs sharing a cron expression and a zone share the
+# answer (cron math is the report's costliest step at 10,000 jobs).
+_LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {}
+_LAST_DUE_KEPT = 20_000
+_LOOK_BACK = timedelta(days=400)
+_CRONS: dict[EffectiveTrigger, CronSchedule] = {}
+_DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
+_DESIRED_KEPT = 20_000
+_DECLARED: dict[int, tuple[JobSpec, Settings, _Declared]] = {}
+_DECLARED_KEPT = 20_000
+# A catalog has a handful of graces and a summary may call thousands of jobs overdue.
+_grace_text = lru_cache(maxsize=256)(format_duration)
+# Every job says it when no host is alive: one value for all of them (a Mismatch is frozen).
+_NO_LIVE_HOST = Mismatch("no-live-host", "no host is alive to fire it")
+
+
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    """What a job's mismatches take from its declaration and the settings alone."""
+
+    fixed: tuple[Mismatch, ...]
+    """``override`` and ``not-configured``, those that apply."""
+    enabled: bool
+    trigger: EffectiveTrigger
+    schedule: Callable[[datetime], Schedule | None]
+    grace: timedelta
+    late: timedelta
+    """How far behind a next fire may be before nothing is firing it: a poll and a margin."""
+
+
+def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
+    """:class:`_Declared` of the job's spec, made once per job of a catalog that many reports
+    read (the dashboard's summary asks every job every few seconds), or of the declaration its
+    row holds; None for a job nothing declares."""
+    spec, stored = facts.spec, facts.stored
+    if spec is None:
+        if stored is None:
+            return None
+        return _declared_of(facts.name, stored, _stored_schedule(stored.trigger), settings)
+    found = _DECLARED.get(id(spec))
+    # The spec and the settings are kept: neither id is reused while the entry lives.
+    if found is None or found[0] is not spec or found[1] is not settings:
+        if len(_DECLARED) >= _DECLARED_KEPT:
+            _DECLARED.clear()
+        declared = _declared_of(spec.name, _facts_of(spec), spec.schedule, settings)
+        found = _DECLARED[id(spec)] = (spec, settings, declared)
+    return found[2]
+
+
+def _declared_of(
+    name: str,
+    stored: StoredFacts,
+    schedule: Callable[[datetime], Schedule | None],
+    settings: Settings,
+) -> _Declared:
+    fixed: list[Mismatch] = []
+    changes: list[str] = []
+    if stored.overridden:
+        trigger, declared = stored.trigger, stored.declared
+        if _parts(trigger) != _parts(declared):
+            changes.append(f"{trigger.describe()} instead of {declared.describe()}")
+        enabled = stored.override_enabled
+        if enabled is not None and enabled != stored.declared_enabled:
+            changes.append("enabled" if enabled else "disabled")
+    if changes:
+        fixed.append(Mismatch("override", f'[jobs."{name}"] in force: {", ".join(changes)}'))
+    source = stored.configuration_source
+    if not stored.enabled and source is not None and source not in settings.modules:
+        fixed.append(
+            Mismatch(
+                "not-configured",
+                f"[modules.{source}] is absent from the settings; the module keeps the job "
+                "disabled",
+            )
+        )
+    grace = stored.overdue_after if stored.overdue_after is not None else settings.overdue_grace
+    late = settings.poll_interval + timedelta(seconds=5)
+    return _Declared(tuple(fixed), stored.enabled, stored.trigger, schedule, grace, late)
+
+
+def _facts_of(spec: JobSpec) -> StoredFacts:
+    """The spec as the store keeps its declaration."""
+    declaration, override = spec.declaration, spec.override
+    return StoredFacts(
+        enabled=spec.enabled,
+        group=spec.concurrency_group,
+        trigger=spec.trigger,
+        declared=spec.declared,
+        overridden=override is not None,
+        override_enabled=override.enabled if override is not None else None,
+        description=declaration.description,
+        critical=declaration.critical,
+        declared_enabled=declaration.enabled,
+        configuration_source=declaration.configuration_source,
+        overdue_after=declaration.overdue_after,
+        lease=declaration.lease,
+    )
 
 
 def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule | None]:
@@ -188,106 +241,8 @@ def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule
     return schedule
 
 
-# A report asks every job at one instant: jobs sharing a cron expression and a zone share the
-# answer (cron math is the report's costliest step at 10,000 jobs).
-_LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {}
-_LAST_DUE_KEPT = 20_000
-_LOOK_BACK = timedelta(days=400)
-_CRONS: dict[EffectiveTrigger, CronSchedule] = {}
-_DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
-_DESIRED_KEPT = 20_000
-_JUDGED: dict[int, _Judged] = {}
-# A catalog has a handful of graces and a summary may call thousands of jobs overdue.
-_grace_text = lru_cache(maxsize=256)(format_duration)
-_JUDGED_KEPT = 20_000
-# Every job says it when no host is alive: one value for all of them (a Mismatch is frozen).
-_NO_LIVE_HOST = Mismatch("no-live-host", "no host is alive to fire it")
-
-
-def overdue_grace(spec: JobSpec, settings: Settings) -> timedelta:
-    """The declaration's ``overdue_after``, or the host's ``overdue_grace``."""
-    declared = spec.declaration.overdue_after
-    return declared if declared is not None else settings.overdue_grace
-
-
-def late_tolerance(settings: Settings) -> timedelta:
-    """How far behind a next fire may be before nothing is firing it: a poll and a margin."""
-    return settings.poll_interval + timedelta(seconds=5)
-
-
-@dataclass(frozen=True, slots=True)
-class _Judged:
-    """What a declared job's mismatches take from its spec and the settings alone."""
-
-    spec: JobSpec
-    settings: Settings
-    fixed: tuple[Mismatch, ...]
-    """``override`` and ``not-configured``, those that apply."""
-    grace: timedelta
-    late: timedelta
-    """:func:`late_tolerance` of the settings."""
-
-
-def _judged(spec: JobSpec, settings: Settings) -> _Judged:
-    """:class:`_Judged` of ``spec``, made once per job of a catalog that many reports read
-    (the dashboard's summary asks every job every few seconds)."""
-    found = _JUDGED.get(id(spec))
-    # The spec and the settings are kept: neither id is reused while the entry lives.
-    if found is None or found.spec is not spec or found.settings is not settings:
-        if len(_JUDGED) >= _JUDGED_KEPT:
-            _JUDGED.clear()
-        fixed = (_override(spec), _not_configured(spec, settings))
-        found = _JUDGED[id(spec)] = _Judged(
-            spec,
-            settings,
-            tuple(item for item in fixed if item is not None),
-            overdue_grace(spec, settings),
-            late_tolerance(settings),
-        )
-    return found
-
-
-def _override(spec: JobSpec) -> Mismatch | None:
-    override = spec.override
-    if override is None:
-        return None
-    return _override_of(
-        spec.name, spec.trigger, spec.declared, override.enabled, spec.declaration.enabled
-    )
-
-
-def _override_of(
-    name: str,
-    trigger: EffectiveTrigger,
-    declared: EffectiveTrigger,
-    override_enabled: bool | None,
-    declared_enabled: bool,
-) -> Mismatch | None:
-    changes: list[str] = []
-    if _parts(trigger) != _parts(declared):
-        changes.append(f"{trigger.describe()} instead of {declared.describe()}")
-    if override_enabled is not None and override_enabled != declared_enabled:
-        changes.append("enabled" if override_enabled else "disabled")
-    if not changes:
-        return None
-    return Mismatch("override", f'[jobs."{name}"] in force: {", ".join(changes)}')
-
-
 def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:
     return trigger.kind, trigger.expression, trigger.timezone
-
-
-def _not_configured(spec: JobSpec, settings: Settings) -> Mismatch | None:
-    return _not_configured_of(spec.enabled, spec.declaration.configuration_source, settings)
-
-
-def _not_configured_of(enabled: bool, source: str | None, settings: Settings) -> Mismatch | None:
-    if enabled or source is None or source in settings.modules:
-        return None
-    return Mismatch(
-        "not-configured",
-        f"[modules.{source}] is absent from the settings; the module keeps the job disabled",
-    )
 
 
 def store_changes(
@@ -314,10 +269,8 @@ def store_changes(
 
 
 def _store_differs(
-    spec: JobSpec, row: ScheduleRow | None, known: Mapping[str, ScheduleChange] | None
+    spec: JobSpec, row: ScheduleRow, known: Mapping[str, ScheduleChange] | None
 ) -> Mismatch | None:
-    if row is None:
-        return None
     changes = known if known is not None else store_changes({spec.name: spec}, {spec.name: row})
     change = changes.get(spec.name)
     if change is None:

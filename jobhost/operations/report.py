@@ -9,7 +9,7 @@ the newest running one, else the last one recorded finished, which the schedule 
 (``missed`` and ``skipped`` occurrences and queued runs are not attempts, they appear in
 ``recent_outcomes`` and ``jobhost history``); ``recent_outcomes`` holds the last five ledger
 outcomes, newest first, ``missed`` and ``skipped`` included. Without a catalog the store's own
-is reported, each job straight from its row (:func:`stored_entry`).
+is reported, each job straight from its row (:func:`stored_report`).
 
 A job's status is what an operator scans for; the report's ``state`` (enabled, disabled,
 paused, orphaned) stays what it was. In order of precedence (a job has the first that applies):
@@ -42,7 +42,6 @@ from typing import Any, Literal, get_args
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts, stored_facts
-from jobhost.clock import Clock
 from jobhost.config import Settings
 from jobhost.operations.jobs import stored_job
 from jobhost.operations.mismatch import (
@@ -50,7 +49,6 @@ from jobhost.operations.mismatch import (
     Mismatch,
     job_mismatches,
     store_changes,
-    stored_mismatches,
 )
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.records import (
@@ -85,7 +83,6 @@ __all__ = [
     "build_report",
     "group_wait",
     "host_json",
-    "job_entry",
     "job_status",
     "next_fire_of",
     "overview_page",
@@ -93,7 +90,6 @@ __all__ = [
     "report_from",
     "select_jobs",
     "state_of",
-    "stored_entry",
     "stored_jobs",
     "stored_report",
     "stuck_code",
@@ -111,7 +107,6 @@ def build_report(
     store: Store,
     *,
     job: str | None = None,
-    clock: Clock | None = None,
     recent: bool = True,
     apart: bool = False,
 ) -> Report:
@@ -121,11 +116,11 @@ def build_report(
     ``recent``, each job's ``recent_outcomes`` is left empty, unread (the one-line-per-job
     text does not show them). With ``apart`` (a command, which has the store's connections to
     itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
+    names = catalog.jobs if catalog is not None else ()
     with uncollected():
+        snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
         if catalog is None:
-            snapshot = store.read_snapshot((), clock, only=job, recent=recent, apart=apart)
             return stored_report(settings, snapshot, job=job)
-        snapshot = store.read_snapshot(catalog.jobs, clock, only=job, recent=recent, apart=apart)
         return report_from(settings, catalog, snapshot, job=job)
 
 
@@ -172,7 +167,8 @@ def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
 
 def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | None = None) -> Report:
     """The report of the store's own catalog (the declarations its rows hold) in ``snapshot``
-    (pure): what :func:`report_from` gives of it, each job read from its row, none rebuilt."""
+    (pure): what :func:`report_from` gives of it, each job read from the declaration its row
+    stores (:func:`_read`), rebuilt only when this version cannot read it."""
     live_hosts = len(snapshot.live_hosts)
     jobs: list[JobReport] = []
     for name in sorted(snapshot.schedules):
@@ -180,13 +176,13 @@ def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | Non
             continue
         row = snapshot.schedules[name]
         assert isinstance(row, ScheduleRecord), "the store's own catalog is read from whole rows"
-        entry = stored_entry(row, snapshot, settings, live_hosts)
-        if entry is None:
-            spec = None if row.orphaned else stored_job(settings, row)
-            entry = _job_report(
-                name, spec, (), snapshot, settings, live_hosts=live_hosts, changes={}
+        read = None if row.orphaned or row.declaration is None else _read(row.declaration)
+        spec = None if row.orphaned or read is not None else stored_job(settings, row)
+        jobs.append(
+            _job_report(
+                name, spec, (), snapshot, settings, live_hosts=live_hosts, changes={}, read=read
             )
-        jobs.append(entry)
+        )
     return _report(snapshot, jobs, [])
 
 
@@ -211,7 +207,11 @@ def _job_report(
     *,
     live_hosts: int,
     changes: Mapping[str, ScheduleChange],
+    read: _Read | None = None,
 ) -> JobReport:
+    """A job's report entry from its spec, or the declaration its row holds (``read``), or
+    its row alone, and what the snapshot holds of its runs: the last attempt, the running ones
+    (stuck code among them), its group's wait and its status."""
     row = snapshot.schedules.get(name)
     facts = JobFacts(
         name=name,
@@ -220,15 +220,20 @@ def _job_report(
         problems=problems,
         next_fire=next_fire_of(spec, row, snapshot.now),
         last_success=snapshot.last_success.get(name),
-        expired_runs=snapshot.expired_runs.get(name, []),
+        expired_runs=snapshot.expired_runs.get(name, ()),
         deleted=_deleted(snapshot, name) if spec is None else None,
+        stored=read[0] if read is not None else None,
     )
+    declared: TriggerView | None
     if spec is not None:
         shown = _shown(spec)
         module, description, critical = shown.module, shown.description, shown.critical
-        declared: TriggerView | None = shown.declared
-        effective = shown.effective
-        group = shown.group
+        declared, effective, group = shown.declared, shown.effective, shown.group
+    elif read is not None:
+        assert row is not None, "a declaration is read from the job's row"
+        stored, declared, effective = read
+        module, description, critical = row.module, stored.description, stored.critical
+        group = stored.group
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module, description, critical, declared = row.module, "", False, None
@@ -236,20 +241,37 @@ def _job_report(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
         group = None
-    return job_entry(
-        snapshot,
-        name,
+    group = group or (row.concurrency_group if row is not None else None)
+    mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
+    running = snapshot.running.get(name, ())
+    if running:
+        stuck = stuck_code(running)
+        if stuck is not None:
+            mismatches.append(stuck)
+    waiting_for = group_wait(snapshot.groups, group, name) if group is not None else None
+    last = snapshot.last_runs.get(name)
+    codes = [m.code for m in mismatches] if mismatches else ()
+    state = state_of(facts)
+    return JobReport(
+        name=name,
         module=module,
         description=description,
         critical=critical,
         enabled=facts.enabled,
         paused=facts.paused,
-        state=state_of(facts),
-        declared=declared,
-        effective=effective,
+        state=state,
+        declared_trigger=declared,
+        effective_trigger=effective,
         next_fire=facts.next_fire,
-        mismatches=job_mismatches(facts, settings, snapshot.now, live_hosts, changes),
-        group=group or (row.concurrency_group if row is not None else None),
+        last_run=LastRun.of(last) if last is not None else None,
+        recent_outcomes=snapshot.recent_outcomes.get(name, []),
+        mismatches=mismatches,
+        status=job_status(
+            state, codes, last.outcome if last else None, bool(running), waiting_for is not None
+        ),
+        running=len(running),
+        concurrency_group=group,
+        waiting_for=waiting_for,
     )
 
 
@@ -292,7 +314,7 @@ def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
 
 def state_of(facts: JobFacts) -> State:
     """The report's ``state`` of a job."""
-    if facts.spec is None and not facts.problems:
+    if facts.spec is None and facts.stored is None and not facts.problems:
         return "orphaned"
     if facts.paused:
         return "paused"
@@ -489,100 +511,12 @@ def host_json(host: HostRecord) -> dict[str, Any]:
 
 # A read-only command reports the jobs the store holds. Rebuilding each one (a validated
 # declaration, its policies, an override model, a parsed cron) only to ask it for a dozen fields
-# was most of ``jobhost report`` at 10,000 jobs, so stored_entry reads those fields from the
-# declaration the row stores (jobhost.catalog.stored.stored_facts) and computes the same
-# mismatches, state and status as the full path (mismatch.stored_mismatches). A row whose
-# declaration this version cannot read, and an orphaned row, are left to the full path.
-_READ: dict[str, tuple[StoredFacts, TriggerView, TriggerView]] = {}
+# was most of ``jobhost report`` at 10,000 jobs, so the report reads those fields from the
+# declaration the row stores (jobhost.catalog.stored.stored_facts). A row whose declaration this
+# version cannot read, and an orphaned row, are rebuilt.
+_Read = tuple[StoredFacts, TriggerView, TriggerView]
+_READ: dict[str, _Read] = {}
 _READ_KEPT = 20_000
-
-
-def stored_entry(
-    row: ScheduleRecord, snapshot: StoreSnapshot, settings: Settings, live_hosts: int
-) -> JobReport | None:
-    """The report entry of the job ``row`` declares, or None for the full path to build."""
-    if row.orphaned or row.declaration is None:
-        return None
-    read = _read(row.declaration)
-    if read is None:
-        return None  # written by another version: the full path reads its columns
-    stored, declared, effective = read
-    name, now = row.job_name, snapshot.now
-    facts = JobFacts(
-        name=name,
-        spec=None,
-        row=row,
-        problems=(),
-        next_fire=row.next_occurrence if row.enabled else None,
-        last_success=snapshot.last_success.get(name),
-        expired_runs=snapshot.expired_runs.get(name, ()),
-    )
-    state: State = "paused" if row.paused else "enabled" if stored.enabled else "disabled"
-    return job_entry(
-        snapshot,
-        name,
-        module=row.module,
-        description=stored.description,
-        critical=stored.critical,
-        enabled=stored.enabled,
-        paused=row.paused,
-        state=state,
-        declared=declared,
-        effective=effective,
-        next_fire=facts.next_fire,
-        mismatches=stored_mismatches(facts, stored, settings, now, live_hosts),
-        group=stored.group or row.concurrency_group,
-    )
-
-
-def job_entry(
-    snapshot: StoreSnapshot,
-    name: str,
-    *,
-    module: str,
-    description: str,
-    critical: bool,
-    enabled: bool,
-    paused: bool,
-    state: State,
-    declared: TriggerView | None,
-    effective: TriggerView,
-    next_fire: datetime | None,
-    mismatches: list[Mismatch],
-    group: str | None,
-) -> JobReport:
-    """A job's report entry from what its declaration says and what the snapshot holds of its
-    runs: the last attempt, the running ones (stuck code among them), its group's wait and its
-    status. Both paths, the store's catalog and a loaded one, end here."""
-    running = snapshot.running.get(name, ())
-    if running:
-        stuck = stuck_code(running)
-        if stuck is not None:
-            mismatches.append(stuck)
-    waiting_for = group_wait(snapshot.groups, group, name) if group is not None else None
-    last = snapshot.last_runs.get(name)
-    codes = [m.code for m in mismatches] if mismatches else ()
-    return JobReport(
-        name=name,
-        module=module,
-        description=description,
-        critical=critical,
-        enabled=enabled,
-        paused=paused,
-        state=state,
-        declared_trigger=declared,
-        effective_trigger=effective,
-        next_fire=next_fire,
-        last_run=LastRun.of(last) if last is not None else None,
-        recent_outcomes=snapshot.recent_outcomes.get(name, []),
-        mismatches=mismatches,
-        status=job_status(
-            state, codes, last.outcome if last else None, bool(running), waiting_for is not None
-        ),
-        running=len(running),
-        concurrency_group=group,
-        waiting_for=waiting_for,
-    )
 
 
 @dataclass(frozen=True)
@@ -602,7 +536,7 @@ def stored_jobs(
     rows_of: Callable[[list[str]], Mapping[str, ScheduleRecord]],
 ) -> StoredJobs:
     """:class:`StoredJobs` of the live jobs ``declared`` names (with the declaration each row
-    stores), each job as :func:`stored_entry` reads it. Only the rows whose declaration this
+    stores), each job as :func:`stored_report` reads it. Only the rows whose declaration this
     version cannot read are read whole (``rows_of``), to be judged from their columns."""
     count, critical, leases, unread = 0, [], [], []
     for name, declaration in declared:
@@ -627,7 +561,7 @@ def stored_jobs(
     return StoredJobs(count, sorted(critical), max(leases) if leases else None)
 
 
-def _read(text: str) -> tuple[StoredFacts, TriggerView, TriggerView] | None:
+def _read(text: str) -> _Read | None:
     """The declaration ``text`` and its two triggers as the report shows them, read once for
     every job that stores the same text (a declaration holds no name: many jobs share one)."""
     found = _READ.get(text)
