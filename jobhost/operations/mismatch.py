@@ -31,6 +31,7 @@ __all__ = [
     "JobFacts",
     "Mismatch",
     "job_mismatches",
+    "spec_facts",
     "store_changes",
     "trigger_last_due",
 ]
@@ -165,7 +166,7 @@ def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
     if found is None or found[0] is not spec or found[1] is not settings:
         if len(_DECLARED) >= _DECLARED_KEPT:
             _DECLARED.clear()
-        declared = _declared_of(spec.name, _facts_of(spec), spec.schedule, settings)
+        declared = _declared_of(spec.name, spec_facts(spec), spec.schedule, settings)
         found = _DECLARED[id(spec)] = (spec, settings, declared)
     return found[2]
 
@@ -201,8 +202,8 @@ def _declared_of(
     return _Declared(tuple(fixed), stored.enabled, stored.trigger, schedule, grace, late)
 
 
-def _facts_of(spec: JobSpec) -> StoredFacts:
-    """The spec as the store keeps its declaration."""
+def spec_facts(spec: JobSpec) -> StoredFacts:
+    """What the store keeps of the spec's declaration, as :func:`stored_facts` reads it."""
     declaration, override = spec.declaration, spec.override
     return StoredFacts(
         enabled=spec.enabled,

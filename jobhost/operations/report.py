@@ -48,6 +48,7 @@ from jobhost.operations.mismatch import (
     JobFacts,
     Mismatch,
     job_mismatches,
+    spec_facts,
     store_changes,
 )
 from jobhost.operations.timefmt import iso_local, iso_utc
@@ -96,9 +97,6 @@ __all__ = [
     "summarise",
     "uncollected",
 ]
-
-_SHOWN: dict[int, _Shown] = {}
-_SHOWN_KEPT = 20_000
 
 
 def build_report(
@@ -226,21 +224,19 @@ def _job_report(
     )
     declared: TriggerView | None
     if spec is not None:
-        shown = _shown(spec)
-        module, description, critical = shown.module, shown.description, shown.critical
-        declared, effective, group = shown.declared, shown.effective, shown.group
-    elif read is not None:
-        assert row is not None, "a declaration is read from the job's row"
-        stored, declared, effective = read
-        module, description, critical = row.module, stored.description, stored.critical
-        group = stored.group
+        module, read = spec.module, _spec_read(spec)
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
-        module, description, critical, declared = row.module, "", False, None
+        module = row.module
+    if read is not None:
+        stored, declared, effective = read
+        description, critical, group = stored.description, stored.critical, stored.group
+    else:
+        assert row is not None, "an undeclared job in the report has a schedule row"
+        description, critical, declared, group = "", False, None, None
         effective = TriggerView(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
-        group = None
     group = group or (row.concurrency_group if row is not None else None)
     mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
     running = snapshot.running.get(name, ())
@@ -275,36 +271,21 @@ def _job_report(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Shown:
-    """What the report shows of a declared job that its spec alone decides."""
-
-    spec: JobSpec
-    module: str
-    description: str
-    critical: bool
-    declared: TriggerView
-    effective: TriggerView
-    group: str | None
-
-
-def _shown(spec: JobSpec) -> _Shown:
-    """:class:`_Shown` of ``spec``, made once per job of a catalog that many reports read (the
-    dashboard's summary, every few seconds; the API's)."""
-    found = _SHOWN.get(id(spec))
-    if found is None or found.spec is not spec:  # the spec is kept: its id is not reused
-        if len(_SHOWN) >= _SHOWN_KEPT:
-            _SHOWN.clear()
-        found = _SHOWN[id(spec)] = _Shown(
-            spec,
-            spec.module,
-            spec.declaration.description,
-            spec.declaration.critical,
+def _spec_read(spec: JobSpec) -> _Read:
+    """What the report shows of ``spec``, as :func:`_read` reads a stored declaration, made
+    once per job of a catalog that many reports read (the dashboard's summary, every few
+    seconds; the API's)."""
+    found = _SPECS.get(id(spec))
+    if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
+        if len(_SPECS) >= _READ_KEPT:
+            _SPECS.clear()
+        read = (
+            spec_facts(spec),
             TriggerView.of(spec.declared, with_source=False),
             TriggerView.of(spec.trigger, with_source=True),
-            spec.concurrency_group,
         )
-    return found
+        found = _SPECS[id(spec)] = (spec, read)
+    return found[1]
 
 
 def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
@@ -516,6 +497,7 @@ def host_json(host: HostRecord) -> dict[str, Any]:
 # version cannot read, and an orphaned row, are rebuilt.
 _Read = tuple[StoredFacts, TriggerView, TriggerView]
 _READ: dict[str, _Read] = {}
+_SPECS: dict[int, tuple[JobSpec, _Read]] = {}
 _READ_KEPT = 20_000
 
 
