@@ -520,27 +520,21 @@ def stored_jobs(
     """:class:`StoredJobs` of the live jobs ``declared`` names (with the declaration each row
     stores), each job as :func:`stored_report` reads it. Only the rows whose declaration this
     version cannot read are read whole (``rows_of``), to be judged from their columns."""
-    count, critical, leases, unread = 0, [], [], []
+    facts: list[tuple[str, StoredFacts]] = []
+    unread: list[str] = []
     for name, declaration in declared:
         read = _read(declaration) if declaration is not None else None
         if read is None:
             unread.append(name)
-            continue
-        count += 1
-        if read[0].critical:
-            critical.append(name)
-        if read[0].lease is not None:
-            leases.append(read[0].lease)
+        else:
+            facts.append((name, read[0]))
     for row in rows_of(unread).values() if unread else ():
         spec = None if row.orphaned else stored_job(settings, row)
-        if spec is None:
-            continue
-        count += 1
-        if spec.declaration.critical:
-            critical.append(row.job_name)
-        if spec.declaration.lease is not None:
-            leases.append(spec.declaration.lease)
-    return StoredJobs(count, sorted(critical), max(leases) if leases else None)
+        if spec is not None:
+            facts.append((row.job_name, spec_facts(spec)))
+    critical = sorted(name for name, job in facts if job.critical)
+    leases = [job.lease for _, job in facts if job.lease is not None]
+    return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
 def _read(text: str) -> _Read | None:
