@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobhost.web.connections import Refusals
-from jobhost.web.middleware import json_bytes, send_answer
+from jobhost.web.middleware import PROBES, json_bytes, send_answer
 
 __all__ = [
     "BODY_TIMEOUT",
@@ -57,7 +57,6 @@ QUEUE_WAIT = 2.0
 """Seconds a request waits for a place before it is answered 503."""
 RETRY_AFTER = 2
 NICE = 10
-_NEVER_WAIT = ("/healthz", "/readyz", "/metrics")
 _lowered = threading.local()
 
 
@@ -79,7 +78,7 @@ class BoundedRequests:
         """How many requests were answered 503 for want of a place."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in _NEVER_WAIT:
+        if scope["type"] != "http" or scope["path"] in PROBES:
             await self.app(scope, receive, send)
             return
         if self._places is None:  # made on the server's event loop, at its first request

@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "PROBES",
     "PROBLEM_JSON",
     "CatchUnexpected",
     "RequestTimeout",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("jobhost.http")
+PROBES = ("/healthz", "/readyz", "/metrics")
+"""The probes and the scrape: never queued, never refused for a store that is down, and answered
+before the API and the dashboard are built."""
 PROBLEM_JSON = "application/problem+json"
 _QUIET_SECONDS = 60.0
 _KEPT_KINDS = 1000

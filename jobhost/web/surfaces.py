@@ -33,6 +33,7 @@ from jobhost.web.access import GuessBrake, ReadAccess
 from jobhost.web.admission import MAX_FORM
 from jobhost.web.app import blocking, create_app
 from jobhost.web.endpoints import ExpositionCache, host_endpoints, store_endpoints
+from jobhost.web.middleware import PROBES
 
 __all__ = ["METRICS_FRESH", "DeferredApp", "host_application", "store_application"]
 
@@ -115,7 +116,6 @@ def _bodies(settings: Settings) -> _Bodies:
 
 
 _QUICK_METHODS = ("GET", "HEAD")
-_QUICK_PATHS = ("/healthz", "/readyz", "/metrics")
 
 
 class DeferredApp:
@@ -132,7 +132,7 @@ class DeferredApp:
         if (
             scope["type"] == "http"
             and scope["method"] in _QUICK_METHODS
-            and scope["path"] in _QUICK_PATHS
+            and scope["path"] in PROBES
         ):
             await self._quick(scope, receive, send)
             return

@@ -25,7 +25,7 @@ from jobhost_contracts import redact_text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.store.retrying import is_store_down
-from jobhost.web.middleware import PROBLEM_JSON, StartWatch, send_answer
+from jobhost.web.middleware import PROBES, PROBLEM_JSON, StartWatch, send_answer
 
 __all__ = [
     "RETRY_AFTER_SECONDS",
@@ -46,7 +46,7 @@ _log = logging.getLogger("jobhost.http")
 _lock = threading.Lock()
 _down = False
 # Requests that never read the store cannot tell that it is back.
-_STORELESS = ("/healthz", "/readyz", "/metrics", "/static/")
+_STORELESS = (*PROBES, "/static/")
 
 
 def unavailable_answer(

@@ -32,7 +32,7 @@ from jobhost.operations.runs import (
     run_json,
 )
 from jobhost.operations.timefmt import short_utc
-from jobhost.records import MAX_CHANGE_ID, RuntimeJobRow
+from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
@@ -226,7 +226,7 @@ class _Api:
         def answer() -> list[dict[str, Any]]:
             catalog = self.service.current()
             report = build_report(self.settings, catalog, self.store)
-            rows = self._rows()
+            rows = {row.name: row for row in self.store.list_runtime_jobs()}
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
             ]
@@ -346,9 +346,6 @@ class _Api:
             }
 
         return JSONResponse(await blocking(answer))
-
-    def _rows(self) -> dict[str, RuntimeJobRow]:
-        return {row.name: row for row in self.store.list_runtime_jobs()}
 
     def _refuse_deleted(self, name: str) -> None:
         """A runtime job removed through the API is gone: 404, saying who removed it, when, and

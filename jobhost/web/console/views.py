@@ -108,6 +108,7 @@ FAILURES_PAGE = 50
 CHART_SECONDS = 60.0
 """How long the installation's chart of one range is kept before it is counted again."""
 _FIELD = 200
+_CHANGE_FILTERS = ("actor", "action", "job", "module", "since")
 
 
 @dataclass(frozen=True)
@@ -425,21 +426,12 @@ class ChangesView:
     @property
     def newest(self) -> str:
         """The link to the newest page of the same search."""
-        kept = {
-            "actor": self.actor,
-            "action": self.action,
-            "job": self.job,
-            "module": self.module,
-            "since": self.since,
-        }
+        kept = {name: getattr(self, name) for name in _CHANGE_FILTERS}
         return "/changes?" + urlencode({k: v for k, v in kept.items() if v})
 
 
 def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
-    values = {
-        name: params.get(name, "").strip()[:_FIELD]
-        for name in ("actor", "action", "job", "module", "since")
-    }
+    values = {name: params.get(name, "").strip()[:_FIELD] for name in _CHANGE_FILTERS}
     before = _positive(params.get("before"))
     now = store.now()
     asked = ChangesView(
