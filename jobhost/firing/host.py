@@ -51,7 +51,7 @@ from jobhost.firing.slots import (
     WorkerSlots,
 )
 from jobhost.firing.tick import Ticker
-from jobhost.rules.claiming import FiringRules
+from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
