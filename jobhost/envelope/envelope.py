@@ -55,7 +55,7 @@ from jobhost.envelope.reporting import Reporter, Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
-from jobhost.store.retrying import StoreRetry
+from jobhost.store.engine import StoreRetry
 
 __all__ = [
     "RESULT_LIMIT",

@@ -24,7 +24,7 @@ from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules import FiringRules, catalog_version, desired_schedules
 from jobhost.store import Store
 from jobhost.store.claims import Wakeups
-from jobhost.store.retrying import is_store_down
+from jobhost.store.engine import is_store_down
 
 __all__ = ["CAP", "FLOOR", "ClaimLead", "TickResult", "Ticker"]
 

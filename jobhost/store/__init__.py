@@ -2,7 +2,7 @@
 
 SQLite (embedded default) and PostgreSQL (several replicas) behind one object, :class:`Store`:
 code outside this package calls its methods, each of which opens its own transaction (and
-retries as its :class:`~jobhost.store.retrying.StoreRetry` says); the functions that take a
+retries as its :class:`~jobhost.store.engine.StoreRetry` says); the functions that take a
 connection are the store's own building blocks, composed here.
 """
 

@@ -26,7 +26,7 @@ from jobhost.records import (
     DueSchedule,
     RunRecord,
 )
-from jobhost.store._sql import built, json_rows, locked, rows_json
+from jobhost.store.engine import built, json_rows, locked, rows_json
 from jobhost.store.schema import IS_PENDING, IS_RUNNING, backfills, runs, schedules
 
 __all__ = [
@@ -207,7 +207,7 @@ def _move_schedules(
     """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job).
 
     On PostgreSQL one statement from JSON whatever the batch size (see
-    :func:`~jobhost.store._sql.json_rows`); elsewhere an executemany."""
+    :func:`~jobhost.store.engine.json_rows`); elsewhere an executemany."""
 
     def build(dialect: str) -> Any:
         if dialect == "postgresql":

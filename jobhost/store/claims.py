@@ -51,7 +51,6 @@ from jobhost.records import (
     new_run_id,
     occurrence_key,
 )
-from jobhost.store._sql import insert_ignoring_duplicates, insert_returning_new, locked
 from jobhost.store.backfills import finish_backfills, get_backfill
 from jobhost.store.claim_sql import (
     DUE_COLUMNS,
@@ -68,7 +67,13 @@ from jobhost.store.claim_sql import (
     refuse_pending,
     start_pending,
 )
-from jobhost.store.engine import database_now, reading
+from jobhost.store.engine import (
+    database_now,
+    insert_ignoring_duplicates,
+    insert_returning_new,
+    locked,
+    reading,
+)
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
 from jobhost.store.registry import sync_schedules

@@ -34,16 +34,16 @@ from jobhost.records import (
     RetryRequest,
     RunRecord,
 )
-from jobhost.store._sql import (
+from jobhost.store.backfills import finish_backfills
+from jobhost.store.engine import (
     built,
+    database_now,
     execute_isolating,
     insert_ignoring_duplicates,
     json_rows,
     locked,
     rows_json,
 )
-from jobhost.store.backfills import finish_backfills
-from jobhost.store.engine import database_now
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.runlogs import append_chunks, trim_lines
 from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
@@ -314,7 +314,7 @@ def record_outcomes(
     A run missing from the answer was no longer this host's (another replica recorded it
     abandoned after its lease expired): the ledger keeps that verdict and its retry is not
     queued twice. ``isolate`` tries each row alone when the batch is refused (see
-    :func:`~jobhost.store._sql.execute_isolating`); without it a refusal fails the whole
+    :func:`~jobhost.store.engine.execute_isolating`); without it a refusal fails the whole
     transaction.
     """
     if not outcomes:
@@ -643,10 +643,10 @@ def _execute_batch(
     isolate: bool,
 ) -> list[dict[str, Any]]:
     """Run the statement ``build`` makes for every row; return the rows refused (see
-    :func:`~jobhost.store._sql.execute_isolating`).
+    :func:`~jobhost.store.engine.execute_isolating`).
 
     On PostgreSQL, unless each row is to be tried alone, one statement takes every row from
-    JSON (see :func:`~jobhost.store._sql.json_rows`): one statement a batch, its text the same
+    JSON (see :func:`~jobhost.store.engine.json_rows`): one statement a batch, its text the same
     for every size. The statement names its values through ``value(name, type)``: a bind
     parameter per row, or the JSON rows' column.
     """

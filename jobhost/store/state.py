@@ -20,8 +20,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.records import RUNNING
-from jobhost.store._sql import insert_ignoring_duplicates
-from jobhost.store.engine import database_now, reading
+from jobhost.store.engine import database_now, insert_ignoring_duplicates, reading
 from jobhost.store.schema import job_idempotency, job_state, runs, schedules
 
 __all__ = ["StoreJobState", "delete_value", "put_value", "schedule_token"]
