@@ -11,8 +11,8 @@ from __future__ import annotations
 from sqlalchemy.exc import DBAPIError as StoreError
 
 from jobhost.store.engine import create_store_engine, database_now, reading
+from jobhost.store.ledger import StoreJobState
 from jobhost.store.migrate import current_revision, head_revision, upgrade
-from jobhost.store.state import StoreJobState
 from jobhost.store.store import Store
 
 __all__ = [

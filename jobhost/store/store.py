@@ -39,8 +39,8 @@ from jobhost.store import (
     snapshot,
 )
 from jobhost.store.engine import StoreTime, database_now, store_now
+from jobhost.store.ledger import StoreJobState
 from jobhost.store.signals import ChangeSignal, SignalWatcher
-from jobhost.store.state import StoreJobState
 
 __all__ = ["Store"]
 
