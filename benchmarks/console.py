@@ -71,7 +71,7 @@ from jobhost.operations.failures import FailureQuery, read_failures
 from jobhost.operations.gauges import read_figures, register_gauges
 from jobhost.operations.health import check_health
 from jobhost.operations.report import JobFilter, build_report, overview_page, read_summary
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import desired_schedules
 from jobhost.store import create_store_engine, reading, upgrade
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.registry import sync_schedules

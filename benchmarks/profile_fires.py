@@ -30,7 +30,7 @@ PHASES = (
     # (phase, any of these frame markers on the stack); the first phase that matches wins.
     (
         "run logs and logging (job lines, writer)",
-        ("envelope/runlog.py", "logging/__init__.py", "store/runlogs.py"),
+        ("envelope/runlog.py", "logging/__init__.py", "append_chunks", "trim_lines"),
     ),
     ("claim turn (tick, claim, wake-ups)", ("firing/tick.py", "store/claim", "wakeups.py")),
     ("recording (ledger writes)", ("_write_until_done", "envelope/lifecycle.py")),

@@ -21,7 +21,7 @@ from jobhost.firing.host import Host
 from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRuns
 from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.operations.runs import Ran, RunHere
-from jobhost.rules.claiming import FiringRules
+from jobhost.rules import FiringRules
 from jobhost.store import Store
 from jobhost.store.hosts import default_host_id
 

@@ -65,7 +65,7 @@ def db_check(ctx: click.Context, full: bool) -> None:
     Exit status: 0 when every checked row is readable, 1 when one is not or the audit stopped
     early.
     """
-    from jobhost.rules.claiming import FiringRules
+    from jobhost.rules import FiringRules
 
     settings = settings_of(ctx)
     implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)

@@ -21,7 +21,6 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -45,6 +44,7 @@ from jobhost.config import redact_text, storable_text
 from jobhost.envelope.lifecycle import (
     Executed,
     Finished,
+    Outcome,
     Recorded,
     finish,
     report,
@@ -55,7 +55,7 @@ from jobhost.envelope.reporting import Reporter, Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
-from jobhost.store.retrying import StoreRetry
+from jobhost.store.engine import StoreRetry
 
 __all__ = [
     "RESULT_LIMIT",
@@ -321,20 +321,6 @@ def _stack(error: BaseException) -> str:
 #   :class:`DaemonThreads`).
 
 _SUPERVISION_STEP = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The verdict on one run, before it reaches the ledger, the span and the metrics."""
-
-    outcome: str
-    value: Any = None
-    result: str | None = None
-    """``value`` as the ledger keeps it (:func:`result_json`)."""
-    error_type: str | None = None
-    error_message: str | None = None
-    exception: BaseException | None = None
-    stuck: bool = False
 
 
 def execute_here(

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobhost_contracts import RetryPolicy, RunAuditRecord, UnitCounts
 
@@ -42,15 +42,15 @@ from jobhost.records import Outcome as LedgerOutcome
 
 if TYPE_CHECKING:
     from jobhost.clock import Clock
-    from jobhost.envelope.envelope import Outcome
     from jobhost.envelope.reporting import Reporter, Telemetry
     from jobhost.envelope.runlog import RunLog, RunLogWriter
-    from jobhost.rules.claiming import FiringRules
+    from jobhost.rules import FiringRules
     from jobhost.store import Store
 
 __all__ = [
     "Executed",
     "Finished",
+    "Outcome",
     "Recorded",
     "finish",
     "next_attempt",
@@ -64,6 +64,20 @@ __all__ = [
 
 _log = logging.getLogger("jobhost.envelope")
 _firing_log = logging.getLogger("jobhost.firing")  # where a host says what its upkeep found
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The verdict on one run, before it reaches the ledger, the span and the metrics."""
+
+    outcome: str
+    value: Any = None
+    result: str | None = None
+    """``value`` as the ledger keeps it (:func:`~jobhost.envelope.envelope.result_json`)."""
+    error_type: str | None = None
+    error_message: str | None = None
+    exception: BaseException | None = None
+    stuck: bool = False
 
 
 @dataclass(frozen=True, slots=True)

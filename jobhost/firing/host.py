@@ -51,12 +51,16 @@ from jobhost.firing.slots import (
     WorkerSlots,
 )
 from jobhost.firing.tick import Ticker
-from jobhost.rules.claiming import FiringRules
+from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
-from jobhost.store.engine import DEADLINE_MARGIN, DEFAULT_STATEMENT_TIMEOUT
+from jobhost.store.engine import (
+    DEADLINE_MARGIN,
+    DEFAULT_STATEMENT_TIMEOUT,
+    StoreRetry,
+    is_store_down,
+)
 from jobhost.store.hosts import default_host_id
-from jobhost.store.retrying import StoreRetry, is_store_down
 
 if TYPE_CHECKING:
     from jobhost.firing.oneshot import OneShotWork

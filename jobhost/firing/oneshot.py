@@ -20,7 +20,7 @@ from typing import Protocol
 from jobhost.catalog import JobSpec
 from jobhost.firing.slots import WorkerSlots
 from jobhost.operations.backfills import progress_line
-from jobhost.rules.claiming import FiringRules
+from jobhost.rules import FiringRules
 from jobhost.store import Store
 
 __all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns"]

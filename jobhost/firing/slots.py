@@ -40,9 +40,9 @@ from jobhost.envelope.envelope import (
 )
 from jobhost.envelope.lifecycle import Finished
 from jobhost.records import Claim
-from jobhost.rules.policy import lease_for
+from jobhost.rules import lease_for
 from jobhost.store import Store
-from jobhost.store.retrying import StoreRetry, is_store_down
+from jobhost.store.engine import StoreRetry, is_store_down
 
 __all__ = [
     "HOLD_SECONDS",

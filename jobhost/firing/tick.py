@@ -21,11 +21,10 @@ from jobhost.catalog import JobSpec
 from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.reporting import Telemetry
 from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
-from jobhost.rules.claiming import FiringRules
-from jobhost.rules.desired import catalog_version, desired_schedules
+from jobhost.rules import FiringRules, catalog_version, desired_schedules
 from jobhost.store import Store
 from jobhost.store.claims import Wakeups
-from jobhost.store.retrying import is_store_down
+from jobhost.store.engine import is_store_down
 
 __all__ = ["CAP", "FLOOR", "ClaimLead", "TickResult", "Ticker"]
 

@@ -24,9 +24,7 @@ from typing import Any
 from jobhost.catalog import JobSpec
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord, ScheduleRecord
-from jobhost.rules.backfill import MODES, select_occurrences
-from jobhost.rules.claiming import FiringRules
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import MODES, FiringRules, desired_schedules, select_occurrences
 from jobhost.store import Store
 from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound

@@ -38,7 +38,7 @@ from jobhost.operations.failures import open_failure_lines
 from jobhost.operations.jobs import stored_version
 from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs, stored_report
 from jobhost.operations.timefmt import duration_text, short_utc
-from jobhost.rules.claiming import FiringRules
+from jobhost.rules import FiringRules
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.census import Census
 from jobhost.store.engine import sqlite_path

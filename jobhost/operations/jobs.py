@@ -57,7 +57,7 @@ from jobhost.config import Settings
 from jobhost.errors import UnknownJobError
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import ScheduleRecord, StateChange, StateEntry, StateHeld
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import desired_schedules
 from jobhost.store import Store
 
 __all__ = [

@@ -251,7 +251,7 @@ def store_changes(
 ) -> dict[str, ScheduleChange]:
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     # Imported here: the firing loop's imports are not needed for anything else in a report.
-    from jobhost.rules.desired import desired_schedules
+    from jobhost.rules import desired_schedules
 
     stored = [rows[name] for name in specs if name in rows]
     desired = []

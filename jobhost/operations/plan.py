@@ -13,7 +13,7 @@ from typing import Any
 from jobhost.catalog import Catalog
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, diff_schedules
-from jobhost.rules.desired import catalog_version, desired_schedules
+from jobhost.rules import catalog_version, desired_schedules
 from jobhost.store import Store
 
 __all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "this_catalog"]

@@ -45,8 +45,7 @@ from jobhost.records import (
     RunRecord,
     work_key,
 )
-from jobhost.rules.desired import desired_schedules
-from jobhost.rules.policy import may_start
+from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
 
 __all__ = [

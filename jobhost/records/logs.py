@@ -57,7 +57,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class LogWrites:
     """Rows of run-log lines to write: ``trims`` first (``(run_id, above, below)``: the stored
     rows between two line numbers a later tail pushed out, see
-    :func:`~jobhost.store.runlogs.trim_lines`), then ``chunks``."""
+    :func:`~jobhost.store.ledger.trim_lines`), then ``chunks``."""
 
     trims: Sequence[tuple[str, int, int]] = ()
     chunks: Sequence[Chunk] = ()

@@ -21,7 +21,7 @@ from jobhost.config import Settings
 from jobhost.errors import JobhostError, shown_name
 from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import desired_schedules
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
 from jobhost.runtime.loading import (
     SpecCache,

@@ -2,7 +2,7 @@
 
 SQLite (embedded default) and PostgreSQL (several replicas) behind one object, :class:`Store`:
 code outside this package calls its methods, each of which opens its own transaction (and
-retries as its :class:`~jobhost.store.retrying.StoreRetry` says); the functions that take a
+retries as its :class:`~jobhost.store.engine.StoreRetry` says); the functions that take a
 connection are the store's own building blocks, composed here.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from sqlalchemy.exc import DBAPIError as StoreError
 
 from jobhost.store.engine import create_store_engine, database_now, reading
+from jobhost.store.ledger import StoreJobState
 from jobhost.store.migrate import current_revision, head_revision, upgrade
-from jobhost.store.state import StoreJobState
 from jobhost.store.store import Store
 
 __all__ = [

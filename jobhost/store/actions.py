@@ -15,7 +15,7 @@ naming the run), since whether a failure is open is derived, never stored
 (``jobhost.store.failures``).
 
 **On a job's durable state** (``jobhost state``, the API, the job page). A change goes through
-the fence a state that belongs to no run uses (:mod:`jobhost.store.state`): the job's schedule
+the fence a state that belongs to no run uses (:mod:`jobhost.store.ledger`): the job's schedule
 row is held for the transaction, so a claim cannot start a run of it halfway, and the value is
 written with the job's current fencing token. It is refused while a run of the job is running:
 that run holds the state and may write it at any moment, and a value changed under it would be
@@ -53,12 +53,12 @@ from jobhost.store import backfills
 from jobhost.store.backfills import finish_backfills
 from jobhost.store.engine import database_now
 from jobhost.store.failures import ACK, resolutions
+from jobhost.store.ledger import delete_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_schedule
 from jobhost.store.runtime import record_change
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
-from jobhost.store.state import delete_value, put_value, schedule_token
 
 __all__ = [
     "Acknowledged",

@@ -1,4 +1,4 @@
-"""Opening the store: one engine per process, tuned for each backend.
+"""Opening the store and speaking to it: one engine per process, tuned for each backend.
 
 SQLite is the embedded default: every transaction takes the write lock at BEGIN (``BEGIN
 IMMEDIATE``) so that a claim is atomic across processes sharing the file, and WAL lets readers
@@ -15,46 +15,88 @@ and :func:`is_read_only` lets a command that writes refuse with a clear message 
 
 The store's time is the database's clock on PostgreSQL, the host's on SQLite (see
 :mod:`jobhost.clock` for why).
+
+The SQL that differs between SQLite and PostgreSQL (inserts that ignore duplicates, row locks,
+rows passed as one JSON parameter) and the instant column type the schema shares are here too,
+as is the one retry policy for store calls (:class:`StoreRetry`).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 
-from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import OperationalError
+from jobhost_contracts import redact_text
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Select,
+    String,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    column,
+    create_engine,
+    event,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from jobhost.clock import Clock
 from jobhost.store.doorbell import ring
 from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
 
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
 __all__ = [
+    "COPY_FROM",
     "DEADLINE_MARGIN",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_IDLE_TRANSACTION_TIMEOUT",
     "DEFAULT_STATEMENT_TIMEOUT",
+    "StoreRetry",
     "StoreTime",
+    "UTCDateTime",
     "answers",
+    "built",
+    "copy_ignoring_duplicates",
     "create_store_engine",
     "database_now",
+    "dialect_module",
+    "execute_isolating",
+    "insert_ignoring_duplicates",
+    "insert_returning_new",
     "is_postgres",
+    "is_store_down",
+    "json_rows",
     "lift_deadline",
+    "locked",
     "normalise_url",
     "reading",
     "ring_after_commit",
+    "rows_json",
     "store_file",
     "store_now",
 ]
 
+_log = logging.getLogger("jobhost.store")
 _SQLITE_BUSY_MS = 30_000
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds; the ``store_connect_timeout`` setting's default."""
@@ -430,3 +472,489 @@ def _release(connection: Connection) -> None:
     lock = connection.info.pop(_WRITE_LOCK, None)
     if lock is not None:
         lock.release()
+
+
+# Small SQL building blocks that differ between SQLite and PostgreSQL, and the column types
+# the schema shares.
+
+
+def built(connection: Connection, name: str, build: Callable[[str], Any]) -> Any:
+    """The statement ``name`` for this connection's dialect, built once per process.
+
+    Hot statements are built with bind parameters and kept: SQLAlchemy memoizes a statement's
+    cache key on the object, so a kept statement skips rebuilding and re-keying on every turn.
+    """
+    key = (name, connection.dialect.name)
+    statement = _BUILT.get(key)
+    if statement is None:
+        statement = _BUILT[key] = build(connection.dialect.name)
+    return statement
+
+
+_BUILT: dict[tuple[str, str], Any] = {}
+
+
+def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
+    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only).
+
+    SQLite needs nothing: every store transaction there holds the database write lock.
+    """
+    if connection.dialect.name == "postgresql":
+        return statement.with_for_update(skip_locked=True)
+    return statement
+
+
+def insert_ignoring_duplicates(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
+) -> int:
+    """Insert ``rows``, silently keeping the existing row where ``columns`` collide.
+
+    One statement for the whole list (SQLAlchemy batches it into multi-row inserts on SQLite;
+    see :func:`json_rows` for PostgreSQL), so a first sync of 10,000 jobs is a few round trips,
+    not 10,000.
+    """
+    if not rows:
+        return 0
+
+    def build(dialect: str) -> Any:
+        module = dialect_module(dialect)
+        return (
+            module.insert(table)
+            .on_conflict_do_nothing(index_elements=list(columns))
+            .returning(*table.primary_key.columns)
+        )
+
+    # Count the rows RETURNING hands back: drivers do not all report a rowcount for this insert.
+    if connection.dialect.name == "postgresql":
+        return len(_insert_json(connection, table, rows, columns))
+    statement = built(connection, f"insert-ignoring:{table.name}:{','.join(columns)}", build)
+    return len(connection.execute(statement, [dict(row) for row in rows]).all())
+
+
+COPY_FROM = 100
+"""The fewest rows :func:`copy_ignoring_duplicates` sends by ``COPY`` on PostgreSQL."""
+
+
+def copy_ignoring_duplicates(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
+) -> set[Any]:
+    """Insert many ``rows`` as :func:`insert_ignoring_duplicates` does (a row colliding on the
+    unique ``column`` keeps the existing one); return the ``column`` values that went in.
+
+    On PostgreSQL the rows travel by ``COPY`` into a temporary table and move over in one
+    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: ``COPY`` formats rows in C and streams
+    them (an array parameter per column, which psycopg dumps element by element in Python,
+    spent two seconds on a first sync of 10,000 jobs before the first statement left). The
+    ``ON CONFLICT`` stays on the real table, so hosts starting together on an empty store still
+    end with one row per key. Fewer than :data:`COPY_FROM` rows (a runtime job, a backfill's
+    job) go in one plain statement: a temporary table is four round trips and a write to the
+    system catalog.
+    """
+    if not rows:
+        return set()
+    if connection.dialect.name != "postgresql" or len(rows) < COPY_FROM:
+        return set(insert_returning_new(connection, table, rows, [column]))
+    names = list(rows[0])
+    listed = ", ".join(f'"{name}"' for name in names)
+    staging = f"jobhost_copy_{table.name}"
+    # Only the copied columns, without the table's constraints: a NOT NULL column the rows
+    # leave to its server default is filled by the INSERT below, not refused by the COPY.
+    connection.exec_driver_sql(
+        f'CREATE TEMPORARY TABLE "{staging}" ON COMMIT DROP AS '
+        f'SELECT {listed} FROM "{table.name}" WITH NO DATA'
+    )
+    # COPY bypasses SQLAlchemy's binding: run each column's own bind step (UTCDateTime refuses
+    # a naive instant) before psycopg formats the row.
+    dialect = connection.dialect
+    binds = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names]
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f'COPY "{staging}" ({listed}) FROM STDIN') as copy:
+        for row in rows:
+            copy.write_row(
+                [
+                    row[name] if bind is None else bind(row[name])
+                    for name, bind in zip(names, binds, strict=True)
+                ]
+            )
+    inserted = connection.exec_driver_sql(
+        f'INSERT INTO "{table.name}" ({listed}) SELECT {listed} FROM "{staging}" '
+        f'ON CONFLICT ("{column}") DO NOTHING RETURNING "{column}"'
+    )
+    keys = set(inserted.scalars())
+    # Dropped now, not only at commit: a second call in the same transaction creates it again.
+    connection.exec_driver_sql(f'DROP TABLE "{staging}"')
+    return keys
+
+
+def insert_returning_new(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
+) -> list[Any]:
+    """Insert ``rows`` in one statement; return the primary keys of those that went in.
+
+    A row whose ``columns`` collide with an existing row is left out, not raised: the caller
+    drops what the database refused.
+    """
+    if not rows:
+        return []
+
+    def build(dialect: str) -> Any:
+        module = dialect_module(dialect)
+        (key,) = table.primary_key.columns
+        return (
+            module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
+        )
+
+    if connection.dialect.name == "postgresql":
+        return [row[0] for row in _insert_json(connection, table, rows, columns)]
+    statement = built(connection, f"insert-new:{table.name}:{','.join(columns)}", build)
+    return list(connection.execute(statement, [dict(row) for row in rows]).scalars())
+
+
+def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
+    """PostgreSQL: rows to select from, decoded from one JSON parameter (see
+    :func:`rows_json`), with a column of each ``(name, type)`` in ``columns``.
+
+    A batch statement built on it has the same text whatever the batch size, so psycopg parses
+    it once and the server prepares it, where a multi-row VALUES list or an executemany
+    changes with every size or sends a statement per row. The rows travel as one string that
+    the standard library's C encoder writes: an array parameter per column, which psycopg
+    dumps element by element in Python, cost a busy host a sixth of its CPU. (On SQLite, in
+    the same process, decoding JSON costs what an executemany's binding does: it keeps those.)
+    """
+    return (
+        func.json_to_recordset(cast(bindparam(_ROWS, type_=Text), JSON))
+        .table_valued(*(column(name, kind) for name, kind in columns))
+        .render_derived(name="v", with_types=True)
+    )
+
+
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The rows as the one parameter of :func:`json_rows`: a JSON list of objects keyed by
+    column name, each instant in ISO 8601 in UTC (a naive one is refused, as
+    :class:`UTCDateTime` refuses it)."""
+    return {_ROWS: _ENCODER.encode(rows)}
+
+
+_ROWS = "json_rows"
+
+
+def _instant(value: object) -> str:
+    if not isinstance(value, datetime):
+        raise TypeError(f"a {type(value).__name__} cannot be written in a batch of rows")
+    return _utc_instant(value).isoformat()
+
+
+_ENCODER = json.JSONEncoder(default=_instant, allow_nan=False, separators=(",", ":"))
+
+
+def _insert_json(
+    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
+) -> list[Any]:
+    """PostgreSQL: insert ``rows`` from JSON (see :func:`json_rows`); the primary keys of the
+    rows that went in, those colliding on ``columns`` left out."""
+    names = tuple(rows[0])
+
+    def build(_dialect: str) -> Any:
+        source = json_rows([(name, table.c[name].type) for name in names])
+        return (
+            dialect_module("postgresql")
+            .insert(table)
+            .from_select(list(names), select(*(source.c[name] for name in names)))
+            .on_conflict_do_nothing(index_elements=list(columns))
+            .returning(*table.primary_key.columns)
+        )
+
+    statement = built(
+        connection, f"insert-json:{table.name}:{','.join(columns)}:{','.join(names)}", build
+    )
+    return list(connection.execute(statement, rows_json(rows)).all())
+
+
+def execute_isolating(
+    connection: Connection,
+    statement: Any,
+    rows: Sequence[dict[str, Any]],
+    *,
+    isolate: bool = True,
+) -> list[dict[str, Any]]:
+    """Run ``statement`` for every row; return the rows the database refused.
+
+    The whole batch is tried once; when it is refused for a reason other than the store being
+    away (a trigger, a constraint, a corrupt row), each row is tried alone, so one bad row costs
+    only itself and the batch's other writes stand. ``isolate=False`` runs the batch plainly
+    (no savepoints) for a caller that retries the whole transaction isolated when it fails.
+    """
+    if not rows:
+        return []
+    if not isolate:
+        connection.execute(statement, list(rows))
+        return []
+    try:
+        with connection.begin_nested():
+            connection.execute(statement, list(rows))
+        return []
+    except DBAPIError as error:
+        if is_store_down(error):
+            raise
+    refused: list[dict[str, Any]] = []
+    for row in rows:
+        try:
+            with connection.begin_nested():
+                connection.execute(statement, [row])
+        except DBAPIError as error:
+            if is_store_down(error):
+                raise
+            refused.append(row)
+    return refused
+
+
+def dialect_module(dialect: str) -> Any:
+    """The dialect package whose ``insert`` knows ON CONFLICT, imported when first needed:
+    PostgreSQL's pulls in every PostgreSQL driver's dialect and asyncio, a tenth of a read-only
+    command's start-up on an SQLite store."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite
+
+
+# SQLAlchemy's own SQLite layout: fixed width, so text order is time order in comparisons.
+_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+# Instants whose SQLite text is remembered (a few hundred kilobytes): enough for a record of
+# a thousand runs to find its starts and ends again; past this the memory starts again.
+_REMEMBERED_TEXTS = 4096
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An instant, stored in UTC, always returned timezone-aware.
+
+    PostgreSQL keeps ``timestamptz``. SQLite has no time type, so the value is naive UTC text;
+    text that is not a time (a hand edit, a broken restore) is reported and read as missing, so
+    the loop repairs the row instead of failing on it. A naive value going in is refused: every
+    instant in the host is aware, and a naive one is a bug that would be off by the local offset.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(32))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """A direct conversion of each value, as :meth:`result_processor` is; on SQLite the
+        remembered text of each instant (see :func:`_sqlite_text`)."""
+        return _sqlite_text_or_none if dialect.name == "sqlite" else _aware_or_none
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if dialect.name == "sqlite":
+            return _sqlite_text(value)
+        return _utc_instant(value)
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        """A direct conversion of each value: reports read a hundred thousand of these, and the
+        generic path costs several calls per value, a missing one included. On SQLite a parse
+        of the stored text; on PostgreSQL the driver's aware instant, moved to UTC."""
+        slow = self.process_result_value
+        if dialect.name != "sqlite":
+            if self.impl_instance.result_processor(dialect, coltype) is not None:
+                return super().result_processor(dialect, coltype)
+            utc = UTC
+
+            def aware(value: Any) -> datetime | None:
+                if value is None:
+                    return None
+                if type(value) is datetime and value.tzinfo is not None:
+                    # The store's sessions are in UTC: nearly every value is already there.
+                    return value if value.tzinfo is utc else value.astimezone(utc)
+                return slow(value, dialect)  # naive, or not a time: the generic path
+
+            return aware
+        parse = datetime.fromisoformat
+
+        def process(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            try:
+                # The stored text is naive UTC: parsed with its offset, the value comes out
+                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
+                return parse(value + "+00:00")
+            except (TypeError, ValueError):
+                return slow(value, dialect)  # text with an offset of its own, or no time
+
+        return process
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                _log.warning("stored time %r is not a time; treating it as missing", value)
+                return None
+        if not isinstance(value, datetime):
+            _log.warning("stored time %r is not a time; treating it as missing", value)
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _utc_instant(value: datetime) -> datetime:
+    """``value`` in UTC, as the store keeps every instant; a naive one is refused."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _aware_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else _utc_instant(value)
+
+
+def _sqlite_text_or_none(value: datetime | None) -> str | None:
+    return None if value is None else _sqlite_text(value)
+
+
+def _sqlite_text(value: datetime) -> str:
+    """The SQLite text of ``value``, remembered: a claim of a thousand runs binds the same few
+    instants (the occurrence, now, the lease's end) thousands of times, and a record binds each
+    run's start and end twice (the run's row, then its job's summary). Formatting one costs a
+    microsecond or two; looking it up, a twentieth of that. Shared by every column and thread:
+    a dict's get and set are atomic, and two threads formatting one instant write one text."""
+    # A naive value equals no aware key, so it misses here and _utc_instant refuses it.
+    known = _TEXTS.get(value)
+    if known is None:
+        # The same text as _SQLITE_FORMAT gives, several times faster.
+        known = _utc_instant(value).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+        if len(_TEXTS) >= _REMEMBERED_TEXTS:
+            _TEXTS.clear()
+        _TEXTS[value] = known
+    return known
+
+
+_TEXTS: dict[datetime, str] = {}
+
+
+# The one retry policy for store calls, built on tenacity.
+#
+# A call that reaches the store is tried again while it fails the way :attr:`StoreRetry.retry_on`
+# accepts (by default: the store cannot be reached), pausing as :attr:`StoreRetry.waits` says (the
+# last pause repeats), until it succeeds or the stop rule says enough: a number of tries, a
+# ``give_up`` predicate (a deadline, a host that is stopping), or a ``stopping`` event, which also
+# cuts a pause short. When it stops, the last error is raised for the caller to judge.
+#
+# What the operator reads is the same for every call: one warning when an outage starts (or one
+# per failure, for a call that fails rarely and alone), and one line when the store answers again.
+
+_T = TypeVar("_T")
+
+
+_SQLITE_AWAY = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+"""An SQLite store's file that cannot be written (a full disk, a failing one): it comes back
+when the space or the device does, as a server does after an outage."""
+
+
+def is_store_down(error: BaseException) -> bool:
+    """Whether ``error`` says the store cannot be reached (as opposed to a bad row or statement)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, OperationalError | InterfaceError):
+        return True
+    # SQLite's COMMIT is sent by the engine's own commit event, beneath SQLAlchemy's wrapping:
+    # a full disk meets it there, as the driver's error.
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.OperationalError) and (
+        isinstance(code, int) and code & 0xFF in _SQLITE_AWAY
+    )
+
+
+class _Stopped(Exception):
+    """The ``stopping`` event was set during a pause."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreRetry:
+    """How one kind of store call is retried, and what its failures say in the log.
+
+    The object holds no state of its own: threads may share it, each call retries alone.
+    """
+
+    what: str
+    """Names the call in the log: ``"heartbeat"``, ``"recording finished runs"``."""
+    waits: Sequence[float]
+    """Seconds between tries; the last repeats."""
+    retry_on: Callable[[BaseException], bool] = is_store_down
+    max_attempts: int | None = None
+    """Tries in all, the first included; None: no limit."""
+    give_up: Callable[[int], bool] | None = None
+    """Given the number of tries made, whether to stop now."""
+    stopping: threading.Event | None = None
+    """Set: stop at once, even during a pause."""
+    on_failure: Callable[[BaseException], None] | None = None
+    """Called with every error that is retried (e.g. to mark the store lost)."""
+    warn: Literal["once", "each"] = "once"
+    """Warn once per outage, or at every failure."""
+
+    def call(self, operation: Callable[[], _T], *, what: str | None = None) -> _T:
+        """``operation()``, tried again as this policy says; its last error when it stops."""
+        # Imported on the first retried call: a command that only reads never makes one.
+        from tenacity import Retrying, retry_if_exception, wait_chain, wait_fixed
+
+        name = what or self.what
+        last: list[BaseException] = []
+        retrying = Retrying(
+            retry=retry_if_exception(self.retry_on),
+            wait=wait_chain(*(wait_fixed(seconds) for seconds in self.waits or (0.0,))),
+            stop=self._stop,
+            sleep=self._sleep,
+            before_sleep=lambda state: self._failed(name, state, last),
+            reraise=True,
+        )
+        try:
+            result = retrying(operation)
+        except _Stopped:
+            raise last[-1] from None
+        if last:
+            _log.info("%s: the store answers again after %d failed tries", name, len(last))
+        return result
+
+    def _stop(self, state: RetryCallState) -> bool:
+        tries = state.attempt_number
+        if self.stopping is not None and self.stopping.is_set():
+            return True
+        if self.max_attempts is not None and tries >= self.max_attempts:
+            return True
+        return self.give_up is not None and self.give_up(tries)
+
+    def _sleep(self, seconds: float) -> None:
+        if self.stopping is None:
+            time.sleep(seconds)
+        elif self.stopping.wait(seconds):
+            raise _Stopped
+
+    def _failed(self, name: str, state: RetryCallState, last: list[BaseException]) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if error is None:
+            return
+        last.append(error)
+        if self.on_failure is not None:
+            self.on_failure(error)
+        if self.warn == "each" or len(last) == 1:
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            kind = "store unreachable" if is_store_down(error) else "error"
+            pause = state.upcoming_sleep
+            _log.warning(
+                "%s failed: %s (%s: %s); retrying in %gs",
+                name,
+                kind,
+                type(error).__name__,
+                redact_text(first_line),
+                pause,
+            )

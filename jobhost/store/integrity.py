@@ -42,8 +42,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import ColumnClause, Select
 
 from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, RunRecord
-from jobhost.store._sql import UTCDateTime
-from jobhost.store.engine import reading
+from jobhost.store.engine import UTCDateTime, reading
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,

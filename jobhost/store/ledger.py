@@ -1,6 +1,7 @@
 """The run ledger after a claim, and the host's life around it: outcomes recorded (with the last
 lines of their logs), retries queued, leases renewed by the heartbeat, unstarted runs given
-back, dead hosts' runs abandoned, the host's own row started and stopped.
+back, dead hosts' runs abandoned, the host's own row started and stopped; and what a running job
+writes itself: its log lines and its fenced state (:class:`StoreJobState`).
 
 The operations that take an engine open one transaction each. Outcomes are written in batches:
 one transaction records every run a host finished since the last write, in a few statements
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, select, update
+from jobhost_contracts import StaleLeaseError
+from sqlalchemy import bindparam, case, delete, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.clock import Clock
@@ -26,27 +28,31 @@ from jobhost.errors import HostIdInUseError
 from jobhost.records import (
     PENDING,
     RUNNING,
+    Chunk,
     GroupSummary,
     HostRecord,
+    LogLine,
     LogWrites,
     Outcome,
     RetriesFor,
     RetryRequest,
     RunRecord,
+    chunk,
 )
-from jobhost.store._sql import (
+from jobhost.store.backfills import finish_backfills
+from jobhost.store.engine import (
     built,
+    database_now,
     execute_isolating,
     insert_ignoring_duplicates,
     json_rows,
     locked,
+    reading,
     rows_json,
 )
-from jobhost.store.backfills import finish_backfills
-from jobhost.store.engine import database_now
 from jobhost.store.group_limits import group_summaries
-from jobhost.store.runlogs import append_chunks, trim_lines
-from jobhost.store.schema import IS_RUNNING, hosts, runs, schedules
+from jobhost.store.runlogs import run_logs
+from jobhost.store.schema import IS_RUNNING, hosts, job_idempotency, job_state, runs, schedules
 from jobhost.store.signals import notify
 
 _log = logging.getLogger("jobhost.store")
@@ -54,12 +60,17 @@ _log = logging.getLogger("jobhost.store")
 __all__ = [
     "Beat",
     "Recorded",
+    "StoreJobState",
     "abandon_dead_runs",
     "abandon_expired_runs",
+    "append_chunks",
+    "append_lines",
     "beat",
+    "delete_value",
     "mark_run_stuck",
     "mark_stopped",
     "mark_synced",
+    "put_value",
     "queue_retries",
     "record_finished",
     "record_outcomes",
@@ -67,7 +78,9 @@ __all__ = [
     "release_runs",
     "renew_lease",
     "renew_leases",
+    "schedule_token",
     "start_host",
+    "trim_lines",
     "write_logs",
 ]
 
@@ -314,7 +327,7 @@ def record_outcomes(
     A run missing from the answer was no longer this host's (another replica recorded it
     abandoned after its lease expired): the ledger keeps that verdict and its retry is not
     queued twice. ``isolate`` tries each row alone when the batch is refused (see
-    :func:`~jobhost.store._sql.execute_isolating`); without it a refusal fails the whole
+    :func:`~jobhost.store.engine.execute_isolating`); without it a refusal fails the whole
     transaction.
     """
     if not outcomes:
@@ -590,6 +603,55 @@ def _write_logs(connection: Connection, logs: LogWrites) -> None:
     append_chunks(connection, logs.chunks)
 
 
+def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
+    """Insert rows of lines: one prepared statement for the batch, handed to the driver as plain
+    tuples."""
+    if not chunks:
+        return
+    sqlite = connection.dialect.name == "sqlite"
+    connection.exec_driver_sql(_INSERT_SQLITE if sqlite else _INSERT_POSTGRES, list(chunks))
+
+
+def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
+    """Insert kept lines, each run of consecutive numbers of one run as one row."""
+    chunks: list[Chunk] = []
+    group: list[LogLine] = []
+    for line in lines:
+        if group and (line.run_id != group[-1].run_id or line.seq != group[-1].seq + 1):
+            chunks.append(_chunk_of(group))
+            group = []
+        group.append(line)
+    if group:
+        chunks.append(_chunk_of(group))
+    append_chunks(connection, chunks)
+
+
+_COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
+_INSERT_SQLITE = f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?)"
+_INSERT_POSTGRES = f"INSERT INTO {_COLUMNS} VALUES (%s, %s, %s, %s, %s)"
+
+
+def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -> None:
+    """Delete ``run_id``'s rows whose first line is numbered strictly between ``above`` and
+    ``below``: rows of the kept tail that later lines pushed out. A row that reaches ``below``
+    goes whole: the caller writes its lines from ``below`` on again."""
+    connection.execute(
+        delete(run_logs).where(
+            run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
+        )
+    )
+
+
+def _chunk_of(group: Sequence[LogLine]) -> Chunk:
+    first = group[0]
+    return chunk(
+        first.run_id,
+        first.seq,
+        first.offset,
+        [(line.at_us, line.level, line.size, line.message) for line in group],
+    )
+
+
 def _summarise(
     connection: Connection,
     items: list[dict[str, Any]],
@@ -643,10 +705,10 @@ def _execute_batch(
     isolate: bool,
 ) -> list[dict[str, Any]]:
     """Run the statement ``build`` makes for every row; return the rows refused (see
-    :func:`~jobhost.store._sql.execute_isolating`).
+    :func:`~jobhost.store.engine.execute_isolating`).
 
     On PostgreSQL, unless each row is to be tried alone, one statement takes every row from
-    JSON (see :func:`~jobhost.store._sql.json_rows`): one statement a batch, its text the same
+    JSON (see :func:`~jobhost.store.engine.json_rows`): one statement a batch, its text the same
     for every size. The statement names its values through ``value(name, type)``: a bind
     parameter per row, or the JSON rows' column.
     """
@@ -768,3 +830,165 @@ def _process_exists(pid: int) -> bool:
     except PermissionError:
         return True  # it exists, under another user
     return True
+
+
+# Durable per-job state behind ``JobContext.state``, fenced by the run's own lease.
+#
+# A run's state writes are fenced by its own run row: the write locks that row and goes through
+# only while the run is still ``running``, owned by this host, with an unexpired lease and the
+# fencing token it was claimed with. A run that was recorded abandoned (its lease expired and
+# another replica took the job over) gets ``StaleLeaseError`` and changes nothing, so it can
+# neither move a cursor backwards nor mark work done twice. A newer run of the same job does not
+# fence an older live one: under ``overlap = "allow"`` both keep writing.
+#
+# A state that belongs to no run (tools, tests) is fenced by the job's schedule token instead.
+
+
+def schedule_token(connection: Connection, job_name: str) -> int | None:
+    """The job's fencing token, its schedule row held until the transaction ends; None when
+    the store has no row for the job."""
+    # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write.
+    query = select(schedules.c.fencing_token).where(schedules.c.job_name == job_name)
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    current = connection.execute(query).scalar()
+    return None if current is None else int(current)
+
+
+def put_value(
+    connection: Connection, job_name: str, key: str, value: str, *, token: int, now: datetime
+) -> None:
+    """Write one key of a job's state, once its fence has been checked."""
+    row = {"job_name": job_name, "key": key, "value": value, "fencing_token": token}
+    written = insert_ignoring_duplicates(
+        connection, job_state, [{**row, "updated_at": now}], ["job_name", "key"]
+    )
+    if not written:
+        connection.execute(
+            update(job_state)
+            .where(job_state.c.job_name == job_name, job_state.c.key == key)
+            .values(value=value, fencing_token=token, updated_at=now)
+        )
+
+
+def delete_value(connection: Connection, job_name: str, key: str) -> bool:
+    """Remove one key of a job's state, once its fence has been checked; whether it was there."""
+    deleted = connection.execute(
+        delete(job_state).where(job_state.c.job_name == job_name, job_state.c.key == key)
+    )
+    return bool(deleted.rowcount)
+
+
+class StoreJobState:
+    """The :class:`jobhost_contracts.JobState` of one run.
+
+    With ``run_id`` and ``host_id`` (what the envelope passes) every write checks that run's
+    lease, at ``store_time()`` (default: the database's time on PostgreSQL, ``clock`` on SQLite);
+    without them the job's current schedule token is the fence.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        job_name: str,
+        fencing_token: int,
+        clock: Callable[[], datetime],
+        run_id: str | None = None,
+        *,
+        host_id: str | None = None,
+        store_time: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._job = job_name
+        self._token = fencing_token
+        self._clock = clock
+        self._run_id = run_id
+        self._host_id = host_id
+        # Leases are stamped with the database's time on PostgreSQL; compare with the same.
+        self._store_time: Callable[[Connection], datetime] = (
+            (lambda _connection: store_time())
+            if store_time is not None
+            else (lambda connection: database_now(connection, clock))
+        )
+
+    def get(self, key: str) -> str | None:
+        with reading(self._engine) as connection:
+            value = connection.execute(
+                select(job_state.c.value).where(
+                    job_state.c.job_name == self._job, job_state.c.key == key
+                )
+            ).scalar()
+        return None if value is None else str(value)
+
+    def set(self, key: str, value: str) -> None:
+        with self._engine.begin() as connection:
+            self._check_fence(connection)
+            put_value(connection, self._job, key, value, token=self._token, now=self._clock())
+
+    def record(self, idempotency_key: str) -> bool:
+        with self._engine.begin() as connection:
+            self._check_fence(connection)
+            inserted = insert_ignoring_duplicates(
+                connection,
+                job_idempotency,
+                [
+                    {
+                        "job_name": self._job,
+                        "key": idempotency_key,
+                        "run_id": self._run_id,
+                        "fencing_token": self._token,
+                        "recorded_at": self._clock(),
+                    }
+                ],
+                ["job_name", "key"],
+            )
+        return inserted > 0
+
+    def seen(self, idempotency_key: str) -> bool:
+        with reading(self._engine) as connection:
+            found = connection.execute(
+                select(job_idempotency.c.key).where(
+                    job_idempotency.c.job_name == self._job,
+                    job_idempotency.c.key == idempotency_key,
+                )
+            ).first()
+        return found is not None
+
+    def _check_fence(self, connection: Connection) -> None:
+        if self._run_id is not None and self._host_id is not None:
+            self._check_run_lease(connection, self._run_id, self._host_id)
+            return
+        current = schedule_token(connection, self._job)
+        if current is not None and current > self._token:
+            raise StaleLeaseError(self._job, self._token, current)
+
+    def _check_run_lease(self, connection: Connection, run_id: str, host_id: str) -> None:
+        # FOR UPDATE on the run row: recording it abandoned updates that row, so it waits for
+        # this write to commit (and then still finds the run running, with the write in before
+        # its verdict); a write that comes after the verdict sees it. SQLite's write lock,
+        # taken at BEGIN, serialises the two the same way.
+        query = select(
+            runs.c.outcome, runs.c.host_id, runs.c.lease_expires_at, runs.c.fencing_token
+        ).where(runs.c.id == run_id)
+        if connection.dialect.name == "postgresql":
+            query = query.with_for_update()
+        row = connection.execute(query).first()
+        now = self._store_time(connection)
+        if row is None:
+            reason = "the run is not in the ledger"
+        elif row.outcome != RUNNING:
+            reason = f"the run was recorded {row.outcome}"
+        elif row.host_id != host_id or row.fencing_token != self._token:
+            reason = f"the run is held by host {row.host_id} with token {row.fencing_token}"
+        elif row.lease_expires_at is None or row.lease_expires_at < now:
+            reason = "its lease expired"
+        else:
+            return
+        current = self._current_token(connection)
+        raise StaleLeaseError(self._job, self._token, current, run_id=run_id, reason=reason)
+
+    def _current_token(self, connection: Connection) -> int:
+        current = connection.execute(
+            select(schedules.c.fencing_token).where(schedules.c.job_name == self._job)
+        ).scalar()
+        return self._token if current is None else int(current)

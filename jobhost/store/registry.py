@@ -25,7 +25,7 @@ from jobhost.records import (
     diff_schedules,
     trigger_changed,
 )
-from jobhost.store._sql import copy_ignoring_duplicates
+from jobhost.store.engine import copy_ignoring_duplicates
 from jobhost.store.schema import schedules
 
 __all__ = [

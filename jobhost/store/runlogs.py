@@ -1,4 +1,5 @@
-"""Run logs: the lines a job wrote during a run, kept with the run (migration 0008).
+"""Run logs: the lines a job wrote during a run, kept with the run (migration 0008); the ledger
+(:mod:`jobhost.store.ledger`) writes them, this module reads them.
 
 A run keeps the first and the last of its lines; the ones between are not stored at all. Each
 kept line carries its number among every line the run wrote (``seq``) and where it stood in the
@@ -14,24 +15,21 @@ of lines a second; a row per line cost more than the lines themselves.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 
 from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, func, select
 from sqlalchemy.engine import Connection
 
-from jobhost.records import Chunk, Dropped, LogLine, RunRecord, chunk
+from jobhost.records import Dropped, LogLine, RunRecord
 from jobhost.store.reports import get_run
 from jobhost.store.schema import metadata
 
 __all__ = [
-    "append_chunks",
-    "append_lines",
     "delete_run_logs",
     "last_lines",
     "read_lines",
     "run_and_lines",
     "run_logs",
-    "trim_lines",
 ]
 
 run_logs = Table(
@@ -43,45 +41,6 @@ run_logs = Table(
     Column("offset", BigInteger, nullable=False),
     Column("body", Text, nullable=False),
 )
-
-
-def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
-    """Insert rows of lines: one prepared statement for the batch, handed to the driver as plain
-    tuples."""
-    if not chunks:
-        return
-    sqlite = connection.dialect.name == "sqlite"
-    connection.exec_driver_sql(_INSERT_SQLITE if sqlite else _INSERT_POSTGRES, list(chunks))
-
-
-def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
-    """Insert kept lines, each run of consecutive numbers of one run as one row."""
-    chunks: list[Chunk] = []
-    group: list[LogLine] = []
-    for line in lines:
-        if group and (line.run_id != group[-1].run_id or line.seq != group[-1].seq + 1):
-            chunks.append(_chunk_of(group))
-            group = []
-        group.append(line)
-    if group:
-        chunks.append(_chunk_of(group))
-    append_chunks(connection, chunks)
-
-
-_COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
-_INSERT_SQLITE = f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?)"
-_INSERT_POSTGRES = f"INSERT INTO {_COLUMNS} VALUES (%s, %s, %s, %s, %s)"
-
-
-def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -> None:
-    """Delete ``run_id``'s rows whose first line is numbered strictly between ``above`` and
-    ``below``: rows of the kept tail that later lines pushed out. A row that reaches ``below``
-    goes whole: the caller writes its lines from ``below`` on again."""
-    connection.execute(
-        delete(run_logs).where(
-            run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
-        )
-    )
 
 
 def run_and_lines(
@@ -177,16 +136,6 @@ def _with_gaps(
         out.append(line)
         seq, end = line.seq, line.offset + line.size
     return out
-
-
-def _chunk_of(group: Sequence[LogLine]) -> Chunk:
-    first = group[0]
-    return chunk(
-        first.run_id,
-        first.seq,
-        first.offset,
-        [(line.at_us, line.level, line.size, line.message) for line in group],
-    )
 
 
 def _lines(row: object) -> list[LogLine]:

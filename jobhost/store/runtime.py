@@ -40,8 +40,7 @@ from sqlalchemy.exc import IntegrityError
 
 from jobhost.clock import Clock
 from jobhost.records import ChangeSearch, DesiredSchedule, JobChange, RuntimeJobRow
-from jobhost.store._sql import UTCDateTime
-from jobhost.store.engine import database_now, reading
+from jobhost.store.engine import UTCDateTime, database_now, reading
 from jobhost.store.group_limits import write_group_members
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import metadata, schedules

@@ -23,7 +23,7 @@ from sqlalchemy import (
     literal_column,
 )
 
-from jobhost.store._sql import UTCDateTime
+from jobhost.store.engine import UTCDateTime
 
 __all__ = [
     "IS_PENDING",

@@ -22,7 +22,7 @@ from sqlalchemy import BigInteger, Column, Integer, String, Table, delete, selec
 from sqlalchemy.engine import Connection
 
 from jobhost.records import GUESS_KEY_LENGTH
-from jobhost.store._sql import UTCDateTime, dialect_module
+from jobhost.store.engine import UTCDateTime, dialect_module
 from jobhost.store.schema import metadata
 
 __all__ = [

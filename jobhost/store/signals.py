@@ -36,9 +36,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import Doorbell
-from jobhost.store.engine import reading, ring_after_commit, store_file
+from jobhost.store.engine import StoreRetry, reading, ring_after_commit, store_file
 from jobhost.store.pooling import pooling_of
-from jobhost.store.retrying import StoreRetry
 from jobhost.store.schema import signals
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ from jobhost.store import (
     actions,
     backfills,
     census,
-    claim_sql,
     claims,
     engine,
     failures,
@@ -39,8 +38,8 @@ from jobhost.store import (
     snapshot,
 )
 from jobhost.store.engine import StoreTime, database_now, store_now
+from jobhost.store.ledger import StoreJobState
 from jobhost.store.signals import ChangeSignal, SignalWatcher
-from jobhost.store.state import StoreJobState
 
 __all__ = ["Store"]
 
@@ -183,7 +182,7 @@ class Store:
     write_logs = _Own(ledger.write_logs)
     cancel_requests = _Read(actions.cancel_requests)
     job_state = _Own(StoreJobState)
-    oldest_due = _Read(claim_sql.oldest_due)
+    oldest_due = _Read(claims.oldest_due)
 
     # -- hosts and leases --------------------------------------------------------------------
     start_host = _Own(ledger.start_host)

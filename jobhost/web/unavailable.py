@@ -24,7 +24,7 @@ import anyio
 from jobhost_contracts import redact_text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobhost.store.retrying import is_store_down
+from jobhost.store.engine import is_store_down
 from jobhost.web.middleware import PROBES, PROBLEM_JSON, StartWatch, send_answer
 
 __all__ = [

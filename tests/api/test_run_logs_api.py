@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.records import LogLine
-from jobhost.store.runlogs import append_lines
+from jobhost.store.ledger import append_lines
 from jobhost.store.schema import runs
 from tests.api.api_support import SECRETS, call, served_api
 

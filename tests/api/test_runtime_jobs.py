@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import desired_schedules
 from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade

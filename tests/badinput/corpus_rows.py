@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store._sql import insert_ignoring_duplicates
+from jobhost.store.engine import insert_ignoring_duplicates
 from jobhost.store.schema import hosts, job_idempotency, job_state, runs, schedules, signals
 
 JOB = "unruly.succeed"

@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 from jobhost.catalog import Catalog, build_catalog
 from jobhost.config import Settings, load_settings
 from jobhost.records import PRIORITY_MANUAL, HostRecord, RunRecord, ScheduleRecord
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import desired_schedules
 from jobhost.store import create_store_engine, reading
 from jobhost.store.registry import sync_schedules
 from jobhost.store.schema import hosts, runs, schedules

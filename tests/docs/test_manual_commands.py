@@ -19,7 +19,7 @@ import pytest
 from jobhost.catalog import build_catalog
 from jobhost.cli import cli
 from jobhost.config import Settings
-from jobhost.rules.desired import desired_schedules
+from jobhost.rules import desired_schedules
 from jobhost.store import create_store_engine
 from jobhost.store.registry import sync_schedules
 from tests.docs.manual_support import (

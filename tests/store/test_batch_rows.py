@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import StatementError
 
-from jobhost.store._sql import insert_returning_new
+from jobhost.store.engine import insert_returning_new
 from jobhost.store.schema import runs
 
 KEY = ("job_name", "occurrence", "attempt")

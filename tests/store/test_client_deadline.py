@@ -22,8 +22,7 @@ from sqlalchemy.exc import OperationalError
 
 from jobhost.store import create_store_engine, signals, upgrade
 from jobhost.store import engine as engine_module
-from jobhost.store.engine import DEADLINE_MARGIN, lift_deadline
-from jobhost.store.retrying import is_store_down
+from jobhost.store.engine import DEADLINE_MARGIN, is_store_down, lift_deadline
 from jobhost.store.signals import SignalWatcher, notify
 from tests.reliability.proxy import CutProxy
 from tests.waiting import wait_for

@@ -17,7 +17,7 @@ from sqlalchemy.exc import StatementError
 
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, reading
-from jobhost.store._sql import COPY_FROM, copy_ignoring_duplicates
+from jobhost.store.engine import COPY_FROM, copy_ignoring_duplicates
 from jobhost.store.schema import schedules
 from tests.migrated import migrate
 from tests.support import ManualClock, sample_catalog

@@ -13,8 +13,7 @@ from alembic.config import Config
 from sqlalchemy import column, inspect, table
 
 from jobhost.store import create_store_engine, upgrade
-from jobhost.store._sql import UTCDateTime
-from jobhost.store.engine import reading
+from jobhost.store.engine import UTCDateTime, reading
 from jobhost.store.runtime import list_changes
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)

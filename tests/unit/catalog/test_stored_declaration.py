@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jobhost.catalog import JobSpec
 from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
-from jobhost.rules.desired import catalog_version, desired_schedules
+from jobhost.rules import catalog_version, desired_schedules
 from tests.unit.catalog.plugin_files import Plugins
 
 JOBS = (

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from jobhost_contracts import JobPolicies, MisfirePolicy, OverlapPolicy, TriggerSource
 
-from jobhost.rules.plan import (
+from jobhost.rules import (
     MAX_LISTED,
     FiringPlan,
     NotRun,

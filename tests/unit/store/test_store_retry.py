@@ -9,7 +9,7 @@ import threading
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from jobhost.store.retrying import StoreRetry, is_store_down
+from jobhost.store.engine import StoreRetry, is_store_down
 
 
 def _store_down() -> OperationalError:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from jobhost_contracts import DstGap, DstRepeat
 
-from jobhost.rules.backfill import select_occurrences
+from jobhost.rules import select_occurrences
 from jobhost.triggers import IntervalSchedule, cron_schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
 
