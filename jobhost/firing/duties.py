@@ -1,6 +1,6 @@
 """The upkeep a host does beside its fires: small duties, each with an interval, run by one
-maintenance thread, so that the firing loop only claims and a slow duty never makes a due run
-late.
+maintenance thread after the loop's turns, so that the loop only claims and a slow duty never
+makes a due run late.
 
 The heartbeat is not a duty: it keeps a thread of its own, so that no duty, however slow (a
 pass over many dead runs, a store that answers slowly), ever delays a lease's renewal. The pass
@@ -34,8 +34,10 @@ class Duty(Protocol):
 
 
 class Maintenance:
-    """Runs each duty every ``interval`` on one thread until :meth:`stop`. A duty that fails is
-    said by ``on_failure`` (given its name) and tried again at its next interval."""
+    """Runs the duties on one thread until :meth:`stop`, each at most every ``interval`` and only
+    after a turn of the loop (see :meth:`turned`): an idle host, whose loop sleeps, is woken by
+    nothing but its heartbeat. A duty that fails is said by ``on_failure`` (given its name) and
+    tried again at its next interval."""
 
     def __init__(
         self,
@@ -46,33 +48,47 @@ class Maintenance:
         on_failure: Callable[[str, Exception], None],
     ) -> None:
         self._store = store
-        self._duties = duties
+        # Each duty's first run is an interval after the start: start-up did what they do.
+        started = time.monotonic()
+        self._due = [(duty, started + duty.interval.total_seconds()) for duty in duties]
+        self._next = min((at for _, at in self._due), default=float("inf"))
         self._now = now
         self._on_failure = on_failure
+        self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobhost-duties", daemon=True)
 
     def start(self) -> None:
-        if self._duties:
+        if self._due:
             self._thread.start()
+
+    def turned(self) -> None:
+        """The loop ended a turn: the thread runs the duties now due, once the claims are on
+        their way (a turn pays one comparison, and a wake only when a duty is due)."""
+        if time.monotonic() >= self._next:
+            self._wake.set()
 
     def stop(self) -> None:
         self._stopped.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        # Each duty's first run is an interval after the start: start-up already did them all.
-        due = {id(duty): time.monotonic() + duty.interval.total_seconds() for duty in self._duties}
-        while not self._stopped.wait(max(min(due.values()) - time.monotonic(), 0.0)):
-            for duty in self._duties:
-                if due[id(duty)] > time.monotonic() or self._stopped.is_set():
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            for index, (duty, at) in enumerate(self._due):
+                if at > time.monotonic():
                     continue
                 try:
                     duty.run(self._store, self._now())
                 except Exception as error:
                     self._on_failure(duty.name, error)
-                due[id(duty)] = time.monotonic() + duty.interval.total_seconds()
+                self._due[index] = (duty, time.monotonic() + duty.interval.total_seconds())
+            self._next = min(at for _, at in self._due)
 
 
 class AbandonPass:

@@ -262,6 +262,7 @@ class Host:
             with self._turn_lock:
                 sleep = self.turn()
             self.status.turn_started = None
+            self._maintenance.turned()
             woken = self._wake.wait(sleep)
             if woken and self._last_claims:
                 # Under load, let a few more runs finish before the next claim: one claim
