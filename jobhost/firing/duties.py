@@ -10,7 +10,6 @@ let succeed (see :meth:`~jobhost.firing.tick.Ticker.tick`).
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,8 +21,6 @@ from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store
 
 __all__ = ["AbandonPass", "Duty", "Maintenance", "RuntimeLook"]
-
-_log = logging.getLogger("jobhost.host")
 
 
 class Duty(Protocol):
