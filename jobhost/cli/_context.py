@@ -18,17 +18,18 @@ from jobhost.clock import SystemClock
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url
 from jobhost.errors import (
     JobhostError,
-    SchemaTooNewError,
     StoreMissingError,
     StoreReadOnlyError,
     StoreUnavailableError,
 )
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.engine import sqlite_path
-from jobhost.store.pooling import TransactionPoolerError, startup_refused
+from jobhost.store.pooling import startup_refused
 
 __all__ = [
     "catalog_for",
+    "check_current",
+    "check_store",
     "load_catalog",
     "migrate_store",
     "open_store",
@@ -36,6 +37,7 @@ __all__ = [
     "refuse_invalid",
     "require_job",
     "settings_of",
+    "with_stored_jobs",
 ]
 
 
@@ -45,11 +47,12 @@ def settings_of(ctx: click.Context) -> Settings:
     return load_settings(config_path)
 
 
-def load_catalog(settings: Settings) -> Catalog:
-    """The declared catalog joined with the store's runtime jobs (when the store has them)."""
+def load_catalog(settings: Settings, store: Store | None = None) -> Catalog:
+    """The declared catalog joined with the store's runtime jobs (when the store has them);
+    read through ``store`` when given, else through a store of its own."""
     from jobhost.catalog.build import build_catalog
 
-    return _with_stored_jobs(settings, build_catalog(settings))
+    return with_stored_jobs(settings, build_catalog(settings), store)
 
 
 def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
@@ -61,7 +64,7 @@ def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
     return stored if name in stored.jobs else load_catalog(settings)
 
 
-def _with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
+def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None = None) -> Catalog:
     """``catalog`` with the runtime jobs of the configured store; as it is when the store is
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
     from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
@@ -70,15 +73,16 @@ def _with_stored_jobs(settings: Settings, catalog: Catalog) -> Catalog:
     file = url.database if url.get_backend_name() == "sqlite" else None
     if file not in (None, "", ":memory:") and not Path(str(file)).exists():
         return catalog  # no store yet: nothing to join, and no file made by looking
-    store = Store.open(settings.database_url, **settings.store_options())
+    reader = store or Store.open(settings.database_url, **settings.store_options())
     try:
-        if not store.has_runtime_jobs():
+        if not reader.has_runtime_jobs():
             return catalog
-        rows = store.list_runtime_jobs()
+        rows = reader.list_runtime_jobs()
     except StoreError:
         return catalog
     finally:
-        store.dispose()
+        if store is None:
+            reader.dispose()
     runtime = check_runtime_jobs(rows, catalog, settings)
     return with_runtime_jobs(catalog, runtime)
 
@@ -112,7 +116,6 @@ def open_store(
     missing_ok: bool = False,
     pre_ping: bool = True,
     shortest_lease: timedelta | None = None,
-    check_pooler: bool = False,
 ) -> Store:
     """The configured store.
 
@@ -124,8 +127,7 @@ def open_store(
     Without ``pre_ping`` (the host, whose every turn would pay a round trip for it) a pooled
     connection the server dropped fails its first statement and the pool is refilled: the host
     retries that work as after any outage. ``shortest_lease`` (the host's, of the jobs it
-    fires) bounds how long the server lets one of its transactions sit idle. With
-    ``check_pooler`` (the host) a transaction pooler the settings do not name is refused.
+    fires) bounds how long the server lets one of its transactions sit idle.
     """
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
@@ -137,33 +139,13 @@ def open_store(
         **settings.store_options(shortest_lease),
         **options,
     )
-    if write and store.is_read_only:
-        store.dispose()
-        raise StoreReadOnlyError(
-            f"the store file {sqlite_path(settings.database_url)} (or its directory, where SQLite "
-            "keeps its write-ahead log) is read-only for this user; this command writes to the "
-            "store: run it as the store's owner or make the file and its directory writable "
-            "(report and history work on a read-only store)"
-        )
-    if check_pooler:
-        _check_pooler(settings, store)
-    if not require_current:
-        return store
     try:
-        current = store.is_current()
-    except StoreError as error:
-        store.dispose()
-        raise _unreachable(settings, "cannot reach", error) from None
-    except SchemaTooNewError:
+        check_store(settings, store, write=write, check_pooler=False)
+        if require_current:
+            check_current(settings, store)
+    except BaseException:
         store.dispose()
         raise
-    if not current:
-        store.dispose()
-        raise StoreUnavailableError(
-            f"the store at {redact_url(settings.database_url)} is not at schema revision "
-            f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
-            "migrations unless auto_migrate = false)"
-        )
     return store
 
 
@@ -185,30 +167,52 @@ def opened_store(
         store.dispose()
 
 
-def migrate_store(settings: Settings, *, create: bool = False) -> tuple[str | None, str]:
-    """Apply pending migrations; (revision before, revision after). Behind a transaction pooler
-    the settings do not name, the store's options (its schema among them) would be lost:
-    nothing is migrated."""
-    store = open_store(
-        settings, require_current=False, create=create, write=True, check_pooler=True
-    )
+def migrate_store(
+    settings: Settings, *, create: bool = False, store: Store | None = None
+) -> tuple[str | None, str]:
+    """Apply pending migrations, through ``store`` when given; (revision before, revision
+    after). Behind a transaction pooler the settings do not name, the store's options (its
+    schema among them) would be lost: nothing is migrated."""
+    target = store or open_store(settings, require_current=False, create=create)
     try:
-        return store.upgrade()
+        check_store(settings, target, write=True, check_pooler=True)
+        return target.upgrade()
     except StoreError as error:
         raise _unreachable(settings, "cannot migrate", error) from None
     finally:
-        store.dispose()
+        if store is None:
+            target.dispose()
 
 
-def _check_pooler(settings: Settings, store: Store) -> None:
+def check_store(settings: Settings, store: Store, *, write: bool, check_pooler: bool) -> None:
+    """With ``write``, refuse a store this process may only read; with ``check_pooler`` (the
+    host, the migration), a transaction pooler the settings do not name."""
+    if write and store.is_read_only:
+        raise StoreReadOnlyError(
+            f"the store file {sqlite_path(settings.database_url)} (or its directory, where SQLite "
+            "keeps its write-ahead log) is read-only for this user; this command writes to the "
+            "store: run it as the store's owner or make the file and its directory writable "
+            "(report and history work on a read-only store)"
+        )
+    if check_pooler:
+        try:
+            store.check_pooling()
+        except StoreError as error:
+            raise _unreachable(settings, "cannot reach", error) from None
+
+
+def check_current(settings: Settings, store: Store) -> None:
+    """Refuse a store that is unreachable or not at the current schema."""
     try:
-        store.check_pooling()
+        current = store.is_current()
     except StoreError as error:
-        store.dispose()
         raise _unreachable(settings, "cannot reach", error) from None
-    except TransactionPoolerError:
-        store.dispose()
-        raise
+    if not current:
+        raise StoreUnavailableError(
+            f"the store at {redact_url(settings.database_url)} is not at schema revision "
+            f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
+            "migrations unless auto_migrate = false)"
+        )
 
 
 def _unreachable(settings: Settings, what: str, error: StoreError) -> JobhostError:

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, configure_logging, to_stderr
-from jobhost.cli._context import load_catalog, migrate_store, open_store, settings_of
+from jobhost.cli._context import (
+    check_current,
+    check_store,
+    load_catalog,
+    migrate_store,
+    open_store,
+    settings_of,
+    with_stored_jobs,
+)
 from jobhost.config import Settings, redact_url
 from jobhost.config.settings import split_listen_address
 
@@ -35,6 +43,7 @@ def run(ctx: click.Context) -> None:
     probes, /metrics, /report and the dashboard are served there.
     """
     # Imported here, so that every other command starts without the firing loop's imports.
+    from jobhost.catalog.build import build_catalog
     from jobhost.envelope.reporting import configure_telemetry
     from jobhost.firing.host import Host
     from jobhost.operations.gauges import register_gauges
@@ -43,7 +52,18 @@ def run(ctx: click.Context) -> None:
 
     settings = settings_of(ctx)
     configure_logging(settings.log_level, settings.log_format)
-    catalog = load_catalog(settings)
+    declared = build_catalog(settings)
+    leases = [spec.declaration.lease for spec in declared.jobs.values() if spec.declaration.lease]
+    # One store for the whole process: the runtime jobs' read, the migration and the host.
+    # Opening it reads nothing: an invalid catalog still stops the host before any statement.
+    store = open_store(
+        settings,
+        require_current=False,
+        create=True,
+        pre_ping=False,
+        shortest_lease=min(leases, default=None),
+    )
+    catalog = with_stored_jobs(settings, declared, store)
     if not catalog.ok:
         lines = [f"  {problem.line()}" for problem in catalog.problems]
         _say(
@@ -58,18 +78,12 @@ def run(ctx: click.Context) -> None:
     for caveat in settings.warnings():
         _say(settings, f"jobhost: warning: {caveat}", logging.WARNING)
     if settings.auto_migrate:
-        before, after = migrate_store(settings, create=True)
+        before, after = migrate_store(settings, store=store)
         if before != after:
             _say(settings, f"jobhost: schema upgraded from {before or 'empty'} to {after}")
-    leases = [spec.declaration.lease for spec in catalog.jobs.values() if spec.declaration.lease]
-    store = open_store(
-        settings,
-        create=True,
-        write=True,
-        pre_ping=False,
-        shortest_lease=min(leases, default=None),
-        check_pooler=not settings.auto_migrate,  # the migration checked it
-    )
+    # The migration checked the pooler.
+    check_store(settings, store, write=True, check_pooler=not settings.auto_migrate)
+    check_current(settings, store)
     address = settings.listen_address()
     if address is not None:
         settings, reading = _read_access(settings, address[0])
@@ -123,8 +137,8 @@ def serve(ctx: click.Context, listen: str | None) -> None:
     address = _listen_address(settings, listen)
     settings, reading = _read_access(settings, address[0])
     configure_logging(settings.log_level, settings.log_format)
-    catalog = load_catalog(settings)
     store = open_store(settings)
+    catalog = load_catalog(settings, store)
     follower = RuntimeFollower(settings, catalog, store)
     try:
         server = _web_server(settings, address, store_application(settings, catalog, store))

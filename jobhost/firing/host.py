@@ -44,6 +44,7 @@ from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
+from jobhost.firing.duties import AbandonPass, Duty, Maintenance, RuntimeLook
 from jobhost.firing.slots import (
     Finished,
     HostStatus,
@@ -177,6 +178,17 @@ class Host:
         self._watcher = store.signal_watcher(self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._one_shot = one_shot
+        self._turn_lock = threading.Lock()
+        """Held by the loop for each turn, and by a duty that changes what the loop fires by."""
+        duties: list[Duty] = []
+        if one_shot is None:  # a one-shot host claims only its own work
+            duties = [
+                AbandonPass(self._ticker, may_run=self._may_abandon, changed=self._wake.set),
+                RuntimeLook(self._runtime, turn_lock=self._turn_lock, changed=self._wake.set),
+            ]
+        self._maintenance = Maintenance(
+            self.store, duties, now=self._ticker.store_time, on_failure=self._failed
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -190,6 +202,7 @@ class Host:
         self._recorder.start()
         self._watcher.start()
         self._heartbeat.start()
+        self._maintenance.start()
         _log.info(
             "host %s started: catalog %s, %d jobs, pool of %d, poll every %ss",
             self.host_id,
@@ -250,8 +263,10 @@ class Host:
     def loop(self) -> None:
         while not self._stopping.is_set():
             self.status.turn_started = time.monotonic()  # what the probes' watchdog reads
-            sleep = self.turn()
+            with self._turn_lock:
+                sleep = self.turn()
             self.status.turn_started = None
+            self._maintenance.turned()
             woken = self._wake.wait(sleep)
             if woken and self._last_claims:
                 # Under load, let a few more runs finish before the next claim: one claim
@@ -270,7 +285,7 @@ class Host:
             # A signalled change is read before the claim, which may find its jobs due.
             self._runtime.reload_if_changed(signalled_only=True)
             self._cancels.apply(self.slots.held())
-            self._ticker.may_abandon = time.monotonic() >= self._abandon_after
+            self._ticker.may_abandon = self._may_abandon()
             free, ahead, manual_slots = self.slots.free()
             slots = free + ahead
             # The turn reads the store's time inside its claim transaction.
@@ -298,13 +313,6 @@ class Host:
             ahead_by = (claim.started_at - now).total_seconds()
             self.slots.submit(claim, spec, start_at=read_at + ahead_by if ahead_by > 0 else None)
         self._last_claims = len(result.claims)
-        try:
-            # The look at least every second for a change whose signal was lost, once the
-            # runs due are on their way: it never makes them late.
-            if self._runtime.reload_if_changed():
-                return _MIN_SLEEP
-        except Exception as error:
-            return self._turn_failed(error)
         # What ended during the turn woke nobody: look at it now.
         if self.slots.turned(result.saturated, result.waiting):
             return _MIN_SLEEP
@@ -343,6 +351,7 @@ class Host:
         """Cancel running contexts, wait the grace period, record leftovers, release, leave."""
         self._stopping.set()
         self._watcher.stop()
+        self._maintenance.stop()
         self.slots.release_queued()
         grace = self.settings.shutdown_grace.total_seconds()
         self.slots.cancel_all(grace)
@@ -365,6 +374,9 @@ class Host:
         self._ticker.look_everywhere()
         self._cancels.signalled()
         self._wake.set()
+
+    def _may_abandon(self) -> bool:
+        return time.monotonic() >= self._abandon_after
 
     def _may_hold(self, by: datetime) -> bool:
         """Whether the recorder may hold records due ``by`` a moment more: the last turn left due

@@ -30,7 +30,6 @@ __all__ = ["CAP", "FLOOR", "ClaimLead", "TickResult", "Ticker"]
 
 _log = logging.getLogger("jobhost.firing")
 _SET_ASIDE_SECONDS = 60.0
-_ABANDON_PASS_SECONDS = 10.0
 _BACKFILL_RECHECK_SECONDS = 1.0
 """How long a host that found a backfill with no room leaves it alone, unless one of its own
 runs that held the room ends or a signal comes: another replica's runs may have ended
@@ -94,7 +93,6 @@ class Ticker:
         """The last claim left a job's due work waiting for a live run: its end makes it due."""
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
-        self._last_abandon_pass = 0.0
         self._backfill_full_at: float | None = None
         """When (monotonic) the last backfill claim found nothing more to take; None: look."""
         self._backfill_yielded: set[str] = set()
@@ -178,16 +176,11 @@ class Ticker:
         what is left: a backfill is never claimed ahead, it has no instant to keep.
         """
         # A lease past its expiry is looked at before the claim, which it may let succeed; the
-        # pass now and then in any case comes after it, so it never makes a due run late.
-        expired = self.may_abandon and self._lease_expired(now or self._time.estimate())
-        if expired:
-            self._abandon(now or self._time.read())
+        # pass now and then in any case is a duty of the host's maintenance thread.
+        if self.may_abandon and self._lease_expired(now or self._time.estimate()):
+            self.abandon(now or self._time.read())
         backfill = free_slots if backfill_slots is None else backfill_slots
-        result = self._turn(now, free_slots, manual_slots, early, backfill)
-        assert result.now is not None
-        if self.may_abandon and not expired and self._abandon_pass_due():
-            self._abandon_after_claim(result)
-        return result
+        return self._turn(now, free_slots, manual_slots, early, backfill)
 
     def _turn(
         self, now: datetime | None, free_slots: int, manual_slots: int, early: bool, backfill: int
@@ -263,16 +256,10 @@ class Ticker:
         """A lease has expired by ``now`` (or this is the first turn): look for dead runs."""
         return self._wakeups is None or self._wakeups.lease_expiry_passed(now)
 
-    def _abandon_pass_due(self) -> bool:
-        """Look for dead runs now and then in any case: a corrupt or implausible lease never
-        comes first in the order of expiry."""
-        return time.monotonic() - self._last_abandon_pass >= _ABANDON_PASS_SECONDS
-
-    def _abandon(self, now: datetime) -> bool:
+    def abandon(self, now: datetime) -> bool:
         """Record ``abandoned`` the runs whose host stopped renewing their lease, queue the
         retries their policies ask for, free leases nobody holds; true if it changed anything
         (then the next claim reads the retries it may have queued)."""
-        self._last_abandon_pass = time.monotonic()
         changed = self._store.abandon_dead_runs(
             now,
             implausible=self._rules.implausible_lease,
@@ -280,23 +267,9 @@ class Ticker:
                 self._telemetry, self._rules, why="stopped renewing its lease"
             ),
         )
-        self._news |= changed
+        if changed:
+            self._news = True
         return changed
-
-    def _abandon_after_claim(self, result: TickResult) -> None:
-        """The pass now and then, once the turn has claimed: should it fail, the claims still
-        reach the workers (they are taken, in the store), and the pass is tried again later."""
-        assert result.now is not None
-        try:
-            if self._abandon(result.now):
-                result.next_wake = result.now  # the retries and leases it left: claim again
-        except Exception as error:
-            _log.warning(
-                "looking for dead runs failed (%s: %s); trying again in %ds",
-                type(error).__name__,
-                str(error).splitlines()[0][:300] if str(error) else "",
-                _ABANDON_PASS_SECONDS,
-            )
 
     def _skip(self) -> list[str]:
         now = time.monotonic()

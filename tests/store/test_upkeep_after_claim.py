@@ -1,19 +1,21 @@
-"""A turn's upkeep never makes a due run late.
+"""A host's upkeep never makes a due run late.
 
-The pass for dead runs that a turn makes now and then, with no lease expired, comes after the
-claim; a pass made because a lease expired comes before it (it may let the claim succeed), and
-the instant the turn sleeps from is taken after it, in the claim, so that the next turn wakes
-at its occurrence and not early by what the pass took.
+The pass for dead runs made now and then, with no lease expired, is a duty of the host's
+maintenance thread, not of a turn; a pass made because a lease expired comes before the claim
+(it may let the claim succeed), and the instant the turn sleeps from is taken after it, in the
+claim, so that the next turn wakes at its occurrence and not early by what the pass took.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import event, text, update
 
+from jobhost.firing.duties import AbandonPass, Maintenance
 from jobhost.store.schema import schedules
 from tests.support import ManualClock
 
@@ -37,23 +39,20 @@ def _statements(engine: Any) -> list[tuple[float, str]]:
     return seen
 
 
-def test_the_pass_now_and_then_comes_after_the_claim(replicas: Any, clock: ManualClock) -> None:
+def test_the_pass_now_and_then_is_a_duty_not_a_turn(replicas: Any, clock: ManualClock) -> None:
     (host,) = replicas([EVERY_MINUTE])
     clock.now = _at(10, 0, 1)
     (first,) = host.tick()
     assert host.finish(first) == "succeeded"
-    host.ticker._last_abandon_pass = float("-inf")  # ten seconds and more since the last pass
     seen = _statements(host.engine)
     clock.now = _at(10, 1, 0)
 
     (claim,) = host.tick()
-
-    texts = [text for _, text in seen]
-    claimed = next(i for i, text in enumerate(texts) if text.startswith("INSERT INTO runs"))
-    passes = [i for i, text in enumerate(texts) if _DEAD_RUN_READ in text]
     assert claim.occurrence == _at(10, 1)
-    assert passes, "the pass was due and did not run"
-    assert claimed < passes[0], texts
+    assert not [text for _, text in seen if _DEAD_RUN_READ in text]
+
+    AbandonPass(host.ticker, may_run=lambda: True, changed=lambda: None).run(host.store, clock())
+    assert [text for _, text in seen if _DEAD_RUN_READ in text], "the duty made no pass"
 
 
 def test_a_pass_for_an_expired_lease_comes_first_and_the_turn_sleeps_from_after_it(
@@ -79,7 +78,7 @@ def test_a_pass_for_an_expired_lease_comes_first_and_the_turn_sleeps_from_after_
     assert lost.run_id not in {c.run_id for c, _ in result.claims}
 
 
-def test_a_pass_after_the_claim_that_fails_leaves_the_claims_to_the_workers(
+def test_a_failing_pass_leaves_the_claims_alone_and_is_said_and_tried_again(
     replicas: Any, clock: ManualClock
 ) -> None:
     (host,) = replicas([EVERY_MINUTE, YEARLY])
@@ -94,7 +93,6 @@ def test_a_pass_after_the_claim_that_fails_leaves_the_claims_to_the_workers(
             .values(lease_owner="ghost", lease_expires_at=_at(10, 0, 2), lease_run_id="gone")
         )
     _refuse_freeing_ghost_leases(host.engine)
-    host.ticker._last_abandon_pass = float("-inf")
     clock.now = _at(10, 1, 0)
 
     result = host.ticker.tick(clock(), 8)
@@ -102,6 +100,26 @@ def test_a_pass_after_the_claim_that_fails_leaves_the_claims_to_the_workers(
     assert [(c.job_name, c.occurrence) for c, _ in result.claims] == [
         (EVERY_MINUTE["name"], _at(10, 1))
     ]
+    duty = AbandonPass(host.ticker, may_run=lambda: True, changed=lambda: None)
+    duty.interval = timedelta(seconds=0.01)
+    failures: list[str] = []
+    tried_twice = threading.Event()
+
+    def failed(name: str, _error: Exception) -> None:
+        failures.append(name)
+        if len(failures) == 2:
+            tried_twice.set()
+
+    maintenance = Maintenance(host.store, [duty], now=clock, on_failure=failed)
+    maintenance.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not tried_twice.wait(0.02) and time.monotonic() < deadline:
+            maintenance.turned()  # as the loop does after each turn
+    finally:
+        maintenance.stop()
+    assert tried_twice.is_set()
+    assert failures[:2] == [AbandonPass.name] * 2
 
 
 def _refuse_freeing_ghost_leases(engine: Any) -> None:
