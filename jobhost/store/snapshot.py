@@ -29,6 +29,7 @@ from jobhost.records import (
     LogLine,
     RunRecord,
     ScheduleRecord,
+    ScheduleRow,
     StoreSnapshot,
 )
 from jobhost.store import reports as store_reports
@@ -106,15 +107,7 @@ def read_snapshot(
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
             running = store_reports.running_runs(connection)
-        snapshot = StoreSnapshot(
-            now=now,
-            schedules=rows,
-            hosts=list_hosts(connection),
-            groups=group_summaries(connection, now),
-        )
-        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
-        if removed:
-            snapshot.deleted.update(deletions(connection, removed))
+        snapshot = _snapshot(connection, now, rows)
         for name, summary in summaries.items():
             if summary.last_attempt is not None:
                 snapshot.last_runs[name] = summary.last_attempt
@@ -184,6 +177,13 @@ def summary_snapshot(
     summaries."""
     rows = store_reports.summary_schedules(connection)
     running = store_reports.running_runs(connection)
+    return _snapshot(connection, now, rows), running
+
+
+def _snapshot(
+    connection: Connection, now: datetime, rows: Mapping[str, ScheduleRow]
+) -> StoreSnapshot:
+    """The schedule rows with the hosts, the groups and the API's removals, without the ledger."""
     snapshot = StoreSnapshot(
         now=now,
         schedules=rows,
@@ -193,7 +193,7 @@ def summary_snapshot(
     removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
     if removed:
         snapshot.deleted.update(deletions(connection, removed))
-    return snapshot, running
+    return snapshot
 
 
 @dataclass(frozen=True)
