@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from jobhost.records import ScheduleRecord
-from jobhost.store.reports import expired_runs, list_schedules
-from jobhost.store.schema import schedules
+from jobhost.store.reports import list_schedules
+from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = ["Census", "catalog_versions", "take_census"]
 
@@ -48,8 +48,9 @@ def take_census(connection: Connection, now: datetime) -> Census:
     leases = select(schedules.c.job_name).where(
         schedules.c.lease_owner.is_not(None), schedules.c.lease_expires_at < now
     )
+    expired = select(runs.c.job_name).where(IS_RUNNING, runs.c.lease_expires_at < now)
     held = {str(name) for name in connection.execute(leases).scalars()}
-    held |= {run.job_name for run in expired_runs(connection, now)}
+    held |= {str(name) for name in connection.execute(expired).scalars()}
     return Census(
         now=now,
         declared=sorted((str(name), text) for name, text in connection.execute(declared)),

@@ -32,13 +32,12 @@ from jobhost.records import (
     ScheduleRecord,
     ScheduleSummary,
 )
-from jobhost.store.schema import IS_RUNNING, runs, schedules
+from jobhost.store.schema import runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
     "LedgerSummary",
     "attempts_of",
-    "expired_runs",
     "get_run",
     "get_schedule",
     "job_is_known",
@@ -234,12 +233,6 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     if name is not None:
         query = query.where(runs.c.job_name == name)
     return _records(connection.execute(query.order_by(runs.c.started_at)).mappings())
-
-
-def expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
-    """Running runs whose lease expired before ``now``."""
-    query = select(runs).where(IS_RUNNING, runs.c.lease_expires_at < now)
-    return _records(connection.execute(query).mappings())
 
 
 def runs_between(
