@@ -180,14 +180,10 @@ def _per_job(
     return scheduled, outcomes, attempts, success
 
 
-def newest_outcomes(
-    connection: Connection, names: Sequence[str] | None = None
-) -> dict[str, list[str]]:
-    """The newest :data:`RECENT` outcomes of every scheduled job (or of those of ``names``),
-    newest first, in one statement; a job with no row in the ledger is left out."""
+def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
+    """The newest :data:`RECENT` outcomes of every scheduled job, newest first, in one
+    statement; a job with no row in the ledger is left out."""
     query = select(schedules.c.job_name, _newest_outcomes(connection))
-    if names is not None:
-        query = query.where(schedules.c.job_name.in_(names))
     return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
 
 

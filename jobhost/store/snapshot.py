@@ -93,12 +93,10 @@ def read_snapshot(
         if only is not None:
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
-            running = store_reports.running_runs(connection, only)
         elif jobs_of is not None:
             chosen = jobs_of(take_census(connection, now))
             rows = store_reports.list_schedules(connection, chosen)
             summaries = store_reports.ledger_summaries(connection, chosen)
-            running = store_reports.running_runs(connection)
         else:
             ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
             rows = store_reports.list_schedules(connection)
@@ -106,7 +104,7 @@ def read_snapshot(
             summaries = ledger() if ledger is not None else _recorded(rows)
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
-            running = store_reports.running_runs(connection)
+        running = store_reports.running_runs(connection, only)
         snapshot = _snapshot(connection, now, rows)
         for name, summary in summaries.items():
             if summary.last_attempt is not None:
