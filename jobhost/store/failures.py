@@ -317,9 +317,7 @@ def failure_page(
             )
             rows = connection.execute(matched).mappings()
             last = connection.execute(
-                select(runs.c.finished_at, runs.c.id)
-                .where(*conditions)
-                .order_by(*_NEWEST_FINISH)
+                query.with_only_columns(runs.c.finished_at, runs.c.id)
                 .offset(SEARCH_SCAN - 1)
                 .limit(1)
             ).first()
