@@ -40,9 +40,9 @@ from jobhost.operations.report import Report, StoredJobs, report_from, stored_jo
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules import FiringRules
 from jobhost.store import Store, StoreError, head_revision
-from jobhost.store.census import Census
 from jobhost.store.engine import sqlite_path
 from jobhost.store.migrate import check_not_newer
+from jobhost.store.snapshot import Census
 
 __all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 

@@ -216,7 +216,7 @@ def stored_catalog(settings: Settings, store: Store, *, only: str | None = None)
 
 def stored_version(counts: Mapping[str, int]) -> str | None:
     """The catalog version most live declared rows hold (``counts``, as
-    :func:`~jobhost.store.census.catalog_versions` reads them): the one the newest sync wrote.
+    :func:`~jobhost.store.snapshot.catalog_versions` reads them): the one the newest sync wrote.
     A tie goes to the greater version text, so every reader names the same one."""
     return max(counts, key=lambda version: (counts[version], version)) if counts else None
 

@@ -24,7 +24,6 @@ lost or half-applied.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -603,7 +602,7 @@ def request_run(
 
     ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``).
     """
-    run_id = uuid.uuid4().hex
+    run_id = new_run_id()
     connection.execute(
         runs.insert().values(
             id=run_id,

@@ -30,6 +30,16 @@ from jobhost.store.signals import notify
 
 _LIVE = (PENDING, RUNNING)
 
+# An occurrence of a backfill by its newest run: ``pending`` until its first run starts,
+# ``claimed`` while a run of it runs or a retry waits, then ``succeeded`` or ``failed``.
+_ITEM_STATE = case(
+    (runs.c.outcome == "succeeded", "succeeded"),
+    (runs.c.outcome == RUNNING, "claimed"),
+    ((runs.c.outcome == PENDING) & (runs.c.source == "retry"), "claimed"),
+    (runs.c.outcome == PENDING, "pending"),
+    else_="failed",
+).label("state")
+
 __all__ = [
     "backfill_with_items",
     "cancel_backfill",
@@ -215,49 +225,31 @@ def _backfill_items_of(
     connection: Connection, backfill_id: str
 ) -> list[tuple[datetime, str, str | None]]:
     """(occurrence, state, first run id) of each occurrence of the backfill that has a run,
-    oldest first: its state by its newest attempt (see :func:`_item_state`)."""
+    oldest first: its state by its newest attempt (see :data:`_ITEM_STATE`)."""
     rows = connection.execute(
-        select(runs.c.occurrence, runs.c.outcome, runs.c.source, runs.c.id)
+        select(runs.c.occurrence, _ITEM_STATE, runs.c.id)
         .where(runs.c.backfill_id == backfill_id)
         .order_by(runs.c.occurrence, runs.c.attempt)
     )
     items: dict[datetime, tuple[str, str | None]] = {}
-    for occurrence, outcome, source, run_id in rows:
+    for occurrence, state, run_id in rows:
         first = items[occurrence][1] if occurrence in items else None
-        state = _item_state(str(outcome), str(source))
         items[occurrence] = (state, first or (None if state == "pending" else str(run_id)))
     return [(o, state, run_id) for o, (state, run_id) in items.items()]
-
-
-def _item_state(outcome: str, source: str) -> str:
-    """An occurrence of a backfill by its newest run: ``pending`` until its first run starts,
-    ``claimed`` while a run of it runs or a retry waits, then ``succeeded`` or ``failed``."""
-    if outcome == "succeeded":
-        return "succeeded"
-    if outcome == RUNNING or (outcome == PENDING and source == "retry"):
-        return "claimed"
-    return "pending" if outcome == PENDING else "failed"
 
 
 def _item_counts(ids: list[str]) -> Any:
     """Each backfill's occurrences by state, from the newest run of each, in SQL."""
     newer = runs.alias("newer")
-    state = case(
-        (runs.c.outcome == "succeeded", "succeeded"),
-        (runs.c.outcome == RUNNING, "claimed"),
-        ((runs.c.outcome == PENDING) & (runs.c.source == "retry"), "claimed"),
-        (runs.c.outcome == PENDING, "pending"),
-        else_="failed",
-    ).label("state")
     newest = ~exists().where(
         newer.c.backfill_id == runs.c.backfill_id,
         newer.c.occurrence == runs.c.occurrence,
         newer.c.attempt > runs.c.attempt,
     )
     return (
-        select(runs.c.backfill_id, state, func.count())
+        select(runs.c.backfill_id, _ITEM_STATE, func.count())
         .where(runs.c.backfill_id.in_(ids), newest)
-        .group_by(runs.c.backfill_id, state)
+        .group_by(runs.c.backfill_id, _ITEM_STATE)
     )
 
 

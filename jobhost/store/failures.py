@@ -48,7 +48,7 @@ from datetime import datetime, timedelta
 from itertools import takewhile
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, func, literal, or_, select
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, or_, select, union_all
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -66,7 +66,8 @@ from jobhost.records import (
     StreakRange,
 )
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.reports import NEWEST_FIRST, schedules_and_hosts
+from jobhost.store.hosts import list_hosts
+from jobhost.store.reports import NEWEST_FIRST, list_schedules, newest_first
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -181,18 +182,40 @@ def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> li
 def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
     """Each job's failed attempts in a row, counting back from its newest finished attempt
     (up to :data:`STREAK_LIMIT`); 0 when its newest attempt did not fail: the streak the
-    failures list and the overview show, a manual run's attempts included."""
-    streaks: dict[str, int] = {}
-    for name in sorted(set(names)):
-        query = (
-            select(runs.c.outcome)
-            .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
-            .order_by(*NEWEST_FIRST)
-            .limit(STREAK_LIMIT)
+    failures list and the overview show, a manual run's attempts included. One statement per
+    :data:`_CHUNK` jobs: each job's newest attempts are read by index with their own LIMIT."""
+    outcomes: dict[str, list[str]] = {name: [] for name in names}
+    wanted = sorted(outcomes)
+    for start in range(0, len(wanted), _CHUNK):
+        newest = [_newest_attempts(name) for name in wanted[start : start + _CHUNK]]
+        rows = connection.execute(union_all(*newest)).all()
+        for row in sorted(rows, key=lambda row: row.position):
+            outcomes[row.job_name].append(row.outcome)
+    return {
+        name: sum(1 for _ in takewhile(lambda outcome: outcome in FAILED, found))
+        for name, found in outcomes.items()
+    }
+
+
+def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
+    """``name``'s newest :data:`STREAK_LIMIT` attempts, each with its place, newest first."""
+    newest = (
+        select(
+            runs.c.job_name,
+            runs.c.outcome,
+            runs.c.started_at,
+            runs.c.queued_at,
+            runs.c.occurrence,
+            runs.c.attempt,
         )
-        outcomes = connection.execute(query).scalars()
-        streaks[name] = sum(1 for _ in takewhile(lambda outcome: outcome in FAILED, outcomes))
-    return streaks
+        .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
+        .order_by(*NEWEST_FIRST)
+        .limit(STREAK_LIMIT)
+        .subquery()
+    )
+    # Numbered outside the LIMIT, so the window sees the few rows read, not the job's ledger.
+    position = func.row_number().over(order_by=newest_first(newest)).label("position")
+    return select(newest.c.job_name, newest.c.outcome, position)
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:
@@ -207,8 +230,7 @@ def schedules_hosts_failing(
 ) -> tuple[dict[str, ScheduleRecord], list[HostRecord], dict[str, Failing]]:
     """Every schedule row, every host and the failing jobs' streaks, read together (the
     metrics' one read)."""
-    rows, hosts = schedules_and_hosts(connection, now)
-    return rows, hosts, failing_jobs(connection)
+    return list_schedules(connection), list_hosts(connection), failing_jobs(connection)
 
 
 def streak_range(connection: Connection, name: str) -> StreakRange | None:
@@ -295,9 +317,7 @@ def failure_page(
             )
             rows = connection.execute(matched).mappings()
             last = connection.execute(
-                select(runs.c.finished_at, runs.c.id)
-                .where(*conditions)
-                .order_by(*_NEWEST_FINISH)
+                query.with_only_columns(runs.c.finished_at, runs.c.id)
                 .offset(SEARCH_SCAN - 1)
                 .limit(1)
             ).first()

@@ -164,13 +164,15 @@ _PARTS = text(_PARTS_SQL)
 
 
 @cache
-def _grouped_statement(parts: int) -> CompoundSelect[Any]:
-    """Each part's index range grouped by outcome: the index is in outcome order, so neither
-    store sorts, and an empty part costs a probe per outcome."""
+def _grouped_statement(parts: int, of_job: bool = False) -> CompoundSelect[Any]:
+    """Each part's index range grouped by outcome (``of_job``: of the job bound as ``job``):
+    the index is in outcome order, so neither store sorts, and an empty part costs a probe per
+    outcome."""
+    job = [runs.c.job_name == bindparam("job")] if of_job else []
     return union_all(
         *[
             select(runs.c.outcome, literal(index).label("part"), func.count())
-            .where(runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index))
+            .where(*job, runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index))
             .group_by(runs.c.outcome)
             for index in range(parts)
         ]
@@ -212,10 +214,8 @@ def _job_counts(connection: Connection, edges: Sequence[Any], job: str) -> list[
         found = connection.execute(_BUCKETED, values)
         placed = [(outcome, int(bucket) - 1, n) for outcome, bucket, n in found]
     else:
-        values = {"job": job}
-        for index, (lo, hi) in enumerate(pairwise(edges)):
-            values[f"lo_{index}"], values[f"hi_{index}"] = lo, hi
-        placed = [tuple(row) for row in connection.execute(_ranged(slices), values)]
+        values = {"job": job, **_bounds(list(pairwise(edges)))}
+        placed = _triples(connection.execute(_grouped_statement(slices, of_job=True), values))
     for outcome, index, n in placed:
         if n:
             counts[int(index)][str(outcome)] = int(n)
@@ -233,24 +233,6 @@ WHERE job_name = :job AND outcome = ANY(CAST(:outcomes AS text[]))
 GROUP BY 1, 2
 """
 )
-
-
-@cache
-def _ranged(slices: int) -> CompoundSelect[Any]:
-    finished = runs.c.finished_at
-    return union_all(
-        *[
-            select(runs.c.outcome, literal(index).label("part"), func.count())
-            .where(
-                runs.c.job_name == bindparam("job"),
-                runs.c.outcome.in_(FINISHED_OUTCOMES),
-                finished >= bindparam(f"lo_{index}", type_=finished.type),
-                finished < bindparam(f"hi_{index}", type_=finished.type),
-            )
-            .group_by(runs.c.outcome)
-            for index in range(slices)
-        ]
-    )
 
 
 _MINUTE = timedelta(minutes=1)

@@ -1,5 +1,4 @@
-"""Deleting rows nothing needs any more: old runs, gone hosts, finished manual requests, old
-idempotency keys.
+"""Deleting rows nothing needs any more: old runs, gone hosts, old idempotency keys.
 
 Each operation deletes in batches of ``batch_size`` rows, one transaction a batch, so no
 transaction grows with the table and ``should_stop`` is asked between batches. The run ledger
@@ -19,8 +18,6 @@ from jobhost.store.runlogs import delete_run_logs
 from jobhost.store.schema import hosts, job_idempotency, runs
 
 __all__ = ["purge_by_age", "purge_runs"]
-"""Manual requests whose story is over: the run they started is in the ledger, or they were
-refused. A pending request is never purged: it still waits for a host."""
 
 
 def purge_runs(
@@ -76,8 +73,8 @@ def purge_by_age(
     batch_size: int,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> dict[str, int]:
-    """Delete what is older than its age in ``ages`` (keys ``hosts``, ``requests``,
-    ``idempotency_records``); how many rows of each went."""
+    """Delete what is older than its age in ``ages`` (keys ``hosts``, ``idempotency_records``);
+    how many rows of each went."""
     counts = dict.fromkeys(ages, 0)
     for name, age in ages.items():
         purge = _BY_AGE[name]

@@ -156,14 +156,17 @@ def _repair_suspects(
     return sorted(repaired)
 
 
+_DECLARED = ("description", "critical", "dst_policy", "job_source", "declaration")
+_TRIGGER = ("module", "trigger_kind", "trigger_expression", "timezone", "trigger_source", "enabled")
+
+
 def _declared(want: DesiredSchedule) -> dict[str, object]:
-    return {
-        "description": want.description,
-        "critical": want.critical,
-        "dst_policy": want.dst_policy,
-        "job_source": want.job_source,
-        "declaration": want.declaration,
-    }
+    return {column: getattr(want, column) for column in _DECLARED}
+
+
+def _trigger(want: DesiredSchedule) -> dict[str, object]:
+    """The columns of a row's trigger, as ``want`` declares them, on a row not orphaned."""
+    return {**{column: getattr(want, column) for column in _TRIGGER}, "orphaned": False}
 
 
 def _write_declarations(
@@ -183,13 +186,7 @@ def _write_declarations(
         connection.execute(
             update(schedules)
             .where(schedules.c.job_name == bindparam("b_job"))
-            .values(
-                description=bindparam("b_description"),
-                critical=bindparam("b_critical"),
-                dst_policy=bindparam("b_dst_policy"),
-                job_source=bindparam("b_job_source"),
-                declaration=bindparam("b_declaration"),
-            ),
+            .values({column: bindparam(f"b_{column}") for column in _DECLARED}),
             changed,
         )
 
@@ -221,13 +218,7 @@ def _insert(
         rows.append(
             {
                 "job_name": want.job_name,
-                "module": want.module,
-                "trigger_kind": want.trigger_kind,
-                "trigger_expression": want.trigger_expression,
-                "timezone": want.timezone,
-                "trigger_source": want.trigger_source,
-                "enabled": want.enabled,
-                "orphaned": False,
+                **_trigger(want),
                 "paused": False,
                 "next_occurrence": next_fire,
                 "due_at": next_fire,
@@ -279,16 +270,7 @@ def _repair(
 def _update(
     connection: Connection, row: ScheduleRecord, want: DesiredSchedule, now: datetime
 ) -> None:
-    values: dict[str, object] = {
-        "module": want.module,
-        "trigger_kind": want.trigger_kind,
-        "trigger_expression": want.trigger_expression,
-        "timezone": want.timezone,
-        "trigger_source": want.trigger_source,
-        "enabled": want.enabled,
-        "orphaned": False,
-        "updated_at": now,
-    }
+    values = {**_trigger(want), "updated_at": now}
     reschedule = trigger_changed(row, want) or (want.enabled and not row.enabled) or row.orphaned
     if reschedule or not want.enabled:
         anchor = now if trigger_changed(row, want) else row.interval_anchor or now

@@ -21,38 +21,36 @@ from sqlalchemy import ColumnElement, Select, Table, func, literal, select, true
 from sqlalchemy.engine import Connection, RowMapping
 
 from jobhost.records import (
+    FAILED,
     NOT_ATTEMPTS,
     PENDING,
     RECENT,
     RUNNING,
-    HostRecord,
     LastAttempt,
     RunIdMatch,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
 )
-from jobhost.store.hosts import list_hosts
-from jobhost.store.schema import IS_RUNNING, runs, schedules
+from jobhost.store.schema import runs, schedules
 
 __all__ = [
     "NEWEST_FIRST",
     "LedgerSummary",
     "attempts_of",
-    "expired_runs",
     "get_run",
     "get_schedule",
     "job_is_known",
     "ledger_page",
     "ledger_summaries",
     "list_schedules",
+    "newest_first",
     "newest_outcomes",
     "newest_runs",
     "recent_failures",
     "running_runs",
     "runs_between",
     "runs_by_prefix",
-    "schedules_and_hosts",
     "stored_job_names",
     "summary_schedules",
 ]
@@ -61,11 +59,15 @@ __all__ = [
 # A scope of more names than this is read as the whole catalog, not as a list of parameters.
 _NAMED_AT_MOST = 1000
 
+# The most runs the job page's window shows, and the most of its recent failures.
+_WINDOW_RUNS = 5000
+_RECENT_FAILURES = 10
+
 # The columns of a :class:`LastAttempt` end here in a row of ``_last_attempts``.
 _LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
 
-def _newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
+def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
     """The ledger's order over ``table`` (``runs``, an alias of it or a subquery with its
     ``started_at``, ``queued_at``, ``occurrence`` and ``attempt``)."""
     newest = func.coalesce(table.c.started_at, table.c.queued_at)
@@ -73,7 +75,7 @@ def _newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
 
 
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
-NEWEST_FIRST = _newest_first(runs)
+NEWEST_FIRST = newest_first(runs)
 """The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
 
 # Between a job's newest outcomes in the one text the store joins them into: outcomes are words.
@@ -89,13 +91,6 @@ class LedgerSummary:
     recent_outcomes: list[str]
     """The newest :data:`RECENT` outcomes, newest first, ``missed`` and ``skipped`` included."""
     last_success: datetime | None
-
-
-def schedules_and_hosts(
-    connection: Connection, _now: datetime
-) -> tuple[dict[str, ScheduleRecord], list[HostRecord]]:
-    """Every schedule row and every host, read together (the metrics' one read)."""
-    return list_schedules(connection), list_hosts(connection)
 
 
 def list_schedules(
@@ -185,26 +180,22 @@ def _per_job(
     return scheduled, outcomes, attempts, success
 
 
-def newest_outcomes(
-    connection: Connection, names: Sequence[str] | None = None
-) -> dict[str, list[str]]:
-    """The newest :data:`RECENT` outcomes of every scheduled job (or of those of ``names``),
-    newest first, in one statement; a job with no row in the ledger is left out."""
+def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
+    """The newest :data:`RECENT` outcomes of every scheduled job, newest first, in one
+    statement; a job with no row in the ledger is left out."""
     query = select(schedules.c.job_name, _newest_outcomes(connection))
-    if names is not None:
-        query = query.where(schedules.c.job_name.in_(names))
     return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
 
 
-def newest_runs(connection: Connection, name: str, limit: int = RECENT) -> list[RunRecord]:
-    """The job's newest ledger rows (queued retries left out), newest first."""
+def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
+    """The job's newest :data:`RECENT` ledger rows (queued retries left out), newest first."""
     query = (
         select(runs)
         .where(runs.c.job_name == name, runs.c.outcome != PENDING)
         .order_by(*NEWEST_FIRST)
-        .limit(limit)
+        .limit(RECENT)
     )
-    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+    return _records(connection.execute(query).mappings())
 
 
 def ledger_page(
@@ -240,22 +231,16 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     return _records(connection.execute(query.order_by(runs.c.started_at)).mappings())
 
 
-def expired_runs(connection: Connection, now: datetime) -> list[RunRecord]:
-    """Running runs whose lease expired before ``now``."""
-    query = select(runs).where(IS_RUNNING, runs.c.lease_expires_at < now)
-    return _records(connection.execute(query).mappings())
-
-
 def runs_between(
-    connection: Connection, name: str, since: datetime, until: datetime, limit: int = 5000
+    connection: Connection, name: str, since: datetime, until: datetime
 ) -> list[RunRecord]:
     """The job's ledger rows started (or queued) in [since, until], oldest first, at most
-    ``limit`` (the newest ones)."""
+    :data:`_WINDOW_RUNS` (the newest ones)."""
     query = (
         select(runs)
         .where(runs.c.job_name == name, _NEWEST.between(since, until))
         .order_by(*NEWEST_FIRST)
-        .limit(limit)
+        .limit(_WINDOW_RUNS)
     )
     found = _records(connection.execute(query).mappings())
     found.reverse()
@@ -288,13 +273,13 @@ def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     return _records(connection.execute(query).mappings())
 
 
-def recent_failures(connection: Connection, name: str, limit: int = 10) -> list[RunRecord]:
-    """The job's newest failed, timed-out or abandoned runs, newest first."""
+def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
+    """The job's newest :data:`_RECENT_FAILURES` failed runs, newest first."""
     query = (
         select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome.in_(("failed", "timed_out", "abandoned")))
+        .where(runs.c.job_name == name, runs.c.outcome.in_(FAILED))
         .order_by(runs.c.finished_at.desc())
-        .limit(limit)
+        .limit(_RECENT_FAILURES)
     )
     return _records(connection.execute(query).mappings())
 
@@ -335,7 +320,7 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
             inner.c.attempt,
         )
         .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome != PENDING)
-        .order_by(*_newest_first(inner))
+        .order_by(*newest_first(inner))
         .limit(RECENT)
         .correlate(schedules)
         .subquery("newest")
@@ -345,7 +330,7 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         in_order: ColumnElement[Any] = aggregate_order_by(
-            literal(_OUTCOMES_JOINED_BY), *_newest_first(newest)
+            literal(_OUTCOMES_JOINED_BY), *newest_first(newest)
         )
         joined = func.string_agg(newest.c.outcome, in_order)
     else:
@@ -365,8 +350,8 @@ def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
         .order_by(*NEWEST_FIRST)
         .limit(1)
     )
-    row = connection.execute(query).mappings().first()
-    return LastAttempt.of(RunRecord.from_row(row)) if row is not None else None
+    found = _records(connection.execute(query).mappings())
+    return LastAttempt.of(found[0]) if found else None
 
 
 def _last_attempts(connection: Connection) -> Select[Any]:
@@ -430,7 +415,7 @@ def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunReco
         .where(runs.c.id.in_(sorted(set(run_ids))))
         .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
     )
-    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+    return _records(connection.execute(query).mappings())
 
 
 _HEX = "0123456789abcdef"

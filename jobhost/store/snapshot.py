@@ -8,6 +8,13 @@ each statement sees the store as of its own start, and the whole catalog's ledge
 read beside the rest on a second connection. The reads are :mod:`jobhost.store.reports`', each
 bounded by an index. A job's last attempt is the one its schedule row records finished, or its
 newest running one.
+
+**The census** is the store's catalog counted, not read whole: what a question about every
+job needs. At 10,000 jobs, decoding every schedule row (33 columns, a dozen of them times)
+only to ask which jobs are critical and which catalog version the store holds was most of
+``jobhost health``. A :class:`Census` asks for the few columns those questions need and leaves
+the counting to the database; the rows of the jobs that matter are then read whole, in the
+same transaction.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.clock import Clock, SystemClock
@@ -29,11 +37,11 @@ from jobhost.records import (
     LogLine,
     RunRecord,
     ScheduleRecord,
+    ScheduleRow,
     StoreSnapshot,
 )
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
-from jobhost.store.census import Census, take_census
 from jobhost.store.engine import database_now, is_postgres, reading
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
@@ -45,20 +53,25 @@ from jobhost.store.reports import (
     get_run,
     get_schedule,
     ledger_page,
+    list_schedules,
     recent_failures,
     runs_between,
 )
 from jobhost.store.runlogs import read_lines
 from jobhost.store.runtime import deletions, recent_changes
+from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
+    "Census",
     "JobPage",
     "RunPage",
     "api_deletion",
+    "catalog_versions",
     "job_page",
     "read_snapshot",
     "run_page",
     "summary_snapshot",
+    "take_census",
 ]
 
 
@@ -92,12 +105,10 @@ def read_snapshot(
         if only is not None:
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
-            running = store_reports.running_runs(connection, only)
         elif jobs_of is not None:
             chosen = jobs_of(take_census(connection, now))
             rows = store_reports.list_schedules(connection, chosen)
             summaries = store_reports.ledger_summaries(connection, chosen)
-            running = store_reports.running_runs(connection)
         else:
             ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
             rows = store_reports.list_schedules(connection)
@@ -105,16 +116,8 @@ def read_snapshot(
             summaries = ledger() if ledger is not None else _recorded(rows)
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
-            running = store_reports.running_runs(connection)
-        snapshot = StoreSnapshot(
-            now=now,
-            schedules=rows,
-            hosts=list_hosts(connection),
-            groups=group_summaries(connection, now),
-        )
-        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
-        if removed:
-            snapshot.deleted.update(deletions(connection, removed))
+        running = store_reports.running_runs(connection, only)
+        snapshot = _snapshot(connection, now, rows)
         for name, summary in summaries.items():
             if summary.last_attempt is not None:
                 snapshot.last_runs[name] = summary.last_attempt
@@ -184,6 +187,13 @@ def summary_snapshot(
     summaries."""
     rows = store_reports.summary_schedules(connection)
     running = store_reports.running_runs(connection)
+    return _snapshot(connection, now, rows), running
+
+
+def _snapshot(
+    connection: Connection, now: datetime, rows: Mapping[str, ScheduleRow]
+) -> StoreSnapshot:
+    """The schedule rows with the hosts, the groups and the API's removals, without the ledger."""
     snapshot = StoreSnapshot(
         now=now,
         schedules=rows,
@@ -193,7 +203,7 @@ def summary_snapshot(
     removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
     if removed:
         snapshot.deleted.update(deletions(connection, removed))
-    return snapshot, running
+    return snapshot
 
 
 @dataclass(frozen=True)
@@ -268,3 +278,56 @@ def api_deletion(connection: Connection, name: str) -> tuple[bool, JobChange | N
     if row is None or not row.orphaned or row.trigger_source != "api":
         return False, None
     return True, deletions(connection, [name]).get(name)
+
+
+@dataclass(frozen=True)
+class Census:
+    """The store's catalog at ``now``, read within an open transaction."""
+
+    now: datetime
+    declared: list[tuple[str, str | None]]
+    """(name, stored declaration) of every live (not orphaned) job, by name."""
+    versions: dict[str, int]
+    """How many live rows each catalog version stamps (see :func:`catalog_versions`)."""
+    held: list[str]
+    """The jobs holding a lease that expired before ``now``: their own, or a running run's."""
+    _connection: Connection
+
+    def rows(self, names: Collection[str]) -> dict[str, ScheduleRecord]:
+        """The whole schedule rows of ``names``, in the same transaction."""
+        return list_schedules(self._connection, names) if names else {}
+
+
+def take_census(connection: Connection, now: datetime) -> Census:
+    declared = select(schedules.c.job_name, schedules.c.declaration).where(
+        schedules.c.orphaned.is_(False)
+    )
+    leases = select(schedules.c.job_name).where(
+        schedules.c.lease_owner.is_not(None), schedules.c.lease_expires_at < now
+    )
+    expired = select(runs.c.job_name).where(IS_RUNNING, runs.c.lease_expires_at < now)
+    held = {str(name) for name in connection.execute(leases).scalars()}
+    held |= {str(name) for name in connection.execute(expired).scalars()}
+    return Census(
+        now=now,
+        declared=sorted((str(name), text) for name, text in connection.execute(declared)),
+        versions=catalog_versions(connection),
+        held=sorted(held),
+        _connection=connection,
+    )
+
+
+def catalog_versions(connection: Connection) -> dict[str, int]:
+    """How many live rows each catalog version stamps, runtime jobs aside (a sync stamps the
+    version on the rows of the catalog it applied; a runtime job keeps the one it was made
+    under)."""
+    query = (
+        select(schedules.c.catalog_version, func.count())
+        .where(
+            schedules.c.catalog_version.is_not(None),
+            schedules.c.orphaned.is_(False),
+            schedules.c.trigger_source != "api",
+        )
+        .group_by(schedules.c.catalog_version)
+    )
+    return {str(version): int(count) for version, count in connection.execute(query)}

@@ -19,7 +19,6 @@ from jobhost.clock import Clock, SystemClock
 from jobhost.store import (
     actions,
     backfills,
-    census,
     claims,
     engine,
     failures,
@@ -167,7 +166,7 @@ class Store:
     check_pooling = _Own(pooling.check_pooling)
     check_live_rows = _ReadAt(integrity.check_live_rows)
     stuck_runs = _Read(integrity.stuck_runs)
-    catalog_versions = _Read(census.catalog_versions)
+    catalog_versions = _Read(snapshot.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
     sync_catalog = _Own(claims.sync_catalog)

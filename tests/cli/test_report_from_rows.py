@@ -20,8 +20,7 @@ from jobhost.operations.jobs import catalog_of
 from jobhost.operations.render import Style, report_lines
 from jobhost.operations.report import JobReport, report_from, stored_jobs, stored_report
 from jobhost.store import reading
-from jobhost.store.census import take_census
-from jobhost.store.snapshot import read_snapshot
+from jobhost.store.snapshot import read_snapshot, take_census
 from tests.cli.operator_support import Operator, now
 
 JOBS = [

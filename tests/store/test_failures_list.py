@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from jobhost.operations.failures import FailureQuery, decode_cursor, read_failures
@@ -157,9 +158,20 @@ def test_streaks_count_failed_attempts_in_a_row_from_the_newest(engine: Engine) 
     _run(engine, "a.one", "abandoned", _at(5))
     _run(engine, "b.two", "failed", _at(1))
     _run(engine, "b.two", "succeeded", _at(2))
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        if str(args[2]).startswith("SELECT"):
+            statements.append(str(args[2]))
+
     with reading(engine) as connection:
-        streaks = failure_streaks(connection, ["a.one", "b.two", "c.never"])
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            streaks = failure_streaks(connection, ["a.one", "b.two", "c.never"])
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
     assert streaks == {"a.one": 3, "b.two": 0, "c.never": 0}
+    assert len(statements) == 1  # the page's jobs in one statement
 
 
 def test_stuck_runs_come_first_then_failures_with_each_jobs_streak(engine: Engine) -> None:
