@@ -16,7 +16,7 @@ import pytest
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
-from jobhost.store import create_store_engine, head_revision, upgrade
+from jobhost.store import Store, create_store_engine, head_revision, upgrade
 from jobhost.web import Endpoints, WebServer, create_app, host_endpoints
 from tests.cli.operator_support import Operator
 from tests.http_get import answers, get
@@ -86,7 +86,7 @@ def test_probes_fail_with_503_and_a_broken_endpoint_answers_a_bare_500(tmp_path:
         settings=settings,
         status=status,
         catalog=Catalog(jobs={}, problems=[]),
-        engine=engine,
+        store=Store(engine),
         clock=None,
     )
     endpoints = host_endpoints(fake, lambda: b"")

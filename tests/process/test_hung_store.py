@@ -25,7 +25,7 @@ import pytest
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
-from jobhost.store import create_store_engine, upgrade
+from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import host_endpoints
 from tests.http_get import answers, get
 from tests.ports import free_port
@@ -147,7 +147,7 @@ def test_a_turn_that_outlives_its_deadlines_makes_the_probes_fail(tmp_path: Path
         settings=Settings(database_url=url, poll_interval=timedelta(seconds=1)),
         status=status,
         catalog=Catalog(jobs={}, problems=[]),
-        engine=engine,
+        store=Store(engine),
         clock=None,
     )
     endpoints = host_endpoints(fake, lambda: b"")
