@@ -55,7 +55,6 @@ class _Read(Generic[_P, _T]):
     def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
         query = self._query
 
-        @functools.wraps(query)
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
             with engine.reading(store._engine) as connection:
                 return query(connection, *args, **kwargs)
@@ -73,7 +72,6 @@ class _ReadAt(Generic[_P, _T]):
     def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, tuple[datetime, _T]]:
         query = self._query
 
-        @functools.wraps(query)
         def call(*args: _P.args, **kwargs: _P.kwargs) -> tuple[datetime, _T]:
             with engine.reading(store._engine) as connection:
                 now = database_now(connection, store.clock)
@@ -91,7 +89,6 @@ class _Write(Generic[_P, _T]):
     def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
         operation = self._operation
 
-        @functools.wraps(operation)
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
             with store._engine.begin() as connection:
                 return operation(connection, *args, **kwargs)
@@ -128,15 +125,6 @@ class Store:
 
     def dispose(self) -> None:
         self._engine.dispose()
-
-    @property
-    def url(self) -> str:
-        """The store's URL with its password hidden, for messages."""
-        return self._engine.url.render_as_string(hide_password=True)
-
-    @property
-    def is_postgres(self) -> bool:
-        return engine.is_postgres(self._engine)
 
     @property
     def is_read_only(self) -> bool:
