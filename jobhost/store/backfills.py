@@ -58,17 +58,10 @@ def last_outcomes(
     outcome (``missed``/``skipped`` rows are attempt 0, so any real attempt outranks them)."""
     rows = connection.execute(
         select(runs.c.occurrence, runs.c.outcome)
-        .where(
-            runs.c.job_name == job,
-            runs.c.occurrence >= start,
-            runs.c.occurrence < end,
-        )
+        .where(runs.c.job_name == job, runs.c.occurrence >= start, runs.c.occurrence < end)
         .order_by(runs.c.occurrence, runs.c.attempt)
     )
-    found: dict[datetime, str] = {}
-    for occurrence, outcome in rows:
-        found[occurrence] = outcome
-    return found
+    return dict(rows.tuples().all())
 
 
 def create_backfill(

@@ -68,8 +68,6 @@ if TYPE_CHECKING:
 __all__ = [
     "COPY_FROM",
     "DEADLINE_MARGIN",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_IDLE_TRANSACTION_TIMEOUT",
     "DEFAULT_STATEMENT_TIMEOUT",
     "StoreRetry",
     "StoreTime",
@@ -88,7 +86,6 @@ __all__ = [
     "json_rows",
     "lift_deadline",
     "locked",
-    "normalise_url",
     "reading",
     "ring_after_commit",
     "rows_json",
@@ -142,10 +139,9 @@ def create_store_engine(
     long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
     would otherwise keep its rows locked, and every other replica skips locked rows, so the
     runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
-    for its write lock up to its own busy timeout, threads of this process likewise. Every wait
-    for a PostgreSQL server ends after ``statement_timeout`` plus :data:`DEADLINE_MARGIN` (none
-    when ``statement_timeout`` is 0); see :mod:`jobhost.store.deadline`. ``pooling`` and
-    ``listen_url``: PostgreSQL behind a transaction-mode pooler (:mod:`jobhost.store.pooling`).
+    for its write lock up to its own busy timeout, threads of this process likewise.
+    ``pooling`` and ``listen_url``: PostgreSQL behind a transaction-mode pooler
+    (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -507,28 +503,14 @@ def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
 def insert_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> int:
-    """Insert ``rows``, silently keeping the existing row where ``columns`` collide.
+    """Insert ``rows``, silently keeping the existing row where ``columns`` collide; how many
+    went in (counted from RETURNING: drivers do not all report a rowcount for this insert).
 
     One statement for the whole list (SQLAlchemy batches it into multi-row inserts on SQLite;
     see :func:`json_rows` for PostgreSQL), so a first sync of 10,000 jobs is a few round trips,
     not 10,000.
     """
-    if not rows:
-        return 0
-
-    def build(dialect: str) -> Any:
-        module = dialect_module(dialect)
-        return (
-            module.insert(table)
-            .on_conflict_do_nothing(index_elements=list(columns))
-            .returning(*table.primary_key.columns)
-        )
-
-    # Count the rows RETURNING hands back: drivers do not all report a rowcount for this insert.
-    if connection.dialect.name == "postgresql":
-        return len(_insert_json(connection, table, rows, columns))
-    statement = built(connection, f"insert-ignoring:{table.name}:{','.join(columns)}", build)
-    return len(connection.execute(statement, [dict(row) for row in rows]).all())
+    return len(_insert_new(connection, table, rows, columns)) if rows else 0
 
 
 COPY_FROM = 100
@@ -589,25 +571,13 @@ def copy_ignoring_duplicates(
 def insert_returning_new(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> list[Any]:
-    """Insert ``rows`` in one statement; return the primary keys of those that went in.
+    """Insert ``rows`` in one statement; return the primary keys of those that went in (a
+    single-column key).
 
     A row whose ``columns`` collide with an existing row is left out, not raised: the caller
     drops what the database refused.
     """
-    if not rows:
-        return []
-
-    def build(dialect: str) -> Any:
-        module = dialect_module(dialect)
-        (key,) = table.primary_key.columns
-        return (
-            module.insert(table).on_conflict_do_nothing(index_elements=list(columns)).returning(key)
-        )
-
-    if connection.dialect.name == "postgresql":
-        return [row[0] for row in _insert_json(connection, table, rows, columns)]
-    statement = built(connection, f"insert-new:{table.name}:{','.join(columns)}", build)
-    return list(connection.execute(statement, [dict(row) for row in rows]).scalars())
+    return [row[0] for row in _insert_new(connection, table, rows, columns)] if rows else []
 
 
 def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
@@ -647,27 +617,28 @@ def _instant(value: object) -> str:
 _ENCODER = json.JSONEncoder(default=_instant, allow_nan=False, separators=(",", ":"))
 
 
-def _insert_json(
+def _insert_new(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> list[Any]:
-    """PostgreSQL: insert ``rows`` from JSON (see :func:`json_rows`); the primary keys of the
-    rows that went in, those colliding on ``columns`` left out."""
-    names = tuple(rows[0])
+    """Insert ``rows`` in one statement; the primary keys of the rows that went in, those
+    colliding on ``columns`` left out. PostgreSQL reads the rows from JSON (see
+    :func:`json_rows`)."""
+    postgres = connection.dialect.name == "postgresql"
+    names = tuple(rows[0]) if postgres else ()
 
-    def build(_dialect: str) -> Any:
-        source = json_rows([(name, table.c[name].type) for name in names])
-        return (
-            dialect_module("postgresql")
-            .insert(table)
-            .from_select(list(names), select(*(source.c[name] for name in names)))
-            .on_conflict_do_nothing(index_elements=list(columns))
-            .returning(*table.primary_key.columns)
+    def build(dialect: str) -> Any:
+        insert = dialect_module(dialect).insert(table)
+        if names:
+            source = json_rows([(name, table.c[name].type) for name in names])
+            insert = insert.from_select(list(names), select(*(source.c[n] for n in names)))
+        return insert.on_conflict_do_nothing(index_elements=list(columns)).returning(
+            *table.primary_key.columns
         )
 
-    statement = built(
-        connection, f"insert-json:{table.name}:{','.join(columns)}:{','.join(names)}", build
-    )
-    return list(connection.execute(statement, rows_json(rows)).all())
+    name = f"insert-new:{table.name}:{','.join(columns)}:{','.join(names)}"
+    statement = built(connection, name, build)
+    values = rows_json(rows) if postgres else [dict(row) for row in rows]
+    return list(connection.execute(statement, values).all())
 
 
 def execute_isolating(
@@ -843,15 +814,6 @@ _TEXTS: dict[datetime, str] = {}
 
 
 # The one retry policy for store calls, built on tenacity.
-#
-# A call that reaches the store is tried again while it fails the way :attr:`StoreRetry.retry_on`
-# accepts (by default: the store cannot be reached), pausing as :attr:`StoreRetry.waits` says (the
-# last pause repeats), until it succeeds or the stop rule says enough: a number of tries, a
-# ``give_up`` predicate (a deadline, a host that is stopping), or a ``stopping`` event, which also
-# cuts a pause short. When it stops, the last error is raised for the caller to judge.
-#
-# What the operator reads is the same for every call: one warning when an outage starts (or one
-# per failure, for a call that fails rarely and alone), and one line when the store answers again.
 
 _T = TypeVar("_T")
 
@@ -883,6 +845,11 @@ class _Stopped(Exception):
 class StoreRetry:
     """How one kind of store call is retried, and what its failures say in the log.
 
+    A call is tried again while it fails as :attr:`retry_on` accepts, pausing as :attr:`waits`
+    says, until it succeeds or :attr:`max_attempts`, :attr:`give_up` or :attr:`stopping` (which
+    also cuts a pause short) says enough; then its last error is raised for the caller to judge.
+    The operator reads the same for every call: one warning when an outage starts (or one per
+    failure, for a call that fails rarely and alone), and one line when the store answers again.
     The object holds no state of its own: threads may share it, each call retries alone.
     """
 

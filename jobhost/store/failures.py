@@ -2,40 +2,31 @@
 each job's failure streak.
 
 **Pages.** Each failed outcome (``failed``, ``timed_out``, ``abandoned``) is its own stream read
-from ``ix_runs_outcome_finished_at`` (outcome, finished time, id) — or, for one job, from
-``ix_runs_job_name_outcome_finished_at`` — with a LIMIT; the streams are merged here. A page
-continues after a key (finished time, run id), never by an offset, so the thousandth page costs
-what the first does. Stuck runs (running, with an expired lease or code that ignored its
-cancellation) are few and come from ``ix_runs_outcome_lease_expires_at``. A search by error
-text looks at no more than :data:`SEARCH_SCAN` rows of each stream per page: when it stops
-there, the page says how far back it looked, and the next page goes on from there.
-
-**Open failures.** Those a later success or an acknowledgement resolved are dropped. Where most
-failures of a stretch are resolved, one page looks at no more than :data:`OPEN_SCAN` failures:
-it then ends early and says how far back it looked, so a page costs what it reads.
+from ``ix_runs_outcome_finished_at`` (or, for one job, ``ix_runs_job_name_outcome_finished_at``)
+with a LIMIT, merged here. A page continues after a key (finished time, run id), never an
+offset, so the thousandth page costs what the first does. Stuck runs are few and come from
+``ix_runs_outcome_lease_expires_at``. A search by error text, or a page of open failures where
+most are resolved, looks at no more than :data:`SEARCH_SCAN` rows of each stream (or
+:data:`OPEN_SCAN` failures) and says how far back it looked: a page costs what it reads.
 
 **Resolution** is derived from the ledger and the change log, never stored. A failure is
 resolved when its work later succeeded: a run of the same job and occurrence (a retry, a
 backfill's run) finished ``succeeded`` after it; for a manual run, which has no occurrence, a
 succeeded retry of it (followed through the change log's ``retry`` entries, which name the run
-retried and the new run). An operator may also acknowledge a failure without a rerun: an
-``ack`` entry in the change log names the run. Everything else is open. Reads cost what they
-are given: one indexed read of the successes of the failures' occurrences (the unique index on
-job, occurrence, attempt), one of the failures' jobs' ``ack`` and ``retry`` entries since the
-oldest failure (the change log's index on job), and one by primary key of the retries of
-manual runs.
+retried and the new run). An operator's ``ack`` entry in the change log also resolves it.
+Reads cost what they are given: the successes of the failures' occurrences (the unique index on
+job, occurrence, attempt), the failures' jobs' ``ack`` and ``retry`` entries since the oldest
+failure (the change log's index on job), and the retries of manual runs by primary key.
 
-**Streaks.** The failures list and the overview show a job's failed attempts in a row, counting
-back from its newest finished attempt (a manual run's included). The alerts, the gauges and the
-replay of a streak count occurrences instead: a job is failing while the last finished attempt
-of its newest occurrence failed, until an attempt of it (a retry, a backfill's run) or of a
-later occurrence succeeds, however many attempts it has; its streak is how many occurrences in
-a row, counting back from that one, ended their last attempt failed (manual runs have no
-occurrence and take no part). For a job, one read walks back through the index on (job,
-occurrence, attempt) from its newest occurrence until a success, at most :data:`SCAN_ROWS` rows:
-the cost is the streak's, never the ledger's size. The jobs failing now are read from
-candidates only: jobs whose last run failed, and jobs whose last run was a retry, a manual run
-or a backfill's (a success that may belong to an older occurrence than the newest, or to none).
+**Streaks.** The failures list and the overview count a job's failed attempts in a row (see
+:func:`failure_streaks`). The alerts, the gauges and the replay of a streak count occurrences:
+a job is failing while the last finished attempt of its newest occurrence failed, until an
+attempt of it or of a later occurrence succeeds; its streak is how many occurrences in a row,
+counting back, ended their last attempt failed (manual runs take no part). One read walks back
+through the index on (job, occurrence, attempt) until a success, at most :data:`SCAN_ROWS`
+rows: the cost is the streak's, never the ledger's size. The jobs failing now are read from
+candidates only: those whose last run failed, or was a retry, a manual run or a backfill's (a
+success that may belong to an older occurrence than the newest, or to none).
 """
 
 from __future__ import annotations
@@ -149,9 +140,7 @@ def failure_rows(
 ) -> FailureRows:
     """Stuck runs first (on the first page, ``after`` None), then finished failures (open ones
     only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
-    stuck = []
-    if after is None:
-        stuck = _stuck_runs(connection, now, limit, where)
+    stuck = _stuck_runs(connection, now, limit, where) if after is None else []
     found = (
         _resolved_page(
             connection, limit=limit - len(stuck), where=where, after=after, open_only=open_only
@@ -159,14 +148,9 @@ def failure_rows(
         if len(stuck) < limit
         else None
     )
-    finished = found.page.runs if found is not None else []
-    streaks = failure_streaks(connection, {run.job_name for run in [*stuck, *finished]})
-    return FailureRows(
-        stuck,
-        found.page if found is not None else None,
-        found.resolved if found is not None else {},
-        streaks,
-    )
+    page, resolved = (found.page, found.resolved) if found is not None else (None, {})
+    jobs = {run.job_name for run in [*stuck, *(page.runs if page is not None else [])]}
+    return FailureRows(stuck, page, resolved, failure_streaks(connection, jobs))
 
 
 def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> list[RunRecord]:
@@ -540,12 +524,8 @@ def _by_retry_chain(
 
 def retry_links(changes: Iterable[Any]) -> list[tuple[str, str]]:
     """(run retried, new run) of each ``retry`` change-log row (``before``, ``after``)."""
-    links: list[tuple[str, str]] = []
-    for change in changes:
-        old, new = _run_id(change.before), _run_id(change.after)
-        if old is not None and new is not None:
-            links.append((old, new))
-    return links
+    pairs = ((_run_id(change.before), _run_id(change.after)) for change in changes)
+    return [(old, new) for old, new in pairs if old is not None and new is not None]
 
 
 def _descendants(run_id: str, retried: Mapping[str, list[str]]) -> list[str]:

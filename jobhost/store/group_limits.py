@@ -23,12 +23,8 @@ __all__ = ["group_summaries", "write_group_limits", "write_group_members"]
 
 def write_group_limits(connection: Connection, limits: Mapping[str, int], now: datetime) -> None:
     """Make the stored limits exactly ``limits``."""
-    stored = {
-        str(name): int(slots)
-        for name, slots in connection.execute(
-            select(concurrency_groups.c.name, concurrency_groups.c.slots)
-        )
-    }
+    query = select(concurrency_groups.c.name, concurrency_groups.c.slots)
+    stored = {str(name): int(slots) for name, slots in connection.execute(query)}
     gone = sorted(set(stored) - set(limits))
     if gone:
         connection.execute(delete(concurrency_groups).where(concurrency_groups.c.name.in_(gone)))
@@ -92,22 +88,19 @@ def group_summaries(connection: Connection, now: datetime) -> list[GroupSummary]
             .group_by(schedules.c.concurrency_group)
         )
     }
-    waiting: dict[str, list[str]] = {}
-    rows = connection.execute(
-        select(schedules.c.concurrency_group, schedules.c.job_name).where(
-            schedules.c.group_waiting_since.is_not(None),
-            schedules.c.concurrency_group.is_not(None),
-            schedules.c.due_at.is_not(None),
-        )
+    # Waiting: due occurrences held back by their group, and pending runs likewise.
+    due = select(schedules.c.concurrency_group, schedules.c.job_name).where(
+        schedules.c.group_waiting_since.is_not(None),
+        schedules.c.concurrency_group.is_not(None),
+        schedules.c.due_at.is_not(None),
     )
-    for group, job in rows:
-        waiting.setdefault(str(group), []).append(str(job))
-    rows = connection.execute(
+    pending = (
         select(schedules.c.concurrency_group, runs.c.job_name)
         .select_from(runs.join(schedules, runs.c.job_name == schedules.c.job_name))
         .where(runs.c.outcome == PENDING, runs.c.group_waiting_since.is_not(None))
     )
-    for group, job in rows:
+    waiting: dict[str, list[str]] = {}
+    for group, job in [*connection.execute(due), *connection.execute(pending)]:
         if group is not None:
             waiting.setdefault(str(group), []).append(str(job))
     return [

@@ -284,14 +284,7 @@ def _count(connection: Connection, table: Table, where: ColumnElement[bool]) -> 
     return int(connection.execute(query).scalar_one())
 
 
-_ALL_TABLES: tuple[Table, ...] = (
-    schedules,
-    runs,
-    hosts,
-    job_state,
-    job_idempotency,
-    signals,
-)
+_ALL_TABLES = (schedules, runs, hosts, job_state, job_idempotency, signals)
 
 _WORDS: dict[tuple[str, str], frozenset[str]] = {
     ("schedules", "trigger_kind"): frozenset({"cron", "interval"}),
@@ -394,21 +387,12 @@ def audit_store(engine: Engine, *, batch: int = _BATCH) -> Iterator[AuditStep]:
 
 def audit_rows(connection: Connection, *, batch: int = _BATCH) -> Iterator[AuditStep]:
     """Every table, in batches of ``batch`` rows, as :class:`AuditStep` s."""
-    for table in _ALL_TABLES:
-        yield from _audit_table(connection, table, batch)
-
-
-def _audit_table(connection: Connection, table: Table, batch: int) -> Iterator[AuditStep]:
-    names = [c.name for c in table.columns]
-    columns: list[ColumnClause[Any]] = [raw_column(name) for name in names]
-    query: Select[Any] = select(*columns).select_from(table)
     streaming = connection.execution_options(stream_results=True, yield_per=batch)
-    result = streaming.execute(query)
-    checked = 0
-    for part in result.partitions(batch):
-        problems: list[CorruptRow] = []
-        for values in part:
-            problems += _mistyped(table, dict(zip(names, values, strict=True)))
-        checked += len(part)
-        yield AuditStep(table.name, checked, False, problems)
-    yield AuditStep(table.name, checked, True, [])
+    for table in _ALL_TABLES:
+        result = streaming.execute(select(*_raw(table)).select_from(table)).mappings()
+        checked = 0
+        for part in result.partitions(batch):
+            problems = [problem for row in part for problem in _mistyped(table, dict(row))]
+            checked += len(part)
+            yield AuditStep(table.name, checked, False, problems)
+        yield AuditStep(table.name, checked, True, [])

@@ -1,28 +1,22 @@
 """How many runs finished with each outcome, in equal slices of a time range: the dashboard's
 runs-by-outcome chart, for one job or the whole installation.
 
-One job's chart is one statement over the job's index range
-(``ix_runs_job_name_outcome_finished_at``), each index entry placed in its slice by the
-database: it costs what the job's runs in the range cost, whatever the ledger holds, and reads
-nothing kept (a job's runs in a minute are at most that minute's count, so kept counts save a
-job nothing, where keeping them cost every chart a round trip or a write).
-
 The installation's chart, given the reader's ``now``, answers each slice in three parts: its
 whole minutes that are closed (no run can still finish in them) from the counts kept of them,
 and its partial first and last minutes plus any minutes not closed yet from the runs' index
-``ix_runs_outcome_finished_at``. A day's chart of
-a busy installation then reads some 1,440 minutes' counts and a few thousand runs, not every
-run of the day. Without ``now`` every slice is counted from the runs. Firing writes nothing
-for the chart either way.
+``ix_runs_outcome_finished_at``. A day's chart of a busy installation then reads some 1,440
+minutes' counts and a few thousand runs, not every run of the day. Without ``now`` every slice
+is counted from the runs. Firing writes nothing for the chart either way. The statements' text
+depends only on how many slices there are, so each is prepared once.
 
-The statements' text depends only on how many slices there are, so each is prepared once.
-
-**One job's chart** is one statement over the job's index: a range scan per outcome, each entry
-placed in its slice by the database. On PostgreSQL, ``width_bucket`` over the slices' lower
-bounds (exact for timestamps, a binary search per entry), one text for every number of slices,
-so it is planned once. On SQLite, a count of each slice's index range per outcome, all in one
-compound statement (7 outcomes by at most 30 slices stays under SQLite's 500 parts); counting an
-index range steps through entries without reading or sorting rows.
+**One job's chart** is one statement over the job's index
+(``ix_runs_job_name_outcome_finished_at``), each entry placed in its slice by the database; it
+reads nothing kept (a job's runs in a minute are at most that minute's count, so kept counts
+save a job nothing). On PostgreSQL, ``width_bucket`` over the slices' lower bounds (exact for
+timestamps, a binary search per entry), one text for every number of slices. On SQLite, a count
+of each slice's index range per outcome, all in one compound statement (7 outcomes by at most
+30 slices stays under SQLite's 500 parts); counting an index range steps through entries
+without reading or sorting rows.
 
 **Kept counts of closed minutes.** A minute is closed once no run can still finish in it. A
 run's ``finished_at`` is never before its ``started_at`` (the end is clamped to the claim),
@@ -152,7 +146,8 @@ def _live(connection: Connection, parts: list[_Range]) -> list[tuple[str, int, i
     return _triples(connection.execute(statement, _bounds(parts)))
 
 
-_PARTS_SQL = """
+_PARTS = text(
+    """
 SELECT r.outcome, p.part - 1, count(*)
 FROM unnest(CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) WITH ORDINALITY
     AS p(lo, hi, part)
@@ -160,7 +155,7 @@ JOIN runs AS r ON r.finished_at >= p.lo AND r.finished_at < p.hi
 WHERE r.outcome = ANY(CAST(:outcomes AS text[]))
 GROUP BY r.outcome, p.part
 """
-_PARTS = text(_PARTS_SQL)
+)
 
 
 @cache
@@ -457,7 +452,7 @@ def _kept(connection: Connection, ranges: list[_Range], key: str) -> Iterable[An
     if connection.dialect.name == "postgresql":
         values = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges], "job": key}
         return connection.execute(_KEPT_RANGES, values)
-    return connection.execute(_kept_statement(len(ranges)), _ranges(ranges, key))
+    return connection.execute(_kept_statement(len(ranges)), {"job": key, **_bounds(ranges)})
 
 
 # PostgreSQL: one text for any number of ranges, planned once.
@@ -476,13 +471,6 @@ GROUP BY m.outcome, p.part
 def _add(counts: dict[str, int], outcome: str, n: int) -> None:
     if n:
         counts[outcome] = counts.get(outcome, 0) + n
-
-
-def _ranges(ranges: Sequence[_Range], key: str) -> dict[str, object]:
-    values: dict[str, object] = {"job": key}
-    for index, (lo, hi) in enumerate(ranges):
-        values[f"lo_{index}"], values[f"hi_{index}"] = lo, hi
-    return values
 
 
 # finished_at IS NULL (true of every running run) makes the (outcome, finished_at) index the

@@ -28,7 +28,6 @@ from sqlalchemy.engine import URL, Connection, Engine
 from jobhost.errors import JobhostError
 
 __all__ = [
-    "POOLING_MODES",
     "PooledOptionsError",
     "Pooling",
     "PoolingMode",
@@ -41,7 +40,6 @@ __all__ = [
 ]
 
 PoolingMode = Literal["none", "transaction"]
-POOLING_MODES: tuple[PoolingMode, ...] = ("none", "transaction")
 _REFUSED = "unsupported startup parameter"
 """What PgBouncer answers a startup parameter it does not pass on (``options``)."""
 _POOLINGS: weakref.WeakKeyDictionary[Engine, Pooling] = weakref.WeakKeyDictionary()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Integer, and_, bindparam, case, func, literal, not_, or_, select, update
+from sqlalchemy import and_, bindparam, case, func, not_, or_, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -28,11 +28,7 @@ from jobhost.records import (
 from jobhost.store.engine import copy_ignoring_duplicates
 from jobhost.store.schema import schedules
 
-__all__ = [
-    "all_schedules",
-    "holds_version",
-    "sync_schedules",
-]
+__all__ = ["all_schedules", "holds_version", "sync_schedules"]
 
 # A stored next occurrence further ahead than this is checked against its trigger when a host
 # starts with the version the store already holds (no cron job is more than a leap year apart).
@@ -116,18 +112,10 @@ def holds_version(connection: Connection, catalog_version: str, count: int) -> b
         schedules.c.catalog_version == catalog_version, schedules.c.declaration.is_not(None)
     )
     live = not_(schedules.c.orphaned)
-    held = func.sum(case((and_(live, stamped), literal(1, Integer)), else_=literal(0, Integer)))
-    other = func.sum(
-        case(
-            (
-                and_(live, schedules.c.trigger_source != "api", not_(stamped)),
-                literal(1, Integer),
-            ),
-            else_=literal(0, Integer),
-        )
-    )
+    held = func.count(case((and_(live, stamped), 1)))
+    other = func.count(case((and_(live, schedules.c.trigger_source != "api", not_(stamped)), 1)))
     found = connection.execute(select(held, other)).one()
-    return int(found[0] or 0) == count and int(found[1] or 0) == 0
+    return int(found[0]) == count and int(found[1]) == 0
 
 
 def _repair_suspects(

@@ -248,11 +248,8 @@ def runs_between(
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
-    row = (
-        connection.execute(select(schedules).where(schedules.c.job_name == job_name))
-        .mappings()
-        .first()
-    )
+    query = select(schedules).where(schedules.c.job_name == job_name)
+    row = connection.execute(query).mappings().first()
     return ScheduleRecord.from_row(row) if row is not None else None
 
 

@@ -15,7 +15,8 @@ of lines a second; a row per line cost more than the lines themselves.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
+from typing import Any
 
 from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, func, select
 from sqlalchemy.engine import Connection
@@ -24,13 +25,7 @@ from jobhost.records import Dropped, LogLine, RunRecord
 from jobhost.store.reports import get_run
 from jobhost.store.schema import metadata
 
-__all__ = [
-    "delete_run_logs",
-    "last_lines",
-    "read_lines",
-    "run_and_lines",
-    "run_logs",
-]
+__all__ = ["delete_run_logs", "last_lines", "read_lines", "run_and_lines", "run_logs"]
 
 run_logs = Table(
     "run_logs",
@@ -138,14 +133,10 @@ def _with_gaps(
     return out
 
 
-def _lines(row: object) -> list[LogLine]:
-    run_id: str = row.run_id  # type: ignore[attr-defined]
-    seq: int = row.seq  # type: ignore[attr-defined]
-    offset: int = row.offset  # type: ignore[attr-defined]
-    out: list[LogLine] = []
-    entries: Iterable[list[object]] = json.loads(row.body)  # type: ignore[attr-defined]
-    for at_us, level, size, message in entries:
-        out.append(LogLine(run_id, seq, at_us, level, message, offset, size))  # type: ignore[arg-type]
+def _lines(row: Any) -> list[LogLine]:
+    seq, offset, out = row.seq, row.offset, []
+    for at_us, level, size, message in json.loads(row.body):
+        out.append(LogLine(row.run_id, seq, at_us, level, message, offset, size))
         seq += 1
-        offset += size  # type: ignore[operator]
+        offset += size
     return out

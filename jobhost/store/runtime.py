@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Index,
     Integer,
     String,
@@ -124,16 +125,7 @@ def _loads(text: str | None) -> dict[str, Any] | None:
 
 
 def _row(row: Any) -> RuntimeJobRow:
-    return RuntimeJobRow(
-        name=row.name,
-        kind=row.kind,
-        definition=_loads(row.definition) or {},
-        version=row.version,
-        created_at=row.created_at,
-        created_by=row.created_by,
-        updated_at=row.updated_at,
-        updated_by=row.updated_by,
-    )
+    return RuntimeJobRow(**{**row._mapping, "definition": _loads(row.definition) or {}})
 
 
 def list_runtime_jobs(
@@ -183,37 +175,9 @@ def insert_runtime_job(
     )
 
 
-def _update_runtime_job(
-    connection: Connection,
-    *,
-    name: str,
-    kind: str,
-    definition: Mapping[str, Any],
-    version: int,
-    actor: str,
-    now: datetime,
-) -> bool:
-    """Replace the definition if the row is still at ``version``; False when it is not."""
-    result = connection.execute(
-        update(runtime_jobs)
-        .where(runtime_jobs.c.name == name, runtime_jobs.c.version == version)
-        .values(
-            kind=kind,
-            definition=_dumps(definition),
-            version=version + 1,
-            updated_at=now,
-            updated_by=actor,
-        )
-    )
-    return bool(result.rowcount)
-
-
-def _delete_runtime_job(connection: Connection, name: str, version: int) -> bool:
-    """Remove the job if it is still at ``version``; False when it is not."""
-    result = connection.execute(
-        delete(runtime_jobs).where(runtime_jobs.c.name == name, runtime_jobs.c.version == version)
-    )
-    return bool(result.rowcount)
+def _at_version(name: str, version: int) -> ColumnElement[bool]:
+    """The job's row, if it is still at ``version``: a write that finds none lost the race."""
+    return (runtime_jobs.c.name == name) & (runtime_jobs.c.version == version)
 
 
 def _orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
@@ -301,18 +265,7 @@ def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> 
 
 
 def _change(r: Any) -> JobChange:
-    return JobChange(
-        id=r.id,
-        at=r.at,
-        actor=r.actor,
-        action=r.action,
-        job_name=r.job_name,
-        before=_loads(r.before),
-        after=_loads(r.after),
-        reason=r.reason,
-        surface=r.surface,
-        address=r.address,
-    )
+    return JobChange(**{**r._mapping, "before": _loads(r.before), "after": _loads(r.after)})
 
 
 def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobChange]:
@@ -320,24 +273,16 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
     through the API; read by index, for the orphaned runtime rows only)."""
     if not names:
         return {}
+    c = job_changes.c
     query = (
-        select(job_changes)
-        .where(job_changes.c.job_name.in_(sorted(names)), job_changes.c.action == "delete")
-        .order_by(job_changes.c.id)
+        select(c.id, c.at, c.actor, c.action, c.job_name, c.reason)
+        .where(c.job_name.in_(sorted(names)), c.action == "delete")
+        .order_by(c.id)
     )
-    found: dict[str, JobChange] = {}
-    for r in connection.execute(query):
-        found[r.job_name] = JobChange(
-            id=r.id,
-            at=r.at,
-            actor=r.actor,
-            action=r.action,
-            job_name=r.job_name,
-            before=None,
-            after=None,
-            reason=r.reason,
-        )
-    return found
+    return {
+        r.job_name: JobChange(**r._mapping, before=None, after=None)
+        for r in connection.execute(query)
+    }
 
 
 def _latest_change_id(connection: Connection) -> int:
@@ -402,15 +347,17 @@ def put_runtime_job(
                 )
             elif before.definition == stored:
                 return Put(before, before, changed=False)
-            elif not _update_runtime_job(
-                connection,
-                name=name,
-                kind=kind,
-                definition=stored,
-                version=before.version,
-                actor=actor,
-                now=now,
-            ):
+            elif not connection.execute(
+                update(runtime_jobs)
+                .where(_at_version(name, before.version))
+                .values(
+                    kind=kind,
+                    definition=_dumps(stored),
+                    version=before.version + 1,
+                    updated_at=now,
+                    updated_by=actor,
+                )
+            ).rowcount:
                 return Put(before, None, changed=False, lost=True)
             sync_schedules(connection, schedule, now, prune=False)
             write_group_members(connection, {name: group})
@@ -447,7 +394,9 @@ def remove_runtime_job(
         check(before)
         if before is None:
             return Removed(None)
-        if not _delete_runtime_job(connection, name, before.version):
+        if not connection.execute(
+            delete(runtime_jobs).where(_at_version(name, before.version))
+        ).rowcount:
             return Removed(before, lost=True)
         _orphan_schedule(connection, name, now)
         record_change(

@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TypeVar
 
 from sqlalchemy import func, select
@@ -147,7 +148,7 @@ def _whole_ledger(
     try:
         # The newest outcomes and the rest, each on a connection of its own: the server answers
         # both at once.
-        lean = pool.submit(_apart, engine, _lean)
+        lean = pool.submit(_apart, engine, partial(store_reports.ledger_summaries, recent=False))
         outcomes = pool.submit(_apart, engine, store_reports.newest_outcomes)
     finally:
         pool.shutdown(wait=False)
@@ -173,10 +174,6 @@ def _recorded(rows: Mapping[str, ScheduleRecord]) -> dict[str, LedgerSummary]:
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
     with reading(engine) as connection:
         return read(connection)
-
-
-def _lean(connection: Connection) -> dict[str, LedgerSummary]:
-    return store_reports.ledger_summaries(connection, recent=False)
 
 
 def summary_snapshot(

@@ -47,16 +47,19 @@ _T = TypeVar("_T")
 
 
 class _Read(Generic[_P, _T]):
-    """A store function of a connection, run on a connection for reads only."""
+    """A store function of a connection, run on a connection for reads only (``write``: in a
+    transaction of its own)."""
 
-    def __init__(self, query: Callable[Concatenate[Connection, _P], _T]) -> None:
-        self._query = query
+    def __init__(
+        self, query: Callable[Concatenate[Connection, _P], _T], *, write: bool = False
+    ) -> None:
+        self._query, self._write = query, write
 
     def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
-        query = self._query
+        query, write = self._query, self._write
 
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with engine.reading(store._engine) as connection:
+            with store._engine.begin() if write else engine.reading(store._engine) as connection:
                 return query(connection, *args, **kwargs)
 
         return call
@@ -76,22 +79,6 @@ class _ReadAt(Generic[_P, _T]):
             with engine.reading(store._engine) as connection:
                 now = database_now(connection, store.clock)
                 return now, query(connection, now, *args, **kwargs)
-
-        return call
-
-
-class _Write(Generic[_P, _T]):
-    """A store function of a connection, run in a transaction of its own."""
-
-    def __init__(self, operation: Callable[Concatenate[Connection, _P], _T]) -> None:
-        self._operation = operation
-
-    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
-        operation = self._operation
-
-        def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with store._engine.begin() as connection:
-                return operation(connection, *args, **kwargs)
 
         return call
 
@@ -179,7 +166,6 @@ class Store:
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
-    renew_lease = _Own(ledger.renew_lease)
     live_hosts = _ReadAt(hosts.live_hosts)
     all_hosts = _ReadAt(hosts.all_hosts)
 
@@ -242,6 +228,6 @@ class Store:
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
     session_version = _Read(sessions.session_version)
-    end_sessions = _Write(sessions.end_sessions)
-    count_wrong_guess = _Write(sessions.count_wrong_guess)
-    purge_guesses = _Write(sessions.purge_guesses)
+    end_sessions = _Read(sessions.end_sessions, write=True)
+    count_wrong_guess = _Read(sessions.count_wrong_guess, write=True)
+    purge_guesses = _Read(sessions.purge_guesses, write=True)
