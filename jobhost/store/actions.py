@@ -7,12 +7,11 @@ once (NOTIFY on PostgreSQL, the signal counter on SQLite).
 **On one run.** A retry is a pending run row for the same occurrence and idempotency key at the
 next attempt, due at once: hosts (and an in-process command) claim it as they claim every retry.
 A cancel is written on the running run's row; its host sees it on its next turn, after the
-signal both writes send, and cancels the run cooperatively. Both wake every host (see
-:func:`notify`). Each locks the run, lets the caller's ``check`` refuse (by raising: nothing is
-written), then writes the change and its change-log entry. An acknowledgement resolves a failure
-without a rerun (``jobhost failures --ack RUN_ID``): it is only a change-log entry (``ack``,
-naming the run), since whether a failure is open is derived, never stored
-(``jobhost.store.failures``).
+signal both writes send, and cancels the run cooperatively. Each locks the run, lets the
+caller's ``check`` refuse (by raising: nothing is written), then writes the change and its
+change-log entry. An acknowledgement resolves a failure without a rerun (``jobhost failures
+--ack RUN_ID``): it is only a change-log entry (``ack``, naming the run), since whether a
+failure is open is derived, never stored (``jobhost.store.failures``).
 
 **On a job's durable state** (``jobhost state``, the API, the job page). A change goes through
 the fence a state that belongs to no run uses (:mod:`jobhost.store.ledger`): the job's schedule

@@ -61,7 +61,7 @@ def last_outcomes(
         .where(runs.c.job_name == job, runs.c.occurrence >= start, runs.c.occurrence < end)
         .order_by(runs.c.occurrence, runs.c.attempt)
     )
-    return dict(rows.tuples().all())
+    return {occurrence: outcome for occurrence, outcome in rows}
 
 
 def create_backfill(

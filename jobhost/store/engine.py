@@ -23,6 +23,7 @@ as is the one retry policy for store calls (:class:`StoreRetry`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -166,9 +167,7 @@ def create_store_engine(
         _ENGINE_LOCKS[engine] = _FILE_LOCKS.setdefault(key, threading.RLock())
         if path is not None:
             _STORE_FILES[engine] = path
-        event.listen(
-            engine, "connect", _sqlite_on_connect_read_only if read_only else _sqlite_on_connect
-        )
+        event.listen(engine, "connect", lambda raw, _record: _sqlite_on_connect(raw, read_only))
         event.listen(engine, "begin", _sqlite_on_begin)
         event.listen(engine, "commit", _sqlite_on_commit)
         event.listen(engine, "rollback", _sqlite_on_rollback)
@@ -402,21 +401,15 @@ def _read_only_url(url: URL, path: Path) -> URL:
     return url.set(database=f"file:{quote(str(path))}").update_query_dict(query)
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_on_connect(dbapi_connection: Any, read_only: bool) -> None:
     # Let SQLAlchemy's begin event issue BEGIN itself, instead of pysqlite's deferred BEGIN.
     dbapi_connection.isolation_level = None
+    busy = f"busy_timeout={_SQLITE_BUSY_MS}"
+    # Read-only: no journal-mode change, which would be a write.
+    pragmas = [busy] if read_only else ["journal_mode=WAL", busy, "synchronous=NORMAL"]
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
-def _sqlite_on_connect_read_only(dbapi_connection: Any, _record: Any) -> None:
-    # No journal-mode change: it would be a write.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
+    for pragma in pragmas:
+        cursor.execute(f"PRAGMA {pragma}")
     cursor.close()
 
 
@@ -765,11 +758,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(ValueError):
                 value = datetime.fromisoformat(value)
-            except ValueError:
-                _log.warning("stored time %r is not a time; treating it as missing", value)
-                return None
         if not isinstance(value, datetime):
             _log.warning("stored time %r is not a time; treating it as missing", value)
             return None

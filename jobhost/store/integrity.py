@@ -2,20 +2,17 @@
 
 A host sets such a row's job aside and runs the others; this module lets an operator see them,
 each with the row and the fix. The check is bounded: it covers what a host reads (every
-schedule row, the live runs, the hosts and the signal row), asks the
-database for the offending rows in SQL through the indexes a host uses, counts them, and reads
-at most ``limit`` of them. On PostgreSQL the column types already refuse a value of the wrong
-type, so only words and zone names are checked there. Finished runs and the other tables are
-the full audit's.
+schedule row, the live runs, the hosts and the signal row), asks the database for the offending
+rows in SQL through the indexes a host uses, counts them, and reads at most ``limit`` of them.
+On PostgreSQL the column types already refuse a value of the wrong type, so only words and zone
+names are checked there. Finished runs and the other tables are the full audit's.
 
-The full audit behind ``jobhost db check --full`` reads every value of every row of every
-table raw and judges it as the bounded check judges the rows a host reads (the same per-row
-judgement, below). Rows are read raw (no type conversion), because a hand edit or a broken
-restore on SQLite can leave any text in any column; PostgreSQL's column types refuse most such
-values themselves. The audit streams: rows arrive in batches from a server-side cursor
-(PostgreSQL) or a lazy cursor (SQLite), and nothing is kept but counts, so its memory does not
-grow with the ledger. Each batch is reported as it is checked, so a caller can say how far the
-audit got if it stops.
+The full audit behind ``jobhost db check --full`` reads every row of every table raw (no type
+conversion: a hand edit or a broken restore on SQLite can leave any text in any column) and
+judges it as the bounded check does. It streams: rows arrive in batches from a server-side
+cursor (PostgreSQL) or a lazy cursor (SQLite) and nothing is kept but counts, so its memory does
+not grow with the ledger; each batch is reported as it is checked, so a caller can say how far
+the audit got if it stops.
 """
 
 from __future__ import annotations

@@ -164,23 +164,39 @@ def _grouped_statement(parts: int, of_job: bool = False) -> CompoundSelect[Any]:
     the index is in outcome order, so neither store sorts, and an empty part costs a probe per
     outcome."""
     job = [runs.c.job_name == bindparam("job")] if of_job else []
+    where = [*job, runs.c.outcome.in_(FINISHED_OUTCOMES)]
+    return _per_part(parts, runs.c.outcome, func.count(), runs.c.finished_at, where)
+
+
+@cache
+def _kept_statement(parts: int) -> CompoundSelect[Any]:
+    """Each range's kept counts by outcome, one index range of the primary key each."""
+    table = run_outcome_minutes.c
+    job = [table.job_name == bindparam("job")]
+    return _per_part(parts, table.outcome, func.sum(table.runs), table.minute, job)
+
+
+def _per_part(
+    parts: int,
+    outcome: ColumnElement[Any],
+    total: ColumnElement[Any],
+    at: ColumnElement[Any],
+    where: list[ColumnElement[bool]],
+) -> CompoundSelect[Any]:
+    """``total`` by ``outcome`` for each part ``index``, ``at`` in [``lo_index``,
+    ``hi_index``), in one compound statement."""
     return union_all(
         *[
-            select(runs.c.outcome, literal(index).label("part"), func.count())
-            .where(*job, runs.c.outcome.in_(FINISHED_OUTCOMES), *_window(index))
-            .group_by(runs.c.outcome)
+            select(outcome, literal(index).label("part"), total)
+            .where(
+                *where,
+                at >= bindparam(f"lo_{index}", type_=at.type),
+                at < bindparam(f"hi_{index}", type_=at.type),
+            )
+            .group_by(outcome)
             for index in range(parts)
         ]
     )
-
-
-def _window(index: int) -> list[ColumnElement[bool]]:
-    """Finished in part ``index``."""
-    finished = runs.c.finished_at
-    return [
-        finished >= bindparam(f"lo_{index}", type_=finished.type),
-        finished < bindparam(f"hi_{index}", type_=finished.type),
-    ]
 
 
 def _bounds(parts: Sequence[_Range]) -> dict[str, object]:
@@ -478,25 +494,6 @@ def _add(counts: dict[str, int], outcome: str, n: int) -> None:
 _OLDEST_RUNNING = select(func.min(func.coalesce(runs.c.started_at, runs.c.queued_at))).where(
     runs.c.outcome == RUNNING, runs.c.finished_at.is_(None)
 )
-
-
-@cache
-def _kept_statement(parts: int) -> CompoundSelect[Any]:
-    """Each range's kept counts by outcome, one index range of the primary key each."""
-    table = run_outcome_minutes.c
-    minute = table.minute.type
-    return union_all(
-        *[
-            select(table.outcome, literal(index).label("part"), func.sum(table.runs))
-            .where(
-                table.job_name == bindparam("job"),
-                table.minute >= bindparam(f"lo_{index}", type_=minute),
-                table.minute < bindparam(f"hi_{index}", type_=minute),
-            )
-            .group_by(table.outcome)
-            for index in range(parts)
-        ]
-    )
 
 
 @cache

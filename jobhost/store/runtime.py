@@ -241,8 +241,7 @@ def recent_changes(
     query = select(job_changes).order_by(job_changes.c.id.desc()).limit(limit)
     if job_name is not None:
         query = query.where(job_changes.c.job_name == job_name)
-    found = [_change(r) for r in connection.execute(query)]
-    return found[::-1]
+    return [_change(r) for r in connection.execute(query)][::-1]
 
 
 def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> list[JobChange]:
