@@ -141,23 +141,19 @@ def failure_rows(
     """Stuck runs first (on the first page, ``after`` None), then finished failures (open ones
     only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
     stuck = _stuck_runs(connection, now, limit, where) if after is None else []
-    found = (
-        _resolved_page(
+    found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
+    if len(stuck) < limit:
+        found = _resolved_page(
             connection, limit=limit - len(stuck), where=where, after=after, open_only=open_only
         )
-        if len(stuck) < limit
-        else None
-    )
-    page, resolved = (found.page, found.resolved) if found is not None else (None, {})
+    page, resolved = found
     jobs = {run.job_name for run in [*stuck, *(page.runs if page is not None else [])]}
     return FailureRows(stuck, page, resolved, failure_streaks(connection, jobs))
 
 
 def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> list[RunRecord]:
     """The newest open finished failures ``where`` matches, at most ``limit``."""
-    return _resolved_page(
-        connection, limit=limit, where=where, after=None, open_only=True
-    ).page.runs
+    return _resolved_page(connection, limit=limit, where=where, after=None, open_only=True)[0].runs
 
 
 # -- streaks ----------------------------------------------------------------------------------
@@ -338,13 +334,6 @@ def _stuck_runs(
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
 
-@dataclass(frozen=True)
-class _ResolvedPage:
-    page: FailurePage
-    resolved: dict[str, Resolution]
-    """Of the page's runs, those resolved, by run id."""
-
-
 def _resolved_page(
     connection: Connection,
     *,
@@ -352,12 +341,12 @@ def _resolved_page(
     where: FailureFilter,
     after: FailureKey | None,
     open_only: bool,
-) -> _ResolvedPage:
+) -> tuple[FailurePage, dict[str, Resolution]]:
     """Up to ``limit`` failures older than ``after``, newest first, with how the resolved ones
-    were resolved; only open ones when ``open_only``."""
+    were resolved (by run id); only open ones when ``open_only``."""
     if not open_only:
         page = failure_page(connection, limit=limit, where=where, after=after)
-        return _ResolvedPage(page, resolutions(connection, page.runs))
+        return page, resolutions(connection, page.runs)
     kept: list[RunRecord] = []
     key, looked = after, 0
     while True:
@@ -369,13 +358,13 @@ def _resolved_page(
             if run.id not in resolved:
                 kept.append(run)
                 if len(kept) == limit:
-                    return _ResolvedPage(FailurePage(kept, _key(run), None), {})
+                    return FailurePage(kept, _key(run), None), {}
         looked += len(page.runs)
         if page.next_key is None or page.searched_to is not None:
-            return _ResolvedPage(FailurePage(kept, page.next_key, page.searched_to), {})
+            return FailurePage(kept, page.next_key, page.searched_to), {}
         key = page.next_key
         if looked >= OPEN_SCAN:
-            return _ResolvedPage(FailurePage(kept, key, key), {})
+            return FailurePage(kept, key, key), {}
 
 
 def _conditions(
