@@ -82,61 +82,51 @@ class StoreFigures:
 def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
     """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
     or a new one)."""
-    gauges = gauges or JobGauges(host)
-    job_label = host.settings.metrics_job_label
-    meter.create_observable_gauge(
-        "jobhost.live_hosts",
-        callbacks=[gauges.observe_live_hosts],
-        unit="{host}",
-        description="Hosts alive in the store",
-    )
-    meter.create_observable_gauge(
-        "jobhost.jobs",
-        callbacks=[gauges.observe_jobs],
-        unit="{job}",
-        description="Jobs by status, as jobhost report shows them",
-    )
-    meter.create_observable_gauge(
-        "jobhost.critical_jobs.overdue",
-        callbacks=[gauges.observe_critical_overdue],
-        unit="{job}",
-        description="Critical jobs that are overdue",
-    )
-    if job_label:
+    g = gauges = gauges or JobGauges(host)
+
+    def gauge(name: str, callback: _Callback, description: str, unit: str = "") -> None:
         meter.create_observable_gauge(
-            "jobhost.job.overdue",
-            callbacks=[gauges.observe_overdue],
-            description="1 for each overdue job",
+            f"jobhost.{name}", callbacks=[callback], unit=unit, description=description
         )
-        meter.create_observable_gauge(
-            "jobhost.job.failing",
-            callbacks=[gauges.observe_failing],
-            description="1 for each job whose newest occurrence failed with no success since",
-        )
-        meter.create_observable_gauge(
-            "jobhost.job.failure_streak",
-            callbacks=[gauges.observe_failure_streak],
-            unit="{occurrence}",
-            description="A failing job's occurrences in a row that failed",
-        )
-    meter.create_observable_gauge(
-        "jobhost.clock.skew",
-        callbacks=[gauges.observe_skew],
-        unit="s",
-        description="This host's clock minus the store's, at its last heartbeat",
+
+    gauge("live_hosts", g.observe_live_hosts, "Hosts alive in the store", "{host}")
+    gauge("jobs", g.observe_jobs, "Jobs by status, as jobhost report shows them", "{job}")
+    gauge(
+        "critical_jobs.overdue",
+        g.observe_critical_overdue,
+        "Critical jobs that are overdue",
+        "{job}",
     )
-    meter.create_observable_gauge(
-        "jobhost.store.up",
-        callbacks=[gauges.observe_store_up],
-        description="1 while this host reaches the store, 0 otherwise",
+    if host.settings.metrics_job_label:
+        gauge("job.overdue", g.observe_overdue, "1 for each overdue job")
+        gauge(
+            "job.failing",
+            g.observe_failing,
+            "1 for each job whose newest occurrence failed with no success since",
+        )
+        gauge(
+            "job.failure_streak",
+            g.observe_failure_streak,
+            "A failing job's occurrences in a row that failed",
+            "{occurrence}",
+        )
+    gauge(
+        "clock.skew",
+        g.observe_skew,
+        "This host's clock minus the store's, at its last heartbeat",
+        "s",
     )
-    meter.create_observable_gauge(
-        "jobhost.stuck_runs",
-        callbacks=[gauges.observe_stuck],
-        unit="{run}",
-        description="This host's runs held by executor code that ignored cancellation",
+    gauge("store.up", g.observe_store_up, "1 while this host reaches the store, 0 otherwise")
+    gauge(
+        "stuck_runs",
+        g.observe_stuck,
+        "This host's runs held by executor code that ignored cancellation",
+        "{run}",
     )
     return gauges
+
+
+_Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
 
 class JobGauges:

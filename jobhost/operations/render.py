@@ -54,17 +54,10 @@ ELLIPSIS = "..."
 """Where text was cut: ASCII, so a line survives any terminal encoding and pipes into grep."""
 
 _OUTCOME_COLOURS = {
+    **dict.fromkeys(("failed", "timed_out", "abandoned", "refused"), "red"),
+    **dict.fromkeys(("cancelled", "missed", "skipped"), "yellow"),
+    **dict.fromkeys(("running", "pending", "queued"), "cyan"),
     "succeeded": "green",
-    "failed": "red",
-    "timed_out": "red",
-    "abandoned": "red",
-    "refused": "red",
-    "cancelled": "yellow",
-    "missed": "yellow",
-    "skipped": "yellow",
-    "running": "cyan",
-    "pending": "cyan",
-    "queued": "cyan",
 }
 
 
@@ -267,17 +260,11 @@ def plural(count: int, word: str) -> str:
 
 _STATE_COLOURS = {"enabled": "green", "disabled": None, "paused": "yellow", "orphaned": "red"}
 _STATUS_COLOURS = {
+    **dict.fromkeys(("failing", "overdue", "stuck", "orphaned", "invalid"), "red"),
+    **dict.fromkeys(("behind", "waiting", "paused"), "yellow"),
     "ok": "green",
-    "failing": "red",
-    "overdue": "red",
-    "behind": "yellow",
-    "stuck": "red",
     "running": "cyan",
-    "waiting": "yellow",
-    "paused": "yellow",
     "disabled": None,
-    "orphaned": "red",
-    "invalid": "red",
 }
 # Mismatches the status (or, for no-live-host, the summary) already says; FLAGS shows the others.
 _IN_STATUS = frozenset(

@@ -341,16 +341,13 @@ class TriggerView:
         return "no trigger"
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+        optional = {"source": self.source, "dst_policy": self.dst_policy}
+        return {
             "kind": self.kind,
             "expression": self.expression,
             "timezone": self.timezone,
+            **{key: value for key, value in optional.items() if value is not None},
         }
-        if self.source is not None:
-            data["source"] = self.source
-        if self.dst_policy is not None:
-            data["dst_policy"] = self.dst_policy
-        return data
 
 
 @dataclass(frozen=True)
@@ -594,7 +591,7 @@ FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 
 
 def job_status(
-    state: str,
+    state: State,
     codes: Sequence[str],
     last_outcome: str | None,
     running: bool,
@@ -602,12 +599,8 @@ def job_status(
 ) -> Status:
     """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
     ``waiting`` when work of the job waits for a slot of its concurrency group."""
-    if state == "paused":
-        return "paused"
-    if state == "disabled":
-        return "disabled"
-    if state == "orphaned":
-        return "orphaned"
+    if state != "enabled":
+        return state
     if "invalid" in codes:
         return "invalid"
     if "lease-expired" in codes or "stuck-code" in codes:
