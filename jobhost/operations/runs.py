@@ -24,7 +24,7 @@ from __future__ import annotations
 import getpass
 import string
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -360,41 +360,28 @@ class ManualRun:
     # -- waiting for a host ------------------------------------------------------------------
 
     def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        # Hosts signal when they claim or refuse a request and when its run is recorded: wait
-        # on that. The bounded wait re-reads now and then all the same, for what is not
-        # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
-        with self._store.change_signal() as signal:
-            announced: str | None = None
-            next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-            while True:
-                check_hosts = time.monotonic() >= next_host_check
-                if check_hosts:
-                    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                seen = self._store.run_progress(
-                    request_id, self._store.clock, check_hosts=check_hosts
-                )
-                run = seen.run
-                assert run is not None, f"run {request_id} disappeared"
-                status = run.request_status
-                if seen.hosts_alive is False and status == "pending":
-                    self._progress(f"no live host any more: running {spec.name} in this process")
-                    return self._run_here(request_id, spec, deadline)
-                if status == "refused":
-                    return self._refused(request_id, spec, run.request_message, run.host_id)
-                if run.outcome in TERMINAL_OUTCOMES:
-                    return finished_result(request_id, run)
-                if status == "queued" and announced != status:
-                    announced = status
-                    self._progress(_queued(spec))
-                elif status == "started" and announced != run.id:
-                    announced = run.id
-                    self._progress(_running_on(run))
-                if deadline is not None and time.monotonic() >= deadline:
-                    state = "running" if status == "started" else "queued"
-                    self._progress(f"timed out waiting: the request is {state} and goes on")
-                    run_id = run.id if status != "pending" else None
-                    return _still_going(request_id, run_id, run, state, "request")
-                signal.wait(_wait_seconds(deadline))
+        announced: str | None = None
+        for run, hosts_alive in _watching(self._store, request_id, deadline):
+            status = run.request_status
+            if hosts_alive is False and status == "pending":
+                self._progress(f"no live host any more: running {spec.name} in this process")
+                return self._run_here(request_id, spec, deadline)
+            if status == "refused":
+                return self._refused(request_id, spec, run.request_message, run.host_id)
+            if run.outcome in TERMINAL_OUTCOMES:
+                return finished_result(request_id, run)
+            if status == "queued" and announced != status:
+                announced = status
+                self._progress(_queued(spec))
+            elif status == "started" and announced != run.id:
+                announced = run.id
+                self._progress(_running_on(run))
+            if deadline is not None and time.monotonic() >= deadline:
+                state = "running" if status == "started" else "queued"
+                self._progress(f"timed out waiting: the request is {state} and goes on")
+                run_id = run.id if status != "pending" else None
+                return _still_going(request_id, run_id, run, state, "request")
+        raise AssertionError("unreachable: the watch ends only by returning")
 
     # -- running here ------------------------------------------------------------------------
 
@@ -488,10 +475,24 @@ def _still_going(
     )
 
 
-def _wait_seconds(deadline: float | None) -> float:
-    """How long to wait on the hosts' signal: until the next host check, or the deadline."""
-    left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-    return max(0.0, min(_HOST_CHECK_SECONDS, left))
+def _watching(
+    store: Store, run_id: str, deadline: float | None
+) -> Iterator[tuple[RunRecord, bool | None]]:
+    """Run ``run_id``'s row, each time the hosts signal that a run changed (a claim, a refusal,
+    an outcome), and whether any host is alive (None when not asked this time). The bounded
+    wait re-reads now and then all the same, for what is not signalled (a dead host's run
+    recorded abandoned) and to notice the hosts are gone."""
+    with store.change_signal() as signal:
+        next_check = time.monotonic() + _HOST_CHECK_SECONDS
+        while True:
+            check_hosts = time.monotonic() >= next_check
+            if check_hosts:
+                next_check = time.monotonic() + _HOST_CHECK_SECONDS
+            seen = store.run_progress(run_id, store.clock, check_hosts=check_hosts)
+            assert seen.run is not None, f"run {run_id} disappeared"
+            yield seen.run, seen.hosts_alive
+            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+            signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
 
 
 @dataclass(frozen=True)
@@ -547,33 +548,21 @@ class RunRetry:
         return self._watch(queued, deadline)
 
     def _watch(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
-        # Hosts signal when a run is recorded: wait on that, re-reading now and then all the
-        # same for what is not signalled and to notice that the hosts are gone.
-        with self._store.change_signal() as signal:
-            announced = False
-            next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            while True:
-                check_hosts = time.monotonic() >= next_check
-                seen = self._store.run_progress(
-                    queued.run_id, self._store.clock, check_hosts=check_hosts
-                )
-                run = seen.run
-                assert run is not None, f"run {queued.run_id} disappeared"
-                if check_hosts:
-                    next_check = time.monotonic() + _HOST_CHECK_SECONDS
-                if run.outcome == PENDING and seen.hosts_alive is False:
-                    self._progress("no live host any more: running it in this process")
-                    return self._run_here(queued, deadline)
-                if run.outcome in TERMINAL_OUTCOMES:
-                    return RetryResult(queued, finished_result(None, run))
-                if run.outcome != PENDING and not announced:
-                    announced = True
-                    self._progress(_running_on(run))
-                if deadline is not None and time.monotonic() >= deadline:
-                    state = "queued" if run.outcome == PENDING else "running"
-                    self._progress(f"timed out waiting: the retry is {state} and goes on")
-                    return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
-                signal.wait(_wait_seconds(deadline))
+        announced = False
+        for run, hosts_alive in _watching(self._store, queued.run_id, deadline):
+            if run.outcome == PENDING and hosts_alive is False:
+                self._progress("no live host any more: running it in this process")
+                return self._run_here(queued, deadline)
+            if run.outcome in TERMINAL_OUTCOMES:
+                return RetryResult(queued, finished_result(None, run))
+            if run.outcome != PENDING and not announced:
+                announced = True
+                self._progress(_running_on(run))
+            if deadline is not None and time.monotonic() >= deadline:
+                state = "queued" if run.outcome == PENDING else "running"
+                self._progress(f"timed out waiting: the retry is {state} and goes on")
+                return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
+        raise AssertionError("unreachable: the watch ends only by returning")
 
     def _run_here(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
         spec = self._catalog.jobs.get(queued.retry_of.job_name)
