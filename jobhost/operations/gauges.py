@@ -82,44 +82,56 @@ class StoreFigures:
 def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
     """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
     or a new one)."""
-    g = gauges = gauges or JobGauges(host)
+    gauges = gauges or JobGauges(host)
+    of, labels = gauges.of_figures, gauges.job_labels
 
     def gauge(name: str, callback: _Callback, description: str, unit: str = "") -> None:
         meter.create_observable_gauge(
             f"jobhost.{name}", callbacks=[callback], unit=unit, description=description
         )
 
-    gauge("live_hosts", g.observe_live_hosts, "Hosts alive in the store", "{host}")
-    gauge("jobs", g.observe_jobs, "Jobs by status, as jobhost report shows them", "{job}")
+    gauge("live_hosts", of(lambda f: [(f.live_hosts, None)]), "Hosts alive in the store", "{host}")
+    gauge(
+        "jobs",
+        of(lambda f: [(f.by_status.get(s, 0), {"status": s}) for s in GAUGE_STATUSES]),
+        "Jobs by status, as jobhost report shows them",
+        "{job}",
+    )
     gauge(
         "critical_jobs.overdue",
-        g.observe_critical_overdue,
+        of(lambda f: [(f.critical_overdue, None)]),
         "Critical jobs that are overdue",
         "{job}",
     )
     if host.settings.metrics_job_label:
-        gauge("job.overdue", g.observe_overdue, "1 for each overdue job")
+        gauge(
+            "job.overdue",
+            of(lambda f: [(1, labels(name, critical)) for name, critical in f.overdue]),
+            "1 for each overdue job",
+        )
         gauge(
             "job.failing",
-            g.observe_failing,
+            of(lambda f: [(1, labels(name, critical)) for name, critical, _ in f.failing]),
             "1 for each job whose newest occurrence failed with no success since",
         )
         gauge(
             "job.failure_streak",
-            g.observe_failure_streak,
+            of(lambda f: [(streak, labels(name, crit)) for name, crit, streak in f.failing]),
             "A failing job's occurrences in a row that failed",
             "{occurrence}",
         )
-    gauge(
-        "clock.skew",
-        g.observe_skew,
-        "This host's clock minus the store's, at its last heartbeat",
-        "s",
+    skew = of(
+        lambda f: [(f.skew_seconds[host.host_id], None)] if host.host_id in f.skew_seconds else []
     )
-    gauge("store.up", g.observe_store_up, "1 while this host reaches the store, 0 otherwise")
+    gauge("clock.skew", skew, "This host's clock minus the store's, at its last heartbeat", "s")
+    gauge(
+        "store.up",
+        lambda _: [Observation(1 if host.status.store_ok else 0)],
+        "1 while this host reaches the store, 0 otherwise",
+    )
     gauge(
         "stuck_runs",
-        g.observe_stuck,
+        lambda _: [Observation(host.status.stuck)],
         "This host's runs held by executor code that ignored cancellation",
         "{run}",
     )
@@ -154,50 +166,20 @@ class JobGauges:
                 self._figures = self._read()
             return self._figures
 
-    def observe_live_hosts(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            yield Observation(figures.live_hosts)
+    def of_figures(
+        self, values: Callable[[StoreFigures], list[tuple[float, dict[str, str] | None]]]
+    ) -> _Callback:
+        """A gauge's callback observing ``values`` of the figures; nothing while they are
+        unknown."""
 
-    def observe_jobs(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for status in GAUGE_STATUSES:
-                yield Observation(figures.by_status.get(status, 0), {"status": status})
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            figures = self.figures()
+            return [] if figures is None else [Observation(*value) for value in values(figures)]
 
-    def observe_critical_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            yield Observation(figures.critical_overdue)
+        return observe
 
-    def observe_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for name, critical in figures.overdue:
-                yield Observation(1, self._job_labels(name, critical))
-
-    def observe_failing(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for name, critical, _streak in figures.failing:
-                yield Observation(1, self._job_labels(name, critical))
-
-    def observe_failure_streak(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for name, critical, streak in figures.failing:
-                yield Observation(streak, self._job_labels(name, critical))
-
-    def _job_labels(self, name: str, critical: bool) -> dict[str, str]:
+    def job_labels(self, name: str, critical: bool) -> dict[str, str]:
         return {"job": name, "critical": str(critical).lower(), **self._links}
-
-    def observe_skew(self, _options: CallbackOptions) -> Iterable[Observation]:
-        figures = self.figures()
-        if (
-            figures is not None
-            and (skew := figures.skew_seconds.get(self._host.host_id)) is not None
-        ):
-            yield Observation(skew)
-
-    def observe_store_up(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(1 if self._host.status.store_ok else 0)
-
-    def observe_stuck(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self._host.status.stuck)
 
     def _read(self) -> StoreFigures | None:
         host = self._host
