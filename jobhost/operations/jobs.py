@@ -251,7 +251,7 @@ def stored_job(settings: Settings, row: ScheduleRecord) -> JobSpec | None:
 
 def _from_columns(row: ScheduleRecord) -> JobSpec | None:
     interval: timedelta | None = None
-    kind = row.trigger_kind if row.trigger_kind in ("cron", "interval") else None
+    kind, source = row.trigger_kind, row.trigger_source
     if kind == "interval":
         try:
             interval = parse_duration(row.trigger_expression)
@@ -262,13 +262,7 @@ def _from_columns(row: ScheduleRecord) -> JobSpec | None:
         expression=row.trigger_expression,
         interval=interval,
         timezone=row.timezone,
-        source=(
-            "api"
-            if row.trigger_source == "api"
-            else "override"
-            if row.trigger_source == "override"
-            else "declaration"
-        ),
+        source="api" if source == "api" else "override" if source == "override" else "declaration",
     )
     declaration = BackgroundJobDeclaration(
         name=row.job_name,

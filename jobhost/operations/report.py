@@ -34,8 +34,7 @@ from __future__ import annotations
 import gc
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
@@ -659,15 +658,10 @@ def summarise(statuses: Sequence[Status], hosts: Sequence[HostRecord]) -> Summar
 # heap (a host's catalog included): half of the summary's time, finding nothing to free. Inside
 # uncollected() no collection starts; the objects made are looked at once, by the first
 # collection after it.
-@contextmanager
-def uncollected() -> Iterator[None]:
+def uncollected() -> _Pause:
     """No automatic collection while any thread is inside; as it was once all have left
     (a process that turned the collector off keeps it off)."""
-    _PAUSE.enter()
-    try:
-        yield
-    finally:
-        _PAUSE.leave()
+    return _PAUSE
 
 
 class _Pause:
@@ -678,14 +672,14 @@ class _Pause:
         self._inside = 0
         self._was_enabled = False
 
-    def enter(self) -> None:
+    def __enter__(self) -> None:
         with self._lock:
             if self._inside == 0:
                 self._was_enabled = gc.isenabled()
                 gc.disable()
             self._inside += 1
 
-    def leave(self) -> None:
+    def __exit__(self, *_error: object) -> None:
         with self._lock:
             self._inside -= 1
             if self._inside == 0 and self._was_enabled:
