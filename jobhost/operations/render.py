@@ -444,16 +444,11 @@ def _job_lines(job: JobReport, style: Style, width: int) -> list[str]:
     lines += _field("status", job.waiting_for or job.status, width)
     if job.concurrency_group is not None:
         lines += _field("group", job.concurrency_group, width)
-    if job.paused:
-        lines += _field("next", "paused", width)
-    elif job.next_fire is not None:
-        text = short_utc(job.next_fire)
-        if effective.timezone != "UTC":
-            local = short_local(job.next_fire, effective.timezone)
-            text += f"   {local} ({effective.timezone})"
-        lines += _field("next", text, width)
-    else:
-        lines += _field("next", "-", width)
+    next_text = "paused" if job.paused else short_utc(job.next_fire)
+    if not job.paused and job.next_fire is not None and effective.timezone != "UTC":
+        local = short_local(job.next_fire, effective.timezone)
+        next_text += f"   {local} ({effective.timezone})"
+    lines += _field("next", next_text, width)
     lines += _last_lines(job, style, width)
     if job.recent_outcomes:
         recent = " ".join(style.outcome(outcome) for outcome in job.recent_outcomes)

@@ -35,7 +35,7 @@ import gc
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
 
@@ -239,11 +239,9 @@ def _job_report(
     group = group or (row.concurrency_group if row is not None else None)
     mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
     running = snapshot.running.get(name, ())
-    if running:
-        stuck = stuck_code(running)
-        if stuck is not None:
-            mismatches.append(stuck)
-    waiting_for = group_wait(snapshot.groups, group, name) if group is not None else None
+    if running and (stuck := stuck_code(running)) is not None:
+        mismatches.append(stuck)
+    waiting_for = group_wait(snapshot.groups, group, name)
     last = snapshot.last_runs.get(name)
     codes = [m.code for m in mismatches] if mismatches else ()
     state = state_of(facts)
@@ -628,13 +626,7 @@ class Summary:
     max_clock_skew_seconds: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "jobs": self.jobs,
-            "by_status": dict(self.by_status),
-            "live_hosts": self.live_hosts,
-            "max_lag_seconds": self.max_lag_seconds,
-            "max_clock_skew_seconds": self.max_clock_skew_seconds,
-        }
+        return asdict(self)
 
 
 def summarise(statuses: Sequence[Status], hosts: Sequence[HostRecord]) -> Summary:
@@ -821,9 +813,7 @@ def overview_page(
     page = min(max(page, 1), pages)
     shown = jobs[(page - 1) * size : page * size]
     failing = [job.name for job in shown if _failed(job)]
-    streaks: dict[str, int] = {}
-    if failing:
-        streaks = store.failure_streaks(failing)
+    streaks = store.failure_streaks(failing) if failing else {}
     rows = [
         OverviewJob(job, streaks.get(job.name, 0) if _failed(job) else 0, _first_line(job))
         for job in shown

@@ -180,16 +180,15 @@ def _check_retry(run_id: str, run: RunRecord | None, attempts: Sequence[RunRecor
     if run is None:
         raise ActionRefused(_no_run(run_id), unknown=True)
     name = f"run {run.id} of {run.job_name}"
+    again = f"`jobhost trigger {run.job_name}` runs the job again"
+    done = f"succeeded: there is nothing to retry ({again})"
     if run.outcome in {RUNNING, PENDING}:
         raise ActionRefused(
             f"{name} is still {run.outcome}: wait for its outcome, or stop it with "
             f"`jobhost cancel {run.id} --reason TEXT` and retry it then"
         )
     if run.outcome == "succeeded":
-        raise ActionRefused(
-            f"{name} succeeded: there is nothing to retry (`jobhost trigger {run.job_name}` "
-            "runs the job again)"
-        )
+        raise ActionRefused(f"{name} {done}")
     if run.outcome not in RETRYABLE:
         raise ActionRefused(
             f"{name} is a {run.outcome} occurrence that never ran: `jobhost backfill "
@@ -198,17 +197,13 @@ def _check_retry(run_id: str, run: RunRecord | None, attempts: Sequence[RunRecor
     for other in attempts:
         if other.id == run.id or work_key(other) != work_key(run):
             continue  # another piece of work at this occurrence (a backfill's, say)
+        same = f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id})"
         if other.outcome in {RUNNING, PENDING}:
             raise ActionRefused(
-                f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "
-                f"is {other.outcome}: a retry now would run it twice; wait for its outcome"
+                f"{same} is {other.outcome}: a retry now would run it twice; wait for its outcome"
             )
         if other.outcome == "succeeded":
-            raise ActionRefused(
-                f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "
-                f"succeeded: there is nothing to retry (`jobhost trigger {run.job_name}` runs "
-                "the job again)"
-            )
+            raise ActionRefused(f"{same} {done}")
     return run
 
 
