@@ -125,14 +125,14 @@ def history_lines(
             details[-1:] = ["\n" + details[-1]]
         lines += [f"    {line.strip()}" for line in "  ".join(details).splitlines()]
         if run.reason:
-            lines += _wrap(f"reason: {printable(run.reason)}", 4)
+            lines += wrap_words(f"reason: {printable(run.reason)}", WIDTH, 4)
         if run.units is not None:
-            lines += _wrap(run.units.describe(), 4)
+            lines += wrap_words(run.units.describe(), WIDTH, 4)
         if run.result is not None:
-            lines += _wrap(f"result: {cut(run.result, _RESULT_SHOWN)}", 4)
+            lines += wrap_words(f"result: {cut(run.result, _RESULT_SHOWN)}", WIDTH, 4)
         if run.error_message or run.error_type:
             error = ": ".join(filter(None, [run.error_type, run.error_message]))
-            lines += [style(line, fg="red") for line in _wrap(f"error: {error}", 4)]
+            lines += [style(line, fg="red") for line in wrap_words(f"error: {error}", WIDTH, 4)]
         if logs is not None:
             lines += _log_lines(run, logs.get(run.id), style)
     return lines
@@ -224,20 +224,17 @@ def trigger_line(result: TriggerResult, style: Style) -> str:
     return f"{style.outcome(result.outcome)}: {subject}{took}{error}"
 
 
-def wrap_words(text: str, width: int, indent: int = 0, first: int | None = None) -> list[str]:
+def wrap_words(text: str, width: int, indent: int = 0) -> list[str]:
     """``text`` wrapped at spaces only: a long name or URL overflows rather than breaking."""
+    margin = " " * indent
     return textwrap.wrap(
         text,
         width,
-        initial_indent=" " * (indent if first is None else first),
-        subsequent_indent=" " * indent,
+        initial_indent=margin,
+        subsequent_indent=margin,
         break_long_words=False,
         break_on_hyphens=False,
     )
-
-
-def _wrap(text: str, indent: int) -> list[str]:
-    return wrap_words(text, WIDTH, indent)
 
 
 def cut(text: str | None, width: int) -> str:
