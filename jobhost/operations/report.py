@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
@@ -490,7 +491,6 @@ def host_json(host: HostRecord) -> dict[str, Any]:
 # declaration the row stores (jobhost.catalog.stored.stored_facts). A row whose declaration this
 # version cannot read, and an orphaned row, are rebuilt.
 _Read = tuple[StoredFacts, TriggerView, TriggerView]
-_READ: dict[str, _Read] = {}
 _SPECS: dict[int, tuple[JobSpec, _Read]] = {}
 _READ_KEPT = 20_000
 
@@ -531,23 +531,19 @@ def stored_jobs(
     return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
+@lru_cache(maxsize=_READ_KEPT)
 def _read(text: str) -> _Read | None:
     """The declaration ``text`` and its two triggers as the report shows them, read once for
     every job that stores the same text (a declaration holds no name: many jobs share one)."""
-    found = _READ.get(text)
-    if found is None:
-        try:
-            stored = stored_facts(text)
-        except (ValueError, KeyError, TypeError):
-            return None
-        if len(_READ) >= _READ_KEPT:
-            _READ.clear()
-        found = _READ[text] = (
-            stored,
-            TriggerView.of(stored.declared, with_source=False),
-            TriggerView.of(stored.trigger, with_source=True),
-        )
-    return found
+    try:
+        stored = stored_facts(text)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return (
+        stored,
+        TriggerView.of(stored.declared, with_source=False),
+        TriggerView.of(stored.trigger, with_source=True),
+    )
 
 
 def stuck_code(running: Sequence[RunRecord]) -> Mismatch | None:
