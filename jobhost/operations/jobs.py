@@ -2,18 +2,13 @@
 job's durable state; which job a name means.
 
 ``jobhost pause|resume|trigger``, the dashboard's buttons and ``/api/v1/jobs/{name}/...`` all
-call these functions. Each changes the store and writes its entry in the change log
-(``job_changes``: when, who, what, which job, before and after, why) in one transaction, so an
+call these functions. Each is one store operation (``jobhost.store.actions``) that changes the
+store and writes its change-log entry (``job_changes``) in the one transaction it opens, so an
 action is never done without its entry nor logged without being done. ``actor`` is whoever the
-surface vouches for: the operating-system user for the CLI, the operator token's name for the
-dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
-``GET /api/v1/changes`` and the dashboard's job page.
-
-A new action is one more function over one more store operation in ``jobhost.store.actions``,
-which makes the change and records it in the transaction it opens itself. The actions on one run
-live in :mod:`jobhost.operations.runs`, those on failures in :mod:`jobhost.operations.failures`
-and those on backfills in :mod:`jobhost.operations.backfills`: an action that cannot be done
-raises :class:`ActionRefused`, whose message names the run and the fix.
+surface vouches for: the operating-system user (CLI), the operator token's name (dashboard), the
+API token's name (API). The actions on runs, failures and backfills live in :mod:`.runs`,
+:mod:`.failures` and :mod:`.backfills`; one that cannot be done raises :class:`ActionRefused`,
+whose message names the run and the fix.
 
 A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
 reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the

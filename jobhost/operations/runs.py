@@ -1,9 +1,7 @@
 """Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
-Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`): each
-changes the store and writes its change-log entry (``job_changes``) in one transaction the store
-opens, with the actor the surface vouches for and the reason. What may be done, and the refusal
-that names the fix, is decided here.
+Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`); what
+may be done, and the refusal that names the fix, is decided here.
 
 A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
 run, claimed like any run and executed in the same envelope. With a live host, the run is left
