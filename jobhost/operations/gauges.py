@@ -216,20 +216,24 @@ def store_figures(
     by_status = dict.fromkeys(GAUGE_STATUSES, 0)
     overdue: list[tuple[str, bool]] = []
     for name in sorted({*catalog.jobs, *rows, *invalid}):
+        # Each job's status as the report computes it, from its schedule row alone: the row
+        # keeps the last run's outcome and the last success, so no ledger read is needed.
         spec, row = catalog.jobs.get(name), rows.get(name)
-        status, is_overdue = _status(
-            name,
+        facts = JobFacts(
+            name=name,
             spec=spec,
             row=row,
-            catalog=catalog,
-            settings=settings,
-            now=now,
-            live_hosts=len(live),
+            problems=catalog.problems_for(name),
+            next_fire=next_fire_of(spec, row, now),
+            last_success=row.last_success_at if row is not None else None,
+            expired_runs=(),
         )
-        by_status[status] += 1
-        if is_overdue:
-            critical = spec is not None and spec.declaration.critical
-            overdue.append((name, critical))
+        # An empty map of store changes: whether the store's trigger differs is no status.
+        codes = [m.code for m in job_mismatches(facts, settings, now, len(live), {})]
+        last = row.last_outcome if row is not None else None
+        by_status[job_status(state_of(facts), codes, last, running=False)] += 1
+        if "overdue" in codes:
+            overdue.append((name, spec is not None and spec.declaration.critical))
     return StoreFigures(
         live_hosts=len(live),
         by_status=by_status,
@@ -245,33 +249,6 @@ def store_figures(
 def _critical(spec: JobSpec | None, stored: bool) -> bool:
     # A job this host does not declare (another replica's, a runtime job): the store's word.
     return spec.declaration.critical if spec is not None else stored
-
-
-def _status(
-    name: str,
-    *,
-    spec: JobSpec | None,
-    row: ScheduleRecord | None,
-    catalog: Catalog,
-    settings: Settings,
-    now: datetime,
-    live_hosts: int,
-) -> tuple[str, bool]:
-    """The job's status as the report computes it, from its schedule row alone: the row keeps
-    the last run's outcome and the last success, so no ledger read is needed."""
-    facts = JobFacts(
-        name=name,
-        spec=spec,
-        row=row,
-        problems=catalog.problems_for(name),
-        next_fire=next_fire_of(spec, row, now),
-        last_success=row.last_success_at if row is not None else None,
-        expired_runs=(),
-    )
-    # An empty map of store changes: whether the store's trigger differs is no status.
-    codes = [m.code for m in job_mismatches(facts, settings, now, live_hosts, {})]
-    last = row.last_outcome if row is not None else None
-    return job_status(state_of(facts), codes, last, running=False), "overdue" in codes
 
 
 # What the operator surfaces read from a running host (jobhost.firing.host.Host): the gauges
