@@ -806,9 +806,7 @@ def line_time(at: datetime) -> str:
 
 
 def _size(count: int) -> str:
-    if count < 1000:
-        return f"{count} B"
-    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
-        if count < scale * 1000 or unit == "GB":
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
             return f"{count / scale:.1f} {unit}"
-    return f"{count} B"  # pragma: no cover - the loop always returns
+    return f"{count} B"
