@@ -377,15 +377,10 @@ class LastRun:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "outcome": self.outcome,
-            "started_at": iso_utc(self.started_at),
-            "finished_at": iso_utc(self.finished_at),
-            "duration_ms": self.duration_ms,
-            "error": self.error,
-            "backfill_id": self.backfill_id,
-        }
+        started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
+        shown = {**vars(self), "started_at": started, "finished_at": finished}
+        del shown["host"]
+        return shown
 
 
 @dataclass(frozen=True)

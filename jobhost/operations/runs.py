@@ -253,17 +253,10 @@ class TriggerResult:
     timed_out_waiting: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "run_id": self.run_id,
-            "job": self.job,
-            "outcome": self.outcome,
-            "host": self.host,
-            "started_at": iso_utc(self.started_at),
-            "finished_at": iso_utc(self.finished_at),
-            "duration_ms": self.duration_ms,
-            "error": self.error,
-        }
+        started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
+        shown = {**vars(self), "started_at": started, "finished_at": finished}
+        del shown["timed_out_waiting"]
+        return shown
 
 
 @dataclass(frozen=True)
