@@ -111,8 +111,7 @@ def pause(
     reason: str,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    (done,) = pause_jobs(store, catalog, [job], actor=actor, reason=reason)
-    return done
+    return pause_jobs(store, catalog, [job], actor=actor, reason=reason)[0]
 
 
 def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[str]) -> list[str]:
@@ -155,8 +154,7 @@ def resume(
     reason: str | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    (done,) = resume_jobs(store, [job], actor=actor, reason=reason)
-    return done
+    return resume_jobs(store, [job], actor=actor, reason=reason)[0]
 
 
 def resume_jobs(
@@ -221,10 +219,7 @@ def catalog_of(settings: Settings, rows: Iterable[ScheduleRecord]) -> Catalog:
     jobs: dict[str, JobSpec] = {}
     runtime: set[str] = set()
     for row in sorted(rows, key=lambda r: r.job_name):
-        if row.orphaned:
-            continue
-        spec = stored_job(settings, row)
-        if spec is None:
+        if row.orphaned or (spec := stored_job(settings, row)) is None:
             continue
         jobs[row.job_name] = spec
         if row.trigger_source == "api":

@@ -334,8 +334,6 @@ class ManualRun:
             return self._run_here(request_id, spec, deadline)
         return self._watch(request_id, spec, deadline)
 
-    # -- waiting for a host ------------------------------------------------------------------
-
     def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
         announced: str | None = None
         for run, hosts_alive in _watching(self.store, request_id, deadline):
@@ -360,8 +358,6 @@ class ManualRun:
                 return _still_going(request_id, run_id, run, state, "request")
         raise AssertionError("unreachable: the watch ends only by returning")
 
-    # -- running here ------------------------------------------------------------------------
-
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
         assert self.run_here is not None, "a trigger that waits is given run_here"
         ran = self.run_here([request_id], deadline)
@@ -376,8 +372,6 @@ class ManualRun:
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
         return replace(finished_result(request_id, run), timed_out_waiting=ran.timed_out)
-
-    # -- results -----------------------------------------------------------------------------
 
     def _sync(self) -> None:
         """Make sure the job has a schedule row, as a starting host would."""
