@@ -62,11 +62,11 @@ from jobhost.records import (
     ScheduleRow,
     StoreSnapshot,
 )
+from jobhost.rules import FAILED_OUTCOMES
 from jobhost.store import Store
 
 __all__ = [
     "ERROR_LINE",
-    "FAILED_OUTCOMES",
     "SORTS",
     "STATUSES",
     "JobFilter",
@@ -575,7 +575,6 @@ Status = Literal[
     "invalid",
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
-FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 
 
 def job_status(
