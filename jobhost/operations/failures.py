@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -341,13 +341,7 @@ def _failure_json(row: Failure) -> dict[str, Any]:
 def _resolution_json(resolution: Resolution | None) -> dict[str, Any] | None:
     if resolution is None:
         return None
-    return {
-        "how": resolution.how,
-        "by": resolution.by,
-        "at": iso_utc(resolution.at),
-        "run_id": resolution.run_id,
-        "reason": resolution.reason,
-    }
+    return {**asdict(resolution), "at": iso_utc(resolution.at)}
 
 
 BULK_LIMIT = 1000

@@ -83,60 +83,62 @@ def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = 
     """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
     or a new one)."""
     gauges = gauges or JobGauges(host)
-    job_label = host.settings.metrics_job_label
-    meter.create_observable_gauge(
-        "jobhost.live_hosts",
-        callbacks=[gauges.observe_live_hosts],
-        unit="{host}",
-        description="Hosts alive in the store",
-    )
-    meter.create_observable_gauge(
-        "jobhost.jobs",
-        callbacks=[gauges.observe_jobs],
-        unit="{job}",
-        description="Jobs by status, as jobhost report shows them",
-    )
-    meter.create_observable_gauge(
-        "jobhost.critical_jobs.overdue",
-        callbacks=[gauges.observe_critical_overdue],
-        unit="{job}",
-        description="Critical jobs that are overdue",
-    )
-    if job_label:
+    of, labels = gauges.of_figures, gauges.job_labels
+
+    def gauge(name: str, callback: _Callback, description: str, unit: str = "") -> None:
         meter.create_observable_gauge(
-            "jobhost.job.overdue",
-            callbacks=[gauges.observe_overdue],
-            description="1 for each overdue job",
+            f"jobhost.{name}", callbacks=[callback], unit=unit, description=description
         )
-        meter.create_observable_gauge(
-            "jobhost.job.failing",
-            callbacks=[gauges.observe_failing],
-            description="1 for each job whose newest occurrence failed with no success since",
-        )
-        meter.create_observable_gauge(
-            "jobhost.job.failure_streak",
-            callbacks=[gauges.observe_failure_streak],
-            unit="{occurrence}",
-            description="A failing job's occurrences in a row that failed",
-        )
-    meter.create_observable_gauge(
-        "jobhost.clock.skew",
-        callbacks=[gauges.observe_skew],
-        unit="s",
-        description="This host's clock minus the store's, at its last heartbeat",
+
+    gauge("live_hosts", of(lambda f: [(f.live_hosts, None)]), "Hosts alive in the store", "{host}")
+    gauge(
+        "jobs",
+        of(lambda f: [(f.by_status.get(s, 0), {"status": s}) for s in GAUGE_STATUSES]),
+        "Jobs by status, as jobhost report shows them",
+        "{job}",
     )
-    meter.create_observable_gauge(
-        "jobhost.store.up",
-        callbacks=[gauges.observe_store_up],
-        description="1 while this host reaches the store, 0 otherwise",
+    gauge(
+        "critical_jobs.overdue",
+        of(lambda f: [(f.critical_overdue, None)]),
+        "Critical jobs that are overdue",
+        "{job}",
     )
-    meter.create_observable_gauge(
-        "jobhost.stuck_runs",
-        callbacks=[gauges.observe_stuck],
-        unit="{run}",
-        description="This host's runs held by executor code that ignored cancellation",
+    if host.settings.metrics_job_label:
+        gauge(
+            "job.overdue",
+            of(lambda f: [(1, labels(name, critical)) for name, critical in f.overdue]),
+            "1 for each overdue job",
+        )
+        gauge(
+            "job.failing",
+            of(lambda f: [(1, labels(name, critical)) for name, critical, _ in f.failing]),
+            "1 for each job whose newest occurrence failed with no success since",
+        )
+        gauge(
+            "job.failure_streak",
+            of(lambda f: [(streak, labels(name, crit)) for name, crit, streak in f.failing]),
+            "A failing job's occurrences in a row that failed",
+            "{occurrence}",
+        )
+    skew = of(
+        lambda f: [(f.skew_seconds[host.host_id], None)] if host.host_id in f.skew_seconds else []
+    )
+    gauge("clock.skew", skew, "This host's clock minus the store's, at its last heartbeat", "s")
+    gauge(
+        "store.up",
+        lambda _: [Observation(1 if host.status.store_ok else 0)],
+        "1 while this host reaches the store, 0 otherwise",
+    )
+    gauge(
+        "stuck_runs",
+        lambda _: [Observation(host.status.stuck)],
+        "This host's runs held by executor code that ignored cancellation",
+        "{run}",
     )
     return gauges
+
+
+_Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
 
 class JobGauges:
@@ -164,50 +166,20 @@ class JobGauges:
                 self._figures = self._read()
             return self._figures
 
-    def observe_live_hosts(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            yield Observation(figures.live_hosts)
+    def of_figures(
+        self, values: Callable[[StoreFigures], list[tuple[float, dict[str, str] | None]]]
+    ) -> _Callback:
+        """A gauge's callback observing ``values`` of the figures; nothing while they are
+        unknown."""
 
-    def observe_jobs(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for status in GAUGE_STATUSES:
-                yield Observation(figures.by_status.get(status, 0), {"status": status})
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            figures = self.figures()
+            return [] if figures is None else [Observation(*value) for value in values(figures)]
 
-    def observe_critical_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            yield Observation(figures.critical_overdue)
+        return observe
 
-    def observe_overdue(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for name, critical in figures.overdue:
-                yield Observation(1, self._job_labels(name, critical))
-
-    def observe_failing(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for name, critical, _streak in figures.failing:
-                yield Observation(1, self._job_labels(name, critical))
-
-    def observe_failure_streak(self, _options: CallbackOptions) -> Iterable[Observation]:
-        if (figures := self.figures()) is not None:
-            for name, critical, streak in figures.failing:
-                yield Observation(streak, self._job_labels(name, critical))
-
-    def _job_labels(self, name: str, critical: bool) -> dict[str, str]:
+    def job_labels(self, name: str, critical: bool) -> dict[str, str]:
         return {"job": name, "critical": str(critical).lower(), **self._links}
-
-    def observe_skew(self, _options: CallbackOptions) -> Iterable[Observation]:
-        figures = self.figures()
-        if (
-            figures is not None
-            and (skew := figures.skew_seconds.get(self._host.host_id)) is not None
-        ):
-            yield Observation(skew)
-
-    def observe_store_up(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(1 if self._host.status.store_ok else 0)
-
-    def observe_stuck(self, _options: CallbackOptions) -> Iterable[Observation]:
-        yield Observation(self._host.status.stuck)
 
     def _read(self) -> StoreFigures | None:
         host = self._host
@@ -244,20 +216,24 @@ def store_figures(
     by_status = dict.fromkeys(GAUGE_STATUSES, 0)
     overdue: list[tuple[str, bool]] = []
     for name in sorted({*catalog.jobs, *rows, *invalid}):
+        # Each job's status as the report computes it, from its schedule row alone: the row
+        # keeps the last run's outcome and the last success, so no ledger read is needed.
         spec, row = catalog.jobs.get(name), rows.get(name)
-        status, is_overdue = _status(
-            name,
+        facts = JobFacts(
+            name=name,
             spec=spec,
             row=row,
-            catalog=catalog,
-            settings=settings,
-            now=now,
-            live_hosts=len(live),
+            problems=catalog.problems_for(name),
+            next_fire=next_fire_of(spec, row, now),
+            last_success=row.last_success_at if row is not None else None,
+            expired_runs=(),
         )
-        by_status[status] += 1
-        if is_overdue:
-            critical = spec is not None and spec.declaration.critical
-            overdue.append((name, critical))
+        # An empty map of store changes: whether the store's trigger differs is no status.
+        codes = [m.code for m in job_mismatches(facts, settings, now, len(live), {})]
+        last = row.last_outcome if row is not None else None
+        by_status[job_status(state_of(facts), codes, last, running=False)] += 1
+        if "overdue" in codes:
+            overdue.append((name, spec is not None and spec.declaration.critical))
     return StoreFigures(
         live_hosts=len(live),
         by_status=by_status,
@@ -273,33 +249,6 @@ def store_figures(
 def _critical(spec: JobSpec | None, stored: bool) -> bool:
     # A job this host does not declare (another replica's, a runtime job): the store's word.
     return spec.declaration.critical if spec is not None else stored
-
-
-def _status(
-    name: str,
-    *,
-    spec: JobSpec | None,
-    row: ScheduleRecord | None,
-    catalog: Catalog,
-    settings: Settings,
-    now: datetime,
-    live_hosts: int,
-) -> tuple[str, bool]:
-    """The job's status as the report computes it, from its schedule row alone: the row keeps
-    the last run's outcome and the last success, so no ledger read is needed."""
-    facts = JobFacts(
-        name=name,
-        spec=spec,
-        row=row,
-        problems=catalog.problems_for(name),
-        next_fire=next_fire_of(spec, row, now),
-        last_success=row.last_success_at if row is not None else None,
-        expired_runs=(),
-    )
-    # An empty map of store changes: whether the store's trigger differs is no status.
-    codes = [m.code for m in job_mismatches(facts, settings, now, live_hosts, {})]
-    last = row.last_outcome if row is not None else None
-    return job_status(state_of(facts), codes, last, running=False), "overdue" in codes
 
 
 # What the operator surfaces read from a running host (jobhost.firing.host.Host): the gauges

@@ -44,9 +44,8 @@ from jobhost.store.engine import sqlite_path
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.snapshot import Census
 
-__all__ = ["FAILED_OUTCOMES", "MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
+__all__ = ["MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 
-FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 MAX_CLOCK_SKEW_SECONDS = 1.0
 _UNCHECKED = "not checked: the store is unavailable"
 # Open failures of critical jobs read for the check: enough to name them, bounded.
@@ -108,6 +107,9 @@ def check_health(
         ("leases", _leases),
         ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
         ("clock-skew", _clock_skew),
+        ("schedule-lag", lambda _: _schedule_lag(settings, store)),
+        ("store-integrity", lambda _: _store_integrity(settings, catalog, stored, store)),
+        ("stuck-runs", lambda _: _stuck_runs(store)),
     ]
     for name, check in rest:
         if report is not None:
@@ -116,17 +118,6 @@ def check_health(
             checks.append(_skipped_hosts(None))
         else:
             checks.append(Check(name, False, _UNCHECKED))
-    implausible = _implausible(settings, catalog, stored) if report is not None else timedelta(0)
-    for name, store_check in (
-        ("schedule-lag", _schedule_lag),
-        ("store-integrity", _store_integrity),
-        ("stuck-runs", _stuck_runs),
-    ):
-        checks.append(
-            store_check(settings, implausible, store)
-            if report is not None
-            else Check(name, False, _UNCHECKED)
-        )
     return Health(checks)
 
 
@@ -157,8 +148,10 @@ def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs |
     return 4 * longest
 
 
-def _store_integrity(_settings: Settings, implausible: timedelta, store: Store) -> Check:
-    _, result = store.check_live_rows(implausible)
+def _store_integrity(
+    settings: Settings, catalog: Catalog | None, stored: StoredJobs | None, store: Store
+) -> Check:
+    _, result = store.check_live_rows(_implausible(settings, catalog, stored))
     covered = f"checked {result.coverage()}"
     if not result.total:
         return Check(
@@ -178,7 +171,7 @@ def _store_integrity(_settings: Settings, implausible: timedelta, store: Store) 
     )
 
 
-def _stuck_runs(_settings: Settings, _implausible: timedelta, store: Store) -> Check:
+def _stuck_runs(store: Store) -> Check:
     stuck = store.stuck_runs()
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
@@ -201,7 +194,7 @@ def _stuck_runs(_settings: Settings, _implausible: timedelta, store: Store) -> C
     )
 
 
-def _schedule_lag(settings: Settings, _implausible: timedelta, store: Store) -> Check:
+def _schedule_lag(settings: Settings, store: Store) -> Check:
     limit = settings.max_schedule_lag
     now, hosts = store.live_hosts()
     oldest = store.oldest_due()
@@ -210,20 +203,15 @@ def _schedule_lag(settings: Settings, _implausible: timedelta, store: Store) -> 
     )
     per_host = f"; hosts: {lags}" if lags else ""
     behind = (now - oldest) if oldest is not None and oldest <= now else timedelta(0)
+    age = f"{duration_text(behind)} old (limit {format_duration(limit)})"
     if behind > limit:
         return Check(
             "schedule-lag",
             False,
-            f"the oldest due, unclaimed occurrence is {duration_text(behind)} old (limit "
-            f"{format_duration(limit)}): the hosts are falling behind; add replicas or raise "
-            f"worker_pool_size, or start a host if none runs{per_host}",
+            f"the oldest due, unclaimed occurrence is {age}: the hosts are falling behind; add "
+            f"replicas or raise worker_pool_size, or start a host if none runs{per_host}",
         )
-    return Check(
-        "schedule-lag",
-        True,
-        f"oldest due, unclaimed occurrence {duration_text(behind)} old (limit "
-        f"{format_duration(limit)}){per_host}",
-    )
+    return Check("schedule-lag", True, f"oldest due, unclaimed occurrence {age}{per_host}")
 
 
 def _store(settings: Settings, store: Store) -> Check:
@@ -270,7 +258,7 @@ def _stored_catalog(jobs: StoredJobs, version: str | None) -> Check:
 
 
 # Without --check-catalog the catalog is the store's: not known while the store is not.
-_UNREAD = Check("catalog", False, "not checked: the store is unavailable")
+_UNREAD = Check("catalog", False, _UNCHECKED)
 
 
 def _catalog(catalog: Catalog) -> Check:

@@ -2,18 +2,13 @@
 job's durable state; which job a name means.
 
 ``jobhost pause|resume|trigger``, the dashboard's buttons and ``/api/v1/jobs/{name}/...`` all
-call these functions. Each changes the store and writes its entry in the change log
-(``job_changes``: when, who, what, which job, before and after, why) in one transaction, so an
+call these functions. Each is one store operation (``jobhost.store.actions``) that changes the
+store and writes its change-log entry (``job_changes``) in the one transaction it opens, so an
 action is never done without its entry nor logged without being done. ``actor`` is whoever the
-surface vouches for: the operating-system user for the CLI, the operator token's name for the
-dashboard, the API token's name for the API. The log is read by ``jobhost changes``,
-``GET /api/v1/changes`` and the dashboard's job page.
-
-A new action is one more function over one more store operation in ``jobhost.store.actions``,
-which makes the change and records it in the transaction it opens itself. The actions on one run
-live in :mod:`jobhost.operations.runs`, those on failures in :mod:`jobhost.operations.failures`
-and those on backfills in :mod:`jobhost.operations.backfills`: an action that cannot be done
-raises :class:`ActionRefused`, whose message names the run and the fix.
+surface vouches for: the operating-system user (CLI), the operator token's name (dashboard), the
+API token's name (API). The actions on runs, failures and backfills live in :mod:`.runs`,
+:mod:`.failures` and :mod:`.backfills`; one that cannot be done raises :class:`ActionRefused`,
+whose message names the run and the fix.
 
 A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
 reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the
@@ -116,8 +111,7 @@ def pause(
     reason: str,
 ) -> PauseResult:
     """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    (done,) = pause_jobs(store, catalog, [job], actor=actor, reason=reason)
-    return done
+    return pause_jobs(store, catalog, [job], actor=actor, reason=reason)[0]
 
 
 def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[str]) -> list[str]:
@@ -160,8 +154,7 @@ def resume(
     reason: str | None = None,
 ) -> PauseResult | None:
     """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    (done,) = resume_jobs(store, [job], actor=actor, reason=reason)
-    return done
+    return resume_jobs(store, [job], actor=actor, reason=reason)[0]
 
 
 def resume_jobs(
@@ -226,10 +219,7 @@ def catalog_of(settings: Settings, rows: Iterable[ScheduleRecord]) -> Catalog:
     jobs: dict[str, JobSpec] = {}
     runtime: set[str] = set()
     for row in sorted(rows, key=lambda r: r.job_name):
-        if row.orphaned:
-            continue
-        spec = stored_job(settings, row)
-        if spec is None:
+        if row.orphaned or (spec := stored_job(settings, row)) is None:
             continue
         jobs[row.job_name] = spec
         if row.trigger_source == "api":
@@ -251,7 +241,7 @@ def stored_job(settings: Settings, row: ScheduleRecord) -> JobSpec | None:
 
 def _from_columns(row: ScheduleRecord) -> JobSpec | None:
     interval: timedelta | None = None
-    kind = row.trigger_kind if row.trigger_kind in ("cron", "interval") else None
+    kind, source = row.trigger_kind, row.trigger_source
     if kind == "interval":
         try:
             interval = parse_duration(row.trigger_expression)
@@ -262,13 +252,7 @@ def _from_columns(row: ScheduleRecord) -> JobSpec | None:
         expression=row.trigger_expression,
         interval=interval,
         timezone=row.timezone,
-        source=(
-            "api"
-            if row.trigger_source == "api"
-            else "override"
-            if row.trigger_source == "override"
-            else "declaration"
-        ),
+        source="api" if source == "api" else "override" if source == "override" else "declaration",
     )
     declaration = BackgroundJobDeclaration(
         name=row.job_name,

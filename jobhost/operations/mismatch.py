@@ -127,7 +127,6 @@ def job_mismatches(
 _LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {}
 _LAST_DUE_KEPT = 20_000
 _LOOK_BACK = timedelta(days=400)
-_CRONS: dict[EffectiveTrigger, CronSchedule] = {}
 _DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
 _DESIRED_KEPT = 20_000
 _DECLARED: dict[int, tuple[JobSpec, Settings, _Declared]] = {}
@@ -222,24 +221,17 @@ def spec_facts(spec: JobSpec) -> StoredFacts:
 
 
 def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule | None]:
-    """The cron schedule of a stored trigger, parsed once for every job that shares it."""
+    """The schedule of a stored trigger: of a cron, parsed once for every job that shares it."""
+    return lambda _anchor: _stored_cron(trigger)
 
-    def schedule(_anchor: datetime) -> Schedule | None:
-        if trigger.kind != "cron" or trigger.expression is None:
-            return None
-        found = _CRONS.get(trigger)
-        if found is None:
-            if len(_CRONS) >= _LAST_DUE_KEPT:
-                _CRONS.clear()
-            found = _CRONS[trigger] = cron_schedule(
-                trigger.expression,
-                trigger.timezone,
-                dst_gap=trigger.dst_gap,
-                dst_repeat=trigger.dst_repeat,
-            )
-        return found
 
-    return schedule
+@lru_cache(maxsize=_LAST_DUE_KEPT)
+def _stored_cron(trigger: EffectiveTrigger) -> CronSchedule | None:
+    if trigger.kind != "cron" or trigger.expression is None:
+        return None
+    return cron_schedule(
+        trigger.expression, trigger.timezone, dst_gap=trigger.dst_gap, dst_repeat=trigger.dst_repeat
+    )
 
 
 def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:

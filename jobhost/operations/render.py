@@ -54,17 +54,10 @@ ELLIPSIS = "..."
 """Where text was cut: ASCII, so a line survives any terminal encoding and pipes into grep."""
 
 _OUTCOME_COLOURS = {
+    **dict.fromkeys(("failed", "timed_out", "abandoned", "refused"), "red"),
+    **dict.fromkeys(("cancelled", "missed", "skipped"), "yellow"),
+    **dict.fromkeys(("running", "pending", "queued"), "cyan"),
     "succeeded": "green",
-    "failed": "red",
-    "timed_out": "red",
-    "abandoned": "red",
-    "refused": "red",
-    "cancelled": "yellow",
-    "missed": "yellow",
-    "skipped": "yellow",
-    "running": "cyan",
-    "pending": "cyan",
-    "queued": "cyan",
 }
 
 
@@ -132,14 +125,14 @@ def history_lines(
             details[-1:] = ["\n" + details[-1]]
         lines += [f"    {line.strip()}" for line in "  ".join(details).splitlines()]
         if run.reason:
-            lines += _wrap(f"reason: {printable(run.reason)}", 4)
+            lines += wrap_words(f"reason: {printable(run.reason)}", WIDTH, 4)
         if run.units is not None:
-            lines += _wrap(run.units.describe(), 4)
+            lines += wrap_words(run.units.describe(), WIDTH, 4)
         if run.result is not None:
-            lines += _wrap(f"result: {cut(run.result, _RESULT_SHOWN)}", 4)
+            lines += wrap_words(f"result: {cut(run.result, _RESULT_SHOWN)}", WIDTH, 4)
         if run.error_message or run.error_type:
             error = ": ".join(filter(None, [run.error_type, run.error_message]))
-            lines += [style(line, fg="red") for line in _wrap(f"error: {error}", 4)]
+            lines += [style(line, fg="red") for line in wrap_words(f"error: {error}", WIDTH, 4)]
         if logs is not None:
             lines += _log_lines(run, logs.get(run.id), style)
     return lines
@@ -231,20 +224,17 @@ def trigger_line(result: TriggerResult, style: Style) -> str:
     return f"{style.outcome(result.outcome)}: {subject}{took}{error}"
 
 
-def wrap_words(text: str, width: int, indent: int = 0, first: int | None = None) -> list[str]:
+def wrap_words(text: str, width: int, indent: int = 0) -> list[str]:
     """``text`` wrapped at spaces only: a long name or URL overflows rather than breaking."""
+    margin = " " * indent
     return textwrap.wrap(
         text,
         width,
-        initial_indent=" " * (indent if first is None else first),
-        subsequent_indent=" " * indent,
+        initial_indent=margin,
+        subsequent_indent=margin,
         break_long_words=False,
         break_on_hyphens=False,
     )
-
-
-def _wrap(text: str, indent: int) -> list[str]:
-    return wrap_words(text, WIDTH, indent)
 
 
 def cut(text: str | None, width: int) -> str:
@@ -267,17 +257,11 @@ def plural(count: int, word: str) -> str:
 
 _STATE_COLOURS = {"enabled": "green", "disabled": None, "paused": "yellow", "orphaned": "red"}
 _STATUS_COLOURS = {
+    **dict.fromkeys(("failing", "overdue", "stuck", "orphaned", "invalid"), "red"),
+    **dict.fromkeys(("behind", "waiting", "paused"), "yellow"),
     "ok": "green",
-    "failing": "red",
-    "overdue": "red",
-    "behind": "yellow",
-    "stuck": "red",
     "running": "cyan",
-    "waiting": "yellow",
-    "paused": "yellow",
     "disabled": None,
-    "orphaned": "red",
-    "invalid": "red",
 }
 # Mismatches the status (or, for no-live-host, the summary) already says; FLAGS shows the others.
 _IN_STATUS = frozenset(
@@ -457,16 +441,11 @@ def _job_lines(job: JobReport, style: Style, width: int) -> list[str]:
     lines += _field("status", job.waiting_for or job.status, width)
     if job.concurrency_group is not None:
         lines += _field("group", job.concurrency_group, width)
-    if job.paused:
-        lines += _field("next", "paused", width)
-    elif job.next_fire is not None:
-        text = short_utc(job.next_fire)
-        if effective.timezone != "UTC":
-            local = short_local(job.next_fire, effective.timezone)
-            text += f"   {local} ({effective.timezone})"
-        lines += _field("next", text, width)
-    else:
-        lines += _field("next", "-", width)
+    next_text = "paused" if job.paused else short_utc(job.next_fire)
+    if not job.paused and job.next_fire is not None and effective.timezone != "UTC":
+        local = short_local(job.next_fire, effective.timezone)
+        next_text += f"   {local} ({effective.timezone})"
+    lines += _field("next", next_text, width)
     lines += _last_lines(job, style, width)
     if job.recent_outcomes:
         recent = " ".join(style.outcome(outcome) for outcome in job.recent_outcomes)

@@ -34,10 +34,10 @@ from __future__ import annotations
 import gc
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
@@ -62,11 +62,11 @@ from jobhost.records import (
     ScheduleRow,
     StoreSnapshot,
 )
+from jobhost.rules import FAILED_OUTCOMES
 from jobhost.store import Store
 
 __all__ = [
     "ERROR_LINE",
-    "FAILED_OUTCOMES",
     "SORTS",
     "STATUSES",
     "JobFilter",
@@ -240,11 +240,9 @@ def _job_report(
     group = group or (row.concurrency_group if row is not None else None)
     mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
     running = snapshot.running.get(name, ())
-    if running:
-        stuck = stuck_code(running)
-        if stuck is not None:
-            mismatches.append(stuck)
-    waiting_for = group_wait(snapshot.groups, group, name) if group is not None else None
+    if running and (stuck := stuck_code(running)) is not None:
+        mismatches.append(stuck)
+    waiting_for = group_wait(snapshot.groups, group, name)
     last = snapshot.last_runs.get(name)
     codes = [m.code for m in mismatches] if mismatches else ()
     state = state_of(facts)
@@ -341,16 +339,13 @@ class TriggerView:
         return "no trigger"
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+        optional = {"source": self.source, "dst_policy": self.dst_policy}
+        return {
             "kind": self.kind,
             "expression": self.expression,
             "timezone": self.timezone,
+            **{key: value for key, value in optional.items() if value is not None},
         }
-        if self.source is not None:
-            data["source"] = self.source
-        if self.dst_policy is not None:
-            data["dst_policy"] = self.dst_policy
-        return data
 
 
 @dataclass(frozen=True)
@@ -382,15 +377,10 @@ class LastRun:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "outcome": self.outcome,
-            "started_at": iso_utc(self.started_at),
-            "finished_at": iso_utc(self.finished_at),
-            "duration_ms": self.duration_ms,
-            "error": self.error,
-            "backfill_id": self.backfill_id,
-        }
+        started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
+        shown = {**vars(self), "started_at": started, "finished_at": finished}
+        del shown["host"]
+        return shown
 
 
 @dataclass(frozen=True)
@@ -496,7 +486,6 @@ def host_json(host: HostRecord) -> dict[str, Any]:
 # declaration the row stores (jobhost.catalog.stored.stored_facts). A row whose declaration this
 # version cannot read, and an orphaned row, are rebuilt.
 _Read = tuple[StoredFacts, TriggerView, TriggerView]
-_READ: dict[str, _Read] = {}
 _SPECS: dict[int, tuple[JobSpec, _Read]] = {}
 _READ_KEPT = 20_000
 
@@ -537,23 +526,19 @@ def stored_jobs(
     return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
+@lru_cache(maxsize=_READ_KEPT)
 def _read(text: str) -> _Read | None:
     """The declaration ``text`` and its two triggers as the report shows them, read once for
     every job that stores the same text (a declaration holds no name: many jobs share one)."""
-    found = _READ.get(text)
-    if found is None:
-        try:
-            stored = stored_facts(text)
-        except (ValueError, KeyError, TypeError):
-            return None
-        if len(_READ) >= _READ_KEPT:
-            _READ.clear()
-        found = _READ[text] = (
-            stored,
-            TriggerView.of(stored.declared, with_source=False),
-            TriggerView.of(stored.trigger, with_source=True),
-        )
-    return found
+    try:
+        stored = stored_facts(text)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return (
+        stored,
+        TriggerView.of(stored.declared, with_source=False),
+        TriggerView.of(stored.trigger, with_source=True),
+    )
 
 
 def stuck_code(running: Sequence[RunRecord]) -> Mismatch | None:
@@ -590,11 +575,10 @@ Status = Literal[
     "invalid",
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
-FAILED_OUTCOMES = frozenset({"failed", "timed_out", "abandoned"})
 
 
 def job_status(
-    state: str,
+    state: State,
     codes: Sequence[str],
     last_outcome: str | None,
     running: bool,
@@ -602,12 +586,8 @@ def job_status(
 ) -> Status:
     """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
     ``waiting`` when work of the job waits for a slot of its concurrency group."""
-    if state == "paused":
-        return "paused"
-    if state == "disabled":
-        return "disabled"
-    if state == "orphaned":
-        return "orphaned"
+    if state != "enabled":
+        return state
     if "invalid" in codes:
         return "invalid"
     if "lease-expired" in codes or "stuck-code" in codes:
@@ -636,13 +616,7 @@ class Summary:
     max_clock_skew_seconds: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "jobs": self.jobs,
-            "by_status": dict(self.by_status),
-            "live_hosts": self.live_hosts,
-            "max_lag_seconds": self.max_lag_seconds,
-            "max_clock_skew_seconds": self.max_clock_skew_seconds,
-        }
+        return asdict(self)
 
 
 def summarise(statuses: Sequence[Status], hosts: Sequence[HostRecord]) -> Summary:
@@ -666,15 +640,10 @@ def summarise(statuses: Sequence[Status], hosts: Sequence[HostRecord]) -> Summar
 # heap (a host's catalog included): half of the summary's time, finding nothing to free. Inside
 # uncollected() no collection starts; the objects made are looked at once, by the first
 # collection after it.
-@contextmanager
-def uncollected() -> Iterator[None]:
+def uncollected() -> _Pause:
     """No automatic collection while any thread is inside; as it was once all have left
     (a process that turned the collector off keeps it off)."""
-    _PAUSE.enter()
-    try:
-        yield
-    finally:
-        _PAUSE.leave()
+    return _PAUSE
 
 
 class _Pause:
@@ -685,14 +654,14 @@ class _Pause:
         self._inside = 0
         self._was_enabled = False
 
-    def enter(self) -> None:
+    def __enter__(self) -> None:
         with self._lock:
             if self._inside == 0:
                 self._was_enabled = gc.isenabled()
                 gc.disable()
             self._inside += 1
 
-    def leave(self) -> None:
+    def __exit__(self, *_error: object) -> None:
         with self._lock:
             self._inside -= 1
             if self._inside == 0 and self._was_enabled:
@@ -834,9 +803,7 @@ def overview_page(
     page = min(max(page, 1), pages)
     shown = jobs[(page - 1) * size : page * size]
     failing = [job.name for job in shown if _failed(job)]
-    streaks: dict[str, int] = {}
-    if failing:
-        streaks = store.failure_streaks(failing)
+    streaks = store.failure_streaks(failing) if failing else {}
     rows = [
         OverviewJob(job, streaks.get(job.name, 0) if _failed(job) else 0, _first_line(job))
         for job in shown

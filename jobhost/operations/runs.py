@@ -1,9 +1,7 @@
 """Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
-Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`): each
-changes the store and writes its change-log entry (``job_changes``) in one transaction the store
-opens, with the actor the surface vouches for and the reason. What may be done, and the refusal
-that names the fix, is decided here.
+Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`); what
+may be done, and the refusal that names the fix, is decided here.
 
 A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
 run, claimed like any run and executed in the same envelope. With a live host, the run is left
@@ -24,8 +22,8 @@ from __future__ import annotations
 import getpass
 import string
 import time
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -180,16 +178,15 @@ def _check_retry(run_id: str, run: RunRecord | None, attempts: Sequence[RunRecor
     if run is None:
         raise ActionRefused(_no_run(run_id), unknown=True)
     name = f"run {run.id} of {run.job_name}"
+    again = f"`jobhost trigger {run.job_name}` runs the job again"
+    done = f"succeeded: there is nothing to retry ({again})"
     if run.outcome in {RUNNING, PENDING}:
         raise ActionRefused(
             f"{name} is still {run.outcome}: wait for its outcome, or stop it with "
             f"`jobhost cancel {run.id} --reason TEXT` and retry it then"
         )
     if run.outcome == "succeeded":
-        raise ActionRefused(
-            f"{name} succeeded: there is nothing to retry (`jobhost trigger {run.job_name}` "
-            "runs the job again)"
-        )
+        raise ActionRefused(f"{name} {done}")
     if run.outcome not in RETRYABLE:
         raise ActionRefused(
             f"{name} is a {run.outcome} occurrence that never ran: `jobhost backfill "
@@ -198,17 +195,13 @@ def _check_retry(run_id: str, run: RunRecord | None, attempts: Sequence[RunRecor
     for other in attempts:
         if other.id == run.id or work_key(other) != work_key(run):
             continue  # another piece of work at this occurrence (a backfill's, say)
+        same = f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id})"
         if other.outcome in {RUNNING, PENDING}:
             raise ActionRefused(
-                f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "
-                f"is {other.outcome}: a retry now would run it twice; wait for its outcome"
+                f"{same} is {other.outcome}: a retry now would run it twice; wait for its outcome"
             )
         if other.outcome == "succeeded":
-            raise ActionRefused(
-                f"attempt {other.attempt} at the same work of {run.job_name} (run {other.id}) "
-                f"succeeded: there is nothing to retry (`jobhost trigger {run.job_name}` runs "
-                "the job again)"
-            )
+            raise ActionRefused(f"{same} {done}")
     return run
 
 
@@ -260,43 +253,27 @@ class TriggerResult:
     timed_out_waiting: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "run_id": self.run_id,
-            "job": self.job,
-            "outcome": self.outcome,
-            "host": self.host,
-            "started_at": iso_utc(self.started_at),
-            "finished_at": iso_utc(self.finished_at),
-            "duration_ms": self.duration_ms,
-            "error": self.error,
-        }
+        started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
+        shown = {**vars(self), "started_at": started, "finished_at": finished}
+        del shown["timed_out_waiting"]
+        return shown
 
 
+@dataclass(frozen=True)
 class ManualRun:
     """``jobhost trigger`` for one job of ``catalog``; ``progress`` receives one line per step."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        catalog: Catalog,
-        store: Store,
-        *,
-        progress: Progress,
-        warn: Progress,
-        from_store: bool = False,
-        run_here: RunHere | None = None,
-    ) -> None:
-        """``run_here`` runs the request when no host is alive (none: ``--no-wait`` only)."""
-        # A catalog read from the store (``trigger --no-wait``) names only rows the store has:
-        # there is nothing to sync, and a sync of a partial catalog would orphan the rest.
-        self._from_store = from_store
-        self._settings = settings
-        self._catalog = catalog
-        self._store = store
-        self._progress = progress
-        self._warn = warn
-        self._here = run_here
+    settings: Settings
+    catalog: Catalog
+    store: Store
+    _: KW_ONLY
+    progress: Progress
+    warn: Progress
+    from_store: bool = False
+    """A catalog read from the store (``trigger --no-wait``) names only rows the store has:
+    there is nothing to sync, and a sync of a partial catalog would orphan the rest."""
+    run_here: RunHere | None = None
+    """Runs the request when no host is alive (none: ``--no-wait`` only)."""
 
     def trigger(
         self,
@@ -312,23 +289,23 @@ class ManualRun:
         ``beside_limit`` starts it even when its concurrency group is full (``--now``).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = self._store.before_trigger(
-            spec.name, self._store.clock, with_groups=bool(spec.concurrency_group)
+        seen = self.store.before_trigger(
+            spec.name, self.store.clock, with_groups=bool(spec.concurrency_group)
         )
         row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
         lease_live = row.lease_live(seen.now) if row is not None else False
         if not may_start(spec.declaration, len(running), lease_live):
             return self._refused_overlap(spec, running, row.lease_owner if row else None)
         if not spec.enabled:
-            self._warn(f"note: job {spec.name} is disabled; it runs only because you asked")
+            self.warn(f"note: job {spec.name} is disabled; it runs only because you asked")
         if row is not None and row.paused:
-            self._warn(
+            self.warn(
                 f"warning: job {spec.name} is paused (by {row.paused_by} at "
                 f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
             )
         for group in groups:
             if group.name == spec.concurrency_group and group.running >= group.limit:
-                self._progress(
+                self.progress(
                     f"group {group.name} is full ({group.running} of {group.limit} busy): "
                     + (
                         "--now starts the run beside the limit"
@@ -336,92 +313,73 @@ class ManualRun:
                         else "the run is queued until a slot frees (--now runs it beside the limit)"
                     )
                 )
-        if not hosts and not self._from_store:
+        if not hosts and not self.from_store:
             self._sync()
         user = getpass.getuser()
         request_id = request_trigger(
-            self._store,
+            self.store,
             spec.name,
             actor=user,
             reason=reason,
             beside_limit=beside_limit,
         )
         why = f": {reason}" if reason else ""
-        self._progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
+        self.progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
         if not wait:
             if not hosts:
-                self._progress("no live host: the request runs when a host starts")
+                self.progress("no live host: the request runs when a host starts")
             return TriggerResult(request_id, None, spec.name, "queued")
         if not hosts:
-            self._progress(f"no live host: running {spec.name} in this process")
+            self.progress(f"no live host: running {spec.name} in this process")
             return self._run_here(request_id, spec, deadline)
         return self._watch(request_id, spec, deadline)
 
-    # -- waiting for a host ------------------------------------------------------------------
-
     def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        # Hosts signal when they claim or refuse a request and when its run is recorded: wait
-        # on that. The bounded wait re-reads now and then all the same, for what is not
-        # signalled (a dead host's run recorded abandoned) and to notice the hosts are gone.
-        with self._store.change_signal() as signal:
-            announced: str | None = None
-            next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-            while True:
-                check_hosts = time.monotonic() >= next_host_check
-                if check_hosts:
-                    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                seen = self._store.run_progress(
-                    request_id, self._store.clock, check_hosts=check_hosts
-                )
-                run = seen.run
-                assert run is not None, f"run {request_id} disappeared"
-                status = run.request_status
-                if seen.hosts_alive is False and status == "pending":
-                    self._progress(f"no live host any more: running {spec.name} in this process")
-                    return self._run_here(request_id, spec, deadline)
-                if status == "refused":
-                    return self._refused(request_id, spec, run.request_message, run.host_id)
-                if run.outcome in TERMINAL_OUTCOMES:
-                    return finished_result(request_id, run)
-                if status == "queued" and announced != status:
-                    announced = status
-                    self._progress(_queued(spec))
-                elif status == "started" and announced != run.id:
-                    announced = run.id
-                    self._progress(_running_on(run))
-                if deadline is not None and time.monotonic() >= deadline:
-                    state = "running" if status == "started" else "queued"
-                    self._progress(f"timed out waiting: the request is {state} and goes on")
-                    run_id = run.id if status != "pending" else None
-                    return _still_going(request_id, run_id, run, state, "request")
-                signal.wait(_wait_seconds(deadline))
-
-    # -- running here ------------------------------------------------------------------------
+        announced: str | None = None
+        for run, hosts_alive in _watching(self.store, request_id, deadline):
+            status = run.request_status
+            if hosts_alive is False and status == "pending":
+                self.progress(f"no live host any more: running {spec.name} in this process")
+                return self._run_here(request_id, spec, deadline)
+            if status == "refused":
+                return self._refused(request_id, spec, run.request_message, run.host_id)
+            if run.outcome in TERMINAL_OUTCOMES:
+                return finished_result(request_id, run)
+            if status == "queued" and announced != status:
+                announced = status
+                self.progress(_queued(spec))
+            elif status == "started" and announced != run.id:
+                announced = run.id
+                self.progress(_running_on(run))
+            if deadline is not None and time.monotonic() >= deadline:
+                state = "running" if status == "started" else "queued"
+                self.progress(f"timed out waiting: the request is {state} and goes on")
+                run_id = run.id if status != "pending" else None
+                return _still_going(request_id, run_id, run, state, "request")
+        raise AssertionError("unreachable: the watch ends only by returning")
 
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        assert self._here is not None, "a trigger that waits is given run_here"
-        ran = self._here([request_id], deadline)
-        run = self._store.get_run(request_id)
+        assert self.run_here is not None, "a trigger that waits is given run_here"
+        ran = self.run_here([request_id], deadline)
+        run = self.store.get_run(request_id)
         assert run is not None, f"run {request_id} disappeared"
         if request_id not in ran.taken:
             if run.request_status == "refused":
                 return self._refused(request_id, spec, run.request_message, ran.host_id)
             if run.request_status == "queued":
-                self._progress(f"{_queued(spec)}; it runs once a host finds a free slot")
+                self.progress(f"{_queued(spec)}; it runs once a host finds a free slot")
                 return TriggerResult(request_id, run.id, spec.name, "queued")
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
         return replace(finished_result(request_id, run), timed_out_waiting=ran.timed_out)
 
-    # -- results -----------------------------------------------------------------------------
-
     def _sync(self) -> None:
         """Make sure the job has a schedule row, as a starting host would."""
-        self._store.sync_catalog(
-            desired_schedules(self._catalog.jobs),
-            self._store.now(),
-            limits=self._settings.concurrency_limits,
-            members={n: s.concurrency_group for n, s in self._catalog.jobs.items()},
+        self.store.sync_catalog(
+            desired_schedules(self.catalog.jobs),
+            self.store.now(),
+            limits=self.settings.concurrency_limits,
+            members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
         )
 
     def _refused(
@@ -488,10 +446,24 @@ def _still_going(
     )
 
 
-def _wait_seconds(deadline: float | None) -> float:
-    """How long to wait on the hosts' signal: until the next host check, or the deadline."""
-    left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-    return max(0.0, min(_HOST_CHECK_SECONDS, left))
+def _watching(
+    store: Store, run_id: str, deadline: float | None
+) -> Iterator[tuple[RunRecord, bool | None]]:
+    """Run ``run_id``'s row, each time the hosts signal that a run changed (a claim, a refusal,
+    an outcome), and whether any host is alive (None when not asked this time). The bounded
+    wait re-reads now and then all the same, for what is not signalled (a dead host's run
+    recorded abandoned) and to notice the hosts are gone."""
+    with store.change_signal() as signal:
+        next_check = time.monotonic() + _HOST_CHECK_SECONDS
+        while True:
+            check_hosts = time.monotonic() >= next_check
+            if check_hosts:
+                next_check = time.monotonic() + _HOST_CHECK_SECONDS
+            seen = store.run_progress(run_id, store.clock, check_hosts=check_hosts)
+            assert seen.run is not None, f"run {run_id} disappeared"
+            yield seen.run, seen.hosts_alive
+            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
+            signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
 
 
 @dataclass(frozen=True)
@@ -508,86 +480,73 @@ class RetryResult:
         return {"retry_of": self.queued.retry_of.id, "attempt": self.queued.attempt, **shown}
 
 
+@dataclass(frozen=True)
 class RunRetry:
-    def __init__(
-        self, catalog: Catalog, store: Store, *, progress: Progress, actor: str, run_here: RunHere
-    ) -> None:
-        self._catalog = catalog
-        self._store = store
-        self._progress = progress
-        self._actor = actor
-        self._here = run_here
+    catalog: Catalog
+    store: Store
+    _: KW_ONLY
+    progress: Progress
+    actor: str
+    run_here: RunHere
 
     def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end.
 
         Raises :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = self._store.run_progress(run_id, self._store.clock, check_hosts=True)
+        seen = self.store.run_progress(run_id, self.store.clock, check_hosts=True)
         alive, old = seen.hosts_alive, seen.run
-        if old is not None and not alive and wait and old.job_name not in self._catalog.jobs:
+        if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
             raise ActionRefused(
                 f"job {old.job_name} of run {run_id} is not declared by this installation and "
                 "no host is alive to run it: start a host that declares it, or retry with "
                 "--no-wait to queue it for one"
             )
-        queued = retry_run(self._store, run_id, actor=self._actor, reason=reason)
+        queued = retry_run(self.store, run_id, actor=self.actor, reason=reason)
         job = queued.retry_of.job_name
-        self._progress(
+        self.progress(
             f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "
-            f"(run {queued.run_id}) by {self._actor}: {reason}"
+            f"(run {queued.run_id}) by {self.actor}: {reason}"
         )
         if not wait:
             if not alive:
-                self._progress("no live host: the retry runs when a host starts")
+                self.progress("no live host: the retry runs when a host starts")
             return RetryResult(queued, TriggerResult(None, queued.run_id, job, "queued"))
         if not alive:
-            self._progress(f"no live host: running {job} in this process")
+            self.progress(f"no live host: running {job} in this process")
             return self._run_here(queued, deadline)
         return self._watch(queued, deadline)
 
     def _watch(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
-        # Hosts signal when a run is recorded: wait on that, re-reading now and then all the
-        # same for what is not signalled and to notice that the hosts are gone.
-        with self._store.change_signal() as signal:
-            announced = False
-            next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            while True:
-                check_hosts = time.monotonic() >= next_check
-                seen = self._store.run_progress(
-                    queued.run_id, self._store.clock, check_hosts=check_hosts
-                )
-                run = seen.run
-                assert run is not None, f"run {queued.run_id} disappeared"
-                if check_hosts:
-                    next_check = time.monotonic() + _HOST_CHECK_SECONDS
-                if run.outcome == PENDING and seen.hosts_alive is False:
-                    self._progress("no live host any more: running it in this process")
-                    return self._run_here(queued, deadline)
-                if run.outcome in TERMINAL_OUTCOMES:
-                    return RetryResult(queued, finished_result(None, run))
-                if run.outcome != PENDING and not announced:
-                    announced = True
-                    self._progress(_running_on(run))
-                if deadline is not None and time.monotonic() >= deadline:
-                    state = "queued" if run.outcome == PENDING else "running"
-                    self._progress(f"timed out waiting: the retry is {state} and goes on")
-                    return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
-                signal.wait(_wait_seconds(deadline))
+        announced = False
+        for run, hosts_alive in _watching(self.store, queued.run_id, deadline):
+            if run.outcome == PENDING and hosts_alive is False:
+                self.progress("no live host any more: running it in this process")
+                return self._run_here(queued, deadline)
+            if run.outcome in TERMINAL_OUTCOMES:
+                return RetryResult(queued, finished_result(None, run))
+            if run.outcome != PENDING and not announced:
+                announced = True
+                self.progress(_running_on(run))
+            if deadline is not None and time.monotonic() >= deadline:
+                state = "queued" if run.outcome == PENDING else "running"
+                self.progress(f"timed out waiting: the retry is {state} and goes on")
+                return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
+        raise AssertionError("unreachable: the watch ends only by returning")
 
     def _run_here(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
-        spec = self._catalog.jobs.get(queued.retry_of.job_name)
+        spec = self.catalog.jobs.get(queued.retry_of.job_name)
         if spec is None:
             raise ActionRefused(
                 f"job {queued.retry_of.job_name} is not declared by this installation: the "
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
-        ran = self._here([queued.run_id], deadline)
-        run = self._store.get_run(queued.run_id)
+        ran = self.run_here([queued.run_id], deadline)
+        run = self.store.get_run(queued.run_id)
         assert run is not None, f"run {queued.run_id} disappeared"
         if queued.run_id not in ran.taken:
             if run.outcome == PENDING:
-                self._progress(
+                self.progress(
                     f"{run.job_name} is busy (a run of it still runs, or its concurrency "
                     "group is full): the retry stays queued for a host"
                 )
@@ -824,9 +783,7 @@ def line_time(at: datetime) -> str:
 
 
 def _size(count: int) -> str:
-    if count < 1000:
-        return f"{count} B"
-    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
-        if count < scale * 1000 or unit == "GB":
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
             return f"{count / scale:.1f} {unit}"
-    return f"{count} B"  # pragma: no cover - the loop always returns
+    return f"{count} B"
