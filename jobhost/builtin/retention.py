@@ -16,12 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from jobhost_contracts import (
-    BackgroundJobDeclaration,
-    JobContext,
-    JobRegistration,
-    hookimpl,
-)
+from jobhost_contracts import BackgroundJobDeclaration, JobContext, JobRegistration, hookimpl
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
 from sqlalchemy.exc import SQLAlchemyError
@@ -117,20 +112,18 @@ class RunRetention:
         store = self._store
         if store is None:
             return Failure("the run retention job runs only in a jobhost host, on its store")
-        now = datetime.now(UTC)
-
-        def stop() -> bool:
-            return context.cancellation.cancelled
-
+        now, cancellation = datetime.now(UTC), context.cancellation
         try:
             deleted = store.purge_runs(
                 now=now,
                 keep_days=self.config.keep_days,
                 keep_last=self.config.keep_last,
                 batch_size=self.config.batch_size,
-                should_stop=stop,
+                should_stop=lambda: cancellation.cancelled,
             )
-            others = purge_growing_tables(store, now=now, config=self.config, should_stop=stop)
+            others = purge_growing_tables(
+                store, now=now, config=self.config, should_stop=lambda: cancellation.cancelled
+            )
         except SQLAlchemyError as error:
             return Failure(f"purge failed: {redact_text(str(error).splitlines()[0])}")
         context.logger.info(

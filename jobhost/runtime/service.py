@@ -197,13 +197,7 @@ class JobService:
                 if left <= 0:
                     break
                 signal.wait(left)
-        return {
-            "job": name,
-            "request_id": request_id,
-            "run_id": run_id,
-            "status": status,
-            "message": message,
-        }
+        return dict(job=name, request_id=request_id, run_id=run_id, status=status, message=message)
 
     def _require(self, name: str) -> Catalog:
         catalog = self.current(name)
