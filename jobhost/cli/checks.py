@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import asdict
 
 import click
 
-from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.catalog import Catalog, JobSpec
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, refuse_invalid, settings_of
 from jobhost.cli._options import json_option
@@ -50,8 +51,8 @@ def validate(ctx: click.Context, as_json: bool) -> None:
         shown = {
             "ok": catalog.ok,
             "jobs": len(catalog.jobs),
-            "problems": [_problem_json(p) for p in catalog.problems],
-            "warnings": [_problem_json(p) for p in catalog.warnings],
+            "problems": [asdict(p) for p in catalog.problems],
+            "warnings": [asdict(p) for p in catalog.warnings],
             "plugins": plugins,
         }
         click.echo(json.dumps(shown, indent=2))
@@ -159,15 +160,6 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: boo
         click.echo("\n".join(health_lines(result, stdout_style())))
     if not result.ok:
         raise SystemExit(EXIT_FAILED)
-
-
-def _problem_json(problem: Problem) -> dict[str, object]:
-    return {
-        "job": problem.job,
-        "module": problem.module,
-        "code": problem.code,
-        "message": problem.message,
-    }
 
 
 def _plural(count: int, word: str) -> str:

@@ -84,10 +84,7 @@ class PluginSet:
 
     def order(self, plugin: str) -> int:
         """Position of ``plugin`` in load order (unknown names last), for stable iteration."""
-        try:
-            return self.names.index(plugin)
-        except ValueError:
-            return len(self.names)
+        return self.names.index(plugin) if plugin in self.names else len(self.names)
 
 
 def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None) -> PluginSet:
@@ -179,11 +176,9 @@ def _register(
         return
     except (SystemExit, KeyboardInterrupt) as error:
         # Left alone it would end every command with the plugin's exit status and no word.
-        what = (
-            f"called sys.exit({error.code!r})"
-            if isinstance(error, SystemExit)
-            else "raised KeyboardInterrupt"
-        )
+        what = "raised KeyboardInterrupt"
+        if isinstance(error, SystemExit):
+            what = f"called sys.exit({error.code!r})"
         plugins.problems.append(
             PluginProblem(
                 name,

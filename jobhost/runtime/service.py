@@ -23,12 +23,7 @@ from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
 from jobhost.rules import desired_schedules
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
-from jobhost.runtime.loading import (
-    SpecCache,
-    check_runtime_jobs,
-    declared_jobs,
-    with_runtime_jobs,
-)
+from jobhost.runtime.loading import SpecCache, check_runtime_jobs, declared_jobs, with_runtime_jobs
 from jobhost.runtime.specs import SecretRule, build_spec, group_problems
 from jobhost.store import Store
 
