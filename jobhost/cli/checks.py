@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import asdict
+from typing import Any
 
 import click
 
@@ -166,7 +167,7 @@ def _plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
 
 
-def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, object]]:
+def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, Any]]:
     """One entry per plugin, in load order (then any other plugin a job came from)."""
     by_plugin: dict[str, list[JobSpec]] = {name: [] for name in catalog.plugins}
     for spec in catalog.jobs.values():
@@ -192,22 +193,17 @@ def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, object]]:
     ]
 
 
-def _loaded_lines(plugins: list[dict[str, object]]) -> Iterator[str]:
+def _loaded_lines(plugins: list[dict[str, Any]]) -> Iterator[str]:
     """``plugin files: module files`` then one indented line per job."""
     for entry in plugins:
-        modules = entry["modules"]
-        assert isinstance(modules, list)
-        jobs = entry["jobs"]
-        assert isinstance(jobs, list)
+        modules, jobs = entry["modules"], entry["jobs"]
         if not jobs:
             yield f"plugin {entry['plugin']}: no jobs"
             continue
         noun = "module" if len(modules) == 1 else "modules"
         yield f"plugin {entry['plugin']}: {noun} {', '.join(modules)}"
         for job in jobs:
-            state = "enabled"
-            if not job["enabled"]:
-                state = f"disabled ({job['disabled_because']})"
+            state = "enabled" if job["enabled"] else f"disabled ({job['disabled_because']})"
             group = f", group {job['group']}" if job["group"] else ""
             yield f"  {job['name']}: {state}, {job['trigger']}{group}"
 
