@@ -273,23 +273,18 @@ def _unknown_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
         name: getattr(manager.hook, name) for name in vars(manager.hook) if not name.startswith("_")
     }
     known = ", ".join(sorted(name for name, caller in callers.items() if caller.has_spec()))
-    problems: list[PluginProblem] = []
-    for hook_name, caller in sorted(callers.items()):
-        if caller.has_spec():
-            continue
-        for impl in caller.get_hookimpls():
-            if impl.optionalhook:
-                continue
-            problems.append(
-                PluginProblem(
-                    impl.plugin_name,
-                    "plugin-unknown-hook",
-                    f"implements {hook_name!r}, which is not a jobhost hook (known: {known}); "
-                    "fix the name, or mark it @hookimpl(optionalhook=True) if it is meant for "
-                    "a newer host",
-                )
-            )
-    return problems
+    return [
+        PluginProblem(
+            impl.plugin_name,
+            "plugin-unknown-hook",
+            f"implements {hook_name!r}, which is not a jobhost hook (known: {known}); fix the "
+            "name, or mark it @hookimpl(optionalhook=True) if it is meant for a newer host",
+        )
+        for hook_name, caller in sorted(callers.items())
+        if not caller.has_spec()
+        for impl in caller.get_hookimpls()
+        if not impl.optionalhook
+    ]
 
 
 def _shown(error: BaseException) -> str:
