@@ -86,6 +86,10 @@ class JobDefinition(BaseModel):
             parse_duration(value)  # ValueError with the accepted forms
         return value
 
+    def stored(self) -> dict[str, Any]:
+        """The definition as stored and shown: every field, in JSON types."""
+        return self.model_dump(mode="json")
+
 
 def parse_definition(body: object) -> JobDefinition | list[FieldProblem]:
     """The checked definition, or every field problem found."""

@@ -113,7 +113,7 @@ class JobService:
             spec = group_problems(definition, self.settings.concurrency_limits) or spec
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
-        stored = definition.model_dump(mode="json")  # every field, in JSON types
+        stored = definition.stored()
         # Without a condition the last writer wins: a write that lost a race with another one
         # (created or changed the job between our read and our write) is made again on top.
         unconditional = if_match is None and if_none_match is None
