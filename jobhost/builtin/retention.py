@@ -23,13 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from jobhost.store import Store
 
-__all__ = [
-    "JOB_NAME",
-    "RetentionSettings",
-    "RunRetention",
-    "jobhost_jobs",
-    "purge_growing_tables",
-]
+__all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs", "purge_growing_tables"]
 
 JOB_NAME = "jobhost.run-retention"
 _SECTION = "jobhost"
@@ -136,11 +130,7 @@ class RunRetention:
 
 
 def purge_growing_tables(
-    store: Store,
-    *,
-    now: datetime,
-    config: RetentionSettings,
-    should_stop: Any = lambda: False,
+    store: Store, *, now: datetime, config: RetentionSettings, should_stop: Any = lambda: False
 ) -> dict[str, int]:
     """Purge hosts and idempotency records by age; how many of each went."""
     return store.purge_by_age(

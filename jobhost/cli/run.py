@@ -83,10 +83,8 @@ def run(ctx: click.Context) -> None:
         settings, reading = _read_access(settings, address[0])
         _say(settings, reading)
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
-    telemetry = configure_telemetry(
-        extra_readers=[reader] if reader is not None else [],
-        job_label=settings.metrics_job_label,
-    )
+    readers = [reader] if reader is not None else []
+    telemetry = configure_telemetry(extra_readers=readers, job_label=settings.metrics_job_label)
     telemetry.install_globally()
     host = Host(settings, catalog, store, telemetry=telemetry)
     register_gauges(telemetry.meter, host)

@@ -27,14 +27,7 @@ from jobhost.runtime.loading import SpecCache, check_runtime_jobs, declared_jobs
 from jobhost.runtime.specs import SecretRule, build_spec, group_problems
 from jobhost.store import Store
 
-__all__ = [
-    "ChangeRefused",
-    "JobService",
-    "PutResult",
-    "etag_matches",
-    "etag_of",
-    "not_found",
-]
+__all__ = ["ChangeRefused", "JobService", "PutResult", "etag_matches", "etag_of", "not_found"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
 _UNCONDITIONAL_TRIES = 10
