@@ -16,25 +16,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from jobhost_contracts import (
-    BackgroundJobDeclaration,
-    JobContext,
-    JobRegistration,
-    hookimpl,
-)
+from jobhost_contracts import BackgroundJobDeclaration, JobContext, JobRegistration, hookimpl
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
 from sqlalchemy.exc import SQLAlchemyError
 
 from jobhost.store import Store
 
-__all__ = [
-    "JOB_NAME",
-    "RetentionSettings",
-    "RunRetention",
-    "jobhost_jobs",
-    "purge_growing_tables",
-]
+__all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs", "purge_growing_tables"]
 
 JOB_NAME = "jobhost.run-retention"
 _SECTION = "jobhost"
@@ -117,20 +106,18 @@ class RunRetention:
         store = self._store
         if store is None:
             return Failure("the run retention job runs only in a jobhost host, on its store")
-        now = datetime.now(UTC)
-
-        def stop() -> bool:
-            return context.cancellation.cancelled
-
+        now, cancellation = datetime.now(UTC), context.cancellation
         try:
             deleted = store.purge_runs(
                 now=now,
                 keep_days=self.config.keep_days,
                 keep_last=self.config.keep_last,
                 batch_size=self.config.batch_size,
-                should_stop=stop,
+                should_stop=lambda: cancellation.cancelled,
             )
-            others = purge_growing_tables(store, now=now, config=self.config, should_stop=stop)
+            others = purge_growing_tables(
+                store, now=now, config=self.config, should_stop=lambda: cancellation.cancelled
+            )
         except SQLAlchemyError as error:
             return Failure(f"purge failed: {redact_text(str(error).splitlines()[0])}")
         context.logger.info(
@@ -143,11 +130,7 @@ class RunRetention:
 
 
 def purge_growing_tables(
-    store: Store,
-    *,
-    now: datetime,
-    config: RetentionSettings,
-    should_stop: Any = lambda: False,
+    store: Store, *, now: datetime, config: RetentionSettings, should_stop: Any = lambda: False
 ) -> dict[str, int]:
     """Purge hosts and idempotency records by age; how many of each went."""
     return store.purge_by_age(

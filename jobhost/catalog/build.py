@@ -100,13 +100,8 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         if spec is not None and not duplicate:
             jobs[spec.name] = spec
 
-    problems.extend(
-        unknown_overrides(
-            settings.jobs,
-            first.keys(),
-            plugins_failed=sum(p.code == "plugin-import" for p in plugins.problems),
-        )
-    )
+    failed = sum(p.code == "plugin-import" for p in plugins.problems)
+    problems.extend(unknown_overrides(settings.jobs, first.keys(), plugins_failed=failed))
     return Catalog(
         jobs={name: jobs[name] for name in sorted(jobs)},
         problems=_ordered(problems),
@@ -118,11 +113,8 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
 
 
 def _disabled(problem: Problem) -> Problem:
-    return replace(
-        problem,
-        message=f"{problem.message} (the job is disabled: the host starts, and a run by hand "
-        "is not limited)",
-    )
+    note = " (the job is disabled: the host starts, and a run by hand is not limited)"
+    return replace(problem, message=problem.message + note)
 
 
 def _unused_limits(
@@ -197,17 +189,13 @@ def _validate(
 
 
 def _duplicate(earlier: PluginJob, later: PluginJob) -> Problem:
-    first = _origin(earlier)
-    second = _origin(later)
     assert isinstance(later.declaration, BackgroundJobDeclaration)
     name = later.declaration.name
-    return Problem(
-        name,
-        later.declaration.module,
-        "duplicate-name",
-        f"job {name!r} is declared twice, by {first} and by {second}; rename one of them, "
-        "job names are unique across all modules (the first one is kept)",
+    message = (
+        f"job {name!r} is declared twice, by {_origin(earlier)} and by {_origin(later)}; rename "
+        "one of them, job names are unique across all modules (the first one is kept)"
     )
+    return Problem(name, later.declaration.module, "duplicate-name", message)
 
 
 def _origin(job: PluginJob) -> str:

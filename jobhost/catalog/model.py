@@ -188,7 +188,7 @@ class Catalog:
 
     @property
     def ok(self) -> bool:
-        """True when there is nothing to fix; the host refuses to run otherwise."""
+        """Nothing to fix; the host refuses to run otherwise."""
         return not self.problems
 
     def get(self, name: str) -> JobSpec:
@@ -210,5 +210,4 @@ def suggest(name: str, candidates: Mapping[str, object] | list[str]) -> list[str
 
     if len(name) > _LONGEST_SUGGESTED:
         return []
-
     return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)

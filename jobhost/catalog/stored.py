@@ -65,11 +65,7 @@ def declaration_text(spec: JobSpec) -> str:
         "group": spec.concurrency_group,
         "trigger": _trigger_json(spec.trigger),
         "declared": _trigger_json(spec.declared),
-        "override": (
-            spec.override.model_dump(mode="json", exclude_none=True)
-            if spec.override is not None
-            else None
-        ),
+        "override": spec.override and spec.override.model_dump(mode="json", exclude_none=True),
         "description": declaration.description,
         "configuration_source": declaration.configuration_source,
     }

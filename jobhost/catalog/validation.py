@@ -19,11 +19,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
-from jobhost_contracts import (
-    BackgroundJobDeclaration,
-    IJobExecutor,
-    as_executor,
-)
+from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, as_executor
 
 from jobhost.catalog.model import (
     NAME_PATTERN,

@@ -112,17 +112,11 @@ class _LazyGroup(click.Group):
         limit = formatter.width - 6 - max(len(name) for name in names)
         # A stand-in command shortens the line exactly as click shortens the real one's.
         rows = [
-            (name, click.Command(name, help=self._help(ctx, name)).get_short_help_str(limit))
+            (name, click.Command(name, help=_SHORT_HELP[name]).get_short_help_str(limit))
             for name in names
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-    def _help(self, ctx: click.Context, name: str) -> str:
-        if name in _SHORT_HELP:
-            return _SHORT_HELP[name]
-        command = self.get_command(ctx, name)
-        return command.get_short_help_str(10_000) if command is not None else ""
 
 
 @click.group(

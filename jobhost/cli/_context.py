@@ -218,10 +218,7 @@ def check_current(settings: Settings, store: Store) -> None:
 def _unreachable(settings: Settings, what: str, error: StoreError) -> JobhostError:
     """What to say when the store refused or failed a command's first statement: a pooler
     that refuses the store's startup options is named as such, in one line."""
-    refused = startup_refused(error)
-    if refused is not None:
-        return refused
-    return StoreUnavailableError(
+    return startup_refused(error) or StoreUnavailableError(
         f"{what} the store at {redact_url(settings.database_url)}: "
         f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"
     )

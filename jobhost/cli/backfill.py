@@ -110,8 +110,8 @@ def backfill(
                 _list_all(store, as_json=as_json)
             elif show_id is not None:
                 _show_one(store, show_id, as_json=as_json)
-            elif cancel_id is not None:
-                _cancel_one(store, cancel_id, actor=getpass.getuser(), reason=reason)
+            else:
+                _cancel_one(store, str(cancel_id), actor=getpass.getuser(), reason=reason)
         raise SystemExit(EXIT_OK)
     if name is None or start is None or end is None:
         _refuse(
@@ -145,15 +145,8 @@ def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) ->
 
     with opened_store(settings) as store:
         try:
-            return plan_backfill(
-                spec,
-                store,
-                start=start,
-                end=end,
-                mode=mode,
-                limit=settings.backfill_limit,
-                now=store.now(),
-            )
+            limit, now = settings.backfill_limit, store.now()
+            return plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
         except BackfillInputError as error:
             _refuse(str(error))
 
@@ -190,8 +183,7 @@ def _run(
         )
         to_stderr(
             f"backfill {backfill_id}: job {spec.name}, mode {plan.mode}, "
-            f"{len(plan.occurrences):,} of {plan.in_range:,} occurrence(s) from "
-            f"{iso_utc(plan.start)} to {iso_utc(plan.end)}, concurrency {concurrency}"
+            f"{len(plan.occurrences):,} of {_span(plan)}, concurrency {concurrency}"
         )
         if no_wait:
             if not hosts:
@@ -212,9 +204,8 @@ def _run(
         click.echo(json.dumps({**backfill_json(record), "detached": followed.detached}, indent=2))
     else:
         click.echo(backfill_id)
-    if followed.detached:
-        return EXIT_OK
-    return EXIT_OK if record.counts.get("succeeded", 0) == record.selected else EXIT_FAILED
+    ok = followed.detached or record.counts.get("succeeded", 0) == record.selected
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _print_plan(plan: BackfillPlan, as_json: bool) -> None:
@@ -223,16 +214,15 @@ def _print_plan(plan: BackfillPlan, as_json: bool) -> None:
     else:
         for occurrence in plan.occurrences:
             click.echo(iso_utc(occurrence))
+    head = f"job {plan.job}, mode {plan.mode}"
     if plan.occurrences:
-        to_stderr(
-            f"job {plan.job}, mode {plan.mode}: {len(plan.occurrences):,} of {plan.in_range:,} "
-            f"occurrence(s) from {iso_utc(plan.start)} to {iso_utc(plan.end)} selected"
-        )
+        to_stderr(f"{head}: {len(plan.occurrences):,} of {_span(plan)} selected")
     else:
-        to_stderr(
-            f"job {plan.job}, mode {plan.mode}: nothing to do ({plan.in_range:,} occurrence(s) "
-            f"from {iso_utc(plan.start)} to {iso_utc(plan.end)}, none selected)"
-        )
+        to_stderr(f"{head}: nothing to do ({_span(plan)}, none selected)")
+
+
+def _span(plan: BackfillPlan) -> str:
+    return f"{plan.in_range:,} occurrence(s) from {iso_utc(plan.start)} to {iso_utc(plan.end)}"
 
 
 def _refuse(message: str) -> NoReturn:

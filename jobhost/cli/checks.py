@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
 
 import click
 
-from jobhost.catalog import Catalog, JobSpec, Problem
+from jobhost.catalog import Catalog, JobSpec
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, refuse_invalid, settings_of
 from jobhost.cli._options import json_option
@@ -50,8 +52,8 @@ def validate(ctx: click.Context, as_json: bool) -> None:
         shown = {
             "ok": catalog.ok,
             "jobs": len(catalog.jobs),
-            "problems": [_problem_json(p) for p in catalog.problems],
-            "warnings": [_problem_json(p) for p in catalog.warnings],
+            "problems": [asdict(p) for p in catalog.problems],
+            "warnings": [asdict(p) for p in catalog.warnings],
             "plugins": plugins,
         }
         click.echo(json.dumps(shown, indent=2))
@@ -161,20 +163,11 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: boo
         raise SystemExit(EXIT_FAILED)
 
 
-def _problem_json(problem: Problem) -> dict[str, object]:
-    return {
-        "job": problem.job,
-        "module": problem.module,
-        "code": problem.code,
-        "message": problem.message,
-    }
-
-
 def _plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
 
 
-def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, object]]:
+def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, Any]]:
     """One entry per plugin, in load order (then any other plugin a job came from)."""
     by_plugin: dict[str, list[JobSpec]] = {name: [] for name in catalog.plugins}
     for spec in catalog.jobs.values():
@@ -200,22 +193,17 @@ def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, object]]:
     ]
 
 
-def _loaded_lines(plugins: list[dict[str, object]]) -> Iterator[str]:
+def _loaded_lines(plugins: list[dict[str, Any]]) -> Iterator[str]:
     """``plugin files: module files`` then one indented line per job."""
     for entry in plugins:
-        modules = entry["modules"]
-        assert isinstance(modules, list)
-        jobs = entry["jobs"]
-        assert isinstance(jobs, list)
+        modules, jobs = entry["modules"], entry["jobs"]
         if not jobs:
             yield f"plugin {entry['plugin']}: no jobs"
             continue
         noun = "module" if len(modules) == 1 else "modules"
         yield f"plugin {entry['plugin']}: {noun} {', '.join(modules)}"
         for job in jobs:
-            state = "enabled"
-            if not job["enabled"]:
-                state = f"disabled ({job['disabled_because']})"
+            state = "enabled" if job["enabled"] else f"disabled ({job['disabled_because']})"
             group = f", group {job['group']}" if job["group"] else ""
             yield f"  {job['name']}: {state}, {job['trigger']}{group}"
 

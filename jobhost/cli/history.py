@@ -89,10 +89,7 @@ def history(
 @click.argument("run_id")
 @json_option("Print JSON instead of text.")
 @click.option(
-    "--follow",
-    "-f",
-    is_flag=True,
-    help="Keep printing lines while the run runs; end when it ends.",
+    "--follow", "-f", is_flag=True, help="Keep printing lines while the run runs; end when it ends."
 )
 @click.pass_context
 def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:

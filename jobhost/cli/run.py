@@ -56,21 +56,15 @@ def run(ctx: click.Context) -> None:
     leases = [spec.declaration.lease for spec in declared.jobs.values() if spec.declaration.lease]
     # One store for the whole process: the runtime jobs' read, the migration and the host.
     # Opening it reads nothing: an invalid catalog still stops the host before any statement.
+    shortest = min(leases, default=None)
     store = open_store(
-        settings,
-        require_current=False,
-        create=True,
-        pre_ping=False,
-        shortest_lease=min(leases, default=None),
+        settings, require_current=False, create=True, pre_ping=False, shortest_lease=shortest
     )
     catalog = with_stored_jobs(settings, declared, store)
     if not catalog.ok:
-        lines = [f"  {problem.line()}" for problem in catalog.problems]
-        _say(
-            settings,
-            "\n".join(["jobhost: the job catalog is invalid; the host will not start:", *lines]),
-            logging.ERROR,
-        )
+        headline = "jobhost: the job catalog is invalid; the host will not start:"
+        lines = [headline, *(f"  {problem.line()}" for problem in catalog.problems)]
+        _say(settings, "\n".join(lines), logging.ERROR)
         sys.exit(EXIT_INVALID)
     for warning in catalog.warnings:
         _say(settings, f"jobhost: warning: {warning.line()}", logging.WARNING)
@@ -89,10 +83,8 @@ def run(ctx: click.Context) -> None:
         settings, reading = _read_access(settings, address[0])
         _say(settings, reading)
     reader, render_metrics = prometheus_reader() if address is not None else (None, None)
-    telemetry = configure_telemetry(
-        extra_readers=[reader] if reader is not None else [],
-        job_label=settings.metrics_job_label,
-    )
+    readers = [reader] if reader is not None else []
+    telemetry = configure_telemetry(extra_readers=readers, job_label=settings.metrics_job_label)
     telemetry.install_globally()
     host = Host(settings, catalog, store, telemetry=telemetry)
     register_gauges(telemetry.meter, host)

@@ -97,12 +97,9 @@ def retry(
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     with opened_store(settings, write=True) as store:
         run_id = typed_run_id(store, run_id)
+        here = runs_here(settings, catalog, store)
         runner = RunRetry(
-            catalog,
-            store,
-            progress=to_stderr,
-            actor=getpass.getuser(),
-            run_here=runs_here(settings, catalog, store),
+            catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
         )
         try:
             done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
@@ -228,12 +225,9 @@ def _retry_failed(
         done = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
     shown: dict[str, Any] = {
         "queued": [
-            {
-                "run_id": q.run_id,
-                "retry_of": q.retry_of.id,
-                "job": q.retry_of.job_name,
-                "attempt": q.attempt,
-            }
+            dict(
+                run_id=q.run_id, retry_of=q.retry_of.id, job=q.retry_of.job_name, attempt=q.attempt
+            )
             for q in done.queued
         ],
         "refused": [

@@ -53,13 +53,11 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         try:
             data = _parse(file.read_bytes().decode())
         except FileNotFoundError:
-            raise ConfigError(
-                [
-                    f"configuration file {file} does not exist; fix the path given with "
-                    f"--config or {CONFIG_ENV}"
-                ],
-                source,
-            ) from None
+            missing = (
+                f"configuration file {file} does not exist; fix the path given with --config or "
+                f"{CONFIG_ENV}"
+            )
+            raise ConfigError([missing], source) from None
         except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
             raise ConfigError([f"cannot read {file}: {error.__class__.__name__}"], source) from None
         except tomllib.TOMLDecodeError as error:

@@ -182,16 +182,12 @@ class Settings(BaseSettings):
 
     def listen_address(self) -> tuple[str, int] | None:
         """``http_listen`` split into host and port, or None when HTTP is off."""
-        if self.http_listen is None:
-            return None
-        return split_listen_address(self.http_listen)
+        return None if self.http_listen is None else split_listen_address(self.http_listen)
 
     def read_access_for(self, host: str) -> Literal["open", "token"]:
         """``web_read_access``, or when unset what a listener on ``host`` gets: open on a
         loopback address, token on any other (a wildcard address included)."""
-        if self.web_read_access is not None:
-            return self.web_read_access
-        return "open" if is_loopback(host) else "token"
+        return self.web_read_access or ("open" if is_loopback(host) else "token")
 
     @field_validator("plugins", "trusted_proxies", mode="before")
     @classmethod
@@ -270,8 +266,7 @@ class Settings(BaseSettings):
 
 
 class StoreOptions(TypedDict):
-    """The store engine's timeouts in seconds and its pooling, as ``create_store_engine`` takes
-    them."""
+    """What :meth:`Settings.store_options` returns."""
 
     connect_timeout: float
     statement_timeout: float

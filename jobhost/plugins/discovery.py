@@ -84,10 +84,7 @@ class PluginSet:
 
     def order(self, plugin: str) -> int:
         """Position of ``plugin`` in load order (unknown names last), for stable iteration."""
-        try:
-            return self.names.index(plugin)
-        except ValueError:
-            return len(self.names)
+        return self.names.index(plugin) if plugin in self.names else len(self.names)
 
 
 def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None) -> PluginSet:
@@ -179,11 +176,9 @@ def _register(
         return
     except (SystemExit, KeyboardInterrupt) as error:
         # Left alone it would end every command with the plugin's exit status and no word.
-        what = (
-            f"called sys.exit({error.code!r})"
-            if isinstance(error, SystemExit)
-            else "raised KeyboardInterrupt"
-        )
+        what = "raised KeyboardInterrupt"
+        if isinstance(error, SystemExit):
+            what = f"called sys.exit({error.code!r})"
         plugins.problems.append(
             PluginProblem(
                 name,
@@ -278,23 +273,18 @@ def _unknown_hooks(manager: pluggy.PluginManager) -> list[PluginProblem]:
         name: getattr(manager.hook, name) for name in vars(manager.hook) if not name.startswith("_")
     }
     known = ", ".join(sorted(name for name, caller in callers.items() if caller.has_spec()))
-    problems: list[PluginProblem] = []
-    for hook_name, caller in sorted(callers.items()):
-        if caller.has_spec():
-            continue
-        for impl in caller.get_hookimpls():
-            if impl.optionalhook:
-                continue
-            problems.append(
-                PluginProblem(
-                    impl.plugin_name,
-                    "plugin-unknown-hook",
-                    f"implements {hook_name!r}, which is not a jobhost hook (known: {known}); "
-                    "fix the name, or mark it @hookimpl(optionalhook=True) if it is meant for "
-                    "a newer host",
-                )
-            )
-    return problems
+    return [
+        PluginProblem(
+            impl.plugin_name,
+            "plugin-unknown-hook",
+            f"implements {hook_name!r}, which is not a jobhost hook (known: {known}); fix the "
+            "name, or mark it @hookimpl(optionalhook=True) if it is meant for a newer host",
+        )
+        for hook_name, caller in sorted(callers.items())
+        if not caller.has_spec()
+        for impl in caller.get_hookimpls()
+        if not impl.optionalhook
+    ]
 
 
 def _shown(error: BaseException) -> str:

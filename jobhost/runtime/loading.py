@@ -19,13 +19,7 @@ from jobhost.records import RuntimeJobRow
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
 from jobhost.runtime.specs import SecretRule, build_spec
 
-__all__ = [
-    "RuntimeJobs",
-    "SpecCache",
-    "check_runtime_jobs",
-    "declared_jobs",
-    "with_runtime_jobs",
-]
+__all__ = ["RuntimeJobs", "SpecCache", "check_runtime_jobs", "declared_jobs", "with_runtime_jobs"]
 
 _CACHE_LIMIT = 10_000
 

@@ -53,7 +53,6 @@ class RuntimeReloader:
         self._pending = threading.Event()
 
     def start(self) -> None:
-        """Read the change log's position and the runtime jobs as the host starts."""
         self._pending.set()
         self.reload_if_changed(force=True)
 
@@ -115,17 +114,13 @@ class RuntimeFollower:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
-    def turn(self) -> bool:
-        """One look: True when the runtime jobs were read again and swapped in."""
-        return self._reloader.reload_if_changed()
-
     def _follow(self) -> None:
         warned_at: float | None = None
         started = False
         while not self._stopped.wait(_TURN_SECONDS):
             try:
                 if started:
-                    self.turn()
+                    self._reloader.reload_if_changed()
                 else:
                     # The change log's position as it stands: no "reloaded" line for jobs
                     # that were already there when serve read the catalog.

@@ -23,23 +23,11 @@ from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
 from jobhost.rules import desired_schedules
 from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
-from jobhost.runtime.loading import (
-    SpecCache,
-    check_runtime_jobs,
-    declared_jobs,
-    with_runtime_jobs,
-)
+from jobhost.runtime.loading import SpecCache, check_runtime_jobs, declared_jobs, with_runtime_jobs
 from jobhost.runtime.specs import SecretRule, build_spec, group_problems
 from jobhost.store import Store
 
-__all__ = [
-    "ChangeRefused",
-    "JobService",
-    "PutResult",
-    "etag_matches",
-    "etag_of",
-    "not_found",
-]
+__all__ = ["ChangeRefused", "JobService", "PutResult", "etag_matches", "etag_of", "not_found"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
 _UNCONDITIONAL_TRIES = 10
@@ -197,13 +185,7 @@ class JobService:
                 if left <= 0:
                     break
                 signal.wait(left)
-        return {
-            "job": name,
-            "request_id": request_id,
-            "run_id": run_id,
-            "status": status,
-            "message": message,
-        }
+        return dict(job=name, request_id=request_id, run_id=run_id, status=status, message=message)
 
     def _require(self, name: str) -> Catalog:
         catalog = self.current(name)

@@ -15,13 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from jobhost_contracts import DstGap, DstRepeat
 
-__all__ = [
-    "Calendar",
-    "UnknownTimezoneError",
-    "load_zone",
-    "next_instant",
-    "skipped_wall_times",
-]
+__all__ = ["Calendar", "UnknownTimezoneError", "load_zone", "next_instant", "skipped_wall_times"]
 
 Calendar = Callable[[int], int | None]
 """The first wall time at or after the given one that the cron fields match (None: never)."""
