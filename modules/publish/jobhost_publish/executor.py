@@ -103,13 +103,11 @@ class Publisher:
             return Failure(error)
         elapsed_ms = round((time.monotonic() - started) * 1000)
         receipt = Published(
-            broker=settings.broker,
-            destination=settings.destination,
-            idempotency_key=context.idempotency_key,
-            elapsed_ms=elapsed_ms,
-            duplicate=published is not None and published.duplicate,
-            stream=None if published is None else published.stream,
-            sequence=None if published is None else published.sequence,
+            settings.broker,
+            settings.destination,
+            context.idempotency_key,
+            elapsed_ms,
+            **(published._asdict() if published is not None else {}),
         )
         context.logger.info(
             "%s: published to %s with key %s in %d ms%s",
@@ -125,31 +123,18 @@ class Publisher:
 
     async def _publish(self, context: JobContext, url: str, body: bytes) -> JetStreamAck | None:
         """JetStream's acknowledgement; None from RabbitMQ, whose confirm carries nothing."""
-        settings = self._settings
-        job = context.job_name
-        key = context.idempotency_key
+        settings, job = self._settings, context.job_name
         timeout = settings.timeout.total_seconds()
-        redactor = Redactor(url)
+        rest = (settings.headers, context.idempotency_key, timeout, Redactor(url))
         try:
             # One deadline for connecting, publishing and the acknowledgement together.
             async with asyncio.timeout(timeout):
                 if settings.broker == "nats":
                     assert settings.subject is not None  # checked by the settings model
-                    return await publish_jetstream(
-                        job, url, settings.subject, body, settings.headers, key, timeout, redactor
-                    )
+                    return await publish_jetstream(job, url, settings.subject, body, *rest)
                 assert settings.routing_key is not None  # checked by the settings model
-                await publish_rabbitmq(
-                    job,
-                    url,
-                    settings.exchange or "",
-                    settings.routing_key,
-                    body,
-                    settings.headers,
-                    key,
-                    timeout,
-                    redactor,
-                )
+                exchange = settings.exchange or ""
+                await publish_rabbitmq(job, url, exchange, settings.routing_key, body, *rest)
                 return None
         except TimeoutError:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
