@@ -124,17 +124,15 @@ class Publisher:
     async def _publish(self, context: JobContext, url: str, body: bytes) -> JetStreamAck | None:
         """JetStream's acknowledgement; None from RabbitMQ, whose confirm carries nothing."""
         settings, job = self._settings, context.job_name
-        timeout = settings.timeout.total_seconds()
-        rest = (settings.headers, context.idempotency_key, timeout, Redactor(url))
+        key, redactor = context.idempotency_key, Redactor(url)
         try:
             # One deadline for connecting, publishing and the acknowledgement together.
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(settings.timeout.total_seconds()):
                 if settings.broker == "nats":
-                    assert settings.subject is not None  # checked by the settings model
-                    return await publish_jetstream(job, url, settings.subject, body, *rest)
-                assert settings.routing_key is not None  # checked by the settings model
-                exchange = settings.exchange or ""
-                await publish_rabbitmq(job, url, exchange, settings.routing_key, body, *rest)
+                    return await publish_jetstream(
+                        job, url, settings, body, key=key, redactor=redactor
+                    )
+                await publish_rabbitmq(job, url, settings, body, key=key, redactor=redactor)
                 return None
         except TimeoutError:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
