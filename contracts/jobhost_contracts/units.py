@@ -143,9 +143,8 @@ def run_fan_out(
 
     def stop() -> bool:
         """Whether to start no further unit: cancelled, or enough failures."""
-        if cancellation.cancelled:
-            return True
-        return stop_after_failures is not None and run.failed >= stop_after_failures
+        limit = stop_after_failures
+        return cancellation.cancelled or (limit is not None and run.failed >= limit)
 
     try:
         pending = []
