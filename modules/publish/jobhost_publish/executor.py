@@ -87,16 +87,11 @@ class Publisher:
 
     async def execute(self, context: JobContext) -> Result[Published, PublishError]:
         settings = self._settings
-        match self._url(context.job_name):
-            case Failure() as missing:
-                context.logger.warning("%s", missing.failure())
-                return missing
-            case Success(url):
-                pass
-        data = body(context, settings.payload)
-        context.cancellation.raise_if_cancelled()
-        started = time.monotonic()
         try:
+            url = self._url(context.job_name)
+            data = body(context, settings.payload)
+            context.cancellation.raise_if_cancelled()
+            started = time.monotonic()
             published = await self._publish(context, url, data)
         except PublishError as error:
             context.logger.warning("%s", error)
@@ -137,18 +132,19 @@ class Publisher:
         except TimeoutError:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
 
-    def _url(self, job: str) -> Result[str, MissingUrl]:
+    def _url(self, job: str) -> str:
+        """The broker's URL, read again on every run; :class:`MissingUrl` when it is not set."""
         direct, variable = self._urls.reference(self._settings.broker)
         if direct is not None:
-            return Success(direct)
+            return direct
         # The settings model refuses a broker without a reference; the job kind's factory too.
         assert variable is not None
         environ = os.environ if self._environ is None else self._environ
         value = environ.get(variable, "").strip()
         if not value:
             setting = "nats_url_env" if self._settings.broker == "nats" else "rabbitmq_url_env"
-            return Failure(MissingUrl(job, variable, setting))
-        return Success(value)
+            raise MissingUrl(job, variable, setting)
+        return value
 
 
 def occurrence_text(occurrence: datetime | None) -> str | None:
