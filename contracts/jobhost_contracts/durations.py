@@ -24,12 +24,10 @@ def parse_duration(value: object) -> timedelta:
     """Read a duration; a bare number counts as seconds. Raises ValueError saying the format."""
     if isinstance(value, timedelta):
         return value
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{value!r} is not a duration; write e.g. '90s', '15m', '24h' or '7d'")
-    if isinstance(value, int | float):
-        return _seconds(value, value)
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a duration; write e.g. '90s', '15m', '24h' or '7d'")
+        return _seconds(value, value)
     text = value.strip().lower().replace(" ", "")
     if not _WHOLE.fullmatch(text):
         raise ValueError(

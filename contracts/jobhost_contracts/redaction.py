@@ -88,26 +88,8 @@ _PRIVATE_KEY = re.compile(
     r"(?P<end>-----END [A-Z0-9 ]*PRIVATE KEY-----)?"
 )
 _TRIGGERS = (
-    "pass",
-    "pwd",
-    "key",
-    "token",
-    "secret",
-    "auth",
-    "bearer",
-    "akia",
-    "asia",
-    "k_live_",
-    "k_test_",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "aiza",
-    "eyj",
+    *("pass", "pwd", "key", "token", "secret", "auth", "bearer", "akia", "asia", "k_live_"),
+    *("k_test_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza", "eyj"),
     "-----begin",
 )
 

@@ -106,13 +106,8 @@ def _known_keys(model: object) -> list[str] | None:
     config = getattr(model, "model_config", None)
     if isinstance(config, Mapping) and config.get("extra") == "allow":
         return None
-    keys: list[str] = []
-    for name, info in fields.items():
-        keys.append(str(name))
-        alias = getattr(info, "alias", None)
-        if isinstance(alias, str) and alias != name:
-            keys.append(alias)
-    return keys
+    aliases = [(str(name), getattr(info, "alias", None)) for name, info in fields.items()]
+    return [name for name, _ in aliases] + [a for n, a in aliases if isinstance(a, str) and a != n]
 
 
 def _unknown_key(key: str, value: object, known: Iterable[str]) -> SettingProblem:

@@ -126,16 +126,14 @@ def run_job(
         unit_tally=UnitTally(),
     )
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-    timer = None
+    timer = threading.Timer(seconds or 0, context.cancellation.cancel, args=(_TIMEOUT,))
+    timer.daemon = True
     if seconds is not None:
-        timer = threading.Timer(seconds, context.cancellation.cancel, args=(_TIMEOUT,))
-        timer.daemon = True
         timer.start()
     try:
         result, error = _call(as_executor(executor), context)
     finally:
-        if timer is not None:
-            timer.cancel()
+        timer.cancel()
     return JobRun(
         result=result,
         outcome=_outcome(result, error, context.cancellation),

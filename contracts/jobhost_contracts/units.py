@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, field
 from typing import Any, TypeVar
 
 from returns.result import Failure, Result, Success
@@ -48,12 +48,8 @@ class UnitCounts:
         return self.total - self.succeeded - self.failed - self.skipped_already_done
 
     def __add__(self, other: UnitCounts) -> UnitCounts:
-        return UnitCounts(
-            total=self.total + other.total,
-            succeeded=self.succeeded + other.succeeded,
-            failed=self.failed + other.failed,
-            skipped_already_done=self.skipped_already_done + other.skipped_already_done,
-        )
+        pairs = zip(astuple(self), astuple(other), strict=True)
+        return UnitCounts(*(mine + theirs for mine, theirs in pairs))
 
     def describe(self) -> str:
         """``200 units: 97 succeeded, 1 failed, 102 already done``."""
@@ -143,13 +139,12 @@ def run_fan_out(
             f"fan_out: stop_after_failures must be None or >= 1, got {stop_after_failures}"
         )
     keyed = _keyed(units, key)
-    run = _FanOut(state, scope, logger, report_failures, total=len(keyed))
+    run = _FanOut(state, scope, logger, report_failures, len(keyed))
 
     def stop() -> bool:
         """Whether to start no further unit: cancelled, or enough failures."""
-        if cancellation.cancelled:
-            return True
-        return stop_after_failures is not None and run.failed >= stop_after_failures
+        limit = stop_after_failures
+        return cancellation.cancelled or (limit is not None and run.failed >= limit)
 
     try:
         pending = []
@@ -174,22 +169,20 @@ def run_fan_out(
     return Success(counts)
 
 
+@dataclass
 class _FanOut:
     """The running tally of one fan-out; ``finish`` is called once per unit that ran."""
 
-    def __init__(
-        self, state: JobState, scope: str, logger: logging.Logger, keep: int, *, total: int
-    ) -> None:
-        self._state = state
-        self._scope = scope
-        self.logger = logger
-        self._keep = keep
-        self._lock = threading.Lock()
-        self.total = total
-        self.succeeded = 0
-        self.failed = 0
-        self.skipped = 0
-        self.failures: list[UnitFailure] = []
+    _state: JobState
+    _scope: str
+    logger: logging.Logger
+    _keep: int
+    total: int
+    succeeded: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failures: list[UnitFailure] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def mark(self, unit_key: str) -> str:
         mark = f"{self._scope}#unit:{unit_key}"

@@ -56,7 +56,7 @@ class OrphanCleanup:
         self, settings: FilesSettings | None, clock: Callable[[], datetime] | None = None
     ) -> None:
         self._settings = settings
-        self._clock = clock or _utcnow
+        self._clock = clock or (lambda: datetime.now(UTC))
 
     def execute(self, context: JobContext) -> Result[CleanupReport, CleanupError]:
         settings = self._settings
@@ -194,7 +194,3 @@ def _root_problem(root: Path) -> str | None:
     ):
         return f"has a {QUARANTINE_DIR} that is not a plain directory"
     return None
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)

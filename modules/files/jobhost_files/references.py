@@ -45,15 +45,9 @@ def load_references(
         return Failure(ReferencesUnavailable(f"{type(error).__name__}: {_first_line(error)}"))
     if isinstance(rows, str):
         return Failure(ReferencesUnavailable(rows))
-    paths: set[str] = set()
-    refused = 0
-    for value in rows:
-        path, accepted = _normalise(value, root)
-        if path is not None:
-            paths.add(path)
-        if not accepted:
-            refused += 1
-    return Success(References(frozenset(paths), refused))
+    normalised = [_normalise(value, root) for value in rows]
+    paths = frozenset(path for path, _ in normalised if path is not None)
+    return Success(References(paths, sum(not accepted for _, accepted in normalised)))
 
 
 def _fetch(url: str, query: str) -> list[object] | str:

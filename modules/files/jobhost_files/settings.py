@@ -85,10 +85,9 @@ def _flag(value: object) -> bool:
 
 
 def _mode(value: object) -> CleanupMode:
-    if isinstance(value, str) and value in {mode.value for mode in CleanupMode}:
+    if isinstance(value, str) and value in CleanupMode.__members__.values():
         return CleanupMode(value)
-    allowed = " or ".join(repr(mode.value) for mode in CleanupMode)
-    raise ValueError(f"must be {allowed}")
+    raise ValueError(f"must be {' or '.join(repr(mode.value) for mode in CleanupMode)}")
 
 
 _Flag = Annotated[bool, BeforeValidator(_flag)]
@@ -122,15 +121,12 @@ class FilesSettings(BaseModel):
     """An empty reference list usually means a wrong query or database, not "nothing is used"."""
 
     def __repr__(self) -> str:
-        return (
-            f"FilesSettings(root={str(self.root)!r}, "
-            f"references_url={redact_text(self.references_url)!r}, "
-            f"references_query={self.references_query!r}, min_age={self.min_age!r}, "
-            f"batch_size={self.batch_size}, mode={self.mode.value!r}, "
-            f"quarantine_days={self.quarantine_days}, dry_run={self.dry_run}, "
-            f"cron={self.cron!r}, timezone={self.timezone!r}, enabled={self.enabled}, "
-            f"allow_empty_references={self.allow_empty_references})"
-        )
+        shown = dict(self) | {
+            "root": str(self.root),
+            "references_url": redact_text(self.references_url),
+            "mode": self.mode.value,
+        }
+        return f"FilesSettings({', '.join(f'{key}={value!r}' for key, value in shown.items())})"
 
     __str__ = __repr__
 

@@ -185,22 +185,19 @@ def purge(
     for item in days_found:
         if cancellation.cancelled:
             break
-        if item.is_symlink() or not item.is_dir(follow_symlinks=False) or not _is_day(item.name):
+        day = None if item.is_symlink() or not item.is_dir(follow_symlinks=False) else _day(item)
+        if day is None:
             logger.warning("quarantine: %s is not a day folder; left alone", item.path)
             report.skipped += 1
-            continue
-        if date.fromisoformat(item.name) < cutoff:
+        elif day < cutoff:
             _purge_tree(Path(item.path), report, logger)
 
 
-def _is_day(name: str) -> bool:
-    if not _DAY.fullmatch(name):
-        return False
+def _day(item: os.DirEntry[str]) -> date | None:
     try:
-        date.fromisoformat(name)
+        return date.fromisoformat(item.name) if _DAY.fullmatch(item.name) else None
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _purge_tree(directory: Path, report: CleanupReport, logger: Logger) -> None:

@@ -25,13 +25,8 @@ __all__ = ["CREDENTIAL_HEADERS", "HttpCallModel", "http_kind"]
 
 CREDENTIAL_HEADERS = frozenset(
     {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "x-api-key",
-        "api-key",
-        "x-auth-token",
-        "private-token",
+        *("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"),
+        *("x-auth-token", "private-token"),
     }
 )
 """Headers a runtime job may set only through ``secret_headers`` (compared lower-case, with

@@ -63,17 +63,6 @@ def _text(value: object) -> str:
     return value
 
 
-def _optional_text(value: object) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _body(value: object) -> str | None:
-    """Like :func:`_optional_text`, but an empty body is a body."""
-    if value is None or value == "":
-        return value
-    return _text(value)
-
-
 def _flag(value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError("must be true or false")
@@ -122,21 +111,16 @@ def _statuses(value: object) -> frozenset[int] | None:
     if value is None:
         return None
     items = list(value) if isinstance(value, list | tuple) else [value]
-    found = [
-        item
-        for item in items
-        if isinstance(item, int) and not isinstance(item, bool) and 100 <= item <= 599
-    ]
-    if not items or len(found) < len(items):
+    statuses = [i for i in items if isinstance(i, int) and not isinstance(i, bool) and 99 < i < 600]
+    if not items or len(statuses) < len(items):
         raise ValueError("must be an HTTP status (100-599) or a list of them")
-    return frozenset(found)
+    return frozenset(statuses)
 
 
 def _choice(kind: type[_Choice]) -> Callable[[object], _Choice]:
     def checked(value: object) -> _Choice:
-        for member in kind:
-            if value == member.value:
-                return member
+        if isinstance(value, str) and value in kind.__members__.values():
+            return kind(value)
         raise ValueError(f"must be one of {'|'.join(member.value for member in kind)}")
 
     return checked
@@ -175,7 +159,7 @@ class HttpJobSettings(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     name: str
-    cron: Annotated[str | None, BeforeValidator(_optional_text)] = None
+    cron: Annotated[str | None, BeforeValidator(lambda v: None if v is None else _text(v))] = None
     interval: _Duration | None = None
     enabled: _Flag = True
     headers: Annotated[dict[str, str], BeforeValidator(_headers("headers", _header_value))] = Field(
@@ -188,7 +172,10 @@ class HttpJobSettings(BaseModel):
     url: Annotated[str, BeforeValidator(http_url)] = Field(None, validate_default=True)
     method: Annotated[str, BeforeValidator(_method)] = "GET"
     timezone: _Text = "UTC"
-    body: Annotated[str | None, BeforeValidator(_body)] = None
+    # An empty body is a body.
+    body: Annotated[str | None, BeforeValidator(lambda v: v if v in (None, "") else _text(v))] = (
+        None
+    )
     timeout: _Duration = timedelta(seconds=30)
     expect_status: Annotated[frozenset[int] | None, BeforeValidator(_statuses)] = None
     """None: any 2xx."""

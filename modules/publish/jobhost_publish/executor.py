@@ -87,29 +87,22 @@ class Publisher:
 
     async def execute(self, context: JobContext) -> Result[Published, PublishError]:
         settings = self._settings
-        match self._url(context.job_name):
-            case Failure() as missing:
-                context.logger.warning("%s", missing.failure())
-                return missing
-            case Success(url):
-                pass
-        data = body(context, settings.payload)
-        context.cancellation.raise_if_cancelled()
-        started = time.monotonic()
         try:
+            url = self._url(context.job_name)
+            data = body(context, settings.payload)
+            context.cancellation.raise_if_cancelled()
+            started = time.monotonic()
             published = await self._publish(context, url, data)
         except PublishError as error:
             context.logger.warning("%s", error)
             return Failure(error)
         elapsed_ms = round((time.monotonic() - started) * 1000)
         receipt = Published(
-            broker=settings.broker,
-            destination=settings.destination,
-            idempotency_key=context.idempotency_key,
-            elapsed_ms=elapsed_ms,
-            duplicate=published is not None and published.duplicate,
-            stream=None if published is None else published.stream,
-            sequence=None if published is None else published.sequence,
+            settings.broker,
+            settings.destination,
+            context.idempotency_key,
+            elapsed_ms,
+            **(published._asdict() if published is not None else {}),
         )
         context.logger.info(
             "%s: published to %s with key %s in %d ms%s",
@@ -125,47 +118,33 @@ class Publisher:
 
     async def _publish(self, context: JobContext, url: str, body: bytes) -> JetStreamAck | None:
         """JetStream's acknowledgement; None from RabbitMQ, whose confirm carries nothing."""
-        settings = self._settings
-        job = context.job_name
-        key = context.idempotency_key
-        timeout = settings.timeout.total_seconds()
-        redactor = Redactor(url)
+        settings, job = self._settings, context.job_name
+        key, redactor = context.idempotency_key, Redactor(url)
         try:
             # One deadline for connecting, publishing and the acknowledgement together.
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(settings.timeout.total_seconds()):
                 if settings.broker == "nats":
-                    assert settings.subject is not None  # checked by the settings model
                     return await publish_jetstream(
-                        job, url, settings.subject, body, settings.headers, key, timeout, redactor
+                        job, url, settings, body, key=key, redactor=redactor
                     )
-                assert settings.routing_key is not None  # checked by the settings model
-                await publish_rabbitmq(
-                    job,
-                    url,
-                    settings.exchange or "",
-                    settings.routing_key,
-                    body,
-                    settings.headers,
-                    key,
-                    timeout,
-                    redactor,
-                )
+                await publish_rabbitmq(job, url, settings, body, key=key, redactor=redactor)
                 return None
         except TimeoutError:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
 
-    def _url(self, job: str) -> Result[str, MissingUrl]:
+    def _url(self, job: str) -> str:
+        """The broker's URL, read again on every run; :class:`MissingUrl` when it is not set."""
         direct, variable = self._urls.reference(self._settings.broker)
         if direct is not None:
-            return Success(direct)
+            return direct
         # The settings model refuses a broker without a reference; the job kind's factory too.
         assert variable is not None
         environ = os.environ if self._environ is None else self._environ
         value = environ.get(variable, "").strip()
         if not value:
             setting = "nats_url_env" if self._settings.broker == "nats" else "rabbitmq_url_env"
-            return Failure(MissingUrl(job, variable, setting))
-        return Success(value)
+            raise MissingUrl(job, variable, setting)
+        return value
 
 
 def occurrence_text(occurrence: datetime | None) -> str | None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Mapping
-from datetime import timedelta
 from typing import NamedTuple
 
 import nats.errors
@@ -24,7 +22,7 @@ from jobhost_publish.errors import (
     Redactor,
     Rejected,
 )
-from jobhost_publish.settings import IDEMPOTENCY_HEADER
+from jobhost_publish.settings import IDEMPOTENCY_HEADER, PublishSettings
 
 __all__ = ["JetStreamAck", "publish_jetstream"]
 
@@ -37,33 +35,24 @@ class JetStreamAck(NamedTuple):
     duplicate: bool
 
 
-async def publish_jetstream(  # noqa: PLR0917 (one call site, every argument named there)
-    job: str,
-    url: str,
-    subject: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    idempotency_key: str,
-    timeout: float,
-    redactor: Redactor,
+async def publish_jetstream(
+    job: str, url: str, settings: PublishSettings, body: bytes, *, key: str, redactor: Redactor
 ) -> JetStreamAck:
-    """Publish and wait for the stream's ack; raise a :class:`PublishError` otherwise."""
+    """Publish with ``key`` as ``Nats-Msg-Id`` and wait for the stream's ack; raise a
+    :class:`PublishError` otherwise."""
+    subject, timeout = settings.subject or "", settings.timeout.total_seconds()
     client = await _connect(job, url, timeout, redactor)
-    destination = f"NATS subject {subject}"
     try:
         ack = await client.jetstream(timeout=timeout).publish(
-            subject,
-            body,
-            timeout=timeout,
-            headers={**headers, IDEMPOTENCY_HEADER: idempotency_key},
+            subject, body, timeout=timeout, headers={**settings.headers, IDEMPOTENCY_HEADER: key}
         )
     except nats.js.errors.NoStreamResponseError:
         raise NoStream(job, subject) from None
     except nats.js.errors.APIError as error:
         reason = f"JetStream error {error.err_code or error.code}: {error.description}"
-        raise Rejected(job, destination, redactor(reason)) from None
+        raise Rejected(job, settings.destination, redactor(reason)) from None
     except nats.errors.TimeoutError:
-        raise NotAcknowledged(job, destination, timedelta(seconds=timeout)) from None
+        raise NotAcknowledged(job, settings.destination, settings.timeout) from None
     except (nats.errors.Error, OSError) as error:
         raise BrokerUnavailable(job, "NATS", redactor(_reason(error))) from None
     finally:

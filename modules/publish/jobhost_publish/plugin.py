@@ -15,7 +15,6 @@ from typing import Any
 from jobhost_contracts import (
     SCHEDULE_KEYS,
     BackgroundJobDeclaration,
-    IJobExecutor,
     JobKind,
     JobRegistration,
     KindSettingsError,
@@ -95,15 +94,12 @@ def publish_kind(urls: BrokerUrls) -> JobKind:
             raise KindSettingsError("broker", missing)
         return checked
 
-    def factory(_name: str, settings: PublishSettings) -> IJobExecutor:
-        return build_executor(settings, urls)
-
     return JobKind(
         name="publish",
         description="Publish one message to NATS JetStream or RabbitMQ, confirmed by the broker.",
         settings_schema=PublishSettings.model_json_schema(),
         validate=validate,
-        factory=factory,
+        factory=lambda _name, settings: build_executor(settings, urls),
         module=SECTION,
         examples=({"broker": "nats", "subject": "billing.close-day", "payload": {"day": "x"}},),
     )

@@ -8,8 +8,7 @@ acknowledgement is one too.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import aio_pika
 import aiormq.exceptions
@@ -22,6 +21,7 @@ from jobhost_publish.errors import (
     Rejected,
     Unroutable,
 )
+from jobhost_publish.settings import PublishSettings
 
 __all__ = ["APP_ID", "CONTENT_TYPE", "publish_rabbitmq"]
 
@@ -30,41 +30,33 @@ APP_ID = "jobhost"
 CONTENT_TYPE = "application/json"
 
 
-async def publish_rabbitmq(  # noqa: PLR0917 (one call site, every argument named there)
-    job: str,
-    url: str,
-    exchange: str,
-    routing_key: str,
-    body: bytes,
-    headers: Mapping[str, str],
-    idempotency_key: str,
-    timeout: float,
-    redactor: Redactor,
+async def publish_rabbitmq(
+    job: str, url: str, settings: PublishSettings, body: bytes, *, key: str, redactor: Redactor
 ) -> None:
-    """Publish and wait for the broker's confirm; raise a :class:`PublishError` otherwise."""
-    shown = f"exchange {exchange!r}" if exchange else "the default exchange"
-    destination = f"RabbitMQ {shown}, routing key {routing_key!r}"
+    """Publish with ``key`` as ``message_id`` and wait for the broker's confirm; raise a
+    :class:`PublishError` otherwise."""
+    destination, timeout = settings.destination, settings.timeout.total_seconds()
     connection = await _connect(job, url, timeout, redactor)
     try:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        target = await _exchange(job, channel, exchange, destination)
+        target = await _exchange(job, channel, settings.exchange or "", destination)
         message = aio_pika.Message(
             body,
-            headers=dict(headers),
+            headers=dict(settings.headers),
             content_type=CONTENT_TYPE,
             content_encoding="utf-8",
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            message_id=idempotency_key,
+            message_id=key,
             app_id=APP_ID,
             timestamp=datetime.now(UTC),
         )
-        await target.publish(message, routing_key, mandatory=True, timeout=timeout)
+        await target.publish(message, settings.routing_key or "", mandatory=True, timeout=timeout)
     except aiormq.exceptions.PublishError as error:
         raise Unroutable(job, destination, _returned(error)) from None
     except aiormq.exceptions.DeliveryError:
         raise Rejected(job, destination, "negative acknowledgement (Basic.Nack)") from None
     except TimeoutError:
-        raise NotAcknowledged(job, destination, timedelta(seconds=timeout)) from None
+        raise NotAcknowledged(job, destination, settings.timeout) from None
     except (
         aiormq.exceptions.AMQPError,
         # A channel the dropped connection closed under us.

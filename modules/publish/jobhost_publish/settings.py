@@ -193,15 +193,24 @@ class PublishSettings(BaseModel):
             raise ValueError(
                 "broker = 'rabbitmq' publishes to an exchange with a routing key: remove subject"
             )
-        if self.routing_key is None:
+        key = self.routing_key
+        if key is None:
             raise ValueError(
                 "broker = 'rabbitmq' needs routing_key (the queue's name with the default exchange "
                 "'', e.g. routing_key = 'billing.commands')"
             )
-        problem = _routing_key_problem(self.routing_key, self.exchange or "")
-        if problem is not None:
-            raise ValueError(f"routing_key = {self.routing_key!r} {problem}")
-        return self
+        if not self.exchange and not key:
+            problem = (
+                "is required with the default exchange (exchange = ''): it is the name of the "
+                "queue the message goes to"
+            )
+        elif len(key.encode()) > _AMQP_SHORT_STRING:
+            problem = "must be at most 255 bytes (an AMQP short string)"
+        elif not key.isprintable():
+            problem = "must not contain control characters or line breaks"
+        else:
+            return self
+        raise ValueError(f"routing_key = {key!r} {problem}")
 
     @property
     def destination(self) -> str:
@@ -403,19 +412,6 @@ def _shown(value: object, key: str = "") -> str:
         value = safe_url(value)
     text = repr(value)
     return text if len(text) <= _SHOWN_LIMIT else f"{text[:_SHOWN_LIMIT]}..."
-
-
-def _routing_key_problem(routing_key: str, exchange: str) -> str | None:
-    if exchange == "" and not routing_key:
-        return (
-            "is required with the default exchange (exchange = ''): it is the name of the queue "
-            "the message goes to"
-        )
-    if len(routing_key.encode()) > _AMQP_SHORT_STRING:
-        return "must be at most 255 bytes (an AMQP short string)"
-    if any(not character.isprintable() for character in routing_key):
-        return "must not contain control characters or line breaks"
-    return None
 
 
 def full_name(name: str) -> str:
