@@ -40,7 +40,7 @@ from returns.result import Failure, Success
 
 from jobhost.catalog import JobSpec
 from jobhost.clock import Clock
-from jobhost.config import redact_text, storable_text
+from jobhost.config import redact_text
 from jobhost.envelope.lifecycle import (
     Executed,
     Finished,
@@ -52,7 +52,7 @@ from jobhost.envelope.lifecycle import (
     settle,
 )
 from jobhost.envelope.reporting import Reporter, Telemetry
-from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
+from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running, storable_text
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import StoreRetry

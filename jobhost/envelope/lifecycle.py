@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from jobhost_contracts import RetryPolicy, RunAuditRecord, UnitCounts
 
 from jobhost.catalog import JobSpec
-from jobhost.config import storable_text
+from jobhost.envelope.runlog import RunLog, RunLogWriter, storable_text
 from jobhost.records import (
     Claim,
     Finish,
@@ -43,7 +43,6 @@ from jobhost.records import Outcome as LedgerOutcome
 if TYPE_CHECKING:
     from jobhost.clock import Clock
     from jobhost.envelope.reporting import Reporter, Telemetry
-    from jobhost.envelope.runlog import RunLog, RunLogWriter
     from jobhost.rules import FiringRules
     from jobhost.store import Store
 
