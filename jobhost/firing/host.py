@@ -44,14 +44,13 @@ from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
-from jobhost.firing.duties import AbandonPass, Duty, Maintenance, RuntimeLook
 from jobhost.firing.slots import (
     Finished,
     HostStatus,
     OutcomeRecorder,
     WorkerSlots,
 )
-from jobhost.firing.tick import Ticker
+from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
