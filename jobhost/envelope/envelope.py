@@ -5,7 +5,7 @@ the supervisor that times it out and declares it stuck, the threads commands cal
 result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger is
 written first and must succeed (it is retried while the store is away: an outcome is never
 dropped); metrics and the audit sinks come after, from queues of their own
-(:mod:`jobhost.envelope.reporting`), and can only warn.
+(:class:`~jobhost.envelope.lifecycle.Reporter`), and can only warn.
 """
 
 from __future__ import annotations
@@ -46,12 +46,13 @@ from jobhost.envelope.lifecycle import (
     Finished,
     Outcome,
     Recorded,
+    Reporter,
     finish,
     report,
     run_times,
     settle,
 )
-from jobhost.envelope.reporting import Reporter, Telemetry
+from jobhost.envelope.reporting import Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running, storable_text
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
