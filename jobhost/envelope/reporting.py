@@ -25,6 +25,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -226,7 +227,7 @@ def configure_telemetry(
 ) -> Telemetry:
     """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
-    span_exporter = _span_exporter()
+    span_exporter: SpanExporter | None = _exporter("TRACES", "OTLPSpanExporter")
     # Shut down by the host within a bound, not by the SDK's exit hook, which waits on retries.
     # With nowhere to send spans, none is recorded: a run's span still has its trace id (the
     # ledger and the audit line keep it), but its attributes and events cost nothing.
@@ -238,7 +239,7 @@ def configure_telemetry(
     if span_exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
     readers: list[MetricReader] = list(extra_readers)
-    metric_exporter = _metric_exporter()
+    metric_exporter: MetricExporter | None = _exporter("METRICS", "OTLPMetricExporter")
     if metric_exporter is not None:
         readers.append(PeriodicExportingMetricReader(metric_exporter))
     meter_provider = MeterProvider(
@@ -250,45 +251,16 @@ def configure_telemetry(
     return Telemetry(tracer_provider, meter_provider, [tracer_provider, meter_provider])
 
 
-def _protocol(signal: str) -> str:
-    return (
-        (
-            os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-            or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            or "http/protobuf"
-        )
-        .strip()
-        .lower()
-    )
-
-
-def _wanted(signal: str) -> bool:
-    exporter = os.environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower()
-    endpoint = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    return exporter != "none" and bool(endpoint)
-
-
-def _span_exporter() -> SpanExporter | None:
-    if not _wanted("TRACES"):
+def _exporter(signal: str, name: str) -> Any:
+    """The OTLP exporter ``name`` of ``signal`` (``TRACES``, ``METRICS``) when the environment
+    asks for one: over gRPC or HTTP as the protocol variables say (HTTP by default)."""
+    env = os.environ.get
+    exporter = env(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower()
+    endpoint = env(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or env("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if exporter == "none" or not endpoint:
         return None
-    if _protocol("TRACES") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http import trace_exporter
-
-    return trace_exporter.OTLPSpanExporter()
-
-
-def _metric_exporter() -> MetricExporter | None:
-    if not _wanted("METRICS"):
-        return None
-    if _protocol("METRICS") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
-        return OTLPMetricExporter()
-    from opentelemetry.exporter.otlp.proto.http import metric_exporter
-
-    return metric_exporter.OTLPMetricExporter()
+    protocol = env(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or env("OTEL_EXPORTER_OTLP_PROTOCOL")
+    transport = "grpc" if (protocol or "").strip().lower() == "grpc" else "http"
+    kind = signal.lower().removesuffix("s")
+    module = import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{kind}_exporter")
+    return getattr(module, name)()

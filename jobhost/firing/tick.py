@@ -101,10 +101,6 @@ class Ticker:
         self._unknown: set[str] = set()
         self._set_aside: dict[str, float] = {}
         self._wakeups: Wakeups | None = None
-        self._wakeups_read = 0.0
-        """When (monotonic) ``_wakeups`` was read."""
-        self._jobs_waiting = False
-        """The last claim left a job's due work waiting for a live run: its end makes it due."""
         self.may_abandon = True
         """The host clears this for a while after the store comes back (see Host)."""
         self._backfill_full_at: float | None = None
@@ -233,7 +229,6 @@ class Ticker:
             self._absorb(batch)
             result.waiting |= batch.waiting
             result.claims.extend((c, self._jobs[c.job_name]) for c in batch.claims)
-        self._jobs_waiting = bool(result.waiting)
         taken = len(result.claims)
         result.saturated = taken >= free_slots
         result.next_wake = self._wakeups.next_wake(
@@ -334,7 +329,6 @@ class Ticker:
             self._backfill_yielded = turn.batch.backfill_yielded
         if given is None:
             self._time.noted(turn.now, turn.read_at)
-        self._wakeups_read = time.monotonic()
         return turn.batch, turn.wakeups, turn.now, turn.read_at
 
     def _claim_one_by_one(self, now: datetime, slots: int) -> list[ClaimBatch]:
@@ -388,7 +382,6 @@ class Ticker:
 
     def _read_wakeups(self, given: datetime | None) -> tuple[Wakeups, datetime]:
         wakeups, now = self._store.look_ahead(given, self._store.clock, skip=self._skip())
-        self._wakeups_read = time.monotonic()
         if given is None:
             self._time.noted(now, time.monotonic())
         return wakeups, now
