@@ -181,36 +181,25 @@ def metric_views(job_label: bool = True) -> list[View]:
     no instrument keeps the ``job`` label, so the series no longer grow with the catalog."""
     job = {"job"} if job_label else set()
     per_job = JOB_CAPACITY if job_label else 1
+    limited = (  # instrument, labels, label sets it may hold
+        ("jobhost.runs", {*job, "outcome"}, per_job * len(OUTCOMES)),
+        ("jobhost.run.duration", job, per_job),
+        ("jobhost.run.lag", job, per_job),
+        ("jobhost.run.units", {*job, "result"}, per_job * len(UNIT_RESULTS)),
+        ("jobhost.job.overdue", {"job", "critical"}, JOB_CAPACITY),
+    )
+    by_label = (
+        ("jobhost.audit.sink_failures", "sink"),
+        ("jobhost.concurrency_group.waits", "group"),
+        ("jobhost.concurrency_group.running", "group"),
+        ("jobhost.audit.dropped", "sink"),
+    )
     return [
-        View(
-            instrument_name="jobhost.runs",
-            attribute_keys={*job, "outcome"},
-            aggregation_cardinality_limit=_limit(per_job * len(OUTCOMES)),
+        *(
+            View(instrument_name=name, attribute_keys=keys, aggregation_cardinality_limit=_limit(n))
+            for name, keys, n in limited
         ),
-        View(
-            instrument_name="jobhost.run.duration",
-            attribute_keys=job,
-            aggregation_cardinality_limit=_limit(per_job),
-        ),
-        View(
-            instrument_name="jobhost.run.lag",
-            attribute_keys=job,
-            aggregation_cardinality_limit=_limit(per_job),
-        ),
-        View(
-            instrument_name="jobhost.run.units",
-            attribute_keys={*job, "result"},
-            aggregation_cardinality_limit=_limit(per_job * len(UNIT_RESULTS)),
-        ),
-        View(
-            instrument_name="jobhost.job.overdue",
-            attribute_keys={"job", "critical"},
-            aggregation_cardinality_limit=_limit(JOB_CAPACITY),
-        ),
-        View(instrument_name="jobhost.audit.sink_failures", attribute_keys={"sink"}),
-        View(instrument_name="jobhost.concurrency_group.waits", attribute_keys={"group"}),
-        View(instrument_name="jobhost.concurrency_group.running", attribute_keys={"group"}),
-        View(instrument_name="jobhost.audit.dropped", attribute_keys={"sink"}),
+        *(View(instrument_name=name, attribute_keys={key}) for name, key in by_label),
     ]
 
 
