@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from jobhost_contracts import AuditSink, RetryPolicy, RunAuditRecord, UnitCounts
 
 from jobhost.catalog import JobSpec
+from jobhost.envelope.reporting import UNIT_RESULTS
 from jobhost.envelope.runlog import RunLog, RunLogWriter, storable_text
 from jobhost.records import (
     Claim,
@@ -396,12 +397,9 @@ class Reporter:
         self._builtin = [*builtin, *inline]
         self._lanes = [_Lane("json-log", self._report_inline, capacity, self._dropped)]
         for sink in sinks:
-            if sink in inline:
-                continue
-            bounded = BoundedSink(sink, timeout)
-            self._lanes.append(
-                _Lane(bounded.name, self._bounded_delivery(bounded), capacity, self._dropped)
-            )
+            if sink not in inline:
+                bounded = BoundedSink(sink, timeout, self._failed)
+                self._lanes.append(_Lane(bounded.name, bounded.record, capacity, self._dropped))
 
     def submit(self, entry: RunAuditRecord) -> None:
         """Queue ``entry`` on every lane; never blocks."""
@@ -423,25 +421,14 @@ class Reporter:
             lag = (entry.started_at - entry.occurrence).total_seconds()
             self._telemetry.lag.record(max(lag, 0.0), {"job": entry.job_name})
         if (units := entry.units) is not None:
-            for result, count in (
-                ("succeeded", units.succeeded),
-                ("failed", units.failed),
-                ("skipped_already_done", units.skipped_already_done),
-            ):
+            for result in UNIT_RESULTS:
+                count = getattr(units, result)
                 self._telemetry.units.add(count, {"job": entry.job_name, "result": result})
         for sink in self._builtin:
             try:
                 sink.record(entry)
             except Exception as error:
                 self._failed(sink_name(sink), entry, f"{type(error).__name__}: {error}")
-
-    def _bounded_delivery(self, sink: BoundedSink) -> Callable[[RunAuditRecord], None]:
-        def deliver(entry: RunAuditRecord) -> None:
-            error = sink.record(entry)
-            if error is not None:
-                self._failed(sink.name, entry, error)
-
-        return deliver
 
     def _failed(self, name: str, entry: RunAuditRecord, error: str) -> None:
         self._telemetry.sink_failures.add(1, {"sink": name})
@@ -603,13 +590,22 @@ class BoundedSink:
     per record.
     """
 
-    def __init__(self, sink: AuditSink, timeout: float) -> None:
+    def __init__(
+        self, sink: AuditSink, timeout: float, failed: Callable[[str, RunAuditRecord, str], None]
+    ) -> None:
         self.name = sink_name(sink)
         self._sink = sink
         self._timeout = timeout
+        self._failed = failed
+        """Told the sink's name, the record and what went wrong."""
         self._busy: threading.Thread | None = None
 
-    def record(self, entry: RunAuditRecord) -> str | None:
+    def record(self, entry: RunAuditRecord) -> None:
+        error = self._hand(entry)
+        if error is not None:
+            self._failed(self.name, entry, error)
+
+    def _hand(self, entry: RunAuditRecord) -> str | None:
         """Hand ``entry`` to the sink; return what went wrong, or ``None``."""
         if self._busy is not None:
             self._busy.join(self._timeout)
