@@ -36,7 +36,6 @@ __all__ = [
     "RunLog",
     "RunLogWriter",
     "current_run",
-    "is_capture",
     "job_logger",
     "running",
     "storable_text",
@@ -66,11 +65,6 @@ def running(run_log: RunLog) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
-
-
-def is_capture(handler: logging.Handler) -> bool:
-    """Whether ``handler`` is the one handing job loggers' records to their runs' logs."""
-    return handler is _HANDLER
 
 
 class RunLog:
@@ -572,7 +566,7 @@ class JobLogger(logging.Logger):
         logger: logging.Logger | None = self
         while logger is not None:
             for handler in logger.handlers:
-                if is_capture(handler):
+                if handler is _HANDLER:
                     captured = True
                 else:
                     shown = min(shown, handler.level)
