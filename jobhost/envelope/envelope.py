@@ -52,7 +52,7 @@ from jobhost.envelope.lifecycle import (
     run_times,
     settle,
 )
-from jobhost.envelope.reporting import Telemetry
+from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running, storable_text
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
@@ -274,14 +274,7 @@ def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
     """The outcome on a span that is recorded (one with somewhere to go)."""
     span.set_attribute("jobhost.run.outcome", outcome.outcome)
     if units is not None:
-        span.set_attributes(
-            {
-                "units.total": units.total,
-                "units.succeeded": units.succeeded,
-                "units.failed": units.failed,
-                "units.skipped_already_done": units.skipped_already_done,
-            }
-        )
+        span.set_attributes({f"units.{n}": getattr(units, n) for n in ("total", *UNIT_RESULTS)})
     if outcome.exception is not None:
         # Redacted and bounded like the log: a span is exported to a collector.
         span.record_exception(
