@@ -33,8 +33,11 @@ PHASES = (
         ("envelope/runlog.py", "logging/__init__.py", "append_chunks", "trim_lines"),
     ),
     ("claim turn (tick, claim, wake-ups)", ("firing/tick.py", "store/claim", "wakeups.py")),
+    (
+        "reporting (metrics, audit line, sinks)",
+        ("_run (jobhost/envelope/lifecycle.py", "submit (jobhost/envelope/lifecycle.py"),
+    ),
     ("recording (ledger writes)", ("_write_until_done", "envelope/lifecycle.py")),
-    ("reporting (metrics, audit line, sinks)", ("envelope/reporting.py",)),
     ("execution (span, context, executor)", ("envelope/envelope.py",)),
     ("heartbeat and leases", ("_beat (jobhost/firing/host.py", "_beat_once")),
     ("signals", ("store/signals.py",)),

@@ -239,7 +239,7 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     root = logging.getLogger()
     formatter: logging.Formatter
     if log_format == "json":
-        from jobhost.envelope.runlog import JsonLogFormatter
+        from jobhost.cli._jsonlog import JsonLogFormatter
 
         formatter = JsonLogFormatter()
     else:

@@ -10,7 +10,6 @@ from jobhost.config.redaction import (
     bound_text,
     redact_text,
     redact_url,
-    storable_text,
 )
 from jobhost.config.settings import LEASE_HEARTBEATS, RUNTIME_SECRET_PREFIX, Settings
 from jobhost.config.values import GROUP_NAME, MAX_DURATION, ApiToken, JobOverride
@@ -30,5 +29,4 @@ __all__ = [
     "load_settings",
     "redact_text",
     "redact_url",
-    "storable_text",
 ]

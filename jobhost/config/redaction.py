@@ -21,7 +21,6 @@ __all__ = [
     "needs_redaction",
     "redact_text",
     "redact_url",
-    "storable_text",
     "use_redact_patterns",
 ]
 
@@ -73,16 +72,6 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return redact_text(url)
-
-
-def storable_text(message: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | None:
-    """A job's text as the ledger and the run log keep it: credentials redacted, cut to ``limit``
-    characters (the length kept), NUL and lone surrogates spelled out, since PostgreSQL or the
-    driver refuse them and a run's record must never be lost to the characters of its text."""
-    if not message:
-        return None
-    text = bound_text(redact_text(message), limit)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 class RedactingFormatter(logging.Formatter):

@@ -5,7 +5,7 @@ the supervisor that times it out and declares it stuck, the threads commands cal
 result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger is
 written first and must succeed (it is retried while the store is away: an outcome is never
 dropped); metrics and the audit sinks come after, from queues of their own
-(:mod:`jobhost.envelope.reporting`), and can only warn.
+(:class:`~jobhost.envelope.lifecycle.Reporter`), and can only warn.
 """
 
 from __future__ import annotations
@@ -40,19 +40,20 @@ from returns.result import Failure, Success
 
 from jobhost.catalog import JobSpec
 from jobhost.clock import Clock
-from jobhost.config import redact_text, storable_text
+from jobhost.config import redact_text
 from jobhost.envelope.lifecycle import (
     Executed,
     Finished,
     Outcome,
     Recorded,
+    Reporter,
     finish,
     report,
     run_times,
     settle,
 )
-from jobhost.envelope.reporting import Reporter, Telemetry
-from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
+from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
+from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running, storable_text
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import StoreRetry
@@ -273,14 +274,7 @@ def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
     """The outcome on a span that is recorded (one with somewhere to go)."""
     span.set_attribute("jobhost.run.outcome", outcome.outcome)
     if units is not None:
-        span.set_attributes(
-            {
-                "units.total": units.total,
-                "units.succeeded": units.succeeded,
-                "units.failed": units.failed,
-                "units.skipped_already_done": units.skipped_already_done,
-            }
-        )
+        span.set_attributes({f"units.{n}": getattr(units, n) for n in ("total", *UNIT_RESULTS)})
     if outcome.exception is not None:
         # Redacted and bounded like the log: a span is exported to a collector.
         span.record_exception(

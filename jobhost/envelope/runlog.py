@@ -8,13 +8,11 @@ goes on; the lines between are counted, never stored, so a flood of lines costs 
 most the bounds. The recorder writes a run's last lines before its outcome (:meth:`finish`), so
 whoever sees the run finished sees all its lines.
 
-Below the writer: the job logger that fills a run's buffer cheaply, and the JSON format of the
-host's own log lines, which names the run a line was written in.
+Below the writer: the job logger that fills a run's buffer cheaply.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -23,26 +21,24 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple, TypeAlias
 
-from opentelemetry import trace
+from jobhost_contracts.redaction import ERROR_TEXT_LIMIT
 
-from jobhost.config import bound_text, redact_text, storable_text
+from jobhost.config import bound_text, redact_text
 from jobhost.config.redaction import needs_redaction
 from jobhost.records import Chunk, LogWrites, chunk
 from jobhost.store import Store
 
 __all__ = [
     "JobLogger",
-    "JsonLogFormatter",
     "RunLog",
     "RunLogWriter",
     "current_run",
-    "is_capture",
     "job_logger",
     "running",
+    "storable_text",
 ]
 
 _log = logging.getLogger("jobhost.envelope")
@@ -69,11 +65,6 @@ def running(run_log: RunLog) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
-
-
-def is_capture(handler: logging.Handler) -> bool:
-    """Whether ``handler`` is the one handing job loggers' records to their runs' logs."""
-    return handler is _HANDLER
 
 
 class RunLog:
@@ -373,6 +364,16 @@ def _storable(message: str, limit: int) -> str:
     return storable_text(message, limit) or ""
 
 
+def storable_text(message: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | None:
+    """A job's text as the ledger and the run log keep it: credentials redacted, cut to ``limit``
+    characters (the length kept), NUL and lone surrogates spelled out, since PostgreSQL or the
+    driver refuse them and a run's record must never be lost to the characters of its text."""
+    if not message:
+        return None
+    text = bound_text(redact_text(message), limit)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
 class _CaptureHandler(logging.Handler):
     """On the job loggers: hands each record to the run executing in the emitting context."""
 
@@ -565,7 +566,7 @@ class JobLogger(logging.Logger):
         logger: logging.Logger | None = self
         while logger is not None:
             for handler in logger.handlers:
-                if is_capture(handler):
+                if handler is _HANDLER:
                     captured = True
                 else:
                     shown = min(shown, handler.level)
@@ -583,48 +584,3 @@ def _format_args(args: tuple[object, ...]) -> object:
         if type(only) is not str and isinstance(only, Mapping) and only:
             return only
     return args
-
-
-# -- the host's JSON log lines -----------------------------------------------------------------
-# The host's own log lines as JSON (``log_format = "json"``): one object a line on stderr.
-#
-# Every line has ``time`` (UTC), ``level``, ``logger`` and ``message``; a line written while a job
-# runs (by the job, or by the host about it, from the run's context) also has ``job``, ``run_id``,
-# ``attempt``, ``trace_id`` and ``span_id``, so a log pipeline joins it to the run's span and its
-# ledger row. A traceback is one field, ``exception``, never lines of its own. Passwords in URLs
-# are redacted as in the text format.
-
-_TRACEBACK_LIMIT = 64_000
-
-
-class JsonLogFormatter(logging.Formatter):
-    """``{"time", "level", "logger", "message", ...}`` on one line."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = {
-            "time": _utc(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": bound_text(redact_text(record.getMessage())),
-        }
-        run = current_run()
-        if run is not None:
-            fields["job"] = run.job_name
-            fields["run_id"] = run.run_id
-            fields["attempt"] = run.attempt
-            context = trace.get_current_span().get_span_context()
-            if context.is_valid:
-                fields["trace_id"] = format(context.trace_id, "032x")
-                fields["span_id"] = format(context.span_id, "016x")
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            fields["exception"] = bound_text(redact_text(record.exc_text), _TRACEBACK_LIMIT)
-        if record.stack_info:
-            fields["stack"] = bound_text(redact_text(record.stack_info), _TRACEBACK_LIMIT)
-        return json.dumps(fields, ensure_ascii=False, default=str)
-
-
-def _utc(created: float) -> str:
-    stamp = datetime.fromtimestamp(created, UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -44,14 +44,8 @@ from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
-from jobhost.firing.duties import AbandonPass, Duty, Maintenance, RuntimeLook
-from jobhost.firing.slots import (
-    Finished,
-    HostStatus,
-    OutcomeRecorder,
-    WorkerSlots,
-)
-from jobhost.firing.tick import Ticker
+from jobhost.firing.slots import Finished, HostStatus, OutcomeRecorder, WorkerSlots
+from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError
@@ -522,11 +516,6 @@ def _exit_late(limit: float) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(1)
-
-
-# -- the heartbeat: renew the incarnation and the leases of its runs, cancel what it lost ------
-# A failed beat is retried once soon after, and every failure tells the host the store is away
-# (its abandon pass then waits).
 
 
 class _CancelFollower:

@@ -10,25 +10,13 @@ from jobhost_contracts import UnitCounts
 from sqlalchemy.engine import RowMapping
 
 RUNNING = "running"
-
-
 PENDING = "pending"
-
-
 SKIPPED = "skipped"
-
-
 # The order in which pending runs are claimed, lowest first: a person waits on a manual run; a
 # backfill yields to everything else.
 PRIORITY_MANUAL = 0
-
-
 PRIORITY_RETRY = 1
-
-
 PRIORITY_BACKFILL = 2
-
-
 TERMINAL_OUTCOMES = frozenset(
     {"succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed"}
 )

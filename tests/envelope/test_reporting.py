@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from jobhost_contracts import RunAuditRecord
 
-from jobhost.envelope.reporting import Reporter
+from jobhost.envelope.lifecycle import Reporter
 from tests.waiting import wait_for
 
 STARTED = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)

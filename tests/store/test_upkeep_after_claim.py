@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import event, text, update
 
-from jobhost.firing.duties import AbandonPass, Maintenance
+from jobhost.firing.tick import AbandonPass, Maintenance
 from jobhost.store.schema import schedules
 from tests.support import ManualClock
 

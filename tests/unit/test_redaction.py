@@ -12,9 +12,10 @@ import pytest
 from jobhost_contracts import redact_text
 from jobhost_contracts.redaction import ERROR_TEXT_LIMIT, bound_text
 
-from jobhost.config import load_settings, storable_text
+from jobhost.config import load_settings
 from jobhost.config import redact_text as redact_with_operators
 from jobhost.config.redaction import use_redact_patterns
+from jobhost.envelope.runlog import storable_text
 from jobhost.errors import ConfigError
 
 # The pattern redact_text used to be: the reference for what it must find.
