@@ -74,10 +74,7 @@ def unavailable_answer(
             "not have been made: read the resource (a job's ETag, its changes) before retrying"
         )
     body = {"type": "about:blank", "title": "Store unavailable", "status": 503, "detail": detail}
-    headers = {
-        "content-type": PROBLEM_JSON,
-        "retry-after": str(RETRY_AFTER_SECONDS),
-    }
+    headers = {"content-type": PROBLEM_JSON, "retry-after": str(RETRY_AFTER_SECONDS)}
     return 503, headers, json.dumps(body, indent=2).encode()
 
 

@@ -69,13 +69,7 @@ from jobhost.web.console.actions import (
     retry_notice,
     run_action,
 )
-from jobhost.web.console.auth import (
-    BadForm,
-    Session,
-    SessionKeeper,
-    read_form,
-    same_origin,
-)
+from jobhost.web.console.auth import BadForm, Session, SessionKeeper, read_form, same_origin
 from jobhost.web.console.timeline import (
     CHART_ORDER,
     OUTCOME_ORDER,
@@ -258,8 +252,7 @@ class Console:
         """The summary of every job and the page asked for, each kept a few seconds (the page
         under its filter and number): viewers polling the overview share one read."""
         summary = self._summaries.get(
-            "summary",
-            lambda: read_summary(self.settings, self.catalog, self.store),
+            "summary", lambda: read_summary(self.settings, self.catalog, self.store)
         )
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(

@@ -514,10 +514,7 @@ class ShortCache(Generic[_V]):
     however many read them); at most ``entries`` of them (the oldest made is dropped first)."""
 
     def __init__(
-        self,
-        seconds: float,
-        entries: int = 32,
-        monotonic: Callable[[], float] = time.monotonic,
+        self, seconds: float, entries: int = 32, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
         self._seconds = seconds
         self._entries = entries
