@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
+from jobhost.operations.changes import change_json
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
@@ -53,7 +54,7 @@ from jobhost.web.api.requests import (
     take_reason,
 )
 from jobhost.web.api.table import ENDPOINTS
-from jobhost.web.api.views import change_json, job_json, runtime_json
+from jobhost.web.api.views import job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.middleware import failure_body, log_unexpected
 from jobhost.web.unavailable import is_store_down
