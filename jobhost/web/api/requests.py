@@ -20,7 +20,7 @@ from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
-from jobhost.web.middleware import PROBLEM_JSON
+from jobhost.web.middleware import PROBLEM_JSON, problem_body
 
 __all__ = [
     "BadRequest",
@@ -67,13 +67,7 @@ def problem(
     headers: Mapping[str, str] | None = None,
     extra: Mapping[str, object] | None = None,
 ) -> Response:
-    body: dict[str, object] = {
-        "type": "about:blank",
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    body.update(extra or {})
+    body = problem_body(status, title, detail, **(extra or {}))
     if errors:
         body["errors"] = [{"field": e.field, "message": e.message} for e in errors]
     return Response(
