@@ -8,12 +8,7 @@ run``) or alone (``jobhost serve``).
 from __future__ import annotations
 
 from jobhost.web.app import create_app
-from jobhost.web.endpoints import (
-    Endpoints,
-    host_endpoints,
-    prometheus_reader,
-    store_endpoints,
-)
+from jobhost.web.endpoints import Endpoints, host_endpoints, prometheus_reader, store_endpoints
 from jobhost.web.server import WebServer
 
 __all__ = [

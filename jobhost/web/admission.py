@@ -63,13 +63,7 @@ _lowered = threading.local()
 class BoundedRequests:
     """At most ``limit`` requests at work; more wait ``wait`` seconds, then 503."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        limit: int,
-        wait: float = QUEUE_WAIT,
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, limit: int, wait: float = QUEUE_WAIT) -> None:
         self.app = app
         self.limit = limit
         self.wait = wait

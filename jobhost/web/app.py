@@ -41,6 +41,7 @@ from jobhost.web.middleware import (
     SecurityHeaders,
     failure_body,
     log_unexpected,
+    problem_body,
 )
 from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
@@ -108,16 +109,9 @@ def create_app(
         # The path is the caller's text and never echoed. A path under the API that its own
         # catch-all could not match (a line break in a segment) still answers as the API does.
         if request.url.path.startswith(_API_PATH):
-            return JSONResponse(
-                {
-                    "type": "about:blank",
-                    "title": "Not found",
-                    "status": 404,
-                    "detail": f"no such endpoint; the API is described at {_API_PATH}openapi.json",
-                },
-                404,
-                media_type="application/problem+json",
-            )
+            detail = f"no such endpoint; the API is described at {_API_PATH}openapi.json"
+            body = problem_body(404, "Not found", detail)
+            return JSONResponse(body, 404, media_type="application/problem+json")
         return PrettyJSON({"error": "no such endpoint", "endpoints": paths}, 404)
 
     bounded = (

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, unquote
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.runtime.definition import FieldProblem
-from jobhost.web.middleware import PROBLEM_JSON, json_bytes, send_answer
+from jobhost.web.middleware import PROBLEM_JSON, json_bytes, problem_body, send_answer
 
 __all__ = ["MAX_JSON_DEPTH", "NO_NUL_PATTERN", "RefuseNul", "json_problem", "nul_problem"]
 
@@ -39,13 +39,8 @@ class RefuseNul:
         if scope["type"] == "http":
             problem = nul_problem(scope)
             if problem is not None:
-                body = {
-                    "type": "about:blank",
-                    "title": "Invalid request",
-                    "status": 400,
-                    "detail": problem.line(),
-                    "errors": [{"field": problem.field, "message": problem.message}],
-                }
+                errors = [{"field": problem.field, "message": problem.message}]
+                body = problem_body(400, "Invalid request", problem.line(), errors=errors)
                 await send_answer(send, 400, json_bytes(body), {"content-type": PROBLEM_JSON})
                 return
         await self.app(scope, receive, send)

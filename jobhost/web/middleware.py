@@ -42,6 +42,7 @@ __all__ = [
     "failure_body",
     "json_bytes",
     "log_unexpected",
+    "problem_body",
     "send_answer",
 ]
 
@@ -108,15 +109,15 @@ def _origin(error: BaseException) -> str:
     return f"{trace.tb_frame.f_code.co_filename}:{trace.tb_lineno}"
 
 
+def problem_body(status: int, title: str, detail: str, **extra: object) -> dict[str, object]:
+    """An ``application/problem+json`` body (RFC 9457)."""
+    return {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+
+
 def failure_body(failure_id: str) -> dict[str, object]:
     """What a 500 answers: no more than that something failed, and where the log has it."""
-    return {
-        "type": "about:blank",
-        "title": "Internal error",
-        "status": 500,
-        "detail": f"an unexpected error; the log has it under id {failure_id}",
-        "id": failure_id,
-    }
+    detail = f"an unexpected error; the log has it under id {failure_id}"
+    return problem_body(500, "Internal error", detail, id=failure_id)
 
 
 class CatchUnexpected:

@@ -50,10 +50,8 @@ def host_application(
     and built by the first request for them, so that they do not delay the host's start."""
     settings = host.settings
     brake = GuessBrake(host.store)
-    access = ReadAccess(settings, brake)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
-    timeout = settings.http_request_timeout.total_seconds()
-    bodies = _bodies(settings)
+    serving = _serving(settings, brake)
 
     def whole() -> Starlette:
         from jobhost.web.api.routes import api_routes
@@ -61,24 +59,9 @@ def host_application(
 
         console = Console(settings, host.catalog, host.store, allow_actions=True, brake=brake)
         api = api_routes(settings, host.catalog, host.store, brake=brake)
-        return create_app(
-            endpoints,
-            routes=[*api, *routes],
-            pages=console.routes(),
-            request_timeout=timeout,
-            access=access,
-            concurrency=settings.http_concurrency,
-            **bodies,
-        )
+        return create_app(endpoints, routes=[*api, *routes], pages=console.routes(), **serving)
 
-    probes = create_app(
-        endpoints,
-        request_timeout=timeout,
-        access=access,
-        concurrency=settings.http_concurrency,
-        **bodies,
-    )
-    return DeferredApp(probes, whole)
+    return DeferredApp(create_app(endpoints, **serving), whole)
 
 
 def store_application(
@@ -94,22 +77,25 @@ def store_application(
         store_endpoints(settings, catalog, store),
         routes=[*api_routes(settings, catalog, store, brake=brake), *routes],
         pages=console.routes(),
-        request_timeout=settings.http_request_timeout.total_seconds(),
-        access=ReadAccess(settings, brake),
-        concurrency=settings.http_concurrency,
-        **_bodies(settings),
+        **_serving(settings, brake),
     )
 
 
-class _Bodies(TypedDict):
+class _Serving(TypedDict):
+    request_timeout: float
+    access: ReadAccess
+    concurrency: int
     body_limit: int
     body_timeout: float
 
 
-def _bodies(settings: Settings) -> _Bodies:
-    """How much of a body is read before admission (the most any endpoint reads), and how long
-    it may take."""
+def _serving(settings: Settings, brake: GuessBrake) -> _Serving:
+    """What both applications take of the settings. A body is read before admission up to the
+    most any endpoint reads."""
     return {
+        "request_timeout": settings.http_request_timeout.total_seconds(),
+        "access": ReadAccess(settings, brake),
+        "concurrency": settings.http_concurrency,
         "body_limit": max(settings.api_body_limit, MAX_FORM),
         "body_timeout": settings.http_body_timeout.total_seconds(),
     }

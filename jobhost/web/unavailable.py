@@ -25,7 +25,7 @@ from jobhost_contracts import redact_text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobhost.store.engine import is_store_down
-from jobhost.web.middleware import PROBES, PROBLEM_JSON, StartWatch, send_answer
+from jobhost.web.middleware import PROBES, PROBLEM_JSON, StartWatch, problem_body, send_answer
 
 __all__ = [
     "RETRY_AFTER_SECONDS",
@@ -73,11 +73,8 @@ def unavailable_answer(
             f"the store is unavailable, retry in {RETRY_AFTER_SECONDS}s; the change may or may "
             "not have been made: read the resource (a job's ETag, its changes) before retrying"
         )
-    body = {"type": "about:blank", "title": "Store unavailable", "status": 503, "detail": detail}
-    headers = {
-        "content-type": PROBLEM_JSON,
-        "retry-after": str(RETRY_AFTER_SECONDS),
-    }
+    body = problem_body(503, "Store unavailable", detail)
+    headers = {"content-type": PROBLEM_JSON, "retry-after": str(RETRY_AFTER_SECONDS)}
     return 503, headers, json.dumps(body, indent=2).encode()
 
 

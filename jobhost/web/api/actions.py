@@ -33,7 +33,7 @@ from jobhost.operations.jobs import (
     resume_jobs,
     state_json,
 )
-from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
+from jobhost.operations.runs import RUN_ID_LIMIT, RetryQueued, cancel_run, retry_run
 from jobhost.runtime.service import JobService, not_found
 from jobhost.store import Store
 from jobhost.web.api.requests import (
@@ -45,19 +45,22 @@ from jobhost.web.api.requests import (
 )
 from jobhost.web.app import blocking
 
-__all__ = ["ActionEndpoints", "StateEndpoints", "require_known"]
+__all__ = ["ActionEndpoints", "StateEndpoints", "queued_json", "require_known"]
 
 _T = TypeVar("_T")
 
 
-class ActionEndpoints:
-    """The handlers (rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`), on the
-    API's job service (catalog, store, clock)."""
+class _Endpoints:
+    """Handlers on the API's job service (catalog, store, clock)."""
 
     def __init__(self, service: JobService, limit: int) -> None:
         self._store = service.store
         self._service = service
         self._limit = limit
+
+
+class ActionEndpoints(_Endpoints):
+    """The handlers of rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def pause_many(self, request: Request, token: ApiToken) -> Response:
         return await self._pause_many(request, token, paused=True)
@@ -97,14 +100,7 @@ class ActionEndpoints:
 
     async def retry_run(self, request: Request, token: ApiToken) -> Response:
         queued, _reason = await self._on_run(request, token, retry_run)
-        body = {
-            "run_id": queued.run_id,
-            "retry_of": queued.retry_of.id,
-            "job": queued.retry_of.job_name,
-            "attempt": queued.attempt,
-            "outcome": "pending",
-        }
-        return JSONResponse(body, status_code=202)
+        return JSONResponse(queued_json(queued), status_code=202)
 
     async def cancel_run(self, request: Request, token: ApiToken) -> Response:
         asked, reason = await self._on_run(request, token, cancel_run)
@@ -138,6 +134,17 @@ class ActionEndpoints:
         return done, reason
 
 
+def queued_json(queued: RetryQueued) -> dict[str, Any]:
+    """A retry queued, as ``POST /runs/{id}/retry`` and ``POST /failures`` answer it."""
+    return {
+        "run_id": queued.run_id,
+        "retry_of": queued.retry_of.id,
+        "job": queued.retry_of.job_name,
+        "attempt": queued.attempt,
+        "outcome": "pending",
+    }
+
+
 def _no_run() -> BadRequest:
     # The id is not repeated: whatever arrives in a path is never echoed.
     return BadRequest(
@@ -147,13 +154,8 @@ def _no_run() -> BadRequest:
     )
 
 
-class StateEndpoints:
-    """The handlers (rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`)."""
-
-    def __init__(self, service: JobService, limit: int) -> None:
-        self._store = service.store
-        self._service = service
-        self._limit = limit
+class StateEndpoints(_Endpoints):
+    """The handlers of rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def read(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
@@ -178,14 +180,7 @@ class StateEndpoints:
         def act() -> Response:
             require_known(self._service.current(name), self._store, name)
             try:
-                done = change_state(
-                    self._store,
-                    name,
-                    key,
-                    value,
-                    actor=token.name,
-                    reason=reason,
-                )
+                done = change_state(self._store, name, key, value, actor=token.name, reason=reason)
             except BadStateInput as bad:
                 return problem(422, "Invalid key", str(bad))
             except ActionRefused as refused:

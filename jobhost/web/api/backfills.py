@@ -26,13 +26,7 @@ from jobhost.operations.backfills import (
     start_backfill,
 )
 from jobhost.runtime.service import JobService, not_found
-from jobhost.web.api.requests import (
-    ReasonText,
-    field_error,
-    problem,
-    read_model,
-    read_reason,
-)
+from jobhost.web.api.requests import ReasonText, field_error, problem, read_model, read_reason
 from jobhost.web.app import blocking
 
 __all__ = ["BackfillEndpoints", "BackfillRequest"]

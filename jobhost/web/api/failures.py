@@ -28,6 +28,7 @@ from jobhost.operations.failures import (
 from jobhost.operations.failures import retry_failures as retry_open_failures
 from jobhost.operations.jobs import require_known_job
 from jobhost.store import Store
+from jobhost.web.api.actions import queued_json
 from jobhost.web.api.requests import (
     BadRequest,
     ReasonText,
@@ -172,16 +173,7 @@ def retry_failures_endpoint(
             reason = body.reason
             done = retry_open_failures(store, query, actor=token.name, reason=reason)
             return {
-                "queued": [
-                    {
-                        "run_id": q.run_id,
-                        "retry_of": q.retry_of.id,
-                        "job": q.retry_of.job_name,
-                        "attempt": q.attempt,
-                        "outcome": "pending",
-                    }
-                    for q in done.queued
-                ],
+                "queued": [queued_json(queued) for queued in done.queued],
                 "refused": [
                     {"run_id": run.id, "job": run.job_name, "reason": why}
                     for run, why in done.refused

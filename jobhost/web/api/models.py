@@ -53,19 +53,9 @@ __all__ = [
 
 SOURCES = ("api", "declaration", "override", "store")
 ACTIONS = (
-    "create",
-    "change",
-    "delete",
-    "pause",
-    "resume",
-    "trigger",
-    "retry",
-    "cancel",
-    "backfill",
-    "backfill-cancel",
-    "state-set",
-    "state-delete",
-)
+    "create", "change", "delete", "pause", "resume", "trigger", "retry", "cancel", "backfill",
+    "backfill-cancel", "state-set", "state-delete",
+)  # fmt: skip
 BackfillMode = Literal["missing", "failed", "all"]
 
 

@@ -86,30 +86,25 @@ def _operation(endpoint: Endpoint, schema_of: _SchemaOf) -> dict[str, Any]:
     return operation
 
 
+def _parameter(name: str, where: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": where,
+        "required": where == "path",
+        "description": description,
+        "schema": schema,
+    }
+
+
 def _path_parameters(path: str) -> list[dict[str, Any]]:
     return [
-        {
-            "name": name,
-            "in": "path",
-            "required": True,
-            "description": PATH_PARAMETERS[name][0],
-            "schema": _without_nul(PATH_PARAMETERS[name][1]),
-        }
+        _parameter(name, "path", PATH_PARAMETERS[name][0], _without_nul(PATH_PARAMETERS[name][1]))
         for name in re.findall(r"\{(\w+)\}", path)
     ]
 
 
 def _headers(endpoint: Endpoint) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": header.name,
-            "in": "header",
-            "required": False,
-            "description": header.description,
-            "schema": _STRING,
-        }
-        for header in endpoint.headers
-    ]
+    return [_parameter(h.name, "header", h.description, _STRING) for h in endpoint.headers]
 
 
 def _query(endpoint: Endpoint) -> list[dict[str, Any]]:
@@ -119,15 +114,8 @@ def _query(endpoint: Endpoint) -> list[dict[str, Any]]:
     parameters = []
     for name, schema in endpoint.query.model_json_schema()["properties"].items():
         described = {k: v for k, v in schema.items() if k not in {"title", "default"}}
-        parameters.append(
-            {
-                "name": name,
-                "in": "query",
-                "required": False,
-                "description": described.pop("description", ""),
-                "schema": _without_nul(described),
-            }
-        )
+        description = described.pop("description", "")
+        parameters.append(_parameter(name, "query", description, _without_nul(described)))
     return parameters
 
 

@@ -20,7 +20,7 @@ from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
-from jobhost.web.middleware import PROBLEM_JSON
+from jobhost.web.middleware import PROBLEM_JSON, problem_body
 
 __all__ = [
     "BadRequest",
@@ -67,13 +67,7 @@ def problem(
     headers: Mapping[str, str] | None = None,
     extra: Mapping[str, object] | None = None,
 ) -> Response:
-    body: dict[str, object] = {
-        "type": "about:blank",
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    body.update(extra or {})
+    body = problem_body(status, title, detail, **(extra or {}))
     if errors:
         body["errors"] = [{"field": e.field, "message": e.message} for e in errors]
     return Response(
@@ -168,12 +162,7 @@ async def read_model(request: Request, limit: int, model: type[_Model], what: st
 
 async def read_reason(request: Request, limit: int) -> str:
     """The ``{"reason": "..."}`` body of trigger, pause and resume: required, audited."""
-    body = await read_json(request, limit)
-    if not isinstance(body, dict):
-        raise _invalid(FieldProblem("", 'the body must be a JSON object: {"reason": "..."}'))
-    unknown = sorted(str(key) for key in body if key != "reason")
-    if unknown:
-        raise _invalid(FieldProblem(unknown[0], 'is not a known field; the body is {"reason"}'))
+    body = await _read_object(request, limit, {"reason"}, '{"reason": "..."}', '{"reason"}')
     return _reason(body)
 
 
@@ -188,16 +177,10 @@ def take_reason(body: object) -> tuple[dict[str, Any], str]:
 
 
 async def read_state_value(request: Request, limit: int, most: int) -> tuple[str, str]:
-    """The body of ``PUT /jobs/{name}/state/{key}``: ``{"value": "...", "reason": "..."}``; the
-    value (text, at most ``most`` characters, as a job's ``context.state.set`` writes it) and
-    the reason."""
-    body = await read_json(request, limit)
+    """The body of ``PUT /jobs/{name}/state/{key}``: the value (text, at most ``most``
+    characters, as a job's ``context.state.set`` writes it) and the reason."""
     shape = '{"value": "...", "reason": "..."}'
-    if not isinstance(body, dict):
-        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
-    unknown = sorted(str(key) for key in body if key not in {"value", "reason"})
-    if unknown:
-        raise _invalid(FieldProblem(unknown[0], f"is not a known field; the body is {shape}"))
+    body = await _read_object(request, limit, {"value", "reason"}, shape)
     value = body.get("value")
     if not isinstance(value, str) or len(value) > most:
         raise _invalid(FieldProblem("value", f"a string of at most {most} characters"))
@@ -205,21 +188,31 @@ async def read_state_value(request: Request, limit: int, most: int) -> tuple[str
 
 
 async def read_selection(request: Request, limit: int) -> tuple[list[str], list[str], str]:
-    """The body of ``POST /pause`` and ``/resume``: ``{"modules": [...], "match": [...],
-    "reason": "..."}``; modules, name patterns (``billing.*``), and the reason."""
-    body = await read_json(request, limit)
+    """The body of ``POST /pause`` and ``/resume``: modules, name patterns (``billing.*``),
+    and the reason."""
     shape = '{"modules": ["..."], "match": ["..."], "reason": "..."}'
-    if not isinstance(body, dict):
-        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
-    unknown = sorted(str(key) for key in body if key not in {"modules", "match", "reason"})
-    if unknown:
-        raise _invalid(FieldProblem(unknown[0], f"is not a known field; the body is {shape}"))
+    body = await _read_object(request, limit, {"modules", "match", "reason"}, shape)
     modules, patterns = _names(body, "modules"), _names(body, "match")
     if not modules and not patterns:
         raise _invalid(
             FieldProblem("modules", "name at least one module, or a name pattern in match")
         )
     return modules, patterns, _reason(body)
+
+
+async def _read_object(
+    request: Request, limit: int, fields: set[str], shape: str, known: str | None = None
+) -> dict[str, Any]:
+    """The JSON body, refused unless an object of only ``fields`` (``shape`` shows it;
+    ``known`` names them, when not ``shape``)."""
+    body = await read_json(request, limit)
+    if not isinstance(body, dict):
+        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
+    unknown = sorted(str(key) for key in body if key not in fields)
+    if unknown:
+        problem = f"is not a known field; the body is {known or shape}"
+        raise _invalid(FieldProblem(unknown[0], problem))
+    return body
 
 
 def _reason(body: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
+from jobhost.operations.changes import change_json
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
@@ -40,6 +41,7 @@ from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
+from jobhost.web.api.models import SOURCES
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
@@ -52,7 +54,7 @@ from jobhost.web.api.requests import (
     take_reason,
 )
 from jobhost.web.api.table import ENDPOINTS
-from jobhost.web.api.views import change_json, job_json, runtime_json
+from jobhost.web.api.views import job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.middleware import failure_body, log_unexpected
 from jobhost.web.unavailable import is_store_down
@@ -183,9 +185,7 @@ class _Api:
     async def unknown(self, _request: Request) -> Response:
         # The path is the caller's text: it is never echoed back.
         return problem(
-            404,
-            "Not found",
-            f"no such endpoint; the API is described at {API_PREFIX}/openapi.json",
+            404, "Not found", f"no such endpoint; the API is described at {API_PREFIX}/openapi.json"
         )
 
     async def openapi(self, _request: Request) -> Response:
@@ -221,7 +221,7 @@ class _Api:
             sort=sort_by,
         )
         limit = query_int(request, "limit", 1000, 1, 10_000)
-        sources = query_choice(request, "source", ("api", "declaration", "override", "store"))
+        sources = query_choice(request, "source", SOURCES)
 
         def answer() -> list[dict[str, Any]]:
             catalog = self.service.current()

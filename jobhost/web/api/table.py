@@ -50,9 +50,9 @@ class Endpoint:
     operation: str
     """The handler's name on the API object (a dotted path for a group of handlers:
     ``backfills.start``), and the document's ``operationId``."""
-    summary: str
     scope: Scope | None
     """The token's scope it needs; None: no token at all (the document itself)."""
+    summary: str
     answers: Mapping[int, Answer]
     query: type[BaseModel] | None = None
     body: type[BaseModel] | None = None
@@ -101,229 +101,108 @@ HEADERS = {
 }
 _ETAG = {"ETag": "The job's version, for If-Match."}
 
+# An endpoint per entry: route, operation, scope, summary, answers, then its options.
+# fmt: off
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint(
-        "GET /openapi.json",
-        "openapi",
-        "This document.",
-        scope=None,
-        answers={200: Answer("The OpenAPI document.", dict[str, Any])},
-        problems=False,
-    ),
-    Endpoint(
-        "GET /kinds",
-        "kinds",
-        "The job kinds the modules offer, with their settings' JSON schema.",
-        scope="read",
-        answers={200: Answer("The kinds.", models.KindList)},
-    ),
-    Endpoint(
-        "GET /jobs",
-        "jobs",
-        "Every job, declared and runtime, as the report shows it.",
-        scope="read",
-        query=models.JobsQuery,
-        answers={200: Answer("The jobs.", models.JobList)},
-    ),
-    Endpoint(
-        "GET /jobs/{name}",
-        "job",
-        "One job; a runtime job's answer carries its ETag.",
-        scope="read",
-        headers=(HEADERS["if-none-match"],),
-        answers={
-            200: Answer("The job.", models.Job, _ETAG),
-            304: Answer("Not modified: If-None-Match names its ETag."),
-        },
-    ),
-    Endpoint(
-        "PUT /jobs/{name}",
-        "put",
-        "Create (201) or replace (200) a runtime job.",
-        scope="write",
-        headers=(HEADERS["if-match"], HEADERS["if-none-match"]),
-        body=models.JobWrite,
-        answers={
-            200: Answer("Replaced (or unchanged).", models.RuntimeJob, _ETAG),
-            201: Answer("Created.", models.RuntimeJob, _ETAG),
-        },
-    ),
-    Endpoint(
-        "DELETE /jobs/{name}",
-        "delete",
-        "Remove a runtime job (409 for a declared one); its history stays.",
-        scope="write",
-        headers=(HEADERS["if-match"],),
-        body=models.Reason,
-        answers={204: Answer("Removed.")},
-    ),
-    Endpoint(
-        "POST /jobs/{name}/trigger",
-        "trigger",
-        "Run the job now, once, audited with the reason.",
-        scope="trigger",
-        body=models.Reason,
-        answers={202: Answer("Queued (run_id once a host started it).", models.TriggerResult)},
-    ),
-    Endpoint(
-        "POST /jobs/{name}/pause",
-        "pause",
-        "Pause the job on every replica; missed occurrences are recorded.",
-        scope="write",
-        body=models.Reason,
-        answers={200: Answer("Paused (changed: false if it was).", models.PauseResult)},
-    ),
-    Endpoint(
-        "POST /jobs/{name}/resume",
-        "resume",
-        "Resume the job; its misfire policy decides what of the pause runs.",
-        scope="write",
-        body=models.Reason,
-        answers={200: Answer("Resumed (changed: false if it was not paused).", models.PauseResult)},
-    ),
-    Endpoint(
-        "GET /jobs/{name}/runs",
-        "runs",
-        "The job's history, newest first.",
-        scope="read",
-        query=models.RunsQuery,
-        answers={200: Answer("The runs.", models.RunList)},
-    ),
-    Endpoint(
-        "GET /jobs/{name}/state",
-        "state.read",
-        "The job's durable state (what its runs keep through context.state), by key.",
-        scope="read",
-        answers={200: Answer("The keys and values.", models.JobState)},
-    ),
-    Endpoint(
-        "PUT /jobs/{name}/state/{key}",
-        "state.put",
-        "Set one key of the job's state between runs (see jobhost state); 409 while a run of "
-        "the job is running.",
-        scope="write",
-        body=models.StateValue,
-        answers={200: Answer("Set (changed: false if it had that value).", models.StateChanged)},
-    ),
-    Endpoint(
-        "DELETE /jobs/{name}/state/{key}",
-        "state.delete",
-        "Remove one key of the job's state between runs; 404 for a key it does not have, 409 "
-        "while a run of the job is running.",
-        scope="write",
-        body=models.Reason,
-        answers={200: Answer("Removed.", models.StateChanged)},
-    ),
-    Endpoint(
-        "POST /jobs/{name}/backfills",
-        "backfills.start",
-        "Replay the job's past occurrences from ≤ occurrence < to, each once (see jobhost "
-        "backfill); dry_run only lists them.",
-        scope="trigger",
-        body=BackfillRequest,
-        answers={
-            202: Answer("Recorded: its id and occurrences.", models.BackfillSelection),
-            200: Answer("A dry run or nothing to do (id null).", models.BackfillSelection),
-        },
-    ),
-    Endpoint(
-        "GET /backfills/{backfill_id}",
-        "backfills.show",
-        "A backfill's progress: selected, done, succeeded, failed, running.",
-        scope="read",
-        answers={200: Answer("The backfill.", models.Backfill)},
-    ),
-    Endpoint(
-        "DELETE /backfills/{backfill_id}",
-        "backfills.cancel",
-        "Cancel a backfill: no new occurrence starts; runs in flight finish.",
-        scope="trigger",
-        body=models.Reason,
-        answers={200: Answer("The backfill, cancelled (or already ended).", models.Backfill)},
-    ),
-    Endpoint(
-        "GET /failures",
-        "failures",
-        "Open failures (failed, timed-out, abandoned and stuck runs not resolved by a later "
-        "success or an acknowledgement) of every job, newest first; all=true for every one.",
-        scope="read",
-        query=models.FailuresQuery,
-        answers={
-            200: Answer(
-                "Failures; pass next_cursor as cursor for the next page.", models.FailureList
-            )
-        },
-    ),
-    Endpoint(
-        "POST /failures",
-        "retry_failures",
-        "Retry every open failure of a job, a module or since a time, once each (one "
-        "change-log entry per run), queued for the hosts.",
-        scope="trigger",
-        body=FailureRetry,
-        answers={
-            202: Answer(
-                "Queued (refused: those whose work has a retry under way).",
-                models.FailuresRetried,
-            )
-        },
-    ),
-    Endpoint(
-        "POST /pause",
-        "actions.pause_many",
-        "Pause every job of the modules, or whose name matches a pattern, with one reason (one "
-        "change-log entry per job paused).",
-        scope="write",
-        body=models.Selection,
-        answers={200: Answer("The jobs selected (changed: false if it was).", models.PausedMany)},
-    ),
-    Endpoint(
-        "POST /resume",
-        "actions.resume_many",
-        "Resume every job of the modules, or whose name matches a pattern.",
-        scope="write",
-        body=models.Selection,
-        answers={
-            200: Answer("The jobs selected (changed: false if it was not).", models.PausedMany)
-        },
-    ),
-    Endpoint(
-        "POST /runs/{run_id}/retry",
-        "actions.retry_run",
-        "Queue the next attempt at a failed, timed-out, abandoned or cancelled run's occurrence "
-        "(same idempotency key); 409 for a run still running or whose work succeeded.",
-        scope="trigger",
-        body=models.Reason,
-        answers={202: Answer("Queued: a host claims it as every retry.", models.RetryQueued)},
-    ),
-    Endpoint(
-        "POST /runs/{run_id}/cancel",
-        "actions.cancel_run",
-        "Ask the running run's host to cancel it (recorded cancelled with the token's name); a "
-        "run not yet started is cancelled at once; 409 for a finished run or one whose host is "
-        "gone.",
-        scope="trigger",
-        body=models.Reason,
-        answers={
-            202: Answer("Asked (requested), already asked, or cancelled.", models.CancelAsked)
-        },
-    ),
-    Endpoint(
-        "GET /runs/{run_id}/logs",
-        "run_logs",
-        "What the run wrote through its job's logger, in order; tail it with after.",
-        scope="read",
-        query=models.RunLogQuery,
-        answers={200: Answer("Lines; pass next_after as after for the next ones.", models.RunLog)},
-    ),
-    Endpoint(
-        "GET /changes",
-        "changes",
-        "The change log, oldest first: who changed what, when, before and after.",
-        scope="read",
-        query=models.ChangesQuery,
-        answers={
-            200: Answer("Changes; pass next_after as after for the next page.", models.ChangeList)
-        },
-    ),
+    Endpoint("GET /openapi.json", "openapi", None, "This document.",
+             {200: Answer("The OpenAPI document.", dict[str, Any])}, problems=False),
+    Endpoint("GET /kinds", "kinds", "read",
+             "The job kinds the modules offer, with their settings' JSON schema.",
+             {200: Answer("The kinds.", models.KindList)}),
+    Endpoint("GET /jobs", "jobs", "read",
+             "Every job, declared and runtime, as the report shows it.",
+             {200: Answer("The jobs.", models.JobList)}, query=models.JobsQuery),
+    Endpoint("GET /jobs/{name}", "job", "read", "One job; a runtime job's answer carries its ETag.",
+             {200: Answer("The job.", models.Job, _ETAG),
+              304: Answer("Not modified: If-None-Match names its ETag.")},
+             headers=(HEADERS["if-none-match"],)),
+    Endpoint("PUT /jobs/{name}", "put", "write", "Create (201) or replace (200) a runtime job.",
+             {200: Answer("Replaced (or unchanged).", models.RuntimeJob, _ETAG),
+              201: Answer("Created.", models.RuntimeJob, _ETAG)},
+             headers=(HEADERS["if-match"], HEADERS["if-none-match"]), body=models.JobWrite),
+    Endpoint("DELETE /jobs/{name}", "delete", "write",
+             "Remove a runtime job (409 for a declared one); its history stays.",
+             {204: Answer("Removed.")}, headers=(HEADERS["if-match"],), body=models.Reason),
+    Endpoint("POST /jobs/{name}/trigger", "trigger", "trigger",
+             "Run the job now, once, audited with the reason.",
+             {202: Answer("Queued (run_id once a host started it).", models.TriggerResult)},
+             body=models.Reason),
+    Endpoint("POST /jobs/{name}/pause", "pause", "write",
+             "Pause the job on every replica; missed occurrences are recorded.",
+             {200: Answer("Paused (changed: false if it was).", models.PauseResult)},
+             body=models.Reason),
+    Endpoint("POST /jobs/{name}/resume", "resume", "write",
+             "Resume the job; its misfire policy decides what of the pause runs.",
+             {200: Answer("Resumed (changed: false if it was not paused).", models.PauseResult)},
+             body=models.Reason),
+    Endpoint("GET /jobs/{name}/runs", "runs", "read", "The job's history, newest first.",
+             {200: Answer("The runs.", models.RunList)}, query=models.RunsQuery),
+    Endpoint("GET /jobs/{name}/state", "state.read", "read",
+             "The job's durable state (what its runs keep through context.state), by key.",
+             {200: Answer("The keys and values.", models.JobState)}),
+    Endpoint("PUT /jobs/{name}/state/{key}", "state.put", "write",
+             "Set one key of the job's state between runs (see jobhost state); 409 while a run of "
+             "the job is running.",
+             {200: Answer("Set (changed: false if it had that value).", models.StateChanged)},
+             body=models.StateValue),
+    Endpoint("DELETE /jobs/{name}/state/{key}", "state.delete", "write",
+             "Remove one key of the job's state between runs; 404 for a key it does not have, 409 "
+             "while a run of the job is running.",
+             {200: Answer("Removed.", models.StateChanged)}, body=models.Reason),
+    Endpoint("POST /jobs/{name}/backfills", "backfills.start", "trigger",
+             "Replay the job's past occurrences from ≤ occurrence < to, each once (see jobhost "
+             "backfill); dry_run only lists them.",
+             {202: Answer("Recorded: its id and occurrences.", models.BackfillSelection),
+              200: Answer("A dry run or nothing to do (id null).", models.BackfillSelection)},
+             body=BackfillRequest),
+    Endpoint("GET /backfills/{backfill_id}", "backfills.show", "read",
+             "A backfill's progress: selected, done, succeeded, failed, running.",
+             {200: Answer("The backfill.", models.Backfill)}),
+    Endpoint("DELETE /backfills/{backfill_id}", "backfills.cancel", "trigger",
+             "Cancel a backfill: no new occurrence starts; runs in flight finish.",
+             {200: Answer("The backfill, cancelled (or already ended).", models.Backfill)},
+             body=models.Reason),
+    Endpoint("GET /failures", "failures", "read",
+             "Open failures (failed, timed-out, abandoned and stuck runs not resolved by a later "
+             "success or an acknowledgement) of every job, newest first; all=true for every one.",
+             {200: Answer("Failures; pass next_cursor as cursor for the next page.",
+                          models.FailureList)},
+             query=models.FailuresQuery),
+    Endpoint("POST /failures", "retry_failures", "trigger",
+             "Retry every open failure of a job, a module or since a time, once each (one "
+             "change-log entry per run), queued for the hosts.",
+             {202: Answer("Queued (refused: those whose work has a retry under way).",
+                          models.FailuresRetried)},
+             body=FailureRetry),
+    Endpoint("POST /pause", "actions.pause_many", "write",
+             "Pause every job of the modules, or whose name matches a pattern, with one reason "
+             "(one change-log entry per job paused).",
+             {200: Answer("The jobs selected (changed: false if it was).", models.PausedMany)},
+             body=models.Selection),
+    Endpoint("POST /resume", "actions.resume_many", "write",
+             "Resume every job of the modules, or whose name matches a pattern.",
+             {200: Answer("The jobs selected (changed: false if it was not).", models.PausedMany)},
+             body=models.Selection),
+    Endpoint("POST /runs/{run_id}/retry", "actions.retry_run", "trigger",
+             "Queue the next attempt at a failed, timed-out, abandoned or cancelled run's "
+             "occurrence (same idempotency key); 409 for a run still running or whose work "
+             "succeeded.",
+             {202: Answer("Queued: a host claims it as every retry.", models.RetryQueued)},
+             body=models.Reason),
+    Endpoint("POST /runs/{run_id}/cancel", "actions.cancel_run", "trigger",
+             "Ask the running run's host to cancel it (recorded cancelled with the token's name); "
+             "a run not yet started is cancelled at once; 409 for a finished run or one whose "
+             "host is gone.",
+             {202: Answer("Asked (requested), already asked, or cancelled.", models.CancelAsked)},
+             body=models.Reason),
+    Endpoint("GET /runs/{run_id}/logs", "run_logs", "read",
+             "What the run wrote through its job's logger, in order; tail it with after.",
+             {200: Answer("Lines; pass next_after as after for the next ones.", models.RunLog)},
+             query=models.RunLogQuery),
+    Endpoint("GET /changes", "changes", "read",
+             "The change log, oldest first: who changed what, when, before and after.",
+             {200: Answer("Changes; pass next_after as after for the next page.",
+                          models.ChangeList)},
+             query=models.ChangesQuery),
 )
+# fmt: on

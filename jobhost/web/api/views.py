@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from jobhost.catalog import Catalog
-from jobhost.operations.changes import change_json
 from jobhost.operations.report import JobReport
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RuntimeJobRow
 from jobhost.runtime.service import etag_of
 
-__all__ = ["change_json", "job_json", "runtime_json", "source_of"]
+__all__ = ["job_json", "runtime_json", "source_of"]
 
 
 def source_of(name: str, catalog: Catalog) -> str:

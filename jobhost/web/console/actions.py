@@ -257,11 +257,7 @@ async def request_page(console: Console, request: Request) -> Response:
         return _see(f"/runs/{found.id}")
     waiting = found.request_status != "refused"
     return console.page(
-        request,
-        "request.html",
-        asked=found,
-        waiting=waiting,
-        live=_WAIT_SECONDS if waiting else 0,
+        request, "request.html", asked=found, waiting=waiting, live=_WAIT_SECONDS if waiting else 0
     )
 
 

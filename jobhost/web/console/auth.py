@@ -25,15 +25,7 @@ from starlette.responses import Response
 from jobhost.web.access import holder
 from jobhost.web.admission import MAX_FORM, BodyTooLarge, read_capped
 
-__all__ = [
-    "COOKIE",
-    "MAX_FORM",
-    "BadForm",
-    "Session",
-    "SessionKeeper",
-    "read_form",
-    "same_origin",
-]
+__all__ = ["COOKIE", "MAX_FORM", "BadForm", "Session", "SessionKeeper", "read_form", "same_origin"]
 
 COOKIE = "jobhost_session"
 _LIFETIME_SECONDS = 8 * 3600

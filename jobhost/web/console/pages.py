@@ -69,19 +69,12 @@ from jobhost.web.console.actions import (
     retry_notice,
     run_action,
 )
-from jobhost.web.console.auth import (
-    BadForm,
-    Session,
-    SessionKeeper,
-    read_form,
-    same_origin,
-)
+from jobhost.web.console.auth import BadForm, Session, SessionKeeper, read_form, same_origin
 from jobhost.web.console.timeline import (
     CHART_ORDER,
     OUTCOME_ORDER,
     RANGE_NAMES,
     RANGES,
-    SLICES,
     Chart,
 )
 from jobhost.web.console.views import (
@@ -258,8 +251,7 @@ class Console:
         """The summary of every job and the page asked for, each kept a few seconds (the page
         under its filter and number): viewers polling the overview share one read."""
         summary = self._summaries.get(
-            "summary",
-            lambda: read_summary(self.settings, self.catalog, self.store),
+            "summary", lambda: read_summary(self.settings, self.catalog, self.store)
         )
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(
@@ -272,16 +264,7 @@ class Console:
         name = request.path_params["name"]
         query = job_query(request.query_params)
         view = await blocking(
-            lambda: job_view(
-                self.settings,
-                self.catalog,
-                self.store,
-                name,
-                span=RANGES[query.span],
-                slices=SLICES[query.span],
-                outcome=query.outcome,
-                page=query.page,
-            )
+            lambda: job_view(self.settings, self.catalog, self.store, name, query)
         )
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"job {name}")
@@ -466,34 +449,25 @@ class Console:
 
 def utc_tag(at: datetime | None) -> Markup:
     """The instant, in UTC until the script shows it in the zone picked; ``-`` for nothing."""
-    if at is None:
-        return Markup("-")
-    return _tag(at, short_utc(at))
+    return _tag(at, short_utc)
 
 
 def local_tag(at: datetime | None, zone: str) -> Markup:
     """The instant in the job's ``zone`` (its abbreviation says which) until the script shows it
     in the zone picked; the job's own zone when "each job's" is picked."""
-    if at is None:
-        return Markup("-")
-    return _tag(at, short_local(at, zone), zone=zone)
+    return _tag(at, lambda at: short_local(at, zone), zone=zone)
 
 
 def fixed_tag(at: datetime | None, zone: str) -> Markup:
     """The instant in ``zone`` whatever zone is picked (a column labelled with that zone)."""
-    if at is None:
-        return Markup("-")
-    return _tag(at, short_local(at, zone), zone=zone, kind="fixed")
+    return _tag(at, lambda at: short_local(at, zone), zone=zone, kind="fixed")
 
 
 def ago_tag(at: datetime | None, now: datetime) -> Markup:
     """How long ago (``4m05s``), with the absolute time on hover; ``-`` for nothing. An
     instant after ``now`` is 0ms ago: a run a host started a moment after the page's reading
     of the store (or on a clock slightly ahead) has not run for a negative time."""
-    if at is None:
-        return Markup("-")
-    elapsed = max(now - at, timedelta(0))
-    return _tag(at, duration_text(elapsed), kind="ago", title=short_utc(at))
+    return _tag(at, lambda at: duration_text(max(now - at, timedelta(0))), kind="ago", title=True)
 
 
 def stamp_tag(at: datetime) -> Markup:
@@ -504,16 +478,24 @@ def stamp_tag(at: datetime) -> Markup:
 
 
 def _tag(
-    at: datetime, text: str, *, zone: str | None = None, kind: str = "", title: str = ""
+    at: datetime | None,
+    text: Callable[[datetime], str],
+    *,
+    zone: str | None = None,
+    kind: str = "",
+    title: bool = False,
 ) -> Markup:
+    """``<time>`` of ``at`` showing ``text(at)`` (``title``: with its UTC time on hover)."""
+    if at is None:
+        return Markup("-")
     attributes = f' datetime="{escape(iso_utc(at))}"'
     if kind:
         attributes += f' class="{kind}"'
     if zone is not None:
         attributes += f' data-zone="{escape(zone)}"'
     if title:
-        attributes += f' title="{escape(title)}"'
-    return Markup(f"<time{attributes}>{escape(text)}</time>")
+        attributes += f' title="{escape(short_utc(at))}"'
+    return Markup(f"<time{attributes}>{escape(text(at))}</time>")
 
 
 def _secured(response: Response) -> Response:
@@ -528,10 +510,7 @@ def _compact(value: Any) -> str:
 
 
 def _sort(value: str) -> Sort:
-    for known in SORTS:
-        if known == value:
-            return known
-    return "name"
+    return next((known for known in SORTS if known == value), "name")
 
 
 def _int(value: str | None, default: int) -> int:

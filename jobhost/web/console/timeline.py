@@ -156,15 +156,7 @@ def _tick_step(span: timedelta) -> timedelta:
     return timedelta(days=5)
 
 
-CHART_ORDER = (
-    "failed",
-    "timed_out",
-    "abandoned",
-    "cancelled",
-    "missed",
-    "skipped",
-    "succeeded",
-)
+CHART_ORDER = ("failed", "timed_out", "abandoned", "cancelled", "missed", "skipped", "succeeded")
 """Bottom to top of each bar."""
 
 SLICES = {"1h": 12, "24h": 24, "7d": 28, "30d": 30}

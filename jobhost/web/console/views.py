@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
@@ -178,21 +178,14 @@ class HostsView:
 
 
 def job_view(
-    settings: Settings,
-    catalog: Catalog,
-    store: Store,
-    name: str,
-    *,
-    span: timedelta,
-    slices: int,
-    outcome: str | None = None,
-    page: int = 1,
+    settings: Settings, catalog: Catalog, store: Store, name: str, query: JobQuery
 ) -> JobView | None:
-    """The job page: timeline and chart over the ``span`` before now (the chart in ``slices``
-    bars), and page ``page`` of its history, of ``outcome`` when given."""
+    """The job page: timeline and chart over the query's range before now, and the page it
+    asks for of its history, of its outcome when it names one."""
     report = build_report(settings, catalog, store, job=name)
     if not report.jobs:
         return None
+    span, page = RANGES[query.span], query.page
     job = report.jobs[0]
     now = report.generated_at
     zone = job.effective_trigger.timezone
@@ -200,9 +193,9 @@ def job_view(
         name,
         now - span,
         now,
-        slices=slices,
+        slices=SLICES[query.span],
         history=HISTORY_PAGE + 1,
-        outcome=outcome,
+        outcome=query.outcome,
         offset=(page - 1) * HISTORY_PAGE,
         now=now,
     )
@@ -514,10 +507,7 @@ class ShortCache(Generic[_V]):
     however many read them); at most ``entries`` of them (the oldest made is dropped first)."""
 
     def __init__(
-        self,
-        seconds: float,
-        entries: int = 32,
-        monotonic: Callable[[], float] = time.monotonic,
+        self, seconds: float, entries: int = 32, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
         self._seconds = seconds
         self._entries = entries
