@@ -12,7 +12,7 @@ from typing import Any
 
 from jobhost.catalog import Catalog
 from jobhost.operations.timefmt import iso_utc
-from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, diff_schedules
+from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, describe_schedule, diff_schedules
 from jobhost.rules import catalog_version, desired_schedules
 from jobhost.store import Store
 
@@ -80,17 +80,7 @@ def plan_json(
             for change in plan.changed
         ],
         "orphaned": [
-            {"job": name, "module": stored[name].module, "before": _describe(stored[name])}
+            {"job": name, "module": stored[name].module, "before": describe_schedule(stored[name])}
             for name in plan.orphaned
         ],
     }
-
-
-def _describe(row: ScheduleRecord) -> str:
-    if row.trigger_kind == "cron":
-        text = f"cron '{row.trigger_expression}' {row.timezone}"
-    elif row.trigger_kind == "interval":
-        text = f"every {row.trigger_expression}"
-    else:
-        text = "no trigger"
-    return text if row.enabled else f"{text} (disabled)"

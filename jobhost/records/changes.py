@@ -38,7 +38,7 @@ class DesiredSchedule:
     """``module`` (declared by a module) or ``runtime`` (created through the API)."""
 
     def describe(self) -> str:
-        return _describe(self.trigger_kind, self.trigger_expression, self.timezone, self.enabled)
+        return describe_schedule(self)
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,7 @@ def diff_schedules(rows: Sequence[ScheduleRow], desired: Sequence[DesiredSchedul
             plan.changed.append(
                 ScheduleChange(
                     want.job_name,
-                    before=_describe(
-                        row.trigger_kind, row.trigger_expression, row.timezone, row.enabled
-                    ),
+                    before=describe_schedule(row),
                     after=want.describe(),
                     trigger_changed=trigger_changed(row, want),
                 )
@@ -113,14 +111,15 @@ def trigger_changed(row: ScheduleRow, want: DesiredSchedule) -> bool:
     )
 
 
-def _describe(kind: str | None, expression: str | None, zone: str, enabled: bool) -> str:
-    if kind == "cron":
-        text = f"cron '{expression}' {zone}"
-    elif kind == "interval":
-        text = f"every {expression}"
+def describe_schedule(schedule: ScheduleRow | DesiredSchedule) -> str:
+    """A schedule's trigger as ``plan`` and the sync's report say it."""
+    if schedule.trigger_kind == "cron":
+        text = f"cron '{schedule.trigger_expression}' {schedule.timezone}"
+    elif schedule.trigger_kind == "interval":
+        text = f"every {schedule.trigger_expression}"
     else:
         text = "no trigger"
-    return text if enabled else f"{text} (disabled)"
+    return text if schedule.enabled else f"{text} (disabled)"
 
 
 MAX_CHANGE_ID = 2**31 - 1

@@ -1,13 +1,18 @@
-"""What a claim decides: the runs it starts, the plan it keeps for each schedule, backfills."""
+"""What a run goes through: the claim that starts it (with the plan it keeps for each schedule,
+and backfills), the log it writes, how it ends and what follows (retries, failure streaks)."""
 
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
+
+from jobhost_contracts import UnitCounts
 
 from jobhost.records.rows import RunRecord
 
@@ -162,3 +167,156 @@ def work_key(run: RunRecord) -> str:
     if run.occurrence is not None:
         return occurrence_key(run.job_name, run.occurrence)
     return f"{run.job_name}:manual:{run.id}"
+
+
+class Failing(NamedTuple):
+    streak: int
+    """Occurrences in a row that failed, at least 1."""
+    critical: bool
+    """The store's word (its copy of the declaration)."""
+
+
+FAILED = ("failed", "timed_out", "abandoned")
+"""The outcomes of a finished run that failed."""
+
+
+STREAK_LIMIT = 100
+"""A job's failure streak is counted up to this many attempts."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class FailureKey:
+    """A place in the list: a finished run's (finished time, run id); pages go to older keys."""
+
+    finished_at: datetime
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """How a run ended, as the envelope decided it."""
+
+    outcome: str
+    finished_at: datetime
+    error_type: str | None = None
+    error_message: str | None = None
+    trace_id: str | None = None
+    result: str | None = None
+    """The executor's ``Success`` value as bounded JSON text (jobhost/envelope/envelope.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRequest:
+    """The next attempt of a run that failed: any replica takes it once ``not_before`` passes."""
+
+    run_id: str
+    job_name: str
+    occurrence: datetime | None
+    attempt: int
+    source: str
+    idempotency_key: str | None
+    requested_by: str | None
+    reason: str | None
+    not_before: datetime
+    backfill_id: str | None = None
+    attempt_base: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One finished run to record: what ended, and the retry its policy asks for, if any."""
+
+    run_id: str
+    job_name: str
+    started_at: datetime | None
+    end: Finish
+    retry: RetryRequest | None = None
+    units: UnitCounts | None = None
+    awaited: bool = False
+    """Someone waits for this run's outcome (a manual request's): signal once it is recorded."""
+    backfill_id: str | None = None
+    """The backfill the run replays ``occurrence`` for: its item settles with this write."""
+    occurrence: datetime | None = None
+
+
+RetriesFor = Callable[[list[RunRecord], datetime], Sequence[RetryRequest]]
+"""Given runs just recorded ``abandoned`` and the instant, the retries to queue for them."""
+
+
+@dataclass(frozen=True)
+class FailureFilter:
+    since: datetime | None = None
+    jobs: Collection[str] | None = None
+    """Only these jobs' failures (None: every job's)."""
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreakRange:
+    first: datetime
+    """The streak's oldest failed occurrence: where the replay starts."""
+    last: datetime
+    """Its newest."""
+    failed: int
+    """Occurrences from ``first`` to ``last`` whose last attempt failed."""
+
+    @property
+    def end(self) -> datetime:
+        """The range's end, which a backfill excludes: the newest failure plus the smallest
+        step a stored time takes, so no later occurrence is in it."""
+        return self.last + timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One kept line: its number in the run's output (from 1), where it stood, what it said."""
+
+    run_id: str
+    seq: int
+    at_us: int
+    """When it was written: microseconds since the Unix epoch, UTC."""
+    level: str
+    message: str
+    offset: int
+    """Bytes the run wrote before this line."""
+    size: int
+    """Bytes of this line as the job wrote it (before it was cut)."""
+
+    @property
+    def at(self) -> datetime:
+        return _EPOCH + timedelta(microseconds=self.at_us)
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """Lines the bounds left out between two kept lines."""
+
+    lines: int
+    bytes: int
+
+
+class Chunk(tuple[str, int, int, int, str]):
+    """Consecutive lines of one run as one row: ``(run_id, seq, lines, offset, body)``, made by
+    :func:`chunk`."""
+
+    __slots__ = ()
+
+
+def chunk(run_id: str, seq: int, offset: int, lines: Sequence[tuple[int, str, int, str]]) -> Chunk:
+    """A row of ``lines`` (each ``(at_us, level, size, message)``), the first numbered ``seq``
+    and standing at byte ``offset`` of the run's output."""
+    body = json.dumps(lines, ensure_ascii=False, separators=(",", ":"))
+    return Chunk((run_id, seq, len(lines), offset, body))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class LogWrites:
+    """Rows of run-log lines to write: ``trims`` first (``(run_id, above, below)``: the stored
+    rows between two line numbers a later tail pushed out, see
+    :func:`~jobhost.store.ledger.trim_lines`), then ``chunks``."""
+
+    trims: Sequence[tuple[str, int, int]] = ()
+    chunks: Sequence[Chunk] = ()
