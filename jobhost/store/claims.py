@@ -1190,11 +1190,8 @@ class _Starter:
         # As in every claim the token only grows; the job's lease stays with its own runs
         # (each run is fenced by its own row), so a backfill never makes a scheduled
         # occurrence overlap.
-        self._connection.execute(
-            schedules.update()
-            .where(schedules.c.job_name == self._name)
-            .values(fencing_token=self._token)
-        )
+        tokens = [{"b_job": self._name, "fencing_token": self._token}]
+        _move_schedules(self._connection, "advance-tokens", ("fencing_token",), tokens)
         return self._claims
 
     def _admit(self) -> bool:

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any
 
 from jobhost_contracts import StaleLeaseError
@@ -594,16 +595,9 @@ def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
 
 def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
     """Insert kept lines, each run of consecutive numbers of one run as one row."""
-    chunks: list[Chunk] = []
-    group: list[LogLine] = []
-    for line in lines:
-        if group and (line.run_id != group[-1].run_id or line.seq != group[-1].seq + 1):
-            chunks.append(_chunk_of(group))
-            group = []
-        group.append(line)
-    if group:
-        chunks.append(_chunk_of(group))
-    append_chunks(connection, chunks)
+    # Within such a run, ``seq`` minus the line's place in ``lines`` stays the same.
+    groups = groupby(enumerate(lines), key=lambda item: (item[1].run_id, item[1].seq - item[0]))
+    append_chunks(connection, [_chunk_of([line for _, line in group]) for _, group in groups])
 
 
 _COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
