@@ -81,7 +81,6 @@ from jobhost.store.signals import notify
 
 __all__ = [
     "RECHECK",
-    "STALE",
     "Before",
     "ClaimRules",
     "GroupGate",
@@ -100,7 +99,6 @@ __all__ = [
     "next_wakeups",
     "oldest_due",
     "run_progress",
-    "schedule_problem",
     "settled_backfill",
     "sync_catalog",
 ]

@@ -72,7 +72,6 @@ __all__ = [
     "mark_stopped",
     "mark_synced",
     "put_value",
-    "queue_retries",
     "record_finished",
     "record_outcomes",
     "register_host",
