@@ -81,7 +81,6 @@ from jobhost.store.signals import notify
 
 __all__ = [
     "RECHECK",
-    "STALE",
     "Before",
     "ClaimRules",
     "GroupGate",
@@ -100,7 +99,6 @@ __all__ = [
     "next_wakeups",
     "oldest_due",
     "run_progress",
-    "schedule_problem",
     "settled_backfill",
     "sync_catalog",
 ]
@@ -299,8 +297,14 @@ def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> Backfill
 
 def due_jobs(engine: Engine, now: datetime, limit: int) -> list[str]:
     """Jobs whose schedule row is due at ``now``, oldest first (read without locking)."""
+    query = (
+        select(schedules.c.job_name)
+        .where(schedules.c.due_at <= now)
+        .order_by(schedules.c.due_at)
+        .limit(limit)
+    )
     with reading(engine) as connection:
-        return due_job_names(connection, now, limit)
+        return list(connection.execute(query).scalars())
 
 
 def look_ahead(
@@ -374,8 +378,12 @@ class Wakeups:
 
 
 def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups:
-    """One indexed look at what comes next; ``skip`` names jobs this host leaves alone."""
-    return Wakeups(*next_wakeup_times(connection, skip=skip))
+    """In one indexed statement, whatever the catalog's size: the earliest ``due_at`` of the
+    schedules not in ``skip`` (jobs this host leaves alone), ``not_before`` of a pending run,
+    lease expiry of a running run, ``queued_at`` of a manual run no claim has looked at, and
+    ``created_at`` of an unfinished backfill."""
+    row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
+    return Wakeups(*(value if isinstance(value, datetime) else None for value in row.one()))
 
 
 class ClaimRules(Protocol):
@@ -676,7 +684,8 @@ class ClaimWork:
             start_pending(connection, self._pending, self._host, self._now)
             inserted |= {c.run_id for c in self._pending}
         if self._refused:
-            refuse_pending(connection, self._refused)
+            # Manual runs that cannot start are recorded skipped, with why as their reason.
+            connection.execute(built(connection, "refuse-pending", _refuse_pending), self._refused)
         if self._announce:
             # Whoever waits for a manual run's answer (the API, `jobhost trigger`) is woken.
             notify(connection)
@@ -736,12 +745,11 @@ class ClaimWork:
                 leased.append(values)
             else:
                 advanced.append(values)
-        if advanced:
-            advance_schedules(self._connection, advanced)
-        if leased:
-            lease_schedules(self._connection, leased)
-        if tokens:
-            advance_tokens(self._connection, tokens)
+        # Rows moved on with no run of theirs started; rows moved on that lease their newest
+        # run; rows whose token moves past a backfill's runs, which hold no lease.
+        _move_schedules(self._connection, "advance-schedules", _MOVED, advanced)
+        _move_schedules(self._connection, "lease-schedules", _LEASED, leased)
+        _move_schedules(self._connection, "advance-tokens", ("fencing_token",), tokens)
 
     def _may_start(self, job: _Job) -> bool:
         return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
@@ -1180,11 +1188,8 @@ class _Starter:
         # As in every claim the token only grows; the job's lease stays with its own runs
         # (each run is fenced by its own row), so a backfill never makes a scheduled
         # occurrence overlap.
-        self._connection.execute(
-            schedules.update()
-            .where(schedules.c.job_name == self._name)
-            .values(fencing_token=self._token)
-        )
+        tokens = [{"b_job": self._name, "fencing_token": self._token}]
+        _move_schedules(self._connection, "advance-tokens", ("fencing_token",), tokens)
         return self._claims
 
     def _admit(self) -> bool:
@@ -1242,17 +1247,6 @@ def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunR
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
-def due_job_names(connection: Connection, now: datetime, limit: int) -> list[str]:
-    """Jobs whose schedule row is due at ``now``, oldest first (read without locking)."""
-    query = (
-        select(schedules.c.job_name)
-        .where(schedules.c.due_at <= now)
-        .order_by(schedules.c.due_at)
-        .limit(limit)
-    )
-    return list(connection.execute(query).scalars())
-
-
 def due_pending(
     connection: Connection, now: datetime, limit: int, *, skip: list[str], run_id: str | None
 ) -> list[RunRecord]:
@@ -1297,10 +1291,9 @@ def open_backfills(connection: Connection, now: datetime, only: str | None) -> l
     """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
     runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
     any backfill (``live``), locked together; with ``only``, that backfill even when full."""
-    if only is None:
-        query = built(connection, "open-backfills", lambda d: _backfills_query(d, one=False))
-    else:
-        query = built(connection, "one-backfill", lambda d: _backfills_query(d, one=True))
+    one = only is not None
+    name = "one-backfill" if one else "open-backfills"
+    query = built(connection, name, lambda d: _backfills_query(d, one=one))
     return list(connection.execute(query, {"now": now, "only": only}).mappings())
 
 
@@ -1313,15 +1306,6 @@ def backfill_runs(
     query = built(connection, name, lambda d: _backfill_runs_query(d, retries=retries))
     found = connection.execute(query, {"backfill": backfill_id, "now": now, "limit": limit})
     return list(found.mappings())
-
-
-def next_wakeup_times(connection: Connection, *, skip: Sequence[str]) -> list[datetime | None]:
-    """In one indexed statement, whatever the catalog's size: the earliest ``due_at`` of the
-    schedules not in ``skip``, ``not_before`` of a pending run, lease expiry of a running run,
-    ``queued_at`` of a manual run no claim has looked at, and ``created_at`` of an unfinished
-    backfill."""
-    row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
-    return [value if isinstance(value, datetime) else None for value in row.one()]
 
 
 def oldest_due(connection: Connection) -> datetime | None:
@@ -1354,26 +1338,6 @@ def start_pending(connection: Connection, claims: list[Claim], host_id: str, now
     connection.execute(built(connection, "start-pending", _start_pending), rows)
 
 
-def refuse_pending(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Manual runs (``b_id``) that cannot start are recorded skipped, with why as their reason."""
-    connection.execute(built(connection, "refuse-pending", _refuse_pending), rows)
-
-
-def advance_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Schedule rows move to their next occurrence; no run of theirs started."""
-    _move_schedules(connection, "advance-schedules", _MOVED, rows)
-
-
-def lease_schedules(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Schedule rows move on and lease their newest run, with the fencing token advanced."""
-    _move_schedules(connection, "lease-schedules", _LEASED, rows)
-
-
-def advance_tokens(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Schedule rows' fencing tokens move past a backfill's runs, which hold no lease."""
-    _move_schedules(connection, "advance-tokens", ("fencing_token",), rows)
-
-
 _MOVED = ("next_occurrence", "due_at", "missed_through")
 _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
 
@@ -1381,7 +1345,8 @@ _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_r
 def _move_schedules(
     connection: Connection, name: str, columns: Sequence[str], rows: list[dict[str, Any]]
 ) -> None:
-    """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job).
+    """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job;
+    none: nothing written).
 
     On PostgreSQL one statement from JSON whatever the batch size (see
     :func:`~jobhost.store.engine.json_rows`); elsewhere an executemany."""
@@ -1403,6 +1368,8 @@ def _move_schedules(
             .values(**{column: bindparam(column) for column in columns})
         )
 
+    if not rows:
+        return
     statement = built(connection, name, build)
     connection.execute(
         statement, rows_json(rows) if connection.dialect.name == "postgresql" else rows

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any
 
 from jobhost_contracts import StaleLeaseError
@@ -71,12 +72,10 @@ __all__ = [
     "mark_stopped",
     "mark_synced",
     "put_value",
-    "queue_retries",
     "record_finished",
     "record_outcomes",
     "register_host",
     "release_runs",
-    "renew_lease",
     "renew_leases",
     "schedule_token",
     "start_host",
@@ -224,15 +223,6 @@ def beat(
     return Beat(lost, groups)
 
 
-def renew_lease(engine: Engine, host_id: str, run_id: str, lease: timedelta, clock: Clock) -> bool:
-    """Extend one run's lease by ``lease`` from now; False when this host no longer holds it.
-    A row another transaction holds at that moment is left for the next renewal (see
-    :func:`renew_leases`)."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        return not renew_leases(connection, host_id, [run_id], now + lease)
-
-
 def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Clock) -> set[str]:
     """Give back runs this host claimed but never started (its claim-ahead queue, at shutdown);
     return the ids released.
@@ -374,14 +364,14 @@ def record_outcomes(
     _summarise(
         connection,
         [
-            {
-                "b_job": o.job_name,
-                "b_run": o.run_id,
-                "b_outcome": o.end.outcome,
-                "b_started": o.started_at,
-                "b_finished": o.end.finished_at,
-                "b_error": o.end.error_message,
-            }
+            (
+                o.job_name,
+                o.run_id,
+                o.end.outcome,
+                o.started_at,
+                o.end.finished_at,
+                o.end.error_message,
+            )
             for o in recorded
         ],
         isolate=isolate,
@@ -581,17 +571,7 @@ def _abandon_runs(
     gone = [r for r in gone if r.id not in kept]
     _summarise(
         connection,
-        [
-            {
-                "b_job": r.job_name,
-                "b_run": r.id,
-                "b_outcome": "abandoned",
-                "b_started": r.started_at,
-                "b_finished": now,
-                "b_error": messages[r.id],
-            }
-            for r in gone
-        ],
+        [(r.job_name, r.id, "abandoned", r.started_at, now, messages[r.id]) for r in gone],
         fence=True,
     )
     return gone
@@ -614,16 +594,9 @@ def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
 
 def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
     """Insert kept lines, each run of consecutive numbers of one run as one row."""
-    chunks: list[Chunk] = []
-    group: list[LogLine] = []
-    for line in lines:
-        if group and (line.run_id != group[-1].run_id or line.seq != group[-1].seq + 1):
-            chunks.append(_chunk_of(group))
-            group = []
-        group.append(line)
-    if group:
-        chunks.append(_chunk_of(group))
-    append_chunks(connection, chunks)
+    # Within such a run, ``seq`` minus the line's place in ``lines`` stays the same.
+    groups = groupby(enumerate(lines), key=lambda item: (item[1].run_id, item[1].seq - item[0]))
+    append_chunks(connection, [_chunk_of([line for _, line in group]) for _, group in groups])
 
 
 _COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
@@ -652,20 +625,25 @@ def _chunk_of(group: Sequence[LogLine]) -> Chunk:
     )
 
 
+_SUMMARY = ("b_job", "b_run", "b_outcome", "b_started", "b_finished", "b_error")
+
+
 def _summarise(
     connection: Connection,
-    items: list[dict[str, Any]],
+    summaries: list[tuple[Any, ...]],
     *,
     fence: bool = False,
     isolate: bool = True,
 ) -> None:
-    """Write each job's last-run summary and free its lease when the finished run held it.
+    """Write each job's last-run summary (job, run, outcome, started, finished, error) and free
+    its lease when the finished run held it.
 
     A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
     ``fence`` advances the fencing token too, so an abandoned run can no longer write.
     """
     # One row a job in PostgreSQL's JSON form: a job twice in a batch (runs that overlap)
     # must have its summaries applied in order, one statement each.
+    items = [dict(zip(_SUMMARY, summary, strict=True)) for summary in summaries]
     once = len({item["b_job"] for item in items}) == len(items)
     refused = _execute_batch(
         connection,
