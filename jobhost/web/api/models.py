@@ -1,6 +1,7 @@
 """The shapes of ``/api/v1``'s answers and query strings, as pydantic models: the OpenAPI
-document's schemas are generated from them (:mod:`jobhost.web.api.openapi`), and a
-property-based test (schemathesis) checks that every answer the API gives fits them.
+document's schemas are generated from them (:mod:`jobhost.web.api.openapi`), the routes check
+each answer against its model before sending it, and a property-based test (schemathesis) checks
+that every answer the API gives fits them.
 
 A field without a default is one every answer carries; a field with one may be left out.
 """

@@ -142,7 +142,6 @@ class _Api:
                     headers={"Allow": allowed},
                 )
             found, handler = ops[method]
-            scope = found.scope
             address = client_address(request)
             token = _token_for(request, self.tokens)
             if token is None:
@@ -163,7 +162,7 @@ class _Api:
                     "the configured api_tokens",
                     headers={"WWW-Authenticate": 'Bearer realm="jobhost"'},
                 )
-            if scope not in token.scopes:
+            if (scope := found.scope) not in token.scopes:
                 return problem(
                     403,
                     "Forbidden",
