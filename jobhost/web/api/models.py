@@ -1,6 +1,7 @@
 """The shapes of ``/api/v1``'s answers and query strings, as pydantic models: the OpenAPI
-document's schemas are generated from them (:mod:`jobhost.web.api.openapi`), and a
-property-based test (schemathesis) checks that every answer the API gives fits them.
+document's schemas are generated from them (:mod:`jobhost.web.api.openapi`), the routes check
+each answer against its model before sending it, and a property-based test (schemathesis) checks
+that every answer the API gives fits them.
 
 A field without a default is one every answer carries; a field with one may be left out.
 """
@@ -68,7 +69,14 @@ Action = Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})]
 Surface = Literal["cli", "api", "dashboard"]
 
 
-class Trigger(BaseModel):
+class Closed(BaseModel):
+    """An answer's shape (and a body's): a key it does not list is refused, and the document
+    says so (``additionalProperties: false``); the routes check every answer against it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Trigger(Closed):
     kind: Literal["cron", "interval"] | None
     expression: str | None
     timezone: str
@@ -76,7 +84,7 @@ class Trigger(BaseModel):
     dst_policy: str = ""
 
 
-class RuntimeJob(BaseModel):
+class RuntimeJob(Closed):
     name: str
     source: Literal["api"]
     kind: str
@@ -89,7 +97,19 @@ class RuntimeJob(BaseModel):
     updated_by: str
 
 
-class Job(BaseModel):
+class LastRun(Closed):
+    """The job's last real attempt."""
+
+    run_id: str
+    outcome: Outcome
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: int | None
+    error: str | None = Field(description="The error's message, else its type; null: none.")
+    backfill_id: str | None = Field(description="The backfill it replayed an occurrence for.")
+
+
+class Job(Closed):
     name: str
     module: str
     description: str = ""
@@ -101,20 +121,26 @@ class Job(BaseModel):
     effective_trigger: Trigger | None = None
     next_fire_utc: str | None = None
     next_fire_local: str | None = None
-    last_run: dict[str, Any] | None = None
+    last_run: LastRun | None = None
     recent_outcomes: list[str] = []
     mismatch: list[str] = []
     status: Status
     source: Source
     kind: str | None
+    concurrency_group: str | None = Field(
+        None, description="The concurrency group its work takes a slot of; null: none."
+    )
+    waiting_for: str | None = Field(
+        None, description="While its work waits for a slot: the group and how busy it is."
+    )
     runtime: RuntimeJob | None = None
 
 
-class JobList(BaseModel):
+class JobList(Closed):
     jobs: list[Job]
 
 
-class Kind(BaseModel):
+class Kind(Closed):
     name: str
     description: str
     module: str
@@ -122,16 +148,42 @@ class Kind(BaseModel):
     examples: list[dict[str, Any]]
 
 
-class KindList(BaseModel):
+class KindList(Closed):
     kinds: list[Kind]
 
 
-class Run(BaseModel):
+class Units(Closed):
+    total: int
+    succeeded: int
+    failed: int
+    skipped_already_done: int
+
+
+class CancelRequest(Closed):
+    by: str
+    at: str | None
+    reason: str | None
+
+
+class Run(Closed):
     run_id: str
     occurrence: str | None
     attempt: int
     source: str
+    host: str | None = Field(description="The host that ran it; null: not claimed yet.")
+    requested_by: str | None = Field(description="Who asked for a manual run.")
+    queued_at: str
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: int | None
     outcome: Outcome
+    reason: str | None = Field(description="Why it was asked for, or why it was skipped.")
+    error_type: str | None
+    error: str | None = Field(description="The error's message.")
+    trace_id: str | None
+    units: Units | None = Field(description="What its units of work came to; null: none.")
+    backfill_id: str | None = Field(description="The backfill it replayed an occurrence for.")
+    cancel: CancelRequest | None = Field(description="Who asked to cancel it; null: nobody.")
     result: Any = Field(
         default=None,
         description=(
@@ -142,12 +194,12 @@ class Run(BaseModel):
     )
 
 
-class RunList(BaseModel):
+class RunList(Closed):
     job: str
     runs: list[Run]
 
 
-class Change(BaseModel):
+class Change(Closed):
     id: int
     at: str
     actor: str
@@ -165,28 +217,28 @@ class Change(BaseModel):
     )
 
 
-class ChangeList(BaseModel):
+class ChangeList(Closed):
     changes: list[Change]
     next_after: int
 
 
-class LogLine(BaseModel):
+class LogLine(Closed):
     seq: int
     time: str
     level: str
     message: str
 
 
-class Gap(BaseModel):
+class Gap(Closed):
     lines: int
     bytes: int
 
 
-class Dropped(BaseModel):
+class Dropped(Closed):
     dropped: Gap
 
 
-class RunLog(BaseModel):
+class RunLog(Closed):
     run_id: str
     job: str
     outcome: Outcome
@@ -195,7 +247,7 @@ class RunLog(BaseModel):
     next_after: int
 
 
-class TriggerResult(BaseModel):
+class TriggerResult(Closed):
     job: str
     request_id: str
     run_id: str | None
@@ -203,17 +255,17 @@ class TriggerResult(BaseModel):
     message: str | None
 
 
-class PauseResult(BaseModel):
+class PauseResult(Closed):
     job: str
     paused: bool
     changed: bool
 
 
-class PausedMany(BaseModel):
+class PausedMany(Closed):
     jobs: list[PauseResult]
 
 
-class RetryQueued(BaseModel):
+class RetryQueued(Closed):
     run_id: str
     retry_of: str
     job: str
@@ -221,7 +273,7 @@ class RetryQueued(BaseModel):
     outcome: Literal["pending"]
 
 
-class CancelAsked(BaseModel):
+class CancelAsked(Closed):
     run_id: str
     job: str
     host: str | None
@@ -230,7 +282,7 @@ class CancelAsked(BaseModel):
     reason: str | None
 
 
-class BackfillSelection(BaseModel):
+class BackfillSelection(Closed):
     """What a backfill takes: its id (None for a dry run or nothing to do) and occurrences."""
 
     id: str | None
@@ -241,7 +293,7 @@ class BackfillSelection(BaseModel):
     occurrences: list[str]
 
 
-class Backfill(BaseModel):
+class Backfill(Closed):
     """A backfill's progress; ``done`` counts the settled occurrences."""
 
     id: str
@@ -263,7 +315,7 @@ class Backfill(BaseModel):
     pending: int = Field(ge=0)
 
 
-class FailureResolution(BaseModel):
+class FailureResolution(Closed):
     """How a failure was resolved: its work succeeded later (``run_id``), or an operator
     acknowledged it (``reason``)."""
 
@@ -274,7 +326,7 @@ class FailureResolution(BaseModel):
     reason: str | None
 
 
-class FailureGroup(BaseModel):
+class FailureGroup(Closed):
     """The page's failures of one job, outcome, error and state."""
 
     job: str
@@ -286,7 +338,7 @@ class FailureGroup(BaseModel):
     resolved: bool
 
 
-class Failure(BaseModel):
+class Failure(Closed):
     job: str
     run_id: str
     occurrence: str | None
@@ -302,7 +354,7 @@ class Failure(BaseModel):
     resolved: FailureResolution | None
 
 
-class FailureList(BaseModel):
+class FailureList(Closed):
     failures: list[Failure]
     groups: list[FailureGroup]
     next_cursor: str | None
@@ -311,25 +363,25 @@ class FailureList(BaseModel):
     generated_at: str
 
 
-class RetryRefused(BaseModel):
+class RetryRefused(Closed):
     run_id: str
     job: str
     reason: str
 
 
-class FailuresRetried(BaseModel):
+class FailuresRetried(Closed):
     queued: list[RetryQueued]
     refused: list[RetryRefused]
     more: bool
     hosts_alive: int = Field(ge=0)
 
 
-class FieldError(BaseModel):
+class FieldError(Closed):
     field: str
     message: str
 
 
-class Problem(BaseModel):
+class Problem(Closed):
     """An error: what is wrong, the field, and the fix (``application/problem+json``)."""
 
     type: str
@@ -338,30 +390,32 @@ class Problem(BaseModel):
     detail: str
     id: str = ""
     errors: list[FieldError] = []
+    request_id: str = Field(
+        "", description="A refused trigger's request (409 of POST /jobs/{name}/trigger)."
+    )
 
 
-class StateEntry(BaseModel):
+class StateEntry(Closed):
     key: str
     value: str
     updated_at: str
     fencing_token: int = Field(description="The token of the run or change that wrote it.")
 
 
-class JobState(BaseModel):
+class JobState(Closed):
     job: str
     state: list[StateEntry] = Field(description="The job's keys, by key (the first 1,000).")
     more: bool = Field(description="The job has keys past the first 1,000.")
 
 
-class StateValue(BaseModel):
+class StateValue(Closed):
     """A key's new value (text, as a job's ``context.state.set`` writes it), and why."""
 
-    model_config = ConfigDict(extra="forbid")
     value: str = Field(max_length=VALUE_LIMIT)
     reason: ReasonText
 
 
-class StateChanged(BaseModel):
+class StateChanged(Closed):
     job: str
     key: str
     before: str | None = Field(description="The value it had; null: not set.")
@@ -369,10 +423,9 @@ class StateChanged(BaseModel):
     changed: bool = Field(description="False when it already had that value.")
 
 
-class Reason(BaseModel):
+class Reason(Closed):
     """Why: recorded with the change."""
 
-    model_config = ConfigDict(extra="forbid")
     reason: ReasonText
 
 
@@ -387,10 +440,9 @@ class JobWrite(JobDefinition):
 _Names = list[Annotated[str, Field(min_length=1, max_length=200)]]
 
 
-class Selection(BaseModel):
+class Selection(Closed):
     """Many jobs, by module or by name pattern, and why (``POST /pause`` and ``/resume``)."""
 
-    model_config = ConfigDict(extra="forbid")
     modules: _Names = Field([], max_length=100, description="Every job of these modules.")
     match: _Names = Field(
         [], max_length=100, description="Every job whose name matches, e.g. billing.*."

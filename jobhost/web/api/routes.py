@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -53,7 +55,7 @@ from jobhost.web.api.requests import (
     read_reason,
     take_reason,
 )
-from jobhost.web.api.table import ENDPOINTS
+from jobhost.web.api.table import ENDPOINTS, Endpoint
 from jobhost.web.api.views import job_json, runtime_json
 from jobhost.web.app import blocking
 from jobhost.web.middleware import failure_body, log_unexpected
@@ -65,6 +67,7 @@ API_PREFIX = "/api/v1"
 _log = logging.getLogger("jobhost.api")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 Handler = Callable[[Request, ApiToken], Awaitable[Response]]
+_Operation = tuple[Endpoint, Handler]
 
 
 def api_routes(
@@ -110,14 +113,14 @@ class _Api:
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
         object's method of its ``operation`` name."""
-        table: dict[str, dict[str, tuple[str, Handler]]] = {}
+        table: dict[str, dict[str, _Operation]] = {}
         routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
             handler = attrgetter(endpoint.operation)(self)
             if endpoint.scope is None:  # the document: no token
                 routes.append(Route(endpoint.path, handler, methods=["GET", "HEAD"]))
             else:
-                table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint.scope, handler)
+                table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint, handler)
         routes += [
             Route(path, self._dispatch(ops), methods=_METHODS) for path, ops in table.items()
         ]
@@ -126,7 +129,7 @@ class _Api:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _dispatch(self, ops: dict[str, tuple[str, Handler]]) -> Callable[[Request], Any]:
+    def _dispatch(self, ops: dict[str, _Operation]) -> Callable[[Request], Any]:
         allowed = ", ".join(sorted(ops))
 
         async def endpoint(request: Request) -> Response:
@@ -138,7 +141,7 @@ class _Api:
                     f"{request.method} is not allowed here; use {allowed}",
                     headers={"Allow": allowed},
                 )
-            scope, handler = ops[method]
+            found, handler = ops[method]
             address = client_address(request)
             token = _token_for(request, self.tokens)
             if token is None:
@@ -159,7 +162,7 @@ class _Api:
                     "the configured api_tokens",
                     headers={"WWW-Authenticate": 'Bearer realm="jobhost"'},
                 )
-            if scope not in token.scopes:
+            if (scope := found.scope) not in token.scopes:
                 return problem(
                     403,
                     "Forbidden",
@@ -168,7 +171,7 @@ class _Api:
                 )
             acting_from("api", address)
             try:
-                return await handler(request, token)
+                return _checked(found, await handler(request, token))
             except BadRequest as error:
                 return problem(error.status, error.title, error.detail, errors=error.errors)
             except ChangeRefused as error:
@@ -176,9 +179,7 @@ class _Api:
             except Exception as error:  # the API must answer, and the host go on
                 if is_store_down(error):
                     raise  # answered 503 by StoreUnavailable
-                failure_id = log_unexpected(request.method, request.url.path, error)
-                body = failure_body(failure_id)
-                return problem(500, "Internal error", str(body["detail"]), extra={"id": failure_id})
+                return _internal_error(log_unexpected(request.method, request.url.path, error))
 
         return endpoint
 
@@ -379,6 +380,37 @@ def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
         if hmac.compare_digest(digest, token.sha256):
             found = token
     return found
+
+
+def _checked(endpoint: Endpoint, response: Response) -> Response:
+    """``response``, when its JSON fits the answer model ``endpoint`` declares for its status
+    (the very bytes, not re-serialised); otherwise a 500, logged: the document and the answers
+    must not drift apart, and a key the document does not list is the server's fault."""
+    answer = endpoint.answers.get(response.status_code)
+    model = answer.body if answer is not None else None
+    if response.media_type != "application/json" or not (
+        isinstance(model, type) and issubclass(model, BaseModel)
+    ):
+        return response
+    try:
+        model.model_validate_json(bytes(response.body))  # the same object: no copy
+    except ValidationError as error:
+        failure_id = secrets.token_hex(8)
+        _log.error(
+            "%s answered %s outside its %s model (id %s): %s",
+            endpoint.route,
+            response.status_code,
+            model.__name__,
+            failure_id,
+            error,
+        )
+        return _internal_error(failure_id)
+    return response
+
+
+def _internal_error(failure_id: str) -> Response:
+    detail = str(failure_body(failure_id)["detail"])
+    return problem(500, "Internal error", detail, extra={"id": failure_id})
 
 
 def _no_run() -> Response:
