@@ -140,8 +140,10 @@ def create_store_engine(
     long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
     would otherwise keep its rows locked, and every other replica skips locked rows, so the
     runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
-    for its write lock up to its own busy timeout, threads of this process likewise.
-    ``pooling`` and ``listen_url``: PostgreSQL behind a transaction-mode pooler
+    for its write lock up to its own busy timeout, threads of this process likewise. Every wait
+    for a PostgreSQL server ends after ``statement_timeout`` plus :data:`DEADLINE_MARGIN` (none
+    when ``statement_timeout`` is 0); see :mod:`jobhost.store.deadline`. ``pooling`` and
+    ``listen_url``: PostgreSQL behind a transaction-mode pooler
     (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
