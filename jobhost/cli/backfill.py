@@ -163,23 +163,14 @@ def _run(
     as_json: bool,
 ) -> int:
     from jobhost.cli._one_shot import backfill_here
-    from jobhost.operations.backfills import ensure_scheduled, see_through, start_backfill
+    from jobhost.operations.backfills import see_through, start_backfill
 
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     with opened_store(settings, write=True) as store:
-        ensure_scheduled(store, spec)
         hosts = bool(store.live_hosts()[1])
         backfill_id = start_backfill(
-            store,
-            spec.name,
-            start=plan.start,
-            end=plan.end,
-            mode=plan.mode,
-            occurrences=plan.occurrences,
-            concurrency=concurrency,
-            actor=getpass.getuser(),
-            reason=reason,
+            store, spec, plan, concurrency=concurrency, actor=getpass.getuser(), reason=reason
         )
         to_stderr(
             f"backfill {backfill_id}: job {spec.name}, mode {plan.mode}, "

@@ -16,7 +16,7 @@ started finish first (Ctrl-C again abandons them to their lease).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,7 +35,6 @@ __all__ = [
     "Followed",
     "backfill_json",
     "cancel_backfill",
-    "ensure_scheduled",
     "plan_backfill",
     "progress_line",
     "see_through",
@@ -156,32 +155,27 @@ def _no_schedule(spec: JobSpec) -> str:
     )
 
 
-def ensure_scheduled(store: Store, spec: JobSpec) -> None:
-    """Give the job a schedule row if no host has yet, as a starting host would: a backfill's
-    claim locks it."""
-    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), store.clock)
-
-
 def start_backfill(
     store: Store,
-    job: str,
+    spec: JobSpec,
+    plan: BackfillPlan,
     *,
-    start: datetime,
-    end: datetime,
-    mode: str,
-    occurrences: Sequence[datetime],
     concurrency: int,
     actor: str,
     reason: str | None,
 ) -> str:
-    """Record a backfill of ``occurrences`` of ``job`` for the hosts (or the command's own
-    process) to run; its id. The change record names the range, the mode and the count."""
+    """Record a backfill of ``plan``'s occurrences for the hosts (or the command's own process)
+    to run; its id. The change record names the range, the mode and the count.
+
+    The job gets a schedule row first if no host has given it one yet, as a starting host
+    would: a backfill's claim locks it."""
+    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), store.clock)
     return store.backfill_logged(
-        job,
-        start=start,
-        end=end,
-        mode=mode,
-        occurrences=occurrences,
+        spec.name,
+        start=plan.start,
+        end=plan.end,
+        mode=plan.mode,
+        occurrences=plan.occurrences,
         concurrency=concurrency,
         actor=actor,
         reason=reason,

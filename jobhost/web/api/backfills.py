@@ -21,7 +21,6 @@ from jobhost.operations.backfills import (
     BackfillInputError,
     backfill_json,
     cancel_backfill,
-    ensure_scheduled,
     plan_backfill,
     start_backfill,
 )
@@ -113,17 +112,8 @@ class BackfillEndpoints:
         shown = {"id": None, **plan.to_json()}
         if body.dry_run or not plan.occurrences:
             return shown, 200
-        ensure_scheduled(store, spec)
         backfill_id = start_backfill(
-            store,
-            name,
-            start=plan.start,
-            end=plan.end,
-            mode=plan.mode,
-            occurrences=plan.occurrences,
-            concurrency=body.concurrency,
-            actor=actor,
-            reason=body.reason,
+            store, spec, plan, concurrency=body.concurrency, actor=actor, reason=body.reason
         )
         return {**shown, "id": backfill_id}, 202
 

@@ -39,7 +39,6 @@ from jobhost.operations.backfills import (
     BackfillInputError,
     BackfillPlan,
     cancel_backfill,
-    ensure_scheduled,
     plan_backfill,
     start_backfill,
 )
@@ -392,17 +391,9 @@ async def _backfill(console: Console, request: Request, checked: _Checked, name:
         )
 
     def record() -> None:
-        ensure_scheduled(store, console.catalog.jobs[name])
+        spec = console.catalog.jobs[name]
         backfill_id = start_backfill(
-            store,
-            name,
-            start=planned.start,
-            end=planned.end,
-            mode=planned.mode,
-            occurrences=planned.occurrences,
-            concurrency=concurrency,
-            actor=checked.who,
-            reason=checked.reason,
+            store, spec, planned, concurrency=concurrency, actor=checked.who, reason=checked.reason
         )
         result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
         _audit_line(checked, "backfill", name, result)
