@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable
+from typing import TypeVar
 
 __all__ = ["Cancellation", "JobCancelled"]
+
+_T = TypeVar("_T")
 
 
 class JobCancelled(Exception):
@@ -62,6 +66,18 @@ class Cancellation:
                 return
             self._waiters.append((loop, future))
         await future
+
+    async def drive(self, awaitable: Awaitable[_T]) -> _T:
+        """Await ``awaitable`` as a task that is cancelled when the run is, as the host runs an
+        async executor; raises :class:`asyncio.CancelledError` then."""
+        task = asyncio.ensure_future(awaitable)
+        waiter = asyncio.ensure_future(self.wait_async())
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            waiter.cancel()
+            return task.result()
+        task.cancel()
+        return await task
 
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():

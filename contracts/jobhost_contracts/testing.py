@@ -26,7 +26,7 @@ import inspect
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
@@ -151,7 +151,7 @@ def _call(
     try:
         value: Any = executor.execute(context)
         if inspect.isawaitable(value):
-            value = asyncio.run(_drive(value, context.cancellation))
+            value = asyncio.run(context.cancellation.drive(value))
     except (JobCancelled, asyncio.CancelledError) as error:
         return Failure(error), error
     except Exception as error:  # a bug in the executor: the host records a failed run too
@@ -161,18 +161,6 @@ def _call(
         return value, None
     wrong = TypeError(f"executor returned {type(value).__name__}, not a returns Result")
     return Failure(wrong), wrong
-
-
-async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
-    # As the host: an async executor's task is cancelled when its run is.
-    task = asyncio.ensure_future(awaitable)
-    waiter = asyncio.ensure_future(cancellation.wait_async())
-    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        waiter.cancel()
-        return task.result()
-    task.cancel()
-    return await task
 
 
 def _outcome(

@@ -20,7 +20,7 @@ import reprlib
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -431,7 +431,7 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
     try:
         value: Any = executor.execute(context)
         if inspect.isawaitable(value):
-            value = asyncio.run(_drive(value, context.cancellation))
+            value = asyncio.run(context.cancellation.drive(value))
         deliver(_from_result(value, context.cancellation))
     except (JobCancelled, asyncio.CancelledError) as error:
         deliver(
@@ -466,17 +466,6 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
         message = f"{error!r}: the executor {what}; return a Failure or raise an Exception instead"
         _log.error("job %s run %s: %s", context.job_name, context.run_id, message)
         deliver(Outcome("failed", error_type=type(error).__name__, error_message=message))
-
-
-async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
-    task = asyncio.ensure_future(awaitable)
-    waiter = asyncio.ensure_future(cancellation.wait_async())
-    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        waiter.cancel()
-        return task.result()
-    task.cancel()
-    return await task
 
 
 def _from_result(value: Any, cancellation: Cancellation) -> Outcome:

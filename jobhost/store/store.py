@@ -44,35 +44,69 @@ __all__ = ["Store"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+_C = TypeVar("_C", bound=Callable[..., Any])
 
 
-class _Read(Generic[_P, _T]):
-    """A store function of a connection, run on a connection for reads only (``write``: in a
-    transaction of its own)."""
+class _Operation(Generic[_C]):
+    """Binds a store function to the store on first use and keeps the bound callable among the
+    store's own attributes, so later calls, the firing loop's every turn among them, go
+    straight to it."""
 
-    def __init__(
-        self, query: Callable[Concatenate[Connection, _P], _T], *, write: bool = False
-    ) -> None:
-        self._query, self._write = query, write
+    _name = ""
 
-    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
-        query, write = self._query, self._write
+    def __set_name__(self, _owner: type[Store], name: str) -> None:
+        self._name = name
+
+    def __get__(self, store: Store, _owner: type[Store]) -> _C:
+        bound = self._bind(store)
+        store.__dict__[self._name] = bound
+        return bound
+
+    def _bind(self, store: Store) -> _C:
+        raise NotImplementedError
+
+
+class _Read(_Operation[Callable[_P, _T]]):
+    """A store function of a connection, run on a connection for reads only."""
+
+    def __init__(self, query: Callable[Concatenate[Connection, _P], _T]) -> None:
+        self._query = query
+
+    def _bind(self, store: Store) -> Callable[_P, _T]:
+        query = self._query
 
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with store._engine.begin() if write else engine.reading(store._engine) as connection:
+            with engine.reading(store._engine) as connection:
                 return query(connection, *args, **kwargs)
 
         return call
 
 
-class _ReadAt(Generic[_P, _T]):
+class _Write(_Operation[Callable[_P, _T]]):
+    """A store function of a connection, run in a transaction of its own, committed when it
+    returns."""
+
+    def __init__(self, query: Callable[Concatenate[Connection, _P], _T]) -> None:
+        self._query = query
+
+    def _bind(self, store: Store) -> Callable[_P, _T]:
+        query = self._query
+
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            with store._engine.begin() as connection:
+                return query(connection, *args, **kwargs)
+
+        return call
+
+
+class _ReadAt(_Operation[Callable[_P, tuple[datetime, _T]]]):
     """A store function of a connection and the store's instant: returns both, read together
     (see :func:`~jobhost.store.engine.database_now`)."""
 
     def __init__(self, query: Callable[Concatenate[Connection, datetime, _P], _T]) -> None:
         self._query = query
 
-    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, tuple[datetime, _T]]:
+    def _bind(self, store: Store) -> Callable[_P, tuple[datetime, _T]]:
         query = self._query
 
         def call(*args: _P.args, **kwargs: _P.kwargs) -> tuple[datetime, _T]:
@@ -83,13 +117,13 @@ class _ReadAt(Generic[_P, _T]):
         return call
 
 
-class _Own(Generic[_P, _T]):
+class _Own(_Operation[Callable[_P, _T]]):
     """A store operation that opens its own transactions (several, or with a retry)."""
 
     def __init__(self, operation: Callable[Concatenate[Engine, _P], _T]) -> None:
         self._operation = operation
 
-    def __get__(self, store: Store, _owner: type[Store]) -> Callable[_P, _T]:
+    def _bind(self, store: Store) -> Callable[_P, _T]:
         return functools.partial(self._operation, store._engine)
 
 
@@ -228,6 +262,6 @@ class Store:
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
     session_version = _Read(sessions.session_version)
-    end_sessions = _Read(sessions.end_sessions, write=True)
-    count_wrong_guess = _Read(sessions.count_wrong_guess, write=True)
-    purge_guesses = _Read(sessions.purge_guesses, write=True)
+    end_sessions = _Write(sessions.end_sessions)
+    count_wrong_guess = _Write(sessions.count_wrong_guess)
+    purge_guesses = _Write(sessions.purge_guesses)
