@@ -31,9 +31,7 @@ def test_a_cancellation_from_another_thread_cancels_the_task() -> None:
             cleaned_up.append(True)
         return "not reached"
 
-    canceller = threading.Thread(
-        target=lambda: started.wait(5) and cancellation.cancel("shutdown")
-    )
+    canceller = threading.Thread(target=lambda: started.wait(5) and cancellation.cancel("shutdown"))
     canceller.start()
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(asyncio.wait_for(cancellation.drive(work()), timeout=10))
