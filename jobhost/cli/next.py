@@ -129,7 +129,8 @@ def next_occurrences(
         schedule, zone = _from_job(ctx, name, start, policy)
     instants = schedule.iter_after(start, count)
     if as_json:
-        click.echo(json.dumps([_as_json(instant, zone) for instant in instants]))
+        shown = [{"utc": _utc(i), "local": i.astimezone(zone).isoformat()} for i in instants]
+        click.echo(json.dumps(shown))
     else:
         _print_columns(instants, zone)
         if instants:
@@ -214,10 +215,6 @@ def _catalog_with(ctx: click.Context, name: str) -> Catalog:
             return catalog_for(settings, store, name)
     except (StoreMissingError, StoreUnavailableError, StoreError):
         return load_catalog(settings)
-
-
-def _as_json(instant: datetime, zone: tzinfo) -> dict[str, str]:
-    return {"utc": _utc(instant), "local": instant.astimezone(zone).isoformat()}
 
 
 def _utc(instant: datetime) -> str:
