@@ -179,8 +179,7 @@ def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json
 def _scope(since: str | None, job: str | None, text: str | None) -> str:
     parts = [f"of job {job}" if job else "", f"since {since}" if since else ""]
     parts.append(f"with {text!r} in its error" if text else "")
-    shown = " ".join(part for part in parts if part)
-    return f" {shown}" if shown else ""
+    return "".join(f" {part}" for part in parts if part)
 
 
 def _usage(message: str) -> NoReturn:
