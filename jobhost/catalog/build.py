@@ -58,6 +58,7 @@ _DECLARED_NOTHING = frozenset({"plugin-import", "plugin-hook", "module-settings"
 _DISABLED_WARNS = frozenset({"unknown-concurrency-group"})
 """Problems of a disabled job that are warnings: they depend on the configuration, and the
 job does not run on its own."""
+_DISABLED_NOTE = " (the job is disabled: the host starts, and a run by hand is not limited)"
 
 
 def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Catalog:
@@ -94,7 +95,11 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         # A disabled job's group needs no limit to keep the host from starting: the module may
         # not be configured at all (settings.md: installing a module never breaks a host).
         if spec is not None and not spec.enabled:
-            warnings.extend(_disabled(p) for p in job_problems if p.code in _DISABLED_WARNS)
+            warnings.extend(
+                replace(p, message=p.message + _DISABLED_NOTE)
+                for p in job_problems
+                if p.code in _DISABLED_WARNS
+            )
             job_problems = [p for p in job_problems if p.code not in _DISABLED_WARNS]
         problems.extend(job_problems)
         if spec is not None and not duplicate:
@@ -110,11 +115,6 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
         kinds=kinds.kinds,
         warnings=[*_ordered(warnings), *_unused_limits(settings, collected, plugin_problems)],
     )
-
-
-def _disabled(problem: Problem) -> Problem:
-    note = " (the job is disabled: the host starts, and a run by hand is not limited)"
-    return replace(problem, message=problem.message + note)
 
 
 def _unused_limits(

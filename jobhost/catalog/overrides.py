@@ -9,7 +9,7 @@ suggests: the declaration, or the deployment's configuration.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -55,24 +55,18 @@ class TriggerParts:
     """Where the daylight-saving policy came from (an override may set either part)."""
 
 
+_PARTS = tuple(part.name for part in fields(TriggerParts))
+
+
 def declared_parts(
     declaration: BackgroundJobDeclaration, origin: Origin = "declaration"
 ) -> TriggerParts:
-    """What the declaration alone says; ``origin`` "api" for a runtime job's."""
-    return TriggerParts(
-        name=declaration.name,
-        module=declaration.module,
-        cron=declaration.cron,
-        interval=declaration.interval,
-        timezone=declaration.timezone,
-        enabled=declaration.enabled,
-        dst_gap=declaration.dst_gap,
-        dst_repeat=declaration.dst_repeat,
-        trigger_from=origin,
-        zone_from=origin,
-        enabled_from=origin,
-        dst_from=origin,
-    )
+    """What the declaration alone says, each part under its own name, all from ``origin``
+    ("api" for a runtime job's)."""
+    said: dict[str, Any] = {
+        part: origin if part.endswith("_from") else getattr(declaration, part) for part in _PARTS
+    }
+    return TriggerParts(**said)
 
 
 def effective_parts(parts: TriggerParts, override: JobOverride | None) -> TriggerParts:

@@ -269,11 +269,7 @@ def _reader(accepted: tuple[type, ...]) -> Callable[[Any], Any]:
     for kind in accepted:
         if issubclass(kind, StrEnum):
             return {policy.value: policy for policy in kind}.__getitem__
-    return _as_stored
-
-
-def _as_stored(value: Any) -> Any:
-    return value
+    return lambda value: value  # as stored
 
 
 # Every policy but the declared trigger's parts (in "declared"), stored under its own name but

@@ -328,7 +328,9 @@ def _signature_problem(executor: object) -> str | None:
             return _method_problem(function, type(executor).__name__)
         return _call_problem(execute, f"{type(executor).__name__}.execute", skip_self=False)
     if callable(executor):
-        return _call_problem(executor, _function_name(executor), skip_self=False)
+        name = getattr(executor, "__qualname__", None) or type(executor).__name__
+        shown = f"function {name}" if inspect.isfunction(executor) else str(name)
+        return _call_problem(executor, shown, skip_self=False)
     return None
 
 
@@ -370,11 +372,6 @@ def _call_problem(target: Callable[..., Any], name: str, *, skip_self: bool) -> 
             f"with exactly one argument, the context; {fix}"
         )
     return None
-
-
-def _function_name(function: object) -> str:
-    name = getattr(function, "__qualname__", None) or type(function).__name__
-    return f"function {name}" if inspect.isfunction(function) else str(name)
 
 
 def _kind(value: object) -> str:

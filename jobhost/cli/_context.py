@@ -90,8 +90,8 @@ def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None =
 def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:
     """Job ``name`` from the catalog, or exit: 3 when its declaration has problems, 2 when
     nobody declares it (with the closest names), and a note when other jobs have problems."""
-    if name not in catalog.jobs and catalog.problems_for(name):
-        lines = [problem.line() for problem in catalog.problems_for(name)]
+    if name not in catalog.jobs and (problems := catalog.problems_for(name)):
+        lines = [p.line() for p in problems]
         fail(
             "\n".join([*lines, f"job {name} cannot {purpose} until these are fixed"]), EXIT_INVALID
         )

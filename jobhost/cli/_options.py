@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -26,6 +27,7 @@ __all__ = [
     "print_and_exit",
     "reason_text",
     "required_reason",
+    "since_instant",
     "typed_run_id",
     "wait_options",
 ]
@@ -69,6 +71,18 @@ def reason_text(value: str) -> str:
         return checked_reason(value)
     except BadReason as error:
         raise click.BadParameter(str(error), param_hint="--reason") from None
+
+
+def since_instant(since: str | None, usage: Callable[[str], NoReturn]) -> datetime | None:
+    """``--since`` (a duration back from now, a date or a time) as an instant; ``usage`` exits
+    saying what is wrong with it."""
+    from jobhost.clock import SystemClock
+    from jobhost.operations.failures import BadFailureQuery, parse_since
+
+    try:
+        return parse_since(since, SystemClock()()) if since is not None else None
+    except BadFailureQuery as error:
+        usage(f"--{error.field}: {since!r} {error.detail}")
 
 
 def typed_run_id(store: Store, typed: str) -> str:

@@ -65,7 +65,7 @@ def validate(ctx: click.Context, as_json: bool) -> None:
         for line in _loaded_lines(plugins):
             click.echo(line)
         jobs, problems = len(catalog.jobs), len(catalog.problems)
-        click.echo(f"{jobs} {_plural(jobs, 'job')}, {problems} {_plural(problems, 'problem')}")
+        click.echo(f"{jobs} job{'s' * (jobs != 1)}, {problems} problem{'s' * (problems != 1)}")
     if not catalog.ok:
         # SystemExit, not ctx.exit: with standalone_mode=False click turns ctx.exit into a
         # return value of cli.main, which jobhost.cli.main does not pass on.
@@ -161,10 +161,6 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: boo
         click.echo("\n".join(health_lines(result, stdout_style())))
     if not result.ok:
         raise SystemExit(EXIT_FAILED)
-
-
-def _plural(count: int, word: str) -> str:
-    return word if count == 1 else f"{word}s"
 
 
 def _loaded(catalog: Catalog, settings: Settings) -> list[dict[str, Any]]:

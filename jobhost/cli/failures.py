@@ -9,7 +9,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import opened_store, settings_of
-from jobhost.cli._options import json_option, optional_reason, typed_run_id
+from jobhost.cli._options import json_option, optional_reason, since_instant, typed_run_id
 
 __all__ = ["failures"]
 
@@ -93,15 +93,12 @@ def failures(
         return
     if reason is not None:
         _usage("--reason goes with --ack RUN_ID")
-    from jobhost.clock import SystemClock
     from jobhost.operations.failures import (
         SEARCH_LIMIT,
-        BadFailureQuery,
         FailureQuery,
         failure_line,
         failures_json,
         group_failures,
-        parse_since,
         read_failures,
     )
     from jobhost.operations.jobs import require_known_job
@@ -112,12 +109,8 @@ def failures(
     with opened_store(settings_of(ctx)) as store:
         if job is not None:
             require_known_job(None, store, job)
-        try:
-            start = parse_since(since, SystemClock()()) if since is not None else None
-        except BadFailureQuery as error:
-            _usage(f"--{error.field}: {since!r} {error.detail}")
         query = FailureQuery(
-            since=start,
+            since=since_instant(since, _usage),
             job=job,
             text=text.strip() if text else None,
             limit=limit,
@@ -179,8 +172,7 @@ def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json
 def _scope(since: str | None, job: str | None, text: str | None) -> str:
     parts = [f"of job {job}" if job else "", f"since {since}" if since else ""]
     parts.append(f"with {text!r} in its error" if text else "")
-    shown = " ".join(part for part in parts if part)
-    return f" {shown}" if shown else ""
+    return "".join(f" {part}" for part in parts if part)
 
 
 def _usage(message: str) -> NoReturn:

@@ -160,7 +160,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 )
 @click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
 @required_reason("new endpoint after the migration, INC-7")
-@click.option("--json", "as_json", is_flag=True, help="Print the stored job as JSON.")
+@json_option("Print the stored job as JSON.")
 @click.pass_context
 def put_job(
     ctx: click.Context,

@@ -14,7 +14,13 @@ import click
 from jobhost_contracts import DstGap, DstRepeat
 
 from jobhost.cli._app import EXIT_FAILED, cli, fail, to_stderr
-from jobhost.cli._context import load_catalog, opened_store, require_job, settings_of
+from jobhost.cli._context import (
+    catalog_for,
+    load_catalog,
+    opened_store,
+    require_job,
+    settings_of,
+)
 from jobhost.cli._options import json_option
 from jobhost.errors import StoreMissingError, StoreUnavailableError
 from jobhost.store import StoreError
@@ -123,7 +129,8 @@ def next_occurrences(
         schedule, zone = _from_job(ctx, name, start, policy)
     instants = schedule.iter_after(start, count)
     if as_json:
-        click.echo(json.dumps([_as_json(instant, zone) for instant in instants]))
+        shown = [{"utc": _utc(i), "local": i.astimezone(zone).isoformat()} for i in instants]
+        click.echo(json.dumps(shown))
     else:
         _print_columns(instants, zone)
         if instants:
@@ -202,21 +209,12 @@ def _from_job(
 def _catalog_with(ctx: click.Context, name: str) -> Catalog:
     """The store's catalog when the store holds job ``name`` (no module is loaded); else, as on
     a developer's machine with no store or a job no host synced yet, the built catalog."""
-    from jobhost.operations.jobs import stored_catalog
-
     settings = settings_of(ctx)
     try:
         with opened_store(settings) as store:
-            stored = stored_catalog(settings, store, only=name)
-        if name in stored.jobs:
-            return stored
+            return catalog_for(settings, store, name)
     except (StoreMissingError, StoreUnavailableError, StoreError):
-        pass
-    return load_catalog(settings)
-
-
-def _as_json(instant: datetime, zone: tzinfo) -> dict[str, str]:
-    return {"utc": _utc(instant), "local": instant.astimezone(zone).isoformat()}
+        return load_catalog(settings)
 
 
 def _utc(instant: datetime) -> str:

@@ -130,20 +130,14 @@ def _chosen(
     patterns: tuple[str, ...],
 ) -> tuple[Catalog, list[str]]:
     """The catalog and the jobs to act on: job ``name``, or those --module and --match select."""
-    from jobhost.operations.jobs import require_known_job
+    from jobhost.operations.jobs import jobs_matching, require_known_job
 
-    if name is None:
-        catalog = load_catalog(settings)
-        return catalog, _selected(catalog, modules, patterns)
-    if modules or patterns:
-        raise click.UsageError(f"give job {name} or --module/--match, not both")
-    catalog = catalog_for(settings, store, name)
-    return catalog, [require_known_job(catalog, store, name)]
-
-
-def _selected(catalog: Catalog, modules: tuple[str, ...], patterns: tuple[str, ...]) -> list[str]:
-    from jobhost.operations.jobs import jobs_matching
-
+    if name is not None:
+        if modules or patterns:
+            raise click.UsageError(f"give job {name} or --module/--match, not both")
+        catalog = catalog_for(settings, store, name)
+        return catalog, [require_known_job(catalog, store, name)]
+    catalog = load_catalog(settings)
     if not modules and not patterns:
         raise click.UsageError("name a job, or select jobs with --module M or --match GLOB")
     jobs = jobs_matching(catalog, modules, patterns)
@@ -151,4 +145,4 @@ def _selected(catalog: Catalog, modules: tuple[str, ...], patterns: tuple[str, .
         known = ", ".join(sorted({s.module for s in catalog.jobs.values()})) or "none"
         asked = [*(f"--module {m}" for m in modules), *(f"--match {p}" for p in patterns)]
         fail(f"no job matches {' '.join(asked)} (modules: {known})", EXIT_USAGE)
-    return jobs
+    return catalog, jobs

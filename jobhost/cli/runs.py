@@ -21,7 +21,13 @@ from jobhost.cli._app import (
     to_stderr,
 )
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
-from jobhost.cli._options import print_and_exit, required_reason, typed_run_id, wait_options
+from jobhost.cli._options import (
+    print_and_exit,
+    required_reason,
+    since_instant,
+    typed_run_id,
+    wait_options,
+)
 
 __all__ = ["cancel", "retry"]
 
@@ -196,14 +202,8 @@ def _retry_failed(
     as_json: bool,
 ) -> None:
     """Queue the retries, print them, and exit 0 (every match queued) or 3 (some refused)."""
-    from jobhost.clock import SystemClock
     from jobhost.errors import UnknownJobError
-    from jobhost.operations.failures import (
-        BadFailureQuery,
-        FailureQuery,
-        parse_since,
-        retry_failures,
-    )
+    from jobhost.operations.failures import FailureQuery, retry_failures
     from jobhost.operations.jobs import require_known_job
 
     if run_id is not None:
@@ -217,11 +217,7 @@ def _retry_failed(
         jobs = tuple(store.module_jobs(module)) if module is not None else None
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
-        try:
-            start = parse_since(since, SystemClock()()) if since is not None else None
-        except BadFailureQuery as error:
-            _usage(f"--{error.field}: {since!r} {error.detail}")
-        query = FailureQuery(since=start, job=job, jobs=jobs)
+        query = FailureQuery(since=since_instant(since, _usage), job=job, jobs=jobs)
         done = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
     shown: dict[str, Any] = {
         "queued": [

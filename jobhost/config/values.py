@@ -75,9 +75,7 @@ def _whole_number(value: object) -> object:
 def _positive(value: timedelta) -> timedelta:
     if value <= timedelta(0):
         raise ValueError("must be positive: a duration greater than 0, e.g. '30s'")
-    if value > MAX_DURATION:
-        raise ValueError("must be at most 365d")
-    return value
+    return _not_negative(value)
 
 
 def _not_negative(value: timedelta) -> timedelta:
@@ -109,7 +107,7 @@ def _host_id(value: str | None) -> str | None:
 
 
 def _listen_address(value: str | None) -> str | None:
-    if value is None or value == "":
+    if not value:
         return None
     split_listen_address(value)
     return value
@@ -123,19 +121,15 @@ def _level(value: str) -> str:
 
 
 def _database_url(value: str) -> str:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        url = make_url(value)
-    except ArgumentError:
+    backend = _backend(value)
+    if backend is None:
         raise ValueError(
             "is not a database URL; use e.g. 'sqlite:///jobhost.db' or "
             "'postgresql+psycopg://user@host/db'"
-        ) from None
+        )
     # postgres:// is how Heroku, many PaaS and libpq tools write PostgreSQL URLs; the engine
     # gives it the psycopg 3 driver as it does postgresql://.
-    if url.get_backend_name() not in {"sqlite", "postgresql", "postgres"}:
+    if backend not in {"sqlite", "postgresql", "postgres"}:
         raise ValueError("must be an SQLite or PostgreSQL URL")
     return value
 
@@ -143,18 +137,22 @@ def _database_url(value: str) -> str:
 def _postgres_url(value: str | None) -> str | None:
     if not value:
         return None
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        url = make_url(value)
-    except ArgumentError:
-        url = None
-    if url is None or url.get_backend_name() != "postgresql":
+    if _backend(value) != "postgresql":
         raise ValueError(
             "must be a PostgreSQL URL, e.g. 'postgresql+psycopg://user@db.internal:5432/db'"
         )
     return value
+
+
+def _backend(value: str) -> str | None:
+    """The backend an SQLAlchemy URL names, or None for text that is no such URL."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(value).get_backend_name()
+    except ArgumentError:
+        return None
 
 
 def _session_secret(value: SecretStr | None) -> SecretStr | None:
@@ -169,7 +167,7 @@ def _session_secret(value: SecretStr | None) -> SecretStr | None:
 
 
 def _dashboard_url(value: str | None) -> str | None:
-    if value is None or value == "":
+    if not value:
         return None
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.netloc or parts.query or parts.fragment:

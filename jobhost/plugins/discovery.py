@@ -97,20 +97,14 @@ def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None
     manager = pluggy.PluginManager(PROJECT_NAME)
     manager.add_hookspecs(contract_hooks)
     plugins = PluginSet(manager)
-    allowed = _allow_list(os.environ if environ is None else environ)
+    raw = (os.environ if environ is None else environ).get(LOAD_PLUGINS_ENV)
+    allowed = None if raw is None else {part.strip() for part in raw.split(",") if part.strip()}
     for name, entry_point in _entry_points(allowed, plugins):
         _register(plugins, name, entry_point.load, partial(_entry_point_failure, entry_point))
     for item in settings.plugins:
         _register(plugins, item, partial(_import_configured, item), _configured_failure)
     plugins.problems.extend(_unknown_hooks(manager))
     return plugins
-
-
-def _allow_list(environ: Mapping[str, str]) -> set[str] | None:
-    raw = environ.get(LOAD_PLUGINS_ENV)
-    if raw is None:
-        return None
-    return {part.strip() for part in raw.split(",") if part.strip()}
 
 
 def _entry_points(

@@ -9,14 +9,14 @@ validates (its kind's module was removed) is a problem too (``runtime-job-invali
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
 from jobhost.catalog import Catalog, JobSpec, Problem
 from jobhost.config import Settings
 from jobhost.records import RuntimeJobRow
-from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
+from jobhost.runtime.definition import FieldProblem, parse_definition
 from jobhost.runtime.specs import SecretRule, build_spec
 
 __all__ = ["RuntimeJobs", "SpecCache", "check_runtime_jobs", "declared_jobs", "with_runtime_jobs"]
@@ -50,7 +50,8 @@ def check_runtime_jobs(
 ) -> RuntimeJobs:
     """Stored runtime jobs (``rows``) checked against ``catalog``'s kinds and declared names;
     ``cache`` keeps the checked ones of each version."""
-    secrets = SecretRule.of(settings)
+    rule = SecretRule.of(settings)
+    build = partial(build_spec, kinds=catalog.kinds, modules=settings.modules, secrets=rule)
     found = RuntimeJobs()
     declared = declared_jobs(catalog)
     for row in rows:
@@ -70,7 +71,12 @@ def check_runtime_jobs(
         key = (row.name, row.version)
         spec = cache.get(key) if cache is not None else None
         if spec is None:
-            spec = _check(row, catalog, settings.modules, secrets)
+            definition = parse_definition(row.definition)
+            spec = (
+                definition
+                if isinstance(definition, list)
+                else build(row.name, definition, stored=True)
+            )
             if cache is not None:
                 if len(cache) >= _CACHE_LIMIT:
                     cache.clear()  # bounded: past the limit it starts afresh
@@ -90,18 +96,6 @@ def check_runtime_jobs(
                 )
             )
     return found
-
-
-def _check(
-    row: RuntimeJobRow,
-    catalog: Catalog,
-    modules: Mapping[str, Mapping[str, Any]],
-    secrets: SecretRule,
-) -> JobSpec | list[FieldProblem]:
-    definition = parse_definition(row.definition)
-    if not isinstance(definition, JobDefinition):
-        return definition
-    return build_spec(row.name, definition, catalog.kinds, modules, secrets=secrets, stored=True)
 
 
 def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:

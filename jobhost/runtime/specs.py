@@ -204,7 +204,7 @@ class SecretRule:
             f"environment variable {variable} is not available to runtime jobs: they may read "
             f"only variables named {self.prefix}* (runtime_secret_env_prefix)"
             f"{allowed if self.allowed else ''}; ask the operator to provide the secret as "
-            f"{self.prefix}{_suffix(variable)}"
+            f"{self.prefix}{variable.removeprefix('JOBHOST_') or 'NAME'}"
         )
 
 
@@ -223,7 +223,3 @@ class _Refused:
 
     def execute(self, context: object) -> Result[None, RefusedSecrets]:
         return Failure(RefusedSecrets(self._message))
-
-
-def _suffix(variable: str) -> str:
-    return variable.removeprefix("JOBHOST_") or "NAME"

@@ -229,21 +229,14 @@ def _parse(expression: str) -> _Fields:
         texts.insert(0, "0")
     elif len(texts) != 6:
         raise CronSyntaxError(expression, "expression", _count_reason(texts))
-    second, minute, hour, day, month, weekday = (
+    values = [
         _field_values(expression, spec, text) for spec, text in zip(_FIELDS, texts, strict=True)
-    )
+    ]
     _, minute_text, hour_text, day_text, _, weekday_text = texts
-    return _Fields(
-        second,
-        minute,
-        hour,
-        day,
-        month,
-        weekday,
-        # Debian cron: a day field starting with '*' takes no part in the OR; it filters.
-        either_day=not _unrestricted(day_text) and not _unrestricted(weekday_text),
-        fixed_time=not minute_text.startswith("*") and not hour_text.startswith("*"),
-    )
+    # Debian cron: a day field starting with '*' takes no part in the OR; it filters.
+    either_day = not _unrestricted(day_text) and not _unrestricted(weekday_text)
+    fixed_time = not minute_text.startswith("*") and not hour_text.startswith("*")
+    return _Fields._make([*values, either_day, fixed_time])
 
 
 def _unrestricted(text: str) -> bool:
