@@ -277,12 +277,7 @@ def _spec_read(spec: JobSpec) -> _Read:
     if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
         if len(_SPECS) >= _READ_KEPT:
             _SPECS.clear()
-        read = (
-            spec_facts(spec),
-            TriggerView.of(spec.declared, with_source=False),
-            TriggerView.of(spec.trigger, with_source=True),
-        )
-        found = _SPECS[id(spec)] = (spec, read)
+        found = _SPECS[id(spec)] = (spec, _shown(spec_facts(spec)))
     return found[1]
 
 
@@ -534,6 +529,10 @@ def _read(text: str) -> _Read | None:
         stored = stored_facts(text)
     except (ValueError, KeyError, TypeError):
         return None
+    return _shown(stored)
+
+
+def _shown(stored: StoredFacts) -> _Read:
     return (
         stored,
         TriggerView.of(stored.declared, with_source=False),

@@ -238,16 +238,7 @@ class LastAttempt:
 
     @classmethod
     def of(cls, run: RunRecord) -> LastAttempt:
-        return cls(
-            run.id,
-            run.outcome,
-            run.host_id,
-            run.started_at,
-            run.finished_at,
-            run.error_type,
-            run.error_message,
-            run.backfill_id,
-        )
+        return cls(*(getattr(run, field.name) for field in fields(cls)))
 
     @classmethod
     def recorded(cls, row: ScheduleRow) -> LastAttempt | None:
