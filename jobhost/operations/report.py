@@ -132,9 +132,7 @@ def report_from(
 ) -> Report:
     """The report of ``snapshot`` (pure: no store access). Without ``compare`` (``catalog`` is
     the store's own), no job's stored schedule is compared with its declaration."""
-    live = snapshot.live_hosts
-    invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
-    names = sorted({*catalog.jobs, *snapshot.schedules})
+    live_hosts = len(snapshot.live_hosts)
     changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
     problems = _problems_by_job(catalog.problems)
     jobs = [
@@ -144,12 +142,11 @@ def report_from(
             problems.get(name, ()),
             snapshot,
             settings,
-            live_hosts=len(live),
+            live_hosts=live_hosts,
             changes=changes,
         )
-        for name in names
-        if (job is None or name == job)
-        and (name in catalog.jobs or name in snapshot.schedules or name in invalid)
+        for name in sorted({*catalog.jobs, *snapshot.schedules})
+        if job is None or name == job
     ]
     return _report(snapshot, jobs, list(catalog.problems))
 
@@ -287,7 +284,6 @@ def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
 
 
 def state_of(facts: JobFacts) -> State:
-    """The report's ``state`` of a job."""
     if facts.spec is None and facts.stored is None and not facts.problems:
         return "orphaned"
     if facts.paused:
@@ -402,7 +398,6 @@ class JobReport:
     """``waiting for group warehouse, 2 of 2 busy`` while its work waits for a slot."""
 
     def has(self, code: str) -> Mismatch | None:
-        """The mismatch with ``code``, if the job has it."""
         return next((m for m in self.mismatches if m.code == code), None)
 
     def to_json(self) -> dict[str, Any]:
