@@ -24,6 +24,7 @@ from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.records import DesiredSchedule, RunRecord, ScheduleChange, ScheduleRow, diff_schedules
+from jobhost.rules import desired_schedules
 from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
 
@@ -241,9 +242,6 @@ def store_changes(
     specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRow]
 ) -> dict[str, ScheduleChange]:
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
-    # Imported here: the firing loop's imports are not needed for anything else in a report.
-    from jobhost.rules import desired_schedules
-
     stored = [rows[name] for name in specs if name in rows]
     desired = []
     for row in stored:
