@@ -131,8 +131,16 @@ def _schedule(spec: JobSpec, row: ScheduleRecord | None, now: datetime) -> Sched
     else:
         # Never scheduled: a cron needs no phase; an interval has none yet, so no past.
         schedule = spec.schedule(now) if spec.trigger.kind == "cron" else None
+    if schedule is None and spec.trigger.kind == "interval":
+        raise BackfillInputError(
+            f"job {spec.name}: its interval has no phase in the store yet (no host has run it), "
+            "so it has no past occurrences to replay; use jobhost trigger to run it now"
+        )
     if schedule is None:
-        raise BackfillInputError(_no_schedule(spec))
+        raise BackfillInputError(
+            f"job {spec.name} has no schedule, so it has no past occurrences to replay; "
+            "use jobhost trigger to run it now"
+        )
     return schedule
 
 
@@ -141,18 +149,6 @@ def _bound(name: str, option: str, text: str, zone: str) -> datetime:
         return parse_bound(text, zone)
     except BoundError as error:
         raise BackfillInputError(f"job {name}: {option} {error}") from None
-
-
-def _no_schedule(spec: JobSpec) -> str:
-    if spec.trigger.kind == "interval":
-        return (
-            f"job {spec.name}: its interval has no phase in the store yet (no host has run it), "
-            "so it has no past occurrences to replay; use jobhost trigger to run it now"
-        )
-    return (
-        f"job {spec.name} has no schedule, so it has no past occurrences to replay; "
-        "use jobhost trigger to run it now"
-    )
 
 
 def start_backfill(

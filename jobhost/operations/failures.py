@@ -320,7 +320,7 @@ _START = FailureKey(datetime.max.replace(tzinfo=UTC), "~")
 
 
 def _failure_json(row: Failure) -> dict[str, Any]:
-    run = row.run
+    run, resolved = row.run, row.resolution
     return {
         "job": run.job_name,
         "run_id": run.id,
@@ -334,14 +334,10 @@ def _failure_json(row: Failure) -> dict[str, Any]:
         "error_type": run.error_type,
         "error": row.first_line or None,
         "streak": row.streak,
-        "resolved": _resolution_json(row.resolution),
+        "resolved": (
+            {**asdict(resolved), "at": iso_utc(resolved.at)} if resolved is not None else None
+        ),
     }
-
-
-def _resolution_json(resolution: Resolution | None) -> dict[str, Any] | None:
-    if resolution is None:
-        return None
-    return {**asdict(resolution), "at": iso_utc(resolution.at)}
 
 
 BULK_LIMIT = 1000

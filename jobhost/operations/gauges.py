@@ -57,8 +57,8 @@ __all__ = [
 
 _log = logging.getLogger("jobhost.metrics")
 
-GAUGE_STATUSES: tuple[str, ...] = tuple(dict.fromkeys([*STATUSES, "waiting"]))
-"""Every ``status`` value of ``jobhost_jobs``: the report's statuses, and ``waiting``."""
+GAUGE_STATUSES: tuple[str, ...] = STATUSES
+"""Every ``status`` value of ``jobhost_jobs``: the report's statuses."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from jobhost.catalog.stored import StoredFacts
 from jobhost.config import Settings, format_duration
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.records import DesiredSchedule, RunRecord, ScheduleChange, ScheduleRow, diff_schedules
+from jobhost.rules import desired_schedules
 from jobhost.triggers import CronSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import newest_at_or_before
 
@@ -125,12 +126,11 @@ def job_mismatches(
 # A report asks every job at one instant: jobs sharing a cron expression and a zone share the
 # answer (cron math is the report's costliest step at 10,000 jobs).
 _LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {}
-_LAST_DUE_KEPT = 20_000
 _LOOK_BACK = timedelta(days=400)
 _DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
-_DESIRED_KEPT = 20_000
 _DECLARED: dict[int, tuple[JobSpec, Settings, _Declared]] = {}
-_DECLARED_KEPT = 20_000
+# Entries each cache here holds before it is emptied.
+_KEPT = 20_000
 # A catalog has a handful of graces and a summary may call thousands of jobs overdue.
 _grace_text = lru_cache(maxsize=256)(format_duration)
 # Every job says it when no host is alive: one value for all of them (a Mismatch is frozen).
@@ -163,7 +163,7 @@ def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
     found = _DECLARED.get(id(spec))
     # The spec and the settings are kept: neither id is reused while the entry lives.
     if found is None or found[0] is not spec or found[1] is not settings:
-        if len(_DECLARED) >= _DECLARED_KEPT:
+        if len(_DECLARED) >= _KEPT:
             _DECLARED.clear()
         declared = _declared_of(spec.name, spec_facts(spec), spec.schedule, settings)
         found = _DECLARED[id(spec)] = (spec, settings, declared)
@@ -225,7 +225,7 @@ def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule
     return lambda _anchor: _stored_cron(trigger)
 
 
-@lru_cache(maxsize=_LAST_DUE_KEPT)
+@lru_cache(maxsize=_KEPT)
 def _stored_cron(trigger: EffectiveTrigger) -> CronSchedule | None:
     if trigger.kind != "cron" or trigger.expression is None:
         return None
@@ -242,9 +242,6 @@ def store_changes(
     specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRow]
 ) -> dict[str, ScheduleChange]:
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
-    # Imported here: the firing loop's imports are not needed for anything else in a report.
-    from jobhost.rules import desired_schedules
-
     stored = [rows[name] for name in specs if name in rows]
     desired = []
     for row in stored:
@@ -252,7 +249,7 @@ def store_changes(
         # A catalog's specs outlive the reports made of them: each one's row is made once.
         found = _DESIRED.get(id(spec))
         if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
-            if len(_DESIRED) >= _DESIRED_KEPT:
+            if len(_DESIRED) >= _KEPT:
                 _DESIRED.clear()
             made = desired_schedules({spec.name: spec}, with_declarations=False)[0]
             found = _DESIRED[id(spec)] = (spec, made)
@@ -357,7 +354,7 @@ def trigger_last_due(
         return None
     found = newest_at_or_before(schedule, at, keep=1, not_before=at - _LOOK_BACK)
     value = found[-1] if found else None
-    if len(_LAST_DUE) >= _LAST_DUE_KEPT:
+    if len(_LAST_DUE) >= _KEPT:
         _LAST_DUE.clear()
     _LAST_DUE[key] = value
     return value

@@ -34,7 +34,6 @@ def live_catalogs(store: Store) -> list[HostRecord]:
 
 
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
-    """The difference between the catalog and the stored ``rows``."""
     return diff_schedules(rows, desired_schedules(catalog.jobs))
 
 
@@ -62,7 +61,7 @@ def plan_json(
             {
                 "host": host.id,
                 "catalog_version": host.catalog_version,
-                "synced_at": iso_utc(host.synced_at) if host.synced_at else None,
+                "synced_at": iso_utc(host.synced_at),
             }
             for host in hosts or []
         ],

@@ -318,29 +318,26 @@ def report_lines(
 
 
 def _summary_lines(report: Report, style: Style, shown: int) -> list[str]:
-    total = len(report.jobs) if report.summary is None else report.summary.jobs
-    hosts = len(report.hosts)
+    summary = report.summary
+    total, hosts = summary.jobs, len(report.hosts)
     head = style(f"jobhost report at {short_utc(report.generated_at)}", bold=True)
     head += f": {total} {plural(total, 'job')}, {hosts} live {plural(hosts, 'host')}"
     if shown != total:
         head += f", {shown} shown"
-    lines = [head]
-    if report.summary is not None:
-        width = WIDTH - 2
-        counts = report.summary.by_status
-        parts = [
-            style(f"{status} {counts[status]}", fg=_STATUS_COLOURS[status])
-            if counts[status]
-            else f"{status} 0"
-            for status in STATUSES
-            if counts[status] or status in {"ok", "failing", "overdue", "behind", "stuck"}
-        ]
-        lines += _join_wrapped(parts, "  ", width)
-        if report.hosts:
-            worst = report.summary.max_lag_seconds
-            lag = f"worst lag {worst:.1f}s, " if worst is not None else ""
-            skew = report.summary.max_clock_skew_seconds or 0.0
-            lines.append(f"  hosts: {hosts} live, {lag}worst clock skew {skew:.3f}s")
+    counts = summary.by_status
+    parts = [
+        style(f"{status} {counts[status]}", fg=_STATUS_COLOURS[status])
+        if counts[status]
+        else f"{status} 0"
+        for status in STATUSES
+        if counts[status] or status in {"ok", "failing", "overdue", "behind", "stuck"}
+    ]
+    lines = [head, *_join_wrapped(parts, "  ", WIDTH - 2)]
+    if report.hosts:
+        worst = summary.max_lag_seconds
+        lag = f"worst lag {worst:.1f}s, " if worst is not None else ""
+        skew = summary.max_clock_skew_seconds or 0.0
+        lines.append(f"  hosts: {hosts} live, {lag}worst clock skew {skew:.3f}s")
     for group in report.groups:
         busy = style("full", fg="yellow") if group.running >= group.limit else "free"
         lines.append(

@@ -35,7 +35,7 @@ import gc
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal, get_args
@@ -94,7 +94,6 @@ __all__ = [
     "stored_jobs",
     "stored_report",
     "stuck_code",
-    "summarise",
     "uncollected",
 ]
 
@@ -132,9 +131,7 @@ def report_from(
 ) -> Report:
     """The report of ``snapshot`` (pure: no store access). Without ``compare`` (``catalog`` is
     the store's own), no job's stored schedule is compared with its declaration."""
-    live = snapshot.live_hosts
-    invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
-    names = sorted({*catalog.jobs, *snapshot.schedules})
+    live_hosts = len(snapshot.live_hosts)
     changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
     problems = _problems_by_job(catalog.problems)
     jobs = [
@@ -144,12 +141,11 @@ def report_from(
             problems.get(name, ()),
             snapshot,
             settings,
-            live_hosts=len(live),
+            live_hosts=live_hosts,
             changes=changes,
         )
-        for name in names
-        if (job is None or name == job)
-        and (name in catalog.jobs or name in snapshot.schedules or name in invalid)
+        for name in sorted({*catalog.jobs, *snapshot.schedules})
+        if job is None or name == job
     ]
     return _report(snapshot, jobs, list(catalog.problems))
 
@@ -186,14 +182,19 @@ def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | Non
 
 def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Problem]) -> Report:
     live = snapshot.live_hosts
-    return Report(
-        generated_at=snapshot.now,
-        hosts=live,
-        jobs=jobs,
-        problems=problems,
-        summary=summarise([item.status for item in jobs], live),
-        groups=snapshot.groups,
+    counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
+    for job in jobs:
+        counts[job.status] += 1
+    lags = [h.schedule_lag_seconds for h in live if h.schedule_lag_seconds is not None]
+    skews = [abs(h.clock_skew_seconds) for h in live]
+    summary = Summary(
+        jobs=len(jobs),
+        by_status=counts,
+        live_hosts=len(live),
+        max_lag_seconds=round(max(lags), 3) if lags else None,
+        max_clock_skew_seconds=round(max(skews), 3) if skews else None,
     )
+    return Report(snapshot.now, live, jobs, problems, summary, snapshot.groups)
 
 
 def _job_report(
@@ -277,12 +278,7 @@ def _spec_read(spec: JobSpec) -> _Read:
     if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
         if len(_SPECS) >= _READ_KEPT:
             _SPECS.clear()
-        read = (
-            spec_facts(spec),
-            TriggerView.of(spec.declared, with_source=False),
-            TriggerView.of(spec.trigger, with_source=True),
-        )
-        found = _SPECS[id(spec)] = (spec, read)
+        found = _SPECS[id(spec)] = (spec, _shown(spec_facts(spec)))
     return found[1]
 
 
@@ -292,7 +288,6 @@ def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
 
 
 def state_of(facts: JobFacts) -> State:
-    """The report's ``state`` of a job."""
     if facts.spec is None and facts.stored is None and not facts.problems:
         return "orphaned"
     if facts.paused:
@@ -407,7 +402,6 @@ class JobReport:
     """``waiting for group warehouse, 2 of 2 busy`` while its work waits for a slot."""
 
     def has(self, code: str) -> Mismatch | None:
-        """The mismatch with ``code``, if the job has it."""
         return next((m for m in self.mismatches if m.code == code), None)
 
     def to_json(self) -> dict[str, Any]:
@@ -443,19 +437,18 @@ class Report:
     jobs: list[JobReport]
     problems: list[Problem]
     """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
-    summary: Summary | None = None
+    summary: Summary
     """Of every job, before any filter narrowed ``jobs``."""
-    groups: list[GroupSummary] = field(default_factory=list)
+    groups: list[GroupSummary]
     """Every concurrency group: its limit, running runs and waiting work."""
 
     def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
         """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all of them,
         each job serialised once, with the collector paused (:func:`uncollected`)."""
-        summary = self.summary or summarise([job.status for job in self.jobs], self.hosts)
         with uncollected():
             return {
                 "generated_at": iso_utc(self.generated_at),
-                "summary": summary.to_json(),
+                "summary": self.summary.to_json(),
                 "hosts": [host_json(host) for host in self.hosts],
                 "groups": [group.to_json() for group in self.groups],
                 "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
@@ -534,6 +527,10 @@ def _read(text: str) -> _Read | None:
         stored = stored_facts(text)
     except (ValueError, KeyError, TypeError):
         return None
+    return _shown(stored)
+
+
+def _shown(stored: StoredFacts) -> _Read:
     return (
         stored,
         TriggerView.of(stored.declared, with_source=False),
@@ -617,21 +614,6 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def summarise(statuses: Sequence[Status], hosts: Sequence[HostRecord]) -> Summary:
-    counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
-    for status in statuses:
-        counts[status] += 1
-    lags = [h.schedule_lag_seconds for h in hosts if h.schedule_lag_seconds is not None]
-    skews = [abs(h.clock_skew_seconds) for h in hosts]
-    return Summary(
-        jobs=len(statuses),
-        by_status=counts,
-        live_hosts=len(hosts),
-        max_lag_seconds=round(max(lags), 3) if lags else None,
-        max_clock_skew_seconds=round(max(skews), 3) if skews else None,
-    )
 
 
 # A summary of 10,000 jobs makes a few hundred thousand objects, all of them kept (they are the

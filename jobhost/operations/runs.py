@@ -23,7 +23,7 @@ import getpass
 import string
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -391,18 +391,15 @@ class ManualRun:
     def _refused_overlap(
         self, spec: JobSpec, running: list[RunRecord], lease_owner: str | None
     ) -> TriggerResult:
+        policy = f"(overlap policy {spec.declaration.overlap.value})"
         if running:
             first = running[0]
             message = (
                 f"refused: run {first.id} of {spec.name} is still running on host "
-                f"{first.host_id} since {short_utc(first.started_at)} (overlap policy "
-                f"{spec.declaration.overlap.value})"
+                f"{first.host_id} since {short_utc(first.started_at)} {policy}"
             )
             return self._refused(None, spec, message, first.host_id)
-        message = (
-            f"refused: host {lease_owner} holds the lease of {spec.name} (overlap policy "
-            f"{spec.declaration.overlap.value})"
-        )
+        message = f"refused: host {lease_owner} holds the lease of {spec.name} {policy}"
         return self._refused(None, spec, message, lease_owner)
 
 
@@ -649,7 +646,7 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "error_type": run.error_type,
         "error": run.error_message,
         "trace_id": run.trace_id,
-        "units": _units_json(run),
+        "units": asdict(run.units) if run.units is not None else None,
         "backfill_id": run.backfill_id,
         "cancel": _cancel_json(run),
         "result": result_value(run.result),
@@ -678,18 +675,6 @@ def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
     }
 
 
-def _units_json(run: RunRecord) -> dict[str, int] | None:
-    units = run.units
-    if units is None:
-        return None
-    return {
-        "total": units.total,
-        "succeeded": units.succeeded,
-        "failed": units.failed,
-        "skipped_already_done": units.skipped_already_done,
-    }
-
-
 RUN_ID_LIMIT = 64
 """The longest run id the ledger holds."""
 
@@ -698,8 +683,6 @@ LAST_LINES = 10
 
 PAGE_LINES = 2000
 """Lines one read returns at most; a reader asks again with ``after`` for the rest."""
-
-_FINISHED = frozenset({"running", "pending"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,7 +696,7 @@ class RunLogPage:
 
     @property
     def running(self) -> bool:
-        return self.run.outcome in _FINISHED
+        return self.run.outcome in (RUNNING, PENDING)
 
 
 def read_run_log(

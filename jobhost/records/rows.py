@@ -238,16 +238,7 @@ class LastAttempt:
 
     @classmethod
     def of(cls, run: RunRecord) -> LastAttempt:
-        return cls(
-            run.id,
-            run.outcome,
-            run.host_id,
-            run.started_at,
-            run.finished_at,
-            run.error_type,
-            run.error_message,
-            run.backfill_id,
-        )
+        return cls(*(getattr(run, field.name) for field in fields(cls)))
 
     @classmethod
     def recorded(cls, row: ScheduleRow) -> LastAttempt | None:
@@ -292,9 +283,8 @@ class HostRecord(_FromRow):
 
     def alive(self, now: datetime) -> bool:
         """Seen within three heartbeat intervals and not stopped."""
-        if self.stopped_at is not None:
-            return False
-        return (now - self.last_seen_at).total_seconds() <= 3 * max(self.heartbeat_seconds, 1)
+        seen = (now - self.last_seen_at).total_seconds()
+        return self.stopped_at is None and seen <= 3 * max(self.heartbeat_seconds, 1)
 
     @property
     def clock_skew_seconds(self) -> float:
