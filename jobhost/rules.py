@@ -36,13 +36,12 @@ from jobhost_contracts import (
 
 from jobhost.catalog import JobSpec
 from jobhost.catalog.stored import declaration_text
-from jobhost.records import DesiredSchedule, PlannedRow, SchedulePlan
+from jobhost.records import FAILED, DesiredSchedule, PlannedRow, SchedulePlan
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 from jobhost.triggers.search import GapCount, count_between, newest_at_or_before
 
 __all__ = [
     "DEFAULT_MISFIRE_GRACE",
-    "FAILED_OUTCOMES",
     "MAX_LISTED",
     "MODES",
     "DueOccurrences",
@@ -469,8 +468,7 @@ def _iso(value: datetime) -> str:
 # occurrence whose run is still pending or running is being handled: only ``all`` takes it.
 
 MODES: Final = ("missing", "failed", "all")
-FAILED_OUTCOMES: Final = frozenset({"failed", "timed_out", "abandoned"})
-_MISSING_OUTCOMES: Final = FAILED_OUTCOMES | {"missed", "skipped", "cancelled"}
+_MISSING_OUTCOMES: Final = {*FAILED, "missed", "skipped", "cancelled"}
 
 
 def select_occurrences(
@@ -486,7 +484,7 @@ def select_occurrences(
     if mode == "missing":
         return [o for o in occurrences if last_outcomes.get(o, "missed") in _MISSING_OUTCOMES]
     if mode == "failed":
-        return [o for o in occurrences if last_outcomes.get(o) in FAILED_OUTCOMES]
+        return [o for o in occurrences if last_outcomes.get(o) in FAILED]
     raise ValueError(f"unknown backfill mode {mode!r}: use one of {', '.join(MODES)}")
 
 

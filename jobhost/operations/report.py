@@ -53,6 +53,7 @@ from jobhost.operations.mismatch import (
 )
 from jobhost.operations.timefmt import iso_local, iso_utc
 from jobhost.records import (
+    FAILED,
     GroupSummary,
     HostRecord,
     LastAttempt,
@@ -62,7 +63,6 @@ from jobhost.records import (
     ScheduleRow,
     StoreSnapshot,
 )
-from jobhost.rules import FAILED_OUTCOMES
 from jobhost.store import Store
 
 __all__ = [
@@ -593,7 +593,7 @@ def job_status(
         return "running"
     if waiting:
         return "waiting"
-    if last_outcome in FAILED_OUTCOMES:
+    if last_outcome in FAILED:
         return "failing"
     if "overdue" in codes:
         return "overdue"
@@ -794,7 +794,7 @@ def overview_page(
 
 
 def _failed(job: JobReport) -> bool:
-    return job.last_run is not None and job.last_run.outcome in FAILED_OUTCOMES
+    return job.last_run is not None and job.last_run.outcome in FAILED
 
 
 def _first_line(job: JobReport) -> str | None:
