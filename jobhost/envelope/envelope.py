@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -114,9 +115,27 @@ class RunEnvelope:
         where it is needed (the database's on PostgreSQL)."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
-        """Execute the claim inside its span, then record it everywhere (one run, in order)."""
+        """Execute the claim inside its span, then record it (retrying while the store is away)
+        and report it: one run, in order."""
         executed = self.execute(claim, spec, cancellation)
-        self._record(Finished(claim, spec, executed))
+        finished = Finished(claim, spec, executed)
+        try:
+            (done,) = self._store_retry.call(
+                lambda: self.record([finished]), what=f"recording run {claim.run_id}"
+            )
+        except StoreError as error:
+            _log.error(
+                "job %s run %s finished %s but the store could not record it: %s",
+                claim.job_name,
+                claim.run_id,
+                executed.outcome.outcome,
+                redact_text(str(error)),
+            )
+            now = self._store.clock()
+            start, end = run_times(claim.started_at, executed.began, executed.ended, now, now)
+            report(self._reporter, self._host_id, finished, started_at=start, finished_at=end)
+        else:
+            self.settle(done)
         # A run in a command ends with its process: its reports go out before it returns.
         self.flush_reports()
         return executed.outcome
@@ -240,35 +259,6 @@ class RunEnvelope:
             self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
         return outcome
 
-    def _record(self, finished: Finished) -> None:
-        """Record one run, retrying while the store is away, then log and report it."""
-        claim, executed = finished.claim, finished.executed
-        try:
-            (done,) = self._store_retry.call(
-                lambda: self.record([finished]), what=f"recording run {claim.run_id}"
-            )
-        except StoreError as error:
-            _log.error(
-                "job %s run %s finished %s but the store could not record it: %s",
-                claim.job_name,
-                claim.run_id,
-                executed.outcome.outcome,
-                redact_text(str(error)),
-            )
-            now = self._store.clock()
-            started_at, finished_at = run_times(
-                claim.started_at, executed.began, executed.ended, now, now
-            )
-            report(
-                self._reporter,
-                self._host_id,
-                finished,
-                started_at=started_at,
-                finished_at=finished_at,
-            )
-            return
-        self.settle(done)
-
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
     """The outcome on a span that is recorded (one with somewhere to go)."""
@@ -334,7 +324,6 @@ def execute_here(
     if not isinstance(cancellation, SupervisedCancellation):
         raise TypeError("execute_here needs the run's cancellation to be a SupervisedCancellation")
     box: list[Outcome] = []
-    # Cancelled after ``timeout`` seconds, declared stuck ``grace`` seconds after that.
     watched = _SUPERVISOR.watch(
         _Watch(
             cancellation,
@@ -534,24 +523,16 @@ class SupervisedCancellation(Cancellation):
         _SUPERVISOR.cancelled(self)
 
 
+@dataclass(slots=True, eq=False)  # eq=False: hashed by identity, in the supervisor's set
 class _Watch:
     """One call under watch."""
 
-    __slots__ = ("cancellation", "cancelled_at", "deadline", "grace", "on_stuck", "stuck")
-
-    def __init__(
-        self,
-        cancellation: SupervisedCancellation,
-        deadline: float | None,
-        grace: float,
-        on_stuck: Callable[[], None],
-    ) -> None:
-        self.cancellation = cancellation
-        self.deadline = deadline
-        self.grace = grace
-        self.on_stuck = on_stuck
-        self.cancelled_at: float | None = None
-        self.stuck = False
+    cancellation: SupervisedCancellation
+    deadline: float | None
+    grace: float
+    on_stuck: Callable[[], None]
+    cancelled_at: float | None = None
+    stuck: bool = False
 
     def _due(self) -> float:
         """When the supervisor must next look at this call (monotonic)."""
@@ -657,15 +638,22 @@ class DaemonThreads:
         self._closed = False
 
     def call(self, name: str, work: Callable[[], object]) -> threading.Event:
-        """Start ``work()`` on a thread named ``name`` (for the call's length); the returned
-        event is set once it has returned."""
+        """Start ``work()``; the returned event is set once it has returned."""
         returned = threading.Event()
-        self._hand(name, work, returned)
+        self.start(name, work, returned)
         return returned
 
-    def start(self, name: str, work: Callable[[], object]) -> None:
-        """Start ``work()`` as :meth:`call` does, for a caller that does not wait on it."""
-        self._hand(name, work, None)
+    def start(
+        self, name: str, work: Callable[[], object], returned: threading.Event | None = None
+    ) -> None:
+        """Start ``work()`` on a thread named ``name`` (for the call's length); ``returned`` is
+        set once it has returned."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((name, work, returned))
 
     def close(self) -> None:
         """End the idle threads now, and each busy one when its call returns."""
@@ -674,16 +662,6 @@ class DaemonThreads:
             idle, self._idle = self._idle, []
         for inbox in idle:
             inbox.put(None)
-
-    def _hand(
-        self, name: str, work: Callable[[], object], returned: threading.Event | None
-    ) -> None:
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((name, work, returned))
 
     def _serve(self, inbox: _Inbox) -> None:
         current = threading.current_thread()

@@ -303,19 +303,15 @@ class RunLogWriter:
                 if run_log.flush_lock.acquire(blocking=wait):
                     locked.append(run_log)
             batches = [b for b in (r.take() for r in locked) if b.head or b.tail or b.trim]
-            yield _log_writes(batches)
+            yield LogWrites(
+                trims=[(b.run_log.run_id, *b.trim) for b in batches if b.trim is not None],
+                chunks=[row for b in batches for row in b.chunks()],
+            )
             for batch in batches:
                 batch.run_log.written(batch)
         finally:
             for run_log in locked:
                 run_log.flush_lock.release()
-
-
-def _log_writes(batches: list[_Batch]) -> LogWrites:
-    return LogWrites(
-        trims=[(b.run_log.run_id, *b.trim) for b in batches if b.trim is not None],
-        chunks=[row for b in batches for row in b.chunks()],
-    )
 
 
 class _Raw(NamedTuple):
