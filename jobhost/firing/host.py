@@ -75,6 +75,7 @@ _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
 the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
+_MIN_STALL = 10.0
 _HOLD_MARGIN = timedelta(seconds=0.25)
 """How long before a job's row is looked at again its held record is written at the latest:
 the claim's lead (at most 50 ms) and the write's own time (two batches of 500 runs, tens of
@@ -102,12 +103,16 @@ class Host:
         self.clock = clock or SystemClock(settings.clock_offset)
         self.store = store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
-        stall_after, hung_after = _turn_limits(settings)
+        # How long one turn may take before the probes say the host is stalled, then hung: every
+        # store call of a turn ends within its deadline (the statement timeout plus a margin), so
+        # a turn past two of them and three heartbeats waits on something no deadline ends.
+        stall = max(3 * settings.heartbeat_interval.total_seconds(), _MIN_STALL)
+        statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
         self.status = HostStatus(
             catalog_ok=catalog.ok,
             stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
-            stall_after=stall_after,
-            hung_after=hung_after,
+            stall_after=stall,
+            hung_after=2 * (statement + DEADLINE_MARGIN) + stall,
         )
         self.telemetry = telemetry or configure_telemetry()
         self._wake = threading.Event()
@@ -548,18 +553,3 @@ class _CancelFollower:
             _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
             live[run_id].cancel(reason)
         return asked
-
-
-_MIN_STALL = 10.0
-
-
-def _turn_limits(settings: Settings) -> tuple[float, float]:
-    """How long one turn may take before the probes say the host is stalled, then hung.
-
-    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
-    a turn past two of them and three heartbeats waits on something no deadline ends.
-    """
-    beat = settings.heartbeat_interval.total_seconds()
-    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
-    stall = max(3 * beat, _MIN_STALL)
-    return stall, 2 * (statement + DEADLINE_MARGIN) + stall
