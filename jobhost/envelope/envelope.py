@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -54,7 +55,7 @@ from jobhost.envelope.lifecycle import (
     settle,
 )
 from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
-from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running, storable_text
+from jobhost.envelope.runlog import RunLogWriter, job_logger, running, storable_text
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import StoreRetry
@@ -185,7 +186,41 @@ class RunEnvelope:
             if self._run_logs is not None:
                 run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
             began = self._store.clock()
-            outcome = self._execute(claim, spec, cancellation, tally, run_log, on_stuck=on_stuck)
+            context = JobContext(
+                job_name=claim.job_name,
+                run_id=claim.run_id,
+                occurrence=claim.occurrence,
+                attempt=claim.attempt,
+                source=TriggerSource(claim.source),
+                idempotency_key=claim.idempotency_key,
+                fencing_token=claim.fencing_token,
+                config=spec.config,
+                logger=job_logger(claim.job_name, run_log),
+                cancellation=cancellation,
+                state=self._store.job_state(
+                    claim.job_name,
+                    claim.fencing_token,
+                    self._store.clock,
+                    run_id=claim.run_id,
+                    host_id=self._host_id,
+                    store_time=self._store_time,
+                ),
+                unit_tally=tally,
+            )
+            timeout = spec.declaration.timeout
+            seconds = timeout.total_seconds() if timeout is not None else None
+            grace = self._grace.total_seconds()
+            with running(run_log) if run_log is not None else nullcontext():
+                if on_stuck is None:
+                    outcome = execute_executor(spec.executor, context, timeout=seconds, grace=grace)
+                else:
+                    outcome = execute_here(
+                        spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
+                    )
+            error = outcome.exception
+            if error is not None and error.__traceback__ is not None and run_log is not None:
+                assert self._run_logs is not None  # it opened run_log
+                self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
             ended = self._store.clock()
             units = tally.counts()
             if span.is_recording():
@@ -207,57 +242,6 @@ class RunEnvelope:
     def settle(self, done: Recorded) -> None:
         """Say what the ledger answered to a run, and report it (see :func:`settle`)."""
         settle(done, self._reporter, self._host_id)
-
-    def _execute(
-        self,
-        claim: Claim,
-        spec: JobSpec,
-        cancellation: Cancellation,
-        tally: UnitTally,
-        run_log: RunLog | None,
-        *,
-        on_stuck: Callable[[Outcome], None] | None,
-    ) -> Outcome:
-        context = JobContext(
-            job_name=claim.job_name,
-            run_id=claim.run_id,
-            occurrence=claim.occurrence,
-            attempt=claim.attempt,
-            source=TriggerSource(claim.source),
-            idempotency_key=claim.idempotency_key,
-            fencing_token=claim.fencing_token,
-            config=spec.config,
-            logger=job_logger(claim.job_name, run_log),
-            cancellation=cancellation,
-            state=self._store.job_state(
-                claim.job_name,
-                claim.fencing_token,
-                self._store.clock,
-                run_id=claim.run_id,
-                host_id=self._host_id,
-                store_time=self._store_time,
-            ),
-            unit_tally=tally,
-        )
-        timeout = spec.declaration.timeout
-        seconds = timeout.total_seconds() if timeout is not None else None
-        grace = self._grace.total_seconds()
-
-        def call() -> Outcome:
-            if on_stuck is None:
-                return execute_executor(spec.executor, context, timeout=seconds, grace=grace)
-            return execute_here(
-                spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
-            )
-
-        if run_log is None:
-            return call()
-        with running(run_log):
-            outcome = call()
-        error = outcome.exception
-        if error is not None and error.__traceback__ is not None and self._run_logs is not None:
-            self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
-        return outcome
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
@@ -287,8 +271,6 @@ def _stack(error: BaseException) -> str:
 
 
 # -- calling an executor -----------------------------------------------------------------------
-# Calling an executor and turning whatever it does into one outcome.
-#
 # ``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
 # a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
 # shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
