@@ -2,10 +2,9 @@
 
 The run's span and context are made here, and the executor is called here (below: the call,
 the supervisor that times it out and declares it stuck, the threads commands call it on, its
-result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger is
-written first and must succeed (it is retried while the store is away: an outcome is never
-dropped); metrics and the audit sinks come after, from queues of their own
-(:class:`~jobhost.envelope.lifecycle.Reporter`), and can only warn.
+result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger first,
+retried while the store is away (an outcome is never dropped), then metrics and the audit sinks,
+which can only warn.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ turns the buffers into rows, redacted, about once a second, so what a run wrote 
 killed mid-run up to the last flush. Each run keeps its first lines (half of ``run_log_lines``
 and of ``run_log_bytes``) as they come and a window of its last lines, rewritten while the run
 goes on; the lines between are counted, never stored, so a flood of lines costs the store at
-most the bounds. The recorder writes a run's last lines before its outcome (:meth:`finish`), so
+most the bounds. The recorder writes a run's last lines with its outcome (:meth:`finishing`), so
 whoever sees the run finished sees all its lines.
 
 Below the writer: the job logger that fills a run's buffer cheaply.
