@@ -4,17 +4,12 @@ The loop reads the clock once per tick (the database's clock on PostgreSQL), cla
 hands each claim to a bounded pool, then sleeps until the store next needs it, capped by the
 poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
 beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
-When its runs are short, a turn also claims due runs beyond its free workers into a short local
-queue (:class:`~jobhost.firing.slots.AheadQueue`) that a worker empties as it finishes, so one
-claim serves many runs; at shutdown the runs still queued are given back to the store, never
-started here.
-A host that keeps up wakes a claim's length before the next occurrence and claims it then, and
-its worker starts it at the instant (:class:`~jobhost.firing.tick.ClaimLead`).
-
-A run holds its slot while its executor runs on a worker's thread, and its lease until its
-outcome is in the ledger: a worker hands the outcome to the recorder and takes the next run, and
-the heartbeat renews the lease of every run not yet recorded. A run whose executor ignored
-cancellation and runs on (stuck) keeps its worker, and so both, until its code ends.
+When its runs are short, a turn also claims due runs beyond its free workers
+(:class:`~jobhost.firing.slots.AheadQueue`); at shutdown the runs still queued are given back to
+the store, never started here. A host that keeps up wakes a claim's length before the next
+occurrence and claims it then, and its worker starts it at the instant
+(:class:`~jobhost.firing.tick.ClaimLead`). What a run holds while it runs and is recorded (its
+slot, its lease; a stuck one, both until its code ends) is :mod:`jobhost.firing.slots`'s.
 """
 
 from __future__ import annotations

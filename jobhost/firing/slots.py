@@ -121,13 +121,10 @@ class WorkerSlots:
         with self._lock:
             self._running[claim.run_id] = item
             # A person's run takes the slot kept for it; other runs wait for a free worker.
-            start = self._executing < self._workers or claim.source == "manual"
-            if start:
-                self._executing += 1
-            else:
+            if self._executing >= self._workers and claim.source != "manual":
                 self._ahead.put(item)
-        if not start:
-            return
+                return
+            self._executing += 1
         # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
         _log.debug(
             "job %s: run %s started (%s, occurrence %s, attempt %d)",
