@@ -402,16 +402,9 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
         value: Any = executor.execute(context)
         if inspect.isawaitable(value):
             value = asyncio.run(_drive(value, context.cancellation))
-        deliver(_from_result(value, context.cancellation))
+        deliver(_from_result(value))
     except (JobCancelled, asyncio.CancelledError) as error:
-        deliver(
-            Outcome(
-                _cancel_outcome(context.cancellation),
-                error_type=type(error).__name__,
-                error_message=str(error) or "cancelled",
-                exception=error,
-            )
-        )
+        deliver(_raised(error, _cancel_outcome(context.cancellation), "cancelled"))
     except Exception as error:
         _log.error(
             "job %s run %s raised %s: %s",
@@ -421,11 +414,7 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
             error,
             exc_info=error,
         )
-        deliver(
-            Outcome(
-                "failed", error_type=type(error).__name__, error_message=str(error), exception=error
-            )
-        )
+        deliver(_raised(error))
     except BaseException as error:  # in a job's thread: recorded, never re-raised
         # SystemExit or KeyboardInterrupt would end only this thread, and the run would be
         # recorded "Lost: no result"; the executor asked to end the process, not its call.
@@ -449,24 +438,27 @@ async def _drive(awaitable: Awaitable[Any], cancellation: Cancellation) -> Any:
     return await task
 
 
-def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
+def _from_result(value: Any) -> Outcome:
     match value:
         case Success(inner):
             # Made here, on the executor's thread, once: the ledger and the audit share it.
             return Outcome("succeeded", value=inner, result=result_json(inner))
         case Failure(error):
             if isinstance(error, BaseException):
-                return Outcome(
-                    "failed",
-                    error_type=type(error).__name__,
-                    error_message=str(error),
-                    exception=error,
-                )
+                return _raised(error)
             return Outcome("failed", error_type="Failure", error_message=str(error))
     return Outcome(
         "failed",
         error_type="TypeError",
         error_message=f"executor returned {type(value).__name__}, not a returns Result",
+    )
+
+
+def _raised(error: BaseException, outcome: str = "failed", empty: str = "") -> Outcome:
+    """The outcome of a call that raised ``error`` (or returned it in a ``Failure``); ``empty``
+    is its message when ``error`` has none."""
+    return Outcome(
+        outcome, error_type=type(error).__name__, error_message=str(error) or empty, exception=error
     )
 
 
