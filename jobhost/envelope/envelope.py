@@ -2,10 +2,9 @@
 
 The run's span and context are made here, and the executor is called here (below: the call,
 the supervisor that times it out and declares it stuck, the threads commands call it on, its
-result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger is
-written first and must succeed (it is retried while the store is away: an outcome is never
-dropped); metrics and the audit sinks come after, from queues of their own
-(:class:`~jobhost.envelope.lifecycle.Reporter`), and can only warn.
+result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger first,
+retried while the store is away (an outcome is never dropped), then metrics and the audit sinks,
+which can only warn.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -53,7 +54,7 @@ from jobhost.envelope.lifecycle import (
     settle,
 )
 from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
-from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running, storable_text
+from jobhost.envelope.runlog import RunLogWriter, job_logger, running, storable_text
 from jobhost.records import Claim, occurrence_text
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import StoreRetry
@@ -114,9 +115,27 @@ class RunEnvelope:
         where it is needed (the database's on PostgreSQL)."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
-        """Execute the claim inside its span, then record it everywhere (one run, in order)."""
+        """Execute the claim inside its span, then record it (retrying while the store is away)
+        and report it: one run, in order."""
         executed = self.execute(claim, spec, cancellation)
-        self._record(Finished(claim, spec, executed))
+        finished = Finished(claim, spec, executed)
+        try:
+            (done,) = self._store_retry.call(
+                lambda: self.record([finished]), what=f"recording run {claim.run_id}"
+            )
+        except StoreError as error:
+            _log.error(
+                "job %s run %s finished %s but the store could not record it: %s",
+                claim.job_name,
+                claim.run_id,
+                executed.outcome.outcome,
+                redact_text(str(error)),
+            )
+            now = self._store.clock()
+            start, end = run_times(claim.started_at, executed.began, executed.ended, now, now)
+            report(self._reporter, self._host_id, finished, started_at=start, finished_at=end)
+        else:
+            self.settle(done)
         # A run in a command ends with its process: its reports go out before it returns.
         self.flush_reports()
         return executed.outcome
@@ -166,7 +185,41 @@ class RunEnvelope:
             if self._run_logs is not None:
                 run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
             began = self._store.clock()
-            outcome = self._execute(claim, spec, cancellation, tally, run_log, on_stuck=on_stuck)
+            context = JobContext(
+                job_name=claim.job_name,
+                run_id=claim.run_id,
+                occurrence=claim.occurrence,
+                attempt=claim.attempt,
+                source=TriggerSource(claim.source),
+                idempotency_key=claim.idempotency_key,
+                fencing_token=claim.fencing_token,
+                config=spec.config,
+                logger=job_logger(claim.job_name, run_log),
+                cancellation=cancellation,
+                state=self._store.job_state(
+                    claim.job_name,
+                    claim.fencing_token,
+                    self._store.clock,
+                    run_id=claim.run_id,
+                    host_id=self._host_id,
+                    store_time=self._store_time,
+                ),
+                unit_tally=tally,
+            )
+            timeout = spec.declaration.timeout
+            seconds = timeout.total_seconds() if timeout is not None else None
+            grace = self._grace.total_seconds()
+            with running(run_log) if run_log is not None else nullcontext():
+                if on_stuck is None:
+                    outcome = execute_executor(spec.executor, context, timeout=seconds, grace=grace)
+                else:
+                    outcome = execute_here(
+                        spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
+                    )
+            error = outcome.exception
+            if error is not None and error.__traceback__ is not None and run_log is not None:
+                assert self._run_logs is not None  # it opened run_log
+                self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
             ended = self._store.clock()
             units = tally.counts()
             if span.is_recording():
@@ -188,86 +241,6 @@ class RunEnvelope:
     def settle(self, done: Recorded) -> None:
         """Say what the ledger answered to a run, and report it (see :func:`settle`)."""
         settle(done, self._reporter, self._host_id)
-
-    def _execute(
-        self,
-        claim: Claim,
-        spec: JobSpec,
-        cancellation: Cancellation,
-        tally: UnitTally,
-        run_log: RunLog | None,
-        *,
-        on_stuck: Callable[[Outcome], None] | None,
-    ) -> Outcome:
-        context = JobContext(
-            job_name=claim.job_name,
-            run_id=claim.run_id,
-            occurrence=claim.occurrence,
-            attempt=claim.attempt,
-            source=TriggerSource(claim.source),
-            idempotency_key=claim.idempotency_key,
-            fencing_token=claim.fencing_token,
-            config=spec.config,
-            logger=job_logger(claim.job_name, run_log),
-            cancellation=cancellation,
-            state=self._store.job_state(
-                claim.job_name,
-                claim.fencing_token,
-                self._store.clock,
-                run_id=claim.run_id,
-                host_id=self._host_id,
-                store_time=self._store_time,
-            ),
-            unit_tally=tally,
-        )
-        timeout = spec.declaration.timeout
-        seconds = timeout.total_seconds() if timeout is not None else None
-        grace = self._grace.total_seconds()
-
-        def call() -> Outcome:
-            if on_stuck is None:
-                return execute_executor(spec.executor, context, timeout=seconds, grace=grace)
-            return execute_here(
-                spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
-            )
-
-        if run_log is None:
-            return call()
-        with running(run_log):
-            outcome = call()
-        error = outcome.exception
-        if error is not None and error.__traceback__ is not None and self._run_logs is not None:
-            self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
-        return outcome
-
-    def _record(self, finished: Finished) -> None:
-        """Record one run, retrying while the store is away, then log and report it."""
-        claim, executed = finished.claim, finished.executed
-        try:
-            (done,) = self._store_retry.call(
-                lambda: self.record([finished]), what=f"recording run {claim.run_id}"
-            )
-        except StoreError as error:
-            _log.error(
-                "job %s run %s finished %s but the store could not record it: %s",
-                claim.job_name,
-                claim.run_id,
-                executed.outcome.outcome,
-                redact_text(str(error)),
-            )
-            now = self._store.clock()
-            started_at, finished_at = run_times(
-                claim.started_at, executed.began, executed.ended, now, now
-            )
-            report(
-                self._reporter,
-                self._host_id,
-                finished,
-                started_at=started_at,
-                finished_at=finished_at,
-            )
-            return
-        self.settle(done)
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
@@ -297,8 +270,6 @@ def _stack(error: BaseException) -> str:
 
 
 # -- calling an executor -----------------------------------------------------------------------
-# Calling an executor and turning whatever it does into one outcome.
-#
 # ``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
 # a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
 # shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
@@ -334,7 +305,6 @@ def execute_here(
     if not isinstance(cancellation, SupervisedCancellation):
         raise TypeError("execute_here needs the run's cancellation to be a SupervisedCancellation")
     box: list[Outcome] = []
-    # Cancelled after ``timeout`` seconds, declared stuck ``grace`` seconds after that.
     watched = _SUPERVISOR.watch(
         _Watch(
             cancellation,
@@ -432,16 +402,9 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
         value: Any = executor.execute(context)
         if inspect.isawaitable(value):
             value = asyncio.run(context.cancellation.drive(value))
-        deliver(_from_result(value, context.cancellation))
+        deliver(_from_result(value))
     except (JobCancelled, asyncio.CancelledError) as error:
-        deliver(
-            Outcome(
-                _cancel_outcome(context.cancellation),
-                error_type=type(error).__name__,
-                error_message=str(error) or "cancelled",
-                exception=error,
-            )
-        )
+        deliver(_raised(error, _cancel_outcome(context.cancellation), "cancelled"))
     except Exception as error:
         _log.error(
             "job %s run %s raised %s: %s",
@@ -451,11 +414,7 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
             error,
             exc_info=error,
         )
-        deliver(
-            Outcome(
-                "failed", error_type=type(error).__name__, error_message=str(error), exception=error
-            )
-        )
+        deliver(_raised(error))
     except BaseException as error:  # in a job's thread: recorded, never re-raised
         # SystemExit or KeyboardInterrupt would end only this thread, and the run would be
         # recorded "Lost: no result"; the executor asked to end the process, not its call.
@@ -468,24 +427,27 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
         deliver(Outcome("failed", error_type=type(error).__name__, error_message=message))
 
 
-def _from_result(value: Any, cancellation: Cancellation) -> Outcome:
+def _from_result(value: Any) -> Outcome:
     match value:
         case Success(inner):
             # Made here, on the executor's thread, once: the ledger and the audit share it.
             return Outcome("succeeded", value=inner, result=result_json(inner))
         case Failure(error):
             if isinstance(error, BaseException):
-                return Outcome(
-                    "failed",
-                    error_type=type(error).__name__,
-                    error_message=str(error),
-                    exception=error,
-                )
+                return _raised(error)
             return Outcome("failed", error_type="Failure", error_message=str(error))
     return Outcome(
         "failed",
         error_type="TypeError",
         error_message=f"executor returned {type(value).__name__}, not a returns Result",
+    )
+
+
+def _raised(error: BaseException, outcome: str = "failed", empty: str = "") -> Outcome:
+    """The outcome of a call that raised ``error`` (or returned it in a ``Failure``); ``empty``
+    is its message when ``error`` has none."""
+    return Outcome(
+        outcome, error_type=type(error).__name__, error_message=str(error) or empty, exception=error
     )
 
 
@@ -523,24 +485,16 @@ class SupervisedCancellation(Cancellation):
         _SUPERVISOR.cancelled(self)
 
 
+@dataclass(slots=True, eq=False)  # eq=False: hashed by identity, in the supervisor's set
 class _Watch:
     """One call under watch."""
 
-    __slots__ = ("cancellation", "cancelled_at", "deadline", "grace", "on_stuck", "stuck")
-
-    def __init__(
-        self,
-        cancellation: SupervisedCancellation,
-        deadline: float | None,
-        grace: float,
-        on_stuck: Callable[[], None],
-    ) -> None:
-        self.cancellation = cancellation
-        self.deadline = deadline
-        self.grace = grace
-        self.on_stuck = on_stuck
-        self.cancelled_at: float | None = None
-        self.stuck = False
+    cancellation: SupervisedCancellation
+    deadline: float | None
+    grace: float
+    on_stuck: Callable[[], None]
+    cancelled_at: float | None = None
+    stuck: bool = False
 
     def _due(self) -> float:
         """When the supervisor must next look at this call (monotonic)."""
@@ -646,15 +600,22 @@ class DaemonThreads:
         self._closed = False
 
     def call(self, name: str, work: Callable[[], object]) -> threading.Event:
-        """Start ``work()`` on a thread named ``name`` (for the call's length); the returned
-        event is set once it has returned."""
+        """Start ``work()``; the returned event is set once it has returned."""
         returned = threading.Event()
-        self._hand(name, work, returned)
+        self.start(name, work, returned)
         return returned
 
-    def start(self, name: str, work: Callable[[], object]) -> None:
-        """Start ``work()`` as :meth:`call` does, for a caller that does not wait on it."""
-        self._hand(name, work, None)
+    def start(
+        self, name: str, work: Callable[[], object], returned: threading.Event | None = None
+    ) -> None:
+        """Start ``work()`` on a thread named ``name`` (for the call's length); ``returned`` is
+        set once it has returned."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((name, work, returned))
 
     def close(self) -> None:
         """End the idle threads now, and each busy one when its call returns."""
@@ -663,16 +624,6 @@ class DaemonThreads:
             idle, self._idle = self._idle, []
         for inbox in idle:
             inbox.put(None)
-
-    def _hand(
-        self, name: str, work: Callable[[], object], returned: threading.Event | None
-    ) -> None:
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((name, work, returned))
 
     def _serve(self, inbox: _Inbox) -> None:
         current = threading.current_thread()

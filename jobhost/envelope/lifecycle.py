@@ -24,8 +24,8 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, is_dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
@@ -146,7 +146,8 @@ def finish(
     Raises what the store raises; ``isolate`` writes each row on its own, so a row the database
     refuses costs only itself (it comes back with the verdict ``running``).
     """
-    with _finishing_logs(run_logs, [f.executed for f in batch]) as logs:
+    ended = [f.executed.run_log for f in batch if f.executed.run_log is not None]
+    with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:
         done = store.record_finished(
             host_id,
             outcomes_at=lambda now: [_ledger_outcome(f, now, store.clock) for f in batch],
@@ -347,20 +348,6 @@ def _ledger_outcome(finished: Finished, finished_at: datetime, clock: Clock) -> 
         backfill_id=claim.backfill_id,
         occurrence=claim.occurrence,
     )
-
-
-@contextmanager
-def _finishing_logs(
-    run_logs: RunLogWriter | None, executed: Sequence[Executed]
-) -> Iterator[LogWrites]:
-    """The last log lines of ended runs, to write in the transaction that records their
-    outcomes (which must commit inside the block), so that whoever sees a run finished sees
-    all its lines."""
-    if run_logs is None:
-        yield LogWrites()
-        return
-    with run_logs.finishing([e.run_log for e in executed if e.run_log is not None]) as writes:
-        yield writes
 
 
 # -- reporting ---------------------------------------------------------------------------------

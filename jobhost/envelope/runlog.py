@@ -5,7 +5,7 @@ turns the buffers into rows, redacted, about once a second, so what a run wrote 
 killed mid-run up to the last flush. Each run keeps its first lines (half of ``run_log_lines``
 and of ``run_log_bytes``) as they come and a window of its last lines, rewritten while the run
 goes on; the lines between are counted, never stored, so a flood of lines costs the store at
-most the bounds. The recorder writes a run's last lines before its outcome (:meth:`finish`), so
+most the bounds. The recorder writes a run's last lines with its outcome (:meth:`finishing`), so
 whoever sees the run finished sees all its lines.
 
 Below the writer: the job logger that fills a run's buffer cheaply.
@@ -303,19 +303,15 @@ class RunLogWriter:
                 if run_log.flush_lock.acquire(blocking=wait):
                     locked.append(run_log)
             batches = [b for b in (r.take() for r in locked) if b.head or b.tail or b.trim]
-            yield _log_writes(batches)
+            yield LogWrites(
+                trims=[(b.run_log.run_id, *b.trim) for b in batches if b.trim is not None],
+                chunks=[row for b in batches for row in b.chunks()],
+            )
             for batch in batches:
                 batch.run_log.written(batch)
         finally:
             for run_log in locked:
                 run_log.flush_lock.release()
-
-
-def _log_writes(batches: list[_Batch]) -> LogWrites:
-    return LogWrites(
-        trims=[(b.run_log.run_id, *b.trim) for b in batches if b.trim is not None],
-        chunks=[row for b in batches for row in b.chunks()],
-    )
 
 
 class _Raw(NamedTuple):

@@ -4,17 +4,12 @@ The loop reads the clock once per tick (the database's clock on PostgreSQL), cla
 hands each claim to a bounded pool, then sleeps until the store next needs it, capped by the
 poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
 beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
-When its runs are short, a turn also claims due runs beyond its free workers into a short local
-queue (:class:`~jobhost.firing.slots.AheadQueue`) that a worker empties as it finishes, so one
-claim serves many runs; at shutdown the runs still queued are given back to the store, never
-started here.
-A host that keeps up wakes a claim's length before the next occurrence and claims it then, and
-its worker starts it at the instant (:class:`~jobhost.firing.tick.ClaimLead`).
-
-A run holds its slot while its executor runs on a worker's thread, and its lease until its
-outcome is in the ledger: a worker hands the outcome to the recorder and takes the next run, and
-the heartbeat renews the lease of every run not yet recorded. A run whose executor ignored
-cancellation and runs on (stuck) keeps its worker, and so both, until its code ends.
+When its runs are short, a turn also claims due runs beyond its free workers
+(:class:`~jobhost.firing.slots.AheadQueue`); at shutdown the runs still queued are given back to
+the store, never started here. A host that keeps up wakes a claim's length before the next
+occurrence and claims it then, and its worker starts it at the instant
+(:class:`~jobhost.firing.tick.ClaimLead`). What a run holds while it runs and is recorded (its
+slot, its lease; a stuck one, both until its code ends) is :mod:`jobhost.firing.slots`'s.
 """
 
 from __future__ import annotations
@@ -75,6 +70,7 @@ _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
 the turn notes its start, and a wake before the occurrence costs a turn that claims nothing."""
+_MIN_STALL = 10.0
 _HOLD_MARGIN = timedelta(seconds=0.25)
 """How long before a job's row is looked at again its held record is written at the latest:
 the claim's lead (at most 50 ms) and the write's own time (two batches of 500 runs, tens of
@@ -102,12 +98,16 @@ class Host:
         self.clock = clock or SystemClock(settings.clock_offset)
         self.store = store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
-        stall_after, hung_after = _turn_limits(settings)
+        # How long one turn may take before the probes say the host is stalled, then hung: every
+        # store call of a turn ends within its deadline (the statement timeout plus a margin), so
+        # a turn past two of them and three heartbeats waits on something no deadline ends.
+        stall = max(3 * settings.heartbeat_interval.total_seconds(), _MIN_STALL)
+        statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
         self.status = HostStatus(
             catalog_ok=catalog.ok,
             stuck_limit=max(1, (settings.worker_pool_size + 1) // 2),
-            stall_after=stall_after,
-            hung_after=hung_after,
+            stall_after=stall,
+            hung_after=2 * (statement + DEADLINE_MARGIN) + stall,
         )
         self.telemetry = telemetry or configure_telemetry()
         self._wake = threading.Event()
@@ -548,18 +548,3 @@ class _CancelFollower:
             _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
             live[run_id].cancel(reason)
         return asked
-
-
-_MIN_STALL = 10.0
-
-
-def _turn_limits(settings: Settings) -> tuple[float, float]:
-    """How long one turn may take before the probes say the host is stalled, then hung.
-
-    Every store call of a turn ends within its deadline (the statement timeout plus a margin);
-    a turn past two of them and three heartbeats waits on something no deadline ends.
-    """
-    beat = settings.heartbeat_interval.total_seconds()
-    statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
-    stall = max(3 * beat, _MIN_STALL)
-    return stall, 2 * (statement + DEADLINE_MARGIN) + stall

@@ -154,6 +154,5 @@ class BackfillRuns:
 
 
 def _cancel_held(slots: WorkerSlots, reason: str) -> None:
-    """Cancel every run the slots hold."""
     for cancellation in slots.held().values():
         cancellation.cancel(reason)

@@ -118,8 +118,23 @@ class WorkerSlots:
         a run claimed before its occurrence starts no sooner than ``start_at`` (monotonic)."""
         lease = lease_for(spec.declaration, self._lease_duration)
         item = HeldRun(claim, spec, SupervisedCancellation(), lease, start_at=start_at)
-        if self._admit(item):
-            self._start(item)
+        with self._lock:
+            self._running[claim.run_id] = item
+            # A person's run takes the slot kept for it; other runs wait for a free worker.
+            if self._executing >= self._workers and claim.source != "manual":
+                self._ahead.put(item)
+                return
+            self._executing += 1
+        # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
+        _log.debug(
+            "job %s: run %s started (%s, occurrence %s, attempt %d)",
+            claim.job_name,
+            claim.run_id,
+            claim.source,
+            claim.occurrence,
+            claim.attempt,
+        )
+        self._threads.start("jobhost-run", lambda: self._work(item))
 
     def turned(self, saturated: bool, waiting: Set[str]) -> bool:
         """Note what the turn left waiting; true if something that would have woken the loop
@@ -228,30 +243,6 @@ class WorkerSlots:
 
     # -- a run on a worker --------------------------------------------------------------------
 
-    def _admit(self, item: HeldRun) -> bool:
-        with self._lock:
-            self._running[item.claim.run_id] = item
-            # A person's run takes the slot kept for it; other runs wait for a free worker.
-            start = self._executing < self._workers or item.claim.source == "manual"
-            if start:
-                self._executing += 1
-            else:
-                self._ahead.put(item)
-        return start
-
-    def _start(self, item: HeldRun) -> None:
-        claim = item.claim
-        # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
-        _log.debug(
-            "job %s: run %s started (%s, occurrence %s, attempt %d)",
-            claim.job_name,
-            claim.run_id,
-            claim.source,
-            claim.occurrence,
-            claim.attempt,
-        )
-        self._threads.start("jobhost-run", lambda: self._work(item))
-
     def _work(self, first: HeldRun) -> None:
         """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
         item: HeldRun | None = first
@@ -259,8 +250,13 @@ class WorkerSlots:
             item = self._execute(item)
 
     def _execute(self, item: HeldRun) -> HeldRun | None:
-        """Execute one run and hand its outcome over; return the queued run to start next."""
-        self._wait_for_instant(item)
+        """Execute one run and hand its outcome over; return the queued run to start next.
+
+        A run claimed before its occurrence starts at it. Shutdown does not cut the wait short
+        (at most :data:`~jobhost.firing.tick.CAP`): the run then starts cancelled and is
+        recorded as any run in flight at shutdown is."""
+        if item.start_at is not None and (wait := item.start_at - time.monotonic()) > 0:
+            time.sleep(wait)
         claim = item.claim
         current = threading.current_thread()
         current.name = f"job:{claim.job_name}"  # what a thread dump of a stuck host shows
@@ -305,14 +301,6 @@ class WorkerSlots:
         if following is not None:
             _log.debug("job %s: run %s started", following.claim.job_name, following.claim.run_id)
         return following
-
-    def _wait_for_instant(self, item: HeldRun) -> None:
-        """A run claimed before its occurrence starts at it. Shutdown does not cut the wait
-        short (at most :data:`~jobhost.firing.tick.CAP`): the run then starts cancelled and
-        is recorded as any run in flight at shutdown is."""
-        wait = 0.0 if item.start_at is None else item.start_at - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
 
     def _stuck(self, item: HeldRun, verdict: Outcome) -> None:
         """The supervisor declared the run stuck: its worker stays with it; say so in the

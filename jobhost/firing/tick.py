@@ -185,16 +185,13 @@ class Ticker:
         backfills' occurrences take at most ``backfill_slots`` (default: ``free_slots``) of
         what is left: a backfill is never claimed ahead, it has no instant to keep.
         """
-        # A lease past its expiry is looked at before the claim, which it may let succeed; the
-        # pass now and then in any case is a duty of the host's maintenance thread.
-        if self.may_abandon and self._lease_expired(now or self._time.estimate()):
+        # A lease past its expiry (or the first turn) is looked at before the claim, which it may
+        # let succeed; the pass now and then in any case is a duty of the maintenance thread.
+        if self.may_abandon and (
+            self._wakeups is None or self._wakeups.lease_expiry_passed(now or self._time.estimate())
+        ):
             self.abandon(now or self._time.read())
         backfill = free_slots if backfill_slots is None else backfill_slots
-        return self._turn(now, free_slots, manual_slots, early, backfill)
-
-    def _turn(
-        self, now: datetime | None, free_slots: int, manual_slots: int, early: bool, backfill: int
-    ) -> TickResult:
         result = TickResult()
         if free_slots <= 0 and manual_slots <= 0:
             result.saturated = True
@@ -260,10 +257,6 @@ class Ticker:
         if self._announced and full_at is not None:
             return 0 if time.monotonic() - full_at < _BACKFILL_RECHECK_SECONDS else slots
         return slots
-
-    def _lease_expired(self, now: datetime) -> bool:
-        """A lease has expired by ``now`` (or this is the first turn): look for dead runs."""
-        return self._wakeups is None or self._wakeups.lease_expiry_passed(now)
 
     def abandon(self, now: datetime) -> bool:
         """Record ``abandoned`` the runs whose host stopped renewing their lease, queue the

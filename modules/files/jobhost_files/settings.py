@@ -21,7 +21,6 @@ from sqlalchemy.exc import ArgumentError
 __all__ = ["SECTION", "CleanupMode", "FilesSettings", "parse_settings"]
 
 SECTION = "files"
-"""The module's section name: ``[modules.files]``."""
 
 
 class CleanupMode(StrEnum):

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from jobhost_contracts import IJobExecutor, JobKind, KindSettingsError
+from jobhost_contracts import JobKind, KindSettingsError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobhost_http.call import HttpCall
@@ -68,7 +68,7 @@ def http_kind() -> JobKind:
         description="Call an HTTP endpoint; success is a 2xx (or one of expect_status).",
         settings_schema=HttpCallModel.model_json_schema(),
         validate=validate_call,
-        factory=_factory,
+        factory=lambda name, job: HttpCall(job.model_copy(update={"name": name}), quote_body=None),
         module=SECTION,
         examples=(
             {
@@ -77,7 +77,9 @@ def http_kind() -> JobKind:
                 "secret_headers": {"Authorization": "JOBHOST_RUNTIME_SECRET_HOOK_AUTH"},
             },
         ),
-        secret_variables=_secret_variables,
+        secret_variables=lambda job: {
+            f"secret_headers.{header}": name for header, name in job.secret_headers.items()
+        },
     )
 
 
@@ -102,14 +104,6 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
         key = text.split(" ", 1)[0].split(".", 1)[0]
         raise KindSettingsError(key if key in HttpCallModel.model_fields else "", text) from None
     return job
-
-
-def _factory(name: str, job: HttpJobSettings) -> IJobExecutor:
-    return HttpCall(job.model_copy(update={"name": name}), quote_body=None)
-
-
-def _secret_variables(job: HttpJobSettings) -> dict[str, str]:
-    return {f"secret_headers.{header}": name for header, name in job.secret_headers.items()}
 
 
 def _refuse_plain_credentials(model: HttpCallModel) -> None:

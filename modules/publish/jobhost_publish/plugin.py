@@ -30,7 +30,6 @@ from jobhost_publish.settings import (
     PublishJobSettings,
     PublishSettings,
     parse_section,
-    thawed,
 )
 
 __all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
@@ -56,10 +55,9 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
 @hookimpl
 def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind]:
     """Kind ``publish``, through the brokers ``[modules.publish]`` names (none without it)."""
-    section = thawed(settings.get(SECTION) or {})
-    section.pop("jobs", None)
+    section = settings.get(SECTION) or {}
     try:
-        urls = BrokerUrls.model_validate(section)
+        urls = BrokerUrls.model_validate({k: v for k, v in section.items() if k != "jobs"})
     except ValidationError:
         urls = BrokerUrls()  # jobhost_jobs reports the section's problems
     return [publish_kind(urls)]

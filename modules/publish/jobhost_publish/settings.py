@@ -56,7 +56,6 @@ __all__ = [
     "PublishSettings",
     "full_name",
     "parse_section",
-    "thawed",
 ]
 
 SECTION = "publish"
@@ -333,7 +332,7 @@ class PublishConfig:
 
 def parse_section(section: Mapping[str, Any]) -> PublishConfig:
     """The checked section; raise one ``ValueError`` listing every problem found."""
-    raw = thawed(section)
+    raw = _thawed(section)
     problems: list[str] = []
     entries = raw.pop("jobs", [])
     urls = BrokerUrls()
@@ -419,11 +418,11 @@ def full_name(name: str) -> str:
     return name if "." in name else f"{SECTION}.{name}"
 
 
-def thawed(value: Any) -> Any:
+def _thawed(value: Any) -> Any:
     """The host hands sections over read-only (mapping proxies, tuples); the strict models take
     plain dicts and lists, as TOML produces them."""
     if isinstance(value, Mapping):
-        return {key: thawed(item) for key, item in value.items()}
+        return {key: _thawed(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [thawed(item) for item in value]
+        return [_thawed(item) for item in value]
     return value
