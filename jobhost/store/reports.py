@@ -12,13 +12,13 @@ the runs' primary key.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, func, literal, select, true
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from jobhost.records import (
     FAILED,
@@ -196,7 +196,7 @@ def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
         .order_by(*NEWEST_FIRST)
         .limit(RECENT)
     )
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 def ledger_page(
@@ -213,7 +213,7 @@ def ledger_page(
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
     query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 def last_success(connection: Connection, name: str) -> datetime | None:
@@ -229,7 +229,7 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     query = select(runs).where(runs.c.outcome == RUNNING)
     if name is not None:
         query = query.where(runs.c.job_name == name)
-    return _records(connection.execute(query.order_by(runs.c.started_at)).mappings())
+    return _runs(connection, query.order_by(runs.c.started_at))
 
 
 def runs_between(
@@ -243,9 +243,7 @@ def runs_between(
         .order_by(*NEWEST_FIRST)
         .limit(_WINDOW_RUNS)
     )
-    found = _records(connection.execute(query).mappings())
-    found.reverse()
-    return found
+    return _runs(connection, query)[::-1]
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
@@ -268,7 +266,7 @@ def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
         .where(runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
         .order_by(runs.c.attempt)
     )
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
@@ -279,7 +277,7 @@ def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
         .order_by(runs.c.finished_at.desc())
         .limit(_RECENT_FAILURES)
     )
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 def job_is_known(connection: Connection, name: str) -> bool:
@@ -348,7 +346,7 @@ def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
         .order_by(*NEWEST_FIRST)
         .limit(1)
     )
-    found = _records(connection.execute(query).mappings())
+    found = _runs(connection, query)
     return LastAttempt.of(found[0]) if found else None
 
 
@@ -388,8 +386,8 @@ def _last_attempts(connection: Connection) -> Select[Any]:
     ).select_from(joined)
 
 
-def _records(rows: Iterable[RowMapping]) -> list[RunRecord]:
-    return [RunRecord.from_row(row) for row in rows]
+def _runs(connection: Connection, query: Select[Any]) -> list[RunRecord]:
+    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
 
 def module_jobs(connection: Connection, module: str) -> list[str]:
@@ -407,7 +405,7 @@ def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunReco
         .where(runs.c.id.in_(sorted(set(run_ids))))
         .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
     )
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 _HEX = "0123456789abcdef"
