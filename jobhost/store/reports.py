@@ -190,13 +190,7 @@ def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
 
 def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
     """The job's newest :data:`RECENT` ledger rows (queued retries left out), newest first."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome != PENDING)
-        .order_by(*NEWEST_FIRST)
-        .limit(RECENT)
-    )
-    return _runs(connection, query)
+    return _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
 
 
 def ledger_page(
@@ -237,13 +231,7 @@ def runs_between(
 ) -> list[RunRecord]:
     """The job's ledger rows started (or queued) in [since, until], oldest first, at most
     :data:`_WINDOW_RUNS` (the newest ones)."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, _NEWEST.between(since, until))
-        .order_by(*NEWEST_FIRST)
-        .limit(_WINDOW_RUNS)
-    )
-    return _runs(connection, query)[::-1]
+    return _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)[::-1]
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
@@ -271,13 +259,9 @@ def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
 
 def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
     """The job's newest :data:`_RECENT_FAILURES` failed runs, newest first."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome.in_(FAILED))
-        .order_by(runs.c.finished_at.desc())
-        .limit(_RECENT_FAILURES)
-    )
-    return _runs(connection, query)
+    failed = runs.c.outcome.in_(FAILED)
+    newest = (runs.c.finished_at.desc(),)
+    return _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
 def job_is_known(connection: Connection, name: str) -> bool:
@@ -340,13 +324,7 @@ def _split_outcomes(joined: object) -> list[str]:
 
 def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
     """The newest attempt further back than the newest rows (a paused job's are all missed)."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome.not_in(NOT_ATTEMPTS))
-        .order_by(*NEWEST_FIRST)
-        .limit(1)
-    )
-    found = _runs(connection, query)
+    found = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
     return LastAttempt.of(found[0]) if found else None
 
 
@@ -388,6 +366,19 @@ def _last_attempts(connection: Connection) -> Select[Any]:
 
 def _runs(connection: Connection, query: Select[Any]) -> list[RunRecord]:
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+
+
+def _job_runs(
+    connection: Connection,
+    name: str,
+    where: ColumnElement[bool],
+    *,
+    limit: int,
+    order: Sequence[ColumnElement[Any]] = NEWEST_FIRST,
+) -> list[RunRecord]:
+    """Up to ``limit`` of the job's ledger rows that ``where`` keeps, in ``order``."""
+    query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)
+    return _runs(connection, query)
 
 
 def module_jobs(connection: Connection, module: str) -> list[str]:
