@@ -386,7 +386,6 @@ def remove_runtime_job(
             delete(runtime_jobs).where(_at_version(name, before.version))
         ).rowcount:
             return Removed(before, lost=True)
-        # Its schedule stays, as a declared job's does, marked orphaned.
         orphan_schedules(connection, [name], now)
         record_change(
             connection,
