@@ -49,9 +49,9 @@ from jobhost.records import (
 )
 from jobhost.store import backfills
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.engine import database_now
+from jobhost.store.engine import writing
 from jobhost.store.failures import ACK, resolutions
-from jobhost.store.ledger import delete_value, put_value, schedule_token
+from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_schedule
 from jobhost.store.runtime import record_change
@@ -101,8 +101,7 @@ def pause_many_logged(
 ) -> list[Paused]:
     """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused;
     ``schedules`` (job → its declared schedules) for jobs the store may not know yet."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         return [
             _pause_one(
                 connection,
@@ -120,8 +119,7 @@ def resume_many_logged(
     engine: Engine, jobs: Sequence[str], *, actor: str, reason: str | None, clock: Clock
 ) -> list[Paused]:
     """Resume every job of ``jobs`` in one transaction, one change-log entry per job resumed."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         return [_resume_one(connection, job, actor, reason, now) for job in jobs]
 
 
@@ -136,8 +134,7 @@ def request_logged(
 ) -> str:
     """Queue a manual run of ``job``; the request's id. The change record says when it starts
     beside its concurrency group's limit."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
         record_change(
             connection,
@@ -167,8 +164,7 @@ def backfill_logged(
 ) -> str:
     """Record a backfill of ``occurrences`` of ``job``; its id. The change record names the
     range, the mode and the count."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         backfill_id = backfills.create_backfill(
             connection,
             job=job,
@@ -206,8 +202,7 @@ def cancel_backfill_logged(
 ) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences; the backfill after it (None: no such
     backfill). Only a change is logged."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         record = backfills.get_backfill(connection, backfill_id)
         if record is None:
             return None
@@ -298,8 +293,7 @@ def retry_logged(
     """Queue the next attempt at run ``run_id``'s work, due now, and log it. ``check`` is
     given the locked run (None: no such run) and every attempt at its work; it returns the run
     or raises to refuse."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         found = _lock_run(connection, run_id)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = check(found, attempts)
@@ -341,8 +335,7 @@ def cancel_logged(
     """Cancel run ``run_id`` (pending: at once; running: by asking its host) and log it.
     ``check`` is given the locked run (None: no such run) and now; it returns the run or raises
     to refuse."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         run = check(_lock_run(connection, run_id), now)
         if run.outcome == PENDING:
             done = _finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
@@ -369,9 +362,8 @@ def cancel_logged(
 
 def _lock_run(connection: Connection, run_id: str) -> RunRecord | None:
     """The run, locked against a concurrent operator action until the transaction ends."""
-    query = select(runs).where(runs.c.id == run_id)
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update()
+    # SQLite renders no FOR UPDATE: its write lock, taken at BEGIN, holds the whole file.
+    query = select(runs).where(runs.c.id == run_id).with_for_update()
     row = connection.execute(query).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
 
@@ -498,8 +490,7 @@ def ack_logged(
     """Acknowledge failed run ``run_id`` and log it. ``check`` is given the locked run (None:
     no such run) and how it was resolved already (None: open); it returns the run or raises
     to refuse."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         found = _lock_run(connection, run_id)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = check(found, resolved)
@@ -541,15 +532,14 @@ def change_state_logged(
     """Set ``key`` to ``value`` (``None``: delete it) and log the change; raises
     :class:`StateHeld` while a run of the job is running. Nothing that changes nothing is
     logged."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         token = schedule_token(connection, job_name)
         if token is None:
             return StateChange(now, None, None, known=False, changed=False)
         live = _live_run(connection, job_name)
         if live is not None:
             raise StateHeld(job_name, live)
-        before = _value(connection, job_name, key)
+        before = get_value(connection, job_name, key)
         if before == value:
             return StateChange(now, before, value, changed=False)
         if value is None:
@@ -578,13 +568,6 @@ def _live_run(connection: Connection, job_name: str) -> LiveRun | None:
         .limit(1)
     ).first()
     return None if row is None else LiveRun(str(row.id), row.host_id, row.started_at)
-
-
-def _value(connection: Connection, job_name: str, key: str) -> str | None:
-    value = connection.execute(
-        select(job_state.c.value).where(job_state.c.job_name == job_name, job_state.c.key == key)
-    ).scalar()
-    return None if value is None else str(value)
 
 
 def request_run(

@@ -158,19 +158,17 @@ def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> 
     return True
 
 
-def finish_backfills(
-    connection: Connection, now: datetime, ids: Sequence[str] | None = None
-) -> None:
-    """One statement: a backfill with no run of it pending or running any more is finished
-    (``done`` when it was running). Run by every claim of backfills, and by a cancel."""
-    query = update(backfills).where(
-        backfills.c.finished_at.is_(None),
-        ~exists().where(runs.c.backfill_id == backfills.c.id, runs.c.outcome.in_(_LIVE)),
-    )
-    if ids is not None:
-        query = query.where(backfills.c.id.in_(list(ids)))
+def finish_backfills(connection: Connection, now: datetime, ids: Sequence[str]) -> None:
+    """One statement: each backfill of ``ids`` with no run of it pending or running any more is
+    finished (``done`` when it was running). Run by every claim of backfills, and by a cancel."""
     connection.execute(
-        query.values(
+        update(backfills)
+        .where(
+            backfills.c.finished_at.is_(None),
+            ~exists().where(runs.c.backfill_id == backfills.c.id, runs.c.outcome.in_(_LIVE)),
+            backfills.c.id.in_(list(ids)),
+        )
+        .values(
             state=case((backfills.c.state == "running", "done"), else_=backfills.c.state),
             finished_at=now,
         )

@@ -31,7 +31,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,6 +92,7 @@ __all__ = [
     "rows_json",
     "store_file",
     "store_now",
+    "writing",
 ]
 
 _log = logging.getLogger("jobhost.store")
@@ -308,6 +309,14 @@ def reading(engine: Engine) -> Connection:
     return engine.connect().execution_options(**{_READ_ONLY: True})
 
 
+@contextlib.contextmanager
+def writing(engine: Engine, clock: Clock) -> Iterator[tuple[Connection, datetime]]:
+    """A transaction, committed when the block ends, and the store's instant read in it (see
+    :func:`database_now`)."""
+    with engine.begin() as connection:
+        yield connection, database_now(connection, clock)
+
+
 def ring_after_commit(connection: Connection) -> None:
     """SQLite: once this transaction commits, wake the processes waiting beside the file (see
     :mod:`jobhost.store.doorbell`); a rollback rings nobody."""
@@ -505,7 +514,7 @@ def insert_ignoring_duplicates(
     see :func:`json_rows` for PostgreSQL), so a first sync of 10,000 jobs is a few round trips,
     not 10,000.
     """
-    return len(_insert_new(connection, table, rows, columns)) if rows else 0
+    return len(insert_returning_new(connection, table, rows, columns))
 
 
 COPY_FROM = 100
@@ -566,13 +575,30 @@ def copy_ignoring_duplicates(
 def insert_returning_new(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> list[Any]:
-    """Insert ``rows`` in one statement; return the primary keys of those that went in (a
-    single-column key).
+    """Insert ``rows`` in one statement; return the primary keys of those that went in (of a
+    key of several columns, its first column).
 
     A row whose ``columns`` collide with an existing row is left out, not raised: the caller
-    drops what the database refused.
+    drops what the database refused. PostgreSQL reads the rows from JSON (see :func:`json_rows`).
     """
-    return [row[0] for row in _insert_new(connection, table, rows, columns)] if rows else []
+    if not rows:
+        return []
+    postgres = connection.dialect.name == "postgresql"
+    names = tuple(rows[0]) if postgres else ()
+
+    def build(dialect: str) -> Any:
+        insert = dialect_module(dialect).insert(table)
+        if names:
+            source = json_rows([(name, table.c[name].type) for name in names])
+            insert = insert.from_select(list(names), select(*(source.c[n] for n in names)))
+        return insert.on_conflict_do_nothing(index_elements=list(columns)).returning(
+            *table.primary_key.columns
+        )
+
+    name = f"insert-new:{table.name}:{','.join(columns)}:{','.join(names)}"
+    statement = built(connection, name, build)
+    values = rows_json(rows) if postgres else [dict(row) for row in rows]
+    return [row[0] for row in connection.execute(statement, values)]
 
 
 def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
@@ -610,30 +636,6 @@ def _instant(value: object) -> str:
 
 
 _ENCODER = json.JSONEncoder(default=_instant, allow_nan=False, separators=(",", ":"))
-
-
-def _insert_new(
-    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
-) -> list[Any]:
-    """Insert ``rows`` in one statement; the primary keys of the rows that went in, those
-    colliding on ``columns`` left out. PostgreSQL reads the rows from JSON (see
-    :func:`json_rows`)."""
-    postgres = connection.dialect.name == "postgresql"
-    names = tuple(rows[0]) if postgres else ()
-
-    def build(dialect: str) -> Any:
-        insert = dialect_module(dialect).insert(table)
-        if names:
-            source = json_rows([(name, table.c[name].type) for name in names])
-            insert = insert.from_select(list(names), select(*(source.c[n] for n in names)))
-        return insert.on_conflict_do_nothing(index_elements=list(columns)).returning(
-            *table.primary_key.columns
-        )
-
-    name = f"insert-new:{table.name}:{','.join(columns)}:{','.join(names)}"
-    statement = built(connection, name, build)
-    values = rows_json(rows) if postgres else [dict(row) for row in rows]
-    return list(connection.execute(statement, values).all())
 
 
 def execute_isolating(
@@ -717,11 +719,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return _sqlite_text_or_none if dialect.name == "sqlite" else _aware_or_none
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if dialect.name == "sqlite":
-            return _sqlite_text(value)
-        return _utc_instant(value)
+        return self.bind_processor(dialect)(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         """A direct conversion of each value: reports read a hundred thousand of these, and the

@@ -50,6 +50,7 @@ from jobhost.store.engine import (
     locked,
     reading,
     rows_json,
+    writing,
 )
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.runlogs import run_logs
@@ -68,6 +69,7 @@ __all__ = [
     "append_lines",
     "beat",
     "delete_value",
+    "get_value",
     "mark_run_stuck",
     "mark_stopped",
     "mark_synced",
@@ -146,8 +148,7 @@ def start_host(
     which is dead (:func:`register_host` refuses an id a live process holds) and this one has
     claimed nothing yet. Without this, a restart under a fixed id would keep the id alive and
     its dead runs ``running`` for ever."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         register_host(
             connection,
             host_id=host_id,
@@ -169,19 +170,13 @@ def start_host(
 
 def mark_synced(engine: Engine, host_id: str, *, catalog_version: str, clock: Clock) -> None:
     """Record which catalog the host runs, and that it has written it to the store."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        connection.execute(
-            update(hosts)
-            .where(hosts.c.id == host_id)
-            .values(catalog_version=catalog_version, synced_at=now)
-        )
+    with writing(engine, clock) as (connection, now):
+        _update_host(connection, host_id, catalog_version=catalog_version, synced_at=now)
 
 
 def mark_stopped(engine: Engine, host_id: str, clock: Clock) -> None:
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        connection.execute(update(hosts).where(hosts.c.id == host_id).values(stopped_at=now))
+    with writing(engine, clock) as (connection, now):
+        _update_host(connection, host_id, stopped_at=now)
 
 
 @dataclass(frozen=True)
@@ -204,17 +199,14 @@ def beat(
 ) -> Beat:
     """Say the host is alive and extend the leases of its running runs, each group of run ids
     by its lease from now."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
-        connection.execute(
-            update(hosts)
-            .where(hosts.c.id == host_id)
-            .values(
-                last_seen_at=now,
-                host_clock_at=clock(),
-                stopped_at=None,
-                schedule_lag_seconds=schedule_lag,
-            )
+    with writing(engine, clock) as (connection, now):
+        _update_host(
+            connection,
+            host_id,
+            last_seen_at=now,
+            host_clock_at=clock(),
+            stopped_at=None,
+            schedule_lag_seconds=schedule_lag,
         )
         lost: set[str] = set()
         for lease, run_ids in leases.items():
@@ -236,8 +228,7 @@ def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Cl
     """
     if not run_ids:
         return set()
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         released = set(
             connection.execute(
                 update(runs)
@@ -541,7 +532,11 @@ def register_host(
         )
         if row is not None:
             _refuse_if_taken(HostRecord.from_row(row), hostname, pid, now)
-        connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
+        _update_host(connection, host_id, **values)
+
+
+def _update_host(connection: Connection, host_id: str, **values: Any) -> None:
+    connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
 
 
 def _after_abandoning(
@@ -825,12 +820,18 @@ def _process_exists(pid: int) -> bool:
 def schedule_token(connection: Connection, job_name: str) -> int | None:
     """The job's fencing token, its schedule row held until the transaction ends; None when
     the store has no row for the job."""
-    # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write.
+    # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write. SQLite
+    # renders no FOR UPDATE; its write lock, taken at BEGIN, holds the whole file.
     query = select(schedules.c.fencing_token).where(schedules.c.job_name == job_name)
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update()
-    current = connection.execute(query).scalar()
+    current = connection.execute(query.with_for_update()).scalar()
     return None if current is None else int(current)
+
+
+def get_value(connection: Connection, job_name: str, key: str) -> str | None:
+    value = connection.execute(
+        select(job_state.c.value).where(job_state.c.job_name == job_name, job_state.c.key == key)
+    ).scalar()
+    return None if value is None else str(value)
 
 
 def put_value(
@@ -891,12 +892,7 @@ class StoreJobState:
 
     def get(self, key: str) -> str | None:
         with reading(self._engine) as connection:
-            value = connection.execute(
-                select(job_state.c.value).where(
-                    job_state.c.job_name == self._job, job_state.c.key == key
-                )
-            ).scalar()
-        return None if value is None else str(value)
+            return get_value(connection, self._job, key)
 
     def set(self, key: str, value: str) -> None:
         with self._engine.begin() as connection:
@@ -948,9 +944,7 @@ class StoreJobState:
         query = select(
             runs.c.outcome, runs.c.host_id, runs.c.lease_expires_at, runs.c.fencing_token
         ).where(runs.c.id == run_id)
-        if connection.dialect.name == "postgresql":
-            query = query.with_for_update()
-        row = connection.execute(query).first()
+        row = connection.execute(query.with_for_update()).first()
         now = self._store_time(connection)
         if row is None:
             reason = "the run is not in the ledger"

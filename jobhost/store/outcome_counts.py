@@ -346,12 +346,11 @@ def _ceil_minute(instant: datetime) -> datetime:
     return floor if floor == instant else floor + _MINUTE
 
 
-def _span(connection: Connection, key: str) -> _Range | None:
-    found = connection.execute(
-        select(run_outcome_spans.c.filled_from, run_outcome_spans.c.filled_to).where(
-            run_outcome_spans.c.job_name == key
-        )
-    ).first()
+def _span(connection: Connection, key: str, *, lock: bool = False) -> _Range | None:
+    query = select(run_outcome_spans.c.filled_from, run_outcome_spans.c.filled_to).where(
+        run_outcome_spans.c.job_name == key
+    )
+    found = connection.execute(query.with_for_update() if lock else query).first()
     return (found[0], found[1]) if found is not None else None
 
 
@@ -437,12 +436,8 @@ def _write_piece(
         ).scalar()
         if now_purges != purges:
             return False
-        found = writer.execute(
-            select(run_outcome_spans.c.filled_from, run_outcome_spans.c.filled_to)
-            .where(run_outcome_spans.c.job_name == key)
-            .with_for_update()
-        ).first()
-        if (None if found is None else (found[0], found[1])) != expected:
+        found = _span(writer, key, lock=True)
+        if found != expected:
             return False  # another reader kept these minutes first
         values = {"filled_from": grown[0], "filled_to": grown[1]}
         if found is None:

@@ -28,7 +28,7 @@ from jobhost.records import (
 from jobhost.store.engine import copy_ignoring_duplicates
 from jobhost.store.schema import schedules
 
-__all__ = ["all_schedules", "holds_version", "sync_schedules"]
+__all__ = ["all_schedules", "holds_version", "orphan_schedules", "sync_schedules"]
 
 # A stored next occurrence further ahead than this is checked against its trigger when a host
 # starts with the version the store already holds (no cron job is more than a leap year apart).
@@ -80,11 +80,7 @@ def sync_schedules(
             plan.repaired.append(name)
     _write_declarations(connection, desired, stored)
     if plan.orphaned:
-        connection.execute(
-            update(schedules)
-            .where(schedules.c.job_name.in_(plan.orphaned), schedules.c.orphaned.is_(False))
-            .values(orphaned=True, next_occurrence=None, due_at=None, updated_at=now)
-        )
+        orphan_schedules(connection, plan.orphaned, now)
     # The rows this sync inserted carry the version already; on a first start that is all of
     # them, and the statement naming 10,000 jobs to change none is left out.
     restamp = [name for name in wanted if name not in inserted]
@@ -116,6 +112,15 @@ def holds_version(connection: Connection, catalog_version: str, count: int) -> b
     other = func.count(case((and_(live, schedules.c.trigger_source != "api", not_(stamped)), 1)))
     found = connection.execute(select(held, other)).one()
     return int(found[0]) == count and int(found[1]) == 0
+
+
+def orphan_schedules(connection: Connection, names: Sequence[str], now: datetime) -> None:
+    """Mark the jobs' schedule rows orphaned: kept, never deleted, and never due."""
+    connection.execute(
+        update(schedules)
+        .where(schedules.c.job_name.in_(names), schedules.c.orphaned.is_(False))
+        .values(orphaned=True, next_occurrence=None, due_at=None, updated_at=now)
+    )
 
 
 def _repair_suspects(

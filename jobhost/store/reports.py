@@ -12,13 +12,13 @@ the runs' primary key.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, func, literal, select, true
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 
 from jobhost.records import (
     FAILED,
@@ -190,13 +190,7 @@ def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
 
 def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
     """The job's newest :data:`RECENT` ledger rows (queued retries left out), newest first."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome != PENDING)
-        .order_by(*NEWEST_FIRST)
-        .limit(RECENT)
-    )
-    return _records(connection.execute(query).mappings())
+    return _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
 
 
 def ledger_page(
@@ -213,7 +207,7 @@ def ledger_page(
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
     query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 def last_success(connection: Connection, name: str) -> datetime | None:
@@ -229,7 +223,7 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     query = select(runs).where(runs.c.outcome == RUNNING)
     if name is not None:
         query = query.where(runs.c.job_name == name)
-    return _records(connection.execute(query.order_by(runs.c.started_at)).mappings())
+    return _runs(connection, query.order_by(runs.c.started_at))
 
 
 def runs_between(
@@ -237,15 +231,7 @@ def runs_between(
 ) -> list[RunRecord]:
     """The job's ledger rows started (or queued) in [since, until], oldest first, at most
     :data:`_WINDOW_RUNS` (the newest ones)."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, _NEWEST.between(since, until))
-        .order_by(*NEWEST_FIRST)
-        .limit(_WINDOW_RUNS)
-    )
-    found = _records(connection.execute(query).mappings())
-    found.reverse()
-    return found
+    return _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)[::-1]
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
@@ -268,18 +254,14 @@ def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
         .where(runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
         .order_by(runs.c.attempt)
     )
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
     """The job's newest :data:`_RECENT_FAILURES` failed runs, newest first."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome.in_(FAILED))
-        .order_by(runs.c.finished_at.desc())
-        .limit(_RECENT_FAILURES)
-    )
-    return _records(connection.execute(query).mappings())
+    failed = runs.c.outcome.in_(FAILED)
+    newest = (runs.c.finished_at.desc(),)
+    return _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
 def job_is_known(connection: Connection, name: str) -> bool:
@@ -342,13 +324,7 @@ def _split_outcomes(joined: object) -> list[str]:
 
 def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
     """The newest attempt further back than the newest rows (a paused job's are all missed)."""
-    query = (
-        select(runs)
-        .where(runs.c.job_name == name, runs.c.outcome.not_in(NOT_ATTEMPTS))
-        .order_by(*NEWEST_FIRST)
-        .limit(1)
-    )
-    found = _records(connection.execute(query).mappings())
+    found = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
     return LastAttempt.of(found[0]) if found else None
 
 
@@ -388,8 +364,21 @@ def _last_attempts(connection: Connection) -> Select[Any]:
     ).select_from(joined)
 
 
-def _records(rows: Iterable[RowMapping]) -> list[RunRecord]:
-    return [RunRecord.from_row(row) for row in rows]
+def _runs(connection: Connection, query: Select[Any]) -> list[RunRecord]:
+    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+
+
+def _job_runs(
+    connection: Connection,
+    name: str,
+    where: ColumnElement[bool],
+    *,
+    limit: int,
+    order: Sequence[ColumnElement[Any]] = NEWEST_FIRST,
+) -> list[RunRecord]:
+    """Up to ``limit`` of the job's ledger rows that ``where`` keeps, in ``order``."""
+    query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)
+    return _runs(connection, query)
 
 
 def module_jobs(connection: Connection, module: str) -> list[str]:
@@ -407,7 +396,7 @@ def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunReco
         .where(runs.c.id.in_(sorted(set(run_ids))))
         .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
     )
-    return _records(connection.execute(query).mappings())
+    return _runs(connection, query)
 
 
 _HEX = "0123456789abcdef"

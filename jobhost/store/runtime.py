@@ -41,10 +41,10 @@ from sqlalchemy.exc import IntegrityError
 
 from jobhost.clock import Clock
 from jobhost.records import ChangeSearch, DesiredSchedule, JobChange, RuntimeJobRow
-from jobhost.store.engine import UTCDateTime, database_now, reading
+from jobhost.store.engine import UTCDateTime, reading, writing
 from jobhost.store.group_limits import write_group_members
-from jobhost.store.registry import sync_schedules
-from jobhost.store.schema import metadata, schedules
+from jobhost.store.registry import orphan_schedules, sync_schedules
+from jobhost.store.schema import metadata
 from jobhost.store.signals import notify
 
 __all__ = [
@@ -145,7 +145,7 @@ def get_runtime_job(
     """The job's row; ``for_update`` holds it until the transaction ends (PostgreSQL; SQLite's
     transactions hold the whole file), so writers of one job take turns instead of racing."""
     query = select(runtime_jobs).where(runtime_jobs.c.name == name)
-    if for_update and connection.dialect.name == "postgresql":
+    if for_update:
         query = query.with_for_update()
     row = connection.execute(query).first()
     return _row(row) if row is not None else None
@@ -178,15 +178,6 @@ def insert_runtime_job(
 def _at_version(name: str, version: int) -> ColumnElement[bool]:
     """The job's row, if it is still at ``version``: a write that finds none lost the race."""
     return (runtime_jobs.c.name == name) & (runtime_jobs.c.version == version)
-
-
-def _orphan_schedule(connection: Connection, name: str, now: datetime) -> None:
-    """A removed runtime job's schedule stays, as a declared job's does, marked orphaned."""
-    connection.execute(
-        update(schedules)
-        .where(schedules.c.job_name == name, schedules.c.orphaned.is_(False))
-        .values(orphaned=True, next_occurrence=None, due_at=None, updated_at=now)
-    )
 
 
 def record_change(
@@ -335,8 +326,7 @@ def put_runtime_job(
     ``schedule``, its concurrency group, and the change's entry. ``wait_for_writers`` holds the
     row while writing, so an unconditional write waits for a concurrent one instead of losing."""
     try:
-        with engine.begin() as connection:
-            now = database_now(connection, clock)
+        with writing(engine, clock) as (connection, now):
             before = get_runtime_job(connection, name, for_update=wait_for_writers)
             check(before)
             kind = str(stored["kind"])
@@ -387,8 +377,7 @@ def remove_runtime_job(
 ) -> Removed:
     """Remove runtime job ``name`` (``before`` None: there is none); its schedule row and
     history stay, the schedule marked orphaned."""
-    with engine.begin() as connection:
-        now = database_now(connection, clock)
+    with writing(engine, clock) as (connection, now):
         before = get_runtime_job(connection, name)
         check(before)
         if before is None:
@@ -397,7 +386,7 @@ def remove_runtime_job(
             delete(runtime_jobs).where(_at_version(name, before.version))
         ).rowcount:
             return Removed(before, lost=True)
-        _orphan_schedule(connection, name, now)
+        orphan_schedules(connection, [name], now)
         record_change(
             connection,
             at=now,
