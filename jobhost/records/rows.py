@@ -283,8 +283,9 @@ class HostRecord(_FromRow):
 
     def alive(self, now: datetime) -> bool:
         """Seen within three heartbeat intervals and not stopped."""
-        seen = (now - self.last_seen_at).total_seconds()
-        return self.stopped_at is None and seen <= 3 * max(self.heartbeat_seconds, 1)
+        if self.stopped_at is not None:
+            return False
+        return (now - self.last_seen_at).total_seconds() <= 3 * max(self.heartbeat_seconds, 1)
 
     @property
     def clock_skew_seconds(self) -> float:
