@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -86,6 +86,8 @@ from jobhost.web.console.views import (
     hosts_view,
     job_query,
     job_view,
+    number,
+    query_link,
     run_view,
 )
 
@@ -214,13 +216,12 @@ class Console:
         which = JobFilter(
             search=search, modules=[module] if module else (), statuses=states, sort=sort
         )
-        wanted = min(max(_int(params.get("page"), 1), 1), _MAX_PAGE)
+        wanted = number(params.get("page"), 1, 1, _MAX_PAGE)
         summary, shown = await blocking(lambda: self._overview(which, wanted))
         kept = {"q": search, "module": module, "state": states, "sort": sort}
 
         def link(**change: Any) -> str:
-            query = {**kept, **change}
-            return "?" + urlencode({k: v for k, v in query.items() if v}, doseq=True)
+            return query_link({**kept, **change})
 
         return self.page(
             request,
@@ -282,7 +283,7 @@ class Console:
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        after = min(max(_int(request.query_params.get("after"), 0), 0), _MAX_LINE)
+        after = number(request.query_params.get("after"), 0, 0, _MAX_LINE)
         view = await blocking(lambda: run_view(self.store, self.catalog, run_id, after=after))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
@@ -511,10 +512,3 @@ def _compact(value: Any) -> str:
 
 def _sort(value: str) -> Sort:
     return next((known for known in SORTS if known == value), "name")
-
-
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default

@@ -90,6 +90,8 @@ __all__ = [
     "hosts_view",
     "job_query",
     "job_view",
+    "number",
+    "query_link",
     "run_view",
 ]
 
@@ -271,7 +273,7 @@ class JobQuery:
             query["range"] = None
         if query["page"] == 1:
             query["page"] = None
-        return "?" + urlencode({key: value for key, value in query.items() if value})
+        return query_link(query)
 
     def template_values(self) -> dict[str, Any]:
         """What job.html reads of the query."""
@@ -290,15 +292,27 @@ class JobQuery:
 def job_query(params: Mapping[str, str]) -> JobQuery:
     span = params.get("range", "24h")
     outcome = params.get("outcome")
-    try:
-        page = int(params.get("page", "1")[:8])
-    except ValueError:
-        page = 1
     return JobQuery(
         span=span if span in RANGES else "24h",
         outcome=outcome if outcome in OUTCOMES else None,
-        page=min(max(page, 1), HISTORY_PAGES),
+        page=number(params.get("page", "1")[:8], 1, 1, HISTORY_PAGES),
     )
+
+
+def number(text: str | None, default: int, low: int, high: int) -> int:
+    """A page's whole-number parameter, ``default`` when it is none, held within bounds: an old
+    or edited address still opens."""
+    try:
+        value = int(text) if text is not None else default
+    except ValueError:
+        value = default
+    return min(max(value, low), high)
+
+
+def query_link(values: Mapping[str, Any], prefix: str = "?") -> str:
+    """A page's address with ``values`` as its query, those without a value left out (a list
+    is a repeated parameter)."""
+    return prefix + urlencode({key: value for key, value in values.items() if value}, doseq=True)
 
 
 @dataclass(frozen=True)
@@ -337,15 +351,14 @@ class FailuresView:
 
     def link(self, **change: str | None) -> str:
         """This page's query with ``change`` applied (None drops a parameter)."""
-        values: dict[str, str | None] = {
+        values = {
             "q": self.search,
             "job": self.job,
             "since": self.since,
             "range": self.span if self.span != "24h" else None,
             "all": "true" if self.everything else None,
         }
-        values.update(change)
-        return "?" + urlencode({key: value for key, value in values.items() if value})
+        return query_link({**values, **change})
 
 
 def failures_view(
@@ -382,10 +395,9 @@ def failures_view(
         )
         if query.job is not None:
             require_known_job(None, store, query.job)
-    except BadFailureQuery as error:
-        return replace(asked, cursor="", chart=chart, problem=f"{error.field}: {error.detail}")
-    except UnknownJobError as error:
-        return replace(asked, cursor="", chart=chart, problem=f"job: {error}")
+    except (BadFailureQuery, UnknownJobError) as error:
+        problem = str(error) if isinstance(error, BadFailureQuery) else f"job: {error}"
+        return replace(asked, cursor="", chart=chart, problem=problem)
     found = read_failures(store, query)
     return replace(
         asked,
@@ -413,14 +425,17 @@ class ChangesView:
     """Whether this is an older page than the newest."""
 
     @property
+    def filters(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in _CHANGE_FILTERS}
+
+    @property
     def filtered(self) -> bool:
-        return bool(self.actor or self.action or self.job or self.module or self.since)
+        return any(self.filters.values())
 
     @property
     def newest(self) -> str:
         """The link to the newest page of the same search."""
-        kept = {name: getattr(self, name) for name in _CHANGE_FILTERS}
-        return "/changes?" + urlencode({k: v for k, v in kept.items() if v})
+        return query_link(self.filters, "/changes?")
 
 
 def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
@@ -442,8 +457,7 @@ def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     shown = found[:CHANGES_PAGE]
     older = None
     if len(found) > CHANGES_PAGE:
-        kept = {k: v for k, v in values.items() if v}
-        older = "/changes?" + urlencode({**kept, "before": shown[-1].id})
+        older = query_link({**values, "before": shown[-1].id}, "/changes?")
     return replace(asked, changes=shown, older=older)
 
 
