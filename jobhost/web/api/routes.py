@@ -375,11 +375,8 @@ def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
     if scheme.lower() != "bearer" or not secret.strip():
         return None
     digest = hashlib.sha256(secret.strip().encode()).hexdigest()
-    found = None
-    for token in tokens:
-        if hmac.compare_digest(digest, token.sha256):
-            found = token
-    return found
+    found = [token for token in tokens if hmac.compare_digest(digest, token.sha256)]
+    return found[-1] if found else None
 
 
 def _checked(endpoint: Endpoint, response: Response) -> Response:

@@ -358,7 +358,7 @@ class Console:
             _log.warning("dashboard sign-in refused from %s: unknown token", client)
             return self.page(request, "signin.html", status=403, error="that token is not known")
         who, role = found
-        version = await blocking(lambda: self._version(who))
+        version = await blocking(lambda: self.store.session_version(who))
         response = RedirectResponse("/", status_code=303)
         secure = request.url.scheme == "https"
         self.sessions.start(response, who, secure=secure, role=role, version=version)
@@ -371,7 +371,7 @@ class Console:
             return self.refuse(request, "a sign-out from another site is refused")
         session: Session | None = request.state.session
         if session is not None:
-            await blocking(lambda: self._end(session.who))
+            await blocking(lambda: self.store.end_sessions(session.who, datetime.now(UTC)))
             _log.info("dashboard sign-out: %s from %s", session.who, client_address(request))
         response = RedirectResponse("/", status_code=303)
         self.sessions.end(response)
@@ -407,14 +407,8 @@ class Console:
         session = self.sessions.read(request)
         if session is None:
             return None
-        version = await blocking(lambda: self._version(session.who))
+        version = await blocking(lambda: self.store.session_version(session.who))
         return session if version == session.version else None
-
-    def _version(self, who: str) -> int:
-        return self.store.session_version(who)
-
-    def _end(self, who: str) -> None:
-        self.store.end_sessions(who, datetime.now(UTC))
 
     # -- helpers ------------------------------------------------------------------------------
 

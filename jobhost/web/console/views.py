@@ -340,14 +340,11 @@ class FailuresView:
     def retry_ids(self) -> list[str]:
         """The open finished failures shown, one per piece of work: what "retry the N shown"
         retries."""
-        seen: set[tuple[str, str]] = set()
-        found: list[str] = []
+        found: dict[tuple[str, str], str] = {}
         for row in self.rows:
-            key = (row.run.job_name, work_key(row.run))
-            if row.outcome in FAILED and row.resolution is None and key not in seen:
-                seen.add(key)
-                found.append(row.run.id)
-        return found
+            if row.outcome in FAILED and row.resolution is None:
+                found.setdefault((row.run.job_name, work_key(row.run)), row.run.id)
+        return list(found.values())
 
     def link(self, **change: str | None) -> str:
         """This page's query with ``change`` applied (None drops a parameter)."""
@@ -505,8 +502,7 @@ class BackfillsView:
 def backfills_view(store: Store, params: Mapping[str, str]) -> BackfillsView:
     job = params.get("job", "").strip()[:_FIELD]
     now = store.now()
-    found = store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN)
-    return BackfillsView(job=job, now=now, backfills=found)
+    return BackfillsView(job, now, store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN))
 
 
 SLOWER = 10
