@@ -407,11 +407,8 @@ def failures_view(
 
 @dataclass(frozen=True)
 class ChangesView:
-    actor: str
-    action: str
-    job: str
-    module: str
-    since: str
+    filters: dict[str, str]
+    """The search's text by name: actor, action, job, module and since."""
     now: datetime
     changes: list[JobChange] = field(default_factory=list)
     older: str | None = None
@@ -420,10 +417,6 @@ class ChangesView:
     """Why the filters could not be read (the list is then empty and the answer 400)."""
     paged: bool = False
     """Whether this is an older page than the newest."""
-
-    @property
-    def filters(self) -> dict[str, str]:
-        return {name: getattr(self, name) for name in _CHANGE_FILTERS}
 
     @property
     def filtered(self) -> bool:
@@ -439,15 +432,7 @@ def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     values = {name: params.get(name, "").strip()[:_FIELD] for name in _CHANGE_FILTERS}
     before = _positive(params.get("before"))
     now = store.now()
-    asked = ChangesView(
-        actor=values["actor"],
-        action=values["action"],
-        job=values["job"],
-        module=values["module"],
-        since=values["since"],
-        now=now,
-        paged=before is not None,
-    )
+    asked = ChangesView(values, now, paged=before is not None)
     found = _search_changes(store, now, values, before)
     if isinstance(found, str):
         return replace(asked, problem=found)
