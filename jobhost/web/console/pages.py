@@ -212,7 +212,7 @@ class Console:
         search = params.get("q", "")[:200]
         module = params.get("module", "")[:200]
         states = [s for s in params.getlist("state") if s in STATUSES]
-        sort = _sort(params.get("sort", "name"))
+        sort: Sort = next((known for known in SORTS if known == params.get("sort")), "name")
         which = JobFilter(
             search=search, modules=[module] if module else (), statuses=states, sort=sort
         )
@@ -502,7 +502,3 @@ def _compact(value: Any) -> str:
     """A change's ``after`` on one line, cut short: the page escapes it like any text."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return text if len(text) <= _COMPACT else text[: _COMPACT - 1] + "…"
-
-
-def _sort(value: str) -> Sort:
-    return next((known for known in SORTS if known == value), "name")

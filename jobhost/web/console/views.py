@@ -433,26 +433,12 @@ def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     before = _positive(params.get("before"))
     now = store.now()
     asked = ChangesView(values, now, paged=before is not None)
-    found = _search_changes(store, now, values, before)
-    if isinstance(found, str):
-        return replace(asked, problem=found)
-    shown = found[:CHANGES_PAGE]
-    older = None
-    if len(found) > CHANGES_PAGE:
-        older = query_link({**values, "before": shown[-1].id}, "/changes?")
-    return replace(asked, changes=shown, older=older)
-
-
-def _search_changes(
-    store: Store, now: datetime, values: dict[str, str], before: int | None
-) -> list[JobChange] | str:
-    """The changes that match, or why the filters cannot be read."""
     since = None
     if values["since"]:
         try:
             since = parse_since(values["since"], now)
         except BadFailureQuery as problem:
-            return str(problem)
+            return replace(asked, problem=str(problem))
     search = ChangeSearch(
         actor=values["actor"],
         action=values["action"],
@@ -462,7 +448,12 @@ def _search_changes(
         before_id=before,
     )
     # One more than a page: whether an older page exists, without counting the log.
-    return store.search_changes(search, CHANGES_PAGE + 1)
+    found = store.search_changes(search, CHANGES_PAGE + 1)
+    shown = found[:CHANGES_PAGE]
+    older = None
+    if len(found) > CHANGES_PAGE:
+        older = query_link({**values, "before": shown[-1].id}, "/changes?")
+    return replace(asked, changes=shown, older=older)
 
 
 def _positive(value: str | None) -> int | None:
