@@ -269,11 +269,8 @@ class JobQuery:
     def link(self, **change: Any) -> str:
         """This query with ``change`` applied (None drops a parameter)."""
         query = {"range": self.span, "outcome": self.outcome, "page": self.page, **change}
-        if query["range"] == "24h":
-            query["range"] = None
-        if query["page"] == 1:
-            query["page"] = None
-        return query_link(query)
+        defaults = {"range": "24h", "page": 1}
+        return query_link({key: v for key, v in query.items() if v != defaults.get(key)})
 
     def template_values(self) -> dict[str, Any]:
         """What job.html reads of the query."""
