@@ -63,18 +63,12 @@ def holder(
     """Who holds ``secret`` and as what: (name, ``operator``) for one of ``operators`` (name:
     token), (name, ``reader``) for one of ``readers`` (SHA-256: name); None if no one. Every
     candidate is compared, in constant time, whatever matches first."""
-    operator = None
-    for name, expected in operators.items():
-        if hmac.compare_digest(secret.encode(), expected.encode()):
-            operator = name
-    reader = None
-    digest = hashlib.sha256(secret.encode()).hexdigest()
-    for sha256, name in readers.items():
-        if hmac.compare_digest(digest, sha256):
-            reader = name
-    if operator is not None:
-        return operator, "operator"
-    return (reader, "reader") if reader is not None else None
+    given, digest = secret.encode(), hashlib.sha256(secret.encode()).hexdigest()
+    operator = [n for n, token in operators.items() if hmac.compare_digest(given, token.encode())]
+    reader = [name for sha256, name in readers.items() if hmac.compare_digest(digest, sha256)]
+    if operator:
+        return operator[-1], "operator"
+    return (reader[-1], "reader") if reader else None
 
 
 class GuessBrake:

@@ -36,9 +36,8 @@ from jobhost.web.admission import (
 from jobhost.web.endpoints import Endpoints, Probe
 from jobhost.web.inputs import RefuseNul
 from jobhost.web.middleware import (
-    CatchUnexpected,
     RequestTimeout,
-    SecurityHeaders,
+    SafeAnswers,
     failure_body,
     log_unexpected,
     problem_body,
@@ -121,8 +120,7 @@ def create_app(
     return Starlette(
         routes=[*listed, *pages],
         middleware=[
-            Middleware(SecurityHeaders),
-            Middleware(CatchUnexpected),
+            Middleware(SafeAnswers),
             bodies,
             *bounded,
             Middleware(StoreUnavailable, answers=endpoints.store_answers),

@@ -36,7 +36,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import ClassVar
 
 import h11
@@ -50,7 +49,6 @@ __all__ = [
     "GuardedHttp",
     "LingeringHttp",
     "Refusals",
-    "ThrottledLog",
     "guarded_http",
 ]
 
@@ -78,40 +76,14 @@ _LATE_HEAD = _answer(b"408 Request Timeout", b"the request head did not arrive i
 _FULL = _answer(b"503 Service Unavailable", b"too many connections; try again\n", b"retry-after: 2")
 
 
-class ThrottledLog:
-    """Counts of closed connections by reason, said in one line at most every ``every`` s."""
+class Refusals:
+    """Where connections closed before their request was read are counted: a metric, and a log
+    line of the counts by reason at most every :data:`LOG_EVERY_SECONDS`."""
 
-    def __init__(
-        self, every: float = LOG_EVERY_SECONDS, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._every = every
-        self._clock = clock
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: Counter[str] = Counter()
         self._last: float | None = None
-
-    def count(self, reason: str) -> None:
-        now = self._clock()
-        with self._lock:
-            self._pending[reason] += 1
-            if self._last is not None and now - self._last < self._every:
-                return
-            self._last = now
-            said = ", ".join(f"{n} {why}" for why, n in sorted(self._pending.items()))
-            self._pending.clear()
-        _log.warning(
-            "HTTP: connections closed before their request was read (%s); the next such line "
-            "comes in %gs at the earliest (metric jobhost.http.connections_refused)",
-            said,
-            self._every,
-        )
-
-
-class Refusals:
-    """Where connections closed before their request was read are counted (metric and log)."""
-
-    def __init__(self) -> None:
-        self._log = ThrottledLog()
         self._counter = metrics.get_meter("jobhost").create_counter(
             "jobhost.http.connections_refused",
             unit="{connection}",
@@ -122,7 +94,20 @@ class Refusals:
         """Count one connection closed for ``reason`` (head_timeout, evicted, over_capacity,
         body_timeout)."""
         self._counter.add(1, {"reason": reason})
-        self._log.count(reason)
+        now = time.monotonic()
+        with self._lock:
+            self._pending[reason] += 1
+            if self._last is not None and now - self._last < LOG_EVERY_SECONDS:
+                return
+            self._last = now
+            said = ", ".join(f"{n} {why}" for why, n in sorted(self._pending.items()))
+            self._pending.clear()
+        _log.warning(
+            "HTTP: connections closed before their request was read (%s); the next such line "
+            "comes in %gs at the earliest (metric jobhost.http.connections_refused)",
+            said,
+            LOG_EVERY_SECONDS,
+        )
 
 
 class ConnectionGuard(Refusals):

@@ -1,11 +1,11 @@
 """The middlewares every answer passes through, and the answers they write themselves.
 
-:class:`SecurityHeaders`: ``X-Content-Type-Options: nosniff`` on every answer, whatever produced
-it (a page, the API, an error, a 404), so no browser reads JSON or text as HTML; and
-``Cache-Control: no-store`` on everything but the dashboard's static files, so no cache keeps a
-job's state, a token's answer or an error. A handler's own value wins.
+:class:`SafeAnswers`, the outermost: ``X-Content-Type-Options: nosniff`` on every answer,
+whatever produced it (a page, the API, an error, a 404), so no browser reads JSON or text as
+HTML; and ``Cache-Control: no-store`` on everything but the dashboard's static files, so no
+cache keeps a job's state, a token's answer or an error. A handler's own value wins.
 
-:class:`CatchUnexpected`: an unexpected exception in any handler is a bare 500 with an id, and
+And an unexpected exception in any handler is a bare 500 with an id (with those headers), and
 one log line that carries the id. The answer says nothing of the error (no message, no SQL, no
 traceback); the log has it. The first failure of a kind (exception type and where it was
 raised) within a minute is logged with its traceback, the rest of that minute one line each, so
@@ -35,9 +35,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = [
     "PROBES",
     "PROBLEM_JSON",
-    "CatchUnexpected",
     "RequestTimeout",
-    "SecurityHeaders",
+    "SafeAnswers",
     "StartWatch",
     "failure_body",
     "json_bytes",
@@ -57,8 +56,9 @@ _lock = threading.Lock()
 _last_traceback: dict[tuple[str, str], float] = {}
 
 
-class SecurityHeaders:
-    """``nosniff`` everywhere, ``no-store`` but on static files (see the module)."""
+class SafeAnswers:
+    """``nosniff`` everywhere, ``no-store`` but on static files, and a 500 for an exception out
+    of the application (see the module)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -77,7 +77,15 @@ class SecurityHeaders:
                     headers.setdefault("Cache-Control", "no-store")
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        watched = StartWatch(with_headers)
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as error:
+            failure_id = log_unexpected(scope.get("method", "?"), scope.get("path", "?"), error)
+            if watched.started:
+                return  # the answer is under way: it is cut off, and the log says why
+            body = json_bytes(failure_body(failure_id))
+            await send_answer(with_headers, 500, body, {"content-type": PROBLEM_JSON})
 
 
 def log_unexpected(method: str, path: str, error: BaseException) -> str:
@@ -118,27 +126,6 @@ def failure_body(failure_id: str) -> dict[str, object]:
     """What a 500 answers: no more than that something failed, and where the log has it."""
     detail = f"an unexpected error; the log has it under id {failure_id}"
     return problem_body(500, "Internal error", detail, id=failure_id)
-
-
-class CatchUnexpected:
-    """ASGI middleware: an exception out of the application answers 500 (see the module)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        watched = StartWatch(send)
-        try:
-            await self.app(scope, receive, watched)
-        except Exception as error:
-            failure_id = log_unexpected(scope.get("method", "?"), scope.get("path", "?"), error)
-            if watched.started:
-                return  # the answer is under way: it is cut off, and the log says why
-            body = json_bytes(failure_body(failure_id))
-            await send_answer(send, 500, body, {"content-type": PROBLEM_JSON})
 
 
 class RequestTimeout:

@@ -14,6 +14,7 @@ A change while a run of the job runs is 409 naming the run; every change is in t
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partialmethod
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -62,12 +63,6 @@ class _Endpoints:
 class ActionEndpoints(_Endpoints):
     """The handlers of rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
-    async def pause_many(self, request: Request, token: ApiToken) -> Response:
-        return await self._pause_many(request, token, paused=True)
-
-    async def resume_many(self, request: Request, token: ApiToken) -> Response:
-        return await self._pause_many(request, token, paused=False)
-
     async def _pause_many(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
         modules, patterns, reason = await read_selection(request, self._limit)
 
@@ -97,6 +92,9 @@ class ActionEndpoints(_Endpoints):
                 "the jobs and their modules",
             )
         return JSONResponse({"jobs": acted})
+
+    pause_many = partialmethod(_pause_many, paused=True)
+    resume_many = partialmethod(_pause_many, paused=False)
 
     async def retry_run(self, request: Request, token: ApiToken) -> Response:
         queued, _reason = await self._on_run(request, token, retry_run)

@@ -71,13 +71,8 @@ class BackfillEndpoints:
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
         store = self._service.store
-
-        def read() -> dict[str, Any] | None:
-            record = store.get_backfill(backfill_id)
-            return backfill_json(record) if record is not None else None
-
-        data = await blocking(read)
-        return JSONResponse(data) if data is not None else _no_backfill()
+        record = await blocking(lambda: store.get_backfill(backfill_id))
+        return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 
     async def cancel(self, request: Request, token: ApiToken) -> Response:
         backfill_id = request.path_params["backfill_id"]

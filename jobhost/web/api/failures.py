@@ -73,24 +73,20 @@ date with a time and a zone. Every text of this shape is a time the failures can
 _SINCE = re.compile(SINCE_PATTERN)
 
 
+def _name(description: str) -> Any:
+    # The pattern is documented only: json_problem refuses NUL in any body.
+    extra: dict[str, Any] = {"pattern": NO_NUL_PATTERN}
+    return Field(
+        None, min_length=1, max_length=200, description=description, json_schema_extra=extra
+    )
+
+
 class FailureRetry(BaseModel):
     """Which open failures to retry, once each, and why (``POST /failures``)."""
 
     model_config = ConfigDict(extra="forbid")
-    job: str | None = Field(
-        None,
-        min_length=1,
-        max_length=200,
-        description="Only this job's.",
-        json_schema_extra={"pattern": NO_NUL_PATTERN},  # see json_problem,
-    )
-    module: str | None = Field(
-        None,
-        min_length=1,
-        max_length=200,
-        description="Only failures of this module's jobs.",
-        json_schema_extra={"pattern": NO_NUL_PATTERN},  # see json_problem,
-    )
+    job: str | None = _name("Only this job's.")
+    module: str | None = _name("Only failures of this module's jobs.")
     since: str | None = Field(
         None,
         min_length=1,
@@ -124,15 +120,7 @@ def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[R
             raise _bad(error.field, error.detail) from None
 
         def read() -> dict[str, Any]:
-            if job is not None:
-                try:
-                    require_known_job(None, store, job)
-                except UnknownJobError:
-                    # The name is the caller's text: it is not repeated. A 404, as for any
-                    # unknown job: the parameter itself is well formed.
-                    raise _unknown(
-                        "job", "names no job the store knows; GET /api/v1/jobs lists them"
-                    ) from None
+            _require_job(store, job, "names no job the store knows; GET /api/v1/jobs lists them")
             query = FailureQuery(
                 since=start,
                 job=job,
@@ -161,11 +149,7 @@ def retry_failures_endpoint(
             raise field_error(422, "Invalid body", error.field, error.detail) from None
 
         def act() -> dict[str, Any]:
-            if body.job is not None:
-                try:
-                    require_known_job(None, store, body.job)
-                except UnknownJobError:
-                    raise _unknown("job", "names no job the store knows") from None
+            _require_job(store, body.job, "names no job the store knows")
             jobs = tuple(store.module_jobs(body.module)) if body.module is not None else None
             if body.module is not None and not jobs:
                 raise _unknown("module", "names no module of a job the store knows")
@@ -199,6 +183,16 @@ def _since(text: str | None, store: Store) -> datetime | None:
             "a zone such as 2026-11-28T06:00:00Z",
         )
     return parse_since(text, store.clock())
+
+
+def _require_job(store: Store, job: str | None, detail: str) -> None:
+    if job is None:
+        return
+    try:
+        require_known_job(None, store, job)
+    except UnknownJobError:
+        # The name is the caller's text: it is not repeated.
+        raise _unknown("job", detail) from None
 
 
 def _unknown(field: str, detail: str) -> BadRequest:

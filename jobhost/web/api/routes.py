@@ -13,6 +13,7 @@ import hmac
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partialmethod
 from operator import attrgetter
 from typing import Any
 
@@ -297,18 +298,15 @@ class _Api:
             return problem(409, "Conflict", detail, extra={"request_id": data["request_id"]})
         return JSONResponse(data, status_code=202)
 
-    async def pause(self, request: Request, token: ApiToken) -> Response:
-        return await self._pause(request, token, paused=True)
-
-    async def resume(self, request: Request, token: ApiToken) -> Response:
-        return await self._pause(request, token, paused=False)
-
     async def _pause(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
         name = request.path_params["name"]
         reason = await read_reason(request, self.limit)
         act = self.service.pause if paused else self.service.resume
         changed = await blocking(lambda: act(name, actor=token.name, reason=reason))
         return JSONResponse({"job": name, "paused": paused, "changed": changed})
+
+    pause = partialmethod(_pause, paused=True)
+    resume = partialmethod(_pause, paused=False)
 
     async def runs(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
@@ -375,11 +373,8 @@ def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
     if scheme.lower() != "bearer" or not secret.strip():
         return None
     digest = hashlib.sha256(secret.strip().encode()).hexdigest()
-    found = None
-    for token in tokens:
-        if hmac.compare_digest(digest, token.sha256):
-            found = token
-    return found
+    found = [token for token in tokens if hmac.compare_digest(digest, token.sha256)]
+    return found[-1] if found else None
 
 
 def _checked(endpoint: Endpoint, response: Response) -> Response:

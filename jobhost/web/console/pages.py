@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -86,6 +86,8 @@ from jobhost.web.console.views import (
     hosts_view,
     job_query,
     job_view,
+    number,
+    query_link,
     run_view,
 )
 
@@ -210,17 +212,16 @@ class Console:
         search = params.get("q", "")[:200]
         module = params.get("module", "")[:200]
         states = [s for s in params.getlist("state") if s in STATUSES]
-        sort = _sort(params.get("sort", "name"))
+        sort: Sort = next((known for known in SORTS if known == params.get("sort")), "name")
         which = JobFilter(
             search=search, modules=[module] if module else (), statuses=states, sort=sort
         )
-        wanted = min(max(_int(params.get("page"), 1), 1), _MAX_PAGE)
+        wanted = number(params.get("page"), 1, 1, _MAX_PAGE)
         summary, shown = await blocking(lambda: self._overview(which, wanted))
         kept = {"q": search, "module": module, "state": states, "sort": sort}
 
         def link(**change: Any) -> str:
-            query = {**kept, **change}
-            return "?" + urlencode({k: v for k, v in query.items() if v}, doseq=True)
+            return query_link({**kept, **change})
 
         return self.page(
             request,
@@ -282,7 +283,7 @@ class Console:
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        after = min(max(_int(request.query_params.get("after"), 0), 0), _MAX_LINE)
+        after = number(request.query_params.get("after"), 0, 0, _MAX_LINE)
         view = await blocking(lambda: run_view(self.store, self.catalog, run_id, after=after))
         if view is None:
             return self.page(request, "missing.html", status=404, what=f"run {run_id}")
@@ -357,7 +358,7 @@ class Console:
             _log.warning("dashboard sign-in refused from %s: unknown token", client)
             return self.page(request, "signin.html", status=403, error="that token is not known")
         who, role = found
-        version = await blocking(lambda: self._version(who))
+        version = await blocking(lambda: self.store.session_version(who))
         response = RedirectResponse("/", status_code=303)
         secure = request.url.scheme == "https"
         self.sessions.start(response, who, secure=secure, role=role, version=version)
@@ -370,7 +371,7 @@ class Console:
             return self.refuse(request, "a sign-out from another site is refused")
         session: Session | None = request.state.session
         if session is not None:
-            await blocking(lambda: self._end(session.who))
+            await blocking(lambda: self.store.end_sessions(session.who, datetime.now(UTC)))
             _log.info("dashboard sign-out: %s from %s", session.who, client_address(request))
         response = RedirectResponse("/", status_code=303)
         self.sessions.end(response)
@@ -406,14 +407,8 @@ class Console:
         session = self.sessions.read(request)
         if session is None:
             return None
-        version = await blocking(lambda: self._version(session.who))
+        version = await blocking(lambda: self.store.session_version(session.who))
         return session if version == session.version else None
-
-    def _version(self, who: str) -> int:
-        return self.store.session_version(who)
-
-    def _end(self, who: str) -> None:
-        self.store.end_sessions(who, datetime.now(UTC))
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -507,14 +502,3 @@ def _compact(value: Any) -> str:
     """A change's ``after`` on one line, cut short: the page escapes it like any text."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return text if len(text) <= _COMPACT else text[: _COMPACT - 1] + "…"
-
-
-def _sort(value: str) -> Sort:
-    return next((known for known in SORTS if known == value), "name")
-
-
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default

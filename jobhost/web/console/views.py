@@ -90,6 +90,8 @@ __all__ = [
     "hosts_view",
     "job_query",
     "job_view",
+    "number",
+    "query_link",
     "run_view",
 ]
 
@@ -267,11 +269,8 @@ class JobQuery:
     def link(self, **change: Any) -> str:
         """This query with ``change`` applied (None drops a parameter)."""
         query = {"range": self.span, "outcome": self.outcome, "page": self.page, **change}
-        if query["range"] == "24h":
-            query["range"] = None
-        if query["page"] == 1:
-            query["page"] = None
-        return "?" + urlencode({key: value for key, value in query.items() if value})
+        defaults = {"range": "24h", "page": 1}
+        return query_link({key: v for key, v in query.items() if v != defaults.get(key)})
 
     def template_values(self) -> dict[str, Any]:
         """What job.html reads of the query."""
@@ -290,15 +289,27 @@ class JobQuery:
 def job_query(params: Mapping[str, str]) -> JobQuery:
     span = params.get("range", "24h")
     outcome = params.get("outcome")
-    try:
-        page = int(params.get("page", "1")[:8])
-    except ValueError:
-        page = 1
     return JobQuery(
         span=span if span in RANGES else "24h",
         outcome=outcome if outcome in OUTCOMES else None,
-        page=min(max(page, 1), HISTORY_PAGES),
+        page=number(params.get("page", "1")[:8], 1, 1, HISTORY_PAGES),
     )
+
+
+def number(text: str | None, default: int, low: int, high: int) -> int:
+    """A page's whole-number parameter, ``default`` when it is none, held within bounds: an old
+    or edited address still opens."""
+    try:
+        value = int(text) if text is not None else default
+    except ValueError:
+        value = default
+    return min(max(value, low), high)
+
+
+def query_link(values: Mapping[str, Any], prefix: str = "?") -> str:
+    """A page's address with ``values`` as its query, those without a value left out (a list
+    is a repeated parameter)."""
+    return prefix + urlencode({key: value for key, value in values.items() if value}, doseq=True)
 
 
 @dataclass(frozen=True)
@@ -326,26 +337,22 @@ class FailuresView:
     def retry_ids(self) -> list[str]:
         """The open finished failures shown, one per piece of work: what "retry the N shown"
         retries."""
-        seen: set[tuple[str, str]] = set()
-        found: list[str] = []
+        found: dict[tuple[str, str], str] = {}
         for row in self.rows:
-            key = (row.run.job_name, work_key(row.run))
-            if row.outcome in FAILED and row.resolution is None and key not in seen:
-                seen.add(key)
-                found.append(row.run.id)
-        return found
+            if row.outcome in FAILED and row.resolution is None:
+                found.setdefault((row.run.job_name, work_key(row.run)), row.run.id)
+        return list(found.values())
 
     def link(self, **change: str | None) -> str:
         """This page's query with ``change`` applied (None drops a parameter)."""
-        values: dict[str, str | None] = {
+        values = {
             "q": self.search,
             "job": self.job,
             "since": self.since,
             "range": self.span if self.span != "24h" else None,
             "all": "true" if self.everything else None,
         }
-        values.update(change)
-        return "?" + urlencode({key: value for key, value in values.items() if value})
+        return query_link({**values, **change})
 
 
 def failures_view(
@@ -382,10 +389,9 @@ def failures_view(
         )
         if query.job is not None:
             require_known_job(None, store, query.job)
-    except BadFailureQuery as error:
-        return replace(asked, cursor="", chart=chart, problem=f"{error.field}: {error.detail}")
-    except UnknownJobError as error:
-        return replace(asked, cursor="", chart=chart, problem=f"job: {error}")
+    except (BadFailureQuery, UnknownJobError) as error:
+        problem = str(error) if isinstance(error, BadFailureQuery) else f"job: {error}"
+        return replace(asked, cursor="", chart=chart, problem=problem)
     found = read_failures(store, query)
     return replace(
         asked,
@@ -398,11 +404,8 @@ def failures_view(
 
 @dataclass(frozen=True)
 class ChangesView:
-    actor: str
-    action: str
-    job: str
-    module: str
-    since: str
+    filters: dict[str, str]
+    """The search's text by name: actor, action, job, module and since."""
     now: datetime
     changes: list[JobChange] = field(default_factory=list)
     older: str | None = None
@@ -414,49 +417,25 @@ class ChangesView:
 
     @property
     def filtered(self) -> bool:
-        return bool(self.actor or self.action or self.job or self.module or self.since)
+        return any(self.filters.values())
 
     @property
     def newest(self) -> str:
         """The link to the newest page of the same search."""
-        kept = {name: getattr(self, name) for name in _CHANGE_FILTERS}
-        return "/changes?" + urlencode({k: v for k, v in kept.items() if v})
+        return query_link(self.filters, "/changes?")
 
 
 def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     values = {name: params.get(name, "").strip()[:_FIELD] for name in _CHANGE_FILTERS}
     before = _positive(params.get("before"))
     now = store.now()
-    asked = ChangesView(
-        actor=values["actor"],
-        action=values["action"],
-        job=values["job"],
-        module=values["module"],
-        since=values["since"],
-        now=now,
-        paged=before is not None,
-    )
-    found = _search_changes(store, now, values, before)
-    if isinstance(found, str):
-        return replace(asked, problem=found)
-    shown = found[:CHANGES_PAGE]
-    older = None
-    if len(found) > CHANGES_PAGE:
-        kept = {k: v for k, v in values.items() if v}
-        older = "/changes?" + urlencode({**kept, "before": shown[-1].id})
-    return replace(asked, changes=shown, older=older)
-
-
-def _search_changes(
-    store: Store, now: datetime, values: dict[str, str], before: int | None
-) -> list[JobChange] | str:
-    """The changes that match, or why the filters cannot be read."""
+    asked = ChangesView(values, now, paged=before is not None)
     since = None
     if values["since"]:
         try:
             since = parse_since(values["since"], now)
         except BadFailureQuery as problem:
-            return str(problem)
+            return replace(asked, problem=str(problem))
     search = ChangeSearch(
         actor=values["actor"],
         action=values["action"],
@@ -466,7 +445,12 @@ def _search_changes(
         before_id=before,
     )
     # One more than a page: whether an older page exists, without counting the log.
-    return store.search_changes(search, CHANGES_PAGE + 1)
+    found = store.search_changes(search, CHANGES_PAGE + 1)
+    shown = found[:CHANGES_PAGE]
+    older = None
+    if len(found) > CHANGES_PAGE:
+        older = query_link({**values, "before": shown[-1].id}, "/changes?")
+    return replace(asked, changes=shown, older=older)
 
 
 def _positive(value: str | None) -> int | None:
@@ -491,8 +475,7 @@ class BackfillsView:
 def backfills_view(store: Store, params: Mapping[str, str]) -> BackfillsView:
     job = params.get("job", "").strip()[:_FIELD]
     now = store.now()
-    found = store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN)
-    return BackfillsView(job=job, now=now, backfills=found)
+    return BackfillsView(job, now, store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN))
 
 
 SLOWER = 10
