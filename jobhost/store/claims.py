@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -502,6 +502,8 @@ def _known(found: list[_Row], rules: ClaimRules, batch: ClaimBatch) -> list[_Row
 
 
 _RUN_COLUMNS = ("job_name", "occurrence", "attempt")
+_STARTED = ("host_id", "fencing_token", "started_at", "lease_expires_at", "reason")
+_REFUSED = ("reason", "host_id", "finished_at")
 
 
 @dataclass
@@ -679,11 +681,13 @@ class ClaimWork:
                 }
                 for c in self._pending
             ]
-            connection.execute(built(connection, "start-pending", _start_pending), started)
+            start = built(connection, "start-pending", _update_pending(_STARTED, outcome=RUNNING))
+            connection.execute(start, started)
             inserted |= {c.run_id for c in self._pending}
         if self._refused:
             # Manual runs that cannot start are recorded skipped, with why as their reason.
-            connection.execute(built(connection, "refuse-pending", _refuse_pending), self._refused)
+            refuse = built(connection, "refuse-pending", _update_pending(_REFUSED, outcome=SKIPPED))
+            connection.execute(refuse, self._refused)
         if self._announce:
             # Whoever waits for a manual run's answer (the API, `jobhost trigger`) is woken.
             notify(connection)
@@ -846,12 +850,10 @@ def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
     (see :attr:`Claim.record_by`); None for any other run or a job in a concurrency group, whose
     live runs other jobs' claims count."""
     plan = job.plan
-    if occurrence is None or plan is None or plan.run != occurrence:
+    grouped = job.row.concurrency_group is not None
+    if grouped or occurrence is None or plan is None or plan.run != occurrence:
         return None
-    if job.row.concurrency_group is not None:
-        return None
-    looks = [at for at in (plan.next_occurrence, plan.due_at) if at is not None]
-    return min(looks, default=None)
+    return min((at for at in (plan.next_occurrence, plan.due_at) if at is not None), default=None)
 
 
 # -- concurrency groups in the claim --------------------------------------------------------------
@@ -956,7 +958,7 @@ class GroupGate:
             {
                 "b_id": run.id,
                 "not_before": self._now + RECHECK,
-                "since": run.group_waiting_since or self._now,
+                "group_waiting_since": run.group_waiting_since or self._now,
             }
         )
 
@@ -967,38 +969,21 @@ class GroupGate:
     def write(self) -> None:
         """What the gate decided, in a statement per kind of change (none without groups)."""
         connection = self._connection
-        if self._parked_rows:
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.job_name == bindparam("b_job"))
-                .values(due_at=bindparam("due_at"), group_waiting_since=bindparam("since")),
-                [
-                    {"b_job": name, "due_at": self._now + RECHECK, "since": since}
-                    for name, since in self._parked_rows.items()
-                ],
-            )
-        if self._cleared_rows:
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.job_name.in_(self._cleared_rows))
-                .values(group_waiting_since=None)
-            )
+        parked = [
+            {"b_job": name, "due_at": self._now + RECHECK, "group_waiting_since": since}
+            for name, since in self._parked_rows.items()
+        ]
+        _move_schedules(connection, "park-schedules", ("due_at", "group_waiting_since"), parked)
         if self._parked_runs:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-                .values(
-                    not_before=bindparam("not_before"),
-                    group_waiting_since=bindparam("since"),
-                ),
-                self._parked_runs,
-            )
-        if self._cleared_runs:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id.in_(self._cleared_runs))
-                .values(group_waiting_since=None)
-            )
+            park = _update_pending(("not_before", "group_waiting_since"))
+            connection.execute(built(connection, "park-runs", park), self._parked_runs)
+        for key, cleared in (
+            (schedules.c.job_name, self._cleared_rows),
+            (runs.c.id, self._cleared_runs),
+        ):
+            if cleared:
+                statement = update(key.table).where(key.in_(cleared))
+                connection.execute(statement.values(group_waiting_since=None))
 
     # -- reading the groups ------------------------------------------------------------------
 
@@ -1180,18 +1165,11 @@ def due_schedules(
     skip: list[str],
     only: Collection[str] | None,
 ) -> list[DueSchedule]:
-    if only is not None:
-        query = locked(
-            connection,
-            select(*DUE_COLUMNS)
-            .where(schedules.c.due_at <= now, schedules.c.job_name.in_(sorted(only)))
-            .order_by(schedules.c.due_at)
-            .limit(limit),
-        )
-        result = connection.execute(query)
-    else:
-        query = built(connection, "due-schedules", _due_schedules_query)
-        result = connection.execute(query, {"now": now, "skip": skip, "limit": limit})
+    """Due schedule rows, oldest first, of the jobs not in ``skip`` (with ``only``: of those)."""
+    of = only is not None
+    query = built(connection, f"due-schedules:{of}", lambda d: _due_schedules_query(d, of))
+    names = sorted(only) if only is not None else skip
+    result = connection.execute(query, {"now": now, "names": names, "limit": limit})
     return [DueSchedule._make(r) for r in result]
 
 
@@ -1224,20 +1202,12 @@ def _move_schedules(
 
     def build(dialect: str) -> Any:
         if dialect == "postgresql":
-            source = json_rows(
-                [("b_job", schedules.c.job_name.type)]
-                + [(column, schedules.c[column].type) for column in columns]
-            )
-            return (
-                update(schedules)
-                .where(schedules.c.job_name == source.c.b_job)
-                .values(**{column: source.c[column] for column in columns})
-            )
-        return (
-            update(schedules)
-            .where(schedules.c.job_name == bindparam("b_job"))
-            .values(**{column: bindparam(column) for column in columns})
-        )
+            types = [("b_job", schedules.c.job_name.type)]
+            source = json_rows(types + [(c, schedules.c[c].type) for c in columns])
+            job, values = source.c.b_job, {c: source.c[c] for c in columns}
+        else:
+            job, values = bindparam("b_job"), {c: bindparam(c) for c in columns}
+        return update(schedules).where(schedules.c.job_name == job).values(**values)
 
     if not rows:
         return
@@ -1251,35 +1221,26 @@ def _move_schedules(
 
 
 def _due_pending_query(dialect: str) -> Any:
-    query = (
-        select(runs)
-        .where(
-            IS_PENDING,
-            # A backfill's waiting occurrences are claimed by the backfill claim, after.
-            runs.c.priority < PRIORITY_BACKFILL,
-            or_(
-                runs.c.not_before.is_(None),
-                runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
-            ),
-            runs.c.job_name.not_in(bindparam("skip", expanding=True)),
-        )
-        .order_by(runs.c.priority, runs.c.not_before.nulls_first())
-        .limit(bindparam("limit"))
+    query = select(runs).where(
+        IS_PENDING,
+        # A backfill's waiting occurrences are claimed by the backfill claim, after.
+        runs.c.priority < PRIORITY_BACKFILL,
+        or_(
+            runs.c.not_before.is_(None),
+            runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
+        ),
+        runs.c.job_name.not_in(bindparam("skip", expanding=True)),
     )
-    return _skip_locked(query, dialect)
+    return _claimable(dialect, query, runs.c.priority, runs.c.not_before.nulls_first())
 
 
-def _due_schedules_query(dialect: str) -> Any:
-    query = (
-        select(*DUE_COLUMNS)
-        .where(
-            schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
-            schedules.c.job_name.not_in(bindparam("skip", expanding=True)),
-        )
-        .order_by(schedules.c.due_at)
-        .limit(bindparam("limit"))
+def _due_schedules_query(dialect: str, of: bool) -> Any:
+    names: Any = bindparam("names", expanding=True)
+    query = select(*DUE_COLUMNS).where(
+        schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
+        schedules.c.job_name.in_(names) if of else schedules.c.job_name.not_in(names),
     )
-    return _skip_locked(query, dialect)
+    return _claimable(dialect, query, schedules.c.due_at)
 
 
 def _backfills_query(dialect: str, one: bool) -> Any:
@@ -1337,8 +1298,7 @@ def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
         )
     else:
         query = query.where(runs.c.priority == PRIORITY_BACKFILL)
-    query = query.order_by(runs.c.occurrence).limit(bindparam("limit"))
-    return _skip_locked(query, dialect)
+    return _claimable(dialect, query, runs.c.occurrence)
 
 
 def _wakeups_query(_dialect: str) -> Any:
@@ -1393,34 +1353,18 @@ def _wakeups_query(_dialect: str) -> Any:
     )
 
 
-def _start_pending(_dialect: str) -> Any:
-    return (
+def _update_pending(columns: Sequence[str], **values: str) -> Callable[[str], Any]:
+    """The statement that sets ``values`` and ``columns`` (each from the parameter of its name)
+    of the run ``b_id``, if it is still pending."""
+    return lambda _dialect: (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-        .values(
-            outcome=RUNNING,
-            host_id=bindparam("host_id"),
-            fencing_token=bindparam("fencing_token"),
-            started_at=bindparam("started_at"),
-            lease_expires_at=bindparam("lease_expires_at"),
-            reason=bindparam("reason"),
-        )
+        .values(**values, **{column: bindparam(column) for column in columns})
     )
 
 
-def _refuse_pending(_dialect: str) -> Any:
-    return (
-        update(runs)
-        .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-        .values(
-            outcome=SKIPPED,
-            reason=bindparam("reason"),
-            host_id=bindparam("host_id"),
-            finished_at=bindparam("finished_at"),
-        )
-    )
-
-
-def _skip_locked(query: Any, dialect: str) -> Any:
-    """Skip rows another replica holds (PostgreSQL); SQLite's transaction holds the file."""
+def _claimable(dialect: str, query: Any, *order: Any) -> Any:
+    """The first ``limit`` rows in ``order``, skipping rows another replica holds (PostgreSQL);
+    SQLite's transaction holds the file."""
+    query = query.order_by(*order).limit(bindparam("limit"))
     return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query
