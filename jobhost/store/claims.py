@@ -793,8 +793,6 @@ class ClaimWork:
                 "host_id": self._host,
                 "fencing_token": claim.fencing_token,
                 "idempotency_key": key,
-                "requested_by": None,
-                "reason": None,
                 "queued_at": self._now,
                 "started_at": started_at,
                 "lease_expires_at": claim.lease_until,
