@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -502,6 +502,8 @@ def _known(found: list[_Row], rules: ClaimRules, batch: ClaimBatch) -> list[_Row
 
 
 _RUN_COLUMNS = ("job_name", "occurrence", "attempt")
+_STARTED = ("host_id", "fencing_token", "started_at", "lease_expires_at", "reason")
+_REFUSED = ("reason", "host_id", "finished_at")
 
 
 @dataclass
@@ -537,6 +539,7 @@ class ClaimWork:
         self._runs: list[dict[str, Any]] = []
         self._pending: list[Claim] = []
         self._refused: list[dict[str, Any]] = []
+        self._not_run: list[tuple[str, datetime, str, str]] = []
         self._announce = False
         self._claims: dict[str, Claim] = {}
         self._groups = GroupGate(connection, now)
@@ -557,7 +560,7 @@ class ClaimWork:
             name = row.job_name
             problem = schedule_problem(row)
             if problem is not None:
-                self._batch.corrupt[row.job_name] = problem
+                self._batch.corrupt[name] = problem
                 continue
             live = (
                 row.lease_owner is not None
@@ -565,18 +568,12 @@ class ClaimWork:
                 # A lease further out than any renewal could set is corrupt: not live.
                 and self._now <= row.lease_expires_at <= self._now + 4 * self._rules.lease(name)
             )
-            self._jobs[row.job_name] = _Job(row, row.fencing_token, live)
+            self._jobs[name] = _Job(row, row.fencing_token, live)
         counted = [r.job_name for r in fresh if self._rules.counts_live_runs(r.job_name)]
         if counted:
             query = (
                 select(runs.c.job_name, func.count())
-                .where(
-                    runs.c.job_name.in_(counted),
-                    runs.c.outcome == RUNNING,
-                    runs.c.lease_expires_at >= self._now,
-                    # A backfill's runs yield to the schedule: they are not counted here.
-                    runs.c.backfill_id.is_(None),
-                )
+                .where(runs.c.job_name.in_(counted), _own_live(self._now))
                 .group_by(runs.c.job_name)
             )
             for name, count in self._connection.execute(query):
@@ -607,22 +604,28 @@ class ClaimWork:
             self._announce |= fresh
             return
         self._groups.started_run(run)
-        reason = "; ".join(r for r in (run.reason, beside) if r) or None
-        claim = self._start(
-            job,
-            occurrence=run.occurrence,
-            attempt=run.attempt,
-            source=run.source,
-            key=run.idempotency_key or f"{name}:{run.id}",
-            requested_by=run.requested_by,
-            reason=reason,
-            queued_at=run.queued_at,
-            run_id=run.id,
-            backfill_id=run.backfill_id,
-            attempt_base=run.attempt_base,
-        )
+        self._start_pending(job, run, "; ".join(r for r in (run.reason, beside) if r) or None)
         self._announce |= run.source == "manual"
-        self._pending.append(claim)
+
+    def start_backfill(
+        self, row: ScheduleRecord, live: int, backfill_id: str, limit: int, *, retries: bool
+    ) -> bool:
+        """Start up to ``limit`` of the backfill's waiting occurrences, oldest first (with
+        ``retries``, its retries whose backoff has passed); False when one was left for the
+        job's own runs (``live`` of them hold their lease) or its group's."""
+        job = self._jobs.setdefault(
+            row.job_name, _Job(row, row.fencing_token, row.lease_live(self._now), live)
+        )
+        name = "backfill-retries" if retries else "backfill-waiting"
+        query = built(self._connection, name, lambda d: _backfill_runs_query(d, retries=retries))
+        values = {"backfill": backfill_id, "now": self._now, "limit": limit}
+        for found in self._connection.execute(query, values).mappings().all():
+            # Behind every occurrence of the group that waits: a backfill never makes one late.
+            if not self._may_start(job) or not self._groups.admit(job.row, queue_order=True):
+                return False
+            run = RunRecord.from_row(found)
+            self._start_pending(job, run, run.reason)
+        return True
 
     def fire(self, row: PlannedRow) -> None:
         job = self._jobs.get(row.job_name)
@@ -640,16 +643,9 @@ class ClaimWork:
         if blocked and plan.run is None and backlog:
             self._batch.waiting.add(row.job_name)  # the live run's record makes it due
         job.plan = plan
-        for occurrence, outcome, reason in plan.not_run:
-            self._batch.not_run.append((row.job_name, occurrence, outcome, reason))
+        self._not_run += [(row.job_name, *not_run) for not_run in plan.not_run]
         if plan.run is not None:
-            self._start(
-                job,
-                occurrence=plan.run,
-                attempt=1,
-                source=plan.source,
-                key=occurrence_key(row.job_name, plan.run),
-            )
+            self._start_new(job, plan.run, plan.source, self._now)
 
     def fire_early(self, row: PlannedRow) -> None:
         """Claim the occurrence the row is due at (after now), to start then; only one that
@@ -665,32 +661,38 @@ class ClaimWork:
         if plan is None or plan.run != at or plan.not_run:
             return
         job.plan = plan
-        self._start(
-            job,
-            occurrence=at,
-            attempt=1,
-            source=plan.source,
-            key=occurrence_key(row.job_name, at),
-            starts_at=at,
-        )
+        self._start_new(job, at, plan.source, at)
 
     def write(self) -> None:
-        """Everything the batch decided, in a few statements."""
+        """Everything the batch decided, in a few statements, added to the batch."""
         connection = self._connection
         self._groups.write()
-        self._batch.group_waits = self._groups.waits
+        self._batch.group_waits.update(self._groups.waits)
         inserted = set(insert_returning_new(connection, runs, self._runs, _RUN_COLUMNS))
         if self._pending:
-            start_pending(connection, self._pending, self._host, self._now)
+            started = [
+                {
+                    "b_id": c.run_id,
+                    "host_id": self._host,
+                    "fencing_token": c.fencing_token,
+                    "started_at": self._now,
+                    "lease_expires_at": c.lease_until,
+                    "reason": c.reason,
+                }
+                for c in self._pending
+            ]
+            start = built(connection, "start-pending", _update_pending(_STARTED, outcome=RUNNING))
+            connection.execute(start, started)
             inserted |= {c.run_id for c in self._pending}
         if self._refused:
             # Manual runs that cannot start are recorded skipped, with why as their reason.
-            connection.execute(built(connection, "refuse-pending", _refuse_pending), self._refused)
+            refuse = built(connection, "refuse-pending", _update_pending(_REFUSED, outcome=SKIPPED))
+            connection.execute(refuse, self._refused)
         if self._announce:
             # Whoever waits for a manual run's answer (the API, `jobhost trigger`) is woken.
             notify(connection)
         self._write_schedules(inserted)
-        self._batch.claims = [c for run_id, c in self._claims.items() if run_id in inserted]
+        self._batch.claims += [c for run_id, c in self._claims.items() if run_id in inserted]
         recorded = insert_ignoring_duplicates(
             connection,
             runs,
@@ -707,13 +709,12 @@ class ClaimWork:
                     "queued_at": self._now,
                     "finished_at": self._now,
                 }
-                for name, occurrence, outcome, reason in self._batch.not_run
+                for name, occurrence, outcome, reason in self._not_run
             ],
             _RUN_COLUMNS,
         )
-        if recorded < len(self._batch.not_run):
-            # Another writer recorded some first; report only what this batch wrote.
-            self._batch.not_run = self._batch.not_run[:recorded]
+        # Another writer may have recorded some first; report only what this batch wrote.
+        self._batch.not_run += self._not_run[:recorded]
 
     def _write_schedules(self, inserted: set[str]) -> None:
         leased: list[dict[str, Any]] = []
@@ -754,70 +755,68 @@ class ClaimWork:
     def _may_start(self, job: _Job) -> bool:
         return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
 
-    def _start(
-        self,
-        job: _Job,
-        *,
-        occurrence: datetime | None,
-        attempt: int,
-        source: str,
-        key: str | None,
-        requested_by: str | None = None,
-        reason: str | None = None,
-        queued_at: datetime | None = None,
-        run_id: str | None = None,
-        starts_at: datetime | None = None,
-        backfill_id: str | None = None,
-        attempt_base: int = 0,
-    ) -> Claim:
+    def _start_pending(self, job: _Job, run: RunRecord, reason: str | None) -> None:
+        """Start a pending run: a manual run, a retry or a backfill's run."""
+        claim = Claim(
+            run_id=run.id,
+            job_name=run.job_name,
+            occurrence=run.occurrence,
+            attempt=run.attempt,
+            source=run.source,
+            fencing_token=0,
+            idempotency_key=run.idempotency_key or f"{run.job_name}:{run.id}",
+            started_at=self._now,
+            requested_by=run.requested_by,
+            reason=reason,
+            backfill_id=run.backfill_id,
+            attempt_base=run.attempt_base,
+        )
+        self._pending.append(self._start(job, claim))
+
+    def _start_new(
+        self, job: _Job, occurrence: datetime, source: str, started_at: datetime
+    ) -> None:
+        """Start ``occurrence``'s first attempt: a new run row, inserted by :meth:`write`."""
         name = job.row.job_name
-        started_at = starts_at or self._now
-        new_id = run_id or new_run_id()
+        key = occurrence_key(name, occurrence)
+        claim = self._start(
+            job, Claim(new_run_id(), name, occurrence, 1, source, 0, key, started_at)
+        )
+        self._runs.append(
+            {
+                "id": claim.run_id,
+                "job_name": name,
+                "occurrence": occurrence,
+                "attempt": 1,
+                "source": source,
+                "outcome": RUNNING,
+                "host_id": self._host,
+                "fencing_token": claim.fencing_token,
+                "idempotency_key": key,
+                "queued_at": self._now,
+                "started_at": started_at,
+                "lease_expires_at": claim.lease_until,
+            }
+        )
+
+    def _start(self, job: _Job, claim: Claim) -> Claim:
+        """``claim`` started, with the job's next fencing token and a lease."""
+        name = job.row.job_name
         job.token += 1
-        if backfill_id is None:
-            # A backfill's run (a retry, here) yields to the schedule: it neither holds the
-            # job's lease nor counts against its overlap rule (see claim_backfills).
+        if claim.backfill_id is None:
+            # A backfill's run yields to the schedule: it neither holds the job's lease nor
+            # counts against its overlap rule; its backfill's concurrency bounds it.
             job.live_runs += 1
             job.lease_live = True
-        lease_until = self._now + self._rules.lease(name)
-        claim = Claim(
-            run_id=new_id,
-            job_name=name,
-            occurrence=occurrence,
-            attempt=attempt,
-            source=source,
+        claim = replace(
+            claim,
             fencing_token=job.token,
-            idempotency_key=key or f"{name}:manual:{new_id}",
-            started_at=started_at,
-            requested_by=requested_by,
-            reason=reason,
-            lease_until=lease_until,
-            record_by=_record_by(job, occurrence),
-            backfill_id=backfill_id,
-            attempt_base=attempt_base,
+            lease_until=self._now + self._rules.lease(name),
+            record_by=_record_by(job, claim.occurrence),
         )
         job.started.append(claim)
-        self._claims[new_id] = claim
+        self._claims[claim.run_id] = claim
         self.taken += 1
-        if run_id is None:
-            self._runs.append(
-                {
-                    "id": new_id,
-                    "job_name": name,
-                    "occurrence": occurrence,
-                    "attempt": attempt,
-                    "source": source,
-                    "outcome": RUNNING,
-                    "host_id": self._host,
-                    "fencing_token": job.token,
-                    "idempotency_key": claim.idempotency_key,
-                    "requested_by": requested_by,
-                    "reason": reason,
-                    "queued_at": queued_at or self._now,
-                    "started_at": started_at,
-                    "lease_expires_at": lease_until,
-                }
-            )
         return claim
 
     def _refuse(self, run: RunRecord, message: str) -> None:
@@ -849,12 +848,10 @@ def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
     (see :attr:`Claim.record_by`); None for any other run or a job in a concurrency group, whose
     live runs other jobs' claims count."""
     plan = job.plan
-    if occurrence is None or plan is None or plan.run != occurrence:
+    grouped = job.row.concurrency_group is not None
+    if grouped or occurrence is None or plan is None or plan.run != occurrence:
         return None
-    if job.row.concurrency_group is not None:
-        return None
-    looks = [at for at in (plan.next_occurrence, plan.due_at) if at is not None]
-    return min(looks, default=None)
+    return min((at for at in (plan.next_occurrence, plan.due_at) if at is not None), default=None)
 
 
 # -- concurrency groups in the claim --------------------------------------------------------------
@@ -959,7 +956,7 @@ class GroupGate:
             {
                 "b_id": run.id,
                 "not_before": self._now + RECHECK,
-                "since": run.group_waiting_since or self._now,
+                "group_waiting_since": run.group_waiting_since or self._now,
             }
         )
 
@@ -970,38 +967,21 @@ class GroupGate:
     def write(self) -> None:
         """What the gate decided, in a statement per kind of change (none without groups)."""
         connection = self._connection
-        if self._parked_rows:
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.job_name == bindparam("b_job"))
-                .values(due_at=bindparam("due_at"), group_waiting_since=bindparam("since")),
-                [
-                    {"b_job": name, "due_at": self._now + RECHECK, "since": since}
-                    for name, since in self._parked_rows.items()
-                ],
-            )
-        if self._cleared_rows:
-            connection.execute(
-                update(schedules)
-                .where(schedules.c.job_name.in_(self._cleared_rows))
-                .values(group_waiting_since=None)
-            )
+        parked = [
+            {"b_job": name, "due_at": self._now + RECHECK, "group_waiting_since": since}
+            for name, since in self._parked_rows.items()
+        ]
+        _move_schedules(connection, "park-schedules", ("due_at", "group_waiting_since"), parked)
         if self._parked_runs:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-                .values(
-                    not_before=bindparam("not_before"),
-                    group_waiting_since=bindparam("since"),
-                ),
-                self._parked_runs,
-            )
-        if self._cleared_runs:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id.in_(self._cleared_runs))
-                .values(group_waiting_since=None)
-            )
+            park = _update_pending(("not_before", "group_waiting_since"))
+            connection.execute(built(connection, "park-runs", park), self._parked_runs)
+        for key, cleared in (
+            (schedules.c.job_name, self._cleared_rows),
+            (runs.c.id, self._cleared_runs),
+        ):
+            if cleared:
+                statement = update(key.table).where(key.in_(cleared))
+                connection.execute(statement.values(group_waiting_since=None))
 
     # -- reading the groups ------------------------------------------------------------------
 
@@ -1081,8 +1061,8 @@ def claim_backfills(
     flight, or retries waiting, than their ``concurrency``) together with their job's schedule
     row (both locked, so one replica at a time counts a backfill's runs) and the job's own live
     runs; a paused job's backfill waits. For each, one statement locks its next waiting
-    occurrences, oldest first, one starts them, and one moves the job's fencing token, as any
-    claim does.
+    occurrences, oldest first; they start as any claim's pending runs do, and the job's fencing
+    token moves past them.
 
     A backfill yields to the schedule, never the other way round: it starts a run only when the
     job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
@@ -1095,11 +1075,14 @@ def claim_backfills(
         finish_backfills(connection, now, [only])
     if slots <= 0:
         return
-    claims: list[Claim] = []
-    gate = GroupGate(connection, now)
+    one = only is not None
+    query = built(
+        connection, "one-backfill" if one else "open-backfills", lambda d: _backfills_query(d, one)
+    )
+    work = ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     idle: list[str] = []
-    for backfill in open_backfills(connection, now, only):
-        if len(claims) >= slots:
+    for backfill in connection.execute(query, {"now": now, "only": only}).mappings().all():
+        if work.taken >= slots:
             batch.backfill_more = True
             break
         name = str(backfill["job_name"])
@@ -1108,117 +1091,24 @@ def claim_backfills(
         row = ScheduleRecord.from_row(backfill)
         if schedule_problem(row) is not None:
             continue  # a corrupt row is reported by the claim
-        starter = _Starter(
-            connection,
-            row,
-            host_id=host_id,
-            now=now,
-            rules=rules,
-            gate=gate,
-            live=int(backfill["live"]),
-        )
-        room = min(int(backfill["backfill_concurrency"]) - int(backfill["in_flight"]), slots)
-        left = slots - len(claims)
-        if only is not None:
-            # Its retries hold their occurrences' slots: they go first.
-            starter.start(str(backfill["backfill_id"]), left, retries=True)
+        backfill_id, live = str(backfill["backfill_id"]), int(backfill["live"])
+        in_flight, started = int(backfill["in_flight"]), work.taken
+        # Its retries hold their occurrences' slots: they go first.
+        left = slots - work.taken
+        yielded = one and not work.start_backfill(row, live, backfill_id, left, retries=True)
+        room = min(int(backfill["backfill_concurrency"]) - in_flight, slots - work.taken)
         if room > 0:
-            starter.start(str(backfill["backfill_id"]), min(room, left - starter.taken))
-        if not (starter.taken or starter.yielded or int(backfill["in_flight"])):
-            idle.append(str(backfill["backfill_id"]))
-        claims += starter.write()
-        if starter.yielded:
+            yielded |= not work.start_backfill(row, live, backfill_id, room, retries=False)
+        if not (work.taken > started or yielded or in_flight):
+            idle.append(backfill_id)
+        if yielded:
             batch.backfill_yielded.add(name)
+    work.write()
     if idle:
         # Its runs end with a write that finishes it; one whose last run left otherwise (by
         # retention, say) is finished here, or every turn would look at it again.
         finish_backfills(connection, now, idle)
-    batch.claims += claims
-    batch.backfill_more |= len(claims) >= slots
-
-
-class _Starter:
-    """The runs one backfill starts in this claim, written together."""
-
-    def __init__(
-        self,
-        connection: Connection,
-        row: ScheduleRecord,
-        *,
-        host_id: str,
-        now: datetime,
-        rules: ClaimRules,
-        gate: GroupGate,
-        live: int,
-    ) -> None:
-        self._connection = connection
-        self._row = row
-        self._host = host_id
-        self._now = now
-        self._rules = rules
-        self._gate = gate
-        self._name = row.job_name
-        self._token = row.fencing_token
-        self._lease_live = row.lease_live(now)
-        # The job's own live runs (outside any backfill): the overlap rule counts these.
-        self._live = live
-        self._claims: list[Claim] = []
-        self.yielded = False
-        """A waiting occurrence was left for the job's own runs (or its group's)."""
-
-    @property
-    def taken(self) -> int:
-        return len(self._claims)
-
-    def start(self, backfill_id: str, limit: int, *, retries: bool = False) -> None:
-        """Start up to ``limit`` of the backfill's waiting occurrences, oldest first (with
-        ``retries``, its retries whose backoff has passed)."""
-        if limit <= 0:
-            return
-        for run in backfill_runs(self._connection, backfill_id, self._now, limit, retries=retries):
-            if not self._admit():
-                self.yielded = True
-                return
-            self._claim(run, backfill_id)
-
-    def write(self) -> list[Claim]:
-        if not self._claims:
-            return []
-        start_pending(self._connection, self._claims, self._host, self._now)
-        # As in every claim the token only grows; the job's lease stays with its own runs
-        # (each run is fenced by its own row), so a backfill never makes a scheduled
-        # occurrence overlap.
-        tokens = [{"b_job": self._name, "fencing_token": self._token}]
-        _move_schedules(self._connection, "advance-tokens", ("fencing_token",), tokens)
-        return self._claims
-
-    def _admit(self) -> bool:
-        if not self._rules.may_start(self._name, self._live, self._lease_live):
-            return False
-        # Behind every occurrence of the group that waits: a backfill never makes one late.
-        return self._row.concurrency_group is None or self._gate.admit(self._row, queue_order=True)
-
-    def _claim(self, run: Any, backfill_id: str) -> None:
-        # The backfill's own runs do not count against the overlap rule: its concurrency
-        # bounds them.
-        self._token += 1
-        self._claims.append(
-            Claim(
-                run_id=str(run["id"]),
-                job_name=self._name,
-                occurrence=run["occurrence"],
-                attempt=int(run["attempt"]),
-                source=str(run["source"]),
-                fencing_token=self._token,
-                idempotency_key=str(run["idempotency_key"]),
-                started_at=self._now,
-                requested_by=run["requested_by"],
-                reason=run["reason"],
-                lease_until=self._now + self._rules.lease(self._name),
-                backfill_id=backfill_id,
-                attempt_base=int(run["attempt_base"]),
-            )
-        )
+    batch.backfill_more |= work.taken >= slots
 
 
 # The statements of the claim, each built once whatever the batch size: what a claim may take
@@ -1236,15 +1126,16 @@ DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
 
 
 def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
-    """The job's own runs whose lease has not expired: a backfill's runs yield to them and are
-    not counted by the overlap rule."""
-    query = select(runs).where(
-        runs.c.job_name == job_name,
-        runs.c.outcome == RUNNING,
-        runs.c.lease_expires_at >= now,
-        runs.c.backfill_id.is_(None),
-    )
+    query = select(runs).where(runs.c.job_name == job_name, _own_live(now))
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def _own_live(now: Any) -> Any:
+    """A job's own runs whose lease has not expired: a backfill's runs yield to them and are
+    not counted by the overlap rule."""
+    return and_(
+        runs.c.outcome == RUNNING, runs.c.lease_expires_at >= now, runs.c.backfill_id.is_(None)
+    )
 
 
 def due_pending(
@@ -1272,40 +1163,12 @@ def due_schedules(
     skip: list[str],
     only: Collection[str] | None,
 ) -> list[DueSchedule]:
-    if only is not None:
-        query = locked(
-            connection,
-            select(*DUE_COLUMNS)
-            .where(schedules.c.due_at <= now, schedules.c.job_name.in_(sorted(only)))
-            .order_by(schedules.c.due_at)
-            .limit(limit),
-        )
-        result = connection.execute(query)
-    else:
-        query = built(connection, "due-schedules", _due_schedules_query)
-        result = connection.execute(query, {"now": now, "skip": skip, "limit": limit})
+    """Due schedule rows, oldest first, of the jobs not in ``skip`` (with ``only``: of those)."""
+    of = only is not None
+    query = built(connection, f"due-schedules:{of}", lambda d: _due_schedules_query(d, of))
+    names = sorted(only) if only is not None else skip
+    result = connection.execute(query, {"now": now, "names": names, "limit": limit})
     return [DueSchedule._make(r) for r in result]
-
-
-def open_backfills(connection: Connection, now: datetime, only: str | None) -> list[Any]:
-    """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
-    runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
-    any backfill (``live``), locked together; with ``only``, that backfill even when full."""
-    one = only is not None
-    name = "one-backfill" if one else "open-backfills"
-    query = built(connection, name, lambda d: _backfills_query(d, one=one))
-    return list(connection.execute(query, {"now": now, "only": only}).mappings())
-
-
-def backfill_runs(
-    connection: Connection, backfill_id: str, now: datetime, limit: int, *, retries: bool
-) -> list[Any]:
-    """The backfill's next waiting occurrences, oldest first, through the index on (backfill_id,
-    outcome, priority, occurrence); with ``retries``, its retries due."""
-    name = "backfill-retries" if retries else "backfill-waiting"
-    query = built(connection, name, lambda d: _backfill_runs_query(d, retries=retries))
-    found = connection.execute(query, {"backfill": backfill_id, "now": now, "limit": limit})
-    return list(found.mappings())
 
 
 def oldest_due(connection: Connection) -> datetime | None:
@@ -1320,22 +1183,6 @@ def oldest_due(connection: Connection) -> datetime | None:
 
 
 # -- writes ---------------------------------------------------------------------------------------
-
-
-def start_pending(connection: Connection, claims: list[Claim], host_id: str, now: datetime) -> None:
-    """The claimed pending runs become running runs of this host."""
-    rows = [
-        {
-            "b_id": c.run_id,
-            "host_id": host_id,
-            "fencing_token": c.fencing_token,
-            "started_at": now,
-            "lease_expires_at": c.lease_until,
-            "reason": c.reason,
-        }
-        for c in claims
-    ]
-    connection.execute(built(connection, "start-pending", _start_pending), rows)
 
 
 _MOVED = ("next_occurrence", "due_at", "missed_through")
@@ -1353,20 +1200,12 @@ def _move_schedules(
 
     def build(dialect: str) -> Any:
         if dialect == "postgresql":
-            source = json_rows(
-                [("b_job", schedules.c.job_name.type)]
-                + [(column, schedules.c[column].type) for column in columns]
-            )
-            return (
-                update(schedules)
-                .where(schedules.c.job_name == source.c.b_job)
-                .values(**{column: source.c[column] for column in columns})
-            )
-        return (
-            update(schedules)
-            .where(schedules.c.job_name == bindparam("b_job"))
-            .values(**{column: bindparam(column) for column in columns})
-        )
+            types = [("b_job", schedules.c.job_name.type)]
+            source = json_rows(types + [(c, schedules.c[c].type) for c in columns])
+            job, values = source.c.b_job, {c: source.c[c] for c in columns}
+        else:
+            job, values = bindparam("b_job"), {c: bindparam(c) for c in columns}
+        return update(schedules).where(schedules.c.job_name == job).values(**values)
 
     if not rows:
         return
@@ -1380,38 +1219,33 @@ def _move_schedules(
 
 
 def _due_pending_query(dialect: str) -> Any:
-    query = (
-        select(runs)
-        .where(
-            IS_PENDING,
-            # A backfill's waiting occurrences are claimed by the backfill claim, after.
-            runs.c.priority < PRIORITY_BACKFILL,
-            or_(
-                runs.c.not_before.is_(None),
-                runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
-            ),
-            runs.c.job_name.not_in(bindparam("skip", expanding=True)),
-        )
-        .order_by(runs.c.priority, runs.c.not_before.nulls_first())
-        .limit(bindparam("limit"))
+    query = select(runs).where(
+        IS_PENDING,
+        # A backfill's waiting occurrences are claimed by the backfill claim, after.
+        runs.c.priority < PRIORITY_BACKFILL,
+        or_(
+            runs.c.not_before.is_(None),
+            runs.c.not_before <= bindparam("now", type_=runs.c.not_before.type),
+        ),
+        runs.c.job_name.not_in(bindparam("skip", expanding=True)),
     )
-    return _skip_locked(query, dialect)
+    return _claimable(dialect, query, runs.c.priority, runs.c.not_before.nulls_first())
 
 
-def _due_schedules_query(dialect: str) -> Any:
-    query = (
-        select(*DUE_COLUMNS)
-        .where(
-            schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
-            schedules.c.job_name.not_in(bindparam("skip", expanding=True)),
-        )
-        .order_by(schedules.c.due_at)
-        .limit(bindparam("limit"))
+def _due_schedules_query(dialect: str, of: bool) -> Any:
+    names: Any = bindparam("names", expanding=True)
+    query = select(*DUE_COLUMNS).where(
+        schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
+        schedules.c.job_name.in_(names) if of else schedules.c.job_name.not_in(names),
     )
-    return _skip_locked(query, dialect)
+    return _claimable(dialect, query, schedules.c.due_at)
 
 
-def _backfills_query(dialect: str, *, one: bool) -> Any:
+def _backfills_query(dialect: str, one: bool) -> Any:
+    """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
+    runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
+    any backfill (``live``), locked together; with ``one``, the backfill ``only`` even when
+    full."""
     in_flight = (
         select(func.count())
         .where(
@@ -1423,14 +1257,10 @@ def _backfills_query(dialect: str, *, one: bool) -> Any:
         )
         .scalar_subquery()
     )
+    now = bindparam("now", type_=runs.c.lease_expires_at.type)
     live = (
         select(func.count())
-        .where(
-            runs.c.job_name == backfills.c.job_name,
-            runs.c.outcome == RUNNING,
-            runs.c.lease_expires_at >= bindparam("now", type_=runs.c.lease_expires_at.type),
-            runs.c.backfill_id.is_(None),
-        )
+        .where(runs.c.job_name == backfills.c.job_name, _own_live(now))
         .scalar_subquery()
     )
     query = (
@@ -1456,16 +1286,9 @@ def _backfills_query(dialect: str, *, one: bool) -> Any:
 
 
 def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
-    query = select(
-        runs.c.id,
-        runs.c.occurrence,
-        runs.c.attempt,
-        runs.c.attempt_base,
-        runs.c.source,
-        runs.c.idempotency_key,
-        runs.c.requested_by,
-        runs.c.reason,
-    ).where(runs.c.backfill_id == bindparam("backfill"), runs.c.outcome == PENDING)
+    query = select(runs).where(
+        runs.c.backfill_id == bindparam("backfill"), runs.c.outcome == PENDING
+    )
     if retries:
         query = query.where(
             runs.c.priority == PRIORITY_RETRY,
@@ -1473,8 +1296,7 @@ def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
         )
     else:
         query = query.where(runs.c.priority == PRIORITY_BACKFILL)
-    query = query.order_by(runs.c.occurrence).limit(bindparam("limit"))
-    return _skip_locked(query, dialect)
+    return _claimable(dialect, query, runs.c.occurrence)
 
 
 def _wakeups_query(_dialect: str) -> Any:
@@ -1529,34 +1351,18 @@ def _wakeups_query(_dialect: str) -> Any:
     )
 
 
-def _start_pending(_dialect: str) -> Any:
-    return (
+def _update_pending(columns: Sequence[str], **values: str) -> Callable[[str], Any]:
+    """The statement that sets ``values`` and ``columns`` (each from the parameter of its name)
+    of the run ``b_id``, if it is still pending."""
+    return lambda _dialect: (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-        .values(
-            outcome=RUNNING,
-            host_id=bindparam("host_id"),
-            fencing_token=bindparam("fencing_token"),
-            started_at=bindparam("started_at"),
-            lease_expires_at=bindparam("lease_expires_at"),
-            reason=bindparam("reason"),
-        )
+        .values(**values, **{column: bindparam(column) for column in columns})
     )
 
 
-def _refuse_pending(_dialect: str) -> Any:
-    return (
-        update(runs)
-        .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
-        .values(
-            outcome=SKIPPED,
-            reason=bindparam("reason"),
-            host_id=bindparam("host_id"),
-            finished_at=bindparam("finished_at"),
-        )
-    )
-
-
-def _skip_locked(query: Any, dialect: str) -> Any:
-    """Skip rows another replica holds (PostgreSQL); SQLite's transaction holds the file."""
+def _claimable(dialect: str, query: Any, *order: Any) -> Any:
+    """The first ``limit`` rows in ``order``, skipping rows another replica holds (PostgreSQL);
+    SQLite's transaction holds the file."""
+    query = query.order_by(*order).limit(bindparam("limit"))
     return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query
