@@ -433,3 +433,23 @@ def test_a_backfilled_occurrence_has_a_retry_budget_of_its_own(
     assert host.tick() == []
     record = _record(host, backfill_id)
     assert (record.counts, record.state) == ({"failed": 1}, "done")
+
+
+def test_two_backfills_of_one_job_started_in_one_turn_take_distinct_tokens(
+    replicas: Any, clock: ManualClock
+) -> None:
+    clock.now = _at(10, 0, 1)
+    (host,) = replicas([NIGHTLY])
+    first = _backfill(host, range(1, 3), concurrency=2)
+    second = _backfill(host, range(3, 5), concurrency=2)
+    claims = host.tick(slots=8)
+    assert sorted((c.backfill_id, c.occurrence) for c in claims) == sorted(
+        [(first, _night(1)), (first, _night(2)), (second, _night(3)), (second, _night(4))]
+    )
+    tokens = [c.fencing_token for c in claims]
+    # Each start takes the job's next token, whichever backfill it belongs to: a token is
+    # never handed out twice, and the schedule keeps the newest.
+    assert len(set(tokens)) == len(tokens)
+    with reading(host.engine) as connection:
+        (stored,) = connection.execute(select(schedules.c.fencing_token)).one()
+    assert stored == max(tokens)
