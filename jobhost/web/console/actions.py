@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -60,8 +60,29 @@ from jobhost.web.app import blocking
 from jobhost.web.console.auth import BadForm, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
 
-if TYPE_CHECKING:  # the dashboard routes to these handlers: only its type is needed here
-    from jobhost.web.console.pages import Console
+if TYPE_CHECKING:
+    from jobhost.catalog import Catalog
+    from jobhost.config import Settings
+    from jobhost.store import Store
+
+
+class Console(Protocol):
+    """What an action needs of the dashboard (:class:`~jobhost.web.console.pages.Console`),
+    which routes to these handlers: named here so the two modules do not import each other."""
+
+    settings: Settings
+    catalog: Catalog
+    store: Store
+    actions_on: bool
+
+    def actions_off_reason(self) -> str: ...
+
+    def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
+
+    def page(
+        self, request: Request, template: str, status: int = 200, **values: Any
+    ) -> Response: ...
+
 
 __all__ = [
     "BULK_NOTICES",
