@@ -53,7 +53,7 @@ from jobhost_contracts.hooks import (
     hookimpl,
     hookspec,
 )
-from jobhost_contracts.redaction import bound_text, redact_text
+from jobhost_contracts.redaction import bound_text, hide_secrets, redact_text
 from jobhost_contracts.settings import (
     ModuleSettingsError,
     SettingProblem,
@@ -104,6 +104,7 @@ __all__ = [
     "field_types",
     "flag",
     "format_duration",
+    "hide_secrets",
     "hookimpl",
     "hookspec",
     "http_url",

@@ -1,5 +1,5 @@
-"""The checks the contracts offer every module: text, flags, a trigger, read-only sections, and a
-runtime kind's first refusal."""
+"""The checks the contracts offer every module: text, flags, a trigger, read-only sections, echoed
+secrets, and a runtime kind's first refusal."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from jobhost_contracts import (
     KindSettingsError,
     check_trigger,
     flag,
+    hide_secrets,
     non_empty_text,
     thawed,
 )
@@ -59,6 +60,12 @@ def test_check_trigger_refuses_an_enabled_entry_without_one_showing_the_examples
     with pytest.raises(ValueError) as raised:
         check_trigger(None, None, enabled=True, examples=("*/5 * * * *", "20s"))
     assert str(raised.value) == "needs cron (e.g. '*/5 * * * *') or interval (e.g. '20s')"
+
+
+def test_hide_secrets_hides_each_value_whole_and_ignores_empty_ones() -> None:
+    echoed = "token abc123 and abc, nothing else"
+    assert hide_secrets(echoed, ["abc", "abc123", ""]) == "token *** and ***, nothing else"
+    assert hide_secrets("plain", []) == "plain"
 
 
 def test_thawed_makes_read_only_sections_plain_all_the_way_down() -> None:
