@@ -26,6 +26,7 @@ from jobhost_contracts.declaration import (
     MisfirePolicy,
     OverlapPolicy,
     RetryPolicy,
+    check_trigger,
     configured_declaration,
     field_types,
     policies_from,
@@ -35,7 +36,9 @@ from jobhost_contracts.durations import format_duration, parse_duration
 from jobhost_contracts.executor import IJobExecutor, JobFunction, JobResult, as_executor
 from jobhost_contracts.fields import (
     env_name,
+    flag,
     http_url,
+    non_empty_text,
     non_negative_duration,
     positive_duration,
     safe_url,
@@ -50,12 +53,13 @@ from jobhost_contracts.hooks import (
     hookimpl,
     hookspec,
 )
-from jobhost_contracts.redaction import bound_text, redact_text
+from jobhost_contracts.redaction import bound_text, hide_secrets, redact_text
 from jobhost_contracts.settings import (
     ModuleSettingsError,
     SettingProblem,
     SettingsModel,
     module_settings,
+    thawed,
 )
 from jobhost_contracts.state import JobState, StaleLeaseError
 from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitFailure
@@ -94,14 +98,18 @@ __all__ = [
     "UnitFailure",
     "as_executor",
     "bound_text",
+    "check_trigger",
     "configured_declaration",
     "env_name",
     "field_types",
+    "flag",
     "format_duration",
+    "hide_secrets",
     "hookimpl",
     "hookspec",
     "http_url",
     "module_settings",
+    "non_empty_text",
     "non_negative_duration",
     "parse_duration",
     "policies_from",
@@ -109,4 +117,5 @@ __all__ = [
     "positive_duration",
     "redact_text",
     "safe_url",
+    "thawed",
 ]

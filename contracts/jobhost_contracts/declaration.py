@@ -6,7 +6,8 @@ is reported together instead of the first one raising out of a plugin hook.
 
 Modules whose jobs are written in ``jobhost.toml`` (an entry of a module's section, such as
 ``[[modules.http.jobs]]``) take the same schedule and policy keys and turn them into a
-declaration the same way: :func:`configured_declaration` is that way, from plain values.
+declaration the same way: :func:`configured_declaration` is that way, from plain values, after
+:func:`check_trigger` has refused an entry without exactly one trigger.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "MisfirePolicy",
     "OverlapPolicy",
     "RetryPolicy",
+    "check_trigger",
     "configured_declaration",
     "field_types",
     "policies_from",
@@ -267,3 +269,15 @@ def configured_declaration(
         timeout=call_timeout + CALL_TIMEOUT_MARGIN,
         **policies_from(schedule),
     )
+
+
+def check_trigger(
+    cron: str | None, interval: timedelta | None, *, enabled: bool, examples: tuple[str, str]
+) -> None:
+    """Raise ``ValueError`` unless an entry has exactly one of ``cron`` and ``interval``; a
+    disabled one may have neither. ``examples`` (a cron expression, an interval) show what to
+    write."""
+    if cron is not None and interval is not None:
+        raise ValueError("has both cron and interval; keep exactly one")
+    if enabled and cron is None and interval is None:
+        raise ValueError(f"needs cron (e.g. {examples[0]!r}) or interval (e.g. {examples[1]!r})")

@@ -1,5 +1,5 @@
 """Checks of the values every module's section keeps needing: durations, URLs, the names of
-environment variables that hold secrets.
+environment variables that hold secrets, text and flags.
 
 Each check takes what the settings file holds and returns it typed, or raises ``ValueError``
 saying what is allowed, so it serves a hand-written check and a pydantic model alike (these
@@ -23,7 +23,15 @@ from urllib.parse import urlsplit
 
 from jobhost_contracts.durations import parse_duration
 
-__all__ = ["env_name", "http_url", "non_negative_duration", "positive_duration", "safe_url"]
+__all__ = [
+    "env_name",
+    "flag",
+    "http_url",
+    "non_empty_text",
+    "non_negative_duration",
+    "positive_duration",
+    "safe_url",
+]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -76,6 +84,20 @@ def env_name(value: object) -> str:
         raise ValueError(
             "must name an environment variable (letters, digits, _), e.g. 'PARTNER_TOKEN'"
         )
+    return value
+
+
+def non_empty_text(value: object) -> str:
+    """A string with more than blanks in it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+def flag(value: object) -> bool:
+    """``true`` or ``false``, nothing else: ``1`` or ``"yes"`` is more likely a mistake."""
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
     return value
 
 

@@ -93,6 +93,21 @@ class KindSettingsError(ValueError):
         self.reason = message
         super().__init__(f"settings.{field}: {message}" if field else f"settings: {message}")
 
+    @classmethod
+    def first_of(cls, error: ValueError, allowed: Iterable[str]) -> KindSettingsError:
+        """The first refusal of a pydantic ``ValidationError`` (read through its ``errors()``,
+        so the contracts need no pydantic); an unknown key is answered with the ``allowed``
+        ones. Any other ``ValueError`` is the whole settings' problem."""
+        errors = getattr(error, "errors", None)
+        details = errors() if callable(errors) else []
+        if not details:
+            return cls("", str(error))
+        first = details[0]
+        key = ".".join(str(part) for part in first.get("loc", ()))
+        if first.get("type") == "extra_forbidden":
+            return cls(key, f"is not a known key; allowed: {', '.join(allowed)}")
+        return cls(key, str(first.get("msg", "is not valid")).removeprefix("Value error, "))
+
 
 @dataclass(frozen=True)
 class JobKind:

@@ -27,8 +27,9 @@ patterns start from is returned after a few substring searches.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["ERROR_TEXT_LIMIT", "bound_text", "may_hold_credentials", "redact_text"]
+__all__ = ["ERROR_TEXT_LIMIT", "bound_text", "hide_secrets", "may_hold_credentials", "redact_text"]
 
 ERROR_TEXT_LIMIT = 4000
 """Characters of an error message kept in the ledger, the audit record and one log line."""
@@ -41,6 +42,15 @@ _WHITESPACE = re.compile(r"\s")
 def redact_text(text: str) -> str:
     """``text`` with every credential the module names replaced by ``***``."""
     return _redact_credentials(_redact_url_passwords(text))
+
+
+def hide_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` (values a job read, which an answer may echo) replaced
+    by ``***``; an empty one is ignored."""
+    # Longest first, so a secret that contains a shorter one is hidden whole.
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def may_hold_credentials(text: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from jobhost_contracts.redaction import bound_text, redact_text
 
-__all__ = ["ModuleSettingsError", "SettingProblem", "SettingsModel", "module_settings"]
+__all__ = ["ModuleSettingsError", "SettingProblem", "SettingsModel", "module_settings", "thawed"]
 
 _Validated_co = TypeVar("_Validated_co", covariant=True)
 _T = TypeVar("_T")
@@ -83,7 +83,7 @@ def module_settings(
     if not isinstance(raw, Mapping):
         problem = SettingProblem(None, raw, f"must be a table, not {type(raw).__name__}")
         raise ModuleSettingsError(section, [problem])
-    data = _thawed(raw)
+    data = thawed(raw)
     known = _known_keys(model)
     problems: list[SettingProblem] = []
     if known is not None:
@@ -97,6 +97,19 @@ def module_settings(
     if problems:
         raise ModuleSettingsError(section, problems)
     return validated
+
+
+def thawed(value: Any) -> Any:
+    """``value`` with every mapping made a dict and every tuple a list, all the way down.
+
+    The host hands sections over read-only (mapping proxies, tuples); strict models take only
+    the plain dicts and lists TOML produces.
+    """
+    if isinstance(value, Mapping):
+        return {key: thawed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [thawed(item) for item in value]
+    return value
 
 
 def _known_keys(model: object) -> list[str] | None:
@@ -152,13 +165,3 @@ def _shown(value: object) -> str:
     # A section's values may carry a URL with a password; they reach logs and the terminal.
     text = redact_text(repr(value))
     return text if len(text) <= _SHOWN else f"{text[: _SHOWN - 3]}..."
-
-
-def _thawed(value: Any) -> Any:
-    # The host hands sections over read-only (mapping proxies, tuples); strict models take the
-    # plain dicts and lists TOML produces.
-    if isinstance(value, Mapping):
-        return {key: _thawed(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_thawed(item) for item in value]
-    return value

@@ -81,18 +81,15 @@ def _normalise(value: object, root: PurePosixPath) -> tuple[str | None, bool]:
             return None, False
     if not isinstance(value, str) or not value or "\x00" in value:
         return None, False
-    clean = True
     if value.startswith("/"):
         candidate = PurePosixPath(posixpath.normpath(value))
         if not candidate.is_relative_to(root):
             return None, False
         value = str(candidate.relative_to(root))
-    if ".." in value.split("/"):
-        clean = False
     normal = posixpath.normpath(value)
     if normal in {".", ".."} or normal.startswith("../"):
         return None, False
-    return normal, clean
+    return normal, ".." not in value.split("/")
 
 
 def _first_line(error: BaseException) -> str:

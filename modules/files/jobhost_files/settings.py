@@ -13,7 +13,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from jobhost_contracts import module_settings, non_negative_duration, redact_text
+from jobhost_contracts import (
+    flag,
+    module_settings,
+    non_empty_text,
+    non_negative_duration,
+    redact_text,
+)
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -65,21 +71,9 @@ def _references_url(value: object) -> str:
     return url
 
 
-def _text(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be a non-empty string")
-    return value
-
-
 def _positive_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError("must be a whole number greater than 0")
-    return value
-
-
-def _flag(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError("must be true or false")
     return value
 
 
@@ -89,9 +83,9 @@ def _mode(value: object) -> CleanupMode:
     raise ValueError(f"must be {' or '.join(repr(mode.value) for mode in CleanupMode)}")
 
 
-_Flag = Annotated[bool, BeforeValidator(_flag)]
+_Flag = Annotated[bool, BeforeValidator(flag)]
 _Count = Annotated[int, BeforeValidator(_positive_int)]
-_Text = Annotated[str, BeforeValidator(_text)]
+_Text = Annotated[str, BeforeValidator(non_empty_text)]
 
 
 class FilesSettings(BaseModel):

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobhost_contracts import JobContext
+from jobhost_contracts import JobContext, hide_secrets
 from returns.result import Failure, Result, Success
 
 from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, safe_url
@@ -36,7 +36,6 @@ BODY_START = 200
 
 _READ_LIMIT = 4096
 _USER_AGENT = "jobhost-http/0.1"
-_HIDDEN = "***"
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ class HttpCall:
             if not quote:
                 size = f"{len(body)}+" if len(body) >= _READ_LIMIT else str(len(body))
                 return self._failed(context, UnexpectedStatus(job.name, target, status, size=size))
-            start = _scrub(body.decode("utf-8", "replace"), secrets)[:BODY_START]
+            start = hide_secrets(body.decode("utf-8", "replace"), secrets)[:BODY_START]
             return self._failed(context, UnexpectedStatus(job.name, target, status, start))
         context.logger.info("%s answered %d in %d ms", target, status, elapsed_ms)
         return Success(CallResult(status, elapsed_ms))
@@ -179,11 +178,3 @@ def _read_quietly(error: urllib.error.HTTPError) -> bytes:
         return error.read(_READ_LIMIT)
     except (OSError, http.client.HTTPException):
         return b""
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    # Longest first, so a secret that contains a shorter one is hidden whole.
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, _HIDDEN)
-    return text

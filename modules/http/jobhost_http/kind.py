@@ -88,12 +88,7 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
     try:
         model = HttpCallModel.model_validate(dict(settings))
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        if first["type"] == "extra_forbidden":
-            allowed = ", ".join(HttpCallModel.model_fields)
-            raise KindSettingsError(field, f"is not a known key; allowed: {allowed}") from None
-        raise KindSettingsError(field, first["msg"]) from None
+        raise KindSettingsError.first_of(error, HttpCallModel.model_fields) from None
     _refuse_plain_credentials(model)
     entry: dict[str, Any] = model.model_dump(exclude_none=True)
     entry |= {"name": _PLACEHOLDER_NAME, "interval": "1h"}

@@ -21,8 +21,11 @@ from jobhost_contracts import (
     OverlapPolicy,
     RetryPolicy,
     SettingProblem,
+    check_trigger,
+    flag,
     http_url,
     module_settings,
+    non_empty_text,
     positive_duration,
     safe_url,
 )
@@ -55,18 +58,6 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 def _entry_problem(text: str) -> PydanticCustomError:
     # The text goes through the context: a header name may hold braces.
     return PydanticCustomError(_ENTRY_PROBLEM, "{text}", {"text": text})
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be a non-empty string")
-    return value
-
-
-def _flag(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError("must be true or false")
-    return value
 
 
 def _count(value: object) -> int:
@@ -143,8 +134,8 @@ def _env_name(value: object) -> str | None:
     return None
 
 
-_Text = Annotated[str, BeforeValidator(_text)]
-_Flag = Annotated[bool, BeforeValidator(_flag)]
+_Text = Annotated[str, BeforeValidator(non_empty_text)]
+_Flag = Annotated[bool, BeforeValidator(flag)]
 _Count = Annotated[int, BeforeValidator(_count)]
 _Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
 
@@ -159,7 +150,9 @@ class HttpJobSettings(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     name: str
-    cron: Annotated[str | None, BeforeValidator(lambda v: None if v is None else _text(v))] = None
+    cron: Annotated[
+        str | None, BeforeValidator(lambda v: None if v is None else non_empty_text(v))
+    ] = None
     interval: _Duration | None = None
     enabled: _Flag = True
     headers: Annotated[dict[str, str], BeforeValidator(_headers("headers", _header_value))] = Field(
@@ -173,9 +166,9 @@ class HttpJobSettings(BaseModel):
     method: Annotated[str, BeforeValidator(_method)] = "GET"
     timezone: _Text = "UTC"
     # An empty body is a body.
-    body: Annotated[str | None, BeforeValidator(lambda v: v if v in (None, "") else _text(v))] = (
-        None
-    )
+    body: Annotated[
+        str | None, BeforeValidator(lambda v: v if v in (None, "") else non_empty_text(v))
+    ] = None
     timeout: _Duration = timedelta(seconds=30)
     expect_status: Annotated[frozenset[int] | None, BeforeValidator(_statuses)] = None
     """None: any 2xx."""
@@ -196,10 +189,9 @@ class HttpJobSettings(BaseModel):
 
     @model_validator(mode="after")
     def _one_trigger_and_one_header_each(self) -> HttpJobSettings:
-        if self.cron is not None and self.interval is not None:
-            raise ValueError("has both cron and interval; keep exactly one")
-        if self.enabled and self.cron is None and self.interval is None:
-            raise ValueError("needs cron (e.g. '*/5 * * * *') or interval (e.g. '20s')")
+        check_trigger(
+            self.cron, self.interval, enabled=self.enabled, examples=("*/5 * * * *", "20s")
+        )
         both = sorted(
             {key.lower() for key in self.headers} & {key.lower() for key in self.secret_headers}
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import unquote, urlsplit
 
-from jobhost_contracts import redact_text, safe_url
+from jobhost_contracts import hide_secrets, redact_text, safe_url
 
 __all__ = [
     "BrokerUnavailable",
@@ -19,8 +19,6 @@ __all__ = [
     "Rejected",
     "Unroutable",
 ]
-
-_HIDDEN = "***"
 
 
 class PublishError(Exception):
@@ -103,11 +101,7 @@ class Redactor:
         secrets = {parts.password or "", unquote(parts.password or "")}
         if parts.username and not parts.password:
             secrets.add(parts.username)  # nats://TOKEN@host: a user without password is a token
-        # Longest first, so a secret that contains a shorter one is hidden whole.
-        self._secrets = sorted((s for s in secrets if s), key=len, reverse=True)
+        self._secrets = secrets
 
     def __call__(self, text: str) -> str:
-        text = text.replace(self._url, self._safe_url)
-        for secret in self._secrets:
-            text = text.replace(secret, _HIDDEN)
-        return redact_text(text)
+        return redact_text(hide_secrets(text.replace(self._url, self._safe_url), self._secrets))

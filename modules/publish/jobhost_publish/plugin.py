@@ -80,13 +80,7 @@ def publish_kind(urls: BrokerUrls) -> JobKind:
         try:
             checked = PublishSettings.model_validate(dict(settings))
         except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            message = str(first["msg"]).removeprefix("Value error, ")
-            if first["type"] == "extra_forbidden":
-                allowed = ", ".join(PublishSettings.model_fields)
-                message = f"is not a known key; allowed: {allowed}"
-            raise KindSettingsError(field, message) from None
+            raise KindSettingsError.first_of(error, PublishSettings.model_fields) from None
         missing = urls.missing(checked.broker)
         if missing is not None:
             raise KindSettingsError("broker", missing)

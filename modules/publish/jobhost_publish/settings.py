@@ -28,9 +28,11 @@ from jobhost_contracts import (
     ModuleSettingsError,
     OverlapPolicy,
     SettingProblem,
+    check_trigger,
     env_name,
     positive_duration,
     safe_url,
+    thawed,
 )
 from pydantic import (
     BaseModel,
@@ -242,10 +244,7 @@ class PublishJobSettings(PublishSettings):
 
     @model_validator(mode="after")
     def _trigger(self) -> PublishJobSettings:
-        if self.cron is not None and self.interval is not None:
-            raise ValueError("has both cron and interval; keep exactly one")
-        if self.enabled and self.cron is None and self.interval is None:
-            raise ValueError("needs cron (e.g. '0 2 * * *') or interval (e.g. '1h')")
+        check_trigger(self.cron, self.interval, enabled=self.enabled, examples=("0 2 * * *", "1h"))
         return self
 
     @property
@@ -332,7 +331,7 @@ class PublishConfig:
 
 def parse_section(section: Mapping[str, Any]) -> PublishConfig:
     """The checked section; raise one ``ValueError`` listing every problem found."""
-    raw = _thawed(section)
+    raw = thawed(section)
     problems: list[str] = []
     entries = raw.pop("jobs", [])
     urls = BrokerUrls()
@@ -416,13 +415,3 @@ def _shown(value: object, key: str = "") -> str:
 def full_name(name: str) -> str:
     """``publish.NAME``, or the name as written when it already has a module part."""
     return name if "." in name else f"{SECTION}.{name}"
-
-
-def _thawed(value: Any) -> Any:
-    """The host hands sections over read-only (mapping proxies, tuples); the strict models take
-    plain dicts and lists, as TOML produces them."""
-    if isinstance(value, Mapping):
-        return {key: _thawed(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_thawed(item) for item in value]
-    return value
