@@ -28,7 +28,6 @@ from jobhost.operations.changes import change_json
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
-    PAGE_LINES,
     RUN_ID_LIMIT,
     page_json,
     read_history,
@@ -36,7 +35,6 @@ from jobhost.operations.runs import (
     run_json,
 )
 from jobhost.operations.timefmt import short_utc
-from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
@@ -44,7 +42,7 @@ from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
-from jobhost.web.api.models import SOURCES
+from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
@@ -222,7 +220,7 @@ class _Api:
             failing=query_flag(request, "failing"),
             sort=sort_by,
         )
-        limit = query_int(request, "limit", 1000, 1, 10_000)
+        limit = query_int(request, JobsQuery, "limit")
         sources = query_choice(request, "source", SOURCES)
 
         def answer() -> list[dict[str, Any]]:
@@ -310,7 +308,7 @@ class _Api:
 
     async def runs(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
-        limit = query_int(request, "limit", 20, 1, 1000)
+        limit = query_int(request, RunsQuery, "limit")
         outcomes = query_choice(request, "outcome", OUTCOMES)
         outcome = outcomes[-1] if outcomes else None
 
@@ -323,8 +321,8 @@ class _Api:
 
     async def run_logs(self, request: Request, _token: ApiToken) -> Response:
         run_id = request.path_params["run_id"]
-        after = query_int(request, "after", 0, 0, 2**31 - 1)
-        limit = query_int(request, "limit", PAGE_LINES, 1, PAGE_LINES)
+        after = query_int(request, RunLogQuery, "after")
+        limit = query_int(request, RunLogQuery, "limit")
         if len(run_id) > RUN_ID_LIMIT:
             return _no_run()
         page = await blocking(lambda: read_run_log(self.store, run_id, after=after, limit=limit))
@@ -333,8 +331,8 @@ class _Api:
         return JSONResponse(page_json(page))
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
-        limit = query_int(request, "limit", 100, 1, 1000)
-        after = query_int(request, "after", 0, 0, MAX_CHANGE_ID)
+        limit = query_int(request, ChangesQuery, "limit")
+        after = query_int(request, ChangesQuery, "after")
         job = request.query_params.get("job")
 
         def answer() -> dict[str, Any]:
