@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
 from jobhost.operations.changes import change_json
+from jobhost.operations.jobs import kinds_json
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
@@ -194,21 +195,7 @@ class _Api:
     # -- endpoints ---------------------------------------------------------------------------
 
     async def kinds(self, _request: Request, _token: ApiToken) -> Response:
-        kinds = self.service.catalog.kinds
-        return JSONResponse(
-            {
-                "kinds": [
-                    {
-                        "name": kind.name,
-                        "description": kind.description,
-                        "module": kind.module,
-                        "settings_schema": dict(kind.settings_schema),
-                        "examples": [dict(example) for example in kind.examples],
-                    }
-                    for kind in sorted(kinds.values(), key=lambda k: k.name)
-                ]
-            }
-        )
+        return JSONResponse(kinds_json(self.service.catalog.kinds))
 
     async def jobs(self, request: Request, _token: ApiToken) -> Response:
         sorts = query_choice(request, "sort", SORTS)
