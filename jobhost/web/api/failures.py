@@ -123,8 +123,6 @@ class FailuresQuery(BaseModel):
 
 
 def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[Response]]:
-    """The handler: parameters ``since``, ``job``, ``q``, ``limit`` and ``cursor``."""
-
     async def failures(request: Request, _token: ApiToken) -> Response:
         params = request.query_params
         limit = query_int(request, FailuresQuery, "limit")
@@ -178,8 +176,7 @@ def retry_failures_endpoint(
             if body.module is not None and not jobs:
                 raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
-            reason = body.reason
-            done = retry_open_failures(store, query, actor=token.name, reason=reason)
+            done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
             return {
                 "queued": [queued_json(queued) for queued in done.queued],
                 "refused": [
