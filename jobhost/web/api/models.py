@@ -66,6 +66,7 @@ Source = Annotated[str, Field(json_schema_extra={"enum": list(SOURCES)})]
 Sort = Annotated[str, Field(json_schema_extra={"enum": list(SORTS)})]
 Action = Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})]
 Surface = Literal["cli", "api", "dashboard"]
+FailureOutcome = Literal["failed", "timed_out", "abandoned", "stuck"]
 
 
 class Closed(BaseModel):
@@ -329,7 +330,7 @@ class FailureGroup(Closed):
     """The page's failures of one job, outcome, error and state."""
 
     job: str
-    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    outcome: FailureOutcome
     error_type: str | None
     error: str | None
     count: int = Field(ge=1)
@@ -343,7 +344,7 @@ class Failure(Closed):
     occurrence: str | None
     started_at: str | None
     finished_at: str | None
-    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    outcome: FailureOutcome
     attempt: int
     source: str
     host: str | None
