@@ -20,6 +20,8 @@ from jobhost.cli._context import load_catalog, opened_store, settings_of
 from jobhost.cli._options import json_option, required_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jobhost_contracts import JobKind
 
     from jobhost.runtime.service import JobService
@@ -306,10 +308,9 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
     from jobhost.catalog import build_catalog
 
     catalog = build_catalog(settings_of(ctx))
-    found = [catalog.kinds[name] for name in sorted(catalog.kinds)]
     broken = [p for p in catalog.problems if p.code.startswith("plugin-")]
     try:
-        _show_kinds(found, as_json)
+        _show_kinds(catalog.kinds, as_json)
     finally:
         for problem in broken:
             to_stderr(f"jobhost: {problem.line()}")
@@ -321,27 +322,18 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
         )
 
 
-def _show_kinds(found: list[JobKind], as_json: bool) -> None:
+def _show_kinds(kinds: Mapping[str, JobKind], as_json: bool) -> None:
+    from jobhost.operations.jobs import kinds_json
+
+    data = kinds_json(kinds)
     if as_json:
-        data = {
-            "kinds": [
-                {
-                    "name": kind.name,
-                    "description": kind.description,
-                    "module": kind.module,
-                    "settings_schema": dict(kind.settings_schema),
-                    "examples": [dict(e) for e in kind.examples],
-                }
-                for kind in found
-            ]
-        }
         click.echo(json.dumps(data, indent=2))
         return
-    if not found:
+    if not kinds:
         click.echo("no job kinds: no installed module offers one")
-    for kind in found:
-        click.echo(f"{kind.name} (module {kind.module}): {kind.description}")
-        schema = kind.settings_schema
+    for kind in data["kinds"]:
+        click.echo(f"{kind['name']} (module {kind['module']}): {kind['description']}")
+        schema = kind["settings_schema"]
         required = set(schema.get("required", ()))
         for key, field in dict(schema.get("properties", {})).items():
             mark = "required" if key in required else "optional"

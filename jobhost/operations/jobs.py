@@ -40,6 +40,7 @@ from typing import Any
 
 from jobhost_contracts import (
     BackgroundJobDeclaration,
+    JobKind,
     format_duration,
     parse_duration,
     policy_values,
@@ -68,6 +69,7 @@ __all__ = [
     "check_key",
     "declaration_json",
     "jobs_matching",
+    "kinds_json",
     "pause",
     "pause_jobs",
     "read_state",
@@ -307,6 +309,23 @@ _SHOWN_APART = frozenset(
         *("enabled", "critical", "concurrency_group"),
     }
 )
+
+
+def kinds_json(kinds: Mapping[str, JobKind]) -> dict[str, Any]:
+    """The job kinds by name, as ``jobhost kinds --json`` prints and ``GET /api/v1/kinds``
+    answers them."""
+    return {
+        "kinds": [
+            {
+                "name": kind.name,
+                "description": kind.description,
+                "module": kind.module,
+                "settings_schema": dict(kind.settings_schema),
+                "examples": [dict(example) for example in kind.examples],
+            }
+            for kind in (kinds[name] for name in sorted(kinds))
+        ]
+    }
 
 
 KEY_LIMIT = 200

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from jobhost.config import ApiToken
 from jobhost.errors import UnknownJobError
 from jobhost.operations.failures import (
+    CURSOR_PATTERN,
     SEARCH_LIMIT,
     BadFailureQuery,
     FailureQuery,
@@ -41,15 +42,12 @@ from jobhost.web.app import blocking
 from jobhost.web.inputs import NO_NUL_PATTERN
 
 __all__ = [
-    "PAGE_LIMIT",
     "SINCE_PATTERN",
     "FailureRetry",
+    "FailuresQuery",
     "failures_endpoint",
     "retry_failures_endpoint",
 ]
-
-PAGE_LIMIT = 500
-"""The most rows one answer holds."""
 
 _JOB_LIMIT = 200
 # Up to three parts, the first not zero: at most 29,997 weeks, which no clock reaches back past.
@@ -98,12 +96,36 @@ class FailureRetry(BaseModel):
     reason: ReasonText
 
 
-def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[Response]]:
-    """The handler: parameters ``since``, ``job``, ``q``, ``limit`` and ``cursor``."""
+class FailuresQuery(BaseModel):
+    since: str = Field(
+        "",
+        max_length=64,
+        description="Only runs that finished since then: a positive duration of whole units (2h, "
+        "7d, 4h30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
+        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})?$"},
+    )
+    job: str = Field("", max_length=_JOB_LIMIT, description="Only this job's runs.")
+    q: str = Field(
+        "",
+        max_length=SEARCH_LIMIT,
+        description="Only runs whose error type or message contains this text (any case).",
+    )
+    limit: int = Field(50, ge=1, le=500, description="At most N runs (default 50).")
+    cursor: str = Field(
+        "",
+        max_length=200,
+        description="next_cursor of the previous answer.",
+        json_schema_extra={"pattern": f"^(?:{CURSOR_PATTERN})?$"},
+    )
+    all: bool = Field(
+        False, description="Also failures resolved by a later success or an acknowledgement."
+    )
 
+
+def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[Response]]:
     async def failures(request: Request, _token: ApiToken) -> Response:
         params = request.query_params
-        limit = query_int(request, "limit", 50, 1, PAGE_LIMIT)
+        limit = query_int(request, FailuresQuery, "limit")
         everything = query_flag(request, "all")
         job = params.get("job") or None
         if job is not None and len(job) > _JOB_LIMIT:
@@ -154,8 +176,7 @@ def retry_failures_endpoint(
             if body.module is not None and not jobs:
                 raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
-            reason = body.reason
-            done = retry_open_failures(store, query, actor=token.name, reason=reason)
+            done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
             return {
                 "queued": [queued_json(queued) for queued in done.queued],
                 "refused": [

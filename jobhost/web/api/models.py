@@ -12,13 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobhost.operations.failures import CURSOR_PATTERN, SEARCH_LIMIT
 from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.operations.report import SORTS, STATUSES
 from jobhost.operations.runs import OUTCOMES, PAGE_LINES
 from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
-from jobhost.web.api.failures import PAGE_LIMIT, SINCE_PATTERN
+from jobhost.web.api.failures import FailuresQuery
 from jobhost.web.api.requests import ReasonText
 
 __all__ = [
@@ -67,6 +66,7 @@ Source = Annotated[str, Field(json_schema_extra={"enum": list(SOURCES)})]
 Sort = Annotated[str, Field(json_schema_extra={"enum": list(SORTS)})]
 Action = Annotated[str, Field(json_schema_extra={"enum": list(ACTIONS)})]
 Surface = Literal["cli", "api", "dashboard"]
+FailureOutcome = Literal["failed", "timed_out", "abandoned", "stuck"]
 
 
 class Closed(BaseModel):
@@ -330,7 +330,7 @@ class FailureGroup(Closed):
     """The page's failures of one job, outcome, error and state."""
 
     job: str
-    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    outcome: FailureOutcome
     error_type: str | None
     error: str | None
     count: int = Field(ge=1)
@@ -344,7 +344,7 @@ class Failure(Closed):
     occurrence: str | None
     started_at: str | None
     finished_at: str | None
-    outcome: Literal["failed", "timed_out", "abandoned", "stuck"]
+    outcome: FailureOutcome
     attempt: int
     source: str
     host: str | None
@@ -484,29 +484,3 @@ class ChangesQuery(BaseModel):
     job: str = Field("", description="Only this job's changes.")
     after: int = Field(0, ge=0, le=MAX_CHANGE_ID, description="Only changes with a larger id.")
     limit: int = Field(100, ge=1, le=1000, description="At most N changes (default 100).")
-
-
-class FailuresQuery(BaseModel):
-    since: str = Field(
-        "",
-        max_length=64,
-        description="Only runs that finished since then: a positive duration of whole units (2h, "
-        "7d, 4h30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
-        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})?$"},
-    )
-    job: str = Field("", max_length=200, description="Only this job's runs.")
-    q: str = Field(
-        "",
-        max_length=SEARCH_LIMIT,
-        description="Only runs whose error type or message contains this text (any case).",
-    )
-    limit: int = Field(50, ge=1, le=PAGE_LIMIT, description="At most N runs (default 50).")
-    cursor: str = Field(
-        "",
-        max_length=200,
-        description="next_cursor of the previous answer.",
-        json_schema_extra={"pattern": f"^(?:{CURSOR_PATTERN})?$"},
-    )
-    all: bool = Field(
-        False, description="Also failures resolved by a later success or an acknowledgement."
-    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
@@ -242,7 +243,10 @@ def _names(body: dict[str, Any], field: str) -> list[str]:
     return list(value)
 
 
-def query_int(request: Request, name: str, default: int, low: int, high: int) -> int:
+def query_int(request: Request, query: type[BaseModel], name: str) -> int:
+    """The whole-number parameter ``name``, with the default and bounds of the field of that
+    name in ``query`` (the model the document is made from), so the two cannot drift."""
+    default, low, high = _bounds(query, name)
     raw = request.query_params.get(name)
     if raw is None:
         return default
@@ -267,6 +271,14 @@ def query_choice(request: Request, name: str, allowed: Sequence[str]) -> list[st
         if value not in allowed:
             raise _bad_query(name, value, f"one of {', '.join(allowed)}")
     return values
+
+
+@cache
+def _bounds(query: type[BaseModel], name: str) -> tuple[int, int, int]:
+    field = query.model_fields[name]
+    low = next(rule.ge for rule in field.metadata if hasattr(rule, "ge"))
+    high = next(rule.le for rule in field.metadata if hasattr(rule, "le"))
+    return field.default, low, high
 
 
 def _unframed(request: Request) -> bool:

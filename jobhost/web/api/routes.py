@@ -25,10 +25,10 @@ from starlette.routing import BaseRoute, Mount, Route
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
 from jobhost.operations.changes import change_json
+from jobhost.operations.jobs import kinds_json
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
-    PAGE_LINES,
     RUN_ID_LIMIT,
     page_json,
     read_history,
@@ -36,7 +36,6 @@ from jobhost.operations.runs import (
     run_json,
 )
 from jobhost.operations.timefmt import short_utc
-from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
@@ -44,7 +43,7 @@ from jobhost.web.access import GuessBrake, client_address
 from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
-from jobhost.web.api.models import SOURCES
+from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
 from jobhost.web.api.openapi import openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
@@ -196,21 +195,7 @@ class _Api:
     # -- endpoints ---------------------------------------------------------------------------
 
     async def kinds(self, _request: Request, _token: ApiToken) -> Response:
-        kinds = self.service.catalog.kinds
-        return JSONResponse(
-            {
-                "kinds": [
-                    {
-                        "name": kind.name,
-                        "description": kind.description,
-                        "module": kind.module,
-                        "settings_schema": dict(kind.settings_schema),
-                        "examples": [dict(example) for example in kind.examples],
-                    }
-                    for kind in sorted(kinds.values(), key=lambda k: k.name)
-                ]
-            }
-        )
+        return JSONResponse(kinds_json(self.service.catalog.kinds))
 
     async def jobs(self, request: Request, _token: ApiToken) -> Response:
         sorts = query_choice(request, "sort", SORTS)
@@ -222,7 +207,7 @@ class _Api:
             failing=query_flag(request, "failing"),
             sort=sort_by,
         )
-        limit = query_int(request, "limit", 1000, 1, 10_000)
+        limit = query_int(request, JobsQuery, "limit")
         sources = query_choice(request, "source", SOURCES)
 
         def answer() -> list[dict[str, Any]]:
@@ -310,7 +295,7 @@ class _Api:
 
     async def runs(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
-        limit = query_int(request, "limit", 20, 1, 1000)
+        limit = query_int(request, RunsQuery, "limit")
         outcomes = query_choice(request, "outcome", OUTCOMES)
         outcome = outcomes[-1] if outcomes else None
 
@@ -323,8 +308,8 @@ class _Api:
 
     async def run_logs(self, request: Request, _token: ApiToken) -> Response:
         run_id = request.path_params["run_id"]
-        after = query_int(request, "after", 0, 0, 2**31 - 1)
-        limit = query_int(request, "limit", PAGE_LINES, 1, PAGE_LINES)
+        after = query_int(request, RunLogQuery, "after")
+        limit = query_int(request, RunLogQuery, "limit")
         if len(run_id) > RUN_ID_LIMIT:
             return _no_run()
         page = await blocking(lambda: read_run_log(self.store, run_id, after=after, limit=limit))
@@ -333,8 +318,8 @@ class _Api:
         return JSONResponse(page_json(page))
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
-        limit = query_int(request, "limit", 100, 1, 1000)
-        after = query_int(request, "after", 0, 0, MAX_CHANGE_ID)
+        limit = query_int(request, ChangesQuery, "limit")
+        after = query_int(request, ChangesQuery, "after")
         job = request.query_params.get("job")
 
         def answer() -> dict[str, Any]:
