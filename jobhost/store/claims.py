@@ -246,7 +246,7 @@ def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool)
         return Before(
             now,
             get_schedule(connection, job),
-            live_runs(connection, job, now),
+            _live_runs(connection, job, now),
             [h for h in list_hosts(connection) if h.alive(now)],
             group_summaries(connection, now) if with_groups else [],
         )
@@ -406,7 +406,7 @@ class ClaimRules(Protocol):
         ...
 
 
-def schedule_problem(row: PlannedRow) -> str | None:
+def _schedule_problem(row: PlannedRow) -> str | None:
     """What makes a stored schedule row unusable, or None. The row is never guessed at."""
     if isinstance(row.fencing_token, bool) or not isinstance(row.fencing_token, int):
         return (
@@ -456,20 +456,20 @@ def claim_work(
     batch = ClaimBatch()
     skipped = list(skip)
     if backfill_id is not None:
-        claim_backfills(
+        _claim_backfills(
             connection, batch, host_id=host_id, now=now, slots=slots, rules=rules, only=backfill_id
         )
         return batch
-    work = ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
+    work = _ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     if schedules_only is None and (pending or run_id is not None):
-        waiting = due_pending(connection, now, slots + manual_slots, skip=skipped, run_id=run_id)
+        waiting = _due_pending(connection, now, slots + manual_slots, skip=skipped, run_id=run_id)
         waiting = _known(waiting, rules, batch)
         work.lock_rows({r.job_name for r in waiting})
         for run in waiting:
             if work.taken < slots + (manual_slots if run.priority == PRIORITY_MANUAL else 0):
                 work.start_pending(run)
     if run_id is None and work.taken < slots:
-        rows = due_schedules(
+        rows = _due_schedules(
             connection, early_until or now, slots - work.taken, skip=skipped, only=schedules_only
         )
         batch.schedules_seen = len(rows)
@@ -486,7 +486,7 @@ def claim_work(
     room = min(backfill_slots, slots - work.taken)
     if run_id is None and schedules_only is None and room > 0:
         # After the write: a job's fencing token is read as this batch left it.
-        claim_backfills(
+        _claim_backfills(
             connection, batch, host_id=host_id, now=now, slots=room, rules=rules, skip=skipped
         )
     return batch
@@ -518,7 +518,7 @@ class _Job:
     plan: SchedulePlan | None = None
 
 
-class ClaimWork:
+class _ClaimWork:
     """One claim's decisions, row by row, written together by :meth:`write`."""
 
     def __init__(
@@ -549,7 +549,7 @@ class ClaimWork:
         if not names:
             return
         query = locked(
-            self._connection, select(*DUE_COLUMNS).where(schedules.c.job_name.in_(sorted(names)))
+            self._connection, select(*_DUE_COLUMNS).where(schedules.c.job_name.in_(sorted(names)))
         )
         self.adopt([DueSchedule._make(r) for r in self._connection.execute(query)])
 
@@ -558,7 +558,7 @@ class ClaimWork:
         fresh = [r for r in rows if r.job_name not in self._jobs]
         for row in fresh:
             name = row.job_name
-            problem = schedule_problem(row)
+            problem = _schedule_problem(row)
             if problem is not None:
                 self._batch.corrupt[name] = problem
                 continue
@@ -832,7 +832,7 @@ class ClaimWork:
         )
 
     def _overlap_message(self, job_name: str) -> str:
-        running = live_runs(self._connection, job_name, self._now)
+        running = _live_runs(self._connection, job_name, self._now)
         if not running:
             return "refused: a run of this job is still running (overlap policy forbid)"
         first = running[0]
@@ -859,7 +859,7 @@ def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
 RECHECK = timedelta(seconds=1)
 """How soon something waiting for a slot is looked at again."""
 
-STALE = timedelta(seconds=5)
+_STALE = timedelta(seconds=5)
 """A waiting row not looked at for this long no longer holds its place in the queue."""
 
 
@@ -890,7 +890,7 @@ class GroupGate:
     when it waits); a retry or a queued manual run stays pending with ``not_before`` moved on.
     A free slot goes to the group's oldest waiting occurrence first: a younger occurrence is let
     in only while more slots are free than older occurrences wait for them, so no job of a busy
-    group starves. A waiting row nobody has looked at for :data:`STALE` (its job is known to no
+    group starves. A waiting row nobody has looked at for :data:`_STALE` (its job is known to no
     live host) stops holding its place.
     """
 
@@ -1030,7 +1030,7 @@ class GroupGate:
                 schedules.c.concurrency_group == name,
                 schedules.c.group_waiting_since.is_not(None),
                 schedules.c.next_occurrence.is_not(None),
-                schedules.c.due_at >= self._now - STALE,
+                schedules.c.due_at >= self._now - _STALE,
             )
             .order_by(schedules.c.next_occurrence, schedules.c.job_name)
             .limit(limit)
@@ -1041,7 +1041,7 @@ class GroupGate:
 # -- a backfill's occurrences, the last step of the claim ------------------------------------------
 
 
-def claim_backfills(
+def _claim_backfills(
     connection: Connection,
     batch: ClaimBatch,
     *,
@@ -1079,7 +1079,7 @@ def claim_backfills(
     query = built(
         connection, "one-backfill" if one else "open-backfills", lambda d: _backfills_query(d, one)
     )
-    work = ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
+    work = _ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
     idle: list[str] = []
     for backfill in connection.execute(query, {"now": now, "only": only}).mappings().all():
         if work.taken >= slots:
@@ -1089,7 +1089,7 @@ def claim_backfills(
         if name in skip or not rules.knows(name):
             continue
         row = ScheduleRecord.from_row(backfill)
-        if schedule_problem(row) is not None:
+        if _schedule_problem(row) is not None:
             continue  # a corrupt row is reported by the claim
         backfill_id, live = str(backfill["backfill_id"]), int(backfill["live"])
         in_flight, started = int(backfill["in_flight"]), work.taken
@@ -1118,14 +1118,14 @@ def claim_backfills(
 # What a claim takes is locked as read: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas
 # divide the work instead of queueing on it; on SQLite the transaction holds the file.
 
-DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
+_DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
 """The schedule columns a claim reads, in :class:`~jobhost.records.DueSchedule`'s order."""
 
 
 # -- reads ----------------------------------------------------------------------------------------
 
 
-def live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
+def _live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
     query = select(runs).where(runs.c.job_name == job_name, _own_live(now))
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
@@ -1138,7 +1138,7 @@ def _own_live(now: Any) -> Any:
     )
 
 
-def due_pending(
+def _due_pending(
     connection: Connection, now: datetime, limit: int, *, skip: list[str], run_id: str | None
 ) -> list[RunRecord]:
     """Pending runs whose ``not_before`` has passed or that have none (a manual run no claim has
@@ -1155,7 +1155,7 @@ def due_pending(
     return [RunRecord.from_row(r) for r in rows]
 
 
-def due_schedules(
+def _due_schedules(
     connection: Connection,
     now: datetime,
     limit: int,
@@ -1234,7 +1234,7 @@ def _due_pending_query(dialect: str) -> Any:
 
 def _due_schedules_query(dialect: str, of: bool) -> Any:
     names: Any = bindparam("names", expanding=True)
-    query = select(*DUE_COLUMNS).where(
+    query = select(*_DUE_COLUMNS).where(
         schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
         schedules.c.job_name.in_(names) if of else schedules.c.job_name.not_in(names),
     )
