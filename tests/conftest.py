@@ -8,6 +8,7 @@ backends. Each test gets a schema of its own on that server, dropped afterwards.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,12 @@ from tests.reliability.proxy import CutProxy
 from tests.support import SAMPLE_PLUGIN, ManualClock
 
 POSTGRES_ENV = "JOBHOST_TEST_POSTGRES_URL"
+
+# A shell starts a background command with SIGINT ignored, and every process it starts inherits
+# that: the Ctrl-C tests (the commands' own and the interrupt hold's) would see no Ctrl-C at all.
+# They test a terminal's Ctrl-C, so the suite runs with SIGINT as Python sets it up by default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
