@@ -64,6 +64,7 @@ from jobhost.store.engine import (
     locked,
     reading,
     rows_json,
+    writing,
 )
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
@@ -213,15 +214,8 @@ def claim_run(
 ) -> ClaimBatch:
     """The claim every host makes, narrowed to the one pending run ``run_id`` (a command that
     runs its manual run itself)."""
-    with engine.begin() as connection:
-        return claim_work(
-            connection,
-            host_id=host_id,
-            now=database_now(connection, clock),
-            slots=1,
-            rules=rules,
-            run_id=run_id,
-        )
+    with writing(engine, clock) as (connection, now):
+        return claim_work(connection, host_id=host_id, now=now, slots=1, rules=rules, run_id=run_id)
 
 
 # A manual run (or an operator's retry of one run) seen from the command that queued it: what the
@@ -277,11 +271,11 @@ def claim_backfill(
     """Claim up to ``slots`` of the backfill's occurrences and due retries: the one claim,
     narrowed to the backfill (which it first finishes when nothing of it is left), for a
     command that runs it with no host there to (a one-shot host)."""
-    with engine.begin() as connection:
+    with writing(engine, clock) as (connection, now):
         return claim_work(
             connection,
             host_id=host_id,
-            now=database_now(connection, clock),
+            now=now,
             slots=slots,
             rules=rules,
             backfill_id=backfill_id,
@@ -290,8 +284,8 @@ def claim_backfill(
 
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
     """The backfill, finished first when nothing of it is left pending or running."""
-    with engine.begin() as connection:
-        finish_backfills(connection, database_now(connection, clock), [backfill_id])
+    with writing(engine, clock) as (connection, now):
+        finish_backfills(connection, now, [backfill_id])
         return get_backfill(connection, backfill_id)
 
 
