@@ -73,30 +73,26 @@ class _Read(_Operation[Callable[_P, _T]]):
         self._query = query
 
     def _bind(self, store: Store) -> Callable[_P, _T]:
-        query = self._query
+        query, opened = self._query, self._open
 
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with engine.reading(store._engine) as connection:
+            with opened(store._engine) as connection:
                 return query(connection, *args, **kwargs)
 
         return call
 
+    @staticmethod
+    def _open(store_engine: Engine) -> Any:
+        return engine.reading(store_engine)
 
-class _Write(_Operation[Callable[_P, _T]]):
+
+class _Write(_Read[_P, _T]):
     """A store function of a connection, run in a transaction of its own, committed when it
     returns."""
 
-    def __init__(self, query: Callable[Concatenate[Connection, _P], _T]) -> None:
-        self._query = query
-
-    def _bind(self, store: Store) -> Callable[_P, _T]:
-        query = self._query
-
-        def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with store._engine.begin() as connection:
-                return query(connection, *args, **kwargs)
-
-        return call
+    @staticmethod
+    def _open(store_engine: Engine) -> Any:
+        return store_engine.begin()
 
 
 class _ReadAt(_Operation[Callable[_P, tuple[datetime, _T]]]):
