@@ -148,7 +148,12 @@ class FiringRules:
             trigger.expression,
             trigger.timezone,
         ):
-            return spec.schedule(anchor) if anchor is not None else spec.schedule(row.created_at)
+            # Read from the spec's own fields: this runs for every due row of every turn.
+            if spec.cron is not None:
+                return spec.cron
+            if trigger.interval is not None:
+                return IntervalSchedule(trigger.interval, anchor or row.created_at)
+            return None
         # Another catalog version wrote this trigger: fire by it.
         if row.trigger_kind == "cron" and row.trigger_expression is not None:
             key = (row.trigger_expression, row.timezone)

@@ -137,16 +137,17 @@ class JobSpec:
         None for a job without a trigger. The catalog built this trigger once already, so for a
         job in :attr:`Catalog.jobs` this does not raise.
         """
-        if self._cron is not None:
-            return self._cron
+        if self.cron is not None:
+            return self.cron
         trigger = self.trigger
         if trigger.kind == "interval" and trigger.interval is not None:
             return IntervalSchedule(trigger.interval, anchor)
         return None
 
     @cached_property
-    def _cron(self) -> CronSchedule | None:
-        # Parsed once: the loop asks for a job's schedule several times on every tick.
+    def cron(self) -> CronSchedule | None:
+        """The cron trigger as a schedule, parsed once (the loop asks on every turn); None for
+        an interval job or one without a trigger."""
         trigger = self.trigger
         if trigger.kind == "cron" and trigger.expression is not None:
             return cron_schedule(

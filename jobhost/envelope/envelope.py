@@ -162,7 +162,7 @@ class RunEnvelope:
         the grace period."""
         attributes: dict[str, str | int] = {
             "jobhost.job.name": claim.job_name,
-            "jobhost.job.module": spec.module,
+            "jobhost.job.module": spec.declaration.module,
             "jobhost.run.id": claim.run_id,
             "jobhost.run.attempt": claim.attempt,
             "jobhost.run.source": claim.source,

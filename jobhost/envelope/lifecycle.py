@@ -222,7 +222,7 @@ def report(
     reporter.submit(
         RunAuditRecord(
             job_name=claim.job_name,
-            module=finished.spec.module,
+            module=finished.spec.declaration.module,
             run_id=claim.run_id,
             occurrence=claim.occurrence,
             attempt=claim.attempt,

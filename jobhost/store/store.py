@@ -48,9 +48,8 @@ _C = TypeVar("_C", bound=Callable[..., Any])
 
 
 class _Operation(Generic[_C]):
-    """Binds a store function to the store on first use and keeps the bound callable among the
-    store's own attributes, so later calls, the firing loop's every turn among them, go
-    straight to it."""
+    """Binds a store function to the store and keeps the bound callable among the store's own
+    attributes, so every call, the firing loop's among them, goes straight to it."""
 
     _name = ""
 
@@ -129,6 +128,9 @@ class Store:
     def __init__(self, store_engine: Engine, clock: Clock | None = None) -> None:
         self._engine = store_engine
         self.clock: Clock = clock or SystemClock()
+        # Bound now, so no first call pays for it (a pass that runs once a minute included).
+        for name in _OPERATIONS:
+            getattr(self, name)
 
     @classmethod
     def open(cls, url: str, clock: Clock | None = None, /, **options: Any) -> Store:
@@ -261,3 +263,6 @@ class Store:
     end_sessions = _Write(sessions.end_sessions)
     count_wrong_guess = _Write(sessions.count_wrong_guess)
     purge_guesses = _Write(sessions.purge_guesses)
+
+
+_OPERATIONS = [name for name, value in vars(Store).items() if isinstance(value, _Operation)]
