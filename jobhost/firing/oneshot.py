@@ -81,8 +81,8 @@ class PendingRuns:
             self.progress(f"cancel asked {reason}: cancelling the run")
         by = self._by
         while self._run_ids and self._cancelled is None:
-            batch = by.store.claim_run(
-                self._run_ids[0], host_id=by.host_id, rules=by.rules, clock=by.store.clock
+            batch = by.store.claim(
+                host_id=by.host_id, rules=by.rules, clock=by.store.clock, run_id=self._run_ids[0]
             )
             self._run_ids.pop(0)
             for claim in batch.claims:
@@ -120,13 +120,13 @@ class BackfillRuns:
         by = self._by
         free = slots.free()[0] if self._claiming else 0
         if free > 0:
-            for claim in by.store.claim_backfill(
-                self._backfill_id,
+            for claim in by.store.claim(
                 host_id=by.host_id,
                 rules=by.rules,
-                slots=free,
                 clock=by.store.clock,
-            ):
+                slots=free,
+                backfill_id=self._backfill_id,
+            ).claims:
                 self.progress(
                     f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
                     f"(run {claim.run_id}, attempt {claim.attempt})"

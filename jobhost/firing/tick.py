@@ -332,13 +332,14 @@ class Ticker:
             taken = sum(len(b.claims) for b in batches)
             try:
                 batches.append(
-                    self._store.claim_job(
-                        name,
+                    self._store.claim(
                         host_id=self._host_id,
-                        now=now,
-                        slots=max(slots - taken, 1),
                         rules=self._rules,
+                        clock=self._store.clock,
+                        slots=max(slots - taken, 1),
+                        now=now,
                         skip=self._skip(),
+                        job=name,
                     )
                 )
             except Exception as error:

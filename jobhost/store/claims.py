@@ -89,9 +89,7 @@ __all__ = [
     "Turn",
     "Wakeups",
     "before_trigger",
-    "claim_backfill",
-    "claim_job",
-    "claim_run",
+    "claim",
     "claim_turn",
     "claim_work",
     "due_jobs",
@@ -186,36 +184,36 @@ class Turn:
     """When (monotonic) ``now`` was read or taken: a sleep until a time is measured from it."""
 
 
-def claim_job(
+def claim(
     engine: Engine,
-    job: str,
     *,
     host_id: str,
-    now: datetime,
-    slots: int,
     rules: ClaimRules,
-    skip: Collection[str],
+    clock: Clock,
+    slots: int = 1,
+    now: datetime | None = None,
+    skip: Collection[str] = (),
+    job: str | None = None,
+    run_id: str | None = None,
+    backfill_id: str | None = None,
 ) -> ClaimBatch:
-    """Claim what is due of ``job`` alone, in a transaction of its own."""
-    with engine.begin() as connection:
+    """The claim every host makes (see :func:`claim_work`) in a transaction of its own, narrowed
+    to one job's schedule (the one-job-at-a-time fallback after a batch failed), to the pending
+    run ``run_id`` (a command that runs its manual run itself), or to the backfill's occurrences
+    and due retries (a command that runs the backfill itself: when nothing of it is left, the
+    claim finishes it)."""
+    with writing(engine, clock) as (connection, at):
         return claim_work(
             connection,
             host_id=host_id,
-            now=now,
+            now=now or at,
             slots=slots,
             rules=rules,
             skip=skip,
-            schedules_only=[job],
+            schedules_only=None if job is None else [job],
+            run_id=run_id,
+            backfill_id=backfill_id,
         )
-
-
-def claim_run(
-    engine: Engine, run_id: str, *, host_id: str, rules: ClaimRules, clock: Clock
-) -> ClaimBatch:
-    """The claim every host makes, narrowed to the one pending run ``run_id`` (a command that
-    runs its manual run itself)."""
-    with writing(engine, clock) as (connection, now):
-        return claim_work(connection, host_id=host_id, now=now, slots=1, rules=rules, run_id=run_id)
 
 
 # A manual run (or an operator's retry of one run) seen from the command that queued it: what the
@@ -263,23 +261,6 @@ def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool
             now = database_now(connection, clock)
             alive = any(h.alive(now) for h in list_hosts(connection))
     return RunSeen(run, alive)
-
-
-def claim_backfill(
-    engine: Engine, backfill_id: str, *, host_id: str, rules: ClaimRules, slots: int, clock: Clock
-) -> list[Claim]:
-    """Claim up to ``slots`` of the backfill's occurrences and due retries: the one claim,
-    narrowed to the backfill (which it first finishes when nothing of it is left), for a
-    command that runs it with no host there to (a one-shot host)."""
-    with writing(engine, clock) as (connection, now):
-        return claim_work(
-            connection,
-            host_id=host_id,
-            now=now,
-            slots=slots,
-            rules=rules,
-            backfill_id=backfill_id,
-        ).claims
 
 
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:

@@ -178,11 +178,9 @@ class Store:
     # -- the firing loop ---------------------------------------------------------------------
     sync_catalog = _Own(claims.sync_catalog)
     claim_turn = _Own(claims.claim_turn)
-    claim_job = _Own(claims.claim_job)
+    claim = _Own(claims.claim)
     due_jobs = _Own(claims.due_jobs)
     look_ahead = _Own(claims.look_ahead)
-    claim_run = _Own(claims.claim_run)
-    claim_backfill = _Own(claims.claim_backfill)
     settled_backfill = _Own(claims.settled_backfill)
     record_finished = _Own(ledger.record_finished)
     write_logs = _Own(ledger.write_logs)

@@ -58,8 +58,8 @@ _LAUNCHER = textwrap.dedent(
 STEPS = [
     ("one_shot", "configure_telemetry", "before"),
     ("one_shot", "Host", "after"),
-    ("store", "claim_run", "before"),
-    ("store", "claim_run", "after"),
+    ("store", "claim", "before"),
+    ("store", "claim", "after"),
     ("slots", "lease_for", "after"),  # the run is held, its worker not yet started
     ("one_shot", "_supervise", "before"),
 ]
