@@ -1,11 +1,5 @@
 """A module's own section, ``[modules.NAME]``, read through the module's settings model.
 
-:func:`module_settings` turns the section into the module's model, or ``None`` when the operator
-has not configured the module (its jobs are then declared disabled). A section the model refuses
-raises :class:`ModuleSettingsError`, which the host reports as a configuration problem of
-``[modules.NAME]`` (the key, the value, where it was written, a close key for a typo), never as a
-broken plugin.
-
 The model is duck-typed: any class with ``model_validate(data)`` (a pydantic model) will do, so
 these contracts need no validation library; a pydantic ``ValidationError`` is read through its
 ``errors()`` list.

@@ -1,9 +1,7 @@
 """One scheduled HTTP call, with the standard library only.
 
-Every call carries ``Idempotency-Key: <job>:<occurrence>``, the same for each retry of one
-occurrence, so the receiving service can tell a retry from a new call. Secret header values are
-read from the environment at call time and scrubbed from anything that could be logged or stored:
-the receiving server may echo them back in an error body.
+Secret header values are read from the environment at call time and scrubbed from anything that
+could be logged or stored: the receiving server may echo them back in an error body.
 """
 
 from __future__ import annotations

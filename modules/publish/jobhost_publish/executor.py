@@ -1,9 +1,5 @@
 """The executor of one publish job: build the message, find the broker, publish, confirm.
 
-Everything the broker or the network can do wrong comes back as ``Failure`` naming the job, the
-destination and the reason; the run's retry policy decides what follows, and every attempt of
-one occurrence carries the same idempotency key.
-
 What a consumer receives is the same on both brokers: the idempotency key, and a body that is
 the job's ``payload`` object with four fields added by the host (documented in
 docs/operations/publish.md, which consumers rely on)::
