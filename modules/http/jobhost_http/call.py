@@ -6,6 +6,7 @@ could be logged or stored: the receiving server may echo them back in an error b
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import time
@@ -131,7 +132,9 @@ class HttpCall:
                 status = int(response.status)
                 body = response.read(_READ_LIMIT)
         except urllib.error.HTTPError as error:
-            status, body = error.code, _read_quietly(error)
+            status, body = error.code, b""
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                body = error.read(_READ_LIMIT)
             error.close()
         except urllib.error.URLError as error:
             return self._failed(context, CallFailed(job.name, target, _reason(error.reason, job)))
@@ -169,10 +172,3 @@ def _reason(reason: object, job: HttpJobSettings) -> str:
         return "connection refused (is anything listening there?)"
     text = str(reason) or type(reason).__name__
     return f"{type(reason).__name__}: {text}" if isinstance(reason, BaseException) else text
-
-
-def _read_quietly(error: urllib.error.HTTPError) -> bytes:
-    try:
-        return error.read(_READ_LIMIT)
-    except (OSError, http.client.HTTPException):
-        return b""
