@@ -7,17 +7,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from returns.result import Result
 
 from jobhost_contracts.cancellation import Cancellation
 from jobhost_contracts.state import JobState
-from jobhost_contracts.units import FanOutFailed, UnitCounts, UnitTally, run_fan_out
+from jobhost_contracts.units import FanOutFailed, Unit, UnitCounts, UnitTally, run_fan_out
 
 __all__ = ["JobContext", "TriggerSource"]
-
-Unit = TypeVar("Unit")
 
 
 class TriggerSource(StrEnum):

@@ -3,11 +3,6 @@
 Construction checks types only. Whether a cron expression parses, a zone exists or a name follows
 the naming rule is decided by the host's catalog validation, so that every problem in every module
 is reported together instead of the first one raising out of a plugin hook.
-
-Modules whose jobs are written in ``jobhost.toml`` (an entry of a module's section, such as
-``[[modules.http.jobs]]``) take the same schedule and policy keys and turn them into a
-declaration the same way: :func:`configured_declaration` is that way, from plain values, after
-:func:`check_trigger` has refused an entry without exactly one trigger.
 """
 
 from __future__ import annotations
@@ -224,9 +219,8 @@ POLICY_KEYS: Mapping[str, tuple[type, ...]] = types.MappingProxyType(
         for key, accepted in (_RETRY_FIELDS if name == "retry" else {name: own}).items()
     }
 )
-"""The flat keys of the policies, in order, with the types each takes (:func:`field_types`): the
-fields of :class:`JobPolicies`, ``retry``'s (``max_attempts``, ``backoff``, ``backoff_max``,
-``jitter``, ``retry_on``) in its place."""
+"""The flat keys of the policies, in order, with the types each takes: :class:`JobPolicies`'s
+fields, with ``retry``'s in its place."""
 
 CALL_TIMEOUT_MARGIN = timedelta(seconds=5)
 """A run's timeout is its call's plus this: the call gives up first and says why."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from returns.result import Result
@@ -30,11 +31,9 @@ JobFunction = Callable[[JobContext], "JobResult | Awaitable[JobResult]"]
 """A function (plain or ``async``) that runs a job: it may stand where an executor does."""
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class _FunctionExecutor:
-    """A job function as an executor: ``execute(context)`` calls it."""
-
-    def __init__(self, function: JobFunction) -> None:
-        self.function = function
+    function: JobFunction
 
     def execute(self, context: JobContext) -> JobResult | Awaitable[JobResult]:
         return self.function(context)

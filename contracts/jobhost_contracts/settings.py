@@ -1,11 +1,5 @@
 """A module's own section, ``[modules.NAME]``, read through the module's settings model.
 
-:func:`module_settings` turns the section into the module's model, or ``None`` when the operator
-has not configured the module (its jobs are then declared disabled). A section the model refuses
-raises :class:`ModuleSettingsError`, which the host reports as a configuration problem of
-``[modules.NAME]`` (the key, the value, where it was written, a close key for a typo), never as a
-broken plugin.
-
 The model is duck-typed: any class with ``model_validate(data)`` (a pydantic model) will do, so
 these contracts need no validation library; a pydantic ``ValidationError`` is read through its
 ``errors()`` list.
@@ -92,8 +86,9 @@ def module_settings(
         validated = model.model_validate(data)
     except ValueError as error:  # pydantic's ValidationError is a ValueError
         reported = {problem.key for problem in problems}
-        problems.extend(p for p in _refusals(error, data) if p.key not in reported)
-        raise ModuleSettingsError(section, problems or [_whole(error)]) from None
+        problems.extend(p for p in _refusals(error) if p.key not in reported)
+        whole = SettingProblem(None, None, bound_text(redact_text(str(error)), 500))
+        raise ModuleSettingsError(section, problems or [whole]) from None
     if problems:
         raise ModuleSettingsError(section, problems)
     return validated
@@ -132,7 +127,7 @@ def _unknown_key(key: str, value: object, known: Iterable[str]) -> SettingProble
     return SettingProblem(key, value, message, close[0] if close else None)
 
 
-def _refusals(error: ValueError, data: Mapping[str, Any]) -> list[SettingProblem]:
+def _refusals(error: ValueError) -> list[SettingProblem]:
     errors = getattr(error, "errors", None)
     if not callable(errors):
         return []
@@ -142,8 +137,7 @@ def _refusals(error: ValueError, data: Mapping[str, Any]) -> list[SettingProblem
         details = errors()
     problems: list[SettingProblem] = []
     for detail in details if isinstance(details, list) else []:
-        location = [str(part) for part in detail.get("loc", ())]
-        key = ".".join(location) or None
+        key = ".".join(str(part) for part in detail.get("loc", ())) or None
         message = str(detail.get("msg", "is not valid")).removeprefix("Value error, ")
         kind = detail.get("type")
         if kind == "missing":
@@ -155,10 +149,6 @@ def _refusals(error: ValueError, data: Mapping[str, Any]) -> list[SettingProblem
         else:
             problems.append(SettingProblem(key, detail.get("input", _UNSET), message))
     return problems
-
-
-def _whole(error: ValueError) -> SettingProblem:
-    return SettingProblem(None, None, bound_text(redact_text(str(error)), 500))
 
 
 def _shown(value: object) -> str:

@@ -52,16 +52,12 @@ class JobState(Protocol):
 
     def get(self, key: str) -> str | None:
         """The value last stored under ``key`` for this job, or None."""
-        ...
 
     def set(self, key: str, value: str) -> None:
         """Store ``value`` under ``key`` (a cursor, a watermark)."""
-        ...
 
     def record(self, idempotency_key: str) -> bool:
         """Mark a unit of work done; False when it had already been recorded."""
-        ...
 
     def seen(self, idempotency_key: str) -> bool:
         """Whether a unit of work was recorded done by any earlier run of this job."""
-        ...

@@ -1,11 +1,8 @@
 """Testing an executor without a host or a store: :func:`run_job` and :class:`MemoryState`.
 
-``run_job`` builds the context the host would (job name, occurrence, run id, attempt, the
-idempotency key of the occurrence, a logger, the module's section read-only, cancellation,
-fan-out) and reads what the executor did the way the host does: ``Success`` succeeded,
-``Failure`` or an exception failed, a result that is not a ``Result`` failed with a
-``TypeError``, a run past its ``timeout`` is cancelled and ``timed_out``. The executor runs on
-the caller's thread, so freezegun and monkeypatching apply to it::
+``run_job`` builds the context the host would and reads what the executor did the way the host
+does (a result that is not a ``Result`` fails with a ``TypeError``). The executor runs on the
+caller's thread, so freezegun and monkeypatching apply to it::
 
     from jobhost_contracts.testing import MemoryState, run_job
 

@@ -1,14 +1,5 @@
-"""Fan-out over explicit units of work, resumable across retries and replicas, and what it reports.
-
-``context.fan_out(tenants, purge_tenant, key=lambda t: t.id)`` runs ``work(unit)`` for every unit
-and marks each unit that succeeded done in the job's durable, fenced state, keyed by the
-occurrence. A retry of the occurrence, or the run that takes it over after a crash, skips the
-units already done and runs the rest; a failed unit is not marked, so the next attempt runs it
-again, alone. A run that lost its lease stops at its next mark (``StaleLeaseError``), and a
-cancelled one between units (``JobCancelled``).
-
-Only the standard library and ``returns``: the host reads the counts from :class:`UnitTally`.
-"""
+"""Fan-out over explicit units of work (:meth:`JobContext.fan_out` says how it behaves), and what
+it reports: the host reads the counts from :class:`UnitTally`."""
 
 from __future__ import annotations
 

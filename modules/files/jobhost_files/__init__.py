@@ -19,7 +19,7 @@ from jobhost_files.outcome import (
     ReferencesUnavailable,
     RootUnavailable,
 )
-from jobhost_files.plugin import JOB_NAME, declaration
+from jobhost_files.plugin import JOB_NAME
 from jobhost_files.settings import CleanupMode, FilesSettings, parse_settings
 from jobhost_files.walk import QUARANTINE_DIR
 
@@ -37,6 +37,5 @@ __all__ = [
     "OrphanCleanup",
     "ReferencesUnavailable",
     "RootUnavailable",
-    "declaration",
     "parse_settings",
 ]

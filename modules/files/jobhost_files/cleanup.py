@@ -49,23 +49,21 @@ CURSOR_KEY = "cursor"
 """The job-state key holding the last relative path done; empty when no walk is under way."""
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class OrphanCleanup:
     """The executor. ``settings`` is None when ``[modules.files]`` is absent."""
 
-    def __init__(
-        self, settings: FilesSettings | None, clock: Callable[[], datetime] | None = None
-    ) -> None:
-        self._settings = settings
-        self._clock = clock or (lambda: datetime.now(UTC))
+    settings: FilesSettings | None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def execute(self, context: JobContext) -> Result[CleanupReport, CleanupError]:
-        settings = self._settings
+        settings = self.settings
         if settings is None:
             return Failure(NotConfigured())
         unsafe = _root_problem(settings.root)
         if unsafe is not None:
             return Failure(RootUnavailable(settings.root, unsafe))
-        now = self._clock()
+        now = self.clock()
         loaded = load_references(
             settings.references_url, settings.references_query, PurePosixPath(settings.root)
         )

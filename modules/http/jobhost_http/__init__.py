@@ -16,7 +16,6 @@ from jobhost_http.call import (
     MissingSecret,
     UnexpectedStatus,
 )
-from jobhost_http.plugin import declaration
 from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, parse_jobs
 
 __all__ = [
@@ -28,6 +27,5 @@ __all__ = [
     "HttpJobSettings",
     "MissingSecret",
     "UnexpectedStatus",
-    "declaration",
     "parse_jobs",
 ]

@@ -1,13 +1,12 @@
 """One scheduled HTTP call, with the standard library only.
 
-Every call carries ``Idempotency-Key: <job>:<occurrence>``, the same for each retry of one
-occurrence, so the receiving service can tell a retry from a new call. Secret header values are
-read from the environment at call time and scrubbed from anything that could be logged or stored:
-the receiving server may echo them back in an error body.
+Secret header values are read from the environment at call time and scrubbed from anything that
+could be logged or stored: the receiving server may echo them back in an error body.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import time
@@ -133,7 +132,9 @@ class HttpCall:
                 status = int(response.status)
                 body = response.read(_READ_LIMIT)
         except urllib.error.HTTPError as error:
-            status, body = error.code, _read_quietly(error)
+            status, body = error.code, b""
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                body = error.read(_READ_LIMIT)
             error.close()
         except urllib.error.URLError as error:
             return self._failed(context, CallFailed(job.name, target, _reason(error.reason, job)))
@@ -171,10 +172,3 @@ def _reason(reason: object, job: HttpJobSettings) -> str:
         return "connection refused (is anything listening there?)"
     text = str(reason) or type(reason).__name__
     return f"{type(reason).__name__}: {text}" if isinstance(reason, BaseException) else text
-
-
-def _read_quietly(error: urllib.error.HTTPError) -> bytes:
-    try:
-        return error.read(_READ_LIMIT)
-    except (OSError, http.client.HTTPException):
-        return b""

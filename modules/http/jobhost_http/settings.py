@@ -204,22 +204,19 @@ class HttpJobSettings(BaseModel):
             key: "***" if _SENSITIVE.search(key) else value for key, value in self.headers.items()
         }
         body = None if self.body is None else f"<{len(self.body)} characters>"
+        retry = RetryPolicy(
+            max_attempts=self.max_attempts, backoff=self.backoff, backoff_max=self.backoff_max
+        )
         return (
             f"HttpJobSettings(name={self.name!r}, method={self.method!r}, "
             f"url={safe_url(self.url)!r}, cron={self.cron!r}, interval={self.interval!r}, "
             f"timezone={self.timezone!r}, headers={headers!r}, "
             f"secret_headers={dict(self.secret_headers)!r}, body={body}, "
             f"timeout={self.timeout!r}, expect_status={self.expect_status!r}, "
-            f"enabled={self.enabled}, retry={self.retry!r})"
+            f"enabled={self.enabled}, retry={retry!r})"
         )
 
     __str__ = __repr__
-
-    @property
-    def retry(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=self.max_attempts, backoff=self.backoff, backoff_max=self.backoff_max
-        )
 
     def expects(self, status: int) -> bool:
         if self.expect_status is None:

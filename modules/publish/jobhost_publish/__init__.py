@@ -18,8 +18,7 @@ from jobhost_publish.errors import (
     Rejected,
     Unroutable,
 )
-from jobhost_publish.executor import Published, Publisher, body, build_executor, occurrence_text
-from jobhost_publish.plugin import declaration
+from jobhost_publish.executor import Published, Publisher, build_executor
 from jobhost_publish.rabbitmq import APP_ID, CONTENT_TYPE
 from jobhost_publish.settings import (
     IDEMPOTENCY_HEADER,
@@ -49,9 +48,6 @@ __all__ = [
     "Publisher",
     "Rejected",
     "Unroutable",
-    "body",
     "build_executor",
-    "declaration",
-    "occurrence_text",
     "parse_section",
 ]

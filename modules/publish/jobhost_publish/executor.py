@@ -1,9 +1,5 @@
 """The executor of one publish job: build the message, find the broker, publish, confirm.
 
-Everything the broker or the network can do wrong comes back as ``Failure`` naming the job, the
-destination and the reason; the run's retry policy decides what follows, and every attempt of
-one occurrence carries the same idempotency key.
-
 What a consumer receives is the same on both brokers: the idempotency key, and a body that is
 the job's ``payload`` object with four fields added by the host (documented in
 docs/operations/publish.md, which consumers rely on)::
@@ -65,6 +61,7 @@ class Published:
     sequence: int | None = None
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class Publisher:
     """Publishes one message per run as ``settings`` say, to the broker ``urls`` locate.
 
@@ -72,21 +69,15 @@ class Publisher:
     run, so a rotated password is used without a restart.
     """
 
-    def __init__(
-        self,
-        settings: PublishSettings,
-        urls: BrokerUrls,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self._settings = settings
-        self._urls = urls
-        self._environ = environ
+    settings: PublishSettings
+    urls: BrokerUrls
+    environ: Mapping[str, str] | None = None
 
     def __repr__(self) -> str:
-        return f"Publisher({self._settings.destination})"
+        return f"Publisher({self.settings.destination})"
 
     async def execute(self, context: JobContext) -> Result[Published, PublishError]:
-        settings = self._settings
+        settings = self.settings
         try:
             url = self._url(context.job_name)
             data = body(context, settings.payload)
@@ -118,7 +109,7 @@ class Publisher:
 
     async def _publish(self, context: JobContext, url: str, body: bytes) -> JetStreamAck | None:
         """JetStream's acknowledgement; None from RabbitMQ, whose confirm carries nothing."""
-        settings, job = self._settings, context.job_name
+        settings, job = self.settings, context.job_name
         key, redactor = context.idempotency_key, Redactor(url)
         try:
             # One deadline for connecting, publishing and the acknowledgement together.
@@ -134,15 +125,15 @@ class Publisher:
 
     def _url(self, job: str) -> str:
         """The broker's URL, read again on every run; :class:`MissingUrl` when it is not set."""
-        direct, variable = self._urls.reference(self._settings.broker)
+        direct, variable = self.urls.reference(self.settings.broker)
         if direct is not None:
             return direct
         # The settings model refuses a broker without a reference; the job kind's factory too.
         assert variable is not None
-        environ = os.environ if self._environ is None else self._environ
+        environ = os.environ if self.environ is None else self.environ
         value = environ.get(variable, "").strip()
         if not value:
-            setting = "nats_url_env" if self._settings.broker == "nats" else "rabbitmq_url_env"
+            setting = "nats_url_env" if self.settings.broker == "nats" else "rabbitmq_url_env"
             raise MissingUrl(job, variable, setting)
         return value
 

@@ -1,10 +1,8 @@
 """The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``,
 and the job kind ``publish`` for jobs created at run time, through ``jobhost_job_kinds``.
 
-Both build their executors the same way, through :func:`jobhost_publish.executor.build_executor`.
-A runtime job's settings are :class:`PublishSettings` (the message keys of an entry); the brokers'
-addresses stay in ``[modules.publish]``, so a runtime job names a broker but never carries its
-URL or a credential.
+The brokers' addresses stay in ``[modules.publish]``: a runtime job names a broker but never
+carries its URL or a credential.
 """
 
 from __future__ import annotations

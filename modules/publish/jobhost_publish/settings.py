@@ -1,15 +1,8 @@
 """The settings of the ``publish`` module, as strict pydantic models, read at start-up.
 
-:class:`PublishSettings` is what one job publishes where: the settings a job kind ``publish``
-will take. :class:`PublishJobSettings` adds the schedule and the policies of a
-``[[modules.publish.jobs]]`` entry. :class:`BrokerUrls` is where the brokers are, from
-``[modules.publish]``. Every model refuses unknown fields and values of the wrong type: TOML has
-no implicit conversions, and neither have these models.
-
-:func:`parse_section` lists every problem of every entry together, each naming the entry
-(``modules.publish.jobs[0] 'billing.close-day'``), the key and what is allowed. They are raised
-as one ``ModuleSettingsError`` (a ``ValueError``), so ``jobhost validate`` shows them all at
-once, as a problem of ``[modules.publish]``.
+Every model refuses unknown fields and values of the wrong type: TOML has no implicit
+conversions, and neither have these models. :func:`parse_section` raises every problem of every
+entry together, so ``jobhost validate`` shows them all at once.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from jobhost_contracts import (
@@ -46,23 +39,17 @@ from pydantic import (
 )
 
 __all__ = [
-    "BROKERS",
-    "DEFAULT_TIMEOUT",
     "IDEMPOTENCY_HEADER",
     "RESERVED_BODY_FIELDS",
     "SECTION",
-    "BrokerName",
     "BrokerUrls",
     "PublishConfig",
     "PublishJobSettings",
     "PublishSettings",
-    "full_name",
     "parse_section",
 ]
 
 SECTION = "publish"
-BROKERS = ("nats", "rabbitmq")
-DEFAULT_TIMEOUT = timedelta(seconds=10)
 
 IDEMPOTENCY_HEADER = "Nats-Msg-Id"
 """The JetStream header that carries the run's idempotency key; set by the host, never a job."""
@@ -111,12 +98,12 @@ class PublishSettings(BaseModel):
     routing_key: str | None = None
     payload: dict[str, JsonValue] = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout: Duration = DEFAULT_TIMEOUT
+    timeout: Duration = timedelta(seconds=10)
 
     @field_validator("broker", mode="before")
     @classmethod
     def _known_broker(cls, value: object) -> object:
-        if value not in BROKERS:
+        if value not in get_args(BrokerName):
             raise ValueError(
                 "must be 'nats' (JetStream) or 'rabbitmq'; Kafka is not supported yet "
                 "(see docs/operations/publish.md)"
