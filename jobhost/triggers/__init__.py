@@ -39,9 +39,8 @@ class Schedule(Protocol):
         ...
 
     def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
-        """Occurrences in ``(after, until]`` that do not exist because a spring-forward skipped
-        their local time and the job's ``dst_gap`` is ``skip``; the firing loop records each one
-        ``missed`` ("does not exist on this day"). Empty for every other schedule."""
+        """Occurrences in ``(after, until]`` a spring-forward skipped under ``dst_gap = skip``
+        (the firing loop records each ``missed``)."""
         ...
 
     def describe(self) -> str:

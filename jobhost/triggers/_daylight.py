@@ -40,8 +40,7 @@ def load_zone(name: str) -> ZoneInfo:
     """The IANA zone called ``name``; raises :class:`UnknownTimezoneError` for anything else."""
     try:
         return ZoneInfo(name)
-    # ZoneInfo answers a bad key in several ways: not found, a key it refuses ("", "../etc",
-    # absolute paths), a directory ("Europe"), or a file that is not zone data ("zone.tab").
+    # Not found, a refused key ("", "../etc"), a directory ("Europe"), a file that is no zone.
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise UnknownTimezoneError(name) from None
 
@@ -107,12 +106,8 @@ def next_instant(
 
 
 def skipped_wall_times(zone: ZoneInfo, calendar: Calendar, *, after: int, until: int) -> list[int]:
-    """The wall times ``calendar`` matches that a spring-forward skips, as instants.
-
-    A skipped wall time has no instant of its own; it is given the one Python gives it by
-    default (``fold=0``: read with the offset before the gap), which lies just after the
-    transition. Only those in ``(after, until]`` are listed, in order.
-    """
+    """The wall times ``calendar`` matches that a spring-forward skips, in ``(after, until]``,
+    each at the instant ``fold=0`` gives it (the offset before the gap)."""
     timeline = _timeline(zone)
     low, high = max(after, _FIRST_INSTANT), min(until, _LAST_INSTANT)
     found: list[int] = []
@@ -232,9 +227,7 @@ _TIMELINES: dict[ZoneInfo, _Timeline] = {}
 
 def _timeline(zone: ZoneInfo) -> _Timeline:
     found = _TIMELINES.get(zone)
-    if found is None:
-        found = _TIMELINES.setdefault(zone, _Timeline(zone))
-    return found
+    return found if found is not None else _TIMELINES.setdefault(zone, _Timeline(zone))
 
 
 def _case_hint(name: str) -> str | None:
