@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
 from sqlalchemy.exc import SQLAlchemyError
 
+from jobhost.config import redact_text, refusal
 from jobhost.store import Store
 
 __all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs", "purge_growing_tables"]
@@ -101,8 +102,6 @@ class RunRetention:
         self._store = store
 
     def execute(self, context: JobContext) -> Result[dict[str, int], str]:
-        from jobhost.config import redact_text
-
         store = self._store
         if store is None:
             return Failure("the run retention job runs only in a jobhost host, on its store")
@@ -156,7 +155,6 @@ def _read(section: Mapping[str, Any]) -> RetentionSettings:
         return RetentionSettings.model_validate(dict(section))
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
-        message = str(first["msg"]).removeprefix("Value error, ")
         raise ValueError(
-            f"[modules.jobhost] {first['loc'][0]} = {first['input']!r}: {message}"
+            f"[modules.jobhost] {first['loc'][0]} = {first['input']!r}: {refusal(first)}"
         ) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobhost_contracts import format_duration
 
-from jobhost.config.loading import CONFIG_ENV, load_settings
+from jobhost.config.loading import CONFIG_ENV, load_settings, refusal, short_repr
 from jobhost.config.redaction import (
     RedactingFormatter,
     bound_text,
@@ -29,4 +29,6 @@ __all__ = [
     "load_settings",
     "redact_text",
     "redact_url",
+    "refusal",
+    "short_repr",
 ]

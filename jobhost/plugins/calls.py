@@ -15,6 +15,7 @@ from typing import Any
 
 from jobhost_contracts import AuditSink, JobKind, ModuleSettingsError, bound_text, redact_text
 
+from jobhost.config import short_repr
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
 __all__ = [
@@ -253,9 +254,4 @@ def _raised(plugin: str, hook_name: str, error: BaseException) -> PluginProblem:
 
 
 def _describe(value: object) -> str:
-    if value is None:
-        return "None"
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
+    return "None" if value is None else f"{type(value).__name__} {short_repr(value)}"

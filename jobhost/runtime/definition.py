@@ -22,6 +22,8 @@ from pydantic import (
     field_validator,
 )
 
+from jobhost.config import refusal, short_repr
+
 __all__ = ["FieldProblem", "JobDefinition", "parse_definition"]
 
 _DESCRIPTION_LIMIT = 500
@@ -109,10 +111,4 @@ def _problem(item: Any) -> FieldProblem:
         return FieldProblem(field, f"is not a known field; remove it (allowed: {allowed})")
     if kind == "missing":
         return FieldProblem(field, 'is required, e.g. "kind": "http"')
-    message = str(item["msg"]).removeprefix("Value error, ")
-    return FieldProblem(field, f"{message} (got {_shown(item.get('input'))})")
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return FieldProblem(field, f"{refusal(item)} (got {short_repr(item.get('input'))})")
