@@ -55,19 +55,14 @@ _UNSCHEDULABLE = frozenset(
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _DECLARED_NOTHING = frozenset({"plugin-import", "plugin-hook", "module-settings"})
+# Problems of a disabled job that are warnings: it does not run on its own.
 _DISABLED_WARNS = frozenset({"unknown-concurrency-group"})
-"""Problems of a disabled job that are warnings: they depend on the configuration, and the
-job does not run on its own."""
 _DISABLED_NOTE = " (the job is disabled: the host starts, and a run by hand is not limited)"
 
 
 def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Catalog:
-    """The job catalog for ``settings``; never raises for a problem in a plugin or a job.
-
-    Every problem is listed in :attr:`Catalog.problems`, sorted by job then code (problems of
-    no particular job first). ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only (default
-    ``os.environ``).
-    """
+    """The job catalog for ``settings``; every problem is listed, sorted by job then code,
+    never raised. ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only."""
     environ = os.environ if environ is None else environ
     plugins = load_plugins(settings, environ=environ)
     collected, call_problems = collect_jobs(plugins, settings.modules)
