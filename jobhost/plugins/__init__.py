@@ -1,9 +1,5 @@
 """Plugin discovery: which modules offer jobs to this host, and what each of them returned.
-
-Plugins come from the ``jobhost`` entry-point group and from the ``plugins`` setting (import
-paths or ``.py`` files). Every failure is a :class:`PluginProblem` naming its plugin, never an
-exception, so the catalog can list all of them together.
-"""
+Every failure is a :class:`PluginProblem` naming its plugin, never an exception."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Finding and registering plugins: installed entry points and the ``plugins`` setting.
-
-Each plugin is loaded on its own, so one that fails to import is reported under its own name and
-the others still load.
-"""
+"""Finding and registering plugins, each on its own: installed entry points and the ``plugins``
+setting (import paths or ``.py`` files)."""
 
 from __future__ import annotations
 
@@ -36,14 +33,8 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = PROJECT_NAME
-"""Installed distributions offer plugins under ``[project.entry-points.jobhost]``."""
-
+# Allow-list of entry-point names to load (unset: all), to leave out a broken installed plugin.
 LOAD_PLUGINS_ENV = "JOBHOST_LOAD_PLUGINS"
-"""Comma-separated allow-list of entry-point names to load; unset loads them all, empty none.
-
-As datasette's ``DATASETTE_LOAD_PLUGINS``: it lets an operator (or a test) leave out an installed
-plugin that is broken, without uninstalling it. Plugins named in ``plugins`` always load.
-"""
 
 PluginProblemCode = Literal[
     "plugin-import",
@@ -57,11 +48,8 @@ PluginProblemCode = Literal[
 
 @dataclass(frozen=True)
 class PluginProblem:
-    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under.
-
-    ``section`` is set for ``module-settings``: the plugin refused its ``[modules.SECTION]``,
-    a problem of the configuration, not of the plugin.
-    """
+    """A plugin that could not be used as it is; ``section`` is set for ``module-settings``
+    (the plugin refused its ``[modules.SECTION]``: a problem of the configuration)."""
 
     plugin: str
     code: PluginProblemCode
@@ -71,29 +59,19 @@ class PluginProblem:
 
 @dataclass
 class PluginSet:
-    """The registered plugins, in load order, and what went wrong while loading the others.
-
-    ``manager`` carries every hook of :mod:`jobhost_contracts.hooks`; callers reach a hook's
-    implementations one plugin at a time through :func:`jobhost.plugins.call_each`, so a failure
-    stays attributed to its plugin.
-    """
+    """The registered plugins, in load order, and what went wrong while loading the others."""
 
     manager: pluggy.PluginManager
     names: list[str] = field(default_factory=list)
     problems: list[PluginProblem] = field(default_factory=list)
 
     def order(self, plugin: str) -> int:
-        """Position of ``plugin`` in load order (unknown names last), for stable iteration."""
         return self.names.index(plugin) if plugin in self.names else len(self.names)
 
 
 def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None) -> PluginSet:
-    """Register every plugin: entry points of the ``jobhost`` group, then ``settings.plugins``.
-
-    ``environ`` (default ``os.environ``) is read for :data:`LOAD_PLUGINS_ENV` only. Entry points
-    load in name order and configured plugins in the order given, so "first declaration wins"
-    decisions downstream are stable from run to run.
-    """
+    """Register every plugin: entry points in name order, then ``settings.plugins`` in order
+    (so "first declaration wins" is stable). ``environ`` is read for :data:`LOAD_PLUGINS_ENV`."""
     manager = pluggy.PluginManager(PROJECT_NAME)
     manager.add_hookspecs(contract_hooks)
     plugins = PluginSet(manager)
@@ -241,8 +219,7 @@ def _import_file(path: Path) -> ModuleType:
 
 
 def _no_hooks(name: str, plugin: object) -> PluginProblem:
-    """A plugin that implements no hook: it was loaded for nothing, most likely because its
-    functions lack the marker (pluggy ignores an unmarked function without a word)."""
+    # Most likely its functions lack the marker: pluggy ignores them without a word.
     unmarked = sorted(
         attribute
         for attribute in dir(plugin)

@@ -30,8 +30,7 @@ from jobhost.store import Store
 __all__ = ["ChangeRefused", "JobService", "PutResult", "etag_matches", "etag_of", "not_found"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
-_UNCONDITIONAL_TRIES = 10
-"""Tries of a write without If-Match that keeps losing races: then it answers 409."""
+_UNCONDITIONAL_TRIES = 10  # of a write without If-Match that keeps losing races; then 409
 
 
 def etag_of(row: RuntimeJobRow) -> str:
@@ -48,8 +47,6 @@ class PutResult:
 
 
 class JobService:
-    """Changes to jobs for one set of settings, declared catalog and store."""
-
     def __init__(
         self,
         settings: Settings,
@@ -59,7 +56,6 @@ class JobService:
         trigger_wait: float = _TRIGGER_WAIT_SECONDS,
     ) -> None:
         self.trigger_wait = trigger_wait
-        """How long :meth:`trigger` waits for a host to start the run, to answer with its id."""
         self.settings = settings
         self.catalog = catalog
         self.store = store
@@ -68,8 +64,8 @@ class JobService:
         self._secrets = SecretRule.of(settings)
 
     def current(self, only: str | None = None) -> Catalog:
-        """Declared and runtime jobs as the store has them now (of runtime jobs, only job
-        ``only`` when it is given: a request about one job checks no other)."""
+        """Declared and runtime jobs as the store has them now (of runtime jobs, only ``only``
+        when given)."""
         rows = self.store.list_runtime_jobs(None if only is None else [only])
         runtime = check_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
         return with_runtime_jobs(self.catalog, runtime)
@@ -89,8 +85,7 @@ class JobService:
         if_none_match: str | None = None,
         reason: str | None = None,
     ) -> PutResult:
-        """Create or replace runtime job ``name`` with ``body`` (``If-None-Match: *``: create
-        only); ``reason`` goes in the change log (every surface requires one)."""
+        """Create or replace runtime job ``name`` (``If-None-Match: *``: create only)."""
         definition = parse_definition(body)
         if not isinstance(definition, JobDefinition):
             raise invalid(name, definition)
@@ -157,7 +152,7 @@ class JobService:
         return removed.before
 
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
-        """Pause ``name`` for every replica; False when it already was."""
+        """False when it already was paused."""
         catalog = self._require(name)
         return jobs.pause(self.store, catalog, name, actor=actor, reason=reason).changed
 
