@@ -14,7 +14,6 @@ from jobhost.catalog.model import EffectiveTrigger, Problem, suggest
 from jobhost.config import JobOverride, format_duration
 
 __all__ = [
-    "Origin",
     "TriggerParts",
     "declared_parts",
     "effective_parts",

@@ -21,8 +21,6 @@ from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverri
 
 __all__ = [
     "POLICY_CODES",
-    "RETRYABLE_OUTCOMES",
-    "PolicyProblem",
     "check_group",
     "check_policies",
     "effective_group",

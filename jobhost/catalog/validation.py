@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from jobhost.store import Store
 
 __all__ = [
-    "MAX_INTERVAL",
     "TriggerChecks",
     "UsesStore",
     "check_critical",

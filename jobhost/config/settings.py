@@ -44,15 +44,7 @@ from jobhost.config.values import (
     split_listen_address,
 )
 
-__all__ = [
-    "LEASE_HEARTBEATS",
-    "RUNTIME_SECRET_PREFIX",
-    "Settings",
-    "StoreOptions",
-    "setting_variables",
-    "split_listen_address",
-    "unknown_variables",
-]
+__all__ = ["LEASE_HEARTBEATS", "RUNTIME_SECRET_PREFIX", "Settings", "split_listen_address"]
 
 LEASE_HEARTBEATS = 2
 """A lease must span at least this many heartbeats, so one late heartbeat never loses a live

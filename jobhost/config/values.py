@@ -24,13 +24,11 @@ from pydantic import (
 __all__ = [
     "GROUP_NAME",
     "MAX_DURATION",
-    "ApiScope",
     "ApiToken",
     "ApiTokens",
     "ClockOffset",
     "DashboardUrl",
     "DatabaseUrl",
-    "Duration",
     "Grace",
     "GroupLimits",
     "HostId",

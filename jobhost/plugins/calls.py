@@ -15,7 +15,6 @@ from jobhost.config import short_repr
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
 __all__ = [
-    "HookAnswer",
     "KindSet",
     "PluginJob",
     "call_each",

@@ -31,14 +31,7 @@ from jobhost.catalog.validation import check_critical, check_trigger
 from jobhost.config import Settings
 from jobhost.runtime.definition import FieldProblem, JobDefinition
 
-__all__ = [
-    "MAX_NAME_LENGTH",
-    "RUNTIME_MODULE",
-    "RefusedSecrets",
-    "SecretRule",
-    "build_spec",
-    "group_problems",
-]
+__all__ = ["RefusedSecrets", "SecretRule", "build_spec", "group_problems"]
 
 MAX_NAME_LENGTH = 200  # the longest job name the store holds
 RUNTIME_MODULE = "api"  # of a runtime job whose kind names none
