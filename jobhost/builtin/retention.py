@@ -56,8 +56,7 @@ class RetentionSettings(BaseModel):
     keep_days: _Days = 30
     keep_last: Annotated[int, _whole(0, _MAX_COUNT)] = 50
     keep_hosts_days: _Days = 7
-    # Accepted so that settings written for earlier releases still load: manual requests are
-    # runs now (migration 0015) and follow keep_days and keep_last.
+    # Unused, accepted so that earlier settings load: manual requests are runs now.
     keep_requests_days: _Days = 30
     keep_idempotency_days: _Days = 90
     batch_size: Annotated[int, _whole(1, _MAX_COUNT)] = 500

@@ -87,8 +87,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
             problems.append(_duplicate(earlier, job))
         spec, job_problems = _validate(job, declaration, settings, modules, checks)
         warnings.extend(check_prefix(declaration))
-        # A disabled job's group needs no limit to keep the host from starting: the module may
-        # not be configured at all (settings.md: installing a module never breaks a host).
+        # A disabled job's group needs no limit: installing a module never breaks a host.
         if spec is not None and not spec.enabled:
             warnings.extend(
                 replace(p, message=p.message + _DISABLED_NOTE)
@@ -115,8 +114,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
 def _unused_limits(
     settings: Settings, collected: list[PluginJob], plugin_problems: list[PluginProblem]
 ) -> list[Problem]:
-    # A plugin that declared nothing (it failed, or refused its settings) may well join the
-    # group of a limit: calling the limit unused would send the operator astray.
+    # A plugin that declared nothing may well join a limit's group: unused would mislead.
     if any(p.code in _DECLARED_NOTHING for p in plugin_problems):
         return []
     return unused_limits(
@@ -139,8 +137,7 @@ def _validate(
     override = settings.jobs.get(declaration.name)
     declared = declared_parts(declaration)
     effective = effective_parts(declared, override)
-    # The declaration is checked on its own as well: it has to hold in every deployment, not
-    # only in this one whose override happens to replace its broken part.
+    # The declaration is checked on its own too: it has to hold in every deployment.
     declared_problems = checks.problems(declared)
     effective_problems = (
         declared_problems

@@ -43,8 +43,7 @@ __all__ = [
 
 _FORMAT = 1
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-# Reading 10,000 stored jobs back: the policy enums by value (an Enum call costs several
-# calls), and the immutable parts many jobs share — a trigger, a retry policy — made once.
+# Reading 10,000 jobs back: enums by value (an Enum call is costly), shared parts made once.
 _DST_GAP = {policy.value: policy for policy in DstGap}
 _DST_REPEAT = {policy.value: policy for policy in DstRepeat}
 _TRIGGER_PARTS = ("kind", "expression", "interval", "timezone", "source", "dst_gap", "dst_repeat")

@@ -145,9 +145,8 @@ class Settings(BaseSettings):
     def store_options(self, shortest_lease: timedelta | None = None) -> StoreOptions:
         """The store engine's timeouts (in seconds) and pooling, as :func:`create_store_engine`
         takes them; ``shortest_lease`` is the shortest a job of the process declares, if any."""
-        # A transaction idle for a whole lease belongs to a frozen process, whose claims are
-        # already lost: ended, its row locks no longer hide its runs from the others. The
-        # shortest lease counts: a job leased for 10 s must not wait a minute for its runs.
+        # A transaction idle for a whole (shortest) lease belongs to a frozen process whose
+        # claims are lost: ended, its row locks no longer hide its runs from the others.
         idle = self.lease_duration
         if shortest_lease is not None:
             idle = min(idle, shortest_lease)

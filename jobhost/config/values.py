@@ -119,8 +119,7 @@ def _database_url(value: str) -> str:
             "is not a database URL; use e.g. 'sqlite:///jobhost.db' or "
             "'postgresql+psycopg://user@host/db'"
         )
-    # postgres:// is how Heroku, many PaaS and libpq tools write PostgreSQL URLs; the engine
-    # gives it the psycopg 3 driver as it does postgresql://.
+    # postgres:// is how PaaS and libpq tools write it; the engine gives it psycopg 3 too.
     if backend not in {"sqlite", "postgresql", "postgres"}:
         raise ValueError("must be an SQLite or PostgreSQL URL")
     return value

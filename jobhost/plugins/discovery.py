@@ -90,8 +90,7 @@ def _entry_points(
 ) -> Iterator[tuple[str, importlib.metadata.EntryPoint]]:
     found: dict[str, importlib.metadata.EntryPoint] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        # An editable install can list one distribution twice; the first one is the one Python
-        # would import.
+        # An editable install can list one twice; the first is the one Python would import.
         found.setdefault(entry_point.name, entry_point)
     if allowed is not None:
         for missing in sorted(allowed - found.keys()):
@@ -198,8 +197,7 @@ def _import_file(path: Path) -> ModuleType:
             f"plugin file {resolved} does not exist; fix the path in plugins / JOBHOST_PLUGINS "
             "(a relative path counts from the working directory)"
         )
-    # A name of its own per file, so two plugins both called plugin.py do not replace each
-    # other in sys.modules.
+    # A name of its own per file: two plugin.py files must not replace each other.
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     stem = "".join(c if c.isalnum() else "_" for c in resolved.stem)
     module_name = f"_jobhost_plugin_{stem}_{digest}"
@@ -207,8 +205,7 @@ def _import_file(path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise _PluginFileMissing(f"plugin file {resolved} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
-    # Registered before running it, as a normal import does, so dataclasses and pickling that
-    # look the module up by name work inside the plugin.
+    # Registered before running, as an import does: dataclasses look the module up by name.
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

@@ -1,9 +1,5 @@
 """A runtime job's definition: the body of ``PUT /api/v1/jobs/{name}`` and of ``jobs put``.
-
-Strict: unknown keys are refused, types are not coerced (``"true"`` is not a flag), durations
-are written as an operator writes them (``"90s"``, ``"6h"``). Every refusal is a
-:class:`FieldProblem` naming the field and the fix.
-"""
+Strict: unknown keys are refused, and ``"true"`` is not a flag."""
 
 from __future__ import annotations
 

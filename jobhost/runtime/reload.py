@@ -112,8 +112,7 @@ class RuntimeFollower:
                 if started:
                     self._reloader.reload_if_changed()
                 else:
-                    # The change log's position as it stands: no "reloaded" line for jobs
-                    # that were already there when serve read the catalog.
+                    # No "reloaded" line for jobs there when serve read the catalog.
                     self._reloader.start()
                     started = True
             except Exception as error:  # the store is away: the pages say so; keep looking

@@ -1,10 +1,7 @@
 """Creating, changing, removing, pausing, resuming and triggering jobs: one path for the API
-and the CLI, each change validated as a declaration is and written with its change-log row and
-its schedule row in one transaction. A refused change is a :class:`ChangeRefused`, with the HTTP
-status and the exit code it maps to.
-
-A runtime job's ``ETag`` is ``"<version>-<digest>"``: the version grows with every change, the
-digest is of the stored definition. ``If-Match`` takes one (or ``*``: any existing job).
+and the CLI, each change validated as a declaration is and written with its change-log row in
+one transaction; a refused change is a :class:`ChangeRefused` (HTTP status and exit code).
+A runtime job's ``ETag`` is ``"<version>-<digest of the stored definition>"``.
 """
 
 from __future__ import annotations
@@ -73,8 +70,6 @@ class JobService:
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
         return self.store.get_runtime_job(name)
 
-    # -- writes ------------------------------------------------------------------------------
-
     def put(
         self,
         name: str,
@@ -102,8 +97,7 @@ class JobService:
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
-        # Without a condition the last writer wins: a write that lost a race with another one
-        # (created or changed the job between our read and our write) is made again on top.
+        # Without a condition the last writer wins: a write that lost a race is made again.
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
         for _ in range(tries):

@@ -1,9 +1,5 @@
-"""Trigger math: when a job's occurrences fall, as UTC instants.
-
-Pure functions of their arguments: no clock, no database. Cron follows Debian's cron, including
-its daylight-saving rules (see :class:`CronSchedule`); intervals keep their anchor's phase.
-APScheduler 3 does the calendar work behind ``_apscheduler``, the only module that imports it.
-"""
+"""Trigger math: when a job's occurrences fall, as UTC instants. Pure: no clock, no database.
+Cron follows Debian's cron, daylight-saving rules included; intervals keep their anchor's phase."""
 
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ class WallCalendar:
         either_day: bool,
     ) -> None:
         self._fields = (second, minute, hour, day_of_month, month, day_of_week, either_day)
-        # Built at the first question: a catalog of 10,000 jobs validates every expression at
-        # start-up, but most of them are not asked for a fire time until their row is due.
+        # Built at the first question: most expressions validated at start-up are asked later.
         self._built: Any = None
         every_day = (
             day_of_month == _ALL_DAYS and month == _ALL_MONTHS and day_of_week == _ALL_WEEKDAYS
@@ -59,8 +58,7 @@ class WallCalendar:
         return int(fire.timestamp())
 
     def _build(self) -> Any:
-        # Imported with the first trigger built: a command that asks no fire time (``history``,
-        # ``pause``), and a catalog of every-day jobs, never loads APScheduler.
+        # Imported here: a command that asks no fire time never loads APScheduler.
         from apscheduler.triggers.combining import OrTrigger
         from apscheduler.triggers.cron import CronTrigger
 

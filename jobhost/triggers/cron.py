@@ -238,8 +238,7 @@ def _calendar(expression: str, fields: _Fields) -> WallCalendar:
     if either and (day == all_days or weekday == all_weekdays):
         day, weekday, either = all_days, all_weekdays, False
     elif either and impossible:
-        # Only the weekdays can match; an APScheduler trigger that never fires would search
-        # every year up to 9999 on each call.
+        # Only the weekdays can match (a trigger that never fires searches up to year 9999).
         day, either = all_days, False
     return WallCalendar(
         second=fields.second,
