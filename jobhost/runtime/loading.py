@@ -45,6 +45,7 @@ def check_runtime_jobs(
     rule = SecretRule.of(settings)
     build = partial(build_spec, kinds=catalog.kinds, modules=settings.modules, secrets=rule)
     found = RuntimeJobs()
+    cache = {} if cache is None else cache
     declared = declared_jobs(catalog)
     for row in rows:
         if row.name in declared:
@@ -61,7 +62,7 @@ def check_runtime_jobs(
             )
             continue
         key = (row.name, row.version)
-        spec = cache.get(key) if cache is not None else None
+        spec = cache.get(key)
         if spec is None:
             definition = parse_definition(row.definition)
             spec = (
@@ -69,10 +70,9 @@ def check_runtime_jobs(
                 if isinstance(definition, list)
                 else build(row.name, definition, stored=True)
             )
-            if cache is not None:
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()  # bounded: past the limit it starts afresh
-                cache[key] = spec
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()  # bounded: past the limit it starts afresh
+            cache[key] = spec
         if isinstance(spec, JobSpec):
             found.specs[row.name] = spec
         else:
