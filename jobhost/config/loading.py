@@ -35,11 +35,8 @@ _SHOWN_TOKEN_PARTS = frozenset({"name", "scopes"})
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
-    """Load and validate the settings; raise :class:`ConfigError` listing every bad field.
-
-    No file named means defaults plus the environment; a named file that does not exist is an
-    error, since a typo must not silently run defaults.
-    """
+    """Load and validate the settings; raise :class:`ConfigError` listing every bad field (a
+    named file that does not exist among them: a typo must not silently run defaults)."""
     named = path if path is not None else os.environ.get(CONFIG_ENV) or None
     data: dict[str, Any] = {}
     source = "defaults and environment"

@@ -307,12 +307,8 @@ class _EnvWithoutSecrets(EnvSettingsSource):
 
 
 class _FileUnderEnvironment(PydanticBaseSettingsSource):
-    """The file's settings (``file``), without the tables ``environment`` gives.
-
-    A setting given in the environment replaces the file's whole, a table as much as a list or a
-    number: ``JOBHOST_OPERATOR_TOKENS='{}'`` leaves no operator, whatever the file names (merged
-    key by key, the file's names would survive the variable meant to revoke them).
-    """
+    """The file's settings, without the tables the environment gives: they replace the file's
+    whole (merged key by key, ``JOBHOST_OPERATOR_TOKENS='{}'`` would not revoke the file's)."""
 
     def __init__(
         self,

@@ -1,8 +1,7 @@
 """Local wall time to instants: IANA zones, Debian cron's daylight-saving rules, and a job's own.
 
-Instants and wall times are whole seconds since 1970-01-01T00:00 (UTC for an instant, the naive
-local clock for a wall time); offsets are seconds east of UTC. A zone's transitions are found by
-sampling its offset and kept per zone, so everything else is integer arithmetic.
+Instants and wall times are whole seconds since 1970 (UTC, or the naive local clock); offsets
+are seconds east of UTC. A zone's transitions are sampled once and kept: the rest is arithmetic.
 """
 
 from __future__ import annotations
@@ -56,11 +55,9 @@ def next_instant(
 ) -> int | None:
     """The first instant strictly after ``after`` at which a cron job in ``zone`` fires.
 
-    ``calendar`` matches wall times. By default (Debian cron) a fixed-time job fires a wall
-    time skipped by a spring-forward once, at the first instant after the gap, and a wall time
-    repeated by a fall-back on its first pass only; ``gap`` and ``repeat`` choose otherwise for
-    fixed-time jobs. A wildcard job fires the wall times that really happen, twice in a repeated
-    hour. Occurrences that coincide are one, because this returns an instant.
+    By default (Debian cron) a fixed-time job fires a skipped wall time once just after the gap,
+    and a repeated one on its first pass only (``gap`` and ``repeat`` choose otherwise); a
+    wildcard job fires the wall times that really happen.
     """
     timeline = _timeline(zone)
     # Outside datetime's years the zone cannot be asked; no cron job fires there anyway.
@@ -155,10 +152,8 @@ _LAST_INSTANT = 253402300799 - _LOOKBACK
 
 
 class _Timeline:
-    """One zone's offsets and transitions, computed on first use and kept.
-
-    Bucket ``k`` holds the transitions at instants in ``(k * _BUCKET, (k + 1) * _BUCKET]``.
-    """
+    """One zone's transitions, computed on first use and kept; bucket ``k`` holds those in
+    ``(k * _BUCKET, (k + 1) * _BUCKET]``."""
 
     def __init__(self, zone: ZoneInfo) -> None:
         self._zone = zone

@@ -59,11 +59,8 @@ def cron_schedule(
     dst_gap: DstGap = DstGap.SHIFT,
     dst_repeat: DstRepeat = DstRepeat.ONCE,
 ) -> CronSchedule:
-    """``expression`` in an IANA ``timezone`` with a daylight-saving policy; raises
-    :class:`CronSyntaxError`, :class:`CronNeverFiresError` or ``UnknownTimezoneError``.
-
-    One immutable schedule is kept per argument set: 10,000 jobs on a few hundred expressions
-    parse each once.
+    """``expression`` in an IANA ``timezone`` with a daylight-saving policy, kept per argument
+    set; raises :class:`CronSyntaxError`, :class:`CronNeverFiresError` or ``UnknownTimezoneError``.
     """
     # An Enum call costs several calls, and a report of 10,000 jobs asks here for each.
     gap = dst_gap if type(dst_gap) is DstGap else DstGap(dst_gap)
@@ -85,10 +82,8 @@ _PARSED_KEPT = 20_000
 class CronSchedule:
     """A cron expression in a time zone; occurrences are UTC instants at whole seconds.
 
-    ``fixed_time`` is Debian cron's split for daylight saving: neither the minute nor the hour
-    field starts with ``*``. By default such a job fires a skipped local time once, just after
-    the gap, and a repeated local time once, on its first pass; ``dst_gap`` and ``dst_repeat``
-    choose otherwise. Any other job follows real time, whatever the policy.
+    ``fixed_time`` (neither the minute nor the hour field starts with ``*``) is Debian cron's
+    split for daylight saving: only such a job follows ``dst_gap`` and ``dst_repeat``.
     """
 
     expression: str
