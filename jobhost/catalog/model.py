@@ -145,12 +145,8 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class Catalog:
-    """Every runnable job, sorted by name, and every problem found (an unrunnable job is only
-    there); ``plugins`` names the plugins that loaded, in load order.
-
-    ``runtime`` names the runtime jobs among ``jobs``; ``warnings`` are things worth fixing that
-    do not stop the host.
-    """
+    """Every runnable job, sorted by name (``runtime`` names the runtime ones), every problem
+    found (an unrunnable job is only there), and ``warnings`` that do not stop the host."""
 
     jobs: dict[str, JobSpec]
     problems: list[Problem]
