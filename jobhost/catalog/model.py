@@ -120,8 +120,11 @@ class JobSpec:
         return self.declaration.module
 
     def schedule(self, anchor: datetime) -> Schedule | None:
-        """The effective trigger as a schedule (None for none); ``anchor`` is where an interval
-        starts counting. Does not raise for a job in :attr:`Catalog.jobs`, built once already."""
+        """The effective trigger as a schedule; ``anchor`` is where an interval starts counting.
+
+        None for a job without a trigger. The catalog built this trigger once already, so for a
+        job in :attr:`Catalog.jobs` this does not raise.
+        """
         if self._cron is not None:
             return self._cron
         trigger = self.trigger
