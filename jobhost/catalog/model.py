@@ -90,7 +90,6 @@ class EffectiveTrigger:
 
 
 def chosen_dst_policy(dst_gap: DstGap, dst_repeat: DstRepeat) -> dict[str, str]:
-    """The daylight-saving policies that differ from a declaration's default, by name."""
     chosen = {"dst_gap": dst_gap, "dst_repeat": dst_repeat}
     return {name: policy.value for name, policy in chosen.items() if policy is not _DEFAULT[name]}
 

@@ -136,7 +136,6 @@ def _postgres_url(value: str | None) -> str | None:
 
 
 def _backend(value: str) -> str | None:
-    """The backend an SQLAlchemy URL names, or None for text that is no such URL."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 

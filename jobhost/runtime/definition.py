@@ -85,7 +85,6 @@ class JobDefinition(BaseModel):
         return value
 
     def stored(self) -> dict[str, Any]:
-        """The definition as stored and shown: every field, in JSON types."""
         return self.model_dump(mode="json")
 
 
