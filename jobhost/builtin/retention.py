@@ -1,13 +1,8 @@
 """``jobhost.run-retention``: the host's own ledger purge, declared like any module's job.
 
-It deletes run rows older than ``keep_days``, with their log lines, in bounded batches, always
-keeping the newest ``keep_last`` rows of every job, and never touching a run that is still running
-or pending. Manual runs are ledger rows like any other and go with them. The tables that would
-otherwise only grow go too: hosts stopped (or silent) for ``keep_hosts_days`` and idempotency
-records older than ``keep_idempotency_days``. Settings live in ``[modules.jobhost]``:
-``keep_days`` (30), ``keep_last`` (50), ``keep_hosts_days`` (7), ``keep_idempotency_days`` (90),
-``batch_size`` (500), ``cron`` (``"23 4 * * *"``), ``timezone`` (UTC); ``keep_requests_days`` is
-still accepted, and unused.
+It deletes run rows older than ``keep_days`` with their log lines, in bounded batches, keeping the
+newest ``keep_last`` of every job and every running or pending run; and hosts gone for
+``keep_hosts_days`` and idempotency records older than ``keep_idempotency_days``.
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from returns.result import Failure, Result, Success
 from sqlalchemy.exc import SQLAlchemyError
 
+from jobhost.config import redact_text, refusal
 from jobhost.store import Store
 
 __all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs", "purge_growing_tables"]
@@ -55,15 +51,12 @@ _Text = Annotated[str, _typed(str, "must be a string")]
 
 
 class RetentionSettings(BaseModel):
-    """``[modules.jobhost]``, checked: unknown keys and wrong types are refused by name."""
-
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     keep_days: _Days = 30
     keep_last: Annotated[int, _whole(0, _MAX_COUNT)] = 50
     keep_hosts_days: _Days = 7
-    # Accepted so that settings written for earlier releases still load: manual requests are
-    # runs now (migration 0015) and follow keep_days and keep_last.
+    # Unused, accepted so that earlier settings load: manual requests are runs now.
     keep_requests_days: _Days = 30
     keep_idempotency_days: _Days = 90
     batch_size: Annotated[int, _whole(1, _MAX_COUNT)] = 500
@@ -90,8 +83,7 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
 
 
 class RunRetention:
-    """The executor: purges, in batches, the store of the host that runs it (which hands it
-    its store, see :class:`~jobhost.catalog.validation.UsesStore`)."""
+    """Purges the store of the host that runs it (handed over, see ``UsesStore``)."""
 
     def __init__(self, config: RetentionSettings) -> None:
         self.config = config
@@ -101,8 +93,6 @@ class RunRetention:
         self._store = store
 
     def execute(self, context: JobContext) -> Result[dict[str, int], str]:
-        from jobhost.config import redact_text
-
         store = self._store
         if store is None:
             return Failure("the run retention job runs only in a jobhost host, on its store")
@@ -132,7 +122,6 @@ class RunRetention:
 def purge_growing_tables(
     store: Store, *, now: datetime, config: RetentionSettings, should_stop: Any = lambda: False
 ) -> dict[str, int]:
-    """Purge hosts and idempotency records by age; how many of each went."""
     return store.purge_by_age(
         now=now,
         ages={
@@ -156,7 +145,6 @@ def _read(section: Mapping[str, Any]) -> RetentionSettings:
         return RetentionSettings.model_validate(dict(section))
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
-        message = str(first["msg"]).removeprefix("Value error, ")
         raise ValueError(
-            f"[modules.jobhost] {first['loc'][0]} = {first['input']!r}: {message}"
+            f"[modules.jobhost] {first['loc'][0]} = {first['input']!r}: {refusal(first)}"
         ) from None

@@ -1,9 +1,5 @@
 """The job catalog: every declared job after overrides, and every problem that stops the host.
-
-:func:`build_catalog` is the one way in; it loads the plugins itself and never raises for a
-problem in a plugin or a declaration. ``jobhost validate`` prints :attr:`Catalog.problems`;
-``jobhost run`` refuses to start unless :attr:`Catalog.ok`.
-"""
+:func:`build_catalog` loads the plugins and never raises for a problem in one."""
 
 from __future__ import annotations
 

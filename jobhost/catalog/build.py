@@ -55,19 +55,14 @@ _UNSCHEDULABLE = frozenset(
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _DECLARED_NOTHING = frozenset({"plugin-import", "plugin-hook", "module-settings"})
+# Problems of a disabled job that are warnings: it does not run on its own.
 _DISABLED_WARNS = frozenset({"unknown-concurrency-group"})
-"""Problems of a disabled job that are warnings: they depend on the configuration, and the
-job does not run on its own."""
 _DISABLED_NOTE = " (the job is disabled: the host starts, and a run by hand is not limited)"
 
 
 def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = None) -> Catalog:
-    """The job catalog for ``settings``; never raises for a problem in a plugin or a job.
-
-    Every problem is listed in :attr:`Catalog.problems`, sorted by job then code (problems of
-    no particular job first). ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only (default
-    ``os.environ``).
-    """
+    """The job catalog for ``settings``; every problem is listed, sorted by job then code,
+    never raised. ``environ`` is read for ``JOBHOST_LOAD_PLUGINS`` only."""
     environ = os.environ if environ is None else environ
     plugins = load_plugins(settings, environ=environ)
     collected, call_problems = collect_jobs(plugins, settings.modules)
@@ -92,8 +87,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
             problems.append(_duplicate(earlier, job))
         spec, job_problems = _validate(job, declaration, settings, modules, checks)
         warnings.extend(check_prefix(declaration))
-        # A disabled job's group needs no limit to keep the host from starting: the module may
-        # not be configured at all (settings.md: installing a module never breaks a host).
+        # A disabled job's group needs no limit: installing a module never breaks a host.
         if spec is not None and not spec.enabled:
             warnings.extend(
                 replace(p, message=p.message + _DISABLED_NOTE)
@@ -120,8 +114,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
 def _unused_limits(
     settings: Settings, collected: list[PluginJob], plugin_problems: list[PluginProblem]
 ) -> list[Problem]:
-    # A plugin that declared nothing (it failed, or refused its settings) may well join the
-    # group of a limit: calling the limit unused would send the operator astray.
+    # A plugin that declared nothing may well join a limit's group: unused would mislead.
     if any(p.code in _DECLARED_NOTHING for p in plugin_problems):
         return []
     return unused_limits(
@@ -144,8 +137,7 @@ def _validate(
     override = settings.jobs.get(declaration.name)
     declared = declared_parts(declaration)
     effective = effective_parts(declared, override)
-    # The declaration is checked on its own as well: it has to hold in every deployment, not
-    # only in this one whose override happens to replace its broken part.
+    # The declaration is checked on its own too: it has to hold in every deployment.
     declared_problems = checks.problems(declared)
     effective_problems = (
         declared_problems

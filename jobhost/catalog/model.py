@@ -32,17 +32,13 @@ NAME_RULE = (
     "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
 )
 _LONGEST_SUGGESTED = 500
-"""Past this many characters an unknown name gets no suggestions."""
 _DEFAULT = policy_values(JobPolicies())
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with the catalog; ``message`` says what and how to fix it.
-
-    ``module`` is the declaring module; for a problem found before there is a declaration to ask
-    (a plugin that does not import, a pair without a declaration) it is the plugin's name.
-    """
+    """One thing wrong with the catalog; ``message`` says what and how to fix it. ``module`` is
+    the plugin's name for a problem found before there is a declaration to ask."""
 
     job: str | None
     module: str | None
@@ -50,7 +46,6 @@ class Problem:
     message: str
 
     def line(self) -> str:
-        """One line for an operator: ``job (module m) [code]: message``."""
         if self.job is not None:
             where = self.job if self.module is None else f"{self.job} (module {self.module})"
         elif self.code == "module-settings":
@@ -64,13 +59,10 @@ class Problem:
 
 @dataclass(frozen=True)
 class EffectiveTrigger:
-    """When a job fires: a cron expression or an interval, in a time zone.
-
-    ``kind`` is None for a job without a trigger (allowed only while it is disabled).
-    ``expression`` is the cron text, or the interval as an operator writes it (``6h``).
-    ``source`` is ``override`` when a ``[jobs."name"]`` section changed the trigger, its zone or
-    its daylight-saving policy (``dst_gap``, ``dst_repeat``: they matter to fixed-time cron jobs),
-    and ``api`` for a runtime job (created through ``/api/v1`` or ``jobhost jobs put``).
+    """When a job fires: a cron expression or an interval (``expression`` as an operator writes
+    it, ``6h``) in a time zone; ``kind`` None for none (a disabled job). ``source`` is
+    ``override`` when ``[jobs."name"]`` changed the trigger, its zone or its daylight-saving
+    policy, and ``api`` for a runtime job.
     """
 
     kind: Literal["cron", "interval"] | None
@@ -82,8 +74,7 @@ class EffectiveTrigger:
     dst_repeat: DstRepeat = DstRepeat.ONCE
 
     def describe(self) -> str:
-        """``cron '0 3 * * *' (Europe/Berlin)``, ``every 6h`` or ``no trigger``; a policy other
-        than the default is added: ``cron '30 2 * * *' (Europe/Berlin; dst_gap=skip)``."""
+        """``cron '30 2 * * *' (Europe/Berlin; dst_gap=skip)``, ``every 6h`` or ``no trigger``."""
         if self.kind == "cron":
             policy = self.dst_policy()
             zone = f"{self.timezone}; {policy}" if policy else self.timezone
@@ -93,24 +84,21 @@ class EffectiveTrigger:
         return "no trigger"
 
     def dst_policy(self) -> str | None:
-        """``dst_gap=skip, dst_repeat=both``: the parts that differ from the default, or None."""
+        """The parts that differ from the default (``dst_gap=skip, dst_repeat=both``), or None."""
         chosen = chosen_dst_policy(self.dst_gap, self.dst_repeat)
         return ", ".join(f"{name}={value}" for name, value in chosen.items()) or None
 
 
 def chosen_dst_policy(dst_gap: DstGap, dst_repeat: DstRepeat) -> dict[str, str]:
-    """The daylight-saving policies that differ from a declaration's default, by name."""
     chosen = {"dst_gap": dst_gap, "dst_repeat": dst_repeat}
     return {name: policy.value for name, policy in chosen.items() if policy is not _DEFAULT[name]}
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """One runnable job: its declaration and executor as the plugin gave them, after overrides.
-
-    ``trigger`` and ``enabled`` are effective (overrides applied); ``declared`` is what the
-    declaration alone says. ``config`` is the module's read-only ``[modules.NAME]`` section.
-    """
+    """One runnable job: ``trigger``, ``enabled`` and ``concurrency_group`` are effective
+    (overrides applied), ``declared`` is the declaration's own trigger, ``config`` the module's
+    read-only ``[modules.NAME]`` section."""
 
     declaration: BackgroundJobDeclaration
     executor: IJobExecutor
@@ -121,7 +109,6 @@ class JobSpec:
     override: JobOverride | None
     config: Mapping[str, Any]
     concurrency_group: str | None = None
-    """The effective concurrency group (an override's, else the declaration's), or None."""
 
     @property
     def name(self) -> str:
@@ -161,35 +148,25 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class Catalog:
-    """Every job the plugins declared that can be represented, and every problem found.
-
-    A job with a problem that leaves it unrunnable (no executor, a duplicate name, a trigger
-    that does not parse) is only in ``problems``; the rest are in ``jobs`` too, sorted by name.
-    ``plugins`` names the plugins that loaded, in load order.
-    """
+    """Every runnable job, sorted by name (``runtime`` names the runtime ones), every problem
+    found (an unrunnable job is only there), and ``warnings`` that do not stop the host."""
 
     jobs: dict[str, JobSpec]
     problems: list[Problem]
     plugins: tuple[str, ...] = field(default=())
     audit_sinks: tuple[AuditSink, ...] = field(default=())
-    """Sinks the plugins added through ``jobhost_audit_sinks``, after the built-in ones."""
     kinds: Mapping[str, JobKind] = field(default_factory=dict)
-    """Job kinds the plugins offer through ``jobhost_job_kinds``, by name."""
     runtime: frozenset[str] = field(default=frozenset())
-    """Names of the jobs in ``jobs`` that are runtime jobs (source ``api``)."""
     warnings: list[Problem] = field(default_factory=list)
-    """Things worth fixing that do not stop the host (a concurrency limit no job uses)."""
 
     def replace_jobs(self, jobs: dict[str, JobSpec], runtime: frozenset[str]) -> None:
-        """Swap in a new job mapping: the one place a built catalog changes (runtime jobs were
-        created, changed or removed). The whole mapping is replaced in one assignment, so a
-        reader iterating the old one (a report on another thread) finishes with it."""
+        """Swap in a new job mapping (runtime jobs changed), the one change a built catalog
+        sees: in one assignment, so a reader iterating the old one finishes with it."""
         object.__setattr__(self, "jobs", jobs)
         object.__setattr__(self, "runtime", runtime)
 
     @property
     def ok(self) -> bool:
-        """Nothing to fix; the host refuses to run otherwise."""
         return not self.problems
 
     def get(self, name: str) -> JobSpec:
@@ -200,13 +177,12 @@ class Catalog:
             raise UnknownJobError(name, suggest(name, self.jobs)) from None
 
     def problems_for(self, name: str) -> list[Problem]:
-        """The problems naming job ``name``, in catalog order."""
         return [problem for problem in self.problems if problem.job == name]
 
 
 def suggest(name: str, candidates: Mapping[str, object] | list[str]) -> list[str]:
-    """Up to three names close to ``name``, the closest first; none for a name far longer than
-    any job's (comparing it with every name would cost seconds, and nothing is close to it)."""
+    """Up to three names close to ``name``, the closest first; none for a name so long that
+    comparing it would cost seconds."""
     import difflib  # only an unknown name needs it
 
     if len(name) > _LONGEST_SUGGESTED:

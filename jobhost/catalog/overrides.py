@@ -1,10 +1,5 @@
-"""Applying ``[jobs."name"]`` overrides, remembering where each part of a trigger came from.
-
-An override's ``cron`` replaces the declared trigger (any declared interval is dropped), its
-``interval`` likewise; ``timezone`` replaces the zone, ``enabled`` the flag, and ``dst_gap`` /
-``dst_repeat`` the daylight-saving policy. Where a part came from decides the fix a problem
-suggests: the declaration, or the deployment's configuration.
-"""
+"""Applying ``[jobs."name"]`` overrides, remembering where each part of a trigger came from:
+that decides the fix a problem suggests (the declaration, or the deployment's configuration)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from jobhost.catalog.model import EffectiveTrigger, Problem, suggest
 from jobhost.config import JobOverride, format_duration
 
 __all__ = [
-    "Origin",
     "TriggerParts",
     "declared_parts",
     "effective_parts",
@@ -28,17 +22,13 @@ __all__ = [
     "unknown_overrides",
 ]
 
-Origin = Literal["declaration", "override", "api"]
-"""Where a part came from: a module's declaration, ``[jobs."name"]``, a runtime job's
-definition."""
+Origin = Literal["declaration", "override", "api"]  # api: a runtime job's definition
 
 
 @dataclass(frozen=True)
 class TriggerParts:
-    """A job's trigger before it is known to be valid: both, one or neither of cron and interval.
-
-    ``trigger_from`` is where cron and interval came from (an override replaces them together).
-    """
+    """A job's trigger before it is known to be valid: both, one or neither of cron and interval
+    (an override replaces them together)."""
 
     name: str
     module: str
@@ -52,7 +42,6 @@ class TriggerParts:
     zone_from: Origin
     enabled_from: Origin
     dst_from: Origin
-    """Where the daylight-saving policy came from (an override may set either part)."""
 
 
 _PARTS = tuple(part.name for part in fields(TriggerParts))
@@ -61,8 +50,7 @@ _PARTS = tuple(part.name for part in fields(TriggerParts))
 def declared_parts(
     declaration: BackgroundJobDeclaration, origin: Origin = "declaration"
 ) -> TriggerParts:
-    """What the declaration alone says, each part under its own name, all from ``origin``
-    ("api" for a runtime job's)."""
+    """What the declaration alone says, every part from ``origin``."""
     said: dict[str, Any] = {
         part: origin if part.endswith("_from") else getattr(declaration, part) for part in _PARTS
     }
@@ -70,7 +58,6 @@ def declared_parts(
 
 
 def effective_parts(parts: TriggerParts, override: JobOverride | None) -> TriggerParts:
-    """``parts`` with ``override`` applied."""
     if override is None:
         return parts
     changes: dict[str, Any] = {}
@@ -112,11 +99,8 @@ def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:
 def unknown_overrides(
     overrides: Mapping[str, JobOverride], declared: Collection[str], *, plugins_failed: int
 ) -> list[Problem]:
-    """An ``unknown-override`` for every override naming a job nobody declares.
-
-    A typo in a job name would otherwise leave the job running on its declared schedule while
-    the operator believes it changed.
-    """
+    """An ``unknown-override`` for every override naming a job nobody declares (a typo would
+    leave the job on its declared schedule while the operator believes it changed)."""
     problems: list[Problem] = []
     for name in overrides:
         if name in declared:
@@ -139,5 +123,4 @@ def unknown_overrides(
 
 
 def section(name: str) -> str:
-    """The configuration table that overrides job ``name``."""
     return f'[jobs."{name}"]'

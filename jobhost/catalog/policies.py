@@ -1,15 +1,9 @@
 """Checking a declaration's policies: values that would break a guarantee are catalog problems.
 
-A negative timeout would time every run out at once, a lease shorter than two heartbeats lets
-another replica take a live run's job over, ``max_attempts = 0`` or a negative backoff make the
-retry arithmetic lie. The declaration's constructor checks only types (see
-:mod:`jobhost_contracts.declaration`); the values are judged here, with the host's settings in
-hand, so that every job's problems are listed together.
-
-A job joins a concurrency group by its declaration's ``concurrency_group`` or by
-``concurrency_group`` under ``[jobs."NAME"]`` (the override wins). A group without a
-``[concurrency_limits]`` entry would run without its limit, so it is a problem that keeps the host
-from starting; a limit no job uses is only a warning (a job may be disabled or removed for a while).
+The declaration's constructor checks only types; the values are judged here, with the host's
+settings in hand, so that every job's problems are listed together. A concurrency group without
+a ``[concurrency_limits]`` entry would run unlimited, so it keeps the host from starting; a limit
+no job uses is only a warning (a job may be disabled or removed for a while).
 """
 
 from __future__ import annotations
@@ -27,8 +21,6 @@ from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverri
 
 __all__ = [
     "POLICY_CODES",
-    "RETRYABLE_OUTCOMES",
-    "PolicyProblem",
     "check_group",
     "check_policies",
     "effective_group",
@@ -42,11 +34,9 @@ POLICY_CODES = frozenset(
         *("unknown-concurrency-group", "bad-concurrency-group"),
     }
 )
-"""Problems that keep a job out of the schedule: the host cannot honour its policies (its
-group's limit among them)."""
+"""Problems that keep a job out of the schedule: the host cannot honour its policies."""
 
 RETRYABLE_OUTCOMES = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
-"""Outcomes a ``RetryPolicy.retry_on`` may name."""
 
 _MAX_ATTEMPTS = 100
 _MAX_CONCURRENT = 1024
@@ -54,7 +44,6 @@ _MAX_CATCH_UP = 10_000
 
 
 def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) -> list[Problem]:
-    """Every policy value of ``declaration`` that the host cannot honour, with the fix."""
     found = policy_problems(declaration)
     lease = declaration.lease
     least = settings.heartbeat_interval * LEASE_HEARTBEATS
@@ -75,8 +64,7 @@ def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) ->
 
 @dataclass(frozen=True)
 class PolicyProblem:
-    """One policy value the host cannot honour: ``field`` as the declaration names it
-    (``timeout``, ``retry.backoff``)."""
+    """One policy value the host cannot honour; ``field`` as declared (``retry.backoff``)."""
 
     code: str
     field: str
@@ -90,8 +78,8 @@ class PolicyProblem:
 
 
 def policy_problems(declaration: BackgroundJobDeclaration) -> list[PolicyProblem]:
-    """The policy values no host could honour whatever its settings: the one judgement of a
-    job's policies, for declared jobs (:func:`check_policies`) and runtime jobs alike."""
+    """The policy values no host could honour whatever its settings, for declared and runtime
+    jobs alike."""
     d = declaration
     limits = _judged(
         d.timeout, d.misfire_grace, d.catch_up_limit, d.overdue_after, d.max_concurrent
@@ -161,7 +149,6 @@ def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
 def effective_group(
     declaration: BackgroundJobDeclaration, override: JobOverride | None
 ) -> str | None:
-    """The group the job runs in: the override's, else the declaration's, else None."""
     if override is not None and override.concurrency_group is not None:
         return override.concurrency_group or None
     return declaration.concurrency_group
@@ -170,7 +157,6 @@ def effective_group(
 def check_group(
     declaration: BackgroundJobDeclaration, override: JobOverride | None, settings: Settings
 ) -> list[Problem]:
-    """The problem with the job's group, if any, with the fix."""
     group = effective_group(declaration, override)
     if group is None:
         return []
@@ -202,7 +188,6 @@ def check_group(
 
 
 def unused_limits(limits: Mapping[str, int], used: Iterable[str | None]) -> list[Problem]:
-    """A warning for every ``[concurrency_limits]`` entry no job joins."""
     joined = {group for group in used if group is not None}
     return [
         Problem(

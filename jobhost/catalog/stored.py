@@ -1,11 +1,8 @@
 """A job's effective declaration as the store keeps it, and the job read back from it.
 
-A host writes :func:`declaration_text` of every job into its schedule row when it syncs (and the
-runtime-job change path for a runtime job), so read-only commands show a job — its policies,
-description, critical flag, daylight-saving policy, declared and effective trigger, override —
-from the store alone, without importing the application's modules. :func:`stored_spec` is the
-way back: a :class:`JobSpec` equal to the synced one in everything but its executor, which a
-read never calls (one that refuses to run stands in).
+A host writes :func:`declaration_text` of every job into its schedule row, so read-only
+commands show a job from the store alone, without importing the application's modules.
+:func:`stored_spec` reads it back, equal to the synced job but for its executor, which refuses.
 """
 
 from __future__ import annotations
@@ -46,8 +43,7 @@ __all__ = [
 
 _FORMAT = 1
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-# Reading 10,000 stored jobs back: the policy enums by value (an Enum call costs several
-# calls), and the immutable parts many jobs share — a trigger, a retry policy — made once.
+# Reading 10,000 jobs back: enums by value (an Enum call is costly), shared parts made once.
 _DST_GAP = {policy.value: policy for policy in DstGap}
 _DST_REPEAT = {policy.value: policy for policy in DstRepeat}
 _TRIGGER_PARTS = ("kind", "expression", "interval", "timezone", "source", "dst_gap", "dst_repeat")
@@ -78,9 +74,7 @@ def declaration_text(spec: JobSpec) -> str:
 
 def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _EMPTY) -> JobSpec:
     """The job whose effective declaration is ``text``; ``config`` is its module's section.
-
-    Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write.
-    """
+    Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write."""
     data = _document(text)
     declared = _trigger(data["declared"])
     declaration = BackgroundJobDeclaration(
@@ -130,10 +124,7 @@ class StoredFacts:
 
 
 def stored_facts(text: str) -> StoredFacts:
-    """:class:`StoredFacts` of the effective declaration ``text``.
-
-    Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write.
-    """
+    """Raises as :func:`stored_spec` does."""
     data = _document(text)
     override = data["override"]
     return StoredFacts(
@@ -189,13 +180,10 @@ def _document(text: str) -> dict[str, Any]:
 
 
 def _compact_json(document: dict[str, Any], *, plain: bool) -> str:
-    """``json.dumps(document, sort_keys=True, separators=(",", ":"))``, byte for byte: the text
-    is part of the catalog version, so a host that wrote it before an upgrade must find it equal.
-
-    orjson makes the same text ten times faster (a start of 10,000 jobs spent a third of a
-    second here) except where the two differ: text beyond ASCII or DEL (``json`` escapes it), an
-    exponent (``1e-05`` against ``1e-5``), NaN or infinity (``plain`` is false where one could
-    be: an override, a jitter); there the standard encoder writes it.
+    """``json.dumps(document, sort_keys=True, separators=(",", ":"))``, byte for byte (the text
+    is part of the catalog version). orjson writes it ten times faster, except where the two
+    differ: beyond ASCII, DEL, an exponent, NaN or infinity (``plain`` is false where one could
+    be); there ``json`` writes it.
     """
     if plain:
         try:

@@ -1,13 +1,8 @@
-"""The checks a job must pass before the host will run it, each returning every problem it finds.
+"""The checks a job must pass before the host will run it, each returning every problem it finds
+(never only the first), each message ending with the fix and where it goes.
 
-A check never stops at the first problem: the release manager wants the whole list at once.
-Every message ends with the fix, naming where it goes (the declaration, ``[jobs."name"]``, or a
-runtime job's definition).
-
-What may run a job: an object with ``execute(context)``, or a function taking the context. Both
-are called with exactly one argument, the run's context; whether they can take it is checked here,
-so ``execute(self)`` is a catalog problem naming the job, not a ``TypeError`` at the first run, at
-3 a.m.
+An executor (an object with ``execute(context)``, or a function) is checked to take the run's
+context, so ``execute(self)`` is a catalog problem, not a ``TypeError`` at the first run at 3 a.m.
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ if TYPE_CHECKING:
     from jobhost.store import Store
 
 __all__ = [
-    "MAX_INTERVAL",
     "TriggerChecks",
     "UsesStore",
     "check_critical",
@@ -54,15 +48,11 @@ __all__ = [
     "pair_problems",
 ]
 
-MAX_INTERVAL = timedelta(days=3650)
-"""The longest interval: the schedule adds it to instants, which must stay within a calendar."""
+MAX_INTERVAL = timedelta(days=3650)  # added to instants, which must stay within a calendar
 
 
 def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] | None:
-    """The pair, typed, when both sides are usable; None otherwise (see :func:`pair_problems`).
-
-    A function stands for an executor: it comes back wrapped, with ``execute(context)``.
-    """
+    """The pair, typed (a function wrapped as an executor), when both sides are usable."""
     declaration = job.declaration
     if isinstance(declaration, BackgroundJobDeclaration) and not pair_problems(job):
         # The executor passed _is_executor, the stricter test; isinstance on the runtime
@@ -101,15 +91,13 @@ def pair_problems(job: PluginJob) -> list[Problem]:
 
 @runtime_checkable
 class UsesStore(Protocol):
-    """An executor of the host's own that works on the store (the run retention job): the host
-    that runs it hands it its store, so it purges the store the host was started on, whatever
-    the environment says."""
+    """An executor of the host's own (the run retention job), handed the store of the host
+    that runs it."""
 
     def use_store(self, store: Store) -> None: ...
 
 
 def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
-    """``bad-name`` unless the name follows :data:`NAME_RULE`."""
     if NAME_PATTERN.fullmatch(declaration.name):
         return []
     message = (
@@ -120,9 +108,9 @@ def check_name(declaration: BackgroundJobDeclaration) -> list[Problem]:
 
 
 def check_prefix(declaration: BackgroundJobDeclaration) -> list[Problem]:
-    """``name-outside-module`` (a warning) for a well-formed name that does not start with its
-    module's name and a dot. A warning, not a problem: the bundled http and publish modules let
-    an entry keep a dotted name as written (settings.md), and a rename loses a job's history."""
+    """``name-outside-module`` for a well-formed name that does not start with its module's:
+    a warning, since the http and publish modules keep a dotted name as written, and a rename
+    loses a job's history."""
     name, module = declaration.name, declaration.module
     if name.startswith(f"{module}.") or not NAME_PATTERN.fullmatch(name):
         return []
@@ -180,12 +168,8 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
 
 
 class TriggerChecks:
-    """:func:`check_trigger` and :func:`~jobhost.catalog.overrides.to_trigger` for one catalog,
-    once per distinct trigger: 10,000 jobs on a few thousand triggers check a few thousand.
-
-    Only a sound trigger is remembered (its answer, no problem, names no job); one with problems
-    is checked for each job that has it, so that every message names its own job and fix.
-    """
+    """:func:`check_trigger` and ``to_trigger`` once per distinct sound trigger for one catalog
+    (a trigger with problems is checked for each job, so each message names its own job)."""
 
     def __init__(self) -> None:
         self._sound: set[TriggerParts] = set()
@@ -201,7 +185,6 @@ class TriggerChecks:
         return found
 
     def trigger(self, parts: TriggerParts) -> EffectiveTrigger | None:
-        """The effective trigger ``parts`` describe, one shared object per distinct trigger."""
         key = _trigger_key(parts)
         if key not in self._triggers:
             self._triggers[key] = to_trigger(parts)
@@ -214,7 +197,6 @@ def _trigger_key(parts: TriggerParts) -> TriggerParts:
 
 
 def check_critical(declaration: BackgroundJobDeclaration, effective: TriggerParts) -> list[Problem]:
-    """``critical-disabled`` for a critical job that is disabled once overrides apply."""
     if not declaration.critical or effective.enabled:
         return []
     fix = {
@@ -252,7 +234,7 @@ def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
 
 
 def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> bool:
-    """Append what is wrong with the cron expression; return whether it is a fixed-time job."""
+    """Whether it is a fixed-time job; what is wrong with the expression goes to ``problems``."""
     assert parts.cron is not None
     fix = {
         "override": f"fix cron in {section(parts.name)}",
@@ -272,12 +254,8 @@ def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> 
 
 
 def _unused_dst_policy(parts: TriggerParts) -> list[Problem]:
-    """``dst-policy-unused``: a daylight-saving policy on a job it cannot affect.
-
-    Only a fixed-time cron job has local times that a transition skips or repeats; an interval
-    counts real time and a wildcard cron job follows it, so the operator's choice would be
-    silently ignored.
-    """
+    """``dst-policy-unused``: a daylight-saving policy on a job that follows real time, which
+    would ignore it silently."""
     chosen_policy = chosen_dst_policy(parts.dst_gap, parts.dst_repeat)
     chosen = [f"{name} = {value!r}" for name, value in chosen_policy.items()]
     if not chosen:
@@ -311,7 +289,6 @@ def _zone_fix(parts: TriggerParts) -> str:
 
 
 def _is_executor(executor: object) -> bool:
-    """An instance with a callable ``execute``, or a callable that is not a class."""
     # A class has a callable execute too, but calling it unbound would fail at the first run.
     if isinstance(executor, type):
         return False
@@ -319,7 +296,6 @@ def _is_executor(executor: object) -> bool:
 
 
 def _signature_problem(executor: object) -> str | None:
-    """Why ``executor`` cannot be called with the run's context alone, or None."""
     execute = getattr(executor, "execute", None)
     if callable(execute):
         function = getattr(execute, "__func__", None)
@@ -335,7 +311,6 @@ def _signature_problem(executor: object) -> str | None:
 
 
 def _bad_executor(executor: object) -> str:
-    """The message for something that is no executor at all."""
     if isinstance(executor, type) and callable(getattr(executor, "execute", None)):
         return (
             f"executor is the class {executor.__name__}, not an instance; register "

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from jobhost_contracts import format_duration
 
-from jobhost.config.loading import CONFIG_ENV, load_settings
-from jobhost.config.redaction import (
-    RedactingFormatter,
-    bound_text,
-    redact_text,
-    redact_url,
-)
+from jobhost.config.loading import CONFIG_ENV, load_settings, refusal, short_repr
+from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text, redact_url
 from jobhost.config.settings import LEASE_HEARTBEATS, RUNTIME_SECRET_PREFIX, Settings
 from jobhost.config.values import GROUP_NAME, MAX_DURATION, ApiToken, JobOverride
 
@@ -29,4 +24,6 @@ __all__ = [
     "load_settings",
     "redact_text",
     "redact_url",
+    "refusal",
+    "short_repr",
 ]

@@ -1,8 +1,5 @@
-"""Reading settings: the file named by ``--config`` or ``JOBHOST_CONFIG``, then the environment.
-
-Every problem names where the bad value came from: the environment variable when it came from
-the environment, the file and its key when it came from the file.
-"""
+"""Reading settings: the file named by ``--config`` or ``JOBHOST_CONFIG``, then the environment;
+every problem names where the bad value came from (the variable, or the file and its key)."""
 
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ from jobhost.config.redaction import redact_text, redact_url, use_redact_pattern
 from jobhost.config.settings import Settings
 from jobhost.errors import ConfigError
 
-__all__ = ["CONFIG_ENV", "load_settings", "setting_source"]
+__all__ = ["CONFIG_ENV", "load_settings", "refusal", "setting_source", "short_repr"]
 
 CONFIG_ENV = "JOBHOST_CONFIG"
 
@@ -38,11 +35,8 @@ _SHOWN_TOKEN_PARTS = frozenset({"name", "scopes"})
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
-    """Load and validate the settings; raise :class:`ConfigError` listing every bad field.
-
-    No file (neither ``path`` nor ``JOBHOST_CONFIG``) means defaults plus the environment; a file
-    that was named but does not exist is an error, since a typo must not silently run defaults.
-    """
+    """Load and validate the settings; raise :class:`ConfigError` listing every bad field (a
+    named file that does not exist among them: a typo must not silently run defaults)."""
     named = path if path is not None else os.environ.get(CONFIG_ENV) or None
     data: dict[str, Any] = {}
     source = "defaults and environment"
@@ -78,14 +72,12 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
 
 
 def _parse(text: str) -> dict[str, Any]:
-    """The TOML document ``text``. Parsed in Rust: a settings file declaring 10,000 jobs takes
-    about 0.2 s in ``tomllib`` (paid by every command) and a sixth of that here. A document
-    ``rtoml`` refuses is parsed again by ``tomllib``, whose message (line and column) is the
-    one shown."""
+    # rtoml is six times faster on 10,000 jobs (paid by every command); tomllib's message
+    # (line and column) is the one shown, and it has the last word where the two disagree.
     try:
         return rtoml.loads(text)
     except rtoml.TomlParsingError:
-        return tomllib.loads(text)  # raises the error shown, or agrees where rtoml does not
+        return tomllib.loads(text)
 
 
 def setting_source(field: str, data: Mapping[str, Any], file: Path | None) -> str:
@@ -139,7 +131,7 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
             field == "api_tokens"
             and not (item["loc"][-1] in _SHOWN_TOKEN_PARTS and not isinstance(value, dict))
         )
-        message = item["msg"].removeprefix("Value error, ")
+        message = refusal(item)
         if not field:
             # A rule across settings: the message names them; say where each came from.
             where = "; ".join(
@@ -162,6 +154,18 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
             continue
         problems.append(f"{location} ({origin}) = {_shown(value)}: {message}")
     return problems
+
+
+def refusal(item: Mapping[str, Any]) -> str:
+    """The message of one of a pydantic ``ValidationError``'s ``errors()``, as a validator wrote
+    it (without pydantic's "Value error, ")."""
+    return str(item["msg"]).removeprefix("Value error, ")
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)``, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _shown(value: object) -> str:

@@ -75,13 +75,8 @@ def redact_url(url: str) -> str:
 
 
 class RedactingFormatter(logging.Formatter):
-    """Log lines with every credential redacted and every line bounded, tracebacks included.
-
-    A job's exception message is the executor's own text: a driver error quoting its connection
-    URL reaches the log through ``%(message)s`` and again in the traceback's last line. Each line
-    is cut at :data:`ERROR_TEXT_LIMIT` characters (saying how long it was), so a megabyte message
-    costs a bounded line, while the traceback's frames stay whole.
-    """
+    """Log lines with every credential redacted (a driver error quotes its URL in the message
+    and the traceback) and each line cut at :data:`ERROR_TEXT_LIMIT` characters."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = redact_text(super().format(record))

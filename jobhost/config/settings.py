@@ -1,9 +1,5 @@
-"""The host's settings: one validated model, read from ``jobhost.toml`` and ``JOBHOST_*``.
-
-Each field's type carries its check (:mod:`jobhost.config.values`); this model adds the rules
-that need the model itself: the environment as a source, the runtime secret variables it must
-not hand out, and the lease that must outlast its heartbeats.
-"""
+"""The host's settings: one validated model, read from ``jobhost.toml`` and ``JOBHOST_*``; each
+field's type carries its check (:mod:`jobhost.config.values`), the model the rules across fields."""
 
 from __future__ import annotations
 
@@ -48,33 +44,19 @@ from jobhost.config.values import (
     split_listen_address,
 )
 
-__all__ = [
-    "LEASE_HEARTBEATS",
-    "RUNTIME_SECRET_PREFIX",
-    "Settings",
-    "StoreOptions",
-    "setting_variables",
-    "split_listen_address",
-    "unknown_variables",
-]
+__all__ = ["LEASE_HEARTBEATS", "RUNTIME_SECRET_PREFIX", "Settings", "split_listen_address"]
 
 LEASE_HEARTBEATS = 2
 """A lease must span at least this many heartbeats, so one late heartbeat never loses a live
 run's lease to another replica (which would then run the job beside it)."""
 RUNTIME_SECRET_PREFIX = "JOBHOST_RUNTIME_SECRET_"
-"""The default of ``runtime_secret_env_prefix``."""
-HOST_VARIABLES = ("JOBHOST_CONFIG", "JOBHOST_LOAD_PLUGINS")
-"""Variables the host reads that are not settings of the model."""
+HOST_VARIABLES = ("JOBHOST_CONFIG", "JOBHOST_LOAD_PLUGINS")  # read, but no settings
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Settings(BaseSettings):
-    """Every host setting. Environment variables ``JOBHOST_<NAME>`` win over the file.
-
-    What each one means, its default and what it allows are the manual's, one section a setting
-    (``docs/operations/settings.md``, held to this model by ``tests/docs``); a field's type
-    carries its check.
-    """
+    """Every host setting (``docs/operations/settings.md``, held to this model by
+    ``tests/docs``). Environment variables ``JOBHOST_<NAME>`` win over the file."""
 
     model_config = SettingsConfigDict(
         env_prefix="JOBHOST_", extra="forbid", frozen=True, validate_default=True
@@ -124,12 +106,10 @@ class Settings(BaseSettings):
     jobs: dict[str, JobOverride] = Field(default_factory=dict)
     concurrency_limits: GroupLimits = Field(default_factory=dict)
     modules: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    _file: str | None = PrivateAttr(None)
-    """The configuration file these settings were read from, set by ``load_settings``."""
+    _file: str | None = PrivateAttr(None)  # the file read, set by load_settings
 
     def module_source(self, section: str, environ: Mapping[str, str]) -> str:
-        """Where ``[modules.SECTION]`` was written, for a message about it: the variable
-        ``JOBHOST_MODULES`` (which wins over the file) or the configuration file."""
+        """Where ``[modules.SECTION]`` was written, for a message about it."""
         if any(name.upper() == "JOBHOST_MODULES" for name in environ):
             return "environment JOBHOST_MODULES"
         if self._file is not None:
@@ -153,8 +133,7 @@ class Settings(BaseSettings):
         return (environment, _FileUnderEnvironment(settings_cls, init_settings, environment))
 
     def warnings(self) -> list[str]:
-        """Settings that are valid but do not do what they seem to (``validate`` and ``run``
-        print them)."""
+        """Settings that are valid but do not do what they seem to."""
         found = unknown_variables(os.environ, self.runtime_secret_env_prefix)
         if self.api_tokens and not self.http_listen:
             found.append(
@@ -166,9 +145,8 @@ class Settings(BaseSettings):
     def store_options(self, shortest_lease: timedelta | None = None) -> StoreOptions:
         """The store engine's timeouts (in seconds) and pooling, as :func:`create_store_engine`
         takes them; ``shortest_lease`` is the shortest a job of the process declares, if any."""
-        # A transaction idle for a whole lease belongs to a frozen process, whose claims are
-        # already lost: ended, its row locks no longer hide its runs from the others. The
-        # shortest lease counts: a job leased for 10 s must not wait a minute for its runs.
+        # A transaction idle for a whole (shortest) lease belongs to a frozen process whose
+        # claims are lost: ended, its row locks no longer hide its runs from the others.
         idle = self.lease_duration
         if shortest_lease is not None:
             idle = min(idle, shortest_lease)
@@ -266,8 +244,6 @@ class Settings(BaseSettings):
 
 
 class StoreOptions(TypedDict):
-    """What :meth:`Settings.store_options` returns."""
-
     connect_timeout: float
     statement_timeout: float
     idle_transaction_timeout: float
@@ -275,16 +251,12 @@ class StoreOptions(TypedDict):
     listen_url: str | None
 
 
-_TOOLING_PREFIXES = ("JOBHOST_TEST_", "JOBHOST_BENCH_")
-"""Variables of jobhost's own test suite and benchmarks, which no host reads."""
+_TOOLING_PREFIXES = ("JOBHOST_TEST_", "JOBHOST_BENCH_")  # jobhost's tests and benchmarks
 
 
 def unknown_variables(environ: Mapping[str, str], secret_prefix: str) -> list[str]:
-    """A warning for every ``JOBHOST_*`` variable no setting reads, naming the closest one.
-
-    A warning rather than a refusal: an environment carries variables of other tools and older
-    versions, and a host must not stop for one; but a misspelt one must not go unnoticed.
-    """
+    """A warning for every ``JOBHOST_*`` variable no setting reads, naming the closest one (not
+    a refusal: an environment carries variables of older versions)."""
     known = setting_variables()
     skipped = (RUNTIME_SECRET_PREFIX, secret_prefix.upper(), *_TOOLING_PREFIXES)
     found: list[str] = []
@@ -302,8 +274,8 @@ def unknown_variables(environ: Mapping[str, str], secret_prefix: str) -> list[st
 
 
 def setting_variables() -> list[str]:
-    """Every environment variable the host reads as a setting (the secret prefix's own aside:
-    it lies under the default prefix and is read from the file only)."""
+    """Every environment variable the host reads as a setting (but the secret prefix's own,
+    read from the file only)."""
     names = [
         f"JOBHOST_{name.upper()}"
         for name in Settings.model_fields
@@ -335,12 +307,8 @@ class _EnvWithoutSecrets(EnvSettingsSource):
 
 
 class _FileUnderEnvironment(PydanticBaseSettingsSource):
-    """The file's settings (``file``), without the tables ``environment`` gives.
-
-    A setting given in the environment replaces the file's whole, a table as much as a list or a
-    number: ``JOBHOST_OPERATOR_TOKENS='{}'`` leaves no operator, whatever the file names (merged
-    key by key, the file's names would survive the variable meant to revoke them).
-    """
+    """The file's settings, without the tables the environment gives: they replace the file's
+    whole (merged key by key, ``JOBHOST_OPERATOR_TOKENS='{}'`` would not revoke the file's)."""
 
     def __init__(
         self,

@@ -1,10 +1,6 @@
-"""The kinds of value a setting takes, each checked where it is declared.
-
-A field's type says what it accepts (``PositiveDuration``, ``Slots``, ``LogLevel``...), and its
-check says what is wrong and what to write instead; the model only names the fields. Who may use
-the HTTP surfaces (API tokens by the SHA-256 of their secret, the dashboard's operator tokens)
-and a deployment's change to a declared job (``[jobs."module.job-name"]``) are such values too.
-"""
+"""The kinds of value a setting takes: a field's type says what it accepts, and its check says
+what is wrong and what to write instead (API tokens, operator tokens and ``[jobs."NAME"]``
+overrides included)."""
 
 from __future__ import annotations
 
@@ -28,13 +24,11 @@ from pydantic import (
 __all__ = [
     "GROUP_NAME",
     "MAX_DURATION",
-    "ApiScope",
     "ApiToken",
     "ApiTokens",
     "ClockOffset",
     "DashboardUrl",
     "DatabaseUrl",
-    "Duration",
     "Grace",
     "GroupLimits",
     "HostId",
@@ -52,12 +46,10 @@ __all__ = [
     "split_listen_address",
 ]
 
+# Longer durations overflow date arithmetic long before they mean anything: always a typo.
 MAX_DURATION = timedelta(days=365)
-"""The longest duration a host setting takes: longer ones overflow date arithmetic (year 9999)
-long before they mean anything, and are always a typo."""
 
 GROUP_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
-"""A concurrency group's name: lower case letters, digits, ``.``, ``_`` and ``-``; 1 to 100."""
 
 _LISTEN = re.compile(r"^(?P<host>[^\s:]*|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -127,8 +119,7 @@ def _database_url(value: str) -> str:
             "is not a database URL; use e.g. 'sqlite:///jobhost.db' or "
             "'postgresql+psycopg://user@host/db'"
         )
-    # postgres:// is how Heroku, many PaaS and libpq tools write PostgreSQL URLs; the engine
-    # gives it the psycopg 3 driver as it does postgresql://.
+    # postgres:// is how PaaS and libpq tools write it; the engine gives it psycopg 3 too.
     if backend not in {"sqlite", "postgresql", "postgres"}:
         raise ValueError("must be an SQLite or PostgreSQL URL")
     return value
@@ -145,7 +136,6 @@ def _postgres_url(value: str | None) -> str | None:
 
 
 def _backend(value: str) -> str | None:
-    """The backend an SQLAlchemy URL names, or None for text that is no such URL."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -201,35 +191,21 @@ def _proxy_address(value: str) -> str:
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
-"""A duration written ``90s``, ``15m``, ``24h`` or ``7d`` (a bare number is seconds)."""
 PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
-"""A duration above 0 and at most :data:`MAX_DURATION`."""
 Grace = Annotated[Duration, AfterValidator(_not_negative)]
-"""A duration from 0 (none) to :data:`MAX_DURATION`."""
 StoreTimeout = Annotated[Duration, AfterValidator(_store_timeout)]
-"""A store timeout: 0 (off) to one hour."""
 ClockOffset = Annotated[Duration, AfterValidator(_small_offset)]
-"""A shift of the clock, at most a day either way."""
 WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
-"""A count: an integer, never ``true`` or ``false``."""
 _Slots = Annotated[WholeNumber, Field(ge=1, le=100_000)]
 GroupLimits = Annotated[dict[str, _Slots], AfterValidator(_group_names)]
-"""Concurrency groups by :data:`GROUP_NAME` and their runs at once."""
 HostId = Annotated[str | None, AfterValidator(_host_id)]
-"""1 to 200 characters; empty means unset."""
 DashboardUrl = Annotated[str | None, AfterValidator(_dashboard_url)]
 ListenAddress = Annotated[str | None, AfterValidator(_listen_address)]
-"""``HOST:PORT``; empty means unset."""
 LogLevel = Annotated[str, AfterValidator(_level)]
-"""One of :data:`_LEVELS`, any case, kept upper case."""
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
-"""An SQLAlchemy URL of SQLite or PostgreSQL."""
 PostgresUrl = Annotated[str | None, AfterValidator(_postgres_url)]
-"""An SQLAlchemy URL of PostgreSQL; empty means unset."""
 SessionSecret = Annotated[SecretStr | None, AfterValidator(_session_secret)]
-"""A key of at least 32 characters, never shown (``**********``); empty means unset."""
 ProxyAddress = Annotated[str, AfterValidator(_proxy_address)]
-"""An IP address or a CIDR network, kept in its normal form (``10.0.0.0/8``)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -315,6 +291,4 @@ def _operator_tokens(value: dict[str, str]) -> dict[str, str]:
 
 
 ApiTokens = Annotated[list[ApiToken], AfterValidator(_unique_api_tokens)]
-"""API tokens, each with a name and a secret of its own."""
 OperatorTokens = Annotated[dict[str, str], AfterValidator(_operator_tokens)]
-"""Operator name = secret token; the secret long enough not to be guessed."""

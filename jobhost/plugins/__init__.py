@@ -1,14 +1,9 @@
 """Plugin discovery: which modules offer jobs to this host, and what each of them returned.
-
-Plugins come from the ``jobhost`` entry-point group and from the ``plugins`` setting (import
-paths or ``.py`` files). Every failure is a :class:`PluginProblem` naming its plugin, never an
-exception, so the catalog can list all of them together.
-"""
+Every failure is a :class:`PluginProblem` naming its plugin, never an exception."""
 
 from __future__ import annotations
 
 from jobhost.plugins.calls import (
-    KindSet,
     PluginJob,
     call_each,
     collect_audit_sinks,
@@ -16,22 +11,11 @@ from jobhost.plugins.calls import (
     collect_kinds,
     read_only,
 )
-from jobhost.plugins.discovery import (
-    ENTRY_POINT_GROUP,
-    LOAD_PLUGINS_ENV,
-    PluginProblem,
-    PluginProblemCode,
-    PluginSet,
-    load_plugins,
-)
+from jobhost.plugins.discovery import PluginProblem, PluginSet, load_plugins
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
-    "LOAD_PLUGINS_ENV",
-    "KindSet",
     "PluginJob",
     "PluginProblem",
-    "PluginProblemCode",
     "PluginSet",
     "call_each",
     "collect_audit_sinks",

@@ -1,9 +1,5 @@
-"""Calling a hook one plugin at a time, so each answer and each failure keeps its plugin's name.
-
-``manager.hook.jobhost_jobs(...)`` would stop at the first plugin that raises and lose who
-answered what; here every implementation is called by hand, and each hook's answer is checked
-for the shape that hook promises.
-"""
+"""Calling a hook one plugin at a time, so each answer and each failure keeps its plugin's name
+(pluggy's own call stops at the first plugin that raises), and checking each answer's shape."""
 
 from __future__ import annotations
 
@@ -15,10 +11,10 @@ from typing import Any
 
 from jobhost_contracts import AuditSink, JobKind, ModuleSettingsError, bound_text, redact_text
 
+from jobhost.config import short_repr
 from jobhost.plugins.discovery import PluginProblem, PluginSet
 
 __all__ = [
-    "HookAnswer",
     "KindSet",
     "PluginJob",
     "call_each",
@@ -31,19 +27,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class HookAnswer:
-    """What one plugin's implementation of a hook returned."""
-
     plugin: str
     value: object
 
 
 @dataclass(frozen=True)
 class PluginJob:
-    """One (declaration, executor) pair as a plugin returned it, not yet checked.
-
-    Either side may be anything: whether it is a usable declaration and executor is decided by
-    the catalog's validation, which reports every bad pair together.
-    """
+    """One (declaration, executor) pair as a plugin returned it: either side may be anything
+    until the catalog's validation checks it."""
 
     plugin: str
     declaration: object
@@ -53,10 +44,8 @@ class PluginJob:
 def call_each(
     plugins: PluginSet, hook_name: str, kwargs: Mapping[str, object]
 ) -> tuple[list[HookAnswer], list[PluginProblem]]:
-    """Call every implementation of ``hook_name`` in load order; a raising one becomes a problem.
-
-    Each implementation gets only the arguments it asked for, as pluggy would pass them.
-    """
+    """Call every implementation of ``hook_name`` in load order, with the arguments it asks for;
+    a raising one becomes a problem."""
     caller = getattr(plugins.manager.hook, hook_name)
     answers: list[HookAnswer] = []
     problems: list[PluginProblem] = []
@@ -84,11 +73,7 @@ def call_each(
 def collect_jobs(
     plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]
 ) -> tuple[list[PluginJob], list[PluginProblem]]:
-    """Ask every plugin for its jobs, with ``modules`` as the read-only ``settings`` argument.
-
-    A plugin whose answer is not an iterable of pairs is reported (``plugin-bad-result``); the
-    pairs it did return well-formed are still collected.
-    """
+    """Ask every plugin for its jobs; a bad item is reported, the well-formed pairs kept."""
     problems: list[PluginProblem] = []
     jobs: list[PluginJob] = []
     for plugin, position, item in _items(plugins, modules, "jobhost_jobs", _JOBS_WANTED, problems):
@@ -109,7 +94,6 @@ def collect_jobs(
 def collect_audit_sinks(
     plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]
 ) -> tuple[list[AuditSink], list[PluginProblem]]:
-    """Ask every plugin for its audit sinks; anything that is not a sink is reported."""
     problems: list[PluginProblem] = []
     sinks: list[AuditSink] = []
     wanted = "a list of audit sinks; return [] when the module has none"
@@ -129,14 +113,11 @@ def collect_audit_sinks(
 
 @dataclass(frozen=True)
 class KindSet:
-    """Every usable kind by name, and what was wrong with the rest."""
-
     kinds: dict[str, JobKind] = field(default_factory=dict)
     problems: list[PluginProblem] = field(default_factory=list)
 
 
 def collect_kinds(plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]) -> KindSet:
-    """Ask every plugin for its kinds; a duplicate name or a non-kind is a problem."""
     found = KindSet()
     offered_by: dict[str, str] = {}
     wanted = "a list of JobKind; return [] when the module offers none"
@@ -162,11 +143,8 @@ def collect_kinds(plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]) 
 
 
 def read_only(modules: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
-    """The ``[modules.NAME]`` sections as a read-only view, tables and lists inside included.
-
-    A plugin or an executor that writes into its section would change what every other module
-    and every later run sees; a view that refuses the write makes that mistake loud.
-    """
+    """The ``[modules.NAME]`` sections as a read-only view, all the way down: a write into a
+    section would change what every other module and every later run sees."""
     return MappingProxyType({name: _freeze(section) for name, section in modules.items()})
 
 
@@ -191,8 +169,8 @@ def _items(
     wanted: str,
     problems: list[PluginProblem],
 ) -> Iterator[tuple[str, int, object]]:
-    """(plugin, position, item) for every item the plugins' ``hook`` returned; each failure is
-    added to ``problems`` as it is met. ``wanted`` says what the hook should return."""
+    """(plugin, position, item) for every item the plugins' ``hook`` returned (``wanted`` says
+    what that should be); each failure is added to ``problems``."""
     answers, raised = call_each(plugins, hook, {"settings": read_only(modules)})
     problems.extend(raised)
     for answer in answers:
@@ -203,7 +181,6 @@ def _items(
 def _materialise(
     answer: HookAnswer, problems: list[PluginProblem], hook: str, wanted: str
 ) -> list[object]:
-    """The items of a hook's answer; none, with the problem noted, when it is not a list."""
     value = answer.value
     if inspect.iscoroutine(value):
         # Closed so the never-awaited coroutine does not also raise a RuntimeWarning.
@@ -253,9 +230,4 @@ def _raised(plugin: str, hook_name: str, error: BaseException) -> PluginProblem:
 
 
 def _describe(value: object) -> str:
-    if value is None:
-        return "None"
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
+    return "None" if value is None else f"{type(value).__name__} {short_repr(value)}"

@@ -1,8 +1,5 @@
-"""Finding and registering plugins: installed entry points and the ``plugins`` setting.
-
-Each plugin is loaded on its own, so one that fails to import is reported under its own name and
-the others still load.
-"""
+"""Finding and registering plugins, each on its own: installed entry points and the ``plugins``
+setting (import paths or ``.py`` files)."""
 
 from __future__ import annotations
 
@@ -36,14 +33,8 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = PROJECT_NAME
-"""Installed distributions offer plugins under ``[project.entry-points.jobhost]``."""
-
+# Allow-list of entry-point names to load (unset: all), to leave out a broken installed plugin.
 LOAD_PLUGINS_ENV = "JOBHOST_LOAD_PLUGINS"
-"""Comma-separated allow-list of entry-point names to load; unset loads them all, empty none.
-
-As datasette's ``DATASETTE_LOAD_PLUGINS``: it lets an operator (or a test) leave out an installed
-plugin that is broken, without uninstalling it. Plugins named in ``plugins`` always load.
-"""
 
 PluginProblemCode = Literal[
     "plugin-import",
@@ -57,11 +48,8 @@ PluginProblemCode = Literal[
 
 @dataclass(frozen=True)
 class PluginProblem:
-    """A plugin that could not be used as it is; ``plugin`` is the name it was loaded under.
-
-    ``section`` is set for ``module-settings``: the plugin refused its ``[modules.SECTION]``,
-    a problem of the configuration, not of the plugin.
-    """
+    """A plugin that could not be used as it is; ``section`` is set for ``module-settings``
+    (the plugin refused its ``[modules.SECTION]``: a problem of the configuration)."""
 
     plugin: str
     code: PluginProblemCode
@@ -71,29 +59,19 @@ class PluginProblem:
 
 @dataclass
 class PluginSet:
-    """The registered plugins, in load order, and what went wrong while loading the others.
-
-    ``manager`` carries every hook of :mod:`jobhost_contracts.hooks`; callers reach a hook's
-    implementations one plugin at a time through :func:`jobhost.plugins.call_each`, so a failure
-    stays attributed to its plugin.
-    """
+    """The registered plugins, in load order, and what went wrong while loading the others."""
 
     manager: pluggy.PluginManager
     names: list[str] = field(default_factory=list)
     problems: list[PluginProblem] = field(default_factory=list)
 
     def order(self, plugin: str) -> int:
-        """Position of ``plugin`` in load order (unknown names last), for stable iteration."""
         return self.names.index(plugin) if plugin in self.names else len(self.names)
 
 
 def load_plugins(settings: Settings, *, environ: Mapping[str, str] | None = None) -> PluginSet:
-    """Register every plugin: entry points of the ``jobhost`` group, then ``settings.plugins``.
-
-    ``environ`` (default ``os.environ``) is read for :data:`LOAD_PLUGINS_ENV` only. Entry points
-    load in name order and configured plugins in the order given, so "first declaration wins"
-    decisions downstream are stable from run to run.
-    """
+    """Register every plugin: entry points in name order, then ``settings.plugins`` in order
+    (so "first declaration wins" is stable). ``environ`` is read for :data:`LOAD_PLUGINS_ENV`."""
     manager = pluggy.PluginManager(PROJECT_NAME)
     manager.add_hookspecs(contract_hooks)
     plugins = PluginSet(manager)
@@ -112,8 +90,7 @@ def _entry_points(
 ) -> Iterator[tuple[str, importlib.metadata.EntryPoint]]:
     found: dict[str, importlib.metadata.EntryPoint] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        # An editable install can list one distribution twice; the first one is the one Python
-        # would import.
+        # An editable install can list one twice; the first is the one Python would import.
         found.setdefault(entry_point.name, entry_point)
     if allowed is not None:
         for missing in sorted(allowed - found.keys()):
@@ -220,8 +197,7 @@ def _import_file(path: Path) -> ModuleType:
             f"plugin file {resolved} does not exist; fix the path in plugins / JOBHOST_PLUGINS "
             "(a relative path counts from the working directory)"
         )
-    # A name of its own per file, so two plugins both called plugin.py do not replace each
-    # other in sys.modules.
+    # A name of its own per file: two plugin.py files must not replace each other.
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     stem = "".join(c if c.isalnum() else "_" for c in resolved.stem)
     module_name = f"_jobhost_plugin_{stem}_{digest}"
@@ -229,8 +205,7 @@ def _import_file(path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise _PluginFileMissing(f"plugin file {resolved} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
-    # Registered before running it, as a normal import does, so dataclasses and pickling that
-    # look the module up by name work inside the plugin.
+    # Registered before running, as an import does: dataclasses look the module up by name.
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
@@ -241,8 +216,7 @@ def _import_file(path: Path) -> ModuleType:
 
 
 def _no_hooks(name: str, plugin: object) -> PluginProblem:
-    """A plugin that implements no hook: it was loaded for nothing, most likely because its
-    functions lack the marker (pluggy ignores an unmarked function without a word)."""
+    # Most likely its functions lack the marker: pluggy ignores them without a word.
     unmarked = sorted(
         attribute
         for attribute in dir(plugin)

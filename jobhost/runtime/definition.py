@@ -1,9 +1,5 @@
 """A runtime job's definition: the body of ``PUT /api/v1/jobs/{name}`` and of ``jobs put``.
-
-Strict: unknown keys are refused, types are not coerced (``"true"`` is not a flag), durations
-are written as an operator writes them (``"90s"``, ``"6h"``). Every refusal is a
-:class:`FieldProblem` naming the field and the fix.
-"""
+Strict: unknown keys are refused, and ``"true"`` is not a flag."""
 
 from __future__ import annotations
 
@@ -21,6 +17,8 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+
+from jobhost.config import refusal, short_repr
 
 __all__ = ["FieldProblem", "JobDefinition", "parse_definition"]
 
@@ -87,7 +85,6 @@ class JobDefinition(BaseModel):
         return value
 
     def stored(self) -> dict[str, Any]:
-        """The definition as stored and shown: every field, in JSON types."""
         return self.model_dump(mode="json")
 
 
@@ -109,10 +106,4 @@ def _problem(item: Any) -> FieldProblem:
         return FieldProblem(field, f"is not a known field; remove it (allowed: {allowed})")
     if kind == "missing":
         return FieldProblem(field, 'is required, e.g. "kind": "http"')
-    message = str(item["msg"]).removeprefix("Value error, ")
-    return FieldProblem(field, f"{message} (got {_shown(item.get('input'))})")
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return FieldProblem(field, f"{refusal(item)} (got {short_repr(item.get('input'))})")

@@ -1,11 +1,6 @@
-"""Runtime jobs from the store, joined to the declared catalog.
-
-Every command that reads the catalog and every host (at start-up, and again whenever the change
-log moves) sees declared and runtime jobs together. A declared job that has taken a runtime
-job's name is a catalog problem (``runtime-name-taken``): the declaration wins the name, and
-``jobhost validate`` says to remove or rename one of them. A stored runtime job that no longer
-validates (its kind's module was removed) is a problem too (``runtime-job-invalid``).
-"""
+"""Runtime jobs from the store, joined to the declared catalog: a declared job that took a
+runtime job's name wins it (``runtime-name-taken``), and a stored runtime job that no longer
+validates is a problem (``runtime-job-invalid``)."""
 
 from __future__ import annotations
 
@@ -24,20 +19,17 @@ __all__ = ["RuntimeJobs", "SpecCache", "check_runtime_jobs", "declared_jobs", "w
 _CACHE_LIMIT = 10_000
 
 
+# Checked runtime jobs by (name, version): a job is validated again only when it changed.
 SpecCache = dict[tuple[str, int], JobSpec | list[FieldProblem]]
-"""Checked runtime jobs by (name, version): a job is validated again only when it changed."""
 
 
 @dataclass
 class RuntimeJobs:
-    """The runtime jobs read at one moment: the runnable ones, and the problems."""
-
     specs: dict[str, JobSpec] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
 
 def declared_jobs(catalog: Catalog) -> dict[str, JobSpec]:
-    """The catalog's jobs that were declared (by a module or the settings file)."""
     return {name: spec for name, spec in catalog.jobs.items() if name not in catalog.runtime}
 
 
@@ -53,6 +45,7 @@ def check_runtime_jobs(
     rule = SecretRule.of(settings)
     build = partial(build_spec, kinds=catalog.kinds, modules=settings.modules, secrets=rule)
     found = RuntimeJobs()
+    cache = {} if cache is None else cache
     declared = declared_jobs(catalog)
     for row in rows:
         if row.name in declared:
@@ -69,7 +62,7 @@ def check_runtime_jobs(
             )
             continue
         key = (row.name, row.version)
-        spec = cache.get(key) if cache is not None else None
+        spec = cache.get(key)
         if spec is None:
             definition = parse_definition(row.definition)
             spec = (
@@ -77,10 +70,9 @@ def check_runtime_jobs(
                 if isinstance(definition, list)
                 else build(row.name, definition, stored=True)
             )
-            if cache is not None:
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()  # bounded: past the limit it starts afresh
-                cache[key] = spec
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()  # bounded: past the limit it starts afresh
+            cache[key] = spec
         if isinstance(spec, JobSpec):
             found.specs[row.name] = spec
         else:
@@ -99,7 +91,6 @@ def check_runtime_jobs(
 
 
 def with_runtime_jobs(catalog: Catalog, runtime: RuntimeJobs) -> Catalog:
-    """A catalog of ``catalog``'s declared jobs and ``runtime``'s, with both sets of problems."""
     jobs = {**declared_jobs(catalog), **runtime.specs}
     problems = [p for p in catalog.problems if p.code not in _RUNTIME_CODES]
     return Catalog(

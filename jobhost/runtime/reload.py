@@ -1,16 +1,9 @@
 """A host learning of runtime jobs created, changed or removed while it runs.
 
-Every such change is a row of the change log and a signal to the hosts (NOTIFY on PostgreSQL,
-the signal counter on SQLite). On a signal, and at the latest a second after the last look (a
-signal sent while a host was starting, or while its listener reconnected, is not lost), the host
-reads the newest change id: one read through the primary key. Only when it moved does it read
-the runtime jobs again and swap the catalog's mapping and the ticker's. The catalog itself is
-never compared on a turn.
-
-A process without a host (``jobhost serve``) turns the same reloader on a thread of its own
-(:class:`RuntimeFollower`): a job created, changed or deleted through the API shows in
-``/report`` and the dashboard within about a second, as it does on a host. Nothing fires there,
-so there is no ticker to hand the jobs to.
+On a change signal, and at the latest a second after the last look (so a signal lost while the
+listener reconnected costs a second), the host reads the newest change id; only when it moved
+does it read the runtime jobs again and swap the catalog's mapping and the ticker's.
+``jobhost serve`` turns the same reloader on a thread of its own (:class:`RuntimeFollower`).
 """
 
 from __future__ import annotations
@@ -42,7 +35,6 @@ class RuntimeReloader:
         store: Store,
         update_jobs: Callable[[Mapping[str, JobSpec]], None],
     ) -> None:
-        """``update_jobs`` hands the merged job mapping to the loop (the ticker's)."""
         self._settings = settings
         self._catalog = catalog
         self._store = store
@@ -89,9 +81,7 @@ class RuntimeReloader:
         return True
 
 
-_TURN_SECONDS = 0.2
-"""How often the thread asks the reloader; it reads the store only when signalled, or once a
-second at most otherwise (the reloader's own pace)."""
+_TURN_SECONDS = 0.2  # the reloader reads the store only when signalled, or once a second
 _WARN_EVERY_SECONDS = 60.0
 
 
@@ -122,8 +112,7 @@ class RuntimeFollower:
                 if started:
                     self._reloader.reload_if_changed()
                 else:
-                    # The change log's position as it stands: no "reloaded" line for jobs
-                    # that were already there when serve read the catalog.
+                    # No "reloaded" line for jobs there when serve read the catalog.
                     self._reloader.start()
                     started = True
             except Exception as error:  # the store is away: the pages say so; keep looking

@@ -1,10 +1,7 @@
 """Creating, changing, removing, pausing, resuming and triggering jobs: one path for the API
-and the CLI, each change validated as a declaration is and written with its change-log row and
-its schedule row in one transaction. A refused change is a :class:`ChangeRefused`, with the HTTP
-status and the exit code it maps to.
-
-A runtime job's ``ETag`` is ``"<version>-<digest>"``: the version grows with every change, the
-digest is of the stored definition. ``If-Match`` takes one (or ``*``: any existing job).
+and the CLI, each change validated as a declaration is and written with its change-log row in
+one transaction; a refused change is a :class:`ChangeRefused` (HTTP status and exit code).
+A runtime job's ``ETag`` is ``"<version>-<digest of the stored definition>"``.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from jobhost.store import Store
 __all__ = ["ChangeRefused", "JobService", "PutResult", "etag_matches", "etag_of", "not_found"]
 
 _TRIGGER_WAIT_SECONDS = 2.0
-_UNCONDITIONAL_TRIES = 10
-"""Tries of a write without If-Match that keeps losing races: then it answers 409."""
+_UNCONDITIONAL_TRIES = 10  # of a write without If-Match that keeps losing races; then 409
 
 
 def etag_of(row: RuntimeJobRow) -> str:
@@ -48,8 +44,6 @@ class PutResult:
 
 
 class JobService:
-    """Changes to jobs for one set of settings, declared catalog and store."""
-
     def __init__(
         self,
         settings: Settings,
@@ -59,7 +53,6 @@ class JobService:
         trigger_wait: float = _TRIGGER_WAIT_SECONDS,
     ) -> None:
         self.trigger_wait = trigger_wait
-        """How long :meth:`trigger` waits for a host to start the run, to answer with its id."""
         self.settings = settings
         self.catalog = catalog
         self.store = store
@@ -68,16 +61,14 @@ class JobService:
         self._secrets = SecretRule.of(settings)
 
     def current(self, only: str | None = None) -> Catalog:
-        """Declared and runtime jobs as the store has them now (of runtime jobs, only job
-        ``only`` when it is given: a request about one job checks no other)."""
+        """Declared and runtime jobs as the store has them now (of runtime jobs, only ``only``
+        when given)."""
         rows = self.store.list_runtime_jobs(None if only is None else [only])
         runtime = check_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
         return self.store.get_runtime_job(name)
-
-    # -- writes ------------------------------------------------------------------------------
 
     def put(
         self,
@@ -89,8 +80,7 @@ class JobService:
         if_none_match: str | None = None,
         reason: str | None = None,
     ) -> PutResult:
-        """Create or replace runtime job ``name`` with ``body`` (``If-None-Match: *``: create
-        only); ``reason`` goes in the change log (every surface requires one)."""
+        """Create or replace runtime job ``name`` (``If-None-Match: *``: create only)."""
         definition = parse_definition(body)
         if not isinstance(definition, JobDefinition):
             raise invalid(name, definition)
@@ -107,8 +97,7 @@ class JobService:
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
-        # Without a condition the last writer wins: a write that lost a race with another one
-        # (created or changed the job between our read and our write) is made again on top.
+        # Without a condition the last writer wins: a write that lost a race is made again.
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
         for _ in range(tries):
@@ -157,7 +146,7 @@ class JobService:
         return removed.before
 
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
-        """Pause ``name`` for every replica; False when it already was."""
+        """False when it already was paused."""
         catalog = self._require(name)
         return jobs.pause(self.store, catalog, name, actor=actor, reason=reason).changed
 

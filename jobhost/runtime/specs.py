@@ -1,17 +1,9 @@
-"""From a runtime job's definition to a :class:`JobSpec`, checked as a declared job is.
+"""From a runtime job's definition to a :class:`JobSpec`, checked by the catalog's own checks;
+the kind's ``validate`` checks its settings, and its ``factory`` makes the executor.
 
-The name rule, the policy checks (timeout, misfire grace, retries, concurrency: one function
-judges declared and runtime jobs), the trigger checks (presence, cron syntax and firing, zone,
-interval, the daylight-saving policy), the critical rule and the declaration's own type checks
-are the catalog's; the kind's ``validate`` checks its settings, and its ``factory`` makes the
-executor.
-
-Secrets: a runtime job may read only the environment variables the operator made available to
-runtime jobs (``runtime_secret_env_prefix``, ``runtime_secrets_allowed``). A job created through
-the API names the variables its kind reads (an ``http`` job's ``secret_headers``); every other
-variable (``HOME``, ``JOBHOST_DATABASE_URL``) is refused, so a token that may write jobs cannot
-send the host's own secrets to a URL of its choosing. Declared jobs are the operator's own and
-are not held to this rule.
+A runtime job may read only the environment variables the operator made available to runtime
+jobs (``runtime_secret_env_prefix``, ``runtime_secrets_allowed``), so a token that may write jobs
+cannot send the host's own secrets to a URL of its choosing.
 """
 
 from __future__ import annotations
@@ -39,19 +31,10 @@ from jobhost.catalog.validation import check_critical, check_trigger
 from jobhost.config import Settings
 from jobhost.runtime.definition import FieldProblem, JobDefinition
 
-__all__ = [
-    "MAX_NAME_LENGTH",
-    "RUNTIME_MODULE",
-    "RefusedSecrets",
-    "SecretRule",
-    "build_spec",
-    "group_problems",
-]
+__all__ = ["RefusedSecrets", "SecretRule", "build_spec", "group_problems"]
 
-MAX_NAME_LENGTH = 200
-"""The longest job name the store holds."""
-RUNTIME_MODULE = "api"
-"""The module of a runtime job whose kind names none."""
+MAX_NAME_LENGTH = 200  # the longest job name the store holds
+RUNTIME_MODULE = "api"  # of a runtime job whose kind names none
 
 # Which body field a catalog problem is about.
 _FIELDS = {
@@ -77,11 +60,8 @@ def build_spec(
     secrets: SecretRule,
     stored: bool = False,
 ) -> JobSpec | list[FieldProblem]:
-    """The runnable job, or every problem found (each naming its field and the fix).
-
-    A variable ``secrets`` refuses is a problem for a new definition; a ``stored`` one (written
-    before the rule) still loads, with an executor whose runs fail saying why, reading nothing.
-    """
+    """The runnable job, or every problem found. A variable ``secrets`` refuses is a problem,
+    but a ``stored`` job (written before the rule) loads, with runs that fail saying why."""
     problems: list[FieldProblem] = []
     if len(name) > MAX_NAME_LENGTH:
         problems.append(
@@ -124,7 +104,7 @@ def build_spec(
     if problems or trigger is None:
         return problems
     try:
-        executor = refused_executor(refused) if refused else kind.factory(name, validated)
+        executor = _Refused(refused) if refused else kind.factory(name, validated)
     except ValueError as error:
         return [FieldProblem("settings", str(error))]
     return JobSpec(
@@ -157,7 +137,6 @@ def _declaration(
 
 
 def group_problems(definition: JobDefinition, limits: Mapping[str, int]) -> list[FieldProblem]:
-    """A new or changed definition's group must have a limit in ``[concurrency_limits]``."""
     group = definition.concurrency_group
     if group is None or group in limits:
         return []
@@ -188,7 +167,6 @@ class SecretRule:
         )
 
     def check(self, kind: JobKind, validated: object) -> list[FieldProblem]:
-        """A problem for each variable the job's settings name that this rule refuses."""
         if kind.secret_variables is None:
             return []
         named: Mapping[str, str] = kind.secret_variables(validated)
@@ -212,14 +190,11 @@ class RefusedSecrets(Exception):
     """A stored runtime job names a variable it may not read; the run fails without reading."""
 
 
-def refused_executor(problems: list[FieldProblem]) -> _Refused:
-    """An executor whose every run fails with ``problems``, reading nothing."""
-    return _Refused("; ".join(problem.line() for problem in problems))
-
-
 class _Refused:
-    def __init__(self, message: str) -> None:
-        self._message = message
+    """An executor whose every run fails with ``problems``, reading nothing."""
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self._message = "; ".join(problem.line() for problem in problems)
 
     def execute(self, context: object) -> Result[None, RefusedSecrets]:
         return Failure(RefusedSecrets(self._message))

@@ -1,9 +1,5 @@
-"""Trigger math: when a job's occurrences fall, as UTC instants.
-
-Pure functions of their arguments: no clock, no database. Cron follows Debian's cron, including
-its daylight-saving rules (see :class:`CronSchedule`); intervals keep their anchor's phase.
-APScheduler 3 does the calendar work behind ``_apscheduler``, the only module that imports it.
-"""
+"""Trigger math: when a job's occurrences fall, as UTC instants. Pure: no clock, no database.
+Cron follows Debian's cron, daylight-saving rules included; intervals keep their anchor's phase."""
 
 from __future__ import annotations
 
@@ -39,9 +35,8 @@ class Schedule(Protocol):
         ...
 
     def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
-        """Occurrences in ``(after, until]`` that do not exist because a spring-forward skipped
-        their local time and the job's ``dst_gap`` is ``skip``; the firing loop records each one
-        ``missed`` ("does not exist on this day"). Empty for every other schedule."""
+        """Occurrences in ``(after, until]`` a spring-forward skipped under ``dst_gap = skip``
+        (the firing loop records each ``missed``)."""
         ...
 
     def describe(self) -> str:

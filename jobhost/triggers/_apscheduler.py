@@ -1,13 +1,9 @@
 """The one place that imports APScheduler: cron fields as a wall-clock calendar.
 
 APScheduler 3 is untyped and resolves daylight saving differently from Debian cron, so it only
-ever sees UTC here, used as a plain calendar: a local wall time goes in dressed as UTC and the
-matching wall time comes out the same way. ``_daylight`` maps wall times to instants.
-
-Fields that match every day (day of month, month and day of week all unrestricted: hourly,
-daily, every few minutes) need no calendar at all: the next time of day is looked up in the
-sorted seconds, minutes and hours. No APScheduler trigger is built for them, which is most of
-what a catalog's first occurrences cost at start-up.
+sees UTC here: a wall time goes in dressed as UTC and comes out so (``_daylight`` maps wall
+times to instants). Fields that match every day need no APScheduler trigger at all, which is
+most of what a catalog's first occurrences cost at start-up.
 """
 
 from __future__ import annotations
@@ -28,11 +24,8 @@ _ALL_WEEKDAYS = frozenset(range(7))
 
 
 class WallCalendar:
-    """The wall times matched by a set of cron fields, independent of any zone.
-
-    Fields are sets of values in cron's numbering; ``day_of_week`` counts Sunday as 0.
-    ``either_day`` makes a day match when its day of month OR its day of week does.
-    """
+    """The wall times matched by cron fields (cron's numbering: Sunday is 0); with
+    ``either_day`` a day matches when its day of month OR its day of week does."""
 
     def __init__(
         self,
@@ -46,8 +39,7 @@ class WallCalendar:
         either_day: bool,
     ) -> None:
         self._fields = (second, minute, hour, day_of_month, month, day_of_week, either_day)
-        # Built at the first question: a catalog of 10,000 jobs validates every expression at
-        # start-up, but most of them are not asked for a fire time until their row is due.
+        # Built at the first question: most expressions validated at start-up are asked later.
         self._built: Any = None
         every_day = (
             day_of_month == _ALL_DAYS and month == _ALL_MONTHS and day_of_week == _ALL_WEEKDAYS
@@ -66,8 +58,7 @@ class WallCalendar:
         return int(fire.timestamp())
 
     def _build(self) -> Any:
-        # Imported with the first trigger built: a command that asks no fire time (``history``,
-        # ``pause``), and a catalog of every-day jobs, never loads APScheduler.
+        # Imported here: a command that asks no fire time never loads APScheduler.
         from apscheduler.triggers.combining import OrTrigger
         from apscheduler.triggers.cron import CronTrigger
 
@@ -95,12 +86,9 @@ class WallCalendar:
         self._built = trigger
         return trigger
 
-    def __repr__(self) -> str:
-        return f"WallCalendar({self._built if self._built is not None else self._build()})"
-
 
 class _TimesOfDay:
-    """The times of day a cron job that runs every day fires at: the same on every day."""
+    """The times of day of a cron job that fires on every day."""
 
     def __init__(self, second: frozenset[int], minute: frozenset[int], hour: frozenset[int]):
         self._seconds = sorted(second)

@@ -1,8 +1,7 @@
 """Local wall time to instants: IANA zones, Debian cron's daylight-saving rules, and a job's own.
 
-Instants and wall times are whole seconds since 1970-01-01T00:00 (UTC for an instant, the naive
-local clock for a wall time); offsets are seconds east of UTC. A zone's transitions are found by
-sampling its offset and kept per zone, so everything else is integer arithmetic.
+Instants and wall times are whole seconds since 1970 (UTC, or the naive local clock); offsets
+are seconds east of UTC. A zone's transitions are sampled once and kept: the rest is arithmetic.
 """
 
 from __future__ import annotations
@@ -40,8 +39,7 @@ def load_zone(name: str) -> ZoneInfo:
     """The IANA zone called ``name``; raises :class:`UnknownTimezoneError` for anything else."""
     try:
         return ZoneInfo(name)
-    # ZoneInfo answers a bad key in several ways: not found, a key it refuses ("", "../etc",
-    # absolute paths), a directory ("Europe"), or a file that is not zone data ("zone.tab").
+    # Not found, a refused key ("", "../etc"), a directory ("Europe"), a file that is no zone.
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise UnknownTimezoneError(name) from None
 
@@ -57,11 +55,9 @@ def next_instant(
 ) -> int | None:
     """The first instant strictly after ``after`` at which a cron job in ``zone`` fires.
 
-    ``calendar`` matches wall times. By default (Debian cron) a fixed-time job fires a wall
-    time skipped by a spring-forward once, at the first instant after the gap, and a wall time
-    repeated by a fall-back on its first pass only; ``gap`` and ``repeat`` choose otherwise for
-    fixed-time jobs. A wildcard job fires the wall times that really happen, twice in a repeated
-    hour. Occurrences that coincide are one, because this returns an instant.
+    By default (Debian cron) a fixed-time job fires a skipped wall time once just after the gap,
+    and a repeated one on its first pass only (``gap`` and ``repeat`` choose otherwise); a
+    wildcard job fires the wall times that really happen.
     """
     timeline = _timeline(zone)
     # Outside datetime's years the zone cannot be asked; no cron job fires there anyway.
@@ -107,12 +103,8 @@ def next_instant(
 
 
 def skipped_wall_times(zone: ZoneInfo, calendar: Calendar, *, after: int, until: int) -> list[int]:
-    """The wall times ``calendar`` matches that a spring-forward skips, as instants.
-
-    A skipped wall time has no instant of its own; it is given the one Python gives it by
-    default (``fold=0``: read with the offset before the gap), which lies just after the
-    transition. Only those in ``(after, until]`` are listed, in order.
-    """
+    """The wall times ``calendar`` matches that a spring-forward skips, in ``(after, until]``,
+    each at the instant ``fold=0`` gives it (the offset before the gap)."""
     timeline = _timeline(zone)
     low, high = max(after, _FIRST_INSTANT), min(until, _LAST_INSTANT)
     found: list[int] = []
@@ -160,10 +152,8 @@ _LAST_INSTANT = 253402300799 - _LOOKBACK
 
 
 class _Timeline:
-    """One zone's offsets and transitions, computed on first use and kept.
-
-    Bucket ``k`` holds the transitions at instants in ``(k * _BUCKET, (k + 1) * _BUCKET]``.
-    """
+    """One zone's transitions, computed on first use and kept; bucket ``k`` holds those in
+    ``(k * _BUCKET, (k + 1) * _BUCKET]``."""
 
     def __init__(self, zone: ZoneInfo) -> None:
         self._zone = zone
@@ -232,9 +222,7 @@ _TIMELINES: dict[ZoneInfo, _Timeline] = {}
 
 def _timeline(zone: ZoneInfo) -> _Timeline:
     found = _TIMELINES.get(zone)
-    if found is None:
-        found = _TIMELINES.setdefault(zone, _Timeline(zone))
-    return found
+    return found if found is not None else _TIMELINES.setdefault(zone, _Timeline(zone))
 
 
 def _case_hint(name: str) -> str | None:

@@ -25,11 +25,8 @@ __all__ = ["CronNeverFiresError", "CronSchedule", "CronSyntaxError", "cron_sched
 
 
 class CronSyntaxError(ValueError):
-    """A cron expression that does not parse; names the field, its text and the reason.
-
-    ``field`` is ``second``, ``minute``, ``hour``, ``day of month``, ``month``, ``day of week``,
-    or ``expression`` when the number of fields is wrong (then ``text`` is None).
-    """
+    """A cron expression that does not parse; ``field`` is ``expression`` (and ``text`` None)
+    when the number of fields is wrong."""
 
     def __init__(self, expression: str, field: str, reason: str, text: str | None = None) -> None:
         self.expression = expression
@@ -62,14 +59,8 @@ def cron_schedule(
     dst_gap: DstGap = DstGap.SHIFT,
     dst_repeat: DstRepeat = DstRepeat.ONCE,
 ) -> CronSchedule:
-    """Parse ``expression`` and bind it to an IANA ``timezone`` and a daylight-saving policy.
-
-    Raises :class:`CronSyntaxError`, :class:`CronNeverFiresError` or
-    :class:`~jobhost.triggers.UnknownTimezoneError`.
-
-    A schedule is immutable, so one is kept per expression, zone and policy: a catalog of
-    10,000 jobs sharing a few hundred expressions parses each once (validation and the catalog
-    both ask).
+    """``expression`` in an IANA ``timezone`` with a daylight-saving policy, kept per argument
+    set; raises :class:`CronSyntaxError`, :class:`CronNeverFiresError` or ``UnknownTimezoneError``.
     """
     # An Enum call costs several calls, and a report of 10,000 jobs asks here for each.
     gap = dst_gap if type(dst_gap) is DstGap else DstGap(dst_gap)
@@ -91,10 +82,8 @@ _PARSED_KEPT = 20_000
 class CronSchedule:
     """A cron expression in a time zone; occurrences are UTC instants at whole seconds.
 
-    ``fixed_time`` is Debian cron's split for daylight saving: neither the minute nor the hour
-    field starts with ``*``. By default such a job fires a skipped local time once, just after
-    the gap, and a repeated local time once, on its first pass; ``dst_gap`` and ``dst_repeat``
-    choose otherwise. Any other job follows real time, whatever the policy.
+    ``fixed_time`` (neither the minute nor the hour field starts with ``*``) is Debian cron's
+    split for daylight saving: only such a job follows ``dst_gap`` and ``dst_repeat``.
     """
 
     expression: str
@@ -130,12 +119,7 @@ class CronSchedule:
         return found
 
     def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
-        """Occurrences that do not exist under ``dst_gap = "skip"``, in ``(after, until]``.
-
-        Each is a local time a spring-forward skipped, at the instant Python's ``fold=0``
-        reading gives it (the offset before the gap): just after the transition. Empty unless
-        this is a fixed-time job with ``dst_gap = "skip"``.
-        """
+        """Each at the instant Python's ``fold=0`` reading gives it: just after the gap."""
         if not self.fixed_time or self.dst_gap is not DstGap.SKIP:
             return []
         found = skipped_wall_times(
@@ -148,7 +132,6 @@ class CronSchedule:
 
     def describe(self) -> str:
         parts = [f"cron {self.expression!r} in {self.timezone}"]
-        # Only a policy other than the default is named.
         if self.dst_gap is not DstGap.SHIFT:
             parts.append(f"dst_gap={self.dst_gap.value}")
         if self.dst_repeat is not DstRepeat.ONCE:
@@ -170,10 +153,8 @@ class _Field(NamedTuple):
     name: str
     low: int
     high: int
-    names: tuple[str, ...] = ()
-    """Names for the values from ``low`` on."""
-    question: bool = False
-    """Whether ``?`` may stand for the whole field."""
+    names: tuple[str, ...] = ()  # for the values from `low` on
+    question: bool = False  # whether `?` may stand for the whole field
 
 
 _SECOND = _Field("second", 0, 59)
@@ -217,8 +198,7 @@ class _Fields(NamedTuple):
     hour: frozenset[int]
     day: frozenset[int]
     month: frozenset[int]
-    weekday: frozenset[int]
-    """Sunday is 0; a 7 in the expression is folded into it."""
+    weekday: frozenset[int]  # Sunday is 0, and so is a 7
     either_day: bool
     fixed_time: bool
 
@@ -253,8 +233,7 @@ def _calendar(expression: str, fields: _Fields) -> WallCalendar:
     if either and (day == all_days or weekday == all_weekdays):
         day, weekday, either = all_days, all_weekdays, False
     elif either and impossible:
-        # Only the weekdays can match; an APScheduler trigger that never fires would search
-        # every year up to 9999 on each call.
+        # Only the weekdays can match (a trigger that never fires searches up to year 9999).
         day, either = all_days, False
     return WallCalendar(
         second=fields.second,
@@ -268,7 +247,6 @@ def _calendar(expression: str, fields: _Fields) -> WallCalendar:
 
 
 def _impossible_days(days: frozenset[int], months: frozenset[int]) -> str | None:
-    """Why no (month, day) pair exists, or None when one does."""
     if min(days) <= max(_DAYS_IN_MONTH[m - 1] for m in months):
         return None
     day_list = sorted(days)
@@ -296,8 +274,7 @@ def _count_reason(texts: list[str]) -> str:
 
 
 def _field_values(expression: str, spec: _Field, text: str) -> frozenset[int]:
-    """The values of one field; a field's text is parsed once (a catalog of thousands of
-    distinct expressions repeats the same few field texts: ``*``, ``0``, ``*/5``)."""
+    # Parsed once per text: thousands of expressions repeat a few field texts (*, 0, */5).
     key = (spec.name, text)
     found = _FIELD_VALUES.get(key)
     if found is None:
@@ -327,7 +304,7 @@ def _parse_field(expression: str, spec: _Field, text: str) -> frozenset[int]:
 
 
 class _Site(NamedTuple):
-    """Where a parse error is: builds the error that names the field and its text."""
+    """Where a parse error is, to name the field and its text."""
 
     expression: str
     spec: _Field

@@ -1,10 +1,7 @@
 """Instants an operator may write, kept where arithmetic on them cannot overflow.
 
-Python's datetimes end at years 1 and 9999: converting ``0001-01-01T00:00+01:00`` to UTC, or
-stepping a microsecond back from the first instant, raises ``OverflowError``. Bounds written by
-a caller (a backfill's range, a failure list's ``since``, a cursor) are therefore accepted only
-from year 2 to year 9998, a day's margin on either side for any offset and any step the trigger
-math takes.
+Python's datetimes end at years 1 and 9999, so bounds a caller writes (a backfill's range, a
+``since``, a cursor) are accepted from year 2 to year 9998: a day's margin for any offset and step.
 """
 
 from __future__ import annotations
@@ -19,10 +16,8 @@ SAFE_RANGE_TEXT = "from year 2 to year 9998"
 
 
 def safe_utc(instant: datetime) -> datetime | None:
-    """``instant`` (aware) in UTC, or None when it lies outside :data:`FIRST_SAFE` ..
-    :data:`LAST_SAFE`."""
-    # A local year inside the range keeps the UTC one within a day of it, so the conversion
-    # below cannot overflow (an offset is less than a day).
+    """``instant`` (aware) in UTC, or None outside :data:`FIRST_SAFE` .. :data:`LAST_SAFE`."""
+    # A local year inside the range keeps the conversion from overflowing.
     if not FIRST_SAFE.year <= instant.year <= LAST_SAFE.year:
         return None
     utc = instant.astimezone(UTC)

@@ -12,10 +12,7 @@ __all__ = ["IntervalSchedule"]
 
 @dataclass(frozen=True)
 class IntervalSchedule:
-    """Every ``every`` from ``anchor`` on; the phase stays the anchor's however late one asks.
-
-    ``anchor`` is any aware datetime and is kept in UTC; ``every`` must be positive.
-    """
+    """Every ``every`` (positive) from ``anchor`` (aware, kept in UTC) on."""
 
     every: timedelta
     anchor: datetime
@@ -45,8 +42,7 @@ class IntervalSchedule:
         return [first + index * self.every for index in range(limit)]
 
     def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
-        """Always empty: an interval counts real time, which daylight saving never skips."""
-        return []
+        return []  # an interval counts real time, which daylight saving never skips
 
     def describe(self) -> str:
         return f"every {format_duration(self.every)}"

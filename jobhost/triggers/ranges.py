@@ -1,11 +1,6 @@
-"""A past range of a schedule: its bounds as an operator writes them, and the occurrences in it.
-
-A backfill replays ``from ≤ occurrence < to``. The occurrences come from the same schedule object
-the firing loop fires by, so a range crosses a daylight-saving change exactly as the schedule
-did: a cron time skipped by spring-forward is absent under ``dst_gap = "skip"`` and moved under
-``"shift"``; a repeated hour fires once or twice as ``dst_repeat`` says. A bound written as a
-date is midnight in the job's zone.
-"""
+"""A past range of a schedule (a backfill's ``from ≤ occurrence < to``): its bounds as an
+operator writes them, and its occurrences, from the schedule the firing loop fires by (so a
+range crosses a daylight-saving change exactly as the schedule did)."""
 
 from __future__ import annotations
 
@@ -33,11 +28,8 @@ class BoundError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class OccurrenceRange:
-    """The occurrences of a range, oldest first, or how many there are when too many to list.
-
-    ``occurrences`` is empty and ``over_limit`` True when the range holds more than the limit;
-    ``count`` then says how many (``count_text`` says "about N" when it was estimated).
-    """
+    """The occurrences of a range, oldest first; past the limit none, ``over_limit`` and the
+    ``count`` (``count_text`` says "about N" when it was estimated)."""
 
     occurrences: tuple[datetime, ...]
     over_limit: bool
@@ -46,10 +38,8 @@ class OccurrenceRange:
 
 
 def parse_bound(text: str, timezone: str) -> datetime:
-    """``text`` as an aware UTC instant; a date alone is midnight of that day in ``timezone``.
-
-    Raises :class:`BoundError` naming the text and the accepted forms.
-    """
+    """``text`` as an aware UTC instant (a date alone is midnight in ``timezone``), or
+    :class:`BoundError`."""
     value = text.strip()
     if _DATE_ONLY.fullmatch(value):
         try:
@@ -80,11 +70,7 @@ def _safe(text: str, instant: datetime) -> datetime:
 def occurrences_in(
     schedule: Schedule, start: datetime, end: datetime, *, limit: int
 ) -> OccurrenceRange:
-    """Occurrences with ``start ≤ occurrence < end``, at most ``limit`` of them listed.
-
-    The work is bounded by ``limit``: beyond it the range is counted (exactly up to
-    :data:`~jobhost.triggers.search.COUNT_STEPS`, estimated past that), not listed.
-    """
+    """Occurrences with ``start ≤ occurrence < end``: at most ``limit`` listed, counted past it."""
     if end <= start:
         return OccurrenceRange((), False, 0, "0")
     just_before = start - timedelta(microseconds=1)

@@ -1,11 +1,5 @@
-"""Looking backwards and counting over a schedule, with bounded work.
-
-A schedule only answers "what comes after this instant?". The firing loop also needs "which
-occurrences were the newest ones due?" (after downtime or a long pause it jumps straight to
-them) and "how many lie in this gap?" (one summary row instead of one row per occurrence). Both
-are answered here without walking the whole gap: intervals by arithmetic, cron by a window that
-grows backwards from ``now`` until it holds what is asked for.
-"""
+"""The newest occurrences due and how many lie in a gap, without walking the whole gap:
+intervals by arithmetic, cron by a window that grows backwards from ``now``."""
 
 from __future__ import annotations
 
