@@ -43,6 +43,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
+@pytest.fixture(autouse=True)
+def _no_inherited_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run in-process with ``--config`` names its file in ``JOBHOST_CONFIG`` for the
+    code that loads settings on its own; the next test's commands must not inherit it."""
+    monkeypatch.delenv("JOBHOST_CONFIG", raising=False)
+
+
 def postgres_base_url() -> str:
     url = os.environ.get(POSTGRES_ENV)
     if not url:
