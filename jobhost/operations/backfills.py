@@ -248,7 +248,7 @@ def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecor
                 return record
             if time.monotonic() >= next_host_check:
                 next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                if not store.live_hosts()[1]:
+                if not store.hosts()[1]:
                     return None
             signal.wait(_FOLLOW_SECONDS)
 

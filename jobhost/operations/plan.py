@@ -30,7 +30,7 @@ def live_catalogs(store: Store) -> list[HostRecord]:
     """The live hosts, each with the catalog version it runs."""
     if store.current_revision() is None:
         return []
-    return store.live_hosts()[1]
+    return store.hosts()[1]
 
 
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:

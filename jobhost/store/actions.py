@@ -71,12 +71,11 @@ __all__ = [
     "change_state_logged",
     "list_state",
     "pause_job",
-    "pause_many_logged",
     "request_logged",
     "request_run",
     "resume_job",
-    "resume_many_logged",
     "retry_logged",
+    "set_paused_logged",
 ]
 
 
@@ -90,22 +89,25 @@ class Paused:
     row: ScheduleRecord | None
 
 
-def pause_many_logged(
+def set_paused_logged(
     engine: Engine,
     jobs: Sequence[str],
     *,
+    paused: bool,
     actor: str,
-    reason: str,
+    reason: str | None,
     clock: Clock,
     schedules: Mapping[str, Sequence[DesiredSchedule]] | None = None,
 ) -> list[Paused]:
-    """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused;
-    ``schedules`` (job → its declared schedules) for jobs the store may not know yet."""
+    """Pause (``paused``) or resume every job of ``jobs`` in one transaction, one change-log
+    entry per job changed; ``schedules`` (job → its declared schedules) for jobs a pause may
+    find the store does not know yet."""
     with writing(engine, clock) as (connection, now):
         return [
-            _pause_one(
+            _set_paused(
                 connection,
                 job,
+                paused,
                 schedule_if_unknown=(schedules or {}).get(job, ()),
                 actor=actor,
                 reason=reason,
@@ -113,14 +115,6 @@ def pause_many_logged(
             )
             for job in jobs
         ]
-
-
-def resume_many_logged(
-    engine: Engine, jobs: Sequence[str], *, actor: str, reason: str | None, clock: Clock
-) -> list[Paused]:
-    """Resume every job of ``jobs`` in one transaction, one change-log entry per job resumed."""
-    with writing(engine, clock) as (connection, now):
-        return [_resume_one(connection, job, actor, reason, now) for job in jobs]
 
 
 def request_logged(
@@ -220,51 +214,38 @@ def cancel_backfill_logged(
         return backfills.get_backfill(connection, backfill_id)
 
 
-def _pause_one(
+def _set_paused(
     connection: Connection,
     job: str,
+    paused: bool,
     *,
     schedule_if_unknown: Sequence[DesiredSchedule],
     actor: str,
-    reason: str,
+    reason: str | None,
     now: datetime,
 ) -> Paused:
-    if schedule_if_unknown and get_schedule(connection, job) is None:
-        sync_schedules(connection, schedule_if_unknown, now, prune=False)
-    changed = pause_job(connection, job, actor, reason, now)
-    if changed:
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="pause",
-            job_name=job,
-            before={"paused": False},
-            after={"paused": True},
-            reason=reason,
-        )
-    return Paused(changed, now, get_schedule(connection, job))
-
-
-def _resume_one(
-    connection: Connection, job: str, actor: str, reason: str | None, now: datetime
-) -> Paused:
+    """Pause or resume ``job``; the schedule row after a pause, before a resume (a job the
+    store does not know is not resumed)."""
     before = get_schedule(connection, job)
-    if before is None:
+    if before is None and paused and schedule_if_unknown:
+        sync_schedules(connection, schedule_if_unknown, now, prune=False)
+    elif before is None:
         return Paused(False, now, None)
-    changed = resume_job(connection, job)
+    changed = (
+        pause_job(connection, job, actor, reason, now) if paused else resume_job(connection, job)
+    )
     if changed:
         record_change(
             connection,
             at=now,
             actor=actor,
-            action="resume",
+            action="pause" if paused else "resume",
             job_name=job,
-            before={"paused": True},
-            after={"paused": False},
+            before={"paused": not paused},
+            after={"paused": paused},
             reason=reason,
         )
-    return Paused(changed, now, before)
+    return Paused(changed, now, get_schedule(connection, job) if paused else before)
 
 
 def _iso(instant: datetime) -> str:
@@ -607,7 +588,9 @@ def request_run(
     return run_id
 
 
-def pause_job(connection: Connection, job_name: str, by: str, reason: str, now: datetime) -> bool:
+def pause_job(
+    connection: Connection, job_name: str, by: str, reason: str | None, now: datetime
+) -> bool:
     """Pause the job for every replica; False when it was already paused."""
     result = connection.execute(
         update(schedules)

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobhost.clock import Clock, SystemClock
 from jobhost.records import (
     BackfillRecord,
+    ChangeSearch,
     Dropped,
     JobChange,
     LastAttempt,
@@ -60,7 +61,7 @@ from jobhost.store.reports import (
     runs_by_id,
 )
 from jobhost.store.runlogs import read_lines
-from jobhost.store.runtime import deletions, job_changes, recent_changes
+from jobhost.store.runtime import deletions, job_changes, search_changes
 from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
@@ -214,7 +215,7 @@ class JobPage:
     counts: list[dict[str, int]]
     """Runs finished in each slice of the window, by outcome."""
     changes: list[JobChange]
-    """The newest changes, oldest first."""
+    """The newest changes, newest first."""
     backfills: list[BackfillRecord]
     """The job's newest backfills."""
 
@@ -249,7 +250,7 @@ def job_page(
         recent_failures(connection, name),
         ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
         outcome_counts(connection, since, until, slices, job=name, now=now),
-        recent_changes(connection, job_name=name, limit=10)[::-1],
+        search_changes(connection, ChangeSearch(job=name), 10),
         list_backfills(connection, job=name, limit=5),
     )
 

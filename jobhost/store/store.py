@@ -196,15 +196,13 @@ class Store:
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
-    live_hosts = _ReadAt(hosts.live_hosts)
-    all_hosts = _ReadAt(hosts.all_hosts)
+    hosts = _ReadAt(hosts.hosts_at)
 
     # -- operator actions, each with its change-log entry ------------------------------------
     request_logged = _Own(actions.request_logged)
     backfill_logged = _Own(actions.backfill_logged)
     cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
-    pause_many_logged = _Own(actions.pause_many_logged)
-    resume_many_logged = _Own(actions.resume_many_logged)
+    set_paused_logged = _Own(actions.set_paused_logged)
     ensure_scheduled = _Own(claims.ensure_scheduled)
     cancel_logged = _Own(actions.cancel_logged)
     retry_logged = _Own(actions.retry_logged)
@@ -219,11 +217,8 @@ class Store:
     put_runtime_job = _Own(runtime.put_runtime_job)
     remove_runtime_job = _Own(runtime.remove_runtime_job)
     changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
-    get_runtime_job = _Read(runtime.get_runtime_job)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
-    has_runtime_jobs = _Read(runtime.has_runtime_jobs)
     list_changes = _Read(runtime.list_changes)
-    recent_changes = _Read(runtime.recent_changes)
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
@@ -245,7 +240,6 @@ class Store:
     module_jobs = _Read(reports.module_jobs)
     runs_by_id = _Read(reports.runs_by_id)
     runs_by_prefix = _Read(reports.runs_by_prefix)
-    get_backfill = _Read(backfills.get_backfill)
     list_backfills = _Read(backfills.list_backfills)
     backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)

@@ -237,7 +237,7 @@ def _log_entry(entry: LogLine | Dropped) -> LogEntry:
 
 
 def hosts_view(store: Store) -> HostsView:
-    now, hosts = store.all_hosts()
+    now, hosts = store.hosts(alive_only=False)
     ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
 
