@@ -85,7 +85,7 @@ def plan_backfill(
     ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
     """
     name = spec.name
-    row = store.get_schedule(name)
+    row = store.list_schedules([name]).get(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
         raise BackfillInputError(

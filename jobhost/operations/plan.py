@@ -41,7 +41,7 @@ def stored_schedules(store: Store) -> list[ScheduleRecord]:
     """The store's schedule rows; none when the store has no schema yet."""
     if store.current_revision() is None:
         return []
-    return store.all_schedules()
+    return list(store.list_schedules().values())
 
 
 def plan_json(

@@ -29,7 +29,6 @@ from jobhost.store import (
     outcome_counts,
     pooling,
     purge,
-    registry,
     reports,
     runlogs,
     runtime,
@@ -227,8 +226,6 @@ class Store:
     job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
-    get_schedule = _Read(reports.get_schedule)
-    all_schedules = _Read(registry.all_schedules)
     read_snapshot = _Own(snapshot.read_snapshot)
     summary_snapshot = _ReadAt(snapshot.summary_snapshot)
     schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
@@ -254,4 +251,3 @@ class Store:
     session_version = _Read(sessions.session_version)
     end_sessions = _Write(sessions.end_sessions)
     count_wrong_guess = _Write(sessions.count_wrong_guess)
-    purge_guesses = _Write(sessions.purge_guesses)
