@@ -53,7 +53,7 @@ from jobhost.store.engine import writing
 from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
-from jobhost.store.reports import get_schedule
+from jobhost.store.reports import get_run, get_schedule
 from jobhost.store.runtime import record_change
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
@@ -275,7 +275,7 @@ def retry_logged(
     given the locked run (None: no such run) and every attempt at its work; it returns the run
     or raises to refuse."""
     with writing(engine, clock) as (connection, now):
-        found = _lock_run(connection, run_id)
+        found = get_run(connection, run_id, for_update=True)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
@@ -317,7 +317,7 @@ def cancel_logged(
     ``check`` is given the locked run (None: no such run) and now; it returns the run or raises
     to refuse."""
     with writing(engine, clock) as (connection, now):
-        run = check(_lock_run(connection, run_id), now)
+        run = check(get_run(connection, run_id, for_update=True), now)
         if run.outcome == PENDING:
             done = _finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
             state = "cancelled" if done else "started"
@@ -339,14 +339,6 @@ def cancel_logged(
                 reason=reason,
             )
     return CancelWritten(run, state, now)
-
-
-def _lock_run(connection: Connection, run_id: str) -> RunRecord | None:
-    """The run, locked against a concurrent operator action until the transaction ends."""
-    # SQLite renders no FOR UPDATE: its write lock, taken at BEGIN, holds the whole file.
-    query = select(runs).where(runs.c.id == run_id).with_for_update()
-    row = connection.execute(query).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None
 
 
 def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
@@ -472,7 +464,7 @@ def ack_logged(
     no such run) and how it was resolved already (None: open); it returns the run or raises
     to refuse."""
     with writing(engine, clock) as (connection, now):
-        found = _lock_run(connection, run_id)
+        found = get_run(connection, run_id, for_update=True)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = check(found, resolved)
         record_change(

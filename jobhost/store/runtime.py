@@ -266,12 +266,6 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
     }
 
 
-def _latest_change_id(connection: Connection) -> int:
-    """The newest change's id (0 when none): one read through the primary key."""
-    value = connection.execute(select(func.max(job_changes.c.id))).scalar()
-    return int(value) if value is not None else 0
-
-
 Check = Callable[[RuntimeJobRow | None], None]
 
 
@@ -389,10 +383,10 @@ def remove_runtime_job(
 def changed_runtime_jobs(
     engine: Engine, seen: int | None, *, force: bool = False
 ) -> tuple[int, list[RuntimeJobRow] | None]:
-    """The change log's latest id, and every runtime job when it moved past ``seen`` (or
-    ``force``); None when it did not."""
+    """The change log's latest id (0 when empty), and every runtime job when it moved past
+    ``seen`` (or ``force``); None when it did not."""
     with reading(engine) as connection:
-        latest = _latest_change_id(connection)
+        latest = int(connection.execute(select(func.max(job_changes.c.id))).scalar() or 0)
         if latest == seen and not force:
             return latest, None
         return latest, list_runtime_jobs(connection)
