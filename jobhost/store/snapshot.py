@@ -41,11 +41,12 @@ from jobhost.records import (
     ScheduleRecord,
     ScheduleRow,
     StoreSnapshot,
+    StreakRange,
 )
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
 from jobhost.store.engine import database_now, is_postgres, reading
-from jobhost.store.failures import RETRY, retry_links
+from jobhost.store.failures import RETRY, retry_links, streak_range
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.outcome_counts import outcome_counts
@@ -218,6 +219,8 @@ class JobPage:
     """The newest changes, newest first."""
     backfills: list[BackfillRecord]
     """The job's newest backfills."""
+    streak: StreakRange | None
+    """The failure streak to replay, when it was asked for and the job is failing."""
 
 
 @dataclass(frozen=True)
@@ -240,11 +243,13 @@ def job_page(
     outcome: str | None,
     offset: int,
     now: datetime | None = None,
+    streak: bool = False,
 ) -> JobPage:
     """The job page's rows: the window's runs and outcome counts (in ``slices``), recent
     failures, ``history`` rows of its history from ``offset`` (of ``outcome`` when given),
-    its newest changes and backfills. With ``now`` (the store's clock) the counts' closed
-    minutes are read from their kept counts."""
+    its newest changes and backfills, and with ``streak`` its failure streak (a walk back
+    through its newest attempts: for a failing job only). With ``now`` (the store's clock) the
+    counts' closed minutes are read from their kept counts."""
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
@@ -252,22 +257,28 @@ def job_page(
         outcome_counts(connection, since, until, slices, job=name, now=now),
         search_changes(connection, ChangeSearch(job=name), 10),
         list_backfills(connection, job=name, limit=5),
+        streak_range(connection, name) if streak else None,
     )
 
 
-def run_page(connection: Connection, run_id: str, *, after: int = 0, lines: int) -> RunPage | None:
-    """The run, its attempts, and up to ``lines`` of its log lines numbered above ``after``;
-    None for an unknown run."""
+def run_page(
+    connection: Connection, run_id: str, *, after: int = 0, lines: int, attempts: bool = True
+) -> RunPage | None:
+    """The run, up to ``lines`` of its log lines numbered above ``after``, and (with
+    ``attempts``) its attempts and the run it retried; None for an unknown run. The run is read
+    first: one seen finished has all its lines stored."""
     run = get_run(connection, run_id)
     if run is None:
         return None
     found = read_lines(connection, run_id, after=after, limit=lines)
-    attempts = (
+    if not attempts:
+        return RunPage(run, [], found)
+    every = (
         attempts_of(connection, run)
         if run.occurrence is not None
         else _manual_attempts(connection, run)
     )
-    return RunPage(run, attempts, found, _retried_run(connection, run))
+    return RunPage(run, every, found, _retried_run(connection, run))
 
 
 # -- which run an operator's retry retried, and every attempt at a manual run's work --------

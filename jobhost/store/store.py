@@ -230,7 +230,6 @@ class Store:
     summary_snapshot = _ReadAt(snapshot.summary_snapshot)
     schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
     failure_streaks = _Read(failures.failure_streaks)
-    streak_range = _Read(failures.streak_range)
     failure_rows = _ReadAt(failures.failure_rows)
     open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
@@ -244,7 +243,6 @@ class Store:
     run_page = _Read(snapshot.run_page)
     api_deletion = _Read(snapshot.api_deletion)
     last_lines = _Read(runlogs.last_lines)
-    run_and_lines = _Read(runlogs.run_and_lines)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------

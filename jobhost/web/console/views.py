@@ -200,6 +200,7 @@ def job_view(
         outcome=query.outcome,
         offset=(page - 1) * HISTORY_PAGE,
         now=now,
+        streak=job.status == "failing",
     )
     return JobView(
         job=job,
@@ -213,8 +214,7 @@ def job_view(
         actions=rows.changes,
         backfills=rows.backfills,
         state=read_state(store, name),
-        # Read only for a failing job: a walk back through its newest attempts.
-        streak=store.streak_range(name) if job.status == "failing" else None,
+        streak=rows.streak,
     )
 
 
