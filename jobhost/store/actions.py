@@ -102,19 +102,34 @@ def set_paused_logged(
     """Pause (``paused``) or resume every job of ``jobs`` in one transaction, one change-log
     entry per job changed; ``schedules`` (job → its declared schedules) for jobs a pause may
     find the store does not know yet."""
+    done = []
     with writing(engine, clock) as (connection, now):
-        return [
-            _set_paused(
-                connection,
-                job,
-                paused,
-                schedule_if_unknown=(schedules or {}).get(job, ()),
-                actor=actor,
-                reason=reason,
-                now=now,
+        for job in jobs:
+            before = get_schedule(connection, job)
+            declared = (schedules or {}).get(job, ())
+            if before is None and paused and declared:
+                sync_schedules(connection, declared, now, prune=False)
+            elif before is None:
+                done.append(Paused(False, now, None))  # never scheduled, so never paused
+                continue
+            changed = (
+                pause_job(connection, job, actor, reason, now)
+                if paused
+                else resume_job(connection, job)
             )
-            for job in jobs
-        ]
+            if changed:
+                record_change(
+                    connection,
+                    at=now,
+                    actor=actor,
+                    action="pause" if paused else "resume",
+                    job_name=job,
+                    before={"paused": not paused},
+                    after={"paused": paused},
+                    reason=reason,
+                )
+            done.append(Paused(changed, now, get_schedule(connection, job) if paused else before))
+    return done
 
 
 def request_logged(
@@ -212,40 +227,6 @@ def cancel_backfill_logged(
                 reason=reason,
             )
         return backfills.get_backfill(connection, backfill_id)
-
-
-def _set_paused(
-    connection: Connection,
-    job: str,
-    paused: bool,
-    *,
-    schedule_if_unknown: Sequence[DesiredSchedule],
-    actor: str,
-    reason: str | None,
-    now: datetime,
-) -> Paused:
-    """Pause or resume ``job``; the schedule row after a pause, before a resume (a job the
-    store does not know is not resumed)."""
-    before = get_schedule(connection, job)
-    if before is None and paused and schedule_if_unknown:
-        sync_schedules(connection, schedule_if_unknown, now, prune=False)
-    elif before is None:
-        return Paused(False, now, None)
-    changed = (
-        pause_job(connection, job, actor, reason, now) if paused else resume_job(connection, job)
-    )
-    if changed:
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="pause" if paused else "resume",
-            job_name=job,
-            before={"paused": not paused},
-            after={"paused": paused},
-            reason=reason,
-        )
-    return Paused(changed, now, get_schedule(connection, job) if paused else before)
 
 
 def _iso(instant: datetime) -> str:
