@@ -216,8 +216,8 @@ def list_changes(
 ) -> list[JobChange]:
     """Changes oldest first, after ``after_id`` (a cursor), for one job or all: the first
     ``limit`` of them, or with ``newest`` the last."""
-    query = select(job_changes).limit(limit)
-    query = query.order_by(job_changes.c.id.desc() if newest else job_changes.c.id)
+    order = job_changes.c.id.desc() if newest else job_changes.c.id
+    query = select(job_changes).order_by(order).limit(limit)
     if job_name is not None:
         query = query.where(job_changes.c.job_name == job_name)
     if after_id is not None:

@@ -9,7 +9,8 @@ one has ended. The table is created by migration 0006.
 Wrong credentials are counted through the store too, so every replica brakes the same guesser:
 one row per (key, minute window); a wrong guess adds one to the row of each key it counts under,
 in one upsert that answers the new counts. Windows before the previous one are of no use and are
-deleted as a count is added (see :func:`count_wrong_guess`). The table is created by migration 0017.
+deleted as a count is added (see :func:`count_wrong_guess`). The table is created by migration
+0017.
 """
 
 from __future__ import annotations
