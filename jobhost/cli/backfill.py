@@ -168,7 +168,7 @@ def _run(
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     with opened_store(settings, write=True) as store:
-        hosts = bool(store.live_hosts()[1])
+        hosts = bool(store.hosts()[1])
         backfill_id = start_backfill(
             store, spec, plan, concurrency=concurrency, actor=getpass.getuser(), reason=reason
         )

@@ -38,7 +38,7 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     from jobhost.operations.changes import change_json, change_line
 
     with opened_store(settings_of(ctx)) as store:
-        found = store.recent_changes(job_name=job, limit=limit)
+        found = store.list_changes(job_name=job, limit=limit, newest=True)
     if as_json:
         click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
         return

@@ -116,7 +116,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 
     settings = settings_of(ctx)
     with opened_store(settings) as store:
-        row = store.get_runtime_job(name)
+        row = next(iter(store.list_runtime_jobs([name])), None)
         spec = stored_catalog(settings, store, only=name).jobs.get(name)
     if row is None:
         if spec is None:

@@ -85,7 +85,7 @@ def plan_backfill(
     ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
     """
     name = spec.name
-    row = store.get_schedule(name)
+    row = store.list_schedules([name]).get(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
         raise BackfillInputError(
@@ -248,7 +248,7 @@ def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecor
                 return record
             if time.monotonic() >= next_host_check:
                 next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                if not store.live_hosts()[1]:
+                if not store.hosts()[1]:
                     return None
             signal.wait(_FOLLOW_SECONDS)
 

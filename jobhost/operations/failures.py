@@ -396,7 +396,7 @@ def retry_failures(
             queued.append(retry_run(store, run.id, actor=actor, reason=reason))
         except ActionRefused as error:
             refused.append((run, str(error)))
-    _now, alive = store.live_hosts()
+    _now, alive = store.hosts()
     return BulkRetry(queued, refused, more, len(alive))
 
 

@@ -196,7 +196,7 @@ def _stuck_runs(store: Store) -> Check:
 
 def _schedule_lag(settings: Settings, store: Store) -> Check:
     limit = settings.max_schedule_lag
-    now, hosts = store.live_hosts()
+    now, hosts = store.hosts()
     oldest = store.oldest_due()
     lags = ", ".join(
         f"{h.id} {h.schedule_lag_seconds:.1f}s" for h in hosts if h.schedule_lag_seconds is not None

@@ -138,8 +138,8 @@ def pause_jobs(
     declared = {
         job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
     }
-    done = store.pause_many_logged(
-        jobs, actor=actor, reason=reason, clock=store.clock, schedules=declared
+    done = store.set_paused_logged(
+        jobs, paused=True, actor=actor, reason=reason, clock=store.clock, schedules=declared
     )
     results = []
     for job, paused in zip(jobs, done, strict=True):
@@ -167,7 +167,9 @@ def resume_jobs(
     reason: str | None = None,
 ) -> list[PauseResult | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
-    done = store.resume_many_logged(jobs, actor=actor, reason=reason, clock=store.clock)
+    done = store.set_paused_logged(
+        jobs, paused=False, actor=actor, reason=reason, clock=store.clock
+    )
     return [
         PauseResult(job, r.changed, r.at, r.row) if r.row is not None else None
         for job, r in zip(jobs, done, strict=True)

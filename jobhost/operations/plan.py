@@ -30,7 +30,7 @@ def live_catalogs(store: Store) -> list[HostRecord]:
     """The live hosts, each with the catalog version it runs."""
     if store.current_revision() is None:
         return []
-    return store.live_hosts()[1]
+    return store.hosts()[1]
 
 
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
@@ -41,7 +41,7 @@ def stored_schedules(store: Store) -> list[ScheduleRecord]:
     """The store's schedule rows; none when the store has no schema yet."""
     if store.current_revision() is None:
         return []
-    return store.all_schedules()
+    return list(store.list_schedules().values())
 
 
 def plan_json(

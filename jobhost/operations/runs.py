@@ -707,12 +707,11 @@ def read_run_log(
     The run is read before its lines: a run seen finished has all its lines in the store (they
     are written before its outcome), so a reader that saw it finished reads the rest and stops.
     """
-    found = store.run_and_lines(run_id, after=after, limit=limit)
+    found = store.run_page(run_id, after=after, lines=limit, attempts=False)
     if found is None:
         return None
-    run, entries = found
-    lines = [entry for entry in entries if isinstance(entry, LogLine)]
-    return RunLogPage(run, entries, lines[-1].seq if lines else after)
+    lines = [entry for entry in found.lines if isinstance(entry, LogLine)]
+    return RunLogPage(found.run, found.lines, lines[-1].seq if lines else after)
 
 
 def read_last_lines(

@@ -68,7 +68,7 @@ class JobService:
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
-        return self.store.get_runtime_job(name)
+        return next(iter(self.store.list_runtime_jobs([name])), None)
 
     def put(
         self,

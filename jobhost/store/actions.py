@@ -53,7 +53,7 @@ from jobhost.store.engine import writing
 from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
-from jobhost.store.reports import get_schedule
+from jobhost.store.reports import get_run, get_schedule
 from jobhost.store.runtime import record_change
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
@@ -71,12 +71,11 @@ __all__ = [
     "change_state_logged",
     "list_state",
     "pause_job",
-    "pause_many_logged",
     "request_logged",
     "request_run",
     "resume_job",
-    "resume_many_logged",
     "retry_logged",
+    "set_paused_logged",
 ]
 
 
@@ -90,37 +89,47 @@ class Paused:
     row: ScheduleRecord | None
 
 
-def pause_many_logged(
+def set_paused_logged(
     engine: Engine,
     jobs: Sequence[str],
     *,
+    paused: bool,
     actor: str,
-    reason: str,
+    reason: str | None,
     clock: Clock,
     schedules: Mapping[str, Sequence[DesiredSchedule]] | None = None,
 ) -> list[Paused]:
-    """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused;
-    ``schedules`` (job → its declared schedules) for jobs the store may not know yet."""
+    """Pause (``paused``) or resume every job of ``jobs`` in one transaction, one change-log
+    entry per job changed; ``schedules`` (job → its declared schedules) for jobs a pause may
+    find the store does not know yet."""
+    done = []
     with writing(engine, clock) as (connection, now):
-        return [
-            _pause_one(
-                connection,
-                job,
-                schedule_if_unknown=(schedules or {}).get(job, ()),
-                actor=actor,
-                reason=reason,
-                now=now,
+        for job in jobs:
+            before = get_schedule(connection, job)
+            declared = (schedules or {}).get(job, ())
+            if before is None and paused and declared:
+                sync_schedules(connection, declared, now, prune=False)
+            elif before is None:
+                done.append(Paused(False, now, None))  # never scheduled, so never paused
+                continue
+            changed = (
+                pause_job(connection, job, actor, reason, now)
+                if paused
+                else resume_job(connection, job)
             )
-            for job in jobs
-        ]
-
-
-def resume_many_logged(
-    engine: Engine, jobs: Sequence[str], *, actor: str, reason: str | None, clock: Clock
-) -> list[Paused]:
-    """Resume every job of ``jobs`` in one transaction, one change-log entry per job resumed."""
-    with writing(engine, clock) as (connection, now):
-        return [_resume_one(connection, job, actor, reason, now) for job in jobs]
+            if changed:
+                record_change(
+                    connection,
+                    at=now,
+                    actor=actor,
+                    action="pause" if paused else "resume",
+                    job_name=job,
+                    before={"paused": not paused},
+                    after={"paused": paused},
+                    reason=reason,
+                )
+            done.append(Paused(changed, now, get_schedule(connection, job) if paused else before))
+    return done
 
 
 def request_logged(
@@ -220,53 +229,6 @@ def cancel_backfill_logged(
         return backfills.get_backfill(connection, backfill_id)
 
 
-def _pause_one(
-    connection: Connection,
-    job: str,
-    *,
-    schedule_if_unknown: Sequence[DesiredSchedule],
-    actor: str,
-    reason: str,
-    now: datetime,
-) -> Paused:
-    if schedule_if_unknown and get_schedule(connection, job) is None:
-        sync_schedules(connection, schedule_if_unknown, now, prune=False)
-    changed = pause_job(connection, job, actor, reason, now)
-    if changed:
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="pause",
-            job_name=job,
-            before={"paused": False},
-            after={"paused": True},
-            reason=reason,
-        )
-    return Paused(changed, now, get_schedule(connection, job))
-
-
-def _resume_one(
-    connection: Connection, job: str, actor: str, reason: str | None, now: datetime
-) -> Paused:
-    before = get_schedule(connection, job)
-    if before is None:
-        return Paused(False, now, None)
-    changed = resume_job(connection, job)
-    if changed:
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="resume",
-            job_name=job,
-            before={"paused": True},
-            after={"paused": False},
-            reason=reason,
-        )
-    return Paused(changed, now, before)
-
-
 def _iso(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -294,7 +256,7 @@ def retry_logged(
     given the locked run (None: no such run) and every attempt at its work; it returns the run
     or raises to refuse."""
     with writing(engine, clock) as (connection, now):
-        found = _lock_run(connection, run_id)
+        found = get_run(connection, run_id, for_update=True)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
@@ -336,7 +298,7 @@ def cancel_logged(
     ``check`` is given the locked run (None: no such run) and now; it returns the run or raises
     to refuse."""
     with writing(engine, clock) as (connection, now):
-        run = check(_lock_run(connection, run_id), now)
+        run = check(get_run(connection, run_id, for_update=True), now)
         if run.outcome == PENDING:
             done = _finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
             state = "cancelled" if done else "started"
@@ -358,14 +320,6 @@ def cancel_logged(
                 reason=reason,
             )
     return CancelWritten(run, state, now)
-
-
-def _lock_run(connection: Connection, run_id: str) -> RunRecord | None:
-    """The run, locked against a concurrent operator action until the transaction ends."""
-    # SQLite renders no FOR UPDATE: its write lock, taken at BEGIN, holds the whole file.
-    query = select(runs).where(runs.c.id == run_id).with_for_update()
-    row = connection.execute(query).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None
 
 
 def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
@@ -491,7 +445,7 @@ def ack_logged(
     no such run) and how it was resolved already (None: open); it returns the run or raises
     to refuse."""
     with writing(engine, clock) as (connection, now):
-        found = _lock_run(connection, run_id)
+        found = get_run(connection, run_id, for_update=True)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = check(found, resolved)
         record_change(
@@ -607,7 +561,9 @@ def request_run(
     return run_id
 
 
-def pause_job(connection: Connection, job_name: str, by: str, reason: str, now: datetime) -> bool:
+def pause_job(
+    connection: Connection, job_name: str, by: str, reason: str | None, now: datetime
+) -> bool:
     """Pause the job for every replica; False when it was already paused."""
     result = connection.execute(
         update(schedules)

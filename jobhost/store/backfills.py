@@ -212,23 +212,6 @@ def list_backfills(
     return found
 
 
-def _backfill_items_of(
-    connection: Connection, backfill_id: str
-) -> list[tuple[datetime, str, str | None]]:
-    """(occurrence, state, first run id) of each occurrence of the backfill that has a run,
-    oldest first: its state by its newest attempt (see :data:`_ITEM_STATE`)."""
-    rows = connection.execute(
-        select(runs.c.occurrence, _ITEM_STATE, runs.c.id)
-        .where(runs.c.backfill_id == backfill_id)
-        .order_by(runs.c.occurrence, runs.c.attempt)
-    )
-    items: dict[datetime, tuple[str, str | None]] = {}
-    for occurrence, state, run_id in rows:
-        first = items[occurrence][1] if occurrence in items else None
-        items[occurrence] = (state, first or (None if state == "pending" else str(run_id)))
-    return [(o, state, run_id) for o, (state, run_id) in items.items()]
-
-
 def _item_counts(ids: list[str]) -> Any:
     """Each backfill's occurrences by state, from the newest run of each, in SQL."""
     newer = runs.alias("newer")
@@ -259,6 +242,19 @@ def _attempts_so_far(
 def backfill_with_items(
     connection: Connection, backfill_id: str
 ) -> tuple[BackfillRecord | None, list[tuple[datetime, str, str | None]]]:
-    """The backfill and its occurrences, read together (none for an unknown id)."""
+    """The backfill and its occurrences, read together (none for an unknown id): (occurrence,
+    state, first run id) of each that has a run, oldest first, its state by its newest attempt
+    (see :data:`_ITEM_STATE`)."""
     record = get_backfill(connection, backfill_id)
-    return record, _backfill_items_of(connection, backfill_id) if record is not None else []
+    if record is None:
+        return None, []
+    rows = connection.execute(
+        select(runs.c.occurrence, _ITEM_STATE, runs.c.id)
+        .where(runs.c.backfill_id == backfill_id)
+        .order_by(runs.c.occurrence, runs.c.attempt)
+    )
+    items: dict[datetime, tuple[str, str | None]] = {}
+    for occurrence, state, run_id in rows:
+        first = items[occurrence][1] if occurrence in items else None
+        items[occurrence] = (state, first or (None if state == "pending" else str(run_id)))
+    return record, [(o, state, run_id) for o, (state, run_id) in items.items()]

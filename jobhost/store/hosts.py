@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from jobhost.records import HostRecord
 from jobhost.store.schema import hosts
 
-__all__ = ["all_hosts", "default_host_id", "list_hosts", "live_hosts"]
+__all__ = ["default_host_id", "hosts_at", "list_hosts"]
 
 
 def list_hosts(connection: Connection) -> list[HostRecord]:
@@ -22,14 +22,11 @@ def list_hosts(connection: Connection) -> list[HostRecord]:
     return [HostRecord.from_row(r) for r in rows]
 
 
-def all_hosts(connection: Connection, _now: datetime) -> list[HostRecord]:
-    """Every host, for a reader that judges them at ``now`` itself."""
-    return list_hosts(connection)
-
-
-def live_hosts(connection: Connection, now: datetime) -> list[HostRecord]:
-    """The hosts alive at ``now``."""
-    return [host for host in list_hosts(connection) if host.alive(now)]
+def hosts_at(connection: Connection, now: datetime, *, alive_only: bool = True) -> list[HostRecord]:
+    """The hosts alive at ``now``; every host without ``alive_only``, for a reader that judges
+    them at ``now`` itself."""
+    found = list_hosts(connection)
+    return [host for host in found if host.alive(now)] if alive_only else found
 
 
 def default_host_id() -> str:

@@ -26,18 +26,14 @@ from jobhost.records import (
     trigger_changed,
 )
 from jobhost.store.engine import copy_ignoring_duplicates
+from jobhost.store.reports import list_schedules
 from jobhost.store.schema import schedules
 
-__all__ = ["all_schedules", "holds_version", "orphan_schedules", "sync_schedules"]
+__all__ = ["holds_version", "orphan_schedules", "sync_schedules"]
 
 # A stored next occurrence further ahead than this is checked against its trigger when a host
 # starts with the version the store already holds (no cron job is more than a leap year apart).
 _FAR_AHEAD = timedelta(days=366 * 4 + 1)
-
-
-def all_schedules(connection: Connection) -> list[ScheduleRecord]:
-    """Every schedule row (start-up and ``jobhost plan`` only: never on a turn of the loop)."""
-    return [ScheduleRecord.from_row(r) for r in connection.execute(select(schedules)).mappings()]
 
 
 def sync_schedules(
@@ -64,11 +60,10 @@ def sync_schedules(
     ):
         # The store already holds this catalog: nothing to add, change, orphan or rewrite.
         return SyncPlan(repaired=_repair_suspects(connection, desired, now))
-    rows = all_schedules(connection) if prune else _named(connection, desired)
-    plan = diff_schedules(rows, desired)
+    stored = list_schedules(connection, None if prune else [want.job_name for want in desired])
+    plan = diff_schedules(list(stored.values()), desired)
     if not prune:
         plan.orphaned = []
-    stored = {row.job_name: row for row in rows}
     wanted = {want.job_name: want for want in desired}
     inserted = _insert(connection, plan.added, now, catalog_version)
     changed = {change.job_name for change in plan.changed}
@@ -182,12 +177,6 @@ def _write_declarations(
             .values({column: bindparam(f"b_{column}") for column in _DECLARED}),
             changed,
         )
-
-
-def _named(connection: Connection, desired: Sequence[DesiredSchedule]) -> list[ScheduleRecord]:
-    names = [want.job_name for want in desired]
-    query = select(schedules).where(schedules.c.job_name.in_(names))
-    return [ScheduleRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
 def _insert(

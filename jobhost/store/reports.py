@@ -240,8 +240,11 @@ def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None
     return ScheduleRecord.from_row(row) if row is not None else None
 
 
-def get_run(connection: Connection, run_id: str) -> RunRecord | None:
-    row = connection.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+def get_run(connection: Connection, run_id: str, *, for_update: bool = False) -> RunRecord | None:
+    """The run; ``for_update`` locks it against a concurrent operator action until the
+    transaction ends (SQLite renders no FOR UPDATE: its write lock holds the whole file)."""
+    query = select(runs).where(runs.c.id == run_id)
+    row = connection.execute(query.with_for_update() if for_update else query).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
 
 

@@ -21,11 +21,10 @@ from typing import Any
 from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, select
 from sqlalchemy.engine import Connection
 
-from jobhost.records import Dropped, LogLine, RunRecord
-from jobhost.store.reports import get_run
+from jobhost.records import Dropped, LogLine
 from jobhost.store.schema import metadata
 
-__all__ = ["delete_run_logs", "last_lines", "read_lines", "run_and_lines", "run_logs"]
+__all__ = ["delete_run_logs", "last_lines", "read_lines", "run_logs"]
 
 run_logs = Table(
     "run_logs",
@@ -36,17 +35,6 @@ run_logs = Table(
     Column("offset", BigInteger, nullable=False),
     Column("body", Text, nullable=False),
 )
-
-
-def run_and_lines(
-    connection: Connection, run_id: str, *, after: int = 0, limit: int = 10_000
-) -> tuple[RunRecord, list[LogLine | Dropped]] | None:
-    """The run and its lines above ``after`` (see :func:`read_lines`); None for a run the ledger
-    does not know. The run is read first: one seen finished has all its lines stored."""
-    run = get_run(connection, run_id)
-    if run is None:
-        return None
-    return run, read_lines(connection, run_id, after=after, limit=limit)
 
 
 def read_lines(

@@ -32,7 +32,6 @@ from sqlalchemy import (
     Text,
     delete,
     func,
-    inspect,
     select,
     update,
 )
@@ -54,13 +53,11 @@ __all__ = [
     "changed_runtime_jobs",
     "deletions",
     "get_runtime_job",
-    "has_runtime_jobs",
     "insert_runtime_job",
     "job_changes",
     "list_changes",
     "list_runtime_jobs",
     "put_runtime_job",
-    "recent_changes",
     "record_change",
     "remove_runtime_job",
     "runtime_jobs",
@@ -215,24 +212,18 @@ def list_changes(
     job_name: str | None = None,
     after_id: int | None = None,
     limit: int = 100,
+    newest: bool = False,
 ) -> list[JobChange]:
-    """Changes oldest first, after ``after_id`` (a cursor), for one job or all."""
-    query = select(job_changes).order_by(job_changes.c.id).limit(limit)
+    """Changes oldest first, after ``after_id`` (a cursor), for one job or all: the first
+    ``limit`` of them, or with ``newest`` the last."""
+    order = job_changes.c.id.desc() if newest else job_changes.c.id
+    query = select(job_changes).order_by(order).limit(limit)
     if job_name is not None:
         query = query.where(job_changes.c.job_name == job_name)
     if after_id is not None:
         query = query.where(job_changes.c.id > after_id)
-    return [_change(r) for r in connection.execute(query)]
-
-
-def recent_changes(
-    connection: Connection, *, job_name: str | None = None, limit: int = 20
-) -> list[JobChange]:
-    """The newest ``limit`` changes (of one job, or of all), oldest first."""
-    query = select(job_changes).order_by(job_changes.c.id.desc()).limit(limit)
-    if job_name is not None:
-        query = query.where(job_changes.c.job_name == job_name)
-    return [_change(r) for r in connection.execute(query)][::-1]
+    found = [_change(r) for r in connection.execute(query)]
+    return found[::-1] if newest else found
 
 
 def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> list[JobChange]:
@@ -273,17 +264,6 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
         r.job_name: JobChange(**r._mapping, before=None, after=None)
         for r in connection.execute(query)
     }
-
-
-def _latest_change_id(connection: Connection) -> int:
-    """The newest change's id (0 when none): one read through the primary key."""
-    value = connection.execute(select(func.max(job_changes.c.id))).scalar()
-    return int(value) if value is not None else 0
-
-
-def has_runtime_jobs(connection: Connection) -> bool:
-    """Whether the store's schema is recent enough to hold runtime jobs."""
-    return inspect(connection).has_table("runtime_jobs")
 
 
 Check = Callable[[RuntimeJobRow | None], None]
@@ -403,10 +383,10 @@ def remove_runtime_job(
 def changed_runtime_jobs(
     engine: Engine, seen: int | None, *, force: bool = False
 ) -> tuple[int, list[RuntimeJobRow] | None]:
-    """The change log's latest id, and every runtime job when it moved past ``seen`` (or
-    ``force``); None when it did not."""
+    """The change log's latest id (0 when empty), and every runtime job when it moved past
+    ``seen`` (or ``force``); None when it did not."""
     with reading(engine) as connection:
-        latest = _latest_change_id(connection)
+        latest = int(connection.execute(select(func.max(job_changes.c.id))).scalar() or 0)
         if latest == seen and not force:
             return latest, None
         return latest, list_runtime_jobs(connection)

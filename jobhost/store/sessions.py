@@ -9,7 +9,8 @@ one has ended. The table is created by migration 0006.
 Wrong credentials are counted through the store too, so every replica brakes the same guesser:
 one row per (key, minute window); a wrong guess adds one to the row of each key it counts under,
 in one upsert that answers the new counts. Windows before the previous one are of no use and are
-deleted by :func:`purge_guesses`. The table is created by migration 0017.
+deleted as a count is added (see :func:`count_wrong_guess`). The table is created by migration
+0017.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ __all__ = [
     "console_sessions",
     "count_wrong_guess",
     "end_sessions",
-    "purge_guesses",
     "session_version",
     "wrong_guesses",
 ]
@@ -72,10 +72,13 @@ wrong_guesses = Table(
 )
 
 
-def count_wrong_guess(connection: Connection, keys: Sequence[str], minute: int) -> dict[str, int]:
+def count_wrong_guess(
+    connection: Connection, keys: Sequence[str], minute: int, *, purge: bool = False
+) -> dict[str, int]:
     """Add one wrong guess to each of ``keys`` (each at most :data:`GUESS_KEY_LENGTH`
     characters) in ``minute``; each key's count there now. The rows are written in the order of
-    ``keys``: callers list them in one order, so two at once lock them alike and never deadlock."""
+    ``keys``: callers list them in one order, so two at once lock them alike and never deadlock.
+    With ``purge``, the windows before the previous one are deleted."""
     insert: Any = dialect_module(connection.dialect.name).insert
     statement = insert(wrong_guesses).values(
         [{"key": key, "minute": minute, "count": 1} for key in keys]
@@ -84,9 +87,7 @@ def count_wrong_guess(connection: Connection, keys: Sequence[str], minute: int) 
         index_elements=["key", "minute"],
         set_={"count": wrong_guesses.c.count + 1},
     ).returning(wrong_guesses.c.key, wrong_guesses.c.count)
-    return {str(key): int(count) for key, count in connection.execute(statement)}
-
-
-def purge_guesses(connection: Connection, before: int) -> int:
-    """Delete the counts of windows before ``before``; how many rows went."""
-    return connection.execute(delete(wrong_guesses).where(wrong_guesses.c.minute < before)).rowcount
+    counts = {str(key): int(count) for key, count in connection.execute(statement)}
+    if purge:
+        connection.execute(delete(wrong_guesses).where(wrong_guesses.c.minute < minute - 1))
+    return counts

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from jobhost.clock import Clock, SystemClock
 from jobhost.records import (
     BackfillRecord,
+    ChangeSearch,
     Dropped,
     JobChange,
     LastAttempt,
@@ -40,11 +41,12 @@ from jobhost.records import (
     ScheduleRecord,
     ScheduleRow,
     StoreSnapshot,
+    StreakRange,
 )
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
 from jobhost.store.engine import database_now, is_postgres, reading
-from jobhost.store.failures import RETRY, retry_links
+from jobhost.store.failures import RETRY, retry_links, streak_range
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.outcome_counts import outcome_counts
@@ -60,7 +62,7 @@ from jobhost.store.reports import (
     runs_by_id,
 )
 from jobhost.store.runlogs import read_lines
-from jobhost.store.runtime import deletions, job_changes, recent_changes
+from jobhost.store.runtime import deletions, job_changes, search_changes
 from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
@@ -214,9 +216,11 @@ class JobPage:
     counts: list[dict[str, int]]
     """Runs finished in each slice of the window, by outcome."""
     changes: list[JobChange]
-    """The newest changes, oldest first."""
+    """The newest changes, newest first."""
     backfills: list[BackfillRecord]
     """The job's newest backfills."""
+    streak: StreakRange | None
+    """The failure streak to replay, when it was asked for and the job is failing."""
 
 
 @dataclass(frozen=True)
@@ -239,34 +243,42 @@ def job_page(
     outcome: str | None,
     offset: int,
     now: datetime | None = None,
+    streak: bool = False,
 ) -> JobPage:
     """The job page's rows: the window's runs and outcome counts (in ``slices``), recent
     failures, ``history`` rows of its history from ``offset`` (of ``outcome`` when given),
-    its newest changes and backfills. With ``now`` (the store's clock) the counts' closed
-    minutes are read from their kept counts."""
+    its newest changes and backfills, and with ``streak`` its failure streak (a walk back
+    through its newest attempts: for a failing job only). With ``now`` (the store's clock) the
+    counts' closed minutes are read from their kept counts."""
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
         ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
         outcome_counts(connection, since, until, slices, job=name, now=now),
-        recent_changes(connection, job_name=name, limit=10)[::-1],
+        search_changes(connection, ChangeSearch(job=name), 10),
         list_backfills(connection, job=name, limit=5),
+        streak_range(connection, name) if streak else None,
     )
 
 
-def run_page(connection: Connection, run_id: str, *, after: int = 0, lines: int) -> RunPage | None:
-    """The run, its attempts, and up to ``lines`` of its log lines numbered above ``after``;
-    None for an unknown run."""
+def run_page(
+    connection: Connection, run_id: str, *, after: int = 0, lines: int, attempts: bool = True
+) -> RunPage | None:
+    """The run, up to ``lines`` of its log lines numbered above ``after``, and (with
+    ``attempts``) its attempts and the run it retried; None for an unknown run. The run is read
+    first: one seen finished has all its lines stored."""
     run = get_run(connection, run_id)
     if run is None:
         return None
     found = read_lines(connection, run_id, after=after, limit=lines)
-    attempts = (
+    if not attempts:
+        return RunPage(run, [], found)
+    every = (
         attempts_of(connection, run)
         if run.occurrence is not None
         else _manual_attempts(connection, run)
     )
-    return RunPage(run, attempts, found, _retried_run(connection, run))
+    return RunPage(run, every, found, _retried_run(connection, run))
 
 
 # -- which run an operator's retry retried, and every attempt at a manual run's work --------

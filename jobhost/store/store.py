@@ -29,7 +29,6 @@ from jobhost.store import (
     outcome_counts,
     pooling,
     purge,
-    registry,
     reports,
     runlogs,
     runtime,
@@ -196,15 +195,13 @@ class Store:
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
-    live_hosts = _ReadAt(hosts.live_hosts)
-    all_hosts = _ReadAt(hosts.all_hosts)
+    hosts = _ReadAt(hosts.hosts_at)
 
     # -- operator actions, each with its change-log entry ------------------------------------
     request_logged = _Own(actions.request_logged)
     backfill_logged = _Own(actions.backfill_logged)
     cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
-    pause_many_logged = _Own(actions.pause_many_logged)
-    resume_many_logged = _Own(actions.resume_many_logged)
+    set_paused_logged = _Own(actions.set_paused_logged)
     ensure_scheduled = _Own(claims.ensure_scheduled)
     cancel_logged = _Own(actions.cancel_logged)
     retry_logged = _Own(actions.retry_logged)
@@ -219,11 +216,8 @@ class Store:
     put_runtime_job = _Own(runtime.put_runtime_job)
     remove_runtime_job = _Own(runtime.remove_runtime_job)
     changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
-    get_runtime_job = _Read(runtime.get_runtime_job)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
-    has_runtime_jobs = _Read(runtime.has_runtime_jobs)
     list_changes = _Read(runtime.list_changes)
-    recent_changes = _Read(runtime.recent_changes)
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
@@ -232,20 +226,16 @@ class Store:
     job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
-    get_schedule = _Read(reports.get_schedule)
-    all_schedules = _Read(registry.all_schedules)
     read_snapshot = _Own(snapshot.read_snapshot)
     summary_snapshot = _ReadAt(snapshot.summary_snapshot)
     schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
     failure_streaks = _Read(failures.failure_streaks)
-    streak_range = _Read(failures.streak_range)
     failure_rows = _ReadAt(failures.failure_rows)
     open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
     module_jobs = _Read(reports.module_jobs)
     runs_by_id = _Read(reports.runs_by_id)
     runs_by_prefix = _Read(reports.runs_by_prefix)
-    get_backfill = _Read(backfills.get_backfill)
     list_backfills = _Read(backfills.list_backfills)
     backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
@@ -253,14 +243,12 @@ class Store:
     run_page = _Read(snapshot.run_page)
     api_deletion = _Read(snapshot.api_deletion)
     last_lines = _Read(runlogs.last_lines)
-    run_and_lines = _Read(runlogs.run_and_lines)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
     session_version = _Read(sessions.session_version)
     end_sessions = _Write(sessions.end_sessions)
     count_wrong_guess = _Write(sessions.count_wrong_guess)
-    purge_guesses = _Write(sessions.purge_guesses)
 
 
 _OPERATIONS = [name for name, value in vars(Store).items() if isinstance(value, _Operation)]

@@ -102,11 +102,10 @@ class GuessBrake:
         now = self._clock()
         minute = int(now // GUESS_WINDOW_SECONDS)
         key = f"address:{address}"[:GUESS_KEY_LENGTH]
-        counts = self._store.count_wrong_guess([key, _EVERYONE], minute)
-        if minute > self._purged:
-            # Once a minute per replica, and only while someone guesses wrong.
-            self._store.purge_guesses(minute - 1)
-            self._purged = minute
+        # Old windows go once a minute per replica, and only while someone guesses wrong.
+        purge = minute > self._purged
+        counts = self._store.count_wrong_guess([key, _EVERYONE], minute, purge=purge)
+        self._purged = max(self._purged, minute)
         if counts[key] <= self._limit and counts[_EVERYONE] <= self._limit_all:
             return None
         return max(1, math.ceil((minute + 1) * GUESS_WINDOW_SECONDS - now))

@@ -71,8 +71,8 @@ class BackfillEndpoints:
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
         store = self._service.store
-        record = await blocking(lambda: store.get_backfill(backfill_id))
-        return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
+        found = await blocking(lambda: store.list_backfills(ids=[backfill_id]))
+        return JSONResponse(backfill_json(found[0])) if found else _no_backfill()
 
     async def cancel(self, request: Request, token: ApiToken) -> Response:
         backfill_id = request.path_params["backfill_id"]

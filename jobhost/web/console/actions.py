@@ -411,7 +411,7 @@ async def _cancel_backfill(
     backfill_id = checked.form.get("backfill", "").strip()
     record = None
     if _BACKFILL_ID.fullmatch(backfill_id):
-        record = await blocking(lambda: store.get_backfill(backfill_id))
+        record = next(iter(await blocking(lambda: store.list_backfills(ids=[backfill_id]))), None)
     if record is None or record.job_name != name:
         return console.refuse(request, f"job {name} has no such backfill", 404)
     if checked.form.get("confirm") != "yes":

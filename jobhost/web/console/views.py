@@ -200,6 +200,7 @@ def job_view(
         outcome=query.outcome,
         offset=(page - 1) * HISTORY_PAGE,
         now=now,
+        streak=job.status == "failing",
     )
     return JobView(
         job=job,
@@ -213,8 +214,7 @@ def job_view(
         actions=rows.changes,
         backfills=rows.backfills,
         state=read_state(store, name),
-        # Read only for a failing job: a walk back through its newest attempts.
-        streak=store.streak_range(name) if job.status == "failing" else None,
+        streak=rows.streak,
     )
 
 
@@ -237,7 +237,7 @@ def _log_entry(entry: LogLine | Dropped) -> LogEntry:
 
 
 def hosts_view(store: Store) -> HostsView:
-    now, hosts = store.all_hosts()
+    now, hosts = store.hosts(alive_only=False)
     ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
 
