@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -153,12 +154,8 @@ async def read_capped(request: Request, limit: int) -> bytes:
 
 
 class BodiesFirst:
-    """ASGI middleware: a request's body read whole within ``seconds`` before ``app`` sees it.
-
-    A body announced larger than ``limit`` is left unread (the application refuses it by its
-    length); a chunked one is read up to just past ``limit``, and the application, reading
-    on, refuses it. A body not in within ``seconds`` is answered 408 and its connection closed.
-    """
+    """ASGI middleware: a request's body read whole within ``seconds`` (else 408) before
+    ``app`` sees it; past ``limit``, the rest is left for the application to refuse."""
 
     def __init__(self, app: ASGIApp, *, limit: int, seconds: float = BODY_TIMEOUT) -> None:
         self.app = app
@@ -190,15 +187,10 @@ class BodiesFirst:
         await self.app(scope, _replay(read, receive), send)
 
     def _wanted(self, scope: Scope) -> bool:
-        length: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"transfer-encoding":
-                return True
-            if name == b"content-length":
-                length = value
-        if length is None:
-            return False
-        declared = length.decode("latin-1").strip()
+        headers = Headers(scope=scope)
+        if "transfer-encoding" in headers:
+            return True
+        declared = headers.get("content-length", "").strip()
         return bool(_DIGITS.fullmatch(declared)) and 0 < int(declared) <= self.limit
 
 

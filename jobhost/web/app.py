@@ -72,13 +72,8 @@ def create_app(
 ) -> Starlette:
     """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
 
-    With ``concurrency``, at most that many requests work at once (the probes and ``/metrics``
-    aside); more wait briefly, then are answered 503 (:class:`BoundedRequests`). A request's
-    body (up to ``body_limit`` bytes) is read before it waits, within ``body_timeout`` seconds
-    (:class:`BodiesFirst`).
-
     The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
-    dashboard, for people) are served but not listed.
+    dashboard, for people) are served but not listed. ``concurrency``: see :mod:`.admission`.
     """
     # Compact: the report of a large catalog is megabytes, and indenting it costs more than
     # building it (the standard library indents in pure Python).

@@ -38,7 +38,6 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 __all__ = ["ConnectionGuard", "Refusals", "guarded_http"]
 
 LOG_EVERY_SECONDS = 60.0
-"""The longest the log says nothing of refused connections while they are being refused."""
 _EVICT_AFTER = 0.25
 """Seconds a connection waits for its head before a newcomer may take its place."""
 
@@ -105,7 +104,6 @@ class ConnectionGuard(Refusals):
 
 
 LINGER_SECONDS = 2.0
-"""How long a closing connection waits for its client to stop sending."""
 
 
 class _GentleClose:

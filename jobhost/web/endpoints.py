@@ -148,9 +148,7 @@ def _store_ready(store: Store, jobs: int) -> tuple[bool, str]:
 
 _log = logging.getLogger("jobhost.metrics")
 CHEAP_RENDER = 0.05
-"""Seconds under which a render is repeated on every scrape rather than kept."""
 PATIENCE = 1.0
-"""Seconds a scrape waits for a cheap render before it answers the last one."""
 _ESCAPING = openmetrics.UNDERSCORES
 _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
 _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
@@ -167,7 +165,7 @@ def exposition(registry: CollectorRegistry) -> bytes:
         elif mtype == "info":
             mname += "_info"
         mtype = _TYPES.get(mtype, mtype)
-        help_text = _help(metric.documentation)
+        help_text = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         output.append(f"# HELP {_metric_name(mname)} {help_text}\n")
         output.append(f"# TYPE {_metric_name(mname)} {mtype}\n")
         om_samples: dict[str, list[str]] = {}
@@ -278,7 +276,3 @@ def _label_value(value: str) -> str:
 @lru_cache(maxsize=4096)
 def _value(value: float) -> str:
     return str(floatToGoString(value))  # type: ignore[no-untyped-call]
-
-
-def _help(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n")

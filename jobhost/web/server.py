@@ -31,13 +31,8 @@ _MALFORMED = "Invalid HTTP request received."
 
 
 class WebServer:
-    """uvicorn on ``address``, bound at construction so the port is known and errors early.
-
-    Its connections are held to :class:`~jobhost.web.connections.ConnectionGuard`'s limits in
-    place of uvicorn's ``limit_concurrency`` (which counts idle connections, so that a few
-    hundred of them shut every request out); what requests may work at once is the
-    application's business (``http_concurrency``).
-    """
+    """uvicorn on ``address``, bound at construction so the port is known and errors early,
+    its connections held to :class:`~jobhost.web.connections.ConnectionGuard`'s limits."""
 
     def __init__(
         self,

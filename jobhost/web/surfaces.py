@@ -40,10 +40,8 @@ METRICS_FRESH = 5.0
 def host_application(
     host: RunningHost, metrics: Callable[[], bytes], routes: Sequence[BaseRoute] = ()
 ) -> DeferredApp:
-    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``.
-
-    The probes and ``/metrics`` answer from the start; the API and the dashboard are imported
-    and built by the first request for them, so that they do not delay the host's start."""
+    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``; the API and
+    the dashboard are built by the first request for them (see the module)."""
     settings = host.settings
     brake = GuessBrake(host.store)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))

@@ -29,7 +29,6 @@ __all__ = ["StoreUnavailable", "is_store_down"]
 _RETRY_AFTER_SECONDS = 5
 """What ``Retry-After`` says: about how long a store outage takes to notice it is over."""
 _SUSPECT_AFTER = 0.5
-"""Seconds a request works before the store is looked at."""
 _ANSWER_WITHIN = 1.0
 _LOOK_EVERY = 1.0
 

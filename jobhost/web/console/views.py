@@ -120,7 +120,6 @@ class RunView:
     after: int
     """The lines shown are those numbered above this (0: from the first)."""
     retry_of: RunRecord | None
-    """The run this one retried (an operator's retry)."""
 
     @property
     def running(self) -> bool:
@@ -322,9 +321,8 @@ class FailuresView:
 def failures_view(
     store: Store, params: Mapping[str, str], charts: ShortCache[Chart] | None = None
 ) -> FailuresView:
-    """The page for ``params`` (``q``, ``job``, ``since``, ``range``, ``all``, ``cursor``); the
-    installation's chart from ``charts`` when it holds a fresh one for the range (counting a
-    busy installation's day reads every run of it)."""
+    """The page for ``params``; the installation's chart from ``charts`` when it holds a fresh
+    one for the range (counting a busy installation's day reads every run of it)."""
     span = params.get("range", "24h")
     span = span if span in RANGES else "24h"
     asked = FailuresView(
