@@ -87,9 +87,6 @@ def _app(settings: Settings, brake: GuessBrake) -> partial[Starlette]:
     )
 
 
-_QUICK_METHODS = ("GET", "HEAD")
-
-
 class DeferredApp:
     """``quick`` for ``GET``/``HEAD`` of the probes and ``/metrics``; ``build()``'s application
     for the rest. ``quick`` must answer those exactly as the built application does."""
@@ -103,7 +100,7 @@ class DeferredApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] == "http"
-            and scope["method"] in _QUICK_METHODS
+            and scope["method"] in ("GET", "HEAD")
             and scope["path"] in PROBES
         ):
             await self._quick(scope, receive, send)

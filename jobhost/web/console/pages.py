@@ -122,11 +122,10 @@ class Console:
         self.catalog = catalog
         self.store = store
         self.read_needs_session = settings.web_read_access == "token"
-        readers = read_tokens(settings)
         secret = settings.session_secret
         self.sessions = SessionKeeper(
             settings.operator_tokens,
-            readers if self.read_needs_session else None,
+            read_tokens(settings) if self.read_needs_session else None,
             secret.get_secret_value() if secret is not None else None,
         )
         self.actions_on = (
