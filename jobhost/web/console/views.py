@@ -156,7 +156,6 @@ def job_view(
     span, page = RANGES[query.span], query.page
     job = report.jobs[0]
     now = report.generated_at
-    zone = job.effective_trigger.timezone
     rows = store.job_page(
         name,
         now - span,
@@ -170,7 +169,7 @@ def job_view(
     return JobView(
         job=job,
         report=report,
-        timeline=timeline(rows.window, now=now, span=span, zone=zone),
+        timeline=timeline(rows.window, now=now, span=span, zone=job.effective_trigger.timezone),
         fires=_next_fires(catalog, job, now),
         failures=rows.failures,
         runs=rows.history[:_HISTORY_PAGE],
