@@ -2,12 +2,10 @@
 
 ``web_read_access = "token"`` puts ``/report`` behind a bearer token (an API token with the
 ``read`` scope, or an operator token), and ``metrics_access = "token"`` does the same for
-``/metrics``; ``/healthz`` and ``/readyz`` always answer. :class:`GuessBrake` counts wrong
-credentials (sign-in, API, these endpoints) through the store, so every replica counts the
-same guesses: per client address, and across all addresses together. Past a limit within the
-minute, a wrong credential is answered 429 with ``Retry-After`` until the minute is over; a
-right one is never braked, so a person who mistyped, or shares an address with a guesser, is
-let in. Every wrong credential adds to the ``jobhost.http.refused_credentials`` counter.
+``/metrics``. :class:`GuessBrake` counts wrong credentials (sign-in, API, these endpoints)
+through the store, so every replica counts the same guesses. Past a limit within the minute, a
+wrong credential is answered 429 until the minute is over; a right one is never braked, so a
+person who mistyped, or shares an address with a guesser, is let in.
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ from jobhost.web.admission import blocking
 
 __all__ = [
     "GUESS_LIMIT",
-    "GUESS_LIMIT_ALL",
-    "GUESS_WINDOW_SECONDS",
     "GuessBrake",
     "ReadAccess",
     "client_address",

@@ -1,22 +1,17 @@
 """Few HTTP requests at once, at a lower priority than the firing loop, their bodies read first.
 
 ``jobhost run`` serves the dashboard, the API and ``/report`` in the process that fires the
-jobs. Python runs one thread at a time, so every request rendering a page takes its turn from
-the firing loop. :class:`BoundedRequests` lets at most ``http_concurrency`` requests work at
-once; one more waits up to :data:`QUEUE_WAIT` seconds for a place, then is answered ``503`` with
-``Retry-After``. The probes and ``/metrics`` never wait: a Kubernetes probe or a scrape must not
-fail because people are looking at the dashboard. :func:`lower_priority` gives the thread it is
-called on a lower scheduling priority (nice 10), so that on a busy machine the operating system
-runs the firing loop's threads first; :func:`blocking` runs a request's store work on such a
-thread.
+jobs, and Python runs one thread at a time. :class:`BoundedRequests` lets at most
+``http_concurrency`` requests work at once; one more waits up to :data:`QUEUE_WAIT` seconds,
+then is answered 503. The probes and ``/metrics`` never wait: a probe or a scrape must not fail
+because people are looking at the dashboard. :func:`blocking` runs a request's store work on a
+thread of lower scheduling priority (:func:`lower_priority`), so that the operating system runs
+the firing loop's threads first.
 
-A request body is read with a bound: refused by its ``Content-Length`` before a byte is read,
-and cut off as soon as more than the bound has arrived (a chunked body has no length to check).
-Nothing of a larger body's size is ever allocated: a 300 MB POST costs the bound, not 300 MB.
-
-:class:`BodiesFirst` reads each body whole, under a deadline of its own, before the request
-asks for one of the ``http_concurrency`` places: a client that sends its body a byte at a time
-holds its connection until the deadline, and never a place the dashboard and the API work in.
+A request body is refused by its ``Content-Length``, or cut off as soon as more than the bound
+has arrived: a 300 MB POST costs the bound, not 300 MB. :class:`BodiesFirst` reads each body
+whole, under a deadline of its own, before the request asks for a place: a client that sends
+its body a byte at a time holds its connection, never a place.
 """
 
 from __future__ import annotations
@@ -30,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,9 +35,7 @@ from jobhost.web.middleware import PROBES, json_bytes, send_answer
 __all__ = [
     "BODY_TIMEOUT",
     "MAX_FORM",
-    "NICE",
     "QUEUE_WAIT",
-    "RETRY_AFTER",
     "BodiesFirst",
     "BodyTooLarge",
     "BoundedRequests",
@@ -55,8 +49,8 @@ _log = logging.getLogger("jobhost.http")
 _T = TypeVar("_T")
 QUEUE_WAIT = 2.0
 """Seconds a request waits for a place before it is answered 503."""
-RETRY_AFTER = 2
-NICE = 10
+_RETRY_AFTER = 2
+_NICE = 10
 _lowered = threading.local()
 
 
@@ -95,19 +89,13 @@ class BoundedRequests:
                 self.limit,
                 self.refused,
             )
-        await _busy(send, self.limit)
-
-
-async def _busy(send: Send, limit: int) -> None:
-    body = json_bytes(
-        {"error": f"busy: {limit} requests are at work (http_concurrency); try again shortly"}
-    )
-    headers = {
-        "content-type": "application/json",
-        "retry-after": str(RETRY_AFTER),
-        "cache-control": "no-store",
-    }
-    await send_answer(send, 503, body, headers)
+        busy = f"busy: {self.limit} requests are at work (http_concurrency); try again shortly"
+        headers = {
+            "content-type": "application/json",
+            "retry-after": str(_RETRY_AFTER),
+            "cache-control": "no-store",
+        }
+        await send_answer(send, 503, json_bytes({"error": busy}), headers)
 
 
 async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None = None) -> _T:
@@ -122,13 +110,13 @@ async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None
 
 
 def lower_priority() -> None:
-    """Give the calling thread nice :data:`NICE`, once (Linux: each thread has its own)."""
+    """Give the calling thread nice 10, once (Linux: each thread has its own)."""
     if getattr(_lowered, "done", False):
         return
     _lowered.done = True
     # Not Linux, or not allowed: the limit on requests still holds.
     with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
 
 
 BODY_TIMEOUT = 10.0
@@ -140,11 +128,7 @@ _DIGITS = re.compile(r"[0-9]{1,20}")
 
 
 class BodyTooLarge(Exception):
-    """The body is larger than ``limit`` bytes (or says it is)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the body is larger than {limit} bytes")
-        self.limit = limit
+    """The body is larger than the limit it was read with (or says it is)."""
 
 
 def declared_too_large(request: Request, limit: int) -> bool:
@@ -160,22 +144,18 @@ def declared_too_large(request: Request, limit: int) -> bool:
 async def read_capped(request: Request, limit: int) -> bytes:
     """The whole body, at most ``limit`` bytes; :class:`BodyTooLarge` otherwise."""
     if declared_too_large(request, limit):
-        raise BodyTooLarge(limit)
+        raise BodyTooLarge
     body = bytearray()
     async for chunk in request.stream():
         if len(body) + len(chunk) > limit:
-            raise BodyTooLarge(limit)
+            raise BodyTooLarge
         body.extend(chunk)
     return bytes(body)
 
 
 class BodiesFirst:
-    """ASGI middleware: a request's body read whole within ``seconds`` before ``app`` sees it.
-
-    A body announced larger than ``limit`` is left unread (the application refuses it by its
-    length); a chunked one is read up to just past ``limit``, and the application, reading
-    on, refuses it. A body not in within ``seconds`` is answered 408 and its connection closed.
-    """
+    """ASGI middleware: a request's body read whole within ``seconds`` (else 408) before
+    ``app`` sees it; past ``limit``, the rest is left for the application to refuse."""
 
     def __init__(self, app: ASGIApp, *, limit: int, seconds: float = BODY_TIMEOUT) -> None:
         self.app = app
@@ -207,15 +187,10 @@ class BodiesFirst:
         await self.app(scope, _replay(read, receive), send)
 
     def _wanted(self, scope: Scope) -> bool:
-        length: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"transfer-encoding":
-                return True
-            if name == b"content-length":
-                length = value
-        if length is None:
-            return False
-        declared = length.decode("latin-1").strip()
+        headers = Headers(scope=scope)
+        if "transfer-encoding" in headers:
+            return True
+        declared = headers.get("content-length", "").strip()
         return bool(_DIGITS.fullmatch(declared)) and 0 < int(declared) <= self.limit
 
 

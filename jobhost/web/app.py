@@ -1,18 +1,14 @@
 """The ASGI application every HTTP surface of jobhost is served by.
 
-:func:`create_app` builds a Starlette application with the operator endpoints (``/healthz``,
-``/readyz``, ``/metrics``, ``/report``) and whatever ``routes`` a caller adds (the dashboard,
-an API under a :class:`~starlette.routing.Mount`). Every ``GET`` route answers ``HEAD`` too; an
-unknown path answers 404 in JSON naming the endpoints there are; a request that takes longer
-than ``request_timeout`` answers 504. The endpoints' callables block (they read the store), so
-they run on worker threads, never on the event loop.
+Every ``GET`` route answers ``HEAD`` too. The endpoints' callables block (they read the store),
+so they run on worker threads, never on the event loop.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 
 from jobhost.web.access import ReadAccess
 from jobhost.web.admission import (
@@ -44,9 +40,7 @@ from jobhost.web.middleware import (
 )
 from jobhost.web.unavailable import StoreUnavailable, is_store_down
 
-__all__ = ["PrettyJSON", "blocking", "create_app"]
-
-_log = logging.getLogger("jobhost.http")
+__all__ = ["blocking", "create_app"]
 
 
 class PrettyJSON(JSONResponse):
@@ -78,29 +72,23 @@ def create_app(
 ) -> Starlette:
     """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
 
-    With ``concurrency``, at most that many requests work at once (the probes and ``/metrics``
-    aside); more wait briefly, then are answered 503 (:class:`BoundedRequests`). A request's
-    body (up to ``body_limit`` bytes) is read before it waits, within ``body_timeout`` seconds
-    (:class:`BodiesFirst`).
-
     The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
-    dashboard, for people) are served but not listed.
+    dashboard, for people) are served but not listed. ``concurrency``: see :mod:`.admission`.
     """
-    report = _guarded("/report", _report(endpoints))
-    if access is not None and access.report_needs_token:
-        report = _token_only(access, "/report", report)
+    # Compact: the report of a large catalog is megabytes, and indenting it costs more than
+    # building it (the standard library indents in pure Python).
+    closed = access if access is not None and access.report_needs_token else None
     own = [
         Route("/healthz", _probe(endpoints.liveness, inline=True), methods=["GET"]),
         Route("/readyz", _probe(endpoints.readiness), methods=["GET"]),
-        Route("/report", report, methods=["GET"]),
+        Route("/report", _read("/report", endpoints.report, JSONResponse, closed), methods=["GET"]),
     ]
     if endpoints.metrics is not None:
-        metrics = _guarded("/metrics", _metrics(endpoints.metrics))
-        if access is not None and access.metrics_need_token:
-            metrics = _token_only(access, "/metrics", metrics)
-        own.append(Route("/metrics", metrics))
+        closed = access if access is not None and access.metrics_need_token else None
+        text = partial(Response, media_type=CONTENT_TYPE_LATEST)
+        own.append(Route("/metrics", _read("/metrics", endpoints.metrics, text, closed)))
     listed = [*own, *routes]
-    paths = sorted(_path(route) for route in listed)
+    paths = sorted(str(getattr(route, "path", "?")) or "/" for route in listed)
 
     async def not_found(request: Request, _error: Exception) -> Response:
         if isinstance(_error, HTTPException) and _error.status_code != 404:
@@ -134,29 +122,22 @@ def create_app(
 Handler = Callable[[Request], Any]
 
 
-def _guarded(path: str, handler: Handler) -> Handler:
-    """A failing endpoint answers a bare 500 with an id the log carries; the host goes on."""
+def _read(
+    path: str, read: Callable[[], Any], answer: Callable[[Any], Response], closed: ReadAccess | None
+) -> Handler:
+    """``answer(read())``, read on a worker thread; with ``closed``, only for a token it takes.
+    A failing read answers a bare 500 with an id the log carries; the host goes on."""
 
     async def endpoint(request: Request) -> Response:
+        if closed is not None and (refused := await closed.refusal(request, path)) is not None:
+            return refused
         try:
-            response: Response = await handler(request)
+            return answer(await blocking(read))
         except Exception as error:
             if is_store_down(error):
                 raise  # answered 503 by StoreUnavailable
             failure_id = log_unexpected(request.method, path, error)
             return PrettyJSON(failure_body(failure_id), 500)
-        return response
-
-    return endpoint
-
-
-def _token_only(access: ReadAccess, path: str, handler: Handler) -> Handler:
-    async def endpoint(request: Request) -> Response:
-        refused = await access.refusal(request, path)
-        if refused is not None:
-            return refused
-        response: Response = await handler(request)
-        return response
 
     return endpoint
 
@@ -177,25 +158,3 @@ def _probe(probe: Probe, *, inline: bool = False) -> Handler:
         return PrettyJSON({"ok": ok, "detail": detail}, 200 if ok else 503)
 
     return endpoint
-
-
-def _report(endpoints: Endpoints) -> Handler:
-    async def endpoint(_request: Request) -> Response:
-        # Compact: the report of a large catalog is megabytes, and indenting it costs more
-        # than building it (the standard library indents in pure Python).
-        return JSONResponse(await blocking(endpoints.report))
-
-    return endpoint
-
-
-def _metrics(render: Callable[[], bytes]) -> Handler:
-    async def endpoint(_request: Request) -> Response:
-        return Response(await blocking(render), media_type=CONTENT_TYPE_LATEST)
-
-    return endpoint
-
-
-def _path(route: BaseRoute) -> str:
-    if isinstance(route, Route | Mount):
-        return route.path or "/"
-    return str(getattr(route, "path", "?"))

@@ -1,31 +1,24 @@
 """Connections the HTTP server holds: a deadline on each request head, and a cap on how many.
 
-uvicorn reads a request head for as long as its client keeps sending, and a connection that
-never sends a byte is never closed; its own ``limit_concurrency`` counts such connections, so a
-few hundred idle clients made it answer every request, the probes included, 503 (and log one
-line each). Here instead:
+uvicorn reads a request head for as long as its client keeps sending, never closes a connection
+that sends nothing, and its ``limit_concurrency`` counts idle connections (a few hundred idle
+clients made it answer every request, the probes included, 503). Here instead:
 
 - a request head must be complete within ``header_timeout`` of the connection opening (or of its
-  first byte, for a later request on a kept-alive connection); a late one is answered 408 and the
-  connection closed;
-- past ``max_connections`` open connections, a new connection takes the place of the one that
-  has waited longest for a head (an unfinished head, an idle kept-alive connection, or one
-  already closing); only when every connection carries a request is the new one refused (503).
-  A client that finishes its head at once therefore always gets its request read: the probes
-  answer however many slow clients are connected.
+  first byte, on a kept-alive connection); a late one is answered 408 and the connection closed;
+- past ``max_connections``, a new connection takes the place of the one that has waited longest
+  for a head; only when every connection carries a request is the new one refused (503). So a
+  client that sends its head at once always gets its request read: the probes answer however
+  many slow clients are connected.
 
-Each connection closed this way adds to ``jobhost.http.connections_refused`` (by ``reason``);
-the log says so at most once a minute, with the counts since its last line.
+Each connection closed this way adds to ``jobhost.http.connections_refused`` (by ``reason``).
 
-Closing gently (:class:`LingeringHttp`): a client may still be sending when its connection is to
-close: an upload answered 413 before it was read, or bytes after an HTTP/1.0 request (or one
-with ``Connection: close``) that HTTP gives no meaning. Closing a socket with unread input makes
-the kernel reset the connection, and a reset throws away whatever of the answer has not left
-yet: the client sees a status line and no body. So a closing connection first ends its own side
-(the answer, then FIN), keeps reading and dropping what still arrives, and closes when the
-client has finished or after ``LINGER_SECONDS``. Bytes after a request that ends its connection
-are dropped too, rather than parsed as a broken second request that uvicorn would answer 400
-over the first answer.
+Closing gently: closing a socket with unread input (an upload answered
+413 unread, bytes after a closing request) makes the kernel reset the connection, and the reset
+throws away what of the answer has not left yet. So a closing connection first sends its answer
+and FIN, reads and drops what still arrives, and closes when the client is done or after
+``LINGER_SECONDS``. Bytes after a request that ends its connection are dropped, not parsed as a
+broken second request that uvicorn would answer 400 over the first answer.
 """
 
 from __future__ import annotations
@@ -42,18 +35,9 @@ import h11
 from opentelemetry import metrics
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = [
-    "LINGER_SECONDS",
-    "LOG_EVERY_SECONDS",
-    "ConnectionGuard",
-    "GuardedHttp",
-    "LingeringHttp",
-    "Refusals",
-    "guarded_http",
-]
+__all__ = ["ConnectionGuard", "Refusals", "guarded_http"]
 
 LOG_EVERY_SECONDS = 60.0
-"""The longest the log says nothing of refused connections while they are being refused."""
 _EVICT_AFTER = 0.25
 """Seconds a connection waits for its head before a newcomer may take its place."""
 
@@ -120,25 +104,6 @@ class ConnectionGuard(Refusals):
 
 
 LINGER_SECONDS = 2.0
-"""How long a closing connection waits for its client to stop sending."""
-
-
-class LingeringHttp(H11Protocol):
-    """uvicorn's h11 protocol, closing gently and deaf to bytes after a closing request."""
-
-    _closing: _GentleClose
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        # uvicorn hands ``self.transport`` to each request's cycle, which closes it once the
-        # answer is written: the wrapper turns that close into a lingering one.
-        self._closing = _GentleClose(transport)
-        self.transport = self._closing  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        if self._closing.lingering or self.conn.their_state is h11.MUST_CLOSE:
-            return
-        super().data_received(data)
 
 
 class _GentleClose:
@@ -176,13 +141,15 @@ class _GentleClose:
         return getattr(self._transport, name)
 
 
-class GuardedHttp(LingeringHttp):
-    """uvicorn's h11 protocol with a deadline on request heads and a cap on connections.
+class GuardedHttp(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on request heads and a cap on connections,
+    closing gently and deaf to bytes after a closing request.
 
     Made for one server by :func:`guarded_http`, which sets :attr:`guard`.
     """
 
     guard: ClassVar[ConnectionGuard]
+    _closing: _GentleClose
     _head_timer: asyncio.TimerHandle | None = None
     _waiting_since = 0.0
     _evicted = False
@@ -190,6 +157,10 @@ class GuardedHttp(LingeringHttp):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # uvicorn hands ``self.transport`` to each request's cycle, which closes it once the
+        # answer is written: the wrapper turns that close into a lingering one.
+        self._closing = _GentleClose(transport)
+        self.transport = self._closing  # type: ignore[assignment]
         self._waiting_since = self.loop.time()
         self._arm_head_timer()
         if len(self.connections) > self.guard.max_connections:  # those closing included
@@ -200,7 +171,8 @@ class GuardedHttp(LingeringHttp):
             # A later request on a kept-alive connection: its head is timed from its first byte
             # (the idle wait before it is uvicorn's keep-alive timeout).
             self._arm_head_timer()
-        super().data_received(data)
+        if not (self._closing.lingering or self.conn.their_state is h11.MUST_CLOSE):
+            super().data_received(data)
         if not self._waiting_for_head():
             self._cancel_head_timer()
 

@@ -1,27 +1,21 @@
 """What the operator endpoints answer with, for a running host or for the store alone.
 
 - ``/healthz``: 200 while the firing loop turns (its last tick within three poll intervals plus
-  five seconds; a host still starting counts from its start; no turn under way for longer than
-  the status's ``hung_after``), 503 otherwise;
+  five seconds; no turn under way for longer than the status's ``hung_after``), else 503;
 - ``/readyz``: 200 when the store answers (within a second) at the current schema, the catalog
   is valid and no turn has been under way for longer than the status's ``stall_after``;
 - ``/metrics``: the envelope's OpenTelemetry metrics in the Prometheus text format;
 - ``/report``: ``jobhost report --json``.
 
-``/metrics`` is cheap enough for 10,000 jobs. With ``metrics_job_label`` every job has about
-twenty series, so a 10,000-job catalog exposes some 200,000 lines.
-``prometheus_client.generate_latest`` checks and escapes every label name of every line with
-regular expressions (seconds of CPU per scrape, taken from the firing loop's turn);
-:func:`exposition` writes the same bytes escaping each label name once.
-
-Collecting the SDK's data points still costs about a second at that size, so
-:class:`ExpositionCache` renders at most once per ``seconds``: a scrape of a fresh exposition
-answers it; a scrape of an older one answers it too, while one low-priority background thread
-renders the next (so a scrape never waits for a large render and two scrapers never pay twice).
-A render that took under :data:`CHEAP_RENDER` seconds is simply repeated on each scrape: small
-catalogs get the metrics of the instant. Every render but the first runs on that thread, and a
-scrape waits for it at most :data:`PATIENCE` seconds: a render held up (a gauge reading a hung
-store) or failing leaves the scrape the last exposition, never a wait or an error.
+With ``metrics_job_label`` a 10,000-job catalog exposes some 200,000 lines, and
+``prometheus_client.generate_latest`` escapes every label name of every line with regular
+expressions (seconds of CPU per scrape); :func:`exposition` writes the same bytes escaping each
+label name once. Collecting the data points still costs about a second at that size, so
+:class:`ExpositionCache` renders at most once per ``seconds``, on one low-priority background
+thread, while scrapes answer the last exposition: a scrape never waits for a large render, a
+render held up (a gauge reading a hung store) or failing is never seen. A render that took
+under :data:`CHEAP_RENDER` seconds is repeated on each scrape (waited for at most
+:data:`PATIENCE` seconds): small catalogs get the metrics of the instant.
 """
 
 from __future__ import annotations
@@ -67,10 +61,7 @@ _ANSWER_WITHIN = 1.0
 @dataclass(frozen=True)
 class Endpoints:
     """What the server answers with; each callable runs on a worker thread, never the loop's.
-
-    ``metrics`` is None where no host runs in the process (``jobhost serve``): ``/metrics`` is
-    then not served.
-    """
+    ``metrics`` is None where no host runs (``jobhost serve``): ``/metrics`` is not served."""
 
     liveness: Probe
     readiness: Probe
@@ -82,11 +73,8 @@ class Endpoints:
 
 
 def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
-    """A metric reader for ``configure_telemetry(extra_readers=...)`` and its text renderer.
-
-    The reader registers in a registry of its own (not the process-wide default), so nothing
-    but the envelope's metrics reach ``/metrics``.
-    """
+    """A metric reader for ``configure_telemetry(extra_readers=...)`` and its text renderer,
+    in a registry of its own, so nothing but the envelope's metrics reach ``/metrics``."""
     registry = CollectorRegistry(auto_describe=True)
     reader = PrometheusMetricReader(registry=registry)
     return reader, lambda: exposition(registry)
@@ -137,17 +125,13 @@ def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints
 
 def store_endpoints(settings: Settings, catalog: Catalog, store: Store) -> Endpoints:
     """The endpoints of ``jobhost serve``: no firing loop, so liveness is the server's own."""
-
-    def liveness() -> tuple[bool, str]:
-        return True, "serving the store, no host in this process"
-
-    def readiness() -> tuple[bool, str]:
-        return _store_ready(store, len(catalog.jobs))
-
-    def report() -> dict[str, Any]:
-        return build_report(settings, catalog, store).to_json()
-
-    return Endpoints(liveness, readiness, None, report, store.answers)
+    return Endpoints(
+        liveness=lambda: (True, "serving the store, no host in this process"),
+        readiness=lambda: _store_ready(store, len(catalog.jobs)),
+        metrics=None,
+        report=lambda: build_report(settings, catalog, store).to_json(),
+        store_answers=store.answers,
+    )
 
 
 def _store_ready(store: Store, jobs: int) -> tuple[bool, str]:
@@ -164,9 +148,7 @@ def _store_ready(store: Store, jobs: int) -> tuple[bool, str]:
 
 _log = logging.getLogger("jobhost.metrics")
 CHEAP_RENDER = 0.05
-"""Seconds under which a render is repeated on every scrape rather than kept."""
 PATIENCE = 1.0
-"""Seconds a scrape waits for a cheap render before it answers the last one."""
 _ESCAPING = openmetrics.UNDERSCORES
 _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
 _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
@@ -183,7 +165,7 @@ def exposition(registry: CollectorRegistry) -> bytes:
         elif mtype == "info":
             mname += "_info"
         mtype = _TYPES.get(mtype, mtype)
-        help_text = _help(metric.documentation)
+        help_text = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         output.append(f"# HELP {_metric_name(mname)} {help_text}\n")
         output.append(f"# TYPE {_metric_name(mname)} {mtype}\n")
         om_samples: dict[str, list[str]] = {}
@@ -294,7 +276,3 @@ def _label_value(value: str) -> str:
 @lru_cache(maxsize=4096)
 def _value(value: float) -> str:
     return str(floatToGoString(value))  # type: ignore[no-untyped-call]
-
-
-def _help(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n")

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from jobhost.runtime.definition import FieldProblem
 from jobhost.web.middleware import PROBLEM_JSON, json_bytes, problem_body, send_answer
 
-__all__ = ["MAX_JSON_DEPTH", "NO_NUL_PATTERN", "RefuseNul", "json_problem", "nul_problem"]
+__all__ = ["MAX_JSON_DEPTH", "NO_NUL_PATTERN", "RefuseNul", "json_problem"]
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of objects and arrays a JSON body may have."""
@@ -37,7 +37,7 @@ class RefuseNul:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            problem = nul_problem(scope)
+            problem = _nul_problem(scope)
             if problem is not None:
                 errors = [{"field": problem.field, "message": problem.message}]
                 body = problem_body(400, "Invalid request", problem.line(), errors=errors)
@@ -46,7 +46,7 @@ class RefuseNul:
         await self.app(scope, receive, send)
 
 
-def nul_problem(scope: Scope) -> FieldProblem | None:
+def _nul_problem(scope: Scope) -> FieldProblem | None:
     """The first path part or query parameter of ``scope`` that holds NUL, as a problem."""
     message = "must not contain a NUL character (%00)"
     path = str(scope.get("path", ""))

@@ -1,21 +1,14 @@
 """The middlewares every answer passes through, and the answers they write themselves.
 
-:class:`SafeAnswers`, the outermost: ``X-Content-Type-Options: nosniff`` on every answer,
-whatever produced it (a page, the API, an error, a 404), so no browser reads JSON or text as
-HTML; and ``Cache-Control: no-store`` on everything but the dashboard's static files, so no
-cache keeps a job's state, a token's answer or an error. A handler's own value wins.
-
-And an unexpected exception in any handler is a bare 500 with an id (with those headers), and
-one log line that carries the id. The answer says nothing of the error (no message, no SQL, no
-traceback); the log has it. The first failure of a kind (exception type and where it was
-raised) within a minute is logged with its traceback, the rest of that minute one line each, so
-a client that repeats a failing request cannot flood the log.
+:class:`SafeAnswers`, the outermost: ``X-Content-Type-Options: nosniff`` on every answer, so no
+browser reads JSON or text as HTML, and ``Cache-Control: no-store`` on everything but the
+dashboard's static files, so no cache keeps a job's state, a token's answer or an error (a
+handler's own value wins). An unexpected exception in any handler is a bare 500 with an id, and
+one log line that carries the id; the answer says nothing of the error. The first failure of a
+kind (exception type and where it was raised) within a minute is logged with its traceback, the
+rest of that minute one line each, so a client repeating a failing request cannot flood the log.
 
 :class:`RequestTimeout`: a bound on how long one request may take.
-
-A middleware that replaces a failed request's answer must know whether the application's own
-answer already started (then it can only be cut off): :class:`StartWatch` passes every message
-on and remembers the status. :func:`send_answer` writes a whole answer with its length.
 """
 
 from __future__ import annotations
@@ -129,11 +122,8 @@ def failure_body(failure_id: str) -> dict[str, object]:
 
 
 class RequestTimeout:
-    """Answer 504 to a request that has not answered within ``seconds``.
-
-    Work on a worker thread is abandoned, not stopped (threads cannot be); its result is dropped.
-    A response that already started cannot be replaced, so it is cut off instead.
-    """
+    """Answer 504 to a request that has not answered within ``seconds``; one whose answer
+    started is cut off. Work on a worker thread is abandoned (threads cannot be stopped)."""
 
     def __init__(self, app: ASGIApp, seconds: float) -> None:
         self.app = app
@@ -162,11 +152,8 @@ class RequestTimeout:
 
 
 class StartWatch:
-    """A ``send`` that forwards every message and remembers the answer's status once it starts.
-
-    ``on_start`` is told the status before the start message leaves, so what it logs is there
-    before a client can read the answer.
-    """
+    """A ``send`` that forwards every message and remembers the answer's status once it starts;
+    ``on_start`` is told it before the start message leaves (what it logs comes first)."""
 
     def __init__(self, send: Send, on_start: Callable[[int], None] | None = None) -> None:
         self._send = send

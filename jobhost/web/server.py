@@ -18,9 +18,8 @@ from jobhost.errors import ConfigError
 from jobhost.web.admission import lower_priority
 from jobhost.web.connections import ConnectionGuard, guarded_http
 
-__all__ = ["HEADER_TIMEOUT", "MAX_CONNECTIONS", "WebServer"]
+__all__ = ["WebServer"]
 
-_log = logging.getLogger("jobhost.http")
 # Idle keep-alive connections are closed after this long, so a stuck client holds nothing.
 _KEEP_ALIVE_SECONDS = 5
 HEADER_TIMEOUT = 5.0
@@ -28,17 +27,12 @@ HEADER_TIMEOUT = 5.0
 MAX_CONNECTIONS = 200
 """Connections held at once; past it a new one takes an idle or unfinished one's place."""
 # uvicorn says each malformed request head in a line of its own: one a minute is enough.
-_UVICORN_REPEATS = ("Invalid HTTP request received.",)
+_MALFORMED = "Invalid HTTP request received."
 
 
 class WebServer:
-    """uvicorn on ``address``, bound at construction so the port is known and errors early.
-
-    Its connections are held to :class:`~jobhost.web.connections.ConnectionGuard`'s limits in
-    place of uvicorn's ``limit_concurrency`` (which counts idle connections, so that a few
-    hundred of them shut every request out); what requests may work at once is the
-    application's business (``http_concurrency``).
-    """
+    """uvicorn on ``address``, bound at construction so the port is known and errors early,
+    its connections held to :class:`~jobhost.web.connections.ConnectionGuard`'s limits."""
 
     def __init__(
         self,
@@ -127,29 +121,25 @@ class _Server(uvicorn.Server):
 
 
 class _OncePerMinute(logging.Filter):
-    """Lets each of uvicorn's repeated warnings through once a minute, counting the rest."""
+    """Lets uvicorn's malformed-request warning through once a minute, counting the rest."""
 
-    def __init__(self, every: float = 60.0) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._every = every
         self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._dropped: dict[str, int] = {}
+        self._last: float | None = None
+        self._dropped = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.msg
-        if not isinstance(text, str) or text not in _UVICORN_REPEATS:
+        if record.msg != _MALFORMED:
             return True
         now = time.monotonic()
         with self._lock:
-            last = self._last.get(text)
-            if last is not None and now - last < self._every:
-                self._dropped[text] = self._dropped.get(text, 0) + 1
+            if self._last is not None and now - self._last < 60.0:
+                self._dropped += 1
                 return False
-            self._last[text] = now
-            dropped = self._dropped.pop(text, 0)
+            self._last, dropped, self._dropped = now, self._dropped, 0
         if dropped:
-            record.msg = f"{text} ({dropped} more since the last such line, not logged)"
+            record.msg = f"{_MALFORMED} ({dropped} more since the last such line, not logged)"
         return True
 
 

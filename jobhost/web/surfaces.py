@@ -3,23 +3,19 @@
 Both carry the operator endpoints, the job API under ``/api/v1`` (when ``api_tokens`` are set),
 the caller's ``routes``, then the dashboard at ``/``.
 
-The host's answers its probes at once while the rest of it is still being built: ``jobhost run``
-serves ``/readyz`` from the moment it listens, but the API and the dashboard (their models,
-templates and routes) cost a fair share of the host's start-up to import and build.
-:class:`DeferredApp` answers ``GET``/``HEAD`` of the probes and ``/metrics`` from a small
-application with the same endpoints and middleware, and every other request from the whole
-application, built once by the first request that needs it (on a worker thread at the requests'
-lower priority; requests arriving meanwhile wait for it). Its answer is the one the whole
-application gives (the 404 page lists the API's paths), only later. It is not built on a
-background thread once the host is ready: that would land on the host's first answers from
-``/readyz`` and its first fires, and a host only probed and scraped never needs it.
+The API and the dashboard cost a fair share of the host's start-up to import and build, and
+``jobhost run`` serves ``/readyz`` from the moment it listens: :class:`DeferredApp` answers the
+probes and ``/metrics`` from a small application with the same endpoints and middleware, and
+builds the whole application at the first request that needs it (requests meanwhile wait for
+it). Not on a background thread once the host is ready: that would land on the host's first
+answers and fires, and a host only probed and scraped never needs it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypedDict
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
@@ -35,7 +31,7 @@ from jobhost.web.app import blocking, create_app
 from jobhost.web.endpoints import ExpositionCache, host_endpoints, store_endpoints
 from jobhost.web.middleware import PROBES
 
-__all__ = ["METRICS_FRESH", "DeferredApp", "host_application", "store_application"]
+__all__ = ["DeferredApp", "host_application", "store_application"]
 
 METRICS_FRESH = 5.0
 """Seconds a large ``/metrics`` exposition is kept before a scrape has it rendered again."""
@@ -44,14 +40,12 @@ METRICS_FRESH = 5.0
 def host_application(
     host: RunningHost, metrics: Callable[[], bytes], routes: Sequence[BaseRoute] = ()
 ) -> DeferredApp:
-    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``.
-
-    The probes and ``/metrics`` answer from the start; the API and the dashboard are imported
-    and built by the first request for them, so that they do not delay the host's start."""
+    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``; the API and
+    the dashboard are built by the first request for them (see the module)."""
     settings = host.settings
     brake = GuessBrake(host.store)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
-    serving = _serving(settings, brake)
+    app = _app(settings, brake)
 
     def whole() -> Starlette:
         from jobhost.web.api.routes import api_routes
@@ -59,9 +53,9 @@ def host_application(
 
         console = Console(settings, host.catalog, host.store, allow_actions=True, brake=brake)
         api = api_routes(settings, host.catalog, host.store, brake=brake)
-        return create_app(endpoints, routes=[*api, *routes], pages=console.routes(), **serving)
+        return app(endpoints, routes=[*api, *routes], pages=console.routes())
 
-    return DeferredApp(create_app(endpoints, **serving), whole)
+    return DeferredApp(app(endpoints), whole)
 
 
 def store_application(
@@ -73,35 +67,24 @@ def store_application(
 
     brake = GuessBrake(store)
     console = Console(settings, catalog, store, allow_actions=False, brake=brake)
-    return create_app(
+    return _app(settings, brake)(
         store_endpoints(settings, catalog, store),
         routes=[*api_routes(settings, catalog, store, brake=brake), *routes],
         pages=console.routes(),
-        **_serving(settings, brake),
     )
 
 
-class _Serving(TypedDict):
-    request_timeout: float
-    access: ReadAccess
-    concurrency: int
-    body_limit: int
-    body_timeout: float
-
-
-def _serving(settings: Settings, brake: GuessBrake) -> _Serving:
-    """What both applications take of the settings. A body is read before admission up to the
-    most any endpoint reads."""
-    return {
-        "request_timeout": settings.http_request_timeout.total_seconds(),
-        "access": ReadAccess(settings, brake),
-        "concurrency": settings.http_concurrency,
-        "body_limit": max(settings.api_body_limit, MAX_FORM),
-        "body_timeout": settings.http_body_timeout.total_seconds(),
-    }
-
-
-_QUICK_METHODS = ("GET", "HEAD")
+def _app(settings: Settings, brake: GuessBrake) -> partial[Starlette]:
+    """:func:`create_app` with what both applications take of the settings. A body is read
+    before admission up to the most any endpoint reads."""
+    return partial(
+        create_app,
+        request_timeout=settings.http_request_timeout.total_seconds(),
+        access=ReadAccess(settings, brake),
+        concurrency=settings.http_concurrency,
+        body_limit=max(settings.api_body_limit, MAX_FORM),
+        body_timeout=settings.http_body_timeout.total_seconds(),
+    )
 
 
 class DeferredApp:
@@ -117,7 +100,7 @@ class DeferredApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] == "http"
-            and scope["method"] in _QUICK_METHODS
+            and scope["method"] in ("GET", "HEAD")
             and scope["path"] in PROBES
         ):
             await self._quick(scope, receive, send)

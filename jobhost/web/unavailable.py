@@ -1,16 +1,13 @@
 """The store is down, hung or locked: every HTTP surface answers 503, and the log says it once.
 
-A store that fails answers at once. One that hangs (a backend behind a live TCP peer that never
-answers) would hold a request until the statement's deadline: a request still at work after
-:data:`SUSPECT_AFTER` seconds has the store looked at (a trivial read, shared by every request,
-see :func:`jobhost.store.engine.answers`), about once a second while it lasts; if the store does
-not answer that within a second, the request is abandoned (its thread ends at its deadline) and
-answered the same 503, within two seconds of its arrival.
+A store that fails answers at once. One that hangs would hold a request until the statement's
+deadline: a request still at work after half a second has the store looked at (a trivial read,
+shared by every request), about once a second while it lasts; if the store does not answer that
+within a second, the request is abandoned and answered the same 503.
 
-The answer is ``application/problem+json`` ("store unavailable, retry") with ``Retry-After``,
-and names nothing of the error: no driver message, no SQL, no parameters. The log has one
-warning when an outage starts (the error's type and first line, redacted) and one line when a
-request that reads the store succeeds again, whatever the number of requests in between.
+The answer (``application/problem+json`` with ``Retry-After``) names nothing of the error. The
+log has one warning when an outage starts and one line when a request that reads the store
+succeeds again, whatever the number of requests in between.
 """
 
 from __future__ import annotations
@@ -27,18 +24,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from jobhost.store.engine import is_store_down
 from jobhost.web.middleware import PROBES, PROBLEM_JSON, StartWatch, problem_body, send_answer
 
-__all__ = [
-    "RETRY_AFTER_SECONDS",
-    "SUSPECT_AFTER",
-    "StoreUnavailable",
-    "is_store_down",
-    "unavailable_answer",
-]
+__all__ = ["StoreUnavailable", "is_store_down"]
 
-RETRY_AFTER_SECONDS = 5
+_RETRY_AFTER_SECONDS = 5
 """What ``Retry-After`` says: about how long a store outage takes to notice it is over."""
-SUSPECT_AFTER = 0.5
-"""Seconds a request works before the store is looked at."""
+_SUSPECT_AFTER = 0.5
 _ANSWER_WITHIN = 1.0
 _LOOK_EVERY = 1.0
 
@@ -49,10 +39,8 @@ _down = False
 _STORELESS = (*PROBES, "/static/")
 
 
-def unavailable_answer(
-    method: str, path: str, error: BaseException
-) -> tuple[int, dict[str, str], bytes]:
-    """Note the outage ``error`` shows (once per outage in the log); the 503 to answer with."""
+async def _unavailable(send: Send, method: str, path: str, error: BaseException) -> None:
+    """Note the outage ``error`` shows (once per outage in the log), and answer 503."""
     global _down
     with _lock:
         first, _down = not _down, True
@@ -66,16 +54,16 @@ def unavailable_answer(
             redact_text(line)[:300],
         )
     if method in {"GET", "HEAD", "OPTIONS"}:
-        detail = f"the store is unavailable, retry in {RETRY_AFTER_SECONDS}s"
+        detail = f"the store is unavailable, retry in {_RETRY_AFTER_SECONDS}s"
     else:
         # The connection may have gone while the commit was under way: say so, never guess.
         detail = (
-            f"the store is unavailable, retry in {RETRY_AFTER_SECONDS}s; the change may or may "
+            f"the store is unavailable, retry in {_RETRY_AFTER_SECONDS}s; the change may or may "
             "not have been made: read the resource (a job's ETag, its changes) before retrying"
         )
     body = problem_body(503, "Store unavailable", detail)
-    headers = {"content-type": PROBLEM_JSON, "retry-after": str(RETRY_AFTER_SECONDS)}
-    return 503, headers, json.dumps(body, indent=2).encode()
+    headers = {"content-type": PROBLEM_JSON, "retry-after": str(_RETRY_AFTER_SECONDS)}
+    await send_answer(send, 503, json.dumps(body, indent=2).encode(), headers)
 
 
 def _store_answered(path: str) -> None:
@@ -122,8 +110,7 @@ class StoreUnavailable:
             if not is_store_down(error) or watched.started:
                 raise
             cause = error
-        code, headers, body = unavailable_answer(str(scope.get("method", "?")), path, cause)
-        await send_answer(send, code, body, headers)
+        await _unavailable(send, str(scope.get("method", "?")), path, cause)
 
     async def _abandoned(self, scope: Scope, receive: Receive, watched: StartWatch) -> bool:
         """Run the request while the store is watched; whether it was abandoned to a hang."""
@@ -132,7 +119,7 @@ class StoreUnavailable:
 
         async def watch() -> None:
             nonlocal hung
-            await anyio.sleep(SUSPECT_AFTER)
+            await anyio.sleep(_SUSPECT_AFTER)
             while not watched.started:
                 if not await self._store_answers():
                     hung = True

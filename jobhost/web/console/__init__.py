@@ -3,9 +3,3 @@
 :class:`~jobhost.web.console.pages.Console` holds the pages; ``Console(...).routes()`` are
 added to the application by :mod:`jobhost.web.surfaces`.
 """
-
-from __future__ import annotations
-
-from jobhost.web.console.pages import Console
-
-__all__ = ["Console"]

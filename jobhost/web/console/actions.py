@@ -2,22 +2,15 @@
 
 Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
 is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
-exists. Each refusal answers 403 (400 for a missing reason, 404 for an unknown job or run, 409
-for a run that cannot be retried or cancelled) and is logged. What is done goes through the
-one operator-action path (:mod:`jobhost.operations.jobs`), so it is in the change log
-(``job_changes``) with the operator's name and the reason like any CLI or API action, and is
-logged as one JSON line (with the client's address) by the ``jobhost.audit`` logger.
+exists. Each refusal is logged. What is done goes through the one operator-action path
+(:mod:`jobhost.operations.jobs`), so it is in the change log with the operator's name and the
+reason like any CLI or API action, and is logged as one JSON line (with the client's address)
+by the ``jobhost.audit`` logger.
 
 What is not undone is asked once more first: the first post answers a confirmation page (the
-reason to check) whose form carries ``confirm=yes``. A trigger, once queued, leads to the
-request's page, which leads to the run as soon as a host starts it. A backfill's confirmation
-lists the occurrences it would run, as ``jobhost backfill --dry-run`` does; bad input (a bound
-without a zone, a range in the future, too many occurrences) answers 400 with the reason.
-Cancelling a backfill names it and its progress; an id that is not one of the job's backfills
-answers 404. Actions on a run and on a whole module need the form's confirmation box instead.
-"Retry the N shown" on the Failures page confirms the runs the page listed, then retries each
-once; a run that cannot be retried any more (retried meanwhile, succeeded) is counted, not an
-error for the others.
+reason to check, a backfill's occurrences as ``jobhost backfill --dry-run`` lists them) whose
+form carries ``confirm=yes``; actions on a run or on a whole module need the form's
+confirmation box instead.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -60,35 +53,12 @@ from jobhost.web.app import blocking
 from jobhost.web.console.auth import BadForm, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
 
-if TYPE_CHECKING:
-    from jobhost.catalog import Catalog
-    from jobhost.config import Settings
-    from jobhost.store import Store
-
-
-class Console(Protocol):
-    """What an action needs of the dashboard (:class:`~jobhost.web.console.pages.Console`),
-    which routes to these handlers: named here so the two modules do not import each other."""
-
-    settings: Settings
-    catalog: Catalog
-    store: Store
-    actions_on: bool
-
-    def actions_off_reason(self) -> str: ...
-
-    def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
-
-    def page(
-        self, request: Request, template: str, status: int = 200, **values: Any
-    ) -> Response: ...
-
+if TYPE_CHECKING:  # the dashboard routes to these handlers
+    from jobhost.web.console.pages import Console
 
 __all__ = [
     "BULK_NOTICES",
     "NOTICES",
-    "REQUEST_ID_CHARS",
-    "RETRY_NOTICE",
     "RUN_NOTICES",
     "job_action",
     "module_action",
@@ -121,13 +91,9 @@ BULK_NOTICES = {
     "module-resumed": "module resumed: every job of it, one change-log entry each",
 }
 """What the overview says after a module action, by the code in ``?done=``."""
-RETRY_NOTICE = "retries queued: {queued} (one change-log entry each); not retried: {refused}"
-"""What the Failures page says after a bulk retry (``?done=retried&n=..&r=..``)."""
-REQUEST_ID_CHARS = frozenset("0123456789abcdef")
+_REQUEST_ID_CHARS = frozenset("0123456789abcdef")
 
 _JOB_ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")
-_RUN_ACTIONS = ("retry", "cancel")
-_BULK_ACTIONS = ("pause", "resume")
 _SHOWN = 200
 """At most this many occurrences are listed on a backfill's preview; the count says the rest."""
 _BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
@@ -176,7 +142,7 @@ async def run_action(console: Console, request: Request) -> Response:
     """``POST /runs/{run_id}/retry|cancel``."""
     run_id = request.path_params["run_id"]
     action = request.path_params["action"]
-    if action not in _RUN_ACTIONS:
+    if action not in ("retry", "cancel"):
         return console.refuse(request, "no such action: use retry or cancel", 404)
     if len(run_id) > RUN_ID_LIMIT:
         return console.refuse(request, "no run with this id", 404)
@@ -198,7 +164,7 @@ async def module_action(console: Console, request: Request) -> Response:
     """``POST /modules/{module}/pause|resume``: every job the module declares."""
     module = request.path_params["module"]
     action = request.path_params["action"]
-    if action not in _BULK_ACTIONS:
+    if action not in ("pause", "resume"):
         return console.refuse(request, "no such action: use pause or resume", 404)
     checked = await _guarded(
         console, request, f"{action} a module", f"{action} a module", confirm=True
@@ -240,7 +206,7 @@ def retry_notice(params: Mapping[str, str]) -> str | None:
         _COUNT.fullmatch(queued) and _COUNT.fullmatch(refused)
     ):
         return None
-    return RETRY_NOTICE.format(queued=int(queued), refused=int(refused))
+    return f"retries queued: {int(queued)} (one change-log entry each); not retried: {int(refused)}"
 
 
 async def request_page(console: Console, request: Request) -> Response:
@@ -248,7 +214,7 @@ async def request_page(console: Console, request: Request) -> Response:
     again); once started, or queued for its concurrency group, 303 to its run; refused, why."""
     request_id = request.path_params["request_id"]
     found: RunRecord | None = None
-    if 0 < len(request_id) <= 64 and set(request_id) <= REQUEST_ID_CHARS:
+    if 0 < len(request_id) <= 64 and set(request_id) <= _REQUEST_ID_CHARS:
         found = await blocking(lambda: console.store.get_run(request_id))
     if found is None:
         return console.page(request, "missing.html", status=404, what="such trigger request")
@@ -277,7 +243,7 @@ async def _guarded(
     try:
         form = await read_form(request)
     except BadForm as error:
-        return console.refuse(request, error.why, error.status)
+        return console.refuse(request, str(error), error.status)
     if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
         return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
     given = form.get("reason", "")

@@ -1,10 +1,8 @@
 """Who is signed in to the dashboard, and proof that a form came from the dashboard itself.
 
-A person signs in with one of the ``operator_tokens`` from the settings; the dashboard then
-keeps a session cookie (HttpOnly, SameSite=Strict, signed with HMAC-SHA256 under a key derived
-from the configured tokens, so every replica with the same settings accepts it and changing
-the tokens signs everyone out). The session carries a random CSRF token that every form posts
-back; a POST whose ``Origin`` is another site is refused before anything else.
+The session cookie is HttpOnly, SameSite=Strict and signed (see :class:`SessionKeeper`); it
+carries a random CSRF token that every form posts back, and a POST whose ``Origin`` is another
+site is refused before anything else.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from starlette.responses import Response
 from jobhost.web.access import holder
 from jobhost.web.admission import MAX_FORM, BodyTooLarge, read_capped
 
-__all__ = ["COOKIE", "MAX_FORM", "BadForm", "Session", "SessionKeeper", "read_form", "same_origin"]
+__all__ = ["COOKIE", "BadForm", "Session", "SessionKeeper", "read_form", "same_origin"]
 
 COOKIE = "jobhost_session"
 _LIFETIME_SECONDS = 8 * 3600
@@ -163,7 +161,6 @@ class BadForm(Exception):
     def __init__(self, status: int, why: str) -> None:
         super().__init__(why)
         self.status = status
-        self.why = why
 
 
 async def read_form(request: Request) -> dict[str, str]:

@@ -1,26 +1,15 @@
 """The dashboard: server-rendered pages over the store, and the actions people may take.
 
-Pages: ``/`` (summary and the jobs table: search, module and status filters, sort, paging on
-the server), ``/jobs/NAME`` (run timeline and runs-by-outcome chart for the last hour, 24
-hours, 7 or 30 days, next ten fires, declared and effective trigger, recent errors, its
-history paged with an outcome filter, audited actions), ``/runs/ID`` (``?after=N``: the log
-lines after N, for the page script's tail), ``/requests/ID`` (a trigger, until it is a run),
-``/failures`` (failed runs of every job, paged, searchable by error text, under the
-installation's runs-by-outcome chart), ``/changes`` (the whole change log, by who, action,
-job, module and since when), ``/backfills`` (every job's newest backfills), ``/hosts``. Pages
-that show data pass ``live`` (seconds) for the page script (static/console.js).
-Read-only unless ``console_actions`` is on, operator tokens are configured and the application
-allows actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in
-at ``/signin`` sees trigger, pause and resume, each audited with who and why.
+Pages that show data pass ``live`` (seconds) for the page script (static/console.js). Read-only
+unless ``console_actions`` is on, operator tokens are configured and the application allows
+actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in at
+``/signin`` sees the actions, each audited with who and why.
 
-Times on the pages are ``<time>`` elements (the template filters :func:`utc_tag` and the rest)
-the page script can show in any zone: every instant is written as ``<time
-datetime="2026-05-04T10:00:00Z">`` with a readable text the page shows as it is without script
-(UTC, or the job's zone where the page says so). The script (``static/console.js``) rewrites
-the text in the zone the person picked (UTC, the browser's, or each job's own, read from
-``data-zone`` on the element or an ancestor) and puts the absolute time on a relative one's
-``title``; a log line's (``class="ms"``) keeps its milliseconds. ``class="fixed"`` keeps a text
-the page labels with its zone (the job's local fires).
+Every instant is a ``<time datetime="2026-05-04T10:00:00Z">`` whose text reads without script
+(UTC, or the job's zone where the page says so); the script rewrites it in the zone the person
+picked (each job's own is read from ``data-zone`` on the element or an ancestor), keeps a log
+line's (``class="ms"``) milliseconds, and leaves ``class="fixed"`` (a text labelled with its
+zone) as it is.
 """
 
 from __future__ import annotations
@@ -91,26 +80,14 @@ from jobhost.web.console.views import (
     run_view,
 )
 
-__all__ = [
-    "OVERVIEW_SECONDS",
-    "PAGE_SIZE",
-    "Console",
-    "ago_tag",
-    "fixed_tag",
-    "local_tag",
-    "stamp_tag",
-    "utc_tag",
-]
+__all__ = ["Console", "ago_tag", "fixed_tag", "local_tag", "stamp_tag", "utc_tag"]
 
 _log = logging.getLogger("jobhost.console")
-PAGE_SIZE = 50
-OVERVIEW_SECONDS = 3.0
-"""How long the overview's summary and each filtered page are kept before a store read."""
+_PAGE_SIZE = 50
 _LIVE_SECONDS = 5
 """How often an open page asks for its data again (the script slows down when answers are
 slow, and stops while the tab is hidden or paused)."""
 _TAIL_SECONDS = 2
-"""How often a running run's page asks for its new log lines: one read by the run's index."""
 # The run log's line numbers are an INTEGER column: PostgreSQL refuses a larger bound.
 _MAX_LINE = 2**31 - 1
 _MAX_PAGE = 10**6
@@ -139,17 +116,16 @@ class Console:
         *,
         allow_actions: bool,
         brake: GuessBrake | None = None,
-        overview_seconds: float = OVERVIEW_SECONDS,
+        overview_seconds: float = 3.0,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.store = store
         self.read_needs_session = settings.web_read_access == "token"
-        readers = read_tokens(settings)
         secret = settings.session_secret
         self.sessions = SessionKeeper(
             settings.operator_tokens,
-            readers if self.read_needs_session else None,
+            read_tokens(settings) if self.read_needs_session else None,
             secret.get_secret_value() if secret is not None else None,
         )
         self.actions_on = (
@@ -168,7 +144,6 @@ class Console:
             utc=utc_tag,
             utc_text=short_utc,
             local=local_tag,
-            local_text=short_local,
             zoned=fixed_tag,
             stamp=stamp_tag,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
@@ -257,7 +232,7 @@ class Console:
         key = (which.search, tuple(which.modules), tuple(which.statuses), which.sort, page)
         shown = self._pages.get(
             (summary.generated_at, key),
-            lambda: overview_page(self.store, summary, which, page, PAGE_SIZE),
+            lambda: overview_page(self.store, summary, which, page, _PAGE_SIZE),
         )
         return summary, shown
 
@@ -347,7 +322,7 @@ class Console:
         try:
             form = await read_form(request)
         except BadForm as error:
-            return self.refuse(request, error.why, error.status)
+            return self.refuse(request, str(error), error.status)
         found = self.sessions.identify(form.get("token", ""))
         if found is None:
             wait = await self.brake.refused(client, "signin")
@@ -436,7 +411,6 @@ class Console:
             actions_on=self.actions_on,
             signin_on=self.signin_on,
             read_needs_session=self.read_needs_session,
-            jobs_total=len(self.catalog.jobs),
             **values,
         )
         return _secured(HTMLResponse(html, status_code=status))
@@ -448,8 +422,7 @@ def utc_tag(at: datetime | None) -> Markup:
 
 
 def local_tag(at: datetime | None, zone: str) -> Markup:
-    """The instant in the job's ``zone`` (its abbreviation says which) until the script shows it
-    in the zone picked; the job's own zone when "each job's" is picked."""
+    """The instant in the job's ``zone`` until the script shows it in the zone picked."""
     return _tag(at, lambda at: short_local(at, zone), zone=zone)
 
 
@@ -459,15 +432,13 @@ def fixed_tag(at: datetime | None, zone: str) -> Markup:
 
 
 def ago_tag(at: datetime | None, now: datetime) -> Markup:
-    """How long ago (``4m05s``), with the absolute time on hover; ``-`` for nothing. An
-    instant after ``now`` is 0ms ago: a run a host started a moment after the page's reading
-    of the store (or on a clock slightly ahead) has not run for a negative time."""
+    """How long ago (``4m05s``), the absolute time on hover. An instant after ``now`` (a run
+    started just after the page read the store) is 0ms ago, never a negative time."""
     return _tag(at, lambda at: duration_text(max(now - at, timedelta(0))), kind="ago", title=True)
 
 
 def stamp_tag(at: datetime) -> Markup:
-    """A log line's time to the millisecond (``2026-05-04T10:00:00.123Z``): lines of one
-    second stay apart, in whatever zone is picked."""
+    """A log line's time to the millisecond, so that lines of one second stay apart."""
     text = line_time(at)
     return Markup(f'<time datetime="{escape(text)}" class="ms">{escape(text)}</time>')
 

@@ -1,12 +1,10 @@
 """Runs laid out in time: the dashboard's timeline of a job, and its chart of runs by outcome.
 
-Pure, both. :func:`timeline`: the runs, the window and the zone in; marks (as percentages of
-the window's width) and axis ticks out. Each ledger row is placed at its occurrence (its start
-for a manual run, its queueing for one that never started) and is as wide as it ran, never
-narrower than a sliver. :func:`outcome_chart`: the counts of each slice of the window in,
-stacked bars as numbers on a 1000 by 100 drawing out, so the page draws them as SVG with no
-script. Failures stack at the bottom of a bar, so a red foot shows at a glance even under many
-successes.
+Pure, both, in percentages of the window's width (:func:`timeline`) or on a 1000 by 100 drawing
+(:func:`outcome_chart`), so the page draws them with no script. A run is placed at its
+occurrence (its start for a manual run, its queueing for one that never started) and is as wide
+as it ran, never narrower than a sliver. Failures stack at the bottom of a bar, so a red foot
+shows at a glance even under many successes.
 """
 
 from __future__ import annotations
@@ -26,11 +24,7 @@ __all__ = [
     "RANGES",
     "RANGE_NAMES",
     "SLICES",
-    "Bar",
     "Chart",
-    "Mark",
-    "Segment",
-    "Tick",
     "Timeline",
     "outcome_chart",
     "timeline",

@@ -1,15 +1,8 @@
 """What each dashboard page shows, read from the store: plain data for the templates.
 
-A page's query string is its whole state, so a link to a search is the search. Values the job
-page does not know fall back to the defaults (the last 24 hours, every outcome, the first page)
-rather than fail: the address is a bookmark, and an old one should still open. The Failures
-page lists what ``jobhost failures`` prints: open failures (``all=true``: resolved ones too),
-repeats of one job and error as one row with their count, under the installation's
-runs-by-outcome chart. ``/changes`` is the whole change log, newest first, searched by who,
-what, job or module and since when; ``/backfills`` the newest backfills of every job, or of one.
-
-Pages share what they read for a few seconds (:class:`ShortCache`): viewers share reads instead
-of each paying for the whole catalog.
+A page's query string is its whole state, so a link to a search is the search. Values a page
+does not know fall back to the defaults rather than fail: the address is a bookmark, and an old
+one should still open. Pages share what they read for a few seconds (:class:`ShortCache`).
 """
 
 from __future__ import annotations
@@ -40,7 +33,6 @@ from jobhost.operations.failures import (
 from jobhost.operations.jobs import JobStateView, read_state, require_known_job
 from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runs import OUTCOMES, dropped_text, line_time
-from jobhost.operations.timefmt import short_local, short_utc
 from jobhost.records import (
     FAILED,
     STREAK_LIMIT,
@@ -67,22 +59,9 @@ from jobhost.web.console.timeline import (
 )
 
 __all__ = [
-    "BACKFILLS_SHOWN",
     "CHANGES_PAGE",
     "CHART_SECONDS",
     "FAILURES_PAGE",
-    "HISTORY_PAGE",
-    "HISTORY_PAGES",
-    "SLOWER",
-    "BackfillsView",
-    "ChangesView",
-    "FailuresView",
-    "Fire",
-    "HostsView",
-    "JobQuery",
-    "JobView",
-    "LogEntry",
-    "RunView",
     "ShortCache",
     "backfills_view",
     "changes_view",
@@ -95,18 +74,15 @@ __all__ = [
     "run_view",
 ]
 
-HISTORY_PAGE = 25
-"""Runs on one page of a job's history."""
-HISTORY_PAGES = 400
+_HISTORY_PAGE = 25
+_HISTORY_PAGES = 400
 """The deepest page of a job's history the page offers (older runs: `jobhost history`)."""
 _PAGE_LOG_LINES = 5000
 """Lines of a run's log the page shows (the settings keep 1,000 by default)."""
 CHANGES_PAGE = 50
-"""Changes on one page."""
-BACKFILLS_SHOWN = 200
+_BACKFILLS_SHOWN = 200
 """The newest backfills shown; older ones are a ``jobhost backfill`` or API read away."""
 FAILURES_PAGE = 50
-"""Runs on one page of the Failures list."""
 CHART_SECONDS = 60.0
 """How long the installation's chart of one range is kept before it is counted again."""
 _FIELD = 200
@@ -114,18 +90,11 @@ _CHANGE_FILTERS = ("actor", "action", "job", "module", "since")
 
 
 @dataclass(frozen=True)
-class Fire:
-    utc: str
-    local: str
-    at: datetime
-
-
-@dataclass(frozen=True)
 class JobView:
     job: JobReport
     report: Report
     timeline: Timeline
-    fires: list[Fire]
+    fires: list[datetime]
     failures: list[RunRecord]
     runs: list[RunRecord]
     """One page of the job's ledger, newest first, of the chosen outcome."""
@@ -134,11 +103,10 @@ class JobView:
     chart: Chart
     actions: list[JobChange]
     """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
-    backfills: list[BackfillRecord] = field(default_factory=list)
-    """The job's newest backfills, running ones with their progress."""
-    state: JobStateView | None = None
+    backfills: list[BackfillRecord]
+    state: JobStateView
     """What the job keeps between runs (``context.state``), by key."""
-    streak: StreakRange | None = None
+    streak: StreakRange | None
     """A failing job's streak, as the range its failed occurrences replay from."""
 
 
@@ -147,12 +115,11 @@ class RunView:
     run: RunRecord
     attempts: list[RunRecord]
     zone: str
-    log: list[LogEntry] = field(default_factory=list)
+    log: list[LogEntry]
     """The run's log lines as the page shows them; a gap is a line of its own."""
-    after: int = 0
+    after: int
     """The lines shown are those numbered above this (0: from the first)."""
-    retry_of: RunRecord | None = None
-    """The run this one retried (an operator's retry)."""
+    retry_of: RunRecord | None
 
     @property
     def running(self) -> bool:
@@ -162,14 +129,13 @@ class RunView:
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One line of a run's log on the page: its number, time, level and text (or a gap)."""
+    """One line of a run's log on the page, or a gap (no ``seq``, no ``at``)."""
 
     seq: int | None
     time: str
     level: str
     message: str
     at: datetime | None = None
-    """When the line was written (none for a gap): the page shows it in the zone picked."""
 
 
 @dataclass(frozen=True)
@@ -190,26 +156,25 @@ def job_view(
     span, page = RANGES[query.span], query.page
     job = report.jobs[0]
     now = report.generated_at
-    zone = job.effective_trigger.timezone
     rows = store.job_page(
         name,
         now - span,
         now,
         slices=SLICES[query.span],
-        history=HISTORY_PAGE + 1,
+        history=_HISTORY_PAGE + 1,
         outcome=query.outcome,
-        offset=(page - 1) * HISTORY_PAGE,
+        offset=(page - 1) * _HISTORY_PAGE,
         now=now,
         streak=job.status == "failing",
     )
     return JobView(
         job=job,
         report=report,
-        timeline=timeline(rows.window, now=now, span=span, zone=zone),
+        timeline=timeline(rows.window, now=now, span=span, zone=job.effective_trigger.timezone),
         fires=_next_fires(catalog, job, now),
         failures=rows.failures,
-        runs=rows.history[:HISTORY_PAGE],
-        more=len(rows.history) > HISTORY_PAGE and page < HISTORY_PAGES,
+        runs=rows.history[:_HISTORY_PAGE],
+        more=len(rows.history) > _HISTORY_PAGE and page < _HISTORY_PAGES,
         chart=outcome_chart(rows.counts, now - span, now),
         actions=rows.changes,
         backfills=rows.backfills,
@@ -242,20 +207,17 @@ def hosts_view(store: Store) -> HostsView:
     return HostsView(now, [(host, host.alive(now)) for host in ordered])
 
 
-def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[Fire]:
-    """The next ten fires: an interval job's from its stored next fire (its phase), a cron
-    job's from its expression."""
+def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[datetime]:
+    """An interval job's from its stored next fire (its phase), a cron job's from its
+    expression."""
     spec = catalog.jobs.get(job.name)
     if spec is None or not spec.enabled or job.paused:
         return []
-    zone = job.effective_trigger.timezone
     interval = spec.trigger.interval if spec.trigger.kind == "interval" else None
     if interval is not None and job.next_fire is not None:
-        fires = [job.next_fire + index * interval for index in range(10)]
-    else:
-        schedule = spec.schedule(now)
-        fires = schedule.iter_after(now, 10) if schedule is not None else []
-    return [Fire(short_utc(at), short_local(at, zone), at) for at in fires]
+        return [job.next_fire + index * interval for index in range(10)]
+    schedule = spec.schedule(now)
+    return schedule.iter_after(now, 10) if schedule is not None else []
 
 
 @dataclass(frozen=True)
@@ -292,7 +254,7 @@ def job_query(params: Mapping[str, str]) -> JobQuery:
     return JobQuery(
         span=span if span in RANGES else "24h",
         outcome=outcome if outcome in OUTCOMES else None,
-        page=number(params.get("page", "1")[:8], 1, 1, HISTORY_PAGES),
+        page=number(params.get("page", "1")[:8], 1, 1, _HISTORY_PAGES),
     )
 
 
@@ -358,9 +320,8 @@ class FailuresView:
 def failures_view(
     store: Store, params: Mapping[str, str], charts: ShortCache[Chart] | None = None
 ) -> FailuresView:
-    """The page for ``params`` (``q``, ``job``, ``since``, ``range``, ``all``, ``cursor``); the
-    installation's chart from ``charts`` when it holds a fresh one for the range (counting a
-    busy installation's day reads every run of it)."""
+    """The page for ``params``; the installation's chart from ``charts`` when it holds a fresh
+    one for the range (counting a busy installation's day reads every run of it)."""
     span = params.get("range", "24h")
     span = span if span in RANGES else "24h"
     asked = FailuresView(
@@ -469,13 +430,13 @@ class BackfillsView:
 
     @property
     def full(self) -> bool:
-        return len(self.backfills) >= BACKFILLS_SHOWN
+        return len(self.backfills) >= _BACKFILLS_SHOWN
 
 
 def backfills_view(store: Store, params: Mapping[str, str]) -> BackfillsView:
     job = params.get("job", "").strip()[:_FIELD]
     now = store.now()
-    return BackfillsView(job, now, store.list_backfills(job=job or None, limit=BACKFILLS_SHOWN))
+    return BackfillsView(job, now, store.list_backfills(job=job or None, limit=_BACKFILLS_SHOWN))
 
 
 SLOWER = 10
@@ -508,10 +469,8 @@ class ShortCache(Generic[_V]):
         kept = self._items.get(key)
         if kept is not None and self._monotonic() - kept[0] < kept[2]:
             return kept[1]
-        if kept is not None and not self._lock.acquire(blocking=False):
-            return kept[1]
-        if kept is None:
-            self._lock.acquire()
+        if not self._lock.acquire(blocking=kept is None) and kept is not None:
+            return kept[1]  # another thread makes a fresh one
         try:
             kept = self._items.get(key)
             if kept is not None and self._monotonic() - kept[0] < kept[2]:
