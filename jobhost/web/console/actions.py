@@ -2,10 +2,11 @@
 
 Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
 is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
-exists. Each refusal is logged. What is done goes through the one operator-action path
-(:mod:`jobhost.operations.jobs`), so it is in the change log with the operator's name and the
-reason like any CLI or API action, and is logged as one JSON line (with the client's address)
-by the ``jobhost.audit`` logger.
+exists. Each refusal answers 403 (400 for a missing reason, 404 for an unknown job or run, 409
+for a run that cannot be retried or cancelled) and is logged. What is done goes through the one
+operator-action path (:mod:`jobhost.operations.jobs`), so it is in the change log with the
+operator's name and the reason like any CLI or API action, and is logged as one JSON line (with
+the client's address) by the ``jobhost.audit`` logger.
 
 What is not undone is asked once more first: the first post answers a confirmation page (the
 reason to check, a backfill's occurrences as ``jobhost backfill --dry-run`` lists them) whose
@@ -22,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -53,8 +54,29 @@ from jobhost.web.app import blocking
 from jobhost.web.console.auth import BadForm, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
 
-if TYPE_CHECKING:  # the dashboard routes to these handlers
-    from jobhost.web.console.pages import Console
+if TYPE_CHECKING:
+    from jobhost.catalog import Catalog
+    from jobhost.config import Settings
+    from jobhost.store import Store
+
+
+class Console(Protocol):
+    """What an action needs of the dashboard (:class:`~jobhost.web.console.pages.Console`),
+    which routes to these handlers: named here so the two modules do not import each other."""
+
+    settings: Settings
+    catalog: Catalog
+    store: Store
+    actions_on: bool
+
+    def actions_off_reason(self) -> str: ...
+
+    def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
+
+    def page(
+        self, request: Request, template: str, status: int = 200, **values: Any
+    ) -> Response: ...
+
 
 __all__ = [
     "BULK_NOTICES",
