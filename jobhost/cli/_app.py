@@ -188,14 +188,14 @@ def _main(argv: list[str] | None) -> NoReturn:
 
 
 def _unexpected(error: Exception) -> NoReturn:
-    """One line for an error no command foresaw; a store failure says so."""
+    """One line for an error no command foresaw; a store failure (a lock held too long, a disk
+    full) says so."""
     from jobhost.config import bound_text, redact_text
 
     # A store error can only come from an imported SQLAlchemy: a command that never opened
     # the store does not pay for importing it here.
     store_errors = sys.modules.get("sqlalchemy.exc")
     if store_errors is not None and isinstance(error, store_errors.SQLAlchemyError):
-        # A store failure no command foresaw (a lock held too long, a disk full): one line.
         cause = getattr(error, "orig", None) or error
         first = redact_text(str(cause)).strip().splitlines()[0] if str(cause).strip() else ""
         click.echo(

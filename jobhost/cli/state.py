@@ -11,7 +11,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, opened_store, settings_of
-from jobhost.cli._options import json_option, reason_text
+from jobhost.cli._options import json_option, required_reason
 
 if TYPE_CHECKING:
     from jobhost.store import Store
@@ -33,16 +33,6 @@ def _assignment(
     return key, text
 
 
-def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    # A change is in the change log: an empty reason tells the next operator nothing.
-    if value is None:
-        return None
-    text = " ".join(value.split())
-    if not text:
-        raise click.BadParameter("must say why, e.g. --reason 'reset after the replay, INC-7'")
-    return reason_text(text)
-
-
 @cli.command()
 @click.argument("name")
 @click.option(
@@ -53,11 +43,10 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
     help="Set KEY to VALUE (text) between runs.",
 )
 @click.option("--delete", "deleted", metavar="KEY", help="Remove KEY between runs.")
-@click.option(
-    "--reason",
-    metavar="TEXT",
-    callback=_reason,
-    help="Why (required with --set and --delete); in the change log.",
+@required_reason(
+    "reset after the replay, INC-7",
+    "Why (required with --set and --delete); in the change log.",
+    required=False,
 )
 @json_option("Print JSON instead of text.")
 @click.pass_context
