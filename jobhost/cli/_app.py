@@ -151,19 +151,8 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
         os.environ[CONFIG_ENV] = os.path.abspath(config_path)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> NoReturn:
     """Console entry point: run the command, turning host errors into their exit codes."""
-    try:
-        _main(argv)
-    finally:
-        # The command is over and the process ends. Python's shutdown runs full collections as
-        # it clears modules, each walking every object still alive (a report of 10,000 jobs,
-        # the store's tables, every module): a tenth of `report --json`. Frozen, they are freed
-        # by reference counting as modules clear, or with the process.
-        gc.freeze()
-
-
-def _main(argv: list[str] | None) -> NoReturn:
     try:
         # Outside standalone mode click returns ctx.exit(n)'s code instead of exiting with it.
         code = cli.main(
@@ -184,6 +173,12 @@ def _main(argv: list[str] | None) -> NoReturn:
         sys.exit(error.exit_code)
     except Exception as error:
         _unexpected(error)
+    finally:
+        # The command is over and the process ends. Python's shutdown runs full collections as
+        # it clears modules, each walking every object still alive (a report of 10,000 jobs,
+        # the store's tables, every module): a tenth of `report --json`. Frozen, they are freed
+        # by reference counting as modules clear, or with the process.
+        gc.freeze()
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
