@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, fail
+from jobhost.clock import SystemClock
 from jobhost.operations.changes import BadReason, checked_reason
 from jobhost.operations.runs import AmbiguousRunId, resolve_run_id
 from jobhost.operations.timefmt import short_utc
@@ -79,7 +80,6 @@ def _reason_text(value: str) -> str:
 def since_instant(since: str | None, usage: Callable[[str], NoReturn]) -> datetime | None:
     """``--since`` (a duration back from now, a date or a time) as an instant; ``usage`` exits
     saying what is wrong with it."""
-    from jobhost.clock import SystemClock
     from jobhost.operations.failures import BadFailureQuery, parse_since
 
     try:

@@ -28,6 +28,9 @@ from jobhost.cli._options import (
     typed_run_id,
     wait_options,
 )
+from jobhost.errors import UnknownJobError
+from jobhost.operations.jobs import ActionRefused, require_known_job
+from jobhost.operations.runs import RunRetry, cancel_run, watch_run
 
 __all__ = ["cancel", "retry"]
 
@@ -86,8 +89,6 @@ def retry(
     matches refused); 4 --timeout passed first (a run here is cancelled, a host's goes on).
     """
     from jobhost.cli._one_shot import runs_here
-    from jobhost.operations.jobs import ActionRefused
-    from jobhost.operations.runs import RunRetry
 
     if failed:
         _retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
@@ -146,9 +147,6 @@ def cancel(
     listed); 3 refused (an unknown run, one already ended,
     one whose host is gone); 4 --timeout passed first.
     """
-    from jobhost.operations.jobs import ActionRefused
-    from jobhost.operations.runs import cancel_run, watch_run
-
     actor = getpass.getuser()
     with opened_store(settings_of(ctx), write=True) as store:
         run_id = typed_run_id(store, run_id)
@@ -202,9 +200,7 @@ def _retry_failed(
     as_json: bool,
 ) -> None:
     """Queue the retries, print them, and exit 0 (every match queued) or 3 (some refused)."""
-    from jobhost.errors import UnknownJobError
     from jobhost.operations.failures import FailureQuery, retry_failures
-    from jobhost.operations.jobs import require_known_job
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")

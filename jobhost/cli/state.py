@@ -12,6 +12,16 @@ import click
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, opened_store, settings_of
 from jobhost.cli._options import json_option, required_reason
+from jobhost.operations.jobs import (
+    ActionRefused,
+    BadStateInput,
+    change_state,
+    check_key,
+    read_state,
+    require_known_job,
+    state_json,
+)
+from jobhost.operations.timefmt import short_utc
 
 if TYPE_CHECKING:
     from jobhost.store import Store
@@ -71,8 +81,6 @@ def state(
     Exit status: 0; 2 for an unknown job, a bad option, or --delete of a key the job does not
     have; 3 refused (a run of the job is running: the message names it).
     """
-    from jobhost.operations.jobs import require_known_job
-
     if assignment is not None and deleted is not None:
         raise click.UsageError("give --set or --delete, not both")
     changing = assignment is not None or deleted is not None
@@ -91,9 +99,6 @@ def state(
 
 
 def _show(store: Store, name: str, *, as_json: bool) -> None:
-    from jobhost.operations.jobs import read_state, state_json
-    from jobhost.operations.timefmt import short_utc
-
     view = read_state(store, name)
     if as_json:
         click.echo(json.dumps(state_json(view), indent=2, ensure_ascii=False))
@@ -114,8 +119,6 @@ def _show(store: Store, name: str, *, as_json: bool) -> None:
 def _change(
     store: Store, name: str, key: str, value: str | None, *, reason: str, as_json: bool
 ) -> None:
-    from jobhost.operations.jobs import ActionRefused, BadStateInput, change_state, check_key
-
     actor = getpass.getuser()
     try:
         check_key(key)
