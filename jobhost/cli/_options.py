@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from jobhost.operations.runs import TriggerResult
 
 __all__ = [
+    "change_reason",
     "json_option",
     "optional_reason",
     "print_and_exit",
-    "required_reason",
     "since_instant",
     "typed_run_id",
     "wait_options",
@@ -52,7 +52,7 @@ def optional_reason(help: str) -> _Decorator:
     return click.option("--reason", metavar="TEXT", callback=check, help=help)
 
 
-def required_reason(
+def change_reason(
     example: str, help: str = "Why (required).", *, required: bool = True
 ) -> _Decorator:
     """``--reason TEXT``, checked and never blank: every change is in the change log, and an

@@ -17,7 +17,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, settings_of
-from jobhost.cli._options import json_option, required_reason
+from jobhost.cli._options import change_reason, json_option
 from jobhost.operations.jobs import declaration_json, kinds_json, stored_catalog
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     help="One of the kind's settings; VALUE is JSON when it parses, text otherwise (repeatable).",
 )
 @click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
-@required_reason("new endpoint after the migration, INC-7")
+@change_reason("new endpoint after the migration, INC-7")
 @json_option("Print the stored job as JSON.")
 @click.pass_context
 def put_job(
@@ -205,7 +205,7 @@ def put_job(
 @jobs.command("delete")
 @click.argument("name")
 @click.option("--if-match", "if_match", metavar="ETAG", help="Remove only if still at ETAG.")
-@required_reason("the endpoint is retired")
+@change_reason("the endpoint is retired")
 @click.pass_context
 def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str) -> None:
     """Remove runtime job NAME; its history stays, its schedule is kept as orphaned. --reason

@@ -12,7 +12,7 @@ import click
 from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, load_catalog, opened_store, settings_of
-from jobhost.cli._options import required_reason
+from jobhost.cli._options import change_reason
 from jobhost.operations.jobs import jobs_matching, pause_jobs, require_known_job, resume_jobs
 from jobhost.operations.timefmt import short_utc
 
@@ -40,7 +40,7 @@ _MATCH = click.option(
 
 @cli.command()
 @click.argument("name", required=False)
-@required_reason(
+@change_reason(
     "billing migration until 06:00", "Why; shown by `jobhost report` (required, not blank)."
 )
 @_MODULE
@@ -80,7 +80,7 @@ def pause(
 
 @cli.command()
 @click.argument("name", required=False)
-@required_reason("migration done", "Why; written to the change log (required).")
+@change_reason("migration done", "Why; written to the change log (required).")
 @_MODULE
 @_MATCH
 @click.pass_context

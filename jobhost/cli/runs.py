@@ -22,8 +22,8 @@ from jobhost.cli._app import (
 )
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
 from jobhost.cli._options import (
+    change_reason,
     print_and_exit,
-    required_reason,
     since_instant,
     typed_run_id,
     wait_options,
@@ -37,7 +37,7 @@ __all__ = ["cancel", "retry"]
 
 @cli.command()
 @click.argument("run_id", required=False)
-@required_reason("upstream fixed, rerun")
+@change_reason("upstream fixed, rerun")
 @click.option(
     "--failed", is_flag=True, help="Retry every open failure (of --job, --module, --since) once."
 )
@@ -117,7 +117,7 @@ def retry(
 
 @cli.command()
 @click.argument("run_id")
-@required_reason("upstream fixed, rerun")
+@change_reason("upstream fixed, rerun")
 @wait_options(no_wait="Record the request and exit at once.", until="wait until the run ends")
 @click.pass_context
 def cancel(

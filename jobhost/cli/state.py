@@ -11,7 +11,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, opened_store, settings_of
-from jobhost.cli._options import json_option, required_reason
+from jobhost.cli._options import change_reason, json_option
 from jobhost.operations.jobs import (
     ActionRefused,
     BadStateInput,
@@ -53,7 +53,7 @@ def _assignment(
     help="Set KEY to VALUE (text) between runs.",
 )
 @click.option("--delete", "deleted", metavar="KEY", help="Remove KEY between runs.")
-@required_reason(
+@change_reason(
     "reset after the replay, INC-7",
     "Why (required with --set and --delete); in the change log.",
     required=False,
