@@ -14,13 +14,7 @@ import click
 from jobhost_contracts import DstGap, DstRepeat
 
 from jobhost.cli._app import EXIT_FAILED, cli, fail, to_stderr
-from jobhost.cli._context import (
-    catalog_for,
-    load_catalog,
-    opened_store,
-    require_job,
-    settings_of,
-)
+from jobhost.cli._context import catalog_for, load_catalog, opened_store, require_job, settings_of
 from jobhost.cli._options import json_option
 from jobhost.errors import StoreMissingError, StoreUnavailableError
 from jobhost.store import StoreError
@@ -135,11 +129,7 @@ def next_occurrences(
 
 
 def _from_expression(
-    ctx: click.Context,
-    expression: str,
-    timezone: str,
-    gap: DstGap | None,
-    repeat: DstRepeat | None,
+    ctx: click.Context, expression: str, timezone: str, gap: DstGap | None, repeat: DstRepeat | None
 ) -> tuple[Schedule, tzinfo]:
     try:
         zone = load_zone(timezone)
@@ -147,10 +137,7 @@ def _from_expression(
         raise click.BadParameter(str(error), ctx, param_hint="'--tz'") from None
     try:
         schedule = cron_schedule(
-            expression,
-            timezone,
-            dst_gap=gap or DstGap.SHIFT,
-            dst_repeat=repeat or DstRepeat.ONCE,
+            expression, timezone, dst_gap=gap or DstGap.SHIFT, dst_repeat=repeat or DstRepeat.ONCE
         )
     except (CronSyntaxError, CronNeverFiresError) as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--cron'") from None
