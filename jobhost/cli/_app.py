@@ -40,31 +40,6 @@ EXIT_USAGE = 2
 EXIT_INVALID = 3
 EXIT_TIMEOUT = 4
 
-# Each command lives in the module of its subject and registers itself on `cli` when imported:
-# command name -> module, and the line `jobhost --help` shows for it.
-_MODULES = {
-    "backfill": "backfill",
-    "cancel": "runs",
-    "changes": "changes",
-    "db": "db",
-    "failures": "failures",
-    "health": "checks",
-    "history": "history",
-    "jobs": "jobs",
-    "kinds": "jobs",
-    "logs": "history",
-    "next": "next",
-    "pause": "pause",
-    "plan": "checks",
-    "report": "report",
-    "resume": "pause",
-    "retry": "runs",
-    "run": "run",
-    "serve": "run",
-    "state": "state",
-    "trigger": "trigger",
-    "validate": "checks",
-}
 _SHORT_HELP = {
     "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
     "cancel": "Cancel running run RUN_ID through its host, and wait until it ends.",
@@ -93,6 +68,20 @@ _SHORT_HELP = {
     "state": "Show job NAME's durable state (what its runs keep in context.state), or change it.",
     "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",
     "validate": "Load every plugin and check every job; list every problem, not only the first.",
+}
+
+# Each command lives in the module of its subject and registers itself on `cli` when imported:
+# the module of its own name, or the one named here.
+_MODULES = {name: name for name in _SHORT_HELP} | {
+    "cancel": "runs",
+    "health": "checks",
+    "kinds": "jobs",
+    "logs": "history",
+    "plan": "checks",
+    "resume": "pause",
+    "retry": "runs",
+    "serve": "run",
+    "validate": "checks",
 }
 
 
