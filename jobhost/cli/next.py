@@ -53,7 +53,7 @@ class _Instant(click.ParamType[datetime]):
                 param,
                 ctx,
             )
-        return (instant if instant.tzinfo else instant.replace(tzinfo=UTC)).astimezone(UTC)
+        return (instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant).astimezone(UTC)
 
 
 @cli.command("next")
@@ -141,7 +141,7 @@ def _from_expression(
         )
     except (CronSyntaxError, CronNeverFiresError) as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--cron'") from None
-    if (gap or repeat) and not schedule.fixed_time:
+    if (gap is not None or repeat is not None) and not schedule.fixed_time:
         to_stderr(
             "note: the minute or hour field starts with '*': a wildcard job follows real time, "
             "so --dst-gap and --dst-repeat change nothing"
@@ -160,7 +160,7 @@ def _from_job(
             f"dst_repeat={schedule.dst_repeat.value}"
             + ("" if schedule.fixed_time else " (no effect: a wildcard job follows real time)")
         )
-        if gap or repeat:
+        if gap is not None or repeat is not None:
             gap, repeat = gap or schedule.dst_gap, repeat or schedule.dst_repeat
             schedule = cron_schedule(
                 schedule.expression, schedule.timezone, dst_gap=gap, dst_repeat=repeat
