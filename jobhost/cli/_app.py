@@ -40,31 +40,6 @@ EXIT_USAGE = 2
 EXIT_INVALID = 3
 EXIT_TIMEOUT = 4
 
-# Each command lives in the module of its subject and registers itself on `cli` when imported:
-# command name -> module, and the line `jobhost --help` shows for it.
-_MODULES = {
-    "backfill": "backfill",
-    "cancel": "runs",
-    "changes": "changes",
-    "db": "db",
-    "failures": "failures",
-    "health": "checks",
-    "history": "history",
-    "jobs": "jobs",
-    "kinds": "jobs",
-    "logs": "history",
-    "next": "next",
-    "pause": "pause",
-    "plan": "checks",
-    "report": "report",
-    "resume": "pause",
-    "retry": "runs",
-    "run": "run",
-    "serve": "run",
-    "state": "state",
-    "trigger": "trigger",
-    "validate": "checks",
-}
 _SHORT_HELP = {
     "backfill": "Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.",
     "cancel": "Cancel running run RUN_ID through its host, and wait until it ends.",
@@ -93,6 +68,20 @@ _SHORT_HELP = {
     "state": "Show job NAME's durable state (what its runs keep in context.state), or change it.",
     "trigger": "Run job NAME now, as the operating-system user, and wait for its outcome.",
     "validate": "Load every plugin and check every job; list every problem, not only the first.",
+}
+
+# Each command lives in the module of its subject and registers itself on `cli` when imported:
+# the module of its own name, or the one named here.
+_MODULES = {name: name for name in _SHORT_HELP} | {
+    "cancel": "runs",
+    "health": "checks",
+    "kinds": "jobs",
+    "logs": "history",
+    "plan": "checks",
+    "resume": "pause",
+    "retry": "runs",
+    "serve": "run",
+    "validate": "checks",
 }
 
 
@@ -151,19 +140,8 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
         os.environ[CONFIG_ENV] = os.path.abspath(config_path)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> NoReturn:
     """Console entry point: run the command, turning host errors into their exit codes."""
-    try:
-        _main(argv)
-    finally:
-        # The command is over and the process ends. Python's shutdown runs full collections as
-        # it clears modules, each walking every object still alive (a report of 10,000 jobs,
-        # the store's tables, every module): a tenth of `report --json`. Frozen, they are freed
-        # by reference counting as modules clear, or with the process.
-        gc.freeze()
-
-
-def _main(argv: list[str] | None) -> NoReturn:
     try:
         # Outside standalone mode click returns ctx.exit(n)'s code instead of exiting with it.
         code = cli.main(
@@ -184,18 +162,24 @@ def _main(argv: list[str] | None) -> NoReturn:
         sys.exit(error.exit_code)
     except Exception as error:
         _unexpected(error)
+    finally:
+        # The command is over and the process ends. Python's shutdown runs full collections as
+        # it clears modules, each walking every object still alive (a report of 10,000 jobs,
+        # the store's tables, every module): a tenth of `report --json`. Frozen, they are freed
+        # by reference counting as modules clear, or with the process.
+        gc.freeze()
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 def _unexpected(error: Exception) -> NoReturn:
-    """One line for an error no command foresaw; a store failure says so."""
+    """One line for an error no command foresaw; a store failure (a lock held too long, a disk
+    full) says so."""
     from jobhost.config import bound_text, redact_text
 
     # A store error can only come from an imported SQLAlchemy: a command that never opened
     # the store does not pay for importing it here.
     store_errors = sys.modules.get("sqlalchemy.exc")
     if store_errors is not None and isinstance(error, store_errors.SQLAlchemyError):
-        # A store failure no command foresaw (a lock held too long, a disk full): one line.
         cause = getattr(error, "orig", None) or error
         first = redact_text(str(cause)).strip().splitlines()[0] if str(cause).strip() else ""
         click.echo(

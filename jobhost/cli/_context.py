@@ -6,11 +6,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import NoReturn
 
 import click
-from sqlalchemy import make_url
 
 from jobhost.catalog.model import Catalog, JobSpec
 from jobhost.cli._app import EXIT_INVALID, fail, to_stderr
@@ -69,9 +67,8 @@ def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None =
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
     from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
 
-    url = make_url(settings.database_url)
-    file = url.database if url.get_backend_name() == "sqlite" else None
-    if file not in (None, "", ":memory:") and not Path(str(file)).exists():
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.exists():
         return catalog  # no store yet: nothing to join, and no file made by looking
     reader = store or Store.open(settings.database_url, **settings.store_options())
     try:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, fail
+from jobhost.clock import SystemClock
 from jobhost.operations.changes import BadReason, checked_reason
 from jobhost.operations.runs import AmbiguousRunId, resolve_run_id
 from jobhost.operations.timefmt import short_utc
@@ -22,17 +23,15 @@ if TYPE_CHECKING:
     from jobhost.operations.runs import TriggerResult
 
 __all__ = [
+    "change_reason",
     "json_option",
     "optional_reason",
     "print_and_exit",
-    "reason_text",
-    "required_reason",
     "since_instant",
     "typed_run_id",
     "wait_options",
 ]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 _Decorator = Callable[[Any], Any]
 
 
@@ -48,24 +47,29 @@ def optional_reason(help: str) -> _Decorator:
     def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
         if value is None or not value.strip():
             return value
-        return reason_text(value)
+        return _reason_text(value)
 
     return click.option("--reason", metavar="TEXT", callback=check, help=help)
 
 
-def required_reason(example: str, help: str = "Why (required).") -> Callable[[_F], _F]:
-    """``--reason TEXT``, required and checked: every change is in the change log, and an
-    empty reason tells the next operator nothing (``example`` shows one)."""
+def change_reason(
+    example: str, help: str = "Why (required).", *, required: bool = True
+) -> _Decorator:
+    """``--reason TEXT``, checked and never blank: every change is in the change log, and an
+    empty reason tells the next operator nothing (``example`` shows one). Without ``required``
+    it may be left out, for a command that changes nothing without it."""
 
-    def check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
         if not value.strip():
             raise click.BadParameter(f"must say why, e.g. --reason {example!r}")
-        return reason_text(value)
+        return _reason_text(value)
 
-    return click.option("--reason", metavar="TEXT", required=True, callback=check, help=help)
+    return click.option("--reason", metavar="TEXT", required=required, callback=check, help=help)
 
 
-def reason_text(value: str) -> str:
+def _reason_text(value: str) -> str:
     """``value`` folded; :class:`click.BadParameter` (exit 2) saying what is wrong with it."""
     try:
         return checked_reason(value)
@@ -76,7 +80,6 @@ def reason_text(value: str) -> str:
 def since_instant(since: str | None, usage: Callable[[str], NoReturn]) -> datetime | None:
     """``--since`` (a duration back from now, a date or a time) as an instant; ``usage`` exits
     saying what is wrong with it."""
-    from jobhost.clock import SystemClock
     from jobhost.operations.failures import BadFailureQuery, parse_since
 
     try:

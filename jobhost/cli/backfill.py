@@ -14,7 +14,14 @@ from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, cli, fail, to_s
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, require_job, settings_of
 from jobhost.cli._options import json_option, optional_reason
 from jobhost.errors import UnknownJobError
-from jobhost.operations.backfills import backfill_json
+from jobhost.operations.backfills import (
+    BackfillInputError,
+    backfill_json,
+    cancel_backfill,
+    plan_backfill,
+    see_through,
+    start_backfill,
+)
 from jobhost.operations.timefmt import iso_utc
 
 if TYPE_CHECKING:
@@ -141,8 +148,6 @@ def backfill(
 
 
 def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
-    from jobhost.operations.backfills import BackfillInputError, plan_backfill
-
     with opened_store(settings) as store:
         try:
             limit, now = settings.backfill_limit, store.now()
@@ -163,7 +168,6 @@ def _run(
     as_json: bool,
 ) -> int:
     from jobhost.cli._one_shot import backfill_here
-    from jobhost.operations.backfills import see_through, start_backfill
 
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
@@ -255,8 +259,6 @@ def _show_one(store: Store, backfill_id: str, *, as_json: bool) -> None:
 def _cancel_one(store: Store, backfill_id: str, *, actor: str, reason: str | None) -> None:
     """Cancel the backfill: no new occurrence starts; its runs in flight finish. Without a
     reason, exit 2: the cancel is in the change log, where an empty reason tells no one why."""
-    from jobhost.operations.backfills import cancel_backfill
-
     if not reason:
         raise click.UsageError(
             "--cancel needs --reason TEXT: say why, for the change log "

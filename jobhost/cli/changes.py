@@ -10,6 +10,7 @@ import click
 from jobhost.cli._app import cli
 from jobhost.cli._context import opened_store, settings_of
 from jobhost.cli._options import json_option
+from jobhost.operations.changes import change_json, change_line
 
 __all__ = ["changes"]
 
@@ -35,8 +36,6 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
 
     Exit status: 0 (also when there is no change to show).
     """
-    from jobhost.operations.changes import change_json, change_line
-
     with opened_store(settings_of(ctx)) as store:
         found = store.list_changes(job_name=job, limit=limit, newest=True)
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from typing import NoReturn
 
@@ -10,6 +11,7 @@ import click
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import opened_store, settings_of
 from jobhost.cli._options import json_option, optional_reason, since_instant, typed_run_id
+from jobhost.operations.jobs import ActionRefused, require_known_job
 
 __all__ = ["failures"]
 
@@ -101,7 +103,6 @@ def failures(
         group_failures,
         read_failures,
     )
-    from jobhost.operations.jobs import require_known_job
     from jobhost.operations.render import WIDTH, wrap_words
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
@@ -140,10 +141,7 @@ def failures(
 
 
 def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json: bool) -> None:
-    import getpass
-
     from jobhost.operations.failures import acknowledge_failure
-    from jobhost.operations.jobs import ActionRefused
 
     why = " ".join((reason or "").split())
     if not why or len(why) > 500:

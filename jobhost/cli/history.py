@@ -13,13 +13,17 @@ import click
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import catalog_for, opened_store, settings_of
 from jobhost.cli._options import json_option, typed_run_id
+from jobhost.operations.jobs import require_known_job
 from jobhost.operations.runs import (
     LAST_LINES,
     OUTCOMES,
     entry_json,
     history_json,
+    line_text,
+    page_json,
     read_history,
     read_last_lines,
+    read_run_log,
 )
 from jobhost.store import Store
 
@@ -67,7 +71,6 @@ def history(
 
     Exit status: 0; 2 for an unknown job or a bad option.
     """
-    from jobhost.operations.jobs import require_known_job
     from jobhost.operations.render import history_lines, stdout_style
 
     settings = settings_of(ctx)
@@ -117,8 +120,6 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
 
 
 def _print_all(store: Store, run_id: str, as_json: bool) -> None:
-    from jobhost.operations.runs import line_text, page_json, read_run_log
-
     page = read_run_log(store, run_id)
     if page is None:
         _unknown(run_id)
@@ -139,8 +140,6 @@ def _print_all(store: Store, run_id: str, as_json: bool) -> None:
 
 
 def _follow(store: Store, run_id: str, as_json: bool) -> None:
-    from jobhost.operations.runs import entry_json, line_text, read_run_log
-
     after = 0
     while True:
         page = read_run_log(store, run_id, after=after)

@@ -17,7 +17,8 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, settings_of
-from jobhost.cli._options import json_option, required_reason
+from jobhost.cli._options import change_reason, json_option
+from jobhost.operations.jobs import declaration_json, kinds_json, stored_catalog
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -59,7 +60,6 @@ def list_jobs(
 
     Exit status: 0; 1 when the store is unreachable.
     """
-    from jobhost.operations.jobs import stored_catalog
     from jobhost.runtime.service import etag_of
     from jobhost.web.api.views import source_of
 
@@ -112,8 +112,6 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 
     Exit status: 0; 2 when the store holds no job NAME.
     """
-    from jobhost.operations.jobs import declaration_json, stored_catalog
-
     settings = settings_of(ctx)
     with opened_store(settings) as store:
         row = next(iter(store.list_runtime_jobs([name])), None)
@@ -161,7 +159,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     help="One of the kind's settings; VALUE is JSON when it parses, text otherwise (repeatable).",
 )
 @click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
-@required_reason("new endpoint after the migration, INC-7")
+@change_reason("new endpoint after the migration, INC-7")
 @json_option("Print the stored job as JSON.")
 @click.pass_context
 def put_job(
@@ -207,7 +205,7 @@ def put_job(
 @jobs.command("delete")
 @click.argument("name")
 @click.option("--if-match", "if_match", metavar="ETAG", help="Remove only if still at ETAG.")
-@required_reason("the endpoint is retired")
+@change_reason("the endpoint is retired")
 @click.pass_context
 def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str) -> None:
     """Remove runtime job NAME; its history stays, its schedule is kept as orphaned. --reason
@@ -323,8 +321,6 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
 
 
 def _show_kinds(kinds: Mapping[str, JobKind], as_json: bool) -> None:
-    from jobhost.operations.jobs import kinds_json
-
     data = kinds_json(kinds)
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -14,13 +14,7 @@ import click
 from jobhost_contracts import DstGap, DstRepeat
 
 from jobhost.cli._app import EXIT_FAILED, cli, fail, to_stderr
-from jobhost.cli._context import (
-    catalog_for,
-    load_catalog,
-    opened_store,
-    require_job,
-    settings_of,
-)
+from jobhost.cli._context import catalog_for, load_catalog, opened_store, require_job, settings_of
 from jobhost.cli._options import json_option
 from jobhost.errors import StoreMissingError, StoreUnavailableError
 from jobhost.store import StoreError
@@ -37,18 +31,12 @@ from jobhost.triggers import (
 if TYPE_CHECKING:
     from jobhost.catalog import Catalog
 
-__all__ = ["next_occurrences", "parse_instant"]
-
-
-def parse_instant(text: str) -> datetime:
-    """An ISO-8601 instant (``2026-03-29T00:00:00Z``, an offset, or naive meaning UTC), in UTC."""
-    value = datetime.fromisoformat(text.strip())
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+__all__ = ["next_occurrences"]
 
 
 class _Instant(click.ParamType[datetime]):
+    """An ISO-8601 instant (``2026-03-29T00:00:00Z``, an offset, or naive meaning UTC), in UTC."""
+
     name = "ISO-8601"
 
     def convert(
@@ -57,7 +45,7 @@ class _Instant(click.ParamType[datetime]):
         if isinstance(value, datetime):
             return value
         try:
-            return parse_instant(str(value))
+            instant = datetime.fromisoformat(str(value).strip())
         except ValueError:
             self.fail(
                 f"{value!r} is not an ISO-8601 instant; write e.g. 2026-03-29T00:00:00Z, "
@@ -65,6 +53,7 @@ class _Instant(click.ParamType[datetime]):
                 param,
                 ctx,
             )
+        return (instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant).astimezone(UTC)
 
 
 @cli.command("next")
@@ -121,12 +110,13 @@ def next_occurrences(
     if timezone is not None and expression is None:
         raise click.UsageError("--tz goes with --cron; a job's zone comes from its trigger", ctx)
     start = after if after is not None else datetime.now(UTC).replace(microsecond=0)
-    policy = _Policy(dst_gap, dst_repeat)
+    gap = None if dst_gap is None else DstGap(dst_gap)
+    repeat = None if dst_repeat is None else DstRepeat(dst_repeat)
     if expression is not None:
-        schedule, zone = _from_expression(ctx, expression, timezone or "UTC", policy)
+        schedule, zone = _from_expression(ctx, expression, timezone or "UTC", gap, repeat)
     else:
         assert name is not None
-        schedule, zone = _from_job(ctx, name, start, policy)
+        schedule, zone = _from_job(ctx, name, start, gap, repeat)
     instants = schedule.iter_after(start, count)
     if as_json:
         shown = [{"utc": _utc(i), "local": i.astimezone(zone).isoformat()} for i in instants]
@@ -138,19 +128,8 @@ def next_occurrences(
                 click.echo(f"does not exist, recorded missed: {_skipped(skipped, zone)}")
 
 
-class _Policy:
-    """The --dst-gap / --dst-repeat flags; None where the flag was not given."""
-
-    def __init__(self, gap: str | None, repeat: str | None) -> None:
-        self.gap = None if gap is None else DstGap(gap)
-        self.repeat = None if repeat is None else DstRepeat(repeat)
-
-    def given(self) -> bool:
-        return self.gap is not None or self.repeat is not None
-
-
 def _from_expression(
-    ctx: click.Context, expression: str, timezone: str, policy: _Policy
+    ctx: click.Context, expression: str, timezone: str, gap: DstGap | None, repeat: DstRepeat | None
 ) -> tuple[Schedule, tzinfo]:
     try:
         zone = load_zone(timezone)
@@ -158,37 +137,31 @@ def _from_expression(
         raise click.BadParameter(str(error), ctx, param_hint="'--tz'") from None
     try:
         schedule = cron_schedule(
-            expression,
-            timezone,
-            dst_gap=policy.gap or DstGap.SHIFT,
-            dst_repeat=policy.repeat or DstRepeat.ONCE,
+            expression, timezone, dst_gap=gap or DstGap.SHIFT, dst_repeat=repeat or DstRepeat.ONCE
         )
     except (CronSyntaxError, CronNeverFiresError) as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--cron'") from None
-    if policy.given() and not schedule.fixed_time:
-        to_stderr(_WILDCARD_NOTE)
+    if (gap is not None or repeat is not None) and not schedule.fixed_time:
+        to_stderr(
+            "note: the minute or hour field starts with '*': a wildcard job follows real time, "
+            "so --dst-gap and --dst-repeat change nothing"
+        )
     return schedule, zone
 
 
-_WILDCARD_NOTE = (
-    "note: the minute or hour field starts with '*': a wildcard job follows real time, "
-    "so --dst-gap and --dst-repeat change nothing"
-)
-
-
 def _from_job(
-    ctx: click.Context, name: str, start: datetime, policy: _Policy
+    ctx: click.Context, name: str, start: datetime, gap: DstGap | None, repeat: DstRepeat | None
 ) -> tuple[Schedule, tzinfo]:
     spec = require_job(_catalog_with(ctx, name), name, "be previewed")
     schedule = spec.schedule(start)
     if isinstance(schedule, CronSchedule):
-        gap, repeat = policy.gap or schedule.dst_gap, policy.repeat or schedule.dst_repeat
         to_stderr(
             f"{name}: daylight saving: dst_gap={schedule.dst_gap.value}, "
             f"dst_repeat={schedule.dst_repeat.value}"
             + ("" if schedule.fixed_time else " (no effect: a wildcard job follows real time)")
         )
-        if policy.given():
+        if gap is not None or repeat is not None:
+            gap, repeat = gap or schedule.dst_gap, repeat or schedule.dst_repeat
             schedule = cron_schedule(
                 schedule.expression, schedule.timezone, dst_gap=gap, dst_repeat=repeat
             )
@@ -207,8 +180,8 @@ def _from_job(
 
 
 def _catalog_with(ctx: click.Context, name: str) -> Catalog:
-    """The store's catalog when the store holds job ``name`` (no module is loaded); else, as on
-    a developer's machine with no store or a job no host synced yet, the built catalog."""
+    """:func:`catalog_for`, or the built catalog where there is no store (a developer's
+    machine)."""
     settings = settings_of(ctx)
     try:
         with opened_store(settings) as store:

@@ -12,7 +12,9 @@ import click
 from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, load_catalog, opened_store, settings_of
-from jobhost.cli._options import required_reason
+from jobhost.cli._options import change_reason
+from jobhost.operations.jobs import jobs_matching, pause_jobs, require_known_job, resume_jobs
+from jobhost.operations.timefmt import short_utc
 
 if TYPE_CHECKING:
     from jobhost.config import Settings
@@ -38,7 +40,7 @@ _MATCH = click.option(
 
 @cli.command()
 @click.argument("name", required=False)
-@required_reason(
+@change_reason(
     "billing migration until 06:00", "Why; shown by `jobhost report` (required, not blank)."
 )
 @_MODULE
@@ -61,9 +63,6 @@ def pause(
     Exit status: 0 (also when it already was paused); 2 for an unknown job, or when --module
     and --match select no job.
     """
-    from jobhost.operations.jobs import pause_jobs
-    from jobhost.operations.timefmt import short_utc
-
     settings = settings_of(ctx)
     with opened_store(settings, write=True) as store:
         catalog, jobs = _chosen(settings, store, name, modules, patterns)
@@ -81,7 +80,7 @@ def pause(
 
 @cli.command()
 @click.argument("name", required=False)
-@required_reason("migration done", "Why; written to the change log (required).")
+@change_reason("migration done", "Why; written to the change log (required).")
 @_MODULE
 @_MATCH
 @click.pass_context
@@ -100,9 +99,6 @@ def resume(
     Exit status: 0 (also when it was not paused); 2 for an unknown job, without --reason, or
     when --module and --match select no job.
     """
-    from jobhost.operations.jobs import resume_jobs
-    from jobhost.operations.timefmt import short_utc
-
     settings = settings_of(ctx)
     user = getpass.getuser()
     with opened_store(settings, write=True) as store:
@@ -130,8 +126,6 @@ def _chosen(
     patterns: tuple[str, ...],
 ) -> tuple[Catalog, list[str]]:
     """The catalog and the jobs to act on: job ``name``, or those --module and --match select."""
-    from jobhost.operations.jobs import jobs_matching, require_known_job
-
     if name is not None:
         if modules or patterns:
             raise click.UsageError(f"give job {name} or --module/--match, not both")

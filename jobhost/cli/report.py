@@ -11,7 +11,8 @@ from jobhost.catalog.model import Catalog
 from jobhost.cli._app import cli, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, refuse_invalid, settings_of
 from jobhost.cli._options import json_option
-from jobhost.operations.report import SORTS, STATUSES
+from jobhost.operations.jobs import require_known_job, stored_version
+from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 
 if TYPE_CHECKING:
     from jobhost.store import Store
@@ -79,9 +80,7 @@ def report(
     Exit status: 0; 2 for an unknown --job; 3 with --check-catalog when the catalog is invalid
     (the report is still printed, from what could be loaded; see `jobhost validate`).
     """
-    from jobhost.operations.jobs import require_known_job
     from jobhost.operations.render import indented, report_lines, stdout_style, terminal_width
-    from jobhost.operations.report import JobFilter, Sort, build_report, select_jobs
 
     settings = settings_of(ctx)
     catalog = load_catalog(settings) if check_catalog else None
@@ -126,7 +125,6 @@ def report(
 def _note_versions(catalog: Catalog, store: Store) -> None:
     """Say on stderr when this installation's catalog version is not the one the store holds
     (one digest each: equal versions, equal declarations)."""
-    from jobhost.operations.jobs import stored_version
     from jobhost.operations.plan import this_catalog
 
     held = stored_version(store.catalog_versions())

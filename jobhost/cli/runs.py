@@ -22,19 +22,22 @@ from jobhost.cli._app import (
 )
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
 from jobhost.cli._options import (
+    change_reason,
     print_and_exit,
-    required_reason,
     since_instant,
     typed_run_id,
     wait_options,
 )
+from jobhost.errors import UnknownJobError
+from jobhost.operations.jobs import ActionRefused, require_known_job
+from jobhost.operations.runs import RunRetry, cancel_run, watch_run
 
 __all__ = ["cancel", "retry"]
 
 
 @cli.command()
 @click.argument("run_id", required=False)
-@required_reason("upstream fixed, rerun")
+@change_reason("upstream fixed, rerun")
 @click.option(
     "--failed", is_flag=True, help="Retry every open failure (of --job, --module, --since) once."
 )
@@ -86,8 +89,6 @@ def retry(
     matches refused); 4 --timeout passed first (a run here is cancelled, a host's goes on).
     """
     from jobhost.cli._one_shot import runs_here
-    from jobhost.operations.jobs import ActionRefused
-    from jobhost.operations.runs import RunRetry
 
     if failed:
         _retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
@@ -116,7 +117,7 @@ def retry(
 
 @cli.command()
 @click.argument("run_id")
-@required_reason("upstream fixed, rerun")
+@change_reason("upstream fixed, rerun")
 @wait_options(no_wait="Record the request and exit at once.", until="wait until the run ends")
 @click.pass_context
 def cancel(
@@ -146,9 +147,6 @@ def cancel(
     listed); 3 refused (an unknown run, one already ended,
     one whose host is gone); 4 --timeout passed first.
     """
-    from jobhost.operations.jobs import ActionRefused
-    from jobhost.operations.runs import cancel_run, watch_run
-
     actor = getpass.getuser()
     with opened_store(settings_of(ctx), write=True) as store:
         run_id = typed_run_id(store, run_id)
@@ -202,9 +200,7 @@ def _retry_failed(
     as_json: bool,
 ) -> None:
     """Queue the retries, print them, and exit 0 (every match queued) or 3 (some refused)."""
-    from jobhost.errors import UnknownJobError
     from jobhost.operations.failures import FailureQuery, retry_failures
-    from jobhost.operations.jobs import require_known_job
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")

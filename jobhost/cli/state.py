@@ -11,7 +11,17 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, opened_store, settings_of
-from jobhost.cli._options import json_option, reason_text
+from jobhost.cli._options import change_reason, json_option
+from jobhost.operations.jobs import (
+    ActionRefused,
+    BadStateInput,
+    change_state,
+    check_key,
+    read_state,
+    require_known_job,
+    state_json,
+)
+from jobhost.operations.timefmt import short_utc
 
 if TYPE_CHECKING:
     from jobhost.store import Store
@@ -33,16 +43,6 @@ def _assignment(
     return key, text
 
 
-def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    # A change is in the change log: an empty reason tells the next operator nothing.
-    if value is None:
-        return None
-    text = " ".join(value.split())
-    if not text:
-        raise click.BadParameter("must say why, e.g. --reason 'reset after the replay, INC-7'")
-    return reason_text(text)
-
-
 @cli.command()
 @click.argument("name")
 @click.option(
@@ -53,11 +53,10 @@ def _reason(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
     help="Set KEY to VALUE (text) between runs.",
 )
 @click.option("--delete", "deleted", metavar="KEY", help="Remove KEY between runs.")
-@click.option(
-    "--reason",
-    metavar="TEXT",
-    callback=_reason,
-    help="Why (required with --set and --delete); in the change log.",
+@change_reason(
+    "reset after the replay, INC-7",
+    "Why (required with --set and --delete); in the change log.",
+    required=False,
 )
 @json_option("Print JSON instead of text.")
 @click.pass_context
@@ -82,8 +81,6 @@ def state(
     Exit status: 0; 2 for an unknown job, a bad option, or --delete of a key the job does not
     have; 3 refused (a run of the job is running: the message names it).
     """
-    from jobhost.operations.jobs import require_known_job
-
     if assignment is not None and deleted is not None:
         raise click.UsageError("give --set or --delete, not both")
     changing = assignment is not None or deleted is not None
@@ -102,9 +99,6 @@ def state(
 
 
 def _show(store: Store, name: str, *, as_json: bool) -> None:
-    from jobhost.operations.jobs import read_state, state_json
-    from jobhost.operations.timefmt import short_utc
-
     view = read_state(store, name)
     if as_json:
         click.echo(json.dumps(state_json(view), indent=2, ensure_ascii=False))
@@ -125,8 +119,6 @@ def _show(store: Store, name: str, *, as_json: bool) -> None:
 def _change(
     store: Store, name: str, key: str, value: str | None, *, reason: str, as_json: bool
 ) -> None:
-    from jobhost.operations.jobs import ActionRefused, BadStateInput, change_state, check_key
-
     actor = getpass.getuser()
     try:
         check_key(key)

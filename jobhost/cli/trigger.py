@@ -17,6 +17,8 @@ from jobhost.cli._context import (
 )
 from jobhost.cli._options import optional_reason, print_and_exit, wait_options
 from jobhost.errors import StoreUnavailableError
+from jobhost.operations.jobs import stored_catalog
+from jobhost.operations.runs import ManualRun
 
 if TYPE_CHECKING:
     from jobhost.config import Settings
@@ -67,8 +69,6 @@ def trigger(
     3 the job's declaration is invalid; 4 --timeout passed first (a run here is cancelled, a
     host's goes on).
     """
-    from jobhost.operations.runs import ManualRun
-
     settings = settings_of(ctx)
     if no_wait:
         # Queued for a host: the job is read from the store, no module is loaded.
@@ -100,9 +100,6 @@ def _queue(
     """Queue a run of ``name`` for a host when the store holds the job: no module is loaded.
     Returns (to the built catalog's path) when no host has synced it yet, or the store is not
     at this version's schema (that path migrates it)."""
-    from jobhost.operations.jobs import stored_catalog
-    from jobhost.operations.runs import ManualRun
-
     try:
         store = open_store(settings, write=True)
     except StoreUnavailableError:
