@@ -1,14 +1,8 @@
-"""``/api/v1`` operator actions on runs, on many jobs and on a job's state: ``POST
-/runs/{id}/retry``, ``/runs/{id}/cancel`` (scope trigger), ``POST /pause`` and ``/resume`` (scope
-write); ``/jobs/{name}/state``.
-
-Each goes through the one operator-action path (:mod:`jobhost.operations.jobs`), with the
-API token's name as the actor; refusals are 409 with the reason and the fix, an unknown run
-404 without repeating its id.
-
-A job's durable state is read (scope read) and changed one key at
-a time between runs (scope write), as ``jobhost state`` does, with the token's name as the actor.
-A change while a run of the job runs is 409 naming the run; every change is in the change log.
+"""``/api/v1`` operator actions on runs, on many jobs and on a job's state, each through the
+one operator-action path (:mod:`jobhost.operations.jobs`) with the token's name as the actor:
+``POST /runs/{id}/retry`` and ``/cancel``, ``POST /pause`` and ``/resume``,
+``/jobs/{name}/state``. Refusals are 409 with the reason and the fix (a state change while a run
+of the job runs names the run); an unknown run is 404 without repeating its id.
 """
 
 from __future__ import annotations
@@ -46,12 +40,12 @@ from jobhost.web.api.requests import (
 )
 from jobhost.web.app import blocking
 
-__all__ = ["ActionEndpoints", "StateEndpoints", "queued_json", "require_known"]
+__all__ = ["ActionEndpoints", "ServiceEndpoints", "StateEndpoints", "queued_json", "require_known"]
 
 _T = TypeVar("_T")
 
 
-class _Endpoints:
+class ServiceEndpoints:
     """Handlers on the API's job service (catalog, store, clock)."""
 
     def __init__(self, service: JobService, limit: int) -> None:
@@ -60,7 +54,7 @@ class _Endpoints:
         self._limit = limit
 
 
-class ActionEndpoints(_Endpoints):
+class ActionEndpoints(ServiceEndpoints):
     """The handlers of rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def _pause_many(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
@@ -152,7 +146,7 @@ def _no_run() -> BadRequest:
     )
 
 
-class StateEndpoints(_Endpoints):
+class StateEndpoints(ServiceEndpoints):
     """The handlers of rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def read(self, request: Request, _token: ApiToken) -> Response:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobhost.config import ApiToken, Settings
+from jobhost.config import ApiToken
 from jobhost.operations.backfills import (
     BackfillInputError,
     backfill_json,
@@ -24,7 +24,8 @@ from jobhost.operations.backfills import (
     plan_backfill,
     start_backfill,
 )
-from jobhost.runtime.service import JobService, not_found
+from jobhost.runtime.service import not_found
+from jobhost.web.api.actions import ServiceEndpoints
 from jobhost.web.api.requests import ReasonText, field_error, problem, read_model, read_reason
 from jobhost.web.app import blocking
 
@@ -52,13 +53,8 @@ class BackfillRequest(BaseModel):
     concurrency: int = Field(default=1, ge=1, le=1000)
 
 
-class BackfillEndpoints:
-    """The handlers, on the API's job service (catalog, store, clock)."""
-
-    def __init__(self, settings: Settings, service: JobService, limit: int) -> None:
-        self._settings = settings
-        self._service = service
-        self._limit = limit
+class BackfillEndpoints(ServiceEndpoints):
+    """The handlers of rows ``backfills.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
@@ -70,8 +66,7 @@ class BackfillEndpoints:
         backfill_id = request.path_params["backfill_id"]
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
-        store = self._service.store
-        record = await blocking(lambda: store.get_backfill(backfill_id))
+        record = await blocking(lambda: self._store.get_backfill(backfill_id))
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 
     async def cancel(self, request: Request, token: ApiToken) -> Response:
@@ -79,9 +74,8 @@ class BackfillEndpoints:
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
         reason = await read_reason(request, self._limit)
-        store = self._service.store
         record = await blocking(
-            lambda: cancel_backfill(store, backfill_id, actor=token.name, reason=reason)
+            lambda: cancel_backfill(self._store, backfill_id, actor=token.name, reason=reason)
         )
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 
@@ -90,8 +84,7 @@ class BackfillEndpoints:
         spec = catalog.jobs.get(name)
         if spec is None:
             raise not_found(name)
-        store = self._service.store
-        now = store.now()
+        store = self._store
         try:
             plan = plan_backfill(
                 spec,
@@ -99,8 +92,8 @@ class BackfillEndpoints:
                 start=body.from_,
                 end=body.to,
                 mode=body.mode,
-                limit=self._settings.backfill_limit,
-                now=now,
+                limit=self._service.settings.backfill_limit,
+                now=store.now(),
             )
         except BackfillInputError as error:
             raise field_error(422, "Invalid backfill", "", str(error)) from None

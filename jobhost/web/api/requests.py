@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.runtime.definition import FieldProblem
+from jobhost.runtime.service import ChangeRefused
 from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
 from jobhost.web.middleware import PROBLEM_JSON, problem_body
@@ -76,23 +77,14 @@ def problem(
     )
 
 
-class BadRequest(Exception):
-    """A request the API refuses before looking at the store; ``status`` is its answer."""
-
-    def __init__(
-        self, status: int, title: str, detail: str, errors: Sequence[FieldProblem] = ()
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.errors = list(errors)
+class BadRequest(ChangeRefused):
+    """A request the API refuses before looking at the store."""
 
 
 def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:
     """A refusal naming one ``field`` (``""``: the whole body) and what is wrong with it."""
     problem = FieldProblem(field, detail)
-    return BadRequest(status, title, problem.line(), [problem])
+    return BadRequest(status, title, problem.line(), problems=[problem])
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -158,7 +150,7 @@ async def read_model(request: Request, limit: int, model: type[_Model], what: st
             for e in error.errors(include_url=False, include_input=False)
         ]
         first = problems[0] if problems else FieldProblem("", f"not {what}")
-        raise BadRequest(422, "Invalid body", first.line(), problems) from None
+        raise BadRequest(422, "Invalid body", first.line(), problems=problems) from None
 
 
 async def read_reason(request: Request, limit: int) -> str:
@@ -298,7 +290,7 @@ def _too_large(limit: int) -> BadRequest:
 
 
 def _invalid(problem: FieldProblem) -> BadRequest:
-    return BadRequest(422, "Invalid body", problem.line(), [problem])
+    return BadRequest(422, "Invalid body", problem.line(), problems=[problem])
 
 
 def _bad_query(name: str, value: str, allowed: str) -> BadRequest:

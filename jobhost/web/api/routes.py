@@ -17,7 +17,7 @@ from functools import partialmethod
 from operator import attrgetter
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -44,9 +44,8 @@ from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_kno
 from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
 from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
-from jobhost.web.api.openapi import openapi_document
+from jobhost.web.api.openapi import is_model, openapi_document
 from jobhost.web.api.requests import (
-    BadRequest,
     problem,
     query_choice,
     query_flag,
@@ -105,7 +104,7 @@ class _Api:
         self.tokens = settings.api_tokens
         self.limit = settings.api_body_limit
         self.actions = ActionEndpoints(self.service, self.limit)
-        self.backfills = BackfillEndpoints(settings, self.service, self.limit)
+        self.backfills = BackfillEndpoints(self.service, self.limit)
         self.failures = failures_endpoint(self.store)
         self.state = StateEndpoints(self.service, self.limit)
         self.retry_failures = retry_failures_endpoint(self.store, self.limit)
@@ -172,8 +171,6 @@ class _Api:
             acting_from("api", address)
             try:
                 return _checked(found, await handler(request, token))
-            except BadRequest as error:
-                return problem(error.status, error.title, error.detail, errors=error.errors)
             except ChangeRefused as error:
                 return problem(error.status, error.title, error.detail, errors=error.problems)
             except Exception as error:  # the API must answer, and the host go on
@@ -368,9 +365,7 @@ def _checked(endpoint: Endpoint, response: Response) -> Response:
     must not drift apart, and a key the document does not list is the server's fault."""
     answer = endpoint.answers.get(response.status_code)
     model = answer.body if answer is not None else None
-    if response.media_type != "application/json" or not (
-        isinstance(model, type) and issubclass(model, BaseModel)
-    ):
+    if response.media_type != "application/json" or not is_model(model):
         return response
     try:
         model.model_validate_json(bytes(response.body))  # the same object: no copy
