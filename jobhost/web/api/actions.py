@@ -18,7 +18,6 @@ from jobhost.catalog import Catalog
 from jobhost.config import ApiToken
 from jobhost.operations.jobs import (
     KEY_LIMIT,
-    VALUE_LIMIT,
     ActionRefused,
     BadStateInput,
     change_state,
@@ -155,7 +154,7 @@ class StateEndpoints(ServiceEndpoints):
         return JSONResponse(state_json(await blocking(lambda: read_state(self._store, name))))
 
     async def put(self, request: Request, token: ApiToken) -> Response:
-        value, reason = await read_state_value(request, self._limit, VALUE_LIMIT)
+        value, reason = await read_state_value(request, self._limit)
         return await self._change(request, token, value, reason)
 
     async def delete(self, request: Request, token: ApiToken) -> Response:

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
+from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.service import ChangeRefused
 from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
@@ -169,14 +170,14 @@ def take_reason(body: object) -> tuple[dict[str, Any], str]:
     return {key: value for key, value in body.items() if key != "reason"}, _reason(body)
 
 
-async def read_state_value(request: Request, limit: int, most: int) -> tuple[str, str]:
-    """The body of ``PUT /jobs/{name}/state/{key}``: the value (text, at most ``most``
-    characters, as a job's ``context.state.set`` writes it) and the reason."""
+async def read_state_value(request: Request, limit: int) -> tuple[str, str]:
+    """The body of ``PUT /jobs/{name}/state/{key}``: the value (text, as a job's
+    ``context.state.set`` writes it) and the reason."""
     shape = '{"value": "...", "reason": "..."}'
     body = await _read_object(request, limit, {"value", "reason"}, shape)
     value = body.get("value")
-    if not isinstance(value, str) or len(value) > most:
-        raise _invalid(FieldProblem("value", f"a string of at most {most} characters"))
+    if not isinstance(value, str) or len(value) > VALUE_LIMIT:
+        raise _invalid(FieldProblem("value", f"a string of at most {VALUE_LIMIT} characters"))
     return value, _reason(body)
 
 

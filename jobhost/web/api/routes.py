@@ -40,9 +40,14 @@ from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, client_address
-from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
+from jobhost.web.api.actions import (
+    ActionEndpoints,
+    ServiceEndpoints,
+    StateEndpoints,
+    require_known,
+)
 from jobhost.web.api.backfills import BackfillEndpoints
-from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
+from jobhost.web.api.failures import FailureEndpoints
 from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
 from jobhost.web.api.openapi import is_model, openapi_document
 from jobhost.web.api.requests import (
@@ -83,31 +88,21 @@ def api_routes(
     ``store`` when not given."""
     if not settings.api_tokens:
         return []
-    api = _Api(settings, catalog, store, trigger_wait, brake=brake or GuessBrake(store))
-    return [api.mount()]
+    service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
+    return [_Api(service, brake or GuessBrake(store)).mount()]
 
 
-class _Api:
-    def __init__(
-        self,
-        settings: Settings,
-        catalog: Catalog,
-        store: Store,
-        trigger_wait: float,
-        *,
-        brake: GuessBrake,
-    ) -> None:
+class _Api(ServiceEndpoints):
+    """The handlers of the table's other rows, and the groups of handlers of its dotted ones."""
+
+    def __init__(self, service: JobService, brake: GuessBrake) -> None:
+        super().__init__(service, service.settings.api_body_limit)
         self.brake = brake
-        self.settings = settings
-        self.service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
-        self.store = self.service.store
-        self.tokens = settings.api_tokens
-        self.limit = settings.api_body_limit
-        self.actions = ActionEndpoints(self.service, self.limit)
-        self.backfills = BackfillEndpoints(self.service, self.limit)
-        self.failures = failures_endpoint(self.store)
-        self.state = StateEndpoints(self.service, self.limit)
-        self.retry_failures = retry_failures_endpoint(self.store, self.limit)
+        self.actions = ActionEndpoints(service, self._limit)
+        self.backfills = BackfillEndpoints(service, self._limit)
+        self.state = StateEndpoints(service, self._limit)
+        failures = FailureEndpoints(service, self._limit)
+        self.failures, self.retry_failures = failures.read, failures.retry
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
@@ -142,7 +137,7 @@ class _Api:
                 )
             found, handler = ops[method]
             address = client_address(request)
-            token = _token_for(request, self.tokens)
+            token = _token_for(request, self._service.settings.api_tokens)
             if token is None:
                 wait = None
                 if request.headers.get("authorization"):
@@ -192,7 +187,7 @@ class _Api:
     # -- endpoints ---------------------------------------------------------------------------
 
     async def kinds(self, _request: Request, _token: ApiToken) -> Response:
-        return JSONResponse(kinds_json(self.service.catalog.kinds))
+        return JSONResponse(kinds_json(self._service.catalog.kinds))
 
     async def jobs(self, request: Request, _token: ApiToken) -> Response:
         sorts = query_choice(request, "sort", SORTS)
@@ -208,9 +203,9 @@ class _Api:
         sources = query_choice(request, "source", SOURCES)
 
         def answer() -> list[dict[str, Any]]:
-            catalog = self.service.current()
-            report = build_report(self.settings, catalog, self.store)
-            rows = {row.name: row for row in self.store.list_runtime_jobs()}
+            catalog = self._service.current()
+            report = build_report(self._service.settings, catalog, self._store)
+            rows = {row.name: row for row in self._store.list_runtime_jobs()}
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
             ]
@@ -222,14 +217,14 @@ class _Api:
         name = request.path_params["name"]
 
         def answer() -> dict[str, Any]:
-            catalog = self.service.current(name)
-            require_known(catalog, self.store, name)
+            catalog = self._service.current(name)
+            require_known(catalog, self._store, name)
             if name not in catalog.jobs:
                 self._refuse_deleted(name)
-            report = build_report(self.settings, catalog, self.store, job=name)
+            report = build_report(self._service.settings, catalog, self._store, job=name)
             if not report.jobs:
                 raise not_found(name)
-            return job_json(report.jobs[0], catalog, self.service.runtime_row(name))
+            return job_json(report.jobs[0], catalog, self._service.runtime_row(name))
 
         data = await blocking(answer)
         if "runtime" not in data:
@@ -242,11 +237,11 @@ class _Api:
 
     async def put(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body, reason = take_reason(await read_json(request, self.limit))
+        body, reason = take_reason(await read_json(request, self._limit))
         if_match = request.headers.get("if-match")
         if_none_match = request.headers.get("if-none-match")
         done = await blocking(
-            lambda: self.service.put(
+            lambda: self._service.put(
                 name,
                 body,
                 actor=token.name,
@@ -263,17 +258,17 @@ class _Api:
 
     async def delete(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        reason = await read_reason(request, self.limit)
+        reason = await read_reason(request, self._limit)
         if_match = request.headers.get("if-match")
         await blocking(
-            lambda: self.service.delete(name, actor=token.name, if_match=if_match, reason=reason)
+            lambda: self._service.delete(name, actor=token.name, if_match=if_match, reason=reason)
         )
         return Response(status_code=204)
 
     async def trigger(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        reason = await read_reason(request, self.limit)
-        data = await blocking(lambda: self.service.trigger(name, actor=token.name, reason=reason))
+        reason = await read_reason(request, self._limit)
+        data = await blocking(lambda: self._service.trigger(name, actor=token.name, reason=reason))
         if data["status"] == "refused":
             # The host would not start it: a run still running under overlap = forbid.
             detail = f"job {name}: {data['message'] or 'the run was refused'}"
@@ -282,8 +277,8 @@ class _Api:
 
     async def _pause(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
         name = request.path_params["name"]
-        reason = await read_reason(request, self.limit)
-        act = self.service.pause if paused else self.service.resume
+        reason = await read_reason(request, self._limit)
+        act = self._service.pause if paused else self._service.resume
         changed = await blocking(lambda: act(name, actor=token.name, reason=reason))
         return JSONResponse({"job": name, "paused": paused, "changed": changed})
 
@@ -297,8 +292,8 @@ class _Api:
         outcome = outcomes[-1] if outcomes else None
 
         def answer() -> dict[str, Any]:
-            require_known(self.service.current(name), self.store, name)
-            rows = read_history(self.store, name, limit=limit, outcome=outcome)
+            require_known(self._service.current(name), self._store, name)
+            rows = read_history(self._store, name, limit=limit, outcome=outcome)
             return {"job": name, "runs": [run_json(run) for run in rows]}
 
         return JSONResponse(await blocking(answer))
@@ -309,7 +304,7 @@ class _Api:
         limit = query_int(request, RunLogQuery, "limit")
         if len(run_id) > RUN_ID_LIMIT:
             return _no_run()
-        page = await blocking(lambda: read_run_log(self.store, run_id, after=after, limit=limit))
+        page = await blocking(lambda: read_run_log(self._store, run_id, after=after, limit=limit))
         if page is None:
             return _no_run()
         return JSONResponse(page_json(page))
@@ -320,7 +315,7 @@ class _Api:
         job = request.query_params.get("job")
 
         def answer() -> dict[str, Any]:
-            found = self.store.list_changes(job_name=job, after_id=after, limit=limit)
+            found = self._store.list_changes(job_name=job, after_id=after, limit=limit)
             return {
                 "changes": [change_json(c) for c in found],
                 "next_after": found[-1].id if found else after,
@@ -331,7 +326,7 @@ class _Api:
     def _refuse_deleted(self, name: str) -> None:
         """A runtime job removed through the API is gone: 404, saying who removed it, when, and
         where its history stays."""
-        deleted, change = self.store.api_deletion(name)
+        deleted, change = self._store.api_deletion(name)
         if not deleted:
             return
         how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
