@@ -63,7 +63,12 @@ class ActionEndpoints(ServiceEndpoints):
             catalog = self._service.current()
             jobs = jobs_matching(catalog, modules, patterns)
             if not jobs:
-                return []
+                raise BadRequest(
+                    404,
+                    "Not found",
+                    "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
+                    "the jobs and their modules",
+                )
             who = token.name
             if paused:
                 done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason)
@@ -76,15 +81,7 @@ class ActionEndpoints(ServiceEndpoints):
                 for job, did in zip(jobs, changed, strict=True)
             ]
 
-        acted = await blocking(act)
-        if not acted:
-            return problem(
-                404,
-                "Not found",
-                "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
-                "the jobs and their modules",
-            )
-        return JSONResponse({"jobs": acted})
+        return JSONResponse({"jobs": await blocking(act)})
 
     pause_many = partialmethod(_pause_many, paused=True)
     resume_many = partialmethod(_pause_many, paused=False)

@@ -1,11 +1,5 @@
-"""``/api/v1`` backfills: start one for a job, read its progress, cancel it.
-
-``POST /jobs/{name}/backfills`` (scope ``trigger``) takes :class:`BackfillRequest`, plans the
-range as ``jobhost backfill`` does and records the backfill for the hosts (202 with its id and
-the selected occurrences); with ``dry_run`` it only answers the selection (200). ``GET
-/backfills/{id}`` (scope ``read``) answers its progress; ``DELETE`` (scope ``trigger``) cancels
-it: no new occurrence starts, runs in flight finish.
-"""
+"""``/api/v1`` backfills: start one for a job (planned as ``jobhost backfill`` plans it, and
+recorded for the hosts), read its progress, cancel it."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from jobhost.operations.report import SORTS, STATUSES
 from jobhost.operations.runs import OUTCOMES, PAGE_LINES
 from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
-from jobhost.web.api.failures import FailuresQuery
 from jobhost.web.api.requests import ReasonText
 
 __all__ = [
@@ -24,7 +23,6 @@ __all__ = [
     "ChangeList",
     "ChangesQuery",
     "FailureList",
-    "FailuresQuery",
     "Job",
     "JobList",
     "JobState",

@@ -1,8 +1,6 @@
 """The OpenAPI 3.1 document of ``/api/v1``, generated from the endpoint table
-(:mod:`jobhost.web.api.table`) and the pydantic models of its bodies, answers and query strings:
-the body of ``PUT /api/v1/jobs/{name}`` is :class:`JobDefinition`, the very model that validates
-it. A property-based test (schemathesis) checks that every answer the API gives fits.
-"""
+(:mod:`jobhost.web.api.table`) and the very pydantic models that validate its bodies, answers
+and query strings."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Reading an API request (its JSON body, size-limited and strictly parsed, and its query), and
-answering what is wrong with it.
-
-Every error is ``application/problem+json`` (RFC 9457): a title, the status, a detail naming
-the field and the fix, and for a refused body every field problem under ``errors``.
-"""
+answering what is wrong with it as ``application/problem+json`` (RFC 9457): a detail naming the
+field and the fix, and for a refused body every field problem under ``errors``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Every endpoint of ``/api/v1`` in one table: its method and path, the operation that answers
-it, the scope a token needs, its query string, body and answers as types. The routes are
-mounted from this table (:mod:`jobhost.web.api.routes`) and the OpenAPI document is generated
-from it (:mod:`jobhost.web.api.openapi`), so the two cannot drift apart.
+"""Every endpoint of ``/api/v1`` in one table: the routes are mounted from it
+(:mod:`jobhost.web.api.routes`) and the OpenAPI document is generated from it
+(:mod:`jobhost.web.api.openapi`), so the two cannot drift apart.
 
 A new endpoint is one more :class:`Endpoint` here, an ``async`` method of that ``operation``
 name on the API's handler class, and its models in :mod:`jobhost.web.api.models`.
@@ -20,7 +19,7 @@ from jobhost.operations.jobs import KEY_LIMIT
 from jobhost.operations.runs import RUN_ID_LIMIT
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
-from jobhost.web.api.failures import FailureRetry
+from jobhost.web.api.failures import FailureRetry, FailuresQuery
 
 __all__ = ["ENDPOINTS", "PATH_PARAMETERS", "Answer", "Endpoint"]
 
@@ -155,7 +154,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "success or an acknowledgement) of every job, newest first; all=true for every one.",
              {200: Answer("Failures; pass next_cursor as cursor for the next page.",
                           models.FailureList)},
-             query=models.FailuresQuery),
+             query=FailuresQuery),
     Endpoint("POST /failures", "retry_failures", "trigger",
              "Retry every open failure of a job, a module or since a time, once each (one "
              "change-log entry per run), queued for the hosts.",
