@@ -36,6 +36,7 @@ from jobhost.web.api.requests import (
     read_reason,
     read_selection,
     read_state_value,
+    unknown,
 )
 from jobhost.web.app import blocking
 
@@ -63,11 +64,9 @@ class ActionEndpoints(ServiceEndpoints):
             catalog = self._service.current()
             jobs = jobs_matching(catalog, modules, patterns)
             if not jobs:
-                raise BadRequest(
-                    404,
-                    "Not found",
+                raise unknown(
                     "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
-                    "the jobs and their modules",
+                    "the jobs and their modules"
                 )
             who = token.name
             if paused:
@@ -134,12 +133,7 @@ def queued_json(queued: RetryQueued) -> dict[str, Any]:
 
 
 def _no_run() -> BadRequest:
-    # The id is not repeated: whatever arrives in a path is never echoed.
-    return BadRequest(
-        404,
-        "Not found",
-        "no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs",
-    )
+    return unknown("no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs")
 
 
 class StateEndpoints(ServiceEndpoints):
@@ -175,12 +169,7 @@ class StateEndpoints(ServiceEndpoints):
                 status = 404 if refused.unknown else 409
                 return problem(status, "Not found" if refused.unknown else "Conflict", str(refused))
             if value is None and done.before is None:
-                # The key is not echoed: whatever arrives in a path is never repeated.
-                return problem(
-                    404,
-                    "Not found",
-                    f"job {name} has no such state key; GET its state to list them",
-                )
+                raise unknown(f"job {name} has no such state key; GET its state to list them")
             body = {"job": name, "key": key, "before": done.before, "after": done.after}
             return JSONResponse({**body, "changed": done.changed})
 

@@ -34,6 +34,7 @@ __all__ = [
     "read_model",
     "read_reason",
     "take_reason",
+    "unknown",
 ]
 
 # What checked_reason accepts, for the document: any text of whitespace-folding characters and
@@ -77,6 +78,12 @@ def problem(
 
 class BadRequest(ChangeRefused):
     """A request the API refuses before looking at the store."""
+
+
+def unknown(detail: str) -> BadRequest:
+    """404 for what the path names, which ``detail`` never repeats: whatever arrives in a path
+    is never echoed."""
+    return BadRequest(404, "Not found", detail)
 
 
 def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:

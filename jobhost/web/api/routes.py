@@ -51,6 +51,7 @@ from jobhost.web.api.failures import FailureEndpoints
 from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
 from jobhost.web.api.openapi import is_model, openapi_document
 from jobhost.web.api.requests import (
+    BadRequest,
     problem,
     query_choice,
     query_flag,
@@ -58,6 +59,7 @@ from jobhost.web.api.requests import (
     read_json,
     read_reason,
     take_reason,
+    unknown,
 )
 from jobhost.web.api.table import ENDPOINTS, Endpoint
 from jobhost.web.api.views import job_json, runtime_json
@@ -303,10 +305,10 @@ class _Api(ServiceEndpoints):
         after = query_int(request, RunLogQuery, "after")
         limit = query_int(request, RunLogQuery, "limit")
         if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
+            raise _no_run()
         page = await blocking(lambda: read_run_log(self._store, run_id, after=after, limit=limit))
         if page is None:
-            return _no_run()
+            raise _no_run()
         return JSONResponse(page_json(page))
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
@@ -383,11 +385,8 @@ def _internal_error(failure_id: str) -> Response:
     return problem(500, "Internal error", detail, extra={"id": failure_id})
 
 
-def _no_run() -> Response:
-    # The id is not repeated: whatever arrives in a path is never echoed.
-    return problem(
-        404,
-        "Not found",
+def _no_run() -> BadRequest:
+    return unknown(
         "no run with this id in the ledger (a run purged by retention goes with its lines); "
-        "run ids are in GET /api/v1/jobs/{name}/runs",
+        "run ids are in GET /api/v1/jobs/{name}/runs"
     )
