@@ -109,7 +109,8 @@ async def read_json(request: Request, limit: int) -> Any:
         body = await read_capped(request, limit)
     except BodyTooLarge:
         raise _too_large(limit) from None
-    if not body and _unframed(request):
+    headers = request.headers
+    if not body and "content-length" not in headers and "transfer-encoding" not in headers:
         # HTTP gives such a request no body, so what a client sent after the head (a whole
         # upload, perhaps too large) was never read: say what is missing, not that "" is bad.
         raise BadRequest(
@@ -276,10 +277,6 @@ def _bounds(query: type[BaseModel], name: str) -> tuple[int, int, int]:
     low = next(rule.ge for rule in field.metadata if hasattr(rule, "ge"))
     high = next(rule.le for rule in field.metadata if hasattr(rule, "le"))
     return field.default, low, high
-
-
-def _unframed(request: Request) -> bool:
-    return "content-length" not in request.headers and "transfer-encoding" not in request.headers
 
 
 def _no_constant(name: str) -> None:

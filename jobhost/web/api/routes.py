@@ -72,8 +72,7 @@ __all__ = ["API_PREFIX", "api_routes"]
 API_PREFIX = "/api/v1"
 _log = logging.getLogger("jobhost.api")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
-Handler = Callable[[Request, ApiToken], Awaitable[Response]]
-_Operation = tuple[Endpoint, Handler]
+_Operation = tuple[Endpoint, Callable[[Request, ApiToken], Awaitable[Response]]]
 
 
 def api_routes(
