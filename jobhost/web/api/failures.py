@@ -32,7 +32,9 @@ from jobhost.web.api.actions import ServiceEndpoints, queued_json
 from jobhost.web.api.requests import (
     BadRequest,
     ReasonText,
+    bad_query,
     field_error,
+    invalid,
     query_flag,
     query_int,
     read_model,
@@ -124,17 +126,17 @@ class FailureEndpoints(ServiceEndpoints):
         everything = query_flag(request, "all")
         job = params.get("job") or None
         if job is not None and len(job) > _JOB_LIMIT:
-            raise _bad("job", f"must be a job name of 1 to {_JOB_LIMIT} characters")
+            raise bad_query("job", f"must be a job name of 1 to {_JOB_LIMIT} characters")
         text = params.get("q")
         if text is not None:
             if len(text) > SEARCH_LIMIT:
-                raise _bad("q", f"must be at most {SEARCH_LIMIT} characters")
+                raise bad_query("q", f"must be at most {SEARCH_LIMIT} characters")
             text = text.strip() or None
         try:
             cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
             start = _since(params.get("since"), store)
         except BadFailureQuery as error:
-            raise _bad(error.field, error.detail) from None
+            raise bad_query(error.field, error.detail) from None
 
         def answer() -> dict[str, Any]:
             _require_job(store, job, "names no job the store knows; GET /api/v1/jobs lists them")
@@ -156,7 +158,7 @@ class FailureEndpoints(ServiceEndpoints):
         try:
             start = _since(body.since, store)
         except BadFailureQuery as error:
-            raise field_error(422, "Invalid body", error.field, error.detail) from None
+            raise invalid(error.field, error.detail) from None
 
         def act() -> dict[str, Any]:
             _require_job(store, body.job, "names no job the store knows")
@@ -205,7 +207,3 @@ def _require_job(store: Store, job: str | None, detail: str) -> None:
 def _unknown(field: str, detail: str) -> BadRequest:
     """A well-formed name of nothing the store knows: 404, as for any unknown job."""
     return field_error(404, "Not found", field, detail)
-
-
-def _bad(field: str, detail: str) -> BadRequest:
-    return field_error(400, "Invalid query parameter", field, detail)

@@ -25,7 +25,9 @@ from jobhost.web.middleware import PROBLEM_JSON, problem_body
 __all__ = [
     "BadRequest",
     "ReasonText",
+    "bad_query",
     "field_error",
+    "invalid",
     "problem",
     "query_choice",
     "query_flag",
@@ -92,6 +94,16 @@ def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:
     return BadRequest(status, title, problem.line(), problems=[problem])
 
 
+def invalid(field: str, detail: str) -> BadRequest:
+    """422: the body's ``field`` (``""``: the whole body) is refused, and why."""
+    return field_error(422, "Invalid body", field, detail)
+
+
+def bad_query(name: str, detail: str) -> BadRequest:
+    """400: the query parameter ``name`` is refused, and why."""
+    return field_error(400, "Invalid query parameter", name, detail)
+
+
 async def read_json(request: Request, limit: int) -> Any:
     """The body as JSON; 413 past ``limit`` bytes (read no further), 415 for another media
     type, 411 for a body framed neither by length nor by chunks, 400 for malformed JSON (with
@@ -140,7 +152,7 @@ async def read_json(request: Request, limit: int) -> Any:
         ) from None
     problem = json_problem(value)
     if problem is not None:
-        raise _invalid(problem)
+        raise invalid(problem.field, problem.message)
     return value
 
 
@@ -169,9 +181,7 @@ def take_reason(body: object) -> tuple[dict[str, Any], str]:
     """A runtime job's definition (the body of ``PUT /jobs/{name}``) without its ``reason``,
     and the reason: required, audited in the change log, not stored with the definition."""
     if not isinstance(body, dict):
-        raise _invalid(
-            FieldProblem("", 'the body must be a JSON object: {"kind": "http", "reason": "..."}')
-        )
+        raise invalid("", 'the body must be a JSON object: {"kind": "http", "reason": "..."}')
     return {key: value for key, value in body.items() if key != "reason"}, _reason(body)
 
 
@@ -182,7 +192,7 @@ async def read_state_value(request: Request, limit: int) -> tuple[str, str]:
     body = await _read_object(request, limit, {"value", "reason"}, shape)
     value = body.get("value")
     if not isinstance(value, str) or len(value) > VALUE_LIMIT:
-        raise _invalid(FieldProblem("value", f"a string of at most {VALUE_LIMIT} characters"))
+        raise invalid("value", f"a string of at most {VALUE_LIMIT} characters")
     return value, _reason(body)
 
 
@@ -193,9 +203,7 @@ async def read_selection(request: Request, limit: int) -> tuple[list[str], list[
     body = await _read_object(request, limit, {"modules", "match", "reason"}, shape)
     modules, patterns = _names(body, "modules"), _names(body, "match")
     if not modules and not patterns:
-        raise _invalid(
-            FieldProblem("modules", "name at least one module, or a name pattern in match")
-        )
+        raise invalid("modules", "name at least one module, or a name pattern in match")
     return modules, patterns, _reason(body)
 
 
@@ -206,22 +214,21 @@ async def _read_object(
     ``known`` names them, when not ``shape``)."""
     body = await read_json(request, limit)
     if not isinstance(body, dict):
-        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
-    unknown = sorted(str(key) for key in body if key not in fields)
-    if unknown:
-        problem = f"is not a known field; the body is {known or shape}"
-        raise _invalid(FieldProblem(unknown[0], problem))
+        raise invalid("", f"the body must be a JSON object: {shape}")
+    extra = sorted(str(key) for key in body if key not in fields)
+    if extra:
+        raise invalid(extra[0], f"is not a known field; the body is {known or shape}")
     return body
 
 
 def _reason(body: dict[str, Any]) -> str:
     reason = body.get("reason")
     if not isinstance(reason, str):
-        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
+        raise invalid("reason", "say why, in a non-empty string: it is audited")
     try:
         return checked_reason(reason)
     except BadReason as error:
-        raise _invalid(FieldProblem("reason", str(error))) from None
+        raise invalid("reason", str(error)) from None
 
 
 def _names(body: dict[str, Any], field: str) -> list[str]:
@@ -231,12 +238,10 @@ def _names(body: dict[str, Any], field: str) -> list[str]:
         or len(value) > _SELECTION_LIMIT
         or not all(isinstance(v, str) and 0 < len(v) <= _NAME_LIMIT for v in value)
     ):
-        raise _invalid(
-            FieldProblem(
-                field,
-                f"must be a list of at most {_SELECTION_LIMIT} non-empty strings of at most "
-                f"{_NAME_LIMIT} characters",
-            )
+        raise invalid(
+            field,
+            f"must be a list of at most {_SELECTION_LIMIT} non-empty strings of at most "
+            f"{_NAME_LIMIT} characters",
         )
     return list(value)
 
@@ -291,10 +296,5 @@ def _too_large(limit: int) -> BadRequest:
     )
 
 
-def _invalid(problem: FieldProblem) -> BadRequest:
-    return BadRequest(422, "Invalid body", problem.line(), problems=[problem])
-
-
 def _bad_query(name: str, value: str, allowed: str) -> BadRequest:
-    detail = f"must be {allowed} (got {value[:60]!r})"
-    return field_error(400, "Invalid query parameter", name, detail)
+    return bad_query(name, f"must be {allowed} (got {value[:60]!r})")
