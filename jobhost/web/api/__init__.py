@@ -1,10 +1,5 @@
-"""The HTTP API under ``/api/v1``: job kinds, jobs (declared and runtime), runs and changes.
-
-Off unless ``api_tokens`` are configured. :func:`api_routes` gives the routes a web application
-adds (each endpoint a row of :mod:`.table`), and checks tokens and scopes; :mod:`.openapi`
-describes them; :mod:`.requests` reads bodies and queries and writes every error as
-``application/problem+json``.
-"""
+"""The HTTP API under ``/api/v1``, off unless ``api_tokens`` are configured: each endpoint a
+row of :mod:`.table`, mounted by :mod:`.routes` and described by :mod:`.openapi`."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""``/api/v1`` operator actions on runs, on many jobs and on a job's state: ``POST
-/runs/{id}/retry``, ``/runs/{id}/cancel`` (scope trigger), ``POST /pause`` and ``/resume`` (scope
-write); ``/jobs/{name}/state``.
-
-Each goes through the one operator-action path (:mod:`jobhost.operations.jobs`), with the
-API token's name as the actor; refusals are 409 with the reason and the fix, an unknown run
-404 without repeating its id.
-
-A job's durable state is read (scope read) and changed one key at
-a time between runs (scope write), as ``jobhost state`` does, with the token's name as the actor.
-A change while a run of the job runs is 409 naming the run; every change is in the change log.
+"""``/api/v1`` operator actions on runs, on many jobs and on a job's state, each through the
+one operator-action path (:mod:`jobhost.operations.jobs`) with the token's name as the actor:
+``POST /runs/{id}/retry`` and ``/cancel``, ``POST /pause`` and ``/resume``,
+``/jobs/{name}/state``. Refusals are 409 with the reason and the fix (a state change while a run
+of the job runs names the run); an unknown run is 404 without repeating its id.
 """
 
 from __future__ import annotations
@@ -24,7 +18,6 @@ from jobhost.catalog import Catalog
 from jobhost.config import ApiToken
 from jobhost.operations.jobs import (
     KEY_LIMIT,
-    VALUE_LIMIT,
     ActionRefused,
     BadStateInput,
     change_state,
@@ -43,15 +36,16 @@ from jobhost.web.api.requests import (
     read_reason,
     read_selection,
     read_state_value,
+    unknown,
 )
 from jobhost.web.app import blocking
 
-__all__ = ["ActionEndpoints", "StateEndpoints", "queued_json", "require_known"]
+__all__ = ["ActionEndpoints", "ServiceEndpoints", "StateEndpoints", "queued_json", "require_known"]
 
 _T = TypeVar("_T")
 
 
-class _Endpoints:
+class ServiceEndpoints:
     """Handlers on the API's job service (catalog, store, clock)."""
 
     def __init__(self, service: JobService, limit: int) -> None:
@@ -60,7 +54,7 @@ class _Endpoints:
         self._limit = limit
 
 
-class ActionEndpoints(_Endpoints):
+class ActionEndpoints(ServiceEndpoints):
     """The handlers of rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def _pause_many(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
@@ -70,7 +64,10 @@ class ActionEndpoints(_Endpoints):
             catalog = self._service.current()
             jobs = jobs_matching(catalog, modules, patterns)
             if not jobs:
-                return []
+                raise unknown(
+                    "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
+                    "the jobs and their modules"
+                )
             who = token.name
             if paused:
                 done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason)
@@ -83,15 +80,7 @@ class ActionEndpoints(_Endpoints):
                 for job, did in zip(jobs, changed, strict=True)
             ]
 
-        acted = await blocking(act)
-        if not acted:
-            return problem(
-                404,
-                "Not found",
-                "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
-                "the jobs and their modules",
-            )
-        return JSONResponse({"jobs": acted})
+        return JSONResponse({"jobs": await blocking(act)})
 
     pause_many = partialmethod(_pause_many, paused=True)
     resume_many = partialmethod(_pause_many, paused=False)
@@ -144,15 +133,10 @@ def queued_json(queued: RetryQueued) -> dict[str, Any]:
 
 
 def _no_run() -> BadRequest:
-    # The id is not repeated: whatever arrives in a path is never echoed.
-    return BadRequest(
-        404,
-        "Not found",
-        "no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs",
-    )
+    return unknown("no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs")
 
 
-class StateEndpoints(_Endpoints):
+class StateEndpoints(ServiceEndpoints):
     """The handlers of rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def read(self, request: Request, _token: ApiToken) -> Response:
@@ -161,7 +145,7 @@ class StateEndpoints(_Endpoints):
         return JSONResponse(state_json(await blocking(lambda: read_state(self._store, name))))
 
     async def put(self, request: Request, token: ApiToken) -> Response:
-        value, reason = await read_state_value(request, self._limit, VALUE_LIMIT)
+        value, reason = await read_state_value(request, self._limit)
         return await self._change(request, token, value, reason)
 
     async def delete(self, request: Request, token: ApiToken) -> Response:
@@ -185,12 +169,7 @@ class StateEndpoints(_Endpoints):
                 status = 404 if refused.unknown else 409
                 return problem(status, "Not found" if refused.unknown else "Conflict", str(refused))
             if value is None and done.before is None:
-                # The key is not echoed: whatever arrives in a path is never repeated.
-                return problem(
-                    404,
-                    "Not found",
-                    f"job {name} has no such state key; GET its state to list them",
-                )
+                raise unknown(f"job {name} has no such state key; GET its state to list them")
             body = {"job": name, "key": key, "before": done.before, "after": done.after}
             return JSONResponse({**body, "changed": done.changed})
 

@@ -1,11 +1,5 @@
-"""``/api/v1`` backfills: start one for a job, read its progress, cancel it.
-
-``POST /jobs/{name}/backfills`` (scope ``trigger``) takes :class:`BackfillRequest`, plans the
-range as ``jobhost backfill`` does and records the backfill for the hosts (202 with its id and
-the selected occurrences); with ``dry_run`` it only answers the selection (200). ``GET
-/backfills/{id}`` (scope ``read``) answers its progress; ``DELETE`` (scope ``trigger``) cancels
-it: no new occurrence starts, runs in flight finish.
-"""
+"""``/api/v1`` backfills: start one for a job (planned as ``jobhost backfill`` plans it, and
+recorded for the hosts), read its progress, cancel it."""
 
 from __future__ import annotations
 
@@ -16,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobhost.config import ApiToken, Settings
+from jobhost.config import ApiToken
 from jobhost.operations.backfills import (
     BackfillInputError,
     backfill_json,
@@ -24,7 +18,8 @@ from jobhost.operations.backfills import (
     plan_backfill,
     start_backfill,
 )
-from jobhost.runtime.service import JobService, not_found
+from jobhost.runtime.service import not_found
+from jobhost.web.api.actions import ServiceEndpoints
 from jobhost.web.api.requests import ReasonText, field_error, problem, read_model, read_reason
 from jobhost.web.app import blocking
 
@@ -52,13 +47,8 @@ class BackfillRequest(BaseModel):
     concurrency: int = Field(default=1, ge=1, le=1000)
 
 
-class BackfillEndpoints:
-    """The handlers, on the API's job service (catalog, store, clock)."""
-
-    def __init__(self, settings: Settings, service: JobService, limit: int) -> None:
-        self._settings = settings
-        self._service = service
-        self._limit = limit
+class BackfillEndpoints(ServiceEndpoints):
+    """The handlers of rows ``backfills.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
 
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
@@ -70,8 +60,7 @@ class BackfillEndpoints:
         backfill_id = request.path_params["backfill_id"]
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
-        store = self._service.store
-        found = await blocking(lambda: store.list_backfills(ids=[backfill_id]))
+        found = await blocking(lambda: self._store.list_backfills(ids=[backfill_id]))
         return JSONResponse(backfill_json(found[0])) if found else _no_backfill()
 
     async def cancel(self, request: Request, token: ApiToken) -> Response:
@@ -79,9 +68,8 @@ class BackfillEndpoints:
         if not _ID.fullmatch(backfill_id):
             return _no_backfill()
         reason = await read_reason(request, self._limit)
-        store = self._service.store
         record = await blocking(
-            lambda: cancel_backfill(store, backfill_id, actor=token.name, reason=reason)
+            lambda: cancel_backfill(self._store, backfill_id, actor=token.name, reason=reason)
         )
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 
@@ -90,8 +78,7 @@ class BackfillEndpoints:
         spec = catalog.jobs.get(name)
         if spec is None:
             raise not_found(name)
-        store = self._service.store
-        now = store.now()
+        store = self._store
         try:
             plan = plan_backfill(
                 spec,
@@ -99,8 +86,8 @@ class BackfillEndpoints:
                 start=body.from_,
                 end=body.to,
                 mode=body.mode,
-                limit=self._settings.backfill_limit,
-                now=now,
+                limit=self._service.settings.backfill_limit,
+                now=store.now(),
             )
         except BackfillInputError as error:
             raise field_error(422, "Invalid backfill", "", str(error)) from None

@@ -6,7 +6,6 @@ one retry of every open failure of a job, a module or since a time, what ``jobho
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -29,11 +28,13 @@ from jobhost.operations.failures import (
 from jobhost.operations.failures import retry_failures as retry_open_failures
 from jobhost.operations.jobs import require_known_job
 from jobhost.store import Store
-from jobhost.web.api.actions import queued_json
+from jobhost.web.api.actions import ServiceEndpoints, queued_json
 from jobhost.web.api.requests import (
     BadRequest,
     ReasonText,
+    bad_query,
     field_error,
+    invalid,
     query_flag,
     query_int,
     read_model,
@@ -41,13 +42,7 @@ from jobhost.web.api.requests import (
 from jobhost.web.app import blocking
 from jobhost.web.inputs import NO_NUL_PATTERN
 
-__all__ = [
-    "SINCE_PATTERN",
-    "FailureRetry",
-    "FailuresQuery",
-    "failures_endpoint",
-    "retry_failures_endpoint",
-]
+__all__ = ["SINCE_PATTERN", "FailureEndpoints", "FailureRetry", "FailuresQuery"]
 
 _JOB_LIMIT = 200
 # Up to three parts, the first not zero: at most 29,997 weeks, which no clock reaches back past.
@@ -122,26 +117,28 @@ class FailuresQuery(BaseModel):
     )
 
 
-def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[Response]]:
-    async def failures(request: Request, _token: ApiToken) -> Response:
-        params = request.query_params
+class FailureEndpoints(ServiceEndpoints):
+    """The handlers of ``GET`` and ``POST /failures``."""
+
+    async def read(self, request: Request, _token: ApiToken) -> Response:
+        params, store = request.query_params, self._store
         limit = query_int(request, FailuresQuery, "limit")
         everything = query_flag(request, "all")
         job = params.get("job") or None
         if job is not None and len(job) > _JOB_LIMIT:
-            raise _bad("job", f"must be a job name of 1 to {_JOB_LIMIT} characters")
+            raise bad_query("job", f"must be a job name of 1 to {_JOB_LIMIT} characters")
         text = params.get("q")
         if text is not None:
             if len(text) > SEARCH_LIMIT:
-                raise _bad("q", f"must be at most {SEARCH_LIMIT} characters")
+                raise bad_query("q", f"must be at most {SEARCH_LIMIT} characters")
             text = text.strip() or None
         try:
             cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
             start = _since(params.get("since"), store)
         except BadFailureQuery as error:
-            raise _bad(error.field, error.detail) from None
+            raise bad_query(error.field, error.detail) from None
 
-        def read() -> dict[str, Any]:
+        def answer() -> dict[str, Any]:
             _require_job(store, job, "names no job the store knows; GET /api/v1/jobs lists them")
             query = FailureQuery(
                 since=start,
@@ -153,22 +150,15 @@ def failures_endpoint(store: Store) -> Callable[[Request, ApiToken], Awaitable[R
             )
             return failures_json(read_failures(store, query))
 
-        return JSONResponse(await blocking(read))
+        return JSONResponse(await blocking(answer))
 
-    return failures
-
-
-def retry_failures_endpoint(
-    store: Store, limit: int
-) -> Callable[[Request, ApiToken], Awaitable[Response]]:
-    """The handler of ``POST``: body ``{"job", "module", "since", "reason"}``."""
-
-    async def retry_failures(request: Request, token: ApiToken) -> Response:
-        body = await read_model(request, limit, FailureRetry, "a failure retry")
+    async def retry(self, request: Request, token: ApiToken) -> Response:
+        store = self._store
+        body = await read_model(request, self._limit, FailureRetry, "a failure retry")
         try:
             start = _since(body.since, store)
         except BadFailureQuery as error:
-            raise field_error(422, "Invalid body", error.field, error.detail) from None
+            raise invalid(error.field, error.detail) from None
 
         def act() -> dict[str, Any]:
             _require_job(store, body.job, "names no job the store knows")
@@ -188,8 +178,6 @@ def retry_failures_endpoint(
             }
 
         return JSONResponse(await blocking(act), status_code=202)
-
-    return retry_failures
 
 
 def _since(text: str | None, store: Store) -> datetime | None:
@@ -219,7 +207,3 @@ def _require_job(store: Store, job: str | None, detail: str) -> None:
 def _unknown(field: str, detail: str) -> BadRequest:
     """A well-formed name of nothing the store knows: 404, as for any unknown job."""
     return field_error(404, "Not found", field, detail)
-
-
-def _bad(field: str, detail: str) -> BadRequest:
-    return field_error(400, "Invalid query parameter", field, detail)

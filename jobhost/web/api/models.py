@@ -1,8 +1,5 @@
-"""The shapes of ``/api/v1``'s answers and query strings, as pydantic models: the OpenAPI
-document's schemas are generated from them (:mod:`jobhost.web.api.openapi`), the routes check
-each answer against its model before sending it, and a property-based test (schemathesis) checks
-that every answer the API gives fits them.
-
+"""The shapes of ``/api/v1``'s answers and query strings: the OpenAPI document's schemas are
+generated from them, and the routes check each answer against its model before sending it.
 A field without a default is one every answer carries; a field with one may be left out.
 """
 
@@ -17,7 +14,6 @@ from jobhost.operations.report import SORTS, STATUSES
 from jobhost.operations.runs import OUTCOMES, PAGE_LINES
 from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
-from jobhost.web.api.failures import FailuresQuery
 from jobhost.web.api.requests import ReasonText
 
 __all__ = [
@@ -27,7 +23,6 @@ __all__ = [
     "ChangeList",
     "ChangesQuery",
     "FailureList",
-    "FailuresQuery",
     "Job",
     "JobList",
     "JobState",
@@ -70,8 +65,7 @@ FailureOutcome = Literal["failed", "timed_out", "abandoned", "stuck"]
 
 
 class Closed(BaseModel):
-    """An answer's shape (and a body's): a key it does not list is refused, and the document
-    says so (``additionalProperties: false``); the routes check every answer against it."""
+    """A shape that refuses a key it does not list (``additionalProperties: false``)."""
 
     model_config = ConfigDict(extra="forbid")
 

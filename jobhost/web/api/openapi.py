@@ -1,15 +1,13 @@
 """The OpenAPI 3.1 document of ``/api/v1``, generated from the endpoint table
-(:mod:`jobhost.web.api.table`) and the pydantic models of its bodies, answers and query strings:
-the body of ``PUT /api/v1/jobs/{name}`` is :class:`JobDefinition`, the very model that validates
-it. A property-based test (schemathesis) checks that every answer the API gives fits.
-"""
+(:mod:`jobhost.web.api.table`) and the very pydantic models that validate its bodies, answers
+and query strings."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
@@ -18,7 +16,7 @@ from jobhost.web.api.models import Problem
 from jobhost.web.api.table import ENDPOINTS, PATH_PARAMETERS, Endpoint
 from jobhost.web.inputs import NO_NUL_PATTERN
 
-__all__ = ["openapi_document"]
+__all__ = ["is_model", "openapi_document"]
 
 _REF = "#/components/schemas/{model}"
 _STRING = {"type": "string"}
@@ -27,11 +25,12 @@ _SchemaOf = Callable[[Any], dict[str, Any]]
 
 @cache
 def openapi_document() -> dict[str, Any]:
-    models = sorted(_models(), key=lambda model: model.__name__)
+    bodies = [b for e in ENDPOINTS for b in (e.body, *(a.body for a in e.answers.values()))]
+    models = sorted(set(filter(is_model, [Problem, *bodies])), key=lambda model: model.__name__)
     refs, definitions = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
 
     def schema_of(body: Any) -> dict[str, Any]:
-        if isinstance(body, type) and issubclass(body, BaseModel):
+        if is_model(body):
             return dict(refs[(body, "validation")])
         return TypeAdapter(body).json_schema(ref_template=_REF)
 
@@ -58,20 +57,16 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def _models() -> set[type[BaseModel]]:
-    """Every model a body or an answer is, for the document's components."""
-    found: set[type[BaseModel]] = {Problem}
-    for endpoint in ENDPOINTS:
-        bodies = [endpoint.body, *(answer.body for answer in endpoint.answers.values())]
-        found.update(b for b in bodies if isinstance(b, type) and issubclass(b, BaseModel))
-    return found
+def is_model(body: object) -> TypeGuard[type[BaseModel]]:
+    """A pydantic model, not another type such as ``dict[str, Any]``."""
+    return isinstance(body, type) and issubclass(body, BaseModel)
 
 
 def _operation(endpoint: Endpoint, schema_of: _SchemaOf) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": endpoint.operation,
         "summary": endpoint.summary,
-        "parameters": [*_path_parameters(endpoint.path), *_headers(endpoint), *_query(endpoint)],
+        "parameters": _parameters(endpoint),
         "responses": _responses(endpoint, schema_of),
     }
     if endpoint.scope is None:
@@ -96,23 +91,16 @@ def _parameter(name: str, where: str, description: str, schema: dict[str, Any]) 
     }
 
 
-def _path_parameters(path: str) -> list[dict[str, Any]]:
-    return [
+def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
+    """Its path's parameters, the headers it reads, and a field of its query model each (all
+    optional)."""
+    parameters = [
         _parameter(name, "path", PATH_PARAMETERS[name][0], _without_nul(PATH_PARAMETERS[name][1]))
-        for name in re.findall(r"\{(\w+)\}", path)
+        for name in re.findall(r"\{(\w+)\}", endpoint.path)
     ]
-
-
-def _headers(endpoint: Endpoint) -> list[dict[str, Any]]:
-    return [_parameter(h.name, "header", h.description, _STRING) for h in endpoint.headers]
-
-
-def _query(endpoint: Endpoint) -> list[dict[str, Any]]:
-    """A parameter for each field of the endpoint's query model, all optional."""
-    if endpoint.query is None:
-        return []
-    parameters = []
-    for name, schema in endpoint.query.model_json_schema()["properties"].items():
+    parameters += [_parameter(n, "header", text, _STRING) for n, text in endpoint.headers.items()]
+    query = endpoint.query.model_json_schema()["properties"] if endpoint.query else {}
+    for name, schema in query.items():
         described = {k: v for k, v in schema.items() if k not in {"title", "default"}}
         description = described.pop("description", "")
         parameters.append(_parameter(name, "query", description, _without_nul(described)))
@@ -141,7 +129,7 @@ def _responses(endpoint: Endpoint, schema_of: _SchemaOf) -> dict[str, Any]:
         if answer.body is not None:
             response["content"] = {"application/json": {"schema": schema_of(answer.body)}}
         responses[str(status)] = response
-    if endpoint.problems:
+    if endpoint.scope is not None:  # the document itself answers no error
         responses["default"] = {
             "description": "An error: what is wrong, the field, and the fix.",
             "content": {"application/problem+json": {"schema": schema_of(Problem)}},

@@ -1,9 +1,6 @@
 """Reading an API request (its JSON body, size-limited and strictly parsed, and its query), and
-answering what is wrong with it.
-
-Every error is ``application/problem+json`` (RFC 9457): a title, the status, a detail naming
-the field and the fix, and for a refused body every field problem under ``errors``.
-"""
+answering what is wrong with it as ``application/problem+json`` (RFC 9457): a detail naming the
+field and the fix, and for a refused body every field problem under ``errors``."""
 
 from __future__ import annotations
 
@@ -18,7 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
+from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.runtime.definition import FieldProblem
+from jobhost.runtime.service import ChangeRefused
 from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
 from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
 from jobhost.web.middleware import PROBLEM_JSON, problem_body
@@ -26,7 +25,9 @@ from jobhost.web.middleware import PROBLEM_JSON, problem_body
 __all__ = [
     "BadRequest",
     "ReasonText",
+    "bad_query",
     "field_error",
+    "invalid",
     "problem",
     "query_choice",
     "query_flag",
@@ -35,6 +36,7 @@ __all__ = [
     "read_model",
     "read_reason",
     "take_reason",
+    "unknown",
 ]
 
 # What checked_reason accepts, for the document: any text of whitespace-folding characters and
@@ -76,23 +78,30 @@ def problem(
     )
 
 
-class BadRequest(Exception):
-    """A request the API refuses before looking at the store; ``status`` is its answer."""
+class BadRequest(ChangeRefused):
+    """A request the API refuses before looking at the store."""
 
-    def __init__(
-        self, status: int, title: str, detail: str, errors: Sequence[FieldProblem] = ()
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.errors = list(errors)
+
+def unknown(detail: str) -> BadRequest:
+    """404 for what the path names, which ``detail`` never repeats: whatever arrives in a path
+    is never echoed."""
+    return BadRequest(404, "Not found", detail)
 
 
 def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:
     """A refusal naming one ``field`` (``""``: the whole body) and what is wrong with it."""
     problem = FieldProblem(field, detail)
-    return BadRequest(status, title, problem.line(), [problem])
+    return BadRequest(status, title, problem.line(), problems=[problem])
+
+
+def invalid(field: str, detail: str) -> BadRequest:
+    """422: the body's ``field`` (``""``: the whole body) is refused, and why."""
+    return field_error(422, "Invalid body", field, detail)
+
+
+def bad_query(name: str, detail: str) -> BadRequest:
+    """400: the query parameter ``name`` is refused, and why."""
+    return field_error(400, "Invalid query parameter", name, detail)
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -112,7 +121,8 @@ async def read_json(request: Request, limit: int) -> Any:
         body = await read_capped(request, limit)
     except BodyTooLarge:
         raise _too_large(limit) from None
-    if not body and _unframed(request):
+    headers = request.headers
+    if not body and "content-length" not in headers and "transfer-encoding" not in headers:
         # HTTP gives such a request no body, so what a client sent after the head (a whole
         # upload, perhaps too large) was never read: say what is missing, not that "" is bad.
         raise BadRequest(
@@ -142,7 +152,7 @@ async def read_json(request: Request, limit: int) -> Any:
         ) from None
     problem = json_problem(value)
     if problem is not None:
-        raise _invalid(problem)
+        raise invalid(problem.field, problem.message)
     return value
 
 
@@ -158,7 +168,7 @@ async def read_model(request: Request, limit: int, model: type[_Model], what: st
             for e in error.errors(include_url=False, include_input=False)
         ]
         first = problems[0] if problems else FieldProblem("", f"not {what}")
-        raise BadRequest(422, "Invalid body", first.line(), problems) from None
+        raise BadRequest(422, "Invalid body", first.line(), problems=problems) from None
 
 
 async def read_reason(request: Request, limit: int) -> str:
@@ -171,20 +181,18 @@ def take_reason(body: object) -> tuple[dict[str, Any], str]:
     """A runtime job's definition (the body of ``PUT /jobs/{name}``) without its ``reason``,
     and the reason: required, audited in the change log, not stored with the definition."""
     if not isinstance(body, dict):
-        raise _invalid(
-            FieldProblem("", 'the body must be a JSON object: {"kind": "http", "reason": "..."}')
-        )
+        raise invalid("", 'the body must be a JSON object: {"kind": "http", "reason": "..."}')
     return {key: value for key, value in body.items() if key != "reason"}, _reason(body)
 
 
-async def read_state_value(request: Request, limit: int, most: int) -> tuple[str, str]:
-    """The body of ``PUT /jobs/{name}/state/{key}``: the value (text, at most ``most``
-    characters, as a job's ``context.state.set`` writes it) and the reason."""
+async def read_state_value(request: Request, limit: int) -> tuple[str, str]:
+    """The body of ``PUT /jobs/{name}/state/{key}``: the value (text, as a job's
+    ``context.state.set`` writes it) and the reason."""
     shape = '{"value": "...", "reason": "..."}'
     body = await _read_object(request, limit, {"value", "reason"}, shape)
     value = body.get("value")
-    if not isinstance(value, str) or len(value) > most:
-        raise _invalid(FieldProblem("value", f"a string of at most {most} characters"))
+    if not isinstance(value, str) or len(value) > VALUE_LIMIT:
+        raise invalid("value", f"a string of at most {VALUE_LIMIT} characters")
     return value, _reason(body)
 
 
@@ -195,9 +203,7 @@ async def read_selection(request: Request, limit: int) -> tuple[list[str], list[
     body = await _read_object(request, limit, {"modules", "match", "reason"}, shape)
     modules, patterns = _names(body, "modules"), _names(body, "match")
     if not modules and not patterns:
-        raise _invalid(
-            FieldProblem("modules", "name at least one module, or a name pattern in match")
-        )
+        raise invalid("modules", "name at least one module, or a name pattern in match")
     return modules, patterns, _reason(body)
 
 
@@ -208,22 +214,21 @@ async def _read_object(
     ``known`` names them, when not ``shape``)."""
     body = await read_json(request, limit)
     if not isinstance(body, dict):
-        raise _invalid(FieldProblem("", f"the body must be a JSON object: {shape}"))
-    unknown = sorted(str(key) for key in body if key not in fields)
-    if unknown:
-        problem = f"is not a known field; the body is {known or shape}"
-        raise _invalid(FieldProblem(unknown[0], problem))
+        raise invalid("", f"the body must be a JSON object: {shape}")
+    extra = sorted(str(key) for key in body if key not in fields)
+    if extra:
+        raise invalid(extra[0], f"is not a known field; the body is {known or shape}")
     return body
 
 
 def _reason(body: dict[str, Any]) -> str:
     reason = body.get("reason")
     if not isinstance(reason, str):
-        raise _invalid(FieldProblem("reason", "say why, in a non-empty string: it is audited"))
+        raise invalid("reason", "say why, in a non-empty string: it is audited")
     try:
         return checked_reason(reason)
     except BadReason as error:
-        raise _invalid(FieldProblem("reason", str(error))) from None
+        raise invalid("reason", str(error)) from None
 
 
 def _names(body: dict[str, Any], field: str) -> list[str]:
@@ -233,12 +238,10 @@ def _names(body: dict[str, Any], field: str) -> list[str]:
         or len(value) > _SELECTION_LIMIT
         or not all(isinstance(v, str) and 0 < len(v) <= _NAME_LIMIT for v in value)
     ):
-        raise _invalid(
-            FieldProblem(
-                field,
-                f"must be a list of at most {_SELECTION_LIMIT} non-empty strings of at most "
-                f"{_NAME_LIMIT} characters",
-            )
+        raise invalid(
+            field,
+            f"must be a list of at most {_SELECTION_LIMIT} non-empty strings of at most "
+            f"{_NAME_LIMIT} characters",
         )
     return list(value)
 
@@ -281,10 +284,6 @@ def _bounds(query: type[BaseModel], name: str) -> tuple[int, int, int]:
     return field.default, low, high
 
 
-def _unframed(request: Request) -> bool:
-    return "content-length" not in request.headers and "transfer-encoding" not in request.headers
-
-
 def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
@@ -297,10 +296,5 @@ def _too_large(limit: int) -> BadRequest:
     )
 
 
-def _invalid(problem: FieldProblem) -> BadRequest:
-    return BadRequest(422, "Invalid body", problem.line(), [problem])
-
-
 def _bad_query(name: str, value: str, allowed: str) -> BadRequest:
-    detail = f"must be {allowed} (got {value[:60]!r})"
-    return field_error(400, "Invalid query parameter", name, detail)
+    return bad_query(name, f"must be {allowed} (got {value[:60]!r})")

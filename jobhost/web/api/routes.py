@@ -17,7 +17,7 @@ from functools import partialmethod
 from operator import attrgetter
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -40,11 +40,16 @@ from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, client_address
-from jobhost.web.api.actions import ActionEndpoints, StateEndpoints, require_known
+from jobhost.web.api.actions import (
+    ActionEndpoints,
+    ServiceEndpoints,
+    StateEndpoints,
+    require_known,
+)
 from jobhost.web.api.backfills import BackfillEndpoints
-from jobhost.web.api.failures import failures_endpoint, retry_failures_endpoint
+from jobhost.web.api.failures import FailureEndpoints
 from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
-from jobhost.web.api.openapi import openapi_document
+from jobhost.web.api.openapi import is_model, openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
     problem,
@@ -54,6 +59,7 @@ from jobhost.web.api.requests import (
     read_json,
     read_reason,
     take_reason,
+    unknown,
 )
 from jobhost.web.api.table import ENDPOINTS, Endpoint
 from jobhost.web.api.views import job_json, runtime_json
@@ -66,8 +72,7 @@ __all__ = ["API_PREFIX", "api_routes"]
 API_PREFIX = "/api/v1"
 _log = logging.getLogger("jobhost.api")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
-Handler = Callable[[Request, ApiToken], Awaitable[Response]]
-_Operation = tuple[Endpoint, Handler]
+_Operation = tuple[Endpoint, Callable[[Request, ApiToken], Awaitable[Response]]]
 
 
 def api_routes(
@@ -84,31 +89,21 @@ def api_routes(
     ``store`` when not given."""
     if not settings.api_tokens:
         return []
-    api = _Api(settings, catalog, store, trigger_wait, brake=brake or GuessBrake(store))
-    return [api.mount()]
+    service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
+    return [_Api(service, brake or GuessBrake(store)).mount()]
 
 
-class _Api:
-    def __init__(
-        self,
-        settings: Settings,
-        catalog: Catalog,
-        store: Store,
-        trigger_wait: float,
-        *,
-        brake: GuessBrake,
-    ) -> None:
+class _Api(ServiceEndpoints):
+    """The handlers of the table's other rows, and the groups of handlers of its dotted ones."""
+
+    def __init__(self, service: JobService, brake: GuessBrake) -> None:
+        super().__init__(service, service.settings.api_body_limit)
         self.brake = brake
-        self.settings = settings
-        self.service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
-        self.store = self.service.store
-        self.tokens = settings.api_tokens
-        self.limit = settings.api_body_limit
-        self.actions = ActionEndpoints(self.service, self.limit)
-        self.backfills = BackfillEndpoints(settings, self.service, self.limit)
-        self.failures = failures_endpoint(self.store)
-        self.state = StateEndpoints(self.service, self.limit)
-        self.retry_failures = retry_failures_endpoint(self.store, self.limit)
+        self.actions = ActionEndpoints(service, self._limit)
+        self.backfills = BackfillEndpoints(service, self._limit)
+        self.state = StateEndpoints(service, self._limit)
+        failures = FailureEndpoints(service, self._limit)
+        self.failures, self.retry_failures = failures.read, failures.retry
 
     def mount(self) -> Mount:
         """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
@@ -143,7 +138,7 @@ class _Api:
                 )
             found, handler = ops[method]
             address = client_address(request)
-            token = _token_for(request, self.tokens)
+            token = _token_for(request, self._service.settings.api_tokens)
             if token is None:
                 wait = None
                 if request.headers.get("authorization"):
@@ -172,8 +167,6 @@ class _Api:
             acting_from("api", address)
             try:
                 return _checked(found, await handler(request, token))
-            except BadRequest as error:
-                return problem(error.status, error.title, error.detail, errors=error.errors)
             except ChangeRefused as error:
                 return problem(error.status, error.title, error.detail, errors=error.problems)
             except Exception as error:  # the API must answer, and the host go on
@@ -195,7 +188,7 @@ class _Api:
     # -- endpoints ---------------------------------------------------------------------------
 
     async def kinds(self, _request: Request, _token: ApiToken) -> Response:
-        return JSONResponse(kinds_json(self.service.catalog.kinds))
+        return JSONResponse(kinds_json(self._service.catalog.kinds))
 
     async def jobs(self, request: Request, _token: ApiToken) -> Response:
         sorts = query_choice(request, "sort", SORTS)
@@ -211,9 +204,9 @@ class _Api:
         sources = query_choice(request, "source", SOURCES)
 
         def answer() -> list[dict[str, Any]]:
-            catalog = self.service.current()
-            report = build_report(self.settings, catalog, self.store)
-            rows = {row.name: row for row in self.store.list_runtime_jobs()}
+            catalog = self._service.current()
+            report = build_report(self._service.settings, catalog, self._store)
+            rows = {row.name: row for row in self._store.list_runtime_jobs()}
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
             ]
@@ -225,14 +218,14 @@ class _Api:
         name = request.path_params["name"]
 
         def answer() -> dict[str, Any]:
-            catalog = self.service.current(name)
-            require_known(catalog, self.store, name)
+            catalog = self._service.current(name)
+            require_known(catalog, self._store, name)
             if name not in catalog.jobs:
                 self._refuse_deleted(name)
-            report = build_report(self.settings, catalog, self.store, job=name)
+            report = build_report(self._service.settings, catalog, self._store, job=name)
             if not report.jobs:
                 raise not_found(name)
-            return job_json(report.jobs[0], catalog, self.service.runtime_row(name))
+            return job_json(report.jobs[0], catalog, self._service.runtime_row(name))
 
         data = await blocking(answer)
         if "runtime" not in data:
@@ -245,11 +238,11 @@ class _Api:
 
     async def put(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body, reason = take_reason(await read_json(request, self.limit))
+        body, reason = take_reason(await read_json(request, self._limit))
         if_match = request.headers.get("if-match")
         if_none_match = request.headers.get("if-none-match")
         done = await blocking(
-            lambda: self.service.put(
+            lambda: self._service.put(
                 name,
                 body,
                 actor=token.name,
@@ -266,17 +259,17 @@ class _Api:
 
     async def delete(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        reason = await read_reason(request, self.limit)
+        reason = await read_reason(request, self._limit)
         if_match = request.headers.get("if-match")
         await blocking(
-            lambda: self.service.delete(name, actor=token.name, if_match=if_match, reason=reason)
+            lambda: self._service.delete(name, actor=token.name, if_match=if_match, reason=reason)
         )
         return Response(status_code=204)
 
     async def trigger(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        reason = await read_reason(request, self.limit)
-        data = await blocking(lambda: self.service.trigger(name, actor=token.name, reason=reason))
+        reason = await read_reason(request, self._limit)
+        data = await blocking(lambda: self._service.trigger(name, actor=token.name, reason=reason))
         if data["status"] == "refused":
             # The host would not start it: a run still running under overlap = forbid.
             detail = f"job {name}: {data['message'] or 'the run was refused'}"
@@ -285,8 +278,8 @@ class _Api:
 
     async def _pause(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
         name = request.path_params["name"]
-        reason = await read_reason(request, self.limit)
-        act = self.service.pause if paused else self.service.resume
+        reason = await read_reason(request, self._limit)
+        act = self._service.pause if paused else self._service.resume
         changed = await blocking(lambda: act(name, actor=token.name, reason=reason))
         return JSONResponse({"job": name, "paused": paused, "changed": changed})
 
@@ -300,8 +293,8 @@ class _Api:
         outcome = outcomes[-1] if outcomes else None
 
         def answer() -> dict[str, Any]:
-            require_known(self.service.current(name), self.store, name)
-            rows = read_history(self.store, name, limit=limit, outcome=outcome)
+            require_known(self._service.current(name), self._store, name)
+            rows = read_history(self._store, name, limit=limit, outcome=outcome)
             return {"job": name, "runs": [run_json(run) for run in rows]}
 
         return JSONResponse(await blocking(answer))
@@ -311,10 +304,10 @@ class _Api:
         after = query_int(request, RunLogQuery, "after")
         limit = query_int(request, RunLogQuery, "limit")
         if len(run_id) > RUN_ID_LIMIT:
-            return _no_run()
-        page = await blocking(lambda: read_run_log(self.store, run_id, after=after, limit=limit))
+            raise _no_run()
+        page = await blocking(lambda: read_run_log(self._store, run_id, after=after, limit=limit))
         if page is None:
-            return _no_run()
+            raise _no_run()
         return JSONResponse(page_json(page))
 
     async def changes(self, request: Request, _token: ApiToken) -> Response:
@@ -323,7 +316,7 @@ class _Api:
         job = request.query_params.get("job")
 
         def answer() -> dict[str, Any]:
-            found = self.store.list_changes(job_name=job, after_id=after, limit=limit)
+            found = self._store.list_changes(job_name=job, after_id=after, limit=limit)
             return {
                 "changes": [change_json(c) for c in found],
                 "next_after": found[-1].id if found else after,
@@ -334,7 +327,7 @@ class _Api:
     def _refuse_deleted(self, name: str) -> None:
         """A runtime job removed through the API is gone: 404, saying who removed it, when, and
         where its history stays."""
-        deleted, change = self.store.api_deletion(name)
+        deleted, change = self._store.api_deletion(name)
         if not deleted:
             return
         how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
@@ -368,9 +361,7 @@ def _checked(endpoint: Endpoint, response: Response) -> Response:
     must not drift apart, and a key the document does not list is the server's fault."""
     answer = endpoint.answers.get(response.status_code)
     model = answer.body if answer is not None else None
-    if response.media_type != "application/json" or not (
-        isinstance(model, type) and issubclass(model, BaseModel)
-    ):
+    if response.media_type != "application/json" or not is_model(model):
         return response
     try:
         model.model_validate_json(bytes(response.body))  # the same object: no copy
@@ -393,11 +384,8 @@ def _internal_error(failure_id: str) -> Response:
     return problem(500, "Internal error", detail, extra={"id": failure_id})
 
 
-def _no_run() -> Response:
-    # The id is not repeated: whatever arrives in a path is never echoed.
-    return problem(
-        404,
-        "Not found",
+def _no_run() -> BadRequest:
+    return unknown(
         "no run with this id in the ledger (a run purged by retention goes with its lines); "
-        "run ids are in GET /api/v1/jobs/{name}/runs",
+        "run ids are in GET /api/v1/jobs/{name}/runs"
     )

@@ -1,7 +1,6 @@
-"""Every endpoint of ``/api/v1`` in one table: its method and path, the operation that answers
-it, the scope a token needs, its query string, body and answers as types. The routes are
-mounted from this table (:mod:`jobhost.web.api.routes`) and the OpenAPI document is generated
-from it (:mod:`jobhost.web.api.openapi`), so the two cannot drift apart.
+"""Every endpoint of ``/api/v1`` in one table: the routes are mounted from it
+(:mod:`jobhost.web.api.routes`) and the OpenAPI document is generated from it
+(:mod:`jobhost.web.api.openapi`), so the two cannot drift apart.
 
 A new endpoint is one more :class:`Endpoint` here, an ``async`` method of that ``operation``
 name on the API's handler class, and its models in :mod:`jobhost.web.api.models`.
@@ -20,9 +19,9 @@ from jobhost.operations.jobs import KEY_LIMIT
 from jobhost.operations.runs import RUN_ID_LIMIT
 from jobhost.web.api import models
 from jobhost.web.api.backfills import BackfillRequest
-from jobhost.web.api.failures import FailureRetry
+from jobhost.web.api.failures import FailureRetry, FailuresQuery
 
-__all__ = ["ENDPOINTS", "HEADERS", "PATH_PARAMETERS", "Answer", "Endpoint", "Header"]
+__all__ = ["ENDPOINTS", "PATH_PARAMETERS", "Answer", "Endpoint"]
 
 Scope = Literal["read", "write", "trigger"]
 
@@ -38,12 +37,6 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class Header:
-    name: str
-    description: str
-
-
-@dataclass(frozen=True)
 class Endpoint:
     route: str
     """Its method and path: ``GET /jobs/{name}``."""
@@ -56,9 +49,8 @@ class Endpoint:
     answers: Mapping[int, Answer]
     query: type[BaseModel] | None = None
     body: type[BaseModel] | None = None
-    headers: tuple[Header, ...] = ()
-    problems: bool = True
-    """Errors answer ``application/problem+json`` (:class:`models.Problem`)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The request headers it reads (name: what it says)."""
 
     @property
     def method(self) -> str:
@@ -89,23 +81,18 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 """What each ``{parameter}`` of a path is."""
 
-HEADERS = {
-    "if-none-match": Header(
-        "If-None-Match",
-        "On GET, an ETag you hold: 304 while the job is still so. On PUT, *: create only (412 "
-        "if the job exists).",
-    ),
-    "if-match": Header(
-        "If-Match", "An ETag from a GET or PUT (or *): change only if the job is still so."
-    ),
+_IF_NONE_MATCH = {
+    "If-None-Match": "On GET, an ETag you hold: 304 while the job is still so. On PUT, *: create "
+    "only (412 if the job exists)."
 }
+_IF_MATCH = {"If-Match": "An ETag from a GET or PUT (or *): change only if the job is still so."}
 _ETAG = {"ETag": "The job's version, for If-Match."}
 
 # An endpoint per entry: route, operation, scope, summary, answers, then its options.
 # fmt: off
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET /openapi.json", "openapi", None, "This document.",
-             {200: Answer("The OpenAPI document.", dict[str, Any])}, problems=False),
+             {200: Answer("The OpenAPI document.", dict[str, Any])}),
     Endpoint("GET /kinds", "kinds", "read",
              "The job kinds the modules offer, with their settings' JSON schema.",
              {200: Answer("The kinds.", models.KindList)}),
@@ -115,14 +102,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET /jobs/{name}", "job", "read", "One job; a runtime job's answer carries its ETag.",
              {200: Answer("The job.", models.Job, _ETAG),
               304: Answer("Not modified: If-None-Match names its ETag.")},
-             headers=(HEADERS["if-none-match"],)),
+             headers=_IF_NONE_MATCH),
     Endpoint("PUT /jobs/{name}", "put", "write", "Create (201) or replace (200) a runtime job.",
              {200: Answer("Replaced (or unchanged).", models.RuntimeJob, _ETAG),
               201: Answer("Created.", models.RuntimeJob, _ETAG)},
-             headers=(HEADERS["if-match"], HEADERS["if-none-match"]), body=models.JobWrite),
+             headers={**_IF_MATCH, **_IF_NONE_MATCH}, body=models.JobWrite),
     Endpoint("DELETE /jobs/{name}", "delete", "write",
              "Remove a runtime job (409 for a declared one); its history stays.",
-             {204: Answer("Removed.")}, headers=(HEADERS["if-match"],), body=models.Reason),
+             {204: Answer("Removed.")}, headers=_IF_MATCH, body=models.Reason),
     Endpoint("POST /jobs/{name}/trigger", "trigger", "trigger",
              "Run the job now, once, audited with the reason.",
              {202: Answer("Queued (run_id once a host started it).", models.TriggerResult)},
@@ -167,7 +154,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "success or an acknowledgement) of every job, newest first; all=true for every one.",
              {200: Answer("Failures; pass next_cursor as cursor for the next page.",
                           models.FailureList)},
-             query=models.FailuresQuery),
+             query=FailuresQuery),
     Endpoint("POST /failures", "retry_failures", "trigger",
              "Retry every open failure of a job, a module or since a time, once each (one "
              "change-log entry per run), queued for the hosts.",

@@ -39,9 +39,6 @@ def runtime_json(row: RuntimeJobRow) -> dict[str, Any]:
 
 
 def job_json(job: JobReport, catalog: Catalog, row: RuntimeJobRow | None) -> dict[str, Any]:
-    data = job.to_json()
-    data["source"] = "api" if row is not None else source_of(job.name, catalog)
-    data["kind"] = row.kind if row is not None else None
-    if row is not None:
-        data["runtime"] = runtime_json(row)
-    return data
+    if row is None:
+        return {**job.to_json(), "source": source_of(job.name, catalog), "kind": None}
+    return {**job.to_json(), "source": "api", "kind": row.kind, "runtime": runtime_json(row)}
