@@ -1,15 +1,9 @@
-"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first;
-and the operator's actions on them: acknowledge one, or retry every open one a filter matches.
+"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first,
+each with its job's current failure streak; and the operator's actions on them: acknowledge one,
+or retry every open one a filter matches (one :func:`retry_run` per piece of work).
 
-What ``jobhost failures``, ``GET /api/v1/failures`` and the dashboard's Failures page show, read
-from the store alone. Each row carries its job's current failure streak. A page continues from
-an opaque cursor (the last row's finished time and run id), so paging costs the same at any
-depth; stuck runs, which are happening now, come first on the first page.
-
-Both actions go through the one operator-action path: an acknowledgement is a change-log entry
-(``jobhost.store.actions``); a bulk retry is one :func:`retry_run` per failure, each
-queued as a pending run for the hosts with its own change-log entry, exactly as ``jobhost
-retry RUN_ID`` queues one. Several failed attempts at one piece of work are retried once.
+A page continues from an opaque cursor (the last row's finished time and run id), so paging costs
+the same at any depth; stuck runs, which are happening now, come first on the first page.
 """
 
 from __future__ import annotations
@@ -64,8 +58,7 @@ __all__ = [
 SEARCH_LIMIT = 200
 """The longest text searched for, in characters."""
 RUN_ID_SHOWN = 8
-"""How much of a run id a line of ``jobhost failures`` shows: the shortest start the commands
-take for a whole id (commands.md, "Run ids")."""
+"""How much of a run id a line of ``jobhost failures`` shows: the shortest prefix commands take."""
 # Within 80 columns a job's name is cut (keeping its start and end) to leave the error this
 # much room, but to no fewer characters than _NAME_SHOWN.
 _ERROR_SHOWN = 12
@@ -126,8 +119,7 @@ class FailureList:
     failures: list[Failure]
     next_cursor: str | None
     searched_to: datetime | None
-    """A search stopped looking at runs that finished before this time (more may match on
-    the next page)."""
+    """A search stopped at runs that finished before this time (more may match later)."""
     generated_at: datetime
 
 
@@ -163,7 +155,6 @@ def read_failures(store: Store, query: FailureQuery) -> FailureList:
 
 
 def failures_json(found: FailureList) -> dict[str, Any]:
-    """``{"failures": [...], "groups": [...], "next_cursor", "searched_to", "generated_at"}``."""
     return {
         "failures": [_failure_json(row) for row in found.failures],
         "groups": [
@@ -197,9 +188,8 @@ class FailureGroup:
 
 
 def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
-    """``rows`` grouped by job, outcome, error type, first line and how and by whom resolved
-    (if so), each group where its newest row was (so one noisy job is one line, not a
-    screen)."""
+    """``rows`` grouped by job, outcome, error type, first line and resolution, each group
+    where its newest row was (so one noisy job is one line, not a screen)."""
     groups: dict[tuple[object, ...], FailureGroup] = {}
     for row in rows:
         key = (
@@ -214,13 +204,8 @@ def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
 
 
 def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
-    """One line: finished time, outcome, job (and how many, for a group of ``repeats``),
-    attempt, streak, how it was resolved, run id, error type and first line.
-
-    Within :data:`~jobhost.operations.render.WIDTH` columns unless ``wide``: the time without
-    its year and seconds, the attempt and the streak only past 1, the run id's first
-    :data:`RUN_ID_SHOWN` characters (``logs``, ``retry`` and ``--ack`` take them), a long name
-    cut in its middle, and the error cut at the line's end. ``wide``: every field whole."""
+    """One line of a failure (``repeats`` of it, for a group): within
+    :data:`~jobhost.operations.render.WIDTH` columns, unless ``wide`` (every field whole)."""
     run = row.run
     when = (run.finished_at or run.started_at or run.queued_at).astimezone(UTC)
     streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
@@ -291,8 +276,7 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 def encode_cursor(key: FailureKey) -> str:
     """``start``, or the key's microseconds since 0001-01-01 UTC and its run id, joined by
-    ``~``: every text of that shape (:data:`CURSOR_PATTERN`) names a place in the list, so a
-    client's cursor is refused only when it has another shape."""
+    ``~``: every text of that shape names a place in the list."""
     if key is _START:
         return "start"
     micros = (key.finished_at - _ORIGIN) // _MICROSECOND
@@ -300,8 +284,7 @@ def encode_cursor(key: FailureKey) -> str:
 
 
 def decode_cursor(text: str) -> FailureKey:
-    """The key a cursor names (one past the newest instant: the top of the list);
-    :class:`BadFailureQuery` for a text that is no cursor."""
+    """The key a cursor names; :class:`BadFailureQuery` for a text that is no cursor."""
     if text == "start":
         return _START
     if not _CURSOR.fullmatch(text):
@@ -357,7 +340,7 @@ class Acknowledgement:
 
 def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledgement:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
-    not fail, and one already resolved (naming how)."""
+    not fail, and one already resolved."""
     done = store.ack_logged(
         run_id,
         actor=actor,
@@ -386,8 +369,8 @@ def retry_failures(
     actor: str,
     reason: str,
 ) -> BulkRetry:
-    """Queue one retry of every open failure ``query`` matches (the newest failed attempt of
-    each piece of work), each logged; at most :data:`BULK_LIMIT`."""
+    """Queue one retry of every open failure ``query`` matches, each logged; at most
+    :data:`BULK_LIMIT`."""
     runs, more = open_failures(store, query)
     queued: list[RetryQueued] = []
     refused: list[tuple[RunRecord, str]] = []
@@ -444,8 +427,8 @@ def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) 
 
 
 def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[str, str]]:
-    """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``
-    read), and its newest; what ``health``'s critical-jobs-last-run says."""
+    """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``)
+    and its newest."""
     found = store.open_runs(limit=limit, where=FailureFilter(jobs=tuple(jobs)))
     by_job: dict[str, list[RunRecord]] = {}
     for run in found:

@@ -1,27 +1,8 @@
 """The release gate: named checks, each passing or failing with the reason why.
 
-The checks, in order (``name``: what passes):
-
-- ``store``: the database answers and its schema is at this version's revision;
-- ``catalog``: every module loaded and every declaration is valid;
-- ``critical-jobs-scheduled``: every critical job is enabled, not paused, and has a next fire
-  that is not behind;
-- ``live-host``: at least one host is alive (passes as skipped with ``hosts=False``);
-- ``leases``: no job's lease, and no running run's, has expired while still held;
-- ``critical-jobs-last-run``: no critical job has an open failure (a ``failed``,
-  ``timed_out`` or ``abandoned`` run whose work has not succeeded since and that no operator
-  acknowledged; a ``cancelled`` shutdown is not a failure: ``jobhost failures``), and none is
-  overdue;
-- ``clock-skew``: every live host's clock is within one second of the database's;
-- ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
-  (the hosts keep up with what is due);
-- ``store-integrity``: no row a host reads (schedules, live runs, hosts,
-  the signal row) holds a value a host cannot use (such a job is set aside by the hosts; the
-  detail names the row and the fix, and says how many rows it checked); bounded, in SQL;
-- ``stuck-runs``: no run is held by executor code that ignored its cancellation.
-
-Checks that need the store fail as "not checked" when the store check fails. A failing
-detail names at most ten jobs (or hosts, or problems), then how many more there are.
+The checks run in the order :func:`check_health` lists them; those that need the store fail as
+"not checked" when the store check fails. A failing detail names at most ten jobs (or hosts, or
+problems), then how many more there are.
 """
 
 from __future__ import annotations
@@ -83,11 +64,8 @@ def check_health(
     *,
     hosts: bool = True,
 ) -> Health:
-    """Run every check against ``store`` (whose schema may be missing or old).
-
-    With ``catalog`` None the checks read the store's own catalog (the declarations its rows
-    hold) and load no plugin; the ``catalog`` check then names the version the store holds.
-    """
+    """Run every check against ``store`` (whose schema may be missing or old); with ``catalog``
+    None, against the store's own catalog (its rows' declarations), loading no plugin."""
     reached = _store(settings, store)
     checks = [reached, _catalog(catalog) if catalog is not None else _UNREAD]
     report: Report | None = None
@@ -123,9 +101,8 @@ def check_health(
 
 def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | None, Report]:
     """The store's catalog as the checks ask it, the version it holds, and the report of the
-    jobs the checks look at: the critical ones and those holding an expired lease. The whole
-    catalog is counted from two columns of each row; only the jobs looked at are read whole,
-    with their ledger: at 10,000 jobs every other row says nothing the checks ask."""
+    jobs the checks look at (the critical ones and those holding an expired lease): only those
+    are read whole, with their ledger."""
     found: list[tuple[StoredJobs, str | None]] = []
 
     def looked_at(census: Census) -> list[str]:
@@ -341,7 +318,6 @@ def _clock_skew(report: Report) -> Check:
 
 
 def _listed(failures: list[tuple[str, str]]) -> str:
-    """The failures of the first ten subjects (job, host, problem), then how many more."""
     subjects = list(dict.fromkeys(subject for subject, _ in failures))
     shown = set(subjects[:_SHOWN])
     text = "; ".join(line for subject, line in failures if subject in shown)

@@ -27,6 +27,7 @@ from jobhost.operations.mismatch import (
     JobFacts,
     Mismatch,
     job_mismatches,
+    per_spec,
     spec_facts,
     store_changes,
 )
@@ -180,7 +181,7 @@ def _job_report(
     )
     declared: TriggerView | None
     if spec is not None:
-        module, read = spec.module, _spec_read(spec)
+        module, read = spec.module, per_spec(_SPECS, spec, lambda s: _shown(spec_facts(s)))
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module = row.module
@@ -230,17 +231,6 @@ def _job_report(
         concurrency_group=group,
         waiting_for=waiting_for,
     )
-
-
-def _spec_read(spec: JobSpec) -> _Read:
-    """:func:`_read` of ``spec``, made once per spec: the dashboard reads a summary of the same
-    catalog every few seconds."""
-    found = _SPECS.get(id(spec))
-    if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
-        if len(_SPECS) >= _READ_KEPT:
-            _SPECS.clear()
-        found = _SPECS[id(spec)] = (spec, _shown(spec_facts(spec)))
-    return found[1]
 
 
 def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
@@ -435,8 +425,7 @@ def _host_json(host: HostRecord) -> dict[str, Any]:
 # The stored declaration's fields, read without rebuilding the job: rebuilding each one was most
 # of ``jobhost report`` at 10,000 jobs.
 _Read = tuple[StoredFacts, TriggerView, TriggerView]
-_SPECS: dict[int, tuple[JobSpec, _Read]] = {}
-_READ_KEPT = 20_000
+_SPECS: dict[int, tuple[JobSpec, object, _Read]] = {}
 
 
 @dataclass(frozen=True)
@@ -471,7 +460,7 @@ def stored_jobs(
     return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
-@lru_cache(maxsize=_READ_KEPT)
+@lru_cache(maxsize=20_000)
 def _read(text: str) -> _Read | None:
     """The declaration ``text`` and its two triggers as the report shows them, read once for
     every job that stores the same text (a declaration holds no name: many jobs share one)."""

@@ -1,20 +1,11 @@
 """Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
-Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`); what
-may be done, and the refusal that names the fix, is decided here.
-
 A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
-run, claimed like any run and executed in the same envelope. With a live host, the run is left
-to it (it wakes at once) and this side watches the run's row until the outcome. With no live
-host, or when every host goes away while it is still queued, the command runs it in its own
-process (``run_here``: a host in one-shot mode, limited to this run): the same claim, envelope,
-lease renewal and cancel following as on any host.
-
-A job's ledger (``jobhost history``) reads newest first: by start (or, for rows that never
-started, by when they were recorded), then by occurrence, then by attempt, so a batch of
-occurrences recorded ``missed`` together still reads newest first. A run's log has one shape
-for every reader (``jobhost logs``, ``jobhost history --logs``, the API and the dashboard); a gap
-the bounds left reads ``… 198,000 lines (19.4 MB) dropped …``.
+run, claimed like any run. With a live host the run is left to it and this side watches the
+run's row until the outcome; with none, or once every host is gone while it is still queued,
+the command runs it in its own process (``run_here``: a host in one-shot mode, limited to it).
+A run's log has one shape for every reader (``jobhost logs``, ``history --logs``, the API and
+the dashboard).
 """
 
 from __future__ import annotations
@@ -107,9 +98,8 @@ def retry_run(
     actor: str,
     reason: str,
 ) -> RetryQueued:
-    """Queue the next attempt at run ``run_id``'s occurrence (its idempotency key too), due now:
-    a host claims it as it claims every retry. Refused for a run still running, one whose work
-    succeeded, and one never attempted."""
+    """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
+    running, one whose work succeeded, and one never attempted."""
     done = store.retry_logged(
         run_id,
         actor=actor,
@@ -138,9 +128,8 @@ def cancel_run(
     actor: str,
     reason: str,
 ) -> CancelAsked:
-    """Ask the host running ``run_id`` to cancel it (cooperatively: the executor's
-    cancellation is set, and the run is recorded ``cancelled``). A run not yet started is
-    recorded cancelled at once. Refused for a finished run and for one whose host is gone."""
+    """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
+    cancelled at once. Refused for a finished run and for one whose host is gone."""
     done = store.cancel_logged(
         run_id,
         actor=actor,
@@ -215,9 +204,8 @@ def _at(when: datetime | None) -> str:
 
 @dataclass(frozen=True)
 class Ran:
-    """What running pending runs in this process did: the runs it claimed (those it did not
-    were refused, busy, or taken by a host first), whether the deadline cancelled them, and the
-    id its one-shot host claimed as."""
+    """What running pending runs in this process did: the runs it claimed, whether the
+    deadline cancelled them, and the id its one-shot host claimed as."""
 
     taken: frozenset[str]
     timed_out: bool
@@ -233,13 +221,9 @@ class RunHere(Protocol):
 
 @dataclass(frozen=True)
 class TriggerResult:
-    """How a manual run ended, or how far it got.
-
-    ``outcome`` is a run outcome (``succeeded``, ``failed``, ``timed_out``, ``cancelled``,
-    ``abandoned``), ``refused`` (the overlap policy or the host said no), ``queued`` (with
-    ``--no-wait``, or still waiting at the timeout) or ``running`` (still running at the
-    timeout). ``timed_out_waiting`` is True when ``--timeout`` ended the wait.
-    """
+    """How a manual run ended, or how far it got: ``outcome`` is a run outcome, ``refused``,
+    or ``queued`` / ``running`` when not waited for or still going when ``--timeout`` ended
+    the wait (``timed_out_waiting``)."""
 
     request_id: str | None
     run_id: str | None
@@ -284,10 +268,8 @@ class ManualRun:
         timeout: float | None,
         beside_limit: bool = False,
     ) -> TriggerResult:
-        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end.
-
-        ``beside_limit`` starts it even when its concurrency group is full (``--now``).
-        """
+        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
+        ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = self.store.before_trigger(
             spec.name, self.store.clock, with_groups=bool(spec.concurrency_group)
@@ -408,8 +390,7 @@ def _queued(spec: JobSpec) -> str:
 
 
 def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
-    """The result of a run that ended (of ``request_id``, for a trigger's). No progress line:
-    the caller prints the outcome once (trigger_line or the JSON)."""
+    """The result of a run that ended (of ``request_id``, for a trigger's)."""
     return TriggerResult(
         request_id,
         run.id,
@@ -446,10 +427,8 @@ def _still_going(
 def _watching(
     store: Store, run_id: str, deadline: float | None
 ) -> Iterator[tuple[RunRecord, bool | None]]:
-    """Run ``run_id``'s row, each time the hosts signal that a run changed (a claim, a refusal,
-    an outcome), and whether any host is alive (None when not asked this time). The bounded
-    wait re-reads now and then all the same, for what is not signalled (a dead host's run
-    recorded abandoned) and to notice the hosts are gone."""
+    """Run ``run_id``'s row each time the hosts signal a change, and at least every few
+    seconds (for what is not signalled), with whether any host is alive (None: not asked)."""
     with store.change_signal() as signal:
         next_check = time.monotonic() + _HOST_CHECK_SECONDS
         while True:
@@ -465,8 +444,7 @@ def _watching(
 
 @dataclass(frozen=True)
 class RetryResult:
-    """The retry and how it ended (``result.outcome``: a run outcome, or ``queued`` /
-    ``running`` when not waited for or still going at ``--timeout``)."""
+    """The retry and how it ended."""
 
     queued: RetryQueued
     result: TriggerResult
@@ -487,9 +465,8 @@ class RunRetry:
     run_here: RunHere
 
     def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
-        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end.
-
-        Raises :class:`ActionRefused` when the run cannot be retried (or run here)."""
+        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
+        :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = self.store.run_progress(run_id, self.store.clock, check_hosts=True)
         alive, old = seen.hosts_alive, seen.run
@@ -586,10 +563,8 @@ class AmbiguousRunId(LookupError):
 
 
 def resolve_run_id(store: Store, typed: str) -> str:
-    """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix (so the
-    caller's own "no run" answer follows), else the one run whose id starts with it.
-
-    Raises :class:`AmbiguousRunId` when it starts several."""
+    """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix, else
+    the one run whose id starts with it (:class:`AmbiguousRunId` when it starts several)."""
     prefix = typed.strip().lower()
     if len(prefix) < MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
@@ -625,7 +600,6 @@ def read_history(
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
-    """``{"job": name, "runs": [run, ...]}``, newest first."""
     return {"job": job, "runs": [run_json(run) for run in rows]}
 
 
@@ -665,7 +639,6 @@ def result_value(text: str | None) -> Any:
 
 
 def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
-    """Who asked to cancel the run, when and why (``jobhost cancel``), or None."""
     if run.cancel_requested_by is None:
         return None
     return {
@@ -702,10 +675,8 @@ class RunLogPage:
 def read_run_log(
     store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
 ) -> RunLogPage | None:
-    """The run's lines numbered above ``after``; None for a run the ledger does not know.
-
-    The run is read before its lines: a run seen finished has all its lines in the store (they
-    are written before its outcome), so a reader that saw it finished reads the rest and stops.
+    """The run's lines numbered above ``after``; None for a run the ledger does not know. The
+    run is read before its lines (written before its outcome): once seen finished, all are read.
     """
     found = store.run_and_lines(run_id, after=after, limit=limit)
     if found is None:
@@ -737,7 +708,6 @@ def line_text(entry: LogLine | Dropped) -> str:
 
 
 def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
-    """``{"seq", "time", "level", "message"}``, or ``{"dropped": {"lines", "bytes"}}``."""
     if isinstance(entry, Dropped):
         return {"dropped": {"lines": entry.lines, "bytes": entry.bytes}}
     return {
@@ -749,7 +719,6 @@ def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
 
 
 def page_json(page: RunLogPage) -> dict[str, Any]:
-    """The API's and ``jobhost logs --json``'s document."""
     return {
         "run_id": page.run.id,
         "job": page.run.job_name,
