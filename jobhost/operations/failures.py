@@ -28,12 +28,11 @@ from jobhost.records import (
     work_key,
 )
 from jobhost.store import Store
+from jobhost.store.actions import Acknowledged as Acknowledgement
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
-    "BULK_LIMIT",
     "CURSOR_PATTERN",
-    "RUN_ID_SHOWN",
     "SEARCH_LIMIT",
     "Acknowledgement",
     "BadFailureQuery",
@@ -49,7 +48,6 @@ __all__ = [
     "failures_json",
     "group_failures",
     "open_failure_lines",
-    "open_failures",
     "parse_since",
     "read_failures",
     "retry_failures",
@@ -57,7 +55,7 @@ __all__ = [
 
 SEARCH_LIMIT = 200
 """The longest text searched for, in characters."""
-RUN_ID_SHOWN = 8
+_RUN_ID_SHOWN = 8
 """How much of a run id a line of ``jobhost failures`` shows: the shortest prefix commands take."""
 # Within 80 columns a job's name is cut (keeping its start and end) to leave the error this
 # much room, but to no fewer characters than _NAME_SHOWN.
@@ -221,7 +219,7 @@ def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
         )
     counts = f"  attempt {run.attempt}" if run.attempt > 1 else ""
     counts += f"  streak {streak}" if row.streak > 1 else ""
-    head = f"{when:%m-%d %H:%MZ}  {run.id[:RUN_ID_SHOWN]}  {row.outcome:<9}  "
+    head = f"{when:%m-%d %H:%MZ}  {run.id[:_RUN_ID_SHOWN]}  {row.outcome:<9}  "
     tail = f"{times}{counts}{_resolved(row.resolution)}"
     # The name yields to the error up to _ERROR_SHOWN characters of it, and no further.
     room = WIDTH - len(head) - len(tail) - min(len(error) + 2, _ERROR_SHOWN)
@@ -247,8 +245,8 @@ def parse_since(text: str, now: datetime) -> datetime:
         try:
             back = parse_duration(value)
         except ValueError:
-            back = None
-        if back is not None:
+            pass  # not a duration: read as a time
+        else:
             if back.total_seconds() <= 0:
                 raise BadFailureQuery("since", "must be a positive duration, e.g. 2h or 7d")
             try:
@@ -323,7 +321,7 @@ def _failure_json(row: Failure) -> dict[str, Any]:
     }
 
 
-BULK_LIMIT = 1000
+_BULK_LIMIT = 1000
 """The most failures one bulk retry queues; more are left for the next."""
 
 _PAGE = 200
@@ -332,23 +330,16 @@ _PAGE = 200
 _PAGES = 20
 
 
-@dataclass(frozen=True)
-class Acknowledgement:
-    run: RunRecord
-    at: datetime
-
-
 def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledgement:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
     not fail, and one already resolved."""
-    done = store.ack_logged(
+    return store.ack_logged(
         run_id,
         actor=actor,
         reason=reason,
         clock=store.clock,
         check=lambda run, resolved: _check_ack(run_id, run, resolved),
     )
-    return Acknowledgement(done.run, done.at)
 
 
 @dataclass(frozen=True)
@@ -357,7 +348,7 @@ class BulkRetry:
     refused: list[tuple[RunRecord, str]]
     """Failures matched but not retried, with why (a retry already under way, say)."""
     more: bool
-    """More than :data:`BULK_LIMIT` open failures matched: the rest were left."""
+    """More than :data:`_BULK_LIMIT` open failures matched: the rest were left."""
     hosts_alive: int
     """Live hosts when the retries were queued (0: they wait for one)."""
 
@@ -370,8 +361,8 @@ def retry_failures(
     reason: str,
 ) -> BulkRetry:
     """Queue one retry of every open failure ``query`` matches, each logged; at most
-    :data:`BULK_LIMIT`."""
-    runs, more = open_failures(store, query)
+    :data:`_BULK_LIMIT`."""
+    runs, more = _open_failures(store, query)
     queued: list[RetryQueued] = []
     refused: list[tuple[RunRecord, str]] = []
     for run in runs:
@@ -383,9 +374,9 @@ def retry_failures(
     return BulkRetry(queued, refused, more, len(alive))
 
 
-def open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
+def _open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
     """The open finished failures ``query`` matches, one per piece of work (its newest failed
-    attempt), newest first, at most :data:`BULK_LIMIT`; and whether more matched (or may
+    attempt), newest first, at most :data:`_BULK_LIMIT`; and whether more matched (or may
     have: the search stopped)."""
     found: list[RunRecord] = []
     seen: set[tuple[str, str]] = set()
@@ -396,7 +387,7 @@ def open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], b
             key = (row.run.job_name, work_key(row.run))
             if row.outcome not in FAILED or key in seen:
                 continue
-            if len(found) == BULK_LIMIT:
+            if len(found) == _BULK_LIMIT:
                 return found, True
             seen.add(key)
             found.append(row.run)

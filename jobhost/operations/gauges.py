@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -26,7 +25,6 @@ from jobhost.clock import Clock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import STATUSES, job_status, next_fire_of, state_of
-from jobhost.records import Failing, HostRecord, ScheduleRecord
 from jobhost.store import Store, StoreError
 
 __all__ = [
@@ -37,7 +35,6 @@ __all__ = [
     "StoreFigures",
     "read_figures",
     "register_gauges",
-    "store_figures",
 ]
 
 _log = logging.getLogger("jobhost.metrics")
@@ -176,19 +173,6 @@ class JobGauges:
 def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
     """The figures of one read of the schedule and host tables and the failing jobs."""
     now, (rows, hosts, failing) = store.schedules_hosts_failing()
-    return store_figures(settings, catalog, rows, hosts, now, failing=failing)
-
-
-def store_figures(
-    settings: Settings,
-    catalog: Catalog,
-    rows: Mapping[str, ScheduleRecord],
-    hosts: Sequence[HostRecord],
-    now: datetime,
-    *,
-    failing: Mapping[str, Failing] | None = None,
-) -> StoreFigures:
-    """The figures of the rows, hosts and failing jobs read at ``now`` (pure)."""
     live = [h for h in hosts if h.alive(now)]
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     by_status = dict.fromkeys(GAUGE_STATUSES, 0)
@@ -219,7 +203,7 @@ def store_figures(
         skew_seconds={h.id: h.clock_skew_seconds for h in live},
         failing=[
             (name, _critical(catalog.jobs.get(name), found.critical), found.streak)
-            for name, found in sorted((failing or {}).items())
+            for name, found in sorted(failing.items())
         ],
     )
 

@@ -25,9 +25,9 @@ from jobhost.store.engine import sqlite_path
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.snapshot import Census
 
-__all__ = ["MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
+__all__ = ["_MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 
-MAX_CLOCK_SKEW_SECONDS = 1.0
+_MAX_CLOCK_SKEW_SECONDS = 1.0
 _UNCHECKED = "not checked: the store is unavailable"
 # Open failures of critical jobs read for the check: enough to name them, bounded.
 _OPEN_SHOWN = 50
@@ -81,7 +81,7 @@ def check_health(
             checks[0] = Check("store", False, _unreachable(settings, error))
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
-        ("live-host", _live_host if hosts else _skipped_hosts),
+        ("live-host", _live_host if hosts else lambda _: _SKIPPED_HOSTS),
         ("leases", _leases),
         ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
         ("clock-skew", _clock_skew),
@@ -93,7 +93,7 @@ def check_health(
         if report is not None:
             checks.append(check(report))
         elif not hosts and name == "live-host":
-            checks.append(_skipped_hosts(None))
+            checks.append(_SKIPPED_HOSTS)
         else:
             checks.append(Check(name, False, _UNCHECKED))
     return Health(checks)
@@ -236,6 +236,7 @@ def _stored_catalog(jobs: StoredJobs, version: str | None) -> Check:
 
 # Without --check-catalog the catalog is the store's: not known while the store is not.
 _UNREAD = Check("catalog", False, _UNCHECKED)
+_SKIPPED_HOSTS = Check("live-host", True, "skipped (--no-hosts)")
 
 
 def _catalog(catalog: Catalog) -> Check:
@@ -274,10 +275,6 @@ def _live_host(report: Report) -> Check:
     return Check("live-host", True, f"{len(report.hosts)} live: {ids}")
 
 
-def _skipped_hosts(_report: Report | None) -> Check:
-    return Check("live-host", True, "skipped (--no-hosts)")
-
-
 def _leases(report: Report) -> Check:
     held = [
         (job.name, f"{job.name}: {m.detail}")
@@ -309,7 +306,7 @@ def _clock_skew(report: Report) -> Check:
     off = [
         (host.id, f"host {host.id} is {host.clock_skew_seconds:+.3f}s off the database's clock")
         for host in report.hosts
-        if abs(host.clock_skew_seconds) > MAX_CLOCK_SKEW_SECONDS
+        if abs(host.clock_skew_seconds) > _MAX_CLOCK_SKEW_SECONDS
     ]
     if off:
         return Check("clock-skew", False, _listed(off))

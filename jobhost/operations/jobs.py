@@ -38,7 +38,6 @@ from jobhost.store import Store
 
 __all__ = [
     "KEY_LIMIT",
-    "SHOWN_KEYS",
     "VALUE_LIMIT",
     "ActionRefused",
     "BadStateInput",
@@ -309,7 +308,7 @@ KEY_LIMIT = 200
 """Characters of a key: what the ``job_state`` table holds."""
 VALUE_LIMIT = 65_536
 """Characters of a value an operator may write."""
-SHOWN_KEYS = 1000
+_SHOWN_KEYS = 1000
 """Keys a read lists; it says when the job has more."""
 
 
@@ -322,13 +321,13 @@ class JobStateView:
     job: str
     entries: list[StateEntry]
     more: bool
-    """The job has more keys than :data:`SHOWN_KEYS`."""
+    """The job has more keys than :data:`_SHOWN_KEYS`."""
 
 
 def read_state(store: Store, job: str) -> JobStateView:
-    """The job's keys and values, by key (at most :data:`SHOWN_KEYS`)."""
-    entries = list(store.list_state(job, limit=SHOWN_KEYS + 1))
-    return JobStateView(job, entries[:SHOWN_KEYS], len(entries) > SHOWN_KEYS)
+    """The job's keys and values, by key (at most :data:`_SHOWN_KEYS`)."""
+    entries = list(store.list_state(job, limit=_SHOWN_KEYS + 1))
+    return JobStateView(job, entries[:_SHOWN_KEYS], len(entries) > _SHOWN_KEYS)
 
 
 def state_json(view: JobStateView) -> dict[str, Any]:

@@ -36,15 +36,15 @@ from jobhost.records import (
 )
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
+from jobhost.store.actions import CancelWritten as CancelAsked
+from jobhost.store.actions import RetryWritten as RetryQueued
 
 __all__ = [
     "LAST_LINES",
-    "MIN_PREFIX",
     "OUTCOMES",
     "PAGE_LINES",
     "RETRYABLE",
     "RUN_ID_LIMIT",
-    "SHOWN_CANDIDATES",
     "AmbiguousRunId",
     "CancelAsked",
     "ManualRun",
@@ -58,7 +58,6 @@ __all__ = [
     "cancel_run",
     "dropped_text",
     "entry_json",
-    "finished_result",
     "history_json",
     "line_text",
     "line_time",
@@ -67,7 +66,6 @@ __all__ = [
     "read_last_lines",
     "read_run_log",
     "resolve_run_id",
-    "result_value",
     "retry_run",
     "run_json",
     "watch_run",
@@ -81,16 +79,6 @@ RETRYABLE = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
 """Outcomes an operator may retry: the attempt did not do its work."""
 
 
-@dataclass(frozen=True)
-class RetryQueued:
-    """The next attempt at a run's work, queued: ``run_id`` is the new run."""
-
-    run_id: str
-    attempt: int
-    retry_of: RunRecord
-    at: datetime
-
-
 def retry_run(
     store: Store,
     run_id: str,
@@ -100,25 +88,13 @@ def retry_run(
 ) -> RetryQueued:
     """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
     running, one whose work succeeded, and one never attempted."""
-    done = store.retry_logged(
+    return store.retry_logged(
         run_id,
         actor=actor,
         reason=reason,
         clock=store.clock,
         check=lambda run, attempts: _check_retry(run_id, run, attempts),
     )
-    return RetryQueued(done.run_id, done.attempt, done.retry_of, done.at)
-
-
-@dataclass(frozen=True)
-class CancelAsked:
-    """A cancel asked for: ``run`` as it was; ``state`` is ``requested`` (its host cancels it
-    on its next turn), ``already`` (someone asked first: see ``run.cancel_requested_by``) or
-    ``cancelled`` (it had not started: it is recorded cancelled at once)."""
-
-    run: RunRecord
-    state: str
-    at: datetime
 
 
 def cancel_run(
@@ -141,7 +117,7 @@ def cancel_run(
         raise ActionRefused(
             f"run {done.run.id} of {done.run.job_name} started meanwhile; cancel again"
         )
-    return CancelAsked(done.run, done.state, done.at)
+    return done
 
 
 def _check_cancel(run_id: str, run: RunRecord | None, now: datetime) -> RunRecord:
@@ -252,7 +228,6 @@ class ManualRun:
     store: Store
     _: KW_ONLY
     progress: Progress
-    warn: Progress
     from_store: bool = False
     """A catalog read from the store (``trigger --no-wait``) names only rows the store has:
     there is nothing to sync, and a sync of a partial catalog would orphan the rest."""
@@ -279,9 +254,9 @@ class ManualRun:
         if not may_start(spec.declaration, len(running), lease_live):
             return self._refused_overlap(spec, running, row.lease_owner if row else None)
         if not spec.enabled:
-            self.warn(f"note: job {spec.name} is disabled; it runs only because you asked")
+            self.progress(f"note: job {spec.name} is disabled; it runs only because you asked")
         if row is not None and row.paused:
-            self.warn(
+            self.progress(
                 f"warning: job {spec.name} is paused (by {row.paused_by} at "
                 f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
             )
@@ -326,7 +301,7 @@ class ManualRun:
             if status == "refused":
                 return self._refused(request_id, spec, run.request_message, run.host_id)
             if run.outcome in TERMINAL_OUTCOMES:
-                return finished_result(request_id, run)
+                return _finished_result(request_id, run)
             if status == "queued" and announced != status:
                 announced = status
                 self.progress(_queued(spec))
@@ -353,7 +328,7 @@ class ManualRun:
                 return TriggerResult(request_id, run.id, spec.name, "queued")
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
-        return replace(finished_result(request_id, run), timed_out_waiting=ran.timed_out)
+        return replace(_finished_result(request_id, run), timed_out_waiting=ran.timed_out)
 
     def _sync(self) -> None:
         """Make sure the job has a schedule row, as a starting host would."""
@@ -389,7 +364,7 @@ def _queued(spec: JobSpec) -> str:
     return f"queued: waiting for a free slot of group {spec.concurrency_group}"
 
 
-def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
+def _finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
     """The result of a run that ended (of ``request_id``, for a trigger's)."""
     return TriggerResult(
         request_id,
@@ -498,7 +473,7 @@ class RunRetry:
                 self.progress("no live host any more: running it in this process")
                 return self._run_here(queued, deadline)
             if run.outcome in TERMINAL_OUTCOMES:
-                return RetryResult(queued, finished_result(None, run))
+                return RetryResult(queued, _finished_result(None, run))
             if run.outcome != PENDING and not announced:
                 announced = True
                 self.progress(_running_on(run))
@@ -526,7 +501,7 @@ class RunRetry:
                 )
                 return RetryResult(queued, TriggerResult(None, run.id, run.job_name, "queued"))
             return self._watch(queued, deadline)  # a host that came back took it
-        shown = replace(finished_result(None, run), timed_out_waiting=ran.timed_out)
+        shown = replace(_finished_result(None, run), timed_out_waiting=ran.timed_out)
         return RetryResult(queued, shown)
 
 
@@ -545,9 +520,9 @@ def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | N
             signal.wait(min(_HOST_CHECK_SECONDS, left))
 
 
-MIN_PREFIX = 8
+_MIN_PREFIX = 8
 """Hex characters a prefix needs: fewer would match too many runs of a large ledger."""
-SHOWN_CANDIDATES = 10
+_SHOWN_CANDIDATES = 10
 """Runs an ambiguous prefix lists (it says when there are more)."""
 
 
@@ -566,16 +541,16 @@ def resolve_run_id(store: Store, typed: str) -> str:
     """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix, else
     the one run whose id starts with it (:class:`AmbiguousRunId` when it starts several)."""
     prefix = typed.strip().lower()
-    if len(prefix) < MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
+    if len(prefix) < _MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
-    found = store.runs_by_prefix(prefix, limit=SHOWN_CANDIDATES + 1)
+    found = store.runs_by_prefix(prefix, limit=_SHOWN_CANDIDATES + 1)
     if any(match.id == prefix for match in found):
         return prefix
     if len(found) == 1:
         return found[0].id
     if not found:
         return typed
-    raise AmbiguousRunId(prefix, list(found[:SHOWN_CANDIDATES]), len(found) > SHOWN_CANDIDATES)
+    raise AmbiguousRunId(prefix, list(found[:_SHOWN_CANDIDATES]), len(found) > _SHOWN_CANDIDATES)
 
 
 OUTCOMES = (
@@ -623,11 +598,11 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "units": asdict(run.units) if run.units is not None else None,
         "backfill_id": run.backfill_id,
         "cancel": _cancel_json(run),
-        "result": result_value(run.result),
+        "result": _result_value(run.result),
     }
 
 
-def result_value(text: str | None) -> Any:
+def _result_value(text: str | None) -> Any:
     """A run's stored result as the value it is (``None`` when it kept none)."""
     if text is None:
         return None
