@@ -263,9 +263,9 @@ def _critical_scheduled(report: Report) -> Check:
             failures.append(
                 (job.name, f"{job.name}'s next fire {short_utc(job.next_fire)} is in the past")
             )
-    if failures:
-        return Check(name, False, _listed(failures))
-    return Check(name, True, f"{len(critical)} critical job(s) enabled, not paused, scheduled")
+    return _verdict(
+        name, failures, f"{len(critical)} critical job(s) enabled, not paused, scheduled"
+    )
 
 
 def _live_host(report: Report) -> Check:
@@ -281,9 +281,7 @@ def _leases(report: Report) -> Check:
         for job in report.jobs
         if (m := job.has("lease-expired"))
     ]
-    if held:
-        return Check("leases", False, _listed(held))
-    return Check("leases", True, "no expired lease is held")
+    return _verdict("leases", held, "no expired lease is held")
 
 
 def _critical_last_run(report: Report, store: Store) -> Check:
@@ -295,9 +293,9 @@ def _critical_last_run(report: Report, store: Store) -> Check:
     for job in critical:
         if (overdue := job.has("overdue")) is not None:
             failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))
-    if failures:
-        return Check(name, False, _listed(failures))
-    return Check(name, True, f"{len(critical)} critical job(s): no open failure, none overdue")
+    return _verdict(
+        name, failures, f"{len(critical)} critical job(s): no open failure, none overdue"
+    )
 
 
 def _clock_skew(report: Report) -> Check:
@@ -308,10 +306,12 @@ def _clock_skew(report: Report) -> Check:
         for host in report.hosts
         if abs(host.clock_skew_seconds) > _MAX_CLOCK_SKEW_SECONDS
     ]
-    if off:
-        return Check("clock-skew", False, _listed(off))
     worst = max(abs(host.clock_skew_seconds) for host in report.hosts)
-    return Check("clock-skew", True, f"every live host within {worst:.3f}s of the database")
+    return _verdict("clock-skew", off, f"every live host within {worst:.3f}s of the database")
+
+
+def _verdict(name: str, failures: list[tuple[str, str]], passed: str) -> Check:
+    return Check(name, False, _listed(failures)) if failures else Check(name, True, passed)
 
 
 def _listed(failures: list[tuple[str, str]]) -> str:

@@ -285,13 +285,11 @@ class TriggerView:
         return "no trigger"
 
     def to_json(self) -> dict[str, Any]:
-        optional = {"source": self.source, "dst_policy": self.dst_policy}
-        return {
-            "kind": self.kind,
-            "expression": self.expression,
-            "timezone": self.timezone,
-            **{key: value for key, value in optional.items() if value is not None},
-        }
+        """``source`` and ``dst_policy`` only when set."""
+        return {k: v for k, v in vars(self).items() if v is not None or k in _ALWAYS_SHOWN}
+
+
+_ALWAYS_SHOWN = frozenset({"kind", "expression", "timezone"})
 
 
 @dataclass(frozen=True)

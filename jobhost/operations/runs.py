@@ -509,15 +509,12 @@ def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | N
     """Wait for run ``run_id`` to end (woken by the hosts' signal); its row, or None when
     ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    with store.change_signal() as signal:
-        while True:
-            run = store.get_run(run_id)
-            if run is None or run.outcome in TERMINAL_OUTCOMES:
-                return run
-            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                return None
-            signal.wait(min(_HOST_CHECK_SECONDS, left))
+    for run, _hosts_alive in _watching(store, run_id, deadline):
+        if run.outcome in TERMINAL_OUTCOMES:
+            return run
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+    raise AssertionError("unreachable: the watch ends only by returning")
 
 
 _MIN_PREFIX = 8
