@@ -150,7 +150,9 @@ def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
     if spec is None:
         if stored is None:
             return None
-        return _declared_of(facts.name, stored, _stored_schedule(stored.trigger), settings)
+        return _declared_of(
+            facts.name, stored, lambda _anchor: _stored_cron(stored.trigger), settings
+        )
     return per_spec(
         _DECLARED,
         spec,
@@ -226,13 +228,9 @@ def spec_facts(spec: JobSpec) -> StoredFacts:
     )
 
 
-def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule | None]:
-    """The schedule of a stored trigger: of a cron, parsed once for every job that shares it."""
-    return lambda _anchor: _stored_cron(trigger)
-
-
 @lru_cache(maxsize=_KEPT)
 def _stored_cron(trigger: EffectiveTrigger) -> CronSchedule | None:
+    """The schedule of a stored cron trigger, parsed once for every job that shares it."""
     if trigger.kind != "cron" or trigger.expression is None:
         return None
     return cron_schedule(

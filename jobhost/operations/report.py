@@ -168,6 +168,7 @@ def _job_report(
     """A job's entry from its spec, or the declaration its row holds (``read``), or its row
     alone, with what the snapshot holds of its runs."""
     row = snapshot.schedules.get(name)
+    deleted = snapshot.deleted.get(name) if spec is None else None
     facts = JobFacts(
         name=name,
         spec=spec,
@@ -176,7 +177,7 @@ def _job_report(
         next_fire=next_fire_of(spec, row, snapshot.now),
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, ()),
-        deleted=_deleted(snapshot, name) if spec is None else None,
+        deleted=(deleted.actor, deleted.at) if deleted is not None else None,
         stored=read[0] if read is not None else None,
     )
     declared: TriggerView | None
@@ -231,11 +232,6 @@ def _job_report(
         concurrency_group=group,
         waiting_for=waiting_for,
     )
-
-
-def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
-    change = snapshot.deleted.get(name)
-    return (change.actor, change.at) if change is not None else None
 
 
 def state_of(facts: JobFacts) -> State:

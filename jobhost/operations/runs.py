@@ -271,7 +271,13 @@ class ManualRun:
                     )
                 )
         if not hosts and not self.from_store:
-            self._sync()
+            # Make sure the job has a schedule row, as a starting host would.
+            self.store.sync_catalog(
+                desired_schedules(self.catalog.jobs),
+                self.store.now(),
+                limits=self.settings.concurrency_limits,
+                members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
+            )
         user = getpass.getuser()
         request_id = request_trigger(
             self.store,
@@ -329,15 +335,6 @@ class ManualRun:
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
         return replace(_finished_result(request_id, run), timed_out_waiting=ran.timed_out)
-
-    def _sync(self) -> None:
-        """Make sure the job has a schedule row, as a starting host would."""
-        self.store.sync_catalog(
-            desired_schedules(self.catalog.jobs),
-            self.store.now(),
-            limits=self.settings.concurrency_limits,
-            members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
-        )
 
     def _refused(
         self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
