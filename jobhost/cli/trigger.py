@@ -85,9 +85,7 @@ def trigger(
             from jobhost.cli._one_shot import runs_here
 
             here = runs_here(settings, catalog, store)
-        manual = ManualRun(
-            settings, catalog, store, progress=to_stderr, warn=to_stderr, run_here=here
-        )
+        manual = ManualRun(settings, catalog, store, progress=to_stderr, run_here=here)
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
         )
@@ -108,9 +106,7 @@ def _queue(
         catalog = stored_catalog(settings, store, only=name)
         if name not in catalog.jobs:
             return
-        manual = ManualRun(
-            settings, catalog, store, progress=to_stderr, warn=to_stderr, from_store=True
-        )
+        manual = ManualRun(settings, catalog, store, progress=to_stderr, from_store=True)
         result = manual.trigger(
             catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit
         )

@@ -1,16 +1,10 @@
 """Backfills: the plan of which past occurrences of a job one replays, recording and cancelling
 it, seeing it to its end, and how the CLI, the API and the dashboard show it.
 
-The range comes from the job's effective trigger, its zone and daylight-saving policy, as the
-schedule fired (an interval keeps the phase stored in its schedule row); the mode chooses among
-them by what the ledger says, read in one statement. Bad input raises :class:`BackfillInputError`
-with a message that names the job, what is wrong and the fix.
-
-A recorded backfill is followed while hosts run it: the command only reads the backfill's items
-counted by state, a line each time the counts change. With no live host (or once every host is
-gone) it runs the rest itself (``run_here``: a host in one-shot mode, limited to this backfill).
-Ctrl-C detaches: the backfill stays in the store and any host continues it; runs this process
-started finish first (Ctrl-C again abandons them to their lease).
+The occurrences are the schedule's as the hosts fire it (an interval keeps its stored phase); the
+mode chooses among them by what the ledger says. A recorded backfill is followed while hosts run
+it; with none (or once every host is gone) the command runs the rest itself. Ctrl-C detaches:
+the backfill stays in the store and any host continues it.
 """
 
 from __future__ import annotations
@@ -79,11 +73,8 @@ def plan_backfill(
     limit: int,
     now: datetime,
 ) -> BackfillPlan:
-    """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive).
-
-    ``start`` and ``end`` are as the operator wrote them (a date is midnight in the job's zone);
-    ``limit`` is the ``backfill_limit`` setting; ``now`` bounds the range, which must be past.
-    """
+    """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive), as
+    the operator wrote them; ``limit`` is the ``backfill_limit`` setting."""
     name = spec.name
     row = store.list_schedules([name]).get(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
@@ -160,11 +151,8 @@ def start_backfill(
     actor: str,
     reason: str | None,
 ) -> str:
-    """Record a backfill of ``plan``'s occurrences for the hosts (or the command's own process)
-    to run; its id. The change record names the range, the mode and the count.
-
-    The job gets a schedule row first if no host has given it one yet, as a starting host
-    would: a backfill's claim locks it."""
+    """Record a backfill of ``plan``'s occurrences; its id. The job gets a schedule row first
+    if no host has given it one yet: a backfill's claim locks it."""
     store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), store.clock)
     return store.backfill_logged(
         spec.name,
@@ -187,7 +175,7 @@ def cancel_backfill(
     reason: str | None = None,
 ) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
-    backfill after it (None: no such backfill). Only a change is logged."""
+    backfill after it (None: no such backfill)."""
     return store.cancel_backfill_logged(backfill_id, actor=actor, reason=reason, clock=store.clock)
 
 
@@ -199,8 +187,7 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Followed:
-    """Where following a backfill ended: ``record`` as the store has it; ``detached`` when
-    the operator stopped following before it finished."""
+    """Where following a backfill ended; ``detached`` when it had not finished."""
 
     record: BackfillRecord
     detached: bool = False
@@ -260,8 +247,6 @@ def _read(store: Store, backfill_id: str) -> BackfillRecord:
 
 
 def backfill_json(record: BackfillRecord) -> dict[str, Any]:
-    """``{"id", "job", "from", "to", "mode", "state", ..., "selected", "done", "succeeded",
-    "failed", "running", "pending"}``: ``done`` counts the settled occurrences."""
     counts = record.counts
     return {
         "id": record.id,

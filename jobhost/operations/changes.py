@@ -1,12 +1,9 @@
-"""The change log as operators read it: one JSON shape for ``jobhost changes --json`` and
-``GET /api/v1/changes``, and one line of text per change; and a change's reason, as every
-surface takes it in and writes it out.
+"""The change log as operators read it (one JSON shape, one line of text per change), and a
+change's reason as every surface takes it in.
 
-A reason is audited and later printed on a terminal (``jobhost changes``, ``report --job``) and a
-page. Whitespace runs (a textarea's line breaks included) are folded to one space; any other
-control character is refused where the reason is given, so an escape sequence (``ESC]0;…BEL``
-retitling a terminal, an ``ESC]8;;`` hyperlink) never reaches the change log. What an older
-version stored is escaped when shown, by :func:`printable`.
+A reason is audited and later printed on a terminal: its whitespace is folded and any other
+control character refused, so an escape sequence never reaches the change log; what an older
+version stored is escaped when shown (:func:`printable`).
 """
 
 from __future__ import annotations

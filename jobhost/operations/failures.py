@@ -1,15 +1,9 @@
-"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first;
-and the operator's actions on them: acknowledge one, or retry every open one a filter matches.
+"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first,
+each with its job's current failure streak; and the operator's actions on them: acknowledge one,
+or retry every open one a filter matches (one :func:`retry_run` per piece of work).
 
-What ``jobhost failures``, ``GET /api/v1/failures`` and the dashboard's Failures page show, read
-from the store alone. Each row carries its job's current failure streak. A page continues from
-an opaque cursor (the last row's finished time and run id), so paging costs the same at any
-depth; stuck runs, which are happening now, come first on the first page.
-
-Both actions go through the one operator-action path: an acknowledgement is a change-log entry
-(``jobhost.store.actions``); a bulk retry is one :func:`retry_run` per failure, each
-queued as a pending run for the hosts with its own change-log entry, exactly as ``jobhost
-retry RUN_ID`` queues one. Several failed attempts at one piece of work are retried once.
+A page continues from an opaque cursor (the last row's finished time and run id), so paging costs
+the same at any depth; stuck runs, which are happening now, come first on the first page.
 """
 
 from __future__ import annotations
@@ -34,12 +28,11 @@ from jobhost.records import (
     work_key,
 )
 from jobhost.store import Store
+from jobhost.store.actions import Acknowledged as Acknowledgement
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
-    "BULK_LIMIT",
     "CURSOR_PATTERN",
-    "RUN_ID_SHOWN",
     "SEARCH_LIMIT",
     "Acknowledgement",
     "BadFailureQuery",
@@ -55,7 +48,6 @@ __all__ = [
     "failures_json",
     "group_failures",
     "open_failure_lines",
-    "open_failures",
     "parse_since",
     "read_failures",
     "retry_failures",
@@ -63,9 +55,8 @@ __all__ = [
 
 SEARCH_LIMIT = 200
 """The longest text searched for, in characters."""
-RUN_ID_SHOWN = 8
-"""How much of a run id a line of ``jobhost failures`` shows: the shortest start the commands
-take for a whole id (commands.md, "Run ids")."""
+_RUN_ID_SHOWN = 8
+"""How much of a run id a line of ``jobhost failures`` shows: the shortest prefix commands take."""
 # Within 80 columns a job's name is cut (keeping its start and end) to leave the error this
 # much room, but to no fewer characters than _NAME_SHOWN.
 _ERROR_SHOWN = 12
@@ -126,8 +117,7 @@ class FailureList:
     failures: list[Failure]
     next_cursor: str | None
     searched_to: datetime | None
-    """A search stopped looking at runs that finished before this time (more may match on
-    the next page)."""
+    """A search stopped at runs that finished before this time (more may match later)."""
     generated_at: datetime
 
 
@@ -163,7 +153,6 @@ def read_failures(store: Store, query: FailureQuery) -> FailureList:
 
 
 def failures_json(found: FailureList) -> dict[str, Any]:
-    """``{"failures": [...], "groups": [...], "next_cursor", "searched_to", "generated_at"}``."""
     return {
         "failures": [_failure_json(row) for row in found.failures],
         "groups": [
@@ -197,9 +186,8 @@ class FailureGroup:
 
 
 def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
-    """``rows`` grouped by job, outcome, error type, first line and how and by whom resolved
-    (if so), each group where its newest row was (so one noisy job is one line, not a
-    screen)."""
+    """``rows`` grouped by job, outcome, error type, first line and resolution, each group
+    where its newest row was (so one noisy job is one line, not a screen)."""
     groups: dict[tuple[object, ...], FailureGroup] = {}
     for row in rows:
         key = (
@@ -214,13 +202,8 @@ def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
 
 
 def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
-    """One line: finished time, outcome, job (and how many, for a group of ``repeats``),
-    attempt, streak, how it was resolved, run id, error type and first line.
-
-    Within :data:`~jobhost.operations.render.WIDTH` columns unless ``wide``: the time without
-    its year and seconds, the attempt and the streak only past 1, the run id's first
-    :data:`RUN_ID_SHOWN` characters (``logs``, ``retry`` and ``--ack`` take them), a long name
-    cut in its middle, and the error cut at the line's end. ``wide``: every field whole."""
+    """One line of a failure (``repeats`` of it, for a group): within
+    :data:`~jobhost.operations.render.WIDTH` columns, unless ``wide`` (every field whole)."""
     run = row.run
     when = (run.finished_at or run.started_at or run.queued_at).astimezone(UTC)
     streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
@@ -236,7 +219,7 @@ def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
         )
     counts = f"  attempt {run.attempt}" if run.attempt > 1 else ""
     counts += f"  streak {streak}" if row.streak > 1 else ""
-    head = f"{when:%m-%d %H:%MZ}  {run.id[:RUN_ID_SHOWN]}  {row.outcome:<9}  "
+    head = f"{when:%m-%d %H:%MZ}  {run.id[:_RUN_ID_SHOWN]}  {row.outcome:<9}  "
     tail = f"{times}{counts}{_resolved(row.resolution)}"
     # The name yields to the error up to _ERROR_SHOWN characters of it, and no further.
     room = WIDTH - len(head) - len(tail) - min(len(error) + 2, _ERROR_SHOWN)
@@ -262,8 +245,8 @@ def parse_since(text: str, now: datetime) -> datetime:
         try:
             back = parse_duration(value)
         except ValueError:
-            back = None
-        if back is not None:
+            pass  # not a duration: read as a time
+        else:
             if back.total_seconds() <= 0:
                 raise BadFailureQuery("since", "must be a positive duration, e.g. 2h or 7d")
             try:
@@ -291,8 +274,7 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 def encode_cursor(key: FailureKey) -> str:
     """``start``, or the key's microseconds since 0001-01-01 UTC and its run id, joined by
-    ``~``: every text of that shape (:data:`CURSOR_PATTERN`) names a place in the list, so a
-    client's cursor is refused only when it has another shape."""
+    ``~``: every text of that shape names a place in the list."""
     if key is _START:
         return "start"
     micros = (key.finished_at - _ORIGIN) // _MICROSECOND
@@ -300,8 +282,7 @@ def encode_cursor(key: FailureKey) -> str:
 
 
 def decode_cursor(text: str) -> FailureKey:
-    """The key a cursor names (one past the newest instant: the top of the list);
-    :class:`BadFailureQuery` for a text that is no cursor."""
+    """The key a cursor names; :class:`BadFailureQuery` for a text that is no cursor."""
     if text == "start":
         return _START
     if not _CURSOR.fullmatch(text):
@@ -340,7 +321,7 @@ def _failure_json(row: Failure) -> dict[str, Any]:
     }
 
 
-BULK_LIMIT = 1000
+_BULK_LIMIT = 1000
 """The most failures one bulk retry queues; more are left for the next."""
 
 _PAGE = 200
@@ -349,23 +330,16 @@ _PAGE = 200
 _PAGES = 20
 
 
-@dataclass(frozen=True)
-class Acknowledgement:
-    run: RunRecord
-    at: datetime
-
-
 def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledgement:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
-    not fail, and one already resolved (naming how)."""
-    done = store.ack_logged(
+    not fail, and one already resolved."""
+    return store.ack_logged(
         run_id,
         actor=actor,
         reason=reason,
         clock=store.clock,
         check=lambda run, resolved: _check_ack(run_id, run, resolved),
     )
-    return Acknowledgement(done.run, done.at)
 
 
 @dataclass(frozen=True)
@@ -374,7 +348,7 @@ class BulkRetry:
     refused: list[tuple[RunRecord, str]]
     """Failures matched but not retried, with why (a retry already under way, say)."""
     more: bool
-    """More than :data:`BULK_LIMIT` open failures matched: the rest were left."""
+    """More than :data:`_BULK_LIMIT` open failures matched: the rest were left."""
     hosts_alive: int
     """Live hosts when the retries were queued (0: they wait for one)."""
 
@@ -386,9 +360,9 @@ def retry_failures(
     actor: str,
     reason: str,
 ) -> BulkRetry:
-    """Queue one retry of every open failure ``query`` matches (the newest failed attempt of
-    each piece of work), each logged; at most :data:`BULK_LIMIT`."""
-    runs, more = open_failures(store, query)
+    """Queue one retry of every open failure ``query`` matches, each logged; at most
+    :data:`_BULK_LIMIT`."""
+    runs, more = _open_failures(store, query)
     queued: list[RetryQueued] = []
     refused: list[tuple[RunRecord, str]] = []
     for run in runs:
@@ -400,9 +374,9 @@ def retry_failures(
     return BulkRetry(queued, refused, more, len(alive))
 
 
-def open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
+def _open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
     """The open finished failures ``query`` matches, one per piece of work (its newest failed
-    attempt), newest first, at most :data:`BULK_LIMIT`; and whether more matched (or may
+    attempt), newest first, at most :data:`_BULK_LIMIT`; and whether more matched (or may
     have: the search stopped)."""
     found: list[RunRecord] = []
     seen: set[tuple[str, str]] = set()
@@ -413,7 +387,7 @@ def open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], b
             key = (row.run.job_name, work_key(row.run))
             if row.outcome not in FAILED or key in seen:
                 continue
-            if len(found) == BULK_LIMIT:
+            if len(found) == _BULK_LIMIT:
                 return found, True
             seen.add(key)
             found.append(row.run)
@@ -444,8 +418,8 @@ def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) 
 
 
 def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[str, str]]:
-    """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``
-    read), and its newest; what ``health``'s critical-jobs-last-run says."""
+    """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``)
+    and its newest."""
     found = store.open_runs(limit=limit, where=FailureFilter(jobs=tuple(jobs)))
     by_job: dict[str, list[RunRecord]] = {}
     for run in found:

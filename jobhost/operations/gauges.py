@@ -1,27 +1,12 @@
-"""Gauges for what ``jobhost health`` knows: live hosts, jobs by status, clock skew, the store.
+"""Gauges for what ``jobhost health`` knows: live hosts, jobs by status, overdue and failing jobs,
+clock skew, the store.
 
 A running host registers them on its meter (:func:`register_gauges`), so ``/metrics`` and the
-OTLP export carry them beside the run counters:
-
-- ``jobhost.live_hosts``: hosts alive in the store (every replica reports the same figure);
-- ``jobhost.jobs`` by ``status``: the report's status of every job (:data:`GAUGE_STATUSES`,
-  each always present, 0 when no job has it);
-- ``jobhost.critical_jobs.overdue``: critical jobs that are overdue, a count;
-- ``jobhost.job.overdue`` by ``job`` and ``critical``: 1 for each overdue job, only with
-  ``metrics_job_label`` (a job that is not overdue has no series);
-- ``jobhost.job.failing`` by ``job`` and ``critical``: 1 for each failing job (its newest
-  occurrence's last attempt failed, and nothing later succeeded: ``jobhost.store.failures``),
-  and ``jobhost.job.failure_streak``: how many occurrences in a row it has failed; only with
-  ``metrics_job_label`` (a job that is not failing has no series);
-- with ``dashboard_url`` set, the per-job gauges also carry ``dashboard_url``, from which an
-  alert's annotations build the links to the job's page and its failures;
-- ``jobhost.clock.skew``: this host's clock minus the store's at its last heartbeat;
-- ``jobhost.store.up``: 1 while this host's last turn or heartbeat reached the store;
-- ``jobhost.stuck_runs``: this host's runs held by executor code that ignored cancellation.
-
-The store-wide figures come from one read of the schedule and host tables, made at most once
-per ``metrics_refresh`` however often the metrics are collected: a scrape never costs a query
-per job. While the store cannot be read they are left out (unknown is not zero).
+OTLP export carry them beside the run counters. The per-job gauges exist only with
+``metrics_job_label`` (a job that is not overdue or failing has no series). The store-wide
+figures come from one read of the schedule and host tables, made at most once per
+``metrics_refresh``: a scrape never costs a query per job. While the store cannot be read they
+are left out (unknown is not zero).
 """
 
 from __future__ import annotations
@@ -29,9 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Protocol
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -41,7 +25,6 @@ from jobhost.clock import Clock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import STATUSES, job_status, next_fire_of, state_of
-from jobhost.records import Failing, HostRecord, ScheduleRecord
 from jobhost.store import Store, StoreError
 
 __all__ = [
@@ -52,19 +35,15 @@ __all__ = [
     "StoreFigures",
     "read_figures",
     "register_gauges",
-    "store_figures",
 ]
 
 _log = logging.getLogger("jobhost.metrics")
 
 GAUGE_STATUSES: tuple[str, ...] = STATUSES
-"""Every ``status`` value of ``jobhost_jobs``: the report's statuses."""
 
 
 @dataclass(frozen=True)
 class StoreFigures:
-    """The store-wide figures at one instant."""
-
     live_hosts: int
     by_status: dict[str, int]
     overdue: list[tuple[str, bool]]
@@ -80,8 +59,7 @@ class StoreFigures:
 
 
 def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
-    """Register the gauges of ``host`` on ``meter``; return the cache they read (``gauges``,
-    or a new one)."""
+    """Register the gauges of ``host`` on ``meter``; return the cache they read."""
     gauges = gauges or JobGauges(host)
     of, labels = gauges.of_figures, gauges.job_labels
 
@@ -157,8 +135,8 @@ class JobGauges:
         """How many times the store was read (what the cache saves is visible in tests)."""
 
     def figures(self) -> StoreFigures | None:
-        """The store's figures, read again when older than ``metrics_refresh``; None when the
-        last read failed."""
+        """The store's figures, read again when older than ``metrics_refresh``; None when that
+        read failed."""
         with self._lock:
             now = self._monotonic()
             if self._read_at is None or now - self._read_at >= self._refresh:
@@ -169,8 +147,7 @@ class JobGauges:
     def of_figures(
         self, values: Callable[[StoreFigures], list[tuple[float, dict[str, str] | None]]]
     ) -> _Callback:
-        """A gauge's callback observing ``values`` of the figures; nothing while they are
-        unknown."""
+        """A gauge's callback observing ``values`` of the figures; nothing while unknown."""
 
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
             figures = self.figures()
@@ -194,23 +171,8 @@ class JobGauges:
 
 
 def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
-    """One read of the schedule and host tables and of the failing jobs' attempts, and the
-    figures of what it found."""
+    """The figures of one read of the schedule and host tables and the failing jobs."""
     now, (rows, hosts, failing) = store.schedules_hosts_failing()
-    return store_figures(settings, catalog, rows, hosts, now, failing=failing)
-
-
-def store_figures(
-    settings: Settings,
-    catalog: Catalog,
-    rows: Mapping[str, ScheduleRecord],
-    hosts: Sequence[HostRecord],
-    now: datetime,
-    *,
-    failing: Mapping[str, Failing] | None = None,
-) -> StoreFigures:
-    """The figures of the schedule rows, hosts and failing jobs' streaks read at ``now``
-    (pure)."""
     live = [h for h in hosts if h.alive(now)]
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     by_status = dict.fromkeys(GAUGE_STATUSES, 0)
@@ -241,7 +203,7 @@ def store_figures(
         skew_seconds={h.id: h.clock_skew_seconds for h in live},
         failing=[
             (name, _critical(catalog.jobs.get(name), found.critical), found.streak)
-            for name, found in sorted((failing or {}).items())
+            for name, found in sorted(failing.items())
         ],
     )
 

@@ -1,27 +1,8 @@
 """The release gate: named checks, each passing or failing with the reason why.
 
-The checks, in order (``name``: what passes):
-
-- ``store``: the database answers and its schema is at this version's revision;
-- ``catalog``: every module loaded and every declaration is valid;
-- ``critical-jobs-scheduled``: every critical job is enabled, not paused, and has a next fire
-  that is not behind;
-- ``live-host``: at least one host is alive (passes as skipped with ``hosts=False``);
-- ``leases``: no job's lease, and no running run's, has expired while still held;
-- ``critical-jobs-last-run``: no critical job has an open failure (a ``failed``,
-  ``timed_out`` or ``abandoned`` run whose work has not succeeded since and that no operator
-  acknowledged; a ``cancelled`` shutdown is not a failure: ``jobhost failures``), and none is
-  overdue;
-- ``clock-skew``: every live host's clock is within one second of the database's;
-- ``schedule-lag``: the oldest due, unclaimed occurrence is no older than ``max_schedule_lag``
-  (the hosts keep up with what is due);
-- ``store-integrity``: no row a host reads (schedules, live runs, hosts,
-  the signal row) holds a value a host cannot use (such a job is set aside by the hosts; the
-  detail names the row and the fix, and says how many rows it checked); bounded, in SQL;
-- ``stuck-runs``: no run is held by executor code that ignored its cancellation.
-
-Checks that need the store fail as "not checked" when the store check fails. A failing
-detail names at most ten jobs (or hosts, or problems), then how many more there are.
+The checks run in the order :func:`check_health` lists them; those that need the store fail as
+"not checked" when the store check fails. A failing detail names at most ten jobs (or hosts, or
+problems), then how many more there are.
 """
 
 from __future__ import annotations
@@ -44,9 +25,9 @@ from jobhost.store.engine import sqlite_path
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.snapshot import Census
 
-__all__ = ["MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
+__all__ = ["_MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
 
-MAX_CLOCK_SKEW_SECONDS = 1.0
+_MAX_CLOCK_SKEW_SECONDS = 1.0
 _UNCHECKED = "not checked: the store is unavailable"
 # Open failures of critical jobs read for the check: enough to name them, bounded.
 _OPEN_SHOWN = 50
@@ -83,11 +64,8 @@ def check_health(
     *,
     hosts: bool = True,
 ) -> Health:
-    """Run every check against ``store`` (whose schema may be missing or old).
-
-    With ``catalog`` None the checks read the store's own catalog (the declarations its rows
-    hold) and load no plugin; the ``catalog`` check then names the version the store holds.
-    """
+    """Run every check against ``store`` (whose schema may be missing or old); with ``catalog``
+    None, against the store's own catalog (its rows' declarations), loading no plugin."""
     reached = _store(settings, store)
     checks = [reached, _catalog(catalog) if catalog is not None else _UNREAD]
     report: Report | None = None
@@ -103,7 +81,7 @@ def check_health(
             checks[0] = Check("store", False, _unreachable(settings, error))
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
-        ("live-host", _live_host if hosts else _skipped_hosts),
+        ("live-host", _live_host if hosts else lambda _: _SKIPPED_HOSTS),
         ("leases", _leases),
         ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
         ("clock-skew", _clock_skew),
@@ -115,7 +93,7 @@ def check_health(
         if report is not None:
             checks.append(check(report))
         elif not hosts and name == "live-host":
-            checks.append(_skipped_hosts(None))
+            checks.append(_SKIPPED_HOSTS)
         else:
             checks.append(Check(name, False, _UNCHECKED))
     return Health(checks)
@@ -123,9 +101,8 @@ def check_health(
 
 def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | None, Report]:
     """The store's catalog as the checks ask it, the version it holds, and the report of the
-    jobs the checks look at: the critical ones and those holding an expired lease. The whole
-    catalog is counted from two columns of each row; only the jobs looked at are read whole,
-    with their ledger: at 10,000 jobs every other row says nothing the checks ask."""
+    jobs the checks look at (the critical ones and those holding an expired lease): only those
+    are read whole, with their ledger."""
     found: list[tuple[StoredJobs, str | None]] = []
 
     def looked_at(census: Census) -> list[str]:
@@ -259,6 +236,7 @@ def _stored_catalog(jobs: StoredJobs, version: str | None) -> Check:
 
 # Without --check-catalog the catalog is the store's: not known while the store is not.
 _UNREAD = Check("catalog", False, _UNCHECKED)
+_SKIPPED_HOSTS = Check("live-host", True, "skipped (--no-hosts)")
 
 
 def _catalog(catalog: Catalog) -> Check:
@@ -285,9 +263,9 @@ def _critical_scheduled(report: Report) -> Check:
             failures.append(
                 (job.name, f"{job.name}'s next fire {short_utc(job.next_fire)} is in the past")
             )
-    if failures:
-        return Check(name, False, _listed(failures))
-    return Check(name, True, f"{len(critical)} critical job(s) enabled, not paused, scheduled")
+    return _verdict(
+        name, failures, f"{len(critical)} critical job(s) enabled, not paused, scheduled"
+    )
 
 
 def _live_host(report: Report) -> Check:
@@ -297,19 +275,13 @@ def _live_host(report: Report) -> Check:
     return Check("live-host", True, f"{len(report.hosts)} live: {ids}")
 
 
-def _skipped_hosts(_report: Report | None) -> Check:
-    return Check("live-host", True, "skipped (--no-hosts)")
-
-
 def _leases(report: Report) -> Check:
     held = [
         (job.name, f"{job.name}: {m.detail}")
         for job in report.jobs
         if (m := job.has("lease-expired"))
     ]
-    if held:
-        return Check("leases", False, _listed(held))
-    return Check("leases", True, "no expired lease is held")
+    return _verdict("leases", held, "no expired lease is held")
 
 
 def _critical_last_run(report: Report, store: Store) -> Check:
@@ -321,9 +293,9 @@ def _critical_last_run(report: Report, store: Store) -> Check:
     for job in critical:
         if (overdue := job.has("overdue")) is not None:
             failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))
-    if failures:
-        return Check(name, False, _listed(failures))
-    return Check(name, True, f"{len(critical)} critical job(s): no open failure, none overdue")
+    return _verdict(
+        name, failures, f"{len(critical)} critical job(s): no open failure, none overdue"
+    )
 
 
 def _clock_skew(report: Report) -> Check:
@@ -332,16 +304,17 @@ def _clock_skew(report: Report) -> Check:
     off = [
         (host.id, f"host {host.id} is {host.clock_skew_seconds:+.3f}s off the database's clock")
         for host in report.hosts
-        if abs(host.clock_skew_seconds) > MAX_CLOCK_SKEW_SECONDS
+        if abs(host.clock_skew_seconds) > _MAX_CLOCK_SKEW_SECONDS
     ]
-    if off:
-        return Check("clock-skew", False, _listed(off))
     worst = max(abs(host.clock_skew_seconds) for host in report.hosts)
-    return Check("clock-skew", True, f"every live host within {worst:.3f}s of the database")
+    return _verdict("clock-skew", off, f"every live host within {worst:.3f}s of the database")
+
+
+def _verdict(name: str, failures: list[tuple[str, str]], passed: str) -> Check:
+    return Check(name, False, _listed(failures)) if failures else Check(name, True, passed)
 
 
 def _listed(failures: list[tuple[str, str]]) -> str:
-    """The failures of the first ten subjects (job, host, problem), then how many more."""
     subjects = list(dict.fromkeys(subject for subject, _ in failures))
     shown = set(subjects[:_SHOWN])
     text = "; ".join(line for subject, line in failures if subject in shown)

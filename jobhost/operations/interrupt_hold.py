@@ -1,12 +1,9 @@
 """Ctrl-C held back across steps that must not be cut apart, then handled where it can be.
 
-A command that claims a run and then executes it in its own process must not stop between the
-two: the claim is in the ledger, and nothing would cancel the run yet, so it would stay
-``running`` until its lease ends. The hold swaps SIGINT's Python handler for one that only
-remembers the signal, and hands a remembered one to the original handler once the command is
-ready for it. The handler, not the thread's signal mask, is swapped: a process-directed SIGINT
-goes to any thread that does not block it, and Python runs its handler in the main thread
-whichever thread the signal reached, so masking the main thread alone would not hold it.
+A command that claims a run and then executes it must not stop between the two: the run would
+stay ``running`` until its lease ends. The hold swaps SIGINT's Python handler (not the main
+thread's signal mask: the signal may reach any thread that does not block it) for one that
+only remembers the signal, and hands it to the original handler once the command is ready.
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ _Handler = Callable[[int, FrameType | None], Any]
 
 
 class InterruptHold:
-    """SIGINT held from entry until :meth:`deliver` (or the end of the ``with`` block).
-
-    Held only on the main thread and only while SIGINT has a Python handler: elsewhere the
-    signal cannot be handled here, and an ignored or default SIGINT is left as it is.
-    """
+    """SIGINT held from entry until :meth:`deliver` (or the end of the ``with`` block); only on
+    the main thread, and only while SIGINT has a Python handler."""
 
     def __init__(self) -> None:
         self._previous: _Handler | None = None

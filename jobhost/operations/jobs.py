@@ -1,33 +1,13 @@
 """Jobs as operators act on them: pause, resume and trigger; the catalog the store holds; a
 job's durable state; which job a name means.
 
-``jobhost pause|resume|trigger``, the dashboard's buttons and ``/api/v1/jobs/{name}/...`` all
-call these functions. Each is one store operation (``jobhost.store.actions``) that changes the
-store and writes its change-log entry (``job_changes``) in the one transaction it opens, so an
-action is never done without its entry nor logged without being done. ``actor`` is whoever the
-surface vouches for: the operating-system user (CLI), the operator token's name (dashboard), the
-API token's name (API). The actions on runs, failures and backfills live in :mod:`.runs`,
-:mod:`.failures` and :mod:`.backfills`; one that cannot be done raises :class:`ActionRefused`,
-whose message names the run and the fix.
-
-A paused job keeps its schedule: hosts record each occurrence it misses as ``missed`` with
-reason ``paused``; on resume its misfire policy decides what of the paused time runs. A job the
-store does not know yet is scheduled first (the catalog is synced, as a starting host would),
-so it can be paused before any host has run.
-
-Every sync writes each job's effective declaration into its schedule row (see
-:mod:`jobhost.catalog.stored`); :func:`catalog_of` reads those rows back into a
-:class:`Catalog` whose jobs equal the synced ones in everything but their executors. So
-``report``, ``history``, ``next``, ``health``, ``pause``, ``resume``, ``trigger --no-wait`` and
-``jobs list|show`` answer where the application's module packages are not installed. A row
-synced before the store held declarations (schema 0010 and older, until the next ``jobhost
-run``) is shown from its trigger columns with the declaration's defaults.
-
-A job's durable state (``jobhost state NAME``, ``GET`` and ``PUT``/``DELETE
-/api/v1/jobs/{name}/state/{key}``, the job page) is read from the store alone. A change is
-refused while a run of the job is running, and is recorded in the change log (actions
-``state-set`` and ``state-delete``, ``before`` and ``after`` holding the key and its value) in
-the transaction that makes it.
+Each action is one store operation that changes the store and writes its change-log entry in
+one transaction; ``actor`` is whoever the surface vouches for (the OS user, the operator token's
+name, the API token's name). An action that cannot be done raises :class:`ActionRefused`, whose
+message names the fix. A paused job keeps its schedule: hosts record each occurrence it misses
+as ``missed``. :func:`catalog_of` reads the declarations every sync writes into the schedule
+rows back into a :class:`Catalog`, so read-only commands answer without the module packages; a
+row synced before the store held declarations is shown from its trigger columns.
 """
 
 from __future__ import annotations
@@ -58,7 +38,6 @@ from jobhost.store import Store
 
 __all__ = [
     "KEY_LIMIT",
-    "SHOWN_KEYS",
     "VALUE_LIMIT",
     "ActionRefused",
     "BadStateInput",
@@ -85,8 +64,8 @@ __all__ = [
 
 
 class ActionRefused(Exception):
-    """An operator action that cannot be done; the message names the run and the fix.
-    ``unknown`` is True when the run does not exist (the API answers 404, not 409)."""
+    """An operator action that cannot be done; the message names the fix. ``unknown``: the
+    run or job does not exist (the API answers 404, not 409)."""
 
     def __init__(self, message: str, *, unknown: bool = False) -> None:
         super().__init__(message)
@@ -118,7 +97,7 @@ def pause(
 
 def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[str]) -> list[str]:
     """The catalog's jobs of any of ``modules`` or whose name matches any of ``patterns``
-    (shell-style: ``billing.*``), by name: what a bulk pause or resume acts on."""
+    (shell-style: ``billing.*``), by name."""
     return sorted(
         name
         for name, spec in catalog.jobs.items()
@@ -184,9 +163,8 @@ def request_trigger(
     reason: str | None,
     beside_limit: bool = False,
 ) -> str:
-    """Queue a manual run of ``job`` for the first live host (or the command's own process);
-    the request's id. ``beside_limit`` starts it even in a full concurrency group (``--now``),
-    and the change record says so."""
+    """Queue a manual run of ``job``; the request's id. ``beside_limit`` starts it even in a
+    full concurrency group (``--now``)."""
     return store.request_logged(
         job,
         actor=actor,
@@ -212,9 +190,8 @@ def stored_catalog(settings: Settings, store: Store, *, only: str | None = None)
 
 
 def stored_version(counts: Mapping[str, int]) -> str | None:
-    """The catalog version most live declared rows hold (``counts``, as
-    :func:`~jobhost.store.snapshot.catalog_versions` reads them): the one the newest sync wrote.
-    A tie goes to the greater version text, so every reader names the same one."""
+    """The catalog version most live declared rows hold: the one the newest sync wrote. A tie
+    goes to the greater version text, so every reader names the same one."""
     return max(counts, key=lambda version: (counts[version], version)) if counts else None
 
 
@@ -314,8 +291,7 @@ _SHOWN_APART = frozenset(
 
 
 def kinds_json(kinds: Mapping[str, JobKind]) -> dict[str, Any]:
-    """The job kinds by name, as ``jobhost kinds --json`` prints and ``GET /api/v1/kinds``
-    answers them."""
+    """The job kinds by name (``jobhost kinds --json``, ``GET /api/v1/kinds``)."""
     return {
         "kinds": [
             {
@@ -334,7 +310,7 @@ KEY_LIMIT = 200
 """Characters of a key: what the ``job_state`` table holds."""
 VALUE_LIMIT = 65_536
 """Characters of a value an operator may write."""
-SHOWN_KEYS = 1000
+_SHOWN_KEYS = 1000
 """Keys a read lists; it says when the job has more."""
 
 
@@ -347,17 +323,16 @@ class JobStateView:
     job: str
     entries: list[StateEntry]
     more: bool
-    """The job has more keys than :data:`SHOWN_KEYS`."""
+    """The job has more keys than :data:`_SHOWN_KEYS`."""
 
 
 def read_state(store: Store, job: str) -> JobStateView:
-    """The job's keys and values, by key (at most :data:`SHOWN_KEYS`)."""
-    entries = list(store.list_state(job, limit=SHOWN_KEYS + 1))
-    return JobStateView(job, entries[:SHOWN_KEYS], len(entries) > SHOWN_KEYS)
+    """The job's keys and values, by key (at most :data:`_SHOWN_KEYS`)."""
+    entries = list(store.list_state(job, limit=_SHOWN_KEYS + 1))
+    return JobStateView(job, entries[:_SHOWN_KEYS], len(entries) > _SHOWN_KEYS)
 
 
 def state_json(view: JobStateView) -> dict[str, Any]:
-    """``{"job", "state": [{"key", "value", "updated_at", "fencing_token"}], "more"}``."""
     return {
         "job": view.job,
         "state": [
@@ -382,10 +357,9 @@ def change_state(
     actor: str,
     reason: str,
 ) -> StateChange:
-    """Set ``key`` of ``job``'s state to ``value`` (``None``: delete it), logged with
-    ``reason``. Raises :class:`BadStateInput` for a key or value out of bounds and
-    :class:`ActionRefused` while a run of the job is running (naming the run) or when the store
-    holds no schedule of the job (``unknown``)."""
+    """Set ``key`` of ``job``'s state to ``value`` (``None``: delete it). :class:`BadStateInput`
+    for a key or value out of bounds; :class:`ActionRefused` while a run of the job is running
+    or when the store holds no schedule of the job."""
     check_key(key)
     if value is not None and len(value) > VALUE_LIMIT:
         raise BadStateInput(f"the value is {len(value)} characters; keep it to {VALUE_LIMIT}")

@@ -2,14 +2,6 @@
 
 Each reason is a :class:`Mismatch` with a stable ``code`` (what scripts match on) and a detail
 for people; the report prints ``code: detail``. Pure functions of the facts and ``now``.
-
-Codes: ``override`` (a ``[jobs."name"]`` section changes the declaration), ``not-configured``
-(disabled because its module's section is absent), ``paused``, ``orphaned`` (in the store, no
-module declares it), ``invalid`` (declared, but with problems that keep it out of the catalog),
-``store-differs`` (the store's schedule is not yet the catalog's), ``no-next-fire`` (enabled,
-nothing scheduled), ``next-fire-past`` (the next fire is behind: nothing is firing it),
-``overdue`` (dead-man: no success within its period plus grace), ``lease-expired`` (a lease
-expired but is still held), ``no-live-host``.
 """
 
 from __future__ import annotations
@@ -18,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import TypeVar
 
 from jobhost.catalog import EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts
@@ -32,6 +25,7 @@ __all__ = [
     "JobFacts",
     "Mismatch",
     "job_mismatches",
+    "per_spec",
     "spec_facts",
     "store_changes",
     "trigger_last_due",
@@ -83,11 +77,8 @@ def job_mismatches(
     live_hosts: int,
     store_changes: Mapping[str, ScheduleChange] | None = None,
 ) -> list[Mismatch]:
-    """Every reason that applies to the job, in a fixed order (configuration first).
-
-    ``store_changes`` is :func:`store_changes` of the whole catalog, computed once for a report
-    of many jobs; without it the job's own is computed.
-    """
+    """Every reason that applies to the job, in a fixed order (configuration first);
+    ``store_changes`` is :func:`store_changes` of the whole catalog (None: the job's own)."""
     found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
     declared = _declared(facts, settings)
@@ -127,10 +118,11 @@ def job_mismatches(
 # answer (cron math is the report's costliest step at 10,000 jobs).
 _LAST_DUE: dict[tuple[str | None, str, str, str, datetime], datetime | None] = {}
 _LOOK_BACK = timedelta(days=400)
-_DESIRED: dict[int, tuple[JobSpec, DesiredSchedule]] = {}
-_DECLARED: dict[int, tuple[JobSpec, Settings, _Declared]] = {}
+_DESIRED: dict[int, tuple[JobSpec, object, DesiredSchedule]] = {}
+_DECLARED: dict[int, tuple[JobSpec, object, _Declared]] = {}
 # Entries each cache here holds before it is emptied.
 _KEPT = 20_000
+_T = TypeVar("_T")
 # A catalog has a handful of graces and a summary may call thousands of jobs overdue.
 _grace_text = lru_cache(maxsize=256)(format_duration)
 # Every job says it when no host is alive: one value for all of them (a Mismatch is frozen).
@@ -152,21 +144,37 @@ class _Declared:
 
 
 def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
-    """:class:`_Declared` of the job's spec, made once per job of a catalog that many reports
-    read (the dashboard's summary asks every job every few seconds), or of the declaration its
-    row holds; None for a job nothing declares."""
+    """:class:`_Declared` of the job's spec (made once per spec and settings), or of the
+    declaration its row holds; None for a job nothing declares."""
     spec, stored = facts.spec, facts.stored
     if spec is None:
         if stored is None:
             return None
-        return _declared_of(facts.name, stored, _stored_schedule(stored.trigger), settings)
-    found = _DECLARED.get(id(spec))
-    # The spec and the settings are kept: neither id is reused while the entry lives.
-    if found is None or found[0] is not spec or found[1] is not settings:
-        if len(_DECLARED) >= _KEPT:
-            _DECLARED.clear()
-        declared = _declared_of(spec.name, spec_facts(spec), spec.schedule, settings)
-        found = _DECLARED[id(spec)] = (spec, settings, declared)
+        return _declared_of(
+            facts.name, stored, lambda _anchor: _stored_cron(stored.trigger), settings
+        )
+    return per_spec(
+        _DECLARED,
+        spec,
+        lambda spec: _declared_of(spec.name, spec_facts(spec), spec.schedule, settings),
+        settings,
+    )
+
+
+def per_spec(
+    cache: dict[int, tuple[JobSpec, object, _T]],
+    spec: JobSpec,
+    make: Callable[[JobSpec], _T],
+    also: object = None,
+) -> _T:
+    """``make(spec)``, made once per spec (and ``also``): a catalog's specs outlive the many
+    reports made of them (the dashboard's summary, every few seconds)."""
+    found = cache.get(id(spec))
+    # The spec and ``also`` are kept: neither id is reused while the entry lives.
+    if found is None or found[0] is not spec or found[1] is not also:
+        if len(cache) >= _KEPT:
+            cache.clear()
+        found = cache[id(spec)] = (spec, also, make(spec))
     return found[2]
 
 
@@ -202,7 +210,7 @@ def _declared_of(
 
 
 def spec_facts(spec: JobSpec) -> StoredFacts:
-    """What the store keeps of the spec's declaration, as :func:`stored_facts` reads it."""
+    """What the store keeps of the spec's declaration."""
     declaration, override = spec.declaration, spec.override
     return StoredFacts(
         enabled=spec.enabled,
@@ -220,13 +228,9 @@ def spec_facts(spec: JobSpec) -> StoredFacts:
     )
 
 
-def _stored_schedule(trigger: EffectiveTrigger) -> Callable[[datetime], Schedule | None]:
-    """The schedule of a stored trigger: of a cron, parsed once for every job that shares it."""
-    return lambda _anchor: _stored_cron(trigger)
-
-
 @lru_cache(maxsize=_KEPT)
 def _stored_cron(trigger: EffectiveTrigger) -> CronSchedule | None:
+    """The schedule of a stored cron trigger, parsed once for every job that shares it."""
     if trigger.kind != "cron" or trigger.expression is None:
         return None
     return cron_schedule(
@@ -243,19 +247,13 @@ def store_changes(
 ) -> dict[str, ScheduleChange]:
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     stored = [rows[name] for name in specs if name in rows]
-    desired = []
-    for row in stored:
-        spec = specs[row.job_name]
-        # A catalog's specs outlive the reports made of them: each one's row is made once.
-        found = _DESIRED.get(id(spec))
-        if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
-            if len(_DESIRED) >= _KEPT:
-                _DESIRED.clear()
-            made = desired_schedules({spec.name: spec}, with_declarations=False)[0]
-            found = _DESIRED[id(spec)] = (spec, made)
-        desired.append(found[1])
+    desired = [per_spec(_DESIRED, specs[row.job_name], _desired) for row in stored]
     plan = diff_schedules(stored, desired)
     return {change.job_name: change for change in plan.changed}
+
+
+def _desired(spec: JobSpec) -> DesiredSchedule:
+    return desired_schedules({spec.name: spec}, with_declarations=False)[0]
 
 
 def _store_differs(
@@ -303,11 +301,8 @@ def _overdue_of(
     grace: timedelta,
     now: datetime,
 ) -> Mismatch | None:
-    """Dead-man: an occurrence came due more than the grace ago and no success followed it.
-
-    Counted from the last occurrence that was due, not from the period: a weekday job is not
-    overdue on Sunday, and a monthly job not on the 20th.
-    """
+    """Dead-man: an occurrence came due more than the grace ago and no success followed it
+    (counted from the last occurrence due: a weekday job is not overdue on Sunday)."""
     row = facts.row
     if row is None:
         return None  # never scheduled: nothing was due yet
@@ -336,11 +331,7 @@ def trigger_last_due(
     at: datetime,
 ) -> datetime | None:
     """The newest occurrence of ``trigger`` at or before ``at`` (within 400 days);
-    ``schedule_of(anchor)`` is its schedule, asked only when the answer is not known yet.
-
-    An interval's phase runs back from its anchor too: a job scheduled before its anchor was
-    last moved had occurrences then.
-    """
+    ``schedule_of(anchor)`` is its schedule, asked only when the answer is not known yet."""
     if trigger.kind == "interval" and trigger.interval is not None:
         return anchor + ((at - anchor) // trigger.interval) * trigger.interval
     if trigger.kind != "cron" or trigger.expression is None:

@@ -1,9 +1,5 @@
-"""``jobhost plan``: what a host started with this catalog would change in the store.
-
-The same comparison the host makes at start (:func:`jobhost.records.diff_schedules`),
-without writing: jobs to add, jobs whose trigger, zone or enabled state would change, and jobs
-that would be marked orphaned (never deleted). It also names this catalog's version and the
-versions the live hosts run, so a rolling deploy shows which catalog holds the store.
+"""``jobhost plan``: what a host started with this catalog would change in the store (the
+comparison it makes at start, without writing), and which catalog versions the live hosts run.
 """
 
 from __future__ import annotations
@@ -51,8 +47,6 @@ def plan_json(
     version: str | None = None,
     hosts: list[HostRecord] | None = None,
 ) -> dict[str, Any]:
-    """``{"changes": bool, "added": [...], "changed": [...], "orphaned": [...],
-    "catalog_version": str, "hosts": [{"host", "catalog_version", "synced_at"}]}``."""
     stored = {row.job_name: row for row in rows}
     return {
         "changes": not plan.empty,

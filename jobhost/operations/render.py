@@ -1,10 +1,8 @@
 """Text for people: 80-column tables and blocks, coloured only when stdout is a terminal; the
 report as text; JSON text as ``json.dumps(data, indent=2)`` writes it.
 
-The report is a summary, one line per job sized to the terminal, then the hosts. ``long`` gives
-each job its detailed block, with the full name, instead of its line (``--long``, ``--job``).
-The table keeps one line per job, so ``grep`` finds a job's status on its name's line: a name
-longer than its column is cut in the middle, keeping its module and its end.
+The report's table keeps one line per job, so ``grep`` finds a job's status on its name's line:
+a name longer than its column is cut in the middle, keeping its module and its end.
 """
 
 from __future__ import annotations
@@ -41,7 +39,6 @@ __all__ = [
     "indented",
     "middle_cut",
     "plan_lines",
-    "plural",
     "report_lines",
     "stdout_style",
     "terminal_width",
@@ -62,8 +59,6 @@ _OUTCOME_COLOURS = {
 
 
 class Style:
-    """``click.style`` when colour is on, the plain text otherwise."""
-
     def __init__(self, colour: bool) -> None:
         self.colour = colour
 
@@ -99,11 +94,11 @@ def history_lines(
     style: Style,
     logs: Mapping[str, list[LogLine | Dropped]] | None = None,
 ) -> list[str]:
-    """The ledger rows; with ``logs`` (``--logs``), each run's last log lines under it."""
+    """The ledger rows; with ``logs``, each run's last log lines under it."""
     if not rows:
         return [f"{job}: no runs recorded"]
     lines = [
-        style(f"{job}: {len(rows)} {plural(len(rows), 'row')}, newest first", bold=True),
+        style(f"{job}: {len(rows)} {_plural(len(rows), 'row')}, newest first", bold=True),
         f"{'OCCURRENCE (UTC)':<20}  {'#':>2}  {'SOURCE':<8}  {'HOST':<20}  "
         f"{'DURATION':>8}  OUTCOME",
     ]
@@ -195,7 +190,6 @@ def plan_lines(plan: SyncPlan, rows: list[ScheduleRecord], style: Style) -> list
 
 
 def catalog_lines(version: str, hosts: list[HostRecord]) -> list[str]:
-    """This catalog's version and the ones the live hosts run (the newest sync holds the store)."""
     lines = [f"this catalog: version {version}"]
     if not hosts:
         return [*lines, "live hosts: none"]
@@ -251,7 +245,7 @@ def middle_cut(name: str, width: int) -> str:
     return f"{name[:head]}{ELLIPSIS}{name[len(name) - tail :]}"
 
 
-def plural(count: int, word: str) -> str:
+def _plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
 
 
@@ -282,7 +276,7 @@ _LAST_WIDTH = 19
 _FLAGS_WIDTH = 8
 _FIXED = _STATUS_WIDTH + _NEXT_WIDTH + _LAST_WIDTH + 8
 """The table's columns but NAME and FLAGS, with the gaps between them."""
-PIPED_NAME_WIDTH = 100
+_PIPED_NAME_WIDTH = 100
 """The widest NAME column of a report that is piped: a reader (grep, a file) has no screen to
 fit, so a name up to this long is shown whole; a longer one is still cut, to bound the line."""
 
@@ -297,10 +291,9 @@ def report_lines(
     piped: bool = False,
     hidden_ok: int = 0,
 ) -> list[str]:
-    """The report; ``jobs`` (a filtered, sorted selection) instead of all of them. ``piped``
-    (standard output is no terminal) widens the table to show names whole (see
-    :data:`PIPED_NAME_WIDTH`). ``hidden_ok``: how many ok jobs the selection left out, said
-    after the jobs."""
+    """The report; ``jobs`` (a filtered, sorted selection) instead of all of them; ``long``,
+    each job's block instead of its line. ``piped`` widens the table to show names whole;
+    ``hidden_ok`` is how many ok jobs the selection left out."""
     shown = report.jobs if jobs is None else jobs
     lines = _summary_lines(report, style, len(shown))
     if long:
@@ -308,11 +301,11 @@ def report_lines(
             lines += ["", *_job_lines(job, style, width)]
     elif shown:
         if piped:
-            longest = min(max(len(job.name) for job in shown), PIPED_NAME_WIDTH)
+            longest = min(max(len(job.name) for job in shown), _PIPED_NAME_WIDTH)
             width = max(width, longest + _FIXED + _FLAGS_WIDTH)
         lines += ["", *_table(shown, style, width, report.generated_at)]
     if hidden_ok:
-        lines += ["", f"{hidden_ok} ok {plural(hidden_ok, 'job')} not listed (--all lists them)"]
+        lines += ["", f"{hidden_ok} ok {_plural(hidden_ok, 'job')} not listed (--all lists them)"]
     lines += ["", *_host_lines(report.hosts, style)]
     return lines
 
@@ -321,7 +314,7 @@ def _summary_lines(report: Report, style: Style, shown: int) -> list[str]:
     summary = report.summary
     total, hosts = summary.jobs, len(report.hosts)
     head = style(f"jobhost report at {short_utc(report.generated_at)}", bold=True)
-    head += f": {total} {plural(total, 'job')}, {hosts} live {plural(hosts, 'host')}"
+    head += f": {total} {_plural(total, 'job')}, {hosts} live {_plural(hosts, 'host')}"
     if shown != total:
         head += f", {shown} shown"
     counts = summary.by_status
@@ -348,7 +341,7 @@ def _summary_lines(report: Report, style: Style, shown: int) -> list[str]:
 
 
 def _join_wrapped(parts: list[str], indent: str, width: int) -> list[str]:
-    """``parts`` two spaces apart, on as many lines as ``width`` needs (parts may be styled)."""
+    """``parts`` (styled) two spaces apart, on as many lines as ``width`` needs."""
     lines: list[str] = []
     line, seen = "", 0
     for part in parts:
@@ -495,15 +488,10 @@ def _field(label: str, text: str, width: int) -> list[str]:
     return [head + wrapped[0], *(" " * len(head) + line for line in wrapped[1:])]
 
 
-# JSON text exactly as ``json.dumps(data, indent=2)`` writes it, written in a twentieth of the
-# time: with an indent the standard library's encoder runs in Python, about a second for the
-# report of 10,000 jobs. ``orjson`` writes the same layout and escapes; it leaves characters
-# beyond ASCII as they are, where ``json`` writes ``\uXXXX`` (a surrogate pair beyond the first
-# plane), so those are escaped afterwards. It writes a float in the shortest form that reads
-# back, as ``repr`` does, but without an exponent's sign or leading zero (``1e-5``, not
-# ``1e-05``): the documents written here hold no float that needs an exponent (seconds rounded
-# to milliseconds).
-# Everything orjson leaves unescaped that json escapes: DEL and every character beyond ASCII.
+# ``json.dumps(data, indent=2)`` runs in Python, about a second for the report of 10,000 jobs;
+# orjson writes the same layout in a twentieth of the time, but leaves DEL and every character
+# beyond ASCII unescaped, so those are escaped afterwards. (Its floats differ only with an
+# exponent, which no document here holds: seconds are rounded to milliseconds.)
 _UNESCAPED = re.compile("[^\x00-\x7e]")
 
 

@@ -1,32 +1,11 @@
-"""The schedule report: one row per job, then the live hosts, as typed values and as JSON; each
-job's status and the summary by status; which jobs to show, in what order; the dashboard's
-overview.
+"""The schedule report: one row per job, then the live hosts; each job's status; which jobs to
+show, in what order; the dashboard's overview.
 
-Jobs come from the catalog and from the store: a declared job that no host has synced yet is
-shown from its declaration (its next fire computed from its trigger); a stored job no module
-declares is shown from its schedule row, ``orphaned``. ``last_run`` is the last real attempt:
-the newest running one, else the last one recorded finished, which the schedule row keeps
-(``missed`` and ``skipped`` occurrences and queued runs are not attempts, they appear in
-``recent_outcomes`` and ``jobhost history``); ``recent_outcomes`` holds the last five ledger
-outcomes, newest first, ``missed`` and ``skipped`` included. Without a catalog the store's own
-is reported, each job straight from its row (:func:`stored_report`).
-
-A job's status is what an operator scans for; the report's ``state`` (enabled, disabled,
-paused, orphaned) stays what it was. In order of precedence (a job has the first that applies):
-
-- ``paused``, ``disabled``, ``orphaned`` (in the store, declared by no module), ``invalid``
-  (declared with problems);
-- ``stuck``: a lease expired but is still held (``lease-expired``), or a run's executor ignored
-  its cancellation and its thread runs on (``stuck-code``);
-- ``running``: a run is running now;
-- ``waiting``: a due occurrence, retry or manual run waits for a slot of its concurrency group;
-- ``failing``: its last attempt failed, timed out or was abandoned;
-- ``overdue``: an occurrence came due more than its grace ago and no success followed it;
-- ``behind``: its next fire is in the past, or nothing schedules one (``next-fire-past``,
-  ``no-next-fire``);
-- ``ok``.
-
-The report's flags and the dashboard's filters select jobs the same way (:class:`JobFilter`).
+A declared job no host has synced yet is shown from its declaration; a stored job no module
+declares is shown from its row, ``orphaned``. ``last_run`` is the last real attempt: ``missed``
+and ``skipped`` occurrences and queued runs are not attempts, they appear in ``recent_outcomes``
+(the last five ledger outcomes, newest first). A job's status is what an operator scans for
+(:func:`job_status`); its ``state`` (enabled, disabled, paused, orphaned) stays what it was.
 """
 
 from __future__ import annotations
@@ -48,6 +27,7 @@ from jobhost.operations.mismatch import (
     JobFacts,
     Mismatch,
     job_mismatches,
+    per_spec,
     spec_facts,
     store_changes,
 )
@@ -57,7 +37,6 @@ from jobhost.records import (
     GroupSummary,
     HostRecord,
     LastAttempt,
-    RunRecord,
     ScheduleChange,
     ScheduleRecord,
     ScheduleRow,
@@ -66,7 +45,6 @@ from jobhost.records import (
 from jobhost.store import Store
 
 __all__ = [
-    "ERROR_LINE",
     "SORTS",
     "STATUSES",
     "JobFilter",
@@ -82,8 +60,6 @@ __all__ = [
     "Summary",
     "TriggerView",
     "build_report",
-    "group_wait",
-    "host_json",
     "job_status",
     "next_fire_of",
     "overview_page",
@@ -93,7 +69,6 @@ __all__ = [
     "state_of",
     "stored_jobs",
     "stored_report",
-    "stuck_code",
     "uncollected",
 ]
 
@@ -107,12 +82,10 @@ def build_report(
     recent: bool = True,
     apart: bool = False,
 ) -> Report:
-    """Read the store and put it beside the catalog; ``job`` narrows it to one job (and reads
-    only that job's rows). With ``catalog`` None, the store's own catalog (the declarations
-    its rows hold) is reported: no plugin is loaded and nothing is compared. Without
-    ``recent``, each job's ``recent_outcomes`` is left empty, unread (the one-line-per-job
-    text does not show them). With ``apart`` (a command, which has the store's connections to
-    itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
+    """Read the store and put it beside the catalog (None: the store's own, its rows'
+    declarations); ``job`` narrows it to one job's rows. Without ``recent`` no job's
+    ``recent_outcomes`` is read. With ``apart`` (a command, which has the store's connections
+    to itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
     names = catalog.jobs if catalog is not None else ()
     with uncollected():
         snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
@@ -129,20 +102,13 @@ def report_from(
     job: str | None = None,
     compare: bool = True,
 ) -> Report:
-    """The report of ``snapshot`` (pure: no store access). Without ``compare`` (``catalog`` is
-    the store's own), no job's stored schedule is compared with its declaration."""
-    live_hosts = len(snapshot.live_hosts)
+    """The report of ``snapshot`` (pure). Without ``compare`` no job's stored schedule is
+    compared with its declaration."""
     changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
     problems = _problems_by_job(catalog.problems)
     jobs = [
         _job_report(
-            name,
-            catalog.jobs.get(name),
-            problems.get(name, ()),
-            snapshot,
-            settings,
-            live_hosts=live_hosts,
-            changes=changes,
+            snapshot, settings, changes, name, catalog.jobs.get(name), problems=problems.get(name)
         )
         for name in sorted({*catalog.jobs, *snapshot.schedules})
         if job is None or name == job
@@ -151,7 +117,6 @@ def report_from(
 
 
 def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
-    """:meth:`Catalog.problems_for` of every job at once, in the catalog's order."""
     found: dict[str, list[Problem]] = {}
     for problem in problems:
         if problem.job is not None:
@@ -160,23 +125,16 @@ def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
 
 
 def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | None = None) -> Report:
-    """The report of the store's own catalog (the declarations its rows hold) in ``snapshot``
-    (pure): what :func:`report_from` gives of it, each job read from the declaration its row
-    stores (:func:`_read`), rebuilt only when this version cannot read it."""
-    live_hosts = len(snapshot.live_hosts)
+    """:func:`report_from` of the store's own catalog, each job read from the declaration its
+    row stores, rebuilt only when this version cannot read it (pure)."""
     jobs: list[JobReport] = []
-    for name in sorted(snapshot.schedules):
+    for name, row in sorted(snapshot.schedules.items()):
         if job is not None and name != job:
             continue
-        row = snapshot.schedules[name]
         assert isinstance(row, ScheduleRecord), "the store's own catalog is read from whole rows"
         read = None if row.orphaned or row.declaration is None else _read(row.declaration)
         spec = None if row.orphaned or read is not None else stored_job(settings, row)
-        jobs.append(
-            _job_report(
-                name, spec, (), snapshot, settings, live_hosts=live_hosts, changes={}, read=read
-            )
-        )
+        jobs.append(_job_report(snapshot, settings, {}, name, spec, read=read))
     return _report(snapshot, jobs, [])
 
 
@@ -198,34 +156,33 @@ def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Probl
 
 
 def _job_report(
-    name: str,
-    spec: JobSpec | None,
-    problems: Sequence[Problem],
     snapshot: StoreSnapshot,
     settings: Settings,
-    *,
-    live_hosts: int,
     changes: Mapping[str, ScheduleChange],
+    name: str,
+    spec: JobSpec | None,
+    *,
+    problems: Sequence[Problem] | None = None,
     read: _Read | None = None,
 ) -> JobReport:
-    """A job's report entry from its spec, or the declaration its row holds (``read``), or
-    its row alone, and what the snapshot holds of its runs: the last attempt, the running ones
-    (stuck code among them), its group's wait and its status."""
+    """A job's entry from its spec, or the declaration its row holds (``read``), or its row
+    alone, with what the snapshot holds of its runs."""
     row = snapshot.schedules.get(name)
+    deleted = snapshot.deleted.get(name) if spec is None else None
     facts = JobFacts(
         name=name,
         spec=spec,
         row=row,
-        problems=problems,
+        problems=problems or (),
         next_fire=next_fire_of(spec, row, snapshot.now),
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, ()),
-        deleted=_deleted(snapshot, name) if spec is None else None,
+        deleted=(deleted.actor, deleted.at) if deleted is not None else None,
         stored=read[0] if read is not None else None,
     )
     declared: TriggerView | None
     if spec is not None:
-        module, read = spec.module, _spec_read(spec)
+        module, read = spec.module, per_spec(_SPECS, spec, lambda s: _shown(spec_facts(s)))
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module = row.module
@@ -239,11 +196,18 @@ def _job_report(
             row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
         )
     group = group or (row.concurrency_group if row is not None else None)
-    mismatches = job_mismatches(facts, settings, snapshot.now, live_hosts, changes)
+    mismatches = job_mismatches(facts, settings, snapshot.now, len(snapshot.live_hosts), changes)
     running = snapshot.running.get(name, ())
-    if running and (stuck := stuck_code(running)) is not None:
-        mismatches.append(stuck)
-    waiting_for = group_wait(snapshot.groups, group, name)
+    stuck = next((run for run in running if run.error_type == "Stuck"), None)
+    if stuck is not None:
+        mismatches.append(
+            Mismatch(
+                "stuck-code",
+                f"run {stuck.id} on host {stuck.host_id} is stuck: its executor ignored "
+                "cancellation and its thread still runs, holding its slot and lease",
+            )
+        )
+    waiting_for = _group_wait(snapshot.groups, group, name)
     last = snapshot.last_runs.get(name)
     codes = [m.code for m in mismatches] if mismatches else ()
     state = state_of(facts)
@@ -268,23 +232,6 @@ def _job_report(
         concurrency_group=group,
         waiting_for=waiting_for,
     )
-
-
-def _spec_read(spec: JobSpec) -> _Read:
-    """What the report shows of ``spec``, as :func:`_read` reads a stored declaration, made
-    once per job of a catalog that many reports read (the dashboard's summary, every few
-    seconds; the API's)."""
-    found = _SPECS.get(id(spec))
-    if found is None or found[0] is not spec:  # the spec is kept: its id is not reused
-        if len(_SPECS) >= _READ_KEPT:
-            _SPECS.clear()
-        found = _SPECS[id(spec)] = (spec, _shown(spec_facts(spec)))
-    return found[1]
-
-
-def _deleted(snapshot: StoreSnapshot, name: str) -> tuple[str, datetime] | None:
-    change = snapshot.deleted.get(name)
-    return (change.actor, change.at) if change is not None else None
 
 
 def state_of(facts: JobFacts) -> State:
@@ -334,13 +281,11 @@ class TriggerView:
         return "no trigger"
 
     def to_json(self) -> dict[str, Any]:
-        optional = {"source": self.source, "dst_policy": self.dst_policy}
-        return {
-            "kind": self.kind,
-            "expression": self.expression,
-            "timezone": self.timezone,
-            **{key: value for key, value in optional.items() if value is not None},
-        }
+        """``source`` and ``dst_policy`` only when set."""
+        return {k: v for k, v in vars(self).items() if v is not None or k in _ALWAYS_SHOWN}
+
+
+_ALWAYS_SHOWN = frozenset({"kind", "expression", "timezone"})
 
 
 @dataclass(frozen=True)
@@ -443,20 +388,18 @@ class Report:
     """Every concurrency group: its limit, running runs and waiting work."""
 
     def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
-        """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all of them,
-        each job serialised once, with the collector paused (:func:`uncollected`)."""
+        """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all."""
         with uncollected():
             return {
                 "generated_at": iso_utc(self.generated_at),
                 "summary": self.summary.to_json(),
-                "hosts": [host_json(host) for host in self.hosts],
+                "hosts": [_host_json(host) for host in self.hosts],
                 "groups": [group.to_json() for group in self.groups],
                 "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
             }
 
 
-def host_json(host: HostRecord) -> dict[str, Any]:
-    """A host as the report's JSON shows it, with its clock minus the database's."""
+def _host_json(host: HostRecord) -> dict[str, Any]:
     return {
         "id": host.id,
         "hostname": host.hostname,
@@ -473,22 +416,15 @@ def host_json(host: HostRecord) -> dict[str, Any]:
     }
 
 
-# A read-only command reports the jobs the store holds. Rebuilding each one (a validated
-# declaration, its policies, an override model, a parsed cron) only to ask it for a dozen fields
-# was most of ``jobhost report`` at 10,000 jobs, so the report reads those fields from the
-# declaration the row stores (jobhost.catalog.stored.stored_facts). A row whose declaration this
-# version cannot read, and an orphaned row, are rebuilt.
+# The stored declaration's fields, read without rebuilding the job: rebuilding each one was most
+# of ``jobhost report`` at 10,000 jobs.
 _Read = tuple[StoredFacts, TriggerView, TriggerView]
-_SPECS: dict[int, tuple[JobSpec, _Read]] = {}
-_READ_KEPT = 20_000
+_SPECS: dict[int, tuple[JobSpec, object, _Read]] = {}
 
 
 @dataclass(frozen=True)
 class StoredJobs:
-    """What the health check asks of the store's whole catalog, read from the rows alone."""
-
     count: int
-    """How many jobs the store's catalog holds (its live rows that describe a job)."""
     critical: list[str]
     longest_lease: timedelta | None
     """The longest lease a job declares; None when none declares one."""
@@ -499,9 +435,8 @@ def stored_jobs(
     declared: Iterable[tuple[str, str | None]],
     rows_of: Callable[[list[str]], Mapping[str, ScheduleRecord]],
 ) -> StoredJobs:
-    """:class:`StoredJobs` of the live jobs ``declared`` names (with the declaration each row
-    stores), each job as :func:`stored_report` reads it. Only the rows whose declaration this
-    version cannot read are read whole (``rows_of``), to be judged from their columns."""
+    """:class:`StoredJobs` of the live jobs ``declared`` names (with their rows' declarations);
+    only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
     facts: list[tuple[str, StoredFacts]] = []
     unread: list[str] = []
     for name, declaration in declared:
@@ -519,7 +454,7 @@ def stored_jobs(
     return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
-@lru_cache(maxsize=_READ_KEPT)
+@lru_cache(maxsize=20_000)
 def _read(text: str) -> _Read | None:
     """The declaration ``text`` and its two triggers as the report shows them, read once for
     every job that stores the same text (a declaration holds no name: many jobs share one)."""
@@ -538,20 +473,7 @@ def _shown(stored: StoredFacts) -> _Read:
     )
 
 
-def stuck_code(running: Sequence[RunRecord]) -> Mismatch | None:
-    """``stuck-code`` when one of the job's running runs is held by code that ignored its
-    cancellation."""
-    stuck = next((run for run in running if run.error_type == "Stuck"), None)
-    if stuck is None:
-        return None
-    return Mismatch(
-        "stuck-code",
-        f"run {stuck.id} on host {stuck.host_id} is stuck: its executor ignored "
-        "cancellation and its thread still runs, holding its slot and lease",
-    )
-
-
-def group_wait(groups: Sequence[GroupSummary], group: str | None, name: str) -> str | None:
+def _group_wait(groups: Sequence[GroupSummary], group: str | None, name: str) -> str | None:
     """``waiting for group warehouse, 2 of 2 busy`` while the job's work waits for a slot."""
     if group is None:
         return None
@@ -616,21 +538,14 @@ class Summary:
         return asdict(self)
 
 
-# A summary of 10,000 jobs makes a few hundred thousand objects, all of them kept (they are the
-# summary) or freed by reference counting. Each of them would start a collection of the young
-# generation every 700 allocations and, as they pile up, full collections that walk the whole
-# heap (a host's catalog included): half of the summary's time, finding nothing to free. Inside
-# uncollected() no collection starts; the objects made are looked at once, by the first
-# collection after it.
+# A summary of 10,000 jobs makes a few hundred thousand objects, all kept or freed by reference
+# counting: the collections they would start took half the summary's time, finding nothing.
 def uncollected() -> _Pause:
-    """No automatic collection while any thread is inside; as it was once all have left
-    (a process that turned the collector off keeps it off)."""
+    """No automatic collection while any thread is inside; as it was once all have left."""
     return _PAUSE
 
 
 class _Pause:
-    """How many threads are inside, and whether the collector ran before the first came in."""
-
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._inside = 0
@@ -725,32 +640,23 @@ def _last_started(job: JobReport) -> datetime:
     return last.started_at or last.finished_at or _NEVER
 
 
-# The dashboard's overview. The report reads each job's newest ledger rows (a lateral join over
-# the whole catalog); the overview needs none of them. The store keeps each job's last finished
-# attempt on its schedule row (outcome, times, error, last success), written in the transaction
-# that records the run, as the /metrics gauges read it. So the overview reads the schedules,
-# hosts, groups and running runs (each by index), and computes every status exactly as the
-# report does. Only the page shown reads further: the failure streak of each failing job on it.
-ERROR_LINE = 160
-"""How many characters of an error's first line the overview shows."""
+# The dashboard's overview reads no ledger rows: each job's schedule row keeps its last finished
+# attempt. Only the page shown reads further: the failure streak of each failing job on it.
+_ERROR_LINE = 160
 
 
 @dataclass(frozen=True)
 class OverviewJob:
-    """One row of the overview's table."""
-
     job: JobReport
     streak: int
     """Failed attempts in a row (see :func:`jobhost.store.failures.failure_streaks`); 0 unless
     the last attempt failed."""
     error_line: str | None
-    """The first line of the last attempt's error, cut to :data:`ERROR_LINE` characters."""
+    """The first line of the last attempt's error, cut to :data:`_ERROR_LINE` characters."""
 
 
 @dataclass(frozen=True)
 class Overview:
-    """A page of the overview under a filter."""
-
     jobs: list[OverviewJob]
     matched: int
     page: int
@@ -802,4 +708,4 @@ def _first_line(job: JobReport) -> str | None:
         return None
     line = next((text for text in job.last_run.error.splitlines() if text.strip()), "")
     line = line.strip()
-    return line if len(line) <= ERROR_LINE else line[: ERROR_LINE - 1] + "…"
+    return line if len(line) <= _ERROR_LINE else line[: _ERROR_LINE - 1] + "…"

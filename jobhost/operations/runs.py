@@ -1,20 +1,11 @@
 """Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
-Retry and cancel go through the one operator-action path (:mod:`jobhost.operations.jobs`); what
-may be done, and the refusal that names the fix, is decided here.
-
 A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
-run, claimed like any run and executed in the same envelope. With a live host, the run is left
-to it (it wakes at once) and this side watches the run's row until the outcome. With no live
-host, or when every host goes away while it is still queued, the command runs it in its own
-process (``run_here``: a host in one-shot mode, limited to this run): the same claim, envelope,
-lease renewal and cancel following as on any host.
-
-A job's ledger (``jobhost history``) reads newest first: by start (or, for rows that never
-started, by when they were recorded), then by occurrence, then by attempt, so a batch of
-occurrences recorded ``missed`` together still reads newest first. A run's log has one shape
-for every reader (``jobhost logs``, ``jobhost history --logs``, the API and the dashboard); a gap
-the bounds left reads ``… 198,000 lines (19.4 MB) dropped …``.
+run, claimed like any run. With a live host the run is left to it and this side watches the
+run's row until the outcome; with none, or once every host is gone while it is still queued,
+the command runs it in its own process (``run_here``: a host in one-shot mode, limited to it).
+A run's log has one shape for every reader (``jobhost logs``, ``history --logs``, the API and
+the dashboard).
 """
 
 from __future__ import annotations
@@ -45,15 +36,15 @@ from jobhost.records import (
 )
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
+from jobhost.store.actions import CancelWritten as CancelAsked
+from jobhost.store.actions import RetryWritten as RetryQueued
 
 __all__ = [
     "LAST_LINES",
-    "MIN_PREFIX",
     "OUTCOMES",
     "PAGE_LINES",
     "RETRYABLE",
     "RUN_ID_LIMIT",
-    "SHOWN_CANDIDATES",
     "AmbiguousRunId",
     "CancelAsked",
     "ManualRun",
@@ -67,7 +58,6 @@ __all__ = [
     "cancel_run",
     "dropped_text",
     "entry_json",
-    "finished_result",
     "history_json",
     "line_text",
     "line_time",
@@ -76,7 +66,6 @@ __all__ = [
     "read_last_lines",
     "read_run_log",
     "resolve_run_id",
-    "result_value",
     "retry_run",
     "run_json",
     "watch_run",
@@ -90,16 +79,6 @@ RETRYABLE = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
 """Outcomes an operator may retry: the attempt did not do its work."""
 
 
-@dataclass(frozen=True)
-class RetryQueued:
-    """The next attempt at a run's work, queued: ``run_id`` is the new run."""
-
-    run_id: str
-    attempt: int
-    retry_of: RunRecord
-    at: datetime
-
-
 def retry_run(
     store: Store,
     run_id: str,
@@ -107,28 +86,15 @@ def retry_run(
     actor: str,
     reason: str,
 ) -> RetryQueued:
-    """Queue the next attempt at run ``run_id``'s occurrence (its idempotency key too), due now:
-    a host claims it as it claims every retry. Refused for a run still running, one whose work
-    succeeded, and one never attempted."""
-    done = store.retry_logged(
+    """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
+    running, one whose work succeeded, and one never attempted."""
+    return store.retry_logged(
         run_id,
         actor=actor,
         reason=reason,
         clock=store.clock,
         check=lambda run, attempts: _check_retry(run_id, run, attempts),
     )
-    return RetryQueued(done.run_id, done.attempt, done.retry_of, done.at)
-
-
-@dataclass(frozen=True)
-class CancelAsked:
-    """A cancel asked for: ``run`` as it was; ``state`` is ``requested`` (its host cancels it
-    on its next turn), ``already`` (someone asked first: see ``run.cancel_requested_by``) or
-    ``cancelled`` (it had not started: it is recorded cancelled at once)."""
-
-    run: RunRecord
-    state: str
-    at: datetime
 
 
 def cancel_run(
@@ -138,9 +104,8 @@ def cancel_run(
     actor: str,
     reason: str,
 ) -> CancelAsked:
-    """Ask the host running ``run_id`` to cancel it (cooperatively: the executor's
-    cancellation is set, and the run is recorded ``cancelled``). A run not yet started is
-    recorded cancelled at once. Refused for a finished run and for one whose host is gone."""
+    """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
+    cancelled at once. Refused for a finished run and for one whose host is gone."""
     done = store.cancel_logged(
         run_id,
         actor=actor,
@@ -152,7 +117,7 @@ def cancel_run(
         raise ActionRefused(
             f"run {done.run.id} of {done.run.job_name} started meanwhile; cancel again"
         )
-    return CancelAsked(done.run, done.state, done.at)
+    return done
 
 
 def _check_cancel(run_id: str, run: RunRecord | None, now: datetime) -> RunRecord:
@@ -215,9 +180,8 @@ def _at(when: datetime | None) -> str:
 
 @dataclass(frozen=True)
 class Ran:
-    """What running pending runs in this process did: the runs it claimed (those it did not
-    were refused, busy, or taken by a host first), whether the deadline cancelled them, and the
-    id its one-shot host claimed as."""
+    """What running pending runs in this process did: the runs it claimed, whether the
+    deadline cancelled them, and the id its one-shot host claimed as."""
 
     taken: frozenset[str]
     timed_out: bool
@@ -233,13 +197,9 @@ class RunHere(Protocol):
 
 @dataclass(frozen=True)
 class TriggerResult:
-    """How a manual run ended, or how far it got.
-
-    ``outcome`` is a run outcome (``succeeded``, ``failed``, ``timed_out``, ``cancelled``,
-    ``abandoned``), ``refused`` (the overlap policy or the host said no), ``queued`` (with
-    ``--no-wait``, or still waiting at the timeout) or ``running`` (still running at the
-    timeout). ``timed_out_waiting`` is True when ``--timeout`` ended the wait.
-    """
+    """How a manual run ended, or how far it got: ``outcome`` is a run outcome, ``refused``,
+    or ``queued`` / ``running`` when not waited for or still going when ``--timeout`` ended
+    the wait (``timed_out_waiting``)."""
 
     request_id: str | None
     run_id: str | None
@@ -268,7 +228,6 @@ class ManualRun:
     store: Store
     _: KW_ONLY
     progress: Progress
-    warn: Progress
     from_store: bool = False
     """A catalog read from the store (``trigger --no-wait``) names only rows the store has:
     there is nothing to sync, and a sync of a partial catalog would orphan the rest."""
@@ -284,10 +243,8 @@ class ManualRun:
         timeout: float | None,
         beside_limit: bool = False,
     ) -> TriggerResult:
-        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end.
-
-        ``beside_limit`` starts it even when its concurrency group is full (``--now``).
-        """
+        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
+        ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = self.store.before_trigger(
             spec.name, self.store.clock, with_groups=bool(spec.concurrency_group)
@@ -297,9 +254,9 @@ class ManualRun:
         if not may_start(spec.declaration, len(running), lease_live):
             return self._refused_overlap(spec, running, row.lease_owner if row else None)
         if not spec.enabled:
-            self.warn(f"note: job {spec.name} is disabled; it runs only because you asked")
+            self.progress(f"note: job {spec.name} is disabled; it runs only because you asked")
         if row is not None and row.paused:
-            self.warn(
+            self.progress(
                 f"warning: job {spec.name} is paused (by {row.paused_by} at "
                 f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
             )
@@ -314,7 +271,13 @@ class ManualRun:
                     )
                 )
         if not hosts and not self.from_store:
-            self._sync()
+            # Make sure the job has a schedule row, as a starting host would.
+            self.store.sync_catalog(
+                desired_schedules(self.catalog.jobs),
+                self.store.now(),
+                limits=self.settings.concurrency_limits,
+                members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
+            )
         user = getpass.getuser()
         request_id = request_trigger(
             self.store,
@@ -344,7 +307,7 @@ class ManualRun:
             if status == "refused":
                 return self._refused(request_id, spec, run.request_message, run.host_id)
             if run.outcome in TERMINAL_OUTCOMES:
-                return finished_result(request_id, run)
+                return _finished_result(request_id, run)
             if status == "queued" and announced != status:
                 announced = status
                 self.progress(_queued(spec))
@@ -371,16 +334,7 @@ class ManualRun:
                 return TriggerResult(request_id, run.id, spec.name, "queued")
             # A host that came back took it meanwhile: watch it there.
             return self._watch(request_id, spec, deadline)
-        return replace(finished_result(request_id, run), timed_out_waiting=ran.timed_out)
-
-    def _sync(self) -> None:
-        """Make sure the job has a schedule row, as a starting host would."""
-        self.store.sync_catalog(
-            desired_schedules(self.catalog.jobs),
-            self.store.now(),
-            limits=self.settings.concurrency_limits,
-            members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
-        )
+        return replace(_finished_result(request_id, run), timed_out_waiting=ran.timed_out)
 
     def _refused(
         self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
@@ -407,9 +361,8 @@ def _queued(spec: JobSpec) -> str:
     return f"queued: waiting for a free slot of group {spec.concurrency_group}"
 
 
-def finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
-    """The result of a run that ended (of ``request_id``, for a trigger's). No progress line:
-    the caller prints the outcome once (trigger_line or the JSON)."""
+def _finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
+    """The result of a run that ended (of ``request_id``, for a trigger's)."""
     return TriggerResult(
         request_id,
         run.id,
@@ -446,10 +399,8 @@ def _still_going(
 def _watching(
     store: Store, run_id: str, deadline: float | None
 ) -> Iterator[tuple[RunRecord, bool | None]]:
-    """Run ``run_id``'s row, each time the hosts signal that a run changed (a claim, a refusal,
-    an outcome), and whether any host is alive (None when not asked this time). The bounded
-    wait re-reads now and then all the same, for what is not signalled (a dead host's run
-    recorded abandoned) and to notice the hosts are gone."""
+    """Run ``run_id``'s row each time the hosts signal a change, and at least every few
+    seconds (for what is not signalled), with whether any host is alive (None: not asked)."""
     with store.change_signal() as signal:
         next_check = time.monotonic() + _HOST_CHECK_SECONDS
         while True:
@@ -465,8 +416,7 @@ def _watching(
 
 @dataclass(frozen=True)
 class RetryResult:
-    """The retry and how it ended (``result.outcome``: a run outcome, or ``queued`` /
-    ``running`` when not waited for or still going at ``--timeout``)."""
+    """The retry and how it ended."""
 
     queued: RetryQueued
     result: TriggerResult
@@ -487,9 +437,8 @@ class RunRetry:
     run_here: RunHere
 
     def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
-        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end.
-
-        Raises :class:`ActionRefused` when the run cannot be retried (or run here)."""
+        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
+        :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = self.store.run_progress(run_id, self.store.clock, check_hosts=True)
         alive, old = seen.hosts_alive, seen.run
@@ -521,7 +470,7 @@ class RunRetry:
                 self.progress("no live host any more: running it in this process")
                 return self._run_here(queued, deadline)
             if run.outcome in TERMINAL_OUTCOMES:
-                return RetryResult(queued, finished_result(None, run))
+                return RetryResult(queued, _finished_result(None, run))
             if run.outcome != PENDING and not announced:
                 announced = True
                 self.progress(_running_on(run))
@@ -549,7 +498,7 @@ class RunRetry:
                 )
                 return RetryResult(queued, TriggerResult(None, run.id, run.job_name, "queued"))
             return self._watch(queued, deadline)  # a host that came back took it
-        shown = replace(finished_result(None, run), timed_out_waiting=ran.timed_out)
+        shown = replace(_finished_result(None, run), timed_out_waiting=ran.timed_out)
         return RetryResult(queued, shown)
 
 
@@ -557,20 +506,17 @@ def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | N
     """Wait for run ``run_id`` to end (woken by the hosts' signal); its row, or None when
     ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    with store.change_signal() as signal:
-        while True:
-            run = store.get_run(run_id)
-            if run is None or run.outcome in TERMINAL_OUTCOMES:
-                return run
-            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                return None
-            signal.wait(min(_HOST_CHECK_SECONDS, left))
+    for run, _hosts_alive in _watching(store, run_id, deadline):
+        if run.outcome in TERMINAL_OUTCOMES:
+            return run
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+    raise AssertionError("unreachable: the watch ends only by returning")
 
 
-MIN_PREFIX = 8
+_MIN_PREFIX = 8
 """Hex characters a prefix needs: fewer would match too many runs of a large ledger."""
-SHOWN_CANDIDATES = 10
+_SHOWN_CANDIDATES = 10
 """Runs an ambiguous prefix lists (it says when there are more)."""
 
 
@@ -586,21 +532,19 @@ class AmbiguousRunId(LookupError):
 
 
 def resolve_run_id(store: Store, typed: str) -> str:
-    """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix (so the
-    caller's own "no run" answer follows), else the one run whose id starts with it.
-
-    Raises :class:`AmbiguousRunId` when it starts several."""
+    """The run id ``typed`` stands for: itself when it names a run or cannot be a prefix, else
+    the one run whose id starts with it (:class:`AmbiguousRunId` when it starts several)."""
     prefix = typed.strip().lower()
-    if len(prefix) < MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
+    if len(prefix) < _MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
-    found = store.runs_by_prefix(prefix, limit=SHOWN_CANDIDATES + 1)
+    found = store.runs_by_prefix(prefix, limit=_SHOWN_CANDIDATES + 1)
     if any(match.id == prefix for match in found):
         return prefix
     if len(found) == 1:
         return found[0].id
     if not found:
         return typed
-    raise AmbiguousRunId(prefix, list(found[:SHOWN_CANDIDATES]), len(found) > SHOWN_CANDIDATES)
+    raise AmbiguousRunId(prefix, list(found[:_SHOWN_CANDIDATES]), len(found) > _SHOWN_CANDIDATES)
 
 
 OUTCOMES = (
@@ -625,7 +569,6 @@ def read_history(
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
-    """``{"job": name, "runs": [run, ...]}``, newest first."""
     return {"job": job, "runs": [run_json(run) for run in rows]}
 
 
@@ -649,11 +592,11 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "units": asdict(run.units) if run.units is not None else None,
         "backfill_id": run.backfill_id,
         "cancel": _cancel_json(run),
-        "result": result_value(run.result),
+        "result": _result_value(run.result),
     }
 
 
-def result_value(text: str | None) -> Any:
+def _result_value(text: str | None) -> Any:
     """A run's stored result as the value it is (``None`` when it kept none)."""
     if text is None:
         return None
@@ -665,7 +608,6 @@ def result_value(text: str | None) -> Any:
 
 
 def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
-    """Who asked to cancel the run, when and why (``jobhost cancel``), or None."""
     if run.cancel_requested_by is None:
         return None
     return {
@@ -702,10 +644,8 @@ class RunLogPage:
 def read_run_log(
     store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
 ) -> RunLogPage | None:
-    """The run's lines numbered above ``after``; None for a run the ledger does not know.
-
-    The run is read before its lines: a run seen finished has all its lines in the store (they
-    are written before its outcome), so a reader that saw it finished reads the rest and stops.
+    """The run's lines numbered above ``after``; None for a run the ledger does not know. The
+    run is read before its lines (written before its outcome): once seen finished, all are read.
     """
     found = store.run_page(run_id, after=after, lines=limit, attempts=False)
     if found is None:
@@ -736,7 +676,6 @@ def line_text(entry: LogLine | Dropped) -> str:
 
 
 def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
-    """``{"seq", "time", "level", "message"}``, or ``{"dropped": {"lines", "bytes"}}``."""
     if isinstance(entry, Dropped):
         return {"dropped": {"lines": entry.lines, "bytes": entry.bytes}}
     return {
@@ -748,7 +687,6 @@ def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
 
 
 def page_json(page: RunLogPage) -> dict[str, Any]:
-    """The API's and ``jobhost logs --json``'s document."""
     return {
         "run_id": page.run.id,
         "job": page.run.job_name,
