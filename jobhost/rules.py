@@ -41,10 +41,8 @@ from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_sche
 from jobhost.triggers.search import GapCount, count_between, newest_at_or_before
 
 __all__ = [
-    "DEFAULT_MISFIRE_GRACE",
     "MAX_LISTED",
     "MODES",
-    "DueOccurrences",
     "FiringPlan",
     "FiringRules",
     "Gap",
@@ -290,14 +288,12 @@ class DueOccurrences:
     """Occurrences from the stored next one up to ``now``, and the first one after them.
 
     ``due`` lists at most :data:`MAX_LISTED` of the oldest and the newest few the policy needs;
-    ``gap``, when set, stands for every occurrence between ``due[gap_at - 1]`` and
-    ``due[gap_at]``.
+    ``gap``, when set, stands for every occurrence between those two runs of ``due``.
     """
 
     due: list[datetime]
     following: datetime | None
     gap: Gap | None = None
-    gap_at: int = 0
     nonexistent: list[datetime] = field(default_factory=list)
     """Occurrences up to ``following`` that ``dst_gap = "skip"`` drops: recorded missed."""
 
@@ -342,7 +338,6 @@ def _jump(
         due=head + tail,
         following=following,
         gap=Gap(first=current, before=tail[0], count=count),
-        gap_at=len(head),
     )
 
 

@@ -61,7 +61,6 @@ from jobhost.store.engine import StoreRetry
 
 __all__ = [
     "RESULT_LIMIT",
-    "TIMEOUT_REASON",
     "DaemonThreads",
     "Executed",
     "Outcome",

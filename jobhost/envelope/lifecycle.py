@@ -54,24 +54,18 @@ if TYPE_CHECKING:
     from jobhost.store import Store
 
 __all__ = [
-    "LANE_CAPACITY",
-    "UNSUCCESSFUL",
-    "BoundedSink",
     "Executed",
     "Finished",
-    "JsonLogSink",
     "Outcome",
     "Recorded",
     "Reporter",
     "finish",
-    "next_attempt",
     "report",
     "retry_delay",
     "retrying_abandoned",
     "run_times",
     "settle",
     "should_retry",
-    "sink_name",
 ]
 
 _log = logging.getLogger("jobhost.envelope")

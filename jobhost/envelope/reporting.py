@@ -43,10 +43,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 __all__ = [
-    "DURATION_BUCKETS",
     "FAN_OUT_SERIES_PER_JOB",
-    "JOB_CAPACITY",
-    "LAG_BUCKETS",
     "OUTCOMES",
     "SERIES_PER_JOB",
     "UNIT_RESULTS",

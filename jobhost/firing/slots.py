@@ -45,11 +45,9 @@ from jobhost.store import Store
 from jobhost.store.engine import StoreRetry, is_store_down
 
 __all__ = [
-    "HOLD_SECONDS",
     "MOST_PER_WORKER",
     "AheadQueue",
     "Finished",
-    "HeldRun",
     "HostStatus",
     "OutcomeRecorder",
     "WorkerSlots",

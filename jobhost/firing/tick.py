@@ -38,7 +38,6 @@ __all__ = [
     "Duty",
     "Maintenance",
     "RuntimeLook",
-    "TickResult",
     "Ticker",
 ]
 

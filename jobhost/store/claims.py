@@ -10,12 +10,6 @@ concurrency group has room, and writes the answer for the whole batch in a handf
 statements: run rows inserted together, each job's fencing token advanced exactly once per run
 it starts, schedules moved on. The run row's unique constraint on (job, occurrence, attempt)
 stays the last word: an insert it refuses is dropped from the batch, never run twice.
-
-The firing loop's operations open one transaction each: write the catalog's schedules at
-start-up; on every turn claim what is due and read, in the same transaction, when the store
-next needs this host (:class:`Wakeups`); after a failed batch, claim one job at a time. A
-command that queues a manual run reads how it goes; one that runs a manual run or a backfill
-itself makes the same claim, narrowed to it.
 """
 
 from __future__ import annotations
@@ -85,8 +79,6 @@ __all__ = [
     "Before",
     "ClaimRules",
     "GroupGate",
-    "RunSeen",
-    "Turn",
     "Wakeups",
     "before_trigger",
     "claim",
@@ -147,12 +139,9 @@ def claim_turn(
     """Claim up to ``slots`` runs (see :func:`claim_work`) and read when the store next needs
     this host, leaving alone ``skip`` and the jobs the batch did not know.
 
-    With ``now`` None the turn reads the store's time inside this transaction (see
-    :func:`~jobhost.store.engine.database_now`), not through a checkout of its own. ``quiet``
-    leaves out the read of pending runs when it rules them out. ``early`` claims,
-    in the slots left, occurrences due within that long after the turn's instant, to start at
-    their own. ``backfill_slots`` bounds the backfilled occurrences it takes; 0 leaves
-    backfills alone."""
+    With ``now`` None the turn reads the store's time inside this transaction, not through a
+    checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out;
+    ``early`` is how far past the turn's instant ``early_until`` reaches."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -639,7 +628,6 @@ class _ClaimWork:
         self._start_new(job, at, plan.source, at)
 
     def write(self) -> None:
-        """Everything the batch decided, in a few statements, added to the batch."""
         connection = self._connection
         self._groups.write()
         self._batch.group_waits.update(self._groups.waits)
@@ -731,7 +719,6 @@ class _ClaimWork:
         return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
 
     def _start_pending(self, job: _Job, run: RunRecord, reason: str | None) -> None:
-        """Start a pending run: a manual run, a retry or a backfill's run."""
         claim = Claim(
             run_id=run.id,
             job_name=run.job_name,
@@ -775,7 +762,6 @@ class _ClaimWork:
         )
 
     def _start(self, job: _Job, claim: Claim) -> Claim:
-        """``claim`` started, with the job's next fencing token and a lease."""
         name = job.row.job_name
         job.token += 1
         if claim.backfill_id is None:
@@ -958,8 +944,6 @@ class GroupGate:
                 statement = update(key.table).where(key.in_(cleared))
                 connection.execute(statement.values(group_waiting_since=None))
 
-    # -- reading the groups ------------------------------------------------------------------
-
     def _group(self, name: str | None) -> _Group | None:
         if name is None:
             return None
@@ -1032,12 +1016,8 @@ def _claim_backfills(
     to take them).
 
     A backfill's occurrences wait as pending runs of it (priority 2, see
-    :mod:`jobhost.store.backfills`). This reads the running backfills with room (fewer runs in
-    flight, or retries waiting, than their ``concurrency``) together with their job's schedule
-    row (both locked, so one replica at a time counts a backfill's runs) and the job's own live
-    runs; a paused job's backfill waits. For each, one statement locks its next waiting
-    occurrences, oldest first; they start as any claim's pending runs do, and the job's fencing
-    token moves past them.
+    :mod:`jobhost.store.backfills`). Its schedule row is locked with it, so one replica at a time
+    counts a backfill's runs; a paused job's backfill waits.
 
     A backfill yields to the schedule, never the other way round: it starts a run only when the
     job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
@@ -1094,10 +1074,6 @@ def _claim_backfills(
 # divide the work instead of queueing on it; on SQLite the transaction holds the file.
 
 _DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
-"""The schedule columns a claim reads, in :class:`~jobhost.records.DueSchedule`'s order."""
-
-
-# -- reads ----------------------------------------------------------------------------------------
 
 
 def _live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
@@ -1157,9 +1133,6 @@ def oldest_due(connection: Connection) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
-# -- writes ---------------------------------------------------------------------------------------
-
-
 _MOVED = ("next_occurrence", "due_at", "missed_through")
 _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
 
@@ -1188,9 +1161,6 @@ def _move_schedules(
     connection.execute(
         statement, rows_json(rows) if connection.dialect.name == "postgresql" else rows
     )
-
-
-# -- the statements, built once -------------------------------------------------------------------
 
 
 def _due_pending_query(dialect: str) -> Any:

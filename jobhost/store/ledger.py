@@ -60,7 +60,6 @@ from jobhost.store.signals import notify
 _log = logging.getLogger("jobhost.store")
 
 __all__ = [
-    "Beat",
     "Recorded",
     "StoreJobState",
     "abandon_dead_runs",
