@@ -175,14 +175,10 @@ class Ticker:
     ) -> TickResult:
         """Claim what is due within the free slots; say when to look again.
 
-        With ``now`` None the turn reads the store's time inside its claim transaction (on
-        PostgreSQL, the database's clock), not through a checkout of its own: a turn is one
-        transaction. :attr:`TickResult.now` says which instant it used. With ``early``, slots
-        left after what is due take the occurrences of the next moments, each claimed to start
-        at its instant (its claim's ``started_at``), and the next wake comes as long before
-        the next occurrence as a claim takes (see :class:`ClaimLead`). Running
-        backfills' occurrences take at most ``backfill_slots`` (default: ``free_slots``) of
-        what is left: a backfill is never claimed ahead, it has no instant to keep.
+        With ``now`` None the turn reads the store's time inside its claim transaction. With
+        ``early``, slots left after what is due take the next moments' occurrences, claimed
+        :class:`ClaimLead` ahead of their instant. Backfills take at most ``backfill_slots``
+        (default: ``free_slots``) of what is left, never ahead: they have no instant to keep.
         """
         # A lease past its expiry (or the first turn) is looked at before the claim, which it may
         # let succeed; the pass now and then in any case is a duty of the maintenance thread.
@@ -237,8 +233,6 @@ class Ticker:
         result.lag = self._wakeups.lag(at)
         result.now = at
         return result
-
-    # -- internals ---------------------------------------------------------------------------
 
     def _backfill_room(self, slots: int) -> int:
         """The slots a claim may give backfills. It looks on the first turn and after news (a
@@ -356,7 +350,6 @@ class Ticker:
         return batches or [ClaimBatch()]
 
     def _absorb(self, batch: ClaimBatch) -> None:
-        """Log and count what a batch recorded; remember jobs to leave alone."""
         for name in batch.unknown - self._unknown:
             _log.info("job %s has due work in the store but is not in this host's catalog", name)
         self._unknown |= batch.unknown
@@ -382,14 +375,10 @@ class Ticker:
 
 # How long before an occurrence a host claims it.
 #
-# A claim on PostgreSQL is a transaction of several statements, and a run starts only once that
-# transaction has committed. Woken at the instant, a host would start every run a claim's length
-# late. So an idle host wakes that long before the next occurrence, claims it (its row
-# ``running``, its ``started_at`` the occurrence) and its worker starts it at the instant.
-#
-# The lead follows the claims this host made recently: twice the slowest of them, so that a claim
-# slower than usual is still done in time, within :data:`FLOOR` and :data:`CAP`. Not thread-safe:
-# only the loop uses it.
+# A run starts only once its claim has committed: woken at the instant, a host would start every
+# run a claim's length late. So an idle host wakes that long before the next occurrence, claims
+# it (its ``started_at`` the occurrence) and its worker starts it at the instant. The lead is
+# twice the slowest recent claim, within :data:`FLOOR` and :data:`CAP`. Only the loop uses it.
 
 FLOOR = 0.005
 """Seconds: the least lead, whatever the claims took."""
@@ -408,7 +397,6 @@ class ClaimLead:
         self._took: deque[float] = deque(maxlen=_KEPT)
 
     def took(self, seconds: float) -> None:
-        """A claim took ``seconds`` from the turn's start to its commit."""
         self._took.append(seconds)
 
     @property
