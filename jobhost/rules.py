@@ -1,11 +1,5 @@
 """The firing rules: pure decisions about what runs, shared by the loop and operator commands.
-
-Which due occurrence runs and what is recorded for the others (:func:`plan_firing`), a job's
-lease and overlap policy (:func:`lease_for`, :func:`may_start`), both as the store's claim asks
-for them (:class:`FiringRules`), which occurrences a backfill replays
-(:func:`select_occurrences`), and the schedule rows a catalog asks of the store
-(:func:`desired_schedules`). No clock and no SQL here: the store reads and writes, this module
-decides.
+No clock and no SQL here: the store reads and writes, this module decides.
 
 A due row is planned by the trigger the STORE holds, not by this host's catalog: during a
 rolling deploy the newest catalog to start wrote it, and every replica fires by it (see
@@ -213,9 +207,7 @@ def may_start(declaration: BackgroundJobDeclaration, live_runs: int, lease_live:
     return live_runs < max(declaration.max_concurrent, 1)
 
 
-# What to do with the occurrences of one job that have come due. The firing loop enumerates
-# them, asks plan_firing which one runs and what happens to the rest, and writes the answer in
-# one transaction.
+# What to do with the occurrences of one job that have come due.
 
 DEFAULT_MISFIRE_GRACE = timedelta(minutes=1)
 """How late an occurrence may start under the ``skip`` policy when the job names no grace."""

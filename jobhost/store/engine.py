@@ -15,10 +15,6 @@ and :func:`is_read_only` lets a command that writes refuse with a clear message 
 
 The store's time is the database's clock on PostgreSQL, the host's on SQLite (see
 :mod:`jobhost.clock` for why).
-
-The SQL that differs between SQLite and PostgreSQL (inserts that ignore duplicates, row locks,
-rows passed as one JSON parameter) and the instant column type the schema shares are here too,
-as is the one retry policy for store calls (:class:`StoreRetry`).
 """
 
 from __future__ import annotations
@@ -495,10 +491,8 @@ _BUILT: dict[tuple[str, str], Any] = {}
 
 
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
-    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only).
-
-    SQLite needs nothing: every store transaction there holds the database write lock.
-    """
+    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
+    SQLite transaction of the store holds the write lock)."""
     if connection.dialect.name == "postgresql":
         return statement.with_for_update(skip_locked=True)
     return statement
@@ -507,13 +501,9 @@ def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
 def insert_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> int:
-    """Insert ``rows``, silently keeping the existing row where ``columns`` collide; how many
-    went in (counted from RETURNING: drivers do not all report a rowcount for this insert).
-
-    One statement for the whole list (SQLAlchemy batches it into multi-row inserts on SQLite;
-    see :func:`json_rows` for PostgreSQL), so a first sync of 10,000 jobs is a few round trips,
-    not 10,000.
-    """
+    """Insert ``rows`` in one statement (see :func:`insert_returning_new`), silently keeping
+    the existing row where ``columns`` collide; how many went in (counted from RETURNING:
+    drivers do not all report a rowcount for this insert)."""
     return len(insert_returning_new(connection, table, rows, columns))
 
 
@@ -647,10 +637,9 @@ def execute_isolating(
 ) -> list[dict[str, Any]]:
     """Run ``statement`` for every row; return the rows the database refused.
 
-    The whole batch is tried once; when it is refused for a reason other than the store being
-    away (a trigger, a constraint, a corrupt row), each row is tried alone, so one bad row costs
-    only itself and the batch's other writes stand. ``isolate=False`` runs the batch plainly
-    (no savepoints) for a caller that retries the whole transaction isolated when it fails.
+    When the batch is refused for a reason other than the store being away, each row is tried
+    alone, so one bad row costs only itself. ``isolate=False`` runs the batch plainly (no
+    savepoints) for a caller that retries the whole transaction isolated when it fails.
     """
     if not rows:
         return []
@@ -803,10 +792,7 @@ def _sqlite_text(value: datetime) -> str:
 _TEXTS: dict[datetime, str] = {}
 
 
-# The one retry policy for store calls, built on tenacity.
-
 _T = TypeVar("_T")
-
 
 _SQLITE_AWAY = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
 """An SQLite store's file that cannot be written (a full disk, a failing one): it comes back
