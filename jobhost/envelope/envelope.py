@@ -262,19 +262,11 @@ def _stack(error: BaseException) -> str:
 
 # -- calling an executor -----------------------------------------------------------------------
 # ``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
-# a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
-# shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
-#
-# Two ways to call, one outcome:
-#
-# - :func:`execute_here`, a host's worker: the executor runs on the worker's own thread, watched by
-#   the supervisor (below), which cancels it at its deadline and declares it stuck once it has
-#   ignored its cancellation for the grace period. A stuck call keeps its worker, and so its slot
-#   and lease, until it ends; its outcome is the stuck verdict.
-# - :func:`execute_executor`, a run in a command: the executor runs on a thread of its own and the
-#   caller waits, so that the command can give up on a call that ignores cancellation: after the
-#   grace period the outcome is known and the command ends (the thread is a daemon, see
-#   :class:`DaemonThreads`).
+# a quiet success); an exception is ``failed``; a run cancelled by shutdown or a lost lease is
+# ``cancelled``; a run past its deadline is ``timed_out``. A call that ignores its cancellation
+# for the grace period is stuck: on a host's worker (:func:`execute_here`) it keeps its worker,
+# slot and lease until it ends; in a command (:func:`execute_executor`, on a daemon thread) the
+# command gives up on it and ends.
 
 _SUPERVISION_STEP = 0.05
 
@@ -580,8 +572,7 @@ class DaemonThreads:
     def start(
         self, name: str, work: Callable[[], object], returned: threading.Event | None = None
     ) -> None:
-        """Start ``work()`` on a thread named ``name`` (for the call's length); ``returned`` is
-        set once it has returned."""
+        """Start ``work()`` on a thread named ``name``; ``returned`` is set once it returns."""
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:

@@ -406,13 +406,8 @@ class ClaimLead:
 
 
 # -- upkeep beside the turns -------------------------------------------------------------------
-# Small duties, each with an interval, run by one maintenance thread after the loop's turns, so
-# that the loop only claims and a slow duty never makes a due run late.
-#
-# The heartbeat is not a duty: it keeps a thread of its own, so that no duty, however slow (a
-# pass over many dead runs, a store that answers slowly), ever delays a lease's renewal. The pass
-# for dead runs made because a lease expired is not one either: it comes before the claim it may
-# let succeed (see :meth:`Ticker.tick`).
+# Duties run on one maintenance thread, so a slow duty never makes a due run late. The heartbeat
+# keeps a thread of its own, so no duty ever delays a lease's renewal.
 
 
 class Duty(Protocol):
@@ -452,8 +447,7 @@ class Maintenance:
             self._thread.start()
 
     def turned(self) -> None:
-        """The loop ended a turn: the thread runs the duties now due, once the claims are on
-        their way (a turn pays one comparison, and a wake only when a duty is due)."""
+        """The loop ended a turn: wake the thread if a duty is due (one comparison a turn)."""
         if time.monotonic() >= self._next:
             self._wake.set()
 
@@ -489,8 +483,7 @@ class AbandonPass:
 
     def __init__(self, ticker: Ticker, *, may_run: Callable[[], bool], changed: Callable[[], None]):
         """``may_run``: false for a while after the store comes back (live hosts first renew
-        their leases); ``changed`` wakes the loop to claim the retries and leases the pass
-        left."""
+        their leases); ``changed`` wakes the loop."""
         self._ticker = ticker
         self._may_run = may_run
         self._changed = changed

@@ -406,16 +406,11 @@ def claim_work(
     """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only), of which at
     most ``backfill_slots`` are backfilled occurrences, taken in the slots the rest left.
 
-    ``skip`` names jobs not to touch (unknown to this host, or set aside as corrupt).
-    ``run_id`` narrows the claim to that one pending run, ``backfill_id`` to that backfill's
-    runs and due retries (a command that runs them itself);
-    ``schedules_only`` limits it to those jobs' schedules (the one-job-at-a-time fallback after
-    a batch failed). ``pending`` False leaves out the read of pending runs: the caller knows
-    none is due (a statement less on every turn of a busy host). ``early_until`` also claims,
-    in the slots left, occurrences due after ``now`` up to it, each started at its own instant
-    (its claim's ``started_at``): a host that claims just before an occurrence starts it on
-    time, not a claim's length late. Only an occurrence that would run as it stands is taken
-    early; any other row is left to the claim at its instant.
+    ``skip`` names jobs not to touch; ``run_id``, ``backfill_id`` and ``schedules_only`` narrow
+    the claim (see :func:`claim`). ``pending`` False leaves out the read of pending runs: the
+    caller knows none is due. ``early_until`` also claims, in the slots left, occurrences due
+    after ``now`` up to it, each started at its own instant (its claim's ``started_at``); only
+    one that would run as it stands is taken early.
     """
     batch = ClaimBatch()
     skipped = list(skip)

@@ -131,17 +131,11 @@ def create_store_engine(
 
     Without ``create``, connecting to an SQLite file that does not exist fails instead of making
     a new, empty one. On PostgreSQL, ``connect_timeout`` (seconds) bounds opening a connection,
-    waiting for a free one in the pool, and data the server does not acknowledge (a network
-    that drops packets); ``statement_timeout`` bounds each statement on the server; 0 turns
-    either off. ``idle_transaction_timeout`` ends, on the server, a transaction left idle that
-    long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
-    would otherwise keep its rows locked, and every other replica skips locked rows, so the
-    runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
-    for its write lock up to its own busy timeout, threads of this process likewise. Every wait
-    for a PostgreSQL server ends after ``statement_timeout`` plus :data:`DEADLINE_MARGIN` (none
-    when ``statement_timeout`` is 0); see :mod:`jobhost.store.deadline`. ``pooling`` and
-    ``listen_url``: PostgreSQL behind a transaction-mode pooler
-    (:mod:`jobhost.store.pooling`).
+    waiting for a free one in the pool, and unacknowledged data; ``statement_timeout`` bounds
+    each statement on the server; 0 turns either off. ``idle_transaction_timeout`` ends a
+    transaction left idle that long (0: never): a process frozen inside one would keep its rows
+    locked, and every other replica skips locked rows, so its runs could not be taken over.
+    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
