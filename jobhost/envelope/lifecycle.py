@@ -130,11 +130,8 @@ def finish(
     isolate: bool = False,
 ) -> list[Recorded]:
     """Write ``batch``'s outcomes, with the retries their policies ask for and their runs' last
-    log lines, in one transaction; ``store_time`` stamps them when given (else the store's
-    instant is read in the transaction).
-
-    Raises what the store raises; ``isolate`` writes each row on its own, so a row the database
-    refuses costs only itself (it comes back with the verdict ``running``).
+    log lines, in one transaction, stamped ``store_time()`` when given. Raises what the store
+    raises; with ``isolate`` a row the database refuses comes back with the verdict ``running``.
     """
     ended = [f.executed.run_log for f in batch if f.executed.run_log is not None]
     with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:

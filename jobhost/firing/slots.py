@@ -80,12 +80,9 @@ class WorkerSlots:
         self._host_id = host_id
         self._lock = threading.Lock()
         self._running: dict[str, HeldRun] = {}
-        """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
         self._executing = 0
         """Runs whose executor holds a worker (stuck ones too): what the slots count."""
         self._ahead: AheadQueue[HeldRun] = AheadQueue(workers)
-        """Runs claimed beyond the free workers, in ``_running`` too: the next worker free
-        starts the oldest."""
         self._saturated = False
         """The last turn left due work for want of a slot: a freed slot wakes the loop."""
         self._waiting: set[str] = set()
@@ -170,12 +167,10 @@ class WorkerSlots:
         return wake
 
     def runs(self) -> list[HeldRun]:
-        """Every run held now: the heartbeat renews their leases."""
         with self._lock:
             return list(self._running.values())
 
     def idle(self) -> bool:
-        """No run held: none executing, queued or waiting for its record."""
         with self._lock:
             return not self._running
 

@@ -833,21 +833,13 @@ class _Group:
 class GroupGate:
     """The slots of every concurrency group, as one claim transaction sees and takes them.
 
-    At most N runs of a group at once, across every replica. A group's slots are held by its
-    jobs' running runs whose lease has not expired, so a slot frees when its run ends or when
-    the lease of a dead host's run runs out. The gate counts inside the claim's own
-    transaction, under a lock on the groups' rows (PostgreSQL: ``FOR UPDATE``, taken once per
-    claim and in name order, so two claims never wait on each other in a circle; SQLite: the
-    claim's transaction already holds the database), so two replicas never both take the last
-    slot.
-
-    What finds its group full waits rather than being dropped: a due schedule row keeps its
-    occurrence and is looked at again after :data:`RECHECK` (``group_waiting_since`` says since
-    when it waits); a retry or a queued manual run stays pending with ``not_before`` moved on.
-    A free slot goes to the group's oldest waiting occurrence first: a younger occurrence is let
-    in only while more slots are free than older occurrences wait for them, so no job of a busy
-    group starves. A waiting row nobody has looked at for :data:`_STALE` (its job is known to no
-    live host) stops holding its place.
+    A group's slots are held by its jobs' running runs whose lease has not expired. The gate
+    counts inside the claim's transaction, under a lock on the groups' rows, so two replicas
+    never both take the last slot. What finds its group full waits: a due schedule row keeps its
+    occurrence and is looked at again after :data:`RECHECK`; a retry or a queued manual run
+    stays pending with ``not_before`` moved on. A free slot goes to the group's oldest waiting
+    occurrence first, so no job of a busy group starves; a waiting row nobody has looked at for
+    :data:`_STALE` (its job is known to no live host) stops holding its place.
     """
 
     def __init__(self, connection: Connection, now: datetime) -> None:
@@ -1015,11 +1007,9 @@ def _claim_backfills(
     counts a backfill's runs; a paused job's backfill waits.
 
     A backfill yields to the schedule, never the other way round: it starts a run only when the
-    job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
-    and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so
-    the overlap rule of the job's scheduled occurrences never counts them. The job's
-    concurrency group is asked as for any run. A retry of a backfill's run (priority 1) is an
-    ordinary pending run that any host's claim takes, also without the job's lease.
+    job's overlap policy allows one beside the job's own live runs, and up to its
+    ``concurrency`` beside each other; its runs (and their retries) do not take the job's lease,
+    so the overlap rule of the job's scheduled occurrences never counts them.
     """
     if only is not None:
         finish_backfills(connection, now, [only])

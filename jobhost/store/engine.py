@@ -200,13 +200,9 @@ def lift_deadline(connection: Connection) -> None:
 
 
 def answers(engine: Engine, within: float = 1.0) -> bool:
-    """Whether the store answered a trivial read within ``within`` seconds, lately.
-
-    One look at a time per engine, on a thread of its own, and its answer stands for
-    :data:`_ANSWER_FRESH` seconds: a caller waits at most ``within`` however the store hangs,
-    and callers in a crowd cost one read a second. A look still waiting is a store that does
-    not answer.
-    """
+    """Whether the store answered a trivial read within ``within`` seconds, lately: one look
+    at a time per engine, on a thread of its own, its answer standing for
+    :data:`_ANSWER_FRESH` seconds, so callers in a crowd cost one read a second."""
     look = _LOOKS.setdefault(engine, _Look())
     return look.answered(engine, within)
 
@@ -511,14 +507,9 @@ def copy_ignoring_duplicates(
     """Insert many ``rows`` as :func:`insert_ignoring_duplicates` does (a row colliding on the
     unique ``column`` keeps the existing one); return the ``column`` values that went in.
 
-    On PostgreSQL the rows travel by ``COPY`` into a temporary table and move over in one
-    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: ``COPY`` formats rows in C and streams
-    them (an array parameter per column, which psycopg dumps element by element in Python,
-    spent two seconds on a first sync of 10,000 jobs before the first statement left). The
-    ``ON CONFLICT`` stays on the real table, so hosts starting together on an empty store still
-    end with one row per key. Fewer than :data:`COPY_FROM` rows (a runtime job, a backfill's
-    job) go in one plain statement: a temporary table is four round trips and a write to the
-    system catalog.
+    On PostgreSQL the rows travel by ``COPY`` (formatted in C) into a temporary table and move
+    over in one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` on the real table. Fewer than
+    :data:`COPY_FROM` rows go in one plain statement: a temporary table is four round trips.
     """
     if not rows:
         return set()
@@ -589,12 +580,9 @@ def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
     """PostgreSQL: rows to select from, decoded from one JSON parameter (see
     :func:`rows_json`), with a column of each ``(name, type)`` in ``columns``.
 
-    A batch statement built on it has the same text whatever the batch size, so psycopg parses
-    it once and the server prepares it, where a multi-row VALUES list or an executemany
-    changes with every size or sends a statement per row. The rows travel as one string that
-    the standard library's C encoder writes: an array parameter per column, which psycopg
-    dumps element by element in Python, cost a busy host a sixth of its CPU. (On SQLite, in
-    the same process, decoding JSON costs what an executemany's binding does: it keeps those.)
+    A batch statement built on it has the same text whatever the batch size, so the server
+    prepares it once; the rows travel as one string the C encoder writes (an array parameter
+    per column, dumped element by element in Python, cost a busy host a sixth of its CPU).
     """
     return (
         func.json_to_recordset(cast(bindparam(_ROWS, type_=Text), JSON))
@@ -813,15 +801,9 @@ class _Stopped(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
-    """How one kind of store call is retried, and what its failures say in the log.
-
-    A call is tried again while it fails as :attr:`retry_on` accepts, pausing as :attr:`waits`
-    says, until it succeeds or :attr:`max_attempts`, :attr:`give_up` or :attr:`stopping` (which
-    also cuts a pause short) says enough; then its last error is raised for the caller to judge.
-    The operator reads the same for every call: one warning when an outage starts (or one per
-    failure, for a call that fails rarely and alone), and one line when the store answers again.
-    The object holds no state of its own: threads may share it, each call retries alone.
-    """
+    """How one kind of store call is retried, and what its failures say in the log: one
+    warning when an outage starts (or one per failure) and one line when the store answers
+    again. Once it stops trying, the last error is raised. Threads may share it."""
 
     what: str
     """Names the call in the log: ``"heartbeat"``, ``"recording finished runs"``."""

@@ -293,14 +293,10 @@ def record_outcomes(
     *,
     isolate: bool = True,
 ) -> set[str]:
-    """Record the outcomes this host still owns; return the run ids recorded.
-
-    A run missing from the answer was no longer this host's (another replica recorded it
-    abandoned after its lease expired): the ledger keeps that verdict and its retry is not
-    queued twice. ``isolate`` tries each row alone when the batch is refused (see
-    :func:`~jobhost.store.engine.execute_isolating`); without it a refusal fails the whole
-    transaction.
-    """
+    """Record the outcomes this host still owns; return the run ids recorded. A run missing
+    from the answer was recorded abandoned by another replica: the ledger keeps that verdict.
+    ``isolate`` tries each row alone when the batch is refused; without it a refusal fails the
+    whole transaction."""
     if not outcomes:
         return set()
     finishes = [
