@@ -262,11 +262,7 @@ class Gap:
 
 @dataclass(frozen=True, slots=True)
 class FiringPlan:
-    """The answer for one job in one tick.
-
-    ``next_occurrence`` None means "leave the stored value": a paused job keeps its place, and a
-    catch-up job waiting for its running run keeps its backlog.
-    """
+    """The answer for one job in one tick; ``next_occurrence`` None leaves the stored value."""
 
     run: datetime | None = None
     source: TriggerSource = TriggerSource.SCHEDULE
@@ -466,11 +462,8 @@ _MISSING_OUTCOMES: Final = {*FAILED, "missed", "skipped", "cancelled"}
 def select_occurrences(
     mode: str, occurrences: Iterable[datetime], last_outcomes: Mapping[datetime, str]
 ) -> list[datetime]:
-    """The ``occurrences`` a backfill in ``mode`` replays, in their order.
-
-    ``last_outcomes`` maps an occurrence to its last attempt's outcome; an occurrence absent
-    from it never ran. Raises ValueError for a mode not in :data:`MODES`.
-    """
+    """The ``occurrences`` a backfill in ``mode`` replays, in their order; ``last_outcomes``
+    maps an occurrence to its last attempt's outcome (absent: never ran)."""
     if mode == "all":
         return list(occurrences)
     if mode == "missing":

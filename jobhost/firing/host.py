@@ -414,10 +414,8 @@ class Host:
             )
 
     def _schema_moved_on(self) -> bool:
-        """Whether a newer release upgraded the store under this host (a rolling upgrade whose
-        migration this release cannot work with): then say so in one line and stop, so that the
-        orchestrator starts the newer release in its place. An additive migration never gets
-        here: this release's statements still work against it."""
+        """Whether a newer release upgraded the store under this host: then say so in one line
+        and stop, so that the orchestrator starts the newer release in its place."""
         try:
             self.store.is_current()
         except SchemaTooNewError as error:

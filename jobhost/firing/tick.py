@@ -101,13 +101,11 @@ class Ticker:
         self._set_aside: dict[str, float] = {}
         self._wakeups: Wakeups | None = None
         self.may_abandon = True
-        """The host clears this for a while after the store comes back (see Host)."""
         self._backfill_full_at: float | None = None
         """When (monotonic) the last backfill claim found nothing more to take; None: look."""
         self._backfill_yielded: set[str] = set()
         """Jobs whose backfill the last backfill claim left for the job's own runs."""
         self._backfill_room_freed = 0
-        """How many times :meth:`run_ended` said a run freed room for a backfill."""
         self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the

@@ -784,15 +784,10 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-# Durable per-job state behind ``JobContext.state``, fenced by the run's own lease.
-#
-# A run's state writes are fenced by its own run row: the write locks that row and goes through
-# only while the run is still ``running``, owned by this host, with an unexpired lease and the
-# fencing token it was claimed with. A run that was recorded abandoned (its lease expired and
-# another replica took the job over) gets ``StaleLeaseError`` and changes nothing, so it can
-# neither move a cursor backwards nor mark work done twice. A newer run of the same job does not
-# fence an older live one: under ``overlap = "allow"`` both keep writing.
-#
+# Durable per-job state behind ``JobContext.state``. A run's writes go through only while its
+# run row is still ``running``, owned by this host, with an unexpired lease and the fencing
+# token it was claimed with; else ``StaleLeaseError``, and nothing changes. A newer run of the
+# same job does not fence an older live one: under ``overlap = "allow"`` both keep writing.
 # A state that belongs to no run (tools, tests) is fenced by the job's schedule token instead.
 
 
