@@ -289,9 +289,7 @@ _BUSY_RECHECK = timedelta(milliseconds=20)
 
 @dataclass(frozen=True, slots=True)
 class Wakeups:
-    """When the store next needs a host: the earliest due schedule, pending run and lease
-    expiry, and whether a backfill runs (so a host reads backfills only on turns when one
-    does)."""
+    """When the store next needs a host."""
 
     due_at: datetime | None = None
     """The earliest ``due_at`` among the schedules this host may claim."""
@@ -303,7 +301,8 @@ class Wakeups:
     """When the oldest manual run no claim has looked at yet, of a job this host may take, was
     queued (it has no ``not_before``: due at once)."""
     backfill_at: datetime | None = None
-    """When the oldest running backfill was made; None when no backfill runs."""
+    """When the oldest running backfill was made; None when no backfill runs (so a host reads
+    backfills only on turns when one does)."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -342,10 +341,8 @@ class Wakeups:
 
 
 def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups:
-    """In one indexed statement, whatever the catalog's size: the earliest ``due_at`` of the
-    schedules not in ``skip`` (jobs this host leaves alone), ``not_before`` of a pending run,
-    lease expiry of a running run, ``queued_at`` of a manual run no claim has looked at, and
-    ``created_at`` of an unfinished backfill."""
+    """The :class:`Wakeups`, leaving out the schedules and pending runs of ``skip``, in one
+    indexed statement whatever the catalog's size."""
     row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
     return Wakeups(*(value if isinstance(value, datetime) else None for value in row.one()))
 

@@ -367,7 +367,7 @@ class StoreTime:
         return self.noted(store_now(self._engine, self._clock), time.monotonic())
 
     def noted(self, now: datetime, at: float) -> datetime:
-        """Note ``now`` as the store's time read at ``at`` (monotonic), as a claim read it."""
+        """Note ``now`` as the store's time read at ``at`` (monotonic)."""
         self._read_at = (now, at)
         return now
 
@@ -685,8 +685,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return dialect.type_descriptor(DateTime(timezone=True))
 
     def bind_processor(self, dialect: Dialect) -> Any:
-        """A direct conversion of each value, as :meth:`result_processor` is; on SQLite the
-        remembered text of each instant (see :func:`_sqlite_text`)."""
+        """A direct conversion of each value, as :meth:`result_processor` is."""
         return _sqlite_text_or_none if dialect.name == "sqlite" else _aware_or_none
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
@@ -756,10 +755,8 @@ def _sqlite_text_or_none(value: datetime | None) -> str | None:
 
 def _sqlite_text(value: datetime) -> str:
     """The SQLite text of ``value``, remembered: a claim of a thousand runs binds the same few
-    instants (the occurrence, now, the lease's end) thousands of times, and a record binds each
-    run's start and end twice (the run's row, then its job's summary). Formatting one costs a
-    microsecond or two; looking it up, a twentieth of that. Shared by every column and thread:
-    a dict's get and set are atomic, and two threads formatting one instant write one text."""
+    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
+    every thread: a dict's get and set are atomic."""
     # A naive value equals no aware key, so it misses here and _utc_instant refuses it.
     known = _TEXTS.get(value)
     if known is None:
