@@ -333,6 +333,7 @@ class Host:
         self._wake.set()
 
     def shutdown(self) -> None:
+        """Cancel running contexts, wait the grace period, record leftovers, release, leave."""
         self._stopping.set()
         self._watcher.stop()
         self._maintenance.stop()
