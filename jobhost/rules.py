@@ -1,11 +1,5 @@
 """The firing rules: pure decisions about what runs, shared by the loop and operator commands.
-
-Which due occurrence runs and what is recorded for the others (:func:`plan_firing`), a job's
-lease and overlap policy (:func:`lease_for`, :func:`may_start`), both as the store's claim asks
-for them (:class:`FiringRules`), which occurrences a backfill replays
-(:func:`select_occurrences`), and the schedule rows a catalog asks of the store
-(:func:`desired_schedules`). No clock and no SQL here: the store reads and writes, this module
-decides.
+No clock and no SQL here: the store reads and writes, this module decides.
 
 A due row is planned by the trigger the STORE holds, not by this host's catalog: during a
 rolling deploy the newest catalog to start wrote it, and every replica fires by it (see
@@ -41,10 +35,8 @@ from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_sche
 from jobhost.triggers.search import GapCount, count_between, newest_at_or_before
 
 __all__ = [
-    "DEFAULT_MISFIRE_GRACE",
     "MAX_LISTED",
     "MODES",
-    "DueOccurrences",
     "FiringPlan",
     "FiringRules",
     "Gap",
@@ -215,9 +207,7 @@ def may_start(declaration: BackgroundJobDeclaration, live_runs: int, lease_live:
     return live_runs < max(declaration.max_concurrent, 1)
 
 
-# What to do with the occurrences of one job that have come due. The firing loop enumerates
-# them, asks plan_firing which one runs and what happens to the rest, and writes the answer in
-# one transaction.
+# What to do with the occurrences of one job that have come due.
 
 DEFAULT_MISFIRE_GRACE = timedelta(minutes=1)
 """How late an occurrence may start under the ``skip`` policy when the job names no grace."""
@@ -272,11 +262,7 @@ class Gap:
 
 @dataclass(frozen=True, slots=True)
 class FiringPlan:
-    """The answer for one job in one tick.
-
-    ``next_occurrence`` None means "leave the stored value": a paused job keeps its place, and a
-    catch-up job waiting for its running run keeps its backlog.
-    """
+    """The answer for one job in one tick; ``next_occurrence`` None leaves the stored value."""
 
     run: datetime | None = None
     source: TriggerSource = TriggerSource.SCHEDULE
@@ -290,14 +276,12 @@ class DueOccurrences:
     """Occurrences from the stored next one up to ``now``, and the first one after them.
 
     ``due`` lists at most :data:`MAX_LISTED` of the oldest and the newest few the policy needs;
-    ``gap``, when set, stands for every occurrence between ``due[gap_at - 1]`` and
-    ``due[gap_at]``.
+    ``gap``, when set, stands for every occurrence between those two runs of ``due``.
     """
 
     due: list[datetime]
     following: datetime | None
     gap: Gap | None = None
-    gap_at: int = 0
     nonexistent: list[datetime] = field(default_factory=list)
     """Occurrences up to ``following`` that ``dst_gap = "skip"`` drops: recorded missed."""
 
@@ -342,7 +326,6 @@ def _jump(
         due=head + tail,
         following=following,
         gap=Gap(first=current, before=tail[0], count=count),
-        gap_at=len(head),
     )
 
 
@@ -479,11 +462,8 @@ _MISSING_OUTCOMES: Final = {*FAILED, "missed", "skipped", "cancelled"}
 def select_occurrences(
     mode: str, occurrences: Iterable[datetime], last_outcomes: Mapping[datetime, str]
 ) -> list[datetime]:
-    """The ``occurrences`` a backfill in ``mode`` replays, in their order.
-
-    ``last_outcomes`` maps an occurrence to its last attempt's outcome; an occurrence absent
-    from it never ran. Raises ValueError for a mode not in :data:`MODES`.
-    """
+    """The ``occurrences`` a backfill in ``mode`` replays, in their order; ``last_outcomes``
+    maps an occurrence to its last attempt's outcome (absent: never ran)."""
     if mode == "all":
         return list(occurrences)
     if mode == "missing":

@@ -61,7 +61,6 @@ from jobhost.store.engine import StoreRetry
 
 __all__ = [
     "RESULT_LIMIT",
-    "TIMEOUT_REASON",
     "DaemonThreads",
     "Executed",
     "Outcome",
@@ -109,10 +108,9 @@ class RunEnvelope:
             give_up=lambda tries: stopping() and tries >= 3,
         )
         self._run_logs = run_logs
+        # The store's time without asking it (a host's estimate from its turns' readings);
+        # None: the store's instant, read where it is needed.
         self._store_time = store_time
-        """The store's time without asking it: a host's estimate from its turns' readings (a
-        read of the clock less per recording), a test's clock; None: the store's instant, read
-        where it is needed (the database's on PostgreSQL)."""
 
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it (retrying while the store is away)
@@ -153,13 +151,8 @@ class RunEnvelope:
         *,
         on_stuck: Callable[[Outcome], None] | None = None,
     ) -> Executed:
-        """Run the executor inside the run's span; the span ends with the outcome.
-
-        With ``on_stuck`` (a host's worker), the executor runs on this thread and a call that
-        ignores its cancellation keeps it: ``on_stuck`` hears of it, and the outcome comes once
-        the call ends (see :func:`execute_here`; ``cancellation`` must then be a
-        ``SupervisedCancellation``). Without, it runs on a thread of its own, given up on after
-        the grace period."""
+        """Run the executor inside the run's span; the span ends with the outcome. With
+        ``on_stuck`` (a host's worker) see :func:`execute_here`, else :func:`execute_executor`."""
         attributes: dict[str, str | int] = {
             "jobhost.job.name": claim.job_name,
             "jobhost.job.module": spec.declaration.module,
@@ -227,8 +220,7 @@ class RunEnvelope:
         return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
 
     def record(self, batch: Sequence[Finished], *, isolate: bool = False) -> list[Recorded]:
-        """Write ``batch``'s outcomes in one transaction (see :func:`finish`): the one write of
-        every run, from a command or from the host's recorder; raises what the store raises."""
+        """Write ``batch``'s outcomes in one transaction (see :func:`finish`)."""
         return finish(
             self._store,
             self._host_id,
@@ -239,7 +231,6 @@ class RunEnvelope:
         )
 
     def settle(self, done: Recorded) -> None:
-        """Say what the ledger answered to a run, and report it (see :func:`settle`)."""
         settle(done, self._reporter, self._host_id)
 
 
@@ -271,19 +262,11 @@ def _stack(error: BaseException) -> str:
 
 # -- calling an executor -----------------------------------------------------------------------
 # ``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
-# a quiet success); an exception is ``failed`` with its type and message; a run cancelled by
-# shutdown or a lost lease is ``cancelled``; a run past its deadline is ``timed_out``.
-#
-# Two ways to call, one outcome:
-#
-# - :func:`execute_here`, a host's worker: the executor runs on the worker's own thread, watched by
-#   the supervisor (below), which cancels it at its deadline and declares it stuck once it has
-#   ignored its cancellation for the grace period. A stuck call keeps its worker, and so its slot
-#   and lease, until it ends; its outcome is the stuck verdict.
-# - :func:`execute_executor`, a run in a command: the executor runs on a thread of its own and the
-#   caller waits, so that the command can give up on a call that ignores cancellation: after the
-#   grace period the outcome is known and the command ends (the thread is a daemon, see
-#   :class:`DaemonThreads`).
+# a quiet success); an exception is ``failed``; a run cancelled by shutdown or a lost lease is
+# ``cancelled``; a run past its deadline is ``timed_out``. A call that ignores its cancellation
+# for the grace period is stuck: on a host's worker (:func:`execute_here`) it keeps its worker,
+# slot and lease until it ends; in a command (:func:`execute_executor`, on a daemon thread) the
+# command gives up on it and ends.
 
 _SUPERVISION_STEP = 0.05
 
@@ -296,11 +279,8 @@ def execute_here(
     grace: float,
     on_stuck: Callable[[Outcome], None],
 ) -> Outcome:
-    """Run ``executor.execute(context)`` on this thread to an outcome: cancelled after
-    ``timeout`` seconds, and declared stuck (``on_stuck(verdict)``, from the supervisor's
-    thread) should it run on ``grace`` seconds after its cancellation; a stuck call's outcome,
-    once it ends, is that verdict. ``context.cancellation`` must be a
-    :class:`SupervisedCancellation`."""
+    """Run ``executor.execute(context)`` on this thread to an outcome, under the supervisor
+    (``on_stuck(verdict)`` is called from its thread); a stuck call's outcome is that verdict."""
     cancellation = context.cancellation
     if not isinstance(cancellation, SupervisedCancellation):
         raise TypeError("execute_here needs the run's cancellation to be a SupervisedCancellation")
@@ -335,9 +315,11 @@ def execute_executor(
     box: list[Outcome] = []
     # Copy the caller's context so the executor's spans nest under the run's span.
     runner = contextvars.copy_context()
-    returned = _THREADS.call(
+    returned = threading.Event()
+    _THREADS.start(
         f"job:{context.job_name}",
         lambda: runner.run(_call, executor, context, box.append),
+        returned,
     )
     cancellation = context.cancellation
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -456,19 +438,10 @@ def _cancel_outcome(cancellation: Cancellation) -> str:
 
 
 # -- the supervisor ----------------------------------------------------------------------------
-# One thread that watches the executor calls running on their callers' threads.
-#
-# A host's worker calls the executor itself: handing each run to another thread and waiting for
-# it costs two thread switches a run, a fair share of a short run's CPU. What the waiting bought
-# is kept here, for every call at once: a call past its deadline is cancelled (reason
-# ``timeout``), and a call that ignores its cancellation for the grace period is declared stuck
-# (its ``on_stuck`` is called, from this thread), while its worker stays with it until it ends.
-#
-# The thread sleeps until the earliest thing it must do: the first deadline, or the end of a
-# cancelled call's grace. A call that starts or ends does not wake it, unless its deadline is
-# sooner than the thread's next wake; a cancellation wakes it, so the grace is timed from the
-# cancellation. A call's cancellation must be a :class:`SupervisedCancellation`, which tells
-# the thread when it is cancelled.
+# One thread that watches the executor calls running on their callers' threads (handing each run
+# to another thread would cost two thread switches a run). It sleeps until the first deadline or
+# the end of a cancelled call's grace; a call that starts or ends wakes it only when its deadline
+# is sooner, and a cancellation (a :class:`SupervisedCancellation` tells it) always does.
 
 TIMEOUT_REASON = "timeout"
 
@@ -578,12 +551,9 @@ _SUPERVISOR = _Supervisor()
 
 
 # -- daemon threads ----------------------------------------------------------------------------
-# Daemon threads that run calls one at a time, reused while they are idle.
-#
 # Starting a thread costs more than a short run, so a thread that finishes a call waits for the
-# next one; one idle for a minute ends. They are daemon threads: code that never returns (an
-# executor that ignores its cancellation) cannot hold the process open at exit, as a
-# ``ThreadPoolExecutor``'s threads, joined at exit, would.
+# next one; one idle for a minute ends. Daemons: code that never returns cannot hold the process
+# open at exit, as a ``ThreadPoolExecutor``'s threads, joined at exit, would.
 
 _host_log = logging.getLogger("jobhost.host")
 _IDLE_THREAD_SECONDS = 60.0
@@ -599,17 +569,10 @@ class DaemonThreads:
         self._idle: list[_Inbox] = []
         self._closed = False
 
-    def call(self, name: str, work: Callable[[], object]) -> threading.Event:
-        """Start ``work()``; the returned event is set once it has returned."""
-        returned = threading.Event()
-        self.start(name, work, returned)
-        return returned
-
     def start(
         self, name: str, work: Callable[[], object], returned: threading.Event | None = None
     ) -> None:
-        """Start ``work()`` on a thread named ``name`` (for the call's length); ``returned`` is
-        set once it has returned."""
+        """Start ``work()`` on a thread named ``name``; ``returned`` is set once it returns."""
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
@@ -662,11 +625,8 @@ _THREADS = DaemonThreads()
 
 # -- a run's result ----------------------------------------------------------------------------
 # A run's ``Success`` value as the ledger keeps it: JSON text of at most :data:`RESULT_LIMIT`
-# bytes, made once on the executor's thread, then stored, logged and shown as it is.
-#
-# A value JSON has no form for is kept as its ``repr`` (a JSON string); text over the limit
-# becomes ``{"truncated": true, "length": N, "head": "..."}``, still valid JSON, so every reader
-# can parse what it finds.
+# bytes. A value JSON has no form for is kept as its ``repr``; text over the limit becomes
+# ``{"truncated": true, "length": N, "head": "..."}``, still valid JSON.
 
 RESULT_LIMIT = 4096
 """Bytes of JSON a run's result may take in the ledger."""

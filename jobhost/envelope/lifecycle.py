@@ -2,12 +2,8 @@
 
 Every run's outcome takes one write, :func:`finish` (its last log lines and its outcome in one
 transaction, and the ledger's own word for any run this host no longer holds), whether the
-host's recorder thread writes many runs at once or a command's run writes its one; then
-:func:`settle` says what the ledger answered and queues the run's metrics and audit record
-(:class:`Reporter`, below).
-The callers differ only in how long they keep trying while the store is away. Runs recorded
-``abandoned`` (their host died) get their retries from the same policy
-(:func:`retrying_abandoned`).
+host's recorder writes many runs at once or a command's run writes its one; then :func:`settle`
+says what the ledger answered and queues the run's metrics and audit record (:class:`Reporter`).
 
 A run's times are its executor's: when it started and ended, not when the store heard of it.
 The envelope reads the host's clock around the executor; the ledger keeps the store's clock
@@ -54,24 +50,18 @@ if TYPE_CHECKING:
     from jobhost.store import Store
 
 __all__ = [
-    "LANE_CAPACITY",
-    "UNSUCCESSFUL",
-    "BoundedSink",
     "Executed",
     "Finished",
-    "JsonLogSink",
     "Outcome",
     "Recorded",
     "Reporter",
     "finish",
-    "next_attempt",
     "report",
     "retry_delay",
     "retrying_abandoned",
     "run_times",
     "settle",
     "should_retry",
-    "sink_name",
 ]
 
 _log = logging.getLogger("jobhost.envelope")
@@ -140,11 +130,8 @@ def finish(
     isolate: bool = False,
 ) -> list[Recorded]:
     """Write ``batch``'s outcomes, with the retries their policies ask for and their runs' last
-    log lines, in one transaction; ``store_time`` stamps them when given (else the store's
-    instant is read in the transaction).
-
-    Raises what the store raises; ``isolate`` writes each row on its own, so a row the database
-    refuses costs only itself (it comes back with the verdict ``running``).
+    log lines, in one transaction, stamped ``store_time()`` when given. Raises what the store
+    raises; with ``isolate`` a row the database refuses comes back with the verdict ``running``.
     """
     ended = [f.executed.run_log for f in batch if f.executed.run_log is not None]
     with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:
@@ -265,12 +252,9 @@ def next_attempt(
     policy: RetryPolicy, outcome: str, before: Claim | RunRecord, at: datetime
 ) -> RetryRequest | None:
     """The attempt after ``before``, which ended ``outcome`` at ``at``, if the policy asks for
-    one.
-
-    It keeps the occurrence, the idempotency key and the backfill, so the retry is the same
-    piece of work. The budget counts the attempts after ``attempt_base``: a backfill's runs of
-    an occurrence have ``max_attempts`` of their own, whatever the schedule's attempts were.
-    """
+    one: the same piece of work (occurrence, idempotency key, backfill). The budget counts the
+    attempts after ``attempt_base``: a backfill's runs of an occurrence have ``max_attempts`` of
+    their own, whatever the schedule's attempts were."""
     tried = before.attempt - before.attempt_base
     if not should_retry(policy, outcome, tried):
         return None
@@ -323,7 +307,6 @@ def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) ->
 
 
 def _ledger_outcome(finished: Finished, finished_at: datetime, clock: Clock) -> LedgerOutcome:
-    """What the ledger is told about the run, with the retry its policy asks for."""
     claim, executed = finished.claim, finished.executed
     outcome = executed.outcome
     retry = next_attempt(finished.spec.declaration.retry, outcome.outcome, claim, finished_at)
@@ -351,15 +334,11 @@ def _ledger_outcome(finished: Finished, finished_at: datetime, clock: Clock) -> 
 
 
 # -- reporting ---------------------------------------------------------------------------------
-# Reporting a recorded run, off the recorder's thread: metrics, the audit line, module sinks.
-#
 # Each destination has a lane of its own: a bounded queue drained by one thread. The built-in
 # lane records the metrics and writes the JSON audit line; every sink a module adds gets a lane,
-# so a slow or hanging sink delays only its own records, never the ledger, the audit line or
-# another sink. A lane whose queue is full drops the record, counts it on the
-# ``jobhost.audit.dropped`` metric and warns (once a minute at most, with the count). A lane's
-# thread ends after a while without work and starts again with the next record, so an idle host
-# holds no thread for it.
+# so a slow or hanging sink delays only its own records. A full lane drops the record, counts it
+# on ``jobhost.audit.dropped`` and warns at most once a minute. A lane's thread ends after a
+# while without work, so an idle host holds no thread for it.
 
 LANE_CAPACITY = 10_000
 """Records a lane holds before it drops: at 1,000 runs a second, ten seconds of reporting."""
@@ -509,10 +488,8 @@ class _Lane:
 
 
 # -- the sinks ---------------------------------------------------------------------------------
-# The JSON log line and whatever modules add. Each sink a module adds gets the record in a thread
-# of its own and a bounded time (the built-in JSON line is written directly). A sink that raises
-# or hangs is reported with a warning and the ``jobhost.audit.sink_failures`` metric; the run's
-# outcome is already in the ledger and stays what it is.
+# A sink that raises or hangs is reported with a warning and ``jobhost.audit.sink_failures``;
+# the run's outcome is already in the ledger and stays what it is.
 
 UNSUCCESSFUL = frozenset({"failed", "timed_out", "abandoned"})
 """Outcomes a person reading the log must see without parsing the audit line."""
@@ -529,12 +506,10 @@ class JsonLogSink:
     inline = True
     """Built in and bounded by the logging system: called directly, not in a thread."""
 
-    def __init__(
-        self, logger: logging.Logger | None = None, people: logging.Logger | None = None
-    ) -> None:
-        self._logger = logger or logging.getLogger("jobhost.audit")
+    def __init__(self) -> None:
+        self._logger = logging.getLogger("jobhost.audit")
         # A logger of its own: a pipeline reading jobhost.audit as JSON lines stays JSON.
-        self._people = people or logging.getLogger("jobhost.run")
+        self._people = logging.getLogger("jobhost.run")
 
     def record(self, entry: RunAuditRecord) -> None:
         fields = {name: getattr(entry, name) for name in _AUDIT_FIELDS}
@@ -584,7 +559,6 @@ class BoundedSink:
         self._sink = sink
         self._timeout = timeout
         self._failed = failed
-        """Told the sink's name, the record and what went wrong."""
         self._busy: threading.Thread | None = None
 
     def record(self, entry: RunAuditRecord) -> None:
@@ -593,7 +567,7 @@ class BoundedSink:
             self._failed(self.name, entry, error)
 
     def _hand(self, entry: RunAuditRecord) -> str | None:
-        """Hand ``entry`` to the sink; return what went wrong, or ``None``."""
+        """What went wrong handing ``entry`` to the sink, or ``None``."""
         if self._busy is not None:
             self._busy.join(self._timeout)
             if self._busy.is_alive():

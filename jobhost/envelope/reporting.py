@@ -7,16 +7,11 @@ Exporters are chosen by the SDK's standard variables, not by host settings: with
 Nothing is exported otherwise. Exports happen in background threads, so an unreachable collector
 costs a warning from the SDK, never a changed outcome or a blocked run.
 
-Series are bounded per job: ``jobhost.runs`` has one per outcome the job has had (at most
-seven), ``jobhost.run.duration`` one histogram (:data:`DURATION_BUCKETS`: 3 buckets, so 6
-Prometheus series with ``+Inf``, ``_sum`` and ``_count``), ``jobhost.run.lag`` one histogram
-(:data:`LAG_BUCKETS`: 2 buckets, 5 series). ``metrics_job_label = false`` drops the ``job``
-label from all of them (views on the meter provider), for catalogs too large for per-job series.
-
-The SDK folds every label set past its cardinality limit (2,000 per instrument by default) into
-one ``otel.metric.overflow`` series, so per-job alerts would silently stop matching from about a
-thousand jobs on; the views raise the limit of each per-job instrument to fit
-:data:`JOB_CAPACITY` jobs.
+Series are bounded per job (:data:`SERIES_PER_JOB`); ``metrics_job_label = false`` drops the
+``job`` label from all of them, for catalogs too large for per-job series. The SDK folds every
+label set past its cardinality limit (2,000 by default) into one ``otel.metric.overflow``
+series, so per-job alerts would silently stop matching from about a thousand jobs on; the views
+raise the limit of each per-job instrument to fit :data:`JOB_CAPACITY` jobs.
 """
 
 from __future__ import annotations
@@ -43,10 +38,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 __all__ = [
-    "DURATION_BUCKETS",
     "FAN_OUT_SERIES_PER_JOB",
-    "JOB_CAPACITY",
-    "LAG_BUCKETS",
     "OUTCOMES",
     "SERIES_PER_JOB",
     "UNIT_RESULTS",
@@ -158,12 +150,8 @@ class Telemetry:
         self._bounded(lambda p: p.force_flush(timeout_millis), timeout_millis / 1000)
 
     def shutdown(self, timeout_seconds: float = 5.0) -> None:
-        """Flush and stop the exporters, giving up after ``timeout_seconds``.
-
-        An unreachable collector makes the SDK retry for a long while; a stopping host must not
-        wait for it longer than this (the exporters' threads are daemons and end with the
-        process).
-        """
+        """Flush and stop the exporters, giving up after ``timeout_seconds``: an unreachable
+        collector makes the SDK retry for a long while (its threads are daemons)."""
         self._bounded(lambda p: p.shutdown(), timeout_seconds)
 
     def _bounded(self, step: Callable[[Any], object], timeout_seconds: float) -> None:
@@ -196,26 +184,23 @@ def metric_views(job_label: bool = True) -> list[View]:
     )
     return [
         *(
-            View(instrument_name=name, attribute_keys=keys, aggregation_cardinality_limit=_limit(n))
+            # At least the SDK's default, which also bounds the label sets of the job-less views.
+            View(
+                instrument_name=name,
+                attribute_keys=keys,
+                aggregation_cardinality_limit=max(n, _SDK_DEFAULT_LIMIT),
+            )
             for name, keys, n in limited
         ),
         *(View(instrument_name=name, attribute_keys={key}) for name, key in by_label),
     ]
 
 
-def _limit(label_sets: int) -> int:
-    """At least the SDK's default, which also bounds the label sets of the job-less views."""
-    return max(label_sets, _SDK_DEFAULT_LIMIT)
-
-
 def configure_telemetry(
-    service_name: str = "jobhost",
-    extra_readers: Sequence[MetricReader] = (),
-    *,
-    job_label: bool = True,
+    extra_readers: Sequence[MetricReader] = (), *, job_label: bool = True
 ) -> Telemetry:
     """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "jobhost")})
     span_exporter: SpanExporter | None = _exporter("TRACES", "OTLPSpanExporter")
     # Shut down by the host within a bound, not by the SDK's exit hook, which waits on retries.
     # With nowhere to send spans, none is recorded: a run's span still has its trace id (the

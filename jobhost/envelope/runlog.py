@@ -1,14 +1,10 @@
 """Run logs: every record a job writes through ``context.logger``, kept with its run.
 
-A job's thread only appends to its run's buffer (a lock and a list); a writer thread of the host
-turns the buffers into rows, redacted, about once a second, so what a run wrote survives a host
-killed mid-run up to the last flush. Each run keeps its first lines (half of ``run_log_lines``
-and of ``run_log_bytes``) as they come and a window of its last lines, rewritten while the run
-goes on; the lines between are counted, never stored, so a flood of lines costs the store at
-most the bounds. The recorder writes a run's last lines with its outcome (:meth:`finishing`), so
-whoever sees the run finished sees all its lines.
-
-Below the writer: the job logger that fills a run's buffer cheaply.
+A job's thread only appends to its run's buffer; a writer thread turns the buffers into rows,
+redacted, about once a second, so what a run wrote survives a host killed mid-run up to the last
+flush. Each run keeps its first lines (half of ``run_log_lines`` and of ``run_log_bytes``) and a
+window of its last; the lines between are counted, never stored. The recorder writes a run's
+last lines with its outcome (:meth:`finishing`), so whoever sees the run finished sees them all.
 """
 
 from __future__ import annotations
@@ -145,7 +141,6 @@ class RunLog:
             return False
 
     def close(self) -> None:
-        """No more lines: the run has ended."""
         with self._lock:
             self._closed = True
 
@@ -214,7 +209,6 @@ class RunLogWriter:
         _install_capture(level)
 
     def open(self, run_id: str, job_name: str, attempt: int) -> RunLog:
-        """A buffer for a run that starts now."""
         run_log = RunLog(
             run_id,
             job_name,
@@ -415,19 +409,13 @@ def _install_capture(level: str | int | None) -> None:
 # -- the job logger ----------------------------------------------------------------------------
 # ``context.logger``: a standard :class:`logging.Logger` whose quiet lines cost little.
 #
-# A busy host runs thousands of job lines a second that its stderr does not show (``log_level``
-# WARNING, the lines INFO): they are kept only in their run's log. Through a plain logger each one
-# finds its caller's frame, builds a ``LogRecord`` and walks the handlers, several times what
-# keeping the line costs. A :class:`JobLogger` knows, for the run it belongs to, which levels only
-# its run log would take; a line at such a level is formatted (``msg % args``) and appended to the
-# run's buffer directly, and redacted later by the run-log writer. Every other line (one stderr
-# would show, one with a traceback or stack, one through a logger with filters) takes the standard
-# path, so the host's stderr (text or JSON) gets exactly the lines it got before.
-#
-# It is made per run, named ``jobhost.job.NAME`` with the registered logger of that name as its
-# parent: levels set on the loggers above it, their handlers, ``getChild`` and ``extra`` work as
-# for any logger. Its lines go to its run's log from any thread (units of ``fan_out`` run in a
-# pool).
+# A busy host runs thousands of job lines a second that its stderr does not show: through a plain
+# logger each one builds a ``LogRecord`` and walks the handlers, several times what keeping the
+# line costs. A :class:`JobLogger` knows which levels only its run log would take; such a line is
+# formatted and appended to the run's buffer directly. Every other line (one stderr would show,
+# one with a traceback or stack, one through a logger with filters) takes the standard path, so
+# stderr gets exactly the lines it got before. It is made per run, its parent the registered
+# ``jobhost.job.NAME`` logger, so levels, handlers, ``getChild`` and ``extra`` work as usual.
 
 _ExcInfo: TypeAlias = (
     bool

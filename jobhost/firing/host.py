@@ -1,15 +1,9 @@
 """A running host: start-up, the firing loop, heartbeats, and a clean shutdown.
 
-The loop reads the clock once per tick (the database's clock on PostgreSQL), claims what is due,
-hands each claim to a bounded pool, then sleeps until the store next needs it, capped by the
-poll interval, waking at once when a run is recorded or a command signals the hosts. One slot
-beyond the pool is kept for manual requests, so a saturated host still starts a person's run.
-When its runs are short, a turn also claims due runs beyond its free workers
-(:class:`~jobhost.firing.slots.AheadQueue`); at shutdown the runs still queued are given back to
-the store, never started here. A host that keeps up wakes a claim's length before the next
-occurrence and claims it then, and its worker starts it at the instant
-(:class:`~jobhost.firing.tick.ClaimLead`). What a run holds while it runs and is recorded (its
-slot, its lease; a stuck one, both until its code ends) is :mod:`jobhost.firing.slots`'s.
+The loop claims what is due (:mod:`jobhost.firing.tick`), hands each claim to the worker slots
+(:mod:`jobhost.firing.slots`), then sleeps until the store next needs it, capped by the poll
+interval, waking at once when a run is recorded or a command signals the hosts. One slot beyond
+the pool is kept for manual requests, so a saturated host still starts a person's run.
 """
 
 from __future__ import annotations
@@ -207,12 +201,9 @@ class Host:
         )
 
     def _register_and_sync(self) -> None:
-        """Register the host (settling an earlier incarnation's runs), read the runtime jobs,
-        write the catalog's schedules and mark the host synced; log what changed.
-
-        All of it runs before ``/readyz`` answers 200, so it does what the host needs to fire
-        and no more: a restart with the catalog version the store holds writes no schedule row.
-        """
+        """Register the host, read the runtime jobs, write the catalog's schedules and mark the
+        host synced; log what changed. It runs before ``/readyz`` answers 200: no more than the
+        host needs to fire."""
         rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
         self.store.start_host(
             host_id=self.host_id,
@@ -360,8 +351,6 @@ class Host:
         self.telemetry.shutdown(min(5.0, grace))
         _log.info("host %s stopped", self.host_id)
 
-    # -- internals ---------------------------------------------------------------------------
-
     def _signalled(self) -> None:
         """A command signalled the hosts: look at the change log on this turn, then tick."""
         self._runtime.signalled()
@@ -426,10 +415,8 @@ class Host:
             )
 
     def _schema_moved_on(self) -> bool:
-        """Whether a newer release upgraded the store under this host (a rolling upgrade whose
-        migration this release cannot work with): then say so in one line and stop, so that the
-        orchestrator starts the newer release in its place. An additive migration never gets
-        here: this release's statements still work against it."""
+        """Whether a newer release upgraded the store under this host: then say so in one line
+        and stop, so that the orchestrator starts the newer release in its place."""
         try:
             self.store.is_current()
         except SchemaTooNewError as error:
@@ -470,8 +457,7 @@ class Host:
                 retry.call(self._beat_once)
 
     def _beat_once(self) -> None:
-        """One beat: renew the host and every lease it holds; cancel the runs whose lease
-        another host took over."""
+        """Renew the host and every lease it holds; cancel the runs another host took over."""
         running = self.slots.runs()
         by_lease: dict[timedelta, list[str]] = {}
         for item in running:
@@ -529,7 +515,6 @@ class _CancelFollower:
         self._signalled = threading.Event()
 
     def signalled(self) -> None:
-        """Something changed in the store: look for cancel requests on the next turn."""
         self._signalled.set()
 
     def apply(self, held: Mapping[str, Cancellation]) -> dict[str, str]:

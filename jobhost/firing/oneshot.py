@@ -1,14 +1,10 @@
 """One-shot mode: what a host started by a command may claim, and when it is done.
 
-``jobhost trigger``, ``retry`` and ``backfill`` queue their work as pending runs for the hosts.
-With no host alive, the command starts a :class:`~jobhost.firing.host.Host` in its own process,
-limited to that work (``one_shot``): the same slots, supervisor, recorder, heartbeat and cancel
-following as ``jobhost run``, but no host row (other commands must not leave their work to it),
-no schedule fired, no HTTP listener. Its turn claims only the runs the command queued, each once
-by the claim every host makes narrowed to its id (what that claim does not take, refused, busy
-or taken by a host first, is left where it is), or one backfill's occurrences and retries; the
-host stops once all it took is recorded. A host that starts meanwhile claims through the same
-transactions, so nothing runs twice.
+With no host alive, ``jobhost trigger``, ``retry`` and ``backfill`` start a
+:class:`~jobhost.firing.host.Host` in their own process, limited to their work: no host row (other
+commands must not leave their work to it), no schedule fired, no HTTP listener. Its turn claims
+only the runs the command queued, through the claim every host makes, so nothing runs twice; the
+host stops once all it took is recorded.
 """
 
 from __future__ import annotations

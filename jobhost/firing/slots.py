@@ -1,17 +1,13 @@
 """A host's worker slots: the runs it holds, the workers executing them, and what waits.
 
-The firing loop hands each claimed run here; a worker executes it, hands its outcome to the
-recorder and takes the next run queued, if any. The loop, the workers, the recorder's thread and
-the heartbeat all read and change this bookkeeping, so it lives behind one lock, and every step
-that reads a count and then changes it (a run ending and the next queued run taking its slot, a
-stuck run's code ending and its slot coming free, shutdown giving up on what is left) is one
-hold of that lock. The loop is woken (``wake``) only where a freed slot could let a claim succeed.
+The loop, the workers, the recorder's thread and the heartbeat all read and change this
+bookkeeping, so it lives behind one lock, and every step that reads a count and then changes it
+(a run ending and the next queued run taking its slot, shutdown giving up on what is left) is
+one hold of that lock. The loop is woken (``wake``) only where a freed slot could let a claim
+succeed.
 
-What the slots count is workers, not runs: a worker runs the executor on its own thread, so a
-run holds its slot while its executor runs (a stuck one until its code ends), and stays held
-(so its lease is renewed) until its outcome is in the ledger. Runs claimed beyond the free
-workers wait in the claim-ahead queue (:class:`AheadQueue`) for a worker to finish; the
-recorder (:class:`OutcomeRecorder`) writes the outcomes the workers hand over.
+The slots count workers, not runs: a run holds its slot while its executor runs (a stuck one
+until its code ends), and stays held (its lease renewed) until its outcome is in the ledger.
 """
 
 from __future__ import annotations
@@ -45,11 +41,9 @@ from jobhost.store import Store
 from jobhost.store.engine import StoreRetry, is_store_down
 
 __all__ = [
-    "HOLD_SECONDS",
     "MOST_PER_WORKER",
     "AheadQueue",
     "Finished",
-    "HeldRun",
     "HostStatus",
     "OutcomeRecorder",
     "WorkerSlots",
@@ -86,12 +80,9 @@ class WorkerSlots:
         self._host_id = host_id
         self._lock = threading.Lock()
         self._running: dict[str, HeldRun] = {}
-        """Every run this host holds: executing, stuck, or waiting for its outcome's record."""
         self._executing = 0
         """Runs whose executor holds a worker (stuck ones too): what the slots count."""
         self._ahead: AheadQueue[HeldRun] = AheadQueue(workers)
-        """Runs claimed beyond the free workers, in ``_running`` too: the next worker free
-        starts the oldest."""
         self._saturated = False
         """The last turn left due work for want of a slot: a freed slot wakes the loop."""
         self._waiting: set[str] = set()
@@ -176,12 +167,10 @@ class WorkerSlots:
         return wake
 
     def runs(self) -> list[HeldRun]:
-        """Every run held now: the heartbeat renews their leases."""
         with self._lock:
             return list(self._running.values())
 
     def idle(self) -> bool:
-        """No run held: none executing, queued or waiting for its record."""
         with self._lock:
             return not self._running
 
@@ -244,7 +233,6 @@ class WorkerSlots:
     # -- a run on a worker --------------------------------------------------------------------
 
     def _work(self, first: HeldRun) -> None:
-        """Execute a run, then whatever the claim-ahead queue holds while it holds any."""
         item: HeldRun | None = first
         while item is not None:
             item = self._execute(item)
@@ -387,20 +375,12 @@ class HostStatus:
 
 
 # -- claim ahead ------------------------------------------------------------------------------
-# Claim ahead: runs claimed beyond the free workers, waiting in a short local queue for one.
-#
 # At hundreds of runs a second a claim limited to the free workers takes a handful of runs per
-# transaction, and the host spends its time in claim turns. So a turn may claim more of what is
-# due *now* (never a future occurrence) than it has free workers, and the runs beyond them wait
-# here; a worker that finishes a run takes the next one at once, without a turn.
-#
-# A queued run is a claimed run: its row is ``running`` with this host's lease (renewed by the
-# heartbeat like any other), so the claim has already decided its overlap and concurrency group.
-# The queue is therefore kept short, in time rather than in runs: it holds at most what the
-# workers are expected to start within :data:`HORIZON` seconds, judged by how long this host's
-# recent runs took, and nothing until a run has been timed. Jobs that take seconds leave no room
-# ahead; sub-millisecond jobs fill it up to :data:`MOST_PER_WORKER` a worker. Not thread-safe:
-# the host calls it under its lock.
+# transaction. So a turn may claim more of what is due *now* (never a future occurrence) than it
+# has free workers; the runs beyond them wait here, and a worker that finishes a run takes the
+# next at once, without a turn. A queued run is already claimed (``running``, leased), so the
+# queue is kept short in time: what the workers should start within :data:`HORIZON` seconds at
+# the recent pace. Not thread-safe: the host calls it under its lock.
 
 HORIZON = 0.2
 """Seconds of work, at the recent pace, that may wait for a worker."""
@@ -449,7 +429,6 @@ class AheadQueue(Generic[T]):
         return len(self._queue) <= self.bound // 2
 
     def timed(self, seconds: float) -> None:
-        """A run took ``seconds`` from its start to its end."""
         mean = self._mean
         self._mean = seconds if mean is None else mean + _WEIGHT * (seconds - mean)
 
@@ -460,27 +439,19 @@ class AheadQueue(Generic[T]):
         return self._queue.popleft() if self._queue else None
 
     def drain(self) -> list[T]:
-        """Everything still waiting, oldest first; the queue is left empty."""
         items = list(self._queue)
         self._queue.clear()
         return items
 
 
 # -- the recorder ------------------------------------------------------------------------------
-# Writing finished runs to the ledger: in batches, from one thread, and never dropping one.
+# Finished runs are written in batches, from one thread, and never dropped: while the store is
+# away the recorder keeps them (still leased) and tries again; only a stopping host gives up.
 #
-# Workers hand over a finished run and go back to the pool at once; the recorder writes every run
-# handed over since its last write in one transaction. While the store is away it keeps the
-# outcomes and tries again, however long that takes (the runs keep their leases meanwhile, as the
-# host renews them until they are recorded); only a host that is shutting down gives up, after
-# its grace period, and says so.
-#
-# Starting due runs comes before recording finished ones, where waiting changes nothing: while
-# the host has due runs it has no worker for, the recorder holds its write (at most
-# :data:`HOLD_SECONDS`) so that the process spends its time claiming and starting them, then
-# records what finished meanwhile in one transaction. A record is held only until a moment before
-# a claim would next look at its job's row (:attr:`~jobhost.store.claims.Claim.record_by`: the
-# overlap rule reads the record there), and never for a run without that instant.
+# Starting due runs comes first: while the host has due runs it has no worker for, the recorder
+# holds its write (at most :data:`HOLD_SECONDS`), but only until a moment before a claim would
+# next read the job's row (:attr:`~jobhost.store.claims.Claim.record_by`), and never for a run
+# without that instant.
 
 
 _BATCH = 500
@@ -497,10 +468,8 @@ _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 class OutcomeRecorder:
     """One thread that records finished runs; ``on_recorded`` hears of each one written.
 
-    ``may_hold(by)`` answers whether a write whose runs must be recorded by ``by`` (the
-    earliest :attr:`~jobhost.store.claims.Claim.record_by` among them) may wait a moment for
-    due runs to start (see the comment above); the default never waits.
-    """
+    ``may_hold(by)``: may a write whose runs must be recorded by ``by`` wait a moment for due
+    runs to start (see above); the default never waits."""
 
     def __init__(
         self,
@@ -579,8 +548,7 @@ class OutcomeRecorder:
 
         Busy (the last write was moments ago), it waits a few milliseconds for more runs to
         finish first: one transaction for a dozen runs costs little more than one for three.
-        Behind on due runs, it waits for them to start, as long as its runs may wait (see the
-        module). An idle host's run, or a stopping host's, is written at once."""
+        Behind on due runs, it holds (see above). An idle or stopping host writes at once."""
         stop = False
         busy = wait and time.monotonic() - self._written_at < _BUSY_SECONDS
         may_hold = self._may_hold if wait else None
@@ -614,7 +582,6 @@ class OutcomeRecorder:
         return stop
 
     def _rest(self) -> list[Finished]:
-        """Whatever is still queued, without waiting."""
         rest: list[Finished] = []
         while True:
             try:

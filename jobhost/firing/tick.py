@@ -38,7 +38,6 @@ __all__ = [
     "Duty",
     "Maintenance",
     "RuntimeLook",
-    "TickResult",
     "Ticker",
 ]
 
@@ -102,13 +101,11 @@ class Ticker:
         self._set_aside: dict[str, float] = {}
         self._wakeups: Wakeups | None = None
         self.may_abandon = True
-        """The host clears this for a while after the store comes back (see Host)."""
         self._backfill_full_at: float | None = None
         """When (monotonic) the last backfill claim found nothing more to take; None: look."""
         self._backfill_yielded: set[str] = set()
         """Jobs whose backfill the last backfill claim left for the job's own runs."""
         self._backfill_room_freed = 0
-        """How many times :meth:`run_ended` said a run freed room for a backfill."""
         self._announced = announced
         self._news = True
         """Something may have queued a manual request or a retry since the last claim that the
@@ -176,14 +173,10 @@ class Ticker:
     ) -> TickResult:
         """Claim what is due within the free slots; say when to look again.
 
-        With ``now`` None the turn reads the store's time inside its claim transaction (on
-        PostgreSQL, the database's clock), not through a checkout of its own: a turn is one
-        transaction. :attr:`TickResult.now` says which instant it used. With ``early``, slots
-        left after what is due take the occurrences of the next moments, each claimed to start
-        at its instant (its claim's ``started_at``), and the next wake comes as long before
-        the next occurrence as a claim takes (see :class:`ClaimLead`). Running
-        backfills' occurrences take at most ``backfill_slots`` (default: ``free_slots``) of
-        what is left: a backfill is never claimed ahead, it has no instant to keep.
+        With ``now`` None the turn reads the store's time inside its claim transaction. With
+        ``early``, slots left after what is due take the next moments' occurrences, claimed
+        :class:`ClaimLead` ahead of their instant. Backfills take at most ``backfill_slots``
+        (default: ``free_slots``) of what is left, never ahead: they have no instant to keep.
         """
         # A lease past its expiry (or the first turn) is looked at before the claim, which it may
         # let succeed; the pass now and then in any case is a duty of the maintenance thread.
@@ -238,8 +231,6 @@ class Ticker:
         result.lag = self._wakeups.lag(at)
         result.now = at
         return result
-
-    # -- internals ---------------------------------------------------------------------------
 
     def _backfill_room(self, slots: int) -> int:
         """The slots a claim may give backfills. It looks on the first turn and after news (a
@@ -357,7 +348,6 @@ class Ticker:
         return batches or [ClaimBatch()]
 
     def _absorb(self, batch: ClaimBatch) -> None:
-        """Log and count what a batch recorded; remember jobs to leave alone."""
         for name in batch.unknown - self._unknown:
             _log.info("job %s has due work in the store but is not in this host's catalog", name)
         self._unknown |= batch.unknown
@@ -383,14 +373,10 @@ class Ticker:
 
 # How long before an occurrence a host claims it.
 #
-# A claim on PostgreSQL is a transaction of several statements, and a run starts only once that
-# transaction has committed. Woken at the instant, a host would start every run a claim's length
-# late. So an idle host wakes that long before the next occurrence, claims it (its row
-# ``running``, its ``started_at`` the occurrence) and its worker starts it at the instant.
-#
-# The lead follows the claims this host made recently: twice the slowest of them, so that a claim
-# slower than usual is still done in time, within :data:`FLOOR` and :data:`CAP`. Not thread-safe:
-# only the loop uses it.
+# A run starts only once its claim has committed: woken at the instant, a host would start every
+# run a claim's length late. So an idle host wakes that long before the next occurrence, claims
+# it (its ``started_at`` the occurrence) and its worker starts it at the instant. The lead is
+# twice the slowest recent claim, within :data:`FLOOR` and :data:`CAP`. Only the loop uses it.
 
 FLOOR = 0.005
 """Seconds: the least lead, whatever the claims took."""
@@ -409,7 +395,6 @@ class ClaimLead:
         self._took: deque[float] = deque(maxlen=_KEPT)
 
     def took(self, seconds: float) -> None:
-        """A claim took ``seconds`` from the turn's start to its commit."""
         self._took.append(seconds)
 
     @property
@@ -419,13 +404,8 @@ class ClaimLead:
 
 
 # -- upkeep beside the turns -------------------------------------------------------------------
-# Small duties, each with an interval, run by one maintenance thread after the loop's turns, so
-# that the loop only claims and a slow duty never makes a due run late.
-#
-# The heartbeat is not a duty: it keeps a thread of its own, so that no duty, however slow (a
-# pass over many dead runs, a store that answers slowly), ever delays a lease's renewal. The pass
-# for dead runs made because a lease expired is not one either: it comes before the claim it may
-# let succeed (see :meth:`Ticker.tick`).
+# Duties run on one maintenance thread, so a slow duty never makes a due run late. The heartbeat
+# keeps a thread of its own, so no duty ever delays a lease's renewal.
 
 
 class Duty(Protocol):
@@ -465,8 +445,7 @@ class Maintenance:
             self._thread.start()
 
     def turned(self) -> None:
-        """The loop ended a turn: the thread runs the duties now due, once the claims are on
-        their way (a turn pays one comparison, and a wake only when a duty is due)."""
+        """The loop ended a turn: wake the thread if a duty is due (one comparison a turn)."""
         if time.monotonic() >= self._next:
             self._wake.set()
 
@@ -502,8 +481,7 @@ class AbandonPass:
 
     def __init__(self, ticker: Ticker, *, may_run: Callable[[], bool], changed: Callable[[], None]):
         """``may_run``: false for a while after the store comes back (live hosts first renew
-        their leases); ``changed`` wakes the loop to claim the retries and leases the pass
-        left."""
+        their leases); ``changed`` wakes the loop."""
         self._ticker = ticker
         self._may_run = may_run
         self._changed = changed

@@ -10,12 +10,6 @@ concurrency group has room, and writes the answer for the whole batch in a handf
 statements: run rows inserted together, each job's fencing token advanced exactly once per run
 it starts, schedules moved on. The run row's unique constraint on (job, occurrence, attempt)
 stays the last word: an insert it refuses is dropped from the batch, never run twice.
-
-The firing loop's operations open one transaction each: write the catalog's schedules at
-start-up; on every turn claim what is due and read, in the same transaction, when the store
-next needs this host (:class:`Wakeups`); after a failed batch, claim one job at a time. A
-command that queues a manual run reads how it goes; one that runs a manual run or a backfill
-itself makes the same claim, narrowed to it.
 """
 
 from __future__ import annotations
@@ -85,8 +79,6 @@ __all__ = [
     "Before",
     "ClaimRules",
     "GroupGate",
-    "RunSeen",
-    "Turn",
     "Wakeups",
     "before_trigger",
     "claim",
@@ -147,12 +139,9 @@ def claim_turn(
     """Claim up to ``slots`` runs (see :func:`claim_work`) and read when the store next needs
     this host, leaving alone ``skip`` and the jobs the batch did not know.
 
-    With ``now`` None the turn reads the store's time inside this transaction (see
-    :func:`~jobhost.store.engine.database_now`), not through a checkout of its own. ``quiet``
-    leaves out the read of pending runs when it rules them out. ``early`` claims,
-    in the slots left, occurrences due within that long after the turn's instant, to start at
-    their own. ``backfill_slots`` bounds the backfilled occurrences it takes; 0 leaves
-    backfills alone."""
+    With ``now`` None the turn reads the store's time inside this transaction, not through a
+    checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out;
+    ``early`` is how far past the turn's instant ``early_until`` reaches."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -300,9 +289,7 @@ _BUSY_RECHECK = timedelta(milliseconds=20)
 
 @dataclass(frozen=True, slots=True)
 class Wakeups:
-    """When the store next needs a host: the earliest due schedule, pending run and lease
-    expiry, and whether a backfill runs (so a host reads backfills only on turns when one
-    does)."""
+    """When the store next needs a host."""
 
     due_at: datetime | None = None
     """The earliest ``due_at`` among the schedules this host may claim."""
@@ -314,7 +301,8 @@ class Wakeups:
     """When the oldest manual run no claim has looked at yet, of a job this host may take, was
     queued (it has no ``not_before``: due at once)."""
     backfill_at: datetime | None = None
-    """When the oldest running backfill was made; None when no backfill runs."""
+    """When the oldest running backfill was made; None when no backfill runs (so a host reads
+    backfills only on turns when one does)."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -353,10 +341,8 @@ class Wakeups:
 
 
 def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups:
-    """In one indexed statement, whatever the catalog's size: the earliest ``due_at`` of the
-    schedules not in ``skip`` (jobs this host leaves alone), ``not_before`` of a pending run,
-    lease expiry of a running run, ``queued_at`` of a manual run no claim has looked at, and
-    ``created_at`` of an unfinished backfill."""
+    """The :class:`Wakeups`, leaving out the schedules and pending runs of ``skip``, in one
+    indexed statement whatever the catalog's size."""
     row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
     return Wakeups(*(value if isinstance(value, datetime) else None for value in row.one()))
 
@@ -417,16 +403,11 @@ def claim_work(
     """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only), of which at
     most ``backfill_slots`` are backfilled occurrences, taken in the slots the rest left.
 
-    ``skip`` names jobs not to touch (unknown to this host, or set aside as corrupt).
-    ``run_id`` narrows the claim to that one pending run, ``backfill_id`` to that backfill's
-    runs and due retries (a command that runs them itself);
-    ``schedules_only`` limits it to those jobs' schedules (the one-job-at-a-time fallback after
-    a batch failed). ``pending`` False leaves out the read of pending runs: the caller knows
-    none is due (a statement less on every turn of a busy host). ``early_until`` also claims,
-    in the slots left, occurrences due after ``now`` up to it, each started at its own instant
-    (its claim's ``started_at``): a host that claims just before an occurrence starts it on
-    time, not a claim's length late. Only an occurrence that would run as it stands is taken
-    early; any other row is left to the claim at its instant.
+    ``skip`` names jobs not to touch; ``run_id``, ``backfill_id`` and ``schedules_only`` narrow
+    the claim (see :func:`claim`). ``pending`` False leaves out the read of pending runs: the
+    caller knows none is due. ``early_until`` also claims, in the slots left, occurrences due
+    after ``now`` up to it, each started at its own instant (its claim's ``started_at``); only
+    one that would run as it stands is taken early.
     """
     batch = ClaimBatch()
     skipped = list(skip)
@@ -639,7 +620,6 @@ class _ClaimWork:
         self._start_new(job, at, plan.source, at)
 
     def write(self) -> None:
-        """Everything the batch decided, in a few statements, added to the batch."""
         connection = self._connection
         self._groups.write()
         self._batch.group_waits.update(self._groups.waits)
@@ -731,7 +711,6 @@ class _ClaimWork:
         return self._rules.may_start(job.row.job_name, job.live_runs, job.lease_live)
 
     def _start_pending(self, job: _Job, run: RunRecord, reason: str | None) -> None:
-        """Start a pending run: a manual run, a retry or a backfill's run."""
         claim = Claim(
             run_id=run.id,
             job_name=run.job_name,
@@ -775,7 +754,6 @@ class _ClaimWork:
         )
 
     def _start(self, job: _Job, claim: Claim) -> Claim:
-        """``claim`` started, with the job's next fencing token and a lease."""
         name = job.row.job_name
         job.token += 1
         if claim.backfill_id is None:
@@ -852,21 +830,13 @@ class _Group:
 class GroupGate:
     """The slots of every concurrency group, as one claim transaction sees and takes them.
 
-    At most N runs of a group at once, across every replica. A group's slots are held by its
-    jobs' running runs whose lease has not expired, so a slot frees when its run ends or when
-    the lease of a dead host's run runs out. The gate counts inside the claim's own
-    transaction, under a lock on the groups' rows (PostgreSQL: ``FOR UPDATE``, taken once per
-    claim and in name order, so two claims never wait on each other in a circle; SQLite: the
-    claim's transaction already holds the database), so two replicas never both take the last
-    slot.
-
-    What finds its group full waits rather than being dropped: a due schedule row keeps its
-    occurrence and is looked at again after :data:`RECHECK` (``group_waiting_since`` says since
-    when it waits); a retry or a queued manual run stays pending with ``not_before`` moved on.
-    A free slot goes to the group's oldest waiting occurrence first: a younger occurrence is let
-    in only while more slots are free than older occurrences wait for them, so no job of a busy
-    group starves. A waiting row nobody has looked at for :data:`_STALE` (its job is known to no
-    live host) stops holding its place.
+    A group's slots are held by its jobs' running runs whose lease has not expired. The gate
+    counts inside the claim's transaction, under a lock on the groups' rows, so two replicas
+    never both take the last slot. What finds its group full waits: a due schedule row keeps its
+    occurrence and is looked at again after :data:`RECHECK`; a retry or a queued manual run
+    stays pending with ``not_before`` moved on. A free slot goes to the group's oldest waiting
+    occurrence first, so no job of a busy group starves; a waiting row nobody has looked at for
+    :data:`_STALE` (its job is known to no live host) stops holding its place.
     """
 
     def __init__(self, connection: Connection, now: datetime) -> None:
@@ -958,8 +928,6 @@ class GroupGate:
                 statement = update(key.table).where(key.in_(cleared))
                 connection.execute(statement.values(group_waiting_since=None))
 
-    # -- reading the groups ------------------------------------------------------------------
-
     def _group(self, name: str | None) -> _Group | None:
         if name is None:
             return None
@@ -1032,19 +1000,13 @@ def _claim_backfills(
     to take them).
 
     A backfill's occurrences wait as pending runs of it (priority 2, see
-    :mod:`jobhost.store.backfills`). This reads the running backfills with room (fewer runs in
-    flight, or retries waiting, than their ``concurrency``) together with their job's schedule
-    row (both locked, so one replica at a time counts a backfill's runs) and the job's own live
-    runs; a paused job's backfill waits. For each, one statement locks its next waiting
-    occurrences, oldest first; they start as any claim's pending runs do, and the job's fencing
-    token moves past them.
+    :mod:`jobhost.store.backfills`). Its schedule row is locked with it, so one replica at a time
+    counts a backfill's runs; a paused job's backfill waits.
 
     A backfill yields to the schedule, never the other way round: it starts a run only when the
-    job's overlap policy allows one beside the job's own live runs (scheduled, manual, retried),
-    and up to its ``concurrency`` beside each other; its runs do not take the job's lease, so
-    the overlap rule of the job's scheduled occurrences never counts them. The job's
-    concurrency group is asked as for any run. A retry of a backfill's run (priority 1) is an
-    ordinary pending run that any host's claim takes, also without the job's lease.
+    job's overlap policy allows one beside the job's own live runs, and up to its
+    ``concurrency`` beside each other; its runs (and their retries) do not take the job's lease,
+    so the overlap rule of the job's scheduled occurrences never counts them.
     """
     if only is not None:
         finish_backfills(connection, now, [only])
@@ -1094,10 +1056,6 @@ def _claim_backfills(
 # divide the work instead of queueing on it; on SQLite the transaction holds the file.
 
 _DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
-"""The schedule columns a claim reads, in :class:`~jobhost.records.DueSchedule`'s order."""
-
-
-# -- reads ----------------------------------------------------------------------------------------
 
 
 def _live_runs(connection: Connection, job_name: str, now: datetime) -> list[RunRecord]:
@@ -1157,9 +1115,6 @@ def oldest_due(connection: Connection) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
-# -- writes ---------------------------------------------------------------------------------------
-
-
 _MOVED = ("next_occurrence", "due_at", "missed_through")
 _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
 
@@ -1188,9 +1143,6 @@ def _move_schedules(
     connection.execute(
         statement, rows_json(rows) if connection.dialect.name == "postgresql" else rows
     )
-
-
-# -- the statements, built once -------------------------------------------------------------------
 
 
 def _due_pending_query(dialect: str) -> Any:

@@ -15,10 +15,6 @@ and :func:`is_read_only` lets a command that writes refuse with a clear message 
 
 The store's time is the database's clock on PostgreSQL, the host's on SQLite (see
 :mod:`jobhost.clock` for why).
-
-The SQL that differs between SQLite and PostgreSQL (inserts that ignore duplicates, row locks,
-rows passed as one JSON parameter) and the instant column type the schema shares are here too,
-as is the one retry policy for store calls (:class:`StoreRetry`).
 """
 
 from __future__ import annotations
@@ -135,17 +131,11 @@ def create_store_engine(
 
     Without ``create``, connecting to an SQLite file that does not exist fails instead of making
     a new, empty one. On PostgreSQL, ``connect_timeout`` (seconds) bounds opening a connection,
-    waiting for a free one in the pool, and data the server does not acknowledge (a network
-    that drops packets); ``statement_timeout`` bounds each statement on the server; 0 turns
-    either off. ``idle_transaction_timeout`` ends, on the server, a transaction left idle that
-    long (0: never): a process frozen inside a transaction (stopped, swapped out, a stalled VM)
-    would otherwise keep its rows locked, and every other replica skips locked rows, so the
-    runs of a host frozen past its lease could not be taken over until it thawed. SQLite waits
-    for its write lock up to its own busy timeout, threads of this process likewise. Every wait
-    for a PostgreSQL server ends after ``statement_timeout`` plus :data:`DEADLINE_MARGIN` (none
-    when ``statement_timeout`` is 0); see :mod:`jobhost.store.deadline`. ``pooling`` and
-    ``listen_url``: PostgreSQL behind a transaction-mode pooler
-    (:mod:`jobhost.store.pooling`).
+    waiting for a free one in the pool, and unacknowledged data; ``statement_timeout`` bounds
+    each statement on the server; 0 turns either off. ``idle_transaction_timeout`` ends a
+    transaction left idle that long (0: never): a process frozen inside one would keep its rows
+    locked, and every other replica skips locked rows, so its runs could not be taken over.
+    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -210,13 +200,9 @@ def lift_deadline(connection: Connection) -> None:
 
 
 def answers(engine: Engine, within: float = 1.0) -> bool:
-    """Whether the store answered a trivial read within ``within`` seconds, lately.
-
-    One look at a time per engine, on a thread of its own, and its answer stands for
-    :data:`_ANSWER_FRESH` seconds: a caller waits at most ``within`` however the store hangs,
-    and callers in a crowd cost one read a second. A look still waiting is a store that does
-    not answer.
-    """
+    """Whether the store answered a trivial read within ``within`` seconds, lately: one look
+    at a time per engine, on a thread of its own, its answer standing for
+    :data:`_ANSWER_FRESH` seconds, so callers in a crowd cost one read a second."""
     look = _LOOKS.setdefault(engine, _Look())
     return look.answered(engine, within)
 
@@ -381,7 +367,7 @@ class StoreTime:
         return self.noted(store_now(self._engine, self._clock), time.monotonic())
 
     def noted(self, now: datetime, at: float) -> datetime:
-        """Note ``now`` as the store's time read at ``at`` (monotonic), as a claim read it."""
+        """Note ``now`` as the store's time read at ``at`` (monotonic)."""
         self._read_at = (now, at)
         return now
 
@@ -495,10 +481,8 @@ _BUILT: dict[tuple[str, str], Any] = {}
 
 
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
-    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only).
-
-    SQLite needs nothing: every store transaction there holds the database write lock.
-    """
+    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
+    SQLite transaction of the store holds the write lock)."""
     if connection.dialect.name == "postgresql":
         return statement.with_for_update(skip_locked=True)
     return statement
@@ -507,13 +491,9 @@ def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
 def insert_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> int:
-    """Insert ``rows``, silently keeping the existing row where ``columns`` collide; how many
-    went in (counted from RETURNING: drivers do not all report a rowcount for this insert).
-
-    One statement for the whole list (SQLAlchemy batches it into multi-row inserts on SQLite;
-    see :func:`json_rows` for PostgreSQL), so a first sync of 10,000 jobs is a few round trips,
-    not 10,000.
-    """
+    """Insert ``rows`` in one statement (see :func:`insert_returning_new`), silently keeping
+    the existing row where ``columns`` collide; how many went in (counted from RETURNING:
+    drivers do not all report a rowcount for this insert)."""
     return len(insert_returning_new(connection, table, rows, columns))
 
 
@@ -527,14 +507,9 @@ def copy_ignoring_duplicates(
     """Insert many ``rows`` as :func:`insert_ignoring_duplicates` does (a row colliding on the
     unique ``column`` keeps the existing one); return the ``column`` values that went in.
 
-    On PostgreSQL the rows travel by ``COPY`` into a temporary table and move over in one
-    ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: ``COPY`` formats rows in C and streams
-    them (an array parameter per column, which psycopg dumps element by element in Python,
-    spent two seconds on a first sync of 10,000 jobs before the first statement left). The
-    ``ON CONFLICT`` stays on the real table, so hosts starting together on an empty store still
-    end with one row per key. Fewer than :data:`COPY_FROM` rows (a runtime job, a backfill's
-    job) go in one plain statement: a temporary table is four round trips and a write to the
-    system catalog.
+    On PostgreSQL the rows travel by ``COPY`` (formatted in C) into a temporary table and move
+    over in one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` on the real table. Fewer than
+    :data:`COPY_FROM` rows go in one plain statement: a temporary table is four round trips.
     """
     if not rows:
         return set()
@@ -605,12 +580,9 @@ def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
     """PostgreSQL: rows to select from, decoded from one JSON parameter (see
     :func:`rows_json`), with a column of each ``(name, type)`` in ``columns``.
 
-    A batch statement built on it has the same text whatever the batch size, so psycopg parses
-    it once and the server prepares it, where a multi-row VALUES list or an executemany
-    changes with every size or sends a statement per row. The rows travel as one string that
-    the standard library's C encoder writes: an array parameter per column, which psycopg
-    dumps element by element in Python, cost a busy host a sixth of its CPU. (On SQLite, in
-    the same process, decoding JSON costs what an executemany's binding does: it keeps those.)
+    A batch statement built on it has the same text whatever the batch size, so the server
+    prepares it once; the rows travel as one string the C encoder writes (an array parameter
+    per column, dumped element by element in Python, cost a busy host a sixth of its CPU).
     """
     return (
         func.json_to_recordset(cast(bindparam(_ROWS, type_=Text), JSON))
@@ -647,10 +619,9 @@ def execute_isolating(
 ) -> list[dict[str, Any]]:
     """Run ``statement`` for every row; return the rows the database refused.
 
-    The whole batch is tried once; when it is refused for a reason other than the store being
-    away (a trigger, a constraint, a corrupt row), each row is tried alone, so one bad row costs
-    only itself and the batch's other writes stand. ``isolate=False`` runs the batch plainly
-    (no savepoints) for a caller that retries the whole transaction isolated when it fails.
+    When the batch is refused for a reason other than the store being away, each row is tried
+    alone, so one bad row costs only itself. ``isolate=False`` runs the batch plainly (no
+    savepoints) for a caller that retries the whole transaction isolated when it fails.
     """
     if not rows:
         return []
@@ -714,8 +685,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return dialect.type_descriptor(DateTime(timezone=True))
 
     def bind_processor(self, dialect: Dialect) -> Any:
-        """A direct conversion of each value, as :meth:`result_processor` is; on SQLite the
-        remembered text of each instant (see :func:`_sqlite_text`)."""
+        """A direct conversion of each value, as :meth:`result_processor` is."""
         return _sqlite_text_or_none if dialect.name == "sqlite" else _aware_or_none
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
@@ -785,10 +755,8 @@ def _sqlite_text_or_none(value: datetime | None) -> str | None:
 
 def _sqlite_text(value: datetime) -> str:
     """The SQLite text of ``value``, remembered: a claim of a thousand runs binds the same few
-    instants (the occurrence, now, the lease's end) thousands of times, and a record binds each
-    run's start and end twice (the run's row, then its job's summary). Formatting one costs a
-    microsecond or two; looking it up, a twentieth of that. Shared by every column and thread:
-    a dict's get and set are atomic, and two threads formatting one instant write one text."""
+    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
+    every thread: a dict's get and set are atomic."""
     # A naive value equals no aware key, so it misses here and _utc_instant refuses it.
     known = _TEXTS.get(value)
     if known is None:
@@ -803,10 +771,7 @@ def _sqlite_text(value: datetime) -> str:
 _TEXTS: dict[datetime, str] = {}
 
 
-# The one retry policy for store calls, built on tenacity.
-
 _T = TypeVar("_T")
-
 
 _SQLITE_AWAY = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
 """An SQLite store's file that cannot be written (a full disk, a failing one): it comes back
@@ -833,15 +798,9 @@ class _Stopped(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
-    """How one kind of store call is retried, and what its failures say in the log.
-
-    A call is tried again while it fails as :attr:`retry_on` accepts, pausing as :attr:`waits`
-    says, until it succeeds or :attr:`max_attempts`, :attr:`give_up` or :attr:`stopping` (which
-    also cuts a pause short) says enough; then its last error is raised for the caller to judge.
-    The operator reads the same for every call: one warning when an outage starts (or one per
-    failure, for a call that fails rarely and alone), and one line when the store answers again.
-    The object holds no state of its own: threads may share it, each call retries alone.
-    """
+    """How one kind of store call is retried, and what its failures say in the log: one
+    warning when an outage starts (or one per failure) and one line when the store answers
+    again. Once it stops trying, the last error is raised. Threads may share it."""
 
     what: str
     """Names the call in the log: ``"heartbeat"``, ``"recording finished runs"``."""

@@ -3,11 +3,9 @@ lines of their logs), retries queued, leases renewed by the heartbeat, unstarted
 back, dead hosts' runs abandoned, the host's own row started and stopped; and what a running job
 writes itself: its log lines and its fenced state (:class:`StoreJobState`).
 
-The operations that take an engine open one transaction each. Outcomes are written in batches:
-one transaction records every run a host finished since the last write, in a few statements
-whatever their number, and never re-reads a schedule row. What a job's retry policy makes of an
-abandoned run is the caller's to say (``retries_for``): the store queues what it is given in
-the transaction that recorded the runs abandoned.
+The operations that take an engine open one transaction each. One transaction records every
+run a host finished since the last write, in a few statements whatever their number. What a
+job's retry policy makes of an abandoned run is the caller's to say (``retries_for``).
 """
 
 from __future__ import annotations
@@ -60,7 +58,6 @@ from jobhost.store.signals import notify
 _log = logging.getLogger("jobhost.store")
 
 __all__ = [
-    "Beat",
     "Recorded",
     "StoreJobState",
     "abandon_dead_runs",
@@ -142,12 +139,8 @@ def start_host(
     retries_for: RetriesFor,
 ) -> None:
     """Register the host (see :func:`register_host`) and record ``abandoned`` the runs an
-    earlier process of ``host_id`` left running, queueing their retries.
-
-    Every run still running under ``host_id`` belongs to an earlier incarnation of the id,
-    which is dead (:func:`register_host` refuses an id a live process holds) and this one has
-    claimed nothing yet. Without this, a restart under a fixed id would keep the id alive and
-    its dead runs ``running`` for ever."""
+    earlier, dead process of ``host_id`` left running, queueing their retries: else a restart
+    under a fixed id would keep the id alive and its dead runs ``running`` for ever."""
     with writing(engine, clock) as (connection, now):
         register_host(
             connection,
@@ -219,12 +212,9 @@ def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Cl
     """Give back runs this host claimed but never started (its claim-ahead queue, at shutdown);
     return the ids released.
 
-    A released run becomes a pending run due at once, keeping its id, occurrence, attempt,
-    source, idempotency key and backfill: the claim path starts it again, on another replica or
-    on this host after its restart, with a new fencing token, exactly as it starts a retry. Its
-    job's schedule lease, if the released run held it, is let go, so the job's overlap rule does
-    not wait for a lease that nobody renews. Only runs still ``running`` on this host are
-    touched; a run another host took over in the meantime is left alone.
+    A released run becomes a pending run due at once, keeping its id and work: any claim
+    starts it again with a new fencing token, as it starts a retry. Its job's schedule lease,
+    if the run held it, is let go, so the overlap rule does not wait for a lease nobody renews.
     """
     if not run_ids:
         return set()
@@ -303,14 +293,10 @@ def record_outcomes(
     *,
     isolate: bool = True,
 ) -> set[str]:
-    """Record the outcomes this host still owns; return the run ids recorded.
-
-    A run missing from the answer was no longer this host's (another replica recorded it
-    abandoned after its lease expired): the ledger keeps that verdict and its retry is not
-    queued twice. ``isolate`` tries each row alone when the batch is refused (see
-    :func:`~jobhost.store.engine.execute_isolating`); without it a refusal fails the whole
-    transaction.
-    """
+    """Record the outcomes this host still owns; return the run ids recorded. A run missing
+    from the answer was recorded abandoned by another replica: the ledger keeps that verdict.
+    ``isolate`` tries each row alone when the batch is refused; without it a refusal fails the
+    whole transaction."""
     if not outcomes:
         return set()
     finishes = [
@@ -461,13 +447,9 @@ def renew_leases(
 def abandon_expired_runs(
     connection: Connection, now: datetime, *, implausible: timedelta
 ) -> list[RunRecord]:
-    """Record ``abandoned`` every running run whose host stopped renewing its lease.
-
-    A run counts as abandoned when its lease expired (or lies further ahead than ``implausible``,
-    which no renewal sets: a corrupt value) and its host is gone: stopped, or silent for three
-    heartbeats. A live host whose lease ran out while the store was away renews it on return,
-    so its runs are left to it. Each abandonment advances the job's fencing token, so the run
-    can no longer write state; the conditional update makes exactly one replica record it.
+    """Record ``abandoned`` every running run whose lease expired (or lies further ahead than
+    ``implausible``, which no renewal sets) and whose host is gone: stopped, or silent for three
+    heartbeats. A live host whose lease ran out while the store was away renews it on return.
     """
     candidates = [
         RunRecord.from_row(r)
@@ -551,8 +533,9 @@ def _after_abandoning(
 def _abandon_runs(
     connection: Connection, gone: list[RunRecord], now: datetime, messages: dict[str, str]
 ) -> list[RunRecord]:
-    """Record ``abandoned``, with its message, each run of ``gone`` still running; return those
-    recorded. Each advances its job's fencing token, so the run can no longer write state."""
+    """Record ``abandoned``, with its message, each run of ``gone`` still running (so exactly one
+    replica records it); return those recorded. Each advances its job's fencing token, so the
+    run can no longer write state."""
     if not gone:
         return []
     refused = execute_isolating(
@@ -678,13 +661,9 @@ def _execute_batch(
     isolate: bool,
 ) -> list[dict[str, Any]]:
     """Run the statement ``build`` makes for every row; return the rows refused (see
-    :func:`~jobhost.store.engine.execute_isolating`).
-
-    On PostgreSQL, unless each row is to be tried alone, one statement takes every row from
-    JSON (see :func:`~jobhost.store.engine.json_rows`): one statement a batch, its text the same
-    for every size. The statement names its values through ``value(name, type)``: a bind
-    parameter per row, or the JSON rows' column.
-    """
+    :func:`~jobhost.store.engine.execute_isolating`). On PostgreSQL, unless each row is to be
+    tried alone, one statement takes every row from JSON; ``build`` names its values through
+    ``value(name, type)``: a bind parameter per row, or the JSON rows' column."""
     if not rows:
         return []
     if connection.dialect.name != "postgresql" or isolate:
@@ -805,15 +784,10 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-# Durable per-job state behind ``JobContext.state``, fenced by the run's own lease.
-#
-# A run's state writes are fenced by its own run row: the write locks that row and goes through
-# only while the run is still ``running``, owned by this host, with an unexpired lease and the
-# fencing token it was claimed with. A run that was recorded abandoned (its lease expired and
-# another replica took the job over) gets ``StaleLeaseError`` and changes nothing, so it can
-# neither move a cursor backwards nor mark work done twice. A newer run of the same job does not
-# fence an older live one: under ``overlap = "allow"`` both keep writing.
-#
+# Durable per-job state behind ``JobContext.state``. A run's writes go through only while its
+# run row is still ``running``, owned by this host, with an unexpired lease and the fencing
+# token it was claimed with; else ``StaleLeaseError``, and nothing changes. A newer run of the
+# same job does not fence an older live one: under ``overlap = "allow"`` both keep writing.
 # A state that belongs to no run (tools, tests) is fenced by the job's schedule token instead.
 
 
