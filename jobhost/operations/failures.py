@@ -27,8 +27,8 @@ from jobhost.records import (
     RunRecord,
     work_key,
 )
+from jobhost.records import Acknowledged as Acknowledgement
 from jobhost.store import Store
-from jobhost.store.actions import Acknowledged as Acknowledgement
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [

@@ -34,10 +34,10 @@ from jobhost.records import (
     RunRecord,
     work_key,
 )
+from jobhost.records import CancelWritten as CancelAsked
+from jobhost.records import RetryWritten as RetryQueued
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
-from jobhost.store.actions import CancelWritten as CancelAsked
-from jobhost.store.actions import RetryWritten as RetryQueued
 
 __all__ = [
     "LAST_LINES",

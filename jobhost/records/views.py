@@ -78,3 +78,33 @@ NOT_ATTEMPTS = ("missed", "skipped", PENDING)
 
 
 GUESS_KEY_LENGTH = 200
+
+
+# What an operator's action on one run wrote, as the store answers it.
+
+
+@dataclass(frozen=True)
+class RetryWritten:
+    """The retry queued: ``run_id`` the new run at ``attempt``, ``retry_of`` the run retried."""
+
+    run_id: str
+    attempt: int
+    retry_of: RunRecord
+    at: datetime
+
+
+@dataclass(frozen=True)
+class CancelWritten:
+    """``state``: ``requested`` (written on the running run), ``already`` (asked before),
+    ``cancelled`` (pending: recorded cancelled) or ``started`` (a pending run started meanwhile:
+    nothing written)."""
+
+    run: RunRecord
+    state: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    run: RunRecord
+    at: datetime

@@ -35,10 +35,13 @@ from jobhost.records import (
     PENDING,
     PRIORITY_MANUAL,
     RUNNING,
+    Acknowledged,
     BackfillRecord,
+    CancelWritten,
     DesiredSchedule,
     LiveRun,
     Resolution,
+    RetryWritten,
     RunRecord,
     ScheduleRecord,
     StateChange,
@@ -59,10 +62,7 @@ from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
 
 __all__ = [
-    "Acknowledged",
-    "CancelWritten",
     "Paused",
-    "RetryWritten",
     "ack_logged",
     "backfill_logged",
     "cancel_backfill_logged",
@@ -233,16 +233,6 @@ def _iso(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class RetryWritten:
-    """The retry queued: ``run_id`` the new run at ``attempt``, ``retry_of`` the run retried."""
-
-    run_id: str
-    attempt: int
-    retry_of: RunRecord
-    at: datetime
-
-
 def retry_logged(
     engine: Engine,
     run_id: str,
@@ -272,17 +262,6 @@ def retry_logged(
             reason=reason,
         )
     return RetryWritten(new_id, attempt, run, now)
-
-
-@dataclass(frozen=True)
-class CancelWritten:
-    """``state``: ``requested`` (written on the running run), ``already`` (asked before),
-    ``cancelled`` (pending: recorded cancelled) or ``started`` (a pending run started meanwhile:
-    nothing written)."""
-
-    run: RunRecord
-    state: str
-    at: datetime
 
 
 def cancel_logged(
@@ -424,12 +403,6 @@ def _finish_pending(
     )
     notify(connection)
     return bool(result.rowcount)
-
-
-@dataclass(frozen=True)
-class Acknowledged:
-    run: RunRecord
-    at: datetime
 
 
 def ack_logged(
