@@ -98,7 +98,7 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     from jobhost.envelope.reporting import configure_telemetry
     from jobhost.firing.slots import Finished
     from jobhost.firing.tick import Ticker
-    from jobhost.store import create_store_engine, upgrade
+    from jobhost.store import Store
 
     directory = Path(tempfile.mkdtemp(prefix="jobhost-instructions-"))
     url, drop = _private_store(store, postgres_url, directory)
@@ -109,23 +109,24 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
         log_level="WARNING",
     )
     catalog = build_catalog(settings, environ={"JOBHOST_LOAD_PLUGINS": ""})
-    engine = create_store_engine(url)
-    upgrade(engine)
     moment = [datetime(2026, 1, 5, 12, 0, tzinfo=UTC)]
 
     def clock() -> datetime:
         return moment[0]
 
+    store = Store.open(url, clock)
+    store.upgrade()
+
     telemetry = configure_telemetry()
     ticker = Ticker(
-        engine.with_clock(clock),
+        store,
         catalog.jobs,
         host_id="instructions",
         lease_duration=settings.lease_duration,
         telemetry=telemetry,
     )
     envelope = RunEnvelope(
-        engine.with_clock(clock),
+        store,
         host_id="instructions",
         grace=timedelta(seconds=1),
         telemetry=telemetry,
@@ -151,7 +152,7 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
             record(finished)
         envelope.flush_reports(30)
     finally:
-        engine.dispose()
+        store.dispose()
         drop()
         shutil.rmtree(directory, ignore_errors=True)
 
