@@ -504,7 +504,8 @@ def job_status(
     waiting: bool = False,
 ) -> Status:
     """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
-    ``waiting`` when work of the job waits for a slot of its concurrency group."""
+    ``waiting`` when work of the job waits for a slot of its concurrency group. The first that
+    applies wins, in the order of the statuses' table in ``docs/operations/commands.md``."""
     if state != "enabled":
         return state
     if "invalid" in codes:
