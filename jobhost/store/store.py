@@ -206,7 +206,6 @@ class Store:
     ack_logged = _Own(actions.ack_logged)
     change_state_logged = _Own(actions.change_state_logged)
     before_trigger = _Own(claims.before_trigger)
-    run_progress = _Own(claims.run_progress)
     purge_runs = _Own(purge.purge_runs)
     purge_by_age = _Own(purge.purge_by_age)
 
