@@ -214,7 +214,6 @@ class Store:
     remove_runtime_job = _Own(runtime.remove_runtime_job)
     changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
-    list_changes = _Read(runtime.list_changes)
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
