@@ -20,7 +20,7 @@ from jobhost.errors import (
     StoreReadOnlyError,
     StoreUnavailableError,
 )
-from jobhost.store import Store, StoreError, head_revision
+from jobhost.store import Store, StoreError, check_not_newer, head_revision
 from jobhost.store.engine import sqlite_path
 from jobhost.store.pooling import startup_refused
 
@@ -199,10 +199,11 @@ def check_store(settings: Settings, store: Store, *, write: bool, check_pooler: 
 def check_current(settings: Settings, store: Store) -> None:
     """Refuse a store that is unreachable or not at the current schema."""
     try:
-        current = store.is_current()
+        current = store.current_revision()
     except StoreError as error:
         raise _unreachable(settings, "cannot reach", error) from None
-    if not current:
+    check_not_newer(current)
+    if current != head_revision():
         raise StoreUnavailableError(
             f"the store at {redact_url(settings.database_url)} is not at schema revision "
             f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "

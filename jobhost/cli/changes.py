@@ -11,6 +11,7 @@ from jobhost.cli._app import cli
 from jobhost.cli._context import opened_store, settings_of
 from jobhost.cli._options import json_option
 from jobhost.operations.changes import change_json, change_line
+from jobhost.records import ChangeSearch
 
 __all__ = ["changes"]
 
@@ -37,7 +38,7 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     Exit status: 0 (also when there is no change to show).
     """
     with opened_store(settings_of(ctx)) as store:
-        found = store.list_changes(job_name=job, limit=limit, newest=True)
+        found = store.search_changes(ChangeSearch(job=job), limit)[::-1]
     if as_json:
         click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
         return

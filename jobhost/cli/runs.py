@@ -210,7 +210,7 @@ def _retry_failed(
                 require_known_job(None, store, job)
             except UnknownJobError as error:
                 _usage(f"--job: {error}")
-        jobs = tuple(store.module_jobs(module)) if module is not None else None
+        jobs = tuple(sorted(store.list_schedules(module=module))) if module is not None else None
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
         query = FailureQuery(since=since_instant(since, _usage), job=job, jobs=jobs)

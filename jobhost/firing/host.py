@@ -37,7 +37,7 @@ from jobhost.firing.slots import Finished, HostStatus, OutcomeRecorder, WorkerSl
 from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
-from jobhost.store import Store, StoreError
+from jobhost.store import Store, StoreError, check_not_newer
 from jobhost.store.engine import (
     DEADLINE_MARGIN,
     DEFAULT_STATEMENT_TIMEOUT,
@@ -216,8 +216,8 @@ class Host:
         )
         self._runtime.start()
         plan = self._ticker.sync(self.store.now())
-        self.store.mark_synced(
-            self.host_id, catalog_version=self._ticker.catalog_version, clock=self.clock
+        self.store.mark_host(
+            self.host_id, self.clock, "synced", catalog_version=self._ticker.catalog_version
         )
         for added in plan.added:
             _log.info("plan: add %s (%s)", added.job_name, added.describe())
@@ -345,7 +345,7 @@ class Host:
         if not self._envelope.flush_reports(min(grace, 5.0)):
             _log.warning("stopping with audit records still queued for a slow sink")
         try:
-            self.store.mark_stopped(self.host_id, self.clock)
+            self.store.mark_host(self.host_id, self.clock, "stopped")
         except StoreError as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
         self.telemetry.shutdown(min(5.0, grace))
@@ -418,7 +418,7 @@ class Host:
         """Whether a newer release upgraded the store under this host: then say so in one line
         and stop, so that the orchestrator starts the newer release in its place."""
         try:
-            self.store.is_current()
+            check_not_newer(self.store.current_revision())
         except SchemaTooNewError as error:
             if not self._stopping.is_set():
                 _log.error("%s; this host stops", error)

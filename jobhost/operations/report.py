@@ -667,18 +667,7 @@ class Overview:
 def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
     """Every job with its status, from one read of the schedule, host and running tables."""
     with uncollected():
-        now, (snapshot, running) = store.summary_snapshot()
-        for name, row in snapshot.schedules.items():
-            last = LastAttempt.recorded(row)
-            if last is not None:
-                snapshot.last_runs[name] = last
-            if row.last_success_at is not None:
-                snapshot.last_success[name] = row.last_success_at
-        for run in running:  # oldest first: the newest running attempt is the last one
-            snapshot.running.setdefault(run.job_name, []).append(run)
-            snapshot.last_runs[run.job_name] = LastAttempt.of(run)
-            if run.lease_expires_at is not None and run.lease_expires_at < now:
-                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
+        _, snapshot = store.summary_snapshot()
         return report_from(settings, catalog, snapshot)
 
 

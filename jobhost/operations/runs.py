@@ -407,9 +407,9 @@ def _watching(
             check_hosts = time.monotonic() >= next_check
             if check_hosts:
                 next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            seen = store.run_progress(run_id, store.clock, check_hosts=check_hosts)
-            assert seen.run is not None, f"run {run_id} disappeared"
-            yield seen.run, seen.hosts_alive
+            run = store.get_run(run_id)
+            assert run is not None, f"run {run_id} disappeared"
+            yield run, bool(store.hosts()[1]) if check_hosts else None
             left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
             signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
 
@@ -440,8 +440,8 @@ class RunRetry:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
         :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = self.store.run_progress(run_id, self.store.clock, check_hosts=True)
-        alive, old = seen.hosts_alive, seen.run
+        old = self.store.get_run(run_id)
+        _, alive = self.store.hosts()
         if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
             raise ActionRefused(
                 f"job {old.job_name} of run {run_id} is not declared by this installation and "

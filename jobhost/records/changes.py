@@ -156,14 +156,16 @@ class JobChange:
 
 @dataclass(frozen=True, slots=True)
 class ChangeSearch:
-    """Each field narrows the search when set; ``before_id`` is the page's cursor."""
+    """Each field narrows the search when set; ``before_id`` or ``after_id`` is the page's
+    cursor."""
 
     actor: str = ""
     action: str = ""
-    job: str = ""
+    job: str | None = None
     module: str = ""
     since: datetime | None = None
     before_id: int | None = None
+    after_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

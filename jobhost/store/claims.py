@@ -63,7 +63,7 @@ from jobhost.store.engine import (
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
 from jobhost.store.registry import sync_schedules
-from jobhost.store.reports import get_run, get_schedule
+from jobhost.store.reports import get_schedule
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
@@ -89,7 +89,6 @@ __all__ = [
     "look_ahead",
     "next_wakeups",
     "oldest_due",
-    "run_progress",
     "settled_backfill",
     "sync_catalog",
 ]
@@ -231,25 +230,6 @@ def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool)
             [h for h in list_hosts(connection) if h.alive(now)],
             group_summaries(connection, now) if with_groups else [],
         )
-
-
-@dataclass(frozen=True)
-class RunSeen:
-    """A run (None: no such run) and, when asked for, whether any host is alive."""
-
-    run: RunRecord | None
-    hosts_alive: bool | None = None
-
-
-def run_progress(engine: Engine, run_id: str, clock: Clock, *, check_hosts: bool) -> RunSeen:
-    """Where run ``run_id`` stands; with ``check_hosts``, whether any host is alive."""
-    with reading(engine) as connection:
-        run = get_run(connection, run_id)
-        alive = None
-        if check_hosts:
-            now = database_now(connection, clock)
-            alive = any(h.alive(now) for h in list_hosts(connection))
-    return RunSeen(run, alive)
 
 
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:

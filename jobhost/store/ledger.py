@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any
+from typing import Any, Literal
 
 from jobhost_contracts import StaleLeaseError
 from sqlalchemy import bindparam, case, delete, func, select, update
@@ -67,9 +67,8 @@ __all__ = [
     "beat",
     "delete_value",
     "get_value",
+    "mark_host",
     "mark_run_stuck",
-    "mark_stopped",
-    "mark_synced",
     "put_value",
     "record_finished",
     "record_outcomes",
@@ -161,15 +160,17 @@ def start_host(
         _after_abandoning(connection, gone, now, retries_for)
 
 
-def mark_synced(engine: Engine, host_id: str, *, catalog_version: str, clock: Clock) -> None:
-    """Record which catalog the host runs, and that it has written it to the store."""
+def mark_host(
+    engine: Engine,
+    /,
+    host_id: str,
+    clock: Clock,
+    event: Literal["synced", "stopped"],
+    **values: str,
+) -> None:
+    """Stamp the host's ``synced_at`` (with the catalog it wrote and runs) or ``stopped_at``."""
     with writing(engine, clock) as (connection, now):
-        _update_host(connection, host_id, catalog_version=catalog_version, synced_at=now)
-
-
-def mark_stopped(engine: Engine, host_id: str, clock: Clock) -> None:
-    with writing(engine, clock) as (connection, now):
-        _update_host(connection, host_id, stopped_at=now)
+        _update_host(connection, host_id, **values, **{f"{event}_at": now})
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ __all__ = [
     "check_not_newer",
     "current_revision",
     "head_revision",
-    "is_current",
     "known_revisions",
     "upgrade",
 ]
@@ -67,13 +66,6 @@ def current_revision(engine: Engine) -> str | None:
 def head_revision() -> str:
     """The newest revision this version ships (its migrations are numbered linearly)."""
     return max(known_revisions())
-
-
-def is_current(engine: Engine) -> bool:
-    """Whether the schema is this version's newest; raises SchemaTooNewError when it is newer."""
-    current = current_revision(engine)
-    check_not_newer(current)
-    return current == head_revision()
 
 
 @cache

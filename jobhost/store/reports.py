@@ -94,13 +94,15 @@ class LedgerSummary:
 
 
 def list_schedules(
-    connection: Connection, names: Collection[str] | None = None
+    connection: Connection, names: Collection[str] | None = None, *, module: str | None = None
 ) -> dict[str, ScheduleRecord]:
     """Every schedule row, or those of ``names`` (a long list of names is not sent: every row
-    is read and the others dropped here)."""
+    is read and the others dropped here), or of ``module``'s jobs."""
     # Built from a plain row, in the order of its fields: much cheaper than from a mapping, for
     # tens of thousands of rows.
     query = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
+    if module is not None:
+        query = query.where(schedules.c.module == module)
     named = names is not None and len(names) <= _NAMED_AT_MOST
     if names is not None and named:
         query = query.where(schedules.c.job_name.in_(list(names)))
@@ -382,12 +384,6 @@ def _job_runs(
     """Up to ``limit`` of the job's ledger rows that ``where`` keeps, in ``order``."""
     query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)
     return _runs(connection, query)
-
-
-def module_jobs(connection: Connection, module: str) -> list[str]:
-    """The names of the jobs the store holds for ``module``."""
-    query = select(schedules.c.job_name).where(schedules.c.module == module)
-    return sorted(str(name) for name in connection.execute(query).scalars())
 
 
 def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunRecord]:

@@ -55,7 +55,6 @@ __all__ = [
     "get_runtime_job",
     "insert_runtime_job",
     "job_changes",
-    "list_changes",
     "list_runtime_jobs",
     "put_runtime_job",
     "record_change",
@@ -206,34 +205,17 @@ def record_change(
     notify(connection)
 
 
-def list_changes(
-    connection: Connection,
-    *,
-    job_name: str | None = None,
-    after_id: int | None = None,
-    limit: int = 100,
-    newest: bool = False,
+def search_changes(
+    connection: Connection, search: ChangeSearch, limit: int, *, oldest_first: bool = False
 ) -> list[JobChange]:
-    """Changes oldest first, after ``after_id`` (a cursor), for one job or all: the first
-    ``limit`` of them, or with ``newest`` the last."""
-    order = job_changes.c.id.desc() if newest else job_changes.c.id
+    """Up to ``limit`` changes that match, newest first (or the oldest first)."""
+    order = job_changes.c.id if oldest_first else job_changes.c.id.desc()
     query = select(job_changes).order_by(order).limit(limit)
-    if job_name is not None:
-        query = query.where(job_changes.c.job_name == job_name)
-    if after_id is not None:
-        query = query.where(job_changes.c.id > after_id)
-    found = [_change(r) for r in connection.execute(query)]
-    return found[::-1] if newest else found
-
-
-def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> list[JobChange]:
-    """Up to ``limit`` changes that match, newest first."""
-    query = select(job_changes).order_by(job_changes.c.id.desc()).limit(limit)
     if search.actor:
         query = query.where(job_changes.c.actor == search.actor)
     if search.action:
         query = query.where(job_changes.c.action == search.action)
-    if search.job:
+    if search.job is not None:
         query = query.where(job_changes.c.job_name == search.job)
     if search.module:
         # A job's name starts with its module; autoescape keeps a `_` or `%` in it literal.
@@ -242,6 +224,8 @@ def search_changes(connection: Connection, search: ChangeSearch, limit: int) -> 
         query = query.where(job_changes.c.at >= search.since)
     if search.before_id is not None:
         query = query.where(job_changes.c.id < search.before_id)
+    if search.after_id is not None:
+        query = query.where(job_changes.c.id > search.after_id)
     return [_change(row) for row in connection.execute(query)]
 
 

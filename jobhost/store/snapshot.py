@@ -121,19 +121,7 @@ def read_snapshot(
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
         running = store_reports.running_runs(connection, only)
-        snapshot = _snapshot(connection, now, rows)
-        for name, summary in summaries.items():
-            if summary.last_attempt is not None:
-                snapshot.last_runs[name] = summary.last_attempt
-            snapshot.recent_outcomes[name] = summary.recent_outcomes
-            if summary.last_success is not None:
-                snapshot.last_success[name] = summary.last_success
-        for run in running:  # oldest first: the newest running attempt is the last one
-            snapshot.running.setdefault(run.job_name, []).append(run)
-            snapshot.last_runs[run.job_name] = LastAttempt.of(run)
-            if run.lease_expires_at is not None and run.lease_expires_at < now:
-                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
-    return snapshot
+        return _snapshot(connection, now, rows, summaries, running)
 
 
 def _whole_ledger(
@@ -166,7 +154,7 @@ def _whole_ledger(
     return collected
 
 
-def _recorded(rows: Mapping[str, ScheduleRecord]) -> dict[str, LedgerSummary]:
+def _recorded(rows: Mapping[str, ScheduleRow]) -> dict[str, LedgerSummary]:
     """Each job's last finished attempt and last success as its schedule row records them."""
     return {
         name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
@@ -179,21 +167,24 @@ def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
         return read(connection)
 
 
-def summary_snapshot(
-    connection: Connection, now: datetime
-) -> tuple[StoreSnapshot, list[RunRecord]]:
-    """The schedule rows (the columns a report reads), hosts, groups and removals at ``now``,
-    and the running runs (oldest first): the dashboard overview's one read, without the ledger
-    summaries."""
+def summary_snapshot(connection: Connection, now: datetime) -> StoreSnapshot:
+    """The schedule rows (the columns a report reads), hosts, groups, removals and running runs
+    at ``now``, each job's last attempt and success as its row records them: the dashboard
+    overview's one read, without the ledger."""
     rows = store_reports.summary_schedules(connection)
     running = store_reports.running_runs(connection)
-    return _snapshot(connection, now, rows), running
+    return _snapshot(connection, now, rows, _recorded(rows), running)
 
 
 def _snapshot(
-    connection: Connection, now: datetime, rows: Mapping[str, ScheduleRow]
+    connection: Connection,
+    now: datetime,
+    rows: Mapping[str, ScheduleRow],
+    summaries: Mapping[str, LedgerSummary],
+    running: Sequence[RunRecord],
 ) -> StoreSnapshot:
-    """The schedule rows with the hosts, the groups and the API's removals, without the ledger."""
+    """The schedule rows with the hosts, the groups, the API's removals, the jobs' ledger
+    ``summaries`` and the ``running`` runs (oldest first)."""
     snapshot = StoreSnapshot(
         now=now,
         schedules=rows,
@@ -203,6 +194,17 @@ def _snapshot(
     removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
     if removed:
         snapshot.deleted.update(deletions(connection, removed))
+    for name, summary in summaries.items():
+        if summary.last_attempt is not None:
+            snapshot.last_runs[name] = summary.last_attempt
+        snapshot.recent_outcomes[name] = summary.recent_outcomes
+        if summary.last_success is not None:
+            snapshot.last_success[name] = summary.last_success
+    for run in running:  # oldest first: the newest running attempt is the last one
+        snapshot.running.setdefault(run.job_name, []).append(run)
+        snapshot.last_runs[run.job_name] = LastAttempt.of(run)
+        if run.lease_expires_at is not None and run.lease_expires_at < now:
+            snapshot.expired_runs.setdefault(run.job_name, []).append(run)
     return snapshot
 
 

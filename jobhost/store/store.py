@@ -167,7 +167,6 @@ class Store:
     # -- schema ------------------------------------------------------------------------------
     upgrade = _Own(migrate.upgrade)
     current_revision = _Own(migrate.current_revision)
-    is_current = _Own(migrate.is_current)
     audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
     check_live_rows = _ReadAt(integrity.check_live_rows)
@@ -189,8 +188,7 @@ class Store:
 
     # -- hosts and leases --------------------------------------------------------------------
     start_host = _Own(ledger.start_host)
-    mark_synced = _Own(ledger.mark_synced)
-    mark_stopped = _Own(ledger.mark_stopped)
+    mark_host = _Own(ledger.mark_host)
     beat = _Own(ledger.beat)
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
@@ -208,7 +206,6 @@ class Store:
     ack_logged = _Own(actions.ack_logged)
     change_state_logged = _Own(actions.change_state_logged)
     before_trigger = _Own(claims.before_trigger)
-    run_progress = _Own(claims.run_progress)
     purge_runs = _Own(purge.purge_runs)
     purge_by_age = _Own(purge.purge_by_age)
 
@@ -217,7 +214,6 @@ class Store:
     remove_runtime_job = _Own(runtime.remove_runtime_job)
     changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
-    list_changes = _Read(runtime.list_changes)
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
@@ -233,7 +229,6 @@ class Store:
     failure_rows = _ReadAt(failures.failure_rows)
     open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
-    module_jobs = _Read(reports.module_jobs)
     runs_by_id = _Read(reports.runs_by_id)
     runs_by_prefix = _Read(reports.runs_by_prefix)
     list_backfills = _Read(backfills.list_backfills)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from jobhost.records import ChangeSearch
 from jobhost.store import create_store_engine, reading, upgrade
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import search_changes
 from tests.commands import jobhost_command
 from tests.support import SAMPLE_PLUGIN
 
@@ -122,7 +123,10 @@ def test_put_show_list_and_delete_from_the_command_line(jobhost: Cli, tmp_path: 
     assert jobhost("jobs", "show", "hooks.ping").returncode == 2
     engine = create_store_engine(jobhost.url)
     with reading(engine) as connection:
-        log = [(c.action, c.actor, c.reason) for c in list_changes(connection)]
+        log = [
+            (c.action, c.actor, c.reason)
+            for c in search_changes(connection, ChangeSearch(), 100, oldest_first=True)
+        ]
     engine.dispose()
     user = getpass.getuser()
     assert log == [

@@ -14,9 +14,10 @@ import pytest
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
+from jobhost.records import ChangeSearch
 from jobhost.runtime.service import JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade
-from jobhost.store.runtime import get_runtime_job, list_changes
+from jobhost.store.runtime import get_runtime_job, search_changes
 from tests.support import ManualClock
 
 WRITERS = 12
@@ -59,7 +60,9 @@ def test_concurrent_puts_without_if_match_all_succeed_and_the_last_wins(
         assert errors == []
         with reading(engine) as connection:
             row = get_runtime_job(connection, "hooks.race")
-            changes = list_changes(connection, job_name="hooks.race")
+            changes = search_changes(
+                connection, ChangeSearch(job="hooks.race"), 100, oldest_first=True
+            )
         assert row is not None
         # The stored definition is the last recorded change's: the last writer's.
         assert changes[-1].after == row.definition

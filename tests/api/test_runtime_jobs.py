@@ -13,13 +13,14 @@ from sqlalchemy.engine import Engine
 
 from jobhost.catalog import build_catalog
 from jobhost.config import Settings
+from jobhost.records import ChangeSearch
 from jobhost.rules import desired_schedules
 from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
 from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_schedule
-from jobhost.store.runtime import insert_runtime_job, list_changes, list_runtime_jobs
+from jobhost.store.runtime import insert_runtime_job, list_runtime_jobs, search_changes
 from tests.support import ManualClock
 
 PING = {"kind": "http", "interval": "10m", "settings": {"url": "http://127.0.0.1:9/ping"}}
@@ -72,7 +73,7 @@ def test_a_put_writes_the_job_its_schedule_and_the_change_in_one_go(
     assert changed.changed and changed.etag != made.etag
     with reading(engine) as connection:
         moved = get_schedule(connection, "hooks.ping")
-        log = list_changes(connection, job_name="hooks.ping")
+        log = search_changes(connection, ChangeSearch(job="hooks.ping"), 100, oldest_first=True)
     assert moved is not None and moved.next_occurrence == datetime(2027, 1, 1, tzinfo=UTC)
     assert [(c.action, c.actor) for c in log] == [("create", "deployer"), ("change", "x")]
     assert log[1].before is not None and log[1].before["interval"] == "10m"
@@ -123,7 +124,7 @@ def test_every_field_problem_is_named_and_nothing_is_written(
     assert named.problems[0].field == "name"
     with reading(engine) as connection:
         assert get_schedule(connection, "hooks.bad") is None
-        assert list_changes(connection) == []
+        assert search_changes(connection, ChangeSearch(), 100, oldest_first=True) == []
 
 
 def test_declared_names_are_refused_and_only_runtime_jobs_are_removed(
@@ -140,7 +141,7 @@ def test_declared_names_are_refused_and_only_runtime_jobs_are_removed(
     jobs.delete("hooks.ping", actor="remover", if_match=made.etag)
     with reading(engine) as connection:
         row = get_schedule(connection, "hooks.ping")
-        log = list_changes(connection)
+        log = search_changes(connection, ChangeSearch(), 100, oldest_first=True)
     assert row is not None and row.orphaned and row.next_occurrence is None
     assert [(c.action, c.actor, c.after) for c in log][-1] == ("delete", "remover", None)
     assert "hooks.ping" not in jobs.current().jobs
@@ -161,7 +162,10 @@ def test_pause_resume_and_trigger_are_logged_with_the_reason(
     assert queued["status"] == "pending" and queued["run_id"] is None
     assert refused(lambda: jobs.trigger("hooks.none", actor="x", reason="r")).status == 404
     with reading(engine) as connection:
-        log = [(c.action, c.job_name, c.reason) for c in list_changes(connection)]
+        log = [
+            (c.action, c.job_name, c.reason)
+            for c in search_changes(connection, ChangeSearch(), 100, oldest_first=True)
+        ]
     assert log[1:] == [
         ("pause", "hooks.ping", "maintenance"),
         ("resume", "hooks.ping", "done"),

@@ -12,9 +12,10 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import column, inspect, table
 
+from jobhost.records import ChangeSearch
 from jobhost.store import create_store_engine, upgrade
 from jobhost.store.engine import UTCDateTime, reading
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import search_changes
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
@@ -83,7 +84,7 @@ def test_console_actions_are_folded_into_the_change_log(store_url: str) -> None:
         columns = {c["name"] for c in inspect(engine).get_columns("runs")}
         assert {"cancel_requested_by", "cancel_requested_at", "cancel_reason"} <= columns
         with reading(engine) as connection:
-            logged = list_changes(connection)
+            logged = search_changes(connection, ChangeSearch(), 100, oldest_first=True)
         assert [(c.actor, c.action, c.reason, c.at) for c in logged] == [
             ("bob", "pause", "disk", T0),
             ("ann", "trigger", "rerun", T0),

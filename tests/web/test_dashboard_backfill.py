@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, update
 
+from jobhost.records import ChangeSearch
 from jobhost.store import reading
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import search_changes
 from jobhost.store.schema import backfills, runs
 from tests.cli.operator_support import Operator
 from tests.web.console_support import TOKEN, Client, add_operator_token, serve_console
@@ -53,7 +54,10 @@ def test_a_backfill_is_previewed_then_confirmed_and_shown(
     assert 'id="backfills"' in page and "0 of 3 done" in page
     with reading(operator.engine) as connection:
         (row,) = connection.execute(select(backfills)).mappings().all()
-        audit = [(c.action, c.actor) for c in list_changes(connection)]
+        audit = [
+            (c.action, c.actor)
+            for c in search_changes(connection, ChangeSearch(), 100, oldest_first=True)
+        ]
     assert (row["actor"], row["reason"], row["concurrency"]) == ("bob", "fix", 2)
     assert audit == [("backfill", "bob")]  # in the one change log, like every action
     bad = form.replace("to=2026-11-23", "to=2999-01-01")
@@ -94,7 +98,10 @@ def test_a_running_backfill_is_cancelled_from_the_job_page_after_a_confirmation(
     assert '<span class="backfill-state">cancelled</span>' in page
     with reading(operator.engine) as connection:
         assert connection.execute(select(backfills.c.state)).scalar_one() == "cancelled"
-        changes = [(c.action, c.actor, c.reason) for c in list_changes(connection)]
+        changes = [
+            (c.action, c.actor, c.reason)
+            for c in search_changes(connection, ChangeSearch(), 100, oldest_first=True)
+        ]
     assert ("backfill-cancel", "bob", "wrong range") in changes
     unknown = f"csrf={csrf}&backfill={'0' * 32}&reason=x&confirm=yes"
     assert web.post("/jobs/sample.nightly/cancel-backfill", unknown)[0] == 404

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, update
 
+from jobhost.records import ChangeSearch
 from jobhost.store import Store, reading
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import search_changes
 from jobhost.store.schema import runs
 from jobhost.web import WebServer
 from jobhost.web.surfaces import store_application
@@ -138,7 +139,9 @@ def test_actions_need_a_session_its_csrf_token_and_a_reason(
     # dashboard keeps no audit table of its own any more.
     assert not inspect(operator.engine).has_table("console_actions")
     with reading(operator.engine) as connection:
-        logged = list_changes(connection, job_name="sample.job-01")
+        logged = search_changes(
+            connection, ChangeSearch(job="sample.job-01"), 100, oldest_first=True
+        )
     assert [(c.actor, c.action, c.reason) for c in logged] == [
         ("bob", "pause", "INC-7 disk"),
         ("bob", "resume", "fixed"),

@@ -11,8 +11,9 @@ from urllib.parse import quote
 
 import pytest
 
+from jobhost.records import ChangeSearch
 from jobhost.store import reading
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import search_changes
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, add_operator_token, csrf_of, serve_console, sign_in
 
@@ -98,7 +99,7 @@ def test_open_failures_grouped_and_the_shown_ones_retried_once_each(
     pending = [r for r in operator.runs("sample.nightly") if r.outcome == "pending"]
     assert [(r.occurrence, r.attempt, r.requested_by) for r in pending] == [(_night(2), 2, "bob")]
     with reading(operator.engine) as connection:
-        logged = list_changes(connection, limit=1000)
+        logged = search_changes(connection, ChangeSearch(), 1000, oldest_first=True)
     assert sum(1 for c in logged if c.action == "retry") == 31
     # Once: the same runs again are all refused (their retries are queued).
     again = client.post(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from jobhost.records import ChangeSearch
 from jobhost.store import reading
-from jobhost.store.runtime import list_changes
+from jobhost.store.runtime import search_changes
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, add_operator_token, csrf_of, serve_console, sign_in
 
@@ -70,7 +71,9 @@ def test_retry_from_the_run_page_leads_to_the_new_attempt(
     assert client.post("/runs/nope/retry", f"reason=x&confirm=yes&csrf={csrf}")[0] == 404
     assert client.post(f"/runs/{failed}/explode", f"reason=x&confirm=yes&csrf={csrf}")[0] == 404
     with reading(operator.engine) as connection:
-        logged = list_changes(connection, job_name="sample.flaky")
+        logged = search_changes(
+            connection, ChangeSearch(job="sample.flaky"), 100, oldest_first=True
+        )
     assert [(c.actor, c.action, c.reason) for c in logged] == [("bob", "retry", "vendor fixed")]
 
 
@@ -101,7 +104,7 @@ def test_cancel_has_a_page_of_its_own_and_records_who_asked(
     status, _, page = client.post(f"/runs/{ended}/cancel", f"reason=x&confirm=yes&csrf={csrf}")
     assert status == 409 and "already ended succeeded" in page
     with reading(operator.engine) as connection:
-        logged = list_changes(connection, job_name="sample.slow")
+        logged = search_changes(connection, ChangeSearch(job="sample.slow"), 100, oldest_first=True)
     assert [(c.actor, c.action, c.reason) for c in logged] == [("bob", "cancel", "stuck on vendor")]
 
 
@@ -128,7 +131,7 @@ def test_a_module_is_paused_and_resumed_from_the_overview(
     status, _, page = client.post("/modules/sample/resume", f"reason=back&confirm=yes&csrf={csrf}")
     assert status == 200 and 'id="bulk-notice">module resumed' in page
     with reading(operator.engine) as connection:
-        logged = list_changes(connection)
+        logged = search_changes(connection, ChangeSearch(), 100, oldest_first=True)
     assert [(c.job_name, c.action, c.actor) for c in logged] == [
         ("sample.flaky", "pause", "bob"),
         ("sample.slow", "pause", "bob"),

@@ -162,9 +162,11 @@ class FailureEndpoints(ServiceEndpoints):
 
         def act() -> dict[str, Any]:
             _require_job(store, body.job, "names no job the store knows")
-            jobs = tuple(store.module_jobs(body.module)) if body.module is not None else None
-            if body.module is not None and not jobs:
-                raise _unknown("module", "names no module of a job the store knows")
+            jobs = None
+            if body.module is not None:
+                jobs = tuple(sorted(store.list_schedules(module=body.module)))
+                if not jobs:
+                    raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
             return {

@@ -36,6 +36,7 @@ from jobhost.operations.runs import (
     run_json,
 )
 from jobhost.operations.timefmt import short_utc
+from jobhost.records import ChangeSearch
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
@@ -316,7 +317,8 @@ class _Api(ServiceEndpoints):
         job = request.query_params.get("job")
 
         def answer() -> dict[str, Any]:
-            found = self._store.list_changes(job_name=job, after_id=after, limit=limit)
+            search = ChangeSearch(job=job, after_id=after)
+            found = self._store.search_changes(search, limit, oldest_first=True)
             return {
                 "changes": [change_json(c) for c in found],
                 "next_after": found[-1].id if found else after,

@@ -400,7 +400,7 @@ def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     search = ChangeSearch(
         actor=values["actor"],
         action=values["action"],
-        job=values["job"],
+        job=values["job"] or None,
         module=values["module"],
         since=since,
         before_id=before,
