@@ -145,10 +145,6 @@ class Telemetry:
         trace.set_tracer_provider(self.tracer_provider)
         metrics.set_meter_provider(self.meter_provider)
 
-    def flush(self, timeout_millis: int = 5000) -> None:
-        """Push out what is buffered (a short-lived ``jobhost trigger`` calls this before exit)."""
-        self._bounded(lambda p: p.force_flush(timeout_millis), timeout_millis / 1000)
-
     def shutdown(self, timeout_seconds: float = 5.0) -> None:
         """Flush and stop the exporters, giving up after ``timeout_seconds``: an unreachable
         collector makes the SDK retry for a long while (its threads are daemons)."""

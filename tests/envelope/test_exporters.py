@@ -87,7 +87,6 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         # Runs do not wait for the exporter: three runs take far less than one export timeout.
         assert time.monotonic() - began < 1.0
         assert outcomes == ["succeeded"] * 3
-        telemetry.flush(timeout_millis=3000)
     finally:
         telemetry.shutdown()
         engine.dispose()
