@@ -90,6 +90,9 @@ class PrometheusServer:
                 return json.loads(response.read())
         except urllib.error.HTTPError as error:
             with error:
+                if error.code == 503:
+                    # Starting (its storage not open yet): it answers in plain text.
+                    raise ConnectionError("Prometheus is not ready yet") from None
                 return json.loads(error.read())
 
     def query(self, expression: str) -> Any:
@@ -235,7 +238,7 @@ def _answer(call: Callable[..., Any], *args: str) -> Any:
     try:
         return call(*args)
     except (urllib.error.URLError, ConnectionError):
-        return None  # not listening yet
+        return None  # not listening, or not ready, yet
 
 
 def _value(server: PrometheusServer, expression: str) -> float | None:
