@@ -88,7 +88,6 @@ __all__ = [
     "ensure_scheduled",
     "look_ahead",
     "next_wakeups",
-    "oldest_due",
     "settled_backfill",
     "sync_catalog",
 ]
@@ -1082,17 +1081,6 @@ def _due_schedules(
     names = sorted(only) if only is not None else skip
     result = connection.execute(query, {"now": now, "names": names, "limit": limit})
     return [DueSchedule._make(r) for r in result]
-
-
-def oldest_due(connection: Connection) -> datetime | None:
-    """The earliest ``due_at`` of any schedule: how far behind every host together is."""
-    value = connection.execute(
-        select(schedules.c.due_at)
-        .where(schedules.c.due_at.is_not(None))
-        .order_by(schedules.c.due_at)
-        .limit(1)
-    ).scalar()
-    return value if isinstance(value, datetime) else None
 
 
 _MOVED = ("next_occurrence", "due_at", "missed_through")

@@ -169,8 +169,7 @@ class Store:
     current_revision = _Own(migrate.current_revision)
     audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
-    check_live_rows = _ReadAt(integrity.check_live_rows)
-    stuck_runs = _Read(integrity.stuck_runs)
+    health_rows = _ReadAt(integrity.health_rows)
     catalog_versions = _Read(snapshot.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
@@ -184,7 +183,6 @@ class Store:
     write_logs = _Own(ledger.write_logs)
     cancel_requests = _Read(actions.cancel_requests)
     job_state = _Own(StoreJobState)
-    oldest_due = _Read(claims.oldest_due)
 
     # -- hosts and leases --------------------------------------------------------------------
     start_host = _Own(ledger.start_host)
