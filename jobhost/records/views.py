@@ -50,8 +50,7 @@ class StoreSnapshot:
 
     now: datetime
     schedules: Mapping[str, ScheduleRow]
-    """Whole rows (:func:`read_snapshot`), or as the summary reads them
-    (:func:`summary_snapshot`)."""
+    """Whole rows, or as the summary reads them (:func:`read_snapshot` without ``whole``)."""
     hosts: list[HostRecord]
     last_runs: dict[str, LastAttempt] = field(default_factory=dict)
     recent_outcomes: dict[str, list[str]] = field(default_factory=dict)

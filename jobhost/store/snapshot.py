@@ -74,7 +74,6 @@ __all__ = [
     "job_page",
     "read_snapshot",
     "run_page",
-    "summary_snapshot",
     "take_census",
 ]
 
@@ -91,6 +90,7 @@ def read_snapshot(
     jobs_of: Callable[[Census], Collection[str]] | None = None,
     recent: bool = True,
     apart: bool = False,
+    whole: bool = True,
 ) -> StoreSnapshot:
     """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
 
@@ -102,10 +102,14 @@ def read_snapshot(
     all: each last finished attempt is its schedule row's, without its host, error type and
     backfill (None; the one-line text shows none of them). With ``apart``,
     PostgreSQL reads the whole catalog's ledger summaries on connections of their own (for a
-    command: a host's pool keeps its connections for the firing loop).
+    command: a host's pool keeps its connections for the firing loop). Without ``whole``, the
+    whole catalog's rows hold only the columns a report beside a loaded catalog reads
+    (:class:`~jobhost.records.ScheduleSummary`): with ``recent`` False, the dashboard
+    overview's read.
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
+        rows: Mapping[str, ScheduleRow]
         if only is not None:
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
@@ -115,7 +119,11 @@ def read_snapshot(
             summaries = store_reports.ledger_summaries(connection, chosen)
         else:
             ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
-            rows = store_reports.list_schedules(connection)
+            rows = (
+                store_reports.list_schedules(connection)
+                if whole
+                else store_reports.summary_schedules(connection)
+            )
             extra = set(names) - set(rows)
             summaries = ledger() if ledger is not None else _recorded(rows)
             if extra:
@@ -165,15 +173,6 @@ def _recorded(rows: Mapping[str, ScheduleRow]) -> dict[str, LedgerSummary]:
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
     with reading(engine) as connection:
         return read(connection)
-
-
-def summary_snapshot(connection: Connection, now: datetime) -> StoreSnapshot:
-    """The schedule rows (the columns a report reads), hosts, groups, removals and running runs
-    at ``now``, each job's last attempt and success as its row records them: the dashboard
-    overview's one read, without the ledger."""
-    rows = store_reports.summary_schedules(connection)
-    running = store_reports.running_runs(connection)
-    return _snapshot(connection, now, rows, _recorded(rows), running)
 
 
 def _snapshot(

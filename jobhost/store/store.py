@@ -221,7 +221,6 @@ class Store:
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
     read_snapshot = _Own(snapshot.read_snapshot)
-    summary_snapshot = _ReadAt(snapshot.summary_snapshot)
     schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
     failure_streaks = _Read(failures.failure_streaks)
     failure_rows = _ReadAt(failures.failure_rows)
