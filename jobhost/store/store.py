@@ -224,7 +224,6 @@ class Store:
     schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
     failure_streaks = _Read(failures.failure_streaks)
     failure_rows = _ReadAt(failures.failure_rows)
-    open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
     runs_by_id = _Read(reports.runs_by_id)
     runs_by_prefix = _Read(reports.runs_by_prefix)
