@@ -7,6 +7,8 @@ problems), then how many more there are.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,11 +20,10 @@ from jobhost.operations.failures import open_failure_lines
 from jobhost.operations.jobs import stored_version
 from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs, stored_report
 from jobhost.operations.timefmt import duration_text, short_utc
-from jobhost.records import RunRecord
 from jobhost.rules import FiringRules
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.engine import sqlite_path
-from jobhost.store.integrity import HealthRows, IntegrityResult
+from jobhost.store.integrity import HealthRows
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.snapshot import Census
 
@@ -80,37 +81,26 @@ def check_health(
                 report = report_from(settings, catalog, store.read_snapshot(catalog.jobs))
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
-    if report is None:
-        checks += [
-            _SKIPPED_HOSTS if not hosts and name == "live-host" else Check(name, False, _UNCHECKED)
-            for name in _AFTER_THE_STORE
-        ]
-    else:
-        now, found = store.health_rows(_implausible(settings, catalog, stored))
-        checks += [
-            _critical_scheduled(report),
-            _live_host(report) if hosts else _SKIPPED_HOSTS,
-            _leases(report),
-            _critical_last_run(report, store),
-            _clock_skew(report),
-            _schedule_lag(settings, now, found),
-            _store_integrity(found.integrity),
-            _stuck_runs(found.stuck),
-        ]
+    # The last three checks read the store's rows beside the report once, together.
+    rows = functools.cache(lambda: store.health_rows(_implausible(settings, catalog, stored)))
+    rest: list[tuple[str, Callable[[Report], Check]]] = [
+        ("critical-jobs-scheduled", _critical_scheduled),
+        ("live-host", _live_host if hosts else lambda _: _SKIPPED_HOSTS),
+        ("leases", _leases),
+        ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
+        ("clock-skew", _clock_skew),
+        ("schedule-lag", lambda _: _schedule_lag(settings, *rows())),
+        ("store-integrity", lambda _: _store_integrity(rows()[1])),
+        ("stuck-runs", lambda _: _stuck_runs(rows()[1])),
+    ]
+    for name, check in rest:
+        if report is not None:
+            checks.append(check(report))
+        elif not hosts and name == "live-host":
+            checks.append(_SKIPPED_HOSTS)
+        else:
+            checks.append(Check(name, False, _UNCHECKED))
     return Health(checks)
-
-
-# The checks after the catalog's, in the order they run: not checked without the store.
-_AFTER_THE_STORE = (
-    "critical-jobs-scheduled",
-    "live-host",
-    "leases",
-    "critical-jobs-last-run",
-    "clock-skew",
-    "schedule-lag",
-    "store-integrity",
-    "stuck-runs",
-)
 
 
 def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | None, Report]:
@@ -139,7 +129,8 @@ def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs |
     return 4 * longest
 
 
-def _store_integrity(result: IntegrityResult) -> Check:
+def _store_integrity(found: HealthRows) -> Check:
+    result = found.integrity
     covered = f"checked {result.coverage()}"
     if not result.total:
         return Check(
@@ -159,7 +150,8 @@ def _store_integrity(result: IntegrityResult) -> Check:
     )
 
 
-def _stuck_runs(stuck: list[RunRecord]) -> Check:
+def _stuck_runs(found: HealthRows) -> Check:
+    stuck = found.stuck
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
     shown = _listed(
@@ -183,11 +175,9 @@ def _stuck_runs(stuck: list[RunRecord]) -> Check:
 
 def _schedule_lag(settings: Settings, now: datetime, found: HealthRows) -> Check:
     limit = settings.max_schedule_lag
-    oldest = found.oldest_due
+    hosts, oldest = found.hosts, found.oldest_due
     lags = ", ".join(
-        f"{h.id} {h.schedule_lag_seconds:.1f}s"
-        for h in found.hosts
-        if h.schedule_lag_seconds is not None
+        f"{h.id} {h.schedule_lag_seconds:.1f}s" for h in hosts if h.schedule_lag_seconds is not None
     )
     per_host = f"; hosts: {lags}" if lags else ""
     behind = (now - oldest) if oldest is not None and oldest <= now else timedelta(0)

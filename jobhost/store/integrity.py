@@ -100,12 +100,11 @@ class HealthRows:
     oldest_due: datetime | None
     """The earliest ``due_at`` of any schedule: how far behind every host together is."""
     hosts: list[HostRecord]
-    """The hosts alive at the instant read."""
 
 
 def health_rows(connection: Connection, now: datetime, implausible: timedelta) -> HealthRows:
     """The live rows checked (:func:`check_live_rows`), the stuck runs, the oldest due
-    occurrence and the live hosts, at ``now``."""
+    occurrence and the hosts alive at ``now``."""
     return HealthRows(
         check_live_rows(connection, now, implausible),
         _stuck_runs(connection),

@@ -103,9 +103,7 @@ def read_snapshot(
     backfill (None; the one-line text shows none of them). With ``apart``,
     PostgreSQL reads the whole catalog's ledger summaries on connections of their own (for a
     command: a host's pool keeps its connections for the firing loop). Without ``whole``, the
-    whole catalog's rows hold only the columns a report beside a loaded catalog reads
-    (:class:`~jobhost.records.ScheduleSummary`): with ``recent`` False, the dashboard
-    overview's read.
+    whole catalog's rows are read as the dashboard's summary reads them (ScheduleSummary).
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
