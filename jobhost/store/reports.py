@@ -27,7 +27,6 @@ from jobhost.records import (
     RECENT,
     RUNNING,
     LastAttempt,
-    RunIdMatch,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
@@ -50,7 +49,7 @@ __all__ = [
     "recent_failures",
     "running_runs",
     "runs_between",
-    "runs_by_prefix",
+    "runs_by_id",
     "stored_job_names",
     "summary_schedules",
 ]
@@ -386,36 +385,37 @@ def _job_runs(
     return _runs(connection, query)
 
 
-def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunRecord]:
-    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms)."""
-    if not run_ids:
-        return []
-    query = (
-        select(runs)
-        .where(runs.c.id.in_(sorted(set(run_ids))))
-        .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
-    )
-    return _runs(connection, query)
-
-
-_HEX = "0123456789abcdef"
-
-
-def runs_by_prefix(connection: Connection, prefix: str, *, limit: int) -> Sequence[RunIdMatch]:
-    """Up to ``limit`` runs whose id starts with ``prefix`` (lower-case hex), by id.
+def runs_by_id(
+    connection: Connection,
+    run_ids: Collection[str] = (),
+    *,
+    prefix: str | None = None,
+    limit: int | None = None,
+) -> dict[str, RunRecord]:
+    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms); or
+    with ``prefix`` (lower-case hex), up to ``limit`` runs whose id starts with it, by id.
 
     ``id >= prefix AND id < successor`` rather than ``LIKE 'prefix%'``: PostgreSQL's index on a
     column of a collation other than C serves a range, not a ``LIKE``. Between digits and
     lower-case letters every collation agrees with the bytes' order.
     """
-    query = select(runs.c.id, runs.c.job_name, runs.c.outcome, runs.c.queued_at).where(
-        runs.c.id >= prefix
-    )
-    upper = _successor(prefix)
-    if upper is not None:
-        query = query.where(runs.c.id < upper)
-    rows = connection.execute(query.order_by(runs.c.id).limit(limit))
-    return [RunIdMatch(str(i), str(job), str(outcome), queued) for i, job, outcome, queued in rows]
+    if prefix is None:
+        if not run_ids:
+            return {}
+        query = (
+            select(runs)
+            .where(runs.c.id.in_(sorted(set(run_ids))))
+            .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+        )
+    else:
+        query = select(runs).where(runs.c.id >= prefix).order_by(runs.c.id)
+        upper = _successor(prefix)
+        if upper is not None:
+            query = query.where(runs.c.id < upper)
+    return {run.id: run for run in _runs(connection, query.limit(limit))}
+
+
+_HEX = "0123456789abcdef"
 
 
 def _successor(prefix: str) -> str | None:

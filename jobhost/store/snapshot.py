@@ -311,7 +311,7 @@ def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
     for old, new in links:
         if old in chain and new not in chain:
             chain.append(new)
-    found = {r.id: r for r in runs_by_id(connection, chain)}
+    found = runs_by_id(connection, chain)
     found.setdefault(run.id, run)
     return sorted(found.values(), key=lambda r: (r.attempt, r.queued_at))
 

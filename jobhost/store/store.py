@@ -217,7 +217,6 @@ class Store:
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
-    get_run = _Read(reports.get_run)
     list_schedules = _Read(reports.list_schedules)
     job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
@@ -230,7 +229,6 @@ class Store:
     open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
     runs_by_id = _Read(reports.runs_by_id)
-    runs_by_prefix = _Read(reports.runs_by_prefix)
     list_backfills = _Read(backfills.list_backfills)
     backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
