@@ -39,7 +39,6 @@ __all__ = [
     "attempts_of",
     "get_run",
     "get_schedule",
-    "job_is_known",
     "ledger_page",
     "ledger_summaries",
     "list_schedules",
@@ -268,21 +267,21 @@ def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
     return _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
-def job_is_known(connection: Connection, name: str) -> bool:
-    """Whether the store has a schedule row or a ledger row for ``name``."""
-    row = select(schedules.c.job_name).where(schedules.c.job_name == name)
-    if connection.execute(row).first() is not None:
-        return True
-    ledger = select(runs.c.id).where(runs.c.job_name == name).limit(1)
-    return connection.execute(ledger).first() is not None
-
-
-def stored_job_names(connection: Connection) -> set[str]:
-    """Every job name the store knows, from its schedules and its ledger (a scan of an index:
-    for suggestions after a name was not found, not for every command)."""
-    named = set(connection.execute(select(schedules.c.job_name)).scalars())
-    named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
-    return {str(name) for name in named}
+def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:
+    """The job names the store knows, from its schedules and its ledger: those of ``names``,
+    each read by index (a ledger row at most), or every one (a scan of an index: for
+    suggestions after a name was not found, not for every command)."""
+    if names is None:
+        named = set(connection.execute(select(schedules.c.job_name)).scalars())
+        named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
+        return {str(name) for name in named}
+    rows = select(schedules.c.job_name).where(schedules.c.job_name.in_(list(names)))
+    known = {str(name) for name in connection.execute(rows).scalars()}
+    for name in set(names) - known:
+        ledger = select(runs.c.id).where(runs.c.job_name == name).limit(1)
+        if connection.execute(ledger).first() is not None:
+            known.add(name)
+    return known
 
 
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:

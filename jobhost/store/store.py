@@ -218,7 +218,6 @@ class Store:
 
     # -- reads for the CLI, the API and the console ------------------------------------------
     list_schedules = _Read(reports.list_schedules)
-    job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
     read_snapshot = _Own(snapshot.read_snapshot)
