@@ -13,7 +13,7 @@ from __future__ import annotations
 import getpass
 import string
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -62,7 +62,6 @@ __all__ = [
     "line_time",
     "page_json",
     "read_history",
-    "read_last_lines",
     "read_run_log",
     "resolve_run_id",
     "retry_run",
@@ -565,7 +564,7 @@ def read_history(
     store: Store, job: str, *, limit: int = 20, outcome: str | None = None
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    return store.ledger_page(job, limit=limit, outcome=outcome)
+    return store.ledger_page(job, limit=limit, outcome=outcome)[0]
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
@@ -652,13 +651,6 @@ def read_run_log(
         return None
     lines = [entry for entry in found.lines if isinstance(entry, LogLine)]
     return RunLogPage(found.run, found.lines, lines[-1].seq if lines else after)
-
-
-def read_last_lines(
-    store: Store, run_ids: Collection[str], *, count: int
-) -> dict[str, list[LogLine | Dropped]]:
-    """The last ``count`` lines of each run that wrote any."""
-    return store.last_lines(run_ids, count=count)
 
 
 def dropped_text(gap: Dropped) -> str:

@@ -26,11 +26,14 @@ from jobhost.records import (
     PENDING,
     RECENT,
     RUNNING,
+    Dropped,
     LastAttempt,
+    LogLine,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
 )
+from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
@@ -200,14 +203,17 @@ def ledger_page(
     limit: int,
     outcome: str | None = None,
     offset: int = 0,
-) -> list[RunRecord]:
+    lines: int = 0,
+) -> tuple[list[RunRecord], dict[str, list[LogLine | Dropped]]]:
     """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
-    newest ``offset``, optionally of one outcome (``jobhost history``, the job page)."""
+    newest ``offset``, optionally of one outcome (``jobhost history``, the job page); with
+    ``lines``, the last ``lines`` log lines of each of them that wrote any (``--logs``)."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
     query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
-    return _runs(connection, query)
+    found = _runs(connection, query)
+    return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
 
 
 def last_success(connection: Connection, name: str) -> datetime | None:

@@ -255,7 +255,7 @@ def job_page(
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
-        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
+        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset)[0],
         outcome_counts(connection, since, until, slices, job=name, now=now),
         search_changes(connection, ChangeSearch(job=name), 10),
         list_backfills(connection, job=name, limit=5),

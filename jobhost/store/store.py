@@ -30,7 +30,6 @@ from jobhost.store import (
     pooling,
     purge,
     reports,
-    runlogs,
     runtime,
     sessions,
     snapshot,
@@ -234,7 +233,6 @@ class Store:
     job_page = _Read(snapshot.job_page)
     run_page = _Read(snapshot.run_page)
     api_deletion = _Read(snapshot.api_deletion)
-    last_lines = _Read(runlogs.last_lines)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
