@@ -13,7 +13,7 @@ from __future__ import annotations
 import getpass
 import string
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -30,7 +30,6 @@ from jobhost.records import (
     TERMINAL_OUTCOMES,
     Dropped,
     LogLine,
-    RunIdMatch,
     RunRecord,
     work_key,
 )
@@ -63,7 +62,6 @@ __all__ = [
     "line_time",
     "page_json",
     "read_history",
-    "read_last_lines",
     "read_run_log",
     "resolve_run_id",
     "retry_run",
@@ -324,7 +322,7 @@ class ManualRun:
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
         assert self.run_here is not None, "a trigger that waits is given run_here"
         ran = self.run_here([request_id], deadline)
-        run = self.store.get_run(request_id)
+        run = self.store.runs_by_id([request_id]).get(request_id)
         assert run is not None, f"run {request_id} disappeared"
         if request_id not in ran.taken:
             if run.request_status == "refused":
@@ -407,7 +405,7 @@ def _watching(
             check_hosts = time.monotonic() >= next_check
             if check_hosts:
                 next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            run = store.get_run(run_id)
+            run = store.runs_by_id([run_id]).get(run_id)
             assert run is not None, f"run {run_id} disappeared"
             yield run, bool(store.hosts()[1]) if check_hosts else None
             left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
@@ -440,7 +438,7 @@ class RunRetry:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
         :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        old = self.store.get_run(run_id)
+        old = self.store.runs_by_id([run_id]).get(run_id)
         _, alive = self.store.hosts()
         if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
             raise ActionRefused(
@@ -488,7 +486,7 @@ class RunRetry:
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
         ran = self.run_here([queued.run_id], deadline)
-        run = self.store.get_run(queued.run_id)
+        run = self.store.runs_by_id([queued.run_id]).get(queued.run_id)
         assert run is not None, f"run {queued.run_id} disappeared"
         if queued.run_id not in ran.taken:
             if run.outcome == PENDING:
@@ -523,7 +521,7 @@ _SHOWN_CANDIDATES = 10
 class AmbiguousRunId(LookupError):
     """A prefix that starts several runs' ids."""
 
-    def __init__(self, prefix: str, candidates: list[RunIdMatch], more: bool) -> None:
+    def __init__(self, prefix: str, candidates: list[RunRecord], more: bool) -> None:
         self.prefix = prefix
         self.candidates = candidates
         self.more = more
@@ -537,14 +535,15 @@ def resolve_run_id(store: Store, typed: str) -> str:
     prefix = typed.strip().lower()
     if len(prefix) < _MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
-    found = store.runs_by_prefix(prefix, limit=_SHOWN_CANDIDATES + 1)
-    if any(match.id == prefix for match in found):
+    found = store.runs_by_id(prefix=prefix, limit=_SHOWN_CANDIDATES + 1)
+    if prefix in found:
         return prefix
     if len(found) == 1:
-        return found[0].id
+        return next(iter(found))
     if not found:
         return typed
-    raise AmbiguousRunId(prefix, list(found[:_SHOWN_CANDIDATES]), len(found) > _SHOWN_CANDIDATES)
+    matches = list(found.values())
+    raise AmbiguousRunId(prefix, matches[:_SHOWN_CANDIDATES], len(found) > _SHOWN_CANDIDATES)
 
 
 OUTCOMES = (
@@ -565,7 +564,7 @@ def read_history(
     store: Store, job: str, *, limit: int = 20, outcome: str | None = None
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    return store.ledger_page(job, limit=limit, outcome=outcome)
+    return store.ledger_page(job, limit=limit, outcome=outcome)[0]
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
@@ -652,13 +651,6 @@ def read_run_log(
         return None
     lines = [entry for entry in found.lines if isinstance(entry, LogLine)]
     return RunLogPage(found.run, found.lines, lines[-1].seq if lines else after)
-
-
-def read_last_lines(
-    store: Store, run_ids: Collection[str], *, count: int
-) -> dict[str, list[LogLine | Dropped]]:
-    """The last ``count`` lines of each run that wrote any."""
-    return store.last_lines(run_ids, count=count)
 
 
 def dropped_text(gap: Dropped) -> str:

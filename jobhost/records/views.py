@@ -34,16 +34,6 @@ class GroupSummary:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RunIdMatch:
-    """A run whose id starts with the prefix asked for, with what tells it from the others."""
-
-    id: str
-    job_name: str
-    outcome: str
-    queued_at: datetime
-
-
 @dataclass(frozen=True)
 class StoreSnapshot:
     """What the store says, at ``now``."""

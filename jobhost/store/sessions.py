@@ -51,8 +51,8 @@ def session_version(connection: Connection, who: str) -> int:
     return int(found) if found is not None else 0
 
 
-def end_sessions(connection: Connection, who: str, now: datetime) -> int:
-    """End every session of ``who``; the new version."""
+def end_sessions(connection: Connection, who: str, now: datetime) -> None:
+    """End every session of ``who``."""
     moved = connection.execute(
         update(console_sessions)
         .where(console_sessions.c.who == who)
@@ -60,7 +60,6 @@ def end_sessions(connection: Connection, who: str, now: datetime) -> int:
     )
     if moved.rowcount == 0:
         connection.execute(console_sessions.insert().values(who=who, version=1, changed_at=now))
-    return session_version(connection, who)
 
 
 wrong_guesses = Table(

@@ -252,7 +252,7 @@ def job_page(
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
-        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
+        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset)[0],
         outcome_counts(connection, since, until, slices, job=name, now=now),
         search_changes(connection, ChangeSearch(job=name), 10),
         list_backfills(connection, job=name, limit=5),
@@ -308,7 +308,7 @@ def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
     for old, new in links:
         if old in chain and new not in chain:
             chain.append(new)
-    found = {r.id: r for r in runs_by_id(connection, chain)}
+    found = runs_by_id(connection, chain)
     found.setdefault(run.id, run)
     return sorted(found.values(), key=lambda r: (r.attempt, r.queued_at))
 

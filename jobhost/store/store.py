@@ -30,7 +30,6 @@ from jobhost.store import (
     pooling,
     purge,
     reports,
-    runlogs,
     runtime,
     sessions,
     snapshot,
@@ -215,9 +214,7 @@ class Store:
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
-    get_run = _Read(reports.get_run)
     list_schedules = _Read(reports.list_schedules)
-    job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
     read_snapshot = _Own(snapshot.read_snapshot)
@@ -226,14 +223,12 @@ class Store:
     failure_rows = _ReadAt(failures.failure_rows)
     counts_before = _ReadAt(outcome_counts.counts_before)
     runs_by_id = _Read(reports.runs_by_id)
-    runs_by_prefix = _Read(reports.runs_by_prefix)
     list_backfills = _Read(backfills.list_backfills)
     backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
     job_page = _Read(snapshot.job_page)
     run_page = _Read(snapshot.run_page)
     api_deletion = _Read(snapshot.api_deletion)
-    last_lines = _Read(runlogs.last_lines)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
