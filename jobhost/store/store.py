@@ -206,13 +206,10 @@ class Store:
     ack_logged = _Own(actions.ack_logged)
     change_state_logged = _Own(actions.change_state_logged)
     before_trigger = _Own(claims.before_trigger)
-    purge_runs = _Own(purge.purge_runs)
-    purge_by_age = _Own(purge.purge_by_age)
+    purge = _Own(purge.purge)
 
     # -- runtime jobs and the change log -----------------------------------------------------
-    put_runtime_job = _Own(runtime.put_runtime_job)
-    remove_runtime_job = _Own(runtime.remove_runtime_job)
-    changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
+    write_runtime_job = _Own(runtime.write_runtime_job)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
     search_changes = _Read(runtime.search_changes)
 
