@@ -151,9 +151,7 @@ def start_backfill(
     actor: str,
     reason: str | None,
 ) -> str:
-    """Record a backfill of ``plan``'s occurrences; its id. The job gets a schedule row first
-    if no host has given it one yet: a backfill's claim locks it."""
-    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), store.clock)
+    """Record a backfill of ``plan``'s occurrences; its id."""
     return store.backfill_logged(
         spec.name,
         start=plan.start,
@@ -164,6 +162,7 @@ def start_backfill(
         actor=actor,
         reason=reason,
         clock=store.clock,
+        schedules=desired_schedules({spec.name: spec}),
     )
 
 

@@ -85,7 +85,6 @@ __all__ = [
     "claim_turn",
     "claim_work",
     "due_jobs",
-    "ensure_scheduled",
     "look_ahead",
     "next_wakeups",
     "oldest_due",
@@ -109,16 +108,6 @@ def sync_catalog(
         write_group_limits(connection, limits, now)
         write_group_members(connection, members)
         return plan
-
-
-def ensure_scheduled(
-    engine: Engine, job: str, desired: Sequence[DesiredSchedule], clock: Clock
-) -> None:
-    """Give ``job`` a schedule row from ``desired`` if no host has yet, as a starting host
-    would."""
-    with engine.begin() as connection:
-        if get_schedule(connection, job) is None:
-            sync_schedules(connection, desired, database_now(connection, clock), prune=False)
 
 
 def claim_turn(
@@ -211,7 +200,7 @@ def claim(
 @dataclass(frozen=True)
 class Before:
     """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
-    concurrency groups when asked for."""
+    concurrency groups."""
 
     now: datetime
     row: ScheduleRecord | None
@@ -220,16 +209,14 @@ class Before:
     groups: list[GroupSummary]
 
 
-def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool) -> Before:
-    with reading(engine) as connection:
-        now = database_now(connection, clock)
-        return Before(
-            now,
-            get_schedule(connection, job),
-            _live_runs(connection, job, now),
-            [h for h in list_hosts(connection) if h.alive(now)],
-            group_summaries(connection, now) if with_groups else [],
-        )
+def before_trigger(connection: Connection, job: str, now: datetime) -> Before:
+    return Before(
+        now,
+        get_schedule(connection, job),
+        _live_runs(connection, job, now),
+        [h for h in list_hosts(connection) if h.alive(now)],
+        group_summaries(connection, now),
+    )
 
 
 def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:

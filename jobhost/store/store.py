@@ -200,12 +200,10 @@ class Store:
     backfill_logged = _Own(actions.backfill_logged)
     cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
     set_paused_logged = _Own(actions.set_paused_logged)
-    ensure_scheduled = _Own(claims.ensure_scheduled)
     cancel_logged = _Own(actions.cancel_logged)
     retry_logged = _Own(actions.retry_logged)
     ack_logged = _Own(actions.ack_logged)
     change_state_logged = _Own(actions.change_state_logged)
-    before_trigger = _Own(claims.before_trigger)
     purge = _Own(purge.purge)
 
     # -- runtime jobs and the change log -----------------------------------------------------
