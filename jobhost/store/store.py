@@ -227,7 +227,6 @@ class Store:
     runs_by_id = _Read(reports.runs_by_id)
     runs_by_prefix = _Read(reports.runs_by_prefix)
     list_backfills = _Read(backfills.list_backfills)
-    backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
     job_page = _Read(snapshot.job_page)
     run_page = _Read(snapshot.run_page)
