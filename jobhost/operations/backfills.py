@@ -175,7 +175,7 @@ def cancel_backfill(
 ) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
     backfill after it (None: no such backfill)."""
-    return store.cancel_backfill_logged(backfill_id, actor=actor, reason=reason, clock=store.clock)
+    return store.settle_backfill(backfill_id, store.clock, cancelled_by=actor, reason=reason)
 
 
 _FOLLOW_SECONDS = 1.0
@@ -240,7 +240,7 @@ def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecor
 
 
 def _read(store: Store, backfill_id: str) -> BackfillRecord:
-    record = store.settled_backfill(backfill_id, store.clock)
+    record = store.settle_backfill(backfill_id, store.clock)
     assert record is not None, f"backfill {backfill_id} disappeared"
     return record
 

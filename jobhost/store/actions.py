@@ -67,7 +67,6 @@ __all__ = [
     "Requested",
     "ack_logged",
     "backfill_logged",
-    "cancel_backfill_logged",
     "cancel_logged",
     "cancel_requests",
     "change_state_logged",
@@ -78,6 +77,7 @@ __all__ = [
     "resume_job",
     "retry_logged",
     "set_paused_logged",
+    "settle_backfill",
 ]
 
 
@@ -227,26 +227,32 @@ def backfill_logged(
     return backfill_id
 
 
-def cancel_backfill_logged(
-    engine: Engine, backfill_id: str, *, actor: str, reason: str | None, clock: Clock
+def settle_backfill(
+    engine: Engine,
+    backfill_id: str,
+    clock: Clock,
+    *,
+    cancelled_by: str | None = None,
+    reason: str | None = None,
 ) -> BackfillRecord | None:
-    """Stop a running backfill claiming new occurrences; the backfill after it (None: no such
-    backfill). Only a change is logged."""
+    """The backfill (None: no such backfill), finished first when nothing of it is left pending
+    or running. With ``cancelled_by``, a running backfill is stopped before that (it claims no
+    new occurrence; its runs in flight go on) and the cancel logged."""
     with writing(engine, clock) as (connection, now):
-        record = backfills.get_backfill(connection, backfill_id)
-        if record is None:
-            return None
-        if backfills.cancel_backfill(connection, backfill_id, now):
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="backfill-cancel",
-                job_name=record.job_name,
-                before={"backfill_id": backfill_id, "state": record.state},
-                after={"backfill_id": backfill_id, "state": "cancelled"},
-                reason=reason,
-            )
+        if cancelled_by is not None:
+            record = backfills.get_backfill(connection, backfill_id)
+            if record is not None and backfills.cancel_backfill(connection, backfill_id, now):
+                record_change(
+                    connection,
+                    at=now,
+                    actor=cancelled_by,
+                    action="backfill-cancel",
+                    job_name=record.job_name,
+                    before={"backfill_id": backfill_id, "state": record.state},
+                    after={"backfill_id": backfill_id, "state": "cancelled"},
+                    reason=reason,
+                )
+        finish_backfills(connection, now, [backfill_id])
         return backfills.get_backfill(connection, backfill_id)
 
 

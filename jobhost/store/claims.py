@@ -32,7 +32,6 @@ from jobhost.records import (
     PRIORITY_RETRY,
     RUNNING,
     SKIPPED,
-    BackfillRecord,
     Claim,
     ClaimBatch,
     DesiredSchedule,
@@ -48,7 +47,7 @@ from jobhost.records import (
     new_run_id,
     occurrence_key,
 )
-from jobhost.store.backfills import finish_backfills, get_backfill
+from jobhost.store.backfills import finish_backfills
 from jobhost.store.engine import (
     built,
     database_now,
@@ -88,7 +87,6 @@ __all__ = [
     "look_ahead",
     "next_wakeups",
     "oldest_due",
-    "settled_backfill",
     "sync_catalog",
 ]
 
@@ -217,13 +215,6 @@ def before_trigger(connection: Connection, job: str, now: datetime) -> Before:
         [h for h in list_hosts(connection) if h.alive(now)],
         group_summaries(connection, now),
     )
-
-
-def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
-    """The backfill, finished first when nothing of it is left pending or running."""
-    with writing(engine, clock) as (connection, now):
-        finish_backfills(connection, now, [backfill_id])
-        return get_backfill(connection, backfill_id)
 
 
 def due_jobs(engine: Engine, now: datetime, limit: int) -> list[str]:

@@ -179,7 +179,7 @@ class Store:
     claim = _Own(claims.claim)
     due_jobs = _Own(claims.due_jobs)
     look_ahead = _Own(claims.look_ahead)
-    settled_backfill = _Own(claims.settled_backfill)
+    settle_backfill = _Own(actions.settle_backfill)
     record_finished = _Own(ledger.record_finished)
     write_logs = _Own(ledger.write_logs)
     cancel_requests = _Read(actions.cancel_requests)
@@ -198,7 +198,6 @@ class Store:
     # -- operator actions, each with its change-log entry ------------------------------------
     request_logged = _Own(actions.request_logged)
     backfill_logged = _Own(actions.backfill_logged)
-    cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
     set_paused_logged = _Own(actions.set_paused_logged)
     cancel_logged = _Own(actions.cancel_logged)
     retry_logged = _Own(actions.retry_logged)
