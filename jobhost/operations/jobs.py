@@ -171,7 +171,7 @@ def request_trigger(
         reason=reason,
         clock=store.clock,
         beside_limit=beside_limit,
-    )
+    ).id
 
 
 def require_known_job(catalog: Catalog | None, store: Store, name: str) -> str:

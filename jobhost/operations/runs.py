@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.operations.jobs import ActionRefused, request_trigger
+from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import (
     PENDING,
@@ -37,6 +37,9 @@ from jobhost.records import CancelWritten as CancelAsked
 from jobhost.records import RetryWritten as RetryQueued
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
+
+if TYPE_CHECKING:
+    from jobhost.store.claims import Before
 
 __all__ = [
     "LAST_LINES",
@@ -244,13 +247,21 @@ class ManualRun:
         """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
         ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = self.store.before_trigger(
-            spec.name, self.store.clock, with_groups=bool(spec.concurrency_group)
-        )
-        row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
-        lease_live = row.lease_live(seen.now) if row is not None else False
-        if not may_start(spec.declaration, len(running), lease_live):
-            return self._refused_overlap(spec, running, row.lease_owner if row else None)
+        user = getpass.getuser()
+        try:
+            requested = self.store.request_logged(
+                spec.name,
+                actor=user,
+                reason=reason,
+                clock=self.store.clock,
+                beside_limit=beside_limit,
+                check=lambda seen: self._refuse_overlap(spec, seen),
+            )
+        except _Refused as refused:
+            return refused.result
+        request_id, seen = requested.id, requested.before
+        assert seen is not None, "a check is given what the request found"
+        row, hosts = seen.row, seen.hosts
         if not spec.enabled:
             self.progress(f"note: job {spec.name} is disabled; it runs only because you asked")
         if row is not None and row.paused:
@@ -258,7 +269,7 @@ class ManualRun:
                 f"warning: job {spec.name} is paused (by {row.paused_by} at "
                 f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
             )
-        for group in groups:
+        for group in seen.groups:
             if group.name == spec.concurrency_group and group.running >= group.limit:
                 self.progress(
                     f"group {group.name} is full ({group.running} of {group.limit} busy): "
@@ -276,14 +287,6 @@ class ManualRun:
                 limits=self.settings.concurrency_limits,
                 members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
             )
-        user = getpass.getuser()
-        request_id = request_trigger(
-            self.store,
-            spec.name,
-            actor=user,
-            reason=reason,
-            beside_limit=beside_limit,
-        )
         why = f": {reason}" if reason else ""
         self.progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
         if not wait:
@@ -340,9 +343,12 @@ class ManualRun:
         text = message or "refused"
         return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
 
-    def _refused_overlap(
-        self, spec: JobSpec, running: list[RunRecord], lease_owner: str | None
-    ) -> TriggerResult:
+    def _refuse_overlap(self, spec: JobSpec, seen: Before) -> None:
+        """Raises :class:`_Refused` when the job's overlap policy forbids a run now."""
+        row, running = seen.row, seen.running
+        lease_live = row.lease_live(seen.now) if row is not None else False
+        if may_start(spec.declaration, len(running), lease_live):
+            return
         policy = f"(overlap policy {spec.declaration.overlap.value})"
         if running:
             first = running[0]
@@ -350,9 +356,18 @@ class ManualRun:
                 f"refused: run {first.id} of {spec.name} is still running on host "
                 f"{first.host_id} since {short_utc(first.started_at)} {policy}"
             )
-            return self._refused(None, spec, message, first.host_id)
+            raise _Refused(self._refused(None, spec, message, first.host_id))
+        lease_owner = row.lease_owner if row else None
         message = f"refused: host {lease_owner} holds the lease of {spec.name} {policy}"
-        return self._refused(None, spec, message, lease_owner)
+        raise _Refused(self._refused(None, spec, message, lease_owner))
+
+
+class _Refused(Exception):
+    """A trigger the job's overlap policy refuses: nothing is queued."""
+
+    def __init__(self, result: TriggerResult) -> None:
+        super().__init__(result.error)
+        self.result = result
 
 
 def _queued(spec: JobSpec) -> str:

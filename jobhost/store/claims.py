@@ -32,7 +32,6 @@ from jobhost.records import (
     PRIORITY_RETRY,
     RUNNING,
     SKIPPED,
-    BackfillRecord,
     Claim,
     ClaimBatch,
     DesiredSchedule,
@@ -48,7 +47,7 @@ from jobhost.records import (
     new_run_id,
     occurrence_key,
 )
-from jobhost.store.backfills import finish_backfills, get_backfill
+from jobhost.store.backfills import finish_backfills
 from jobhost.store.engine import (
     built,
     database_now,
@@ -85,10 +84,8 @@ __all__ = [
     "claim_turn",
     "claim_work",
     "due_jobs",
-    "ensure_scheduled",
     "look_ahead",
     "next_wakeups",
-    "settled_backfill",
     "sync_catalog",
 ]
 
@@ -108,16 +105,6 @@ def sync_catalog(
         write_group_limits(connection, limits, now)
         write_group_members(connection, members)
         return plan
-
-
-def ensure_scheduled(
-    engine: Engine, job: str, desired: Sequence[DesiredSchedule], clock: Clock
-) -> None:
-    """Give ``job`` a schedule row from ``desired`` if no host has yet, as a starting host
-    would."""
-    with engine.begin() as connection:
-        if get_schedule(connection, job) is None:
-            sync_schedules(connection, desired, database_now(connection, clock), prune=False)
 
 
 def claim_turn(
@@ -210,7 +197,7 @@ def claim(
 @dataclass(frozen=True)
 class Before:
     """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
-    concurrency groups when asked for."""
+    concurrency groups."""
 
     now: datetime
     row: ScheduleRecord | None
@@ -219,23 +206,14 @@ class Before:
     groups: list[GroupSummary]
 
 
-def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool) -> Before:
-    with reading(engine) as connection:
-        now = database_now(connection, clock)
-        return Before(
-            now,
-            get_schedule(connection, job),
-            _live_runs(connection, job, now),
-            [h for h in list_hosts(connection) if h.alive(now)],
-            group_summaries(connection, now) if with_groups else [],
-        )
-
-
-def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
-    """The backfill, finished first when nothing of it is left pending or running."""
-    with writing(engine, clock) as (connection, now):
-        finish_backfills(connection, now, [backfill_id])
-        return get_backfill(connection, backfill_id)
+def before_trigger(connection: Connection, job: str, now: datetime) -> Before:
+    return Before(
+        now,
+        get_schedule(connection, job),
+        _live_runs(connection, job, now),
+        [h for h in list_hosts(connection) if h.alive(now)],
+        group_summaries(connection, now),
+    )
 
 
 def due_jobs(engine: Engine, now: datetime, limit: int) -> list[str]:
