@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Table
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.types import TypeEngine
 
 from jobhost.clock import Clock
 from jobhost.store.pooling import PoolingMode
@@ -22,8 +24,10 @@ class Database(Protocol):
     the server plans once; elsewhere as an executemany or a bind parameter a value."""
     listens: bool
     """Whether hosts hear a change by ``LISTEN``; elsewhere they read the counter."""
-    own_clock: bool
-    """Whether the database keeps the store's time; elsewhere the host's clock does."""
+    server: bool
+    """Whether the database is a server: its clock is the store's, and it answers each
+    connection in a process of its own, beside this one's work; elsewhere it answers in this
+    process, and the host's clock is the store's."""
     typed: bool
     """Whether a column holds only values of its type, an instant as a time (not text)."""
     lateral: bool
@@ -48,7 +52,9 @@ class Database(Protocol):
         :func:`~jobhost.store.engine.create_store_engine` describes it."""
         ...
 
-    def now(self, connection: Connection, fallback: Clock) -> datetime: ...
+    def now(self, connection: Connection, fallback: Clock) -> datetime:
+        """The store's instant: the database's clock on a server, else ``fallback()``."""
+        ...
 
     def locked(self, query: _Q, **for_update: Any) -> _Q:
         """``query`` locking its rows (``with_for_update``) where the database locks rows."""
@@ -64,6 +70,23 @@ class Database(Protocol):
 
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         """The texts ``value`` joined by ``separator`` in ``order``, an aggregate."""
+        ...
+
+    @property
+    def instant_type(self) -> TypeEngine[Any]:
+        """The column type of :class:`~jobhost.store.engine.UTCDateTime`."""
+        ...
+
+    @staticmethod
+    def bind_instant(value: datetime | None) -> Any:
+        """An aware instant, or None, as the driver is given it; a naive one is refused."""
+        ...
+
+    def read_instant(
+        self, slow: Callable[[Any, Dialect], datetime | None], dialect: Dialect
+    ) -> Callable[[Any], datetime | None]:
+        """The driver's value as an aware instant in UTC; ``slow`` reads what the fast path
+        cannot (a naive value, or none that is a time)."""
         ...
 
 

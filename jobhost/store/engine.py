@@ -21,7 +21,6 @@ from sqlalchemy import (
     JSON,
     DateTime,
     Select,
-    String,
     Table,
     Text,
     bindparam,
@@ -67,7 +66,6 @@ __all__ = [
     "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
-    "is_postgres",
     "is_read_only",
     "is_store_down",
     "json_rows",
@@ -204,10 +202,6 @@ def writing(engine: Engine, clock: Clock) -> Iterator[tuple[Connection, datetime
         yield connection, database_now(connection, clock)
 
 
-def is_postgres(engine: Engine) -> bool:
-    return engine.dialect.name == "postgresql"
-
-
 def database_now(connection: Connection, fallback: Clock) -> datetime:
     """The database's current instant on PostgreSQL; ``fallback()`` on SQLite."""
     return _DATABASES[connection.dialect.name].now(connection, fallback)
@@ -215,7 +209,7 @@ def database_now(connection: Connection, fallback: Clock) -> datetime:
 
 def store_now(engine: Engine, fallback: Clock) -> datetime:
     """:func:`database_now` in a short read of its own."""
-    if not database(engine).own_clock:
+    if not database(engine).server:
         return fallback()
     with engine.connect() as connection:
         return database_now(connection, fallback)
@@ -230,7 +224,7 @@ class StoreTime:
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
-        self._local = not database(engine).own_clock
+        self._local = not database(engine).server
         self._read_at: tuple[datetime, float] | None = None
 
     def estimate(self) -> datetime:
@@ -436,13 +430,6 @@ def execute_isolating(
     return refused
 
 
-# SQLAlchemy's own SQLite layout: fixed width, so text order is time order in comparisons.
-_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
-# Instants whose SQLite text is remembered (a few hundred kilobytes): enough for a record of
-# a thousand runs to find its starts and ends again; past this the memory starts again.
-_REMEMBERED_TEXTS = 4096
-
-
 class UTCDateTime(TypeDecorator[datetime]):
     """An instant, stored in UTC, always returned timezone-aware.
 
@@ -456,49 +443,21 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "sqlite":
-            return dialect.type_descriptor(String(32))
-        return dialect.type_descriptor(DateTime(timezone=True))
+        return dialect.type_descriptor(_DATABASES[dialect.name].instant_type)
 
     def bind_processor(self, dialect: Dialect) -> Any:
         """A direct conversion of each value, as :meth:`result_processor` is."""
-        return _sqlite_text_or_none if dialect.name == "sqlite" else _aware_or_none
+        return _DATABASES[dialect.name].bind_instant
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         return self.bind_processor(dialect)(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         """A direct conversion of each value: reports read a hundred thousand of these, and the
-        generic path costs several calls per value, a missing one included. On SQLite a parse
-        of the stored text; on PostgreSQL the driver's aware instant, moved to UTC."""
-        slow = self.process_result_value
-        if dialect.name != "sqlite":
-            if self.impl_instance.result_processor(dialect, coltype) is not None:
-                return super().result_processor(dialect, coltype)
-            utc = UTC
-
-            def aware(value: Any) -> datetime | None:
-                if value is None:
-                    return None
-                if type(value) is datetime and value.tzinfo is not None:
-                    # The store's sessions are in UTC: nearly every value is already there.
-                    return value if value.tzinfo is utc else value.astimezone(utc)
-                return slow(value, dialect)  # naive, or not a time: the generic path
-
-            return aware
-        parse = datetime.fromisoformat
-
-        def process(value: Any) -> datetime | None:
-            if value is None:
-                return None
-            try:
-                # The stored text is naive UTC: parsed with its offset, the value comes out
-                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
-                return parse(value + "+00:00")
-            except (TypeError, ValueError):
-                return slow(value, dialect)  # text with an offset of its own, or no time
-
-        return process
+        generic path costs several calls per value, a missing one included."""
+        if self.impl_instance.result_processor(dialect, coltype) is not None:
+            return super().result_processor(dialect, coltype)
+        return _DATABASES[dialect.name].read_instant(self.process_result_value, dialect)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -512,32 +471,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
-
-
-def _aware_or_none(value: datetime | None) -> datetime | None:
-    return None if value is None else utc_instant(value)
-
-
-def _sqlite_text_or_none(value: datetime | None) -> str | None:
-    return None if value is None else _sqlite_text(value)
-
-
-def _sqlite_text(value: datetime) -> str:
-    """The SQLite text of ``value``, remembered: a claim of a thousand runs binds the same few
-    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
-    every thread: a dict's get and set are atomic."""
-    # A naive value equals no aware key, so it misses here and _utc_instant refuses it.
-    known = _TEXTS.get(value)
-    if known is None:
-        # The same text as _SQLITE_FORMAT gives, several times faster.
-        known = utc_instant(value).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
-        if len(_TEXTS) >= _REMEMBERED_TEXTS:
-            _TEXTS.clear()
-        _TEXTS[value] = known
-    return known
-
-
-_TEXTS: dict[datetime, str] = {}
 
 
 _T = TypeVar("_T")

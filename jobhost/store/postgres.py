@@ -8,13 +8,15 @@ server hung behind a live TCP peer costs a connection, never a thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, create_engine, func, literal, text
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy import ColumnElement, DateTime, Table, create_engine, func, literal, text
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
 from jobhost.clock import Clock
+from jobhost.store.dialect import utc_instant
 from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
 
 DEADLINE_MARGIN = 5.0
@@ -30,10 +32,15 @@ _NOW = text("SELECT clock_timestamp()")
 class Postgres:
     batches = True
     listens = True
-    own_clock = True
+    server = True
     typed = True
     lateral = True
     marker = "%s"
+    instant_type = DateTime(timezone=True)
+
+    @staticmethod
+    def bind_instant(value: datetime | None) -> datetime | None:
+        return None if value is None else utc_instant(value)
 
     def open(
         self,
@@ -95,6 +102,21 @@ class Postgres:
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         return func.string_agg(value, aggregate_order_by(literal(separator), *order))
+
+    def read_instant(
+        self, slow: Callable[[Any, Dialect], datetime | None], dialect: Dialect
+    ) -> Callable[[Any], datetime | None]:
+        utc = UTC
+
+        def aware(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            if type(value) is datetime and value.tzinfo is not None:
+                # The store's sessions are in UTC: nearly every value is already there.
+                return value if value.tzinfo is utc else value.astimezone(utc)
+            return slow(value, dialect)  # naive, or not a time: the generic path
+
+        return aware
 
 
 def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:
