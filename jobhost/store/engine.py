@@ -42,9 +42,7 @@ from jobhost.store.sqlite import (
     SQLite,
     is_away,
     is_read_only,
-    ring_after_commit,
     sqlite_path,
-    store_file,
 )
 
 if TYPE_CHECKING:
@@ -72,10 +70,8 @@ __all__ = [
     "lift_deadline",
     "locked",
     "reading",
-    "ring_after_commit",
     "rows_json",
     "sqlite_path",
-    "store_file",
     "store_now",
     "writing",
 ]

@@ -36,10 +36,11 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import Doorbell
-from jobhost.store.engine import StoreRetry, database, reading, store_file
+from jobhost.store.engine import StoreRetry, database, reading
 from jobhost.store.pooling import pooling_of
 from jobhost.store.postgres import CHANNEL_SQL
 from jobhost.store.schema import signals
+from jobhost.store.sqlite import store_file
 
 if TYPE_CHECKING:
     import psycopg

@@ -111,16 +111,12 @@ class SQLite:
         return insert(table)
 
     def notify(self, connection: Connection) -> None:
-        ring_after_commit(connection)
+        # Once this transaction commits, the processes waiting beside the file are woken (see
+        # :mod:`jobhost.store.doorbell`); a rollback rings nobody.
+        connection.info[_RING] = True
 
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         return func.group_concat(value, separator)
-
-
-def ring_after_commit(connection: Connection) -> None:
-    """Once this transaction commits, wake the processes waiting beside the file (see
-    :mod:`jobhost.store.doorbell`); a rollback rings nobody."""
-    connection.info[_RING] = True
 
 
 def store_file(engine: Engine) -> Path | None:
