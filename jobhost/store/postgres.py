@@ -38,10 +38,6 @@ class Postgres:
     marker = "%s"
     instant_type = DateTime(timezone=True)
 
-    @staticmethod
-    def bind_instant(value: datetime | None) -> datetime | None:
-        return None if value is None else utc_instant(value)
-
     def open(
         self,
         url: URL,
@@ -102,6 +98,10 @@ class Postgres:
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         return func.string_agg(value, aggregate_order_by(literal(separator), *order))
+
+    @staticmethod
+    def bind_instant(value: datetime | None) -> datetime | None:
+        return None if value is None else utc_instant(value)
 
     def read_instant(
         self, slow: Callable[[Any, Dialect], datetime | None], dialect: Dialect

@@ -52,27 +52,6 @@ class SQLite:
     """The naive UTC text of an instant (SQLite has no time type), fixed width: text order is
     time order in comparisons."""
 
-    @staticmethod
-    def bind_instant(value: datetime | None) -> str | None:
-        return None if value is None else _text(value)
-
-    def read_instant(
-        self, slow: Callable[[Any, Dialect], datetime | None], dialect: Dialect
-    ) -> Callable[[Any], datetime | None]:
-        parse = datetime.fromisoformat
-
-        def process(value: Any) -> datetime | None:
-            if value is None:
-                return None
-            try:
-                # The stored text is naive UTC: parsed with its offset, the value comes out
-                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
-                return parse(value + "+00:00")
-            except (TypeError, ValueError):
-                return slow(value, dialect)  # text with an offset of its own, or no time
-
-        return process
-
     def open(self, url: URL, create: bool, options: dict[str, Any], **_timeouts: Any) -> Engine:
         path = sqlite_path(url)
         read_only = path is not None and _not_writable(path)
@@ -117,6 +96,27 @@ class SQLite:
 
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         return func.group_concat(value, separator)
+
+    @staticmethod
+    def bind_instant(value: datetime | None) -> str | None:
+        return None if value is None else _text(value)
+
+    def read_instant(
+        self, slow: Callable[[Any, Dialect], datetime | None], dialect: Dialect
+    ) -> Callable[[Any], datetime | None]:
+        parse = datetime.fromisoformat
+
+        def process(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            try:
+                # The stored text is naive UTC: parsed with its offset, the value comes out
+                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
+                return parse(value + "+00:00")
+            except (TypeError, ValueError):
+                return slow(value, dialect)  # text with an offset of its own, or no time
+
+        return process
 
 
 def store_file(engine: Engine) -> Path | None:
