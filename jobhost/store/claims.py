@@ -48,8 +48,10 @@ from jobhost.records import (
     occurrence_key,
 )
 from jobhost.store.backfills import finish_backfills
+from jobhost.store.dialect import Database
 from jobhost.store.engine import (
     built,
+    database,
     database_now,
     insert_ignoring_duplicates,
     insert_returning_new,
@@ -904,9 +906,8 @@ class GroupGate:
             query = select(concurrency_groups.c.name, concurrency_groups.c.slots).order_by(
                 concurrency_groups.c.name
             )
-            if self._connection.dialect.name == "postgresql":
-                # Every group row, in name order, once per claim: waits never form a circle.
-                query = query.with_for_update()
+            # Every group row, in name order, once per claim: waits never form a circle.
+            query = database(self._connection).locked(query)
             self._limits = {str(n): int(s) for n, s in self._connection.execute(query)}
         return self._limits
 
@@ -1074,8 +1075,8 @@ def _move_schedules(
     On PostgreSQL one statement from JSON whatever the batch size (see
     :func:`~jobhost.store.engine.json_rows`); elsewhere an executemany."""
 
-    def build(dialect: str) -> Any:
-        if dialect == "postgresql":
+    def build(db: Database) -> Any:
+        if db.batches:
             types = [("b_job", schedules.c.job_name.type)]
             source = json_rows(types + [(c, schedules.c[c].type) for c in columns])
             job, values = source.c.b_job, {c: source.c[c] for c in columns}
@@ -1086,12 +1087,10 @@ def _move_schedules(
     if not rows:
         return
     statement = built(connection, name, build)
-    connection.execute(
-        statement, rows_json(rows) if connection.dialect.name == "postgresql" else rows
-    )
+    connection.execute(statement, rows_json(rows) if database(connection).batches else rows)
 
 
-def _due_pending_query(dialect: str) -> Any:
+def _due_pending_query(db: Database) -> Any:
     query = select(runs).where(
         IS_PENDING,
         # A backfill's waiting occurrences are claimed by the backfill claim, after.
@@ -1102,19 +1101,19 @@ def _due_pending_query(dialect: str) -> Any:
         ),
         runs.c.job_name.not_in(bindparam("skip", expanding=True)),
     )
-    return _claimable(dialect, query, runs.c.priority, runs.c.not_before.nulls_first())
+    return _claimable(db, query, runs.c.priority, runs.c.not_before.nulls_first())
 
 
-def _due_schedules_query(dialect: str, of: bool) -> Any:
+def _due_schedules_query(db: Database, of: bool) -> Any:
     names: Any = bindparam("names", expanding=True)
     query = select(*_DUE_COLUMNS).where(
         schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
         schedules.c.job_name.in_(names) if of else schedules.c.job_name.not_in(names),
     )
-    return _claimable(dialect, query, schedules.c.due_at)
+    return _claimable(db, query, schedules.c.due_at)
 
 
-def _backfills_query(dialect: str, one: bool) -> Any:
+def _backfills_query(db: Database, one: bool) -> Any:
     """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
     runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
     any backfill (``live``), locked together; with ``one``, the backfill ``only`` even when
@@ -1153,12 +1152,10 @@ def _backfills_query(dialect: str, one: bool) -> Any:
         query = query.where(backfills.c.id == bindparam("only"))
     else:
         query = query.where(backfills.c.concurrency > in_flight)
-    if dialect == "postgresql":
-        query = query.with_for_update(skip_locked=True, of=[backfills, schedules])
-    return query
+    return db.locked(query, skip_locked=True, of=[backfills, schedules])
 
 
-def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
+def _backfill_runs_query(db: Database, *, retries: bool) -> Any:
     query = select(runs).where(
         runs.c.backfill_id == bindparam("backfill"), runs.c.outcome == PENDING
     )
@@ -1169,10 +1166,10 @@ def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
         )
     else:
         query = query.where(runs.c.priority == PRIORITY_BACKFILL)
-    return _claimable(dialect, query, runs.c.occurrence)
+    return _claimable(db, query, runs.c.occurrence)
 
 
-def _wakeups_query(_dialect: str) -> Any:
+def _wakeups_query(_db: Database) -> Any:
     skip: Any = bindparam("skip", expanding=True)
     due = (
         select(schedules.c.due_at)
@@ -1224,18 +1221,18 @@ def _wakeups_query(_dialect: str) -> Any:
     )
 
 
-def _update_pending(columns: Sequence[str], **values: str) -> Callable[[str], Any]:
+def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database], Any]:
     """The statement that sets ``values`` and ``columns`` (each from the parameter of its name)
     of the run ``b_id``, if it is still pending."""
-    return lambda _dialect: (
+    return lambda _db: (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
         .values(**values, **{column: bindparam(column) for column in columns})
     )
 
 
-def _claimable(dialect: str, query: Any, *order: Any) -> Any:
+def _claimable(db: Database, query: Any, *order: Any) -> Any:
     """The first ``limit`` rows in ``order``, skipping rows another replica holds (PostgreSQL);
     SQLite's transaction holds the file."""
     query = query.order_by(*order).limit(bindparam("limit"))
-    return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query
+    return db.locked(query, skip_locked=True)

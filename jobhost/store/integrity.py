@@ -40,7 +40,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import ColumnClause, Select
 
 from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, HostRecord, RunRecord
-from jobhost.store.engine import UTCDateTime, reading
+from jobhost.store.engine import UTCDateTime, database, reading
 from jobhost.store.hosts import hosts_at
 from jobhost.store.schema import (
     IS_PENDING,
@@ -117,7 +117,7 @@ def check_live_rows(
     connection: Connection, now: datetime, implausible: timedelta, *, limit: int = 10
 ) -> IntegrityResult:
     """The rows a host reads that it would set aside or could not judge."""
-    typed = connection.dialect.name == "sqlite"
+    typed = database(connection).typed
     found: dict[tuple[str, str], CorruptRow] = {}
     covered: dict[str, int] = {}
     total = 0
@@ -206,7 +206,7 @@ def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
         words = _WORDS.get((table.name, column.name))
         if words is not None:
             tests.append(value.not_in(sorted(words)))
-        if not typed:
+        if typed:
             continue
         # NULL is never a wrong type; typeof() says 'null' for it.
         present = value.is_not(None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, literal, select, true
+from sqlalchemy import ColumnElement, Select, func, select, true
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -33,6 +33,7 @@ from jobhost.records import (
     ScheduleRecord,
     ScheduleSummary,
 )
+from jobhost.store.engine import database
 from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
@@ -314,16 +315,9 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
         .correlate(schedules)
         .subquery("newest")
     )
-    if connection.dialect.name == "postgresql":
-        # Imported here: a read of a SQLite store loads nothing of PostgreSQL's.
-        from sqlalchemy.dialects.postgresql import aggregate_order_by
-
-        in_order: ColumnElement[Any] = aggregate_order_by(
-            literal(_OUTCOMES_JOINED_BY), *newest_first(newest)
-        )
-        joined = func.string_agg(newest.c.outcome, in_order)
-    else:
-        joined = func.group_concat(newest.c.outcome, _OUTCOMES_JOINED_BY)
+    joined = database(connection).joined(
+        newest.c.outcome, _OUTCOMES_JOINED_BY, *newest_first(newest)
+    )
     return select(joined).correlate(schedules).scalar_subquery().label("newest_outcomes")
 
 
@@ -346,7 +340,7 @@ def _last_attempts(connection: Connection) -> Select[Any]:
     attempt is newer still: the snapshot puts it over this one."""
     row = schedules.c
     found: Any
-    if connection.dialect.name == "postgresql":
+    if database(connection).lateral:
         # A lateral subquery with its LIMIT is probed by the run's id, one index lookup a
         # job; a plain join is planned as a hash join over the whole ledger.
         found = (

@@ -45,7 +45,7 @@ from jobhost.records import (
 )
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
-from jobhost.store.engine import database_now, is_postgres, reading
+from jobhost.store.engine import database, database_now, reading
 from jobhost.store.failures import RETRY, retry_links, streak_range
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
@@ -139,7 +139,7 @@ def _whole_ledger(
     statement sees the store as of its own start, on one connection or three. Otherwise (and on
     SQLite, which answers in this process, where a second thread only shares the same cores)
     they are read when collected, on ``connection``."""
-    if not (apart and is_postgres(engine)):
+    if not (apart and database(engine).server):
         return lambda: store_reports.ledger_summaries(connection)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
     try:
