@@ -54,7 +54,6 @@ from jobhost.store.reports import (
     LedgerSummary,
     attempts_of,
     get_run,
-    get_schedule,
     ledger_page,
     list_schedules,
     recent_failures,
@@ -69,7 +68,6 @@ __all__ = [
     "Census",
     "JobPage",
     "RunPage",
-    "api_deletion",
     "catalog_versions",
     "job_page",
     "read_snapshot",
@@ -332,15 +330,6 @@ def _links(connection: Connection, since: RunRecord) -> Sequence[tuple[str, str]
         .order_by(job_changes.c.id)
     )
     return retry_links(connection.execute(query))
-
-
-def api_deletion(connection: Connection, name: str) -> tuple[bool, JobChange | None]:
-    """Whether ``name`` is a runtime job removed through the API, and the change that removed
-    it (when the change log still has it)."""
-    row = get_schedule(connection, name)
-    if row is None or not row.orphaned or row.trigger_source != "api":
-        return False, None
-    return True, deletions(connection, [name]).get(name)
 
 
 @dataclass(frozen=True)

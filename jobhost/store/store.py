@@ -221,7 +221,6 @@ class Store:
     last_outcomes = _Read(backfills.last_outcomes)
     job_page = _Read(snapshot.job_page)
     run_page = _Read(snapshot.run_page)
-    api_deletion = _Read(snapshot.api_deletion)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------

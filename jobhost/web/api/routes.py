@@ -329,9 +329,11 @@ class _Api(ServiceEndpoints):
     def _refuse_deleted(self, name: str) -> None:
         """A runtime job removed through the API is gone: 404, saying who removed it, when, and
         where its history stays."""
-        deleted, change = self._store.api_deletion(name)
-        if not deleted:
+        row = self._store.list_schedules([name]).get(name)
+        if row is None or not row.orphaned or row.trigger_source != "api":
             return
+        found = self._store.search_changes(ChangeSearch(job=name, action="delete"), 1)
+        change = found[0] if found else None
         how = f" by {change.actor} at {short_utc(change.at)}" if change is not None else ""
         raise ChangeRefused(
             404,
