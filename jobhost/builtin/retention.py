@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from jobhost.config import redact_text, refusal
 from jobhost.store import Store
 
-__all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs", "purge_growing_tables"]
+__all__ = ["JOB_NAME", "RetentionSettings", "RunRetention", "jobhost_jobs"]
 
 JOB_NAME = "jobhost.run-retention"
 _SECTION = "jobhost"
@@ -98,39 +98,27 @@ class RunRetention:
             return Failure("the run retention job runs only in a jobhost host, on its store")
         now, cancellation = datetime.now(UTC), context.cancellation
         try:
-            deleted = store.purge_runs(
+            counts = store.purge(
                 now=now,
-                keep_days=self.config.keep_days,
+                ages={
+                    "runs": timedelta(days=self.config.keep_days),
+                    "hosts": timedelta(days=self.config.keep_hosts_days),
+                    "idempotency_records": timedelta(days=self.config.keep_idempotency_days),
+                },
                 keep_last=self.config.keep_last,
                 batch_size=self.config.batch_size,
                 should_stop=lambda: cancellation.cancelled,
             )
-            others = purge_growing_tables(
-                store, now=now, config=self.config, should_stop=lambda: cancellation.cancelled
-            )
         except SQLAlchemyError as error:
             return Failure(f"purge failed: {redact_text(str(error).splitlines()[0])}")
+        deleted = counts.pop("runs")
         context.logger.info(
             "deleted %d run rows, %d hosts, %d idempotency records",
             deleted,
-            others["hosts"],
-            others["idempotency_records"],
+            counts["hosts"],
+            counts["idempotency_records"],
         )
-        return Success({"deleted": deleted, **others})
-
-
-def purge_growing_tables(
-    store: Store, *, now: datetime, config: RetentionSettings, should_stop: Any = lambda: False
-) -> dict[str, int]:
-    return store.purge_by_age(
-        now=now,
-        ages={
-            "hosts": timedelta(days=config.keep_hosts_days),
-            "idempotency_records": timedelta(days=config.keep_idempotency_days),
-        },
-        batch_size=config.batch_size,
-        should_stop=should_stop,
-    )
+        return Success({"deleted": deleted, **counts})
 
 
 def _read(section: Mapping[str, Any]) -> RetentionSettings:

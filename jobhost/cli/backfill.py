@@ -238,21 +238,22 @@ def _list_all(store: Store, *, as_json: bool) -> None:
 
 def _show_one(store: Store, backfill_id: str, *, as_json: bool) -> None:
     """One backfill with each of its occurrences and where it stands."""
-    record, items = store.backfill_with_items(backfill_id)
-    if record is None:
+    found = store.list_backfills(ids=[backfill_id], items=True)
+    if not found:
         _unknown(backfill_id)
+    record = found[0]
     if as_json:
         shown = backfill_json(record)
         shown["items"] = [
             {"occurrence": iso_utc(o), "state": state, "run_id": run_id}
-            for o, state, run_id in items
+            for o, state, run_id in record.items
         ]
         click.echo(json.dumps(shown, indent=2))
         return
     click.echo(_line(record))
     if record.reason:
         click.echo(f"  reason: {record.reason}")
-    for occurrence, state, run_id in items:
+    for occurrence, state, run_id in record.items:
         click.echo(f"  {iso_utc(occurrence)}  {state:<9}  {run_id or '-'}")
 
 

@@ -70,7 +70,7 @@ def db_check(ctx: click.Context, full: bool) -> None:
     settings = settings_of(ctx)
     implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)
     with opened_store(settings) as store:
-        _, live = store.check_live_rows(implausible.implausible_lease)
+        live = store.health_rows(implausible.implausible_lease)[1].integrity
         click.echo(f"checked {live.coverage()}: {live.total} row(s) a host cannot use")
         for row in live.found:
             click.echo(f"  {row.line()}")

@@ -21,8 +21,6 @@ from jobhost.operations.runs import (
     history_json,
     line_text,
     page_json,
-    read_history,
-    read_last_lines,
     read_run_log,
 )
 from jobhost.store import Store
@@ -76,8 +74,9 @@ def history(
     settings = settings_of(ctx)
     with opened_store(settings) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
-        rows = read_history(store, name, limit=limit, outcome=outcome)
-        logs = read_last_lines(store, [r.id for r in rows], count=LAST_LINES) if with_logs else None
+        count = LAST_LINES if with_logs else 0
+        rows, lines = store.ledger_page(name, limit=limit, outcome=outcome, lines=count)
+    logs = lines if with_logs else None
     if as_json:
         document = history_json(name, rows)
         if logs is not None:

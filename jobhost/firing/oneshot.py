@@ -128,7 +128,7 @@ class BackfillRuns:
                     f"(run {claim.run_id}, attempt {claim.attempt})"
                 )
                 slots.submit(claim, by.jobs[claim.job_name])
-        record = by.store.settled_backfill(self._backfill_id, by.store.clock)
+        record = by.store.settle_backfill(self._backfill_id, by.store.clock)
         assert record is not None, f"backfill {self._backfill_id} disappeared"
         line = progress_line(record)
         if line != self._said:

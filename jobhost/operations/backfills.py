@@ -151,9 +151,7 @@ def start_backfill(
     actor: str,
     reason: str | None,
 ) -> str:
-    """Record a backfill of ``plan``'s occurrences; its id. The job gets a schedule row first
-    if no host has given it one yet: a backfill's claim locks it."""
-    store.ensure_scheduled(spec.name, desired_schedules({spec.name: spec}), store.clock)
+    """Record a backfill of ``plan``'s occurrences; its id."""
     return store.backfill_logged(
         spec.name,
         start=plan.start,
@@ -164,6 +162,7 @@ def start_backfill(
         actor=actor,
         reason=reason,
         clock=store.clock,
+        schedules=desired_schedules({spec.name: spec}),
     )
 
 
@@ -176,7 +175,7 @@ def cancel_backfill(
 ) -> BackfillRecord | None:
     """Stop a running backfill claiming new occurrences (its runs in flight finish); the
     backfill after it (None: no such backfill)."""
-    return store.cancel_backfill_logged(backfill_id, actor=actor, reason=reason, clock=store.clock)
+    return store.settle_backfill(backfill_id, store.clock, cancelled_by=actor, reason=reason)
 
 
 _FOLLOW_SECONDS = 1.0
@@ -241,7 +240,7 @@ def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecor
 
 
 def _read(store: Store, backfill_id: str) -> BackfillRecord:
-    record = store.settled_backfill(backfill_id, store.clock)
+    record = store.settle_backfill(backfill_id, store.clock)
     assert record is not None, f"backfill {backfill_id} disappeared"
     return record
 

@@ -420,7 +420,9 @@ def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) 
 def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[str, str]]:
     """(job, line) for each of ``jobs`` with open failures: how many (of the newest ``limit``)
     and its newest."""
-    found = store.open_runs(limit=limit, where=FailureFilter(jobs=tuple(jobs)))
+    # From the top of the finished failures: stuck runs are not failures of a last run.
+    _, rows = store.failure_rows(limit=limit, where=FailureFilter(jobs=tuple(jobs)), after=_START)
+    found = rows.page.runs if rows.page is not None else []
     by_job: dict[str, list[RunRecord]] = {}
     for run in found:
         if run.outcome in FAILED:

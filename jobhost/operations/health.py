@@ -7,9 +7,10 @@ problems), then how many more there are.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from jobhost.catalog import Catalog
@@ -22,6 +23,7 @@ from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules import FiringRules
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.engine import sqlite_path
+from jobhost.store.integrity import HealthRows
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.snapshot import Census
 
@@ -79,15 +81,17 @@ def check_health(
                 report = report_from(settings, catalog, store.read_snapshot(catalog.jobs))
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
+    # The last three checks read the store's rows beside the report once, together.
+    rows = functools.cache(lambda: store.health_rows(_implausible(settings, catalog, stored)))
     rest: list[tuple[str, Callable[[Report], Check]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
         ("live-host", _live_host if hosts else lambda _: _SKIPPED_HOSTS),
         ("leases", _leases),
         ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
         ("clock-skew", _clock_skew),
-        ("schedule-lag", lambda _: _schedule_lag(settings, store)),
-        ("store-integrity", lambda _: _store_integrity(settings, catalog, stored, store)),
-        ("stuck-runs", lambda _: _stuck_runs(store)),
+        ("schedule-lag", lambda _: _schedule_lag(settings, *rows())),
+        ("store-integrity", lambda _: _store_integrity(rows()[1])),
+        ("stuck-runs", lambda _: _stuck_runs(rows()[1])),
     ]
     for name, check in rest:
         if report is not None:
@@ -125,10 +129,8 @@ def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs |
     return 4 * longest
 
 
-def _store_integrity(
-    settings: Settings, catalog: Catalog | None, stored: StoredJobs | None, store: Store
-) -> Check:
-    _, result = store.check_live_rows(_implausible(settings, catalog, stored))
+def _store_integrity(found: HealthRows) -> Check:
+    result = found.integrity
     covered = f"checked {result.coverage()}"
     if not result.total:
         return Check(
@@ -148,8 +150,8 @@ def _store_integrity(
     )
 
 
-def _stuck_runs(store: Store) -> Check:
-    stuck = store.stuck_runs()
+def _stuck_runs(found: HealthRows) -> Check:
+    stuck = found.stuck
     if not stuck:
         return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
     shown = _listed(
@@ -171,10 +173,9 @@ def _stuck_runs(store: Store) -> Check:
     )
 
 
-def _schedule_lag(settings: Settings, store: Store) -> Check:
+def _schedule_lag(settings: Settings, now: datetime, found: HealthRows) -> Check:
     limit = settings.max_schedule_lag
-    now, hosts = store.hosts()
-    oldest = store.oldest_due()
+    hosts, oldest = found.hosts, found.oldest_due
     lags = ", ".join(
         f"{h.id} {h.schedule_lag_seconds:.1f}s" for h in hosts if h.schedule_lag_seconds is not None
     )

@@ -171,14 +171,14 @@ def request_trigger(
         reason=reason,
         clock=store.clock,
         beside_limit=beside_limit,
-    )
+    ).id
 
 
 def require_known_job(catalog: Catalog | None, store: Store, name: str) -> str:
     """``name`` if the catalog or the store knows it (reading only the job's own rows);
     :class:`UnknownJobError` with the closest names both know otherwise."""
     declared = catalog.jobs if catalog is not None else {}
-    if name in declared or store.job_is_known(name):
+    if name in declared or store.stored_job_names([name]):
         return name
     raise UnknownJobError(name, suggest(name, sorted({*declared, *store.stored_job_names()})))
 

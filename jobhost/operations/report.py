@@ -667,7 +667,7 @@ class Overview:
 def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
     """Every job with its status, from one read of the schedule, host and running tables."""
     with uncollected():
-        _, snapshot = store.summary_snapshot()
+        snapshot = store.read_snapshot((), store.clock, recent=False, whole=False)
         return report_from(settings, catalog, snapshot)
 
 

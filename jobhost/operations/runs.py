@@ -13,16 +13,16 @@ from __future__ import annotations
 import getpass
 import string
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.operations.jobs import ActionRefused, request_trigger
+from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import (
     PENDING,
@@ -30,7 +30,6 @@ from jobhost.records import (
     TERMINAL_OUTCOMES,
     Dropped,
     LogLine,
-    RunIdMatch,
     RunRecord,
     work_key,
 )
@@ -38,6 +37,9 @@ from jobhost.records import CancelWritten as CancelAsked
 from jobhost.records import RetryWritten as RetryQueued
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
+
+if TYPE_CHECKING:
+    from jobhost.store.claims import Before
 
 __all__ = [
     "LAST_LINES",
@@ -63,7 +65,6 @@ __all__ = [
     "line_time",
     "page_json",
     "read_history",
-    "read_last_lines",
     "read_run_log",
     "resolve_run_id",
     "retry_run",
@@ -246,13 +247,21 @@ class ManualRun:
         """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
         ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = self.store.before_trigger(
-            spec.name, self.store.clock, with_groups=bool(spec.concurrency_group)
-        )
-        row, running, hosts, groups = seen.row, seen.running, seen.hosts, seen.groups
-        lease_live = row.lease_live(seen.now) if row is not None else False
-        if not may_start(spec.declaration, len(running), lease_live):
-            return self._refused_overlap(spec, running, row.lease_owner if row else None)
+        user = getpass.getuser()
+        try:
+            requested = self.store.request_logged(
+                spec.name,
+                actor=user,
+                reason=reason,
+                clock=self.store.clock,
+                beside_limit=beside_limit,
+                check=lambda seen: self._refuse_overlap(spec, seen),
+            )
+        except _Refused as refused:
+            return refused.result
+        request_id, seen = requested.id, requested.before
+        assert seen is not None, "a check is given what the request found"
+        row, hosts = seen.row, seen.hosts
         if not spec.enabled:
             self.progress(f"note: job {spec.name} is disabled; it runs only because you asked")
         if row is not None and row.paused:
@@ -260,7 +269,7 @@ class ManualRun:
                 f"warning: job {spec.name} is paused (by {row.paused_by} at "
                 f"{short_utc(row.paused_at)}: {row.paused_reason}); running it anyway"
             )
-        for group in groups:
+        for group in seen.groups:
             if group.name == spec.concurrency_group and group.running >= group.limit:
                 self.progress(
                     f"group {group.name} is full ({group.running} of {group.limit} busy): "
@@ -278,14 +287,6 @@ class ManualRun:
                 limits=self.settings.concurrency_limits,
                 members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
             )
-        user = getpass.getuser()
-        request_id = request_trigger(
-            self.store,
-            spec.name,
-            actor=user,
-            reason=reason,
-            beside_limit=beside_limit,
-        )
         why = f": {reason}" if reason else ""
         self.progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
         if not wait:
@@ -324,7 +325,7 @@ class ManualRun:
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
         assert self.run_here is not None, "a trigger that waits is given run_here"
         ran = self.run_here([request_id], deadline)
-        run = self.store.get_run(request_id)
+        run = self.store.runs_by_id([request_id]).get(request_id)
         assert run is not None, f"run {request_id} disappeared"
         if request_id not in ran.taken:
             if run.request_status == "refused":
@@ -342,9 +343,12 @@ class ManualRun:
         text = message or "refused"
         return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
 
-    def _refused_overlap(
-        self, spec: JobSpec, running: list[RunRecord], lease_owner: str | None
-    ) -> TriggerResult:
+    def _refuse_overlap(self, spec: JobSpec, seen: Before) -> None:
+        """Raises :class:`_Refused` when the job's overlap policy forbids a run now."""
+        row, running = seen.row, seen.running
+        lease_live = row.lease_live(seen.now) if row is not None else False
+        if may_start(spec.declaration, len(running), lease_live):
+            return
         policy = f"(overlap policy {spec.declaration.overlap.value})"
         if running:
             first = running[0]
@@ -352,9 +356,18 @@ class ManualRun:
                 f"refused: run {first.id} of {spec.name} is still running on host "
                 f"{first.host_id} since {short_utc(first.started_at)} {policy}"
             )
-            return self._refused(None, spec, message, first.host_id)
+            raise _Refused(self._refused(None, spec, message, first.host_id))
+        lease_owner = row.lease_owner if row else None
         message = f"refused: host {lease_owner} holds the lease of {spec.name} {policy}"
-        return self._refused(None, spec, message, lease_owner)
+        raise _Refused(self._refused(None, spec, message, lease_owner))
+
+
+class _Refused(Exception):
+    """A trigger the job's overlap policy refuses: nothing is queued."""
+
+    def __init__(self, result: TriggerResult) -> None:
+        super().__init__(result.error)
+        self.result = result
 
 
 def _queued(spec: JobSpec) -> str:
@@ -407,7 +420,7 @@ def _watching(
             check_hosts = time.monotonic() >= next_check
             if check_hosts:
                 next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            run = store.get_run(run_id)
+            run = store.runs_by_id([run_id]).get(run_id)
             assert run is not None, f"run {run_id} disappeared"
             yield run, bool(store.hosts()[1]) if check_hosts else None
             left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
@@ -440,7 +453,7 @@ class RunRetry:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
         :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        old = self.store.get_run(run_id)
+        old = self.store.runs_by_id([run_id]).get(run_id)
         _, alive = self.store.hosts()
         if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
             raise ActionRefused(
@@ -488,7 +501,7 @@ class RunRetry:
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
         ran = self.run_here([queued.run_id], deadline)
-        run = self.store.get_run(queued.run_id)
+        run = self.store.runs_by_id([queued.run_id]).get(queued.run_id)
         assert run is not None, f"run {queued.run_id} disappeared"
         if queued.run_id not in ran.taken:
             if run.outcome == PENDING:
@@ -523,7 +536,7 @@ _SHOWN_CANDIDATES = 10
 class AmbiguousRunId(LookupError):
     """A prefix that starts several runs' ids."""
 
-    def __init__(self, prefix: str, candidates: list[RunIdMatch], more: bool) -> None:
+    def __init__(self, prefix: str, candidates: list[RunRecord], more: bool) -> None:
         self.prefix = prefix
         self.candidates = candidates
         self.more = more
@@ -537,14 +550,15 @@ def resolve_run_id(store: Store, typed: str) -> str:
     prefix = typed.strip().lower()
     if len(prefix) < _MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
-    found = store.runs_by_prefix(prefix, limit=_SHOWN_CANDIDATES + 1)
-    if any(match.id == prefix for match in found):
+    found = store.runs_by_id(prefix=prefix, limit=_SHOWN_CANDIDATES + 1)
+    if prefix in found:
         return prefix
     if len(found) == 1:
-        return found[0].id
+        return next(iter(found))
     if not found:
         return typed
-    raise AmbiguousRunId(prefix, list(found[:_SHOWN_CANDIDATES]), len(found) > _SHOWN_CANDIDATES)
+    matches = list(found.values())
+    raise AmbiguousRunId(prefix, matches[:_SHOWN_CANDIDATES], len(found) > _SHOWN_CANDIDATES)
 
 
 OUTCOMES = (
@@ -565,7 +579,7 @@ def read_history(
     store: Store, job: str, *, limit: int = 20, outcome: str | None = None
 ) -> list[RunRecord]:
     """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    return store.ledger_page(job, limit=limit, outcome=outcome)
+    return store.ledger_page(job, limit=limit, outcome=outcome)[0]
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
@@ -652,13 +666,6 @@ def read_run_log(
         return None
     lines = [entry for entry in found.lines if isinstance(entry, LogLine)]
     return RunLogPage(found.run, found.lines, lines[-1].seq if lines else after)
-
-
-def read_last_lines(
-    store: Store, run_ids: Collection[str], *, count: int
-) -> dict[str, list[LogLine | Dropped]]:
-    """The last ``count`` lines of each run that wrote any."""
-    return store.last_lines(run_ids, count=count)
 
 
 def dropped_text(gap: Dropped) -> str:

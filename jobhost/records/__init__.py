@@ -71,7 +71,6 @@ from jobhost.records.views import (
     CancelWritten,
     GroupSummary,
     RetryWritten,
-    RunIdMatch,
     StoreSnapshot,
 )
 
@@ -117,7 +116,6 @@ __all__ = [
     "RetriesFor",
     "RetryRequest",
     "RetryWritten",
-    "RunIdMatch",
     "RunRecord",
     "RuntimeJobRow",
     "ScheduleChange",

@@ -35,6 +35,9 @@ class BackfillRecord:
     counts: dict[str, int] = field(default_factory=dict)
     """Occurrence state (pending, claimed, succeeded, failed) → how many; they add up to the
     occurrences it chose."""
+    items: tuple[tuple[datetime, str, str | None], ...] = ()
+    """Of each occurrence that has a run, oldest first: (occurrence, state, first run id), its
+    state by its newest attempt; read only when asked for."""
 
     @property
     def selected(self) -> int:

@@ -34,24 +34,13 @@ class GroupSummary:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RunIdMatch:
-    """A run whose id starts with the prefix asked for, with what tells it from the others."""
-
-    id: str
-    job_name: str
-    outcome: str
-    queued_at: datetime
-
-
 @dataclass(frozen=True)
 class StoreSnapshot:
     """What the store says, at ``now``."""
 
     now: datetime
     schedules: Mapping[str, ScheduleRow]
-    """Whole rows (:func:`read_snapshot`), or as the summary reads them
-    (:func:`summary_snapshot`)."""
+    """Whole rows, or as the summary reads them (:func:`read_snapshot` without ``whole``)."""
     hosts: list[HostRecord]
     last_runs: dict[str, LastAttempt] = field(default_factory=dict)
     recent_outcomes: dict[str, list[str]] = field(default_factory=dict)

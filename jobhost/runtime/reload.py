@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
+from jobhost.records import ChangeSearch
 from jobhost.runtime.loading import SpecCache, check_runtime_jobs, with_runtime_jobs
 from jobhost.store import Store
 
@@ -59,9 +60,11 @@ class RuntimeReloader:
             return False
         self._pending.clear()
         self._looked = time.monotonic()
-        latest, rows = self._store.changed_runtime_jobs(self._seen, force=force)
-        if rows is None:
+        newest = self._store.search_changes(ChangeSearch(), 1)
+        latest = newest[0].id if newest else 0
+        if latest == self._seen and not force:
             return False
+        rows = self._store.list_runtime_jobs()
         runtime = check_runtime_jobs(rows, self._catalog, self._settings, cache=self._cache)
         merged = with_runtime_jobs(self._catalog, runtime)
         before = set(self._catalog.runtime)

@@ -101,9 +101,9 @@ class JobService:
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
         for _ in range(tries):
-            put = self.store.put_runtime_job(
+            put = self.store.write_runtime_job(
                 name,
-                stored=stored,
+                stored,
                 actor=actor,
                 clock=self.clock,
                 check=lambda row: _check_put(name, row, if_match, if_none_match),
@@ -133,8 +133,9 @@ class JobService:
                 "runtime jobs can be removed here (disable a declared job in its "
                 f'[jobs."{name}"] section instead)'
             )
-        removed = self.store.remove_runtime_job(
+        removed = self.store.write_runtime_job(
             name,
+            None,
             actor=actor,
             clock=self.clock,
             check=lambda row: _check_delete(name, row, if_match),
@@ -164,7 +165,7 @@ class JobService:
         # A host that starts, queues or refuses the run signals it: wait on that, not a timer.
         with self.store.change_signal() as signal:
             while True:
-                run = self.store.get_run(request_id)
+                run = self.store.runs_by_id([request_id]).get(request_id)
                 status = run.request_status if run is not None else "pending"
                 if run is not None and status != "pending":
                     run_id = None if status == "refused" else run.id

@@ -52,6 +52,7 @@ from jobhost.records import (
 )
 from jobhost.store import backfills
 from jobhost.store.backfills import finish_backfills
+from jobhost.store.claims import Before, before_trigger
 from jobhost.store.engine import writing
 from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
@@ -63,9 +64,9 @@ from jobhost.store.signals import notify
 
 __all__ = [
     "Paused",
+    "Requested",
     "ack_logged",
     "backfill_logged",
-    "cancel_backfill_logged",
     "cancel_logged",
     "cancel_requests",
     "change_state_logged",
@@ -76,6 +77,7 @@ __all__ = [
     "resume_job",
     "retry_logged",
     "set_paused_logged",
+    "settle_backfill",
 ]
 
 
@@ -132,6 +134,15 @@ def set_paused_logged(
     return done
 
 
+@dataclass(frozen=True)
+class Requested:
+    """A manual run queued: the request's id, and the job as the request found it (when
+    asked for, by a ``check``)."""
+
+    id: str
+    before: Before | None
+
+
 def request_logged(
     engine: Engine,
     job: str,
@@ -140,10 +151,16 @@ def request_logged(
     reason: str | None,
     clock: Clock,
     beside_limit: bool = False,
-) -> str:
-    """Queue a manual run of ``job``; the request's id. The change record says when it starts
-    beside its concurrency group's limit."""
+    check: Callable[[Before], None] | None = None,
+) -> Requested:
+    """Queue a manual run of ``job``. ``check`` is given the job as the request finds it, in
+    the same transaction, and raises to refuse (nothing is written). The change record says
+    when it starts beside its concurrency group's limit."""
     with writing(engine, clock) as (connection, now):
+        before = None
+        if check is not None:
+            before = before_trigger(connection, job, now)
+            check(before)
         request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
         record_change(
             connection,
@@ -155,7 +172,7 @@ def request_logged(
             after={"request_id": request_id, **({"beside_limit": True} if beside_limit else {})},
             reason=reason,
         )
-    return request_id
+    return Requested(request_id, before)
 
 
 def backfill_logged(
@@ -170,10 +187,14 @@ def backfill_logged(
     actor: str,
     reason: str | None,
     clock: Clock,
+    schedules: Sequence[DesiredSchedule],
 ) -> str:
     """Record a backfill of ``occurrences`` of ``job``; its id. The change record names the
-    range, the mode and the count."""
+    range, the mode and the count. The job gets a schedule row from ``schedules`` first if no
+    host has given it one yet, as a starting host would: a backfill's claim locks it."""
     with writing(engine, clock) as (connection, now):
+        if get_schedule(connection, job) is None:
+            sync_schedules(connection, schedules, now, prune=False)
         backfill_id = backfills.create_backfill(
             connection,
             job=job,
@@ -206,26 +227,32 @@ def backfill_logged(
     return backfill_id
 
 
-def cancel_backfill_logged(
-    engine: Engine, backfill_id: str, *, actor: str, reason: str | None, clock: Clock
+def settle_backfill(
+    engine: Engine,
+    backfill_id: str,
+    clock: Clock,
+    *,
+    cancelled_by: str | None = None,
+    reason: str | None = None,
 ) -> BackfillRecord | None:
-    """Stop a running backfill claiming new occurrences; the backfill after it (None: no such
-    backfill). Only a change is logged."""
+    """The backfill (None: no such backfill), finished first when nothing of it is left pending
+    or running. With ``cancelled_by``, a running backfill is stopped before that (it claims no
+    new occurrence; its runs in flight go on) and the cancel logged."""
     with writing(engine, clock) as (connection, now):
-        record = backfills.get_backfill(connection, backfill_id)
-        if record is None:
-            return None
-        if backfills.cancel_backfill(connection, backfill_id, now):
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="backfill-cancel",
-                job_name=record.job_name,
-                before={"backfill_id": backfill_id, "state": record.state},
-                after={"backfill_id": backfill_id, "state": "cancelled"},
-                reason=reason,
-            )
+        if cancelled_by is not None:
+            record = backfills.get_backfill(connection, backfill_id)
+            if record is not None and backfills.cancel_backfill(connection, backfill_id, now):
+                record_change(
+                    connection,
+                    at=now,
+                    actor=cancelled_by,
+                    action="backfill-cancel",
+                    job_name=record.job_name,
+                    before={"backfill_id": backfill_id, "state": record.state},
+                    after={"backfill_id": backfill_id, "state": "cancelled"},
+                    reason=reason,
+                )
+        finish_backfills(connection, now, [backfill_id])
         return backfills.get_backfill(connection, backfill_id)
 
 

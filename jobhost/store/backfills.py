@@ -41,7 +41,6 @@ _ITEM_STATE = case(
 ).label("state")
 
 __all__ = [
-    "backfill_with_items",
     "cancel_backfill",
     "create_backfill",
     "finish_backfills",
@@ -186,9 +185,10 @@ def list_backfills(
     ids: Sequence[str] | None = None,
     job: str | None = None,
     limit: int = 50,
+    items: bool = False,
 ) -> list[BackfillRecord]:
     """Backfills, newest first (``ids``: those; ``job``: that job's), with their items counted
-    by state."""
+    by state, and with ``items`` each item (see :attr:`BackfillRecord.items`)."""
     query = select(backfills).order_by(backfills.c.created_at.desc()).limit(limit)
     if ids is not None:
         query = query.where(backfills.c.id.in_(list(ids)))
@@ -200,6 +200,7 @@ def list_backfills(
     counts: dict[str, dict[str, int]] = {str(r["id"]): {} for r in rows}
     for backfill_id, state, count in connection.execute(_item_counts(list(counts))):
         counts[str(backfill_id)][str(state)] = int(count)
+    listed = _items(connection, list(counts)) if items else {}
     found = []
     for row in rows:
         mine = counts[str(row["id"])]
@@ -208,8 +209,29 @@ def list_backfills(
         never = chosen - sum(mine.values())
         if never > 0:
             mine["pending"] = mine.get("pending", 0) + never
-        found.append(BackfillRecord(**row, counts=mine))
+        found.append(BackfillRecord(**row, counts=mine, items=listed.get(str(row["id"]), ())))
     return found
+
+
+def _items(
+    connection: Connection, ids: list[str]
+) -> dict[str, tuple[tuple[datetime, str, str | None], ...]]:
+    """Each backfill's occurrences that have a run, oldest first: (occurrence, state, first run
+    id), its state by its newest attempt (see :data:`_ITEM_STATE`)."""
+    rows = connection.execute(
+        select(runs.c.backfill_id, runs.c.occurrence, _ITEM_STATE, runs.c.id)
+        .where(runs.c.backfill_id.in_(ids))
+        .order_by(runs.c.backfill_id, runs.c.occurrence, runs.c.attempt)
+    )
+    found: dict[str, dict[datetime, tuple[str, str | None]]] = {}
+    for backfill_id, occurrence, state, run_id in rows:
+        items = found.setdefault(str(backfill_id), {})
+        first = items[occurrence][1] if occurrence in items else None
+        items[occurrence] = (state, first or (None if state == "pending" else str(run_id)))
+    return {
+        backfill_id: tuple((o, state, run_id) for o, (state, run_id) in items.items())
+        for backfill_id, items in found.items()
+    }
 
 
 def _item_counts(ids: list[str]) -> Any:
@@ -237,24 +259,3 @@ def _attempts_so_far(
         .group_by(runs.c.occurrence)
     )
     return {occurrence: int(attempt) for occurrence, attempt in rows}
-
-
-def backfill_with_items(
-    connection: Connection, backfill_id: str
-) -> tuple[BackfillRecord | None, list[tuple[datetime, str, str | None]]]:
-    """The backfill and its occurrences, read together (none for an unknown id): (occurrence,
-    state, first run id) of each that has a run, oldest first, its state by its newest attempt
-    (see :data:`_ITEM_STATE`)."""
-    record = get_backfill(connection, backfill_id)
-    if record is None:
-        return None, []
-    rows = connection.execute(
-        select(runs.c.occurrence, _ITEM_STATE, runs.c.id)
-        .where(runs.c.backfill_id == backfill_id)
-        .order_by(runs.c.occurrence, runs.c.attempt)
-    )
-    items: dict[datetime, tuple[str, str | None]] = {}
-    for occurrence, state, run_id in rows:
-        first = items[occurrence][1] if occurrence in items else None
-        items[occurrence] = (state, first or (None if state == "pending" else str(run_id)))
-    return record, [(o, state, run_id) for o, (state, run_id) in items.items()]

@@ -32,7 +32,6 @@ from jobhost.records import (
     PRIORITY_RETRY,
     RUNNING,
     SKIPPED,
-    BackfillRecord,
     Claim,
     ClaimBatch,
     DesiredSchedule,
@@ -48,9 +47,11 @@ from jobhost.records import (
     new_run_id,
     occurrence_key,
 )
-from jobhost.store.backfills import finish_backfills, get_backfill
+from jobhost.store.backfills import finish_backfills
+from jobhost.store.dialect import Database
 from jobhost.store.engine import (
     built,
+    database,
     database_now,
     insert_ignoring_duplicates,
     insert_returning_new,
@@ -58,7 +59,6 @@ from jobhost.store.engine import (
     locked,
     reading,
     rows_json,
-    writing,
 )
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
@@ -84,11 +84,8 @@ __all__ = [
     "claim",
     "claim_work",
     "due_jobs",
-    "ensure_scheduled",
     "look_ahead",
     "next_wakeups",
-    "oldest_due",
-    "settled_backfill",
     "sync_catalog",
 ]
 
@@ -108,16 +105,6 @@ def sync_catalog(
         write_group_limits(connection, limits, now)
         write_group_members(connection, members)
         return plan
-
-
-def ensure_scheduled(
-    engine: Engine, job: str, desired: Sequence[DesiredSchedule], clock: Clock
-) -> None:
-    """Give ``job`` a schedule row from ``desired`` if no host has yet, as a starting host
-    would."""
-    with engine.begin() as connection:
-        if get_schedule(connection, job) is None:
-            sync_schedules(connection, desired, database_now(connection, clock), prune=False)
 
 
 def claim(
@@ -189,7 +176,7 @@ class Turn:
 @dataclass(frozen=True)
 class Before:
     """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
-    concurrency groups when asked for."""
+    concurrency groups."""
 
     now: datetime
     row: ScheduleRecord | None
@@ -198,23 +185,14 @@ class Before:
     groups: list[GroupSummary]
 
 
-def before_trigger(engine: Engine, job: str, clock: Clock, *, with_groups: bool) -> Before:
-    with reading(engine) as connection:
-        now = database_now(connection, clock)
-        return Before(
-            now,
-            get_schedule(connection, job),
-            _live_runs(connection, job, now),
-            [h for h in list_hosts(connection) if h.alive(now)],
-            group_summaries(connection, now) if with_groups else [],
-        )
-
-
-def settled_backfill(engine: Engine, backfill_id: str, clock: Clock) -> BackfillRecord | None:
-    """The backfill, finished first when nothing of it is left pending or running."""
-    with writing(engine, clock) as (connection, now):
-        finish_backfills(connection, now, [backfill_id])
-        return get_backfill(connection, backfill_id)
+def before_trigger(connection: Connection, job: str, now: datetime) -> Before:
+    return Before(
+        now,
+        get_schedule(connection, job),
+        _live_runs(connection, job, now),
+        [h for h in list_hosts(connection) if h.alive(now)],
+        group_summaries(connection, now),
+    )
 
 
 def due_jobs(engine: Engine, now: datetime, limit: int) -> list[str]:
@@ -905,9 +883,8 @@ class GroupGate:
             query = select(concurrency_groups.c.name, concurrency_groups.c.slots).order_by(
                 concurrency_groups.c.name
             )
-            if self._connection.dialect.name == "postgresql":
-                # Every group row, in name order, once per claim: waits never form a circle.
-                query = query.with_for_update()
+            # Every group row, in name order, once per claim: waits never form a circle.
+            query = database(self._connection).locked(query)
             self._limits = {str(n): int(s) for n, s in self._connection.execute(query)}
         return self._limits
 
@@ -1062,17 +1039,6 @@ def _due_schedules(
     return [DueSchedule._make(r) for r in result]
 
 
-def oldest_due(connection: Connection) -> datetime | None:
-    """The earliest ``due_at`` of any schedule: how far behind every host together is."""
-    value = connection.execute(
-        select(schedules.c.due_at)
-        .where(schedules.c.due_at.is_not(None))
-        .order_by(schedules.c.due_at)
-        .limit(1)
-    ).scalar()
-    return value if isinstance(value, datetime) else None
-
-
 _MOVED = ("next_occurrence", "due_at", "missed_through")
 _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_run_id")
 
@@ -1086,8 +1052,8 @@ def _move_schedules(
     On PostgreSQL one statement from JSON whatever the batch size (see
     :func:`~jobhost.store.engine.json_rows`); elsewhere an executemany."""
 
-    def build(dialect: str) -> Any:
-        if dialect == "postgresql":
+    def build(db: Database) -> Any:
+        if db.batches:
             types = [("b_job", schedules.c.job_name.type)]
             source = json_rows(types + [(c, schedules.c[c].type) for c in columns])
             job, values = source.c.b_job, {c: source.c[c] for c in columns}
@@ -1098,12 +1064,10 @@ def _move_schedules(
     if not rows:
         return
     statement = built(connection, name, build)
-    connection.execute(
-        statement, rows_json(rows) if connection.dialect.name == "postgresql" else rows
-    )
+    connection.execute(statement, rows_json(rows) if database(connection).batches else rows)
 
 
-def _due_pending_query(dialect: str) -> Any:
+def _due_pending_query(db: Database) -> Any:
     query = select(runs).where(
         IS_PENDING,
         # A backfill's waiting occurrences are claimed by the backfill claim, after.
@@ -1114,19 +1078,19 @@ def _due_pending_query(dialect: str) -> Any:
         ),
         runs.c.job_name.not_in(bindparam("skip", expanding=True)),
     )
-    return _claimable(dialect, query, runs.c.priority, runs.c.not_before.nulls_first())
+    return _claimable(db, query, runs.c.priority, runs.c.not_before.nulls_first())
 
 
-def _due_schedules_query(dialect: str, of: bool) -> Any:
+def _due_schedules_query(db: Database, of: bool) -> Any:
     names: Any = bindparam("names", expanding=True)
     query = select(*_DUE_COLUMNS).where(
         schedules.c.due_at <= bindparam("now", type_=schedules.c.due_at.type),
         schedules.c.job_name.in_(names) if of else schedules.c.job_name.not_in(names),
     )
-    return _claimable(dialect, query, schedules.c.due_at)
+    return _claimable(db, query, schedules.c.due_at)
 
 
-def _backfills_query(dialect: str, one: bool) -> Any:
+def _backfills_query(db: Database, one: bool) -> Any:
     """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
     runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
     any backfill (``live``), locked together; with ``one``, the backfill ``only`` even when
@@ -1165,12 +1129,10 @@ def _backfills_query(dialect: str, one: bool) -> Any:
         query = query.where(backfills.c.id == bindparam("only"))
     else:
         query = query.where(backfills.c.concurrency > in_flight)
-    if dialect == "postgresql":
-        query = query.with_for_update(skip_locked=True, of=[backfills, schedules])
-    return query
+    return db.locked(query, skip_locked=True, of=[backfills, schedules])
 
 
-def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
+def _backfill_runs_query(db: Database, *, retries: bool) -> Any:
     query = select(runs).where(
         runs.c.backfill_id == bindparam("backfill"), runs.c.outcome == PENDING
     )
@@ -1181,10 +1143,10 @@ def _backfill_runs_query(dialect: str, *, retries: bool) -> Any:
         )
     else:
         query = query.where(runs.c.priority == PRIORITY_BACKFILL)
-    return _claimable(dialect, query, runs.c.occurrence)
+    return _claimable(db, query, runs.c.occurrence)
 
 
-def _wakeups_query(_dialect: str) -> Any:
+def _wakeups_query(_db: Database) -> Any:
     skip: Any = bindparam("skip", expanding=True)
     due = (
         select(schedules.c.due_at)
@@ -1236,18 +1198,18 @@ def _wakeups_query(_dialect: str) -> Any:
     )
 
 
-def _update_pending(columns: Sequence[str], **values: str) -> Callable[[str], Any]:
+def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database], Any]:
     """The statement that sets ``values`` and ``columns`` (each from the parameter of its name)
     of the run ``b_id``, if it is still pending."""
-    return lambda _dialect: (
+    return lambda _db: (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
         .values(**values, **{column: bindparam(column) for column in columns})
     )
 
 
-def _claimable(dialect: str, query: Any, *order: Any) -> Any:
+def _claimable(db: Database, query: Any, *order: Any) -> Any:
     """The first ``limit`` rows in ``order``, skipping rows another replica holds (PostgreSQL);
     SQLite's transaction holds the file."""
     query = query.order_by(*order).limit(bindparam("limit"))
-    return query.with_for_update(skip_locked=True) if dialect == "postgresql" else query
+    return db.locked(query, skip_locked=True)

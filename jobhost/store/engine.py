@@ -1,20 +1,6 @@
-"""Opening the store and speaking to it: one engine per process, tuned for each backend.
-
-SQLite is the embedded default: every transaction takes the write lock at BEGIN (``BEGIN
-IMMEDIATE``) so that a claim is atomic across processes sharing the file, and WAL lets readers
-(``jobhost report``) proceed meanwhile. PostgreSQL is the engine for several replicas; a bare
-``postgresql://`` URL is given the psycopg 3 driver.
-
-On PostgreSQL every wait for the server also has a deadline kept by the client
-(:mod:`jobhost.store.deadline`): the statement timeout plus :data:`DEADLINE_MARGIN`, so that a
-server hung behind a live TCP peer costs a connection, never a thread.
-
-A store file this process may not write (the file, or its directory, where SQLite keeps the
-WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``) work,
-and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
-
-The store's time is the database's clock on PostgreSQL, the host's on SQLite (see
-:mod:`jobhost.clock` for why).
+"""Opening the store and speaking to it: one engine per process, tuned for each database
+(:mod:`jobhost.store.sqlite`, the embedded default; :mod:`jobhost.store.postgres`, for several
+replicas, a bare ``postgresql://`` URL given the psycopg 3 driver); :func:`database` says which.
 """
 
 from __future__ import annotations
@@ -22,42 +8,42 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import sqlite3
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import quote
 
 from jobhost_contracts import redact_text
 from sqlalchemy import (
     JSON,
     DateTime,
     Select,
-    String,
     Table,
     Text,
     bindparam,
     cast,
     column,
-    create_engine,
-    event,
     func,
     select,
-    text,
 )
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from jobhost.clock import Clock
-from jobhost.store.doorbell import ring
-from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
+from jobhost.store.dialect import Database, utc_instant
+from jobhost.store.pooling import PoolingMode
+from jobhost.store.postgres import DEADLINE_MARGIN, Postgres
+from jobhost.store.sqlite import (
+    READ_ONLY,
+    SQLite,
+    is_away,
+    is_read_only,
+    sqlite_path,
+)
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -73,47 +59,33 @@ __all__ = [
     "built",
     "copy_ignoring_duplicates",
     "create_store_engine",
+    "database",
     "database_now",
-    "dialect_module",
     "execute_isolating",
     "insert_ignoring_duplicates",
     "insert_returning_new",
-    "is_postgres",
+    "is_read_only",
     "is_store_down",
     "json_rows",
     "lift_deadline",
     "locked",
     "reading",
-    "ring_after_commit",
     "rows_json",
-    "store_file",
+    "sqlite_path",
     "store_now",
     "writing",
 ]
 
 _log = logging.getLogger("jobhost.store")
-_SQLITE_BUSY_MS = 30_000
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds; the ``store_connect_timeout`` setting's default."""
 DEFAULT_STATEMENT_TIMEOUT = 60.0
 """Seconds; the ``store_statement_timeout`` setting's default."""
 DEFAULT_IDLE_TRANSACTION_TIMEOUT = 60.0
 """Seconds; the ``lease_duration`` setting's default, which a host's engine uses."""
-DEADLINE_MARGIN = 5.0
-"""Seconds the client waits for a statement beyond the server's own timeout: the server's
-cancellation, and its answer saying so, arrive first whenever the server is there to send it."""
 _ANSWER_FRESH = 1.0
 """Seconds one look of :func:`answers` stands for every caller."""
-_READ_ONLY = "jobhost_read_only"
-_READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
-_WRITE_LOCK = "jobhost_write_lock"
-_RING = "jobhost_ring"
-# One lock per SQLite file, shared by every engine of this process on it.
-_FILE_LOCKS: dict[str, threading.RLock] = {}
-_ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
-# The file each SQLite engine opened: a command's URL names it as a ``file:`` URI (read-only, or
-# refusing to create it), which no longer says where the file and its doorbells are.
-_STORE_FILES: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
+_DATABASES: dict[str, Database] = {"postgresql": Postgres(), "sqlite": SQLite()}
 
 
 def create_store_engine(
@@ -138,57 +110,21 @@ def create_store_engine(
     ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
     parsed = normalise_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        path = sqlite_path(parsed)
-        read_only = path is not None and _not_writable(path)
-        connect_args: dict[str, Any] = {
-            "timeout": _SQLITE_BUSY_MS / 1000,
-            "check_same_thread": False,
-        }
-        if read_only and path is not None:
-            parsed = _read_only_url(parsed, path)
-        elif not create and path is not None:
-            parsed = parsed.set(database=f"file:{quote(str(path))}").update_query_dict(
-                {"mode": "rw", "uri": "true"}
-            )
-        engine = create_engine(parsed, connect_args=connect_args, **options)
-        if read_only:
-            _READ_ONLY_ENGINES.add(engine)
-        # Threads of one process queue for the write lock here, woken the moment it is free,
-        # instead of sleeping in SQLite's busy handler between tries.
-        key = str(path) if path is not None else f"memory:{id(engine)}"
-        _ENGINE_LOCKS[engine] = _FILE_LOCKS.setdefault(key, threading.RLock())
-        if path is not None:
-            _STORE_FILES[engine] = path
-        event.listen(engine, "connect", lambda raw, _record: _sqlite_on_connect(raw, read_only))
-        event.listen(engine, "begin", _sqlite_on_begin)
-        event.listen(engine, "commit", _sqlite_on_commit)
-        event.listen(engine, "rollback", _sqlite_on_rollback)
-        return engine
-    options.setdefault("pool_pre_ping", True)
-    options.setdefault("pool_size", 10)
-    if connect_timeout > 0:
-        options.setdefault("pool_timeout", connect_timeout)
-    server = _server_settings(statement_timeout, idle_transaction_timeout)
-    if pooling == "transaction":
-        # Nothing may live in the session: the pooler lends it to others between transactions.
-        pooled = Pooling(pooling, listen_url)
-        server = {**option_pairs(parsed), **server}
-        parsed = parsed.difference_update_query(["options"])
-        args = {**_connect_timeouts(connect_timeout), "prepare_threshold": None}
-    else:
-        pooled = Pooling(pooling, listen_url, session=tuple(server.items()))
-        args = {**_connect_timeouts(connect_timeout), **_startup_options(parsed, server)}
-        server = {}
-    options["connect_args"] = {**args, **options.get("connect_args", {})}
-    engine = create_engine(parsed, **options)
-    set_locally(engine, pooled, server)
-    if statement_timeout > 0:
-        from jobhost.store.deadline import keep_deadline
+    return _DATABASES[parsed.get_backend_name()].open(
+        parsed,
+        create,
+        options,
+        connect_timeout=connect_timeout,
+        statement_timeout=statement_timeout,
+        idle_transaction_timeout=idle_transaction_timeout,
+        pooling=pooling,
+        listen_url=listen_url,
+    )
 
-        deadline = statement_timeout + DEADLINE_MARGIN
-        keep_deadline(engine, deadline, _connect_timeouts(connect_timeout))
-    return engine
+
+def database(bound: Connection | Engine) -> Database:
+    """What differs on the database ``bound`` speaks to."""
+    return _DATABASES[bound.dialect.name]
 
 
 def lift_deadline(connection: Connection) -> None:
@@ -241,47 +177,6 @@ class _Look:
 _LOOKS: weakref.WeakKeyDictionary[Engine, _Look] = weakref.WeakKeyDictionary()
 
 
-def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:
-    """The server settings the store's timeouts ask for (0: off, not sent), in milliseconds."""
-    wanted = {
-        "statement_timeout": statement,
-        "idle_in_transaction_session_timeout": idle_transaction,
-    }
-    return {name: str(round(seconds * 1000)) for name, seconds in wanted.items() if seconds > 0}
-
-
-def _connect_timeouts(connect: float) -> dict[str, Any]:
-    """libpq's parameters for opening a connection and finding a dead peer."""
-    if connect <= 0:
-        return {}
-    return {
-        "connect_timeout": max(2, round(connect)),  # libpq's least
-        "tcp_user_timeout": round(connect * 1000),
-        # A connection whose peer vanished is found within about ``connect`` seconds idle.
-        "keepalives": 1,
-        "keepalives_idle": max(1, round(connect / 2)),
-        "keepalives_interval": max(1, round(connect / 6)),
-        "keepalives_count": 3,
-    }
-
-
-def _startup_options(url: URL, server: dict[str, str]) -> dict[str, Any]:
-    """libpq's ``options`` for the server settings and the session's zone; the URL's own
-    ``options`` are kept."""
-    wanted = " ".join(f"-c {name}={value}" for name, value in server.items())
-    given = url.query.get("options", "")
-    given = given if isinstance(given, str) else " ".join(given)
-    # The session's zone is UTC unless the URL's options name another (theirs come after, and
-    # win). The driver then decodes each instant straight to UTC; under any other zone name (a
-    # server's default ``Etc/UTC`` too) it makes a zoned value that every read moves to UTC
-    # again: a third of the time of reading 10,000 schedule rows. Nothing the store does
-    # depends on the session's zone: every time is a timestamptz, compared as an instant. An
-    # engine with no server setting to send sends no options at all, as before.
-    if not (wanted or given):
-        return {}
-    return {"options": f"-c TimeZone=UTC {given} {wanted}".strip()}
-
-
 def normalise_url(url: str | URL) -> URL:
     """The URL with the psycopg 3 driver named for PostgreSQL."""
     parsed = make_url(url)
@@ -292,7 +187,7 @@ def normalise_url(url: str | URL) -> URL:
 
 def reading(engine: Engine) -> Connection:
     """A connection for reads only: on SQLite it does not take the write lock."""
-    return engine.connect().execution_options(**{_READ_ONLY: True})
+    return engine.connect().execution_options(**{READ_ONLY: True})
 
 
 @contextlib.contextmanager
@@ -303,40 +198,14 @@ def writing(engine: Engine, clock: Clock) -> Iterator[tuple[Connection, datetime
         yield connection, database_now(connection, clock)
 
 
-def ring_after_commit(connection: Connection) -> None:
-    """SQLite: once this transaction commits, wake the processes waiting beside the file (see
-    :mod:`jobhost.store.doorbell`); a rollback rings nobody."""
-    connection.info[_RING] = True
-
-
-def store_file(engine: Engine) -> Path | None:
-    """The SQLite file the engine opened, absolute; None for PostgreSQL or an in-memory
-    database. Unlike :func:`sqlite_path` of ``engine.url``, it knows the file of an engine whose
-    URL is a ``file:`` URI (every command's, see :func:`create_store_engine`)."""
-    return _STORE_FILES.get(engine)
-
-
-def is_postgres(engine: Engine) -> bool:
-    return engine.dialect.name == "postgresql"
-
-
-def is_read_only(engine: Engine) -> bool:
-    """Whether the engine's SQLite file was opened read-only (this process may not write it)."""
-    return engine in _READ_ONLY_ENGINES
-
-
 def database_now(connection: Connection, fallback: Clock) -> datetime:
     """The database's current instant on PostgreSQL; ``fallback()`` on SQLite."""
-    if connection.dialect.name != "postgresql":
-        return fallback()
-    value = connection.execute(text("SELECT clock_timestamp()")).scalar_one()
-    assert isinstance(value, datetime)
-    return value.astimezone(UTC)
+    return _DATABASES[connection.dialect.name].now(connection, fallback)
 
 
 def store_now(engine: Engine, fallback: Clock) -> datetime:
     """:func:`database_now` in a short read of its own."""
-    if engine.dialect.name != "postgresql":
+    if not database(engine).server:
         return fallback()
     with engine.connect() as connection:
         return database_now(connection, fallback)
@@ -351,7 +220,7 @@ class StoreTime:
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
-        self._local = engine.dialect.name != "postgresql"
+        self._local = not database(engine).server
         self._read_at: tuple[datetime, float] | None = None
 
     def estimate(self) -> datetime:
@@ -372,99 +241,11 @@ class StoreTime:
         return now
 
 
-def sqlite_path(url: str | URL) -> Path | None:
-    """The file of an SQLite URL, absolute; None for PostgreSQL or an in-memory database."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return None
-    database = parsed.database or ""
-    if database in {"", ":memory:"} or database.startswith("file:") or "mode=memory" in database:
-        return None
-    return Path(database).expanduser().absolute()
-
-
-def _not_writable(path: Path) -> bool:
-    # SQLite in WAL mode writes beside the file (-wal, -shm): the directory counts too.
-    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
-
-
-def _read_only_url(url: URL, path: Path) -> URL:
-    # With no WAL file beside it, nothing is pending: the file alone is the whole store, and
-    # "immutable" lets SQLite read it without creating the -shm it has no right to create.
-    wal = path.with_name(path.name + "-wal")
-    query = {"mode": "ro", "uri": "true"}
-    if not wal.exists():
-        query["immutable"] = "1"
-    return url.set(database=f"file:{quote(str(path))}").update_query_dict(query)
-
-
-def _sqlite_on_connect(dbapi_connection: Any, read_only: bool) -> None:
-    # Let SQLAlchemy's begin event issue BEGIN itself, instead of pysqlite's deferred BEGIN.
-    dbapi_connection.isolation_level = None
-    busy = f"busy_timeout={_SQLITE_BUSY_MS}"
-    # Read-only: no journal-mode change, which would be a write.
-    pragmas = [busy] if read_only else ["journal_mode=WAL", busy, "synchronous=NORMAL"]
-    cursor = dbapi_connection.cursor()
-    for pragma in pragmas:
-        cursor.execute(f"PRAGMA {pragma}")
-    cursor.close()
-
-
-def _sqlite_on_begin(connection: Connection) -> None:
-    if connection.get_execution_options().get(_READ_ONLY) or is_read_only(connection.engine):
-        connection.exec_driver_sql("BEGIN")
-        return
-    lock = _ENGINE_LOCKS[connection.engine]
-    # Bounded as SQLite's own wait for the file's lock is: a thread of this process stuck in its
-    # transaction makes the others fail as a locked store, not wait for ever.
-    if not lock.acquire(timeout=_SQLITE_BUSY_MS / 1000):
-        # As SQLAlchemy reports SQLite's own busy timeout, so every caller judges it the same.
-        locked = sqlite3.OperationalError("database is locked")
-        raise OperationalError("BEGIN IMMEDIATE", None, locked)
-    connection.info[_WRITE_LOCK] = lock
-    try:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-    except BaseException:
-        _release(connection)
-        raise
-
-
-def _sqlite_on_commit(connection: Connection) -> None:
-    # The commit event comes before the driver's commit: end the transaction here, so the
-    # lock is released only once the write is durable and the file's lock is free.
-    _end(connection, "COMMIT")
-
-
-def _sqlite_on_rollback(connection: Connection) -> None:
-    _end(connection, "ROLLBACK")
-
-
-def _end(connection: Connection, statement: str) -> None:
-    rings = connection.info.pop(_RING, False)
-    if _WRITE_LOCK not in connection.info:
-        return
-    try:
-        raw: Any = connection.connection.dbapi_connection
-        if raw is not None and raw.in_transaction:
-            raw.execute(statement)
-    finally:
-        _release(connection)
-    path = store_file(connection.engine)
-    if rings and statement == "COMMIT" and path is not None:
-        ring(path)
-
-
-def _release(connection: Connection) -> None:
-    lock = connection.info.pop(_WRITE_LOCK, None)
-    if lock is not None:
-        lock.release()
-
-
 # Small SQL building blocks that differ between SQLite and PostgreSQL, and the column types
 # the schema shares.
 
 
-def built(connection: Connection, name: str, build: Callable[[str], Any]) -> Any:
+def built(connection: Connection, name: str, build: Callable[[Database], Any]) -> Any:
     """The statement ``name`` for this connection's dialect, built once per process.
 
     Hot statements are built with bind parameters and kept: SQLAlchemy memoizes a statement's
@@ -473,7 +254,7 @@ def built(connection: Connection, name: str, build: Callable[[str], Any]) -> Any
     key = (name, connection.dialect.name)
     statement = _BUILT.get(key)
     if statement is None:
-        statement = _BUILT[key] = build(connection.dialect.name)
+        statement = _BUILT[key] = build(_DATABASES[connection.dialect.name])
     return statement
 
 
@@ -483,9 +264,7 @@ _BUILT: dict[tuple[str, str], Any] = {}
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
     """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
     SQLite transaction of the store holds the write lock)."""
-    if connection.dialect.name == "postgresql":
-        return statement.with_for_update(skip_locked=True)
-    return statement
+    return _DATABASES[connection.dialect.name].locked(statement, skip_locked=True)
 
 
 def insert_ignoring_duplicates(
@@ -513,7 +292,7 @@ def copy_ignoring_duplicates(
     """
     if not rows:
         return set()
-    if connection.dialect.name != "postgresql" or len(rows) < COPY_FROM:
+    if not database(connection).batches or len(rows) < COPY_FROM:
         return set(insert_returning_new(connection, table, rows, [column]))
     names = list(rows[0])
     listed = ", ".join(f'"{name}"' for name in names)
@@ -558,11 +337,11 @@ def insert_returning_new(
     """
     if not rows:
         return []
-    postgres = connection.dialect.name == "postgresql"
-    names = tuple(rows[0]) if postgres else ()
+    batches = database(connection).batches
+    names = tuple(rows[0]) if batches else ()
 
-    def build(dialect: str) -> Any:
-        insert = dialect_module(dialect).insert(table)
+    def build(db: Database) -> Any:
+        insert = db.insert(table)
         if names:
             source = json_rows([(name, table.c[name].type) for name in names])
             insert = insert.from_select(list(names), select(*(source.c[n] for n in names)))
@@ -572,7 +351,7 @@ def insert_returning_new(
 
     name = f"insert-new:{table.name}:{','.join(columns)}:{','.join(names)}"
     statement = built(connection, name, build)
-    values = rows_json(rows) if postgres else [dict(row) for row in rows]
+    values = rows_json(rows) if batches else [dict(row) for row in rows]
     return [row[0] for row in connection.execute(statement, values)]
 
 
@@ -604,7 +383,7 @@ _ROWS = "json_rows"
 def _instant(value: object) -> str:
     if not isinstance(value, datetime):
         raise TypeError(f"a {type(value).__name__} cannot be written in a batch of rows")
-    return _utc_instant(value).isoformat()
+    return utc_instant(value).isoformat()
 
 
 _ENCODER = json.JSONEncoder(default=_instant, allow_nan=False, separators=(",", ":"))
@@ -647,26 +426,6 @@ def execute_isolating(
     return refused
 
 
-def dialect_module(dialect: str) -> Any:
-    """The dialect package whose ``insert`` knows ON CONFLICT, imported when first needed:
-    PostgreSQL's pulls in every PostgreSQL driver's dialect and asyncio, a tenth of a read-only
-    command's start-up on an SQLite store."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite
-
-
-# SQLAlchemy's own SQLite layout: fixed width, so text order is time order in comparisons.
-_SQLITE_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
-# Instants whose SQLite text is remembered (a few hundred kilobytes): enough for a record of
-# a thousand runs to find its starts and ends again; past this the memory starts again.
-_REMEMBERED_TEXTS = 4096
-
-
 class UTCDateTime(TypeDecorator[datetime]):
     """An instant, stored in UTC, always returned timezone-aware.
 
@@ -680,49 +439,21 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "sqlite":
-            return dialect.type_descriptor(String(32))
-        return dialect.type_descriptor(DateTime(timezone=True))
+        return dialect.type_descriptor(_DATABASES[dialect.name].instant_type)
 
     def bind_processor(self, dialect: Dialect) -> Any:
         """A direct conversion of each value, as :meth:`result_processor` is."""
-        return _sqlite_text_or_none if dialect.name == "sqlite" else _aware_or_none
+        return _DATABASES[dialect.name].bind_instant
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         return self.bind_processor(dialect)(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         """A direct conversion of each value: reports read a hundred thousand of these, and the
-        generic path costs several calls per value, a missing one included. On SQLite a parse
-        of the stored text; on PostgreSQL the driver's aware instant, moved to UTC."""
-        slow = self.process_result_value
-        if dialect.name != "sqlite":
-            if self.impl_instance.result_processor(dialect, coltype) is not None:
-                return super().result_processor(dialect, coltype)
-            utc = UTC
-
-            def aware(value: Any) -> datetime | None:
-                if value is None:
-                    return None
-                if type(value) is datetime and value.tzinfo is not None:
-                    # The store's sessions are in UTC: nearly every value is already there.
-                    return value if value.tzinfo is utc else value.astimezone(utc)
-                return slow(value, dialect)  # naive, or not a time: the generic path
-
-            return aware
-        parse = datetime.fromisoformat
-
-        def process(value: Any) -> datetime | None:
-            if value is None:
-                return None
-            try:
-                # The stored text is naive UTC: parsed with its offset, the value comes out
-                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
-                return parse(value + "+00:00")
-            except (TypeError, ValueError):
-                return slow(value, dialect)  # text with an offset of its own, or no time
-
-        return process
+        generic path costs several calls per value, a missing one included."""
+        if self.impl_instance.result_processor(dialect, coltype) is not None:
+            return super().result_processor(dialect, coltype)
+        return _DATABASES[dialect.name].read_instant(self.process_result_value, dialect)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -738,44 +469,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
-def _utc_instant(value: datetime) -> datetime:
-    """``value`` in UTC, as the store keeps every instant; a naive one is refused."""
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
-    return value if value.tzinfo is UTC else value.astimezone(UTC)
-
-
-def _aware_or_none(value: datetime | None) -> datetime | None:
-    return None if value is None else _utc_instant(value)
-
-
-def _sqlite_text_or_none(value: datetime | None) -> str | None:
-    return None if value is None else _sqlite_text(value)
-
-
-def _sqlite_text(value: datetime) -> str:
-    """The SQLite text of ``value``, remembered: a claim of a thousand runs binds the same few
-    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
-    every thread: a dict's get and set are atomic."""
-    # A naive value equals no aware key, so it misses here and _utc_instant refuses it.
-    known = _TEXTS.get(value)
-    if known is None:
-        # The same text as _SQLITE_FORMAT gives, several times faster.
-        known = _utc_instant(value).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
-        if len(_TEXTS) >= _REMEMBERED_TEXTS:
-            _TEXTS.clear()
-        _TEXTS[value] = known
-    return known
-
-
-_TEXTS: dict[datetime, str] = {}
-
-
 _T = TypeVar("_T")
-
-_SQLITE_AWAY = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
-"""An SQLite store's file that cannot be written (a full disk, a failing one): it comes back
-when the space or the device does, as a server does after an outage."""
 
 
 def is_store_down(error: BaseException) -> bool:
@@ -784,12 +478,7 @@ def is_store_down(error: BaseException) -> bool:
         return True
     if isinstance(error, OperationalError | InterfaceError):
         return True
-    # SQLite's COMMIT is sent by the engine's own commit event, beneath SQLAlchemy's wrapping:
-    # a full disk meets it there, as the driver's error.
-    code = getattr(error, "sqlite_errorcode", None)
-    return isinstance(error, sqlite3.OperationalError) and (
-        isinstance(code, int) and code & 0xFF in _SQLITE_AWAY
-    )
+    return is_away(error)
 
 
 class _Stopped(Exception):

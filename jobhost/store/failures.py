@@ -74,7 +74,6 @@ __all__ = [
     "failure_page",
     "failure_rows",
     "failure_streaks",
-    "open_runs",
     "resolutions",
     "retry_links",
     "schedules_hosts_failing",
@@ -149,11 +148,6 @@ def failure_rows(
     page, resolved = found
     jobs = {run.job_name for run in [*stuck, *(page.runs if page is not None else [])]}
     return FailureRows(stuck, page, resolved, failure_streaks(connection, jobs))
-
-
-def open_runs(connection: Connection, *, limit: int, where: FailureFilter) -> list[RunRecord]:
-    """The newest open finished failures ``where`` matches, at most ``limit``."""
-    return _resolved_page(connection, limit=limit, where=where, after=None, open_only=True)[0].runs
 
 
 # -- streaks ----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Rows a host cannot use: found for ``jobhost health``'s ``store-integrity`` check.
+"""Rows a host cannot use: found for ``jobhost health``'s ``store-integrity`` check, read with
+the rest of what its checks ask the store beside the report (:func:`health_rows`).
 
 A host sets such a row's job aside and runs the others; this module lets an operator see them,
 each with the row and the fix. The check is bounded: it covers what a host reads (every
@@ -38,8 +39,9 @@ from sqlalchemy import column as raw_column
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.expression import ColumnClause, Select
 
-from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, RunRecord
-from jobhost.store.engine import UTCDateTime, reading
+from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, HostRecord, RunRecord
+from jobhost.store.engine import UTCDateTime, database, reading
+from jobhost.store.hosts import hosts_at
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
@@ -55,11 +57,12 @@ from jobhost.triggers import load_zone
 __all__ = [
     "AuditStep",
     "CorruptRow",
+    "HealthRows",
     "IntegrityResult",
     "audit_rows",
     "audit_store",
     "check_live_rows",
-    "stuck_runs",
+    "health_rows",
 ]
 
 
@@ -87,11 +90,34 @@ class IntegrityResult:
         return ", ".join(f"{count:,} {what}" for what, count in self.covered.items())
 
 
+@dataclass(frozen=True)
+class HealthRows:
+    """What the health checks read of the store beside the report, in one transaction."""
+
+    integrity: IntegrityResult
+    stuck: list[RunRecord]
+    """Running runs whose executor ignored cancellation and whose thread still runs."""
+    oldest_due: datetime | None
+    """The earliest ``due_at`` of any schedule: how far behind every host together is."""
+    hosts: list[HostRecord]
+
+
+def health_rows(connection: Connection, now: datetime, implausible: timedelta) -> HealthRows:
+    """The live rows checked (:func:`check_live_rows`), the stuck runs, the oldest due
+    occurrence and the hosts alive at ``now``."""
+    return HealthRows(
+        check_live_rows(connection, now, implausible),
+        _stuck_runs(connection),
+        _oldest_due(connection),
+        hosts_at(connection, now),
+    )
+
+
 def check_live_rows(
     connection: Connection, now: datetime, implausible: timedelta, *, limit: int = 10
 ) -> IntegrityResult:
     """The rows a host reads that it would set aside or could not judge."""
-    typed = connection.dialect.name == "sqlite"
+    typed = database(connection).typed
     found: dict[tuple[str, str], CorruptRow] = {}
     covered: dict[str, int] = {}
     total = 0
@@ -116,10 +142,19 @@ def check_live_rows(
     return IntegrityResult(list(found.values())[:limit], total, covered)
 
 
-def stuck_runs(connection: Connection) -> list[RunRecord]:
-    """Running runs whose executor ignored cancellation and whose thread still runs."""
+def _stuck_runs(connection: Connection) -> list[RunRecord]:
     query = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+
+
+def _oldest_due(connection: Connection) -> datetime | None:
+    value = connection.execute(
+        select(schedules.c.due_at)
+        .where(schedules.c.due_at.is_not(None))
+        .order_by(schedules.c.due_at)
+        .limit(1)
+    ).scalar()
+    return value if isinstance(value, datetime) else None
 
 
 _Describe = Callable[[Mapping[str, Any]], list[CorruptRow]]
@@ -171,7 +206,7 @@ def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
         words = _WORDS.get((table.name, column.name))
         if words is not None:
             tests.append(value.not_in(sorted(words)))
-        if not typed:
+        if typed:
             continue
         # NULL is never a wrong type; typeof() says 'null' for it.
         present = value.is_not(None)

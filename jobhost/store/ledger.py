@@ -39,8 +39,10 @@ from jobhost.records import (
     chunk,
 )
 from jobhost.store.backfills import finish_backfills
+from jobhost.store.dialect import Database
 from jobhost.store.engine import (
     built,
+    database,
     database_now,
     execute_isolating,
     insert_ignoring_duplicates,
@@ -316,7 +318,7 @@ def record_outcomes(
         }
         for o in outcomes
     ]
-    if connection.dialect.name == "postgresql" and not isolate:
+    if database(connection).batches and not isolate:
         # One statement finds the runs still this host's and finishes them.
         statement = built(connection, "finish-own-runs:json", _finish_own_runs)
         mine = set(
@@ -570,8 +572,7 @@ def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
     tuples."""
     if not chunks:
         return
-    sqlite = connection.dialect.name == "sqlite"
-    connection.exec_driver_sql(_INSERT_SQLITE if sqlite else _INSERT_POSTGRES, list(chunks))
+    connection.exec_driver_sql(_INSERT[database(connection).marker], list(chunks))
 
 
 def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
@@ -582,8 +583,7 @@ def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
 
 
 _COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
-_INSERT_SQLITE = f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?)"
-_INSERT_POSTGRES = f"INSERT INTO {_COLUMNS} VALUES (%s, %s, %s, %s, %s)"
+_INSERT = {mark: f"INSERT INTO {_COLUMNS} VALUES ({', '.join([mark] * 5)})" for mark in ("?", "%s")}
 
 
 def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -> None:
@@ -643,13 +643,13 @@ def _summarise(
         )
 
 
-def _own_running(dialect: str) -> Any:
+def _own_running(db: Database) -> Any:
     query = select(runs.c.id).where(
         runs.c.id.in_(bindparam("ids", expanding=True)),
         runs.c.host_id == bindparam("host"),
         runs.c.outcome == RUNNING,
     )
-    return query.with_for_update() if dialect == "postgresql" else query
+    return db.locked(query)
 
 
 _Value = Callable[[str, Any], Any]
@@ -670,7 +670,7 @@ def _execute_batch(
     ``value(name, type)``: a bind parameter per row, or the JSON rows' column."""
     if not rows:
         return []
-    if connection.dialect.name != "postgresql" or isolate:
+    if not database(connection).batches or isolate:
         statement = built(connection, name, lambda _: build(_bound))
         return execute_isolating(connection, statement, rows, isolate=isolate)
     statement = built(connection, f"{name}:json", lambda _: _from_json(build))
@@ -695,7 +695,7 @@ def _bound(name: str, kind: Any) -> Any:
     return bindparam(name, type_=kind)
 
 
-def _finish_own_runs(_dialect: str) -> Any:
+def _finish_own_runs(_db: Database) -> Any:
     return (
         _from_json(_finish_runs)
         .where(runs.c.host_id == bindparam("host"), runs.c.outcome == RUNNING)

@@ -16,7 +16,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.errors import SchemaTooNewError
-from jobhost.store.engine import is_postgres, lift_deadline, reading
+from jobhost.store.engine import database, lift_deadline, reading
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -36,7 +36,7 @@ _ADVISORY_LOCK_KEY = 0x6A6F62686F7374
 def upgrade(engine: Engine) -> tuple[str | None, str]:
     """Bring the schema to the newest revision; return (revision before, revision after)."""
     with engine.begin() as connection:
-        if is_postgres(engine):
+        if database(engine).server:
             # A migration of a large table may take longer than any one request's statement,
             # and loading alembic in the middle of the transaction longer than a short lease.
             lift_deadline(connection)  # the client waits as long as the server does

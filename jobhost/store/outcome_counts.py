@@ -60,7 +60,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from jobhost.records import RUNNING, TERMINAL_OUTCOMES
-from jobhost.store.engine import database_now, is_read_only
+from jobhost.store.engine import database, database_now, is_read_only
 from jobhost.store.schema import run_outcome_minutes, run_outcome_purges, run_outcome_spans, runs
 
 __all__ = [
@@ -134,7 +134,7 @@ def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) ->
 
 def _live(connection: Connection, parts: list[_Range]) -> list[tuple[str, int, int]]:
     """Each part's runs by outcome, counted from the runs' index in one statement."""
-    if connection.dialect.name == "postgresql":
+    if database(connection).batches:
         # One text for any number of parts, planned once: a nested loop of index range scans.
         values: dict[str, object] = {
             "lo": [lo for lo, _ in parts],
@@ -214,7 +214,7 @@ def _job_counts(connection: Connection, edges: Sequence[Any], job: str) -> list[
     """Runs of ``job`` finished in each slice [edges[i], edges[i + 1]), by outcome."""
     slices = len(edges) - 1
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
-    if connection.dialect.name == "postgresql":
+    if database(connection).batches:
         values: dict[str, object] = {
             "job": job,
             "outcomes": list(FINISHED_OUTCOMES),
@@ -261,9 +261,8 @@ _Row = tuple[datetime, str, int]
 
 def _closed_until(connection: Connection, now: datetime) -> datetime:
     """The start of the first minute that is not closed."""
-    if connection.dialect.name == "postgresql":
-        # A caller's clock ahead of the database's must not close a minute early.
-        now = min(now, database_now(connection, lambda: now))
+    # A caller's clock ahead of the database's must not close a minute early.
+    now = min(now, database_now(connection, lambda: now))
     horizon = now - SETTLE_MARGIN
     oldest = connection.execute(_OLDEST_RUNNING).scalar()
     if oldest is not None:
@@ -357,9 +356,9 @@ def _span(connection: Connection, key: str, *, lock: bool = False) -> _Range | N
 def _counted(connection: Connection, part: _Range) -> list[_Row]:
     """The runs finished in ``part`` by minute and outcome, counted from the runs."""
     bounds = {"lo": part[0], "hi": part[1]}
-    statement = _count_statement(connection.dialect.name)
-    found = connection.execute(statement, bounds)
-    if connection.dialect.name == "postgresql":
+    db = database(connection)
+    found = connection.execute(_count_statement(db.typed), bounds)
+    if db.typed:
         return [(minute.astimezone(UTC), str(outcome), int(n)) for minute, outcome, n in found]
     return [
         (datetime.fromisoformat(f"{minute}:00").replace(tzinfo=UTC), str(outcome), int(n))
@@ -460,7 +459,7 @@ def _write_piece(
 
 
 def _kept(connection: Connection, ranges: list[_Range], key: str) -> Iterable[Any]:
-    if connection.dialect.name == "postgresql":
+    if database(connection).batches:
         values = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges], "job": key}
         return connection.execute(_KEPT_RANGES, values)
     return connection.execute(_kept_statement(len(ranges)), {"job": key, **_bounds(ranges)})
@@ -492,9 +491,9 @@ _OLDEST_RUNNING = select(func.min(func.coalesce(runs.c.started_at, runs.c.queued
 
 
 @cache
-def _count_statement(dialect: str) -> Any:
+def _count_statement(typed: bool) -> Any:
     finished = runs.c.finished_at
-    if dialect == "postgresql":
+    if typed:
         minute: Any = func.date_bin(
             literal(_MINUTE), finished, literal(datetime(2000, 1, 1, tzinfo=UTC))
         )

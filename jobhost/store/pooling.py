@@ -145,8 +145,9 @@ def check_pooling(engine: Engine) -> None:
     next transaction (PgBouncer lends the most recently used), so the other connection gets
     the same process, or the first one gets another.
     """
-    pooling = pooling_of(engine)
-    if engine.dialect.name != "postgresql" or pooling.per_transaction:
+    # Only a server's engine has a pooling set (SQLite's has no connections to compare).
+    pooling = _POOLINGS.get(engine)
+    if pooling is None or pooling.per_transaction:
         return
     with engine.connect() as first:
         before = _backend(first)

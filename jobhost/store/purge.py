@@ -1,12 +1,13 @@
 """Deleting rows nothing needs any more: old runs, gone hosts, old idempotency keys.
 
-Each operation deletes in batches of ``batch_size`` rows, one transaction a batch, so no
+It deletes in batches of ``batch_size`` rows, one transaction a batch, so no
 transaction grows with the table and ``should_stop`` is asked between batches. The run ledger
 keeps the newest rows of every job; the other tables have only an age.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -17,22 +18,39 @@ from jobhost.store.outcome_counts import forget_runs
 from jobhost.store.runlogs import delete_run_logs
 from jobhost.store.schema import hosts, job_idempotency, runs
 
-__all__ = ["purge_by_age", "purge_runs"]
+__all__ = ["purge"]
 
 
-def purge_runs(
+def purge(
     engine: Engine,
     *,
     now: datetime,
-    keep_days: int,
+    ages: Mapping[str, timedelta],
     keep_last: int,
     batch_size: int,
     should_stop: Callable[[], bool] = lambda: False,
+) -> dict[str, int]:
+    """Delete what is older than its age in ``ages`` (keys ``runs``, ``hosts``,
+    ``idempotency_records``), in that order; how many rows of each went. Runs go with their log
+    lines, the newest ``keep_last`` of every job and every run still running or pending
+    staying."""
+    counts = dict.fromkeys(ages, 0)
+    for name, age in ages.items():
+        batch = (
+            functools.partial(_purge_runs, keep_last=keep_last) if name == "runs" else _BY_AGE[name]
+        )
+        while not should_stop():
+            with engine.begin() as connection:
+                went = batch(connection, before=now - age, batch_size=batch_size)
+            counts[name] += went
+            if not went:
+                break
+    return counts
+
+
+def _purge_runs(
+    connection: Connection, *, before: datetime, batch_size: int, keep_last: int
 ) -> int:
-    """Delete run rows older than ``keep_days``, with their log lines, keeping the newest
-    ``keep_last`` of every job and every run still running or pending; return how many runs
-    went."""
-    cutoff = now - timedelta(days=keep_days)
     rank = (
         func.row_number()
         .over(partition_by=runs.c.job_name, order_by=(runs.c.queued_at.desc(), runs.c.id.desc()))
@@ -41,50 +59,22 @@ def purge_runs(
     ranked = select(
         runs.c.id, runs.c.job_name, runs.c.queued_at, runs.c.outcome, runs.c.finished_at, rank
     ).subquery()
-    doomed = (
+    found = connection.execute(
         select(ranked.c.id, ranked.c.job_name, ranked.c.outcome, ranked.c.finished_at)
         .where(
             ranked.c.rank > keep_last,
-            ranked.c.queued_at < cutoff,
+            ranked.c.queued_at < before,
             ranked.c.outcome.not_in(["running", "pending"]),
         )
         .limit(batch_size)
-    )
-    total = 0
-    while not should_stop():
-        with engine.begin() as connection:
-            found = connection.execute(doomed).all()
-            if not found:
-                break
-            ids = [row.id for row in found]
-            # The chart's kept counts lose these runs in the same transaction.
-            forget_runs(connection, [(row.job_name, row.outcome, row.finished_at) for row in found])
-            connection.execute(delete(runs).where(runs.c.id.in_(ids)))
-            delete_run_logs(connection, ids)
-        total += len(ids)
-    return total
-
-
-def purge_by_age(
-    engine: Engine,
-    *,
-    now: datetime,
-    ages: Mapping[str, timedelta],
-    batch_size: int,
-    should_stop: Callable[[], bool] = lambda: False,
-) -> dict[str, int]:
-    """Delete what is older than its age in ``ages`` (keys ``hosts``, ``idempotency_records``);
-    how many rows of each went."""
-    counts = dict.fromkeys(ages, 0)
-    for name, age in ages.items():
-        purge = _BY_AGE[name]
-        while not should_stop():
-            with engine.begin() as connection:
-                went = purge(connection, before=now - age, batch_size=batch_size)
-            counts[name] += went
-            if went < batch_size:
-                break
-    return counts
+    ).all()
+    ids = [row.id for row in found]
+    if ids:
+        # The chart's kept counts lose these runs in the same transaction.
+        forget_runs(connection, [(row.job_name, row.outcome, row.finished_at) for row in found])
+        connection.execute(delete(runs).where(runs.c.id.in_(ids)))
+        delete_run_logs(connection, ids)
+    return len(ids)
 
 
 def _purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, literal, select, true
+from sqlalchemy import ColumnElement, Select, func, select, true
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -26,12 +26,15 @@ from jobhost.records import (
     PENDING,
     RECENT,
     RUNNING,
+    Dropped,
     LastAttempt,
-    RunIdMatch,
+    LogLine,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
 )
+from jobhost.store.engine import database
+from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
@@ -40,7 +43,6 @@ __all__ = [
     "attempts_of",
     "get_run",
     "get_schedule",
-    "job_is_known",
     "ledger_page",
     "ledger_summaries",
     "list_schedules",
@@ -50,7 +52,7 @@ __all__ = [
     "recent_failures",
     "running_runs",
     "runs_between",
-    "runs_by_prefix",
+    "runs_by_id",
     "stored_job_names",
     "summary_schedules",
 ]
@@ -202,14 +204,17 @@ def ledger_page(
     limit: int,
     outcome: str | None = None,
     offset: int = 0,
-) -> list[RunRecord]:
+    lines: int = 0,
+) -> tuple[list[RunRecord], dict[str, list[LogLine | Dropped]]]:
     """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
-    newest ``offset``, optionally of one outcome (``jobhost history``, the job page)."""
+    newest ``offset``, optionally of one outcome (``jobhost history``, the job page); with
+    ``lines``, the last ``lines`` log lines of each of them that wrote any (``--logs``)."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
     query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
-    return _runs(connection, query)
+    found = _runs(connection, query)
+    return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
 
 
 def last_success(connection: Connection, name: str) -> datetime | None:
@@ -269,21 +274,21 @@ def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
     return _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
-def job_is_known(connection: Connection, name: str) -> bool:
-    """Whether the store has a schedule row or a ledger row for ``name``."""
-    row = select(schedules.c.job_name).where(schedules.c.job_name == name)
-    if connection.execute(row).first() is not None:
-        return True
-    ledger = select(runs.c.id).where(runs.c.job_name == name).limit(1)
-    return connection.execute(ledger).first() is not None
-
-
-def stored_job_names(connection: Connection) -> set[str]:
-    """Every job name the store knows, from its schedules and its ledger (a scan of an index:
-    for suggestions after a name was not found, not for every command)."""
-    named = set(connection.execute(select(schedules.c.job_name)).scalars())
-    named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
-    return {str(name) for name in named}
+def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:
+    """The job names the store knows, from its schedules and its ledger: those of ``names``,
+    each read by index (a ledger row at most), or every one (a scan of an index: for
+    suggestions after a name was not found, not for every command)."""
+    if names is None:
+        named = set(connection.execute(select(schedules.c.job_name)).scalars())
+        named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
+        return {str(name) for name in named}
+    rows = select(schedules.c.job_name).where(schedules.c.job_name.in_(list(names)))
+    known = {str(name) for name in connection.execute(rows).scalars()}
+    for name in set(names) - known:
+        ledger = select(runs.c.id).where(runs.c.job_name == name).limit(1)
+        if connection.execute(ledger).first() is not None:
+            known.add(name)
+    return known
 
 
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
@@ -310,16 +315,9 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
         .correlate(schedules)
         .subquery("newest")
     )
-    if connection.dialect.name == "postgresql":
-        # Imported here: a read of a SQLite store loads nothing of PostgreSQL's.
-        from sqlalchemy.dialects.postgresql import aggregate_order_by
-
-        in_order: ColumnElement[Any] = aggregate_order_by(
-            literal(_OUTCOMES_JOINED_BY), *newest_first(newest)
-        )
-        joined = func.string_agg(newest.c.outcome, in_order)
-    else:
-        joined = func.group_concat(newest.c.outcome, _OUTCOMES_JOINED_BY)
+    joined = database(connection).joined(
+        newest.c.outcome, _OUTCOMES_JOINED_BY, *newest_first(newest)
+    )
     return select(joined).correlate(schedules).scalar_subquery().label("newest_outcomes")
 
 
@@ -342,7 +340,7 @@ def _last_attempts(connection: Connection) -> Select[Any]:
     attempt is newer still: the snapshot puts it over this one."""
     row = schedules.c
     found: Any
-    if connection.dialect.name == "postgresql":
+    if database(connection).lateral:
         # A lateral subquery with its LIMIT is probed by the run's id, one index lookup a
         # job; a plain join is planned as a hash join over the whole ledger.
         found = (
@@ -386,36 +384,37 @@ def _job_runs(
     return _runs(connection, query)
 
 
-def runs_by_id(connection: Connection, run_ids: Collection[str]) -> list[RunRecord]:
-    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms)."""
-    if not run_ids:
-        return []
-    query = (
-        select(runs)
-        .where(runs.c.id.in_(sorted(set(run_ids))))
-        .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
-    )
-    return _runs(connection, query)
-
-
-_HEX = "0123456789abcdef"
-
-
-def runs_by_prefix(connection: Connection, prefix: str, *, limit: int) -> Sequence[RunIdMatch]:
-    """Up to ``limit`` runs whose id starts with ``prefix`` (lower-case hex), by id.
+def runs_by_id(
+    connection: Connection,
+    run_ids: Collection[str] = (),
+    *,
+    prefix: str | None = None,
+    limit: int | None = None,
+) -> dict[str, RunRecord]:
+    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms); or
+    with ``prefix`` (lower-case hex), up to ``limit`` runs whose id starts with it, by id.
 
     ``id >= prefix AND id < successor`` rather than ``LIKE 'prefix%'``: PostgreSQL's index on a
     column of a collation other than C serves a range, not a ``LIKE``. Between digits and
     lower-case letters every collation agrees with the bytes' order.
     """
-    query = select(runs.c.id, runs.c.job_name, runs.c.outcome, runs.c.queued_at).where(
-        runs.c.id >= prefix
-    )
-    upper = _successor(prefix)
-    if upper is not None:
-        query = query.where(runs.c.id < upper)
-    rows = connection.execute(query.order_by(runs.c.id).limit(limit))
-    return [RunIdMatch(str(i), str(job), str(outcome), queued) for i, job, outcome, queued in rows]
+    if prefix is None:
+        if not run_ids:
+            return {}
+        query = (
+            select(runs)
+            .where(runs.c.id.in_(sorted(set(run_ids))))
+            .order_by(runs.c.finished_at.desc(), runs.c.id.desc())
+        )
+    else:
+        query = select(runs).where(runs.c.id >= prefix).order_by(runs.c.id)
+        upper = _successor(prefix)
+        if upper is not None:
+            query = query.where(runs.c.id < upper)
+    return {run.id: run for run in _runs(connection, query.limit(limit))}
+
+
+_HEX = "0123456789abcdef"
 
 
 def _successor(prefix: str) -> str | None:

@@ -31,7 +31,6 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
-    func,
     select,
     update,
 )
@@ -40,27 +39,24 @@ from sqlalchemy.exc import IntegrityError
 
 from jobhost.clock import Clock
 from jobhost.records import ChangeSearch, DesiredSchedule, JobChange, RuntimeJobRow
-from jobhost.store.engine import UTCDateTime, reading, writing
+from jobhost.store.engine import UTCDateTime, writing
 from jobhost.store.group_limits import write_group_members
 from jobhost.store.registry import orphan_schedules, sync_schedules
 from jobhost.store.schema import metadata
 from jobhost.store.signals import notify
 
 __all__ = [
-    "Put",
-    "Removed",
+    "Written",
     "acting_from",
-    "changed_runtime_jobs",
     "deletions",
     "get_runtime_job",
     "insert_runtime_job",
     "job_changes",
     "list_runtime_jobs",
-    "put_runtime_job",
     "record_change",
-    "remove_runtime_job",
     "runtime_jobs",
     "search_changes",
+    "write_runtime_job",
 ]
 
 runtime_jobs = Table(
@@ -254,10 +250,10 @@ Check = Callable[[RuntimeJobRow | None], None]
 
 
 @dataclass(frozen=True)
-class Put:
-    """What :func:`put_runtime_job` did: ``lost`` when another writer changed the job between
+class Written:
+    """What :func:`write_runtime_job` did: ``lost`` when another writer changed the job between
     the read and the write (nothing written); else the rows before and after (the same row
-    when the definition was already so)."""
+    when the definition was already so; ``after`` None once removed)."""
 
     before: RuntimeJobRow | None
     after: RuntimeJobRow | None
@@ -265,60 +261,66 @@ class Put:
     lost: bool = False
 
 
-@dataclass(frozen=True)
-class Removed:
-    """The row removed; ``lost`` when it changed between the read and the delete."""
-
-    before: RuntimeJobRow | None
-    lost: bool = False
-
-
-def put_runtime_job(
+def write_runtime_job(
     engine: Engine,
     name: str,
+    stored: dict[str, Any] | None,
     *,
-    stored: dict[str, Any],
     actor: str,
     clock: Clock,
     check: Check,
-    schedule: Sequence[DesiredSchedule],
-    group: str | None,
-    wait_for_writers: bool,
+    schedule: Sequence[DesiredSchedule] = (),
+    group: str | None = None,
+    wait_for_writers: bool = False,
     reason: str | None = None,
-) -> Put:
+) -> Written:
     """Create or replace runtime job ``name`` with ``stored``, its schedule row from
-    ``schedule``, its concurrency group, and the change's entry. ``wait_for_writers`` holds the
+    ``schedule``, its concurrency group, and the change's entry; ``stored`` None removes it (its
+    schedule row and history stay, the schedule marked orphaned). ``wait_for_writers`` holds the
     row while writing, so an unconditional write waits for a concurrent one instead of losing."""
     try:
         with writing(engine, clock) as (connection, now):
             before = get_runtime_job(connection, name, for_update=wait_for_writers)
             check(before)
-            kind = str(stored["kind"])
-            if before is None:
+            if stored is None:
+                if before is None:
+                    return Written(None, None, changed=False)
+                if not connection.execute(
+                    delete(runtime_jobs).where(_at_version(name, before.version))
+                ).rowcount:
+                    return Written(before, None, changed=False, lost=True)
+                orphan_schedules(connection, [name], now)
+            elif before is None:
                 insert_runtime_job(
-                    connection, name=name, kind=kind, definition=stored, actor=actor, now=now
+                    connection,
+                    name=name,
+                    kind=str(stored["kind"]),
+                    definition=stored,
+                    actor=actor,
+                    now=now,
                 )
             elif before.definition == stored:
-                return Put(before, before, changed=False)
+                return Written(before, before, changed=False)
             elif not connection.execute(
                 update(runtime_jobs)
                 .where(_at_version(name, before.version))
                 .values(
-                    kind=kind,
+                    kind=str(stored["kind"]),
                     definition=_dumps(stored),
                     version=before.version + 1,
                     updated_at=now,
                     updated_by=actor,
                 )
             ).rowcount:
-                return Put(before, None, changed=False, lost=True)
-            sync_schedules(connection, schedule, now, prune=False)
-            write_group_members(connection, {name: group})
+                return Written(before, None, changed=False, lost=True)
+            if stored is not None:
+                sync_schedules(connection, schedule, now, prune=False)
+                write_group_members(connection, {name: group})
             record_change(
                 connection,
                 at=now,
                 actor=actor,
-                action="create" if before is None else "change",
+                action="delete" if stored is None else "create" if before is None else "change",
                 job_name=name,
                 before=before.definition if before is not None else None,
                 after=stored,
@@ -326,51 +328,5 @@ def put_runtime_job(
             )
             after = get_runtime_job(connection, name)
     except IntegrityError:  # a concurrent create of the same name came first
-        return Put(None, None, changed=False, lost=True)
-    return Put(before, after, changed=True)
-
-
-def remove_runtime_job(
-    engine: Engine,
-    name: str,
-    *,
-    actor: str,
-    clock: Clock,
-    check: Check,
-    reason: str | None = None,
-) -> Removed:
-    """Remove runtime job ``name`` (``before`` None: there is none); its schedule row and
-    history stay, the schedule marked orphaned."""
-    with writing(engine, clock) as (connection, now):
-        before = get_runtime_job(connection, name)
-        check(before)
-        if before is None:
-            return Removed(None)
-        if not connection.execute(
-            delete(runtime_jobs).where(_at_version(name, before.version))
-        ).rowcount:
-            return Removed(before, lost=True)
-        orphan_schedules(connection, [name], now)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="delete",
-            job_name=name,
-            before=before.definition,
-            after=None,
-            reason=reason,
-        )
-    return Removed(before)
-
-
-def changed_runtime_jobs(
-    engine: Engine, seen: int | None, *, force: bool = False
-) -> tuple[int, list[RuntimeJobRow] | None]:
-    """The change log's latest id (0 when empty), and every runtime job when it moved past
-    ``seen`` (or ``force``); None when it did not."""
-    with reading(engine) as connection:
-        latest = int(connection.execute(select(func.max(job_changes.c.id))).scalar() or 0)
-        if latest == seen and not force:
-            return latest, None
-        return latest, list_runtime_jobs(connection)
+        return Written(None, None, changed=False, lost=True)
+    return Written(before, after, changed=True)

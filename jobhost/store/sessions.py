@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import BigInteger, Column, Integer, String, Table, delete, select, update
 from sqlalchemy.engine import Connection
 
 from jobhost.records import GUESS_KEY_LENGTH
-from jobhost.store.engine import UTCDateTime, dialect_module
+from jobhost.store.engine import UTCDateTime, database
 from jobhost.store.schema import metadata
 
 __all__ = [
@@ -51,8 +50,8 @@ def session_version(connection: Connection, who: str) -> int:
     return int(found) if found is not None else 0
 
 
-def end_sessions(connection: Connection, who: str, now: datetime) -> int:
-    """End every session of ``who``; the new version."""
+def end_sessions(connection: Connection, who: str, now: datetime) -> None:
+    """End every session of ``who``."""
     moved = connection.execute(
         update(console_sessions)
         .where(console_sessions.c.who == who)
@@ -60,7 +59,6 @@ def end_sessions(connection: Connection, who: str, now: datetime) -> int:
     )
     if moved.rowcount == 0:
         connection.execute(console_sessions.insert().values(who=who, version=1, changed_at=now))
-    return session_version(connection, who)
 
 
 wrong_guesses = Table(
@@ -79,9 +77,10 @@ def count_wrong_guess(
     characters) in ``minute``; each key's count there now. The rows are written in the order of
     ``keys``: callers list them in one order, so two at once lock them alike and never deadlock.
     With ``purge``, the windows before the previous one are deleted."""
-    insert: Any = dialect_module(connection.dialect.name).insert
-    statement = insert(wrong_guesses).values(
-        [{"key": key, "minute": minute, "count": 1} for key in keys]
+    statement = (
+        database(connection)
+        .insert(wrong_guesses)
+        .values([{"key": key, "minute": minute, "count": 1} for key in keys])
     )
     statement = statement.on_conflict_do_update(
         index_elements=["key", "minute"],

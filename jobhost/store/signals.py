@@ -36,9 +36,11 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import Doorbell
-from jobhost.store.engine import StoreRetry, reading, ring_after_commit, store_file
+from jobhost.store.engine import StoreRetry, database, reading
 from jobhost.store.pooling import pooling_of
+from jobhost.store.postgres import CHANNEL_SQL
 from jobhost.store.schema import signals
+from jobhost.store.sqlite import store_file
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,11 +49,7 @@ __all__ = ["ChangeSignal", "SignalWatcher", "notify"]
 
 _log = logging.getLogger("jobhost.store")
 
-_CHANNEL_SQL = "'jobhost_' || left(md5(coalesce(current_schema(), '')), 16)"
-"""The store's channel, computed by the server from the connection's schema: a name of fixed
-length (a schema's name may be as long as a channel's may be) and of hexadecimal digits only."""
-_NOTIFY = text(f"SELECT pg_notify({_CHANNEL_SQL}, '')")
-_CHANNEL = text(f"SELECT {_CHANNEL_SQL}")
+_CHANNEL = text(f"SELECT {CHANNEL_SQL}")
 _POOLED_POLL_SECONDS = 1.0
 """How often a host behind a transaction pooler with no direct URL reads the counter."""
 _POOLED_SIGNAL_SECONDS = 0.25
@@ -70,10 +68,7 @@ wait only."""
 def notify(connection: Connection) -> None:
     """Wake every host once the surrounding transaction commits."""
     connection.execute(update(signals).values(version=signals.c.version + 1))
-    if connection.dialect.name == "postgresql":
-        connection.execute(_NOTIFY)
-    else:
-        ring_after_commit(connection)
+    database(connection).notify(connection)
 
 
 class SignalWatcher:
@@ -106,7 +101,7 @@ class SignalWatcher:
     def look(self) -> None:
         """SQLite: read the counter now and wake the host if it moved (a lost ring's net).
         PostgreSQL delivers every NOTIFY to a live ``LISTEN``: nothing to do."""
-        if self._engine.dialect.name != "postgresql":
+        if not database(self._engine).listens:
             self._read_counter()
 
     def _watch(self) -> None:
@@ -128,7 +123,7 @@ class SignalWatcher:
             self._stopped.wait(_RETRY_WAITS[0])
 
     def _follow(self) -> None:
-        if self._engine.dialect.name != "postgresql":
+        if not database(self._engine).listens:
             self._poll()
         elif _listen_dsn(self._engine) is None:
             self._poll_counter()
@@ -290,8 +285,8 @@ class ChangeSignal:
             if self._doorbell is not None:
                 self._doorbell.wait(left)
             else:
-                postgres = self._engine.dialect.name == "postgresql"
-                pause = _POOLED_SIGNAL_SECONDS if postgres else _SQLITE_SIGNAL_SECONDS
+                listens = database(self._engine).listens
+                pause = _POOLED_SIGNAL_SECONDS if listens else _SQLITE_SIGNAL_SECONDS
                 time.sleep(min(pause, left))
 
 
@@ -304,7 +299,7 @@ def _counter(engine: Engine) -> int | None:
 def _listen_dsn(engine: Engine) -> str | None:
     """Where to ``LISTEN``: the store itself, or past its transaction pooler; None where no
     connection can (SQLite, or a transaction pooler with no direct URL): read the counter."""
-    if engine.dialect.name != "postgresql":
+    if not database(engine).listens:
         return None
     pooling = pooling_of(engine)
     if not pooling.per_transaction:

@@ -45,7 +45,7 @@ from jobhost.records import (
 )
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
-from jobhost.store.engine import database_now, is_postgres, reading
+from jobhost.store.engine import database, database_now, reading
 from jobhost.store.failures import RETRY, retry_links, streak_range
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
@@ -74,7 +74,6 @@ __all__ = [
     "job_page",
     "read_snapshot",
     "run_page",
-    "summary_snapshot",
     "take_census",
 ]
 
@@ -91,6 +90,7 @@ def read_snapshot(
     jobs_of: Callable[[Census], Collection[str]] | None = None,
     recent: bool = True,
     apart: bool = False,
+    whole: bool = True,
 ) -> StoreSnapshot:
     """Schedules, hosts, and for every job in ``names`` or the store: its ledger summary.
 
@@ -102,10 +102,12 @@ def read_snapshot(
     all: each last finished attempt is its schedule row's, without its host, error type and
     backfill (None; the one-line text shows none of them). With ``apart``,
     PostgreSQL reads the whole catalog's ledger summaries on connections of their own (for a
-    command: a host's pool keeps its connections for the firing loop).
+    command: a host's pool keeps its connections for the firing loop). Without ``whole``, the
+    whole catalog's rows are read as the dashboard's summary reads them (ScheduleSummary).
     """
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
+        rows: Mapping[str, ScheduleRow]
         if only is not None:
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
@@ -115,7 +117,11 @@ def read_snapshot(
             summaries = store_reports.ledger_summaries(connection, chosen)
         else:
             ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
-            rows = store_reports.list_schedules(connection)
+            rows = (
+                store_reports.list_schedules(connection)
+                if whole
+                else store_reports.summary_schedules(connection)
+            )
             extra = set(names) - set(rows)
             summaries = ledger() if ledger is not None else _recorded(rows)
             if extra:
@@ -133,7 +139,7 @@ def _whole_ledger(
     statement sees the store as of its own start, on one connection or three. Otherwise (and on
     SQLite, which answers in this process, where a second thread only shares the same cores)
     they are read when collected, on ``connection``."""
-    if not (apart and is_postgres(engine)):
+    if not (apart and database(engine).server):
         return lambda: store_reports.ledger_summaries(connection)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
     try:
@@ -165,15 +171,6 @@ def _recorded(rows: Mapping[str, ScheduleRow]) -> dict[str, LedgerSummary]:
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
     with reading(engine) as connection:
         return read(connection)
-
-
-def summary_snapshot(connection: Connection, now: datetime) -> StoreSnapshot:
-    """The schedule rows (the columns a report reads), hosts, groups, removals and running runs
-    at ``now``, each job's last attempt and success as its row records them: the dashboard
-    overview's one read, without the ledger."""
-    rows = store_reports.summary_schedules(connection)
-    running = store_reports.running_runs(connection)
-    return _snapshot(connection, now, rows, _recorded(rows), running)
 
 
 def _snapshot(
@@ -255,7 +252,7 @@ def job_page(
     return JobPage(
         runs_between(connection, name, since, until),
         recent_failures(connection, name),
-        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset),
+        ledger_page(connection, name, limit=history, outcome=outcome, offset=offset)[0],
         outcome_counts(connection, since, until, slices, job=name, now=now),
         search_changes(connection, ChangeSearch(job=name), 10),
         list_backfills(connection, job=name, limit=5),
@@ -311,7 +308,7 @@ def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
     for old, new in links:
         if old in chain and new not in chain:
             chain.append(new)
-    found = {r.id: r for r in runs_by_id(connection, chain)}
+    found = runs_by_id(connection, chain)
     found.setdefault(run.id, run)
     return sorted(found.values(), key=lambda r: (r.attempt, r.queued_at))
 

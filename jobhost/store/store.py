@@ -30,7 +30,6 @@ from jobhost.store import (
     pooling,
     purge,
     reports,
-    runlogs,
     runtime,
     sessions,
     snapshot,
@@ -169,8 +168,7 @@ class Store:
     current_revision = _Own(migrate.current_revision)
     audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
-    check_live_rows = _ReadAt(integrity.check_live_rows)
-    stuck_runs = _Read(integrity.stuck_runs)
+    health_rows = _ReadAt(integrity.health_rows)
     catalog_versions = _Read(snapshot.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
@@ -178,12 +176,11 @@ class Store:
     claim = _Own(claims.claim)
     due_jobs = _Own(claims.due_jobs)
     look_ahead = _Own(claims.look_ahead)
-    settled_backfill = _Own(claims.settled_backfill)
+    settle_backfill = _Own(actions.settle_backfill)
     record_finished = _Own(ledger.record_finished)
     write_logs = _Own(ledger.write_logs)
     cancel_requests = _Read(actions.cancel_requests)
     job_state = _Own(StoreJobState)
-    oldest_due = _Read(claims.oldest_due)
 
     # -- hosts and leases --------------------------------------------------------------------
     start_host = _Own(ledger.start_host)
@@ -197,46 +194,33 @@ class Store:
     # -- operator actions, each with its change-log entry ------------------------------------
     request_logged = _Own(actions.request_logged)
     backfill_logged = _Own(actions.backfill_logged)
-    cancel_backfill_logged = _Own(actions.cancel_backfill_logged)
     set_paused_logged = _Own(actions.set_paused_logged)
-    ensure_scheduled = _Own(claims.ensure_scheduled)
     cancel_logged = _Own(actions.cancel_logged)
     retry_logged = _Own(actions.retry_logged)
     ack_logged = _Own(actions.ack_logged)
     change_state_logged = _Own(actions.change_state_logged)
-    before_trigger = _Own(claims.before_trigger)
-    purge_runs = _Own(purge.purge_runs)
-    purge_by_age = _Own(purge.purge_by_age)
+    purge = _Own(purge.purge)
 
     # -- runtime jobs and the change log -----------------------------------------------------
-    put_runtime_job = _Own(runtime.put_runtime_job)
-    remove_runtime_job = _Own(runtime.remove_runtime_job)
-    changed_runtime_jobs = _Own(runtime.changed_runtime_jobs)
+    write_runtime_job = _Own(runtime.write_runtime_job)
     list_runtime_jobs = _Read(runtime.list_runtime_jobs)
     search_changes = _Read(runtime.search_changes)
 
     # -- reads for the CLI, the API and the console ------------------------------------------
-    get_run = _Read(reports.get_run)
     list_schedules = _Read(reports.list_schedules)
-    job_is_known = _Read(reports.job_is_known)
     ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
     read_snapshot = _Own(snapshot.read_snapshot)
-    summary_snapshot = _ReadAt(snapshot.summary_snapshot)
     schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
     failure_streaks = _Read(failures.failure_streaks)
     failure_rows = _ReadAt(failures.failure_rows)
-    open_runs = _Read(failures.open_runs)
     counts_before = _ReadAt(outcome_counts.counts_before)
     runs_by_id = _Read(reports.runs_by_id)
-    runs_by_prefix = _Read(reports.runs_by_prefix)
     list_backfills = _Read(backfills.list_backfills)
-    backfill_with_items = _Read(backfills.backfill_with_items)
     last_outcomes = _Read(backfills.last_outcomes)
     job_page = _Read(snapshot.job_page)
     run_page = _Read(snapshot.run_page)
     api_deletion = _Read(snapshot.api_deletion)
-    last_lines = _Read(runlogs.last_lines)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------

@@ -20,12 +20,11 @@ from jobhost.builtin.retention import (
     RetentionSettings,
     RunRetention,
     jobhost_jobs,
-    purge_growing_tables,
 )
 from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.store import Store, StoreJobState
-from jobhost.store.purge import purge_runs
+from jobhost.store.purge import purge
 from jobhost.store.schema import hosts, job_idempotency, runs
 from tests.support import sample_catalog
 
@@ -57,10 +56,14 @@ def _ages(engine: Engine, job: str) -> list[int]:
         return sorted(round((NOW - t).total_seconds() / 86400) for t in times)
 
 
+def _purge_runs(engine: Engine, *, keep_days: int, **options: Any) -> int:
+    return purge(engine, now=NOW, ages={"runs": timedelta(days=keep_days)}, **options)["runs"]
+
+
 def test_rows_older_than_keep_days_go_except_the_newest_keep_last(engine: Engine) -> None:
     _fill(engine, "a.busy", [1, 5, 31, 40, 50, 60])
     _fill(engine, "a.rare", [100, 200, 300])
-    deleted = purge_runs(engine, now=NOW, keep_days=30, keep_last=2, batch_size=500)
+    deleted = _purge_runs(engine, keep_days=30, keep_last=2, batch_size=500)
     assert _ages(engine, "a.busy") == [1, 5]
     # A job that runs rarely keeps its newest rows however old they are.
     assert _ages(engine, "a.rare") == [100, 200]
@@ -71,7 +74,7 @@ def test_running_and_pending_rows_are_never_purged(engine: Engine) -> None:
     _fill(engine, "a.job", [90], outcome="running")
     _fill(engine, "a.job", [91], outcome="pending")
     _fill(engine, "a.job", [92])
-    assert purge_runs(engine, now=NOW, keep_days=30, keep_last=0, batch_size=10) == 1
+    assert _purge_runs(engine, keep_days=30, keep_last=0, batch_size=10) == 1
     assert _ages(engine, "a.job") == [90, 91]
 
 
@@ -84,9 +87,7 @@ def test_a_large_ledger_goes_in_bounded_batches(engine: Engine) -> None:
             batches.append(connection.execute(select(func.count()).select_from(runs)).scalar_one())
         return False
 
-    deleted = purge_runs(
-        engine, now=NOW, keep_days=30, keep_last=50, batch_size=250, should_stop=_stop
-    )
+    deleted = _purge_runs(engine, keep_days=30, keep_last=50, batch_size=250, should_stop=_stop)
     assert deleted == 1150
     assert batches == [1200, 950, 700, 450, 200, 50]
     assert len(_ages(engine, "a.big")) == 50
@@ -95,8 +96,8 @@ def test_a_large_ledger_goes_in_bounded_batches(engine: Engine) -> None:
 def test_cancellation_stops_between_batches(engine: Engine) -> None:
     _fill(engine, "a.big", [40 + i / 100 for i in range(300)])
     calls = iter([False, True])
-    deleted = purge_runs(
-        engine, now=NOW, keep_days=30, keep_last=0, batch_size=100, should_stop=lambda: next(calls)
+    deleted = _purge_runs(
+        engine, keep_days=30, keep_last=0, batch_size=100, should_stop=lambda: next(calls)
     )
     assert deleted == 100
 
@@ -211,7 +212,16 @@ def test_gone_hosts_and_old_idempotency_records_are_purged(
                 for age in (10, 100, 200)
             ],
         )
-    counts = purge_growing_tables(Store(engine), now=NOW, config=RetentionSettings(batch_size=1))
+    config = RetentionSettings(batch_size=1)
+    counts = Store(engine).purge(
+        now=NOW,
+        ages={
+            "hosts": timedelta(days=config.keep_hosts_days),
+            "idempotency_records": timedelta(days=config.keep_idempotency_days),
+        },
+        keep_last=config.keep_last,
+        batch_size=config.batch_size,
+    )
     assert counts == {"hosts": 2, "idempotency_records": 2}
     assert _ids(engine, hosts.c.id) == ["alive", "stopped-yesterday"]
     assert _ids(engine, job_idempotency.c.key) == ["k10"]
@@ -258,7 +268,7 @@ def test_a_purged_run_takes_its_log_lines_with_it(engine: Engine) -> None:
     with engine.begin() as connection:
         append_lines(connection, lines)
     newest = ids[max(ids)]
-    assert purge_runs(engine, now=NOW, keep_days=30, keep_last=0, batch_size=1) == 2
+    assert _purge_runs(engine, keep_days=30, keep_last=0, batch_size=1) == 2
     with engine.connect() as connection:
         kept = {
             run_id: [getattr(entry, "seq", None) for entry in read_lines(connection, run_id)]

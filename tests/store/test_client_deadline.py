@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store import create_store_engine, signals, upgrade
-from jobhost.store import engine as engine_module
+from jobhost.store import sqlite as sqlite_module
 from jobhost.store.engine import DEADLINE_MARGIN, is_store_down, lift_deadline
 from jobhost.store.signals import SignalWatcher, notify
 from tests.reliability.proxy import CutProxy
@@ -115,7 +115,7 @@ def _notified(engine: Engine, woken: list[float]) -> bool:
 def test_an_sqlite_writer_waits_for_another_thread_of_its_process_only_as_long_as_sqlite_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "_SQLITE_BUSY_MS", 500)  # instead of 30 s
+    monkeypatch.setattr(sqlite_module, "_BUSY_MS", 500)  # instead of 30 s
     engine = create_store_engine(f"sqlite:///{tmp_path}/store.db")
     holding, release = threading.Event(), threading.Event()
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.store import reading
 from jobhost.store.outcome_counts import FINISHED_OUTCOMES, SETTLE_MARGIN, outcome_counts
-from jobhost.store.purge import purge_runs
+from jobhost.store.purge import purge
 from jobhost.store.schema import run_outcome_minutes, runs
 
 # In the past of the database's clock, which bounds what the reader may close on PostgreSQL.
@@ -43,13 +43,13 @@ def test_kept_minutes_give_the_direct_count_through_late_finishes_and_a_purge(
     # The retention purge deletes old runs (keeping the newest of each job): the kept counts
     # lose them in the same transaction.
     kept_before = _kept_runs(engine)
-    gone = purge_runs(
+    gone = purge(
         engine,
         now=T0 + timedelta(days=1, minutes=75),
-        keep_days=1,
+        ages={"runs": timedelta(days=1)},
         keep_last=5,
         batch_size=50,
-    )
+    )["runs"]
     assert gone > 0
     assert _kept_runs(engine) < kept_before
     _agree(engine, now)

@@ -178,5 +178,5 @@ class StateEndpoints(ServiceEndpoints):
 
 def require_known(catalog: Catalog, store: Store, name: str) -> None:
     """Nothing for a job declared or known to the store; else the API's 404."""
-    if name not in catalog.jobs and not store.job_is_known(name):
+    if name not in catalog.jobs and not store.stored_job_names([name]):
         raise not_found(name)

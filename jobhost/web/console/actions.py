@@ -209,7 +209,7 @@ async def retry_failures(console: Console, request: Request) -> Response:
     if not ids or len(ids) > FAILURES_PAGE or not all(_RUN_ID.fullmatch(i) for i in ids):
         return console.refuse(request, f"name 1 to {FAILURES_PAGE} failed runs to retry", 400)
     if checked.form.get("confirm") != "yes":
-        found = await blocking(lambda: console.store.runs_by_id(ids))
+        found = list((await blocking(lambda: console.store.runs_by_id(ids))).values())
         return console.page(
             request,
             "failures_retry.html",
@@ -237,7 +237,7 @@ async def request_page(console: Console, request: Request) -> Response:
     request_id = request.path_params["request_id"]
     found: RunRecord | None = None
     if 0 < len(request_id) <= 64 and set(request_id) <= _REQUEST_ID_CHARS:
-        found = await blocking(lambda: console.store.get_run(request_id))
+        found = await blocking(lambda: console.store.runs_by_id([request_id]).get(request_id))
     if found is None:
         return console.page(request, "missing.html", status=404, what="such trigger request")
     if found.request_status in {"started", "queued"}:

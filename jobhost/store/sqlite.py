@@ -1,0 +1,254 @@
+"""The store on an SQLite file, the embedded default: every transaction takes the write lock at
+BEGIN (``BEGIN IMMEDIATE``) so that a claim is atomic across processes sharing the file, and WAL
+lets readers (``jobhost report``) proceed meanwhile. The store's time is the host's clock.
+
+A store file this process may not write (the file, or its directory, where SQLite keeps the
+WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``)
+work, and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import ColumnElement, String, Table, create_engine, event, func
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
+from sqlalchemy.exc import OperationalError
+
+from jobhost.clock import Clock
+from jobhost.store.dialect import utc_instant
+from jobhost.store.doorbell import ring
+
+_BUSY_MS = 30_000
+READ_ONLY = "jobhost_read_only"
+"""The execution option of a connection for reads only: its BEGIN takes no write lock."""
+_READ_ONLY_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_WRITE_LOCK = "jobhost_write_lock"
+_RING = "jobhost_ring"
+# One lock per SQLite file, shared by every engine of this process on it.
+_FILE_LOCKS: dict[str, threading.RLock] = {}
+_ENGINE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
+# The file each SQLite engine opened: a command's URL names it as a ``file:`` URI (read-only, or
+# refusing to create it), which no longer says where the file and its doorbells are.
+_STORE_FILES: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
+
+
+class SQLite:
+    batches = False
+    listens = False
+    server = False
+    typed = False
+    lateral = False
+    marker = "?"
+    instant_type = String(32)
+    """The naive UTC text of an instant (SQLite has no time type), fixed width: text order is
+    time order in comparisons."""
+
+    def open(self, url: URL, create: bool, options: dict[str, Any], **_timeouts: Any) -> Engine:
+        path = sqlite_path(url)
+        read_only = path is not None and _not_writable(path)
+        connect_args: dict[str, Any] = {"timeout": _BUSY_MS / 1000, "check_same_thread": False}
+        if read_only and path is not None:
+            url = _read_only_url(url, path)
+        elif not create and path is not None:
+            url = url.set(database=f"file:{quote(str(path))}").update_query_dict(
+                {"mode": "rw", "uri": "true"}
+            )
+        engine = create_engine(url, connect_args=connect_args, **options)
+        if read_only:
+            _READ_ONLY_ENGINES.add(engine)
+        # Threads of one process queue for the write lock here, woken the moment it is free,
+        # instead of sleeping in SQLite's busy handler between tries.
+        key = str(path) if path is not None else f"memory:{id(engine)}"
+        _ENGINE_LOCKS[engine] = _FILE_LOCKS.setdefault(key, threading.RLock())
+        if path is not None:
+            _STORE_FILES[engine] = path
+        event.listen(engine, "connect", lambda raw, _record: _on_connect(raw, read_only))
+        event.listen(engine, "begin", _on_begin)
+        event.listen(engine, "commit", _on_commit)
+        event.listen(engine, "rollback", _on_rollback)
+        return engine
+
+    def now(self, connection: Connection, fallback: Clock) -> datetime:
+        return fallback()
+
+    def locked(self, query: Any, **for_update: Any) -> Any:
+        # Every transaction of the store holds the file's write lock.
+        return query
+
+    def insert(self, table: Table) -> Any:
+        from sqlalchemy.dialects.sqlite import insert
+
+        return insert(table)
+
+    def notify(self, connection: Connection) -> None:
+        # Once this transaction commits, the processes waiting beside the file are woken (see
+        # :mod:`jobhost.store.doorbell`); a rollback rings nobody.
+        connection.info[_RING] = True
+
+    def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
+        return func.group_concat(value, separator)
+
+    @staticmethod
+    def bind_instant(value: datetime | None) -> str | None:
+        return None if value is None else _text(value)
+
+    def read_instant(
+        self, slow: Callable[[Any, Dialect], datetime | None], dialect: Dialect
+    ) -> Callable[[Any], datetime | None]:
+        parse = datetime.fromisoformat
+
+        def process(value: Any) -> datetime | None:
+            if value is None:
+                return None
+            try:
+                # The stored text is naive UTC: parsed with its offset, the value comes out
+                # aware in one step, several times faster than replace(tzinfo=UTC) after it.
+                return parse(value + "+00:00")
+            except (TypeError, ValueError):
+                return slow(value, dialect)  # text with an offset of its own, or no time
+
+        return process
+
+
+def store_file(engine: Engine) -> Path | None:
+    """The SQLite file the engine opened, absolute; None for PostgreSQL or an in-memory
+    database. Unlike :func:`sqlite_path` of ``engine.url``, it knows the file of an engine whose
+    URL is a ``file:`` URI (every command's, see :meth:`SQLite.open`)."""
+    return _STORE_FILES.get(engine)
+
+
+def is_read_only(engine: Engine) -> bool:
+    """Whether the engine's SQLite file was opened read-only (this process may not write it)."""
+    return engine in _READ_ONLY_ENGINES
+
+
+def sqlite_path(url: str | URL) -> Path | None:
+    """The file of an SQLite URL, absolute; None for PostgreSQL or an in-memory database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if database in {"", ":memory:"} or database.startswith("file:") or "mode=memory" in database:
+        return None
+    return Path(database).expanduser().absolute()
+
+
+_AWAY = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+"""An SQLite store's file that cannot be written (a full disk, a failing one): it comes back
+when the space or the device does, as a server does after an outage."""
+
+
+def is_away(error: BaseException) -> bool:
+    """Whether ``error`` is the driver's own, of a file that cannot be written: SQLite's COMMIT
+    is sent by the engine's own commit event, beneath SQLAlchemy's wrapping."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.OperationalError) and (
+        isinstance(code, int) and code & 0xFF in _AWAY
+    )
+
+
+def _text(value: datetime) -> str:
+    """The text of ``value``, remembered: a claim of a thousand runs binds the same few
+    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
+    every thread: a dict's get and set are atomic."""
+    # A naive value equals no aware key, so it misses here and utc_instant refuses it.
+    known = _TEXTS.get(value)
+    if known is None:
+        # SQLAlchemy's own SQLite layout, several times faster than strftime.
+        known = utc_instant(value).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+        if len(_TEXTS) >= _REMEMBERED_TEXTS:
+            _TEXTS.clear()
+        _TEXTS[value] = known
+    return known
+
+
+# Instants whose text is remembered (a few hundred kilobytes): enough for a record of a
+# thousand runs to find its starts and ends again; past this the memory starts again.
+_REMEMBERED_TEXTS = 4096
+_TEXTS: dict[datetime, str] = {}
+
+
+def _not_writable(path: Path) -> bool:
+    # SQLite in WAL mode writes beside the file (-wal, -shm): the directory counts too.
+    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _read_only_url(url: URL, path: Path) -> URL:
+    # With no WAL file beside it, nothing is pending: the file alone is the whole store, and
+    # "immutable" lets SQLite read it without creating the -shm it has no right to create.
+    wal = path.with_name(path.name + "-wal")
+    query = {"mode": "ro", "uri": "true"}
+    if not wal.exists():
+        query["immutable"] = "1"
+    return url.set(database=f"file:{quote(str(path))}").update_query_dict(query)
+
+
+def _on_connect(dbapi_connection: Any, read_only: bool) -> None:
+    # Let SQLAlchemy's begin event issue BEGIN itself, instead of pysqlite's deferred BEGIN.
+    dbapi_connection.isolation_level = None
+    busy = f"busy_timeout={_BUSY_MS}"
+    # Read-only: no journal-mode change, which would be a write.
+    pragmas = [busy] if read_only else ["journal_mode=WAL", busy, "synchronous=NORMAL"]
+    cursor = dbapi_connection.cursor()
+    for pragma in pragmas:
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def _on_begin(connection: Connection) -> None:
+    if connection.get_execution_options().get(READ_ONLY) or is_read_only(connection.engine):
+        connection.exec_driver_sql("BEGIN")
+        return
+    lock = _ENGINE_LOCKS[connection.engine]
+    # Bounded as SQLite's own wait for the file's lock is: a thread of this process stuck in its
+    # transaction makes the others fail as a locked store, not wait for ever.
+    if not lock.acquire(timeout=_BUSY_MS / 1000):
+        # As SQLAlchemy reports SQLite's own busy timeout, so every caller judges it the same.
+        locked = sqlite3.OperationalError("database is locked")
+        raise OperationalError("BEGIN IMMEDIATE", None, locked)
+    connection.info[_WRITE_LOCK] = lock
+    try:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    except BaseException:
+        _release(connection)
+        raise
+
+
+def _on_commit(connection: Connection) -> None:
+    # The commit event comes before the driver's commit: end the transaction here, so the
+    # lock is released only once the write is durable and the file's lock is free.
+    _end(connection, "COMMIT")
+
+
+def _on_rollback(connection: Connection) -> None:
+    _end(connection, "ROLLBACK")
+
+
+def _end(connection: Connection, statement: str) -> None:
+    rings = connection.info.pop(_RING, False)
+    if _WRITE_LOCK not in connection.info:
+        return
+    try:
+        raw: Any = connection.connection.dbapi_connection
+        if raw is not None and raw.in_transaction:
+            raw.execute(statement)
+    finally:
+        _release(connection)
+    path = store_file(connection.engine)
+    if rings and statement == "COMMIT" and path is not None:
+        ring(path)
+
+
+def _release(connection: Connection) -> None:
+    lock = connection.info.pop(_WRITE_LOCK, None)
+    if lock is not None:
+        lock.release()
