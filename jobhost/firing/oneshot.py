@@ -79,7 +79,7 @@ class PendingRuns:
         while self._run_ids and self._cancelled is None:
             batch = by.store.claim(
                 host_id=by.host_id, rules=by.rules, clock=by.store.clock, run_id=self._run_ids[0]
-            )
+            ).batch
             self._run_ids.pop(0)
             for claim in batch.claims:
                 self.taken.add(claim.run_id)
@@ -122,7 +122,7 @@ class BackfillRuns:
                 clock=by.store.clock,
                 slots=free,
                 backfill_id=self._backfill_id,
-            ).claims:
+            ).batch.claims:
                 self.progress(
                     f"running {claim.occurrence:%Y-%m-%dT%H:%M:%SZ} here "
                     f"(run {claim.run_id}, attempt {claim.attempt})"

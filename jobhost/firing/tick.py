@@ -2,7 +2,7 @@
 upkeep a host does beside its turns (:class:`Maintenance`).
 
 A turn costs what is due, not what is declared: one claim transaction takes up to the free
-slots through :func:`jobhost.store.claims.claim_turn` and reads, in the same transaction, when
+slots through :func:`jobhost.store.claims.claim` and reads, in the same transaction, when
 the store next needs this host. The catalog is written to the store once, at start-up; after
 that every replica fires by the store's schedules. A turn whose batch fails for a reason other
 than the store being away is retried one job at a time, so one bad row or one failing
@@ -287,7 +287,7 @@ class Ticker:
         self._news, self._last_skip = False, skip
         last = self._wakeups
         freed = self._backfill_room_freed
-        turn = self._store.claim_turn(
+        turn = self._store.claim(
             host_id=self._host_id,
             now=given,
             clock=self._store.clock,
@@ -331,7 +331,7 @@ class Ticker:
                         now=now,
                         skip=self._skip(),
                         job=name,
-                    )
+                    ).batch
                 )
             except Exception as error:
                 if is_store_down(error):

@@ -59,7 +59,6 @@ from jobhost.store.engine import (
     locked,
     reading,
     rows_json,
-    writing,
 )
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
@@ -83,7 +82,6 @@ __all__ = [
     "Wakeups",
     "before_trigger",
     "claim",
-    "claim_turn",
     "claim_work",
     "due_jobs",
     "look_ahead",
@@ -109,26 +107,34 @@ def sync_catalog(
         return plan
 
 
-def claim_turn(
+def claim(
     engine: Engine,
     *,
     host_id: str,
-    now: datetime | None,
-    clock: Clock,
-    slots: int,
-    manual_slots: int,
     rules: ClaimRules,
-    skip: Collection[str],
+    clock: Clock,
+    slots: int = 1,
+    now: datetime | None = None,
+    manual_slots: int = 0,
+    skip: Collection[str] = (),
     quiet: Quiet | None = None,
     early: timedelta = timedelta(0),
     backfill_slots: int = 0,
+    job: str | None = None,
+    run_id: str | None = None,
+    backfill_id: str | None = None,
 ) -> Turn:
     """Claim up to ``slots`` runs (see :func:`claim_work`) and read when the store next needs
     this host, leaving alone ``skip`` and the jobs the batch did not know.
 
-    With ``now`` None the turn reads the store's time inside this transaction, not through a
+    With ``now`` None the claim reads the store's time inside this transaction, not through a
     checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out;
-    ``early`` is how far past the turn's instant ``early_until`` reaches."""
+    ``early`` is how far past the claim's instant ``early_until`` reaches.
+
+    The claim may be narrowed to one job's schedule (the one-job-at-a-time fallback after a
+    batch failed), to the pending run ``run_id`` (a command that runs its manual run itself), or
+    to the backfill's occurrences and due retries (a command that runs the backfill itself: when
+    nothing of it is left, the claim finishes it)."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -140,9 +146,12 @@ def claim_turn(
             manual_slots=manual_slots,
             rules=rules,
             skip=skip,
+            run_id=run_id,
+            schedules_only=None if job is None else [job],
             pending=quiet is None or quiet.pending_due(at),
             early_until=at + early if early else None,
             backfill_slots=backfill_slots,
+            backfill_id=backfill_id,
         )
         wakeups = next_wakeups(connection, skip=sorted(set(skip) | batch.unknown))
     return Turn(batch, wakeups, at, read_at)
@@ -150,46 +159,14 @@ def claim_turn(
 
 @dataclass(frozen=True)
 class Turn:
-    """What one :func:`claim_turn` did and read."""
+    """What one :func:`claim` did and read."""
 
     batch: ClaimBatch
     wakeups: Wakeups
     now: datetime
-    """The instant the turn worked at."""
+    """The instant the claim worked at."""
     read_at: float
     """When (monotonic) ``now`` was read or taken: a sleep until a time is measured from it."""
-
-
-def claim(
-    engine: Engine,
-    *,
-    host_id: str,
-    rules: ClaimRules,
-    clock: Clock,
-    slots: int = 1,
-    now: datetime | None = None,
-    skip: Collection[str] = (),
-    job: str | None = None,
-    run_id: str | None = None,
-    backfill_id: str | None = None,
-) -> ClaimBatch:
-    """The claim every host makes (see :func:`claim_work`) in a transaction of its own, narrowed
-    to one job's schedule (the one-job-at-a-time fallback after a batch failed), to the pending
-    run ``run_id`` (a command that runs its manual run itself), or to the backfill's occurrences
-    and due retries (a command that runs the backfill itself: when nothing of it is left, the
-    claim finishes it)."""
-    with writing(engine, clock) as (connection, at):
-        return claim_work(
-            connection,
-            host_id=host_id,
-            now=now or at,
-            slots=slots,
-            rules=rules,
-            skip=skip,
-            schedules_only=None if job is None else [job],
-            run_id=run_id,
-            backfill_id=backfill_id,
-        )
 
 
 # A manual run (or an operator's retry of one run) seen from the command that queued it: what the
@@ -276,7 +253,7 @@ class Wakeups:
         self, now: datetime, *, more_due: bool = False, early: timedelta = timedelta(0)
     ) -> datetime | None:
         """When to look again after a turn at ``now`` whose claim also looked ``early`` ahead
-        (see :func:`claim_turn`)."""
+        (see :func:`claim`)."""
         times: list[datetime] = []
         if self.due_at is not None:
             # A future occurrence is woken for ``early`` before it, so that its claim is done

@@ -173,7 +173,6 @@ class Store:
 
     # -- the firing loop ---------------------------------------------------------------------
     sync_catalog = _Own(claims.sync_catalog)
-    claim_turn = _Own(claims.claim_turn)
     claim = _Own(claims.claim)
     due_jobs = _Own(claims.due_jobs)
     look_ahead = _Own(claims.look_ahead)
