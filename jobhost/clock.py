@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Clock", "SystemClock"]
+__all__ = ["Clock", "SystemClock", "utc_instant"]
 
 Clock = Callable[[], datetime]
 """Returns an aware UTC instant."""
@@ -25,3 +25,10 @@ class SystemClock:
 
     def __call__(self) -> datetime:
         return datetime.now(UTC) + self.offset
+
+
+def utc_instant(value: datetime) -> datetime:
+    """``value`` in UTC, as the store keeps every instant; a naive one is refused."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Table
@@ -88,10 +88,3 @@ class Database(Protocol):
         """The driver's value as an aware instant in UTC; ``slow`` reads what the fast path
         cannot (a naive value, or none that is a time)."""
         ...
-
-
-def utc_instant(value: datetime) -> datetime:
-    """``value`` in UTC, as the store keeps every instant; a naive one is refused."""
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware UTC time")
-    return value if value.tzinfo is UTC else value.astimezone(UTC)

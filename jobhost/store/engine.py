@@ -33,8 +33,8 @@ from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from jobhost.clock import Clock
-from jobhost.store.dialect import Database, utc_instant
+from jobhost.clock import Clock, utc_instant
+from jobhost.store.dialect import Database
 from jobhost.store.pooling import PoolingMode
 from jobhost.store.postgres import DEADLINE_MARGIN, Postgres
 from jobhost.store.sqlite import (

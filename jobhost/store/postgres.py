@@ -15,8 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, DateTime, Table, create_engine, func, literal, text
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 
-from jobhost.clock import Clock
-from jobhost.store.dialect import utc_instant
+from jobhost.clock import Clock, utc_instant
 from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locally
 
 DEADLINE_MARGIN = 5.0

@@ -23,8 +23,7 @@ from sqlalchemy import ColumnElement, String, Table, create_engine, event, func
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
-from jobhost.clock import Clock
-from jobhost.store.dialect import utc_instant
+from jobhost.clock import Clock, utc_instant
 from jobhost.store.doorbell import ring
 
 _BUSY_MS = 30_000
