@@ -358,14 +358,13 @@ class Reporter:
         capacity: int = LANE_CAPACITY,
     ) -> None:
         self._telemetry = telemetry
-        inline = [s for s in sinks if getattr(s, "inline", False)]
-        builtin = [JsonLogSink()] if not any(isinstance(s, JsonLogSink) for s in inline) else []
-        self._builtin = [*builtin, *inline]
+        # The audit line is built in and bounded by the logging system: it is written on the
+        # metrics' lane. Every module sink, whatever it says of itself, gets a bounded lane.
+        self._audit_line = JsonLogSink()
         self._lanes = [_Lane("json-log", self._report_inline, capacity, self._dropped)]
         for sink in sinks:
-            if sink not in inline:
-                bounded = BoundedSink(sink, timeout, self._failed)
-                self._lanes.append(_Lane(bounded.name, bounded.record, capacity, self._dropped))
+            bounded = BoundedSink(sink, timeout, self._failed)
+            self._lanes.append(_Lane(bounded.name, bounded.record, capacity, self._dropped))
 
     def submit(self, entry: RunAuditRecord) -> None:
         """Queue ``entry`` on every lane; never blocks."""
@@ -390,11 +389,10 @@ class Reporter:
             for result in UNIT_RESULTS:
                 count = getattr(units, result)
                 self._telemetry.units.add(count, {"job": entry.job_name, "result": result})
-        for sink in self._builtin:
-            try:
-                sink.record(entry)
-            except Exception as error:
-                self._failed(sink_name(sink), entry, f"{type(error).__name__}: {error}")
+        try:
+            self._audit_line.record(entry)
+        except Exception as error:
+            self._failed(self._audit_line.name, entry, f"{type(error).__name__}: {error}")
 
     def _failed(self, name: str, entry: RunAuditRecord, error: str) -> None:
         self._telemetry.sink_failures.add(1, {"sink": name})
@@ -503,8 +501,6 @@ class JsonLogSink:
     """
 
     name = "json-log"
-    inline = True
-    """Built in and bounded by the logging system: called directly, not in a thread."""
 
     def __init__(self) -> None:
         self._logger = logging.getLogger("jobhost.audit")

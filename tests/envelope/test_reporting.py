@@ -110,3 +110,21 @@ def test_a_hanging_sink_holds_one_thread_and_fails_each_record_in_bounded_time(
     assert _sum(reader, "jobhost.audit.sink_failures") == {"{'sink': 'gated'}": 5}
     assert caplog.text.count("an earlier record still holds it") == 4
     sink.gate.set()
+
+
+def test_a_module_sink_that_calls_itself_inline_still_gets_a_bounded_lane_of_its_own(
+    telemetry: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    t, _, _ = telemetry
+    sink = _GatedSink()
+    sink.inline = True  # type: ignore[attr-defined]
+    reporter = Reporter([sink], t, timeout=30.0)
+    with caplog.at_level(logging.INFO):
+        reporter.submit(_entry(0))
+        assert sink.entered.wait(10)
+        # The audit line does not wait behind the module's sink.
+        reporter.submit(_entry(1))
+        assert _eventually(lambda: _lines(caplog) == 2)
+        sink.gate.set()
+        assert reporter.drain(10)
+    assert sink.received == ["run-0", "run-1"]
