@@ -9,13 +9,14 @@ the backfill stays in the store and any host continues it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from jobhost.catalog import JobSpec
+from jobhost.operations.runs import Progress, watching
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord, ScheduleRecord
 from jobhost.rules import MODES, FiringRules, desired_schedules, select_occurrences
@@ -179,9 +180,6 @@ def cancel_backfill(
 
 
 _FOLLOW_SECONDS = 1.0
-_HOST_CHECK_SECONDS = 2.0
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -222,21 +220,17 @@ def see_through(
 def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecord | None:
     """Watch the hosts run the backfill; the record once finished, None once they are gone."""
     said = ""
-    next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-    with store.change_signal() as signal:
-        while True:
-            record = _read(store, backfill_id)
-            line = progress_line(record)
-            if line != said:
-                said = line
-                progress(line)
-            if record.finished:
-                return record
-            if time.monotonic() >= next_host_check:
-                next_host_check = time.monotonic() + _HOST_CHECK_SECONDS
-                if not store.hosts()[1]:
-                    return None
-            signal.wait(_FOLLOW_SECONDS)
+    read = partial(_read, store, backfill_id)
+    for record, hosts_alive in watching(store, read, None, _FOLLOW_SECONDS):
+        line = progress_line(record)
+        if line != said:
+            said = line
+            progress(line)
+        if record.finished:
+            return record
+        if hosts_alive is False:
+            return None
+    raise AssertionError("unreachable: the watch ends only by returning")
 
 
 def _read(store: Store, backfill_id: str) -> BackfillRecord:

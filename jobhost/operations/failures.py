@@ -16,25 +16,25 @@ from typing import Any
 
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
-from jobhost.operations.runs import RetryQueued, retry_run
+from jobhost.operations.runs import retry_run
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import (
     FAILED,
     STREAK_LIMIT,
+    Acknowledged,
     FailureFilter,
     FailureKey,
     Resolution,
+    RetryWritten,
     RunRecord,
     work_key,
 )
-from jobhost.records import Acknowledged as Acknowledgement
 from jobhost.store import Store
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
     "CURSOR_PATTERN",
     "SEARCH_LIMIT",
-    "Acknowledgement",
     "BadFailureQuery",
     "BulkRetry",
     "Failure",
@@ -330,7 +330,7 @@ _PAGE = 200
 _PAGES = 20
 
 
-def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledgement:
+def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledged:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
     not fail, and one already resolved."""
     return store.ack_logged(
@@ -344,7 +344,7 @@ def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -
 
 @dataclass(frozen=True)
 class BulkRetry:
-    queued: list[RetryQueued]
+    queued: list[RetryWritten]
     refused: list[tuple[RunRecord, str]]
     """Failures matched but not retried, with why (a retry already under way, say)."""
     more: bool
@@ -363,7 +363,7 @@ def retry_failures(
     """Queue one retry of every open failure ``query`` matches, each logged; at most
     :data:`_BULK_LIMIT`."""
     runs, more = _open_failures(store, query)
-    queued: list[RetryQueued] = []
+    queued: list[RetryWritten] = []
     refused: list[tuple[RunRecord, str]] = []
     for run in runs:
         try:

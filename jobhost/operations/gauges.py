@@ -28,7 +28,6 @@ from jobhost.operations.report import STATUSES, job_status, next_fire_of, state_
 from jobhost.store import Store, StoreError
 
 __all__ = [
-    "GAUGE_STATUSES",
     "HostState",
     "JobGauges",
     "RunningHost",
@@ -38,8 +37,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("jobhost.metrics")
-
-GAUGE_STATUSES: tuple[str, ...] = STATUSES
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = 
     gauge("live_hosts", of(lambda f: [(f.live_hosts, None)]), "Hosts alive in the store", "{host}")
     gauge(
         "jobs",
-        of(lambda f: [(f.by_status.get(s, 0), {"status": s}) for s in GAUGE_STATUSES]),
+        of(lambda f: [(f.by_status.get(s, 0), {"status": s}) for s in STATUSES]),
         "Jobs by status, as jobhost report shows them",
         "{job}",
     )
@@ -175,7 +172,7 @@ def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFig
     now, (rows, hosts, failing) = store.schedules_hosts_failing()
     live = [h for h in hosts if h.alive(now)]
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
-    by_status = dict.fromkeys(GAUGE_STATUSES, 0)
+    by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)
     overdue: list[tuple[str, bool]] = []
     for name in sorted({*catalog.jobs, *rows, *invalid}):
         # Each job's status as the report computes it, from its schedule row alone: the row

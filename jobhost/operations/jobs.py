@@ -49,12 +49,10 @@ __all__ = [
     "declaration_json",
     "jobs_matching",
     "kinds_json",
-    "pause",
     "pause_jobs",
     "read_state",
     "request_trigger",
     "require_known_job",
-    "resume",
     "resume_jobs",
     "state_json",
     "stored_catalog",
@@ -83,18 +81,6 @@ class PauseResult:
     """The schedule row after the change (before it, for a resume: who paused it, and why)."""
 
 
-def pause(
-    store: Store,
-    catalog: Catalog,
-    job: str,
-    *,
-    actor: str,
-    reason: str,
-) -> PauseResult:
-    """Pause ``job`` (a name the catalog or the store knows) for every replica."""
-    return pause_jobs(store, catalog, [job], actor=actor, reason=reason)[0]
-
-
 def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[str]) -> list[str]:
     """The catalog's jobs of any of ``modules`` or whose name matches any of ``patterns``
     (shell-style: ``billing.*``), by name."""
@@ -113,7 +99,8 @@ def pause_jobs(
     actor: str,
     reason: str,
 ) -> list[PauseResult]:
-    """Pause every job of ``jobs`` in one transaction, one change-log entry per job paused."""
+    """Pause every job of ``jobs`` (names the catalog or the store knows) for every replica, in
+    one transaction, one change-log entry per job paused."""
     declared = {
         job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
     }
@@ -125,17 +112,6 @@ def pause_jobs(
         assert paused.row is not None, f"job {job} has a schedule row once synced"
         results.append(PauseResult(job, paused.changed, paused.at, paused.row))
     return results
-
-
-def resume(
-    store: Store,
-    job: str,
-    *,
-    actor: str,
-    reason: str | None = None,
-) -> PauseResult | None:
-    """Resume ``job``; None when the store has never scheduled it (so it was not paused)."""
-    return resume_jobs(store, [job], actor=actor, reason=reason)[0]
 
 
 def resume_jobs(

@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
 from jobhost.catalog import Catalog, JobSpec
+from jobhost.catalog.policies import RETRYABLE_OUTCOMES as RETRYABLE
 from jobhost.config import Settings
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
@@ -28,13 +29,13 @@ from jobhost.records import (
     PENDING,
     RUNNING,
     TERMINAL_OUTCOMES,
+    CancelWritten,
     Dropped,
     LogLine,
+    RetryWritten,
     RunRecord,
     work_key,
 )
-from jobhost.records import CancelWritten as CancelAsked
-from jobhost.records import RetryWritten as RetryQueued
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
 
@@ -48,10 +49,8 @@ __all__ = [
     "RETRYABLE",
     "RUN_ID_LIMIT",
     "AmbiguousRunId",
-    "CancelAsked",
     "ManualRun",
     "Ran",
-    "RetryQueued",
     "RetryResult",
     "RunHere",
     "RunLogPage",
@@ -70,14 +69,13 @@ __all__ = [
     "retry_run",
     "run_json",
     "watch_run",
+    "watching",
 ]
 
 _HOST_CHECK_SECONDS = 2.0
 
 Progress = Callable[[str], None]
-
-RETRYABLE = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
-"""Outcomes an operator may retry: the attempt did not do its work."""
+_T = TypeVar("_T")
 
 
 def retry_run(
@@ -86,7 +84,7 @@ def retry_run(
     *,
     actor: str,
     reason: str,
-) -> RetryQueued:
+) -> RetryWritten:
     """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
     running, one whose work succeeded, and one never attempted."""
     return store.retry_logged(
@@ -104,7 +102,7 @@ def cancel_run(
     *,
     actor: str,
     reason: str,
-) -> CancelAsked:
+) -> CancelWritten:
     """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
     cancelled at once. Refused for a finished run and for one whose host is gone."""
     done = store.cancel_logged(
@@ -412,26 +410,33 @@ def _still_going(
 def _watching(
     store: Store, run_id: str, deadline: float | None
 ) -> Iterator[tuple[RunRecord, bool | None]]:
-    """Run ``run_id``'s row each time the hosts signal a change, and at least every few
-    seconds (for what is not signalled), with whether any host is alive (None: not asked)."""
+    def read() -> RunRecord:
+        run = store.runs_by_id([run_id]).get(run_id)
+        assert run is not None, f"run {run_id} disappeared"
+        return run
+
+    return watching(store, read, deadline, _HOST_CHECK_SECONDS)
+
+
+def watching(
+    store: Store, read: Callable[[], _T], deadline: float | None, every: float
+) -> Iterator[tuple[_T, bool | None]]:
+    """``read()`` each time the hosts signal a change, and at least every ``every`` seconds
+    (for what is not signalled), with whether any host is alive (None: not asked)."""
     with store.change_signal() as signal:
         next_check = time.monotonic() + _HOST_CHECK_SECONDS
         while True:
             check_hosts = time.monotonic() >= next_check
             if check_hosts:
                 next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            run = store.runs_by_id([run_id]).get(run_id)
-            assert run is not None, f"run {run_id} disappeared"
-            yield run, bool(store.hosts()[1]) if check_hosts else None
-            left = _HOST_CHECK_SECONDS if deadline is None else deadline - time.monotonic()
-            signal.wait(max(0.0, min(_HOST_CHECK_SECONDS, left)))
+            yield read(), bool(store.hosts()[1]) if check_hosts else None
+            left = every if deadline is None else deadline - time.monotonic()
+            signal.wait(max(0.0, min(every, left)))
 
 
 @dataclass(frozen=True)
 class RetryResult:
-    """The retry and how it ended."""
-
-    queued: RetryQueued
+    queued: RetryWritten
     result: TriggerResult
 
     def to_json(self) -> dict[str, Any]:
@@ -476,7 +481,7 @@ class RunRetry:
             return self._run_here(queued, deadline)
         return self._watch(queued, deadline)
 
-    def _watch(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
+    def _watch(self, queued: RetryWritten, deadline: float | None) -> RetryResult:
         announced = False
         for run, hosts_alive in _watching(self.store, queued.run_id, deadline):
             if run.outcome == PENDING and hosts_alive is False:
@@ -493,7 +498,7 @@ class RunRetry:
                 return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
         raise AssertionError("unreachable: the watch ends only by returning")
 
-    def _run_here(self, queued: RetryQueued, deadline: float | None) -> RetryResult:
+    def _run_here(self, queued: RetryWritten, deadline: float | None) -> RetryResult:
         spec = self.catalog.jobs.get(queued.retry_of.job_name)
         if spec is None:
             raise ActionRefused(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from jobhost.triggers import UnknownTimezoneError, load_zone
 
@@ -17,25 +17,27 @@ def iso_utc(value: datetime | None) -> str | None:
 
 
 def iso_local(value: datetime | None, zone: str) -> str | None:
-    """The instant in ``zone`` with its offset (``2026-05-04T12:00:00+02:00``), or None."""
-    if value is None:
-        return None
-    try:
-        tz = load_zone(zone)
-    except UnknownTimezoneError:
+    """The instant in ``zone`` with its offset (``2026-05-04T12:00:00+02:00``), or None; in UTC
+    for a zone this machine does not know."""
+    tz = _zone(zone)
+    if value is None or tz is None:
         return iso_utc(value)
     return value.astimezone(tz).isoformat()
 
 
 def short_local(value: datetime | None, zone: str) -> str:
     """``2026-05-04 12:00:00 CEST`` for tables; ``-`` for nothing."""
-    if value is None:
-        return "-"
-    try:
-        tz = load_zone(zone)
-    except UnknownTimezoneError:
+    tz = _zone(zone)
+    if value is None or tz is None:
         return short_utc(value)
     return value.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _zone(zone: str) -> tzinfo | None:
+    try:
+        return load_zone(zone)
+    except UnknownTimezoneError:
+        return None
 
 
 def short_utc(value: datetime | None) -> str:

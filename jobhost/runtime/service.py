@@ -149,11 +149,11 @@ class JobService:
     def pause(self, name: str, *, actor: str, reason: str) -> bool:
         """False when it already was paused."""
         catalog = self._require(name)
-        return jobs.pause(self.store, catalog, name, actor=actor, reason=reason).changed
+        return jobs.pause_jobs(self.store, catalog, [name], actor=actor, reason=reason)[0].changed
 
     def resume(self, name: str, *, actor: str, reason: str) -> bool:
         self._require(name)
-        done = jobs.resume(self.store, name, actor=actor, reason=reason)
+        done = jobs.resume_jobs(self.store, [name], actor=actor, reason=reason)[0]
         return done is not None and done.changed
 
     def trigger(self, name: str, *, actor: str, reason: str) -> dict[str, Any]:

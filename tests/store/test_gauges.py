@@ -15,9 +15,9 @@ from sqlalchemy import update
 
 from jobhost.config import Settings
 from jobhost.firing.host import HostStatus
-from jobhost.operations.gauges import GAUGE_STATUSES, JobGauges, register_gauges
-from jobhost.operations.jobs import pause
-from jobhost.operations.report import build_report
+from jobhost.operations.gauges import JobGauges, register_gauges
+from jobhost.operations.jobs import pause_jobs
+from jobhost.operations.report import STATUSES, build_report
 from jobhost.store import Store, create_store_engine, database_now, ledger, upgrade
 from jobhost.store.schema import schedules
 from jobhost.web import prometheus_reader
@@ -57,7 +57,7 @@ def scene(
     upgrade(engine)
     replica = Replica(settings, catalog, engine, clock, telemetry[0], "host-0")
     replica.ticker.sync(clock())
-    pause(Store(engine, clock), catalog, "s.held", actor="ops", reason="test")
+    pause_jobs(Store(engine, clock), catalog, ["s.held"], actor="ops", reason="test")
     clock.now = datetime.now(UTC)
     for claim in replica.tick():
         replica.finish(claim)
@@ -103,7 +103,7 @@ def test_the_gauges_count_jobs_by_status_as_the_report_does(scene: SimpleNamespa
         "s.late": "behind",
         "s.nightly": "overdue",
     }
-    for status in GAUGE_STATUSES:
+    for status in STATUSES:
         expected = sum(1 for value in by_status.values() if value == status)
         assert metrics[f'jobhost_jobs{{status="{status}"}}'] == expected, status
     assert metrics["jobhost_live_hosts"] == 1

@@ -27,7 +27,8 @@ from jobhost.operations.jobs import (
     resume_jobs,
     state_json,
 )
-from jobhost.operations.runs import RUN_ID_LIMIT, RetryQueued, cancel_run, retry_run
+from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
+from jobhost.records import RetryWritten
 from jobhost.runtime.service import JobService, not_found
 from jobhost.store import Store
 from jobhost.web.api.requests import (
@@ -121,7 +122,7 @@ class ActionEndpoints(ServiceEndpoints):
         return done, reason
 
 
-def queued_json(queued: RetryQueued) -> dict[str, Any]:
+def queued_json(queued: RetryWritten) -> dict[str, Any]:
     """A retry queued, as ``POST /runs/{id}/retry`` and ``POST /failures`` answer it."""
     return {
         "run_id": queued.run_id,

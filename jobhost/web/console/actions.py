@@ -39,10 +39,8 @@ from jobhost.operations.backfills import (
 from jobhost.operations.changes import BadReason, checked_reason
 from jobhost.operations.jobs import (
     ActionRefused,
-    pause,
     pause_jobs,
     request_trigger,
-    resume,
     resume_jobs,
 )
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
@@ -288,10 +286,10 @@ def _act_on_job(
     store, who, reason = console.store, checked.who, checked.reason
     request_id = None
     if action == "pause":
-        paused = pause(store, console.catalog, name, actor=who, reason=reason)
+        paused = pause_jobs(store, console.catalog, [name], actor=who, reason=reason)[0]
         result = "paused" if paused.changed else "already paused"
     elif action == "resume":
-        resumed = resume(store, name, actor=who, reason=reason)
+        resumed = resume_jobs(store, [name], actor=who, reason=reason)[0]
         result = "resumed" if resumed is not None and resumed.changed else "was not paused"
     else:
         request_id = request_trigger(store, name, actor=who, reason=reason)
