@@ -50,10 +50,6 @@ class StoreFigures:
     failing: list[tuple[str, bool, int]] = field(default_factory=list)
     """(job, critical, streak) of every failing job, by name."""
 
-    @property
-    def critical_overdue(self) -> int:
-        return sum(1 for _name, critical in self.overdue if critical)
-
 
 def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
     """Register the gauges of ``host`` on ``meter``; return the cache they read."""
@@ -74,7 +70,7 @@ def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = 
     )
     gauge(
         "critical_jobs.overdue",
-        of(lambda f: [(f.critical_overdue, None)]),
+        of(lambda f: [(sum(critical for _, critical in f.overdue), None)]),
         "Critical jobs that are overdue",
         "{job}",
     )

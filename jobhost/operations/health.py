@@ -27,7 +27,7 @@ from jobhost.store.integrity import HealthRows
 from jobhost.store.migrate import check_not_newer
 from jobhost.store.snapshot import Census
 
-__all__ = ["_MAX_CLOCK_SKEW_SECONDS", "Check", "Health", "check_health"]
+__all__ = ["Check", "Health", "check_health"]
 
 _MAX_CLOCK_SKEW_SECONDS = 1.0
 _UNCHECKED = "not checked: the store is unavailable"
@@ -83,9 +83,9 @@ def check_health(
             checks[0] = Check("store", False, _unreachable(settings, error))
     # The last three checks read the store's rows beside the report once, together.
     rows = functools.cache(lambda: store.health_rows(_implausible(settings, catalog, stored)))
-    rest: list[tuple[str, Callable[[Report], Check]]] = [
+    rest: list[tuple[str, Callable[[Report], _Verdict]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
-        ("live-host", _live_host if hosts else lambda _: _SKIPPED_HOSTS),
+        ("live-host", _live_host),
         ("leases", _leases),
         ("critical-jobs-last-run", lambda found: _critical_last_run(found, store)),
         ("clock-skew", _clock_skew),
@@ -94,13 +94,17 @@ def check_health(
         ("stuck-runs", lambda _: _stuck_runs(rows()[1])),
     ]
     for name, check in rest:
-        if report is not None:
-            checks.append(check(report))
-        elif not hosts and name == "live-host":
-            checks.append(_SKIPPED_HOSTS)
+        if not hosts and name == "live-host":
+            checks.append(Check(name, True, "skipped (--no-hosts)"))
+        elif report is not None:
+            checks.append(Check(name, *check(report)))
         else:
             checks.append(Check(name, False, _UNCHECKED))
     return Health(checks)
+
+
+_Verdict = tuple[bool, str]
+"""Whether a check passed, and the detail that says why."""
 
 
 def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | None, Report]:
@@ -129,31 +133,27 @@ def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs |
     return 4 * longest
 
 
-def _store_integrity(found: HealthRows) -> Check:
+def _store_integrity(found: HealthRows) -> _Verdict:
     result = found.integrity
     covered = f"checked {result.coverage()}"
     if not result.total:
-        return Check(
-            "store-integrity",
-            True,
+        return True, (
             f"{covered}: every one is readable (finished runs and the other tables: "
-            "jobhost db check --full)",
+            "jobhost db check --full)"
         )
     shown = "; ".join(row.line() for row in result.found)
     hidden = result.total - len(result.found)
     more = f" (and {hidden} more)" if hidden > 0 else ""
-    return Check(
-        "store-integrity",
-        False,
+    return False, (
         f"{result.total} row(s) the hosts cannot use; their jobs are set aside: {shown}{more} "
-        f"({covered})",
+        f"({covered})"
     )
 
 
-def _stuck_runs(found: HealthRows) -> Check:
+def _stuck_runs(found: HealthRows) -> _Verdict:
     stuck = found.stuck
     if not stuck:
-        return Check("stuck-runs", True, "no run is stuck in code that ignores cancellation")
+        return True, "no run is stuck in code that ignores cancellation"
     shown = _listed(
         [
             (
@@ -165,15 +165,13 @@ def _stuck_runs(found: HealthRows) -> Check:
             for run in stuck
         ]
     )
-    return Check(
-        "stuck-runs",
-        False,
+    return False, (
         f"{shown}; it keeps its slot and lease until the thread ends: fix the executor to "
-        "check context.cancellation, and restart that host to free the slot",
+        "check context.cancellation, and restart that host to free the slot"
     )
 
 
-def _schedule_lag(settings: Settings, now: datetime, found: HealthRows) -> Check:
+def _schedule_lag(settings: Settings, now: datetime, found: HealthRows) -> _Verdict:
     limit = settings.max_schedule_lag
     hosts, oldest = found.hosts, found.oldest_due
     lags = ", ".join(
@@ -183,13 +181,11 @@ def _schedule_lag(settings: Settings, now: datetime, found: HealthRows) -> Check
     behind = (now - oldest) if oldest is not None and oldest <= now else timedelta(0)
     age = f"{duration_text(behind)} old (limit {format_duration(limit)})"
     if behind > limit:
-        return Check(
-            "schedule-lag",
-            False,
+        return False, (
             f"the oldest due, unclaimed occurrence is {age}: the hosts are falling behind; add "
-            f"replicas or raise worker_pool_size, or start a host if none runs{per_host}",
+            f"replicas or raise worker_pool_size, or start a host if none runs{per_host}"
         )
-    return Check("schedule-lag", True, f"oldest due, unclaimed occurrence {age}{per_host}")
+    return True, f"oldest due, unclaimed occurrence {age}{per_host}"
 
 
 def _store(settings: Settings, store: Store) -> Check:
@@ -237,7 +233,6 @@ def _stored_catalog(jobs: StoredJobs, version: str | None) -> Check:
 
 # Without --check-catalog the catalog is the store's: not known while the store is not.
 _UNREAD = Check("catalog", False, _UNCHECKED)
-_SKIPPED_HOSTS = Check("live-host", True, "skipped (--no-hosts)")
 
 
 def _catalog(catalog: Catalog) -> Check:
@@ -247,11 +242,10 @@ def _catalog(catalog: Catalog) -> Check:
     return Check("catalog", False, f"{len(catalog.problems)} problem(s): {lines}")
 
 
-def _critical_scheduled(report: Report) -> Check:
-    name = "critical-jobs-scheduled"
+def _critical_scheduled(report: Report) -> _Verdict:
     critical = [job for job in report.jobs if job.critical]
     if not critical:
-        return Check(name, True, "no critical jobs are declared")
+        return _NO_CRITICAL
     failures: list[tuple[str, str]] = []
     for job in critical:
         if not job.enabled:
@@ -264,55 +258,53 @@ def _critical_scheduled(report: Report) -> Check:
             failures.append(
                 (job.name, f"{job.name}'s next fire {short_utc(job.next_fire)} is in the past")
             )
-    return _verdict(
-        name, failures, f"{len(critical)} critical job(s) enabled, not paused, scheduled"
-    )
+    return _verdict(failures, f"{len(critical)} critical job(s) enabled, not paused, scheduled")
 
 
-def _live_host(report: Report) -> Check:
+_NO_CRITICAL = (True, "no critical jobs are declared")
+
+
+def _live_host(report: Report) -> _Verdict:
     if not report.hosts:
-        return Check("live-host", False, "no host is alive: nothing fires the jobs")
+        return False, "no host is alive: nothing fires the jobs"
     ids = ", ".join(host.id for host in report.hosts)
-    return Check("live-host", True, f"{len(report.hosts)} live: {ids}")
+    return True, f"{len(report.hosts)} live: {ids}"
 
 
-def _leases(report: Report) -> Check:
+def _leases(report: Report) -> _Verdict:
     held = [
         (job.name, f"{job.name}: {m.detail}")
         for job in report.jobs
         if (m := job.has("lease-expired"))
     ]
-    return _verdict("leases", held, "no expired lease is held")
+    return _verdict(held, "no expired lease is held")
 
 
-def _critical_last_run(report: Report, store: Store) -> Check:
-    name = "critical-jobs-last-run"
+def _critical_last_run(report: Report, store: Store) -> _Verdict:
     critical = [job for job in report.jobs if job.critical]
     if not critical:
-        return Check(name, True, "no critical jobs are declared")
+        return _NO_CRITICAL
     failures = open_failure_lines(store, [job.name for job in critical], _OPEN_SHOWN)
     for job in critical:
         if (overdue := job.has("overdue")) is not None:
             failures.append((job.name, f"{job.name} is overdue: {overdue.detail}"))
-    return _verdict(
-        name, failures, f"{len(critical)} critical job(s): no open failure, none overdue"
-    )
+    return _verdict(failures, f"{len(critical)} critical job(s): no open failure, none overdue")
 
 
-def _clock_skew(report: Report) -> Check:
+def _clock_skew(report: Report) -> _Verdict:
     if not report.hosts:
-        return Check("clock-skew", True, "no live host to compare")
+        return True, "no live host to compare"
     off = [
         (host.id, f"host {host.id} is {host.clock_skew_seconds:+.3f}s off the database's clock")
         for host in report.hosts
         if abs(host.clock_skew_seconds) > _MAX_CLOCK_SKEW_SECONDS
     ]
     worst = max(abs(host.clock_skew_seconds) for host in report.hosts)
-    return _verdict("clock-skew", off, f"every live host within {worst:.3f}s of the database")
+    return _verdict(off, f"every live host within {worst:.3f}s of the database")
 
 
-def _verdict(name: str, failures: list[tuple[str, str]], passed: str) -> Check:
-    return Check(name, False, _listed(failures)) if failures else Check(name, True, passed)
+def _verdict(failures: list[tuple[str, str]], passed: str) -> _Verdict:
+    return (False, _listed(failures)) if failures else (True, passed)
 
 
 def _listed(failures: list[tuple[str, str]]) -> str:

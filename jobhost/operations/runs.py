@@ -323,8 +323,7 @@ class ManualRun:
     def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
         assert self.run_here is not None, "a trigger that waits is given run_here"
         ran = self.run_here([request_id], deadline)
-        run = self.store.runs_by_id([request_id]).get(request_id)
-        assert run is not None, f"run {request_id} disappeared"
+        run = _row(self.store, request_id)
         if request_id not in ran.taken:
             if run.request_status == "refused":
                 return self._refused(request_id, spec, run.request_message, ran.host_id)
@@ -410,12 +409,13 @@ def _still_going(
 def _watching(
     store: Store, run_id: str, deadline: float | None
 ) -> Iterator[tuple[RunRecord, bool | None]]:
-    def read() -> RunRecord:
-        run = store.runs_by_id([run_id]).get(run_id)
-        assert run is not None, f"run {run_id} disappeared"
-        return run
+    return watching(store, lambda: _row(store, run_id), deadline, _HOST_CHECK_SECONDS)
 
-    return watching(store, read, deadline, _HOST_CHECK_SECONDS)
+
+def _row(store: Store, run_id: str) -> RunRecord:
+    run = store.runs_by_id([run_id]).get(run_id)
+    assert run is not None, f"run {run_id} disappeared"
+    return run
 
 
 def watching(
@@ -506,8 +506,7 @@ class RunRetry:
                 f"retry (run {queued.run_id}) stays queued for a host that declares it"
             )
         ran = self.run_here([queued.run_id], deadline)
-        run = self.store.runs_by_id([queued.run_id]).get(queued.run_id)
-        assert run is not None, f"run {queued.run_id} disappeared"
+        run = _row(self.store, queued.run_id)
         if queued.run_id not in ran.taken:
             if run.outcome == PENDING:
                 self.progress(
