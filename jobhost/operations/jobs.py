@@ -344,7 +344,13 @@ def change_state(
             job, key, value, actor=actor, reason=reason, clock=store.clock
         )
     except StateHeld as held:
-        raise ActionRefused(_held_message(held)) from None
+        run = held.run
+        since = f" since {short_utc(run.started_at)}" if run.started_at is not None else ""
+        raise ActionRefused(
+            f"job {held.job_name} has a live run {run.id} (running on host {run.host_id}{since}): "
+            "its state changes only between runs; wait for the run to end, or cancel it first "
+            f"(jobhost cancel {run.id} --reason ...)"
+        ) from None
     if not done.known:
         raise ActionRefused(
             f"the store holds no schedule of job {job}: a host writes it when it starts, "
@@ -360,13 +366,3 @@ def check_key(key: str) -> None:
         raise BadStateInput("the key is empty")
     if len(key) > KEY_LIMIT:
         raise BadStateInput(f"the key is {len(key)} characters; keys are at most {KEY_LIMIT}")
-
-
-def _held_message(held: StateHeld) -> str:
-    run = held.run
-    since = f" since {short_utc(run.started_at)}" if run.started_at is not None else ""
-    return (
-        f"job {held.job_name} has a live run {run.id} (running on host {run.host_id}{since}): "
-        "its state changes only between runs; wait for the run to end, or cancel it first "
-        f"(jobhost cancel {run.id} --reason ...)"
-    )

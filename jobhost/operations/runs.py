@@ -668,8 +668,8 @@ def read_run_log(
     found = store.run_page(run_id, after=after, lines=limit, attempts=False)
     if found is None:
         return None
-    lines = [entry for entry in found.lines if isinstance(entry, LogLine)]
-    return RunLogPage(found.run, found.lines, lines[-1].seq if lines else after)
+    last = next((e.seq for e in reversed(found.lines) if isinstance(e, LogLine)), after)
+    return RunLogPage(found.run, found.lines, last)
 
 
 def dropped_text(gap: Dropped) -> str:
