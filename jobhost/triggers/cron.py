@@ -161,19 +161,9 @@ _SECOND = _Field("second", 0, 59)
 _MINUTE = _Field("minute", 0, 59)
 _HOUR = _Field("hour", 0, 23)
 _DAY = _Field("day of month", 1, 31, question=True)
-_MONTH_NAMES = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
+# Spelled out, not from the calendar module, whose names follow the process's locale.
+_MONTH_NAMES = tuple(
+    "January February March April May June July August September October November December".split()
 )
 _MONTH = _Field("month", 1, 12, tuple(name[:3].lower() for name in _MONTH_NAMES))
 _WEEKDAY = _Field("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat"), True)
