@@ -72,8 +72,6 @@ def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
 
 
 def publish_kind(urls: BrokerUrls) -> JobKind:
-    """The kind, publishing through the brokers ``urls`` name."""
-
     def validate(settings: Mapping[str, Any]) -> PublishSettings:
         try:
             checked = PublishSettings.model_validate(dict(settings))
