@@ -165,13 +165,11 @@ def request_trigger(
 ) -> str:
     """Queue a manual run of ``job``; the request's id. ``beside_limit`` starts it even in a
     full concurrency group (``--now``)."""
-    return store.request_logged(
-        job,
-        actor=actor,
-        reason=reason,
-        clock=store.clock,
-        beside_limit=beside_limit,
-    ).id
+    queued = store.request_logged(
+        job, actor=actor, reason=reason, clock=store.clock, beside_limit=beside_limit
+    )
+    assert queued.id is not None, "a request with no policy is never refused"
+    return queued.id
 
 
 def require_known_job(catalog: Catalog | None, store: Store, name: str) -> str:

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    func,
     select,
     update,
 )
@@ -46,6 +47,7 @@ from jobhost.store.schema import metadata
 from jobhost.store.signals import notify
 
 __all__ = [
+    "RuntimeJobs",
     "Written",
     "acting_from",
     "deletions",
@@ -120,15 +122,27 @@ def _row(row: Any) -> RuntimeJobRow:
     return RuntimeJobRow(**{**row._mapping, "definition": _loads(row.definition) or {}})
 
 
+@dataclass(frozen=True)
+class RuntimeJobs:
+    """The runtime jobs, by name, and the newest change id when they were read."""
+
+    change_id: int
+    rows: list[RuntimeJobRow]
+    """Empty, and not read, when the newest change is still the ``seen`` one asked with."""
+
+
 def list_runtime_jobs(
-    connection: Connection, names: Sequence[str] | None = None
-) -> list[RuntimeJobRow]:
-    """Every runtime job (or those of ``names``), by name: start-up, a reload after a change,
-    listings."""
+    connection: Connection, names: Sequence[str] | None = None, *, seen: int | None = None
+) -> RuntimeJobs:
+    """Every runtime job (or those of ``names``): start-up, listings, and a host's reload,
+    which gives the change id it last ``seen`` and reads one integer while nothing changed."""
+    newest = connection.execute(select(func.max(job_changes.c.id))).scalar() or 0
+    if newest == seen:
+        return RuntimeJobs(newest, [])
     query = select(runtime_jobs).order_by(runtime_jobs.c.name)
     if names is not None:
         query = query.where(runtime_jobs.c.name.in_(list(names)))
-    return [_row(r) for r in connection.execute(query)]
+    return RuntimeJobs(newest, [_row(r) for r in connection.execute(query)])
 
 
 def get_runtime_job(
