@@ -60,7 +60,7 @@ from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run, get_schedule
-from jobhost.store.runtime import record_change
+from jobhost.store.runtime import ChangeEntry
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
 
@@ -112,6 +112,7 @@ def set_paused_logged(
     find the store does not know yet."""
     done = []
     with writing(engine, clock) as (connection, now):
+        entry = ChangeEntry(actor, reason, now)
         for job in jobs:
             before = get_schedule(connection, job)
             declared = (schedules or {}).get(job, ())
@@ -126,16 +127,8 @@ def set_paused_logged(
                 else resume_job(connection, job)
             )
             if changed:
-                record_change(
-                    connection,
-                    at=now,
-                    actor=actor,
-                    action="pause" if paused else "resume",
-                    job_name=job,
-                    before={"paused": not paused},
-                    after={"paused": paused},
-                    reason=reason,
-                )
+                action = "pause" if paused else "resume"
+                entry.log(connection, action, job, {"paused": not paused}, {"paused": paused})
             done.append(Paused(changed, now, get_schedule(connection, job) if paused else before))
     return done
 
@@ -172,16 +165,8 @@ def request_logged(
             if not may_start(policy, len(before.running), lease_live):
                 return Requested(None, before)
         request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="trigger",
-            job_name=job,
-            before=None,
-            after={"request_id": request_id, **({"beside_limit": True} if beside_limit else {})},
-            reason=reason,
-        )
+        after = {"request_id": request_id, **({"beside_limit": True} if beside_limit else {})}
+        ChangeEntry(actor, reason, now).log(connection, "trigger", job, None, after)
     return Requested(request_id, before)
 
 
@@ -217,23 +202,15 @@ def backfill_logged(
             occurrences=occurrences,
             now=now,
         )
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="backfill",
-            job_name=job,
-            before=None,
-            after={
-                "backfill_id": backfill_id,
-                "from": _iso(start),
-                "to": _iso(end),
-                "mode": mode,
-                "selected": len(occurrences),
-                "concurrency": concurrency,
-            },
-            reason=reason,
-        )
+        after = {
+            "backfill_id": backfill_id,
+            "from": _iso(start),
+            "to": _iso(end),
+            "mode": mode,
+            "selected": len(occurrences),
+            "concurrency": concurrency,
+        }
+        ChangeEntry(actor, reason, now).log(connection, "backfill", job, None, after)
     return backfill_id
 
 
@@ -252,15 +229,12 @@ def settle_backfill(
         if cancelled_by is not None:
             record = backfills.get_backfill(connection, backfill_id)
             if record is not None and backfills.cancel_backfill(connection, backfill_id, now):
-                record_change(
+                ChangeEntry(cancelled_by, reason, now).log(
                     connection,
-                    at=now,
-                    actor=cancelled_by,
-                    action="backfill-cancel",
-                    job_name=record.job_name,
-                    before={"backfill_id": backfill_id, "state": record.state},
-                    after={"backfill_id": backfill_id, "state": "cancelled"},
-                    reason=reason,
+                    "backfill-cancel",
+                    record.job_name,
+                    {"backfill_id": backfill_id, "state": record.state},
+                    {"backfill_id": backfill_id, "state": "cancelled"},
                 )
         finish_backfills(connection, now, [backfill_id])
         return backfills.get_backfill(connection, backfill_id)
@@ -275,7 +249,7 @@ class RunAction(Generic[_Done]):
     run (None: no such run) and what the action reads of it; it returns the run, or raises to
     refuse (nothing is written)."""
 
-    def apply(self, connection: Connection, found: RunRecord | None, entry: _Entry) -> _Done:
+    def apply(self, connection: Connection, found: RunRecord | None, entry: ChangeEntry) -> _Done:
         raise NotImplementedError
 
 
@@ -291,35 +265,7 @@ def act_on_run(
     """Lock run ``run_id``, let ``action`` check it, then make its change and log it."""
     with writing(engine, clock) as (connection, now):
         found = get_run(connection, run_id, for_update=True)
-        return action.apply(connection, found, _Entry(actor, reason, now))
-
-
-@dataclass(frozen=True)
-class _Entry:
-    """Who acts on a run, why, and when: its change-log entry's and the change's own."""
-
-    actor: str
-    reason: str
-    at: datetime
-
-    def log(
-        self,
-        connection: Connection,
-        action: str,
-        run: RunRecord,
-        before: Mapping[str, object],
-        after: Mapping[str, object],
-    ) -> None:
-        record_change(
-            connection,
-            at=self.at,
-            actor=self.actor,
-            action=action,
-            job_name=run.job_name,
-            before=before,
-            after=after,
-            reason=self.reason,
-        )
+        return action.apply(connection, found, ChangeEntry(actor, reason, now))
 
 
 @dataclass(frozen=True)
@@ -329,13 +275,15 @@ class Retry(RunAction[RetryWritten]):
 
     check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord]
 
-    def apply(self, connection: Connection, found: RunRecord | None, entry: _Entry) -> RetryWritten:
+    def apply(
+        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
+    ) -> RetryWritten:
         attempts = _attempts_of(connection, found) if found is not None else []
         run = self.check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
         new_id = _queue_retry(connection, run, attempt, entry)
         before = {"run_id": run.id, "attempt": run.attempt, "outcome": run.outcome}
-        entry.log(connection, "retry", run, before, {"run_id": new_id, "attempt": attempt})
+        entry.log(connection, "retry", run.job_name, before, {"run_id": new_id, "attempt": attempt})
         return RetryWritten(new_id, attempt, run, entry.at)
 
 
@@ -347,7 +295,7 @@ class Cancel(RunAction[CancelWritten]):
     check: Callable[[RunRecord | None, datetime], RunRecord]
 
     def apply(
-        self, connection: Connection, found: RunRecord | None, entry: _Entry
+        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
     ) -> CancelWritten:
         run = self.check(found, entry.at)
         if run.outcome == PENDING:
@@ -362,7 +310,9 @@ class Cancel(RunAction[CancelWritten]):
             state = "already"
         if state in {"cancelled", "requested"}:
             before = {"run_id": run.id, "outcome": run.outcome, "host": run.host_id}
-            entry.log(connection, "cancel", run, before, {"run_id": run.id, "cancel": state})
+            entry.log(
+                connection, "cancel", run.job_name, before, {"run_id": run.id, "cancel": state}
+            )
         return CancelWritten(run, state, entry.at)
 
 
@@ -373,11 +323,13 @@ class Ack(RunAction[Acknowledged]):
 
     check: Callable[[RunRecord | None, Resolution | None], RunRecord]
 
-    def apply(self, connection: Connection, found: RunRecord | None, entry: _Entry) -> Acknowledged:
+    def apply(
+        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
+    ) -> Acknowledged:
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = self.check(found, resolved)
         before = {"run_id": run.id, "outcome": run.outcome}
-        entry.log(connection, ACK, run, before, {"run_id": run.id, "acknowledged": True})
+        entry.log(connection, ACK, run.job_name, before, {"run_id": run.id, "acknowledged": True})
         return Acknowledged(run, entry.at)
 
 
@@ -396,7 +348,7 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
-def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: _Entry) -> str:
+def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: ChangeEntry) -> str:
     """Queue attempt ``attempt`` at ``run``'s work, due now; the new run's id."""
     run_id = new_run_id()
     connection.execute(
@@ -420,7 +372,7 @@ def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: _E
     return run_id
 
 
-def _request_cancel(connection: Connection, run_id: str, entry: _Entry) -> bool:
+def _request_cancel(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
     """Ask the host of the running run to cancel it; False when it is no longer running or
     a cancel was asked for already (the first request stands)."""
     result = connection.execute(
@@ -436,7 +388,7 @@ def _request_cancel(connection: Connection, run_id: str, entry: _Entry) -> bool:
     return bool(result.rowcount)
 
 
-def _cancel_asked(entry: _Entry) -> dict[str, object]:
+def _cancel_asked(entry: ChangeEntry) -> dict[str, object]:
     return {
         "cancel_requested_by": entry.actor,
         "cancel_requested_at": entry.at,
@@ -460,7 +412,7 @@ def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[st
     }
 
 
-def _finish_pending(connection: Connection, run_id: str, entry: _Entry) -> bool:
+def _finish_pending(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
     """Record a run that has not started (a queued retry or manual run) cancelled at once;
     False when a host started it meanwhile."""
     result = connection.execute(
@@ -518,15 +470,12 @@ def change_state_logged(
             delete_value(connection, job_name, key)
         else:
             put_value(connection, job_name, key, value, token=token, now=now)
-        record_change(
+        ChangeEntry(actor, reason, now).log(
             connection,
-            at=now,
-            actor=actor,
-            action="state-delete" if value is None else "state-set",
-            job_name=job_name,
-            before={"key": key, "value": before},
-            after={"key": key, "value": value},
-            reason=reason,
+            "state-delete" if value is None else "state-set",
+            job_name,
+            {"key": key, "value": before},
+            {"key": key, "value": value},
         )
         return StateChange(now, before, value)
 
