@@ -89,12 +89,13 @@ _Done = TypeVar("_Done")
 
 @dataclass(frozen=True)
 class Paused:
-    """What a pause or resume changed, when, and the schedule row (after a pause, before a
-    resume)."""
+    """What the action changed: ``changed`` is False when the job already was so."""
 
+    job: str
     changed: bool
     at: datetime
-    row: ScheduleRecord | None
+    row: ScheduleRecord
+    """The schedule row after the change (before it, for a resume: who paused it, and why)."""
 
 
 def set_paused_logged(
@@ -106,11 +107,11 @@ def set_paused_logged(
     reason: str | None,
     clock: Clock,
     schedules: Mapping[str, Sequence[DesiredSchedule]] | None = None,
-) -> list[Paused]:
+) -> list[Paused | None]:
     """Pause (``paused``) or resume every job of ``jobs`` in one transaction, one change-log
-    entry per job changed; ``schedules`` (job → its declared schedules) for jobs a pause may
-    find the store does not know yet."""
-    done = []
+    entry per job changed (None: a job never scheduled, so never paused); ``schedules`` (job →
+    its declared schedules) for jobs a pause may find the store does not know yet."""
+    done: list[Paused | None] = []
     with writing(engine, clock) as (connection, now):
         entry = ChangeEntry(actor, reason, now)
         for job in jobs:
@@ -119,7 +120,7 @@ def set_paused_logged(
             if before is None and paused and declared:
                 sync_schedules(connection, declared, now, prune=False)
             elif before is None:
-                done.append(Paused(False, now, None))  # never scheduled, so never paused
+                done.append(None)
                 continue
             changed = (
                 pause_job(connection, job, actor, reason, now)
@@ -129,7 +130,8 @@ def set_paused_logged(
             if changed:
                 action = "pause" if paused else "resume"
                 entry.log(connection, action, job, {"paused": not paused}, {"paused": paused})
-            done.append(Paused(changed, now, get_schedule(connection, job) if paused else before))
+            row = get_schedule(connection, job) if paused else before
+            done.append(None if row is None else Paused(job, changed, now, row))
     return done
 
 
