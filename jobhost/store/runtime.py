@@ -241,11 +241,10 @@ def search_changes(
         query = query.where(job_changes.c.id < search.before_id)
     if search.after_id is not None:
         query = query.where(job_changes.c.id > search.after_id)
-    return [_change(row) for row in connection.execute(query)]
-
-
-def _change(r: Any) -> JobChange:
-    return JobChange(**{**r._mapping, "before": _loads(r.before), "after": _loads(r.after)})
+    return [
+        JobChange(**{**r._mapping, "before": _loads(r.before), "after": _loads(r.after)})
+        for r in connection.execute(query)
+    ]
 
 
 def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobChange]:
