@@ -195,9 +195,7 @@ class Store:
     request_logged = _Own(actions.request_logged)
     backfill_logged = _Own(actions.backfill_logged)
     set_paused_logged = _Own(actions.set_paused_logged)
-    cancel_logged = _Own(actions.cancel_logged)
-    retry_logged = _Own(actions.retry_logged)
-    ack_logged = _Own(actions.ack_logged)
+    act_on_run = _Own(actions.act_on_run)
     change_state_logged = _Own(actions.change_state_logged)
     purge = _Own(purge.purge)
 

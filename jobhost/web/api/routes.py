@@ -207,7 +207,7 @@ class _Api(ServiceEndpoints):
         def answer() -> list[dict[str, Any]]:
             catalog = self._service.current()
             report = build_report(self._service.settings, catalog, self._store)
-            rows = {row.name: row for row in self._store.list_runtime_jobs()}
+            rows = {row.name: row for row in self._store.list_runtime_jobs().rows}
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
             ]
