@@ -106,11 +106,13 @@ def read_snapshot(
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
         rows: Mapping[str, ScheduleRow]
+        versions: dict[str, int] | None = None
         if only is not None:
             rows = store_reports.list_schedules(connection, [only])
             summaries = store_reports.ledger_summaries(connection, [only])
         elif jobs_of is not None:
-            chosen = jobs_of(take_census(connection, now))
+            census = take_census(connection, now)
+            versions, chosen = census.versions, jobs_of(census)
             rows = store_reports.list_schedules(connection, chosen)
             summaries = store_reports.ledger_summaries(connection, chosen)
         else:
@@ -125,7 +127,9 @@ def read_snapshot(
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
         running = store_reports.running_runs(connection, only)
-        return _snapshot(connection, now, rows, summaries, running)
+        if versions is None:
+            versions = catalog_versions(connection)
+        return _snapshot(connection, now, rows, summaries, running, versions=versions)
 
 
 def _whole_ledger(
@@ -177,14 +181,17 @@ def _snapshot(
     rows: Mapping[str, ScheduleRow],
     summaries: Mapping[str, LedgerSummary],
     running: Sequence[RunRecord],
+    *,
+    versions: dict[str, int],
 ) -> StoreSnapshot:
     """The schedule rows with the hosts, the groups, the API's removals, the jobs' ledger
-    ``summaries`` and the ``running`` runs (oldest first)."""
+    ``summaries``, the ``running`` runs (oldest first) and the catalog ``versions``."""
     snapshot = StoreSnapshot(
         now=now,
         schedules=rows,
         hosts=list_hosts(connection),
         groups=group_summaries(connection, now),
+        catalog_versions=versions,
     )
     removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
     if removed:
