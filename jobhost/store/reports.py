@@ -98,21 +98,27 @@ class LedgerSummary:
 def list_schedules(
     connection: Connection, names: Collection[str] | None = None, *, module: str | None = None
 ) -> dict[str, ScheduleRecord]:
-    """Every schedule row, or those of ``names`` (a long list of names is not sent: every row
-    is read and the others dropped here), or of ``module``'s jobs."""
+    """Every schedule row, or those of ``names``, or of ``module``'s jobs."""
     # Built from a plain row, in the order of its fields: much cheaper than from a mapping, for
     # tens of thousands of rows.
     query = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
     if module is not None:
         query = query.where(schedules.c.module == module)
-    named = names is not None and len(names) <= _NAMED_AT_MOST
-    if names is not None and named:
-        query = query.where(schedules.c.job_name.in_(list(names)))
+    query, keep = _scoped(query, names)
     made = (ScheduleRecord(*row) for row in connection.execute(query))
-    if names is None or named:
-        return {record.job_name: record for record in made}
-    wanted = set(names)
-    return {record.job_name: record for record in made if record.job_name in wanted}
+    return {record.job_name: record for record in made if keep is None or record.job_name in keep}
+
+
+def _scoped(
+    query: Select[Any], names: Collection[str] | None
+) -> tuple[Select[Any], set[str] | None]:
+    """``query`` over the schedule rows narrowed to ``names`` (all rows for None), and the
+    names to keep of the rows it reads: a long list is not sent, every row is read instead."""
+    if names is None:
+        return query, None
+    if len(names) <= _NAMED_AT_MOST:
+        return query.where(schedules.c.job_name.in_(sorted(names))), None
+    return query, set(names)
 
 
 def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
@@ -157,13 +163,7 @@ def _per_job(
     connection: Connection, scope: set[str] | None, recent: bool
 ) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
     """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last finished
-    attempts and last successes, in one statement. A long ``scope`` is not sent as a list of
-    names: the whole catalog is read and narrowed here."""
-    named = sorted(scope) if scope is not None and len(scope) <= _NAMED_AT_MOST else None
-
-    def scoped(query: Select[Any]) -> Select[Any]:
-        return query if named is None else query.where(schedules.c.job_name.in_(named))
-
+    attempts and last successes, in one statement."""
     outcomes: dict[str, list[str]] = {}
     attempts: dict[str, LastAttempt] = {}
     scheduled: set[str] = set()
@@ -171,8 +171,11 @@ def _per_job(
     query = _last_attempts(connection)
     if recent:
         query = query.add_columns(_newest_outcomes(connection))
-    for row in connection.execute(scoped(query)):
+    query, keep = _scoped(query, scope)
+    for row in connection.execute(query):
         name, finished = str(row[0]), row[1]
+        if keep is not None and name not in keep:
+            continue
         scheduled.add(name)
         if isinstance(finished, datetime):
             success[name] = finished
@@ -180,8 +183,6 @@ def _per_job(
             attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
         if recent and row[-1] is not None:
             outcomes[name] = _split_outcomes(row[-1])
-    if scope is not None and named is None:
-        scheduled &= scope
     return scheduled, outcomes, attempts, success
 
 

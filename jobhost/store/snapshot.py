@@ -46,7 +46,7 @@ from jobhost.records import (
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
 from jobhost.store.engine import database, database_now, reading
-from jobhost.store.failures import RETRY, retry_links, streak_range
+from jobhost.store.failures import RETRY, logged_changes, retry_links, streak_range
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.outcome_counts import outcome_counts
@@ -61,7 +61,7 @@ from jobhost.store.reports import (
     runs_by_id,
 )
 from jobhost.store.runlogs import read_lines
-from jobhost.store.runtime import deletions, job_changes, search_changes
+from jobhost.store.runtime import deletions, search_changes
 from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
@@ -327,16 +327,7 @@ def _first_attempt(connection: Connection, run: RunRecord) -> RunRecord:
 
 
 def _links(connection: Connection, since: RunRecord) -> Sequence[tuple[str, str]]:
-    query = (
-        select(job_changes.c.before, job_changes.c.after)
-        .where(
-            job_changes.c.job_name == since.job_name,
-            job_changes.c.action == RETRY,
-            job_changes.c.at >= since.queued_at,
-        )
-        .order_by(job_changes.c.id)
-    )
-    return retry_links(connection.execute(query))
+    return retry_links(logged_changes(connection, [since.job_name], [RETRY], since.queued_at))
 
 
 @dataclass(frozen=True)
