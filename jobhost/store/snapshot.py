@@ -107,12 +107,11 @@ def read_snapshot(
         now = database_now(connection, clock or SystemClock())
         rows: Mapping[str, ScheduleRow]
         versions: dict[str, int] | None = None
-        if only is not None:
-            rows = store_reports.list_schedules(connection, [only])
-            summaries = store_reports.ledger_summaries(connection, [only])
-        elif jobs_of is not None:
+        chosen: Collection[str] | None = [only] if only is not None else None
+        if chosen is None and jobs_of is not None:
             census = take_census(connection, now)
             versions, chosen = census.versions, jobs_of(census)
+        if chosen is not None:
             rows = store_reports.list_schedules(connection, chosen)
             summaries = store_reports.ledger_summaries(connection, chosen)
         else:
