@@ -148,14 +148,9 @@ def ledger_summaries(
                 attempts.get(name), outcomes.get(name, []), success.get(name)
             )
         else:
-            rows = newest_runs(connection, name)
-            run = next((run for run in rows if run.outcome not in NOT_ATTEMPTS), None)
-            found = LastAttempt.of(run) if run is not None else None
-            if found is None and len(rows) >= RECENT:
-                found = _last_attempt(connection, name)
-            summaries[name] = LedgerSummary(
-                found, [run.outcome for run in rows], last_success(connection, name)
-            )
+            outcomes = [run.outcome for run in newest_runs(connection, name)]
+            found = _last_attempt(connection, name)
+            summaries[name] = LedgerSummary(found, outcomes, last_success(connection, name))
     return summaries
 
 
@@ -327,7 +322,7 @@ def _split_outcomes(joined: object) -> list[str]:
 
 
 def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
-    """The newest attempt further back than the newest rows (a paused job's are all missed)."""
+    """The newest attempt, running or not (``missed``, ``skipped`` and queued rows are none)."""
     found = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
     return LastAttempt.of(found[0]) if found else None
 
