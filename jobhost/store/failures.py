@@ -44,7 +44,7 @@ from sqlalchemy.engine import Connection
 
 from jobhost.records import (
     FAILED,
-    PENDING,
+    NOT_ATTEMPTS,
     RUNNING,
     STREAK_LIMIT,
     Failing,
@@ -100,7 +100,7 @@ _CHUNK = 200
 _EVERY_FAILURE = FailureFilter()
 _NEWEST_FINISH = (runs.c.finished_at.desc(), runs.c.id.desc())
 
-_NOT_ATTEMPTS = ("missed", "skipped", PENDING, RUNNING)
+_NOT_ATTEMPTS = (*NOT_ATTEMPTS, RUNNING)
 _SETTLED = (*FAILED, "succeeded")
 # A success by one of these may not be the newest occurrence's: the job stays a candidate.
 _NOT_SCHEDULED = ("retry", "manual", "backfill")

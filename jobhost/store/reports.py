@@ -148,9 +148,9 @@ def ledger_summaries(
                 attempts.get(name), outcomes.get(name, []), success.get(name)
             )
         else:
-            outcomes = [run.outcome for run in newest_runs(connection, name)]
+            newest = [run.outcome for run in newest_runs(connection, name)]
             found = _last_attempt(connection, name)
-            summaries[name] = LedgerSummary(found, outcomes, last_success(connection, name))
+            summaries[name] = LedgerSummary(found, newest, last_success(connection, name))
     return summaries
 
 
