@@ -229,23 +229,20 @@ def _minute_counts(
     if not present:
         return counts
     low, high = present[0][0], present[-1][1]
-    key = _EVERY_JOB
     purges = connection.execute(select(run_outcome_purges.c.purges)).scalar()
-    span = _span(connection, key)
+    span = _span(connection)
     kept_from, kept_to = span if span is not None else (high, high)
     clipped = [
         (max(one[0], kept_from), min(one[1], kept_to)) if one is not None else (low, low)
         for one in wanted
     ]
-    for outcome, index, total in _by_part(connection, clipped, key, kept=True):
+    for outcome, index, total in _by_part(connection, clipped, _EVERY_JOB, kept=True):
         _add(counts[index], outcome, total)
     below = _counted(connection, (low, kept_from)) if low < kept_from else []
     above = _counted(connection, (kept_to, high)) if high > kept_to else []
     _place(counts, wanted, [*below, *above])
     if keep and purges is not None and (low < kept_from or high > kept_to):
-        _keep(
-            connection, key, span=span, asked=(low, high), below=below, above=above, purges=purges
-        )
+        _keep(connection, span=span, asked=(low, high), rows=[*below, *above], purges=purges)
     return counts
 
 
@@ -293,9 +290,10 @@ def _ceil_minute(instant: datetime) -> datetime:
     return floor if floor == instant else floor + _MINUTE
 
 
-def _span(connection: Connection, key: str, *, lock: bool = False) -> _Range | None:
+def _span(connection: Connection, *, lock: bool = False) -> _Range | None:
+    """The span of minutes kept of every job."""
     query = select(run_outcome_spans.c.filled_from, run_outcome_spans.c.filled_to).where(
-        run_outcome_spans.c.job_name == key
+        run_outcome_spans.c.job_name == _EVERY_JOB
     )
     found = connection.execute(query.with_for_update() if lock else query).first()
     return (found[0], found[1]) if found is not None else None
@@ -330,14 +328,7 @@ def _place(counts: list[dict[str, int]], wanted: Sequence[_Range | None], rows: 
 
 
 def _keep(
-    connection: Connection,
-    key: str,
-    *,
-    span: _Range | None,
-    asked: _Range,
-    below: list[_Row],
-    above: list[_Row],
-    purges: int,
+    connection: Connection, *, span: _Range | None, asked: _Range, rows: list[_Row], purges: int
 ) -> None:
     """Write the counted minutes a day at a time, each transaction growing the span by its
     chunk, and only while neither the purge counter nor the span moved since they were read."""
@@ -347,30 +338,29 @@ def _keep(
     edge = kept_from
     while edge > asked[0]:
         lo = max(asked[0], edge - _CHUNK)
-        pieces.append(((lo, edge), [r for r in below if lo <= r[0] < edge]))
+        pieces.append(((lo, edge), [r for r in rows if lo <= r[0] < edge]))
         edge = lo
     edge = kept_to
     while edge < asked[1]:
         hi = min(asked[1], edge + _CHUNK)
-        pieces.append(((edge, hi), [r for r in above if edge <= r[0] < hi]))
+        pieces.append(((edge, hi), [r for r in rows if edge <= r[0] < hi]))
         edge = hi
     try:
-        for (lo, hi), rows in pieces:
+        for (lo, hi), piece in pieces:
             grown = (min(lo, kept_from), max(hi, kept_to))
             if not _write_piece(
-                connection, key, expected=expected, grown=grown, rows=rows, purges=purges
+                connection, expected=expected, grown=grown, rows=piece, purges=purges
             ):
                 return
             expected = grown
             kept_from, kept_to = grown
     except SQLAlchemyError as error:
         # The chart is answered either way; the next reader counts these minutes again.
-        _log.debug("the chart's minute counts of %r were not kept: %s", key or "every job", error)
+        _log.debug("the chart's minute counts were not kept: %s", error)
 
 
 def _write_piece(
     connection: Connection,
-    key: str,
     *,
     expected: _Range | None,
     grown: _Range,
@@ -383,23 +373,23 @@ def _write_piece(
         ).scalar()
         if now_purges != purges:
             return False
-        found = _span(writer, key, lock=True)
+        found = _span(writer, lock=True)
         if found != expected:
             return False  # another reader kept these minutes first
         values = {"filled_from": grown[0], "filled_to": grown[1]}
         if found is None:
-            writer.execute(insert(run_outcome_spans).values(job_name=key, **values))
+            writer.execute(insert(run_outcome_spans).values(job_name=_EVERY_JOB, **values))
         else:
             writer.execute(
                 update(run_outcome_spans)
-                .where(run_outcome_spans.c.job_name == key)
+                .where(run_outcome_spans.c.job_name == _EVERY_JOB)
                 .values(**values)
             )
         if rows:
             writer.execute(
                 insert(run_outcome_minutes),
                 [
-                    {"job_name": key, "minute": minute, "outcome": outcome, "runs": n}
+                    {"job_name": _EVERY_JOB, "minute": minute, "outcome": outcome, "runs": n}
                     for minute, outcome, n in rows
                 ],
             )
