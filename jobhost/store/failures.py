@@ -58,7 +58,7 @@ from jobhost.records import (
 )
 from jobhost.store.backfills import last_outcomes
 from jobhost.store.hosts import list_hosts
-from jobhost.store.reports import NEWEST_FIRST, list_schedules, newest_first
+from jobhost.store.reports import list_schedules, newest_first, newest_rows
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -174,20 +174,8 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
 
 def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
     """``name``'s newest :data:`STREAK_LIMIT` attempts, each with its place, newest first."""
-    newest = (
-        select(
-            runs.c.job_name,
-            runs.c.outcome,
-            runs.c.started_at,
-            runs.c.queued_at,
-            runs.c.occurrence,
-            runs.c.attempt,
-        )
-        .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
-        .order_by(*NEWEST_FIRST)
-        .limit(STREAK_LIMIT)
-        .subquery()
-    )
+    attempts = (runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
+    newest = newest_rows(runs, *attempts, limit=STREAK_LIMIT).subquery()
     # Numbered outside the LIMIT, so the window sees the few rows read, not the job's ledger.
     position = func.row_number().over(order_by=newest_first(newest)).label("position")
     return select(newest.c.job_name, newest.c.outcome, position)

@@ -48,6 +48,7 @@ __all__ = [
     "list_schedules",
     "newest_first",
     "newest_outcomes",
+    "newest_rows",
     "newest_runs",
     "recent_failures",
     "running_runs",
@@ -74,6 +75,14 @@ def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
     ``started_at``, ``queued_at``, ``occurrence`` and ``attempt``)."""
     newest = func.coalesce(table.c.started_at, table.c.queued_at)
     return newest.desc(), table.c.occurrence.desc().nulls_last(), table.c.attempt.desc()
+
+
+def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[Any]:
+    """The job and outcome of ``table``'s rows (``runs`` or an alias of it) that ``where``
+    keeps, newest first, at most ``limit``, with the columns of the ledger's order."""
+    order = (table.c.started_at, table.c.queued_at, table.c.occurrence, table.c.attempt)
+    query = select(table.c.job_name, table.c.outcome, *order).where(*where)
+    return query.order_by(*newest_first(table)).limit(limit)
 
 
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
@@ -297,17 +306,9 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
     it from being flattened, so its rows reach ``group_concat`` in that order (a test holds it
     to a row-by-row read)."""
     inner = runs.alias("inner_runs")
+    same_job = inner.c.job_name == schedules.c.job_name
     newest = (
-        select(
-            inner.c.outcome,
-            inner.c.started_at,
-            inner.c.queued_at,
-            inner.c.occurrence,
-            inner.c.attempt,
-        )
-        .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome != PENDING)
-        .order_by(*newest_first(inner))
-        .limit(RECENT)
+        newest_rows(inner, same_job, inner.c.outcome != PENDING, limit=RECENT)
         .correlate(schedules)
         .subquery("newest")
     )

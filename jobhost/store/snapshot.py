@@ -122,7 +122,13 @@ def read_snapshot(
                 else store_reports.summary_schedules(connection)
             )
             extra = set(names) - set(rows)
-            summaries = ledger() if ledger is not None else _recorded(rows)
+            if ledger is not None:
+                summaries = ledger()
+            else:  # each last finished attempt and last success as the schedule row records them
+                summaries = {
+                    name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
+                    for name, row in rows.items()
+                }
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
         running = store_reports.running_runs(connection, only)
@@ -159,14 +165,6 @@ def _whole_ledger(
         }
 
     return collected
-
-
-def _recorded(rows: Mapping[str, ScheduleRow]) -> dict[str, LedgerSummary]:
-    """Each job's last finished attempt and last success as its schedule row records them."""
-    return {
-        name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
-        for name, row in rows.items()
-    }
 
 
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
