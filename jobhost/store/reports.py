@@ -38,7 +38,6 @@ from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
-    "NEWEST_FIRST",
     "LedgerSummary",
     "attempts_of",
     "get_run",
@@ -86,7 +85,7 @@ def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[A
 
 
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
-NEWEST_FIRST = newest_first(runs)
+_NEWEST_FIRST = newest_first(runs)
 """The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
 
 # Between a job's newest outcomes in the one text the store joins them into: outcomes are words.
@@ -217,7 +216,7 @@ def ledger_page(
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
+    query = query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset)
     found = _runs(connection, query)
     return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
 
@@ -374,7 +373,7 @@ def _job_runs(
     where: ColumnElement[bool],
     *,
     limit: int,
-    order: Sequence[ColumnElement[Any]] = NEWEST_FIRST,
+    order: Sequence[ColumnElement[Any]] = _NEWEST_FIRST,
 ) -> list[RunRecord]:
     """Up to ``limit`` of the job's ledger rows that ``where`` keeps, in ``order``."""
     query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)
