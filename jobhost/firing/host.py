@@ -368,7 +368,7 @@ class Host:
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
-        outcome = finished.executed.outcome.outcome
+        outcome = finished.outcome.outcome
         if outcome != "succeeded":
             self._ticker.look_everywhere()  # its retry, if its policy asks for one
         wake = self.slots.recorded(claim, outcome)
