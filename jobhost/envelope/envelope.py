@@ -86,7 +86,6 @@ class RunEnvelope:
         telemetry: Telemetry,
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
-        stopping: Callable[[], bool] = lambda: False,
         store_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
@@ -103,8 +102,6 @@ class RunEnvelope:
             waits=waits,
             retry_on=lambda error: isinstance(error, StoreError),
             max_attempts=len(waits) + 1,
-            # A stopping host tries a few times, not the whole list: its grace is short.
-            give_up=lambda tries: stopping() and tries >= 3,
         )
         self._run_logs = run_logs
         # The store's time without asking it (a host's estimate from its turns' readings);

@@ -141,7 +141,6 @@ class Host:
             telemetry=self.telemetry,
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
-            stopping=self._stopping.is_set,
             # Every turn reads the store's clock; outcomes need no reading of their own.
             store_time=self._ticker.store_time,
         )
