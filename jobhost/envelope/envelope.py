@@ -1,10 +1,11 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
-The run's span and context are made here, and the executor is called here (below: the call,
-the supervisor that times it out and declares it stuck, the threads commands call it on, its
-result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger first,
-retried while the store is away (an outcome is never dropped), then metrics and the audit sinks,
-which can only warn.
+The run's span and context are made here, the executor is called here (below: the call, the
+supervisor that times it out and declares it stuck, the threads commands call it on, its result
+as the ledger keeps it), and its outcome is written here, in one transaction with its last log
+lines; the ledger first, retried while the store is away (an outcome is never dropped), then
+metrics and the audit sinks, which can only warn. The run's states, the ledger's form of its
+outcome and its reporting are :mod:`jobhost.envelope.lifecycle`'s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A run's end: the outcome the ledger is told, the retry its policy asks for, its reports.
+"""A run's states and its end: the outcome the ledger is told, the retry its policy asks for,
+its reports.
 
 Every run's outcome takes one write, :meth:`~jobhost.envelope.envelope.RunEnvelope.record`
 (its last log lines and its outcome in one transaction, and the ledger's own word for any run
