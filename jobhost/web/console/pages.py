@@ -300,7 +300,7 @@ class Console(ConsoleActions):
             lambda: (store.now(), store.list_backfills(job=job or None, limit=_BACKFILLS_SHOWN))
         )
         full = len(found) >= _BACKFILLS_SHOWN
-        values = {"job": job, "now": now, "backfills": found, "full": full}
+        values: dict[str, Any] = {"job": job, "now": now, "backfills": found, "full": full}
         return self.page(request, "backfills.html", **values, live=_LIVE_SECONDS)
 
     async def hosts(self, request: Request) -> Response:
