@@ -144,8 +144,7 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
             finished: list[Finished] = []
             while claims := ticker.tick(clock(), _CLAIM, 0).claims:
                 for claim, spec in claims:
-                    executed = envelope.execute(claim, spec, Cancellation())
-                    finished.append(Finished(claim, spec, executed))
+                    finished.append(envelope.execute(claim, spec, Cancellation()))
                 if len(finished) >= _RECORD:
                     record(finished)
                     finished = []

@@ -133,7 +133,6 @@ def run_fan_out(
     run = _FanOut(state, scope, logger, report_failures, len(keyed))
 
     def stop() -> bool:
-        """Whether to start no further unit: cancelled, or enough failures."""
         limit = stop_after_failures
         return cancellation.cancelled or (limit is not None and run.failed >= limit)
 

@@ -72,7 +72,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None =
         return catalog  # no store yet: nothing to join, and no file made by looking
     reader = store or Store.open(settings.database_url, **settings.store_options())
     try:
-        rows = reader.list_runtime_jobs()
+        rows = reader.list_runtime_jobs().rows
     except StoreError:  # a schema without runtime jobs too
         return catalog
     finally:

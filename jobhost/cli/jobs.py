@@ -68,7 +68,7 @@ def list_jobs(
     with opened_store(settings) as store:
         if catalog is None:
             catalog = stored_catalog(settings, store)
-        rows = {row.name: row for row in store.list_runtime_jobs()}
+        rows = {row.name: row for row in store.list_runtime_jobs().rows}
     found = []
     for name in sorted({*catalog.jobs, *rows}):
         spec = catalog.jobs.get(name)
@@ -114,7 +114,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     """
     settings = settings_of(ctx)
     with opened_store(settings) as store:
-        row = next(iter(store.list_runtime_jobs([name])), None)
+        row = next(iter(store.list_runtime_jobs([name]).rows), None)
         spec = stored_catalog(settings, store, only=name).jobs.get(name)
     if row is None:
         if spec is None:

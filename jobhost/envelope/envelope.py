@@ -1,10 +1,11 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
-The run's span and context are made here, and the executor is called here (below: the call,
-the supervisor that times it out and declares it stuck, the threads commands call it on, its
-result as the ledger keeps it). Its end is :mod:`jobhost.envelope.lifecycle`'s: the ledger first,
-retried while the store is away (an outcome is never dropped), then metrics and the audit sinks,
-which can only warn.
+The run's span and context are made here, the executor is called here (below: the call, the
+supervisor that times it out and declares it stuck, the threads commands call it on, its result
+as the ledger keeps it), and its outcome is written here, in one transaction with its last log
+lines; the ledger first, retried while the store is away (an outcome is never dropped), then
+metrics and the audit sinks, which can only warn. The run's states, the ledger's form of its
+outcome and its reporting are :mod:`jobhost.envelope.lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -43,26 +44,25 @@ from jobhost.catalog import JobSpec
 from jobhost.clock import Clock
 from jobhost.config import redact_text
 from jobhost.envelope.lifecycle import (
-    Executed,
     Finished,
     Outcome,
     Recorded,
     Reporter,
-    finish,
+    ledger_outcome,
     report,
     run_times,
-    settle,
 )
 from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
 from jobhost.envelope.runlog import RunLogWriter, job_logger, running, storable_text
-from jobhost.records import Claim, occurrence_text
+from jobhost.records import Claim, LogWrites, occurrence_text
+from jobhost.records import Outcome as LedgerOutcome
 from jobhost.store import Store, StoreError
 from jobhost.store.engine import StoreRetry
 
 __all__ = [
     "RESULT_LIMIT",
     "DaemonThreads",
-    "Executed",
+    "Finished",
     "Outcome",
     "RunEnvelope",
     "SupervisedCancellation",
@@ -87,7 +87,6 @@ class RunEnvelope:
         telemetry: Telemetry,
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
-        stopping: Callable[[], bool] = lambda: False,
         store_time: Clock | None = None,
         store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
         run_logs: RunLogWriter | None = None,
@@ -104,8 +103,6 @@ class RunEnvelope:
             waits=waits,
             retry_on=lambda error: isinstance(error, StoreError),
             max_attempts=len(waits) + 1,
-            # A stopping host tries a few times, not the whole list: its grace is short.
-            give_up=lambda tries: stopping() and tries >= 3,
         )
         self._run_logs = run_logs
         # The store's time without asking it (a host's estimate from its turns' readings);
@@ -115,8 +112,7 @@ class RunEnvelope:
     def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
         """Execute the claim inside its span, then record it (retrying while the store is away)
         and report it: one run, in order."""
-        executed = self.execute(claim, spec, cancellation)
-        finished = Finished(claim, spec, executed)
+        finished = self.execute(claim, spec, cancellation)
         try:
             (done,) = self._store_retry.call(
                 lambda: self.record([finished]), what=f"recording run {claim.run_id}"
@@ -126,17 +122,17 @@ class RunEnvelope:
                 "job %s run %s finished %s but the store could not record it: %s",
                 claim.job_name,
                 claim.run_id,
-                executed.outcome.outcome,
+                finished.outcome.outcome,
                 redact_text(str(error)),
             )
             now = self._store.clock()
-            start, end = run_times(claim.started_at, executed.began, executed.ended, now, now)
+            start, end = run_times(claim.started_at, finished.began, finished.ended, now, now)
             report(self._reporter, self._host_id, finished, started_at=start, finished_at=end)
         else:
             self.settle(done)
         # A run in a command ends with its process: its reports go out before it returns.
         self.flush_reports()
-        return executed.outcome
+        return finished.outcome
 
     def flush_reports(self, timeout: float | None = None) -> bool:
         """Wait until the reports queued so far are delivered (by default, for as long as two
@@ -150,7 +146,7 @@ class RunEnvelope:
         cancellation: Cancellation,
         *,
         on_stuck: Callable[[Outcome], None] | None = None,
-    ) -> Executed:
+    ) -> Finished:
         """Run the executor inside the run's span; the span ends with the outcome. With
         ``on_stuck`` (a host's worker) see :func:`execute_here`, else :func:`execute_executor`."""
         attributes: dict[str, str | int] = {
@@ -217,21 +213,72 @@ class RunEnvelope:
             units = tally.counts()
             if span.is_recording():
                 _close_span(span, outcome, units)
-        return Executed(outcome, trace_id, units, began=began, ended=ended, run_log=run_log)
+        return Finished(claim, spec, outcome, trace_id, units, began, ended, run_log)
 
     def record(self, batch: Sequence[Finished], *, isolate: bool = False) -> list[Recorded]:
-        """Write ``batch``'s outcomes in one transaction (see :func:`finish`)."""
-        return finish(
-            self._store,
-            self._host_id,
-            batch,
-            run_logs=self._run_logs,
-            store_time=self._store_time,
-            isolate=isolate,
-        )
+        """Write ``batch``'s outcomes, with the retries their policies ask for and their runs' last
+        log lines, in one transaction, stamped with the store's time as the host estimates it
+        when it does. Raises what the store raises; with ``isolate`` a row the database refuses
+        comes back with the verdict ``running``."""
+        store, run_logs = self._store, self._run_logs
+
+        def outcomes_at(now: datetime) -> list[LedgerOutcome]:
+            host_now = store.clock()  # the host's clock as the store's reads ``now``
+            return [ledger_outcome(finished, now, host_now) for finished in batch]
+
+        ended = [f.run_log for f in batch if f.run_log is not None]
+        with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:
+            done = store.record_finished(
+                self._host_id,
+                outcomes_at=outcomes_at,
+                logs=logs,
+                clock=store.clock,
+                store_time=self._store_time,
+                isolate=isolate,
+            )
+        return [
+            Recorded(
+                finished,
+                entry,
+                finished.claim.run_id in done.recorded,
+                done.verdicts.get(finished.claim.run_id),
+                done.now,
+            )
+            for finished, entry in zip(batch, done.entries, strict=True)
+        ]
 
     def settle(self, done: Recorded) -> None:
-        settle(done, self._reporter, self._host_id)
+        """Say what the ledger answered, and queue the run's metrics and audit record."""
+        finished, entry = done.finished, done.entry
+        claim, outcome = finished.claim, finished.outcome.outcome
+        if not done.recorded:
+            _log.warning(
+                "job %s run %s finished %s, but the ledger already says %s: "
+                "its lease had been taken over",
+                claim.job_name,
+                claim.run_id,
+                outcome,
+                done.verdict,
+            )
+        elif entry.retry is not None:
+            _log.info(
+                "job %s: attempt %d %s; retry in %.1fs",
+                claim.job_name,
+                claim.attempt,
+                outcome,
+                (entry.retry.not_before - done.written_at).total_seconds(),
+            )
+        try:
+            report(
+                self._reporter,
+                self._host_id,
+                finished,
+                started_at=entry.started_at or claim.started_at,
+                finished_at=entry.end.finished_at,
+                verdict=done.verdict,
+            )
+        except Exception:  # reporting must never undo a recorded outcome
+            _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:

@@ -1,9 +1,11 @@
-"""A run's end: the outcome the ledger is told, the retry its policy asks for, its reports.
+"""A run's states and its end: the outcome the ledger is told, the retry its policy asks for,
+its reports.
 
-Every run's outcome takes one write, :func:`finish` (its last log lines and its outcome in one
-transaction, and the ledger's own word for any run this host no longer holds), whether the
-host's recorder writes many runs at once or a command's run writes its one; then :func:`settle`
-says what the ledger answered and queues the run's metrics and audit record (:class:`Reporter`).
+Every run's outcome takes one write, :meth:`~jobhost.envelope.envelope.RunEnvelope.record`
+(its last log lines and its outcome in one transaction, and the ledger's own word for any run
+this host no longer holds), whether the host's recorder writes many runs at once or a command's
+run writes its one; then ``settle`` says what the ledger answered and queues the run's metrics
+and audit record (:class:`Reporter`).
 
 A run's times are its executor's: when it started and ended, not when the store heard of it.
 The envelope reads the host's clock around the executor; the ledger keeps the store's clock
@@ -21,7 +23,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, is_dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
@@ -31,36 +32,24 @@ from jobhost_contracts import AuditSink, RetryPolicy, RunAuditRecord, UnitCounts
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.reporting import UNIT_RESULTS
-from jobhost.envelope.runlog import RunLog, RunLogWriter, storable_text
-from jobhost.records import (
-    Claim,
-    Finish,
-    LogWrites,
-    RetriesFor,
-    RetryRequest,
-    RunRecord,
-    new_run_id,
-)
+from jobhost.envelope.runlog import RunLog, storable_text
+from jobhost.records import Claim, Finish, RetriesFor, RetryRequest, RunRecord, new_run_id
 from jobhost.records import Outcome as LedgerOutcome
 
 if TYPE_CHECKING:
-    from jobhost.clock import Clock
     from jobhost.envelope.reporting import Telemetry
     from jobhost.rules import FiringRules
-    from jobhost.store import Store
 
 __all__ = [
-    "Executed",
     "Finished",
     "Outcome",
     "Recorded",
     "Reporter",
-    "finish",
+    "ledger_outcome",
     "report",
     "retry_delay",
     "retrying_abandoned",
     "run_times",
-    "settle",
     "should_retry",
 ]
 
@@ -83,11 +72,13 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class Executed:
-    """A run that has executed: its outcome and the trace it belongs to."""
+class Finished:
+    """A run whose executor is done, waiting for its outcome to reach the ledger."""
 
+    claim: Claim
+    spec: JobSpec
     outcome: Outcome
-    trace_id: str | None
+    trace_id: str | None = None
     units: UnitCounts | None = None
     """Counts of a run that fanned out over units (``context.fan_out``)."""
     began: datetime | None = None
@@ -95,15 +86,6 @@ class Executed:
     """The executor's own start and end, on this host's clock; None when it never ran."""
     run_log: RunLog | None = None
     """The run's log lines not yet written, when the host keeps run logs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """A run whose executor is done, waiting for its outcome to reach the ledger."""
-
-    claim: Claim
-    spec: JobSpec
-    executed: Executed
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,77 +102,6 @@ class Recorded:
     written_at: datetime
 
 
-def finish(
-    store: Store,
-    host_id: str,
-    batch: Sequence[Finished],
-    *,
-    run_logs: RunLogWriter | None,
-    store_time: Clock | None,
-    isolate: bool = False,
-) -> list[Recorded]:
-    """Write ``batch``'s outcomes, with the retries their policies ask for and their runs' last
-    log lines, in one transaction, stamped ``store_time()`` when given. Raises what the store
-    raises; with ``isolate`` a row the database refuses comes back with the verdict ``running``.
-    """
-    ended = [f.executed.run_log for f in batch if f.executed.run_log is not None]
-    with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:
-        done = store.record_finished(
-            host_id,
-            outcomes_at=lambda now: [_ledger_outcome(f, now, store.clock) for f in batch],
-            logs=logs,
-            clock=store.clock,
-            store_time=store_time,
-            isolate=isolate,
-        )
-    recorded, verdicts, now = done.recorded, done.verdicts, done.now
-    return [
-        Recorded(
-            finished,
-            entry,
-            finished.claim.run_id in recorded,
-            verdicts.get(finished.claim.run_id),
-            now,
-        )
-        for finished, entry in zip(batch, done.entries, strict=True)
-    ]
-
-
-def settle(done: Recorded, reporter: Reporter, host_id: str) -> None:
-    """Say what the ledger answered, and queue the run's metrics and audit record."""
-    finished, entry = done.finished, done.entry
-    claim = finished.claim
-    outcome = finished.executed.outcome.outcome
-    if not done.recorded:
-        _log.warning(
-            "job %s run %s finished %s, but the ledger already says %s: "
-            "its lease had been taken over",
-            claim.job_name,
-            claim.run_id,
-            outcome,
-            done.verdict,
-        )
-    elif entry.retry is not None:
-        _log.info(
-            "job %s: attempt %d %s; retry in %.1fs",
-            claim.job_name,
-            claim.attempt,
-            outcome,
-            (entry.retry.not_before - done.written_at).total_seconds(),
-        )
-    try:
-        report(
-            reporter,
-            host_id,
-            finished,
-            started_at=entry.started_at or claim.started_at,
-            finished_at=entry.end.finished_at,
-            verdict=done.verdict,
-        )
-    except Exception:  # reporting must never undo a recorded outcome
-        _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
-
-
 def report(
     reporter: Reporter,
     host_id: str,
@@ -203,8 +114,7 @@ def report(
     """Queue the metrics and audit records of a run (delivered off this thread); ``verdict`` is
     the ledger's outcome when another replica's differs from this host's, so the audit never
     contradicts the ledger."""
-    claim, executed = finished.claim, finished.executed
-    outcome = executed.outcome
+    claim, outcome = finished.claim, finished.outcome
     duration = max((finished_at - started_at).total_seconds(), 0.0)
     reporter.submit(
         RunAuditRecord(
@@ -221,8 +131,8 @@ def report(
             duration_ms=round(duration * 1000),
             error_type=outcome.error_type,
             error_message=storable_text(outcome.error_message),
-            trace_id=executed.trace_id,
-            units=executed.units,
+            trace_id=finished.trace_id,
+            units=finished.units,
             backfill_id=claim.backfill_id,
             result=outcome.result,
         )
@@ -306,12 +216,13 @@ def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) ->
     return retries_for
 
 
-def _ledger_outcome(finished: Finished, finished_at: datetime, clock: Clock) -> LedgerOutcome:
-    claim, executed = finished.claim, finished.executed
-    outcome = executed.outcome
+def ledger_outcome(finished: Finished, finished_at: datetime, host_now: datetime) -> LedgerOutcome:
+    """The outcome of ``finished`` as the ledger keeps it, written at ``finished_at`` (the
+    host's clock reads ``host_now`` then), with the retry its policy asks for."""
+    claim, outcome = finished.claim, finished.outcome
     retry = next_attempt(finished.spec.declaration.retry, outcome.outcome, claim, finished_at)
     started_at, ended_at = run_times(
-        claim.started_at, executed.began, executed.ended, finished_at, clock()
+        claim.started_at, finished.began, finished.ended, finished_at, host_now
     )
     return LedgerOutcome(
         run_id=claim.run_id,
@@ -322,11 +233,11 @@ def _ledger_outcome(finished: Finished, finished_at: datetime, clock: Clock) -> 
             finished_at=ended_at,
             error_type=outcome.error_type,
             error_message=storable_text(outcome.error_message),
-            trace_id=executed.trace_id,
+            trace_id=finished.trace_id,
             result=outcome.result,
         ),
         retry=retry,
-        units=executed.units,
+        units=finished.units,
         awaited=claim.source == "manual",
         backfill_id=claim.backfill_id,
         occurrence=claim.occurrence,
@@ -535,11 +446,6 @@ def _first_line(entry: RunAuditRecord) -> str:
     return first if kind in {None, "Failure"} else f"{kind}: {first}"
 
 
-def sink_name(sink: AuditSink) -> str:
-    """The name a sink reports under (``name``, else its class's)."""
-    return str(getattr(sink, "name", type(sink).__name__))
-
-
 class BoundedSink:
     """A module's sink, called in a thread of its own and given ``timeout`` seconds to answer.
 
@@ -551,23 +457,19 @@ class BoundedSink:
     def __init__(
         self, sink: AuditSink, timeout: float, failed: Callable[[str, RunAuditRecord, str], None]
     ) -> None:
-        self.name = sink_name(sink)
+        self.name = str(getattr(sink, "name", type(sink).__name__))
         self._sink = sink
         self._timeout = timeout
         self._failed = failed
         self._busy: threading.Thread | None = None
 
     def record(self, entry: RunAuditRecord) -> None:
-        error = self._hand(entry)
-        if error is not None:
-            self._failed(self.name, entry, error)
-
-    def _hand(self, entry: RunAuditRecord) -> str | None:
-        """What went wrong handing ``entry`` to the sink, or ``None``."""
         if self._busy is not None:
             self._busy.join(self._timeout)
             if self._busy.is_alive():
-                return f"no answer within {self._timeout:g}s (an earlier record still holds it)"
+                message = f"no answer within {self._timeout:g}s (an earlier record still holds it)"
+                self._failed(self.name, entry, message)
+                return
             self._busy = None
         errors: list[BaseException] = []
 
@@ -582,10 +484,9 @@ class BoundedSink:
         worker.join(self._timeout)
         if worker.is_alive():
             self._busy = worker
-            return f"no answer within {self._timeout:g}s"
-        if errors:
-            return f"{type(errors[0]).__name__}: {errors[0]}"
-        return None
+            self._failed(self.name, entry, f"no answer within {self._timeout:g}s")
+        elif errors:
+            self._failed(self.name, entry, f"{type(errors[0]).__name__}: {errors[0]}")
 
 
 def _plain(value: object) -> object:

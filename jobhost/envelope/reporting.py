@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
@@ -148,12 +148,10 @@ class Telemetry:
     def shutdown(self, timeout_seconds: float = 5.0) -> None:
         """Flush and stop the exporters, giving up after ``timeout_seconds``: an unreachable
         collector makes the SDK retry for a long while (its threads are daemons)."""
-        self._bounded(lambda p: p.shutdown(), timeout_seconds)
 
-    def _bounded(self, step: Callable[[Any], object], timeout_seconds: float) -> None:
         def _run() -> None:
             for provider in self._owned:
-                step(provider)
+                provider.shutdown()
 
         worker = threading.Thread(target=_run, name="jobhost-telemetry", daemon=True)
         worker.start()

@@ -141,7 +141,6 @@ class Host:
             telemetry=self.telemetry,
             sinks=[*catalog.audit_sinks, *sinks],
             sink_timeout=settings.audit_sink_timeout,
-            stopping=self._stopping.is_set,
             # Every turn reads the store's clock; outcomes need no reading of their own.
             store_time=self._ticker.store_time,
         )
@@ -368,7 +367,7 @@ class Host:
 
     def _recorded(self, finished: Finished) -> None:
         claim = finished.claim
-        outcome = finished.executed.outcome.outcome
+        outcome = finished.outcome.outcome
         if outcome != "succeeded":
             self._ticker.look_everywhere()  # its retry, if its policy asks for one
         wake = self.slots.recorded(claim, outcome)

@@ -29,12 +29,11 @@ from jobhost.catalog import JobSpec
 from jobhost.config import redact_text
 from jobhost.envelope.envelope import (
     DaemonThreads,
-    Executed,
+    Finished,
     Outcome,
     RunEnvelope,
     SupervisedCancellation,
 )
-from jobhost.envelope.lifecycle import Finished
 from jobhost.records import Claim
 from jobhost.rules import lease_for
 from jobhost.store import Store
@@ -228,7 +227,7 @@ class WorkerSlots:
                 error_type="Shutdown",
                 error_message=f"host shut down; the executor did not stop within {grace:g}s",
             )
-            self._record(Finished(item.claim, item.spec, Executed(shutdown, None)))
+            self._record(Finished(item.claim, item.spec, shutdown))
 
     # -- a run on a worker --------------------------------------------------------------------
 
@@ -250,7 +249,7 @@ class WorkerSlots:
         current.name = f"job:{claim.job_name}"  # what a thread dump of a stuck host shows
         began = time.monotonic()
         try:
-            executed = self._execute_run(
+            finished = self._execute_run(
                 claim,
                 item.spec,
                 item.cancellation,
@@ -258,10 +257,8 @@ class WorkerSlots:
             )
         except Exception as error:
             _log.exception("job %s: run %s could not be executed", claim.job_name, claim.run_id)
-            executed = Executed(
-                Outcome("failed", error_type=type(error).__name__, error_message=str(error)),
-                None,
-            )
+            failed = Outcome("failed", error_type=type(error).__name__, error_message=str(error))
+            finished = Finished(claim, item.spec, failed)
         current.name = "jobhost-run"
         following: HeldRun | None = None
         with self._lock:
@@ -275,7 +272,7 @@ class WorkerSlots:
             self._executing -= 1
             # Handed over while the lock is held: a shutdown that sees the run finished stops
             # the recorder only after its outcome is queued, never before.
-            self._record(Finished(claim, item.spec, executed))
+            self._record(finished)
             if not self._stopping():
                 following = self._ahead.take()
             if following is not None:
@@ -320,7 +317,7 @@ class _Execute(Protocol):
         cancellation: Cancellation,
         *,
         on_stuck: Callable[[Outcome], None] | None = None,
-    ) -> Executed: ...
+    ) -> Finished: ...
 
 
 @dataclass
@@ -623,7 +620,7 @@ class OutcomeRecorder:
                     "trying again in %ds",
                     finished.claim.job_name,
                     finished.claim.run_id,
-                    finished.executed.outcome.outcome,
+                    finished.outcome.outcome,
                     _LATER_SECONDS,
                 )
                 self._later.append((time.monotonic() + _LATER_SECONDS, finished))
@@ -644,7 +641,7 @@ class OutcomeRecorder:
                 "another replica will record it abandoned",
                 finished.claim.job_name,
                 finished.claim.run_id,
-                finished.executed.outcome.outcome,
+                finished.outcome.outcome,
             )
             self._on_recorded(finished)
 

@@ -30,6 +30,7 @@ from jobhost.records import (
     work_key,
 )
 from jobhost.store import Store
+from jobhost.store.actions import Ack
 from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 __all__ = [
@@ -333,13 +334,8 @@ _PAGES = 20
 def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledged:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
     not fail, and one already resolved."""
-    return store.ack_logged(
-        run_id,
-        actor=actor,
-        reason=reason,
-        clock=store.clock,
-        check=lambda run, resolved: _check_ack(run_id, run, resolved),
-    )
+    ack = Ack(lambda run, resolved: _check_ack(run_id, run, resolved))
+    return store.act_on_run(run_id, ack, actor=actor, reason=reason, clock=store.clock)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -35,6 +35,7 @@ from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import ScheduleRecord, StateChange, StateEntry, StateHeld
 from jobhost.rules import desired_schedules
 from jobhost.store import Store
+from jobhost.store.actions import Paused
 
 __all__ = [
     "KEY_LIMIT",
@@ -42,7 +43,6 @@ __all__ = [
     "ActionRefused",
     "BadStateInput",
     "JobStateView",
-    "PauseResult",
     "catalog_of",
     "change_state",
     "check_key",
@@ -70,17 +70,6 @@ class ActionRefused(Exception):
         self.unknown = unknown
 
 
-@dataclass(frozen=True)
-class PauseResult:
-    """What the action changed: ``changed`` is False when the job already was so."""
-
-    job: str
-    changed: bool
-    at: datetime
-    row: ScheduleRecord
-    """The schedule row after the change (before it, for a resume: who paused it, and why)."""
-
-
 def jobs_matching(catalog: Catalog, modules: Sequence[str], patterns: Sequence[str]) -> list[str]:
     """The catalog's jobs of any of ``modules`` or whose name matches any of ``patterns``
     (shell-style: ``billing.*``), by name."""
@@ -98,7 +87,7 @@ def pause_jobs(
     *,
     actor: str,
     reason: str,
-) -> list[PauseResult]:
+) -> list[Paused]:
     """Pause every job of ``jobs`` (names the catalog or the store knows) for every replica, in
     one transaction, one change-log entry per job paused."""
     declared = {
@@ -109,8 +98,8 @@ def pause_jobs(
     )
     results = []
     for job, paused in zip(jobs, done, strict=True):
-        assert paused.row is not None, f"job {job} has a schedule row once synced"
-        results.append(PauseResult(job, paused.changed, paused.at, paused.row))
+        assert paused is not None, f"job {job} has a schedule row once synced"
+        results.append(paused)
     return results
 
 
@@ -120,15 +109,11 @@ def resume_jobs(
     *,
     actor: str,
     reason: str | None = None,
-) -> list[PauseResult | None]:
+) -> list[Paused | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
-    done = store.set_paused_logged(
+    return store.set_paused_logged(
         jobs, paused=False, actor=actor, reason=reason, clock=store.clock
     )
-    return [
-        PauseResult(job, r.changed, r.at, r.row) if r.row is not None else None
-        for job, r in zip(jobs, done, strict=True)
-    ]
 
 
 def request_trigger(
@@ -141,13 +126,11 @@ def request_trigger(
 ) -> str:
     """Queue a manual run of ``job``; the request's id. ``beside_limit`` starts it even in a
     full concurrency group (``--now``)."""
-    return store.request_logged(
-        job,
-        actor=actor,
-        reason=reason,
-        clock=store.clock,
-        beside_limit=beside_limit,
-    ).id
+    queued = store.request_logged(
+        job, actor=actor, reason=reason, clock=store.clock, beside_limit=beside_limit
+    )
+    assert queued.id is not None, "a request with no policy is never refused"
+    return queued.id
 
 
 def require_known_job(catalog: Catalog | None, store: Store, name: str) -> str:

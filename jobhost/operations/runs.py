@@ -36,8 +36,9 @@ from jobhost.records import (
     RunRecord,
     work_key,
 )
-from jobhost.rules import desired_schedules, may_start
+from jobhost.rules import desired_schedules
 from jobhost.store import Store
+from jobhost.store.actions import Cancel, Retry
 
 if TYPE_CHECKING:
     from jobhost.store.claims import Before
@@ -87,13 +88,8 @@ def retry_run(
 ) -> RetryWritten:
     """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
     running, one whose work succeeded, and one never attempted."""
-    return store.retry_logged(
-        run_id,
-        actor=actor,
-        reason=reason,
-        clock=store.clock,
-        check=lambda run, attempts: _check_retry(run_id, run, attempts),
-    )
+    retry = Retry(lambda run, attempts: _check_retry(run_id, run, attempts))
+    return store.act_on_run(run_id, retry, actor=actor, reason=reason, clock=store.clock)
 
 
 def cancel_run(
@@ -105,13 +101,8 @@ def cancel_run(
 ) -> CancelWritten:
     """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
     cancelled at once. Refused for a finished run and for one whose host is gone."""
-    done = store.cancel_logged(
-        run_id,
-        actor=actor,
-        reason=reason,
-        clock=store.clock,
-        check=lambda run, now: _check_cancel(run_id, run, now),
-    )
+    cancel = Cancel(lambda run, now: _check_cancel(run_id, run, now))
+    done = store.act_on_run(run_id, cancel, actor=actor, reason=reason, clock=store.clock)
     if done.state == "started":
         raise ActionRefused(
             f"run {done.run.id} of {done.run.job_name} started meanwhile; cancel again"
@@ -246,19 +237,18 @@ class ManualRun:
         ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         user = getpass.getuser()
-        try:
-            requested = self.store.request_logged(
-                spec.name,
-                actor=user,
-                reason=reason,
-                clock=self.store.clock,
-                beside_limit=beside_limit,
-                check=lambda seen: self._refuse_overlap(spec, seen),
-            )
-        except _Refused as refused:
-            return refused.result
+        requested = self.store.request_logged(
+            spec.name,
+            actor=user,
+            reason=reason,
+            clock=self.store.clock,
+            beside_limit=beside_limit,
+            policy=spec.declaration,
+        )
         request_id, seen = requested.id, requested.before
-        assert seen is not None, "a check is given what the request found"
+        assert seen is not None, "a policy is given what the request found"
+        if request_id is None:
+            return self._overlap_refused(spec, seen)
         row, hosts = seen.row, seen.hosts
         if not spec.enabled:
             self.progress(f"note: job {spec.name} is disabled; it runs only because you asked")
@@ -340,31 +330,19 @@ class ManualRun:
         text = message or "refused"
         return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
 
-    def _refuse_overlap(self, spec: JobSpec, seen: Before) -> None:
-        """Raises :class:`_Refused` when the job's overlap policy forbids a run now."""
-        row, running = seen.row, seen.running
-        lease_live = row.lease_live(seen.now) if row is not None else False
-        if may_start(spec.declaration, len(running), lease_live):
-            return
+    def _overlap_refused(self, spec: JobSpec, seen: Before) -> TriggerResult:
+        """The result of a trigger the job's overlap policy refused: nothing was queued."""
         policy = f"(overlap policy {spec.declaration.overlap.value})"
-        if running:
-            first = running[0]
+        if seen.running:
+            first = seen.running[0]
             message = (
                 f"refused: run {first.id} of {spec.name} is still running on host "
                 f"{first.host_id} since {short_utc(first.started_at)} {policy}"
             )
-            raise _Refused(self._refused(None, spec, message, first.host_id))
-        lease_owner = row.lease_owner if row else None
+            return self._refused(None, spec, message, first.host_id)
+        lease_owner = seen.row.lease_owner if seen.row else None
         message = f"refused: host {lease_owner} holds the lease of {spec.name} {policy}"
-        raise _Refused(self._refused(None, spec, message, lease_owner))
-
-
-class _Refused(Exception):
-    """A trigger the job's overlap policy refuses: nothing is queued."""
-
-    def __init__(self, result: TriggerResult) -> None:
-        super().__init__(result.error)
-        self.result = result
+        return self._refused(None, spec, message, lease_owner)
 
 
 def _queued(spec: JobSpec) -> str:

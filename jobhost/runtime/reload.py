@@ -2,7 +2,8 @@
 
 On a change signal, and at the latest a second after the last look (so a signal lost while the
 listener reconnected costs a second), the host reads the newest change id; only when it moved
-does it read the runtime jobs again and swap the catalog's mapping and the ticker's.
+does it read the runtime jobs too (in the same read), and swap the catalog's mapping and the
+ticker's.
 ``jobhost serve`` turns the same reloader on a thread of its own (:class:`RuntimeFollower`).
 """
 
@@ -15,7 +16,6 @@ from collections.abc import Callable, Mapping
 
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.config import Settings
-from jobhost.records import ChangeSearch
 from jobhost.runtime.loading import SpecCache, check_runtime_jobs, with_runtime_jobs
 from jobhost.store import Store
 
@@ -60,12 +60,11 @@ class RuntimeReloader:
             return False
         self._pending.clear()
         self._looked = time.monotonic()
-        newest = self._store.search_changes(ChangeSearch(), 1)
-        latest = newest[0].id if newest else 0
+        found = self._store.list_runtime_jobs(seen=None if force else self._seen)
+        latest = found.change_id
         if latest == self._seen and not force:
             return False
-        rows = self._store.list_runtime_jobs()
-        runtime = check_runtime_jobs(rows, self._catalog, self._settings, cache=self._cache)
+        runtime = check_runtime_jobs(found.rows, self._catalog, self._settings, cache=self._cache)
         merged = with_runtime_jobs(self._catalog, runtime)
         before = set(self._catalog.runtime)
         self._catalog.replace_jobs(merged.jobs, merged.runtime)

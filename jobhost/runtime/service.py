@@ -63,12 +63,12 @@ class JobService:
     def current(self, only: str | None = None) -> Catalog:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only ``only``
         when given)."""
-        rows = self.store.list_runtime_jobs(None if only is None else [only])
+        rows = self.store.list_runtime_jobs(None if only is None else [only]).rows
         runtime = check_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
         return with_runtime_jobs(self.catalog, runtime)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
-        return next(iter(self.store.list_runtime_jobs([name])), None)
+        return next(iter(self.store.list_runtime_jobs([name]).rows), None)
 
     def put(
         self,

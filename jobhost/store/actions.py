@@ -1,17 +1,17 @@
-"""Operators' actions as store operations: each makes its change and writes its entry in the
-change log (``job_changes``) in one transaction the store opens, so an action is never done
-without its entry nor logged without being done. ``jobhost.operations.jobs`` is the one
-caller; a new action is one more function here and one there. Each write wakes every host at
-once (NOTIFY on PostgreSQL, the signal counter on SQLite).
+"""Operators' actions as store operations: each makes its change and writes its entry in the change
+log (``job_changes``) in one transaction the store opens, so an action is never done without its
+entry nor logged without being done. ``jobhost.operations`` is the one caller. Each write wakes
+every host at once (NOTIFY on PostgreSQL, the signal counter on SQLite).
 
 **On one run.** A retry is a pending run row for the same occurrence and idempotency key at the
 next attempt, due at once: hosts (and an in-process command) claim it as they claim every retry.
 A cancel is written on the running run's row; its host sees it on its next turn, after the
-signal both writes send, and cancels the run cooperatively. Each locks the run, lets the
-caller's ``check`` refuse (by raising: nothing is written), then writes the change and its
-change-log entry. An acknowledgement resolves a failure without a rerun (``jobhost failures
---ack RUN_ID``): it is only a change-log entry (``ack``, naming the run), since whether a
-failure is open is derived, never stored (``jobhost.store.failures``).
+signal both writes send, and cancels the run cooperatively. Each is a :class:`RunAction` of
+:func:`act_on_run`, which locks the run, lets the action's ``check`` refuse (by raising: nothing
+is written), then writes the change and its change-log entry. An acknowledgement resolves a
+failure without a rerun (``jobhost failures --ack RUN_ID``): it is only a change-log entry
+(``ack``, naming the run), since whether a failure is open is derived, never stored
+(``jobhost.store.failures``).
 
 **On a job's durable state** (``jobhost state``, the API, the job page). A change goes through
 the fence a state that belongs to no run uses (:mod:`jobhost.store.ledger`): the job's schedule
@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
+from jobhost_contracts import BackgroundJobDeclaration
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
@@ -58,16 +60,19 @@ from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run, get_schedule
-from jobhost.store.runtime import record_change
+from jobhost.store.runtime import ChangeEntry
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
 
 __all__ = [
+    "Ack",
+    "Cancel",
     "Paused",
     "Requested",
-    "ack_logged",
+    "Retry",
+    "RunAction",
+    "act_on_run",
     "backfill_logged",
-    "cancel_logged",
     "cancel_requests",
     "change_state_logged",
     "list_state",
@@ -75,20 +80,22 @@ __all__ = [
     "request_logged",
     "request_run",
     "resume_job",
-    "retry_logged",
     "set_paused_logged",
     "settle_backfill",
 ]
 
+_Done = TypeVar("_Done")
+
 
 @dataclass(frozen=True)
 class Paused:
-    """What a pause or resume changed, when, and the schedule row (after a pause, before a
-    resume)."""
+    """What the action changed: ``changed`` is False when the job already was so."""
 
+    job: str
     changed: bool
     at: datetime
-    row: ScheduleRecord | None
+    row: ScheduleRecord
+    """The schedule row after the change (before it, for a resume: who paused it, and why)."""
 
 
 def set_paused_logged(
@@ -100,19 +107,20 @@ def set_paused_logged(
     reason: str | None,
     clock: Clock,
     schedules: Mapping[str, Sequence[DesiredSchedule]] | None = None,
-) -> list[Paused]:
+) -> list[Paused | None]:
     """Pause (``paused``) or resume every job of ``jobs`` in one transaction, one change-log
-    entry per job changed; ``schedules`` (job → its declared schedules) for jobs a pause may
-    find the store does not know yet."""
-    done = []
+    entry per job changed (None: a job never scheduled, so never paused); ``schedules`` (job →
+    its declared schedules) for jobs a pause may find the store does not know yet."""
+    done: list[Paused | None] = []
     with writing(engine, clock) as (connection, now):
+        entry = ChangeEntry(actor, reason, now)
         for job in jobs:
             before = get_schedule(connection, job)
             declared = (schedules or {}).get(job, ())
             if before is None and paused and declared:
                 sync_schedules(connection, declared, now, prune=False)
             elif before is None:
-                done.append(Paused(False, now, None))  # never scheduled, so never paused
+                done.append(None)
                 continue
             changed = (
                 pause_job(connection, job, actor, reason, now)
@@ -120,26 +128,19 @@ def set_paused_logged(
                 else resume_job(connection, job)
             )
             if changed:
-                record_change(
-                    connection,
-                    at=now,
-                    actor=actor,
-                    action="pause" if paused else "resume",
-                    job_name=job,
-                    before={"paused": not paused},
-                    after={"paused": paused},
-                    reason=reason,
-                )
-            done.append(Paused(changed, now, get_schedule(connection, job) if paused else before))
+                action = "pause" if paused else "resume"
+                entry.log(connection, action, job, {"paused": not paused}, {"paused": paused})
+            row = get_schedule(connection, job) if paused else before
+            done.append(None if row is None else Paused(job, changed, now, row))
     return done
 
 
 @dataclass(frozen=True)
 class Requested:
-    """A manual run queued: the request's id, and the job as the request found it (when
-    asked for, by a ``check``)."""
+    """A manual run queued, by its id (None: the job's overlap policy refused it, and nothing
+    was written), and the job as the request found it (when asked for, by a ``policy``)."""
 
-    id: str
+    id: str | None
     before: Before | None
 
 
@@ -151,27 +152,23 @@ def request_logged(
     reason: str | None,
     clock: Clock,
     beside_limit: bool = False,
-    check: Callable[[Before], None] | None = None,
+    policy: BackgroundJobDeclaration | None = None,
 ) -> Requested:
-    """Queue a manual run of ``job``. ``check`` is given the job as the request finds it, in
-    the same transaction, and raises to refuse (nothing is written). The change record says
-    when it starts beside its concurrency group's limit."""
+    """Queue a manual run of ``job``, unless the overlap ``policy`` forbids another run of it
+    as the request finds it, in the same transaction. The change record says when it starts
+    beside its concurrency group's limit."""
     with writing(engine, clock) as (connection, now):
         before = None
-        if check is not None:
+        if policy is not None:
+            from jobhost.rules import may_start  # loaded already by the one caller with a policy
+
             before = before_trigger(connection, job, now)
-            check(before)
+            lease_live = before.row is not None and before.row.lease_live(now)
+            if not may_start(policy, len(before.running), lease_live):
+                return Requested(None, before)
         request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="trigger",
-            job_name=job,
-            before=None,
-            after={"request_id": request_id, **({"beside_limit": True} if beside_limit else {})},
-            reason=reason,
-        )
+        after = {"request_id": request_id, **({"beside_limit": True} if beside_limit else {})}
+        ChangeEntry(actor, reason, now).log(connection, "trigger", job, None, after)
     return Requested(request_id, before)
 
 
@@ -207,23 +204,15 @@ def backfill_logged(
             occurrences=occurrences,
             now=now,
         )
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="backfill",
-            job_name=job,
-            before=None,
-            after={
-                "backfill_id": backfill_id,
-                "from": _iso(start),
-                "to": _iso(end),
-                "mode": mode,
-                "selected": len(occurrences),
-                "concurrency": concurrency,
-            },
-            reason=reason,
-        )
+        after = {
+            "backfill_id": backfill_id,
+            "from": _iso(start),
+            "to": _iso(end),
+            "mode": mode,
+            "selected": len(occurrences),
+            "concurrency": concurrency,
+        }
+        ChangeEntry(actor, reason, now).log(connection, "backfill", job, None, after)
     return backfill_id
 
 
@@ -242,15 +231,12 @@ def settle_backfill(
         if cancelled_by is not None:
             record = backfills.get_backfill(connection, backfill_id)
             if record is not None and backfills.cancel_backfill(connection, backfill_id, now):
-                record_change(
+                ChangeEntry(cancelled_by, reason, now).log(
                     connection,
-                    at=now,
-                    actor=cancelled_by,
-                    action="backfill-cancel",
-                    job_name=record.job_name,
-                    before={"backfill_id": backfill_id, "state": record.state},
-                    after={"backfill_id": backfill_id, "state": "cancelled"},
-                    reason=reason,
+                    "backfill-cancel",
+                    record.job_name,
+                    {"backfill_id": backfill_id, "state": record.state},
+                    {"backfill_id": backfill_id, "state": "cancelled"},
                 )
         finish_backfills(connection, now, [backfill_id])
         return backfills.get_backfill(connection, backfill_id)
@@ -260,72 +246,93 @@ def _iso(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def retry_logged(
+class RunAction(Generic[_Done]):
+    """An operator's action on one run (:func:`act_on_run`). Its ``check`` is given the locked
+    run (None: no such run) and what the action reads of it; it returns the run, or raises to
+    refuse (nothing is written)."""
+
+    def apply(self, connection: Connection, found: RunRecord | None, entry: ChangeEntry) -> _Done:
+        raise NotImplementedError
+
+
+def act_on_run(
     engine: Engine,
     run_id: str,
+    action: RunAction[_Done],
     *,
     actor: str,
     reason: str,
     clock: Clock,
-    check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord],
-) -> RetryWritten:
-    """Queue the next attempt at run ``run_id``'s work, due now, and log it. ``check`` is
-    given the locked run (None: no such run) and every attempt at its work; it returns the run
-    or raises to refuse."""
+) -> _Done:
+    """Lock run ``run_id``, let ``action`` check it, then make its change and log it."""
     with writing(engine, clock) as (connection, now):
         found = get_run(connection, run_id, for_update=True)
+        return action.apply(connection, found, ChangeEntry(actor, reason, now))
+
+
+@dataclass(frozen=True)
+class Retry(RunAction[RetryWritten]):
+    """Queue the next attempt at the run's work, due now; ``check`` is also given every attempt
+    at its work."""
+
+    check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord]
+
+    def apply(
+        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
+    ) -> RetryWritten:
         attempts = _attempts_of(connection, found) if found is not None else []
-        run = check(found, attempts)
+        run = self.check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
-        new_id = _queue_retry(connection, run, attempt=attempt, actor=actor, reason=reason, now=now)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action="retry",
-            job_name=run.job_name,
-            before={"run_id": run.id, "attempt": run.attempt, "outcome": run.outcome},
-            after={"run_id": new_id, "attempt": attempt},
-            reason=reason,
-        )
-    return RetryWritten(new_id, attempt, run, now)
+        new_id = _queue_retry(connection, run, attempt, entry)
+        before = {"run_id": run.id, "attempt": run.attempt, "outcome": run.outcome}
+        entry.log(connection, "retry", run.job_name, before, {"run_id": new_id, "attempt": attempt})
+        return RetryWritten(new_id, attempt, run, entry.at)
 
 
-def cancel_logged(
-    engine: Engine,
-    run_id: str,
-    *,
-    actor: str,
-    reason: str,
-    clock: Clock,
-    check: Callable[[RunRecord | None, datetime], RunRecord],
-) -> CancelWritten:
-    """Cancel run ``run_id`` (pending: at once; running: by asking its host) and log it.
-    ``check`` is given the locked run (None: no such run) and now; it returns the run or raises
-    to refuse."""
-    with writing(engine, clock) as (connection, now):
-        run = check(get_run(connection, run_id, for_update=True), now)
+@dataclass(frozen=True)
+class Cancel(RunAction[CancelWritten]):
+    """Cancel the run (pending: at once; running: by asking its host); ``check`` is also given
+    now."""
+
+    check: Callable[[RunRecord | None, datetime], RunRecord]
+
+    def apply(
+        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
+    ) -> CancelWritten:
+        run = self.check(found, entry.at)
         if run.outcome == PENDING:
-            done = _finish_pending(connection, run.id, actor=actor, reason=reason, now=now)
+            done = _finish_pending(connection, run.id, entry)
             state = "cancelled" if done else "started"
             if done and run.backfill_id is not None:
-                finish_backfills(connection, now, [run.backfill_id])  # it may have been its last
-        elif _request_cancel(connection, run.id, actor=actor, reason=reason, now=now):
+                # It may have been its backfill's last.
+                finish_backfills(connection, entry.at, [run.backfill_id])
+        elif _request_cancel(connection, run.id, entry):
             state = "requested"
         else:
             state = "already"
         if state in {"cancelled", "requested"}:
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="cancel",
-                job_name=run.job_name,
-                before={"run_id": run.id, "outcome": run.outcome, "host": run.host_id},
-                after={"run_id": run.id, "cancel": state},
-                reason=reason,
+            before = {"run_id": run.id, "outcome": run.outcome, "host": run.host_id}
+            entry.log(
+                connection, "cancel", run.job_name, before, {"run_id": run.id, "cancel": state}
             )
-    return CancelWritten(run, state, now)
+        return CancelWritten(run, state, entry.at)
+
+
+@dataclass(frozen=True)
+class Ack(RunAction[Acknowledged]):
+    """Acknowledge the failed run; ``check`` is also given how it was resolved already (None:
+    open)."""
+
+    check: Callable[[RunRecord | None, Resolution | None], RunRecord]
+
+    def apply(
+        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
+    ) -> Acknowledged:
+        resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
+        run = self.check(found, resolved)
+        before = {"run_id": run.id, "outcome": run.outcome}
+        entry.log(connection, ACK, run.job_name, before, {"run_id": run.id, "acknowledged": True})
+        return Acknowledged(run, entry.at)
 
 
 def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
@@ -343,15 +350,7 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
-def _queue_retry(
-    connection: Connection,
-    run: RunRecord,
-    *,
-    attempt: int,
-    actor: str,
-    reason: str,
-    now: datetime,
-) -> str:
+def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: ChangeEntry) -> str:
     """Queue attempt ``attempt`` at ``run``'s work, due now; the new run's id."""
     run_id = new_run_id()
     connection.execute(
@@ -362,11 +361,11 @@ def _queue_retry(
             attempt=attempt,
             source="retry",
             outcome=PENDING,
-            reason=reason,
+            reason=entry.reason,
             idempotency_key=work_key(run),
-            requested_by=actor,
-            queued_at=now,
-            not_before=now,
+            requested_by=entry.actor,
+            queued_at=entry.at,
+            not_before=entry.at,
             # A backfill's run stays its backfill's: the backfill counts its attempts.
             backfill_id=run.backfill_id,
         )
@@ -375,9 +374,7 @@ def _queue_retry(
     return run_id
 
 
-def _request_cancel(
-    connection: Connection, run_id: str, *, actor: str, reason: str, now: datetime
-) -> bool:
+def _request_cancel(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
     """Ask the host of the running run to cancel it; False when it is no longer running or
     a cancel was asked for already (the first request stands)."""
     result = connection.execute(
@@ -387,10 +384,18 @@ def _request_cancel(
             runs.c.outcome == RUNNING,
             runs.c.cancel_requested_at.is_(None),
         )
-        .values(cancel_requested_by=actor, cancel_requested_at=now, cancel_reason=reason)
+        .values(_cancel_asked(entry))
     )
     notify(connection)
     return bool(result.rowcount)
+
+
+def _cancel_asked(entry: ChangeEntry) -> dict[str, object]:
+    return {
+        "cancel_requested_by": entry.actor,
+        "cancel_requested_at": entry.at,
+        "cancel_reason": entry.reason,
+    }
 
 
 def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
@@ -409,9 +414,7 @@ def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[st
     }
 
 
-def _finish_pending(
-    connection: Connection, run_id: str, *, actor: str, reason: str, now: datetime
-) -> bool:
+def _finish_pending(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
     """Record a run that has not started (a queued retry or manual run) cancelled at once;
     False when a host started it meanwhile."""
     result = connection.execute(
@@ -419,46 +422,15 @@ def _finish_pending(
         .where(runs.c.id == run_id, runs.c.outcome == PENDING)
         .values(
             outcome="cancelled",
-            finished_at=now,
+            finished_at=entry.at,
             error_type="Cancelled",
-            error_message=f"cancelled before it started, by {actor}: {reason}",
-            cancel_requested_by=actor,
-            cancel_requested_at=now,
-            cancel_reason=reason,
+            error_message=f"cancelled before it started, by {entry.actor}: {entry.reason}",
             group_waiting_since=None,
+            **_cancel_asked(entry),
         )
     )
     notify(connection)
     return bool(result.rowcount)
-
-
-def ack_logged(
-    engine: Engine,
-    run_id: str,
-    *,
-    actor: str,
-    reason: str,
-    clock: Clock,
-    check: Callable[[RunRecord | None, Resolution | None], RunRecord],
-) -> Acknowledged:
-    """Acknowledge failed run ``run_id`` and log it. ``check`` is given the locked run (None:
-    no such run) and how it was resolved already (None: open); it returns the run or raises
-    to refuse."""
-    with writing(engine, clock) as (connection, now):
-        found = get_run(connection, run_id, for_update=True)
-        resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
-        run = check(found, resolved)
-        record_change(
-            connection,
-            at=now,
-            actor=actor,
-            action=ACK,
-            job_name=run.job_name,
-            before={"run_id": run.id, "outcome": run.outcome},
-            after={"run_id": run.id, "acknowledged": True},
-            reason=reason,
-        )
-    return Acknowledged(run, now)
 
 
 def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:
@@ -500,15 +472,12 @@ def change_state_logged(
             delete_value(connection, job_name, key)
         else:
             put_value(connection, job_name, key, value, token=token, now=now)
-        record_change(
+        ChangeEntry(actor, reason, now).log(
             connection,
-            at=now,
-            actor=actor,
-            action="state-delete" if value is None else "state-set",
-            job_name=job_name,
-            before={"key": key, "value": before},
-            after={"key": key, "value": value},
-            reason=reason,
+            "state-delete" if value is None else "state-set",
+            job_name,
+            {"key": key, "value": before},
+            {"key": key, "value": value},
         )
         return StateChange(now, before, value)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Table
@@ -70,6 +71,17 @@ class Database(Protocol):
 
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         """The texts ``value`` joined by ``separator`` in ``order``, an aggregate."""
+        ...
+
+    def channel(self, connection: Connection) -> str:
+        """The channel the store's transactions notify, as the connection's schema names it
+        (a direct listener's URL need not repeat the store's search path); where nobody
+        listens (:attr:`listens` false), never asked."""
+        ...
+
+    def store_file(self, engine: Engine) -> Path | None:
+        """The file the engine opened, absolute, beside which its doorbell rings; None for a
+        server or an in-memory database."""
         ...
 
     @property

@@ -44,7 +44,7 @@ from sqlalchemy.engine import Connection
 
 from jobhost.records import (
     FAILED,
-    PENDING,
+    NOT_ATTEMPTS,
     RUNNING,
     STREAK_LIMIT,
     Failing,
@@ -58,7 +58,7 @@ from jobhost.records import (
 )
 from jobhost.store.backfills import last_outcomes
 from jobhost.store.hosts import list_hosts
-from jobhost.store.reports import NEWEST_FIRST, list_schedules, newest_first
+from jobhost.store.reports import list_schedules, newest_first, newest_rows
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -74,6 +74,7 @@ __all__ = [
     "failure_page",
     "failure_rows",
     "failure_streaks",
+    "logged_changes",
     "resolutions",
     "retry_links",
     "schedules_hosts_failing",
@@ -99,7 +100,7 @@ _CHUNK = 200
 _EVERY_FAILURE = FailureFilter()
 _NEWEST_FINISH = (runs.c.finished_at.desc(), runs.c.id.desc())
 
-_NOT_ATTEMPTS = ("missed", "skipped", PENDING, RUNNING)
+_NOT_ATTEMPTS = (*NOT_ATTEMPTS, RUNNING)
 _SETTLED = (*FAILED, "succeeded")
 # A success by one of these may not be the newest occurrence's: the job stays a candidate.
 _NOT_SCHEDULED = ("retry", "manual", "backfill")
@@ -173,20 +174,8 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
 
 def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
     """``name``'s newest :data:`STREAK_LIMIT` attempts, each with its place, newest first."""
-    newest = (
-        select(
-            runs.c.job_name,
-            runs.c.outcome,
-            runs.c.started_at,
-            runs.c.queued_at,
-            runs.c.occurrence,
-            runs.c.attempt,
-        )
-        .where(runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
-        .order_by(*NEWEST_FIRST)
-        .limit(STREAK_LIMIT)
-        .subquery()
-    )
+    attempts = (runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
+    newest = newest_rows(runs, *attempts, limit=STREAK_LIMIT).subquery()
     # Numbered outside the LIMIT, so the window sees the few rows read, not the job's ledger.
     position = func.row_number().over(order_by=newest_first(newest)).label("position")
     return select(newest.c.job_name, newest.c.outcome, position)
@@ -285,7 +274,7 @@ def failure_page(
             scanned = query.limit(SEARCH_SCAN).subquery()
             matched = (
                 select(scanned)
-                .where(_error_text(scanned.c).like(_pattern(where.text), escape="\\"))
+                .where(_mentions(scanned.c, where.text))
                 .order_by(scanned.c.finished_at.desc(), scanned.c.id.desc())
                 .limit(limit + 1)
             )
@@ -321,9 +310,9 @@ def _stuck_runs(
         or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
     )
     if where.jobs is not None:
-        query = query.where(runs.c.job_name.in_(sorted(where.jobs)))
+        query = query.where(_of_jobs(where.jobs))
     if where.text:
-        query = query.where(_error_text(runs.c).like(_pattern(where.text), escape="\\"))
+        query = query.where(_mentions(runs.c, where.text))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
@@ -368,11 +357,8 @@ def _conditions(
         runs.c.outcome == outcome,
         runs.c.finished_at.is_not(None),
     ]
-    jobs = where.jobs
-    if jobs is not None and len(jobs) == 1:
-        found.append(runs.c.job_name == next(iter(jobs)))
-    elif jobs is not None:
-        found.append(runs.c.job_name.in_(sorted(jobs)))
+    if where.jobs is not None:
+        found.append(_of_jobs(where.jobs))
     if where.since is not None:
         found.append(runs.c.finished_at >= where.since)
     if after is not None:
@@ -387,17 +373,21 @@ def _conditions(
     return found
 
 
-def _error_text(columns: Any) -> ColumnElement[str]:
-    return func.lower(
+def _of_jobs(jobs: Collection[str]) -> ColumnElement[bool]:
+    if len(jobs) == 1:
+        return runs.c.job_name == next(iter(jobs))
+    return runs.c.job_name.in_(sorted(jobs))
+
+
+def _mentions(columns: Any, text: str) -> ColumnElement[bool]:
+    """Whether the error type or message holds ``text``, case-insensitive."""
+    found = func.lower(
         func.coalesce(columns.error_type, literal(""))
         + literal(" ")
         + func.coalesce(columns.error_message, literal(""))
     )
-
-
-def _pattern(text: str) -> str:
     escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return found.like(f"%{escaped}%", escape="\\")
 
 
 def _key(run: RunRecord) -> FailureKey:
@@ -412,7 +402,9 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
     """Of the failed runs ``failed``, those resolved, by run id."""
     if not failed:
         return {}
-    changes = _changes(connection, failed)
+    jobs = {run.job_name for run in failed}
+    oldest = min(run.finished_at or run.queued_at for run in failed)
+    changes = logged_changes(connection, jobs, (ACK, RETRY), oldest)
     found = _acknowledged(changes)
     found.update(_by_occurrence(connection, [r for r in failed if r.id not in found]))
     manual = [r for r in failed if r.occurrence is None and r.id not in found]
@@ -420,8 +412,11 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
     return found
 
 
-def _changes(connection: Connection, failed: Sequence[RunRecord]) -> list[Any]:
-    oldest = min(run.finished_at or run.queued_at for run in failed)
+def logged_changes(
+    connection: Connection, jobs: Collection[str], actions: Collection[str], since: datetime
+) -> list[Any]:
+    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``, oldest
+    first (by the change log's index on job)."""
     query = (
         select(
             job_changes.c.action,
@@ -432,9 +427,9 @@ def _changes(connection: Connection, failed: Sequence[RunRecord]) -> list[Any]:
             job_changes.c.reason,
         )
         .where(
-            job_changes.c.job_name.in_(sorted({run.job_name for run in failed})),
-            job_changes.c.action.in_((ACK, RETRY)),
-            job_changes.c.at >= oldest,
+            job_changes.c.job_name.in_(sorted(jobs)),
+            job_changes.c.action.in_(sorted(actions)),
+            job_changes.c.at >= since,
         )
         .order_by(job_changes.c.id)
     )
@@ -473,7 +468,10 @@ def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[
     for run in failed:
         if run.occurrence is None:
             continue
-        done = sorted(successes.get((run.job_name, run.occurrence), []), key=_finished)
+        done = sorted(
+            successes.get((run.job_name, run.occurrence), []),
+            key=lambda success: success.finished_at or success.queued_at,
+        )
         later = next((s for s in done if _after(s, run)), None)
         if later is not None:
             found[run.id] = _succeeded(later)
@@ -520,10 +518,6 @@ def _descendants(run_id: str, retried: Mapping[str, list[str]]) -> list[str]:
             found.append(current)
             waiting.extend(retried.get(current, []))
     return found
-
-
-def _finished(run: RunRecord) -> datetime:
-    return run.finished_at or run.queued_at
 
 
 def _succeeded(run: RunRecord) -> Resolution:

@@ -105,10 +105,11 @@ class HealthRows:
 def health_rows(connection: Connection, now: datetime, implausible: timedelta) -> HealthRows:
     """The live rows checked (:func:`check_live_rows`), the stuck runs, the oldest due
     occurrence and the hosts alive at ``now``."""
+    stuck = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
     return HealthRows(
         check_live_rows(connection, now, implausible),
-        _stuck_runs(connection),
-        _oldest_due(connection),
+        [RunRecord.from_row(r) for r in connection.execute(stuck).mappings()],
+        connection.execute(select(func.min(schedules.c.due_at))).scalar(),
         hosts_at(connection, now),
     )
 
@@ -122,10 +123,10 @@ def check_live_rows(
     covered: dict[str, int] = {}
     total = 0
     for scope in _scopes(connection, now + implausible, typed):
-        covered[scope.what] = _count(connection, scope.table, scope.where)
-        total += _count(
-            connection, scope.table, scope.where & or_(*(rule.when for rule in scope.rules))
-        )
+        bad = or_(*(rule.when for rule in scope.rules))
+        counted = select(func.count(), func.count().filter(bad)).select_from(scope.table)
+        rows, wrong = connection.execute(counted.where(scope.where)).one()
+        covered[scope.what], total = int(rows), total + int(wrong)
         for rule in scope.rules:
             if len(found) >= limit:
                 break
@@ -140,21 +141,6 @@ def check_live_rows(
                 for problem in rule.describe(dict(row)):
                     found.setdefault((problem.job_name, problem.where), problem)
     return IntegrityResult(list(found.values())[:limit], total, covered)
-
-
-def _stuck_runs(connection: Connection) -> list[RunRecord]:
-    query = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
-    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
-
-
-def _oldest_due(connection: Connection) -> datetime | None:
-    value = connection.execute(
-        select(schedules.c.due_at)
-        .where(schedules.c.due_at.is_not(None))
-        .order_by(schedules.c.due_at)
-        .limit(1)
-    ).scalar()
-    return value if isinstance(value, datetime) else None
 
 
 _Describe = Callable[[Mapping[str, Any]], list[CorruptRow]]
@@ -309,11 +295,6 @@ def _when(value: object) -> str:
 def _raw(table: Table) -> list[ColumnClause[Any]]:
     """The table's columns as bare names: the driver's values, no type conversion."""
     return [raw_column(c.name) for c in table.columns]
-
-
-def _count(connection: Connection, table: Table, where: ColumnElement[bool]) -> int:
-    query = select(func.count()).select_from(table).where(where)
-    return int(connection.execute(query).scalar_one())
 
 
 _ALL_TABLES = (schedules, runs, hosts, job_state, job_idempotency, signals)

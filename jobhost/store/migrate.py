@@ -10,16 +10,12 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib.resources import files
-from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.errors import SchemaTooNewError
 from jobhost.store.engine import database, lift_deadline, reading
-
-if TYPE_CHECKING:
-    from alembic.config import Config
 
 __all__ = [
     "check_not_newer",
@@ -50,8 +46,10 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
             # Current already (every restart): alembic, and what it imports, is not loaded.
             return before, before
         from alembic import command  # only a migration needs alembic
+        from alembic.config import Config
 
-        config = _config()
+        config = Config()
+        config.set_main_option("script_location", str(files("jobhost.store") / "migrations"))
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
         return before, _current(connection) or ""
@@ -99,11 +97,3 @@ def _current(connection: Connection) -> str | None:
     if len(found) > 1:
         raise RuntimeError(f"the store's alembic_version has {len(found)} rows: {found}")
     return str(found[0]) if found else None
-
-
-def _config() -> Config:
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(files("jobhost.store") / "migrations"))
-    return config

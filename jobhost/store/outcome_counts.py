@@ -10,13 +10,11 @@ is counted from the runs. Firing writes nothing for the chart either way. The st
 depends only on how many slices there are, so each is prepared once.
 
 **One job's chart** is one statement over the job's index
-(``ix_runs_job_name_outcome_finished_at``), each entry placed in its slice by the database; it
-reads nothing kept (a job's runs in a minute are at most that minute's count, so kept counts
-save a job nothing). On PostgreSQL, ``width_bucket`` over the slices' lower bounds (exact for
-timestamps, a binary search per entry), one text for every number of slices. On SQLite, a count
-of each slice's index range per outcome, all in one compound statement (7 outcomes by at most
-30 slices stays under SQLite's 500 parts); counting an index range steps through entries
-without reading or sorting rows.
+(``ix_runs_job_name_outcome_finished_at``), each slice an index range counted by the database;
+it reads nothing kept (a job's runs in a minute are at most that minute's count, so kept counts
+save a job nothing). On SQLite the compound statement of 7 outcomes by at most 30 slices stays
+under its 500 parts; counting an index range steps through entries without reading or sorting
+rows.
 
 **Kept counts of closed minutes.** A minute is closed once no run can still finish in it. A
 run's ``finished_at`` is never before its ``started_at`` (the end is clamped to the claim),
@@ -44,7 +42,6 @@ from itertools import pairwise
 from typing import Any
 
 from sqlalchemy import (
-    ColumnElement,
     CompoundSelect,
     bindparam,
     delete,
@@ -58,6 +55,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.sql.elements import TextClause
 
 from jobhost.records import RUNNING, TERMINAL_OUTCOMES
 from jobhost.store.engine import database, database_now, is_read_only
@@ -94,8 +92,11 @@ def outcome_counts(
     width = (end - start) / slices
     edges = [start + width * index for index in range(slices + 1)]
     edges[-1] = end
+    counts: list[dict[str, int]] = [{} for _ in range(slices)]
     if job is not None:
-        return _job_counts(connection, edges, job)
+        for outcome, index, n in _by_part(connection, list(pairwise(edges)), job):
+            _add(counts[index], outcome, n)
+        return counts
     closed = _closed_until(connection, now) if now is not None else None
     kept: list[_Range | None] = []
     live: list[_Range] = []
@@ -106,14 +107,11 @@ def outcome_counts(
             live += [(first, last), (first, first)]
         else:
             live += [(first, whole[0]), (whole[1], last)]
-    counts: list[dict[str, int]] = [{} for _ in range(slices)]
     if closed is not None:
         keep = not is_read_only(connection.engine)
         counts = _minute_counts(connection, kept, keep=keep)
-    for outcome, part, count in _live(connection, live):
-        if count:
-            one = counts[int(part) // 2]
-            one[str(outcome)] = one.get(str(outcome), 0) + int(count)
+    for outcome, part, n in _by_part(connection, live):
+        _add(counts[part // 2], outcome, n)
     return counts
 
 
@@ -132,118 +130,68 @@ def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) ->
     return (low, high) if low < high else None
 
 
-def _live(connection: Connection, parts: list[_Range]) -> list[tuple[str, int, int]]:
-    """Each part's runs by outcome, counted from the runs' index in one statement."""
+def _by_part(
+    connection: Connection, parts: Sequence[_Range], job: str | None = None, *, kept: bool = False
+) -> list[tuple[str, int, int]]:
+    """(outcome, part, total) of each part's runs finished in it, of ``job`` when given, from
+    the runs' index; with ``kept``, each part's kept counts of the key ``job``, from their
+    primary key. One statement: on PostgreSQL one text for any number of parts, planned once
+    (a nested loop of index range scans); elsewhere each part's index range grouped by outcome
+    in a compound statement (the index is in outcome order, so neither store sorts, and an
+    empty part costs a probe per outcome)."""
+    values: dict[str, object] = {"job": job, "outcomes": list(FINISHED_OUTCOMES)}
+    statement: Any
     if database(connection).batches:
-        # One text for any number of parts, planned once: a nested loop of index range scans.
-        values: dict[str, object] = {
-            "lo": [lo for lo, _ in parts],
-            "hi": [hi for _, hi in parts],
-            "outcomes": list(FINISHED_OUTCOMES),
-        }
-        return _triples(connection.execute(_PARTS, values))
-    statement = _grouped_statement(len(parts))
-    return _triples(connection.execute(statement, _bounds(parts)))
+        values.update(lo=[lo for lo, _ in parts], hi=[hi for _, hi in parts])
+        statement = _unnested(kept=kept, of_job=job is not None)
+    else:
+        for index, (lo, hi) in enumerate(parts):
+            values[f"lo_{index}"], values[f"hi_{index}"] = lo, hi
+        statement = _compound(len(parts), kept=kept, of_job=job is not None)
+    found = connection.execute(statement, values)
+    return [(str(outcome), int(part), int(total)) for outcome, part, total in found]
 
 
-_PARTS = text(
-    """
-SELECT r.outcome, p.part - 1, count(*)
+@cache
+def _unnested(*, kept: bool, of_job: bool) -> TextClause:
+    if kept:
+        table, at, total = "run_outcome_minutes", "minute", "sum(r.runs)"
+    else:
+        table, at, total = "runs", "finished_at", "count(*)"
+    job = "r.job_name = :job AND " if of_job else ""
+    finished = "" if kept else "WHERE r.outcome = ANY(CAST(:outcomes AS text[]))"
+    return text(
+        f"""
+SELECT r.outcome, p.part - 1, {total}
 FROM unnest(CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) WITH ORDINALITY
     AS p(lo, hi, part)
-JOIN runs AS r ON r.finished_at >= p.lo AND r.finished_at < p.hi
-WHERE r.outcome = ANY(CAST(:outcomes AS text[]))
+JOIN {table} AS r ON {job}r.{at} >= p.lo AND r.{at} < p.hi
+{finished}
 GROUP BY r.outcome, p.part
 """
-)
+    )
 
 
 @cache
-def _grouped_statement(parts: int, of_job: bool = False) -> CompoundSelect[Any]:
-    """Each part's index range grouped by outcome (``of_job``: of the job bound as ``job``):
-    the index is in outcome order, so neither store sorts, and an empty part costs a probe per
-    outcome."""
-    job = [runs.c.job_name == bindparam("job")] if of_job else []
-    where = [*job, runs.c.outcome.in_(FINISHED_OUTCOMES)]
-    return _per_part(parts, runs.c.outcome, func.count(), runs.c.finished_at, where)
-
-
-@cache
-def _kept_statement(parts: int) -> CompoundSelect[Any]:
-    """Each range's kept counts by outcome, one index range of the primary key each."""
-    table = run_outcome_minutes.c
-    job = [table.job_name == bindparam("job")]
-    return _per_part(parts, table.outcome, func.sum(table.runs), table.minute, job)
-
-
-def _per_part(
-    parts: int,
-    outcome: ColumnElement[Any],
-    total: ColumnElement[Any],
-    at: ColumnElement[Any],
-    where: list[ColumnElement[bool]],
-) -> CompoundSelect[Any]:
-    """``total`` by ``outcome`` for each part ``index``, ``at`` in [``lo_index``,
-    ``hi_index``), in one compound statement."""
+def _compound(parts: int, *, kept: bool, of_job: bool) -> CompoundSelect[Any]:
+    table = run_outcome_minutes.c if kept else runs.c
+    at = table.minute if kept else table.finished_at
+    where = [table.job_name == bindparam("job")] if of_job else []
+    if not kept:
+        where.append(table.outcome.in_(FINISHED_OUTCOMES))
+    total = func.sum(table.runs) if kept else func.count()
     return union_all(
         *[
-            select(outcome, literal(index).label("part"), total)
+            select(table.outcome, literal(index).label("part"), total)
             .where(
                 *where,
                 at >= bindparam(f"lo_{index}", type_=at.type),
                 at < bindparam(f"hi_{index}", type_=at.type),
             )
-            .group_by(outcome)
+            .group_by(table.outcome)
             for index in range(parts)
         ]
     )
-
-
-def _bounds(parts: Sequence[_Range]) -> dict[str, object]:
-    values: dict[str, object] = {}
-    for index, (lo, hi) in enumerate(parts):
-        values[f"lo_{index}"], values[f"hi_{index}"] = lo, hi
-    return values
-
-
-def _triples(rows: Iterable[Sequence[Any]]) -> list[tuple[str, int, int]]:
-    return [(str(outcome), int(index), int(count)) for outcome, index, count in rows]
-
-
-def _job_counts(connection: Connection, edges: Sequence[Any], job: str) -> list[dict[str, int]]:
-    """Runs of ``job`` finished in each slice [edges[i], edges[i + 1]), by outcome."""
-    slices = len(edges) - 1
-    counts: list[dict[str, int]] = [{} for _ in range(slices)]
-    if database(connection).batches:
-        values: dict[str, object] = {
-            "job": job,
-            "outcomes": list(FINISHED_OUTCOMES),
-            "lows": list(edges[:-1]),
-            "lo": edges[0],
-            "hi": edges[-1],
-        }
-        found = connection.execute(_BUCKETED, values)
-        placed = [(outcome, int(bucket) - 1, n) for outcome, bucket, n in found]
-    else:
-        values = {"job": job, **_bounds(list(pairwise(edges)))}
-        placed = _triples(connection.execute(_grouped_statement(slices, of_job=True), values))
-    for outcome, index, n in placed:
-        if n:
-            counts[int(index)][str(outcome)] = int(n)
-    return counts
-
-
-# ``width_bucket`` answers i + 1 for an entry in [lows[i], lows[i + 1]); the range's own bounds
-# stay in the WHERE clause so the index scan reads only the range.
-_BUCKETED = text(
-    """
-SELECT outcome, width_bucket(finished_at, CAST(:lows AS timestamptz[])), count(*)
-FROM runs
-WHERE job_name = :job AND outcome = ANY(CAST(:outcomes AS text[]))
-    AND finished_at >= :lo AND finished_at < :hi
-GROUP BY 1, 2
-"""
-)
 
 
 _MINUTE = timedelta(minutes=1)
@@ -281,23 +229,20 @@ def _minute_counts(
     if not present:
         return counts
     low, high = present[0][0], present[-1][1]
-    key = _EVERY_JOB
     purges = connection.execute(select(run_outcome_purges.c.purges)).scalar()
-    span = _span(connection, key)
+    span = _span(connection)
     kept_from, kept_to = span if span is not None else (high, high)
     clipped = [
         (max(one[0], kept_from), min(one[1], kept_to)) if one is not None else (low, low)
         for one in wanted
     ]
-    for outcome, index, total in _kept(connection, clipped, key):
-        _add(counts[int(index)], str(outcome), int(total))
+    for outcome, index, total in _by_part(connection, clipped, _EVERY_JOB, kept=True):
+        _add(counts[index], outcome, total)
     below = _counted(connection, (low, kept_from)) if low < kept_from else []
     above = _counted(connection, (kept_to, high)) if high > kept_to else []
     _place(counts, wanted, [*below, *above])
     if keep and purges is not None and (low < kept_from or high > kept_to):
-        _keep(
-            connection, key, span=span, asked=(low, high), below=below, above=above, purges=purges
-        )
+        _keep(connection, span=span, asked=(low, high), rows=[*below, *above], purges=purges)
     return counts
 
 
@@ -345,9 +290,10 @@ def _ceil_minute(instant: datetime) -> datetime:
     return floor if floor == instant else floor + _MINUTE
 
 
-def _span(connection: Connection, key: str, *, lock: bool = False) -> _Range | None:
+def _span(connection: Connection, *, lock: bool = False) -> _Range | None:
+    """The span of minutes kept of every job."""
     query = select(run_outcome_spans.c.filled_from, run_outcome_spans.c.filled_to).where(
-        run_outcome_spans.c.job_name == key
+        run_outcome_spans.c.job_name == _EVERY_JOB
     )
     found = connection.execute(query.with_for_update() if lock else query).first()
     return (found[0], found[1]) if found is not None else None
@@ -382,14 +328,7 @@ def _place(counts: list[dict[str, int]], wanted: Sequence[_Range | None], rows: 
 
 
 def _keep(
-    connection: Connection,
-    key: str,
-    *,
-    span: _Range | None,
-    asked: _Range,
-    below: list[_Row],
-    above: list[_Row],
-    purges: int,
+    connection: Connection, *, span: _Range | None, asked: _Range, rows: list[_Row], purges: int
 ) -> None:
     """Write the counted minutes a day at a time, each transaction growing the span by its
     chunk, and only while neither the purge counter nor the span moved since they were read."""
@@ -399,30 +338,29 @@ def _keep(
     edge = kept_from
     while edge > asked[0]:
         lo = max(asked[0], edge - _CHUNK)
-        pieces.append(((lo, edge), [r for r in below if lo <= r[0] < edge]))
+        pieces.append(((lo, edge), [r for r in rows if lo <= r[0] < edge]))
         edge = lo
     edge = kept_to
     while edge < asked[1]:
         hi = min(asked[1], edge + _CHUNK)
-        pieces.append(((edge, hi), [r for r in above if edge <= r[0] < hi]))
+        pieces.append(((edge, hi), [r for r in rows if edge <= r[0] < hi]))
         edge = hi
     try:
-        for (lo, hi), rows in pieces:
+        for (lo, hi), piece in pieces:
             grown = (min(lo, kept_from), max(hi, kept_to))
             if not _write_piece(
-                connection, key, expected=expected, grown=grown, rows=rows, purges=purges
+                connection, expected=expected, grown=grown, rows=piece, purges=purges
             ):
                 return
             expected = grown
             kept_from, kept_to = grown
     except SQLAlchemyError as error:
         # The chart is answered either way; the next reader counts these minutes again.
-        _log.debug("the chart's minute counts of %r were not kept: %s", key or "every job", error)
+        _log.debug("the chart's minute counts were not kept: %s", error)
 
 
 def _write_piece(
     connection: Connection,
-    key: str,
     *,
     expected: _Range | None,
     grown: _Range,
@@ -435,47 +373,27 @@ def _write_piece(
         ).scalar()
         if now_purges != purges:
             return False
-        found = _span(writer, key, lock=True)
+        found = _span(writer, lock=True)
         if found != expected:
             return False  # another reader kept these minutes first
         values = {"filled_from": grown[0], "filled_to": grown[1]}
         if found is None:
-            writer.execute(insert(run_outcome_spans).values(job_name=key, **values))
+            writer.execute(insert(run_outcome_spans).values(job_name=_EVERY_JOB, **values))
         else:
             writer.execute(
                 update(run_outcome_spans)
-                .where(run_outcome_spans.c.job_name == key)
+                .where(run_outcome_spans.c.job_name == _EVERY_JOB)
                 .values(**values)
             )
         if rows:
             writer.execute(
                 insert(run_outcome_minutes),
                 [
-                    {"job_name": key, "minute": minute, "outcome": outcome, "runs": n}
+                    {"job_name": _EVERY_JOB, "minute": minute, "outcome": outcome, "runs": n}
                     for minute, outcome, n in rows
                 ],
             )
     return True
-
-
-def _kept(connection: Connection, ranges: list[_Range], key: str) -> Iterable[Any]:
-    if database(connection).batches:
-        values = {"lo": [lo for lo, _ in ranges], "hi": [hi for _, hi in ranges], "job": key}
-        return connection.execute(_KEPT_RANGES, values)
-    return connection.execute(_kept_statement(len(ranges)), {"job": key, **_bounds(ranges)})
-
-
-# PostgreSQL: one text for any number of ranges, planned once.
-_KEPT_RANGES = text(
-    """
-SELECT m.outcome, p.part - 1, sum(m.runs)
-FROM unnest(CAST(:lo AS timestamptz[]), CAST(:hi AS timestamptz[])) WITH ORDINALITY
-    AS p(lo, hi, part)
-JOIN run_outcome_minutes AS m
-    ON m.job_name = :job AND m.minute >= p.lo AND m.minute < p.hi
-GROUP BY m.outcome, p.part
-"""
-)
 
 
 def _add(counts: dict[str, int], outcome: str, n: int) -> None:

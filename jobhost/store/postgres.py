@@ -21,10 +21,11 @@ from jobhost.store.pooling import Pooling, PoolingMode, option_pairs, set_locall
 DEADLINE_MARGIN = 5.0
 """Seconds the client waits for a statement beyond the server's own timeout: the server's
 cancellation, and its answer saying so, arrive first whenever the server is there to send it."""
-CHANNEL_SQL = "'jobhost_' || left(md5(coalesce(current_schema(), '')), 16)"
+_CHANNEL_SQL = "'jobhost_' || left(md5(coalesce(current_schema(), '')), 16)"
 """The store's channel, computed by the server from the connection's schema: a name of fixed
 length (a schema's name may be as long as a channel's may be) and of hexadecimal digits only."""
-_NOTIFY = text(f"SELECT pg_notify({CHANNEL_SQL}, '')")
+_NOTIFY = text(f"SELECT pg_notify({_CHANNEL_SQL}, '')")
+_CHANNEL = text(f"SELECT {_CHANNEL_SQL}")
 _NOW = text("SELECT clock_timestamp()")
 
 
@@ -97,6 +98,12 @@ class Postgres:
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         return func.string_agg(value, aggregate_order_by(literal(separator), *order))
+
+    def channel(self, connection: Connection) -> str:
+        return str(connection.execute(_CHANNEL).scalar_one())
+
+    def store_file(self, engine: Engine) -> None:
+        return None
 
     @staticmethod
     def bind_instant(value: datetime | None) -> datetime | None:

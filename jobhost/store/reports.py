@@ -38,7 +38,6 @@ from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
-    "NEWEST_FIRST",
     "LedgerSummary",
     "attempts_of",
     "get_run",
@@ -48,6 +47,7 @@ __all__ = [
     "list_schedules",
     "newest_first",
     "newest_outcomes",
+    "newest_rows",
     "newest_runs",
     "recent_failures",
     "running_runs",
@@ -76,8 +76,16 @@ def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
     return newest.desc(), table.c.occurrence.desc().nulls_last(), table.c.attempt.desc()
 
 
+def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[Any]:
+    """The job and outcome of ``table``'s rows (``runs`` or an alias of it) that ``where``
+    keeps, newest first, at most ``limit``, with the columns of the ledger's order."""
+    order = (table.c.started_at, table.c.queued_at, table.c.occurrence, table.c.attempt)
+    query = select(table.c.job_name, table.c.outcome, *order).where(*where)
+    return query.order_by(*newest_first(table)).limit(limit)
+
+
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
-NEWEST_FIRST = newest_first(runs)
+_NEWEST_FIRST = newest_first(runs)
 """The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
 
 # Between a job's newest outcomes in the one text the store joins them into: outcomes are words.
@@ -98,21 +106,27 @@ class LedgerSummary:
 def list_schedules(
     connection: Connection, names: Collection[str] | None = None, *, module: str | None = None
 ) -> dict[str, ScheduleRecord]:
-    """Every schedule row, or those of ``names`` (a long list of names is not sent: every row
-    is read and the others dropped here), or of ``module``'s jobs."""
+    """Every schedule row, or those of ``names``, or of ``module``'s jobs."""
     # Built from a plain row, in the order of its fields: much cheaper than from a mapping, for
     # tens of thousands of rows.
     query = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
     if module is not None:
         query = query.where(schedules.c.module == module)
-    named = names is not None and len(names) <= _NAMED_AT_MOST
-    if names is not None and named:
-        query = query.where(schedules.c.job_name.in_(list(names)))
+    query, keep = _scoped(query, names)
     made = (ScheduleRecord(*row) for row in connection.execute(query))
-    if names is None or named:
-        return {record.job_name: record for record in made}
-    wanted = set(names)
-    return {record.job_name: record for record in made if record.job_name in wanted}
+    return {record.job_name: record for record in made if keep is None or record.job_name in keep}
+
+
+def _scoped(
+    query: Select[Any], names: Collection[str] | None
+) -> tuple[Select[Any], set[str] | None]:
+    """``query`` over the schedule rows narrowed to ``names`` (all rows for None), and the
+    names to keep of the rows it reads: a long list is not sent, every row is read instead."""
+    if names is None:
+        return query, None
+    if len(names) <= _NAMED_AT_MOST:
+        return query.where(schedules.c.job_name.in_(sorted(names))), None
+    return query, set(names)
 
 
 def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
@@ -142,14 +156,9 @@ def ledger_summaries(
                 attempts.get(name), outcomes.get(name, []), success.get(name)
             )
         else:
-            rows = newest_runs(connection, name)
-            run = next((run for run in rows if run.outcome not in NOT_ATTEMPTS), None)
-            found = LastAttempt.of(run) if run is not None else None
-            if found is None and len(rows) >= RECENT:
-                found = _last_attempt(connection, name)
-            summaries[name] = LedgerSummary(
-                found, [run.outcome for run in rows], last_success(connection, name)
-            )
+            newest = [run.outcome for run in newest_runs(connection, name)]
+            found = _last_attempt(connection, name)
+            summaries[name] = LedgerSummary(found, newest, last_success(connection, name))
     return summaries
 
 
@@ -157,13 +166,7 @@ def _per_job(
     connection: Connection, scope: set[str] | None, recent: bool
 ) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
     """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last finished
-    attempts and last successes, in one statement. A long ``scope`` is not sent as a list of
-    names: the whole catalog is read and narrowed here."""
-    named = sorted(scope) if scope is not None and len(scope) <= _NAMED_AT_MOST else None
-
-    def scoped(query: Select[Any]) -> Select[Any]:
-        return query if named is None else query.where(schedules.c.job_name.in_(named))
-
+    attempts and last successes, in one statement."""
     outcomes: dict[str, list[str]] = {}
     attempts: dict[str, LastAttempt] = {}
     scheduled: set[str] = set()
@@ -171,8 +174,11 @@ def _per_job(
     query = _last_attempts(connection)
     if recent:
         query = query.add_columns(_newest_outcomes(connection))
-    for row in connection.execute(scoped(query)):
+    query, keep = _scoped(query, scope)
+    for row in connection.execute(query):
         name, finished = str(row[0]), row[1]
+        if keep is not None and name not in keep:
+            continue
         scheduled.add(name)
         if isinstance(finished, datetime):
             success[name] = finished
@@ -180,8 +186,6 @@ def _per_job(
             attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
         if recent and row[-1] is not None:
             outcomes[name] = _split_outcomes(row[-1])
-    if scope is not None and named is None:
-        scheduled &= scope
     return scheduled, outcomes, attempts, success
 
 
@@ -212,7 +216,7 @@ def ledger_page(
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*NEWEST_FIRST).limit(limit).offset(offset)
+    query = query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset)
     found = _runs(connection, query)
     return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
 
@@ -301,17 +305,9 @@ def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
     it from being flattened, so its rows reach ``group_concat`` in that order (a test holds it
     to a row-by-row read)."""
     inner = runs.alias("inner_runs")
+    same_job = inner.c.job_name == schedules.c.job_name
     newest = (
-        select(
-            inner.c.outcome,
-            inner.c.started_at,
-            inner.c.queued_at,
-            inner.c.occurrence,
-            inner.c.attempt,
-        )
-        .where(inner.c.job_name == schedules.c.job_name, inner.c.outcome != PENDING)
-        .order_by(*newest_first(inner))
-        .limit(RECENT)
+        newest_rows(inner, same_job, inner.c.outcome != PENDING, limit=RECENT)
         .correlate(schedules)
         .subquery("newest")
     )
@@ -326,7 +322,7 @@ def _split_outcomes(joined: object) -> list[str]:
 
 
 def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
-    """The newest attempt further back than the newest rows (a paused job's are all missed)."""
+    """The newest attempt, running or not (``missed``, ``skipped`` and queued rows are none)."""
     found = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
     return LastAttempt.of(found[0]) if found else None
 
@@ -377,7 +373,7 @@ def _job_runs(
     where: ColumnElement[bool],
     *,
     limit: int,
-    order: Sequence[ColumnElement[Any]] = NEWEST_FIRST,
+    order: Sequence[ColumnElement[Any]] = _NEWEST_FIRST,
 ) -> list[RunRecord]:
     """Up to ``limit`` of the job's ledger rows that ``where`` keeps, in ``order``."""
     query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    func,
     select,
     update,
 )
@@ -46,6 +47,8 @@ from jobhost.store.schema import metadata
 from jobhost.store.signals import notify
 
 __all__ = [
+    "ChangeEntry",
+    "RuntimeJobs",
     "Written",
     "acting_from",
     "deletions",
@@ -53,7 +56,6 @@ __all__ = [
     "insert_runtime_job",
     "job_changes",
     "list_runtime_jobs",
-    "record_change",
     "runtime_jobs",
     "search_changes",
     "write_runtime_job",
@@ -95,7 +97,7 @@ def acting_from(surface: str, address: str | None = None) -> None:
     ``dashboard``) and, over HTTP, the client's ``address``.
 
     A context variable rather than a parameter: every action of every surface reaches
-    :func:`record_change` through many operations, and worker threads inherit the caller's
+    :meth:`ChangeEntry.log` through many operations, and worker threads inherit the caller's
     context (anyio copies it), so the surface is said once where a request or command starts."""
     _ORIGIN.set((surface, None if address is None else address[:200]))
 
@@ -120,15 +122,27 @@ def _row(row: Any) -> RuntimeJobRow:
     return RuntimeJobRow(**{**row._mapping, "definition": _loads(row.definition) or {}})
 
 
+@dataclass(frozen=True)
+class RuntimeJobs:
+    """The runtime jobs, by name, and the newest change id when they were read."""
+
+    change_id: int
+    rows: list[RuntimeJobRow]
+    """Empty, and not read, when the newest change is still the ``seen`` one asked with."""
+
+
 def list_runtime_jobs(
-    connection: Connection, names: Sequence[str] | None = None
-) -> list[RuntimeJobRow]:
-    """Every runtime job (or those of ``names``), by name: start-up, a reload after a change,
-    listings."""
+    connection: Connection, names: Sequence[str] | None = None, *, seen: int | None = None
+) -> RuntimeJobs:
+    """Every runtime job (or those of ``names``): start-up, listings, and a host's reload,
+    which gives the change id it last ``seen`` and reads one integer while nothing changed."""
+    newest = connection.execute(select(func.max(job_changes.c.id))).scalar() or 0
+    if newest == seen:
+        return RuntimeJobs(newest, [])
     query = select(runtime_jobs).order_by(runtime_jobs.c.name)
     if names is not None:
         query = query.where(runtime_jobs.c.name.in_(list(names)))
-    return [_row(r) for r in connection.execute(query)]
+    return RuntimeJobs(newest, [_row(r) for r in connection.execute(query)])
 
 
 def get_runtime_job(
@@ -172,33 +186,38 @@ def _at_version(name: str, version: int) -> ColumnElement[bool]:
     return (runtime_jobs.c.name == name) & (runtime_jobs.c.version == version)
 
 
-def record_change(
-    connection: Connection,
-    *,
-    at: datetime,
-    actor: str,
-    action: str,
-    job_name: str,
-    before: Mapping[str, Any] | None,
-    after: Mapping[str, Any] | None,
-    reason: str | None = None,
-) -> None:
-    """Log one change (in the transaction of the change itself) and wake every host."""
-    surface, address = _ORIGIN.get()
-    connection.execute(
-        job_changes.insert().values(
-            at=at,
-            actor=actor,
-            action=action,
-            job_name=job_name,
-            before=_dumps(before),
-            after=_dumps(after),
-            reason=reason,
-            surface=surface,
-            address=address,
+@dataclass(frozen=True)
+class ChangeEntry:
+    """Who makes a change, why, and when: the change-log entry's, and the change's own."""
+
+    actor: str
+    reason: str | None
+    at: datetime
+
+    def log(
+        self,
+        connection: Connection,
+        action: str,
+        job_name: str,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+    ) -> None:
+        """Log one change (in the transaction of the change itself) and wake every host."""
+        surface, address = _ORIGIN.get()
+        connection.execute(
+            job_changes.insert().values(
+                at=self.at,
+                actor=self.actor,
+                action=action,
+                job_name=job_name,
+                before=_dumps(before),
+                after=_dumps(after),
+                reason=self.reason,
+                surface=surface,
+                address=address,
+            )
         )
-    )
-    notify(connection)
+        notify(connection)
 
 
 def search_changes(
@@ -222,11 +241,10 @@ def search_changes(
         query = query.where(job_changes.c.id < search.before_id)
     if search.after_id is not None:
         query = query.where(job_changes.c.id > search.after_id)
-    return [_change(row) for row in connection.execute(query)]
-
-
-def _change(r: Any) -> JobChange:
-    return JobChange(**{**r._mapping, "before": _loads(r.before), "after": _loads(r.after)})
+    return [
+        JobChange(**{**r._mapping, "before": _loads(r.before), "after": _loads(r.after)})
+        for r in connection.execute(query)
+    ]
 
 
 def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobChange]:
@@ -316,16 +334,9 @@ def write_runtime_job(
             if stored is not None:
                 sync_schedules(connection, schedule, now, prune=False)
                 write_group_members(connection, {name: group})
-            record_change(
-                connection,
-                at=now,
-                actor=actor,
-                action="delete" if stored is None else "create" if before is None else "change",
-                job_name=name,
-                before=before.definition if before is not None else None,
-                after=stored,
-                reason=reason,
-            )
+            action = "delete" if stored is None else "create" if before is None else "change"
+            was = before.definition if before is not None else None
+            ChangeEntry(actor, reason, now).log(connection, action, name, was, stored)
             after = get_runtime_job(connection, name)
     except IntegrityError:  # a concurrent create of the same name came first
         return Written(None, None, changed=False, lost=True)

@@ -31,16 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobhost_contracts import redact_text
-from sqlalchemy import select, text, update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.doorbell import Doorbell
 from jobhost.store.engine import StoreRetry, database, reading
 from jobhost.store.pooling import pooling_of
-from jobhost.store.postgres import CHANNEL_SQL
 from jobhost.store.schema import signals
-from jobhost.store.sqlite import store_file
 
 if TYPE_CHECKING:
     import psycopg
@@ -49,7 +47,6 @@ __all__ = ["ChangeSignal", "SignalWatcher", "notify"]
 
 _log = logging.getLogger("jobhost.store")
 
-_CHANNEL = text(f"SELECT {CHANNEL_SQL}")
 _POOLED_POLL_SECONDS = 1.0
 """How often a host behind a transaction pooler with no direct URL reads the counter."""
 _POOLED_SIGNAL_SECONDS = 0.25
@@ -188,7 +185,7 @@ class SignalWatcher:
             stop_writer.close()
 
     def _poll(self) -> None:
-        path = store_file(self._engine)
+        path = database(self._engine).store_file(self._engine)
         doorbell = Doorbell.open(path) if path is not None else None
         if doorbell is None:
             self._poll_stamps(path)
@@ -253,7 +250,7 @@ class ChangeSignal:
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError("LISTEN", None, error) from error
         else:
-            path = store_file(self._engine)
+            path = database(self._engine).store_file(self._engine)
             self._doorbell = Doorbell.open(path) if path is not None else None
             try:
                 self._seen = _counter(self._engine)
@@ -312,10 +309,8 @@ def _listen_dsn(engine: Engine) -> str | None:
 
 
 def _channel(engine: Engine) -> str:
-    """The channel the store's transactions notify, as their own schema names it (a direct
-    listener's URL need not repeat the store's search path)."""
     with reading(engine) as connection:
-        return str(connection.execute(_CHANNEL).scalar_one())
+        return database(engine).channel(connection)
 
 
 def _listen_on_channel(connection: psycopg.Connection[Any], channel: str) -> None:

@@ -46,7 +46,7 @@ from jobhost.records import (
 from jobhost.store import reports as store_reports
 from jobhost.store.backfills import list_backfills
 from jobhost.store.engine import database, database_now, reading
-from jobhost.store.failures import RETRY, retry_links, streak_range
+from jobhost.store.failures import RETRY, logged_changes, retry_links, streak_range
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.outcome_counts import outcome_counts
@@ -61,7 +61,7 @@ from jobhost.store.reports import (
     runs_by_id,
 )
 from jobhost.store.runlogs import read_lines
-from jobhost.store.runtime import deletions, job_changes, search_changes
+from jobhost.store.runtime import deletions, search_changes
 from jobhost.store.schema import IS_RUNNING, runs, schedules
 
 __all__ = [
@@ -106,11 +106,12 @@ def read_snapshot(
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
         rows: Mapping[str, ScheduleRow]
-        if only is not None:
-            rows = store_reports.list_schedules(connection, [only])
-            summaries = store_reports.ledger_summaries(connection, [only])
-        elif jobs_of is not None:
-            chosen = jobs_of(take_census(connection, now))
+        versions: dict[str, int] | None = None
+        chosen: Collection[str] | None = [only] if only is not None else None
+        if chosen is None and jobs_of is not None:
+            census = take_census(connection, now)
+            versions, chosen = census.versions, jobs_of(census)
+        if chosen is not None:
             rows = store_reports.list_schedules(connection, chosen)
             summaries = store_reports.ledger_summaries(connection, chosen)
         else:
@@ -121,11 +122,19 @@ def read_snapshot(
                 else store_reports.summary_schedules(connection)
             )
             extra = set(names) - set(rows)
-            summaries = ledger() if ledger is not None else _recorded(rows)
+            if ledger is not None:
+                summaries = ledger()
+            else:  # each last finished attempt and last success as the schedule row records them
+                summaries = {
+                    name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
+                    for name, row in rows.items()
+                }
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
         running = store_reports.running_runs(connection, only)
-        return _snapshot(connection, now, rows, summaries, running)
+        if versions is None:
+            versions = catalog_versions(connection)
+        return _snapshot(connection, now, rows, summaries, running, versions=versions)
 
 
 def _whole_ledger(
@@ -158,14 +167,6 @@ def _whole_ledger(
     return collected
 
 
-def _recorded(rows: Mapping[str, ScheduleRow]) -> dict[str, LedgerSummary]:
-    """Each job's last finished attempt and last success as its schedule row records them."""
-    return {
-        name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
-        for name, row in rows.items()
-    }
-
-
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
     with reading(engine) as connection:
         return read(connection)
@@ -177,14 +178,17 @@ def _snapshot(
     rows: Mapping[str, ScheduleRow],
     summaries: Mapping[str, LedgerSummary],
     running: Sequence[RunRecord],
+    *,
+    versions: dict[str, int],
 ) -> StoreSnapshot:
     """The schedule rows with the hosts, the groups, the API's removals, the jobs' ledger
-    ``summaries`` and the ``running`` runs (oldest first)."""
+    ``summaries``, the ``running`` runs (oldest first) and the catalog ``versions``."""
     snapshot = StoreSnapshot(
         now=now,
         schedules=rows,
         hosts=list_hosts(connection),
         groups=group_summaries(connection, now),
+        catalog_versions=versions,
     )
     removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
     if removed:
@@ -320,16 +324,7 @@ def _first_attempt(connection: Connection, run: RunRecord) -> RunRecord:
 
 
 def _links(connection: Connection, since: RunRecord) -> Sequence[tuple[str, str]]:
-    query = (
-        select(job_changes.c.before, job_changes.c.after)
-        .where(
-            job_changes.c.job_name == since.job_name,
-            job_changes.c.action == RETRY,
-            job_changes.c.at >= since.queued_at,
-        )
-        .order_by(job_changes.c.id)
-    )
-    return retry_links(connection.execute(query))
+    return retry_links(logged_changes(connection, [since.job_name], [RETRY], since.queued_at))
 
 
 @dataclass(frozen=True)

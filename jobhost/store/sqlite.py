@@ -96,6 +96,12 @@ class SQLite:
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         return func.group_concat(value, separator)
 
+    def channel(self, connection: Connection) -> str:
+        raise NotImplementedError("SQLite has no LISTEN: its hosts read the signal counter")
+
+    def store_file(self, engine: Engine) -> Path | None:
+        return store_file(engine)
+
     @staticmethod
     def bind_instant(value: datetime | None) -> str | None:
         return None if value is None else _text(value)

@@ -169,7 +169,6 @@ class Store:
     audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
     health_rows = _ReadAt(integrity.health_rows)
-    catalog_versions = _Read(snapshot.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
     sync_catalog = _Own(claims.sync_catalog)
@@ -195,9 +194,7 @@ class Store:
     request_logged = _Own(actions.request_logged)
     backfill_logged = _Own(actions.backfill_logged)
     set_paused_logged = _Own(actions.set_paused_logged)
-    cancel_logged = _Own(actions.cancel_logged)
-    retry_logged = _Own(actions.retry_logged)
-    ack_logged = _Own(actions.ack_logged)
+    act_on_run = _Own(actions.act_on_run)
     change_state_logged = _Own(actions.change_state_logged)
     purge = _Own(purge.purge)
 

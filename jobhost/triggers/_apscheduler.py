@@ -11,40 +11,40 @@ from __future__ import annotations
 from bisect import bisect_left
 from datetime import UTC, datetime
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["WallCalendar"]
+__all__ = ["ALL_DAYS", "ALL_WEEKDAYS", "CronFields", "WallCalendar"]
 
 # APScheduler counts weekdays from Monday (0) and rejects 7; names avoid both traps.
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY = 86_400
-_ALL_DAYS = frozenset(range(1, 32))
+ALL_DAYS = frozenset(range(1, 32))
 _ALL_MONTHS = frozenset(range(1, 13))
-_ALL_WEEKDAYS = frozenset(range(7))
+ALL_WEEKDAYS = frozenset(range(7))
+
+
+class CronFields(NamedTuple):
+    """The values of cron's fields (cron's numbering: Sunday is 0); with ``either_day`` a day
+    matches when its day of month OR its day of week does."""
+
+    second: frozenset[int]
+    minute: frozenset[int]
+    hour: frozenset[int]
+    day_of_month: frozenset[int]
+    month: frozenset[int]
+    day_of_week: frozenset[int]
+    either_day: bool
 
 
 class WallCalendar:
-    """The wall times matched by cron fields (cron's numbering: Sunday is 0); with
-    ``either_day`` a day matches when its day of month OR its day of week does."""
+    """The wall times ``fields`` match."""
 
-    def __init__(
-        self,
-        *,
-        second: frozenset[int],
-        minute: frozenset[int],
-        hour: frozenset[int],
-        day_of_month: frozenset[int],
-        month: frozenset[int],
-        day_of_week: frozenset[int],
-        either_day: bool,
-    ) -> None:
-        self._fields = (second, minute, hour, day_of_month, month, day_of_week, either_day)
+    def __init__(self, fields: CronFields) -> None:
+        self._fields = fields
         # Built at the first question: most expressions validated at start-up are asked later.
         self._built: Any = None
-        every_day = (
-            day_of_month == _ALL_DAYS and month == _ALL_MONTHS and day_of_week == _ALL_WEEKDAYS
-        )
-        self._daily = _TimesOfDay(second, minute, hour) if every_day else None
+        every_day = fields[3:6] == (ALL_DAYS, _ALL_MONTHS, ALL_WEEKDAYS)  # day, month, weekday
+        self._daily = _TimesOfDay(*fields[:3]) if every_day else None
 
     def next_at_or_after(self, wall: int) -> int | None:
         """The first matching wall time at or after ``wall`` (seconds, as if UTC)."""

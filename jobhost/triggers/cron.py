@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from jobhost_contracts import DstGap, DstRepeat
 
-from jobhost.triggers._apscheduler import WallCalendar
+from jobhost.triggers._apscheduler import ALL_DAYS, ALL_WEEKDAYS, CronFields, WallCalendar
 from jobhost.triggers._daylight import load_zone, next_instant, skipped_wall_times
 
 __all__ = ["CronNeverFiresError", "CronSchedule", "CronSyntaxError", "cron_schedule"]
@@ -95,9 +95,9 @@ class CronSchedule:
     _calendar: WallCalendar = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        fields = _parse(self.expression)
+        fields, fixed_time = _parse(self.expression)
         zone = load_zone(self.timezone)
-        object.__setattr__(self, "fixed_time", fields.fixed_time)
+        object.__setattr__(self, "fixed_time", fixed_time)
         object.__setattr__(self, "_zone", zone)
         object.__setattr__(self, "_calendar", _calendar(self.expression, fields))
 
@@ -192,18 +192,8 @@ _MACROS = {
 _QUARTZ = re.compile(r"\d*[lw]|lw|\w+#\d*", re.IGNORECASE)
 
 
-class _Fields(NamedTuple):
-    second: frozenset[int]
-    minute: frozenset[int]
-    hour: frozenset[int]
-    day: frozenset[int]
-    month: frozenset[int]
-    weekday: frozenset[int]  # Sunday is 0, and so is a 7
-    either_day: bool
-    fixed_time: bool
-
-
-def _parse(expression: str) -> _Fields:
+def _parse(expression: str) -> tuple[CronFields, bool]:
+    """The fields, and whether the job runs at a fixed time of day (see :class:`CronSchedule`)."""
     texts = expression.split()
     if len(texts) == 5:
         texts.insert(0, "0")
@@ -216,34 +206,24 @@ def _parse(expression: str) -> _Fields:
     # Debian cron: a day field starting with '*' takes no part in the OR; it filters.
     either_day = not _unrestricted(day_text) and not _unrestricted(weekday_text)
     fixed_time = not minute_text.startswith("*") and not hour_text.startswith("*")
-    return _Fields._make([*values, either_day, fixed_time])
+    return CronFields._make([*values, either_day]), fixed_time
 
 
 def _unrestricted(text: str) -> bool:
     return text.startswith("*") or text == "?"
 
 
-def _calendar(expression: str, fields: _Fields) -> WallCalendar:
-    all_days = frozenset(range(1, 32))
-    all_weekdays = frozenset(range(7))
-    day, weekday, either = fields.day, fields.weekday, fields.either_day
+def _calendar(expression: str, fields: CronFields) -> WallCalendar:
+    day, weekday, either = fields.day_of_month, fields.day_of_week, fields.either_day
     impossible = _impossible_days(day, fields.month)
     if impossible and not either:
         raise CronNeverFiresError(expression, impossible)
-    if either and (day == all_days or weekday == all_weekdays):
-        day, weekday, either = all_days, all_weekdays, False
+    if either and (day == ALL_DAYS or weekday == ALL_WEEKDAYS):
+        day, weekday, either = ALL_DAYS, ALL_WEEKDAYS, False
     elif either and impossible:
         # Only the weekdays can match (a trigger that never fires searches up to year 9999).
-        day, either = all_days, False
-    return WallCalendar(
-        second=fields.second,
-        minute=fields.minute,
-        hour=fields.hour,
-        day_of_month=day,
-        month=fields.month,
-        day_of_week=weekday,
-        either_day=either,
-    )
+        day, either = ALL_DAYS, False
+    return WallCalendar(fields._replace(day_of_month=day, day_of_week=weekday, either_day=either))
 
 
 def _impossible_days(days: frozenset[int], months: frozenset[int]) -> str | None:

@@ -29,6 +29,7 @@ __all__ = [
     "GUESS_LIMIT",
     "GuessBrake",
     "ReadAccess",
+    "bearer_secret",
     "client_address",
     "holder",
     "read_tokens",
@@ -46,6 +47,12 @@ _EVERYONE = "*"
 def client_address(request: Request) -> str:
     """The client's address, for the audit, the log and the brake."""
     return request.client.host if request.client is not None else "-"
+
+
+def bearer_secret(request: Request) -> str | None:
+    """The secret of ``Authorization: Bearer <secret>``; None when absent or malformed."""
+    scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+    return secret.strip() if scheme.lower() == "bearer" and secret.strip() else None
 
 
 def read_tokens(settings: Settings) -> dict[str, str]:
@@ -123,9 +130,9 @@ class ReadAccess:
 
     async def refusal(self, request: Request, surface: str) -> Response | None:
         """None when ``request`` may read ``surface``; else 401 (or 429 while braked)."""
-        scheme, _, secret = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and secret.strip():
-            if holder(secret.strip(), self._operators, self._readers) is not None:
+        secret = bearer_secret(request)
+        if secret is not None:
+            if holder(secret, self._operators, self._readers) is not None:
                 return None
             address = client_address(request)
             wait = await self.brake.refused(address, surface)

@@ -72,11 +72,9 @@ class BoundedRequests:
         if self._places is None:  # made on the server's event loop, at its first request
             self._places = anyio.Semaphore(self.limit)
         places = self._places
-        admitted = False
-        with anyio.move_on_after(self.wait):  # bounds the wait for a place, not the work
+        with anyio.move_on_after(self.wait) as waited:  # bounds the wait for a place, not the work
             await places.acquire()
-            admitted = True
-        if admitted:
+        if not waited.cancelled_caught:
             try:
                 await self.app(scope, receive, send)
             finally:

@@ -35,7 +35,7 @@ import h11
 from opentelemetry import metrics
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ConnectionGuard", "Refusals", "guarded_http"]
+__all__ = ["Refusals", "guarded_http"]
 
 LOG_EVERY_SECONDS = 60.0
 _EVICT_AFTER = 0.25
@@ -94,15 +94,6 @@ class Refusals:
         )
 
 
-class ConnectionGuard(Refusals):
-    """The limits of one server's connections, and where their refusals are counted."""
-
-    def __init__(self, *, header_timeout: float, max_connections: int) -> None:
-        super().__init__()
-        self.header_timeout = header_timeout
-        self.max_connections = max_connections
-
-
 LINGER_SECONDS = 2.0
 
 
@@ -145,10 +136,12 @@ class GuardedHttp(H11Protocol):
     """uvicorn's h11 protocol with a deadline on request heads and a cap on connections,
     closing gently and deaf to bytes after a closing request.
 
-    Made for one server by :func:`guarded_http`, which sets :attr:`guard`.
+    Made for one server by :func:`guarded_http`, which sets its limits and :attr:`refusals`.
     """
 
-    guard: ClassVar[ConnectionGuard]
+    refusals: ClassVar[Refusals]
+    header_timeout: ClassVar[float]
+    max_connections: ClassVar[int]
     _closing: _GentleClose
     _head_timer: asyncio.TimerHandle | None = None
     _waiting_since = 0.0
@@ -163,7 +156,7 @@ class GuardedHttp(H11Protocol):
         self.transport = self._closing  # type: ignore[assignment]
         self._waiting_since = self.loop.time()
         self._arm_head_timer()
-        if len(self.connections) > self.guard.max_connections:  # those closing included
+        if len(self.connections) > self.max_connections:  # those closing included
             self._make_room()
 
     def data_received(self, data: bytes) -> None:
@@ -207,7 +200,7 @@ class GuardedHttp(H11Protocol):
             for other in self.connections
             if other is not self and isinstance(other, GuardedHttp) and not other._evicted
         ]
-        over = len(held) + 1 - self.guard.max_connections
+        over = len(held) + 1 - self.max_connections
         if over <= 0:  # places are being freed already
             return
         # The longest waiting for a head first; those closing (their answer still leaving)
@@ -222,30 +215,30 @@ class GuardedHttp(H11Protocol):
         )
         if len(waiting) < over:
             young = [o._waiting_since for o in evictable if o not in ready]
-            if young and not self._deferred and over <= self.guard.max_connections:
+            if young and not self._deferred and over <= self.max_connections:
                 # Every head in wait is that young (a crowd that reconnected together): this
                 # one waits, over the cap by at most as many again, until the oldest settles.
                 self._deferred = True
                 self.loop.call_later(max(min(young) - settled, 0.01), self._make_room_later)
                 return
-            self.guard.refused("over_capacity")
+            self.refusals.refused("over_capacity")
             self._cancel_head_timer()
             self.transport.write(_FULL)
             self.transport.close()
             return
         for other in waiting:
             if not other._closing.lingering:
-                self.guard.refused("evicted")
+                self.refusals.refused("evicted")
             other.evict()
 
     def _make_room_later(self) -> None:
         # By now this connection may be serving its request: then it keeps its place.
-        if self._waiting_for_head() and len(self.connections) > self.guard.max_connections:
+        if self._waiting_for_head() and len(self.connections) > self.max_connections:
             self._make_room()
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()
-        self._head_timer = self.loop.call_later(self.guard.header_timeout, self._head_late)
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_late)
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -256,11 +249,12 @@ class GuardedHttp(H11Protocol):
         self._head_timer = None
         if not self._waiting_for_head():
             return
-        self.guard.refused("head_timeout")
+        self.refusals.refused("head_timeout")
         self.transport.write(_LATE_HEAD)
         self.transport.close()
 
 
-def guarded_http(guard: ConnectionGuard) -> type[GuardedHttp]:
-    """A protocol class for one server, holding to ``guard``."""
-    return type("GuardedHttp", (GuardedHttp,), {"guard": guard})
+def guarded_http(*, header_timeout: float, max_connections: int) -> type[GuardedHttp]:
+    """A protocol class for one server, holding to these limits, with refusals of its own."""
+    limits = {"header_timeout": header_timeout, "max_connections": max_connections}
+    return type("GuardedHttp", (GuardedHttp,), {"refusals": Refusals(), **limits})

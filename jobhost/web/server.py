@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 
 from jobhost.errors import ConfigError
 from jobhost.web.admission import lower_priority
-from jobhost.web.connections import ConnectionGuard, guarded_http
+from jobhost.web.connections import guarded_http
 
 __all__ = ["WebServer"]
 
@@ -32,7 +32,7 @@ _MALFORMED = "Invalid HTTP request received."
 
 class WebServer:
     """uvicorn on ``address``, bound at construction so the port is known and errors early,
-    its connections held to :class:`~jobhost.web.connections.ConnectionGuard`'s limits."""
+    its connections held to :func:`~jobhost.web.connections.guarded_http`'s limits."""
 
     def __init__(
         self,
@@ -48,7 +48,6 @@ class WebServer:
         Only a connection from one of ``trusted_proxies`` (addresses or networks) has its
         ``X-Forwarded-For`` believed."""
         self._socket = _bind(address)
-        self.guard = ConnectionGuard(header_timeout=header_timeout, max_connections=max_connections)
         _quiet_uvicorn_repeats()
         config = uvicorn.Config(
             app,
@@ -68,7 +67,7 @@ class WebServer:
             # Nothing here speaks WebSocket: its protocol libraries (a fair share of the
             # host's start-up to import) are not loaded.
             ws="none",
-            http=guarded_http(self.guard),
+            http=guarded_http(header_timeout=header_timeout, max_connections=max_connections),
         )
         self._server = _Server(config)
         self._thread: threading.Thread | None = None

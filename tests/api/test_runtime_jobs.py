@@ -188,7 +188,9 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
             now=NOW,
         )
     with reading(engine) as connection:
-        runtime = check_runtime_jobs(list_runtime_jobs(connection), jobs.catalog, jobs.settings)
+        runtime = check_runtime_jobs(
+            list_runtime_jobs(connection).rows, jobs.catalog, jobs.settings
+        )
     merged = with_runtime_jobs(jobs.catalog, runtime)
     (problem,) = merged.problems
     assert problem.code == "runtime-name-taken" and problem.job == "sample.declared"
@@ -263,7 +265,7 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
         catalog = build_catalog(settings)
         assert [w.code for w in catalog.warnings] == ["unused-concurrency-limit"]
         with reading(engine) as connection:
-            runtime = check_runtime_jobs(list_runtime_jobs(connection), catalog, settings)
+            runtime = check_runtime_jobs(list_runtime_jobs(connection).rows, catalog, settings)
         assert with_runtime_jobs(catalog, runtime).warnings == []
     finally:
         engine.dispose()

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Executed, Outcome
+from jobhost.envelope.envelope import Finished, Outcome
 from jobhost.firing.host import Host
 from jobhost.firing.slots import HostStatus, WorkerSlots
 from jobhost.firing.tick import CAP, FLOOR
@@ -135,16 +135,18 @@ def test_a_run_claimed_early_and_waiting_at_shutdown_starts_at_its_instant_cance
     calls: list[tuple[float, bool]] = []
     recorded: list[tuple[str, str | None]] = []
 
-    def execute(_claim: Any, _spec: Any, cancellation: Any, **_: Any) -> Executed:
+    def execute(claim: Any, spec: Any, cancellation: Any, **_: Any) -> Finished:
         calls.append((time.monotonic(), cancellation.cancelled))
-        return Executed(Outcome("cancelled" if cancellation.cancelled else "succeeded"), None)
+        return Finished(
+            claim, spec, Outcome("cancelled" if cancellation.cancelled else "succeeded")
+        )
 
     stopping = threading.Event()
     slots = WorkerSlots(
         1,
         execute=execute,
         record=lambda finished: recorded.append(
-            (finished.executed.outcome.outcome, finished.executed.outcome.error_type)
+            (finished.outcome.outcome, finished.outcome.error_type)
         ),
         wake=lambda: None,
         stopping=stopping.is_set,

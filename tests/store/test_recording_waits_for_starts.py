@@ -135,7 +135,7 @@ def _finish(replica: Any) -> Finished:
     """The run due now, executed and not yet recorded."""
     (claim,) = replica.tick()
     spec = replica.catalog.jobs[claim.job_name]
-    return Finished(claim, spec, replica.envelope.execute(claim, spec, Cancellation()))
+    return replica.envelope.execute(claim, spec, Cancellation())
 
 
 def _outcome(engine: Any, finished: Finished) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobhost.store.backfills import create_backfill
-from jobhost.store.runtime import record_change
+from jobhost.store.runtime import ChangeEntry
 from jobhost.web.console.views import CHANGES_PAGE
 from tests.cli.operator_support import Operator, now
 from tests.web.console_support import Client, serve_console
@@ -47,16 +47,8 @@ def _change(
     operator: Operator, actor: str, action: str, job: str, *, ago: timedelta, reason: str = ""
 ) -> None:
     with operator.engine.begin() as connection:
-        record_change(
-            connection,
-            at=now() - ago,
-            actor=actor,
-            action=action,
-            job_name=job,
-            before=None,
-            after={"paused": action == "pause"},
-            reason=reason or None,
-        )
+        entry = ChangeEntry(actor, reason or None, now() - ago)
+        entry.log(connection, action, job, None, {"paused": action == "pause"})
 
 
 def _ids(page: str) -> list[str]:

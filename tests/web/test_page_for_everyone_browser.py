@@ -20,7 +20,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from jobhost.store import Store
 from jobhost.store.backfills import create_backfill
-from jobhost.store.runtime import record_change
+from jobhost.store.runtime import ChangeEntry
 from jobhost.web import WebServer, create_app, store_endpoints
 from jobhost.web.console.pages import Console
 from tests.cli.operator_support import Operator, now
@@ -94,15 +94,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     )
     operator.add_run("sample.exports", "running", source="manual")
     with operator.engine.begin() as connection:
-        record_change(
-            connection,
-            at=t,
-            actor="dana",
-            action="pause",
-            job_name="sample.cleanup",
-            before={"paused": False},
-            after={"paused": True},
-            reason="INC-7: the disk is full",
+        ChangeEntry("dana", "INC-7: the disk is full", t).log(
+            connection, "pause", "sample.cleanup", {"paused": False}, {"paused": True}
         )
         create_backfill(
             connection,

@@ -1,8 +1,2 @@
 """The HTTP API under ``/api/v1``, off unless ``api_tokens`` are configured: each endpoint a
 row of :mod:`.table`, mounted by :mod:`.routes` and described by :mod:`.openapi`."""
-
-from __future__ import annotations
-
-from jobhost.web.api.routes import API_PREFIX, api_routes
-
-__all__ = ["API_PREFIX", "api_routes"]

@@ -4,7 +4,7 @@ recorded for the hosts), read its progress, cancel it."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
@@ -20,6 +20,7 @@ from jobhost.operations.backfills import (
 )
 from jobhost.runtime.service import not_found
 from jobhost.web.api.actions import ServiceEndpoints
+from jobhost.web.api.models import BackfillMode
 from jobhost.web.api.requests import ReasonText, field_error, problem, read_model, read_reason
 from jobhost.web.app import blocking
 
@@ -41,7 +42,7 @@ class BackfillRequest(BaseModel):
         "the job's zone).",
     )
     to: str = Field(min_length=1, max_length=40, description="Last instant (excluded).")
-    mode: Literal["missing", "failed", "all"] = "missing"
+    mode: BackfillMode = "missing"
     reason: ReasonText = Field(description="Why; audited.")
     dry_run: bool = False
     concurrency: int = Field(default=1, ge=1, le=1000)

@@ -40,7 +40,7 @@ from jobhost.records import ChangeSearch
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
 from jobhost.store.runtime import acting_from
-from jobhost.web.access import GuessBrake, client_address
+from jobhost.web.access import GuessBrake, bearer_secret, client_address
 from jobhost.web.api.actions import (
     ActionEndpoints,
     ServiceEndpoints,
@@ -207,7 +207,7 @@ class _Api(ServiceEndpoints):
         def answer() -> list[dict[str, Any]]:
             catalog = self._service.current()
             report = build_report(self._service.settings, catalog, self._store)
-            rows = {row.name: row for row in self._store.list_runtime_jobs()}
+            rows = {row.name: row for row in self._store.list_runtime_jobs().rows}
             found = [
                 job_json(j, catalog, rows.get(j.name)) for j in select_jobs(report.jobs, which)
             ]
@@ -350,11 +350,10 @@ def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
     secret's SHA-256: the settings hold only digests, so a leaked settings file grants
     nothing), or None (absent, malformed or unknown). Every configured digest is compared, in
     constant time, whatever matches first."""
-    header = request.headers.get("authorization", "")
-    scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
+    secret = bearer_secret(request)
+    if secret is None:
         return None
-    digest = hashlib.sha256(secret.strip().encode()).hexdigest()
+    digest = hashlib.sha256(secret.encode()).hexdigest()
     found = [token for token in tokens if hmac.compare_digest(digest, token.sha256)]
     return found[-1] if found else None
 

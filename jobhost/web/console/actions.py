@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -49,7 +49,7 @@ from jobhost.records import RunRecord
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import client_address
 from jobhost.web.app import blocking
-from jobhost.web.console.auth import BadForm, read_form, same_origin
+from jobhost.web.console.auth import BadForm, SessionKeeper, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
 
 if TYPE_CHECKING:
@@ -58,35 +58,7 @@ if TYPE_CHECKING:
     from jobhost.store import Store
 
 
-class Console(Protocol):
-    """What an action needs of the dashboard (:class:`~jobhost.web.console.pages.Console`),
-    which routes to these handlers: named here so the two modules do not import each other."""
-
-    settings: Settings
-    catalog: Catalog
-    store: Store
-    actions_on: bool
-
-    def actions_off_reason(self) -> str: ...
-
-    def refuse(self, request: Request, why: str, status: int = 403) -> Response: ...
-
-    def page(
-        self, request: Request, template: str, status: int = 200, **values: Any
-    ) -> Response: ...
-
-
-__all__ = [
-    "BULK_NOTICES",
-    "NOTICES",
-    "RUN_NOTICES",
-    "job_action",
-    "module_action",
-    "request_page",
-    "retry_failures",
-    "retry_notice",
-    "run_action",
-]
+__all__ = ["BULK_NOTICES", "NOTICES", "RUN_NOTICES", "ConsoleActions", "retry_notice"]
 
 NOTICES = {
     "paused": "paused",
@@ -121,6 +93,7 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _COUNT = re.compile(r"\d{1,3}")
 _WAIT_SECONDS = 2
 _audit = logging.getLogger("jobhost.audit")
+_log = logging.getLogger("jobhost.console")
 
 
 @dataclass(frozen=True)
@@ -133,90 +106,293 @@ class _Checked:
     form: dict[str, str]
 
 
-async def job_action(console: Console, request: Request) -> Response:
-    """``POST /jobs/{name}/trigger|pause|resume|backfill|cancel-backfill``."""
-    name = request.path_params["name"]
-    action = request.path_params["action"]
-    if action not in _JOB_ACTIONS:
-        return console.refuse(request, f"no action {action!r}: use {', '.join(_JOB_ACTIONS)}", 404)
-    checked = await _guarded(console, request, f"{action} a job", f"{action} {name}")
-    if isinstance(checked, Response):
-        return checked
-    if name not in console.catalog.jobs:
-        return console.refuse(request, f"no declared job {name}", 404)
-    if action == "trigger" and checked.form.get("confirm") != "yes":
-        # A run is not undone: the first post asks again, with the reason to check.
-        return console.page(request, "trigger.html", job=name, reason=checked.reason)
-    if action == "backfill":
-        return await _backfill(console, request, checked, name)
-    if action == "cancel-backfill":
-        return await _cancel_backfill(console, request, checked, name)
-    result, asked = await blocking(lambda: _act_on_job(console, action, name, checked))
-    if asked is not None:
-        return _see(f"/requests/{asked}")
-    # A fixed code, never the text: a link cannot make the page say what it likes.
-    return _see(f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}")
+class ConsoleActions:
+    """The dashboard's actions, routed to by :class:`~jobhost.web.console.pages.Console`."""
 
+    settings: Settings
+    catalog: Catalog
+    store: Store
+    sessions: SessionKeeper
+    actions_on: bool
 
-async def run_action(console: Console, request: Request) -> Response:
-    """``POST /runs/{run_id}/retry|cancel``."""
-    run_id = request.path_params["run_id"]
-    action = request.path_params["action"]
-    if action not in ("retry", "cancel"):
-        return console.refuse(request, "no such action: use retry or cancel", 404)
-    if len(run_id) > RUN_ID_LIMIT:
-        return console.refuse(request, "no run with this id", 404)
-    checked = await _guarded(
-        console, request, f"{action} a run", f"{action} this run", confirm=True
-    )
-    if isinstance(checked, Response):
-        return checked
-    try:
-        target = await blocking(lambda: _act_on_run(console, action, run_id, checked))
-    except ActionRefused as refused:
-        if refused.unknown:
-            return console.refuse(request, "no run with this id", 404)
-        return console.refuse(request, str(refused), 409)
-    return _see(target)
+    def page(self, request: Request, template: str, status: int = 200, **values: Any) -> Response:
+        raise NotImplementedError
 
+    def actions_off_reason(self) -> str:
+        if not self.settings.console_actions:
+            return "actions are off: this dashboard is read-only (console_actions = false)"
+        if not self.sessions.enabled:
+            return "actions are off: no operator_tokens are configured"
+        return "actions are off here: `jobhost serve` is read-only; use a host's dashboard"
 
-async def module_action(console: Console, request: Request) -> Response:
-    """``POST /modules/{module}/pause|resume``: every job the module declares."""
-    module = request.path_params["module"]
-    action = request.path_params["action"]
-    if action not in ("pause", "resume"):
-        return console.refuse(request, "no such action: use pause or resume", 404)
-    checked = await _guarded(
-        console, request, f"{action} a module", f"{action} a module", confirm=True
-    )
-    if isinstance(checked, Response):
-        return checked
-    jobs = sorted(n for n, s in console.catalog.jobs.items() if s.module == module)
-    if not jobs:
-        return console.refuse(request, "no declared job has this module", 404)
-    await blocking(lambda: _act_on_module(console, action, module, jobs, checked))
-    return _see(f"/?module={quote(module, safe='')}&done=module-{action}d")
-
-
-async def retry_failures(console: Console, request: Request) -> Response:
-    """``POST /failures/retry``: confirm, then retry each run of the form's ``runs``."""
-    checked = await _guarded(console, request, "retry failures", "retry these failures")
-    if isinstance(checked, Response):
-        return checked
-    ids = [i for i in checked.form.get("runs", "").split(",") if i]
-    if not ids or len(ids) > FAILURES_PAGE or not all(_RUN_ID.fullmatch(i) for i in ids):
-        return console.refuse(request, f"name 1 to {FAILURES_PAGE} failed runs to retry", 400)
-    if checked.form.get("confirm") != "yes":
-        found = list((await blocking(lambda: console.store.runs_by_id(ids))).values())
-        return console.page(
-            request,
-            "failures_retry.html",
-            runs=found,
-            ids=",".join(run.id for run in found),
-            reason=checked.reason,
+    def refuse(self, request: Request, why: str, status: int = 403) -> Response:
+        _log.warning(
+            "dashboard refused %s %s from %s: %s",
+            request.method,
+            request.url.path,
+            client_address(request),
+            why,
         )
-    queued, refused = await blocking(lambda: _retry_each(console, ids, checked))
-    return _see(f"/failures?done=retried&n={queued}&r={refused}")
+        return self.page(request, "refused.html", status=status, why=why)
+
+    async def job_action(self, request: Request) -> Response:
+        """``POST /jobs/{name}/trigger|pause|resume|backfill|cancel-backfill``."""
+        name = request.path_params["name"]
+        action = request.path_params["action"]
+        if action not in _JOB_ACTIONS:
+            return self.refuse(request, f"no action {action!r}: use {', '.join(_JOB_ACTIONS)}", 404)
+        checked = await self._guarded(request, f"{action} a job", f"{action} {name}")
+        if isinstance(checked, Response):
+            return checked
+        if name not in self.catalog.jobs:
+            return self.refuse(request, f"no declared job {name}", 404)
+        if action == "trigger" and checked.form.get("confirm") != "yes":
+            # A run is not undone: the first post asks again, with the reason to check.
+            return self.page(request, "trigger.html", job=name, reason=checked.reason)
+        if action == "backfill":
+            return await self._backfill(request, checked, name)
+        if action == "cancel-backfill":
+            return await self._cancel_backfill(request, checked, name)
+        result, asked = await blocking(lambda: self._act_on_job(action, name, checked))
+        if asked is not None:
+            return _see(f"/requests/{asked}")
+        # A fixed code, never the text: a link cannot make the page say what it likes.
+        return _see(f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}")
+
+    async def run_action(self, request: Request) -> Response:
+        """``POST /runs/{run_id}/retry|cancel``."""
+        run_id = request.path_params["run_id"]
+        action = request.path_params["action"]
+        if action not in ("retry", "cancel"):
+            return self.refuse(request, "no such action: use retry or cancel", 404)
+        if len(run_id) > RUN_ID_LIMIT:
+            return self.refuse(request, "no run with this id", 404)
+        checked = await self._guarded(
+            request, f"{action} a run", f"{action} this run", confirm=True
+        )
+        if isinstance(checked, Response):
+            return checked
+        try:
+            target = await blocking(lambda: self._act_on_run(action, run_id, checked))
+        except ActionRefused as refused:
+            if refused.unknown:
+                return self.refuse(request, "no run with this id", 404)
+            return self.refuse(request, str(refused), 409)
+        return _see(target)
+
+    async def module_action(self, request: Request) -> Response:
+        """``POST /modules/{module}/pause|resume``: every job the module declares."""
+        module = request.path_params["module"]
+        action = request.path_params["action"]
+        if action not in ("pause", "resume"):
+            return self.refuse(request, "no such action: use pause or resume", 404)
+        checked = await self._guarded(
+            request, f"{action} a module", f"{action} a module", confirm=True
+        )
+        if isinstance(checked, Response):
+            return checked
+        jobs = sorted(n for n, s in self.catalog.jobs.items() if s.module == module)
+        if not jobs:
+            return self.refuse(request, "no declared job has this module", 404)
+        await blocking(lambda: self._act_on_module(action, module, jobs, checked))
+        return _see(f"/?module={quote(module, safe='')}&done=module-{action}d")
+
+    async def retry_failures(self, request: Request) -> Response:
+        """``POST /failures/retry``: confirm, then retry each run of the form's ``runs``."""
+        checked = await self._guarded(request, "retry failures", "retry these failures")
+        if isinstance(checked, Response):
+            return checked
+        ids = [i for i in checked.form.get("runs", "").split(",") if i]
+        if not ids or len(ids) > FAILURES_PAGE or not all(_RUN_ID.fullmatch(i) for i in ids):
+            return self.refuse(request, f"name 1 to {FAILURES_PAGE} failed runs to retry", 400)
+        if checked.form.get("confirm") != "yes":
+            found = list((await blocking(lambda: self.store.runs_by_id(ids))).values())
+            return self.page(
+                request,
+                "failures_retry.html",
+                runs=found,
+                ids=",".join(run.id for run in found),
+                reason=checked.reason,
+            )
+        queued, refused = await blocking(lambda: self._retry_each(ids, checked))
+        return _see(f"/failures?done=retried&n={queued}&r={refused}")
+
+    async def request_page(self, request: Request) -> Response:
+        """A trigger's request: while no host has looked at it, where it stands (the page looks
+        again); once started, or queued for its concurrency group, 303 to its run; refused, why."""
+        request_id = request.path_params["request_id"]
+        found: RunRecord | None = None
+        if 0 < len(request_id) <= 64 and set(request_id) <= _REQUEST_ID_CHARS:
+            found = await blocking(lambda: self.store.runs_by_id([request_id]).get(request_id))
+        if found is None:
+            return self.page(request, "missing.html", status=404, what="such trigger request")
+        if found.request_status in {"started", "queued"}:
+            return _see(f"/runs/{found.id}")
+        waiting = found.request_status != "refused"
+        live = _WAIT_SECONDS if waiting else 0
+        return self.page(request, "request.html", asked=found, waiting=waiting, live=live)
+
+    async def _guarded(
+        self, request: Request, doing: str, this: str, *, confirm: bool = False
+    ) -> _Checked | Response:
+        """Every guard of an action, in order; the refusal to answer, or what passed.
+
+        ``doing`` says what the sign-in is for, ``this`` what the reason is for; ``confirm``
+        requires the form's confirmation box (for actions on runs and on many jobs)."""
+        if not same_origin(request):
+            return self.refuse(request, "a request from another site is refused")
+        if not self.actions_on:
+            return self.refuse(request, self.actions_off_reason())
+        session = request.state.session
+        if session is None or session.role != "operator":
+            return self.refuse(request, f"sign in with an operator token to {doing}")
+        try:
+            form = await read_form(request)
+        except BadForm as error:
+            return self.refuse(request, str(error), error.status)
+        if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
+            return self.refuse(request, "the form is stale or forged (CSRF); reload the page")
+        given = form.get("reason", "")
+        if not given.strip():
+            return self.refuse(request, f"say why you {this}: it is audited", 400)
+        try:
+            reason = checked_reason(given)
+        except BadReason as error:
+            return self.refuse(request, f"reason: {error}", 422)
+        if confirm and form.get("confirm") != "yes":
+            return self.refuse(request, f"tick the confirmation box to {this}", 400)
+        acting_from("dashboard", client_address(request))
+        return _Checked(session.who, reason, client_address(request), form)
+
+    def _act_on_job(self, action: str, name: str, checked: _Checked) -> tuple[str, str | None]:
+        """What was done, and for a trigger the request a host picks up."""
+        store, who, reason = self.store, checked.who, checked.reason
+        request_id = None
+        if action == "pause":
+            paused = pause_jobs(store, self.catalog, [name], actor=who, reason=reason)[0]
+            result = "paused" if paused.changed else "already paused"
+        elif action == "resume":
+            resumed = resume_jobs(store, [name], actor=who, reason=reason)[0]
+            result = "resumed" if resumed is not None and resumed.changed else "was not paused"
+        else:
+            request_id = request_trigger(store, name, actor=who, reason=reason)
+            result = f"trigger queued (request {request_id})"
+        _audit_line(checked, action, name, result)
+        return result, request_id
+
+    def _act_on_run(self, action: str, run_id: str, checked: _Checked) -> str:
+        """Where to go once done."""
+        store, who, reason = self.store, checked.who, checked.reason
+        if action == "retry":
+            queued = retry_run(store, run_id, actor=who, reason=reason)
+            result = f"retry of run {run_id} queued as run {queued.run_id}"
+            _audit_line(checked, "retry", queued.retry_of.job_name, result)
+            # To the new attempt: the operator watches it start there.
+            return f"/runs/{queued.run_id}?done=retried"
+        asked = cancel_run(store, run_id, actor=who, reason=reason)
+        _audit_line(checked, "cancel", asked.run.job_name, f"cancel of run {run_id}: {asked.state}")
+        code = {"requested": "cancel-requested", "already": "cancel-already"}.get(
+            asked.state, "cancelled"
+        )
+        return f"/runs/{run_id}?done={code}"
+
+    def _act_on_module(self, action: str, module: str, jobs: list[str], checked: _Checked) -> None:
+        store, who, reason = self.store, checked.who, checked.reason
+        if action == "pause":
+            done = pause_jobs(store, self.catalog, jobs, actor=who, reason=reason)
+            changed = sum(1 for d in done if d.changed)
+        else:
+            again = resume_jobs(store, jobs, actor=who, reason=reason)
+            changed = sum(1 for d in again if d is not None and d.changed)
+        _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
+
+    def _retry_each(self, ids: list[str], checked: _Checked) -> tuple[int, int]:
+        """How many runs were queued again, and how many could not be."""
+        store = self.store
+        queued: list[RunRecord] = []
+        for run_id in ids:
+            try:
+                done = retry_run(store, run_id, actor=checked.who, reason=checked.reason)
+            except ActionRefused:
+                continue
+            queued.append(done.retry_of)
+        subject = ", ".join(sorted({run.job_name for run in queued})) or "no job"
+        _audit_line(checked, "retry", subject, f"{len(queued)} of {len(ids)} failed runs retried")
+        return len(queued), len(ids) - len(queued)
+
+    async def _backfill(self, request: Request, checked: _Checked, name: str) -> Response:
+        """Preview the backfill the form asks for, or (``confirm=yes``) record it."""
+        form = checked.form
+        start, end = form.get("from", "").strip()[:40], form.get("to", "").strip()[:40]
+        mode = form.get("mode", "missing")
+        text = form.get("concurrency", "1").strip() or "1"
+        if not text.isdigit() or not 1 <= int(text) <= 1000:
+            return self.refuse(request, "concurrency must be a whole number from 1 to 1000", 400)
+        concurrency = int(text)
+        store = self.store
+
+        def plan() -> BackfillPlan:
+            now = store.now()
+            spec, limit = self.catalog.jobs[name], self.settings.backfill_limit
+            return plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
+
+        try:
+            planned = await blocking(plan)
+        except BackfillInputError as error:
+            return self.refuse(request, str(error), 400)
+        if form.get("confirm") != "yes" or not planned.occurrences:
+            return self.page(
+                request,
+                "backfill.html",
+                job=name,
+                reason=checked.reason,
+                plan=planned,
+                shown=[iso_utc(o) for o in planned.occurrences[:_SHOWN]],
+                start=start,
+                end=end,
+                concurrency=concurrency,
+            )
+
+        def record() -> None:
+            spec = self.catalog.jobs[name]
+            backfill_id = start_backfill(
+                store,
+                spec,
+                planned,
+                concurrency=concurrency,
+                actor=checked.who,
+                reason=checked.reason,
+            )
+            result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
+            _audit_line(checked, "backfill", name, result)
+
+        await blocking(record)
+        return _see(f"/jobs/{name}?done=backfill-started")
+
+    async def _cancel_backfill(self, request: Request, checked: _Checked, name: str) -> Response:
+        """Ask to confirm cancelling the form's backfill of job ``name``, or (``confirm=yes``) do:
+        no new occurrence is claimed; its runs in flight finish."""
+        store = self.store
+        backfill_id = checked.form.get("backfill", "").strip()
+        record = None
+        if _BACKFILL_ID.fullmatch(backfill_id):
+            record = next(
+                iter(await blocking(lambda: store.list_backfills(ids=[backfill_id]))), None
+            )
+        if record is None or record.job_name != name:
+            return self.refuse(request, f"job {name} has no such backfill", 404)
+        if checked.form.get("confirm") != "yes":
+            return self.page(
+                request, "backfill_cancel.html", job=name, reason=checked.reason, b=record
+            )
+        after = await blocking(
+            lambda: cancel_backfill(store, backfill_id, actor=checked.who, reason=checked.reason)
+        )
+        cancelled = after is not None and record.state == "running" and after.state == "cancelled"
+        result = f"backfill {backfill_id} " + ("cancelled" if cancelled else "already over")
+        _audit_line(checked, "backfill-cancel", name, result)
+        done = "backfill-cancelled" if cancelled else "backfill-already-over"
+        return _see(f"/jobs/{quote(name, safe='')}?done={done}")
 
 
 def retry_notice(params: Mapping[str, str]) -> str | None:
@@ -227,191 +403,6 @@ def retry_notice(params: Mapping[str, str]) -> str | None:
     ):
         return None
     return f"retries queued: {int(queued)} (one change-log entry each); not retried: {int(refused)}"
-
-
-async def request_page(console: Console, request: Request) -> Response:
-    """A trigger's request: while no host has looked at it, where it stands (the page looks
-    again); once started, or queued for its concurrency group, 303 to its run; refused, why."""
-    request_id = request.path_params["request_id"]
-    found: RunRecord | None = None
-    if 0 < len(request_id) <= 64 and set(request_id) <= _REQUEST_ID_CHARS:
-        found = await blocking(lambda: console.store.runs_by_id([request_id]).get(request_id))
-    if found is None:
-        return console.page(request, "missing.html", status=404, what="such trigger request")
-    if found.request_status in {"started", "queued"}:
-        return _see(f"/runs/{found.id}")
-    waiting = found.request_status != "refused"
-    return console.page(
-        request, "request.html", asked=found, waiting=waiting, live=_WAIT_SECONDS if waiting else 0
-    )
-
-
-async def _guarded(
-    console: Console, request: Request, doing: str, this: str, *, confirm: bool = False
-) -> _Checked | Response:
-    """Every guard of an action, in order; the refusal to answer, or what passed.
-
-    ``doing`` says what the sign-in is for, ``this`` what the reason is for; ``confirm``
-    requires the form's confirmation box (for actions on runs and on many jobs)."""
-    if not same_origin(request):
-        return console.refuse(request, "a request from another site is refused")
-    if not console.actions_on:
-        return console.refuse(request, console.actions_off_reason())
-    session = request.state.session
-    if session is None or session.role != "operator":
-        return console.refuse(request, f"sign in with an operator token to {doing}")
-    try:
-        form = await read_form(request)
-    except BadForm as error:
-        return console.refuse(request, str(error), error.status)
-    if not hmac.compare_digest(form.get("csrf", ""), session.csrf):
-        return console.refuse(request, "the form is stale or forged (CSRF); reload the page")
-    given = form.get("reason", "")
-    if not given.strip():
-        return console.refuse(request, f"say why you {this}: it is audited", 400)
-    try:
-        reason = checked_reason(given)
-    except BadReason as error:
-        return console.refuse(request, f"reason: {error}", 422)
-    if confirm and form.get("confirm") != "yes":
-        return console.refuse(request, f"tick the confirmation box to {this}", 400)
-    acting_from("dashboard", client_address(request))
-    return _Checked(session.who, reason, client_address(request), form)
-
-
-def _act_on_job(
-    console: Console, action: str, name: str, checked: _Checked
-) -> tuple[str, str | None]:
-    """What was done, and for a trigger the request a host picks up."""
-    store, who, reason = console.store, checked.who, checked.reason
-    request_id = None
-    if action == "pause":
-        paused = pause_jobs(store, console.catalog, [name], actor=who, reason=reason)[0]
-        result = "paused" if paused.changed else "already paused"
-    elif action == "resume":
-        resumed = resume_jobs(store, [name], actor=who, reason=reason)[0]
-        result = "resumed" if resumed is not None and resumed.changed else "was not paused"
-    else:
-        request_id = request_trigger(store, name, actor=who, reason=reason)
-        result = f"trigger queued (request {request_id})"
-    _audit_line(checked, action, name, result)
-    return result, request_id
-
-
-def _act_on_run(console: Console, action: str, run_id: str, checked: _Checked) -> str:
-    """Where to go once done."""
-    store, who, reason = console.store, checked.who, checked.reason
-    if action == "retry":
-        queued = retry_run(store, run_id, actor=who, reason=reason)
-        result = f"retry of run {run_id} queued as run {queued.run_id}"
-        _audit_line(checked, "retry", queued.retry_of.job_name, result)
-        # To the new attempt: the operator watches it start there.
-        return f"/runs/{queued.run_id}?done=retried"
-    asked = cancel_run(store, run_id, actor=who, reason=reason)
-    _audit_line(checked, "cancel", asked.run.job_name, f"cancel of run {run_id}: {asked.state}")
-    code = {"requested": "cancel-requested", "already": "cancel-already"}.get(
-        asked.state, "cancelled"
-    )
-    return f"/runs/{run_id}?done={code}"
-
-
-def _act_on_module(
-    console: Console, action: str, module: str, jobs: list[str], checked: _Checked
-) -> None:
-    store, who, reason = console.store, checked.who, checked.reason
-    if action == "pause":
-        done = pause_jobs(store, console.catalog, jobs, actor=who, reason=reason)
-        changed = sum(1 for d in done if d.changed)
-    else:
-        again = resume_jobs(store, jobs, actor=who, reason=reason)
-        changed = sum(1 for d in again if d is not None and d.changed)
-    _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
-
-
-def _retry_each(console: Console, ids: list[str], checked: _Checked) -> tuple[int, int]:
-    """How many runs were queued again, and how many could not be."""
-    store = console.store
-    queued: list[RunRecord] = []
-    for run_id in ids:
-        try:
-            done = retry_run(store, run_id, actor=checked.who, reason=checked.reason)
-        except ActionRefused:
-            continue
-        queued.append(done.retry_of)
-    subject = ", ".join(sorted({run.job_name for run in queued})) or "no job"
-    _audit_line(checked, "retry", subject, f"{len(queued)} of {len(ids)} failed runs retried")
-    return len(queued), len(ids) - len(queued)
-
-
-async def _backfill(console: Console, request: Request, checked: _Checked, name: str) -> Response:
-    """Preview the backfill the form asks for, or (``confirm=yes``) record it."""
-    form = checked.form
-    start, end = form.get("from", "").strip()[:40], form.get("to", "").strip()[:40]
-    mode = form.get("mode", "missing")
-    text = form.get("concurrency", "1").strip() or "1"
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
-        return console.refuse(request, "concurrency must be a whole number from 1 to 1000", 400)
-    concurrency = int(text)
-    store = console.store
-
-    def plan() -> BackfillPlan:
-        now = store.now()
-        spec, limit = console.catalog.jobs[name], console.settings.backfill_limit
-        return plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
-
-    try:
-        planned = await blocking(plan)
-    except BackfillInputError as error:
-        return console.refuse(request, str(error), 400)
-    if form.get("confirm") != "yes" or not planned.occurrences:
-        return console.page(
-            request,
-            "backfill.html",
-            job=name,
-            reason=checked.reason,
-            plan=planned,
-            shown=[iso_utc(o) for o in planned.occurrences[:_SHOWN]],
-            start=start,
-            end=end,
-            concurrency=concurrency,
-        )
-
-    def record() -> None:
-        spec = console.catalog.jobs[name]
-        backfill_id = start_backfill(
-            store, spec, planned, concurrency=concurrency, actor=checked.who, reason=checked.reason
-        )
-        result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
-        _audit_line(checked, "backfill", name, result)
-
-    await blocking(record)
-    return _see(f"/jobs/{name}?done=backfill-started")
-
-
-async def _cancel_backfill(
-    console: Console, request: Request, checked: _Checked, name: str
-) -> Response:
-    """Ask to confirm cancelling the form's backfill of job ``name``, or (``confirm=yes``) do:
-    no new occurrence is claimed; its runs in flight finish."""
-    store = console.store
-    backfill_id = checked.form.get("backfill", "").strip()
-    record = None
-    if _BACKFILL_ID.fullmatch(backfill_id):
-        record = next(iter(await blocking(lambda: store.list_backfills(ids=[backfill_id]))), None)
-    if record is None or record.job_name != name:
-        return console.refuse(request, f"job {name} has no such backfill", 404)
-    if checked.form.get("confirm") != "yes":
-        return console.page(
-            request, "backfill_cancel.html", job=name, reason=checked.reason, b=record
-        )
-    after = await blocking(
-        lambda: cancel_backfill(store, backfill_id, actor=checked.who, reason=checked.reason)
-    )
-    cancelled = after is not None and record.state == "running" and after.state == "cancelled"
-    result = f"backfill {backfill_id} " + ("cancelled" if cancelled else "already over")
-    _audit_line(checked, "backfill-cancel", name, result)
-    done = "backfill-cancelled" if cancelled else "backfill-already-over"
-    return _see(f"/jobs/{quote(name, safe='')}?done={done}")
 
 
 def _audit_line(checked: _Checked, action: str, subject: str, result: str) -> None:

@@ -18,7 +18,6 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -42,7 +41,7 @@ from jobhost.operations.report import (
     overview_page,
     read_summary,
 )
-from jobhost.operations.runs import RETRYABLE, line_time
+from jobhost.operations.runs import RETRYABLE, dropped_text, line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake, client_address, read_tokens
@@ -51,12 +50,8 @@ from jobhost.web.console.actions import (
     BULK_NOTICES,
     NOTICES,
     RUN_NOTICES,
-    job_action,
-    module_action,
-    request_page,
-    retry_failures,
+    ConsoleActions,
     retry_notice,
-    run_action,
 )
 from jobhost.web.console.auth import BadForm, Session, SessionKeeper, read_form, same_origin
 from jobhost.web.console.timeline import (
@@ -69,10 +64,8 @@ from jobhost.web.console.timeline import (
 from jobhost.web.console.views import (
     CHART_SECONDS,
     ShortCache,
-    backfills_view,
     changes_view,
     failures_view,
-    hosts_view,
     job_query,
     job_view,
     number,
@@ -91,6 +84,8 @@ _TAIL_SECONDS = 2
 # The run log's line numbers are an INTEGER column: PostgreSQL refuses a larger bound.
 _MAX_LINE = 2**31 - 1
 _MAX_PAGE = 10**6
+_BACKFILLS_SHOWN = 200
+"""The newest backfills shown; older ones are a ``jobhost backfill`` or API read away."""
 _COMPACT = 200
 _Page = Callable[[Request], Awaitable[Response]]
 _HEADERS = {
@@ -105,7 +100,7 @@ _HEADERS = {
 }
 
 
-class Console:
+class Console(ConsoleActions):
     """The dashboard's routes over one catalog and store."""
 
     def __init__(
@@ -146,6 +141,7 @@ class Console:
             local=local_tag,
             zoned=fixed_tag,
             stamp=stamp_tag,
+            dropped=dropped_text,
             took=lambda ms: duration_text(ms / 1000) if ms is not None else "-",
             ago=ago_tag,
             compact=_compact,
@@ -161,17 +157,15 @@ class Console:
         return [
             Route("/", reading(self.overview), methods=["GET"]),
             Route("/jobs/{name}", reading(self.job), methods=["GET"]),
-            Route("/jobs/{name}/{action}", acting(partial(job_action, self)), methods=["POST"]),
+            Route("/jobs/{name}/{action}", acting(self.job_action), methods=["POST"]),
             Route("/runs/{run_id}", reading(self.run), methods=["GET"]),
             Route("/runs/{run_id}/cancel", reading(self.cancel_form), methods=["GET"]),
-            Route("/runs/{run_id}/{action}", acting(partial(run_action, self)), methods=["POST"]),
-            Route(
-                "/modules/{module}/{action}", acting(partial(module_action, self)), methods=["POST"]
-            ),
-            Route("/requests/{request_id}", reading(partial(request_page, self)), methods=["GET"]),
+            Route("/runs/{run_id}/{action}", acting(self.run_action), methods=["POST"]),
+            Route("/modules/{module}/{action}", acting(self.module_action), methods=["POST"]),
+            Route("/requests/{request_id}", reading(self.request_page), methods=["GET"]),
             Route("/hosts", reading(self.hosts), methods=["GET"]),
             Route("/failures", reading(self.failures), methods=["GET"]),
-            Route("/failures/retry", acting(partial(retry_failures, self)), methods=["POST"]),
+            Route("/failures/retry", acting(self.retry_failures), methods=["POST"]),
             Route("/changes", reading(self.changes), methods=["GET"]),
             Route("/backfills", reading(self.backfills), methods=["GET"]),
             Route("/signin", acting(self.signin_form), methods=["GET"]),
@@ -301,12 +295,18 @@ class Console:
         return self.page(request, "changes.html", status=400 if view.problem else 200, view=view)
 
     async def backfills(self, request: Request) -> Response:
-        view = await blocking(lambda: backfills_view(self.store, request.query_params))
-        return self.page(request, "backfills.html", view=view, live=_LIVE_SECONDS)
+        job, store = request.query_params.get("job", "").strip()[:200], self.store
+        now, found = await blocking(
+            lambda: (store.now(), store.list_backfills(job=job or None, limit=_BACKFILLS_SHOWN))
+        )
+        full = len(found) >= _BACKFILLS_SHOWN
+        values: dict[str, Any] = {"job": job, "now": now, "backfills": found, "full": full}
+        return self.page(request, "backfills.html", **values, live=_LIVE_SECONDS)
 
     async def hosts(self, request: Request) -> Response:
-        view = await blocking(lambda: hosts_view(self.store))
-        return self.page(request, "hosts.html", view=view, live=_LIVE_SECONDS)
+        now, hosts = await blocking(lambda: self.store.hosts(alive_only=False))
+        ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
+        return self.page(request, "hosts.html", now=now, hosts=ordered, live=_LIVE_SECONDS)
 
     # -- signing in ---------------------------------------------------------------------------
 
@@ -386,23 +386,6 @@ class Console:
         return session if version == session.version else None
 
     # -- helpers ------------------------------------------------------------------------------
-
-    def actions_off_reason(self) -> str:
-        if not self.settings.console_actions:
-            return "actions are off: this dashboard is read-only (console_actions = false)"
-        if not self.sessions.enabled:
-            return "actions are off: no operator_tokens are configured"
-        return "actions are off here: `jobhost serve` is read-only; use a host's dashboard"
-
-    def refuse(self, request: Request, why: str, status: int = 403) -> Response:
-        _log.warning(
-            "dashboard refused %s %s from %s: %s",
-            request.method,
-            request.url.path,
-            client_address(request),
-            why,
-        )
-        return self.page(request, "refused.html", status=status, why=why)
 
     def page(self, request: Request, template: str, status: int = 200, **values: Any) -> Response:
         session = getattr(request.state, "session", None)

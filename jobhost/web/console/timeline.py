@@ -48,6 +48,12 @@ OUTCOME_ORDER = (
     "running",
 )
 _MIN_WIDTH = 0.4
+_TICK_STEPS = (
+    (timedelta(hours=1), timedelta(minutes=10)),
+    (timedelta(days=1), timedelta(hours=3)),
+    (timedelta(days=7), timedelta(days=1)),
+)
+"""The step between ticks of a window up to so long (longer: 5 days)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
         tz = load_zone(zone)
     except UnknownTimezoneError:
         tz = load_zone("UTC")
-    step = _tick_step(span)
+    step = next((step for most, step in _TICK_STEPS if span <= most), timedelta(days=5))
     local = start.astimezone(tz)
     midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
     if step >= timedelta(days=1):
@@ -138,16 +144,6 @@ def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
             ticks.append(Tick(round(x, 3), instant.strftime(fmt)))
         at = (at.replace(tzinfo=None) + step).replace(tzinfo=tz)
     return ticks
-
-
-def _tick_step(span: timedelta) -> timedelta:
-    if span <= timedelta(hours=1):
-        return timedelta(minutes=10)
-    if span <= timedelta(days=1):
-        return timedelta(hours=3)
-    if span <= timedelta(days=7):
-        return timedelta(days=1)
-    return timedelta(days=5)
 
 
 CHART_ORDER = ("failed", "timed_out", "abandoned", "cancelled", "missed", "skipped", "succeeded")

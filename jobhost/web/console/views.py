@@ -32,21 +32,19 @@ from jobhost.operations.failures import (
 )
 from jobhost.operations.jobs import JobStateView, read_state, require_known_job
 from jobhost.operations.report import JobReport, Report, build_report
-from jobhost.operations.runs import OUTCOMES, dropped_text, line_time
+from jobhost.operations.runs import OUTCOMES
 from jobhost.records import (
     FAILED,
     STREAK_LIMIT,
-    BackfillRecord,
     ChangeSearch,
     Dropped,
-    HostRecord,
     JobChange,
     LogLine,
     RunRecord,
-    StreakRange,
     work_key,
 )
 from jobhost.store import Store
+from jobhost.store.snapshot import JobPage
 from jobhost.web.console.timeline import (
     CHART_ORDER,
     RANGE_NAMES,
@@ -63,10 +61,8 @@ __all__ = [
     "CHART_SECONDS",
     "FAILURES_PAGE",
     "ShortCache",
-    "backfills_view",
     "changes_view",
     "failures_view",
-    "hosts_view",
     "job_query",
     "job_view",
     "number",
@@ -80,8 +76,6 @@ _HISTORY_PAGES = 400
 _PAGE_LOG_LINES = 5000
 """Lines of a run's log the page shows (the settings keep 1,000 by default)."""
 CHANGES_PAGE = 50
-_BACKFILLS_SHOWN = 200
-"""The newest backfills shown; older ones are a ``jobhost backfill`` or API read away."""
 FAILURES_PAGE = 50
 CHART_SECONDS = 60.0
 """How long the installation's chart of one range is kept before it is counted again."""
@@ -95,19 +89,15 @@ class JobView:
     report: Report
     timeline: Timeline
     fires: list[datetime]
-    failures: list[RunRecord]
+    rows: JobPage
+    """Its failures, newest changes from every surface, backfills and a failing job's streak."""
     runs: list[RunRecord]
     """One page of the job's ledger, newest first, of the chosen outcome."""
     more: bool
     """Whether an older page follows."""
     chart: Chart
-    actions: list[JobChange]
-    """The job's newest changes from every surface (CLI, dashboard, API), newest first."""
-    backfills: list[BackfillRecord]
     state: JobStateView
     """What the job keeps between runs (``context.state``), by key."""
-    streak: StreakRange | None
-    """A failing job's streak, as the range its failed occurrences replay from."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +105,7 @@ class RunView:
     run: RunRecord
     attempts: list[RunRecord]
     zone: str
-    log: list[LogEntry]
-    """The run's log lines as the page shows them; a gap is a line of its own."""
+    log: list[LogLine | Dropped]
     after: int
     """The lines shown are those numbered above this (0: from the first)."""
     retry_of: RunRecord | None
@@ -125,24 +114,6 @@ class RunView:
     def running(self) -> bool:
         """Still writing: the page's script tails the log (without script, it reloads)."""
         return self.run.outcome in {"running", "pending"}
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    """One line of a run's log on the page, or a gap (no ``seq``, no ``at``)."""
-
-    seq: int | None
-    time: str
-    level: str
-    message: str
-    at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class HostsView:
-    now: datetime
-    hosts: list[tuple[HostRecord, bool]]
-    """Every host the store knows, newest first, with whether it is alive."""
 
 
 def job_view(
@@ -172,14 +143,11 @@ def job_view(
         report=report,
         timeline=timeline(rows.window, now=now, span=span, zone=job.effective_trigger.timezone),
         fires=_next_fires(catalog, job, now),
-        failures=rows.failures,
+        rows=rows,
         runs=rows.history[:_HISTORY_PAGE],
         more=len(rows.history) > _HISTORY_PAGE and page < _HISTORY_PAGES,
         chart=outcome_chart(rows.counts, now - span, now),
-        actions=rows.changes,
-        backfills=rows.backfills,
         state=read_state(store, name),
-        streak=rows.streak,
     )
 
 
@@ -191,20 +159,7 @@ def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> 
         return None
     spec = catalog.jobs.get(page.run.job_name)
     zone = spec.trigger.timezone if spec is not None else "UTC"
-    entries = [_log_entry(entry) for entry in page.lines]
-    return RunView(page.run, page.attempts, zone, entries, after, page.retry_of)
-
-
-def _log_entry(entry: LogLine | Dropped) -> LogEntry:
-    if isinstance(entry, Dropped):
-        return LogEntry(None, "", "dropped", dropped_text(entry))
-    return LogEntry(entry.seq, line_time(entry.at), entry.level, entry.message, entry.at)
-
-
-def hosts_view(store: Store) -> HostsView:
-    now, hosts = store.hosts(alive_only=False)
-    ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
-    return HostsView(now, [(host, host.alive(now)) for host in ordered])
+    return RunView(page.run, page.attempts, zone, page.lines, after, page.retry_of)
 
 
 def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[datetime]:
@@ -420,23 +375,6 @@ def _positive(value: str | None) -> int | None:
     except ValueError:
         return None
     return number if number is not None and 0 < number < 2**62 else None
-
-
-@dataclass(frozen=True)
-class BackfillsView:
-    job: str
-    now: datetime
-    backfills: list[BackfillRecord] = field(default_factory=list)
-
-    @property
-    def full(self) -> bool:
-        return len(self.backfills) >= _BACKFILLS_SHOWN
-
-
-def backfills_view(store: Store, params: Mapping[str, str]) -> BackfillsView:
-    job = params.get("job", "").strip()[:_FIELD]
-    now = store.now()
-    return BackfillsView(job, now, store.list_backfills(job=job or None, limit=_BACKFILLS_SHOWN))
 
 
 SLOWER = 10

@@ -15,10 +15,10 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobhost_contracts import JobContext, hide_secrets
+from jobhost_contracts import JobContext, hide_secrets, safe_url
 from returns.result import Failure, Result, Success
 
-from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, safe_url
+from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings
 
 __all__ = [
     "BODY_START",

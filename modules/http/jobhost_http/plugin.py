@@ -12,11 +12,12 @@ from jobhost_contracts import (
     JobRegistration,
     configured_declaration,
     hookimpl,
+    safe_url,
 )
 
 from jobhost_http.call import HttpCall
 from jobhost_http.kind import http_kind
-from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs, safe_url
+from jobhost_http.settings import SECTION, HttpJobSettings, parse_jobs
 
 __all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
 

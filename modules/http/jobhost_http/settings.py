@@ -33,7 +33,7 @@ from jobhost_contracts import env_name as contract_env_name
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs", "safe_url"]
+__all__ = ["IDEMPOTENCY_HEADER", "SECTION", "HttpJobSettings", "parse_jobs"]
 
 SECTION = "http"
 
@@ -47,9 +47,6 @@ _ENTRY_PROBLEM = "entry_problem"
 # Plain header values whose name says they are credentials are hidden from repr all the same.
 _SENSITIVE = re.compile(r"auth|token|secret|key|cookie|password|signature", re.IGNORECASE)
 
-
-# Checks of single values: each takes what the settings file holds and returns it typed, or
-# raises ValueError saying what is allowed; the model names the entry, the key and the value.
 _Choice = TypeVar("_Choice", bound=StrEnum)
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -73,8 +70,6 @@ def _method(value: object) -> str:
 
 
 def _headers(key: str, check: Callable[[object], str | None]) -> Callable[[object], dict[str, str]]:
-    """The check of the header table ``key``, each value checked by ``check``."""
-
     def checked(table: object) -> dict[str, str]:
         if not isinstance(table, Mapping):
             raise ValueError("must be a table of header name = value")
@@ -126,7 +121,6 @@ def _header_value(value: object) -> str | None:
 
 
 def _env_name(value: object) -> str | None:
-    """:func:`jobhost_contracts.env_name` as the header check's problem text."""
     try:
         contract_env_name(value)
     except ValueError as error:

@@ -124,7 +124,6 @@ class Publisher:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
 
     def _url(self, job: str) -> str:
-        """The broker's URL, read again on every run; :class:`MissingUrl` when it is not set."""
         direct, variable = self.urls.reference(self.settings.broker)
         if direct is not None:
             return direct

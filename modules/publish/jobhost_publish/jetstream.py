@@ -28,8 +28,6 @@ __all__ = ["JetStreamAck", "publish_jetstream"]
 
 
 class JetStreamAck(NamedTuple):
-    """The stream's acknowledgement of one message."""
-
     stream: str
     sequence: int
     duplicate: bool

@@ -44,9 +44,9 @@ def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistrat
     if section is None:
         return []
     config = parse_section(section)
+    # An entry is the message's settings with a schedule: its executor publishes as a kind's.
     return [
-        JobRegistration(declaration(job), build_executor(job.kind_settings(), config.urls))
-        for job in config.jobs
+        JobRegistration(declaration(job), build_executor(job, config.urls)) for job in config.jobs
     ]
 
 
@@ -72,8 +72,6 @@ def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
 
 
 def publish_kind(urls: BrokerUrls) -> JobKind:
-    """The kind, publishing through the brokers ``urls`` name."""
-
     def validate(settings: Mapping[str, Any]) -> PublishSettings:
         try:
             checked = PublishSettings.model_validate(dict(settings))

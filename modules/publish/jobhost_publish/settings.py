@@ -238,12 +238,6 @@ class PublishJobSettings(PublishSettings):
     def job_name(self) -> str:
         return full_name(self.name)
 
-    def kind_settings(self) -> PublishSettings:
-        """Only what is published where, as a job kind ``publish`` would be given it."""
-        return PublishSettings.model_validate(
-            {name: getattr(self, name) for name in PublishSettings.model_fields}
-        )
-
 
 class BrokerUrls(BaseModel):
     """Where the brokers are: ``[modules.publish]`` without its jobs.

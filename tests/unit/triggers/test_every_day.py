@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobhost.triggers import cron_schedule
-from jobhost.triggers._apscheduler import WallCalendar
+from jobhost.triggers._apscheduler import CronFields, WallCalendar
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EVERY_DAY = {
@@ -64,7 +64,7 @@ def test_every_day_times_agree_with_apscheduler(
         wall = wall - wall % 3600 + 3599
     elif near == "minute end":
         wall = wall - wall % 60 + 59
-    calendar = WallCalendar(second=second, minute=minute, hour=hour, **_EVERY_DAY)
+    calendar = WallCalendar(CronFields(second=second, minute=minute, hour=hour, **_EVERY_DAY))
     assert calendar.next_at_or_after(wall) == _reference(second, minute, hour, wall)
 
 
