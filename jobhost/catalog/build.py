@@ -28,15 +28,14 @@ from jobhost.catalog.validation import (
     pair_problems,
 )
 from jobhost.config import Settings
-from jobhost.plugins import (
+from jobhost.plugins.calls import (
     PluginJob,
-    PluginProblem,
     collect_audit_sinks,
     collect_jobs,
     collect_kinds,
-    load_plugins,
     read_only,
 )
+from jobhost.plugins.discovery import PluginProblem, load_plugins
 
 __all__ = ["build_catalog"]
 

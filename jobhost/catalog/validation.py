@@ -25,7 +25,7 @@ from jobhost.catalog.model import (
 )
 from jobhost.catalog.overrides import TriggerParts, section, to_trigger
 from jobhost.config import format_duration
-from jobhost.plugins import PluginJob
+from jobhost.plugins.calls import PluginJob
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSyntaxError,
