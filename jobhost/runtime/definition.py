@@ -10,12 +10,10 @@ from typing import Any
 from jobhost_contracts import (
     DstGap,
     DstRepeat,
-    JobPolicies,
     MisfirePolicy,
     OverlapPolicy,
     format_duration,
     parse_duration,
-    policy_values,
 )
 from pydantic import (
     BaseModel,
@@ -28,18 +26,18 @@ from pydantic import (
     field_validator,
 )
 
+from jobhost.catalog.model import POLICY_DEFAULTS
 from jobhost.catalog.policies import MAX_ATTEMPTS, MAX_CATCH_UP, MAX_CONCURRENT
 from jobhost.config import refusal, short_repr
 
 __all__ = ["FieldProblem", "JobDefinition", "parse_definition"]
 
 _DESCRIPTION_LIMIT = 500
-_DEFAULTS = policy_values(JobPolicies())
 
 
 def _policy(key: str, description: str, *, ge: int | None = None, le: int | None = None) -> Any:
     """The field of policy ``key``, its default the declaration's (a duration as text)."""
-    default = _DEFAULTS[key]
+    default = POLICY_DEFAULTS[key]
     shown = format_duration(default) if isinstance(default, timedelta) else default
     return Field(shown, description=description, ge=ge, le=le)
 
