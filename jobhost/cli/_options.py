@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "change_reason",
     "json_option",
+    "limit_option",
     "print_and_exit",
     "since_instant",
     "typed_run_id",
@@ -36,6 +37,11 @@ _Decorator = Callable[[Any], Any]
 
 def json_option(help: str = "Print one JSON object instead of text.") -> _Decorator:
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def limit_option(help: str, *, default: int = 20, most: int = 10_000) -> _Decorator:
+    type_ = click.IntRange(1, most)
+    return click.option("--limit", type=type_, default=default, show_default=True, help=help)
 
 
 def change_reason(

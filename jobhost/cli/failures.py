@@ -10,7 +10,13 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import opened_store, settings_of
-from jobhost.cli._options import change_reason, json_option, since_instant, typed_run_id
+from jobhost.cli._options import (
+    change_reason,
+    json_option,
+    limit_option,
+    since_instant,
+    typed_run_id,
+)
 from jobhost.operations.jobs import ActionRefused, require_known_job
 
 __all__ = ["failures"]
@@ -29,13 +35,7 @@ __all__ = ["failures"]
     metavar="TEXT",
     help="Only runs whose error type or message contains TEXT (any case).",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 1000),
-    default=50,
-    show_default=True,
-    help="How many rows to show.",
-)
+@limit_option("How many rows to show.", default=50, most=1000)
 @click.option(
     "--all",
     "include_resolved",
