@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from jobhost.config import Settings
-from jobhost.plugins import PluginJob, PluginSet, call_each, collect_jobs, load_plugins
+from jobhost.plugins.calls import PluginJob, call_each, collect_jobs
+from jobhost.plugins.discovery import PluginSet, load_plugins
 
 NO_ENTRY_POINTS = {"JOBHOST_LOAD_PLUGINS": ""}
 
