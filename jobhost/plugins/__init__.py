@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from jobhost.plugins.calls import (
     PluginJob,
-    call_each,
     collect_audit_sinks,
     collect_jobs,
     collect_kinds,
@@ -17,7 +16,6 @@ __all__ = [
     "PluginJob",
     "PluginProblem",
     "PluginSet",
-    "call_each",
     "collect_audit_sinks",
     "collect_jobs",
     "collect_kinds",
