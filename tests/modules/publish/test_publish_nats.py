@@ -8,14 +8,8 @@ import threading
 from typing import Any
 
 import pytest
-from jobhost_publish import (
-    BrokerUnavailable,
-    MissingUrl,
-    NoStream,
-    NotAcknowledged,
-    Published,
-    Publisher,
-)
+from jobhost_publish.errors import BrokerUnavailable, MissingUrl, NoStream, NotAcknowledged
+from jobhost_publish.executor import Published, Publisher
 from jobhost_publish.plugin import jobhost_jobs
 from publish_support import (
     NATS_URL,
