@@ -326,13 +326,11 @@ def record_outcomes(
         mine = set(
             connection.execute(statement, {**rows_json(finishes), "host": host_id}).scalars()
         )
-        recorded = [o for o in outcomes if o.run_id in mine]
         refused: list[dict[str, Any]] = []
     else:
         ids = [o.run_id for o in outcomes]
         query = built(connection, "own-running", _own_running)
         mine = set(connection.execute(query, {"ids": ids, "host": host_id}).scalars())
-        recorded = [o for o in outcomes if o.run_id in mine]
         refused = execute_batch(
             connection,
             "finish-runs",
@@ -340,6 +338,7 @@ def record_outcomes(
             isolate=isolate,
             rows=[row for row in finishes if row["b_id"] in mine],
         )
+    recorded = [o for o in outcomes if o.run_id in mine]
     if not recorded:
         return set()
     if refused:
@@ -473,16 +472,10 @@ def abandon_expired_runs(
     ]
     if not candidates:
         return []
-    owners = {
-        h.id: h
-        for h in (
-            HostRecord.from_row(r)
-            for r in connection.execute(
-                select(hosts).where(hosts.c.id.in_({r.host_id for r in candidates if r.host_id}))
-            ).mappings()
-        )
-    }
-    gone = [r for r in candidates if not (r.host_id in owners and owners[r.host_id].alive(now))]
+    query = select(hosts).where(hosts.c.id.in_({r.host_id for r in candidates if r.host_id}))
+    owners = map(HostRecord.from_row, connection.execute(query).mappings())
+    alive = {h.id for h in owners if h.alive(now)}
+    gone = [r for r in candidates if r.host_id not in alive]
     return _abandon_runs(connection, gone, now, {r.id: _abandoned_message(r) for r in gone})
 
 
