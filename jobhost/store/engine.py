@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from jobhost_contracts import redact_text
 from sqlalchemy import (
@@ -45,13 +45,11 @@ from jobhost.store.sqlite import (
     sqlite_path,
 )
 
-if TYPE_CHECKING:
-    from tenacity import RetryCallState
-
 __all__ = [
     "COPY_FROM",
     "DEADLINE_MARGIN",
     "DEFAULT_STATEMENT_TIMEOUT",
+    "BatchValue",
     "StoreRetry",
     "StoreTime",
     "UTCDateTime",
@@ -61,8 +59,9 @@ __all__ = [
     "create_store_engine",
     "database",
     "database_now",
+    "execute_batch",
     "execute_isolating",
-    "insert_ignoring_duplicates",
+    "from_json",
     "insert_returning_new",
     "is_read_only",
     "is_store_down",
@@ -109,7 +108,9 @@ def create_store_engine(
     locked, and every other replica skips locked rows, so its runs could not be taken over.
     ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
-    parsed = normalise_url(url)
+    parsed = make_url(url)
+    if parsed.drivername in {"postgresql", "postgres"}:
+        parsed = parsed.set(drivername="postgresql+psycopg")
     return _DATABASES[parsed.get_backend_name()].open(
         parsed,
         create,
@@ -175,14 +176,6 @@ class _Look:
 
 
 _LOOKS: weakref.WeakKeyDictionary[Engine, _Look] = weakref.WeakKeyDictionary()
-
-
-def normalise_url(url: str | URL) -> URL:
-    """The URL with the psycopg 3 driver named for PostgreSQL."""
-    parsed = make_url(url)
-    if parsed.drivername in {"postgresql", "postgres"}:
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed
 
 
 def reading(engine: Engine) -> Connection:
@@ -267,15 +260,6 @@ def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
     return _DATABASES[connection.dialect.name].locked(statement, skip_locked=True)
 
 
-def insert_ignoring_duplicates(
-    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
-) -> int:
-    """Insert ``rows`` in one statement (see :func:`insert_returning_new`), silently keeping
-    the existing row where ``columns`` collide; how many went in (counted from RETURNING:
-    drivers do not all report a rowcount for this insert)."""
-    return len(insert_returning_new(connection, table, rows, columns))
-
-
 COPY_FROM = 100
 """The fewest rows :func:`copy_ignoring_duplicates` sends by ``COPY`` on PostgreSQL."""
 
@@ -283,7 +267,7 @@ COPY_FROM = 100
 def copy_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
 ) -> set[Any]:
-    """Insert many ``rows`` as :func:`insert_ignoring_duplicates` does (a row colliding on the
+    """Insert many ``rows`` as :func:`insert_returning_new` does (a row colliding on the
     unique ``column`` keeps the existing one); return the ``column`` values that went in.
 
     On PostgreSQL the rows travel by ``COPY`` (formatted in C) into a temporary table and move
@@ -426,6 +410,49 @@ def execute_isolating(
     return refused
 
 
+BatchValue = Callable[[str, Any], Any]
+"""A batch statement's value for one row: ``value(name, type)``."""
+
+
+def execute_batch(
+    connection: Connection,
+    name: str,
+    build: Callable[[BatchValue], Any],
+    rows: list[dict[str, Any]],
+    *,
+    isolate: bool,
+) -> list[dict[str, Any]]:
+    """Run the statement ``build`` makes for every row; return the rows refused (see
+    :func:`execute_isolating`). On PostgreSQL, unless each row is to be tried alone, one
+    statement takes every row from JSON; ``build`` names its values through
+    ``value(name, type)``: a bind parameter per row, or the JSON rows' column."""
+    if not rows:
+        return []
+    if not database(connection).batches or isolate:
+        statement = built(connection, name, lambda _: build(_bound))
+        return execute_isolating(connection, statement, rows, isolate=isolate)
+    statement = built(connection, f"{name}:json", lambda _: from_json(build))
+    connection.execute(statement, rows_json(rows))
+    return []
+
+
+def from_json(build: Callable[[BatchValue], Any]) -> Any:
+    """The statement ``build`` makes, its values the columns of JSON rows (PostgreSQL)."""
+    kinds: dict[str, Any] = {}
+
+    def note(key: str, kind: Any) -> Any:
+        kinds.setdefault(key, kind)
+        return _bound(key, kind)
+
+    build(note)  # once to learn the values' names and types
+    source = json_rows(list(kinds.items()))
+    return build(lambda key, _kind: source.c[key])
+
+
+def _bound(name: str, kind: Any) -> Any:
+    return bindparam(name, type_=kind)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """An instant, stored in UTC, always returned timezone-aware.
 
@@ -481,10 +508,6 @@ def is_store_down(error: BaseException) -> bool:
     return is_away(error)
 
 
-class _Stopped(Exception):
-    """The ``stopping`` event was set during a pause."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
     """How one kind of store call is retried, and what its failures say in the log: one
@@ -509,52 +532,40 @@ class StoreRetry:
 
     def call(self, operation: Callable[[], _T], *, what: str | None = None) -> _T:
         """``operation()``, tried again as this policy says; its last error when it stops."""
-        # Imported on the first retried call: a command that only reads never makes one.
-        from tenacity import Retrying, retry_if_exception, wait_chain, wait_fixed
-
         name = what or self.what
-        last: list[BaseException] = []
-        retrying = Retrying(
-            retry=retry_if_exception(self.retry_on),
-            wait=wait_chain(*(wait_fixed(seconds) for seconds in self.waits or (0.0,))),
-            stop=self._stop,
-            sleep=self._sleep,
-            before_sleep=lambda state: self._failed(name, state, last),
-            reraise=True,
-        )
-        try:
-            result = retrying(operation)
-        except _Stopped:
-            raise last[-1] from None
-        if last:
-            _log.info("%s: the store answers again after %d failed tries", name, len(last))
-        return result
+        waits = self.waits or (0.0,)
+        tries = 0
+        while True:
+            try:
+                result = operation()
+            except BaseException as error:
+                tries += 1
+                if not self.retry_on(error) or self._stop(tries):
+                    raise
+                pause = waits[min(tries, len(waits)) - 1]
+                self._failed(name, error, tries, pause)
+                if self.stopping is None:
+                    time.sleep(pause)
+                elif self.stopping.wait(pause):
+                    raise error from None
+            else:
+                if tries:
+                    _log.info("%s: the store answers again after %d failed tries", name, tries)
+                return result
 
-    def _stop(self, state: RetryCallState) -> bool:
-        tries = state.attempt_number
+    def _stop(self, tries: int) -> bool:
         if self.stopping is not None and self.stopping.is_set():
             return True
         if self.max_attempts is not None and tries >= self.max_attempts:
             return True
         return self.give_up is not None and self.give_up(tries)
 
-    def _sleep(self, seconds: float) -> None:
-        if self.stopping is None:
-            time.sleep(seconds)
-        elif self.stopping.wait(seconds):
-            raise _Stopped
-
-    def _failed(self, name: str, state: RetryCallState, last: list[BaseException]) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        if error is None:
-            return
-        last.append(error)
+    def _failed(self, name: str, error: BaseException, tries: int, pause: float) -> None:
         if self.on_failure is not None:
             self.on_failure(error)
-        if self.warn == "each" or len(last) == 1:
+        if self.warn == "each" or tries == 1:
             first_line = str(error).splitlines()[0] if str(error) else ""
             kind = "store unreachable" if is_store_down(error) else "error"
-            pause = state.upcoming_sleep
             _log.warning(
                 "%s failed: %s (%s: %s); retrying in %gs",
                 name,
