@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from jobhost_contracts import redact_text
 from sqlalchemy import (
@@ -44,6 +44,9 @@ from jobhost.store.sqlite import (
     is_read_only,
     sqlite_path,
 )
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = [
     "COPY_FROM",
@@ -508,6 +511,10 @@ def is_store_down(error: BaseException) -> bool:
     return is_away(error)
 
 
+class _Stopped(Exception):
+    """The ``stopping`` event was set during a pause."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
     """How one kind of store call is retried, and what its failures say in the log: one
@@ -532,40 +539,52 @@ class StoreRetry:
 
     def call(self, operation: Callable[[], _T], *, what: str | None = None) -> _T:
         """``operation()``, tried again as this policy says; its last error when it stops."""
-        name = what or self.what
-        waits = self.waits or (0.0,)
-        tries = 0
-        while True:
-            try:
-                result = operation()
-            except BaseException as error:
-                tries += 1
-                if not self.retry_on(error) or self._stop(tries):
-                    raise
-                pause = waits[min(tries, len(waits)) - 1]
-                self._failed(name, error, tries, pause)
-                if self.stopping is None:
-                    time.sleep(pause)
-                elif self.stopping.wait(pause):
-                    raise error from None
-            else:
-                if tries:
-                    _log.info("%s: the store answers again after %d failed tries", name, tries)
-                return result
+        # Imported on the first retried call: a command that only reads never makes one.
+        from tenacity import Retrying, retry_if_exception, wait_chain, wait_fixed
 
-    def _stop(self, tries: int) -> bool:
+        name = what or self.what
+        last: list[BaseException] = []
+        retrying = Retrying(
+            retry=retry_if_exception(self.retry_on),
+            wait=wait_chain(*(wait_fixed(seconds) for seconds in self.waits or (0.0,))),
+            stop=self._stop,
+            sleep=self._sleep,
+            before_sleep=lambda state: self._failed(name, state, last),
+            reraise=True,
+        )
+        try:
+            result = retrying(operation)
+        except _Stopped:
+            raise last[-1] from None
+        if last:
+            _log.info("%s: the store answers again after %d failed tries", name, len(last))
+        return result
+
+    def _stop(self, state: RetryCallState) -> bool:
+        tries = state.attempt_number
         if self.stopping is not None and self.stopping.is_set():
             return True
         if self.max_attempts is not None and tries >= self.max_attempts:
             return True
         return self.give_up is not None and self.give_up(tries)
 
-    def _failed(self, name: str, error: BaseException, tries: int, pause: float) -> None:
+    def _sleep(self, seconds: float) -> None:
+        if self.stopping is None:
+            time.sleep(seconds)
+        elif self.stopping.wait(seconds):
+            raise _Stopped
+
+    def _failed(self, name: str, state: RetryCallState, last: list[BaseException]) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if error is None:
+            return
+        last.append(error)
         if self.on_failure is not None:
             self.on_failure(error)
-        if self.warn == "each" or tries == 1:
+        if self.warn == "each" or len(last) == 1:
             first_line = str(error).splitlines()[0] if str(error) else ""
             kind = "store unreachable" if is_store_down(error) else "error"
+            pause = state.upcoming_sleep
             _log.warning(
                 "%s failed: %s (%s: %s); retrying in %gs",
                 name,
