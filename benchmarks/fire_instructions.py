@@ -90,11 +90,9 @@ def _count(store: str, arguments: argparse.Namespace, seconds: int, peer: Path |
 
 def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     """Fire ``jobs`` every-second jobs for ``seconds`` seconds of a hand-moved clock."""
-    from jobhost_contracts import Cancellation
-
     from jobhost.catalog import build_catalog
     from jobhost.config import Settings
-    from jobhost.envelope.envelope import RunEnvelope
+    from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
     from jobhost.envelope.reporting import configure_telemetry
     from jobhost.firing.slots import Finished
     from jobhost.firing.tick import Ticker
@@ -144,7 +142,11 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
             finished: list[Finished] = []
             while claims := ticker.tick(clock(), _CLAIM, 0).claims:
                 for claim, spec in claims:
-                    finished.append(envelope.execute(claim, spec, Cancellation()))
+                    # As a host's worker executes it, under the supervisor.
+                    cancellation = SupervisedCancellation()
+                    finished.append(
+                        envelope.execute(claim, spec, cancellation, on_stuck=lambda _verdict: None)
+                    )
                 if len(finished) >= _RECORD:
                     record(finished)
                     finished = []

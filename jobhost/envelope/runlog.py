@@ -226,17 +226,6 @@ class RunLogWriter:
                 self._thread.start()
         return run_log
 
-    def note(self, run_log: RunLog, created: float, level: str, message: str) -> None:
-        """A line the envelope adds itself (an exception's traceback)."""
-        if run_log.add(created, level, message):
-            run_log.wake()
-
-    def finish(self, run_logs: Sequence[RunLog]) -> None:
-        """Write the last lines of runs that have ended; raises what the store raises (the
-        caller retries), and is a no-op for runs already finished."""
-        with self.finishing(run_logs) as logs:
-            self._store.write_logs(logs)
-
     @contextmanager
     def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
         """The last lines of runs that have ended, to write in the transaction recording their

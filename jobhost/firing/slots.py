@@ -173,11 +173,6 @@ class WorkerSlots:
         with self._lock:
             return not self._running
 
-    def timed(self, seconds: float) -> None:
-        """A run took ``seconds``: the claim-ahead queue sizes its room by the recent pace."""
-        with self._lock:
-            self._ahead.timed(seconds)
-
     # -- shutdown -----------------------------------------------------------------------------
 
     def release_queued(self) -> None:
@@ -316,7 +311,7 @@ class _Execute(Protocol):
         spec: JobSpec,
         cancellation: Cancellation,
         *,
-        on_stuck: Callable[[Outcome], None] | None = None,
+        on_stuck: Callable[[Outcome], None],
     ) -> Finished: ...
 
 

@@ -38,7 +38,8 @@ class Host:
         run_log = self.writer.open(run_id, _JOB, 1)
         with running(run_log):
             job(job_logger(_JOB, run_log))
-        self.writer.finish([run_log])
+        with self.writer.finishing([run_log]) as logs:  # as the recorder writes them
+            Store(self.engine).write_logs(logs)
         with reading(self.engine) as connection:
             entries = read_lines(connection, run_id)
         return [entry for entry in entries if isinstance(entry, LogLine)]
