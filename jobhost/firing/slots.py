@@ -391,25 +391,21 @@ T = TypeVar("T")
 class AheadQueue(Generic[T]):
     """The queue, and how much room it has for the next claim."""
 
-    def __init__(self, workers: int, *, horizon: float = HORIZON) -> None:
+    def __init__(self, workers: int) -> None:
         self._workers = workers
-        self._horizon = horizon
         self._most = MOST_PER_WORKER * workers
         self._mean: float | None = None
         self._queue: deque[T] = deque()
-
-    def __len__(self) -> int:
-        return len(self._queue)
 
     @property
     def bound(self) -> int:
         """Runs that may wait now: what the workers start within the horizon, at most
         :data:`MOST_PER_WORKER` a worker; none before a run was timed."""
-        if self._mean is None or self._horizon <= 0:
+        if self._mean is None:
             return 0
         if self._mean <= 0:
             return self._most
-        return min(self._most, math.floor(self._horizon * self._workers / self._mean))
+        return min(self._most, math.floor(HORIZON * self._workers / self._mean))
 
     def room(self) -> int:
         """How many more runs a claim may take beyond the free workers."""
