@@ -94,6 +94,7 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     from jobhost.config import Settings
     from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
     from jobhost.envelope.reporting import configure_telemetry
+    from jobhost.envelope.runlog import RunLogWriter
     from jobhost.firing.slots import Finished
     from jobhost.firing.tick import Ticker
     from jobhost.store import Store
@@ -128,6 +129,9 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
         host_id="instructions",
         grace=timedelta(seconds=1),
         telemetry=telemetry,
+        run_logs=RunLogWriter(
+            store, max_lines=settings.run_log_lines, max_bytes=settings.run_log_bytes
+        ),
         store_time=clock,
     )
 

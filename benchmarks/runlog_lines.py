@@ -1,7 +1,7 @@
 """What one line a job writes costs: ``python benchmarks/runlog_lines.py``.
 
 Runs of ``--lines`` lines (20) of about 100 characters each, written at INFO through the logger a
-run's ``context.logger`` is (:func:`jobhost.envelope.runlog.job_logger`) and, beside it in the
+run's ``context.logger`` is (:class:`jobhost.envelope.runlog.JobLogger`) and, beside it in the
 same process, through the registered ``jobhost.job.NAME`` logger (a plain ``logging.Logger``:
 a ``LogRecord``, the handlers, the run-log capture handler), with the host's logging set up as
 ``jobhost run`` sets it (``--log-level``, ``--log-format``; stderr goes to /dev/null). Then the
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobhost.cli._app import configure_logging
-from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
+from jobhost.envelope.runlog import JobLogger, RunLog, RunLogWriter, running
 from jobhost.store import Store, create_store_engine, upgrade
 
 _PAYLOAD = "x" * 80
@@ -64,7 +64,9 @@ def _report(arguments: argparse.Namespace, store: Store, writer: RunLogWriter) -
     )
     ours = _best(
         repeat,
-        lambda: _lines(store, writer, lines, runs, lambda run_log: job_logger(_JOB, run_log)),
+        lambda: _lines(
+            store, writer, lines, runs, lambda run_log: JobLogger(f"jobhost.job.{_JOB}", run_log)
+        ),
     )
     theirs = _best(repeat, lambda: _lines(store, writer, lines, runs, lambda _run_log: plain))
     written = _best(repeat, lambda: _written(store, writer, lines, runs))

@@ -10,7 +10,9 @@ from pathlib import Path
 from jobhost.catalog import Catalog, JobSpec, build_catalog
 from jobhost.config import Settings
 from jobhost.envelope.envelope import Outcome, RunEnvelope, SupervisedCancellation
+from jobhost.envelope.runlog import RunLogWriter
 from jobhost.records import Claim
+from jobhost.store import Store
 from tests.commands import jobhost_command
 
 SAMPLE_PLUGIN = os.path.join(os.path.dirname(__file__), "plugins", "sample_jobs.py")
@@ -44,6 +46,11 @@ def run_jobhost(
     return jobhost_command(
         args, env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})}, cwd=cwd, timeout=60
     )
+
+
+def run_log_writer(store: Store) -> RunLogWriter:
+    """A run-log writer bounded by the settings' defaults, as a host's."""
+    return RunLogWriter(store, max_lines=1000, max_bytes=262_144)
 
 
 def run_through(

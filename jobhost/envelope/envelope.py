@@ -21,7 +21,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -51,8 +50,8 @@ from jobhost.envelope.lifecycle import (
     report,
 )
 from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
-from jobhost.envelope.runlog import RunLogWriter, job_logger, running, storable_text
-from jobhost.records import Claim, LogWrites, occurrence_text
+from jobhost.envelope.runlog import JobLogger, RunLogWriter, running, storable_text
+from jobhost.records import Claim, occurrence_text
 from jobhost.records import Outcome as LedgerOutcome
 from jobhost.store import Store
 
@@ -80,10 +79,10 @@ class RunEnvelope:
         host_id: str,
         grace: timedelta,
         telemetry: Telemetry,
+        run_logs: RunLogWriter,
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
         store_time: Clock | None = None,
-        run_logs: RunLogWriter | None = None,
     ) -> None:
         self._store = store
         self._host_id = host_id
@@ -131,9 +130,7 @@ class RunEnvelope:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
-            run_log = None
-            if self._run_logs is not None:
-                run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
+            run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
             began = self._store.clock()
             context = JobContext(
                 job_name=claim.job_name,
@@ -144,7 +141,7 @@ class RunEnvelope:
                 idempotency_key=claim.idempotency_key,
                 fencing_token=claim.fencing_token,
                 config=spec.config,
-                logger=job_logger(claim.job_name, run_log),
+                logger=JobLogger(f"jobhost.job.{claim.job_name}", run_log),
                 cancellation=cancellation,
                 state=self._store.job_state(
                     claim.job_name,
@@ -159,7 +156,7 @@ class RunEnvelope:
             timeout = spec.declaration.timeout
             seconds = timeout.total_seconds() if timeout is not None else None
             grace = self._grace.total_seconds()
-            with running(run_log) if run_log is not None else nullcontext():
+            with running(run_log):
                 outcome = execute_here(
                     spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
                 )
@@ -167,7 +164,6 @@ class RunEnvelope:
             if (
                 error is not None
                 and error.__traceback__ is not None
-                and run_log is not None
                 and run_log.add(time.time(), "ERROR", _stack(error))
             ):
                 run_log.wake()
@@ -182,14 +178,14 @@ class RunEnvelope:
         log lines, in one transaction, stamped with the store's time as the host estimates it
         when it does. Raises what the store raises; with ``isolate`` a row the database refuses
         comes back with the verdict ``running``."""
-        store, run_logs = self._store, self._run_logs
+        store = self._store
 
         def outcomes_at(now: datetime) -> list[LedgerOutcome]:
             host_now = store.clock()  # the host's clock as the store's reads ``now``
             return [ledger_outcome(finished, now, host_now) for finished in batch]
 
         ended = [f.run_log for f in batch if f.run_log is not None]
-        with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:
+        with self._run_logs.finishing(ended) as logs:
             done = store.record_finished(
                 self._host_id,
                 outcomes_at=outcomes_at,

@@ -24,7 +24,7 @@ from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
-from tests.support import run_through, sample_catalog
+from tests.support import run_log_writer, run_through, sample_catalog
 
 
 class Harness:
@@ -47,6 +47,7 @@ class Harness:
             host_id="test-host",
             grace=timedelta(seconds=0.5),
             telemetry=telemetry,
+            run_logs=run_log_writer(Store(engine)),
             sinks=catalog.audit_sinks,
             sink_timeout=timedelta(seconds=0.5),
         )
@@ -155,6 +156,7 @@ def test_a_scheduled_run_records_its_occurrence_and_lag(
             host_id="h",
             grace=timedelta(seconds=1),
             telemetry=t,
+            run_logs=run_log_writer(Store(engine)),
             store_time=clock,
         )
         run_through(envelope, claim, spec)
@@ -277,6 +279,7 @@ def test_failing_and_hanging_audit_sinks_leave_the_outcome_alone(
         host_id="test-host",
         grace=timedelta(seconds=1),
         telemetry=telemetry[0],
+        run_logs=run_log_writer(Store(made.engine)),
         sinks=catalog.audit_sinks,
         sink_timeout=timedelta(seconds=0.3),
     )

@@ -14,7 +14,7 @@ from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.actions import request_run
-from tests.support import run_through, sample_catalog
+from tests.support import run_log_writer, run_through, sample_catalog
 
 
 def _closed_port() -> int:
@@ -74,7 +74,11 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         )
         ticker.sync(clock())
         envelope = RunEnvelope(
-            Store(engine, clock), host_id="h", grace=timedelta(seconds=1), telemetry=telemetry
+            Store(engine, clock),
+            host_id="h",
+            grace=timedelta(seconds=1),
+            telemetry=telemetry,
+            run_logs=run_log_writer(Store(engine)),
         )
         outcomes = []
         began = time.monotonic()

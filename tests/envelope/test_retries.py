@@ -19,7 +19,7 @@ from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
-from tests.support import run_through, sample_catalog
+from tests.support import run_log_writer, run_through, sample_catalog
 
 
 def test_backoff_doubles_and_stops_at_its_cap() -> None:
@@ -77,6 +77,7 @@ def test_a_failed_attempt_queues_its_retry_after_the_backoff(
                 host_id="h",
                 grace=timedelta(seconds=1),
                 telemetry=telemetry[0],
+                run_logs=run_log_writer(Store(engine)),
             )
             with engine.begin() as connection:
                 request_run(connection, "sample.flaky", "tester", None, clock())

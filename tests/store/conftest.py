@@ -17,7 +17,7 @@ from jobhost.firing.tick import Ticker
 from jobhost.records import Claim
 from jobhost.store import Store, create_store_engine
 from tests.migrated import migrate
-from tests.support import ManualClock, run_through, sample_catalog
+from tests.support import ManualClock, run_log_writer, run_through, sample_catalog
 
 
 class Replica:
@@ -51,6 +51,7 @@ class Replica:
             host_id=host_id,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
+            run_logs=run_log_writer(self.store),
             store_time=clock,
         )
 

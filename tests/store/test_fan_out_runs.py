@@ -26,7 +26,7 @@ from jobhost.operations.runs import history_json, read_history
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
-from tests.support import ManualClock, run_through, sample_catalog
+from tests.support import ManualClock, run_log_writer, run_through, sample_catalog
 
 JOB = "sample.tenants"
 TENANTS = {
@@ -63,6 +63,7 @@ class _Host:
             host_id="host-0",
             grace=timedelta(seconds=1),
             telemetry=telemetry,
+            run_logs=run_log_writer(Store(engine)),
             store_time=clock,
         )
 

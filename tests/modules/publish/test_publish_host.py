@@ -33,7 +33,7 @@ from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.commands import jobhost_command
-from tests.support import ManualClock, run_through
+from tests.support import ManualClock, run_log_writer, run_through
 
 DUE = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
 MANUAL = Path(__file__).resolve().parents[3] / "docs" / "operations" / "publish.md"
@@ -82,6 +82,7 @@ def test_a_broker_outage_fails_the_attempt_and_the_retry_publishes_with_the_same
             host_id="h",
             grace=timedelta(seconds=1),
             telemetry=telemetry[0],
+            run_logs=run_log_writer(Store(engine)),
             store_time=clock,
         )
         ticker.sync(clock())
