@@ -93,9 +93,9 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     from jobhost.catalog import build_catalog
     from jobhost.config import Settings
     from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+    from jobhost.envelope.lifecycle import Finished
     from jobhost.envelope.reporting import configure_telemetry
     from jobhost.envelope.runlog import RunLogWriter
-    from jobhost.firing.slots import Finished
     from jobhost.firing.tick import Ticker
     from jobhost.store import Store
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from jobhost.catalog import Catalog, JobSpec, build_catalog
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Outcome, RunEnvelope, SupervisedCancellation
+from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Outcome
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.records import Claim
 from jobhost.store import Store

@@ -58,8 +58,6 @@ from jobhost.store import Store
 __all__ = [
     "RESULT_LIMIT",
     "DaemonThreads",
-    "Finished",
-    "Outcome",
     "RunEnvelope",
     "SupervisedCancellation",
     "execute_here",

@@ -29,11 +29,11 @@ from jobhost.catalog.validation import UsesStore
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.lifecycle import retrying_abandoned
+from jobhost.envelope.lifecycle import Finished, retrying_abandoned
 from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
-from jobhost.firing.slots import Finished, HostStatus, OutcomeRecorder, WorkerSlots
+from jobhost.firing.slots import HostStatus, OutcomeRecorder, WorkerSlots
 from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader

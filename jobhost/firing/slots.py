@@ -27,13 +27,8 @@ from jobhost_contracts import Cancellation
 
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text
-from jobhost.envelope.envelope import (
-    DaemonThreads,
-    Finished,
-    Outcome,
-    RunEnvelope,
-    SupervisedCancellation,
-)
+from jobhost.envelope.envelope import DaemonThreads, RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Finished, Outcome
 from jobhost.records import Claim
 from jobhost.rules import lease_for
 from jobhost.store import Store
@@ -42,7 +37,6 @@ from jobhost.store.engine import StoreRetry, is_store_down
 __all__ = [
     "MOST_PER_WORKER",
     "AheadQueue",
-    "Finished",
     "HostStatus",
     "OutcomeRecorder",
     "WorkerSlots",

@@ -17,7 +17,8 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Outcome, RunEnvelope, SupervisedCancellation
+from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Outcome
 from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord

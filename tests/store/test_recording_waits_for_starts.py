@@ -15,8 +15,9 @@ from sqlalchemy import select
 
 from jobhost.config import Settings
 from jobhost.envelope.envelope import SupervisedCancellation
+from jobhost.envelope.lifecycle import Finished
 from jobhost.firing.host import Host
-from jobhost.firing.slots import Finished, OutcomeRecorder
+from jobhost.firing.slots import OutcomeRecorder
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
