@@ -137,25 +137,6 @@ def report(
     )
 
 
-def _run_times(
-    claimed_at: datetime,
-    began: datetime | None,
-    ended: datetime | None,
-    written_at: datetime,
-    host_now: datetime,
-) -> tuple[datetime, datetime]:
-    """(start, end) on the store's clock; ``host_now`` is the host's clock at ``written_at``.
-
-    A run whose executor never ran (cancelled at shutdown) spans its claim to its write.
-    """
-    if began is None or ended is None:
-        return claimed_at, max(written_at, claimed_at)
-    skew = written_at - host_now
-    start = min(max(began + skew, claimed_at), written_at)
-    end = min(max(ended + skew, start), max(written_at, start))
-    return start, end
-
-
 def next_attempt(
     policy: RetryPolicy, outcome: str, before: Claim | RunRecord, at: datetime
 ) -> RetryRequest | None:
@@ -240,6 +221,25 @@ def ledger_outcome(finished: Finished, finished_at: datetime, host_now: datetime
         backfill_id=claim.backfill_id,
         occurrence=claim.occurrence,
     )
+
+
+def _run_times(
+    claimed_at: datetime,
+    began: datetime | None,
+    ended: datetime | None,
+    written_at: datetime,
+    host_now: datetime,
+) -> tuple[datetime, datetime]:
+    """(start, end) on the store's clock; ``host_now`` is the host's clock at ``written_at``.
+
+    A run whose executor never ran (cancelled at shutdown) spans its claim to its write.
+    """
+    if began is None or ended is None:
+        return claimed_at, max(written_at, claimed_at)
+    skew = written_at - host_now
+    start = min(max(began + skew, claimed_at), written_at)
+    end = min(max(ended + skew, start), max(written_at, start))
+    return start, end
 
 
 # -- reporting ---------------------------------------------------------------------------------
