@@ -90,13 +90,12 @@ def _count(store: str, arguments: argparse.Namespace, seconds: int, peer: Path |
 
 def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
     """Fire ``jobs`` every-second jobs for ``seconds`` seconds of a hand-moved clock."""
-    from jobhost_contracts import Cancellation
-
     from jobhost.catalog import build_catalog
     from jobhost.config import Settings
-    from jobhost.envelope.envelope import RunEnvelope
+    from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+    from jobhost.envelope.lifecycle import Finished
     from jobhost.envelope.reporting import configure_telemetry
-    from jobhost.firing.slots import Finished
+    from jobhost.envelope.runlog import RunLogWriter
     from jobhost.firing.tick import Ticker
     from jobhost.store import Store
 
@@ -130,6 +129,9 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
         host_id="instructions",
         grace=timedelta(seconds=1),
         telemetry=telemetry,
+        run_logs=RunLogWriter(
+            store, max_lines=settings.run_log_lines, max_bytes=settings.run_log_bytes
+        ),
         store_time=clock,
     )
 
@@ -144,7 +146,11 @@ def _cycle(store: str, jobs: int, seconds: int, postgres_url: str) -> None:
             finished: list[Finished] = []
             while claims := ticker.tick(clock(), _CLAIM, 0).claims:
                 for claim, spec in claims:
-                    finished.append(envelope.execute(claim, spec, Cancellation()))
+                    # As a host's worker executes it, under the supervisor.
+                    cancellation = SupervisedCancellation()
+                    finished.append(
+                        envelope.execute(claim, spec, cancellation, on_stuck=lambda _verdict: None)
+                    )
                 if len(finished) >= _RECORD:
                     record(finished)
                     finished = []

@@ -19,7 +19,9 @@ import uuid
 import aio_pika
 import nats
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
-from jobhost_publish import BrokerUrls, Publisher, PublishSettings, build_executor
+from jobhost_publish import PublishSettings, build_executor
+from jobhost_publish.executor import Publisher
+from jobhost_publish.settings import BrokerUrls
 from nats.js.api import StreamConfig
 
 RUNS = 200

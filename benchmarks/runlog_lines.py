@@ -1,7 +1,7 @@
 """What one line a job writes costs: ``python benchmarks/runlog_lines.py``.
 
 Runs of ``--lines`` lines (20) of about 100 characters each, written at INFO through the logger a
-run's ``context.logger`` is (:func:`jobhost.envelope.runlog.job_logger`) and, beside it in the
+run's ``context.logger`` is (:class:`jobhost.envelope.runlog.JobLogger`) and, beside it in the
 same process, through the registered ``jobhost.job.NAME`` logger (a plain ``logging.Logger``:
 a ``LogRecord``, the handlers, the run-log capture handler), with the host's logging set up as
 ``jobhost run`` sets it (``--log-level``, ``--log-format``; stderr goes to /dev/null). Then the
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobhost.cli._app import configure_logging
-from jobhost.envelope.runlog import RunLog, RunLogWriter, job_logger, running
-from jobhost.store import create_store_engine, upgrade
+from jobhost.envelope.runlog import JobLogger, RunLog, RunLogWriter, running
+from jobhost.store import Store, create_store_engine, upgrade
 
 _PAYLOAD = "x" * 80
 _JOB = "bench.talk"
@@ -40,21 +40,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         engine = create_store_engine(f"sqlite:///{Path(folder) / 'bench.db'}")
         upgrade(engine)
+        store = Store(engine)
         writer = RunLogWriter(
-            engine,
+            store,
             max_lines=1000,
             max_bytes=256 * 1024,
             level=arguments.log_level,
             flush_seconds=3600,
         )
         try:
-            _report(arguments, writer)
+            _report(arguments, store, writer)
         finally:
             writer.close()
             engine.dispose()
 
 
-def _report(arguments: argparse.Namespace, writer: RunLogWriter) -> None:
+def _report(arguments: argparse.Namespace, store: Store, writer: RunLogWriter) -> None:
     lines, runs, repeat = arguments.lines, arguments.runs, arguments.repeat
     plain = logging.getLogger(f"jobhost.job.{_JOB}")
     print(
@@ -62,10 +63,13 @@ def _report(arguments: argparse.Namespace, writer: RunLogWriter) -> None:
         f"log_format {arguments.log_format}; CPU microseconds per line, best of {repeat}"
     )
     ours = _best(
-        repeat, lambda: _lines(writer, lines, runs, lambda run_log: job_logger(_JOB, run_log))
+        repeat,
+        lambda: _lines(
+            store, writer, lines, runs, lambda run_log: JobLogger(f"jobhost.job.{_JOB}", run_log)
+        ),
     )
-    theirs = _best(repeat, lambda: _lines(writer, lines, runs, lambda _run_log: plain))
-    written = _best(repeat, lambda: _written(writer, lines, runs))
+    theirs = _best(repeat, lambda: _lines(store, writer, lines, runs, lambda _run_log: plain))
+    written = _best(repeat, lambda: _written(store, writer, lines, runs))
     print(f"{'context.logger (JobLogger)':<44} {ours:>7.2f}")
     print(f"{'plain logging.Logger, same handlers':<44} {theirs:>7.2f}")
     print(f"{'ratio context.logger / plain':<44} {ours / theirs:>7.2f}x")
@@ -73,6 +77,7 @@ def _report(arguments: argparse.Namespace, writer: RunLogWriter) -> None:
 
 
 def _lines(
+    store: Store,
     writer: RunLogWriter,
     lines: int,
     runs: int,
@@ -89,11 +94,11 @@ def _lines(
             for step in range(lines):
                 logger.info("step %d of %d: %s", step + 1, lines, _PAYLOAD)
             spent += time.thread_time() - start
-        writer.finish([run_log])
+        _finish(store, writer, [run_log])
     return spent / (lines * runs)
 
 
-def _written(writer: RunLogWriter, lines: int, runs: int) -> float:
+def _written(store: Store, writer: RunLogWriter, lines: int, runs: int) -> float:
     """CPU seconds per line the writer spends storing what ``runs`` runs wrote."""
     logger = logging.getLogger(f"jobhost.job.{_JOB}")
     opened = []
@@ -104,7 +109,7 @@ def _written(writer: RunLogWriter, lines: int, runs: int) -> float:
                 logger.info("step %d of %d: %s", step + 1, lines, _PAYLOAD)
         opened.append(run_log)
     start = time.thread_time()
-    writer.finish(opened)
+    _finish(store, writer, opened)
     return (time.thread_time() - start) / (lines * runs)
 
 
@@ -120,6 +125,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--log-level", default="WARNING", help="the host's log_level (WARNING)")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     return parser.parse_args()
+
+
+def _finish(store: Store, writer: RunLogWriter, run_logs: list[RunLog]) -> None:
+    """Write the last lines of ended runs, as the recorder does in its outcomes' transaction."""
+    with writer.finishing(run_logs) as logs:
+        store.write_logs(logs)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,13 @@ import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from jobhost.catalog import Catalog, build_catalog
+from jobhost.catalog import Catalog, JobSpec, build_catalog
 from jobhost.config import Settings
+from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Outcome
+from jobhost.envelope.runlog import RunLogWriter
+from jobhost.records import Claim
+from jobhost.store import Store
 from tests.commands import jobhost_command
 
 SAMPLE_PLUGIN = os.path.join(os.path.dirname(__file__), "plugins", "sample_jobs.py")
@@ -42,3 +47,27 @@ def run_jobhost(
     return jobhost_command(
         args, env={**os.environ, "JOBHOST_LOAD_PLUGINS": "", **(env or {})}, cwd=cwd, timeout=60
     )
+
+
+def run_log_writer(store: Store) -> RunLogWriter:
+    """A run-log writer bounded by the settings' defaults, as a host's."""
+    return RunLogWriter(store, max_lines=1000, max_bytes=262_144)
+
+
+def run_through(
+    envelope: RunEnvelope,
+    claim: Claim,
+    spec: JobSpec,
+    cancellation: SupervisedCancellation | None = None,
+    *,
+    flush: float = 11.0,
+) -> Outcome:
+    """One run as a host's worker and recorder take it (``jobhost.firing.slots``): execute,
+    record, settle; then wait up to ``flush`` seconds for its reports to be delivered."""
+    finished = envelope.execute(
+        claim, spec, cancellation or SupervisedCancellation(), on_stuck=lambda _verdict: None
+    )
+    (done,) = envelope.record([finished])
+    envelope.settle(done)
+    envelope.flush_reports(flush)
+    return finished.outcome

@@ -24,7 +24,15 @@ from jobhost.config import JobOverride
 from jobhost.errors import UnknownJobError
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
-__all__ = ["NAME_PATTERN", "NAME_RULE", "Catalog", "EffectiveTrigger", "JobSpec", "Problem"]
+__all__ = [
+    "NAME_PATTERN",
+    "NAME_RULE",
+    "POLICY_DEFAULTS",
+    "Catalog",
+    "EffectiveTrigger",
+    "JobSpec",
+    "Problem",
+]
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 NAME_RULE = (
@@ -32,7 +40,7 @@ NAME_RULE = (
     "made of a-z, 0-9, '-' and '_', each part starting with a letter or digit"
 )
 _LONGEST_SUGGESTED = 500
-_DEFAULT = policy_values(JobPolicies())
+POLICY_DEFAULTS = policy_values(JobPolicies())
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,9 @@ class EffectiveTrigger:
 
 def chosen_dst_policy(dst_gap: DstGap, dst_repeat: DstRepeat) -> dict[str, str]:
     chosen = {"dst_gap": dst_gap, "dst_repeat": dst_repeat}
-    return {name: policy.value for name, policy in chosen.items() if policy is not _DEFAULT[name]}
+    return {
+        name: policy.value for name, policy in chosen.items() if policy is not POLICY_DEFAULTS[name]
+    }
 
 
 @dataclass(frozen=True)

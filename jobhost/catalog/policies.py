@@ -20,6 +20,9 @@ from jobhost.catalog.overrides import section
 from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
 
 __all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_CATCH_UP",
+    "MAX_CONCURRENT",
     "POLICY_CODES",
     "check_group",
     "check_policies",
@@ -38,9 +41,9 @@ POLICY_CODES = frozenset(
 
 RETRYABLE_OUTCOMES = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
 
-_MAX_ATTEMPTS = 100
-_MAX_CONCURRENT = 1024
-_MAX_CATCH_UP = 10_000
+MAX_ATTEMPTS = 100
+MAX_CONCURRENT = 1024
+MAX_CATCH_UP = 10_000
 
 
 def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) -> list[Problem]:
@@ -110,12 +113,12 @@ def _judged(
     if misfire_grace is not None and not timedelta(0) < misfire_grace <= MAX_DURATION:
         rule = "must be positive and at most 365d, or None"
         add("bad-misfire", "misfire_grace", misfire_grace, rule)
-    if not 1 <= catch_up_limit <= _MAX_CATCH_UP:
-        add("bad-misfire", "catch_up_limit", catch_up_limit, "must be 1 to 10000")
+    if not 1 <= catch_up_limit <= MAX_CATCH_UP:
+        add("bad-misfire", "catch_up_limit", catch_up_limit, f"must be 1 to {MAX_CATCH_UP}")
     if overdue_after is not None and not timedelta(0) <= overdue_after <= MAX_DURATION:
         add("bad-misfire", "overdue_after", overdue_after, "must be 0s to 365d, or None")
-    if not 1 <= max_concurrent <= _MAX_CONCURRENT:
-        add("bad-overlap", "max_concurrent", max_concurrent, "must be 1 to 1024")
+    if not 1 <= max_concurrent <= MAX_CONCURRENT:
+        add("bad-overlap", "max_concurrent", max_concurrent, f"must be 1 to {MAX_CONCURRENT}")
     return tuple(problems)
 
 
@@ -126,8 +129,8 @@ def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
     def add(field: str, value: object, rule: str) -> None:
         problems.append(PolicyProblem("bad-retry", f"retry.{field}", value, rule))
 
-    if not 1 <= retry.max_attempts <= _MAX_ATTEMPTS:
-        rule = "must be 1 (no retry) to 100; it counts the first"
+    if not 1 <= retry.max_attempts <= MAX_ATTEMPTS:
+        rule = f"must be 1 (no retry) to {MAX_ATTEMPTS}; it counts the first"
         add("max_attempts", retry.max_attempts, rule)
     if not timedelta(0) <= retry.backoff <= MAX_DURATION:
         add("backoff", retry.backoff, "must be 0s to 365d")

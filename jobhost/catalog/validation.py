@@ -12,9 +12,9 @@ import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, as_executor
+from jobhost_contracts import BackgroundJobDeclaration
 
 from jobhost.catalog.model import (
     NAME_PATTERN,
@@ -25,7 +25,7 @@ from jobhost.catalog.model import (
 )
 from jobhost.catalog.overrides import TriggerParts, section, to_trigger
 from jobhost.config import format_duration
-from jobhost.plugins import PluginJob
+from jobhost.plugins.calls import PluginJob
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSyntaxError,
@@ -42,23 +42,12 @@ __all__ = [
     "UsesStore",
     "check_critical",
     "check_name",
-    "check_pair",
     "check_prefix",
     "check_trigger",
     "pair_problems",
 ]
 
 MAX_INTERVAL = timedelta(days=3650)  # added to instants, which must stay within a calendar
-
-
-def check_pair(job: PluginJob) -> tuple[BackgroundJobDeclaration, IJobExecutor] | None:
-    """The pair, typed (a function wrapped as an executor), when both sides are usable."""
-    declaration = job.declaration
-    if isinstance(declaration, BackgroundJobDeclaration) and not pair_problems(job):
-        # The executor passed _is_executor, the stricter test; isinstance on the runtime
-        # Protocol would repeat it at a cost of 0.1 ms a job (a second of a 10,000-job start-up).
-        return declaration, as_executor(cast(IJobExecutor, job.executor))
-    return None
 
 
 def pair_problems(job: PluginJob) -> list[Problem]:

@@ -206,7 +206,6 @@ def to_stderr(line: str) -> None:
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """Say ``message`` on stderr and exit with ``code``."""
     click.echo(message, err=True)
     raise SystemExit(code)
 

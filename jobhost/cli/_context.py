@@ -28,6 +28,7 @@ __all__ = [
     "catalog_for",
     "check_current",
     "check_store",
+    "current_revision",
     "load_catalog",
     "migrate_store",
     "open_store",
@@ -198,10 +199,7 @@ def check_store(settings: Settings, store: Store, *, write: bool, check_pooler: 
 
 def check_current(settings: Settings, store: Store) -> None:
     """Refuse a store that is unreachable or not at the current schema."""
-    try:
-        current = store.current_revision()
-    except StoreError as error:
-        raise _unreachable(settings, "cannot reach", error) from None
+    current = current_revision(settings, store)
     check_not_newer(current)
     if current != head_revision():
         raise StoreUnavailableError(
@@ -209,6 +207,14 @@ def check_current(settings: Settings, store: Store) -> None:
             f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
             "migrations unless auto_migrate = false)"
         )
+
+
+def current_revision(settings: Settings, store: Store) -> str | None:
+    """The store's schema revision; :class:`StoreUnavailableError` when it cannot be read."""
+    try:
+        return store.current_revision()
+    except StoreError as error:
+        raise _unreachable(settings, "cannot reach", error) from None
 
 
 def _unreachable(settings: Settings, what: str, error: StoreError) -> JobhostError:

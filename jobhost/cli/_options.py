@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "change_reason",
     "json_option",
-    "optional_reason",
+    "limit_option",
     "print_and_exit",
     "since_instant",
     "typed_run_id",
@@ -39,42 +39,31 @@ def json_option(help: str = "Print one JSON object instead of text.") -> _Decora
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
-def optional_reason(help: str) -> _Decorator:
-    """``--reason TEXT``, folded, or exit 2 naming --reason when it is too long or holds a
-    control character (an escape sequence would reach every later ``jobhost changes``). A blank
-    or absent reason is left to the command, which knows whether one is required."""
-
-    def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return value
-        return _reason_text(value)
-
-    return click.option("--reason", metavar="TEXT", callback=check, help=help)
+def limit_option(help: str, *, default: int = 20, most: int = 10_000) -> _Decorator:
+    type_ = click.IntRange(1, most)
+    return click.option("--limit", type=type_, default=default, show_default=True, help=help)
 
 
 def change_reason(
-    example: str, help: str = "Why (required).", *, required: bool = True
+    example: str | None, help: str = "Why (required).", *, required: bool = True
 ) -> _Decorator:
-    """``--reason TEXT``, checked and never blank: every change is in the change log, and an
-    empty reason tells the next operator nothing (``example`` shows one). Without ``required``
-    it may be left out, for a command that changes nothing without it."""
+    """``--reason TEXT``, folded, or exit 2 naming --reason when it is too long or holds a
+    control character (an escape sequence would reach every later ``jobhost changes``). With an
+    ``example`` it is never blank: every change is in the change log, and an empty reason tells
+    the next operator nothing (``example`` shows one). Without one, a blank reason is left to
+    the command, which knows whether one is required."""
 
     def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-        if value is None:
-            return None
+        if value is None or (example is None and not value.strip()):
+            return value
         if not value.strip():
             raise click.BadParameter(f"must say why, e.g. --reason {example!r}")
-        return _reason_text(value)
+        try:
+            return checked_reason(value)
+        except BadReason as error:
+            raise click.BadParameter(str(error), param_hint="--reason") from None
 
     return click.option("--reason", metavar="TEXT", required=required, callback=check, help=help)
-
-
-def _reason_text(value: str) -> str:
-    """``value`` folded; :class:`click.BadParameter` (exit 2) saying what is wrong with it."""
-    try:
-        return checked_reason(value)
-    except BadReason as error:
-        raise click.BadParameter(str(error), param_hint="--reason") from None
 
 
 def since_instant(since: str | None, usage: Callable[[str], NoReturn]) -> datetime | None:

@@ -12,7 +12,7 @@ import click
 from jobhost.catalog.model import suggest
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, require_job, settings_of
-from jobhost.cli._options import json_option, optional_reason
+from jobhost.cli._options import change_reason, json_option
 from jobhost.errors import UnknownJobError
 from jobhost.operations.backfills import (
     BackfillInputError,
@@ -45,7 +45,7 @@ __all__ = ["backfill"]
     metavar="missing|failed|all",
     help="Which occurrences of the range to take.",
 )
-@optional_reason("Why the occurrences are replayed; recorded.")
+@change_reason(None, "Why the occurrences are replayed; recorded.", required=False)
 @click.option("--dry-run", is_flag=True, help="List the selected occurrences; run nothing.")
 @click.option(
     "--concurrency",

@@ -9,7 +9,7 @@ import click
 
 from jobhost.cli._app import cli
 from jobhost.cli._context import opened_store, settings_of
-from jobhost.cli._options import json_option
+from jobhost.cli._options import json_option, limit_option
 from jobhost.operations.changes import change_json, change_line
 from jobhost.records import ChangeSearch
 
@@ -18,13 +18,7 @@ __all__ = ["changes"]
 
 @cli.command()
 @click.option("--job", "job", metavar="NAME", default=None, help="Only this job's changes.")
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 10_000),
-    default=20,
-    show_default=True,
-    help="The newest N changes.",
-)
+@limit_option("The newest N changes.")
 @json_option()
 @click.pass_context
 def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import click
 
 from jobhost.cli._app import EXIT_FAILED, cli
-from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
-from jobhost.config import redact_text, redact_url
-from jobhost.errors import StoreUnavailableError
+from jobhost.cli._context import (
+    current_revision,
+    load_catalog,
+    migrate_store,
+    opened_store,
+    settings_of,
+)
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.migrate import check_not_newer
 
@@ -34,13 +38,7 @@ def db_current(ctx: click.Context) -> None:
     """Show the store's schema revision and the newest one this version ships."""
     settings = settings_of(ctx)
     with opened_store(settings, require_current=False) as store:
-        try:
-            current = store.current_revision()
-        except StoreError as error:
-            raise StoreUnavailableError(
-                f"cannot reach the store at {redact_url(settings.database_url)}: "
-                f"{redact_text(str(error.orig or error)).strip()}"
-            ) from None
+        current = current_revision(settings, store)
     check_not_newer(current)  # a newer schema: exit 3, "upgrade jobhost"
     head = head_revision()
     state = "current" if current == head else "needs `jobhost db upgrade`"

@@ -10,7 +10,13 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import opened_store, settings_of
-from jobhost.cli._options import json_option, optional_reason, since_instant, typed_run_id
+from jobhost.cli._options import (
+    change_reason,
+    json_option,
+    limit_option,
+    since_instant,
+    typed_run_id,
+)
 from jobhost.operations.jobs import ActionRefused, require_known_job
 
 __all__ = ["failures"]
@@ -29,13 +35,7 @@ __all__ = ["failures"]
     metavar="TEXT",
     help="Only runs whose error type or message contains TEXT (any case).",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 1000),
-    default=50,
-    show_default=True,
-    help="How many rows to show.",
-)
+@limit_option("How many rows to show.", default=50, most=1000)
 @click.option(
     "--all",
     "include_resolved",
@@ -48,7 +48,7 @@ __all__ = ["failures"]
     metavar="RUN_ID",
     help="Acknowledge this failed run (resolve it without a rerun); needs --reason.",
 )
-@optional_reason("Why, for --ack (in the change log).")
+@change_reason(None, "Why, for --ack (in the change log).", required=False)
 @click.option(
     "--wide", is_flag=True, help="Every field whole (run ids, names, errors), past 80 columns."
 )

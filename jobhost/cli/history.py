@@ -12,7 +12,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import catalog_for, opened_store, settings_of
-from jobhost.cli._options import json_option, typed_run_id
+from jobhost.cli._options import json_option, limit_option, typed_run_id
 from jobhost.operations.jobs import require_known_job
 from jobhost.operations.runs import (
     LAST_LINES,
@@ -32,13 +32,7 @@ _FOLLOW_SECONDS = 0.5
 
 @cli.command()
 @click.argument("name")
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 10_000),
-    default=20,
-    show_default=True,
-    help="How many rows to show.",
-)
+@limit_option("How many rows to show.")
 @click.option("--outcome", type=click.Choice(OUTCOMES), help="Only rows with this outcome.")
 @json_option()
 @click.option(

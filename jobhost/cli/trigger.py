@@ -15,7 +15,7 @@ from jobhost.cli._context import (
     require_job,
     settings_of,
 )
-from jobhost.cli._options import optional_reason, print_and_exit, wait_options
+from jobhost.cli._options import change_reason, print_and_exit, wait_options
 from jobhost.errors import StoreUnavailableError
 from jobhost.operations.jobs import stored_catalog
 from jobhost.operations.runs import ManualRun
@@ -28,7 +28,7 @@ __all__ = ["trigger"]
 
 @cli.command()
 @click.argument("name")
-@optional_reason("Why; recorded with the run.")
+@change_reason(None, "Why; recorded with the run.", required=False)
 @wait_options(
     no_wait="Queue the run and exit at once.",
     until="wait for the outcome",

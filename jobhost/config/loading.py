@@ -163,7 +163,6 @@ def refusal(item: Mapping[str, Any]) -> str:
 
 
 def short_repr(value: object) -> str:
-    """``repr(value)``, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -1,11 +1,11 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
 The run's span and context are made here, the executor is called here (below: the call, the
-supervisor that times it out and declares it stuck, the threads commands call it on, its result
-as the ledger keeps it), and its outcome is written here, in one transaction with its last log
-lines; the ledger first, retried while the store is away (an outcome is never dropped), then
-metrics and the audit sinks, which can only warn. The run's states, the ledger's form of its
-outcome and its reporting are :mod:`jobhost.envelope.lifecycle`'s.
+supervisor that times it out and declares it stuck, the threads the host's workers run on, its
+result as the ledger keeps it), and its outcome is written here, in one transaction with its
+last log lines; the ledger first (the host's recorder retries while the store is away: an outcome
+is never dropped), then metrics and the audit sinks, which can only warn. The run's states, the
+ledger's form of its outcome and its reporting are :mod:`jobhost.envelope.lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,7 +41,6 @@ from returns.result import Failure, Success
 
 from jobhost.catalog import JobSpec
 from jobhost.clock import Clock
-from jobhost.config import redact_text
 from jobhost.envelope.lifecycle import (
     Finished,
     Outcome,
@@ -50,29 +48,23 @@ from jobhost.envelope.lifecycle import (
     Reporter,
     ledger_outcome,
     report,
-    run_times,
 )
 from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
-from jobhost.envelope.runlog import RunLogWriter, job_logger, running, storable_text
-from jobhost.records import Claim, LogWrites, occurrence_text
+from jobhost.envelope.runlog import JobLogger, RunLogWriter, running, storable_text
+from jobhost.records import Claim, occurrence_text
 from jobhost.records import Outcome as LedgerOutcome
-from jobhost.store import Store, StoreError
-from jobhost.store.engine import StoreRetry
+from jobhost.store import Store
 
 __all__ = [
     "RESULT_LIMIT",
     "DaemonThreads",
-    "Finished",
-    "Outcome",
     "RunEnvelope",
     "SupervisedCancellation",
-    "execute_executor",
     "execute_here",
     "result_json",
 ]
 
 _log = logging.getLogger("jobhost.envelope")
-_STORE_RETRY_SECONDS = (0.5, 1, 2, 5, 10)
 
 
 class RunEnvelope:
@@ -85,59 +77,25 @@ class RunEnvelope:
         host_id: str,
         grace: timedelta,
         telemetry: Telemetry,
+        run_logs: RunLogWriter,
         sinks: Sequence[AuditSink] = (),
         sink_timeout: timedelta = timedelta(seconds=5),
         store_time: Clock | None = None,
-        store_retry: Sequence[float] = _STORE_RETRY_SECONDS,
-        run_logs: RunLogWriter | None = None,
     ) -> None:
         self._store = store
         self._host_id = host_id
         self._grace = grace
         self._telemetry = telemetry
-        self._sink_timeout = sink_timeout.total_seconds()
-        self._reporter = Reporter(sinks, telemetry, self._sink_timeout)
-        waits = tuple(store_retry)
-        self._store_retry = StoreRetry(
-            what="recording a run",
-            waits=waits,
-            retry_on=lambda error: isinstance(error, StoreError),
-            max_attempts=len(waits) + 1,
-        )
+        self._reporter = Reporter(sinks, telemetry, sink_timeout.total_seconds())
         self._run_logs = run_logs
         # The store's time without asking it (a host's estimate from its turns' readings);
         # None: the store's instant, read where it is needed.
         self._store_time = store_time
 
-    def run(self, claim: Claim, spec: JobSpec, cancellation: Cancellation) -> Outcome:
-        """Execute the claim inside its span, then record it (retrying while the store is away)
-        and report it: one run, in order."""
-        finished = self.execute(claim, spec, cancellation)
-        try:
-            (done,) = self._store_retry.call(
-                lambda: self.record([finished]), what=f"recording run {claim.run_id}"
-            )
-        except StoreError as error:
-            _log.error(
-                "job %s run %s finished %s but the store could not record it: %s",
-                claim.job_name,
-                claim.run_id,
-                finished.outcome.outcome,
-                redact_text(str(error)),
-            )
-            now = self._store.clock()
-            start, end = run_times(claim.started_at, finished.began, finished.ended, now, now)
-            report(self._reporter, self._host_id, finished, started_at=start, finished_at=end)
-        else:
-            self.settle(done)
-        # A run in a command ends with its process: its reports go out before it returns.
-        self.flush_reports()
-        return finished.outcome
-
-    def flush_reports(self, timeout: float | None = None) -> bool:
-        """Wait until the reports queued so far are delivered (by default, for as long as two
-        sink timeouts and a second); ``False`` when some were still on their way."""
-        return self._reporter.drain(2 * self._sink_timeout + 1 if timeout is None else timeout)
+    def flush_reports(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until the reports queued so far are delivered;
+        ``False`` when some were still on their way."""
+        return self._reporter.drain(timeout)
 
     def execute(
         self,
@@ -145,10 +103,10 @@ class RunEnvelope:
         spec: JobSpec,
         cancellation: Cancellation,
         *,
-        on_stuck: Callable[[Outcome], None] | None = None,
+        on_stuck: Callable[[Outcome], None],
     ) -> Finished:
-        """Run the executor inside the run's span; the span ends with the outcome. With
-        ``on_stuck`` (a host's worker) see :func:`execute_here`, else :func:`execute_executor`."""
+        """Run the executor inside the run's span (see :func:`execute_here`); the span ends with
+        the outcome."""
         attributes: dict[str, str | int] = {
             "jobhost.job.name": claim.job_name,
             "jobhost.job.module": spec.declaration.module,
@@ -170,9 +128,7 @@ class RunEnvelope:
             span_context = span.get_span_context()
             trace_id = format(span_context.trace_id, "032x") if span_context.is_valid else None
             tally = UnitTally()
-            run_log = None
-            if self._run_logs is not None:
-                run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
+            run_log = self._run_logs.open(claim.run_id, claim.job_name, claim.attempt)
             began = self._store.clock()
             context = JobContext(
                 job_name=claim.job_name,
@@ -183,7 +139,7 @@ class RunEnvelope:
                 idempotency_key=claim.idempotency_key,
                 fencing_token=claim.fencing_token,
                 config=spec.config,
-                logger=job_logger(claim.job_name, run_log),
+                logger=JobLogger(f"jobhost.job.{claim.job_name}", run_log),
                 cancellation=cancellation,
                 state=self._store.job_state(
                     claim.job_name,
@@ -198,17 +154,17 @@ class RunEnvelope:
             timeout = spec.declaration.timeout
             seconds = timeout.total_seconds() if timeout is not None else None
             grace = self._grace.total_seconds()
-            with running(run_log) if run_log is not None else nullcontext():
-                if on_stuck is None:
-                    outcome = execute_executor(spec.executor, context, timeout=seconds, grace=grace)
-                else:
-                    outcome = execute_here(
-                        spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
-                    )
+            with running(run_log):
+                outcome = execute_here(
+                    spec.executor, context, timeout=seconds, grace=grace, on_stuck=on_stuck
+                )
             error = outcome.exception
-            if error is not None and error.__traceback__ is not None and run_log is not None:
-                assert self._run_logs is not None  # it opened run_log
-                self._run_logs.note(run_log, time.time(), "ERROR", _stack(error))
+            if (
+                error is not None
+                and error.__traceback__ is not None
+                and run_log.add(time.time(), "ERROR", _stack(error))
+            ):
+                run_log.wake()
             ended = self._store.clock()
             units = tally.counts()
             if span.is_recording():
@@ -220,14 +176,14 @@ class RunEnvelope:
         log lines, in one transaction, stamped with the store's time as the host estimates it
         when it does. Raises what the store raises; with ``isolate`` a row the database refuses
         comes back with the verdict ``running``."""
-        store, run_logs = self._store, self._run_logs
+        store = self._store
 
         def outcomes_at(now: datetime) -> list[LedgerOutcome]:
             host_now = store.clock()  # the host's clock as the store's reads ``now``
             return [ledger_outcome(finished, now, host_now) for finished in batch]
 
         ended = [f.run_log for f in batch if f.run_log is not None]
-        with nullcontext(LogWrites()) if run_logs is None else run_logs.finishing(ended) as logs:
+        with self._run_logs.finishing(ended) as logs:
             done = store.record_finished(
                 self._host_id,
                 outcomes_at=outcomes_at,
@@ -311,11 +267,7 @@ def _stack(error: BaseException) -> str:
 # ``Success`` is ``succeeded``; ``Failure`` is ``failed`` (a business failure is a host failure, not
 # a quiet success); an exception is ``failed``; a run cancelled by shutdown or a lost lease is
 # ``cancelled``; a run past its deadline is ``timed_out``. A call that ignores its cancellation
-# for the grace period is stuck: on a host's worker (:func:`execute_here`) it keeps its worker,
-# slot and lease until it ends; in a command (:func:`execute_executor`, on a daemon thread) the
-# command gives up on it and ends.
-
-_SUPERVISION_STEP = 0.05
+# for the grace period is stuck: it keeps its worker, slot and lease until it ends.
 
 
 def execute_here(
@@ -348,43 +300,6 @@ def execute_here(
         stuck = _SUPERVISOR.release(watched)  # true if declared stuck before it ended
     if stuck:
         return _stuck_verdict(context, grace)
-    return _settled(box, cancellation)
-
-
-def execute_executor(
-    executor: IJobExecutor,
-    context: JobContext,
-    *,
-    timeout: float | None,
-    grace: float,
-) -> Outcome:
-    """Run ``executor.execute(context)`` to an outcome within ``timeout`` (+ ``grace``)."""
-    box: list[Outcome] = []
-    # Copy the caller's context so the executor's spans nest under the run's span.
-    runner = contextvars.copy_context()
-    returned = threading.Event()
-    _THREADS.start(
-        f"job:{context.job_name}",
-        lambda: runner.run(_call, executor, context, box.append),
-        returned,
-    )
-    cancellation = context.cancellation
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not returned.is_set():
-        if cancellation.cancelled:
-            returned.wait(grace)
-            break
-        # join returns the moment the executor finishes; the slice bounds how late a
-        # cancellation or a deadline is noticed.
-        step = _SUPERVISION_STEP
-        if deadline is not None:
-            step = min(step, deadline - time.monotonic())
-            if step <= 0:
-                cancellation.cancel(TIMEOUT_REASON)
-                continue
-        returned.wait(step)
-    if not returned.is_set():
-        return _warned(_stuck_verdict(context, grace), context)
     return _settled(box, cancellation)
 
 
@@ -605,7 +520,7 @@ _SUPERVISOR = _Supervisor()
 _host_log = logging.getLogger("jobhost.host")
 _IDLE_THREAD_SECONDS = 60.0
 
-_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object], threading.Event | None] | None"]
+_Inbox = queue.SimpleQueue["tuple[str, Callable[[], object]] | None"]
 
 
 class DaemonThreads:
@@ -616,16 +531,14 @@ class DaemonThreads:
         self._idle: list[_Inbox] = []
         self._closed = False
 
-    def start(
-        self, name: str, work: Callable[[], object], returned: threading.Event | None = None
-    ) -> None:
-        """Start ``work()`` on a thread named ``name``; ``returned`` is set once it returns."""
+    def start(self, name: str, work: Callable[[], object]) -> None:
+        """Start ``work()`` on a thread named ``name``."""
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
             inbox = queue.SimpleQueue()
             threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((name, work, returned))
+        inbox.put((name, work))
 
     def close(self) -> None:
         """End the idle threads now, and each busy one when its call returns."""
@@ -648,7 +561,7 @@ class DaemonThreads:
                 continue  # handed work just now: it is in the inbox
             if handed is None:
                 return
-            name, work, returned = handed
+            name, work = handed
             current.name = name
             try:
                 work()
@@ -657,17 +570,12 @@ class DaemonThreads:
                 # and the next call handed to it would never run.
                 _host_log.exception("a call on thread %s raised", name)
             finally:
-                if returned is not None:
-                    returned.set()
                 with self._lock:
                     closed = self._closed
                     if not closed:
                         self._idle.append(inbox)
             if closed:
                 return
-
-
-_THREADS = DaemonThreads()
 
 
 # -- a run's result ----------------------------------------------------------------------------

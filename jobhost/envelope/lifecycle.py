@@ -3,15 +3,14 @@ its reports.
 
 Every run's outcome takes one write, :meth:`~jobhost.envelope.envelope.RunEnvelope.record`
 (its last log lines and its outcome in one transaction, and the ledger's own word for any run
-this host no longer holds), whether the host's recorder writes many runs at once or a command's
-run writes its one; then ``settle`` says what the ledger answered and queues the run's metrics
-and audit record (:class:`Reporter`).
+this host no longer holds), many runs at once from the host's recorder; then ``settle`` says
+what the ledger answered and queues the run's metrics and audit record (:class:`Reporter`).
 
 A run's times are its executor's: when it started and ended, not when the store heard of it.
 The envelope reads the host's clock around the executor; the ledger keeps the store's clock
 (PostgreSQL's on several replicas), so the host's readings are moved by the difference between
 the two clocks, read when the outcome is written, and kept within what the store saw: not
-before the claim, not after the write (:func:`run_times`).
+before the claim, not after the write (:func:`_run_times`).
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ __all__ = [
     "report",
     "retry_delay",
     "retrying_abandoned",
-    "run_times",
     "should_retry",
 ]
 
@@ -139,25 +137,6 @@ def report(
     )
 
 
-def run_times(
-    claimed_at: datetime,
-    began: datetime | None,
-    ended: datetime | None,
-    written_at: datetime,
-    host_now: datetime,
-) -> tuple[datetime, datetime]:
-    """(start, end) on the store's clock; ``host_now`` is the host's clock at ``written_at``.
-
-    A run whose executor never ran (cancelled at shutdown) spans its claim to its write.
-    """
-    if began is None or ended is None:
-        return claimed_at, max(written_at, claimed_at)
-    skew = written_at - host_now
-    start = min(max(began + skew, claimed_at), written_at)
-    end = min(max(ended + skew, start), max(written_at, start))
-    return start, end
-
-
 def next_attempt(
     policy: RetryPolicy, outcome: str, before: Claim | RunRecord, at: datetime
 ) -> RetryRequest | None:
@@ -221,7 +200,7 @@ def ledger_outcome(finished: Finished, finished_at: datetime, host_now: datetime
     host's clock reads ``host_now`` then), with the retry its policy asks for."""
     claim, outcome = finished.claim, finished.outcome
     retry = next_attempt(finished.spec.declaration.retry, outcome.outcome, claim, finished_at)
-    started_at, ended_at = run_times(
+    started_at, ended_at = _run_times(
         claim.started_at, finished.began, finished.ended, finished_at, host_now
     )
     return LedgerOutcome(
@@ -242,6 +221,25 @@ def ledger_outcome(finished: Finished, finished_at: datetime, host_now: datetime
         backfill_id=claim.backfill_id,
         occurrence=claim.occurrence,
     )
+
+
+def _run_times(
+    claimed_at: datetime,
+    began: datetime | None,
+    ended: datetime | None,
+    written_at: datetime,
+    host_now: datetime,
+) -> tuple[datetime, datetime]:
+    """(start, end) on the store's clock; ``host_now`` is the host's clock at ``written_at``.
+
+    A run whose executor never ran (cancelled at shutdown) spans its claim to its write.
+    """
+    if began is None or ended is None:
+        return claimed_at, max(written_at, claimed_at)
+    skew = written_at - host_now
+    start = min(max(began + skew, claimed_at), written_at)
+    end = min(max(ended + skew, start), max(written_at, start))
+    return start, end
 
 
 # -- reporting ---------------------------------------------------------------------------------

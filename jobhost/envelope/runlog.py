@@ -32,7 +32,6 @@ __all__ = [
     "RunLog",
     "RunLogWriter",
     "current_run",
-    "job_logger",
     "running",
     "storable_text",
 ]
@@ -225,17 +224,6 @@ class RunLogWriter:
                 )
                 self._thread.start()
         return run_log
-
-    def note(self, run_log: RunLog, created: float, level: str, message: str) -> None:
-        """A line the envelope adds itself (an exception's traceback)."""
-        if run_log.add(created, level, message):
-            run_log.wake()
-
-    def finish(self, run_logs: Sequence[RunLog]) -> None:
-        """Write the last lines of runs that have ended; raises what the store raises (the
-        caller retries), and is a no-op for runs already finished."""
-        with self.finishing(run_logs) as logs:
-            self._store.write_logs(logs)
 
     @contextmanager
     def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
@@ -432,15 +420,6 @@ _RECORD_KEYS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__)
 path and raises as it always did."""
 _DEBUG, _INFO, _WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 _ERROR, _CRITICAL = logging.ERROR, logging.CRITICAL
-
-
-def job_logger(job_name: str, run_log: RunLog | None) -> logging.Logger:
-    """The logger of one run of ``job_name``: a :class:`JobLogger` when the run keeps a log,
-    else the registered ``jobhost.job.NAME`` logger."""
-    name = f"jobhost.job.{job_name}"
-    if run_log is None:
-        return logging.getLogger(name)
-    return JobLogger(name, run_log)
 
 
 class JobLogger(logging.Logger):

@@ -16,24 +16,24 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from importlib.metadata import version as package_version
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from jobhost_contracts import AuditSink, Cancellation
+from jobhost_contracts import Cancellation
 
 from jobhost.catalog import Catalog
 from jobhost.catalog.validation import UsesStore
 from jobhost.clock import Clock, SystemClock
 from jobhost.config import Settings, redact_text
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.lifecycle import retrying_abandoned
+from jobhost.envelope.lifecycle import Finished, retrying_abandoned
 from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
-from jobhost.firing.slots import Finished, HostStatus, OutcomeRecorder, WorkerSlots
+from jobhost.firing.slots import HostStatus, OutcomeRecorder, WorkerSlots
 from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
@@ -84,7 +84,6 @@ class Host:
         clock: Clock | None = None,
         host_id: str | None = None,
         telemetry: Telemetry | None = None,
-        sinks: Sequence[AuditSink] = (),
         one_shot: OneShotWork | None = None,
     ) -> None:
         self.settings = settings
@@ -139,7 +138,7 @@ class Host:
             host_id=self.host_id,
             grace=settings.shutdown_grace,
             telemetry=self.telemetry,
-            sinks=[*catalog.audit_sinks, *sinks],
+            sinks=catalog.audit_sinks,
             sink_timeout=settings.audit_sink_timeout,
             # Every turn reads the store's clock; outcomes need no reading of their own.
             store_time=self._ticker.store_time,

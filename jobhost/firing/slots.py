@@ -27,13 +27,8 @@ from jobhost_contracts import Cancellation
 
 from jobhost.catalog import JobSpec
 from jobhost.config import redact_text
-from jobhost.envelope.envelope import (
-    DaemonThreads,
-    Finished,
-    Outcome,
-    RunEnvelope,
-    SupervisedCancellation,
-)
+from jobhost.envelope.envelope import DaemonThreads, RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Finished, Outcome
 from jobhost.records import Claim
 from jobhost.rules import lease_for
 from jobhost.store import Store
@@ -42,7 +37,6 @@ from jobhost.store.engine import StoreRetry, is_store_down
 __all__ = [
     "MOST_PER_WORKER",
     "AheadQueue",
-    "Finished",
     "HostStatus",
     "OutcomeRecorder",
     "WorkerSlots",
@@ -172,11 +166,6 @@ class WorkerSlots:
     def idle(self) -> bool:
         with self._lock:
             return not self._running
-
-    def timed(self, seconds: float) -> None:
-        """A run took ``seconds``: the claim-ahead queue sizes its room by the recent pace."""
-        with self._lock:
-            self._ahead.timed(seconds)
 
     # -- shutdown -----------------------------------------------------------------------------
 
@@ -316,7 +305,7 @@ class _Execute(Protocol):
         spec: JobSpec,
         cancellation: Cancellation,
         *,
-        on_stuck: Callable[[Outcome], None] | None = None,
+        on_stuck: Callable[[Outcome], None],
     ) -> Finished: ...
 
 
@@ -396,25 +385,21 @@ T = TypeVar("T")
 class AheadQueue(Generic[T]):
     """The queue, and how much room it has for the next claim."""
 
-    def __init__(self, workers: int, *, horizon: float = HORIZON) -> None:
+    def __init__(self, workers: int) -> None:
         self._workers = workers
-        self._horizon = horizon
         self._most = MOST_PER_WORKER * workers
         self._mean: float | None = None
         self._queue: deque[T] = deque()
-
-    def __len__(self) -> int:
-        return len(self._queue)
 
     @property
     def bound(self) -> int:
         """Runs that may wait now: what the workers start within the horizon, at most
         :data:`MOST_PER_WORKER` a worker; none before a run was timed."""
-        if self._mean is None or self._horizon <= 0:
+        if self._mean is None:
             return 0
         if self._mean <= 0:
             return self._most
-        return min(self._most, math.floor(self._horizon * self._workers / self._mean))
+        return min(self._most, math.floor(HORIZON * self._workers / self._mean))
 
     def room(self) -> int:
         """How many more runs a claim may take beyond the free workers."""

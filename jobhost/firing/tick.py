@@ -114,11 +114,6 @@ class Ticker:
         """The jobs the last turn left alone: one back in play may have work its read missed."""
         self._lead = ClaimLead()
 
-    @property
-    def set_aside(self) -> dict[str, str]:
-        """Jobs this host does not touch now, with the reason (corrupt row, failing write)."""
-        return dict(self._rules.problems)
-
     def sync(self, now: datetime) -> SyncPlan:
         """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
         return self._store.sync_catalog(

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
@@ -36,7 +37,7 @@ from jobhost.records import (
     RunRecord,
     work_key,
 )
-from jobhost.rules import desired_schedules
+from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
 from jobhost.store.actions import Cancel, Retry
 
@@ -243,10 +244,10 @@ class ManualRun:
             reason=reason,
             clock=self.store.clock,
             beside_limit=beside_limit,
-            policy=spec.declaration,
+            may_start=partial(may_start, spec.declaration),
         )
         request_id, seen = requested.id, requested.before
-        assert seen is not None, "a policy is given what the request found"
+        assert seen is not None, "the overlap rule is given what the request found"
         if request_id is None:
             return self._overlap_refused(spec, seen)
         row, hosts = seen.row, seen.hosts

@@ -17,7 +17,6 @@ from jobhost.plugins.discovery import PluginProblem, PluginSet
 __all__ = [
     "KindSet",
     "PluginJob",
-    "call_each",
     "collect_audit_sinks",
     "collect_jobs",
     "collect_kinds",
@@ -39,35 +38,6 @@ class PluginJob:
     plugin: str
     declaration: object
     executor: object
-
-
-def call_each(
-    plugins: PluginSet, hook_name: str, kwargs: Mapping[str, object]
-) -> tuple[list[HookAnswer], list[PluginProblem]]:
-    """Call every implementation of ``hook_name`` in load order, with the arguments it asks for;
-    a raising one becomes a problem."""
-    caller = getattr(plugins.manager.hook, hook_name)
-    answers: list[HookAnswer] = []
-    problems: list[PluginProblem] = []
-    impls = sorted(caller.get_hookimpls(), key=lambda impl: plugins.order(impl.plugin_name))
-    for impl in impls:
-        if impl.hookwrapper or impl.wrapper:
-            problems.append(
-                PluginProblem(
-                    impl.plugin_name,
-                    "plugin-hook",
-                    f"{hook_name} is a hook wrapper; jobhost calls each plugin's hook on its "
-                    "own, so implement it as a plain @hookimpl",
-                )
-            )
-            continue
-        try:
-            value = impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except (Exception, SystemExit) as error:  # the plugin's own code: reported, not raised
-            problems.append(_raised(impl.plugin_name, hook_name, error))
-            continue
-        answers.append(HookAnswer(impl.plugin_name, value))
-    return answers, problems
 
 
 def collect_jobs(
@@ -171,11 +141,40 @@ def _items(
 ) -> Iterator[tuple[str, int, object]]:
     """(plugin, position, item) for every item the plugins' ``hook`` returned (``wanted`` says
     what that should be); each failure is added to ``problems``."""
-    answers, raised = call_each(plugins, hook, {"settings": read_only(modules)})
+    answers, raised = _call_each(plugins, hook, {"settings": read_only(modules)})
     problems.extend(raised)
     for answer in answers:
         for position, item in enumerate(_materialise(answer, problems, hook, wanted)):
             yield answer.plugin, position, item
+
+
+def _call_each(
+    plugins: PluginSet, hook_name: str, kwargs: Mapping[str, object]
+) -> tuple[list[HookAnswer], list[PluginProblem]]:
+    """Call every implementation of ``hook_name`` in load order, with the arguments it asks for;
+    a raising one becomes a problem."""
+    caller = getattr(plugins.manager.hook, hook_name)
+    answers: list[HookAnswer] = []
+    problems: list[PluginProblem] = []
+    impls = sorted(caller.get_hookimpls(), key=lambda impl: plugins.order(impl.plugin_name))
+    for impl in impls:
+        if impl.hookwrapper or impl.wrapper:
+            problems.append(
+                PluginProblem(
+                    impl.plugin_name,
+                    "plugin-hook",
+                    f"{hook_name} is a hook wrapper; jobhost calls each plugin's hook on its "
+                    "own, so implement it as a plain @hookimpl",
+                )
+            )
+            continue
+        try:
+            value = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except (Exception, SystemExit) as error:  # the plugin's own code: reported, not raised
+            problems.append(_raised(impl.plugin_name, hook_name, error))
+            continue
+        answers.append(HookAnswer(impl.plugin_name, value))
+    return answers, problems
 
 
 def _materialise(

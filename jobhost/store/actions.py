@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from jobhost_contracts import BackgroundJobDeclaration
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
@@ -138,7 +137,7 @@ def set_paused_logged(
 @dataclass(frozen=True)
 class Requested:
     """A manual run queued, by its id (None: the job's overlap policy refused it, and nothing
-    was written), and the job as the request found it (when asked for, by a ``policy``)."""
+    was written), and the job as the request found it (when asked for, by ``may_start``)."""
 
     id: str | None
     before: Before | None
@@ -152,19 +151,18 @@ def request_logged(
     reason: str | None,
     clock: Clock,
     beside_limit: bool = False,
-    policy: BackgroundJobDeclaration | None = None,
+    may_start: Callable[[int, bool], bool] | None = None,
 ) -> Requested:
-    """Queue a manual run of ``job``, unless the overlap ``policy`` forbids another run of it
-    as the request finds it, in the same transaction. The change record says when it starts
-    beside its concurrency group's limit."""
+    """Queue a manual run of ``job``, unless ``may_start`` (the job's overlap rule, given its
+    live runs and whether its lease is live) refuses another run of it as the request finds it,
+    in the same transaction. The change record says when it starts beside its concurrency
+    group's limit."""
     with writing(engine, clock) as (connection, now):
         before = None
-        if policy is not None:
-            from jobhost.rules import may_start  # loaded already by the one caller with a policy
-
+        if may_start is not None:
             before = before_trigger(connection, job, now)
             lease_live = before.row is not None and before.row.lease_live(now)
-            if not may_start(policy, len(before.running), lease_live):
+            if not may_start(len(before.running), lease_live):
                 return Requested(None, before)
         request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
         after = {"request_id": request_id, **({"beside_limit": True} if beside_limit else {})}

@@ -50,15 +50,14 @@ from jobhost.records import (
 from jobhost.store.backfills import finish_backfills
 from jobhost.store.dialect import Database
 from jobhost.store.engine import (
+    BatchValue,
     built,
     database,
     database_now,
-    insert_ignoring_duplicates,
+    execute_batch,
     insert_returning_new,
-    json_rows,
     locked,
     reading,
-    rows_json,
 )
 from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
 from jobhost.store.hosts import list_hosts
@@ -584,7 +583,7 @@ class _ClaimWork:
             notify(connection)
         self._write_schedules(inserted)
         self._batch.claims += [c for run_id, c in self._claims.items() if run_id in inserted]
-        recorded = insert_ignoring_duplicates(
+        recorded = insert_returning_new(
             connection,
             runs,
             [
@@ -605,7 +604,7 @@ class _ClaimWork:
             _RUN_COLUMNS,
         )
         # Another writer may have recorded some first; report only what this batch wrote.
-        self._batch.not_run += self._not_run[:recorded]
+        self._batch.not_run += self._not_run[: len(recorded)]
 
     def _write_schedules(self, inserted: set[str]) -> None:
         leased: list[dict[str, Any]] = []
@@ -1047,24 +1046,15 @@ def _move_schedules(
     connection: Connection, name: str, columns: Sequence[str], rows: list[dict[str, Any]]
 ) -> None:
     """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job;
-    none: nothing written).
+    none: nothing written), in one statement whatever the batch size on PostgreSQL (see
+    :func:`~jobhost.store.engine.execute_batch`)."""
 
-    On PostgreSQL one statement from JSON whatever the batch size (see
-    :func:`~jobhost.store.engine.json_rows`); elsewhere an executemany."""
-
-    def build(db: Database) -> Any:
-        if db.batches:
-            types = [("b_job", schedules.c.job_name.type)]
-            source = json_rows(types + [(c, schedules.c[c].type) for c in columns])
-            job, values = source.c.b_job, {c: source.c[c] for c in columns}
-        else:
-            job, values = bindparam("b_job"), {c: bindparam(c) for c in columns}
+    def build(value: BatchValue) -> Any:
+        job = value("b_job", schedules.c.job_name.type)
+        values = {c: value(c, schedules.c[c].type) for c in columns}
         return update(schedules).where(schedules.c.job_name == job).values(**values)
 
-    if not rows:
-        return
-    statement = built(connection, name, build)
-    connection.execute(statement, rows_json(rows) if database(connection).batches else rows)
+    execute_batch(connection, name, build, rows, isolate=False)
 
 
 def _due_pending_query(db: Database) -> Any:
@@ -1148,54 +1138,32 @@ def _backfill_runs_query(db: Database, *, retries: bool) -> Any:
 
 def _wakeups_query(_db: Database) -> Any:
     skip: Any = bindparam("skip", expanding=True)
-    due = (
-        select(schedules.c.due_at)
-        .where(schedules.c.due_at.is_not(None), schedules.c.job_name.not_in(skip))
-        .order_by(schedules.c.due_at)
-        .limit(1)
-    )
-    retry = (
-        select(runs.c.not_before)
-        .where(
+    return select(
+        _earliest(
+            schedules.c.due_at, schedules.c.due_at.is_not(None), schedules.c.job_name.not_in(skip)
+        ),
+        _earliest(
+            runs.c.not_before,
             IS_PENDING,
             runs.c.priority < PRIORITY_BACKFILL,
             runs.c.not_before.is_not(None),
             runs.c.job_name.not_in(skip),
-        )
-        .order_by(runs.c.not_before)
-        .limit(1)
-    )
-    lease = (
-        select(runs.c.lease_expires_at)
-        .where(IS_RUNNING, runs.c.lease_expires_at.is_not(None))
-        .order_by(runs.c.lease_expires_at)
-        .limit(1)
-    )
-    request = (
-        select(runs.c.queued_at)
-        .where(
+        ),
+        _earliest(runs.c.lease_expires_at, IS_RUNNING, runs.c.lease_expires_at.is_not(None)),
+        _earliest(
+            runs.c.queued_at,
             IS_PENDING,
             runs.c.priority == PRIORITY_MANUAL,
             runs.c.not_before.is_(None),
             runs.c.job_name.not_in(skip),
-        )
-        .order_by(runs.c.queued_at)
-        .limit(1)
-    )
-    backfill = (
-        select(backfills.c.created_at)
+        ),
         # A cancelled backfill with runs still in flight is finished by a claim too.
-        .where(backfills.c.finished_at.is_(None))
-        .order_by(backfills.c.created_at)
-        .limit(1)
+        _earliest(backfills.c.created_at, backfills.c.finished_at.is_(None)),
     )
-    return select(
-        due.scalar_subquery(),
-        retry.scalar_subquery(),
-        lease.scalar_subquery(),
-        request.scalar_subquery(),
-        backfill.scalar_subquery(),
-    )
+
+
+def _earliest(column: Any, *where: Any) -> Any:
+    return select(column).where(*where).order_by(column).limit(1).scalar_subquery()
 
 
 def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database], Any]:

@@ -52,6 +52,7 @@ __all__ = [
     "COPY_FROM",
     "DEADLINE_MARGIN",
     "DEFAULT_STATEMENT_TIMEOUT",
+    "BatchValue",
     "StoreRetry",
     "StoreTime",
     "UTCDateTime",
@@ -61,8 +62,9 @@ __all__ = [
     "create_store_engine",
     "database",
     "database_now",
+    "execute_batch",
     "execute_isolating",
-    "insert_ignoring_duplicates",
+    "from_json",
     "insert_returning_new",
     "is_read_only",
     "is_store_down",
@@ -109,7 +111,9 @@ def create_store_engine(
     locked, and every other replica skips locked rows, so its runs could not be taken over.
     ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
     """
-    parsed = normalise_url(url)
+    parsed = make_url(url)
+    if parsed.drivername in {"postgresql", "postgres"}:
+        parsed = parsed.set(drivername="postgresql+psycopg")
     return _DATABASES[parsed.get_backend_name()].open(
         parsed,
         create,
@@ -175,14 +179,6 @@ class _Look:
 
 
 _LOOKS: weakref.WeakKeyDictionary[Engine, _Look] = weakref.WeakKeyDictionary()
-
-
-def normalise_url(url: str | URL) -> URL:
-    """The URL with the psycopg 3 driver named for PostgreSQL."""
-    parsed = make_url(url)
-    if parsed.drivername in {"postgresql", "postgres"}:
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed
 
 
 def reading(engine: Engine) -> Connection:
@@ -267,15 +263,6 @@ def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
     return _DATABASES[connection.dialect.name].locked(statement, skip_locked=True)
 
 
-def insert_ignoring_duplicates(
-    connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
-) -> int:
-    """Insert ``rows`` in one statement (see :func:`insert_returning_new`), silently keeping
-    the existing row where ``columns`` collide; how many went in (counted from RETURNING:
-    drivers do not all report a rowcount for this insert)."""
-    return len(insert_returning_new(connection, table, rows, columns))
-
-
 COPY_FROM = 100
 """The fewest rows :func:`copy_ignoring_duplicates` sends by ``COPY`` on PostgreSQL."""
 
@@ -283,7 +270,7 @@ COPY_FROM = 100
 def copy_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
 ) -> set[Any]:
-    """Insert many ``rows`` as :func:`insert_ignoring_duplicates` does (a row colliding on the
+    """Insert many ``rows`` as :func:`insert_returning_new` does (a row colliding on the
     unique ``column`` keeps the existing one); return the ``column`` values that went in.
 
     On PostgreSQL the rows travel by ``COPY`` (formatted in C) into a temporary table and move
@@ -424,6 +411,49 @@ def execute_isolating(
                 raise
             refused.append(row)
     return refused
+
+
+BatchValue = Callable[[str, Any], Any]
+"""A batch statement's value for one row: ``value(name, type)``."""
+
+
+def execute_batch(
+    connection: Connection,
+    name: str,
+    build: Callable[[BatchValue], Any],
+    rows: list[dict[str, Any]],
+    *,
+    isolate: bool,
+) -> list[dict[str, Any]]:
+    """Run the statement ``build`` makes for every row; return the rows refused (see
+    :func:`execute_isolating`). On PostgreSQL, unless each row is to be tried alone, one
+    statement takes every row from JSON; ``build`` names its values through
+    ``value(name, type)``: a bind parameter per row, or the JSON rows' column."""
+    if not rows:
+        return []
+    if not database(connection).batches or isolate:
+        statement = built(connection, name, lambda _: build(_bound))
+        return execute_isolating(connection, statement, rows, isolate=isolate)
+    statement = built(connection, f"{name}:json", lambda _: from_json(build))
+    connection.execute(statement, rows_json(rows))
+    return []
+
+
+def from_json(build: Callable[[BatchValue], Any]) -> Any:
+    """The statement ``build`` makes, its values the columns of JSON rows (PostgreSQL)."""
+    kinds: dict[str, Any] = {}
+
+    def note(key: str, kind: Any) -> Any:
+        kinds.setdefault(key, kind)
+        return _bound(key, kind)
+
+    build(note)  # once to learn the values' names and types
+    source = json_rows(list(kinds.items()))
+    return build(lambda key, _kind: source.c[key])
+
+
+def _bound(name: str, kind: Any) -> Any:
+    return bindparam(name, type_=kind)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

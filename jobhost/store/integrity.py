@@ -392,10 +392,10 @@ class AuditStep:
     """What this batch holds that a host could not use."""
 
 
-def audit_store(engine: Engine, *, batch: int = _BATCH) -> Iterator[AuditStep]:
+def audit_store(engine: Engine) -> Iterator[AuditStep]:
     """:func:`audit_rows` in one read-only transaction, held while the caller iterates."""
     with reading(engine) as connection:
-        yield from audit_rows(connection, batch=batch)
+        yield from audit_rows(connection)
 
 
 def audit_rows(connection: Connection, *, batch: int = _BATCH) -> Iterator[AuditStep]:

@@ -41,12 +41,14 @@ from jobhost.records import (
 from jobhost.store.backfills import finish_backfills
 from jobhost.store.dialect import Database
 from jobhost.store.engine import (
+    BatchValue,
     built,
     database,
     database_now,
+    execute_batch,
     execute_isolating,
-    insert_ignoring_duplicates,
-    json_rows,
+    from_json,
+    insert_returning_new,
     locked,
     reading,
     rows_json,
@@ -324,20 +326,19 @@ def record_outcomes(
         mine = set(
             connection.execute(statement, {**rows_json(finishes), "host": host_id}).scalars()
         )
-        recorded = [o for o in outcomes if o.run_id in mine]
         refused: list[dict[str, Any]] = []
     else:
         ids = [o.run_id for o in outcomes]
         query = built(connection, "own-running", _own_running)
         mine = set(connection.execute(query, {"ids": ids, "host": host_id}).scalars())
-        recorded = [o for o in outcomes if o.run_id in mine]
-        refused = _execute_batch(
+        refused = execute_batch(
             connection,
             "finish-runs",
             _finish_runs,
             isolate=isolate,
             rows=[row for row in finishes if row["b_id"] in mine],
         )
+    recorded = [o for o in outcomes if o.run_id in mine]
     if not recorded:
         return set()
     if refused:
@@ -471,16 +472,10 @@ def abandon_expired_runs(
     ]
     if not candidates:
         return []
-    owners = {
-        h.id: h
-        for h in (
-            HostRecord.from_row(r)
-            for r in connection.execute(
-                select(hosts).where(hosts.c.id.in_({r.host_id for r in candidates if r.host_id}))
-            ).mappings()
-        )
-    }
-    gone = [r for r in candidates if not (r.host_id in owners and owners[r.host_id].alive(now))]
+    query = select(hosts).where(hosts.c.id.in_({r.host_id for r in candidates if r.host_id}))
+    owners = map(HostRecord.from_row, connection.execute(query).mappings())
+    alive = {h.id for h in owners if h.alive(now)}
+    gone = [r for r in candidates if r.host_id not in alive]
     return _abandon_runs(connection, gone, now, {r.id: _abandoned_message(r) for r in gone})
 
 
@@ -510,7 +505,7 @@ def register_host(
         "heartbeat_seconds": heartbeat_seconds,
         "stopped_at": None,
     }
-    inserted = insert_ignoring_duplicates(connection, hosts, [{"id": host_id, **values}], ["id"])
+    inserted = insert_returning_new(connection, hosts, [{"id": host_id, **values}], ["id"])
     if not inserted:
         # Read after the insert: on PostgreSQL it waited for a concurrent start's row.
         row = (
@@ -627,7 +622,7 @@ def _summarise(
     # must have its summaries applied in order, one statement each.
     items = [dict(zip(_SUMMARY, summary, strict=True)) for summary in summaries]
     once = len({item["b_job"] for item in items}) == len(items)
-    refused = _execute_batch(
+    refused = execute_batch(
         connection,
         f"summarise:{fence}",
         lambda value: _summary(fence, value),
@@ -652,58 +647,15 @@ def _own_running(db: Database) -> Any:
     return db.locked(query)
 
 
-_Value = Callable[[str, Any], Any]
-"""A batch statement's value for one row: ``value(name, type)``."""
-
-
-def _execute_batch(
-    connection: Connection,
-    name: str,
-    build: Callable[[_Value], Any],
-    rows: list[dict[str, Any]],
-    *,
-    isolate: bool,
-) -> list[dict[str, Any]]:
-    """Run the statement ``build`` makes for every row; return the rows refused (see
-    :func:`~jobhost.store.engine.execute_isolating`). On PostgreSQL, unless each row is to be
-    tried alone, one statement takes every row from JSON; ``build`` names its values through
-    ``value(name, type)``: a bind parameter per row, or the JSON rows' column."""
-    if not rows:
-        return []
-    if not database(connection).batches or isolate:
-        statement = built(connection, name, lambda _: build(_bound))
-        return execute_isolating(connection, statement, rows, isolate=isolate)
-    statement = built(connection, f"{name}:json", lambda _: _from_json(build))
-    connection.execute(statement, rows_json(rows))
-    return []
-
-
-def _from_json(build: Callable[[_Value], Any]) -> Any:
-    """The statement ``build`` makes, its values the columns of JSON rows (PostgreSQL)."""
-    kinds: dict[str, Any] = {}
-
-    def note(key: str, kind: Any) -> Any:
-        kinds.setdefault(key, kind)
-        return _bound(key, kind)
-
-    build(note)  # once to learn the values' names and types
-    source = json_rows(list(kinds.items()))
-    return build(lambda key, _kind: source.c[key])
-
-
-def _bound(name: str, kind: Any) -> Any:
-    return bindparam(name, type_=kind)
-
-
 def _finish_own_runs(_db: Database) -> Any:
     return (
-        _from_json(_finish_runs)
+        from_json(_finish_runs)
         .where(runs.c.host_id == bindparam("host"), runs.c.outcome == RUNNING)
         .returning(runs.c.id)
     )
 
 
-def _finish_runs(value: _Value) -> Any:
+def _finish_runs(value: BatchValue) -> Any:
     return (
         update(runs)
         .where(runs.c.id == value("b_id", runs.c.id.type))
@@ -722,7 +674,7 @@ def _finish_runs(value: _Value) -> Any:
     )
 
 
-def _summary(fence: bool, value: _Value) -> Any:
+def _summary(fence: bool, value: BatchValue) -> Any:
     run = value("b_run", runs.c.id.type)
     outcome = value("b_outcome", schedules.c.last_outcome.type)
     finished = value("b_finished", schedules.c.last_finished_at.type)
@@ -817,7 +769,7 @@ def put_value(
 ) -> None:
     """Write one key of a job's state, once its fence has been checked."""
     row = {"job_name": job_name, "key": key, "value": value, "fencing_token": token}
-    written = insert_ignoring_duplicates(
+    written = insert_returning_new(
         connection, job_state, [{**row, "updated_at": now}], ["job_name", "key"]
     )
     if not written:
@@ -880,7 +832,7 @@ class StoreJobState:
     def record(self, idempotency_key: str) -> bool:
         with self._engine.begin() as connection:
             self._check_fence(connection)
-            inserted = insert_ignoring_duplicates(
+            inserted = insert_returning_new(
                 connection,
                 job_idempotency,
                 [
@@ -894,7 +846,7 @@ class StoreJobState:
                 ],
                 ["job_name", "key"],
             )
-        return inserted > 0
+        return bool(inserted)
 
     def seen(self, idempotency_key: str) -> bool:
         with reading(self._engine) as connection:

@@ -55,12 +55,8 @@ class SQLite:
         path = sqlite_path(url)
         read_only = path is not None and _not_writable(path)
         connect_args: dict[str, Any] = {"timeout": _BUSY_MS / 1000, "check_same_thread": False}
-        if read_only and path is not None:
-            url = _read_only_url(url, path)
-        elif not create and path is not None:
-            url = url.set(database=f"file:{quote(str(path))}").update_query_dict(
-                {"mode": "rw", "uri": "true"}
-            )
+        if path is not None and (read_only or not create):
+            url = _file_url(url, path, read_only)
         engine = create_engine(url, connect_args=connect_args, **options)
         if read_only:
             _READ_ONLY_ENGINES.add(engine)
@@ -187,12 +183,12 @@ def _not_writable(path: Path) -> bool:
     return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
-def _read_only_url(url: URL, path: Path) -> URL:
+def _file_url(url: URL, path: Path, read_only: bool) -> URL:
+    """``url`` naming ``path`` as a ``file:`` URI: read-only, or refusing to create the file."""
+    query = {"mode": "ro" if read_only else "rw", "uri": "true"}
     # With no WAL file beside it, nothing is pending: the file alone is the whole store, and
     # "immutable" lets SQLite read it without creating the -shm it has no right to create.
-    wal = path.with_name(path.name + "-wal")
-    query = {"mode": "ro", "uri": "true"}
-    if not wal.exists():
+    if read_only and not path.with_name(path.name + "-wal").exists():
         query["immutable"] = "1"
     return url.set(database=f"file:{quote(str(path))}").update_query_dict(query)
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlalchemy.engine import Connection
 
-from jobhost.store.engine import insert_ignoring_duplicates
+from jobhost.store.engine import insert_returning_new
 from jobhost.store.schema import hosts, job_idempotency, job_state, runs, schedules, signals
 
 JOB = "unruly.succeed"
@@ -67,7 +67,7 @@ def fill_rows(connection: Connection) -> None:
         ],
     )
     connection.execute(delete(signals))
-    insert_ignoring_duplicates(connection, signals, [{"id": 1, "version": 1}], ["id"])
+    insert_returning_new(connection, signals, [{"id": 1, "version": 1}], ["id"])
 
 
 def _run(

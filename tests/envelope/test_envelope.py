@@ -9,7 +9,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from jobhost_contracts import Cancellation
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import StatusCode
 from sqlalchemy import select
@@ -18,14 +17,15 @@ from sqlalchemy.engine import Engine
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Outcome, RunEnvelope
+from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Outcome
 from jobhost.envelope.reporting import Telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
-from tests.support import sample_catalog
+from tests.support import run_log_writer, run_through, sample_catalog
 
 
 class Harness:
@@ -48,6 +48,7 @@ class Harness:
             host_id="test-host",
             grace=timedelta(seconds=0.5),
             telemetry=telemetry,
+            run_logs=run_log_writer(Store(engine)),
             sinks=catalog.audit_sinks,
             sink_timeout=timedelta(seconds=0.5),
         )
@@ -57,10 +58,10 @@ class Harness:
         with self.engine.begin() as connection:
             request_run(connection, job, "tester", "envelope test", self.clock())
         ((claim, spec),) = self.ticker.tick(self.clock(), 1).claims
-        cancellation = Cancellation()
+        cancellation = SupervisedCancellation()
         if cancel_after is not None:
             threading.Timer(cancel_after, cancellation.cancel, ["shutdown"]).start()
-        outcome = self.envelope.run(claim, spec, cancellation)
+        outcome = run_through(self.envelope, claim, spec, cancellation)
         with reading(self.engine) as connection:
             row = connection.execute(select(runs).where(runs.c.id == claim.run_id))
             return outcome, RunRecord.from_row(row.mappings().one())
@@ -156,9 +157,10 @@ def test_a_scheduled_run_records_its_occurrence_and_lag(
             host_id="h",
             grace=timedelta(seconds=1),
             telemetry=t,
+            run_logs=run_log_writer(Store(engine)),
             store_time=clock,
         )
-        envelope.run(claim, spec, Cancellation())
+        run_through(envelope, claim, spec)
     finally:
         engine.dispose()
     (span,) = spans.get_finished_spans()
@@ -205,10 +207,16 @@ def test_a_run_past_its_timeout_is_timed_out(harness: Callable[..., Harness]) ->
     assert (outcome.outcome, row.outcome) == ("timed_out", "timed_out")
 
 
-def test_an_executor_ignoring_cancellation_does_not_hold_the_host(
+def test_an_executor_ignoring_cancellation_is_recorded_stuck(
     harness: Callable[..., Harness], caplog: pytest.LogCaptureFixture
 ) -> None:
-    job = {"name": "sample.stubborn", "behaviour": "ignore-cancel", "seconds": 5, "timeout": "0.2s"}
+    # Declared stuck 0.7 s in (timeout, then the grace); its outcome is recorded when it ends.
+    job = {
+        "name": "sample.stubborn",
+        "behaviour": "ignore-cancel",
+        "seconds": 1.5,
+        "timeout": "0.2s",
+    }
     with caplog.at_level(logging.WARNING, logger="jobhost.envelope"):
         outcome, row = harness([job]).run("sample.stubborn")
     assert row.outcome == "timed_out"
@@ -272,6 +280,7 @@ def test_failing_and_hanging_audit_sinks_leave_the_outcome_alone(
         host_id="test-host",
         grace=timedelta(seconds=1),
         telemetry=telemetry[0],
+        run_logs=run_log_writer(Store(made.engine)),
         sinks=catalog.audit_sinks,
         sink_timeout=timedelta(seconds=0.3),
     )

@@ -7,7 +7,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from jobhost_contracts import Cancellation
 
 from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
@@ -15,7 +14,7 @@ from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.tick import Ticker
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.store.actions import request_run
-from tests.support import sample_catalog
+from tests.support import run_log_writer, run_through, sample_catalog
 
 
 def _closed_port() -> int:
@@ -75,7 +74,11 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
         )
         ticker.sync(clock())
         envelope = RunEnvelope(
-            Store(engine, clock), host_id="h", grace=timedelta(seconds=1), telemetry=telemetry
+            Store(engine, clock),
+            host_id="h",
+            grace=timedelta(seconds=1),
+            telemetry=telemetry,
+            run_logs=run_log_writer(Store(engine)),
         )
         outcomes = []
         began = time.monotonic()
@@ -83,7 +86,7 @@ def test_an_unreachable_collector_leaves_outcomes_unchanged(
             with engine.begin() as connection:
                 request_run(connection, "sample.ok", "tester", None, clock())
             ((claim, spec),) = ticker.tick(clock(), 1).claims
-            outcomes.append(envelope.run(claim, spec, Cancellation()).outcome)
+            outcomes.append(run_through(envelope, claim, spec).outcome)
         # Runs do not wait for the exporter: three runs take far less than one export timeout.
         assert time.monotonic() - began < 1.0
         assert outcomes == ["succeeded"] * 3

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.cli._app import configure_logging
-from jobhost.envelope.runlog import JobLogger, RunLogWriter, job_logger, running
+from jobhost.envelope.runlog import JobLogger, RunLogWriter, running
 from jobhost.records import LogLine
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.runlogs import read_lines
@@ -37,8 +37,9 @@ class Host:
         """Run ``job`` with its run's logger, as the envelope does; the lines stored."""
         run_log = self.writer.open(run_id, _JOB, 1)
         with running(run_log):
-            job(job_logger(_JOB, run_log))
-        self.writer.finish([run_log])
+            job(JobLogger(f"jobhost.job.{_JOB}", run_log))
+        with self.writer.finishing([run_log]) as logs:  # as the recorder writes them
+            Store(self.engine).write_logs(logs)
         with reading(self.engine) as connection:
             entries = read_lines(connection, run_id)
         return [entry for entry in entries if isinstance(entry, LogLine)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
-from jobhost_contracts import Cancellation, RetryPolicy
+from jobhost_contracts import RetryPolicy
 from sqlalchemy import select
 
 from jobhost.clock import SystemClock
@@ -19,7 +19,7 @@ from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
-from tests.support import sample_catalog
+from tests.support import run_log_writer, run_through, sample_catalog
 
 
 def test_backoff_doubles_and_stops_at_its_cap() -> None:
@@ -77,18 +77,19 @@ def test_a_failed_attempt_queues_its_retry_after_the_backoff(
                 host_id="h",
                 grace=timedelta(seconds=1),
                 telemetry=telemetry[0],
+                run_logs=run_log_writer(Store(engine)),
             )
             with engine.begin() as connection:
                 request_run(connection, "sample.flaky", "tester", None, clock())
             ((claim, spec),) = ticker.tick(clock(), 1).claims
-            assert envelope.run(claim, spec, Cancellation()).outcome == "failed"
+            assert run_through(envelope, claim, spec).outcome == "failed"
             frozen.tick(timedelta(seconds=9))
             assert ticker.tick(clock(), 1).claims == []
             frozen.tick(timedelta(seconds=2))
             ((retry, spec),) = ticker.tick(clock(), 1).claims
             assert (retry.attempt, retry.source) == (2, "retry")
             assert retry.idempotency_key == claim.idempotency_key
-            assert envelope.run(retry, spec, Cancellation()).outcome == "failed"
+            assert run_through(envelope, retry, spec).outcome == "failed"
         with reading(engine) as connection:
             rows = [
                 RunRecord.from_row(r)

@@ -11,14 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from jobhost_contracts import Cancellation
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
 from jobhost.clock import SystemClock
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Outcome, RunEnvelope
+from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
+from jobhost.envelope.lifecycle import Outcome
 from jobhost.envelope.reporting import Telemetry
 from jobhost.envelope.runlog import RunLog, RunLogWriter
 from jobhost.firing.tick import Ticker
@@ -27,7 +27,7 @@ from jobhost.records import Claim, Dropped, LogLine
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.runlogs import read_lines, run_logs
-from tests.support import sample_catalog
+from tests.support import run_through, sample_catalog
 from tests.waiting import wait_for
 
 
@@ -73,10 +73,12 @@ class LoggingHost:
         ((claim, _spec),) = self.ticker.tick(self.clock(), 1).claims
         return claim
 
-    def run(self, job: str, cancellation: Cancellation | None = None) -> tuple[Outcome, str]:
+    def run(
+        self, job: str, cancellation: SupervisedCancellation | None = None
+    ) -> tuple[Outcome, str]:
         claim = self.claim(job)
         spec = self.catalog.jobs[job]
-        return self.envelope.run(claim, spec, cancellation or Cancellation()), claim.run_id
+        return run_through(self.envelope, claim, spec, cancellation), claim.run_id
 
     def entries(self, run_id: str) -> list[LogLine | Dropped]:
         page = read_run_log(Store(self.engine), run_id)
@@ -211,9 +213,10 @@ def test_lines_are_written_while_the_run_runs(host: Callable[..., LoggingHost]) 
         flush_seconds=0.2,
     )
     claim = made.claim("sample.slow")
-    cancellation = Cancellation()
+    cancellation = SupervisedCancellation()
     worker = threading.Thread(
-        target=made.envelope.run, args=(claim, made.catalog.jobs["sample.slow"], cancellation)
+        target=run_through,
+        args=(made.envelope, claim, made.catalog.jobs["sample.slow"], cancellation),
     )
     worker.start()
     try:
@@ -288,7 +291,7 @@ def test_a_stored_row_the_tail_slides_over_is_rewritten_with_only_its_kept_lines
     try:
         for flush in range(4):
             for index in range(flush * 4 + 1, flush * 4 + 5):
-                writer.note(run_log, 0.0, "INFO", f"line {index}")
+                run_log.add(0.0, "INFO", f"line {index}")
             # Each flush stores the new tail lines as one row; the next slides over part of it.
             writer._flush_open()
             with reading(engine) as connection:

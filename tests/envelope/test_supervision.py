@@ -14,7 +14,8 @@ import pytest
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
 from returns.result import Success
 
-from jobhost.envelope.envelope import Outcome, SupervisedCancellation, execute_here
+from jobhost.envelope.envelope import SupervisedCancellation, execute_here
+from jobhost.envelope.lifecycle import Outcome
 
 _SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
 

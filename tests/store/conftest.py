@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from jobhost_contracts import Cancellation
 from sqlalchemy.engine import Engine
 
 from jobhost.catalog import Catalog
@@ -18,7 +17,7 @@ from jobhost.firing.tick import Ticker
 from jobhost.records import Claim
 from jobhost.store import Store, create_store_engine
 from tests.migrated import migrate
-from tests.support import ManualClock, sample_catalog
+from tests.support import ManualClock, run_log_writer, run_through, sample_catalog
 
 
 class Replica:
@@ -52,6 +51,7 @@ class Replica:
             host_id=host_id,
             grace=timedelta(seconds=1),
             telemetry=telemetry,
+            run_logs=run_log_writer(self.store),
             store_time=clock,
         )
 
@@ -60,7 +60,7 @@ class Replica:
         return [claim for claim, _ in self.ticker.tick(self.clock(), slots).claims]
 
     def finish(self, claim: Claim) -> str:
-        return self.envelope.run(claim, self.catalog.jobs[claim.job_name], Cancellation()).outcome
+        return run_through(self.envelope, claim, self.catalog.jobs[claim.job_name]).outcome
 
 
 @pytest.fixture

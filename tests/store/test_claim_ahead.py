@@ -22,24 +22,31 @@ from jobhost.config import Settings
 from jobhost.firing.host import Host
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, ledger, reading, upgrade
+from jobhost.store.actions import request_run
 from jobhost.store.schema import runs, schedules
 from tests.support import sample_catalog
 from tests.waiting import wait_for
 
 JOBS = 3
+_WARM = "sample.warm"
+"""A job run by hand once as a host starts: the host times a run of a few milliseconds."""
 
 
 def _jobs(seconds: float) -> list[dict[str, Any]]:
     return [
-        {"name": f"sample.quick-{i}", "cron": "* * * * * *", "behaviour": "sleep", "seconds": s}
-        for i, s in enumerate([seconds] * JOBS)
+        *(
+            {"name": f"sample.quick-{i}", "cron": "* * * * * *", "behaviour": "sleep", "seconds": s}
+            for i, s in enumerate([seconds] * JOBS)
+        ),
+        {"name": _WARM, "cron": "0 3 * * *", "enabled": False},
     ]
 
 
 def _runs(engine: Any) -> list[RunRecord]:
+    """The runs of the quick jobs."""
     with reading(engine) as connection:
-        rows = connection.execute(select(runs).where(runs.c.attempt >= 1)).mappings()
-        return [RunRecord.from_row(r) for r in rows]
+        query = select(runs).where(runs.c.attempt >= 1, runs.c.job_name != _WARM)
+        return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
 
 
 def _finished(engine: Any, count: int, turning: Host | None = None) -> list[RunRecord]:
@@ -54,11 +61,21 @@ def _finished(engine: Any, count: int, turning: Host | None = None) -> list[RunR
 
 
 def _host(settings: Settings, engine: Any, telemetry: Any) -> Host:
+    """A started host that has timed one run of a few milliseconds: its queue has room for
+    what one worker starts within the horizon."""
+    _at_next_second()  # the quick jobs' next occurrence is a second away: the warm-up runs alone
     host = Host(settings, sample_catalog(settings), Store(engine), telemetry=telemetry[0])
     host.start()
-    # As if this host had just timed a run of 10 ms: the queue has room for what one worker
-    # starts within the horizon.
-    host.slots.timed(0.01)
+    with engine.begin() as connection:
+        run_id = request_run(connection, _WARM, "tester", "warm-up", SystemClock()())
+    host.turn()
+
+    def warmed() -> bool:
+        with reading(engine) as connection:
+            query = select(runs.c.outcome).where(runs.c.id == run_id)
+            return connection.execute(query).scalar_one() == "succeeded"
+
+    wait_for(warmed, 10, "the warm-up run recorded", every=0.01)
     return host
 
 

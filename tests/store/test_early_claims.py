@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from jobhost.config import Settings
-from jobhost.envelope.envelope import Finished, Outcome
+from jobhost.envelope.lifecycle import Finished, Outcome
 from jobhost.firing.host import Host
 from jobhost.firing.slots import HostStatus, WorkerSlots
 from jobhost.firing.tick import CAP, FLOOR

@@ -6,12 +6,14 @@ of the store (statements and rows), not a timing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import event, select, text
 from sqlalchemy.engine import Engine
 
@@ -113,18 +115,19 @@ def test_a_due_turn_writes_the_whole_batch_in_a_few_statements(
 
 
 def test_a_failing_statement_for_one_job_loses_no_other_claim(
-    replicas: Any, clock: ManualClock
+    replicas: Any, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     jobs = [{"name": f"sample.job-{i}", "cron": "* * * * *"} for i in range(4)]
     (host,) = replicas(jobs)
     _refuse_updates_of(host.engine, "sample.job-2")
     clock.now = datetime(2026, 5, 4, 10, 0, 1, tzinfo=UTC)
-    claims = host.tick()
+    with caplog.at_level(logging.ERROR, logger="jobhost.firing"):
+        claims = host.tick()
     assert sorted(c.job_name for c in claims) == ["sample.job-0", "sample.job-1", "sample.job-3"]
     # The claims are committed: their run rows are in the ledger, running, with their tokens.
     assert _running(host.engine) == {c.run_id for c in claims}
-    assert "sample.job-2" in host.ticker.set_aside
-    assert "claiming it failed" in host.ticker.set_aside["sample.job-2"]
+    assert "job sample.job-2 set aside for" in caplog.text
+    assert "claiming it failed" in caplog.text
     for claim in claims:
         assert host.finish(claim) == "succeeded"
     # The next minute: the others run again; the failing job is left alone for a while.
@@ -134,7 +137,7 @@ def test_a_failing_statement_for_one_job_loses_no_other_claim(
 
 
 def test_a_corrupt_schedule_row_is_set_aside_and_the_others_run(
-    replicas: Any, clock: ManualClock
+    replicas: Any, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     jobs = [{"name": f"sample.job-{i}", "cron": "* * * * *"} for i in range(3)]
     (host,) = replicas(jobs)
@@ -150,9 +153,12 @@ def test_a_corrupt_schedule_row_is_set_aside_and_the_others_run(
                 text("UPDATE schedules SET fencing_token = -5 WHERE job_name = 'sample.job-1'")
             )
     clock.now = datetime(2026, 5, 4, 10, 0, 1, tzinfo=UTC)
-    claims = host.tick()
+    with caplog.at_level(logging.ERROR, logger="jobhost.firing"):
+        claims = host.tick()
     assert sorted(c.job_name for c in claims) == ["sample.job-0", "sample.job-2"]
-    assert "fencing_token" in host.ticker.set_aside["sample.job-1"]
+    (line,) = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
+    assert line.startswith("job sample.job-1 set aside: its schedule row is corrupt")
+    assert "fencing_token" in line
 
 
 def test_a_manual_request_is_taken_when_every_slot_is_busy(

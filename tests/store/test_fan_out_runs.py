@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobhost_contracts import Cancellation
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
@@ -27,7 +26,7 @@ from jobhost.operations.runs import history_json, read_history
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
-from tests.support import ManualClock, sample_catalog
+from tests.support import ManualClock, run_log_writer, run_through, sample_catalog
 
 JOB = "sample.tenants"
 TENANTS = {
@@ -64,14 +63,14 @@ class _Host:
             host_id="host-0",
             grace=timedelta(seconds=1),
             telemetry=telemetry,
+            run_logs=run_log_writer(Store(engine)),
             store_time=clock,
         )
 
     def run_due(self) -> list[str]:
         claims = [claim for claim, _ in self.ticker.tick(self.clock(), 8).claims]
         return [
-            self.envelope.run(c, self.catalog.jobs[c.job_name], Cancellation()).outcome
-            for c in claims
+            run_through(self.envelope, c, self.catalog.jobs[c.job_name]).outcome for c in claims
         ]
 
 

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobhost_contracts import Cancellation
 from sqlalchemy import select
 
 from jobhost.config import Settings
+from jobhost.envelope.envelope import SupervisedCancellation
+from jobhost.envelope.lifecycle import Finished
 from jobhost.firing.host import Host
-from jobhost.firing.slots import Finished, OutcomeRecorder
+from jobhost.firing.slots import OutcomeRecorder
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.actions import request_run
 from jobhost.store.schema import runs
@@ -135,7 +136,9 @@ def _finish(replica: Any) -> Finished:
     """The run due now, executed and not yet recorded."""
     (claim,) = replica.tick()
     spec = replica.catalog.jobs[claim.job_name]
-    return replica.envelope.execute(claim, spec, Cancellation())
+    return replica.envelope.execute(
+        claim, spec, SupervisedCancellation(), on_stuck=lambda _verdict: None
+    )
 
 
 def _outcome(engine: Any, finished: Finished) -> str:

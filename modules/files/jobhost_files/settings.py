@@ -7,15 +7,13 @@ problem of ``[modules.files]`` before it starts, so a typo never reaches a run t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from jobhost_contracts import (
     flag,
-    module_settings,
     non_empty_text,
     non_negative_duration,
     redact_text,
@@ -24,7 +22,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["SECTION", "CleanupMode", "FilesSettings", "parse_settings"]
+__all__ = ["SECTION", "CleanupMode", "FilesSettings"]
 
 SECTION = "files"
 
@@ -122,11 +120,3 @@ class FilesSettings(BaseModel):
         return f"FilesSettings({', '.join(f'{key}={value!r}' for key, value in shown.items())})"
 
     __str__ = __repr__
-
-
-def parse_settings(section: Mapping[str, Any]) -> FilesSettings:
-    """Check ``section`` and return it typed; raise ``ModuleSettingsError`` naming every bad
-    field (with the closest known key for a misspelt one)."""
-    settings = module_settings(FilesSettings, {SECTION: section}, SECTION)
-    assert settings is not None  # the section is there
-    return settings

@@ -5,27 +5,3 @@ makes one call with the standard library, sends ``Idempotency-Key`` (job and occ
 for every retry), and fails on a status it did not expect. Registered through the ``jobhost``
 entry point (:mod:`jobhost_http.plugin`).
 """
-
-from __future__ import annotations
-
-from jobhost_http.call import (
-    CallFailed,
-    CallResult,
-    HttpCall,
-    HttpCallError,
-    MissingSecret,
-    UnexpectedStatus,
-)
-from jobhost_http.settings import IDEMPOTENCY_HEADER, HttpJobSettings, parse_jobs
-
-__all__ = [
-    "IDEMPOTENCY_HEADER",
-    "CallFailed",
-    "CallResult",
-    "HttpCall",
-    "HttpCallError",
-    "HttpJobSettings",
-    "MissingSecret",
-    "UnexpectedStatus",
-    "parse_jobs",
-]

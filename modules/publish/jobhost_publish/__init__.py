@@ -9,45 +9,7 @@ point (:mod:`jobhost_publish.plugin`); the message format is in docs/operations/
 
 from __future__ import annotations
 
-from jobhost_publish.errors import (
-    BrokerUnavailable,
-    MissingUrl,
-    NoStream,
-    NotAcknowledged,
-    PublishError,
-    Rejected,
-    Unroutable,
-)
-from jobhost_publish.executor import Published, Publisher, build_executor
-from jobhost_publish.rabbitmq import APP_ID, CONTENT_TYPE
-from jobhost_publish.settings import (
-    IDEMPOTENCY_HEADER,
-    RESERVED_BODY_FIELDS,
-    BrokerUrls,
-    PublishConfig,
-    PublishJobSettings,
-    PublishSettings,
-    parse_section,
-)
+from jobhost_publish.executor import build_executor
+from jobhost_publish.settings import PublishSettings
 
-__all__ = [
-    "APP_ID",
-    "CONTENT_TYPE",
-    "IDEMPOTENCY_HEADER",
-    "RESERVED_BODY_FIELDS",
-    "BrokerUnavailable",
-    "BrokerUrls",
-    "MissingUrl",
-    "NoStream",
-    "NotAcknowledged",
-    "PublishConfig",
-    "PublishError",
-    "PublishJobSettings",
-    "PublishSettings",
-    "Published",
-    "Publisher",
-    "Rejected",
-    "Unroutable",
-    "build_executor",
-    "parse_section",
-]
+__all__ = ["PublishSettings", "build_executor"]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from jobhost_contracts import Cancellation, JobContext, TriggerSource
-from jobhost_files import QUARANTINE_DIR, OrphanCleanup, parse_settings
 from jobhost_files.plugin import jobhost_jobs as files_jobs
-from jobhost_http import CallFailed
+from jobhost_files.walk import QUARANTINE_DIR
+from jobhost_http.call import CallFailed
 from jobhost_http.plugin import jobhost_jobs as http_jobs
 from returns.result import Failure
 
@@ -95,7 +95,8 @@ def test_the_first_cleanup_does_what_the_summary_says(tmp_path: Path) -> None:
     layout = make_demo(tmp_path / "demo")
     section = tomllib.loads(layout.config.read_text())["modules"]["files"]
 
-    report = OrphanCleanup(parse_settings(section)).execute(context("files.orphan-cleanup"))
+    [(_, cleanup)] = files_jobs(settings={"files": section})
+    report = cleanup.execute(context("files.orphan-cleanup"))
 
     counts = report.unwrap()
     assert counts.moved == len(ORPHANS) and counts.errors == 0

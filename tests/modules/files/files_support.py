@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jobhost_contracts import Cancellation, JobContext, JobState, TriggerSource
+from jobhost_contracts import Cancellation, JobContext, JobState, TriggerSource, module_settings
+from jobhost_files.settings import FilesSettings
 
 JOB = "files.orphan-cleanup"
 NOW = datetime(2026, 11, 30, 3, 17, tzinfo=UTC)
@@ -21,6 +22,13 @@ YOUNG = NOW.timestamp() - 60
 REFERENCED = ("a/kept-1.txt", "a/kept-2.txt", "b/c/kept-3.txt")
 ORPHANS = ("a/orphan-1.txt", "b/c/orphan-2.txt", "b/orphan-3.txt", "z-orphan-4.txt")
 YOUNG_ORPHAN = "b/young.txt"
+
+
+def files_settings(section: dict[str, Any]) -> FilesSettings:
+    """``section`` read as the plugin reads ``[modules.files]``."""
+    settings = module_settings(FilesSettings, {"files": section}, "files")
+    assert settings is not None
+    return settings
 
 
 class DictState:

@@ -15,20 +15,16 @@ from files_support import (
     REFERENCED,
     YOUNG_ORPHAN,
     DictState,
+    files_settings,
     files_under,
     make_context,
     write_file,
     write_references,
 )
 from jobhost_contracts import Cancellation
-from jobhost_files import (
-    QUARANTINE_DIR,
-    CleanupReport,
-    NoReferences,
-    OrphanCleanup,
-    ReferencesUnavailable,
-    parse_settings,
-)
+from jobhost_files.cleanup import OrphanCleanup
+from jobhost_files.outcome import CleanupReport, NoReferences, ReferencesUnavailable
+from jobhost_files.walk import QUARANTINE_DIR
 from returns.result import Failure, Success
 
 DAY = NOW.date().isoformat()
@@ -36,7 +32,7 @@ DAY = NOW.date().isoformat()
 
 def run(section: dict[str, Any], state: DictState | None = None, **kwargs: Any) -> Any:
     clock = kwargs.pop("clock", lambda: NOW)
-    executor = OrphanCleanup(parse_settings(section), clock=clock)
+    executor = OrphanCleanup(files_settings(section), clock=clock)
     return executor.execute(make_context(state or DictState(), config=section, **kwargs))
 
 

@@ -12,9 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from files_support import JOB, NOW, ORPHANS, REFERENCED, YOUNG_ORPHAN, files_under, make_context
+from files_support import (
+    JOB,
+    NOW,
+    ORPHANS,
+    REFERENCED,
+    YOUNG_ORPHAN,
+    files_settings,
+    files_under,
+    make_context,
+)
 from jobhost_contracts import JobState
-from jobhost_files import QUARANTINE_DIR, LeaseLost, OrphanCleanup, parse_settings
+from jobhost_files.cleanup import OrphanCleanup
+from jobhost_files.outcome import LeaseLost
+from jobhost_files.walk import QUARANTINE_DIR
 from returns.result import Failure
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
@@ -64,7 +75,7 @@ def state(engine: Engine, token: int) -> StoreJobState:
 
 
 def run(section: dict[str, Any], job_state: JobState, token: int) -> Any:
-    executor = OrphanCleanup(parse_settings(section), clock=lambda: NOW)
+    executor = OrphanCleanup(files_settings(section), clock=lambda: NOW)
     return executor.execute(make_context(job_state, config=section, token=token))
 
 

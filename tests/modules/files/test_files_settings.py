@@ -9,17 +9,18 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from files_support import DictState, make_context
+from files_support import DictState, files_settings, make_context
 from jobhost_contracts import BackgroundJobDeclaration, JobRegistration
-from jobhost_files import CleanupMode, NotConfigured, parse_settings
+from jobhost_files.outcome import NotConfigured
 from jobhost_files.plugin import jobhost_jobs
+from jobhost_files.settings import CleanupMode
 from returns.result import Failure
 
 
 def test_defaults(tree: dict[str, Any]) -> None:
     section = {key: tree[key] for key in ("root", "references_url", "references_query")}
 
-    settings = parse_settings(section)
+    settings = files_settings(section)
 
     assert settings.root == Path(tree["root"]).resolve()
     assert settings.min_age == timedelta(hours=24)
@@ -72,9 +73,9 @@ def test_bad_settings_are_refused_naming_the_field(
 def test_the_references_password_stays_out_of_errors_and_repr(tree: dict[str, Any]) -> None:
     url = "postgresql+psycopg://app:hunter2@db.internal/app"
 
-    settings = parse_settings({**tree, "references_url": url})
+    settings = files_settings({**tree, "references_url": url})
     with pytest.raises(ValueError) as raised:
-        parse_settings({**tree, "references_url": url, "references_query": ""})
+        files_settings({**tree, "references_url": url, "references_query": ""})
 
     assert "hunter2" not in repr(settings)
     assert "app:***@db.internal" in repr(settings)

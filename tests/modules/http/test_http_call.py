@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from http_support import OCCURRENCE, Server, make_context
-from jobhost_http import CallFailed, CallResult, HttpCall, MissingSecret, UnexpectedStatus
+from jobhost_http.call import CallFailed, CallResult, HttpCall, MissingSecret, UnexpectedStatus
 from jobhost_http.plugin import jobhost_jobs
 from returns.result import Failure, Success
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, RetryPolicy
-from jobhost_http import HttpJobSettings, parse_jobs
 from jobhost_http.plugin import jobhost_jobs
+from jobhost_http.settings import HttpJobSettings, parse_jobs
 
 BASE = {"name": "ping", "interval": "20s", "url": "http://127.0.0.1:9/health"}
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobhost_contracts import Cancellation
 from publish_support import (
     NATS_URL,
     RABBITMQ_URL,
@@ -34,7 +33,7 @@ from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
 from tests.commands import jobhost_command
-from tests.support import ManualClock
+from tests.support import ManualClock, run_log_writer, run_through
 
 DUE = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
 MANUAL = Path(__file__).resolve().parents[3] / "docs" / "operations" / "publish.md"
@@ -83,17 +82,18 @@ def test_a_broker_outage_fails_the_attempt_and_the_retry_publishes_with_the_same
             host_id="h",
             grace=timedelta(seconds=1),
             telemetry=telemetry[0],
+            run_logs=run_log_writer(Store(engine)),
             store_time=clock,
         )
         ticker.sync(clock())
         clock.now = DUE + timedelta(milliseconds=5)
         ((first, spec),) = ticker.tick(clock(), 1).claims
-        failed = envelope.run(first, spec, Cancellation())
+        failed = run_through(envelope, first, spec)
 
         proxy.restore()
         clock.advance(seconds=11)
         ((retry, spec),) = ticker.tick(clock(), 1).claims
-        succeeded = envelope.run(retry, spec, Cancellation())
+        succeeded = run_through(envelope, retry, spec)
 
         with reading(engine) as connection:
             query = select(runs).order_by(runs.c.attempt)

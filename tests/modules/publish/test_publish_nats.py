@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from typing import Any
 
 import pytest
-from jobhost_publish import (
-    BrokerUnavailable,
-    MissingUrl,
-    NoStream,
-    NotAcknowledged,
-    Published,
-    Publisher,
-)
+from jobhost_publish.errors import BrokerUnavailable, MissingUrl, NoStream, NotAcknowledged
+from jobhost_publish.executor import Published, Publisher
 from jobhost_publish.plugin import jobhost_jobs
 from publish_support import (
     NATS_URL,
@@ -28,7 +23,7 @@ from publish_support import (
 )
 from returns.result import Failure, Result, Success
 
-from jobhost.envelope.envelope import execute_executor
+from jobhost.envelope.envelope import SupervisedCancellation, execute_here
 from tests.ports import free_port
 
 
@@ -168,10 +163,13 @@ def test_a_cancelled_run_stops_waiting_for_a_hung_broker() -> None:
         job, executor = publisher(
             "jobhost-test.hangs", url=f"nats://127.0.0.1:{server.port}", timeout="30s"
         )
-        context = make_context(job)
+        # As a host's worker calls it: its cancellation tells the supervisor.
+        context = dataclasses.replace(make_context(job), cancellation=SupervisedCancellation())
         canceller = threading.Timer(0.3, context.cancellation.cancel, args=("shutdown",))
         canceller.start()
-        outcome = execute_executor(executor, context, timeout=None, grace=5)
+        outcome = execute_here(
+            executor, context, timeout=None, grace=5, on_stuck=lambda _verdict: None
+        )
         canceller.join()
 
     assert (outcome.outcome, outcome.stuck) == ("cancelled", False)

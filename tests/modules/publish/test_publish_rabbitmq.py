@@ -8,15 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from jobhost_publish import (
-    BrokerUnavailable,
-    NotAcknowledged,
-    Published,
-    Publisher,
-    Rejected,
-    Unroutable,
-    build_executor,
-)
+from jobhost_publish import build_executor
+from jobhost_publish.errors import BrokerUnavailable, NotAcknowledged, Rejected, Unroutable
+from jobhost_publish.executor import Published, Publisher
 from jobhost_publish.plugin import jobhost_jobs
 from jobhost_publish.settings import BrokerUrls, PublishSettings
 from publish_support import (

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from jobhost_contracts import MisfirePolicy, OverlapPolicy, RetryPolicy
-from jobhost_publish import BrokerUrls, PublishSettings, build_executor, parse_section
+from jobhost_publish import PublishSettings, build_executor
 from jobhost_publish.plugin import jobhost_jobs
+from jobhost_publish.settings import BrokerUrls, parse_section
 from pydantic import ValidationError
 
 NATS = {"name": "billing.close-day", "cron": "0 2 * * *", "broker": "nats", "subject": "b.c"}

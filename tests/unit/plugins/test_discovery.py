@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from jobhost.config import Settings
-from jobhost.plugins import PluginJob, PluginSet, call_each, collect_jobs, load_plugins
+from jobhost.plugins.calls import PluginJob, collect_jobs
+from jobhost.plugins.discovery import PluginSet, load_plugins
 
 NO_ENTRY_POINTS = {"JOBHOST_LOAD_PLUGINS": ""}
 
@@ -268,15 +269,12 @@ def test_the_settings_argument_is_a_read_only_view_of_the_modules(tmp_path: Path
     assert modules["files"]["root"] == "/srv"
 
 
-def test_call_each_passes_only_the_arguments_an_implementation_takes(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "noargs.py",
-        "from jobhost_contracts import hookimpl\n\n"
-        "@hookimpl\ndef jobhost_jobs():\n    return ['answer']\n",
+def test_a_hook_is_passed_only_the_arguments_its_implementation_takes(tmp_path: Path) -> None:
+    source = _GOOD.format(name="demo.no-arguments").replace(
+        "jobhost_jobs(settings)", "jobhost_jobs()"
     )
-    answers, problems = call_each(load(path), "jobhost_jobs", {"settings": {}})
-    assert problems == []
-    assert [(a.plugin, a.value) for a in answers] == [(str(path), ["answer"])]
+    path = write(tmp_path / "noargs.py", source)
+    assert jobs_of(load(path)) == ([(str(path), "demo.no-arguments")], [])
 
 
 def _distribution(root: Path, entry_points: dict[str, str]) -> None:
