@@ -52,14 +52,11 @@ class InterruptHold:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if error is None:
-            self.deliver()
-            return
-        # The block failed on its own: its error says more than an interrupt would, so a
-        # Ctrl-C held meanwhile is dropped rather than raised over it.
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = self._caught = None
+        if error is not None:
+            # The block failed on its own: its error says more than an interrupt would, so a
+            # Ctrl-C held meanwhile is dropped rather than raised over it.
+            self._caught = None
+        self.deliver()
 
     def _remember(self, signum: int, frame: FrameType | None) -> None:
         self._caught = (signum, frame)
