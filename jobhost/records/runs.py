@@ -95,7 +95,7 @@ class SchedulePlan:
 
 @dataclass
 class ClaimBatch:
-    """What one call of :func:`claim_work` did."""
+    """What one call of :func:`~jobhost.store.claims.claim` did."""
 
     claims: list[Claim] = field(default_factory=list)
     not_run: list[tuple[str, datetime, str, str]] = field(default_factory=list)

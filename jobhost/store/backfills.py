@@ -3,7 +3,7 @@
 :func:`last_outcomes` is one statement over the run table's unique index (job, occurrence,
 attempt): the range's rows in order, of which the last attempt of each occurrence speaks for it.
 A backfill is recorded with each selected occurrence queued as a pending run of it (source
-``backfill``, the lowest priority); hosts claim them (:func:`jobhost.store.claims.claim_work`);
+``backfill``, the lowest priority); hosts claim them (:func:`jobhost.store.claims.claim`);
 readers count the occurrences by the state of their newest run.
 """
 

@@ -1,6 +1,6 @@
 """Claiming work: the one path by which every run starts.
 
-:func:`claim_work` takes, in one transaction, up to ``slots`` runs for one host: pending runs in
+:func:`claim` takes, in one transaction, up to ``slots`` runs for one host: pending runs in
 (priority, not-before) order — manual runs first (a person is waiting), then retries whose
 backoff has passed — then due schedules found through the index on ``due_at``, oldest first,
 and last, in the workers still free, the occurrences of running backfills: scheduled work
@@ -81,7 +81,6 @@ __all__ = [
     "Wakeups",
     "before_trigger",
     "claim",
-    "claim_work",
     "due_jobs",
     "look_ahead",
     "next_wakeups",
@@ -123,12 +122,16 @@ def claim(
     run_id: str | None = None,
     backfill_id: str | None = None,
 ) -> Turn:
-    """Claim up to ``slots`` runs (see :func:`claim_work`) and read when the store next needs
-    this host, leaving alone ``skip`` and the jobs the batch did not know.
+    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only), of which at
+    most ``backfill_slots`` are backfilled occurrences, taken in the slots the rest left; then
+    read when the store next needs this host. ``skip`` names jobs not to touch; the jobs the
+    batch did not know are left alone too.
 
     With ``now`` None the claim reads the store's time inside this transaction, not through a
-    checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out;
-    ``early`` is how far past the claim's instant ``early_until`` reaches.
+    checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out.
+    ``early`` also claims, in the slots left, occurrences due up to that far past the claim's
+    instant, each started at its own instant (its claim's ``started_at``); only one that would
+    run as it stands is taken early.
 
     The claim may be narrowed to one job's schedule (the one-job-at-a-time fallback after a
     batch failed), to the pending run ``run_id`` (a command that runs its manual run itself), or
@@ -137,21 +140,59 @@ def claim(
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
-        batch = claim_work(
-            connection,
-            host_id=host_id,
-            now=at,
-            slots=slots,
-            manual_slots=manual_slots,
-            rules=rules,
-            skip=skip,
-            run_id=run_id,
-            schedules_only=None if job is None else [job],
-            pending=quiet is None or quiet.pending_due(at),
-            early_until=at + early if early else None,
-            backfill_slots=backfill_slots,
-            backfill_id=backfill_id,
-        )
+        batch = ClaimBatch()
+        skipped = list(skip)
+        only = None if job is None else [job]
+        if backfill_id is not None:
+            _claim_backfills(
+                connection,
+                batch,
+                host_id=host_id,
+                now=at,
+                slots=slots,
+                rules=rules,
+                only=backfill_id,
+            )
+        else:
+            work = _ClaimWork(connection, host_id=host_id, now=at, rules=rules, batch=batch)
+            if job is None and (run_id is not None or quiet is None or quiet.pending_due(at)):
+                waiting = _due_pending(
+                    connection, at, slots + manual_slots, skip=skipped, run_id=run_id
+                )
+                waiting = _known(waiting, rules, batch)
+                work.lock_rows({r.job_name for r in waiting})
+                for run in waiting:
+                    if work.taken < slots + (
+                        manual_slots if run.priority == PRIORITY_MANUAL else 0
+                    ):
+                        work.start_pending(run)
+            if run_id is None and work.taken < slots:
+                rows = _due_schedules(
+                    connection, at + early, slots - work.taken, skip=skipped, only=only
+                )
+                batch.schedules_seen = len(rows)
+                rows = _known(rows, rules, batch)
+                work.adopt(rows)
+                for row in rows:
+                    if work.taken >= slots:
+                        break
+                    if row.due_at is not None and row.due_at > at:
+                        work.fire_early(row)
+                    else:
+                        work.fire(row)
+            work.write()
+            room = min(backfill_slots, slots - work.taken)
+            if run_id is None and job is None and room > 0:
+                # After the write: a job's fencing token is read as this batch left it.
+                _claim_backfills(
+                    connection,
+                    batch,
+                    host_id=host_id,
+                    now=at,
+                    slots=room,
+                    rules=rules,
+                    skip=skipped,
+                )
         wakeups = next_wakeups(connection, skip=sorted(set(skip) | batch.unknown))
     return Turn(batch, wakeups, at, read_at)
 
@@ -283,7 +324,7 @@ def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups
 
 
 class ClaimRules(Protocol):
-    """The firing policy, as :func:`claim_work` asks for it; no SQL on this side."""
+    """The firing policy, as :func:`claim` asks for it; no SQL on this side."""
 
     def knows(self, job_name: str) -> bool:
         """Whether this host can run the job (a job it does not know is left to others)."""
@@ -317,70 +358,6 @@ def _schedule_problem(row: PlannedRow) -> str | None:
             "(or restart a host to let it re-anchor the job at its next occurrence)"
         )
     return None
-
-
-def claim_work(
-    connection: Connection,
-    *,
-    host_id: str,
-    now: datetime,
-    slots: int,
-    rules: ClaimRules,
-    manual_slots: int = 0,
-    skip: Collection[str] = (),
-    run_id: str | None = None,
-    schedules_only: Collection[str] | None = None,
-    pending: bool = True,
-    early_until: datetime | None = None,
-    backfill_slots: int = 0,
-    backfill_id: str | None = None,
-) -> ClaimBatch:
-    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only), of which at
-    most ``backfill_slots`` are backfilled occurrences, taken in the slots the rest left.
-
-    ``skip`` names jobs not to touch; ``run_id``, ``backfill_id`` and ``schedules_only`` narrow
-    the claim (see :func:`claim`). ``pending`` False leaves out the read of pending runs: the
-    caller knows none is due. ``early_until`` also claims, in the slots left, occurrences due
-    after ``now`` up to it, each started at its own instant (its claim's ``started_at``); only
-    one that would run as it stands is taken early.
-    """
-    batch = ClaimBatch()
-    skipped = list(skip)
-    if backfill_id is not None:
-        _claim_backfills(
-            connection, batch, host_id=host_id, now=now, slots=slots, rules=rules, only=backfill_id
-        )
-        return batch
-    work = _ClaimWork(connection, host_id=host_id, now=now, rules=rules, batch=batch)
-    if schedules_only is None and (pending or run_id is not None):
-        waiting = _due_pending(connection, now, slots + manual_slots, skip=skipped, run_id=run_id)
-        waiting = _known(waiting, rules, batch)
-        work.lock_rows({r.job_name for r in waiting})
-        for run in waiting:
-            if work.taken < slots + (manual_slots if run.priority == PRIORITY_MANUAL else 0):
-                work.start_pending(run)
-    if run_id is None and work.taken < slots:
-        rows = _due_schedules(
-            connection, early_until or now, slots - work.taken, skip=skipped, only=schedules_only
-        )
-        batch.schedules_seen = len(rows)
-        rows = _known(rows, rules, batch)
-        work.adopt(rows)
-        for row in rows:
-            if work.taken >= slots:
-                break
-            if row.due_at is not None and row.due_at > now:
-                work.fire_early(row)
-            else:
-                work.fire(row)
-    work.write()
-    room = min(backfill_slots, slots - work.taken)
-    if run_id is None and schedules_only is None and room > 0:
-        # After the write: a job's fencing token is read as this batch left it.
-        _claim_backfills(
-            connection, batch, host_id=host_id, now=now, slots=room, rules=rules, skip=skipped
-        )
-    return batch
 
 
 _Row = TypeVar("_Row", RunRecord, DueSchedule)
