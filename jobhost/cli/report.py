@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -11,8 +11,11 @@ from jobhost.catalog.model import Catalog
 from jobhost.cli._app import cli, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, refuse_invalid, settings_of
 from jobhost.cli._options import json_option
-from jobhost.operations.jobs import require_known_job
+from jobhost.operations.jobs import require_known_job, stored_version
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
+
+if TYPE_CHECKING:
+    from jobhost.store import Store
 
 __all__ = ["report"]
 
@@ -89,7 +92,7 @@ def report(
         shown = as_json or long or job is not None
         built = build_report(settings, catalog, store, job=job, recent=shown, apart=True)
         if catalog is not None:
-            _note_versions(catalog, built.stored_version)
+            _note_versions(catalog, store)
     which = JobFilter(modules=modules, statuses=states, failing=failing, sort=cast("Sort", sort))
     jobs = select_jobs(built.jobs, which)
     # At 10,000 jobs the text would be 10,000 lines of "ok": by default it lists what needs
@@ -119,11 +122,12 @@ def report(
         )
 
 
-def _note_versions(catalog: Catalog, held: str | None) -> None:
+def _note_versions(catalog: Catalog, store: Store) -> None:
     """Say on stderr when this installation's catalog version is not the one the store holds
     (one digest each: equal versions, equal declarations)."""
     from jobhost.operations.plan import this_catalog
 
+    held = stored_version(store.catalog_versions())
     mine = this_catalog(catalog)
     if held != mine:
         to_stderr(

@@ -17,6 +17,7 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
 from jobhost.operations.failures import open_failure_lines
+from jobhost.operations.jobs import stored_version
 from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs, stored_report
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules import FiringRules
@@ -110,14 +111,16 @@ def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | 
     """The store's catalog as the checks ask it, the version it holds, and the report of the
     jobs the checks look at (the critical ones and those holding an expired lease): only those
     are read whole, with their ledger."""
-    found: list[StoredJobs] = []
+    found: list[tuple[StoredJobs, str | None]] = []
 
     def looked_at(census: Census) -> list[str]:
-        found.append(stored_jobs(settings, census.declared, census.rows))
-        return sorted({*found[0].critical, *census.held})
+        jobs = stored_jobs(settings, census.declared, census.rows)
+        found.append((jobs, stored_version(census.versions)))
+        return sorted({*jobs.critical, *census.held})
 
-    report = stored_report(settings, store.read_snapshot((), jobs_of=looked_at))
-    return found[0], report.stored_version, report
+    snapshot = store.read_snapshot((), jobs_of=looked_at)
+    jobs, version = found[0]
+    return jobs, version, stored_report(settings, snapshot)
 
 
 def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs | None) -> timedelta:

@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts, stored_facts
 from jobhost.config import Settings
-from jobhost.operations.jobs import stored_job, stored_version
+from jobhost.operations.jobs import stored_job
 from jobhost.operations.mismatch import (
     JobFacts,
     Mismatch,
@@ -152,8 +152,7 @@ def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Probl
         max_lag_seconds=round(max(lags), 3) if lags else None,
         max_clock_skew_seconds=round(max(skews), 3) if skews else None,
     )
-    version = stored_version(snapshot.catalog_versions)
-    return Report(snapshot.now, live, jobs, problems, summary, snapshot.groups, version)
+    return Report(snapshot.now, live, jobs, problems, summary, snapshot.groups)
 
 
 def _job_report(
@@ -387,8 +386,6 @@ class Report:
     """Of every job, before any filter narrowed ``jobs``."""
     groups: list[GroupSummary]
     """Every concurrency group: its limit, running runs and waiting work."""
-    stored_version: str | None
-    """The catalog version the store holds (see :func:`~jobhost.operations.jobs.stored_version`)."""
 
     def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
         """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all."""

@@ -52,8 +52,6 @@ class StoreSnapshot:
     """Every concurrency group with its limit, running runs and waiting work."""
     deleted: dict[str, JobChange] = field(default_factory=dict)
     """How each runtime job removed through the API was removed (by whom, when)."""
-    catalog_versions: dict[str, int] = field(default_factory=dict)
-    """How many live declared rows each catalog version stamps (runtime jobs aside)."""
 
     @property
     def live_hosts(self) -> list[HostRecord]:

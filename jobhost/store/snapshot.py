@@ -106,11 +106,9 @@ def read_snapshot(
     with reading(engine) as connection:
         now = database_now(connection, clock or SystemClock())
         rows: Mapping[str, ScheduleRow]
-        versions: dict[str, int] | None = None
         chosen: Collection[str] | None = [only] if only is not None else None
         if chosen is None and jobs_of is not None:
-            census = take_census(connection, now)
-            versions, chosen = census.versions, jobs_of(census)
+            chosen = jobs_of(take_census(connection, now))
         if chosen is not None:
             rows = store_reports.list_schedules(connection, chosen)
             summaries = store_reports.ledger_summaries(connection, chosen)
@@ -132,9 +130,7 @@ def read_snapshot(
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
         running = store_reports.running_runs(connection, only)
-        if versions is None:
-            versions = catalog_versions(connection)
-        return _snapshot(connection, now, rows, summaries, running, versions=versions)
+        return _snapshot(connection, now, rows, summaries, running)
 
 
 def _whole_ledger(
@@ -178,17 +174,14 @@ def _snapshot(
     rows: Mapping[str, ScheduleRow],
     summaries: Mapping[str, LedgerSummary],
     running: Sequence[RunRecord],
-    *,
-    versions: dict[str, int],
 ) -> StoreSnapshot:
     """The schedule rows with the hosts, the groups, the API's removals, the jobs' ledger
-    ``summaries``, the ``running`` runs (oldest first) and the catalog ``versions``."""
+    ``summaries`` and the ``running`` runs (oldest first)."""
     snapshot = StoreSnapshot(
         now=now,
         schedules=rows,
         hosts=list_hosts(connection),
         groups=group_summaries(connection, now),
-        catalog_versions=versions,
     )
     removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
     if removed:

@@ -169,6 +169,7 @@ class Store:
     audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
     health_rows = _ReadAt(integrity.health_rows)
+    catalog_versions = _Read(snapshot.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
     sync_catalog = _Own(claims.sync_catalog)
