@@ -80,21 +80,21 @@ class FanOutFailed(Exception):
         return [failure.key for failure in self.failures]
 
 
-class UnitTally:
-    """The counts of every fan-out in one run, added up; the host reads them when it ends."""
+class UnitTally(list[UnitCounts]):
+    """The counts of every fan-out in one run; the host adds them up when the run ends.
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: UnitCounts | None = None
+    A list, so a run that fans out nothing costs no call here: ``append`` is atomic, and
+    the host asks :meth:`counts` only of a tally that holds something.
+    """
 
-    def add(self, counts: UnitCounts) -> None:
-        with self._lock:
-            self._counts = counts if self._counts is None else self._counts + counts
+    add = list.append
 
     def counts(self) -> UnitCounts | None:
         """None when the run did no fan-out."""
-        with self._lock:
-            return self._counts
+        total: UnitCounts | None = None
+        for counts in self:
+            total = counts if total is None else total + counts
+        return total
 
 
 def error_text(error: object) -> str:

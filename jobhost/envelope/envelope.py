@@ -166,7 +166,7 @@ class RunEnvelope:
             ):
                 run_log.wake()
             ended = self._store.clock()
-            units = tally.counts()
+            units = tally.counts() if tally else None
             if span.is_recording():
                 _close_span(span, outcome, units)
         return Finished(claim, spec, outcome, trace_id, units, began, ended, run_log)
