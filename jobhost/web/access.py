@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from jobhost.config import Settings
 from jobhost.records import GUESS_KEY_LENGTH
 from jobhost.store import Store
-from jobhost.web.admission import blocking
+from jobhost.web.middleware import blocking
 
 __all__ = [
     "GUESS_LIMIT",

@@ -39,7 +39,7 @@ from jobhost.config import Settings
 from jobhost.operations.gauges import RunningHost
 from jobhost.operations.report import build_report
 from jobhost.store import Store, StoreError, head_revision
-from jobhost.web.admission import lower_priority
+from jobhost.web.middleware import lower_priority
 
 __all__ = [
     "CHEAP_RENDER",
@@ -69,7 +69,7 @@ class Endpoints:
     report: Callable[[], dict[str, Any]]
     store_answers: Callable[[float], bool] | None = None
     """Whether the store answers a trivial read within so many seconds (see
-    :class:`~jobhost.web.unavailable.StoreUnavailable`); None: never asked."""
+    :class:`~jobhost.web.middleware.StoreUnavailable`); None: never asked."""
 
 
 def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:

@@ -15,8 +15,8 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from jobhost.errors import ConfigError
-from jobhost.web.admission import lower_priority
 from jobhost.web.connections import guarded_http
+from jobhost.web.middleware import lower_priority
 
 __all__ = ["WebServer"]
 

@@ -39,7 +39,7 @@ from jobhost.web.api.requests import (
     read_state_value,
     unknown,
 )
-from jobhost.web.app import blocking
+from jobhost.web.middleware import blocking
 
 __all__ = ["ActionEndpoints", "ServiceEndpoints", "StateEndpoints", "queued_json", "require_known"]
 

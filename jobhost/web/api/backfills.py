@@ -22,7 +22,7 @@ from jobhost.runtime.service import not_found
 from jobhost.web.api.actions import ServiceEndpoints
 from jobhost.web.api.models import BackfillMode
 from jobhost.web.api.requests import ReasonText, field_error, problem, read_model, read_reason
-from jobhost.web.app import blocking
+from jobhost.web.middleware import blocking
 
 __all__ = ["BackfillEndpoints", "BackfillRequest"]
 

@@ -39,8 +39,7 @@ from jobhost.web.api.requests import (
     query_int,
     read_model,
 )
-from jobhost.web.app import blocking
-from jobhost.web.inputs import NO_NUL_PATTERN
+from jobhost.web.middleware import NO_NUL_PATTERN, blocking
 
 __all__ = ["SINCE_PATTERN", "FailureEndpoints", "FailureRetry", "FailuresQuery"]
 

@@ -14,7 +14,7 @@ from pydantic.json_schema import models_json_schema
 
 from jobhost.web.api.models import Problem
 from jobhost.web.api.table import ENDPOINTS, PATH_PARAMETERS, Endpoint
-from jobhost.web.inputs import NO_NUL_PATTERN
+from jobhost.web.middleware import NO_NUL_PATTERN
 
 __all__ = ["is_model", "openapi_document"]
 

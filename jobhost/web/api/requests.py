@@ -18,9 +18,15 @@ from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.service import ChangeRefused
-from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
-from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
-from jobhost.web.middleware import PROBLEM_JSON, problem_body
+from jobhost.web.middleware import (
+    MAX_JSON_DEPTH,
+    PROBLEM_JSON,
+    BodyTooLarge,
+    declared_too_large,
+    json_problem,
+    problem_body,
+    read_capped,
+)
 
 __all__ = [
     "BadRequest",

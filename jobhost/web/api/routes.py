@@ -39,6 +39,7 @@ from jobhost.operations.timefmt import short_utc
 from jobhost.records import ChangeSearch
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
+from jobhost.store.engine import is_store_down
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, bearer_secret, client_address
 from jobhost.web.api.actions import (
@@ -64,9 +65,7 @@ from jobhost.web.api.requests import (
 )
 from jobhost.web.api.table import ENDPOINTS, Endpoint
 from jobhost.web.api.views import job_json, runtime_json
-from jobhost.web.app import blocking
-from jobhost.web.middleware import failure_body, log_unexpected
-from jobhost.web.unavailable import is_store_down
+from jobhost.web.middleware import blocking, failure_body, log_unexpected
 
 __all__ = ["API_PREFIX", "api_routes"]
 

@@ -48,9 +48,9 @@ from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RunRecord
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import client_address
-from jobhost.web.app import blocking
 from jobhost.web.console.auth import BadForm, SessionKeeper, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
+from jobhost.web.middleware import blocking
 
 if TYPE_CHECKING:
     from jobhost.catalog import Catalog

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from jobhost.web.access import holder
-from jobhost.web.admission import MAX_FORM, BodyTooLarge, read_capped
+from jobhost.web.middleware import MAX_FORM, BodyTooLarge, read_capped
 
 __all__ = ["COOKIE", "BadForm", "Session", "SessionKeeper", "read_form", "same_origin"]
 

@@ -45,7 +45,6 @@ from jobhost.operations.runs import RETRYABLE, dropped_text, line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake, client_address, read_tokens
-from jobhost.web.app import blocking
 from jobhost.web.console.actions import (
     BULK_NOTICES,
     NOTICES,
@@ -72,6 +71,7 @@ from jobhost.web.console.views import (
     query_link,
     run_view,
 )
+from jobhost.web.middleware import blocking
 
 __all__ = ["Console", "ago_tag", "fixed_tag", "local_tag", "stamp_tag", "utc_tag"]
 
