@@ -35,12 +35,14 @@ import re
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 from urllib.parse import parse_qsl, unquote
 
 import anyio
 from jobhost_contracts import redact_text
+from opentelemetry import metrics
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -48,7 +50,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobhost.runtime.definition import FieldProblem
 from jobhost.store.engine import is_store_down
-from jobhost.web.connections import Refusals
 
 __all__ = [
     "BODY_TIMEOUT",
@@ -61,6 +62,7 @@ __all__ = [
     "BodiesFirst",
     "BodyTooLarge",
     "BoundedRequests",
+    "Refusals",
     "RefuseNul",
     "RequestTimeout",
     "SafeAnswers",
@@ -376,6 +378,43 @@ class BodiesFirst:
             return True
         declared = headers.get("content-length", "").strip()
         return bool(_DIGITS.fullmatch(declared)) and 0 < int(declared) <= self.limit
+
+
+LOG_EVERY_SECONDS = 60.0
+
+
+class Refusals:
+    """Where connections closed before their request was read are counted: a metric, and a log
+    line of the counts by reason at most every :data:`LOG_EVERY_SECONDS`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: Counter[str] = Counter()
+        self._last: float | None = None
+        self._counter = metrics.get_meter("jobhost").create_counter(
+            "jobhost.http.connections_refused",
+            unit="{connection}",
+            description="HTTP connections closed before their request was read, by reason",
+        )
+
+    def refused(self, reason: str) -> None:
+        """Count one connection closed for ``reason`` (head_timeout, evicted, over_capacity,
+        body_timeout)."""
+        self._counter.add(1, {"reason": reason})
+        now = time.monotonic()
+        with self._lock:
+            self._pending[reason] += 1
+            if self._last is not None and now - self._last < LOG_EVERY_SECONDS:
+                return
+            self._last = now
+            said = ", ".join(f"{n} {why}" for why, n in sorted(self._pending.items()))
+            self._pending.clear()
+        _log.warning(
+            "HTTP: connections closed before their request was read (%s); the next such line "
+            "comes in %gs at the earliest (metric jobhost.http.connections_refused)",
+            said,
+            LOG_EVERY_SECONDS,
+        )
 
 
 def _replay(read: list[Message], receive: Receive) -> Callable[[], Awaitable[Message]]:

@@ -18,6 +18,7 @@ from jobhost.web.api.requests import ReasonText
 
 __all__ = [
     "Backfill",
+    "BackfillRequest",
     "BackfillSelection",
     "CancelAsked",
     "ChangeList",
@@ -274,6 +275,25 @@ class CancelAsked(Closed):
     requested: Literal["requested", "already", "cancelled"]
     cancelled_by: str
     reason: str | None
+
+
+class BackfillRequest(BaseModel):
+    """The body of ``POST /api/v1/jobs/{name}/backfills``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        max_length=40,
+        description="First instant (included): ISO 8601 with a zone, or a date (midnight in "
+        "the job's zone).",
+    )
+    to: str = Field(min_length=1, max_length=40, description="Last instant (excluded).")
+    mode: BackfillMode = "missing"
+    reason: ReasonText = Field(description="Why; audited.")
+    dry_run: bool = False
+    concurrency: int = Field(default=1, ge=1, le=1000)
 
 
 class BackfillSelection(Closed):

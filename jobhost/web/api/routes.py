@@ -44,11 +44,11 @@ from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, bearer_secret, client_address
 from jobhost.web.api.actions import (
     ActionEndpoints,
+    BackfillEndpoints,
     ServiceEndpoints,
     StateEndpoints,
     require_known,
 )
-from jobhost.web.api.backfills import BackfillEndpoints
 from jobhost.web.api.failures import FailureEndpoints
 from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
 from jobhost.web.api.openapi import is_model, openapi_document

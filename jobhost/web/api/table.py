@@ -18,7 +18,6 @@ from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.jobs import KEY_LIMIT
 from jobhost.operations.runs import RUN_ID_LIMIT
 from jobhost.web.api import models
-from jobhost.web.api.backfills import BackfillRequest
 from jobhost.web.api.failures import FailureRetry, FailuresQuery
 
 __all__ = ["ENDPOINTS", "PATH_PARAMETERS", "Answer", "Endpoint"]
@@ -141,7 +140,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "backfill); dry_run only lists them.",
              {202: Answer("Recorded: its id and occurrences.", models.BackfillSelection),
               200: Answer("A dry run or nothing to do (id null).", models.BackfillSelection)},
-             body=BackfillRequest),
+             body=models.BackfillRequest),
     Endpoint("GET /backfills/{backfill_id}", "backfills.show", "read",
              "A backfill's progress: selected, done, succeeded, failed, running.",
              {200: Answer("The backfill.", models.Backfill)}),
