@@ -10,12 +10,11 @@
 With ``metrics_job_label`` a 10,000-job catalog exposes some 200,000 lines, and
 ``prometheus_client.generate_latest`` escapes every label name of every line with regular
 expressions (seconds of CPU per scrape); :func:`exposition` writes the same bytes escaping each
-label name once. Collecting the data points still costs about a second at that size, so
-:class:`ExpositionCache` renders at most once per ``seconds``, on one low-priority background
-thread, while scrapes answer the last exposition: a scrape never waits for a large render, a
-render held up (a gauge reading a hung store) or failing is never seen. A render that took
-under :data:`CHEAP_RENDER` seconds is repeated on each scrape (waited for at most
-:data:`PATIENCE` seconds): small catalogs get the metrics of the instant.
+label name once. Collecting still costs about a second at that size, so
+:class:`ExpositionCache` renders at most once per ``seconds``, on a low-priority background
+thread, while scrapes answer the last exposition: a render held up (a gauge reading a hung
+store) or failing is never seen. A render that took under :data:`CHEAP_RENDER` seconds is
+redone for each scrape (waited for at most :data:`PATIENCE` seconds).
 """
 
 from __future__ import annotations
@@ -60,16 +59,15 @@ _ANSWER_WITHIN = 1.0
 
 @dataclass(frozen=True)
 class Endpoints:
-    """What the server answers with; each callable runs on a worker thread, never the loop's.
-    ``metrics`` is None where no host runs (``jobhost serve``): ``/metrics`` is not served."""
+    """What the server answers with. ``metrics`` is None where no host runs (``jobhost serve``):
+    ``/metrics`` is not served."""
 
     liveness: Probe
     readiness: Probe
     metrics: Callable[[], bytes] | None
     report: Callable[[], dict[str, Any]]
     store_answers: Callable[[float], bool] | None = None
-    """Whether the store answers a trivial read within so many seconds (see
-    :class:`~jobhost.web.middleware.StoreUnavailable`); None: never asked."""
+    """Whether the store answers a trivial read within so many seconds; None: never asked."""
 
 
 def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
@@ -81,7 +79,6 @@ def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
 
 
 def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints:
-    """The endpoints of a running host."""
     limit = (3 * host.settings.poll_interval + timedelta(seconds=5)).total_seconds()
 
     def liveness() -> tuple[bool, str]:
@@ -155,7 +152,7 @@ _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "
 
 
 def exposition(registry: CollectorRegistry) -> bytes:
-    """``generate_latest(registry)``'s bytes (the Prometheus text format, legacy names)."""
+    """``generate_latest(registry)``'s bytes."""
     output: list[str] = []
     for metric in registry.collect():
         mname = metric.name
@@ -185,8 +182,6 @@ def exposition(registry: CollectorRegistry) -> bytes:
 
 
 class ExpositionCache:
-    """The exposition of ``render``, made at most once per ``seconds`` (see the module)."""
-
     def __init__(
         self,
         render: Callable[[], bytes],
@@ -203,7 +198,6 @@ class ExpositionCache:
         self._refreshed = threading.Event()
         self._refreshed.set()
         self.renders = 0
-        """How many times the metrics were rendered (what the cache saves shows in tests)."""
 
     def __call__(self) -> bytes:
         with self._lock:

@@ -10,16 +10,13 @@ clients made it answer every request, the probes included, 503). Here instead:
 - past ``max_connections``, a new connection takes the place of the one that has waited longest
   for a head; only when every connection carries a request is the new one refused (503). So a
   client that sends its head at once always gets its request read: the probes answer however
-  many slow clients are connected.
+  many slow clients are connected (each closed adds to ``jobhost.http.connections_refused``).
 
-Each connection closed this way adds to ``jobhost.http.connections_refused`` (by ``reason``).
-
-Closing gently: closing a socket with unread input (an upload answered
-413 unread, bytes after a closing request) makes the kernel reset the connection, and the reset
-throws away what of the answer has not left yet. So a closing connection first sends its answer
-and FIN, reads and drops what still arrives, and closes when the client is done or after
-``LINGER_SECONDS``. Bytes after a request that ends its connection are dropped, not parsed as a
-broken second request that uvicorn would answer 400 over the first answer.
+Closing gently: closing a socket with unread input (an upload answered 413 unread) makes the
+kernel reset the connection, throwing away what of the answer has not left yet. So a closing
+connection sends its answer and FIN, drops what still arrives, and closes when the client is
+done or after ``LINGER_SECONDS``. Bytes after a request that ends its connection are dropped,
+not parsed as a broken second request that uvicorn would answer 400 over the first answer.
 """
 
 from __future__ import annotations
@@ -124,11 +121,8 @@ class WebServer:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, stopping on SIGINT or SIGTERM and then exiting 0.
-
-    uvicorn re-raises the signal once it has stopped, so the process would end killed by it;
-    ``jobhost serve`` promises exit 0 on a requested stop.
-    """
+    """uvicorn's server, which re-raises SIGINT or SIGTERM once it has stopped, so the process
+    would end killed by it: ``jobhost serve`` promises exit 0 on a requested stop."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -168,13 +162,12 @@ class _OncePerMinute(logging.Filter):
 
 
 _quieted = threading.Lock()
+_ONCE_PER_MINUTE = _OncePerMinute()
 
 
 def _quiet_uvicorn_repeats() -> None:
-    logger = logging.getLogger("uvicorn.error")
-    with _quieted:
-        if not any(isinstance(each, _OncePerMinute) for each in logger.filters):
-            logger.addFilter(_OncePerMinute())
+    with _quieted:  # addFilter adds the same filter once, but without a lock
+        logging.getLogger("uvicorn.error").addFilter(_ONCE_PER_MINUTE)
 
 
 def _bind(address: tuple[str, int]) -> socket.socket:
@@ -200,7 +193,6 @@ _EVICT_AFTER = 0.25
 
 
 def _answer(status: bytes, body: bytes, *headers: bytes) -> bytes:
-    """A whole answer written straight to the socket, outside h11: no request was read."""
     lines = [
         b"HTTP/1.1 " + status,
         b"content-type: text/plain; charset=utf-8",
@@ -255,10 +247,7 @@ class _GentleClose:
 
 class GuardedHttp(H11Protocol):
     """uvicorn's h11 protocol with a deadline on request heads and a cap on connections,
-    closing gently and deaf to bytes after a closing request.
-
-    Made for one server by :func:`guarded_http`, which sets its limits and :attr:`refusals`.
-    """
+    closing gently and deaf to bytes after a closing request (see the module)."""
 
     refusals: ClassVar[Refusals]
     header_timeout: ClassVar[float]
@@ -302,8 +291,7 @@ class GuardedHttp(H11Protocol):
 
     @property
     def evictable(self) -> bool:
-        """True when closing this connection throws away no request: it is closing already,
-        or it waits for a head (unfinished, or none yet after a kept-alive answer)."""
+        """Closing it throws away no request: it is closing already, or waits for a head."""
         return self._closing.lingering or self._waiting_for_head()
 
     def evict(self) -> None:
@@ -376,6 +364,5 @@ class GuardedHttp(H11Protocol):
 
 
 def guarded_http(*, header_timeout: float, max_connections: int) -> type[GuardedHttp]:
-    """A protocol class for one server, holding to these limits, with refusals of its own."""
     limits = {"header_timeout": header_timeout, "max_connections": max_connections}
     return type("GuardedHttp", (GuardedHttp,), {"refusals": Refusals(), **limits})

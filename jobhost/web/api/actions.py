@@ -65,8 +65,6 @@ _T = TypeVar("_T")
 
 
 class ServiceEndpoints:
-    """Handlers on the API's job service (catalog, store, clock)."""
-
     def __init__(self, service: JobService, limit: int) -> None:
         self._store = service.store
         self._service = service
@@ -74,8 +72,6 @@ class ServiceEndpoints:
 
 
 class ActionEndpoints(ServiceEndpoints):
-    """The handlers of rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
-
     async def _pause_many(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
         modules, patterns, reason = await read_selection(request, self._limit)
 
@@ -125,7 +121,6 @@ class ActionEndpoints(ServiceEndpoints):
     async def _on_run(
         self, request: Request, token: ApiToken, action: Callable[..., _T]
     ) -> tuple[_T, str]:
-        """``action`` done on the path's run with the body's reason, and the reason."""
         run_id = request.path_params["run_id"]
         reason = await read_reason(request, self._limit)
         if len(run_id) > RUN_ID_LIMIT:
@@ -156,8 +151,6 @@ def _no_run() -> BadRequest:
 
 
 class StateEndpoints(ServiceEndpoints):
-    """The handlers of rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
-
     async def read(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
         await blocking(lambda: require_known(self._service.current(name), self._store, name))
@@ -205,8 +198,6 @@ _BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class BackfillEndpoints(ServiceEndpoints):
-    """The handlers of rows ``backfills.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
-
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
         body = await read_model(request, self._limit, BackfillRequest, "a backfill request")

@@ -117,8 +117,6 @@ class FailuresQuery(BaseModel):
 
 
 class FailureEndpoints(ServiceEndpoints):
-    """The handlers of ``GET`` and ``POST /failures``."""
-
     async def read(self, request: Request, _token: ApiToken) -> Response:
         params, store = request.query_params, self._store
         limit = query_int(request, FailuresQuery, "limit")
@@ -182,8 +180,8 @@ class FailureEndpoints(ServiceEndpoints):
 
 
 def _since(text: str | None, store: Store) -> datetime | None:
-    """The instant ``text`` names (None for none); :class:`BadFailureQuery` for a text not of
-    :data:`SINCE_PATTERN`'s shape, or outside the range the store holds."""
+    """:class:`BadFailureQuery` for a text not of :data:`SINCE_PATTERN`'s shape, or outside the
+    range the store holds."""
     if not text:
         return None
     if not _SINCE.fullmatch(text):

@@ -92,8 +92,6 @@ def _parameter(name: str, where: str, description: str, schema: dict[str, Any]) 
 
 
 def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
-    """Its path's parameters, the headers it reads, and a field of its query model each (all
-    optional)."""
     parameters = [
         _parameter(name, "path", PATH_PARAMETERS[name][0], _without_nul(PATH_PARAMETERS[name][1]))
         for name in re.findall(r"\{(\w+)\}", endpoint.path)
@@ -108,8 +106,7 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
 
 
 def _without_nul(schema: dict[str, Any]) -> dict[str, Any]:
-    """A string's schema refuses NUL (RefuseNul answers 400 to it in any path part or query
-    parameter): by a pattern of its own, or by :data:`NO_NUL_PATTERN`."""
+    """A string's schema refuses NUL (as RefuseNul does): by its own pattern, or by ours."""
     if schema.get("type") == "string" and "pattern" not in schema:
         return {**schema, "pattern": NO_NUL_PATTERN}
     if schema.get("type") == "array":

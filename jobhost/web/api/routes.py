@@ -84,9 +84,7 @@ def api_routes(
     brake: GuessBrake | None = None,
 ) -> list[BaseRoute]:
     """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured.
-
-    ``brake`` counts wrong tokens (shared with the application's other surfaces); one over
-    ``store`` when not given."""
+    ``brake`` counts wrong tokens (shared with the application's other surfaces)."""
     if not settings.api_tokens:
         return []
     service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
@@ -106,8 +104,7 @@ class _Api(ServiceEndpoints):
         self.failures, self.retry_failures = failures.read, failures.retry
 
     def mount(self) -> Mount:
-        """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
-        object's method of its ``operation`` name."""
+        """The routes of the table, each answered by this object's method of its ``operation``."""
         table: dict[str, dict[str, _Operation]] = {}
         routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
@@ -121,8 +118,6 @@ class _Api(ServiceEndpoints):
         ]
         routes.append(Route("/{rest:path}", self.unknown, methods=_METHODS))
         return Mount(API_PREFIX, routes=routes)
-
-    # -- plumbing ----------------------------------------------------------------------------
 
     def _dispatch(self, ops: dict[str, _Operation]) -> Callable[[Request], Any]:
         allowed = ", ".join(sorted(ops))
@@ -184,8 +179,6 @@ class _Api(ServiceEndpoints):
 
     async def openapi(self, _request: Request) -> Response:
         return JSONResponse(openapi_document())
-
-    # -- endpoints ---------------------------------------------------------------------------
 
     async def kinds(self, _request: Request, _token: ApiToken) -> Response:
         return JSONResponse(kinds_json(self._service.catalog.kinds))
@@ -326,8 +319,8 @@ class _Api(ServiceEndpoints):
         return JSONResponse(await blocking(answer))
 
     def _refuse_deleted(self, name: str) -> None:
-        """A runtime job removed through the API is gone: 404, saying who removed it, when, and
-        where its history stays."""
+        """404 for a runtime job removed through the API, saying by whom, when, and where its
+        history stays."""
         row = self._store.list_schedules([name]).get(name)
         if row is None or not row.orphaned or row.trigger_source != "api":
             return
@@ -345,22 +338,17 @@ class _Api(ServiceEndpoints):
 
 
 def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
-    """The token the request carries (``Authorization: Bearer <secret>``, matched by the
-    secret's SHA-256: the settings hold only digests, so a leaked settings file grants
-    nothing), or None (absent, malformed or unknown). Every configured digest is compared, in
-    constant time, whatever matches first."""
+    """The token whose SHA-256 the bearer secret has (the settings hold only digests, so a
+    leaked settings file grants nothing); every digest is compared, in constant time."""
     secret = bearer_secret(request)
-    if secret is None:
-        return None
-    digest = hashlib.sha256(secret.encode()).hexdigest()
+    digest = hashlib.sha256(secret.encode()).hexdigest() if secret is not None else ""
     found = [token for token in tokens if hmac.compare_digest(digest, token.sha256)]
     return found[-1] if found else None
 
 
 def _checked(endpoint: Endpoint, response: Response) -> Response:
-    """``response``, when its JSON fits the answer model ``endpoint`` declares for its status
-    (the very bytes, not re-serialised); otherwise a 500, logged: the document and the answers
-    must not drift apart, and a key the document does not list is the server's fault."""
+    """``response``, when its JSON fits the answer model ``endpoint`` declares for its status;
+    otherwise a 500, logged: a key the document does not list is the server's fault."""
     answer = endpoint.answers.get(response.status_code)
     model = answer.body if answer is not None else None
     if response.media_type != "application/json" or not is_model(model):

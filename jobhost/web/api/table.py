@@ -1,9 +1,7 @@
-"""Every endpoint of ``/api/v1`` in one table: the routes are mounted from it
-(:mod:`jobhost.web.api.routes`) and the OpenAPI document is generated from it
-(:mod:`jobhost.web.api.openapi`), so the two cannot drift apart.
-
-A new endpoint is one more :class:`Endpoint` here, an ``async`` method of that ``operation``
-name on the API's handler class, and its models in :mod:`jobhost.web.api.models`.
+"""Every endpoint of ``/api/v1`` in one table: the routes are mounted from it and the OpenAPI
+document is generated from it, so the two cannot drift apart. A new endpoint is one more
+:class:`Endpoint` here, an ``async`` method of that ``operation`` name on the API's handler
+class, and its models in :mod:`jobhost.web.api.models`.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ Scope = Literal["read", "write", "trigger"]
 @dataclass(frozen=True)
 class Answer:
     """One status an endpoint answers with: what it means, its body's type (None: no body),
-    and its headers (name: what it says)."""
+    and its headers."""
 
     description: str
     body: Any = None
@@ -40,8 +38,8 @@ class Endpoint:
     route: str
     """Its method and path: ``GET /jobs/{name}``."""
     operation: str
-    """The handler's name on the API object (a dotted path for a group of handlers:
-    ``backfills.start``), and the document's ``operationId``."""
+    """The handler's name on the API object (dotted for a group: ``backfills.start``), and the
+    document's ``operationId``."""
     scope: Scope | None
     """The token's scope it needs; None: no token at all (the document itself)."""
     summary: str
@@ -49,7 +47,7 @@ class Endpoint:
     query: type[BaseModel] | None = None
     body: type[BaseModel] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    """The request headers it reads (name: what it says)."""
+    """The request headers it reads."""
 
     @property
     def method(self) -> str:
@@ -78,7 +76,6 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
         {"type": "string", "maxLength": RUN_ID_LIMIT},
     ),
 }
-"""What each ``{parameter}`` of a path is."""
 
 _IF_NONE_MATCH = {
     "If-None-Match": "On GET, an ETag you hold: 304 while the job is still so. On PUT, *: create "

@@ -2,9 +2,8 @@
 
 Pure, both, in percentages of the window's width (:func:`timeline`) or on a 1000 by 100 drawing
 (:func:`outcome_chart`), so the page draws them with no script. A run is placed at its
-occurrence (its start for a manual run, its queueing for one that never started) and is as wide
-as it ran, never narrower than a sliver. Failures stack at the bottom of a bar, so a red foot
-shows at a glance even under many successes.
+occurrence (else its start, else its queueing) and is as wide as it ran, never narrower than a
+sliver. Failures stack at the bottom of a bar: a red foot shows even under many successes.
 """
 
 from __future__ import annotations
@@ -181,14 +180,12 @@ class Chart:
     end: datetime
     bars: list[Bar]
     totals: dict[str, int]
-    """Runs of each outcome in the whole window."""
     peak: int
     """The most runs in one slice: the chart's full height."""
 
 
 def outcome_chart(counts: list[dict[str, int]], start: datetime, end: datetime) -> Chart:
-    """The bars of ``counts`` (one mapping of outcome to runs per slice, oldest first) over
-    [start, end)."""
+    """The bars of ``counts`` (outcome to runs, a slice each, oldest first) over [start, end)."""
     slices = max(len(counts), 1)
     step = (end - start) / slices
     pitch = _WIDTH / slices

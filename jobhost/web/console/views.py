@@ -1,8 +1,7 @@
 """What each dashboard page shows, read from the store: plain data for the templates.
 
 A page's query string is its whole state, so a link to a search is the search. Values a page
-does not know fall back to the defaults rather than fail: the address is a bookmark, and an old
-one should still open. Pages share what they read for a few seconds (:class:`ShortCache`).
+does not know fall back to the defaults rather than fail: an old bookmark should still open.
 """
 
 from __future__ import annotations
@@ -90,14 +89,12 @@ class JobView:
     timeline: Timeline
     fires: list[datetime]
     rows: JobPage
-    """Its failures, newest changes from every surface, backfills and a failing job's streak."""
     runs: list[RunRecord]
     """One page of the job's ledger, newest first, of the chosen outcome."""
     more: bool
     """Whether an older page follows."""
     chart: Chart
     state: JobStateView
-    """What the job keeps between runs (``context.state``), by key."""
 
 
 @dataclass(frozen=True)
@@ -112,15 +109,12 @@ class RunView:
 
     @property
     def running(self) -> bool:
-        """Still writing: the page's script tails the log (without script, it reloads)."""
         return self.run.outcome in {"running", "pending"}
 
 
 def job_view(
     settings: Settings, catalog: Catalog, store: Store, name: str, query: JobQuery
 ) -> JobView | None:
-    """The job page: timeline and chart over the query's range before now, and the page it
-    asks for of its history, of its outcome when it names one."""
     report = build_report(settings, catalog, store, job=name)
     if not report.jobs:
         return None
@@ -152,8 +146,6 @@ def job_view(
 
 
 def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
-    """The run, its attempts and its log lines numbered above ``after`` (the page's script
-    asks for the lines after the last one it shows, to tail a running run)."""
     page = store.run_page(run_id, after=after, lines=_PAGE_LOG_LINES)
     if page is None:
         return None
@@ -177,20 +169,16 @@ def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[datetim
 
 @dataclass(frozen=True)
 class JobQuery:
-    """What a job page's address asks for: the time range, the history's outcome and page."""
-
     span: str
     outcome: str | None
     page: int
 
     def link(self, **change: Any) -> str:
-        """This query with ``change`` applied (None drops a parameter)."""
         query = {"range": self.span, "outcome": self.outcome, "page": self.page, **change}
         defaults = {"range": "24h", "page": 1}
         return query_link({key: v for key, v in query.items() if v != defaults.get(key)})
 
     def template_values(self) -> dict[str, Any]:
-        """What job.html reads of the query."""
         return {
             "span": self.span,
             "span_name": RANGE_NAMES[self.span],
@@ -214,8 +202,7 @@ def job_query(params: Mapping[str, str]) -> JobQuery:
 
 
 def number(text: str | None, default: int, low: int, high: int) -> int:
-    """A page's whole-number parameter, ``default`` when it is none, held within bounds: an old
-    or edited address still opens."""
+    """A page's whole-number parameter, ``default`` when it is none, held within bounds."""
     try:
         value = int(text) if text is not None else default
     except ValueError:
@@ -224,8 +211,7 @@ def number(text: str | None, default: int, low: int, high: int) -> int:
 
 
 def query_link(values: Mapping[str, Any], prefix: str = "?") -> str:
-    """A page's address with ``values`` as its query, those without a value left out (a list
-    is a repeated parameter)."""
+    """A page's address with ``values`` as its query, those without a value left out."""
     return prefix + urlencode({key: value for key, value in values.items() if value}, doseq=True)
 
 
@@ -244,7 +230,6 @@ class FailuresView:
     """Why the filters could not be read (the list is then empty and the answer 400)."""
     streak_limit: int = STREAK_LIMIT
     everything: bool = False
-    """Resolved failures are listed too (``all=true``)."""
 
     @property
     def groups(self) -> list[FailureGroup]:
@@ -261,7 +246,6 @@ class FailuresView:
         return list(found.values())
 
     def link(self, **change: str | None) -> str:
-        """This page's query with ``change`` applied (None drops a parameter)."""
         values = {
             "q": self.search,
             "job": self.job,
@@ -275,8 +259,8 @@ class FailuresView:
 def failures_view(
     store: Store, params: Mapping[str, str], charts: ShortCache[Chart] | None = None
 ) -> FailuresView:
-    """The page for ``params``; the installation's chart from ``charts`` when it holds a fresh
-    one for the range (counting a busy installation's day reads every run of it)."""
+    """The installation's chart comes from ``charts`` when it holds a fresh one for the range:
+    counting a busy installation's day reads every run of it."""
     span = params.get("range", "24h")
     span = span if span in RANGES else "24h"
     asked = FailuresView(
@@ -321,13 +305,11 @@ def failures_view(
 @dataclass(frozen=True)
 class ChangesView:
     filters: dict[str, str]
-    """The search's text by name: actor, action, job, module and since."""
     now: datetime
     changes: list[JobChange] = field(default_factory=list)
     older: str | None = None
     """The link to the next page, older changes, when there are any."""
     problem: str | None = None
-    """Why the filters could not be read (the list is then empty and the answer 400)."""
     paged: bool = False
     """Whether this is an older page than the newest."""
 
@@ -337,7 +319,6 @@ class ChangesView:
 
     @property
     def newest(self) -> str:
-        """The link to the newest page of the same search."""
         return query_link(self.filters, "/changes?")
 
 
@@ -399,11 +380,10 @@ class ShortCache(Generic[_V]):
         # and while it reads they are answered the value it replaces.
         self._lock = threading.Lock()
         self.made = 0
-        """How many values were made (what the cache saves is visible in tests)."""
 
     def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
-        """The value kept under ``key`` if fresh; else ``make()``'s, kept. While another
-        thread makes a fresh one, a stale value is answered at once rather than waited for."""
+        """The value kept under ``key`` if fresh; else ``make()``'s, kept; a stale one while
+        another thread makes it."""
         kept = self._items.get(key)
         if kept is not None and self._monotonic() - kept[0] < kept[2]:
             return kept[1]
@@ -428,6 +408,5 @@ class ShortCache(Generic[_V]):
             self._lock.release()
 
     def clear(self) -> None:
-        """Forget everything: the next read sees the store as it is (after an action)."""
         with self._lock:
             self._items.clear()
