@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from functools import partialmethod
 from operator import attrgetter
 from typing import Any
@@ -24,8 +26,19 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
+from jobhost.errors import UnknownJobError
 from jobhost.operations.changes import change_json
-from jobhost.operations.jobs import kinds_json
+from jobhost.operations.failures import (
+    SEARCH_LIMIT,
+    BadFailureQuery,
+    FailureQuery,
+    decode_cursor,
+    failures_json,
+    parse_since,
+    read_failures,
+)
+from jobhost.operations.failures import retry_failures as retry_open_failures
+from jobhost.operations.jobs import kinds_json, require_known_job
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
@@ -47,18 +60,32 @@ from jobhost.web.api.actions import (
     BackfillEndpoints,
     ServiceEndpoints,
     StateEndpoints,
+    queued_json,
     require_known,
 )
-from jobhost.web.api.failures import FailureEndpoints
-from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
+from jobhost.web.api.models import (
+    NAME_LIMIT,
+    SINCE_PATTERN,
+    SOURCES,
+    ChangesQuery,
+    FailureRetry,
+    FailuresQuery,
+    JobsQuery,
+    RunLogQuery,
+    RunsQuery,
+)
 from jobhost.web.api.openapi import is_model, openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
+    bad_query,
+    field_error,
+    invalid,
     problem,
     query_choice,
     query_flag,
     query_int,
     read_json,
+    read_model,
     read_reason,
     take_reason,
     unknown,
@@ -70,6 +97,7 @@ from jobhost.web.middleware import blocking, failure_body, log_unexpected
 __all__ = ["API_PREFIX", "api_routes"]
 
 API_PREFIX = "/api/v1"
+_SINCE = re.compile(SINCE_PATTERN)
 _log = logging.getLogger("jobhost.api")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 _Operation = tuple[Endpoint, Callable[[Request, ApiToken], Awaitable[Response]]]
@@ -100,8 +128,6 @@ class _Api(ServiceEndpoints):
         self.actions = ActionEndpoints(service, self._limit)
         self.backfills = BackfillEndpoints(service, self._limit)
         self.state = StateEndpoints(service, self._limit)
-        failures = FailureEndpoints(service, self._limit)
-        self.failures, self.retry_failures = failures.read, failures.retry
 
     def mount(self) -> Mount:
         """The routes of the table, each answered by this object's method of its ``operation``."""
@@ -318,6 +344,67 @@ class _Api(ServiceEndpoints):
 
         return JSONResponse(await blocking(answer))
 
+    async def failures(self, request: Request, _token: ApiToken) -> Response:
+        params, store = request.query_params, self._store
+        limit = query_int(request, FailuresQuery, "limit")
+        everything = query_flag(request, "all")
+        job = params.get("job") or None
+        if job is not None and len(job) > NAME_LIMIT:
+            raise bad_query("job", f"must be a job name of 1 to {NAME_LIMIT} characters")
+        text = params.get("q")
+        if text is not None:
+            if len(text) > SEARCH_LIMIT:
+                raise bad_query("q", f"must be at most {SEARCH_LIMIT} characters")
+            text = text.strip() or None
+        try:
+            cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
+            start = _since(params.get("since"), store)
+        except BadFailureQuery as error:
+            raise bad_query(error.field, error.detail) from None
+
+        def answer() -> dict[str, Any]:
+            _require_job(store, job, "names no job the store knows; GET /api/v1/jobs lists them")
+            query = FailureQuery(
+                since=start,
+                job=job,
+                text=text,
+                limit=limit,
+                cursor=cursor,
+                include_resolved=everything,
+            )
+            return failures_json(read_failures(store, query))
+
+        return JSONResponse(await blocking(answer))
+
+    async def retry_failures(self, request: Request, token: ApiToken) -> Response:
+        store = self._store
+        body = await read_model(request, self._limit, FailureRetry, "a failure retry")
+        try:
+            start = _since(body.since, store)
+        except BadFailureQuery as error:
+            raise invalid(error.field, error.detail) from None
+
+        def act() -> dict[str, Any]:
+            _require_job(store, body.job, "names no job the store knows")
+            jobs = None
+            if body.module is not None:
+                jobs = tuple(sorted(store.list_schedules(module=body.module)))
+                if not jobs:
+                    raise _unknown("module", "names no module of a job the store knows")
+            query = FailureQuery(since=start, job=body.job, jobs=jobs)
+            done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
+            return {
+                "queued": [queued_json(queued) for queued in done.queued],
+                "refused": [
+                    {"run_id": run.id, "job": run.job_name, "reason": why}
+                    for run, why in done.refused
+                ],
+                "more": done.more,
+                "hosts_alive": done.hosts_alive,
+            }
+
+        return JSONResponse(await blocking(act), status_code=202)
+
     def _refuse_deleted(self, name: str) -> None:
         """404 for a runtime job removed through the API, saying by whom, when, and where its
         history stays."""
@@ -335,6 +422,35 @@ class _Api(ServiceEndpoints):
             f"GET {API_PREFIX}/changes?job={name}",
             exit_code=2,
         )
+
+
+def _since(text: str | None, store: Store) -> datetime | None:
+    """:class:`BadFailureQuery` for a text not of :data:`SINCE_PATTERN`'s shape, or outside the
+    range the store holds."""
+    if not text:
+        return None
+    if not _SINCE.fullmatch(text):
+        raise BadFailureQuery(
+            "since",
+            "must be a duration such as 2h, 7d or 4h30m, a date such as 2026-11-28, or a time with "
+            "a zone such as 2026-11-28T06:00:00Z",
+        )
+    return parse_since(text, store.clock())
+
+
+def _require_job(store: Store, job: str | None, detail: str) -> None:
+    if job is None:
+        return
+    try:
+        require_known_job(None, store, job)
+    except UnknownJobError:
+        # The name is the caller's text: it is not repeated.
+        raise _unknown("job", detail) from None
+
+
+def _unknown(field: str, detail: str) -> BadRequest:
+    """A well-formed name of nothing the store knows: 404, as for any unknown job."""
+    return field_error(404, "Not found", field, detail)
 
 
 def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:

@@ -16,7 +16,6 @@ from jobhost.catalog import NAME_PATTERN
 from jobhost.operations.jobs import KEY_LIMIT
 from jobhost.operations.runs import RUN_ID_LIMIT
 from jobhost.web.api import models
-from jobhost.web.api.failures import FailureRetry, FailuresQuery
 
 __all__ = ["ENDPOINTS", "PATH_PARAMETERS", "Answer", "Endpoint"]
 
@@ -150,13 +149,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "success or an acknowledgement) of every job, newest first; all=true for every one.",
              {200: Answer("Failures; pass next_cursor as cursor for the next page.",
                           models.FailureList)},
-             query=FailuresQuery),
+             query=models.FailuresQuery),
     Endpoint("POST /failures", "retry_failures", "trigger",
              "Retry every open failure of a job, a module or since a time, once each (one "
              "change-log entry per run), queued for the hosts.",
              {202: Answer("Queued (refused: those whose work has a retry under way).",
                           models.FailuresRetried)},
-             body=FailureRetry),
+             body=models.FailureRetry),
     Endpoint("POST /pause", "actions.pause_many", "write",
              "Pause every job of the modules, or whose name matches a pattern, with one reason "
              "(one change-log entry per job paused).",
