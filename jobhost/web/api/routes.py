@@ -74,7 +74,7 @@ from jobhost.web.api.models import (
     RunLogQuery,
     RunsQuery,
 )
-from jobhost.web.api.openapi import is_model, openapi_document
+from jobhost.web.api.openapi import ENDPOINTS, Endpoint, is_model, openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
     bad_query,
@@ -90,7 +90,6 @@ from jobhost.web.api.requests import (
     take_reason,
     unknown,
 )
-from jobhost.web.api.table import ENDPOINTS, Endpoint
 from jobhost.web.api.views import job_json, runtime_json
 from jobhost.web.middleware import blocking, failure_body, log_unexpected
 
