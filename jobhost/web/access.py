@@ -94,8 +94,7 @@ class GuessBrake:
         )
 
     def wrong(self, address: str, surface: str) -> int | None:
-        """Count one wrong credential from ``address`` on ``surface``: the seconds to wait when
-        it was one too many, else None. Reads the store: call it from a worker thread."""
+        """The seconds to wait when this wrong credential was one too many; reads the store."""
         self._counter.add(1, {"surface": surface})
         now = self._clock()
         minute = int(now // GUESS_WINDOW_SECONDS)

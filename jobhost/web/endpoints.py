@@ -7,14 +7,12 @@
 - ``/metrics``: the envelope's OpenTelemetry metrics in the Prometheus text format;
 - ``/report``: ``jobhost report --json``.
 
-With ``metrics_job_label`` a 10,000-job catalog exposes some 200,000 lines, and
-``prometheus_client.generate_latest`` escapes every label name of every line with regular
-expressions (seconds of CPU per scrape); :func:`exposition` writes the same bytes escaping each
-label name once. Collecting still costs about a second at that size, so
-:class:`ExpositionCache` renders at most once per ``seconds``, on a low-priority background
-thread, while scrapes answer the last exposition: a render held up (a gauge reading a hung
-store) or failing is never seen. A render that took under :data:`CHEAP_RENDER` seconds is
-redone for each scrape (waited for at most :data:`PATIENCE` seconds).
+A 10,000-job catalog with ``metrics_job_label`` exposes some 200,000 lines, and
+``prometheus_client.generate_latest`` escapes every label name of every line (seconds of CPU
+per scrape): :func:`exposition` writes the same bytes escaping each name once. Collecting still
+takes a second, so :class:`ExpositionCache` renders at most once per ``seconds``, on a
+background thread, while scrapes answer the last exposition (a render held up by a hung store,
+or failing, is never seen); one cheaper than :data:`CHEAP_RENDER` is redone for each scrape.
 """
 
 from __future__ import annotations

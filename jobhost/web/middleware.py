@@ -1,28 +1,19 @@
 """The middlewares every answer passes through, and the answers they write themselves.
 
-:class:`SafeAnswers`, the outermost: ``X-Content-Type-Options: nosniff`` on every answer, so no
-browser reads JSON or text as HTML, and ``Cache-Control: no-store`` on everything but the
-dashboard's static files (a handler's own value wins). An unexpected exception in any handler
-is a bare 500 with an id that one log line carries; the first failure of a kind (type and place
-raised) within a minute is logged with its traceback, the rest one line each, so a client
-repeating a failing request cannot flood the log.
+``nosniff`` on every answer, so no browser reads JSON or text as HTML; ``no-store`` on all but
+static files, so no cache keeps a job's state or a token's answer. An unexpected exception is a
+bare 500 with an id one log line carries, with its traceback once a minute per kind (type and
+place raised), so a client repeating a failing request cannot flood the log.
 
-:class:`BodiesFirst` reads each body whole, under a deadline of its own, before the request
-asks for a place: a client that sends its body a byte at a time holds its connection, never a
-place. A body is refused by its ``Content-Length``, or cut off as soon as more than the bound
-has arrived: a 300 MB POST costs the bound, not 300 MB.
+``jobhost run`` serves in the process that fires the jobs, and Python runs one thread at a
+time: :class:`BoundedRequests` lets few requests work at once (never holding back the probes
+and ``/metrics``), and :func:`blocking` runs their store work on threads of lower priority, so
+the operating system runs the firing loop first. :class:`BodiesFirst` reads each body before
+the request asks for a place: a client sending a byte at a time holds its connection, never a
+place, and a 300 MB POST costs the bound, not 300 MB.
 
-:class:`BoundedRequests`: ``jobhost run`` serves in the process that fires the jobs, and Python
-runs one thread at a time, so at most ``http_concurrency`` requests work at once; one more
-waits up to :data:`QUEUE_WAIT` seconds, then is answered 503. The probes and ``/metrics`` never
-wait: a probe or a scrape must not fail because people are looking at the dashboard.
-:func:`blocking` runs a request's store work on a thread of lower scheduling priority, so that
-the operating system runs the firing loop's threads first.
-
-:class:`StoreUnavailable`: a store down, hung or locked answers 503. :class:`RequestTimeout`:
-a bound on how long one request may take. :class:`RefuseNul`: a NUL character in a path or a
-query parameter (``%00``) is answered 400 before any handler runs: PostgreSQL refuses NUL in
-text. Parsed JSON bodies are checked by :func:`json_problem`.
+NUL in a path or a query (``%00``) is answered 400 before any handler runs, as PostgreSQL
+refuses NUL in text; parsed JSON bodies are checked by :func:`json_problem`.
 """
 
 from __future__ import annotations
@@ -92,8 +83,7 @@ _last_traceback: dict[tuple[str, str], float] = {}
 
 
 class SafeAnswers:
-    """``nosniff`` everywhere, ``no-store`` but on static files, and a 500 for an exception out
-    of the application (see the module)."""
+    """The outermost middleware (see the module); a handler's own cache header wins."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -243,7 +233,8 @@ _lowered = threading.local()
 
 
 class BoundedRequests:
-    """At most ``limit`` requests at work; more wait ``wait`` seconds, then 503."""
+    """At most ``limit`` (``http_concurrency``) requests at work; more wait ``wait`` seconds,
+    then 503."""
 
     def __init__(self, app: ASGIApp, *, limit: int, wait: float = QUEUE_WAIT) -> None:
         self.app = app
@@ -296,7 +287,7 @@ async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None
 
 
 def lower_priority() -> None:
-    """Give the calling thread nice 10, once (Linux: each thread has its own)."""
+    """Nice 10 for the calling thread, once (on Linux each thread has its own)."""
     if getattr(_lowered, "done", False):
         return
     _lowered.done = True
@@ -314,12 +305,11 @@ _DIGITS = re.compile(r"[0-9]{1,20}")
 
 
 class BodyTooLarge(Exception):
-    """The body is larger than the limit it was read with (or says it is)."""
+    pass
 
 
 def declared_too_large(request: Request, limit: int) -> bool:
-    """True when the request's ``Content-Length`` announces more than ``limit`` bytes (or is
-    not a number: the server would not frame such a body anyway)."""
+    """A ``Content-Length`` past ``limit``, or not a number (no server would frame the body)."""
     declared = request.headers.get("content-length")
     if declared is None:
         return False
@@ -328,7 +318,6 @@ def declared_too_large(request: Request, limit: int) -> bool:
 
 
 async def read_capped(request: Request, limit: int) -> bytes:
-    """The whole body, at most ``limit`` bytes; :class:`BodyTooLarge` otherwise."""
     if declared_too_large(request, limit):
         raise BodyTooLarge
     body = bytearray()
@@ -340,8 +329,8 @@ async def read_capped(request: Request, limit: int) -> bytes:
 
 
 class BodiesFirst:
-    """ASGI middleware: a request's body read whole within ``seconds`` (else 408) before
-    ``app`` sees it; past ``limit``, the rest is left for the application to refuse."""
+    """A request's body read whole within ``seconds`` (else 408) before ``app`` sees it; past
+    ``limit``, the rest is left for the application to refuse."""
 
     def __init__(self, app: ASGIApp, *, limit: int, seconds: float = BODY_TIMEOUT) -> None:
         self.app = app
@@ -384,8 +373,8 @@ LOG_EVERY_SECONDS = 60.0
 
 
 class Refusals:
-    """Where connections closed before their request was read are counted: a metric, and a log
-    line of the counts by reason at most every :data:`LOG_EVERY_SECONDS`."""
+    """Connections closed before their request was read: a metric, and a line of the counts by
+    reason at most every :data:`LOG_EVERY_SECONDS`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -398,8 +387,7 @@ class Refusals:
         )
 
     def refused(self, reason: str) -> None:
-        """Count one connection closed for ``reason`` (head_timeout, evicted, over_capacity,
-        body_timeout)."""
+        """One connection closed for ``reason`` (head_timeout, evicted, over_capacity, ...)."""
         self._counter.add(1, {"reason": reason})
         now = time.monotonic()
         with self._lock:
@@ -418,7 +406,6 @@ class Refusals:
 
 
 def _replay(read: list[Message], receive: Receive) -> Callable[[], Awaitable[Message]]:
-    """A ``receive`` that gives the messages already read, then reads on."""
     pending = list(read)
 
     async def replayed() -> Message:
@@ -442,7 +429,6 @@ _STORELESS = (*PROBES, "/static/")
 
 
 async def _unavailable(send: Send, method: str, path: str, error: BaseException) -> None:
-    """Note the outage ``error`` shows (once per outage in the log), and answer 503."""
     global _down
     with _down_lock:
         first, _down = not _down, True
@@ -517,7 +503,7 @@ class StoreUnavailable:
         await _unavailable(send, str(scope.get("method", "?")), path, cause)
 
     async def _abandoned(self, scope: Scope, receive: Receive, watched: StartWatch) -> bool:
-        """Run the request while the store is watched; whether it was abandoned to a hang."""
+        """Whether the request was abandoned to a hung store."""
         failed: list[Exception] = []
         hung = False
 
@@ -555,9 +541,8 @@ class StoreUnavailable:
 
 
 MAX_JSON_DEPTH = 32
-"""Deepest nesting of objects and arrays a JSON body may have."""
 NO_NUL_PATTERN = "^[^\\x00]*$"
-"""The API document's pattern of a text that may hold anything but NUL, refused here."""
+"""The API document's pattern of a text that may hold anything but NUL."""
 _NUL = "\x00"
 # JSON can carry a lone surrogate (``"\ud800"``) that no UTF-8 text holds: the database
 # driver and the answer's encoder would fail on it with a 500.
@@ -566,8 +551,6 @@ _NO_SURROGATE = "must not contain a lone surrogate (\\ud800-\\udfff): send text 
 
 
 class RefuseNul:
-    """ASGI middleware: a request whose path or query holds NUL is answered 400."""
-
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -583,7 +566,6 @@ class RefuseNul:
 
 
 def _nul_problem(scope: Scope) -> FieldProblem | None:
-    """The first path part or query parameter of ``scope`` that holds NUL, as a problem."""
     message = "must not contain a NUL character (%00)"
     path = str(scope.get("path", ""))
     raw = scope.get("raw_path")

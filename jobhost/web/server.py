@@ -2,8 +2,7 @@
 the connections it holds: a deadline on each request head, and a cap on how many.
 
 uvicorn reads a request head for as long as its client keeps sending, never closes a connection
-that sends nothing, and its ``limit_concurrency`` counts idle connections (a few hundred idle
-clients made it answer every request, the probes included, 503). Here instead:
+that sends nothing, and its ``limit_concurrency`` counts idle connections. Here instead:
 
 - a request head must be complete within ``header_timeout`` of the connection opening (or of its
   first byte, on a kept-alive connection); a late one is answered 408 and the connection closed;

@@ -1,16 +1,13 @@
-"""The ASGI application every HTTP surface of jobhost is served by: beside a running host, and
-over the store alone.
-
-Both carry the operator endpoints, the job API under ``/api/v1`` (when ``api_tokens`` are set),
-the caller's ``routes``, then the dashboard at ``/``. Every ``GET`` route answers ``HEAD`` too.
-The endpoints' callables block (they read the store), so they run on worker threads.
+"""The ASGI application jobhost serves, beside a running host or over the store alone: the
+operator endpoints, the job API under ``/api/v1`` (when ``api_tokens`` are set), the caller's
+``routes``, then the dashboard at ``/``. Every ``GET`` route answers ``HEAD`` too.
 
 The API and the dashboard cost a fair share of the host's start-up to import and build, and
 ``jobhost run`` serves ``/readyz`` from the moment it listens: :class:`DeferredApp` answers the
 probes and ``/metrics`` from a small application with the same endpoints and middleware, and
-builds the whole application at the first request that needs it (requests meanwhile wait for
-it). Not on a background thread once the host is ready: that would land on the host's first
-answers and fires, and a host only probed and scraped never needs it.
+builds the whole application at the first request that needs it. Not on a background thread
+once the host is ready: that would land on the host's first fires, and a host only probed and
+scraped never needs it.
 """
 
 from __future__ import annotations
@@ -143,10 +140,6 @@ class DeferredApp:
         if app is None:
             app = await blocking(self.built)
         await app(scope, receive, send)
-
-    @property
-    def is_built(self) -> bool:
-        return self._app is not None
 
     def built(self) -> ASGIApp:
         """The whole application, built on the first call; later calls wait for it."""

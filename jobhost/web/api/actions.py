@@ -1,9 +1,7 @@
-"""``/api/v1`` operator actions on runs, on many jobs, on a job's state and its backfills, each
-through the one operator-action path (:mod:`jobhost.operations`) with the token's name as the
-actor: ``POST /runs/{id}/retry`` and ``/cancel``, ``POST /pause`` and ``/resume``,
-``/jobs/{name}/state``, ``/jobs/{name}/backfills`` and ``/backfills/{id}``. Refusals are 409
-with the reason and the fix; an unknown run or backfill is 404 without repeating its id.
-"""
+"""``/api/v1`` actions on runs, on many jobs, on a job's state and its backfills, each through
+the one operator-action path (:mod:`jobhost.operations`) with the token's name as the actor.
+Refusals are 409 with the reason and the fix; an unknown run or backfill is 404 without
+repeating its id."""
 
 from __future__ import annotations
 

@@ -158,8 +158,7 @@ async def read_json(request: Request, limit: int) -> Any:
 
 
 async def read_model(request: Request, limit: int, model: type[_Model], what: str) -> _Model:
-    """The JSON body as ``model``; 422 naming every field it refuses (``what`` the body should
-    be, when pydantic names none)."""
+    """The JSON body as ``model``; 422 naming every field it refuses."""
     body = await read_json(request, limit)
     try:
         return model.model_validate(body)
@@ -241,8 +240,7 @@ def _names(body: dict[str, Any], field: str) -> list[str]:
 
 
 def query_int(request: Request, query: type[BaseModel], name: str) -> int:
-    """The whole-number parameter ``name``, with the default and bounds of the field of that
-    name in ``query`` (the model the document is made from), so the two cannot drift."""
+    """``name`` with the default and bounds of its field in ``query``, so the two cannot drift."""
     default, low, high = _bounds(query, name)
     raw = request.query_params.get(name)
     if raw is None:

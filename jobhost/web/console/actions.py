@@ -1,12 +1,8 @@
-"""What people do from the dashboard: refused unless every guard passes (:meth:`_guarded`),
-audited.
-
-Each refusal is logged. What is done goes through the one operator-action path
-(:mod:`jobhost.operations`), so it is in the change log with the operator's name and the reason
-like any CLI or API action, and is logged as one JSON line (with the client's address) by the
-``jobhost.audit`` logger. What is not undone is asked once more first: the first post answers a
-confirmation page whose form carries ``confirm=yes``; actions on a run or on a whole module
-need the form's confirmation box instead.
+"""What people do from the dashboard: refused (and logged) unless every guard passes, done
+through the one operator-action path (:mod:`jobhost.operations`), so in the change log like any
+CLI or API action, and logged with the client's address by the ``jobhost.audit`` logger. What
+is not undone is asked once more first (a page whose form carries ``confirm=yes``, or for a run
+or a whole module the form's confirmation box).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Who is signed in to the dashboard, and proof that a form came from the dashboard itself.
-
-The session cookie is HttpOnly, SameSite=Strict and signed (see :class:`SessionKeeper`); it
-carries a random CSRF token that every form posts back, and a POST whose ``Origin`` is another
-site is refused before anything else.
-"""
+"""Who is signed in to the dashboard, and proof that a form came from the dashboard itself: the
+session cookie is HttpOnly, SameSite=Strict and signed, and carries a random CSRF token every
+form posts back; a POST whose ``Origin`` is another site is refused before anything else."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The dashboard: server-rendered pages over the store, and the actions people may take.
 
-Pages that show data pass ``live`` (seconds) for the page script (static/console.js). Read-only
-unless ``console_actions`` is on, operator tokens are configured and the application allows
-actions (``jobhost run``'s does, ``jobhost serve``'s does not).
+Pages that show data pass ``live`` (seconds) for the page script (static/console.js).
 
 Every instant is a ``<time datetime="2026-05-04T10:00:00Z">`` whose text reads without script
 (UTC, or the job's zone where the page says so); the script rewrites it in the zone the person
@@ -204,10 +202,6 @@ class Console(ConsoleActions):
             live=_LIVE_SECONDS,
             bulk_done=BULK_NOTICES.get(params.get("done", "")),
         )
-
-    @property
-    def overview_reads(self) -> int:
-        return self._summaries.made
 
     def _overview(self, which: JobFilter, page: int) -> tuple[Report, Overview]:
         """Each kept a few seconds: viewers polling the overview share one read."""

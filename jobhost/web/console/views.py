@@ -365,9 +365,8 @@ _V = TypeVar("_V")
 
 
 class ShortCache(Generic[_V]):
-    """Values kept ``seconds`` (none with 0) after they were made, or :data:`SLOWER` times as
-    long as making one took if that is longer (so making them costs at most a tenth of a CPU
-    however many read them); at most ``entries`` of them (the oldest made is dropped first)."""
+    """Values kept ``seconds`` (none with 0), or :data:`SLOWER` times as long as making one took
+    (so making them costs at most a tenth of a CPU); at most ``entries``, the oldest dropped."""
 
     def __init__(
         self, seconds: float, entries: int = 32, monotonic: Callable[[], float] = time.monotonic
