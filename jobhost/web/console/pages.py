@@ -49,15 +49,13 @@ from jobhost.web.console.actions import (
     retry_notice,
 )
 from jobhost.web.console.auth import BadForm, Session, SessionKeeper, read_form, same_origin
-from jobhost.web.console.timeline import (
+from jobhost.web.console.views import (
     CHART_ORDER,
+    CHART_SECONDS,
     OUTCOME_ORDER,
     RANGE_NAMES,
     RANGES,
     Chart,
-)
-from jobhost.web.console.views import (
-    CHART_SECONDS,
     ShortCache,
     changes_view,
     failures_view,
