@@ -125,9 +125,7 @@ class ReadAccess:
         if secret is not None:
             if holder(secret, self._operators, self._readers) is not None:
                 return None
-            address = client_address(request)
-            wait = await self.brake.refused(address, surface)
-            if wait is not None:
+            if (wait := await self.brake.refused(client_address(request), surface)) is not None:
                 return JSONResponse(
                     {"error": f"too many wrong credentials; try again in {wait}s"},
                     429,

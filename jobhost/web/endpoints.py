@@ -57,8 +57,7 @@ _ANSWER_WITHIN = 1.0
 
 @dataclass(frozen=True)
 class Endpoints:
-    """What the server answers with. ``metrics`` is None where no host runs (``jobhost serve``):
-    ``/metrics`` is not served."""
+    """``metrics`` is None where no host runs (``jobhost serve``): no ``/metrics``."""
 
     liveness: Probe
     readiness: Probe

@@ -184,8 +184,7 @@ class RequestTimeout:
 
 
 class StartWatch:
-    """A ``send`` that forwards every message and remembers the answer's status once it starts;
-    ``on_start`` is told it before the start message leaves (what it logs comes first)."""
+    """A ``send`` that remembers the answer's status; ``on_start`` hears it before it leaves."""
 
     def __init__(self, send: Send, on_start: Callable[[int], None] | None = None) -> None:
         self._send = send
@@ -409,9 +408,7 @@ def _replay(read: list[Message], receive: Receive) -> Callable[[], Awaitable[Mes
     pending = list(read)
 
     async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
+        return pending.pop(0) if pending else await receive()
 
     return replayed
 

@@ -64,10 +64,8 @@ class WebServer:
         max_connections: int = MAX_CONNECTIONS,
         trusted_proxies: Sequence[str] = (),
     ) -> None:
-        """Bind ``address`` now; :class:`ConfigError` (exit 3) when it cannot be listened on.
-
-        Only a connection from one of ``trusted_proxies`` (addresses or networks) has its
-        ``X-Forwarded-For`` believed."""
+        """:class:`ConfigError` (exit 3) when ``address`` cannot be listened on. Only a
+        connection from one of ``trusted_proxies`` has its ``X-Forwarded-For`` believed."""
         self._socket = _bind(address)
         _quiet_uvicorn_repeats()
         config = uvicorn.Config(

@@ -67,8 +67,7 @@ METRICS_FRESH = 5.0
 def host_application(
     host: RunningHost, metrics: Callable[[], bytes], routes: Sequence[BaseRoute] = ()
 ) -> DeferredApp:
-    """``jobhost run``'s application: the endpoints of ``host``, then ``routes``; the API and
-    the dashboard are built by the first request for them (see the module)."""
+    """``jobhost run``'s application; the API and the dashboard are built when first asked."""
     settings, brake = host.settings, GuessBrake(host.store)
     endpoints = host_endpoints(host, ExpositionCache(metrics, METRICS_FRESH))
     return DeferredApp(
@@ -106,8 +105,7 @@ def _whole(
 
 
 def _app(settings: Settings, brake: GuessBrake) -> partial[Starlette]:
-    """:func:`create_app` with what both applications take of the settings. A body is read
-    before admission up to the most any endpoint reads."""
+    """:func:`create_app` with the settings; a body is read up to the most any endpoint reads."""
     return partial(
         create_app,
         request_timeout=settings.http_request_timeout.total_seconds(),
@@ -129,11 +127,8 @@ class DeferredApp:
         self._app: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["method"] in ("GET", "HEAD")
-            and scope["path"] in PROBES
-        ):
+        probe = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+        if probe and scope["path"] in PROBES:
             await self._quick(scope, receive, send)
             return
         app = self._app
@@ -176,12 +171,8 @@ def create_app(
     body_limit: int = MAX_FORM,
     body_timeout: float = BODY_TIMEOUT,
 ) -> Starlette:
-    """The application: the operator endpoints, then ``routes``, then ``pages``, in order.
-
-    The 404 answer lists the endpoints and ``routes`` (what a program may call); ``pages`` (the
-    dashboard, for people) are served but not listed. ``concurrency``: see
-    :class:`.BoundedRequests`.
-    """
+    """The operator endpoints, then ``routes``, then ``pages``; the 404 answer lists all but
+    ``pages`` (the dashboard, for people)."""
     # Compact: the report of a large catalog is megabytes, and indenting it costs more than
     # building it (the standard library indents in pure Python).
     closed = access if access is not None and access.report_needs_token else None

@@ -110,8 +110,7 @@ def api_routes(
     trigger_wait: float = 2.0,
     brake: GuessBrake | None = None,
 ) -> list[BaseRoute]:
-    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured.
-    ``brake`` counts wrong tokens (shared with the application's other surfaces)."""
+    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured."""
     if not settings.api_tokens:
         return []
     service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
@@ -160,10 +159,8 @@ class _Api(ServiceEndpoints):
             address = client_address(request)
             token = _token_for(request, self._service.settings.api_tokens)
             if token is None:
-                wait = None
-                if request.headers.get("authorization"):
-                    wait = await self.brake.refused(address, "api")
-                if wait is not None:
+                sent = request.headers.get("authorization")
+                if sent and (wait := await self.brake.refused(address, "api")) is not None:
                     return problem(
                         429,
                         "Too many requests",
@@ -389,7 +386,9 @@ class _Api(ServiceEndpoints):
             if body.module is not None:
                 jobs = tuple(sorted(store.list_schedules(module=body.module)))
                 if not jobs:
-                    raise _unknown("module", "names no module of a job the store knows")
+                    raise field_error(
+                        404, "Not found", "module", "names no module of a job the store knows"
+                    )
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
             return {
@@ -405,8 +404,7 @@ class _Api(ServiceEndpoints):
         return JSONResponse(await blocking(act), status_code=202)
 
     def _refuse_deleted(self, name: str) -> None:
-        """404 for a runtime job removed through the API, saying by whom, when, and where its
-        history stays."""
+        """404 for a runtime job removed through the API: by whom, when, where its history is."""
         row = self._store.list_schedules([name]).get(name)
         if row is None or not row.orphaned or row.trigger_source != "api":
             return
@@ -424,8 +422,7 @@ class _Api(ServiceEndpoints):
 
 
 def _since(text: str | None, store: Store) -> datetime | None:
-    """:class:`BadFailureQuery` for a text not of :data:`SINCE_PATTERN`'s shape, or outside the
-    range the store holds."""
+    """:class:`BadFailureQuery` for a text not of :data:`SINCE_PATTERN` or out of range."""
     if not text:
         return None
     if not _SINCE.fullmatch(text):
@@ -444,12 +441,7 @@ def _require_job(store: Store, job: str | None, detail: str) -> None:
         require_known_job(None, store, job)
     except UnknownJobError:
         # The name is the caller's text: it is not repeated.
-        raise _unknown("job", detail) from None
-
-
-def _unknown(field: str, detail: str) -> BadRequest:
-    """A well-formed name of nothing the store knows: 404, as for any unknown job."""
-    return field_error(404, "Not found", field, detail)
+        raise field_error(404, "Not found", "job", detail) from None
 
 
 def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:

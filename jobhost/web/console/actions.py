@@ -14,12 +14,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
 from jobhost.operations.backfills import (
     BackfillInputError,
     BackfillPlan,
@@ -37,20 +39,16 @@ from jobhost.operations.jobs import (
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RunRecord
+from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import client_address
 from jobhost.web.console.auth import BadForm, SessionKeeper, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
 from jobhost.web.middleware import blocking
 
-if TYPE_CHECKING:
-    from jobhost.catalog import Catalog
-    from jobhost.config import Settings
-    from jobhost.store import Store
-
-
 __all__ = ["BULK_NOTICES", "NOTICES", "RUN_NOTICES", "ConsoleActions", "retry_notice"]
 
+# What the job, run and overview pages say after an action, by the code in ``?done=``.
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
@@ -61,19 +59,16 @@ NOTICES = {
     "backfill-cancelled": "backfill cancelled: no new occurrence is claimed; runs in flight finish",
     "backfill-already-over": "that backfill had already ended; nothing was changed",
 }
-"""What the job page says after an action, by the code in ``?done=``."""
 RUN_NOTICES = {
     "retried": "retry queued: this is the new attempt; a host starts it within seconds",
     "cancel-requested": "cancel asked: the run's host cancels it within seconds",
     "cancel-already": "a cancel was asked for already; it stands",
     "cancelled": "cancelled before it started",
 }
-"""What the run page says after an action, by the code in ``?done=``."""
 BULK_NOTICES = {
     "module-paused": "module paused: every job of it, one change-log entry each",
     "module-resumed": "module resumed: every job of it, one change-log entry each",
 }
-"""What the overview says after a module action, by the code in ``?done=``."""
 _REQUEST_ID_CHARS = frozenset("0123456789abcdef")
 
 _JOB_ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")

@@ -305,8 +305,7 @@ class Console(ConsoleActions):
             return self.refuse(request, str(error), error.status)
         found = self.sessions.identify(form.get("token", ""))
         if found is None:
-            wait = await self.brake.refused(client, "signin")
-            if wait is not None:
+            if (wait := await self.brake.refused(client, "signin")) is not None:
                 refused = self.refuse(request, f"too many wrong tokens; try again in {wait}s", 429)
                 refused.headers["Retry-After"] = str(wait)
                 return refused
@@ -386,8 +385,7 @@ def fixed_tag(at: datetime | None, zone: str) -> Markup:
 
 
 def ago_tag(at: datetime | None, now: datetime) -> Markup:
-    """How long ago, the absolute time on hover; 0ms for an instant after ``now`` (a run started
-    just after the page read the store)."""
+    """How long ago, the time on hover; 0ms after ``now`` (a run started after the read)."""
     return _tag(at, lambda at: duration_text(max(now - at, timedelta(0))), kind="ago", title=True)
 
 

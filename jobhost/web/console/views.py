@@ -161,8 +161,7 @@ def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> 
 
 
 def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[datetime]:
-    """An interval job's from its stored next fire (its phase), a cron job's from its
-    expression."""
+    """An interval job's from its stored next fire (its phase), a cron job's from its cron."""
     spec = catalog.jobs.get(job.name)
     if spec is None or not spec.enabled or job.paused:
         return []
@@ -243,8 +242,7 @@ class FailuresView:
 
     @property
     def retry_ids(self) -> list[str]:
-        """The open finished failures shown, one per piece of work: what "retry the N shown"
-        retries."""
+        """What "retry the N shown" retries: an open finished failure per piece of work."""
         found: dict[tuple[str, str], str] = {}
         for row in self.rows:
             if row.outcome in FAILED and row.resolution is None:
@@ -265,8 +263,7 @@ class FailuresView:
 def failures_view(
     store: Store, params: Mapping[str, str], charts: ShortCache[Chart] | None = None
 ) -> FailuresView:
-    """The installation's chart comes from ``charts`` when it holds a fresh one for the range:
-    counting a busy installation's day reads every run of it."""
+    """The chart from ``charts`` while fresh: counting a busy day reads every run of it."""
     span = params.get("range", "24h")
     span = span if span in RANGES else "24h"
     asked = FailuresView(
@@ -387,8 +384,7 @@ class ShortCache(Generic[_V]):
         self.made = 0
 
     def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
-        """The value kept under ``key`` if fresh; else ``make()``'s, kept; a stale one while
-        another thread makes it."""
+        """Fresh, else made; a stale one while another thread makes it."""
         kept = self._items.get(key)
         if kept is not None and self._monotonic() - kept[0] < kept[2]:
             return kept[1]
