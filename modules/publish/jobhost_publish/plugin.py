@@ -1,9 +1,5 @@
-"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``,
-and the job kind ``publish`` for jobs created at run time, through ``jobhost_job_kinds``.
-
-The brokers' addresses stay in ``[modules.publish]``: a runtime job names a broker but never
-carries its URL or a credential.
-"""
+"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, and the job kind
+``publish`` for jobs created at run time, which name a broker but never carry its URL."""
 
 from __future__ import annotations
 
@@ -35,11 +31,7 @@ __all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
 @hookimpl
 def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
-    """A job for every configured message; none without ``[modules.publish]``.
-
-    The section is checked here and connects to nothing: every bad entry is listed in one
-    ValueError, which ``jobhost validate`` reports and ``jobhost run`` refuses to start with.
-    """
+    """A job for every configured message; none without ``[modules.publish]``."""
     section = settings.get(SECTION)
     if section is None:
         return []
