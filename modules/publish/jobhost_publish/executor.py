@@ -115,16 +115,16 @@ class Publisher:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
 
     def _url(self, job: str) -> str:
-        direct, variable = self.urls.reference(self.settings.broker)
-        if direct is not None:
-            return direct
+        urls, nats = self.urls, self.settings.broker == "nats"
+        if nats and urls.nats_url is not None:
+            return urls.nats_url
+        variable = urls.nats_url_env if nats else urls.rabbitmq_url_env
         # The settings model refuses a broker without a reference; the job kind's factory too.
         assert variable is not None
         environ = os.environ if self.environ is None else self.environ
         value = environ.get(variable, "").strip()
         if not value:
-            setting = "nats_url_env" if self.settings.broker == "nats" else "rabbitmq_url_env"
-            raise MissingUrl(job, variable, setting)
+            raise MissingUrl(job, variable, "nats_url_env" if nats else "rabbitmq_url_env")
         return value
 
 

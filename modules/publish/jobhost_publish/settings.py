@@ -284,12 +284,6 @@ class BrokerUrls(BaseModel):
             )
         return None
 
-    def reference(self, broker: BrokerName) -> tuple[str | None, str | None]:
-        """(URL given directly, environment variable that holds it) for ``broker``."""
-        if broker == "nats":
-            return self.nats_url, self.nats_url_env
-        return None, self.rabbitmq_url_env
-
 
 @dataclass(frozen=True)
 class PublishConfig:
