@@ -50,7 +50,27 @@ def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind
         urls = BrokerUrls.model_validate({k: v for k, v in section.items() if k != "jobs"})
     except ValidationError:
         urls = BrokerUrls()  # jobhost_jobs reports the section's problems
-    return [publish_kind(urls)]
+
+    def validate(given: Mapping[str, Any]) -> PublishSettings:
+        try:
+            checked = PublishSettings.model_validate(dict(given))
+        except ValidationError as error:
+            raise KindSettingsError.first_of(error, PublishSettings.model_fields) from None
+        missing = urls.missing(checked.broker)
+        if missing is not None:
+            raise KindSettingsError("broker", missing)
+        return checked
+
+    kind = JobKind(
+        name="publish",
+        description="Publish one message to NATS JetStream or RabbitMQ, confirmed by the broker.",
+        settings_schema=PublishSettings.model_json_schema(),
+        validate=validate,
+        factory=lambda _name, settings: build_executor(settings, urls),
+        module=SECTION,
+        examples=({"broker": "nats", "subject": "billing.close-day", "payload": {"day": "x"}},),
+    )
+    return [kind]
 
 
 def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
@@ -60,26 +80,4 @@ def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
         description=job.description or f"publish to {job.destination}",
         call_timeout=job.timeout,
         **job.model_dump(include=set(SCHEDULE_KEYS)),
-    )
-
-
-def publish_kind(urls: BrokerUrls) -> JobKind:
-    def validate(settings: Mapping[str, Any]) -> PublishSettings:
-        try:
-            checked = PublishSettings.model_validate(dict(settings))
-        except ValidationError as error:
-            raise KindSettingsError.first_of(error, PublishSettings.model_fields) from None
-        missing = urls.missing(checked.broker)
-        if missing is not None:
-            raise KindSettingsError("broker", missing)
-        return checked
-
-    return JobKind(
-        name="publish",
-        description="Publish one message to NATS JetStream or RabbitMQ, confirmed by the broker.",
-        settings_schema=PublishSettings.model_json_schema(),
-        validate=validate,
-        factory=lambda _name, settings: build_executor(settings, urls),
-        module=SECTION,
-        examples=({"broker": "nats", "subject": "billing.close-day", "payload": {"day": "x"}},),
     )
