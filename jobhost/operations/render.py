@@ -27,7 +27,7 @@ from jobhost.triggers import UnknownTimezoneError, load_zone
 if TYPE_CHECKING:
     from jobhost.operations.health import Health
     from jobhost.operations.runs import TriggerResult
-    from jobhost.records import Dropped, HostRecord, LogLine, RunRecord, ScheduleRecord, SyncPlan
+    from jobhost.records import Dropped, HostRecord, LogLine, RunRecord
 
 __all__ = [
     "ELLIPSIS",
@@ -167,25 +167,21 @@ def health_lines(health: Health, style: Style) -> list[str]:
     return lines
 
 
-def plan_lines(plan: SyncPlan, rows: list[ScheduleRecord], style: Style) -> list[str]:
-    if plan.empty:
+def plan_lines(plan: dict[str, Any], style: Style) -> list[str]:
+    """The plan :func:`~jobhost.operations.plan.plan_json` writes, as text."""
+    if not plan["changes"]:
         return ["no changes: the store matches the catalog"]
-    stored = {row.job_name: row for row in rows}
-    names = [item.job_name for item in plan.added]
-    names += [c.job_name for c in plan.changed] + plan.orphaned
-    width = min(max(len(name) for name in names) + 2, 40)
-    lines: list[str] = []
-    for added in plan.added:
-        lines.append(f"{style('+', fg='green')} {added.job_name:<{width}}{added.describe()}")
-    for change in plan.changed:
-        before = "orphaned" if stored[change.job_name].orphaned else change.before
-        lines.append(f"{style('~', fg='yellow')} {change.job_name:<{width}}{before}")
-        lines.append(f"  {'':<{width}}-> {change.after}")
-    for name in plan.orphaned:
-        lines.append(f"{style('-', fg='red')} {name:<{width}}orphaned: no module declares it")
-    lines.append(
-        f"{len(plan.added)} to add, {len(plan.changed)} to change, {len(plan.orphaned)} to orphan"
-    )
+    added, changed, orphaned = plan["added"], plan["changed"], plan["orphaned"]
+    width = min(max(len(item["job"]) for item in [*added, *changed, *orphaned]) + 2, 40)
+    lines = [f"{style('+', fg='green')} {item['job']:<{width}}{item['after']}" for item in added]
+    for item in changed:
+        lines.append(f"{style('~', fg='yellow')} {item['job']:<{width}}{item['before']}")
+        lines.append(f"  {'':<{width}}-> {item['after']}")
+    for item in orphaned:
+        lines.append(
+            f"{style('-', fg='red')} {item['job']:<{width}}orphaned: no module declares it"
+        )
+    lines.append(f"{len(added)} to add, {len(changed)} to change, {len(orphaned)} to orphan")
     return lines
 
 

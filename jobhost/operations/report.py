@@ -68,7 +68,6 @@ __all__ = [
     "select_jobs",
     "state_of",
     "stored_jobs",
-    "stored_report",
     "uncollected",
 ]
 
@@ -89,31 +88,38 @@ def build_report(
     names = catalog.jobs if catalog is not None else ()
     with uncollected():
         snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
-        if catalog is None:
-            return stored_report(settings, snapshot, job=job)
         return report_from(settings, catalog, snapshot, job=job)
 
 
 def report_from(
     settings: Settings,
-    catalog: Catalog,
+    catalog: Catalog | None,
     snapshot: StoreSnapshot,
     *,
     job: str | None = None,
     compare: bool = True,
 ) -> Report:
-    """The report of ``snapshot`` (pure). Without ``compare`` no job's stored schedule is
-    compared with its declaration."""
-    changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
-    problems = _problems_by_job(catalog.problems)
-    jobs = [
-        _job_report(
-            snapshot, settings, changes, name, catalog.jobs.get(name), problems=problems.get(name)
+    """The report of ``snapshot`` (pure). With ``catalog`` None, of the store's own catalog:
+    each job read from the declaration its row stores, rebuilt only when this version cannot
+    read it. Without ``compare`` no job's stored schedule is compared with its declaration."""
+    specs, problems = (catalog.jobs, catalog.problems) if catalog is not None else ({}, [])
+    changes = store_changes(specs, snapshot.schedules) if compare else {}
+    by_job = _problems_by_job(problems)
+    jobs: list[JobReport] = []
+    for name in sorted({*specs, *snapshot.schedules}):
+        if job is not None and name != job:
+            continue
+        spec, read = specs.get(name), None
+        row = snapshot.schedules[name] if catalog is None else None
+        if row is not None and not row.orphaned:
+            assert isinstance(row, ScheduleRecord), "the store's catalog is read from whole rows"
+            read = None if row.declaration is None else _read(row.declaration)
+            spec = None if read is not None else stored_job(settings, row)
+        report = _job_report(
+            snapshot, settings, changes, name, spec, problems=by_job.get(name), read=read
         )
-        for name in sorted({*catalog.jobs, *snapshot.schedules})
-        if job is None or name == job
-    ]
-    return _report(snapshot, jobs, list(catalog.problems))
+        jobs.append(report)
+    return _report(snapshot, jobs)
 
 
 def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
@@ -124,21 +130,7 @@ def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
     return found
 
 
-def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | None = None) -> Report:
-    """:func:`report_from` of the store's own catalog, each job read from the declaration its
-    row stores, rebuilt only when this version cannot read it (pure)."""
-    jobs: list[JobReport] = []
-    for name, row in sorted(snapshot.schedules.items()):
-        if job is not None and name != job:
-            continue
-        assert isinstance(row, ScheduleRecord), "the store's own catalog is read from whole rows"
-        read = None if row.orphaned or row.declaration is None else _read(row.declaration)
-        spec = None if row.orphaned or read is not None else stored_job(settings, row)
-        jobs.append(_job_report(snapshot, settings, {}, name, spec, read=read))
-    return _report(snapshot, jobs, [])
-
-
-def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Problem]) -> Report:
+def _report(snapshot: StoreSnapshot, jobs: list[JobReport]) -> Report:
     live = snapshot.live_hosts
     counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
     for job in jobs:
@@ -152,7 +144,7 @@ def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Probl
         max_lag_seconds=round(max(lags), 3) if lags else None,
         max_clock_skew_seconds=round(max(skews), 3) if skews else None,
     )
-    return Report(snapshot.now, live, jobs, problems, summary, snapshot.groups)
+    return Report(snapshot.now, live, jobs, summary, snapshot.groups)
 
 
 def _job_report(
@@ -162,8 +154,8 @@ def _job_report(
     name: str,
     spec: JobSpec | None,
     *,
-    problems: Sequence[Problem] | None = None,
-    read: _Read | None = None,
+    problems: Sequence[Problem] | None,
+    read: _Read | None,
 ) -> JobReport:
     """A job's entry from its spec, or the declaration its row holds (``read``), or its row
     alone, with what the snapshot holds of its runs."""
@@ -380,8 +372,6 @@ class Report:
     hosts: list[HostRecord]
     """The live hosts, oldest first."""
     jobs: list[JobReport]
-    problems: list[Problem]
-    """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
     summary: Summary
     """Of every job, before any filter narrowed ``jobs``."""
     groups: list[GroupSummary]
@@ -437,20 +427,19 @@ def stored_jobs(
 ) -> StoredJobs:
     """:class:`StoredJobs` of the live jobs ``declared`` names (with their rows' declarations);
     only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
-    facts: list[tuple[str, StoredFacts]] = []
+    facts: dict[str, StoredFacts] = {}
     unread: list[str] = []
     for name, declaration in declared:
         read = _read(declaration) if declaration is not None else None
         if read is None:
             unread.append(name)
         else:
-            facts.append((name, read[0]))
+            facts[name] = read[0]
     for row in rows_of(unread).values() if unread else ():
-        spec = None if row.orphaned else stored_job(settings, row)
-        if spec is not None:
-            facts.append((row.job_name, spec_facts(spec)))
-    critical = sorted(name for name, job in facts if job.critical)
-    leases = [job.lease for _, job in facts if job.lease is not None]
+        if not row.orphaned and (spec := stored_job(settings, row)) is not None:
+            facts[row.job_name] = spec_facts(spec)
+    critical = sorted(name for name, job in facts.items() if job.critical)
+    leases = [job.lease for job in facts.values() if job.lease is not None]
     return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
