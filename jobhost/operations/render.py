@@ -446,12 +446,13 @@ def _last_lines(job: JobReport, style: Style, width: int) -> list[str]:
     if last is None:
         return _field("last", "never run", width)
     if last.outcome == "running":
-        text = f"running since {short_utc(last.started_at)} on {last.host or '-'}"
+        text = f"running since {short_utc(last.started_at)} on {last.host_id or '-'}"
     else:
         took = duration_text(last.duration_ms / 1000 if last.duration_ms is not None else None)
-        text = f"{last.outcome} {short_utc(last.started_at)} in {took} on {last.host or '-'}"
-        if last.error and last.outcome != "succeeded":
-            text += f": {last.error}"
+        text = f"{last.outcome} {short_utc(last.started_at)} in {took} on {last.host_id or '-'}"
+        error = last.error_message or last.error_type
+        if error and last.outcome != "succeeded":
+            text += f": {error}"
     lines = _field("last", text, width)
     lines[0] = lines[0].replace(last.outcome, style.outcome(last.outcome), 1)
     return lines

@@ -49,7 +49,6 @@ __all__ = [
     "STATUSES",
     "JobFilter",
     "JobReport",
-    "LastRun",
     "Overview",
     "OverviewJob",
     "Report",
@@ -214,7 +213,7 @@ def _job_report(
         declared_trigger=declared,
         effective_trigger=effective,
         next_fire=facts.next_fire,
-        last_run=LastRun.of(last) if last is not None else None,
+        last_run=last,
         recent_outcomes=snapshot.recent_outcomes.get(name, []),
         mismatches=mismatches,
         status=job_status(
@@ -281,41 +280,6 @@ _ALWAYS_SHOWN = frozenset({"kind", "expression", "timezone"})
 
 
 @dataclass(frozen=True)
-class LastRun:
-    """The job's last real attempt."""
-
-    run_id: str
-    outcome: str
-    host: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    duration_ms: int | None
-    error: str | None
-    backfill_id: str | None = None
-    """The backfill the run replayed an occurrence for; None for any other run."""
-
-    @classmethod
-    def of(cls, run: LastAttempt) -> LastRun:
-        # Positional: a summary makes one for each of 10,000 jobs.
-        return cls(
-            run.id,
-            run.outcome,
-            run.host_id,
-            run.started_at,
-            run.finished_at,
-            run.duration_ms,
-            run.error_message or run.error_type,
-            run.backfill_id,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
-        shown = {**vars(self), "started_at": started, "finished_at": finished}
-        del shown["host"]
-        return shown
-
-
-@dataclass(frozen=True)
 class JobReport:
     name: str
     module: str
@@ -328,7 +292,8 @@ class JobReport:
     """None for a job no module declares: only its stored (effective) trigger is known."""
     effective_trigger: TriggerView
     next_fire: datetime | None
-    last_run: LastRun | None
+    last_run: LastAttempt | None
+    """The job's last real attempt."""
     recent_outcomes: list[str]
     mismatches: list[Mismatch]
     status: Status = "ok"
@@ -357,7 +322,7 @@ class JobReport:
             "effective_trigger": self.effective_trigger.to_json(),
             "next_fire_utc": iso_utc(self.next_fire),
             "next_fire_local": iso_local(self.next_fire, zone),
-            "last_run": self.last_run.to_json() if self.last_run is not None else None,
+            "last_run": _last_run_json(self.last_run) if self.last_run is not None else None,
             "recent_outcomes": list(self.recent_outcomes),
             "mismatch": [m.text() for m in self.mismatches],
             "status": self.status,
@@ -387,6 +352,18 @@ class Report:
                 "groups": [group.to_json() for group in self.groups],
                 "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
             }
+
+
+def _last_run_json(run: LastAttempt) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "outcome": run.outcome,
+        "started_at": iso_utc(run.started_at),
+        "finished_at": iso_utc(run.finished_at),
+        "duration_ms": run.duration_ms,
+        "error": run.error_message or run.error_type,
+        "backfill_id": run.backfill_id,
+    }
 
 
 def _host_json(host: HostRecord) -> dict[str, Any]:
@@ -683,8 +660,10 @@ def _failed(job: JobReport) -> bool:
 
 
 def _first_line(job: JobReport) -> str | None:
-    if job.last_run is None or not job.last_run.error or job.last_run.outcome == "succeeded":
+    last = job.last_run
+    error = last.error_message or last.error_type if last is not None else None
+    if last is None or not error or last.outcome == "succeeded":
         return None
-    line = next((text for text in job.last_run.error.splitlines() if text.strip()), "")
+    line = next((text for text in error.splitlines() if text.strip()), "")
     line = line.strip()
     return line if len(line) <= _ERROR_LINE else line[: _ERROR_LINE - 1] + "…"

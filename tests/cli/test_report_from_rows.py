@@ -98,7 +98,7 @@ def test_the_one_line_report_reads_no_recent_outcomes_and_prints_the_same(
     assert not any(lean.recent_outcomes.values())
     # Nor the last attempts' ledger rows: the schedule row records the rest of each.
     assert without.jobs == [_one_line(job) for job in with_recent.jobs]
-    assert failing.last_run is not None and failing.last_run.host == "replica-0"
+    assert failing.last_run is not None and failing.last_run.host_id == "replica-0"
     plain = Style(colour=False)
     assert report_lines(without, plain) == report_lines(with_recent, plain)
 
@@ -108,7 +108,7 @@ def _one_line(job: JobReport) -> JobReport:
     attempt what the schedule row records (no host, error type or backfill)."""
     last = job.last_run
     if last is not None and last.outcome != "running":
-        last = replace(last, host=None, backfill_id=None)
+        last = replace(last, host_id=None, error_type=None, backfill_id=None)
     return replace(job, recent_outcomes=[], last_run=last)
 
 
