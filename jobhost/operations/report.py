@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts, stored_facts
@@ -57,7 +57,6 @@ __all__ = [
     "Status",
     "StoredJobs",
     "Summary",
-    "TriggerView",
     "build_report",
     "job_status",
     "next_fire_of",
@@ -154,7 +153,7 @@ def _job_report(
     spec: JobSpec | None,
     *,
     problems: Sequence[Problem] | None,
-    read: _Read | None,
+    read: StoredFacts | None,
 ) -> JobReport:
     """A job's entry from its spec, or the declaration its row holds (``read``), or its row
     alone, with what the snapshot holds of its runs."""
@@ -169,23 +168,23 @@ def _job_report(
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, ()),
         deleted=(deleted.actor, deleted.at) if deleted is not None else None,
-        stored=read[0] if read is not None else None,
+        stored=read,
     )
-    declared: TriggerView | None
+    declared: EffectiveTrigger | None
     if spec is not None:
-        module, read = spec.module, per_spec(_SPECS, spec, lambda s: _shown(spec_facts(s)))
+        module, read = spec.module, per_spec(_SPECS, spec, spec_facts)
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module = row.module
     if read is not None:
-        stored, declared, effective = read
-        description, critical, group = stored.description, stored.critical, stored.group
+        declared, effective = read.declared, read.trigger
+        description, critical, group = read.description, read.critical, read.group
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         description, critical, declared, group = "", False, None, None
-        effective = TriggerView(
-            row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
-        )
+        # Shown as stored, whatever this version makes of its kind and source.
+        kind, source = cast(Any, row.trigger_kind), cast(Any, row.trigger_source)
+        effective = EffectiveTrigger(kind, row.trigger_expression, None, row.timezone, source)
     group = group or (row.concurrency_group if row is not None else None)
     mismatches = job_mismatches(facts, settings, snapshot.now, len(snapshot.live_hosts), changes)
     running = snapshot.running.get(name, ())
@@ -247,39 +246,6 @@ State = Literal["enabled", "disabled", "paused", "orphaned"]
 
 
 @dataclass(frozen=True)
-class TriggerView:
-    """A trigger as the report shows it; ``source`` only on the effective one."""
-
-    kind: str | None
-    expression: str | None
-    timezone: str
-    source: str | None = None
-    dst_policy: str | None = None
-    """``dst_gap=skip, dst_repeat=both``: only a policy other than the default."""
-
-    @classmethod
-    def of(cls, trigger: EffectiveTrigger, *, with_source: bool) -> TriggerView:
-        source = trigger.source if with_source else None
-        policy = trigger.dst_policy()
-        return cls(trigger.kind, trigger.expression, trigger.timezone, source, policy)
-
-    def describe(self) -> str:
-        if self.kind == "cron":
-            zone = f"{self.timezone}; {self.dst_policy}" if self.dst_policy else self.timezone
-            return f"cron '{self.expression}' ({zone})"
-        if self.kind == "interval":
-            return f"every {self.expression}"
-        return "no trigger"
-
-    def to_json(self) -> dict[str, Any]:
-        """``source`` and ``dst_policy`` only when set."""
-        return {k: v for k, v in vars(self).items() if v is not None or k in _ALWAYS_SHOWN}
-
-
-_ALWAYS_SHOWN = frozenset({"kind", "expression", "timezone"})
-
-
-@dataclass(frozen=True)
 class JobReport:
     name: str
     module: str
@@ -288,9 +254,9 @@ class JobReport:
     enabled: bool
     paused: bool
     state: State
-    declared_trigger: TriggerView | None
+    declared_trigger: EffectiveTrigger | None
     """None for a job no module declares: only its stored (effective) trigger is known."""
-    effective_trigger: TriggerView
+    effective_trigger: EffectiveTrigger
     next_fire: datetime | None
     last_run: LastAttempt | None
     """The job's last real attempt."""
@@ -317,9 +283,9 @@ class JobReport:
             "paused": self.paused,
             "state": self.state,
             "declared_trigger": (
-                self.declared_trigger.to_json() if self.declared_trigger is not None else None
+                _trigger_json(self.declared_trigger) if self.declared_trigger is not None else None
             ),
-            "effective_trigger": self.effective_trigger.to_json(),
+            "effective_trigger": _trigger_json(self.effective_trigger, with_source=True),
             "next_fire_utc": iso_utc(self.next_fire),
             "next_fire_local": iso_local(self.next_fire, zone),
             "last_run": _last_run_json(self.last_run) if self.last_run is not None else None,
@@ -354,6 +320,16 @@ class Report:
             }
 
 
+def _trigger_json(trigger: EffectiveTrigger, *, with_source: bool = False) -> dict[str, Any]:
+    """``source`` only on the effective trigger; ``dst_policy`` only when not the default."""
+    shown = {"kind": trigger.kind, "expression": trigger.expression, "timezone": trigger.timezone}
+    if with_source:
+        shown["source"] = trigger.source
+    if (policy := trigger.dst_policy()) is not None:
+        shown["dst_policy"] = policy
+    return shown
+
+
 def _last_run_json(run: LastAttempt) -> dict[str, Any]:
     return {
         "run_id": run.id,
@@ -385,8 +361,7 @@ def _host_json(host: HostRecord) -> dict[str, Any]:
 
 # The stored declaration's fields, read without rebuilding the job: rebuilding each one was most
 # of ``jobhost report`` at 10,000 jobs.
-_Read = tuple[StoredFacts, TriggerView, TriggerView]
-_SPECS: dict[int, tuple[JobSpec, object, _Read]] = {}
+_SPECS: dict[int, tuple[JobSpec, object, StoredFacts]] = {}
 
 
 @dataclass(frozen=True)
@@ -411,7 +386,7 @@ def stored_jobs(
         if read is None:
             unread.append(name)
         else:
-            facts[name] = read[0]
+            facts[name] = read
     for row in rows_of(unread).values() if unread else ():
         if not row.orphaned and (spec := stored_job(settings, row)) is not None:
             facts[row.job_name] = spec_facts(spec)
@@ -421,22 +396,13 @@ def stored_jobs(
 
 
 @lru_cache(maxsize=20_000)
-def _read(text: str) -> _Read | None:
-    """The declaration ``text`` and its two triggers as the report shows them, read once for
-    every job that stores the same text (a declaration holds no name: many jobs share one)."""
+def _read(text: str) -> StoredFacts | None:
+    """The declaration ``text``, read once for every job that stores the same text (a
+    declaration holds no name: many jobs share one)."""
     try:
-        stored = stored_facts(text)
+        return stored_facts(text)
     except (ValueError, KeyError, TypeError):
         return None
-    return _shown(stored)
-
-
-def _shown(stored: StoredFacts) -> _Read:
-    return (
-        stored,
-        TriggerView.of(stored.declared, with_source=False),
-        TriggerView.of(stored.trigger, with_source=True),
-    )
 
 
 def _group_wait(groups: Sequence[GroupSummary], group: str | None, name: str) -> str | None:

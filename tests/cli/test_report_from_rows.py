@@ -79,7 +79,7 @@ def test_every_kind_of_job_reads_the_same_from_its_row(operator: Operator) -> No
     assert {"override", "not-configured", "paused", "lease-expired", "overdue"} <= codes
     one = report_from(settings, None, snapshot, job="sample.skip-gap")
     assert one.jobs == [j for j in rebuilt.jobs if j.name == "sample.skip-gap"]
-    assert one.jobs[0].effective_trigger.dst_policy == "dst_gap=skip"
+    assert one.jobs[0].effective_trigger.dst_policy() == "dst_gap=skip"
 
 
 def test_the_one_line_report_reads_no_recent_outcomes_and_prints_the_same(
