@@ -21,8 +21,7 @@ import orjson
 
 from jobhost.operations.changes import printable
 from jobhost.operations.report import STATUSES, JobReport, Report
-from jobhost.operations.timefmt import duration_text, short_local, short_utc
-from jobhost.triggers import UnknownTimezoneError, load_zone
+from jobhost.operations.timefmt import duration_text, known_zone, short_local, short_utc
 
 if TYPE_CHECKING:
     from jobhost.operations.health import Health
@@ -56,6 +55,7 @@ _OUTCOME_COLOURS = {
     **dict.fromkeys(("running", "pending", "queued"), "cyan"),
     "succeeded": "green",
 }
+_LEVEL_COLOURS = {"ERROR": "red", "CRITICAL": "red", "WARNING": "yellow"}
 
 
 class Style:
@@ -110,12 +110,8 @@ def history_lines(
             f"{took:>8}  {style.outcome(run.outcome)}"
         )
         details = [f"started {short_utc(run.started_at)}" if run.started_at else "not started"]
-        if run.requested_by:
-            details.append(f"by {run.requested_by}")
-        if run.backfill_id:
-            details.append(f"backfill {run.backfill_id}")
-        if run.trace_id:
-            details.append(f"trace {run.trace_id}")
+        tags = {"by": run.requested_by, "backfill": run.backfill_id, "trace": run.trace_id}
+        details += [f"{tag} {value}" for tag, value in tags.items() if value]
         if len("  ".join(details)) > WIDTH - 4:
             details[-1:] = ["\n" + details[-1]]
         lines += [f"    {line.strip()}" for line in "  ".join(details).splitlines()]
@@ -140,12 +136,8 @@ def _log_lines(run: RunRecord, entries: list[LogLine | Dropped] | None, style: S
         return [f"    log of run {run.id}: no lines"] if run.started_at else []
     lines = [f"    log of run {run.id} (last lines; all: jobhost logs {run.id}):"]
     for entry in entries:
-        text = line_text(entry)
-        level = getattr(entry, "level", "")
-        colour = (
-            "red" if level in {"ERROR", "CRITICAL"} else "yellow" if level == "WARNING" else None
-        )
-        for part in text.split("\n"):
+        colour = _LEVEL_COLOURS.get(getattr(entry, "level", ""))
+        for part in line_text(entry).split("\n"):
             lines.append(style(f"      {part}", fg=colour) if colour else f"      {part}")
     return lines
 
@@ -202,16 +194,13 @@ def catalog_lines(version: str, hosts: list[HostRecord]) -> list[str]:
 def trigger_line(result: TriggerResult, style: Style) -> str:
     if result.outcome == "refused":
         return style(result.error or "refused", fg="red")
-    subject = f"{result.job}"
-    if result.run_id:
-        subject += f" run {result.run_id}"
-    if result.host:
-        subject += f" on host {result.host}"
+    run = f" run {result.run_id}" if result.run_id else ""
+    host = f" on host {result.host}" if result.host else ""
     took = (
         f" in {duration_text(result.duration_ms / 1000)}" if result.duration_ms is not None else ""
     )
     error = f": {result.error}" if result.error and result.outcome != "succeeded" else ""
-    return f"{style.outcome(result.outcome)}: {subject}{took}{error}"
+    return f"{style.outcome(result.outcome)}: {result.job}{run}{host}{took}{error}"
 
 
 def wrap_words(text: str, width: int, indent: int = 0) -> list[str]:
@@ -379,9 +368,8 @@ def _next_text(job: JobReport) -> str:
         return "paused"
     if job.next_fire is None:
         return "-"
-    try:
-        zone = load_zone(job.effective_trigger.timezone)
-    except UnknownTimezoneError:
+    zone = known_zone(job.effective_trigger.timezone)
+    if zone is None:
         return short_utc(job.next_fire)[5:16] + "Z"
     return job.next_fire.astimezone(zone).strftime("%m-%d %H:%M %Z")[:_NEXT_WIDTH]
 

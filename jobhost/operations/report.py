@@ -102,7 +102,10 @@ def report_from(
     read it. Without ``compare`` no job's stored schedule is compared with its declaration."""
     specs, problems = (catalog.jobs, catalog.problems) if catalog is not None else ({}, [])
     changes = store_changes(specs, snapshot.schedules) if compare else {}
-    by_job = _problems_by_job(problems)
+    by_job: dict[str, list[Problem]] = {}
+    for problem in problems:
+        if problem.job is not None:
+            by_job.setdefault(problem.job, []).append(problem)
     jobs: list[JobReport] = []
     for name in sorted({*specs, *snapshot.schedules}):
         if job is not None and name != job:
@@ -118,14 +121,6 @@ def report_from(
         )
         jobs.append(report)
     return _report(snapshot, jobs)
-
-
-def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
-    found: dict[str, list[Problem]] = {}
-    for problem in problems:
-        if problem.job is not None:
-            found.setdefault(problem.job, []).append(problem)
-    return found
 
 
 def _report(snapshot: StoreSnapshot, jobs: list[JobReport]) -> Report:
@@ -197,7 +192,9 @@ def _job_report(
                 "cancellation and its thread still runs, holding its slot and lease",
             )
         )
-    waiting_for = _group_wait(snapshot.groups, group, name)
+    waiting_for = next(
+        (g.status() for g in snapshot.groups if g.name == group and name in g.waiting_jobs), None
+    )
     last = snapshot.last_runs.get(name)
     codes = [m.code for m in mismatches] if mismatches else ()
     state = state_of(facts)
@@ -403,13 +400,6 @@ def _read(text: str) -> StoredFacts | None:
         return stored_facts(text)
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def _group_wait(groups: Sequence[GroupSummary], group: str | None, name: str) -> str | None:
-    """``waiting for group warehouse, 2 of 2 busy`` while the job's work waits for a slot."""
-    if group is None:
-        return None
-    return next((g.status() for g in groups if g.name == group and name in g.waiting_jobs), None)
 
 
 Status = Literal[
