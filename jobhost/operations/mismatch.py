@@ -75,10 +75,10 @@ def job_mismatches(
     settings: Settings,
     now: datetime,
     live_hosts: int,
-    store_changes: Mapping[str, ScheduleChange] | None = None,
+    store_changes: Mapping[str, ScheduleChange],
 ) -> list[Mismatch]:
     """Every reason that applies to the job, in a fixed order (configuration first);
-    ``store_changes`` is :func:`store_changes` of the whole catalog (None: the job's own)."""
+    ``store_changes`` is :func:`store_changes` of the whole catalog."""
     found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
     declared = _declared(facts, settings)
@@ -256,9 +256,8 @@ def _desired(spec: JobSpec) -> DesiredSchedule:
 
 
 def _store_differs(
-    spec: JobSpec, row: ScheduleRow, known: Mapping[str, ScheduleChange] | None
+    spec: JobSpec, row: ScheduleRow, changes: Mapping[str, ScheduleChange]
 ) -> Mismatch | None:
-    changes = known if known is not None else store_changes({spec.name: spec}, {spec.name: row})
     change = changes.get(spec.name)
     if change is None:
         return None
