@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,9 +43,6 @@ class Check:
     ok: bool
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
 
 @dataclass(frozen=True)
 class Health:
@@ -56,7 +53,7 @@ class Health:
         return all(check.ok for check in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [check.to_json() for check in self.checks]}
+        return {"ok": self.ok, "checks": [asdict(check) for check in self.checks]}
 
 
 def check_health(
