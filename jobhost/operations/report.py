@@ -310,7 +310,7 @@ class Report:
         with uncollected():
             return {
                 "generated_at": iso_utc(self.generated_at),
-                "summary": self.summary.to_json(),
+                "summary": asdict(self.summary),
                 "hosts": [_host_json(host) for host in self.hosts],
                 "groups": [group.to_json() for group in self.groups],
                 "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
@@ -456,9 +456,6 @@ class Summary:
     live_hosts: int
     max_lag_seconds: float | None
     max_clock_skew_seconds: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # A summary of 10,000 jobs makes a few hundred thousand objects, all kept or freed by reference
