@@ -30,7 +30,7 @@ from jobhost.cli._options import (
 )
 from jobhost.errors import UnknownJobError
 from jobhost.operations.jobs import ActionRefused, require_known_job
-from jobhost.operations.runs import RunRetry, cancel_run, watch_run
+from jobhost.operations.runs import OperatorRun, cancel_run, watch_run
 
 __all__ = ["cancel", "retry"]
 
@@ -105,8 +105,8 @@ def retry(
     with opened_store(settings, write=True) as store:
         run_id = typed_run_id(store, run_id)
         here = runs_here(settings, catalog, store)
-        runner = RunRetry(
-            catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
+        runner = OperatorRun(
+            settings, catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
         )
         try:
             done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
