@@ -25,7 +25,6 @@ from jobhost.records import (
     FailureFilter,
     FailureKey,
     Resolution,
-    RetryWritten,
     RunRecord,
     work_key,
 )
@@ -37,7 +36,6 @@ __all__ = [
     "CURSOR_PATTERN",
     "SEARCH_LIMIT",
     "BadFailureQuery",
-    "BulkRetry",
     "Failure",
     "FailureGroup",
     "FailureList",
@@ -338,36 +336,30 @@ def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -
     return store.act_on_run(run_id, ack, actor=actor, reason=reason, clock=store.clock)
 
 
-@dataclass(frozen=True)
-class BulkRetry:
-    queued: list[RetryWritten]
-    refused: list[tuple[RunRecord, str]]
-    """Failures matched but not retried, with why (a retry already under way, say)."""
-    more: bool
-    """More than :data:`_BULK_LIMIT` open failures matched: the rest were left."""
-    hosts_alive: int
-    """Live hosts when the retries were queued (0: they wait for one)."""
-
-
 def retry_failures(
     store: Store,
     query: FailureQuery,
     *,
     actor: str,
     reason: str,
-) -> BulkRetry:
-    """Queue one retry of every open failure ``query`` matches, each logged; at most
-    :data:`_BULK_LIMIT`."""
+) -> dict[str, Any]:
+    """Queue one retry of every open failure ``query`` matches, each logged, at most
+    :data:`_BULK_LIMIT` (``more``: the rest were left); those refused with why, and the live
+    hosts (0: the retries wait for one), as ``retry --failed --json`` shows them."""
     runs, more = _open_failures(store, query)
-    queued: list[RetryWritten] = []
-    refused: list[tuple[RunRecord, str]] = []
+    queued: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
     for run in runs:
         try:
-            queued.append(retry_run(store, run.id, actor=actor, reason=reason))
+            done = retry_run(store, run.id, actor=actor, reason=reason)
         except ActionRefused as error:
-            refused.append((run, str(error)))
-    _now, alive = store.hosts()
-    return BulkRetry(queued, refused, more, len(alive))
+            refused.append({"run_id": run.id, "job": run.job_name, "reason": str(error)})
+            continue
+        queued.append(
+            dict(run_id=done.run_id, retry_of=run.id, job=run.job_name, attempt=done.attempt)
+        )
+    alive = len(store.hosts()[1])
+    return {"queued": queued, "refused": refused, "more": more, "hosts_alive": alive}
 
 
 def _open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:

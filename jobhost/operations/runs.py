@@ -1,11 +1,7 @@
 """Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
-A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
-run, claimed like any run. With a live host the run is left to it and this side watches the
-run's row until the outcome; with none, or once every host is gone while it is still queued,
-the command runs it in its own process (``run_here``: a host in one-shot mode, limited to it).
-A run's log has one shape for every reader (``jobhost logs``, ``history --logs``, the API and
-the dashboard).
+A manual run or a retry is a pending run, claimed like any run: by a live host (this side
+watches its row), or with none by a one-shot host in the command's own process (``run_here``).
 """
 
 from __future__ import annotations
@@ -13,10 +9,10 @@ from __future__ import annotations
 import string
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import KW_ONLY, asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -52,7 +48,6 @@ __all__ = [
     "AmbiguousRunId",
     "OperatorRun",
     "Ran",
-    "RetryResult",
     "RunHere",
     "RunLogPage",
     "TriggerResult",
@@ -63,7 +58,6 @@ __all__ = [
     "line_text",
     "line_time",
     "page_json",
-    "read_history",
     "read_run_log",
     "resolve_run_id",
     "retry_run",
@@ -177,18 +171,16 @@ class Ran:
     host_id: str
 
 
-class RunHere(Protocol):
-    """Runs the pending runs ``run_ids`` to their end in this process, the operator's deadline
-    (``time.monotonic()``) cancelling them; a second Ctrl-C raises ``KeyboardInterrupt``."""
-
-    def __call__(self, run_ids: Sequence[str], deadline: float | None, /) -> Ran: ...
+RunHere = Callable[[Sequence[str], float | None], Ran]
+"""Runs pending runs to their end in this process, the operator's deadline
+(``time.monotonic()``) cancelling them; a second Ctrl-C raises ``KeyboardInterrupt``."""
 
 
 @dataclass(frozen=True)
 class TriggerResult:
-    """How a manual run or a retry ended, or how far it got: ``outcome`` is a run outcome,
-    ``refused``, or ``queued`` / ``running`` when not waited for or still going when
-    ``--timeout`` ended the wait (``timed_out_waiting``)."""
+    """How a manual run or a retry (of run ``retry_of``) ended, or how far it got: ``outcome``
+    is a run outcome, ``refused``, or ``queued`` / ``running`` when not waited for or still going
+    when ``--timeout`` ended the wait (``timed_out_waiting``)."""
 
     request_id: str | None
     run_id: str | None
@@ -200,23 +192,18 @@ class TriggerResult:
     duration_ms: int | None = None
     error: str | None = None
     timed_out_waiting: bool = False
+    retry_of: str | None = None
+    attempt: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
         shown = {**vars(self), "started_at": started, "finished_at": finished}
+        retry = {"retry_of": shown.pop("retry_of"), "attempt": shown.pop("attempt")}
         del shown["timed_out_waiting"]
-        return shown
-
-
-@dataclass(frozen=True)
-class RetryResult:
-    queued: RetryWritten
-    result: TriggerResult
-
-    def to_json(self) -> dict[str, Any]:
-        shown = self.result.to_json()
+        if self.retry_of is None:
+            return shown
         del shown["request_id"]
-        return {"retry_of": self.queued.retry_of.id, "attempt": self.queued.attempt, **shown}
+        return {**retry, **shown}
 
 
 @dataclass(frozen=True)
@@ -322,7 +309,9 @@ class OperatorRun:
         pending = _Pending(request_id, spec.name, spec, "request")
         return self._see(pending, bool(hosts), wait, deadline)
 
-    def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
+    def retry(
+        self, run_id: str, reason: str, *, wait: bool, timeout: float | None
+    ) -> TriggerResult:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
         :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -341,7 +330,8 @@ class OperatorRun:
             f"(run {queued.run_id}) by {self.actor}: {reason}"
         )
         pending = _Pending(queued.run_id, job, self.catalog.jobs.get(job), "retry")
-        return RetryResult(queued, self._see(pending, bool(alive), wait, deadline))
+        result = self._see(pending, bool(alive), wait, deadline)
+        return replace(result, retry_of=queued.retry_of.id, attempt=queued.attempt)
 
     def _see(
         self, pending: _Pending, alive: bool, wait: bool, deadline: float | None
@@ -365,7 +355,7 @@ class OperatorRun:
                 self.progress(f"no live host any more: running {subject} in this process")
                 return self._run_here(pending, deadline)
             if status == "refused":
-                return _refused(pending.run_id, pending.job, run.request_message, run.host_id)
+                return pending.result("refused", run, host=run.host_id, error=run.request_message)
             if run.outcome in TERMINAL_OUTCOMES:
                 return pending.finished(run)
             if status == "queued" and announced != status:
@@ -404,7 +394,7 @@ class OperatorRun:
         if pending.run_id in ran.taken:
             return pending.finished(run, ran.timed_out)
         if run.request_status == "refused":
-            return _refused(pending.run_id, pending.job, run.request_message, ran.host_id)
+            return pending.result("refused", run, host=ran.host_id, error=run.request_message)
         if run.outcome == PENDING and (pending.noun == "retry" or run.request_status == "queued"):
             if pending.noun == "request":
                 self.progress(f"{_queued(pending, run)}; it runs once a host finds a free slot")
@@ -424,26 +414,18 @@ def _queued(pending: _Pending, run: RunRecord) -> str:
     return f"queued: waiting for a free slot of group {pending.spec.concurrency_group}"
 
 
-def _refused(
-    request_id: str | None, job: str, message: str | None, host: str | None
-) -> TriggerResult:
-    text = message or "refused"
-    return TriggerResult(request_id, None, job, "refused", host=host, error=text)
-
-
 def _overlap_refused(spec: JobSpec, seen: Before) -> TriggerResult:
     """The result of a trigger the job's overlap policy refused: nothing was queued."""
-    policy = f"(overlap policy {spec.declaration.overlap.value})"
     if seen.running:
         first = seen.running[0]
-        message = (
-            f"refused: run {first.id} of {spec.name} is still running on host "
-            f"{first.host_id} since {short_utc(first.started_at)} {policy}"
-        )
-        return _refused(None, spec.name, message, first.host_id)
-    lease_owner = seen.row.lease_owner if seen.row else None
-    message = f"refused: host {lease_owner} holds the lease of {spec.name} {policy}"
-    return _refused(None, spec.name, message, lease_owner)
+        host = first.host_id
+        why = f"run {first.id} of {spec.name} is still running on host {host} since "
+        why += short_utc(first.started_at)
+    else:
+        host = seen.row.lease_owner if seen.row else None
+        why = f"host {host} holds the lease of {spec.name}"
+    error = f"refused: {why} (overlap policy {spec.declaration.overlap.value})"
+    return TriggerResult(None, None, spec.name, "refused", host=host, error=error)
 
 
 def _watching(
@@ -534,13 +516,6 @@ OUTCOMES = (
 """Every outcome a ledger row can have (``pending``: a retry waiting for its backoff)."""
 
 
-def read_history(
-    store: Store, job: str, *, limit: int = 20, outcome: str | None = None
-) -> list[RunRecord]:
-    """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    return store.ledger_page(job, limit=limit, outcome=outcome)[0]
-
-
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
     return {"job": job, "runs": [run_json(run) for run in rows]}
 
@@ -564,30 +539,22 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "trace_id": run.trace_id,
         "units": asdict(run.units) if run.units is not None else None,
         "backfill_id": run.backfill_id,
-        "cancel": _cancel_json(run),
+        "cancel": None
+        if run.cancel_requested_by is None
+        else {
+            "by": run.cancel_requested_by,
+            "at": iso_utc(run.cancel_requested_at),
+            "reason": run.cancel_reason,
+        },
         "result": _result_value(run.result),
     }
 
 
 def _result_value(text: str | None) -> Any:
-    """A run's stored result as the value it is (``None`` when it kept none)."""
-    if text is None:
-        return None
     try:
-        return orjson.loads(text)
+        return None if text is None else orjson.loads(text)
     except orjson.JSONDecodeError:
-        # Written by hand or by something else than the envelope: shown as the text it is.
-        return text
-
-
-def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
-    if run.cancel_requested_by is None:
-        return None
-    return {
-        "by": run.cancel_requested_by,
-        "at": iso_utc(run.cancel_requested_at),
-        "reason": run.cancel_reason,
-    }
+        return text  # written by something else than the envelope: shown as the text it is
 
 
 RUN_ID_LIMIT = 64

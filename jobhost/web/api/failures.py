@@ -28,7 +28,7 @@ from jobhost.operations.failures import (
 from jobhost.operations.failures import retry_failures as retry_open_failures
 from jobhost.operations.jobs import require_known_job
 from jobhost.store import Store
-from jobhost.web.api.actions import ServiceEndpoints, queued_json
+from jobhost.web.api.actions import ServiceEndpoints
 from jobhost.web.api.requests import (
     BadRequest,
     ReasonText,
@@ -169,15 +169,8 @@ class FailureEndpoints(ServiceEndpoints):
                     raise _unknown("module", "names no module of a job the store knows")
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
-            return {
-                "queued": [queued_json(queued) for queued in done.queued],
-                "refused": [
-                    {"run_id": run.id, "job": run.job_name, "reason": why}
-                    for run, why in done.refused
-                ],
-                "more": done.more,
-                "hosts_alive": done.hosts_alive,
-            }
+            queued = [{**retried, "outcome": "pending"} for retried in done["queued"]]
+            return {**done, "queued": queued}
 
         return JSONResponse(await blocking(act), status_code=202)
 

@@ -30,10 +30,9 @@ from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_re
 from jobhost.operations.runs import (
     OUTCOMES,
     RUN_ID_LIMIT,
+    history_json,
     page_json,
-    read_history,
     read_run_log,
-    run_json,
 )
 from jobhost.operations.timefmt import short_utc
 from jobhost.records import ChangeSearch
@@ -295,8 +294,8 @@ class _Api(ServiceEndpoints):
 
         def answer() -> dict[str, Any]:
             require_known(self._service.current(name), self._store, name)
-            rows = read_history(self._store, name, limit=limit, outcome=outcome)
-            return {"job": name, "runs": [run_json(run) for run in rows]}
+            rows = self._store.ledger_page(name, limit=limit, outcome=outcome)[0]
+            return history_json(name, rows)
 
         return JSONResponse(await blocking(answer))
 
