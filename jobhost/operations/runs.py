@@ -369,9 +369,8 @@ class OperatorRun:
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 state = "running" if status == "started" else "queued"
-                what = pending.noun
-                self.progress(f"timed out waiting: the {what} is {state} and goes on")
-                error = f"timed out waiting; the {what} goes on"
+                self.progress(f"timed out waiting: the {pending.noun} is {state} and goes on")
+                error = f"timed out waiting; the {pending.noun} goes on"
                 return pending.result(
                     state,
                     run,
