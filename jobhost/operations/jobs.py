@@ -107,19 +107,9 @@ def resume_jobs(
     )
 
 
-def request_trigger(
-    store: Store,
-    job: str,
-    *,
-    actor: str,
-    reason: str | None,
-    beside_limit: bool = False,
-) -> str:
-    """Queue a manual run of ``job``; the request's id. ``beside_limit`` starts it even in a
-    full concurrency group (``--now``)."""
-    queued = store.request_logged(
-        job, actor=actor, reason=reason, clock=store.clock, beside_limit=beside_limit
-    )
+def request_trigger(store: Store, job: str, *, actor: str, reason: str | None) -> str:
+    """Queue a manual run of ``job``; the request's id."""
+    queued = store.request_logged(job, actor=actor, reason=reason, clock=store.clock)
     assert queued.id is not None, "a request with no policy is never refused"
     return queued.id
 
