@@ -404,18 +404,17 @@ def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[
     and its newest."""
     # From the top of the finished failures: stuck runs are not failures of a last run.
     _, rows = store.failure_rows(limit=limit, where=FailureFilter(jobs=tuple(jobs)), after=_START)
-    found = rows.page.runs if rows.page is not None else []
+    found = rows.page.runs if rows.page is not None else []  # failed, timed-out, abandoned
+    more = "+" if len(found) >= limit else ""
     by_job: dict[str, list[RunRecord]] = {}
     for run in found:
-        if run.outcome in FAILED:
-            by_job.setdefault(run.job_name, []).append(run)
+        by_job.setdefault(run.job_name, []).append(run)
     lines = []
     # By job, as the other checks list jobs; the read gives each job's newest first.
     for job, runs in sorted(by_job.items()):
         newest = runs[0]
         first = (newest.error_message or "").strip().splitlines()
         error = f": {first[0]}" if first else ""
-        more = "+" if len(found) >= limit else ""
         lines.append(
             (
                 job,
