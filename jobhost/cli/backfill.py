@@ -187,19 +187,18 @@ def _run(
             return EXIT_OK
         if not hosts:
             to_stderr(f"no live host: running backfill {backfill_id} in this process")
-        followed = see_through(
+        record, detached = see_through(
             store,
             backfill_id,
             hosts=hosts,
             run_here=backfill_here(settings, catalog, store),
             progress=to_stderr,
         )
-    record = followed.record
     if as_json:
-        click.echo(json.dumps({**backfill_json(record), "detached": followed.detached}, indent=2))
+        click.echo(json.dumps({**backfill_json(record), "detached": detached}, indent=2))
     else:
         click.echo(backfill_id)
-    ok = followed.detached or record.counts.get("succeeded", 0) == record.selected
+    ok = detached or record.counts.get("succeeded", 0) == record.selected
     return EXIT_OK if ok else EXIT_FAILED
 
 

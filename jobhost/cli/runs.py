@@ -30,7 +30,7 @@ from jobhost.cli._options import (
 )
 from jobhost.errors import UnknownJobError
 from jobhost.operations.jobs import ActionRefused, require_known_job
-from jobhost.operations.runs import RunRetry, cancel_run, watch_run
+from jobhost.operations.runs import OperatorRun, cancel_run, watch_run
 
 __all__ = ["cancel", "retry"]
 
@@ -105,14 +105,14 @@ def retry(
     with opened_store(settings, write=True) as store:
         run_id = typed_run_id(store, run_id)
         here = runs_here(settings, catalog, store)
-        runner = RunRetry(
-            catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
+        runner = OperatorRun(
+            settings, catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
         )
         try:
             done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
         except ActionRefused as refused:
             fail(f"refused: {refused}", EXIT_INVALID)
-    print_and_exit(done.result, done.to_json(), as_json=as_json)
+    print_and_exit(done, done.to_json(), as_json=as_json)
 
 
 @cli.command()
@@ -214,25 +214,12 @@ def _retry_failed(
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
         query = FailureQuery(since=since_instant(since, _usage), job=job, jobs=jobs)
-        done = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
-    shown: dict[str, Any] = {
-        "queued": [
-            dict(
-                run_id=q.run_id, retry_of=q.retry_of.id, job=q.retry_of.job_name, attempt=q.attempt
-            )
-            for q in done.queued
-        ],
-        "refused": [
-            {"run_id": run.id, "job": run.job_name, "reason": why} for run, why in done.refused
-        ],
-        "more": done.more,
-        "hosts_alive": done.hosts_alive,
-    }
+        shown = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
     if as_json:
         click.echo(json.dumps(shown, indent=2))
     else:
         _print_retries(shown)
-    if done.refused:
+    if shown["refused"]:
         raise SystemExit(EXIT_INVALID)
 
 

@@ -16,7 +16,6 @@ from jobhost.operations.jobs import (
     ActionRefused,
     BadStateInput,
     change_state,
-    check_key,
     read_state,
     require_known_job,
     state_json,
@@ -121,7 +120,6 @@ def _change(
 ) -> None:
     actor = getpass.getuser()
     try:
-        check_key(key)
         done = change_state(store, name, key, value, actor=actor, reason=reason)
     except BadStateInput as bad:
         fail(f"jobhost: {bad}", EXIT_USAGE)

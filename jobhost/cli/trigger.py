@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from typing import TYPE_CHECKING
 
 import click
@@ -18,7 +19,7 @@ from jobhost.cli._context import (
 from jobhost.cli._options import change_reason, print_and_exit, wait_options
 from jobhost.errors import StoreUnavailableError
 from jobhost.operations.jobs import stored_catalog
-from jobhost.operations.runs import ManualRun
+from jobhost.operations.runs import OperatorRun
 
 if TYPE_CHECKING:
     from jobhost.config import Settings
@@ -85,7 +86,9 @@ def trigger(
             from jobhost.cli._one_shot import runs_here
 
             here = runs_here(settings, catalog, store)
-        manual = ManualRun(settings, catalog, store, progress=to_stderr, run_here=here)
+        manual = OperatorRun(
+            settings, catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
+        )
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
         )
@@ -106,7 +109,9 @@ def _queue(
         catalog = stored_catalog(settings, store, only=name)
         if name not in catalog.jobs:
             return
-        manual = ManualRun(settings, catalog, store, progress=to_stderr, from_store=True)
+        manual = OperatorRun(
+            settings, catalog, store, progress=to_stderr, actor=getpass.getuser(), from_store=True
+        )
         result = manual.trigger(
             catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit
         )

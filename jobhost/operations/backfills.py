@@ -1,10 +1,5 @@
-"""Backfills: the plan of which past occurrences of a job one replays, recording and cancelling
-it, seeing it to its end, and how the CLI, the API and the dashboard show it.
-
-The occurrences are the schedule's as the hosts fire it (an interval keeps its stored phase); the
-mode chooses among them by what the ledger says. A recorded backfill is followed while hosts run
-it; with none (or once every host is gone) the command runs the rest itself. Ctrl-C detaches:
-the backfill stays in the store and any host continues it.
+"""Backfills: which past occurrences of a job one replays (the schedule's as the hosts fire it,
+chosen by mode from the ledger), recording, cancelling and following one, and its JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
 __all__ = [
     "BackfillInputError",
     "BackfillPlan",
-    "Followed",
     "backfill_json",
     "cancel_backfill",
     "plan_backfill",
@@ -74,8 +68,8 @@ def plan_backfill(
     limit: int,
     now: datetime,
 ) -> BackfillPlan:
-    """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive), as
-    the operator wrote them; ``limit`` is the ``backfill_limit`` setting."""
+    """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive);
+    ``limit`` is the ``backfill_limit`` setting."""
     name = spec.name
     row = store.list_schedules([name]).get(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
@@ -152,7 +146,6 @@ def start_backfill(
     actor: str,
     reason: str | None,
 ) -> str:
-    """Record a backfill of ``plan``'s occurrences; its id."""
     return store.backfill_logged(
         spec.name,
         start=plan.start,
@@ -174,20 +167,12 @@ def cancel_backfill(
     actor: str,
     reason: str | None = None,
 ) -> BackfillRecord | None:
-    """Stop a running backfill claiming new occurrences (its runs in flight finish); the
-    backfill after it (None: no such backfill)."""
+    """Stop a backfill claiming new occurrences (its runs in flight finish); None: no such
+    backfill."""
     return store.settle_backfill(backfill_id, store.clock, cancelled_by=actor, reason=reason)
 
 
 _FOLLOW_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class Followed:
-    """Where following a backfill ended; ``detached`` when it had not finished."""
-
-    record: BackfillRecord
-    detached: bool = False
 
 
 def see_through(
@@ -197,14 +182,15 @@ def see_through(
     hosts: bool,
     run_here: Callable[[str], None],
     progress: Progress,
-) -> Followed:
-    """Follow the backfill while ``hosts`` run it, and run it here (``run_here``) when there
-    are none, until it is finished or the operator detaches."""
+) -> tuple[BackfillRecord, bool]:
+    """Follow the backfill while ``hosts`` run it, and run it here when there are none (or
+    once they are gone), until it is finished or the operator detaches (Ctrl-C: it stays in
+    the store for any host); where it ended, and whether it had not finished."""
     try:
         if hosts:
             record = _follow(store, backfill_id, progress)
             if record is not None:
-                return Followed(record)
+                return record, False
             progress("no live host any more: running the rest here")
         run_here(backfill_id)
     except KeyboardInterrupt:
@@ -212,13 +198,13 @@ def see_through(
             f"detached: backfill {backfill_id} goes on in the store (jobhost backfill --show "
             f"{backfill_id}; --cancel {backfill_id} stops it)"
         )
-        return Followed(_read(store, backfill_id), detached=True)
+        return _read(store, backfill_id), True
     record = _read(store, backfill_id)
-    return Followed(record, detached=not record.finished)
+    return record, not record.finished
 
 
 def _follow(store: Store, backfill_id: str, progress: Progress) -> BackfillRecord | None:
-    """Watch the hosts run the backfill; the record once finished, None once they are gone."""
+    """The record once finished, None once the hosts are gone."""
     said = ""
     read = partial(_read, store, backfill_id)
     for record, hosts_alive in watching(store, read, None, _FOLLOW_SECONDS):

@@ -1,9 +1,8 @@
-"""Failures across jobs: stuck runs, then failed, timed-out and abandoned runs, newest first,
-each with its job's current failure streak; and the operator's actions on them: acknowledge one,
-or retry every open one a filter matches (one :func:`retry_run` per piece of work).
+"""Failures across jobs: stuck runs (first page only), then failed, timed-out and abandoned runs,
+newest first, each with its job's failure streak; acknowledging one, retrying every open one.
 
-A page continues from an opaque cursor (the last row's finished time and run id), so paging costs
-the same at any depth; stuck runs, which are happening now, come first on the first page.
+A page continues from a cursor (the last row's finished time and run id): the same cost at any
+depth.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from jobhost.records import (
     FailureFilter,
     FailureKey,
     Resolution,
-    RetryWritten,
     RunRecord,
     work_key,
 )
@@ -37,7 +35,6 @@ __all__ = [
     "CURSOR_PATTERN",
     "SEARCH_LIMIT",
     "BadFailureQuery",
-    "BulkRetry",
     "Failure",
     "FailureGroup",
     "FailureList",
@@ -132,19 +129,15 @@ def read_failures(store: Store, query: FailureQuery) -> FailureList:
         after=query.cursor,
         open_only=not query.include_resolved,
     )
-    stuck, page, streaks = found.stuck, found.page, found.streaks
-    finished = page.runs if page is not None else []
-    rows = [Failure(run, "stuck", streaks[run.job_name]) for run in stuck]
+    page, streaks = found.page, found.streaks
+    rows = [Failure(run, "stuck", streaks[run.job_name]) for run in found.stuck]
     rows += [
         Failure(run, run.outcome, streaks[run.job_name], found.resolved.get(run.id))
-        for run in finished
+        for run in (page.runs if page is not None else [])
     ]
-    if page is None:
-        # Only stuck runs fit: the finished failures start on the next page.
-        next_key: FailureKey | None = _START
-        searched_to = None
-    else:
-        next_key, searched_to = page.next_key, page.searched_to
+    # No page: only stuck runs fit, and the finished failures start on the next page.
+    next_key = page.next_key if page is not None else _START
+    searched_to = page.searched_to if page is not None else None
     return FailureList(
         rows,
         encode_cursor(next_key) if next_key is not None else None,
@@ -203,8 +196,8 @@ def group_failures(rows: Sequence[Failure]) -> list[FailureGroup]:
 
 
 def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
-    """One line of a failure (``repeats`` of it, for a group): within
-    :data:`~jobhost.operations.render.WIDTH` columns, unless ``wide`` (every field whole)."""
+    """One line of a failure (``repeats`` of it, for a group): within ``WIDTH`` columns, unless
+    ``wide`` (every field whole)."""
     run = row.run
     when = (run.finished_at or run.started_at or run.queued_at).astimezone(UTC)
     streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
@@ -275,7 +268,7 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 def encode_cursor(key: FailureKey) -> str:
     """``start``, or the key's microseconds since 0001-01-01 UTC and its run id, joined by
-    ``~``: every text of that shape names a place in the list."""
+    ``~``."""
     if key is _START:
         return "start"
     micros = (key.finished_at - _ORIGIN) // _MICROSECOND
@@ -338,42 +331,35 @@ def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -
     return store.act_on_run(run_id, ack, actor=actor, reason=reason, clock=store.clock)
 
 
-@dataclass(frozen=True)
-class BulkRetry:
-    queued: list[RetryWritten]
-    refused: list[tuple[RunRecord, str]]
-    """Failures matched but not retried, with why (a retry already under way, say)."""
-    more: bool
-    """More than :data:`_BULK_LIMIT` open failures matched: the rest were left."""
-    hosts_alive: int
-    """Live hosts when the retries were queued (0: they wait for one)."""
-
-
 def retry_failures(
     store: Store,
     query: FailureQuery,
     *,
     actor: str,
     reason: str,
-) -> BulkRetry:
-    """Queue one retry of every open failure ``query`` matches, each logged; at most
-    :data:`_BULK_LIMIT`."""
+) -> dict[str, Any]:
+    """Queue one retry of every open failure ``query`` matches, each logged, at most
+    :data:`_BULK_LIMIT` (``more``: the rest were left); those refused with why, and the live
+    hosts (0: the retries wait for one), as ``retry --failed --json`` shows them."""
     runs, more = _open_failures(store, query)
-    queued: list[RetryWritten] = []
-    refused: list[tuple[RunRecord, str]] = []
+    queued: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
     for run in runs:
         try:
-            queued.append(retry_run(store, run.id, actor=actor, reason=reason))
+            done = retry_run(store, run.id, actor=actor, reason=reason)
         except ActionRefused as error:
-            refused.append((run, str(error)))
-    _now, alive = store.hosts()
-    return BulkRetry(queued, refused, more, len(alive))
+            refused.append({"run_id": run.id, "job": run.job_name, "reason": str(error)})
+            continue
+        queued.append(
+            dict(run_id=done.run_id, retry_of=run.id, job=run.job_name, attempt=done.attempt)
+        )
+    alive = len(store.hosts()[1])
+    return {"queued": queued, "refused": refused, "more": more, "hosts_alive": alive}
 
 
 def _open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
     """The open finished failures ``query`` matches, one per piece of work (its newest failed
-    attempt), newest first, at most :data:`_BULK_LIMIT`; and whether more matched (or may
-    have: the search stopped)."""
+    attempt), newest first, at most :data:`_BULK_LIMIT`; and whether more may have matched."""
     found: list[RunRecord] = []
     seen: set[tuple[str, str]] = set()
     page = replace(query, limit=_PAGE, include_resolved=False, cursor=None)
@@ -418,18 +404,17 @@ def open_failure_lines(store: Store, jobs: list[str], limit: int) -> list[tuple[
     and its newest."""
     # From the top of the finished failures: stuck runs are not failures of a last run.
     _, rows = store.failure_rows(limit=limit, where=FailureFilter(jobs=tuple(jobs)), after=_START)
-    found = rows.page.runs if rows.page is not None else []
+    found = rows.page.runs if rows.page is not None else []  # failed, timed-out, abandoned
+    more = "+" if len(found) >= limit else ""
     by_job: dict[str, list[RunRecord]] = {}
     for run in found:
-        if run.outcome in FAILED:
-            by_job.setdefault(run.job_name, []).append(run)
+        by_job.setdefault(run.job_name, []).append(run)
     lines = []
     # By job, as the other checks list jobs; the read gives each job's newest first.
     for job, runs in sorted(by_job.items()):
         newest = runs[0]
         first = (newest.error_message or "").strip().splitlines()
         error = f": {first[0]}" if first else ""
-        more = "+" if len(found) >= limit else ""
         lines.append(
             (
                 job,

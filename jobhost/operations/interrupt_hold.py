@@ -1,9 +1,6 @@
-"""Ctrl-C held back across steps that must not be cut apart, then handled where it can be.
-
-A command that claims a run and then executes it must not stop between the two: the run would
-stay ``running`` until its lease ends. The hold swaps SIGINT's Python handler (not the main
-thread's signal mask: the signal may reach any thread that does not block it) for one that
-only remembers the signal, and hands it to the original handler once the command is ready.
+"""Ctrl-C held back between claiming a run and executing it (else the run stays ``running``
+until its lease ends). SIGINT's Python handler is swapped, not the main thread's signal mask:
+the signal may reach any thread that does not block it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Jobs as operators act on them: pause, resume and trigger; the catalog the store holds; a
-job's durable state; which job a name means.
+"""Jobs as operators act on them: pause, resume and trigger; the catalog the store holds (read
+commands answer without the module packages); a job's durable state; which job a name means.
 
-Each action is one store operation that changes the store and writes its change-log entry in
-one transaction; ``actor`` is whoever the surface vouches for (the OS user, the operator token's
-name, the API token's name). An action that cannot be done raises :class:`ActionRefused`, whose
-message names the fix. A paused job keeps its schedule: hosts record each occurrence it misses
-as ``missed``. :func:`catalog_of` reads the declarations every sync writes into the schedule
-rows back into a :class:`Catalog`, so read-only commands answer without the module packages; a
-row synced before the store held declarations is shown from its trigger columns.
+Each action changes the store and writes its change-log entry in one transaction; ``actor`` is
+whoever the surface vouches for (the OS user, the operator or API token's name).
 """
 
 from __future__ import annotations
@@ -45,7 +40,6 @@ __all__ = [
     "JobStateView",
     "catalog_of",
     "change_state",
-    "check_key",
     "declaration_json",
     "jobs_matching",
     "kinds_json",
@@ -96,11 +90,8 @@ def pause_jobs(
     done = store.set_paused_logged(
         jobs, paused=True, actor=actor, reason=reason, clock=store.clock, schedules=declared
     )
-    results = []
-    for job, paused in zip(jobs, done, strict=True):
-        assert paused is not None, f"job {job} has a schedule row once synced"
-        results.append(paused)
-    return results
+    assert None not in done, "every job has a schedule row once synced"
+    return [paused for paused in done if paused is not None]
 
 
 def resume_jobs(
@@ -116,19 +107,9 @@ def resume_jobs(
     )
 
 
-def request_trigger(
-    store: Store,
-    job: str,
-    *,
-    actor: str,
-    reason: str | None,
-    beside_limit: bool = False,
-) -> str:
-    """Queue a manual run of ``job``; the request's id. ``beside_limit`` starts it even in a
-    full concurrency group (``--now``)."""
-    queued = store.request_logged(
-        job, actor=actor, reason=reason, clock=store.clock, beside_limit=beside_limit
-    )
+def request_trigger(store: Store, job: str, *, actor: str, reason: str | None) -> str:
+    """Queue a manual run of ``job``; the request's id."""
+    queued = store.request_logged(job, actor=actor, reason=reason, clock=store.clock)
     assert queued.id is not None, "a request with no policy is never refused"
     return queued.id
 
@@ -319,7 +300,10 @@ def change_state(
     """Set ``key`` of ``job``'s state to ``value`` (``None``: delete it). :class:`BadStateInput`
     for a key or value out of bounds; :class:`ActionRefused` while a run of the job is running
     or when the store holds no schedule of the job."""
-    check_key(key)
+    if not key.strip():
+        raise BadStateInput("the key is empty")
+    if len(key) > KEY_LIMIT:
+        raise BadStateInput(f"the key is {len(key)} characters; keys are at most {KEY_LIMIT}")
     if value is not None and len(value) > VALUE_LIMIT:
         raise BadStateInput(f"the value is {len(value)} characters; keep it to {VALUE_LIMIT}")
     try:
@@ -341,11 +325,3 @@ def change_state(
             unknown=True,
         )
     return done
-
-
-def check_key(key: str) -> None:
-    """Refuse a key no job could have written: empty, or longer than the table holds."""
-    if not key.strip():
-        raise BadStateInput("the key is empty")
-    if len(key) > KEY_LIMIT:
-        raise BadStateInput(f"the key is {len(key)} characters; keys are at most {KEY_LIMIT}")

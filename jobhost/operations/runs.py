@@ -1,23 +1,18 @@
 """Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
 
-A manual run (``jobhost trigger``) or a retry (``jobhost retry RUN_ID``) is queued as a pending
-run, claimed like any run. With a live host the run is left to it and this side watches the
-run's row until the outcome; with none, or once every host is gone while it is still queued,
-the command runs it in its own process (``run_here``: a host in one-shot mode, limited to it).
-A run's log has one shape for every reader (``jobhost logs``, ``history --logs``, the API and
-the dashboard).
+A manual run or a retry is a pending run, claimed like any run: by a live host (this side
+watches its row), or with none by a one-shot host in the command's own process (``run_here``).
 """
 
 from __future__ import annotations
 
-import getpass
 import string
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -51,12 +46,10 @@ __all__ = [
     "RETRYABLE",
     "RUN_ID_LIMIT",
     "AmbiguousRunId",
-    "ManualRun",
+    "OperatorRun",
     "Ran",
-    "RetryResult",
     "RunHere",
     "RunLogPage",
-    "RunRetry",
     "TriggerResult",
     "cancel_run",
     "dropped_text",
@@ -65,7 +58,6 @@ __all__ = [
     "line_text",
     "line_time",
     "page_json",
-    "read_history",
     "read_run_log",
     "resolve_run_id",
     "retry_run",
@@ -179,18 +171,16 @@ class Ran:
     host_id: str
 
 
-class RunHere(Protocol):
-    """Runs the pending runs ``run_ids`` to their end in this process, the operator's deadline
-    (``time.monotonic()``) cancelling them; a second Ctrl-C raises ``KeyboardInterrupt``."""
-
-    def __call__(self, run_ids: Sequence[str], deadline: float | None, /) -> Ran: ...
+RunHere = Callable[[Sequence[str], float | None], Ran]
+"""Runs pending runs to their end in this process, the operator's deadline
+(``time.monotonic()``) cancelling them; a second Ctrl-C raises ``KeyboardInterrupt``."""
 
 
 @dataclass(frozen=True)
 class TriggerResult:
-    """How a manual run ended, or how far it got: ``outcome`` is a run outcome, ``refused``,
-    or ``queued`` / ``running`` when not waited for or still going when ``--timeout`` ended
-    the wait (``timed_out_waiting``)."""
+    """How a manual run or a retry (of run ``retry_of``) ended, or how far it got: ``outcome``
+    is a run outcome, ``refused``, or ``queued`` / ``running`` when not waited for or still going
+    when ``--timeout`` ended the wait (``timed_out_waiting``)."""
 
     request_id: str | None
     run_id: str | None
@@ -202,28 +192,67 @@ class TriggerResult:
     duration_ms: int | None = None
     error: str | None = None
     timed_out_waiting: bool = False
+    retry_of: str | None = None
+    attempt: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
         shown = {**vars(self), "started_at": started, "finished_at": finished}
+        retry = {"retry_of": shown.pop("retry_of"), "attempt": shown.pop("attempt")}
         del shown["timed_out_waiting"]
-        return shown
+        if self.retry_of is None:
+            return shown
+        del shown["request_id"]
+        return {**retry, **shown}
 
 
 @dataclass(frozen=True)
-class ManualRun:
-    """``jobhost trigger`` for one job of ``catalog``; ``progress`` receives one line per step."""
+class _Pending:
+    """The pending run a command queued: a manual run's request, or a retry."""
+
+    run_id: str
+    job: str
+    spec: JobSpec | None
+    """None: a retry of a job this installation does not declare."""
+    noun: str
+    """``request`` (a trigger's: its results carry the run's id as ``request_id``) or ``retry``."""
+
+    def result(self, outcome: str, run: RunRecord | None = None, **more: Any) -> TriggerResult:
+        """A result of ``outcome``; a manual run's shows its run id only once a claim took it."""
+        request_id = self.run_id if self.noun == "request" else None
+        claimed = run is not None and run.request_status not in {"pending", "refused"}
+        run_id = self.run_id if claimed or request_id is None else None
+        return TriggerResult(request_id, run_id, self.job, outcome, **more)
+
+    def finished(self, run: RunRecord, timed_out: bool = False) -> TriggerResult:
+        return self.result(
+            run.outcome,
+            run,
+            host=run.host_id,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            duration_ms=run.duration_ms,
+            error=run.error_message or run.error_type,
+            timed_out_waiting=timed_out,
+        )
+
+
+@dataclass(frozen=True)
+class OperatorRun:
+    """``jobhost trigger`` and ``jobhost retry``: a pending run queued by ``actor``, seen to its
+    end; ``progress`` receives one line per step."""
 
     settings: Settings
     catalog: Catalog
     store: Store
     _: KW_ONLY
     progress: Progress
+    actor: str
     from_store: bool = False
     """A catalog read from the store (``trigger --no-wait``) names only rows the store has:
     there is nothing to sync, and a sync of a partial catalog would orphan the rest."""
     run_here: RunHere | None = None
-    """Runs the request when no host is alive (none: ``--no-wait`` only)."""
+    """Runs the pending run when no host is alive (none: ``--no-wait`` only)."""
 
     def trigger(
         self,
@@ -237,10 +266,9 @@ class ManualRun:
         """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
         ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        user = getpass.getuser()
         requested = self.store.request_logged(
             spec.name,
-            actor=user,
+            actor=self.actor,
             reason=reason,
             clock=self.store.clock,
             beside_limit=beside_limit,
@@ -249,7 +277,7 @@ class ManualRun:
         request_id, seen = requested.id, requested.before
         assert seen is not None, "the overlap rule is given what the request found"
         if request_id is None:
-            return self._overlap_refused(spec, seen)
+            return _overlap_refused(spec, seen)
         row, hosts = seen.row, seen.hosts
         if not spec.enabled:
             self.progress(f"note: job {spec.name} is disabled; it runs only because you asked")
@@ -277,112 +305,126 @@ class ManualRun:
                 members={n: s.concurrency_group for n, s in self.catalog.jobs.items()},
             )
         why = f": {reason}" if reason else ""
-        self.progress(f"queued: request {request_id} for {spec.name} by {user}{why}")
-        if not wait:
-            if not hosts:
-                self.progress("no live host: the request runs when a host starts")
-            return TriggerResult(request_id, None, spec.name, "queued")
-        if not hosts:
-            self.progress(f"no live host: running {spec.name} in this process")
-            return self._run_here(request_id, spec, deadline)
-        return self._watch(request_id, spec, deadline)
+        self.progress(f"queued: request {request_id} for {spec.name} by {self.actor}{why}")
+        pending = _Pending(request_id, spec.name, spec, "request")
+        return self._see(pending, bool(hosts), wait, deadline)
 
-    def _watch(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
+    def retry(
+        self, run_id: str, reason: str, *, wait: bool, timeout: float | None
+    ) -> TriggerResult:
+        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
+        :class:`ActionRefused` when the run cannot be retried (or run here)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        old = self.store.runs_by_id([run_id]).get(run_id)
+        _, alive = self.store.hosts()
+        if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
+            raise ActionRefused(
+                f"job {old.job_name} of run {run_id} is not declared by this installation and "
+                "no host is alive to run it: start a host that declares it, or retry with "
+                "--no-wait to queue it for one"
+            )
+        queued = retry_run(self.store, run_id, actor=self.actor, reason=reason)
+        job = queued.retry_of.job_name
+        self.progress(
+            f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "
+            f"(run {queued.run_id}) by {self.actor}: {reason}"
+        )
+        pending = _Pending(queued.run_id, job, self.catalog.jobs.get(job), "retry")
+        result = self._see(pending, bool(alive), wait, deadline)
+        return replace(result, retry_of=queued.retry_of.id, attempt=queued.attempt)
+
+    def _see(
+        self, pending: _Pending, alive: bool, wait: bool, deadline: float | None
+    ) -> TriggerResult:
+        if not wait:
+            if not alive:
+                self.progress(f"no live host: the {pending.noun} runs when a host starts")
+            return pending.result("queued")
+        if not alive:
+            self.progress(f"no live host: running {pending.job} in this process")
+            return self._run_here(pending, deadline)
+        return self._watch(pending, deadline)
+
+    def _watch(self, pending: _Pending, deadline: float | None) -> TriggerResult:
         announced: str | None = None
-        for run, hosts_alive in _watching(self.store, request_id, deadline):
+        for run, hosts_alive in _watching(self.store, pending.run_id, deadline):
             status = run.request_status
             if hosts_alive is False and status == "pending":
-                self.progress(f"no live host any more: running {spec.name} in this process")
-                return self._run_here(request_id, spec, deadline)
+                # A retry names its job in the line before.
+                subject = pending.job if pending.noun == "request" else "it"
+                self.progress(f"no live host any more: running {subject} in this process")
+                return self._run_here(pending, deadline)
             if status == "refused":
-                return self._refused(request_id, spec, run.request_message, run.host_id)
+                return pending.result("refused", run, host=run.host_id, error=run.request_message)
             if run.outcome in TERMINAL_OUTCOMES:
-                return _finished_result(request_id, run)
+                return pending.finished(run)
             if status == "queued" and announced != status:
                 announced = status
-                self.progress(_queued(spec))
+                self.progress(_queued(pending, run))
             elif status == "started" and announced != run.id:
                 announced = run.id
-                self.progress(_running_on(run))
+                self.progress(
+                    f"running on host {run.host_id} (run {run.id}, started "
+                    f"{short_utc(run.started_at)})"
+                )
             if deadline is not None and time.monotonic() >= deadline:
                 state = "running" if status == "started" else "queued"
-                self.progress(f"timed out waiting: the request is {state} and goes on")
-                run_id = run.id if status != "pending" else None
-                return _still_going(request_id, run_id, run, state, "request")
+                self.progress(f"timed out waiting: the {pending.noun} is {state} and goes on")
+                error = f"timed out waiting; the {pending.noun} goes on"
+                return pending.result(
+                    state,
+                    run,
+                    host=run.host_id,
+                    started_at=run.started_at,
+                    error=error,
+                    timed_out_waiting=True,
+                )
         raise AssertionError("unreachable: the watch ends only by returning")
 
-    def _run_here(self, request_id: str, spec: JobSpec, deadline: float | None) -> TriggerResult:
-        assert self.run_here is not None, "a trigger that waits is given run_here"
-        ran = self.run_here([request_id], deadline)
-        run = _row(self.store, request_id)
-        if request_id not in ran.taken:
-            if run.request_status == "refused":
-                return self._refused(request_id, spec, run.request_message, ran.host_id)
-            if run.request_status == "queued":
-                self.progress(f"{_queued(spec)}; it runs once a host finds a free slot")
-                return TriggerResult(request_id, run.id, spec.name, "queued")
-            # A host that came back took it meanwhile: watch it there.
-            return self._watch(request_id, spec, deadline)
-        return replace(_finished_result(request_id, run), timed_out_waiting=ran.timed_out)
-
-    def _refused(
-        self, request_id: str | None, spec: JobSpec, message: str | None, host: str | None
-    ) -> TriggerResult:
-        text = message or "refused"
-        return TriggerResult(request_id, None, spec.name, "refused", host=host, error=text)
-
-    def _overlap_refused(self, spec: JobSpec, seen: Before) -> TriggerResult:
-        """The result of a trigger the job's overlap policy refused: nothing was queued."""
-        policy = f"(overlap policy {spec.declaration.overlap.value})"
-        if seen.running:
-            first = seen.running[0]
-            message = (
-                f"refused: run {first.id} of {spec.name} is still running on host "
-                f"{first.host_id} since {short_utc(first.started_at)} {policy}"
+    def _run_here(self, pending: _Pending, deadline: float | None) -> TriggerResult:
+        if pending.spec is None:
+            raise ActionRefused(
+                f"job {pending.job} is not declared by this installation: the "
+                f"retry (run {pending.run_id}) stays queued for a host that declares it"
             )
-            return self._refused(None, spec, message, first.host_id)
-        lease_owner = seen.row.lease_owner if seen.row else None
-        message = f"refused: host {lease_owner} holds the lease of {spec.name} {policy}"
-        return self._refused(None, spec, message, lease_owner)
+        assert self.run_here is not None, "a command that waits is given run_here"
+        ran = self.run_here([pending.run_id], deadline)
+        run = _row(self.store, pending.run_id)
+        if pending.run_id in ran.taken:
+            return pending.finished(run, ran.timed_out)
+        if run.request_status == "refused":
+            return pending.result("refused", run, host=ran.host_id, error=run.request_message)
+        if run.outcome == PENDING and (pending.noun == "retry" or run.request_status == "queued"):
+            if pending.noun == "request":
+                self.progress(f"{_queued(pending, run)}; it runs once a host finds a free slot")
+            else:
+                self.progress(
+                    f"{run.job_name} is busy (a run of it still runs, or its concurrency "
+                    "group is full): the retry stays queued for a host"
+                )
+            return pending.result("queued", run)
+        # A host that came back took it meanwhile: watch it there.
+        return self._watch(pending, deadline)
 
 
-def _queued(spec: JobSpec) -> str:
-    return f"queued: waiting for a free slot of group {spec.concurrency_group}"
+def _queued(pending: _Pending, run: RunRecord) -> str:
+    if pending.spec is None:
+        return run.request_message or ""
+    return f"queued: waiting for a free slot of group {pending.spec.concurrency_group}"
 
 
-def _finished_result(request_id: str | None, run: RunRecord) -> TriggerResult:
-    """The result of a run that ended (of ``request_id``, for a trigger's)."""
-    return TriggerResult(
-        request_id,
-        run.id,
-        run.job_name,
-        run.outcome,
-        host=run.host_id,
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        duration_ms=run.duration_ms,
-        error=run.error_message or run.error_type,
-    )
-
-
-def _running_on(run: RunRecord) -> str:
-    return f"running on host {run.host_id} (run {run.id}, started {short_utc(run.started_at)})"
-
-
-def _still_going(
-    request_id: str | None, run_id: str | None, run: RunRecord, state: str, what: str
-) -> TriggerResult:
-    """The result of a wait that ``--timeout`` ended: the ``what`` is ``state`` and goes on."""
-    return TriggerResult(
-        request_id,
-        run_id,
-        run.job_name,
-        state,
-        host=run.host_id,
-        started_at=run.started_at,
-        error=f"timed out waiting; the {what} goes on",
-        timed_out_waiting=True,
-    )
+def _overlap_refused(spec: JobSpec, seen: Before) -> TriggerResult:
+    """The result of a trigger the job's overlap policy refused: nothing was queued."""
+    if seen.running:
+        first = seen.running[0]
+        host = first.host_id
+        why = f"run {first.id} of {spec.name} is still running on host {host} since "
+        why += short_utc(first.started_at)
+    else:
+        host = seen.row.lease_owner if seen.row else None
+        why = f"host {host} holds the lease of {spec.name}"
+    error = f"refused: {why} (overlap policy {spec.declaration.overlap.value})"
+    return TriggerResult(None, None, spec.name, "refused", host=host, error=error)
 
 
 def _watching(
@@ -411,91 +453,6 @@ def watching(
             yield read(), bool(store.hosts()[1]) if check_hosts else None
             left = every if deadline is None else deadline - time.monotonic()
             signal.wait(max(0.0, min(every, left)))
-
-
-@dataclass(frozen=True)
-class RetryResult:
-    queued: RetryWritten
-    result: TriggerResult
-
-    def to_json(self) -> dict[str, Any]:
-        shown = self.result.to_json()
-        del shown["request_id"]
-        return {"retry_of": self.queued.retry_of.id, "attempt": self.queued.attempt, **shown}
-
-
-@dataclass(frozen=True)
-class RunRetry:
-    catalog: Catalog
-    store: Store
-    _: KW_ONLY
-    progress: Progress
-    actor: str
-    run_here: RunHere
-
-    def retry(self, run_id: str, reason: str, *, wait: bool, timeout: float | None) -> RetryResult:
-        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
-        :class:`ActionRefused` when the run cannot be retried (or run here)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        old = self.store.runs_by_id([run_id]).get(run_id)
-        _, alive = self.store.hosts()
-        if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
-            raise ActionRefused(
-                f"job {old.job_name} of run {run_id} is not declared by this installation and "
-                "no host is alive to run it: start a host that declares it, or retry with "
-                "--no-wait to queue it for one"
-            )
-        queued = retry_run(self.store, run_id, actor=self.actor, reason=reason)
-        job = queued.retry_of.job_name
-        self.progress(
-            f"queued: attempt {queued.attempt} at the work of run {run_id} of {job} "
-            f"(run {queued.run_id}) by {self.actor}: {reason}"
-        )
-        if not wait:
-            if not alive:
-                self.progress("no live host: the retry runs when a host starts")
-            return RetryResult(queued, TriggerResult(None, queued.run_id, job, "queued"))
-        if not alive:
-            self.progress(f"no live host: running {job} in this process")
-            return self._run_here(queued, deadline)
-        return self._watch(queued, deadline)
-
-    def _watch(self, queued: RetryWritten, deadline: float | None) -> RetryResult:
-        announced = False
-        for run, hosts_alive in _watching(self.store, queued.run_id, deadline):
-            if run.outcome == PENDING and hosts_alive is False:
-                self.progress("no live host any more: running it in this process")
-                return self._run_here(queued, deadline)
-            if run.outcome in TERMINAL_OUTCOMES:
-                return RetryResult(queued, _finished_result(None, run))
-            if run.outcome != PENDING and not announced:
-                announced = True
-                self.progress(_running_on(run))
-            if deadline is not None and time.monotonic() >= deadline:
-                state = "queued" if run.outcome == PENDING else "running"
-                self.progress(f"timed out waiting: the retry is {state} and goes on")
-                return RetryResult(queued, _still_going(None, run.id, run, state, "retry"))
-        raise AssertionError("unreachable: the watch ends only by returning")
-
-    def _run_here(self, queued: RetryWritten, deadline: float | None) -> RetryResult:
-        spec = self.catalog.jobs.get(queued.retry_of.job_name)
-        if spec is None:
-            raise ActionRefused(
-                f"job {queued.retry_of.job_name} is not declared by this installation: the "
-                f"retry (run {queued.run_id}) stays queued for a host that declares it"
-            )
-        ran = self.run_here([queued.run_id], deadline)
-        run = _row(self.store, queued.run_id)
-        if queued.run_id not in ran.taken:
-            if run.outcome == PENDING:
-                self.progress(
-                    f"{run.job_name} is busy (a run of it still runs, or its concurrency "
-                    "group is full): the retry stays queued for a host"
-                )
-                return RetryResult(queued, TriggerResult(None, run.id, run.job_name, "queued"))
-            return self._watch(queued, deadline)  # a host that came back took it
-        shown = replace(_finished_result(None, run), timed_out_waiting=ran.timed_out)
-        return RetryResult(queued, shown)
 
 
 def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
@@ -558,13 +515,6 @@ OUTCOMES = (
 """Every outcome a ledger row can have (``pending``: a retry waiting for its backoff)."""
 
 
-def read_history(
-    store: Store, job: str, *, limit: int = 20, outcome: str | None = None
-) -> list[RunRecord]:
-    """Up to ``limit`` ledger rows of ``job``, newest first, optionally of one outcome."""
-    return store.ledger_page(job, limit=limit, outcome=outcome)[0]
-
-
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
     return {"job": job, "runs": [run_json(run) for run in rows]}
 
@@ -588,30 +538,22 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "trace_id": run.trace_id,
         "units": asdict(run.units) if run.units is not None else None,
         "backfill_id": run.backfill_id,
-        "cancel": _cancel_json(run),
+        "cancel": None
+        if run.cancel_requested_by is None
+        else {
+            "by": run.cancel_requested_by,
+            "at": iso_utc(run.cancel_requested_at),
+            "reason": run.cancel_reason,
+        },
         "result": _result_value(run.result),
     }
 
 
 def _result_value(text: str | None) -> Any:
-    """A run's stored result as the value it is (``None`` when it kept none)."""
-    if text is None:
-        return None
     try:
-        return orjson.loads(text)
+        return None if text is None else orjson.loads(text)
     except orjson.JSONDecodeError:
-        # Written by hand or by something else than the envelope: shown as the text it is.
-        return text
-
-
-def _cancel_json(run: RunRecord) -> dict[str, Any] | None:
-    if run.cancel_requested_by is None:
-        return None
-    return {
-        "by": run.cancel_requested_by,
-        "at": iso_utc(run.cancel_requested_at),
-        "reason": run.cancel_reason,
-    }
+        return text  # written by something else than the envelope: shown as the text it is
 
 
 RUN_ID_LIMIT = 64

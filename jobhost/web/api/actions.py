@@ -134,7 +134,7 @@ class ActionEndpoints(ServiceEndpoints):
 
 
 def queued_json(queued: RetryWritten) -> dict[str, Any]:
-    """A retry queued, as ``POST /runs/{id}/retry`` and ``POST /failures`` answer it."""
+    """A retry queued, as ``POST /runs/{id}/retry`` answers it."""
     return {
         "run_id": queued.run_id,
         "retry_of": queued.retry_of.id,

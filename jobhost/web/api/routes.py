@@ -43,10 +43,9 @@ from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_re
 from jobhost.operations.runs import (
     OUTCOMES,
     RUN_ID_LIMIT,
+    history_json,
     page_json,
-    read_history,
     read_run_log,
-    run_json,
 )
 from jobhost.operations.timefmt import short_utc
 from jobhost.records import ChangeSearch
@@ -60,7 +59,6 @@ from jobhost.web.api.actions import (
     BackfillEndpoints,
     ServiceEndpoints,
     StateEndpoints,
-    queued_json,
     require_known,
 )
 from jobhost.web.api.models import (
@@ -309,8 +307,8 @@ class _Api(ServiceEndpoints):
 
         def answer() -> dict[str, Any]:
             require_known(self._service.current(name), self._store, name)
-            rows = read_history(self._store, name, limit=limit, outcome=outcome)
-            return {"job": name, "runs": [run_json(run) for run in rows]}
+            rows = self._store.ledger_page(name, limit=limit, outcome=outcome)[0]
+            return history_json(name, rows)
 
         return JSONResponse(await blocking(answer))
 
@@ -391,15 +389,8 @@ class _Api(ServiceEndpoints):
                     )
             query = FailureQuery(since=start, job=body.job, jobs=jobs)
             done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
-            return {
-                "queued": [queued_json(queued) for queued in done.queued],
-                "refused": [
-                    {"run_id": run.id, "job": run.job_name, "reason": why}
-                    for run, why in done.refused
-                ],
-                "more": done.more,
-                "hosts_alive": done.hosts_alive,
-            }
+            queued = [{**retried, "outcome": "pending"} for retried in done["queued"]]
+            return {**done, "queued": queued}
 
         return JSONResponse(await blocking(act), status_code=202)
 
