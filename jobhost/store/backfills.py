@@ -1,10 +1,6 @@
-"""Backfills in the store: what the ledger says about a past range, and the backfills themselves.
-
-:func:`last_outcomes` is one statement over the run table's unique index (job, occurrence,
-attempt): the range's rows in order, of which the last attempt of each occurrence speaks for it.
-A backfill is recorded with each selected occurrence queued as a pending run of it (source
-``backfill``, the lowest priority); hosts claim them (:func:`jobhost.store.claims.claim`);
-readers count the occurrences by the state of their newest run.
+"""Backfills in the store: what the ledger says about a past range, and the backfills themselves,
+each selected occurrence queued as a pending run (source ``backfill``, the lowest priority) and
+counted by the state of its newest run.
 """
 
 from __future__ import annotations
@@ -76,13 +72,8 @@ def create_backfill(
     occurrences: Sequence[datetime],
     now: datetime,
 ) -> str:
-    """Record a backfill and queue each of ``occurrences`` as its pending run; wake the hosts;
-    return its id.
-
-    Each run is the next attempt of its occurrence, with the attempts before it as its
-    ``attempt_base``: the backfill's retry budget starts there. A backfill with nothing
-    selected is recorded done at once.
-    """
+    """Record a backfill, queue each of ``occurrences`` as its pending run (the next attempt of
+    its occurrence, the backfill's retry budget starting there), wake the hosts; its id."""
     backfill_id = uuid.uuid4().hex
     connection.execute(
         backfills.insert().values(
@@ -129,9 +120,8 @@ def create_backfill(
 
 
 def _backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
-    """The idempotency key of a backfill's run: the occurrence's own key in modes ``missing``
-    and ``failed`` (the target never saw it succeed), one of the backfill's own in mode ``all``
-    (a deliberate replay is not dropped by a target that deduplicates)."""
+    """The occurrence's own key, but in mode ``all`` one of the backfill's own: a deliberate
+    replay is not dropped by a target that deduplicates."""
     key = occurrence_key(job_name, occurrence)
     return f"{key}:backfill:{backfill_id}" if mode == "all" else key
 
@@ -158,8 +148,8 @@ def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> 
 
 
 def finish_backfills(connection: Connection, now: datetime, ids: Sequence[str]) -> None:
-    """One statement: each backfill of ``ids`` with no run of it pending or running any more is
-    finished (``done`` when it was running). Run by every claim of backfills, and by a cancel."""
+    """Finish each backfill of ``ids`` with no run of it pending or running any more (``done``
+    when it was running)."""
     connection.execute(
         update(backfills)
         .where(
@@ -235,7 +225,6 @@ def _items(
 
 
 def _item_counts(ids: list[str]) -> Any:
-    """Each backfill's occurrences by state, from the newest run of each, in SQL."""
     newer = runs.alias("newer")
     newest = ~exists().where(
         newer.c.backfill_id == runs.c.backfill_id,
@@ -252,7 +241,6 @@ def _item_counts(ids: list[str]) -> Any:
 def _attempts_so_far(
     connection: Connection, job: str, first: datetime, last: datetime
 ) -> dict[datetime, int]:
-    """The highest attempt of each occurrence of ``job`` in [first, last] that has any."""
     rows = connection.execute(
         select(runs.c.occurrence, func.max(runs.c.attempt))
         .where(runs.c.job_name == job, runs.c.occurrence >= first, runs.c.occurrence <= last)

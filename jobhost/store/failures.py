@@ -1,32 +1,21 @@
 """Failures: the failures list read a page at a time, whether each failure is resolved, and
 each job's failure streak.
 
-**Pages.** Each failed outcome (``failed``, ``timed_out``, ``abandoned``) is its own stream read
-from ``ix_runs_outcome_finished_at`` (or, for one job, ``ix_runs_job_name_outcome_finished_at``)
-with a LIMIT, merged here. A page continues after a key (finished time, run id), never an
-offset, so the thousandth page costs what the first does. Stuck runs are few and come from
-``ix_runs_outcome_lease_expires_at``. A search by error text, or a page of open failures where
-most are resolved, looks at no more than :data:`SEARCH_SCAN` rows of each stream (or
-:data:`OPEN_SCAN` failures) and says how far back it looked: a page costs what it reads.
+**Pages.** Each failed outcome is its own stream read by index with a LIMIT, merged here. A page
+continues after a key (finished time, run id), never an offset, so the thousandth page costs
+what the first does. A search by error text, or a page of open failures, looks at no more than
+:data:`SEARCH_SCAN` rows of each stream (or :data:`OPEN_SCAN` failures) and says how far back it
+looked.
 
-**Resolution** is derived from the ledger and the change log, never stored. A failure is
-resolved when its work later succeeded: a run of the same job and occurrence (a retry, a
-backfill's run) finished ``succeeded`` after it; for a manual run, which has no occurrence, a
-succeeded retry of it (followed through the change log's ``retry`` entries, which name the run
-retried and the new run). An operator's ``ack`` entry in the change log also resolves it.
-Reads cost what they are given: the successes of the failures' occurrences (the unique index on
-job, occurrence, attempt), the failures' jobs' ``ack`` and ``retry`` entries since the oldest
-failure (the change log's index on job), and the retries of manual runs by primary key.
+**Resolution** is derived, never stored: a failure is resolved when a later run of the same job
+and occurrence succeeded (for a manual run, a succeeded retry of it, followed through the change
+log's ``retry`` entries), or by an operator's ``ack`` entry in the change log.
 
-**Streaks.** The failures list and the overview count a job's failed attempts in a row (see
-:func:`failure_streaks`). The alerts, the gauges and the replay of a streak count occurrences:
-a job is failing while the last finished attempt of its newest occurrence failed, until an
-attempt of it or of a later occurrence succeeds; its streak is how many occurrences in a row,
-counting back, ended their last attempt failed (manual runs take no part). One read walks back
-through the index on (job, occurrence, attempt) until a success, at most :data:`SCAN_ROWS`
-rows: the cost is the streak's, never the ledger's size. The jobs failing now are read from
-candidates only: those whose last run failed, or was a retry, a manual run or a backfill's (a
-success that may belong to an older occurrence than the newest, or to none).
+**Streaks.** The failures list and the overview count a job's failed attempts in a row
+(:func:`failure_streaks`). The alerts, the gauges and the replay of a streak count occurrences
+whose last attempt failed, counting back until a success (manual runs take no part), reading at
+most :data:`SCAN_ROWS` rows; the jobs failing now are read from candidates only: those whose last
+run failed or was not a scheduled one.
 """
 
 from __future__ import annotations
@@ -50,15 +39,12 @@ from jobhost.records import (
     Failing,
     FailureFilter,
     FailureKey,
-    HostRecord,
     Resolution,
     RunRecord,
-    ScheduleRecord,
     StreakRange,
 )
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.hosts import list_hosts
-from jobhost.store.reports import list_schedules, newest_first, newest_rows
+from jobhost.store.reports import newest_first, newest_rows
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -77,7 +63,6 @@ __all__ = [
     "logged_changes",
     "resolutions",
     "retry_links",
-    "schedules_hosts_failing",
     "streak_range",
 ]
 
@@ -119,12 +104,9 @@ _STREAK_QUERY = (
 
 @dataclass(frozen=True)
 class FailureRows:
-    """What one failures page reads together: stuck runs, the page of finished failures (None
-    when the stuck runs fill it), how its resolved runs were resolved, and each of their jobs'
-    failure streak."""
-
     stuck: list[RunRecord]
     page: FailurePage | None
+    """None when the stuck runs fill the page."""
     resolved: dict[str, Resolution]
     streaks: dict[str, int]
 
@@ -133,14 +115,16 @@ def failure_rows(
     connection: Connection,
     now: datetime,
     *,
-    limit: int,
-    where: FailureFilter,
-    after: FailureKey | None,
+    limit: int = 0,
+    where: FailureFilter = _EVERY_FAILURE,
+    after: FailureKey | None = None,
     open_only: bool = True,
+    streaks_of: Collection[str] = (),
 ) -> FailureRows:
     """Stuck runs first (on the first page, ``after`` None), then finished failures (open ones
-    only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
-    stuck = _stuck_runs(connection, now, limit, where) if after is None else []
+    only, unless ``open_only`` is False), up to ``limit`` in all, with the streaks of their
+    jobs and of ``streaks_of``'s (:func:`failure_streaks`)."""
+    stuck = _stuck_runs(connection, now, limit, where) if after is None and limit else []
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(
@@ -148,7 +132,7 @@ def failure_rows(
         )
     page, resolved = found
     jobs = {run.job_name for run in [*stuck, *(page.runs if page is not None else [])]}
-    return FailureRows(stuck, page, resolved, failure_streaks(connection, jobs))
+    return FailureRows(stuck, page, resolved, failure_streaks(connection, {*jobs, *streaks_of}))
 
 
 # -- streaks ----------------------------------------------------------------------------------
@@ -156,9 +140,8 @@ def failure_rows(
 
 def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
     """Each job's failed attempts in a row, counting back from its newest finished attempt
-    (up to :data:`STREAK_LIMIT`); 0 when its newest attempt did not fail: the streak the
-    failures list and the overview show, a manual run's attempts included. One statement per
-    :data:`_CHUNK` jobs: each job's newest attempts are read by index with their own LIMIT."""
+    (up to :data:`STREAK_LIMIT`), a manual run's included. One statement per :data:`_CHUNK`
+    jobs, each job's newest attempts read by index with their own LIMIT."""
     outcomes: dict[str, list[str]] = {name: [] for name in names}
     wanted = sorted(outcomes)
     for start in range(0, len(wanted), _CHUNK):
@@ -173,7 +156,6 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
 
 
 def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
-    """``name``'s newest :data:`STREAK_LIMIT` attempts, each with its place, newest first."""
     attempts = (runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
     newest = newest_rows(runs, *attempts, limit=STREAK_LIMIT).subquery()
     # Numbered outside the LIMIT, so the window sees the few rows read, not the job's ledger.
@@ -182,25 +164,14 @@ def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:
-    """Every failing job, by name; jobs not failing are left out."""
     candidates = _failing_candidates(connection)
     streaks = {name: len(_failed_occurrences(connection, name)) for name in candidates}
     return {name: Failing(streak, candidates[name]) for name, streak in streaks.items() if streak}
 
 
-def schedules_hosts_failing(
-    connection: Connection, now: datetime
-) -> tuple[dict[str, ScheduleRecord], list[HostRecord], dict[str, Failing]]:
-    """Every schedule row, every host and the failing jobs' streaks, read together (the
-    metrics' one read)."""
-    return list_schedules(connection), list_hosts(connection), failing_jobs(connection)
-
-
 def streak_range(connection: Connection, name: str) -> StreakRange | None:
-    """The current failure streak of job ``name`` as a range to replay, or None when it is not
-    failing: the job page's "replay the N failed occurrences since the streak began" fills the
-    backfill preview with it. The count offered is what a backfill in mode ``failed`` over that
-    range picks, so the preview lists the number the page promised."""
+    """The current failure streak of job ``name`` as a range to replay (None when not failing),
+    with the count a backfill in mode ``failed`` over it picks: the number the preview lists."""
     occurrences = _failed_occurrences(connection, name)
     if not occurrences:
         return None
@@ -211,8 +182,7 @@ def streak_range(connection: Connection, name: str) -> StreakRange | None:
 
 
 def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
-    """The occurrences of ``name``'s streak, newest first: only an occurrence's last attempt
-    says whether it failed."""
+    """The occurrences of ``name``'s streak, newest first, each by its last attempt."""
     found: list[datetime] = []
     seen: datetime | None = None
     for occurrence, outcome in connection.execute(_STREAK_QUERY, {"job": name}):
@@ -226,8 +196,7 @@ def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
 
 
 def _failing_candidates(connection: Connection) -> dict[str, bool]:
-    """Jobs that may be failing (the last run failed, or was not a scheduled one), each with
-    whether the store holds it critical."""
+    """Jobs that may be failing, each with whether the store holds it critical."""
     query = (
         select(schedules.c.job_name, schedules.c.critical)
         .select_from(schedules.outerjoin(runs, runs.c.id == schedules.c.last_run_id))
@@ -248,12 +217,11 @@ def _failing_candidates(connection: Connection) -> dict[str, bool]:
 @dataclass(frozen=True)
 class FailurePage:
     runs: list[RunRecord]
-    """Finished failed runs, newest first."""
+    """Newest first."""
     next_key: FailureKey | None
     """Where the next page starts (older than this key); None when nothing older is left."""
     searched_to: FailureKey | None
-    """A text search stopped looking at this key (the page may hold fewer matches than asked);
-    None when it looked at everything up to the page's end."""
+    """Where a text search stopped looking (the page may hold fewer matches than asked)."""
 
 
 def failure_page(
@@ -264,7 +232,7 @@ def failure_page(
     after: FailureKey | None = None,
 ) -> FailurePage:
     """Up to ``limit`` finished failed runs older than ``after``, newest first, of those
-    ``where`` keeps (a text is looked for in their error type or message, case-insensitive)."""
+    ``where`` keeps."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
     for outcome in FAILED:
@@ -304,7 +272,7 @@ def _stuck_runs(
     connection: Connection, now: datetime, limit: int, where: FailureFilter
 ) -> list[RunRecord]:
     """Running runs whose lease expired before ``now`` or whose code ignored its cancellation,
-    newest start first, at most ``limit``, of ``where``'s jobs and text."""
+    newest start first."""
     query = select(runs).where(
         runs.c.outcome == RUNNING,
         or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
@@ -325,8 +293,7 @@ def _resolved_page(
     after: FailureKey | None,
     open_only: bool,
 ) -> tuple[FailurePage, dict[str, Resolution]]:
-    """Up to ``limit`` failures older than ``after``, newest first, with how the resolved ones
-    were resolved (by run id); only open ones when ``open_only``."""
+    """The page, with how its resolved runs were resolved (by run id)."""
     if not open_only:
         page = failure_page(connection, limit=limit, where=where, after=after)
         return page, resolutions(connection, page.runs)
@@ -399,7 +366,6 @@ def _key(run: RunRecord) -> FailureKey:
 
 
 def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
-    """Of the failed runs ``failed``, those resolved, by run id."""
     if not failed:
         return {}
     jobs = {run.job_name for run in failed}
@@ -416,7 +382,7 @@ def logged_changes(
     connection: Connection, jobs: Collection[str], actions: Collection[str], since: datetime
 ) -> list[Any]:
     """The change-log entries of ``jobs`` with one of ``actions`` since ``since``, oldest
-    first (by the change log's index on job)."""
+    first."""
     query = (
         select(
             job_changes.c.action,
@@ -450,9 +416,8 @@ def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[
     pairs = {(r.job_name, r.occurrence) for r in failed if r.occurrence is not None}
     if not pairs:
         return {}
-    # Both columns by IN, not a row-value IN: SQLite scans the table for the latter, while
-    # this probes the unique index on (job, occurrence, attempt) on both stores. It reads
-    # every attempt of the pairs' cross product; those not asked for are dropped here.
+    # Both columns by IN, not a row-value IN (SQLite scans the table for that): the cross
+    # product's attempts not asked for are dropped here.
     query = select(runs).where(
         runs.c.job_name.in_(sorted({job for job, _ in pairs})),
         runs.c.occurrence.in_(sorted({occurrence for _, occurrence in pairs})),

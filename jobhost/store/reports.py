@@ -1,13 +1,8 @@
-"""The reads behind the report, the health checks and the dashboard.
-
-Every read is bounded by an index, never a scan of the ledger: a job's newest rows come from
-``ix_runs_job_name_newest`` (job, start or queueing time), live and expired runs from
-``ix_runs_outcome_lease_expires_at``. A scheduled job's last attempt and last success are on
-its schedule row, written as each run is recorded; its last attempt's ledger row is found by
-its id. For the whole catalog each is one statement, a correlated subquery for the newest
-rows: its cost follows the jobs read, not the ledger's size. Runs are also found by the start
-of their id, so an operator can type ``4fe92f73`` for a 32-character run id: one range read on
-the runs' primary key.
+"""The reads behind the report, the health checks and the dashboard, each bounded by an index,
+never a scan of the ledger. A scheduled job's last attempt and last success are on its schedule
+row, written as each run is recorded; for the whole catalog each read is one statement, with a
+correlated subquery for the newest rows, so its cost follows the jobs read, not the ledger's
+size.
 """
 
 from __future__ import annotations
@@ -48,7 +43,6 @@ __all__ = [
     "newest_first",
     "newest_outcomes",
     "newest_rows",
-    "newest_runs",
     "recent_failures",
     "running_runs",
     "runs_between",
@@ -70,8 +64,8 @@ _LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
 
 def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
-    """The ledger's order over ``table`` (``runs``, an alias of it or a subquery with its
-    ``started_at``, ``queued_at``, ``occurrence`` and ``attempt``)."""
+    """The ledger's order over ``table`` (``runs``, an alias of it or a subquery of it): newest
+    first, by start (or queueing), then occurrence, then attempt."""
     newest = func.coalesce(table.c.started_at, table.c.queued_at)
     return newest.desc(), table.c.occurrence.desc().nulls_last(), table.c.attempt.desc()
 
@@ -86,7 +80,6 @@ def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[A
 
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
 _NEWEST_FIRST = newest_first(runs)
-"""The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
 
 # Between a job's newest outcomes in the one text the store joins them into: outcomes are words.
 _OUTCOMES_JOINED_BY = ","
@@ -94,8 +87,6 @@ _OUTCOMES_JOINED_BY = ","
 
 @dataclass(frozen=True)
 class LedgerSummary:
-    """What the ledger says about one job, read by index."""
-
     last_attempt: LastAttempt | None
     """The last finished attempt (of a job never synced: the newest attempt, running or not)."""
     recent_outcomes: list[str]
@@ -107,8 +98,7 @@ def list_schedules(
     connection: Connection, names: Collection[str] | None = None, *, module: str | None = None
 ) -> dict[str, ScheduleRecord]:
     """Every schedule row, or those of ``names``, or of ``module``'s jobs."""
-    # Built from a plain row, in the order of its fields: much cheaper than from a mapping, for
-    # tens of thousands of rows.
+    # From a plain row in the order of its fields: much cheaper than from a mapping.
     query = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
     if module is not None:
         query = query.where(schedules.c.module == module)
@@ -120,8 +110,8 @@ def list_schedules(
 def _scoped(
     query: Select[Any], names: Collection[str] | None
 ) -> tuple[Select[Any], set[str] | None]:
-    """``query`` over the schedule rows narrowed to ``names`` (all rows for None), and the
-    names to keep of the rows it reads: a long list is not sent, every row is read instead."""
+    """``query`` narrowed to ``names``, and the names to keep of the rows it reads: a long list
+    is not sent, every row is read instead."""
     if names is None:
         return query, None
     if len(names) <= _NAMED_AT_MOST:
@@ -130,7 +120,6 @@ def _scoped(
 
 
 def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
-    """Every schedule row, as the summary of every job reads it (:class:`ScheduleSummary`)."""
     query = select(*[schedules.c[name] for name in ScheduleSummary._fields])
     make = ScheduleSummary._make
     return {row[0]: make(row) for row in connection.execute(query)}
@@ -139,14 +128,9 @@ def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
 def ledger_summaries(
     connection: Connection, names: Collection[str] | None = None, *, recent: bool = True
 ) -> dict[str, LedgerSummary]:
-    """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``.
-
-    The scheduled jobs are read in one statement, whatever their number, each last attempt and
-    last success as its schedule row records them; jobs of ``names`` without a row (declared,
-    never synced) are read one by one. Without ``recent``, no job's newest outcomes are read
-    (``recent_outcomes`` is empty): the costliest of the questions, for a reader that does not
-    show them. Either way the cost follows the jobs read, not the ledger's size.
-    """
+    """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``: the
+    scheduled ones in one statement, jobs without a row (never synced) one by one. Without
+    ``recent``, no newest outcomes (the costliest question) are read."""
     scope = None if names is None else set(names)
     scheduled, outcomes, attempts, success = _per_job(connection, scope, recent)
     summaries: dict[str, LedgerSummary] = {}
@@ -155,18 +139,23 @@ def ledger_summaries(
             summaries[name] = LedgerSummary(
                 attempts.get(name), outcomes.get(name, []), success.get(name)
             )
-        else:
-            newest = [run.outcome for run in newest_runs(connection, name)]
-            found = _last_attempt(connection, name)
-            summaries[name] = LedgerSummary(found, newest, last_success(connection, name))
+        else:  # its newest attempt (running or not), newest outcomes, last success
+            tried = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
+            newest = _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
+            best = select(func.max(runs.c.finished_at)).where(
+                runs.c.job_name == name, runs.c.outcome == "succeeded"
+            )
+            summaries[name] = LedgerSummary(
+                LastAttempt.of(tried[0]) if tried else None,
+                [run.outcome for run in newest],
+                connection.execute(best).scalar(),
+            )
     return summaries
 
 
 def _per_job(
     connection: Connection, scope: set[str] | None, recent: bool
 ) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
-    """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last finished
-    attempts and last successes, in one statement."""
     outcomes: dict[str, list[str]] = {}
     attempts: dict[str, LastAttempt] = {}
     scheduled: set[str] = set()
@@ -196,11 +185,6 @@ def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
     return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
 
 
-def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
-    """The job's newest :data:`RECENT` ledger rows (queued retries left out), newest first."""
-    return _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
-
-
 def ledger_page(
     connection: Connection,
     name: str,
@@ -221,14 +205,6 @@ def ledger_page(
     return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
 
 
-def last_success(connection: Connection, name: str) -> datetime | None:
-    query = select(func.max(runs.c.finished_at)).where(
-        runs.c.job_name == name, runs.c.outcome == "succeeded"
-    )
-    value = connection.execute(query).scalar()
-    return value if isinstance(value, datetime) else None
-
-
 def running_runs(connection: Connection, name: str | None = None) -> list[RunRecord]:
     """Runs still running (by index on outcome), oldest first; of job ``name`` if given."""
     query = select(runs).where(runs.c.outcome == RUNNING)
@@ -240,8 +216,8 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
 def runs_between(
     connection: Connection, name: str, since: datetime, until: datetime
 ) -> list[RunRecord]:
-    """The job's ledger rows started (or queued) in [since, until], oldest first, at most
-    :data:`_WINDOW_RUNS` (the newest ones)."""
+    """The job's ledger rows started (or queued) in [since, until], oldest first, the newest
+    :data:`_WINDOW_RUNS` at most."""
     return _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)[::-1]
 
 
@@ -252,8 +228,8 @@ def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None
 
 
 def get_run(connection: Connection, run_id: str, *, for_update: bool = False) -> RunRecord | None:
-    """The run; ``for_update`` locks it against a concurrent operator action until the
-    transaction ends (SQLite renders no FOR UPDATE: its write lock holds the whole file)."""
+    """The run; ``for_update`` locks it against a concurrent operator action (SQLite's write
+    lock holds the whole file)."""
     query = select(runs).where(runs.c.id == run_id)
     row = connection.execute(query.with_for_update() if for_update else query).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
@@ -279,9 +255,8 @@ def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
 
 
 def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:
-    """The job names the store knows, from its schedules and its ledger: those of ``names``,
-    each read by index (a ledger row at most), or every one (a scan of an index: for
-    suggestions after a name was not found, not for every command)."""
+    """The job names the store knows, from its schedules and its ledger: those of ``names``, by
+    index, or every one (a scan of an index: for suggestions after a name was not found)."""
     if names is None:
         named = set(connection.execute(select(schedules.c.job_name)).scalars())
         named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
@@ -296,14 +271,10 @@ def stored_job_names(connection: Connection, names: Collection[str] | None = Non
 
 
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
-    """The newest :data:`RECENT` outcomes of the schedule row's job, newest first, joined by
-    commas (NULL without a row), as a column of a select over ``schedules``: one short text per
-    job for the driver to decode, not a row per outcome.
-
-    The index hands each job's rows over in the ledger's order. PostgreSQL is told to keep that
-    order in the aggregate; SQLite (before 3.44) cannot be told, but the subquery's LIMIT keeps
-    it from being flattened, so its rows reach ``group_concat`` in that order (a test holds it
-    to a row-by-row read)."""
+    """The newest :data:`RECENT` outcomes of the schedule row's job, newest first, joined (NULL
+    without a row), as a column over ``schedules``: one short text per job, not a row per
+    outcome. SQLite (before 3.44) cannot be told the aggregate's order, but the subquery's LIMIT
+    keeps it from being flattened, so rows reach ``group_concat`` in the index's order."""
     inner = runs.alias("inner_runs")
     same_job = inner.c.job_name == schedules.c.job_name
     newest = (
@@ -321,19 +292,10 @@ def _split_outcomes(joined: object) -> list[str]:
     return str(joined).split(_OUTCOMES_JOINED_BY)
 
 
-def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
-    """The newest attempt, running or not (``missed``, ``skipped`` and queued rows are none)."""
-    found = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
-    return LastAttempt.of(found[0]) if found else None
-
-
 def _last_attempts(connection: Connection) -> Select[Any]:
     """(job, last success, then :class:`LastAttempt`'s columns, all None without one) of every
-    scheduled job, in one statement whatever the ledger's size. Recording a run writes its
-    job's last finished attempt and last success on the schedule row, in the same transaction
-    (:func:`~jobhost.store.ledger.record_outcomes`): the row says which run it was and how it
-    ended, its ledger row (found by its id) the host, error type and backfill. A running
-    attempt is newer still: the snapshot puts it over this one."""
+    scheduled job: the schedule row says which run it was and how it ended (recorded with the
+    run), its ledger row (found by its id) the host, error type and backfill."""
     row = schedules.c
     found: Any
     if database(connection).lateral:
@@ -387,13 +349,9 @@ def runs_by_id(
     prefix: str | None = None,
     limit: int | None = None,
 ) -> dict[str, RunRecord]:
-    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms); or
-    with ``prefix`` (lower-case hex), up to ``limit`` runs whose id starts with it, by id.
-
-    ``id >= prefix AND id < successor`` rather than ``LIKE 'prefix%'``: PostgreSQL's index on a
-    column of a collation other than C serves a range, not a ``LIKE``. Between digits and
-    lower-case letters every collation agrees with the bytes' order.
-    """
+    """The runs of ``run_ids`` that exist, newest finish first; or with ``prefix`` (lower-case
+    hex), up to ``limit`` runs whose id starts with it, by id: a range, not ``LIKE``, which
+    PostgreSQL's index on a column of a non-C collation cannot serve."""
     if prefix is None:
         if not run_ids:
             return {}
