@@ -263,9 +263,7 @@ def failure_page(
     page = [run for _, run in found[:limit]]
     if len(found) > limit:
         return FailurePage(page, _key(page[-1]), None)
-    if frontier is not None:
-        return FailurePage(page, frontier, frontier)
-    return FailurePage(page, None, None)
+    return FailurePage(page, frontier, frontier)
 
 
 def _stuck_runs(
@@ -320,23 +318,20 @@ def _resolved_page(
 def _conditions(
     outcome: str, where: FailureFilter, after: FailureKey | None
 ) -> Sequence[ColumnElement[bool]]:
-    found: list[ColumnElement[bool]] = [
-        runs.c.outcome == outcome,
-        runs.c.finished_at.is_not(None),
-    ]
+    found = [runs.c.outcome == outcome, runs.c.finished_at.is_not(None)]
     if where.jobs is not None:
         found.append(_of_jobs(where.jobs))
     if where.since is not None:
         found.append(runs.c.finished_at >= where.since)
     if after is not None:
         # The first condition bounds the index range; the second breaks ties by id.
-        found.append(runs.c.finished_at <= after.finished_at)
-        found.append(
+        found += [
+            runs.c.finished_at <= after.finished_at,
             or_(
                 runs.c.finished_at < after.finished_at,
                 and_(runs.c.finished_at == after.finished_at, runs.c.id < after.run_id),
-            )
-        )
+            ),
+        ]
     return found
 
 
@@ -371,7 +366,12 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
     jobs = {run.job_name for run in failed}
     oldest = min(run.finished_at or run.queued_at for run in failed)
     changes = logged_changes(connection, jobs, (ACK, RETRY), oldest)
-    found = _acknowledged(changes)
+    found: dict[str, Resolution] = {}
+    for change in changes:
+        if change.action == ACK and (run_id := _run_id(change.after)) is not None:
+            found.setdefault(
+                run_id, Resolution("acknowledged", change.actor, change.at, None, change.reason)
+            )
     found.update(_by_occurrence(connection, [r for r in failed if r.id not in found]))
     manual = [r for r in failed if r.occurrence is None and r.id not in found]
     found.update(_by_retry_chain(connection, manual, changes))
@@ -384,14 +384,7 @@ def logged_changes(
     """The change-log entries of ``jobs`` with one of ``actions`` since ``since``, oldest
     first."""
     query = (
-        select(
-            job_changes.c.action,
-            job_changes.c.actor,
-            job_changes.c.at,
-            job_changes.c.before,
-            job_changes.c.after,
-            job_changes.c.reason,
-        )
+        select(*[job_changes.c[n] for n in ("action", "actor", "at", "before", "after", "reason")])
         .where(
             job_changes.c.job_name.in_(sorted(jobs)),
             job_changes.c.action.in_(sorted(actions)),
@@ -400,16 +393,6 @@ def logged_changes(
         .order_by(job_changes.c.id)
     )
     return list(connection.execute(query))
-
-
-def _acknowledged(changes: Iterable[Any]) -> dict[str, Resolution]:
-    found: dict[str, Resolution] = {}
-    for change in changes:
-        if change.action == ACK and (run_id := _run_id(change.after)) is not None:
-            found.setdefault(
-                run_id, Resolution("acknowledged", change.actor, change.at, None, change.reason)
-            )
-    return found
 
 
 def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
@@ -437,7 +420,7 @@ def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[
             successes.get((run.job_name, run.occurrence), []),
             key=lambda success: success.finished_at or success.queued_at,
         )
-        later = next((s for s in done if _after(s, run)), None)
+        later = next((s for s in done if _after(s.finished_at, run.finished_at)), None)
         if later is not None:
             found[run.id] = _succeeded(later)
     return found
@@ -489,10 +472,8 @@ def _succeeded(run: RunRecord) -> Resolution:
     return Resolution("succeeded", run.requested_by or run.host_id, run.finished_at, run.id)
 
 
-def _after(success: RunRecord, failure: RunRecord) -> bool:
-    if success.finished_at is None or failure.finished_at is None:
-        return True
-    return success.finished_at >= failure.finished_at
+def _after(success: datetime | None, failure: datetime | None) -> bool:
+    return success is None or failure is None or success >= failure
 
 
 def _run_id(document: str | None) -> str | None:

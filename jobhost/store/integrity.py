@@ -231,44 +231,34 @@ def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
 
 def _schedule_rules(far: datetime) -> list[_Rule]:
     c = schedules.c
-    return [
-        _Rule(
+    live = c.enabled.is_(True) & c.orphaned.is_(False) & c.paused.is_(False)
+    rules: list[tuple[ColumnElement[bool], Callable[[Mapping[str, Any]], str]]] = [
+        (
             c.fencing_token < 0,
-            _schedule(
-                lambda row: f"fencing_token is {row['fencing_token']}, below 0; set it to 0 or more"
-            ),
+            lambda row: f"fencing_token is {row['fencing_token']}, below 0; set it to 0 or more",
         ),
-        _Rule(
+        (
             (c.trigger_kind == "interval") & c.interval_anchor.is_(None),
-            _schedule(
-                lambda _row: (
-                    "interval_anchor is not a time; set it to the job's last occurrence "
-                    "(or restart a host to let it re-anchor the job at its next occurrence)"
-                )
+            lambda _: (
+                "interval_anchor is not a time; set it to the job's last occurrence (or "
+                "restart a host to let it re-anchor the job at its next occurrence)"
             ),
         ),
-        _Rule(
+        (
             c.lease_expires_at > far,
-            _schedule(
-                lambda row: (
-                    f"lease_expires_at {_when(row['lease_expires_at'])} is further ahead "
-                    "than any renewal sets (the hosts treat it as expired); set it to NULL"
-                )
+            lambda row: (
+                f"lease_expires_at {_when(row['lease_expires_at'])} is further ahead "
+                "than any renewal sets (the hosts treat it as expired); set it to NULL"
             ),
         ),
-        _Rule(
-            c.enabled.is_(True)
-            & c.orphaned.is_(False)
-            & c.paused.is_(False)
-            & c.trigger_kind.is_not(None)
-            & c.next_occurrence.is_(None),
-            _schedule(
-                lambda _row: (
-                    "next_occurrence is not a time; restart a host to recompute it from the trigger"
-                )
+        (
+            live & c.trigger_kind.is_not(None) & c.next_occurrence.is_(None),
+            lambda _: (
+                "next_occurrence is not a time; restart a host to recompute it from the trigger"
             ),
         ),
     ]
+    return [_Rule(when, _schedule(problem)) for when, problem in rules]
 
 
 def _far_run_lease(far: datetime) -> _Rule:

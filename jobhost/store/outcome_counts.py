@@ -85,26 +85,21 @@ def outcome_counts(
     kept: list[_Range | None] = []
     live: list[_Range] = []
     for first, last in pairwise(edges):
-        whole = _closed_minutes(first, last, closed)
+        # The slice's whole closed minutes, if any.
+        low, high = (
+            (_ceil_minute(first), min(_floor_minute(last), closed)) if closed else (last, last)
+        )
+        whole = (low, high) if low < high else None
         kept.append(whole)
         if whole is None:
             live += [(first, last), (first, first)]
         else:
             live += [(first, whole[0]), (whole[1], last)]
     if closed is not None:
-        keep = not is_read_only(connection.engine)
-        counts = _minute_counts(connection, kept, keep=keep)
+        counts = _minute_counts(connection, kept, keep=not is_read_only(connection.engine))
     for outcome, part, n in _by_part(connection, live):
         _add(counts[part // 2], outcome, n)
     return counts
-
-
-def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) -> _Range | None:
-    """The whole closed minutes of [first, last), or None when it holds none."""
-    if closed is None:
-        return None
-    low, high = _ceil_minute(first), min(_floor_minute(last), closed)
-    return (low, high) if low < high else None
 
 
 def _by_part(
@@ -317,52 +312,35 @@ def _keep(
     try:
         for (lo, hi), piece in pieces:
             grown = (min(lo, kept_from), max(hi, kept_to))
-            if not _write_piece(
-                connection, expected=expected, grown=grown, rows=piece, purges=purges
-            ):
-                return
+            with connection.engine.begin() as writer:
+                purged = writer.execute(
+                    select(run_outcome_purges.c.purges).with_for_update(read=True)
+                ).scalar()
+                found = _span(writer, lock=True)
+                if purged != purges or found != expected:
+                    return  # a purge since, or another reader kept these minutes first
+                values = {"filled_from": grown[0], "filled_to": grown[1]}
+                if found is None:
+                    writer.execute(insert(run_outcome_spans).values(job_name=_EVERY_JOB, **values))
+                else:
+                    writer.execute(
+                        update(run_outcome_spans)
+                        .where(run_outcome_spans.c.job_name == _EVERY_JOB)
+                        .values(**values)
+                    )
+                if piece:
+                    writer.execute(
+                        insert(run_outcome_minutes),
+                        [
+                            {"job_name": _EVERY_JOB, "minute": at, "outcome": outcome, "runs": n}
+                            for at, outcome, n in piece
+                        ],
+                    )
             expected = grown
             kept_from, kept_to = grown
     except SQLAlchemyError as error:
         # The chart is answered either way; the next reader counts these minutes again.
         _log.debug("the chart's minute counts were not kept: %s", error)
-
-
-def _write_piece(
-    connection: Connection,
-    *,
-    expected: _Range | None,
-    grown: _Range,
-    rows: list[_Row],
-    purges: int,
-) -> bool:
-    with connection.engine.begin() as writer:
-        now_purges = writer.execute(
-            select(run_outcome_purges.c.purges).with_for_update(read=True)
-        ).scalar()
-        if now_purges != purges:
-            return False
-        found = _span(writer, lock=True)
-        if found != expected:
-            return False  # another reader kept these minutes first
-        values = {"filled_from": grown[0], "filled_to": grown[1]}
-        if found is None:
-            writer.execute(insert(run_outcome_spans).values(job_name=_EVERY_JOB, **values))
-        else:
-            writer.execute(
-                update(run_outcome_spans)
-                .where(run_outcome_spans.c.job_name == _EVERY_JOB)
-                .values(**values)
-            )
-        if rows:
-            writer.execute(
-                insert(run_outcome_minutes),
-                [
-                    {"job_name": _EVERY_JOB, "minute": minute, "outcome": outcome, "runs": n}
-                    for minute, outcome, n in rows
-                ],
-            )
-    return True
 
 
 def _add(counts: dict[str, int], outcome: str, n: int) -> None:

@@ -131,51 +131,30 @@ def ledger_summaries(
     """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``: the
     scheduled ones in one statement, jobs without a row (never synced) one by one. Without
     ``recent``, no newest outcomes (the costliest question) are read."""
-    scope = None if names is None else set(names)
-    scheduled, outcomes, attempts, success = _per_job(connection, scope, recent)
-    summaries: dict[str, LedgerSummary] = {}
-    for name in sorted(scheduled if scope is None else scope):
-        if name in scheduled:
-            summaries[name] = LedgerSummary(
-                attempts.get(name), outcomes.get(name, []), success.get(name)
-            )
-        else:  # its newest attempt (running or not), newest outcomes, last success
-            tried = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
-            newest = _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
-            best = select(func.max(runs.c.finished_at)).where(
-                runs.c.job_name == name, runs.c.outcome == "succeeded"
-            )
-            summaries[name] = LedgerSummary(
-                LastAttempt.of(tried[0]) if tried else None,
-                [run.outcome for run in newest],
-                connection.execute(best).scalar(),
-            )
-    return summaries
-
-
-def _per_job(
-    connection: Connection, scope: set[str] | None, recent: bool
-) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
-    outcomes: dict[str, list[str]] = {}
-    attempts: dict[str, LastAttempt] = {}
-    scheduled: set[str] = set()
-    success: dict[str, datetime] = {}
     query = _last_attempts(connection)
     if recent:
         query = query.add_columns(_newest_outcomes(connection))
-    query, keep = _scoped(query, scope)
+    query, keep = _scoped(query, names)
+    found: dict[str, LedgerSummary] = {}
     for row in connection.execute(query):
-        name, finished = str(row[0]), row[1]
-        if keep is not None and name not in keep:
-            continue
-        scheduled.add(name)
-        if isinstance(finished, datetime):
-            success[name] = finished
-        if row[2] is not None and row[3] is not None:
-            attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
-        if recent and row[-1] is not None:
-            outcomes[name] = _split_outcomes(row[-1])
-    return scheduled, outcomes, attempts, success
+        if keep is None or row[0] in keep:
+            found[str(row[0])] = LedgerSummary(
+                LastAttempt(*row[2:_LAST_ATTEMPT_END]) if None not in row[2:4] else None,
+                _split_outcomes(row[-1]) if recent and row[-1] is not None else [],
+                row[1] if isinstance(row[1], datetime) else None,
+            )
+    for name in set(names or ()) - set(found):  # its newest attempt, outcomes, success
+        tried = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
+        newest = _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
+        best = select(func.max(runs.c.finished_at)).where(
+            runs.c.job_name == name, runs.c.outcome == "succeeded"
+        )
+        found[name] = LedgerSummary(
+            LastAttempt.of(tried[0]) if tried else None,
+            [run.outcome for run in newest],
+            connection.execute(best).scalar(),
+        )
+    return dict(sorted(found.items()))
 
 
 def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
@@ -362,18 +341,10 @@ def runs_by_id(
         )
     else:
         query = select(runs).where(runs.c.id >= prefix).order_by(runs.c.id)
-        upper = _successor(prefix)
-        if upper is not None:
-            query = query.where(runs.c.id < upper)
+        # Below the least hex text above every one starting with ``prefix`` (none for ff...f).
+        if kept := prefix.rstrip("f"):
+            query = query.where(runs.c.id < kept[:-1] + _HEX[_HEX.index(kept[-1]) + 1])
     return {run.id: run for run in _runs(connection, query.limit(limit))}
 
 
 _HEX = "0123456789abcdef"
-
-
-def _successor(prefix: str) -> str | None:
-    """The least hex text above every text that starts with ``prefix``; None for ``ff...f``."""
-    kept = prefix.rstrip("f")
-    if not kept:
-        return None
-    return kept[:-1] + _HEX[_HEX.index(kept[-1]) + 1]

@@ -125,10 +125,29 @@ def read_snapshot(
                 }
             if extra:
                 summaries.update(store_reports.ledger_summaries(connection, extra))
-        running = store_reports.running_runs(connection, only)
-        snapshot = _snapshot(connection, now, rows, summaries, running)
-        if failing:
-            snapshot.failing.update(failing_jobs(connection))
+        snapshot = StoreSnapshot(
+            now=now,
+            schedules=rows,
+            hosts=list_hosts(connection),
+            groups=group_summaries(connection, now),
+            failing=failing_jobs(connection) if failing else {},
+        )
+        removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
+        if removed:
+            snapshot.deleted.update(deletions(connection, removed))
+        for name, summary in summaries.items():
+            if summary.last_attempt is not None:
+                snapshot.last_runs[name] = summary.last_attempt
+            snapshot.recent_outcomes[name] = summary.recent_outcomes
+            if summary.last_success is not None:
+                snapshot.last_success[name] = summary.last_success
+        for run in store_reports.running_runs(
+            connection, only
+        ):  # oldest first: the newest running attempt is the last one
+            snapshot.running.setdefault(run.job_name, []).append(run)
+            snapshot.last_runs[run.job_name] = LastAttempt.of(run)
+            if run.lease_expires_at is not None and run.lease_expires_at < now:
+                snapshot.expired_runs.setdefault(run.job_name, []).append(run)
         return snapshot
 
 
@@ -162,36 +181,6 @@ def _whole_ledger(
 def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
     with reading(engine) as connection:
         return read(connection)
-
-
-def _snapshot(
-    connection: Connection,
-    now: datetime,
-    rows: Mapping[str, ScheduleRow],
-    summaries: Mapping[str, LedgerSummary],
-    running: Sequence[RunRecord],
-) -> StoreSnapshot:
-    snapshot = StoreSnapshot(
-        now=now,
-        schedules=rows,
-        hosts=list_hosts(connection),
-        groups=group_summaries(connection, now),
-    )
-    removed = [n for n, r in rows.items() if r.orphaned and r.trigger_source == "api"]
-    if removed:
-        snapshot.deleted.update(deletions(connection, removed))
-    for name, summary in summaries.items():
-        if summary.last_attempt is not None:
-            snapshot.last_runs[name] = summary.last_attempt
-        snapshot.recent_outcomes[name] = summary.recent_outcomes
-        if summary.last_success is not None:
-            snapshot.last_success[name] = summary.last_success
-    for run in running:  # oldest first: the newest running attempt is the last one
-        snapshot.running.setdefault(run.job_name, []).append(run)
-        snapshot.last_runs[run.job_name] = LastAttempt.of(run)
-        if run.lease_expires_at is not None and run.lease_expires_at < now:
-            snapshot.expired_runs.setdefault(run.job_name, []).append(run)
-    return snapshot
 
 
 @dataclass(frozen=True)
@@ -283,24 +272,18 @@ def run_pages(
     each with up to ``lines`` of its log lines numbered above ``after`` and, with ``attempts``,
     its attempts and the run it retried. A run is read before its lines: one seen finished has
     all its lines stored."""
-    found = runs_by_id(connection, run_ids, prefix=prefix, limit=limit)
-    return {
-        run_id: _run_page(connection, run, lines, after, attempts) for run_id, run in found.items()
-    }
-
-
-def _run_page(
-    connection: Connection, run: RunRecord, lines: int, after: int, attempts: bool
-) -> RunPage:
-    shown = read_lines(connection, run.id, after=after, limit=lines) if lines else []
-    if not attempts:
-        return RunPage(run, [], shown)
-    every = (
-        attempts_of(connection, run)
-        if run.occurrence is not None
-        else _manual_attempts(connection, run)
-    )
-    return RunPage(run, every, shown, _retried_run(connection, run))
+    pages: dict[str, RunPage] = {}
+    for key, run in runs_by_id(connection, run_ids, prefix=prefix, limit=limit).items():
+        shown = read_lines(connection, run.id, after=after, limit=lines) if lines else []
+        pages[key] = RunPage(run, [], shown)
+        if attempts:
+            every = (
+                attempts_of(connection, run)
+                if run.occurrence is not None
+                else _manual_attempts(connection, run)
+            )
+            pages[key] = RunPage(run, every, shown, _retried_run(connection, run))
+    return pages
 
 
 # An operator's retry writes a change-log entry naming the run retried (``before``) and the new
@@ -319,23 +302,17 @@ def _retried_run(connection: Connection, run: RunRecord) -> RunRecord | None:
 
 
 def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
-    first = _first_attempt(connection, run)
+    key, prefix = run.idempotency_key or "", f"{run.job_name}:manual:"
+    first = run
+    if key.startswith(prefix) and key[len(prefix) :] != run.id:
+        first = get_run(connection, key[len(prefix) :]) or run
     chain = [first.id]
-    links = _links(connection, first)
-    for old, new in links:
+    for old, new in _links(connection, first):
         if old in chain and new not in chain:
             chain.append(new)
     found = runs_by_id(connection, chain)
     found.setdefault(run.id, run)
     return sorted(found.values(), key=lambda r: (r.attempt, r.queued_at))
-
-
-def _first_attempt(connection: Connection, run: RunRecord) -> RunRecord:
-    key = run.idempotency_key or ""
-    prefix = f"{run.job_name}:manual:"
-    if key.startswith(prefix) and key[len(prefix) :] != run.id:
-        return get_run(connection, key[len(prefix) :]) or run
-    return run
 
 
 def _links(connection: Connection, since: RunRecord) -> Sequence[tuple[str, str]]:
