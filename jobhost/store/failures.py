@@ -68,18 +68,14 @@ __all__ = [
 
 SEARCH_SCAN = 20_000
 """Rows of each failed outcome a search by text examines for one page."""
-
 OPEN_SCAN = 2_000
 """The most failures one page of open failures looks at."""
-
 SCAN_ROWS = 400
 """The most attempts one job's streak reads."""
 
+# The change-log actions of an operator acknowledging a failure, and retrying one run.
 ACK = "ack"
-"""The change-log action of an operator acknowledging a failure."""
-
 RETRY = "retry"
-"""The change-log action of an operator's retry of one run."""
 
 _CHUNK = 200
 _EVERY_FAILURE = FailureFilter()
@@ -124,7 +120,19 @@ def failure_rows(
     """Stuck runs first (on the first page, ``after`` None), then finished failures (open ones
     only, unless ``open_only`` is False), up to ``limit`` in all, with the streaks of their
     jobs and of ``streaks_of``'s (:func:`failure_streaks`)."""
-    stuck = _stuck_runs(connection, now, limit, where) if after is None and limit else []
+    # Running runs whose lease expired or whose code ignored its cancellation, newest first.
+    query = select(runs).where(
+        runs.c.outcome == RUNNING,
+        or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
+    )
+    if where.jobs is not None:
+        query = query.where(_of_jobs(where.jobs))
+    if where.text:
+        query = query.where(_mentions(runs.c, where.text))
+    query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
+    stuck = []
+    if after is None and limit:
+        stuck = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(
@@ -164,9 +172,18 @@ def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:
-    candidates = _failing_candidates(connection)
-    streaks = {name: len(_failed_occurrences(connection, name)) for name in candidates}
-    return {name: Failing(streak, candidates[name]) for name, streak in streaks.items() if streak}
+    # The candidates: jobs whose last run failed, or was not a scheduled one.
+    query = (
+        select(schedules.c.job_name, schedules.c.critical)
+        .select_from(schedules.outerjoin(runs, runs.c.id == schedules.c.last_run_id))
+        .where(or_(schedules.c.last_outcome.in_(FAILED), runs.c.source.in_(_NOT_SCHEDULED)))
+        .order_by(schedules.c.job_name)
+    )
+    found = {}
+    for name, critical in connection.execute(query).all():
+        if streak := len(_failed_occurrences(connection, name)):
+            found[str(name)] = Failing(streak, bool(critical))
+    return found
 
 
 def streak_range(connection: Connection, name: str) -> StreakRange | None:
@@ -193,22 +210,6 @@ def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
             break
         found.append(occurrence)
     return found
-
-
-def _failing_candidates(connection: Connection) -> dict[str, bool]:
-    """Jobs that may be failing, each with whether the store holds it critical."""
-    query = (
-        select(schedules.c.job_name, schedules.c.critical)
-        .select_from(schedules.outerjoin(runs, runs.c.id == schedules.c.last_run_id))
-        .where(
-            or_(
-                schedules.c.last_outcome.in_(FAILED),
-                runs.c.source.in_(_NOT_SCHEDULED),
-            )
-        )
-        .order_by(schedules.c.job_name)
-    )
-    return {str(name): bool(critical) for name, critical in connection.execute(query)}
 
 
 # -- pages of failures ------------------------------------------------------------------------
@@ -264,23 +265,6 @@ def failure_page(
     if len(found) > limit:
         return FailurePage(page, _key(page[-1]), None)
     return FailurePage(page, frontier, frontier)
-
-
-def _stuck_runs(
-    connection: Connection, now: datetime, limit: int, where: FailureFilter
-) -> list[RunRecord]:
-    """Running runs whose lease expired before ``now`` or whose code ignored its cancellation,
-    newest start first."""
-    query = select(runs).where(
-        runs.c.outcome == RUNNING,
-        or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
-    )
-    if where.jobs is not None:
-        query = query.where(_of_jobs(where.jobs))
-    if where.text:
-        query = query.where(_mentions(runs.c, where.text))
-    query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
-    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
 
 def _resolved_page(
@@ -400,22 +384,18 @@ def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[
     if not pairs:
         return {}
     # Both columns by IN, not a row-value IN (SQLite scans the table for that): the cross
-    # product's attempts not asked for are dropped here.
+    # product's successes not asked for are never looked up.
     query = select(runs).where(
         runs.c.job_name.in_(sorted({job for job, _ in pairs})),
         runs.c.occurrence.in_(sorted({occurrence for _, occurrence in pairs})),
+        runs.c.outcome == "succeeded",
     )
-    successes: dict[tuple[str, datetime], list[RunRecord]] = {}
+    successes: dict[tuple[str, datetime | None], list[RunRecord]] = {}
     for row in connection.execute(query).mappings():
-        attempt = RunRecord.from_row(row)
-        assert attempt.occurrence is not None  # selected by occurrence
-        key = (attempt.job_name, attempt.occurrence)
-        if attempt.outcome == "succeeded" and key in pairs:
-            successes.setdefault(key, []).append(attempt)
+        success = RunRecord.from_row(row)
+        successes.setdefault((success.job_name, success.occurrence), []).append(success)
     found: dict[str, Resolution] = {}
     for run in failed:
-        if run.occurrence is None:
-            continue
         done = sorted(
             successes.get((run.job_name, run.occurrence), []),
             key=lambda success: success.finished_at or success.queued_at,

@@ -56,7 +56,6 @@ __all__ = [
     "CorruptRow",
     "HealthRows",
     "IntegrityResult",
-    "audit_rows",
     "audit_store",
     "check_live_rows",
     "health_rows",
@@ -389,19 +388,15 @@ class AuditStep:
     problems: list[CorruptRow]
 
 
-def audit_store(engine: Engine) -> Iterator[AuditStep]:
-    """:func:`audit_rows` in one read-only transaction, held while the caller iterates."""
+def audit_store(engine: Engine, *, batch: int = _BATCH) -> Iterator[AuditStep]:
+    """Every table in batches, in one read-only transaction held while the caller iterates."""
     with reading(engine) as connection:
-        yield from audit_rows(connection)
-
-
-def audit_rows(connection: Connection, *, batch: int = _BATCH) -> Iterator[AuditStep]:
-    streaming = connection.execution_options(stream_results=True, yield_per=batch)
-    for table in _ALL_TABLES:
-        result = streaming.execute(select(*_raw(table)).select_from(table)).mappings()
-        checked = 0
-        for part in result.partitions(batch):
-            problems = [problem for row in part for problem in _mistyped(table, dict(row))]
-            checked += len(part)
-            yield AuditStep(table.name, checked, False, problems)
-        yield AuditStep(table.name, checked, True, [])
+        streaming = connection.execution_options(stream_results=True, yield_per=batch)
+        for table in _ALL_TABLES:
+            result = streaming.execute(select(*_raw(table)).select_from(table)).mappings()
+            checked = 0
+            for part in result.partitions(batch):
+                problems = [problem for row in part for problem in _mistyped(table, dict(row))]
+                checked += len(part)
+                yield AuditStep(table.name, checked, False, problems)
+            yield AuditStep(table.name, checked, True, [])

@@ -278,17 +278,12 @@ def _counted(connection: Connection, part: _Range) -> list[_Row]:
 
 def _place(counts: list[dict[str, int]], wanted: Sequence[_Range | None], rows: list[_Row]) -> None:
     """Add each minute's counts to the range of ``wanted`` holding it (a gap's to none)."""
-    starts = [one[0] if one is not None else None for one in wanted]
-    indexed = [(start, index) for index, start in enumerate(starts) if start is not None]
-    firsts = [start for start, _ in indexed]
+    indexed = [(one, index) for index, one in enumerate(wanted) if one is not None]
+    firsts = [one[0] for one, _ in indexed]
     for minute, outcome, n in rows:
         at = bisect_right(firsts, minute) - 1
-        if at < 0:
-            continue
-        index = indexed[at][1]
-        one = wanted[index]
-        if one is not None and minute < one[1]:
-            _add(counts[index], outcome, n)
+        if at >= 0 and minute < indexed[at][0][1]:
+            _add(counts[indexed[at][1]], outcome, n)
 
 
 def _keep(

@@ -21,15 +21,12 @@ from jobhost.records import (
     PENDING,
     RECENT,
     RUNNING,
-    Dropped,
     LastAttempt,
-    LogLine,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
 )
 from jobhost.store.engine import database
-from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
@@ -165,23 +162,14 @@ def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
 
 
 def ledger_page(
-    connection: Connection,
-    name: str,
-    *,
-    limit: int,
-    outcome: str | None = None,
-    offset: int = 0,
-    lines: int = 0,
-) -> tuple[list[RunRecord], dict[str, list[LogLine | Dropped]]]:
+    connection: Connection, name: str, limit: int, outcome: str | None, offset: int
+) -> list[RunRecord]:
     """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
-    newest ``offset``, optionally of one outcome (``jobhost history``, the job page); with
-    ``lines``, the last ``lines`` log lines of each of them that wrote any (``--logs``)."""
+    newest ``offset``, of ``outcome`` when given."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset)
-    found = _runs(connection, query)
-    return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
+    return _runs(connection, query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset))
 
 
 def running_runs(connection: Connection, name: str | None = None) -> list[RunRecord]:
@@ -343,8 +331,5 @@ def runs_by_id(
         query = select(runs).where(runs.c.id >= prefix).order_by(runs.c.id)
         # Below the least hex text above every one starting with ``prefix`` (none for ff...f).
         if kept := prefix.rstrip("f"):
-            query = query.where(runs.c.id < kept[:-1] + _HEX[_HEX.index(kept[-1]) + 1])
+            query = query.where(runs.c.id < kept[:-1] + f"{int(kept[-1], 16) + 1:x}")
     return {run.id: run for run in _runs(connection, query.limit(limit))}
-
-
-_HEX = "0123456789abcdef"

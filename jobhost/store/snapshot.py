@@ -59,7 +59,7 @@ from jobhost.store.reports import (
     runs_between,
     runs_by_id,
 )
-from jobhost.store.runlogs import read_lines
+from jobhost.store.runlogs import last_lines, read_lines
 from jobhost.store.runtime import deletions, search_changes
 from jobhost.store.schema import IS_RUNNING, runs, schedules
 
@@ -185,23 +185,21 @@ def _apart(engine: Engine, read: Callable[[Connection], _T]) -> _T:
 
 @dataclass(frozen=True)
 class JobRead:
-    """What :func:`job_page` reads of job ``name``: each part only when asked for."""
+    """What :func:`job_page` reads of job ``name``, each part only when asked for: ``history``
+    rows (after the newest ``offset``, of ``outcome``) with their last log ``lines``; the page's
+    ``window`` (its runs and counts in ``slices``, recent failures, changes and backfills); its
+    failure ``streak`` to replay (a walk back: for a failing job only); and the last outcome of
+    each of its ``occurrences`` in [start, end)."""
 
     name: str
     history: int = 0
-    """Rows of its history, newest first, after the newest ``offset``, of ``outcome`` if given."""
     outcome: str | None = None
     offset: int = 0
     lines: int = 0
-    """The last log lines of each history row that wrote any."""
     window: tuple[datetime, datetime] | None = None
-    """The job page's range: its runs and outcome counts (in ``slices``), with the job's recent
-    failures, newest changes and backfills."""
     slices: int = 1
     streak: bool = False
-    """Its failure streak to replay (for a failing job only: a walk back)."""
     occurrences: tuple[datetime, datetime] | None = None
-    """Each occurrence in [start, end) with a ledger row, by its last attempt's outcome."""
 
 
 @dataclass(frozen=True)
@@ -228,21 +226,12 @@ class RunPage:
 
 def job_page(connection: Connection, read: JobRead) -> JobPage:
     name, window = read.name, read.window
-    history, lines = (
-        ledger_page(
-            connection,
-            name,
-            limit=read.history,
-            outcome=read.outcome,
-            offset=read.offset,
-            lines=read.lines,
-        )
-        if read.history
-        else ([], {})
-    )
+    history = []
+    if read.history:
+        history = ledger_page(connection, name, read.history, read.outcome, read.offset)
     page = JobPage(
         history,
-        lines,
+        last_lines(connection, [run.id for run in history], count=read.lines) if read.lines else {},
         streak_range(connection, name) if read.streak else None,
         last_outcomes(connection, name, *read.occurrences) if read.occurrences else {},
     )
