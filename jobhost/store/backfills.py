@@ -104,7 +104,10 @@ def create_backfill(
                     "attempt_base": tried.get(occurrence, 0),
                     "source": "backfill",
                     "outcome": PENDING,
-                    "idempotency_key": _backfill_key(job, occurrence, mode, backfill_id),
+                    # In mode ``all`` a key of the backfill's own: a deliberate replay is not
+                    # dropped by a target that deduplicates.
+                    "idempotency_key": occurrence_key(job, occurrence)
+                    + (f":backfill:{backfill_id}" if mode == "all" else ""),
                     "requested_by": actor,
                     "reason": reason,
                     "queued_at": now,
@@ -117,13 +120,6 @@ def create_backfill(
         )
         notify(connection)
     return backfill_id
-
-
-def _backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
-    """The occurrence's own key, but in mode ``all`` one of the backfill's own: a deliberate
-    replay is not dropped by a target that deduplicates."""
-    key = occurrence_key(job_name, occurrence)
-    return f"{key}:backfill:{backfill_id}" if mode == "all" else key
 
 
 def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> bool:

@@ -232,8 +232,7 @@ def failure_page(
     where: FailureFilter = _EVERY_FAILURE,
     after: FailureKey | None = None,
 ) -> FailurePage:
-    """Up to ``limit`` finished failed runs older than ``after``, newest first, of those
-    ``where`` keeps."""
+    """Up to ``limit`` finished failed runs older than ``after`` that ``where`` keeps."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
     for outcome in FAILED:
@@ -365,8 +364,7 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
 def logged_changes(
     connection: Connection, jobs: Collection[str], actions: Collection[str], since: datetime
 ) -> list[Any]:
-    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``, oldest
-    first."""
+    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``."""
     query = (
         select(*[job_changes.c[n] for n in ("action", "actor", "at", "before", "after", "reason")])
         .where(

@@ -68,8 +68,7 @@ def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
 
 
 def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[Any]:
-    """The job and outcome of ``table``'s rows (``runs`` or an alias of it) that ``where``
-    keeps, newest first, at most ``limit``, with the columns of the ledger's order."""
+    """Job and outcome of ``table``'s rows that ``where`` keeps, newest first, at most ``limit``."""
     order = (table.c.started_at, table.c.queued_at, table.c.occurrence, table.c.attempt)
     query = select(table.c.job_name, table.c.outcome, *order).where(*where)
     return query.order_by(*newest_first(table)).limit(limit)
@@ -155,8 +154,7 @@ def ledger_summaries(
 
 
 def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
-    """The newest :data:`RECENT` outcomes of every scheduled job, newest first, in one
-    statement; a job with no row in the ledger is left out."""
+    """The newest :data:`RECENT` outcomes of every scheduled job with any, in one statement."""
     query = select(schedules.c.job_name, _newest_outcomes(connection))
     return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
 
@@ -164,8 +162,7 @@ def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
 def ledger_page(
     connection: Connection, name: str, limit: int, outcome: str | None, offset: int
 ) -> list[RunRecord]:
-    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
-    newest ``offset``, of ``outcome`` when given."""
+    """Up to ``limit`` of the job's rows, newest first, after ``offset``, of ``outcome``."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)

@@ -344,9 +344,7 @@ def take_census(connection: Connection, now: datetime) -> Census:
 
 
 def catalog_versions(connection: Connection) -> dict[str, int]:
-    """How many live rows each catalog version stamps, runtime jobs aside (a sync stamps the
-    version on the rows of the catalog it applied; a runtime job keeps the one it was made
-    under)."""
+    """How many live rows each catalog version stamps (by a sync), runtime jobs aside."""
     query = (
         select(schedules.c.catalog_version, func.count())
         .where(
