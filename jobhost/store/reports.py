@@ -40,6 +40,7 @@ __all__ = [
     "newest_first",
     "newest_outcomes",
     "newest_rows",
+    "newest_runs",
     "recent_failures",
     "running_runs",
     "runs_between",
@@ -141,7 +142,7 @@ def ledger_summaries(
             )
     for name in set(names or ()) - set(found):  # its newest attempt, outcomes, success
         tried = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
-        newest = _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
+        newest = newest_runs(connection, name)
         best = select(func.max(runs.c.finished_at)).where(
             runs.c.job_name == name, runs.c.outcome == "succeeded"
         )
@@ -157,6 +158,11 @@ def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
     """The newest :data:`RECENT` outcomes of every scheduled job with any, in one statement."""
     query = select(schedules.c.job_name, _newest_outcomes(connection))
     return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
+
+
+def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
+    """The job's newest :data:`RECENT` ledger rows (queued retries left out), newest first."""
+    return _job_runs(connection, name, runs.c.outcome != PENDING, limit=RECENT)
 
 
 def ledger_page(

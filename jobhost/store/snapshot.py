@@ -36,7 +36,7 @@ from jobhost.records import (
     StoreSnapshot,
     StreakRange,
 )
-from jobhost.store import reports as store_reports
+from jobhost.store import reports
 from jobhost.store.backfills import last_outcomes, list_backfills
 from jobhost.store.engine import database, database_now, reading
 from jobhost.store.failures import (
@@ -49,16 +49,6 @@ from jobhost.store.failures import (
 from jobhost.store.group_limits import group_summaries
 from jobhost.store.hosts import list_hosts
 from jobhost.store.outcome_counts import outcome_counts
-from jobhost.store.reports import (
-    LedgerSummary,
-    attempts_of,
-    get_run,
-    ledger_page,
-    list_schedules,
-    recent_failures,
-    runs_between,
-    runs_by_id,
-)
 from jobhost.store.runlogs import last_lines, read_lines
 from jobhost.store.runtime import deletions, search_changes
 from jobhost.store.schema import IS_RUNNING, runs, schedules
@@ -106,25 +96,25 @@ def read_snapshot(
         if chosen is None and jobs_of is not None:
             chosen = jobs_of(take_census(connection, now))
         if chosen is not None:
-            rows = store_reports.list_schedules(connection, chosen)
-            summaries = store_reports.ledger_summaries(connection, chosen)
+            rows = reports.list_schedules(connection, chosen)
+            summaries = reports.ledger_summaries(connection, chosen)
         else:
             ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
             rows = (
-                store_reports.list_schedules(connection)
+                reports.list_schedules(connection)
                 if whole
-                else store_reports.summary_schedules(connection)
+                else reports.summary_schedules(connection)
             )
             extra = set(names) - set(rows)
             if ledger is not None:
                 summaries = ledger()
             else:  # each last finished attempt and last success as the schedule row records them
                 summaries = {
-                    name: LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
+                    name: reports.LedgerSummary(LastAttempt.recorded(row), [], row.last_success_at)
                     for name, row in rows.items()
                 }
             if extra:
-                summaries.update(store_reports.ledger_summaries(connection, extra))
+                summaries.update(reports.ledger_summaries(connection, extra))
         snapshot = StoreSnapshot(
             now=now,
             schedules=rows,
@@ -141,7 +131,7 @@ def read_snapshot(
             snapshot.recent_outcomes[name] = summary.recent_outcomes
             if summary.last_success is not None:
                 snapshot.last_success[name] = summary.last_success
-        for run in store_reports.running_runs(
+        for run in reports.running_runs(
             connection, only
         ):  # oldest first: the newest running attempt is the last one
             snapshot.running.setdefault(run.job_name, []).append(run)
@@ -153,25 +143,27 @@ def read_snapshot(
 
 def _whole_ledger(
     engine: Engine, connection: Connection, *, apart: bool
-) -> Callable[[], dict[str, LedgerSummary]]:
+) -> Callable[[], dict[str, reports.LedgerSummary]]:
     """The whole catalog's ledger summaries, collected by calling the result. ``apart`` (for a
     command: a host's pool keeps its connections for the firing loop) on PostgreSQL, the server
     answers their per-job probes on connections of their own while ``connection`` reads the
     schedules: at READ COMMITTED each statement sees the store as of its own start anyway. On
     SQLite a second thread would only share the same cores."""
     if not (apart and database(engine).server):
-        return lambda: store_reports.ledger_summaries(connection)
+        return lambda: reports.ledger_summaries(connection)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
     try:
-        lean = pool.submit(_apart, engine, partial(store_reports.ledger_summaries, recent=False))
-        outcomes = pool.submit(_apart, engine, store_reports.newest_outcomes)
+        lean = pool.submit(_apart, engine, partial(reports.ledger_summaries, recent=False))
+        outcomes = pool.submit(_apart, engine, reports.newest_outcomes)
     finally:
         pool.shutdown(wait=False)
 
-    def collected() -> dict[str, LedgerSummary]:
+    def collected() -> dict[str, reports.LedgerSummary]:
         summaries, newest = lean.result(), outcomes.result()
         return {
-            name: LedgerSummary(found.last_attempt, newest.get(name, []), found.last_success)
+            name: reports.LedgerSummary(
+                found.last_attempt, newest.get(name, []), found.last_success
+            )
             for name, found in summaries.items()
         }
 
@@ -228,7 +220,7 @@ def job_page(connection: Connection, read: JobRead) -> JobPage:
     name, window = read.name, read.window
     history = []
     if read.history:
-        history = ledger_page(connection, name, read.history, read.outcome, read.offset)
+        history = reports.ledger_page(connection, name, read.history, read.outcome, read.offset)
     page = JobPage(
         history,
         last_lines(connection, [run.id for run in history], count=read.lines) if read.lines else {},
@@ -239,8 +231,8 @@ def job_page(connection: Connection, read: JobRead) -> JobPage:
         return page
     return replace(
         page,
-        window=runs_between(connection, name, *window),
-        failures=recent_failures(connection, name),
+        window=reports.runs_between(connection, name, *window),
+        failures=reports.recent_failures(connection, name),
         counts=outcome_counts(connection, *window, read.slices, job=name),
         changes=search_changes(connection, ChangeSearch(job=name), 10),
         backfills=list_backfills(connection, job=name, limit=5),
@@ -257,17 +249,16 @@ def run_pages(
     after: int = 0,
     attempts: bool = False,
 ) -> dict[str, RunPage]:
-    """The runs of ``run_ids``, or whose id starts with ``prefix`` (see :func:`runs_by_id`),
-    each with up to ``lines`` of its log lines numbered above ``after`` and, with ``attempts``,
-    its attempts and the run it retried. A run is read before its lines: one seen finished has
-    all its lines stored."""
+    """The runs of ``run_ids``, or whose id starts with ``prefix``, each with up to ``lines`` of
+    its log lines numbered above ``after`` and, with ``attempts``, its attempts and the run it
+    retried. A run is read before its lines: one seen finished has all its lines stored."""
     pages: dict[str, RunPage] = {}
-    for key, run in runs_by_id(connection, run_ids, prefix=prefix, limit=limit).items():
+    for key, run in reports.runs_by_id(connection, run_ids, prefix=prefix, limit=limit).items():
         shown = read_lines(connection, run.id, after=after, limit=lines) if lines else []
         pages[key] = RunPage(run, [], shown)
         if attempts:
             every = (
-                attempts_of(connection, run)
+                reports.attempts_of(connection, run)
                 if run.occurrence is not None
                 else _manual_attempts(connection, run)
             )
@@ -286,7 +277,7 @@ def _retried_run(connection: Connection, run: RunRecord) -> RunRecord | None:
         return None
     for old, new in _links(connection, run):
         if new == run.id:
-            return get_run(connection, old)
+            return reports.get_run(connection, old)
     return None
 
 
@@ -294,12 +285,12 @@ def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
     key, prefix = run.idempotency_key or "", f"{run.job_name}:manual:"
     first = run
     if key.startswith(prefix) and key[len(prefix) :] != run.id:
-        first = get_run(connection, key[len(prefix) :]) or run
+        first = reports.get_run(connection, key[len(prefix) :]) or run
     chain = [first.id]
     for old, new in _links(connection, first):
         if old in chain and new not in chain:
             chain.append(new)
-    found = runs_by_id(connection, chain)
+    found = reports.runs_by_id(connection, chain)
     found.setdefault(run.id, run)
     return sorted(found.values(), key=lambda r: (r.attempt, r.queued_at))
 
@@ -321,7 +312,7 @@ class Census:
     _connection: Connection
 
     def rows(self, names: Collection[str]) -> dict[str, ScheduleRecord]:
-        return list_schedules(self._connection, names) if names else {}
+        return reports.list_schedules(self._connection, names) if names else {}
 
 
 def take_census(connection: Connection, now: datetime) -> Census:
