@@ -143,9 +143,6 @@ def failure_rows(
     return FailureRows(stuck, page, resolved, failure_streaks(connection, {*jobs, *streaks_of}))
 
 
-# -- streaks ----------------------------------------------------------------------------------
-
-
 def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
     """Each job's failed attempts in a row, counting back from its newest finished attempt
     (up to :data:`STREAK_LIMIT`), a manual run's included. One statement per :data:`_CHUNK`
@@ -210,9 +207,6 @@ def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
             break
         found.append(occurrence)
     return found
-
-
-# -- pages of failures ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -338,9 +332,6 @@ def _mentions(columns: Any, text: str) -> ColumnElement[bool]:
 def _key(run: RunRecord) -> FailureKey:
     assert run.finished_at is not None  # the streams read finished runs only
     return FailureKey(run.finished_at, run.id)
-
-
-# -- resolution ------------------------------------------------------------------------------
 
 
 def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:

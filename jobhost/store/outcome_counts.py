@@ -77,28 +77,23 @@ def outcome_counts(
     edges = [start + width * index for index in range(slices + 1)]
     edges[-1] = end
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
-    if job is not None:
-        for outcome, index, n in _by_part(connection, list(pairwise(edges)), job):
-            _add(counts[index], outcome, n)
-        return counts
-    closed = _closed_until(connection, now) if now is not None else None
+    closed = _closed_until(connection, now) if now is not None and job is None else None
     kept: list[_Range | None] = []
     live: list[_Range] = []
-    for first, last in pairwise(edges):
-        # The slice's whole closed minutes, if any.
+    slice_of: list[int] = []  # the slice each range of ``live`` is part of
+    for index, (first, last) in enumerate(pairwise(edges)):
+        # The slice's whole closed minutes, if any, are counted apart.
         low, high = (
             (_ceil_minute(first), min(_floor_minute(last), closed)) if closed else (last, last)
         )
-        whole = (low, high) if low < high else None
-        kept.append(whole)
-        if whole is None:
-            live += [(first, last), (first, first)]
-        else:
-            live += [(first, whole[0]), (whole[1], last)]
+        kept.append((low, high) if low < high else None)
+        parts = [(first, low), (high, last)] if low < high else [(first, last)]
+        live += parts
+        slice_of += [index] * len(parts)
     if closed is not None:
         counts = _minute_counts(connection, kept, keep=not is_read_only(connection.engine))
-    for outcome, part, n in _by_part(connection, live):
-        _add(counts[part // 2], outcome, n)
+    for outcome, part, n in _by_part(connection, live, job):
+        _add(counts[slice_of[part]], outcome, n)
     return counts
 
 

@@ -41,12 +41,11 @@ __all__ = [
     "newest_outcomes",
     "newest_rows",
     "newest_runs",
-    "recent_failures",
     "running_runs",
-    "runs_between",
     "runs_by_id",
     "stored_job_names",
     "summary_schedules",
+    "window_runs",
 ]
 
 
@@ -183,12 +182,15 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     return _runs(connection, query.order_by(runs.c.started_at))
 
 
-def runs_between(
+def window_runs(
     connection: Connection, name: str, since: datetime, until: datetime
-) -> list[RunRecord]:
-    """The job's ledger rows started (or queued) in [since, until], oldest first, the newest
-    :data:`_WINDOW_RUNS` at most."""
-    return _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)[::-1]
+) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The job's rows started (or queued) in [since, until], oldest first (the newest
+    :data:`_WINDOW_RUNS` at most), and its newest :data:`_RECENT_FAILURES` failed runs."""
+    window = _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)
+    newest = (runs.c.finished_at.desc(),)
+    failed = runs.c.outcome.in_(FAILED)
+    return window[::-1], _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
@@ -215,13 +217,6 @@ def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
         .order_by(runs.c.attempt)
     )
     return _runs(connection, query)
-
-
-def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
-    """The job's newest :data:`_RECENT_FAILURES` failed runs, newest first."""
-    failed = runs.c.outcome.in_(FAILED)
-    newest = (runs.c.finished_at.desc(),)
-    return _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
 def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:

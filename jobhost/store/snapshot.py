@@ -131,9 +131,8 @@ def read_snapshot(
             snapshot.recent_outcomes[name] = summary.recent_outcomes
             if summary.last_success is not None:
                 snapshot.last_success[name] = summary.last_success
-        for run in reports.running_runs(
-            connection, only
-        ):  # oldest first: the newest running attempt is the last one
+        # Oldest first: the newest running attempt is the last one.
+        for run in reports.running_runs(connection, only):
             snapshot.running.setdefault(run.job_name, []).append(run)
             snapshot.last_runs[run.job_name] = LastAttempt.of(run)
             if run.lease_expires_at is not None and run.lease_expires_at < now:
@@ -229,10 +228,11 @@ def job_page(connection: Connection, read: JobRead) -> JobPage:
     )
     if window is None:
         return page
+    in_window, failures = reports.window_runs(connection, name, *window)
     return replace(
         page,
-        window=reports.runs_between(connection, name, *window),
-        failures=reports.recent_failures(connection, name),
+        window=in_window,
+        failures=failures,
         counts=outcome_counts(connection, *window, read.slices, job=name),
         changes=search_changes(connection, ChangeSearch(job=name), 10),
         backfills=list_backfills(connection, job=name, limit=5),
