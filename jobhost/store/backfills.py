@@ -92,7 +92,17 @@ def create_backfill(
         )
     )
     if occurrences:
-        tried = _attempts_so_far(connection, job, min(occurrences), max(occurrences))
+        # The highest attempt so far of each occurrence that has any.
+        highest = (
+            select(runs.c.occurrence, func.max(runs.c.attempt))
+            .where(
+                runs.c.job_name == job,
+                runs.c.occurrence >= min(occurrences),
+                runs.c.occurrence <= max(occurrences),
+            )
+            .group_by(runs.c.occurrence)
+        )
+        tried = {occurrence: int(attempt) for occurrence, attempt in connection.execute(highest)}
         connection.execute(
             runs.insert(),
             [
@@ -232,14 +242,3 @@ def _item_counts(ids: list[str]) -> Any:
         .where(runs.c.backfill_id.in_(ids), newest)
         .group_by(runs.c.backfill_id, _ITEM_STATE)
     )
-
-
-def _attempts_so_far(
-    connection: Connection, job: str, first: datetime, last: datetime
-) -> dict[datetime, int]:
-    rows = connection.execute(
-        select(runs.c.occurrence, func.max(runs.c.attempt))
-        .where(runs.c.job_name == job, runs.c.occurrence >= first, runs.c.occurrence <= last)
-        .group_by(runs.c.occurrence)
-    )
-    return {occurrence: int(attempt) for occurrence, attempt in rows}

@@ -229,9 +229,22 @@ def failure_page(
     """Up to ``limit`` finished failed runs older than ``after`` that ``where`` keeps."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
+    shared: list[ColumnElement[bool]] = [runs.c.finished_at.is_not(None)]
+    if where.jobs is not None:
+        shared.append(_of_jobs(where.jobs))
+    if where.since is not None:
+        shared.append(runs.c.finished_at >= where.since)
+    if after is not None:
+        # The first condition bounds the index range; the second breaks ties by id.
+        shared += [
+            runs.c.finished_at <= after.finished_at,
+            or_(
+                runs.c.finished_at < after.finished_at,
+                and_(runs.c.finished_at == after.finished_at, runs.c.id < after.run_id),
+            ),
+        ]
     for outcome in FAILED:
-        conditions = _conditions(outcome, where, after)
-        query = select(runs).where(*conditions).order_by(*_NEWEST_FINISH)
+        query = select(runs).where(runs.c.outcome == outcome, *shared).order_by(*_NEWEST_FINISH)
         if where.text:
             scanned = query.limit(SEARCH_SCAN).subquery()
             matched = (
@@ -290,26 +303,6 @@ def _resolved_page(
         key = page.next_key
         if looked >= OPEN_SCAN:
             return FailurePage(kept, key, key), {}
-
-
-def _conditions(
-    outcome: str, where: FailureFilter, after: FailureKey | None
-) -> Sequence[ColumnElement[bool]]:
-    found = [runs.c.outcome == outcome, runs.c.finished_at.is_not(None)]
-    if where.jobs is not None:
-        found.append(_of_jobs(where.jobs))
-    if where.since is not None:
-        found.append(runs.c.finished_at >= where.since)
-    if after is not None:
-        # The first condition bounds the index range; the second breaks ties by id.
-        found += [
-            runs.c.finished_at <= after.finished_at,
-            or_(
-                runs.c.finished_at < after.finished_at,
-                and_(runs.c.finished_at == after.finished_at, runs.c.id < after.run_id),
-            ),
-        ]
-    return found
 
 
 def _of_jobs(jobs: Collection[str]) -> ColumnElement[bool]:
