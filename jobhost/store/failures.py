@@ -405,12 +405,10 @@ def _by_retry_chain(
         success.id: success
         for success in (RunRecord.from_row(row) for row in connection.execute(query).mappings())
     }
-    found: dict[str, Resolution] = {}
-    for run_id, chain in chains.items():
-        first = next((succeeded[c] for c in chain if c in succeeded), None)
-        if first is not None:
-            found[run_id] = _succeeded(first)
-    return found
+    firsts = {
+        run_id: [succeeded[c] for c in chain if c in succeeded] for run_id, chain in chains.items()
+    }
+    return {run_id: _succeeded(found[0]) for run_id, found in firsts.items() if found}
 
 
 def retry_links(changes: Iterable[Any]) -> list[tuple[str, str]]:

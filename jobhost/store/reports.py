@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select, true
+from sqlalchemy import ColumnElement, Select, func, select, true, union
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -223,9 +223,8 @@ def stored_job_names(connection: Connection, names: Collection[str] | None = Non
     """The job names the store knows, from its schedules and its ledger: those of ``names``, by
     index, or every one (a scan of an index: for suggestions after a name was not found)."""
     if names is None:
-        named = set(connection.execute(select(schedules.c.job_name)).scalars())
-        named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
-        return {str(name) for name in named}
+        every = union(select(schedules.c.job_name), select(runs.c.job_name))
+        return {str(name) for name in connection.execute(every).scalars()}
     rows = select(schedules.c.job_name).where(schedules.c.job_name.in_(list(names)))
     known = {str(name) for name in connection.execute(rows).scalars()}
     for name in set(names) - known:

@@ -143,11 +143,9 @@ def read_snapshot(
 def _whole_ledger(
     engine: Engine, connection: Connection, *, apart: bool
 ) -> Callable[[], dict[str, reports.LedgerSummary]]:
-    """The whole catalog's ledger summaries, collected by calling the result. ``apart`` (for a
-    command: a host's pool keeps its connections for the firing loop) on PostgreSQL, the server
-    answers their per-job probes on connections of their own while ``connection`` reads the
-    schedules: at READ COMMITTED each statement sees the store as of its own start anyway. On
-    SQLite a second thread would only share the same cores."""
+    """The whole catalog's ledger summaries, collected by calling the result; ``apart`` (for a
+    command, not a host's pool) on PostgreSQL, read on connections of their own while
+    ``connection`` reads the schedules: at READ COMMITTED each statement sees its own start."""
     if not (apart and database(engine).server):
         return lambda: reports.ledger_summaries(connection)
     pool = ThreadPoolExecutor(2, thread_name_prefix="jobhost-ledger")
