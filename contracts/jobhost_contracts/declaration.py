@@ -1,8 +1,7 @@
 """What a module says about one of its jobs: a stable name, a trigger, and its policies.
 
-Construction checks types only. Whether a cron expression parses, a zone exists or a name follows
-the naming rule is decided by the host's catalog validation, so that every problem in every module
-is reported together instead of the first one raising out of a plugin hook.
+Construction checks types only; the host's catalog validation checks the rest, so that every
+problem in every module is reported together instead of the first raising out of a plugin hook.
 """
 
 from __future__ import annotations

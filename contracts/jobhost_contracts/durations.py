@@ -1,10 +1,6 @@
-"""Durations as operators write them: ``90s``, ``15m``, ``24h``, ``7d``, ``1h30m``.
-
-A leading ``-`` gives a negative duration, so that whoever reads one can say "must be positive"
-instead of "not a duration"; one too long to represent (``99999999999w``) is a ValueError too.
-
-Shared by the host's settings and by modules reading their own ``[modules.NAME]`` section, so
-that every duration in ``jobhost.toml`` is written the same way.
+"""Durations as operators write them (``90s``, ``15m``, ``24h``, ``7d``, ``1h30m``), the same in
+the host's settings and every module's section. A leading ``-`` gives a negative duration, so a
+reader can say "must be positive" instead of "not a duration".
 """
 
 from __future__ import annotations

@@ -43,12 +43,8 @@ class _FunctionExecutor:
 
 
 def as_executor(executor: IJobExecutor | JobFunction) -> IJobExecutor:
-    """``executor`` as an object with ``execute(context)``: an executor as it is, a function
-    (or any callable without ``execute``) wrapped so that ``execute`` calls it.
-
-    A class is returned as it is: calling it would build an object, not run a job, and the
-    host's validation says to register an instance instead.
-    """
+    """``executor`` as an object with ``execute(context)``: a callable without ``execute``
+    wrapped. A class is returned as it is, for the host's validation to ask for an instance."""
     if isinstance(executor, type) or callable(getattr(executor, "execute", None)):
         return executor  # type: ignore[return-value]
     if callable(executor):

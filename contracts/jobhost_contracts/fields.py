@@ -1,18 +1,6 @@
-"""Checks of the values every module's section keeps needing: durations, URLs, the names of
-environment variables that hold secrets, text and flags.
-
-Each check takes what the settings file holds and returns it typed, or raises ``ValueError``
-saying what is allowed, so it serves a hand-written check and a pydantic model alike (these
-contracts import no validation library)::
-
-    from typing import Annotated
-    from pydantic import BeforeValidator
-    from jobhost_contracts import env_name, http_url, positive_duration
-
-    Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
-    SecretVariable = Annotated[str, BeforeValidator(env_name)]
-
-:func:`module_settings` names the key and the value in front of the message.
+"""Checks of the values every module's section keeps needing: each takes what the settings file
+holds and returns it typed, or raises ``ValueError`` saying what is allowed, for a hand-written
+check or a pydantic ``BeforeValidator`` alike (docs/operations/writing-a-module.md).
 """
 
 from __future__ import annotations
@@ -37,10 +25,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def positive_duration(value: object) -> timedelta | None:
-    """``"30s"``, ``"1h30m"``, a number of seconds or a ``timedelta``, greater than zero.
-
-    None stays None, so an optional field (``Duration | None``) takes the same check.
-    """
+    """``"30s"``, ``"1h30m"``, a number of seconds or a ``timedelta``, greater than zero; None
+    stays None, so an optional field takes the same check."""
     if value is None:
         return None
     parsed = parse_duration(value)
@@ -75,11 +61,8 @@ def http_url(value: object) -> str:
 
 
 def env_name(value: object) -> str:
-    """The name of an environment variable (letters, digits, ``_``): how a secret is given.
-
-    A secret is never a settings value: the section names the variable, the job reads it when
-    it runs, so a rotated secret needs no restart and no file, report or log ever holds it.
-    """
+    """The name of an environment variable (letters, digits, ``_``): a secret is never a settings
+    value; the job reads the variable when it runs, so no file, report or log holds it."""
     if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
         raise ValueError(
             "must name an environment variable (letters, digits, _), e.g. 'PARTNER_TOKEN'"

@@ -134,11 +134,8 @@ def _private_key(match: re.Match[str]) -> str:
 
 
 def _redact_url_passwords(text: str) -> str:
-    """Every ``scheme://user:password@`` in free text (a driver's error message) redacted.
-
-    The same matches as ``[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\\s]*:[^@\\s]*@``, found from each
-    ``://`` outwards, so that no character is looked at more than a few times.
-    """
+    """The matches of ``[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\\s]*:[^@\\s]*@`` redacted, found from
+    each ``://`` outwards, so that no character is looked at more than a few times."""
     if "://" not in text:
         return text
     pieces: list[str] = []
@@ -167,11 +164,8 @@ def bound_text(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
 
 
 class _NextIndex:
-    """The next ``@`` and the next whitespace at or after a position that only moves forward.
-
-    Remembering the last answer keeps a text of many ``x://u:p`` with no ``@`` linear: each
-    search resumes where the previous one found nothing closer.
-    """
+    """The next ``@`` and the next whitespace at or after a position that only moves forward,
+    remembered, so a text of many ``x://u:p`` with no ``@`` stays linear."""
 
     def __init__(self, text: str) -> None:
         self._text = text

@@ -1,9 +1,6 @@
-"""A module's own section, ``[modules.NAME]``, read through the module's settings model.
-
-The model is duck-typed: any class with ``model_validate(data)`` (a pydantic model) will do, so
-these contracts need no validation library; a pydantic ``ValidationError`` is read through its
-``errors()`` list.
-"""
+"""A module's own section, ``[modules.NAME]``, read through the module's settings model: any
+class with ``model_validate(data)`` (a pydantic model), so these contracts need no validation
+library."""
 
 from __future__ import annotations
 
@@ -95,11 +92,8 @@ def module_settings(
 
 
 def thawed(value: Any) -> Any:
-    """``value`` with every mapping made a dict and every tuple a list, all the way down.
-
-    The host hands sections over read-only (mapping proxies, tuples); strict models take only
-    the plain dicts and lists TOML produces.
-    """
+    """``value`` with every mapping made a dict and every tuple a list, all the way down: the
+    host hands sections over read-only, and strict models take only what TOML produces."""
     if isinstance(value, Mapping):
         return {key: thawed(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -8,12 +8,8 @@ __all__ = ["JobState", "StaleLeaseError"]
 
 
 class StaleLeaseError(Exception):
-    """A state write from a run that no longer holds its lease.
-
-    The run that gets this lost its claim (its lease expired and it was recorded abandoned, or
-    another replica took the job over); its writes must stop. ``run_id`` and ``reason`` say
-    which run and why, when the host knows.
-    """
+    """A state write from a run that lost its lease (expired, or another replica took the job
+    over): its writes must stop. ``run_id`` and ``reason`` say which run and why, if known."""
 
     def __init__(
         self,

@@ -1,19 +1,9 @@
-"""Testing an executor without a host or a store: :func:`run_job` and :class:`MemoryState`.
+"""Testing an executor without a host or a store: :func:`run_job` and :class:`MemoryState`
+(docs/operations/writing-a-module.md, "Testing").
 
 ``run_job`` builds the context the host would and reads what the executor did the way the host
-does (a result that is not a ``Result`` fails with a ``TypeError``). The executor runs on the
-caller's thread, so freezegun and monkeypatching apply to it::
-
-    from jobhost_contracts.testing import MemoryState, run_job
-
-    def test_export_sends_the_orders():
-        run = run_job(PartnerExport(), occurrence=datetime(2026, 3, 29, 0, 15, tzinfo=UTC),
-                      config={"batch_size": 1})
-        assert run.result == Success({"sent": 2, "cursor": 2})
-        assert run.state.get("last-order-id") == "2"
-
-With pytest, the ``run_job`` fixture (installed with these contracts) is the same function,
-with one :class:`MemoryState` for every run of a test: a second run sees what the first stored.
+does, on the caller's thread, so freezegun and monkeypatching apply. The pytest fixture
+``run_job`` (installed with these contracts) shares one :class:`MemoryState` per test.
 """
 
 from __future__ import annotations

@@ -87,13 +87,7 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
     Exit status: 0; 1 with --strict when anything would change; 3 when the catalog is
     invalid (a plan from it would be wrong).
     """
-    from jobhost.operations.plan import (
-        live_catalogs,
-        plan_changes,
-        plan_json,
-        stored_schedules,
-        this_catalog,
-    )
+    from jobhost.operations.plan import plan_changes, plan_json, stored_state, this_catalog
     from jobhost.operations.render import catalog_lines, plan_lines, stdout_style
 
     settings = settings_of(ctx)
@@ -108,15 +102,14 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
                 f"note: the store's schema is at {revision or 'nothing yet'}; `jobhost run` "
                 f"migrates it to {head_revision()} first"
             )
-        rows = stored_schedules(store)
-        hosts = live_catalogs(store)
+        rows, hosts = stored_state(store)
     changes = plan_changes(catalog, rows)
     version = this_catalog(catalog)
+    shown = plan_json(changes, rows, version=version, hosts=hosts)
     if as_json:
-        click.echo(json.dumps(plan_json(changes, rows, version=version, hosts=hosts), indent=2))
+        click.echo(json.dumps(shown, indent=2))
     else:
-        lines = plan_lines(changes, rows, stdout_style())
-        click.echo("\n".join([*lines, *catalog_lines(version, hosts)]))
+        click.echo("\n".join([*plan_lines(shown, stdout_style()), *catalog_lines(version, hosts)]))
     if strict and not changes.empty:
         raise SystemExit(EXIT_FAILED)
 

@@ -133,8 +133,13 @@ class JobGauges:
         with self._lock:
             now = self._monotonic()
             if self._read_at is None or now - self._read_at >= self._refresh:
-                self._read_at = now
-                self._figures = self._read()
+                host, self._read_at, self._figures = self._host, now, None
+                self.reads += 1
+                try:
+                    self._figures = read_figures(host.settings, host.catalog, host.store)
+                except StoreError as error:
+                    first = redact_text(str(error).splitlines()[0])
+                    _log.warning("metrics: cannot read the store: %s", first)
             return self._figures
 
     def of_figures(
@@ -150,17 +155,6 @@ class JobGauges:
 
     def job_labels(self, name: str, critical: bool) -> dict[str, str]:
         return {"job": name, "critical": str(critical).lower(), **self._links}
-
-    def _read(self) -> StoreFigures | None:
-        host = self._host
-        self.reads += 1
-        try:
-            return read_figures(host.settings, host.catalog, host.store)
-        except StoreError as error:
-            _log.warning(
-                "metrics: cannot read the store: %s", redact_text(str(error).splitlines()[0])
-            )
-            return None
 
 
 def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from jobhost.config import Settings, format_duration, redact_text, redact_url
 from jobhost.errors import SchemaTooNewError
 from jobhost.operations.failures import open_failure_lines
 from jobhost.operations.jobs import stored_version
-from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs, stored_report
+from jobhost.operations.report import Report, StoredJobs, report_from, stored_jobs
 from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.rules import FiringRules
 from jobhost.store import Store, StoreError, head_revision
@@ -43,9 +43,6 @@ class Check:
     ok: bool
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
 
 @dataclass(frozen=True)
 class Health:
@@ -56,7 +53,7 @@ class Health:
         return all(check.ok for check in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [check.to_json() for check in self.checks]}
+        return {"ok": self.ok, "checks": [asdict(check) for check in self.checks]}
 
 
 def check_health(
@@ -122,7 +119,7 @@ def _stored_report(settings: Settings, store: Store) -> tuple[StoredJobs, str | 
 
     snapshot = store.read_snapshot((), jobs_of=looked_at)
     jobs, version = found[0]
-    return jobs, version, stored_report(settings, snapshot)
+    return jobs, version, report_from(settings, None, snapshot)
 
 
 def _implausible(settings: Settings, catalog: Catalog | None, jobs: StoredJobs | None) -> timedelta:
@@ -192,30 +189,26 @@ def _schedule_lag(settings: Settings, now: datetime, found: HealthRows) -> _Verd
 
 def _store(settings: Settings, store: Store) -> Check:
     path = sqlite_path(settings.database_url)
-    if path is not None and not path.exists():
-        return Check(
-            "store",
-            False,
-            f"no store at {path}: the file does not exist; fix database_url, or create the "
-            "store with `jobhost db upgrade`",
-        )
-    try:
-        current = store.current_revision()
-    except StoreError as error:
-        return Check("store", False, _unreachable(settings, error))
     head = head_revision()
     try:
-        check_not_newer(current)
+        if path is not None and not path.exists():
+            detail = (
+                f"no store at {path}: the file does not exist; fix database_url, or create the "
+                "store with `jobhost db upgrade`"
+            )
+        elif (current := store.current_revision()) != head:
+            check_not_newer(current)
+            detail = (
+                f"schema at revision {current or 'none'}, this version needs {head}: run "
+                "`jobhost db upgrade`"
+            )
+        else:
+            return Check("store", True, f"reachable, schema at revision {head}")
+    except StoreError as error:
+        detail = _unreachable(settings, error)
     except SchemaTooNewError as error:
-        return Check("store", False, str(error))
-    if current != head:
-        return Check(
-            "store",
-            False,
-            f"schema at revision {current or 'none'}, this version needs {head}: run "
-            "`jobhost db upgrade`",
-        )
-    return Check("store", True, f"reachable, schema at revision {head}")
+        detail = str(error)
+    return Check("store", False, detail)
 
 
 def _unreachable(settings: Settings, error: StoreError) -> str:

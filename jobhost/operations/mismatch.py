@@ -75,10 +75,10 @@ def job_mismatches(
     settings: Settings,
     now: datetime,
     live_hosts: int,
-    store_changes: Mapping[str, ScheduleChange] | None = None,
+    store_changes: Mapping[str, ScheduleChange],
 ) -> list[Mismatch]:
     """Every reason that applies to the job, in a fixed order (configuration first);
-    ``store_changes`` is :func:`store_changes` of the whole catalog (None: the job's own)."""
+    ``store_changes`` is :func:`store_changes` of the whole catalog."""
     found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
     declared = _declared(facts, settings)
@@ -99,14 +99,17 @@ def job_mismatches(
             Mismatch("orphaned", "in the store, but no loaded module declares it any more")
         )
     if row is not None and row.paused:
-        found.append(_paused(row))
+        reason = f": {row.paused_reason}" if row.paused_reason else ""
+        at = short_utc(row.paused_at)
+        found.append(Mismatch("paused", f"by {row.paused_by or 'unknown'} at {at}{reason}"))
     enabled = declared is not None and declared.enabled
     if declared is not None and enabled and not facts.paused:
         # A paused job is meant not to fire: its next fire falling behind is no news.
+        late = settings.poll_interval + timedelta(seconds=5)
         found += [
             _no_next_fire(facts),
-            _next_fire_past(facts.next_fire, declared.late, now),
-            _overdue_of(facts, declared.trigger, declared.schedule, declared.grace, now),
+            _next_fire_past(facts.next_fire, late, now),
+            _overdue_of(facts, declared, now),
         ]
     found.append(_lease_expired(facts, now))
     if enabled and live_hosts == 0:
@@ -139,8 +142,6 @@ class _Declared:
     trigger: EffectiveTrigger
     schedule: Callable[[datetime], Schedule | None]
     grace: timedelta
-    late: timedelta
-    """How far behind a next fire may be before nothing is firing it: a poll and a margin."""
 
 
 def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
@@ -205,8 +206,7 @@ def _declared_of(
             )
         )
     grace = stored.overdue_after if stored.overdue_after is not None else settings.overdue_grace
-    late = settings.poll_interval + timedelta(seconds=5)
-    return _Declared(tuple(fixed), stored.enabled, stored.trigger, schedule, grace, late)
+    return _Declared(tuple(fixed), stored.enabled, stored.trigger, schedule, grace)
 
 
 def spec_facts(spec: JobSpec) -> StoredFacts:
@@ -248,8 +248,7 @@ def store_changes(
     """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     stored = [rows[name] for name in specs if name in rows]
     desired = [per_spec(_DESIRED, specs[row.job_name], _desired) for row in stored]
-    plan = diff_schedules(stored, desired)
-    return {change.job_name: change for change in plan.changed}
+    return {change.job_name: change for change in diff_schedules(stored, desired).changed}
 
 
 def _desired(spec: JobSpec) -> DesiredSchedule:
@@ -257,9 +256,8 @@ def _desired(spec: JobSpec) -> DesiredSchedule:
 
 
 def _store_differs(
-    spec: JobSpec, row: ScheduleRow, known: Mapping[str, ScheduleChange] | None
+    spec: JobSpec, row: ScheduleRow, changes: Mapping[str, ScheduleChange]
 ) -> Mismatch | None:
-    changes = known if known is not None else store_changes({spec.name: spec}, {spec.name: row})
     change = changes.get(spec.name)
     if change is None:
         return None
@@ -271,12 +269,6 @@ def _store_differs(
     )
 
 
-def _paused(row: ScheduleRow) -> Mismatch:
-    who = row.paused_by or "unknown"
-    reason = f": {row.paused_reason}" if row.paused_reason else ""
-    return Mismatch("paused", f"by {who} at {short_utc(row.paused_at)}{reason}")
-
-
 def _no_next_fire(facts: JobFacts) -> Mismatch | None:
     if facts.next_fire is not None or (facts.row is not None and facts.row.orphaned):
         return None
@@ -284,7 +276,7 @@ def _no_next_fire(facts: JobFacts) -> Mismatch | None:
 
 
 def _next_fire_past(next_fire: datetime | None, late: timedelta, now: datetime) -> Mismatch | None:
-    """``next-fire-past`` when ``next_fire`` is more than ``late`` behind ``now``."""
+    # ``late``: how far behind a next fire may be before nothing fires it (a poll and a margin).
     if next_fire is None or next_fire >= now - late:
         return None
     return Mismatch(
@@ -294,22 +286,18 @@ def _next_fire_past(next_fire: datetime | None, late: timedelta, now: datetime) 
     )
 
 
-def _overdue_of(
-    facts: JobFacts,
-    trigger: EffectiveTrigger,
-    schedule_of: Callable[[datetime], Schedule | None],
-    grace: timedelta,
-    now: datetime,
-) -> Mismatch | None:
+def _overdue_of(facts: JobFacts, declared: _Declared, now: datetime) -> Mismatch | None:
     """Dead-man: an occurrence came due more than the grace ago and no success followed it
     (counted from the last occurrence due: a weekday job is not overdue on Sunday)."""
     row = facts.row
     if row is None:
         return None  # never scheduled: nothing was due yet
-    since = facts.last_success or row.created_at
+    since, grace, anchor = facts.last_success or row.created_at, declared.grace, row.interval_anchor
     if now - since <= grace:
         return None  # within grace whatever the trigger: no need to compute it
-    due = trigger_last_due(trigger, schedule_of, row.interval_anchor or row.created_at, now - grace)
+    due = trigger_last_due(
+        declared.trigger, declared.schedule, anchor or row.created_at, now - grace
+    )
     if due is None or due <= since:
         return None
     what = (

@@ -12,7 +12,7 @@ from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, describe_sched
 from jobhost.rules import catalog_version, desired_schedules
 from jobhost.store import Store
 
-__all__ = ["live_catalogs", "plan_changes", "plan_json", "stored_schedules", "this_catalog"]
+__all__ = ["plan_changes", "plan_json", "stored_state", "this_catalog"]
 
 
 def this_catalog(catalog: Catalog) -> str:
@@ -22,22 +22,16 @@ def this_catalog(catalog: Catalog) -> str:
     return catalog_version([want for want in desired if want.job_name not in catalog.runtime])
 
 
-def live_catalogs(store: Store) -> list[HostRecord]:
-    """The live hosts, each with the catalog version it runs."""
-    if store.current_revision() is None:
-        return []
-    return store.hosts()[1]
-
-
 def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
     return diff_schedules(rows, desired_schedules(catalog.jobs))
 
 
-def stored_schedules(store: Store) -> list[ScheduleRecord]:
-    """The store's schedule rows; none when the store has no schema yet."""
+def stored_state(store: Store) -> tuple[list[ScheduleRecord], list[HostRecord]]:
+    """The store's schedule rows and its live hosts, each with the catalog version it runs;
+    none when the store has no schema yet."""
     if store.current_revision() is None:
-        return []
-    return list(store.list_schedules().values())
+        return [], []
+    return list(store.list_schedules().values()), store.hosts()[1]
 
 
 def plan_json(

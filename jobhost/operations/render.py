@@ -21,13 +21,12 @@ import orjson
 
 from jobhost.operations.changes import printable
 from jobhost.operations.report import STATUSES, JobReport, Report
-from jobhost.operations.timefmt import duration_text, short_local, short_utc
-from jobhost.triggers import UnknownTimezoneError, load_zone
+from jobhost.operations.timefmt import duration_text, known_zone, short_local, short_utc
 
 if TYPE_CHECKING:
     from jobhost.operations.health import Health
     from jobhost.operations.runs import TriggerResult
-    from jobhost.records import Dropped, HostRecord, LogLine, RunRecord, ScheduleRecord, SyncPlan
+    from jobhost.records import Dropped, HostRecord, LogLine, RunRecord
 
 __all__ = [
     "ELLIPSIS",
@@ -56,6 +55,7 @@ _OUTCOME_COLOURS = {
     **dict.fromkeys(("running", "pending", "queued"), "cyan"),
     "succeeded": "green",
 }
+_LEVEL_COLOURS = {"ERROR": "red", "CRITICAL": "red", "WARNING": "yellow"}
 
 
 class Style:
@@ -110,12 +110,8 @@ def history_lines(
             f"{took:>8}  {style.outcome(run.outcome)}"
         )
         details = [f"started {short_utc(run.started_at)}" if run.started_at else "not started"]
-        if run.requested_by:
-            details.append(f"by {run.requested_by}")
-        if run.backfill_id:
-            details.append(f"backfill {run.backfill_id}")
-        if run.trace_id:
-            details.append(f"trace {run.trace_id}")
+        tags = {"by": run.requested_by, "backfill": run.backfill_id, "trace": run.trace_id}
+        details += [f"{tag} {value}" for tag, value in tags.items() if value]
         if len("  ".join(details)) > WIDTH - 4:
             details[-1:] = ["\n" + details[-1]]
         lines += [f"    {line.strip()}" for line in "  ".join(details).splitlines()]
@@ -140,12 +136,8 @@ def _log_lines(run: RunRecord, entries: list[LogLine | Dropped] | None, style: S
         return [f"    log of run {run.id}: no lines"] if run.started_at else []
     lines = [f"    log of run {run.id} (last lines; all: jobhost logs {run.id}):"]
     for entry in entries:
-        text = line_text(entry)
-        level = getattr(entry, "level", "")
-        colour = (
-            "red" if level in {"ERROR", "CRITICAL"} else "yellow" if level == "WARNING" else None
-        )
-        for part in text.split("\n"):
+        colour = _LEVEL_COLOURS.get(getattr(entry, "level", ""))
+        for part in line_text(entry).split("\n"):
             lines.append(style(f"      {part}", fg=colour) if colour else f"      {part}")
     return lines
 
@@ -167,25 +159,21 @@ def health_lines(health: Health, style: Style) -> list[str]:
     return lines
 
 
-def plan_lines(plan: SyncPlan, rows: list[ScheduleRecord], style: Style) -> list[str]:
-    if plan.empty:
+def plan_lines(plan: dict[str, Any], style: Style) -> list[str]:
+    """The plan :func:`~jobhost.operations.plan.plan_json` writes, as text."""
+    if not plan["changes"]:
         return ["no changes: the store matches the catalog"]
-    stored = {row.job_name: row for row in rows}
-    names = [item.job_name for item in plan.added]
-    names += [c.job_name for c in plan.changed] + plan.orphaned
-    width = min(max(len(name) for name in names) + 2, 40)
-    lines: list[str] = []
-    for added in plan.added:
-        lines.append(f"{style('+', fg='green')} {added.job_name:<{width}}{added.describe()}")
-    for change in plan.changed:
-        before = "orphaned" if stored[change.job_name].orphaned else change.before
-        lines.append(f"{style('~', fg='yellow')} {change.job_name:<{width}}{before}")
-        lines.append(f"  {'':<{width}}-> {change.after}")
-    for name in plan.orphaned:
-        lines.append(f"{style('-', fg='red')} {name:<{width}}orphaned: no module declares it")
-    lines.append(
-        f"{len(plan.added)} to add, {len(plan.changed)} to change, {len(plan.orphaned)} to orphan"
-    )
+    added, changed, orphaned = plan["added"], plan["changed"], plan["orphaned"]
+    width = min(max(len(item["job"]) for item in [*added, *changed, *orphaned]) + 2, 40)
+    lines = [f"{style('+', fg='green')} {item['job']:<{width}}{item['after']}" for item in added]
+    for item in changed:
+        lines.append(f"{style('~', fg='yellow')} {item['job']:<{width}}{item['before']}")
+        lines.append(f"  {'':<{width}}-> {item['after']}")
+    for item in orphaned:
+        lines.append(
+            f"{style('-', fg='red')} {item['job']:<{width}}orphaned: no module declares it"
+        )
+    lines.append(f"{len(added)} to add, {len(changed)} to change, {len(orphaned)} to orphan")
     return lines
 
 
@@ -206,16 +194,13 @@ def catalog_lines(version: str, hosts: list[HostRecord]) -> list[str]:
 def trigger_line(result: TriggerResult, style: Style) -> str:
     if result.outcome == "refused":
         return style(result.error or "refused", fg="red")
-    subject = f"{result.job}"
-    if result.run_id:
-        subject += f" run {result.run_id}"
-    if result.host:
-        subject += f" on host {result.host}"
+    run = f" run {result.run_id}" if result.run_id else ""
+    host = f" on host {result.host}" if result.host else ""
     took = (
         f" in {duration_text(result.duration_ms / 1000)}" if result.duration_ms is not None else ""
     )
     error = f": {result.error}" if result.error and result.outcome != "succeeded" else ""
-    return f"{style.outcome(result.outcome)}: {subject}{took}{error}"
+    return f"{style.outcome(result.outcome)}: {result.job}{run}{host}{took}{error}"
 
 
 def wrap_words(text: str, width: int, indent: int = 0) -> list[str]:
@@ -383,9 +368,8 @@ def _next_text(job: JobReport) -> str:
         return "paused"
     if job.next_fire is None:
         return "-"
-    try:
-        zone = load_zone(job.effective_trigger.timezone)
-    except UnknownTimezoneError:
+    zone = known_zone(job.effective_trigger.timezone)
+    if zone is None:
         return short_utc(job.next_fire)[5:16] + "Z"
     return job.next_fire.astimezone(zone).strftime("%m-%d %H:%M %Z")[:_NEXT_WIDTH]
 
@@ -450,12 +434,13 @@ def _last_lines(job: JobReport, style: Style, width: int) -> list[str]:
     if last is None:
         return _field("last", "never run", width)
     if last.outcome == "running":
-        text = f"running since {short_utc(last.started_at)} on {last.host or '-'}"
+        text = f"running since {short_utc(last.started_at)} on {last.host_id or '-'}"
     else:
         took = duration_text(last.duration_ms / 1000 if last.duration_ms is not None else None)
-        text = f"{last.outcome} {short_utc(last.started_at)} in {took} on {last.host or '-'}"
-        if last.error and last.outcome != "succeeded":
-            text += f": {last.error}"
+        text = f"{last.outcome} {short_utc(last.started_at)} in {took} on {last.host_id or '-'}"
+        error = last.error_message or last.error_type
+        if error and last.outcome != "succeeded":
+            text += f": {error}"
     lines = _field("last", text, width)
     lines[0] = lines[0].replace(last.outcome, style.outcome(last.outcome), 1)
     return lines

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.stored import StoredFacts, stored_facts
@@ -49,7 +49,6 @@ __all__ = [
     "STATUSES",
     "JobFilter",
     "JobReport",
-    "LastRun",
     "Overview",
     "OverviewJob",
     "Report",
@@ -58,7 +57,6 @@ __all__ = [
     "Status",
     "StoredJobs",
     "Summary",
-    "TriggerView",
     "build_report",
     "job_status",
     "next_fire_of",
@@ -68,7 +66,6 @@ __all__ = [
     "select_jobs",
     "state_of",
     "stored_jobs",
-    "stored_report",
     "uncollected",
 ]
 
@@ -89,56 +86,44 @@ def build_report(
     names = catalog.jobs if catalog is not None else ()
     with uncollected():
         snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
-        if catalog is None:
-            return stored_report(settings, snapshot, job=job)
         return report_from(settings, catalog, snapshot, job=job)
 
 
 def report_from(
     settings: Settings,
-    catalog: Catalog,
+    catalog: Catalog | None,
     snapshot: StoreSnapshot,
     *,
     job: str | None = None,
     compare: bool = True,
 ) -> Report:
-    """The report of ``snapshot`` (pure). Without ``compare`` no job's stored schedule is
-    compared with its declaration."""
-    changes = store_changes(catalog.jobs, snapshot.schedules) if compare else {}
-    problems = _problems_by_job(catalog.problems)
-    jobs = [
-        _job_report(
-            snapshot, settings, changes, name, catalog.jobs.get(name), problems=problems.get(name)
-        )
-        for name in sorted({*catalog.jobs, *snapshot.schedules})
-        if job is None or name == job
-    ]
-    return _report(snapshot, jobs, list(catalog.problems))
-
-
-def _problems_by_job(problems: Sequence[Problem]) -> dict[str, list[Problem]]:
-    found: dict[str, list[Problem]] = {}
+    """The report of ``snapshot`` (pure). With ``catalog`` None, of the store's own catalog:
+    each job read from the declaration its row stores, rebuilt only when this version cannot
+    read it. Without ``compare`` no job's stored schedule is compared with its declaration."""
+    specs, problems = (catalog.jobs, catalog.problems) if catalog is not None else ({}, [])
+    changes = store_changes(specs, snapshot.schedules) if compare else {}
+    by_job: dict[str, list[Problem]] = {}
     for problem in problems:
         if problem.job is not None:
-            found.setdefault(problem.job, []).append(problem)
-    return found
-
-
-def stored_report(settings: Settings, snapshot: StoreSnapshot, *, job: str | None = None) -> Report:
-    """:func:`report_from` of the store's own catalog, each job read from the declaration its
-    row stores, rebuilt only when this version cannot read it (pure)."""
+            by_job.setdefault(problem.job, []).append(problem)
     jobs: list[JobReport] = []
-    for name, row in sorted(snapshot.schedules.items()):
+    for name in sorted({*specs, *snapshot.schedules}):
         if job is not None and name != job:
             continue
-        assert isinstance(row, ScheduleRecord), "the store's own catalog is read from whole rows"
-        read = None if row.orphaned or row.declaration is None else _read(row.declaration)
-        spec = None if row.orphaned or read is not None else stored_job(settings, row)
-        jobs.append(_job_report(snapshot, settings, {}, name, spec, read=read))
-    return _report(snapshot, jobs, [])
+        spec, read = specs.get(name), None
+        row = snapshot.schedules[name] if catalog is None else None
+        if row is not None and not row.orphaned:
+            assert isinstance(row, ScheduleRecord), "the store's catalog is read from whole rows"
+            read = None if row.declaration is None else _read(row.declaration)
+            spec = None if read is not None else stored_job(settings, row)
+        report = _job_report(
+            snapshot, settings, changes, name, spec, problems=by_job.get(name), read=read
+        )
+        jobs.append(report)
+    return _report(snapshot, jobs)
 
 
-def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Problem]) -> Report:
+def _report(snapshot: StoreSnapshot, jobs: list[JobReport]) -> Report:
     live = snapshot.live_hosts
     counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
     for job in jobs:
@@ -152,7 +137,7 @@ def _report(snapshot: StoreSnapshot, jobs: list[JobReport], problems: list[Probl
         max_lag_seconds=round(max(lags), 3) if lags else None,
         max_clock_skew_seconds=round(max(skews), 3) if skews else None,
     )
-    return Report(snapshot.now, live, jobs, problems, summary, snapshot.groups)
+    return Report(snapshot.now, live, jobs, summary, snapshot.groups)
 
 
 def _job_report(
@@ -162,8 +147,8 @@ def _job_report(
     name: str,
     spec: JobSpec | None,
     *,
-    problems: Sequence[Problem] | None = None,
-    read: _Read | None = None,
+    problems: Sequence[Problem] | None,
+    read: StoredFacts | None,
 ) -> JobReport:
     """A job's entry from its spec, or the declaration its row holds (``read``), or its row
     alone, with what the snapshot holds of its runs."""
@@ -178,23 +163,23 @@ def _job_report(
         last_success=snapshot.last_success.get(name),
         expired_runs=snapshot.expired_runs.get(name, ()),
         deleted=(deleted.actor, deleted.at) if deleted is not None else None,
-        stored=read[0] if read is not None else None,
+        stored=read,
     )
-    declared: TriggerView | None
+    declared: EffectiveTrigger | None
     if spec is not None:
-        module, read = spec.module, per_spec(_SPECS, spec, lambda s: _shown(spec_facts(s)))
+        module, read = spec.module, per_spec(_SPECS, spec, spec_facts)
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         module = row.module
     if read is not None:
-        stored, declared, effective = read
-        description, critical, group = stored.description, stored.critical, stored.group
+        declared, effective = read.declared, read.trigger
+        description, critical, group = read.description, read.critical, read.group
     else:
         assert row is not None, "an undeclared job in the report has a schedule row"
         description, critical, declared, group = "", False, None, None
-        effective = TriggerView(
-            row.trigger_kind, row.trigger_expression, row.timezone, row.trigger_source
-        )
+        # Shown as stored, whatever this version makes of its kind and source.
+        kind, source = cast(Any, row.trigger_kind), cast(Any, row.trigger_source)
+        effective = EffectiveTrigger(kind, row.trigger_expression, None, row.timezone, source)
     group = group or (row.concurrency_group if row is not None else None)
     mismatches = job_mismatches(facts, settings, snapshot.now, len(snapshot.live_hosts), changes)
     running = snapshot.running.get(name, ())
@@ -207,7 +192,9 @@ def _job_report(
                 "cancellation and its thread still runs, holding its slot and lease",
             )
         )
-    waiting_for = _group_wait(snapshot.groups, group, name)
+    waiting_for = next(
+        (g.status() for g in snapshot.groups if g.name == group and name in g.waiting_jobs), None
+    )
     last = snapshot.last_runs.get(name)
     codes = [m.code for m in mismatches] if mismatches else ()
     state = state_of(facts)
@@ -222,7 +209,7 @@ def _job_report(
         declared_trigger=declared,
         effective_trigger=effective,
         next_fire=facts.next_fire,
-        last_run=LastRun.of(last) if last is not None else None,
+        last_run=last,
         recent_outcomes=snapshot.recent_outcomes.get(name, []),
         mismatches=mismatches,
         status=job_status(
@@ -256,74 +243,6 @@ State = Literal["enabled", "disabled", "paused", "orphaned"]
 
 
 @dataclass(frozen=True)
-class TriggerView:
-    """A trigger as the report shows it; ``source`` only on the effective one."""
-
-    kind: str | None
-    expression: str | None
-    timezone: str
-    source: str | None = None
-    dst_policy: str | None = None
-    """``dst_gap=skip, dst_repeat=both``: only a policy other than the default."""
-
-    @classmethod
-    def of(cls, trigger: EffectiveTrigger, *, with_source: bool) -> TriggerView:
-        source = trigger.source if with_source else None
-        policy = trigger.dst_policy()
-        return cls(trigger.kind, trigger.expression, trigger.timezone, source, policy)
-
-    def describe(self) -> str:
-        if self.kind == "cron":
-            zone = f"{self.timezone}; {self.dst_policy}" if self.dst_policy else self.timezone
-            return f"cron '{self.expression}' ({zone})"
-        if self.kind == "interval":
-            return f"every {self.expression}"
-        return "no trigger"
-
-    def to_json(self) -> dict[str, Any]:
-        """``source`` and ``dst_policy`` only when set."""
-        return {k: v for k, v in vars(self).items() if v is not None or k in _ALWAYS_SHOWN}
-
-
-_ALWAYS_SHOWN = frozenset({"kind", "expression", "timezone"})
-
-
-@dataclass(frozen=True)
-class LastRun:
-    """The job's last real attempt."""
-
-    run_id: str
-    outcome: str
-    host: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    duration_ms: int | None
-    error: str | None
-    backfill_id: str | None = None
-    """The backfill the run replayed an occurrence for; None for any other run."""
-
-    @classmethod
-    def of(cls, run: LastAttempt) -> LastRun:
-        # Positional: a summary makes one for each of 10,000 jobs.
-        return cls(
-            run.id,
-            run.outcome,
-            run.host_id,
-            run.started_at,
-            run.finished_at,
-            run.duration_ms,
-            run.error_message or run.error_type,
-            run.backfill_id,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        started, finished = iso_utc(self.started_at), iso_utc(self.finished_at)
-        shown = {**vars(self), "started_at": started, "finished_at": finished}
-        del shown["host"]
-        return shown
-
-
-@dataclass(frozen=True)
 class JobReport:
     name: str
     module: str
@@ -332,11 +251,12 @@ class JobReport:
     enabled: bool
     paused: bool
     state: State
-    declared_trigger: TriggerView | None
+    declared_trigger: EffectiveTrigger | None
     """None for a job no module declares: only its stored (effective) trigger is known."""
-    effective_trigger: TriggerView
+    effective_trigger: EffectiveTrigger
     next_fire: datetime | None
-    last_run: LastRun | None
+    last_run: LastAttempt | None
+    """The job's last real attempt."""
     recent_outcomes: list[str]
     mismatches: list[Mismatch]
     status: Status = "ok"
@@ -360,12 +280,12 @@ class JobReport:
             "paused": self.paused,
             "state": self.state,
             "declared_trigger": (
-                self.declared_trigger.to_json() if self.declared_trigger is not None else None
+                _trigger_json(self.declared_trigger) if self.declared_trigger is not None else None
             ),
-            "effective_trigger": self.effective_trigger.to_json(),
+            "effective_trigger": _trigger_json(self.effective_trigger, with_source=True),
             "next_fire_utc": iso_utc(self.next_fire),
             "next_fire_local": iso_local(self.next_fire, zone),
-            "last_run": self.last_run.to_json() if self.last_run is not None else None,
+            "last_run": _last_run_json(self.last_run) if self.last_run is not None else None,
             "recent_outcomes": list(self.recent_outcomes),
             "mismatch": [m.text() for m in self.mismatches],
             "status": self.status,
@@ -380,8 +300,6 @@ class Report:
     hosts: list[HostRecord]
     """The live hosts, oldest first."""
     jobs: list[JobReport]
-    problems: list[Problem]
-    """The catalog's problems (the JSON leaves them to ``jobhost validate``)."""
     summary: Summary
     """Of every job, before any filter narrowed ``jobs``."""
     groups: list[GroupSummary]
@@ -392,11 +310,33 @@ class Report:
         with uncollected():
             return {
                 "generated_at": iso_utc(self.generated_at),
-                "summary": self.summary.to_json(),
+                "summary": asdict(self.summary),
                 "hosts": [_host_json(host) for host in self.hosts],
                 "groups": [group.to_json() for group in self.groups],
                 "jobs": [job.to_json() for job in (self.jobs if jobs is None else jobs)],
             }
+
+
+def _trigger_json(trigger: EffectiveTrigger, *, with_source: bool = False) -> dict[str, Any]:
+    """``source`` only on the effective trigger; ``dst_policy`` only when not the default."""
+    shown = {"kind": trigger.kind, "expression": trigger.expression, "timezone": trigger.timezone}
+    if with_source:
+        shown["source"] = trigger.source
+    if (policy := trigger.dst_policy()) is not None:
+        shown["dst_policy"] = policy
+    return shown
+
+
+def _last_run_json(run: LastAttempt) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "outcome": run.outcome,
+        "started_at": iso_utc(run.started_at),
+        "finished_at": iso_utc(run.finished_at),
+        "duration_ms": run.duration_ms,
+        "error": run.error_message or run.error_type,
+        "backfill_id": run.backfill_id,
+    }
 
 
 def _host_json(host: HostRecord) -> dict[str, Any]:
@@ -418,8 +358,7 @@ def _host_json(host: HostRecord) -> dict[str, Any]:
 
 # The stored declaration's fields, read without rebuilding the job: rebuilding each one was most
 # of ``jobhost report`` at 10,000 jobs.
-_Read = tuple[StoredFacts, TriggerView, TriggerView]
-_SPECS: dict[int, tuple[JobSpec, object, _Read]] = {}
+_SPECS: dict[int, tuple[JobSpec, object, StoredFacts]] = {}
 
 
 @dataclass(frozen=True)
@@ -437,47 +376,30 @@ def stored_jobs(
 ) -> StoredJobs:
     """:class:`StoredJobs` of the live jobs ``declared`` names (with their rows' declarations);
     only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
-    facts: list[tuple[str, StoredFacts]] = []
+    facts: dict[str, StoredFacts] = {}
     unread: list[str] = []
     for name, declaration in declared:
         read = _read(declaration) if declaration is not None else None
         if read is None:
             unread.append(name)
         else:
-            facts.append((name, read[0]))
+            facts[name] = read
     for row in rows_of(unread).values() if unread else ():
-        spec = None if row.orphaned else stored_job(settings, row)
-        if spec is not None:
-            facts.append((row.job_name, spec_facts(spec)))
-    critical = sorted(name for name, job in facts if job.critical)
-    leases = [job.lease for _, job in facts if job.lease is not None]
+        if not row.orphaned and (spec := stored_job(settings, row)) is not None:
+            facts[row.job_name] = spec_facts(spec)
+    critical = sorted(name for name, job in facts.items() if job.critical)
+    leases = [job.lease for job in facts.values() if job.lease is not None]
     return StoredJobs(len(facts), critical, max(leases, default=None))
 
 
 @lru_cache(maxsize=20_000)
-def _read(text: str) -> _Read | None:
-    """The declaration ``text`` and its two triggers as the report shows them, read once for
-    every job that stores the same text (a declaration holds no name: many jobs share one)."""
+def _read(text: str) -> StoredFacts | None:
+    """The declaration ``text``, read once for every job that stores the same text (a
+    declaration holds no name: many jobs share one)."""
     try:
-        stored = stored_facts(text)
+        return stored_facts(text)
     except (ValueError, KeyError, TypeError):
         return None
-    return _shown(stored)
-
-
-def _shown(stored: StoredFacts) -> _Read:
-    return (
-        stored,
-        TriggerView.of(stored.declared, with_source=False),
-        TriggerView.of(stored.trigger, with_source=True),
-    )
-
-
-def _group_wait(groups: Sequence[GroupSummary], group: str | None, name: str) -> str | None:
-    """``waiting for group warehouse, 2 of 2 busy`` while the job's work waits for a slot."""
-    if group is None:
-        return None
-    return next((g.status() for g in groups if g.name == group and name in g.waiting_jobs), None)
 
 
 Status = Literal[
@@ -534,9 +456,6 @@ class Summary:
     live_hosts: int
     max_lag_seconds: float | None
     max_clock_skew_seconds: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # A summary of 10,000 jobs makes a few hundred thousand objects, all kept or freed by reference
@@ -694,8 +613,10 @@ def _failed(job: JobReport) -> bool:
 
 
 def _first_line(job: JobReport) -> str | None:
-    if job.last_run is None or not job.last_run.error or job.last_run.outcome == "succeeded":
+    last = job.last_run
+    error = last.error_message or last.error_type if last is not None else None
+    if last is None or not error or last.outcome == "succeeded":
         return None
-    line = next((text for text in job.last_run.error.splitlines() if text.strip()), "")
+    line = next((text for text in error.splitlines() if text.strip()), "")
     line = line.strip()
     return line if len(line) <= _ERROR_LINE else line[: _ERROR_LINE - 1] + "…"

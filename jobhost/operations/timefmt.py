@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from jobhost.triggers import UnknownTimezoneError, load_zone
 
-__all__ = ["duration_text", "iso_local", "iso_utc", "short_local", "short_utc"]
+__all__ = ["duration_text", "iso_local", "iso_utc", "known_zone", "short_local", "short_utc"]
 
 
 def iso_utc(value: datetime | None) -> str | None:
@@ -19,7 +19,7 @@ def iso_utc(value: datetime | None) -> str | None:
 def iso_local(value: datetime | None, zone: str) -> str | None:
     """The instant in ``zone`` with its offset (``2026-05-04T12:00:00+02:00``), or None; in UTC
     for a zone this machine does not know."""
-    tz = _zone(zone)
+    tz = known_zone(zone)
     if value is None or tz is None:
         return iso_utc(value)
     return value.astimezone(tz).isoformat()
@@ -27,13 +27,14 @@ def iso_local(value: datetime | None, zone: str) -> str | None:
 
 def short_local(value: datetime | None, zone: str) -> str:
     """``2026-05-04 12:00:00 CEST`` for tables; ``-`` for nothing."""
-    tz = _zone(zone)
+    tz = known_zone(zone)
     if value is None or tz is None:
         return short_utc(value)
     return value.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def _zone(zone: str) -> tzinfo | None:
+def known_zone(zone: str) -> tzinfo | None:
+    """The zone, or None when this machine does not know it."""
     try:
         return load_zone(zone)
     except UnknownTimezoneError:

@@ -1,11 +1,10 @@
 """Who may read what over HTTP, and a brake on guessing credentials.
 
 ``web_read_access = "token"`` puts ``/report`` behind a bearer token (an API token with the
-``read`` scope, or an operator token), and ``metrics_access = "token"`` does the same for
-``/metrics``. :class:`GuessBrake` counts wrong credentials (sign-in, API, these endpoints)
-through the store, so every replica counts the same guesses. Past a limit within the minute, a
-wrong credential is answered 429 until the minute is over; a right one is never braked, so a
-person who mistyped, or shares an address with a guesser, is let in.
+``read`` scope, or an operator token), ``metrics_access = "token"`` ``/metrics``.
+:class:`GuessBrake` counts wrong credentials through the store, so every replica counts the
+same guesses; past a limit within the minute, a wrong one is answered 429 until the minute is
+over. A right one is never braked: a person who shares an address with a guesser is let in.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from jobhost.config import Settings
 from jobhost.records import GUESS_KEY_LENGTH
 from jobhost.store import Store
-from jobhost.web.admission import blocking
+from jobhost.web.middleware import blocking
 
 __all__ = [
     "GUESS_LIMIT",
@@ -38,14 +37,12 @@ __all__ = [
 GUESS_LIMIT = 10
 """Wrong credentials one client address may send within a minute, on every replica together."""
 GUESS_LIMIT_ALL = 100
-"""Wrong credentials all addresses together may send within a minute: a guesser who rotates
-addresses is bounded too."""
+"""The same for all addresses together: a guesser who rotates addresses is bounded too."""
 GUESS_WINDOW_SECONDS = 60
 _EVERYONE = "*"
 
 
 def client_address(request: Request) -> str:
-    """The client's address, for the audit, the log and the brake."""
     return request.client.host if request.client is not None else "-"
 
 
@@ -63,9 +60,8 @@ def read_tokens(settings: Settings) -> dict[str, str]:
 def holder(
     secret: str, operators: Mapping[str, str], readers: Mapping[str, str]
 ) -> tuple[str, str] | None:
-    """Who holds ``secret`` and as what: (name, ``operator``) for one of ``operators`` (name:
-    token), (name, ``reader``) for one of ``readers`` (SHA-256: name); None if no one. Every
-    candidate is compared, in constant time, whatever matches first."""
+    """(name, ``operator``) for one of ``operators`` (name: token), (name, ``reader``) for one
+    of ``readers`` (SHA-256: name). Every candidate is compared, in constant time."""
     given, digest = secret.encode(), hashlib.sha256(secret.encode()).hexdigest()
     operator = [n for n, token in operators.items() if hmac.compare_digest(given, token.encode())]
     reader = [name for sha256, name in readers.items() if hmac.compare_digest(digest, sha256)]
@@ -98,9 +94,7 @@ class GuessBrake:
         )
 
     def wrong(self, address: str, surface: str) -> int | None:
-        """Count one wrong credential from ``address`` on ``surface`` (api, signin, ...): the
-        seconds to wait when it was one too many, else None. Reads the store: call it from a
-        worker thread."""
+        """The seconds to wait when this wrong credential was one too many; reads the store."""
         self._counter.add(1, {"surface": surface})
         now = self._clock()
         minute = int(now // GUESS_WINDOW_SECONDS)
@@ -114,13 +108,10 @@ class GuessBrake:
         return max(1, math.ceil((minute + 1) * GUESS_WINDOW_SECONDS - now))
 
     async def refused(self, address: str, surface: str) -> int | None:
-        """:meth:`wrong`, from the event loop."""
         return await blocking(lambda: self.wrong(address, surface))
 
 
 class ReadAccess:
-    """The read switches of one set of settings, and the tokens that open them."""
-
     def __init__(self, settings: Settings, brake: GuessBrake) -> None:
         self.report_needs_token = settings.web_read_access == "token"
         self.metrics_need_token = settings.metrics_access == "token"
@@ -134,9 +125,7 @@ class ReadAccess:
         if secret is not None:
             if holder(secret, self._operators, self._readers) is not None:
                 return None
-            address = client_address(request)
-            wait = await self.brake.refused(address, surface)
-            if wait is not None:
+            if (wait := await self.brake.refused(client_address(request), surface)) is not None:
                 return JSONResponse(
                     {"error": f"too many wrong credentials; try again in {wait}s"},
                     429,

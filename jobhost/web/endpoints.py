@@ -7,15 +7,12 @@
 - ``/metrics``: the envelope's OpenTelemetry metrics in the Prometheus text format;
 - ``/report``: ``jobhost report --json``.
 
-With ``metrics_job_label`` a 10,000-job catalog exposes some 200,000 lines, and
-``prometheus_client.generate_latest`` escapes every label name of every line with regular
-expressions (seconds of CPU per scrape); :func:`exposition` writes the same bytes escaping each
-label name once. Collecting the data points still costs about a second at that size, so
-:class:`ExpositionCache` renders at most once per ``seconds``, on one low-priority background
-thread, while scrapes answer the last exposition: a scrape never waits for a large render, a
-render held up (a gauge reading a hung store) or failing is never seen. A render that took
-under :data:`CHEAP_RENDER` seconds is repeated on each scrape (waited for at most
-:data:`PATIENCE` seconds): small catalogs get the metrics of the instant.
+A 10,000-job catalog with ``metrics_job_label`` exposes some 200,000 lines, and
+``prometheus_client.generate_latest`` escapes every label name of every line (seconds of CPU
+per scrape): :func:`exposition` writes the same bytes escaping each name once. Collecting still
+takes a second, so :class:`ExpositionCache` renders at most once per ``seconds``, on a
+background thread, while scrapes answer the last exposition (a render held up by a hung store,
+or failing, is never seen); one cheaper than :data:`CHEAP_RENDER` is redone for each scrape.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ from jobhost.config import Settings
 from jobhost.operations.gauges import RunningHost
 from jobhost.operations.report import build_report
 from jobhost.store import Store, StoreError, head_revision
-from jobhost.web.admission import lower_priority
+from jobhost.web.middleware import lower_priority
 
 __all__ = [
     "CHEAP_RENDER",
@@ -60,16 +57,14 @@ _ANSWER_WITHIN = 1.0
 
 @dataclass(frozen=True)
 class Endpoints:
-    """What the server answers with; each callable runs on a worker thread, never the loop's.
-    ``metrics`` is None where no host runs (``jobhost serve``): ``/metrics`` is not served."""
+    """``metrics`` is None where no host runs (``jobhost serve``): no ``/metrics``."""
 
     liveness: Probe
     readiness: Probe
     metrics: Callable[[], bytes] | None
     report: Callable[[], dict[str, Any]]
     store_answers: Callable[[float], bool] | None = None
-    """Whether the store answers a trivial read within so many seconds (see
-    :class:`~jobhost.web.unavailable.StoreUnavailable`); None: never asked."""
+    """Whether the store answers a trivial read within so many seconds; None: never asked."""
 
 
 def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
@@ -81,7 +76,6 @@ def prometheus_reader() -> tuple[PrometheusMetricReader, Callable[[], bytes]]:
 
 
 def host_endpoints(host: RunningHost, metrics: Callable[[], bytes]) -> Endpoints:
-    """The endpoints of a running host."""
     limit = (3 * host.settings.poll_interval + timedelta(seconds=5)).total_seconds()
 
     def liveness() -> tuple[bool, str]:
@@ -155,7 +149,7 @@ _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "
 
 
 def exposition(registry: CollectorRegistry) -> bytes:
-    """``generate_latest(registry)``'s bytes (the Prometheus text format, legacy names)."""
+    """``generate_latest(registry)``'s bytes."""
     output: list[str] = []
     for metric in registry.collect():
         mname = metric.name
@@ -185,8 +179,6 @@ def exposition(registry: CollectorRegistry) -> bytes:
 
 
 class ExpositionCache:
-    """The exposition of ``render``, made at most once per ``seconds`` (see the module)."""
-
     def __init__(
         self,
         render: Callable[[], bytes],
@@ -203,7 +195,6 @@ class ExpositionCache:
         self._refreshed = threading.Event()
         self._refreshed.set()
         self.renders = 0
-        """How many times the metrics were rendered (what the cache saves shows in tests)."""
 
     def __call__(self) -> bytes:
         with self._lock:

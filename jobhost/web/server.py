@@ -1,22 +1,43 @@
-"""Serving the application with uvicorn: in a thread beside a host, or as the whole process."""
+"""Serving the application with uvicorn, in a thread beside a host or as the whole process, and
+the connections it holds: a deadline on each request head, and a cap on how many.
+
+uvicorn reads a request head for as long as its client keeps sending, never closes a connection
+that sends nothing, and its ``limit_concurrency`` counts idle connections. Here instead:
+
+- a request head must be complete within ``header_timeout`` of the connection opening (or of its
+  first byte, on a kept-alive connection); a late one is answered 408 and the connection closed;
+- past ``max_connections``, a new connection takes the place of the one that has waited longest
+  for a head; only when every connection carries a request is the new one refused (503). So a
+  client that sends its head at once always gets its request read: the probes answer however
+  many slow clients are connected (each closed adds to ``jobhost.http.connections_refused``).
+
+Closing gently: closing a socket with unread input (an upload answered 413 unread) makes the
+kernel reset the connection, throwing away what of the answer has not left yet. So a closing
+connection sends its answer and FIN, drops what still arrives, and closes when the client is
+done or after ``LINGER_SECONDS``. Bytes after a request that ends its connection are dropped,
+not parsed as a broken second request that uvicorn would answer 400 over the first answer.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
+import h11
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from jobhost.errors import ConfigError
-from jobhost.web.admission import lower_priority
-from jobhost.web.connections import guarded_http
+from jobhost.web.middleware import Refusals, lower_priority
 
 __all__ = ["WebServer"]
 
@@ -32,7 +53,7 @@ _MALFORMED = "Invalid HTTP request received."
 
 class WebServer:
     """uvicorn on ``address``, bound at construction so the port is known and errors early,
-    its connections held to :func:`~jobhost.web.connections.guarded_http`'s limits."""
+    its connections held to :func:`guarded_http`'s limits."""
 
     def __init__(
         self,
@@ -43,10 +64,8 @@ class WebServer:
         max_connections: int = MAX_CONNECTIONS,
         trusted_proxies: Sequence[str] = (),
     ) -> None:
-        """Bind ``address`` now; :class:`ConfigError` (exit 3) when it cannot be listened on.
-
-        Only a connection from one of ``trusted_proxies`` (addresses or networks) has its
-        ``X-Forwarded-For`` believed."""
+        """:class:`ConfigError` (exit 3) when ``address`` cannot be listened on. Only a
+        connection from one of ``trusted_proxies`` has its ``X-Forwarded-For`` believed."""
         self._socket = _bind(address)
         _quiet_uvicorn_repeats()
         config = uvicorn.Config(
@@ -99,11 +118,8 @@ class WebServer:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, stopping on SIGINT or SIGTERM and then exiting 0.
-
-    uvicorn re-raises the signal once it has stopped, so the process would end killed by it;
-    ``jobhost serve`` promises exit 0 on a requested stop.
-    """
+    """uvicorn's server, which re-raises SIGINT or SIGTERM once it has stopped, so the process
+    would end killed by it: ``jobhost serve`` promises exit 0 on a requested stop."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -143,13 +159,12 @@ class _OncePerMinute(logging.Filter):
 
 
 _quieted = threading.Lock()
+_ONCE_PER_MINUTE = _OncePerMinute()
 
 
 def _quiet_uvicorn_repeats() -> None:
-    logger = logging.getLogger("uvicorn.error")
-    with _quieted:
-        if not any(isinstance(each, _OncePerMinute) for each in logger.filters):
-            logger.addFilter(_OncePerMinute())
+    with _quieted:  # addFilter adds the same filter once, but without a lock
+        logging.getLogger("uvicorn.error").addFilter(_ONCE_PER_MINUTE)
 
 
 def _bind(address: tuple[str, int]) -> socket.socket:
@@ -168,3 +183,183 @@ def _bind(address: tuple[str, int]) -> socket.socket:
         ) from None
     sock.setblocking(False)
     return sock
+
+
+_EVICT_AFTER = 0.25
+"""Seconds a connection waits for its head before a newcomer may take its place."""
+
+
+def _answer(status: bytes, body: bytes, *headers: bytes) -> bytes:
+    lines = [
+        b"HTTP/1.1 " + status,
+        b"content-type: text/plain; charset=utf-8",
+        *headers,
+        b"connection: close",
+        b"content-length: " + str(len(body)).encode(),
+    ]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+_LATE_HEAD = _answer(b"408 Request Timeout", b"the request head did not arrive in time\n")
+_FULL = _answer(b"503 Service Unavailable", b"too many connections; try again\n", b"retry-after: 2")
+
+
+LINGER_SECONDS = 2.0
+
+
+class _GentleClose:
+    """A transport whose first ``close`` sends FIN after the answer and closes later."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.lingering = False
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing() or not self._transport.can_write_eof():
+            # A second close (the server stopping) or a transport that cannot half-close.
+            self._transport.close()
+            return
+        self.lingering = True
+        try:
+            self._transport.write_eof()
+        except OSError:  # the client is gone already: nothing to linger for
+            self._transport.close()
+            return
+        # Input paused by flow control would fill the kernel's buffer and stall the client:
+        # read on, to drop it.
+        self._transport.resume_reading()
+        asyncio.get_running_loop().call_later(LINGER_SECONDS, self._transport.close)
+
+    def close_now(self) -> None:
+        """Close without lingering: the answer still unsent, and unread input, are lost."""
+        self.lingering = True
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
+
+
+class GuardedHttp(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on request heads and a cap on connections,
+    closing gently and deaf to bytes after a closing request (see the module)."""
+
+    refusals: ClassVar[Refusals]
+    header_timeout: ClassVar[float]
+    max_connections: ClassVar[int]
+    _closing: _GentleClose
+    _head_timer: asyncio.TimerHandle | None = None
+    _waiting_since = 0.0
+    _evicted = False
+    _deferred = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # uvicorn hands ``self.transport`` to each request's cycle, which closes it once the
+        # answer is written: the wrapper turns that close into a lingering one.
+        self._closing = _GentleClose(transport)
+        self.transport = self._closing  # type: ignore[assignment]
+        self._waiting_since = self.loop.time()
+        self._arm_head_timer()
+        if len(self.connections) > self.max_connections:  # those closing included
+            self._make_room()
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and self._waiting_for_head():
+            # A later request on a kept-alive connection: its head is timed from its first byte
+            # (the idle wait before it is uvicorn's keep-alive timeout).
+            self._arm_head_timer()
+        if not (self._closing.lingering or self.conn.their_state is h11.MUST_CLOSE):
+            super().data_received(data)
+        if not self._waiting_for_head():
+            self._cancel_head_timer()
+
+    def on_response_complete(self) -> None:
+        self._waiting_since = self.loop.time()
+        super().on_response_complete()
+        if not self._waiting_for_head():
+            self._cancel_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    @property
+    def evictable(self) -> bool:
+        """Closing it throws away no request: it is closing already, or waits for a head."""
+        return self._closing.lingering or self._waiting_for_head()
+
+    def evict(self) -> None:
+        self._evicted = True
+        self._cancel_head_timer()
+        # At once, not lingering: the point is to free the place now.
+        self._closing.close_now()
+
+    def _waiting_for_head(self) -> bool:
+        return self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+
+    def _make_room(self) -> None:
+        held = [
+            other
+            for other in self.connections
+            if other is not self and isinstance(other, GuardedHttp) and not other._evicted
+        ]
+        over = len(held) + 1 - self.max_connections
+        if over <= 0:  # places are being freed already
+            return
+        # The longest waiting for a head first; those closing (their answer still leaving)
+        # only when no other will do, as cutting them may lose the end of their answer. A
+        # connection that opened a moment ago keeps its place: its head may be on its way, and
+        # clients that reconnect as fast as they are closed must not push out a real one.
+        settled = self.loop.time() - _EVICT_AFTER
+        evictable = [other for other in held if other.evictable]
+        ready = [o for o in evictable if o._closing.lingering or o._waiting_since <= settled]
+        waiting = heapq.nsmallest(
+            over, ready, key=lambda other: (other._closing.lingering, other._waiting_since)
+        )
+        if len(waiting) < over:
+            young = [o._waiting_since for o in evictable if o not in ready]
+            if young and not self._deferred and over <= self.max_connections:
+                # Every head in wait is that young (a crowd that reconnected together): this
+                # one waits, over the cap by at most as many again, until the oldest settles.
+                self._deferred = True
+                self.loop.call_later(max(min(young) - settled, 0.01), self._make_room_later)
+                return
+            self.refusals.refused("over_capacity")
+            self._cancel_head_timer()
+            self.transport.write(_FULL)
+            self.transport.close()
+            return
+        for other in waiting:
+            if not other._closing.lingering:
+                self.refusals.refused("evicted")
+            other.evict()
+
+    def _make_room_later(self) -> None:
+        # By now this connection may be serving its request: then it keeps its place.
+        if self._waiting_for_head() and len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.header_timeout, self._head_late)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if not self._waiting_for_head():
+            return
+        self.refusals.refused("head_timeout")
+        self.transport.write(_LATE_HEAD)
+        self.transport.close()
+
+
+def guarded_http(*, header_timeout: float, max_connections: int) -> type[GuardedHttp]:
+    limits = {"header_timeout": header_timeout, "max_connections": max_connections}
+    return type("GuardedHttp", (GuardedHttp,), {"refusals": Refusals(), **limits})

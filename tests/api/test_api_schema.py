@@ -35,7 +35,7 @@ from jobhost.records import FailureKey
 from jobhost.runtime.service import JobService
 from jobhost.store import Store, create_store_engine, upgrade
 from jobhost.web import WebServer, create_app, store_endpoints
-from jobhost.web.api.failures import SINCE_PATTERN
+from jobhost.web.api.models import SINCE_PATTERN
 from jobhost.web.api.routes import api_routes
 from tests.conftest import BACKENDS, postgres_schema
 

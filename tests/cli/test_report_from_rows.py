@@ -18,7 +18,7 @@ import pytest
 
 from jobhost.operations.jobs import catalog_of
 from jobhost.operations.render import Style, report_lines
-from jobhost.operations.report import JobReport, report_from, stored_jobs, stored_report
+from jobhost.operations.report import JobReport, report_from, stored_jobs
 from jobhost.store import reading
 from jobhost.store.snapshot import read_snapshot, take_census
 from tests.cli.operator_support import Operator, now
@@ -64,7 +64,7 @@ def test_every_kind_of_job_reads_the_same_from_its_row(operator: Operator) -> No
     rebuilt = report_from(
         settings, catalog_of(settings, snapshot.schedules.values()), snapshot, compare=False
     )
-    from_rows = stored_report(settings, snapshot)
+    from_rows = report_from(settings, None, snapshot)
 
     assert from_rows == rebuilt
     statuses = {job.name: job.status for job in from_rows.jobs}
@@ -77,9 +77,9 @@ def test_every_kind_of_job_reads_the_same_from_its_row(operator: Operator) -> No
     assert statuses["extra.needs-config"] == "disabled"
     codes = {m.code for job in from_rows.jobs for m in job.mismatches}
     assert {"override", "not-configured", "paused", "lease-expired", "overdue"} <= codes
-    one = stored_report(settings, snapshot, job="sample.skip-gap")
+    one = report_from(settings, None, snapshot, job="sample.skip-gap")
     assert one.jobs == [j for j in rebuilt.jobs if j.name == "sample.skip-gap"]
-    assert one.jobs[0].effective_trigger.dst_policy == "dst_gap=skip"
+    assert one.jobs[0].effective_trigger.dst_policy() == "dst_gap=skip"
 
 
 def test_the_one_line_report_reads_no_recent_outcomes_and_prints_the_same(
@@ -91,14 +91,14 @@ def test_the_one_line_report_reads_no_recent_outcomes_and_prints_the_same(
     # One instant for both reads (PostgreSQL's clock moves between them).
     lean = replace(read_snapshot(operator.engine, (), recent=False), now=full.now)
 
-    with_recent, without = stored_report(settings, full), stored_report(settings, lean)
+    with_recent, without = report_from(settings, None, full), report_from(settings, None, lean)
 
     failing = next(job for job in with_recent.jobs if job.name == "sample.failing")
     assert failing.recent_outcomes == ["failed"]  # the full read has outcomes to leave out
     assert not any(lean.recent_outcomes.values())
     # Nor the last attempts' ledger rows: the schedule row records the rest of each.
     assert without.jobs == [_one_line(job) for job in with_recent.jobs]
-    assert failing.last_run is not None and failing.last_run.host == "replica-0"
+    assert failing.last_run is not None and failing.last_run.host_id == "replica-0"
     plain = Style(colour=False)
     assert report_lines(without, plain) == report_lines(with_recent, plain)
 
@@ -108,7 +108,7 @@ def _one_line(job: JobReport) -> JobReport:
     attempt what the schedule row records (no host, error type or backfill)."""
     last = job.last_run
     if last is not None and last.outcome != "running":
-        last = replace(last, host=None, backfill_id=None)
+        last = replace(last, host_id=None, error_type=None, backfill_id=None)
     return replace(job, recent_outcomes=[], last_run=last)
 
 

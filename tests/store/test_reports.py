@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
-from jobhost.operations.report import JobReport, build_report, report_from, stored_report
+from jobhost.operations.report import JobReport, build_report, report_from
 from jobhost.records import RECENT
 from jobhost.store import Store, reading
 from jobhost.store.reports import ledger_summaries, newest_outcomes, newest_runs
@@ -164,10 +164,7 @@ def test_a_report_and_its_json_are_built_without_a_collection_and_leave_the_coll
         operator.add_run(f"sample.job-{i:02}", "succeeded", started=t - timedelta(hours=1))
     # What a report and its JSON call once the collector is paused: a collection started with
     # one of them on the stack ran while the report was being built.
-    building = {
-        function.__code__
-        for function in (read_snapshot, stored_report, report_from, JobReport.to_json)
-    }
+    building = {function.__code__ for function in (read_snapshot, report_from, JobReport.to_json)}
     inside: list[str] = []
 
     def note(phase: str, _info: dict[str, int]) -> None:

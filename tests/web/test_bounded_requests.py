@@ -18,8 +18,8 @@ from starlette.routing import Route
 
 from jobhost.config import Settings
 from jobhost.web import WebServer, create_app
-from jobhost.web.app import blocking
 from jobhost.web.endpoints import Endpoints
+from jobhost.web.middleware import blocking
 from tests.web.console_support import Client
 
 

@@ -76,9 +76,9 @@ def test_only_a_request_that_needs_them_builds_the_api_and_dashboard(host: Any) 
     with _served(app) as base:
         for path in ("/healthz", "/readyz", "/metrics"):
             assert get(f"{base}{path}")[0] in {200, 503}
-        assert not app.is_built
+        assert app._app is None
         assert get(f"{base}/report")[0] == 200
-        assert app.is_built
+        assert app._app is not None
         assert app.built() is app.built()  # once, however many ask
 
 

@@ -117,5 +117,11 @@ def _seen(job: JobReport) -> tuple[object, ...]:
         job.waiting_for,
         None
         if last is None
-        else (last.run_id, last.outcome, last.started_at, last.finished_at, last.error),
+        else (
+            last.id,
+            last.outcome,
+            last.started_at,
+            last.finished_at,
+            last.error_message or last.error_type,
+        ),
     )

@@ -1,12 +1,11 @@
-"""``/api/v1`` operator actions on runs, on many jobs and on a job's state, each through the
-one operator-action path (:mod:`jobhost.operations.jobs`) with the token's name as the actor:
-``POST /runs/{id}/retry`` and ``/cancel``, ``POST /pause`` and ``/resume``,
-``/jobs/{name}/state``. Refusals are 409 with the reason and the fix (a state change while a run
-of the job runs names the run); an unknown run is 404 without repeating its id.
-"""
+"""``/api/v1`` actions on runs, on many jobs, on a job's state and its backfills, each through
+the one operator-action path (:mod:`jobhost.operations`) with the token's name as the actor.
+Refusals are 409 with the reason and the fix; an unknown run or backfill is 404 without
+repeating its id."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partialmethod
 from typing import Any, TypeVar
@@ -16,6 +15,13 @@ from starlette.responses import JSONResponse, Response
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken
+from jobhost.operations.backfills import (
+    BackfillInputError,
+    backfill_json,
+    cancel_backfill,
+    plan_backfill,
+    start_backfill,
+)
 from jobhost.operations.jobs import (
     KEY_LIMIT,
     ActionRefused,
@@ -31,24 +37,32 @@ from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.records import RetryWritten
 from jobhost.runtime.service import JobService, not_found
 from jobhost.store import Store
+from jobhost.web.api.models import BackfillRequest
 from jobhost.web.api.requests import (
     BadRequest,
+    field_error,
     problem,
+    read_model,
     read_reason,
     read_selection,
     read_state_value,
     unknown,
 )
-from jobhost.web.app import blocking
+from jobhost.web.middleware import blocking
 
-__all__ = ["ActionEndpoints", "ServiceEndpoints", "StateEndpoints", "queued_json", "require_known"]
+__all__ = [
+    "ActionEndpoints",
+    "BackfillEndpoints",
+    "ServiceEndpoints",
+    "StateEndpoints",
+    "queued_json",
+    "require_known",
+]
 
 _T = TypeVar("_T")
 
 
 class ServiceEndpoints:
-    """Handlers on the API's job service (catalog, store, clock)."""
-
     def __init__(self, service: JobService, limit: int) -> None:
         self._store = service.store
         self._service = service
@@ -56,8 +70,6 @@ class ServiceEndpoints:
 
 
 class ActionEndpoints(ServiceEndpoints):
-    """The handlers of rows ``actions.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
-
     async def _pause_many(self, request: Request, token: ApiToken, *, paused: bool) -> Response:
         modules, patterns, reason = await read_selection(request, self._limit)
 
@@ -107,7 +119,6 @@ class ActionEndpoints(ServiceEndpoints):
     async def _on_run(
         self, request: Request, token: ApiToken, action: Callable[..., _T]
     ) -> tuple[_T, str]:
-        """``action`` done on the path's run with the body's reason, and the reason."""
         run_id = request.path_params["run_id"]
         reason = await read_reason(request, self._limit)
         if len(run_id) > RUN_ID_LIMIT:
@@ -138,8 +149,6 @@ def _no_run() -> BadRequest:
 
 
 class StateEndpoints(ServiceEndpoints):
-    """The handlers of rows ``state.*`` of :data:`~jobhost.web.api.table.ENDPOINTS`."""
-
     async def read(self, request: Request, _token: ApiToken) -> Response:
         name = request.path_params["name"]
         await blocking(lambda: require_known(self._service.current(name), self._store, name))
@@ -181,3 +190,67 @@ def require_known(catalog: Catalog, store: Store, name: str) -> None:
     """Nothing for a job declared or known to the store; else the API's 404."""
     if name not in catalog.jobs and not store.stored_job_names([name]):
         raise not_found(name)
+
+
+_BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class BackfillEndpoints(ServiceEndpoints):
+    async def start(self, request: Request, token: ApiToken) -> Response:
+        name = request.path_params["name"]
+        body = await read_model(request, self._limit, BackfillRequest, "a backfill request")
+        data, status = await blocking(lambda: self._start(name, body, token.name))
+        return JSONResponse(data, status_code=status)
+
+    async def show(self, request: Request, _token: ApiToken) -> Response:
+        backfill_id = request.path_params["backfill_id"]
+        if not _BACKFILL_ID.fullmatch(backfill_id):
+            return _no_backfill()
+        found = await blocking(lambda: self._store.list_backfills(ids=[backfill_id]))
+        return JSONResponse(backfill_json(found[0])) if found else _no_backfill()
+
+    async def cancel(self, request: Request, token: ApiToken) -> Response:
+        backfill_id = request.path_params["backfill_id"]
+        if not _BACKFILL_ID.fullmatch(backfill_id):
+            return _no_backfill()
+        reason = await read_reason(request, self._limit)
+        record = await blocking(
+            lambda: cancel_backfill(self._store, backfill_id, actor=token.name, reason=reason)
+        )
+        return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
+
+    def _start(self, name: str, body: BackfillRequest, actor: str) -> tuple[dict[str, Any], int]:
+        catalog = self._service.current(name)
+        spec = catalog.jobs.get(name)
+        if spec is None:
+            raise not_found(name)
+        store = self._store
+        try:
+            plan = plan_backfill(
+                spec,
+                store,
+                start=body.from_,
+                end=body.to,
+                mode=body.mode,
+                limit=self._service.settings.backfill_limit,
+                now=store.now(),
+            )
+        except BackfillInputError as error:
+            raise field_error(422, "Invalid backfill", "", str(error)) from None
+        shown = {"id": None, **plan.to_json()}
+        if body.dry_run or not plan.occurrences:
+            return shown, 200
+        backfill_id = start_backfill(
+            store, spec, plan, concurrency=body.concurrency, actor=actor, reason=body.reason
+        )
+        return {**shown, "id": backfill_id}, 202
+
+
+def _no_backfill() -> Response:
+    # The id is not repeated: whatever arrives in a path is never echoed.
+    return problem(
+        404,
+        "Not found",
+        "no backfill with this id in the store; POST /api/v1/jobs/{name}/backfills answers "
+        "the id of a new one",
+    )

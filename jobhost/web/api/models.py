@@ -9,20 +9,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobhost.operations.failures import CURSOR_PATTERN, SEARCH_LIMIT
 from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.operations.report import SORTS, STATUSES
 from jobhost.operations.runs import OUTCOMES, PAGE_LINES
 from jobhost.records import MAX_CHANGE_ID
 from jobhost.runtime.definition import JobDefinition
 from jobhost.web.api.requests import ReasonText
+from jobhost.web.middleware import NO_NUL_PATTERN
 
 __all__ = [
+    "SINCE_PATTERN",
     "Backfill",
+    "BackfillRequest",
     "BackfillSelection",
     "CancelAsked",
     "ChangeList",
     "ChangesQuery",
     "FailureList",
+    "FailureRetry",
+    "FailuresQuery",
     "Job",
     "JobList",
     "JobState",
@@ -52,6 +58,26 @@ ACTIONS = (
     "backfill-cancel", "state-set", "state-delete",
 )  # fmt: skip
 BackfillMode = Literal["missing", "failed", "all"]
+
+NAME_LIMIT = 200
+# Up to three parts, the first not zero: at most 29,997 weeks, which no clock reaches back past.
+_DURATION = "[1-9][0-9]{0,3}(?:ms|s|m|h|d|w)(?:[0-9]{1,4}(?:ms|s|m|h|d|w)){0,2}"
+_YEAR = "(?:1[0-9]{3}|[2-8][0-9]{3}|9[0-8][0-9]{2})"
+_MONTH_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+_LEAP_DAY = (
+    "(?:(?:1[0-9]|[2-8][0-9]|9[0-8])(?:0[48]|[2468][048]|[13579][26])"
+    "|(?:1[26]|[2468][048]|[3579][26])00)-02-29"
+)
+_TIME = r"T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+_ZONE = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+SINCE_PATTERN = f"{_DURATION}|(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})(?:{_TIME}{_ZONE})?"
+"""What the API takes as ``since`` (the document's pattern, checked by the server): a positive
+duration of whole units (``2h``, ``4h30m``), a calendar date from year 1000 to 9899, or that
+date with a time and a zone. Every text of this shape is a time the failures can be read from."""
 
 
 # Strings that are one of the tuples the code checks against.
@@ -276,6 +302,25 @@ class CancelAsked(Closed):
     reason: str | None
 
 
+class BackfillRequest(BaseModel):
+    """The body of ``POST /api/v1/jobs/{name}/backfills``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        max_length=40,
+        description="First instant (included): ISO 8601 with a zone, or a date (midnight in "
+        "the job's zone).",
+    )
+    to: str = Field(min_length=1, max_length=40, description="Last instant (excluded).")
+    mode: BackfillMode = "missing"
+    reason: ReasonText = Field(description="Why; audited.")
+    dry_run: bool = False
+    concurrency: int = Field(default=1, ge=1, le=1000)
+
+
 class BackfillSelection(Closed):
     """What a backfill takes: its id (None for a dry run or nothing to do) and occurrences."""
 
@@ -431,7 +476,7 @@ class JobWrite(JobDefinition):
     reason: ReasonText
 
 
-_Names = list[Annotated[str, Field(min_length=1, max_length=200)]]
+_Names = list[Annotated[str, Field(min_length=1, max_length=NAME_LIMIT)]]
 
 
 class Selection(Closed):
@@ -442,6 +487,57 @@ class Selection(Closed):
         [], max_length=100, description="Every job whose name matches, e.g. billing.*."
     )
     reason: ReasonText
+
+
+def _name(description: str) -> Any:
+    # The pattern is documented only: json_problem refuses NUL in any body.
+    extra: dict[str, Any] = {"pattern": NO_NUL_PATTERN}
+    return Field(
+        None, min_length=1, max_length=NAME_LIMIT, description=description, json_schema_extra=extra
+    )
+
+
+class FailureRetry(BaseModel):
+    """Which open failures to retry, once each, and why (``POST /failures``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    job: str | None = _name("Only this job's.")
+    module: str | None = _name("Only failures of this module's jobs.")
+    since: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="Only failures since then: 2h, 7d, a date (UTC) or an ISO 8601 time.",
+        # Documented only: _since checks it, with a message that says what is wrong.
+        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})$"},
+    )
+    reason: ReasonText
+
+
+class FailuresQuery(BaseModel):
+    since: str = Field(
+        "",
+        max_length=64,
+        description="Only runs that finished since then: a positive duration of whole units (2h, "
+        "7d, 4h30m), a date (UTC, midnight) or a time with a zone (2026-11-28T06:00:00Z).",
+        json_schema_extra={"pattern": f"^(?:{SINCE_PATTERN})?$"},
+    )
+    job: str = Field("", max_length=NAME_LIMIT, description="Only this job's runs.")
+    q: str = Field(
+        "",
+        max_length=SEARCH_LIMIT,
+        description="Only runs whose error type or message contains this text (any case).",
+    )
+    limit: int = Field(50, ge=1, le=500, description="At most N runs (default 50).")
+    cursor: str = Field(
+        "",
+        max_length=200,
+        description="next_cursor of the previous answer.",
+        json_schema_extra={"pattern": f"^(?:{CURSOR_PATTERN})?$"},
+    )
+    all: bool = Field(
+        False, description="Also failures resolved by a later success or an acknowledgement."
+    )
 
 
 # -- query strings -----------------------------------------------------------------------------

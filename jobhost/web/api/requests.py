@@ -1,6 +1,6 @@
 """Reading an API request (its JSON body, size-limited and strictly parsed, and its query), and
-answering what is wrong with it as ``application/problem+json`` (RFC 9457): a detail naming the
-field and the fix, and for a refused body every field problem under ``errors``."""
+answering what is wrong with it as ``application/problem+json``: a detail naming the field and
+the fix, and for a refused body every field problem under ``errors``."""
 
 from __future__ import annotations
 
@@ -18,9 +18,15 @@ from jobhost.operations.changes import REASON_LIMIT, BadReason, checked_reason
 from jobhost.operations.jobs import VALUE_LIMIT
 from jobhost.runtime.definition import FieldProblem
 from jobhost.runtime.service import ChangeRefused
-from jobhost.web.admission import BodyTooLarge, declared_too_large, read_capped
-from jobhost.web.inputs import MAX_JSON_DEPTH, json_problem
-from jobhost.web.middleware import PROBLEM_JSON, problem_body
+from jobhost.web.middleware import (
+    MAX_JSON_DEPTH,
+    PROBLEM_JSON,
+    BodyTooLarge,
+    declared_too_large,
+    json_problem,
+    problem_body,
+    read_capped,
+)
 
 __all__ = [
     "BadRequest",
@@ -53,7 +59,6 @@ ReasonText = Annotated[
     ),
     AfterValidator(checked_reason),
 ]
-"""A reason in a body model: folded, refused when blank or holding control characters."""
 
 _SELECTION_LIMIT = 100
 _NAME_LIMIT = 200
@@ -83,8 +88,7 @@ class BadRequest(ChangeRefused):
 
 
 def unknown(detail: str) -> BadRequest:
-    """404 for what the path names, which ``detail`` never repeats: whatever arrives in a path
-    is never echoed."""
+    """404 for what the path names, which ``detail`` never repeats."""
     return BadRequest(404, "Not found", detail)
 
 
@@ -95,19 +99,16 @@ def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:
 
 
 def invalid(field: str, detail: str) -> BadRequest:
-    """422: the body's ``field`` (``""``: the whole body) is refused, and why."""
     return field_error(422, "Invalid body", field, detail)
 
 
 def bad_query(name: str, detail: str) -> BadRequest:
-    """400: the query parameter ``name`` is refused, and why."""
     return field_error(400, "Invalid query parameter", name, detail)
 
 
 async def read_json(request: Request, limit: int) -> Any:
     """The body as JSON; 413 past ``limit`` bytes (read no further), 415 for another media
-    type, 411 for a body framed neither by length nor by chunks, 400 for malformed JSON (with
-    the line and column)."""
+    type, 411 for a body framed neither by length nor by chunks, 400 for malformed JSON."""
     if declared_too_large(request, limit):
         raise _too_large(limit)
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
@@ -157,8 +158,7 @@ async def read_json(request: Request, limit: int) -> Any:
 
 
 async def read_model(request: Request, limit: int, model: type[_Model], what: str) -> _Model:
-    """The JSON body as ``model``; 422 naming every field it refuses (``what`` the body should
-    be, when pydantic names none)."""
+    """The JSON body as ``model``; 422 naming every field it refuses."""
     body = await read_json(request, limit)
     try:
         return model.model_validate(body)
@@ -172,22 +172,18 @@ async def read_model(request: Request, limit: int, model: type[_Model], what: st
 
 
 async def read_reason(request: Request, limit: int) -> str:
-    """The ``{"reason": "..."}`` body of trigger, pause and resume: required, audited."""
     body = await _read_object(request, limit, {"reason"}, '{"reason": "..."}', '{"reason"}')
     return _reason(body)
 
 
 def take_reason(body: object) -> tuple[dict[str, Any], str]:
-    """A runtime job's definition (the body of ``PUT /jobs/{name}``) without its ``reason``,
-    and the reason: required, audited in the change log, not stored with the definition."""
+    """A runtime job's definition without its ``reason`` (audited, not stored), and the reason."""
     if not isinstance(body, dict):
         raise invalid("", 'the body must be a JSON object: {"kind": "http", "reason": "..."}')
     return {key: value for key, value in body.items() if key != "reason"}, _reason(body)
 
 
 async def read_state_value(request: Request, limit: int) -> tuple[str, str]:
-    """The body of ``PUT /jobs/{name}/state/{key}``: the value (text, as a job's
-    ``context.state.set`` writes it) and the reason."""
     shape = '{"value": "...", "reason": "..."}'
     body = await _read_object(request, limit, {"value", "reason"}, shape)
     value = body.get("value")
@@ -197,8 +193,6 @@ async def read_state_value(request: Request, limit: int) -> tuple[str, str]:
 
 
 async def read_selection(request: Request, limit: int) -> tuple[list[str], list[str], str]:
-    """The body of ``POST /pause`` and ``/resume``: modules, name patterns (``billing.*``),
-    and the reason."""
     shape = '{"modules": ["..."], "match": ["..."], "reason": "..."}'
     body = await _read_object(request, limit, {"modules", "match", "reason"}, shape)
     modules, patterns = _names(body, "modules"), _names(body, "match")
@@ -210,8 +204,7 @@ async def read_selection(request: Request, limit: int) -> tuple[list[str], list[
 async def _read_object(
     request: Request, limit: int, fields: set[str], shape: str, known: str | None = None
 ) -> dict[str, Any]:
-    """The JSON body, refused unless an object of only ``fields`` (``shape`` shows it;
-    ``known`` names them, when not ``shape``)."""
+    """The JSON body, refused unless an object of only ``fields`` (``shape`` shows it)."""
     body = await read_json(request, limit)
     if not isinstance(body, dict):
         raise invalid("", f"the body must be a JSON object: {shape}")
@@ -247,8 +240,7 @@ def _names(body: dict[str, Any], field: str) -> list[str]:
 
 
 def query_int(request: Request, query: type[BaseModel], name: str) -> int:
-    """The whole-number parameter ``name``, with the default and bounds of the field of that
-    name in ``query`` (the model the document is made from), so the two cannot drift."""
+    """``name`` with the default and bounds of its field in ``query``, so the two cannot drift."""
     default, low, high = _bounds(query, name)
     raw = request.query_params.get(name)
     if raw is None:
@@ -268,7 +260,6 @@ def query_flag(request: Request, name: str) -> bool:
 
 
 def query_choice(request: Request, name: str, allowed: Sequence[str]) -> list[str]:
-    """Every value of a repeatable parameter, each one of ``allowed``."""
     values = request.query_params.getlist(name)
     for value in values:
         if value not in allowed:

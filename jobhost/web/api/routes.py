@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from functools import partialmethod
 from operator import attrgetter
 from typing import Any
@@ -24,8 +26,19 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
+from jobhost.errors import UnknownJobError
 from jobhost.operations.changes import change_json
-from jobhost.operations.jobs import kinds_json
+from jobhost.operations.failures import (
+    SEARCH_LIMIT,
+    BadFailureQuery,
+    FailureQuery,
+    decode_cursor,
+    failures_json,
+    parse_since,
+    read_failures,
+)
+from jobhost.operations.failures import retry_failures as retry_open_failures
+from jobhost.operations.jobs import kinds_json, require_known_job
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
 from jobhost.operations.runs import (
     OUTCOMES,
@@ -39,38 +52,51 @@ from jobhost.operations.timefmt import short_utc
 from jobhost.records import ChangeSearch
 from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not_found
 from jobhost.store import Store
+from jobhost.store.engine import is_store_down
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import GuessBrake, bearer_secret, client_address
 from jobhost.web.api.actions import (
     ActionEndpoints,
+    BackfillEndpoints,
     ServiceEndpoints,
     StateEndpoints,
+    queued_json,
     require_known,
 )
-from jobhost.web.api.backfills import BackfillEndpoints
-from jobhost.web.api.failures import FailureEndpoints
-from jobhost.web.api.models import SOURCES, ChangesQuery, JobsQuery, RunLogQuery, RunsQuery
-from jobhost.web.api.openapi import is_model, openapi_document
+from jobhost.web.api.models import (
+    NAME_LIMIT,
+    SINCE_PATTERN,
+    SOURCES,
+    ChangesQuery,
+    FailureRetry,
+    FailuresQuery,
+    JobsQuery,
+    RunLogQuery,
+    RunsQuery,
+)
+from jobhost.web.api.openapi import ENDPOINTS, Endpoint, is_model, openapi_document
 from jobhost.web.api.requests import (
     BadRequest,
+    bad_query,
+    field_error,
+    invalid,
     problem,
     query_choice,
     query_flag,
     query_int,
     read_json,
+    read_model,
     read_reason,
     take_reason,
     unknown,
 )
-from jobhost.web.api.table import ENDPOINTS, Endpoint
 from jobhost.web.api.views import job_json, runtime_json
-from jobhost.web.app import blocking
-from jobhost.web.middleware import failure_body, log_unexpected
-from jobhost.web.unavailable import is_store_down
+from jobhost.web.middleware import blocking, failure_body, log_unexpected
 
 __all__ = ["API_PREFIX", "api_routes"]
 
 API_PREFIX = "/api/v1"
+_SINCE = re.compile(SINCE_PATTERN)
 _log = logging.getLogger("jobhost.api")
 _METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 _Operation = tuple[Endpoint, Callable[[Request, ApiToken], Awaitable[Response]]]
@@ -84,10 +110,7 @@ def api_routes(
     trigger_wait: float = 2.0,
     brake: GuessBrake | None = None,
 ) -> list[BaseRoute]:
-    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured.
-
-    ``brake`` counts wrong tokens (shared with the application's other surfaces); one over
-    ``store`` when not given."""
+    """The API's routes under :data:`API_PREFIX`; none while no ``api_tokens`` are configured."""
     if not settings.api_tokens:
         return []
     service = JobService(settings, catalog, store, trigger_wait=trigger_wait)
@@ -103,12 +126,9 @@ class _Api(ServiceEndpoints):
         self.actions = ActionEndpoints(service, self._limit)
         self.backfills = BackfillEndpoints(service, self._limit)
         self.state = StateEndpoints(service, self._limit)
-        failures = FailureEndpoints(service, self._limit)
-        self.failures, self.retry_failures = failures.read, failures.retry
 
     def mount(self) -> Mount:
-        """The routes of :data:`~jobhost.web.api.table.ENDPOINTS`, each answered by this
-        object's method of its ``operation`` name."""
+        """The routes of the table, each answered by this object's method of its ``operation``."""
         table: dict[str, dict[str, _Operation]] = {}
         routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
@@ -122,8 +142,6 @@ class _Api(ServiceEndpoints):
         ]
         routes.append(Route("/{rest:path}", self.unknown, methods=_METHODS))
         return Mount(API_PREFIX, routes=routes)
-
-    # -- plumbing ----------------------------------------------------------------------------
 
     def _dispatch(self, ops: dict[str, _Operation]) -> Callable[[Request], Any]:
         allowed = ", ".join(sorted(ops))
@@ -141,10 +159,8 @@ class _Api(ServiceEndpoints):
             address = client_address(request)
             token = _token_for(request, self._service.settings.api_tokens)
             if token is None:
-                wait = None
-                if request.headers.get("authorization"):
-                    wait = await self.brake.refused(address, "api")
-                if wait is not None:
+                sent = request.headers.get("authorization")
+                if sent and (wait := await self.brake.refused(address, "api")) is not None:
                     return problem(
                         429,
                         "Too many requests",
@@ -185,8 +201,6 @@ class _Api(ServiceEndpoints):
 
     async def openapi(self, _request: Request) -> Response:
         return JSONResponse(openapi_document())
-
-    # -- endpoints ---------------------------------------------------------------------------
 
     async def kinds(self, _request: Request, _token: ApiToken) -> Response:
         return JSONResponse(kinds_json(self._service.catalog.kinds))
@@ -326,9 +340,71 @@ class _Api(ServiceEndpoints):
 
         return JSONResponse(await blocking(answer))
 
+    async def failures(self, request: Request, _token: ApiToken) -> Response:
+        params, store = request.query_params, self._store
+        limit = query_int(request, FailuresQuery, "limit")
+        everything = query_flag(request, "all")
+        job = params.get("job") or None
+        if job is not None and len(job) > NAME_LIMIT:
+            raise bad_query("job", f"must be a job name of 1 to {NAME_LIMIT} characters")
+        text = params.get("q")
+        if text is not None:
+            if len(text) > SEARCH_LIMIT:
+                raise bad_query("q", f"must be at most {SEARCH_LIMIT} characters")
+            text = text.strip() or None
+        try:
+            cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
+            start = _since(params.get("since"), store)
+        except BadFailureQuery as error:
+            raise bad_query(error.field, error.detail) from None
+
+        def answer() -> dict[str, Any]:
+            _require_job(store, job, "names no job the store knows; GET /api/v1/jobs lists them")
+            query = FailureQuery(
+                since=start,
+                job=job,
+                text=text,
+                limit=limit,
+                cursor=cursor,
+                include_resolved=everything,
+            )
+            return failures_json(read_failures(store, query))
+
+        return JSONResponse(await blocking(answer))
+
+    async def retry_failures(self, request: Request, token: ApiToken) -> Response:
+        store = self._store
+        body = await read_model(request, self._limit, FailureRetry, "a failure retry")
+        try:
+            start = _since(body.since, store)
+        except BadFailureQuery as error:
+            raise invalid(error.field, error.detail) from None
+
+        def act() -> dict[str, Any]:
+            _require_job(store, body.job, "names no job the store knows")
+            jobs = None
+            if body.module is not None:
+                jobs = tuple(sorted(store.list_schedules(module=body.module)))
+                if not jobs:
+                    raise field_error(
+                        404, "Not found", "module", "names no module of a job the store knows"
+                    )
+            query = FailureQuery(since=start, job=body.job, jobs=jobs)
+            done = retry_open_failures(store, query, actor=token.name, reason=body.reason)
+            return {
+                "queued": [queued_json(queued) for queued in done.queued],
+                "refused": [
+                    {"run_id": run.id, "job": run.job_name, "reason": why}
+                    for run, why in done.refused
+                ],
+                "more": done.more,
+                "hosts_alive": done.hosts_alive,
+            }
+
+        return JSONResponse(await blocking(act), status_code=202)
+
     def _refuse_deleted(self, name: str) -> None:
-        """A runtime job removed through the API is gone: 404, saying who removed it, when, and
-        where its history stays."""
+        """404 for a runtime job removed through the API: by whom, when, where its history is."""
         row = self._store.list_schedules([name]).get(name)
         if row is None or not row.orphaned or row.trigger_source != "api":
             return
@@ -345,23 +421,41 @@ class _Api(ServiceEndpoints):
         )
 
 
-def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
-    """The token the request carries (``Authorization: Bearer <secret>``, matched by the
-    secret's SHA-256: the settings hold only digests, so a leaked settings file grants
-    nothing), or None (absent, malformed or unknown). Every configured digest is compared, in
-    constant time, whatever matches first."""
-    secret = bearer_secret(request)
-    if secret is None:
+def _since(text: str | None, store: Store) -> datetime | None:
+    """:class:`BadFailureQuery` for a text not of :data:`SINCE_PATTERN` or out of range."""
+    if not text:
         return None
-    digest = hashlib.sha256(secret.encode()).hexdigest()
+    if not _SINCE.fullmatch(text):
+        raise BadFailureQuery(
+            "since",
+            "must be a duration such as 2h, 7d or 4h30m, a date such as 2026-11-28, or a time with "
+            "a zone such as 2026-11-28T06:00:00Z",
+        )
+    return parse_since(text, store.clock())
+
+
+def _require_job(store: Store, job: str | None, detail: str) -> None:
+    if job is None:
+        return
+    try:
+        require_known_job(None, store, job)
+    except UnknownJobError:
+        # The name is the caller's text: it is not repeated.
+        raise field_error(404, "Not found", "job", detail) from None
+
+
+def _token_for(request: Request, tokens: Sequence[ApiToken]) -> ApiToken | None:
+    """The token whose SHA-256 the bearer secret has (the settings hold only digests, so a
+    leaked settings file grants nothing); every digest is compared, in constant time."""
+    secret = bearer_secret(request)
+    digest = hashlib.sha256(secret.encode()).hexdigest() if secret is not None else ""
     found = [token for token in tokens if hmac.compare_digest(digest, token.sha256)]
     return found[-1] if found else None
 
 
 def _checked(endpoint: Endpoint, response: Response) -> Response:
-    """``response``, when its JSON fits the answer model ``endpoint`` declares for its status
-    (the very bytes, not re-serialised); otherwise a 500, logged: the document and the answers
-    must not drift apart, and a key the document does not list is the server's fault."""
+    """``response``, when its JSON fits the answer model ``endpoint`` declares for its status;
+    otherwise a 500, logged: a key the document does not list is the server's fault."""
     answer = endpoint.answers.get(response.status_code)
     model = answer.body if answer is not None else None
     if response.media_type != "application/json" or not is_model(model):

@@ -1,17 +1,8 @@
-"""What people do from the dashboard: refused unless every guard passes, audited.
-
-Guards, in order: the request comes from the dashboard's own origin; actions are on; the person
-is signed in; the form's CSRF token is the session's; a reason is given; the job (run, module)
-exists. Each refusal answers 403 (400 for a missing reason, 404 for an unknown job or run, 409
-for a run that cannot be retried or cancelled) and is logged. What is done goes through the one
-operator-action path (:mod:`jobhost.operations.jobs`), so it is in the change log with the
-operator's name and the reason like any CLI or API action, and is logged as one JSON line (with
-the client's address) by the ``jobhost.audit`` logger.
-
-What is not undone is asked once more first: the first post answers a confirmation page (the
-reason to check, a backfill's occurrences as ``jobhost backfill --dry-run`` lists them) whose
-form carries ``confirm=yes``; actions on a run or on a whole module need the form's
-confirmation box instead.
+"""What people do from the dashboard: refused (and logged) unless every guard passes, done
+through the one operator-action path (:mod:`jobhost.operations`), so in the change log like any
+CLI or API action, and logged with the client's address by the ``jobhost.audit`` logger. What
+is not undone is asked once more first (a page whose form carries ``confirm=yes``, or for a run
+or a whole module the form's confirmation box).
 """
 
 from __future__ import annotations
@@ -23,12 +14,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from jobhost.catalog import Catalog
+from jobhost.config import Settings
 from jobhost.operations.backfills import (
     BackfillInputError,
     BackfillPlan,
@@ -46,20 +39,16 @@ from jobhost.operations.jobs import (
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RunRecord
+from jobhost.store import Store
 from jobhost.store.runtime import acting_from
 from jobhost.web.access import client_address
-from jobhost.web.app import blocking
 from jobhost.web.console.auth import BadForm, SessionKeeper, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
-
-if TYPE_CHECKING:
-    from jobhost.catalog import Catalog
-    from jobhost.config import Settings
-    from jobhost.store import Store
-
+from jobhost.web.middleware import blocking
 
 __all__ = ["BULK_NOTICES", "NOTICES", "RUN_NOTICES", "ConsoleActions", "retry_notice"]
 
+# What the job, run and overview pages say after an action, by the code in ``?done=``.
 NOTICES = {
     "paused": "paused",
     "already-paused": "already paused",
@@ -70,24 +59,21 @@ NOTICES = {
     "backfill-cancelled": "backfill cancelled: no new occurrence is claimed; runs in flight finish",
     "backfill-already-over": "that backfill had already ended; nothing was changed",
 }
-"""What the job page says after an action, by the code in ``?done=``; other codes say nothing."""
 RUN_NOTICES = {
     "retried": "retry queued: this is the new attempt; a host starts it within seconds",
     "cancel-requested": "cancel asked: the run's host cancels it within seconds",
     "cancel-already": "a cancel was asked for already; it stands",
     "cancelled": "cancelled before it started",
 }
-"""What the run page says after an action, by the code in ``?done=``."""
 BULK_NOTICES = {
     "module-paused": "module paused: every job of it, one change-log entry each",
     "module-resumed": "module resumed: every job of it, one change-log entry each",
 }
-"""What the overview says after a module action, by the code in ``?done=``."""
 _REQUEST_ID_CHARS = frozenset("0123456789abcdef")
 
 _JOB_ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")
 _SHOWN = 200
-"""At most this many occurrences are listed on a backfill's preview; the count says the rest."""
+"""Occurrences listed on a backfill's preview; the count says the rest."""
 _BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _COUNT = re.compile(r"\d{1,3}")
@@ -98,8 +84,6 @@ _log = logging.getLogger("jobhost.console")
 
 @dataclass(frozen=True)
 class _Checked:
-    """A form that passed every guard: who sent it, why, from where."""
-
     who: str
     reason: str
     client: str
@@ -107,8 +91,6 @@ class _Checked:
 
 
 class ConsoleActions:
-    """The dashboard's actions, routed to by :class:`~jobhost.web.console.pages.Console`."""
-
     settings: Settings
     catalog: Catalog
     store: Store
@@ -219,8 +201,7 @@ class ConsoleActions:
         return _see(f"/failures?done=retried&n={queued}&r={refused}")
 
     async def request_page(self, request: Request) -> Response:
-        """A trigger's request: while no host has looked at it, where it stands (the page looks
-        again); once started, or queued for its concurrency group, 303 to its run; refused, why."""
+        """Where a trigger's request stands until a host starts (303 to its run) or refuses it."""
         request_id = request.path_params["request_id"]
         found: RunRecord | None = None
         if 0 < len(request_id) <= 64 and set(request_id) <= _REQUEST_ID_CHARS:
@@ -237,10 +218,9 @@ class ConsoleActions:
     async def _guarded(
         self, request: Request, doing: str, this: str, *, confirm: bool = False
     ) -> _Checked | Response:
-        """Every guard of an action, in order; the refusal to answer, or what passed.
-
-        ``doing`` says what the sign-in is for, ``this`` what the reason is for; ``confirm``
-        requires the form's confirmation box (for actions on runs and on many jobs)."""
+        """Every guard of an action, in order: the dashboard's own origin, actions on, an
+        operator signed in, the session's CSRF token, a reason (for ``this``), and with
+        ``confirm`` the form's confirmation box. The refusal, or what passed."""
         if not same_origin(request):
             return self.refuse(request, "a request from another site is refused")
         if not self.actions_on:
@@ -268,17 +248,14 @@ class ConsoleActions:
 
     def _act_on_job(self, action: str, name: str, checked: _Checked) -> tuple[str, str | None]:
         """What was done, and for a trigger the request a host picks up."""
-        store, who, reason = self.store, checked.who, checked.reason
         request_id = None
-        if action == "pause":
-            paused = pause_jobs(store, self.catalog, [name], actor=who, reason=reason)[0]
-            result = "paused" if paused.changed else "already paused"
-        elif action == "resume":
-            resumed = resume_jobs(store, [name], actor=who, reason=reason)[0]
-            result = "resumed" if resumed is not None and resumed.changed else "was not paused"
-        else:
-            request_id = request_trigger(store, name, actor=who, reason=reason)
+        if action == "trigger":
+            request_id = request_trigger(self.store, name, actor=checked.who, reason=checked.reason)
             result = f"trigger queued (request {request_id})"
+        elif self._pause_or_resume(action, [name], checked):
+            result = "paused" if action == "pause" else "resumed"
+        else:
+            result = "already paused" if action == "pause" else "was not paused"
         _audit_line(checked, action, name, result)
         return result, request_id
 
@@ -299,14 +276,17 @@ class ConsoleActions:
         return f"/runs/{run_id}?done={code}"
 
     def _act_on_module(self, action: str, module: str, jobs: list[str], checked: _Checked) -> None:
+        changed = self._pause_or_resume(action, jobs, checked)
+        _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
+
+    def _pause_or_resume(self, action: str, jobs: list[str], checked: _Checked) -> int:
+        """How many of ``jobs`` it changed."""
         store, who, reason = self.store, checked.who, checked.reason
         if action == "pause":
             done = pause_jobs(store, self.catalog, jobs, actor=who, reason=reason)
-            changed = sum(1 for d in done if d.changed)
-        else:
-            again = resume_jobs(store, jobs, actor=who, reason=reason)
-            changed = sum(1 for d in again if d is not None and d.changed)
-        _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
+            return sum(1 for d in done if d.changed)
+        again = resume_jobs(store, jobs, actor=who, reason=reason)
+        return sum(1 for d in again if d is not None and d.changed)
 
     def _retry_each(self, ids: list[str], checked: _Checked) -> tuple[int, int]:
         """How many runs were queued again, and how many could not be."""
@@ -323,7 +303,6 @@ class ConsoleActions:
         return len(queued), len(ids) - len(queued)
 
     async def _backfill(self, request: Request, checked: _Checked, name: str) -> Response:
-        """Preview the backfill the form asks for, or (``confirm=yes``) record it."""
         form = checked.form
         start, end = form.get("from", "").strip()[:40], form.get("to", "").strip()[:40]
         mode = form.get("mode", "missing")
@@ -372,8 +351,6 @@ class ConsoleActions:
         return _see(f"/jobs/{name}?done=backfill-started")
 
     async def _cancel_backfill(self, request: Request, checked: _Checked, name: str) -> Response:
-        """Ask to confirm cancelling the form's backfill of job ``name``, or (``confirm=yes``) do:
-        no new occurrence is claimed; its runs in flight finish."""
         store = self.store
         backfill_id = checked.form.get("backfill", "").strip()
         record = None
@@ -398,7 +375,7 @@ class ConsoleActions:
 
 
 def retry_notice(params: Mapping[str, str]) -> str | None:
-    """The notice for ``?done=retried&n=..&r=..``; only counts reach the text."""
+    """The notice for ``?done=retried&n=..&r=..``: only counts reach the text."""
     queued, refused = params.get("n", ""), params.get("r", "")
     if params.get("done") != "retried" or not (
         _COUNT.fullmatch(queued) and _COUNT.fullmatch(refused)
@@ -408,8 +385,7 @@ def retry_notice(params: Mapping[str, str]) -> str | None:
 
 
 def _audit_line(checked: _Checked, action: str, subject: str, result: str) -> None:
-    """Log one action with who, what, on what, why, from where, and the result: the change log
-    holds the action itself; this line adds the client's address for the host's log."""
+    """The change log holds the action itself; this line adds the client's address."""
     line = {
         "event": "console.action",
         "at": iso_utc(datetime.now(UTC)),

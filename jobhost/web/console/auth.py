@@ -1,9 +1,6 @@
-"""Who is signed in to the dashboard, and proof that a form came from the dashboard itself.
-
-The session cookie is HttpOnly, SameSite=Strict and signed (see :class:`SessionKeeper`); it
-carries a random CSRF token that every form posts back, and a POST whose ``Origin`` is another
-site is refused before anything else.
-"""
+"""Who is signed in to the dashboard, and proof that a form came from the dashboard itself: the
+session cookie is HttpOnly, SameSite=Strict and signed, and carries a random CSRF token every
+form posts back; a POST whose ``Origin`` is another site is refused before anything else."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from jobhost.web.access import holder
-from jobhost.web.admission import MAX_FORM, BodyTooLarge, read_capped
+from jobhost.web.middleware import MAX_FORM, BodyTooLarge, read_capped
 
 __all__ = ["COOKIE", "BadForm", "Session", "SessionKeeper", "read_form", "same_origin"]
 
@@ -38,20 +35,17 @@ class Session:
     role: str = "operator"
     """``operator`` (may act) or ``reader`` (signed in with a read API token: may look)."""
     version: int = 0
-    """The person's session version when it started; a sign-out moves the stored one on."""
+    """The person's session version when it started: a sign-out moves the stored one on."""
 
 
 class SessionKeeper:
-    """Signs, reads and checks sessions for one set of operator tokens (and, where reading
-    needs a sign-in, the API tokens with the read scope: ``readers`` maps each one's SHA-256 to
-    its name).
+    """Signs, reads and checks sessions of operators (and, where reading needs a sign-in, of
+    the API tokens with the read scope: ``readers``, SHA-256 to name).
 
-    The signing key is derived from ``secret`` (``session_secret``) when there is one, else
-    from the operator tokens, which are secrets themselves. With neither, the key is random and
-    lives as long as the process: the readers' digests, all the rest there is, are in the
-    settings file, and a key made from them alone would let whoever reads the file forge a
-    reader's session. Any change of the secret or the tokens signs everyone out. A session's
-    expiry is bounded here too, not only by what its cookie says.
+    The signing key is derived from ``secret`` (``session_secret``), else from the operator
+    tokens, secrets themselves. With neither, it is random, for the process: the readers'
+    digests are in the settings file, and a key made from them alone would let whoever reads
+    the file forge a reader's session. Any change of secret or tokens signs everyone out.
     """
 
     def __init__(
@@ -77,7 +71,6 @@ class SessionKeeper:
         return bool(self._tokens) or bool(self._readers)
 
     def identify(self, token: str) -> tuple[str, str] | None:
-        """(who, role) for an operator token or a reader's secret, or None."""
         return holder(token, self._tokens, self._readers)
 
     def start(
@@ -111,7 +104,6 @@ class SessionKeeper:
         response.delete_cookie(COOKIE, path="/")
 
     def read(self, request: Request) -> Session | None:
-        """The request's valid session, or None (absent, forged, expired, or tokens changed)."""
         raw = request.cookies.get(COOKIE)
         if not raw or "." not in raw or not self.enabled:
             return None
@@ -146,7 +138,6 @@ class SessionKeeper:
 
 
 def same_origin(request: Request) -> bool:
-    """False when the browser says the request came from another site."""
     origin = request.headers.get("origin")
     if origin is None or origin == "null":
         return origin is None
@@ -156,17 +147,14 @@ def same_origin(request: Request) -> bool:
 
 
 class BadForm(Exception):
-    """A form the dashboard refuses: ``status`` is the answer, the message says why."""
-
     def __init__(self, status: int, why: str) -> None:
         super().__init__(why)
         self.status = status
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """An urlencoded form body: the first value of each field. :class:`BadForm` 413 past
-    16 KiB (refused by its length before it is read, cut off when it grows past it), 400 for a
-    field holding NUL (no store can keep it)."""
+    """An urlencoded form body, the first value of each field; :class:`BadForm` 413 past
+    :data:`MAX_FORM` bytes, 400 for a field holding NUL (no store can keep it)."""
     try:
         body = await read_capped(request, MAX_FORM)
     except BodyTooLarge:

@@ -1,15 +1,11 @@
 """The dashboard: server-rendered pages over the store, and the actions people may take.
 
-Pages that show data pass ``live`` (seconds) for the page script (static/console.js). Read-only
-unless ``console_actions`` is on, operator tokens are configured and the application allows
-actions (``jobhost run``'s does, ``jobhost serve``'s does not); then a person signed in at
-``/signin`` sees the actions, each audited with who and why.
+Pages that show data pass ``live`` (seconds) for the page script (static/console.js).
 
 Every instant is a ``<time datetime="2026-05-04T10:00:00Z">`` whose text reads without script
 (UTC, or the job's zone where the page says so); the script rewrites it in the zone the person
-picked (each job's own is read from ``data-zone`` on the element or an ancestor), keeps a log
-line's (``class="ms"``) milliseconds, and leaves ``class="fixed"`` (a text labelled with its
-zone) as it is.
+picked (a job's own from ``data-zone``), keeps a log line's (``class="ms"``) milliseconds, and
+leaves ``class="fixed"`` (a text labelled with its zone) as it is.
 """
 
 from __future__ import annotations
@@ -45,7 +41,6 @@ from jobhost.operations.runs import RETRYABLE, dropped_text, line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
 from jobhost.web.access import GuessBrake, client_address, read_tokens
-from jobhost.web.app import blocking
 from jobhost.web.console.actions import (
     BULK_NOTICES,
     NOTICES,
@@ -54,15 +49,13 @@ from jobhost.web.console.actions import (
     retry_notice,
 )
 from jobhost.web.console.auth import BadForm, Session, SessionKeeper, read_form, same_origin
-from jobhost.web.console.timeline import (
+from jobhost.web.console.views import (
     CHART_ORDER,
+    CHART_SECONDS,
     OUTCOME_ORDER,
     RANGE_NAMES,
     RANGES,
     Chart,
-)
-from jobhost.web.console.views import (
-    CHART_SECONDS,
     ShortCache,
     changes_view,
     failures_view,
@@ -72,14 +65,14 @@ from jobhost.web.console.views import (
     query_link,
     run_view,
 )
+from jobhost.web.middleware import blocking
 
 __all__ = ["Console", "ago_tag", "fixed_tag", "local_tag", "stamp_tag", "utc_tag"]
 
 _log = logging.getLogger("jobhost.console")
 _PAGE_SIZE = 50
 _LIVE_SECONDS = 5
-"""How often an open page asks for its data again (the script slows down when answers are
-slow, and stops while the tab is hidden or paused)."""
+"""How often an open page asks for its data again (slower when answers are slow)."""
 _TAIL_SECONDS = 2
 # The run log's line numbers are an INTEGER column: PostgreSQL refuses a larger bound.
 _MAX_LINE = 2**31 - 1
@@ -101,8 +94,6 @@ _HEADERS = {
 
 
 class Console(ConsoleActions):
-    """The dashboard's routes over one catalog and store."""
-
     def __init__(
         self,
         settings: Settings,
@@ -174,8 +165,6 @@ class Console(ConsoleActions):
             Mount("/static", StaticFiles(packages=[("jobhost.web", "static")]), name="static"),
         ]
 
-    # -- pages --------------------------------------------------------------------------------
-
     async def overview(self, request: Request) -> Response:
         params = request.query_params
         search = params.get("q", "")[:200]
@@ -212,14 +201,8 @@ class Console(ConsoleActions):
             bulk_done=BULK_NOTICES.get(params.get("done", "")),
         )
 
-    @property
-    def overview_reads(self) -> int:
-        """How many times the overview read the store's summary (shared reads show in tests)."""
-        return self._summaries.made
-
     def _overview(self, which: JobFilter, page: int) -> tuple[Report, Overview]:
-        """The summary of every job and the page asked for, each kept a few seconds (the page
-        under its filter and number): viewers polling the overview share one read."""
+        """Each kept a few seconds: viewers polling the overview share one read."""
         summary = self._summaries.get(
             "summary", lambda: read_summary(self.settings, self.catalog, self.store)
         )
@@ -268,7 +251,6 @@ class Console(ConsoleActions):
         )
 
     async def cancel_form(self, request: Request) -> Response:
-        """The confirmation step of a cancel, on a page of its own."""
         run_id = request.path_params["run_id"]
         view = await blocking(lambda: run_view(self.store, self.catalog, run_id))
         if view is None:
@@ -308,8 +290,6 @@ class Console(ConsoleActions):
         ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
         return self.page(request, "hosts.html", now=now, hosts=ordered, live=_LIVE_SECONDS)
 
-    # -- signing in ---------------------------------------------------------------------------
-
     async def signin_form(self, request: Request) -> Response:
         return self.page(request, "signin.html", error=None)
 
@@ -325,8 +305,7 @@ class Console(ConsoleActions):
             return self.refuse(request, str(error), error.status)
         found = self.sessions.identify(form.get("token", ""))
         if found is None:
-            wait = await self.brake.refused(client, "signin")
-            if wait is not None:
+            if (wait := await self.brake.refused(client, "signin")) is not None:
                 refused = self.refuse(request, f"too many wrong tokens; try again in {wait}s", 429)
                 refused.headers["Retry-After"] = str(wait)
                 return refused
@@ -341,7 +320,7 @@ class Console(ConsoleActions):
         return _secured(response)
 
     async def signout(self, request: Request) -> Response:
-        """End every session of the person signed in, on every replica, and this cookie."""
+        """Ends every session of the person signed in, on every replica."""
         if not same_origin(request):
             return self.refuse(request, "a sign-out from another site is refused")
         session: Session | None = request.state.session
@@ -352,11 +331,7 @@ class Console(ConsoleActions):
         self.sessions.end(response)
         return _secured(response)
 
-    # -- sessions -----------------------------------------------------------------------------
-
     def _reading(self, handler: _Page) -> _Page:
-        """A page: with ``web_read_access = "token"``, only for someone signed in."""
-
         async def endpoint(request: Request) -> Response:
             request.state.session = await self._session(request)
             if self.read_needs_session and request.state.session is None:
@@ -378,14 +353,11 @@ class Console(ConsoleActions):
         return endpoint
 
     async def _session(self, request: Request) -> Session | None:
-        """The request's session, if its signature holds and its version is still current."""
         session = self.sessions.read(request)
         if session is None:
             return None
         version = await blocking(lambda: self.store.session_version(session.who))
         return session if version == session.version else None
-
-    # -- helpers ------------------------------------------------------------------------------
 
     def page(self, request: Request, template: str, status: int = 200, **values: Any) -> Response:
         session = getattr(request.state, "session", None)
@@ -400,12 +372,10 @@ class Console(ConsoleActions):
 
 
 def utc_tag(at: datetime | None) -> Markup:
-    """The instant, in UTC until the script shows it in the zone picked; ``-`` for nothing."""
     return _tag(at, short_utc)
 
 
 def local_tag(at: datetime | None, zone: str) -> Markup:
-    """The instant in the job's ``zone`` until the script shows it in the zone picked."""
     return _tag(at, lambda at: short_local(at, zone), zone=zone)
 
 
@@ -415,13 +385,11 @@ def fixed_tag(at: datetime | None, zone: str) -> Markup:
 
 
 def ago_tag(at: datetime | None, now: datetime) -> Markup:
-    """How long ago (``4m05s``), the absolute time on hover. An instant after ``now`` (a run
-    started just after the page read the store) is 0ms ago, never a negative time."""
+    """How long ago, the time on hover; 0ms after ``now`` (a run started after the read)."""
     return _tag(at, lambda at: duration_text(max(now - at, timedelta(0))), kind="ago", title=True)
 
 
 def stamp_tag(at: datetime) -> Markup:
-    """A log line's time to the millisecond, so that lines of one second stay apart."""
     text = line_time(at)
     return Markup(f'<time datetime="{escape(text)}" class="ms">{escape(text)}</time>')
 
@@ -434,7 +402,6 @@ def _tag(
     kind: str = "",
     title: bool = False,
 ) -> Markup:
-    """``<time>`` of ``at`` showing ``text(at)`` (``title``: with its UTC time on hover)."""
     if at is None:
         return Markup("-")
     attributes = f' datetime="{escape(iso_utc(at))}"'

@@ -1,18 +1,23 @@
 """What each dashboard page shows, read from the store: plain data for the templates.
 
 A page's query string is its whole state, so a link to a search is the search. Values a page
-does not know fall back to the defaults rather than fail: the address is a bookmark, and an old
-one should still open. Pages share what they read for a few seconds (:class:`ShortCache`).
+does not know fall back to the defaults rather than fail: an old bookmark should still open.
+
+Runs laid out in time, the timeline of a job and its chart of runs by outcome, are pure, in
+percentages of the window's width (:func:`timeline`) or on a 1000 by 100 drawing
+(:func:`outcome_chart`), so the page draws them with no script. A run is placed at its
+occurrence (else its start, else its queueing) and is as wide as it ran, never narrower than a
+sliver. Failures stack at the bottom of a bar: a red foot shows even under many successes.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
@@ -33,6 +38,7 @@ from jobhost.operations.failures import (
 from jobhost.operations.jobs import JobStateView, read_state, require_known_job
 from jobhost.operations.report import JobReport, Report, build_report
 from jobhost.operations.runs import OUTCOMES
+from jobhost.operations.timefmt import duration_text, short_utc
 from jobhost.records import (
     FAILED,
     STREAK_LIMIT,
@@ -45,29 +51,28 @@ from jobhost.records import (
 )
 from jobhost.store import Store
 from jobhost.store.snapshot import JobPage, JobRead
-from jobhost.web.console.timeline import (
-    CHART_ORDER,
-    RANGE_NAMES,
-    RANGES,
-    SLICES,
-    Chart,
-    Timeline,
-    outcome_chart,
-    timeline,
-)
+from jobhost.triggers import UnknownTimezoneError, load_zone
 
 __all__ = [
     "CHANGES_PAGE",
+    "CHART_ORDER",
     "CHART_SECONDS",
     "FAILURES_PAGE",
+    "OUTCOME_ORDER",
+    "RANGES",
+    "RANGE_NAMES",
+    "SLICES",
+    "Chart",
     "ShortCache",
     "changes_view",
     "failures_view",
     "job_query",
     "job_view",
     "number",
+    "outcome_chart",
     "query_link",
     "run_view",
+    "timeline",
 ]
 
 _HISTORY_PAGE = 25
@@ -90,14 +95,12 @@ class JobView:
     timeline: Timeline
     fires: list[datetime]
     rows: JobPage
-    """Its failures, newest changes from every surface, backfills and a failing job's streak."""
     runs: list[RunRecord]
     """One page of the job's ledger, newest first, of the chosen outcome."""
     more: bool
     """Whether an older page follows."""
     chart: Chart
     state: JobStateView
-    """What the job keeps between runs (``context.state``), by key."""
 
 
 @dataclass(frozen=True)
@@ -112,15 +115,12 @@ class RunView:
 
     @property
     def running(self) -> bool:
-        """Still writing: the page's script tails the log (without script, it reloads)."""
         return self.run.outcome in {"running", "pending"}
 
 
 def job_view(
     settings: Settings, catalog: Catalog, store: Store, name: str, query: JobQuery
 ) -> JobView | None:
-    """The job page: timeline and chart over the query's range before now, and the page it
-    asks for of its history, of its outcome when it names one."""
     report = build_report(settings, catalog, store, job=name)
     if not report.jobs:
         return None
@@ -152,8 +152,6 @@ def job_view(
 
 
 def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
-    """The run, its attempts and its log lines numbered above ``after`` (the page's script
-    asks for the lines after the last one it shows, to tail a running run)."""
     page = store.run_pages([run_id], after=after, lines=_PAGE_LOG_LINES, attempts=True).get(run_id)
     if page is None:
         return None
@@ -163,8 +161,7 @@ def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> 
 
 
 def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[datetime]:
-    """An interval job's from its stored next fire (its phase), a cron job's from its
-    expression."""
+    """An interval job's from its stored next fire (its phase), a cron job's from its cron."""
     spec = catalog.jobs.get(job.name)
     if spec is None or not spec.enabled or job.paused:
         return []
@@ -177,20 +174,16 @@ def _next_fires(catalog: Catalog, job: JobReport, now: datetime) -> list[datetim
 
 @dataclass(frozen=True)
 class JobQuery:
-    """What a job page's address asks for: the time range, the history's outcome and page."""
-
     span: str
     outcome: str | None
     page: int
 
     def link(self, **change: Any) -> str:
-        """This query with ``change`` applied (None drops a parameter)."""
         query = {"range": self.span, "outcome": self.outcome, "page": self.page, **change}
         defaults = {"range": "24h", "page": 1}
         return query_link({key: v for key, v in query.items() if v != defaults.get(key)})
 
     def template_values(self) -> dict[str, Any]:
-        """What job.html reads of the query."""
         return {
             "span": self.span,
             "span_name": RANGE_NAMES[self.span],
@@ -214,8 +207,7 @@ def job_query(params: Mapping[str, str]) -> JobQuery:
 
 
 def number(text: str | None, default: int, low: int, high: int) -> int:
-    """A page's whole-number parameter, ``default`` when it is none, held within bounds: an old
-    or edited address still opens."""
+    """A page's whole-number parameter, ``default`` when it is none, held within bounds."""
     try:
         value = int(text) if text is not None else default
     except ValueError:
@@ -224,8 +216,7 @@ def number(text: str | None, default: int, low: int, high: int) -> int:
 
 
 def query_link(values: Mapping[str, Any], prefix: str = "?") -> str:
-    """A page's address with ``values`` as its query, those without a value left out (a list
-    is a repeated parameter)."""
+    """A page's address with ``values`` as its query, those without a value left out."""
     return prefix + urlencode({key: value for key, value in values.items() if value}, doseq=True)
 
 
@@ -244,7 +235,6 @@ class FailuresView:
     """Why the filters could not be read (the list is then empty and the answer 400)."""
     streak_limit: int = STREAK_LIMIT
     everything: bool = False
-    """Resolved failures are listed too (``all=true``)."""
 
     @property
     def groups(self) -> list[FailureGroup]:
@@ -252,8 +242,7 @@ class FailuresView:
 
     @property
     def retry_ids(self) -> list[str]:
-        """The open finished failures shown, one per piece of work: what "retry the N shown"
-        retries."""
+        """What "retry the N shown" retries: an open finished failure per piece of work."""
         found: dict[tuple[str, str], str] = {}
         for row in self.rows:
             if row.outcome in FAILED and row.resolution is None:
@@ -261,7 +250,6 @@ class FailuresView:
         return list(found.values())
 
     def link(self, **change: str | None) -> str:
-        """This page's query with ``change`` applied (None drops a parameter)."""
         values = {
             "q": self.search,
             "job": self.job,
@@ -275,8 +263,7 @@ class FailuresView:
 def failures_view(
     store: Store, params: Mapping[str, str], charts: ShortCache[Chart] | None = None
 ) -> FailuresView:
-    """The page for ``params``; the installation's chart from ``charts`` when it holds a fresh
-    one for the range (counting a busy installation's day reads every run of it)."""
+    """The chart from ``charts`` while fresh: counting a busy day reads every run of it."""
     span = params.get("range", "24h")
     span = span if span in RANGES else "24h"
     asked = FailuresView(
@@ -321,13 +308,11 @@ def failures_view(
 @dataclass(frozen=True)
 class ChangesView:
     filters: dict[str, str]
-    """The search's text by name: actor, action, job, module and since."""
     now: datetime
     changes: list[JobChange] = field(default_factory=list)
     older: str | None = None
     """The link to the next page, older changes, when there are any."""
     problem: str | None = None
-    """Why the filters could not be read (the list is then empty and the answer 400)."""
     paged: bool = False
     """Whether this is an older page than the newest."""
 
@@ -337,7 +322,6 @@ class ChangesView:
 
     @property
     def newest(self) -> str:
-        """The link to the newest page of the same search."""
         return query_link(self.filters, "/changes?")
 
 
@@ -384,9 +368,8 @@ _V = TypeVar("_V")
 
 
 class ShortCache(Generic[_V]):
-    """Values kept ``seconds`` (none with 0) after they were made, or :data:`SLOWER` times as
-    long as making one took if that is longer (so making them costs at most a tenth of a CPU
-    however many read them); at most ``entries`` of them (the oldest made is dropped first)."""
+    """Values kept ``seconds`` (none with 0), or :data:`SLOWER` times as long as making one took
+    (so making them costs at most a tenth of a CPU); at most ``entries``, the oldest dropped."""
 
     def __init__(
         self, seconds: float, entries: int = 32, monotonic: Callable[[], float] = time.monotonic
@@ -399,11 +382,9 @@ class ShortCache(Generic[_V]):
         # and while it reads they are answered the value it replaces.
         self._lock = threading.Lock()
         self.made = 0
-        """How many values were made (what the cache saves is visible in tests)."""
 
     def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
-        """The value kept under ``key`` if fresh; else ``make()``'s, kept. While another
-        thread makes a fresh one, a stale value is answered at once rather than waited for."""
+        """Fresh, else made; a stale one while another thread makes it."""
         kept = self._items.get(key)
         if kept is not None and self._monotonic() - kept[0] < kept[2]:
             return kept[1]
@@ -428,6 +409,200 @@ class ShortCache(Generic[_V]):
             self._lock.release()
 
     def clear(self) -> None:
-        """Forget everything: the next read sees the store as it is (after an action)."""
         with self._lock:
             self._items.clear()
+
+
+RANGES = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+RANGE_NAMES = {"1h": "hour", "24h": "24 hours", "7d": "7 days", "30d": "30 days"}
+OUTCOME_ORDER = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "missed",
+    "skipped",
+    "abandoned",
+    "cancelled",
+    "running",
+)
+_MIN_WIDTH = 0.4
+_TICK_STEPS = (
+    (timedelta(hours=1), timedelta(minutes=10)),
+    (timedelta(days=1), timedelta(hours=3)),
+    (timedelta(days=7), timedelta(days=1)),
+)
+"""The step between ticks of a window up to so long (longer: 5 days)."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    run_id: str
+    outcome: str
+    at: datetime
+    x: float
+    width: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    start: datetime
+    end: datetime
+    marks: list[Mark]
+    ticks: list[Tick]
+    counts: dict[str, int]
+
+
+def timeline(runs: Sequence[RunRecord], *, now: datetime, span: timedelta, zone: str) -> Timeline:
+    start = now - span
+    total = span.total_seconds()
+    marks: list[Mark] = []
+    for run in sorted(runs, key=lambda r: (_placed_at(r), r.attempt)):
+        at = _placed_at(run)
+        if at < start or at > now:
+            continue
+        end = run.finished_at or (now if run.outcome == "running" else None)
+        ran = (end - run.started_at).total_seconds() if end and run.started_at else 0.0
+        x = (at - start).total_seconds() / total * 100
+        width = min(max(ran / total * 100, _MIN_WIDTH), 100.0)
+        x = min(x, 100 - width)  # a run just now stays visible at the right edge
+        marks.append(Mark(run.id, run.outcome, at, round(x, 3), round(width, 3), _label(run, at)))
+    counts = Counter(mark.outcome for mark in marks)
+    return Timeline(start, now, marks, _ticks(start, span, zone), dict(counts))
+
+
+def _placed_at(run: RunRecord) -> datetime:
+    return run.occurrence or run.started_at or run.queued_at
+
+
+def _label(run: RunRecord, at: datetime) -> str:
+    took = duration_text(run.duration_ms / 1000) if run.duration_ms is not None else None
+    parts = [f"{run.outcome} {short_utc(at)}"]
+    if run.attempt > 1:
+        parts.append(f"attempt {run.attempt}")
+    if took:
+        parts.append(f"in {took}")
+    if run.host_id:
+        parts.append(f"on {run.host_id}")
+    error = run.error_message or run.error_type
+    if error and run.outcome != "succeeded":
+        parts.append(f"- {error[:200]}")
+    return " ".join(parts)
+
+
+def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
+    try:
+        tz = load_zone(zone)
+    except UnknownTimezoneError:
+        tz = load_zone("UTC")
+    step = next((step for most, step in _TICK_STEPS if span <= most), timedelta(days=5))
+    local = start.astimezone(tz)
+    midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    if step >= timedelta(days=1):
+        first = midnight + timedelta(days=1)
+        fmt = "%a %d %b" if span <= timedelta(days=7) else "%d %b"
+    else:
+        # The first wall-clock multiple of the step after the window's start (3 h: 00, 03, ...).
+        into_day = local.replace(tzinfo=None) - midnight.replace(tzinfo=None)
+        first = midnight + (into_day // step + 1) * step
+        fmt = "%H:%M"
+    ticks: list[Tick] = []
+    at = first
+    while at < start + span:
+        # Wall-clock steps in the zone, placed by the real instant (daylight saving included).
+        instant = at.replace(tzinfo=None).replace(tzinfo=tz)
+        x = (instant - start).total_seconds() / span.total_seconds() * 100
+        if 0 <= x <= 100:
+            ticks.append(Tick(round(x, 3), instant.strftime(fmt)))
+        at = (at.replace(tzinfo=None) + step).replace(tzinfo=tz)
+    return ticks
+
+
+CHART_ORDER = ("failed", "timed_out", "abandoned", "cancelled", "missed", "skipped", "succeeded")
+"""Bottom to top of each bar."""
+
+SLICES = {"1h": 12, "24h": 24, "7d": 28, "30d": 30}
+"""How many bars each range of the job page and the Failures page is cut into."""
+
+_WIDTH = 1000.0
+_HEIGHT = 100.0
+_GAP = 0.15
+
+
+@dataclass(frozen=True)
+class Segment:
+    outcome: str
+    y: float
+    height: float
+    count: int
+
+
+@dataclass(frozen=True)
+class Bar:
+    start: datetime
+    x: float
+    width: float
+    total: int
+    segments: list[Segment]
+    label: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    start: datetime
+    end: datetime
+    bars: list[Bar]
+    totals: dict[str, int]
+    peak: int
+    """The most runs in one slice: the chart's full height."""
+
+
+def outcome_chart(counts: list[dict[str, int]], start: datetime, end: datetime) -> Chart:
+    """The bars of ``counts`` (outcome to runs, a slice each, oldest first) over [start, end)."""
+    slices = max(len(counts), 1)
+    step = (end - start) / slices
+    pitch = _WIDTH / slices
+    peak = max((sum(c.values()) for c in counts), default=0)
+    totals: dict[str, int] = {}
+    bars: list[Bar] = []
+    for index, slice_counts in enumerate(counts):
+        at = start + step * index
+        segments: list[Segment] = []
+        base = _HEIGHT
+        for outcome in CHART_ORDER:
+            count = slice_counts.get(outcome, 0)
+            if not count:
+                continue
+            totals[outcome] = totals.get(outcome, 0) + count
+            height = count / peak * _HEIGHT
+            base -= height
+            segments.append(Segment(outcome, round(base, 3), round(height, 3), count))
+        total = sum(slice_counts.get(o, 0) for o in CHART_ORDER)
+        bars.append(
+            Bar(
+                at,
+                round(index * pitch + pitch * _GAP / 2, 3),
+                round(pitch * (1 - _GAP), 3),
+                total,
+                segments,
+                _bar_label(at, step, slice_counts),
+            )
+        )
+    return Chart(start, end, bars, totals, peak)
+
+
+def _bar_label(at: datetime, step: timedelta, counts: dict[str, int]) -> str:
+    parts = [f"{counts[o]} {o}" for o in CHART_ORDER if counts.get(o)]
+    runs = ", ".join(parts) if parts else "no runs"
+    return f"{short_utc(at)} to {short_utc(at + step)}: {runs}"

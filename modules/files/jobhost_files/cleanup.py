@@ -1,10 +1,6 @@
-"""``files.orphan-cleanup``: move or delete files under root that the application no longer
-references.
-
-One run: read the referenced set (a failure touches nothing), prove the lease with a cursor
-write, purge old quarantine, then walk the tree after the stored cursor in batches, committing
-the cursor after each batch. Every action is idempotent (a file already moved is simply gone), so
-a run that stopped between its work and its cursor commit replays that batch harmlessly.
+"""``files.orphan-cleanup``: read the referenced set (a failure touches nothing), prove the lease
+with a cursor write, purge old quarantine, then walk the tree after the cursor in batches,
+committing it after each. Every action is idempotent, so a replayed batch is harmless.
 """
 
 from __future__ import annotations

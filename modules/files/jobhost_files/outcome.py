@@ -20,11 +20,8 @@ __all__ = [
 
 @dataclass(slots=True)
 class CleanupReport:
-    """What one run did. ``complete`` is False when it stopped early (cancelled) mid-walk.
-
-    ``skipped`` counts what was refused for safety: symbolic links, special files, the
-    quarantine folder, unusable references; ``errors`` counts per-file OS errors.
-    """
+    """What one run did. ``complete``: False when cancelled mid-walk. ``skipped``: what was
+    refused for safety (links, special files, the quarantine, unusable references)."""
 
     scanned: int = 0
     orphaned: int = 0
@@ -58,23 +55,17 @@ class NotConfigured(CleanupError):
 class RootUnavailable(CleanupError):
     def __init__(self, root: Path, reason: str) -> None:
         super().__init__(f"root {str(root)!r} {reason}; no file was touched")
-        self.root = root
 
 
 class ReferencesUnavailable(CleanupError):
-    """The reference query could not be answered; the run touched nothing."""
-
     def __init__(self, reason: str) -> None:
         self.reason = redact_text(reason)
         super().__init__(f"the references query failed, so no file was touched: {self.reason}")
 
 
 class NoReferences(CleanupError):
-    """The reference query answered with no rows, and an empty answer was not declared possible.
-
-    A wrong query, an empty replica or the wrong database all look like "nothing is referenced";
-    treating that as true would orphan every file.
-    """
+    """No rows, not declared possible: a wrong query or database looks like "nothing is
+    referenced", which would orphan every file."""
 
     def __init__(self) -> None:
         super().__init__(
@@ -84,8 +75,6 @@ class NoReferences(CleanupError):
 
 
 class LeaseLost(CleanupError):
-    """Another replica took the job over; this run stopped at its next cursor write."""
-
     def __init__(self, error: StaleLeaseError, report: CleanupReport) -> None:
         super().__init__(
             f"lease lost to another replica (fencing token {error.token} < {error.current}); "

@@ -15,7 +15,7 @@ from jobhost_contracts import (
 from jobhost_files.cleanup import OrphanCleanup
 from jobhost_files.settings import SECTION, FilesSettings
 
-__all__ = ["JOB_NAME", "declaration", "jobhost_jobs"]
+__all__ = ["JOB_NAME", "jobhost_jobs"]
 
 JOB_NAME = "files.orphan-cleanup"
 
@@ -27,27 +27,20 @@ _DESCRIPTION = (
 
 @hookimpl
 def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
-    """``files.orphan-cleanup``, disabled while ``[modules.files]`` is absent.
-
-    A present section is checked here, so a bad one stops the host at start-up (a problem of
-    ``[modules.files]`` naming the field) instead of failing, or worse, at 3 a.m.
-    """
+    """``files.orphan-cleanup``, disabled on the default schedule while ``[modules.files]`` is
+    absent; a bad section stops the host at start-up instead of failing at 3 a.m."""
     parsed = module_settings(FilesSettings, settings, SECTION)
-    return [JobRegistration(declaration(parsed), OrphanCleanup(parsed))]
-
-
-def declaration(settings: FilesSettings | None) -> BackgroundJobDeclaration:
-    """The job as ``settings`` configure it; disabled on the default schedule without them."""
-    if settings is None:
+    if parsed is None:
         schedule = {"cron": FilesSettings.model_fields["cron"].default, "enabled": False}
         description = _DESCRIPTION + " Disabled: [modules.files] is not configured."
     else:
-        schedule = settings.model_dump(include={"cron", "timezone", "enabled"})
+        schedule = parsed.model_dump(include={"cron", "timezone", "enabled"})
         description = _DESCRIPTION
-    return BackgroundJobDeclaration(
+    declaration = BackgroundJobDeclaration(
         name=JOB_NAME,
         module=SECTION,
         configuration_source=SECTION,
         description=description,
         **schedule,
     )
+    return [JobRegistration(declaration, OrphanCleanup(parsed))]

@@ -23,13 +23,9 @@ __all__ = ["References", "load_references"]
 
 @dataclass(frozen=True)
 class References:
-    """Referenced paths relative to root, normalised; ``refused`` counts values not used as such.
-
-    An absolute path under root is taken relative to it. A value is refused when it is empty, not
-    text, outside root (absolute elsewhere, or ``..`` leading out) or contains a ``..`` component
-    at all. A refused value that still names a place inside root (``a/../b``) keeps protecting
-    that file: doubt never deletes.
-    """
+    """Referenced paths relative to root, normalised (an absolute one under root made
+    relative). ``refused`` counts values empty, not text, outside root or with a ``..``; one that
+    still names a place inside root (``a/../b``) protects that file all the same."""
 
     paths: frozenset[str]
     refused: int

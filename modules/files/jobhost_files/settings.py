@@ -1,9 +1,5 @@
-"""The ``[modules.files]`` section of ``jobhost.toml``, read and checked once at start-up.
-
-Read through :func:`jobhost_contracts.module_settings`: every refusal is a ``ModuleSettingsError``
-(a ``ValueError``) naming the field, the value and what is allowed, which the host reports as a
-problem of ``[modules.files]`` before it starts, so a typo never reaches a run that deletes files.
-"""
+"""The ``[modules.files]`` section of ``jobhost.toml``, checked at start-up through
+:func:`jobhost_contracts.module_settings`, so a typo never reaches a run that deletes files."""
 
 from __future__ import annotations
 
@@ -28,8 +24,6 @@ SECTION = "files"
 
 
 class CleanupMode(StrEnum):
-    """What happens to an orphaned file."""
-
     QUARANTINE = "quarantine"
     """Moved under ``root/.jobhost-quarantine/YYYY-MM-DD/``, purged after ``quarantine_days``."""
     DELETE = "delete"

@@ -1,13 +1,9 @@
-"""The tree under root: a stable, resumable walk that never leaves it, and the quarantine folder.
+"""The tree under root: a walk in one total order (path components compared one by one), so a
+cursor holding the last relative path done says where a later run resumes; links and the
+quarantine folder are reported, never entered.
 
-Entries come in one total order (path components compared one by one, names sorted as strings),
-so a cursor holding the last relative path done says exactly where a later run resumes. Symbolic
-links are reported, never followed; the quarantine folder is reported, never entered.
-
-Orphans wait in ``root/.jobhost-quarantine/YYYY-MM-DD/<relative path>`` before they are purged
-for good: the folder's date is the day (UTC) the file was moved there, so "older than
-``quarantine_days``" counts time spent in quarantine, not the file's own age (a move keeps the
-file's modification time).
+Orphans wait in ``root/.jobhost-quarantine/YYYY-MM-DD/<relative path>``, dated the day (UTC) they
+were moved: ``quarantine_days`` counts time in quarantine, not the file's age.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ class EntryKind(StrEnum):
     FILE = "file"
     SYMLINK = "symlink"
     QUARANTINE = "quarantine"
-    SPECIAL = "special"
-    """A socket, a FIFO, a device, or a name that cannot be stored as text."""
+    SPECIAL = "special"  # a socket, a FIFO, a device, or a name that is not text
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +57,8 @@ class Entry:
 
 
 def walk(root: Path, after: str = "") -> Iterator[Entry]:
-    """Every entry under ``root`` whose relative path sorts after ``after``, in sorted order.
-
-    Directories are not entries of their own: a directory is entered, unless it is a symbolic
-    link or the quarantine folder, which are entries (and are not entered).
-    """
-    # The order of the walk is by path components, so ``a/b`` comes before ``a-b``.
+    """Every entry under ``root`` whose relative path sorts after ``after``, in order (``a/b``
+    before ``a-b``). A directory is entered, not an entry, unless a link or the quarantine."""
     cursor = tuple(after.split("/")) if after else ()
     yield from _walk_dir(root, (), cursor)
 
@@ -129,9 +120,6 @@ def _storable(name: str) -> bool:
 
 
 class UnsafePath(OSError):
-    """A directory on the way is a symbolic link or not a directory: following it could leave
-    root."""
-
     def __init__(self, path: Path) -> None:
         super().__init__(f"{path} is a symbolic link or not a directory; refusing to go through")
         self.path = path
@@ -150,11 +138,8 @@ def quarantine_target(root: Path, day: date, relative: str) -> Path:
 
 
 def make_dirs(root: Path, directory: Path) -> None:
-    """Create ``directory`` under ``root`` one level at a time, refusing any symbolic link.
-
-    ``Path.mkdir(parents=True)`` would follow a link planted inside the quarantine folder and
-    create (then fill) directories outside root.
-    """
+    """Create ``directory`` under ``root`` one level at a time, refusing any symbolic link:
+    ``Path.mkdir(parents=True)`` would follow one planted in the quarantine out of root."""
     current = root
     for part in directory.relative_to(root).parts:
         current = current / part

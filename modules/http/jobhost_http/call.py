@@ -1,8 +1,5 @@
-"""One scheduled HTTP call, with the standard library only.
-
-Secret header values are read from the environment at call time and scrubbed from anything that
-could be logged or stored: the receiving server may echo them back in an error body.
-"""
+"""One scheduled HTTP call, with the standard library only. Secret header values are read at
+call time and scrubbed from what is logged or stored: the server may echo them back."""
 
 from __future__ import annotations
 
@@ -53,7 +50,6 @@ class MissingSecret(HttpCallError):
             f"{job}: environment variable {variable} (for header {header}) is not set; "
             "no request was sent"
         )
-        self.variable = variable
 
 
 class UnexpectedStatus(HttpCallError):
@@ -74,20 +70,13 @@ class CallFailed(HttpCallError):
 
     def __init__(self, job: str, target: str, reason: str) -> None:
         super().__init__(f"{job}: {target} failed: {reason}")
-        self.reason = reason
 
 
 class HttpCall:
-    """The executor of one ``[[modules.http.jobs]]`` entry.
-
-    ``environ`` (default ``os.environ``) is where ``secret_headers`` variables are looked up,
-    read again on every call so a rotated secret is used without a restart.
-
-    ``quote_body``: whether a Failure quotes the start of an unexpected answer's body. A job
-    created at run time passes None: its failures are readable by every ``read`` token, so
-    they give the status and the length only, unless ``[modules.http]`` sets
-    ``runtime_response_body = true``.
-    """
+    """The executor of one entry. ``environ`` (default ``os.environ``, read at every call) holds
+    the ``secret_headers`` variables. ``quote_body``: whether a Failure quotes the start of an
+    unexpected answer's body; None (a runtime job, whose failures every ``read`` token sees):
+    only when ``[modules.http]`` sets ``runtime_response_body = true``."""
 
     def __init__(
         self,

@@ -1,11 +1,7 @@
 """Kind ``http``: the call of one ``[[modules.http.jobs]]`` entry, for jobs created at run time.
 
-The settings are the call's keys of an entry (``method``, ``url``, ``headers``,
-``secret_headers``, ``body``, ``timeout``, ``expect_status``); the schedule and the policies
-belong to the job, not to the kind. :class:`HttpCallModel` is the published schema and refuses
-unknown keys and wrong types; the entry reader the settings file uses then checks the rest
-(URL scheme, header names, environment variable names), so a call is held to the same rules
-wherever it is written.
+:class:`HttpCallModel` is the published schema of the call's keys; the settings file's entry
+reader then checks the rest, so a call is held to the same rules wherever it is written.
 """
 
 from __future__ import annotations
@@ -84,7 +80,6 @@ def http_kind() -> JobKind:
 
 
 def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
-    """The checked call; :class:`KindSettingsError` naming the key otherwise."""
     try:
         model = HttpCallModel.model_validate(dict(settings))
     except ValidationError as error:
@@ -102,8 +97,7 @@ def validate_call(settings: Mapping[str, Any]) -> HttpJobSettings:
 
 
 def _refuse_plain_credentials(model: HttpCallModel) -> None:
-    """A runtime job's settings are shown to every ``read`` token: credentials belong in
-    ``secret_headers``, which names a variable and never holds the value."""
+    # A runtime job's settings are shown to every ``read`` token.
     parts = urlsplit(model.url)
     if parts.password is not None or (parts.username and "@" in parts.netloc):
         raise KindSettingsError(
@@ -138,12 +132,10 @@ def _refuse_plain_credentials(model: HttpCallModel) -> None:
 
 
 def _plain(name: str) -> str:
-    """``X_Api_Key``, ``x-api-key`` and ``X-API-KEY`` alike."""
     return name.strip().lower().replace("_", "-")
 
 
 def _body_keys(body: str | None) -> Iterator[str]:
-    """Every object key anywhere in a JSON body (none when it is not JSON)."""
     if not body:
         return
     try:

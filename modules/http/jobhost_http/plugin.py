@@ -24,11 +24,7 @@ __all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
 @hookimpl
 def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
-    """A job for every configured call; none without ``[modules.http]``.
-
-    Entries are checked here, so a bad one stops the host at start-up with a ValueError naming
-    the entry and the key.
-    """
+    """A job for every configured call; none without ``[modules.http]``."""
     section = settings.get(SECTION)
     if section is None:
         return []

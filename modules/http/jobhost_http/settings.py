@@ -1,9 +1,7 @@
 """``[[modules.http.jobs]]``: one scheduled HTTP call per entry, read and checked at start-up.
 
-Every refusal is a ``ModuleSettingsError`` (a ``ValueError``, reported by the host as a problem of
-``[modules.http]``) naming the entry (``modules.http.jobs[0] 'ping'``), the key and what is
-allowed. Secret header values are never read here: ``secret_headers`` names environment
-variables, read at call time, so no settings object can leak one through ``repr`` or a log.
+A refusal is a ``ModuleSettingsError`` naming the entry (``modules.http.jobs[0] 'ping'``) and the
+key. ``secret_headers`` names environment variables, read at call time, never here.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ SECTION = "http"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 """Set by every call from the run's idempotency key; a job may not set it itself."""
 
-# The pydantic error type of a refusal written whole, after the entry's name: one that must say
-# more than "key = value" (a header's name, never its value).
+# A refusal written whole after the entry's name: a header's name, never its value.
 _ENTRY_PROBLEM = "entry_problem"
 
 # Plain header values whose name says they are credentials are hidden from repr all the same.
@@ -53,7 +50,7 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 def _entry_problem(text: str) -> PydanticCustomError:
-    # The text goes through the context: a header name may hold braces.
+    # Through the context: a header name may hold braces.
     return PydanticCustomError(_ENTRY_PROBLEM, "{text}", {"text": text})
 
 
@@ -135,11 +132,8 @@ _Duration = Annotated[timedelta, BeforeValidator(positive_duration)]
 
 
 class HttpJobSettings(BaseModel):
-    """One checked entry. ``repr`` hides credentials: URL password and query, sensitive-looking
-    header values, the body; ``secret_headers`` holds variable names, never values.
-
-    Fields are checked in the order they are declared here, and the first refusal is reported.
-    """
+    """One checked entry; ``repr`` hides the URL's credentials and query, sensitive-looking
+    header values and the body. The first refusal, in field order, is reported."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
@@ -219,8 +213,6 @@ class HttpJobSettings(BaseModel):
 
 
 class _Section(BaseModel):
-    """``[modules.http]`` itself; its entries are checked one by one, each named."""
-
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
     jobs: list[Any] = Field(default_factory=list)
@@ -228,48 +220,40 @@ class _Section(BaseModel):
 
 
 def parse_jobs(section: Mapping[str, Any]) -> list[HttpJobSettings]:
-    """Every entry of ``[[modules.http.jobs]]``, checked; raise ``ModuleSettingsError`` on the
-    first bad one."""
+    """Every entry, checked; ``ModuleSettingsError`` on the first bad one."""
     checked = module_settings(_Section, {SECTION: section}, SECTION)
     assert checked is not None  # the section is there
     jobs: list[HttpJobSettings] = []
     seen: dict[str, str] = {}
     for index, entry in enumerate(checked.jobs):
-        where, job = _parse_job(index, entry)
-        if job.name in seen:
-            _refuse(f"{where}: name {job.name!r} is already used by {seen[job.name]}")
-        seen[job.name] = where
-        jobs.append(job)
+        where = f"modules.http.jobs[{index}]"
+        if not isinstance(entry, Mapping):
+            _refuse(f"{where} = {entry!r}: must be a table ([[modules.http.jobs]])")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name.strip():
+            _refuse(f"{where}: name = {name!r}: required, e.g. name = 'nightly-ping'")
+        where = f"{where} {name!r}"
+        known = HttpJobSettings.model_fields
+        unknown = sorted(str(key) for key in entry if key not in known)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], list(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            allowed = ", ".join(sorted(known))
+            _refuse(f"{where}: {unknown[0]!r} is not a known key{hint}; allowed: {allowed}")
+        try:
+            job = HttpJobSettings.model_validate(dict(entry))
+        except ValidationError as error:
+            _refuse(f"{where}: {_described(error)}")
+        name = name if "." in name else f"{SECTION}.{name}"
+        if name in seen:
+            _refuse(f"{where}: name {name!r} is already used by {seen[name]}")
+        seen[name] = where
+        jobs.append(job.model_copy(update={"name": name}))
     return jobs
 
 
 def _refuse(message: str) -> NoReturn:
-    # The message names the entry and the key already.
     raise ModuleSettingsError(SECTION, [SettingProblem(None, None, message)])
-
-
-def _parse_job(index: int, entry: object) -> tuple[str, HttpJobSettings]:
-    where = f"modules.http.jobs[{index}]"
-    if not isinstance(entry, Mapping):
-        _refuse(f"{where} = {entry!r}: must be a table ([[modules.http.jobs]])")
-    raw_name = entry.get("name")
-    if not isinstance(raw_name, str) or not raw_name.strip():
-        _refuse(f"{where}: name = {raw_name!r}: required, e.g. name = 'nightly-ping'")
-    where = f"{where} {raw_name!r}"
-    known = HttpJobSettings.model_fields
-    unknown = sorted(str(key) for key in entry if key not in known)
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], list(known), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        _refuse(
-            f"{where}: {unknown[0]!r} is not a known key{hint}; allowed: {', '.join(sorted(known))}"
-        )
-    try:
-        job = HttpJobSettings.model_validate(dict(entry))
-    except ValidationError as error:
-        _refuse(f"{where}: {_described(error)}")
-    name = raw_name if "." in raw_name else f"{SECTION}.{raw_name}"
-    return where, job.model_copy(update={"name": name})
 
 
 def _described(error: ValidationError) -> str:

@@ -1,6 +1,5 @@
-"""Why a publish failed. Returned as ``Failure``, never raised to the host: each one is an
-expected outcome the run's retry policy deals with, and its message says what to do, without
-the broker URL's credentials (:class:`Redactor`)."""
+"""Why a publish failed: returned as ``Failure`` for the retry policy to deal with, saying what
+to do, without the broker URL's credentials (:class:`Redactor`)."""
 
 from __future__ import annotations
 
@@ -26,7 +25,6 @@ class PublishError(Exception):
 
     def __init__(self, job: str, message: str) -> None:
         super().__init__(f"{job}: {message}")
-        self.job = job
 
 
 class MissingUrl(PublishError):
@@ -36,7 +34,6 @@ class MissingUrl(PublishError):
             f"environment variable {variable} (named by [modules.publish] {setting}) is not set "
             "or empty; no message was sent",
         )
-        self.variable = variable
 
 
 class BrokerUnavailable(PublishError):
@@ -44,7 +41,6 @@ class BrokerUnavailable(PublishError):
 
     def __init__(self, job: str, broker: str, reason: str) -> None:
         super().__init__(job, f"{broker} unavailable: {reason}; no message was confirmed")
-        self.reason = reason
 
 
 class NotAcknowledged(PublishError):
@@ -67,7 +63,6 @@ class NoStream(PublishError):
             f"message; create one, e.g. `nats stream add BILLING --subjects '{subject}'`, or "
             "add the subject to an existing stream's subjects",
         )
-        self.subject = subject
 
 
 class Unroutable(PublishError):
@@ -78,7 +73,6 @@ class Unroutable(PublishError):
             "this routing key; declare the queue and bind it to the exchange (with the default "
             "exchange, name the queue as the routing key)",
         )
-        self.reply = reply
 
 
 class Rejected(PublishError):
@@ -87,7 +81,6 @@ class Rejected(PublishError):
 
     def __init__(self, job: str, destination: str, reason: str) -> None:
         super().__init__(job, f"{destination}: refused: {reason}")
-        self.reason = reason
 
 
 class Redactor:

@@ -1,11 +1,8 @@
 """The executor of one publish job: build the message, find the broker, publish, confirm.
 
-What a consumer receives is the same on both brokers: the idempotency key, and a body that is
-the job's ``payload`` object with four fields added by the host (documented in
-docs/operations/publish.md, which consumers rely on)::
-
-    {"kind": "close-day", "job": "billing.close-day", "occurrence": "2026-12-01T01:00:00Z",
-     "run_id": "0193…", "attempt": 1}
+On both brokers a consumer receives the idempotency key and the ``payload`` with the host's four
+fields (docs/operations/publish.md): ``{"kind": "close-day", "job": "billing.close-day",
+"occurrence": "2026-12-01T01:00:00Z", "run_id": "0193…", "attempt": 1}``.
 """
 
 from __future__ import annotations
@@ -35,8 +32,8 @@ def build_executor(
     urls: BrokerUrls,
     environ: Mapping[str, str] | None = None,
 ) -> Publisher:
-    """The executor that publishes as ``settings`` say; ValueError when ``urls`` lack the
-    broker's address (what to add is in the message)."""
+    """The executor that publishes as ``settings`` say; ValueError saying what to add when
+    ``urls`` lack the broker's address."""
     missing = urls.missing(settings.broker)
     if missing is not None:
         raise ValueError(missing)
@@ -45,12 +42,9 @@ def build_executor(
 
 @dataclass(frozen=True)
 class Published:
-    """The broker confirmed the message.
-
-    ``duplicate`` is True when JetStream recognised the idempotency key from an earlier attempt
-    within its duplicate window and kept the first copy only: the occurrence's message is stored
-    once, which is the point. ``sequence`` and ``stream`` are JetStream's; None on RabbitMQ.
-    """
+    """The broker confirmed the message. ``duplicate``: JetStream recognised the idempotency key
+    of an earlier attempt and kept the first copy only. ``stream``, ``sequence``: None on
+    RabbitMQ."""
 
     broker: str
     destination: str
@@ -63,11 +57,8 @@ class Published:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Publisher:
-    """Publishes one message per run as ``settings`` say, to the broker ``urls`` locate.
-
-    ``environ`` (default ``os.environ``) is where URL variables are looked up, again on every
-    run, so a rotated password is used without a restart.
-    """
+    """Publishes one message per run as ``settings`` say, to the broker ``urls`` locate;
+    ``environ`` (default ``os.environ``, read at every run) holds the URL variables."""
 
     settings: PublishSettings
     urls: BrokerUrls
@@ -124,16 +115,16 @@ class Publisher:
             raise NotAcknowledged(job, settings.destination, settings.timeout) from None
 
     def _url(self, job: str) -> str:
-        direct, variable = self.urls.reference(self.settings.broker)
-        if direct is not None:
-            return direct
+        urls, nats = self.urls, self.settings.broker == "nats"
+        if nats and urls.nats_url is not None:
+            return urls.nats_url
+        variable = urls.nats_url_env if nats else urls.rabbitmq_url_env
         # The settings model refuses a broker without a reference; the job kind's factory too.
         assert variable is not None
         environ = os.environ if self.environ is None else self.environ
         value = environ.get(variable, "").strip()
         if not value:
-            setting = "nats_url_env" if self.settings.broker == "nats" else "rabbitmq_url_env"
-            raise MissingUrl(job, variable, setting)
+            raise MissingUrl(job, variable, "nats_url_env" if nats else "rabbitmq_url_env")
         return value
 
 

@@ -1,8 +1,5 @@
-"""Publishing to NATS JetStream with ``nats-py``: one connection per run, the ack awaited.
-
-``Nats-Msg-Id`` carries the run's idempotency key, so the stream keeps one copy per occurrence
-within its duplicate window, however many attempts publish it.
-"""
+"""Publishing to NATS JetStream with ``nats-py``: one connection per run, the ack awaited;
+``Nats-Msg-Id`` carries the run's idempotency key."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, through ``jobhost_jobs``,
-and the job kind ``publish`` for jobs created at run time, through ``jobhost_job_kinds``.
-
-The brokers' addresses stay in ``[modules.publish]``: a runtime job names a broker but never
-carries its URL or a credential.
-"""
+"""The ``publish`` plugin: one job per ``[[modules.publish.jobs]]`` entry, and the job kind
+``publish`` for jobs created at run time, which name a broker but never carry its URL."""
 
 from __future__ import annotations
 
@@ -35,11 +31,7 @@ __all__ = ["declaration", "jobhost_job_kinds", "jobhost_jobs"]
 
 @hookimpl
 def jobhost_jobs(settings: Mapping[str, Mapping[str, Any]]) -> list[JobRegistration]:
-    """A job for every configured message; none without ``[modules.publish]``.
-
-    The section is checked here and connects to nothing: every bad entry is listed in one
-    ValueError, which ``jobhost validate`` reports and ``jobhost run`` refuses to start with.
-    """
+    """A job for every configured message; none without ``[modules.publish]``."""
     section = settings.get(SECTION)
     if section is None:
         return []
@@ -58,7 +50,27 @@ def jobhost_job_kinds(settings: Mapping[str, Mapping[str, Any]]) -> list[JobKind
         urls = BrokerUrls.model_validate({k: v for k, v in section.items() if k != "jobs"})
     except ValidationError:
         urls = BrokerUrls()  # jobhost_jobs reports the section's problems
-    return [publish_kind(urls)]
+
+    def validate(given: Mapping[str, Any]) -> PublishSettings:
+        try:
+            checked = PublishSettings.model_validate(dict(given))
+        except ValidationError as error:
+            raise KindSettingsError.first_of(error, PublishSettings.model_fields) from None
+        missing = urls.missing(checked.broker)
+        if missing is not None:
+            raise KindSettingsError("broker", missing)
+        return checked
+
+    kind = JobKind(
+        name="publish",
+        description="Publish one message to NATS JetStream or RabbitMQ, confirmed by the broker.",
+        settings_schema=PublishSettings.model_json_schema(),
+        validate=validate,
+        factory=lambda _name, settings: build_executor(settings, urls),
+        module=SECTION,
+        examples=({"broker": "nats", "subject": "billing.close-day", "payload": {"day": "x"}},),
+    )
+    return [kind]
 
 
 def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
@@ -68,26 +80,4 @@ def declaration(job: PublishJobSettings) -> BackgroundJobDeclaration:
         description=job.description or f"publish to {job.destination}",
         call_timeout=job.timeout,
         **job.model_dump(include=set(SCHEDULE_KEYS)),
-    )
-
-
-def publish_kind(urls: BrokerUrls) -> JobKind:
-    def validate(settings: Mapping[str, Any]) -> PublishSettings:
-        try:
-            checked = PublishSettings.model_validate(dict(settings))
-        except ValidationError as error:
-            raise KindSettingsError.first_of(error, PublishSettings.model_fields) from None
-        missing = urls.missing(checked.broker)
-        if missing is not None:
-            raise KindSettingsError("broker", missing)
-        return checked
-
-    return JobKind(
-        name="publish",
-        description="Publish one message to NATS JetStream or RabbitMQ, confirmed by the broker.",
-        settings_schema=PublishSettings.model_json_schema(),
-        validate=validate,
-        factory=lambda _name, settings: build_executor(settings, urls),
-        module=SECTION,
-        examples=({"broker": "nats", "subject": "billing.close-day", "payload": {"day": "x"}},),
     )

@@ -1,9 +1,6 @@
-"""Publishing to RabbitMQ with ``aio-pika``: persistent, mandatory, publisher-confirmed.
-
-One connection per run. ``message_id`` carries the run's idempotency key. A message no queue
-takes comes back (``mandatory``) and is a failure, never a silent success; a negative
-acknowledgement is one too.
-"""
+"""Publishing to RabbitMQ with ``aio-pika``: one connection per run, persistent, mandatory (a
+message no queue takes is a failure) and publisher-confirmed; ``message_id`` carries the run's
+idempotency key."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The settings of the ``publish`` module, as strict pydantic models, read at start-up.
-
-Every model refuses unknown fields and values of the wrong type: TOML has no implicit
-conversions, and neither have these models. :func:`parse_section` raises every problem of every
-entry together, so ``jobhost validate`` shows them all at once.
-"""
+"""The settings of the ``publish`` module, as strict pydantic models (TOML has no implicit
+conversions, and neither have these), read at start-up."""
 
 from __future__ import annotations
 
@@ -84,11 +80,8 @@ _HINTS = {
 
 class PublishSettings(BaseModel):
     """One message to publish: the broker, where to, what, and how long to wait for the broker.
-
-    ``payload`` is a JSON object; the host adds ``job``, ``occurrence``, ``run_id`` and
-    ``attempt`` to it, so it may not use those names. ``headers`` go with the message as they
-    are; the idempotency key is added by the host (``Nats-Msg-Id``, RabbitMQ ``message_id``).
-    """
+    The host adds :data:`RESERVED_BODY_FIELDS` to ``payload`` and the idempotency key to
+    ``headers``."""
 
     model_config = _STRICT
 
@@ -236,16 +229,12 @@ class PublishJobSettings(PublishSettings):
 
     @property
     def job_name(self) -> str:
-        return full_name(self.name)
+        return _full_name(self.name)
 
 
 class BrokerUrls(BaseModel):
-    """Where the brokers are: ``[modules.publish]`` without its jobs.
-
-    URLs with credentials are given by reference only, as the name of an environment variable
-    read at every run, so a rotated password is used without a restart and never sits in the
-    settings file, the report or a log.
-    """
+    """Where the brokers are: ``[modules.publish]`` without its jobs. A URL with credentials is
+    given only as the name of an environment variable, read at every run."""
 
     model_config = _STRICT
 
@@ -295,12 +284,6 @@ class BrokerUrls(BaseModel):
             )
         return None
 
-    def reference(self, broker: BrokerName) -> tuple[str | None, str | None]:
-        """(URL given directly, environment variable that holds it) for ``broker``."""
-        if broker == "nats":
-            return self.nats_url, self.nats_url_env
-        return None, self.rabbitmq_url_env
-
 
 @dataclass(frozen=True)
 class PublishConfig:
@@ -339,7 +322,7 @@ def parse_section(section: Mapping[str, Any]) -> PublishConfig:
         if isinstance(name, str) and name:
             # Names are compared before anything else is checked: a clash is worth knowing
             # even while the entries have other problems.
-            job_name = full_name(name)
+            job_name = _full_name(name)
             if job_name in seen:
                 problems.append(
                     f"{where} {name!r}: name {job_name!r} is already used by {seen[job_name]}"
@@ -393,6 +376,5 @@ def _shown(value: object, key: str = "") -> str:
     return text if len(text) <= _SHOWN_LIMIT else f"{text[:_SHOWN_LIMIT]}..."
 
 
-def full_name(name: str) -> str:
-    """``publish.NAME``, or the name as written when it already has a module part."""
+def _full_name(name: str) -> str:
     return name if "." in name else f"{SECTION}.{name}"

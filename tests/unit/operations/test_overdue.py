@@ -55,7 +55,7 @@ def _codes(job: dict[str, Any], now: datetime, last_success: datetime | None) ->
         }
     )
     facts = JobFacts(spec.name, spec, row, [], now + timedelta(hours=1), last_success, [])
-    return [m.code for m in job_mismatches(facts, settings, now, live_hosts=1)]
+    return [m.code for m in job_mismatches(facts, settings, now, 1, {})]
 
 
 def test_a_weekday_job_is_not_overdue_on_sunday() -> None:

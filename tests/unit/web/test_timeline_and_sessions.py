@@ -19,7 +19,7 @@ from jobhost.config import Settings, load_settings
 from jobhost.errors import ConfigError
 from jobhost.records import RunRecord
 from jobhost.web.console.auth import COOKIE, SessionKeeper, same_origin
-from jobhost.web.console.timeline import timeline
+from jobhost.web.console.views import timeline
 
 NOW = datetime(2026, 3, 29, 12, 0, tzinfo=UTC)  # the Berlin spring-forward day
 
