@@ -24,6 +24,7 @@ from jobhost.operations.runs import (
     read_run_log,
 )
 from jobhost.store import Store
+from jobhost.store.snapshot import JobRead
 
 __all__ = ["history", "logs"]
 
@@ -69,7 +70,8 @@ def history(
     with opened_store(settings) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
         count = LAST_LINES if with_logs else 0
-        rows, lines = store.ledger_page(name, limit=limit, outcome=outcome, lines=count)
+        page = store.job_page(JobRead(name, history=limit, outcome=outcome, lines=count))
+        rows, lines = page.history, page.lines
     logs = lines if with_logs else None
     if as_json:
         document = history_json(name, rows)

@@ -127,7 +127,7 @@ def _note_versions(catalog: Catalog, store: Store) -> None:
     (one digest each: equal versions, equal declarations)."""
     from jobhost.operations.plan import this_catalog
 
-    held = stored_version(store.catalog_versions())
+    held = stored_version(store.health_rows(versions=True)[1].versions)
     mine = this_catalog(catalog)
     if held != mine:
         to_stderr(

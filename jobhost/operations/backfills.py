@@ -16,6 +16,7 @@ from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord, ScheduleRecord
 from jobhost.rules import MODES, FiringRules, desired_schedules, select_occurrences
 from jobhost.store import Store
+from jobhost.store.snapshot import JobRead
 from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
 
@@ -98,7 +99,7 @@ def plan_backfill(
         )
     ledger: dict[datetime, str] = {}
     if found.occurrences:
-        ledger = store.last_outcomes(name, first, last)
+        ledger = store.job_page(JobRead(name, occurrences=(first, last))).outcomes
     chosen = select_occurrences(mode, found.occurrences, ledger)
     return BackfillPlan(name, mode, first, last, len(found.occurrences), tuple(chosen))
 

@@ -159,7 +159,8 @@ class JobGauges:
 
 def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
     """The figures of one read of the schedule and host tables and the failing jobs."""
-    now, (rows, hosts, failing) = store.schedules_hosts_failing()
+    read = store.read_snapshot((), store.clock, recent=False, failing=True)
+    now, rows, hosts, failing = read.now, read.schedules, read.hosts, read.failing
     live = [h for h in hosts if h.alive(now)]
     invalid = {p.job for p in catalog.problems if p.job is not None} - set(catalog.jobs)
     by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)

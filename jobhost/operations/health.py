@@ -79,7 +79,9 @@ def check_health(
         except StoreError as error:
             checks[0] = Check("store", False, _unreachable(settings, error))
     # The last three checks read the store's rows beside the report once, together.
-    rows = functools.cache(lambda: store.health_rows(_implausible(settings, catalog, stored)))
+    rows = functools.cache(
+        lambda: store.health_rows(_implausible(settings, catalog, stored), checks=True)
+    )
     rest: list[tuple[str, Callable[[Report], _Verdict]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),
         ("live-host", _live_host),

@@ -600,7 +600,7 @@ def overview_page(
     page = min(max(page, 1), pages)
     shown = jobs[(page - 1) * size : page * size]
     failing = [job.name for job in shown if _failed(job)]
-    streaks = store.failure_streaks(failing) if failing else {}
+    streaks = store.failure_rows(streaks_of=failing)[1].streaks if failing else {}
     rows = [
         OverviewJob(job, streaks.get(job.name, 0) if _failed(job) else 0, _first_line(job))
         for job in shown

@@ -315,11 +315,11 @@ class OperatorRun:
         """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
         :class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        old = self.store.runs_by_id([run_id]).get(run_id)
+        old = self.store.run_pages([run_id]).get(run_id)
         _, alive = self.store.hosts()
-        if old is not None and not alive and wait and old.job_name not in self.catalog.jobs:
+        if old is not None and not alive and wait and old.run.job_name not in self.catalog.jobs:
             raise ActionRefused(
-                f"job {old.job_name} of run {run_id} is not declared by this installation and "
+                f"job {old.run.job_name} of run {run_id} is not declared by this installation and "
                 "no host is alive to run it: start a host that declares it, or retry with "
                 "--no-wait to queue it for one"
             )
@@ -434,9 +434,9 @@ def _watching(
 
 
 def _row(store: Store, run_id: str) -> RunRecord:
-    run = store.runs_by_id([run_id]).get(run_id)
-    assert run is not None, f"run {run_id} disappeared"
-    return run
+    page = store.run_pages([run_id]).get(run_id)
+    assert page is not None, f"run {run_id} disappeared"
+    return page.run
 
 
 def watching(
@@ -490,14 +490,14 @@ def resolve_run_id(store: Store, typed: str) -> str:
     prefix = typed.strip().lower()
     if len(prefix) < _MIN_PREFIX or not set(prefix) <= set(string.hexdigits.lower()):
         return typed
-    found = store.runs_by_id(prefix=prefix, limit=_SHOWN_CANDIDATES + 1)
+    found = store.run_pages(prefix=prefix, limit=_SHOWN_CANDIDATES + 1)
     if prefix in found:
         return prefix
     if len(found) == 1:
         return next(iter(found))
     if not found:
         return typed
-    matches = list(found.values())
+    matches = [page.run for page in found.values()]
     raise AmbiguousRunId(prefix, matches[:_SHOWN_CANDIDATES], len(found) > _SHOWN_CANDIDATES)
 
 
@@ -586,7 +586,7 @@ def read_run_log(
     """The run's lines numbered above ``after``; None for a run the ledger does not know. The
     run is read before its lines (written before its outcome): once seen finished, all are read.
     """
-    found = store.run_page(run_id, after=after, lines=limit, attempts=False)
+    found = store.run_pages([run_id], after=after, lines=limit).get(run_id)
     if found is None:
         return None
     last = next((e.seq for e in reversed(found.lines) if isinstance(e, LogLine)), after)

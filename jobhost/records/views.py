@@ -8,6 +8,7 @@ from datetime import datetime
 
 from jobhost.records.changes import JobChange
 from jobhost.records.rows import PENDING, HostRecord, LastAttempt, RunRecord, ScheduleRow
+from jobhost.records.runs import Failing
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class StoreSnapshot:
     """Every concurrency group with its limit, running runs and waiting work."""
     deleted: dict[str, JobChange] = field(default_factory=dict)
     """How each runtime job removed through the API was removed (by whom, when)."""
+    failing: dict[str, Failing] = field(default_factory=dict)
+    """The failing jobs, when asked for (:func:`read_snapshot` with ``failing``)."""
 
     @property
     def live_hosts(self) -> list[HostRecord]:

@@ -165,7 +165,8 @@ class JobService:
         # A host that starts, queues or refuses the run signals it: wait on that, not a timer.
         with self.store.change_signal() as signal:
             while True:
-                run = self.store.runs_by_id([request_id]).get(request_id)
+                page = self.store.run_pages([request_id]).get(request_id)
+                run = page.run if page is not None else None
                 status = run.request_status if run is not None else "pending"
                 if run is not None and status != "pending":
                     run_id = None if status == "refused" else run.id

@@ -1,10 +1,6 @@
-"""Backfills in the store: what the ledger says about a past range, and the backfills themselves.
-
-:func:`last_outcomes` is one statement over the run table's unique index (job, occurrence,
-attempt): the range's rows in order, of which the last attempt of each occurrence speaks for it.
-A backfill is recorded with each selected occurrence queued as a pending run of it (source
-``backfill``, the lowest priority); hosts claim them (:func:`jobhost.store.claims.claim`);
-readers count the occurrences by the state of their newest run.
+"""Backfills in the store: what the ledger says about a past range, and the backfills themselves,
+each selected occurrence queued as a pending run (source ``backfill``, the lowest priority) and
+counted by the state of its newest run.
 """
 
 from __future__ import annotations
@@ -76,13 +72,8 @@ def create_backfill(
     occurrences: Sequence[datetime],
     now: datetime,
 ) -> str:
-    """Record a backfill and queue each of ``occurrences`` as its pending run; wake the hosts;
-    return its id.
-
-    Each run is the next attempt of its occurrence, with the attempts before it as its
-    ``attempt_base``: the backfill's retry budget starts there. A backfill with nothing
-    selected is recorded done at once.
-    """
+    """Record a backfill, queue each of ``occurrences`` as its pending run (the next attempt of
+    its occurrence, the backfill's retry budget starting there), wake the hosts; its id."""
     backfill_id = uuid.uuid4().hex
     connection.execute(
         backfills.insert().values(
@@ -101,7 +92,17 @@ def create_backfill(
         )
     )
     if occurrences:
-        tried = _attempts_so_far(connection, job, min(occurrences), max(occurrences))
+        # The highest attempt so far of each occurrence that has any.
+        highest = (
+            select(runs.c.occurrence, func.max(runs.c.attempt))
+            .where(
+                runs.c.job_name == job,
+                runs.c.occurrence >= min(occurrences),
+                runs.c.occurrence <= max(occurrences),
+            )
+            .group_by(runs.c.occurrence)
+        )
+        tried = {occurrence: int(attempt) for occurrence, attempt in connection.execute(highest)}
         connection.execute(
             runs.insert(),
             [
@@ -113,7 +114,10 @@ def create_backfill(
                     "attempt_base": tried.get(occurrence, 0),
                     "source": "backfill",
                     "outcome": PENDING,
-                    "idempotency_key": _backfill_key(job, occurrence, mode, backfill_id),
+                    # In mode ``all`` a key of the backfill's own: a deliberate replay is not
+                    # dropped by a target that deduplicates.
+                    "idempotency_key": occurrence_key(job, occurrence)
+                    + (f":backfill:{backfill_id}" if mode == "all" else ""),
                     "requested_by": actor,
                     "reason": reason,
                     "queued_at": now,
@@ -126,14 +130,6 @@ def create_backfill(
         )
         notify(connection)
     return backfill_id
-
-
-def _backfill_key(job_name: str, occurrence: datetime, mode: str, backfill_id: str) -> str:
-    """The idempotency key of a backfill's run: the occurrence's own key in modes ``missing``
-    and ``failed`` (the target never saw it succeed), one of the backfill's own in mode ``all``
-    (a deliberate replay is not dropped by a target that deduplicates)."""
-    key = occurrence_key(job_name, occurrence)
-    return f"{key}:backfill:{backfill_id}" if mode == "all" else key
 
 
 def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> bool:
@@ -158,8 +154,8 @@ def cancel_backfill(connection: Connection, backfill_id: str, now: datetime) -> 
 
 
 def finish_backfills(connection: Connection, now: datetime, ids: Sequence[str]) -> None:
-    """One statement: each backfill of ``ids`` with no run of it pending or running any more is
-    finished (``done`` when it was running). Run by every claim of backfills, and by a cancel."""
+    """Finish each backfill of ``ids`` with no run of it pending or running any more (``done``
+    when it was running)."""
     connection.execute(
         update(backfills)
         .where(
@@ -235,7 +231,6 @@ def _items(
 
 
 def _item_counts(ids: list[str]) -> Any:
-    """Each backfill's occurrences by state, from the newest run of each, in SQL."""
     newer = runs.alias("newer")
     newest = ~exists().where(
         newer.c.backfill_id == runs.c.backfill_id,
@@ -247,15 +242,3 @@ def _item_counts(ids: list[str]) -> Any:
         .where(runs.c.backfill_id.in_(ids), newest)
         .group_by(runs.c.backfill_id, _ITEM_STATE)
     )
-
-
-def _attempts_so_far(
-    connection: Connection, job: str, first: datetime, last: datetime
-) -> dict[datetime, int]:
-    """The highest attempt of each occurrence of ``job`` in [first, last] that has any."""
-    rows = connection.execute(
-        select(runs.c.occurrence, func.max(runs.c.attempt))
-        .where(runs.c.job_name == job, runs.c.occurrence >= first, runs.c.occurrence <= last)
-        .group_by(runs.c.occurrence)
-    )
-    return {occurrence: int(attempt) for occurrence, attempt in rows}

@@ -1,32 +1,21 @@
 """Failures: the failures list read a page at a time, whether each failure is resolved, and
 each job's failure streak.
 
-**Pages.** Each failed outcome (``failed``, ``timed_out``, ``abandoned``) is its own stream read
-from ``ix_runs_outcome_finished_at`` (or, for one job, ``ix_runs_job_name_outcome_finished_at``)
-with a LIMIT, merged here. A page continues after a key (finished time, run id), never an
-offset, so the thousandth page costs what the first does. Stuck runs are few and come from
-``ix_runs_outcome_lease_expires_at``. A search by error text, or a page of open failures where
-most are resolved, looks at no more than :data:`SEARCH_SCAN` rows of each stream (or
-:data:`OPEN_SCAN` failures) and says how far back it looked: a page costs what it reads.
+**Pages.** Each failed outcome is its own stream read by index with a LIMIT, merged here. A page
+continues after a key (finished time, run id), never an offset, so the thousandth page costs
+what the first does. A search by error text, or a page of open failures, looks at no more than
+:data:`SEARCH_SCAN` rows of each stream (or :data:`OPEN_SCAN` failures) and says how far back it
+looked.
 
-**Resolution** is derived from the ledger and the change log, never stored. A failure is
-resolved when its work later succeeded: a run of the same job and occurrence (a retry, a
-backfill's run) finished ``succeeded`` after it; for a manual run, which has no occurrence, a
-succeeded retry of it (followed through the change log's ``retry`` entries, which name the run
-retried and the new run). An operator's ``ack`` entry in the change log also resolves it.
-Reads cost what they are given: the successes of the failures' occurrences (the unique index on
-job, occurrence, attempt), the failures' jobs' ``ack`` and ``retry`` entries since the oldest
-failure (the change log's index on job), and the retries of manual runs by primary key.
+**Resolution** is derived, never stored: a failure is resolved when a later run of the same job
+and occurrence succeeded (for a manual run, a succeeded retry of it, followed through the change
+log's ``retry`` entries), or by an operator's ``ack`` entry in the change log.
 
-**Streaks.** The failures list and the overview count a job's failed attempts in a row (see
-:func:`failure_streaks`). The alerts, the gauges and the replay of a streak count occurrences:
-a job is failing while the last finished attempt of its newest occurrence failed, until an
-attempt of it or of a later occurrence succeeds; its streak is how many occurrences in a row,
-counting back, ended their last attempt failed (manual runs take no part). One read walks back
-through the index on (job, occurrence, attempt) until a success, at most :data:`SCAN_ROWS`
-rows: the cost is the streak's, never the ledger's size. The jobs failing now are read from
-candidates only: those whose last run failed, or was a retry, a manual run or a backfill's (a
-success that may belong to an older occurrence than the newest, or to none).
+**Streaks.** The failures list and the overview count a job's failed attempts in a row
+(:func:`failure_streaks`). The alerts, the gauges and the replay of a streak count occurrences
+whose last attempt failed, counting back until a success (manual runs take no part), reading at
+most :data:`SCAN_ROWS` rows; the jobs failing now are read from candidates only: those whose last
+run failed or was not a scheduled one.
 """
 
 from __future__ import annotations
@@ -50,15 +39,12 @@ from jobhost.records import (
     Failing,
     FailureFilter,
     FailureKey,
-    HostRecord,
     Resolution,
     RunRecord,
-    ScheduleRecord,
     StreakRange,
 )
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.hosts import list_hosts
-from jobhost.store.reports import list_schedules, newest_first, newest_rows
+from jobhost.store.reports import newest_first, newest_rows
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -77,24 +63,19 @@ __all__ = [
     "logged_changes",
     "resolutions",
     "retry_links",
-    "schedules_hosts_failing",
     "streak_range",
 ]
 
 SEARCH_SCAN = 20_000
 """Rows of each failed outcome a search by text examines for one page."""
-
 OPEN_SCAN = 2_000
 """The most failures one page of open failures looks at."""
-
 SCAN_ROWS = 400
 """The most attempts one job's streak reads."""
 
+# The change-log actions of an operator acknowledging a failure, and retrying one run.
 ACK = "ack"
-"""The change-log action of an operator acknowledging a failure."""
-
 RETRY = "retry"
-"""The change-log action of an operator's retry of one run."""
 
 _CHUNK = 200
 _EVERY_FAILURE = FailureFilter()
@@ -119,12 +100,9 @@ _STREAK_QUERY = (
 
 @dataclass(frozen=True)
 class FailureRows:
-    """What one failures page reads together: stuck runs, the page of finished failures (None
-    when the stuck runs fill it), how its resolved runs were resolved, and each of their jobs'
-    failure streak."""
-
     stuck: list[RunRecord]
     page: FailurePage | None
+    """None when the stuck runs fill the page."""
     resolved: dict[str, Resolution]
     streaks: dict[str, int]
 
@@ -133,14 +111,28 @@ def failure_rows(
     connection: Connection,
     now: datetime,
     *,
-    limit: int,
-    where: FailureFilter,
-    after: FailureKey | None,
+    limit: int = 0,
+    where: FailureFilter = _EVERY_FAILURE,
+    after: FailureKey | None = None,
     open_only: bool = True,
+    streaks_of: Collection[str] = (),
 ) -> FailureRows:
     """Stuck runs first (on the first page, ``after`` None), then finished failures (open ones
-    only, unless ``open_only`` is False), up to ``limit`` in all, with their jobs' streaks."""
-    stuck = _stuck_runs(connection, now, limit, where) if after is None else []
+    only, unless ``open_only`` is False), up to ``limit`` in all, with the streaks of their
+    jobs and of ``streaks_of``'s (:func:`failure_streaks`)."""
+    # Running runs whose lease expired or whose code ignored its cancellation, newest first.
+    query = select(runs).where(
+        runs.c.outcome == RUNNING,
+        or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
+    )
+    if where.jobs is not None:
+        query = query.where(_of_jobs(where.jobs))
+    if where.text:
+        query = query.where(_mentions(runs.c, where.text))
+    query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
+    stuck = []
+    if after is None and limit:
+        stuck = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(
@@ -148,17 +140,13 @@ def failure_rows(
         )
     page, resolved = found
     jobs = {run.job_name for run in [*stuck, *(page.runs if page is not None else [])]}
-    return FailureRows(stuck, page, resolved, failure_streaks(connection, jobs))
-
-
-# -- streaks ----------------------------------------------------------------------------------
+    return FailureRows(stuck, page, resolved, failure_streaks(connection, {*jobs, *streaks_of}))
 
 
 def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str, int]:
     """Each job's failed attempts in a row, counting back from its newest finished attempt
-    (up to :data:`STREAK_LIMIT`); 0 when its newest attempt did not fail: the streak the
-    failures list and the overview show, a manual run's attempts included. One statement per
-    :data:`_CHUNK` jobs: each job's newest attempts are read by index with their own LIMIT."""
+    (up to :data:`STREAK_LIMIT`), a manual run's included. One statement per :data:`_CHUNK`
+    jobs, each job's newest attempts read by index with their own LIMIT."""
     outcomes: dict[str, list[str]] = {name: [] for name in names}
     wanted = sorted(outcomes)
     for start in range(0, len(wanted), _CHUNK):
@@ -173,7 +161,6 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
 
 
 def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
-    """``name``'s newest :data:`STREAK_LIMIT` attempts, each with its place, newest first."""
     attempts = (runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
     newest = newest_rows(runs, *attempts, limit=STREAK_LIMIT).subquery()
     # Numbered outside the LIMIT, so the window sees the few rows read, not the job's ledger.
@@ -182,25 +169,23 @@ def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:
-    """Every failing job, by name; jobs not failing are left out."""
-    candidates = _failing_candidates(connection)
-    streaks = {name: len(_failed_occurrences(connection, name)) for name in candidates}
-    return {name: Failing(streak, candidates[name]) for name, streak in streaks.items() if streak}
-
-
-def schedules_hosts_failing(
-    connection: Connection, now: datetime
-) -> tuple[dict[str, ScheduleRecord], list[HostRecord], dict[str, Failing]]:
-    """Every schedule row, every host and the failing jobs' streaks, read together (the
-    metrics' one read)."""
-    return list_schedules(connection), list_hosts(connection), failing_jobs(connection)
+    # The candidates: jobs whose last run failed, or was not a scheduled one.
+    query = (
+        select(schedules.c.job_name, schedules.c.critical)
+        .select_from(schedules.outerjoin(runs, runs.c.id == schedules.c.last_run_id))
+        .where(or_(schedules.c.last_outcome.in_(FAILED), runs.c.source.in_(_NOT_SCHEDULED)))
+        .order_by(schedules.c.job_name)
+    )
+    found = {}
+    for name, critical in connection.execute(query).all():
+        if streak := len(_failed_occurrences(connection, name)):
+            found[str(name)] = Failing(streak, bool(critical))
+    return found
 
 
 def streak_range(connection: Connection, name: str) -> StreakRange | None:
-    """The current failure streak of job ``name`` as a range to replay, or None when it is not
-    failing: the job page's "replay the N failed occurrences since the streak began" fills the
-    backfill preview with it. The count offered is what a backfill in mode ``failed`` over that
-    range picks, so the preview lists the number the page promised."""
+    """The current failure streak of job ``name`` as a range to replay (None when not failing),
+    with the count a backfill in mode ``failed`` over it picks: the number the preview lists."""
     occurrences = _failed_occurrences(connection, name)
     if not occurrences:
         return None
@@ -211,8 +196,7 @@ def streak_range(connection: Connection, name: str) -> StreakRange | None:
 
 
 def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
-    """The occurrences of ``name``'s streak, newest first: only an occurrence's last attempt
-    says whether it failed."""
+    """The occurrences of ``name``'s streak, newest first, each by its last attempt."""
     found: list[datetime] = []
     seen: datetime | None = None
     for occurrence, outcome in connection.execute(_STREAK_QUERY, {"job": name}):
@@ -225,35 +209,14 @@ def _failed_occurrences(connection: Connection, name: str) -> list[datetime]:
     return found
 
 
-def _failing_candidates(connection: Connection) -> dict[str, bool]:
-    """Jobs that may be failing (the last run failed, or was not a scheduled one), each with
-    whether the store holds it critical."""
-    query = (
-        select(schedules.c.job_name, schedules.c.critical)
-        .select_from(schedules.outerjoin(runs, runs.c.id == schedules.c.last_run_id))
-        .where(
-            or_(
-                schedules.c.last_outcome.in_(FAILED),
-                runs.c.source.in_(_NOT_SCHEDULED),
-            )
-        )
-        .order_by(schedules.c.job_name)
-    )
-    return {str(name): bool(critical) for name, critical in connection.execute(query)}
-
-
-# -- pages of failures ------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class FailurePage:
     runs: list[RunRecord]
-    """Finished failed runs, newest first."""
+    """Newest first."""
     next_key: FailureKey | None
     """Where the next page starts (older than this key); None when nothing older is left."""
     searched_to: FailureKey | None
-    """A text search stopped looking at this key (the page may hold fewer matches than asked);
-    None when it looked at everything up to the page's end."""
+    """Where a text search stopped looking (the page may hold fewer matches than asked)."""
 
 
 def failure_page(
@@ -263,13 +226,25 @@ def failure_page(
     where: FailureFilter = _EVERY_FAILURE,
     after: FailureKey | None = None,
 ) -> FailurePage:
-    """Up to ``limit`` finished failed runs older than ``after``, newest first, of those
-    ``where`` keeps (a text is looked for in their error type or message, case-insensitive)."""
+    """Up to ``limit`` finished failed runs older than ``after`` that ``where`` keeps."""
     streams: list[list[tuple[FailureKey, RunRecord]]] = []
     frontier: FailureKey | None = None
+    shared: list[ColumnElement[bool]] = [runs.c.finished_at.is_not(None)]
+    if where.jobs is not None:
+        shared.append(_of_jobs(where.jobs))
+    if where.since is not None:
+        shared.append(runs.c.finished_at >= where.since)
+    if after is not None:
+        # The first condition bounds the index range; the second breaks ties by id.
+        shared += [
+            runs.c.finished_at <= after.finished_at,
+            or_(
+                runs.c.finished_at < after.finished_at,
+                and_(runs.c.finished_at == after.finished_at, runs.c.id < after.run_id),
+            ),
+        ]
     for outcome in FAILED:
-        conditions = _conditions(outcome, where, after)
-        query = select(runs).where(*conditions).order_by(*_NEWEST_FINISH)
+        query = select(runs).where(runs.c.outcome == outcome, *shared).order_by(*_NEWEST_FINISH)
         if where.text:
             scanned = query.limit(SEARCH_SCAN).subquery()
             matched = (
@@ -295,26 +270,7 @@ def failure_page(
     page = [run for _, run in found[:limit]]
     if len(found) > limit:
         return FailurePage(page, _key(page[-1]), None)
-    if frontier is not None:
-        return FailurePage(page, frontier, frontier)
-    return FailurePage(page, None, None)
-
-
-def _stuck_runs(
-    connection: Connection, now: datetime, limit: int, where: FailureFilter
-) -> list[RunRecord]:
-    """Running runs whose lease expired before ``now`` or whose code ignored its cancellation,
-    newest start first, at most ``limit``, of ``where``'s jobs and text."""
-    query = select(runs).where(
-        runs.c.outcome == RUNNING,
-        or_(runs.c.lease_expires_at < now, runs.c.error_type == "Stuck"),
-    )
-    if where.jobs is not None:
-        query = query.where(_of_jobs(where.jobs))
-    if where.text:
-        query = query.where(_mentions(runs.c, where.text))
-    query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
-    return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
+    return FailurePage(page, frontier, frontier)
 
 
 def _resolved_page(
@@ -325,8 +281,7 @@ def _resolved_page(
     after: FailureKey | None,
     open_only: bool,
 ) -> tuple[FailurePage, dict[str, Resolution]]:
-    """Up to ``limit`` failures older than ``after``, newest first, with how the resolved ones
-    were resolved (by run id); only open ones when ``open_only``."""
+    """The page, with how its resolved runs were resolved (by run id)."""
     if not open_only:
         page = failure_page(connection, limit=limit, where=where, after=after)
         return page, resolutions(connection, page.runs)
@@ -348,29 +303,6 @@ def _resolved_page(
         key = page.next_key
         if looked >= OPEN_SCAN:
             return FailurePage(kept, key, key), {}
-
-
-def _conditions(
-    outcome: str, where: FailureFilter, after: FailureKey | None
-) -> Sequence[ColumnElement[bool]]:
-    found: list[ColumnElement[bool]] = [
-        runs.c.outcome == outcome,
-        runs.c.finished_at.is_not(None),
-    ]
-    if where.jobs is not None:
-        found.append(_of_jobs(where.jobs))
-    if where.since is not None:
-        found.append(runs.c.finished_at >= where.since)
-    if after is not None:
-        # The first condition bounds the index range; the second breaks ties by id.
-        found.append(runs.c.finished_at <= after.finished_at)
-        found.append(
-            or_(
-                runs.c.finished_at < after.finished_at,
-                and_(runs.c.finished_at == after.finished_at, runs.c.id < after.run_id),
-            )
-        )
-    return found
 
 
 def _of_jobs(jobs: Collection[str]) -> ColumnElement[bool]:
@@ -395,17 +327,18 @@ def _key(run: RunRecord) -> FailureKey:
     return FailureKey(run.finished_at, run.id)
 
 
-# -- resolution ------------------------------------------------------------------------------
-
-
 def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
-    """Of the failed runs ``failed``, those resolved, by run id."""
     if not failed:
         return {}
     jobs = {run.job_name for run in failed}
     oldest = min(run.finished_at or run.queued_at for run in failed)
     changes = logged_changes(connection, jobs, (ACK, RETRY), oldest)
-    found = _acknowledged(changes)
+    found: dict[str, Resolution] = {}
+    for change in changes:
+        if change.action == ACK and (run_id := _run_id(change.after)) is not None:
+            found.setdefault(
+                run_id, Resolution("acknowledged", change.actor, change.at, None, change.reason)
+            )
     found.update(_by_occurrence(connection, [r for r in failed if r.id not in found]))
     manual = [r for r in failed if r.occurrence is None and r.id not in found]
     found.update(_by_retry_chain(connection, manual, changes))
@@ -415,17 +348,9 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
 def logged_changes(
     connection: Connection, jobs: Collection[str], actions: Collection[str], since: datetime
 ) -> list[Any]:
-    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``, oldest
-    first (by the change log's index on job)."""
+    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``."""
     query = (
-        select(
-            job_changes.c.action,
-            job_changes.c.actor,
-            job_changes.c.at,
-            job_changes.c.before,
-            job_changes.c.after,
-            job_changes.c.reason,
-        )
+        select(*[job_changes.c[n] for n in ("action", "actor", "at", "before", "after", "reason")])
         .where(
             job_changes.c.job_name.in_(sorted(jobs)),
             job_changes.c.action.in_(sorted(actions)),
@@ -436,43 +361,28 @@ def logged_changes(
     return list(connection.execute(query))
 
 
-def _acknowledged(changes: Iterable[Any]) -> dict[str, Resolution]:
-    found: dict[str, Resolution] = {}
-    for change in changes:
-        if change.action == ACK and (run_id := _run_id(change.after)) is not None:
-            found.setdefault(
-                run_id, Resolution("acknowledged", change.actor, change.at, None, change.reason)
-            )
-    return found
-
-
 def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[str, Resolution]:
     pairs = {(r.job_name, r.occurrence) for r in failed if r.occurrence is not None}
     if not pairs:
         return {}
-    # Both columns by IN, not a row-value IN: SQLite scans the table for the latter, while
-    # this probes the unique index on (job, occurrence, attempt) on both stores. It reads
-    # every attempt of the pairs' cross product; those not asked for are dropped here.
+    # Both columns by IN, not a row-value IN (SQLite scans the table for that): the cross
+    # product's successes not asked for are never looked up.
     query = select(runs).where(
         runs.c.job_name.in_(sorted({job for job, _ in pairs})),
         runs.c.occurrence.in_(sorted({occurrence for _, occurrence in pairs})),
+        runs.c.outcome == "succeeded",
     )
-    successes: dict[tuple[str, datetime], list[RunRecord]] = {}
+    successes: dict[tuple[str, datetime | None], list[RunRecord]] = {}
     for row in connection.execute(query).mappings():
-        attempt = RunRecord.from_row(row)
-        assert attempt.occurrence is not None  # selected by occurrence
-        key = (attempt.job_name, attempt.occurrence)
-        if attempt.outcome == "succeeded" and key in pairs:
-            successes.setdefault(key, []).append(attempt)
+        success = RunRecord.from_row(row)
+        successes.setdefault((success.job_name, success.occurrence), []).append(success)
     found: dict[str, Resolution] = {}
     for run in failed:
-        if run.occurrence is None:
-            continue
         done = sorted(
             successes.get((run.job_name, run.occurrence), []),
             key=lambda success: success.finished_at or success.queued_at,
         )
-        later = next((s for s in done if _after(s, run)), None)
+        later = next((s for s in done if _after(s.finished_at, run.finished_at)), None)
         if later is not None:
             found[run.id] = _succeeded(later)
     return found
@@ -495,12 +405,10 @@ def _by_retry_chain(
         success.id: success
         for success in (RunRecord.from_row(row) for row in connection.execute(query).mappings())
     }
-    found: dict[str, Resolution] = {}
-    for run_id, chain in chains.items():
-        first = next((succeeded[c] for c in chain if c in succeeded), None)
-        if first is not None:
-            found[run_id] = _succeeded(first)
-    return found
+    firsts = {
+        run_id: [succeeded[c] for c in chain if c in succeeded] for run_id, chain in chains.items()
+    }
+    return {run_id: _succeeded(found[0]) for run_id, found in firsts.items() if found}
 
 
 def retry_links(changes: Iterable[Any]) -> list[tuple[str, str]]:
@@ -524,10 +432,8 @@ def _succeeded(run: RunRecord) -> Resolution:
     return Resolution("succeeded", run.requested_by or run.host_id, run.finished_at, run.id)
 
 
-def _after(success: RunRecord, failure: RunRecord) -> bool:
-    if success.finished_at is None or failure.finished_at is None:
-        return True
-    return success.finished_at >= failure.finished_at
+def _after(success: datetime | None, failure: datetime | None) -> bool:
+    return success is None or failure is None or success >= failure
 
 
 def _run_id(document: str | None) -> str | None:

@@ -1,19 +1,14 @@
-"""Rows a host cannot use: found for ``jobhost health``'s ``store-integrity`` check, read with
-the rest of what its checks ask the store beside the report (:func:`health_rows`).
+"""Rows a host cannot use, each with the row and the fix: ``jobhost health``'s ``store-integrity``
+check and ``jobhost db check`` (:func:`health_rows`, beside the other reads those ask for).
 
-A host sets such a row's job aside and runs the others; this module lets an operator see them,
-each with the row and the fix. The check is bounded: it covers what a host reads (every
-schedule row, the live runs, the hosts and the signal row), asks the database for the offending
-rows in SQL through the indexes a host uses, counts them, and reads at most ``limit`` of them.
-On PostgreSQL the column types already refuse a value of the wrong type, so only words and zone
-names are checked there. Finished runs and the other tables are the full audit's.
+The check is bounded: it covers what a host reads (every schedule row, the live runs, the hosts
+and the signal row), counts the offending rows in SQL through the indexes a host uses, and reads
+at most ``limit`` of them. On PostgreSQL the column types refuse a value of the wrong type, so
+only words and zone names are checked there.
 
-The full audit behind ``jobhost db check --full`` reads every row of every table raw (no type
-conversion: a hand edit or a broken restore on SQLite can leave any text in any column) and
-judges it as the bounded check does. It streams: rows arrive in batches from a server-side
-cursor (PostgreSQL) or a lazy cursor (SQLite) and nothing is kept but counts, so its memory does
-not grow with the ledger; each batch is reported as it is checked, so a caller can say how far
-the audit got if it stops.
+The full audit (``--full``) reads every row of every table raw (a hand edit or a broken restore
+on SQLite can leave any text in any column), streaming batches and keeping only counts, each
+batch reported as checked so a caller can say how far it got.
 """
 
 from __future__ import annotations
@@ -42,6 +37,7 @@ from sqlalchemy.sql.expression import ColumnClause, Select
 from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, HostRecord, RunRecord
 from jobhost.store.engine import UTCDateTime, database, reading
 from jobhost.store.hosts import hosts_at
+from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
@@ -52,6 +48,7 @@ from jobhost.store.schema import (
     schedules,
     signals,
 )
+from jobhost.store.snapshot import catalog_versions
 from jobhost.triggers import load_zone
 
 __all__ = [
@@ -59,7 +56,6 @@ __all__ = [
     "CorruptRow",
     "HealthRows",
     "IntegrityResult",
-    "audit_rows",
     "audit_store",
     "check_live_rows",
     "health_rows",
@@ -92,7 +88,8 @@ class IntegrityResult:
 
 @dataclass(frozen=True)
 class HealthRows:
-    """What the health checks read of the store beside the report, in one transaction."""
+    """What the health checks, ``jobhost db check``, the report's note on catalog versions and
+    the dashboard's chart read of the store, in one transaction: each part empty unless asked."""
 
     integrity: IntegrityResult
     stuck: list[RunRecord]
@@ -100,24 +97,41 @@ class HealthRows:
     oldest_due: datetime | None
     """The earliest ``due_at`` of any schedule: how far behind every host together is."""
     hosts: list[HostRecord]
+    versions: dict[str, int]
+    """See :func:`~jobhost.store.snapshot.catalog_versions`."""
+    counts: list[dict[str, int]]
+    """The chart's runs by outcome, in slices of the span before ``now``."""
 
 
-def health_rows(connection: Connection, now: datetime, implausible: timedelta) -> HealthRows:
-    """The live rows checked (:func:`check_live_rows`), the stuck runs, the oldest due
-    occurrence and the hosts alive at ``now``."""
+_UNCHECKED = IntegrityResult([], 0, {})
+
+
+def health_rows(
+    connection: Connection,
+    now: datetime,
+    implausible: timedelta | None = None,
+    *,
+    checks: bool = False,
+    versions: bool = False,
+    chart: tuple[timedelta, int] | None = None,
+) -> HealthRows:
+    """With ``implausible``, the live rows checked (:func:`check_live_rows`); with ``checks``,
+    the stuck runs, the oldest due occurrence and the hosts alive at ``now``; with
+    ``versions``, the catalog versions; with ``chart`` (span, slices), the outcome counts."""
     stuck = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
     return HealthRows(
-        check_live_rows(connection, now, implausible),
-        [RunRecord.from_row(r) for r in connection.execute(stuck).mappings()],
-        connection.execute(select(func.min(schedules.c.due_at))).scalar(),
-        hosts_at(connection, now),
+        check_live_rows(connection, now, implausible) if implausible is not None else _UNCHECKED,
+        [RunRecord.from_row(r) for r in connection.execute(stuck).mappings()] if checks else [],
+        connection.execute(select(func.min(schedules.c.due_at))).scalar() if checks else None,
+        hosts_at(connection, now) if checks else [],
+        catalog_versions(connection) if versions else {},
+        outcome_counts(connection, now - chart[0], now, chart[1], now=now) if chart else [],
     )
 
 
 def check_live_rows(
     connection: Connection, now: datetime, implausible: timedelta, *, limit: int = 10
 ) -> IntegrityResult:
-    """The rows a host reads that it would set aside or could not judge."""
     typed = database(connection).typed
     found: dict[tuple[str, str], CorruptRow] = {}
     covered: dict[str, int] = {}
@@ -184,8 +198,7 @@ def _scopes(connection: Connection, far: datetime, typed: bool) -> list[_Scope]:
 
 
 def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
-    """Values that are not of their column's type (SQLite only: PostgreSQL's types refuse them)
-    and words that are not among a column's few."""
+    """Values not of their column's type (SQLite only) and words not among a column's few."""
     tests: list[ColumnElement[bool]] = list(extra)
     for column in table.columns:
         value: ColumnClause[Any] = raw_column(column.name)
@@ -217,44 +230,34 @@ def _types(table: Table, typed: bool, *extra: ColumnElement[bool]) -> _Rule:
 
 def _schedule_rules(far: datetime) -> list[_Rule]:
     c = schedules.c
-    return [
-        _Rule(
+    live = c.enabled.is_(True) & c.orphaned.is_(False) & c.paused.is_(False)
+    rules: list[tuple[ColumnElement[bool], Callable[[Mapping[str, Any]], str]]] = [
+        (
             c.fencing_token < 0,
-            _schedule(
-                lambda row: f"fencing_token is {row['fencing_token']}, below 0; set it to 0 or more"
-            ),
+            lambda row: f"fencing_token is {row['fencing_token']}, below 0; set it to 0 or more",
         ),
-        _Rule(
+        (
             (c.trigger_kind == "interval") & c.interval_anchor.is_(None),
-            _schedule(
-                lambda _row: (
-                    "interval_anchor is not a time; set it to the job's last occurrence "
-                    "(or restart a host to let it re-anchor the job at its next occurrence)"
-                )
+            lambda _: (
+                "interval_anchor is not a time; set it to the job's last occurrence (or "
+                "restart a host to let it re-anchor the job at its next occurrence)"
             ),
         ),
-        _Rule(
+        (
             c.lease_expires_at > far,
-            _schedule(
-                lambda row: (
-                    f"lease_expires_at {_when(row['lease_expires_at'])} is further ahead "
-                    "than any renewal sets (the hosts treat it as expired); set it to NULL"
-                )
+            lambda row: (
+                f"lease_expires_at {_when(row['lease_expires_at'])} is further ahead "
+                "than any renewal sets (the hosts treat it as expired); set it to NULL"
             ),
         ),
-        _Rule(
-            c.enabled.is_(True)
-            & c.orphaned.is_(False)
-            & c.paused.is_(False)
-            & c.trigger_kind.is_not(None)
-            & c.next_occurrence.is_(None),
-            _schedule(
-                lambda _row: (
-                    "next_occurrence is not a time; restart a host to recompute it from the trigger"
-                )
+        (
+            live & c.trigger_kind.is_not(None) & c.next_occurrence.is_(None),
+            lambda _: (
+                "next_occurrence is not a time; restart a host to recompute it from the trigger"
             ),
         ),
     ]
+    return [_Rule(when, _schedule(problem)) for when, problem in rules]
 
 
 def _far_run_lease(far: datetime) -> _Rule:
@@ -293,7 +296,7 @@ def _when(value: object) -> str:
 
 
 def _raw(table: Table) -> list[ColumnClause[Any]]:
-    """The table's columns as bare names: the driver's values, no type conversion."""
+    # Bare names: the driver's values, no type conversion.
     return [raw_column(c.name) for c in table.columns]
 
 
@@ -310,7 +313,6 @@ _WORDS: dict[tuple[str, str], frozenset[str]] = {
 
 
 def _mistyped(table: Table, row: Mapping[str, Any]) -> list[CorruptRow]:
-    """The values of one raw ``row`` of ``table`` that are not of their column's type."""
     found: list[CorruptRow] = []
     for column in table.columns:
         value = row.get(column.name)
@@ -331,7 +333,6 @@ def _mistyped(table: Table, row: Mapping[str, Any]) -> list[CorruptRow]:
 
 
 def _bad_zones(zones: list[object]) -> list[str]:
-    """The stored zone names no zone database knows."""
     bad: list[str] = []
     for zone in zones:
         try:
@@ -342,7 +343,6 @@ def _bad_zones(zones: list[object]) -> list[str]:
 
 
 def _locate(table: str, row: Mapping[str, Any]) -> tuple[str, str]:
-    """(job or host, where) of a raw row, for the line an operator reads."""
     job = str(row.get("job_name") or "-")
     if table == "schedules":
         return job, "schedules"
@@ -354,7 +354,6 @@ def _locate(table: str, row: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _expected(table: str, column: Any, value: object) -> str | None:
-    """What ``value`` should have been, or None when it is fine."""
     kind = column.type
     if isinstance(kind, UTCDateTime):
         if isinstance(value, datetime):
@@ -381,31 +380,23 @@ _BATCH = 5_000
 
 @dataclass(frozen=True)
 class AuditStep:
-    """One batch of one table, checked."""
+    """One batch of one table, checked: ``rows`` so far, ``finished`` on its last."""
 
     table: str
     rows: int
-    """Rows of ``table`` checked so far, this batch included."""
     finished: bool
-    """The last batch of ``table``."""
     problems: list[CorruptRow]
-    """What this batch holds that a host could not use."""
 
 
-def audit_store(engine: Engine) -> Iterator[AuditStep]:
-    """:func:`audit_rows` in one read-only transaction, held while the caller iterates."""
+def audit_store(engine: Engine, *, batch: int = _BATCH) -> Iterator[AuditStep]:
+    """Every table in batches, in one read-only transaction held while the caller iterates."""
     with reading(engine) as connection:
-        yield from audit_rows(connection)
-
-
-def audit_rows(connection: Connection, *, batch: int = _BATCH) -> Iterator[AuditStep]:
-    """Every table, in batches of ``batch`` rows, as :class:`AuditStep` s."""
-    streaming = connection.execution_options(stream_results=True, yield_per=batch)
-    for table in _ALL_TABLES:
-        result = streaming.execute(select(*_raw(table)).select_from(table)).mappings()
-        checked = 0
-        for part in result.partitions(batch):
-            problems = [problem for row in part for problem in _mistyped(table, dict(row))]
-            checked += len(part)
-            yield AuditStep(table.name, checked, False, problems)
-        yield AuditStep(table.name, checked, True, [])
+        streaming = connection.execution_options(stream_results=True, yield_per=batch)
+        for table in _ALL_TABLES:
+            result = streaming.execute(select(*_raw(table)).select_from(table)).mappings()
+            checked = 0
+            for part in result.partitions(batch):
+                problems = [problem for row in part for problem in _mistyped(table, dict(row))]
+                checked += len(part)
+                yield AuditStep(table.name, checked, False, problems)
+            yield AuditStep(table.name, checked, True, [])

@@ -1,33 +1,19 @@
 """How many runs finished with each outcome, in equal slices of a time range: the dashboard's
-runs-by-outcome chart, for one job or the whole installation.
+runs-by-outcome chart, for one job (one statement over the job's index, each slice an index
+range counted by the database) or the whole installation.
 
-The installation's chart, given the reader's ``now``, answers each slice in three parts: its
-whole minutes that are closed (no run can still finish in them) from the counts kept of them,
-and its partial first and last minutes plus any minutes not closed yet from the runs' index
-``ix_runs_outcome_finished_at``. A day's chart of a busy installation then reads some 1,440
-minutes' counts and a few thousand runs, not every run of the day. Without ``now`` every slice
-is counted from the runs. Firing writes nothing for the chart either way. The statements' text
-depends only on how many slices there are, so each is prepared once.
+The installation's chart, given the reader's ``now``, answers each slice's whole closed minutes
+from the counts kept of them, and its partial minutes and the minutes not closed yet from the
+runs' index: a day's chart reads some 1,440 minutes' counts and a few thousand runs, not every
+run of the day.
 
-**One job's chart** is one statement over the job's index
-(``ix_runs_job_name_outcome_finished_at``), each slice an index range counted by the database;
-it reads nothing kept (a job's runs in a minute are at most that minute's count, so kept counts
-save a job nothing). On SQLite the compound statement of 7 outcomes by at most 30 slices stays
-under its 500 parts; counting an index range steps through entries without reading or sorting
-rows.
-
-**Kept counts of closed minutes.** A minute is closed once no run can still finish in it. A
-run's ``finished_at`` is never before its ``started_at`` (the end is clamped to the claim),
-every other finish (missed, skipped, abandoned, cancelled before it started) is written at the
-writer's clock, and a finished run is never changed again. So every finish still to come is at
-or after the oldest start of a running run, or at or after now minus :data:`SETTLE_MARGIN` (a
-store transaction that read the clock and has not committed yet). Counts of minutes before both
-never change, except by the retention purge, which subtracts the runs it deletes in the
-transaction that deletes them. The installation chart's reader fills the counts the first time
-it needs a closed minute (one span of minutes, contiguous, so a minute inside with no row had no
-run), counting from the reader's own snapshot and writing in short transactions of their own;
-the firing path never writes here. A reader writes only while the purge counter is what it was
-before it counted: counts made before a purge committed are answered but not kept.
+**Closed minutes.** A finished run is never changed again, and every finish still to come is at
+or after the oldest start of a running run, or after now minus :data:`SETTLE_MARGIN` (a store
+transaction not committed yet): counts of minutes before both never change, except by the
+retention purge, which subtracts the runs it deletes in the same transaction. The chart's reader
+fills the counts the first time it needs a closed minute (one contiguous span of minutes), in
+short transactions of its own, and only while the purge counter is what it was before it
+counted; the firing path never writes here.
 """
 
 from __future__ import annotations
@@ -64,7 +50,6 @@ from jobhost.store.schema import run_outcome_minutes, run_outcome_purges, run_ou
 __all__ = [
     "FINISHED_OUTCOMES",
     "SETTLE_MARGIN",
-    "counts_before",
     "forget_runs",
     "outcome_counts",
 ]
@@ -86,59 +71,38 @@ def outcome_counts(
     now: datetime | None = None,
 ) -> list[dict[str, int]]:
     """For each of ``slices`` equal slices of [start, end), oldest first, the runs that
-    finished in it by outcome (outcomes with none left out); of ``job`` when given, in one
-    statement. For every job with ``now`` (the store's clock), closed minutes are answered
-    from their kept counts."""
+    finished in it by outcome; of ``job`` when given. For every job with ``now`` (the store's
+    clock), closed minutes are answered from their kept counts."""
     width = (end - start) / slices
     edges = [start + width * index for index in range(slices + 1)]
     edges[-1] = end
     counts: list[dict[str, int]] = [{} for _ in range(slices)]
-    if job is not None:
-        for outcome, index, n in _by_part(connection, list(pairwise(edges)), job):
-            _add(counts[index], outcome, n)
-        return counts
-    closed = _closed_until(connection, now) if now is not None else None
+    closed = _closed_until(connection, now) if now is not None and job is None else None
     kept: list[_Range | None] = []
     live: list[_Range] = []
-    for first, last in pairwise(edges):
-        whole = _closed_minutes(first, last, closed)
-        kept.append(whole)
-        if whole is None:
-            live += [(first, last), (first, first)]
-        else:
-            live += [(first, whole[0]), (whole[1], last)]
+    slice_of: list[int] = []  # the slice each range of ``live`` is part of
+    for index, (first, last) in enumerate(pairwise(edges)):
+        # The slice's whole closed minutes, if any, are counted apart.
+        low, high = (
+            (_ceil_minute(first), min(_floor_minute(last), closed)) if closed else (last, last)
+        )
+        kept.append((low, high) if low < high else None)
+        parts = [(first, low), (high, last)] if low < high else [(first, last)]
+        live += parts
+        slice_of += [index] * len(parts)
     if closed is not None:
-        keep = not is_read_only(connection.engine)
-        counts = _minute_counts(connection, kept, keep=keep)
-    for outcome, part, n in _by_part(connection, live):
-        _add(counts[part // 2], outcome, n)
+        counts = _minute_counts(connection, kept, keep=not is_read_only(connection.engine))
+    for outcome, part, n in _by_part(connection, live, job):
+        _add(counts[slice_of[part]], outcome, n)
     return counts
-
-
-def counts_before(
-    connection: Connection, now: datetime, span: timedelta, slices: int
-) -> list[dict[str, int]]:
-    """:func:`outcome_counts` over the ``span`` before ``now``."""
-    return outcome_counts(connection, now - span, now, slices, now=now)
-
-
-def _closed_minutes(first: datetime, last: datetime, closed: datetime | None) -> _Range | None:
-    """The whole closed minutes of [first, last), or None when it holds none."""
-    if closed is None:
-        return None
-    low, high = _ceil_minute(first), min(_floor_minute(last), closed)
-    return (low, high) if low < high else None
 
 
 def _by_part(
     connection: Connection, parts: Sequence[_Range], job: str | None = None, *, kept: bool = False
 ) -> list[tuple[str, int, int]]:
-    """(outcome, part, total) of each part's runs finished in it, of ``job`` when given, from
-    the runs' index; with ``kept``, each part's kept counts of the key ``job``, from their
-    primary key. One statement: on PostgreSQL one text for any number of parts, planned once
-    (a nested loop of index range scans); elsewhere each part's index range grouped by outcome
-    in a compound statement (the index is in outcome order, so neither store sorts, and an
-    empty part costs a probe per outcome)."""
+    """(outcome, part, total) of each part's runs finished in it, of ``job`` when given; with
+    ``kept``, each part's kept counts of the key ``job``. One statement: on PostgreSQL one text
+    for any number of parts, planned once; elsewhere a compound of each part's index range."""
     values: dict[str, object] = {"job": job, "outcomes": list(FINISHED_OUTCOMES)}
     statement: Any
     if database(connection).batches:
@@ -222,8 +186,7 @@ def _minute_counts(
     connection: Connection, wanted: Sequence[_Range | None], *, keep: bool
 ) -> list[dict[str, int]]:
     """Runs of every job finished in each range of whole closed minutes of ``wanted`` (sorted,
-    disjoint), by outcome; the minutes not kept yet are counted from the runs, and kept when
-    ``keep``."""
+    disjoint), by outcome; minutes not kept yet are counted from the runs, and kept if ``keep``."""
     counts: list[dict[str, int]] = [{} for _ in wanted]
     present = [one for one in wanted if one is not None]
     if not present:
@@ -250,10 +213,8 @@ def forget_runs(
     connection: Connection, finished: Iterable[tuple[str, str, datetime | None]]
 ) -> None:
     """In the transaction deleting them: subtract runs (job, outcome, finished at) from the
-    kept counts, and mark the counts a reader made before this purge as not to be kept.
-
-    Rows kept per job (before one job's chart counted from its index) still lose their runs
-    here, so they drain as the purge deletes them and are never left wrong."""
+    kept counts (rows kept per job by older versions too, so they drain), and mark the counts a
+    reader made before this purge as not to be kept."""
     connection.execute(update(run_outcome_purges).values(purges=run_outcome_purges.c.purges + 1))
     gone: Counter[tuple[str, datetime, str]] = Counter()
     for job, outcome, finished_at in finished:
@@ -291,7 +252,6 @@ def _ceil_minute(instant: datetime) -> datetime:
 
 
 def _span(connection: Connection, *, lock: bool = False) -> _Range | None:
-    """The span of minutes kept of every job."""
     query = select(run_outcome_spans.c.filled_from, run_outcome_spans.c.filled_to).where(
         run_outcome_spans.c.job_name == _EVERY_JOB
     )
@@ -300,7 +260,6 @@ def _span(connection: Connection, *, lock: bool = False) -> _Range | None:
 
 
 def _counted(connection: Connection, part: _Range) -> list[_Row]:
-    """The runs finished in ``part`` by minute and outcome, counted from the runs."""
     bounds = {"lo": part[0], "hi": part[1]}
     db = database(connection)
     found = connection.execute(_count_statement(db.typed), bounds)
@@ -314,17 +273,12 @@ def _counted(connection: Connection, part: _Range) -> list[_Row]:
 
 def _place(counts: list[dict[str, int]], wanted: Sequence[_Range | None], rows: list[_Row]) -> None:
     """Add each minute's counts to the range of ``wanted`` holding it (a gap's to none)."""
-    starts = [one[0] if one is not None else None for one in wanted]
-    indexed = [(start, index) for index, start in enumerate(starts) if start is not None]
-    firsts = [start for start, _ in indexed]
+    indexed = [(one, index) for index, one in enumerate(wanted) if one is not None]
+    firsts = [one[0] for one, _ in indexed]
     for minute, outcome, n in rows:
         at = bisect_right(firsts, minute) - 1
-        if at < 0:
-            continue
-        index = indexed[at][1]
-        one = wanted[index]
-        if one is not None and minute < one[1]:
-            _add(counts[index], outcome, n)
+        if at >= 0 and minute < indexed[at][0][1]:
+            _add(counts[indexed[at][1]], outcome, n)
 
 
 def _keep(
@@ -348,52 +302,35 @@ def _keep(
     try:
         for (lo, hi), piece in pieces:
             grown = (min(lo, kept_from), max(hi, kept_to))
-            if not _write_piece(
-                connection, expected=expected, grown=grown, rows=piece, purges=purges
-            ):
-                return
+            with connection.engine.begin() as writer:
+                purged = writer.execute(
+                    select(run_outcome_purges.c.purges).with_for_update(read=True)
+                ).scalar()
+                found = _span(writer, lock=True)
+                if purged != purges or found != expected:
+                    return  # a purge since, or another reader kept these minutes first
+                values = {"filled_from": grown[0], "filled_to": grown[1]}
+                if found is None:
+                    writer.execute(insert(run_outcome_spans).values(job_name=_EVERY_JOB, **values))
+                else:
+                    writer.execute(
+                        update(run_outcome_spans)
+                        .where(run_outcome_spans.c.job_name == _EVERY_JOB)
+                        .values(**values)
+                    )
+                if piece:
+                    writer.execute(
+                        insert(run_outcome_minutes),
+                        [
+                            {"job_name": _EVERY_JOB, "minute": at, "outcome": outcome, "runs": n}
+                            for at, outcome, n in piece
+                        ],
+                    )
             expected = grown
             kept_from, kept_to = grown
     except SQLAlchemyError as error:
         # The chart is answered either way; the next reader counts these minutes again.
         _log.debug("the chart's minute counts were not kept: %s", error)
-
-
-def _write_piece(
-    connection: Connection,
-    *,
-    expected: _Range | None,
-    grown: _Range,
-    rows: list[_Row],
-    purges: int,
-) -> bool:
-    with connection.engine.begin() as writer:
-        now_purges = writer.execute(
-            select(run_outcome_purges.c.purges).with_for_update(read=True)
-        ).scalar()
-        if now_purges != purges:
-            return False
-        found = _span(writer, lock=True)
-        if found != expected:
-            return False  # another reader kept these minutes first
-        values = {"filled_from": grown[0], "filled_to": grown[1]}
-        if found is None:
-            writer.execute(insert(run_outcome_spans).values(job_name=_EVERY_JOB, **values))
-        else:
-            writer.execute(
-                update(run_outcome_spans)
-                .where(run_outcome_spans.c.job_name == _EVERY_JOB)
-                .values(**values)
-            )
-        if rows:
-            writer.execute(
-                insert(run_outcome_minutes),
-                [
-                    {"job_name": _EVERY_JOB, "minute": minute, "outcome": outcome, "runs": n}
-                    for minute, outcome, n in rows
-                ],
-            )
-    return True
 
 
 def _add(counts: dict[str, int], outcome: str, n: int) -> None:

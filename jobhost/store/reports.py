@@ -1,13 +1,8 @@
-"""The reads behind the report, the health checks and the dashboard.
-
-Every read is bounded by an index, never a scan of the ledger: a job's newest rows come from
-``ix_runs_job_name_newest`` (job, start or queueing time), live and expired runs from
-``ix_runs_outcome_lease_expires_at``. A scheduled job's last attempt and last success are on
-its schedule row, written as each run is recorded; its last attempt's ledger row is found by
-its id. For the whole catalog each is one statement, a correlated subquery for the newest
-rows: its cost follows the jobs read, not the ledger's size. Runs are also found by the start
-of their id, so an operator can type ``4fe92f73`` for a 32-character run id: one range read on
-the runs' primary key.
+"""The reads behind the report, the health checks and the dashboard, each bounded by an index,
+never a scan of the ledger. A scheduled job's last attempt and last success are on its schedule
+row, written as each run is recorded; for the whole catalog each read is one statement, with a
+correlated subquery for the newest rows, so its cost follows the jobs read, not the ledger's
+size.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select, true
+from sqlalchemy import ColumnElement, Select, func, select, true, union
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -26,15 +21,12 @@ from jobhost.records import (
     PENDING,
     RECENT,
     RUNNING,
-    Dropped,
     LastAttempt,
-    LogLine,
     RunRecord,
     ScheduleRecord,
     ScheduleSummary,
 )
 from jobhost.store.engine import database
-from jobhost.store.runlogs import last_lines
 from jobhost.store.schema import runs, schedules
 
 __all__ = [
@@ -49,12 +41,11 @@ __all__ = [
     "newest_outcomes",
     "newest_rows",
     "newest_runs",
-    "recent_failures",
     "running_runs",
-    "runs_between",
     "runs_by_id",
     "stored_job_names",
     "summary_schedules",
+    "window_runs",
 ]
 
 
@@ -70,15 +61,14 @@ _LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
 
 def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
-    """The ledger's order over ``table`` (``runs``, an alias of it or a subquery with its
-    ``started_at``, ``queued_at``, ``occurrence`` and ``attempt``)."""
+    """The ledger's order over ``table`` (``runs``, an alias of it or a subquery of it): newest
+    first, by start (or queueing), then occurrence, then attempt."""
     newest = func.coalesce(table.c.started_at, table.c.queued_at)
     return newest.desc(), table.c.occurrence.desc().nulls_last(), table.c.attempt.desc()
 
 
 def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[Any]:
-    """The job and outcome of ``table``'s rows (``runs`` or an alias of it) that ``where``
-    keeps, newest first, at most ``limit``, with the columns of the ledger's order."""
+    """Job and outcome of ``table``'s rows that ``where`` keeps, newest first, at most ``limit``."""
     order = (table.c.started_at, table.c.queued_at, table.c.occurrence, table.c.attempt)
     query = select(table.c.job_name, table.c.outcome, *order).where(*where)
     return query.order_by(*newest_first(table)).limit(limit)
@@ -86,7 +76,6 @@ def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[A
 
 _NEWEST = func.coalesce(runs.c.started_at, runs.c.queued_at)
 _NEWEST_FIRST = newest_first(runs)
-"""The ledger's order: newest first, by start (or queueing), then occurrence, then attempt."""
 
 # Between a job's newest outcomes in the one text the store joins them into: outcomes are words.
 _OUTCOMES_JOINED_BY = ","
@@ -94,8 +83,6 @@ _OUTCOMES_JOINED_BY = ","
 
 @dataclass(frozen=True)
 class LedgerSummary:
-    """What the ledger says about one job, read by index."""
-
     last_attempt: LastAttempt | None
     """The last finished attempt (of a job never synced: the newest attempt, running or not)."""
     recent_outcomes: list[str]
@@ -107,8 +94,7 @@ def list_schedules(
     connection: Connection, names: Collection[str] | None = None, *, module: str | None = None
 ) -> dict[str, ScheduleRecord]:
     """Every schedule row, or those of ``names``, or of ``module``'s jobs."""
-    # Built from a plain row, in the order of its fields: much cheaper than from a mapping, for
-    # tens of thousands of rows.
+    # From a plain row in the order of its fields: much cheaper than from a mapping.
     query = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
     if module is not None:
         query = query.where(schedules.c.module == module)
@@ -120,8 +106,8 @@ def list_schedules(
 def _scoped(
     query: Select[Any], names: Collection[str] | None
 ) -> tuple[Select[Any], set[str] | None]:
-    """``query`` over the schedule rows narrowed to ``names`` (all rows for None), and the
-    names to keep of the rows it reads: a long list is not sent, every row is read instead."""
+    """``query`` narrowed to ``names``, and the names to keep of the rows it reads: a long list
+    is not sent, every row is read instead."""
     if names is None:
         return query, None
     if len(names) <= _NAMED_AT_MOST:
@@ -130,7 +116,6 @@ def _scoped(
 
 
 def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
-    """Every schedule row, as the summary of every job reads it (:class:`ScheduleSummary`)."""
     query = select(*[schedules.c[name] for name in ScheduleSummary._fields])
     make = ScheduleSummary._make
     return {row[0]: make(row) for row in connection.execute(query)}
@@ -139,59 +124,37 @@ def summary_schedules(connection: Connection) -> dict[str, ScheduleSummary]:
 def ledger_summaries(
     connection: Connection, names: Collection[str] | None = None, *, recent: bool = True
 ) -> dict[str, LedgerSummary]:
-    """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``.
-
-    The scheduled jobs are read in one statement, whatever their number, each last attempt and
-    last success as its schedule row records them; jobs of ``names`` without a row (declared,
-    never synced) are read one by one. Without ``recent``, no job's newest outcomes are read
-    (``recent_outcomes`` is empty): the costliest of the questions, for a reader that does not
-    show them. Either way the cost follows the jobs read, not the ledger's size.
-    """
-    scope = None if names is None else set(names)
-    scheduled, outcomes, attempts, success = _per_job(connection, scope, recent)
-    summaries: dict[str, LedgerSummary] = {}
-    for name in sorted(scheduled if scope is None else scope):
-        if name in scheduled:
-            summaries[name] = LedgerSummary(
-                attempts.get(name), outcomes.get(name, []), success.get(name)
-            )
-        else:
-            newest = [run.outcome for run in newest_runs(connection, name)]
-            found = _last_attempt(connection, name)
-            summaries[name] = LedgerSummary(found, newest, last_success(connection, name))
-    return summaries
-
-
-def _per_job(
-    connection: Connection, scope: set[str] | None, recent: bool
-) -> tuple[set[str], dict[str, list[str]], dict[str, LastAttempt], dict[str, datetime]]:
-    """The scheduled jobs (of ``scope``, or all), with their newest outcomes, last finished
-    attempts and last successes, in one statement."""
-    outcomes: dict[str, list[str]] = {}
-    attempts: dict[str, LastAttempt] = {}
-    scheduled: set[str] = set()
-    success: dict[str, datetime] = {}
+    """The :class:`LedgerSummary` of every scheduled job, or of each of ``names``: the
+    scheduled ones in one statement, jobs without a row (never synced) one by one. Without
+    ``recent``, no newest outcomes (the costliest question) are read."""
     query = _last_attempts(connection)
     if recent:
         query = query.add_columns(_newest_outcomes(connection))
-    query, keep = _scoped(query, scope)
+    query, keep = _scoped(query, names)
+    found: dict[str, LedgerSummary] = {}
     for row in connection.execute(query):
-        name, finished = str(row[0]), row[1]
-        if keep is not None and name not in keep:
-            continue
-        scheduled.add(name)
-        if isinstance(finished, datetime):
-            success[name] = finished
-        if row[2] is not None and row[3] is not None:
-            attempts[name] = LastAttempt(*row[2:_LAST_ATTEMPT_END])
-        if recent and row[-1] is not None:
-            outcomes[name] = _split_outcomes(row[-1])
-    return scheduled, outcomes, attempts, success
+        if keep is None or row[0] in keep:
+            found[str(row[0])] = LedgerSummary(
+                LastAttempt(*row[2:_LAST_ATTEMPT_END]) if None not in row[2:4] else None,
+                _split_outcomes(row[-1]) if recent and row[-1] is not None else [],
+                row[1] if isinstance(row[1], datetime) else None,
+            )
+    for name in set(names or ()) - set(found):  # its newest attempt, outcomes, success
+        tried = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
+        newest = newest_runs(connection, name)
+        best = select(func.max(runs.c.finished_at)).where(
+            runs.c.job_name == name, runs.c.outcome == "succeeded"
+        )
+        found[name] = LedgerSummary(
+            LastAttempt.of(tried[0]) if tried else None,
+            [run.outcome for run in newest],
+            connection.execute(best).scalar(),
+        )
+    return dict(sorted(found.items()))
 
 
 def newest_outcomes(connection: Connection) -> dict[str, list[str]]:
-    """The newest :data:`RECENT` outcomes of every scheduled job, newest first, in one
-    statement; a job with no row in the ledger is left out."""
+    """The newest :data:`RECENT` outcomes of every scheduled job with any, in one statement."""
     query = select(schedules.c.job_name, _newest_outcomes(connection))
     return {name: _split_outcomes(joined) for name, joined in connection.execute(query) if joined}
 
@@ -202,31 +165,13 @@ def newest_runs(connection: Connection, name: str) -> list[RunRecord]:
 
 
 def ledger_page(
-    connection: Connection,
-    name: str,
-    *,
-    limit: int,
-    outcome: str | None = None,
-    offset: int = 0,
-    lines: int = 0,
-) -> tuple[list[RunRecord], dict[str, list[LogLine | Dropped]]]:
-    """Up to ``limit`` of the job's ledger rows (queued retries too), newest first, after the
-    newest ``offset``, optionally of one outcome (``jobhost history``, the job page); with
-    ``lines``, the last ``lines`` log lines of each of them that wrote any (``--logs``)."""
+    connection: Connection, name: str, limit: int, outcome: str | None, offset: int
+) -> list[RunRecord]:
+    """Up to ``limit`` of the job's rows, newest first, after ``offset``, of ``outcome``."""
     query = select(runs).where(runs.c.job_name == name)
     if outcome is not None:
         query = query.where(runs.c.outcome == outcome)
-    query = query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset)
-    found = _runs(connection, query)
-    return found, last_lines(connection, [run.id for run in found], count=lines) if lines else {}
-
-
-def last_success(connection: Connection, name: str) -> datetime | None:
-    query = select(func.max(runs.c.finished_at)).where(
-        runs.c.job_name == name, runs.c.outcome == "succeeded"
-    )
-    value = connection.execute(query).scalar()
-    return value if isinstance(value, datetime) else None
+    return _runs(connection, query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset))
 
 
 def running_runs(connection: Connection, name: str | None = None) -> list[RunRecord]:
@@ -237,12 +182,15 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     return _runs(connection, query.order_by(runs.c.started_at))
 
 
-def runs_between(
+def window_runs(
     connection: Connection, name: str, since: datetime, until: datetime
-) -> list[RunRecord]:
-    """The job's ledger rows started (or queued) in [since, until], oldest first, at most
-    :data:`_WINDOW_RUNS` (the newest ones)."""
-    return _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)[::-1]
+) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The job's rows started (or queued) in [since, until], oldest first (the newest
+    :data:`_WINDOW_RUNS` at most), and its newest :data:`_RECENT_FAILURES` failed runs."""
+    window = _job_runs(connection, name, _NEWEST.between(since, until), limit=_WINDOW_RUNS)
+    newest = (runs.c.finished_at.desc(),)
+    failed = runs.c.outcome.in_(FAILED)
+    return window[::-1], _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
@@ -252,8 +200,8 @@ def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None
 
 
 def get_run(connection: Connection, run_id: str, *, for_update: bool = False) -> RunRecord | None:
-    """The run; ``for_update`` locks it against a concurrent operator action until the
-    transaction ends (SQLite renders no FOR UPDATE: its write lock holds the whole file)."""
+    """The run; ``for_update`` locks it against a concurrent operator action (SQLite's write
+    lock holds the whole file)."""
     query = select(runs).where(runs.c.id == run_id)
     row = connection.execute(query.with_for_update() if for_update else query).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
@@ -271,21 +219,12 @@ def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     return _runs(connection, query)
 
 
-def recent_failures(connection: Connection, name: str) -> list[RunRecord]:
-    """The job's newest :data:`_RECENT_FAILURES` failed runs, newest first."""
-    failed = runs.c.outcome.in_(FAILED)
-    newest = (runs.c.finished_at.desc(),)
-    return _job_runs(connection, name, failed, limit=_RECENT_FAILURES, order=newest)
-
-
 def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:
-    """The job names the store knows, from its schedules and its ledger: those of ``names``,
-    each read by index (a ledger row at most), or every one (a scan of an index: for
-    suggestions after a name was not found, not for every command)."""
+    """The job names the store knows, from its schedules and its ledger: those of ``names``, by
+    index, or every one (a scan of an index: for suggestions after a name was not found)."""
     if names is None:
-        named = set(connection.execute(select(schedules.c.job_name)).scalars())
-        named |= set(connection.execute(select(runs.c.job_name).distinct()).scalars())
-        return {str(name) for name in named}
+        every = union(select(schedules.c.job_name), select(runs.c.job_name))
+        return {str(name) for name in connection.execute(every).scalars()}
     rows = select(schedules.c.job_name).where(schedules.c.job_name.in_(list(names)))
     known = {str(name) for name in connection.execute(rows).scalars()}
     for name in set(names) - known:
@@ -296,14 +235,10 @@ def stored_job_names(connection: Connection, names: Collection[str] | None = Non
 
 
 def _newest_outcomes(connection: Connection) -> ColumnElement[Any]:
-    """The newest :data:`RECENT` outcomes of the schedule row's job, newest first, joined by
-    commas (NULL without a row), as a column of a select over ``schedules``: one short text per
-    job for the driver to decode, not a row per outcome.
-
-    The index hands each job's rows over in the ledger's order. PostgreSQL is told to keep that
-    order in the aggregate; SQLite (before 3.44) cannot be told, but the subquery's LIMIT keeps
-    it from being flattened, so its rows reach ``group_concat`` in that order (a test holds it
-    to a row-by-row read)."""
+    """The newest :data:`RECENT` outcomes of the schedule row's job, newest first, joined (NULL
+    without a row), as a column over ``schedules``: one short text per job, not a row per
+    outcome. SQLite (before 3.44) cannot be told the aggregate's order, but the subquery's LIMIT
+    keeps it from being flattened, so rows reach ``group_concat`` in the index's order."""
     inner = runs.alias("inner_runs")
     same_job = inner.c.job_name == schedules.c.job_name
     newest = (
@@ -321,19 +256,10 @@ def _split_outcomes(joined: object) -> list[str]:
     return str(joined).split(_OUTCOMES_JOINED_BY)
 
 
-def _last_attempt(connection: Connection, name: str) -> LastAttempt | None:
-    """The newest attempt, running or not (``missed``, ``skipped`` and queued rows are none)."""
-    found = _job_runs(connection, name, runs.c.outcome.not_in(NOT_ATTEMPTS), limit=1)
-    return LastAttempt.of(found[0]) if found else None
-
-
 def _last_attempts(connection: Connection) -> Select[Any]:
     """(job, last success, then :class:`LastAttempt`'s columns, all None without one) of every
-    scheduled job, in one statement whatever the ledger's size. Recording a run writes its
-    job's last finished attempt and last success on the schedule row, in the same transaction
-    (:func:`~jobhost.store.ledger.record_outcomes`): the row says which run it was and how it
-    ended, its ledger row (found by its id) the host, error type and backfill. A running
-    attempt is newer still: the snapshot puts it over this one."""
+    scheduled job: the schedule row says which run it was and how it ended (recorded with the
+    run), its ledger row (found by its id) the host, error type and backfill."""
     row = schedules.c
     found: Any
     if database(connection).lateral:
@@ -387,13 +313,9 @@ def runs_by_id(
     prefix: str | None = None,
     limit: int | None = None,
 ) -> dict[str, RunRecord]:
-    """The runs of ``run_ids`` that exist, newest finish first (what a bulk retry confirms); or
-    with ``prefix`` (lower-case hex), up to ``limit`` runs whose id starts with it, by id.
-
-    ``id >= prefix AND id < successor`` rather than ``LIKE 'prefix%'``: PostgreSQL's index on a
-    column of a collation other than C serves a range, not a ``LIKE``. Between digits and
-    lower-case letters every collation agrees with the bytes' order.
-    """
+    """The runs of ``run_ids`` that exist, newest finish first; or with ``prefix`` (lower-case
+    hex), up to ``limit`` runs whose id starts with it, by id: a range, not ``LIKE``, which
+    PostgreSQL's index on a column of a non-C collation cannot serve."""
     if prefix is None:
         if not run_ids:
             return {}
@@ -404,18 +326,7 @@ def runs_by_id(
         )
     else:
         query = select(runs).where(runs.c.id >= prefix).order_by(runs.c.id)
-        upper = _successor(prefix)
-        if upper is not None:
-            query = query.where(runs.c.id < upper)
+        # Below the least hex text above every one starting with ``prefix`` (none for ff...f).
+        if kept := prefix.rstrip("f"):
+            query = query.where(runs.c.id < kept[:-1] + f"{int(kept[-1], 16) + 1:x}")
     return {run.id: run for run in _runs(connection, query.limit(limit))}
-
-
-_HEX = "0123456789abcdef"
-
-
-def _successor(prefix: str) -> str | None:
-    """The least hex text above every text that starts with ``prefix``; None for ``ff...f``."""
-    kept = prefix.rstrip("f")
-    if not kept:
-        return None
-    return kept[:-1] + _HEX[_HEX.index(kept[-1]) + 1]

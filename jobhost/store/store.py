@@ -26,7 +26,6 @@ from jobhost.store import (
     integrity,
     ledger,
     migrate,
-    outcome_counts,
     pooling,
     purge,
     reports,
@@ -169,7 +168,6 @@ class Store:
     audit_store = _Own(integrity.audit_store)
     check_pooling = _Own(pooling.check_pooling)
     health_rows = _ReadAt(integrity.health_rows)
-    catalog_versions = _Read(snapshot.catalog_versions)
 
     # -- the firing loop ---------------------------------------------------------------------
     sync_catalog = _Own(claims.sync_catalog)
@@ -206,18 +204,12 @@ class Store:
 
     # -- reads for the CLI, the API and the console ------------------------------------------
     list_schedules = _Read(reports.list_schedules)
-    ledger_page = _Read(reports.ledger_page)
     stored_job_names = _Read(reports.stored_job_names)
     read_snapshot = _Own(snapshot.read_snapshot)
-    schedules_hosts_failing = _ReadAt(failures.schedules_hosts_failing)
-    failure_streaks = _Read(failures.failure_streaks)
     failure_rows = _ReadAt(failures.failure_rows)
-    counts_before = _ReadAt(outcome_counts.counts_before)
-    runs_by_id = _Read(reports.runs_by_id)
     list_backfills = _Read(backfills.list_backfills)
-    last_outcomes = _Read(backfills.last_outcomes)
     job_page = _Read(snapshot.job_page)
-    run_page = _Read(snapshot.run_page)
+    run_pages = _Read(snapshot.run_pages)
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------

@@ -26,6 +26,7 @@ from jobhost.operations.runs import history_json
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
+from jobhost.store.snapshot import JobRead
 from tests.support import ManualClock, run_log_writer, run_through, sample_catalog
 
 JOB = "sample.tenants"
@@ -147,7 +148,7 @@ def test_a_failing_unit_fails_the_run_and_is_retried_alone(
         {"total": 10, "succeeded": 1, "failed": 0, "skipped_already_done": 9},
     ]
 
-    rows = Store(host.engine).ledger_page(JOB, limit=20)[0]
+    rows = Store(host.engine).job_page(JobRead(JOB, history=20)).history
     assert [r["units"] for r in history_json(JOB, rows)["runs"]] == [
         {"total": 10, "succeeded": 1, "failed": 0, "skipped_already_done": 9},
         {"total": 10, "succeeded": 9, "failed": 1, "skipped_already_done": 0},

@@ -15,7 +15,7 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from jobhost.store import create_store_engine, reading, upgrade
-from jobhost.store.integrity import audit_rows, check_live_rows
+from jobhost.store.integrity import audit_store, check_live_rows
 from jobhost.store.schema import runs, schedules
 
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
@@ -126,8 +126,7 @@ def test_the_full_audit_streams_every_table_in_batches(engine: Engine) -> None:
             [_run(f"r-{i:02}", "fine", "succeeded") for i in range(10)]
             + [_run("r-weird", "fine", "exploded")],
         )
-    with reading(engine) as connection:
-        steps = list(audit_rows(connection, batch=4))
+    steps = list(audit_store(engine, batch=4))
     run_steps = [step for step in steps if step.table == "runs"]
     assert [step.rows for step in run_steps] == [4, 8, 11, 11]
     assert run_steps[-1].finished and not any(step.finished for step in run_steps[:-1])

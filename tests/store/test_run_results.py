@@ -17,6 +17,7 @@ from sqlalchemy import inspect, select
 from jobhost.operations.runs import history_json
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.schema import runs
+from jobhost.store.snapshot import JobRead
 from tests.store.conftest import Replica
 from tests.support import ManualClock
 
@@ -42,7 +43,7 @@ def test_the_success_value_is_kept_shown_and_audited(
             select(runs.c.attempt, runs.c.result).order_by(runs.c.attempt)
         ).all()
     assert [tuple(row) for row in stored] == [(1, None), (2, '"second attempt worked"')]
-    history = history_json(JOB, Store(replica.engine).ledger_page(JOB, limit=20)[0])
+    history = history_json(JOB, Store(replica.engine).job_page(JobRead(JOB, history=20)).history)
     assert [r["result"] for r in history["runs"]] == ["second attempt worked", None]
     audits = [json.loads(r.getMessage()) for r in caplog.records if r.name == "jobhost.audit"]
     assert [a.get("result") for a in audits] == [None, "second attempt worked"]

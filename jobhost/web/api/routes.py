@@ -53,6 +53,7 @@ from jobhost.runtime.service import ChangeRefused, JobService, etag_matches, not
 from jobhost.store import Store
 from jobhost.store.engine import is_store_down
 from jobhost.store.runtime import acting_from
+from jobhost.store.snapshot import JobRead
 from jobhost.web.access import GuessBrake, bearer_secret, client_address
 from jobhost.web.api.actions import (
     ActionEndpoints,
@@ -307,7 +308,7 @@ class _Api(ServiceEndpoints):
 
         def answer() -> dict[str, Any]:
             require_known(self._service.current(name), self._store, name)
-            rows = self._store.ledger_page(name, limit=limit, outcome=outcome)[0]
+            rows = self._store.job_page(JobRead(name, history=limit, outcome=outcome)).history
             return history_json(name, rows)
 
         return JSONResponse(await blocking(answer))

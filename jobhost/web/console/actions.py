@@ -188,7 +188,8 @@ class ConsoleActions:
         if not ids or len(ids) > FAILURES_PAGE or not all(_RUN_ID.fullmatch(i) for i in ids):
             return self.refuse(request, f"name 1 to {FAILURES_PAGE} failed runs to retry", 400)
         if checked.form.get("confirm") != "yes":
-            found = list((await blocking(lambda: self.store.runs_by_id(ids))).values())
+            pages = await blocking(lambda: self.store.run_pages(ids))
+            found = [page.run for page in pages.values()]
             return self.page(
                 request,
                 "failures_retry.html",
@@ -204,7 +205,8 @@ class ConsoleActions:
         request_id = request.path_params["request_id"]
         found: RunRecord | None = None
         if 0 < len(request_id) <= 64 and set(request_id) <= _REQUEST_ID_CHARS:
-            found = await blocking(lambda: self.store.runs_by_id([request_id]).get(request_id))
+            page = await blocking(lambda: self.store.run_pages([request_id]).get(request_id))
+            found = page.run if page is not None else None
         if found is None:
             return self.page(request, "missing.html", status=404, what="such trigger request")
         if found.request_status in {"started", "queued"}:

@@ -50,7 +50,7 @@ from jobhost.records import (
     work_key,
 )
 from jobhost.store import Store
-from jobhost.store.snapshot import JobPage
+from jobhost.store.snapshot import JobPage, JobRead
 from jobhost.triggers import UnknownTimezoneError, load_zone
 
 __all__ = [
@@ -128,15 +128,15 @@ def job_view(
     job = report.jobs[0]
     now = report.generated_at
     rows = store.job_page(
-        name,
-        now - span,
-        now,
-        slices=SLICES[query.span],
-        history=_HISTORY_PAGE + 1,
-        outcome=query.outcome,
-        offset=(page - 1) * _HISTORY_PAGE,
-        now=now,
-        streak=job.status == "failing",
+        JobRead(
+            name,
+            history=_HISTORY_PAGE + 1,
+            outcome=query.outcome,
+            offset=(page - 1) * _HISTORY_PAGE,
+            window=(now - span, now),
+            slices=SLICES[query.span],
+            streak=job.status == "failing",
+        )
     )
     return JobView(
         job=job,
@@ -152,7 +152,7 @@ def job_view(
 
 
 def run_view(store: Store, catalog: Catalog, run_id: str, *, after: int = 0) -> RunView | None:
-    page = store.run_page(run_id, after=after, lines=_PAGE_LOG_LINES)
+    page = store.run_pages([run_id], after=after, lines=_PAGE_LOG_LINES, attempts=True).get(run_id)
     if page is None:
         return None
     spec = catalog.jobs.get(page.run.job_name)
@@ -277,8 +277,8 @@ def failures_view(
     now = store.now()
 
     def count() -> Chart:
-        at, counts = store.counts_before(RANGES[span], SLICES[span])
-        return outcome_chart(counts, at - RANGES[span], at)
+        at, rows = store.health_rows(chart=(RANGES[span], SLICES[span]))
+        return outcome_chart(rows.counts, at - RANGES[span], at)
 
     chart = charts.get(span, count) if charts is not None else count()
     try:
