@@ -1,9 +1,7 @@
 """A running host: start-up, the firing loop, heartbeats, and a clean shutdown.
 
-The loop claims what is due (:mod:`jobhost.firing.tick`), hands each claim to the worker slots
-(:mod:`jobhost.firing.slots`), then sleeps until the store next needs it, capped by the poll
-interval, waking at once when a run is recorded or a command signals the hosts. One slot beyond
-the pool is kept for manual requests, so a saturated host still starts a person's run.
+The loop claims what is due, hands each claim to the worker slots, then sleeps until the store
+next needs it (at most the poll interval), woken when a run is recorded or a command signals.
 """
 
 from __future__ import annotations
@@ -56,10 +54,8 @@ _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
 _BEAT_RETRY = 1.0
 _STILL_DOWN_SECONDS = 60.0
-"""How often a host says again that the store is still away."""
 _EXIT_MARGIN = 5.0
-"""Seconds past ``shutdown_grace`` a stopping host gets to record and release before it exits
-anyway: the telemetry flush's share (see ``shutdown``)."""
+"""Seconds past ``shutdown_grace`` a stopping host gets before it exits anyway."""
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
@@ -67,8 +63,7 @@ the turn notes its start, and a wake before the occurrence costs a turn that cla
 _MIN_STALL = 10.0
 _HOLD_MARGIN = timedelta(seconds=0.25)
 """How long before a job's row is looked at again its held record is written at the latest:
-the claim's lead (at most 50 ms) and the write's own time (two batches of 500 runs, tens of
-milliseconds each), with room to spare."""
+the claim's lead (at most 50 ms) and two batches' writes, with room to spare."""
 
 
 class Host:
@@ -160,7 +155,8 @@ class Host:
             host_id=self.host_id,
         )
         """The runs this host holds and the workers they take."""
-        self._cancels = _CancelFollower(store)
+        self._cancel_asked = threading.Event()
+        """A command signalled: an operator may have asked to cancel a run this host holds."""
         self._watcher = store.signal_watcher(self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._one_shot = one_shot
@@ -179,8 +175,7 @@ class Host:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register this host and bring the store's schedules in line with the catalog (a
-        one-shot host does neither: other commands must not leave their work to it)."""
+        """Register and sync (not a one-shot host: other commands must not leave work to it)."""
         if self._one_shot is None:
             self._register_and_sync()
             self.status.synced = True
@@ -199,9 +194,8 @@ class Host:
         )
 
     def _register_and_sync(self) -> None:
-        """Register the host, read the runtime jobs, write the catalog's schedules and mark the
-        host synced; log what changed. It runs before ``/readyz`` answers 200: no more than the
-        host needs to fire."""
+        """Register, write the catalog's schedules and say what changed: only what the host needs
+        to fire, before ``/readyz`` answers 200."""
         rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
         self.store.start_host(
             host_id=self.host_id,
@@ -259,7 +253,7 @@ class Host:
             self._wake.clear()
 
     def turn(self) -> float:
-        """One tick; return how long to sleep before the next."""
+        """One tick; how long to sleep before the next."""
         poll = self.settings.poll_interval.total_seconds()
         if self._one_shot is not None:
             return self._one_shot_turn(poll)
@@ -267,7 +261,7 @@ class Host:
         try:
             # A signalled change is read before the claim, which may find its jobs due.
             self._runtime.reload_if_changed(signalled_only=True)
-            self._cancels.apply(self.slots.held())
+            self._apply_cancels(self.slots.held())
             self._ticker.may_abandon = self._may_abandon()
             free, ahead, manual_slots = self.slots.free()
             slots = free + ahead
@@ -309,10 +303,9 @@ class Host:
         return min(max((result.next_wake - now).total_seconds() - spent, _MIN_SLEEP), poll)
 
     def _one_shot_turn(self, poll: float) -> float:
-        """Claim only the one-shot work, and stop once all of it is recorded."""
         assert self._one_shot is not None
         try:
-            asked = self._cancels.apply(self.slots.held())
+            asked = self._apply_cancels(self.slots.held())
             sleep = self._one_shot.turn(self.slots, asked)
         except Exception as error:
             return self._turn_failed(error)
@@ -322,7 +315,6 @@ class Host:
         return min(sleep, poll)
 
     def _turn_failed(self, error: Exception) -> float:
-        """Say why a turn failed; how long to wait before the next."""
         self._failed("tick", error)
         return min(self.settings.poll_interval.total_seconds(), _STORE_DOWN_BACKOFF)
 
@@ -353,15 +345,33 @@ class Host:
         """A command signalled the hosts: look at the change log on this turn, then tick."""
         self._runtime.signalled()
         self._ticker.look_everywhere()
-        self._cancels.signalled()
+        self._cancel_asked.set()
         self._wake.set()
+
+    def _apply_cancels(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
+        """Cancel the held runs (run id → cancellation) an operator asked to cancel (``jobhost
+        cancel`` writes on the run's row and signals); say those, each with its reason. No
+        poll: without a signal, nothing is read."""
+        if not self._cancel_asked.is_set():
+            return {}
+        live = {run_id: c for run_id, c in held.items() if not c.cancelled}
+        if not live:
+            self._cancel_asked.clear()
+            return {}
+        asked = self.store.cancel_requests(list(live))
+        # Cleared only once read: a turn that failed to read tries again on the next.
+        self._cancel_asked.clear()
+        for run_id, reason in asked.items():
+            _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
+            live[run_id].cancel(reason)
+        return asked
 
     def _may_abandon(self) -> bool:
         return time.monotonic() >= self._abandon_after
 
     def _may_hold(self, by: datetime) -> bool:
-        """Whether the recorder may hold records due ``by`` a moment more: the last turn left due
-        runs for want of a worker, and no claim looks at their jobs' rows before ``by``."""
+        """The last turn left due runs for want of a worker, and no claim reads the rows of
+        records due ``by`` before then."""
         return self.slots.behind() and self._ticker.store_time() < by - _HOLD_MARGIN
 
     def _recorded(self, finished: Finished) -> None:
@@ -382,8 +392,8 @@ class Host:
             self._wake.set()
 
     def _failed(self, what: str, error: Exception) -> None:
-        """Say why ``what`` failed: the store's going away once, when it goes (whichever step
-        meets it first), anything else each time."""
+        """Say why ``what`` failed: the store's going away once (then once a minute), anything
+        else each time."""
         if is_store_down(error):
             now = time.monotonic()
             why = redact_text(str(error).splitlines()[0] if str(error) else "")
@@ -391,8 +401,6 @@ class Host:
                 _log.warning("store unreachable: %s; retrying", why)
                 self._down_since = self._down_said = now
             elif now - self._down_said >= _STILL_DOWN_SECONDS:
-                # A reminder a minute, not a line a retry: an outage (or a full disk) is said
-                # without flooding the log.
                 self._down_said = now
                 _log.warning(
                     "store still unreachable after %ds: %s; retrying",
@@ -413,8 +421,8 @@ class Host:
             )
 
     def _schema_moved_on(self) -> bool:
-        """Whether a newer release upgraded the store under this host: then say so in one line
-        and stop, so that the orchestrator starts the newer release in its place."""
+        """A newer release upgraded the store: say so and stop, for the orchestrator to start
+        the newer release in its place."""
         try:
             check_not_newer(self.store.current_revision())
         except SchemaTooNewError as error:
@@ -437,9 +445,8 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        """Renew the host and its runs' leases every ``heartbeat_interval`` until stopping; a
-        failed beat is retried once soon after, and every failure tells the host the store is
-        away (its abandon pass then waits)."""
+        """Renew the host and its leases every ``heartbeat_interval``; a failed beat is retried
+        once soon after, and tells the host the store is away."""
         interval = self.settings.heartbeat_interval.total_seconds()
         retry = StoreRetry(
             what="heartbeat",
@@ -455,7 +462,6 @@ class Host:
                 retry.call(self._beat_once)
 
     def _beat_once(self) -> None:
-        """Renew the host and every lease it holds; cancel the runs another host took over."""
         running = self.slots.runs()
         by_lease: dict[timedelta, list[str]] = {}
         for item in running:
@@ -500,34 +506,3 @@ def _exit_late(limit: float) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(1)
-
-
-class _CancelFollower:
-    """Operators' cancel requests for the runs this host holds. ``jobhost cancel`` (the API, the
-    dashboard) writes the request on the run's row and signals every host; on its next turn the
-    loop reads, for its own runs only, which were asked to stop. No poll: without a signal,
-    nothing is read."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._signalled = threading.Event()
-
-    def signalled(self) -> None:
-        self._signalled.set()
-
-    def apply(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
-        """Cancel the held runs (run id → cancellation) an operator asked to cancel; those
-        cancelled now, each with the reason its executor is given."""
-        if not self._signalled.is_set():
-            return {}
-        live = {run_id: c for run_id, c in held.items() if not c.cancelled}
-        if not live:
-            self._signalled.clear()
-            return {}
-        asked = self._store.cancel_requests(list(live))
-        # Cleared only once read: a turn that failed to read tries again on the next.
-        self._signalled.clear()
-        for run_id, reason in asked.items():
-            _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
-            live[run_id].cancel(reason)
-        return asked
