@@ -32,7 +32,7 @@ from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
 from jobhost.firing.slots import HostStatus, OutcomeRecorder, WorkerSlots
-from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
+from jobhost.firing.tick import Duty, Maintenance, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError, check_not_newer
@@ -165,11 +165,11 @@ class Host:
         duties: list[Duty] = []
         if one_shot is None:  # a one-shot host claims only its own work
             duties = [
-                AbandonPass(self._ticker, may_run=self._may_abandon, changed=self._wake.set),
-                RuntimeLook(self._runtime, turn_lock=self._turn_lock, changed=self._wake.set),
+                Duty("looking for dead runs", timedelta(seconds=10), self._look_for_dead_runs),
+                Duty("looking for runtime job changes", timedelta(seconds=1), self._look_again),
             ]
         self._maintenance = Maintenance(
-            self.store, duties, now=self._ticker.store_time, on_failure=self._failed
+            duties, now=self._ticker.store_time, on_failure=self._failed
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -365,6 +365,20 @@ class Host:
             _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
             live[run_id].cancel(reason)
         return asked
+
+    def _look_for_dead_runs(self, now: datetime) -> None:
+        """Now and then in any case: a corrupt or implausible lease never comes first in the
+        order of expiry, so the pass a turn makes for an expired lease may miss it."""
+        if self._may_abandon() and self._ticker.abandon(now):
+            self._wake.set()
+
+    def _look_again(self, _now: datetime) -> None:
+        """For a runtime job change whose signal was lost; under the turn's lock, as the reload
+        swaps the jobs the loop fires by."""
+        with self._turn_lock:
+            swapped = self._runtime.reload_if_changed()
+        if swapped:
+            self._wake.set()
 
     def _may_abandon(self) -> bool:
         return time.monotonic() >= self._abandon_after

@@ -15,14 +15,12 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.reporting import Telemetry
 from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules import FiringRules, catalog_version, desired_schedules
-from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store
 from jobhost.store.claims import Wakeups
 from jobhost.store.engine import is_store_down
@@ -30,11 +28,9 @@ from jobhost.store.engine import is_store_down
 __all__ = [
     "CAP",
     "FLOOR",
-    "AbandonPass",
     "ClaimLead",
     "Duty",
     "Maintenance",
-    "RuntimeLook",
     "Ticker",
 ]
 
@@ -371,11 +367,11 @@ class ClaimLead:
 # keeps a thread of its own, so no duty ever delays a lease's renewal.
 
 
-class Duty(Protocol):
+@dataclass(frozen=True)
+class Duty:
     name: str
     interval: timedelta
-
-    def run(self, store: Store, now: datetime) -> None: ...
+    run: Callable[[datetime], object]
 
 
 class Maintenance:
@@ -385,13 +381,11 @@ class Maintenance:
 
     def __init__(
         self,
-        store: Store,
         duties: Sequence[Duty],
         *,
         now: Callable[[], datetime],
         on_failure: Callable[[str, Exception], None],
     ) -> None:
-        self._store = store
         # Each duty's first run is an interval after the start: start-up did what they do.
         started = time.monotonic()
         self._due = [(duty, started + duty.interval.total_seconds()) for duty in duties]
@@ -427,46 +421,8 @@ class Maintenance:
                 if at > time.monotonic():
                     continue
                 try:
-                    duty.run(self._store, self._now())
+                    duty.run(self._now())
                 except Exception as error:
                     self._on_failure(duty.name, error)
                 self._due[index] = (duty, time.monotonic() + duty.interval.total_seconds())
             self._next = min(at for _, at in self._due)
-
-
-class AbandonPass:
-    """Look for dead runs now and then in any case: a corrupt or implausible lease never comes
-    first in the order of expiry, so the pass a turn makes for an expired lease may miss it."""
-
-    name = "looking for dead runs"
-    interval = timedelta(seconds=10)
-
-    def __init__(self, ticker: Ticker, *, may_run: Callable[[], bool], changed: Callable[[], None]):
-        self._ticker = ticker
-        self._may_run = may_run
-        self._changed = changed
-
-    def run(self, store: Store, now: datetime) -> None:
-        if self._may_run() and self._ticker.abandon(now):
-            self._changed()
-
-
-class RuntimeLook:
-    """Look at the change log every second for a runtime job change whose signal was lost; the
-    reload swaps the jobs the loop fires by, so it holds the loop's ``turn_lock``."""
-
-    name = "looking for runtime job changes"
-    interval = timedelta(seconds=1)
-
-    def __init__(
-        self, reloader: RuntimeReloader, *, turn_lock: threading.Lock, changed: Callable[[], None]
-    ):
-        self._reloader = reloader
-        self._turn_lock = turn_lock
-        self._changed = changed
-
-    def run(self, store: Store, now: datetime) -> None:
-        with self._turn_lock:
-            swapped = self._reloader.reload_if_changed()
-        if swapped:
-            self._changed()
