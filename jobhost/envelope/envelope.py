@@ -84,14 +84,11 @@ class RunEnvelope:
         self._grace = grace
         self._telemetry = telemetry
         self._reporter = Reporter(sinks, telemetry, sink_timeout.total_seconds())
+        # ``flush_reports(timeout)``: False when some reports were still on their way.
+        self.flush_reports = self._reporter.drain
         self._run_logs = run_logs
-        # The store's time without asking it (a host's estimate from its turns' readings);
-        # None: the store's instant, read where it is needed.
+        # The store's time estimated from the host's turns; None: read where it is needed.
         self._store_time = store_time
-
-    def flush_reports(self, timeout: float) -> bool:
-        """``False`` when some reports were still on their way after ``timeout`` seconds."""
-        return self._reporter.drain(timeout)
 
     def execute(
         self,
@@ -299,7 +296,7 @@ def execute_here(
             cancellation,
             None if timeout is None else time.monotonic() + timeout,
             grace,
-            lambda: on_stuck(_warned(_stuck_verdict(context, grace), context)),
+            lambda: on_stuck(_stuck_verdict(context, grace, warn=True)),
         )
     )
     try:
@@ -313,24 +310,19 @@ def execute_here(
     return _settled(box, cancellation)
 
 
-def _stuck_verdict(context: JobContext, grace: float) -> Outcome:
+def _stuck_verdict(context: JobContext, grace: float, *, warn: bool = False) -> Outcome:
     cancellation = context.cancellation
+    message = f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s"
+    if warn:
+        _log.warning(
+            "job %s run %s: %s; its slot and lease stay taken until it ends",
+            context.job_name,
+            context.run_id,
+            message,
+        )
     return Outcome(
-        _cancel_outcome(cancellation),
-        error_type="Stuck",
-        error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
-        stuck=True,
+        _cancel_outcome(cancellation), error_type="Stuck", error_message=message, stuck=True
     )
-
-
-def _warned(verdict: Outcome, context: JobContext) -> Outcome:
-    _log.warning(
-        "job %s run %s: %s; its slot and lease stay taken until it ends",
-        context.job_name,
-        context.run_id,
-        verdict.error_message,
-    )
-    return verdict
 
 
 def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:

@@ -71,7 +71,6 @@ class Finished:
     ended: datetime | None = None
     """The executor's own start and end, on this host's clock; None when it never ran."""
     run_log: RunLog | None = None
-    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 @dataclass(frozen=True, slots=True)

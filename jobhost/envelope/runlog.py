@@ -303,7 +303,6 @@ class _Batch:
     again: list[_Raw]
     """Kept lines of a stored row that :attr:`trim` deletes, written again."""
     tail: list[_Raw]
-    """The tail's lines not yet stored."""
     trim: tuple[int, int] | None
     tail_newest: int
 

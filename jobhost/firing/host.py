@@ -154,7 +154,6 @@ class Host:
             store=self.store,
             host_id=self.host_id,
         )
-        """The runs this host holds and the workers they take."""
         self._cancel_asked = threading.Event()
         """A command signalled: an operator may have asked to cancel a run this host holds."""
         self._watcher = store.signal_watcher(self._signalled)
@@ -175,7 +174,6 @@ class Host:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register and sync (not a one-shot host: other commands must not leave work to it)."""
         if self._one_shot is None:
             self._register_and_sync()
             self.status.synced = True
@@ -223,15 +221,12 @@ class Host:
             )
 
     def run_forever(self, install_signals: bool = True) -> int:
-        """Start, loop until SIGTERM/SIGINT, shut down cleanly; return the exit code."""
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         self.start()
-        # What start-up made (the catalog, the store's tables, every module) lives as long as
-        # the host: out of the collector's reach, each full collection walks only what firing
-        # made since, not all of it again (tens of milliseconds a time at 1,000 jobs, a pause
-        # in the loop).
+        # What start-up made lives as long as the host: out of the collector's reach, a full
+        # collection walks only what firing made since (not tens of milliseconds of pause).
         gc.freeze()
         self.loop()
         self.shutdown()
@@ -265,7 +260,6 @@ class Host:
             self._ticker.may_abandon = self._may_abandon()
             free, ahead, manual_slots = self.slots.free()
             slots = free + ahead
-            # The turn reads the store's time inside its claim transaction.
             claimed_from = time.monotonic()
             # A host behind (room ahead) claims only what is due; one that keeps up claims
             # the next moments' occurrences too, and its workers start them on time.
@@ -323,7 +317,6 @@ class Host:
         self._wake.set()
 
     def shutdown(self) -> None:
-        """Cancel running contexts, wait the grace period, record leftovers, release, leave."""
         self._stopping.set()
         self._watcher.stop()
         self._maintenance.stop()
@@ -342,16 +335,14 @@ class Host:
         _log.info("host %s stopped", self.host_id)
 
     def _signalled(self) -> None:
-        """A command signalled the hosts: look at the change log on this turn, then tick."""
         self._runtime.signalled()
         self._ticker.look_everywhere()
         self._cancel_asked.set()
         self._wake.set()
 
     def _apply_cancels(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
-        """Cancel the held runs (run id → cancellation) an operator asked to cancel (``jobhost
-        cancel`` writes on the run's row and signals); say those, each with its reason. No
-        poll: without a signal, nothing is read."""
+        """Cancel the held runs an operator asked to cancel (on a signal only: no poll); say
+        those, each with its reason."""
         if not self._cancel_asked.is_set():
             return {}
         live = {run_id: c for run_id, c in held.items() if not c.cancelled}
@@ -450,8 +441,7 @@ class Host:
         return False
 
     def _store_lost(self) -> None:
-        """After an outage, live hosts get two heartbeats to renew their leases before this host
-        records anybody's run abandoned."""
+        # Live hosts get two heartbeats to renew their leases before this host abandons runs.
         self.status.store_ok = False
         # The next turn asks the store, even between fires: its answer says it is back.
         self._ticker.look_everywhere()

@@ -74,7 +74,7 @@ class PendingRuns:
                 slots.submit(claim, by.jobs[claim.job_name])
             if self._cancelled is not None:  # while this claim was on its way
                 _cancel_held(slots, self._cancelled)
-        return None if slots.idle() else LOOK_SECONDS
+        return LOOK_SECONDS if slots.runs() else None
 
     def cancel(self, slots: WorkerSlots, reason: str) -> None:
         self._cancelled = reason
@@ -120,7 +120,7 @@ class BackfillRuns:
         if line != self._said:
             self._said = line
             self.progress(line)
-        done = slots.idle() and (record.finished or not self._claiming)
+        done = not slots.runs() and (record.finished or not self._claiming)
         return None if done else LOOK_SECONDS
 
     def cancel(self, slots: WorkerSlots, reason: str) -> None:

@@ -73,6 +73,8 @@ class Ticker:
         a retry may have been queued, so a claim may leave out reading them."""
         self._store = store
         self._time = store.time()
+        # The store's time without asking it: what the recorder stamps outcomes with.
+        self.store_time: Callable[[], datetime] = self._time.estimate
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -109,10 +111,6 @@ class Ticker:
             limits=self._limits,
             members=self._groups,
         )
-
-    def store_time(self) -> datetime:
-        """The store's time without asking it: what the recorder stamps outcomes with."""
-        return self._time.estimate()
 
     def look_everywhere(self) -> None:
         """A manual request, retry or backfill may have come: the next claim reads them."""
