@@ -45,6 +45,8 @@ __all__ = [
 
 _log = logging.getLogger("jobhost.envelope")
 _firing_log = logging.getLogger("jobhost.firing")  # where a host says what its upkeep found
+_audit_log = logging.getLogger("jobhost.audit")
+_people_log = logging.getLogger("jobhost.run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +203,8 @@ class Reporter:
         capacity: int = LANE_CAPACITY,
     ) -> None:
         self._telemetry = telemetry
-        # The audit line is built in and bounded by the logging system: it is written on the
-        # metrics' lane. Every module sink, whatever it says of itself, gets a bounded lane.
-        self._audit_line = JsonLogSink()
+        # The JSON audit line is written on the metrics' lane; every module sink, whatever it
+        # says of itself, gets a bounded lane.
         self._lanes = [_Lane("json-log", self._report_inline, capacity, self._dropped)]
         for sink in sinks:
             bounded = BoundedSink(sink, timeout, self._failed)
@@ -230,10 +231,26 @@ class Reporter:
             for result in UNIT_RESULTS:
                 count = getattr(units, result)
                 self._telemetry.units.add(count, {"job": entry.job_name, "result": result})
+        # One JSON line per finished run on ``jobhost.audit``, and for an unsuccessful run a
+        # WARNING a person reads on ``jobhost.run`` (a pipeline reading JSON lines stays JSON).
         try:
-            self._audit_line.record(entry)
+            fields = {name: getattr(entry, name) for name in _AUDIT_FIELDS}
+            if entry.result is not None:
+                # The line carries the value, not its text: a log pipeline reads it as JSON.
+                fields["result"] = json.loads(entry.result)
+            _audit_log.info(_LINE.encode({"event": "run.finished", **fields}))
+            if entry.outcome in UNSUCCESSFUL:
+                _people_log.warning(
+                    "job %s run %s %s (attempt %d of a %s run): %s",
+                    entry.job_name,
+                    entry.run_id,
+                    entry.outcome,
+                    entry.attempt,
+                    entry.source,
+                    _first_line(entry),
+                )
         except Exception as error:
-            self._failed(self._audit_line.name, entry, f"{type(error).__name__}: {error}")
+            self._failed("json-log", entry, f"{type(error).__name__}: {error}")
 
     def _failed(self, name: str, entry: RunAuditRecord, error: str) -> None:
         self._telemetry.sink_failures.add(1, {"sink": name})
@@ -330,37 +347,6 @@ class _Lane:
 
 UNSUCCESSFUL = frozenset({"failed", "timed_out", "abandoned"})  # said to people too
 _FIRST_LINE = 300
-
-
-class JsonLogSink:
-    """One structured JSON line per finished run on the ``jobhost.audit`` logger, and for a run
-    that failed, timed out or was abandoned a WARNING a person reads, on ``jobhost.run``:
-    ``job shop.remind run 4fe9... failed (attempt 1 of a manual run): ValueError: no ledger``.
-    """
-
-    name = "json-log"
-
-    def __init__(self) -> None:
-        self._logger = logging.getLogger("jobhost.audit")
-        # A logger of its own: a pipeline reading jobhost.audit as JSON lines stays JSON.
-        self._people = logging.getLogger("jobhost.run")
-
-    def record(self, entry: RunAuditRecord) -> None:
-        fields = {name: getattr(entry, name) for name in _AUDIT_FIELDS}
-        if entry.result is not None:
-            # The line carries the value, not its text: a log pipeline reads it as JSON.
-            fields["result"] = json.loads(entry.result)
-        self._logger.info(_LINE.encode({"event": "run.finished", **fields}))
-        if entry.outcome in UNSUCCESSFUL:
-            self._people.warning(
-                "job %s run %s %s (attempt %d of a %s run): %s",
-                entry.job_name,
-                entry.run_id,
-                entry.outcome,
-                entry.attempt,
-                entry.source,
-                _first_line(entry),
-            )
 
 
 def _first_line(entry: RunAuditRecord) -> str:

@@ -96,8 +96,7 @@ class Telemetry:
             unit="{record}",
             description="Audit records a sink's full queue dropped, by sink",
         )
-        self.schedule_lag_seconds = 0.0
-        """Set by the host each turn: how long its oldest due, unclaimed occurrence waited."""
+        self.schedule_lag_seconds = 0.0  # set by the host each turn
         meter.create_observable_gauge(
             "jobhost.schedule.lag",
             callbacks=[self._observe_schedule_lag],
@@ -111,8 +110,7 @@ class Telemetry:
             description="Occurrences, retries and manual runs that found their concurrency "
             "group full and waited, by group",
         )
-        self.group_running: dict[str, int] = {}
-        """Set by the host each heartbeat: running runs per concurrency group, every replica."""
+        self.group_running: dict[str, int] = {}  # set by the host each heartbeat
         meter.create_observable_gauge(
             "jobhost.concurrency_group.running",
             callbacks=[self._observe_group_running],

@@ -86,9 +86,8 @@ class Host:
         self.clock = clock or SystemClock(settings.clock_offset)
         self.store = store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
-        # How long one turn may take before the probes say the host is stalled, then hung: every
-        # store call of a turn ends within its deadline (the statement timeout plus a margin), so
-        # a turn past two of them and three heartbeats waits on something no deadline ends.
+        # Stalled, then hung: a turn past two store deadlines and three heartbeats waits on
+        # something no deadline ends.
         stall = max(3 * settings.heartbeat_interval.total_seconds(), _MIN_STALL)
         statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
         self.status = HostStatus(

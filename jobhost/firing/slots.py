@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from jobhost_contracts import Cancellation
 
@@ -98,7 +98,7 @@ class WorkerSlots:
             self._running[claim.run_id] = item
             # A person's run takes the slot kept for it; other runs wait for a free worker.
             if self._executing >= self._workers and claim.source != "manual":
-                self._ahead.put(item)
+                self._ahead.append(item)
                 return
             self._executing += 1
         # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
@@ -159,7 +159,8 @@ class WorkerSlots:
         """Give the runs queued ahead back to the store, due at once for any host (with the store
         away, their leases run out and they are recorded abandoned)."""
         with self._lock:
-            queued = self._ahead.drain()
+            queued = list(self._ahead)
+            self._ahead.clear()
             for item in queued:
                 self._running.pop(item.claim.run_id, None)
         if not queued:
@@ -243,9 +244,8 @@ class WorkerSlots:
             # Handed over while the lock is held: a shutdown that sees the run finished stops
             # the recorder only after its outcome is queued, never before.
             self._record(finished)
-            if not self._stopping():
-                following = self._ahead.take()
-            if following is not None:
+            if self._ahead and not self._stopping():
+                following = self._ahead.popleft()
                 self._executing += 1
             # Due work left behind, and the queue half empty (or no queue): time for a claim.
             wake = self._saturated and self._ahead.low()
@@ -351,12 +351,14 @@ _WEIGHT = 0.1
 T = TypeVar("T")
 
 
-class AheadQueue(Generic[T]):
+class AheadQueue(deque[T]):
+    """The runs claimed ahead, oldest first, and the room a claim has for more."""
+
     def __init__(self, workers: int) -> None:
+        super().__init__()
         self._workers = workers
         self._most = MOST_PER_WORKER * workers
         self._mean: float | None = None
-        self._queue: deque[T] = deque()
 
     @property
     def bound(self) -> int:
@@ -368,26 +370,15 @@ class AheadQueue(Generic[T]):
         return min(self._most, math.floor(HORIZON * self._workers / self._mean))
 
     def room(self) -> int:
-        return max(self.bound - len(self._queue), 0)
+        return max(self.bound - len(self), 0)
 
     def low(self) -> bool:
         """Half the room or more is free: worth a claim turn."""
-        return len(self._queue) <= self.bound // 2
+        return len(self) <= self.bound // 2
 
     def timed(self, seconds: float) -> None:
         mean = self._mean
         self._mean = seconds if mean is None else mean + _WEIGHT * (seconds - mean)
-
-    def put(self, item: T) -> None:
-        self._queue.append(item)
-
-    def take(self) -> T | None:
-        return self._queue.popleft() if self._queue else None
-
-    def drain(self) -> list[T]:
-        items = list(self._queue)
-        self._queue.clear()
-        return items
 
 
 # -- the recorder ------------------------------------------------------------------------------
