@@ -307,7 +307,18 @@ def execute_here(
         stuck = _SUPERVISOR.release(watched)  # true if declared stuck before it ended
     if stuck:
         return _stuck_verdict(context, grace)
-    return _settled(box, cancellation)
+    result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
+    if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:
+        # Whatever an executor returns after being cancelled describes a partial run.
+        return Outcome(
+            _cancel_outcome(cancellation),
+            value=result.value,
+            result=result.result,
+            error_type=result.error_type,
+            error_message=result.error_message or f"cancelled: {cancellation.reason}",
+            exception=result.exception,
+        )
+    return result
 
 
 def _stuck_verdict(context: JobContext, grace: float, *, warn: bool = False) -> Outcome:
@@ -325,27 +336,22 @@ def _stuck_verdict(context: JobContext, grace: float, *, warn: bool = False) -> 
     )
 
 
-def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:
-    result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
-    if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:
-        # Whatever an executor returns after being cancelled describes a partial run.
-        return Outcome(
-            _cancel_outcome(cancellation),
-            value=result.value,
-            result=result.result,
-            error_type=result.error_type,
-            error_message=result.error_message or f"cancelled: {cancellation.reason}",
-            exception=result.exception,
-        )
-    return result
-
-
 def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcome], None]) -> None:
     try:
         value: Any = executor.execute(context)
         if inspect.isawaitable(value):
             value = asyncio.run(context.cancellation.drive(value))
-        deliver(_from_result(value))
+        match value:
+            case Success(inner):
+                # Made here, on the executor's thread, once: the ledger and the audit share it.
+                deliver(Outcome("succeeded", value=inner, result=result_json(inner)))
+            case Failure(BaseException() as error):
+                deliver(_raised(error))
+            case Failure(error):
+                deliver(Outcome("failed", error_type="Failure", error_message=str(error)))
+            case _:
+                message = f"executor returned {type(value).__name__}, not a returns Result"
+                deliver(Outcome("failed", error_type="TypeError", error_message=message))
     except (JobCancelled, asyncio.CancelledError) as error:
         deliver(_raised(error, _cancel_outcome(context.cancellation), "cancelled"))
     except Exception as error:
@@ -368,22 +374,6 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
         message = f"{error!r}: the executor {what}; return a Failure or raise an Exception instead"
         _log.error("job %s run %s: %s", context.job_name, context.run_id, message)
         deliver(Outcome("failed", error_type=type(error).__name__, error_message=message))
-
-
-def _from_result(value: Any) -> Outcome:
-    match value:
-        case Success(inner):
-            # Made here, on the executor's thread, once: the ledger and the audit share it.
-            return Outcome("succeeded", value=inner, result=result_json(inner))
-        case Failure(error):
-            if isinstance(error, BaseException):
-                return _raised(error)
-            return Outcome("failed", error_type="Failure", error_message=str(error))
-    return Outcome(
-        "failed",
-        error_type="TypeError",
-        error_message=f"executor returned {type(value).__name__}, not a returns Result",
-    )
 
 
 def _raised(error: BaseException, outcome: str = "failed", empty: str = "") -> Outcome:
