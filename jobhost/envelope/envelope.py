@@ -1,11 +1,8 @@
 """The one path every run takes, whatever started it: execute, record, retry, report.
 
-The run's span and context are made here, the executor is called here (below: the call, the
-supervisor that times it out and declares it stuck, the threads the host's workers run on, its
-result as the ledger keeps it), and its outcome is written here, in one transaction with its
-last log lines; the ledger first (the host's recorder retries while the store is away: an outcome
-is never dropped), then metrics and the audit sinks, which can only warn. The run's states, the
-ledger's form of its outcome and its reporting are :mod:`jobhost.envelope.lifecycle`'s.
+The outcome goes to the ledger first, with the run's last log lines (the host's recorder retries
+while the store is away: an outcome is never dropped), then to metrics and the audit sinks,
+which can only warn.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from jobhost_contracts import (
     IJobExecutor,
     JobCancelled,
     JobContext,
+    RunAuditRecord,
     TriggerSource,
     UnitCounts,
 )
@@ -47,7 +45,6 @@ from jobhost.envelope.lifecycle import (
     Recorded,
     Reporter,
     ledger_outcome,
-    report,
 )
 from jobhost.envelope.reporting import UNIT_RESULTS, Telemetry
 from jobhost.envelope.runlog import JobLogger, RunLogWriter, running, storable_text
@@ -87,15 +84,11 @@ class RunEnvelope:
         self._grace = grace
         self._telemetry = telemetry
         self._reporter = Reporter(sinks, telemetry, sink_timeout.total_seconds())
+        # ``flush_reports(timeout)``: False when some reports were still on their way.
+        self.flush_reports = self._reporter.drain
         self._run_logs = run_logs
-        # The store's time without asking it (a host's estimate from its turns' readings);
-        # None: the store's instant, read where it is needed.
+        # The store's time estimated from the host's turns; None: read where it is needed.
         self._store_time = store_time
-
-    def flush_reports(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds until the reports queued so far are delivered;
-        ``False`` when some were still on their way."""
-        return self._reporter.drain(timeout)
 
     def execute(
         self,
@@ -105,8 +98,7 @@ class RunEnvelope:
         *,
         on_stuck: Callable[[Outcome], None],
     ) -> Finished:
-        """Run the executor inside the run's span (see :func:`execute_here`); the span ends with
-        the outcome."""
+        """Run the executor inside the run's span, which ends with the outcome."""
         attributes: dict[str, str | int] = {
             "jobhost.job.name": claim.job_name,
             "jobhost.job.module": spec.declaration.module,
@@ -172,10 +164,8 @@ class RunEnvelope:
         return Finished(claim, spec, outcome, trace_id, units, began, ended, run_log)
 
     def record(self, batch: Sequence[Finished], *, isolate: bool = False) -> list[Recorded]:
-        """Write ``batch``'s outcomes, with the retries their policies ask for and their runs' last
-        log lines, in one transaction, stamped with the store's time as the host estimates it
-        when it does. Raises what the store raises; with ``isolate`` a row the database refuses
-        comes back with the verdict ``running``."""
+        """Write ``batch``'s outcomes, their retries and last log lines in one transaction. With
+        ``isolate`` a row the database refuses comes back with the verdict ``running``."""
         store = self._store
 
         def outcomes_at(now: datetime) -> list[LedgerOutcome]:
@@ -225,20 +215,37 @@ class RunEnvelope:
                 (entry.retry.not_before - done.written_at).total_seconds(),
             )
         try:
-            report(
-                self._reporter,
-                self._host_id,
-                finished,
-                started_at=entry.started_at or claim.started_at,
-                finished_at=entry.end.finished_at,
-                verdict=done.verdict,
+            # ``verdict``: the ledger's outcome when another replica's differs from this host's,
+            # so the audit never contradicts the ledger.
+            started_at = entry.started_at or claim.started_at
+            finished_at = entry.end.finished_at
+            duration = max((finished_at - started_at).total_seconds(), 0.0)
+            self._reporter.submit(
+                RunAuditRecord(
+                    job_name=claim.job_name,
+                    module=finished.spec.declaration.module,
+                    run_id=claim.run_id,
+                    occurrence=claim.occurrence,
+                    attempt=claim.attempt,
+                    source=claim.source,
+                    host_id=self._host_id,
+                    outcome=done.verdict or outcome,
+                    started_at=started_at,
+                    finished_at=finished_at,
+                    duration_ms=round(duration * 1000),
+                    error_type=finished.outcome.error_type,
+                    error_message=storable_text(finished.outcome.error_message),
+                    trace_id=finished.trace_id,
+                    units=finished.units,
+                    backfill_id=claim.backfill_id,
+                    result=finished.outcome.result,
+                )
             )
         except Exception:  # reporting must never undo a recorded outcome
             _log.exception("job %s run %s: reporting failed", claim.job_name, claim.run_id)
 
 
 def _close_span(span: Span, outcome: Outcome, units: UnitCounts | None) -> None:
-    """The outcome on a span that is recorded (one with somewhere to go)."""
     span.set_attribute("jobhost.run.outcome", outcome.outcome)
     if units is not None:
         span.set_attributes({f"units.{n}": getattr(units, n) for n in ("total", *UNIT_RESULTS)})
@@ -278,8 +285,8 @@ def execute_here(
     grace: float,
     on_stuck: Callable[[Outcome], None],
 ) -> Outcome:
-    """Run ``executor.execute(context)`` on this thread to an outcome, under the supervisor
-    (``on_stuck(verdict)`` is called from its thread); a stuck call's outcome is that verdict."""
+    """Run ``executor.execute(context)`` on this thread under the supervisor, which calls
+    ``on_stuck(verdict)`` from its thread; a stuck call's outcome is that verdict."""
     cancellation = context.cancellation
     if not isinstance(cancellation, SupervisedCancellation):
         raise TypeError("execute_here needs the run's cancellation to be a SupervisedCancellation")
@@ -289,7 +296,7 @@ def execute_here(
             cancellation,
             None if timeout is None else time.monotonic() + timeout,
             grace,
-            lambda: on_stuck(_warned(_stuck_verdict(context, grace), context)),
+            lambda: on_stuck(_stuck_verdict(context, grace, warn=True)),
         )
     )
     try:
@@ -300,33 +307,6 @@ def execute_here(
         stuck = _SUPERVISOR.release(watched)  # true if declared stuck before it ended
     if stuck:
         return _stuck_verdict(context, grace)
-    return _settled(box, cancellation)
-
-
-def _stuck_verdict(context: JobContext, grace: float) -> Outcome:
-    """The outcome of a call that ignored its cancellation for ``grace`` seconds."""
-    cancellation = context.cancellation
-    return Outcome(
-        _cancel_outcome(cancellation),
-        error_type="Stuck",
-        error_message=f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s",
-        stuck=True,
-    )
-
-
-def _warned(verdict: Outcome, context: JobContext) -> Outcome:
-    _log.warning(
-        "job %s run %s: %s; its slot and lease stay taken until it ends",
-        context.job_name,
-        context.run_id,
-        verdict.error_message,
-    )
-    return verdict
-
-
-def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:
-    """The outcome of a call that ended: what it delivered, read in the light of a
-    cancellation."""
     result = box[0] if box else Outcome("failed", error_type="Lost", error_message="no result")
     if cancellation.cancelled and result.outcome in {"succeeded", "failed"}:
         # Whatever an executor returns after being cancelled describes a partial run.
@@ -341,12 +321,37 @@ def _settled(box: list[Outcome], cancellation: Cancellation) -> Outcome:
     return result
 
 
+def _stuck_verdict(context: JobContext, grace: float, *, warn: bool = False) -> Outcome:
+    cancellation = context.cancellation
+    message = f"executor ignored cancellation ({cancellation.reason}) for {grace:g}s"
+    if warn:
+        _log.warning(
+            "job %s run %s: %s; its slot and lease stay taken until it ends",
+            context.job_name,
+            context.run_id,
+            message,
+        )
+    return Outcome(
+        _cancel_outcome(cancellation), error_type="Stuck", error_message=message, stuck=True
+    )
+
+
 def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcome], None]) -> None:
     try:
         value: Any = executor.execute(context)
         if inspect.isawaitable(value):
             value = asyncio.run(context.cancellation.drive(value))
-        deliver(_from_result(value))
+        match value:
+            case Success(inner):
+                # Made here, on the executor's thread, once: the ledger and the audit share it.
+                deliver(Outcome("succeeded", value=inner, result=result_json(inner)))
+            case Failure(BaseException() as error):
+                deliver(_raised(error))
+            case Failure(error):
+                deliver(Outcome("failed", error_type="Failure", error_message=str(error)))
+            case _:
+                message = f"executor returned {type(value).__name__}, not a returns Result"
+                deliver(Outcome("failed", error_type="TypeError", error_message=message))
     except (JobCancelled, asyncio.CancelledError) as error:
         deliver(_raised(error, _cancel_outcome(context.cancellation), "cancelled"))
     except Exception as error:
@@ -371,25 +376,7 @@ def _call(executor: IJobExecutor, context: JobContext, deliver: Callable[[Outcom
         deliver(Outcome("failed", error_type=type(error).__name__, error_message=message))
 
 
-def _from_result(value: Any) -> Outcome:
-    match value:
-        case Success(inner):
-            # Made here, on the executor's thread, once: the ledger and the audit share it.
-            return Outcome("succeeded", value=inner, result=result_json(inner))
-        case Failure(error):
-            if isinstance(error, BaseException):
-                return _raised(error)
-            return Outcome("failed", error_type="Failure", error_message=str(error))
-    return Outcome(
-        "failed",
-        error_type="TypeError",
-        error_message=f"executor returned {type(value).__name__}, not a returns Result",
-    )
-
-
 def _raised(error: BaseException, outcome: str = "failed", empty: str = "") -> Outcome:
-    """The outcome of a call that raised ``error`` (or returned it in a ``Failure``); ``empty``
-    is its message when ``error`` has none."""
     return Outcome(
         outcome, error_type=type(error).__name__, error_message=str(error) or empty, exception=error
     )
@@ -422,8 +409,6 @@ class SupervisedCancellation(Cancellation):
 
 @dataclass(slots=True, eq=False)  # eq=False: hashed by identity, in the supervisor's set
 class _Watch:
-    """One call under watch."""
-
     cancellation: SupervisedCancellation
     deadline: float | None
     grace: float
@@ -432,7 +417,6 @@ class _Watch:
     stuck: bool = False
 
     def _due(self) -> float:
-        """When the supervisor must next look at this call (monotonic)."""
         if self.stuck:
             return math.inf
         if self.cancelled_at is not None:
@@ -524,15 +508,12 @@ _Inbox = queue.SimpleQueue["tuple[str, Callable[[], object]] | None"]
 
 
 class DaemonThreads:
-    """Runs each call on an idle thread of its own, or on a new one."""
-
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: list[_Inbox] = []
         self._closed = False
 
     def start(self, name: str, work: Callable[[], object]) -> None:
-        """Start ``work()`` on a thread named ``name``."""
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
@@ -584,7 +565,6 @@ class DaemonThreads:
 # ``{"truncated": true, "length": N, "head": "..."}``, still valid JSON.
 
 RESULT_LIMIT = 4096
-"""Bytes of JSON a run's result may take in the ledger."""
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 # reprlib bounds the work of a repr of containers however large they are; an object's own
@@ -619,8 +599,6 @@ def _repr_json(value: Any) -> bytes:
 
 
 def _truncated(text: bytes) -> str:
-    """The note that replaces JSON text over the limit: its length and as much of its start as
-    fits, cut where it stays valid UTF-8."""
     head = text[: RESULT_LIMIT - 64].decode(errors="ignore")
     while True:
         note = orjson.dumps({"truncated": True, "length": len(text), "head": head})

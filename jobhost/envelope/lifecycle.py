@@ -1,15 +1,8 @@
 """A run's states and its end: the outcome the ledger is told, the retry its policy asks for,
 its reports.
 
-Every run's outcome takes one write, :meth:`~jobhost.envelope.envelope.RunEnvelope.record`
-(its last log lines and its outcome in one transaction, and the ledger's own word for any run
-this host no longer holds), many runs at once from the host's recorder; then ``settle`` says
-what the ledger answered and queues the run's metrics and audit record (:class:`Reporter`).
-
-A run's times are its executor's: when it started and ended, not when the store heard of it.
-The envelope reads the host's clock around the executor; the ledger keeps the store's clock
-(PostgreSQL's on several replicas), so the host's readings are moved by the difference between
-the two clocks, read when the outcome is written, and kept within what the store saw: not
+A run's times are its executor's, read on the host's clock and moved to the store's by the
+difference between the two when the outcome is written, kept within what the store saw: not
 before the claim, not after the write (:func:`_run_times`).
 """
 
@@ -45,20 +38,19 @@ __all__ = [
     "Recorded",
     "Reporter",
     "ledger_outcome",
-    "report",
+    "next_attempt",
     "retry_delay",
     "retrying_abandoned",
-    "should_retry",
 ]
 
 _log = logging.getLogger("jobhost.envelope")
 _firing_log = logging.getLogger("jobhost.firing")  # where a host says what its upkeep found
+_audit_log = logging.getLogger("jobhost.audit")
+_people_log = logging.getLogger("jobhost.run")
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """The verdict on one run, before it reaches the ledger, the span and the metrics."""
-
     outcome: str
     value: Any = None
     result: str | None = None
@@ -71,8 +63,6 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """A run whose executor is done, waiting for its outcome to reach the ledger."""
-
     claim: Claim
     spec: JobSpec
     outcome: Outcome
@@ -83,16 +73,12 @@ class Finished:
     ended: datetime | None = None
     """The executor's own start and end, on this host's clock; None when it never ran."""
     run_log: RunLog | None = None
-    """The run's log lines not yet written, when the host keeps run logs."""
 
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """What the ledger said to one finished run's outcome."""
-
     finished: Finished
     entry: LedgerOutcome
-    """The outcome as this host wrote (or tried to write) it."""
     recorded: bool
     """The row took this host's outcome."""
     verdict: str | None
@@ -100,52 +86,13 @@ class Recorded:
     written_at: datetime
 
 
-def report(
-    reporter: Reporter,
-    host_id: str,
-    finished: Finished,
-    *,
-    started_at: datetime,
-    finished_at: datetime,
-    verdict: str | None = None,
-) -> None:
-    """Queue the metrics and audit records of a run (delivered off this thread); ``verdict`` is
-    the ledger's outcome when another replica's differs from this host's, so the audit never
-    contradicts the ledger."""
-    claim, outcome = finished.claim, finished.outcome
-    duration = max((finished_at - started_at).total_seconds(), 0.0)
-    reporter.submit(
-        RunAuditRecord(
-            job_name=claim.job_name,
-            module=finished.spec.declaration.module,
-            run_id=claim.run_id,
-            occurrence=claim.occurrence,
-            attempt=claim.attempt,
-            source=claim.source,
-            host_id=host_id,
-            outcome=verdict or outcome.outcome,
-            started_at=started_at,
-            finished_at=finished_at,
-            duration_ms=round(duration * 1000),
-            error_type=outcome.error_type,
-            error_message=storable_text(outcome.error_message),
-            trace_id=finished.trace_id,
-            units=finished.units,
-            backfill_id=claim.backfill_id,
-            result=outcome.result,
-        )
-    )
-
-
 def next_attempt(
     policy: RetryPolicy, outcome: str, before: Claim | RunRecord, at: datetime
 ) -> RetryRequest | None:
-    """The attempt after ``before``, which ended ``outcome`` at ``at``, if the policy asks for
-    one: the same piece of work (occurrence, idempotency key, backfill). The budget counts the
-    attempts after ``attempt_base``: a backfill's runs of an occurrence have ``max_attempts`` of
-    their own, whatever the schedule's attempts were."""
+    """The attempt after ``before`` (the same occurrence, key and backfill) if the policy asks
+    for one. The budget counts from ``attempt_base``: a backfill's runs have their own."""
     tried = before.attempt - before.attempt_base
-    if not should_retry(policy, outcome, tried):
+    if outcome not in policy.retry_on or tried >= policy.max_attempts:
         return None
     return RetryRequest(
         run_id=new_run_id(),
@@ -162,10 +109,6 @@ def next_attempt(
     )
 
 
-def should_retry(policy: RetryPolicy, outcome: str, attempt: int) -> bool:
-    return outcome in policy.retry_on and attempt < policy.max_attempts
-
-
 def retry_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> timedelta:
     """Backoff before attempt ``attempt + 1``: doubled each time, capped, spread by jitter."""
     base = policy.backoff.total_seconds() * (2 ** max(attempt - 1, 0))
@@ -176,8 +119,7 @@ def retry_delay(policy: RetryPolicy, attempt: int, rng: random.Random | None = N
 
 
 def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) -> RetriesFor:
-    """What to do with runs just recorded ``abandoned``: count and log each, and say the
-    retries their jobs' policies ask for (a fan-out's retry does only its units not done)."""
+    """For runs just recorded ``abandoned``: count and log each, and say their retries."""
 
     def retries_for(gone: list[RunRecord], now: datetime) -> list[RetryRequest]:
         retries = []
@@ -196,8 +138,8 @@ def retrying_abandoned(telemetry: Telemetry, rules: FiringRules, *, why: str) ->
 
 
 def ledger_outcome(finished: Finished, finished_at: datetime, host_now: datetime) -> LedgerOutcome:
-    """The outcome of ``finished`` as the ledger keeps it, written at ``finished_at`` (the
-    host's clock reads ``host_now`` then), with the retry its policy asks for."""
+    """``finished`` as the ledger keeps it, written at ``finished_at`` (``host_now`` on the
+    host's clock), with its retry."""
     claim, outcome = finished.claim, finished.outcome
     retry = next_attempt(finished.spec.declaration.retry, outcome.outcome, claim, finished_at)
     started_at, ended_at = _run_times(
@@ -230,10 +172,7 @@ def _run_times(
     written_at: datetime,
     host_now: datetime,
 ) -> tuple[datetime, datetime]:
-    """(start, end) on the store's clock; ``host_now`` is the host's clock at ``written_at``.
-
-    A run whose executor never ran (cancelled at shutdown) spans its claim to its write.
-    """
+    """(start, end) on the store's clock; a run that never ran spans its claim to its write."""
     if began is None or ended is None:
         return claimed_at, max(written_at, claimed_at)
     skew = written_at - host_now
@@ -249,15 +188,12 @@ def _run_times(
 # on ``jobhost.audit.dropped`` and warns at most once a minute. A lane's thread ends after a
 # while without work, so an idle host holds no thread for it.
 
-LANE_CAPACITY = 10_000
-"""Records a lane holds before it drops: at 1,000 runs a second, ten seconds of reporting."""
+LANE_CAPACITY = 10_000  # at 1,000 runs a second, ten seconds of reporting
 _IDLE_SECONDS = 10.0
 _DROP_WARNING_SECONDS = 60.0
 
 
 class Reporter:
-    """Hands each recorded run to the metrics, the JSON audit line and every module sink."""
-
     def __init__(
         self,
         sinks: Sequence[AuditSink],
@@ -267,21 +203,18 @@ class Reporter:
         capacity: int = LANE_CAPACITY,
     ) -> None:
         self._telemetry = telemetry
-        # The audit line is built in and bounded by the logging system: it is written on the
-        # metrics' lane. Every module sink, whatever it says of itself, gets a bounded lane.
-        self._audit_line = JsonLogSink()
+        # The JSON audit line is written on the metrics' lane; every module sink, whatever it
+        # says of itself, gets a bounded lane.
         self._lanes = [_Lane("json-log", self._report_inline, capacity, self._dropped)]
         for sink in sinks:
             bounded = BoundedSink(sink, timeout, self._failed)
             self._lanes.append(_Lane(bounded.name, bounded.record, capacity, self._dropped))
 
     def submit(self, entry: RunAuditRecord) -> None:
-        """Queue ``entry`` on every lane; never blocks."""
         for lane in self._lanes:
             lane.offer(entry)
 
     def drain(self, timeout: float) -> bool:
-        """Wait until every lane has delivered what it holds (at most ``timeout`` seconds)."""
         deadline = time.monotonic() + timeout
         return all(lane.drain(deadline) for lane in self._lanes)
 
@@ -298,10 +231,26 @@ class Reporter:
             for result in UNIT_RESULTS:
                 count = getattr(units, result)
                 self._telemetry.units.add(count, {"job": entry.job_name, "result": result})
+        # One JSON line per finished run on ``jobhost.audit``, and for an unsuccessful run a
+        # WARNING a person reads on ``jobhost.run`` (a pipeline reading JSON lines stays JSON).
         try:
-            self._audit_line.record(entry)
+            fields = {name: getattr(entry, name) for name in _AUDIT_FIELDS}
+            if entry.result is not None:
+                # The line carries the value, not its text: a log pipeline reads it as JSON.
+                fields["result"] = json.loads(entry.result)
+            _audit_log.info(_LINE.encode({"event": "run.finished", **fields}))
+            if entry.outcome in UNSUCCESSFUL:
+                _people_log.warning(
+                    "job %s run %s %s (attempt %d of a %s run): %s",
+                    entry.job_name,
+                    entry.run_id,
+                    entry.outcome,
+                    entry.attempt,
+                    entry.source,
+                    _first_line(entry),
+                )
         except Exception as error:
-            self._failed(self._audit_line.name, entry, f"{type(error).__name__}: {error}")
+            self._failed("json-log", entry, f"{type(error).__name__}: {error}")
 
     def _failed(self, name: str, entry: RunAuditRecord, error: str) -> None:
         self._telemetry.sink_failures.add(1, {"sink": name})
@@ -327,8 +276,6 @@ class Reporter:
 
 
 class _Lane:
-    """A bounded queue and the one thread that delivers from it."""
-
     def __init__(
         self,
         name: str,
@@ -398,40 +345,8 @@ class _Lane:
 # A sink that raises or hangs is reported with a warning and ``jobhost.audit.sink_failures``;
 # the run's outcome is already in the ledger and stays what it is.
 
-UNSUCCESSFUL = frozenset({"failed", "timed_out", "abandoned"})
-"""Outcomes a person reading the log must see without parsing the audit line."""
+UNSUCCESSFUL = frozenset({"failed", "timed_out", "abandoned"})  # said to people too
 _FIRST_LINE = 300
-
-
-class JsonLogSink:
-    """One structured JSON line per finished run on the ``jobhost.audit`` logger, and for a run
-    that failed, timed out or was abandoned a WARNING a person reads, on ``jobhost.run``:
-    ``job shop.remind run 4fe9... failed (attempt 1 of a manual run): ValueError: no ledger``.
-    """
-
-    name = "json-log"
-
-    def __init__(self) -> None:
-        self._logger = logging.getLogger("jobhost.audit")
-        # A logger of its own: a pipeline reading jobhost.audit as JSON lines stays JSON.
-        self._people = logging.getLogger("jobhost.run")
-
-    def record(self, entry: RunAuditRecord) -> None:
-        fields = {name: getattr(entry, name) for name in _AUDIT_FIELDS}
-        if entry.result is not None:
-            # The line carries the value, not its text: a log pipeline reads it as JSON.
-            fields["result"] = json.loads(entry.result)
-        self._logger.info(_LINE.encode({"event": "run.finished", **fields}))
-        if entry.outcome in UNSUCCESSFUL:
-            self._people.warning(
-                "job %s run %s %s (attempt %d of a %s run): %s",
-                entry.job_name,
-                entry.run_id,
-                entry.outcome,
-                entry.attempt,
-                entry.source,
-                _first_line(entry),
-            )
 
 
 def _first_line(entry: RunAuditRecord) -> str:
@@ -445,12 +360,8 @@ def _first_line(entry: RunAuditRecord) -> str:
 
 
 class BoundedSink:
-    """A module's sink, called in a thread of its own and given ``timeout`` seconds to answer.
-
-    A call that does not answer in time keeps its thread; the next record waits for it (within
-    the same bound) before the sink is called again, so a hanging sink holds one thread, not one
-    per record.
-    """
+    """A module's sink, called in a thread of its own, given ``timeout`` seconds to answer; a
+    hanging sink holds one thread (the next record waits for it), not one per record."""
 
     def __init__(
         self, sink: AuditSink, timeout: float, failed: Callable[[str, RunAuditRecord, str], None]
@@ -488,8 +399,7 @@ class BoundedSink:
 
 
 def _plain(value: object) -> object:
-    """A value JSON has no word for, as the line writes it: asked only of those (the C encoder
-    writes the rest), at a thousand lines a second."""
+    """A value JSON has no word for (the C encoder writes the rest)."""
     if isinstance(value, datetime):
         return value.isoformat().replace("+00:00", "Z")
     if is_dataclass(value) and not isinstance(value, type):

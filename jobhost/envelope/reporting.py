@@ -1,17 +1,9 @@
 """OpenTelemetry for runs: one span per run, one ``jobhost`` meter, exporters from ``OTEL_*``.
 
-Exporters are chosen by the SDK's standard variables, not by host settings: with
-``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the per-signal ``..._TRACES_ENDPOINT`` /
-``..._METRICS_ENDPOINT``) set, spans and metrics go out over OTLP, gRPC or HTTP as
-``OTEL_EXPORTER_OTLP_PROTOCOL`` says (HTTP/protobuf by default, as the specification has it).
-Nothing is exported otherwise. Exports happen in background threads, so an unreachable collector
-costs a warning from the SDK, never a changed outcome or a blocked run.
-
-Series are bounded per job (:data:`SERIES_PER_JOB`); ``metrics_job_label = false`` drops the
-``job`` label from all of them, for catalogs too large for per-job series. The SDK folds every
-label set past its cardinality limit (2,000 by default) into one ``otel.metric.overflow``
-series, so per-job alerts would silently stop matching from about a thousand jobs on; the views
-raise the limit of each per-job instrument to fit :data:`JOB_CAPACITY` jobs.
+Exporters are chosen by the SDK's standard variables (OTLP over HTTP by default), in background
+threads: an unreachable collector costs a warning, never a changed outcome or a blocked run.
+The SDK folds label sets past its cardinality limit (2,000) into one overflow series, which
+per-job alerts would silently stop matching; the views raise it to fit :data:`JOB_CAPACITY`.
 """
 
 from __future__ import annotations
@@ -60,16 +52,11 @@ SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS)
 FAN_OUT_SERIES_PER_JOB = len(UNIT_RESULTS)
 """The series a job that fans out adds: one units counter per result."""
 JOB_CAPACITY = 100_000
-"""The jobs whose per-job series the instruments hold before the SDK folds them into overflow.
-
-A limit only caps what is recorded (nothing is allocated for unused room), and the ``job`` label
-takes only the store's job names, so the room costs nothing until a catalog uses it."""
+"""Jobs whose series the instruments hold; a limit allocates nothing until a catalog uses it."""
 
 
 @dataclass
 class Telemetry:
-    """The tracer and the instruments every run reports to."""
-
     tracer_provider: trace.TracerProvider
     meter_provider: metrics.MeterProvider
     _owned: list[TracerProvider | MeterProvider] = field(default_factory=list)
@@ -109,8 +96,7 @@ class Telemetry:
             unit="{record}",
             description="Audit records a sink's full queue dropped, by sink",
         )
-        self.schedule_lag_seconds = 0.0
-        """Set by the host each turn: how long its oldest due, unclaimed occurrence waited."""
+        self.schedule_lag_seconds = 0.0  # set by the host each turn
         meter.create_observable_gauge(
             "jobhost.schedule.lag",
             callbacks=[self._observe_schedule_lag],
@@ -124,8 +110,7 @@ class Telemetry:
             description="Occurrences, retries and manual runs that found their concurrency "
             "group full and waited, by group",
         )
-        self.group_running: dict[str, int] = {}
-        """Set by the host each heartbeat: running runs per concurrency group, every replica."""
+        self.group_running: dict[str, int] = {}  # set by the host each heartbeat
         meter.create_observable_gauge(
             "jobhost.concurrency_group.running",
             callbacks=[self._observe_group_running],
@@ -146,8 +131,8 @@ class Telemetry:
         metrics.set_meter_provider(self.meter_provider)
 
     def shutdown(self, timeout_seconds: float = 5.0) -> None:
-        """Flush and stop the exporters, giving up after ``timeout_seconds``: an unreachable
-        collector makes the SDK retry for a long while (its threads are daemons)."""
+        """Flush and stop the exporters within a bound: the SDK retries an unreachable
+        collector for a long while."""
 
         def _run() -> None:
             for provider in self._owned:
@@ -159,8 +144,8 @@ class Telemetry:
 
 
 def metric_views(job_label: bool = True) -> list[View]:
-    """Views that keep the instruments' labels to the documented ones; without ``job_label``
-    no instrument keeps the ``job`` label, so the series no longer grow with the catalog."""
+    """Views that keep the instruments' labels to the documented ones (no ``job`` without
+    ``job_label``)."""
     job = {"job"} if job_label else set()
     per_job = JOB_CAPACITY if job_label else 1
     limited = (  # instrument, labels, label sets it may hold
@@ -193,7 +178,6 @@ def metric_views(job_label: bool = True) -> list[View]:
 def configure_telemetry(
     extra_readers: Sequence[MetricReader] = (), *, job_label: bool = True
 ) -> Telemetry:
-    """Providers wired to the exporters the ``OTEL_*`` environment asks for, if any."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "jobhost")})
     span_exporter: SpanExporter | None = _exporter("TRACES", "OTLPSpanExporter")
     # Shut down by the host within a bound, not by the SDK's exit hook, which waits on retries.
@@ -220,8 +204,7 @@ def configure_telemetry(
 
 
 def _exporter(signal: str, name: str) -> Any:
-    """The OTLP exporter ``name`` of ``signal`` (``TRACES``, ``METRICS``) when the environment
-    asks for one: over gRPC or HTTP as the protocol variables say (HTTP by default)."""
+    """The OTLP exporter ``name`` of ``signal`` when the environment asks for one."""
     env = os.environ.get
     exporter = env(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower()
     endpoint = env(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or env("OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -1,10 +1,8 @@
 """Run logs: every record a job writes through ``context.logger``, kept with its run.
 
-A job's thread only appends to its run's buffer; a writer thread turns the buffers into rows,
-redacted, about once a second, so what a run wrote survives a host killed mid-run up to the last
-flush. Each run keeps its first lines (half of ``run_log_lines`` and of ``run_log_bytes``) and a
-window of its last; the lines between are counted, never stored. The recorder writes a run's
-last lines with its outcome (:meth:`finishing`), so whoever sees the run finished sees them all.
+A job's thread only appends to its run's buffer; a writer thread stores the buffers, redacted,
+about once a second (what a killed host's run wrote survives up to the last flush). Each run
+keeps its first lines and a window of its last; the lines between are counted, never stored.
 """
 
 from __future__ import annotations
@@ -48,13 +46,11 @@ _current: ContextVar[RunLog | None] = ContextVar("jobhost_run_log", default=None
 
 
 def current_run() -> RunLog | None:
-    """The run whose job is executing in this context (its thread, its tasks), if any."""
     return _current.get()
 
 
 @contextmanager
 def running(run_log: RunLog) -> Iterator[None]:
-    """Mark the context as executing ``run_log``'s run: the job logger's records go to it."""
     token = _current.set(run_log)
     try:
         yield
@@ -63,8 +59,8 @@ def running(run_log: RunLog) -> Iterator[None]:
 
 
 class RunLog:
-    """One run's buffer: its identity (for the host's own log lines) and the lines not yet
-    written. Bounded: the first lines up to half the bounds, then a sliding window of the last."""
+    """One run's lines not yet written: the first up to half the bounds, then a window of the
+    last."""
 
     def __init__(
         self,
@@ -80,7 +76,6 @@ class RunLog:
         self.job_name = job_name
         self.attempt = attempt
         self.wake = wake
-        """Called when enough lines wait that the writer should not wait for its tick."""
         self.flush_lock = threading.Lock()
         """Held from taking lines to committing them: batches of one run land in order."""
         self._lock = threading.Lock()
@@ -108,7 +103,7 @@ class RunLog:
 
     def add(self, created: float, level: str, message: str) -> bool:
         """Keep a line (or count it); True when enough lines wait to wake the writer."""
-        # Called for every line a job writes: locals, no helper calls, no dataclass.
+        # For every line a job writes: locals, no helper calls, no dataclass.
         size = len(message) if message.isascii() else len(message.encode("utf-8", "replace"))
         if size > _RAW_LIMIT and len(message) > _RAW_LIMIT:
             message = message[:_RAW_LIMIT]
@@ -182,9 +177,6 @@ class RunLog:
 
 
 class RunLogWriter:
-    """The host's writer of run logs: opens a buffer per run, flushes them all about once a
-    second (sooner when a run's first lines pile up), and finishes each when its run ends."""
-
     def __init__(
         self,
         store: Store,
@@ -194,8 +186,6 @@ class RunLogWriter:
         level: str | int | None = None,
         flush_seconds: float = _FLUSH_SECONDS,
     ) -> None:
-        """``level``: ``log_level``; a job logger passes the run log records at this level or
-        at INFO, whichever is lower, whatever the command's stderr shows."""
         self._store = store
         self._max_lines = max_lines
         self._max_bytes = max_bytes
@@ -227,9 +217,8 @@ class RunLogWriter:
 
     @contextmanager
     def finishing(self, run_logs: Sequence[RunLog]) -> Iterator[LogWrites]:
-        """The last lines of runs that have ended, to write in the transaction recording their
-        outcomes (a transaction less per batch of runs); the transaction must commit inside
-        the block (see :meth:`_taking`)."""
+        """The last lines of runs that have ended, to write in the transaction (committed inside
+        the block) that records their outcomes."""
         for run_log in run_logs:
             run_log.close()
         with self._taking(run_logs, wait=True) as writes:
@@ -240,7 +229,6 @@ class RunLogWriter:
                     self._open.pop(run_log.run_id, None)
 
     def close(self) -> None:
-        """Stop the thread after writing what every open run has kept (a host shutting down)."""
         with self._lock:
             self._stopping = True
             thread = self._thread
@@ -274,11 +262,9 @@ class RunLogWriter:
     @staticmethod
     @contextmanager
     def _taking(run_logs: Sequence[RunLog], *, wait: bool) -> Iterator[LogWrites]:
-        """The lines of ``run_logs`` to write now, under each run's flush lock, taken in the
-        order of their ids (two callers never wait on each other crosswise) before any
-        transaction begins. Without ``wait``, a run whose lock is held is skipped: its recorder
-        is writing its last lines. The lines count as written when the block ends without an
-        error; on an error they stay in the buffers for the next try."""
+        """The lines of ``run_logs`` to write now, under their flush locks taken in the order of
+        their ids (callers never wait crosswise); without ``wait`` a locked run is skipped (its
+        recorder writes it). On an error in the block the lines stay for the next try."""
         locked: list[RunLog] = []
         try:
             for run_log in sorted(run_logs, key=lambda run_log: run_log.run_id):
@@ -317,12 +303,10 @@ class _Batch:
     again: list[_Raw]
     """Kept lines of a stored row that :attr:`trim` deletes, written again."""
     tail: list[_Raw]
-    """The tail's lines not yet stored."""
     trim: tuple[int, int] | None
     tail_newest: int
 
     def chunks(self) -> list[Chunk]:
-        """A row for each run of consecutive lines: the head's, those written again, the tail's."""
         return [self._chunk(raws) for raws in (self.head, self.again, self.tail) if raws]
 
     def _chunk(self, raws: list[_Raw]) -> Chunk:
@@ -343,9 +327,8 @@ def _storable(message: str, limit: int) -> str:
 
 
 def storable_text(message: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | None:
-    """A job's text as the ledger and the run log keep it: credentials redacted, cut to ``limit``
-    characters (the length kept), NUL and lone surrogates spelled out, since PostgreSQL or the
-    driver refuse them and a run's record must never be lost to the characters of its text."""
+    """A job's text as the store keeps it: redacted, cut to ``limit``, NUL and lone surrogates
+    spelled out (the database refuses them, and a run's record must not be lost to them)."""
     if not message:
         return None
     text = bound_text(redact_text(message), limit)
@@ -353,8 +336,6 @@ def storable_text(message: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | N
 
 
 class _CaptureHandler(logging.Handler):
-    """On the job loggers: hands each record to the run executing in the emitting context."""
-
     def handle(self, record: logging.LogRecord) -> bool:
         # No handler-wide lock: each run's buffer has its own, so jobs never wait on each other.
         self.emit(record)
@@ -395,14 +376,9 @@ def _install_capture(level: str | int | None) -> None:
 
 
 # -- the job logger ----------------------------------------------------------------------------
-# ``context.logger``: a standard :class:`logging.Logger` whose quiet lines cost little.
-#
-# A busy host runs thousands of job lines a second that its stderr does not show: through a plain
-# logger each one builds a ``LogRecord`` and walks the handlers, several times what keeping the
-# line costs. A :class:`JobLogger` knows which levels only its run log would take; such a line is
-# formatted and appended to the run's buffer directly. Every other line (one stderr would show,
-# one with a traceback or stack, one through a logger with filters) takes the standard path, so
-# stderr gets exactly the lines it got before. It is made per run, its parent the registered
+# ``context.logger``: a standard :class:`logging.Logger` whose quiet lines cost little. A line at
+# a level only the run log takes is appended to the run's buffer directly, without a LogRecord;
+# every other line takes the standard path. Made per run, its parent the registered
 # ``jobhost.job.NAME`` logger, so levels, handlers, ``getChild`` and ``extra`` work as usual.
 
 _ExcInfo: TypeAlias = (
@@ -416,15 +392,12 @@ _RECORD_KEYS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__)
     "message",
     "asctime",
 }
-"""Keys ``extra`` may not use (``makeRecord`` raises for them): such a line takes the standard
-path and raises as it always did."""
+"""Keys ``extra`` may not use: such a line takes the standard path, which raises."""
 _DEBUG, _INFO, _WARNING = logging.DEBUG, logging.INFO, logging.WARNING
 _ERROR, _CRITICAL = logging.ERROR, logging.CRITICAL
 
 
 class JobLogger(logging.Logger):
-    """One run's ``jobhost.job.NAME`` logger (see the comment above)."""
-
     def __init__(self, name: str, run_log: RunLog) -> None:
         super().__init__(name)
         self.parent = logging.getLogger(name)
@@ -432,8 +405,7 @@ class JobLogger(logging.Logger):
         self._run_log = run_log
         self._kept = 0
         self._shown = -1
-        """Levels in ``[_kept, _shown)`` go straight to the run log; -1: not surveyed yet (a run
-        that writes no line never is)."""
+        """Levels in ``[_kept, _shown)`` go straight to the run log; -1: not surveyed yet."""
 
     # Keyword arguments as :meth:`logging.Logger.debug` takes them (``exc_info``,
     # ``stack_info``, ``stacklevel``, ``extra``), passed on as they are.
@@ -522,8 +494,7 @@ class JobLogger(logging.Logger):
             self._log(level, msg, args, exc_info, extra, stack_info, stacklevel + 2)
 
     def _survey(self) -> None:
-        """Which levels only the run log takes: at or above the level the loggers keep, below
-        the level of every other handler a record of this logger reaches."""
+        """Which levels only the run log takes: kept by the loggers, below every other handler."""
         shown = logging.CRITICAL + 1_000
         captured = False
         logger: logging.Logger | None = self

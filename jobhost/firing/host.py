@@ -1,9 +1,7 @@
 """A running host: start-up, the firing loop, heartbeats, and a clean shutdown.
 
-The loop claims what is due (:mod:`jobhost.firing.tick`), hands each claim to the worker slots
-(:mod:`jobhost.firing.slots`), then sleeps until the store next needs it, capped by the poll
-interval, waking at once when a run is recorded or a command signals the hosts. One slot beyond
-the pool is kept for manual requests, so a saturated host still starts a person's run.
+The loop claims what is due, hands each claim to the worker slots, then sleeps until the store
+next needs it (at most the poll interval), woken when a run is recorded or a command signals.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from jobhost.envelope.reporting import Telemetry, configure_telemetry
 from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
 from jobhost.firing.slots import HostStatus, OutcomeRecorder, WorkerSlots
-from jobhost.firing.tick import AbandonPass, Duty, Maintenance, RuntimeLook, Ticker
+from jobhost.firing.tick import Duty, Maintenance, Ticker
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError, check_not_newer
@@ -56,10 +54,8 @@ _MIN_SLEEP = 0.001
 _STORE_DOWN_BACKOFF = 2.0
 _BEAT_RETRY = 1.0
 _STILL_DOWN_SECONDS = 60.0
-"""How often a host says again that the store is still away."""
 _EXIT_MARGIN = 5.0
-"""Seconds past ``shutdown_grace`` a stopping host gets to record and release before it exits
-anyway: the telemetry flush's share (see ``shutdown``)."""
+"""Seconds past ``shutdown_grace`` a stopping host gets before it exits anyway."""
 _COALESCE = 0.002
 _LATE_BIAS = 0.0005
 """Seconds the loop's wake aims after an occurrence: the claim reads the clock a little after
@@ -67,8 +63,7 @@ the turn notes its start, and a wake before the occurrence costs a turn that cla
 _MIN_STALL = 10.0
 _HOLD_MARGIN = timedelta(seconds=0.25)
 """How long before a job's row is looked at again its held record is written at the latest:
-the claim's lead (at most 50 ms) and the write's own time (two batches of 500 runs, tens of
-milliseconds each), with room to spare."""
+the claim's lead (at most 50 ms) and two batches' writes, with room to spare."""
 
 
 class Host:
@@ -91,9 +86,8 @@ class Host:
         self.clock = clock or SystemClock(settings.clock_offset)
         self.store = store = store.with_clock(self.clock)
         self.host_id = host_id or settings.host_id or default_host_id()
-        # How long one turn may take before the probes say the host is stalled, then hung: every
-        # store call of a turn ends within its deadline (the statement timeout plus a margin), so
-        # a turn past two of them and three heartbeats waits on something no deadline ends.
+        # Stalled, then hung: a turn past two store deadlines and three heartbeats waits on
+        # something no deadline ends.
         stall = max(3 * settings.heartbeat_interval.total_seconds(), _MIN_STALL)
         statement = settings.store_statement_timeout.total_seconds() or DEFAULT_STATEMENT_TIMEOUT
         self.status = HostStatus(
@@ -159,8 +153,8 @@ class Host:
             store=self.store,
             host_id=self.host_id,
         )
-        """The runs this host holds and the workers they take."""
-        self._cancels = _CancelFollower(store)
+        self._cancel_asked = threading.Event()
+        """A command signalled: an operator may have asked to cancel a run this host holds."""
         self._watcher = store.signal_watcher(self._signalled)
         self._heartbeat = threading.Thread(target=self._beat, name="jobhost-heartbeat", daemon=True)
         self._one_shot = one_shot
@@ -169,18 +163,16 @@ class Host:
         duties: list[Duty] = []
         if one_shot is None:  # a one-shot host claims only its own work
             duties = [
-                AbandonPass(self._ticker, may_run=self._may_abandon, changed=self._wake.set),
-                RuntimeLook(self._runtime, turn_lock=self._turn_lock, changed=self._wake.set),
+                Duty("looking for dead runs", timedelta(seconds=10), self._look_for_dead_runs),
+                Duty("looking for runtime job changes", timedelta(seconds=1), self._look_again),
             ]
         self._maintenance = Maintenance(
-            self.store, duties, now=self._ticker.store_time, on_failure=self._failed
+            duties, now=self._ticker.store_time, on_failure=self._failed
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register this host and bring the store's schedules in line with the catalog (a
-        one-shot host does neither: other commands must not leave their work to it)."""
         if self._one_shot is None:
             self._register_and_sync()
             self.status.synced = True
@@ -199,9 +191,8 @@ class Host:
         )
 
     def _register_and_sync(self) -> None:
-        """Register the host, read the runtime jobs, write the catalog's schedules and mark the
-        host synced; log what changed. It runs before ``/readyz`` answers 200: no more than the
-        host needs to fire."""
+        """Register, write the catalog's schedules and say what changed: only what the host needs
+        to fire, before ``/readyz`` answers 200."""
         rules = FiringRules(self.catalog.jobs, self.settings.lease_duration)
         self.store.start_host(
             host_id=self.host_id,
@@ -229,15 +220,12 @@ class Host:
             )
 
     def run_forever(self, install_signals: bool = True) -> int:
-        """Start, loop until SIGTERM/SIGINT, shut down cleanly; return the exit code."""
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         self.start()
-        # What start-up made (the catalog, the store's tables, every module) lives as long as
-        # the host: out of the collector's reach, each full collection walks only what firing
-        # made since, not all of it again (tens of milliseconds a time at 1,000 jobs, a pause
-        # in the loop).
+        # What start-up made lives as long as the host: out of the collector's reach, a full
+        # collection walks only what firing made since (not tens of milliseconds of pause).
         gc.freeze()
         self.loop()
         self.shutdown()
@@ -259,7 +247,7 @@ class Host:
             self._wake.clear()
 
     def turn(self) -> float:
-        """One tick; return how long to sleep before the next."""
+        """One tick; how long to sleep before the next."""
         poll = self.settings.poll_interval.total_seconds()
         if self._one_shot is not None:
             return self._one_shot_turn(poll)
@@ -267,11 +255,10 @@ class Host:
         try:
             # A signalled change is read before the claim, which may find its jobs due.
             self._runtime.reload_if_changed(signalled_only=True)
-            self._cancels.apply(self.slots.held())
+            self._apply_cancels(self.slots.held())
             self._ticker.may_abandon = self._may_abandon()
             free, ahead, manual_slots = self.slots.free()
             slots = free + ahead
-            # The turn reads the store's time inside its claim transaction.
             claimed_from = time.monotonic()
             # A host behind (room ahead) claims only what is due; one that keeps up claims
             # the next moments' occurrences too, and its workers start them on time.
@@ -309,10 +296,9 @@ class Host:
         return min(max((result.next_wake - now).total_seconds() - spent, _MIN_SLEEP), poll)
 
     def _one_shot_turn(self, poll: float) -> float:
-        """Claim only the one-shot work, and stop once all of it is recorded."""
         assert self._one_shot is not None
         try:
-            asked = self._cancels.apply(self.slots.held())
+            asked = self._apply_cancels(self.slots.held())
             sleep = self._one_shot.turn(self.slots, asked)
         except Exception as error:
             return self._turn_failed(error)
@@ -322,7 +308,6 @@ class Host:
         return min(sleep, poll)
 
     def _turn_failed(self, error: Exception) -> float:
-        """Say why a turn failed; how long to wait before the next."""
         self._failed("tick", error)
         return min(self.settings.poll_interval.total_seconds(), _STORE_DOWN_BACKOFF)
 
@@ -331,7 +316,6 @@ class Host:
         self._wake.set()
 
     def shutdown(self) -> None:
-        """Cancel running contexts, wait the grace period, record leftovers, release, leave."""
         self._stopping.set()
         self._watcher.stop()
         self._maintenance.stop()
@@ -350,18 +334,48 @@ class Host:
         _log.info("host %s stopped", self.host_id)
 
     def _signalled(self) -> None:
-        """A command signalled the hosts: look at the change log on this turn, then tick."""
         self._runtime.signalled()
         self._ticker.look_everywhere()
-        self._cancels.signalled()
+        self._cancel_asked.set()
         self._wake.set()
+
+    def _apply_cancels(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
+        """Cancel the held runs an operator asked to cancel (on a signal only: no poll); say
+        those, each with its reason."""
+        if not self._cancel_asked.is_set():
+            return {}
+        live = {run_id: c for run_id, c in held.items() if not c.cancelled}
+        if not live:
+            self._cancel_asked.clear()
+            return {}
+        asked = self.store.cancel_requests(list(live))
+        # Cleared only once read: a turn that failed to read tries again on the next.
+        self._cancel_asked.clear()
+        for run_id, reason in asked.items():
+            _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
+            live[run_id].cancel(reason)
+        return asked
+
+    def _look_for_dead_runs(self, now: datetime) -> None:
+        """Now and then in any case: a corrupt or implausible lease never comes first in the
+        order of expiry, so the pass a turn makes for an expired lease may miss it."""
+        if self._may_abandon() and self._ticker.abandon(now):
+            self._wake.set()
+
+    def _look_again(self, _now: datetime) -> None:
+        """For a runtime job change whose signal was lost; under the turn's lock, as the reload
+        swaps the jobs the loop fires by."""
+        with self._turn_lock:
+            swapped = self._runtime.reload_if_changed()
+        if swapped:
+            self._wake.set()
 
     def _may_abandon(self) -> bool:
         return time.monotonic() >= self._abandon_after
 
     def _may_hold(self, by: datetime) -> bool:
-        """Whether the recorder may hold records due ``by`` a moment more: the last turn left due
-        runs for want of a worker, and no claim looks at their jobs' rows before ``by``."""
+        """The last turn left due runs for want of a worker, and no claim reads the rows of
+        records due ``by`` before then."""
         return self.slots.behind() and self._ticker.store_time() < by - _HOLD_MARGIN
 
     def _recorded(self, finished: Finished) -> None:
@@ -382,8 +396,8 @@ class Host:
             self._wake.set()
 
     def _failed(self, what: str, error: Exception) -> None:
-        """Say why ``what`` failed: the store's going away once, when it goes (whichever step
-        meets it first), anything else each time."""
+        """Say why ``what`` failed: the store's going away once (then once a minute), anything
+        else each time."""
         if is_store_down(error):
             now = time.monotonic()
             why = redact_text(str(error).splitlines()[0] if str(error) else "")
@@ -391,8 +405,6 @@ class Host:
                 _log.warning("store unreachable: %s; retrying", why)
                 self._down_since = self._down_said = now
             elif now - self._down_said >= _STILL_DOWN_SECONDS:
-                # A reminder a minute, not a line a retry: an outage (or a full disk) is said
-                # without flooding the log.
                 self._down_said = now
                 _log.warning(
                     "store still unreachable after %ds: %s; retrying",
@@ -413,8 +425,8 @@ class Host:
             )
 
     def _schema_moved_on(self) -> bool:
-        """Whether a newer release upgraded the store under this host: then say so in one line
-        and stop, so that the orchestrator starts the newer release in its place."""
+        """A newer release upgraded the store: say so and stop, for the orchestrator to start
+        the newer release in its place."""
         try:
             check_not_newer(self.store.current_revision())
         except SchemaTooNewError as error:
@@ -428,8 +440,7 @@ class Host:
         return False
 
     def _store_lost(self) -> None:
-        """After an outage, live hosts get two heartbeats to renew their leases before this host
-        records anybody's run abandoned."""
+        # Live hosts get two heartbeats to renew their leases before this host abandons runs.
         self.status.store_ok = False
         # The next turn asks the store, even between fires: its answer says it is back.
         self._ticker.look_everywhere()
@@ -437,9 +448,8 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        """Renew the host and its runs' leases every ``heartbeat_interval`` until stopping; a
-        failed beat is retried once soon after, and every failure tells the host the store is
-        away (its abandon pass then waits)."""
+        """Renew the host and its leases every ``heartbeat_interval``; a failed beat is retried
+        once soon after, and tells the host the store is away."""
         interval = self.settings.heartbeat_interval.total_seconds()
         retry = StoreRetry(
             what="heartbeat",
@@ -455,7 +465,6 @@ class Host:
                 retry.call(self._beat_once)
 
     def _beat_once(self) -> None:
-        """Renew the host and every lease it holds; cancel the runs another host took over."""
         running = self.slots.runs()
         by_lease: dict[timedelta, list[str]] = {}
         for item in running:
@@ -500,34 +509,3 @@ def _exit_late(limit: float) -> None:
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(1)
-
-
-class _CancelFollower:
-    """Operators' cancel requests for the runs this host holds. ``jobhost cancel`` (the API, the
-    dashboard) writes the request on the run's row and signals every host; on its next turn the
-    loop reads, for its own runs only, which were asked to stop. No poll: without a signal,
-    nothing is read."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._signalled = threading.Event()
-
-    def signalled(self) -> None:
-        self._signalled.set()
-
-    def apply(self, held: Mapping[str, Cancellation]) -> dict[str, str]:
-        """Cancel the held runs (run id → cancellation) an operator asked to cancel; those
-        cancelled now, each with the reason its executor is given."""
-        if not self._signalled.is_set():
-            return {}
-        live = {run_id: c for run_id, c in held.items() if not c.cancelled}
-        if not live:
-            self._signalled.clear()
-            return {}
-        asked = self._store.cancel_requests(list(live))
-        # Cleared only once read: a turn that failed to read tries again on the next.
-        self._signalled.clear()
-        for run_id, reason in asked.items():
-            _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
-            live[run_id].cancel(reason)
-        return asked

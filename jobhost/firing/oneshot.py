@@ -1,10 +1,6 @@
-"""One-shot mode: what a host started by a command may claim, and when it is done.
-
-With no host alive, ``jobhost trigger``, ``retry`` and ``backfill`` start a
-:class:`~jobhost.firing.host.Host` in their own process, limited to their work: no host row (other
-commands must not leave their work to it), no schedule fired, no HTTP listener. Its turn claims
-only the runs the command queued, through the claim every host makes, so nothing runs twice; the
-host stops once all it took is recorded.
+"""One-shot mode: with no host alive, ``jobhost trigger``, ``retry`` and ``backfill`` start a
+host in their own process that claims only the runs the command queued (through the claim every
+host makes, so nothing runs twice) and stops once all it took is recorded.
 """
 
 from __future__ import annotations
@@ -24,34 +20,27 @@ __all__ = ["BackfillRuns", "Claimer", "OneShotWork", "PendingRuns"]
 Progress = Callable[[str], None]
 
 LOOK_SECONDS = 1.0
-"""The longest sleep between two turns: a backfill's retry comes due with no record to wake
-the loop (a run's record does)."""
+"""The longest sleep between two turns: a backfill's retry comes due with nothing to wake it."""
 
 
 class OneShotWork(Protocol):
-    """The work of a one-shot host, claimed on the host's turns."""
-
     progress: Progress
 
     def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
-        """Claim what may start into ``slots``; say the runs an operator's cancel just reached
-        (``asked``: run id → reason); None once the work is done and recorded, else the
-        seconds before the next turn at the latest."""
+        """Claim what may start, say the cancels that just reached runs (``asked``: run id →
+        reason); None once all is recorded, else the seconds before the next turn."""
         ...
 
     def cancel(self, slots: WorkerSlots, reason: str) -> None:
         """Claim nothing more, and cancel the runs held."""
-        ...
 
     def interrupted(self, slots: WorkerSlots) -> None:
         """The operator pressed Ctrl-C once."""
-        ...
 
 
 @dataclass(frozen=True)
 class Claimer:
-    """What a one-shot host's work claims with: the host's store (on its clock), identity and
-    rules; and where it says what it does."""
+    """What a one-shot host's work claims with, and where it says what it does."""
 
     store: Store
     jobs: Mapping[str, JobSpec]
@@ -61,15 +50,13 @@ class Claimer:
 
 
 class PendingRuns:
-    """The pending runs ``run_ids`` (a manual request, a retry): each claimed once; Ctrl-C
-    cancels them."""
+    """The pending runs ``run_ids`` (a manual request, a retry); Ctrl-C cancels them."""
 
     def __init__(self, by: Claimer, run_ids: Sequence[str]) -> None:
         self._by = by
         self.progress = by.progress
         self._run_ids = list(run_ids)
         self.taken: set[str] = set()
-        """The runs this host claimed and ran."""
         self._cancelled: str | None = None
 
     def turn(self, slots: WorkerSlots, asked: Mapping[str, str]) -> float | None:
@@ -87,7 +74,7 @@ class PendingRuns:
                 slots.submit(claim, by.jobs[claim.job_name])
             if self._cancelled is not None:  # while this claim was on its way
                 _cancel_held(slots, self._cancelled)
-        return None if slots.idle() else LOOK_SECONDS
+        return LOOK_SECONDS if slots.runs() else None
 
     def cancel(self, slots: WorkerSlots, reason: str) -> None:
         self._cancelled = reason
@@ -100,8 +87,7 @@ class PendingRuns:
 
 class BackfillRuns:
     """The occurrences of backfill ``backfill_id`` and their retries, in the host's free
-    workers (the claim keeps to the backfill's concurrency); a line each time its counts
-    change. Ctrl-C stops the claims: the runs in flight finish."""
+    workers; a line each time its counts change. Ctrl-C stops the claims."""
 
     def __init__(self, by: Claimer, backfill_id: str) -> None:
         self._by = by
@@ -134,7 +120,7 @@ class BackfillRuns:
         if line != self._said:
             self._said = line
             self.progress(line)
-        done = slots.idle() and (record.finished or not self._claiming)
+        done = not slots.runs() and (record.finished or not self._claiming)
         return None if done else LOOK_SECONDS
 
     def cancel(self, slots: WorkerSlots, reason: str) -> None:

@@ -1,13 +1,8 @@
 """A host's worker slots: the runs it holds, the workers executing them, and what waits.
 
-The loop, the workers, the recorder's thread and the heartbeat all read and change this
-bookkeeping, so it lives behind one lock, and every step that reads a count and then changes it
-(a run ending and the next queued run taking its slot, shutdown giving up on what is left) is
-one hold of that lock. The loop is woken (``wake``) only where a freed slot could let a claim
-succeed.
-
-The slots count workers, not runs: a run holds its slot while its executor runs (a stuck one
-until its code ends), and stays held (its lease renewed) until its outcome is in the ledger.
+The loop, the workers, the recorder and the heartbeat share this bookkeeping behind one lock;
+every step that reads a count and then changes it is one hold of it. The slots count workers
+(a stuck run's too); a run stays held, its lease renewed, until its outcome is in the ledger.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from jobhost_contracts import Cancellation
 
@@ -46,8 +41,6 @@ _log = logging.getLogger("jobhost.host")  # the host's lines, wherever they are 
 
 
 class WorkerSlots:
-    """The runs one host holds and the workers they take, behind one lock."""
-
     def __init__(
         self,
         workers: int,
@@ -85,14 +78,13 @@ class WorkerSlots:
     # -- the loop's turn ----------------------------------------------------------------------
 
     def free(self) -> tuple[int, int, int]:
-        """Free workers, room in the claim-ahead queue, and the slot kept for manual
-        requests."""
+        """Free workers, room in the claim-ahead queue, and the slot kept for manual runs."""
         if self._stopping():
             return 0, 0, 0
         with self._lock:
             running = self._executing
-            # Only a host that is behind (its last claim left due work for want of room) claims
-            # ahead: at a due instant every replica first takes what its workers can start.
+            # Only a host that is behind claims ahead: at a due instant every replica first takes
+            # what its workers can start.
             ahead = self._ahead.room() if self._saturated else 0
         pool = self._workers
         return max(pool - running, 0), ahead, 1 if running < pool + 1 else 0
@@ -106,7 +98,7 @@ class WorkerSlots:
             self._running[claim.run_id] = item
             # A person's run takes the slot kept for it; other runs wait for a free worker.
             if self._executing >= self._workers and claim.source != "manual":
-                self._ahead.put(item)
+                self._ahead.append(item)
                 return
             self._executing += 1
         # DEBUG: at hundreds of runs a second, the audit line per finished run is the record.
@@ -121,8 +113,8 @@ class WorkerSlots:
         self._threads.start("jobhost-run", lambda: self._work(item))
 
     def turned(self, saturated: bool, waiting: Set[str]) -> bool:
-        """Note what the turn left waiting; true if something that would have woken the loop
-        ended during the turn, so the loop should turn again at once."""
+        """Note what the turn left waiting; true if the loop should turn again at once (what
+        would have woken it ended during the turn)."""
         with self._lock:
             self._saturated = saturated
             self._waiting |= waiting
@@ -133,12 +125,10 @@ class WorkerSlots:
         return ended
 
     def behind(self) -> bool:
-        """The last turn left due work for want of a worker."""
         with self._lock:
             return self._saturated
 
     def held(self) -> dict[str, Cancellation]:
-        """The cancellation of each run whose executor still runs here."""
         with self._lock:
             return {
                 run_id: item.cancellation
@@ -149,7 +139,7 @@ class WorkerSlots:
     # -- workers, the recorder, the heartbeat -------------------------------------------------
 
     def recorded(self, claim: Claim, outcome: str) -> bool:
-        """A run's outcome is in the ledger: let the run go; true if that should wake the loop."""
+        """A run's outcome is in the ledger; true if that should wake the loop."""
         with self._lock:
             self._running.pop(claim.run_id, None)
             # A failed run may have left a retry; a waiting job may start now (a backfill's
@@ -163,18 +153,14 @@ class WorkerSlots:
         with self._lock:
             return list(self._running.values())
 
-    def idle(self) -> bool:
-        with self._lock:
-            return not self._running
-
     # -- shutdown -----------------------------------------------------------------------------
 
     def release_queued(self) -> None:
-        """Give the runs still waiting in the claim-ahead queue back to the store, due at once
-        for any host; should the store be away, their leases run out and the runs are recorded
-        abandoned, as a dead host's are."""
+        """Give the runs queued ahead back to the store, due at once for any host (with the store
+        away, their leases run out and they are recorded abandoned)."""
         with self._lock:
-            queued = self._ahead.drain()
+            queued = list(self._ahead)
+            self._ahead.clear()
             for item in queued:
                 self._running.pop(item.claim.run_id, None)
         if not queued:
@@ -193,9 +179,8 @@ class WorkerSlots:
         _log.info("gave back %d runs claimed but not started: pending, due now", len(released))
 
     def cancel_all(self, grace: float) -> None:
-        """Cancel every run held and wait up to ``grace`` seconds for their executors (stuck ones
-        too) to end; the runs still held then are counted finished and recorded cancelled. Idle
-        workers end; a worker still held by its executor ends with it."""
+        """Cancel every run held and wait up to ``grace`` seconds for their executors; record
+        cancelled those still running then."""
         for item in self.runs():
             item.cancellation.cancel("shutdown")
         deadline = time.monotonic() + grace
@@ -226,11 +211,8 @@ class WorkerSlots:
             item = self._execute(item)
 
     def _execute(self, item: HeldRun) -> HeldRun | None:
-        """Execute one run and hand its outcome over; return the queued run to start next.
-
-        A run claimed before its occurrence starts at it. Shutdown does not cut the wait short
-        (at most :data:`~jobhost.firing.tick.CAP`): the run then starts cancelled and is
-        recorded as any run in flight at shutdown is."""
+        """Execute one run and hand its outcome over; return the queued run to start next. A run
+        claimed before its occurrence starts at it (shutdown does not cut that short wait)."""
         if item.start_at is not None and (wait := item.start_at - time.monotonic()) > 0:
             time.sleep(wait)
         claim = item.claim
@@ -262,9 +244,8 @@ class WorkerSlots:
             # Handed over while the lock is held: a shutdown that sees the run finished stops
             # the recorder only after its outcome is queued, never before.
             self._record(finished)
-            if not self._stopping():
-                following = self._ahead.take()
-            if following is not None:
+            if self._ahead and not self._stopping():
+                following = self._ahead.popleft()
                 self._executing += 1
             # Due work left behind, and the queue half empty (or no queue): time for a claim.
             wake = self._saturated and self._ahead.low()
@@ -277,8 +258,7 @@ class WorkerSlots:
         return following
 
     def _stuck(self, item: HeldRun, verdict: Outcome) -> None:
-        """The supervisor declared the run stuck: its worker stays with it; say so in the
-        ledger, off the supervisor's thread (a store write may wait)."""
+        """Say in the ledger that the run is stuck, off the supervisor's thread."""
         with self._lock:
             if item.finished:
                 return  # it ended meanwhile, or shutdown gave up on it
@@ -311,8 +291,6 @@ class _Execute(Protocol):
 
 @dataclass
 class HeldRun:
-    """One run this host holds: executing, stuck, or waiting for its outcome's record."""
-
     claim: Claim
     spec: JobSpec
     cancellation: Cancellation
@@ -320,7 +298,6 @@ class HeldRun:
     finished: bool = False
     """The executor is done (or given up on); the outcome is on its way to the ledger."""
     stuck: bool = False
-    """The executor ignored its cancellation and runs on, holding its worker."""
     start_at: float | None = None
     """When (monotonic) a run claimed before its occurrence may start; None: at once."""
 
@@ -339,19 +316,16 @@ class HostStatus:
     lag: float = 0.0
     """Seconds the oldest due, unclaimed occurrence waited at the last turn."""
     stuck: int = 0
-    """Runs whose executor ignored cancellation and whose thread still runs."""
     stuck_limit: int = 1
     turn_started: float | None = None
     """When the loop's turn under way began (monotonic); None between turns."""
     stall_after: float = 15.0
     """Seconds one turn may take before the host says it is not ready."""
     hung_after: float = 145.0
-    """Seconds one turn may take before the host says it is not alive: past every deadline its
-    store calls have, so the thread waits on something nothing will end."""
+    """Seconds one turn may take before the host says it is not alive (past every deadline)."""
 
     @property
     def too_many_stuck(self) -> bool:
-        """Half the pool or more held by stuck code: the host cannot do its work."""
         return self.stuck >= self.stuck_limit
 
     def turn_age(self, now: float) -> float:
@@ -362,39 +336,33 @@ class HostStatus:
 
 # -- claim ahead ------------------------------------------------------------------------------
 # At hundreds of runs a second a claim limited to the free workers takes a handful of runs per
-# transaction. So a turn may claim more of what is due *now* (never a future occurrence) than it
-# has free workers; the runs beyond them wait here, and a worker that finishes a run takes the
-# next at once, without a turn. A queued run is already claimed (``running``, leased), so the
-# queue is kept short in time: what the workers should start within :data:`HORIZON` seconds at
-# the recent pace. Not thread-safe: the host calls it under its lock.
+# transaction. So a turn may claim more of what is due *now* than it has free workers; the rest
+# wait here for the next free worker, no turn needed. A queued run is already claimed, so the
+# queue holds what the workers should start within :data:`HORIZON` seconds at the recent pace.
+# Not thread-safe: the host calls it under its lock.
 
 HORIZON = 0.2
-"""Seconds of work, at the recent pace, that may wait for a worker."""
-
 MOST_PER_WORKER = 16
-"""Runs that may wait per worker, however short the runs. At 1,000 sub-millisecond runs a
-second, 8 made claims of about 33 runs, each paying a transaction's fixed cost; 16 takes about
-twice as many a claim (32 did no better)."""
-
+"""Runs that may wait per worker, however short the runs (8 made claims half as large; 32 did
+no better)."""
 _WEIGHT = 0.1
 """Weight of the newest duration in the running mean: it follows a change within tens of runs."""
 
 T = TypeVar("T")
 
 
-class AheadQueue(Generic[T]):
-    """The queue, and how much room it has for the next claim."""
+class AheadQueue(deque[T]):
+    """The runs claimed ahead, oldest first, and the room a claim has for more."""
 
     def __init__(self, workers: int) -> None:
+        super().__init__()
         self._workers = workers
         self._most = MOST_PER_WORKER * workers
         self._mean: float | None = None
-        self._queue: deque[T] = deque()
 
     @property
     def bound(self) -> int:
-        """Runs that may wait now: what the workers start within the horizon, at most
-        :data:`MOST_PER_WORKER` a worker; none before a run was timed."""
+        """Runs that may wait now; none before a run was timed."""
         if self._mean is None:
             return 0
         if self._mean <= 0:
@@ -402,46 +370,29 @@ class AheadQueue(Generic[T]):
         return min(self._most, math.floor(HORIZON * self._workers / self._mean))
 
     def room(self) -> int:
-        """How many more runs a claim may take beyond the free workers."""
-        return max(self.bound - len(self._queue), 0)
+        return max(self.bound - len(self), 0)
 
     def low(self) -> bool:
-        """Half the room or more is free: worth a claim turn (one claim for many runs rather
-        than one for each run that ends)."""
-        return len(self._queue) <= self.bound // 2
+        """Half the room or more is free: worth a claim turn."""
+        return len(self) <= self.bound // 2
 
     def timed(self, seconds: float) -> None:
         mean = self._mean
         self._mean = seconds if mean is None else mean + _WEIGHT * (seconds - mean)
 
-    def put(self, item: T) -> None:
-        self._queue.append(item)
-
-    def take(self) -> T | None:
-        return self._queue.popleft() if self._queue else None
-
-    def drain(self) -> list[T]:
-        items = list(self._queue)
-        self._queue.clear()
-        return items
-
 
 # -- the recorder ------------------------------------------------------------------------------
 # Finished runs are written in batches, from one thread, and never dropped: while the store is
 # away the recorder keeps them (still leased) and tries again; only a stopping host gives up.
-#
-# Starting due runs comes first: while the host has due runs it has no worker for, the recorder
-# holds its write (at most :data:`HOLD_SECONDS`), but only until a moment before a claim would
-# next read the job's row (:attr:`~jobhost.store.claims.Claim.record_by`), and never for a run
-# without that instant.
-
+# Starting due runs comes first: while the host is behind, the recorder holds its write (at most
+# :data:`HOLD_SECONDS`) until a moment before a claim would next read the job's row
+# (``Claim.record_by``), never for a run without that instant.
 
 _BATCH = 500
 _LATER_SECONDS = 30
 _BUSY_SECONDS = 0.05
 _GATHER_SECONDS = 0.005
 HOLD_SECONDS = 0.5
-"""Longest a write waits while the host is behind on due runs."""
 _HOLD_STEP = 0.01
 _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 """Pauses between tries to record while the store fails; the last repeats."""
@@ -449,9 +400,7 @@ _BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 class OutcomeRecorder:
     """One thread that records finished runs; ``on_recorded`` hears of each one written.
-
-    ``may_hold(by)``: may a write whose runs must be recorded by ``by`` wait a moment for due
-    runs to start (see above); the default never waits."""
+    ``may_hold(by)``: may a write due ``by`` wait a moment for due runs to start."""
 
     def __init__(
         self,
@@ -464,6 +413,7 @@ class OutcomeRecorder:
         self._may_hold = may_hold
         self._on_recorded = on_recorded
         self._queue: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
+        self.put: Callable[[Finished], None] = self._queue.put  # no call of ours per run
         self._give_up_at: float | None = None
         self._retry = StoreRetry(
             what="recording finished runs",
@@ -483,11 +433,7 @@ class OutcomeRecorder:
     def start(self) -> None:
         self._thread.start()
 
-    def put(self, finished: Finished) -> None:
-        self._queue.put(finished)
-
     def stop(self, within: float) -> None:
-        """Write what is left, trying for at most ``within`` seconds while the store is away."""
         self._give_up_at = time.monotonic() + within
         self._queue.put(None)
         self._thread.join(within + 5)
@@ -526,11 +472,9 @@ class OutcomeRecorder:
                 return
 
     def _gather(self, pending: list[Finished], *, wait: bool) -> bool:
-        """Add what else is queued to ``pending``; True when the queue says stop.
-
-        Busy (the last write was moments ago), it waits a few milliseconds for more runs to
-        finish first: one transaction for a dozen runs costs little more than one for three.
-        Behind on due runs, it holds (see above). An idle or stopping host writes at once."""
+        """Add what else is queued to ``pending``; True when the queue says stop. Busy (the last
+        write was moments ago), it waits a few milliseconds for more runs: one transaction for
+        a dozen costs little more than for three. An idle or stopping host writes at once."""
         stop = False
         busy = wait and time.monotonic() - self._written_at < _BUSY_SECONDS
         may_hold = self._may_hold if wait else None
@@ -574,7 +518,6 @@ class OutcomeRecorder:
                 rest.append(item)
 
     def _write_until_done(self, batch: list[Finished]) -> list[Finished]:
-        """Write ``batch``; on a store outage keep trying; return what could not be written."""
         isolate = False
 
         def write() -> None:
@@ -632,8 +575,7 @@ class OutcomeRecorder:
 
 
 def _earliest(pending: list[Finished]) -> datetime | None:
-    """The earliest instant by which one of ``pending`` must be recorded; None when one of them
-    may not wait at all (or there are none)."""
+    """When the first of ``pending`` must be recorded; None when one may not wait at all."""
     earliest: datetime | None = None
     for finished in pending:
         by = finished.claim.record_by

@@ -1,12 +1,9 @@
-"""One turn of the firing loop: everything it does with the store, given ``now``; and the
-upkeep a host does beside its turns (:class:`Maintenance`).
+"""One turn of the firing loop: everything it does with the store; and the upkeep a host does
+beside its turns (:class:`Maintenance`).
 
 A turn costs what is due, not what is declared: one claim transaction takes up to the free
-slots through :func:`jobhost.store.claims.claim` and reads, in the same transaction, when
-the store next needs this host. The catalog is written to the store once, at start-up; after
-that every replica fires by the store's schedules. A turn whose batch fails for a reason other
-than the store being away is retried one job at a time, so one bad row or one failing
-statement costs only its own job.
+slots and reads when the store next needs this host. A batch that fails for a reason other than
+the store being away is retried one job at a time, so one bad row costs only its own job.
 """
 
 from __future__ import annotations
@@ -18,14 +15,12 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from jobhost.catalog import JobSpec
 from jobhost.envelope.lifecycle import retrying_abandoned
 from jobhost.envelope.reporting import Telemetry
 from jobhost.records import Claim, ClaimBatch, Quiet, SyncPlan
 from jobhost.rules import FiringRules, catalog_version, desired_schedules
-from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store
 from jobhost.store.claims import Wakeups
 from jobhost.store.engine import is_store_down
@@ -33,20 +28,17 @@ from jobhost.store.engine import is_store_down
 __all__ = [
     "CAP",
     "FLOOR",
-    "AbandonPass",
     "ClaimLead",
     "Duty",
     "Maintenance",
-    "RuntimeLook",
     "Ticker",
 ]
 
 _log = logging.getLogger("jobhost.firing")
 _SET_ASIDE_SECONDS = 60.0
 _BACKFILL_RECHECK_SECONDS = 1.0
-"""How long a host that found a backfill with no room leaves it alone, unless one of its own
-runs that held the room ends or a signal comes: another replica's runs may have ended
-meanwhile."""
+"""How long a host that found a backfill with no room leaves it alone (unless one of its runs
+ends or a signal comes): another replica's runs may have ended meanwhile."""
 
 
 @dataclass
@@ -65,8 +57,6 @@ class TickResult:
 
 
 class Ticker:
-    """The store side of the loop for one host."""
-
     def __init__(
         self,
         store: Store,
@@ -80,10 +70,11 @@ class Ticker:
         announced: bool = False,
     ) -> None:
         """``announced``: the caller calls :meth:`look_everywhere` whenever a manual request or
-        a retry may have been queued (a signal, a failed run), so a claim may leave out the
-        reads of both when the last turn saw none; without it every claim reads both."""
+        a retry may have been queued, so a claim may leave out reading them."""
         self._store = store
         self._time = store.time()
+        # The store's time without asking it: what the recorder stamps outcomes with.
+        self.store_time: Callable[[], datetime] = self._time.estimate
         self._telemetry = telemetry
         self._jobs = jobs
         self._host_id = host_id
@@ -103,19 +94,16 @@ class Ticker:
         self.may_abandon = True
         self._backfill_full_at: float | None = None
         """When (monotonic) the last backfill claim found nothing more to take; None: look."""
-        self._backfill_yielded: set[str] = set()
-        """Jobs whose backfill the last backfill claim left for the job's own runs."""
+        self._backfill_yielded: set[str] = set()  # the backfill left room for their own runs
         self._backfill_room_freed = 0
         self._announced = announced
         self._news = True
-        """Something may have queued a manual request or a retry since the last claim that the
-        last wake-up read cannot know of (a signal, a failed run): look for both."""
+        """A manual request or retry may have come that the last wake-up read cannot know of."""
         self._last_skip: list[str] | None = None
         """The jobs the last turn left alone: one back in play may have work its read missed."""
         self._lead = ClaimLead()
 
     def sync(self, now: datetime) -> SyncPlan:
-        """Write the catalog's schedules to the store (at start-up: the newest start wins)."""
         return self._store.sync_catalog(
             self._desired,
             now,
@@ -124,20 +112,13 @@ class Ticker:
             members=self._groups,
         )
 
-    def store_time(self) -> datetime:
-        """The store's time without asking it (see :class:`~jobhost.store.engine.StoreTime`):
-        what the host's recorder stamps outcomes with, a statement less per batch it writes."""
-        return self._time.estimate()
-
     def look_everywhere(self) -> None:
-        """A manual request, a retry or a backfill may have been queued: the next claim reads
-        them."""
+        """A manual request, retry or backfill may have come: the next claim reads them."""
         self._news = True
         self._backfill_full_at = None
 
     def run_ended(self, claim: Claim) -> bool:
-        """One of this host's runs ended: true if a backfill may start in the room it freed (a
-        run of the backfill, or of a job whose backfill yielded to it); the next turn looks."""
+        """One of this host's runs ended: true if a backfill may start in the room it freed."""
         if claim.backfill_id is None and claim.job_name not in self._backfill_yielded:
             return False
         self._backfill_full_at = None
@@ -145,12 +126,8 @@ class Ticker:
         return True
 
     def update_jobs(self, jobs: Mapping[str, JobSpec]) -> None:
-        """Fire by a new job mapping from the next turn on (runtime jobs changed).
-
-        The writer of the change already wrote its schedule row; this host only learns how
-        to run the job. A job it had noted as unknown (claimed before it learnt of it) is
-        looked at again.
-        """
+        """Fire by a new job mapping from the next turn on (runtime jobs changed; the writer of
+        the change wrote its schedule row)."""
         problems = self._rules.problems
         self._rules = FiringRules(jobs, self._lease_duration)
         self._rules.problems.update({n: p for n, p in problems.items() if n in jobs})
@@ -166,13 +143,10 @@ class Ticker:
         early: bool = False,
         backfill_slots: int | None = None,
     ) -> TickResult:
-        """Claim what is due within the free slots; say when to look again.
-
-        With ``now`` None the turn reads the store's time inside its claim transaction. With
-        ``early``, slots left after what is due take the next moments' occurrences, claimed
-        :class:`ClaimLead` ahead of their instant. Backfills take at most ``backfill_slots``
-        (default: ``free_slots``) of what is left, never ahead: they have no instant to keep.
-        """
+        """Claim what is due within the free slots; say when to look again. With ``now`` None
+        the claim transaction reads the store's time. With ``early``, slots left take the next
+        moments' occurrences, :class:`ClaimLead` ahead. Backfills take at most
+        ``backfill_slots`` (default: ``free_slots``), never ahead."""
         # A lease past its expiry (or the first turn) is looked at before the claim, which it may
         # let succeed; the pass now and then in any case is a duty of the maintenance thread.
         if self.may_abandon and (
@@ -228,11 +202,8 @@ class Ticker:
         return result
 
     def _backfill_room(self, slots: int) -> int:
-        """The slots a claim may give backfills. It looks on the first turn and after news (a
-        signal may announce a new backfill); otherwise only while the last wake-up read saw a
-        running backfill, and an announced ticker whose last look found no room leaves it alone
-        until one of its backfill runs ends or :data:`_BACKFILL_RECHECK_SECONDS` pass (another
-        replica's runs may have ended)."""
+        """The slots a claim may give backfills: on the first turn and after news, else only
+        while the last wake-up read saw a running backfill with room, as far as it knows."""
         if slots <= 0:
             return 0
         if self._wakeups is None or self._news:
@@ -245,9 +216,8 @@ class Ticker:
         return slots
 
     def abandon(self, now: datetime) -> bool:
-        """Record ``abandoned`` the runs whose host stopped renewing their lease, queue the
-        retries their policies ask for, free leases nobody holds; true if it changed anything
-        (then the next claim reads the retries it may have queued)."""
+        """Record ``abandoned`` the runs whose host stopped renewing their lease, with their
+        retries; true if it changed anything."""
         changed = self._store.abandon_dead_runs(
             now,
             implausible=self._rules.implausible_lease,
@@ -366,26 +336,18 @@ class Ticker:
         return wakeups, now
 
 
-# How long before an occurrence a host claims it.
-#
-# A run starts only once its claim has committed: woken at the instant, a host would start every
-# run a claim's length late. So an idle host wakes that long before the next occurrence, claims
-# it (its ``started_at`` the occurrence) and its worker starts it at the instant. The lead is
-# twice the slowest recent claim, within :data:`FLOOR` and :data:`CAP`. Only the loop uses it.
+# How long before an occurrence a host claims it: a run starts only once its claim has
+# committed, so an idle host claims that early and its worker starts the run at the instant.
+# The lead is twice the slowest recent claim, within :data:`FLOOR` and :data:`CAP` (seconds).
 
 FLOOR = 0.005
-"""Seconds: the least lead, whatever the claims took."""
-
 CAP = 0.05
-"""Seconds: the most lead. A claim slower than this is late by what it takes beyond it."""
 
 _KEPT = 16
 _MARGIN = 2.0
 
 
 class ClaimLead:
-    """The recent claims' durations, and the lead they call for."""
-
     def __init__(self) -> None:
         self._took: deque[float] = deque(maxlen=_KEPT)
 
@@ -403,28 +365,25 @@ class ClaimLead:
 # keeps a thread of its own, so no duty ever delays a lease's renewal.
 
 
-class Duty(Protocol):
+@dataclass(frozen=True)
+class Duty:
     name: str
     interval: timedelta
-
-    def run(self, store: Store, now: datetime) -> None: ...
+    run: Callable[[datetime], object]
 
 
 class Maintenance:
-    """Runs the duties on one thread until :meth:`stop`, each at most every ``interval`` and only
-    after a turn of the loop (see :meth:`turned`): an idle host, whose loop sleeps, is woken by
-    nothing but its heartbeat. A duty that fails is said by ``on_failure`` (given its name) and
-    tried again at its next interval."""
+    """Runs the duties on one thread, each at most every ``interval`` and only after a turn of
+    the loop (an idle host is woken by nothing but its heartbeat); a failed duty is said by
+    ``on_failure`` and tried again at its next interval."""
 
     def __init__(
         self,
-        store: Store,
         duties: Sequence[Duty],
         *,
         now: Callable[[], datetime],
         on_failure: Callable[[str, Exception], None],
     ) -> None:
-        self._store = store
         # Each duty's first run is an interval after the start: start-up did what they do.
         started = time.monotonic()
         self._due = [(duty, started + duty.interval.total_seconds()) for duty in duties]
@@ -460,49 +419,8 @@ class Maintenance:
                 if at > time.monotonic():
                     continue
                 try:
-                    duty.run(self._store, self._now())
+                    duty.run(self._now())
                 except Exception as error:
                     self._on_failure(duty.name, error)
                 self._due[index] = (duty, time.monotonic() + duty.interval.total_seconds())
             self._next = min(at for _, at in self._due)
-
-
-class AbandonPass:
-    """Look for dead runs now and then in any case: a corrupt or implausible lease never comes
-    first in the order of expiry, so the pass a turn makes for an expired lease may miss it."""
-
-    name = "looking for dead runs"
-    interval = timedelta(seconds=10)
-
-    def __init__(self, ticker: Ticker, *, may_run: Callable[[], bool], changed: Callable[[], None]):
-        """``may_run``: false for a while after the store comes back (live hosts first renew
-        their leases); ``changed`` wakes the loop."""
-        self._ticker = ticker
-        self._may_run = may_run
-        self._changed = changed
-
-    def run(self, store: Store, now: datetime) -> None:
-        if self._may_run() and self._ticker.abandon(now):
-            self._changed()
-
-
-class RuntimeLook:
-    """Look at the change log at least every second for a runtime job change whose signal was
-    lost (a signalled one the loop reads itself, before its claim). The reload swaps the jobs
-    the loop fires by, so it holds ``turn_lock``, which the loop holds for each turn."""
-
-    name = "looking for runtime job changes"
-    interval = timedelta(seconds=1)
-
-    def __init__(
-        self, reloader: RuntimeReloader, *, turn_lock: threading.Lock, changed: Callable[[], None]
-    ):
-        self._reloader = reloader
-        self._turn_lock = turn_lock
-        self._changed = changed
-
-    def run(self, store: Store, now: datetime) -> None:
-        with self._turn_lock:
-            swapped = self._reloader.reload_if_changed()
-        if swapped:
-            self._changed()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from sqlalchemy import select
 
 from jobhost.clock import SystemClock
 from jobhost.envelope.envelope import RunEnvelope
-from jobhost.envelope.lifecycle import retry_delay, should_retry
+from jobhost.envelope.lifecycle import next_attempt, retry_delay
 from jobhost.firing.tick import Ticker
 from jobhost.records import RunRecord
 from jobhost.store import Store, create_store_engine, reading, upgrade
@@ -39,10 +40,18 @@ def test_jitter_spreads_within_its_fraction() -> None:
 
 def test_only_listed_outcomes_retry_and_only_while_attempts_remain() -> None:
     policy = RetryPolicy(max_attempts=2)
-    assert should_retry(policy, "failed", 1)
-    assert should_retry(policy, "timed_out", 1)
-    assert not should_retry(policy, "cancelled", 1)
-    assert not should_retry(policy, "failed", 2)
+
+    def retried(outcome: str, attempt: int) -> bool:
+        before: Any = SimpleNamespace(
+            attempt=attempt, attempt_base=0, job_name="j", occurrence=None, backfill_id=None
+        )
+        before.idempotency_key = before.requested_by = before.reason = None
+        return next_attempt(policy, outcome, before, datetime.now(UTC)) is not None
+
+    assert retried("failed", 1)
+    assert retried("timed_out", 1)
+    assert not retried("cancelled", 1)
+    assert not retried("failed", 2)
 
 
 # Frozen time reaches the host's clock only: on PostgreSQL the database keeps its own.

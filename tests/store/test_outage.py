@@ -74,7 +74,7 @@ def test_the_loop_survives_the_store_going_away_and_records_the_run_when_it_retu
                     Path(f"{store}{suffix}").unlink(missing_ok=True)
                     shutil.move(away / f"store.db{suffix}", f"{store}{suffix}")
             engine.dispose()
-            wait_for(host.slots.idle, 10, "the run to be recorded")
+            wait_for(lambda: not host.slots.runs(), 10, "the run to be recorded")
         host.turn()
         assert host.status.store_ok
         with reading(engine) as connection:

@@ -37,7 +37,7 @@ def _finished_runs(engine: Any) -> list[RunRecord]:
 def _wait_idle(host: Host, engine: Any, count: int, timeout: float) -> list[RunRecord]:
 
     def recorded() -> list[RunRecord] | None:
-        done = _finished_runs(engine) if host.slots.idle() else []
+        done = _finished_runs(engine) if not host.slots.runs() else []
         return done if len(done) >= count else None
 
     found: list[RunRecord] = wait_for(recorded, timeout, f"{count} runs recorded", every=0.05)

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import event, text, update
 
-from jobhost.firing.tick import AbandonPass, Maintenance
+from jobhost.firing.tick import Duty, Maintenance
 from jobhost.store.schema import schedules
 from tests.support import ManualClock
 
@@ -51,7 +51,7 @@ def test_the_pass_now_and_then_is_a_duty_not_a_turn(replicas: Any, clock: Manual
     assert claim.occurrence == _at(10, 1)
     assert not [text for _, text in seen if _DEAD_RUN_READ in text]
 
-    AbandonPass(host.ticker, may_run=lambda: True, changed=lambda: None).run(host.store, clock())
+    host.ticker.abandon(clock())
     assert [text for _, text in seen if _DEAD_RUN_READ in text], "the duty made no pass"
 
 
@@ -100,8 +100,7 @@ def test_a_failing_pass_leaves_the_claims_alone_and_is_said_and_tried_again(
     assert [(c.job_name, c.occurrence) for c, _ in result.claims] == [
         (EVERY_MINUTE["name"], _at(10, 1))
     ]
-    duty = AbandonPass(host.ticker, may_run=lambda: True, changed=lambda: None)
-    duty.interval = timedelta(seconds=0.01)
+    duty = Duty("looking for dead runs", timedelta(seconds=0.01), host.ticker.abandon)
     failures: list[str] = []
     tried_twice = threading.Event()
 
@@ -110,7 +109,7 @@ def test_a_failing_pass_leaves_the_claims_alone_and_is_said_and_tried_again(
         if len(failures) == 2:
             tried_twice.set()
 
-    maintenance = Maintenance(host.store, [duty], now=clock, on_failure=failed)
+    maintenance = Maintenance([duty], now=clock, on_failure=failed)
     maintenance.start()
     try:
         deadline = time.monotonic() + 10
@@ -119,7 +118,7 @@ def test_a_failing_pass_leaves_the_claims_alone_and_is_said_and_tried_again(
     finally:
         maintenance.stop()
     assert tried_twice.is_set()
-    assert failures[:2] == [AbandonPass.name] * 2
+    assert failures[:2] == [duty.name] * 2
 
 
 def _refuse_freeing_ghost_leases(engine: Any) -> None:

@@ -29,9 +29,9 @@ def test_short_runs_fill_at_most_a_few_runs_a_worker() -> None:
 def test_room_shrinks_as_runs_wait_and_the_oldest_leaves_first() -> None:
     queue: AheadQueue[str] = AheadQueue(1)
     queue.timed(0.05)  # 4 runs ahead
-    for name in "abc":
-        queue.put(name)
+    queue.extend("abc")
     assert queue.room() == 1 and not queue.low()
-    assert queue.take() == "a"
+    assert queue.popleft() == "a"
     assert queue.low()  # 2 of 4 waiting: worth a claim
-    assert queue.drain() == ["b", "c"] and queue.room() == 4 and queue.take() is None
+    queue.clear()
+    assert queue.room() == 4
