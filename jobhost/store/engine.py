@@ -34,7 +34,6 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from jobhost.clock import Clock, utc_instant
-from jobhost.store.dialect import Database
 from jobhost.store.pooling import PoolingMode
 from jobhost.store.postgres import DEADLINE_MARGIN, Postgres
 from jobhost.store.sqlite import (
@@ -53,6 +52,7 @@ __all__ = [
     "DEADLINE_MARGIN",
     "DEFAULT_STATEMENT_TIMEOUT",
     "BatchValue",
+    "Database",
     "StoreRetry",
     "StoreTime",
     "UTCDateTime",
@@ -87,6 +87,8 @@ DEFAULT_IDLE_TRANSACTION_TIMEOUT = 60.0
 """Seconds; the ``lease_duration`` setting's default, which a host's engine uses."""
 _ANSWER_FRESH = 1.0
 """Seconds one look of :func:`answers` stands for every caller."""
+Database = Postgres | SQLite
+"""What differs between the store's two databases, one class each; :func:`database` picks it."""
 _DATABASES: dict[str, Database] = {"postgresql": Postgres(), "sqlite": SQLite()}
 
 
@@ -196,7 +198,7 @@ def writing(engine: Engine, clock: Clock) -> Iterator[tuple[Connection, datetime
 
 def database_now(connection: Connection, fallback: Clock) -> datetime:
     """The database's current instant on PostgreSQL; ``fallback()`` on SQLite."""
-    return _DATABASES[connection.dialect.name].now(connection, fallback)
+    return database(connection).now(connection, fallback)
 
 
 def store_now(engine: Engine, fallback: Clock) -> datetime:
@@ -250,7 +252,7 @@ def built(connection: Connection, name: str, build: Callable[[Database], Any]) -
     key = (name, connection.dialect.name)
     statement = _BUILT.get(key)
     if statement is None:
-        statement = _BUILT[key] = build(_DATABASES[connection.dialect.name])
+        statement = _BUILT[key] = build(database(connection))
     return statement
 
 
@@ -260,7 +262,8 @@ _BUILT: dict[tuple[str, str], Any] = {}
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
     """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
     SQLite transaction of the store holds the write lock)."""
-    return _DATABASES[connection.dialect.name].locked(statement, skip_locked=True)
+    found: Select[Any] = database(connection).locked(statement, skip_locked=True)
+    return found
 
 
 COPY_FROM = 100

@@ -30,13 +30,21 @@ _NOW = text("SELECT clock_timestamp()")
 
 
 class Postgres:
+    # Whether a batch of any size travels as one parameter (JSON rows) of one text the server
+    # plans once; elsewhere as an executemany.
     batches = True
+    # Whether hosts hear a change by LISTEN; elsewhere they read the signal counter.
     listens = True
+    # Whether the database is a server: its clock is the store's, and it answers in a process
+    # of its own; elsewhere it answers in this process, and the host's clock is the store's.
     server = True
+    # Whether a column holds only values of its type (an instant as a time, not text).
     typed = True
+    # Whether a LATERAL subquery with a LIMIT is probed a row at a time, where a plain join is
+    # planned as a hash join over the whole table.
     lateral = True
-    marker = "%s"
-    instant_type = DateTime(timezone=True)
+    marker = "%s"  # the driver's parameter marker in a raw statement
+    instant_type = DateTime(timezone=True)  # the column type of UTCDateTime
 
     def open(
         self,
@@ -100,6 +108,8 @@ class Postgres:
         return func.string_agg(value, aggregate_order_by(literal(separator), *order))
 
     def channel(self, connection: Connection) -> str:
+        # As the connection's schema names it: a direct listener's URL need not repeat the
+        # store's search path.
         return str(connection.execute(_CHANNEL).scalar_one())
 
     def store_file(self, engine: Engine) -> None:

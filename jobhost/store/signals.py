@@ -4,7 +4,7 @@ PostgreSQL delivers a NOTIFY to every host listening on the store's channel: one
 named from the schema the connection works in, so stores that share a database do not wake each
 other's hosts (NOTIFY itself reaches every listener of the database). SQLite has no
 such thing, so commands bump a counter in the transaction, and once it commits ring the
-doorbell beside the store file (:mod:`jobhost.store.doorbell`): each waiting process sleeps on
+doorbell beside the store file (:mod:`jobhost.store.sqlite`): each waiting process sleeps on
 its own socket there, reads the counter when rung, and wakes the loop when it moved. Nothing
 wakes a watcher while nobody signals. A host's heartbeat also reads the counter
 (:meth:`SignalWatcher.look`), so a ring lost to a writer killed between its commit and its ring
@@ -35,10 +35,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
-from jobhost.store.doorbell import Doorbell
 from jobhost.store.engine import StoreRetry, database, reading
 from jobhost.store.pooling import pooling_of
 from jobhost.store.schema import signals
+from jobhost.store.sqlite import Doorbell
 
 if TYPE_CHECKING:
     import psycopg

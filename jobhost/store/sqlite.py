@@ -5,12 +5,24 @@ lets readers (``jobhost report``) proceed meanwhile. The store's time is the hos
 A store file this process may not write (the file, or its directory, where SQLite keeps the
 WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``)
 work, and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
+
+Processes sharing the file wake each other through a doorbell beside it (``jobhost.db`` ->
+``jobhost.db-signals/``): each process that waits for the hosts' signal binds a Unix datagram
+socket there, and a writer whose transaction signalled rings every socket once it has committed.
+A waiter sleeps in ``recv`` until rung: an idle store costs no wake-up. A socket whose process
+died is removed by the next ring (the kernel refuses the datagram). Where the mechanism is
+unavailable (no ``AF_UNIX``, a directory this process may not write, a path longer than a socket
+address holds), :meth:`Doorbell.open` answers None and the caller polls instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import socket
 import sqlite3
+import stat
 import threading
 import weakref
 from collections.abc import Callable
@@ -24,7 +36,6 @@ from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.clock import Clock, utc_instant
-from jobhost.store.doorbell import ring
 
 _BUSY_MS = 30_000
 READ_ONLY = "jobhost_read_only"
@@ -96,7 +107,9 @@ class SQLite:
         raise NotImplementedError("SQLite has no LISTEN: its hosts read the signal counter")
 
     def store_file(self, engine: Engine) -> Path | None:
-        return store_file(engine)
+        # Unlike sqlite_path(engine.url), it knows the file of an engine whose URL is a
+        # ``file:`` URI (every command's, see open()).
+        return _STORE_FILES.get(engine)
 
     @staticmethod
     def bind_instant(value: datetime | None) -> str | None:
@@ -118,13 +131,6 @@ class SQLite:
                 return slow(value, dialect)  # text with an offset of its own, or no time
 
         return process
-
-
-def store_file(engine: Engine) -> Path | None:
-    """The SQLite file the engine opened, absolute; None for PostgreSQL or an in-memory
-    database. Unlike :func:`sqlite_path` of ``engine.url``, it knows the file of an engine whose
-    URL is a ``file:`` URI (every command's, see :meth:`SQLite.open`)."""
-    return _STORE_FILES.get(engine)
 
 
 def is_read_only(engine: Engine) -> bool:
@@ -244,7 +250,7 @@ def _end(connection: Connection, statement: str) -> None:
             raw.execute(statement)
     finally:
         _release(connection)
-    path = store_file(connection.engine)
+    path = _STORE_FILES.get(connection.engine)
     if rings and statement == "COMMIT" and path is not None:
         ring(path)
 
@@ -253,3 +259,113 @@ def _release(connection: Connection) -> None:
     lock = connection.info.pop(_WRITE_LOCK, None)
     if lock is not None:
         lock.release()
+
+
+_SUFFIX = "-signals"
+_LONGEST_ADDRESS = 100
+"""Bytes of a socket path every platform takes (Linux 107, macOS and the BSDs 103)."""
+
+
+def ring(store: Path) -> None:
+    """Wake every process waiting beside the SQLite file ``store``; call after the commit."""
+    directory = _directory(store)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return  # nobody has ever waited beside this store
+    if not names or not hasattr(socket, "AF_UNIX"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        for name in names:
+            _ring_one(sender, directory / name)
+
+
+class Doorbell:
+    """This process's socket beside a store file; wait on it for the next ring."""
+
+    def __init__(self, path: Path, sock: socket.socket) -> None:
+        self._path = path
+        self._socket = sock
+
+    @classmethod
+    def open(cls, store: Path) -> Doorbell | None:
+        """A bound doorbell, or None where the mechanism is unavailable (poll instead)."""
+        if not hasattr(socket, "AF_UNIX"):
+            return None
+        directory = _directory(store)
+        path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
+        if len(os.fsencode(path)) > _LONGEST_ADDRESS:
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            mode = _store_mode(store)
+            _make_directory(directory, mode)
+            sock.bind(str(path))
+            # As SQLite gives its -wal and -shm files: whoever may write the store may ring.
+            os.chmod(path, mode)
+        except OSError:
+            sock.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        return cls(path, sock)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Sleep until rung or ``timeout`` seconds (None: no limit); whether it was rung.
+        Rings that arrived meanwhile count as one."""
+        self._socket.settimeout(timeout)
+        try:
+            self._socket.recv(16)
+        except TimeoutError:
+            return False
+        self._socket.setblocking(False)
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while True:
+                self._socket.recv(16)
+        return True
+
+    def interrupt(self) -> None:
+        """Ring this doorbell alone: a waiter on another thread of this process returns."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            sender.setblocking(False)
+            _ring_one(sender, self._path)
+
+    def close(self) -> None:
+        self._socket.close()
+        with contextlib.suppress(OSError):
+            self._path.unlink()
+
+
+def _ring_one(sender: socket.socket, path: Path) -> None:
+    try:
+        sender.sendto(b"!", str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        # Its process has gone: nobody will read it again.
+        if path.suffix == ".sock":
+            with contextlib.suppress(OSError):
+                path.unlink()
+    except OSError:
+        pass  # its queue is full (a ring is already waiting) or it is not ours to ring
+
+
+def _directory(store: Path) -> Path:
+    return store.with_name(f"{store.name}{_SUFFIX}")
+
+
+def _store_mode(store: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(store).st_mode) & 0o666
+    except OSError:
+        return 0o644  # not created yet: SQLite makes it 0644 under the usual umask
+
+
+def _make_directory(directory: Path, mode: int) -> None:
+    # Searchable wherever readable: a user who may read the store may list the doorbells.
+    wanted = mode | 0o700 | ((mode & 0o444) >> 2)
+    try:
+        directory.mkdir()
+    except FileExistsError:
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(directory, wanted)
