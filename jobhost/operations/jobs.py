@@ -35,7 +35,7 @@ from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import ScheduleRecord, StateChange, StateEntry, StateHeld
 from jobhost.rules import desired_schedules
 from jobhost.store import Store
-from jobhost.store.actions import Paused
+from jobhost.store.actions import ChangeState, Paused, Request, SetPaused
 
 __all__ = [
     "KEY_LIMIT",
@@ -93,9 +93,8 @@ def pause_jobs(
     declared = {
         job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
     }
-    done = store.set_paused_logged(
-        jobs, paused=True, actor=actor, reason=reason, clock=store.clock, schedules=declared
-    )
+    pause = SetPaused(jobs, paused=True, schedules=declared)
+    done = store.act(pause, actor=actor, reason=reason, clock=store.clock)
     results = []
     for job, paused in zip(jobs, done, strict=True):
         assert paused is not None, f"job {job} has a schedule row once synced"
@@ -111,9 +110,7 @@ def resume_jobs(
     reason: str | None = None,
 ) -> list[Paused | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
-    return store.set_paused_logged(
-        jobs, paused=False, actor=actor, reason=reason, clock=store.clock
-    )
+    return store.act(SetPaused(jobs, paused=False), actor=actor, reason=reason, clock=store.clock)
 
 
 def request_trigger(
@@ -126,9 +123,8 @@ def request_trigger(
 ) -> str:
     """Queue a manual run of ``job``; the request's id. ``beside_limit`` starts it even in a
     full concurrency group (``--now``)."""
-    queued = store.request_logged(
-        job, actor=actor, reason=reason, clock=store.clock, beside_limit=beside_limit
-    )
+    request = Request(job, beside_limit=beside_limit)
+    queued = store.act(request, actor=actor, reason=reason, clock=store.clock)
     assert queued.id is not None, "a request with no policy is never refused"
     return queued.id
 
@@ -323,9 +319,8 @@ def change_state(
     if value is not None and len(value) > VALUE_LIMIT:
         raise BadStateInput(f"the value is {len(value)} characters; keep it to {VALUE_LIMIT}")
     try:
-        done = store.change_state_logged(
-            job, key, value, actor=actor, reason=reason, clock=store.clock
-        )
+        change = ChangeState(job, key, value)
+        done = store.act(change, actor=actor, reason=reason, clock=store.clock)
     except StateHeld as held:
         run = held.run
         since = f" since {short_utc(run.started_at)}" if run.started_at is not None else ""

@@ -1,5 +1,4 @@
-"""Hosts: who is alive, since when, and how far each one's clock is from the database's. A
-host's own row is written by :mod:`jobhost.store.ledger` (start, heartbeat, stop)."""
+"""Hosts: who is alive, and since when (their rows are written by :mod:`jobhost.store.ledger`)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,13 @@
 """A store behind a connection pooler.
 
 A session-mode pooler (or none) gives each connection one server session for its life, so the
-store's settings travel as the startup parameter ``options`` (:mod:`jobhost.store.engine`). A
-transaction-mode pooler (PgBouncer's ``pool_mode = transaction``) hands each transaction
-whichever server connection is free: a prepared statement, a session setting or a ``LISTEN``
-made in one transaction is gone, or someone else's, in the next. With ``store_pooling =
-"transaction"`` the engine prepares nothing, sends no ``options``, and sets what the session
-would have held with ``set_config(..., true)`` (``SET LOCAL``) at the start of every
-transaction; wake-ups come through ``store_listen_url`` or by polling
-(:mod:`jobhost.store.signals`).
-
-Without it, a host that finds itself behind a transaction pooler stops at start-up
-(:func:`check_pooling`): its timeouts would silently not hold, and its prepared statements
-would collide with other clients'.
+store's settings travel as the startup parameter ``options``. A transaction-mode pooler hands
+each transaction whichever server connection is free: a prepared statement, a setting or a
+``LISTEN`` is gone, or someone else's, in the next. With ``store_pooling = "transaction"`` the
+engine prepares nothing, sends no ``options``, and sets what the session would have held with
+``set_config(..., true)`` at the start of every transaction; wake-ups come through
+``store_listen_url`` or by polling. Without it, a host behind a transaction pooler stops at
+start-up (:func:`check_pooling`): its timeouts would not hold.
 """
 
 from __future__ import annotations
@@ -137,14 +132,9 @@ def startup_refused(error: BaseException) -> TransactionPoolerError | None:
 def check_pooling(engine: Engine) -> None:
     """Raise :class:`TransactionPoolerError` when ``engine`` pools sessions (``none``) but its
     transactions do not keep one server process; warn when its sessions lack the settings
-    their ``options`` asked for (a session pooler that drops the parameter).
-
-    Two transactions of one connection, with one of another connection between them: directly
-    or through a session pooler, each connection keeps its own server process. A transaction
-    pooler returns the first connection's server to its pool at commit and lends it to the
-    next transaction (PgBouncer lends the most recently used), so the other connection gets
-    the same process, or the first one gets another.
-    """
+    their ``options`` asked for. Two transactions of one connection, with one of another
+    between them: a transaction pooler lends the first one's server process to the other (or
+    the first one gets another)."""
     # Only a server's engine has a pooling set (SQLite's has no connections to compare).
     pooling = _POOLINGS.get(engine)
     if pooling is None or pooling.per_transaction:

@@ -1,9 +1,6 @@
 """The store on PostgreSQL, the database for several replicas: its clock is the store's, its
-row locks let replicas claim side by side, and ``LISTEN``/``NOTIFY`` wakes the hosts.
-
-Every wait for the server also has a deadline kept by the client
-(:mod:`jobhost.store.deadline`): the statement timeout plus :data:`DEADLINE_MARGIN`, so that a
-server hung behind a live TCP peer costs a connection, never a thread.
+row locks let replicas claim side by side, and ``LISTEN``/``NOTIFY`` wakes the hosts. Every wait
+for the server has a deadline kept by the client (:mod:`jobhost.store.deadline`).
 """
 
 from __future__ import annotations
@@ -136,7 +133,7 @@ class Postgres:
 
 
 def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:
-    """The server settings the store's timeouts ask for (0: off, not sent), in milliseconds."""
+    """The server settings the store's timeouts ask for (0: not sent), in milliseconds."""
     wanted = {
         "statement_timeout": statement,
         "idle_in_transaction_session_timeout": idle_transaction,
@@ -160,17 +157,14 @@ def _connect_timeouts(connect: float) -> dict[str, Any]:
 
 
 def _startup_options(url: URL, server: dict[str, str]) -> dict[str, Any]:
-    """libpq's ``options`` for the server settings and the session's zone; the URL's own
-    ``options`` are kept."""
+    """libpq's ``options`` for the server settings and the session's zone, after the URL's."""
     wanted = " ".join(f"-c {name}={value}" for name, value in server.items())
     given = url.query.get("options", "")
     given = given if isinstance(given, str) else " ".join(given)
-    # The session's zone is UTC unless the URL's options name another (theirs come after, and
-    # win). The driver then decodes each instant straight to UTC; under any other zone name (a
-    # server's default ``Etc/UTC`` too) it makes a zoned value that every read moves to UTC
-    # again: a third of the time of reading 10,000 schedule rows. Nothing the store does
-    # depends on the session's zone: every time is a timestamptz, compared as an instant. An
-    # engine with no server setting to send sends no options at all, as before.
+    # The session's zone is UTC unless the URL's options name another: the driver then decodes
+    # each instant straight to UTC, where any other zone name (``Etc/UTC`` too) makes a zoned
+    # value every read moves to UTC again (a third of reading 10,000 schedule rows). Every
+    # stored time is a timestamptz: nothing depends on the session's zone.
     if not (wanted or given):
         return {}
     return {"options": f"-c TimeZone=UTC {given} {wanted}".strip()}

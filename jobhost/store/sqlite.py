@@ -58,9 +58,8 @@ class SQLite:
     typed = False
     lateral = False
     marker = "?"
+    # An instant's naive UTC text, fixed width: text order is time order.
     instant_type = String(32)
-    """The naive UTC text of an instant (SQLite has no time type), fixed width: text order is
-    time order in comparisons."""
 
     def open(self, url: URL, create: bool, options: dict[str, Any], **_timeouts: Any) -> Engine:
         path = sqlite_path(url)
@@ -134,7 +133,7 @@ class SQLite:
 
 
 def is_read_only(engine: Engine) -> bool:
-    """Whether the engine's SQLite file was opened read-only (this process may not write it)."""
+    """Whether the engine's SQLite file was opened read-only."""
     return engine in _READ_ONLY_ENGINES
 
 
@@ -155,8 +154,8 @@ when the space or the device does, as a server does after an outage."""
 
 
 def is_away(error: BaseException) -> bool:
-    """Whether ``error`` is the driver's own, of a file that cannot be written: SQLite's COMMIT
-    is sent by the engine's own commit event, beneath SQLAlchemy's wrapping."""
+    """Whether ``error`` is the driver's own (SQLite's COMMIT is sent beneath SQLAlchemy's
+    wrapping), of a file that cannot be written."""
     code = getattr(error, "sqlite_errorcode", None)
     return isinstance(error, sqlite3.OperationalError) and (
         isinstance(code, int) and code & 0xFF in _AWAY
@@ -165,8 +164,7 @@ def is_away(error: BaseException) -> bool:
 
 def _text(value: datetime) -> str:
     """The text of ``value``, remembered: a claim of a thousand runs binds the same few
-    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
-    every thread: a dict's get and set are atomic."""
+    instants thousands of times. Shared by every thread: a dict's get and set are atomic."""
     # A naive value equals no aware key, so it misses here and utc_instant refuses it.
     known = _TEXTS.get(value)
     if known is None:
@@ -190,7 +188,6 @@ def _not_writable(path: Path) -> bool:
 
 
 def _file_url(url: URL, path: Path, read_only: bool) -> URL:
-    """``url`` naming ``path`` as a ``file:`` URI: read-only, or refusing to create the file."""
     query = {"mode": "ro" if read_only else "rw", "uri": "true"}
     # With no WAL file beside it, nothing is pending: the file alone is the whole store, and
     # "immutable" lets SQLite read it without creating the -shm it has no right to create.
@@ -282,16 +279,16 @@ def ring(store: Path) -> None:
 
 
 class Doorbell:
-    """This process's socket beside a store file; wait on it for the next ring."""
+    """This process's socket beside a store file, rung by :func:`ring`."""
 
     def __init__(self, path: Path, sock: socket.socket) -> None:
         self._path = path
         self._socket = sock
 
     @classmethod
-    def open(cls, store: Path) -> Doorbell | None:
+    def open(cls, store: Path | None) -> Doorbell | None:
         """A bound doorbell, or None where the mechanism is unavailable (poll instead)."""
-        if not hasattr(socket, "AF_UNIX"):
+        if store is None or not hasattr(socket, "AF_UNIX"):
             return None
         directory = _directory(store)
         path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
@@ -312,8 +309,8 @@ class Doorbell:
         return cls(path, sock)
 
     def wait(self, timeout: float | None) -> bool:
-        """Sleep until rung or ``timeout`` seconds (None: no limit); whether it was rung.
-        Rings that arrived meanwhile count as one."""
+        """Sleep until rung (rings meanwhile count as one) or ``timeout`` seconds (None: no
+        limit); whether it was rung."""
         self._socket.settimeout(timeout)
         try:
             self._socket.recv(16)
