@@ -34,8 +34,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from jobhost.clock import Clock, utc_instant
-from jobhost.store.pooling import PoolingMode
-from jobhost.store.postgres import DEADLINE_MARGIN, Postgres
+from jobhost.store.postgres import DEADLINE_MARGIN, PoolingMode, Postgres
 from jobhost.store.sqlite import (
     READ_ONLY,
     SQLite,
@@ -108,7 +107,7 @@ def create_store_engine(
     ``connect_timeout`` bounds opening a connection, waiting for one from the pool, and
     unacknowledged data; ``statement_timeout`` each statement; ``idle_transaction_timeout`` a
     transaction left idle, whose locked rows every other replica would skip for ever.
-    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
+    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.postgres`).
     """
     parsed = make_url(url)
     if parsed.drivername in {"postgresql", "postgres"}:

@@ -73,11 +73,8 @@ def count_wrong_guess(
     ``keys``: callers list them in one order, so two at once lock them alike and never deadlock.
     With ``purge``, the windows before the previous one are deleted."""
     with engine.begin() as connection:
-        statement = (
-            database(connection)
-            .insert(wrong_guesses)
-            .values([{"key": key, "minute": minute, "count": 1} for key in keys])
-        )
+        rows = [{"key": key, "minute": minute, "count": 1} for key in keys]
+        statement = database(connection).insert(wrong_guesses).values(rows)
         statement = statement.on_conflict_do_update(
             index_elements=["key", "minute"],
             set_={"count": wrong_guesses.c.count + 1},

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.engine import StoreRetry, database, reading
-from jobhost.store.pooling import pooling_of
+from jobhost.store.postgres import pooling_of
 from jobhost.store.schema import signals
 from jobhost.store.sqlite import Doorbell
 
@@ -114,14 +114,9 @@ class SignalWatcher:
         if not database(self._engine).listens:
             self._poll()
         elif _listen_dsn(self._engine) is None:
-            self._poll_counter()
+            self._poll_stamps(None, _POOLED_POLL_SECONDS)
         else:
             self._listen()
-
-    def _poll_counter(self) -> None:
-        self._read_counter()
-        while not self._stopped.wait(_POOLED_POLL_SECONDS):
-            self._read_counter()
 
     def _listen(self) -> None:
         import psycopg  # PostgreSQL only: an SQLite store's command need not import it
@@ -194,9 +189,11 @@ class SignalWatcher:
                 self._doorbell = None
             doorbell.close()
 
-    def _poll_stamps(self, path: Path | None) -> None:
+    def _poll_stamps(self, path: Path | None, seconds: float = _SQLITE_POLL_SECONDS) -> None:
+        """Read the counter every ``seconds``; of a store file, only once it was written."""
+        self._read_counter()
         stamp: tuple[tuple[int, int, int], ...] | None = None
-        while not self._stopped.wait(_SQLITE_POLL_SECONDS):
+        while not self._stopped.wait(seconds):
             if path is not None:
                 looked = _stamp(path)
                 if looked == stamp:

@@ -78,8 +78,10 @@ class SQLite:
             _STORE_FILES[engine] = path
         event.listen(engine, "connect", lambda raw, _record: _on_connect(raw, read_only))
         event.listen(engine, "begin", _on_begin)
-        event.listen(engine, "commit", _on_commit)
-        event.listen(engine, "rollback", _on_rollback)
+        # The commit event comes before the driver's commit: the transaction ends there, so the
+        # lock is released only once the write is durable and the file's lock is free.
+        event.listen(engine, "commit", lambda connection: _end(connection, "COMMIT"))
+        event.listen(engine, "rollback", lambda connection: _end(connection, "ROLLBACK"))
         return engine
 
     def now(self, connection: Connection, fallback: Clock) -> datetime:
@@ -96,7 +98,7 @@ class SQLite:
 
     def notify(self, connection: Connection) -> None:
         # Once this transaction commits, the processes waiting beside the file are woken (see
-        # :mod:`jobhost.store.doorbell`); a rollback rings nobody.
+        # :func:`ring`); a rollback rings nobody.
         connection.info[_RING] = True
 
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
@@ -225,16 +227,6 @@ def _on_begin(connection: Connection) -> None:
     except BaseException:
         _release(connection)
         raise
-
-
-def _on_commit(connection: Connection) -> None:
-    # The commit event comes before the driver's commit: end the transaction here, so the
-    # lock is released only once the write is durable and the file's lock is free.
-    _end(connection, "COMMIT")
-
-
-def _on_rollback(connection: Connection) -> None:
-    _end(connection, "ROLLBACK")
 
 
 def _end(connection: Connection, statement: str) -> None:

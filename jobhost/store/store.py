@@ -23,7 +23,7 @@ from jobhost.store import (
     ledger,
     migrate,
     outcome_counts,
-    pooling,
+    postgres,
     purge,
     reports,
     runtime,
@@ -149,7 +149,7 @@ class Store:
     upgrade = _Own(migrate.upgrade)
     current_revision = _Own(migrate.current_revision)
     audit_store = _Own(integrity.audit_store)
-    check_pooling = _Own(pooling.check_pooling)
+    check_pooling = _Own(postgres.check_pooling)
     health_rows = _ReadAt(integrity.health_rows)
     catalog_versions = _Read(snapshot.catalog_versions)
 
