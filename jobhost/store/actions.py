@@ -252,19 +252,13 @@ def _iso(instant: datetime) -> str:
 
 @dataclass(frozen=True)
 class RunAction(Action[_Done]):
-    """An action on run ``run_id``, given it locked (None: no such run); its ``check`` is given
-    the run and what the action reads of it, and returns the run or raises to refuse."""
+    """An action on run ``run_id``, which it locks first; its ``check`` is given the run (None:
+    no such run) and what the action reads of it, and returns the run or raises to refuse."""
 
     run_id: str
 
-    def apply(self, connection: Connection, entry: ChangeEntry) -> _Done:
-        found = get_run(connection, self.run_id, for_update=True)
-        return self.apply_to(connection, found, entry)
-
-    def apply_to(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> _Done:
-        raise NotImplementedError
+    def locked(self, connection: Connection) -> RunRecord | None:
+        return get_run(connection, self.run_id, for_update=True)
 
 
 @dataclass(frozen=True)
@@ -274,9 +268,8 @@ class Retry(RunAction[RetryWritten]):
 
     check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord]
 
-    def apply_to(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> RetryWritten:
+    def apply(self, connection: Connection, entry: ChangeEntry) -> RetryWritten:
+        found = self.locked(connection)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = self.check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
@@ -293,10 +286,8 @@ class Cancel(RunAction[CancelWritten]):
 
     check: Callable[[RunRecord | None, datetime], RunRecord]
 
-    def apply_to(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> CancelWritten:
-        run = self.check(found, entry.at)
+    def apply(self, connection: Connection, entry: ChangeEntry) -> CancelWritten:
+        run = self.check(self.locked(connection), entry.at)
         if run.outcome == PENDING:
             done = _finish_pending(connection, run.id, entry)
             state = "cancelled" if done else "started"
@@ -322,9 +313,8 @@ class Ack(RunAction[Acknowledged]):
 
     check: Callable[[RunRecord | None, Resolution | None], RunRecord]
 
-    def apply_to(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> Acknowledged:
+    def apply(self, connection: Connection, entry: ChangeEntry) -> Acknowledged:
+        found = self.locked(connection)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = self.check(found, resolved)
         before = {"run_id": run.id, "outcome": run.outcome}

@@ -488,8 +488,6 @@ class StoreRetry:
     waits: Sequence[float]
     """Seconds between tries; the last repeats."""
     retry_on: Callable[[BaseException], bool] = is_store_down
-    max_attempts: int | None = None
-    """Tries in all, the first included; None: no limit."""
     give_up: Callable[[int], bool] | None = None
     """Given the number of tries made, whether to stop now."""
     stopping: threading.Event | None = None
@@ -524,8 +522,6 @@ class StoreRetry:
     def _stop(self, state: RetryCallState) -> bool:
         tries = state.attempt_number
         if self.stopping is not None and self.stopping.is_set():
-            return True
-        if self.max_attempts is not None and tries >= self.max_attempts:
             return True
         return self.give_up is not None and self.give_up(tries)
 

@@ -81,11 +81,8 @@ def last_lines(
         lines = list(reversed(newest_first[: count + 1]))
         if not lines:
             continue
-        if len(lines) > count:
-            previous, lines = lines[0], lines[1:]
-            found[run_id] = _with_gaps(lines, previous, previous.seq)
-        else:
-            found[run_id] = _with_gaps(lines, None, 0)
+        previous = lines.pop(0) if len(lines) > count else None
+        found[run_id] = _with_gaps(lines, previous, 0 if previous is None else previous.seq)
     return found
 
 

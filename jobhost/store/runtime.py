@@ -252,9 +252,6 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
     }
 
 
-Check = Callable[[RuntimeJobRow | None], None]
-
-
 @dataclass(frozen=True)
 class Written:
     """What :func:`write_runtime_job` did: ``lost`` when another writer changed the job between
@@ -273,7 +270,7 @@ def write_runtime_job(
     *,
     actor: str,
     clock: Clock,
-    check: Check,
+    check: Callable[[RuntimeJobRow | None], None],
     schedule: Sequence[DesiredSchedule] = (),
     group: str | None = None,
     wait_for_writers: bool = False,
