@@ -1,18 +1,12 @@
 """Operators' actions as store operations: :func:`act` makes an :class:`Action`'s change and
 writes its entry in the change log (``job_changes``) in one transaction, so an action is never
-done without its entry nor logged without being done. Each write wakes every host at once
-(NOTIFY on PostgreSQL, the signal counter on SQLite).
+done without its entry nor logged without being done. Each write wakes every host at once.
 
-A retry is a pending run row for the same occurrence and idempotency key at the next attempt,
-due at once. A cancel is written on the running run's row; its host sees it after the signal
-and cancels the run cooperatively. An acknowledgement is only a change-log entry (``ack``):
-whether a failure is open is derived, never stored (``jobhost.store.failures``). A run action
-locks the run and lets its ``check`` refuse (by raising: nothing is written) first.
-
-A change of a job's durable state goes through the fence a state that belongs to no run uses
-(:mod:`jobhost.store.ledger`): the schedule row is held for the transaction and the value written
-with the job's current fencing token. It is refused while a run of the job is running: that run
-holds the state, and a value changed under it would be lost or half-applied.
+A retry is a pending run for the same work at the next attempt, due at once. A cancel is
+written on the running run's row, and its host cancels the run cooperatively. An
+acknowledgement is only a change-log entry: whether a failure is open is derived, never stored.
+A change of a job's state is written with the job's fencing token, and refused while a run of
+the job is running: that run holds the state, and a value changed under it would be lost.
 """
 
 from __future__ import annotations

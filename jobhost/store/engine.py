@@ -1,7 +1,5 @@
 """Opening the store and speaking to it: one engine per process, tuned for each database
-(:mod:`jobhost.store.sqlite`, the embedded default; :mod:`jobhost.store.postgres`, for several
-replicas, a bare ``postgresql://`` URL given the psycopg 3 driver); :func:`database` says which.
-"""
+(:mod:`jobhost.store.sqlite`, :mod:`jobhost.store.postgres`); :func:`database` says which."""
 
 from __future__ import annotations
 
@@ -78,14 +76,12 @@ __all__ = [
 ]
 
 _log = logging.getLogger("jobhost.store")
+# Seconds: the defaults of store_connect_timeout, store_statement_timeout and lease_duration
+# (which a host's engine uses for the idle transaction timeout).
 DEFAULT_CONNECT_TIMEOUT = 10.0
-"""Seconds; the ``store_connect_timeout`` setting's default."""
 DEFAULT_STATEMENT_TIMEOUT = 60.0
-"""Seconds; the ``store_statement_timeout`` setting's default."""
 DEFAULT_IDLE_TRANSACTION_TIMEOUT = 60.0
-"""Seconds; the ``lease_duration`` setting's default, which a host's engine uses."""
-_ANSWER_FRESH = 1.0
-"""Seconds one look of :func:`answers` stands for every caller."""
+_ANSWER_FRESH = 1.0  # seconds one look of answers() stands for every caller
 Database = Postgres | SQLite
 """What differs between the store's two databases, one class each; :func:`database` picks it."""
 _DATABASES: dict[str, Database] = {"postgresql": Postgres(), "sqlite": SQLite()}

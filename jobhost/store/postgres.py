@@ -95,7 +95,13 @@ class Postgres:
             server = {}
         options["connect_args"] = {**args, **options.get("connect_args", {})}
         engine = create_engine(url, **options)
-        set_locally(engine, pooled, server)
+        _POOLINGS[engine] = pooled
+        if server:  # pooled per transaction: each one sets them as SET LOCAL would
+            statement = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in server)
+            values = tuple(item for pair in server.items() for item in pair)
+            event.listen(
+                engine, "begin", lambda connection: connection.exec_driver_sql(statement, values)
+            )
         if statement_timeout > 0:
             from jobhost.store.deadline import keep_deadline
 
@@ -244,21 +250,6 @@ class PooledOptionsError(JobhostError):
 
 def pooling_of(engine: Engine) -> Pooling:
     return _POOLINGS.get(engine, Pooling())
-
-
-def set_locally(engine: Engine, pooling: Pooling, settings: dict[str, str]) -> None:
-    """Remember ``pooling`` for ``engine``; when it pools transactions, give every transaction
-    the server ``settings`` (name to value) as ``SET LOCAL`` would, in one statement."""
-    _POOLINGS[engine] = pooling
-    if not pooling.per_transaction or not settings:
-        return
-    statement = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings)
-    values = tuple(item for pair in settings.items() for item in pair)
-
-    def begin(connection: Connection) -> None:
-        connection.exec_driver_sql(statement, values)
-
-    event.listen(engine, "begin", begin)
 
 
 def option_pairs(url: URL) -> dict[str, str]:

@@ -73,7 +73,7 @@ def _purge_runs(
 
 
 def _purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -> int:
-    """Hosts stopped before ``before``, or never heard from since then (killed)."""
+    # Hosts stopped before ``before``, or never heard from since then (killed).
     gone = or_(
         hosts.c.stopped_at < before,
         and_(hosts.c.stopped_at.is_(None), hosts.c.last_seen_at < before),

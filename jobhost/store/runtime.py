@@ -119,7 +119,6 @@ class RuntimeJobs:
 
     change_id: int
     rows: list[RuntimeJobRow]
-    """Empty, and not read, when the newest change is still the ``seen`` one asked with."""
 
 
 def list_runtime_jobs(

@@ -68,9 +68,8 @@ wrong_guesses = Table(
 def count_wrong_guess(
     engine: Engine, keys: Sequence[str], minute: int, *, purge: bool = False
 ) -> dict[str, int]:
-    """Add one wrong guess to each of ``keys`` (each at most :data:`GUESS_KEY_LENGTH`
-    characters) in ``minute``; each key's count there now. The rows are written in the order of
-    ``keys``: callers list them in one order, so two at once lock them alike and never deadlock.
+    """Add one wrong guess to each of ``keys`` in ``minute``; each key's count there now. Rows
+    are written in the order of ``keys``, so two callers lock them alike and never deadlock.
     With ``purge``, the windows before the previous one are deleted."""
     with engine.begin() as connection:
         rows = [{"key": key, "minute": minute, "count": 1} for key in keys]

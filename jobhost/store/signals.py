@@ -43,10 +43,10 @@ __all__ = ["ChangeSignal", "SignalWatcher", "notify"]
 
 _log = logging.getLogger("jobhost.store")
 
+# How often a host (a command waiting for a host's answer) behind a transaction pooler with no
+# direct URL reads the counter.
 _POOLED_POLL_SECONDS = 1.0
-"""How often a host behind a transaction pooler with no direct URL reads the counter."""
 _POOLED_SIGNAL_SECONDS = 0.25
-"""The same for a command waiting for a host's answer: a short wait, a tiny read."""
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_WAITS = (0.5, 1.0, 2.0, 5.0)
 """Pauses before the watcher connects again: a restarted server is back within a second or two."""

@@ -262,12 +262,7 @@ def ring(store: Path) -> None:
         names = os.listdir(directory)
     except OSError:
         return  # nobody has ever waited beside this store
-    if not names or not hasattr(socket, "AF_UNIX"):
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-        sender.setblocking(False)
-        for name in names:
-            _ring_one(sender, directory / name)
+    _ring([directory / name for name in names])
 
 
 class Doorbell:
@@ -316,9 +311,7 @@ class Doorbell:
 
     def interrupt(self) -> None:
         """Ring this doorbell alone: a waiter on another thread of this process returns."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-            sender.setblocking(False)
-            _ring_one(sender, self._path)
+        _ring([self._path])
 
     def close(self) -> None:
         self._socket.close()
@@ -326,16 +319,21 @@ class Doorbell:
             self._path.unlink()
 
 
-def _ring_one(sender: socket.socket, path: Path) -> None:
-    try:
-        sender.sendto(b"!", str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        # Its process has gone: nobody will read it again.
-        if path.suffix == ".sock":
-            with contextlib.suppress(OSError):
-                path.unlink()
-    except OSError:
-        pass  # its queue is full (a ring is already waiting) or it is not ours to ring
+def _ring(paths: list[Path]) -> None:
+    if not paths or not hasattr(socket, "AF_UNIX"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        for path in paths:
+            try:
+                sender.sendto(b"!", str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                # Its process has gone: nobody will read it again.
+                if path.suffix == ".sock":
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            except OSError:
+                pass  # its queue is full (a ring is already waiting) or it is not ours to ring
 
 
 def _directory(store: Path) -> Path:
