@@ -22,7 +22,7 @@ from jobhost.errors import (
 )
 from jobhost.store import Store, StoreError, check_not_newer, head_revision
 from jobhost.store.engine import sqlite_path
-from jobhost.store.pooling import startup_refused
+from jobhost.store.postgres import startup_refused
 
 __all__ = [
     "catalog_for",

@@ -16,6 +16,7 @@ from jobhost.operations.timefmt import iso_utc
 from jobhost.records import BackfillRecord, ScheduleRecord
 from jobhost.rules import MODES, FiringRules, desired_schedules, select_occurrences
 from jobhost.store import Store
+from jobhost.store.actions import Backfill
 from jobhost.store.snapshot import JobRead
 from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
@@ -147,18 +148,16 @@ def start_backfill(
     actor: str,
     reason: str | None,
 ) -> str:
-    return store.backfill_logged(
+    backfill = Backfill(
         spec.name,
         start=plan.start,
         end=plan.end,
         mode=plan.mode,
         occurrences=plan.occurrences,
         concurrency=concurrency,
-        actor=actor,
-        reason=reason,
-        clock=store.clock,
         schedules=desired_schedules({spec.name: spec}),
     )
+    return store.act(backfill, actor=actor, reason=reason, clock=store.clock)
 
 
 def cancel_backfill(

@@ -327,8 +327,8 @@ _PAGES = 20
 def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledged:
     """Resolve failed run ``run_id`` without a rerun. Refused for an unknown run, one that did
     not fail, and one already resolved."""
-    ack = Ack(lambda run, resolved: _check_ack(run_id, run, resolved))
-    return store.act_on_run(run_id, ack, actor=actor, reason=reason, clock=store.clock)
+    ack = Ack(run_id, lambda run, resolved: _check_ack(run_id, run, resolved))
+    return store.act(ack, actor=actor, reason=reason, clock=store.clock)
 
 
 def retry_failures(

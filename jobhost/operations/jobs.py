@@ -30,7 +30,7 @@ from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import ScheduleRecord, StateChange, StateEntry, StateHeld
 from jobhost.rules import desired_schedules
 from jobhost.store import Store
-from jobhost.store.actions import Paused
+from jobhost.store.actions import ChangeState, Paused, Request, SetPaused
 
 __all__ = [
     "KEY_LIMIT",
@@ -87,9 +87,8 @@ def pause_jobs(
     declared = {
         job: desired_schedules({job: catalog.jobs[job]}) for job in jobs if job in catalog.jobs
     }
-    done = store.set_paused_logged(
-        jobs, paused=True, actor=actor, reason=reason, clock=store.clock, schedules=declared
-    )
+    pause = SetPaused(jobs, paused=True, schedules=declared)
+    done = store.act(pause, actor=actor, reason=reason, clock=store.clock)
     assert None not in done, "every job has a schedule row once synced"
     return [paused for paused in done if paused is not None]
 
@@ -102,14 +101,12 @@ def resume_jobs(
     reason: str | None = None,
 ) -> list[Paused | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
-    return store.set_paused_logged(
-        jobs, paused=False, actor=actor, reason=reason, clock=store.clock
-    )
+    return store.act(SetPaused(jobs, paused=False), actor=actor, reason=reason, clock=store.clock)
 
 
 def request_trigger(store: Store, job: str, *, actor: str, reason: str | None) -> str:
     """Queue a manual run of ``job``; the request's id."""
-    queued = store.request_logged(job, actor=actor, reason=reason, clock=store.clock)
+    queued = store.act(Request(job), actor=actor, reason=reason, clock=store.clock)
     assert queued.id is not None, "a request with no policy is never refused"
     return queued.id
 
@@ -307,9 +304,8 @@ def change_state(
     if value is not None and len(value) > VALUE_LIMIT:
         raise BadStateInput(f"the value is {len(value)} characters; keep it to {VALUE_LIMIT}")
     try:
-        done = store.change_state_logged(
-            job, key, value, actor=actor, reason=reason, clock=store.clock
-        )
+        change = ChangeState(job, key, value)
+        done = store.act(change, actor=actor, reason=reason, clock=store.clock)
     except StateHeld as held:
         run = held.run
         since = f" since {short_utc(run.started_at)}" if run.started_at is not None else ""

@@ -34,7 +34,7 @@ from jobhost.records import (
 )
 from jobhost.rules import desired_schedules, may_start
 from jobhost.store import Store
-from jobhost.store.actions import Cancel, Retry
+from jobhost.store.actions import Cancel, Request, Retry
 
 if TYPE_CHECKING:
     from jobhost.store.claims import Before
@@ -81,8 +81,8 @@ def retry_run(
 ) -> RetryWritten:
     """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
     running, one whose work succeeded, and one never attempted."""
-    retry = Retry(lambda run, attempts: _check_retry(run_id, run, attempts))
-    return store.act_on_run(run_id, retry, actor=actor, reason=reason, clock=store.clock)
+    retry = Retry(run_id, lambda run, attempts: _check_retry(run_id, run, attempts))
+    return store.act(retry, actor=actor, reason=reason, clock=store.clock)
 
 
 def cancel_run(
@@ -94,8 +94,8 @@ def cancel_run(
 ) -> CancelWritten:
     """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
     cancelled at once. Refused for a finished run and for one whose host is gone."""
-    cancel = Cancel(lambda run, now: _check_cancel(run_id, run, now))
-    done = store.act_on_run(run_id, cancel, actor=actor, reason=reason, clock=store.clock)
+    cancel = Cancel(run_id, lambda run, now: _check_cancel(run_id, run, now))
+    done = store.act(cancel, actor=actor, reason=reason, clock=store.clock)
     if done.state == "started":
         raise ActionRefused(
             f"run {done.run.id} of {done.run.job_name} started meanwhile; cancel again"
@@ -266,14 +266,8 @@ class OperatorRun:
         """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
         ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        requested = self.store.request_logged(
-            spec.name,
-            actor=self.actor,
-            reason=reason,
-            clock=self.store.clock,
-            beside_limit=beside_limit,
-            may_start=partial(may_start, spec.declaration),
-        )
+        request = Request(spec.name, beside_limit, partial(may_start, spec.declaration))
+        requested = self.store.act(request, actor=self.actor, reason=reason, clock=self.store.clock)
         request_id, seen = requested.id, requested.before
         assert seen is not None, "the overlap rule is given what the request found"
         if request_id is None:

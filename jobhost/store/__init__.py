@@ -1,9 +1,5 @@
-"""The durable store: schema and migrations, schedules, the run ledger, leases, hosts, state.
-
-SQLite (embedded default) and PostgreSQL (several replicas) behind one object, :class:`Store`:
-code outside this package calls its methods, each of which opens its own transaction (and
-retries as its :class:`~jobhost.store.engine.StoreRetry` says); the functions that take a
-connection are the store's own building blocks, composed here.
+"""The durable store: schema and migrations, schedules, the run ledger, leases, hosts, state;
+SQLite (embedded default) or PostgreSQL (several replicas) behind one object, :class:`Store`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
-"""Operators' actions as store operations: each makes its change and writes its entry in the change
-log (``job_changes``) in one transaction the store opens, so an action is never done without its
-entry nor logged without being done. ``jobhost.operations`` is the one caller. Each write wakes
-every host at once (NOTIFY on PostgreSQL, the signal counter on SQLite).
+"""Operators' actions as store operations: :func:`act` makes an :class:`Action`'s change and
+writes its entry in the change log (``job_changes``) in one transaction, so an action is never
+done without its entry nor logged without being done. Each write wakes every host at once.
 
-**On one run.** A retry is a pending run row for the same occurrence and idempotency key at the
-next attempt, due at once: hosts (and an in-process command) claim it as they claim every retry.
-A cancel is written on the running run's row; its host sees it on its next turn, after the
-signal both writes send, and cancels the run cooperatively. Each is a :class:`RunAction` of
-:func:`act_on_run`, which locks the run, lets the action's ``check`` refuse (by raising: nothing
-is written), then writes the change and its change-log entry. An acknowledgement resolves a
-failure without a rerun (``jobhost failures --ack RUN_ID``): it is only a change-log entry
-(``ack``, naming the run), since whether a failure is open is derived, never stored
-(``jobhost.store.failures``).
-
-**On a job's durable state** (``jobhost state``, the API, the job page). A change goes through
-the fence a state that belongs to no run uses (:mod:`jobhost.store.ledger`): the job's schedule
-row is held for the transaction, so a claim cannot start a run of it halfway, and the value is
-written with the job's current fencing token. It is refused while a run of the job is running:
-that run holds the state and may write it at any moment, and a value changed under it would be
-lost or half-applied.
+A retry is a pending run for the same work at the next attempt, due at once. A cancel is
+written on the running run's row, and its host cancels the run cooperatively. An
+acknowledgement is only a change-log entry: whether a failure is open is derived, never stored.
+A change of a job's state is written with the job's fencing token, and refused while a run of
+the job is running: that run holds the state, and a value changed under it would be lost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
@@ -65,25 +53,41 @@ from jobhost.store.signals import notify
 
 __all__ = [
     "Ack",
+    "Action",
+    "Backfill",
     "Cancel",
+    "ChangeState",
     "Paused",
+    "Request",
     "Requested",
     "Retry",
     "RunAction",
-    "act_on_run",
-    "backfill_logged",
+    "SetPaused",
+    "act",
     "cancel_requests",
-    "change_state_logged",
     "list_state",
     "pause_job",
-    "request_logged",
     "request_run",
     "resume_job",
-    "set_paused_logged",
     "settle_backfill",
 ]
 
 _Done = TypeVar("_Done")
+
+
+class Action(Generic[_Done]):
+    """An operator's action (:func:`act`): its change and its change-log entry."""
+
+    def apply(self, connection: Connection, entry: ChangeEntry) -> _Done:
+        raise NotImplementedError
+
+
+def act(
+    engine: Engine, action: Action[_Done], *, actor: str, reason: str | None, clock: Clock
+) -> _Done:
+    """Do ``action`` as ``actor`` for ``reason``, in one transaction with its entry."""
+    with writing(engine, clock) as (connection, now):
+        return action.apply(connection, ChangeEntry(actor, reason, now))
 
 
 @dataclass(frozen=True)
@@ -97,32 +101,29 @@ class Paused:
     """The schedule row after the change (before it, for a resume: who paused it, and why)."""
 
 
-def set_paused_logged(
-    engine: Engine,
-    jobs: Sequence[str],
-    *,
-    paused: bool,
-    actor: str,
-    reason: str | None,
-    clock: Clock,
-    schedules: Mapping[str, Sequence[DesiredSchedule]] | None = None,
-) -> list[Paused | None]:
-    """Pause (``paused``) or resume every job of ``jobs`` in one transaction, one change-log
-    entry per job changed (None: a job never scheduled, so never paused); ``schedules`` (job →
-    its declared schedules) for jobs a pause may find the store does not know yet."""
-    done: list[Paused | None] = []
-    with writing(engine, clock) as (connection, now):
-        entry = ChangeEntry(actor, reason, now)
-        for job in jobs:
+@dataclass(frozen=True)
+class SetPaused(Action[list[Paused | None]]):
+    """Pause (``paused``) or resume every job of ``jobs``, one entry per job changed (None: a
+    job never scheduled, so never paused); ``schedules`` (job → its declared schedules) for
+    jobs a pause may find the store does not know yet."""
+
+    jobs: Sequence[str]
+    paused: bool
+    schedules: Mapping[str, Sequence[DesiredSchedule]] = field(default_factory=dict)
+
+    def apply(self, connection: Connection, entry: ChangeEntry) -> list[Paused | None]:
+        done: list[Paused | None] = []
+        now, paused = entry.at, self.paused
+        for job in self.jobs:
             before = get_schedule(connection, job)
-            declared = (schedules or {}).get(job, ())
+            declared = self.schedules.get(job, ())
             if before is None and paused and declared:
                 sync_schedules(connection, declared, now, prune=False)
             elif before is None:
                 done.append(None)
                 continue
             changed = (
-                pause_job(connection, job, actor, reason, now)
+                pause_job(connection, job, entry.actor, entry.reason, now)
                 if paused
                 else resume_job(connection, job)
             )
@@ -131,7 +132,7 @@ def set_paused_logged(
                 entry.log(connection, action, job, {"paused": not paused}, {"paused": paused})
             row = get_schedule(connection, job) if paused else before
             done.append(None if row is None else Paused(job, changed, now, row))
-    return done
+        return done
 
 
 @dataclass(frozen=True)
@@ -143,75 +144,74 @@ class Requested:
     before: Before | None
 
 
-def request_logged(
-    engine: Engine,
-    job: str,
-    *,
-    actor: str,
-    reason: str | None,
-    clock: Clock,
-    beside_limit: bool = False,
-    may_start: Callable[[int, bool], bool] | None = None,
-) -> Requested:
+@dataclass(frozen=True)
+class Request(Action[Requested]):
     """Queue a manual run of ``job``, unless ``may_start`` (the job's overlap rule, given its
-    live runs and whether its lease is live) refuses another run of it as the request finds it,
-    in the same transaction. The change record says when it starts beside its concurrency
-    group's limit."""
-    with writing(engine, clock) as (connection, now):
+    live runs and whether its lease is live) refuses another run as the request finds it.
+    ``beside_limit`` starts it beside its concurrency group's limit, and the entry says so."""
+
+    job: str
+    beside_limit: bool = False
+    may_start: Callable[[int, bool], bool] | None = None
+
+    def apply(self, connection: Connection, entry: ChangeEntry) -> Requested:
         before = None
-        if may_start is not None:
-            before = before_trigger(connection, job, now)
-            lease_live = before.row is not None and before.row.lease_live(now)
-            if not may_start(len(before.running), lease_live):
+        if self.may_start is not None:
+            before = before_trigger(connection, self.job, entry.at)
+            lease_live = before.row is not None and before.row.lease_live(entry.at)
+            if not self.may_start(len(before.running), lease_live):
                 return Requested(None, before)
-        request_id = request_run(connection, job, actor, reason, now, beside_limit=beside_limit)
-        after = {"request_id": request_id, **({"beside_limit": True} if beside_limit else {})}
-        ChangeEntry(actor, reason, now).log(connection, "trigger", job, None, after)
-    return Requested(request_id, before)
+        request_id = request_run(
+            connection,
+            self.job,
+            entry.actor,
+            entry.reason,
+            entry.at,
+            beside_limit=self.beside_limit,
+        )
+        after = {"request_id": request_id, **({"beside_limit": True} if self.beside_limit else {})}
+        entry.log(connection, "trigger", self.job, None, after)
+        return Requested(request_id, before)
 
 
-def backfill_logged(
-    engine: Engine,
-    job: str,
-    *,
-    start: datetime,
-    end: datetime,
-    mode: str,
-    occurrences: Sequence[datetime],
-    concurrency: int,
-    actor: str,
-    reason: str | None,
-    clock: Clock,
-    schedules: Sequence[DesiredSchedule],
-) -> str:
-    """Record a backfill of ``occurrences`` of ``job``; its id. The change record names the
-    range, the mode and the count. The job gets a schedule row from ``schedules`` first if no
-    host has given it one yet, as a starting host would: a backfill's claim locks it."""
-    with writing(engine, clock) as (connection, now):
-        if get_schedule(connection, job) is None:
-            sync_schedules(connection, schedules, now, prune=False)
+@dataclass(frozen=True)
+class Backfill(Action[str]):
+    """Record a backfill of ``occurrences`` of ``job``; its id. The job gets a schedule row
+    from ``schedules`` first if no host has given it one yet: a backfill's claim locks it."""
+
+    job: str
+    start: datetime
+    end: datetime
+    mode: str
+    occurrences: Sequence[datetime]
+    concurrency: int
+    schedules: Sequence[DesiredSchedule]
+
+    def apply(self, connection: Connection, entry: ChangeEntry) -> str:
+        if get_schedule(connection, self.job) is None:
+            sync_schedules(connection, self.schedules, entry.at, prune=False)
         backfill_id = backfills.create_backfill(
             connection,
-            job=job,
-            start=start,
-            end=end,
-            mode=mode,
-            reason=reason,
-            actor=actor,
-            concurrency=concurrency,
-            occurrences=occurrences,
-            now=now,
+            job=self.job,
+            start=self.start,
+            end=self.end,
+            mode=self.mode,
+            reason=entry.reason,
+            actor=entry.actor,
+            concurrency=self.concurrency,
+            occurrences=self.occurrences,
+            now=entry.at,
         )
         after = {
             "backfill_id": backfill_id,
-            "from": _iso(start),
-            "to": _iso(end),
-            "mode": mode,
-            "selected": len(occurrences),
-            "concurrency": concurrency,
+            "from": _iso(self.start),
+            "to": _iso(self.end),
+            "mode": self.mode,
+            "selected": len(self.occurrences),
+            "concurrency": self.concurrency,
         }
-        ChangeEntry(actor, reason, now).log(connection, "backfill", job, None, after)
-    return backfill_id
+        entry.log(connection, "backfill", self.job, None, after)
+        return backfill_id
 
 
 def settle_backfill(
@@ -244,28 +244,15 @@ def _iso(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class RunAction(Generic[_Done]):
-    """An operator's action on one run (:func:`act_on_run`). Its ``check`` is given the locked
-    run (None: no such run) and what the action reads of it; it returns the run, or raises to
-    refuse (nothing is written)."""
+@dataclass(frozen=True)
+class RunAction(Action[_Done]):
+    """An action on run ``run_id``, which it locks first; its ``check`` is given the run (None:
+    no such run) and what the action reads of it, and returns the run or raises to refuse."""
 
-    def apply(self, connection: Connection, found: RunRecord | None, entry: ChangeEntry) -> _Done:
-        raise NotImplementedError
+    run_id: str
 
-
-def act_on_run(
-    engine: Engine,
-    run_id: str,
-    action: RunAction[_Done],
-    *,
-    actor: str,
-    reason: str,
-    clock: Clock,
-) -> _Done:
-    """Lock run ``run_id``, let ``action`` check it, then make its change and log it."""
-    with writing(engine, clock) as (connection, now):
-        found = get_run(connection, run_id, for_update=True)
-        return action.apply(connection, found, ChangeEntry(actor, reason, now))
+    def locked(self, connection: Connection) -> RunRecord | None:
+        return get_run(connection, self.run_id, for_update=True)
 
 
 @dataclass(frozen=True)
@@ -275,9 +262,8 @@ class Retry(RunAction[RetryWritten]):
 
     check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord]
 
-    def apply(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> RetryWritten:
+    def apply(self, connection: Connection, entry: ChangeEntry) -> RetryWritten:
+        found = self.locked(connection)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = self.check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
@@ -294,10 +280,8 @@ class Cancel(RunAction[CancelWritten]):
 
     check: Callable[[RunRecord | None, datetime], RunRecord]
 
-    def apply(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> CancelWritten:
-        run = self.check(found, entry.at)
+    def apply(self, connection: Connection, entry: ChangeEntry) -> CancelWritten:
+        run = self.check(self.locked(connection), entry.at)
         if run.outcome == PENDING:
             done = _finish_pending(connection, run.id, entry)
             state = "cancelled" if done else "started"
@@ -323,9 +307,8 @@ class Ack(RunAction[Acknowledged]):
 
     check: Callable[[RunRecord | None, Resolution | None], RunRecord]
 
-    def apply(
-        self, connection: Connection, found: RunRecord | None, entry: ChangeEntry
-    ) -> Acknowledged:
+    def apply(self, connection: Connection, entry: ChangeEntry) -> Acknowledged:
+        found = self.locked(connection)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = self.check(found, resolved)
         before = {"run_id": run.id, "outcome": run.outcome}
@@ -334,9 +317,8 @@ class Ack(RunAction[Acknowledged]):
 
 
 def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
-    """Every attempt at ``run``'s occurrence (of a manual run, which has none, at its
-    idempotency key), first attempt first. Several pieces of work may share an occurrence (a
-    backfill's runs): :func:`work_key` tells them apart."""
+    """Every attempt at ``run``'s occurrence (of a manual run, at its idempotency key), first
+    attempt first."""
     query = select(runs).where(runs.c.job_name == run.job_name)
     if run.occurrence is not None:
         query = query.where(runs.c.occurrence == run.occurrence)
@@ -349,7 +331,6 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
 
 
 def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: ChangeEntry) -> str:
-    """Queue attempt ``attempt`` at ``run``'s work, due now; the new run's id."""
     run_id = new_run_id()
     connection.execute(
         runs.insert().values(
@@ -374,7 +355,7 @@ def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: Ch
 
 def _request_cancel(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
     """Ask the host of the running run to cancel it; False when it is no longer running or
-    a cancel was asked for already (the first request stands)."""
+    a cancel was asked for already."""
     result = connection.execute(
         update(runs)
         .where(
@@ -413,8 +394,7 @@ def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[st
 
 
 def _finish_pending(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
-    """Record a run that has not started (a queued retry or manual run) cancelled at once;
-    False when a host started it meanwhile."""
+    """Record a run that has not started cancelled at once; False when a host started it."""
     result = connection.execute(
         update(runs)
         .where(runs.c.id == run_id, runs.c.outcome == PENDING)
@@ -432,7 +412,7 @@ def _finish_pending(connection: Connection, run_id: str, entry: ChangeEntry) -> 
 
 
 def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:
-    """Up to ``limit`` keys of the job's state, by key (the table's primary key order)."""
+    """Up to ``limit`` keys of the job's state, by key."""
     columns = (job_state.c.key, job_state.c.value, job_state.c.updated_at)
     rows = connection.execute(
         select(*columns, job_state.c.fencing_token)
@@ -443,20 +423,18 @@ def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence
     return [StateEntry(str(k), str(v), at, int(token)) for k, v, at, token in rows]
 
 
-def change_state_logged(
-    engine: Engine,
-    job_name: str,
-    key: str,
-    value: str | None,
-    *,
-    actor: str,
-    reason: str,
-    clock: Clock,
-) -> StateChange:
-    """Set ``key`` to ``value`` (``None``: delete it) and log the change; raises
+@dataclass(frozen=True)
+class ChangeState(Action[StateChange]):
+    """Set ``key`` of ``job_name``'s state to ``value`` (``None``: delete it); raises
     :class:`StateHeld` while a run of the job is running. Nothing that changes nothing is
     logged."""
-    with writing(engine, clock) as (connection, now):
+
+    job_name: str
+    key: str
+    value: str | None
+
+    def apply(self, connection: Connection, entry: ChangeEntry) -> StateChange:
+        job_name, key, value, now = self.job_name, self.key, self.value, entry.at
         token = schedule_token(connection, job_name)
         if token is None:
             return StateChange(now, None, None, known=False, changed=False)
@@ -470,7 +448,7 @@ def change_state_logged(
             delete_value(connection, job_name, key)
         else:
             put_value(connection, job_name, key, value, token=token, now=now)
-        ChangeEntry(actor, reason, now).log(
+        entry.log(
             connection,
             "state-delete" if value is None else "state-set",
             job_name,
@@ -500,11 +478,8 @@ def request_run(
     *,
     beside_limit: bool = False,
 ) -> str:
-    """Queue a manual run of ``job_name`` as a pending run claimed before any other pending
-    work; a live host picks it up at once. The run's id, which the request is known by.
-
-    ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``).
-    """
+    """Queue a manual run of ``job_name``, claimed before any other pending work; its id.
+    ``beside_limit`` starts it even when its concurrency group is full (``trigger --now``)."""
     run_id = new_run_id()
     connection.execute(
         runs.insert().values(

@@ -48,9 +48,9 @@ from jobhost.records import (
     occurrence_key,
 )
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.dialect import Database
 from jobhost.store.engine import (
     BatchValue,
+    Database,
     built,
     database,
     database_now,

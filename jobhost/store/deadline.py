@@ -1,16 +1,11 @@
 """A deadline, kept by the client, on every wait for the PostgreSQL server.
 
-The server's ``statement_timeout`` ends a statement the server runs; it cannot end a wait for a
-server that never hears of it. A backend hung behind a live TCP peer (a pooler, a proxy, one side
-of a partition) keeps the socket open and acknowledges every byte at the TCP level, so neither
-keepalives nor ``tcp_user_timeout`` notice anything, and a thread waiting for the answer would
-wait for ever. Each connection made here gives up on any one wait (a statement, a commit, a
-rollback, the pool's ping) after ``seconds``: it closes itself and raises
-:class:`psycopg.OperationalError`; SQLAlchemy sees a closed connection, takes the error for a
-disconnect and invalidates it, and the next checkout opens a fresh one. Sending a cancel request
-instead would not help: it travels over a new connection to the same hung peer.
-
-Imported only for PostgreSQL: a command on an SQLite store never loads psycopg.
+A backend hung behind a live TCP peer (a pooler, a proxy, one side of a partition) acknowledges
+every byte, so neither ``statement_timeout`` nor keepalives end a wait for its answer. Each
+connection made here gives up on any one wait after ``seconds``: it closes itself and raises
+:class:`psycopg.OperationalError`, which SQLAlchemy takes for a disconnect. (A cancel request
+would travel to the same hung peer.) Imported only for PostgreSQL: psycopg is not loaded for
+SQLite.
 """
 
 from __future__ import annotations
@@ -55,7 +50,7 @@ class DeadlineConnection(psycopg.Connection[Any]):
 
 def keep_deadline(engine: Engine, seconds: float, connect_args: dict[str, Any]) -> None:
     """Make every connection ``engine`` opens a :class:`DeadlineConnection` with ``seconds``;
-    ``connect_args``: the libpq timeouts a :func:`listener` of the engine's connects with too."""
+    ``connect_args``: the libpq timeouts its :func:`listener` connects with too."""
     _LISTENERS[engine] = (seconds, connect_args)
 
     @event.listens_for(engine, "do_connect")

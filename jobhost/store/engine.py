@@ -1,7 +1,5 @@
 """Opening the store and speaking to it: one engine per process, tuned for each database
-(:mod:`jobhost.store.sqlite`, the embedded default; :mod:`jobhost.store.postgres`, for several
-replicas, a bare ``postgresql://`` URL given the psycopg 3 driver); :func:`database` says which.
-"""
+(:mod:`jobhost.store.sqlite`, :mod:`jobhost.store.postgres`); :func:`database` says which."""
 
 from __future__ import annotations
 
@@ -34,9 +32,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from jobhost.clock import Clock, utc_instant
-from jobhost.store.dialect import Database
-from jobhost.store.pooling import PoolingMode
-from jobhost.store.postgres import DEADLINE_MARGIN, Postgres
+from jobhost.store.postgres import DEADLINE_MARGIN, PoolingMode, Postgres
 from jobhost.store.sqlite import (
     READ_ONLY,
     SQLite,
@@ -53,6 +49,7 @@ __all__ = [
     "DEADLINE_MARGIN",
     "DEFAULT_STATEMENT_TIMEOUT",
     "BatchValue",
+    "Database",
     "StoreRetry",
     "StoreTime",
     "UTCDateTime",
@@ -79,14 +76,14 @@ __all__ = [
 ]
 
 _log = logging.getLogger("jobhost.store")
+# Seconds: the defaults of store_connect_timeout, store_statement_timeout and lease_duration
+# (which a host's engine uses for the idle transaction timeout).
 DEFAULT_CONNECT_TIMEOUT = 10.0
-"""Seconds; the ``store_connect_timeout`` setting's default."""
 DEFAULT_STATEMENT_TIMEOUT = 60.0
-"""Seconds; the ``store_statement_timeout`` setting's default."""
 DEFAULT_IDLE_TRANSACTION_TIMEOUT = 60.0
-"""Seconds; the ``lease_duration`` setting's default, which a host's engine uses."""
-_ANSWER_FRESH = 1.0
-"""Seconds one look of :func:`answers` stands for every caller."""
+_ANSWER_FRESH = 1.0  # seconds one look of answers() stands for every caller
+Database = Postgres | SQLite
+"""What differs between the store's two databases, one class each; :func:`database` picks it."""
 _DATABASES: dict[str, Database] = {"postgresql": Postgres(), "sqlite": SQLite()}
 
 
@@ -101,15 +98,12 @@ def create_store_engine(
     listen_url: str | None = None,
     **options: Any,
 ) -> Engine:
-    """An engine for the store at ``url`` (SQLite or PostgreSQL).
-
-    Without ``create``, connecting to an SQLite file that does not exist fails instead of making
-    a new, empty one. On PostgreSQL, ``connect_timeout`` (seconds) bounds opening a connection,
-    waiting for a free one in the pool, and unacknowledged data; ``statement_timeout`` bounds
-    each statement on the server; 0 turns either off. ``idle_transaction_timeout`` ends a
-    transaction left idle that long (0: never): a process frozen inside one would keep its rows
-    locked, and every other replica skips locked rows, so its runs could not be taken over.
-    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.pooling`).
+    """An engine for the store at ``url`` (SQLite or PostgreSQL). Without ``create``, an SQLite
+    file that does not exist is refused, not made. On PostgreSQL (seconds, 0: off),
+    ``connect_timeout`` bounds opening a connection, waiting for one from the pool, and
+    unacknowledged data; ``statement_timeout`` each statement; ``idle_transaction_timeout`` a
+    transaction left idle, whose locked rows every other replica would skip for ever.
+    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.postgres`).
     """
     parsed = make_url(url)
     if parsed.drivername in {"postgresql", "postgres"}:
@@ -127,7 +121,6 @@ def create_store_engine(
 
 
 def database(bound: Connection | Engine) -> Database:
-    """What differs on the database ``bound`` speaks to."""
     return _DATABASES[bound.dialect.name]
 
 
@@ -140,9 +133,8 @@ def lift_deadline(connection: Connection) -> None:
 
 
 def answers(engine: Engine, within: float = 1.0) -> bool:
-    """Whether the store answered a trivial read within ``within`` seconds, lately: one look
-    at a time per engine, on a thread of its own, its answer standing for
-    :data:`_ANSWER_FRESH` seconds, so callers in a crowd cost one read a second."""
+    """Whether the store answered a trivial read within ``within`` seconds, lately: one look at
+    a time per engine, on a thread of its own, standing for :data:`_ANSWER_FRESH` seconds."""
     look = _LOOKS.setdefault(engine, _Look())
     return look.answered(engine, within)
 
@@ -188,15 +180,14 @@ def reading(engine: Engine) -> Connection:
 
 @contextlib.contextmanager
 def writing(engine: Engine, clock: Clock) -> Iterator[tuple[Connection, datetime]]:
-    """A transaction, committed when the block ends, and the store's instant read in it (see
-    :func:`database_now`)."""
+    """A transaction, committed when the block ends, and the store's instant read in it."""
     with engine.begin() as connection:
         yield connection, database_now(connection, clock)
 
 
 def database_now(connection: Connection, fallback: Clock) -> datetime:
     """The database's current instant on PostgreSQL; ``fallback()`` on SQLite."""
-    return _DATABASES[connection.dialect.name].now(connection, fallback)
+    return database(connection).now(connection, fallback)
 
 
 def store_now(engine: Engine, fallback: Clock) -> datetime:
@@ -208,10 +199,8 @@ def store_now(engine: Engine, fallback: Clock) -> datetime:
 
 
 class StoreTime:
-    """The store's time as one host keeps it: read from the store now and then, and estimated
-    in between without asking. On PostgreSQL the estimate is the last reading moved on by this
-    process's monotonic clock (the first estimate asks); on SQLite it is the host's clock, which
-    is the store's."""
+    """The store's time as one host keeps it: on PostgreSQL read now and then, and estimated in
+    between as the last reading moved on by the monotonic clock; on SQLite the host's clock."""
 
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self._engine = engine
@@ -228,29 +217,21 @@ class StoreTime:
         return read + timedelta(seconds=time.monotonic() - at)
 
     def read(self) -> datetime:
-        """Ask the store (see :func:`store_now`), and note the answer."""
         return self.noted(store_now(self._engine, self._clock), time.monotonic())
 
     def noted(self, now: datetime, at: float) -> datetime:
-        """Note ``now`` as the store's time read at ``at`` (monotonic)."""
+        """Note ``now`` as the store's time read at monotonic ``at``."""
         self._read_at = (now, at)
         return now
 
 
-# Small SQL building blocks that differ between SQLite and PostgreSQL, and the column types
-# the schema shares.
-
-
 def built(connection: Connection, name: str, build: Callable[[Database], Any]) -> Any:
-    """The statement ``name`` for this connection's dialect, built once per process.
-
-    Hot statements are built with bind parameters and kept: SQLAlchemy memoizes a statement's
-    cache key on the object, so a kept statement skips rebuilding and re-keying on every turn.
-    """
+    """The statement ``name`` for this connection's dialect, built once per process: a kept
+    statement's cache key is memoized on it, so it is not rebuilt nor re-keyed every turn."""
     key = (name, connection.dialect.name)
     statement = _BUILT.get(key)
     if statement is None:
-        statement = _BUILT[key] = build(_DATABASES[connection.dialect.name])
+        statement = _BUILT[key] = build(database(connection))
     return statement
 
 
@@ -260,7 +241,8 @@ _BUILT: dict[tuple[str, str], Any] = {}
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
     """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
     SQLite transaction of the store holds the write lock)."""
-    return _DATABASES[connection.dialect.name].locked(statement, skip_locked=True)
+    found: Select[Any] = database(connection).locked(statement, skip_locked=True)
+    return found
 
 
 COPY_FROM = 100
@@ -270,13 +252,9 @@ COPY_FROM = 100
 def copy_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
 ) -> set[Any]:
-    """Insert many ``rows`` as :func:`insert_returning_new` does (a row colliding on the
-    unique ``column`` keeps the existing one); return the ``column`` values that went in.
-
-    On PostgreSQL the rows travel by ``COPY`` (formatted in C) into a temporary table and move
-    over in one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` on the real table. Fewer than
-    :data:`COPY_FROM` rows go in one plain statement: a temporary table is four round trips.
-    """
+    """Insert many ``rows`` as :func:`insert_returning_new` does; return the ``column``
+    values that went in. On PostgreSQL, :data:`COPY_FROM` rows or more travel by ``COPY``
+    (formatted in C) into a temporary table, then over in one ``INSERT ... SELECT``."""
     if not rows:
         return set()
     if not database(connection).batches or len(rows) < COPY_FROM:
@@ -316,12 +294,8 @@ def copy_ignoring_duplicates(
 def insert_returning_new(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], columns: Sequence[str]
 ) -> list[Any]:
-    """Insert ``rows`` in one statement; return the primary keys of those that went in (of a
-    key of several columns, its first column).
-
-    A row whose ``columns`` collide with an existing row is left out, not raised: the caller
-    drops what the database refused. PostgreSQL reads the rows from JSON (see :func:`json_rows`).
-    """
+    """Insert ``rows`` in one statement, leaving out (not raising) those whose ``columns``
+    collide with a stored row; the primary keys (their first column) of those that went in."""
     if not rows:
         return []
     batches = database(connection).batches
@@ -343,13 +317,10 @@ def insert_returning_new(
 
 
 def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
-    """PostgreSQL: rows to select from, decoded from one JSON parameter (see
-    :func:`rows_json`), with a column of each ``(name, type)`` in ``columns``.
-
-    A batch statement built on it has the same text whatever the batch size, so the server
-    prepares it once; the rows travel as one string the C encoder writes (an array parameter
-    per column, dumped element by element in Python, cost a busy host a sixth of its CPU).
-    """
+    """PostgreSQL: rows to select from, decoded from the one JSON parameter of
+    :func:`rows_json`, a column of each ``(name, type)``. The statement's text is the same
+    whatever the batch size, so the server prepares it once, and the rows travel as one string
+    the C encoder writes (arrays dumped in Python cost a busy host a sixth of its CPU)."""
     return (
         func.json_to_recordset(cast(bindparam(_ROWS, type_=Text), JSON))
         .table_valued(*(column(name, kind) for name, kind in columns))
@@ -358,9 +329,8 @@ def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
 
 
 def rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The rows as the one parameter of :func:`json_rows`: a JSON list of objects keyed by
-    column name, each instant in ISO 8601 in UTC (a naive one is refused, as
-    :class:`UTCDateTime` refuses it)."""
+    """The rows as the one parameter of :func:`json_rows`, instants in ISO 8601 UTC (a naive
+    one refused)."""
     return {_ROWS: _ENCODER.encode(rows)}
 
 
@@ -383,12 +353,9 @@ def execute_isolating(
     *,
     isolate: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run ``statement`` for every row; return the rows the database refused.
-
-    When the batch is refused for a reason other than the store being away, each row is tried
-    alone, so one bad row costs only itself. ``isolate=False`` runs the batch plainly (no
-    savepoints) for a caller that retries the whole transaction isolated when it fails.
-    """
+    """Run ``statement`` for every row; the rows the database refused, each tried alone when
+    the batch is refused while the store is there. ``isolate=False``: the batch plainly, for
+    a caller that retries the whole transaction isolated when it fails."""
     if not rows:
         return []
     if not isolate:
@@ -425,10 +392,8 @@ def execute_batch(
     *,
     isolate: bool,
 ) -> list[dict[str, Any]]:
-    """Run the statement ``build`` makes for every row; return the rows refused (see
-    :func:`execute_isolating`). On PostgreSQL, unless each row is to be tried alone, one
-    statement takes every row from JSON; ``build`` names its values through
-    ``value(name, type)``: a bind parameter per row, or the JSON rows' column."""
+    """:func:`execute_isolating` for the statement ``build`` makes, which names its values
+    through ``value(name, type)``: on PostgreSQL, unless isolating, the JSON rows' columns."""
     if not rows:
         return []
     if not database(connection).batches or isolate:
@@ -457,13 +422,9 @@ def _bound(name: str, kind: Any) -> Any:
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """An instant, stored in UTC, always returned timezone-aware.
-
-    PostgreSQL keeps ``timestamptz``. SQLite has no time type, so the value is naive UTC text;
-    text that is not a time (a hand edit, a broken restore) is reported and read as missing, so
-    the loop repairs the row instead of failing on it. A naive value going in is refused: every
-    instant in the host is aware, and a naive one is a bug that would be off by the local offset.
-    """
+    """An instant, stored in UTC (SQLite: as naive text), always returned aware. Text that is
+    not a time (a hand edit) is reported and read as missing, so the loop repairs the row. A
+    naive value going in is refused: it is a bug that would be off by the local offset."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
@@ -472,15 +433,13 @@ class UTCDateTime(TypeDecorator[datetime]):
         return dialect.type_descriptor(_DATABASES[dialect.name].instant_type)
 
     def bind_processor(self, dialect: Dialect) -> Any:
-        """A direct conversion of each value, as :meth:`result_processor` is."""
         return _DATABASES[dialect.name].bind_instant
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         return self.bind_processor(dialect)(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
-        """A direct conversion of each value: reports read a hundred thousand of these, and the
-        generic path costs several calls per value, a missing one included."""
+        # A direct conversion: reports read a hundred thousand of these.
         if self.impl_instance.result_processor(dialect, coltype) is not None:
             return super().result_processor(dialect, coltype)
         return _DATABASES[dialect.name].read_instant(self.process_result_value, dialect)
@@ -512,22 +471,19 @@ def is_store_down(error: BaseException) -> bool:
 
 
 class _Stopped(Exception):
-    """The ``stopping`` event was set during a pause."""
+    pass
 
 
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
-    """How one kind of store call is retried, and what its failures say in the log: one
-    warning when an outage starts (or one per failure) and one line when the store answers
-    again. Once it stops trying, the last error is raised. Threads may share it."""
+    """How one kind of store call is retried, and what its failures say in the log; once it
+    stops trying, the last error is raised. Threads may share it."""
 
     what: str
     """Names the call in the log: ``"heartbeat"``, ``"recording finished runs"``."""
     waits: Sequence[float]
     """Seconds between tries; the last repeats."""
     retry_on: Callable[[BaseException], bool] = is_store_down
-    max_attempts: int | None = None
-    """Tries in all, the first included; None: no limit."""
     give_up: Callable[[int], bool] | None = None
     """Given the number of tries made, whether to stop now."""
     stopping: threading.Event | None = None
@@ -538,7 +494,6 @@ class StoreRetry:
     """Warn once per outage, or at every failure."""
 
     def call(self, operation: Callable[[], _T], *, what: str | None = None) -> _T:
-        """``operation()``, tried again as this policy says; its last error when it stops."""
         # Imported on the first retried call: a command that only reads never makes one.
         from tenacity import Retrying, retry_if_exception, wait_chain, wait_fixed
 
@@ -563,8 +518,6 @@ class StoreRetry:
     def _stop(self, state: RetryCallState) -> bool:
         tries = state.attempt_number
         if self.stopping is not None and self.stopping.is_set():
-            return True
-        if self.max_attempts is not None and tries >= self.max_attempts:
             return True
         return self.give_up is not None and self.give_up(tries)
 

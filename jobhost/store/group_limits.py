@@ -1,11 +1,6 @@
-"""Concurrency groups in the store: their limits, their members, and how busy each one is (a
-claim takes their slots: :class:`~jobhost.store.claims.GroupGate`).
-
-A host writes ``[concurrency_limits]`` and its declared jobs' groups when it starts (the newest
-start wins, as for schedules); a runtime job's group is written with its schedule row. Readers
-(``jobhost report``, the dashboard, the metrics) see the groups through :func:`group_summaries`,
-which costs the groups and their running and waiting rows, never the catalog.
-"""
+"""Concurrency groups in the store: their limits, their members, and how busy each one is. A
+host writes ``[concurrency_limits]`` and its jobs' groups when it starts (the newest start
+wins); a runtime job's group is written with its schedule row."""
 
 from __future__ import annotations
 

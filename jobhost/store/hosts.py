@@ -1,5 +1,4 @@
-"""Hosts: who is alive, since when, and how far each one's clock is from the database's. A
-host's own row is written by :mod:`jobhost.store.ledger` (start, heartbeat, stop)."""
+"""Hosts: who is alive, and since when (their rows are written by :mod:`jobhost.store.ledger`)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def list_hosts(connection: Connection) -> list[HostRecord]:
 
 
 def hosts_at(connection: Connection, now: datetime, *, alive_only: bool = True) -> list[HostRecord]:
-    """The hosts alive at ``now``; every host without ``alive_only``, for a reader that judges
-    them at ``now`` itself."""
+    """The hosts alive at ``now`` (every host without ``alive_only``)."""
     found = list_hosts(connection)
     return [host for host in found if host.alive(now)] if alive_only else found
 

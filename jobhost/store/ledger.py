@@ -39,9 +39,9 @@ from jobhost.records import (
     chunk,
 )
 from jobhost.store.backfills import finish_backfills
-from jobhost.store.dialect import Database
 from jobhost.store.engine import (
     BatchValue,
+    Database,
     built,
     database,
     database_now,

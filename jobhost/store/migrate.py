@@ -1,9 +1,6 @@
-"""Applying the schema migrations, and telling whether a store is current.
-
-``jobhost db upgrade`` and the start of ``jobhost run`` both come here. The upgrade holds a lock
-for its whole length (an advisory lock on PostgreSQL, the write lock on SQLite), so replicas that
-start together apply each migration once and the others find the schema current.
-"""
+"""Applying the schema migrations, and telling whether a store is current. The upgrade holds a
+lock for its whole length (advisory on PostgreSQL, the write lock on SQLite), so replicas that
+start together apply each migration once."""
 
 from __future__ import annotations
 
@@ -68,8 +65,7 @@ def head_revision() -> str:
 
 @cache
 def known_revisions() -> frozenset[str]:
-    """Every revision this version ships, from the migrations' file names (``0008_run_logs.py``
-    is revision ``0008``): read without importing alembic."""
+    """Every revision this version ships, from the migrations' file names, without alembic."""
     versions = files("jobhost.store") / "migrations" / "versions"
     found = {
         match.group(1)

@@ -1,9 +1,5 @@
-"""Deleting rows nothing needs any more: old runs, gone hosts, old idempotency keys.
-
-It deletes in batches of ``batch_size`` rows, one transaction a batch, so no
-transaction grows with the table and ``should_stop`` is asked between batches. The run ledger
-keeps the newest rows of every job; the other tables have only an age.
-"""
+"""Deleting rows nothing needs any more (old runs, gone hosts, old idempotency keys), in
+batches of ``batch_size`` rows, one transaction a batch, ``should_stop`` asked between them."""
 
 from __future__ import annotations
 
@@ -31,9 +27,8 @@ def purge(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> dict[str, int]:
     """Delete what is older than its age in ``ages`` (keys ``runs``, ``hosts``,
-    ``idempotency_records``), in that order; how many rows of each went. Runs go with their log
-    lines, the newest ``keep_last`` of every job and every run still running or pending
-    staying."""
+    ``idempotency_records``); how many rows of each went. Runs go with their log lines, the
+    newest ``keep_last`` of every job and every run running or pending staying."""
     counts = dict.fromkeys(ages, 0)
     for name, age in ages.items():
         batch = (
@@ -78,7 +73,7 @@ def _purge_runs(
 
 
 def _purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -> int:
-    """Hosts stopped before ``before``, or never heard from since then (killed)."""
+    # Hosts stopped before ``before``, or never heard from since then (killed).
     gone = or_(
         hosts.c.stopped_at < before,
         and_(hosts.c.stopped_at.is_(None), hosts.c.last_seen_at < before),
@@ -90,7 +85,6 @@ def _purge_hosts(connection: Connection, *, before: datetime, batch_size: int) -
 
 
 def _purge_idempotency(connection: Connection, *, before: datetime, batch_size: int) -> int:
-    """Idempotency records written before ``before``."""
     keys = connection.execute(
         select(job_idempotency.c.job_name, job_idempotency.c.key)
         .where(job_idempotency.c.recorded_at < before)

@@ -1,13 +1,11 @@
 """Keeping the store's schedules in step with the declared catalog.
 
-A host writes its catalog to the store once, when it starts (the newest start wins: see
-``docs/operations/semantics.md``); after that the store's schedules are the shared truth every
-replica fires by, and no turn of the loop compares them with the catalog again. Declarations are
-upserted by name. A changed trigger or zone recomputes the next occurrence from now; an unchanged
-row is left alone (an interval job keeps its phase across restarts) unless its stored next
-occurrence is one its trigger would never produce; a job no longer declared is marked orphaned
-and never deleted. :func:`diff_schedules` is the pure half, shared with ``jobhost plan``, which
-shows the same changes without making them.
+A host writes its catalog to the store once, when it starts (the newest start wins); after that
+the store's schedules are the shared truth every replica fires by. A changed trigger or zone
+recomputes the next occurrence from now; an unchanged row is left alone (an interval job keeps
+its phase) unless its stored next occurrence is one its trigger would never produce; a job no
+longer declared is marked orphaned, never deleted. ``jobhost plan`` shows the same changes
+(:func:`diff_schedules`) without making them.
 """
 
 from __future__ import annotations
@@ -44,15 +42,10 @@ def sync_schedules(
     catalog_version: str | None = None,
     prune: bool = True,
 ) -> SyncPlan:
-    """Bring the schedules in line with ``desired``; return what changed.
-
-    With ``prune`` false only the rows ``desired`` names are touched: a runtime job written on
-    its own (``/api/v1``, ``jobhost jobs put``) leaves every other row alone.
-
-    Every update is conditional on the row still holding what was read, so replicas starting
-    together compute each new next occurrence once and never overwrite each other's progress.
-    ``catalog_version`` is stamped on every row the catalog declares.
-    """
+    """Bring the schedules in line with ``desired`` (with ``prune`` false, only the rows it
+    names); return what changed. Every update is conditional on the row still holding what was
+    read, so replicas starting together never overwrite each other's progress.
+    ``catalog_version`` is stamped on every row the catalog declares."""
     if (
         prune
         and catalog_version is not None
@@ -93,12 +86,8 @@ def sync_schedules(
 
 
 def holds_version(connection: Connection, catalog_version: str, count: int) -> bool:
-    """Whether the store already holds catalog ``catalog_version`` of ``count`` jobs: that many
-    live rows stamped with it and holding their declaration, and no other live declared row.
-
-    One statement over the schedules, whatever their number: a host restarting with the
-    version it synced before skips comparing and rewriting 10,000 declarations.
-    """
+    """Whether the store already holds catalog ``catalog_version`` of ``count`` jobs (that many
+    live rows stamped with it, and no other live declared row), in one statement."""
     stamped = and_(
         schedules.c.catalog_version == catalog_version, schedules.c.declaration.is_not(None)
     )
@@ -122,7 +111,7 @@ def _repair_suspects(
     connection: Connection, desired: Sequence[DesiredSchedule], now: datetime
 ) -> list[str]:
     """:func:`_repair` the rows whose next occurrence is missing or implausibly far ahead,
-    picked in SQL: a restart with an unchanged catalog computes no trigger of a sound row."""
+    picked in SQL: a sound row's trigger is not computed."""
     by_name = {want.job_name: want for want in desired}
     c = schedules.c
     query = select(schedules).where(
@@ -153,7 +142,6 @@ def _declared(want: DesiredSchedule) -> dict[str, object]:
 
 
 def _trigger(want: DesiredSchedule) -> dict[str, object]:
-    """The columns of a row's trigger, as ``want`` declares them, on a row not orphaned."""
     return {**{column: getattr(want, column) for column in _TRIGGER}, "orphaned": False}
 
 
@@ -162,7 +150,6 @@ def _write_declarations(
     desired: Sequence[DesiredSchedule],
     stored: dict[str, ScheduleRecord],
 ) -> None:
-    """Rewrite the declaration of each stored row whose text differs, in one statement."""
     changed = [
         {"b_job": want.job_name, **{f"b_{k}": v for k, v in _declared(want).items()}}
         for want in desired
@@ -185,8 +172,8 @@ def _insert(
     now: datetime,
     catalog_version: str | None,
 ) -> set[str]:
-    """Insert the rows of ``added``; return the names that went in (another host starting at
-    the same moment may have inserted some first: those are left as it wrote them)."""
+    """Insert the rows of ``added`` (another host may have inserted some first); the names
+    that went in."""
     rows = []
     # Jobs with the same trigger share their first occurrence: a catalog of 10,000 jobs on a
     # few hundred distinct triggers computes a few hundred.
@@ -218,10 +205,8 @@ def _insert(
 def _repair(
     connection: Connection, row: ScheduleRecord, want: DesiredSchedule, now: datetime
 ) -> bool:
-    """Recompute a next occurrence the trigger would never produce (a hand edit, a restore).
-
-    Compare-and-set on what was read, so a row another replica advanced meanwhile is left alone.
-    """
+    """Recompute a next occurrence the trigger would never produce (a hand edit, a restore),
+    unless another replica advanced the row meanwhile."""
     if not row.enabled or row.orphaned:
         return False
     schedule = want.schedule_for(row.interval_anchor or now)

@@ -1,15 +1,11 @@
-"""Run logs: the lines a job wrote during a run, kept with the run (migration 0008); the ledger
-(:mod:`jobhost.store.ledger`) writes them, this module reads them.
+"""Run logs: the lines a job wrote during a run (migration 0008); the ledger writes them, this
+module reads them.
 
-A run keeps the first and the last of its lines; the ones between are not stored at all. Each
-kept line carries its number among every line the run wrote (``seq``) and where it stood in the
-run's output in bytes (``offset``, ``size``), so a gap in the numbers says how many lines and
-bytes were dropped there, even for a run whose host was killed before it ended.
-
-Lines are stored as chunks: one row holds consecutive lines of one run (those one flush wrote),
-numbered from the row's ``seq``, ``lines`` of them, the first at byte ``offset``, each line's
-time, level, size and message in ``body`` as a compact JSON array. A busy host writes thousands
-of lines a second; a row per line cost more than the lines themselves.
+A run keeps the first and the last of its lines. Each kept line carries its number among every
+line the run wrote (``seq``) and its place in the output in bytes (``offset``, ``size``), so a
+gap says how many lines and bytes were dropped there. One row holds consecutive lines of one
+run (one flush's), from the row's ``seq``, each line's time, level, size and message in
+``body`` as a compact JSON array: a row per line cost more than the lines themselves.
 """
 
 from __future__ import annotations
@@ -85,16 +81,12 @@ def last_lines(
         lines = list(reversed(newest_first[: count + 1]))
         if not lines:
             continue
-        if len(lines) > count:
-            previous, lines = lines[0], lines[1:]
-            found[run_id] = _with_gaps(lines, previous, previous.seq)
-        else:
-            found[run_id] = _with_gaps(lines, None, 0)
+        previous = lines.pop(0) if len(lines) > count else None
+        found[run_id] = _with_gaps(lines, previous, 0 if previous is None else previous.seq)
     return found
 
 
 def delete_run_logs(connection: Connection, run_ids: Collection[str]) -> None:
-    """Delete every line of the given runs."""
     if run_ids:
         connection.execute(delete(run_logs).where(run_logs.c.run_id.in_(list(run_ids))))
 

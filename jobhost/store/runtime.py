@@ -1,16 +1,10 @@
-"""Runtime jobs (created through the API or ``jobhost jobs put``) and the change log.
+"""Runtime jobs (created through the API or ``jobhost jobs put``) and the change log (tables
+made by migration 0005).
 
-The tables are created by migration 0005 and declared here, beside the functions that use them,
-on the schema's metadata. A runtime job is one row holding its definition as canonical JSON and
-a version that grows with every change: the API's ``ETag`` is made from it, and every update or
-delete can be made conditional on it. Every change is a row of ``job_changes`` with who, what,
-when, and the definition before and after; its ever-growing id is what hosts watch to know
-their runtime jobs changed.
-
-A runtime job's write is one store operation: the change with its schedule row and its
-change-log row in one transaction. What makes a write acceptable (``If-Match``,
-``If-None-Match``) is the caller's rule, given as ``check``: it is called with the row as read
-inside the transaction and raises to refuse.
+A runtime job is one row holding its definition as canonical JSON and a version that grows with
+every change: the API's ``ETag`` is made from it. Every change is a row of ``job_changes`` with
+who, what, when, and the definition before and after; its ever-growing id is what hosts watch
+to know their runtime jobs changed.
 """
 
 from __future__ import annotations
@@ -94,11 +88,8 @@ job_changes = Table(
 
 def acting_from(surface: str, address: str | None = None) -> None:
     """Log the changes this context makes as coming from ``surface`` (``cli``, ``api``,
-    ``dashboard``) and, over HTTP, the client's ``address``.
-
-    A context variable rather than a parameter: every action of every surface reaches
-    :meth:`ChangeEntry.log` through many operations, and worker threads inherit the caller's
-    context (anyio copies it), so the surface is said once where a request or command starts."""
+    ``dashboard``) and, over HTTP, the client's ``address``. A context variable, which worker
+    threads inherit, so the surface is said once where a request or command starts."""
     _ORIGIN.set((surface, None if address is None else address[:200]))
 
 
@@ -128,14 +119,13 @@ class RuntimeJobs:
 
     change_id: int
     rows: list[RuntimeJobRow]
-    """Empty, and not read, when the newest change is still the ``seen`` one asked with."""
 
 
 def list_runtime_jobs(
     connection: Connection, names: Sequence[str] | None = None, *, seen: int | None = None
 ) -> RuntimeJobs:
-    """Every runtime job (or those of ``names``): start-up, listings, and a host's reload,
-    which gives the change id it last ``seen`` and reads one integer while nothing changed."""
+    """Every runtime job (or those of ``names``); none, with the change id it last ``seen``
+    still the newest (a host's reload reads one integer while nothing changed)."""
     newest = connection.execute(select(func.max(job_changes.c.id))).scalar() or 0
     if newest == seen:
         return RuntimeJobs(newest, [])
@@ -148,8 +138,8 @@ def list_runtime_jobs(
 def get_runtime_job(
     connection: Connection, name: str, *, for_update: bool = False
 ) -> RuntimeJobRow | None:
-    """The job's row; ``for_update`` holds it until the transaction ends (PostgreSQL; SQLite's
-    transactions hold the whole file), so writers of one job take turns instead of racing."""
+    """The job's row; ``for_update`` holds it until the transaction ends, so writers of one
+    job take turns instead of racing."""
     query = select(runtime_jobs).where(runtime_jobs.c.name == name)
     if for_update:
         query = query.with_for_update()
@@ -166,7 +156,6 @@ def insert_runtime_job(
     actor: str,
     now: datetime,
 ) -> None:
-    """Add a runtime job at version 1 (the primary key refuses a second one of that name)."""
     connection.execute(
         runtime_jobs.insert().values(
             name=name,
@@ -182,7 +171,6 @@ def insert_runtime_job(
 
 
 def _at_version(name: str, version: int) -> ColumnElement[bool]:
-    """The job's row, if it is still at ``version``: a write that finds none lost the race."""
     return (runtime_jobs.c.name == name) & (runtime_jobs.c.version == version)
 
 
@@ -202,7 +190,7 @@ class ChangeEntry:
         before: Mapping[str, Any] | None,
         after: Mapping[str, Any] | None,
     ) -> None:
-        """Log one change (in the transaction of the change itself) and wake every host."""
+        """Log one change, in the change's transaction, and wake every host."""
         surface, address = _ORIGIN.get()
         connection.execute(
             job_changes.insert().values(
@@ -248,8 +236,7 @@ def search_changes(
 
 
 def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobChange]:
-    """The newest ``delete`` change of each of ``names`` that has one (runtime jobs removed
-    through the API; read by index, for the orphaned runtime rows only)."""
+    """The newest ``delete`` change of each of ``names`` that has one."""
     if not names:
         return {}
     c = job_changes.c
@@ -264,14 +251,10 @@ def deletions(connection: Connection, names: Collection[str]) -> dict[str, JobCh
     }
 
 
-Check = Callable[[RuntimeJobRow | None], None]
-
-
 @dataclass(frozen=True)
 class Written:
     """What :func:`write_runtime_job` did: ``lost`` when another writer changed the job between
-    the read and the write (nothing written); else the rows before and after (the same row
-    when the definition was already so; ``after`` None once removed)."""
+    the read and the write (nothing written); else the rows before and after."""
 
     before: RuntimeJobRow | None
     after: RuntimeJobRow | None
@@ -286,16 +269,16 @@ def write_runtime_job(
     *,
     actor: str,
     clock: Clock,
-    check: Check,
+    check: Callable[[RuntimeJobRow | None], None],
     schedule: Sequence[DesiredSchedule] = (),
     group: str | None = None,
     wait_for_writers: bool = False,
     reason: str | None = None,
 ) -> Written:
-    """Create or replace runtime job ``name`` with ``stored``, its schedule row from
-    ``schedule``, its concurrency group, and the change's entry; ``stored`` None removes it (its
-    schedule row and history stay, the schedule marked orphaned). ``wait_for_writers`` holds the
-    row while writing, so an unconditional write waits for a concurrent one instead of losing."""
+    """Create or replace runtime job ``name`` with ``stored``, its schedule row, its group and
+    the change's entry, in one transaction; ``stored`` None removes it (its schedule row marked
+    orphaned). ``check`` (``If-Match``...) is given the row as read and raises to refuse.
+    ``wait_for_writers`` holds the row, so an unconditional write waits instead of losing."""
     try:
         with writing(engine, clock) as (connection, now):
             before = get_runtime_job(connection, name, for_update=wait_for_writers)

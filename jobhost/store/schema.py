@@ -98,9 +98,8 @@ schedules = Table(
     # for a free slot (None: not waiting). See jobhost/store/claims.py.
     Column("concurrency_group", String(100)),
     Column("group_waiting_since", UTCDateTime()),
-    # The job's effective declaration, written at every sync and by the runtime-job change
-    # path (0011): what read-only commands show without loading any plugin. NULL until the
-    # first sync after the upgrade. ``job_source``: module or runtime.
+    # The job's effective declaration, written at every sync and runtime-job change (0011):
+    # what read-only commands show without loading any plugin. ``job_source``: module or runtime.
     Column("description", Text),
     Column("critical", Boolean),
     Column("dst_policy", String(64)),
@@ -164,10 +163,9 @@ runs = Table(
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     # A job's runs of one outcome by finish (0004): reports, failures and outcome counts.
     Index("ix_runs_job_name_outcome_finished_at", "job_name", "outcome", "finished_at"),
-    # Partial, made by migration 0013 only: a scheduled run is in none of these three once it
-    # has finished, so its finishing update writes no entry to them. Queries that use them name
-    # the same condition. They are not declared here because a partial index's PostgreSQL
-    # option loads PostgreSQL's dialect into every SQLite command.
+    # Partial, made by migrations only (a partial index's PostgreSQL option would load
+    # PostgreSQL's dialect into every SQLite command): a finished run is in none of them, so its
+    # finishing update writes no entry to them. Queries that use them name the same condition.
     #   ix_runs_outcome_priority_not_before (outcome, priority, not_before)
     #       WHERE outcome = 'pending'  (0015; a host's claim reads priorities below backfills')
     #   ix_runs_outcome_lease_expires_at (outcome, lease_expires_at) WHERE outcome = 'running'
@@ -176,9 +174,8 @@ runs = Table(
     Index("ix_runs_outcome_finished_at", "outcome", "finished_at", "id"),
 )
 
-# The conditions of the two partial run indexes, the word written into the SQL: every plan,
-# cached or not, can use the index, where a bound value makes PostgreSQL plan each execution
-# again and SQLite prepare it again to see that the index applies.
+# The conditions of the two partial run indexes, written into the SQL, not bound: every plan,
+# cached or not, can use the index.
 IS_PENDING = runs.c.outcome == literal_column("'pending'", String)
 IS_RUNNING = runs.c.outcome == literal_column("'running'", String)
 
@@ -261,10 +258,9 @@ backfills = Table(
     Index("ix_backfills_state", "state"),
 )
 
-# The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_counts.py): runs
-# that finished in the minute starting at ``minute``, by outcome; job_name '' is every job.
-# Filled by the chart's reader, never by the firing path; the retention purge subtracts the runs
-# it deletes.
+# The runs-by-outcome chart's counts of closed minutes (jobhost/store/outcome_counts.py), by
+# outcome; job_name '' is every job. Filled by the chart's reader, never by the firing path; the
+# retention purge subtracts the runs it deletes.
 run_outcome_minutes = Table(
     "run_outcome_minutes",
     metadata,
@@ -284,8 +280,8 @@ run_outcome_spans = Table(
     Column("filled_to", UTCDateTime(), nullable=False),
 )
 
-# One row (id 1): how many purge batches have deleted runs. A reader writes the counts it made
-# only while this is what it was when it counted, so a purge between the two is not undone.
+# One row (id 1): how many purge batches have deleted runs. A reader writes its counts only
+# while this is what it was when it counted.
 run_outcome_purges = Table(
     "run_outcome_purges",
     metadata,

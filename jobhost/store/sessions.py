@@ -1,16 +1,9 @@
-"""The console's sessions and the brake on wrong guesses.
+"""The console's sessions and the brake on wrong guesses (tables made by migrations 0006 and
+0017).
 
-The dashboard's session versions: a sign-out ends every session of that person, on every
-replica, by moving their version on.
-
-A session carries the version it was started under; one whose version is no longer the stored
-one has ended. The table is created by migration 0006.
-
-Wrong credentials are counted through the store too, so every replica brakes the same guesser:
-one row per (key, minute window); a wrong guess adds one to the row of each key it counts under,
-in one upsert that answers the new counts. Windows before the previous one are of no use and are
-deleted as a count is added (see :func:`count_wrong_guess`). The table is created by migration
-0017.
+A session carries the version it was started under; a sign-out ends every session of that
+person, on every replica, by moving their version on. Wrong credentials are counted through the
+store too, so every replica brakes the same guesser: one row per (key, minute window).
 """
 
 from __future__ import annotations
@@ -19,16 +12,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import BigInteger, Column, Integer, String, Table, delete, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Engine
 
 from jobhost.records import GUESS_KEY_LENGTH
-from jobhost.store.engine import UTCDateTime, database
+from jobhost.store.engine import UTCDateTime, database, reading
 from jobhost.store.schema import metadata
 
 __all__ = [
     "console_sessions",
     "count_wrong_guess",
-    "end_sessions",
     "session_version",
     "wrong_guesses",
 ]
@@ -43,22 +35,25 @@ console_sessions = Table(
 )
 
 
-def session_version(connection: Connection, who: str) -> int:
-    """The current session version of ``who`` (0 until they first sign out)."""
+def session_version(engine: Engine, who: str, *, ended_at: datetime | None = None) -> int:
+    """The current session version of ``who`` (0 until they first sign out); with
+    ``ended_at``, every session of theirs ends first."""
     query = select(console_sessions.c.version).where(console_sessions.c.who == who)
-    found = connection.execute(query).scalar_one_or_none()
-    return int(found) if found is not None else 0
-
-
-def end_sessions(connection: Connection, who: str, now: datetime) -> None:
-    """End every session of ``who``."""
-    moved = connection.execute(
-        update(console_sessions)
-        .where(console_sessions.c.who == who)
-        .values(version=console_sessions.c.version + 1, changed_at=now)
-    )
-    if moved.rowcount == 0:
-        connection.execute(console_sessions.insert().values(who=who, version=1, changed_at=now))
+    if ended_at is None:
+        with reading(engine) as connection:
+            found = connection.execute(query).scalar_one_or_none()
+            return int(found) if found is not None else 0
+    with engine.begin() as connection:
+        moved = connection.execute(
+            update(console_sessions)
+            .where(console_sessions.c.who == who)
+            .values(version=console_sessions.c.version + 1, changed_at=ended_at)
+        )
+        if moved.rowcount == 0:
+            connection.execute(
+                console_sessions.insert().values(who=who, version=1, changed_at=ended_at)
+            )
+        return int(connection.execute(query).scalar_one())
 
 
 wrong_guesses = Table(
@@ -71,22 +66,19 @@ wrong_guesses = Table(
 
 
 def count_wrong_guess(
-    connection: Connection, keys: Sequence[str], minute: int, *, purge: bool = False
+    engine: Engine, keys: Sequence[str], minute: int, *, purge: bool = False
 ) -> dict[str, int]:
-    """Add one wrong guess to each of ``keys`` (each at most :data:`GUESS_KEY_LENGTH`
-    characters) in ``minute``; each key's count there now. The rows are written in the order of
-    ``keys``: callers list them in one order, so two at once lock them alike and never deadlock.
+    """Add one wrong guess to each of ``keys`` in ``minute``; each key's count there now. Rows
+    are written in the order of ``keys``, so two callers lock them alike and never deadlock.
     With ``purge``, the windows before the previous one are deleted."""
-    statement = (
-        database(connection)
-        .insert(wrong_guesses)
-        .values([{"key": key, "minute": minute, "count": 1} for key in keys])
-    )
-    statement = statement.on_conflict_do_update(
-        index_elements=["key", "minute"],
-        set_={"count": wrong_guesses.c.count + 1},
-    ).returning(wrong_guesses.c.key, wrong_guesses.c.count)
-    counts = {str(key): int(count) for key, count in connection.execute(statement)}
-    if purge:
-        connection.execute(delete(wrong_guesses).where(wrong_guesses.c.minute < minute - 1))
-    return counts
+    with engine.begin() as connection:
+        rows = [{"key": key, "minute": minute, "count": 1} for key in keys]
+        statement = database(connection).insert(wrong_guesses).values(rows)
+        statement = statement.on_conflict_do_update(
+            index_elements=["key", "minute"],
+            set_={"count": wrong_guesses.c.count + 1},
+        ).returning(wrong_guesses.c.key, wrong_guesses.c.count)
+        counts = {str(key): int(count) for key, count in connection.execute(statement)}
+        if purge:
+            connection.execute(delete(wrong_guesses).where(wrong_guesses.c.minute < minute - 1))
+        return counts

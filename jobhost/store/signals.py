@@ -1,20 +1,16 @@
 """Waking every host at once after a manual trigger, a pause or a resume.
 
-PostgreSQL delivers a NOTIFY to every host listening on the store's channel: one per schema,
-named from the schema the connection works in, so stores that share a database do not wake each
-other's hosts (NOTIFY itself reaches every listener of the database). SQLite has no
-such thing, so commands bump a counter in the transaction, and once it commits ring the
-doorbell beside the store file (:mod:`jobhost.store.doorbell`): each waiting process sleeps on
-its own socket there, reads the counter when rung, and wakes the loop when it moved. Nothing
-wakes a watcher while nobody signals. A host's heartbeat also reads the counter
-(:meth:`SignalWatcher.look`), so a ring lost to a writer killed between its commit and its ring
-delays the wake by one heartbeat at most. Where no doorbell can be had, the watcher falls back
-to looking every half second at the store file and its write-ahead log (one ``stat`` each),
-reading the counter only when one of them changed.
+PostgreSQL delivers a NOTIFY to every host listening on the store's channel, one per schema, so
+stores that share a database do not wake each other's hosts. On SQLite, commands bump a counter
+in the transaction and, once it commits, ring the doorbell beside the store file
+(:mod:`jobhost.store.sqlite`); each waiting process reads the counter when rung. A host's
+heartbeat also reads it (:meth:`SignalWatcher.look`), so a ring lost to a writer killed after
+its commit delays the wake by one heartbeat at most. Without a doorbell, the watcher looks every
+half second at the store file and its write-ahead log, reading the counter when one changed.
 
-Behind a transaction-mode pooler a ``LISTEN`` would hold a server connection the pooler lends
-to others: the listener connects to ``store_listen_url`` (past the pooler) instead, or, without
-one, the watcher reads the counter once a second (:mod:`jobhost.store.pooling`).
+Behind a transaction-mode pooler a ``LISTEN`` would hold a server connection the pooler lends to
+others: the listener connects to ``store_listen_url`` instead, or, without one, the watcher reads
+the counter once a second.
 """
 
 from __future__ import annotations
@@ -35,10 +31,10 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
-from jobhost.store.doorbell import Doorbell
 from jobhost.store.engine import StoreRetry, database, reading
-from jobhost.store.pooling import pooling_of
+from jobhost.store.postgres import pooling_of
 from jobhost.store.schema import signals
+from jobhost.store.sqlite import Doorbell
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,19 +43,17 @@ __all__ = ["ChangeSignal", "SignalWatcher", "notify"]
 
 _log = logging.getLogger("jobhost.store")
 
+# How often a host (a command waiting for a host's answer) behind a transaction pooler with no
+# direct URL reads the counter.
 _POOLED_POLL_SECONDS = 1.0
-"""How often a host behind a transaction pooler with no direct URL reads the counter."""
 _POOLED_SIGNAL_SECONDS = 0.25
-"""The same for a command waiting for a host's answer: a short wait, a tiny read."""
 _SQLITE_POLL_SECONDS = 0.5
 _RETRY_WAITS = (0.5, 1.0, 2.0, 5.0)
-"""Pauses before the watcher connects again: a restarted server is back within a second or
-two, and until the listener is, a trigger waits for the host's next turn (up to a heartbeat)."""
+"""Pauses before the watcher connects again: a restarted server is back within a second or two."""
 _LISTEN_PING_SECONDS = 30.0
 """How long a quiet listener waits before it asks its connection whether the server is there."""
 _SQLITE_SIGNAL_SECONDS = 0.05
-"""How often a waiter without a doorbell reads the SQLite counter: one tiny read, for a short
-wait only."""
+"""How often a waiter without a doorbell reads the SQLite counter (a short wait only)."""
 
 
 def notify(connection: Connection) -> None:
@@ -79,8 +73,7 @@ class SignalWatcher:
         self._lock = threading.Lock()
         self._seen: int | None = None
         self._doorbell: Doorbell | None = None
-        self._interrupt: socket.socket | None = None
-        """PostgreSQL: written by :meth:`stop` to end the listener's wait."""
+        self._interrupt: socket.socket | None = None  # PostgreSQL: ends the listener's wait
         self._listened = False
 
     def start(self) -> None:
@@ -96,8 +89,7 @@ class SignalWatcher:
                     self._interrupt.send(b"!")
 
     def look(self) -> None:
-        """SQLite: read the counter now and wake the host if it moved (a lost ring's net).
-        PostgreSQL delivers every NOTIFY to a live ``LISTEN``: nothing to do."""
+        """SQLite: read the counter now and wake the host if it moved (a lost ring's net)."""
         if not database(self._engine).listens:
             self._read_counter()
 
@@ -110,10 +102,9 @@ class SignalWatcher:
             stopping=self._stopped,
             warn="each",
         )
-        # A listener that loses its connection returns, so that each outage starts again
-        # from the shortest pause; the pause before that first try keeps a server that drops
-        # every connection at once from being called in a tight loop. The call raises only
-        # when stopped while the store is away.
+        # A listener that loses its connection returns, so each outage starts again from the
+        # shortest pause; the pause here keeps a server that drops every connection at once
+        # from being called in a tight loop.
         while not self._stopped.is_set():
             with contextlib.suppress(Exception):
                 retry.call(self._follow)
@@ -123,14 +114,9 @@ class SignalWatcher:
         if not database(self._engine).listens:
             self._poll()
         elif _listen_dsn(self._engine) is None:
-            self._poll_counter()
+            self._poll_stamps(None, _POOLED_POLL_SECONDS)
         else:
             self._listen()
-
-    def _poll_counter(self) -> None:
-        self._read_counter()
-        while not self._stopped.wait(_POOLED_POLL_SECONDS):
-            self._read_counter()
 
     def _listen(self) -> None:
         import psycopg  # PostgreSQL only: an SQLite store's command need not import it
@@ -186,7 +172,7 @@ class SignalWatcher:
 
     def _poll(self) -> None:
         path = database(self._engine).store_file(self._engine)
-        doorbell = Doorbell.open(path) if path is not None else None
+        doorbell = Doorbell.open(path)
         if doorbell is None:
             self._poll_stamps(path)
             return
@@ -203,9 +189,11 @@ class SignalWatcher:
                 self._doorbell = None
             doorbell.close()
 
-    def _poll_stamps(self, path: Path | None) -> None:
+    def _poll_stamps(self, path: Path | None, seconds: float = _SQLITE_POLL_SECONDS) -> None:
+        """Read the counter every ``seconds``; of a store file, only once it was written."""
+        self._read_counter()
         stamp: tuple[tuple[int, int, int], ...] | None = None
-        while not self._stopped.wait(_SQLITE_POLL_SECONDS):
+        while not self._stopped.wait(seconds):
             if path is not None:
                 looked = _stamp(path)
                 if looked == stamp:
@@ -214,7 +202,7 @@ class SignalWatcher:
             self._read_counter()
 
     def _read_counter(self) -> None:
-        """Wake the host when the counter moved since the last read (not on the first)."""
+        # Wake the host when the counter moved since the last read (not on the first).
         version = _counter(self._engine)
         with self._lock:
             moved = self._seen is not None and version != self._seen
@@ -224,13 +212,9 @@ class SignalWatcher:
 
 
 class ChangeSignal:
-    """One wait for the hosts' signal: a command, a pause, a request claimed or refused.
-
-    Used as a context: it starts listening on entry (PostgreSQL's ``LISTEN``; on SQLite, its
-    doorbell and the counter as it stands), so a signal sent between the caller's read and its
-    :meth:`wait` is not missed. Read what you wait for after entering, then wait, then read
-    again.
-    """
+    """One wait for the hosts' signal: a command, a pause, a request claimed or refused. It
+    listens from entry, so a signal between the caller's read and its :meth:`wait` is not
+    missed: read what you wait for after entering, then wait, then read again."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -250,8 +234,7 @@ class ChangeSignal:
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError("LISTEN", None, error) from error
         else:
-            path = database(self._engine).store_file(self._engine)
-            self._doorbell = Doorbell.open(path) if path is not None else None
+            self._doorbell = Doorbell.open(database(self._engine).store_file(self._engine))
             try:
                 self._seen = _counter(self._engine)
             except BaseException:
@@ -295,7 +278,7 @@ def _counter(engine: Engine) -> int | None:
 
 def _listen_dsn(engine: Engine) -> str | None:
     """Where to ``LISTEN``: the store itself, or past its transaction pooler; None where no
-    connection can (SQLite, or a transaction pooler with no direct URL): read the counter."""
+    connection can (SQLite, or a transaction pooler with no direct URL)."""
     if not database(engine).listens:
         return None
     pooling = pooling_of(engine)
@@ -320,8 +303,7 @@ def _listen_on_channel(connection: psycopg.Connection[Any], channel: str) -> Non
 
 
 def _received_notify(pgconn: Any) -> bool:
-    """Read what the server sent; whether a notification was among it. A lost connection
-    raises, and the watcher connects again."""
+    """Read what the server sent; whether a notification was among it."""
     pgconn.consume_input()
     received = False
     while pgconn.notifies() is not None:
@@ -331,12 +313,12 @@ def _received_notify(pgconn: Any) -> bool:
 
 def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:
     """Modification time, change time and size of the store file and its write-ahead log."""
-    found = []
-    for file in (path, path.with_name(f"{path.name}-wal")):
-        try:
-            status = os.stat(file)
-        except OSError:
-            found.append((0, 0, -1))
-            continue
-        found.append((status.st_mtime_ns, status.st_ctime_ns, status.st_size))
-    return tuple(found)
+    return tuple(_stat(file) for file in (path, path.with_name(f"{path.name}-wal")))
+
+
+def _stat(file: Path) -> tuple[int, int, int]:
+    try:
+        status = os.stat(file)
+    except OSError:
+        return (0, 0, -1)
+    return (status.st_mtime_ns, status.st_ctime_ns, status.st_size)

@@ -5,12 +5,24 @@ lets readers (``jobhost report``) proceed meanwhile. The store's time is the hos
 A store file this process may not write (the file, or its directory, where SQLite keeps the
 WAL) is opened read-only: the commands that only read (``report``, ``history``, ``health``)
 work, and :func:`is_read_only` lets a command that writes refuse with a clear message up front.
+
+Processes sharing the file wake each other through a doorbell beside it (``jobhost.db`` ->
+``jobhost.db-signals/``): each process that waits for the hosts' signal binds a Unix datagram
+socket there, and a writer whose transaction signalled rings every socket once it has committed.
+A waiter sleeps in ``recv`` until rung: an idle store costs no wake-up. A socket whose process
+died is removed by the next ring (the kernel refuses the datagram). Where the mechanism is
+unavailable (no ``AF_UNIX``, a directory this process may not write, a path longer than a socket
+address holds), :meth:`Doorbell.open` answers None and the caller polls instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import socket
 import sqlite3
+import stat
 import threading
 import weakref
 from collections.abc import Callable
@@ -24,7 +36,6 @@ from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.clock import Clock, utc_instant
-from jobhost.store.doorbell import ring
 
 _BUSY_MS = 30_000
 READ_ONLY = "jobhost_read_only"
@@ -47,9 +58,8 @@ class SQLite:
     typed = False
     lateral = False
     marker = "?"
+    # An instant's naive UTC text, fixed width: text order is time order.
     instant_type = String(32)
-    """The naive UTC text of an instant (SQLite has no time type), fixed width: text order is
-    time order in comparisons."""
 
     def open(self, url: URL, create: bool, options: dict[str, Any], **_timeouts: Any) -> Engine:
         path = sqlite_path(url)
@@ -68,8 +78,10 @@ class SQLite:
             _STORE_FILES[engine] = path
         event.listen(engine, "connect", lambda raw, _record: _on_connect(raw, read_only))
         event.listen(engine, "begin", _on_begin)
-        event.listen(engine, "commit", _on_commit)
-        event.listen(engine, "rollback", _on_rollback)
+        # The commit event comes before the driver's commit: the transaction ends there, so the
+        # lock is released only once the write is durable and the file's lock is free.
+        event.listen(engine, "commit", lambda connection: _end(connection, "COMMIT"))
+        event.listen(engine, "rollback", lambda connection: _end(connection, "ROLLBACK"))
         return engine
 
     def now(self, connection: Connection, fallback: Clock) -> datetime:
@@ -86,7 +98,7 @@ class SQLite:
 
     def notify(self, connection: Connection) -> None:
         # Once this transaction commits, the processes waiting beside the file are woken (see
-        # :mod:`jobhost.store.doorbell`); a rollback rings nobody.
+        # :func:`ring`); a rollback rings nobody.
         connection.info[_RING] = True
 
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
@@ -96,7 +108,9 @@ class SQLite:
         raise NotImplementedError("SQLite has no LISTEN: its hosts read the signal counter")
 
     def store_file(self, engine: Engine) -> Path | None:
-        return store_file(engine)
+        # Unlike sqlite_path(engine.url), it knows the file of an engine whose URL is a
+        # ``file:`` URI (every command's, see open()).
+        return _STORE_FILES.get(engine)
 
     @staticmethod
     def bind_instant(value: datetime | None) -> str | None:
@@ -120,15 +134,8 @@ class SQLite:
         return process
 
 
-def store_file(engine: Engine) -> Path | None:
-    """The SQLite file the engine opened, absolute; None for PostgreSQL or an in-memory
-    database. Unlike :func:`sqlite_path` of ``engine.url``, it knows the file of an engine whose
-    URL is a ``file:`` URI (every command's, see :meth:`SQLite.open`)."""
-    return _STORE_FILES.get(engine)
-
-
 def is_read_only(engine: Engine) -> bool:
-    """Whether the engine's SQLite file was opened read-only (this process may not write it)."""
+    """Whether the engine's SQLite file was opened read-only."""
     return engine in _READ_ONLY_ENGINES
 
 
@@ -149,8 +156,8 @@ when the space or the device does, as a server does after an outage."""
 
 
 def is_away(error: BaseException) -> bool:
-    """Whether ``error`` is the driver's own, of a file that cannot be written: SQLite's COMMIT
-    is sent by the engine's own commit event, beneath SQLAlchemy's wrapping."""
+    """Whether ``error`` is the driver's own (SQLite's COMMIT is sent beneath SQLAlchemy's
+    wrapping), of a file that cannot be written."""
     code = getattr(error, "sqlite_errorcode", None)
     return isinstance(error, sqlite3.OperationalError) and (
         isinstance(code, int) and code & 0xFF in _AWAY
@@ -159,8 +166,7 @@ def is_away(error: BaseException) -> bool:
 
 def _text(value: datetime) -> str:
     """The text of ``value``, remembered: a claim of a thousand runs binds the same few
-    instants thousands of times, and a lookup costs a twentieth of formatting one. Shared by
-    every thread: a dict's get and set are atomic."""
+    instants thousands of times. Shared by every thread: a dict's get and set are atomic."""
     # A naive value equals no aware key, so it misses here and utc_instant refuses it.
     known = _TEXTS.get(value)
     if known is None:
@@ -184,7 +190,6 @@ def _not_writable(path: Path) -> bool:
 
 
 def _file_url(url: URL, path: Path, read_only: bool) -> URL:
-    """``url`` naming ``path`` as a ``file:`` URI: read-only, or refusing to create the file."""
     query = {"mode": "ro" if read_only else "rw", "uri": "true"}
     # With no WAL file beside it, nothing is pending: the file alone is the whole store, and
     # "immutable" lets SQLite read it without creating the -shm it has no right to create.
@@ -224,16 +229,6 @@ def _on_begin(connection: Connection) -> None:
         raise
 
 
-def _on_commit(connection: Connection) -> None:
-    # The commit event comes before the driver's commit: end the transaction here, so the
-    # lock is released only once the write is durable and the file's lock is free.
-    _end(connection, "COMMIT")
-
-
-def _on_rollback(connection: Connection) -> None:
-    _end(connection, "ROLLBACK")
-
-
 def _end(connection: Connection, statement: str) -> None:
     rings = connection.info.pop(_RING, False)
     if _WRITE_LOCK not in connection.info:
@@ -244,7 +239,7 @@ def _end(connection: Connection, statement: str) -> None:
             raw.execute(statement)
     finally:
         _release(connection)
-    path = store_file(connection.engine)
+    path = _STORE_FILES.get(connection.engine)
     if rings and statement == "COMMIT" and path is not None:
         ring(path)
 
@@ -253,3 +248,111 @@ def _release(connection: Connection) -> None:
     lock = connection.info.pop(_WRITE_LOCK, None)
     if lock is not None:
         lock.release()
+
+
+_SUFFIX = "-signals"
+_LONGEST_ADDRESS = 100
+"""Bytes of a socket path every platform takes (Linux 107, macOS and the BSDs 103)."""
+
+
+def ring(store: Path) -> None:
+    """Wake every process waiting beside the SQLite file ``store``; call after the commit."""
+    directory = _directory(store)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return  # nobody has ever waited beside this store
+    _ring([directory / name for name in names])
+
+
+class Doorbell:
+    """This process's socket beside a store file, rung by :func:`ring`."""
+
+    def __init__(self, path: Path, sock: socket.socket) -> None:
+        self._path = path
+        self._socket = sock
+
+    @classmethod
+    def open(cls, store: Path | None) -> Doorbell | None:
+        """A bound doorbell, or None where the mechanism is unavailable (poll instead)."""
+        if store is None or not hasattr(socket, "AF_UNIX"):
+            return None
+        directory = _directory(store)
+        path = directory / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
+        if len(os.fsencode(path)) > _LONGEST_ADDRESS:
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            mode = _store_mode(store)
+            _make_directory(directory, mode)
+            sock.bind(str(path))
+            # As SQLite gives its -wal and -shm files: whoever may write the store may ring.
+            os.chmod(path, mode)
+        except OSError:
+            sock.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        return cls(path, sock)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Sleep until rung (rings meanwhile count as one) or ``timeout`` seconds (None: no
+        limit); whether it was rung."""
+        self._socket.settimeout(timeout)
+        try:
+            self._socket.recv(16)
+        except TimeoutError:
+            return False
+        self._socket.setblocking(False)
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while True:
+                self._socket.recv(16)
+        return True
+
+    def interrupt(self) -> None:
+        """Ring this doorbell alone: a waiter on another thread of this process returns."""
+        _ring([self._path])
+
+    def close(self) -> None:
+        self._socket.close()
+        with contextlib.suppress(OSError):
+            self._path.unlink()
+
+
+def _ring(paths: list[Path]) -> None:
+    if not paths or not hasattr(socket, "AF_UNIX"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        for path in paths:
+            try:
+                sender.sendto(b"!", str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                # Its process has gone: nobody will read it again.
+                if path.suffix == ".sock":
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            except OSError:
+                pass  # its queue is full (a ring is already waiting) or it is not ours to ring
+
+
+def _directory(store: Path) -> Path:
+    return store.with_name(f"{store.name}{_SUFFIX}")
+
+
+def _store_mode(store: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(store).st_mode) & 0o666
+    except OSError:
+        return 0o644  # not created yet: SQLite makes it 0644 under the usual umask
+
+
+def _make_directory(directory: Path, mode: int) -> None:
+    # Searchable wherever readable: a user who may read the store may list the doorbells.
+    wanted = mode | 0o700 | ((mode & 0o444) >> 2)
+    try:
+        directory.mkdir()
+    except FileExistsError:
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(directory, wanted)

@@ -1,9 +1,5 @@
-"""The store as the rest of jobhost sees it: one object, one method per operation.
-
-Every method opens its own transaction (a read on a connection that does not take SQLite's write
-lock, a write committed when it returns), so code outside this package holds no connection and
-no engine, and never learns which database answers. The operations are the store's functions;
-this class names the ones the rest of the host may call, grouped by who calls them.
+"""The store as the rest of jobhost sees it: one object, one method per operation, each opening
+its own transaction, so code outside this package holds no connection and no engine.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from jobhost.store import (
     integrity,
     ledger,
     migrate,
-    pooling,
+    postgres,
     purge,
     reports,
     runtime,
@@ -69,31 +65,17 @@ class _Read(_Operation[Callable[_P, _T]]):
         self._query = query
 
     def _bind(self, store: Store) -> Callable[_P, _T]:
-        query, opened = self._query, self._open
+        query = self._query
 
         def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-            with opened(store._engine) as connection:
+            with engine.reading(store._engine) as connection:
                 return query(connection, *args, **kwargs)
 
         return call
 
-    @staticmethod
-    def _open(store_engine: Engine) -> Any:
-        return engine.reading(store_engine)
-
-
-class _Write(_Read[_P, _T]):
-    """A store function of a connection, run in a transaction of its own, committed when it
-    returns."""
-
-    @staticmethod
-    def _open(store_engine: Engine) -> Any:
-        return store_engine.begin()
-
 
 class _ReadAt(_Operation[Callable[_P, tuple[datetime, _T]]]):
-    """A store function of a connection and the store's instant: returns both, read together
-    (see :func:`~jobhost.store.engine.database_now`)."""
+    """A store function of a connection and the store's instant: returns both, read together."""
 
     def __init__(self, query: Callable[Concatenate[Connection, datetime, _P], _T]) -> None:
         self._query = query
@@ -166,7 +148,7 @@ class Store:
     upgrade = _Own(migrate.upgrade)
     current_revision = _Own(migrate.current_revision)
     audit_store = _Own(integrity.audit_store)
-    check_pooling = _Own(pooling.check_pooling)
+    check_pooling = _Own(postgres.check_pooling)
     health_rows = _ReadAt(integrity.health_rows)
 
     # -- the firing loop ---------------------------------------------------------------------
@@ -190,11 +172,7 @@ class Store:
     hosts = _ReadAt(hosts.hosts_at)
 
     # -- operator actions, each with its change-log entry ------------------------------------
-    request_logged = _Own(actions.request_logged)
-    backfill_logged = _Own(actions.backfill_logged)
-    set_paused_logged = _Own(actions.set_paused_logged)
-    act_on_run = _Own(actions.act_on_run)
-    change_state_logged = _Own(actions.change_state_logged)
+    act = _Own(actions.act)
     purge = _Own(purge.purge)
 
     # -- runtime jobs and the change log -----------------------------------------------------
@@ -213,9 +191,8 @@ class Store:
     list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
-    session_version = _Read(sessions.session_version)
-    end_sessions = _Write(sessions.end_sessions)
-    count_wrong_guess = _Write(sessions.count_wrong_guess)
+    session_version = _Own(sessions.session_version)
+    count_wrong_guess = _Own(sessions.count_wrong_guess)
 
 
 _OPERATIONS = [name for name, value in vars(Store).items() if isinstance(value, _Operation)]

@@ -8,7 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from jobhost.store import create_store_engine, reading
-from jobhost.store.pooling import PooledOptionsError, check_pooling, option_pairs
+from jobhost.store.postgres import PooledOptionsError, check_pooling, option_pairs
 
 SETTINGS = (
     "SELECT current_setting('statement_timeout'), "

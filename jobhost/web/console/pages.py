@@ -325,7 +325,8 @@ class Console(ConsoleActions):
             return self.refuse(request, "a sign-out from another site is refused")
         session: Session | None = request.state.session
         if session is not None:
-            await blocking(lambda: self.store.end_sessions(session.who, datetime.now(UTC)))
+            ended = datetime.now(UTC)
+            await blocking(lambda: self.store.session_version(session.who, ended_at=ended))
             _log.info("dashboard sign-out: %s from %s", session.who, client_address(request))
         response = RedirectResponse("/", status_code=303)
         self.sessions.end(response)

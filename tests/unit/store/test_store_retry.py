@@ -69,15 +69,6 @@ def test_an_error_that_is_not_an_outage_is_raised_at_once() -> None:
     assert flaky.calls == 1
 
 
-def test_max_attempts_stops_with_the_last_error() -> None:
-    flaky = _Flaky(_store_down(), _store_down(), _store_down(), _store_down())
-
-    with pytest.raises(OperationalError):
-        StoreRetry(what="recording", waits=(0.0,), max_attempts=3).call(flaky)
-
-    assert flaky.calls == 3
-
-
 def test_give_up_is_asked_after_every_try() -> None:
     asked: list[int] = []
     flaky = _Flaky(*(_store_down() for _ in range(10)))
