@@ -79,9 +79,7 @@ def backfill(
     show_id: str | None,
     cancel_id: str | None,
 ) -> None:
-    """Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.
-
-    TIME is ISO 8601 with a zone (2026-11-28T00:00:00Z, 2026-11-28T00:00+01:00) or a date
+    """TIME is ISO 8601 with a zone (2026-11-28T00:00:00Z, 2026-11-28T00:00+01:00) or a date
     (2026-11-28: midnight in the job's zone). The occurrences are those the job's effective
     trigger gave, with its zone and daylight-saving policy. --mode missing (default): no
     successful run (never run, missed, skipped, or a last attempt that failed, timed out, was

@@ -1,5 +1,7 @@
 """``jobhost history NAME``: the run ledger of one job, newest first; ``jobhost logs RUN_ID``:
-what a job wrote through its logger during one run."""
+what a job wrote through its logger during one run; ``jobhost changes``: the change log (who
+paused, resumed, triggered, created, changed or deleted which job, when and why, from any
+surface)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import click
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import catalog_for, opened_store, settings_of
 from jobhost.cli._options import json_option, limit_option, typed_run_id
+from jobhost.operations.changes import change_json, change_line
 from jobhost.operations.jobs import require_known_job
 from jobhost.operations.runs import (
     LAST_LINES,
@@ -23,9 +26,10 @@ from jobhost.operations.runs import (
     page_json,
     read_run_log,
 )
+from jobhost.records import ChangeSearch
 from jobhost.store import Store
 
-__all__ = ["history", "logs"]
+__all__ = ["changes", "history", "logs"]
 
 _FOLLOW_SECONDS = 0.5
 
@@ -51,9 +55,7 @@ def history(
     as_json: bool,
     with_logs: bool,
 ) -> None:
-    """Show job NAME's ledger: every attempt, and every occurrence missed or skipped.
-
-    Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
+    """Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
     reason an occurrence did not run) and trace id; for a run that fanned out over units, their
     counts. JSON: {"job": NAME, "runs": [{"run_id", "occurrence", "attempt", "source", "host",
     "requested_by", "queued_at", "started_at", "finished_at", "duration_ms", "outcome",
@@ -89,9 +91,7 @@ def history(
 )
 @click.pass_context
 def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
-    """Show the lines run RUN_ID wrote through its job's logger, in order.
-
-    Each line: time (UTC), level, message; an exception's traceback is the last line of a run
+    """Each line: time (UTC), level, message; an exception's traceback is the last line of a run
     that raised. A run keeps its first and its last lines within the settings run_log_lines and
     run_log_bytes; the lines between are counted: "… 198,000 lines (19.4 MB) dropped …". Run
     ids are in `jobhost history NAME`; a unique start of one (8 characters or more) will do.
@@ -110,6 +110,30 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
             _follow(store, run_id, as_json)
         else:
             _print_all(store, run_id, as_json)
+
+
+@cli.command()
+@click.option("--job", "job", metavar="NAME", default=None, help="Only this job's changes.")
+@limit_option("The newest N changes.")
+@json_option()
+@click.pass_context
+def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> None:
+    """Each also says from where: cli, api or dashboard, and over HTTP the client's address.
+    Reads only the store. JSON: {"changes": [{"id", "at", "actor", "action", "job", "before",
+    "after", "reason", "surface", "address"}]}, the shape of GET /api/v1/changes.
+
+    Exit status: 0 (also when there is no change to show).
+    """
+    with opened_store(settings_of(ctx)) as store:
+        found = store.search_changes(ChangeSearch(job=job), limit)[::-1]
+    if as_json:
+        click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
+        return
+    if not found:
+        click.echo(f"no change of job {job} logged" if job else "no change logged")
+        return
+    for change in found:
+        click.echo(change_line(change))
 
 
 def _print_all(store: Store, run_id: str, as_json: bool) -> None:

@@ -32,7 +32,7 @@ __all__ = ["jobs", "kinds"]
 
 @cli.group()
 def jobs() -> None:
-    """Create, change, show and remove runtime jobs (source api)."""
+    pass
 
 
 @jobs.command("list")
@@ -294,9 +294,7 @@ def _not_json(name: str) -> None:
 @json_option("Print one JSON object with the schemas.")
 @click.pass_context
 def kinds(ctx: click.Context, as_json: bool) -> None:
-    """List the job kinds runtime jobs can have, with each kind's settings.
-
-    Text: each kind's name, module and description, then its settings (name, type, required,
+    """Text: each kind's name, module and description, then its settings (name, type, required,
     description). JSON: {"kinds": [{"name", "description", "module", "settings_schema",
     "examples"}]}, where settings_schema is the JSON schema GET /api/v1/kinds publishes.
 

@@ -36,9 +36,7 @@ _DEFAULT_LISTEN = "127.0.0.1:8080"
 @cli.command()
 @click.pass_context
 def run(ctx: click.Context) -> None:
-    """Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.
-
-    SIGTERM or SIGINT stops claiming, cancels running jobs, waits the shutdown grace, records
+    """SIGTERM or SIGINT stops claiming, cancels running jobs, waits the shutdown grace, records
     what did not finish and exits 0; a second signal exits at once. With http_listen set, the
     probes, /metrics, /report and the dashboard are served there.
     """
@@ -109,9 +107,7 @@ def run(ctx: click.Context) -> None:
 )
 @click.pass_context
 def serve(ctx: click.Context, listen: str | None) -> None:
-    """Serve the report, the probes and the dashboard over the store, with no host.
-
-    Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
+    """Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
     is not served. With api_tokens set, the job API under /api/v1 is served too; its changes
     go to the store, and the hosts pick them up. Runtime jobs created, changed or deleted
     through the API (here or on any host) show within about a second, as on a host. /healthz
