@@ -1,16 +1,15 @@
 """What several commands share: ``--json``, ``--limit``, ``--reason`` checked as the API checks
-it, ``--since``, a typed run id."""
+it, a typed run id."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from jobhost.cli._app import EXIT_USAGE, fail
-from jobhost.clock import SystemClock
 from jobhost.operations.changes import BadReason, checked_reason
 from jobhost.operations.runs import AmbiguousRunId, resolve_run_id
 from jobhost.operations.timefmt import short_utc
@@ -19,8 +18,8 @@ from jobhost.store import Store
 __all__ = [
     "change_reason",
     "json_option",
+    "json_shown",
     "limit_option",
-    "since_instant",
     "typed_run_id",
 ]
 
@@ -29,6 +28,13 @@ _Decorator = Callable[[Any], Any]
 
 def json_option(help: str = "Print one JSON object instead of text.") -> _Decorator:
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def json_shown(as_json: bool, data: Any, *, ensure_ascii: bool = True) -> bool:
+    """With ``--json``, print ``data`` as indented JSON; whether it did."""
+    if as_json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+    return as_json
 
 
 def limit_option(help: str, *, default: int = 20, most: int = 10_000) -> _Decorator:
@@ -56,17 +62,6 @@ def change_reason(
             raise click.BadParameter(str(error), param_hint="--reason") from None
 
     return click.option("--reason", metavar="TEXT", required=required, callback=check, help=help)
-
-
-def since_instant(since: str | None, usage: Callable[[str], NoReturn]) -> datetime | None:
-    """``--since`` (a duration back from now, a date or a time) as an instant; ``usage`` exits
-    saying what is wrong with it."""
-    from jobhost.operations.failures import BadFailureQuery, parse_since
-
-    try:
-        return parse_since(since, SystemClock()()) if since is not None else None
-    except BadFailureQuery as error:
-        usage(f"--{error.field}: {since!r} {error.detail}")
 
 
 def typed_run_id(store: Store, typed: str) -> str:

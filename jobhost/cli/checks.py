@@ -10,7 +10,6 @@ the reason, is how an operator learns that a module's jobs are off without readi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
@@ -27,10 +26,9 @@ from jobhost.cli._context import (
     refuse_invalid,
     settings_of,
 )
-from jobhost.cli._options import json_option
+from jobhost.cli._options import json_option, json_shown
 from jobhost.config import Settings
-from jobhost.store import Store, StoreError, head_revision
-from jobhost.store.migrate import check_not_newer
+from jobhost.store import Store, StoreError, check_not_newer, head_revision
 
 __all__ = ["db", "health", "plan", "validate"]
 
@@ -54,21 +52,19 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     for caveat in settings.warnings():
         to_stderr(f"warning: {caveat}")
     plugins = _loaded(catalog, settings)
-    if as_json:
-        shown = {
-            "ok": catalog.ok,
-            "jobs": len(catalog.jobs),
-            "problems": [asdict(p) for p in catalog.problems],
-            "warnings": [asdict(p) for p in catalog.warnings],
-            "plugins": plugins,
-        }
-        click.echo(json.dumps(shown, indent=2))
-    else:
-        for problem in catalog.problems:
-            click.echo(problem.line())
-        for warning in catalog.warnings:
-            click.echo(f"warning: {warning.line()}")
-        for line in _loaded_lines(plugins):
+    shown = {
+        "ok": catalog.ok,
+        "jobs": len(catalog.jobs),
+        "problems": [asdict(p) for p in catalog.problems],
+        "warnings": [asdict(p) for p in catalog.warnings],
+        "plugins": plugins,
+    }
+    if not json_shown(as_json, shown):
+        for line in [
+            *(problem.line() for problem in catalog.problems),
+            *(f"warning: {warning.line()}" for warning in catalog.warnings),
+            *_loaded_lines(plugins),
+        ]:
             click.echo(line)
         jobs, problems = len(catalog.jobs), len(catalog.problems)
         click.echo(f"{jobs} job{'s' * (jobs != 1)}, {problems} problem{'s' * (problems != 1)}")
@@ -116,9 +112,7 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
         hosts = live_catalogs(store)
     changes = plan_changes(catalog, rows)
     version = this_catalog(catalog)
-    if as_json:
-        click.echo(json.dumps(plan_json(changes, rows, version=version, hosts=hosts), indent=2))
-    else:
+    if not json_shown(as_json, plan_json(changes, rows, version=version, hosts=hosts)):
         lines = plan_lines(changes, rows, stdout_style())
         click.echo("\n".join([*lines, *catalog_lines(version, hosts)]))
     if strict and not changes.empty:
@@ -157,9 +151,7 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: boo
     catalog = load_catalog(settings) if check_catalog else None
     with opened_store(settings, require_current=False, missing_ok=True) as store:
         result = check_health(settings, catalog, store, hosts=not no_hosts)
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
+    if not json_shown(as_json, result.to_json()):
         click.echo("\n".join(health_lines(result, stdout_style())))
     if not result.ok:
         raise SystemExit(EXIT_FAILED)
@@ -241,7 +233,6 @@ def db_current(ctx: click.Context) -> None:
     settings = settings_of(ctx)
     with opened_store(settings, require_current=False) as store:
         current = current_revision(settings, store)
-    check_not_newer(current)  # a newer schema: exit 3, "upgrade jobhost"
     head = head_revision()
     state = "current" if current == head else "needs `jobhost db upgrade`"
     click.echo(f"store revision {current or 'none'}, newest {head}: {state}")

@@ -14,7 +14,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import catalog_for, opened_store, settings_of
-from jobhost.cli._options import json_option, limit_option, typed_run_id
+from jobhost.cli._options import json_option, json_shown, limit_option, typed_run_id
 from jobhost.operations.changes import change_json, change_line
 from jobhost.operations.jobs import require_known_job
 from jobhost.operations.runs import (
@@ -126,8 +126,7 @@ def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> N
     """
     with opened_store(settings_of(ctx)) as store:
         found = store.search_changes(ChangeSearch(job=job), limit)[::-1]
-    if as_json:
-        click.echo(json.dumps({"changes": [change_json(c) for c in found]}, indent=2))
+    if json_shown(as_json, {"changes": [change_json(c) for c in found]}):
         return
     if not found:
         click.echo(f"no change of job {job} logged" if job else "no change logged")
@@ -141,14 +140,10 @@ def _print_all(store: Store, run_id: str, as_json: bool) -> None:
     if page is None:
         _unknown(run_id)
     entries = list(page.entries)
-    while True:
-        more = read_run_log(store, run_id, after=page.next_after)
-        if more is None or not more.entries:
-            break
+    while (more := read_run_log(store, run_id, after=page.next_after)) and more.entries:
         entries += more.entries
         page = replace(more, entries=entries)
-    if as_json:
-        click.echo(json.dumps(page_json(page), indent=2, ensure_ascii=False))
+    if json_shown(as_json, page_json(page), ensure_ascii=False):
         return
     if not entries:
         to_stderr(f"run {run_id} ({page.run.job_name}, {page.run.outcome}) wrote no lines")

@@ -17,7 +17,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, settings_of
-from jobhost.cli._options import change_reason, json_option
+from jobhost.cli._options import change_reason, json_option, json_shown
 from jobhost.operations.jobs import declaration_json, kinds_json, stored_catalog
 
 if TYPE_CHECKING:
@@ -84,8 +84,7 @@ def list_jobs(
             }
         )
     found = [job for job in found if not source or job["source"] in source]
-    if as_json:
-        click.echo(json.dumps({"jobs": found}, indent=2))
+    if json_shown(as_json, {"jobs": found}):
         return
     for job in found:
         kind = f" kind {job['kind']}" if job["kind"] else ""
@@ -131,8 +130,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     data = runtime_json(row)
     if spec is not None:
         data = {**declaration_json(spec, runtime=True), **data}
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    if json_shown(as_json, data):
         return
     click.echo(f"{name} (kind {row.kind}, ETag {data['etag']})")
     click.echo(f"  created {data['created_at']} by {row.created_by}")
@@ -195,8 +193,7 @@ def put_job(
         service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
         done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
-    if as_json:
-        click.echo(json.dumps(runtime_json(done.row), indent=2))
+    if json_shown(as_json, runtime_json(done.row)):
         return
     what = "created" if done.created else "replaced" if done.changed else "unchanged"
     click.echo(f"{name}: {what} (ETag {done.etag})")
@@ -225,8 +222,7 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str)
 
 
 def _show_declaration(data: dict[str, Any], *, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    if json_shown(as_json, data):
         return
     flags = " critical" if data["critical"] else ""
     state = "enabled" if data["enabled"] else "disabled"
@@ -320,8 +316,7 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
 
 def _show_kinds(kinds: Mapping[str, JobKind], as_json: bool) -> None:
     data = kinds_json(kinds)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    if json_shown(as_json, data):
         return
     if not kinds:
         click.echo("no job kinds: no installed module offers one")

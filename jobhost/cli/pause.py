@@ -14,7 +14,7 @@ import click
 from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, load_catalog, opened_store, settings_of
-from jobhost.cli._options import change_reason, json_option
+from jobhost.cli._options import change_reason, json_option, json_shown
 from jobhost.operations.jobs import (
     ActionRefused,
     BadStateInput,
@@ -221,8 +221,7 @@ def state(
 
 def _show(store: Store, name: str, *, as_json: bool) -> None:
     view = read_state(store, name)
-    if as_json:
-        click.echo(json.dumps(state_json(view), indent=2, ensure_ascii=False))
+    if json_shown(as_json, state_json(view), ensure_ascii=False):
         return
     if not view.entries:
         click.echo(f"{name}: no state")
@@ -250,9 +249,8 @@ def _change(
         fail(f"refused: {refused}", EXIT_USAGE if refused.unknown else EXIT_INVALID)
     if value is None and done.before is None:
         fail(f"jobhost: job {name} has no state key {key!r}: nothing deleted", EXIT_USAGE)
-    if as_json:
-        shown = {"job": name, "key": key, "before": done.before, "after": done.after}
-        click.echo(json.dumps({**shown, "changed": done.changed}, indent=2, ensure_ascii=False))
+    shown = {"job": name, "key": key, "before": done.before, "after": done.after}
+    if json_shown(as_json, {**shown, "changed": done.changed}, ensure_ascii=False):
         return
     was = f"was {_shown(done.before)}" if done.before is not None else "was not set"
     if not done.changed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -35,10 +36,11 @@ from jobhost.cli._context import (
 from jobhost.cli._options import (
     change_reason,
     json_option,
+    json_shown,
     limit_option,
-    since_instant,
     typed_run_id,
 )
+from jobhost.clock import SystemClock
 from jobhost.errors import StoreUnavailableError, UnknownJobError
 from jobhost.operations.jobs import ActionRefused, require_known_job, stored_catalog
 from jobhost.operations.runs import ManualRun, RunRetry, cancel_run, watch_run
@@ -68,9 +70,7 @@ def print_and_exit(result: TriggerResult, shown: dict[str, Any], *, as_json: boo
     wait, 0 when the run succeeded (or was only queued), 1 otherwise."""
     from jobhost.operations.render import stdout_style, trigger_line
 
-    if as_json:
-        click.echo(json.dumps(shown, indent=2))
-    else:
+    if not json_shown(as_json, shown):
         click.echo(trigger_line(result, stdout_style()))
     if result.timed_out_waiting:
         raise SystemExit(EXIT_TIMEOUT)
@@ -335,7 +335,7 @@ def _retry_failed(
         jobs = tuple(sorted(store.list_schedules(module=module))) if module is not None else None
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
-        query = FailureQuery(since=since_instant(since, _usage), job=job, jobs=jobs)
+        query = FailureQuery(since=_since(since), job=job, jobs=jobs)
         done = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
     shown: dict[str, Any] = {
         "queued": [
@@ -350,9 +350,7 @@ def _retry_failed(
         "more": done.more,
         "hosts_alive": done.hosts_alive,
     }
-    if as_json:
-        click.echo(json.dumps(shown, indent=2))
-    else:
+    if not json_shown(as_json, shown):
         _print_retries(shown)
     if done.refused:
         raise SystemExit(EXIT_INVALID)
@@ -381,6 +379,16 @@ def _print_retries(shown: dict[str, Any]) -> None:
             )
     if shown["more"]:
         click.echo("more open failures match: run it again, or narrow with --since or --job")
+
+
+def _since(since: str | None) -> datetime | None:
+    """``--since`` (a duration back from now, a date or a time) as an instant, or exit 2."""
+    from jobhost.operations.failures import BadFailureQuery, parse_since
+
+    try:
+        return parse_since(since, SystemClock()()) if since is not None else None
+    except BadFailureQuery as error:
+        _usage(f"--{error.field}: {since!r} {error.detail}")
 
 
 def _usage(message: str) -> NoReturn:
@@ -473,15 +481,14 @@ def failures(
         if job is not None:
             require_known_job(None, store, job)
         query = FailureQuery(
-            since=since_instant(since, _usage),
+            since=_since(since),
             job=job,
             text=text.strip() if text else None,
             limit=limit,
             include_resolved=include_resolved,
         )
         found = read_failures(store, query)
-    if as_json:
-        click.echo(json.dumps(failures_json(found), indent=2))
+    if json_shown(as_json, failures_json(found)):
         return
     notes = []
     if not found.failures:
@@ -521,9 +528,7 @@ def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json
         "reason": why,
         "at": done.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    if as_json:
-        click.echo(json.dumps(shown, indent=2))
-    else:
+    if not json_shown(as_json, shown):
         click.echo(
             f"acknowledged failure {done.run.id} of {done.run.job_name} ({done.run.outcome}): {why}"
         )
