@@ -40,9 +40,9 @@ __all__ = [
 ]
 
 
-def settings_of(ctx: click.Context) -> Settings:
+def settings_of() -> Settings:
     """The settings, from the ``--config`` given to the group (or its environment)."""
-    config_path: str | None = ctx.find_root().obj["config_path"]
+    config_path: str | None = click.get_current_context().find_root().obj["config_path"]
     return load_settings(config_path)
 
 

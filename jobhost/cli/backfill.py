@@ -60,9 +60,7 @@ __all__ = ["backfill"]
 @click.option(
     "--cancel", "cancel_id", metavar="ID", help="Stop a backfill after its runs in flight."
 )
-@click.pass_context
 def backfill(
-    ctx: click.Context,
     *,
     name: str | None,
     start: str | None,
@@ -99,7 +97,7 @@ def backfill(
     an unreadable TIME, TO ≤ FROM, a range reaching the future, an unknown mode, more
     occurrences than backfill_limit, an unknown backfill id.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     picked = [
         o for o, v in (("--list", list_them), ("--show", show_id), ("--cancel", cancel_id)) if v
     ]

@@ -35,8 +35,7 @@ __all__ = ["db", "health", "plan", "validate"]
 
 @cli.command()
 @json_option("Print one JSON object instead of lines.")
-@click.pass_context
-def validate(ctx: click.Context, as_json: bool) -> None:
+def validate(as_json: bool) -> None:
     """Exit status: 0 when the catalog is clean, 3 when it has problems (or the configuration
     is invalid). Runtime jobs in the configured store are checked too, when it is
     reachable. Before the summary it lists what it loaded: each plugin, its modules, and
@@ -46,7 +45,7 @@ def validate(ctx: click.Context, as_json: bool) -> None:
     "module", "enabled", "disabled_because", "trigger", "group"}, ...]}, ...]}; warnings
     (a concurrency limit no job uses) do not change the exit status.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     # The store's runtime jobs too: a declaration that took a runtime job's name is a problem.
     catalog = load_catalog(settings)
     for caveat in settings.warnings():
@@ -77,8 +76,7 @@ def validate(ctx: click.Context, as_json: bool) -> None:
 @cli.command()
 @json_option()
 @click.option("--strict", is_flag=True, help="Exit 1 when anything would change.")
-@click.pass_context
-def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
+def plan(as_json: bool, strict: bool) -> None:
     """Lists the jobs a host started now would add, change (trigger, zone or enabled state,
     old -> new) and mark orphaned. JSON: {"changes": bool, "added": [{"job", "module",
     "after"}], "changed": [{"job", "before", "after", "trigger_changed"}], "orphaned":
@@ -96,7 +94,7 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
     )
     from jobhost.operations.render import catalog_lines, plan_lines, stdout_style
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings)
     if not catalog.ok:
         refuse_invalid(catalog, "jobhost: the job catalog is invalid; no plan until it is fixed:")
@@ -129,8 +127,7 @@ def plan(ctx: click.Context, as_json: bool, strict: bool) -> None:
     is_flag=True,
     help="Load the modules and validate their catalog (the catalog check).",
 )
-@click.pass_context
-def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: bool) -> None:
+def health(as_json: bool, no_hosts: bool, check_catalog: bool) -> None:
     """Checks: store (reachable, schema current), catalog (valid), critical-jobs-scheduled
     (enabled, not paused, next fire not behind), live-host (at least one; skipped with
     --no-hosts), leases (none expired but held), critical-jobs-last-run (not failed, not
@@ -147,7 +144,7 @@ def health(ctx: click.Context, as_json: bool, no_hosts: bool, check_catalog: boo
     from jobhost.operations.health import check_health
     from jobhost.operations.render import health_lines, stdout_style
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings) if check_catalog else None
     with opened_store(settings, require_current=False, missing_ok=True) as store:
         result = check_health(settings, catalog, store, hosts=not no_hosts)
@@ -216,10 +213,9 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.pass_context
-def db_upgrade(ctx: click.Context) -> None:
+def db_upgrade() -> None:
     """Apply pending migrations (safe to run from several replicas at once)."""
-    before, after = migrate_store(settings_of(ctx), create=True)
+    before, after = migrate_store(settings_of(), create=True)
     if before == after:
         click.echo(f"schema already at revision {after}")
     else:
@@ -227,10 +223,9 @@ def db_upgrade(ctx: click.Context) -> None:
 
 
 @db.command("current")
-@click.pass_context
-def db_current(ctx: click.Context) -> None:
+def db_current() -> None:
     """Show the store's schema revision and the newest one this version ships."""
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings, require_current=False) as store:
         current = current_revision(settings, store)
     head = head_revision()
@@ -244,8 +239,7 @@ def db_current(ctx: click.Context) -> None:
     is_flag=True,
     help="Read every row of every table (finished runs too), streaming; may take minutes.",
 )
-@click.pass_context
-def db_check(ctx: click.Context, full: bool) -> None:
+def db_check(full: bool) -> None:
     """Find stored values a host cannot use, each with its row and the fix.
 
     Without --full: the rows a host reads (schedules, live runs, hosts, the
@@ -258,7 +252,7 @@ def db_check(ctx: click.Context, full: bool) -> None:
     """
     from jobhost.rules import FiringRules
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     implausible = FiringRules(load_catalog(settings).jobs, settings.lease_duration)
     with opened_store(settings) as store:
         live = store.health_rows(implausible.implausible_lease)[1].integrity

@@ -45,9 +45,7 @@ _FOLLOW_SECONDS = 0.5
     is_flag=True,
     help=f"Under each run, the last {LAST_LINES} lines it wrote (all: jobhost logs RUN_ID).",
 )
-@click.pass_context
 def history(
-    ctx: click.Context,
     name: str,
     *,
     limit: int,
@@ -67,7 +65,7 @@ def history(
     """
     from jobhost.operations.render import history_lines, stdout_style
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
         count = LAST_LINES if with_logs else 0
@@ -89,8 +87,7 @@ def history(
 @click.option(
     "--follow", "-f", is_flag=True, help="Keep printing lines while the run runs; end when it ends."
 )
-@click.pass_context
-def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
+def logs(run_id: str, as_json: bool, follow: bool) -> None:
     """Each line: time (UTC), level, message; an exception's traceback is the last line of a run
     that raised. A run keeps its first and its last lines within the settings run_log_lines and
     run_log_bytes; the lines between are counted: "… 198,000 lines (19.4 MB) dropped …". Run
@@ -104,7 +101,7 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
     Exit status: 0; 2 a prefix that starts several run ids (they are listed); 3 for a run id
     the ledger does not know.
     """
-    with opened_store(settings_of(ctx)) as store:
+    with opened_store(settings_of()) as store:
         run_id = typed_run_id(store, run_id)
         if follow:
             _follow(store, run_id, as_json)
@@ -116,15 +113,14 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
 @click.option("--job", "job", metavar="NAME", default=None, help="Only this job's changes.")
 @limit_option("The newest N changes.")
 @json_option()
-@click.pass_context
-def changes(ctx: click.Context, job: str | None, limit: int, as_json: bool) -> None:
+def changes(job: str | None, limit: int, as_json: bool) -> None:
     """Each also says from where: cli, api or dashboard, and over HTTP the client's address.
     Reads only the store. JSON: {"changes": [{"id", "at", "actor", "action", "job", "before",
     "after", "reason", "surface", "address"}]}, the shape of GET /api/v1/changes.
 
     Exit status: 0 (also when there is no change to show).
     """
-    with opened_store(settings_of(ctx)) as store:
+    with opened_store(settings_of()) as store:
         found = store.search_changes(ChangeSearch(job=job), limit)[::-1]
     if json_shown(as_json, {"changes": [change_json(c) for c in found]}):
         return

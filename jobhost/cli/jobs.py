@@ -48,10 +48,7 @@ def jobs() -> None:
     is_flag=True,
     help="List this installation's catalog (loading its modules) instead of the store's.",
 )
-@click.pass_context
-def list_jobs(
-    ctx: click.Context, as_json: bool, source: tuple[str, ...], check_catalog: bool
-) -> None:
+def list_jobs(as_json: bool, source: tuple[str, ...], check_catalog: bool) -> None:
     """List declared and runtime jobs: name, source, kind and trigger.
 
     JSON: {"jobs": [{"name", "source", "kind", "trigger", "enabled", "etag"}]}, where kind and
@@ -63,7 +60,7 @@ def list_jobs(
     from jobhost.runtime.service import etag_of
     from jobhost.web.api.views import source_of
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings) if check_catalog else None
     with opened_store(settings) as store:
         if catalog is None:
@@ -95,8 +92,7 @@ def list_jobs(
 @jobs.command("show")
 @click.argument("name")
 @json_option()
-@click.pass_context
-def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
+def show_job(name: str, as_json: bool) -> None:
     """Show job NAME's effective declaration as the store holds it; for a runtime job also its
     definition, ETag, and who created and last changed it.
 
@@ -111,7 +107,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 
     Exit status: 0; 2 when the store holds no job NAME.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         row = next(iter(store.list_runtime_jobs([name]).rows), None)
         spec = stored_catalog(settings, store, only=name).jobs.get(name)
@@ -159,10 +155,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
 @change_reason("new endpoint after the migration, INC-7")
 @json_option("Print the stored job as JSON.")
-@click.pass_context
 def put_job(
-    ctx: click.Context,
-    /,
     name: str,
     *,
     file: str | None,
@@ -188,7 +181,7 @@ def put_job(
     from jobhost.runtime.service import JobService
     from jobhost.web.api.views import runtime_json
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
@@ -203,8 +196,7 @@ def put_job(
 @click.argument("name")
 @click.option("--if-match", "if_match", metavar="ETAG", help="Remove only if still at ETAG.")
 @change_reason("the endpoint is retired")
-@click.pass_context
-def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str) -> None:
+def delete_job(name: str, if_match: str | None, reason: str) -> None:
     """Remove runtime job NAME; its history stays, its schedule is kept as orphaned. --reason
     goes in the change log (jobhost changes).
 
@@ -213,7 +205,7 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str)
     """
     from jobhost.runtime.service import JobService
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         JobService(settings, load_catalog(settings), store).delete(
             name, actor=getpass.getuser(), if_match=if_match, reason=reason
@@ -288,8 +280,7 @@ def _not_json(name: str) -> None:
 
 @cli.command()
 @json_option("Print one JSON object with the schemas.")
-@click.pass_context
-def kinds(ctx: click.Context, as_json: bool) -> None:
+def kinds(as_json: bool) -> None:
     """Text: each kind's name, module and description, then its settings (name, type, required,
     description). JSON: {"kinds": [{"name", "description", "module", "settings_schema",
     "examples"}]}, where settings_schema is the JSON schema GET /api/v1/kinds publishes.
@@ -299,7 +290,7 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
     """
     from jobhost.catalog import build_catalog
 
-    catalog = build_catalog(settings_of(ctx))
+    catalog = build_catalog(settings_of())
     broken = [p for p in catalog.problems if p.code.startswith("plugin-")]
     try:
         _show_kinds(catalog.kinds, as_json)

@@ -58,9 +58,7 @@ _MATCH = click.option(
 )
 @_MODULE
 @_MATCH
-@click.pass_context
 def pause(
-    ctx: click.Context,
     name: str | None,
     reason: str,
     modules: tuple[str, ...],
@@ -74,7 +72,7 @@ def pause(
     Exit status: 0 (also when it already was paused); 2 for an unknown job, or when --module
     and --match select no job.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings, write=True) as store:
         catalog, jobs = _chosen(settings, store, name, modules, patterns)
         done = pause_jobs(store, catalog, jobs, actor=getpass.getuser(), reason=reason)
@@ -94,9 +92,7 @@ def pause(
 @change_reason("migration done", "Why; written to the change log (required).")
 @_MODULE
 @_MATCH
-@click.pass_context
 def resume(
-    ctx: click.Context,
     name: str | None,
     reason: str,
     modules: tuple[str, ...],
@@ -108,7 +104,7 @@ def resume(
     Exit status: 0 (also when it was not paused); 2 for an unknown job, without --reason, or
     when --module and --match select no job.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     user = getpass.getuser()
     with opened_store(settings, write=True) as store:
         _, jobs = _chosen(settings, store, name, modules, patterns)
@@ -182,9 +178,7 @@ def _assignment(
     required=False,
 )
 @json_option("Print JSON instead of text.")
-@click.pass_context
 def state(
-    ctx: click.Context,
     name: str,
     *,
     assignment: tuple[str, str] | None,
@@ -209,7 +203,7 @@ def state(
         raise click.UsageError("--set and --delete need --reason: say why, for the change log")
     if reason is not None and not changing:
         raise click.UsageError("--reason goes with --set or --delete")
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings, write=changing) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
         if changing:

@@ -73,9 +73,7 @@ __all__ = ["next_occurrences", "report"]
     is_flag=True,
     help="Also load the modules and compare their catalog with the store's, job by job.",
 )
-@click.pass_context
 def report(
-    ctx: click.Context,
     *,
     as_json: bool,
     job: str | None,
@@ -106,7 +104,7 @@ def report(
     """
     from jobhost.operations.render import indented, report_lines, stdout_style, terminal_width
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings) if check_catalog else None
     with opened_store(settings) as store:
         if job is not None:
@@ -209,9 +207,7 @@ class _Instant(click.ParamType[datetime]):
     help="Preview this policy for a local time a fall-back repeats (default: the job's, or once).",
 )
 @json_option("Print a JSON array of {utc, local}.")
-@click.pass_context
 def next_occurrences(
-    ctx: click.Context,
     *,
     name: str | None,
     expression: str | None,
@@ -230,17 +226,17 @@ def next_occurrences(
     zone, 3 the job's declaration has problems (see `jobhost validate`).
     """
     if (name is None) == (expression is None):
-        raise click.UsageError("give either a job NAME or --cron EXPR (exactly one)", ctx)
+        raise click.UsageError("give either a job NAME or --cron EXPR (exactly one)")
     if timezone is not None and expression is None:
-        raise click.UsageError("--tz goes with --cron; a job's zone comes from its trigger", ctx)
+        raise click.UsageError("--tz goes with --cron; a job's zone comes from its trigger")
     start = after if after is not None else datetime.now(UTC).replace(microsecond=0)
     gap = None if dst_gap is None else DstGap(dst_gap)
     repeat = None if dst_repeat is None else DstRepeat(dst_repeat)
     if expression is not None:
-        schedule, zone = _from_expression(ctx, expression, timezone or "UTC", gap, repeat)
+        schedule, zone = _from_expression(expression, timezone or "UTC", gap, repeat)
     else:
         assert name is not None
-        schedule, zone = _from_job(ctx, name, start, gap, repeat)
+        schedule, zone = _from_job(name, start, gap, repeat)
     instants = schedule.iter_after(start, count)
     if as_json:
         shown = [{"utc": _utc(i), "local": i.astimezone(zone).isoformat()} for i in instants]
@@ -253,18 +249,18 @@ def next_occurrences(
 
 
 def _from_expression(
-    ctx: click.Context, expression: str, timezone: str, gap: DstGap | None, repeat: DstRepeat | None
+    expression: str, timezone: str, gap: DstGap | None, repeat: DstRepeat | None
 ) -> tuple[Schedule, tzinfo]:
     try:
         zone = load_zone(timezone)
     except UnknownTimezoneError as error:
-        raise click.BadParameter(str(error), ctx, param_hint="'--tz'") from None
+        raise click.BadParameter(str(error), param_hint="'--tz'") from None
     try:
         schedule = cron_schedule(
             expression, timezone, dst_gap=gap or DstGap.SHIFT, dst_repeat=repeat or DstRepeat.ONCE
         )
     except (CronSyntaxError, CronNeverFiresError) as error:
-        raise click.BadParameter(str(error), ctx, param_hint="'--cron'") from None
+        raise click.BadParameter(str(error), param_hint="'--cron'") from None
     if (gap is not None or repeat is not None) and not schedule.fixed_time:
         to_stderr(
             "note: the minute or hour field starts with '*': a wildcard job follows real time, "
@@ -274,9 +270,9 @@ def _from_expression(
 
 
 def _from_job(
-    ctx: click.Context, name: str, start: datetime, gap: DstGap | None, repeat: DstRepeat | None
+    name: str, start: datetime, gap: DstGap | None, repeat: DstRepeat | None
 ) -> tuple[Schedule, tzinfo]:
-    spec = require_job(_catalog_with(ctx, name), name, "be previewed")
+    spec = require_job(_catalog_with(name), name, "be previewed")
     schedule = spec.schedule(start)
     if isinstance(schedule, CronSchedule):
         to_stderr(
@@ -303,10 +299,10 @@ def _from_job(
     return schedule, load_zone(trigger.timezone)
 
 
-def _catalog_with(ctx: click.Context, name: str) -> Catalog:
+def _catalog_with(name: str) -> Catalog:
     """:func:`catalog_for`, or the built catalog where there is no store (a developer's
     machine)."""
-    settings = settings_of(ctx)
+    settings = settings_of()
     try:
         with opened_store(settings) as store:
             return catalog_for(settings, store, name)

@@ -89,9 +89,7 @@ def print_and_exit(result: TriggerResult, shown: dict[str, Any], *, as_json: boo
     "limit, and its record says so.",
 )
 @_waiting("wait for the outcome")
-@click.pass_context
 def trigger(
-    ctx: click.Context,
     *,
     name: str,
     reason: str | None,
@@ -114,7 +112,7 @@ def trigger(
     3 the job's declaration is invalid; 4 --timeout passed first (a run here is cancelled, a
     host's goes on).
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     if no_wait:
         # Queued for a host: the job is read from the store, no module is loaded.
         _queue(settings, name, reason, beside_limit=beside_limit, as_json=as_json)
@@ -175,9 +173,7 @@ def _queue(
 )
 @click.option("--no-wait", is_flag=True, help="Queue the retry and exit at once.")
 @_waiting("wait for the outcome")
-@click.pass_context
 def retry(
-    ctx: click.Context,
     *,
     run_id: str | None,
     reason: str,
@@ -214,14 +210,14 @@ def retry(
     from jobhost.cli._one_shot import runs_here
 
     if failed:
-        _retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
+        _retry_failed(run_id, reason, job=job, module=module, since=since, as_json=as_json)
         return
     if run_id is None:
         raise click.UsageError("give RUN_ID, or --failed to retry every open failure")
     if job or module or since:
         raise click.UsageError("--job, --module and --since go with --failed")
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings)
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
@@ -243,9 +239,7 @@ def retry(
 @change_reason("upstream fixed, rerun")
 @click.option("--no-wait", is_flag=True, help="Record the request and exit at once.")
 @_waiting("wait until the run ends")
-@click.pass_context
 def cancel(
-    ctx: click.Context,
     *,
     run_id: str,
     reason: str,
@@ -270,7 +264,7 @@ def cancel(
     one whose host is gone); 4 --timeout passed first.
     """
     actor = getpass.getuser()
-    with opened_store(settings_of(ctx), write=True) as store:
+    with opened_store(settings_of(), write=True) as store:
         run_id = typed_run_id(store, run_id)
         try:
             asked = cancel_run(store, run_id, actor=actor, reason=reason)
@@ -312,7 +306,6 @@ def cancel(
 
 
 def _retry_failed(
-    ctx: click.Context,
     run_id: str | None,
     reason: str,
     *,
@@ -326,7 +319,7 @@ def _retry_failed(
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")
-    with opened_store(settings_of(ctx), write=True) as store:
+    with opened_store(settings_of(), write=True) as store:
         if job is not None:
             try:
                 require_known_job(None, store, job)
@@ -426,9 +419,7 @@ def _usage(message: str) -> NoReturn:
     "--wide", is_flag=True, help="Every field whole (run ids, names, errors), past 80 columns."
 )
 @json_option()
-@click.pass_context
 def failures(
-    ctx: click.Context,
     *,
     since: str | None,
     job: str | None,
@@ -461,7 +452,7 @@ def failures(
     already).
     """
     if ack_run is not None:
-        _acknowledge(ctx, ack_run, reason, as_json=as_json)
+        _acknowledge(ack_run, reason, as_json=as_json)
         return
     if reason is not None:
         _usage("--reason goes with --ack RUN_ID")
@@ -477,7 +468,7 @@ def failures(
 
     if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
         _usage(f"--grep: give 1 to {SEARCH_LIMIT} characters to search for")
-    with opened_store(settings_of(ctx)) as store:
+    with opened_store(settings_of()) as store:
         if job is not None:
             require_known_job(None, store, job)
         query = FailureQuery(
@@ -509,13 +500,13 @@ def failures(
         click.echo(note if wide else "\n".join(wrap_words(note, WIDTH)))
 
 
-def _acknowledge(ctx: click.Context, run_id: str, reason: str | None, *, as_json: bool) -> None:
+def _acknowledge(run_id: str, reason: str | None, *, as_json: bool) -> None:
     from jobhost.operations.failures import acknowledge_failure
 
     why = " ".join((reason or "").split())
     if not why or len(why) > 500:
         _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
-    with opened_store(settings_of(ctx), write=True) as store:
+    with opened_store(settings_of(), write=True) as store:
         run_id = typed_run_id(store, run_id)
         try:
             done = acknowledge_failure(store, run_id, actor=getpass.getuser(), reason=why)
