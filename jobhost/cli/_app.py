@@ -161,13 +161,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
         error.show()
         sys.exit(error.exit_code)
     except (click.Abort, KeyboardInterrupt):
-        click.echo("jobhost: interrupted", err=True)
-        sys.exit(EXIT_FAILED)
+        fail("jobhost: interrupted", EXIT_FAILED)
     except JobhostError as error:
         from jobhost.config import redact_text
 
-        click.echo(f"jobhost: {redact_text(str(error))}", err=True)
-        sys.exit(error.exit_code)
+        fail(f"jobhost: {redact_text(str(error))}", error.exit_code)
     except Exception as error:
         _unexpected(error)
     finally:
@@ -190,22 +188,20 @@ def _unexpected(error: Exception) -> NoReturn:
     if store_errors is not None and isinstance(error, store_errors.SQLAlchemyError):
         cause = getattr(error, "orig", None) or error
         first = redact_text(str(cause)).strip().splitlines()[0] if str(cause).strip() else ""
-        click.echo(
+        fail(
             f"jobhost: the store failed: {type(cause).__name__}: {first}; check the store "
             "(`jobhost health`) and try again",
-            err=True,
+            EXIT_FAILED,
         )
-        sys.exit(EXIT_FAILED)
     # No traceback reaches an operator; the log level DEBUG of `jobhost run` still has one.
     logging.getLogger("jobhost").debug("unexpected error", exc_info=error)
-    click.echo(
+    fail(
         f"jobhost: unexpected error: {type(error).__name__}: "
         f"{bound_text(redact_text(str(error)), 500)}; this is a bug in jobhost or in a "
         "plugin, or a damaged row in the store: run `jobhost health` and report it with "
         "this line",
-        err=True,
+        EXIT_FAILED,
     )
-    sys.exit(EXIT_FAILED)
 
 
 def to_stderr(line: str) -> None:

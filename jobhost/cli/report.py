@@ -300,8 +300,7 @@ def _from_job(
 
 
 def _catalog_with(name: str) -> Catalog:
-    """:func:`catalog_for`, or the built catalog where there is no store (a developer's
-    machine)."""
+    """:func:`catalog_for`, or the built catalog where there is no store (a laptop)."""
     settings = settings_of()
     try:
         with opened_store(settings) as store:

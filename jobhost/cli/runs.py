@@ -51,10 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = ["cancel", "failures", "retry", "trigger"]
 
-_Decorator = Callable[[Any], Any]
 
-
-def _waiting(until: str) -> _Decorator:
+def _waiting(until: str) -> Callable[[Any], Any]:
     """``--timeout`` (``until`` says what is waited for without it), then ``--json``."""
     timeout = click.option(
         "--timeout",
