@@ -117,7 +117,21 @@ def show_job(name: str, as_json: bool) -> None:
             from jobhost.runtime.service import not_found
 
             raise not_found(name)
-        _show_declaration(declaration_json(spec), as_json=as_json)
+        data = declaration_json(spec)
+        if json_shown(as_json, data):
+            return
+        flags = " critical" if data["critical"] else ""
+        state = "enabled" if data["enabled"] else "disabled"
+        click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
+        if data["description"]:
+            click.echo(f"  {data['description']}")
+        click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
+        click.echo(f"  daylight saving: {data['dst_policy']}")
+        if data["concurrency_group"]:
+            click.echo(f"  concurrency group: {data['concurrency_group']}")
+        for key, value in data["policies"].items():
+            shown = ", ".join(value) if isinstance(value, list) else value
+            click.echo(f"  {key}: {'-' if shown is None else shown}")
         return
     # Only for a runtime job: the web package (Starlette and the API's routes) costs a declared
     # job's answer a third of its time.
@@ -211,23 +225,6 @@ def delete_job(name: str, if_match: str | None, reason: str) -> None:
             name, actor=getpass.getuser(), if_match=if_match, reason=reason
         )
     click.echo(f"{name}: removed")
-
-
-def _show_declaration(data: dict[str, Any], *, as_json: bool) -> None:
-    if json_shown(as_json, data):
-        return
-    flags = " critical" if data["critical"] else ""
-    state = "enabled" if data["enabled"] else "disabled"
-    click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
-    if data["description"]:
-        click.echo(f"  {data['description']}")
-    click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
-    click.echo(f"  daylight saving: {data['dst_policy']}")
-    if data["concurrency_group"]:
-        click.echo(f"  concurrency group: {data['concurrency_group']}")
-    for key, value in data["policies"].items():
-        shown = ", ".join(value) if isinstance(value, list) else value
-        click.echo(f"  {key}: {'-' if shown is None else shown}")
 
 
 def _body(
