@@ -19,9 +19,15 @@ from jobhost.errors import JobhostError, shown_name
 from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
 from jobhost.rules import desired_schedules
-from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
-from jobhost.runtime.loading import SpecCache, check_runtime_jobs, declared_jobs, with_runtime_jobs
-from jobhost.runtime.specs import SecretRule, build_spec, group_problems
+from jobhost.runtime.definition import (
+    FieldProblem,
+    JobDefinition,
+    SecretRule,
+    build_spec,
+    group_problems,
+    parse_definition,
+)
+from jobhost.runtime.reload import SpecCache, declared_jobs, with_runtime_jobs
 from jobhost.store import Store
 
 __all__ = ["ChangeRefused", "JobService", "PutResult", "etag_matches", "etag_of", "not_found"]
@@ -64,8 +70,7 @@ class JobService:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only ``only``
         when given)."""
         rows = self.store.list_runtime_jobs(None if only is None else [only]).rows
-        runtime = check_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
-        return with_runtime_jobs(self.catalog, runtime)
+        return with_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
         return next(iter(self.store.list_runtime_jobs([name]).rows), None)

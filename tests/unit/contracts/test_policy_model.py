@@ -36,8 +36,7 @@ from jobhost.catalog import JobSpec
 from jobhost.catalog.overrides import declared_parts, to_trigger
 from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
 from jobhost.operations.jobs import declaration_json
-from jobhost.runtime.definition import JobDefinition, parse_definition
-from jobhost.runtime.specs import SecretRule, build_spec
+from jobhost.runtime.definition import JobDefinition, SecretRule, build_spec, parse_definition
 
 # A value unlike the default for every policy; cron and interval are used one at a time.
 SAMPLE: dict[str, Any] = {
