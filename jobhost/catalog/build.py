@@ -11,20 +11,20 @@ from typing import Any, cast
 from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, as_executor
 
 from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
-from jobhost.catalog.overrides import declared_parts, effective_parts, unknown_overrides
-from jobhost.catalog.policies import (
-    POLICY_CODES,
-    check_group,
-    check_policies,
-    effective_group,
-    unused_limits,
-)
 from jobhost.catalog.validation import (
+    POLICY_CODES,
     TriggerChecks,
     check_critical,
+    check_group,
     check_name,
+    check_policies,
     check_prefix,
+    declared_parts,
+    effective_group,
+    effective_parts,
     pair_problems,
+    unknown_overrides,
+    unused_limits,
 )
 from jobhost.config import Settings
 from jobhost.plugins.calls import (

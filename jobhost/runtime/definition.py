@@ -43,9 +43,16 @@ from returns.result import Failure, Result
 
 from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
 from jobhost.catalog.model import POLICY_DEFAULTS
-from jobhost.catalog.overrides import declared_parts, to_trigger
-from jobhost.catalog.policies import MAX_ATTEMPTS, MAX_CATCH_UP, MAX_CONCURRENT, policy_problems
-from jobhost.catalog.validation import check_critical, check_trigger
+from jobhost.catalog.validation import (
+    MAX_ATTEMPTS,
+    MAX_CATCH_UP,
+    MAX_CONCURRENT,
+    check_critical,
+    check_trigger,
+    declared_parts,
+    policy_problems,
+    to_trigger,
+)
 from jobhost.config import Settings, refusal, short_repr
 
 __all__ = [

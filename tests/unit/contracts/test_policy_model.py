@@ -33,8 +33,8 @@ from jobhost_publish.plugin import declaration as publish_declaration
 from jobhost_publish.settings import PublishJobSettings
 
 from jobhost.catalog import JobSpec
-from jobhost.catalog.overrides import declared_parts, to_trigger
 from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
+from jobhost.catalog.validation import declared_parts, to_trigger
 from jobhost.operations.jobs import declaration_json
 from jobhost.runtime.definition import JobDefinition, SecretRule, build_spec, parse_definition
 
