@@ -1,16 +1,12 @@
 """The checks a job must pass before the host will run it, each returning every problem it finds
 (never only the first), each message ending with the fix and where it goes: the declaration, or
-the deployment's configuration (``[jobs."name"]`` overrides, applied here remembering where each
-part of a trigger came from).
+the deployment's ``[jobs."name"]`` override (applied here, remembering where each part came from).
 
-An executor (an object with ``execute(context)``, or a function) is checked to take the run's
-context, so ``execute(self)`` is a catalog problem, not a ``TypeError`` at the first run at 3 a.m.
-
-The declaration's constructor checks only the policies' types; their values are judged here,
-with the host's settings in hand, so that every job's problems are listed together. A
-concurrency group without a ``[concurrency_limits]`` entry would run unlimited, so it keeps the
-host from starting; a limit no job uses is only a warning (a job may be disabled or removed for
-a while).
+An executor is checked to take the run's context, so ``execute(self)`` is a catalog problem, not
+a ``TypeError`` at the first run at 3 a.m. The declaration checks its policies' types; their
+values are judged here with the settings in hand. A concurrency group without a
+``[concurrency_limits]`` entry would run unlimited, so it keeps the host from starting; a limit
+no job uses is only a warning (a job may be disabled or removed for a while).
 """
 
 from __future__ import annotations
@@ -204,7 +200,10 @@ def pair_problems(job: PluginJob) -> list[Problem]:
             "with an object whose execute(context) runs the job"
         )
         problems.append(Problem(name, module, "missing-executor", message))
-    elif not _is_executor(executor):
+    # A class has a callable execute too, but calling it unbound would fail at the first run.
+    elif isinstance(executor, type) or not (
+        callable(getattr(executor, "execute", None)) or callable(executor)
+    ):
         problems.append(Problem(name, module, "bad-executor", _bad_executor(executor)))
     elif (wrong := _signature_problem(executor)) is not None:
         problems.append(Problem(name, module, "bad-executor", wrong))
@@ -259,10 +258,15 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
             problems.append(_problem(parts, "both-triggers", message))
     elif parts.cron is None and parts.interval is None and parts.enabled:
         problems.append(_no_trigger(parts))
-    zone_ok = _check_zone(parts, problems)
+    timezone = parts.timezone
+    try:
+        load_zone(timezone)
+    except UnknownTimezoneError as error:
+        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
+        timezone = "UTC"
     fixed_time = False
     if parts.cron is not None:
-        fixed_time = _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
+        fixed_time = _check_cron(parts, timezone, problems)
     if not fixed_time and (parts.cron is not None or parts.interval is not None):
         problems.extend(_unused_dst_policy(parts))
     interval = parts.interval
@@ -295,7 +299,7 @@ class TriggerChecks:
 
     def __init__(self) -> None:
         self._sound: set[TriggerParts] = set()
-        self._triggers: dict[TriggerParts, EffectiveTrigger | None] = {}
+        self._trigger = lru_cache(maxsize=None)(to_trigger)
 
     def problems(self, parts: TriggerParts) -> list[Problem]:
         key = _trigger_key(parts)
@@ -307,10 +311,7 @@ class TriggerChecks:
         return found
 
     def trigger(self, parts: TriggerParts) -> EffectiveTrigger | None:
-        key = _trigger_key(parts)
-        if key not in self._triggers:
-            self._triggers[key] = to_trigger(parts)
-        return self._triggers[key]
+        return self._trigger(_trigger_key(parts))
 
 
 def _trigger_key(parts: TriggerParts) -> TriggerParts:
@@ -346,15 +347,6 @@ def _no_trigger(parts: TriggerParts) -> Problem:
     return _problem(parts, "no-trigger", f"is enabled but has neither cron nor interval; {fix}")
 
 
-def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
-    try:
-        load_zone(parts.timezone)
-    except UnknownTimezoneError as error:
-        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
-        return False
-    return True
-
-
 def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> bool:
     """Whether it is a fixed-time job; what is wrong with the expression goes to ``problems``."""
     assert parts.cron is not None
@@ -370,8 +362,6 @@ def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> 
         problems.append(_problem(parts, "cron-syntax", f"{error}; {fix}"))
     except CronNeverFiresError as error:
         problems.append(_problem(parts, "cron-never-fires", f"{error}; {fix}"))
-    except UnknownTimezoneError as error:
-        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
     return False
 
 
@@ -408,13 +398,6 @@ def _zone_fix(parts: TriggerParts) -> str:
         f"{section(parts.name)}",
         "api": "fix the time zone in the job's definition",
     }[parts.zone_from]
-
-
-def _is_executor(executor: object) -> bool:
-    # A class has a callable execute too, but calling it unbound would fail at the first run.
-    if isinstance(executor, type):
-        return False
-    return callable(getattr(executor, "execute", None)) or callable(executor)
 
 
 def _signature_problem(executor: object) -> str | None:

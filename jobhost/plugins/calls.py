@@ -25,12 +25,6 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class HookAnswer:
-    plugin: str
-    value: object
-
-
-@dataclass(frozen=True)
 class PluginJob:
     """One (declaration, executor) pair as a plugin returned it: either side may be anything
     until the catalog's validation checks it."""
@@ -140,30 +134,18 @@ def _items(
     problems: list[PluginProblem],
 ) -> Iterator[tuple[str, int, object]]:
     """(plugin, position, item) for every item the plugins' ``hook`` returned (``wanted`` says
-    what that should be); each failure is added to ``problems``."""
-    answers, raised = _call_each(plugins, hook, {"settings": read_only(modules)})
-    problems.extend(raised)
-    for answer in answers:
-        for position, item in enumerate(_materialise(answer, problems, hook, wanted)):
-            yield answer.plugin, position, item
-
-
-def _call_each(
-    plugins: PluginSet, hook_name: str, kwargs: Mapping[str, object]
-) -> tuple[list[HookAnswer], list[PluginProblem]]:
-    """Call every implementation of ``hook_name`` in load order, with the arguments it asks for;
-    a raising one becomes a problem."""
-    caller = getattr(plugins.manager.hook, hook_name)
-    answers: list[HookAnswer] = []
-    problems: list[PluginProblem] = []
-    impls = sorted(caller.get_hookimpls(), key=lambda impl: plugins.order(impl.plugin_name))
-    for impl in impls:
+    what that should be), each implementation called in load order with the arguments it asks
+    for; each failure is added to ``problems``."""
+    kwargs = {"settings": read_only(modules)}
+    answers: list[tuple[str, object]] = []
+    impls = getattr(plugins.manager.hook, hook).get_hookimpls()
+    for impl in sorted(impls, key=lambda impl: plugins.order(impl.plugin_name)):
         if impl.hookwrapper or impl.wrapper:
             problems.append(
                 PluginProblem(
                     impl.plugin_name,
                     "plugin-hook",
-                    f"{hook_name} is a hook wrapper; jobhost calls each plugin's hook on its "
+                    f"{hook} is a hook wrapper; jobhost calls each plugin's hook on its "
                     "own, so implement it as a plain @hookimpl",
                 )
             )
@@ -171,37 +153,36 @@ def _call_each(
         try:
             value = impl.function(**{name: kwargs[name] for name in impl.argnames})
         except (Exception, SystemExit) as error:  # the plugin's own code: reported, not raised
-            problems.append(_raised(impl.plugin_name, hook_name, error))
+            problems.append(_raised(impl.plugin_name, hook, error))
             continue
-        answers.append(HookAnswer(impl.plugin_name, value))
-    return answers, problems
+        answers.append((impl.plugin_name, value))
+    for plugin, value in answers:
+        for position, item in enumerate(_materialise(plugin, value, problems, hook, wanted)):
+            yield plugin, position, item
 
 
 def _materialise(
-    answer: HookAnswer, problems: list[PluginProblem], hook: str, wanted: str
+    plugin: str, value: object, problems: list[PluginProblem], hook: str, wanted: str
 ) -> list[object]:
-    value = answer.value
     if inspect.iscoroutine(value):
         # Closed so the never-awaited coroutine does not also raise a RuntimeWarning.
         value.close()
         problems.append(
             _bad_result(
-                answer.plugin,
+                plugin,
                 f"{hook} is async and returned a coroutine; make it a plain function "
                 "(it must be cheap and connect to nothing)",
             )
         )
         return []
     if value is None or isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        problems.append(
-            _bad_result(answer.plugin, f"{hook} returned {_describe(value)}, not {wanted}")
-        )
+        problems.append(_bad_result(plugin, f"{hook} returned {_describe(value)}, not {wanted}"))
         return []
     try:
         # A generator runs the plugin's code while it is consumed: that is still the hook.
         return list(value)
     except (Exception, SystemExit) as error:
-        problems.append(_raised(answer.plugin, hook, error))
+        problems.append(_raised(plugin, hook, error))
         return []
 
 
