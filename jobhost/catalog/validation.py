@@ -35,7 +35,6 @@ from jobhost.catalog import (
     suggest,
 )
 from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
-from jobhost.plugins.calls import PluginJob
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSyntaxError,
@@ -45,6 +44,7 @@ from jobhost.triggers import (
 )
 
 if TYPE_CHECKING:
+    from jobhost.plugins.calls import PluginJob
     from jobhost.store import Store
 
 __all__ = [
