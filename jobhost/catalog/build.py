@@ -27,14 +27,15 @@ from jobhost.catalog.validation import (
     unused_limits,
 )
 from jobhost.config import Settings
-from jobhost.plugins.calls import (
+from jobhost.plugins import (
     PluginJob,
+    PluginProblem,
     collect_audit_sinks,
     collect_jobs,
     collect_kinds,
+    load_plugins,
     read_only,
 )
-from jobhost.plugins.discovery import PluginProblem, load_plugins
 
 __all__ = ["build_catalog"]
 

@@ -44,7 +44,7 @@ from jobhost.triggers import (
 )
 
 if TYPE_CHECKING:
-    from jobhost.plugins.calls import PluginJob
+    from jobhost.plugins import PluginJob
     from jobhost.store import Store
 
 __all__ = [
