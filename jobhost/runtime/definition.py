@@ -60,7 +60,6 @@ __all__ = [
     "RefusedSecrets",
     "SecretRule",
     "build_spec",
-    "group_problems",
     "parse_definition",
 ]
 
@@ -214,8 +213,18 @@ def build_spec(
     if not stored:
         problems += refused
     module = kind.module or RUNTIME_MODULE
+    policies = definition.model_dump(include=set(POLICY_KEYS))
     try:
-        declaration = _declaration(name, module, definition, kind)
+        for key, value in policies.items():
+            if isinstance(value, str) and timedelta in POLICY_KEYS[key]:
+                policies[key] = parse_duration(value)
+        declaration = BackgroundJobDeclaration(
+            name=name,
+            module=module,
+            configuration_source=module,
+            description=definition.description or kind.description,
+            **policies_from(policies),
+        )
     except (TypeError, ValueError) as error:
         return [*problems, FieldProblem("", str(error))]
     for policy in policy_problems(declaration):
@@ -243,36 +252,6 @@ def build_spec(
         config=modules.get(module, _EMPTY),
         concurrency_group=definition.concurrency_group,
     )
-
-
-def _declaration(
-    name: str, module: str, definition: JobDefinition, kind: JobKind
-) -> BackgroundJobDeclaration:
-    policies = definition.model_dump(include=set(POLICY_KEYS))
-    for key, value in policies.items():
-        if isinstance(value, str) and timedelta in POLICY_KEYS[key]:
-            policies[key] = parse_duration(value)
-    return BackgroundJobDeclaration(
-        name=name,
-        module=module,
-        configuration_source=module,
-        description=definition.description or kind.description,
-        **policies_from(policies),
-    )
-
-
-def group_problems(definition: JobDefinition, limits: Mapping[str, int]) -> list[FieldProblem]:
-    group = definition.concurrency_group
-    if group is None or group in limits:
-        return []
-    known = ", ".join(sorted(limits)) or "none (the host has no [concurrency_limits])"
-    return [
-        FieldProblem(
-            "concurrency_group",
-            f"names no group of the host's [concurrency_limits] (known: {known}); use one of "
-            "them, or ask the operator to add the group with its limit",
-        )
-    ]
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,8 @@ class RuntimeFollower:
     """Start it after the catalog is loaded; :meth:`stop` ends its threads."""
 
     def __init__(self, settings: Settings, catalog: Catalog, store: Store) -> None:
-        self._reloader = RuntimeReloader(settings, catalog, store, _no_ticker)
+        # serve fires nothing: the catalog's own swap is all it needs.
+        self._reloader = RuntimeReloader(settings, catalog, store, lambda _jobs: None)
         self._watcher = store.signal_watcher(self._reloader.signalled)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="jobhost-runtime", daemon=True)
@@ -230,7 +231,3 @@ class RuntimeFollower:
                     )
             else:
                 warned_at = None
-
-
-def _no_ticker(_jobs: Mapping[str, JobSpec]) -> None:
-    """``serve`` fires nothing: the catalog's own swap is all it needs."""

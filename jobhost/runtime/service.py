@@ -24,7 +24,6 @@ from jobhost.runtime.definition import (
     JobDefinition,
     SecretRule,
     build_spec,
-    group_problems,
     parse_definition,
 )
 from jobhost.runtime.reload import SpecCache, declared_jobs, with_runtime_jobs
@@ -97,8 +96,16 @@ class JobService:
         spec = build_spec(
             name, definition, self.catalog.kinds, self.settings.modules, secrets=self._secrets
         )
-        if isinstance(spec, JobSpec):
-            spec = group_problems(definition, self.settings.concurrency_limits) or spec
+        group, limits = definition.concurrency_group, self.settings.concurrency_limits
+        if isinstance(spec, JobSpec) and group is not None and group not in limits:
+            known = ", ".join(sorted(limits)) or "none (the host has no [concurrency_limits])"
+            spec = [
+                FieldProblem(
+                    "concurrency_group",
+                    f"names no group of the host's [concurrency_limits] (known: {known}); use "
+                    "one of them, or ask the operator to add the group with its limit",
+                )
+            ]
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
         stored = definition.stored()
