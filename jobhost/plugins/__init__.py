@@ -320,35 +320,30 @@ def collect_audit_sinks(
     return sinks, problems
 
 
-@dataclass(frozen=True)
-class KindSet:
-    kinds: dict[str, JobKind] = field(default_factory=dict)
-    problems: list[PluginProblem] = field(default_factory=list)
-
-
-def collect_kinds(plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]) -> KindSet:
-    found = KindSet()
+def collect_kinds(
+    plugins: PluginSet, modules: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, JobKind], list[PluginProblem]]:
+    problems: list[PluginProblem] = []
+    kinds: dict[str, JobKind] = {}
     offered_by: dict[str, str] = {}
     wanted = "a list of JobKind; return [] when the module offers none"
-    for plugin, position, item in _items(
-        plugins, modules, "jobhost_job_kinds", wanted, found.problems
-    ):
+    for plugin, position, item in _items(plugins, modules, "jobhost_job_kinds", wanted, problems):
         if not isinstance(item, JobKind):
             problem = (
                 f"jobhost_job_kinds item {position} is {type(item).__name__}, not a JobKind; "
                 "return jobhost_contracts.JobKind objects"
             )
-            found.problems.append(_bad_result(plugin, problem))
+            problems.append(_bad_result(plugin, problem))
         elif item.name in offered_by:
             problem = (
                 f"job kind {item.name!r} is offered by plugin {offered_by[item.name]} already; "
                 "rename one of them"
             )
-            found.problems.append(_bad_result(plugin, problem))
+            problems.append(_bad_result(plugin, problem))
         else:
-            found.kinds[item.name] = item
+            kinds[item.name] = item
             offered_by[item.name] = plugin
-    return found
+    return kinds, problems
 
 
 def read_only(modules: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
