@@ -132,9 +132,6 @@ class JobDefinition(BaseModel):
             parse_duration(value)  # ValueError with the accepted forms
         return value
 
-    def stored(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
 
 def parse_definition(body: object) -> JobDefinition | list[FieldProblem]:
     """The checked definition, or every field problem found."""

@@ -108,7 +108,7 @@ class JobService:
             ]
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
-        stored = definition.stored()
+        stored = definition.model_dump(mode="json")
         # Without a condition the last writer wins: a write that lost a race is made again.
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
