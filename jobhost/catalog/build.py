@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, as_executor
 
-from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, Problem
+from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.validation import (
     POLICY_CODES,
     TriggerChecks,

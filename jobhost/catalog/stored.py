@@ -29,7 +29,7 @@ from jobhost_contracts import (
     field_types,
 )
 
-from jobhost.catalog import EffectiveTrigger, JobSpec
+from jobhost.catalog.model import EffectiveTrigger, JobSpec
 from jobhost.config import JobOverride
 
 __all__ = [

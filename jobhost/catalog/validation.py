@@ -26,7 +26,7 @@ from jobhost_contracts import (
     format_duration,
 )
 
-from jobhost.catalog import (
+from jobhost.catalog.model import (
     NAME_PATTERN,
     NAME_RULE,
     EffectiveTrigger,

@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import click
 
-from jobhost.catalog import Catalog, JobSpec
+from jobhost.catalog.model import Catalog, JobSpec
 from jobhost.cli._app import EXIT_INVALID, fail, to_stderr
 from jobhost.clock import SystemClock
 from jobhost.config import CONFIG_ENV, Settings, load_settings, redact_text, redact_url

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from jobhost.catalog import suggest
+from jobhost.catalog.model import suggest
 from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, require_job, settings_of
 from jobhost.cli._options import change_reason, json_option

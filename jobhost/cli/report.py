@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from jobhost.catalog import Catalog
+from jobhost.catalog.model import Catalog
 from jobhost.cli._app import cli, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, refuse_invalid, settings_of
 from jobhost.cli._options import json_option

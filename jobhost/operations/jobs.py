@@ -26,7 +26,8 @@ from jobhost_contracts import (
     policy_values,
 )
 
-from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec, suggest
+from jobhost.catalog import Catalog, EffectiveTrigger, JobSpec
+from jobhost.catalog.model import suggest
 from jobhost.catalog.stored import StoredExecutor, json_value, stored_spec
 from jobhost.config import Settings
 from jobhost.errors import UnknownJobError

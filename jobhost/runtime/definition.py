@@ -41,7 +41,8 @@ from pydantic import (
 )
 from returns.result import Failure, Result
 
-from jobhost.catalog import NAME_PATTERN, NAME_RULE, POLICY_DEFAULTS, JobSpec
+from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
+from jobhost.catalog.model import POLICY_DEFAULTS
 from jobhost.catalog.validation import (
     MAX_ATTEMPTS,
     MAX_CATCH_UP,

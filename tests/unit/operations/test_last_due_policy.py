@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from jobhost_contracts import DstGap
 
-from jobhost.catalog import EffectiveTrigger
+from jobhost.catalog.model import EffectiveTrigger
 from jobhost.operations import mismatch
 from jobhost.operations.mismatch import trigger_last_due
 from jobhost.triggers import cron_schedule
