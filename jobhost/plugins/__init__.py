@@ -285,7 +285,11 @@ def collect_jobs(
     """Ask every plugin for its jobs; a bad item is reported, the well-formed pairs kept."""
     problems: list[PluginProblem] = []
     jobs: list[PluginJob] = []
-    for plugin, position, item in _items(plugins, modules, "jobhost_jobs", _JOBS_WANTED, problems):
+    wanted = (
+        "an iterable of (declaration, executor) pairs; return a list of JobRegistration, or [] "
+        "when there is nothing to run"
+    )
+    for plugin, position, item in _items(plugins, modules, "jobhost_jobs", wanted, problems):
         if isinstance(item, tuple) and len(item) == 2:
             jobs.append(PluginJob(plugin, item[0], item[1]))
         else:
@@ -358,12 +362,6 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_freeze(item) for item in value)
     return value
-
-
-_JOBS_WANTED = (
-    "an iterable of (declaration, executor) pairs; return a list of JobRegistration, or [] when "
-    "there is nothing to run"
-)
 
 
 def _items(

@@ -150,7 +150,7 @@ class JobService:
             None,
             actor=actor,
             clock=self.clock,
-            check=lambda row: _check_delete(name, row, if_match),
+            check=lambda row: _check_match(name, row, if_match, deleting=True),
             reason=reason,
         )
         assert removed.before is not None
@@ -203,7 +203,11 @@ def etag_matches(etag: str, if_none_match: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
+def _check_match(
+    name: str, row: RuntimeJobRow | None, if_match: str | None, *, deleting: bool = False
+) -> None:
+    if deleting and row is None:
+        raise not_found(name, "runtime job")
     if if_match is None:
         return
     tags = [tag.strip() for tag in if_match.split(",")]
@@ -228,12 +232,6 @@ def _check_put(
             f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
             "changed; to replace it, send If-Match with its ETag instead"
         )
-    _check_match(name, row, if_match)
-
-
-def _check_delete(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
-    if row is None:
-        raise not_found(name, "runtime job")
     _check_match(name, row, if_match)
 
 
