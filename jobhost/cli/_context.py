@@ -66,7 +66,7 @@ def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
 def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None = None) -> Catalog:
     """``catalog`` with the runtime jobs of the configured store; as it is when the store is
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
-    from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
+    from jobhost.runtime.reload import with_runtime_jobs
 
     path = sqlite_path(settings.database_url)
     if path is not None and not path.exists():
@@ -79,8 +79,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None =
     finally:
         if store is None:
             reader.dispose()
-    runtime = check_runtime_jobs(rows, catalog, settings)
-    return with_runtime_jobs(catalog, runtime)
+    return with_runtime_jobs(rows, catalog, settings)
 
 
 def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:
