@@ -46,7 +46,7 @@ from jobhost.store.engine import writing
 from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
-from jobhost.store.reports import get_run, get_schedule
+from jobhost.store.reports import get_run, get_schedule, read_runs
 from jobhost.store.runtime import ChangeEntry
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
@@ -327,7 +327,7 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     else:
         query = query.where(runs.c.id == run.id)
     query = query.where(runs.c.attempt > 0).order_by(runs.c.attempt, runs.c.queued_at)
-    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+    return read_runs(connection, query)
 
 
 def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: ChangeEntry) -> str:

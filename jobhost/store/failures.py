@@ -44,7 +44,7 @@ from jobhost.records import (
     StreakRange,
 )
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.reports import newest_first, newest_rows
+from jobhost.store.reports import newest_first, newest_rows, read_runs
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -132,7 +132,7 @@ def failure_rows(
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
     stuck = []
     if after is None and limit:
-        stuck = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+        stuck = read_runs(connection, query)
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(
@@ -373,8 +373,7 @@ def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[
         runs.c.outcome == "succeeded",
     )
     successes: dict[tuple[str, datetime | None], list[RunRecord]] = {}
-    for row in connection.execute(query).mappings():
-        success = RunRecord.from_row(row)
+    for success in read_runs(connection, query):
         successes.setdefault((success.job_name, success.occurrence), []).append(success)
     found: dict[str, Resolution] = {}
     for run in failed:
@@ -401,10 +400,7 @@ def _by_retry_chain(
     if not wanted:
         return {}
     query = select(runs).where(runs.c.id.in_(wanted), runs.c.outcome == "succeeded")
-    succeeded = {
-        success.id: success
-        for success in (RunRecord.from_row(row) for row in connection.execute(query).mappings())
-    }
+    succeeded = {success.id: success for success in read_runs(connection, query)}
     firsts = {
         run_id: [succeeded[c] for c in chain if c in succeeded] for run_id, chain in chains.items()
     }

@@ -38,6 +38,7 @@ from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, HostRecord, Run
 from jobhost.store.engine import UTCDateTime, database, reading
 from jobhost.store.hosts import hosts_at
 from jobhost.store.outcome_counts import outcome_counts
+from jobhost.store.reports import read_runs
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
@@ -121,7 +122,7 @@ def health_rows(
     stuck = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
     return HealthRows(
         check_live_rows(connection, now, implausible) if implausible is not None else _UNCHECKED,
-        [RunRecord.from_row(r) for r in connection.execute(stuck).mappings()] if checks else [],
+        read_runs(connection, stuck) if checks else [],
         connection.execute(select(func.min(schedules.c.due_at))).scalar() if checks else None,
         hosts_at(connection, now) if checks else [],
         catalog_versions(connection) if versions else {},

@@ -255,11 +255,7 @@ def run_pages(
         shown = read_lines(connection, run.id, after=after, limit=lines) if lines else []
         pages[key] = RunPage(run, [], shown)
         if attempts:
-            every = (
-                reports.attempts_of(connection, run)
-                if run.occurrence is not None
-                else _manual_attempts(connection, run)
-            )
+            every = _attempts(connection, run)
             pages[key] = RunPage(run, every, shown, _retried_run(connection, run))
     return pages
 
@@ -279,7 +275,10 @@ def _retried_run(connection: Connection, run: RunRecord) -> RunRecord | None:
     return None
 
 
-def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
+def _attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
+    if run.occurrence is not None:
+        same = (runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
+        return reports.read_runs(connection, select(runs).where(*same).order_by(runs.c.attempt))
     key, prefix = run.idempotency_key or "", f"{run.job_name}:manual:"
     first = run
     if key.startswith(prefix) and key[len(prefix) :] != run.id:
