@@ -251,9 +251,6 @@ class RunAction(Action[_Done]):
 
     run_id: str
 
-    def locked(self, connection: Connection) -> RunRecord | None:
-        return get_run(connection, self.run_id, for_update=True)
-
 
 @dataclass(frozen=True)
 class Retry(RunAction[RetryWritten]):
@@ -263,7 +260,7 @@ class Retry(RunAction[RetryWritten]):
     check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord]
 
     def apply(self, connection: Connection, entry: ChangeEntry) -> RetryWritten:
-        found = self.locked(connection)
+        found = get_run(connection, self.run_id, for_update=True)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = self.check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
@@ -299,7 +296,7 @@ class Cancel(RunAction[CancelWritten]):
     check: Callable[[RunRecord | None, datetime], RunRecord]
 
     def apply(self, connection: Connection, entry: ChangeEntry) -> CancelWritten:
-        run = self.check(self.locked(connection), entry.at)
+        run = self.check(get_run(connection, self.run_id, for_update=True), entry.at)
         pending = run.outcome == PENDING
         values: dict[str, object] = {
             "cancel_requested_by": entry.actor,
@@ -343,7 +340,7 @@ class Ack(RunAction[Acknowledged]):
     check: Callable[[RunRecord | None, Resolution | None], RunRecord]
 
     def apply(self, connection: Connection, entry: ChangeEntry) -> Acknowledged:
-        found = self.locked(connection)
+        found = get_run(connection, self.run_id, for_update=True)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = self.check(found, resolved)
         before = {"run_id": run.id, "outcome": run.outcome}

@@ -344,14 +344,10 @@ def _bad_zones(zones: list[object]) -> list[str]:
 
 
 def _locate(table: str, row: Mapping[str, Any]) -> tuple[str, str]:
-    job = str(row.get("job_name") or "-")
-    if table == "schedules":
-        return job, "schedules"
-    if table == "runs":
-        return job, f"{table} {row.get('id')}"
-    if table in {"job_state", "job_idempotency"}:
-        return job, f"{table} {row.get('key')}"
-    return f"host {row.get('id')}" if table == "hosts" else "-", table
+    if table == "hosts":
+        return f"host {row.get('id')}", table
+    key = {"runs": "id", "job_state": "key", "job_idempotency": "key"}.get(table)
+    return str(row.get("job_name") or "-"), table if key is None else f"{table} {row.get(key)}"
 
 
 def _expected(table: str, column: Any, value: object) -> str | None:

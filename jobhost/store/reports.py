@@ -167,10 +167,8 @@ def ledger_page(
     connection: Connection, name: str, limit: int, outcome: str | None, offset: int
 ) -> list[RunRecord]:
     """Up to ``limit`` of the job's rows, newest first, after ``offset``, of ``outcome``."""
-    query = select(runs).where(runs.c.job_name == name)
-    if outcome is not None:
-        query = query.where(runs.c.outcome == outcome)
-    return read_runs(connection, query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset))
+    where = [runs.c.outcome == outcome] if outcome is not None else []
+    return _job_runs(connection, name, *where, limit=limit, offset=offset)
 
 
 def running_runs(connection: Connection, name: str | None = None) -> list[RunRecord]:
@@ -282,13 +280,13 @@ def read_runs(connection: Connection, query: Select[Any]) -> list[RunRecord]:
 def _job_runs(
     connection: Connection,
     name: str,
-    where: ColumnElement[bool],
-    *,
+    *where: ColumnElement[bool],
     limit: int,
+    offset: int | None = None,
     order: Sequence[ColumnElement[Any]] = _NEWEST_FIRST,
 ) -> list[RunRecord]:
-    query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)
-    return read_runs(connection, query)
+    query = select(runs).where(runs.c.job_name == name, *where).order_by(*order)
+    return read_runs(connection, query.limit(limit).offset(offset))
 
 
 def runs_by_id(
