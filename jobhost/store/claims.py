@@ -59,8 +59,12 @@ from jobhost.store.engine import (
     locked,
     reading,
 )
-from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
-from jobhost.store.hosts import list_hosts
+from jobhost.store.ledger import (
+    group_summaries,
+    list_hosts,
+    write_group_limits,
+    write_group_members,
+)
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_schedule
 from jobhost.store.schema import (

@@ -1,7 +1,8 @@
 """The run ledger after a claim, and the host's life around it: outcomes recorded (with the last
 lines of their logs), retries queued, leases renewed by the heartbeat, unstarted runs given
-back, dead hosts' runs abandoned, the host's own row started and stopped; and what a running job
-writes itself: its log lines and its fenced state (:class:`StoreJobState`).
+back, dead hosts' runs abandoned, the host's own row started and stopped (and who is alive), the
+concurrency groups it writes at start; and what a running job writes itself: its log lines and its
+fenced state (:class:`StoreJobState`).
 
 The operations that take an engine open one transaction each. One transaction records every
 run a host finished since the last write, in a few statements whatever their number. What a
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -54,9 +57,16 @@ from jobhost.store.engine import (
     rows_json,
     writing,
 )
-from jobhost.store.group_limits import group_summaries
 from jobhost.store.runlogs import run_logs
-from jobhost.store.schema import IS_RUNNING, hosts, job_idempotency, job_state, runs, schedules
+from jobhost.store.schema import (
+    IS_RUNNING,
+    concurrency_groups,
+    hosts,
+    job_idempotency,
+    job_state,
+    runs,
+    schedules,
+)
 from jobhost.store.signals import notify
 
 _log = logging.getLogger("jobhost.store")
@@ -69,8 +79,12 @@ __all__ = [
     "append_chunks",
     "append_lines",
     "beat",
+    "default_host_id",
     "delete_value",
     "get_value",
+    "group_summaries",
+    "hosts_at",
+    "list_hosts",
     "mark_host",
     "mark_run_stuck",
     "put_value",
@@ -82,6 +96,8 @@ __all__ = [
     "schedule_token",
     "start_host",
     "trim_lines",
+    "write_group_limits",
+    "write_group_members",
     "write_logs",
 ]
 
@@ -516,6 +532,120 @@ def register_host(
         if row is not None:
             _refuse_if_taken(HostRecord.from_row(row), hostname, pid, now)
         _update_host(connection, host_id, **values)
+
+
+def list_hosts(connection: Connection) -> list[HostRecord]:
+    rows = connection.execute(select(hosts).order_by(hosts.c.started_at)).mappings()
+    return [HostRecord.from_row(r) for r in rows]
+
+
+def hosts_at(connection: Connection, now: datetime, *, alive_only: bool = True) -> list[HostRecord]:
+    """The hosts alive at ``now`` (every host without ``alive_only``)."""
+    found = list_hosts(connection)
+    return [host for host in found if host.alive(now)] if alive_only else found
+
+
+def default_host_id() -> str:
+    """A host id unique across machines and restarts: hostname, pid and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+# Concurrency groups: a host writes ``[concurrency_limits]`` and its jobs' groups when it starts
+# (the newest start wins); a runtime job's group is written with its schedule row.
+
+
+def write_group_limits(connection: Connection, limits: Mapping[str, int], now: datetime) -> None:
+    """Make the stored limits exactly ``limits``."""
+    query = select(concurrency_groups.c.name, concurrency_groups.c.slots)
+    stored = {str(name): int(slots) for name, slots in connection.execute(query)}
+    gone = sorted(set(stored) - set(limits))
+    if gone:
+        connection.execute(delete(concurrency_groups).where(concurrency_groups.c.name.in_(gone)))
+    added = [
+        {"name": n, "slots": s, "updated_at": now} for n, s in limits.items() if n not in stored
+    ]
+    if added:
+        connection.execute(concurrency_groups.insert(), added)
+    changed = [
+        {"b_name": n, "slots": s, "updated_at": now}
+        for n, s in limits.items()
+        if n in stored and stored[n] != s
+    ]
+    if changed:
+        connection.execute(
+            update(concurrency_groups)
+            .where(concurrency_groups.c.name == bindparam("b_name"))
+            .values(slots=bindparam("slots"), updated_at=bindparam("updated_at")),
+            changed,
+        )
+
+
+def write_group_members(connection: Connection, members: Mapping[str, str | None]) -> None:
+    """Store each named job's group (None: none); rows of other jobs are left alone."""
+    if not members:
+        return
+    query = select(schedules.c.job_name, schedules.c.concurrency_group).where(
+        schedules.c.job_name.in_(sorted(members))
+    )
+    stored = {str(name): group for name, group in connection.execute(query)}
+    changed = [
+        {"b_job": name, "group": group}
+        for name, group in members.items()
+        if name in stored and stored[name] != group
+    ]
+    if changed:
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == bindparam("b_job"))
+            .values(concurrency_group=bindparam("group"), group_waiting_since=None),
+            changed,
+        )
+
+
+def group_summaries(connection: Connection, now: datetime) -> list[GroupSummary]:
+    """Every stored group with its limit, running runs and waiting work, by name."""
+    query = select(concurrency_groups.c.name, concurrency_groups.c.slots)
+    limits = {str(name): int(slots) for name, slots in connection.execute(query)}
+    if not limits:
+        return []
+    running = {
+        str(group): int(count)
+        for group, count in connection.execute(
+            select(schedules.c.concurrency_group, func.count())
+            .select_from(runs.join(schedules, runs.c.job_name == schedules.c.job_name))
+            .where(
+                schedules.c.concurrency_group.is_not(None),
+                runs.c.outcome == RUNNING,
+                runs.c.lease_expires_at >= now,
+            )
+            .group_by(schedules.c.concurrency_group)
+        )
+    }
+    # Waiting: due occurrences held back by their group, and pending runs likewise.
+    due = select(schedules.c.concurrency_group, schedules.c.job_name).where(
+        schedules.c.group_waiting_since.is_not(None),
+        schedules.c.concurrency_group.is_not(None),
+        schedules.c.due_at.is_not(None),
+    )
+    pending = (
+        select(schedules.c.concurrency_group, runs.c.job_name)
+        .select_from(runs.join(schedules, runs.c.job_name == schedules.c.job_name))
+        .where(runs.c.outcome == PENDING, runs.c.group_waiting_since.is_not(None))
+    )
+    waiting: dict[str, list[str]] = {}
+    for group, job in [*connection.execute(due), *connection.execute(pending)]:
+        if group is not None:
+            waiting.setdefault(str(group), []).append(str(job))
+    return [
+        GroupSummary(
+            name=str(name),
+            limit=int(slots),
+            running=int(running.get(name, 0)),
+            waiting=len(waiting.get(name, [])),
+            waiting_jobs=tuple(sorted(set(waiting.get(name, [])))),
+        )
+        for name, slots in sorted(limits.items())
+    ]
 
 
 def _update_host(connection: Connection, host_id: str, **values: Any) -> None:
