@@ -126,21 +126,12 @@ def claim(
     run_id: str | None = None,
     backfill_id: str | None = None,
 ) -> Turn:
-    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only), of which at
-    most ``backfill_slots`` are backfilled occurrences, taken in the slots the rest left; then
-    read when the store next needs this host. ``skip`` names jobs not to touch; the jobs the
-    batch did not know are left alone too.
-
-    With ``now`` None the claim reads the store's time inside this transaction, not through a
-    checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out.
-    ``early`` also claims, in the slots left, occurrences due up to that far past the claim's
-    instant, each started at its own instant (its claim's ``started_at``); only one that would
-    run as it stands is taken early.
-
-    The claim may be narrowed to one job's schedule (the one-job-at-a-time fallback after a
-    batch failed), to the pending run ``run_id`` (a command that runs its manual run itself), or
-    to the backfill's occurrences and due retries (a command that runs the backfill itself: when
-    nothing of it is left, the claim finishes it)."""
+    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only; at most
+    ``backfill_slots`` backfilled, in the slots the rest left), then read when the store next
+    needs this host. ``now`` None reads the store's time in this transaction; ``quiet`` skips the
+    pending read it rules out; ``early`` also takes occurrences due up to that far ahead that
+    would run as they stand. ``job``, ``run_id`` or ``backfill_id`` narrow the claim (the
+    one-job fallback, a command running its manual run or its backfill itself)."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -210,7 +201,7 @@ class Turn:
     now: datetime
     """The instant the claim worked at."""
     read_at: float
-    """When (monotonic) ``now`` was read or taken: a sleep until a time is measured from it."""
+    """When (monotonic) ``now`` was read: a sleep until a time is measured from it."""
 
 
 # A manual run (or an operator's retry of one run) seen from the command that queued it: what the
@@ -219,8 +210,7 @@ class Turn:
 
 @dataclass(frozen=True)
 class Before:
-    """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
-    concurrency groups."""
+    """One job as a trigger finds it."""
 
     now: datetime
     row: ScheduleRecord | None
@@ -713,9 +703,7 @@ class _ClaimWork:
 
 
 def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
-    """The first instant a claim looks at the job's row again after the run of ``occurrence``
-    (see :attr:`Claim.record_by`); None for any other run or a job in a concurrency group, whose
-    live runs other jobs' claims count."""
+    """See :attr:`Claim.record_by`; None for any other run or a job in a concurrency group."""
     plan = job.plan
     grouped = job.row.concurrency_group is not None
     if grouped or occurrence is None or plan is None or plan.run != occurrence:
@@ -744,16 +732,9 @@ class _Group:
 
 
 class GroupGate:
-    """The slots of every concurrency group, as one claim transaction sees and takes them.
-
-    A group's slots are held by its jobs' running runs whose lease has not expired. The gate
-    counts inside the claim's transaction, under a lock on the groups' rows, so two replicas
-    never both take the last slot. What finds its group full waits: a due schedule row keeps its
-    occurrence and is looked at again after :data:`RECHECK`; a retry or a queued manual run
-    stays pending with ``not_before`` moved on. A free slot goes to the group's oldest waiting
-    occurrence first, so no job of a busy group starves; a waiting row nobody has looked at for
-    :data:`_STALE` (its job is known to no live host) stops holding its place.
-    """
+    """The slots of every concurrency group (held by live runs), counted under a lock on the
+    groups' rows so two replicas never both take the last slot. What finds its group full waits
+    :data:`RECHECK`; a free slot goes to the oldest waiting occurrence first, so none starves."""
 
     def __init__(self, connection: Connection, now: datetime) -> None:
         self._connection = connection
@@ -768,11 +749,8 @@ class GroupGate:
         """Group → things that began waiting in this claim (the waits counter)."""
 
     def admit(self, row: PlannedRow, *, queue_order: bool) -> bool:
-        """Take a slot of the job's group for one run; False when the group is full.
-
-        ``queue_order`` makes a scheduled occurrence wait behind older waiting occurrences of
-        the group; retries and manual runs take any free slot.
-        """
+        """Take a slot of the job's group; False when full. ``queue_order``: behind older
+        waiting occurrences (retries and manual runs take any free slot)."""
         group = self._group(row.concurrency_group)
         if group is None:
             return True
@@ -910,19 +888,10 @@ def _claim_backfills(
     skip: Collection[str] = (),
     only: str | None = None,
 ) -> None:
-    """Claim into ``batch`` up to ``slots`` runs of running backfills (``only``: of that backfill
-    alone, with its due retries too: a command running a backfill in its own process has no host
-    to take them).
-
-    A backfill's occurrences wait as pending runs of it (priority 2, see
-    :mod:`jobhost.store.backfills`). Its schedule row is locked with it, so one replica at a time
-    counts a backfill's runs; a paused job's backfill waits.
-
-    A backfill yields to the schedule, never the other way round: it starts a run only when the
-    job's overlap policy allows one beside the job's own live runs, and up to its
-    ``concurrency`` beside each other; its runs (and their retries) do not take the job's lease,
-    so the overlap rule of the job's scheduled occurrences never counts them.
-    """
+    """Claim up to ``slots`` runs of running backfills (``only``: that one, with its due retries,
+    which a command running it has no host to take). A backfill yields to the schedule: it starts
+    a run only when the job's overlap policy allows one beside the job's own live runs, and its
+    runs never take the job's lease."""
     if only is not None:
         finish_backfills(connection, now, [only])
     if slots <= 0:
@@ -963,12 +932,8 @@ def _claim_backfills(
     batch.backfill_more |= work.taken >= slots
 
 
-# The statements of the claim, each built once whatever the batch size: what a claim may take
-# (pending runs, due schedule rows, a backfill's waiting occurrences), what it writes, and when
-# the store next needs a host.
-#
-# What a claim takes is locked as read: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas
-# divide the work instead of queueing on it; on SQLite the transaction holds the file.
+# The statements of the claim, each built once whatever the batch size. What a claim takes is
+# locked as read (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas divide the work).
 
 _DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
 
@@ -989,9 +954,7 @@ def _own_live(now: Any) -> Any:
 def _due_pending(
     connection: Connection, now: datetime, limit: int, *, skip: list[str], run_id: str | None
 ) -> list[RunRecord]:
-    """Pending runs whose ``not_before`` has passed or that have none (a manual run no claim has
-    looked at), in claim order (priority, then ``not_before``); with ``run_id``, that one
-    pending run whenever it is due."""
+    """Due pending runs in claim order; with ``run_id``, that one whenever it is due."""
     if limit <= 0:
         return []
     if run_id is not None:
@@ -1026,9 +989,7 @@ _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_r
 def _move_schedules(
     connection: Connection, name: str, columns: Sequence[str], rows: list[dict[str, Any]]
 ) -> None:
-    """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job;
-    none: nothing written), in one statement whatever the batch size on PostgreSQL (see
-    :func:`~jobhost.store.engine.execute_batch`)."""
+    """Write ``columns`` of each job's schedule row (``b_job``), in one statement on PostgreSQL."""
 
     def build(value: BatchValue) -> Any:
         job = value("b_job", schedules.c.job_name.type)
@@ -1062,10 +1023,8 @@ def _due_schedules_query(db: Database, of: bool) -> Any:
 
 
 def _backfills_query(db: Database, one: bool) -> Any:
-    """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
-    runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
-    any backfill (``live``), locked together; with ``one``, the backfill ``only`` even when
-    full."""
+    """Running backfills of jobs not paused, oldest first, with their schedule rows and counts,
+    locked together; with ``one``, the backfill ``only`` even when full."""
     in_flight = (
         select(func.count())
         .where(
@@ -1148,8 +1107,7 @@ def _earliest(column: Any, *where: Any) -> Any:
 
 
 def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database], Any]:
-    """The statement that sets ``values`` and ``columns`` (each from the parameter of its name)
-    of the run ``b_id``, if it is still pending."""
+    """Set ``values`` and ``columns`` (from their parameters) of the run ``b_id`` still pending."""
     return lambda _db: (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
@@ -1158,7 +1116,6 @@ def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database
 
 
 def _claimable(db: Database, query: Any, *order: Any) -> Any:
-    """The first ``limit`` rows in ``order``, skipping rows another replica holds (PostgreSQL);
-    SQLite's transaction holds the file."""
+    """The first ``limit`` rows in ``order``, skipping rows another replica holds."""
     query = query.order_by(*order).limit(bindparam("limit"))
     return db.locked(query, skip_locked=True)

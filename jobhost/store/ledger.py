@@ -104,8 +104,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Recorded:
-    """What :func:`record_finished` wrote: at what instant, which outcomes, which of them the
-    ledger took (``recorded``), and the ledger's own outcome of each of the others."""
+    """What :func:`record_finished` wrote, and the ledger's outcome of each run it did not."""
 
     now: datetime
     entries: list[Outcome]
@@ -157,9 +156,8 @@ def start_host(
     heartbeat_seconds: int,
     retries_for: RetriesFor,
 ) -> None:
-    """Register the host (see :func:`register_host`) and record ``abandoned`` the runs an
-    earlier, dead process of ``host_id`` left running, queueing their retries: else a restart
-    under a fixed id would keep the id alive and its dead runs ``running`` for ever."""
+    """Register the host and record ``abandoned`` the runs an earlier, dead process of
+    ``host_id`` left running (else a restart under a fixed id keeps them running for ever)."""
     with writing(engine, clock) as (connection, now):
         register_host(
             connection,
@@ -198,8 +196,7 @@ _STAMPED = {"synced": "synced_at", "stopped": "stopped_at"}
 
 @dataclass(frozen=True)
 class Beat:
-    """What a heartbeat learnt: the runs whose lease this host no longer holds, and each
-    concurrency group's summary when asked for."""
+    """The runs whose lease this host no longer holds, and the groups when asked for."""
 
     lost: set[str]
     groups: list[GroupSummary] | None
@@ -233,13 +230,8 @@ def beat(
 
 
 def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Clock) -> set[str]:
-    """Give back runs this host claimed but never started (its claim-ahead queue, at shutdown);
-    return the ids released.
-
-    A released run becomes a pending run due at once, keeping its id and work: any claim
-    starts it again with a new fencing token, as it starts a retry. Its job's schedule lease,
-    if the run held it, is let go, so the overlap rule does not wait for a lease nobody renews.
-    """
+    """Give back runs this host claimed but never started (at shutdown), as pending runs due at
+    once, and the job leases they held; return the ids released."""
     if not run_ids:
         return set()
     with writing(engine, clock) as (connection, now):
@@ -276,11 +268,8 @@ def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Cl
 
 
 def mark_run_stuck(engine: Engine, run_id: str, host_id: str, message: str) -> None:
-    """Say on a running run that its executor ignored cancellation and its thread runs on.
-
-    The run stays ``running`` and keeps its lease until the thread ends, so a ``forbid`` job
-    cannot start beside its own stuck code; ``report`` and ``health`` show it as stuck.
-    """
+    """Say on a running run that its executor ignored cancellation; it keeps its lease until
+    the thread ends, so a ``forbid`` job cannot start beside its own stuck code."""
     with engine.begin() as connection:
         connection.execute(
             update(runs)
@@ -470,10 +459,8 @@ def renew_leases(
 def abandon_expired_runs(
     connection: Connection, now: datetime, *, implausible: timedelta
 ) -> list[RunRecord]:
-    """Record ``abandoned`` every running run whose lease expired (or lies further ahead than
-    ``implausible``, which no renewal sets) and whose host is gone: stopped, or silent for three
-    heartbeats. A live host whose lease ran out while the store was away renews it on return.
-    """
+    """Record ``abandoned`` every running run whose lease expired (or lies beyond
+    ``implausible``) and whose host is gone; a live host renews its leases on return."""
     candidates = [
         RunRecord.from_row(r)
         for r in connection.execute(
@@ -506,11 +493,8 @@ def register_host(
     host_clock: datetime,
     heartbeat_seconds: int,
 ) -> None:
-    """Insert this host's row, or revive it when a fixed ``host_id`` starts again.
-
-    Raises :class:`HostIdInUseError` when the row belongs to another host that is alive: two
-    processes under one id would renew each other's leases and hide each other's death.
-    """
+    """Insert this host's row, or revive it; :class:`HostIdInUseError` when another live host
+    holds the id (two processes under one id would hide each other's death)."""
     values = {
         "hostname": hostname,
         "pid": pid,
@@ -664,9 +648,7 @@ def _after_abandoning(
 def _abandon_runs(
     connection: Connection, gone: list[RunRecord], now: datetime, messages: dict[str, str]
 ) -> list[RunRecord]:
-    """Record ``abandoned``, with its message, each run of ``gone`` still running (so exactly one
-    replica records it); return those recorded. Each advances its job's fencing token, so the
-    run can no longer write state."""
+    """Record ``abandoned`` each run of ``gone`` still running, fencing its job; return those."""
     if not gone:
         return []
     refused = execute_isolating(
@@ -693,8 +675,7 @@ def _write_logs(connection: Connection, logs: LogWrites) -> None:
 
 
 def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
-    """Insert rows of lines: one prepared statement for the batch, handed to the driver as plain
-    tuples."""
+    """Insert rows of lines: one prepared statement, plain tuples to the driver."""
     if not chunks:
         return
     connection.exec_driver_sql(_INSERT[database(connection).marker], list(chunks))
@@ -712,9 +693,8 @@ _INSERT = {mark: f"INSERT INTO {_COLUMNS} VALUES ({', '.join([mark] * 5)})" for 
 
 
 def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -> None:
-    """Delete ``run_id``'s rows whose first line is numbered strictly between ``above`` and
-    ``below``: rows of the kept tail that later lines pushed out. A row that reaches ``below``
-    goes whole: the caller writes its lines from ``below`` on again."""
+    """Delete ``run_id``'s rows first numbered strictly between ``above`` and ``below`` (the
+    caller writes its lines from ``below`` on again)."""
     connection.execute(
         delete(run_logs).where(
             run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
@@ -742,12 +722,8 @@ def _summarise(
     fence: bool = False,
     isolate: bool = True,
 ) -> None:
-    """Write each job's last-run summary (job, run, outcome, started, finished, error) and free
-    its lease when the finished run held it.
-
-    A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
-    ``fence`` advances the fencing token too, so an abandoned run can no longer write.
-    """
+    """Write each job's last-run summary and free its lease when the run held it; ``fence``
+    advances the fencing token too, so an abandoned run can no longer write."""
     # One row a job in PostgreSQL's JSON form: a job twice in a batch (runs that overlap)
     # must have its summaries applied in order, one statement each.
     items = [dict(zip(_SUMMARY, summary, strict=True)) for summary in summaries]
