@@ -306,10 +306,8 @@ def record_outcomes(
     *,
     isolate: bool = True,
 ) -> set[str]:
-    """Record the outcomes this host still owns; return the run ids recorded. A run missing
-    from the answer was recorded abandoned by another replica: the ledger keeps that verdict.
-    ``isolate`` tries each row alone when the batch is refused; without it a refusal fails the
-    whole transaction."""
+    """Record the outcomes this host still owns (another replica's ``abandoned`` verdict stands);
+    return the run ids recorded. ``isolate`` tries each row alone when the batch is refused."""
     if not outcomes:
         return set()
     finishes = [
@@ -417,14 +415,9 @@ def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: 
 def renew_leases(
     connection: Connection, host_id: str, run_ids: Collection[str], until: datetime
 ) -> set[str]:
-    """Extend the leases of this host's running runs; return the ids it no longer holds.
-
-    A run's row another transaction holds is left for the next beat, not waited for: that is
-    nearly always the recorder finishing the run, whose statement may in turn wait for a row
-    this renewal holds. The two waiting on each other deadlocked (the server ends one after
-    a second), and a second's delay in recording made the next occurrences of those jobs
-    ``skipped (overlap)``. A lease outlasts at least two beats, so one left out is not lost.
-    """
+    """Extend the leases of this host's running runs; return the ids it no longer holds. A row
+    another transaction holds (nearly always the recorder finishing the run) is left for the
+    next beat rather than waited for, which deadlocked; a lease outlasts two beats."""
     if not run_ids:
         return set()
     ids = list(run_ids)
@@ -895,12 +888,8 @@ def delete_value(connection: Connection, job_name: str, key: str) -> bool:
 
 
 class StoreJobState:
-    """The :class:`jobhost_contracts.JobState` of one run.
-
-    With ``run_id`` and ``host_id`` (what the envelope passes) every write checks that run's
-    lease, at ``store_time()`` (default: the database's time on PostgreSQL, ``clock`` on SQLite);
-    without them the job's current schedule token is the fence.
-    """
+    """The :class:`jobhost_contracts.JobState` of one run. With ``run_id`` and ``host_id`` every
+    write checks that run's lease at ``store_time()``; without, the job's schedule token fences."""
 
     def __init__(
         self,
