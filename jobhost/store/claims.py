@@ -1,14 +1,9 @@
 """Claiming work: the one path by which every run starts.
 
-:func:`claim` takes, in one transaction, up to ``slots`` runs for one host: pending runs in
-(priority, not-before) order — manual runs first (a person is waiting), then retries whose
-backoff has passed — then due schedules found through the index on ``due_at``, oldest first,
-and last, in the workers still free, the occurrences of running backfills: scheduled work
-first, a backfill yields. It locks what it reads (see the statements at the end), asks the
-caller's :class:`ClaimRules` what each row means and the :class:`GroupGate` whether its
-concurrency group has room, and writes the answer for the whole batch in a handful of
-statements: run rows inserted together, each job's fencing token advanced exactly once per run
-it starts, schedules moved on. The run row's unique constraint on (job, occurrence, attempt)
+:func:`claim` takes, in one transaction, pending runs (manual first, then due retries), then due
+schedules oldest first, and last, in the workers still free, running backfills' occurrences. It
+locks what it reads, asks :class:`ClaimRules` and the :class:`GroupGate`, and writes the whole
+batch in a handful of statements. The run row's unique constraint on (job, occurrence, attempt)
 stays the last word: an insert it refuses is dropped from the batch, never run twice.
 """
 
@@ -259,20 +254,14 @@ _BUSY_RECHECK = timedelta(milliseconds=20)
 
 @dataclass(frozen=True, slots=True)
 class Wakeups:
-    """When the store next needs a host."""
+    """When the store next needs a host: the earliest due schedule, due retry, lease expiry,
+    manual run no claim has looked at, and running backfill (None: no backfill read)."""
 
     due_at: datetime | None = None
-    """The earliest ``due_at`` among the schedules this host may claim."""
     retry_at: datetime | None = None
-    """The earliest ``not_before`` of a pending run this host may take."""
     lease_expiry: datetime | None = None
-    """The earliest lease expiry of a running run (its host may have died)."""
     request_at: datetime | None = None
-    """When the oldest manual run no claim has looked at yet, of a job this host may take, was
-    queued (it has no ``not_before``: due at once)."""
     backfill_at: datetime | None = None
-    """When the oldest running backfill was made; None when no backfill runs (so a host reads
-    backfills only on turns when one does)."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -290,10 +279,8 @@ class Wakeups:
         (see :func:`claim`)."""
         times: list[datetime] = []
         if self.due_at is not None:
-            # A future occurrence is woken for ``early`` before it, so that its claim is done
-            # by its instant; one the turn's claim already saw and left is woken for on time,
-            # and one already due that the claim left (rows another replica holds) is looked
-            # at again soon, not in a spin.
+            # Woken ``early`` before a future occurrence; one already due that the claim left
+            # (rows another replica holds) is looked at again soon, not in a spin.
             busy = not more_due and self.due_at <= now
             if busy:
                 times.append(now + _BUSY_RECHECK)
@@ -311,8 +298,7 @@ class Wakeups:
 
 
 def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups:
-    """The :class:`Wakeups`, leaving out the schedules and pending runs of ``skip``, in one
-    indexed statement whatever the catalog's size."""
+    """The :class:`Wakeups` but for ``skip``'s jobs, in one indexed statement."""
     row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
     return Wakeups(*(value if isinstance(value, datetime) else None for value in row.one()))
 
@@ -443,10 +429,8 @@ class _ClaimWork:
                     self._jobs[name].live_runs = int(count)
 
     def start_pending(self, run: RunRecord) -> None:
-        """Start a pending run: a manual run or a retry (a backfill's retries too; its waiting
-        occurrences are the backfill claim's). A manual run nobody has looked at yet is refused
-        (recorded skipped) when its job cannot start now; any other waits, pending, for its job
-        or its concurrency group."""
+        """Start a manual run or a retry. A manual run nobody has looked at yet is refused when
+        its job cannot start now; any other waits, pending, for its job or its group."""
         name = run.job_name
         fresh = run.priority == PRIORITY_MANUAL and run.not_before is None
         job = self._jobs.get(name)
@@ -472,9 +456,8 @@ class _ClaimWork:
     def start_backfill(
         self, row: ScheduleRecord, live: int, backfill_id: str, limit: int, *, retries: bool
     ) -> bool:
-        """Start up to ``limit`` of the backfill's waiting occurrences, oldest first (with
-        ``retries``, its retries whose backoff has passed); False when one was left for the
-        job's own runs (``live`` of them hold their lease) or its group's."""
+        """Start up to ``limit`` of the backfill's waiting occurrences (``retries``: its due
+        retries), oldest first; False when one was left for the job's own runs or its group."""
         job = self._jobs.setdefault(
             row.job_name, _Job(row, row.fencing_token, row.lease_live(self._now), live)
         )
@@ -510,9 +493,8 @@ class _ClaimWork:
             self._start_new(job, plan.run, plan.source, self._now)
 
     def fire_early(self, row: PlannedRow) -> None:
-        """Claim the occurrence the row is due at (after now), to start then; only one that
-        would run as it stands: a job busy now, in a concurrency group or with occurrences to
-        record is left to the claim at its instant, which sees the world as it is then."""
+        """Claim the occurrence the row is due at (after now), to start then; a job busy now, in
+        a group or with occurrences to record is left to the claim at its instant."""
         job = self._jobs.get(row.job_name)
         at = row.due_at
         if at is None or job is None or job.row.concurrency_group is not None:
