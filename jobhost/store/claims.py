@@ -194,7 +194,6 @@ class Turn:
     batch: ClaimBatch
     wakeups: Wakeups
     now: datetime
-    """The instant the claim worked at."""
     read_at: float
     """When (monotonic) ``now`` was read: a sleep until a time is measured from it."""
 

@@ -505,10 +505,9 @@ class StoreRetry:
         return result
 
     def _stop(self, state: RetryCallState) -> bool:
-        tries = state.attempt_number
         if self.stopping is not None and self.stopping.is_set():
             return True
-        return self.give_up is not None and self.give_up(tries)
+        return self.give_up is not None and self.give_up(state.attempt_number)
 
     def _sleep(self, seconds: float) -> None:
         if self.stopping is None:

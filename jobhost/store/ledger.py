@@ -188,10 +188,7 @@ def mark_host(
 ) -> None:
     """Stamp the host's ``synced_at`` (with the catalog it wrote and runs) or ``stopped_at``."""
     with writing(engine, clock) as (connection, now):
-        _update_host(connection, host_id, **values, **{_STAMPED[event]: now})
-
-
-_STAMPED = {"synced": "synced_at", "stopped": "stopped_at"}
+        _update_host(connection, host_id, **values, **{f"{event}_at": now})
 
 
 @dataclass(frozen=True)
