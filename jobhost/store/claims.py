@@ -56,7 +56,7 @@ from jobhost.store.engine import (
 )
 from jobhost.store.ledger import (
     group_summaries,
-    list_hosts,
+    hosts_at,
     write_group_limits,
     write_group_members,
 )
@@ -218,7 +218,7 @@ def before_trigger(connection: Connection, job: str, now: datetime) -> Before:
         now,
         get_schedule(connection, job),
         _live_runs(connection, job, now),
-        [h for h in list_hosts(connection) if h.alive(now)],
+        hosts_at(connection, now),
         group_summaries(connection, now),
     )
 
@@ -694,11 +694,10 @@ def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
 
 # -- concurrency groups in the claim --------------------------------------------------------------
 
+# How soon something waiting for a slot is looked at again; a waiting row not looked at for
+# ``_STALE`` (its job known to no live host) no longer holds its place in the queue.
 RECHECK = timedelta(seconds=1)
-"""How soon something waiting for a slot is looked at again."""
-
 _STALE = timedelta(seconds=5)
-"""A waiting row not looked at for this long no longer holds its place in the queue."""
 
 
 @dataclass

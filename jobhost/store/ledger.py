@@ -836,18 +836,13 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-# Durable per-job state behind ``JobContext.state``. A run's writes go through only while its
-# run row is still ``running``, owned by this host, with an unexpired lease and the fencing
-# token it was claimed with; else ``StaleLeaseError``, and nothing changes. A newer run of the
-# same job does not fence an older live one: under ``overlap = "allow"`` both keep writing.
-# A state that belongs to no run (tools, tests) is fenced by the job's schedule token instead.
+# Durable per-job state behind ``JobContext.state``: a run writes only while it holds its lease
+# (else ``StaleLeaseError``); a newer run does not fence an older live one (``overlap = "allow"``).
 
 
 def schedule_token(connection: Connection, job_name: str) -> int | None:
-    """The job's fencing token, its schedule row held until the transaction ends; None when
-    the store has no row for the job."""
-    # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write. SQLite
-    # renders no FOR UPDATE; its write lock, taken at BEGIN, holds the whole file.
+    """The job's fencing token (None: no row), the row held so a claim taking the lease waits
+    for this write (SQLite's write lock holds the whole file)."""
     query = select(schedules.c.fencing_token).where(schedules.c.job_name == job_name)
     current = connection.execute(query.with_for_update()).scalar()
     return None if current is None else int(current)
@@ -959,10 +954,8 @@ class StoreJobState:
             raise StaleLeaseError(self._job, self._token, current)
 
     def _check_run_lease(self, connection: Connection, run_id: str, host_id: str) -> None:
-        # FOR UPDATE on the run row: recording it abandoned updates that row, so it waits for
-        # this write to commit (and then still finds the run running, with the write in before
-        # its verdict); a write that comes after the verdict sees it. SQLite's write lock,
-        # taken at BEGIN, serialises the two the same way.
+        # FOR UPDATE: recording the run abandoned waits for this write, so the write lands
+        # before the verdict or sees it.
         query = select(
             runs.c.outcome, runs.c.host_id, runs.c.lease_expires_at, runs.c.fencing_token
         ).where(runs.c.id == run_id)
