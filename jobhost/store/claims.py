@@ -725,8 +725,7 @@ class GroupGate:
         self._cleared_rows: list[str] = []
         self._parked_runs: list[dict[str, Any]] = []
         self._cleared_runs: list[str] = []
-        self.waits: Counter[str] = Counter()
-        """Group → things that began waiting in this claim (the waits counter)."""
+        self.waits: Counter[str] = Counter()  # group → waits begun in this claim
 
     def admit(self, row: PlannedRow, *, queue_order: bool) -> bool:
         """Take a slot of the job's group; False when full. ``queue_order``: behind older
@@ -924,8 +923,7 @@ def _live_runs(connection: Connection, job_name: str, now: datetime) -> list[Run
 
 
 def _own_live(now: Any) -> Any:
-    """A job's own runs whose lease has not expired: a backfill's runs yield to them and are
-    not counted by the overlap rule."""
+    """A job's own live runs (a backfill's runs are not counted by the overlap rule)."""
     return and_(
         runs.c.outcome == RUNNING, runs.c.lease_expires_at >= now, runs.c.backfill_id.is_(None)
     )
