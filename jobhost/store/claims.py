@@ -198,13 +198,9 @@ class Turn:
     """When (monotonic) ``now`` was read: a sleep until a time is measured from it."""
 
 
-# A manual run (or an operator's retry of one run) seen from the command that queued it: what the
-# store says before it is queued, and how it goes while the command waits.
-
-
 @dataclass(frozen=True)
 class Before:
-    """One job as a trigger finds it."""
+    """One job as the command queueing a manual run (or a retry of one run) finds it."""
 
     now: datetime
     row: ScheduleRecord | None
