@@ -23,7 +23,7 @@ from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.operations.runs import Ran, RunHere
 from jobhost.rules import FiringRules
 from jobhost.store import Store
-from jobhost.store.hosts import default_host_id
+from jobhost.store.ledger import default_host_id
 
 __all__ = ["backfill_here", "runs_here"]
 

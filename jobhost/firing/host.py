@@ -42,7 +42,7 @@ from jobhost.store.engine import (
     StoreRetry,
     is_store_down,
 )
-from jobhost.store.hosts import default_host_id
+from jobhost.store.ledger import default_host_id
 
 if TYPE_CHECKING:
     from jobhost.firing.oneshot import OneShotWork

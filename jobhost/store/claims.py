@@ -1,14 +1,9 @@
 """Claiming work: the one path by which every run starts.
 
-:func:`claim` takes, in one transaction, up to ``slots`` runs for one host: pending runs in
-(priority, not-before) order — manual runs first (a person is waiting), then retries whose
-backoff has passed — then due schedules found through the index on ``due_at``, oldest first,
-and last, in the workers still free, the occurrences of running backfills: scheduled work
-first, a backfill yields. It locks what it reads (see the statements at the end), asks the
-caller's :class:`ClaimRules` what each row means and the :class:`GroupGate` whether its
-concurrency group has room, and writes the answer for the whole batch in a handful of
-statements: run rows inserted together, each job's fencing token advanced exactly once per run
-it starts, schedules moved on. The run row's unique constraint on (job, occurrence, attempt)
+:func:`claim` takes, in one transaction, pending runs (manual first, then due retries), then due
+schedules oldest first, and last, in the workers still free, running backfills' occurrences. It
+locks what it reads, asks :class:`ClaimRules` and the :class:`GroupGate`, and writes the whole
+batch in a handful of statements. The run row's unique constraint on (job, occurrence, attempt)
 stays the last word: an insert it refuses is dropped from the batch, never run twice.
 """
 
@@ -59,8 +54,12 @@ from jobhost.store.engine import (
     locked,
     reading,
 )
-from jobhost.store.group_limits import group_summaries, write_group_limits, write_group_members
-from jobhost.store.hosts import list_hosts
+from jobhost.store.ledger import (
+    group_summaries,
+    hosts_at,
+    write_group_limits,
+    write_group_members,
+)
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_schedule
 from jobhost.store.schema import (
@@ -122,21 +121,12 @@ def claim(
     run_id: str | None = None,
     backfill_id: str | None = None,
 ) -> Turn:
-    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only), of which at
-    most ``backfill_slots`` are backfilled occurrences, taken in the slots the rest left; then
-    read when the store next needs this host. ``skip`` names jobs not to touch; the jobs the
-    batch did not know are left alone too.
-
-    With ``now`` None the claim reads the store's time inside this transaction, not through a
-    checkout of its own. ``quiet`` leaves out the read of pending runs when it rules them out.
-    ``early`` also claims, in the slots left, occurrences due up to that far past the claim's
-    instant, each started at its own instant (its claim's ``started_at``); only one that would
-    run as it stands is taken early.
-
-    The claim may be narrowed to one job's schedule (the one-job-at-a-time fallback after a
-    batch failed), to the pending run ``run_id`` (a command that runs its manual run itself), or
-    to the backfill's occurrences and due retries (a command that runs the backfill itself: when
-    nothing of it is left, the claim finishes it)."""
+    """Claim up to ``slots`` runs (plus ``manual_slots`` for manual runs only; at most
+    ``backfill_slots`` backfilled, in the slots the rest left), then read when the store next
+    needs this host. ``now`` None reads the store's time in this transaction; ``quiet`` skips the
+    pending read it rules out; ``early`` also takes occurrences due up to that far ahead that
+    would run as they stand. ``job``, ``run_id`` or ``backfill_id`` narrow the claim (the
+    one-job fallback, a command running its manual run or its backfill itself)."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -204,19 +194,13 @@ class Turn:
     batch: ClaimBatch
     wakeups: Wakeups
     now: datetime
-    """The instant the claim worked at."""
     read_at: float
-    """When (monotonic) ``now`` was read or taken: a sleep until a time is measured from it."""
-
-
-# A manual run (or an operator's retry of one run) seen from the command that queued it: what the
-# store says before it is queued, and how it goes while the command waits.
+    """When (monotonic) ``now`` was read: a sleep until a time is measured from it."""
 
 
 @dataclass(frozen=True)
 class Before:
-    """One job as a trigger finds it: its schedule row, its live runs, the live hosts, and the
-    concurrency groups."""
+    """One job as the command queueing a manual run (or a retry of one run) finds it."""
 
     now: datetime
     row: ScheduleRecord | None
@@ -230,7 +214,7 @@ def before_trigger(connection: Connection, job: str, now: datetime) -> Before:
         now,
         get_schedule(connection, job),
         _live_runs(connection, job, now),
-        [h for h in list_hosts(connection) if h.alive(now)],
+        hosts_at(connection, now),
         group_summaries(connection, now),
     )
 
@@ -265,20 +249,14 @@ _BUSY_RECHECK = timedelta(milliseconds=20)
 
 @dataclass(frozen=True, slots=True)
 class Wakeups:
-    """When the store next needs a host."""
+    """When the store next needs a host: the earliest due schedule, due retry, lease expiry,
+    manual run no claim has looked at, and running backfill (None: no backfill read)."""
 
     due_at: datetime | None = None
-    """The earliest ``due_at`` among the schedules this host may claim."""
     retry_at: datetime | None = None
-    """The earliest ``not_before`` of a pending run this host may take."""
     lease_expiry: datetime | None = None
-    """The earliest lease expiry of a running run (its host may have died)."""
     request_at: datetime | None = None
-    """When the oldest manual run no claim has looked at yet, of a job this host may take, was
-    queued (it has no ``not_before``: due at once)."""
     backfill_at: datetime | None = None
-    """When the oldest running backfill was made; None when no backfill runs (so a host reads
-    backfills only on turns when one does)."""
 
     def lease_expiry_passed(self, now: datetime) -> bool:
         return self.lease_expiry is not None and self.lease_expiry < now
@@ -296,10 +274,8 @@ class Wakeups:
         (see :func:`claim`)."""
         times: list[datetime] = []
         if self.due_at is not None:
-            # A future occurrence is woken for ``early`` before it, so that its claim is done
-            # by its instant; one the turn's claim already saw and left is woken for on time,
-            # and one already due that the claim left (rows another replica holds) is looked
-            # at again soon, not in a spin.
+            # Woken ``early`` before a future occurrence; one already due that the claim left
+            # (rows another replica holds) is looked at again soon, not in a spin.
             busy = not more_due and self.due_at <= now
             if busy:
                 times.append(now + _BUSY_RECHECK)
@@ -317,8 +293,7 @@ class Wakeups:
 
 
 def next_wakeups(connection: Connection, *, skip: Sequence[str] = ()) -> Wakeups:
-    """The :class:`Wakeups`, leaving out the schedules and pending runs of ``skip``, in one
-    indexed statement whatever the catalog's size."""
+    """The :class:`Wakeups` but for ``skip``'s jobs, in one indexed statement."""
     row = connection.execute(built(connection, "wakeups", _wakeups_query), {"skip": list(skip)})
     return Wakeups(*(value if isinstance(value, datetime) else None for value in row.one()))
 
@@ -449,10 +424,8 @@ class _ClaimWork:
                     self._jobs[name].live_runs = int(count)
 
     def start_pending(self, run: RunRecord) -> None:
-        """Start a pending run: a manual run or a retry (a backfill's retries too; its waiting
-        occurrences are the backfill claim's). A manual run nobody has looked at yet is refused
-        (recorded skipped) when its job cannot start now; any other waits, pending, for its job
-        or its concurrency group."""
+        """Start a manual run or a retry. A manual run nobody has looked at yet is refused when
+        its job cannot start now; any other waits, pending, for its job or its group."""
         name = run.job_name
         fresh = run.priority == PRIORITY_MANUAL and run.not_before is None
         job = self._jobs.get(name)
@@ -478,9 +451,8 @@ class _ClaimWork:
     def start_backfill(
         self, row: ScheduleRecord, live: int, backfill_id: str, limit: int, *, retries: bool
     ) -> bool:
-        """Start up to ``limit`` of the backfill's waiting occurrences, oldest first (with
-        ``retries``, its retries whose backoff has passed); False when one was left for the
-        job's own runs (``live`` of them hold their lease) or its group's."""
+        """Start up to ``limit`` of the backfill's waiting occurrences (``retries``: its due
+        retries), oldest first; False when one was left for the job's own runs or its group."""
         job = self._jobs.setdefault(
             row.job_name, _Job(row, row.fencing_token, row.lease_live(self._now), live)
         )
@@ -516,9 +488,8 @@ class _ClaimWork:
             self._start_new(job, plan.run, plan.source, self._now)
 
     def fire_early(self, row: PlannedRow) -> None:
-        """Claim the occurrence the row is due at (after now), to start then; only one that
-        would run as it stands: a job busy now, in a concurrency group or with occurrences to
-        record is left to the claim at its instant, which sees the world as it is then."""
+        """Claim the occurrence the row is due at (after now), to start then; a job busy now, in
+        a group or with occurrences to record is left to the claim at its instant."""
         job = self._jobs.get(row.job_name)
         at = row.due_at
         if at is None or job is None or job.row.concurrency_group is not None:
@@ -709,9 +680,7 @@ class _ClaimWork:
 
 
 def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
-    """The first instant a claim looks at the job's row again after the run of ``occurrence``
-    (see :attr:`Claim.record_by`); None for any other run or a job in a concurrency group, whose
-    live runs other jobs' claims count."""
+    """See :attr:`Claim.record_by`; None for any other run or a job in a concurrency group."""
     plan = job.plan
     grouped = job.row.concurrency_group is not None
     if grouped or occurrence is None or plan is None or plan.run != occurrence:
@@ -721,11 +690,10 @@ def _record_by(job: _Job, occurrence: datetime | None) -> datetime | None:
 
 # -- concurrency groups in the claim --------------------------------------------------------------
 
+# How soon something waiting for a slot is looked at again; a waiting row not looked at for
+# ``_STALE`` (its job known to no live host) no longer holds its place in the queue.
 RECHECK = timedelta(seconds=1)
-"""How soon something waiting for a slot is looked at again."""
-
 _STALE = timedelta(seconds=5)
-"""A waiting row not looked at for this long no longer holds its place in the queue."""
 
 
 @dataclass
@@ -740,16 +708,9 @@ class _Group:
 
 
 class GroupGate:
-    """The slots of every concurrency group, as one claim transaction sees and takes them.
-
-    A group's slots are held by its jobs' running runs whose lease has not expired. The gate
-    counts inside the claim's transaction, under a lock on the groups' rows, so two replicas
-    never both take the last slot. What finds its group full waits: a due schedule row keeps its
-    occurrence and is looked at again after :data:`RECHECK`; a retry or a queued manual run
-    stays pending with ``not_before`` moved on. A free slot goes to the group's oldest waiting
-    occurrence first, so no job of a busy group starves; a waiting row nobody has looked at for
-    :data:`_STALE` (its job is known to no live host) stops holding its place.
-    """
+    """The slots of every concurrency group (held by live runs), counted under a lock on the
+    groups' rows so two replicas never both take the last slot. What finds its group full waits
+    :data:`RECHECK`; a free slot goes to the oldest waiting occurrence first, so none starves."""
 
     def __init__(self, connection: Connection, now: datetime) -> None:
         self._connection = connection
@@ -760,15 +721,11 @@ class GroupGate:
         self._cleared_rows: list[str] = []
         self._parked_runs: list[dict[str, Any]] = []
         self._cleared_runs: list[str] = []
-        self.waits: Counter[str] = Counter()
-        """Group → things that began waiting in this claim (the waits counter)."""
+        self.waits: Counter[str] = Counter()  # group → waits begun in this claim
 
     def admit(self, row: PlannedRow, *, queue_order: bool) -> bool:
-        """Take a slot of the job's group for one run; False when the group is full.
-
-        ``queue_order`` makes a scheduled occurrence wait behind older waiting occurrences of
-        the group; retries and manual runs take any free slot.
-        """
+        """Take a slot of the job's group; False when full. ``queue_order``: behind older
+        waiting occurrences (retries and manual runs take any free slot)."""
         group = self._group(row.concurrency_group)
         if group is None:
             return True
@@ -906,19 +863,10 @@ def _claim_backfills(
     skip: Collection[str] = (),
     only: str | None = None,
 ) -> None:
-    """Claim into ``batch`` up to ``slots`` runs of running backfills (``only``: of that backfill
-    alone, with its due retries too: a command running a backfill in its own process has no host
-    to take them).
-
-    A backfill's occurrences wait as pending runs of it (priority 2, see
-    :mod:`jobhost.store.backfills`). Its schedule row is locked with it, so one replica at a time
-    counts a backfill's runs; a paused job's backfill waits.
-
-    A backfill yields to the schedule, never the other way round: it starts a run only when the
-    job's overlap policy allows one beside the job's own live runs, and up to its
-    ``concurrency`` beside each other; its runs (and their retries) do not take the job's lease,
-    so the overlap rule of the job's scheduled occurrences never counts them.
-    """
+    """Claim up to ``slots`` runs of running backfills (``only``: that one, with its due retries,
+    which a command running it has no host to take). A backfill yields to the schedule: it starts
+    a run only when the job's overlap policy allows one beside the job's own live runs, and its
+    runs never take the job's lease."""
     if only is not None:
         finish_backfills(connection, now, [only])
     if slots <= 0:
@@ -959,12 +907,8 @@ def _claim_backfills(
     batch.backfill_more |= work.taken >= slots
 
 
-# The statements of the claim, each built once whatever the batch size: what a claim may take
-# (pending runs, due schedule rows, a backfill's waiting occurrences), what it writes, and when
-# the store next needs a host.
-#
-# What a claim takes is locked as read: ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas
-# divide the work instead of queueing on it; on SQLite the transaction holds the file.
+# The statements of the claim, each built once whatever the batch size. What a claim takes is
+# locked as read (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so replicas divide the work).
 
 _DUE_COLUMNS = tuple(schedules.c[name] for name in DueSchedule._fields)
 
@@ -975,8 +919,7 @@ def _live_runs(connection: Connection, job_name: str, now: datetime) -> list[Run
 
 
 def _own_live(now: Any) -> Any:
-    """A job's own runs whose lease has not expired: a backfill's runs yield to them and are
-    not counted by the overlap rule."""
+    """A job's own live runs (a backfill's runs are not counted by the overlap rule)."""
     return and_(
         runs.c.outcome == RUNNING, runs.c.lease_expires_at >= now, runs.c.backfill_id.is_(None)
     )
@@ -985,9 +928,7 @@ def _own_live(now: Any) -> Any:
 def _due_pending(
     connection: Connection, now: datetime, limit: int, *, skip: list[str], run_id: str | None
 ) -> list[RunRecord]:
-    """Pending runs whose ``not_before`` has passed or that have none (a manual run no claim has
-    looked at), in claim order (priority, then ``not_before``); with ``run_id``, that one
-    pending run whenever it is due."""
+    """Due pending runs in claim order; with ``run_id``, that one whenever it is due."""
     if limit <= 0:
         return []
     if run_id is not None:
@@ -1022,9 +963,7 @@ _LEASED = (*_MOVED, "fencing_token", "lease_owner", "lease_expires_at", "lease_r
 def _move_schedules(
     connection: Connection, name: str, columns: Sequence[str], rows: list[dict[str, Any]]
 ) -> None:
-    """Write ``columns`` of each job's schedule row (``b_job`` names the job; one row a job;
-    none: nothing written), in one statement whatever the batch size on PostgreSQL (see
-    :func:`~jobhost.store.engine.execute_batch`)."""
+    """Write ``columns`` of each job's schedule row (``b_job``), in one statement on PostgreSQL."""
 
     def build(value: BatchValue) -> Any:
         job = value("b_job", schedules.c.job_name.type)
@@ -1058,10 +997,8 @@ def _due_schedules_query(db: Database, of: bool) -> Any:
 
 
 def _backfills_query(db: Database, one: bool) -> Any:
-    """Running backfills of jobs not paused, oldest first, each with its job's schedule row, its
-    runs in flight or waiting to be retried (``in_flight``) and its job's own live runs, outside
-    any backfill (``live``), locked together; with ``one``, the backfill ``only`` even when
-    full."""
+    """Running backfills of jobs not paused, oldest first, with their schedule rows and counts,
+    locked together; with ``one``, the backfill ``only`` even when full."""
     in_flight = (
         select(func.count())
         .where(
@@ -1144,8 +1081,7 @@ def _earliest(column: Any, *where: Any) -> Any:
 
 
 def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database], Any]:
-    """The statement that sets ``values`` and ``columns`` (each from the parameter of its name)
-    of the run ``b_id``, if it is still pending."""
+    """Set ``values`` and ``columns`` (from their parameters) of the run ``b_id`` still pending."""
     return lambda _db: (
         update(runs)
         .where(runs.c.id == bindparam("b_id"), runs.c.outcome == PENDING)
@@ -1154,7 +1090,6 @@ def _update_pending(columns: Sequence[str], **values: str) -> Callable[[Database
 
 
 def _claimable(db: Database, query: Any, *order: Any) -> Any:
-    """The first ``limit`` rows in ``order``, skipping rows another replica holds (PostgreSQL);
-    SQLite's transaction holds the file."""
+    """The first ``limit`` rows in ``order``, skipping rows another replica holds."""
     query = query.order_by(*order).limit(bindparam("limit"))
     return db.locked(query, skip_locked=True)

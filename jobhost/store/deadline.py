@@ -1,12 +1,7 @@
-"""A deadline, kept by the client, on every wait for the PostgreSQL server.
-
-A backend hung behind a live TCP peer (a pooler, a proxy, one side of a partition) acknowledges
-every byte, so neither ``statement_timeout`` nor keepalives end a wait for its answer. Each
-connection made here gives up on any one wait after ``seconds``: it closes itself and raises
-:class:`psycopg.OperationalError`, which SQLAlchemy takes for a disconnect. (A cancel request
-would travel to the same hung peer.) Imported only for PostgreSQL: psycopg is not loaded for
-SQLite.
-"""
+"""A deadline, kept by the client, on every wait for the PostgreSQL server: a backend hung
+behind a live TCP peer (a pooler, a proxy) acknowledges every byte, so neither
+``statement_timeout`` nor keepalives end the wait. A connection gives up after ``seconds``,
+closing itself with :class:`psycopg.OperationalError` (a disconnect to SQLAlchemy)."""
 
 from __future__ import annotations
 

@@ -98,13 +98,10 @@ def create_store_engine(
     listen_url: str | None = None,
     **options: Any,
 ) -> Engine:
-    """An engine for the store at ``url`` (SQLite or PostgreSQL). Without ``create``, an SQLite
-    file that does not exist is refused, not made. On PostgreSQL (seconds, 0: off),
-    ``connect_timeout`` bounds opening a connection, waiting for one from the pool, and
-    unacknowledged data; ``statement_timeout`` each statement; ``idle_transaction_timeout`` a
-    transaction left idle, whose locked rows every other replica would skip for ever.
-    ``pooling`` and ``listen_url``: a transaction-mode pooler (:mod:`jobhost.store.postgres`).
-    """
+    """An engine for the store at ``url``; without ``create``, a missing SQLite file is refused.
+    The PostgreSQL timeouts are seconds (0: off); an idle transaction's locked rows would be
+    skipped by every other replica for ever. ``pooling``, ``listen_url``: see
+    :mod:`jobhost.store.postgres`."""
     parsed = make_url(url)
     if parsed.drivername in {"postgresql", "postgres"}:
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -133,8 +130,8 @@ def lift_deadline(connection: Connection) -> None:
 
 
 def answers(engine: Engine, within: float = 1.0) -> bool:
-    """Whether the store answered a trivial read within ``within`` seconds, lately: one look at
-    a time per engine, on a thread of its own, standing for :data:`_ANSWER_FRESH` seconds."""
+    """Whether the store answered a trivial read within ``within`` seconds (one look per engine
+    at a time, on its own thread, standing for :data:`_ANSWER_FRESH` seconds)."""
     look = _LOOKS.setdefault(engine, _Look())
     return look.answered(engine, within)
 
@@ -226,8 +223,7 @@ class StoreTime:
 
 
 def built(connection: Connection, name: str, build: Callable[[Database], Any]) -> Any:
-    """The statement ``name`` for this connection's dialect, built once per process: a kept
-    statement's cache key is memoized on it, so it is not rebuilt nor re-keyed every turn."""
+    """The statement ``name`` for this dialect, built (and cache-keyed) once per process."""
     key = (name, connection.dialect.name)
     statement = _BUILT.get(key)
     if statement is None:
@@ -239,8 +235,7 @@ _BUILT: dict[tuple[str, str], Any] = {}
 
 
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
-    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
-    SQLite transaction of the store holds the write lock)."""
+    """Lock the selected rows, skipping rows another replica holds (PostgreSQL)."""
     found: Select[Any] = database(connection).locked(statement, skip_locked=True)
     return found
 
@@ -252,9 +247,8 @@ COPY_FROM = 100
 def copy_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
 ) -> set[Any]:
-    """Insert many ``rows`` as :func:`insert_returning_new` does; return the ``column``
-    values that went in. On PostgreSQL, :data:`COPY_FROM` rows or more travel by ``COPY``
-    (formatted in C) into a temporary table, then over in one ``INSERT ... SELECT``."""
+    """:func:`insert_returning_new` for many rows (by ``COPY`` into a temporary table from
+    :data:`COPY_FROM` rows on PostgreSQL); the ``column`` values that went in."""
     if not rows:
         return set()
     if not database(connection).batches or len(rows) < COPY_FROM:
@@ -317,10 +311,8 @@ def insert_returning_new(
 
 
 def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
-    """PostgreSQL: rows to select from, decoded from the one JSON parameter of
-    :func:`rows_json`, a column of each ``(name, type)``. The statement's text is the same
-    whatever the batch size, so the server prepares it once, and the rows travel as one string
-    the C encoder writes (arrays dumped in Python cost a busy host a sixth of its CPU)."""
+    """PostgreSQL: rows decoded from :func:`rows_json`'s one parameter, a column per ``(name,
+    type)``: one prepared text whatever the batch size, and one string the C encoder writes."""
     return (
         func.json_to_recordset(cast(bindparam(_ROWS, type_=Text), JSON))
         .table_valued(*(column(name, kind) for name, kind in columns))
@@ -353,9 +345,8 @@ def execute_isolating(
     *,
     isolate: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run ``statement`` for every row; the rows the database refused, each tried alone when
-    the batch is refused while the store is there. ``isolate=False``: the batch plainly, for
-    a caller that retries the whole transaction isolated when it fails."""
+    """Run ``statement`` for every row; return the rows refused, each tried alone when the batch
+    is (``isolate=False``: the batch plainly, its caller retries isolated)."""
     if not rows:
         return []
     if not isolate:
@@ -422,9 +413,8 @@ def _bound(name: str, kind: Any) -> Any:
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """An instant, stored in UTC (SQLite: as naive text), always returned aware. Text that is
-    not a time (a hand edit) is reported and read as missing, so the loop repairs the row. A
-    naive value going in is refused: it is a bug that would be off by the local offset."""
+    """An instant, stored in UTC, returned aware; text that is not a time is read as missing
+    (so the loop repairs the row), and a naive value going in is refused."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
@@ -476,8 +466,7 @@ class _Stopped(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
-    """How one kind of store call is retried, and what its failures say in the log; once it
-    stops trying, the last error is raised. Threads may share it."""
+    """How one kind of store call is retried and logged; threads may share it."""
 
     what: str
     """Names the call in the log: ``"heartbeat"``, ``"recording finished runs"``."""
@@ -516,10 +505,9 @@ class StoreRetry:
         return result
 
     def _stop(self, state: RetryCallState) -> bool:
-        tries = state.attempt_number
         if self.stopping is not None and self.stopping.is_set():
             return True
-        return self.give_up is not None and self.give_up(tries)
+        return self.give_up is not None and self.give_up(state.attempt_number)
 
     def _sleep(self, seconds: float) -> None:
         if self.stopping is None:

@@ -36,7 +36,7 @@ from sqlalchemy.sql.expression import ColumnClause, Select
 
 from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, HostRecord, RunRecord
 from jobhost.store.engine import UTCDateTime, database, reading
-from jobhost.store.hosts import hosts_at
+from jobhost.store.ledger import hosts_at
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.reports import read_runs
 from jobhost.store.schema import (

@@ -1,7 +1,8 @@
 """The run ledger after a claim, and the host's life around it: outcomes recorded (with the last
 lines of their logs), retries queued, leases renewed by the heartbeat, unstarted runs given
-back, dead hosts' runs abandoned, the host's own row started and stopped; and what a running job
-writes itself: its log lines and its fenced state (:class:`StoreJobState`).
+back, dead hosts' runs abandoned, the host's own row started and stopped (and who is alive), the
+concurrency groups it writes at start; and what a running job writes itself: its log lines and its
+fenced state (:class:`StoreJobState`).
 
 The operations that take an engine open one transaction each. One transaction records every
 run a host finished since the last write, in a few statements whatever their number. What a
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -54,9 +57,16 @@ from jobhost.store.engine import (
     rows_json,
     writing,
 )
-from jobhost.store.group_limits import group_summaries
 from jobhost.store.runlogs import run_logs
-from jobhost.store.schema import IS_RUNNING, hosts, job_idempotency, job_state, runs, schedules
+from jobhost.store.schema import (
+    IS_RUNNING,
+    concurrency_groups,
+    hosts,
+    job_idempotency,
+    job_state,
+    runs,
+    schedules,
+)
 from jobhost.store.signals import notify
 
 _log = logging.getLogger("jobhost.store")
@@ -69,8 +79,12 @@ __all__ = [
     "append_chunks",
     "append_lines",
     "beat",
+    "default_host_id",
     "delete_value",
     "get_value",
+    "group_summaries",
+    "hosts_at",
+    "list_hosts",
     "mark_host",
     "mark_run_stuck",
     "put_value",
@@ -82,14 +96,15 @@ __all__ = [
     "schedule_token",
     "start_host",
     "trim_lines",
+    "write_group_limits",
+    "write_group_members",
     "write_logs",
 ]
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """What :func:`record_finished` wrote: at what instant, which outcomes, which of them the
-    ledger took (``recorded``), and the ledger's own outcome of each of the others."""
+    """What :func:`record_finished` wrote, and the ledger's outcome of each run it did not."""
 
     now: datetime
     entries: list[Outcome]
@@ -141,9 +156,8 @@ def start_host(
     heartbeat_seconds: int,
     retries_for: RetriesFor,
 ) -> None:
-    """Register the host (see :func:`register_host`) and record ``abandoned`` the runs an
-    earlier, dead process of ``host_id`` left running, queueing their retries: else a restart
-    under a fixed id would keep the id alive and its dead runs ``running`` for ever."""
+    """Register the host and record ``abandoned`` the runs an earlier, dead process of
+    ``host_id`` left running (else a restart under a fixed id keeps them running for ever)."""
     with writing(engine, clock) as (connection, now):
         register_host(
             connection,
@@ -174,16 +188,12 @@ def mark_host(
 ) -> None:
     """Stamp the host's ``synced_at`` (with the catalog it wrote and runs) or ``stopped_at``."""
     with writing(engine, clock) as (connection, now):
-        _update_host(connection, host_id, **values, **{_STAMPED[event]: now})
-
-
-_STAMPED = {"synced": "synced_at", "stopped": "stopped_at"}
+        _update_host(connection, host_id, **values, **{f"{event}_at": now})
 
 
 @dataclass(frozen=True)
 class Beat:
-    """What a heartbeat learnt: the runs whose lease this host no longer holds, and each
-    concurrency group's summary when asked for."""
+    """The runs whose lease this host no longer holds, and the groups when asked for."""
 
     lost: set[str]
     groups: list[GroupSummary] | None
@@ -217,13 +227,8 @@ def beat(
 
 
 def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Clock) -> set[str]:
-    """Give back runs this host claimed but never started (its claim-ahead queue, at shutdown);
-    return the ids released.
-
-    A released run becomes a pending run due at once, keeping its id and work: any claim
-    starts it again with a new fencing token, as it starts a retry. Its job's schedule lease,
-    if the run held it, is let go, so the overlap rule does not wait for a lease nobody renews.
-    """
+    """Give back runs this host claimed but never started (at shutdown), as pending runs due at
+    once, and the job leases they held; return the ids released."""
     if not run_ids:
         return set()
     with writing(engine, clock) as (connection, now):
@@ -260,11 +265,8 @@ def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Cl
 
 
 def mark_run_stuck(engine: Engine, run_id: str, host_id: str, message: str) -> None:
-    """Say on a running run that its executor ignored cancellation and its thread runs on.
-
-    The run stays ``running`` and keeps its lease until the thread ends, so a ``forbid`` job
-    cannot start beside its own stuck code; ``report`` and ``health`` show it as stuck.
-    """
+    """Say on a running run that its executor ignored cancellation; it keeps its lease until
+    the thread ends, so a ``forbid`` job cannot start beside its own stuck code."""
     with engine.begin() as connection:
         connection.execute(
             update(runs)
@@ -301,10 +303,8 @@ def record_outcomes(
     *,
     isolate: bool = True,
 ) -> set[str]:
-    """Record the outcomes this host still owns; return the run ids recorded. A run missing
-    from the answer was recorded abandoned by another replica: the ledger keeps that verdict.
-    ``isolate`` tries each row alone when the batch is refused; without it a refusal fails the
-    whole transaction."""
+    """Record the outcomes this host still owns (another replica's ``abandoned`` verdict stands);
+    return the run ids recorded. ``isolate`` tries each row alone when the batch is refused."""
     if not outcomes:
         return set()
     finishes = [
@@ -412,14 +412,9 @@ def queue_retries(connection: Connection, retries: Sequence[RetryRequest], now: 
 def renew_leases(
     connection: Connection, host_id: str, run_ids: Collection[str], until: datetime
 ) -> set[str]:
-    """Extend the leases of this host's running runs; return the ids it no longer holds.
-
-    A run's row another transaction holds is left for the next beat, not waited for: that is
-    nearly always the recorder finishing the run, whose statement may in turn wait for a row
-    this renewal holds. The two waiting on each other deadlocked (the server ends one after
-    a second), and a second's delay in recording made the next occurrences of those jobs
-    ``skipped (overlap)``. A lease outlasts at least two beats, so one left out is not lost.
-    """
+    """Extend the leases of this host's running runs; return the ids it no longer holds. A row
+    another transaction holds (nearly always the recorder finishing the run) is left for the
+    next beat rather than waited for, which deadlocked; a lease outlasts two beats."""
     if not run_ids:
         return set()
     ids = list(run_ids)
@@ -454,10 +449,8 @@ def renew_leases(
 def abandon_expired_runs(
     connection: Connection, now: datetime, *, implausible: timedelta
 ) -> list[RunRecord]:
-    """Record ``abandoned`` every running run whose lease expired (or lies further ahead than
-    ``implausible``, which no renewal sets) and whose host is gone: stopped, or silent for three
-    heartbeats. A live host whose lease ran out while the store was away renews it on return.
-    """
+    """Record ``abandoned`` every running run whose lease expired (or lies beyond
+    ``implausible``) and whose host is gone; a live host renews its leases on return."""
     candidates = [
         RunRecord.from_row(r)
         for r in connection.execute(
@@ -490,11 +483,8 @@ def register_host(
     host_clock: datetime,
     heartbeat_seconds: int,
 ) -> None:
-    """Insert this host's row, or revive it when a fixed ``host_id`` starts again.
-
-    Raises :class:`HostIdInUseError` when the row belongs to another host that is alive: two
-    processes under one id would renew each other's leases and hide each other's death.
-    """
+    """Insert this host's row, or revive it; :class:`HostIdInUseError` when another live host
+    holds the id (two processes under one id would hide each other's death)."""
     values = {
         "hostname": hostname,
         "pid": pid,
@@ -518,6 +508,120 @@ def register_host(
         _update_host(connection, host_id, **values)
 
 
+def list_hosts(connection: Connection) -> list[HostRecord]:
+    rows = connection.execute(select(hosts).order_by(hosts.c.started_at)).mappings()
+    return [HostRecord.from_row(r) for r in rows]
+
+
+def hosts_at(connection: Connection, now: datetime, *, alive_only: bool = True) -> list[HostRecord]:
+    """The hosts alive at ``now`` (every host without ``alive_only``)."""
+    found = list_hosts(connection)
+    return [host for host in found if host.alive(now)] if alive_only else found
+
+
+def default_host_id() -> str:
+    """A host id unique across machines and restarts: hostname, pid and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+# Concurrency groups: a host writes ``[concurrency_limits]`` and its jobs' groups when it starts
+# (the newest start wins); a runtime job's group is written with its schedule row.
+
+
+def write_group_limits(connection: Connection, limits: Mapping[str, int], now: datetime) -> None:
+    """Make the stored limits exactly ``limits``."""
+    query = select(concurrency_groups.c.name, concurrency_groups.c.slots)
+    stored = {str(name): int(slots) for name, slots in connection.execute(query)}
+    gone = sorted(set(stored) - set(limits))
+    if gone:
+        connection.execute(delete(concurrency_groups).where(concurrency_groups.c.name.in_(gone)))
+    added = [
+        {"name": n, "slots": s, "updated_at": now} for n, s in limits.items() if n not in stored
+    ]
+    if added:
+        connection.execute(concurrency_groups.insert(), added)
+    changed = [
+        {"b_name": n, "slots": s, "updated_at": now}
+        for n, s in limits.items()
+        if n in stored and stored[n] != s
+    ]
+    if changed:
+        connection.execute(
+            update(concurrency_groups)
+            .where(concurrency_groups.c.name == bindparam("b_name"))
+            .values(slots=bindparam("slots"), updated_at=bindparam("updated_at")),
+            changed,
+        )
+
+
+def write_group_members(connection: Connection, members: Mapping[str, str | None]) -> None:
+    """Store each named job's group (None: none); rows of other jobs are left alone."""
+    if not members:
+        return
+    query = select(schedules.c.job_name, schedules.c.concurrency_group).where(
+        schedules.c.job_name.in_(sorted(members))
+    )
+    stored = {str(name): group for name, group in connection.execute(query)}
+    changed = [
+        {"b_job": name, "group": group}
+        for name, group in members.items()
+        if name in stored and stored[name] != group
+    ]
+    if changed:
+        connection.execute(
+            update(schedules)
+            .where(schedules.c.job_name == bindparam("b_job"))
+            .values(concurrency_group=bindparam("group"), group_waiting_since=None),
+            changed,
+        )
+
+
+def group_summaries(connection: Connection, now: datetime) -> list[GroupSummary]:
+    """Every stored group with its limit, running runs and waiting work, by name."""
+    query = select(concurrency_groups.c.name, concurrency_groups.c.slots)
+    limits = {str(name): int(slots) for name, slots in connection.execute(query)}
+    if not limits:
+        return []
+    running = {
+        str(group): int(count)
+        for group, count in connection.execute(
+            select(schedules.c.concurrency_group, func.count())
+            .select_from(runs.join(schedules, runs.c.job_name == schedules.c.job_name))
+            .where(
+                schedules.c.concurrency_group.is_not(None),
+                runs.c.outcome == RUNNING,
+                runs.c.lease_expires_at >= now,
+            )
+            .group_by(schedules.c.concurrency_group)
+        )
+    }
+    # Waiting: due occurrences held back by their group, and pending runs likewise.
+    due = select(schedules.c.concurrency_group, schedules.c.job_name).where(
+        schedules.c.group_waiting_since.is_not(None),
+        schedules.c.concurrency_group.is_not(None),
+        schedules.c.due_at.is_not(None),
+    )
+    pending = (
+        select(schedules.c.concurrency_group, runs.c.job_name)
+        .select_from(runs.join(schedules, runs.c.job_name == schedules.c.job_name))
+        .where(runs.c.outcome == PENDING, runs.c.group_waiting_since.is_not(None))
+    )
+    waiting: dict[str, list[str]] = {}
+    for group, job in [*connection.execute(due), *connection.execute(pending)]:
+        if group is not None:
+            waiting.setdefault(str(group), []).append(str(job))
+    return [
+        GroupSummary(
+            name=str(name),
+            limit=int(slots),
+            running=int(running.get(name, 0)),
+            waiting=len(waiting.get(name, [])),
+            waiting_jobs=tuple(sorted(set(waiting.get(name, [])))),
+        )
+        for name, slots in sorted(limits.items())
+    ]
+
+
 def _update_host(connection: Connection, host_id: str, **values: Any) -> None:
     connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
 
@@ -534,9 +638,7 @@ def _after_abandoning(
 def _abandon_runs(
     connection: Connection, gone: list[RunRecord], now: datetime, messages: dict[str, str]
 ) -> list[RunRecord]:
-    """Record ``abandoned``, with its message, each run of ``gone`` still running (so exactly one
-    replica records it); return those recorded. Each advances its job's fencing token, so the
-    run can no longer write state."""
+    """Record ``abandoned`` each run of ``gone`` still running, fencing its job; return those."""
     if not gone:
         return []
     refused = execute_isolating(
@@ -563,8 +665,7 @@ def _write_logs(connection: Connection, logs: LogWrites) -> None:
 
 
 def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
-    """Insert rows of lines: one prepared statement for the batch, handed to the driver as plain
-    tuples."""
+    """Insert rows of lines: one prepared statement, plain tuples to the driver."""
     if not chunks:
         return
     connection.exec_driver_sql(_INSERT[database(connection).marker], list(chunks))
@@ -582,9 +683,8 @@ _INSERT = {mark: f"INSERT INTO {_COLUMNS} VALUES ({', '.join([mark] * 5)})" for 
 
 
 def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -> None:
-    """Delete ``run_id``'s rows whose first line is numbered strictly between ``above`` and
-    ``below``: rows of the kept tail that later lines pushed out. A row that reaches ``below``
-    goes whole: the caller writes its lines from ``below`` on again."""
+    """Delete ``run_id``'s rows first numbered strictly between ``above`` and ``below`` (the
+    caller writes its lines from ``below`` on again)."""
     connection.execute(
         delete(run_logs).where(
             run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
@@ -612,12 +712,8 @@ def _summarise(
     fence: bool = False,
     isolate: bool = True,
 ) -> None:
-    """Write each job's last-run summary (job, run, outcome, started, finished, error) and free
-    its lease when the finished run held it.
-
-    A job waiting for its run (a catch-up backlog) becomes due again at its next occurrence.
-    ``fence`` advances the fencing token too, so an abandoned run can no longer write.
-    """
+    """Write each job's last-run summary and free its lease when the run held it; ``fence``
+    advances the fencing token too, so an abandoned run can no longer write."""
     # One row a job in PostgreSQL's JSON form: a job twice in a batch (runs that overlap)
     # must have its summaries applied in order, one statement each.
     items = [dict(zip(_SUMMARY, summary, strict=True)) for summary in summaries]
@@ -740,18 +836,13 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-# Durable per-job state behind ``JobContext.state``. A run's writes go through only while its
-# run row is still ``running``, owned by this host, with an unexpired lease and the fencing
-# token it was claimed with; else ``StaleLeaseError``, and nothing changes. A newer run of the
-# same job does not fence an older live one: under ``overlap = "allow"`` both keep writing.
-# A state that belongs to no run (tools, tests) is fenced by the job's schedule token instead.
+# Durable per-job state behind ``JobContext.state``: a run writes only while it holds its lease
+# (else ``StaleLeaseError``); a newer run does not fence an older live one (``overlap = "allow"``).
 
 
 def schedule_token(connection: Connection, job_name: str) -> int | None:
-    """The job's fencing token, its schedule row held until the transaction ends; None when
-    the store has no row for the job."""
-    # FOR UPDATE (without SKIP LOCKED): a claim taking the lease waits for this write. SQLite
-    # renders no FOR UPDATE; its write lock, taken at BEGIN, holds the whole file.
+    """The job's fencing token (None: no row), the row held so a claim taking the lease waits
+    for this write (SQLite's write lock holds the whole file)."""
     query = select(schedules.c.fencing_token).where(schedules.c.job_name == job_name)
     current = connection.execute(query.with_for_update()).scalar()
     return None if current is None else int(current)
@@ -789,12 +880,8 @@ def delete_value(connection: Connection, job_name: str, key: str) -> bool:
 
 
 class StoreJobState:
-    """The :class:`jobhost_contracts.JobState` of one run.
-
-    With ``run_id`` and ``host_id`` (what the envelope passes) every write checks that run's
-    lease, at ``store_time()`` (default: the database's time on PostgreSQL, ``clock`` on SQLite);
-    without them the job's current schedule token is the fence.
-    """
+    """The :class:`jobhost_contracts.JobState` of one run. With ``run_id`` and ``host_id`` every
+    write checks that run's lease at ``store_time()``; without, the job's schedule token fences."""
 
     def __init__(
         self,
@@ -867,10 +954,8 @@ class StoreJobState:
             raise StaleLeaseError(self._job, self._token, current)
 
     def _check_run_lease(self, connection: Connection, run_id: str, host_id: str) -> None:
-        # FOR UPDATE on the run row: recording it abandoned updates that row, so it waits for
-        # this write to commit (and then still finds the run running, with the write in before
-        # its verdict); a write that comes after the verdict sees it. SQLite's write lock,
-        # taken at BEGIN, serialises the two the same way.
+        # FOR UPDATE: recording the run abandoned waits for this write, so the write lands
+        # before the verdict or sees it.
         query = select(
             runs.c.outcome, runs.c.host_id, runs.c.lease_expires_at, runs.c.fencing_token
         ).where(runs.c.id == run_id)

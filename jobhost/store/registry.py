@@ -1,12 +1,7 @@
-"""Keeping the store's schedules in step with the declared catalog.
-
-A host writes its catalog to the store once, when it starts (the newest start wins); after that
-the store's schedules are the shared truth every replica fires by. A changed trigger or zone
-recomputes the next occurrence from now; an unchanged row is left alone (an interval job keeps
-its phase) unless its stored next occurrence is one its trigger would never produce; a job no
-longer declared is marked orphaned, never deleted. ``jobhost plan`` shows the same changes
-(:func:`diff_schedules`) without making them.
-"""
+"""Keeping the store's schedules in step with the declared catalog, written when a host starts
+(the newest start wins). A changed trigger recomputes the next occurrence from now; an unchanged
+row keeps its phase unless its trigger would never produce it; a job no longer declared is
+orphaned, never deleted."""
 
 from __future__ import annotations
 

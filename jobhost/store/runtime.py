@@ -35,7 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from jobhost.clock import Clock
 from jobhost.records import ChangeSearch, DesiredSchedule, JobChange, RuntimeJobRow
 from jobhost.store.engine import UTCDateTime, writing
-from jobhost.store.group_limits import write_group_members
+from jobhost.store.ledger import write_group_members
 from jobhost.store.registry import orphan_schedules, sync_schedules
 from jobhost.store.schema import metadata
 from jobhost.store.signals import notify

@@ -1,10 +1,6 @@
-"""The console's sessions and the brake on wrong guesses (tables made by migrations 0006 and
-0017).
-
-A session carries the version it was started under; a sign-out ends every session of that
-person, on every replica, by moving their version on. Wrong credentials are counted through the
-store too, so every replica brakes the same guesser: one row per (key, minute window).
-"""
+"""The console's sessions and the brake on wrong guesses (migrations 0006 and 0017). A sign-out
+ends every session of that person, on every replica, by moving their version on; wrong guesses
+are counted in the store, one row per (key, minute), so every replica brakes the same guesser."""
 
 from __future__ import annotations
 

@@ -46,8 +46,7 @@ from jobhost.store.failures import (
     retry_links,
     streak_range,
 )
-from jobhost.store.group_limits import group_summaries
-from jobhost.store.hosts import list_hosts
+from jobhost.store.ledger import group_summaries, list_hosts
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.runlogs import last_lines, read_lines
 from jobhost.store.runtime import deletions, search_changes

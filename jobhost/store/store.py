@@ -18,7 +18,6 @@ from jobhost.store import (
     claims,
     engine,
     failures,
-    hosts,
     integrity,
     ledger,
     migrate,
@@ -169,7 +168,7 @@ class Store:
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
-    hosts = _ReadAt(hosts.hosts_at)
+    hosts = _ReadAt(ledger.hosts_at)
 
     # -- operator actions, each with its change-log entry ------------------------------------
     act = _Own(actions.act)

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from jobhost.records import HostRecord, RunRecord
 from jobhost.store import create_store_engine, reading, upgrade
-from jobhost.store.hosts import list_hosts
+from jobhost.store.ledger import list_hosts
 from jobhost.store.schema import runs
 from tests.api.api_support import call, host_env, ready, write_config
 from tests.modules.http.http_support import serve

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from jobhost.records import ScheduleRecord
 from jobhost.store import reading
-from jobhost.store.hosts import list_hosts
+from jobhost.store.ledger import list_hosts
 from jobhost.store.reports import get_schedule
 from tests.process.conftest import ledger
 from tests.waiting import wait_for

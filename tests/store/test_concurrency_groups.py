@@ -12,7 +12,7 @@ from jobhost.records import RunRecord, ScheduleRecord
 from jobhost.store import reading
 from jobhost.store.actions import request_run
 from jobhost.store.claims import RECHECK
-from jobhost.store.group_limits import group_summaries
+from jobhost.store.ledger import group_summaries
 from jobhost.store.reports import get_run
 from jobhost.store.schema import runs, schedules
 from tests.envelope.test_envelope import _points
