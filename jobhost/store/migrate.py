@@ -41,7 +41,7 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         # Alembic would fail on a revision it does not ship, with a traceback and no advice.
         if is_current(before):
             # Every restart: alembic, and what it imports, is not loaded.
-            return before, before
+            return before, head_revision()
         from alembic import command  # only a migration needs alembic
         from alembic.config import Config
 

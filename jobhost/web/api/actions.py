@@ -33,7 +33,6 @@ from jobhost.operations.jobs import (
     state_json,
 )
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
-from jobhost.records import RetryWritten
 from jobhost.runtime.service import JobService, not_found
 from jobhost.store import Store
 from jobhost.web.api.models import BackfillRequest
@@ -54,7 +53,6 @@ __all__ = [
     "BackfillEndpoints",
     "ServiceEndpoints",
     "StateEndpoints",
-    "queued_json",
     "require_known",
 ]
 
@@ -95,7 +93,14 @@ class ActionEndpoints(ServiceEndpoints):
 
     async def retry_run(self, request: Request, token: ApiToken) -> Response:
         queued, _reason = await self._on_run(request, token, retry_run)
-        return JSONResponse(queued_json(queued), status_code=202)
+        body = {
+            "run_id": queued.run_id,
+            "retry_of": queued.retry_of.id,
+            "job": queued.retry_of.job_name,
+            "attempt": queued.attempt,
+            "outcome": "pending",
+        }
+        return JSONResponse(body, status_code=202)
 
     async def cancel_run(self, request: Request, token: ApiToken) -> Response:
         asked, reason = await self._on_run(request, token, cancel_run)
@@ -126,17 +131,6 @@ class ActionEndpoints(ServiceEndpoints):
                 raise _no_run() from None
             raise BadRequest(409, "Conflict", str(refused)) from None
         return done, reason
-
-
-def queued_json(queued: RetryWritten) -> dict[str, Any]:
-    """A retry queued, as ``POST /runs/{id}/retry`` answers it."""
-    return {
-        "run_id": queued.run_id,
-        "retry_of": queued.retry_of.id,
-        "job": queued.retry_of.job_name,
-        "attempt": queued.attempt,
-        "outcome": "pending",
-    }
 
 
 def _no_run() -> BadRequest:
