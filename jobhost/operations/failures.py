@@ -343,11 +343,15 @@ def retry_failures(
 ) -> dict[str, Any]:
     """Queue one retry of every open failure ``query`` matches, each logged, at most
     :data:`_BULK_LIMIT` (``more``: the rest were left); those refused with why, and the live
-    hosts (0: the retries wait for one), as ``retry --failed --json`` shows them."""
-    runs, more = _open_failures(store, query)
+    hosts (0: the retries wait for one), as ``retry --failed --json`` shows them. A failure
+    is retried once for its piece of work (its newest failed attempt); a stuck run is not."""
+    page = store.failure_rows(limit=_SCAN, where=_filter(query), after=_START)[1].page
+    assert page is not None, "no stuck run fills a page that starts after them"
+    found = one_per_work(page.runs)
+    more = len(found) > _BULK_LIMIT or page.next_key is not None
     queued: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
-    for run in runs:
+    for run in found[:_BULK_LIMIT]:
         try:
             done = retry_run(store, run.id, actor=actor, reason=reason)
         except ActionRefused as error:
@@ -358,16 +362,6 @@ def retry_failures(
         )
     alive = len(store.hosts()[1])
     return {"queued": queued, "refused": refused, "more": more, "hosts_alive": alive}
-
-
-def _open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
-    """The open finished failures ``query`` matches, one per piece of work (its newest failed
-    attempt), newest first, at most :data:`_BULK_LIMIT`; and whether more may have matched."""
-    # From the top of the finished failures: a stuck run is not retried.
-    page = store.failure_rows(limit=_SCAN, where=_filter(query), after=_START)[1].page
-    assert page is not None, "no stuck run fills a page that starts after them"
-    found = one_per_work(page.runs)
-    return found[:_BULK_LIMIT], len(found) > _BULK_LIMIT or page.next_key is not None
 
 
 def one_per_work(runs: Iterable[RunRecord]) -> list[RunRecord]:
