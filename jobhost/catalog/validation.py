@@ -1,20 +1,30 @@
 """The checks a job must pass before the host will run it, each returning every problem it finds
-(never only the first), each message ending with the fix and where it goes.
+(never only the first), each message ending with the fix and where it goes: the declaration, or
+the deployment's ``[jobs."name"]`` override (applied here, remembering where each part came from).
 
-An executor (an object with ``execute(context)``, or a function) is checked to take the run's
-context, so ``execute(self)`` is a catalog problem, not a ``TypeError`` at the first run at 3 a.m.
+An executor is checked to take the run's context, so ``execute(self)`` is a catalog problem, not
+a ``TypeError`` at the first run at 3 a.m. The declaration checks its policies' types; their
+values are judged here with the settings in hand. A concurrency group without a
+``[concurrency_limits]`` entry would run unlimited, so it keeps the host from starting; a limit
+no job uses is only a warning (a job may be disabled or removed for a while).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from jobhost_contracts import BackgroundJobDeclaration
+from jobhost_contracts import (
+    BackgroundJobDeclaration,
+    DstGap,
+    DstRepeat,
+    RetryPolicy,
+    format_duration,
+)
 
 from jobhost.catalog.model import (
     NAME_PATTERN,
@@ -22,10 +32,9 @@ from jobhost.catalog.model import (
     EffectiveTrigger,
     Problem,
     chosen_dst_policy,
+    suggest,
 )
-from jobhost.catalog.overrides import TriggerParts, section, to_trigger
-from jobhost.config import format_duration
-from jobhost.plugins.calls import PluginJob
+from jobhost.config import GROUP_NAME, LEASE_HEARTBEATS, MAX_DURATION, JobOverride, Settings
 from jobhost.triggers import (
     CronNeverFiresError,
     CronSyntaxError,
@@ -35,17 +44,137 @@ from jobhost.triggers import (
 )
 
 if TYPE_CHECKING:
+    from jobhost.plugins import PluginJob
     from jobhost.store import Store
 
 __all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_CATCH_UP",
+    "MAX_CONCURRENT",
+    "POLICY_CODES",
+    "RETRYABLE_OUTCOMES",
     "TriggerChecks",
+    "TriggerParts",
     "UsesStore",
     "check_critical",
+    "check_group",
     "check_name",
+    "check_policies",
     "check_prefix",
     "check_trigger",
+    "declared_parts",
+    "effective_group",
+    "effective_parts",
     "pair_problems",
+    "policy_problems",
+    "to_trigger",
+    "unknown_overrides",
+    "unused_limits",
 ]
+
+Origin = Literal["declaration", "override", "api"]  # api: a runtime job's definition
+
+
+@dataclass(frozen=True)
+class TriggerParts:
+    """A job's trigger before it is known to be valid: both, one or neither of cron and interval
+    (an override replaces them together)."""
+
+    name: str
+    module: str
+    cron: str | None
+    interval: timedelta | None
+    timezone: str
+    enabled: bool
+    dst_gap: DstGap
+    dst_repeat: DstRepeat
+    trigger_from: Origin
+    zone_from: Origin
+    enabled_from: Origin
+    dst_from: Origin
+
+
+_PARTS = tuple(part.name for part in fields(TriggerParts))
+
+
+def declared_parts(
+    declaration: BackgroundJobDeclaration, origin: Origin = "declaration"
+) -> TriggerParts:
+    """What the declaration alone says, every part from ``origin``."""
+    said: dict[str, Any] = {
+        part: origin if part.endswith("_from") else getattr(declaration, part) for part in _PARTS
+    }
+    return TriggerParts(**said)
+
+
+def effective_parts(parts: TriggerParts, override: JobOverride | None) -> TriggerParts:
+    if override is None:
+        return parts
+    changes: dict[str, Any] = {}
+    if override.cron is not None or override.interval is not None:
+        # Both set is an override-both-triggers problem; keeping both lets validation say so.
+        changes.update(cron=override.cron, interval=override.interval, trigger_from="override")
+    if override.timezone is not None:
+        changes.update(timezone=override.timezone, zone_from="override")
+    if override.enabled is not None:
+        changes.update(enabled=override.enabled, enabled_from="override")
+    if override.dst_gap is not None or override.dst_repeat is not None:
+        changes.update(
+            dst_gap=override.dst_gap or parts.dst_gap,
+            dst_repeat=override.dst_repeat or parts.dst_repeat,
+            dst_from="override",
+        )
+    return replace(parts, **changes)
+
+
+def to_trigger(parts: TriggerParts) -> EffectiveTrigger | None:
+    """The single trigger ``parts`` describe; None when they hold both a cron and an interval."""
+    source: Origin = (
+        "override"
+        if "override" in (parts.trigger_from, parts.zone_from, parts.dst_from)
+        else parts.trigger_from
+    )
+    if parts.cron is not None and parts.interval is not None:
+        return None
+    if parts.cron is not None:
+        return EffectiveTrigger(
+            "cron", parts.cron, None, parts.timezone, source, parts.dst_gap, parts.dst_repeat
+        )
+    if parts.interval is not None:
+        expression = format_duration(parts.interval)
+        return EffectiveTrigger("interval", expression, parts.interval, parts.timezone, source)
+    return EffectiveTrigger(None, None, None, parts.timezone, source)
+
+
+def unknown_overrides(
+    overrides: Mapping[str, JobOverride], declared: Collection[str], *, plugins_failed: int
+) -> list[Problem]:
+    """An ``unknown-override`` for every override naming a job nobody declares (a typo would
+    leave the job on its declared schedule while the operator believes it changed)."""
+    problems: list[Problem] = []
+    for name in overrides:
+        if name in declared:
+            continue
+        close = suggest(name, list(declared))
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        if not declared:
+            hint = "; no jobs are declared at all"
+        if plugins_failed:
+            hint += (
+                f" ({plugins_failed} plugin(s) failed to load and may declare it; "
+                "see the plugin problems)"
+            )
+        message = (
+            f"{section(name)} overrides a job that no module declares{hint}; fix the name or "
+            "remove the section"
+        )
+        problems.append(Problem(name, None, "unknown-override", message))
+    return problems
+
+
+def section(name: str) -> str:
+    return f'[jobs."{name}"]'
+
 
 MAX_INTERVAL = timedelta(days=3650)  # added to instants, which must stay within a calendar
 
@@ -71,7 +200,10 @@ def pair_problems(job: PluginJob) -> list[Problem]:
             "with an object whose execute(context) runs the job"
         )
         problems.append(Problem(name, module, "missing-executor", message))
-    elif not _is_executor(executor):
+    # A class has a callable execute too, but calling it unbound would fail at the first run.
+    elif isinstance(executor, type) or not (
+        callable(getattr(executor, "execute", None)) or callable(executor)
+    ):
         problems.append(Problem(name, module, "bad-executor", _bad_executor(executor)))
     elif (wrong := _signature_problem(executor)) is not None:
         problems.append(Problem(name, module, "bad-executor", wrong))
@@ -126,10 +258,15 @@ def check_trigger(parts: TriggerParts) -> list[Problem]:
             problems.append(_problem(parts, "both-triggers", message))
     elif parts.cron is None and parts.interval is None and parts.enabled:
         problems.append(_no_trigger(parts))
-    zone_ok = _check_zone(parts, problems)
+    timezone = parts.timezone
+    try:
+        load_zone(timezone)
+    except UnknownTimezoneError as error:
+        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
+        timezone = "UTC"
     fixed_time = False
     if parts.cron is not None:
-        fixed_time = _check_cron(parts, parts.timezone if zone_ok else "UTC", problems)
+        fixed_time = _check_cron(parts, timezone, problems)
     if not fixed_time and (parts.cron is not None or parts.interval is not None):
         problems.extend(_unused_dst_policy(parts))
     interval = parts.interval
@@ -162,7 +299,7 @@ class TriggerChecks:
 
     def __init__(self) -> None:
         self._sound: set[TriggerParts] = set()
-        self._triggers: dict[TriggerParts, EffectiveTrigger | None] = {}
+        self._trigger = lru_cache(maxsize=None)(to_trigger)
 
     def problems(self, parts: TriggerParts) -> list[Problem]:
         key = _trigger_key(parts)
@@ -174,10 +311,7 @@ class TriggerChecks:
         return found
 
     def trigger(self, parts: TriggerParts) -> EffectiveTrigger | None:
-        key = _trigger_key(parts)
-        if key not in self._triggers:
-            self._triggers[key] = to_trigger(parts)
-        return self._triggers[key]
+        return self._trigger(_trigger_key(parts))
 
 
 def _trigger_key(parts: TriggerParts) -> TriggerParts:
@@ -213,15 +347,6 @@ def _no_trigger(parts: TriggerParts) -> Problem:
     return _problem(parts, "no-trigger", f"is enabled but has neither cron nor interval; {fix}")
 
 
-def _check_zone(parts: TriggerParts, problems: list[Problem]) -> bool:
-    try:
-        load_zone(parts.timezone)
-    except UnknownTimezoneError as error:
-        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
-        return False
-    return True
-
-
 def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> bool:
     """Whether it is a fixed-time job; what is wrong with the expression goes to ``problems``."""
     assert parts.cron is not None
@@ -237,8 +362,6 @@ def _check_cron(parts: TriggerParts, timezone: str, problems: list[Problem]) -> 
         problems.append(_problem(parts, "cron-syntax", f"{error}; {fix}"))
     except CronNeverFiresError as error:
         problems.append(_problem(parts, "cron-never-fires", f"{error}; {fix}"))
-    except UnknownTimezoneError as error:
-        problems.append(_problem(parts, "unknown-timezone", f"{error}; {_zone_fix(parts)}"))
     return False
 
 
@@ -277,13 +400,6 @@ def _zone_fix(parts: TriggerParts) -> str:
     }[parts.zone_from]
 
 
-def _is_executor(executor: object) -> bool:
-    # A class has a callable execute too, but calling it unbound would fail at the first run.
-    if isinstance(executor, type):
-        return False
-    return callable(getattr(executor, "execute", None)) or callable(executor)
-
-
 def _signature_problem(executor: object) -> str | None:
     execute = getattr(executor, "execute", None)
     if callable(execute):
@@ -312,7 +428,7 @@ def _bad_executor(executor: object) -> str:
     )
 
 
-@functools.lru_cache(maxsize=1024)
+@lru_cache(maxsize=1024)
 def _method_problem(function: Callable[..., Any], owner: str) -> str | None:
     return _call_problem(function, f"{owner}.execute", skip_self=True)
 
@@ -344,3 +460,177 @@ def _kind(value: object) -> str:
     if isinstance(value, type):
         return f"class {value.__name__}"
     return f"of type {type(value).__name__}"
+
+
+POLICY_CODES = frozenset(
+    {
+        *("bad-timeout", "bad-lease", "bad-retry", "bad-misfire", "bad-overlap"),
+        *("unknown-concurrency-group", "bad-concurrency-group"),
+    }
+)
+"""Problems that keep a job out of the schedule: the host cannot honour its policies."""
+
+RETRYABLE_OUTCOMES = frozenset({"failed", "timed_out", "abandoned", "cancelled"})
+
+MAX_ATTEMPTS = 100
+MAX_CONCURRENT = 1024
+MAX_CATCH_UP = 10_000
+
+
+def check_policies(declaration: BackgroundJobDeclaration, settings: Settings) -> list[Problem]:
+    found = policy_problems(declaration)
+    lease = declaration.lease
+    least = settings.heartbeat_interval * LEASE_HEARTBEATS
+    if lease is not None and not least <= lease <= MAX_DURATION:
+        rule = (
+            f"must be at least {LEASE_HEARTBEATS}x heartbeat_interval "
+            f"({format_duration(settings.heartbeat_interval)}), i.e. at least "
+            f"{format_duration(least)}, and at most 365d, or None for lease_duration"
+        )
+        found.append(PolicyProblem("bad-lease", "lease", lease, rule))
+    found.sort(key=lambda problem: _ORDER.index(problem.code))
+    fix = f"fix the declaration in module {declaration.module}"
+    return [
+        Problem(declaration.name, declaration.module, problem.code, f"{problem.text()}; {fix}")
+        for problem in found
+    ]
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    """One policy value the host cannot honour; ``field`` as declared (``retry.backoff``)."""
+
+    code: str
+    field: str
+    value: object
+    rule: str
+
+    def text(self) -> str:
+        value = self.value
+        shown = format_duration(value) if isinstance(value, timedelta) else repr(value)
+        return f"{self.field} = {shown}: {self.rule}"
+
+
+def policy_problems(declaration: BackgroundJobDeclaration) -> list[PolicyProblem]:
+    """The policy values no host could honour whatever its settings, for declared and runtime
+    jobs alike."""
+    d = declaration
+    limits = _judged(
+        d.timeout, d.misfire_grace, d.catch_up_limit, d.overdue_after, d.max_concurrent
+    )
+    return [*limits, *_judged_retry(d.retry)]
+
+
+# The order problems are listed in, as a reader meets the fields.
+_ORDER = ("bad-timeout", "bad-lease", "bad-misfire", "bad-overlap", "bad-retry")
+
+
+@lru_cache(maxsize=4096)
+def _judged(
+    timeout: timedelta | None,
+    misfire_grace: timedelta | None,
+    catch_up_limit: int,
+    overdue_after: timedelta | None,
+    max_concurrent: int,
+) -> tuple[PolicyProblem, ...]:
+    # Kept per distinct set of values: a catalog of 10,000 jobs has a handful of policies.
+    problems: list[PolicyProblem] = []
+
+    def add(code: str, field: str, value: object, rule: str) -> None:
+        problems.append(PolicyProblem(code, field, value, rule))
+
+    if timeout is not None and not timedelta(0) < timeout <= MAX_DURATION:
+        add("bad-timeout", "timeout", timeout, "must be positive and at most 365d, or None")
+    if misfire_grace is not None and not timedelta(0) < misfire_grace <= MAX_DURATION:
+        rule = "must be positive and at most 365d, or None"
+        add("bad-misfire", "misfire_grace", misfire_grace, rule)
+    if not 1 <= catch_up_limit <= MAX_CATCH_UP:
+        add("bad-misfire", "catch_up_limit", catch_up_limit, f"must be 1 to {MAX_CATCH_UP}")
+    if overdue_after is not None and not timedelta(0) <= overdue_after <= MAX_DURATION:
+        add("bad-misfire", "overdue_after", overdue_after, "must be 0s to 365d, or None")
+    if not 1 <= max_concurrent <= MAX_CONCURRENT:
+        add("bad-overlap", "max_concurrent", max_concurrent, f"must be 1 to {MAX_CONCURRENT}")
+    return tuple(problems)
+
+
+@lru_cache(maxsize=4096)
+def _judged_retry(retry: RetryPolicy) -> tuple[PolicyProblem, ...]:
+    problems: list[PolicyProblem] = []
+
+    def add(field: str, value: object, rule: str) -> None:
+        problems.append(PolicyProblem("bad-retry", f"retry.{field}", value, rule))
+
+    if not 1 <= retry.max_attempts <= MAX_ATTEMPTS:
+        rule = f"must be 1 (no retry) to {MAX_ATTEMPTS}; it counts the first"
+        add("max_attempts", retry.max_attempts, rule)
+    if not timedelta(0) <= retry.backoff <= MAX_DURATION:
+        add("backoff", retry.backoff, "must be 0s to 365d")
+    if not timedelta(0) <= retry.backoff_max <= MAX_DURATION:
+        add("backoff_max", retry.backoff_max, "must be 0s to 365d")
+    elif retry.backoff_max < retry.backoff:
+        rule = f"must not be shorter than backoff ({format_duration(retry.backoff)})"
+        add("backoff_max", retry.backoff_max, rule)
+    if not 0 <= retry.jitter <= 1:
+        add("jitter", retry.jitter, "must be 0 to 1 (a fraction of the delay)")
+    unknown = sorted(str(o) for o in retry.retry_on if o not in RETRYABLE_OUTCOMES)
+    if unknown:
+        allowed = ", ".join(sorted(RETRYABLE_OUTCOMES))
+        rule = f"names no outcome a run can end with; allowed: {allowed}"
+        add("retry_on", unknown, rule)
+    return tuple(problems)
+
+
+def effective_group(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None
+) -> str | None:
+    if override is not None and override.concurrency_group is not None:
+        return override.concurrency_group or None
+    return declaration.concurrency_group
+
+
+def check_group(
+    declaration: BackgroundJobDeclaration, override: JobOverride | None, settings: Settings
+) -> list[Problem]:
+    group = effective_group(declaration, override)
+    if group is None:
+        return []
+    from_override = override is not None and override.concurrency_group is not None
+    where = (
+        f"{section(declaration.name)} in the configuration"
+        if from_override
+        else f"the declaration in module {declaration.module}"
+    )
+    limits = settings.concurrency_limits
+    if not GROUP_NAME.fullmatch(group):
+        code = "bad-concurrency-group"
+        message = (
+            f"concurrency_group = {group!r} is not a group name (1 to 100 lower-case letters, "
+            f"digits, '.', '_' or '-'); fix it in {where}"
+        )
+    elif group in limits:
+        return []
+    else:
+        close = suggest(group, list(limits))
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        code = "unknown-concurrency-group"
+        message = (
+            f"concurrency_group = {group!r} names a group with no limit{hint}; add "
+            f"'{group} = N' under [concurrency_limits] in the configuration, or fix the "
+            f"group name in {where}"
+        )
+    return [Problem(declaration.name, declaration.module, code, message)]
+
+
+def unused_limits(limits: Mapping[str, int], used: Iterable[str | None]) -> list[Problem]:
+    joined = {group for group in used if group is not None}
+    return [
+        Problem(
+            None,
+            None,
+            "unused-concurrency-limit",
+            f"[concurrency_limits] {name} = {limits[name]} names a group no job joins; set "
+            'concurrency_group on a job (declaration or [jobs."NAME"]) or remove the entry',
+        )
+        for name in sorted(limits)
+        if name not in joined
+    ]

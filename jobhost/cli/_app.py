@@ -5,14 +5,15 @@ or unknown job, 3 invalid catalog or configuration, 4 timed out waiting.
 
 A command's module is imported when the command runs, and this module imports neither the
 store nor the settings: ``jobhost --version`` and ``jobhost --help`` answer at Python's start-up
-cost. ``--help`` lists the commands from :data:`_SHORT_HELP`, which a test keeps equal to each
-command's own first line.
+cost. ``--help`` lists the commands from :data:`_SHORT_HELP`, which is also the first paragraph
+of each command's own help.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import inspect
 import logging
 import os
 import sys
@@ -70,23 +71,30 @@ _SHORT_HELP = {
     "validate": "Load every plugin and check every job; list every problem, not only the first.",
 }
 
-# Each command lives in the module of its subject and registers itself on `cli` when imported:
-# the module of its own name, or the one named here.
-_MODULES = {name: name for name in _SHORT_HELP} | {
-    "cancel": "runs",
-    "health": "checks",
-    "kinds": "jobs",
-    "logs": "history",
-    "plan": "checks",
-    "resume": "pause",
-    "retry": "runs",
-    "serve": "run",
-    "validate": "checks",
+# Each command lives in the module of its subject and registers itself on `cli` when imported.
+_MODULES = {
+    command: module
+    for module, commands in {
+        "backfill": "backfill",
+        "checks": "db health plan validate",
+        "history": "changes history logs",
+        "jobs": "jobs kinds",
+        "pause": "pause resume state",
+        "report": "next report",
+        "run": "run serve",
+        "runs": "cancel failures retry trigger",
+    }.items()
+    for command in commands.split()
 }
 
 
 class _LazyGroup(click.Group):
     """A group whose commands are imported on first use."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        detail = inspect.cleandoc(cmd.help or "")
+        cmd.help = f"{_SHORT_HELP[name or str(cmd.name)]}\n\n{detail}".rstrip()
+        super().add_command(cmd, name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *_MODULES})
@@ -153,13 +161,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
         error.show()
         sys.exit(error.exit_code)
     except (click.Abort, KeyboardInterrupt):
-        click.echo("jobhost: interrupted", err=True)
-        sys.exit(EXIT_FAILED)
+        fail("jobhost: interrupted", EXIT_FAILED)
     except JobhostError as error:
         from jobhost.config import redact_text
 
-        click.echo(f"jobhost: {redact_text(str(error))}", err=True)
-        sys.exit(error.exit_code)
+        fail(f"jobhost: {redact_text(str(error))}", error.exit_code)
     except Exception as error:
         _unexpected(error)
     finally:
@@ -182,22 +188,20 @@ def _unexpected(error: Exception) -> NoReturn:
     if store_errors is not None and isinstance(error, store_errors.SQLAlchemyError):
         cause = getattr(error, "orig", None) or error
         first = redact_text(str(cause)).strip().splitlines()[0] if str(cause).strip() else ""
-        click.echo(
+        fail(
             f"jobhost: the store failed: {type(cause).__name__}: {first}; check the store "
             "(`jobhost health`) and try again",
-            err=True,
+            EXIT_FAILED,
         )
-        sys.exit(EXIT_FAILED)
     # No traceback reaches an operator; the log level DEBUG of `jobhost run` still has one.
     logging.getLogger("jobhost").debug("unexpected error", exc_info=error)
-    click.echo(
+    fail(
         f"jobhost: unexpected error: {type(error).__name__}: "
         f"{bound_text(redact_text(str(error)), 500)}; this is a bug in jobhost or in a "
         "plugin, or a damaged row in the store: run `jobhost health` and report it with "
         "this line",
-        err=True,
+        EXIT_FAILED,
     )
-    sys.exit(EXIT_FAILED)
 
 
 def to_stderr(line: str) -> None:

@@ -40,9 +40,9 @@ __all__ = [
 ]
 
 
-def settings_of(ctx: click.Context) -> Settings:
+def settings_of() -> Settings:
     """The settings, from the ``--config`` given to the group (or its environment)."""
-    config_path: str | None = ctx.find_root().obj["config_path"]
+    config_path: str | None = click.get_current_context().find_root().obj["config_path"]
     return load_settings(config_path)
 
 
@@ -66,7 +66,7 @@ def catalog_for(settings: Settings, store: Store, name: str) -> Catalog:
 def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None = None) -> Catalog:
     """``catalog`` with the runtime jobs of the configured store; as it is when the store is
     unreachable or not yet at a schema with runtime jobs (the command says so itself)."""
-    from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
+    from jobhost.runtime.reload import with_runtime_jobs
 
     path = sqlite_path(settings.database_url)
     if path is not None and not path.exists():
@@ -79,8 +79,7 @@ def with_stored_jobs(settings: Settings, catalog: Catalog, store: Store | None =
     finally:
         if store is None:
             reader.dispose()
-    runtime = check_runtime_jobs(rows, catalog, settings)
-    return with_runtime_jobs(catalog, runtime)
+    return with_runtime_jobs(rows, catalog, settings)
 
 
 def require_job(catalog: Catalog, name: str, purpose: str) -> JobSpec:
@@ -113,17 +112,14 @@ def open_store(
     pre_ping: bool = True,
     shortest_lease: timedelta | None = None,
 ) -> Store:
-    """The configured store.
+    """The configured store, at the current schema unless not ``require_current``.
 
-    With ``require_current``, its schema must be current. Without ``create`` (only ``run`` and
-    ``db upgrade`` pass it), an SQLite file that does not exist is refused rather than made: a
-    command run in the wrong directory must not work on a new, empty store. With ``write``, a
-    store this process may only read is refused up front. With ``missing_ok`` (``health``, which
-    reports it as a failed check) only the default store is refused when it is missing.
-    Without ``pre_ping`` (the host, whose every turn would pay a round trip for it) a pooled
-    connection the server dropped fails its first statement and the pool is refilled: the host
-    retries that work as after any outage. ``shortest_lease`` (the host's, of the jobs it
-    fires) bounds how long the server lets one of its transactions sit idle.
+    Without ``create`` (``run``, ``db upgrade``) a missing SQLite file is refused, not made: a
+    command run in the wrong directory must not work on a new, empty store; with ``missing_ok``
+    (``health`` reports it) only the default one is. ``write`` refuses a read-only store up
+    front. Without ``pre_ping`` (the host, whose every turn would pay a round trip for it) a
+    connection the server dropped fails its first statement, which the host retries.
+    ``shortest_lease`` bounds how long the server lets a transaction sit idle.
     """
     if not create:
         _refuse_missing_file(settings, configured_ok=missing_ok)
@@ -199,9 +195,7 @@ def check_store(settings: Settings, store: Store, *, write: bool, check_pooler: 
 
 def check_current(settings: Settings, store: Store) -> None:
     """Refuse a store that is unreachable or not at the current schema."""
-    current = current_revision(settings, store)
-    check_not_newer(current)
-    if current != head_revision():
+    if current_revision(settings, store) != head_revision():
         raise StoreUnavailableError(
             f"the store at {redact_url(settings.database_url)} is not at schema revision "
             f"{head_revision()}; run `jobhost db upgrade` (or start `jobhost run`, which applies "
@@ -210,11 +204,14 @@ def check_current(settings: Settings, store: Store) -> None:
 
 
 def current_revision(settings: Settings, store: Store) -> str | None:
-    """The store's schema revision; :class:`StoreUnavailableError` when it cannot be read."""
+    """The store's schema revision; :class:`StoreUnavailableError` when it cannot be read, and
+    exit 3 (upgrade jobhost) when it is newer than this version's."""
     try:
-        return store.current_revision()
+        current = store.current_revision()
     except StoreError as error:
         raise _unreachable(settings, "cannot reach", error) from None
+    check_not_newer(current)
+    return current
 
 
 def _unreachable(settings: Settings, what: str, error: StoreError) -> JobhostError:

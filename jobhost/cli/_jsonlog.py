@@ -36,9 +36,7 @@ class JsonLogFormatter(logging.Formatter):
         }
         run = current_run()
         if run is not None:
-            fields["job"] = run.job_name
-            fields["run_id"] = run.run_id
-            fields["attempt"] = run.attempt
+            fields.update(job=run.job_name, run_id=run.run_id, attempt=run.attempt)
             context = trace.get_current_span().get_span_context()
             if context.is_valid:
                 fields["trace_id"] = format(context.trace_id, "032x")

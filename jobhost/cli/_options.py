@@ -1,35 +1,26 @@
-"""What several commands share: ``--json``, ``--reason`` checked as the API checks it, a typed
-run id, and for the commands that start a run and wait for it (``trigger``, ``retry``,
-``cancel``) the ``--no-wait`` and ``--timeout`` options and how a manual run's result is printed
-and becomes the exit status."""
+"""What several commands share: ``--json``, ``--limit``, ``--reason`` checked as the API checks
+it, a typed run id."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
 import click
 
-from jobhost.cli._app import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, fail
-from jobhost.clock import SystemClock
+from jobhost.cli._app import EXIT_USAGE, fail
 from jobhost.operations.changes import BadReason, checked_reason
 from jobhost.operations.runs import AmbiguousRunId, resolve_run_id
 from jobhost.operations.timefmt import short_utc
 from jobhost.store import Store
 
-if TYPE_CHECKING:
-    from jobhost.operations.runs import TriggerResult
-
 __all__ = [
     "change_reason",
     "json_option",
+    "json_shown",
     "limit_option",
-    "print_and_exit",
-    "since_instant",
     "typed_run_id",
-    "wait_options",
 ]
 
 _Decorator = Callable[[Any], Any]
@@ -37,6 +28,13 @@ _Decorator = Callable[[Any], Any]
 
 def json_option(help: str = "Print one JSON object instead of text.") -> _Decorator:
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def json_shown(as_json: bool, data: Any, *, ensure_ascii: bool = True) -> bool:
+    """With ``--json``, print ``data`` as indented JSON; whether it did."""
+    if as_json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=ensure_ascii))
+    return as_json
 
 
 def limit_option(help: str, *, default: int = 20, most: int = 10_000) -> _Decorator:
@@ -66,17 +64,6 @@ def change_reason(
     return click.option("--reason", metavar="TEXT", required=required, callback=check, help=help)
 
 
-def since_instant(since: str | None, usage: Callable[[str], NoReturn]) -> datetime | None:
-    """``--since`` (a duration back from now, a date or a time) as an instant; ``usage`` exits
-    saying what is wrong with it."""
-    from jobhost.operations.failures import BadFailureQuery, parse_since
-
-    try:
-        return parse_since(since, SystemClock()()) if since is not None else None
-    except BadFailureQuery as error:
-        usage(f"--{error.field}: {since!r} {error.detail}")
-
-
 def typed_run_id(store: Store, typed: str) -> str:
     """The run ``typed`` names, as a whole id or a unique prefix (commands.md, "Run ids"); an
     ambiguous prefix lists its runs and exits 2."""
@@ -91,42 +78,3 @@ def typed_run_id(store: Store, typed: str) -> str:
         if ambiguous.more:
             lines.append("  ... and more")
         fail("\n".join(lines), EXIT_USAGE)
-
-
-def wait_options(*, no_wait: str, until: str, beside: tuple[_Decorator, ...] = ()) -> _Decorator:
-    """``--no-wait`` (``no_wait`` says what it does), the command's own options ``beside``,
-    ``--timeout`` (``until`` says what is waited for without it) and ``--json``, in that order
-    (the order ``--help`` lists them in)."""
-
-    def add(command: Any) -> Any:
-        for option in reversed(
-            (
-                click.option("--no-wait", is_flag=True, help=no_wait),
-                *beside,
-                click.option(
-                    "--timeout",
-                    type=click.FloatRange(min=0, min_open=True),
-                    metavar="SECONDS",
-                    help=f"Stop waiting after this long (exit 4); default: {until}.",
-                ),
-                json_option("Print the result as one JSON object."),
-            )
-        ):
-            command = option(command)
-        return command
-
-    return add
-
-
-def print_and_exit(result: TriggerResult, shown: dict[str, Any], *, as_json: bool) -> NoReturn:
-    """Print ``shown`` as JSON, or ``result`` as one line; exit 4 when ``--timeout`` ended the
-    wait, 0 when the run succeeded (or was only queued), 1 otherwise."""
-    from jobhost.operations.render import stdout_style, trigger_line
-
-    if as_json:
-        click.echo(json.dumps(shown, indent=2))
-    else:
-        click.echo(trigger_line(result, stdout_style()))
-    if result.timed_out_waiting:
-        raise SystemExit(EXIT_TIMEOUT)
-    raise SystemExit(EXIT_OK if result.outcome in {"succeeded", "queued"} else EXIT_FAILED)

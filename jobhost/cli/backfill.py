@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from jobhost.catalog.model import suggest
-from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, cli, fail, to_stderr
+from jobhost.cli._app import EXIT_FAILED, EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, migrate_store, opened_store, require_job, settings_of
-from jobhost.cli._options import change_reason, json_option
+from jobhost.cli._options import change_reason, json_option, json_shown
 from jobhost.errors import UnknownJobError
 from jobhost.operations.backfills import (
     BackfillInputError,
@@ -25,8 +25,6 @@ from jobhost.operations.backfills import (
 from jobhost.operations.timefmt import iso_utc
 
 if TYPE_CHECKING:
-    from jobhost.catalog import Catalog, JobSpec
-    from jobhost.config import Settings
     from jobhost.operations.backfills import BackfillPlan
     from jobhost.records import BackfillRecord
     from jobhost.store import Store
@@ -62,9 +60,7 @@ __all__ = ["backfill"]
 @click.option(
     "--cancel", "cancel_id", metavar="ID", help="Stop a backfill after its runs in flight."
 )
-@click.pass_context
 def backfill(
-    ctx: click.Context,
     *,
     name: str | None,
     start: str | None,
@@ -79,9 +75,7 @@ def backfill(
     show_id: str | None,
     cancel_id: str | None,
 ) -> None:
-    """Run the past occurrences of job NAME, FROM ≤ occurrence < TO, once each.
-
-    TIME is ISO 8601 with a zone (2026-11-28T00:00:00Z, 2026-11-28T00:00+01:00) or a date
+    """TIME is ISO 8601 with a zone (2026-11-28T00:00:00Z, 2026-11-28T00:00+01:00) or a date
     (2026-11-28: midnight in the job's zone). The occurrences are those the job's effective
     trigger gave, with its zone and daylight-saving policy. --mode missing (default): no
     successful run (never run, missed, skipped, or a last attempt that failed, timed out, was
@@ -103,7 +97,7 @@ def backfill(
     an unreadable TIME, TO ≤ FROM, a range reaching the future, an unknown mode, more
     occurrences than backfill_limit, an unknown backfill id.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     picked = [
         o for o, v in (("--list", list_them), ("--show", show_id), ("--cancel", cancel_id)) if v
     ]
@@ -119,7 +113,7 @@ def backfill(
                 _show_one(store, show_id, as_json=as_json)
             else:
                 _cancel_one(store, str(cancel_id), actor=getpass.getuser(), reason=reason)
-        raise SystemExit(EXIT_OK)
+        return
     if name is None or start is None or end is None:
         _refuse(
             "give a job name with --from and --to (e.g. jobhost backfill billing.nightly "
@@ -129,44 +123,15 @@ def backfill(
     if name not in catalog.jobs and not catalog.problems_for(name):
         _refuse(str(UnknownJobError(name, suggest(name, catalog.jobs))))
     spec = require_job(catalog, name, "be backfilled")
-    plan = _plan(settings, spec, start, end, mode)
-    if dry_run or not plan.occurrences:
-        _print_plan(plan, as_json)
-        raise SystemExit(EXIT_OK)
-    raise SystemExit(
-        _run(
-            settings,
-            catalog,
-            spec,
-            plan,
-            concurrency=concurrency,
-            reason=reason,
-            no_wait=no_wait,
-            as_json=as_json,
-        )
-    )
-
-
-def _plan(settings: Settings, spec: JobSpec, start: str, end: str, mode: str) -> BackfillPlan:
     with opened_store(settings) as store:
         try:
             limit, now = settings.backfill_limit, store.now()
-            return plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
+            plan = plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
         except BackfillInputError as error:
             _refuse(str(error))
-
-
-def _run(
-    settings: Settings,
-    catalog: Catalog,
-    spec: JobSpec,
-    plan: BackfillPlan,
-    *,
-    concurrency: int,
-    reason: str | None,
-    no_wait: bool,
-    as_json: bool,
-) -> int:
+    if dry_run or not plan.occurrences:
+        _print_plan(plan, as_json)
+        return
     from jobhost.cli._one_shot import backfill_here
 
     if settings.auto_migrate:
@@ -184,7 +149,7 @@ def _run(
             if not hosts:
                 to_stderr("no live host: the backfill runs when a host starts")
             click.echo(json.dumps({"id": backfill_id}) if as_json else backfill_id)
-            return EXIT_OK
+            return
         if not hosts:
             to_stderr(f"no live host: running backfill {backfill_id} in this process")
         record, detached = see_through(
@@ -194,18 +159,14 @@ def _run(
             run_here=backfill_here(settings, catalog, store),
             progress=to_stderr,
         )
-    if as_json:
-        click.echo(json.dumps({**backfill_json(record), "detached": detached}, indent=2))
-    else:
+    if not json_shown(as_json, {**backfill_json(record), "detached": detached}):
         click.echo(backfill_id)
-    ok = detached or record.counts.get("succeeded", 0) == record.selected
-    return EXIT_OK if ok else EXIT_FAILED
+    if not detached and record.counts.get("succeeded", 0) != record.selected:
+        raise SystemExit(EXIT_FAILED)
 
 
 def _print_plan(plan: BackfillPlan, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(plan.to_json(), indent=2))
-    else:
+    if not json_shown(as_json, plan.to_json()):
         for occurrence in plan.occurrences:
             click.echo(iso_utc(occurrence))
     head = f"job {plan.job}, mode {plan.mode}"
@@ -226,8 +187,7 @@ def _refuse(message: str) -> NoReturn:
 def _list_all(store: Store, *, as_json: bool) -> None:
     """The newest backfills first, one a line (JSON: a list of objects)."""
     found = store.list_backfills()
-    if as_json:
-        click.echo(json.dumps([backfill_json(r) for r in found], indent=2))
+    if json_shown(as_json, [backfill_json(r) for r in found]):
         return
     if not found:
         to_stderr("no backfills in the store")
@@ -241,13 +201,11 @@ def _show_one(store: Store, backfill_id: str, *, as_json: bool) -> None:
     if not found:
         _unknown(backfill_id)
     record = found[0]
-    if as_json:
-        shown = backfill_json(record)
-        shown["items"] = [
-            {"occurrence": iso_utc(o), "state": state, "run_id": run_id}
-            for o, state, run_id in record.items
-        ]
-        click.echo(json.dumps(shown, indent=2))
+    items = [
+        {"occurrence": iso_utc(o), "state": state, "run_id": run_id}
+        for o, state, run_id in record.items
+    ]
+    if json_shown(as_json, {**backfill_json(record), "items": items}):
         return
     click.echo(_line(record))
     if record.reason:

@@ -1,5 +1,7 @@
 """``jobhost history NAME``: the run ledger of one job, newest first; ``jobhost logs RUN_ID``:
-what a job wrote through its logger during one run."""
+what a job wrote through its logger during one run; ``jobhost changes``: the change log (who
+paused, resumed, triggered, created, changed or deleted which job, when and why, from any
+surface)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import catalog_for, opened_store, settings_of
-from jobhost.cli._options import json_option, limit_option, typed_run_id
+from jobhost.cli._options import json_option, json_shown, limit_option, typed_run_id
+from jobhost.operations.changes import change_json, change_line
 from jobhost.operations.jobs import require_known_job
 from jobhost.operations.runs import (
     LAST_LINES,
@@ -23,10 +26,11 @@ from jobhost.operations.runs import (
     page_json,
     read_run_log,
 )
+from jobhost.records import ChangeSearch
 from jobhost.store import Store
 from jobhost.store.snapshot import JobRead
 
-__all__ = ["history", "logs"]
+__all__ = ["changes", "history", "logs"]
 
 _FOLLOW_SECONDS = 0.5
 
@@ -42,9 +46,7 @@ _FOLLOW_SECONDS = 0.5
     is_flag=True,
     help=f"Under each run, the last {LAST_LINES} lines it wrote (all: jobhost logs RUN_ID).",
 )
-@click.pass_context
 def history(
-    ctx: click.Context,
     name: str,
     *,
     limit: int,
@@ -52,9 +54,7 @@ def history(
     as_json: bool,
     with_logs: bool,
 ) -> None:
-    """Show job NAME's ledger: every attempt, and every occurrence missed or skipped.
-
-    Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
+    """Each row: occurrence, attempt, source, host, start, duration, outcome, error (or the
     reason an occurrence did not run) and trace id; for a run that fanned out over units, their
     counts. JSON: {"job": NAME, "runs": [{"run_id", "occurrence", "attempt", "source", "host",
     "requested_by", "queued_at", "started_at", "finished_at", "duration_ms", "outcome",
@@ -66,7 +66,7 @@ def history(
     """
     from jobhost.operations.render import history_lines, stdout_style
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         require_known_job(catalog_for(settings, store, name), store, name)
         count = LAST_LINES if with_logs else 0
@@ -89,11 +89,8 @@ def history(
 @click.option(
     "--follow", "-f", is_flag=True, help="Keep printing lines while the run runs; end when it ends."
 )
-@click.pass_context
-def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
-    """Show the lines run RUN_ID wrote through its job's logger, in order.
-
-    Each line: time (UTC), level, message; an exception's traceback is the last line of a run
+def logs(run_id: str, as_json: bool, follow: bool) -> None:
+    """Each line: time (UTC), level, message; an exception's traceback is the last line of a run
     that raised. A run keeps its first and its last lines within the settings run_log_lines and
     run_log_bytes; the lines between are counted: "… 198,000 lines (19.4 MB) dropped …". Run
     ids are in `jobhost history NAME`; a unique start of one (8 characters or more) will do.
@@ -106,7 +103,7 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
     Exit status: 0; 2 a prefix that starts several run ids (they are listed); 3 for a run id
     the ledger does not know.
     """
-    with opened_store(settings_of(ctx)) as store:
+    with opened_store(settings_of()) as store:
         run_id = typed_run_id(store, run_id)
         if follow:
             _follow(store, run_id, as_json)
@@ -114,19 +111,37 @@ def logs(ctx: click.Context, run_id: str, as_json: bool, follow: bool) -> None:
             _print_all(store, run_id, as_json)
 
 
+@cli.command()
+@click.option("--job", "job", metavar="NAME", default=None, help="Only this job's changes.")
+@limit_option("The newest N changes.")
+@json_option()
+def changes(job: str | None, limit: int, as_json: bool) -> None:
+    """Each also says from where: cli, api or dashboard, and over HTTP the client's address.
+    Reads only the store. JSON: {"changes": [{"id", "at", "actor", "action", "job", "before",
+    "after", "reason", "surface", "address"}]}, the shape of GET /api/v1/changes.
+
+    Exit status: 0 (also when there is no change to show).
+    """
+    with opened_store(settings_of()) as store:
+        found = store.search_changes(ChangeSearch(job=job), limit)[::-1]
+    if json_shown(as_json, {"changes": [change_json(c) for c in found]}):
+        return
+    if not found:
+        click.echo(f"no change of job {job} logged" if job else "no change logged")
+        return
+    for change in found:
+        click.echo(change_line(change))
+
+
 def _print_all(store: Store, run_id: str, as_json: bool) -> None:
     page = read_run_log(store, run_id)
     if page is None:
         _unknown(run_id)
     entries = list(page.entries)
-    while True:
-        more = read_run_log(store, run_id, after=page.next_after)
-        if more is None or not more.entries:
-            break
+    while (more := read_run_log(store, run_id, after=page.next_after)) and more.entries:
         entries += more.entries
         page = replace(more, entries=entries)
-    if as_json:
-        click.echo(json.dumps(page_json(page), indent=2, ensure_ascii=False))
+    if json_shown(as_json, page_json(page), ensure_ascii=False):
         return
     if not entries:
         to_stderr(f"run {run_id} ({page.run.job_name}, {page.run.outcome}) wrote no lines")

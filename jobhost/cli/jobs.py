@@ -17,7 +17,7 @@ import click
 
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, settings_of
-from jobhost.cli._options import change_reason, json_option
+from jobhost.cli._options import change_reason, json_option, json_shown
 from jobhost.operations.jobs import declaration_json, kinds_json, stored_catalog
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ __all__ = ["jobs", "kinds"]
 
 @cli.group()
 def jobs() -> None:
-    """Create, change, show and remove runtime jobs (source api)."""
+    pass
 
 
 @jobs.command("list")
@@ -48,10 +48,7 @@ def jobs() -> None:
     is_flag=True,
     help="List this installation's catalog (loading its modules) instead of the store's.",
 )
-@click.pass_context
-def list_jobs(
-    ctx: click.Context, as_json: bool, source: tuple[str, ...], check_catalog: bool
-) -> None:
+def list_jobs(as_json: bool, source: tuple[str, ...], check_catalog: bool) -> None:
     """List declared and runtime jobs: name, source, kind and trigger.
 
     JSON: {"jobs": [{"name", "source", "kind", "trigger", "enabled", "etag"}]}, where kind and
@@ -63,7 +60,7 @@ def list_jobs(
     from jobhost.runtime.service import etag_of
     from jobhost.web.api.views import source_of
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings) if check_catalog else None
     with opened_store(settings) as store:
         if catalog is None:
@@ -84,8 +81,7 @@ def list_jobs(
             }
         )
     found = [job for job in found if not source or job["source"] in source]
-    if as_json:
-        click.echo(json.dumps({"jobs": found}, indent=2))
+    if json_shown(as_json, {"jobs": found}):
         return
     for job in found:
         kind = f" kind {job['kind']}" if job["kind"] else ""
@@ -96,8 +92,7 @@ def list_jobs(
 @jobs.command("show")
 @click.argument("name")
 @json_option()
-@click.pass_context
-def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
+def show_job(name: str, as_json: bool) -> None:
     """Show job NAME's effective declaration as the store holds it; for a runtime job also its
     definition, ETag, and who created and last changed it.
 
@@ -112,7 +107,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 
     Exit status: 0; 2 when the store holds no job NAME.
     """
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         row = next(iter(store.list_runtime_jobs([name]).rows), None)
         spec = stored_catalog(settings, store, only=name).jobs.get(name)
@@ -122,7 +117,21 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
             from jobhost.runtime.service import not_found
 
             raise not_found(name)
-        _show_declaration(declaration_json(spec), as_json=as_json)
+        data = declaration_json(spec)
+        if json_shown(as_json, data):
+            return
+        flags = " critical" if data["critical"] else ""
+        state = "enabled" if data["enabled"] else "disabled"
+        click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
+        if data["description"]:
+            click.echo(f"  {data['description']}")
+        click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
+        click.echo(f"  daylight saving: {data['dst_policy']}")
+        if data["concurrency_group"]:
+            click.echo(f"  concurrency group: {data['concurrency_group']}")
+        for key, value in data["policies"].items():
+            shown = ", ".join(value) if isinstance(value, list) else value
+            click.echo(f"  {key}: {'-' if shown is None else shown}")
         return
     # Only for a runtime job: the web package (Starlette and the API's routes) costs a declared
     # job's answer a third of its time.
@@ -131,8 +140,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
     data = runtime_json(row)
     if spec is not None:
         data = {**declaration_json(spec, runtime=True), **data}
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    if json_shown(as_json, data):
         return
     click.echo(f"{name} (kind {row.kind}, ETag {data['etag']})")
     click.echo(f"  created {data['created_at']} by {row.created_by}")
@@ -161,10 +169,7 @@ def show_job(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.option("--if-match", "if_match", metavar="ETAG", help="Change only if still at ETAG.")
 @change_reason("new endpoint after the migration, INC-7")
 @json_option("Print the stored job as JSON.")
-@click.pass_context
 def put_job(
-    ctx: click.Context,
-    /,
     name: str,
     *,
     file: str | None,
@@ -190,13 +195,12 @@ def put_job(
     from jobhost.runtime.service import JobService
     from jobhost.web.api.views import runtime_json
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
         done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
-    if as_json:
-        click.echo(json.dumps(runtime_json(done.row), indent=2))
+    if json_shown(as_json, runtime_json(done.row)):
         return
     what = "created" if done.created else "replaced" if done.changed else "unchanged"
     click.echo(f"{name}: {what} (ETag {done.etag})")
@@ -206,8 +210,7 @@ def put_job(
 @click.argument("name")
 @click.option("--if-match", "if_match", metavar="ETAG", help="Remove only if still at ETAG.")
 @change_reason("the endpoint is retired")
-@click.pass_context
-def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str) -> None:
+def delete_job(name: str, if_match: str | None, reason: str) -> None:
     """Remove runtime job NAME; its history stays, its schedule is kept as orphaned. --reason
     goes in the change log (jobhost changes).
 
@@ -216,30 +219,12 @@ def delete_job(ctx: click.Context, name: str, if_match: str | None, reason: str)
     """
     from jobhost.runtime.service import JobService
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     with opened_store(settings) as store:
         JobService(settings, load_catalog(settings), store).delete(
             name, actor=getpass.getuser(), if_match=if_match, reason=reason
         )
     click.echo(f"{name}: removed")
-
-
-def _show_declaration(data: dict[str, Any], *, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-        return
-    flags = " critical" if data["critical"] else ""
-    state = "enabled" if data["enabled"] else "disabled"
-    click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
-    if data["description"]:
-        click.echo(f"  {data['description']}")
-    click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
-    click.echo(f"  daylight saving: {data['dst_policy']}")
-    if data["concurrency_group"]:
-        click.echo(f"  concurrency group: {data['concurrency_group']}")
-    for key, value in data["policies"].items():
-        shown = ", ".join(value) if isinstance(value, list) else value
-        click.echo(f"  {key}: {'-' if shown is None else shown}")
 
 
 def _body(
@@ -292,11 +277,8 @@ def _not_json(name: str) -> None:
 
 @cli.command()
 @json_option("Print one JSON object with the schemas.")
-@click.pass_context
-def kinds(ctx: click.Context, as_json: bool) -> None:
-    """List the job kinds runtime jobs can have, with each kind's settings.
-
-    Text: each kind's name, module and description, then its settings (name, type, required,
+def kinds(as_json: bool) -> None:
+    """Text: each kind's name, module and description, then its settings (name, type, required,
     description). JSON: {"kinds": [{"name", "description", "module", "settings_schema",
     "examples"}]}, where settings_schema is the JSON schema GET /api/v1/kinds publishes.
 
@@ -305,7 +287,7 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
     """
     from jobhost.catalog import build_catalog
 
-    catalog = build_catalog(settings_of(ctx))
+    catalog = build_catalog(settings_of())
     broken = [p for p in catalog.problems if p.code.startswith("plugin-")]
     try:
         _show_kinds(catalog.kinds, as_json)
@@ -322,8 +304,7 @@ def kinds(ctx: click.Context, as_json: bool) -> None:
 
 def _show_kinds(kinds: Mapping[str, JobKind], as_json: bool) -> None:
     data = kinds_json(kinds)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    if json_shown(as_json, data):
         return
     if not kinds:
         click.echo("no job kinds: no installed module offers one")

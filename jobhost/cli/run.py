@@ -34,11 +34,8 @@ _DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 @cli.command()
-@click.pass_context
-def run(ctx: click.Context) -> None:
-    """Run the jobs: validate the catalog, migrate the store, fire occurrences until stopped.
-
-    SIGTERM or SIGINT stops claiming, cancels running jobs, waits the shutdown grace, records
+def run() -> None:
+    """SIGTERM or SIGINT stops claiming, cancels running jobs, waits the shutdown grace, records
     what did not finish and exits 0; a second signal exits at once. With http_listen set, the
     probes, /metrics, /report and the dashboard are served there.
     """
@@ -50,7 +47,7 @@ def run(ctx: click.Context) -> None:
     from jobhost.web import prometheus_reader
     from jobhost.web.surfaces import host_application
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     configure_logging(settings.log_level, settings.log_format)
     declared = build_catalog(settings)
     leases = [spec.declaration.lease for spec in declared.jobs.values() if spec.declaration.lease]
@@ -107,11 +104,8 @@ def run(ctx: click.Context) -> None:
     metavar="HOST:PORT",
     help=f"Where to listen; default: http_listen, or {_DEFAULT_LISTEN} when that is unset.",
 )
-@click.pass_context
-def serve(ctx: click.Context, listen: str | None) -> None:
-    """Serve the report, the probes and the dashboard over the store, with no host.
-
-    Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
+def serve(listen: str | None) -> None:
+    """Nothing fires here, the dashboard shows no actions, and /metrics (the host's run metrics)
     is not served. With api_tokens set, the job API under /api/v1 is served too; its changes
     go to the store, and the hosts pick them up. Runtime jobs created, changed or deleted
     through the API (here or on any host) show within about a second, as on a host. /healthz
@@ -125,7 +119,7 @@ def serve(ctx: click.Context, listen: str | None) -> None:
     from jobhost.runtime.reload import RuntimeFollower
     from jobhost.web.surfaces import store_application
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     address = _listen_address(settings, listen)
     settings, reading = _read_access(settings, address[0])
     configure_logging(settings.log_level, settings.log_format)

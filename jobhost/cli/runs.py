@@ -1,12 +1,17 @@
-"""``jobhost retry RUN_ID`` and ``jobhost cancel RUN_ID``: an operator's action on one run;
+"""``jobhost trigger NAME``: a manual run through the same claim, ledger and envelope;
+``jobhost retry RUN_ID`` and ``jobhost cancel RUN_ID``: an operator's action on one run;
 ``jobhost retry --failed``: one retry of every open failure a filter matches, queued for the
-hosts (never run in this process: a bulk retry may be hundreds of runs)."""
+hosts (never run in this process: a bulk retry may be hundreds of runs). The commands that
+start a run wait for it unless ``--no-wait``, at most ``--timeout``. ``jobhost failures``:
+failed, timed-out, abandoned and stuck runs of every job, newest first."""
 
 from __future__ import annotations
 
 import getpass
 import json
-from typing import Any, NoReturn
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,19 +25,139 @@ from jobhost.cli._app import (
     fail,
     to_stderr,
 )
-from jobhost.cli._context import load_catalog, migrate_store, opened_store, settings_of
+from jobhost.cli._context import (
+    load_catalog,
+    migrate_store,
+    open_store,
+    opened_store,
+    require_job,
+    settings_of,
+)
 from jobhost.cli._options import (
     change_reason,
-    print_and_exit,
-    since_instant,
+    json_option,
+    json_shown,
+    limit_option,
     typed_run_id,
-    wait_options,
 )
-from jobhost.errors import UnknownJobError
-from jobhost.operations.jobs import ActionRefused, require_known_job
+from jobhost.clock import SystemClock
+from jobhost.errors import StoreUnavailableError, UnknownJobError
+from jobhost.operations.jobs import ActionRefused, require_known_job, stored_catalog
 from jobhost.operations.runs import OperatorRun, cancel_run, watch_run
 
-__all__ = ["cancel", "retry"]
+if TYPE_CHECKING:
+    from jobhost.config import Settings
+    from jobhost.operations.runs import TriggerResult
+
+__all__ = ["cancel", "failures", "retry", "trigger"]
+
+
+def _waiting(until: str) -> Callable[[Any], Any]:
+    """``--timeout`` (``until`` says what is waited for without it), then ``--json``."""
+    timeout = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        help=f"Stop waiting after this long (exit 4); default: {until}.",
+    )
+    return lambda command: timeout(json_option("Print the result as one JSON object.")(command))
+
+
+def print_and_exit(result: TriggerResult, shown: dict[str, Any], *, as_json: bool) -> NoReturn:
+    """Print ``shown`` as JSON, or ``result`` as one line; exit 4 when ``--timeout`` ended the
+    wait, 0 when the run succeeded (or was only queued), 1 otherwise."""
+    from jobhost.operations.render import stdout_style, trigger_line
+
+    if not json_shown(as_json, shown):
+        click.echo(trigger_line(result, stdout_style()))
+    if result.timed_out_waiting:
+        raise SystemExit(EXIT_TIMEOUT)
+    raise SystemExit(EXIT_OK if result.outcome in {"succeeded", "queued"} else EXIT_FAILED)
+
+
+@cli.command()
+@click.argument("name")
+@change_reason(None, "Why; recorded with the run.", required=False)
+@click.option("--no-wait", is_flag=True, help="Queue the run and exit at once.")
+@click.option(
+    "--now",
+    "beside_limit",
+    is_flag=True,
+    help="Start even when the job's concurrency group is full: the run goes beside the "
+    "limit, and its record says so.",
+)
+@_waiting("wait for the outcome")
+def trigger(
+    *,
+    name: str,
+    reason: str | None,
+    no_wait: bool,
+    beside_limit: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """A live host picks the request up within a second; with none alive, the job runs in this
+    process. A disabled job runs; a paused one too, with a warning. A run that would overlap
+    a running one under overlap policy forbid is refused. A job whose concurrency group is
+    full is queued until a slot frees (it says so), unless --now starts it beside the limit.
+    Progress goes to stderr.
+
+    JSON: {"request_id", "run_id", "job", "outcome", "host", "started_at", "finished_at",
+    "duration_ms", "error"}; outcome is the run's, or refused, or queued/running when not
+    waited for.
+
+    Exit status: 0 succeeded (or queued with --no-wait); 1 failed or refused; 2 unknown job;
+    3 the job's declaration is invalid; 4 --timeout passed first (a run here is cancelled, a
+    host's goes on).
+    """
+    settings = settings_of()
+    if no_wait:
+        # Queued for a host: the job is read from the store, no module is loaded.
+        _queue(settings, name, reason, beside_limit=beside_limit, as_json=as_json)
+    catalog = load_catalog(settings)
+    spec = require_job(catalog, name, "run")
+    if settings.auto_migrate:
+        # It may run the job itself, as `jobhost run` would, on a store not yet upgraded; a
+        # store that does not exist at all is refused (see open_store).
+        migrate_store(settings)
+    with opened_store(settings, write=True) as store:
+        here = None
+        if not no_wait:
+            from jobhost.cli._one_shot import runs_here
+
+            here = runs_here(settings, catalog, store)
+        manual = OperatorRun(
+            settings, catalog, store, progress=to_stderr, actor=getpass.getuser(), run_here=here
+        )
+        result = manual.trigger(
+            spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
+        )
+    print_and_exit(result, result.to_json(), as_json=as_json)
+
+
+def _queue(
+    settings: Settings, name: str, reason: str | None, *, beside_limit: bool, as_json: bool
+) -> None:
+    """Queue a run of ``name`` for a host when the store holds the job: no module is loaded.
+    Returns (to the built catalog's path) when no host has synced it yet, or the store is not
+    at this version's schema (that path migrates it)."""
+    try:
+        store = open_store(settings, write=True)
+    except StoreUnavailableError:
+        return
+    try:
+        catalog = stored_catalog(settings, store, only=name)
+        if name not in catalog.jobs:
+            return
+        manual = OperatorRun(
+            settings, catalog, store, progress=to_stderr, actor=getpass.getuser(), from_store=True
+        )
+        result = manual.trigger(
+            catalog.jobs[name], reason, wait=False, timeout=None, beside_limit=beside_limit
+        )
+    finally:
+        store.dispose()
+    print_and_exit(result, result.to_json(), as_json=as_json)
 
 
 @cli.command()
@@ -48,10 +173,9 @@ __all__ = ["cancel", "retry"]
     metavar="DURATION_OR_TIME",
     help="With --failed: only failures since then: 2h, 7d, a date (UTC) or a time.",
 )
-@wait_options(no_wait="Queue the retry and exit at once.", until="wait for the outcome")
-@click.pass_context
+@click.option("--no-wait", is_flag=True, help="Queue the retry and exit at once.")
+@_waiting("wait for the outcome")
 def retry(
-    ctx: click.Context,
     *,
     run_id: str | None,
     reason: str,
@@ -63,10 +187,7 @@ def retry(
     timeout: float | None,
     as_json: bool,
 ) -> None:
-    """Run the work of failed run RUN_ID again: the same occurrence and idempotency key, the
-    next attempt, through the claim every run goes through.
-
-    For a run that ended failed, timed_out, abandoned or cancelled. A live host claims the
+    """For a run that ended failed, timed_out, abandoned or cancelled. A live host claims the
     retry within a second; with none alive it runs in this process. The operating-system user
     and the reason go in the change log (`jobhost changes`). Progress goes to stderr.
 
@@ -91,14 +212,14 @@ def retry(
     from jobhost.cli._one_shot import runs_here
 
     if failed:
-        _retry_failed(ctx, run_id, reason, job=job, module=module, since=since, as_json=as_json)
+        _retry_failed(run_id, reason, job=job, module=module, since=since, as_json=as_json)
         return
     if run_id is None:
         raise click.UsageError("give RUN_ID, or --failed to retry every open failure")
     if job or module or since:
         raise click.UsageError("--job, --module and --since go with --failed")
 
-    settings = settings_of(ctx)
+    settings = settings_of()
     catalog = load_catalog(settings)
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
@@ -118,10 +239,9 @@ def retry(
 @cli.command()
 @click.argument("run_id")
 @change_reason("upstream fixed, rerun")
-@wait_options(no_wait="Record the request and exit at once.", until="wait until the run ends")
-@click.pass_context
+@click.option("--no-wait", is_flag=True, help="Record the request and exit at once.")
+@_waiting("wait until the run ends")
 def cancel(
-    ctx: click.Context,
     *,
     run_id: str,
     reason: str,
@@ -129,9 +249,7 @@ def cancel(
     timeout: float | None,
     as_json: bool,
 ) -> None:
-    """Cancel running run RUN_ID through its host, and wait until it ends.
-
-    The request is recorded on the run; the host running it sees it at once (the hosts'
+    """The request is recorded on the run; the host running it sees it at once (the hosts'
     change signal) and sets the run's cancellation, so the executor stops at its next check
     and the run is recorded cancelled, with the operating-system user and the reason (also in
     `jobhost changes`). A run not yet started (a queued retry) is recorded cancelled at once.
@@ -148,7 +266,7 @@ def cancel(
     one whose host is gone); 4 --timeout passed first.
     """
     actor = getpass.getuser()
-    with opened_store(settings_of(ctx), write=True) as store:
+    with opened_store(settings_of(), write=True) as store:
         run_id = typed_run_id(store, run_id)
         try:
             asked = cancel_run(store, run_id, actor=actor, reason=reason)
@@ -190,7 +308,6 @@ def cancel(
 
 
 def _retry_failed(
-    ctx: click.Context,
     run_id: str | None,
     reason: str,
     *,
@@ -204,7 +321,7 @@ def _retry_failed(
 
     if run_id is not None:
         _usage("give RUN_ID or --failed, not both")
-    with opened_store(settings_of(ctx), write=True) as store:
+    with opened_store(settings_of(), write=True) as store:
         if job is not None:
             try:
                 require_known_job(None, store, job)
@@ -213,11 +330,9 @@ def _retry_failed(
         jobs = tuple(sorted(store.list_schedules(module=module))) if module is not None else None
         if module is not None and not jobs:
             _usage(f"--module: the store holds no job of module {module!r}")
-        query = FailureQuery(since=since_instant(since, _usage), job=job, jobs=jobs)
+        query = FailureQuery(since=_since(since), job=job, jobs=jobs)
         shown = retry_failures(store, query, actor=getpass.getuser(), reason=reason)
-    if as_json:
-        click.echo(json.dumps(shown, indent=2))
-    else:
+    if not json_shown(as_json, shown):
         _print_retries(shown)
     if shown["refused"]:
         raise SystemExit(EXIT_INVALID)
@@ -248,5 +363,158 @@ def _print_retries(shown: dict[str, Any]) -> None:
         click.echo("more open failures match: run it again, or narrow with --since or --job")
 
 
+def _since(since: str | None) -> datetime | None:
+    """``--since`` (a duration back from now, a date or a time) as an instant, or exit 2."""
+    from jobhost.operations.failures import BadFailureQuery, parse_since
+
+    try:
+        return parse_since(since, SystemClock()()) if since is not None else None
+    except BadFailureQuery as error:
+        _usage(f"--{error.field}: {since!r} {error.detail}")
+
+
 def _usage(message: str) -> NoReturn:
-    fail(f"jobhost retry: {message}", EXIT_USAGE)
+    fail(f"jobhost {click.get_current_context().info_name}: {message}", EXIT_USAGE)
+
+
+@cli.command()
+@click.option(
+    "--since",
+    metavar="DURATION_OR_TIME",
+    help="Only runs that finished since then: 2h, 7d, a date (UTC) or 2026-11-28T06:00:00Z.",
+)
+@click.option("--job", metavar="NAME", help="Only this job's runs.")
+@click.option(
+    "--grep",
+    "text",
+    metavar="TEXT",
+    help="Only runs whose error type or message contains TEXT (any case).",
+)
+@limit_option("How many rows to show.", default=50, most=1000)
+@click.option(
+    "--all",
+    "include_resolved",
+    is_flag=True,
+    help="Also failures resolved by a later success or an acknowledgement.",
+)
+@click.option(
+    "--ack",
+    "ack_run",
+    metavar="RUN_ID",
+    help="Acknowledge this failed run (resolve it without a rerun); needs --reason.",
+)
+@change_reason(None, "Why, for --ack (in the change log).", required=False)
+@click.option(
+    "--wide", is_flag=True, help="Every field whole (run ids, names, errors), past 80 columns."
+)
+@json_option()
+def failures(
+    *,
+    since: str | None,
+    job: str | None,
+    text: str | None,
+    limit: int,
+    include_resolved: bool,
+    ack_run: str | None,
+    reason: str | None,
+    wide: bool,
+    as_json: bool,
+) -> None:
+    """A failure is open until its work succeeds later (a retry, or a backfill of its occurrence:
+    the same job and occurrence; for a manual run, a retry of it) or an operator acknowledges
+    it (--ack RUN_ID --reason TEXT, logged in `jobhost changes`); --all shows the resolved ones
+    too, with who resolved them. Repeats of one job and error are one line, with their count
+    (x 30). Stuck runs (still running, with an expired lease or code that ignored its
+    cancellation) come first. Each row, within 80 columns: finished time, the run id's first 8
+    characters, outcome, job, attempt and the job's current failure streak (its failed
+    attempts in a row, counted up to 100) when past 1, error type and the first line of the
+    message, cut at the line's end; --wide: every field whole. Reads only the store (--ack
+    writes the change log; it takes a run id's first 8 characters or more). JSON:
+    {"failures": [{"job", "run_id", "occurrence", "started_at", "finished_at", "outcome",
+    "attempt", "source", "host", "error_type", "error", "streak", "resolved"}], "groups":
+    [{"job", "outcome", "error_type", "error", "count", "run_ids", "resolved"}],
+    "next_cursor", "searched_to", "streak_limit", "generated_at"}, the shape of
+    GET /api/v1/failures; with --ack: {"acknowledged", "job", "by", "reason", "at"}.
+
+    Exit status: 0 (also when nothing failed; --ack: acknowledged); 2 for an unknown --job or
+    a bad option; 3 --ack refused (an unknown run, one that did not fail, one resolved
+    already).
+    """
+    if ack_run is not None:
+        _acknowledge(ack_run, reason, as_json=as_json)
+        return
+    if reason is not None:
+        _usage("--reason goes with --ack RUN_ID")
+    from jobhost.operations.failures import (
+        SEARCH_LIMIT,
+        FailureQuery,
+        failure_line,
+        failures_json,
+        group_failures,
+        read_failures,
+    )
+    from jobhost.operations.render import WIDTH, wrap_words
+
+    if text is not None and not 0 < len(text.strip()) <= SEARCH_LIMIT:
+        _usage(f"--grep: give 1 to {SEARCH_LIMIT} characters to search for")
+    with opened_store(settings_of()) as store:
+        if job is not None:
+            require_known_job(None, store, job)
+        query = FailureQuery(
+            since=_since(since),
+            job=job,
+            text=text.strip() if text else None,
+            limit=limit,
+            include_resolved=include_resolved,
+        )
+        found = read_failures(store, query)
+    if json_shown(as_json, failures_json(found)):
+        return
+    notes = []
+    if not found.failures:
+        left = "" if include_resolved else " left open (--all shows resolved ones)"
+        notes.append(
+            "no failed, timed-out, abandoned or stuck run" + _scope(since, job, text) + left
+        )
+    for group in group_failures(found.failures):
+        click.echo(failure_line(group.newest, len(group.rows), wide=wide))
+    if found.searched_to is not None:
+        notes.append(
+            f"(searched runs that finished back to {found.searched_to:%Y-%m-%d %H:%M:%SZ}; "
+            "narrow with --since or --job to search further back)"
+        )
+    elif found.next_cursor is not None:
+        notes.append(f"(the newest {limit} shown; more with --limit or --since)")
+    for note in notes:
+        click.echo(note if wide else "\n".join(wrap_words(note, WIDTH)))
+
+
+def _acknowledge(run_id: str, reason: str | None, *, as_json: bool) -> None:
+    from jobhost.operations.failures import acknowledge_failure
+
+    why = " ".join((reason or "").split())
+    if not why or len(why) > 500:
+        _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
+    with opened_store(settings_of(), write=True) as store:
+        run_id = typed_run_id(store, run_id)
+        try:
+            done = acknowledge_failure(store, run_id, actor=getpass.getuser(), reason=why)
+        except ActionRefused as refused:
+            fail(f"refused: {refused}", EXIT_INVALID)
+    shown = {
+        "acknowledged": done.run.id,
+        "job": done.run.job_name,
+        "by": getpass.getuser(),
+        "reason": why,
+        "at": done.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if not json_shown(as_json, shown):
+        click.echo(
+            f"acknowledged failure {done.run.id} of {done.run.job_name} ({done.run.outcome}): {why}"
+        )
+
+
+def _scope(since: str | None, job: str | None, text: str | None) -> str:
+    parts = [f"of job {job}" if job else "", f"since {since}" if since else ""]
+    parts.append(f"with {text!r} in its error" if text else "")
+    return "".join(f" {part}" for part in parts if part)

@@ -6,8 +6,15 @@ from jobhost_contracts import format_duration
 
 from jobhost.config.loading import CONFIG_ENV, load_settings, refusal, short_repr
 from jobhost.config.redaction import RedactingFormatter, bound_text, redact_text, redact_url
-from jobhost.config.settings import LEASE_HEARTBEATS, RUNTIME_SECRET_PREFIX, Settings
-from jobhost.config.values import GROUP_NAME, MAX_DURATION, ApiToken, JobOverride
+from jobhost.config.settings import (
+    GROUP_NAME,
+    LEASE_HEARTBEATS,
+    MAX_DURATION,
+    RUNTIME_SECRET_PREFIX,
+    ApiToken,
+    JobOverride,
+    Settings,
+)
 
 __all__ = [
     "CONFIG_ENV",

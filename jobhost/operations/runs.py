@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from jobhost.catalog import Catalog, JobSpec
-from jobhost.catalog.policies import RETRYABLE_OUTCOMES as RETRYABLE
+from jobhost.catalog.validation import RETRYABLE_OUTCOMES as RETRYABLE
 from jobhost.config import Settings
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc

@@ -19,9 +19,14 @@ from jobhost.errors import JobhostError, shown_name
 from jobhost.operations import jobs
 from jobhost.records import RuntimeJobRow
 from jobhost.rules import desired_schedules
-from jobhost.runtime.definition import FieldProblem, JobDefinition, parse_definition
-from jobhost.runtime.loading import SpecCache, check_runtime_jobs, declared_jobs, with_runtime_jobs
-from jobhost.runtime.specs import SecretRule, build_spec, group_problems
+from jobhost.runtime.definition import (
+    FieldProblem,
+    JobDefinition,
+    SecretRule,
+    build_spec,
+    parse_definition,
+)
+from jobhost.runtime.reload import SpecCache, declared_jobs, with_runtime_jobs
 from jobhost.store import Store
 
 __all__ = ["ChangeRefused", "JobService", "PutResult", "etag_matches", "etag_of", "not_found"]
@@ -64,8 +69,7 @@ class JobService:
         """Declared and runtime jobs as the store has them now (of runtime jobs, only ``only``
         when given)."""
         rows = self.store.list_runtime_jobs(None if only is None else [only]).rows
-        runtime = check_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
-        return with_runtime_jobs(self.catalog, runtime)
+        return with_runtime_jobs(rows, self.catalog, self.settings, cache=self._cache)
 
     def runtime_row(self, name: str) -> RuntimeJobRow | None:
         return next(iter(self.store.list_runtime_jobs([name]).rows), None)
@@ -92,11 +96,19 @@ class JobService:
         spec = build_spec(
             name, definition, self.catalog.kinds, self.settings.modules, secrets=self._secrets
         )
-        if isinstance(spec, JobSpec):
-            spec = group_problems(definition, self.settings.concurrency_limits) or spec
+        group, limits = definition.concurrency_group, self.settings.concurrency_limits
+        if isinstance(spec, JobSpec) and group is not None and group not in limits:
+            known = ", ".join(sorted(limits)) or "none (the host has no [concurrency_limits])"
+            spec = [
+                FieldProblem(
+                    "concurrency_group",
+                    f"names no group of the host's [concurrency_limits] (known: {known}); use "
+                    "one of them, or ask the operator to add the group with its limit",
+                )
+            ]
         if not isinstance(spec, JobSpec):
             raise invalid(name, spec)
-        stored = definition.stored()
+        stored = definition.model_dump(mode="json")
         # Without a condition the last writer wins: a write that lost a race is made again.
         unconditional = if_match is None and if_none_match is None
         tries = _UNCONDITIONAL_TRIES if unconditional else 1
@@ -138,7 +150,7 @@ class JobService:
             None,
             actor=actor,
             clock=self.clock,
-            check=lambda row: _check_delete(name, row, if_match),
+            check=lambda row: _check_match(name, row, if_match, deleting=True),
             reason=reason,
         )
         assert removed.before is not None
@@ -192,7 +204,11 @@ def etag_matches(etag: str, if_none_match: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def _check_match(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
+def _check_match(
+    name: str, row: RuntimeJobRow | None, if_match: str | None, *, deleting: bool = False
+) -> None:
+    if deleting and row is None:
+        raise not_found(name, "runtime job")
     if if_match is None:
         return
     tags = [tag.strip() for tag in if_match.split(",")]
@@ -217,12 +233,6 @@ def _check_put(
             f"job {name} already exists (If-None-Match {if_none_match}): nothing was "
             "changed; to replace it, send If-Match with its ETag instead"
         )
-    _check_match(name, row, if_match)
-
-
-def _check_delete(name: str, row: RuntimeJobRow | None, if_match: str | None) -> None:
-    if row is None:
-        raise not_found(name, "runtime job")
     _check_match(name, row, if_match)
 
 

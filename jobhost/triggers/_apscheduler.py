@@ -71,7 +71,9 @@ class WallCalendar:
             "timezone": UTC,
         }
         days = _numbers(day_of_month, 1, 31)
-        weekdays = _weekdays(day_of_week)
+        monday_first = sorted({(day - 1) % 7 for day in day_of_week})
+        names = [_WEEKDAYS[day] for day in monday_first]
+        weekdays = "*" if len(monday_first) == 7 else ",".join(_runs(monday_first, names))
         trigger: Any
         if either_day:
             trigger = OrTrigger(
@@ -138,13 +140,6 @@ def _numbers(values: frozenset[int], low: int, high: int) -> str:
     if all(b - a == step for a, b in pairwise(ordered)):
         return f"{ordered[0]}-{ordered[-1]}" + (f"/{step}" if step > 1 else "")
     return ",".join(_runs(ordered, [str(v) for v in ordered]))
-
-
-def _weekdays(values: frozenset[int]) -> str:
-    monday_first = sorted({(day - 1) % 7 for day in values})
-    if len(monday_first) == 7:
-        return "*"
-    return ",".join(_runs(monday_first, [_WEEKDAYS[day] for day in monday_first]))
 
 
 def _runs(ordered: list[int], names: list[str]) -> list[str]:

@@ -94,8 +94,9 @@ def next_instant(
         if following is None:
             if second_pass_only:
                 ahead = timeline.first_transition(candidate, candidate + _LOOKBACK)
-                if ahead is not None and _on_first_pass(candidate, ahead):
-                    # This wall time comes round again after the fall-back: fire it then.
+                shift = 0 if ahead is None else ahead.before - ahead.after
+                # On the first pass of the wall times a fall-back repeats: fire it on the second.
+                if ahead is not None and shift > 0 and ahead.at - shift <= candidate < ahead.at:
                     segment_start, before, offset = ahead
                     continue
             return candidate
@@ -124,12 +125,6 @@ def skipped_wall_times(zone: ZoneInfo, calendar: Calendar, *, after: int, until:
                 found.append(instant)
             wall = calendar(wall + 1)
     return found
-
-
-def _on_first_pass(instant: int, transition: _Transition) -> bool:
-    """Whether ``instant`` is on the first pass of wall times a fall-back repeats."""
-    shift = transition.before - transition.after
-    return shift > 0 and transition.at - shift <= instant < transition.at
 
 
 class _Transition(NamedTuple):

@@ -39,7 +39,12 @@ def newest_at_or_before(
     if keep <= 0 or not_before > now:
         return []
     if isinstance(schedule, IntervalSchedule):
-        return _interval_newest(schedule, now, keep, not_before)
+        anchor, every = schedule.anchor, schedule.every
+        if now < anchor:
+            return []
+        last = anchor + ((now - anchor) // every) * every
+        newest = [last - index * every for index in range(keep)]
+        return sorted(o for o in newest if o >= not_before and o >= anchor)
     window = _FIRST_WINDOW
     while True:
         start = max(now - window, not_before)
@@ -71,17 +76,6 @@ def count_between(schedule: Schedule, after: datetime, before: datetime) -> GapC
     covered = (current - after).total_seconds()
     rest = (before - current).total_seconds()
     return GapCount(counted + int(counted * rest / covered) if covered > 0 else counted, False)
-
-
-def _interval_newest(
-    schedule: IntervalSchedule, now: datetime, keep: int, not_before: datetime
-) -> list[datetime]:
-    anchor, every = schedule.anchor, schedule.every
-    if now < anchor:
-        return []
-    last = anchor + ((now - anchor) // every) * every
-    found = [last - index * every for index in range(keep)]
-    return sorted(o for o in found if o >= not_before and o >= anchor)
 
 
 def _list_until(schedule: Schedule, after: datetime, until: datetime, bound: int) -> list[datetime]:

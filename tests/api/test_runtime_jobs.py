@@ -15,7 +15,7 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.records import ChangeSearch
 from jobhost.rules import desired_schedules
-from jobhost.runtime.loading import check_runtime_jobs, with_runtime_jobs
+from jobhost.runtime.reload import with_runtime_jobs
 from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.registry import sync_schedules
@@ -188,10 +188,7 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
             now=NOW,
         )
     with reading(engine) as connection:
-        runtime = check_runtime_jobs(
-            list_runtime_jobs(connection).rows, jobs.catalog, jobs.settings
-        )
-    merged = with_runtime_jobs(jobs.catalog, runtime)
+        merged = with_runtime_jobs(list_runtime_jobs(connection).rows, jobs.catalog, jobs.settings)
     (problem,) = merged.problems
     assert problem.code == "runtime-name-taken" and problem.job == "sample.declared"
     assert "jobhost jobs delete sample.declared" in problem.message
@@ -265,7 +262,7 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
         catalog = build_catalog(settings)
         assert [w.code for w in catalog.warnings] == ["unused-concurrency-limit"]
         with reading(engine) as connection:
-            runtime = check_runtime_jobs(list_runtime_jobs(connection).rows, catalog, settings)
-        assert with_runtime_jobs(catalog, runtime).warnings == []
+            merged = with_runtime_jobs(list_runtime_jobs(connection).rows, catalog, settings)
+        assert merged.warnings == []
     finally:
         engine.dispose()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import jobhost.cli.next  # registers the command on the group
+import jobhost.cli.report  # registers the command on the group
 from jobhost.cli import cli
 
 BERLIN = ["--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--after", "2026-03-28T12:00:00Z"]

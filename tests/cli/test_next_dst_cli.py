@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-import jobhost.cli.next  # registers the command on the group
+import jobhost.cli.report  # registers the command on the group
 from jobhost.cli import cli
 from tests.cli.test_next_cli import BERLIN, env, jobhost, runner
 

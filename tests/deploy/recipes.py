@@ -34,7 +34,7 @@ KUBERNETES = DEPLOY / "kubernetes"
 COLLECTOR = DEPLOY / "otel-collector" / "config.yaml"
 
 # Variables the host reads besides its settings: the configuration file, and the allow-list of
-# entry-point plugins (jobhost/plugins/discovery.py).
+# entry-point plugins (jobhost/plugins/__init__.py).
 EXTRA_JOBHOST_VARIABLES = frozenset({"JOBHOST_CONFIG", "JOBHOST_LOAD_PLUGINS"})
 # What `jobhost run` serves when http_listen is set (docs/operations/observability.md).
 SERVED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/report"})

@@ -33,11 +33,10 @@ from jobhost_publish.plugin import declaration as publish_declaration
 from jobhost_publish.settings import PublishJobSettings
 
 from jobhost.catalog import JobSpec
-from jobhost.catalog.overrides import declared_parts, to_trigger
 from jobhost.catalog.stored import StoredExecutor, declaration_text, stored_spec
+from jobhost.catalog.validation import declared_parts, to_trigger
 from jobhost.operations.jobs import declaration_json
-from jobhost.runtime.definition import JobDefinition, parse_definition
-from jobhost.runtime.specs import SecretRule, build_spec
+from jobhost.runtime.definition import JobDefinition, SecretRule, build_spec, parse_definition
 
 # A value unlike the default for every policy; cron and interval are used one at a time.
 SAMPLE: dict[str, Any] = {
@@ -148,7 +147,8 @@ def test_a_runtime_definition_takes_every_policy_but_the_declared_only(
     assert isinstance(spec, JobSpec), spec
     given = policy_values(spec.declaration)
     assert {key: given[key] for key in values} == values
-    assert definition.stored() == {**definition.stored(), **body}
+    stored = definition.model_dump(mode="json")
+    assert stored == {**stored, **body}
 
 
 @pytest.mark.parametrize("trigger", ["cron", "interval"])

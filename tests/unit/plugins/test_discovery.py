@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from jobhost.config import Settings
-from jobhost.plugins.calls import PluginJob, collect_jobs
-from jobhost.plugins.discovery import PluginSet, load_plugins
+from jobhost.plugins import PluginJob, PluginSet, collect_jobs, load_plugins
 
 NO_ENTRY_POINTS = {"JOBHOST_LOAD_PLUGINS": ""}
 
