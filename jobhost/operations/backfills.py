@@ -72,11 +72,10 @@ def plan_backfill(
     end: str,
     mode: str,
     limit: int,
-    now: datetime,
 ) -> BackfillPlan:
     """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive);
     ``limit`` is the ``backfill_limit`` setting."""
-    name = spec.name
+    name, now = spec.name, store.now()
     row = store.list_schedules([name]).get(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
@@ -178,7 +177,7 @@ def plan_and_start(
     dry_run: bool,
 ) -> tuple[BackfillPlan, str | None]:
     """The plan, recorded (with its id) unless ``dry_run`` or it replays nothing."""
-    plan = plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=store.now())
+    plan = plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit)
     if dry_run or not plan.occurrences:
         return plan, None
     return plan, start_backfill(
