@@ -46,7 +46,7 @@ from jobhost.store.engine import writing
 from jobhost.store.failures import ACK, resolutions
 from jobhost.store.ledger import delete_value, get_value, put_value, schedule_token
 from jobhost.store.registry import sync_schedules
-from jobhost.store.reports import get_run, get_schedule
+from jobhost.store.reports import get_run, get_schedule, read_runs
 from jobhost.store.runtime import ChangeEntry
 from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 from jobhost.store.signals import notify
@@ -251,9 +251,6 @@ class RunAction(Action[_Done]):
 
     run_id: str
 
-    def locked(self, connection: Connection) -> RunRecord | None:
-        return get_run(connection, self.run_id, for_update=True)
-
 
 @dataclass(frozen=True)
 class Retry(RunAction[RetryWritten]):
@@ -263,11 +260,29 @@ class Retry(RunAction[RetryWritten]):
     check: Callable[[RunRecord | None, Sequence[RunRecord]], RunRecord]
 
     def apply(self, connection: Connection, entry: ChangeEntry) -> RetryWritten:
-        found = self.locked(connection)
+        found = get_run(connection, self.run_id, for_update=True)
         attempts = _attempts_of(connection, found) if found is not None else []
         run = self.check(found, attempts)
         attempt = max([a.attempt for a in attempts] + [run.attempt]) + 1
-        new_id = _queue_retry(connection, run, attempt, entry)
+        new_id = new_run_id()
+        connection.execute(
+            runs.insert().values(
+                id=new_id,
+                job_name=run.job_name,
+                occurrence=run.occurrence,
+                attempt=attempt,
+                source="retry",
+                outcome=PENDING,
+                reason=entry.reason,
+                idempotency_key=work_key(run),
+                requested_by=entry.actor,
+                queued_at=entry.at,
+                not_before=entry.at,
+                # A backfill's run stays its backfill's: the backfill counts its attempts.
+                backfill_id=run.backfill_id,
+            )
+        )
+        notify(connection)
         before = {"run_id": run.id, "attempt": run.attempt, "outcome": run.outcome}
         entry.log(connection, "retry", run.job_name, before, {"run_id": new_id, "attempt": attempt})
         return RetryWritten(new_id, attempt, run, entry.at)
@@ -281,17 +296,34 @@ class Cancel(RunAction[CancelWritten]):
     check: Callable[[RunRecord | None, datetime], RunRecord]
 
     def apply(self, connection: Connection, entry: ChangeEntry) -> CancelWritten:
-        run = self.check(self.locked(connection), entry.at)
-        if run.outcome == PENDING:
-            done = _finish_pending(connection, run.id, entry)
+        run = self.check(get_run(connection, self.run_id, for_update=True), entry.at)
+        pending = run.outcome == PENDING
+        values: dict[str, object] = {
+            "cancel_requested_by": entry.actor,
+            "cancel_requested_at": entry.at,
+            "cancel_reason": entry.reason,
+        }
+        if pending:  # cancelled at once, unless a host started it meanwhile
+            where = [runs.c.outcome == PENDING]
+            values.update(
+                outcome="cancelled",
+                finished_at=entry.at,
+                error_type="Cancelled",
+                error_message=f"cancelled before it started, by {entry.actor}: {entry.reason}",
+                group_waiting_since=None,
+            )
+        else:  # its host is asked, unless it ended or was asked already
+            where = [runs.c.outcome == RUNNING, runs.c.cancel_requested_at.is_(None)]
+        query = update(runs).where(runs.c.id == run.id, *where).values(values)
+        done = bool(connection.execute(query).rowcount)
+        notify(connection)
+        if not pending:
+            state = "requested" if done else "already"
+        else:
             state = "cancelled" if done else "started"
             if done and run.backfill_id is not None:
                 # It may have been its backfill's last.
                 finish_backfills(connection, entry.at, [run.backfill_id])
-        elif _request_cancel(connection, run.id, entry):
-            state = "requested"
-        else:
-            state = "already"
         if state in {"cancelled", "requested"}:
             before = {"run_id": run.id, "outcome": run.outcome, "host": run.host_id}
             entry.log(
@@ -308,7 +340,7 @@ class Ack(RunAction[Acknowledged]):
     check: Callable[[RunRecord | None, Resolution | None], RunRecord]
 
     def apply(self, connection: Connection, entry: ChangeEntry) -> Acknowledged:
-        found = self.locked(connection)
+        found = get_run(connection, self.run_id, for_update=True)
         resolved = resolutions(connection, [found]).get(found.id) if found is not None else None
         run = self.check(found, resolved)
         before = {"run_id": run.id, "outcome": run.outcome}
@@ -327,54 +359,7 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     else:
         query = query.where(runs.c.id == run.id)
     query = query.where(runs.c.attempt > 0).order_by(runs.c.attempt, runs.c.queued_at)
-    return [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
-
-
-def _queue_retry(connection: Connection, run: RunRecord, attempt: int, entry: ChangeEntry) -> str:
-    run_id = new_run_id()
-    connection.execute(
-        runs.insert().values(
-            id=run_id,
-            job_name=run.job_name,
-            occurrence=run.occurrence,
-            attempt=attempt,
-            source="retry",
-            outcome=PENDING,
-            reason=entry.reason,
-            idempotency_key=work_key(run),
-            requested_by=entry.actor,
-            queued_at=entry.at,
-            not_before=entry.at,
-            # A backfill's run stays its backfill's: the backfill counts its attempts.
-            backfill_id=run.backfill_id,
-        )
-    )
-    notify(connection)
-    return run_id
-
-
-def _request_cancel(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
-    """Ask the host of the running run to cancel it; False when it is no longer running or
-    a cancel was asked for already."""
-    result = connection.execute(
-        update(runs)
-        .where(
-            runs.c.id == run_id,
-            runs.c.outcome == RUNNING,
-            runs.c.cancel_requested_at.is_(None),
-        )
-        .values(_cancel_asked(entry))
-    )
-    notify(connection)
-    return bool(result.rowcount)
-
-
-def _cancel_asked(entry: ChangeEntry) -> dict[str, object]:
-    return {
-        "cancel_requested_by": entry.actor,
-        "cancel_requested_at": entry.at,
-        "cancel_reason": entry.reason,
-    }
+    return read_runs(connection, query)
 
 
 def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
@@ -391,24 +376,6 @@ def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[st
         run_id: f"by {by}: {why}" if why else f"by {by}"
         for run_id, by, why in connection.execute(query)
     }
-
-
-def _finish_pending(connection: Connection, run_id: str, entry: ChangeEntry) -> bool:
-    """Record a run that has not started cancelled at once; False when a host started it."""
-    result = connection.execute(
-        update(runs)
-        .where(runs.c.id == run_id, runs.c.outcome == PENDING)
-        .values(
-            outcome="cancelled",
-            finished_at=entry.at,
-            error_type="Cancelled",
-            error_message=f"cancelled before it started, by {entry.actor}: {entry.reason}",
-            group_waiting_since=None,
-            **_cancel_asked(entry),
-        )
-    )
-    notify(connection)
-    return bool(result.rowcount)
 
 
 def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:
@@ -438,9 +405,15 @@ class ChangeState(Action[StateChange]):
         token = schedule_token(connection, job_name)
         if token is None:
             return StateChange(now, None, None, known=False, changed=False)
-        live = _live_run(connection, job_name)
+        # The partial index of running runs: the rows read are the job's live ones only.
+        live = connection.execute(
+            select(runs.c.id, runs.c.host_id, runs.c.started_at)
+            .where(IS_RUNNING, runs.c.job_name == job_name)
+            .order_by(runs.c.started_at)
+            .limit(1)
+        ).first()
         if live is not None:
-            raise StateHeld(job_name, live)
+            raise StateHeld(job_name, LiveRun(str(live.id), live.host_id, live.started_at))
         before = get_value(connection, job_name, key)
         if before == value:
             return StateChange(now, before, value, changed=False)
@@ -456,17 +429,6 @@ class ChangeState(Action[StateChange]):
             {"key": key, "value": value},
         )
         return StateChange(now, before, value)
-
-
-def _live_run(connection: Connection, job_name: str) -> LiveRun | None:
-    # The partial index of running runs: the rows read are the job's live ones only.
-    row = connection.execute(
-        select(runs.c.id, runs.c.host_id, runs.c.started_at)
-        .where(IS_RUNNING, runs.c.job_name == job_name)
-        .order_by(runs.c.started_at)
-        .limit(1)
-    ).first()
-    return None if row is None else LiveRun(str(row.id), row.host_id, row.started_at)
 
 
 def request_run(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import case, delete, exists, func, select, update
 from sqlalchemy.engine import Connection
@@ -194,7 +193,18 @@ def list_backfills(
     if not rows:
         return []
     counts: dict[str, dict[str, int]] = {str(r["id"]): {} for r in rows}
-    for backfill_id, state, count in connection.execute(_item_counts(list(counts))):
+    newer = runs.alias("newer")
+    newest = ~exists().where(
+        newer.c.backfill_id == runs.c.backfill_id,
+        newer.c.occurrence == runs.c.occurrence,
+        newer.c.attempt > runs.c.attempt,
+    )
+    by_state = (
+        select(runs.c.backfill_id, _ITEM_STATE, func.count())
+        .where(runs.c.backfill_id.in_(list(counts)), newest)
+        .group_by(runs.c.backfill_id, _ITEM_STATE)
+    )
+    for backfill_id, state, count in connection.execute(by_state):
         counts[str(backfill_id)][str(state)] = int(count)
     listed = _items(connection, list(counts)) if items else {}
     found = []
@@ -228,17 +238,3 @@ def _items(
         backfill_id: tuple((o, state, run_id) for o, (state, run_id) in items.items())
         for backfill_id, items in found.items()
     }
-
-
-def _item_counts(ids: list[str]) -> Any:
-    newer = runs.alias("newer")
-    newest = ~exists().where(
-        newer.c.backfill_id == runs.c.backfill_id,
-        newer.c.occurrence == runs.c.occurrence,
-        newer.c.attempt > runs.c.attempt,
-    )
-    return (
-        select(runs.c.backfill_id, _ITEM_STATE, func.count())
-        .where(runs.c.backfill_id.in_(ids), newest)
-        .group_by(runs.c.backfill_id, _ITEM_STATE)
-    )

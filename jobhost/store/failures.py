@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import takewhile
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, func, literal, or_, select, union_all
+from sqlalchemy import ColumnElement, and_, bindparam, func, literal, or_, select, union_all
 from sqlalchemy.engine import Connection
 
 from jobhost.records import (
@@ -44,7 +44,7 @@ from jobhost.records import (
     StreakRange,
 )
 from jobhost.store.backfills import last_outcomes
-from jobhost.store.reports import newest_first, newest_rows
+from jobhost.store.reports import newest_first, newest_rows, read_runs
 from jobhost.store.runtime import job_changes
 from jobhost.store.schema import runs, schedules
 
@@ -132,7 +132,7 @@ def failure_rows(
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
     stuck = []
     if after is None and limit:
-        stuck = [RunRecord.from_row(r) for r in connection.execute(query).mappings()]
+        stuck = read_runs(connection, query)
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(
@@ -150,7 +150,13 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
     outcomes: dict[str, list[str]] = {name: [] for name in names}
     wanted = sorted(outcomes)
     for start in range(0, len(wanted), _CHUNK):
-        newest = [_newest_attempts(name) for name in wanted[start : start + _CHUNK]]
+        newest = []
+        for name in wanted[start : start + _CHUNK]:
+            attempts = (runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
+            read = newest_rows(runs, *attempts, limit=STREAK_LIMIT).subquery()
+            # Numbered outside the LIMIT: the window sees the few rows read, not the ledger.
+            position = func.row_number().over(order_by=newest_first(read)).label("position")
+            newest.append(select(read.c.job_name, read.c.outcome, position))
         rows = connection.execute(union_all(*newest)).all()
         for row in sorted(rows, key=lambda row: row.position):
             outcomes[row.job_name].append(row.outcome)
@@ -158,14 +164,6 @@ def failure_streaks(connection: Connection, names: Collection[str]) -> dict[str,
         name: sum(1 for _ in takewhile(lambda outcome: outcome in FAILED, found))
         for name, found in outcomes.items()
     }
-
-
-def _newest_attempts(name: str) -> Select[tuple[str, str, int]]:
-    attempts = (runs.c.job_name == name, runs.c.outcome.not_in(_NOT_ATTEMPTS))
-    newest = newest_rows(runs, *attempts, limit=STREAK_LIMIT).subquery()
-    # Numbered outside the LIMIT, so the window sees the few rows read, not the job's ledger.
-    position = func.row_number().over(order_by=newest_first(newest)).label("position")
-    return select(newest.c.job_name, newest.c.outcome, position)
 
 
 def failing_jobs(connection: Connection) -> dict[str, Failing]:
@@ -373,8 +371,7 @@ def _by_occurrence(connection: Connection, failed: Sequence[RunRecord]) -> dict[
         runs.c.outcome == "succeeded",
     )
     successes: dict[tuple[str, datetime | None], list[RunRecord]] = {}
-    for row in connection.execute(query).mappings():
-        success = RunRecord.from_row(row)
+    for success in read_runs(connection, query):
         successes.setdefault((success.job_name, success.occurrence), []).append(success)
     found: dict[str, Resolution] = {}
     for run in failed:
@@ -396,15 +393,19 @@ def _by_retry_chain(
     retried: dict[str, list[str]] = {}
     for old, new in retry_links(c for c in changes if c.action == RETRY):
         retried.setdefault(old, []).append(new)
-    chains = {run.id: _descendants(run.id, retried) for run in manual}
+    chains: dict[str, list[str]] = {}
+    for run in manual:  # each retry of it, and of those, oldest link first
+        chain = chains[run.id] = []
+        waiting = list(retried.get(run.id, []))
+        while waiting:
+            if (current := waiting.pop(0)) not in chain:
+                chain.append(current)
+                waiting.extend(retried.get(current, []))
     wanted = sorted({run_id for chain in chains.values() for run_id in chain})
     if not wanted:
         return {}
     query = select(runs).where(runs.c.id.in_(wanted), runs.c.outcome == "succeeded")
-    succeeded = {
-        success.id: success
-        for success in (RunRecord.from_row(row) for row in connection.execute(query).mappings())
-    }
+    succeeded = {success.id: success for success in read_runs(connection, query)}
     firsts = {
         run_id: [succeeded[c] for c in chain if c in succeeded] for run_id, chain in chains.items()
     }
@@ -415,17 +416,6 @@ def retry_links(changes: Iterable[Any]) -> list[tuple[str, str]]:
     """(run retried, new run) of each ``retry`` change-log row (``before``, ``after``)."""
     pairs = ((_run_id(change.before), _run_id(change.after)) for change in changes)
     return [(old, new) for old, new in pairs if old is not None and new is not None]
-
-
-def _descendants(run_id: str, retried: Mapping[str, list[str]]) -> list[str]:
-    found: list[str] = []
-    waiting = list(retried.get(run_id, []))
-    while waiting:
-        current = waiting.pop(0)
-        if current not in found:
-            found.append(current)
-            waiting.extend(retried.get(current, []))
-    return found
 
 
 def _succeeded(run: RunRecord) -> Resolution:

@@ -38,6 +38,7 @@ from jobhost.records import PENDING, RUNNING, TERMINAL_OUTCOMES, HostRecord, Run
 from jobhost.store.engine import UTCDateTime, database, reading
 from jobhost.store.hosts import hosts_at
 from jobhost.store.outcome_counts import outcome_counts
+from jobhost.store.reports import read_runs
 from jobhost.store.schema import (
     IS_PENDING,
     IS_RUNNING,
@@ -121,7 +122,7 @@ def health_rows(
     stuck = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
     return HealthRows(
         check_live_rows(connection, now, implausible) if implausible is not None else _UNCHECKED,
-        [RunRecord.from_row(r) for r in connection.execute(stuck).mappings()] if checks else [],
+        read_runs(connection, stuck) if checks else [],
         connection.execute(select(func.min(schedules.c.due_at))).scalar() if checks else None,
         hosts_at(connection, now) if checks else [],
         catalog_versions(connection) if versions else {},
@@ -343,14 +344,10 @@ def _bad_zones(zones: list[object]) -> list[str]:
 
 
 def _locate(table: str, row: Mapping[str, Any]) -> tuple[str, str]:
-    job = str(row.get("job_name") or "-")
-    if table == "schedules":
-        return job, "schedules"
-    if table == "runs":
-        return job, f"{table} {row.get('id')}"
-    if table in {"job_state", "job_idempotency"}:
-        return job, f"{table} {row.get('key')}"
-    return f"host {row.get('id')}" if table == "hosts" else "-", table
+    if table == "hosts":
+        return f"host {row.get('id')}", table
+    key = {"runs": "id", "job_state": "key", "job_idempotency": "key"}.get(table)
+    return str(row.get("job_name") or "-"), table if key is None else f"{table} {row.get(key)}"
 
 
 def _expected(table: str, column: Any, value: object) -> str | None:

@@ -288,19 +288,18 @@ def _keep(
     chunk, and only while neither the purge counter nor the span moved since they were read."""
     kept_from, kept_to = span if span is not None else (asked[1], asked[1])
     expected = span
-    pieces: list[tuple[_Range, list[_Row]]] = []
+    pieces: list[_Range] = []  # outward from the span, on both sides
     edge = kept_from
     while edge > asked[0]:
-        lo = max(asked[0], edge - _CHUNK)
-        pieces.append(((lo, edge), [r for r in rows if lo <= r[0] < edge]))
-        edge = lo
+        pieces.append((max(asked[0], edge - _CHUNK), edge))
+        edge = pieces[-1][0]
     edge = kept_to
     while edge < asked[1]:
-        hi = min(asked[1], edge + _CHUNK)
-        pieces.append(((edge, hi), [r for r in rows if edge <= r[0] < hi]))
-        edge = hi
+        pieces.append((edge, min(asked[1], edge + _CHUNK)))
+        edge = pieces[-1][1]
     try:
-        for (lo, hi), piece in pieces:
+        for lo, hi in pieces:
+            piece = [r for r in rows if lo <= r[0] < hi]
             grown = (min(lo, kept_from), max(hi, kept_to))
             with connection.engine.begin() as writer:
                 purged = writer.execute(

@@ -31,7 +31,6 @@ from jobhost.store.schema import runs, schedules
 
 __all__ = [
     "LedgerSummary",
-    "attempts_of",
     "get_run",
     "get_schedule",
     "ledger_page",
@@ -41,6 +40,7 @@ __all__ = [
     "newest_outcomes",
     "newest_rows",
     "newest_runs",
+    "read_runs",
     "running_runs",
     "runs_by_id",
     "stored_job_names",
@@ -61,14 +61,12 @@ _LAST_ATTEMPT_END = 2 + len(fields(LastAttempt))
 
 
 def newest_first(table: Any) -> tuple[ColumnElement[Any], ...]:
-    """The ledger's order over ``table`` (``runs``, an alias of it or a subquery of it): newest
-    first, by start (or queueing), then occurrence, then attempt."""
+    """Newest first over ``table`` (``runs``, an alias or a subquery of it)."""
     newest = func.coalesce(table.c.started_at, table.c.queued_at)
     return newest.desc(), table.c.occurrence.desc().nulls_last(), table.c.attempt.desc()
 
 
 def newest_rows(table: Any, *where: ColumnElement[bool], limit: int) -> Select[Any]:
-    """Job and outcome of ``table``'s rows that ``where`` keeps, newest first, at most ``limit``."""
     order = (table.c.started_at, table.c.queued_at, table.c.occurrence, table.c.attempt)
     query = select(table.c.job_name, table.c.outcome, *order).where(*where)
     return query.order_by(*newest_first(table)).limit(limit)
@@ -93,9 +91,7 @@ class LedgerSummary:
 def list_schedules(
     connection: Connection, names: Collection[str] | None = None, *, module: str | None = None
 ) -> dict[str, ScheduleRecord]:
-    """Every schedule row, or those of ``names``, or of ``module``'s jobs."""
-    # From a plain row in the order of its fields: much cheaper than from a mapping.
-    query = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
+    query = _SCHEDULE_ROWS
     if module is not None:
         query = query.where(schedules.c.module == module)
     query, keep = _scoped(query, names)
@@ -103,11 +99,14 @@ def list_schedules(
     return {record.job_name: record for record in made if keep is None or record.job_name in keep}
 
 
+# A plain row in the order of the record's fields: much cheaper to make one from than a mapping.
+_SCHEDULE_ROWS = select(*[schedules.c[field.name] for field in fields(ScheduleRecord)])
+
+
 def _scoped(
     query: Select[Any], names: Collection[str] | None
 ) -> tuple[Select[Any], set[str] | None]:
-    """``query`` narrowed to ``names``, and the names to keep of the rows it reads: a long list
-    is not sent, every row is read instead."""
+    """``query`` narrowed to ``names`` and the names to keep: a long list is not sent."""
     if names is None:
         return query, None
     if len(names) <= _NAMED_AT_MOST:
@@ -168,10 +167,8 @@ def ledger_page(
     connection: Connection, name: str, limit: int, outcome: str | None, offset: int
 ) -> list[RunRecord]:
     """Up to ``limit`` of the job's rows, newest first, after ``offset``, of ``outcome``."""
-    query = select(runs).where(runs.c.job_name == name)
-    if outcome is not None:
-        query = query.where(runs.c.outcome == outcome)
-    return _runs(connection, query.order_by(*_NEWEST_FIRST).limit(limit).offset(offset))
+    where = [runs.c.outcome == outcome] if outcome is not None else []
+    return _job_runs(connection, name, *where, limit=limit, offset=offset)
 
 
 def running_runs(connection: Connection, name: str | None = None) -> list[RunRecord]:
@@ -179,7 +176,7 @@ def running_runs(connection: Connection, name: str | None = None) -> list[RunRec
     query = select(runs).where(runs.c.outcome == RUNNING)
     if name is not None:
         query = query.where(runs.c.job_name == name)
-    return _runs(connection, query.order_by(runs.c.started_at))
+    return read_runs(connection, query.order_by(runs.c.started_at))
 
 
 def window_runs(
@@ -194,9 +191,8 @@ def window_runs(
 
 
 def get_schedule(connection: Connection, job_name: str) -> ScheduleRecord | None:
-    query = select(schedules).where(schedules.c.job_name == job_name)
-    row = connection.execute(query).mappings().first()
-    return ScheduleRecord.from_row(row) if row is not None else None
+    row = connection.execute(_SCHEDULE_ROWS.where(schedules.c.job_name == job_name)).first()
+    return ScheduleRecord(*row) if row is not None else None
 
 
 def get_run(connection: Connection, run_id: str, *, for_update: bool = False) -> RunRecord | None:
@@ -205,18 +201,6 @@ def get_run(connection: Connection, run_id: str, *, for_update: bool = False) ->
     query = select(runs).where(runs.c.id == run_id)
     row = connection.execute(query.with_for_update() if for_update else query).mappings().first()
     return RunRecord.from_row(row) if row is not None else None
-
-
-def attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
-    """Every attempt at ``run``'s occurrence (just ``run`` for a manual run), first first."""
-    if run.occurrence is None:
-        return [run]
-    query = (
-        select(runs)
-        .where(runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
-        .order_by(runs.c.attempt)
-    )
-    return _runs(connection, query)
 
 
 def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:
@@ -289,21 +273,20 @@ def _last_attempts(connection: Connection) -> Select[Any]:
     ).select_from(joined)
 
 
-def _runs(connection: Connection, query: Select[Any]) -> list[RunRecord]:
+def read_runs(connection: Connection, query: Select[Any]) -> list[RunRecord]:
     return [RunRecord.from_row(row) for row in connection.execute(query).mappings()]
 
 
 def _job_runs(
     connection: Connection,
     name: str,
-    where: ColumnElement[bool],
-    *,
+    *where: ColumnElement[bool],
     limit: int,
+    offset: int | None = None,
     order: Sequence[ColumnElement[Any]] = _NEWEST_FIRST,
 ) -> list[RunRecord]:
-    """Up to ``limit`` of the job's ledger rows that ``where`` keeps, in ``order``."""
-    query = select(runs).where(runs.c.job_name == name, where).order_by(*order).limit(limit)
-    return _runs(connection, query)
+    query = select(runs).where(runs.c.job_name == name, *where).order_by(*order)
+    return read_runs(connection, query.limit(limit).offset(offset))
 
 
 def runs_by_id(
@@ -329,4 +312,4 @@ def runs_by_id(
         # Below the least hex text above every one starting with ``prefix`` (none for ff...f).
         if kept := prefix.rstrip("f"):
             query = query.where(runs.c.id < kept[:-1] + f"{int(kept[-1], 16) + 1:x}")
-    return {run.id: run for run in _runs(connection, query.limit(limit))}
+    return {run.id: run for run in read_runs(connection, query.limit(limit))}

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, union
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.clock import Clock, SystemClock
@@ -100,11 +100,7 @@ def read_snapshot(
             summaries = reports.ledger_summaries(connection, chosen)
         else:
             ledger = _whole_ledger(engine, connection, apart=apart) if recent else None
-            rows = (
-                reports.list_schedules(connection)
-                if whole
-                else reports.summary_schedules(connection)
-            )
+            rows = (reports.list_schedules if whole else reports.summary_schedules)(connection)
             extra = set(names) - set(rows)
             if ledger is not None:
                 summaries = ledger()
@@ -218,22 +214,17 @@ def job_page(connection: Connection, read: JobRead) -> JobPage:
     history = []
     if read.history:
         history = reports.ledger_page(connection, name, read.history, read.outcome, read.offset)
-    page = JobPage(
+    in_window, failures = reports.window_runs(connection, name, *window) if window else ([], [])
+    return JobPage(
         history,
         last_lines(connection, [run.id for run in history], count=read.lines) if read.lines else {},
         streak_range(connection, name) if read.streak else None,
         last_outcomes(connection, name, *read.occurrences) if read.occurrences else {},
-    )
-    if window is None:
-        return page
-    in_window, failures = reports.window_runs(connection, name, *window)
-    return replace(
-        page,
-        window=in_window,
-        failures=failures,
-        counts=outcome_counts(connection, *window, read.slices, job=name),
-        changes=search_changes(connection, ChangeSearch(job=name), 10),
-        backfills=list_backfills(connection, job=name, limit=5),
+        in_window,
+        failures,
+        outcome_counts(connection, *window, read.slices, job=name) if window else [],
+        search_changes(connection, ChangeSearch(job=name), 10) if window else [],
+        list_backfills(connection, job=name, limit=5) if window else [],
     )
 
 
@@ -254,13 +245,11 @@ def run_pages(
     for key, run in reports.runs_by_id(connection, run_ids, prefix=prefix, limit=limit).items():
         shown = read_lines(connection, run.id, after=after, limit=lines) if lines else []
         pages[key] = RunPage(run, [], shown)
-        if attempts:
-            every = (
-                reports.attempts_of(connection, run)
-                if run.occurrence is not None
-                else _manual_attempts(connection, run)
-            )
-            pages[key] = RunPage(run, every, shown, _retried_run(connection, run))
+        if attempts:  # and the run an operator's retry retried
+            links = _links(connection, run) if run.source == "retry" else []
+            old = next((old for old, new in links if new == run.id), None)
+            retried = reports.get_run(connection, old) if old is not None else None
+            pages[key] = RunPage(run, _attempts(connection, run), shown, retried)
     return pages
 
 
@@ -269,17 +258,10 @@ def run_pages(
 # by; its retries share its idempotency key, ``JOB:manual:ID``, naming the first attempt.
 
 
-def _retried_run(connection: Connection, run: RunRecord) -> RunRecord | None:
-    """The run ``run`` is an operator's retry of (None for a first attempt or a policy's)."""
-    if run.source != "retry":
-        return None
-    for old, new in _links(connection, run):
-        if new == run.id:
-            return reports.get_run(connection, old)
-    return None
-
-
-def _manual_attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
+def _attempts(connection: Connection, run: RunRecord) -> list[RunRecord]:
+    if run.occurrence is not None:
+        same = (runs.c.job_name == run.job_name, runs.c.occurrence == run.occurrence)
+        return reports.read_runs(connection, select(runs).where(*same).order_by(runs.c.attempt))
     key, prefix = run.idempotency_key or "", f"{run.job_name}:manual:"
     first = run
     if key.startswith(prefix) and key[len(prefix) :] != run.id:
@@ -321,8 +303,7 @@ def take_census(connection: Connection, now: datetime) -> Census:
         schedules.c.lease_owner.is_not(None), schedules.c.lease_expires_at < now
     )
     expired = select(runs.c.job_name).where(IS_RUNNING, runs.c.lease_expires_at < now)
-    held = {str(name) for name in connection.execute(leases).scalars()}
-    held |= {str(name) for name in connection.execute(expired).scalars()}
+    held = {str(name) for name in connection.execute(union(leases, expired)).scalars()}
     return Census(
         now=now,
         declared=sorted((str(name), text) for name, text in connection.execute(declared)),

@@ -53,7 +53,6 @@ def bearer_secret(request: Request) -> str | None:
 
 
 def read_tokens(settings: Settings) -> dict[str, str]:
-    """The API tokens that may read, by the SHA-256 of their secret: their names."""
     return {token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes}
 
 

@@ -219,7 +219,6 @@ async def send_answer(send: Send, status: int, body: bytes, headers: Mapping[str
 
 
 def json_bytes(body: object) -> bytes:
-    """``body`` as the UTF-8 JSON the middlewares answer with."""
     return json.dumps(body).encode()
 
 
@@ -504,11 +503,18 @@ class StoreUnavailable:
         failed: list[Exception] = []
         hung = False
 
+        if self._looks is None:  # made on the server's event loop; never behind stuck requests
+            self._looks = anyio.CapacityLimiter(2)
+        looks, answers = self._looks, self.answers
+        assert answers is not None
+
         async def watch() -> None:
             nonlocal hung
             await anyio.sleep(_SUSPECT_AFTER)
             while not watched.started:
-                if not await self._store_answers():
+                if not await anyio.to_thread.run_sync(
+                    answers, _ANSWER_WITHIN, abandon_on_cancel=True, limiter=looks
+                ):
                     hung = True
                     group.cancel_scope.cancel()
                     return
@@ -526,15 +532,6 @@ class StoreUnavailable:
         if failed:
             raise failed[0]
         return hung
-
-    async def _store_answers(self) -> bool:
-        assert self.answers is not None
-        if self._looks is None:  # made on the server's event loop; never behind stuck requests
-            self._looks = anyio.CapacityLimiter(2)
-        answered: bool = await anyio.to_thread.run_sync(
-            self.answers, _ANSWER_WITHIN, abandon_on_cancel=True, limiter=self._looks
-        )
-        return answered
 
 
 MAX_JSON_DEPTH = 32

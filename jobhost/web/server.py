@@ -67,7 +67,8 @@ class WebServer:
         """:class:`ConfigError` (exit 3) when ``address`` cannot be listened on. Only a
         connection from one of ``trusted_proxies`` has its ``X-Forwarded-For`` believed."""
         self._socket = _bind(address)
-        _quiet_uvicorn_repeats()
+        with _quieted:  # addFilter adds the same filter once, but without a lock
+            logging.getLogger("uvicorn.error").addFilter(_ONCE_PER_MINUTE)
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -160,11 +161,6 @@ class _OncePerMinute(logging.Filter):
 
 _quieted = threading.Lock()
 _ONCE_PER_MINUTE = _OncePerMinute()
-
-
-def _quiet_uvicorn_repeats() -> None:
-    with _quieted:  # addFilter adds the same filter once, but without a lock
-        logging.getLogger("uvicorn.error").addFilter(_ONCE_PER_MINUTE)
 
 
 def _bind(address: tuple[str, int]) -> socket.socket:

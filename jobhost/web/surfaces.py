@@ -137,7 +137,6 @@ class DeferredApp:
         await app(scope, receive, send)
 
     def built(self) -> ASGIApp:
-        """The whole application, built on the first call; later calls wait for it."""
         with self._lock:
             if self._app is None:
                 self._app = self._build()

@@ -158,7 +158,6 @@ async def read_json(request: Request, limit: int) -> Any:
 
 
 async def read_model(request: Request, limit: int, model: type[_Model], what: str) -> _Model:
-    """The JSON body as ``model``; 422 naming every field it refuses."""
     body = await read_json(request, limit)
     try:
         return model.model_validate(body)

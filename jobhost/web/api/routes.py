@@ -117,8 +117,6 @@ def api_routes(
 
 
 class _Api(ServiceEndpoints):
-    """The handlers of the table's other rows, and the groups of handlers of its dotted ones."""
-
     def __init__(self, service: JobService, brake: GuessBrake) -> None:
         super().__init__(service, service.settings.api_body_limit)
         self.brake = brake
@@ -127,7 +125,6 @@ class _Api(ServiceEndpoints):
         self.state = StateEndpoints(service, self._limit)
 
     def mount(self) -> Mount:
-        """The routes of the table, each answered by this object's method of its ``operation``."""
         table: dict[str, dict[str, _Operation]] = {}
         routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
@@ -414,7 +411,6 @@ class _Api(ServiceEndpoints):
 
 
 def _since(text: str | None, store: Store) -> datetime | None:
-    """:class:`BadFailureQuery` for a text not of :data:`SINCE_PATTERN` or out of range."""
     if not text:
         return None
     if not _SINCE.fullmatch(text):

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -177,10 +178,6 @@ class Console(ConsoleActions):
         wanted = number(params.get("page"), 1, 1, _MAX_PAGE)
         summary, shown = await blocking(lambda: self._overview(which, wanted))
         kept = {"q": search, "module": module, "state": states, "sort": sort}
-
-        def link(**change: Any) -> str:
-            return query_link({**kept, **change})
-
         return self.page(
             request,
             "overview.html",
@@ -189,7 +186,7 @@ class Console(ConsoleActions):
             matched=shown.matched,
             page=shown.page,
             pages=shown.pages,
-            link=link,
+            link=lambda **change: query_link({**kept, **change}),
             search=search,
             module=module,
             states=states,
@@ -376,13 +373,12 @@ def utc_tag(at: datetime | None) -> Markup:
     return _tag(at, short_utc)
 
 
-def local_tag(at: datetime | None, zone: str) -> Markup:
-    return _tag(at, lambda at: short_local(at, zone), zone=zone)
+def local_tag(at: datetime | None, zone: str, kind: str = "") -> Markup:
+    """``kind="fixed"``: in ``zone`` whatever zone is picked (a column labelled with that zone)."""
+    return _tag(at, lambda at: short_local(at, zone), zone=zone, kind=kind)
 
 
-def fixed_tag(at: datetime | None, zone: str) -> Markup:
-    """The instant in ``zone`` whatever zone is picked (a column labelled with that zone)."""
-    return _tag(at, lambda at: short_local(at, zone), zone=zone, kind="fixed")
+fixed_tag = partial(local_tag, kind="fixed")
 
 
 def ago_tag(at: datetime | None, now: datetime) -> Markup:

@@ -207,7 +207,6 @@ def job_query(params: Mapping[str, str]) -> JobQuery:
 
 
 def number(text: str | None, default: int, low: int, high: int) -> int:
-    """A page's whole-number parameter, ``default`` when it is none, held within bounds."""
     try:
         value = int(text) if text is not None else default
     except ValueError:
@@ -216,7 +215,6 @@ def number(text: str | None, default: int, low: int, high: int) -> int:
 
 
 def query_link(values: Mapping[str, Any], prefix: str = "?") -> str:
-    """A page's address with ``values`` as its query, those without a value left out."""
     return prefix + urlencode({key: value for key, value in values.items() if value}, doseq=True)
 
 
