@@ -125,8 +125,8 @@ def backfill(
     spec = require_job(catalog, name, "be backfilled")
     with opened_store(settings) as store:
         try:
-            limit, now = settings.backfill_limit, store.now()
-            plan = plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
+            limit = settings.backfill_limit
+            plan = plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit)
         except BackfillInputError as error:
             _refuse(str(error))
     if dry_run or not plan.occurrences:

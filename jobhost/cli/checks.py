@@ -28,7 +28,8 @@ from jobhost.cli._context import (
 )
 from jobhost.cli._options import json_option, json_shown
 from jobhost.config import Settings
-from jobhost.store import Store, StoreError, check_not_newer, head_revision
+from jobhost.store import Store, StoreError, head_revision
+from jobhost.store.migrate import is_current
 
 __all__ = ["db", "health", "plan", "validate"]
 
@@ -94,8 +95,7 @@ def plan(as_json: bool, strict: bool) -> None:
         refuse_invalid(catalog, "jobhost: the job catalog is invalid; no plan until it is fixed:")
     with opened_store(settings, require_current=False) as store:
         revision = store.current_revision()
-        check_not_newer(revision)
-        if revision != head_revision():
+        if not is_current(revision):
             to_stderr(
                 f"note: the store's schema is at {revision or 'nothing yet'}; `jobhost run` "
                 f"migrates it to {head_revision()} first"

@@ -63,12 +63,12 @@ def _waiting(until: str) -> Callable[[Any], Any]:
     return lambda command: timeout(json_option("Print the result as one JSON object.")(command))
 
 
-def print_and_exit(result: TriggerResult, shown: dict[str, Any], *, as_json: bool) -> NoReturn:
-    """Print ``shown`` as JSON, or ``result`` as one line; exit 4 when ``--timeout`` ended the
+def print_and_exit(result: TriggerResult, *, as_json: bool) -> NoReturn:
+    """Print ``result`` as JSON, or as one line; exit 4 when ``--timeout`` ended the
     wait, 0 when the run succeeded (or was only queued), 1 otherwise."""
     from jobhost.operations.render import stdout_style, trigger_line
 
-    if not json_shown(as_json, shown):
+    if not json_shown(as_json, result.to_json()):
         click.echo(trigger_line(result, stdout_style()))
     if result.timed_out_waiting:
         raise SystemExit(EXIT_TIMEOUT)
@@ -132,7 +132,7 @@ def trigger(
         result = manual.trigger(
             spec, reason, wait=not no_wait, timeout=timeout, beside_limit=beside_limit
         )
-    print_and_exit(result, result.to_json(), as_json=as_json)
+    print_and_exit(result, as_json=as_json)
 
 
 def _queue(
@@ -157,7 +157,7 @@ def _queue(
         )
     finally:
         store.dispose()
-    print_and_exit(result, result.to_json(), as_json=as_json)
+    print_and_exit(result, as_json=as_json)
 
 
 @cli.command()
@@ -233,7 +233,7 @@ def retry(
             done = runner.retry(run_id, reason, wait=not no_wait, timeout=timeout)
         except ActionRefused as refused:
             fail(f"refused: {refused}", EXIT_INVALID)
-    print_and_exit(done, done.to_json(), as_json=as_json)
+    print_and_exit(done, as_json=as_json)
 
 
 @cli.command()

@@ -4,6 +4,7 @@ chosen by mode from the ledger), recording, cancelling and following one, and it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,10 +23,13 @@ from jobhost.triggers import Schedule
 from jobhost.triggers.ranges import BoundError, occurrences_in, parse_bound
 
 __all__ = [
+    "BACKFILL_ID",
     "BackfillInputError",
     "BackfillPlan",
     "backfill_json",
     "cancel_backfill",
+    "find_backfill",
+    "plan_and_start",
     "plan_backfill",
     "progress_line",
     "see_through",
@@ -68,11 +72,10 @@ def plan_backfill(
     end: str,
     mode: str,
     limit: int,
-    now: datetime,
 ) -> BackfillPlan:
     """The plan for replaying job ``spec`` from ``start`` (inclusive) to ``end`` (exclusive);
     ``limit`` is the ``backfill_limit`` setting."""
-    name = spec.name
+    name, now = spec.name, store.now()
     row = store.list_schedules([name]).get(name)
     zone = row.timezone if row is not None else spec.trigger.timezone
     if mode not in MODES:
@@ -158,6 +161,38 @@ def start_backfill(
         schedules=desired_schedules({spec.name: spec}),
     )
     return store.act(backfill, actor=actor, reason=reason, clock=store.clock)
+
+
+def plan_and_start(
+    store: Store,
+    spec: JobSpec,
+    *,
+    start: str,
+    end: str,
+    mode: str,
+    limit: int,
+    concurrency: int,
+    actor: str,
+    reason: str | None,
+    dry_run: bool,
+) -> tuple[BackfillPlan, str | None]:
+    """The plan, recorded (with its id) unless ``dry_run`` or it replays nothing."""
+    plan = plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit)
+    if dry_run or not plan.occurrences:
+        return plan, None
+    return plan, start_backfill(
+        store, spec, plan, concurrency=concurrency, actor=actor, reason=reason
+    )
+
+
+BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def find_backfill(store: Store, backfill_id: str) -> BackfillRecord | None:
+    """None for no such backfill, or for a text no backfill id can be."""
+    if not BACKFILL_ID.fullmatch(backfill_id):
+        return None
+    return next(iter(store.list_backfills(ids=[backfill_id])), None)
 
 
 def cancel_backfill(

@@ -8,8 +8,8 @@ depth.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,6 +45,7 @@ __all__ = [
     "failure_line",
     "failures_json",
     "group_failures",
+    "one_per_work",
     "open_failure_lines",
     "parse_since",
     "read_failures",
@@ -120,12 +121,9 @@ class FailureList:
 
 
 def read_failures(store: Store, query: FailureQuery) -> FailureList:
-    jobs = query.jobs
-    if query.job is not None:
-        jobs = (query.job,) if jobs is None else tuple(j for j in jobs if j == query.job)
     now, found = store.failure_rows(
         limit=query.limit,
-        where=FailureFilter(since=query.since, jobs=jobs, text=query.text),
+        where=_filter(query),
         after=query.cursor,
         open_only=not query.include_resolved,
     )
@@ -144,6 +142,13 @@ def read_failures(store: Store, query: FailureQuery) -> FailureList:
         searched_to.finished_at if searched_to is not None else None,
         now,
     )
+
+
+def _filter(query: FailureQuery) -> FailureFilter:
+    jobs = query.jobs
+    if query.job is not None:
+        jobs = (query.job,) if jobs is None else tuple(j for j in jobs if j == query.job)
+    return FailureFilter(since=query.since, jobs=jobs, text=query.text)
 
 
 def failures_json(found: FailureList) -> dict[str, Any]:
@@ -318,10 +323,8 @@ def _failure_json(row: Failure) -> dict[str, Any]:
 _BULK_LIMIT = 1000
 """The most failures one bulk retry queues; more are left for the next."""
 
-_PAGE = 200
-# Pages read at most: where resolved failures far outnumber open ones, a bulk retry stops
-# after this many (each looks at a bounded number of failures) rather than read the ledger.
-_PAGES = 20
+_SCAN = 2 * _BULK_LIMIT
+"""Open failures a bulk retry reads: one per piece of work is retried."""
 
 
 def acknowledge_failure(store: Store, run_id: str, *, actor: str, reason: str) -> Acknowledged:
@@ -340,11 +343,15 @@ def retry_failures(
 ) -> dict[str, Any]:
     """Queue one retry of every open failure ``query`` matches, each logged, at most
     :data:`_BULK_LIMIT` (``more``: the rest were left); those refused with why, and the live
-    hosts (0: the retries wait for one), as ``retry --failed --json`` shows them."""
-    runs, more = _open_failures(store, query)
+    hosts (0: the retries wait for one), as ``retry --failed --json`` shows them. A failure
+    is retried once for its piece of work (its newest failed attempt); a stuck run is not."""
+    page = store.failure_rows(limit=_SCAN, where=_filter(query), after=_START)[1].page
+    assert page is not None, "no stuck run fills a page that starts after them"
+    found = one_per_work(page.runs)
+    more = len(found) > _BULK_LIMIT or page.next_key is not None
     queued: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
-    for run in runs:
+    for run in found[:_BULK_LIMIT]:
         try:
             done = retry_run(store, run.id, actor=actor, reason=reason)
         except ActionRefused as error:
@@ -357,26 +364,12 @@ def retry_failures(
     return {"queued": queued, "refused": refused, "more": more, "hosts_alive": alive}
 
 
-def _open_failures(store: Store, query: FailureQuery) -> tuple[list[RunRecord], bool]:
-    """The open finished failures ``query`` matches, one per piece of work (its newest failed
-    attempt), newest first, at most :data:`_BULK_LIMIT`; and whether more may have matched."""
-    found: list[RunRecord] = []
-    seen: set[tuple[str, str]] = set()
-    page = replace(query, limit=_PAGE, include_resolved=False, cursor=None)
-    for _ in range(_PAGES):
-        listed = read_failures(store, page)
-        for row in listed.failures:
-            key = (row.run.job_name, work_key(row.run))
-            if row.outcome not in FAILED or key in seen:
-                continue
-            if len(found) == _BULK_LIMIT:
-                return found, True
-            seen.add(key)
-            found.append(row.run)
-        if listed.next_cursor is None:
-            return found, False
-        page = replace(page, cursor=decode_cursor(listed.next_cursor))
-    return found, True
+def one_per_work(runs: Iterable[RunRecord]) -> list[RunRecord]:
+    """The first (the newest, in a newest-first list) run of each piece of work."""
+    first: dict[tuple[str, str], RunRecord] = {}
+    for run in runs:
+        first.setdefault((run.job_name, work_key(run)), run)
+    return list(first.values())
 
 
 def _check_ack(run_id: str, run: RunRecord | None, resolved: Resolution | None) -> RunRecord:

@@ -24,7 +24,7 @@ from jobhost.rules import FiringRules
 from jobhost.store import Store, StoreError, head_revision
 from jobhost.store.engine import sqlite_path
 from jobhost.store.integrity import HealthRows
-from jobhost.store.migrate import check_not_newer
+from jobhost.store.migrate import is_current
 from jobhost.store.snapshot import Census
 
 __all__ = ["Check", "Health", "check_health"]
@@ -196,8 +196,7 @@ def _store(settings: Settings, store: Store) -> Check:
                 f"no store at {path}: the file does not exist; fix database_url, or create the "
                 "store with `jobhost db upgrade`"
             )
-        elif (current := store.current_revision()) != head:
-            check_not_newer(current)
+        elif not is_current(current := store.current_revision()):
             detail = (
                 f"schema at revision {current or 'none'}, this version needs {head}: run "
                 "`jobhost db upgrade`"

@@ -48,6 +48,7 @@ __all__ = [
     "request_trigger",
     "require_known_job",
     "resume_jobs",
+    "set_paused",
     "state_json",
     "stored_catalog",
     "stored_job",
@@ -102,6 +103,22 @@ def resume_jobs(
 ) -> list[Paused | None]:
     """Resume every job of ``jobs`` in one transaction (None for a job never scheduled)."""
     return store.act(SetPaused(jobs, paused=False), actor=actor, reason=reason, clock=store.clock)
+
+
+def set_paused(
+    store: Store,
+    catalog: Catalog,
+    jobs: Sequence[str],
+    *,
+    paused: bool,
+    actor: str,
+    reason: str,
+) -> list[bool]:
+    """Pause or resume ``jobs``: whether each changed (a job never scheduled is not resumed)."""
+    if paused:
+        return [d.changed for d in pause_jobs(store, catalog, jobs, actor=actor, reason=reason)]
+    done = resume_jobs(store, jobs, actor=actor, reason=reason)
+    return [d is not None and d.changed for d in done]
 
 
 def request_trigger(store: Store, job: str, *, actor: str, reason: str | None) -> str:

@@ -18,6 +18,7 @@ __all__ = [
     "check_not_newer",
     "current_revision",
     "head_revision",
+    "is_current",
     "known_revisions",
     "upgrade",
 ]
@@ -38,10 +39,9 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})
         before = _current(connection)
         # Alembic would fail on a revision it does not ship, with a traceback and no advice.
-        check_not_newer(before)
-        if before == head_revision():
-            # Current already (every restart): alembic, and what it imports, is not loaded.
-            return before, before
+        if is_current(before):
+            # Every restart: alembic, and what it imports, is not loaded.
+            return before, head_revision()
         from alembic import command  # only a migration needs alembic
         from alembic.config import Config
 
@@ -83,6 +83,12 @@ def check_not_newer(current: str | None) -> None:
     """Raise :class:`SchemaTooNewError` for a revision this version does not know."""
     if current is not None and current not in known_revisions():
         raise SchemaTooNewError(current, head_revision())
+
+
+def is_current(revision: str | None) -> bool:
+    """Whether ``revision`` is the newest; :class:`SchemaTooNewError` for one not shipped."""
+    check_not_newer(revision)
+    return revision == head_revision()
 
 
 def _current(connection: Connection) -> str | None:

@@ -5,7 +5,6 @@ repeating its id."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import partialmethod
 from typing import Any, TypeVar
@@ -16,11 +15,12 @@ from starlette.responses import JSONResponse, Response
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken
 from jobhost.operations.backfills import (
+    BACKFILL_ID,
     BackfillInputError,
     backfill_json,
     cancel_backfill,
-    plan_backfill,
-    start_backfill,
+    find_backfill,
+    plan_and_start,
 )
 from jobhost.operations.jobs import (
     KEY_LIMIT,
@@ -28,13 +28,11 @@ from jobhost.operations.jobs import (
     BadStateInput,
     change_state,
     jobs_matching,
-    pause_jobs,
     read_state,
-    resume_jobs,
+    set_paused,
     state_json,
 )
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
-from jobhost.records import RetryWritten
 from jobhost.runtime.service import JobService, not_found
 from jobhost.store import Store
 from jobhost.web.api.models import BackfillRequest
@@ -55,7 +53,6 @@ __all__ = [
     "BackfillEndpoints",
     "ServiceEndpoints",
     "StateEndpoints",
-    "queued_json",
     "require_known",
 ]
 
@@ -81,13 +78,9 @@ class ActionEndpoints(ServiceEndpoints):
                     "no job is of these modules or matches these patterns; GET /api/v1/jobs lists "
                     "the jobs and their modules"
                 )
-            who = token.name
-            if paused:
-                done = pause_jobs(self._store, catalog, jobs, actor=who, reason=reason)
-                changed = [d.changed for d in done]
-            else:
-                again = resume_jobs(self._store, jobs, actor=who, reason=reason)
-                changed = [d is not None and d.changed for d in again]
+            changed = set_paused(
+                self._store, catalog, jobs, paused=paused, actor=token.name, reason=reason
+            )
             return [
                 {"job": job, "paused": paused, "changed": did}
                 for job, did in zip(jobs, changed, strict=True)
@@ -100,7 +93,14 @@ class ActionEndpoints(ServiceEndpoints):
 
     async def retry_run(self, request: Request, token: ApiToken) -> Response:
         queued, _reason = await self._on_run(request, token, retry_run)
-        return JSONResponse(queued_json(queued), status_code=202)
+        body = {
+            "run_id": queued.run_id,
+            "retry_of": queued.retry_of.id,
+            "job": queued.retry_of.job_name,
+            "attempt": queued.attempt,
+            "outcome": "pending",
+        }
+        return JSONResponse(body, status_code=202)
 
     async def cancel_run(self, request: Request, token: ApiToken) -> Response:
         asked, reason = await self._on_run(request, token, cancel_run)
@@ -131,17 +131,6 @@ class ActionEndpoints(ServiceEndpoints):
                 raise _no_run() from None
             raise BadRequest(409, "Conflict", str(refused)) from None
         return done, reason
-
-
-def queued_json(queued: RetryWritten) -> dict[str, Any]:
-    """A retry queued, as ``POST /runs/{id}/retry`` answers it."""
-    return {
-        "run_id": queued.run_id,
-        "retry_of": queued.retry_of.id,
-        "job": queued.retry_of.job_name,
-        "attempt": queued.attempt,
-        "outcome": "pending",
-    }
 
 
 def _no_run() -> BadRequest:
@@ -192,9 +181,6 @@ def require_known(catalog: Catalog, store: Store, name: str) -> None:
         raise not_found(name)
 
 
-_BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
-
-
 class BackfillEndpoints(ServiceEndpoints):
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
@@ -204,14 +190,12 @@ class BackfillEndpoints(ServiceEndpoints):
 
     async def show(self, request: Request, _token: ApiToken) -> Response:
         backfill_id = request.path_params["backfill_id"]
-        if not _BACKFILL_ID.fullmatch(backfill_id):
-            return _no_backfill()
-        found = await blocking(lambda: self._store.list_backfills(ids=[backfill_id]))
-        return JSONResponse(backfill_json(found[0])) if found else _no_backfill()
+        found = await blocking(lambda: find_backfill(self._store, backfill_id))
+        return JSONResponse(backfill_json(found)) if found is not None else _no_backfill()
 
     async def cancel(self, request: Request, token: ApiToken) -> Response:
         backfill_id = request.path_params["backfill_id"]
-        if not _BACKFILL_ID.fullmatch(backfill_id):
+        if not BACKFILL_ID.fullmatch(backfill_id):
             return _no_backfill()
         reason = await read_reason(request, self._limit)
         record = await blocking(
@@ -220,30 +204,25 @@ class BackfillEndpoints(ServiceEndpoints):
         return JSONResponse(backfill_json(record)) if record is not None else _no_backfill()
 
     def _start(self, name: str, body: BackfillRequest, actor: str) -> tuple[dict[str, Any], int]:
-        catalog = self._service.current(name)
-        spec = catalog.jobs.get(name)
+        spec = self._service.current(name).jobs.get(name)
         if spec is None:
             raise not_found(name)
-        store = self._store
         try:
-            plan = plan_backfill(
+            plan, backfill_id = plan_and_start(
+                self._store,
                 spec,
-                store,
                 start=body.from_,
                 end=body.to,
                 mode=body.mode,
                 limit=self._service.settings.backfill_limit,
-                now=store.now(),
+                concurrency=body.concurrency,
+                actor=actor,
+                reason=body.reason,
+                dry_run=body.dry_run,
             )
         except BackfillInputError as error:
             raise field_error(422, "Invalid backfill", "", str(error)) from None
-        shown = {"id": None, **plan.to_json()}
-        if body.dry_run or not plan.occurrences:
-            return shown, 200
-        backfill_id = start_backfill(
-            store, spec, plan, concurrency=body.concurrency, actor=actor, reason=body.reason
-        )
-        return {**shown, "id": backfill_id}, 202
+        return {"id": backfill_id, **plan.to_json()}, 200 if backfill_id is None else 202
 
 
 def _no_backfill() -> Response:

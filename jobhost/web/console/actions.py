@@ -24,18 +24,12 @@ from jobhost.catalog import Catalog
 from jobhost.config import Settings
 from jobhost.operations.backfills import (
     BackfillInputError,
-    BackfillPlan,
     cancel_backfill,
-    plan_backfill,
-    start_backfill,
+    find_backfill,
+    plan_and_start,
 )
 from jobhost.operations.changes import BadReason, checked_reason
-from jobhost.operations.jobs import (
-    ActionRefused,
-    pause_jobs,
-    request_trigger,
-    resume_jobs,
-)
+from jobhost.operations.jobs import ActionRefused, request_trigger, set_paused
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
 from jobhost.operations.timefmt import iso_utc
 from jobhost.records import RunRecord
@@ -74,7 +68,6 @@ _REQUEST_ID_CHARS = frozenset("0123456789abcdef")
 _JOB_ACTIONS = ("trigger", "pause", "resume", "backfill", "cancel-backfill")
 _SHOWN = 200
 """Occurrences listed on a backfill's preview; the count says the rest."""
-_BACKFILL_ID = re.compile(r"[0-9a-f]{32}")
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _COUNT = re.compile(r"\d{1,3}")
 _WAIT_SECONDS = 2
@@ -176,7 +169,8 @@ class ConsoleActions:
         jobs = sorted(n for n, s in self.catalog.jobs.items() if s.module == module)
         if not jobs:
             return self.refuse(request, "no declared job has this module", 404)
-        await blocking(lambda: self._act_on_module(action, module, jobs, checked))
+        changed = await blocking(lambda: self._pause_or_resume(action, jobs, checked))
+        _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
         return _see(f"/?module={quote(module, safe='')}&done=module-{action}d")
 
     async def retry_failures(self, request: Request) -> Response:
@@ -275,18 +269,12 @@ class ConsoleActions:
         )
         return f"/runs/{run_id}?done={code}"
 
-    def _act_on_module(self, action: str, module: str, jobs: list[str], checked: _Checked) -> None:
-        changed = self._pause_or_resume(action, jobs, checked)
-        _audit_line(checked, action, f"module {module}", f"{action}d {changed} of {len(jobs)} jobs")
-
     def _pause_or_resume(self, action: str, jobs: list[str], checked: _Checked) -> int:
         """How many of ``jobs`` it changed."""
-        store, who, reason = self.store, checked.who, checked.reason
-        if action == "pause":
-            done = pause_jobs(store, self.catalog, jobs, actor=who, reason=reason)
-            return sum(1 for d in done if d.changed)
-        again = resume_jobs(store, jobs, actor=who, reason=reason)
-        return sum(1 for d in again if d is not None and d.changed)
+        paused, who, reason = action == "pause", checked.who, checked.reason
+        return sum(
+            set_paused(self.store, self.catalog, jobs, paused=paused, actor=who, reason=reason)
+        )
 
     def _retry_each(self, ids: list[str], checked: _Checked) -> tuple[int, int]:
         """How many runs were queued again, and how many could not be."""
@@ -310,18 +298,25 @@ class ConsoleActions:
         if not text.isdigit() or not 1 <= int(text) <= 1000:
             return self.refuse(request, "concurrency must be a whole number from 1 to 1000", 400)
         concurrency = int(text)
-        store = self.store
-
-        def plan() -> BackfillPlan:
-            now = store.now()
-            spec, limit = self.catalog.jobs[name], self.settings.backfill_limit
-            return plan_backfill(spec, store, start=start, end=end, mode=mode, limit=limit, now=now)
-
+        spec, limit = self.catalog.jobs[name], self.settings.backfill_limit
         try:
-            planned = await blocking(plan)
+            planned, backfill_id = await blocking(
+                lambda: plan_and_start(
+                    self.store,
+                    spec,
+                    start=start,
+                    end=end,
+                    mode=mode,
+                    limit=limit,
+                    concurrency=concurrency,
+                    actor=checked.who,
+                    reason=checked.reason,
+                    dry_run=form.get("confirm") != "yes",
+                )
+            )
         except BackfillInputError as error:
             return self.refuse(request, str(error), 400)
-        if form.get("confirm") != "yes" or not planned.occurrences:
+        if backfill_id is None:
             return self.page(
                 request,
                 "backfill.html",
@@ -333,31 +328,14 @@ class ConsoleActions:
                 end=end,
                 concurrency=concurrency,
             )
-
-        def record() -> None:
-            spec = self.catalog.jobs[name]
-            backfill_id = start_backfill(
-                store,
-                spec,
-                planned,
-                concurrency=concurrency,
-                actor=checked.who,
-                reason=checked.reason,
-            )
-            result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
-            _audit_line(checked, "backfill", name, result)
-
-        await blocking(record)
+        result = f"backfill {backfill_id}: {len(planned.occurrences)} occurrence(s)"
+        _audit_line(checked, "backfill", name, result)
         return _see(f"/jobs/{name}?done=backfill-started")
 
     async def _cancel_backfill(self, request: Request, checked: _Checked, name: str) -> Response:
         store = self.store
         backfill_id = checked.form.get("backfill", "").strip()
-        record = None
-        if _BACKFILL_ID.fullmatch(backfill_id):
-            record = next(
-                iter(await blocking(lambda: store.list_backfills(ids=[backfill_id]))), None
-            )
+        record = await blocking(lambda: find_backfill(store, backfill_id))
         if record is None or record.job_name != name:
             return self.refuse(request, f"job {name} has no such backfill", 404)
         if checked.form.get("confirm") != "yes":

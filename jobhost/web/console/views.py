@@ -32,6 +32,7 @@ from jobhost.operations.failures import (
     FailureQuery,
     decode_cursor,
     group_failures,
+    one_per_work,
     parse_since,
     read_failures,
 )
@@ -47,7 +48,6 @@ from jobhost.records import (
     JobChange,
     LogLine,
     RunRecord,
-    work_key,
 )
 from jobhost.store import Store
 from jobhost.store.snapshot import JobPage, JobRead
@@ -241,11 +241,8 @@ class FailuresView:
     @property
     def retry_ids(self) -> list[str]:
         """What "retry the N shown" retries: an open finished failure per piece of work."""
-        found: dict[tuple[str, str], str] = {}
-        for row in self.rows:
-            if row.outcome in FAILED and row.resolution is None:
-                found.setdefault((row.run.job_name, work_key(row.run)), row.run.id)
-        return list(found.values())
+        open_runs = (r.run for r in self.rows if r.outcome in FAILED and r.resolution is None)
+        return [run.id for run in one_per_work(open_runs)]
 
     def link(self, **change: str | None) -> str:
         values = {
