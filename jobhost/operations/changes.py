@@ -1,9 +1,7 @@
-"""The change log as operators read it (one JSON shape, one line of text per change), and a
-change's reason as every surface takes it in.
+"""The change log as operators read it, and a change's reason as every surface takes it in.
 
 A reason is audited and later printed on a terminal: its whitespace is folded and any other
-control character refused, so an escape sequence never reaches the change log; what an older
-version stored is escaped when shown (:func:`printable`).
+control character refused; what an older version stored is escaped when shown.
 """
 
 from __future__ import annotations
@@ -76,8 +74,7 @@ class BadReason(ValueError):
 
 
 def checked_reason(text: str) -> str:
-    """``text`` with whitespace folded; :class:`BadReason` when longer than
-    :data:`REASON_LIMIT`, blank, or holding a control character or a lone surrogate."""
+    """``text`` with whitespace folded."""
     if len(text) > REASON_LIMIT:
         raise BadReason(f"must be at most {REASON_LIMIT} characters (got {len(text)})")
     folded = " ".join(text.split())
@@ -95,6 +92,5 @@ def checked_reason(text: str) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character but tab and line feed written as ``\\xNN``, for a
-    terminal."""
+    """Every control character but tab and line feed written as ``\\xNN``."""
     return _SHOWN_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -1,7 +1,5 @@
-"""Why what runs differs from what is declared or expected: the report's ``mismatch`` reasons.
-
-Each reason is a :class:`Mismatch` with a stable ``code`` (what scripts match on) and a detail
-for people; the report prints ``code: detail``. Pure functions of the facts and ``now``.
+"""Why what runs differs from what is declared or expected: the report's ``mismatch`` reasons,
+each with a stable ``code`` (what scripts match on) and a detail for people.
 """
 
 from __future__ import annotations
@@ -43,8 +41,6 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class JobFacts:
-    """Everything known about one job: the catalog's view, the store's, and its ledger."""
-
     name: str
     spec: JobSpec | None
     row: ScheduleRow | None
@@ -145,8 +141,7 @@ class _Declared:
 
 
 def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
-    """:class:`_Declared` of the job's spec (made once per spec and settings), or of the
-    declaration its row holds; None for a job nothing declares."""
+    """Made once per spec and settings; None for a job nothing declares."""
     spec, stored = facts.spec, facts.stored
     if spec is None:
         if stored is None:
@@ -210,7 +205,6 @@ def _declared_of(
 
 
 def spec_facts(spec: JobSpec) -> StoredFacts:
-    """What the store keeps of the spec's declaration."""
     declaration, override = spec.declaration, spec.override
     return StoredFacts(
         enabled=spec.enabled,
@@ -230,7 +224,6 @@ def spec_facts(spec: JobSpec) -> StoredFacts:
 
 @lru_cache(maxsize=_KEPT)
 def _stored_cron(trigger: EffectiveTrigger) -> CronSchedule | None:
-    """The schedule of a stored cron trigger, parsed once for every job that shares it."""
     if trigger.kind != "cron" or trigger.expression is None:
         return None
     return cron_schedule(

@@ -1,6 +1,5 @@
-"""``jobhost plan``: what a host started with this catalog would change in the store (the
-comparison it makes at start, without writing), and which catalog versions the live hosts run.
-"""
+"""``jobhost plan``: what a host started with this catalog would change in the store, and which
+catalog versions the live hosts run."""
 
 from __future__ import annotations
 

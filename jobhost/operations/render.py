@@ -1,8 +1,6 @@
-"""Text for people: 80-column tables and blocks, coloured only when stdout is a terminal; the
-report as text; JSON text as ``json.dumps(data, indent=2)`` writes it.
+"""Text for people: 80-column tables and blocks, coloured only when stdout is a terminal.
 
-The report's table keeps one line per job, so ``grep`` finds a job's status on its name's line:
-a name longer than its column is cut in the middle, keeping its module and its end.
+The report's table keeps one line per job, so ``grep`` finds a job's status on its name's line.
 """
 
 from __future__ import annotations
@@ -77,7 +75,6 @@ def stdout_style() -> Style:
 
 
 def terminal_width() -> int:
-    """The terminal's width when stdout is one (at least :data:`WIDTH`), :data:`WIDTH` otherwise."""
     stream = sys.stdout
     if stream is None or not stream.isatty():
         return WIDTH
@@ -160,7 +157,6 @@ def health_lines(health: Health, style: Style) -> list[str]:
 
 
 def plan_lines(plan: dict[str, Any], style: Style) -> list[str]:
-    """The plan :func:`~jobhost.operations.plan.plan_json` writes, as text."""
     if not plan["changes"]:
         return ["no changes: the store matches the catalog"]
     added, changed, orphaned = plan["added"], plan["changed"], plan["orphaned"]
@@ -326,7 +322,6 @@ def _summary_lines(report: Report, style: Style, shown: int) -> list[str]:
 
 
 def _join_wrapped(parts: list[str], indent: str, width: int) -> list[str]:
-    """``parts`` (styled) two spaces apart, on as many lines as ``width`` needs."""
     lines: list[str] = []
     line, seen = "", 0
     for part in parts:

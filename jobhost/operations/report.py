@@ -1,11 +1,8 @@
-"""The schedule report: one row per job, then the live hosts; each job's status; which jobs to
-show, in what order; the dashboard's overview.
+"""The schedule report: one row per job, then the live hosts; the dashboard's overview.
 
 A declared job no host has synced yet is shown from its declaration; a stored job no module
 declares is shown from its row, ``orphaned``. ``last_run`` is the last real attempt: ``missed``
-and ``skipped`` occurrences and queued runs are not attempts, they appear in ``recent_outcomes``
-(the last five ledger outcomes, newest first). A job's status is what an operator scans for
-(:func:`job_status`); its ``state`` (enabled, disabled, paused, orphaned) stays what it was.
+and ``skipped`` occurrences and queued runs only appear in ``recent_outcomes``.
 """
 
 from __future__ import annotations
@@ -120,14 +117,10 @@ def report_from(
             snapshot, settings, changes, name, spec, problems=by_job.get(name), read=read
         )
         jobs.append(report)
-    return _report(snapshot, jobs)
-
-
-def _report(snapshot: StoreSnapshot, jobs: list[JobReport]) -> Report:
     live = snapshot.live_hosts
     counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
-    for job in jobs:
-        counts[job.status] += 1
+    for entry in jobs:
+        counts[entry.status] += 1
     lags = [h.schedule_lag_seconds for h in live if h.schedule_lag_seconds is not None]
     skews = [abs(h.clock_skew_seconds) for h in live]
     summary = Summary(
@@ -150,8 +143,6 @@ def _job_report(
     problems: Sequence[Problem] | None,
     read: StoredFacts | None,
 ) -> JobReport:
-    """A job's entry from its spec, or the declaration its row holds (``read``), or its row
-    alone, with what the snapshot holds of its runs."""
     row = snapshot.schedules.get(name)
     deleted = snapshot.deleted.get(name) if spec is None else None
     facts = JobFacts(
@@ -366,7 +357,6 @@ class StoredJobs:
     count: int
     critical: list[str]
     longest_lease: timedelta | None
-    """The longest lease a job declares; None when none declares one."""
 
 
 def stored_jobs(
@@ -394,8 +384,7 @@ def stored_jobs(
 
 @lru_cache(maxsize=20_000)
 def _read(text: str) -> StoredFacts | None:
-    """The declaration ``text``, read once for every job that stores the same text (a
-    declaration holds no name: many jobs share one)."""
+    # Cached: a declaration holds no name, so many jobs share one text.
     try:
         return stored_facts(text)
     except (ValueError, KeyError, TypeError):
@@ -425,9 +414,8 @@ def job_status(
     running: bool,
     waiting: bool = False,
 ) -> Status:
-    """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
-    ``waiting`` when work of the job waits for a slot of its concurrency group. The first that
-    applies wins, in the order of the statuses' table in ``docs/operations/commands.md``."""
+    """The first status that applies, in the order of the table in
+    ``docs/operations/commands.md``."""
     if state != "enabled":
         return state
     if "invalid" in codes:
@@ -449,8 +437,6 @@ def job_status(
 
 @dataclass(frozen=True)
 class Summary:
-    """Jobs by status, and the live hosts with their worst lag and clock skew."""
-
     jobs: int
     by_status: dict[Status, int]
     live_hosts: int
@@ -541,7 +527,7 @@ class JobFilter:
 
 
 def select_jobs(jobs: Sequence[JobReport], which: JobFilter) -> list[JobReport]:
-    """The jobs ``which`` keeps, in its order (ties by name)."""
+    """Ties by name."""
     kept = sorted((job for job in jobs if which.keeps(job)), key=lambda job: job.name)
     if which.sort == "next":
         kept.sort(key=lambda job: job.next_fire or _FOREVER)
@@ -584,7 +570,6 @@ class Overview:
 
 
 def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
-    """Every job with its status, from one read of the schedule, host and running tables."""
     with uncollected():
         snapshot = store.read_snapshot((), store.clock, recent=False, whole=False)
         return report_from(settings, catalog, snapshot)
@@ -617,6 +602,5 @@ def _first_line(job: JobReport) -> str | None:
     error = last.error_message or last.error_type if last is not None else None
     if last is None or not error or last.outcome == "succeeded":
         return None
-    line = next((text for text in error.splitlines() if text.strip()), "")
-    line = line.strip()
+    line = next((text for text in error.splitlines() if text.strip()), "").strip()
     return line if len(line) <= _ERROR_LINE else line[: _ERROR_LINE - 1] + "…"

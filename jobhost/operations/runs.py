@@ -163,9 +163,6 @@ def _at(when: datetime | None) -> str:
 
 @dataclass(frozen=True)
 class Ran:
-    """What running pending runs in this process did: the runs it claimed, whether the
-    deadline cancelled them, and the id its one-shot host claimed as."""
-
     taken: frozenset[str]
     timed_out: bool
     host_id: str
@@ -208,8 +205,6 @@ class TriggerResult:
 
 @dataclass(frozen=True)
 class _Pending:
-    """The pending run a command queued: a manual run's request, or a retry."""
-
     run_id: str
     job: str
     spec: JobSpec | None
@@ -263,8 +258,7 @@ class OperatorRun:
         timeout: float | None,
         beside_limit: bool = False,
     ) -> TriggerResult:
-        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
-        ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
+        """``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         request = Request(spec.name, beside_limit, partial(may_start, spec.declaration))
         requested = self.store.act(request, actor=self.actor, reason=reason, clock=self.store.clock)
@@ -306,8 +300,7 @@ class OperatorRun:
     def retry(
         self, run_id: str, reason: str, *, wait: bool, timeout: float | None
     ) -> TriggerResult:
-        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
-        :class:`ActionRefused` when the run cannot be retried (or run here)."""
+        """:class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         old = self.store.run_pages([run_id]).get(run_id)
         _, alive = self.store.hosts()
@@ -408,7 +401,6 @@ def _queued(pending: _Pending, run: RunRecord) -> str:
 
 
 def _overlap_refused(spec: JobSpec, seen: Before) -> TriggerResult:
-    """The result of a trigger the job's overlap policy refused: nothing was queued."""
     if seen.running:
         first = seen.running[0]
         host = first.host_id
@@ -450,8 +442,7 @@ def watching(
 
 
 def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
-    """Wait for run ``run_id`` to end (woken by the hosts' signal); its row, or None when
-    ``timeout`` seconds passed first."""
+    """The ended run's row, or None when ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
     for run, _hosts_alive in _watching(store, run_id, deadline):
         if run.outcome in TERMINAL_OUTCOMES:
@@ -468,8 +459,6 @@ _SHOWN_CANDIDATES = 10
 
 
 class AmbiguousRunId(LookupError):
-    """A prefix that starts several runs' ids."""
-
     def __init__(self, prefix: str, candidates: list[RunRecord], more: bool) -> None:
         self.prefix = prefix
         self.candidates = candidates
@@ -551,7 +540,6 @@ def _result_value(text: str | None) -> Any:
 
 
 RUN_ID_LIMIT = 64
-"""The longest run id the ledger holds."""
 
 LAST_LINES = 10
 """Lines of each run ``jobhost history --logs`` shows."""
@@ -577,9 +565,8 @@ class RunLogPage:
 def read_run_log(
     store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
 ) -> RunLogPage | None:
-    """The run's lines numbered above ``after``; None for a run the ledger does not know. The
-    run is read before its lines (written before its outcome): once seen finished, all are read.
-    """
+    """None for a run the ledger does not know. The run is read before its lines (written
+    before its outcome): once seen finished, all are read."""
     found = store.run_pages([run_id], after=after, lines=limit).get(run_id)
     if found is None:
         return None
@@ -594,8 +581,7 @@ def dropped_text(gap: Dropped) -> str:
 
 
 def line_text(entry: LogLine | Dropped) -> str:
-    """One entry as ``jobhost logs`` prints it: time, level, message (continuation lines as
-    they are)."""
+    """One entry as ``jobhost logs`` prints it (continuation lines as they are)."""
     if isinstance(entry, Dropped):
         return dropped_text(entry)
     return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"

@@ -34,7 +34,6 @@ def short_local(value: datetime | None, zone: str) -> str:
 
 
 def known_zone(zone: str) -> tzinfo | None:
-    """The zone, or None when this machine does not know it."""
     try:
         return load_zone(zone)
     except UnknownTimezoneError:
