@@ -1,9 +1,6 @@
-"""Gauges for what ``jobhost health`` knows, registered on a running host's meter.
-
-The store-wide figures come from one read, made at most once per ``metrics_refresh``: a scrape
-never costs a query per job. While the store cannot be read they are left out (unknown is not
-zero).
-"""
+"""Gauges for what ``jobhost health`` knows, registered on a running host's meter. The store's
+figures are read at most once per ``metrics_refresh`` (never a query per job per scrape), and
+left out while the store cannot be read (unknown is not zero)."""
 
 from __future__ import annotations
 
@@ -48,7 +45,6 @@ class StoreFigures:
 
 
 def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
-    """Returns the cache the gauges read."""
     gauges = gauges or JobGauges(host)
     of, labels = gauges.of_figures, gauges.job_labels
 
@@ -160,8 +156,7 @@ def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFig
     by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)
     overdue: list[tuple[str, bool]] = []
     for name in sorted({*catalog.jobs, *rows, *invalid}):
-        # Each job's status as the report computes it, from its schedule row alone: the row
-        # keeps the last run's outcome and the last success, so no ledger read is needed.
+        # From the schedule row alone: it keeps the last outcome and success (no ledger read).
         spec, row = catalog.jobs.get(name), rows.get(name)
         facts = JobFacts(
             name=name,
@@ -195,9 +190,8 @@ def _critical(spec: JobSpec | None, stored: bool) -> bool:
     return spec.declaration.critical if spec is not None else stored
 
 
-# What the operator surfaces read from a running host (jobhost.firing.host.Host): the gauges
-# and the HTTP endpoints both look at a host through this view, so neither imports the firing
-# loop and both agree on what a host exposes.
+# The gauges and the HTTP endpoints see a running host (jobhost.firing.host.Host) through this
+# view, so neither imports the firing loop.
 class HostState(Protocol):
     started: float
     last_tick: float | None

@@ -73,8 +73,7 @@ def job_mismatches(
     live_hosts: int,
     store_changes: Mapping[str, ScheduleChange],
 ) -> list[Mismatch]:
-    """Every reason that applies to the job, in a fixed order (configuration first);
-    ``store_changes`` is :func:`store_changes` of the whole catalog."""
+    """In a fixed order (configuration first); ``store_changes`` is of the whole catalog."""
     found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
     declared = _declared(facts, settings)
@@ -163,8 +162,7 @@ def per_spec(
     make: Callable[[JobSpec], _T],
     also: object = None,
 ) -> _T:
-    """``make(spec)``, made once per spec (and ``also``): a catalog's specs outlive the many
-    reports made of them (the dashboard's summary, every few seconds)."""
+    """``make(spec)`` once per spec (and ``also``): specs outlive the many reports made of them."""
     found = cache.get(id(spec))
     # The spec and ``also`` are kept: neither id is reused while the entry lives.
     if found is None or found[0] is not spec or found[1] is not also:
@@ -238,7 +236,6 @@ def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:
 def store_changes(
     specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRow]
 ) -> dict[str, ScheduleChange]:
-    """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     stored = [rows[name] for name in specs if name in rows]
     desired = [per_spec(_DESIRED, specs[row.job_name], _desired) for row in stored]
     return {change.job_name: change for change in diff_schedules(stored, desired).changed}
@@ -311,8 +308,7 @@ def trigger_last_due(
     anchor: datetime,
     at: datetime,
 ) -> datetime | None:
-    """The newest occurrence of ``trigger`` at or before ``at`` (within 400 days);
-    ``schedule_of(anchor)`` is its schedule, asked only when the answer is not known yet."""
+    """Within 400 days; ``schedule_of(anchor)`` is asked only when the answer is not cached."""
     if trigger.kind == "interval" and trigger.interval is not None:
         return anchor + ((at - anchor) // trigger.interval) * trigger.interval
     if trigger.kind != "cron" or trigger.expression is None:

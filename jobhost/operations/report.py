@@ -76,10 +76,8 @@ def build_report(
     recent: bool = True,
     apart: bool = False,
 ) -> Report:
-    """Read the store and put it beside the catalog (None: the store's own, its rows'
-    declarations); ``job`` narrows it to one job's rows. Without ``recent`` no job's
-    ``recent_outcomes`` is read. With ``apart`` (a command, which has the store's connections
-    to itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
+    """``catalog`` None: the store's own. With ``apart`` (a command, which has the store's
+    connections to itself), PostgreSQL reads the catalog's ledger on connections of its own."""
     names = catalog.jobs if catalog is not None else ()
     with uncollected():
         snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
@@ -94,9 +92,8 @@ def report_from(
     job: str | None = None,
     compare: bool = True,
 ) -> Report:
-    """The report of ``snapshot`` (pure). With ``catalog`` None, of the store's own catalog:
-    each job read from the declaration its row stores, rebuilt only when this version cannot
-    read it. Without ``compare`` no job's stored schedule is compared with its declaration."""
+    """With ``catalog`` None, each job is read from the declaration its row stores, rebuilt only
+    when this version cannot read it."""
     specs, problems = (catalog.jobs, catalog.problems) if catalog is not None else ({}, [])
     changes = store_changes(specs, snapshot.schedules) if compare else {}
     by_job: dict[str, list[Problem]] = {}
@@ -247,12 +244,10 @@ class JobReport:
     effective_trigger: EffectiveTrigger
     next_fire: datetime | None
     last_run: LastAttempt | None
-    """The job's last real attempt."""
     recent_outcomes: list[str]
     mismatches: list[Mismatch]
     status: Status = "ok"
     running: int = 0
-    """How many of its runs are running now."""
     concurrency_group: str | None = None
     waiting_for: str | None = None
     """``waiting for group warehouse, 2 of 2 busy`` while its work waits for a slot."""
@@ -364,16 +359,10 @@ def stored_jobs(
     declared: Iterable[tuple[str, str | None]],
     rows_of: Callable[[list[str]], Mapping[str, ScheduleRecord]],
 ) -> StoredJobs:
-    """:class:`StoredJobs` of the live jobs ``declared`` names (with their rows' declarations);
-    only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
-    facts: dict[str, StoredFacts] = {}
-    unread: list[str] = []
-    for name, declaration in declared:
-        read = _read(declaration) if declaration is not None else None
-        if read is None:
-            unread.append(name)
-        else:
-            facts[name] = read
+    """Only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
+    read = {name: _read(text) if text is not None else None for name, text in declared}
+    facts = {name: found for name, found in read.items() if found is not None}
+    unread = [name for name, found in read.items() if found is None]
     for row in rows_of(unread).values() if unread else ():
         if not row.orphaned and (spec := stored_job(settings, row)) is not None:
             facts[row.job_name] = spec_facts(spec)
@@ -546,8 +535,7 @@ def _last_started(job: JobReport) -> datetime:
     return last.started_at or last.finished_at or _NEVER
 
 
-# The dashboard's overview reads no ledger rows: each job's schedule row keeps its last finished
-# attempt. Only the page shown reads further: the failure streak of each failing job on it.
+# The dashboard's overview reads no ledger rows but the failure streaks of its page's jobs.
 _ERROR_LINE = 160
 
 
@@ -555,8 +543,7 @@ _ERROR_LINE = 160
 class OverviewJob:
     job: JobReport
     streak: int
-    """Failed attempts in a row (see :func:`jobhost.store.failures.failure_streaks`); 0 unless
-    the last attempt failed."""
+    """Failed attempts in a row; 0 unless the last attempt failed."""
     error_line: str | None
     """The first line of the last attempt's error, cut to :data:`_ERROR_LINE` characters."""
 
@@ -578,8 +565,7 @@ def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
 def overview_page(
     store: Store, summary: Report, which: JobFilter, page: int, size: int
 ) -> Overview:
-    """Page ``page`` (from 1, clamped) of the jobs ``which`` keeps, ``size`` a page, with the
-    failure streaks of the failing ones read for that page alone."""
+    """Page ``page`` (from 1, clamped); failure streaks are read for that page alone."""
     jobs = select_jobs(summary.jobs, which)
     pages = max(math.ceil(len(jobs) / size), 1)
     page = min(max(page, 1), pages)

@@ -1,8 +1,5 @@
-"""Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
-
-A manual run or a retry is a pending run, claimed like any run: by a live host (this side
-watches its row), or with none by a one-shot host in the command's own process (``run_here``).
-"""
+"""Runs as operators act on them. A manual run or a retry is a pending run, claimed by a live
+host, or with none by a one-shot host in the command's own process (``run_here``)."""
 
 from __future__ import annotations
 
@@ -79,8 +76,7 @@ def retry_run(
     actor: str,
     reason: str,
 ) -> RetryWritten:
-    """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
-    running, one whose work succeeded, and one never attempted."""
+    """Queue the next attempt at run ``run_id``'s work, due now."""
     retry = Retry(run_id, lambda run, attempts: _check_retry(run_id, run, attempts))
     return store.act(retry, actor=actor, reason=reason, clock=store.clock)
 
@@ -92,8 +88,7 @@ def cancel_run(
     actor: str,
     reason: str,
 ) -> CancelWritten:
-    """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
-    cancelled at once. Refused for a finished run and for one whose host is gone."""
+    """A run not yet started is recorded cancelled at once."""
     cancel = Cancel(run_id, lambda run, now: _check_cancel(run_id, run, now))
     done = store.act(cancel, actor=actor, reason=reason, clock=store.clock)
     if done.state == "started":
@@ -234,8 +229,7 @@ class _Pending:
 
 @dataclass(frozen=True)
 class OperatorRun:
-    """``jobhost trigger`` and ``jobhost retry``: a pending run queued by ``actor``, seen to its
-    end; ``progress`` receives one line per step."""
+    """``jobhost trigger`` and ``jobhost retry``; ``progress`` receives one line per step."""
 
     settings: Settings
     catalog: Catalog
