@@ -1,9 +1,5 @@
-"""The change log as operators read it (one JSON shape, one line of text per change), and a
-change's reason as every surface takes it in.
-
-A reason is audited and later printed on a terminal: its whitespace is folded and any other
-control character refused, so an escape sequence never reaches the change log; what an older
-version stored is escaped when shown (:func:`printable`).
+"""The change log as operators read it, and a change's reason as every surface takes it in:
+its whitespace folded and other control characters refused, as it is later printed on terminals.
 """
 
 from __future__ import annotations
@@ -66,8 +62,7 @@ REASON_LIMIT = 500
 # C0 and C1 controls and DEL; whitespace among them is folded before this is looked for.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# On output, tabs and line breaks are kept: they move the cursor but cannot rewrite a line
-# (a carriage return can) or start an escape sequence.
+# Tabs and line feeds are shown: they cannot rewrite a line (a carriage return can).
 _SHOWN_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -76,8 +71,6 @@ class BadReason(ValueError):
 
 
 def checked_reason(text: str) -> str:
-    """``text`` with whitespace folded; :class:`BadReason` when longer than
-    :data:`REASON_LIMIT`, blank, or holding a control character or a lone surrogate."""
     if len(text) > REASON_LIMIT:
         raise BadReason(f"must be at most {REASON_LIMIT} characters (got {len(text)})")
     folded = " ".join(text.split())
@@ -95,6 +88,5 @@ def checked_reason(text: str) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character but tab and line feed written as ``\\xNN``, for a
-    terminal."""
+    """Every control character but tab and line feed written as ``\\xNN``."""
     return _SHOWN_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

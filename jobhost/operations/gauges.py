@@ -1,13 +1,6 @@
-"""Gauges for what ``jobhost health`` knows: live hosts, jobs by status, overdue and failing jobs,
-clock skew, the store.
-
-A running host registers them on its meter (:func:`register_gauges`), so ``/metrics`` and the
-OTLP export carry them beside the run counters. The per-job gauges exist only with
-``metrics_job_label`` (a job that is not overdue or failing has no series). The store-wide
-figures come from one read of the schedule and host tables, made at most once per
-``metrics_refresh``: a scrape never costs a query per job. While the store cannot be read they
-are left out (unknown is not zero).
-"""
+"""Gauges for what ``jobhost health`` knows, registered on a running host's meter. The store's
+figures are read at most once per ``metrics_refresh`` (never a query per job per scrape), and
+left out while the store cannot be read (unknown is not zero)."""
 
 from __future__ import annotations
 
@@ -52,7 +45,6 @@ class StoreFigures:
 
 
 def register_gauges(meter: Meter, host: RunningHost, gauges: JobGauges | None = None) -> JobGauges:
-    """Register the gauges of ``host`` on ``meter``; return the cache they read."""
     gauges = gauges or JobGauges(host)
     of, labels = gauges.of_figures, gauges.job_labels
 
@@ -128,8 +120,7 @@ class JobGauges:
         """How many times the store was read (what the cache saves is visible in tests)."""
 
     def figures(self) -> StoreFigures | None:
-        """The store's figures, read again when older than ``metrics_refresh``; None when that
-        read failed."""
+        """None when the last read failed."""
         with self._lock:
             now = self._monotonic()
             if self._read_at is None or now - self._read_at >= self._refresh:
@@ -158,7 +149,6 @@ class JobGauges:
 
 
 def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
-    """The figures of one read of the schedule and host tables and the failing jobs."""
     read = store.read_snapshot((), store.clock, recent=False, failing=True)
     now, rows, hosts, failing = read.now, read.schedules, read.hosts, read.failing
     live = [h for h in hosts if h.alive(now)]
@@ -166,8 +156,7 @@ def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFig
     by_status: dict[str, int] = dict.fromkeys(STATUSES, 0)
     overdue: list[tuple[str, bool]] = []
     for name in sorted({*catalog.jobs, *rows, *invalid}):
-        # Each job's status as the report computes it, from its schedule row alone: the row
-        # keeps the last run's outcome and the last success, so no ledger read is needed.
+        # From the schedule row alone: it keeps the last outcome and success (no ledger read).
         spec, row = catalog.jobs.get(name), rows.get(name)
         facts = JobFacts(
             name=name,
@@ -201,12 +190,9 @@ def _critical(spec: JobSpec | None, stored: bool) -> bool:
     return spec.declaration.critical if spec is not None else stored
 
 
-# What the operator surfaces read from a running host (jobhost.firing.host.Host): the gauges
-# and the HTTP endpoints both look at a host through this view, so neither imports the firing
-# loop and both agree on what a host exposes.
+# The gauges and the HTTP endpoints see a running host (jobhost.firing.host.Host) through this
+# view, so neither imports the firing loop.
 class HostState(Protocol):
-    """The host's live status, updated by its loop and read by probes and gauges."""
-
     started: float
     last_tick: float | None
     catalog_ok: bool
@@ -223,8 +209,6 @@ class HostState(Protocol):
 
 
 class RunningHost(Protocol):
-    """A host as its surfaces see it: identity, settings, catalog, store handle and status."""
-
     @property
     def host_id(self) -> str: ...
     @property

@@ -1,7 +1,5 @@
-"""Why what runs differs from what is declared or expected: the report's ``mismatch`` reasons.
-
-Each reason is a :class:`Mismatch` with a stable ``code`` (what scripts match on) and a detail
-for people; the report prints ``code: detail``. Pure functions of the facts and ``now``.
+"""Why what runs differs from what is declared or expected: the report's ``mismatch`` reasons,
+each with a stable ``code`` (what scripts match on) and a detail for people.
 """
 
 from __future__ import annotations
@@ -43,8 +41,6 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class JobFacts:
-    """Everything known about one job: the catalog's view, the store's, and its ledger."""
-
     name: str
     spec: JobSpec | None
     row: ScheduleRow | None
@@ -77,8 +73,7 @@ def job_mismatches(
     live_hosts: int,
     store_changes: Mapping[str, ScheduleChange],
 ) -> list[Mismatch]:
-    """Every reason that applies to the job, in a fixed order (configuration first);
-    ``store_changes`` is :func:`store_changes` of the whole catalog."""
+    """In a fixed order (configuration first); ``store_changes`` is of the whole catalog."""
     found: list[Mismatch | None] = []
     spec, row = facts.spec, facts.row
     declared = _declared(facts, settings)
@@ -145,8 +140,7 @@ class _Declared:
 
 
 def _declared(facts: JobFacts, settings: Settings) -> _Declared | None:
-    """:class:`_Declared` of the job's spec (made once per spec and settings), or of the
-    declaration its row holds; None for a job nothing declares."""
+    """Made once per spec and settings; None for a job nothing declares."""
     spec, stored = facts.spec, facts.stored
     if spec is None:
         if stored is None:
@@ -168,8 +162,7 @@ def per_spec(
     make: Callable[[JobSpec], _T],
     also: object = None,
 ) -> _T:
-    """``make(spec)``, made once per spec (and ``also``): a catalog's specs outlive the many
-    reports made of them (the dashboard's summary, every few seconds)."""
+    """``make(spec)`` once per spec (and ``also``): specs outlive the many reports made of them."""
     found = cache.get(id(spec))
     # The spec and ``also`` are kept: neither id is reused while the entry lives.
     if found is None or found[0] is not spec or found[1] is not also:
@@ -210,7 +203,6 @@ def _declared_of(
 
 
 def spec_facts(spec: JobSpec) -> StoredFacts:
-    """What the store keeps of the spec's declaration."""
     declaration, override = spec.declaration, spec.override
     return StoredFacts(
         enabled=spec.enabled,
@@ -230,7 +222,6 @@ def spec_facts(spec: JobSpec) -> StoredFacts:
 
 @lru_cache(maxsize=_KEPT)
 def _stored_cron(trigger: EffectiveTrigger) -> CronSchedule | None:
-    """The schedule of a stored cron trigger, parsed once for every job that shares it."""
     if trigger.kind != "cron" or trigger.expression is None:
         return None
     return cron_schedule(
@@ -245,7 +236,6 @@ def _parts(trigger: EffectiveTrigger) -> tuple[str | None, str | None, str]:
 def store_changes(
     specs: Mapping[str, JobSpec], rows: Mapping[str, ScheduleRow]
 ) -> dict[str, ScheduleChange]:
-    """Each declared job whose stored schedule is not yet its catalog's, in one pass."""
     stored = [rows[name] for name in specs if name in rows]
     desired = [per_spec(_DESIRED, specs[row.job_name], _desired) for row in stored]
     return {change.job_name: change for change in diff_schedules(stored, desired).changed}
@@ -318,8 +308,7 @@ def trigger_last_due(
     anchor: datetime,
     at: datetime,
 ) -> datetime | None:
-    """The newest occurrence of ``trigger`` at or before ``at`` (within 400 days);
-    ``schedule_of(anchor)`` is its schedule, asked only when the answer is not known yet."""
+    """Within 400 days; ``schedule_of(anchor)`` is asked only when the answer is not cached."""
     if trigger.kind == "interval" and trigger.interval is not None:
         return anchor + ((at - anchor) // trigger.interval) * trigger.interval
     if trigger.kind != "cron" or trigger.expression is None:

@@ -1,6 +1,5 @@
-"""``jobhost plan``: what a host started with this catalog would change in the store (the
-comparison it makes at start, without writing), and which catalog versions the live hosts run.
-"""
+"""``jobhost plan``: what a host started with this catalog would change in the store, and which
+catalog versions the live hosts run."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ __all__ = ["plan_changes", "plan_json", "stored_state", "this_catalog"]
 
 
 def this_catalog(catalog: Catalog) -> str:
-    """The version a host started with ``catalog`` would register: of its declared jobs (runtime
-    jobs change without a deploy, so they are not part of a catalog's version)."""
+    """Runtime jobs change without a deploy: they are not part of a catalog's version."""
     desired = desired_schedules(catalog.jobs)
     return catalog_version([want for want in desired if want.job_name not in catalog.runtime])
 
@@ -27,8 +25,7 @@ def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
 
 
 def stored_state(store: Store) -> tuple[list[ScheduleRecord], list[HostRecord]]:
-    """The store's schedule rows and its live hosts, each with the catalog version it runs;
-    none when the store has no schema yet."""
+    """None of either when the store has no schema yet."""
     if store.current_revision() is None:
         return [], []
     return list(store.list_schedules().values()), store.hosts()[1]

@@ -1,9 +1,5 @@
-"""Text for people: 80-column tables and blocks, coloured only when stdout is a terminal; the
-report as text; JSON text as ``json.dumps(data, indent=2)`` writes it.
-
-The report's table keeps one line per job, so ``grep`` finds a job's status on its name's line:
-a name longer than its column is cut in the middle, keeping its module and its end.
-"""
+"""Text for people: 80-column tables and blocks, coloured only when stdout is a terminal. The
+report's table keeps one line per job, so ``grep`` finds a job's status on its name's line."""
 
 from __future__ import annotations
 
@@ -77,7 +73,6 @@ def stdout_style() -> Style:
 
 
 def terminal_width() -> int:
-    """The terminal's width when stdout is one (at least :data:`WIDTH`), :data:`WIDTH` otherwise."""
     stream = sys.stdout
     if stream is None or not stream.isatty():
         return WIDTH
@@ -160,7 +155,6 @@ def health_lines(health: Health, style: Style) -> list[str]:
 
 
 def plan_lines(plan: dict[str, Any], style: Style) -> list[str]:
-    """The plan :func:`~jobhost.operations.plan.plan_json` writes, as text."""
     if not plan["changes"]:
         return ["no changes: the store matches the catalog"]
     added, changed, orphaned = plan["added"], plan["changed"], plan["orphaned"]
@@ -262,8 +256,7 @@ _FLAGS_WIDTH = 8
 _FIXED = _STATUS_WIDTH + _NEXT_WIDTH + _LAST_WIDTH + 8
 """The table's columns but NAME and FLAGS, with the gaps between them."""
 _PIPED_NAME_WIDTH = 100
-"""The widest NAME column of a report that is piped: a reader (grep, a file) has no screen to
-fit, so a name up to this long is shown whole; a longer one is still cut, to bound the line."""
+"""A piped report's widest NAME column: no screen to fit, but its lines stay bounded."""
 
 
 def report_lines(
@@ -276,9 +269,8 @@ def report_lines(
     piped: bool = False,
     hidden_ok: int = 0,
 ) -> list[str]:
-    """The report; ``jobs`` (a filtered, sorted selection) instead of all of them; ``long``,
-    each job's block instead of its line. ``piped`` widens the table to show names whole;
-    ``hidden_ok`` is how many ok jobs the selection left out."""
+    """``long``: each job's block instead of its line. ``piped`` widens the table to show names
+    whole; ``hidden_ok`` is how many ok jobs the selection left out."""
     shown = report.jobs if jobs is None else jobs
     lines = _summary_lines(report, style, len(shown))
     if long:
@@ -326,7 +318,6 @@ def _summary_lines(report: Report, style: Style, shown: int) -> list[str]:
 
 
 def _join_wrapped(parts: list[str], indent: str, width: int) -> list[str]:
-    """``parts`` (styled) two spaces apart, on as many lines as ``width`` needs."""
     lines: list[str] = []
     line, seen = "", 0
     for part in parts:
@@ -467,8 +458,7 @@ def _host_lines(hosts: list[HostRecord], style: Style) -> list[str]:
 
 def _field(label: str, text: str, width: int) -> list[str]:
     head = f"  {label:<8} "
-    # Reasons, errors and descriptions are anyone's text: an escape sequence in them must not
-    # drive the operator's terminal.
+    # Anyone's text (reasons, errors): an escape sequence must not drive the terminal.
     wrapped = wrap_words(printable(text), width - len(head)) or [""]
     return [head + wrapped[0], *(" " * len(head) + line for line in wrapped[1:])]
 

@@ -1,11 +1,8 @@
-"""The schedule report: one row per job, then the live hosts; each job's status; which jobs to
-show, in what order; the dashboard's overview.
+"""The schedule report: one row per job, then the live hosts; the dashboard's overview.
 
 A declared job no host has synced yet is shown from its declaration; a stored job no module
 declares is shown from its row, ``orphaned``. ``last_run`` is the last real attempt: ``missed``
-and ``skipped`` occurrences and queued runs are not attempts, they appear in ``recent_outcomes``
-(the last five ledger outcomes, newest first). A job's status is what an operator scans for
-(:func:`job_status`); its ``state`` (enabled, disabled, paused, orphaned) stays what it was.
+and ``skipped`` occurrences and queued runs only appear in ``recent_outcomes``.
 """
 
 from __future__ import annotations
@@ -79,10 +76,8 @@ def build_report(
     recent: bool = True,
     apart: bool = False,
 ) -> Report:
-    """Read the store and put it beside the catalog (None: the store's own, its rows'
-    declarations); ``job`` narrows it to one job's rows. Without ``recent`` no job's
-    ``recent_outcomes`` is read. With ``apart`` (a command, which has the store's connections
-    to itself), PostgreSQL reads the whole catalog's ledger on connections of its own."""
+    """``catalog`` None: the store's own. With ``apart`` (a command, which has the store's
+    connections to itself), PostgreSQL reads the catalog's ledger on connections of its own."""
     names = catalog.jobs if catalog is not None else ()
     with uncollected():
         snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
@@ -97,9 +92,8 @@ def report_from(
     job: str | None = None,
     compare: bool = True,
 ) -> Report:
-    """The report of ``snapshot`` (pure). With ``catalog`` None, of the store's own catalog:
-    each job read from the declaration its row stores, rebuilt only when this version cannot
-    read it. Without ``compare`` no job's stored schedule is compared with its declaration."""
+    """With ``catalog`` None, each job is read from the declaration its row stores, rebuilt only
+    when this version cannot read it."""
     specs, problems = (catalog.jobs, catalog.problems) if catalog is not None else ({}, [])
     changes = store_changes(specs, snapshot.schedules) if compare else {}
     by_job: dict[str, list[Problem]] = {}
@@ -120,14 +114,10 @@ def report_from(
             snapshot, settings, changes, name, spec, problems=by_job.get(name), read=read
         )
         jobs.append(report)
-    return _report(snapshot, jobs)
-
-
-def _report(snapshot: StoreSnapshot, jobs: list[JobReport]) -> Report:
     live = snapshot.live_hosts
     counts: dict[Status, int] = dict.fromkeys(STATUSES, 0)
-    for job in jobs:
-        counts[job.status] += 1
+    for entry in jobs:
+        counts[entry.status] += 1
     lags = [h.schedule_lag_seconds for h in live if h.schedule_lag_seconds is not None]
     skews = [abs(h.clock_skew_seconds) for h in live]
     summary = Summary(
@@ -150,8 +140,6 @@ def _job_report(
     problems: Sequence[Problem] | None,
     read: StoredFacts | None,
 ) -> JobReport:
-    """A job's entry from its spec, or the declaration its row holds (``read``), or its row
-    alone, with what the snapshot holds of its runs."""
     row = snapshot.schedules.get(name)
     deleted = snapshot.deleted.get(name) if spec is None else None
     facts = JobFacts(
@@ -256,12 +244,10 @@ class JobReport:
     effective_trigger: EffectiveTrigger
     next_fire: datetime | None
     last_run: LastAttempt | None
-    """The job's last real attempt."""
     recent_outcomes: list[str]
     mismatches: list[Mismatch]
     status: Status = "ok"
     running: int = 0
-    """How many of its runs are running now."""
     concurrency_group: str | None = None
     waiting_for: str | None = None
     """``waiting for group warehouse, 2 of 2 busy`` while its work waits for a slot."""
@@ -366,7 +352,6 @@ class StoredJobs:
     count: int
     critical: list[str]
     longest_lease: timedelta | None
-    """The longest lease a job declares; None when none declares one."""
 
 
 def stored_jobs(
@@ -374,16 +359,10 @@ def stored_jobs(
     declared: Iterable[tuple[str, str | None]],
     rows_of: Callable[[list[str]], Mapping[str, ScheduleRecord]],
 ) -> StoredJobs:
-    """:class:`StoredJobs` of the live jobs ``declared`` names (with their rows' declarations);
-    only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
-    facts: dict[str, StoredFacts] = {}
-    unread: list[str] = []
-    for name, declaration in declared:
-        read = _read(declaration) if declaration is not None else None
-        if read is None:
-            unread.append(name)
-        else:
-            facts[name] = read
+    """Only the rows whose declaration this version cannot read are read whole (``rows_of``)."""
+    read = {name: _read(text) if text is not None else None for name, text in declared}
+    facts = {name: found for name, found in read.items() if found is not None}
+    unread = [name for name, found in read.items() if found is None]
     for row in rows_of(unread).values() if unread else ():
         if not row.orphaned and (spec := stored_job(settings, row)) is not None:
             facts[row.job_name] = spec_facts(spec)
@@ -394,8 +373,7 @@ def stored_jobs(
 
 @lru_cache(maxsize=20_000)
 def _read(text: str) -> StoredFacts | None:
-    """The declaration ``text``, read once for every job that stores the same text (a
-    declaration holds no name: many jobs share one)."""
+    # Cached: a declaration holds no name, so many jobs share one text.
     try:
         return stored_facts(text)
     except (ValueError, KeyError, TypeError):
@@ -425,9 +403,8 @@ def job_status(
     running: bool,
     waiting: bool = False,
 ) -> Status:
-    """The status of a job in ``state`` with mismatch ``codes`` and ``last_outcome``;
-    ``waiting`` when work of the job waits for a slot of its concurrency group. The first that
-    applies wins, in the order of the statuses' table in ``docs/operations/commands.md``."""
+    """The first status that applies, in the order of the table in
+    ``docs/operations/commands.md``."""
     if state != "enabled":
         return state
     if "invalid" in codes:
@@ -449,8 +426,6 @@ def job_status(
 
 @dataclass(frozen=True)
 class Summary:
-    """Jobs by status, and the live hosts with their worst lag and clock skew."""
-
     jobs: int
     by_status: dict[Status, int]
     live_hosts: int
@@ -541,7 +516,7 @@ class JobFilter:
 
 
 def select_jobs(jobs: Sequence[JobReport], which: JobFilter) -> list[JobReport]:
-    """The jobs ``which`` keeps, in its order (ties by name)."""
+    """Ties by name."""
     kept = sorted((job for job in jobs if which.keeps(job)), key=lambda job: job.name)
     if which.sort == "next":
         kept.sort(key=lambda job: job.next_fire or _FOREVER)
@@ -560,8 +535,7 @@ def _last_started(job: JobReport) -> datetime:
     return last.started_at or last.finished_at or _NEVER
 
 
-# The dashboard's overview reads no ledger rows: each job's schedule row keeps its last finished
-# attempt. Only the page shown reads further: the failure streak of each failing job on it.
+# The dashboard's overview reads no ledger rows but the failure streaks of its page's jobs.
 _ERROR_LINE = 160
 
 
@@ -569,8 +543,7 @@ _ERROR_LINE = 160
 class OverviewJob:
     job: JobReport
     streak: int
-    """Failed attempts in a row (see :func:`jobhost.store.failures.failure_streaks`); 0 unless
-    the last attempt failed."""
+    """Failed attempts in a row; 0 unless the last attempt failed."""
     error_line: str | None
     """The first line of the last attempt's error, cut to :data:`_ERROR_LINE` characters."""
 
@@ -584,7 +557,6 @@ class Overview:
 
 
 def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
-    """Every job with its status, from one read of the schedule, host and running tables."""
     with uncollected():
         snapshot = store.read_snapshot((), store.clock, recent=False, whole=False)
         return report_from(settings, catalog, snapshot)
@@ -593,8 +565,7 @@ def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
 def overview_page(
     store: Store, summary: Report, which: JobFilter, page: int, size: int
 ) -> Overview:
-    """Page ``page`` (from 1, clamped) of the jobs ``which`` keeps, ``size`` a page, with the
-    failure streaks of the failing ones read for that page alone."""
+    """Page ``page`` (from 1, clamped); failure streaks are read for that page alone."""
     jobs = select_jobs(summary.jobs, which)
     pages = max(math.ceil(len(jobs) / size), 1)
     page = min(max(page, 1), pages)
@@ -617,6 +588,5 @@ def _first_line(job: JobReport) -> str | None:
     error = last.error_message or last.error_type if last is not None else None
     if last is None or not error or last.outcome == "succeeded":
         return None
-    line = next((text for text in error.splitlines() if text.strip()), "")
-    line = line.strip()
+    line = next((text for text in error.splitlines() if text.strip()), "").strip()
     return line if len(line) <= _ERROR_LINE else line[: _ERROR_LINE - 1] + "…"

@@ -1,8 +1,5 @@
-"""Runs as operators act on them: retry or cancel one, run a job now, read the ledger and logs.
-
-A manual run or a retry is a pending run, claimed like any run: by a live host (this side
-watches its row), or with none by a one-shot host in the command's own process (``run_here``).
-"""
+"""Runs as operators act on them. A manual run or a retry is a pending run, claimed by a live
+host, or with none by a one-shot host in the command's own process (``run_here``)."""
 
 from __future__ import annotations
 
@@ -79,8 +76,7 @@ def retry_run(
     actor: str,
     reason: str,
 ) -> RetryWritten:
-    """Queue the next attempt at run ``run_id``'s work, due now. Refused for a run still
-    running, one whose work succeeded, and one never attempted."""
+    """Queue the next attempt at run ``run_id``'s work, due now."""
     retry = Retry(run_id, lambda run, attempts: _check_retry(run_id, run, attempts))
     return store.act(retry, actor=actor, reason=reason, clock=store.clock)
 
@@ -92,8 +88,7 @@ def cancel_run(
     actor: str,
     reason: str,
 ) -> CancelWritten:
-    """Ask the host running ``run_id`` to cancel it; a run not yet started is recorded
-    cancelled at once. Refused for a finished run and for one whose host is gone."""
+    """A run not yet started is recorded cancelled at once."""
     cancel = Cancel(run_id, lambda run, now: _check_cancel(run_id, run, now))
     done = store.act(cancel, actor=actor, reason=reason, clock=store.clock)
     if done.state == "started":
@@ -163,9 +158,6 @@ def _at(when: datetime | None) -> str:
 
 @dataclass(frozen=True)
 class Ran:
-    """What running pending runs in this process did: the runs it claimed, whether the
-    deadline cancelled them, and the id its one-shot host claimed as."""
-
     taken: frozenset[str]
     timed_out: bool
     host_id: str
@@ -208,8 +200,6 @@ class TriggerResult:
 
 @dataclass(frozen=True)
 class _Pending:
-    """The pending run a command queued: a manual run's request, or a retry."""
-
     run_id: str
     job: str
     spec: JobSpec | None
@@ -239,8 +229,7 @@ class _Pending:
 
 @dataclass(frozen=True)
 class OperatorRun:
-    """``jobhost trigger`` and ``jobhost retry``: a pending run queued by ``actor``, seen to its
-    end; ``progress`` receives one line per step."""
+    """``jobhost trigger`` and ``jobhost retry``; ``progress`` receives one line per step."""
 
     settings: Settings
     catalog: Catalog
@@ -263,8 +252,7 @@ class OperatorRun:
         timeout: float | None,
         beside_limit: bool = False,
     ) -> TriggerResult:
-        """Queue a manual run of ``spec`` and, unless ``wait`` is False, see it to its end;
-        ``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
+        """``beside_limit`` starts it even when its concurrency group is full (``--now``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         request = Request(spec.name, beside_limit, partial(may_start, spec.declaration))
         requested = self.store.act(request, actor=self.actor, reason=reason, clock=self.store.clock)
@@ -306,8 +294,7 @@ class OperatorRun:
     def retry(
         self, run_id: str, reason: str, *, wait: bool, timeout: float | None
     ) -> TriggerResult:
-        """Queue the retry of ``run_id`` and, unless ``wait`` is False, see it to its end;
-        :class:`ActionRefused` when the run cannot be retried (or run here)."""
+        """:class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         old = self.store.run_pages([run_id]).get(run_id)
         _, alive = self.store.hosts()
@@ -408,7 +395,6 @@ def _queued(pending: _Pending, run: RunRecord) -> str:
 
 
 def _overlap_refused(spec: JobSpec, seen: Before) -> TriggerResult:
-    """The result of a trigger the job's overlap policy refused: nothing was queued."""
     if seen.running:
         first = seen.running[0]
         host = first.host_id
@@ -450,8 +436,7 @@ def watching(
 
 
 def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
-    """Wait for run ``run_id`` to end (woken by the hosts' signal); its row, or None when
-    ``timeout`` seconds passed first."""
+    """The ended run's row, or None when ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
     for run, _hosts_alive in _watching(store, run_id, deadline):
         if run.outcome in TERMINAL_OUTCOMES:
@@ -468,8 +453,6 @@ _SHOWN_CANDIDATES = 10
 
 
 class AmbiguousRunId(LookupError):
-    """A prefix that starts several runs' ids."""
-
     def __init__(self, prefix: str, candidates: list[RunRecord], more: bool) -> None:
         self.prefix = prefix
         self.candidates = candidates
@@ -551,7 +534,6 @@ def _result_value(text: str | None) -> Any:
 
 
 RUN_ID_LIMIT = 64
-"""The longest run id the ledger holds."""
 
 LAST_LINES = 10
 """Lines of each run ``jobhost history --logs`` shows."""
@@ -577,9 +559,8 @@ class RunLogPage:
 def read_run_log(
     store: Store, run_id: str, *, after: int = 0, limit: int = PAGE_LINES
 ) -> RunLogPage | None:
-    """The run's lines numbered above ``after``; None for a run the ledger does not know. The
-    run is read before its lines (written before its outcome): once seen finished, all are read.
-    """
+    """None for a run the ledger does not know. The run is read before its lines (written
+    before its outcome): once seen finished, all are read."""
     found = store.run_pages([run_id], after=after, lines=limit).get(run_id)
     if found is None:
         return None
@@ -594,8 +575,7 @@ def dropped_text(gap: Dropped) -> str:
 
 
 def line_text(entry: LogLine | Dropped) -> str:
-    """One entry as ``jobhost logs`` prints it: time, level, message (continuation lines as
-    they are)."""
+    """One entry as ``jobhost logs`` prints it (continuation lines as they are)."""
     if isinstance(entry, Dropped):
         return dropped_text(entry)
     return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"

@@ -17,8 +17,7 @@ def iso_utc(value: datetime | None) -> str | None:
 
 
 def iso_local(value: datetime | None, zone: str) -> str | None:
-    """The instant in ``zone`` with its offset (``2026-05-04T12:00:00+02:00``), or None; in UTC
-    for a zone this machine does not know."""
+    """``2026-05-04T12:00:00+02:00``; in UTC for a zone this machine does not know."""
     tz = known_zone(zone)
     if value is None or tz is None:
         return iso_utc(value)
@@ -34,7 +33,6 @@ def short_local(value: datetime | None, zone: str) -> str:
 
 
 def known_zone(zone: str) -> tzinfo | None:
-    """The zone, or None when this machine does not know it."""
     try:
         return load_zone(zone)
     except UnknownTimezoneError:
