@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import sys
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,6 @@ _QUERY = "SELECT path FROM file_references"
 
 @dataclass(frozen=True)
 class DemoLayout:
-    """Where the demo put things."""
-
     directory: Path
     root: Path
     app_db: Path
@@ -71,7 +70,12 @@ def make_demo(directory: Path, *, now: float | None = None) -> DemoLayout:
     link = layout.root / ESCAPE_LINK
     if not link.is_symlink():
         link.symlink_to(os.path.relpath(outside, layout.root))
-    _write_references(layout.app_db)
+    with closing(sqlite3.connect(layout.app_db)) as connection, connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS file_references (path TEXT PRIMARY KEY)")
+        connection.executemany(
+            "INSERT OR IGNORE INTO file_references (path) VALUES (?)",
+            [(path,) for path in (*REFERENCED, ESCAPING_REFERENCE)],
+        )
     layout.config.write_text(_config(layout), encoding="utf-8")
     return layout
 
@@ -91,19 +95,6 @@ def _write(path: Path, content: str, mtime: float) -> None:
     if not path.exists():
         path.write_text(content, encoding="utf-8")
     os.utime(path, (mtime, mtime))
-
-
-def _write_references(app_db: Path) -> None:
-    connection = sqlite3.connect(app_db)
-    try:
-        with connection:
-            connection.execute("CREATE TABLE IF NOT EXISTS file_references (path TEXT PRIMARY KEY)")
-            connection.executemany(
-                "INSERT OR IGNORE INTO file_references (path) VALUES (?)",
-                [(path,) for path in (*REFERENCED, ESCAPING_REFERENCE)],
-            )
-    finally:
-        connection.close()
 
 
 def _config(layout: DemoLayout) -> str:

@@ -18,7 +18,6 @@ __all__ = [
 ]
 
 _LONGEST_SHOWN_NAME = 200
-"""The longest name a message repeats: what a caller typed past it is described by its length."""
 
 
 def shown_name(name: str) -> str:

@@ -159,8 +159,20 @@ PlannedRow = ScheduleRecord | DueSchedule
 """A schedule row as planning reads it: whole, or as a claim reads it."""
 
 
+class _Timed:
+    __slots__ = ()
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return round((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
 @dataclass(frozen=True, slots=True)
-class RunRecord(_FromRow):
+class RunRecord(_Timed, _FromRow):
     id: str
     job_name: str
     occurrence: datetime | None
@@ -227,15 +239,9 @@ class RunRecord(_FromRow):
             skipped_already_done=self.units_skipped_already_done or 0,
         )
 
-    @property
-    def duration_ms(self) -> int | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return round((self.finished_at - self.started_at).total_seconds() * 1000)
-
 
 @dataclass(frozen=True, slots=True)
-class LastAttempt:
+class LastAttempt(_Timed):
     """What the report shows of a job's last attempt: a few columns of its ledger row (read for
     every job at once, where the whole row would cost several times as much)."""
 
@@ -270,12 +276,6 @@ class LastAttempt:
             row.last_error,
             None,
         )
-
-    @property
-    def duration_ms(self) -> int | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return round((self.finished_at - self.started_at).total_seconds() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

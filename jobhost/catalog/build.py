@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
-from types import MappingProxyType
 from typing import Any, cast
 
 from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, as_executor
 
-from jobhost.catalog.model import Catalog, EffectiveTrigger, JobSpec, Problem
+from jobhost.catalog.model import EMPTY_CONFIG, Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.validation import (
     POLICY_CODES,
     TriggerChecks,
@@ -52,7 +51,6 @@ _UNSCHEDULABLE = frozenset(
     }
 )
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 _DECLARED_NOTHING = frozenset({"plugin-import", "plugin-hook", "module-settings"})
 # Problems of a disabled job that are warnings: it does not run on its own.
 _DISABLED_WARNS = frozenset({"unknown-concurrency-group"})
@@ -167,7 +165,7 @@ def _validate(
         or EffectiveTrigger(None, None, None, declaration.timezone, "declaration"),
         enabled=effective.enabled,
         override=override,
-        config=modules.get(declaration.configuration_source or declaration.module, _EMPTY),
+        config=modules.get(declaration.configuration_source or declaration.module, EMPTY_CONFIG),
         concurrency_group=effective_group(declaration, override),
     ), problems
 
@@ -193,7 +191,7 @@ def _plugin_problem(
     if problem.code == "module-settings" and problem.section is not None:
         section = problem.section
         message = (
-            f"[modules.{section}] ({settings.module_source(section, environ)}) "
+            f"[modules.{section}] ({settings.module_source(environ)}) "
             f"{problem.message}; fix [modules.{section}] (module {section} declares its jobs "
             "once its settings are valid)"
         )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Literal
 
 from jobhost_contracts import (
@@ -25,6 +26,7 @@ from jobhost.errors import UnknownJobError
 from jobhost.triggers import CronSchedule, IntervalSchedule, Schedule, cron_schedule
 
 __all__ = [
+    "EMPTY_CONFIG",
     "NAME_PATTERN",
     "NAME_RULE",
     "POLICY_DEFAULTS",
@@ -41,6 +43,7 @@ NAME_RULE = (
 )
 _LONGEST_SUGGESTED = 500
 POLICY_DEFAULTS = policy_values(JobPolicies())
+EMPTY_CONFIG: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Any, Literal, cast
 
 import orjson
@@ -29,7 +28,7 @@ from jobhost_contracts import (
     field_types,
 )
 
-from jobhost.catalog.model import EffectiveTrigger, JobSpec
+from jobhost.catalog.model import EMPTY_CONFIG, EffectiveTrigger, JobSpec
 from jobhost.config import JobOverride
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
 ]
 
 _FORMAT = 1
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 # Reading 10,000 jobs back: enums by value (an Enum call is costly), shared parts made once.
 _DST_GAP = {policy.value: policy for policy in DstGap}
 _DST_REPEAT = {policy.value: policy for policy in DstRepeat}
@@ -72,7 +70,9 @@ def declaration_text(spec: JobSpec) -> str:
     )
 
 
-def stored_spec(name: str, module: str, text: str, config: Mapping[str, Any] = _EMPTY) -> JobSpec:
+def stored_spec(
+    name: str, module: str, text: str, config: Mapping[str, Any] = EMPTY_CONFIG
+) -> JobSpec:
     """The job whose effective declaration is ``text``; ``config`` is its module's section.
     Raises ``ValueError`` (``KeyError``, ``TypeError``) for a text this version did not write."""
     data = _document(text)

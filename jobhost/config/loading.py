@@ -152,7 +152,9 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
             # A token's digest field is where a secret gets pasted by mistake: never echo it.
             problems.append(f"{location} ({origin}) (value not shown): {message}")
             continue
-        problems.append(f"{location} ({origin}) = {_shown(value)}: {message}")
+        text = repr(value)
+        shown = text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
+        problems.append(f"{location} ({origin}) = {shown}: {message}")
     return problems
 
 
@@ -165,11 +167,6 @@ def refusal(item: Mapping[str, Any]) -> str:
 def short_repr(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
 
 
 def _key(part: object) -> str:

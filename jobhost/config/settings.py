@@ -357,7 +357,7 @@ class Settings(BaseSettings):
     modules: dict[str, dict[str, Any]] = Field(default_factory=dict)
     _file: str | None = PrivateAttr(None)  # the file read, set by load_settings
 
-    def module_source(self, section: str, environ: Mapping[str, str]) -> str:
+    def module_source(self, environ: Mapping[str, str]) -> str:
         """Where ``[modules.SECTION]`` was written, for a message about it."""
         if any(name.upper() == "JOBHOST_MODULES" for name in environ):
             return "environment JOBHOST_MODULES"

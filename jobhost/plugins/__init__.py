@@ -371,9 +371,8 @@ def _items(
     wanted: str,
     problems: list[PluginProblem],
 ) -> Iterator[tuple[str, int, object]]:
-    """(plugin, position, item) for every item the plugins' ``hook`` returned (``wanted`` says
-    what that should be), each implementation called in load order with the arguments it asks
-    for; each failure is added to ``problems``."""
+    """(plugin, position, item) for every item ``hook`` returned, each implementation called
+    in load order with the arguments it asks for; each failure goes to ``problems``."""
     kwargs = {"settings": read_only(modules)}
     answers: list[tuple[str, object]] = []
     impls = getattr(plugins.manager.hook, hook).get_hookimpls()
@@ -438,7 +437,7 @@ def _raised(plugin: str, hook_name: str, error: BaseException) -> PluginProblem:
     if isinstance(error, SystemExit):
         what = f"called sys.exit({error.code!r})"
     else:
-        what = f"raised {type(error).__name__}: {bound_text(redact_text(str(error)), 500)}"
+        what = f"raised {type(error).__name__}: {_shown(error)}"
     return PluginProblem(
         plugin,
         "plugin-hook",

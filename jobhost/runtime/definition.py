@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from types import MappingProxyType
 from typing import Any
 
 from jobhost_contracts import (
@@ -42,7 +41,7 @@ from pydantic import (
 from returns.result import Failure, Result
 
 from jobhost.catalog import NAME_PATTERN, NAME_RULE, JobSpec
-from jobhost.catalog.model import POLICY_DEFAULTS
+from jobhost.catalog.model import EMPTY_CONFIG, POLICY_DEFAULTS
 from jobhost.catalog.validation import (
     MAX_ATTEMPTS,
     MAX_CATCH_UP,
@@ -170,7 +169,6 @@ _FIELDS = {
     "dst-policy-unused": "dst_gap",
     "critical-disabled": "enabled",
 }
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def build_spec(
@@ -247,7 +245,7 @@ def build_spec(
         declared=trigger,
         enabled=definition.enabled,
         override=None,
-        config=modules.get(module, _EMPTY),
+        config=modules.get(module, EMPTY_CONFIG),
         concurrency_group=definition.concurrency_group,
     )
 

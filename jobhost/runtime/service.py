@@ -290,9 +290,7 @@ def precondition(detail: str) -> ChangeRefused:
 
 def stale(name: str, given: str, current: str | None) -> ChangeRefused:
     now = f"it is now {current}" if current else "it no longer exists"
-    return ChangeRefused(
-        412,
-        "Precondition failed",
+    return precondition(
         f"job {name} changed since you read it (If-Match {given}; {now}); read it again "
-        "(GET its ETag) and repeat the change",
+        "(GET its ETag) and repeat the change"
     )

@@ -28,17 +28,13 @@ class Schedule(Protocol):
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after ``after`` (any aware datetime; naive raises
         ValueError), or None when there is none."""
-        ...
 
     def iter_after(self, after: datetime, limit: int) -> list[datetime]:
         """Up to ``limit`` consecutive occurrences strictly after ``after``, increasing."""
-        ...
 
     def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
         """Occurrences in ``(after, until]`` a spring-forward skipped under ``dst_gap = skip``
         (the firing loop records each ``missed``)."""
-        ...
 
     def describe(self) -> str:
         """For people: ``cron '30 2 * * *' in Europe/Berlin``, ``every 6h``."""
-        ...
