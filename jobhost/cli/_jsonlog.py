@@ -28,8 +28,9 @@ class JsonLogFormatter(logging.Formatter):
     """``{"time", "level", "logger", "message", ...}`` on one line."""
 
     def format(self, record: logging.LogRecord) -> str:
+        stamp = datetime.fromtimestamp(record.created, UTC)
         fields: dict[str, Any] = {
-            "time": _utc(record.created),
+            "time": f"{stamp:%Y-%m-%dT%H:%M:%S}.{stamp.microsecond // 1000:03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "message": bound_text(redact_text(record.getMessage())),
@@ -48,8 +49,3 @@ class JsonLogFormatter(logging.Formatter):
         if record.stack_info:
             fields["stack"] = bound_text(redact_text(record.stack_info), _TRACEBACK_LIMIT)
         return json.dumps(fields, ensure_ascii=False, default=str)
-
-
-def _utc(created: float) -> str:
-    stamp = datetime.fromtimestamp(created, UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

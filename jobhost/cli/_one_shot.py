@@ -9,9 +9,12 @@ what is in flight to its lease and ends the command at once (``KeyboardInterrupt
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from types import FrameType, TracebackType
+from typing import Any
 
 from jobhost.catalog import Catalog
 from jobhost.cli._app import to_stderr
@@ -19,7 +22,6 @@ from jobhost.config import Settings
 from jobhost.envelope.reporting import configure_telemetry
 from jobhost.firing.host import Host
 from jobhost.firing.oneshot import BackfillRuns, Claimer, OneShotWork, PendingRuns
-from jobhost.operations.interrupt_hold import InterruptHold
 from jobhost.operations.runs import Ran, RunHere
 from jobhost.rules import FiringRules
 from jobhost.store import Store
@@ -28,6 +30,51 @@ from jobhost.store.ledger import default_host_id
 __all__ = ["backfill_here", "runs_here"]
 
 _POLL_SECONDS = 0.2
+
+_Handler = Callable[[int, FrameType | None], Any]
+
+
+class InterruptHold:
+    """SIGINT held from entry until :meth:`deliver` (or the end of the ``with`` block); only on
+    the main thread, and only while SIGINT has a Python handler. Its Python handler is swapped,
+    not the main thread's signal mask: the signal may reach any thread that does not block it."""
+
+    def __init__(self) -> None:
+        self._previous: _Handler | None = None
+        self._caught: tuple[int, FrameType | None] | None = None
+
+    def __enter__(self) -> InterruptHold:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._remember)
+        return self
+
+    def deliver(self) -> None:
+        """Give SIGINT back to its handler; one that came while held is handled now
+        (``KeyboardInterrupt`` raised here, for Python's default handler)."""
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return
+        signal.signal(signal.SIGINT, previous)
+        caught, self._caught = self._caught, None
+        if caught is not None:
+            previous(*caught)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if error is not None:
+            # A held Ctrl-C is dropped rather than raised over the block's own error.
+            self._caught = None
+        self.deliver()
+
+    def _remember(self, signum: int, frame: FrameType | None) -> None:
+        self._caught = (signum, frame)
 
 
 def runs_here(settings: Settings, catalog: Catalog, store: Store) -> RunHere:

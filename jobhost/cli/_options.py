@@ -45,11 +45,9 @@ def limit_option(help: str, *, default: int = 20, most: int = 10_000) -> _Decora
 def change_reason(
     example: str | None, help: str = "Why (required).", *, required: bool = True
 ) -> _Decorator:
-    """``--reason TEXT``, folded, or exit 2 naming --reason when it is too long or holds a
-    control character (an escape sequence would reach every later ``jobhost changes``). With an
-    ``example`` it is never blank: every change is in the change log, and an empty reason tells
-    the next operator nothing (``example`` shows one). Without one, a blank reason is left to
-    the command, which knows whether one is required."""
+    """``--reason TEXT``, folded; exit 2 when too long or holding a control character (it would
+    reach every later ``jobhost changes``). With an ``example``, never blank: an empty reason
+    tells the next operator nothing; without one, a blank reason is the command's to judge."""
 
     def check(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
         if value is None or (example is None and not value.strip()):

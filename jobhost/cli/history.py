@@ -1,7 +1,4 @@
-"""``jobhost history NAME``: the run ledger of one job, newest first; ``jobhost logs RUN_ID``:
-what a job wrote through its logger during one run; ``jobhost changes``: the change log (who
-paused, resumed, triggered, created, changed or deleted which job, when and why, from any
-surface)."""
+"""``jobhost history``, ``logs`` and ``changes``: a job's runs, a run's lines, the change log."""
 
 from __future__ import annotations
 

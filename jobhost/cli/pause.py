@@ -1,7 +1,5 @@
-"""``jobhost pause NAME`` and ``jobhost resume NAME``: for every replica at once; ``--module M``
-/ ``--match GLOB`` instead of NAME act on many jobs with one reason. ``jobhost state NAME``: a
-job's durable state, read from the store; ``--set KEY=VALUE`` and ``--delete KEY`` change it
-between runs, recorded in the change log."""
+"""``jobhost pause``, ``resume`` (for every replica at once) and ``state``: a job's durable
+state, read from the store and changed between runs."""
 
 from __future__ import annotations
 

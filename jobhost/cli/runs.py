@@ -1,9 +1,5 @@
-"""``jobhost trigger NAME``: a manual run through the same claim, ledger and envelope;
-``jobhost retry RUN_ID`` and ``jobhost cancel RUN_ID``: an operator's action on one run;
-``jobhost retry --failed``: one retry of every open failure a filter matches, queued for the
-hosts (never run in this process: a bulk retry may be hundreds of runs). The commands that
-start a run wait for it unless ``--no-wait``, at most ``--timeout``. ``jobhost failures``:
-failed, timed-out, abandoned and stuck runs of every job, newest first."""
+"""``jobhost trigger``, ``retry`` and ``cancel``: an operator's action on a run; ``jobhost
+failures``: the runs that failed. A bulk retry is queued for the hosts, never run here."""
 
 from __future__ import annotations
 

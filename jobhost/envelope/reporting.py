@@ -30,7 +30,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 __all__ = [
-    "FAN_OUT_SERIES_PER_JOB",
     "OUTCOMES",
     "SERIES_PER_JOB",
     "UNIT_RESULTS",
@@ -49,8 +48,6 @@ OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipp
 UNIT_RESULTS = ("succeeded", "failed", "skipped_already_done")
 SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS) + 3)
 """The Prometheus series of one job's runs: one counter per outcome and two histograms."""
-FAN_OUT_SERIES_PER_JOB = len(UNIT_RESULTS)
-"""The series a job that fans out adds: one units counter per result."""
 JOB_CAPACITY = 100_000
 """Jobs whose series the instruments hold; a limit allocates nothing until a catalog uses it."""
 

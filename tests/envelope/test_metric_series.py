@@ -9,7 +9,6 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 
 from jobhost.envelope.reporting import (
-    FAN_OUT_SERIES_PER_JOB,
     OUTCOMES,
     SERIES_PER_JOB,
     UNIT_RESULTS,
@@ -87,6 +86,6 @@ def test_fan_out_units_add_a_series_per_result_and_no_more(job_label: bool) -> N
         provider.shutdown()
     series = [line for line in text.splitlines() if line.startswith("jobhost_run_units_total{")]
     jobs = 4 if job_label else 1
-    assert len(series) == jobs * FAN_OUT_SERIES_PER_JOB
+    assert len(series) == jobs * len(UNIT_RESULTS)
     assert not any('unit="' in line for line in series)
     assert all(line.endswith(" 3.0") == job_label for line in series)

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from jobhost.operations.interrupt_hold import InterruptHold
+from jobhost.cli._one_shot import InterruptHold
 
 
 def test_a_ctrl_c_while_held_is_raised_where_it_is_delivered() -> None:
