@@ -243,12 +243,14 @@ def run_pages(
     pages: dict[str, RunPage] = {}
     for key, run in reports.runs_by_id(connection, run_ids, prefix=prefix, limit=limit).items():
         shown = read_lines(connection, run.id, after=after, limit=lines) if lines else []
-        pages[key] = RunPage(run, [], shown)
-        if attempts:  # and the run an operator's retry retried
-            links = _links(connection, run) if run.source == "retry" else []
-            old = next((old for old, new in links if new == run.id), None)
-            retried = reports.get_run(connection, old) if old is not None else None
-            pages[key] = RunPage(run, _attempts(connection, run), shown, retried)
+        if not attempts:
+            pages[key] = RunPage(run, [], shown)
+            continue
+        # With its attempts comes the run an operator's retry retried.
+        links = _links(connection, run) if run.source == "retry" else []
+        old = next((old for old, new in links if new == run.id), None)
+        retried = reports.get_run(connection, old) if old is not None else None
+        pages[key] = RunPage(run, _attempts(connection, run), shown, retried)
     return pages
 
 
