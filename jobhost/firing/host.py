@@ -205,9 +205,6 @@ class Host:
         )
         self._runtime.start()
         plan = self._ticker.sync(self.store.now())
-        self.store.mark_host(
-            self.host_id, self.clock, "synced", catalog_version=self._ticker.catalog_version
-        )
         for added in plan.added:
             _log.info("plan: add %s (%s)", added.job_name, added.describe())
         for change in plan.changed:
@@ -327,7 +324,7 @@ class Host:
         if not self._envelope.flush_reports(min(grace, 5.0)):
             _log.warning("stopping with audit records still queued for a slow sink")
         try:
-            self.store.mark_host(self.host_id, self.clock, "stopped")
+            self.store.beat(self.host_id, self.clock, stopped=True)
         except StoreError as error:
             _log.warning("could not mark host stopped: %s", redact_text(str(error)))
         self.telemetry.shutdown(min(5.0, grace))

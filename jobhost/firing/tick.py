@@ -110,6 +110,7 @@ class Ticker:
             catalog_version=self.catalog_version,
             limits=self._limits,
             members=self._groups,
+            host_id=self._host_id,
         )
 
     def look_everywhere(self) -> None:

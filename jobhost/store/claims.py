@@ -67,6 +67,7 @@ from jobhost.store.schema import (
     IS_RUNNING,
     backfills,
     concurrency_groups,
+    hosts,
     runs,
     schedules,
 )
@@ -95,12 +96,20 @@ def sync_catalog(
     catalog_version: str | None = None,
     limits: Mapping[str, int],
     members: Mapping[str, str | None],
+    host_id: str | None = None,
 ) -> SyncPlan:
-    """Write the catalog's schedules and concurrency groups (the newest start wins)."""
+    """Write the catalog's schedules and concurrency groups (the newest start wins); with
+    ``host_id``, that host's row says it wrote ``catalog_version`` at ``now``."""
     with engine.begin() as connection:
         plan = sync_schedules(connection, desired, now, catalog_version=catalog_version)
         write_group_limits(connection, limits, now)
         write_group_members(connection, members)
+        if host_id is not None:
+            connection.execute(
+                update(hosts)
+                .where(hosts.c.id == host_id)
+                .values(synced_at=now, catalog_version=catalog_version)
+            )
         return plan
 
 

@@ -19,7 +19,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any
 
 from jobhost_contracts import StaleLeaseError
 from sqlalchemy import bindparam, case, delete, func, select, update
@@ -70,6 +71,7 @@ from jobhost.store.schema import (
 from jobhost.store.signals import notify
 
 _log = logging.getLogger("jobhost.store")
+_NONE: Mapping[Any, Any] = MappingProxyType({})
 
 __all__ = [
     "Recorded",
@@ -85,7 +87,6 @@ __all__ = [
     "group_summaries",
     "hosts_at",
     "list_hosts",
-    "mark_host",
     "mark_run_stuck",
     "put_value",
     "record_finished",
@@ -178,19 +179,6 @@ def start_host(
         _after_abandoning(connection, gone, now, retries_for)
 
 
-def mark_host(
-    engine: Engine,
-    /,
-    host_id: str,
-    clock: Clock,
-    event: Literal["synced", "stopped"],
-    **values: str,
-) -> None:
-    """Stamp the host's ``synced_at`` (with the catalog it wrote and runs) or ``stopped_at``."""
-    with writing(engine, clock) as (connection, now):
-        _update_host(connection, host_id, **values, **{f"{event}_at": now})
-
-
 @dataclass(frozen=True)
 class Beat:
     """The runs whose lease this host no longer holds, and the groups when asked for."""
@@ -204,21 +192,25 @@ def beat(
     host_id: str,
     clock: Clock,
     *,
-    leases: Mapping[timedelta, Sequence[str]],
-    schedule_lag: float | None,
+    leases: Mapping[timedelta, Sequence[str]] = _NONE,
+    schedule_lag: float | None = None,
     with_groups: bool = False,
+    stopped: bool = False,
 ) -> Beat:
-    """Say the host is alive and extend the leases of its running runs, each group of run ids
-    by its lease from now."""
+    """Say the host is alive (with ``stopped``, its last beat: that it stopped) and extend the
+    leases of its running runs, each group of run ids by its lease from now."""
     with writing(engine, clock) as (connection, now):
-        _update_host(
-            connection,
-            host_id,
-            last_seen_at=now,
-            host_clock_at=clock(),
-            stopped_at=None,
-            schedule_lag_seconds=schedule_lag,
-        )
+        if stopped:
+            _update_host(connection, host_id, stopped_at=now)
+        else:
+            _update_host(
+                connection,
+                host_id,
+                last_seen_at=now,
+                host_clock_at=clock(),
+                stopped_at=None,
+                schedule_lag_seconds=schedule_lag,
+            )
         lost: set[str] = set()
         for lease, run_ids in leases.items():
             lost |= renew_leases(connection, host_id, run_ids, now + lease)

@@ -163,7 +163,6 @@ class Store:
 
     # -- hosts and leases --------------------------------------------------------------------
     start_host = _Own(ledger.start_host)
-    mark_host = _Own(ledger.mark_host)
     beat = _Own(ledger.beat)
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
