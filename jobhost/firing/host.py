@@ -445,8 +445,8 @@ class Host:
         self._abandon_after = time.monotonic() + 2 * beat + _STORE_DOWN_BACKOFF
 
     def _beat(self) -> None:
-        """Renew the host and its leases every ``heartbeat_interval``; a failed beat is retried
-        once soon after, and tells the host the store is away."""
+        """Renew the host and its leases, and say its stuck runs, every ``heartbeat_interval``; a
+        failed beat is retried once soon after, and tells the host the store is away."""
         interval = self.settings.heartbeat_interval.total_seconds()
         retry = StoreRetry(
             what="heartbeat",
@@ -464,14 +464,18 @@ class Host:
     def _beat_once(self) -> None:
         running = self.slots.runs()
         by_lease: dict[timedelta, list[str]] = {}
+        stuck: dict[str, str] = {}
         for item in running:
             by_lease.setdefault(item.lease, []).append(item.claim.run_id)
+            if item.stuck is not None:
+                stuck[item.claim.run_id] = item.stuck
         beat = self.store.beat(
             self.host_id,
             self.clock,
             leases=by_lease,
             schedule_lag=self.status.lag,
             with_groups=bool(self.settings.concurrency_limits),
+            stuck=stuck,
         )
         if beat.groups is not None:
             self.telemetry.group_running = {g.name: g.running for g in beat.groups}

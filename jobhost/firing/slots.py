@@ -234,7 +234,7 @@ class WorkerSlots:
         following: HeldRun | None = None
         with self._lock:
             self._ahead.timed(time.monotonic() - began)
-            was_stuck, item.stuck = item.stuck, False
+            was_stuck, item.stuck = item.stuck is not None, None
             if was_stuck:
                 self._status.stuck -= 1
             if item.finished:
@@ -258,24 +258,15 @@ class WorkerSlots:
         return following
 
     def _stuck(self, item: HeldRun, verdict: Outcome) -> None:
-        """Say in the ledger that the run is stuck, off the supervisor's thread."""
+        """Note the run stuck: the host's heartbeats say so in the ledger until it ends."""
         with self._lock:
             if item.finished:
                 return  # it ended meanwhile, or shutdown gave up on it
-            item.stuck = True
+            item.stuck = (
+                f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
+                "its slot and lease until it ends"
+            )
             self._status.stuck += 1
-        message = (
-            f"stuck: {verdict.error_message}; its thread still runs, so the run keeps "
-            "its slot and lease until it ends"
-        )
-
-        def mark() -> None:
-            try:
-                self._store.mark_run_stuck(item.claim.run_id, self._host_id, message)
-            except Exception as error:
-                _log.warning("could not mark run %s stuck: %s", item.claim.run_id, error)
-
-        threading.Thread(target=mark, name="jobhost-stuck", daemon=True).start()
 
 
 class _Execute(Protocol):
@@ -297,7 +288,8 @@ class HeldRun:
     lease: timedelta
     finished: bool = False
     """The executor is done (or given up on); the outcome is on its way to the ledger."""
-    stuck: bool = False
+    stuck: str | None = None
+    """While its executor ignores cancellation: what the ledger says of the run."""
     start_at: float | None = None
     """When (monotonic) a run claimed before its occurrence may start; None: at once."""
 

@@ -1,8 +1,8 @@
 """The run ledger after a claim, and the host's life around it: outcomes recorded (with the last
-lines of their logs), retries queued, leases renewed by the heartbeat, unstarted runs given
-back, dead hosts' runs abandoned, the host's own row started and stopped (and who is alive), the
-concurrency groups it writes at start; and what a running job writes itself: its log lines and its
-fenced state (:class:`StoreJobState`).
+lines of their logs), retries queued, leases renewed and stuck runs said by the heartbeat,
+unstarted runs given back, dead hosts' runs abandoned, the host's own row started and stopped
+(and who is alive), the concurrency groups it writes at start; and what a running job writes
+itself: its log lines and its fenced state (:class:`StoreJobState`).
 
 The operations that take an engine open one transaction each. One transaction records every
 run a host finished since the last write, in a few statements whatever their number. What a
@@ -87,7 +87,6 @@ __all__ = [
     "group_summaries",
     "hosts_at",
     "list_hosts",
-    "mark_run_stuck",
     "put_value",
     "record_finished",
     "record_outcomes",
@@ -195,10 +194,14 @@ def beat(
     leases: Mapping[timedelta, Sequence[str]] = _NONE,
     schedule_lag: float | None = None,
     with_groups: bool = False,
+    stuck: Mapping[str, str] = _NONE,
     stopped: bool = False,
 ) -> Beat:
     """Say the host is alive (with ``stopped``, its last beat: that it stopped) and extend the
-    leases of its running runs, each group of run ids by its lease from now."""
+    leases of its running runs, each group of run ids by its lease from now. Each run of
+    ``stuck`` (run id → message) still this host's and running is said stuck: its executor
+    ignored cancellation; it keeps its lease until the thread ends, so a ``forbid`` job cannot
+    start beside its own stuck code."""
     with writing(engine, clock) as (connection, now):
         if stopped:
             _update_host(connection, host_id, stopped_at=now)
@@ -211,6 +214,7 @@ def beat(
                 stopped_at=None,
                 schedule_lag_seconds=schedule_lag,
             )
+        _mark_stuck(connection, host_id, stuck)
         lost: set[str] = set()
         for lease, run_ids in leases.items():
             lost |= renew_leases(connection, host_id, run_ids, now + lease)
@@ -254,17 +258,6 @@ def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Cl
             # Other replicas look for due retries at once rather than at their next turn.
             notify(connection)
     return released
-
-
-def mark_run_stuck(engine: Engine, run_id: str, host_id: str, message: str) -> None:
-    """Say on a running run that its executor ignored cancellation; it keeps its lease until
-    the thread ends, so a ``forbid`` job cannot start beside its own stuck code."""
-    with engine.begin() as connection:
-        connection.execute(
-            update(runs)
-            .where(runs.c.id == run_id, runs.c.host_id == host_id, runs.c.outcome == RUNNING)
-            .values(error_type="Stuck", error_message=message)
-        )
 
 
 def abandon_dead_runs(
@@ -616,6 +609,19 @@ def group_summaries(connection: Connection, now: datetime) -> list[GroupSummary]
 
 def _update_host(connection: Connection, host_id: str, **values: Any) -> None:
     connection.execute(update(hosts).where(hosts.c.id == host_id).values(**values))
+
+
+def _mark_stuck(connection: Connection, host_id: str, stuck: Mapping[str, str]) -> None:
+    # Every beat says it again while the run is stuck: a row another transaction holds is left
+    # for the next one, as a renewal is.
+    if not stuck:
+        return
+    mine = (runs.c.id.in_(sorted(stuck)), runs.c.host_id == host_id, runs.c.outcome == RUNNING)
+    connection.execute(
+        update(runs)
+        .where(runs.c.id.in_(locked(connection, select(runs.c.id).where(*mine))))
+        .values(error_type="Stuck", error_message=case(dict(stuck), value=runs.c.id))
+    )
 
 
 def _after_abandoning(

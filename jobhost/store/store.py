@@ -165,7 +165,6 @@ class Store:
     start_host = _Own(ledger.start_host)
     beat = _Own(ledger.beat)
     release_runs = _Own(ledger.release_runs)
-    mark_run_stuck = _Own(ledger.mark_run_stuck)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
     hosts = _ReadAt(ledger.hosts_at)
 

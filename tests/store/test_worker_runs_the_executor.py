@@ -55,7 +55,10 @@ def test_code_deaf_to_its_timeout_is_stuck_while_it_runs_then_recorded_and_its_w
         "seconds": 2.5,
         "timeout": "0.2s",
     }
-    settings = sample_settings([job], shutdown_grace="0.3s", worker_pool_size=1)
+    # The host's heartbeat says the run stuck in the ledger: here, one every half second.
+    settings = sample_settings(
+        [job], shutdown_grace="0.3s", worker_pool_size=1, heartbeat_interval="0.5s"
+    )
     with _running(settings, telemetry) as host:
         run_id = _started(host, "sample.deaf")
         marked = wait_for(
