@@ -33,6 +33,7 @@ from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
 from jobhost.firing.slots import HostStatus, OutcomeRecorder, WorkerSlots
 from jobhost.firing.tick import Duty, Maintenance, Ticker
+from jobhost.records import RUNNING, RunRecord
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError, check_not_newer
@@ -345,9 +346,14 @@ class Host:
         if not live:
             self._cancel_asked.clear()
             return {}
-        asked = self.store.cancel_requests(list(live))
+        pages = self.store.run_pages(list(live))
         # Cleared only once read: a turn that failed to read tries again on the next.
         self._cancel_asked.clear()
+        asked = {
+            run_id: _cancel_reason(page.run)
+            for run_id, page in pages.items()
+            if page.run.cancel_requested_at is not None and page.run.outcome == RUNNING
+        }
         for run_id, reason in asked.items():
             _log.info("run %s: cancel asked %s; cancelling it", run_id, reason)
             live[run_id].cancel(reason)
@@ -503,6 +509,12 @@ class Host:
         escape = threading.Timer(limit, _exit_late, args=(limit,))
         escape.daemon = True
         escape.start()
+
+
+def _cancel_reason(run: RunRecord) -> str:
+    """What the executor of a run an operator asked to cancel is told: who asked, and why."""
+    by, why = run.cancel_requested_by, run.cancel_reason
+    return f"by {by}: {why}" if why else f"by {by}"
 
 
 def _exit_late(limit: float) -> None:

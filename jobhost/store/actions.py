@@ -11,7 +11,7 @@ the job is running: that run holds the state, and a value changed under it would
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -64,7 +64,6 @@ __all__ = [
     "RunAction",
     "SetPaused",
     "act",
-    "cancel_requests",
     "list_state",
     "pause_job",
     "request_run",
@@ -360,22 +359,6 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
         query = query.where(runs.c.id == run.id)
     query = query.where(runs.c.attempt > 0).order_by(runs.c.attempt, runs.c.queued_at)
     return read_runs(connection, query)
-
-
-def cancel_requests(connection: Connection, run_ids: Collection[str]) -> dict[str, str]:
-    """Of ``run_ids`` (the runs a host holds), those an operator asked to cancel: run id → the
-    reason the executor is given (who asked, and why)."""
-    if not run_ids:
-        return {}
-    query = select(runs.c.id, runs.c.cancel_requested_by, runs.c.cancel_reason).where(
-        runs.c.id.in_(sorted(run_ids)),
-        runs.c.cancel_requested_at.is_not(None),
-        runs.c.outcome == RUNNING,
-    )
-    return {
-        run_id: f"by {by}: {why}" if why else f"by {by}"
-        for run_id, by, why in connection.execute(query)
-    }
 
 
 def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:

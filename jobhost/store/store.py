@@ -158,7 +158,6 @@ class Store:
     settle_backfill = _Own(actions.settle_backfill)
     record_finished = _Own(ledger.record_finished)
     write_logs = _Own(ledger.write_logs)
-    cancel_requests = _Read(actions.cancel_requests)
     job_state = _Own(StoreJobState)
 
     # -- hosts and leases --------------------------------------------------------------------
