@@ -157,7 +157,6 @@ class Store:
     look_ahead = _Own(claims.look_ahead)
     settle_backfill = _Own(actions.settle_backfill)
     record_finished = _Own(ledger.record_finished)
-    write_logs = _Own(ledger.write_logs)
     cancel_requests = _Read(actions.cancel_requests)
     job_state = _Own(StoreJobState)
 
@@ -168,7 +167,6 @@ class Store:
     release_runs = _Own(ledger.release_runs)
     mark_run_stuck = _Own(ledger.mark_run_stuck)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
-    hosts = _ReadAt(ledger.hosts_at)
 
     # -- operator actions, each with its change-log entry ------------------------------------
     act = _Own(actions.act)
@@ -187,7 +185,6 @@ class Store:
     list_backfills = _Read(backfills.list_backfills)
     job_page = _Read(snapshot.job_page)
     run_pages = _Read(snapshot.run_pages)
-    list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
     session_version = _Own(sessions.session_version)
