@@ -128,9 +128,9 @@ class Recorded:
 def record_finished(
     engine: Engine, logs: LogWrites, finished: Recording | None = None
 ) -> Recorded | None:
-    """Write ``logs`` and record the outcomes of ``finished`` (None without: the lines of runs
-    still going are written alone, and no time is read). The lines go in the same transaction:
-    whoever sees a run finished sees all its lines."""
+    """Write ``logs`` and record the runs ``finished``; without ``finished`` only the lines (of
+    runs still going) are written, no time is read and None is returned. The lines go in the
+    same transaction as the outcomes: whoever sees a run finished sees all its lines."""
     with engine.begin() as connection:
         _write_logs(connection, logs)
         if finished is None:
