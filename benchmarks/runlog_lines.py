@@ -130,7 +130,7 @@ def _arguments() -> argparse.Namespace:
 def _finish(store: Store, writer: RunLogWriter, run_logs: list[RunLog]) -> None:
     """Write the last lines of ended runs, as the recorder does in its outcomes' transaction."""
     with writer.finishing(run_logs) as logs:
-        store.write_logs(logs)
+        store.record_finished(logs)
 
 
 if __name__ == "__main__":

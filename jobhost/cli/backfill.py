@@ -137,7 +137,7 @@ def backfill(
     if settings.auto_migrate:
         migrate_store(settings)  # it may run the job itself, as `jobhost run` would
     with opened_store(settings, write=True) as store:
-        hosts = bool(store.hosts()[1])
+        hosts = bool(store.health_rows(hosts="alive")[1].hosts)
         backfill_id = start_backfill(
             store, spec, plan, concurrency=concurrency, actor=getpass.getuser(), reason=reason
         )

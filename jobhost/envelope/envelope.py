@@ -51,6 +51,7 @@ from jobhost.envelope.runlog import JobLogger, RunLogWriter, running, storable_t
 from jobhost.records import Claim, occurrence_text
 from jobhost.records import Outcome as LedgerOutcome
 from jobhost.store import Store
+from jobhost.store.ledger import Recording
 
 __all__ = [
     "RESULT_LIMIT",
@@ -174,14 +175,11 @@ class RunEnvelope:
 
         ended = [f.run_log for f in batch if f.run_log is not None]
         with self._run_logs.finishing(ended) as logs:
-            done = store.record_finished(
-                self._host_id,
-                outcomes_at=outcomes_at,
-                logs=logs,
-                clock=store.clock,
-                store_time=self._store_time,
-                isolate=isolate,
+            recording = Recording(
+                self._host_id, outcomes_at, store.clock, self._store_time, isolate=isolate
             )
+            done = store.record_finished(logs, recording)
+        assert done is not None  # outcomes were given
         return [
             Recorded(
                 finished,

@@ -257,7 +257,7 @@ class RunLogWriter:
             live = list(self._open.values())
         with self._taking(live, wait=False) as writes:
             if writes.trims or writes.chunks:
-                self._store.write_logs(writes)
+                self._store.record_finished(writes)  # lines only: these runs go on
 
     @staticmethod
     @contextmanager

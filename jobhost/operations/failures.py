@@ -360,7 +360,7 @@ def retry_failures(
         queued.append(
             dict(run_id=done.run_id, retry_of=run.id, job=run.job_name, attempt=done.attempt)
         )
-    alive = len(store.hosts()[1])
+    alive = len(store.health_rows(hosts="alive")[1].hosts)
     return {"queued": queued, "refused": refused, "more": more, "hosts_alive": alive}
 
 

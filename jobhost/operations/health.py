@@ -80,7 +80,9 @@ def check_health(
             checks[0] = Check("store", False, _unreachable(settings, error))
     # The last three checks read the store's rows beside the report once, together.
     rows = functools.cache(
-        lambda: store.health_rows(_implausible(settings, catalog, stored), checks=True)
+        lambda: store.health_rows(
+            _implausible(settings, catalog, stored), checks=True, hosts="alive"
+        )
     )
     rest: list[tuple[str, Callable[[Report], _Verdict]]] = [
         ("critical-jobs-scheduled", _critical_scheduled),

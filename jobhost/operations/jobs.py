@@ -31,6 +31,7 @@ from jobhost.records import ScheduleRecord, StateChange, StateEntry, StateHeld
 from jobhost.rules import desired_schedules
 from jobhost.store import Store
 from jobhost.store.actions import ChangeState, Paused, Request, SetPaused
+from jobhost.store.snapshot import JobRead
 
 __all__ = [
     "KEY_LIMIT",
@@ -282,7 +283,7 @@ class JobStateView:
 
 def read_state(store: Store, job: str) -> JobStateView:
     """The job's keys and values, by key (at most :data:`_SHOWN_KEYS`)."""
-    entries = list(store.list_state(job, limit=_SHOWN_KEYS + 1))
+    entries = store.job_page(JobRead(job, state=_SHOWN_KEYS + 1)).state
     return JobStateView(job, entries[:_SHOWN_KEYS], len(entries) > _SHOWN_KEYS)
 
 

@@ -28,7 +28,7 @@ def stored_state(store: Store) -> tuple[list[ScheduleRecord], list[HostRecord]]:
     """None of either when the store has no schema yet."""
     if store.current_revision() is None:
         return [], []
-    return list(store.list_schedules().values()), store.hosts()[1]
+    return list(store.list_schedules().values()), store.health_rows(hosts="alive")[1].hosts
 
 
 def plan_json(

@@ -297,7 +297,7 @@ class OperatorRun:
         """:class:`ActionRefused` when the run cannot be retried (or run here)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         old = self.store.run_pages([run_id]).get(run_id)
-        _, alive = self.store.hosts()
+        alive = self.store.health_rows(hosts="alive")[1].hosts
         if old is not None and not alive and wait and old.run.job_name not in self.catalog.jobs:
             raise ActionRefused(
                 f"job {old.run.job_name} of run {run_id} is not declared by this installation and "
@@ -430,7 +430,7 @@ def watching(
             check_hosts = time.monotonic() >= next_check
             if check_hosts:
                 next_check = time.monotonic() + _HOST_CHECK_SECONDS
-            yield read(), bool(store.hosts()[1]) if check_hosts else None
+            yield read(), bool(store.health_rows(hosts="alive")[1].hosts) if check_hosts else None
             left = every if deadline is None else deadline - time.monotonic()
             signal.wait(max(0.0, min(every, left)))
 

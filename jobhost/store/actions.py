@@ -34,7 +34,6 @@ from jobhost.records import (
     RunRecord,
     ScheduleRecord,
     StateChange,
-    StateEntry,
     StateHeld,
     new_run_id,
     work_key,
@@ -48,7 +47,7 @@ from jobhost.store.ledger import delete_value, get_value, put_value, schedule_to
 from jobhost.store.registry import sync_schedules
 from jobhost.store.reports import get_run, get_schedule, read_runs
 from jobhost.store.runtime import ChangeEntry
-from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
+from jobhost.store.schema import IS_RUNNING, runs, schedules
 from jobhost.store.signals import notify
 
 __all__ = [
@@ -64,7 +63,6 @@ __all__ = [
     "RunAction",
     "SetPaused",
     "act",
-    "list_state",
     "pause_job",
     "request_run",
     "resume_job",
@@ -361,16 +359,6 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     return read_runs(connection, query)
 
 
-def list_state(connection: Connection, job_name: str, *, limit: int) -> Sequence[StateEntry]:
-    """Up to ``limit`` keys of the job's state, by key."""
-    columns = (job_state.c.key, job_state.c.value, job_state.c.updated_at)
-    rows = connection.execute(
-        select(*columns, job_state.c.fencing_token)
-        .where(job_state.c.job_name == job_name)
-        .order_by(job_state.c.key)
-        .limit(limit)
-    )
-    return [StateEntry(str(k), str(v), at, int(token)) for k, v, at, token in rows]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     BigInteger,
@@ -89,8 +89,9 @@ class IntegrityResult:
 
 @dataclass(frozen=True)
 class HealthRows:
-    """What the health checks, ``jobhost db check``, the report's note on catalog versions and
-    the dashboard's chart read of the store, in one transaction: each part empty unless asked."""
+    """What the health checks, ``jobhost db check``, the report's note on catalog versions, the
+    dashboard's chart and the readers of the hosts read of the store, in one transaction: each
+    part empty unless asked."""
 
     integrity: IntegrityResult
     stuck: list[RunRecord]
@@ -113,18 +114,20 @@ def health_rows(
     implausible: timedelta | None = None,
     *,
     checks: bool = False,
+    hosts: Literal["alive", "all"] | None = None,
     versions: bool = False,
     chart: tuple[timedelta, int] | None = None,
 ) -> HealthRows:
     """With ``implausible``, the live rows checked (:func:`check_live_rows`); with ``checks``,
-    the stuck runs, the oldest due occurrence and the hosts alive at ``now``; with
-    ``versions``, the catalog versions; with ``chart`` (span, slices), the outcome counts."""
+    the stuck runs and the oldest due occurrence; with ``hosts``, the hosts alive at ``now``
+    (``"all"``: every host); with ``versions``, the catalog versions; with ``chart`` (span,
+    slices), the outcome counts."""
     stuck = select(runs).where(runs.c.outcome == RUNNING, runs.c.error_type == "Stuck")
     return HealthRows(
         check_live_rows(connection, now, implausible) if implausible is not None else _UNCHECKED,
         read_runs(connection, stuck) if checks else [],
         connection.execute(select(func.min(schedules.c.due_at))).scalar() if checks else None,
-        hosts_at(connection, now) if checks else [],
+        hosts_at(connection, now, alive_only=hosts == "alive") if hosts else [],
         catalog_versions(connection) if versions else {},
         outcome_counts(connection, now - chart[0], now, chart[1], now=now) if chart else [],
     )

@@ -75,6 +75,7 @@ _NONE: Mapping[Any, Any] = MappingProxyType({})
 
 __all__ = [
     "Recorded",
+    "Recording",
     "StoreJobState",
     "abandon_dead_runs",
     "abandon_expired_runs",
@@ -98,8 +99,20 @@ __all__ = [
     "trim_lines",
     "write_group_limits",
     "write_group_members",
-    "write_logs",
 ]
+
+
+@dataclass(frozen=True)
+class Recording:
+    """The runs host ``host_id`` finished, to record with their lines: ``outcomes_at(now)`` gives
+    their outcomes at the store's instant ``now`` (``store_time()`` when given, else read on
+    ``clock``); see :func:`record_outcomes` for ``isolate``."""
+
+    host_id: str
+    outcomes_at: Callable[[datetime], Sequence[Outcome]]
+    clock: Clock
+    store_time: Clock | None = None
+    isolate: bool = True
 
 
 @dataclass(frozen=True)
@@ -113,22 +126,19 @@ class Recorded:
 
 
 def record_finished(
-    engine: Engine,
-    host_id: str,
-    *,
-    outcomes_at: Callable[[datetime], Sequence[Outcome]],
-    logs: LogWrites,
-    clock: Clock,
-    store_time: Clock | None = None,
-    isolate: bool = True,
-) -> Recorded:
-    """Write ``logs`` and record the outcomes ``outcomes_at(now)`` gives, ``now`` being the
-    store's instant (``store_time()`` when given); see :func:`record_outcomes` for ``isolate``.
-    The lines go in the same transaction: whoever sees a run finished sees all its lines."""
+    engine: Engine, logs: LogWrites, finished: Recording | None = None
+) -> Recorded | None:
+    """Write ``logs`` and record the runs ``finished``; without ``finished`` only the lines (of
+    runs still going) are written, no time is read and None is returned. The lines go in the
+    same transaction as the outcomes: whoever sees a run finished sees all its lines."""
     with engine.begin() as connection:
         _write_logs(connection, logs)
-        now = store_time() if store_time is not None else database_now(connection, clock)
-        entries = list(outcomes_at(now))
+        if finished is None:
+            return None
+        store_time = finished.store_time
+        now = store_time() if store_time is not None else database_now(connection, finished.clock)
+        entries = list(finished.outcomes_at(now))
+        host_id, isolate = finished.host_id, finished.isolate
         recorded = record_outcomes(connection, host_id, entries, now, isolate=isolate)
         others = [e.run_id for e in entries if e.run_id not in recorded]
         verdicts: dict[str, str] = {}
@@ -137,12 +147,6 @@ def record_finished(
             query = select(runs.c.id, runs.c.outcome).where(runs.c.id.in_(others))
             verdicts = {str(run_id): str(outcome) for run_id, outcome in connection.execute(query)}
     return Recorded(now, entries, recorded, verdicts)
-
-
-def write_logs(engine: Engine, logs: LogWrites) -> None:
-    """Write run-log lines of runs still going, in a transaction of their own."""
-    with engine.begin() as connection:
-        _write_logs(connection, logs)
 
 
 def start_host(

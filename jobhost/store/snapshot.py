@@ -33,6 +33,7 @@ from jobhost.records import (
     RunRecord,
     ScheduleRecord,
     ScheduleRow,
+    StateEntry,
     StoreSnapshot,
     StreakRange,
 )
@@ -50,7 +51,7 @@ from jobhost.store.ledger import group_summaries, list_hosts
 from jobhost.store.outcome_counts import outcome_counts
 from jobhost.store.runlogs import last_lines, read_lines
 from jobhost.store.runtime import deletions, search_changes
-from jobhost.store.schema import IS_RUNNING, runs, schedules
+from jobhost.store.schema import IS_RUNNING, job_state, runs, schedules
 
 __all__ = [
     "Census",
@@ -172,8 +173,8 @@ class JobRead:
     """What :func:`job_page` reads of job ``name``, each part only when asked for: ``history``
     rows (after the newest ``offset``, of ``outcome``) with their last log ``lines``; the page's
     ``window`` (its runs and counts in ``slices``, recent failures, changes and backfills); its
-    failure ``streak`` to replay (a walk back: for a failing job only); and the last outcome of
-    each of its ``occurrences`` in [start, end)."""
+    failure ``streak`` to replay (a walk back: for a failing job only); the last outcome of
+    each of its ``occurrences`` in [start, end); and up to ``state`` keys of its state, by key."""
 
     name: str
     history: int = 0
@@ -184,6 +185,7 @@ class JobRead:
     slices: int = 1
     streak: bool = False
     occurrences: tuple[datetime, datetime] | None = None
+    state: int = 0
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,7 @@ class JobPage:
     counts: list[dict[str, int]] = field(default_factory=list)
     changes: list[JobChange] = field(default_factory=list)
     backfills: list[BackfillRecord] = field(default_factory=list)
+    state: list[StateEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,19 @@ def job_page(connection: Connection, read: JobRead) -> JobPage:
         outcome_counts(connection, *window, read.slices, job=name) if window else [],
         search_changes(connection, ChangeSearch(job=name), 10) if window else [],
         list_backfills(connection, job=name, limit=5) if window else [],
+        _state(connection, name, read.state) if read.state else [],
     )
+
+
+def _state(connection: Connection, job_name: str, limit: int) -> list[StateEntry]:
+    columns = (job_state.c.key, job_state.c.value, job_state.c.updated_at)
+    rows = connection.execute(
+        select(*columns, job_state.c.fencing_token)
+        .where(job_state.c.job_name == job_name)
+        .order_by(job_state.c.key)
+        .limit(limit)
+    )
+    return [StateEntry(str(k), str(v), at, int(token)) for k, v, at, token in rows]
 
 
 def run_pages(

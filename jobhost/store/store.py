@@ -157,7 +157,6 @@ class Store:
     look_ahead = _Own(claims.look_ahead)
     settle_backfill = _Own(actions.settle_backfill)
     record_finished = _Own(ledger.record_finished)
-    write_logs = _Own(ledger.write_logs)
     job_state = _Own(StoreJobState)
 
     # -- hosts and leases --------------------------------------------------------------------
@@ -165,7 +164,6 @@ class Store:
     beat = _Own(ledger.beat)
     release_runs = _Own(ledger.release_runs)
     abandon_dead_runs = _Own(ledger.abandon_dead_runs)
-    hosts = _ReadAt(ledger.hosts_at)
 
     # -- operator actions, each with its change-log entry ------------------------------------
     act = _Own(actions.act)
@@ -184,7 +182,6 @@ class Store:
     list_backfills = _Read(backfills.list_backfills)
     job_page = _Read(snapshot.job_page)
     run_pages = _Read(snapshot.run_pages)
-    list_state = _Read(actions.list_state)
 
     # -- the console's sessions and the brake on wrong guesses -------------------------------
     session_version = _Own(sessions.session_version)

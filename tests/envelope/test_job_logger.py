@@ -39,7 +39,7 @@ class Host:
         with running(run_log):
             job(JobLogger(f"jobhost.job.{_JOB}", run_log))
         with self.writer.finishing([run_log]) as logs:  # as the recorder writes them
-            Store(self.engine).write_logs(logs)
+            Store(self.engine).record_finished(logs)
         with reading(self.engine) as connection:
             entries = read_lines(connection, run_id)
         return [entry for entry in entries if isinstance(entry, LogLine)]

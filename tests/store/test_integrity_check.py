@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
-from jobhost.store import create_store_engine, reading, upgrade
+from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.integrity import audit_store, check_live_rows
-from jobhost.store.schema import runs, schedules
+from jobhost.store.schema import hosts, runs, schedules
 
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 IMPLAUSIBLE = timedelta(hours=1)
@@ -142,3 +142,35 @@ def test_the_full_audit_streams_every_table_in_batches(engine: Engine) -> None:
         "job_idempotency",
         "signals",
     ]
+
+
+def test_the_health_rows_hold_the_live_hosts_or_every_host_when_asked(engine: Engine) -> None:
+    store = Store(engine)
+    now = store.now()
+
+    def host(host_id: str, seen: datetime, stopped: datetime | None = None) -> dict[str, Any]:
+        return {
+            "id": host_id,
+            "hostname": "box",
+            "pid": 1,
+            "version": "1",
+            "started_at": now - timedelta(hours=2),
+            "last_seen_at": seen,
+            "host_clock_at": seen,
+            "heartbeat_seconds": 10,
+            "stopped_at": stopped,
+        }
+
+    with engine.begin() as connection:
+        connection.execute(
+            insert(hosts),
+            [
+                host("live", now),
+                host("silent", now - timedelta(hours=1)),
+                host("stopped", now, stopped=now),
+            ],
+        )
+    assert store.health_rows(checks=True)[1].hosts == []
+    assert [h.id for h in store.health_rows(hosts="alive")[1].hosts] == ["live"]
+    every = store.health_rows(hosts="all")[1].hosts
+    assert sorted(h.id for h in every) == ["live", "silent", "stopped"]

@@ -283,8 +283,8 @@ class Console(ConsoleActions):
         return self.page(request, "backfills.html", **values, live=_LIVE_SECONDS)
 
     async def hosts(self, request: Request) -> Response:
-        now, hosts = await blocking(lambda: self.store.hosts(alive_only=False))
-        ordered = sorted(hosts, key=lambda host: host.last_seen_at, reverse=True)
+        now, rows = await blocking(lambda: self.store.health_rows(hosts="all"))
+        ordered = sorted(rows.hosts, key=lambda host: host.last_seen_at, reverse=True)
         return self.page(request, "hosts.html", now=now, hosts=ordered, live=_LIVE_SECONDS)
 
     async def signin_form(self, request: Request) -> Response:
