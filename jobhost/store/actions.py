@@ -359,8 +359,6 @@ def _attempts_of(connection: Connection, run: RunRecord) -> list[RunRecord]:
     return read_runs(connection, query)
 
 
-
-
 @dataclass(frozen=True)
 class ChangeState(Action[StateChange]):
     """Set ``key`` of ``job_name``'s state to ``value`` (``None``: delete it); raises
