@@ -327,7 +327,7 @@ class Settings(BaseSettings):
     http_request_timeout: PositiveDuration = timedelta(seconds=30)
     http_header_timeout: PositiveDuration = timedelta(seconds=5)
     http_body_timeout: PositiveDuration = timedelta(seconds=10)
-    http_concurrency: int = Field(4, ge=1, le=64)
+    http_concurrency: WholeNumber = Field(4, ge=1, le=64)
     console_actions: bool = False
     operator_tokens: OperatorTokens = Field(default_factory=dict)
     api_tokens: ApiTokens = Field(default_factory=list)
@@ -336,8 +336,8 @@ class Settings(BaseSettings):
     metrics_access: Literal["open", "token"] = "open"
     runtime_secret_env_prefix: str = RUNTIME_SECRET_PREFIX
     runtime_secrets_allowed: list[str] = Field(default_factory=list)
-    api_body_limit: int = Field(65_536, ge=1024, le=16_777_216)
-    backfill_limit: int = Field(10_000, ge=1)
+    api_body_limit: WholeNumber = Field(65_536, ge=1024, le=16_777_216)
+    backfill_limit: WholeNumber = Field(10_000, ge=1)
     shutdown_grace: PositiveDuration = timedelta(seconds=30)
     audit_sink_timeout: PositiveDuration = timedelta(seconds=5)
     auto_migrate: bool = True

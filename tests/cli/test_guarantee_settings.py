@@ -45,6 +45,9 @@ def test_the_lease_rule_names_the_variable_a_value_came_from(tmp_path: Path) -> 
         ('overdue_grace = "-1m"', "overdue_grace (in jobhost.toml) = '-1m': must not be negative"),
         ('clock_offset = "2d"', "must be within one day"),
         ("worker_pool_size = true", "worker_pool_size (in jobhost.toml) = True: must be a whole"),
+        ("http_concurrency = true", "http_concurrency (in jobhost.toml) = True: must be a whole"),
+        ("api_body_limit = false", "api_body_limit (in jobhost.toml) = False: must be a whole"),
+        ("backfill_limit = true", "backfill_limit (in jobhost.toml) = True: must be a whole"),
         ('host_id = "  "', "host_id (in jobhost.toml) = '  ': must be 1 to 200 characters"),
     ],
 )
