@@ -14,7 +14,6 @@ from typing import Protocol
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from jobhost.catalog import Catalog, JobSpec
-from jobhost.clock import Clock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import STATUSES, job_status, next_fire_of, state_of
@@ -217,7 +216,5 @@ class RunningHost(Protocol):
     def catalog(self) -> Catalog: ...
     @property
     def store(self) -> Store: ...
-    @property
-    def clock(self) -> Clock | None: ...
     @property
     def status(self) -> HostState: ...
