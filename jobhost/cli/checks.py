@@ -102,9 +102,8 @@ def plan(as_json: bool, strict: bool) -> None:
             )
         rows, hosts = stored_state(store)
     shown = plan_json(catalog, rows, hosts)
-    version = shown["catalog_version"]
     if not json_shown(as_json, shown):
-        click.echo("\n".join([*plan_lines(shown, stdout_style()), *catalog_lines(version, hosts)]))
+        click.echo("\n".join([*plan_lines(shown, stdout_style()), *catalog_lines(shown, hosts)]))
     if strict and shown["changes"]:
         raise SystemExit(EXIT_FAILED)
 

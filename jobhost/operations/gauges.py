@@ -24,7 +24,6 @@ __all__ = [
     "JobGauges",
     "RunningHost",
     "StoreFigures",
-    "read_figures",
     "register_gauges",
 ]
 
@@ -126,7 +125,7 @@ class JobGauges:
                 host, self._read_at, self._figures = self._host, now, None
                 self.reads += 1
                 try:
-                    self._figures = read_figures(host.settings, host.catalog, host.store)
+                    self._figures = _read_figures(host.settings, host.catalog, host.store)
                 except StoreError as error:
                     first = redact_text(str(error).splitlines()[0])
                     _log.warning("metrics: cannot read the store: %s", first)
@@ -147,7 +146,7 @@ class JobGauges:
         return {"job": name, "critical": str(critical).lower(), **self._links}
 
 
-def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
+def _read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
     read = store.read_snapshot((), store.clock, recent=False, failing=True)
     now, rows, hosts, failing = read.now, read.schedules, read.hosts, read.failing
     live = [h for h in hosts if h.alive(now)]

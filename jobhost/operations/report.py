@@ -461,7 +461,7 @@ uncollected = _Pause()
 
 
 Sort = Literal["name", "next", "last", "state"]
-SORTS: tuple[Sort, ...] = ("name", "next", "last", "state")
+SORTS: tuple[Sort, ...] = get_args(Sort)
 
 # Most urgent first when sorting by state.
 _URGENCY = {
