@@ -453,7 +453,6 @@ _SHOWN_CANDIDATES = 10
 
 class AmbiguousRunId(LookupError):
     def __init__(self, prefix: str, candidates: list[RunRecord], more: bool) -> None:
-        self.prefix = prefix
         self.candidates = candidates
         self.more = more
         count = f"more than {len(candidates)}" if more else str(len(candidates))
