@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from jobhost.catalog import Catalog
@@ -62,12 +62,7 @@ class InterruptHold:
         if caught is not None:
             previous(*caught)
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, _kind: object, error: BaseException | None, _trace: object) -> None:
         if error is not None:
             # A held Ctrl-C is dropped rather than raised over the block's own error.
             self._caught = None

@@ -86,7 +86,7 @@ def plan(as_json: bool, strict: bool) -> None:
     Exit status: 0; 1 with --strict when anything would change; 3 when the catalog is
     invalid (a plan from it would be wrong).
     """
-    from jobhost.operations.plan import plan_changes, plan_json, stored_state, this_catalog
+    from jobhost.operations.plan import plan_json, stored_state
     from jobhost.operations.render import catalog_lines, plan_lines, stdout_style
 
     settings = settings_of()
@@ -101,12 +101,10 @@ def plan(as_json: bool, strict: bool) -> None:
                 f"migrates it to {head_revision()} first"
             )
         rows, hosts = stored_state(store)
-    changes = plan_changes(catalog, rows)
-    version = this_catalog(catalog)
-    shown = plan_json(changes, rows, version=version, hosts=hosts)
+    shown = plan_json(catalog, rows, hosts)
     if not json_shown(as_json, shown):
-        click.echo("\n".join([*plan_lines(shown, stdout_style()), *catalog_lines(version, hosts)]))
-    if strict and not changes.empty:
+        click.echo("\n".join([*plan_lines(shown, stdout_style()), *catalog_lines(shown, hosts)]))
+    if strict and shown["changes"]:
         raise SystemExit(EXIT_FAILED)
 
 

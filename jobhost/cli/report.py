@@ -29,6 +29,7 @@ from jobhost.cli._options import json_option
 from jobhost.errors import StoreMissingError, StoreUnavailableError
 from jobhost.operations.jobs import require_known_job, stored_version
 from jobhost.operations.report import SORTS, STATUSES, JobFilter, Sort, build_report, select_jobs
+from jobhost.operations.timefmt import iso_utc
 from jobhost.store import StoreError
 from jobhost.triggers import (
     CronNeverFiresError,
@@ -239,7 +240,7 @@ def next_occurrences(
         schedule, zone = _from_job(name, start, gap, repeat)
     instants = schedule.iter_after(start, count)
     if as_json:
-        shown = [{"utc": _utc(i), "local": i.astimezone(zone).isoformat()} for i in instants]
+        shown = [{"utc": iso_utc(i), "local": i.astimezone(zone).isoformat()} for i in instants]
         click.echo(json.dumps(shown))
     else:
         _print_columns(instants, zone)
@@ -293,7 +294,7 @@ def _from_job(
     origin = " (from its override)" if trigger.source == "override" else ""
     to_stderr(f"{name}: {schedule.describe()}{origin}")
     if trigger.kind == "interval":
-        to_stderr(f"note: the interval is counted from {_utc(start)} for this preview")
+        to_stderr(f"note: the interval is counted from {iso_utc(start)} for this preview")
     if not spec.enabled:
         to_stderr(f"note: job {name} is disabled; it fires only when run by hand")
     return schedule, load_zone(trigger.timezone)
@@ -309,12 +310,8 @@ def _catalog_with(name: str) -> Catalog:
         return load_catalog(settings)
 
 
-def _utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def _print_columns(instants: list[datetime], zone: tzinfo) -> None:
-    rows = [(_utc(instant), _local(instant.astimezone(zone))) for instant in instants]
+    rows = [(iso_utc(instant), _local(instant.astimezone(zone))) for instant in instants]
     width = max([len("UTC"), *(len(utc) for utc, _ in rows)]) + 3
     click.echo(f"{'UTC':<{width}}local ({zone})")
     for utc, local in rows:
@@ -325,7 +322,7 @@ def _skipped(instant: datetime, zone: tzinfo) -> str:
     # The skipped local time is the instant read with the offset from before the gap.
     before = (instant - timedelta(hours=12)).astimezone(zone).utcoffset() or timedelta(0)
     wall = (instant + before).replace(tzinfo=None)
-    return f"{wall.isoformat()} {zone} (counted at {_utc(instant)})"
+    return f"{wall.isoformat()} {zone} (counted at {iso_utc(instant)})"
 
 
 def _local(value: datetime) -> str:

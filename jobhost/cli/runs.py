@@ -488,8 +488,8 @@ def failures(
 def _acknowledge(run_id: str, reason: str | None, *, as_json: bool) -> None:
     from jobhost.operations.failures import acknowledge_failure
 
-    why = " ".join((reason or "").split())
-    if not why or len(why) > 500:
+    why = (reason or "").strip()  # change_reason folded it, and bounded it to 500 characters
+    if not why:
         _usage("--ack needs --reason TEXT (1 to 500 characters): why it needs no rerun")
     with opened_store(settings_of(), write=True) as store:
         run_id = typed_run_id(store, run_id)

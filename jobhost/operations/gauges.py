@@ -14,7 +14,6 @@ from typing import Protocol
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from jobhost.catalog import Catalog, JobSpec
-from jobhost.clock import Clock
 from jobhost.config import Settings, redact_text
 from jobhost.operations.mismatch import JobFacts, job_mismatches
 from jobhost.operations.report import STATUSES, job_status, next_fire_of, state_of
@@ -25,7 +24,6 @@ __all__ = [
     "JobGauges",
     "RunningHost",
     "StoreFigures",
-    "read_figures",
     "register_gauges",
 ]
 
@@ -127,7 +125,7 @@ class JobGauges:
                 host, self._read_at, self._figures = self._host, now, None
                 self.reads += 1
                 try:
-                    self._figures = read_figures(host.settings, host.catalog, host.store)
+                    self._figures = _read_figures(host.settings, host.catalog, host.store)
                 except StoreError as error:
                     first = redact_text(str(error).splitlines()[0])
                     _log.warning("metrics: cannot read the store: %s", first)
@@ -148,7 +146,7 @@ class JobGauges:
         return {"job": name, "critical": str(critical).lower(), **self._links}
 
 
-def read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
+def _read_figures(settings: Settings, catalog: Catalog, store: Store) -> StoreFigures:
     read = store.read_snapshot((), store.clock, recent=False, failing=True)
     now, rows, hosts, failing = read.now, read.schedules, read.hosts, read.failing
     live = [h for h in hosts if h.alive(now)]
@@ -217,7 +215,5 @@ class RunningHost(Protocol):
     def catalog(self) -> Catalog: ...
     @property
     def store(self) -> Store: ...
-    @property
-    def clock(self) -> Clock | None: ...
     @property
     def status(self) -> HostState: ...

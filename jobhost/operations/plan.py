@@ -7,21 +7,17 @@ from typing import Any
 
 from jobhost.catalog import Catalog
 from jobhost.operations.timefmt import iso_utc
-from jobhost.records import HostRecord, ScheduleRecord, SyncPlan, describe_schedule, diff_schedules
+from jobhost.records import HostRecord, ScheduleRecord, describe_schedule, diff_schedules
 from jobhost.rules import catalog_version, desired_schedules
 from jobhost.store import Store
 
-__all__ = ["plan_changes", "plan_json", "stored_state", "this_catalog"]
+__all__ = ["plan_json", "stored_state", "this_catalog"]
 
 
 def this_catalog(catalog: Catalog) -> str:
     """Runtime jobs change without a deploy: they are not part of a catalog's version."""
     desired = desired_schedules(catalog.jobs)
     return catalog_version([want for want in desired if want.job_name not in catalog.runtime])
-
-
-def plan_changes(catalog: Catalog, rows: list[ScheduleRecord]) -> SyncPlan:
-    return diff_schedules(rows, desired_schedules(catalog.jobs))
 
 
 def stored_state(store: Store) -> tuple[list[ScheduleRecord], list[HostRecord]]:
@@ -32,23 +28,20 @@ def stored_state(store: Store) -> tuple[list[ScheduleRecord], list[HostRecord]]:
 
 
 def plan_json(
-    plan: SyncPlan,
-    rows: list[ScheduleRecord],
-    *,
-    version: str | None = None,
-    hosts: list[HostRecord] | None = None,
+    catalog: Catalog, rows: list[ScheduleRecord], hosts: list[HostRecord]
 ) -> dict[str, Any]:
+    plan = diff_schedules(rows, desired_schedules(catalog.jobs))
     stored = {row.job_name: row for row in rows}
     return {
         "changes": not plan.empty,
-        "catalog_version": version,
+        "catalog_version": this_catalog(catalog),
         "hosts": [
             {
                 "host": host.id,
                 "catalog_version": host.catalog_version,
                 "synced_at": iso_utc(host.synced_at),
             }
-            for host in hosts or []
+            for host in hosts
         ],
         "added": [
             {"job": item.job_name, "module": item.module, "after": item.describe()}

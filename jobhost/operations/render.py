@@ -171,8 +171,8 @@ def plan_lines(plan: dict[str, Any], style: Style) -> list[str]:
     return lines
 
 
-def catalog_lines(version: str, hosts: list[HostRecord]) -> list[str]:
-    lines = [f"this catalog: version {version}"]
+def catalog_lines(plan: dict[str, Any], hosts: list[HostRecord]) -> list[str]:
+    lines = [f"this catalog: version {plan['catalog_version']}"]
     if not hosts:
         return [*lines, "live hosts: none"]
     newest = max(hosts, key=lambda h: h.synced_at or h.started_at)

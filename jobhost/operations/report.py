@@ -79,7 +79,7 @@ def build_report(
     """``catalog`` None: the store's own. With ``apart`` (a command, which has the store's
     connections to itself), PostgreSQL reads the catalog's ledger on connections of its own."""
     names = catalog.jobs if catalog is not None else ()
-    with uncollected():
+    with uncollected:
         snapshot = store.read_snapshot(names, store.clock, only=job, recent=recent, apart=apart)
         return report_from(settings, catalog, snapshot, job=job)
 
@@ -293,7 +293,7 @@ class Report:
 
     def to_json(self, jobs: Sequence[JobReport] | None = None) -> dict[str, Any]:
         """The report as JSON; ``jobs`` (a filtered, sorted selection) instead of all."""
-        with uncollected():
+        with uncollected:
             return {
                 "generated_at": iso_utc(self.generated_at),
                 "summary": asdict(self.summary),
@@ -435,12 +435,9 @@ class Summary:
 
 # A summary of 10,000 jobs makes a few hundred thousand objects, all kept or freed by reference
 # counting: the collections they would start took half the summary's time, finding nothing.
-def uncollected() -> _Pause:
-    """No automatic collection while any thread is inside; as it was once all have left."""
-    return _PAUSE
-
-
 class _Pause:
+    """No automatic collection while any thread is inside; as it was once all have left."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._inside = 0
@@ -460,11 +457,11 @@ class _Pause:
                 gc.enable()
 
 
-_PAUSE = _Pause()
+uncollected = _Pause()
 
 
 Sort = Literal["name", "next", "last", "state"]
-SORTS: tuple[Sort, ...] = ("name", "next", "last", "state")
+SORTS: tuple[Sort, ...] = get_args(Sort)
 
 # Most urgent first when sorting by state.
 _URGENCY = {
@@ -557,7 +554,7 @@ class Overview:
 
 
 def read_summary(settings: Settings, catalog: Catalog, store: Store) -> Report:
-    with uncollected():
+    with uncollected:
         snapshot = store.read_snapshot((), store.clock, recent=False, whole=False)
         return report_from(settings, catalog, snapshot)
 

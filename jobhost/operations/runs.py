@@ -58,7 +58,6 @@ __all__ = [
     "read_run_log",
     "resolve_run_id",
     "retry_run",
-    "run_json",
     "watch_run",
     "watching",
 ]
@@ -454,7 +453,6 @@ _SHOWN_CANDIDATES = 10
 
 class AmbiguousRunId(LookupError):
     def __init__(self, prefix: str, candidates: list[RunRecord], more: bool) -> None:
-        self.prefix = prefix
         self.candidates = candidates
         self.more = more
         count = f"more than {len(candidates)}" if more else str(len(candidates))
@@ -493,10 +491,10 @@ OUTCOMES = (
 
 
 def history_json(job: str, rows: list[RunRecord]) -> dict[str, Any]:
-    return {"job": job, "runs": [run_json(run) for run in rows]}
+    return {"job": job, "runs": [_run_json(run) for run in rows]}
 
 
-def run_json(run: RunRecord) -> dict[str, Any]:
+def _run_json(run: RunRecord) -> dict[str, Any]:
     return {
         "run_id": run.id,
         "occurrence": iso_utc(run.occurrence),

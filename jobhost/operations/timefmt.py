@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TypeVar
 
 from jobhost.triggers import UnknownTimezoneError, load_zone
 
 __all__ = ["duration_text", "iso_local", "iso_utc", "known_zone", "short_local", "short_utc"]
 
+_None = TypeVar("_None", bound=None)
 
-def iso_utc(value: datetime | None) -> str | None:
+
+def iso_utc(value: datetime | _None) -> str | _None:
     """``2026-05-04T10:00:00Z`` (microseconds kept when present), or None."""
     if value is None:
-        return None
+        return value
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 

@@ -23,7 +23,7 @@ def collector() -> Iterator[None]:
 
 
 def test_no_collection_inside_and_the_collector_back_after() -> None:
-    with uncollected():
+    with uncollected:
         assert not gc.isenabled()
     assert gc.isenabled()
 
@@ -32,14 +32,14 @@ def test_the_collector_stays_paused_until_the_last_thread_leaves() -> None:
     entered, leave = threading.Event(), threading.Event()
 
     def other() -> None:
-        with uncollected():
+        with uncollected:
             entered.set()
             leave.wait(10)
 
     thread = threading.Thread(target=other)
     thread.start()
     entered.wait(10)
-    with uncollected():
+    with uncollected:
         pass
     assert not gc.isenabled()  # the other thread is still building its summary
     leave.set()
@@ -49,6 +49,6 @@ def test_the_collector_stays_paused_until_the_last_thread_leaves() -> None:
 
 def test_a_process_that_turned_the_collector_off_keeps_it_off() -> None:
     gc.disable()
-    with uncollected():
+    with uncollected:
         pass
     assert not gc.isenabled()
