@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from returns.result import Result
@@ -15,7 +16,7 @@ from jobhost_contracts.cancellation import Cancellation
 from jobhost_contracts.state import JobState
 from jobhost_contracts.units import FanOutFailed, Unit, UnitCounts, UnitTally, run_fan_out
 
-__all__ = ["JobContext", "TriggerSource"]
+__all__ = ["JobContext", "TriggerSource", "frozen"]
 
 
 class TriggerSource(StrEnum):
@@ -91,3 +92,14 @@ class JobContext:
             stop_after_failures=stop_after_failures,
             report_failures=report_failures,
         )
+
+
+def frozen(value: Any) -> Any:
+    """``value`` read-only all the way down, as the host hands a section over (a mapping as a
+    ``MappingProxyType``, a list as a tuple): a write into one would change what every other
+    module and every later run sees."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: frozen(item) for key, item in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(frozen(item) for item in value)
+    return value

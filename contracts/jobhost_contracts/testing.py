@@ -16,13 +16,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
 from typing import Any
 
 from returns.result import Failure, Result, Success
 
 from jobhost_contracts.cancellation import Cancellation, JobCancelled
-from jobhost_contracts.context import JobContext, TriggerSource
+from jobhost_contracts.context import JobContext, TriggerSource, frozen
 from jobhost_contracts.executor import IJobExecutor, JobFunction, as_executor
 from jobhost_contracts.units import UnitCounts, UnitTally
 
@@ -106,7 +105,8 @@ def run_job(
         source=source or _source(occurrence, attempt),
         idempotency_key=_key(job_name, occurrence, run_id),
         fencing_token=1,
-        config=_frozen(config or {}),
+        # Read-only, as the host hands it over: a job writing into its section fails in tests.
+        config=frozen(config or {}),
         logger=_logger(job_name, lines),
         cancellation=cancellation or Cancellation(),
         state=state,
@@ -189,12 +189,3 @@ def _logger(job_name: str, lines: list[str]) -> logging.Logger:
     logger.parent = logging.getLogger(name)
     logger.addHandler(_Lines(lines))
     return logger
-
-
-def _frozen(value: Any) -> Any:
-    # As the host hands it over: read-only, so a job writing into its section fails in tests.
-    if isinstance(value, Mapping):
-        return MappingProxyType({key: _frozen(item) for key, item in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(item) for item in value)
-    return value

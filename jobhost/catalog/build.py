@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from jobhost_contracts import BackgroundJobDeclaration, IJobExecutor, as_executor
+from jobhost_contracts.context import frozen
 
 from jobhost.catalog.model import EMPTY_CONFIG, Catalog, EffectiveTrigger, JobSpec, Problem
 from jobhost.catalog.validation import (
@@ -33,7 +34,6 @@ from jobhost.plugins import (
     collect_jobs,
     collect_kinds,
     load_plugins,
-    read_only,
 )
 
 __all__ = ["build_catalog"]
@@ -68,7 +68,7 @@ def build_catalog(settings: Settings, *, environ: Mapping[str, str] | None = Non
     plugin_problems = [*plugins.problems, *call_problems, *sink_problems, *kind_problems]
     problems = [_plugin_problem(p, settings, environ) for p in plugin_problems]
 
-    modules = read_only(settings.modules)
+    modules = frozen(settings.modules)
     first: dict[str, PluginJob] = {}
     jobs: dict[str, JobSpec] = {}
     warnings: list[Problem] = []

@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import ModuleType
 from typing import Any, Literal
 
 import pluggy
 from jobhost_contracts import AuditSink, JobKind, ModuleSettingsError, bound_text, redact_text
 from jobhost_contracts import hooks as contract_hooks
+from jobhost_contracts.context import frozen
 from jobhost_contracts.hooks import PROJECT_NAME
 
 from jobhost.config import Settings, short_repr
@@ -38,7 +39,6 @@ __all__ = [
     "collect_jobs",
     "collect_kinds",
     "load_plugins",
-    "read_only",
 ]
 
 ENTRY_POINT_GROUP = PROJECT_NAME
@@ -350,20 +350,6 @@ def collect_kinds(
     return kinds, problems
 
 
-def read_only(modules: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
-    """The ``[modules.NAME]`` sections as a read-only view, all the way down: a write into a
-    section would change what every other module and every later run sees."""
-    return MappingProxyType({name: _freeze(section) for name, section in modules.items()})
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return MappingProxyType({key: _freeze(item) for key, item in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(item) for item in value)
-    return value
-
-
 def _items(
     plugins: PluginSet,
     modules: Mapping[str, Mapping[str, Any]],
@@ -373,7 +359,7 @@ def _items(
 ) -> Iterator[tuple[str, int, object]]:
     """(plugin, position, item) for every item ``hook`` returned, each implementation called
     in load order with the arguments it asks for; each failure goes to ``problems``."""
-    kwargs = {"settings": read_only(modules)}
+    kwargs = {"settings": frozen(modules)}
     answers: list[tuple[str, object]] = []
     impls = getattr(plugins.manager.hook, hook).get_hookimpls()
     for impl in sorted(impls, key=lambda impl: plugins.order(impl.plugin_name)):
