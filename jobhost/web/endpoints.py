@@ -33,9 +33,11 @@ from prometheus_client.utils import floatToGoString
 
 from jobhost.catalog import Catalog
 from jobhost.config import Settings
+from jobhost.errors import SchemaTooNewError
 from jobhost.operations.gauges import RunningHost
 from jobhost.operations.report import build_report
 from jobhost.store import Store, StoreError, head_revision
+from jobhost.store.migrate import is_current
 from jobhost.web.middleware import lower_priority
 
 __all__ = [
@@ -133,10 +135,12 @@ def _store_ready(store: Store, jobs: int) -> tuple[bool, str]:
         return False, f"store unreachable: no answer within {_ANSWER_WITHIN:g}s"
     try:
         current = store.current_revision()
+        if not is_current(current):
+            return False, f"store schema at {current}, this version needs {head_revision()}"
     except StoreError as error:
         return False, f"store unreachable: {type(error.orig or error).__name__}"
-    if current != head_revision():
-        return False, f"store schema at {current}, this version needs {head_revision()}"
+    except SchemaTooNewError as error:
+        return False, str(error)
     return True, f"store reachable at schema {current}, {jobs} jobs"
 
 
