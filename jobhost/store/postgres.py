@@ -132,14 +132,6 @@ class Postgres:
 
         return func.string_agg(value, aggregate_order_by(literal(separator), *order))
 
-    def channel(self, connection: Connection) -> str:
-        # As the connection's schema names it: a direct listener's URL need not repeat the
-        # store's search path.
-        return str(connection.execute(_CHANNEL).scalar_one())
-
-    def store_file(self, engine: Engine) -> None:
-        return None
-
     @staticmethod
     def bind_instant(value: datetime | None) -> datetime | None:
         return None if value is None else utc_instant(value)
@@ -158,6 +150,13 @@ class Postgres:
             return slow(value, dialect)  # naive, or not a time: the generic path
 
         return aware
+
+
+def channel(engine: Engine) -> str:
+    """The store's ``LISTEN`` channel, as the connection's schema names it: a direct listener's
+    URL need not repeat the store's search path."""
+    with engine.connect() as connection:
+        return str(connection.execute(_CHANNEL).scalar_one())
 
 
 def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:

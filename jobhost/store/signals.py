@@ -32,9 +32,9 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.engine import StoreRetry, database, reading
-from jobhost.store.postgres import pooling_of
+from jobhost.store.postgres import channel, pooling_of
 from jobhost.store.schema import signals
-from jobhost.store.sqlite import Doorbell
+from jobhost.store.sqlite import Doorbell, store_file
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,13 +125,13 @@ class SignalWatcher:
 
         dsn = _listen_dsn(self._engine)
         assert dsn is not None
-        channel = _channel(self._engine)
+        name = channel(self._engine)
         stop_reader, stop_writer = socket.socketpair()
         with self._lock:
             self._interrupt = stop_writer
         try:
             with listener(self._engine, dsn) as connection:
-                _listen_on_channel(connection, channel)
+                _listen_on_channel(connection, name)
                 # What arrives during a ping is handed to the handlers, not left for the socket.
                 pinged: list[object] = []
                 connection.add_notify_handler(pinged.append)
@@ -171,7 +171,7 @@ class SignalWatcher:
             stop_writer.close()
 
     def _poll(self) -> None:
-        path = database(self._engine).store_file(self._engine)
+        path = store_file(self._engine)
         doorbell = Doorbell.open(path)
         if doorbell is None:
             self._poll_stamps(path)
@@ -227,14 +227,14 @@ class ChangeSignal:
         if dsn is not None:
             import psycopg
 
-            channel = _channel(self._engine)
+            name = channel(self._engine)
             try:
                 self._listening = psycopg.connect(dsn, autocommit=True)
-                _listen_on_channel(self._listening, channel)
+                _listen_on_channel(self._listening, name)
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError("LISTEN", None, error) from error
         else:
-            self._doorbell = Doorbell.open(database(self._engine).store_file(self._engine))
+            self._doorbell = Doorbell.open(store_file(self._engine))
             try:
                 self._seen = _counter(self._engine)
             except BaseException:
@@ -289,11 +289,6 @@ def _listen_dsn(engine: Engine) -> str | None:
     else:
         return None
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def _channel(engine: Engine) -> str:
-    with reading(engine) as connection:
-        return database(engine).channel(connection)
 
 
 def _listen_on_channel(connection: psycopg.Connection[Any], channel: str) -> None:

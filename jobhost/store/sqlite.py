@@ -104,14 +104,6 @@ class SQLite:
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         return func.group_concat(value, separator)
 
-    def channel(self, connection: Connection) -> str:
-        raise NotImplementedError("SQLite has no LISTEN: its hosts read the signal counter")
-
-    def store_file(self, engine: Engine) -> Path | None:
-        # Unlike sqlite_path(engine.url), it knows the file of an engine whose URL is a
-        # ``file:`` URI (every command's, see open()).
-        return _STORE_FILES.get(engine)
-
     @staticmethod
     def bind_instant(value: datetime | None) -> str | None:
         return None if value is None else _text(value)
@@ -137,6 +129,12 @@ class SQLite:
 def is_read_only(engine: Engine) -> bool:
     """Whether the engine's SQLite file was opened read-only."""
     return engine in _READ_ONLY_ENGINES
+
+
+def store_file(engine: Engine) -> Path | None:
+    """The SQLite file ``engine`` opened (None on PostgreSQL): unlike ``sqlite_path(engine.url)``,
+    it knows the file of an engine whose URL is a ``file:`` URI (every command's, see open())."""
+    return _STORE_FILES.get(engine)
 
 
 def sqlite_path(url: str | URL) -> Path | None:
