@@ -130,9 +130,7 @@ def failure_rows(
     if where.text:
         query = query.where(_mentions(runs.c, where.text))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
-    stuck = []
-    if after is None and limit:
-        stuck = read_runs(connection, query)
+    stuck = read_runs(connection, query) if after is None and limit else []
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(

@@ -195,7 +195,7 @@ class SignalWatcher:
         stamp: tuple[tuple[int, int, int], ...] | None = None
         while not self._stopped.wait(seconds):
             if path is not None:
-                looked = _stamp(path)
+                looked = tuple(_stat(file) for file in (path, path.with_name(f"{path.name}-wal")))
                 if looked == stamp:
                     continue  # nobody wrote the store: the counter cannot have moved
                 stamp = looked
@@ -282,7 +282,7 @@ def _listen_dsn(engine: Engine) -> str | None:
     if not database(engine).listens:
         return None
     pooling = pooling_of(engine)
-    if not pooling.per_transaction:
+    if pooling.mode != "transaction":
         url = engine.url
     elif pooling.listen_url is not None:
         url = make_url(pooling.listen_url)
@@ -306,12 +306,8 @@ def _received_notify(pgconn: Any) -> bool:
     return received
 
 
-def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:
-    """Modification time, change time and size of the store file and its write-ahead log."""
-    return tuple(_stat(file) for file in (path, path.with_name(f"{path.name}-wal")))
-
-
 def _stat(file: Path) -> tuple[int, int, int]:
+    """Modification time, change time and size of ``file`` (the store's, or its write-ahead log)."""
     try:
         status = os.stat(file)
     except OSError:

@@ -248,7 +248,6 @@ def _release(connection: Connection) -> None:
         lock.release()
 
 
-_SUFFIX = "-signals"
 _LONGEST_ADDRESS = 100
 """Bytes of a socket path every platform takes (Linux 107, macOS and the BSDs 103)."""
 
@@ -282,7 +281,11 @@ class Doorbell:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             mode = _store_mode(store)
-            _make_directory(directory, mode)
+            with contextlib.suppress(FileExistsError):
+                directory.mkdir()
+                # Searchable wherever readable: whoever may read the store may list the doorbells.
+                with contextlib.suppress(OSError):
+                    os.chmod(directory, mode | 0o700 | ((mode & 0o444) >> 2))
             sock.bind(str(path))
             # As SQLite gives its -wal and -shm files: whoever may write the store may ring.
             os.chmod(path, mode)
@@ -335,7 +338,7 @@ def _ring(paths: list[Path]) -> None:
 
 
 def _directory(store: Path) -> Path:
-    return store.with_name(f"{store.name}{_SUFFIX}")
+    return store.with_name(f"{store.name}-signals")
 
 
 def _store_mode(store: Path) -> int:
@@ -343,14 +346,3 @@ def _store_mode(store: Path) -> int:
         return stat.S_IMODE(os.stat(store).st_mode) & 0o666
     except OSError:
         return 0o644  # not created yet: SQLite makes it 0644 under the usual umask
-
-
-def _make_directory(directory: Path, mode: int) -> None:
-    # Searchable wherever readable: a user who may read the store may list the doorbells.
-    wanted = mode | 0o700 | ((mode & 0o444) >> 2)
-    try:
-        directory.mkdir()
-    except FileExistsError:
-        return
-    with contextlib.suppress(OSError):
-        os.chmod(directory, wanted)
