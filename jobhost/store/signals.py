@@ -7,10 +7,6 @@ in the transaction and, once it commits, ring the doorbell beside the store file
 heartbeat also reads it (:meth:`SignalWatcher.look`), so a ring lost to a writer killed after
 its commit delays the wake by one heartbeat at most. Without a doorbell, the watcher looks every
 half second at the store file and its write-ahead log, reading the counter when one changed.
-
-Behind a transaction-mode pooler a ``LISTEN`` would hold a server connection the pooler lends to
-others: the listener connects to ``store_listen_url`` instead, or, without one, the watcher reads
-the counter once a second.
 """
 
 from __future__ import annotations
