@@ -132,8 +132,7 @@ def is_read_only(engine: Engine) -> bool:
 
 
 def store_file(engine: Engine) -> Path | None:
-    """The SQLite file ``engine`` opened (None on PostgreSQL): unlike ``sqlite_path(engine.url)``,
-    it knows the file of an engine whose URL is a ``file:`` URI (every command's, see open())."""
+    """The SQLite file ``engine`` opened (None on PostgreSQL), whatever its URL says."""
     return _STORE_FILES.get(engine)
 
 
