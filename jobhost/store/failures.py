@@ -249,7 +249,7 @@ def failure_page(
                 .order_by(scanned.c.finished_at.desc(), scanned.c.id.desc())
                 .limit(limit + 1)
             )
-            rows = connection.execute(matched).mappings()
+            found = read_runs(connection, matched)
             last = connection.execute(
                 query.with_only_columns(runs.c.finished_at, runs.c.id)
                 .offset(SEARCH_SCAN - 1)
@@ -259,12 +259,12 @@ def failure_page(
                 bound = FailureKey(last[0], str(last[1]))
                 frontier = bound if frontier is None else max(frontier, bound)
         else:
-            rows = connection.execute(query.limit(limit + 1)).mappings()
-        streams.append([(_key(run), run) for run in (RunRecord.from_row(r) for r in rows)])
+            found = read_runs(connection, query.limit(limit + 1))
+        streams.append([(_key(run), run) for run in found])
     merged = heapq.merge(*streams, key=lambda pair: pair[0], reverse=True)
-    found = [pair for pair in merged if frontier is None or pair[0] >= frontier]
-    page = [run for _, run in found[:limit]]
-    if len(found) > limit:
+    kept = [pair for pair in merged if frontier is None or pair[0] >= frontier]
+    page = [run for _, run in kept[:limit]]
+    if len(kept) > limit:
         return FailurePage(page, _key(page[-1]), None)
     return FailurePage(page, frontier, frontier)
 
