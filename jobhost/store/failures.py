@@ -344,7 +344,6 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
 def logged_changes(
     connection: Connection, jobs: Collection[str], actions: Collection[str], since: datetime
 ) -> list[Any]:
-    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``."""
     query = (
         select(*[job_changes.c[n] for n in ("action", "actor", "at", "before", "after", "reason")])
         .where(

@@ -127,7 +127,6 @@ class SQLite:
 
 
 def is_read_only(engine: Engine) -> bool:
-    """Whether the engine's SQLite file was opened read-only."""
     return engine in _READ_ONLY_ENGINES
 
 
