@@ -65,7 +65,6 @@ __all__ = [
     "insert_returning_new",
     "is_read_only",
     "is_store_down",
-    "json_rows",
     "lift_deadline",
     "locked",
     "reading",
@@ -352,23 +351,21 @@ def execute_isolating(
     if not isolate:
         connection.execute(statement, list(rows))
         return []
+    if _went_in(connection, statement, list(rows)):
+        return []
+    return [row for row in rows if not _went_in(connection, statement, [row])]
+
+
+def _went_in(connection: Connection, statement: Any, rows: list[dict[str, Any]]) -> bool:
+    """Whether ``rows`` went in, in a savepoint of their own (refused: rolled back to it)."""
     try:
         with connection.begin_nested():
-            connection.execute(statement, list(rows))
-        return []
+            connection.execute(statement, rows)
     except DBAPIError as error:
         if is_store_down(error):
             raise
-    refused: list[dict[str, Any]] = []
-    for row in rows:
-        try:
-            with connection.begin_nested():
-                connection.execute(statement, [row])
-        except DBAPIError as error:
-            if is_store_down(error):
-                raise
-            refused.append(row)
-    return refused
+        return False
+    return True
 
 
 BatchValue = Callable[[str, Any], Any]

@@ -130,9 +130,7 @@ def failure_rows(
     if where.text:
         query = query.where(_mentions(runs.c, where.text))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
-    stuck = []
-    if after is None and limit:
-        stuck = read_runs(connection, query)
+    stuck = read_runs(connection, query) if after is None and limit else []
     found: tuple[FailurePage | None, dict[str, Resolution]] = (None, {})
     if len(stuck) < limit:
         found = _resolved_page(
@@ -251,7 +249,7 @@ def failure_page(
                 .order_by(scanned.c.finished_at.desc(), scanned.c.id.desc())
                 .limit(limit + 1)
             )
-            rows = connection.execute(matched).mappings()
+            found = read_runs(connection, matched)
             last = connection.execute(
                 query.with_only_columns(runs.c.finished_at, runs.c.id)
                 .offset(SEARCH_SCAN - 1)
@@ -261,12 +259,12 @@ def failure_page(
                 bound = FailureKey(last[0], str(last[1]))
                 frontier = bound if frontier is None else max(frontier, bound)
         else:
-            rows = connection.execute(query.limit(limit + 1)).mappings()
-        streams.append([(_key(run), run) for run in (RunRecord.from_row(r) for r in rows)])
+            found = read_runs(connection, query.limit(limit + 1))
+        streams.append([(_key(run), run) for run in found])
     merged = heapq.merge(*streams, key=lambda pair: pair[0], reverse=True)
-    found = [pair for pair in merged if frontier is None or pair[0] >= frontier]
-    page = [run for _, run in found[:limit]]
-    if len(found) > limit:
+    kept = [pair for pair in merged if frontier is None or pair[0] >= frontier]
+    page = [run for _, run in kept[:limit]]
+    if len(kept) > limit:
         return FailurePage(page, _key(page[-1]), None)
     return FailurePage(page, frontier, frontier)
 
@@ -346,7 +344,6 @@ def resolutions(connection: Connection, failed: Sequence[RunRecord]) -> dict[str
 def logged_changes(
     connection: Connection, jobs: Collection[str], actions: Collection[str], since: datetime
 ) -> list[Any]:
-    """The change-log entries of ``jobs`` with one of ``actions`` since ``since``."""
     query = (
         select(*[job_changes.c[n] for n in ("action", "actor", "at", "before", "after", "reason")])
         .where(

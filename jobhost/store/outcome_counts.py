@@ -36,6 +36,7 @@ from sqlalchemy import (
     literal,
     select,
     text,
+    type_coerce,
     union_all,
     update,
 )
@@ -44,7 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
 from jobhost.records import RUNNING, TERMINAL_OUTCOMES
-from jobhost.store.engine import database, database_now, is_read_only
+from jobhost.store.engine import UTCDateTime, database, database_now, is_read_only
 from jobhost.store.schema import run_outcome_minutes, run_outcome_purges, run_outcome_spans, runs
 
 __all__ = [
@@ -260,15 +261,9 @@ def _span(connection: Connection, *, lock: bool = False) -> _Range | None:
 
 
 def _counted(connection: Connection, part: _Range) -> list[_Row]:
-    bounds = {"lo": part[0], "hi": part[1]}
-    db = database(connection)
-    found = connection.execute(_count_statement(db.typed), bounds)
-    if db.typed:
-        return [(minute.astimezone(UTC), str(outcome), int(n)) for minute, outcome, n in found]
-    return [
-        (datetime.fromisoformat(f"{minute}:00").replace(tzinfo=UTC), str(outcome), int(n))
-        for minute, outcome, n in found
-    ]
+    statement = _count_statement(database(connection).typed)
+    found = connection.execute(statement, {"lo": part[0], "hi": part[1]})
+    return [(minute, str(outcome), int(n)) for minute, outcome, n in found]
 
 
 def _place(counts: list[dict[str, int]], wanted: Sequence[_Range | None], rows: list[_Row]) -> None:
@@ -352,8 +347,8 @@ def _count_statement(typed: bool) -> Any:
             literal(_MINUTE), finished, literal(datetime(2000, 1, 1, tzinfo=UTC))
         )
     else:
-        minute = func.substr(finished, 1, 16)
-    placed = select(minute.label("minute"), runs.c.outcome).where(
+        minute = func.substr(finished, 1, 16).concat(":00")  # the text of the minute's start
+    placed = select(type_coerce(minute, UTCDateTime()).label("minute"), runs.c.outcome).where(
         runs.c.outcome.in_(FINISHED_OUTCOMES),
         finished >= bindparam("lo", type_=finished.type),
         finished < bindparam("hi", type_=finished.type),

@@ -81,7 +81,12 @@ class Postgres:
         options.setdefault("pool_size", 10)
         if connect_timeout > 0:
             options.setdefault("pool_timeout", connect_timeout)
-        server = _server_settings(statement_timeout, idle_transaction_timeout)
+        # The server settings the timeouts ask for (0: not sent), in milliseconds.
+        timeouts = {
+            "statement_timeout": statement_timeout,
+            "idle_in_transaction_session_timeout": idle_transaction_timeout,
+        }
+        server = {name: str(round(s * 1000)) for name, s in timeouts.items() if s > 0}
         if pooling == "transaction":
             # Nothing may live in the session: the pooler lends it to others between
             # transactions.
@@ -132,14 +137,6 @@ class Postgres:
 
         return func.string_agg(value, aggregate_order_by(literal(separator), *order))
 
-    def channel(self, connection: Connection) -> str:
-        # As the connection's schema names it: a direct listener's URL need not repeat the
-        # store's search path.
-        return str(connection.execute(_CHANNEL).scalar_one())
-
-    def store_file(self, engine: Engine) -> None:
-        return None
-
     @staticmethod
     def bind_instant(value: datetime | None) -> datetime | None:
         return None if value is None else utc_instant(value)
@@ -160,13 +157,11 @@ class Postgres:
         return aware
 
 
-def _server_settings(statement: float, idle_transaction: float) -> dict[str, str]:
-    """The server settings the store's timeouts ask for (0: not sent), in milliseconds."""
-    wanted = {
-        "statement_timeout": statement,
-        "idle_in_transaction_session_timeout": idle_transaction,
-    }
-    return {name: str(round(seconds * 1000)) for name, seconds in wanted.items() if seconds > 0}
+def channel(engine: Engine) -> str:
+    """The store's ``LISTEN`` channel, as the connection's schema names it: a direct listener's
+    URL need not repeat the store's search path."""
+    with engine.connect() as connection:
+        return str(connection.execute(_CHANNEL).scalar_one())
 
 
 def _connect_timeouts(connect: float) -> dict[str, Any]:
@@ -217,10 +212,6 @@ class Pooling:
     """A direct URL to ``LISTEN`` on, past the pooler; None: poll the signal counter."""
     session: tuple[tuple[str, str], ...] = ()
     """``none``: the server settings the ``options`` startup parameter asks each session for."""
-
-    @property
-    def per_transaction(self) -> bool:
-        return self.mode == "transaction"
 
 
 class TransactionPoolerError(JobhostError):
@@ -286,7 +277,7 @@ def check_pooling(engine: Engine) -> None:
     the first one gets another)."""
     # Only a server's engine has a pooling set (SQLite's has no connections to compare).
     pooling = _POOLINGS.get(engine)
-    if pooling is None or pooling.per_transaction:
+    if pooling is None or pooling.mode == "transaction":
         return
     with engine.connect() as first:
         before = _backend(first)

@@ -11,7 +11,7 @@ from sqlalchemy import and_, delete, func, or_, select, tuple_
 from sqlalchemy.engine import Connection, Engine
 
 from jobhost.store.outcome_counts import forget_runs
-from jobhost.store.runlogs import delete_run_logs
+from jobhost.store.runlogs import run_logs
 from jobhost.store.schema import hosts, job_idempotency, runs
 
 __all__ = ["purge"]
@@ -68,7 +68,7 @@ def _purge_runs(
         # The chart's kept counts lose these runs in the same transaction.
         forget_runs(connection, [(row.job_name, row.outcome, row.finished_at) for row in found])
         connection.execute(delete(runs).where(runs.c.id.in_(ids)))
-        delete_run_logs(connection, ids)
+        connection.execute(delete(run_logs).where(run_logs.c.run_id.in_(ids)))
     return len(ids)
 
 

@@ -211,11 +211,8 @@ def _repair(
     plausible = row.next_occurrence is not None and row.next_occurrence <= expected
     if plausible and (row.due_at is not None or row.paused):
         return False
-    unchanged = (
-        schedules.c.next_occurrence == row.next_occurrence
-        if row.next_occurrence is not None
-        else schedules.c.next_occurrence.is_(None)
-    )
+    # Compared with None, the column is tested IS NULL.
+    unchanged = schedules.c.next_occurrence == row.next_occurrence
     values: dict[str, object] = {"updated_at": now}
     if row.next_occurrence is None or row.next_occurrence > expected:
         values |= {"next_occurrence": expected, "due_at": expected}

@@ -199,8 +199,8 @@ def get_run(connection: Connection, run_id: str, *, for_update: bool = False) ->
     """The run; ``for_update`` locks it against a concurrent operator action (SQLite's write
     lock holds the whole file)."""
     query = select(runs).where(runs.c.id == run_id)
-    row = connection.execute(query.with_for_update() if for_update else query).mappings().first()
-    return RunRecord.from_row(row) if row is not None else None
+    found = read_runs(connection, query.with_for_update() if for_update else query)
+    return found[0] if found else None
 
 
 def stored_job_names(connection: Connection, names: Collection[str] | None = None) -> set[str]:

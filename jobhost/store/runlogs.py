@@ -14,13 +14,13 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, delete, select
+from sqlalchemy import BigInteger, Column, Integer, String, Table, Text, select
 from sqlalchemy.engine import Connection
 
 from jobhost.records import Dropped, LogLine
 from jobhost.store.schema import metadata
 
-__all__ = ["delete_run_logs", "last_lines", "read_lines", "run_logs"]
+__all__ = ["last_lines", "read_lines", "run_logs"]
 
 run_logs = Table(
     "run_logs",
@@ -84,11 +84,6 @@ def last_lines(
         previous = lines.pop(0) if len(lines) > count else None
         found[run_id] = _with_gaps(lines, previous, 0 if previous is None else previous.seq)
     return found
-
-
-def delete_run_logs(connection: Connection, run_ids: Collection[str]) -> None:
-    if run_ids:
-        connection.execute(delete(run_logs).where(run_logs.c.run_id.in_(list(run_ids))))
 
 
 def _with_gaps(

@@ -149,17 +149,16 @@ def get_runtime_job(
 
 def insert_runtime_job(
     connection: Connection,
-    *,
     name: str,
-    kind: str,
     definition: Mapping[str, Any],
+    *,
     actor: str,
     now: datetime,
 ) -> None:
     connection.execute(
         runtime_jobs.insert().values(
             name=name,
-            kind=kind,
+            kind=str(definition["kind"]),
             definition=_dumps(definition),
             version=1,
             created_at=now,
@@ -292,14 +291,7 @@ def write_runtime_job(
                     return Written(before, None, changed=False, lost=True)
                 orphan_schedules(connection, [name], now)
             elif before is None:
-                insert_runtime_job(
-                    connection,
-                    name=name,
-                    kind=str(stored["kind"]),
-                    definition=stored,
-                    actor=actor,
-                    now=now,
-                )
+                insert_runtime_job(connection, name, stored, actor=actor, now=now)
             elif before.definition == stored:
                 return Written(before, before, changed=False)
             elif not connection.execute(

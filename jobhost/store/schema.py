@@ -1,8 +1,4 @@
-"""The store's tables. Migrations create them; this module is what queries are written against.
-
-Constraint names are part of the contract: the firing loop recognises a lost race by the name
-of the unique constraint that refused its insert.
-"""
+"""The store's tables. Migrations create them; this module is what queries are written against."""
 
 from __future__ import annotations
 
@@ -28,7 +24,6 @@ from jobhost.store.engine import UTCDateTime
 __all__ = [
     "IS_PENDING",
     "IS_RUNNING",
-    "RUN_OCCURRENCE_CONSTRAINT",
     "backfills",
     "concurrency_groups",
     "hosts",
@@ -42,9 +37,6 @@ __all__ = [
     "schedules",
     "signals",
 ]
-
-RUN_OCCURRENCE_CONSTRAINT = "uq_runs_job_occurrence_attempt"
-"""One row per (job, occurrence, attempt): the database's last word on "exactly once"."""
 
 metadata = MetaData(
     naming_convention={
@@ -159,7 +151,8 @@ runs = Table(
     # The executor's Success value as JSON text of at most 4 kB, None when it returned nothing
     # (0016).
     Column("result", Text),
-    UniqueConstraint("job_name", "occurrence", "attempt", name=RUN_OCCURRENCE_CONSTRAINT),
+    # One row per (job, occurrence, attempt): the database's last word on "exactly once".
+    UniqueConstraint("job_name", "occurrence", "attempt", name="uq_runs_job_occurrence_attempt"),
     Index("ix_runs_job_name_queued_at", "job_name", "queued_at"),
     # A job's runs of one outcome by finish (0004): reports, failures and outcome counts.
     Index("ix_runs_job_name_outcome_finished_at", "job_name", "outcome", "finished_at"),

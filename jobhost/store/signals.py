@@ -7,10 +7,6 @@ in the transaction and, once it commits, ring the doorbell beside the store file
 heartbeat also reads it (:meth:`SignalWatcher.look`), so a ring lost to a writer killed after
 its commit delays the wake by one heartbeat at most. Without a doorbell, the watcher looks every
 half second at the store file and its write-ahead log, reading the counter when one changed.
-
-Behind a transaction-mode pooler a ``LISTEN`` would hold a server connection the pooler lends to
-others: the listener connects to ``store_listen_url`` instead, or, without one, the watcher reads
-the counter once a second.
 """
 
 from __future__ import annotations
@@ -32,9 +28,9 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
 from jobhost.store.engine import StoreRetry, database, reading
-from jobhost.store.postgres import pooling_of
+from jobhost.store.postgres import channel, pooling_of
 from jobhost.store.schema import signals
-from jobhost.store.sqlite import Doorbell
+from jobhost.store.sqlite import Doorbell, store_file
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,13 +121,13 @@ class SignalWatcher:
 
         dsn = _listen_dsn(self._engine)
         assert dsn is not None
-        channel = _channel(self._engine)
+        name = channel(self._engine)
         stop_reader, stop_writer = socket.socketpair()
         with self._lock:
             self._interrupt = stop_writer
         try:
             with listener(self._engine, dsn) as connection:
-                _listen_on_channel(connection, channel)
+                _listen_on_channel(connection, name)
                 # What arrives during a ping is handed to the handlers, not left for the socket.
                 pinged: list[object] = []
                 connection.add_notify_handler(pinged.append)
@@ -171,7 +167,7 @@ class SignalWatcher:
             stop_writer.close()
 
     def _poll(self) -> None:
-        path = database(self._engine).store_file(self._engine)
+        path = store_file(self._engine)
         doorbell = Doorbell.open(path)
         if doorbell is None:
             self._poll_stamps(path)
@@ -195,7 +191,7 @@ class SignalWatcher:
         stamp: tuple[tuple[int, int, int], ...] | None = None
         while not self._stopped.wait(seconds):
             if path is not None:
-                looked = _stamp(path)
+                looked = tuple(_stat(file) for file in (path, path.with_name(f"{path.name}-wal")))
                 if looked == stamp:
                     continue  # nobody wrote the store: the counter cannot have moved
                 stamp = looked
@@ -227,14 +223,14 @@ class ChangeSignal:
         if dsn is not None:
             import psycopg
 
-            channel = _channel(self._engine)
+            name = channel(self._engine)
             try:
                 self._listening = psycopg.connect(dsn, autocommit=True)
-                _listen_on_channel(self._listening, channel)
+                _listen_on_channel(self._listening, name)
             except psycopg.Error as error:  # the store is away: said as every store call says it
                 raise OperationalError("LISTEN", None, error) from error
         else:
-            self._doorbell = Doorbell.open(database(self._engine).store_file(self._engine))
+            self._doorbell = Doorbell.open(store_file(self._engine))
             try:
                 self._seen = _counter(self._engine)
             except BaseException:
@@ -282,18 +278,13 @@ def _listen_dsn(engine: Engine) -> str | None:
     if not database(engine).listens:
         return None
     pooling = pooling_of(engine)
-    if not pooling.per_transaction:
+    if pooling.mode != "transaction":
         url = engine.url
     elif pooling.listen_url is not None:
         url = make_url(pooling.listen_url)
     else:
         return None
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def _channel(engine: Engine) -> str:
-    with reading(engine) as connection:
-        return database(engine).channel(connection)
 
 
 def _listen_on_channel(connection: psycopg.Connection[Any], channel: str) -> None:
@@ -311,12 +302,8 @@ def _received_notify(pgconn: Any) -> bool:
     return received
 
 
-def _stamp(path: Path) -> tuple[tuple[int, int, int], ...]:
-    """Modification time, change time and size of the store file and its write-ahead log."""
-    return tuple(_stat(file) for file in (path, path.with_name(f"{path.name}-wal")))
-
-
 def _stat(file: Path) -> tuple[int, int, int]:
+    """Modification time, change time and size of ``file`` (the store's, or its write-ahead log)."""
     try:
         status = os.stat(file)
     except OSError:

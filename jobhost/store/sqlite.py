@@ -104,14 +104,6 @@ class SQLite:
     def joined(self, value: Any, separator: str, *order: Any) -> ColumnElement[Any]:
         return func.group_concat(value, separator)
 
-    def channel(self, connection: Connection) -> str:
-        raise NotImplementedError("SQLite has no LISTEN: its hosts read the signal counter")
-
-    def store_file(self, engine: Engine) -> Path | None:
-        # Unlike sqlite_path(engine.url), it knows the file of an engine whose URL is a
-        # ``file:`` URI (every command's, see open()).
-        return _STORE_FILES.get(engine)
-
     @staticmethod
     def bind_instant(value: datetime | None) -> str | None:
         return None if value is None else _text(value)
@@ -135,8 +127,12 @@ class SQLite:
 
 
 def is_read_only(engine: Engine) -> bool:
-    """Whether the engine's SQLite file was opened read-only."""
     return engine in _READ_ONLY_ENGINES
+
+
+def store_file(engine: Engine) -> Path | None:
+    """The SQLite file ``engine`` opened (None on PostgreSQL), whatever its URL says."""
+    return _STORE_FILES.get(engine)
 
 
 def sqlite_path(url: str | URL) -> Path | None:
@@ -250,7 +246,6 @@ def _release(connection: Connection) -> None:
         lock.release()
 
 
-_SUFFIX = "-signals"
 _LONGEST_ADDRESS = 100
 """Bytes of a socket path every platform takes (Linux 107, macOS and the BSDs 103)."""
 
@@ -284,7 +279,11 @@ class Doorbell:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             mode = _store_mode(store)
-            _make_directory(directory, mode)
+            with contextlib.suppress(FileExistsError):
+                directory.mkdir()
+                # Searchable wherever readable: whoever may read the store may list the doorbells.
+                with contextlib.suppress(OSError):
+                    os.chmod(directory, mode | 0o700 | ((mode & 0o444) >> 2))
             sock.bind(str(path))
             # As SQLite gives its -wal and -shm files: whoever may write the store may ring.
             os.chmod(path, mode)
@@ -337,7 +336,7 @@ def _ring(paths: list[Path]) -> None:
 
 
 def _directory(store: Path) -> Path:
-    return store.with_name(f"{store.name}{_SUFFIX}")
+    return store.with_name(f"{store.name}-signals")
 
 
 def _store_mode(store: Path) -> int:
@@ -345,14 +344,3 @@ def _store_mode(store: Path) -> int:
         return stat.S_IMODE(os.stat(store).st_mode) & 0o666
     except OSError:
         return 0o644  # not created yet: SQLite makes it 0644 under the usual umask
-
-
-def _make_directory(directory: Path, mode: int) -> None:
-    # Searchable wherever readable: a user who may read the store may list the doorbells.
-    wanted = mode | 0o700 | ((mode & 0o444) >> 2)
-    try:
-        directory.mkdir()
-    except FileExistsError:
-        return
-    with contextlib.suppress(OSError):
-        os.chmod(directory, wanted)

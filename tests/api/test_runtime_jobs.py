@@ -181,9 +181,8 @@ def test_a_declaration_that_takes_a_runtime_jobs_name_is_a_catalog_problem(
     with engine.begin() as connection:
         insert_runtime_job(
             connection,
-            name="sample.declared",
-            kind="http",
-            definition=PING,
+            "sample.declared",
+            PING,
             actor="early",
             now=NOW,
         )

@@ -123,9 +123,8 @@ def test_a_stored_job_naming_a_refused_variable_fails_its_run_without_reading_it
     with engine.begin() as connection:
         insert_runtime_job(
             connection,
-            name="hooks.old",
-            kind="http",
-            definition={**body, "settings": body["settings"]},
+            "hooks.old",
+            {**body, "settings": body["settings"]},
             actor="early",
             now=NOW,
         )
