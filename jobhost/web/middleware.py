@@ -379,10 +379,8 @@ class Refusals:
 
 
 def _replay(read: list[Message], receive: Receive) -> Callable[[], Awaitable[Message]]:
-    pending = list(read)
-
     async def replayed() -> Message:
-        return pending.pop(0) if pending else await receive()
+        return read.pop(0) if read else await receive()
 
     return replayed
 
