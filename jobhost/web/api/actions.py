@@ -183,7 +183,7 @@ def require_known(catalog: Catalog, store: Store, name: str) -> None:
 class BackfillEndpoints(ServiceEndpoints):
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body = await read_model(request, self._limit, BackfillRequest, "a backfill request")
+        body = await read_model(request, self._limit, BackfillRequest)
         data, status = await blocking(lambda: self._start(name, body, token.name))
         return JSONResponse(data, status_code=status)
 

@@ -152,17 +152,16 @@ async def read_json(request: Request, limit: int) -> Any:
     return value
 
 
-async def read_model(request: Request, limit: int, model: type[_Model], what: str) -> _Model:
+async def read_model(request: Request, limit: int, model: type[_Model]) -> _Model:
     body = await read_json(request, limit)
     try:
         return model.model_validate(body)
     except ValidationError as error:
         problems = [
-            FieldProblem(".".join(str(p) for p in e["loc"]) or "", e["msg"])
+            FieldProblem(".".join(str(p) for p in e["loc"]), e["msg"])
             for e in error.errors(include_url=False, include_input=False)
         ]
-        first = problems[0] if problems else FieldProblem("", f"not {what}")
-        raise ChangeRefused(422, "Invalid body", first.line(), problems=problems) from None
+        raise ChangeRefused(422, "Invalid body", problems[0].line(), problems=problems) from None
 
 
 async def read_reason(request: Request, limit: int) -> str:

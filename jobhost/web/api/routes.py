@@ -369,7 +369,7 @@ class _Api(ServiceEndpoints):
 
     async def retry_failures(self, request: Request, token: ApiToken) -> Response:
         store = self._store
-        body = await read_model(request, self._limit, FailureRetry, "a failure retry")
+        body = await read_model(request, self._limit, FailureRetry)
         try:
             start = _since(body.since, store)
         except BadFailureQuery as error:
