@@ -321,7 +321,8 @@ class ChangesView:
 
 def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     values = {name: params.get(name, "").strip()[:_FIELD] for name in _CHANGE_FILTERS}
-    before = _positive(params.get("before"))
+    asked_before = number(params.get("before"), 0, 0, 2**62)
+    before = asked_before if 0 < asked_before < 2**62 else None
     now = store.now()
     asked = ChangesView(values, now, paged=before is not None)
     since = None
@@ -345,14 +346,6 @@ def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     if len(found) > CHANGES_PAGE:
         older = query_link({**values, "before": shown[-1].id}, "/changes?")
     return replace(asked, changes=shown, older=older)
-
-
-def _positive(value: str | None) -> int | None:
-    try:
-        number = int(value) if value else None
-    except ValueError:
-        return None
-    return number if number is not None and 0 < number < 2**62 else None
 
 
 SLOWER = 10
