@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
@@ -149,6 +150,7 @@ CHEAP_RENDER = 0.05
 PATIENCE = 1.0
 _ESCAPING = openmetrics.UNDERSCORES
 _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
+_NAME_SUFFIXES = {"counter": "_total", "info": "_info"}
 _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
 
 
@@ -156,16 +158,10 @@ def exposition(registry: CollectorRegistry) -> bytes:
     """``generate_latest(registry)``'s bytes."""
     output: list[str] = []
     for metric in registry.collect():
-        mname = metric.name
-        mtype = metric.type
-        if mtype == "counter":
-            mname += "_total"
-        elif mtype == "info":
-            mname += "_info"
-        mtype = _TYPES.get(mtype, mtype)
+        mname = _metric_name(metric.name + _NAME_SUFFIXES.get(metric.type, ""))
         help_text = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        output.append(f"# HELP {_metric_name(mname)} {help_text}\n")
-        output.append(f"# TYPE {_metric_name(mname)} {mtype}\n")
+        output.append(f"# HELP {mname} {help_text}\n")
+        output.append(f"# TYPE {mname} {_TYPES.get(metric.type, metric.type)}\n")
         om_samples: dict[str, list[str]] = {}
         for sample in metric.samples:
             line = _line(sample.name, sample.labels, sample.value, sample.timestamp)
@@ -219,23 +215,20 @@ class ExpositionCache:
                 return self._body or body
         return body
 
-    def _make(self) -> bytes:
+    def _make(self, lock: AbstractContextManager[object] | None = None) -> bytes:
+        """Render, then keep the body under ``lock`` (None: the caller holds it)."""
         started = self._monotonic()
-        self._body = self._render()
-        self.renders += 1
-        self._made_at = self._monotonic()
-        self._took = self._made_at - started
-        return self._body
+        body = self._render()  # outside ``lock``: scrapes meanwhile answer the last one
+        done = self._monotonic()
+        with lock or nullcontext():
+            self._body, self._made_at, self._took = body, done, done - started
+            self.renders += 1
+        return body
 
     def _refresh(self) -> None:
         lower_priority()
         try:
-            started = self._monotonic()
-            body = self._render()  # outside the lock: scrapes meanwhile answer the last one
-            done = self._monotonic()
-            with self._lock:
-                self._body, self._made_at, self._took = body, done, done - started
-                self.renders += 1
+            self._make(self._lock)
         except Exception as error:  # the last exposition stands; the next scrape tries again
             _log.warning(
                 "metrics: rendering failed (%s); answering the last exposition",

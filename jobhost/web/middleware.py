@@ -26,8 +26,9 @@ import re
 import secrets
 import threading
 import time
+import traceback
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import parse_qsl, unquote
 
@@ -36,7 +37,7 @@ from jobhost_contracts import redact_text
 from opentelemetry import metrics
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobhost.runtime.definition import FieldProblem
@@ -57,18 +58,15 @@ __all__ = [
     "RefuseNul",
     "RequestTimeout",
     "SafeAnswers",
-    "StartWatch",
     "StoreUnavailable",
     "blocking",
     "declared_too_large",
     "failure_body",
-    "json_bytes",
     "json_problem",
     "log_unexpected",
     "lower_priority",
     "problem_body",
     "read_capped",
-    "send_answer",
 ]
 
 _log = logging.getLogger("jobhost.http")
@@ -102,15 +100,15 @@ class SafeAnswers:
                     headers.setdefault("Cache-Control", "no-store")
             await send(message)
 
-        watched = StartWatch(with_headers)
+        watched = _StartWatch(with_headers)
         try:
             await self.app(scope, receive, watched)
         except Exception as error:
             failure_id = log_unexpected(scope.get("method", "?"), scope.get("path", "?"), error)
             if watched.started:
                 return  # the answer is under way: it is cut off, and the log says why
-            body = json_bytes(failure_body(failure_id))
-            await send_answer(with_headers, 500, body, {"content-type": PROBLEM_JSON})
+            body = _json_bytes(failure_body(failure_id))
+            await Response(body, 500, {"content-type": PROBLEM_JSON})(scope, receive, with_headers)
 
 
 def log_unexpected(method: str, path: str, error: BaseException) -> str:
@@ -134,12 +132,8 @@ def log_unexpected(method: str, path: str, error: BaseException) -> str:
 
 def _origin(error: BaseException) -> str:
     """Where ``error`` was raised: its kind is its type and this place, whatever the path."""
-    trace = error.__traceback__
-    while trace is not None and trace.tb_next is not None:
-        trace = trace.tb_next
-    if trace is None:
-        return "?"
-    return f"{trace.tb_frame.f_code.co_filename}:{trace.tb_lineno}"
+    last = traceback.extract_tb(error.__traceback__, limit=-1)
+    return f"{last[0].filename}:{last[0].lineno}" if last else "?"
 
 
 def problem_body(status: int, title: str, detail: str, **extra: object) -> dict[str, object]:
@@ -165,7 +159,7 @@ class RequestTimeout:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        watched = StartWatch(send)
+        watched = _StartWatch(send)
         try:
             with anyio.fail_after(self.seconds):
                 await self.app(scope, receive, watched)
@@ -183,42 +177,23 @@ class RequestTimeout:
             await JSONResponse(body, 504)(scope, receive, send)
 
 
-class StartWatch:
-    """A ``send`` that remembers the answer's status; ``on_start`` hears it before it leaves."""
+class _StartWatch:
+    """A ``send`` that notes the answer's start; ``on_start`` hears its status before it leaves."""
 
     def __init__(self, send: Send, on_start: Callable[[int], None] | None = None) -> None:
         self._send = send
         self._on_start = on_start
-        self.status = 0
-
-    @property
-    def started(self) -> bool:
-        return self.status != 0
+        self.started = False
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
-            self.status = int(message["status"])
+            self.started = True
             if self._on_start is not None:
-                self._on_start(self.status)
+                self._on_start(int(message["status"]))
         await self._send(message)
 
 
-async def send_answer(send: Send, status: int, body: bytes, headers: Mapping[str, str]) -> None:
-    """Write a complete answer: ``headers`` (names lower case), its length, then ``body``."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                *((name.encode(), value.encode()) for name, value in headers.items()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-def json_bytes(body: object) -> bytes:
+def _json_bytes(body: object) -> bytes:
     return json.dumps(body).encode()
 
 
@@ -270,7 +245,7 @@ class BoundedRequests:
             "retry-after": str(_RETRY_AFTER),
             "cache-control": "no-store",
         }
-        await send_answer(send, 503, json_bytes({"error": busy}), headers)
+        await Response(_json_bytes({"error": busy}), 503, headers)(scope, receive, send)
 
 
 async def blocking(call: Callable[[], _T], limiter: anyio.CapacityLimiter | None = None) -> _T:
@@ -355,7 +330,7 @@ class BodiesFirst:
             self._refusals.refused("body_timeout")
             body = f"the request body did not arrive within {self.seconds:g}s\n".encode()
             headers = {"content-type": "text/plain; charset=utf-8", "connection": "close"}
-            await send_answer(send, 408, body, headers)
+            await Response(body, 408, headers)(scope, receive, send)
             return
         await self.app(scope, _replay(read, receive), send)
 
@@ -404,10 +379,8 @@ class Refusals:
 
 
 def _replay(read: list[Message], receive: Receive) -> Callable[[], Awaitable[Message]]:
-    pending = list(read)
-
     async def replayed() -> Message:
-        return pending.pop(0) if pending else await receive()
+        return read.pop(0) if read else await receive()
 
     return replayed
 
@@ -424,7 +397,7 @@ _down = False
 _STORELESS = (*PROBES, "/static/")
 
 
-async def _unavailable(send: Send, method: str, path: str, error: BaseException) -> None:
+def _unavailable(method: str, path: str, error: BaseException) -> Response:
     global _down
     with _down_lock:
         first, _down = not _down, True
@@ -447,7 +420,7 @@ async def _unavailable(send: Send, method: str, path: str, error: BaseException)
         )
     body = problem_body(503, "Store unavailable", detail)
     headers = {"content-type": PROBLEM_JSON, "retry-after": str(_RETRY_AFTER_SECONDS)}
-    await send_answer(send, 503, json.dumps(body, indent=2).encode(), headers)
+    return Response(json.dumps(body, indent=2).encode(), 503, headers)
 
 
 def _store_answered(path: str) -> None:
@@ -483,7 +456,7 @@ class StoreUnavailable:
             if status < 500:
                 _store_answered(path)
 
-        watched = StartWatch(send, started)
+        watched = _StartWatch(send, started)
         cause: BaseException
         try:
             if self.answers is None or path.startswith(_STORELESS):
@@ -496,9 +469,9 @@ class StoreUnavailable:
             if not is_store_down(error) or watched.started:
                 raise
             cause = error
-        await _unavailable(send, str(scope.get("method", "?")), path, cause)
+        await _unavailable(str(scope.get("method", "?")), path, cause)(scope, receive, send)
 
-    async def _abandoned(self, scope: Scope, receive: Receive, watched: StartWatch) -> bool:
+    async def _abandoned(self, scope: Scope, receive: Receive, watched: _StartWatch) -> bool:
         """Whether the request was abandoned to a hung store."""
         failed: list[Exception] = []
         hung = False
@@ -554,7 +527,8 @@ class RefuseNul:
             if problem is not None:
                 errors = [{"field": problem.field, "message": problem.message}]
                 body = problem_body(400, "Invalid request", problem.line(), errors=errors)
-                await send_answer(send, 400, json_bytes(body), {"content-type": PROBLEM_JSON})
+                answer = Response(_json_bytes(body), 400, {"content-type": PROBLEM_JSON})
+                await answer(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

@@ -201,12 +201,11 @@ def create_app(
     bounded = (
         [Middleware(BoundedRequests, limit=concurrency, wait=queue_wait)] if concurrency else []
     )
-    bodies = Middleware(BodiesFirst, limit=body_limit, seconds=body_timeout)
     return Starlette(
         routes=[*listed, *pages],
         middleware=[
             Middleware(SafeAnswers),
-            bodies,
+            Middleware(BodiesFirst, limit=body_limit, seconds=body_timeout),
             *bounded,
             Middleware(StoreUnavailable, answers=endpoints.store_answers),
             Middleware(RequestTimeout, seconds=request_timeout),

@@ -33,11 +33,10 @@ from jobhost.operations.jobs import (
     state_json,
 )
 from jobhost.operations.runs import RUN_ID_LIMIT, cancel_run, retry_run
-from jobhost.runtime.service import JobService, not_found
+from jobhost.runtime.service import ChangeRefused, JobService, not_found
 from jobhost.store import Store
 from jobhost.web.api.models import BackfillRequest
 from jobhost.web.api.requests import (
-    BadRequest,
     field_error,
     problem,
     read_model,
@@ -129,11 +128,11 @@ class ActionEndpoints(ServiceEndpoints):
         except ActionRefused as refused:
             if refused.unknown:
                 raise _no_run() from None
-            raise BadRequest(409, "Conflict", str(refused)) from None
+            raise ChangeRefused(409, "Conflict", str(refused)) from None
         return done, reason
 
 
-def _no_run() -> BadRequest:
+def _no_run() -> ChangeRefused:
     return unknown("no run with this id in the ledger; run ids are in GET /api/v1/jobs/{name}/runs")
 
 
@@ -184,7 +183,7 @@ def require_known(catalog: Catalog, store: Store, name: str) -> None:
 class BackfillEndpoints(ServiceEndpoints):
     async def start(self, request: Request, token: ApiToken) -> Response:
         name = request.path_params["name"]
-        body = await read_model(request, self._limit, BackfillRequest, "a backfill request")
+        body = await read_model(request, self._limit, BackfillRequest)
         data, status = await blocking(lambda: self._start(name, body, token.name))
         return JSONResponse(data, status_code=status)
 

@@ -29,7 +29,6 @@ from jobhost.web.middleware import (
 )
 
 __all__ = [
-    "BadRequest",
     "ReasonText",
     "bad_query",
     "field_error",
@@ -83,26 +82,22 @@ def problem(
     )
 
 
-class BadRequest(ChangeRefused):
-    """A request the API refuses before looking at the store."""
-
-
-def unknown(detail: str) -> BadRequest:
+def unknown(detail: str) -> ChangeRefused:
     """404 for what the path names, which ``detail`` never repeats."""
-    return BadRequest(404, "Not found", detail)
+    return ChangeRefused(404, "Not found", detail)
 
 
-def field_error(status: int, title: str, field: str, detail: str) -> BadRequest:
+def field_error(status: int, title: str, field: str, detail: str) -> ChangeRefused:
     """A refusal naming one ``field`` (``""``: the whole body) and what is wrong with it."""
     problem = FieldProblem(field, detail)
-    return BadRequest(status, title, problem.line(), problems=[problem])
+    return ChangeRefused(status, title, problem.line(), problems=[problem])
 
 
-def invalid(field: str, detail: str) -> BadRequest:
+def invalid(field: str, detail: str) -> ChangeRefused:
     return field_error(422, "Invalid body", field, detail)
 
 
-def bad_query(name: str, detail: str) -> BadRequest:
+def bad_query(name: str, detail: str) -> ChangeRefused:
     return field_error(400, "Invalid query parameter", name, detail)
 
 
@@ -113,7 +108,7 @@ async def read_json(request: Request, limit: int) -> Any:
         raise _too_large(limit)
     media = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
-        raise BadRequest(
+        raise ChangeRefused(
             415,
             "Unsupported media type",
             f"the body must be JSON: send Content-Type: application/json (got {media!r})",
@@ -126,7 +121,7 @@ async def read_json(request: Request, limit: int) -> Any:
     if not body and "content-length" not in headers and "transfer-encoding" not in headers:
         # HTTP gives such a request no body, so what a client sent after the head (a whole
         # upload, perhaps too large) was never read: say what is missing, not that "" is bad.
-        raise BadRequest(
+        raise ChangeRefused(
             411,
             "Length required",
             "the request has neither Content-Length nor Transfer-Encoding: chunked, so it "
@@ -136,7 +131,7 @@ async def read_json(request: Request, limit: int) -> Any:
     try:
         value = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
     except RecursionError:
-        raise BadRequest(
+        raise ChangeRefused(
             400,
             "Malformed JSON",
             f"the body is nested deeper than {MAX_JSON_DEPTH} levels; send a flatter object",
@@ -145,7 +140,7 @@ async def read_json(request: Request, limit: int) -> Any:
         where = ""
         if isinstance(error, json.JSONDecodeError):
             where = f" at line {error.lineno}, column {error.colno}"
-        raise BadRequest(
+        raise ChangeRefused(
             400,
             "Malformed JSON",
             f"the body is not valid JSON{where}: {error.args[0] if error.args else error}; "
@@ -157,17 +152,16 @@ async def read_json(request: Request, limit: int) -> Any:
     return value
 
 
-async def read_model(request: Request, limit: int, model: type[_Model], what: str) -> _Model:
+async def read_model(request: Request, limit: int, model: type[_Model]) -> _Model:
     body = await read_json(request, limit)
     try:
         return model.model_validate(body)
     except ValidationError as error:
         problems = [
-            FieldProblem(".".join(str(p) for p in e["loc"]) or "", e["msg"])
+            FieldProblem(".".join(str(p) for p in e["loc"]), e["msg"])
             for e in error.errors(include_url=False, include_input=False)
         ]
-        first = problems[0] if problems else FieldProblem("", f"not {what}")
-        raise BadRequest(422, "Invalid body", first.line(), problems=problems) from None
+        raise ChangeRefused(422, "Invalid body", problems[0].line(), problems=problems) from None
 
 
 async def read_reason(request: Request, limit: int) -> str:
@@ -278,13 +272,13 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def _too_large(limit: int) -> BadRequest:
-    return BadRequest(
+def _too_large(limit: int) -> ChangeRefused:
+    return ChangeRefused(
         413,
         "Body too large",
         f"the body is larger than {limit} bytes (api_body_limit); send a smaller definition",
     )
 
 
-def _bad_query(name: str, value: str, allowed: str) -> BadRequest:
+def _bad_query(name: str, value: str, allowed: str) -> ChangeRefused:
     return bad_query(name, f"must be {allowed} (got {value[:60]!r})")

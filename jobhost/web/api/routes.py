@@ -75,7 +75,6 @@ from jobhost.web.api.models import (
 )
 from jobhost.web.api.openapi import ENDPOINTS, Endpoint, is_model, openapi_document
 from jobhost.web.api.requests import (
-    BadRequest,
     bad_query,
     field_error,
     invalid,
@@ -370,7 +369,7 @@ class _Api(ServiceEndpoints):
 
     async def retry_failures(self, request: Request, token: ApiToken) -> Response:
         store = self._store
-        body = await read_model(request, self._limit, FailureRetry, "a failure retry")
+        body = await read_model(request, self._limit, FailureRetry)
         try:
             start = _since(body.since, store)
         except BadFailureQuery as error:
@@ -469,7 +468,7 @@ def _internal_error(failure_id: str) -> Response:
     return problem(500, "Internal error", detail, extra={"id": failure_id})
 
 
-def _no_run() -> BadRequest:
+def _no_run() -> ChangeRefused:
     return unknown(
         "no run with this id in the ledger (a run purged by retention goes with its lines); "
         "run ids are in GET /api/v1/jobs/{name}/runs"

@@ -128,11 +128,7 @@ class ConsoleActions:
             return await self._backfill(request, checked, name)
         if action == "cancel-backfill":
             return await self._cancel_backfill(request, checked, name)
-        result, asked = await blocking(lambda: self._act_on_job(action, name, checked))
-        if asked is not None:
-            return _see(f"/requests/{asked}")
-        # A fixed code, never the text: a link cannot make the page say what it likes.
-        return _see(f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}")
+        return _see(await blocking(lambda: self._act_on_job(action, name, checked)))
 
     async def run_action(self, request: Request) -> Response:
         """``POST /runs/{run_id}/retry|cancel``."""
@@ -240,18 +236,19 @@ class ConsoleActions:
         acting_from("dashboard", client_address(request))
         return _Checked(session.who, reason, client_address(request), form)
 
-    def _act_on_job(self, action: str, name: str, checked: _Checked) -> tuple[str, str | None]:
-        """What was done, and for a trigger the request a host picks up."""
-        request_id = None
+    def _act_on_job(self, action: str, name: str, checked: _Checked) -> str:
+        """Where to go once done: for a trigger, the request a host picks up."""
         if action == "trigger":
             request_id = request_trigger(self.store, name, actor=checked.who, reason=checked.reason)
-            result = f"trigger queued (request {request_id})"
-        elif self._pause_or_resume(action, [name], checked):
+            _audit_line(checked, action, name, f"trigger queued (request {request_id})")
+            return f"/requests/{request_id}"
+        if self._pause_or_resume(action, [name], checked):
             result = "paused" if action == "pause" else "resumed"
         else:
             result = "already paused" if action == "pause" else "was not paused"
         _audit_line(checked, action, name, result)
-        return result, request_id
+        # A fixed code, never the text: a link cannot make the page say what it likes.
+        return f"/jobs/{quote(name, safe='')}?done={result.replace(' ', '-')}"
 
     def _act_on_run(self, action: str, run_id: str, checked: _Checked) -> str:
         """Where to go once done."""

@@ -87,10 +87,8 @@ _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; "
     "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
 }
 
 

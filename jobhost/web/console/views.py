@@ -61,7 +61,6 @@ __all__ = [
     "OUTCOME_ORDER",
     "RANGES",
     "RANGE_NAMES",
-    "SLICES",
     "Chart",
     "ShortCache",
     "changes_view",
@@ -134,7 +133,7 @@ def job_view(
             outcome=query.outcome,
             offset=(page - 1) * _HISTORY_PAGE,
             window=(now - span, now),
-            slices=SLICES[query.span],
+            slices=_SLICES[query.span],
             streak=job.status == "failing",
         )
     )
@@ -272,7 +271,7 @@ def failures_view(
     now = store.now()
 
     def count() -> Chart:
-        at, rows = store.health_rows(chart=(RANGES[span], SLICES[span]))
+        at, rows = store.health_rows(chart=(RANGES[span], _SLICES[span]))
         return outcome_chart(rows.counts, at - RANGES[span], at)
 
     chart = charts.get(span, count) if charts is not None else count()
@@ -322,7 +321,8 @@ class ChangesView:
 
 def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     values = {name: params.get(name, "").strip()[:_FIELD] for name in _CHANGE_FILTERS}
-    before = _positive(params.get("before"))
+    asked_before = number(params.get("before"), 0, 0, 2**62)
+    before = asked_before if 0 < asked_before < 2**62 else None
     now = store.now()
     asked = ChangesView(values, now, paged=before is not None)
     since = None
@@ -346,14 +346,6 @@ def changes_view(store: Store, params: Mapping[str, str]) -> ChangesView:
     if len(found) > CHANGES_PAGE:
         older = query_link({**values, "before": shown[-1].id}, "/changes?")
     return replace(asked, changes=shown, older=older)
-
-
-def _positive(value: str | None) -> int | None:
-    try:
-        number = int(value) if value else None
-    except ValueError:
-        return None
-    return number if number is not None and 0 < number < 2**62 else None
 
 
 SLOWER = 10
@@ -527,7 +519,7 @@ def _ticks(start: datetime, span: timedelta, zone: str) -> list[Tick]:
 CHART_ORDER = ("failed", "timed_out", "abandoned", "cancelled", "missed", "skipped", "succeeded")
 """Bottom to top of each bar."""
 
-SLICES = {"1h": 12, "24h": 24, "7d": 28, "30d": 30}
+_SLICES = {"1h": 12, "24h": 24, "7d": 28, "30d": 30}
 """How many bars each range of the job page and the Failures page is cut into."""
 
 _WIDTH = 1000.0
