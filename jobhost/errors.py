@@ -39,7 +39,6 @@ class ConfigError(JobhostError):
 
     def __init__(self, problems: list[str], source: str) -> None:
         self.problems = problems
-        self.source = source
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"invalid configuration ({source}):\n{lines}")
 
@@ -50,7 +49,6 @@ class UnknownJobError(JobhostError, LookupError):
     exit_code = 2
 
     def __init__(self, name: str, suggestions: list[str]) -> None:
-        self.name = name
         self.suggestions = suggestions
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
         super().__init__(f"unknown job {shown_name(name)}{hint}")
@@ -79,8 +77,6 @@ class SchemaTooNewError(JobhostError):
     exit_code = 3
 
     def __init__(self, current: str, head: str) -> None:
-        self.current = current
-        self.head = head
         super().__init__(
             f"store schema {current} is newer than this jobhost ({head}): upgrade jobhost "
             "(every replica and every command must run the newer version; a schema is never "

@@ -331,9 +331,6 @@ class DesiredSchedule:
     job_source: str = "module"
     """``module`` (declared by a module) or ``runtime`` (created through the API)."""
 
-    def describe(self) -> str:
-        return describe_schedule(self)
-
 
 @dataclass(frozen=True)
 class ScheduleChange:
@@ -372,7 +369,7 @@ def diff_schedules(rows: Sequence[ScheduleRow], desired: Sequence[DesiredSchedul
                 ScheduleChange(
                     want.job_name,
                     before=describe_schedule(row),
-                    after=want.describe(),
+                    after=describe_schedule(want),
                     trigger_changed=trigger_changed(row, want),
                 )
             )

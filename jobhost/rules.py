@@ -255,8 +255,8 @@ class Gap:
         return NotRun(
             self.first,
             outcome,
-            f"{reason}: {self.count.text()} occurrences from {_iso(self.first)} to before "
-            f"{_iso(self.before)}, recorded as this one row",
+            f"{reason}: {self.count.text()} occurrences from {self.first:%Y-%m-%dT%H:%M:%SZ} "
+            f"to before {self.before:%Y-%m-%dT%H:%M:%SZ}, recorded as this one row",
         )
 
 
@@ -343,43 +343,20 @@ def plan_firing(
     ``blocked`` says an earlier run still holds the job (overlap). ``missed_through`` is the last
     occurrence already recorded missed while the job was paused: those are not recorded twice.
     """
-    if not occurrences.due:
-        return FiringPlan()
-    plan = _plan(
-        occurrences,
-        now=now,
-        policy=policy,
-        paused=paused,
-        blocked=blocked,
-        missed_through=missed_through,
-    )
-    not_run = [*plan.not_run, *_rows(occurrences.nonexistent, "missed", REASON_NONEXISTENT)]
-    if missed_through is not None:
-        not_run = [row for row in not_run if row.occurrence > missed_through]
-    return replace(plan, not_run=not_run)
-
-
-def _plan(
-    occurrences: DueOccurrences,
-    *,
-    now: datetime,
-    policy: JobPolicies,
-    paused: bool,
-    blocked: bool,
-    missed_through: datetime | None,
-) -> FiringPlan:
     due = occurrences.due
+    if not due:
+        return FiringPlan()
 
     def with_gap(outcome: str, reason: str) -> list[NotRun]:
         return _rows(due, outcome, reason) + _gap_row(occurrences, outcome, reason)
 
     if paused:
-        return FiringPlan(not_run=with_gap("missed", REASON_PAUSED), missed_through=due[-1])
-    if policy.misfire is MisfirePolicy.CATCH_UP:
-        return _catch_up(occurrences, policy, blocked)
-    if blocked:
-        return _advanced(occurrences, None, with_gap("skipped", REASON_OVERLAP), missed_through)
-    if policy.misfire is MisfirePolicy.SKIP:
+        plan = FiringPlan(not_run=with_gap("missed", REASON_PAUSED), missed_through=due[-1])
+    elif policy.misfire is MisfirePolicy.CATCH_UP:
+        plan = _catch_up(occurrences, policy, blocked)
+    elif blocked:
+        plan = _advanced(occurrences, None, with_gap("skipped", REASON_OVERLAP), missed_through)
+    elif policy.misfire is MisfirePolicy.SKIP:
         grace = policy.misfire_grace or DEFAULT_MISFIRE_GRACE
         too_late = [o for o in due if now - o > grace]
         in_time = [o for o in due if now - o <= grace]
@@ -387,14 +364,20 @@ def _plan(
         gap_late = gap is not None and now - gap.before > grace
         not_run = _rows(too_late, "missed", REASON_GRACE)
         not_run += _gap_row(occurrences, "missed", REASON_GRACE if gap_late else REASON_DOWNTIME)
-        if not in_time:
-            return _advanced(occurrences, None, not_run, missed_through)
-        not_run += _rows(in_time[:-1], "missed", REASON_DOWNTIME)
-        return _advanced(occurrences, in_time[-1], not_run, missed_through)
-    # run_once: one run for everything that was missed, then on to the future.
-    not_run = _rows(due[:-1], "missed", REASON_DOWNTIME)
-    not_run += _gap_row(occurrences, "missed", REASON_DOWNTIME)
-    return _advanced(occurrences, due[-1], not_run, missed_through)
+        run: datetime | None = None
+        if in_time:
+            not_run += _rows(in_time[:-1], "missed", REASON_DOWNTIME)
+            run = in_time[-1]
+        plan = _advanced(occurrences, run, not_run, missed_through)
+    else:
+        # run_once: one run for everything that was missed, then on to the future.
+        not_run = _rows(due[:-1], "missed", REASON_DOWNTIME)
+        not_run += _gap_row(occurrences, "missed", REASON_DOWNTIME)
+        plan = _advanced(occurrences, due[-1], not_run, missed_through)
+    not_run = [*plan.not_run, *_rows(occurrences.nonexistent, "missed", REASON_NONEXISTENT)]
+    if missed_through is not None:
+        not_run = [row for row in not_run if row.occurrence > missed_through]
+    return replace(plan, not_run=not_run)
 
 
 def _advanced(
@@ -442,10 +425,6 @@ def _catch_up(occurrences: DueOccurrences, policy: JobPolicies, blocked: bool) -
         not_run=missed,
         next_occurrence=later[0] if later else occurrences.following,
     )
-
-
-def _iso(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Which occurrences of a past range a backfill replays, by mode, from what the ledger says.

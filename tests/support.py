@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import groupby
 from pathlib import Path
+
+from sqlalchemy.engine import Connection
 
 from jobhost.catalog import Catalog, JobSpec, build_catalog
 from jobhost.config import Settings
 from jobhost.envelope.envelope import RunEnvelope, SupervisedCancellation
 from jobhost.envelope.lifecycle import Outcome
 from jobhost.envelope.runlog import RunLogWriter
-from jobhost.records import Claim
+from jobhost.records import Claim, LogLine, chunk
 from jobhost.store import Store
+from jobhost.store.ledger import append_chunks
 from tests.commands import jobhost_command
 
 SAMPLE_PLUGIN = os.path.join(os.path.dirname(__file__), "plugins", "sample_jobs.py")
@@ -71,3 +76,17 @@ def run_through(
     envelope.settle(done)
     envelope.flush_reports(flush)
     return finished.outcome
+
+
+def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
+    """Insert kept lines as a host writes them: each run of consecutive numbers of one run as
+    one row."""
+    # Within such a run, ``seq`` minus the line's place in ``lines`` stays the same.
+    groups = groupby(enumerate(lines), key=lambda item: (item[1].run_id, item[1].seq - item[0]))
+    rows = []
+    for _, group in groups:
+        found = [line for _, line in group]
+        first = found[0]
+        body = [(line.at_us, line.level, line.size, line.message) for line in found]
+        rows.append(chunk(first.run_id, first.seq, first.offset, body))
+    append_chunks(connection, rows)

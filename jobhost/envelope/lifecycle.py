@@ -183,10 +183,10 @@ def _run_times(
 
 # -- reporting ---------------------------------------------------------------------------------
 # Each destination has a lane of its own: a bounded queue drained by one thread. The built-in
-# lane records the metrics and writes the JSON audit line; every sink a module adds gets a lane,
-# so a slow or hanging sink delays only its own records. A full lane drops the record, counts it
-# on ``jobhost.audit.dropped`` and warns at most once a minute. A lane's thread ends after a
-# while without work, so an idle host holds no thread for it.
+# lane records the metrics and writes the JSON audit line; every sink a module adds, whatever it
+# says of itself, gets a lane, so a slow or hanging sink delays only its own records. A full lane
+# drops the record, counts it on ``jobhost.audit.dropped`` and warns at most once a minute. A
+# lane's thread ends after a while without work, so an idle host holds no thread for it.
 
 LANE_CAPACITY = 10_000  # at 1,000 runs a second, ten seconds of reporting
 _IDLE_SECONDS = 10.0
@@ -203,8 +203,6 @@ class Reporter:
         capacity: int = LANE_CAPACITY,
     ) -> None:
         self._telemetry = telemetry
-        # The JSON audit line is written on the metrics' lane; every module sink, whatever it
-        # says of itself, gets a bounded lane.
         self._lanes = [_Lane("json-log", self._report_inline, capacity, self._dropped)]
         for sink in sinks:
             bounded = BoundedSink(sink, timeout, self._failed)

@@ -33,7 +33,7 @@ from jobhost.envelope.runlog import RunLogWriter
 from jobhost.errors import SchemaTooNewError
 from jobhost.firing.slots import HostStatus, OutcomeRecorder, WorkerSlots
 from jobhost.firing.tick import Duty, Maintenance, Ticker
-from jobhost.records import RUNNING, RunRecord
+from jobhost.records import RUNNING, RunRecord, describe_schedule
 from jobhost.rules import FiringRules
 from jobhost.runtime.reload import RuntimeReloader
 from jobhost.store import Store, StoreError, check_not_newer
@@ -207,7 +207,7 @@ class Host:
         self._runtime.start()
         plan = self._ticker.sync(self.store.now())
         for added in plan.added:
-            _log.info("plan: add %s (%s)", added.job_name, added.describe())
+            _log.info("plan: add %s (%s)", added.job_name, describe_schedule(added))
         for change in plan.changed:
             _log.info("plan: change %s: %s -> %s", change.job_name, change.before, change.after)
         for name in plan.orphaned:

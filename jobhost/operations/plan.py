@@ -44,7 +44,7 @@ def plan_json(
             for host in hosts
         ],
         "added": [
-            {"job": item.job_name, "module": item.module, "after": item.describe()}
+            {"job": item.job_name, "module": item.module, "after": describe_schedule(item)}
             for item in plan.added
         ],
         "changed": [

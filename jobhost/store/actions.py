@@ -201,8 +201,8 @@ class Backfill(Action[str]):
         )
         after = {
             "backfill_id": backfill_id,
-            "from": _iso(self.start),
-            "to": _iso(self.end),
+            "from": f"{self.start:%Y-%m-%dT%H:%M:%SZ}",
+            "to": f"{self.end:%Y-%m-%dT%H:%M:%SZ}",
             "mode": self.mode,
             "selected": len(self.occurrences),
             "concurrency": self.concurrency,
@@ -235,10 +235,6 @@ def settle_backfill(
                 )
         finish_backfills(connection, now, [backfill_id])
         return backfills.get_backfill(connection, backfill_id)
-
-
-def _iso(instant: datetime) -> str:
-    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

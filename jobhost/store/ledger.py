@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import groupby
 from types import MappingProxyType
 from typing import Any
 
@@ -34,13 +33,11 @@ from jobhost.records import (
     Chunk,
     GroupSummary,
     HostRecord,
-    LogLine,
     LogWrites,
     Outcome,
     RetriesFor,
     RetryRequest,
     RunRecord,
-    chunk,
 )
 from jobhost.store.backfills import finish_backfills
 from jobhost.store.engine import (
@@ -80,7 +77,6 @@ __all__ = [
     "abandon_dead_runs",
     "abandon_expired_runs",
     "append_chunks",
-    "append_lines",
     "beat",
     "default_host_id",
     "delete_value",
@@ -132,7 +128,9 @@ def record_finished(
     runs still going) are written, no time is read and None is returned. The lines go in the
     same transaction as the outcomes: whoever sees a run finished sees all its lines."""
     with engine.begin() as connection:
-        _write_logs(connection, logs)
+        for run_id, above, below in logs.trims:
+            trim_lines(connection, run_id, above=above, below=below)
+        append_chunks(connection, logs.chunks)
         if finished is None:
             return None
         store_time = finished.store_time
@@ -660,24 +658,11 @@ def _abandon_runs(
     return gone
 
 
-def _write_logs(connection: Connection, logs: LogWrites) -> None:
-    for run_id, above, below in logs.trims:
-        trim_lines(connection, run_id, above=above, below=below)
-    append_chunks(connection, logs.chunks)
-
-
 def append_chunks(connection: Connection, chunks: Sequence[Chunk]) -> None:
     """Insert rows of lines: one prepared statement, plain tuples to the driver."""
     if not chunks:
         return
     connection.exec_driver_sql(_INSERT[database(connection).marker], list(chunks))
-
-
-def append_lines(connection: Connection, lines: Sequence[LogLine]) -> None:
-    """Insert kept lines, each run of consecutive numbers of one run as one row."""
-    # Within such a run, ``seq`` minus the line's place in ``lines`` stays the same.
-    groups = groupby(enumerate(lines), key=lambda item: (item[1].run_id, item[1].seq - item[0]))
-    append_chunks(connection, [_chunk_of([line for _, line in group]) for _, group in groups])
 
 
 _COLUMNS = 'run_logs (run_id, seq, lines, "offset", body)'
@@ -691,16 +676,6 @@ def trim_lines(connection: Connection, run_id: str, *, above: int, below: int) -
         delete(run_logs).where(
             run_logs.c.run_id == run_id, run_logs.c.seq > above, run_logs.c.seq < below
         )
-    )
-
-
-def _chunk_of(group: Sequence[LogLine]) -> Chunk:
-    first = group[0]
-    return chunk(
-        first.run_id,
-        first.seq,
-        first.offset,
-        [(line.at_us, line.level, line.size, line.message) for line in group],
     )
 
 
@@ -973,11 +948,8 @@ class StoreJobState:
             reason = "its lease expired"
         else:
             return
-        current = self._current_token(connection)
-        raise StaleLeaseError(self._job, self._token, current, run_id=run_id, reason=reason)
-
-    def _current_token(self, connection: Connection) -> int:
         current = connection.execute(
             select(schedules.c.fencing_token).where(schedules.c.job_name == self._job)
         ).scalar()
-        return self._token if current is None else int(current)
+        token = self._token if current is None else int(current)
+        raise StaleLeaseError(self._job, self._token, token, run_id=run_id, reason=reason)

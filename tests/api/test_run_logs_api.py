@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from jobhost.records import LogLine
-from jobhost.store.ledger import append_lines
 from jobhost.store.schema import runs
 from tests.api.api_support import SECRETS, call, served_api
+from tests.support import append_lines
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 

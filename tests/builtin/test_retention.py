@@ -242,8 +242,8 @@ def test_the_ages_are_settings_of_the_retention_job() -> None:
 
 def test_a_purged_run_takes_its_log_lines_with_it(engine: Engine) -> None:
     from jobhost.records import LogLine
-    from jobhost.store.ledger import append_lines
     from jobhost.store.runlogs import read_lines
+    from tests.support import append_lines
 
     _fill(engine, "a.job", [1, 40, 50])
     with engine.connect() as connection:

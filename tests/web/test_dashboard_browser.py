@@ -255,7 +255,7 @@ def _add_lines(
 ) -> None:
     """Log lines of ``run_id`` as a host writes them, numbered from ``start``."""
     from jobhost.records import LogLine
-    from jobhost.store.ledger import append_lines
+    from tests.support import append_lines
 
     rows = [
         LogLine(

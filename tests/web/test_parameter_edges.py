@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobhost.records import LogLine
-from jobhost.store.ledger import append_lines
 from jobhost.store.schema import runs
 from tests.api.api_support import SECRETS, call, served_api
+from tests.support import append_lines
 from tests.web.console_support import Client, csrf_of, sign_in
 
 JOB = "hooks.edge"
