@@ -179,7 +179,7 @@ class Ticker:
             _log.error(
                 "claiming as one batch failed (%s: %s); claiming one job at a time",
                 type(error).__name__,
-                str(error).splitlines()[0][:300],
+                (str(error).splitlines() or [""])[0][:300],
             )
             at = now or self._time.read()
             batches = self._claim_one_by_one(at, free_slots)
@@ -302,7 +302,7 @@ class Ticker:
             except Exception as error:
                 if is_store_down(error):
                     break  # keep what was claimed; the loop backs off on the next turn
-                reason = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+                reason = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:300]}"
                 self._set_aside[name] = time.monotonic() + _SET_ASIDE_SECONDS
                 self._rules.problems[name] = f"claiming it failed: {reason}"
                 _log.error(
