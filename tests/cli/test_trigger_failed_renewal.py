@@ -10,17 +10,20 @@ import textwrap
 
 from tests.cli.operator_support import Operator
 
-# Runs ``jobhost`` with every heartbeat (the lease renewal) failing, as a store refusing it
-# would.
+# Runs ``jobhost`` with every heartbeat that renews leases failing, as a store refusing it
+# would; the host's last beat, which only says it stopped, goes through.
 _LAUNCHER = textwrap.dedent(
     """\
     import runpy
     import sys
 
     from jobhost.store import Store
+    from jobhost.store.ledger import beat
 
 
-    def refused(*args, **kwargs):
+    def refused(store, *args, stopped=False, **kwargs):
+        if stopped:
+            return beat(store._engine, *args, stopped=True, **kwargs)
         raise RuntimeError("the renewal was refused")
 
 
