@@ -1,10 +1,12 @@
 """Claiming work: the one path by which every run starts.
 
-:func:`claim` takes, in one transaction, pending runs (manual first, then due retries), then due
-schedules oldest first, and last, in the workers still free, running backfills' occurrences. It
-locks what it reads, asks :class:`ClaimRules` and the :class:`GroupGate`, and writes the whole
-batch in a handful of statements. The run row's unique constraint on (job, occurrence, attempt)
-stays the last word: an insert it refuses is dropped from the batch, never run twice.
+:func:`claim` takes, in one transaction, pending runs (manual first: a person is waiting; then
+due retries), then due schedules oldest first, and last, in the workers still free, running
+backfills' occurrences: scheduled work first, a backfill yields. It locks what it reads, asks
+:class:`ClaimRules` and the :class:`GroupGate`, and writes the whole batch in a handful of
+statements, each job's fencing token advanced exactly once per run it starts. The run row's
+unique constraint on (job, occurrence, attempt) stays the last word: an insert it refuses is
+dropped from the batch, never run twice.
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def claim(
     needs this host. ``now`` None reads the store's time in this transaction; ``quiet`` skips the
     pending read it rules out; ``early`` also takes occurrences due up to that far ahead that
     would run as they stand. ``job``, ``run_id`` or ``backfill_id`` narrow the claim (the
-    one-job fallback, a command running its manual run or its backfill itself)."""
+    one-job fallback, a command running its manual run or its backfill itself, which the claim
+    finishes when nothing of it is left)."""
     with engine.begin() as connection:
         at = now or database_now(connection, clock)
         read_at = time.monotonic()
@@ -719,7 +722,9 @@ class _Group:
 class GroupGate:
     """The slots of every concurrency group (held by live runs), counted under a lock on the
     groups' rows so two replicas never both take the last slot. What finds its group full waits
-    :data:`RECHECK`; a free slot goes to the oldest waiting occurrence first, so none starves."""
+    :data:`RECHECK`: a due schedule row keeps its occurrence, a retry or a queued manual run stays
+    pending with ``not_before`` moved on. A free slot goes to the oldest waiting occurrence
+    first, so no job of a busy group starves."""
 
     def __init__(self, connection: Connection, now: datetime) -> None:
         self._connection = connection
@@ -874,8 +879,10 @@ def _claim_backfills(
 ) -> None:
     """Claim up to ``slots`` runs of running backfills (``only``: that one, with its due retries,
     which a command running it has no host to take). A backfill yields to the schedule: it starts
-    a run only when the job's overlap policy allows one beside the job's own live runs, and its
-    runs never take the job's lease."""
+    a run only when the job's overlap policy allows one beside the job's own live runs, and up
+    to its ``concurrency`` beside each other; its runs never take the job's lease, so the overlap
+    rule of the scheduled occurrences never counts them. Its schedule row is locked with it, so
+    one replica at a time counts a backfill's runs; a paused job's backfill waits."""
     if only is not None:
         finish_backfills(connection, now, [only])
     if slots <= 0:

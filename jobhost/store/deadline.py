@@ -1,7 +1,9 @@
 """A deadline, kept by the client, on every wait for the PostgreSQL server: a backend hung
 behind a live TCP peer (a pooler, a proxy) acknowledges every byte, so neither
 ``statement_timeout`` nor keepalives end the wait. A connection gives up after ``seconds``,
-closing itself with :class:`psycopg.OperationalError` (a disconnect to SQLAlchemy)."""
+closing itself with :class:`psycopg.OperationalError` (a disconnect to SQLAlchemy): a cancel
+request would travel to the same hung peer. Imported only for PostgreSQL, so SQLite's hosts do
+not load psycopg."""
 
 from __future__ import annotations
 

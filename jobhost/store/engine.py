@@ -98,8 +98,10 @@ def create_store_engine(
     **options: Any,
 ) -> Engine:
     """An engine for the store at ``url``; without ``create``, a missing SQLite file is refused.
-    The PostgreSQL timeouts are seconds (0: off); an idle transaction's locked rows would be
-    skipped by every other replica for ever. ``pooling``, ``listen_url``: see
+    The PostgreSQL timeouts are seconds (0: off): ``connect_timeout`` bounds opening a
+    connection, waiting for one from the pool, and unacknowledged data; ``statement_timeout``
+    each statement; ``idle_transaction_timeout`` a transaction left idle, whose locked rows every
+    other replica would skip for ever. ``pooling``, ``listen_url``: see
     :mod:`jobhost.store.postgres`."""
     parsed = make_url(url)
     if parsed.drivername in {"postgresql", "postgres"}:
@@ -234,7 +236,8 @@ _BUILT: dict[tuple[str, str], Any] = {}
 
 
 def locked(connection: Connection, statement: Select[Any]) -> Select[Any]:
-    """Lock the selected rows, skipping rows another replica holds (PostgreSQL)."""
+    """Lock the selected rows, skipping rows another replica holds (PostgreSQL only: every
+    SQLite transaction of the store holds the write lock)."""
     found: Select[Any] = database(connection).locked(statement, skip_locked=True)
     return found
 
@@ -246,8 +249,9 @@ COPY_FROM = 100
 def copy_ignoring_duplicates(
     connection: Connection, table: Table, rows: Sequence[dict[str, Any]], column: str
 ) -> set[Any]:
-    """:func:`insert_returning_new` for many rows (by ``COPY`` into a temporary table from
-    :data:`COPY_FROM` rows on PostgreSQL); the ``column`` values that went in."""
+    """:func:`insert_returning_new` for many rows; the ``column`` values that went in. On
+    PostgreSQL, :data:`COPY_FROM` rows or more travel by ``COPY`` (formatted in C) into a
+    temporary table, then over in one ``INSERT ... SELECT``."""
     if not rows:
         return set()
     if not database(connection).batches or len(rows) < COPY_FROM:
@@ -311,7 +315,8 @@ def insert_returning_new(
 
 def json_rows(columns: Sequence[tuple[str, Any]]) -> Any:
     """PostgreSQL: rows decoded from :func:`rows_json`'s one parameter, a column per ``(name,
-    type)``: one prepared text whatever the batch size, and one string the C encoder writes."""
+    type)``: one prepared text whatever the batch size, and one string the C encoder writes
+    (arrays dumped in Python cost a busy host a sixth of its CPU)."""
     return (
         func.json_to_recordset(cast(bindparam(_ROWS, type_=Text), JSON))
         .table_valued(*(column(name, kind) for name, kind in columns))
@@ -410,8 +415,9 @@ def _bound(name: str, kind: Any) -> Any:
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """An instant, stored in UTC, returned aware; text that is not a time is read as missing
-    (so the loop repairs the row), and a naive value going in is refused."""
+    """An instant, stored in UTC (SQLite: as naive text), returned aware; text that is not a
+    time (a hand edit) is read as missing, so the loop repairs the row. A naive value going in
+    is refused: it is a bug that would be off by the local offset."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
@@ -463,7 +469,8 @@ class _Stopped(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class StoreRetry:
-    """How one kind of store call is retried and logged; threads may share it."""
+    """How one kind of store call is retried and logged; once it stops trying, the last error
+    is raised. Threads may share it."""
 
     what: str
     """Names the call in the log: ``"heartbeat"``, ``"recording finished runs"``."""

@@ -226,7 +226,9 @@ def beat(
 
 def release_runs(engine: Engine, host_id: str, run_ids: Sequence[str], clock: Clock) -> set[str]:
     """Give back runs this host claimed but never started (at shutdown), as pending runs due at
-    once, and the job leases they held; return the ids released."""
+    once, and the job leases they held; return the ids released. A released run keeps its id
+    and work, and any claim starts it again with a new fencing token; its lease is let go so the
+    overlap rule does not wait for a lease nobody renews."""
     if not run_ids:
         return set()
     with writing(engine, clock) as (connection, now):
@@ -437,7 +439,8 @@ def abandon_expired_runs(
     connection: Connection, now: datetime, *, implausible: timedelta
 ) -> list[RunRecord]:
     """Record ``abandoned`` every running run whose lease expired (or lies beyond
-    ``implausible``) and whose host is gone; a live host renews its leases on return."""
+    ``implausible``, which no renewal sets) and whose host is gone: stopped, or silent for three
+    heartbeats. A live host whose lease ran out while the store was away renews it on return."""
     candidates = [
         RunRecord.from_row(r)
         for r in connection.execute(

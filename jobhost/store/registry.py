@@ -1,7 +1,8 @@
 """Keeping the store's schedules in step with the declared catalog, written when a host starts
 (the newest start wins). A changed trigger recomputes the next occurrence from now; an unchanged
 row keeps its phase unless its trigger would never produce it; a job no longer declared is
-orphaned, never deleted."""
+orphaned, never deleted. ``jobhost plan`` shows the same changes (:func:`diff_schedules`)
+without making them."""
 
 from __future__ import annotations
 
