@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -227,13 +226,16 @@ def _refuse_missing_file(settings: Settings, *, configured_ok: bool) -> None:
     path = sqlite_path(settings.database_url)
     if path is None or path.exists():
         return
-    configured = [name for name in (CONFIG_ENV, "JOBHOST_DATABASE_URL") if os.environ.get(name)]
-    if configured and configured_ok:
+    chosen = "database_url" in settings.model_fields_set
+    if chosen and configured_ok:
         return
-    if configured:
+    if chosen:
+        why = "database_url names a file that does not exist; fix database_url"
+    elif settings.file_read is not None:
         why = (
-            f"database_url ({', '.join(configured)} given) names a file that does not exist; "
-            "fix database_url"
+            f"that is the default store, used because {settings.file_read} sets no database_url "
+            "and JOBHOST_DATABASE_URL is not set; set database_url there (or "
+            "JOBHOST_DATABASE_URL=URL) to point this command at your store"
         )
     else:
         why = (

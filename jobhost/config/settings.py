@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, get_origin
 from urllib.parse import urlsplit
 
@@ -357,6 +358,11 @@ class Settings(BaseSettings):
     modules: dict[str, dict[str, Any]] = Field(default_factory=dict)
     _file: str | None = PrivateAttr(None)  # the file read, set by load_settings
 
+    @property
+    def file_read(self) -> str | None:
+        """The name of the settings file read, or None when none was named."""
+        return self._file
+
     def module_source(self, environ: Mapping[str, str]) -> str:
         """Where ``[modules.SECTION]`` was written, for a message about it."""
         if any(name.upper() == "JOBHOST_MODULES" for name in environ):
@@ -388,6 +394,13 @@ class Settings(BaseSettings):
             found.append(
                 "api_tokens is set but http_listen is not: jobhost run serves no API for them; "
                 "set http_listen (e.g. '0.0.0.0:8080'), or serve the API with jobhost serve"
+            )
+        if self._file is None and Path("jobhost.toml").is_file():
+            # No file is read unless named, so that a stray one never changes a host; a
+            # newcomer's jobhost.toml beside them would otherwise be passed over without a word.
+            found.append(
+                "jobhost.toml in the working directory is not read: a settings file is read only "
+                "when named; add --config jobhost.toml (or set JOBHOST_CONFIG=jobhost.toml)"
             )
         return found
 

@@ -168,20 +168,23 @@ class RuntimeReloader:
         if latest == self._seen and not force:
             return False
         merged = with_runtime_jobs(found.rows, self._catalog, self._settings, cache=self._cache)
-        before = set(self._catalog.runtime)
+        jobs = self._catalog.jobs
+        before = {name: jobs[name] for name in self._catalog.runtime}
         self._catalog.replace_jobs(merged.jobs, merged.runtime)
         self._update_jobs(merged.jobs)
         self._seen = latest
         for problem in merged.problems:
             if problem.code in _RUNTIME_CODES:
                 _log.warning("runtime job %s", problem.line())
-        after = set(merged.runtime)
-        if not force and (before != after or latest):
+        after = {name: merged.jobs[name] for name in merged.runtime}
+        # The change log moves for every operator action too (a trigger, a pause): only a
+        # runtime job that came, went or changed is news to the operator.
+        if not force and before != after:
             _log.info(
                 "runtime jobs reloaded: %d (added %s, removed %s)",
                 len(after),
-                ", ".join(sorted(after - before)) or "none",
-                ", ".join(sorted(before - after)) or "none",
+                ", ".join(sorted(after.keys() - before.keys())) or "none",
+                ", ".join(sorted(before.keys() - after.keys())) or "none",
             )
         return True
 

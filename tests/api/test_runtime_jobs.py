@@ -4,6 +4,7 @@ declared job that takes a runtime job's name reported by validation."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +16,7 @@ from jobhost.catalog import build_catalog
 from jobhost.config import Settings
 from jobhost.records import ChangeSearch
 from jobhost.rules import desired_schedules
-from jobhost.runtime.reload import with_runtime_jobs
+from jobhost.runtime.reload import RuntimeReloader, with_runtime_jobs
 from jobhost.runtime.service import ChangeRefused, JobService
 from jobhost.store import Store, create_store_engine, reading, upgrade
 from jobhost.store.registry import sync_schedules
@@ -265,3 +266,31 @@ def test_a_runtime_job_joins_a_concurrency_group_the_host_limits(
         assert merged.warnings == []
     finally:
         engine.dispose()
+
+
+def test_a_host_says_it_reloaded_only_when_a_runtime_job_came_went_or_changed(
+    service: tuple[JobService, Engine, ManualClock], caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs, engine, clock = service
+    reloader = RuntimeReloader(
+        jobs.settings, build_catalog(jobs.settings), Store(engine, clock), lambda _jobs: None
+    )
+    reloader.start()
+
+    def reloaded() -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="jobhost.host"):
+            reloader.signalled()
+            reloader.reload_if_changed(signalled_only=True)
+        return [r.getMessage() for r in caplog.records if "runtime jobs reloaded" in r.message]
+
+    jobs.put("hooks.ping", PING, actor="x", if_match=None)
+    assert reloaded() == ["runtime jobs reloaded: 1 (added hooks.ping, removed none)"]
+    # Operator actions move the change log too; the runtime jobs are as they were.
+    jobs.pause("hooks.ping", actor="ops", reason="maintenance")
+    jobs.trigger("sample.declared", actor="ops", reason="rerun")
+    assert reloaded() == []
+    jobs.put("hooks.ping", {**PING, "interval": "20m"}, actor="x", if_match=None)
+    assert reloaded() == ["runtime jobs reloaded: 1 (added none, removed none)"]
+    jobs.delete("hooks.ping", actor="x", reason="gone", if_match=None)
+    assert reloaded() == ["runtime jobs reloaded: 0 (added none, removed hooks.ping)"]

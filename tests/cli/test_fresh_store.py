@@ -55,6 +55,20 @@ def test_a_configured_store_file_that_does_not_exist_is_refused(tmp_path: Path) 
     assert not (tmp_path / "typo.db").exists()
 
 
+def test_a_named_file_that_sets_no_database_url_is_said_to_leave_the_default(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "jobhost.toml"
+    config.write_text("[modules.jobhost]\nkeep_days = 14\n")
+    result = run_jobhost("report", env={**_RETENTION, "JOBHOST_CONFIG": str(config)}, cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert (
+        f"no store at {tmp_path / 'jobhost.db'}: that is the default store, used because "
+        "jobhost.toml sets no database_url and JOBHOST_DATABASE_URL is not set"
+    ) in result.stderr
+    assert list(tmp_path.iterdir()) == [config], "nothing may be created"
+
+
 def test_db_upgrade_creates_the_store_and_then_the_other_commands_use_it(tmp_path: Path) -> None:
     created = run_jobhost("db", "upgrade", env=_RETENTION, cwd=tmp_path)
     assert created.returncode == 0, created.stderr

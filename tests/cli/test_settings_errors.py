@@ -36,6 +36,27 @@ def test_a_named_config_file_that_is_missing_is_an_error(tmp_path: Path) -> None
     assert "nope.toml does not exist" in result.stderr
 
 
+def test_a_jobhost_toml_beside_a_command_that_names_none_is_said_to_be_unread(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "jobhost.toml").write_text("[modules.jobhost]\nkeep_days = 14\n")
+    unnamed = run_jobhost("validate", env={"JOBHOST_LOAD_PLUGINS": "jobhost"}, cwd=tmp_path)
+    assert unnamed.returncode == 0, unnamed.stderr
+    assert (
+        "warning: jobhost.toml in the working directory is not read: a settings file is read "
+        "only when named; add --config jobhost.toml (or set JOBHOST_CONFIG=jobhost.toml)"
+    ) in unnamed.stderr
+    named = run_jobhost(
+        "--config",
+        "jobhost.toml",
+        "validate",
+        env={"JOBHOST_LOAD_PLUGINS": "jobhost"},
+        cwd=tmp_path,
+    )
+    assert named.returncode == 0, named.stderr
+    assert "is not read" not in named.stderr
+
+
 def test_a_bad_database_url_does_not_print_its_password(tmp_path: Path) -> None:
     result = run_jobhost(
         "validate", env={"JOBHOST_DATABASE_URL": "mysql://ops:hunter2@db/app"}, cwd=tmp_path
