@@ -326,6 +326,8 @@ class BodiesFirst:
                 size += len(message.get("body", b""))
                 if not message.get("more_body", False) or size > self.limit:
                     break
+        if read and read[-1]["type"] == "http.disconnect":
+            return  # the client left before its body was whole: no one to answer, nothing wrong
         if late.cancelled_caught:
             self._refusals.refused("body_timeout")
             body = f"the request body did not arrive within {self.seconds:g}s\n".encode()

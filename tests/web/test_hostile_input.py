@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.api.api_support import Answer, call, served_api
+from tests.api.api_support import SECRETS, Answer, call, served_api
 
 LEAKS = ("select", "insert", "psycopg", "sqlalchemy", "traceback", "parameters")
 
@@ -166,3 +168,33 @@ def test_an_unexpected_error_answers_a_bare_500_with_the_logs_id(
     assert len(records) == 2  # once per failure: nothing else logs it again
     assert first.body["id"] in records[0].getMessage() and records[0].exc_info is not None
     assert second.body["id"] in records[1].getMessage() and records[1].exc_info is None
+
+
+@pytest.mark.parametrize(
+    ("path", "media"),
+    [
+        ("/api/v1/jobs/hooks.gone", "application/json"),
+        ("/signin", "application/x-www-form-urlencoded"),
+    ],
+)
+def test_a_client_that_leaves_before_its_body_is_whole_logs_no_error(
+    store_url: str, caplog: pytest.LogCaptureFixture, path: str, media: str
+) -> None:
+    caplog.set_level(logging.WARNING)
+    operators = {"alice": "alice-token-0123456789"}
+    served = served_api(store_url, console=True, console_actions=True, operator_tokens=operators)
+    with served as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        secret = SECRETS["deployer"][0]
+        head = (
+            f"{'PUT' if path.startswith('/api') else 'POST'} {path} HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {secret}\r\nContent-Type: {media}\r\n"
+            "Content-Length: 100\r\n\r\n"
+        )
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(head.encode() + b'{"kind"')
+        # The server sees the hang-up at once; the time is for a failure to be logged.
+        time.sleep(0.5)
+        assert call(base, "GET", "/healthz").status == 200
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
