@@ -132,6 +132,25 @@ def test_an_unknown_api_path_is_not_echoed(base: str) -> None:
     assert page.status == 404 and "nowhere" not in str(page.body)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("TRACE", "/api/v1/jobs", "GET, HEAD"),
+        ("BREW", "/api/v1/jobs/hooks.a", "DELETE, GET, HEAD, PUT"),
+        ("PUT", "/api/v1/openapi.json", "GET, HEAD"),
+        ("DELETE", "/api/v1/kinds", "GET, HEAD"),
+        ("GET", "/api/v1/jobs/hooks.a/trigger", "POST"),
+    ],
+)
+def test_a_method_a_path_does_not_take_is_405_naming_those_it_does(
+    base: str, method: str, path: str, allow: str
+) -> None:
+    answer = ask(base, method, path)
+    assert answer.status == 405 and answer.content_type == "application/problem+json"
+    assert answer.headers["allow"] == allow
+    assert answer.body["detail"] == f"{method} is not allowed here; use {allow}"
+
+
 def test_the_largest_change_id_is_accepted(base: str) -> None:
     answer = ask(base, "GET", "/api/v1/changes?after=2147483647")
     assert answer.status == 200 and answer.body["changes"] == []

@@ -22,7 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, request_response
+from starlette.types import Receive, Scope, Send
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
@@ -96,7 +97,6 @@ __all__ = ["API_PREFIX", "api_routes"]
 API_PREFIX = "/api/v1"
 _SINCE = re.compile(SINCE_PATTERN)
 _log = logging.getLogger("jobhost.api")
-_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 _Operation = tuple[Endpoint, Callable[[Request, ApiToken], Awaitable[Response]]]
 
 
@@ -115,6 +115,16 @@ def api_routes(
     return [_Api(service, brake or GuessBrake(store)).mount()]
 
 
+class _EveryMethod:
+    """``handler`` as an ASGI app, which a route hands requests of every method."""
+
+    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self._app = request_response(handler)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+
 class _Api(ServiceEndpoints):
     def __init__(self, service: JobService, brake: GuessBrake) -> None:
         super().__init__(service, service.settings.api_body_limit)
@@ -125,21 +135,20 @@ class _Api(ServiceEndpoints):
 
     def mount(self) -> Mount:
         table: dict[str, dict[str, _Operation]] = {}
-        routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
             handler = attrgetter(endpoint.operation)(self)
-            if endpoint.scope is None:  # the document: no token
-                routes.append(Route(endpoint.path, handler, methods=["GET", "HEAD"]))
-            else:
-                table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint, handler)
-        routes += [
-            Route(path, self._dispatch(ops), methods=_METHODS) for path, ops in table.items()
+            table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint, handler)
+        # Every method reaches the handlers (an ASGI app, not a function, is routed whatever
+        # its method), so any other one, TRACE or made up, is answered 405 in the API's shape
+        # with the path's true Allow, not a router's 405 (or 404) listing methods it refuses.
+        routes: list[BaseRoute] = [
+            Route(path, _EveryMethod(self._dispatch(ops))) for path, ops in table.items()
         ]
-        routes.append(Route("/{rest:path}", self.unknown, methods=_METHODS))
+        routes.append(Route("/{rest:path}", _EveryMethod(self.unknown)))
         return Mount(API_PREFIX, routes=routes)
 
     def _dispatch(self, ops: dict[str, _Operation]) -> Callable[[Request], Any]:
-        allowed = ", ".join(sorted(ops))
+        allowed = ", ".join(sorted({*ops, "HEAD"} if "GET" in ops else ops))
 
         async def endpoint(request: Request) -> Response:
             method = "GET" if request.method == "HEAD" else request.method
@@ -151,6 +160,8 @@ class _Api(ServiceEndpoints):
                     headers={"Allow": allowed},
                 )
             found, handler = ops[method]
+            if found.scope is None:  # the document: no token
+                return await self.openapi(request)
             address = client_address(request)
             token = _token_for(request, self._service.settings.api_tokens)
             if token is None:
