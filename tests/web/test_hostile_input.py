@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tests.api.api_support import SECRETS, Answer, call, served_api
+from tests.web.console_support import Client, csrf_of
 
 LEAKS = ("select", "insert", "psycopg", "sqlalchemy", "traceback", "parameters")
 
@@ -217,3 +218,31 @@ def test_a_client_that_leaves_before_its_body_is_whole_logs_no_error(
         assert call(base, "GET", "/healthz").status == 200
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []
+
+
+def test_a_line_break_or_escape_in_a_path_cannot_forge_or_colour_a_log_line(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    token = "alice-token-0123456789"
+    operators = {"a": token}
+    served = served_api(
+        store_url, plugins="http", console=True, console_actions=True, operator_tokens=operators
+    )
+    hostile = "x%0a2026-12-07%2003:00:00,000%20CRITICAL%20jobhost:%20forged%1b[2J%E2%80%A8"
+    with served as (base, _):
+        job = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
+        assert ask(base, "PUT", "/api/v1/jobs/hooks.a", {**job, "reason": "x"}).status == 201
+        client = Client(base)
+        client.post("/signin", f"token={token}")
+        csrf = csrf_of(client, "/jobs/hooks.a")
+        status, _, page = client.post(f"/jobs/{hostile}/pause", f"csrf={csrf}&reason=x")
+        assert status == 404 and "no declared job" in page
+        assert call(base, "POST", f"/jobs/{hostile}/pause").status == 403  # not signed in
+    lines = [r.getMessage() for r in caplog.records if r.name == "jobhost.console"]
+    refusals = [line for line in lines if "refused POST" in line]
+    assert len(refusals) == 2, lines
+    for line in refusals:
+        assert not any(c in line for c in "\n\x1b\u2028"), line
+        assert "/jobs/x" in line and "\\x1b[2J" in line
+    assert "\\n2026-12-07 03:00:00,000 CRITICAL" in refusals[0]
