@@ -157,6 +157,15 @@ def test_the_largest_change_id_is_accepted(base: str) -> None:
     assert answer.status == 200 and answer.body["changes"] == []
 
 
+def test_a_body_that_is_not_utf8_is_refused_saying_so(base: str) -> None:
+    latin1 = '{"kind": "http", "reason": "caf\u00e9"}'.encode("latin-1")
+    answer = ask(base, "PUT", "/api/v1/jobs/hooks.latin", raw=latin1)
+    assert answer.status == 400 and answer.content_type == "application/problem+json"
+    assert answer.body["detail"] == (
+        "the body is not UTF-8 (at byte offset 31): send the JSON encoded as UTF-8"
+    )
+
+
 def test_deeply_nested_json_is_refused(base: str) -> None:
     deep = b"[" * 30_000 + b"]" * 30_000
     answer = ask(base, "PUT", "/api/v1/jobs/hooks.deep", raw=deep)
