@@ -116,9 +116,8 @@ _UNLOGGABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def loggable(text: str, limit: int = 200) -> str:
-    """A client's text (a path, what names it) cut to ``limit`` characters, with every control
-    character and line separator escaped (``\\n``, ``\\x1b``): a decoded ``%0a`` must not start
-    a forged log line, nor ``%1b`` colour a terminal that shows the log."""
+    """A client's text cut to ``limit``, control characters escaped: a decoded ``%0a`` must not
+    forge a log line, nor ``%1b`` colour the terminal showing the log."""
     return _UNLOGGABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text[:limit])
 
 

@@ -162,7 +162,7 @@ def test_a_body_that_is_not_utf8_is_refused_saying_so(base: str) -> None:
     answer = ask(base, "PUT", "/api/v1/jobs/hooks.latin", raw=latin1)
     assert answer.status == 400 and answer.content_type == "application/problem+json"
     assert answer.body["detail"] == (
-        "the body is not UTF-8 (at byte offset 31): send the JSON encoded as UTF-8"
+        "the body is not UTF-8 (at byte offset 31): send the JSON as UTF-8"
     )
 
 

@@ -137,11 +137,8 @@ async def read_json(request: Request, limit: int) -> Any:
             f"the body is nested deeper than {MAX_JSON_DEPTH} levels; send a flatter object",
         ) from None
     except UnicodeDecodeError as error:
-        raise ChangeRefused(
-            400,
-            "Malformed JSON",
-            f"the body is not UTF-8 (at byte offset {error.start}): send the JSON encoded as UTF-8",
-        ) from None
+        detail = f"the body is not UTF-8 (at byte offset {error.start}): send the JSON as UTF-8"
+        raise ChangeRefused(400, "Malformed JSON", detail) from None
     except ValueError as error:
         where = ""
         if isinstance(error, json.JSONDecodeError):

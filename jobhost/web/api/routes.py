@@ -22,8 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, request_response
-from starlette.types import Receive, Scope, Send
+from starlette.routing import BaseRoute, Mount, Route
 
 from jobhost.catalog import Catalog
 from jobhost.config import ApiToken, Settings
@@ -115,16 +114,6 @@ def api_routes(
     return [_Api(service, brake or GuessBrake(store)).mount()]
 
 
-class _EveryMethod:
-    """``handler`` as an ASGI app, which a route hands requests of every method."""
-
-    def __init__(self, handler: Callable[[Request], Awaitable[Response]]) -> None:
-        self._app = request_response(handler)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._app(scope, receive, send)
-
-
 class _Api(ServiceEndpoints):
     def __init__(self, service: JobService, brake: GuessBrake) -> None:
         super().__init__(service, service.settings.api_body_limit)
@@ -138,13 +127,12 @@ class _Api(ServiceEndpoints):
         for endpoint in ENDPOINTS:
             handler = attrgetter(endpoint.operation)(self)
             table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint, handler)
-        # Every method reaches the handlers (an ASGI app, not a function, is routed whatever
-        # its method), so any other one, TRACE or made up, is answered 405 in the API's shape
-        # with the path's true Allow, not a router's 405 (or 404) listing methods it refuses.
-        routes: list[BaseRoute] = [
-            Route(path, _EveryMethod(self._dispatch(ops))) for path, ops in table.items()
-        ]
-        routes.append(Route("/{rest:path}", _EveryMethod(self.unknown)))
+        routes = [Route(path, self._dispatch(ops)) for path, ops in table.items()]
+        routes.append(Route("/{rest:path}", self.unknown))
+        for route in routes:
+            # Every method reaches the handlers, so any other one (TRACE, made up) is answered
+            # 405 in the API's shape with the path's Allow, not by the router's 405 or 404.
+            route.methods = None
         return Mount(API_PREFIX, routes=routes)
 
     def _dispatch(self, ops: dict[str, _Operation]) -> Callable[[Request], Any]:
