@@ -96,6 +96,10 @@ def test_a_name_longer_than_the_store_holds_is_refused(base: str) -> None:
     body = {"kind": "http", "interval": "1h", "settings": {"url": "http://127.0.0.1:9/"}}
     refused(ask(base, "PUT", f"/api/v1/jobs/{name}", {**body, "reason": "x"}), 422, "name")
     assert ask(base, "GET", f"/api/v1/jobs/{name}").status == 404
+    # Described, not echoed: a caller's name of any length makes a small answer.
+    answer = ask(base, "PUT", "/api/v1/jobs/hooks." + "a" * 10_000, {**body, "reason": "x"})
+    assert answer.status == 422 and "a" * 300 not in json.dumps(answer.body)
+    assert answer.body["detail"].startswith("job of 10006 characters: name: ")
 
 
 def test_an_unknown_job_of_a_name_longer_than_any_is_described_not_echoed(base: str) -> None:
