@@ -124,6 +124,16 @@ def test_a_number_out_of_range_or_not_a_number_is_refused(
     refused(ask(base, "GET", f"/api/v1/changes?{query}"), 400, field)
 
 
+def test_a_change_log_filter_by_a_name_longer_than_any_is_refused_as_documented(
+    base: str,
+) -> None:
+    refused(ask(base, "GET", "/api/v1/changes?job=" + "a" * 201), 400, "job")
+    assert ask(base, "GET", "/api/v1/changes?job=" + "a" * 200).status == 200
+    document = call(base, "GET", "/api/v1/openapi.json").body
+    (job,) = [p for p in document["paths"]["/changes"]["get"]["parameters"] if p["name"] == "job"]
+    assert job["schema"]["maxLength"] == 200
+
+
 def test_an_unknown_api_path_is_not_echoed(base: str) -> None:
     answer = ask(base, "GET", "/api/v1/nowhere/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
     assert answer.status == 404 and answer.content_type == "application/problem+json"

@@ -323,6 +323,8 @@ class _Api(ServiceEndpoints):
         limit = query_int(request, ChangesQuery, "limit")
         after = query_int(request, ChangesQuery, "after")
         job = request.query_params.get("job")
+        if job is not None and len(job) > NAME_LIMIT:
+            raise bad_query("job", f"must be a job name of 1 to {NAME_LIMIT} characters")
 
         def answer() -> dict[str, Any]:
             search = ChangeSearch(job=job, after_id=after)
