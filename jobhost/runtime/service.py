@@ -261,13 +261,15 @@ class ChangeRefused(JobhostError):
 def invalid(name: str, problems: Sequence[FieldProblem]) -> ChangeRefused:
     first = problems[0].line() if problems else "the definition is invalid"
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    # A name too long to repeat (a caller's 60 KB path) is described: "job of 5006 characters".
+    job = shown_name(name) if len(shown_name(name)) < len(name) else name
     return ChangeRefused(
         422,
         "Invalid job definition",
-        f"job {name}: {first}{more}",
+        f"job {job}: {first}{more}",
         problems=problems,
         exit_code=3,
-        headline=f"job {name}: the definition is refused:",
+        headline=f"job {job}: the definition is refused:",
     )
 
 

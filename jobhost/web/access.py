@@ -28,6 +28,7 @@ __all__ = [
     "GUESS_LIMIT",
     "GuessBrake",
     "ReadAccess",
+    "api_secret",
     "bearer_secret",
     "client_address",
     "holder",
@@ -54,6 +55,12 @@ def bearer_secret(request: Request) -> str | None:
 
 def read_tokens(settings: Settings) -> dict[str, str]:
     return {token.sha256: token.name for token in settings.api_tokens if "read" in token.scopes}
+
+
+def api_secret(secret: str, settings: Settings) -> bool:
+    """Whether ``secret`` is an API token's, whatever its scopes: a right secret, never a guess."""
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    return any([hmac.compare_digest(digest, token.sha256) for token in settings.api_tokens])
 
 
 def holder(
@@ -117,6 +124,7 @@ class ReadAccess:
         self.brake = brake
         self._operators = dict(settings.operator_tokens)
         self._readers = read_tokens(settings)
+        self._settings = settings
 
     async def refusal(self, request: Request, surface: str) -> Response | None:
         """None when ``request`` may read ``surface``; else 401 (or 429 while braked)."""
@@ -124,7 +132,9 @@ class ReadAccess:
         if secret is not None:
             if holder(secret, self._operators, self._readers) is not None:
                 return None
-            if (wait := await self.brake.refused(client_address(request), surface)) is not None:
+            address = client_address(request)
+            guess = not api_secret(secret, self._settings)
+            if guess and (wait := await self.brake.refused(address, surface)) is not None:
                 return JSONResponse(
                     {"error": f"too many wrong credentials; try again in {wait}s"},
                     429,

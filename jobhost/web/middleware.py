@@ -64,6 +64,7 @@ __all__ = [
     "failure_body",
     "json_problem",
     "log_unexpected",
+    "loggable",
     "lower_priority",
     "problem_body",
     "read_capped",
@@ -111,6 +112,15 @@ class SafeAnswers:
             await Response(body, 500, {"content-type": PROBLEM_JSON})(scope, receive, with_headers)
 
 
+_UNLOGGABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def loggable(text: str, limit: int = 200) -> str:
+    """A client's text cut to ``limit``, control characters escaped: a decoded ``%0a`` must not
+    forge a log line, nor ``%1b`` colour the terminal showing the log."""
+    return _UNLOGGABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text[:limit])
+
+
 def log_unexpected(method: str, path: str, error: BaseException) -> str:
     """Log ``error`` once under a new id; return the id."""
     failure_id = secrets.token_hex(8)
@@ -122,7 +132,7 @@ def log_unexpected(method: str, path: str, error: BaseException) -> str:
             if len(_last_traceback) >= _KEPT_KINDS:
                 _last_traceback.clear()
             _last_traceback[kind] = now
-    where = f"HTTP {method} {path[:200]} failed (id {failure_id})"
+    where = f"HTTP {method} {loggable(path)} failed (id {failure_id})"
     if loud:
         _log.error("%s", where, exc_info=error)
     else:
@@ -164,7 +174,8 @@ class RequestTimeout:
             with anyio.fail_after(self.seconds):
                 await self.app(scope, receive, watched)
         except TimeoutError:
-            _log.warning("HTTP %s timed out after %gs", scope.get("path"), self.seconds)
+            path = loggable(str(scope.get("path", "?")))
+            _log.warning("HTTP %s timed out after %gs", path, self.seconds)
             if watched.started:
                 return
             body = {"error": f"the request took longer than {self.seconds:g}s"}
@@ -326,6 +337,8 @@ class BodiesFirst:
                 size += len(message.get("body", b""))
                 if not message.get("more_body", False) or size > self.limit:
                     break
+        if read and read[-1]["type"] == "http.disconnect":
+            return  # the client left before its body was whole: no one to answer, nothing wrong
         if late.cancelled_caught:
             self._refusals.refused("body_timeout")
             body = f"the request body did not arrive within {self.seconds:g}s\n".encode()
@@ -406,7 +419,7 @@ def _unavailable(method: str, path: str, error: BaseException) -> Response:
         _log.warning(
             "HTTP %s %s: the store is unavailable (%s: %s); answering 503 until it returns",
             method,
-            path[:200],
+            loggable(path),
             type(error).__name__,
             redact_text(line)[:300],
         )
@@ -430,7 +443,7 @@ def _store_answered(path: str) -> None:
     with _down_lock:
         was, _down = _down, False
     if was:
-        _log.info("HTTP %s: the store answers again", path[:200])
+        _log.info("HTTP %s: the store answers again", loggable(path))
 
 
 class StoreUnavailable:

@@ -233,6 +233,25 @@ def test_wrong_credentials_are_braked_across_replicas_and_counted(
     assert clients[1].open("POST", "/signin", f"token={OPERATOR}")[0] == 200
 
 
+def test_an_api_token_without_the_read_scope_is_refused_but_never_braked(
+    serve: Callable[..., tuple[str, GuessBrake]],
+) -> None:
+    base, _ = serve(web_read_access="token", metrics_access="token")
+    client = Client(base)
+    before = refused_credentials()
+    for attempt in range(GUESS_LIMIT + 2):
+        path = ("/report", "/metrics", "/signin")[attempt % 3]
+        if path == "/signin":
+            status, _, body = client.open("POST", path, f"token={WRITER}")
+            assert status == 403 and "lacks the read scope" in body, (attempt, status)
+            continue
+        status, _, body = client.open("GET", path, Authorization=f"Bearer {WRITER}")
+        assert status == 401 and "read scope" in body, (attempt, status, body)
+    # A right secret is no guess: it is not counted, and a guess after it is not braked yet.
+    assert refused_credentials() == before
+    assert client.open("GET", "/report", Authorization="Bearer nope")[0] == 401
+
+
 def test_the_brake_counts_per_address_and_in_all_and_forgets_old_minutes(
     engine: Engine,
 ) -> None:

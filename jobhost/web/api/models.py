@@ -571,6 +571,6 @@ class RunLogQuery(BaseModel):
 
 
 class ChangesQuery(BaseModel):
-    job: str = Field("", description="Only this job's changes.")
+    job: str = Field("", max_length=NAME_LIMIT, description="Only this job's changes.")
     after: int = Field(0, ge=0, le=MAX_CHANGE_ID, description="Only changes with a larger id.")
     limit: int = Field(100, ge=1, le=1000, description="At most N changes (default 100).")

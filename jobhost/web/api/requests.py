@@ -136,7 +136,10 @@ async def read_json(request: Request, limit: int) -> Any:
             "Malformed JSON",
             f"the body is nested deeper than {MAX_JSON_DEPTH} levels; send a flatter object",
         ) from None
-    except (UnicodeDecodeError, ValueError) as error:
+    except UnicodeDecodeError as error:
+        detail = f"the body is not UTF-8 (at byte offset {error.start}): send the JSON as UTF-8"
+        raise ChangeRefused(400, "Malformed JSON", detail) from None
+    except ValueError as error:
         where = ""
         if isinstance(error, json.JSONDecodeError):
             where = f" at line {error.lineno}, column {error.colno}"

@@ -96,7 +96,6 @@ __all__ = ["API_PREFIX", "api_routes"]
 API_PREFIX = "/api/v1"
 _SINCE = re.compile(SINCE_PATTERN)
 _log = logging.getLogger("jobhost.api")
-_METHODS = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"]
 _Operation = tuple[Endpoint, Callable[[Request, ApiToken], Awaitable[Response]]]
 
 
@@ -125,21 +124,19 @@ class _Api(ServiceEndpoints):
 
     def mount(self) -> Mount:
         table: dict[str, dict[str, _Operation]] = {}
-        routes: list[BaseRoute] = []
         for endpoint in ENDPOINTS:
             handler = attrgetter(endpoint.operation)(self)
-            if endpoint.scope is None:  # the document: no token
-                routes.append(Route(endpoint.path, handler, methods=["GET", "HEAD"]))
-            else:
-                table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint, handler)
-        routes += [
-            Route(path, self._dispatch(ops), methods=_METHODS) for path, ops in table.items()
-        ]
-        routes.append(Route("/{rest:path}", self.unknown, methods=_METHODS))
+            table.setdefault(endpoint.path, {})[endpoint.method] = (endpoint, handler)
+        routes = [Route(path, self._dispatch(ops)) for path, ops in table.items()]
+        routes.append(Route("/{rest:path}", self.unknown))
+        for route in routes:
+            # Every method reaches the handlers, so any other one (TRACE, made up) is answered
+            # 405 in the API's shape with the path's Allow, not by the router's 405 or 404.
+            route.methods = None
         return Mount(API_PREFIX, routes=routes)
 
     def _dispatch(self, ops: dict[str, _Operation]) -> Callable[[Request], Any]:
-        allowed = ", ".join(sorted(ops))
+        allowed = ", ".join(sorted({*ops, "HEAD"} if "GET" in ops else ops))
 
         async def endpoint(request: Request) -> Response:
             method = "GET" if request.method == "HEAD" else request.method
@@ -151,6 +148,8 @@ class _Api(ServiceEndpoints):
                     headers={"Allow": allowed},
                 )
             found, handler = ops[method]
+            if found.scope is None:  # the document: no token
+                return await self.openapi(request)
             address = client_address(request)
             token = _token_for(request, self._service.settings.api_tokens)
             if token is None:
@@ -324,6 +323,8 @@ class _Api(ServiceEndpoints):
         limit = query_int(request, ChangesQuery, "limit")
         after = query_int(request, ChangesQuery, "after")
         job = request.query_params.get("job")
+        if job is not None and len(job) > NAME_LIMIT:
+            raise bad_query("job", f"must be a job name of 1 to {NAME_LIMIT} characters")
 
         def answer() -> dict[str, Any]:
             search = ChangeSearch(job=job, after_id=after)

@@ -38,7 +38,7 @@ from jobhost.store.runtime import acting_from
 from jobhost.web.access import client_address
 from jobhost.web.console.auth import BadForm, SessionKeeper, read_form, same_origin
 from jobhost.web.console.views import FAILURES_PAGE
-from jobhost.web.middleware import blocking
+from jobhost.web.middleware import blocking, loggable
 
 __all__ = ["BULK_NOTICES", "NOTICES", "RUN_NOTICES", "ConsoleActions", "retry_notice"]
 
@@ -104,9 +104,9 @@ class ConsoleActions:
         _log.warning(
             "dashboard refused %s %s from %s: %s",
             request.method,
-            request.url.path,
+            loggable(request.url.path),
             client_address(request),
-            why,
+            loggable(why, 500),
         )
         return self.page(request, "refused.html", status=status, why=why)
 

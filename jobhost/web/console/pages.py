@@ -41,7 +41,7 @@ from jobhost.operations.report import (
 from jobhost.operations.runs import RETRYABLE, dropped_text, line_time
 from jobhost.operations.timefmt import duration_text, iso_utc, short_local, short_utc
 from jobhost.store import Store
-from jobhost.web.access import GuessBrake, client_address, read_tokens
+from jobhost.web.access import GuessBrake, api_secret, client_address, read_tokens
 from jobhost.web.console.actions import (
     BULK_NOTICES,
     NOTICES,
@@ -298,7 +298,10 @@ class Console(ConsoleActions):
             form = await read_form(request)
         except BadForm as error:
             return self.refuse(request, str(error), error.status)
-        found = self.sessions.identify(form.get("token", ""))
+        found = self.sessions.identify(token := form.get("token", ""))
+        if found is None and api_secret(token, self.settings):
+            why = "that API token lacks the read scope, which signing in needs"
+            return self.page(request, "signin.html", status=403, error=why)
         if found is None:
             if (wait := await self.brake.refused(client, "signin")) is not None:
                 refused = self.refuse(request, f"too many wrong tokens; try again in {wait}s", 429)
