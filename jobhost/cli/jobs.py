@@ -250,7 +250,10 @@ def _body(
 
 
 def _read_file(file: str) -> dict[str, Any]:
-    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise click.BadParameter(f"{file} cannot be read: {error}", param_hint="--file") from None
     try:
         value = json.loads(text, parse_constant=_not_json)
     except ValueError as error:

@@ -109,3 +109,16 @@ def test_the_jobhost_modules_error_gives_an_example_that_is_accepted() -> None:
 
         assert accepted.returncode == 0, accepted.stdout + accepted.stderr
         assert accepted.stdout.rstrip().endswith("0 problems")
+
+
+def test_jobs_put_names_a_file_it_cannot_read(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert run_jobhost("--config", config, "db", "upgrade").returncode == 0
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes(b'{"description": "caf\xe9"}')
+    for path in (tmp_path / "missing.json", latin1):
+        args = ("--config", config, "jobs", "put", "hooks.x", "--file", str(path), "--reason", "x")
+        result = run_jobhost(*args)
+        assert result.returncode == 2, result.stderr
+        assert f"--file: {path} cannot be read" in result.stderr
+        assert "unexpected error" not in result.stderr
