@@ -53,6 +53,8 @@ def _waiting(until: str) -> Callable[[Any], Any]:
     timeout = click.option(
         "--timeout",
         type=click.FloatRange(min=0, min_open=True),
+        # NaN passes every range check, and would mean waiting forever.
+        callback=lambda c, p, v: p.type.fail("nan is not a number", p, c) if str(v) == "nan" else v,
         metavar="SECONDS",
         help=f"Stop waiting after this long (exit 4); default: {until}.",
     )
