@@ -192,13 +192,16 @@ def put_job(
     Exit status: 0; 1 when NAME changed since --if-match or is a declared job; 2 without
     --reason; 3 when the definition is invalid.
     """
-    from jobhost.runtime.service import JobService
+    from jobhost.runtime.service import JobService, invalid
     from jobhost.web.api.views import runtime_json
+    from jobhost.web.middleware import json_problem
 
     settings = settings_of()
     with opened_store(settings) as store:
         service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
+        if (problem := json_problem(body)) is not None:  # what the API refuses in its bodies
+            raise invalid(name, [problem])
         done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
     if json_shown(as_json, runtime_json(done.row)):
         return
