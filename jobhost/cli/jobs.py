@@ -18,6 +18,7 @@ import click
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, settings_of
 from jobhost.cli._options import change_reason, json_option, json_shown
+from jobhost.operations.changes import printable
 from jobhost.operations.jobs import declaration_json, kinds_json, stored_catalog
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def show_job(name: str, as_json: bool) -> None:
         state = "enabled" if data["enabled"] else "disabled"
         click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
         if data["description"]:
-            click.echo(f"  {data['description']}")
+            click.echo(f"  {printable(data['description'])}")
         click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
         click.echo(f"  daylight saving: {data['dst_policy']}")
         if data["concurrency_group"]:

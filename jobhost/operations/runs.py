@@ -16,6 +16,7 @@ import orjson
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.catalog.validation import RETRYABLE_OUTCOMES as RETRYABLE
 from jobhost.config import Settings
+from jobhost.operations.changes import printable
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import (
@@ -576,7 +577,7 @@ def line_text(entry: LogLine | Dropped) -> str:
     """One entry as ``jobhost logs`` prints it (continuation lines as they are)."""
     if isinstance(entry, Dropped):
         return dropped_text(entry)
-    return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"
+    return f"{line_time(entry.at)} {entry.level:<8} {printable(entry.message)}"
 
 
 def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:
