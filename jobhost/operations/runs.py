@@ -438,9 +438,11 @@ def watching(
 def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
     """The ended run's row, or None when ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    for run, _hosts_alive in _watching(store, run_id, deadline):
+    for run, hosts_alive in _watching(store, run_id, deadline):
         if run.outcome in TERMINAL_OUTCOMES:
             return run
+        if hosts_alive is False:  # nothing ends a gone host's run: refuse as cancel_run would
+            _check_cancel(run_id, run, store.clock())
         if deadline is not None and time.monotonic() >= deadline:
             return None
     raise AssertionError("unreachable: the watch ends only by returning")
