@@ -53,7 +53,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
             )
             raise ConfigError([missing], source) from None
         except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-            raise ConfigError([f"cannot read {file}: {error.__class__.__name__}"], source) from None
+            raise ConfigError([f"cannot read {file}: {error}"], source) from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError([f"{file} is not valid TOML: {error}"], source) from None
     problems = _malformed_json(os.environ)
